@@ -1,0 +1,88 @@
+// Status and Result<T>: errors as values with a small closed set of codes.
+#pragma once
+
+#include <expected>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace bdn {
+
+enum class StatusCode {
+  kOk = 0,
+  kNotFound,
+  kAlreadyExists,
+  kInvalidArgument,
+  kFailedPrecondition,
+  kConflict,
+  kPermissionDenied,
+  kUnavailable,
+  kDeadlineExceeded,
+  kCorruption,
+  kInternal,
+};
+
+// Returns the lower-case name of `code`, e.g. "not found".
+std::string_view StatusCodeName(StatusCode code);
+
+// A success or an error code with a message. Messages name the object first, then the reason:
+// "chunk b3:3fa9…: digest mismatch". Immutable; thread-compatible.
+class Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return {}; }
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // Returns a copy whose message is "`prefix`: message".
+  Status WithPrefix(std::string_view prefix) const;
+  std::string ToString() const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+Status NotFoundError(std::string message);
+Status AlreadyExistsError(std::string message);
+Status InvalidArgumentError(std::string message);
+Status FailedPreconditionError(std::string message);
+Status ConflictError(std::string message);
+Status PermissionDeniedError(std::string message);
+Status UnavailableError(std::string message);
+Status DeadlineExceededError(std::string message);
+Status CorruptionError(std::string message);
+Status InternalError(std::string message);
+// An error from a failed system call: Internal (or NotFound for ENOENT, PermissionDenied for
+// EACCES/EPERM, FailedPrecondition for ENOSPC), message "`what`: strerror(errnum)".
+Status ErrnoError(std::string_view what, int errnum);
+
+// A value or a Status. Result<void> holds only a Status.
+template <typename T>
+using Result = std::expected<T, Status>;
+
+// Lets `return SomeError(...)` work in functions returning Result<T>.
+inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(std::move(s)); }
+
+}  // namespace bdn
+
+#define BDN_CONCAT_INNER(a, b) a##b
+#define BDN_CONCAT(a, b) BDN_CONCAT_INNER(a, b)
+
+// Returns early with the error of a Status-returning expression.
+#define BDN_RETURN_IF_ERROR(expr)                          \
+  do {                                                     \
+    ::bdn::Status bdn_status_ = (expr);                    \
+    if (!bdn_status_.ok()) return ::bdn::Err(bdn_status_); \
+  } while (0)
+
+// `BDN_ASSIGN_OR_RETURN(auto x, F())`: x = *F(), or returns F()'s error.
+#define BDN_ASSIGN_OR_RETURN(lhs, expr) \
+  BDN_ASSIGN_OR_RETURN_IMPL(BDN_CONCAT(bdn_result_, __LINE__), lhs, expr)
+#define BDN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)       \
+  auto tmp = (expr);                                    \
+  if (!tmp.has_value()) return ::bdn::Err(tmp.error()); \
+  lhs = std::move(*tmp)

@@ -1,0 +1,320 @@
+#include "bdn/format/manifest.h"
+
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+namespace bdn {
+namespace {
+
+constexpr char kManifestMagic[4] = {'B', 'D', 'N', 'M'};
+constexpr char kIndexMagic[4] = {'B', 'D', 'N', 'I'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint8_t kAlgorithmFastCdc2020 = 1;
+constexpr uint8_t kFlagMtimes = 1;
+constexpr uint32_t kMaxString = 64 * 1024;
+
+class Writer {
+ public:
+  void Bytes(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U16(uint16_t v) { Le(v, 2); }
+  void U32(uint32_t v) { Le(v, 4); }
+  void U64(uint64_t v) { Le(v, 8); }
+  void Str(std::string_view s) {
+    U32(static_cast<uint32_t>(s.size()));
+    Bytes(s.data(), s.size());
+  }
+  void Dig(const Digest& d) { Bytes(d.data(), Digest::kSize); }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  std::string out_;
+};
+
+class Reader {
+ public:
+  Reader(std::span<const uint8_t> b, std::string what) : b_(b), what_(std::move(what)) {}
+  Status Fail(const std::string& why) const {
+    return CorruptionError(what_ + ": " + why + ", at byte " + std::to_string(pos_));
+  }
+  bool Need(size_t n) const { return b_.size() - pos_ >= n; }
+  Result<uint64_t> Le(int n) {
+    if (!Need(n)) return Err(Fail("truncated"));
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = (v << 8) | b_[pos_ + i];
+    pos_ += n;
+    return v;
+  }
+  Result<std::string> Str() {
+    BDN_ASSIGN_OR_RETURN(uint64_t n, Le(4));
+    if (n > kMaxString) return Err(Fail("string of " + std::to_string(n) + " bytes is too long"));
+    if (!Need(n)) return Err(Fail("truncated"));
+    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  Result<Digest> Dig() {
+    if (!Need(Digest::kSize)) return Err(Fail("truncated"));
+    std::array<uint8_t, Digest::kSize> a;
+    std::memcpy(a.data(), b_.data() + pos_, a.size());
+    pos_ += a.size();
+    return Digest(a);
+  }
+  Status Magic(const char (&m)[4]) {
+    if (!Need(4) || std::memcmp(b_.data() + pos_, m, 4) != 0) return Fail("bad magic");
+    pos_ += 4;
+    return Status::Ok();
+  }
+  bool AtEnd() const { return pos_ == b_.size(); }
+  size_t pos() const { return pos_; }
+
+ private:
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+  std::string what_;
+};
+
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    int n;
+    uint32_t cp;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xe0) == 0xc0) { n = 1; cp = c & 0x1f; }
+    else if ((c & 0xf0) == 0xe0) { n = 2; cp = c & 0x0f; }
+    else if ((c & 0xf8) == 0xf0) { n = 3; cp = c & 0x07; }
+    else return false;
+    if (i + n >= s.size()) return false;
+    for (int k = 1; k <= n; ++k) {
+      unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+std::string_view Parent(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+// Checks the Manifest invariants shared by encode and decode; `fail` builds the error.
+template <typename Fail>
+Status CheckEntries(const Manifest& m, Fail fail) {
+  std::unordered_map<std::string_view, EntryKind> kinds;
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    const Entry& e = m.entries[i];
+    if (Status s = ValidateEntryPath(e.path); !s.ok()) return fail(s.message());
+    if (i > 0 && !(m.entries[i - 1].path < e.path)) {
+      return fail("path \"" + e.path + "\": entries not sorted or duplicated");
+    }
+    if (e.mode & ~0777) return fail("path \"" + e.path + "\": mode has bits outside 0777");
+    if (e.mtime_ns.has_value() != m.has_mtimes) {
+      return fail("path \"" + e.path + "\": mtime presence differs from the manifest flag");
+    }
+    std::string_view parent = Parent(e.path);
+    if (!parent.empty()) {
+      auto it = kinds.find(parent);
+      if (it == kinds.end() || it->second != EntryKind::kDirectory) {
+        return fail("path \"" + e.path + "\": parent directory is not an entry");
+      }
+    }
+    if (e.kind == EntryKind::kFile) {
+      bool ok = (e.layout == FileLayout::kEmpty && e.size_bytes == 0 &&
+                 e.digest == Digest::Of(std::string_view())) ||
+                (e.layout == FileLayout::kSingleChunk && e.size_bytes > 0) ||
+                (e.layout == FileLayout::kIndexed && e.size_bytes > 0);
+      if (!ok) return fail("path \"" + e.path + "\": file layout does not match its size");
+    } else if (e.size_bytes != 0 || e.layout != FileLayout::kEmpty) {
+      return fail("path \"" + e.path + "\": only files have a size");
+    }
+    if (e.kind == EntryKind::kSymlink && e.target.empty()) {
+      return fail("path \"" + e.path + "\": symlink target is empty");
+    }
+    kinds.emplace(e.path, e.kind);
+  }
+  for (const Entry& e : m.entries) {
+    if (e.kind != EntryKind::kHardlink) continue;
+    auto it = kinds.find(e.target);
+    if (it == kinds.end() || it->second != EntryKind::kFile) {
+      return fail("path \"" + e.path + "\": hardlink target \"" + e.target +
+                  "\" is not a file entry");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view EntryKindName(EntryKind kind) {
+  switch (kind) {
+    case EntryKind::kDirectory: return "directory";
+    case EntryKind::kFile: return "file";
+    case EntryKind::kSymlink: return "symlink";
+    case EntryKind::kHardlink: return "hardlink";
+  }
+  return "unknown";
+}
+
+Status ValidateEntryPath(std::string_view path) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgumentError("path \"" + std::string(path) + "\": " + why);
+  };
+  if (path.empty()) return bad("empty");
+  if (path.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
+  if (!ValidUtf8(path)) return bad("not valid UTF-8");
+  if (path.front() == '/') return bad("must be relative");
+  size_t start = 0;
+  while (true) {
+    size_t slash = path.find('/', start);
+    std::string_view seg = path.substr(start, slash == std::string_view::npos ? std::string_view::npos
+                                                                              : slash - start);
+    if (seg.empty()) return bad("empty segment");
+    if (seg == ".") return bad("\".\" segment not allowed");
+    if (seg == "..") return bad("\"..\" segment not allowed");
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return Status::Ok();
+}
+
+Result<std::string> EncodeManifest(const Manifest& m) {
+  BDN_RETURN_IF_ERROR(m.chunker.Validate());
+  BDN_RETURN_IF_ERROR(CheckEntries(m, [](const std::string& why) {
+    return InvalidArgumentError("manifest: " + why);
+  }));
+  Writer w;
+  w.Bytes(kManifestMagic, 4);
+  w.U32(kFormatVersion);
+  w.U8(kAlgorithmFastCdc2020);
+  w.U32(m.chunker.min_bytes);
+  w.U32(m.chunker.avg_bytes);
+  w.U32(m.chunker.max_bytes);
+  w.U8(m.has_mtimes ? kFlagMtimes : 0);
+  w.U64(m.entries.size());
+  for (const Entry& e : m.entries) {
+    w.U8(static_cast<uint8_t>(e.kind));
+    w.U16(e.mode);
+    w.Str(e.path);
+    switch (e.kind) {
+      case EntryKind::kDirectory: break;
+      case EntryKind::kFile:
+        w.U64(e.size_bytes);
+        w.U8(static_cast<uint8_t>(e.layout));
+        w.Dig(e.digest);
+        if (e.layout == FileLayout::kIndexed) w.Dig(e.index);
+        break;
+      case EntryKind::kSymlink:
+      case EntryKind::kHardlink: w.Str(e.target); break;
+    }
+    if (m.has_mtimes) w.U64(static_cast<uint64_t>(*e.mtime_ns));
+  }
+  return w.Take();
+}
+
+Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes) {
+  Reader r(bytes, "manifest");
+  BDN_RETURN_IF_ERROR(r.Magic(kManifestMagic));
+  BDN_ASSIGN_OR_RETURN(uint64_t version, r.Le(4));
+  if (version != kFormatVersion) {
+    return Err(r.Fail("unsupported format version " + std::to_string(version)));
+  }
+  BDN_ASSIGN_OR_RETURN(uint64_t algorithm, r.Le(1));
+  if (algorithm != kAlgorithmFastCdc2020) {
+    return Err(r.Fail("unknown chunker algorithm " + std::to_string(algorithm)));
+  }
+  Manifest m;
+  BDN_ASSIGN_OR_RETURN(uint64_t min, r.Le(4));
+  BDN_ASSIGN_OR_RETURN(uint64_t avg, r.Le(4));
+  BDN_ASSIGN_OR_RETURN(uint64_t max, r.Le(4));
+  m.chunker = {static_cast<uint32_t>(min), static_cast<uint32_t>(avg), static_cast<uint32_t>(max)};
+  if (Status s = m.chunker.Validate(); !s.ok()) return Err(r.Fail(s.message()));
+  BDN_ASSIGN_OR_RETURN(uint64_t flags, r.Le(1));
+  if (flags & ~uint64_t{kFlagMtimes}) return Err(r.Fail("unknown flags"));
+  m.has_mtimes = flags & kFlagMtimes;
+  BDN_ASSIGN_OR_RETURN(uint64_t count, r.Le(8));
+  // Each entry takes at least 7 bytes; refuse counts the input cannot hold before reserving.
+  if (count > bytes.size() / 7) return Err(r.Fail("entry count " + std::to_string(count) + " exceeds the input"));
+  m.entries.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    Entry e;
+    BDN_ASSIGN_OR_RETURN(uint64_t kind, r.Le(1));
+    if (kind < 1 || kind > 4) return Err(r.Fail("unknown entry kind " + std::to_string(kind)));
+    e.kind = static_cast<EntryKind>(kind);
+    BDN_ASSIGN_OR_RETURN(uint64_t mode, r.Le(2));
+    e.mode = static_cast<uint16_t>(mode);
+    BDN_ASSIGN_OR_RETURN(e.path, r.Str());
+    switch (e.kind) {
+      case EntryKind::kDirectory: break;
+      case EntryKind::kFile: {
+        BDN_ASSIGN_OR_RETURN(e.size_bytes, r.Le(8));
+        BDN_ASSIGN_OR_RETURN(uint64_t layout, r.Le(1));
+        if (layout > 2) return Err(r.Fail("unknown file layout " + std::to_string(layout)));
+        e.layout = static_cast<FileLayout>(layout);
+        BDN_ASSIGN_OR_RETURN(e.digest, r.Dig());
+        if (e.layout == FileLayout::kIndexed) {
+          BDN_ASSIGN_OR_RETURN(e.index, r.Dig());
+        }
+        break;
+      }
+      case EntryKind::kSymlink:
+      case EntryKind::kHardlink: {
+        BDN_ASSIGN_OR_RETURN(e.target, r.Str());
+        break;
+      }
+    }
+    if (m.has_mtimes) {
+      BDN_ASSIGN_OR_RETURN(uint64_t t, r.Le(8));
+      e.mtime_ns = static_cast<int64_t>(t);
+    }
+    m.entries.push_back(std::move(e));
+  }
+  if (!r.AtEnd()) return Err(r.Fail("trailing bytes"));
+  BDN_RETURN_IF_ERROR(CheckEntries(m, [](const std::string& why) {
+    return CorruptionError("manifest: " + why);
+  }));
+  return m;
+}
+
+std::string EncodeChunkIndex(std::span<const ChunkRef> chunks) {
+  Writer w;
+  w.Bytes(kIndexMagic, 4);
+  w.U32(kFormatVersion);
+  w.U64(chunks.size());
+  for (const ChunkRef& c : chunks) {
+    w.Dig(c.id);
+    w.U32(c.size_bytes);
+  }
+  return w.Take();
+}
+
+Result<std::vector<ChunkRef>> DecodeChunkIndex(std::span<const uint8_t> bytes) {
+  Reader r(bytes, "chunk index");
+  BDN_RETURN_IF_ERROR(r.Magic(kIndexMagic));
+  BDN_ASSIGN_OR_RETURN(uint64_t version, r.Le(4));
+  if (version != kFormatVersion) {
+    return Err(r.Fail("unsupported format version " + std::to_string(version)));
+  }
+  BDN_ASSIGN_OR_RETURN(uint64_t count, r.Le(8));
+  if (count > bytes.size() / 36 || count * 36 != bytes.size() - r.pos()) return Err(r.Fail("length does not match count"));
+  std::vector<ChunkRef> out(count);
+  for (auto& c : out) {
+    BDN_ASSIGN_OR_RETURN(c.id, r.Dig());
+    BDN_ASSIGN_OR_RETURN(uint64_t n, r.Le(4));
+    if (n == 0) return Err(r.Fail("empty chunk"));
+    c.size_bytes = static_cast<uint32_t>(n);
+  }
+  return out;
+}
+
+}  // namespace bdn

@@ -1,0 +1,87 @@
+// Manifest: the canonical, byte-exact description of a sealed version; its BLAKE3 is the
+// version digest. Also the chunk index object that lists a large file's chunks.
+// The byte layout is specified in docs/format.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/chunk/chunker.h"
+#include "bdn/digest/digest.h"
+
+namespace bdn {
+
+enum class EntryKind : uint8_t { kDirectory = 1, kFile = 2, kSymlink = 3, kHardlink = 4 };
+
+// How a file's bytes are found.
+enum class FileLayout : uint8_t {
+  kEmpty = 0,        // size 0, no chunks
+  kSingleChunk = 1,  // one chunk whose id is the file digest
+  kIndexed = 2,      // chunk list in a chunk index object, referenced by its digest
+};
+
+// One chunk of a file: its id (BLAKE3 of its raw bytes) and its length in bytes.
+struct ChunkRef {
+  Digest id;
+  uint32_t size_bytes = 0;
+  bool operator==(const ChunkRef&) const = default;
+};
+
+// One entry of a version's tree.
+struct Entry {
+  std::string path;  // relative, '/'-separated UTF-8; never empty (the root is implicit)
+  EntryKind kind = EntryKind::kFile;
+  uint16_t mode = 0;  // permission bits, mode & 0777
+  // kFile: content size; others: 0.
+  uint64_t size_bytes = 0;
+  // kFile: BLAKE3 of the whole content (what b3sum prints).
+  Digest digest;
+  FileLayout layout = FileLayout::kEmpty;
+  // kFile with kIndexed layout: digest of the chunk index object.
+  Digest index;
+  // kSymlink: the link target, verbatim. kHardlink: path of the kFile entry it links to.
+  std::string target;
+  // Only when the manifest records mtimes (--preserve-mtime).
+  std::optional<int64_t> mtime_ns;
+
+  bool operator==(const Entry&) const = default;
+};
+
+// A version's tree. Entries are sorted by path (bytewise) with no duplicates; every parent
+// directory of an entry is itself a kDirectory entry.
+struct Manifest {
+  ChunkerParams chunker;
+  bool has_mtimes = false;
+  std::vector<Entry> entries;
+
+  bool operator==(const Manifest&) const = default;
+};
+
+// Encodes `m` canonically (docs/format.md, "Manifest"). Entries must already satisfy the
+// Manifest invariants; errors: InvalidArgument naming the offending entry.
+Result<std::string> EncodeManifest(const Manifest& m);
+
+// Decodes and validates manifest bytes. Errors: Corruption "manifest: <what>, at byte N" for
+// truncation, bad magic, unknown version/kind/layout/flags, unsorted or duplicate paths, invalid
+// paths, missing parents, dangling hardlinks, or trailing bytes.
+Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes);
+
+// Encodes a file's chunk list as a chunk index object (docs/format.md, "Chunk index").
+std::string EncodeChunkIndex(std::span<const ChunkRef> chunks);
+
+// Decodes a chunk index object. Errors: Corruption "chunk index: <what>".
+Result<std::vector<ChunkRef>> DecodeChunkIndex(std::span<const uint8_t> bytes);
+
+// Checks a path as stored in a manifest: non-empty, valid UTF-8, no NUL, no leading or trailing
+// '/', no empty, "." or ".." segments. Errors: InvalidArgument "path \"p\": <reason>".
+Status ValidateEntryPath(std::string_view path);
+
+// "directory", "file", "symlink", "hardlink".
+std::string_view EntryKindName(EntryKind kind);
+
+}  // namespace bdn

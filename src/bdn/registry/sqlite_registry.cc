@@ -1,0 +1,478 @@
+// SqliteRegistry: the Registry over one SQLite database file.
+#include <sqlite3.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "bdn/registry/registry.h"
+
+namespace bdn {
+
+std::string_view LifecycleName(Lifecycle l) { return l == Lifecycle::kAlive ? "ALIVE" : "DELETED"; }
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS volumes(
+  id INTEGER PRIMARY KEY,
+  ns TEXT NOT NULL,
+  name TEXT NOT NULL,
+  head TEXT,
+  sequence INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL,
+  UNIQUE(ns, name));
+CREATE TABLE IF NOT EXISTS versions(
+  volume_id INTEGER NOT NULL REFERENCES volumes(id),
+  digest TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  lifecycle TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  deleted_ms INTEGER,
+  delete_after_ms INTEGER,
+  files INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  chunks INTEGER NOT NULL,
+  entries INTEGER NOT NULL,
+  source_uri TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY(volume_id, digest));
+CREATE TABLE IF NOT EXISTS tags(
+  volume_id INTEGER NOT NULL REFERENCES volumes(id),
+  name TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  PRIMARY KEY(volume_id, name));
+)sql";
+
+// A prepared statement bound and stepped with small helpers; finalized on destruction.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& BindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  // Returns true for a row, false when done. Errors: Internal with SQLite's message.
+  Result<bool> Step() {
+    if (rc_ != SQLITE_OK) return Err(InternalError(std::string("registry: ") + sqlite3_errmsg(db_)));
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    if (rc == SQLITE_BUSY) return Err(UnavailableError("registry: database is busy"));
+    return Err(InternalError(std::string("registry: ") + sqlite3_errmsg(db_)));
+  }
+  Status Run() {
+    auto r = Step();
+    return r ? Status::Ok() : r.error();
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  bool IsNull(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) {
+    const unsigned char* t = sqlite3_column_text(stmt_, col);
+    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+Digest ParseStored(const std::string& hex) {
+  auto d = Digest::Parse(hex);
+  return d ? *d : Digest();
+}
+
+std::string VolumeName(const std::string& ns, const std::string& volume) {
+  return "volume bdn:" + ns + "/" + volume;
+}
+
+}  // namespace
+
+struct SqliteRegistry::Impl {
+  sqlite3* db = nullptr;
+  std::mutex mu;
+
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      if (msg.find("locked") != std::string::npos || msg.find("busy") != std::string::npos) {
+        return UnavailableError("registry: " + msg);
+      }
+      return InternalError("registry: " + msg);
+    }
+    return Status::Ok();
+  }
+
+  // Runs `body` inside BEGIN IMMEDIATE … COMMIT, rolling back on error.
+  template <typename T, typename F>
+  Result<T> Transaction(F body) {
+    BDN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Result<T> r = body();
+    if (r) {
+      Status s = Exec("COMMIT");
+      if (!s.ok()) {
+        Exec("ROLLBACK");
+        return Err(s);
+      }
+    } else {
+      Exec("ROLLBACK");
+    }
+    return r;
+  }
+
+  Result<std::optional<int64_t>> VolumeId(const std::string& ns, const std::string& volume) {
+    Stmt s(db, "SELECT id FROM volumes WHERE ns=?1 AND name=?2");
+    s.Bind(1, ns).Bind(2, volume);
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<int64_t>();
+    return std::optional<int64_t>(s.Int(0));
+  }
+
+  Result<int64_t> RequireVolume(const std::string& ns, const std::string& volume) {
+    BDN_ASSIGN_OR_RETURN(auto id, VolumeId(ns, volume));
+    if (!id) return Err(NotFoundError(VolumeName(ns, volume) + ": not found"));
+    return *id;
+  }
+
+  Result<int64_t> Sequence(int64_t vid) {
+    Stmt s(db, "SELECT sequence FROM volumes WHERE id=?1");
+    s.Bind(1, vid);
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Err(InternalError("registry: volume row vanished"));
+    return s.Int(0);
+  }
+
+  Status CheckExpected(int64_t vid, const std::string& what, std::optional<int64_t> expected) {
+    if (!expected) return Status::Ok();
+    auto seq = Sequence(vid);
+    if (!seq) return seq.error();
+    if (*seq != *expected) {
+      return ConflictError(what + ": sequence is " + std::to_string(*seq) + ", expected " +
+                           std::to_string(*expected));
+    }
+    return Status::Ok();
+  }
+
+  Result<int64_t> Bump(int64_t vid) {
+    Stmt s(db, "UPDATE volumes SET sequence=sequence+1 WHERE id=?1");
+    s.Bind(1, vid);
+    BDN_RETURN_IF_ERROR(s.Run());
+    return Sequence(vid);
+  }
+
+  Result<VersionRecord> ReadVersion(int64_t vid, const std::string& ns, const std::string& volume,
+                                    const Digest& digest) {
+    Stmt s(db,
+           "SELECT sequence, lifecycle, created_ms, deleted_ms, delete_after_ms, files, bytes, "
+           "chunks, entries, source_uri FROM versions WHERE volume_id=?1 AND digest=?2");
+    s.Bind(1, vid).Bind(2, digest.Hex());
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) {
+      return Err(NotFoundError("version bdn:" + ns + "/" + volume + "@" + digest.ToString() +
+                               ": not found"));
+    }
+    VersionRecord v;
+    v.ns = ns;
+    v.volume = volume;
+    v.digest = digest;
+    v.sequence = s.Int(0);
+    v.lifecycle = s.Text(1) == "DELETED" ? Lifecycle::kDeleted : Lifecycle::kAlive;
+    v.created_unix_ms = s.Int(2);
+    if (!s.IsNull(3)) v.deleted_unix_ms = s.Int(3);
+    if (!s.IsNull(4)) v.delete_after_unix_ms = s.Int(4);
+    v.stats = {static_cast<uint64_t>(s.Int(5)), static_cast<uint64_t>(s.Int(6)),
+               static_cast<uint64_t>(s.Int(7)), static_cast<uint64_t>(s.Int(8))};
+    v.source_uri = s.Text(9);
+    Stmt t(db, "SELECT name FROM tags WHERE volume_id=?1 AND digest=?2 ORDER BY name");
+    t.Bind(1, vid).Bind(2, digest.Hex());
+    while (true) {
+      BDN_ASSIGN_OR_RETURN(bool more, t.Step());
+      if (!more) break;
+      v.tags.push_back(t.Text(0));
+    }
+    Stmt h(db, "SELECT head FROM volumes WHERE id=?1");
+    h.Bind(1, vid);
+    BDN_ASSIGN_OR_RETURN(bool hrow, h.Step());
+    v.is_head = hrow && h.Text(0) == digest.Hex();
+    return v;
+  }
+};
+
+SqliteRegistry::SqliteRegistry(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqliteRegistry::~SqliteRegistry() {
+  if (impl_ && impl_->db) sqlite3_close(impl_->db);
+}
+
+Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesystem::path& db_path) {
+  auto impl = std::make_unique<Impl>();
+  int rc = sqlite3_open_v2(db_path.c_str(), &impl->db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = impl->db ? sqlite3_errmsg(impl->db) : "out of memory";
+    return Err(InternalError("registry " + db_path.string() + ": " + msg));
+  }
+  sqlite3_busy_timeout(impl->db, 30000);
+  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA journal_mode=WAL"));
+  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA synchronous=FULL"));
+  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA foreign_keys=ON"));
+  BDN_RETURN_IF_ERROR(impl->Exec(kSchema));
+  return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
+}
+
+Result<std::vector<std::string>> SqliteRegistry::ListNamespaces() {
+  std::lock_guard lock(impl_->mu);
+  Stmt s(impl_->db, "SELECT DISTINCT ns FROM volumes ORDER BY ns");
+  std::vector<std::string> out;
+  while (true) {
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(s.Text(0));
+  }
+  return out;
+}
+
+Result<std::vector<VolumeRecord>> SqliteRegistry::ListVolumes(const std::string& ns) {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(impl_->mu);
+    Stmt s(impl_->db, "SELECT name FROM volumes WHERE ns=?1 ORDER BY name");
+    s.Bind(1, ns);
+    while (true) {
+      BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      names.push_back(s.Text(0));
+    }
+  }
+  if (names.empty()) return Err(NotFoundError("namespace \"" + ns + "\": not found"));
+  std::vector<VolumeRecord> out;
+  for (const auto& n : names) {
+    BDN_ASSIGN_OR_RETURN(auto v, GetVolume(ns, n));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Result<VolumeRecord> SqliteRegistry::GetVolume(const std::string& ns, const std::string& volume) {
+  std::lock_guard lock(impl_->mu);
+  Stmt s(impl_->db, "SELECT id, head, sequence, created_ms FROM volumes WHERE ns=?1 AND name=?2");
+  s.Bind(1, ns).Bind(2, volume);
+  BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Err(NotFoundError(VolumeName(ns, volume) + ": not found"));
+  VolumeRecord v;
+  v.ns = ns;
+  v.name = volume;
+  int64_t vid = s.Int(0);
+  if (!s.IsNull(1)) v.head = ParseStored(s.Text(1));
+  v.sequence = s.Int(2);
+  v.created_unix_ms = s.Int(3);
+  Stmt t(impl_->db, "SELECT name, digest FROM tags WHERE volume_id=?1 ORDER BY name");
+  t.Bind(1, vid);
+  while (true) {
+    BDN_ASSIGN_OR_RETURN(bool more, t.Step());
+    if (!more) break;
+    v.tags[t.Text(0)] = ParseStored(t.Text(1));
+  }
+  Stmt c(impl_->db,
+         "SELECT SUM(lifecycle='ALIVE'), SUM(lifecycle='DELETED') FROM versions WHERE volume_id=?1");
+  c.Bind(1, vid);
+  BDN_ASSIGN_OR_RETURN(bool crow, c.Step());
+  if (crow) {
+    v.live_versions = static_cast<uint64_t>(c.Int(0));
+    v.deleted_versions = static_cast<uint64_t>(c.Int(1));
+  }
+  return v;
+}
+
+Result<std::vector<VersionRecord>> SqliteRegistry::ListVersions(const std::string& ns,
+                                                                const std::string& volume,
+                                                                bool include_deleted) {
+  std::lock_guard lock(impl_->mu);
+  BDN_ASSIGN_OR_RETURN(int64_t vid, impl_->RequireVolume(ns, volume));
+  Stmt s(impl_->db,
+         include_deleted
+             ? "SELECT digest FROM versions WHERE volume_id=?1 ORDER BY sequence DESC"
+             : "SELECT digest FROM versions WHERE volume_id=?1 AND lifecycle='ALIVE' "
+               "ORDER BY sequence DESC");
+  s.Bind(1, vid);
+  std::vector<Digest> digests;
+  while (true) {
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    digests.push_back(ParseStored(s.Text(0)));
+  }
+  std::vector<VersionRecord> out;
+  for (const auto& d : digests) {
+    BDN_ASSIGN_OR_RETURN(auto v, impl_->ReadVersion(vid, ns, volume, d));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Result<VersionRecord> SqliteRegistry::GetVersion(const std::string& ns, const std::string& volume,
+                                                 const Digest& digest) {
+  std::lock_guard lock(impl_->mu);
+  BDN_ASSIGN_OR_RETURN(int64_t vid, impl_->RequireVolume(ns, volume));
+  return impl_->ReadVersion(vid, ns, volume, digest);
+}
+
+Result<std::vector<Digest>> SqliteRegistry::FindVersions(const std::string& ns,
+                                                         const std::string& volume,
+                                                         const std::string& hex_prefix) {
+  std::lock_guard lock(impl_->mu);
+  BDN_ASSIGN_OR_RETURN(int64_t vid, impl_->RequireVolume(ns, volume));
+  Stmt s(impl_->db,
+         "SELECT digest FROM versions WHERE volume_id=?1 AND substr(digest,1,?2)=?3 "
+         "ORDER BY digest");
+  s.Bind(1, vid).Bind(2, static_cast<int64_t>(hex_prefix.size())).Bind(3, hex_prefix);
+  std::vector<Digest> out;
+  while (true) {
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ParseStored(s.Text(0)));
+  }
+  return out;
+}
+
+Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
+  std::lock_guard lock(impl_->mu);
+  return impl_->Transaction<CommitResult>([&]() -> Result<CommitResult> {
+    Impl& im = *impl_;
+    BDN_ASSIGN_OR_RETURN(auto existing_vid, im.VolumeId(req.ns, req.volume));
+    int64_t vid;
+    if (existing_vid) {
+      vid = *existing_vid;
+    } else {
+      Stmt ins(im.db, "INSERT INTO volumes(ns, name, sequence, created_ms) VALUES(?1, ?2, 0, ?3)");
+      ins.Bind(1, req.ns).Bind(2, req.volume).Bind(3, NowMs());
+      BDN_RETURN_IF_ERROR(ins.Run());
+      vid = sqlite3_last_insert_rowid(im.db);
+    }
+    const std::string what = VolumeName(req.ns, req.volume);
+    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, what, req.expected_sequence));
+    BDN_ASSIGN_OR_RETURN(int64_t seq, im.Sequence(vid));
+    CommitResult out;
+    bool changed = false;
+
+    Stmt find(im.db, "SELECT lifecycle FROM versions WHERE volume_id=?1 AND digest=?2");
+    find.Bind(1, vid).Bind(2, req.digest.Hex());
+    BDN_ASSIGN_OR_RETURN(bool exists, find.Step());
+    if (exists) {
+      if (find.Text(0) == "DELETED") {
+        return Err(FailedPreconditionError("version bdn:" + req.ns + "/" + req.volume + "@" +
+                                           req.digest.ToString() +
+                                           ": is deleted; restore it first"));
+      }
+      out.unchanged = true;
+    } else {
+      Stmt ins(im.db,
+               "INSERT INTO versions(volume_id, digest, sequence, lifecycle, created_ms, files, "
+               "bytes, chunks, entries, source_uri) VALUES(?1,?2,?3,'ALIVE',?4,?5,?6,?7,?8,?9)");
+      ins.Bind(1, vid)
+          .Bind(2, req.digest.Hex())
+          .Bind(3, seq + 1)
+          .Bind(4, NowMs())
+          .Bind(5, static_cast<int64_t>(req.stats.files))
+          .Bind(6, static_cast<int64_t>(req.stats.bytes))
+          .Bind(7, static_cast<int64_t>(req.stats.chunks))
+          .Bind(8, static_cast<int64_t>(req.stats.entries))
+          .Bind(9, req.source_uri);
+      BDN_RETURN_IF_ERROR(ins.Run());
+      changed = true;
+    }
+    Stmt head(im.db, "SELECT head FROM volumes WHERE id=?1");
+    head.Bind(1, vid);
+    BDN_ASSIGN_OR_RETURN(bool hrow, head.Step());
+    if (!hrow || head.IsNull(0) || head.Text(0) != req.digest.Hex()) {
+      Stmt up(im.db, "UPDATE volumes SET head=?2 WHERE id=?1");
+      up.Bind(1, vid).Bind(2, req.digest.Hex());
+      BDN_RETURN_IF_ERROR(up.Run());
+      out.head_updated = true;
+      changed = true;
+    }
+    for (const auto& tag : req.tags) {
+      Stmt cur(im.db, "SELECT digest FROM tags WHERE volume_id=?1 AND name=?2");
+      cur.Bind(1, vid).Bind(2, tag);
+      BDN_ASSIGN_OR_RETURN(bool trow, cur.Step());
+      if (!trow || cur.Text(0) != req.digest.Hex()) {
+        Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
+        up.Bind(1, vid).Bind(2, tag).Bind(3, req.digest.Hex());
+        BDN_RETURN_IF_ERROR(up.Run());
+        changed = true;
+      }
+      out.tags_applied.push_back(tag);
+    }
+    if (changed) {
+      BDN_ASSIGN_OR_RETURN(seq, im.Bump(vid));
+    }
+    out.sequence = seq;
+    return out;
+  });
+}
+
+Result<int64_t> SqliteRegistry::SetTag(const std::string& ns, const std::string& volume,
+                                       const std::string& tag, const Digest& digest,
+                                       std::optional<int64_t> expected_sequence) {
+  if (tag == "head") {
+    return Err(InvalidArgumentError("tag \"head\": reserved; head moves only with a push or sync"));
+  }
+  std::lock_guard lock(impl_->mu);
+  return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
+    Impl& im = *impl_;
+    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
+    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
+    BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, digest));
+    if (v.lifecycle != Lifecycle::kAlive) {
+      return Err(FailedPreconditionError("version bdn:" + ns + "/" + volume + "@" +
+                                         digest.ToString() + ": is deleted"));
+    }
+    Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
+    up.Bind(1, vid).Bind(2, tag).Bind(3, digest.Hex());
+    BDN_RETURN_IF_ERROR(up.Run());
+    return im.Bump(vid);
+  });
+}
+
+Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::string& volume,
+                                          const std::string& tag,
+                                          std::optional<int64_t> expected_sequence) {
+  if (tag == "head") {
+    return Err(InvalidArgumentError("tag \"head\": reserved; it cannot be deleted"));
+  }
+  std::lock_guard lock(impl_->mu);
+  return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
+    Impl& im = *impl_;
+    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
+    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
+    Stmt del(im.db, "DELETE FROM tags WHERE volume_id=?1 AND name=?2");
+    del.Bind(1, vid).Bind(2, tag);
+    BDN_RETURN_IF_ERROR(del.Run());
+    if (sqlite3_changes(im.db) == 0) {
+      return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume + ": not found"));
+    }
+    return im.Bump(vid);
+  });
+}
+
+}  // namespace bdn

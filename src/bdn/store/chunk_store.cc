@@ -1,0 +1,164 @@
+#include "bdn/store/chunk_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+namespace bdn {
+namespace fs = std::filesystem;
+
+Status VerifyChunk(const Digest& id, std::span<const uint8_t> data) {
+  Digest got = Digest::Of(data);
+  if (got != id) {
+    return CorruptionError("chunk " + id.ToString() + ": digest mismatch (stored bytes hash to " +
+                           got.ToString() + ")");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(const fs::path& root) {
+  std::error_code ec;
+  fs::create_directories(root / "chunks", ec);
+  if (!ec) fs::create_directories(root / "tmp", ec);
+  if (ec) return Err(ErrnoError("chunk store " + root.string(), ec.value()));
+  return std::unique_ptr<LocalChunkStore>(new LocalChunkStore(root));
+}
+
+fs::path LocalChunkStore::PathOf(const Digest& id) const {
+  std::string hex = id.Hex();
+  return root_ / "chunks" / hex.substr(0, 2) / hex;
+}
+
+Result<bool> LocalChunkStore::Contains(const Digest& id) {
+  struct stat st;
+  if (::stat(PathOf(id).c_str(), &st) == 0) return true;
+  if (errno == ENOENT) return false;
+  return Err(ErrnoError("chunk " + id.ToString(), errno));
+}
+
+namespace {
+Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& what) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(what, errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
+  if (Status s = VerifyChunk(id, data); !s.ok()) {
+    return InvalidArgumentError("chunk " + id.ToString() + ": bytes do not match the id");
+  }
+  fs::path final_path = PathOf(id);
+  struct stat st;
+  if (::stat(final_path.c_str(), &st) == 0) return Status::Ok();
+  static std::atomic<uint64_t> counter{0};
+  fs::path tmp = root_ / "tmp" /
+                 (id.Hex() + "." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("chunk " + id.ToString() + ": create " + tmp.string(), errno);
+  Status s = WriteAll(fd, data, "chunk " + id.ToString() + ": write " + tmp.string());
+  if (::close(fd) != 0 && s.ok()) s = ErrnoError("chunk " + id.ToString() + ": close", errno);
+  if (s.ok() && ::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    if (errno == ENOENT) {
+      // The fan-out directory is created on first use.
+      ::mkdir(final_path.parent_path().c_str(), 0755);
+      if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+        s = ErrnoError("chunk " + id.ToString() + ": rename", errno);
+      }
+    } else {
+      s = ErrnoError("chunk " + id.ToString() + ": rename", errno);
+    }
+  }
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
+  fs::path p = PathOf(id);
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+    return Err(ErrnoError("chunk " + id.ToString() + ": open " + p.string(), errno));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Err(ErrnoError("chunk " + id.ToString() + ": stat", e));
+  }
+  std::vector<uint8_t> buf(static_cast<size_t>(st.st_size));
+  size_t off = 0;
+  while (off < buf.size()) {
+    ssize_t n = ::pread(fd, buf.data() + off, buf.size() - off, static_cast<off_t>(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return Err(ErrnoError("chunk " + id.ToString() + ": read", e));
+    }
+    if (n == 0) break;
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  buf.resize(off);
+  BDN_RETURN_IF_ERROR(VerifyChunk(id, buf));
+  return buf;
+}
+
+Status LocalChunkStore::Sync() {
+  int fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("chunk store " + root_.string(), errno);
+  int rc = ::syncfs(fd);
+  int e = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoError("chunk store " + root_.string() + ": syncfs", e);
+  return Status::Ok();
+}
+
+Result<bool> MemChunkStore::Contains(const Digest& id) {
+  std::lock_guard lock(mu_);
+  return blobs_.contains(id);
+}
+
+Status MemChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
+  if (!VerifyChunk(id, data).ok()) {
+    return InvalidArgumentError("chunk " + id.ToString() + ": bytes do not match the id");
+  }
+  std::lock_guard lock(mu_);
+  blobs_.try_emplace(id, data.begin(), data.end());
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> MemChunkStore::Get(const Digest& id) {
+  std::vector<uint8_t> copy;
+  {
+    std::lock_guard lock(mu_);
+    auto it = blobs_.find(id);
+    if (it == blobs_.end()) return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+    copy = it->second;
+  }
+  BDN_RETURN_IF_ERROR(VerifyChunk(id, copy));
+  return copy;
+}
+
+void MemChunkStore::CorruptForTest(const Digest& id, std::vector<uint8_t> bytes) {
+  std::lock_guard lock(mu_);
+  blobs_[id] = std::move(bytes);
+}
+
+size_t MemChunkStore::size() const {
+  std::lock_guard lock(mu_);
+  return blobs_.size();
+}
+
+}  // namespace bdn

@@ -1,0 +1,80 @@
+// ChunkStore: content-addressed storage of chunks and other blobs (manifests, chunk indexes),
+// each keyed by the BLAKE3 of its bytes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/digest/digest.h"
+
+namespace bdn {
+
+// Implementations must be thread-safe.
+class ChunkStore {
+ public:
+  virtual ~ChunkStore() = default;
+
+  // Whether a blob with this id is stored (not verified). Errors: Unavailable/Internal on I/O.
+  virtual Result<bool> Contains(const Digest& id) = 0;
+
+  // Stores `data` under `id`, atomically: a reader sees all of it or nothing.
+  // Idempotent. Errors: InvalidArgument if Digest::Of(data) != id (never stored);
+  // FailedPrecondition on a full disk; Internal on other I/O errors.
+  virtual Status Put(const Digest& id, std::span<const uint8_t> data) = 0;
+
+  // Returns the blob's bytes after checking they hash to `id`.
+  // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: digest mismatch …"
+  // (the bytes are never returned); Internal on I/O errors.
+  virtual Result<std::vector<uint8_t>> Get(const Digest& id) = 0;
+
+  // Makes every Put so far durable (e.g. syncfs). Default: nothing to do.
+  virtual Status Sync() { return Status::Ok(); }
+};
+
+// Checks `data` against `id`. Errors: Corruption naming the chunk and the digest found.
+Status VerifyChunk(const Digest& id, std::span<const uint8_t> data);
+
+// One file per blob under `root`/chunks/<2 hex>/<64 hex>, written to root/tmp and renamed into
+// place (write-then-rename), so a killed writer leaves no partial blob. Thread-safe.
+class LocalChunkStore : public ChunkStore {
+ public:
+  // Creates the directories if needed. Errors: Internal/PermissionDenied on I/O.
+  static Result<std::unique_ptr<LocalChunkStore>> Open(const std::filesystem::path& root);
+
+  Result<bool> Contains(const Digest& id) override;
+  Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  Status Sync() override;
+
+  // Where the blob `id` lives (whether or not it exists).
+  std::filesystem::path PathOf(const Digest& id) const;
+  const std::filesystem::path& root() const { return root_; }
+
+ private:
+  explicit LocalChunkStore(std::filesystem::path root) : root_(std::move(root)) {}
+  std::filesystem::path root_;
+};
+
+// In-memory reference implementation for tests. Thread-safe.
+class MemChunkStore : public ChunkStore {
+ public:
+  Result<bool> Contains(const Digest& id) override;
+  Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  // Test hook: replaces the stored bytes of `id` without verification.
+  void CorruptForTest(const Digest& id, std::vector<uint8_t> bytes);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<Digest, std::vector<uint8_t>> blobs_;
+};
+
+}  // namespace bdn
