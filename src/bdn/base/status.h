@@ -67,6 +67,18 @@ using Result = std::expected<T, Status>;
 // Lets `return SomeError(...)` work in functions returning Result<T>.
 inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(std::move(s)); }
 
+namespace internal {
+// What the BDN_* macros return: converts to Status or to any Result<T>.
+struct Propagate {
+  Status status;
+  operator Status() const { return status; }
+  template <typename T>
+  operator std::expected<T, Status>() const {
+    return std::unexpected<Status>(status);
+  }
+};
+}  // namespace internal
+
 }  // namespace bdn
 
 #define BDN_CONCAT_INNER(a, b) a##b
@@ -76,7 +88,7 @@ inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(st
 #define BDN_RETURN_IF_ERROR(expr)                          \
   do {                                                     \
     ::bdn::Status bdn_status_ = (expr);                    \
-    if (!bdn_status_.ok()) return ::bdn::Err(bdn_status_); \
+    if (!bdn_status_.ok()) return ::bdn::internal::Propagate{bdn_status_}; \
   } while (0)
 
 // `BDN_ASSIGN_OR_RETURN(auto x, F())`: x = *F(), or returns F()'s error.
@@ -84,5 +96,5 @@ inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(st
   BDN_ASSIGN_OR_RETURN_IMPL(BDN_CONCAT(bdn_result_, __LINE__), lhs, expr)
 #define BDN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)       \
   auto tmp = (expr);                                    \
-  if (!tmp.has_value()) return ::bdn::Err(tmp.error()); \
+  if (!tmp.has_value()) return ::bdn::internal::Propagate{tmp.error()}; \
   lhs = std::move(*tmp)

@@ -68,6 +68,12 @@ struct CommitResult {
   std::vector<std::string> tags_applied;
 };
 
+// Held while a push to one volume is in flight; released on destruction or when the holder dies.
+class PushClaim {
+ public:
+  virtual ~PushClaim() = default;
+};
+
 // The metadata store. Implementations are thread-safe and make each mutation atomic.
 class Registry {
  public:
@@ -107,6 +113,11 @@ class Registry {
   virtual Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
                                     const std::string& tag,
                                     std::optional<int64_t> expected_sequence) = 0;
+
+  // Claims the right to push to a volume (which need not exist yet). A claim whose holder dies is
+  // released. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".
+  virtual Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
+                                                       const std::string& volume) = 0;
 };
 
 // SQLite registry in one database file (WAL mode, busy timeout), safe for several processes.
@@ -131,6 +142,9 @@ class SqliteRegistry : public Registry {
   Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
                             const std::string& tag,
                             std::optional<int64_t> expected_sequence) override;
+  // An flock(2) on <db dir>/locks/<ns>~<volume>.lock: the kernel drops it when the holder dies.
+  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
+                                               const std::string& volume) override;
 
  private:
   struct Impl;

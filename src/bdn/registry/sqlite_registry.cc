@@ -1,5 +1,8 @@
 // SqliteRegistry: the Registry over one SQLite database file.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <mutex>
@@ -109,6 +112,7 @@ std::string VolumeName(const std::string& ns, const std::string& volume) {
 
 struct SqliteRegistry::Impl {
   sqlite3* db = nullptr;
+  std::filesystem::path dir;
   std::mutex mu;
 
   Status Exec(const char* sql) {
@@ -226,6 +230,7 @@ SqliteRegistry::~SqliteRegistry() {
 
 Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesystem::path& db_path) {
   auto impl = std::make_unique<Impl>();
+  impl->dir = db_path.parent_path();
   int rc = sqlite3_open_v2(db_path.c_str(), &impl->db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                            nullptr);
@@ -473,6 +478,43 @@ Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::stri
     }
     return im.Bump(vid);
   });
+}
+
+}  // namespace bdn
+
+namespace bdn {
+namespace {
+class FlockClaim : public PushClaim {
+ public:
+  explicit FlockClaim(int fd) : fd_(fd) {}
+  ~FlockClaim() override { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+}  // namespace
+
+Result<std::unique_ptr<PushClaim>> SqliteRegistry::ClaimPush(const std::string& ns,
+                                                             const std::string& volume) {
+  std::error_code ec;
+  std::filesystem::create_directories(impl_->dir / "locks", ec);
+  std::filesystem::path p = impl_->dir / "locks" / (ns + "~" + volume + ".lock");
+  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Err(ErrnoError("push claim " + p.string(), errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char buf[32] = {0};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    if (e == EWOULDBLOCK) {
+      std::string holder = n > 0 ? " by pid " + std::string(buf, static_cast<size_t>(n)) : "";
+      return Err(ConflictError(VolumeName(ns, volume) + ": push in progress" + holder));
+    }
+    return Err(ErrnoError("push claim " + p.string(), e));
+  }
+  std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+  return std::unique_ptr<PushClaim>(new FlockClaim(fd));
 }
 
 }  // namespace bdn

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages bdn needs to build, test and benchmark (only what is missing).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config git
+      libfuse3-dev fuse3 librust-blake3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
+      libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev
+      b3sum casync python3 attr)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

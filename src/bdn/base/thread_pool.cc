@@ -1,0 +1,47 @@
+#include "bdn/base/thread_pool.h"
+
+namespace bdn {
+
+ThreadPool::ThreadPool(int threads, size_t max_queued) : max_queued_(max_queued ? max_queued : 1) {
+  if (threads < 1) threads = 1;
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  not_empty_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+int ThreadPool::DefaultThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+void ThreadPool::Enqueue(std::function<void()> fn) {
+  std::unique_lock lock(mu_);
+  not_full_.wait(lock, [&] { return queue_.size() < max_queued_; });
+  queue_.push_back(std::move(fn));
+  lock.unlock();
+  not_empty_.notify_one();
+}
+
+void ThreadPool::Work() {
+  while (true) {
+    std::function<void()> fn;
+    {
+      std::unique_lock lock(mu_);
+      not_empty_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      fn = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    not_full_.notify_one();
+    fn();
+  }
+}
+
+}  // namespace bdn

@@ -1,0 +1,48 @@
+// A fixed-size thread pool with a bounded queue (Submit blocks when it is full: back-pressure).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace bdn {
+
+// Runs submitted tasks on `threads` workers. Thread-safe. The destructor finishes queued tasks.
+class ThreadPool {
+ public:
+  ThreadPool(int threads, size_t max_queued);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Queues `fn`; blocks while max_queued tasks are waiting. Returns its future.
+  template <typename F>
+  auto Submit(F fn) -> std::future<decltype(fn())> {
+    using R = decltype(fn());
+    auto task = std::make_shared<std::packaged_task<R()>>(std::move(fn));
+    auto fut = task->get_future();
+    Enqueue([task] { (*task)(); });
+    return fut;
+  }
+
+  // Cores to use when the user gives no --jobs: std::thread::hardware_concurrency(), at least 1.
+  static int DefaultThreads();
+
+ private:
+  void Enqueue(std::function<void()> fn);
+  void Work();
+
+  std::mutex mu_;
+  std::condition_variable not_empty_;
+  std::condition_variable not_full_;
+  std::deque<std::function<void()>> queue_;
+  size_t max_queued_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace bdn

@@ -1,0 +1,496 @@
+#include "bdn/cli/commands.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bdn/base/units.h"
+#include "bdn/cli/progress.h"
+#include "bdn/format/ref.h"
+#include "bdn/mount/fuse_mount.h"
+#include "bdn/volume/compare.h"
+#include "bdn/volume/pull.h"
+#include "bdn/volume/push.h"
+#include "bdn/volume/resolve.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void PrintJson(const json& j) { std::cout << j.dump(2) << std::endl; }
+
+std::string FormatTime(int64_t unix_ms) {
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string ModeString(const Entry& e) {
+  char type = e.kind == EntryKind::kDirectory ? 'd' : e.kind == EntryKind::kSymlink ? 'l' : '-';
+  std::string s(1, type);
+  const char* rwx = "rwxrwxrwx";
+  for (int i = 0; i < 9; ++i) s += (e.mode & (0400 >> i)) ? rwx[i] : '-';
+  return s;
+}
+
+json EntryJson(const VersionView& view, const Entry& e) {
+  const Entry& f = view.Resolve(e);
+  json j = {{"path", e.path}, {"kind", std::string(EntryKindName(e.kind))}, {"mode", e.mode}};
+  if (f.kind == EntryKind::kFile) {
+    j["size"] = f.size_bytes;
+    j["digest"] = f.digest.ToString();
+  }
+  if (e.kind == EntryKind::kSymlink || e.kind == EntryKind::kHardlink) j["target"] = e.target;
+  if (e.mtime_ns) j["mtime_ns"] = *e.mtime_ns;
+  return j;
+}
+
+json VersionJson(const VersionRecord& v) {
+  json j = {{"version_ref", PinnedRef{v.ns, v.volume, v.digest}.ToString()},
+            {"digest", v.digest.ToString()},
+            {"sequence", v.sequence},
+            {"lifecycle", std::string(LifecycleName(v.lifecycle))},
+            {"head", v.is_head},
+            {"tags", v.tags},
+            {"created", FormatTime(v.created_unix_ms)},
+            {"files", v.stats.files},
+            {"bytes", v.stats.bytes},
+            {"chunks", v.stats.chunks},
+            {"entries", v.stats.entries}};
+  if (!v.source_uri.empty()) j["source_uri"] = v.source_uri;
+  if (v.delete_after_unix_ms) j["delete_after"] = FormatTime(*v.delete_after_unix_ms);
+  return j;
+}
+
+// Parses and resolves `text` once; the pinned digest is what every later step uses.
+Result<std::pair<Ref, PinnedRef>> ParseAndResolve(Context& ctx, const std::string& text) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(text));
+  BDN_ASSIGN_OR_RETURN(PinnedRef pinned, ResolveRef(*ctx.registry, ref));
+  return std::make_pair(std::move(ref), std::move(pinned));
+}
+
+Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pinned) {
+  return VersionView::Open(ctx.store, pinned.digest);
+}
+
+}  // namespace
+
+fs::path DefaultHome() {
+  if (const char* h = std::getenv("BDN_HOME"); h && *h) return h;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return fs::path(x) / "bdn";
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : "/root") / ".local/share/bdn";
+}
+
+Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
+  std::error_code ec;
+  fs::create_directories(home, ec);
+  if (ec) return Err(ErrnoError("BDN_HOME \"" + home.string() + "\"", ec.value()));
+  Context ctx;
+  ctx.home = home;
+  ctx.json = json_output;
+  BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store"));
+  ctx.store = std::move(store);
+  BDN_ASSIGN_OR_RETURN(auto registry, SqliteRegistry::Open(home / "registry.db"));
+  ctx.registry = std::move(registry);
+  return ctx;
+}
+
+int ExitCode(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kInvalidArgument: return 2;
+    case StatusCode::kNotFound: return 3;
+    case StatusCode::kConflict:
+    case StatusCode::kAlreadyExists: return 4;
+    case StatusCode::kCorruption: return 5;
+    case StatusCode::kPermissionDenied: return 6;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded: return 7;
+    case StatusCode::kFailedPrecondition: return 8;
+    default: return 1;
+  }
+}
+
+Status Push(Context& ctx, const PushArgs& args) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref));
+  if (ref.digest) return InvalidArgumentError("ref \"" + args.ref + "\": push takes a volume, not a digest");
+  if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": push takes no path");
+  PushOptions opts;
+  opts.dir = args.dir;
+  opts.ns = ref.ns;
+  opts.volume = ref.volume;
+  if (ref.tag && *ref.tag != kHeadTag) opts.tags.push_back(*ref.tag);
+  for (const auto& t : args.tags) {
+    BDN_RETURN_IF_ERROR(ValidateTag(t));
+    if (t == kHeadTag) return InvalidArgumentError("tag \"head\": reserved; push always moves head");
+    opts.tags.push_back(t);
+  }
+  std::sort(opts.tags.begin(), opts.tags.end());
+  opts.tags.erase(std::unique(opts.tags.begin(), opts.tags.end()), opts.tags.end());
+  opts.source_uri = args.source_uri;
+  opts.expected_sequence = args.expected_sequence;
+  opts.seal.jobs = args.jobs;
+  if (args.preserve_mtime) opts.seal.mtimes = SealOptions::Mtimes::kPreserve;
+  TransferCounters counters;
+  Result<PushResult> r;
+  {
+    ProgressReporter progress("push", counters);
+    r = bdn::Push(opts, *ctx.store, *ctx.registry, &counters);
+  }
+  if (!r) return r.error();
+  if (ctx.json) {
+    PrintJson({{"version_ref", r->ref.ToString()},
+               {"digest", r->ref.digest.ToString()},
+               {"sequence", r->sequence},
+               {"head_updated", r->head_updated},
+               {"tags_applied", r->tags_applied},
+               {"files", r->stats.files},
+               {"bytes", r->stats.bytes},
+               {"chunks", r->stats.chunks},
+               {"chunks_uploaded", r->chunks_uploaded},
+               {"bytes_uploaded", r->bytes_uploaded},
+               {"chunks_reused", r->chunks_reused},
+               {"unchanged", r->unchanged}});
+  } else {
+    std::cerr << (r->unchanged ? "unchanged: " : "sealed: ") << r->stats.files << " files, "
+              << FormatBytes(r->stats.bytes) << ", " << r->stats.chunks << " chunks ("
+              << r->chunks_uploaded << " new, " << FormatBytes(r->bytes_uploaded) << " stored)\n";
+    std::cout << r->ref.ToString() << std::endl;
+  }
+  return Status::Ok();
+}
+
+Status Ls(Context& ctx, const LsArgs& args) {
+  if (args.ref.empty()) {
+    BDN_ASSIGN_OR_RETURN(auto names, ctx.registry->ListNamespaces());
+    if (ctx.json) {
+      PrintJson({{"namespaces", names}});
+    } else {
+      for (const auto& n : names) std::cout << n << "\n";
+    }
+    return Status::Ok();
+  }
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref, RefForm::kNamespace));
+  if (!ref.HasVolume()) {
+    BDN_ASSIGN_OR_RETURN(auto vols, ctx.registry->ListVolumes(ref.ns));
+    json arr = json::array();
+    for (const auto& v : vols) {
+      if (ctx.json) {
+        arr.push_back({{"volume", "bdn:" + v.ns + "/" + v.name},
+                       {"head", v.head ? v.head->ToString() : ""},
+                       {"versions", v.live_versions}});
+      } else {
+        std::cout << "bdn:" << v.ns << "/" << v.name << "\n";
+      }
+    }
+    if (ctx.json) PrintJson({{"volumes", arr}});
+    return Status::Ok();
+  }
+  BDN_ASSIGN_OR_RETURN(PinnedRef pinned, ResolveRef(*ctx.registry, ref));
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  const Entry* top = view->Find(ref.path);
+  if (!top) return NotFoundError("path \"" + ref.path + "\": not in " + pinned.ToString());
+  std::vector<const Entry*> list;
+  if (top->kind != EntryKind::kDirectory) {
+    list.push_back(top);
+  } else if (args.recursive) {
+    for (const auto& e : view->manifest().entries) {
+      if (ref.path.empty() || e.path.starts_with(ref.path + "/")) list.push_back(&e);
+    }
+  } else {
+    for (size_t i : view->Children(ref.path)) list.push_back(&view->manifest().entries[i]);
+  }
+  if (ctx.json) {
+    json arr = json::array();
+    for (const Entry* e : list) arr.push_back(EntryJson(*view, *e));
+    PrintJson({{"version_ref", pinned.ToString()}, {"entries", arr}});
+    return Status::Ok();
+  }
+  std::cerr << pinned.ToString() << "\n";
+  for (const Entry* e : list) {
+    const Entry& f = view->Resolve(*e);
+    char size[32];
+    std::snprintf(size, sizeof size, "%12llu",
+                  static_cast<unsigned long long>(f.kind == EntryKind::kFile ? f.size_bytes : 0));
+    std::cout << ModeString(f.kind == EntryKind::kFile ? f : *e) << " " << size << " " << e->path;
+    if (e->kind == EntryKind::kDirectory) std::cout << "/";
+    if (e->kind == EntryKind::kSymlink) std::cout << " -> " << e->target;
+    if (e->kind == EntryKind::kHardlink) std::cout << " => " << e->target;
+    std::cout << "\n";
+  }
+  return Status::Ok();
+}
+
+Status Stat(Context& ctx, const std::string& text) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(text));
+  if (!ref.tag && !ref.digest && ref.path.empty()) {
+    BDN_ASSIGN_OR_RETURN(VolumeRecord v, ctx.registry->GetVolume(ref.ns, ref.volume));
+    json tags = json::object();
+    for (const auto& [name, d] : v.tags) tags[name] = d.ToString();
+    if (ctx.json) {
+      PrintJson({{"volume", ref.VolumeString()},
+                 {"head", v.head ? v.head->ToString() : ""},
+                 {"head_ref", v.head ? PinnedRef{v.ns, v.name, *v.head}.ToString() : ""},
+                 {"sequence", v.sequence},
+                 {"tags", tags},
+                 {"versions", v.live_versions},
+                 {"deleted_versions", v.deleted_versions},
+                 {"created", FormatTime(v.created_unix_ms)}});
+    } else {
+      std::cout << "volume:    " << ref.VolumeString() << "\n"
+                << "head:      " << (v.head ? PinnedRef{v.ns, v.name, *v.head}.ToString() : "-")
+                << "\n"
+                << "sequence:  " << v.sequence << "\n"
+                << "versions:  " << v.live_versions << " alive, " << v.deleted_versions
+                << " deleted\n";
+      for (const auto& [name, d] : v.tags) std::cout << "tag:       " << name << " -> " << d.ToString() << "\n";
+    }
+    return Status::Ok();
+  }
+  BDN_ASSIGN_OR_RETURN(PinnedRef pinned, ResolveRef(*ctx.registry, ref));
+  if (ref.path.empty()) {
+    BDN_ASSIGN_OR_RETURN(VersionRecord v, ctx.registry->GetVersion(ref.ns, ref.volume, pinned.digest));
+    BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+    json j = VersionJson(v);
+    j["chunker"] = view->manifest().chunker.ToString();
+    if (ctx.json) {
+      PrintJson(j);
+    } else {
+      std::cout << "version:   " << pinned.ToString() << "\n"
+                << "digest:    " << v.digest.ToString() << "\n"
+                << "sequence:  " << v.sequence << "\n"
+                << "lifecycle: " << LifecycleName(v.lifecycle) << "\n"
+                << "head:      " << (v.is_head ? "yes" : "no") << "\n"
+                << "tags:      ";
+      for (size_t i = 0; i < v.tags.size(); ++i) std::cout << (i ? ", " : "") << v.tags[i];
+      std::cout << "\n"
+                << "files:     " << v.stats.files << "\n"
+                << "size:      " << FormatBytes(v.stats.bytes) << " (" << v.stats.bytes
+                << " bytes)\n"
+                << "chunks:    " << v.stats.chunks << "\n"
+                << "chunker:   " << view->manifest().chunker.ToString() << "\n"
+                << "created:   " << FormatTime(v.created_unix_ms) << "\n";
+    }
+    return Status::Ok();
+  }
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  const Entry* e = view->Find(ref.path);
+  if (!e) return NotFoundError("path \"" + ref.path + "\": not in " + pinned.ToString());
+  json j = EntryJson(*view, *e);
+  j["version_ref"] = pinned.ToString();
+  if (view->Resolve(*e).kind == EntryKind::kFile) {
+    BDN_ASSIGN_OR_RETURN(auto fc, view->ChunksOf(*e));
+    j["chunks"] = fc->chunks.size();
+  }
+  if (ctx.json) {
+    PrintJson(j);
+  } else {
+    for (auto& [k, v] : j.items()) {
+      std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+    }
+  }
+  return Status::Ok();
+}
+
+Status Versions(Context& ctx, const VersionsArgs& args) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref));
+  BDN_ASSIGN_OR_RETURN(auto list, ctx.registry->ListVersions(ref.ns, ref.volume, args.include_deleted));
+  if (ctx.json) {
+    json arr = json::array();
+    for (const auto& v : list) arr.push_back(VersionJson(v));
+    PrintJson({{"volume", ref.VolumeString()}, {"versions", arr}});
+    return Status::Ok();
+  }
+  std::printf("%-8s %-71s %12s %-9s %-4s %-20s %s\n", "SEQUENCE", "DIGEST", "SIZE", "LIFECYCLE",
+              "HEAD", "CREATED", "TAGS");
+  for (const auto& v : list) {
+    std::string tags;
+    for (const auto& t : v.tags) tags += (tags.empty() ? "" : ",") + t;
+    std::printf("%-8lld %-71s %12s %-9s %-4s %-20s %s\n", static_cast<long long>(v.sequence),
+                v.digest.ToString().c_str(), FormatBytes(v.stats.bytes).c_str(),
+                std::string(LifecycleName(v.lifecycle)).c_str(), v.is_head ? "yes" : "",
+                FormatTime(v.created_unix_ms).c_str(), tags.c_str());
+  }
+  return Status::Ok();
+}
+
+Status TagSet(Context& ctx, const TagArgs& args) {
+  BDN_RETURN_IF_ERROR(ValidateTag(args.tag));
+  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.volume_ref));
+  const PinnedRef& pinned = resolved.second;
+  BDN_ASSIGN_OR_RETURN(int64_t seq, ctx.registry->SetTag(pinned.ns, pinned.volume, args.tag,
+                                                         pinned.digest, args.expected_sequence));
+  if (ctx.json) {
+    PrintJson({{"tag", args.tag}, {"version_ref", pinned.ToString()}, {"sequence", seq}});
+  } else {
+    std::cout << "bdn:" << pinned.ns << "/" << pinned.volume << ":" << args.tag << " -> "
+              << pinned.ToString() << "\n";
+  }
+  return Status::Ok();
+}
+
+Status TagDelete(Context& ctx, const TagArgs& args) {
+  BDN_RETURN_IF_ERROR(ValidateTag(args.tag));
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.volume_ref));
+  BDN_ASSIGN_OR_RETURN(int64_t seq, ctx.registry->DeleteTag(ref.ns, ref.volume, args.tag,
+                                                            args.expected_sequence));
+  if (ctx.json) {
+    PrintJson({{"tag", args.tag}, {"volume", ref.VolumeString()}, {"sequence", seq}});
+  } else {
+    std::cout << "deleted tag " << args.tag << " of " << ref.VolumeString() << "\n";
+  }
+  return Status::Ok();
+}
+
+Status Pull(Context& ctx, const PullArgs& args) {
+  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.ref));
+  const auto& [ref, pinned] = resolved;
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  PullOptions opts;
+  opts.path = ref.path;
+  for (const auto& inc : args.includes) {
+    std::string p = inc;
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    BDN_RETURN_IF_ERROR(ValidateEntryPath(p));
+    opts.includes.push_back(p);
+  }
+  if (args.strip_prefix) opts.layout = PullOptions::Layout::kStripPrefix;
+  if (args.overwrite) opts.existing = PullOptions::Existing::kOverwrite;
+  opts.jobs = args.jobs;
+  TransferCounters counters;
+  Result<PullResult> r;
+  {
+    ProgressReporter progress("pull", counters);
+    r = bdn::Pull(*view, args.dir, opts, &counters);
+  }
+  if (!r) return r.error();
+  if (ctx.json) {
+    PrintJson({{"version_ref", pinned.ToString()},
+               {"files_written", r->files_written},
+               {"files_skipped", r->files_skipped},
+               {"bytes_written", r->bytes_written}});
+  } else {
+    std::cerr << "pulled " << r->files_written << " files (" << FormatBytes(r->bytes_written)
+              << "), " << r->files_skipped << " already present\n";
+    std::cout << pinned.ToString() << std::endl;
+  }
+  return Status::Ok();
+}
+
+Status Cat(Context& ctx, const std::string& text) {
+  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, text));
+  const auto& [ref, pinned] = resolved;
+  if (ref.path.empty()) return InvalidArgumentError("ref \"" + text + "\": cat needs a file path");
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  std::cout.flush();
+  return CatFile(*view, ref.path, STDOUT_FILENO);
+}
+
+Status Diff(Context& ctx, const std::string& text_a, const std::string& text_b) {
+  BDN_ASSIGN_OR_RETURN(auto ra, ParseAndResolve(ctx, text_a));
+  BDN_ASSIGN_OR_RETURN(auto rb, ParseAndResolve(ctx, text_b));
+  BDN_ASSIGN_OR_RETURN(auto va, OpenView(ctx, ra.second));
+  BDN_ASSIGN_OR_RETURN(auto vb, OpenView(ctx, rb.second));
+  BDN_ASSIGN_OR_RETURN(DiffResult d, DiffVersions(*va, *vb));
+  if (ctx.json) {
+    PrintJson({{"from", ra.second.ToString()},
+               {"to", rb.second.ToString()},
+               {"added", d.added},
+               {"removed", d.removed},
+               {"changed", d.changed},
+               {"fetch_bytes", d.fetch_bytes},
+               {"fetch_chunks", d.fetch_chunks}});
+    return Status::Ok();
+  }
+  std::cout << "--- " << ra.second.ToString() << "\n+++ " << rb.second.ToString() << "\n";
+  for (const auto& p : d.added) std::cout << "A " << p << "\n";
+  for (const auto& p : d.removed) std::cout << "D " << p << "\n";
+  for (const auto& p : d.changed) std::cout << "M " << p << "\n";
+  std::cout << d.added.size() << " added, " << d.removed.size() << " removed, " << d.changed.size()
+            << " changed; moving A->B fetches " << FormatBytes(d.fetch_bytes) << " ("
+            << d.fetch_bytes << " bytes in " << d.fetch_chunks << " chunks)\n";
+  return Status::Ok();
+}
+
+Status Verify(Context& ctx, const std::string& text, int jobs) {
+  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, text));
+  const PinnedRef& pinned = resolved.second;
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  BDN_ASSIGN_OR_RETURN(VerifyResult r, VerifyVersion(*view, jobs));
+  if (ctx.json) {
+    json probs = json::array();
+    for (const auto& p : r.problems) {
+      probs.push_back({{"path", p.path},
+                       {"chunk", p.chunk.ToString()},
+                       {"error", std::string(StatusCodeName(p.status.code()))},
+                       {"message", p.status.message()}});
+    }
+    PrintJson({{"version_ref", pinned.ToString()},
+               {"files", r.files},
+               {"chunks", r.chunks},
+               {"bytes", r.bytes},
+               {"ok", r.problems.empty()},
+               {"problems", probs}});
+  } else {
+    for (const auto& p : r.problems) {
+      std::cout << StatusCodeName(p.status.code()) << ": file \"" << p.path << "\": "
+                << p.status.message() << "\n";
+    }
+    std::cout << pinned.ToString() << ": " << r.files << " files, " << r.chunks << " chunks, "
+              << FormatBytes(r.bytes) << " checked, " << r.problems.size() << " problems\n";
+  }
+  if (!r.problems.empty()) {
+    return CorruptionError("version " + pinned.ToString() + ": " +
+                           std::to_string(r.problems.size()) + " missing or corrupt chunks");
+  }
+  return Status::Ok();
+}
+
+Status Mount(Context& ctx, const MountArgs& args) {
+  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.ref));
+  const auto& [ref, pinned] = resolved;
+  if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  MountOptions opts;
+  opts.mountpoint = fs::absolute(args.mountpoint);
+  opts.fsname = pinned.ToString();
+  if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
+  auto report = [&] {
+    if (ctx.json) {
+      PrintJson({{"version_ref", pinned.ToString()}, {"mountpoint", opts.mountpoint.string()}});
+    } else {
+      std::cout << pinned.ToString() << " mounted at " << opts.mountpoint.string() << std::endl;
+    }
+  };
+  if (args.foreground) {
+    std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
+              << " (foreground)\n";
+    return ServeMount(view, opts);
+  }
+  BDN_RETURN_IF_ERROR(MountInBackground(view, opts));
+  report();
+  return Status::Ok();
+}
+
+Status Umount(Context& ctx, const std::string& mountpoint) {
+  BDN_RETURN_IF_ERROR(Unmount(fs::absolute(mountpoint)));
+  if (ctx.json) {
+    PrintJson({{"mountpoint", fs::absolute(mountpoint).string()}, {"unmounted", true}});
+  } else {
+    std::cout << "unmounted " << fs::absolute(mountpoint).string() << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace bdn::cli

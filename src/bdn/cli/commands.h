@@ -1,0 +1,93 @@
+// The bdn commands as plain functions: each parses nothing, takes its arguments as a struct,
+// prints its result to stdout (text or JSON) and returns a Status that main maps to an exit code.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/registry/registry.h"
+#include "bdn/store/chunk_store.h"
+
+namespace bdn::cli {
+
+// Where data lives and how to print. One per process.
+struct Context {
+  std::filesystem::path home;  // $BDN_HOME or ~/.local/share/bdn
+  bool json = false;
+  std::shared_ptr<ChunkStore> store;
+  std::shared_ptr<Registry> registry;
+};
+
+// Opens the embedded store under `home`: home/store (chunks) and home/registry.db.
+// Errors: Internal/PermissionDenied naming the path.
+Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
+
+// The default $BDN_HOME: $BDN_HOME, else $XDG_DATA_HOME/bdn, else ~/.local/share/bdn.
+std::filesystem::path DefaultHome();
+
+// Exit code for a Status: 0 ok, 2 invalid argument, 3 not found, 4 conflict/already exists,
+// 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.
+int ExitCode(const Status& s);
+
+struct PushArgs {
+  std::string dir;
+  std::string ref;
+  std::vector<std::string> tags;
+  std::string source_uri;
+  int jobs = 0;
+  bool preserve_mtime = false;
+  std::optional<int64_t> expected_sequence;
+};
+Status Push(Context& ctx, const PushArgs& args);
+
+struct LsArgs {
+  std::string ref;  // "" lists namespaces
+  bool recursive = false;
+};
+Status Ls(Context& ctx, const LsArgs& args);
+
+Status Stat(Context& ctx, const std::string& ref);
+
+struct VersionsArgs {
+  std::string ref;
+  bool include_deleted = false;
+};
+Status Versions(Context& ctx, const VersionsArgs& args);
+
+struct TagArgs {
+  std::string volume_ref;
+  std::string tag;
+  std::optional<int64_t> expected_sequence;
+};
+Status TagSet(Context& ctx, const TagArgs& args);
+Status TagDelete(Context& ctx, const TagArgs& args);
+
+struct PullArgs {
+  std::string ref;
+  std::string dir;
+  std::vector<std::string> includes;
+  bool strip_prefix = false;
+  bool overwrite = false;
+  int jobs = 0;
+};
+Status Pull(Context& ctx, const PullArgs& args);
+
+Status Cat(Context& ctx, const std::string& ref);
+Status Diff(Context& ctx, const std::string& ref_a, const std::string& ref_b);
+Status Verify(Context& ctx, const std::string& ref, int jobs);
+
+struct MountArgs {
+  std::string ref;
+  std::string mountpoint;
+  bool foreground = false;
+  uint64_t memory_cache_bytes = 0;  // 0 = default
+};
+Status Mount(Context& ctx, const MountArgs& args);
+Status Umount(Context& ctx, const std::string& mountpoint);
+
+}  // namespace bdn::cli

@@ -1,0 +1,109 @@
+// ChunkCache: a bounded in-memory LRU of verified chunks in front of a ChunkStore, with one
+// shared fetch per missing chunk and a small background pool for prefetching. The mount reads
+// every chunk through it; later network tiers sit behind the same ChunkStore interface.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/digest/digest.h"
+#include "bdn/format/manifest.h"
+#include "bdn/store/chunk_store.h"
+
+namespace bdn {
+
+// A chunk's verified bytes, shared between the cache and its readers; never modified.
+using ChunkBytes = std::shared_ptr<const std::vector<uint8_t>>;
+
+// Counters since construction, for tests and diagnostics.
+struct ChunkCacheStats {
+  uint64_t hits = 0;              // Get answered from memory
+  uint64_t joined = 0;            // Get waited on a fetch another caller had started
+  uint64_t fetches = 0;           // ChunkStore::Get calls (demand and prefetch)
+  uint64_t fetch_errors = 0;      // of which failed
+  uint64_t fetched_bytes = 0;     // bytes returned by successful fetches
+  uint64_t prefetch_queued = 0;   // chunks accepted by Prefetch
+  uint64_t prefetch_dropped = 0;  // chunks Prefetch refused because its queue was full
+  uint64_t cached_bytes = 0;      // bytes held now
+  uint64_t cached_chunks = 0;     // chunks held now
+};
+
+// Holds up to `capacity_bytes` of chunks, evicting the least recently used. Only successful,
+// verified fetches are cached; errors are returned to every waiter of that fetch and forgotten,
+// so a later Get tries the store again.
+//
+// Thread-safe. No lock is held while the store is called, and a prefetch never delays a demand
+// Get beyond sharing a fetch that is already running for the same chunk.
+class ChunkCache {
+ public:
+  struct Options {
+    uint64_t capacity_bytes = 256ull << 20;
+    // Background threads serving Prefetch; 0 disables prefetching (Prefetch does nothing).
+    int prefetch_threads = 2;
+    // Chunks waiting for a prefetch thread; beyond this, Prefetch drops the newest requests.
+    size_t max_queued_prefetches = 1024;
+  };
+
+  // `store` must outlive the cache.
+  ChunkCache(ChunkStore& store, Options options);
+  // Drops queued prefetches and waits for the running ones to finish.
+  ~ChunkCache();
+  ChunkCache(const ChunkCache&) = delete;
+  ChunkCache& operator=(const ChunkCache&) = delete;
+
+  // Returns the bytes of chunk `ref`: from memory, or by joining a fetch already in flight for
+  // `ref.id`, or by fetching it from the store (which verifies it against `ref.id`).
+  // Errors: those of ChunkStore::Get (NotFound, Corruption "chunk b3:…: digest mismatch …",
+  // Unavailable, Internal); Corruption "chunk b3:…: N bytes, the index says M" if the verified
+  // blob's length differs from `ref.size_bytes`. Bad bytes are never returned or cached.
+  Result<ChunkBytes> Get(const ChunkRef& ref);
+
+  // Queues background fetches of those `refs` that are neither cached, in flight nor queued,
+  // in order. Never blocks on I/O; drops what does not fit in the queue. Errors are not
+  // reported (the demand Get that needs the chunk will see them).
+  void Prefetch(std::span<const ChunkRef> refs);
+
+  // True if `id` is held in memory now (does not touch the LRU order).
+  bool Contains(const Digest& id) const;
+
+  ChunkCacheStats stats() const;
+
+ private:
+  using Fetch = std::shared_future<Result<ChunkBytes>>;
+  struct Node {
+    Digest id;
+    ChunkBytes bytes;
+  };
+
+  Result<ChunkBytes> FetchFromStore(const ChunkRef& ref);
+  void InsertLocked(const Digest& id, ChunkBytes bytes);
+  void PrefetchWorker();
+
+  ChunkStore& store_;
+  const Options options_;
+
+  mutable std::mutex mu_;
+  std::list<Node> lru_;  // most recently used first
+  std::unordered_map<Digest, std::list<Node>::iterator> index_;
+  std::unordered_map<Digest, Fetch> inflight_;
+  std::deque<ChunkRef> queue_;
+  std::unordered_set<Digest> queued_;
+  std::condition_variable queue_cv_;
+  bool stopping_ = false;
+  ChunkCacheStats stats_;
+
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace bdn

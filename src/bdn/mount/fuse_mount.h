@@ -1,0 +1,92 @@
+// The FUSE adapter: serves one sealed version read-only at a mountpoint (libfuse3 low-level API),
+// reading bytes lazily through a ChunkCache; plus mounting in a daemon, unmounting and cleaning
+// up the mounts of killed daemons.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "bdn/base/status.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn {
+
+struct MountOptions {
+  // An existing directory. Made absolute before use.
+  std::filesystem::path mountpoint;
+  // Source name shown in /proc/mounts, e.g. "bdn:weights/x@b3:…"; the type is "fuse.bdn".
+  std::string fsname = "bdn";
+  // Bound of the in-memory LRU of verified chunks.
+  uint64_t memory_cache_bytes = 256ull << 20;
+  // FUSE worker threads; 0 = max(4, 2 * cores).
+  int threads = 0;
+  // Written to /sys/class/bdi/<major>:<minor>/read_ahead_kb once the mount answers, so buffered
+  // and mmap reads reach the daemon as 1 MiB requests; 0 leaves the kernel default (128 KiB).
+  // Failing to write it (not root) is a warning on stderr, not an error.
+  uint32_t read_ahead_kb = 4096;
+  // If >= 0: the byte '1' is written to it once the mount answers (a stat of the mountpoint
+  // succeeds), then it is closed; if ServeMount fails before that, it is closed unwritten.
+  int ready_fd = -1;
+  // The daemon's own readahead: once a file handle reads sequentially, the chunks of up to this
+  // many bytes past the read are fetched in the background. 0 disables it.
+  uint64_t prefetch_bytes = 16ull << 20;
+  // Threads serving those background fetches.
+  int prefetch_threads = 2;
+  // Lets users other than the mounting one in (mount option allow_other; permission bits are
+  // enforced by the kernel either way, via default_permissions).
+  bool allow_other = false;
+  // MountInBackground only: the daemon's stderr (corruption reports, warnings) is appended to
+  // this file; empty = /dev/null.
+  std::filesystem::path log_file;
+};
+
+// Maps a Status to the errno a FUSE reply carries: NotFound -> ENOENT, InvalidArgument -> EINVAL,
+// everything else (Corruption, Unavailable, DeadlineExceeded, Internal, ...) -> EIO. The one
+// Status->errno mapping of the mount.
+int ErrnoFromStatus(const Status& status);
+
+// Serves `view` read-only at options.mountpoint and blocks until the file system is unmounted
+// (Unmount, umount, fusermount3 -u) or the process gets SIGTERM/SIGINT/SIGHUP (then it unmounts
+// itself). Mount time does no per-file work: inode numbers are entry index + 2 (root = 1), a
+// hardlink shares its target's inode; bytes are fetched and verified when read.
+//
+// Kernel-facing behaviour: mounted "ro" with default_permissions; owner = the calling uid/gid;
+// modes from the manifest; mtimes from the manifest when it records them, else 0; entries,
+// attributes and negative lookups cached for a day; page cache kept across opens; requests up
+// to 1 MiB; every modifying operation fails with EROFS; a chunk that fails verification makes
+// the read of that range fail with EIO and is reported on stderr naming the chunk and the file.
+//
+// Errors: InvalidArgument "mountpoint X: not a directory"; NotFound if it does not exist;
+// Internal "mountpoint X: mount failed" (e.g. already mounted, no /dev/fuse, not permitted).
+// Only one ServeMount per process installs the signal handlers (the first one running).
+Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options);
+
+// Runs ServeMount in a daemon (forked twice, setsid, cwd "/", stdin/stdout to /dev/null and
+// stderr to options.log_file or /dev/null) and returns once the mount answers. A dead mount at
+// the mountpoint (CleanDeadMount) is detached first. options.ready_fd is not used. If
+// `daemon_pid` is not null it receives the daemon's pid (it is not this process's child).
+//
+// Errors: the daemon's ServeMount error, message included; DeadlineExceeded if the mount does
+// not answer within 30 s (the daemon is then killed); Internal on fork/pipe failures.
+// Fork safety: call it while no other thread of this process holds locks that `view` or its
+// store use (e.g. before starting worker threads).
+Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& options,
+                         pid_t* daemon_pid = nullptr);
+
+// Unmounts the bdn mount at `mountpoint` (umount2 as root, else fusermount3 -u); its daemon
+// then exits. Errors: InvalidArgument "mountpoint X: not a bdn mount" when no fuse.bdn mount is
+// there; FailedPrecondition "mountpoint X: busy (…)" when files are open on it; Internal
+// otherwise.
+Status Unmount(const std::filesystem::path& mountpoint);
+
+// If `mountpoint` is a dead FUSE mount (stat fails with ENOTCONN: the daemon was killed),
+// detaches it lazily (umount2 MNT_DETACH as root, else fusermount3 -uz) and returns true; the
+// directory beneath is usable again. Returns false if it is not a dead mount.
+// Errors: from stat (NotFound if the path does not exist) or from the detach (Internal).
+Result<bool> CleanDeadMount(const std::filesystem::path& mountpoint);
+
+}  // namespace bdn

@@ -1,0 +1,121 @@
+#include "bdn/volume/compare.h"
+
+#include <map>
+#include <mutex>
+#include <unordered_set>
+
+#include "bdn/base/thread_pool.h"
+
+namespace bdn {
+namespace {
+
+bool SameEntry(const VersionView& a, const Entry& x, const VersionView& b, const Entry& y) {
+  if (x.kind != y.kind || x.mode != y.mode || x.target != y.target) return false;
+  if (x.kind == EntryKind::kFile) return x.size_bytes == y.size_bytes && x.digest == y.digest;
+  if (x.kind == EntryKind::kHardlink) {
+    const Entry& rx = a.Resolve(x);
+    const Entry& ry = b.Resolve(y);
+    return rx.digest == ry.digest;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<DiffResult> DiffVersions(const VersionView& a, const VersionView& b) {
+  DiffResult out;
+  const auto& ea = a.manifest().entries;
+  const auto& eb = b.manifest().entries;
+  size_t i = 0, j = 0;
+  while (i < ea.size() || j < eb.size()) {
+    if (j == eb.size() || (i < ea.size() && ea[i].path < eb[j].path)) {
+      out.removed.push_back(ea[i++].path);
+    } else if (i == ea.size() || eb[j].path < ea[i].path) {
+      out.added.push_back(eb[j++].path);
+    } else {
+      if (!SameEntry(a, ea[i], b, eb[j])) out.changed.push_back(eb[j].path);
+      ++i;
+      ++j;
+    }
+  }
+  std::unordered_set<Digest> have;
+  for (const auto& e : ea) {
+    if (e.kind != EntryKind::kFile) continue;
+    BDN_ASSIGN_OR_RETURN(auto fc, a.ChunksOf(e));
+    for (const auto& c : fc->chunks) have.insert(c.id);
+  }
+  for (const auto& e : eb) {
+    if (e.kind != EntryKind::kFile) continue;
+    BDN_ASSIGN_OR_RETURN(auto fc, b.ChunksOf(e));
+    for (const auto& c : fc->chunks) {
+      if (have.insert(c.id).second) {
+        out.fetch_bytes += c.size_bytes;
+        ++out.fetch_chunks;
+      }
+    }
+  }
+  return out;
+}
+
+Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs) {
+  VerifyResult out;
+  std::mutex mu;
+  std::unordered_set<Digest> checked;
+  auto note = [&](const std::string& path, const Digest& id, const Status& s) {
+    std::lock_guard lock(mu);
+    out.problems.push_back({path, id, s});
+  };
+  auto check_file = [&](const Entry& e) -> Status {
+    std::shared_ptr<const FileChunks> fc;
+    if (auto r = view.ChunksOf(e); r) {
+      fc = *r;
+    } else {
+      note(e.path, e.index, r.error());
+      return Status::Ok();
+    }
+    Blake3Hasher whole;
+    bool complete = true;
+    for (const auto& c : fc->chunks) {
+      auto bytes = view.store().Get(c.id);
+      if (!bytes) {
+        if (bytes.error().code() != StatusCode::kNotFound &&
+            bytes.error().code() != StatusCode::kCorruption) {
+          return bytes.error();
+        }
+        note(e.path, c.id, bytes.error());
+        complete = false;
+        continue;
+      }
+      whole.Update(*bytes);
+      std::lock_guard lock(mu);
+      if (checked.insert(c.id).second) {
+        ++out.chunks;
+        out.bytes += bytes->size();
+      }
+    }
+    if (complete && whole.Finalize() != e.digest) {
+      note(e.path, e.digest,
+           CorruptionError("file \"" + e.path + "\": content does not match its digest " +
+                           e.digest.ToString()));
+    }
+    return Status::Ok();
+  };
+  ThreadPool pool(jobs > 0 ? jobs : ThreadPool::DefaultThreads(), 64);
+  std::vector<std::future<Status>> futures;
+  for (const auto& e : view.manifest().entries) {
+    if (e.kind != EntryKind::kFile) continue;
+    ++out.files;
+    futures.push_back(pool.Submit([&, p = &e] { return check_file(*p); }));
+  }
+  Status first;
+  for (auto& f : futures) {
+    Status s = f.get();
+    if (!s.ok() && first.ok()) first = s;
+  }
+  if (!first.ok()) return Err(first);
+  std::sort(out.problems.begin(), out.problems.end(),
+            [](const VerifyProblem& x, const VerifyProblem& y) { return x.path < y.path; });
+  return out;
+}
+
+}  // namespace bdn

@@ -1,0 +1,42 @@
+// Diff and verify: comparing two versions, and re-checking every chunk of one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn {
+
+struct DiffResult {
+  std::vector<std::string> added;    // paths in B only
+  std::vector<std::string> removed;  // paths in A only
+  std::vector<std::string> changed;  // in both, with other kind, mode, content or target
+  uint64_t fetch_bytes = 0;   // bytes of distinct chunks of B that A does not have
+  uint64_t fetch_chunks = 0;
+};
+
+// Compares versions A and B entry by entry (sorted path order in each list).
+// Errors: store errors while loading chunk indexes.
+Result<DiffResult> DiffVersions(const VersionView& a, const VersionView& b);
+
+struct VerifyProblem {
+  std::string path;   // file path ("" for the manifest itself)
+  Digest chunk;
+  Status status;      // NotFound or Corruption
+};
+
+struct VerifyResult {
+  uint64_t files = 0;
+  uint64_t chunks = 0;  // distinct blobs checked (chunks and chunk indexes)
+  uint64_t bytes = 0;
+  std::vector<VerifyProblem> problems;
+};
+
+// Re-reads and re-hashes every chunk of every file (each distinct chunk once) and each file's
+// whole-content digest. Problems are collected, not returned as errors; the Result fails only on
+// errors that stop the walk (e.g. I/O other than NotFound/Corruption).
+Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs);
+
+}  // namespace bdn

@@ -1,0 +1,44 @@
+// Pull and cat: materialize a version (or a subtree) into a local directory, or stream one file.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/volume/push.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn {
+
+struct PullOptions {
+  std::string path;                   // subtree or file to pull ("" = whole version)
+  std::vector<std::string> includes;  // if non-empty, only these paths (and their subtrees)
+  enum class Layout { kFullPaths, kStripPrefix } layout = Layout::kFullPaths;
+  enum class Existing { kRefuse, kOverwrite } existing = Existing::kRefuse;
+  int jobs = 0;
+};
+
+struct PullResult {
+  uint64_t files_written = 0;
+  uint64_t files_skipped = 0;  // already present with the right content (resumed pull)
+  uint64_t bytes_written = 0;
+};
+
+// Writes the selected entries under `dest` (created if missing): directories, files (every chunk
+// verified, written to a temporary name and renamed, all-zero chunks left as holes), symlinks
+// (target verbatim, never followed) and hardlinks; then permission bits. A file already at its
+// place with the right size and BLAKE3 is kept, so an interrupted pull resumes.
+// Layout kFullPaths puts entry "a/b" at dest/a/b; kStripPrefix drops options.path from the front.
+// Errors: NotFound "path \"p\": not in bdn:…"; AlreadyExists "file \"dest/x\": exists with other
+// content (use --overwrite)"; FailedPrecondition "path \"dest/x\": a symlink is in the way" (never
+// written through); store errors (Corruption naming the chunk and file).
+Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
+                        const PullOptions& options, TransferCounters* counters);
+
+// Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk.
+// Errors: NotFound for a missing path, InvalidArgument for a non-file, store errors.
+Status CatFile(const VersionView& view, const std::string& path, int fd);
+
+}  // namespace bdn

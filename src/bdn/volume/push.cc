@@ -1,0 +1,391 @@
+#include "bdn/volume/push.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_set>
+
+#include "bdn/base/thread_pool.h"
+
+namespace bdn {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kBlockBytes = 8 * 1024 * 1024;
+constexpr size_t kMaxBlocksInFlight = 4;
+
+struct ScanItem {
+  std::string path;  // relative
+  struct stat st;
+  std::string target;  // symlink target
+};
+
+
+Status Walk(const fs::path& root, const std::string& rel, std::vector<ScanItem>& out) {
+  fs::path here = rel.empty() ? root : root / rel;
+  DIR* d = ::opendir(here.c_str());
+  if (!d) return ErrnoError("directory \"" + here.string() + "\"", errno);
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* de = ::readdir(d)) {
+    if (std::strcmp(de->d_name, ".") == 0 || std::strcmp(de->d_name, "..") == 0) continue;
+    names.emplace_back(de->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    ScanItem item;
+    item.path = rel.empty() ? name : rel + "/" + name;
+    fs::path abs = root / item.path;
+    if (::lstat(abs.c_str(), &item.st) != 0) {
+      return ErrnoError("path \"" + abs.string() + "\"", errno);
+    }
+    if (Status s = ValidateEntryPath(item.path); !s.ok()) {
+      return InvalidArgumentError("path \"" + abs.string() + "\": name is not valid UTF-8");
+    }
+    mode_t t = item.st.st_mode & S_IFMT;
+    const char* refused = t == S_IFSOCK ? "a socket"
+                          : t == S_IFIFO ? "a FIFO"
+                          : (t == S_IFCHR || t == S_IFBLK) ? "a device"
+                                                           : nullptr;
+    if (refused) {
+      return InvalidArgumentError("path \"" + abs.string() + "\": is " + refused +
+                                  "; only regular files, directories and symlinks can be pushed");
+    }
+    if (t == S_IFLNK) {
+      std::string target(static_cast<size_t>(item.st.st_size) + 1, '\0');
+      ssize_t n = ::readlink(abs.c_str(), target.data(), target.size());
+      if (n < 0) return ErrnoError("symlink \"" + abs.string() + "\"", errno);
+      if (static_cast<size_t>(n) >= target.size()) {
+        return FailedPreconditionError("symlink \"" + abs.string() + "\": changed while being pushed");
+      }
+      target.resize(static_cast<size_t>(n));
+      item.target = std::move(target);
+    }
+    bool is_dir = t == S_IFDIR;
+    out.push_back(std::move(item));
+    if (is_dir) BDN_RETURN_IF_ERROR(Walk(root, out.back().path, out));
+  }
+  return Status::Ok();
+}
+
+struct Tally {
+  uint64_t chunks_uploaded = 0;
+  uint64_t bytes_uploaded = 0;
+  uint64_t chunks_reused = 0;
+  void Add(const Tally& o) {
+    chunks_uploaded += o.chunks_uploaded;
+    bytes_uploaded += o.bytes_uploaded;
+    chunks_reused += o.chunks_reused;
+  }
+};
+
+// Shared state of one seal operation. Thread-safe.
+class Sealer {
+ public:
+  Sealer(const SealOptions& options, ChunkStore& store, TransferCounters* counters)
+      : chunker_(options.chunker),
+        store_(store),
+        counters_(counters),
+        jobs_(options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads()),
+        chunk_pool_(jobs_, jobs_ * kMaxBlocksInFlight) {}
+
+  int jobs() const { return jobs_; }
+
+  struct BlockOut {
+    std::vector<ChunkRef> refs;
+    Tally tally;
+    Status status;
+  };
+
+  // Hashes the chunks [cuts[i], cuts[i+1]) of `buf` and stores the ones the store lacks.
+  BlockOut StoreChunks(const std::vector<uint8_t>& buf, const std::vector<size_t>& cuts) {
+    BlockOut out;
+    out.refs.reserve(cuts.size() - 1);
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      std::span<const uint8_t> chunk(buf.data() + cuts[i], cuts[i + 1] - cuts[i]);
+      Digest id = Digest::Of(chunk);
+      out.refs.push_back({id, static_cast<uint32_t>(chunk.size())});
+      out.status = PutOnce(id, chunk, out.tally);
+      if (!out.status.ok()) return out;
+    }
+    return out;
+  }
+
+  // Stores a blob unless this seal or the store already has it; counts what happened.
+  Status PutOnce(const Digest& id, std::span<const uint8_t> data, Tally& tally) {
+    {
+      std::lock_guard lock(mu_);
+      if (!seen_.insert(id).second) {
+        ++tally.chunks_reused;
+        return Status::Ok();
+      }
+    }
+    auto has = store_.Contains(id);
+    if (!has) return has.error();
+    if (*has) {
+      ++tally.chunks_reused;
+      return Status::Ok();
+    }
+    BDN_RETURN_IF_ERROR(store_.Put(id, data));
+    ++tally.chunks_uploaded;
+    tally.bytes_uploaded += data.size();
+    if (counters_) counters_->bytes_uploaded += data.size();
+    return Status::Ok();
+  }
+
+  // Reads, chunks and hashes one regular file; fills the entry's digest and layout.
+  Result<Tally> SealFile(const fs::path& abs, const struct stat& scanned, Entry& entry,
+                         uint64_t& chunk_count) {
+    const std::string what = "file \"" + abs.string() + "\"";
+    auto changed = [&](const std::string& how) {
+      return Err(FailedPreconditionError(what + ": changed while being pushed (" + how + ")"));
+    };
+    int fd = ::open(abs.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == ELOOP) return changed("it was replaced or removed");
+      return Err(ErrnoError(what, errno));
+    }
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat before;
+    if (::fstat(fd, &before) != 0) return Err(ErrnoError(what, errno));
+    if (before.st_ino != scanned.st_ino || before.st_dev != scanned.st_dev ||
+        before.st_size != scanned.st_size ||
+        before.st_mtim.tv_nsec != scanned.st_mtim.tv_nsec ||
+        before.st_mtim.tv_sec != scanned.st_mtim.tv_sec) {
+      return changed("it differs from when the directory was scanned");
+    }
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    const uint64_t size = static_cast<uint64_t>(before.st_size);
+    Blake3Hasher file_hash;
+    Tally tally;
+    std::vector<ChunkRef> refs;
+    std::deque<std::future<BlockOut>> inflight;
+    Status failed;
+    auto drain = [&](size_t keep) {
+      while (inflight.size() > keep) {
+        BlockOut b = inflight.front().get();
+        inflight.pop_front();
+        if (!b.status.ok() && failed.ok()) failed = b.status;
+        refs.insert(refs.end(), b.refs.begin(), b.refs.end());
+        tally.Add(b.tally);
+      }
+    };
+
+    std::vector<uint8_t> carry;
+    uint64_t read_total = 0;
+    bool eof = false;
+    while (!eof && failed.ok()) {
+      auto buf = std::make_shared<std::vector<uint8_t>>(carry.size() + kBlockBytes);
+      std::memcpy(buf->data(), carry.data(), carry.size());
+      size_t have = carry.size();
+      while (have < buf->size()) {
+        ssize_t n = ::read(fd, buf->data() + have, buf->size() - have);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          return Err(ErrnoError(what + ": read", errno));
+        }
+        if (n == 0) {
+          eof = true;
+          break;
+        }
+        file_hash.Update(buf->data() + have, static_cast<size_t>(n));
+        have += static_cast<size_t>(n);
+        read_total += static_cast<uint64_t>(n);
+        if (counters_) counters_->bytes_done += static_cast<uint64_t>(n);
+      }
+      if (read_total > size) return changed("it grew");
+      buf->resize(have);
+      auto cuts = std::make_shared<std::vector<size_t>>();
+      cuts->push_back(0);
+      size_t pos = 0;
+      while (pos < have) {
+        size_t n = chunker_.NextCut(std::span<const uint8_t>(buf->data() + pos, have - pos), eof);
+        if (n == 0) break;
+        pos += n;
+        cuts->push_back(pos);
+      }
+      carry.assign(buf->begin() + static_cast<std::ptrdiff_t>(pos), buf->end());
+      if (cuts->size() > 1) {
+        if (eof && inflight.empty() && refs.empty()) {
+          // Small files are handled on this thread: files already run in parallel.
+          BlockOut b = StoreChunks(*buf, *cuts);
+          if (!b.status.ok()) return Err(b.status);
+          refs = std::move(b.refs);
+          tally.Add(b.tally);
+        } else {
+          drain(kMaxBlocksInFlight - 1);
+          inflight.push_back(chunk_pool_.Submit([this, buf, cuts] { return StoreChunks(*buf, *cuts); }));
+        }
+      }
+    }
+    drain(0);
+    if (!failed.ok()) return Err(failed);
+    struct stat after;
+    if (::fstat(fd, &after) != 0) return Err(ErrnoError(what, errno));
+    if (read_total != size || after.st_size != before.st_size ||
+        after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+        after.st_mtim.tv_nsec != before.st_mtim.tv_nsec ||
+        after.st_ctim.tv_sec != before.st_ctim.tv_sec ||
+        after.st_ctim.tv_nsec != before.st_ctim.tv_nsec) {
+      return changed("size or modification time moved during the read");
+    }
+    entry.size_bytes = size;
+    entry.digest = file_hash.Finalize();
+    chunk_count = refs.size();
+    if (refs.empty()) {
+      entry.layout = FileLayout::kEmpty;
+    } else if (refs.size() == 1) {
+      entry.layout = FileLayout::kSingleChunk;
+    } else {
+      entry.layout = FileLayout::kIndexed;
+      std::string index = EncodeChunkIndex(refs);
+      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(index.data()), index.size());
+      entry.index = Digest::Of(bytes);
+      BDN_RETURN_IF_ERROR(PutOnce(entry.index, bytes, tally));
+    }
+    if (counters_) ++counters_->files_done;
+    return tally;
+  }
+
+ private:
+  Chunker chunker_;
+  ChunkStore& store_;
+  TransferCounters* counters_;
+  int jobs_;
+  ThreadPool chunk_pool_;
+  std::mutex mu_;
+  std::unordered_set<Digest> seen_;
+};
+
+}  // namespace
+
+Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options,
+                                 ChunkStore& store, TransferCounters* counters) {
+  BDN_RETURN_IF_ERROR(options.chunker.Validate());
+  struct stat root_st;
+  if (::stat(dir.c_str(), &root_st) != 0) return Err(ErrnoError("directory \"" + dir.string() + "\"", errno));
+  if (!S_ISDIR(root_st.st_mode)) {
+    return Err(InvalidArgumentError("directory \"" + dir.string() + "\": not a directory"));
+  }
+  std::vector<ScanItem> items;
+  BDN_RETURN_IF_ERROR(Walk(dir, "", items));
+
+  SealResult result;
+  Manifest& m = result.manifest;
+  m.chunker = options.chunker;
+  m.has_mtimes = options.mtimes == SealOptions::Mtimes::kPreserve;
+  m.entries.resize(items.size());
+  std::map<std::pair<dev_t, ino_t>, std::string> first_link;
+  std::vector<size_t> files;
+  uint64_t total_bytes = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ScanItem& it = items[i];
+    Entry& e = m.entries[i];
+    e.path = it.path;
+    e.mode = static_cast<uint16_t>(it.st.st_mode & 0777);
+    if (m.has_mtimes) {
+      e.mtime_ns = static_cast<int64_t>(it.st.st_mtim.tv_sec) * 1000000000 + it.st.st_mtim.tv_nsec;
+    }
+    switch (it.st.st_mode & S_IFMT) {
+      case S_IFDIR: e.kind = EntryKind::kDirectory; break;
+      case S_IFLNK:
+        e.kind = EntryKind::kSymlink;
+        e.target = it.target;
+        break;
+      default: {
+        e.kind = EntryKind::kFile;
+        if (it.st.st_nlink > 1) {
+          auto [pos, inserted] = first_link.try_emplace({it.st.st_dev, it.st.st_ino}, it.path);
+          if (!inserted) {
+            e.kind = EntryKind::kHardlink;
+            e.target = pos->second;
+            break;
+          }
+        }
+        files.push_back(i);
+        total_bytes += static_cast<uint64_t>(it.st.st_size);
+      }
+    }
+  }
+  if (counters) {
+    counters->bytes_total = total_bytes;
+    counters->files_total = files.size();
+  }
+
+  Sealer sealer(options, store, counters);
+  Tally tally;
+  uint64_t chunk_refs = 0;
+  {
+    ThreadPool file_pool(sealer.jobs(), static_cast<size_t>(sealer.jobs()) * 2);
+    std::vector<std::future<Result<Tally>>> futures;
+    std::vector<uint64_t> chunk_counts(files.size());
+    futures.reserve(files.size());
+    for (size_t k = 0; k < files.size(); ++k) {
+      size_t i = files[k];
+      futures.push_back(file_pool.Submit([&, i, k] {
+        return sealer.SealFile(dir / items[i].path, items[i].st, m.entries[i], chunk_counts[k]);
+      }));
+    }
+    Status first_error;
+    for (auto& f : futures) {
+      Result<Tally> r = f.get();
+      if (!r) {
+        if (first_error.ok()) first_error = r.error();
+      } else {
+        tally.Add(*r);
+      }
+    }
+    if (!first_error.ok()) return Err(first_error);
+    for (uint64_t c : chunk_counts) chunk_refs += c;
+  }
+
+  BDN_ASSIGN_OR_RETURN(std::string encoded, EncodeManifest(m));
+  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(encoded.data()), encoded.size());
+  result.digest = Digest::Of(bytes);
+  BDN_RETURN_IF_ERROR(store.Put(result.digest, bytes));
+  result.stats = {files.size(), total_bytes, chunk_refs, m.entries.size()};
+  result.chunks_uploaded = tally.chunks_uploaded;
+  result.bytes_uploaded = tally.bytes_uploaded;
+  result.chunks_reused = tally.chunks_reused;
+  return result;
+}
+
+Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry& registry,
+                        TransferCounters* counters) {
+  BDN_ASSIGN_OR_RETURN(auto claim, registry.ClaimPush(options.ns, options.volume));
+  BDN_ASSIGN_OR_RETURN(SealResult seal, SealDirectory(options.dir, options.seal, store, counters));
+  BDN_RETURN_IF_ERROR(store.Sync());
+  CommitRequest req;
+  req.ns = options.ns;
+  req.volume = options.volume;
+  req.digest = seal.digest;
+  req.stats = seal.stats;
+  req.source_uri = options.source_uri;
+  req.tags = options.tags;
+  req.expected_sequence = options.expected_sequence;
+  BDN_ASSIGN_OR_RETURN(CommitResult commit, registry.Commit(req));
+  PushResult out;
+  out.ref = {options.ns, options.volume, seal.digest};
+  out.sequence = commit.sequence;
+  out.head_updated = commit.head_updated;
+  out.tags_applied = commit.tags_applied;
+  out.stats = seal.stats;
+  out.chunks_uploaded = seal.chunks_uploaded;
+  out.bytes_uploaded = seal.bytes_uploaded;
+  out.chunks_reused = seal.chunks_reused;
+  out.unchanged = commit.unchanged;
+  return out;
+}
+
+}  // namespace bdn

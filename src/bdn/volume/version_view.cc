@@ -1,0 +1,129 @@
+#include "bdn/volume/version_view.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace bdn {
+
+size_t FileChunks::ChunkAt(uint64_t offset) const {
+  auto it = std::upper_bound(offsets.begin(), offsets.end(), offset);
+  return static_cast<size_t>(it - offsets.begin()) - 1;
+}
+
+std::shared_ptr<const FileChunks> MakeFileChunks(std::vector<ChunkRef> chunks) {
+  auto fc = std::make_shared<FileChunks>();
+  fc->offsets.reserve(chunks.size() + 1);
+  uint64_t off = 0;
+  fc->offsets.push_back(0);
+  for (const auto& c : chunks) {
+    off += c.size_bytes;
+    fc->offsets.push_back(off);
+  }
+  fc->chunks = std::move(chunks);
+  return fc;
+}
+
+Result<std::shared_ptr<VersionView>> VersionView::Open(std::shared_ptr<ChunkStore> store,
+                                                       const Digest& digest) {
+  auto bytes = store->Get(digest);
+  if (!bytes) {
+    return Err(bytes.error().WithPrefix("manifest " + digest.ToString()));
+  }
+  BDN_ASSIGN_OR_RETURN(Manifest m, DecodeManifest(*bytes));
+  std::shared_ptr<VersionView> v(new VersionView());
+  v->store_ = std::move(store);
+  v->digest_ = digest;
+  v->manifest_ = std::move(m);
+  v->root_.kind = EntryKind::kDirectory;
+  v->root_.mode = 0755;
+  const auto& entries = v->manifest_.entries;
+  v->by_path_.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string_view p = entries[i].path;
+    v->by_path_.emplace(p, i);
+    size_t slash = p.rfind('/');
+    std::string_view parent = slash == std::string_view::npos ? "" : p.substr(0, slash);
+    v->children_[parent].push_back(i);
+  }
+  return v;
+}
+
+const Entry* VersionView::Find(std::string_view path) const {
+  if (path.empty()) return &root_;
+  auto it = by_path_.find(path);
+  return it == by_path_.end() ? nullptr : &manifest_.entries[it->second];
+}
+
+const Entry& VersionView::Resolve(const Entry& e) const {
+  if (e.kind != EntryKind::kHardlink) return e;
+  const Entry* t = Find(e.target);
+  return t ? *t : e;  // DecodeManifest guarantees the target exists
+}
+
+const std::vector<size_t>& VersionView::Children(std::string_view dir_path) const {
+  auto it = children_.find(dir_path);
+  return it == children_.end() ? no_children_ : it->second;
+}
+
+Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& entry) const {
+  const Entry& e = Resolve(entry);
+  if (e.kind != EntryKind::kFile) {
+    return Err(InvalidArgumentError("path \"" + e.path + "\": is a " +
+                                    std::string(EntryKindName(e.kind)) + ", not a file"));
+  }
+  size_t key = IndexOf(e);
+  {
+    std::lock_guard lock(mu_);
+    auto it = chunks_cache_.find(key);
+    if (it != chunks_cache_.end()) return it->second;
+  }
+  std::vector<ChunkRef> chunks;
+  switch (e.layout) {
+    case FileLayout::kEmpty: break;
+    case FileLayout::kSingleChunk:
+      chunks.push_back({e.digest, static_cast<uint32_t>(e.size_bytes)});
+      break;
+    case FileLayout::kIndexed: {
+      auto bytes = store_->Get(e.index);
+      if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\": chunk index"));
+      auto decoded = DecodeChunkIndex(*bytes);
+      if (!decoded) return Err(decoded.error().WithPrefix("file \"" + e.path + "\""));
+      chunks = std::move(*decoded);
+      break;
+    }
+  }
+  auto fc = MakeFileChunks(std::move(chunks));
+  if (fc->offsets.back() != e.size_bytes) {
+    return Err(CorruptionError("file \"" + e.path + "\": chunk index covers " +
+                               std::to_string(fc->offsets.back()) + " bytes, entry says " +
+                               std::to_string(e.size_bytes)));
+  }
+  std::lock_guard lock(mu_);
+  chunks_cache_.emplace(key, fc);
+  return fc;
+}
+
+Result<size_t> VersionView::Read(const Entry& entry, uint64_t offset,
+                                 std::span<uint8_t> out) const {
+  const Entry& e = Resolve(entry);
+  BDN_ASSIGN_OR_RETURN(auto fc, ChunksOf(e));
+  if (offset >= e.size_bytes || out.empty()) return size_t{0};
+  uint64_t end = std::min<uint64_t>(e.size_bytes, offset + out.size());
+  size_t done = 0;
+  for (size_t i = fc->ChunkAt(offset); offset < end; ++i) {
+    auto bytes = store_->Get(fc->chunks[i].id);
+    if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\""));
+    if (bytes->size() != fc->chunks[i].size_bytes) {
+      return Err(CorruptionError("file \"" + e.path + "\": chunk " + fc->chunks[i].id.ToString() +
+                                 ": size differs from the index"));
+    }
+    uint64_t in_chunk = offset - fc->offsets[i];
+    uint64_t n = std::min<uint64_t>(end - offset, fc->chunks[i].size_bytes - in_chunk);
+    std::memcpy(out.data() + done, bytes->data() + in_chunk, n);
+    done += n;
+    offset += n;
+  }
+  return done;
+}
+
+}  // namespace bdn

@@ -1,0 +1,74 @@
+// VersionView: a sealed version's manifest loaded from a ChunkStore, with path lookup, directory
+// listing and per-file chunk lists, and verified reads of file byte ranges.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/format/manifest.h"
+#include "bdn/store/chunk_store.h"
+
+namespace bdn {
+
+// A file's chunk list with cumulative offsets: chunk i covers [offsets[i], offsets[i+1]).
+struct FileChunks {
+  std::vector<ChunkRef> chunks;
+  std::vector<uint64_t> offsets;  // chunks.size() + 1 entries; offsets.back() == file size
+
+  // Index of the chunk holding byte `offset` (offset < size).
+  size_t ChunkAt(uint64_t offset) const;
+};
+
+// Immutable after Open except for the internal chunk-list cache; thread-safe.
+class VersionView {
+ public:
+  // Loads and decodes the manifest blob `digest` from `store`.
+  // Errors: NotFound / Corruption from the store ("manifest b3:…: …"), Corruption from decoding.
+  static Result<std::shared_ptr<VersionView>> Open(std::shared_ptr<ChunkStore> store,
+                                                   const Digest& digest);
+
+  const Digest& digest() const { return digest_; }
+  const Manifest& manifest() const { return manifest_; }
+  ChunkStore& store() const { return *store_; }
+
+  // The entry at `path` ("" is the root, returned as a synthetic directory), or nullptr.
+  const Entry* Find(std::string_view path) const;
+  // Follows a hardlink to the file entry it links to; other entries are returned unchanged.
+  const Entry& Resolve(const Entry& e) const;
+  // Indexes into manifest().entries of the direct children of directory `path`, in path order.
+  const std::vector<size_t>& Children(std::string_view dir_path) const;
+  // Entry index of `e` (which must belong to this view).
+  size_t IndexOf(const Entry& e) const { return static_cast<size_t>(&e - manifest_.entries.data()); }
+
+  // Chunk list of a file entry (hardlinks resolved); loads and caches its chunk index object.
+  // Errors: from the store, prefixed "file \"path\"", or Corruption if the index disagrees with
+  // the entry's size.
+  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e) const;
+
+  // Reads [offset, offset + out.size()) of a file entry into `out`, stopping at EOF; returns the
+  // bytes read. Every chunk is verified; a bad one gives Corruption naming the chunk and the file.
+  Result<size_t> Read(const Entry& e, uint64_t offset, std::span<uint8_t> out) const;
+
+ private:
+  VersionView() = default;
+  std::shared_ptr<ChunkStore> store_;
+  Digest digest_;
+  Manifest manifest_;
+  Entry root_;
+  std::unordered_map<std::string_view, size_t> by_path_;
+  std::unordered_map<std::string_view, std::vector<size_t>> children_;
+  std::vector<size_t> no_children_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<size_t, std::shared_ptr<const FileChunks>> chunks_cache_;
+};
+
+// Builds FileChunks from a chunk list.
+std::shared_ptr<const FileChunks> MakeFileChunks(std::vector<ChunkRef> chunks);
+
+}  // namespace bdn
