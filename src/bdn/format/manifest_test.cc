@@ -90,7 +90,8 @@ Manifest SampleManifest() {
 }
 
 // BLAKE3 of SampleManifest()'s encoding, pinned when format version 1 was written.
-constexpr const char* kSampleManifestDigest = "b3:PLACEHOLDER";
+constexpr const char* kSampleManifestDigest = 
+    "b3:f3115ba57cafdbaa5daa5874a6c25d63f841f60ab49ac61b7e5633cfa843e4c6";
 
 // Little-endian helpers for hand-assembled bytes.
 void PutLe(std::string& out, uint64_t v, int n) {
@@ -151,6 +152,37 @@ TEST(Manifest, SampleHasExactEncodedLengthAndStableDigest) {
   EXPECT_EQ(Digest::Of(*bytes).ToString(), kSampleManifestDigest);
   // Encoding is a pure function of the manifest.
   EXPECT_EQ(*EncodeManifest(SampleManifest()), *bytes);
+}
+
+TEST(Manifest, SampleMatchesHandAssembledBytes) {
+  const Manifest m = SampleManifest();
+  std::string expected = Header(6);
+  PutDirEntry(expected, "d");
+  auto file_head = [&](std::string_view path, uint16_t mode, uint64_t size, FileLayout layout,
+                       const Digest& digest) {
+    expected.push_back(static_cast<char>(EntryKind::kFile));
+    PutLe(expected, mode, 2);
+    PutStr(expected, path);
+    PutLe(expected, size, 8);
+    expected.push_back(static_cast<char>(layout));
+    PutDigest(expected, digest);
+  };
+  file_head("d/empty", 0644, 0, FileLayout::kEmpty, Digest::Of(std::string_view()));
+  expected.push_back(static_cast<char>(EntryKind::kHardlink));
+  PutLe(expected, 0644, 2);
+  PutStr(expected, "d/hard");
+  PutStr(expected, "d/one");
+  file_head("d/indexed", 0600, 332145, FileLayout::kIndexed,
+            Digest::Of(std::string_view("whole file")));
+  PutDigest(expected, Digest::Of(EncodeChunkIndex(SampleChunks())));
+  file_head("d/one", 0644, 5, FileLayout::kSingleChunk, Digest::Of(std::string_view("hello")));
+  expected.push_back(static_cast<char>(EntryKind::kSymlink));
+  PutLe(expected, 0777, 2);
+  PutStr(expected, "d/sym");
+  PutStr(expected, "../outside");
+  auto bytes = EncodeManifest(m);
+  ASSERT_TRUE(bytes.has_value()) << bytes.error().message();
+  EXPECT_EQ(*bytes, expected);
 }
 
 TEST(Manifest, MtimesAddEightBytesPerEntryAndChangeTheDigest) {

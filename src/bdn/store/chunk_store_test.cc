@@ -1,1 +1,338 @@
+// Tests for ChunkStore: the same scenarios against LocalChunkStore and the in-memory
+// MemChunkStore, plus what only the local directory store promises (files, temp names).
+#include "bdn/store/chunk_store.h"
+
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace bdn {
+namespace {
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+void ExpectContains(ChunkStore* store, const Digest& id, bool expected) {
+  auto r = store->Contains(id);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(*r, expected) << id.ToString();
+}
+
+// A private directory under /tmp, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "bdn_chunk_store_test.XXXXXX").string();
+    if (::mkdtemp(t.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Each implementation: how to make one, and how to damage a stored blob behind its back.
+struct LocalStoreTraits {
+  static std::unique_ptr<ChunkStore> Make(const fs::path& dir) {
+    auto s = LocalChunkStore::Open(dir / "store");
+    EXPECT_TRUE(s.has_value()) << s.error().message();
+    return s ? std::move(*s) : nullptr;
+  }
+  // Flips one byte of the stored file.
+  static void FlipByte(ChunkStore* store, const Digest& id, size_t offset) {
+    fs::path p = static_cast<LocalChunkStore*>(store)->PathOf(id);
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.is_open()) << p;
+    f.seekg(static_cast<std::streamoff>(offset));
+    char c;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x01);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(&c, 1);
+    ASSERT_TRUE(f.good());
+  }
+};
+
+struct MemStoreTraits {
+  static std::unique_ptr<ChunkStore> Make(const fs::path&) {
+    return std::make_unique<MemChunkStore>();
+  }
+  static void FlipByte(ChunkStore* store, const Digest& id, size_t offset) {
+    auto bytes = store->Get(id);
+    ASSERT_TRUE(bytes.has_value());
+    (*bytes)[offset] ^= 0x01;
+    static_cast<MemChunkStore*>(store)->CorruptForTest(id, *bytes);
+  }
+};
+
+template <typename Traits>
+class ChunkStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = Traits::Make(dir_.path());
+    ASSERT_NE(store_, nullptr);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ChunkStore> store_;
+};
+
+using Implementations = ::testing::Types<LocalStoreTraits, MemStoreTraits>;
+class ImplementationNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    if (std::is_same_v<T, LocalStoreTraits>) return "Local";
+    return "Mem";
+  }
+};
+TYPED_TEST_SUITE(ChunkStoreTest, Implementations, ImplementationNames);
+
+TYPED_TEST(ChunkStoreTest, PutThenGetReturnsTheBytes) {
+  for (size_t size : {size_t{1}, size_t{4096}, size_t{262144}, size_t{1000003}}) {
+    std::vector<uint8_t> data = RandomBytes(size, size);
+    Digest id = Digest::Of(data);
+    ASSERT_TRUE(this->store_->Put(id, data).ok());
+    auto got = this->store_->Get(id);
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    EXPECT_EQ(*got, data) << "size " << size;
+  }
+}
+
+TYPED_TEST(ChunkStoreTest, EmptyBlobIsStorable) {
+  Digest id = Digest::Of(std::string_view());
+  ASSERT_TRUE(this->store_->Put(id, {}).ok());
+  auto got = this->store_->Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_TRUE(got->empty());
+}
+
+TYPED_TEST(ChunkStoreTest, PutIsIdempotent) {
+  std::vector<uint8_t> data = RandomBytes(5000, 1);
+  Digest id = Digest::Of(data);
+  for (int i = 0; i < 3; ++i) {
+    Status s = this->store_->Put(id, data);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  auto got = this->store_->Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, data);
+}
+
+TYPED_TEST(ChunkStoreTest, ContainsReflectsPuts) {
+  std::vector<uint8_t> a = RandomBytes(100, 2);
+  std::vector<uint8_t> b = RandomBytes(100, 3);
+  Digest ida = Digest::Of(a), idb = Digest::Of(b);
+  auto before = this->store_->Contains(ida);
+  ASSERT_TRUE(before.has_value()) << before.error().message();
+  EXPECT_FALSE(*before);
+  ASSERT_TRUE(this->store_->Put(ida, a).ok());
+  ExpectContains(this->store_.get(), ida, true);
+  ExpectContains(this->store_.get(), idb, false);
+}
+
+TYPED_TEST(ChunkStoreTest, GetOfMissingChunkIsNotFound) {
+  Digest id = Digest::Of(std::string_view("never stored"));
+  auto got = this->store_->Get(id);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(got.error().message(), "chunk b3:" + id.Hex() + ": not in store");
+}
+
+TYPED_TEST(ChunkStoreTest, PutWithWrongIdIsRefusedAndStoresNothing) {
+  std::vector<uint8_t> data = RandomBytes(777, 4);
+  Digest wrong = Digest::Of(std::string_view("something else"));
+  Status s = this->store_->Put(wrong, data);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "chunk " + wrong.ToString() + ": bytes do not match the id");
+  ExpectContains(this->store_.get(), wrong, false);
+  ExpectContains(this->store_.get(), Digest::Of(data), false);
+  auto got = this->store_->Get(wrong);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kNotFound);
+}
+
+TYPED_TEST(ChunkStoreTest, CorruptedBytesAreNeverReturned) {
+  std::vector<uint8_t> data = RandomBytes(70000, 5);
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(this->store_->Put(id, data).ok());
+  TypeParam::FlipByte(this->store_.get(), id, 12345);
+  std::vector<uint8_t> damaged = data;
+  damaged[12345] ^= 0x01;
+  auto got = this->store_->Get(id);
+  ASSERT_FALSE(got.has_value()) << "returned corrupted bytes";
+  EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
+  EXPECT_EQ(got.error().message(), "chunk " + id.ToString() +
+                                       ": digest mismatch (stored bytes hash to " +
+                                       Digest::Of(damaged).ToString() + ")");
+  // Still reported, not hidden: Contains does not verify.
+  ExpectContains(this->store_.get(), id, true);
+}
+
+TYPED_TEST(ChunkStoreTest, ConcurrentPutsOfTheSameChunk) {
+  std::vector<uint8_t> data = RandomBytes(300000, 6);
+  Digest id = Digest::Of(data);
+  std::vector<Status> results(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        Status s = this->store_->Put(id, data);
+        if (!s.ok()) results[t] = s;
+        auto got = this->store_->Get(id);
+        // A reader never sees a partial blob: either absent (before the first rename) or whole.
+        if (got.has_value()) {
+          if (*got != data) results[t] = InternalError("different bytes");
+        } else if (got.error().code() != StatusCode::kNotFound) {
+          results[t] = got.error();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_TRUE(results[t].ok()) << t << ": " << results[t].message();
+  auto got = this->store_->Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, data);
+}
+
+TYPED_TEST(ChunkStoreTest, ConcurrentPutsOfDifferentChunks) {
+  std::vector<std::vector<uint8_t>> blobs;
+  for (int i = 0; i < 64; ++i) blobs.push_back(RandomBytes(1000 + i, 100 + i));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < blobs.size(); i += 8) {
+        if (!this->store_->Put(Digest::Of(blobs[i]), blobs[i]).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (const auto& b : blobs) {
+    auto got = this->store_->Get(Digest::Of(b));
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    EXPECT_EQ(*got, b);
+  }
+}
+
+// What only the local directory store promises.
+class LocalChunkStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = LocalChunkStore::Open(dir_.path() / "store");
+    ASSERT_TRUE(s.has_value()) << s.error().message();
+    store_ = std::move(*s);
+  }
+  std::vector<fs::path> TmpFiles() const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(store_->root() / "tmp")) out.push_back(e.path());
+    return out;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<LocalChunkStore> store_;
+};
+
+TEST_F(LocalChunkStoreTest, OpenCreatesTheLayout) {
+  EXPECT_TRUE(fs::is_directory(dir_.path() / "store" / "chunks"));
+  EXPECT_TRUE(fs::is_directory(dir_.path() / "store" / "tmp"));
+  EXPECT_EQ(store_->root(), dir_.path() / "store");
+}
+
+TEST_F(LocalChunkStoreTest, BlobLivesAtItsFanOutPath) {
+  std::vector<uint8_t> data = RandomBytes(4000, 7);
+  Digest id = Digest::Of(data);
+  fs::path p = store_->PathOf(id);
+  EXPECT_EQ(p, dir_.path() / "store" / "chunks" / id.Hex().substr(0, 2) / id.Hex());
+  EXPECT_FALSE(fs::exists(p));
+  ASSERT_TRUE(store_->Put(id, data).ok());
+  ASSERT_TRUE(fs::is_regular_file(p));
+  EXPECT_EQ(fs::file_size(p), data.size());
+}
+
+TEST_F(LocalChunkStoreTest, NoTempFilesLeftAfterPuts) {
+  for (int i = 0; i < 50; ++i) {
+    std::vector<uint8_t> data = RandomBytes(100 + i, 200 + i);
+    ASSERT_TRUE(store_->Put(Digest::Of(data), data).ok());
+    ASSERT_TRUE(store_->Put(Digest::Of(data), data).ok());
+  }
+  // A refused Put leaves nothing either.
+  std::vector<uint8_t> data = RandomBytes(100, 1);
+  EXPECT_FALSE(store_->Put(Digest(), data).ok());
+  EXPECT_TRUE(TmpFiles().empty());
+
+  std::vector<uint8_t> shared = RandomBytes(200000, 8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] { EXPECT_TRUE(store_->Put(Digest::Of(shared), shared).ok()); });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(TmpFiles().empty());
+  EXPECT_TRUE(store_->Sync().ok());
+}
+
+TEST_F(LocalChunkStoreTest, TruncatedFileIsCorruption) {
+  std::vector<uint8_t> data = RandomBytes(10000, 9);
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(store_->Put(id, data).ok());
+  fs::resize_file(store_->PathOf(id), 9999);
+  auto got = store_->Get(id);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(got.error().message().starts_with("chunk " + id.ToString() + ": digest mismatch"))
+      << got.error().message();
+}
+
+TEST_F(LocalChunkStoreTest, ReopenedStoreSeesEarlierPuts) {
+  std::vector<uint8_t> data = RandomBytes(3000, 10);
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(store_->Put(id, data).ok());
+  store_.reset();
+  auto reopened = LocalChunkStore::Open(dir_.path() / "store");
+  ASSERT_TRUE(reopened.has_value()) << reopened.error().message();
+  auto got = (*reopened)->Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, data);
+}
+
+TEST(VerifyChunk, NamesTheChunkAndTheDigestFound) {
+  std::string_view bytes = "abc";
+  std::span<const uint8_t> span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  EXPECT_TRUE(VerifyChunk(Digest::Of(bytes), span).ok());
+  Digest other;
+  Status s = VerifyChunk(other, span);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(s.message(), "chunk b3:" + std::string(64, '0') +
+                             ": digest mismatch (stored bytes hash to " +
+                             Digest::Of(bytes).ToString() + ")");
+}
+
+TEST(MemChunkStore, SizeCountsDistinctBlobs) {
+  MemChunkStore store;
+  std::vector<uint8_t> a = RandomBytes(10, 1), b = RandomBytes(10, 2);
+  ASSERT_TRUE(store.Put(Digest::Of(a), a).ok());
+  ASSERT_TRUE(store.Put(Digest::Of(a), a).ok());
+  ASSERT_TRUE(store.Put(Digest::Of(b), b).ok());
+  EXPECT_FALSE(store.Put(Digest(), a).ok());
+  EXPECT_EQ(store.size(), 2u);
+}
+
+}  // namespace
+}  // namespace bdn

@@ -1,0 +1,853 @@
+// FUSE low-level callbacks over a VersionView, and the mount / unmount plumbing around them.
+#define FUSE_USE_VERSION 314
+#include "bdn/mount/fuse_mount.h"
+
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "bdn/mount/chunk_cache.h"
+
+extern char** environ;
+
+namespace bdn {
+namespace fs = std::filesystem;
+
+int ErrnoFromStatus(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kNotFound: return ENOENT;
+    case StatusCode::kInvalidArgument: return EINVAL;
+    default: return EIO;  // Corruption, Unavailable, DeadlineExceeded, Internal, ...
+  }
+}
+
+namespace {
+
+// Sealed data never changes, so the kernel may keep names, attributes and misses for a day.
+constexpr double kCacheTimeoutSeconds = 86400.0;
+// The largest FUSE request libfuse 3.14 accepts (256 pages; it sizes its buffers by this).
+constexpr unsigned kMaxRequestBytes = 1u << 20;
+// Reads closer than this to where the last one ended still count as sequential: the kernel's
+// async readahead sends several requests at once and worker threads answer them out of order.
+constexpr uint64_t kSequentialSlackBytes = 2ull << 20;
+// fuse_reply_iov adds a header iovec and writev allows IOV_MAX (1024); beyond this many pieces
+// the reply is copied into one buffer.
+constexpr size_t kMaxReplyIov = 256;
+
+std::string MountpointPrefix(const fs::path& mp) { return "mountpoint " + mp.string(); }
+
+// `p` made absolute with its parent canonical; the last component is not resolved, since
+// stat on a dead mount fails with ENOTCONN.
+fs::path AbsoluteMountpoint(const fs::path& p) {
+  fs::path abs = fs::absolute(p).lexically_normal();
+  if (abs.has_parent_path() && !abs.has_filename()) abs = abs.parent_path();
+  std::error_code ec;
+  fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
+  if (ec || abs == abs.root_path()) return abs;
+  return parent / abs.filename();
+}
+
+// Per open file handle: the file and the state of its sequential-read detector.
+struct OpenFile {
+  const Entry* entry = nullptr;  // the kFile entry (hardlinks resolved)
+  std::shared_ptr<const FileChunks> chunks;
+  std::mutex mu;
+  uint64_t next_offset = 0;    // where the last sequential read ended
+  uint64_t prefetched_to = 0;  // prefetch was requested for [.., prefetched_to)
+  int streak = 0;              // sequential reads in a row
+};
+
+// The file system served by one session. Thread-safe: everything is immutable after
+// construction except the ChunkCache and the OpenFile handles, which lock themselves.
+class MountedFs {
+ public:
+  MountedFs(std::shared_ptr<VersionView> view, const MountOptions& options, fs::path mountpoint)
+      : view_(std::move(view)),
+        cache_(view_->store(), ChunkCache::Options{.capacity_bytes = options.memory_cache_bytes,
+                                                   .prefetch_threads = options.prefetch_bytes > 0
+                                                                           ? options.prefetch_threads
+                                                                           : 0,
+                                                   .max_queued_prefetches = 1024}),
+        mountpoint_(std::move(mountpoint)),
+        prefetch_bytes_(options.prefetch_bytes),
+        uid_(::getuid()),
+        gid_(::getgid()) {
+    root_ = view_->Find("");
+    // One pass over the entries for link counts (no I/O): files count their hardlinks,
+    // directories their subdirectories.
+    const auto& entries = view_->manifest().entries;
+    nlink_.assign(entries.size(), 1);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      if (e.kind == EntryKind::kDirectory) nlink_[i] += 1;
+    }
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      if (e.kind == EntryKind::kHardlink) {
+        const Entry& target = view_->Resolve(e);
+        if (&target != &e) ++nlink_[view_->IndexOf(target)];
+      } else if (e.kind == EntryKind::kDirectory) {
+        size_t slash = e.path.rfind('/');
+        if (slash == std::string::npos) {
+          ++root_nlink_;
+        } else if (const Entry* parent = view_->Find(std::string_view(e.path).substr(0, slash))) {
+          ++nlink_[view_->IndexOf(*parent)];
+        }
+      } else if (e.kind == EntryKind::kFile) {
+        total_bytes_ += e.size_bytes;
+      }
+    }
+  }
+
+  const fs::path& mountpoint() const { return mountpoint_; }
+
+  // --- callbacks; each replies exactly once ---
+
+  void Init(fuse_conn_info* conn) {
+    // libfuse derives max_pages from max_write (clamped to its 1 MiB buffers); max_read is left
+    // unlimited, so READ requests go up to 1 MiB.
+    conn->max_write = kMaxRequestBytes;
+    // libfuse clamps this to what the kernel offered (the bdi default, 128 KiB); the window is
+    // raised afterwards through sysfs (SetBdiReadAhead).
+    conn->max_readahead = UINT_MAX;
+    conn->max_background = 64;
+    conn->congestion_threshold = 48;
+    conn->time_gran = 1;
+    if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  }
+
+  void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    const Entry* dir = EntryOf(parent);
+    if (dir == nullptr) return (void)fuse_reply_err(req, ENOENT);
+    if (dir->kind != EntryKind::kDirectory) return (void)fuse_reply_err(req, ENOTDIR);
+    std::string path = dir->path.empty() ? std::string(name) : dir->path + "/" + name;
+    fuse_entry_param param{};
+    param.entry_timeout = kCacheTimeoutSeconds;  // ino 0 with a timeout: a cached miss
+    if (const Entry* e = view_->Find(path)) {
+      param.attr = Attr(*e);
+      param.ino = param.attr.st_ino;
+      param.attr_timeout = kCacheTimeoutSeconds;
+    }
+    fuse_reply_entry(req, &param);
+  }
+
+  void Getattr(fuse_req_t req, fuse_ino_t ino) {
+    const Entry* e = EntryOf(ino);
+    if (e == nullptr) return (void)fuse_reply_err(req, ENOENT);
+    struct stat st = Attr(*e);
+    fuse_reply_attr(req, &st, kCacheTimeoutSeconds);
+  }
+
+  void Readlink(fuse_req_t req, fuse_ino_t ino) {
+    const Entry* e = EntryOf(ino);
+    if (e == nullptr) return (void)fuse_reply_err(req, ENOENT);
+    if (e->kind != EntryKind::kSymlink) return (void)fuse_reply_err(req, EINVAL);
+    fuse_reply_readlink(req, e->target.c_str());
+  }
+
+  void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    const Entry* e = EntryOf(ino);
+    if (e == nullptr) return (void)fuse_reply_err(req, ENOENT);
+    if (e->kind != EntryKind::kDirectory) return (void)fuse_reply_err(req, ENOTDIR);
+    fi->fh = 0;
+    fi->cache_readdir = 1;  // the kernel may keep the listing...
+    fi->keep_cache = 1;     // ...across opendir calls
+    fuse_reply_open(req, fi);
+  }
+
+  // Directory offsets: 0 ".", 1 "..", 2 + i the i-th child in path order; each entry carries
+  // the offset of the one after it.
+  void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset) {
+    const Entry* dir = EntryOf(ino);
+    if (dir == nullptr) return (void)fuse_reply_err(req, ENOENT);
+    if (dir->kind != EntryKind::kDirectory) return (void)fuse_reply_err(req, ENOTDIR);
+    const std::vector<size_t>& children = view_->Children(dir->path);
+    const auto& entries = view_->manifest().entries;
+    std::vector<char> buf(size);
+    size_t used = 0;
+    for (uint64_t i = offset < 0 ? 0 : static_cast<uint64_t>(offset); i < children.size() + 2;
+         ++i) {
+      struct stat st{};
+      std::string_view name;
+      if (i == 0) {
+        name = ".";
+        st.st_ino = InoOf(*dir);
+        st.st_mode = S_IFDIR;
+      } else if (i == 1) {
+        name = "..";
+        st.st_ino = ParentIno(*dir);
+        st.st_mode = S_IFDIR;
+      } else {
+        const Entry& child = entries[children[i - 2]];
+        size_t slash = child.path.rfind('/');
+        name = slash == std::string::npos ? std::string_view(child.path)
+                                          : std::string_view(child.path).substr(slash + 1);
+        st.st_ino = InoOf(child);
+        st.st_mode = TypeBits(view_->Resolve(child));
+      }
+      std::string name_z(name);
+      size_t n = fuse_add_direntry(req, buf.data() + used, size - used, name_z.c_str(), &st,
+                                   static_cast<off_t>(i + 1));
+      if (n > size - used) break;
+      used += n;
+    }
+    fuse_reply_buf(req, buf.data(), used);
+  }
+
+  void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    const Entry* found = EntryOf(ino);
+    if (found == nullptr) return (void)fuse_reply_err(req, ENOENT);
+    const Entry& e = view_->Resolve(*found);
+    if (e.kind == EntryKind::kDirectory) return (void)fuse_reply_err(req, EISDIR);
+    if (e.kind != EntryKind::kFile) return (void)fuse_reply_err(req, EINVAL);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+      return (void)fuse_reply_err(req, EROFS);
+    }
+    auto chunks = view_->ChunksOf(e);
+    if (!chunks) return ReplyError(req, chunks.error());
+    auto of = std::make_unique<OpenFile>();
+    of->entry = &e;
+    of->chunks = std::move(*chunks);
+    fi->fh = reinterpret_cast<uint64_t>(of.get());
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    // A failed reply (the open was interrupted) means no release will come for this handle.
+    if (fuse_reply_open(req, fi) == 0) of.release();
+  }
+
+  void Release(fuse_req_t req, fuse_file_info* fi) {
+    delete reinterpret_cast<OpenFile*>(fi->fh);
+    fuse_reply_err(req, 0);
+  }
+
+  void Read(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi) {
+    OpenFile& of = *reinterpret_cast<OpenFile*>(fi->fh);
+    const Entry& e = *of.entry;
+    const FileChunks& fc = *of.chunks;
+    if (offset < 0) return (void)fuse_reply_err(req, EINVAL);
+    uint64_t begin = static_cast<uint64_t>(offset);
+    if (begin >= e.size_bytes || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
+    uint64_t end = std::min<uint64_t>(e.size_bytes, begin + size);
+
+    MaybePrefetch(of, begin, end);
+
+    size_t first = fc.ChunkAt(begin);
+    size_t last = fc.ChunkAt(end - 1);
+    std::vector<ChunkBytes> held;
+    std::vector<iovec> iov;
+    held.reserve(last - first + 1);
+    iov.reserve(last - first + 1);
+    for (size_t i = first; i <= last; ++i) {
+      auto bytes = cache_.Get(fc.chunks[i]);
+      if (!bytes) {
+        return ReplyError(req, bytes.error().WithPrefix(
+                                   "file \"" + e.path + "\" [" + std::to_string(begin) + ", " +
+                                   std::to_string(end) + ")"));
+      }
+      uint64_t lo = std::max(begin, fc.offsets[i]) - fc.offsets[i];
+      uint64_t hi = std::min(end, fc.offsets[i + 1]) - fc.offsets[i];
+      iov.push_back({const_cast<uint8_t*>((*bytes)->data()) + lo, static_cast<size_t>(hi - lo)});
+      held.push_back(std::move(*bytes));
+    }
+    if (iov.size() <= kMaxReplyIov) {
+      fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+      return;
+    }
+    std::vector<char> flat(end - begin);
+    size_t at = 0;
+    for (const iovec& v : iov) {
+      std::memcpy(flat.data() + at, v.iov_base, v.iov_len);
+      at += v.iov_len;
+    }
+    fuse_reply_buf(req, flat.data(), flat.size());
+  }
+
+  void Statfs(fuse_req_t req) {
+    struct statvfs st{};
+    st.f_bsize = 4096;
+    st.f_frsize = 4096;
+    st.f_blocks = (total_bytes_ + 4095) / 4096;
+    st.f_files = view_->manifest().entries.size() + 1;
+    st.f_namemax = 255;
+    fuse_reply_statfs(req, &st);
+  }
+
+  void ReplyError(fuse_req_t req, const Status& status) {
+    if (status.code() == StatusCode::kCorruption) {
+      std::fprintf(stderr, "bdn mount %s: %s\n", mountpoint_.c_str(), status.ToString().c_str());
+    }
+    fuse_reply_err(req, ErrnoFromStatus(status));
+  }
+
+ private:
+  const Entry* EntryOf(fuse_ino_t ino) const {
+    if (ino == FUSE_ROOT_ID) return root_;
+    const auto& entries = view_->manifest().entries;
+    if (ino < 2 || ino - 2 >= entries.size()) return nullptr;
+    return &entries[ino - 2];
+  }
+
+  fuse_ino_t InoOf(const Entry& entry) const {
+    const Entry& e = view_->Resolve(entry);
+    if (&e == root_) return FUSE_ROOT_ID;
+    return view_->IndexOf(e) + 2;
+  }
+
+  fuse_ino_t ParentIno(const Entry& dir) const {
+    size_t slash = dir.path.rfind('/');
+    if (dir.path.empty() || slash == std::string::npos) return FUSE_ROOT_ID;
+    const Entry* parent = view_->Find(std::string_view(dir.path).substr(0, slash));
+    return parent ? InoOf(*parent) : FUSE_ROOT_ID;
+  }
+
+  static mode_t TypeBits(const Entry& e) {
+    switch (e.kind) {
+      case EntryKind::kDirectory: return S_IFDIR;
+      case EntryKind::kSymlink: return S_IFLNK;
+      default: return S_IFREG;
+    }
+  }
+
+  struct stat Attr(const Entry& entry) const {
+    const Entry& e = view_->Resolve(entry);
+    struct stat st{};
+    st.st_ino = InoOf(e);
+    st.st_uid = uid_;
+    st.st_gid = gid_;
+    st.st_blksize = 4096;
+    uint16_t perm = e.mode & 07777;
+    switch (e.kind) {
+      case EntryKind::kDirectory:
+        st.st_mode = S_IFDIR | perm;
+        st.st_nlink = &e == root_ ? root_nlink_ : nlink_[view_->IndexOf(e)];
+        st.st_size = 4096;
+        break;
+      case EntryKind::kSymlink:
+        st.st_mode = S_IFLNK | (perm != 0 ? perm : 0777);
+        st.st_nlink = 1;
+        st.st_size = static_cast<off_t>(e.target.size());
+        break;
+      default:
+        st.st_mode = S_IFREG | perm;
+        st.st_nlink = nlink_[view_->IndexOf(e)];
+        st.st_size = static_cast<off_t>(e.size_bytes);
+        break;
+    }
+    st.st_blocks = (st.st_size + 511) / 512;
+    if (e.mtime_ns) {
+      int64_t ns = *e.mtime_ns;
+      int64_t sec = ns / 1'000'000'000;
+      int64_t rem = ns % 1'000'000'000;
+      if (rem < 0) {
+        rem += 1'000'000'000;
+        --sec;
+      }
+      st.st_mtim = {.tv_sec = sec, .tv_nsec = rem};
+      st.st_atim = st.st_mtim;
+      st.st_ctim = st.st_mtim;
+    }
+    return st;
+  }
+
+  // Sequential-read detection per handle: once reads follow each other, queue the chunks of a
+  // window past this read (doubling from 2 MiB up to prefetch_bytes_) for background fetching.
+  void MaybePrefetch(OpenFile& of, uint64_t begin, uint64_t end) {
+    if (prefetch_bytes_ == 0) return;
+    uint64_t size = of.entry->size_bytes;
+    uint64_t from = 0;
+    uint64_t to = 0;
+    {
+      std::lock_guard lock(of.mu);
+      bool sequential = begin + kSequentialSlackBytes >= of.next_offset &&
+                        begin <= of.next_offset + kSequentialSlackBytes;
+      if (sequential) {
+        of.streak = std::min(of.streak + 1, 16);
+        of.next_offset = std::max(of.next_offset, end);
+      } else {
+        of.streak = 0;
+        of.next_offset = end;
+        of.prefetched_to = 0;
+        return;
+      }
+      uint64_t window = std::min<uint64_t>(prefetch_bytes_, (1ull << 20) << std::min(of.streak, 8));
+      from = std::max(end, of.prefetched_to);
+      to = std::min(size, end + window);
+      if (from >= to) return;
+      of.prefetched_to = to;
+    }
+    const FileChunks& fc = *of.chunks;
+    size_t i = fc.ChunkAt(from);
+    size_t j = fc.ChunkAt(to - 1);
+    cache_.Prefetch(std::span<const ChunkRef>(fc.chunks).subspan(i, j - i + 1));
+  }
+
+  std::shared_ptr<VersionView> view_;
+  ChunkCache cache_;
+  fs::path mountpoint_;
+  uint64_t prefetch_bytes_;
+  uid_t uid_;
+  gid_t gid_;
+  const Entry* root_ = nullptr;
+  std::vector<uint32_t> nlink_;  // by entry index
+  uint32_t root_nlink_ = 2;
+  uint64_t total_bytes_ = 0;
+};
+
+MountedFs& FsOf(fuse_req_t req) { return *static_cast<MountedFs*>(fuse_req_userdata(req)); }
+
+// Library exceptions stop at the callback edge and become EIO.
+template <typename F>
+void Guard(fuse_req_t req, F&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bdn mount: internal error: %s\n", e.what());
+    fuse_reply_err(req, EIO);
+  }
+}
+
+void ReplyReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops{};
+  ops.init = [](void* userdata, fuse_conn_info* conn) {
+    static_cast<MountedFs*>(userdata)->Init(conn);
+  };
+  ops.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Guard(req, [&] { FsOf(req).Lookup(req, parent, name); });
+  };
+  ops.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    Guard(req, [&] { FsOf(req).Getattr(req, ino); });
+  };
+  ops.readlink = [](fuse_req_t req, fuse_ino_t ino) {
+    Guard(req, [&] { FsOf(req).Readlink(req, ino); });
+  };
+  ops.opendir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Guard(req, [&] { FsOf(req).Opendir(req, ino, fi); });
+  };
+  ops.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+    Guard(req, [&] { FsOf(req).Readdir(req, ino, size, off); });
+  };
+  ops.releasedir = [](fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); };
+  ops.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Guard(req, [&] { FsOf(req).Open(req, ino, fi); });
+  };
+  ops.read = [](fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+    Guard(req, [&] { FsOf(req).Read(req, size, off, fi); });
+  };
+  ops.release = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    Guard(req, [&] { FsOf(req).Release(req, fi); });
+  };
+  ops.statfs = [](fuse_req_t req, fuse_ino_t) {
+    Guard(req, [&] { FsOf(req).Statfs(req); });
+  };
+  // Everything that would modify the tree. The mount is "ro", so the kernel normally answers
+  // these itself; the daemon agrees in case it is asked anyway.
+  ops.setattr = [](fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) {
+    ReplyReadOnly(req);
+  };
+  ops.mknod = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { ReplyReadOnly(req); };
+  ops.mkdir = [](fuse_req_t req, fuse_ino_t, const char*, mode_t) { ReplyReadOnly(req); };
+  ops.unlink = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyReadOnly(req); };
+  ops.rmdir = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyReadOnly(req); };
+  ops.symlink = [](fuse_req_t req, const char*, fuse_ino_t, const char*) { ReplyReadOnly(req); };
+  ops.rename = [](fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*,
+                  unsigned int) { ReplyReadOnly(req); };
+  ops.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReplyReadOnly(req); };
+  ops.write = [](fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+    ReplyReadOnly(req);
+  };
+  ops.create = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
+    ReplyReadOnly(req);
+  };
+  ops.setxattr = [](fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) {
+    ReplyReadOnly(req);
+  };
+  ops.removexattr = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyReadOnly(req); };
+  ops.fallocate = [](fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
+    ReplyReadOnly(req);
+  };
+  ops.copy_file_range = [](fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t,
+                           fuse_file_info*, size_t, int) { ReplyReadOnly(req); };
+  return ops;
+}
+
+// fuse_opt splits -o values at commas; a backslash escapes the next character.
+std::string EscapeOptionValue(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == ',' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Raises the mount's readahead window so buffered and mmap reads reach the daemon in 1 MiB
+// requests (the kernel caps the window to 128 KiB at INIT; see reading/lazy-mounts.md §4.1).
+void SetBdiReadAhead(dev_t dev, uint32_t read_ahead_kb, const fs::path& mp) {
+  std::string path = "/sys/class/bdi/" + std::to_string(major(dev)) + ":" +
+                     std::to_string(minor(dev)) + "/read_ahead_kb";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  std::string value = std::to_string(read_ahead_kb);
+  if (fd < 0 || ::write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+    std::fprintf(stderr, "bdn mount %s: warning: cannot set %s: %s\n", mp.c_str(), path.c_str(),
+                 std::strerror(errno));
+  }
+  if (fd >= 0) ::close(fd);
+}
+
+// The ready_fd handshake: written at most once, closed exactly once.
+class ReadySignal {
+ public:
+  explicit ReadySignal(int fd) : fd_(fd) {}
+  ~ReadySignal() { Finish(false); }
+  void Finish(bool ready) {
+    int fd = fd_.exchange(-1);
+    if (fd < 0) return;
+    if (ready) {
+      char one = '1';
+      while (::write(fd, &one, 1) < 0 && errno == EINTR) {
+      }
+    }
+    ::close(fd);
+  }
+
+ private:
+  std::atomic<int> fd_;
+};
+
+// Only one session per process may own libfuse's signal handlers.
+std::atomic<bool> g_signal_handlers_taken{false};
+
+bool IsRoot() { return ::geteuid() == 0; }
+
+// Runs `argv` (searched in PATH) and waits. Returns its exit status, or -1 if it could not run.
+int RunProgram(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// "\040" and friends in /proc/self/mountinfo back to bytes.
+std::string UnescapeMountField(std::string_view s) {
+  auto oct = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && oct(s[i + 1]) && oct(s[i + 2]) &&
+        oct(s[i + 3])) {
+      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
+                                      (s[i + 3] - '0')));
+      i += 3;
+      continue;
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+// The file system type of the topmost mount at `mp` ("" if nothing is mounted there).
+std::string MountTypeAt(const fs::path& mp) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  std::string type;
+  while (std::getline(in, line)) {
+    // id parent maj:min root mountpoint options [optional fields...] - fstype source superopts
+    std::vector<std::string_view> fields;
+    std::string_view rest = line;
+    while (!rest.empty()) {
+      size_t sp = rest.find(' ');
+      fields.push_back(rest.substr(0, sp));
+      if (sp == std::string_view::npos) break;
+      rest.remove_prefix(sp + 1);
+    }
+    if (fields.size() < 7 || UnescapeMountField(fields[4]) != mp.string()) continue;
+    auto dash = std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
+    if (dash == fields.end() || dash + 1 == fields.end()) continue;
+    type = std::string(*(dash + 1));  // later lines are mounted on top of earlier ones
+  }
+  return type;
+}
+
+bool ReadFull(int fd, void* buf, size_t n, std::chrono::steady_clock::time_point deadline,
+              bool* timed_out) {
+  auto* p = static_cast<uint8_t*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      *timed_out = true;
+      return false;
+    }
+    pollfd pfd{.fd = fd, .events = POLLIN, .revents = 0};
+    int r = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t k = ::read(fd, p + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    got += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+void WriteAllFd(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    ssize_t k = ::write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+}  // namespace
+
+Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options) {
+  ReadySignal ready(options.ready_fd);
+  fs::path mp = AbsoluteMountpoint(options.mountpoint);
+  const std::string what = MountpointPrefix(mp);
+  struct stat st;
+  if (::stat(mp.c_str(), &st) != 0) {
+    if (errno != ENOTCONN) return ErrnoError(what, errno);
+    auto cleaned = CleanDeadMount(mp);
+    if (!cleaned) return cleaned.error();
+    if (::stat(mp.c_str(), &st) != 0) return ErrnoError(what, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return InvalidArgumentError(what + ": not a directory");
+
+  MountedFs fsys(std::move(view), options, mp);
+  fuse_lowlevel_ops ops = MakeOps();
+
+  std::string opts = "ro,default_permissions,subtype=bdn,fsname=" + EscapeOptionValue(options.fsname);
+  if (options.allow_other) opts += ",allow_other";
+  std::vector<std::string> argv_s = {"bdn", "-o", opts};
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &fsys);
+  if (se == nullptr) return InternalError(what + ": cannot create the FUSE session (see stderr)");
+
+  bool own_signals = !g_signal_handlers_taken.exchange(true);
+  if (own_signals && fuse_set_signal_handlers(se) != 0) {
+    own_signals = false;
+    g_signal_handlers_taken = false;
+  }
+  auto release_session = [&] {
+    if (own_signals) {
+      fuse_remove_signal_handlers(se);
+      g_signal_handlers_taken = false;
+    }
+    fuse_session_destroy(se);
+  };
+  if (fuse_session_mount(se, mp.c_str()) != 0) {
+    release_session();
+    return InternalError(what + ": mount failed (see stderr)");
+  }
+
+  // stat on the mountpoint needs the session loop to answer INIT and GETATTR, so readiness is
+  // checked from a helper thread; if the session dies first, the stat fails with ENOTCONN.
+  std::thread helper([&] {
+    struct stat root;
+    int rc;
+    do {
+      rc = ::stat(mp.c_str(), &root);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) return ready.Finish(false);
+    if (options.read_ahead_kb > 0) SetBdiReadAhead(root.st_dev, options.read_ahead_kb, mp);
+    ready.Finish(true);
+  });
+
+  fuse_loop_config* config = fuse_loop_cfg_create();
+  int threads = options.threads > 0
+                    ? options.threads
+                    : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(threads));
+  // Keep the workers instead of creating and destroying threads under load.
+  fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(threads));
+  fuse_loop_cfg_set_clone_fd(config, 0);
+  int rc = fuse_session_loop_mt(se, config);
+  fuse_loop_cfg_destroy(config);
+  fuse_session_unmount(se);
+  release_session();
+  helper.join();
+  // rc > 0 is the number of the signal that stopped the loop: a requested, clean stop.
+  if (rc < 0) return ErrnoError(what + ": session loop", -rc);
+  return Status::Ok();
+}
+
+Result<bool> CleanDeadMount(const fs::path& mountpoint) {
+  fs::path mp = AbsoluteMountpoint(mountpoint);
+  const std::string what = MountpointPrefix(mp);
+  struct stat st;
+  if (::stat(mp.c_str(), &st) == 0) return false;
+  if (errno != ENOTCONN) return Err(ErrnoError(what, errno));
+  if (IsRoot()) {
+    if (::umount2(mp.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+      return Err(ErrnoError(what + ": detach dead mount", errno));
+    }
+  } else {
+    int rc = RunProgram({"fusermount3", "-u", "-z", "-q", mp.string()});
+    if (rc != 0) {
+      return Err(InternalError(what + ": fusermount3 -uz failed (exit " + std::to_string(rc) +
+                               ")"));
+    }
+  }
+  return true;
+}
+
+Status Unmount(const fs::path& mountpoint) {
+  fs::path mp = AbsoluteMountpoint(mountpoint);
+  const std::string what = MountpointPrefix(mp);
+  std::string type = MountTypeAt(mp);
+  if (type != "fuse.bdn") {
+    return InvalidArgumentError(what + ": not a bdn mount" +
+                                (type.empty() ? std::string() : " (it is " + type + ")"));
+  }
+  if (IsRoot()) {
+    if (::umount2(mp.c_str(), UMOUNT_NOFOLLOW) != 0) {
+      if (errno == EBUSY) {
+        return FailedPreconditionError(what + ": busy (files or directories are open on it)");
+      }
+      return ErrnoError(what + ": unmount", errno);
+    }
+    return Status::Ok();
+  }
+  int rc = RunProgram({"fusermount3", "-u", mp.string()});
+  if (rc != 0) {
+    return FailedPreconditionError(what + ": fusermount3 -u failed (exit " + std::to_string(rc) +
+                                   "; busy?)");
+  }
+  return Status::Ok();
+}
+
+Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& options,
+                         pid_t* daemon_pid) {
+  fs::path mp = AbsoluteMountpoint(options.mountpoint);
+  const std::string what = MountpointPrefix(mp);
+  auto cleaned = CleanDeadMount(mp);
+  if (!cleaned) return cleaned.error();
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError(what + ": pipe", errno);
+  pid_t middle = ::fork();
+  if (middle < 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return ErrnoError(what + ": fork", err);
+  }
+  if (middle == 0) {
+    // The intermediate child: a new session, then a grandchild that init adopts.
+    ::setsid();
+    pid_t daemon = ::fork();
+    if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
+    ::close(fds[0]);
+    pid_t me = ::getpid();
+    WriteAllFd(fds[1], &me, sizeof me);
+    if (::chdir("/") != 0) {
+      // Not fatal: the mountpoint is absolute.
+    }
+    int null_fd = ::open("/dev/null", O_RDWR);
+    int err_fd = options.log_file.empty()
+                     ? null_fd
+                     : ::open(options.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (err_fd < 0) err_fd = null_fd;
+    if (null_fd >= 0) {
+      ::dup2(null_fd, STDIN_FILENO);
+      ::dup2(null_fd, STDOUT_FILENO);
+      ::dup2(err_fd, STDERR_FILENO);
+    }
+    ::signal(SIGPIPE, SIG_IGN);
+    MountOptions daemon_options = options;
+    daemon_options.mountpoint = mp;
+    daemon_options.ready_fd = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 0);
+    Status s = ServeMount(std::move(view), daemon_options);
+    if (!s.ok()) {
+      std::fprintf(stderr, "bdn mount %s: %s\n", mp.c_str(), s.ToString().c_str());
+      std::string msg = "E";
+      msg.push_back(static_cast<char>(s.code()));
+      msg += s.message();
+      WriteAllFd(fds[1], msg.data(), msg.size());
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+
+  ::close(fds[1]);
+  int wstatus;
+  while (::waitpid(middle, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool timed_out = false;
+  pid_t pid = -1;
+  Status result;
+  char tag = 0;
+  if (!ReadFull(fds[0], &pid, sizeof pid, deadline, &timed_out)) {
+    result = InternalError(what + ": the mount daemon did not start");
+  } else if (!ReadFull(fds[0], &tag, 1, deadline, &timed_out)) {
+    if (timed_out) {
+      ::kill(pid, SIGKILL);
+      result = DeadlineExceededError(what + ": the mount did not answer within 30 s");
+    } else {
+      result = InternalError(what + ": the mount daemon exited before the mount was ready");
+    }
+  } else if (tag == 'E') {
+    char code = 0;
+    std::string message;
+    if (ReadFull(fds[0], &code, 1, deadline, &timed_out)) {
+      char buf[4096];
+      ssize_t k;
+      while ((k = ::read(fds[0], buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR)) {
+        if (k > 0) message.append(buf, static_cast<size_t>(k));
+      }
+    }
+    result = Status(code > 0 && code <= static_cast<char>(StatusCode::kInternal)
+                        ? static_cast<StatusCode>(code)
+                        : StatusCode::kInternal,
+                    message.empty() ? what + ": mount failed" : message);
+  } else if (tag != '1') {
+    result = InternalError(what + ": unexpected reply from the mount daemon");
+  }
+  ::close(fds[0]);
+  if (timed_out) (void)CleanDeadMount(mp);
+  if (result.ok() && daemon_pid != nullptr) *daemon_pid = pid;
+  return result;
+}
+
+}  // namespace bdn

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Refs on the command line (SPEC §2): exact errors before any I/O, short digest prefixes, tags,
+# head, versions newest first, tag set/delete with --expected-sequence, ls/stat/cat/diff/verify.
+source "$(dirname "$0")/lib.sh"
+
+step "malformed refs fail before any I/O with the part that is wrong"
+run_fails 2 'bdn: error: ref "weights/x": must start with "bdn:"' "$BDN" volume ls weights/x
+run_fails 2 'bdn: error: ref "bdn:w$/x": namespace "w$": invalid character '"'"'$'"'"' (allowed: a-z 0-9 . _ -)' "$BDN" volume stat 'bdn:w$/x'
+run_fails 2 'bdn: error: ref "bdn:w/": volume is empty' "$BDN" volume stat 'bdn:w/'
+run_fails 2 'bdn: error: ref "bdn:w/v:": tag is empty' "$BDN" volume stat 'bdn:w/v:'
+run_fails 2 'bdn: error: ref "bdn:w/v@abc": digest "abc": too short, need at least 12 hex characters' "$BDN" volume stat 'bdn:w/v@abc'
+run_fails 2 'bdn: error: ref "bdn:w/v/a//b": path "a//b": empty segment' "$BDN" volume cat 'bdn:w/v/a//b'
+run_fails 2 'bdn: error: ref "bdn:w/v/../etc": path "../etc": ".." segment not allowed' "$BDN" volume cat 'bdn:w/v/../etc'
+run_fails 2 'bdn: error: ref "bdn:w/v:a@b": a ref takes a tag or a digest, not both' "$BDN" volume stat 'bdn:w/v:a@b'
+run_fails 3 'bdn: error: volume bdn:w/v: not found' "$BDN" volume stat 'bdn:w/v'
+
+mkdir -p "$WORK/v1/dir" "$WORK/v2/dir"
+printf 'one\n' > "$WORK/v1/dir/a.txt"; printf 'same\n' > "$WORK/v1/keep.txt"
+printf 'two\n' > "$WORK/v2/dir/a.txt"; printf 'same\n' > "$WORK/v2/keep.txt"; printf 'new\n' > "$WORK/v2/added.txt"
+
+step "push two versions; names fold to lower case, tags keep case"
+r1=$("$BDN" volume push "$WORK/v1" bdn:Weights/Model --tag Prod)
+d1=${r1#*@}
+[[ "$r1" == "bdn:weights/model@b3:"* ]] || fail "pinned ref $r1"
+assert_eq 66 "${#d1}" "digest length"
+r2=$("$BDN" volume push "$WORK/v2" bdn:weights/model:candidate)
+d2=${r2#*@}
+
+step "refs resolve once and print pinned"
+assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:Prod --json | json_field digest)" "tag Prod"
+run_fails 3 'bdn: error: tag "prod" of bdn:weights/model: not found' "$BDN" volume stat bdn:weights/model:prod
+assert_eq "$d2" "$("$BDN" volume stat bdn:weights/model --json | json_field head)" "head"
+assert_eq "$d2" "$("$BDN" volume stat bdn:weights/model:head --json | json_field digest)" "head tag"
+short=${d1:3:12}
+assert_eq "$d1" "$("$BDN" volume stat "bdn:weights/model@$short" --json | json_field digest)" "12-char prefix"
+assert_eq "$d1" "$("$BDN" volume stat "bdn:weights/model@b3:${d1:3:20}" --json | json_field digest)" "b3: prefix"
+run_fails 3 "bdn: error: version bdn:weights/model@b3:000000000000: not found" "$BDN" volume stat "bdn:weights/model@000000000000"
+
+step "versions newest first"
+"$BDN" volume versions bdn:weights/model --json > "$WORK/versions.json"
+assert_eq "$d2 $d1" "$(python3 -c 'import json,sys; print(" ".join(v["digest"] for v in json.load(open(sys.argv[1]))["versions"]))' "$WORK/versions.json")" "order"
+
+step "tag set/delete and sequence"
+seq=$("$BDN" volume stat bdn:weights/model --json | json_field sequence)
+out=$("$BDN" volume tag set --volume-ref "bdn:weights/model@$short" --tag candidate --expected-sequence "$seq" --json)
+assert_eq $((seq + 1)) "$(json_field sequence <<<"$out")" "sequence after tag set"
+assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:candidate --json | json_field digest)" "moved tag"
+run_fails 4 "bdn: error: volume bdn:weights/model: sequence is $((seq + 1)), expected $seq" \
+  "$BDN" volume tag set --volume-ref bdn:weights/model --tag Prod --expected-sequence "$seq"
+run_fails 2 'bdn: error: tag "head": reserved; head moves only with a push or sync' \
+  "$BDN" volume tag set --volume-ref bdn:weights/model --tag head
+"$BDN" volume tag delete --volume-ref bdn:weights/model --tag candidate >/dev/null
+run_fails 3 'bdn: error: tag "candidate" of bdn:weights/model: not found' \
+  "$BDN" volume tag delete --volume-ref bdn:weights/model --tag candidate
+assert_eq "$d1" "$("$BDN" volume stat "bdn:weights/model@$short" --json | json_field digest)" "version stays"
+
+step "ls, cat, diff, verify"
+assert_eq "weights" "$("$BDN" volume ls)" "namespaces"
+assert_eq "bdn:weights/model" "$("$BDN" volume ls bdn:weights)" "volumes"
+assert_eq "$(printf 'added.txt\ndir\nkeep.txt')" "$("$BDN" volume ls bdn:weights/model --json | python3 -c 'import json,sys; print("\n".join(e["path"] for e in json.load(sys.stdin)["entries"]))')" "entries"
+assert_eq "one" "$("$BDN" volume cat bdn:weights/model:Prod/dir/a.txt)" "cat"
+cmp <("$BDN" volume cat "$r2/dir/a.txt") "$WORK/v2/dir/a.txt" || fail "cat bytes"
+out=$("$BDN" volume diff bdn:weights/model:Prod bdn:weights/model --json)
+assert_eq '["added.txt"]' "$(json_field added <<<"$out")" "added"
+assert_eq '["dir/a.txt"]' "$(json_field changed <<<"$out")" "changed"
+assert_eq '[]' "$(json_field removed <<<"$out")" "removed"
+assert_eq 8 "$(json_field fetch_bytes <<<"$out")" "fetch bytes (two new 4-byte files)"
+out=$("$BDN" volume verify bdn:weights/model --json)
+assert_eq true "$(json_field ok <<<"$out")" "verify"
+echo "PASS"

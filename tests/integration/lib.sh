@@ -1,0 +1,68 @@
+# Shared helpers for the integration tests: a private work dir and BDN_HOME per test, cleanup of
+# mounts and processes on exit, and assertions that print what differed.
+set -euo pipefail
+: "${BDN:?BDN must point at the bdn binary}"
+TEST_NAME=$(basename "$0" .sh)
+WORK=$(mktemp -d "/tmp/bdn-${TEST_NAME}.XXXXXX")
+export BDN_HOME="$WORK/home"
+MOUNTS=()
+PIDS=()
+
+cleanup() {
+  local rc=$?
+  for m in "${MOUNTS[@]:-}"; do
+    [ -n "$m" ] || continue
+    "$BDN" volume umount "$m" >/dev/null 2>&1 || fusermount3 -u -z "$m" >/dev/null 2>&1 || umount -l "$m" >/dev/null 2>&1 || true
+  done
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  if [ $rc -eq 0 ]; then rm -rf "$WORK"; else echo "FAILED: work dir kept at $WORK" >&2; fi
+  exit $rc
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*"; }
+
+# assert_eq EXPECTED ACTUAL [what]
+assert_eq() { [ "$1" == "$2" ] || fail "${3:-value}: expected [$1], got [$2]"; }
+# assert_contains HAYSTACK NEEDLE
+assert_contains() { [[ "$1" == *"$2"* ]] || fail "expected output to contain [$2], got [$1]"; }
+
+# run_fails EXPECTED_EXIT EXPECTED_STDERR cmd...: the command must fail with that exit code and
+# exactly that stderr.
+run_fails() {
+  local want_rc=$1 want_err=$2; shift 2
+  local err rc=0
+  err=$("$@" 2>&1 >/dev/null) || rc=$?
+  [ "$rc" -ne 0 ] || fail "expected failure from: $*"
+  assert_eq "$want_rc" "$rc" "exit code of $*"
+  assert_eq "$want_err" "$err" "stderr of $*"
+}
+
+# json_field FIELD < json
+json_field() { python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print(json.dumps(v) if isinstance(v,(list,dict,bool)) else v)' "$1"; }
+
+# tree_listing DIR: one line per entry, sorted: type, mode, size, b3sum or link target, path.
+# Hardlinks show as files with the same content; the inode groups are listed separately.
+tree_listing() {
+  (cd "$1" && find . -mindepth 1 -print0 | sort -z | while IFS= read -r -d '' p; do
+    if [ -L "$p" ]; then
+      printf 'l %s\n' "$(printf '%q' "$p") -> $(printf '%q' "$(readlink "$p")")"
+    elif [ -d "$p" ]; then
+      printf 'd %s %q\n' "$(stat -c %a "$p")" "$p"
+    else
+      printf 'f %s %s %s %q\n' "$(stat -c %a "$p")" "$(stat -c %s "$p")" "$(b3sum --no-names "$p")" "$p"
+    fi
+  done)
+}
+
+# hardlink_groups DIR: groups of paths sharing an inode (only groups of 2+).
+hardlink_groups() {
+  (cd "$1" && find . -type f -links +1 -printf '%i %p\n' | sort | awk '{g[$1]=g[$1] " " $2} END {for (k in g) print g[k]}' | sort)
+}
+
+mount_volume() {  # mount_volume REF DIR
+  mkdir -p "$2"
+  "$BDN" volume mount "$1" "$2" >/dev/null
+  MOUNTS+=("$2")
+}

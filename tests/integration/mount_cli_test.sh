@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# bdn volume mount/umount from the CLI: a pinned, read-only mount whose bytes match b3sum; odd
+# offsets, chunk edges and EOF; concurrent and mmap readers; EROFS; clean umount; a mountpoint
+# left dead by a killed daemon is cleaned by the next mount.
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$WORK/src/d"
+python3 -c 'import random,sys; r=random.Random(1); sys.stdout.buffer.write(r.randbytes(20_000_000))' > "$WORK/src/big.bin"
+printf 'small\n' > "$WORK/src/d/small.txt"
+ref=$("$BDN" volume push "$WORK/src" bdn:test/mnt --tag prod)
+
+step "mount by tag pins the digest"
+out=$("$BDN" volume mount bdn:test/mnt:prod "$WORK/mnt" --json); MOUNTS+=("$WORK/mnt")
+assert_eq "$ref" "$(json_field version_ref <<<"$out")" "pinned ref"
+grep -q " $WORK/mnt fuse" /proc/mounts || fail "not in /proc/mounts"
+(cd "$WORK/src" && b3sum big.bin d/small.txt) > "$WORK/sums"
+(cd "$WORK/mnt" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through the mount"
+
+step "odd offsets, chunk edges, past EOF"
+python3 - "$WORK/src/big.bin" "$WORK/mnt/big.bin" <<'PY'
+import os, random, sys
+a = open(sys.argv[1], 'rb').read()
+fd = os.open(sys.argv[2], os.O_RDONLY)
+r = random.Random(3)
+size = len(a)
+cases = [(0, 1), (1, 4095), (65535, 3), (size - 1, 10), (size, 100), (size + 5000, 10), (16383, 262145)]
+cases += [(r.randrange(size), r.randrange(1, 3_000_000)) for _ in range(300)]
+for off, n in cases:
+    got = os.pread(fd, n, off)
+    assert got == a[off:off + n], (off, n, len(got))
+print("pread cases ok:", len(cases))
+PY
+
+step "concurrent and mmap readers"
+for i in 1 2 3 4 5 6 7 8; do
+  ( python3 - "$WORK/src/big.bin" "$WORK/mnt/big.bin" "$i" <<'PY'
+import mmap, os, random, sys
+a = open(sys.argv[1], 'rb').read()
+seed = int(sys.argv[3])
+with open(sys.argv[2], 'rb') as f:
+    if seed % 2:
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        assert m[:] == a
+    else:
+        r = random.Random(seed)
+        for _ in range(200):
+            off = r.randrange(len(a)); n = r.randrange(1, 1 << 20)
+            f.seek(off); assert f.read(n) == a[off:off + n]
+PY
+  ) &
+done
+for job in $(jobs -p); do wait "$job" || fail "a concurrent reader saw wrong bytes"; done
+
+step "writes fail with EROFS"
+err=$( (printf x > "$WORK/mnt/new") 2>&1 ) && fail "create succeeded"; assert_contains "$err" "Read-only file system"
+err=$( (printf x >> "$WORK/mnt/big.bin") 2>&1 ) && fail "append succeeded"; assert_contains "$err" "Read-only file system"
+err=$(mkdir "$WORK/mnt/x" 2>&1) && fail "mkdir succeeded"; assert_contains "$err" "Read-only file system"
+err=$(rm "$WORK/mnt/d/small.txt" 2>&1) && fail "unlink succeeded"; assert_contains "$err" "Read-only file system"
+
+step "umount is clean"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+grep -q " $WORK/mnt fuse" /proc/mounts && fail "still mounted"
+assert_eq "" "$(ls -A "$WORK/mnt")" "mountpoint empty after umount"
+run_fails 2 "bdn: error: mountpoint $WORK/mnt: not a bdn mount" "$BDN" volume umount "$WORK/mnt"
+
+step "a dead mount left by kill -9 is cleaned by the next mount"
+"$BDN" volume mount "$ref" "$WORK/mnt" >/dev/null
+pid=$(pgrep -f "bdn volume mount $ref $WORK/mnt" | head -1 || true)
+[ -n "$pid" ] || pid=$(ps -eo pid,args | awk -v m="$WORK/mnt" 'index($0, m) && /bdn/ && !/awk/ {print $1; exit}')
+[ -n "$pid" ] || fail "mount daemon not found"
+kill -9 "$pid"; sleep 0.3
+err=$(ls "$WORK/mnt" 2>&1) && fail "dead mount still answered"
+assert_contains "$err" "Transport endpoint is not connected"
+"$BDN" volume mount "$ref" "$WORK/mnt" >/dev/null
+assert_eq "small" "$(cat "$WORK/mnt/d/small.txt")" "remounted"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+echo "PASS"
