@@ -87,6 +87,13 @@ size_t Sum(const std::vector<size_t>& v) {
   return s;
 }
 
+// Chunk lengths of RandomBytes(2 MiB, 42) with the default parameters.
+const std::vector<size_t> kPinnedLengths = {
+    73894, 88125, 78063,  81286, 43517, 42422, 69543, 78342, 73563, 28816,
+    68087, 79374, 65614,  67574, 44802, 93431, 17601, 80754, 84411, 111983,
+    80794, 99798, 134171, 74742, 90481, 19428, 68073, 69994, 68198, 20271,
+};
+
 TEST(ChunkerParams, DefaultsAreValidAndDocumented) {
   ChunkerParams p = ChunkerParams::Default();
   EXPECT_EQ(p.min_bytes, 16 * kKiB);
@@ -120,7 +127,8 @@ TEST(ChunkerParams, ValidateRejectsBadCombinations) {
       {{256, 1000, 4096}, "chunker parameters fastcdc2020 min=256 avg=1000 max=4096" + need},
       {{256, 1024, 16 * 1024 * 1024 + 1},
        "chunker parameters fastcdc2020 min=256 avg=1024 max=16777217" + need},
-      {{64, 128, 4096}, "chunker parameters fastcdc2020 min=64 avg=128 max=4096: avg must be >= 256"},
+      {{64, 128, 4096},
+       "chunker parameters fastcdc2020 min=64 avg=128 max=4096: avg must be >= 256"},
   };
   for (const Case& c : cases) {
     Status s = c.p.Validate();
@@ -164,8 +172,8 @@ TEST(Chunker, ShortTailAtEofIsOneChunk) {
 }
 
 TEST(Chunker, MinAndMaxRespectedOnRandomData) {
-  for (ChunkerParams p : {ChunkerParams::Default(), ChunkerParams{64, 256, 1024},
-                          ChunkerParams{2048, 8192, 32768}}) {
+  for (ChunkerParams p :
+       {ChunkerParams::Default(), ChunkerParams{64, 256, 1024}, ChunkerParams{2048, 8192, 32768}}) {
     SCOPED_TRACE(p.ToString());
     Chunker c(p);
     std::vector<uint8_t> data = RandomBytes(8 * kMiB + 12345, 42);
@@ -197,6 +205,59 @@ TEST(Chunker, AllZeroInputGivesMaxSizeChunks) {
   EXPECT_EQ(lengths[40], 100u);
 }
 
+// The cut rule exactly as docs/format.md writes it, with its own gear table and masks: a second
+// implementation to hold the optimised one to.
+size_t ReferenceCut(std::span<const uint8_t> p, const ChunkerParams& params) {
+  uint64_t gear[256];
+  for (int i = 0; i < 256; ++i) {
+    uint8_t b = static_cast<uint8_t>(i);
+    Digest d = Digest::Of(std::span<const uint8_t>(&b, 1));
+    gear[i] = 0;
+    for (int k = 0; k < 8; ++k) gear[i] |= uint64_t{d.data()[k]} << (8 * k);
+  }
+  int bits = 0;
+  while ((uint64_t{1} << bits) < params.avg_bytes) ++bits;
+  const uint64_t mask_s = ~uint64_t{0} << (64 - (bits + 2));
+  const uint64_t mask_l = ~uint64_t{0} << (64 - (bits - 2));
+  size_t n = p.size();
+  if (n <= params.min_bytes) return n;
+  if (n > params.max_bytes) n = params.max_bytes;
+  const size_t normal = std::min<size_t>(params.avg_bytes, n);
+  uint64_t h = 0;
+  for (size_t i = params.min_bytes; i < normal; ++i) {
+    h = (h << 1) + gear[p[i]];
+    if ((h & mask_s) == 0) return i + 1;
+  }
+  for (size_t i = normal; i < n; ++i) {
+    h = (h << 1) + gear[p[i]];
+    if ((h & mask_l) == 0) return i + 1;
+  }
+  return n;
+}
+
+TEST(Chunker, MatchesTheReferenceCutRule) {
+  for (ChunkerParams p : {ChunkerParams::Default(), ChunkerParams{64, 256, 1024},
+                          ChunkerParams{2048, 8192, 32768}, ChunkerParams{1000, 4096, 5000}}) {
+    SCOPED_TRACE(p.ToString());
+    Chunker c(p);
+    std::vector<uint8_t> data = RandomBytes(3 * kMiB + 17, 2024);
+    std::vector<size_t> want;
+    for (size_t off = 0; off < data.size();) {
+      size_t n = ReferenceCut(std::span<const uint8_t>(data).subspan(off), p);
+      want.push_back(n);
+      off += n;
+    }
+    EXPECT_EQ(ChunkAll(c, data), want);
+  }
+}
+
+TEST(Chunker, DefaultBoundariesArePinned) {
+  // Chunk ids, and so version digests, depend on these cuts: a change here is a format change.
+  Chunker c(ChunkerParams::Default());
+  std::vector<size_t> lengths = ChunkAll(c, RandomBytes(2 * kMiB, 42));
+  EXPECT_EQ(lengths, kPinnedLengths);
+}
+
 TEST(Chunker, IsDeterministic) {
   Chunker a(ChunkerParams::Default());
   Chunker b(ChunkerParams::Default());
@@ -220,8 +281,8 @@ TEST(Chunker, StreamingInAnyBufferSizesGivesTheSameCuts) {
   std::vector<uint8_t> data = RandomBytes(6 * kMiB + 777, 5);
   const std::vector<size_t> whole = ChunkAll(c, data);
   const std::vector<std::vector<size_t>> patterns = {
-      {1 * kMiB},      {64 * kKiB},      {4096},     {100000, 1, 7, 300000},
-      {256 * kKiB},    {256 * kKiB + 1}, {13, 65536}, {8 * kMiB},
+      {1 * kMiB},   {64 * kKiB},      {4096},      {100000, 1, 7, 300000},
+      {256 * kKiB}, {256 * kKiB + 1}, {13, 65536}, {8 * kMiB},
   };
   for (const auto& pattern : patterns) {
     SCOPED_TRACE("first piece " + std::to_string(pattern[0]));

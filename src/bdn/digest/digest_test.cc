@@ -176,16 +176,19 @@ TEST(Digest, ParseRejectsBadInputWithExactMessage) {
       {"", "digest \"\": expected 64 hex characters, got 0"},
       {"b3:", "digest \"b3:\": expected 64 hex characters, got 0"},
       {"abc", "digest \"abc\": expected 64 hex characters, got 3"},
-      {good.substr(0, 63), "digest \"" + good.substr(0, 63) + "\": expected 64 hex characters, got 63"},
+      {good.substr(0, 63),
+       "digest \"" + good.substr(0, 63) + "\": expected 64 hex characters, got 63"},
       {good + "0", "digest \"" + good + "0\": expected 64 hex characters, got 65"},
       {"b3:" + good + "0", "digest \"b3:" + good + "0\": expected 64 hex characters, got 65"},
       // Only the lower-case "b3:" prefix is stripped.
       {"B3:" + good, "digest \"B3:" + good + "\": expected 64 hex characters, got 67"},
       {"b3:b3:" + good, "digest \"b3:b3:" + good + "\": expected 64 hex characters, got 67"},
       {"g" + good.substr(1), "digest \"g" + good.substr(1) + "\": 'g' is not a hex character"},
-      {good.substr(0, 63) + "z", "digest \"" + good.substr(0, 63) + "z\": 'z' is not a hex character"},
-      {"b3:" + good.substr(0, 10) + " " + good.substr(11),
-       "digest \"b3:" + good.substr(0, 10) + " " + good.substr(11) + "\": ' ' is not a hex character"},
+      {good.substr(0, 63) + "z",
+       "digest \"" + good.substr(0, 63) + "z\": 'z' is not a hex character"},
+      {"b3:" + good.substr(0, 10) + " " + good.substr(11), "digest \"b3:" + good.substr(0, 10) +
+                                                               " " + good.substr(11) +
+                                                               "\": ' ' is not a hex character"},
       {good.substr(0, 32) + "-" + good.substr(33),
        "digest \"" + good.substr(0, 32) + "-" + good.substr(33) + "\": '-' is not a hex character"},
   };
@@ -224,7 +227,8 @@ TEST(Digest, AgreesWithB3sumBinary) {
   std::filesystem::path file = dir / "data.bin";
   {
     std::ofstream out(file, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    out.write(reinterpret_cast<const char*>(data.data()),
+              static_cast<std::streamsize>(data.size()));
     ASSERT_TRUE(out.good());
   }
   std::string expected = B3sum(file);

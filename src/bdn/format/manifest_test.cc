@@ -90,7 +90,7 @@ Manifest SampleManifest() {
 }
 
 // BLAKE3 of SampleManifest()'s encoding, pinned when format version 1 was written.
-constexpr const char* kSampleManifestDigest = 
+constexpr const char* kSampleManifestDigest =
     "b3:f3115ba57cafdbaa5daa5874a6c25d63f841f60ab49ac61b7e5633cfa843e4c6";
 
 // Little-endian helpers for hand-assembled bytes.
@@ -98,8 +98,8 @@ void PutLe(std::string& out, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-std::string Header(uint64_t count, uint8_t flags = 0, uint32_t version = 1,
-                   uint8_t algorithm = 1, ChunkerParams p = ChunkerParams::Default()) {
+std::string Header(uint64_t count, uint8_t flags = 0, uint32_t version = 1, uint8_t algorithm = 1,
+                   ChunkerParams p = ChunkerParams::Default()) {
   std::string s = "BDNM";
   PutLe(s, version, 4);
   s.push_back(static_cast<char>(algorithm));
@@ -232,13 +232,13 @@ TEST(Manifest, OneFileWithMtimeMatchesHandAssembledBytes) {
   ASSERT_TRUE(bytes.has_value()) << bytes.error().message();
 
   std::string expected = Header(1, /*flags=*/1, 1, 1, m.chunker);
-  expected.push_back('\x02');          // kind: file
-  PutLe(expected, 0640, 2);            // mode
+  expected.push_back('\x02');  // kind: file
+  PutLe(expected, 0640, 2);    // mode
   PutStr(expected, "f");
-  PutLe(expected, 5, 8);               // size
-  expected.push_back('\x01');          // layout: single chunk
+  PutLe(expected, 5, 8);       // size
+  expected.push_back('\x01');  // layout: single chunk
   PutDigest(expected, Digest::Of(std::string_view("hello")));
-  PutLe(expected, ~uint64_t{1}, 8);    // mtime -2
+  PutLe(expected, ~uint64_t{1}, 8);  // mtime -2
   EXPECT_EQ(*bytes, expected);
   EXPECT_EQ(bytes->size(), 30u + 7 + 1 + 8 + 1 + 32 + 8);
 
@@ -387,8 +387,9 @@ TEST(Manifest, EncodeRejectsInvalidManifests) {
   {
     Manifest m;
     m.chunker = {16, 64, 256};
-    ExpectEncodeRejects(m, "chunker parameters fastcdc2020 min=16 avg=64 max=256: need 64 <= min "
-                           "< avg < max <= 16 MiB, avg a power of two");
+    ExpectEncodeRejects(m,
+                        "chunker parameters fastcdc2020 min=16 avg=64 max=256: need 64 <= min "
+                        "< avg < max <= 16 MiB, avg a power of two");
   }
 }
 
@@ -440,8 +441,9 @@ TEST(Manifest, DecodeRejectsBadHeaders) {
   // max_bytes (bytes 17..20) set to 0x00000400 * 256: 64 MiB, over the limit.
   b = good;
   b[20] = 4;
-  ExpectCorrupt(b, "manifest: chunker parameters fastcdc2020 min=16384 avg=65536 max=67371008: "
-                   "need 64 <= min < avg < max <= 16 MiB, avg a power of two, at byte 21");
+  ExpectCorrupt(b,
+                "manifest: chunker parameters fastcdc2020 min=16384 avg=65536 max=67371008: "
+                "need 64 <= min < avg < max <= 16 MiB, avg a power of two, at byte 21");
 
   b = good;
   b[21] = 2;
@@ -612,9 +614,9 @@ TEST(EntryPath, InvalidPathsWithExactMessages) {
       {"../a", "path \"../a\": \"..\" segment not allowed"},
       {"a/../b", "path \"a/../b\": \"..\" segment not allowed"},
       {"a\xff", "path \"a\xff\": not valid UTF-8"},
-      {"\xc0\xaf", "path \"\xc0\xaf\": not valid UTF-8"},          // overlong '/'
-      {"\xed\xa0\x80", "path \"\xed\xa0\x80\": not valid UTF-8"},  // surrogate
-      {"\xe6\xa8", "path \"\xe6\xa8\": not valid UTF-8"},          // truncated sequence
+      {"\xc0\xaf", "path \"\xc0\xaf\": not valid UTF-8"},                  // overlong '/'
+      {"\xed\xa0\x80", "path \"\xed\xa0\x80\": not valid UTF-8"},          // surrogate
+      {"\xe6\xa8", "path \"\xe6\xa8\": not valid UTF-8"},                  // truncated sequence
       {"\xf4\x90\x80\x80", "path \"\xf4\x90\x80\x80\": not valid UTF-8"},  // over U+10FFFF
       {std::string("a\0b", 3), "path \"" + std::string("a\0b", 3) + "\": contains a NUL byte"},
   };

@@ -99,7 +99,7 @@ class Registry {
   // applies the tags, all in one transaction. Re-committing an existing alive version creates no
   // new version (unchanged = true) but still moves head and tags. The sequence is bumped only if
   // something changed. Errors: Conflict on a stale expected_sequence; FailedPrecondition if the
-  // version exists but is DELETED ("restore it first").
+  // version exists but is DELETED ("restore it first"); InvalidArgument if `tags` holds "head".
   virtual Result<CommitResult> Commit(const CommitRequest& req) = 0;
 
   // Points `tag` at an alive version. Returns the new sequence.

@@ -1,1 +1,500 @@
+// Tests for SqliteRegistry: commits, head, tags, the volume sequence and compare-and-swap,
+// lookups, push claims, and persistence across reopening.
+#include "bdn/registry/registry.h"
+
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace bdn {
+namespace {
+namespace fs = std::filesystem;
+
+// A digest whose hex starts with `prefix_hex` (even length) followed by `fill` bytes.
+Digest MakeDigest(const std::string& prefix_hex, uint8_t fill) {
+  std::array<uint8_t, Digest::kSize> b;
+  b.fill(fill);
+  for (size_t i = 0; i + 1 < prefix_hex.size() && i / 2 < b.size(); i += 2) {
+    b[i / 2] = static_cast<uint8_t>(std::stoi(prefix_hex.substr(i, 2), nullptr, 16));
+  }
+  return Digest(b);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string t = (fs::temp_directory_path() / "bdn_registry_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(t.data()), nullptr);
+    dir_ = t;
+    Reopen();
+  }
+  void TearDown() override {
+    reg_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  void Reopen() {
+    reg_.reset();
+    auto r = SqliteRegistry::Open(dir_ / "registry.db");
+    ASSERT_TRUE(r.has_value()) << r.error().message();
+    reg_ = std::move(*r);
+  }
+
+  CommitRequest Request(const Digest& d, std::vector<std::string> tags = {}) {
+    CommitRequest req;
+    req.ns = "weights";
+    req.volume = "qwen3-8b";
+    req.digest = d;
+    req.stats = {3, 1000, 7, 5};
+    req.source_uri = "file:///src";
+    req.tags = std::move(tags);
+    return req;
+  }
+
+  CommitResult MustCommit(const CommitRequest& req) {
+    auto r = reg_->Commit(req);
+    EXPECT_TRUE(r.has_value()) << r.error().message();
+    return r.value_or(CommitResult{});
+  }
+
+  int64_t Sequence() {
+    auto v = reg_->GetVolume("weights", "qwen3-8b");
+    EXPECT_TRUE(v.has_value()) << v.error().message();
+    return v ? v->sequence : -1;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<SqliteRegistry> reg_;
+  const Digest d1_ = MakeDigest("abcd01", 0x11);
+  const Digest d2_ = MakeDigest("abce02", 0x22);
+  const Digest d3_ = MakeDigest("ff", 0x33);
+};
+
+TEST_F(RegistryTest, FirstCommitCreatesNamespaceVolumeAndVersion) {
+  const int64_t before = NowMs();
+  CommitResult c = MustCommit(Request(d1_, {"prod", "candidate"}));
+  EXPECT_EQ(c.sequence, 1);
+  EXPECT_FALSE(c.unchanged);
+  EXPECT_TRUE(c.head_updated);
+  EXPECT_EQ(c.tags_applied, (std::vector<std::string>{"prod", "candidate"}));
+
+  auto namespaces = reg_->ListNamespaces();
+  ASSERT_TRUE(namespaces.has_value()) << namespaces.error().message();
+  EXPECT_EQ(*namespaces, std::vector<std::string>{"weights"});
+
+  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  ASSERT_TRUE(vol.has_value()) << vol.error().message();
+  EXPECT_EQ(vol->ns, "weights");
+  EXPECT_EQ(vol->name, "qwen3-8b");
+  EXPECT_EQ(vol->head, d1_);
+  EXPECT_EQ(vol->sequence, 1);
+  EXPECT_EQ(vol->tags, (std::map<std::string, Digest>{{"candidate", d1_}, {"prod", d1_}}));
+  EXPECT_EQ(vol->live_versions, 1u);
+  EXPECT_EQ(vol->deleted_versions, 0u);
+  EXPECT_GE(vol->created_unix_ms, before);
+  EXPECT_LE(vol->created_unix_ms, NowMs());
+
+  auto vols = reg_->ListVolumes("weights");
+  ASSERT_TRUE(vols.has_value()) << vols.error().message();
+  ASSERT_EQ(vols->size(), 1u);
+  EXPECT_EQ((*vols)[0].name, "qwen3-8b");
+
+  auto v = reg_->GetVersion("weights", "qwen3-8b", d1_);
+  ASSERT_TRUE(v.has_value()) << v.error().message();
+  EXPECT_EQ(v->ns, "weights");
+  EXPECT_EQ(v->volume, "qwen3-8b");
+  EXPECT_EQ(v->digest, d1_);
+  EXPECT_EQ(v->sequence, 1);
+  EXPECT_EQ(v->lifecycle, Lifecycle::kAlive);
+  EXPECT_EQ(LifecycleName(v->lifecycle), "ALIVE");
+  EXPECT_FALSE(v->deleted_unix_ms.has_value());
+  EXPECT_FALSE(v->delete_after_unix_ms.has_value());
+  EXPECT_EQ(v->stats.files, 3u);
+  EXPECT_EQ(v->stats.bytes, 1000u);
+  EXPECT_EQ(v->stats.chunks, 7u);
+  EXPECT_EQ(v->stats.entries, 5u);
+  EXPECT_EQ(v->source_uri, "file:///src");
+  EXPECT_EQ(v->tags, (std::vector<std::string>{"candidate", "prod"}));  // sorted
+  EXPECT_TRUE(v->is_head);
+  EXPECT_GE(v->created_unix_ms, before);
+}
+
+TEST_F(RegistryTest, RecommittingTheSameDigestChangesNothing) {
+  MustCommit(Request(d1_, {"prod"}));
+  CommitResult again = MustCommit(Request(d1_, {"prod"}));
+  EXPECT_TRUE(again.unchanged);
+  EXPECT_FALSE(again.head_updated);
+  EXPECT_EQ(again.sequence, 1);
+  EXPECT_EQ(again.tags_applied, std::vector<std::string>{"prod"});
+  EXPECT_EQ(Sequence(), 1);
+
+  CommitResult no_tags = MustCommit(Request(d1_));
+  EXPECT_TRUE(no_tags.unchanged);
+  EXPECT_EQ(no_tags.sequence, 1);
+
+  auto versions = reg_->ListVersions("weights", "qwen3-8b", false);
+  ASSERT_TRUE(versions.has_value()) << versions.error().message();
+  EXPECT_EQ(versions->size(), 1u);
+}
+
+TEST_F(RegistryTest, RecommitWithANewTagBumpsTheSequenceOnce) {
+  MustCommit(Request(d1_));
+  CommitResult tagged = MustCommit(Request(d1_, {"new"}));
+  EXPECT_TRUE(tagged.unchanged);
+  EXPECT_FALSE(tagged.head_updated);
+  EXPECT_EQ(tagged.sequence, 2);
+  EXPECT_EQ(tagged.tags_applied, std::vector<std::string>{"new"});
+  // The version keeps the sequence it was committed at.
+  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d1_)->sequence, 1);
+}
+
+TEST_F(RegistryTest, SecondVersionIsListedFirstAndBecomesHead) {
+  MustCommit(Request(d1_, {"prod"}));
+  CommitResult c2 = MustCommit(Request(d2_));
+  EXPECT_FALSE(c2.unchanged);
+  EXPECT_TRUE(c2.head_updated);
+  EXPECT_EQ(c2.sequence, 2);
+
+  auto versions = reg_->ListVersions("weights", "qwen3-8b", false);
+  ASSERT_TRUE(versions.has_value()) << versions.error().message();
+  ASSERT_EQ(versions->size(), 2u);
+  EXPECT_EQ((*versions)[0].digest, d2_);
+  EXPECT_EQ((*versions)[0].sequence, 2);
+  EXPECT_TRUE((*versions)[0].is_head);
+  EXPECT_TRUE((*versions)[0].tags.empty());
+  EXPECT_EQ((*versions)[1].digest, d1_);
+  EXPECT_EQ((*versions)[1].sequence, 1);
+  EXPECT_FALSE((*versions)[1].is_head);
+  EXPECT_EQ((*versions)[1].tags, std::vector<std::string>{"prod"});
+  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->live_versions, 2u);
+
+  // Re-committing the older version moves head back without a new version.
+  CommitResult back = MustCommit(Request(d1_));
+  EXPECT_TRUE(back.unchanged);
+  EXPECT_TRUE(back.head_updated);
+  EXPECT_EQ(back.sequence, 3);
+  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->head, d1_);
+  versions = reg_->ListVersions("weights", "qwen3-8b", true);
+  ASSERT_TRUE(versions.has_value());
+  ASSERT_EQ(versions->size(), 2u);
+  EXPECT_EQ((*versions)[0].digest, d2_);  // still ordered by commit sequence
+  EXPECT_TRUE((*versions)[1].is_head);
+}
+
+TEST_F(RegistryTest, SetTagAndDeleteTagBumpTheSequence) {
+  MustCommit(Request(d1_));
+  MustCommit(Request(d2_));
+  ASSERT_EQ(Sequence(), 2);
+
+  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 3);
+  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), d1_);
+
+  // Moving the tag is one atomic update.
+  s = reg_->SetTag("weights", "qwen3-8b", "prod", d2_, 3);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 4);
+  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), d2_);
+  EXPECT_TRUE(reg_->GetVersion("weights", "qwen3-8b", d1_)->tags.empty());
+  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d2_)->tags, std::vector<std::string>{"prod"});
+
+  // Tags are case-sensitive.
+  s = reg_->SetTag("weights", "qwen3-8b", "Prod", d1_, std::nullopt);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 5);
+  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.size(), 2u);
+
+  auto d = reg_->DeleteTag("weights", "qwen3-8b", "prod", std::nullopt);
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_EQ(*d, 6);
+  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  EXPECT_FALSE(vol->tags.contains("prod"));
+  EXPECT_TRUE(vol->tags.contains("Prod"));
+  // The version stays.
+  EXPECT_TRUE(reg_->GetVersion("weights", "qwen3-8b", d2_).has_value());
+
+  d = reg_->DeleteTag("weights", "qwen3-8b", "prod", std::nullopt);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(d.error().message(), "tag \"prod\" of bdn:weights/qwen3-8b: not found");
+  EXPECT_EQ(Sequence(), 6);
+}
+
+TEST_F(RegistryTest, SetTagNeedsAnExistingVolumeAndVersion) {
+  MustCommit(Request(d1_));
+  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d3_, std::nullopt);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.error().message(), "version bdn:weights/qwen3-8b@" + d3_.ToString() + ": not found");
+
+  s = reg_->SetTag("weights", "other", "prod", d1_, std::nullopt);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.error().message(), "volume bdn:weights/other: not found");
+
+  auto d = reg_->DeleteTag("nope", "qwen3-8b", "prod", std::nullopt);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().message(), "volume bdn:nope/qwen3-8b: not found");
+  EXPECT_EQ(Sequence(), 1);
+}
+
+TEST_F(RegistryTest, StaleExpectedSequenceIsAConflict) {
+  MustCommit(Request(d1_));
+  MustCommit(Request(d2_));
+
+  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 1);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kConflict);
+  EXPECT_EQ(s.error().message(), "volume bdn:weights/qwen3-8b: sequence is 2, expected 1");
+  EXPECT_FALSE(reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
+
+  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 2);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 3);
+
+  auto d = reg_->DeleteTag("weights", "qwen3-8b", "prod", 2);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code(), StatusCode::kConflict);
+  EXPECT_EQ(d.error().message(), "volume bdn:weights/qwen3-8b: sequence is 3, expected 2");
+  EXPECT_TRUE(reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
+
+  CommitRequest req = Request(d3_, {"next"});
+  req.expected_sequence = 2;
+  auto c = reg_->Commit(req);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code(), StatusCode::kConflict);
+  EXPECT_EQ(c.error().message(), "volume bdn:weights/qwen3-8b: sequence is 3, expected 2");
+  // The failed commit left nothing behind.
+  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d3_).error().code(), StatusCode::kNotFound);
+  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  EXPECT_EQ(vol->head, d2_);
+  EXPECT_EQ(vol->sequence, 3);
+  EXPECT_FALSE(vol->tags.contains("next"));
+
+  req.expected_sequence = 3;
+  CommitResult ok = MustCommit(req);
+  EXPECT_EQ(ok.sequence, 4);
+}
+
+TEST_F(RegistryTest, ConflictingFirstCommitCreatesNoVolume) {
+  CommitRequest req = Request(d1_);
+  req.expected_sequence = 5;
+  auto c = reg_->Commit(req);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code(), StatusCode::kConflict);
+  EXPECT_EQ(c.error().message(), "volume bdn:weights/qwen3-8b: sequence is 0, expected 5");
+  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  ASSERT_FALSE(vol.has_value());
+  EXPECT_EQ(vol.error().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(reg_->ListNamespaces()->empty());
+
+  // Expecting 0 for a volume that does not exist yet is the create-only-if-absent form.
+  req.expected_sequence = 0;
+  EXPECT_EQ(MustCommit(req).sequence, 1);
+}
+
+TEST_F(RegistryTest, HeadTagIsReserved) {
+  MustCommit(Request(d1_));
+  auto s = reg_->SetTag("weights", "qwen3-8b", "head", d1_, std::nullopt);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.error().message(), "tag \"head\": reserved; head moves only with a push or sync");
+  auto d = reg_->DeleteTag("weights", "qwen3-8b", "head", std::nullopt);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.error().message(), "tag \"head\": reserved; it cannot be deleted");
+  EXPECT_EQ(Sequence(), 1);
+  EXPECT_TRUE(reg_->GetVolume("weights", "qwen3-8b")->tags.empty());
+}
+
+TEST_F(RegistryTest, CommitRefusesTheHeadTag) {
+  // A "head" tag row would show up in VolumeRecord::tags, which never lists head, and could not
+  // be deleted (DeleteTag refuses "head").
+  MustCommit(Request(d1_));
+  auto c = reg_->Commit(Request(d2_, {"prod", "head"}));
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.error().message(), "tag \"head\": reserved; head moves only with a push or sync");
+  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  EXPECT_EQ(vol->sequence, 1);
+  EXPECT_EQ(vol->head, d1_);
+  EXPECT_TRUE(vol->tags.empty());
+  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d2_).error().code(), StatusCode::kNotFound);
+}
+
+TEST_F(RegistryTest, FindVersionsByHexPrefix) {
+  MustCommit(Request(d1_));
+  MustCommit(Request(d2_));
+  MustCommit(Request(d3_));
+  auto all = reg_->FindVersions("weights", "qwen3-8b", "");
+  ASSERT_TRUE(all.has_value()) << all.error().message();
+  EXPECT_EQ(*all, (std::vector<Digest>{d1_, d2_, d3_}));  // ordered by digest
+
+  auto abc = reg_->FindVersions("weights", "qwen3-8b", "abc");
+  ASSERT_TRUE(abc.has_value());
+  EXPECT_EQ(*abc, (std::vector<Digest>{d1_, d2_}));
+
+  auto one = reg_->FindVersions("weights", "qwen3-8b", d1_.ShortHex(12));
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(*one, std::vector<Digest>{d1_});
+
+  auto full = reg_->FindVersions("weights", "qwen3-8b", d3_.Hex());
+  ASSERT_TRUE(full.has_value());
+  EXPECT_EQ(*full, std::vector<Digest>{d3_});
+
+  auto none = reg_->FindVersions("weights", "qwen3-8b", "0000");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_TRUE(none->empty());
+
+  auto missing = reg_->FindVersions("weights", "nope", "ab");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.error().message(), "volume bdn:weights/nope: not found");
+}
+
+TEST_F(RegistryTest, LookupsOfMissingThingsAreNotFound) {
+  MustCommit(Request(d1_));
+  auto v = reg_->GetVersion("weights", "qwen3-8b", d2_);
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(v.error().message(), "version bdn:weights/qwen3-8b@" + d2_.ToString() + ": not found");
+
+  v = reg_->GetVersion("weights", "nope", d1_);
+  ASSERT_FALSE(v.has_value());
+  EXPECT_EQ(v.error().message(), "volume bdn:weights/nope: not found");
+
+  auto vol = reg_->GetVolume("other", "qwen3-8b");
+  ASSERT_FALSE(vol.has_value());
+  EXPECT_EQ(vol.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(vol.error().message(), "volume bdn:other/qwen3-8b: not found");
+
+  auto vols = reg_->ListVolumes("other");
+  ASSERT_FALSE(vols.has_value());
+  EXPECT_EQ(vols.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(vols.error().message(), "namespace \"other\": not found");
+
+  auto versions = reg_->ListVersions("weights", "nope", true);
+  ASSERT_FALSE(versions.has_value());
+  EXPECT_EQ(versions.error().message(), "volume bdn:weights/nope: not found");
+}
+
+TEST_F(RegistryTest, NamespacesAndVolumesAreListedInOrder) {
+  for (const char* ns : {"zeta", "alpha"}) {
+    for (const char* vol : {"b", "a"}) {
+      CommitRequest req = Request(d1_);
+      req.ns = ns;
+      req.volume = vol;
+      MustCommit(req);
+    }
+  }
+  EXPECT_EQ(*reg_->ListNamespaces(), (std::vector<std::string>{"alpha", "zeta"}));
+  auto vols = reg_->ListVolumes("zeta");
+  ASSERT_TRUE(vols.has_value()) << vols.error().message();
+  ASSERT_EQ(vols->size(), 2u);
+  EXPECT_EQ((*vols)[0].name, "a");
+  EXPECT_EQ((*vols)[1].name, "b");
+  // Each volume has its own sequence.
+  EXPECT_EQ((*vols)[0].sequence, 1);
+  EXPECT_EQ((*vols)[1].sequence, 1);
+}
+
+TEST_F(RegistryTest, DataPersistsAfterReopening) {
+  MustCommit(Request(d1_, {"prod"}));
+  MustCommit(Request(d2_));
+  ASSERT_TRUE(reg_->SetTag("weights", "qwen3-8b", "stable", d1_, std::nullopt).has_value());
+  Reopen();
+  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  ASSERT_TRUE(vol.has_value()) << vol.error().message();
+  EXPECT_EQ(vol->head, d2_);
+  EXPECT_EQ(vol->sequence, 3);
+  EXPECT_EQ(vol->tags, (std::map<std::string, Digest>{{"prod", d1_}, {"stable", d1_}}));
+  auto versions = reg_->ListVersions("weights", "qwen3-8b", false);
+  ASSERT_TRUE(versions.has_value()) << versions.error().message();
+  ASSERT_EQ(versions->size(), 2u);
+  EXPECT_EQ((*versions)[0].digest, d2_);
+  EXPECT_EQ((*versions)[1].digest, d1_);
+  EXPECT_EQ((*versions)[1].tags, (std::vector<std::string>{"prod", "stable"}));
+  EXPECT_EQ((*versions)[1].source_uri, "file:///src");
+  // And it keeps working after reopening.
+  EXPECT_EQ(MustCommit(Request(d3_)).sequence, 4);
+}
+
+TEST_F(RegistryTest, TwoHandlesOnOneDatabaseSeeEachOther) {
+  auto other = SqliteRegistry::Open(dir_ / "registry.db");
+  ASSERT_TRUE(other.has_value()) << other.error().message();
+  MustCommit(Request(d1_));
+  auto vol = (*other)->GetVolume("weights", "qwen3-8b");
+  ASSERT_TRUE(vol.has_value()) << vol.error().message();
+  EXPECT_EQ(vol->head, d1_);
+  auto s = (*other)->SetTag("weights", "qwen3-8b", "prod", d1_, 1);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(Sequence(), 2);
+}
+
+TEST_F(RegistryTest, PushClaimIsExclusiveUntilReleased) {
+  auto first = reg_->ClaimPush("weights", "qwen3-8b");
+  ASSERT_TRUE(first.has_value()) << first.error().message();
+  auto second = reg_->ClaimPush("weights", "qwen3-8b");
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), StatusCode::kConflict);
+  EXPECT_TRUE(second.error().message().starts_with("volume bdn:weights/qwen3-8b: push in progress"))
+      << second.error().message();
+  // Another volume is independent.
+  auto elsewhere = reg_->ClaimPush("weights", "other");
+  EXPECT_TRUE(elsewhere.has_value());
+  first->reset();
+  auto third = reg_->ClaimPush("weights", "qwen3-8b");
+  EXPECT_TRUE(third.has_value()) << third.error().message();
+}
+
+TEST(SqliteRegistry, OpenFailsForAnUnwritableLocation) {
+  auto r = SqliteRegistry::Open("/nonexistent-dir-for-bdn-test/sub/registry.db");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kInternal);
+  EXPECT_TRUE(
+      r.error().message().starts_with("registry /nonexistent-dir-for-bdn-test/sub/registry.db: "))
+      << r.error().message();
+}
+
+size_t OpenFileDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+TEST(SqliteRegistry, FailedOpenOfANonDatabaseFileLeaksNoDescriptor) {
+  std::string t = (fs::temp_directory_path() / "bdn_registry_test.XXXXXX").string();
+  ASSERT_NE(::mkdtemp(t.data()), nullptr);
+  const fs::path db = fs::path(t) / "registry.db";
+  {
+    FILE* f = std::fopen(db.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::string junk(8192, 'x');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  const size_t before = OpenFileDescriptors();
+  for (int i = 0; i < 5; ++i) {
+    auto r = SqliteRegistry::Open(db);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), StatusCode::kInternal);
+    EXPECT_TRUE(r.error().message().starts_with("registry: ")) << r.error().message();
+  }
+  EXPECT_EQ(OpenFileDescriptors(), before);
+  fs::remove_all(t);
+}
+
+}  // namespace
+}  // namespace bdn

@@ -115,6 +115,12 @@ struct SqliteRegistry::Impl {
   std::filesystem::path dir;
   std::mutex mu;
 
+  // Also on the failure paths of Open: sqlite3_open_v2 hands back a handle (holding the file
+  // open) even when it fails, and a later PRAGMA can fail too.
+  ~Impl() {
+    if (db) sqlite3_close(db);
+  }
+
   Status Exec(const char* sql) {
     char* err = nullptr;
     if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -224,9 +230,7 @@ struct SqliteRegistry::Impl {
 };
 
 SqliteRegistry::SqliteRegistry(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-SqliteRegistry::~SqliteRegistry() {
-  if (impl_ && impl_->db) sqlite3_close(impl_->db);
-}
+SqliteRegistry::~SqliteRegistry() = default;
 
 Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesystem::path& db_path) {
   auto impl = std::make_unique<Impl>();
@@ -361,6 +365,14 @@ Result<std::vector<Digest>> SqliteRegistry::FindVersions(const std::string& ns,
 }
 
 Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
+  // As in SetTag: a "head" row in the tags table would be listed as an ordinary tag and could
+  // never be deleted (DeleteTag refuses "head").
+  for (const auto& tag : req.tags) {
+    if (tag == "head") {
+      return Err(
+          InvalidArgumentError("tag \"head\": reserved; head moves only with a push or sync"));
+    }
+  }
   std::lock_guard lock(impl_->mu);
   return impl_->Transaction<CommitResult>([&]() -> Result<CommitResult> {
     Impl& im = *impl_;
