@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    auto ctx = bdn::cli::OpenEmbedded(home.empty() ? bdn::cli::DefaultHome() : home, json);
+    auto ctx = bdn::cli::OpenEmbedded(home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home), json);
     if (!ctx) return Fail(ctx.error());
     bdn::Status s = run(*ctx);
     if (!s.ok()) return Fail(s);

@@ -161,6 +161,7 @@ Status Push(Context& ctx, const PushArgs& args) {
                {"chunks_uploaded", r->chunks_uploaded},
                {"bytes_uploaded", r->bytes_uploaded},
                {"chunks_reused", r->chunks_reused},
+               {"metadata_bytes_uploaded", r->metadata_bytes_uploaded},
                {"unchanged", r->unchanged}});
   } else {
     std::cerr << (r->unchanged ? "unchanged: " : "sealed: ") << r->stats.files << " files, "

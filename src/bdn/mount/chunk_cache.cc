@@ -1,11 +1,17 @@
 #include "bdn/mount/chunk_cache.h"
 
+#include <algorithm>
 #include <exception>
 #include <string>
 
 namespace bdn {
 
-ChunkCache::ChunkCache(ChunkStore& store, Options options) : store_(store), options_(options) {
+ChunkCache::ChunkCache(ChunkStore& store, Options options)
+    : store_(store),
+      options_(options),
+      streaming_limit_bytes_(std::min(options.capacity_bytes, options.streaming_bytes > 0
+                                                                  ? options.streaming_bytes
+                                                                  : options.capacity_bytes / 4)) {
   for (int i = 0; i < options_.prefetch_threads; ++i) {
     workers_.emplace_back([this] { PrefetchWorker(); });
   }
@@ -38,15 +44,22 @@ Result<ChunkBytes> ChunkCache::FetchFromStore(const ChunkRef& ref) {
   }
 }
 
-Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref) {
+Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern) {
   std::shared_ptr<std::promise<Result<ChunkBytes>>> promise;
   Fetch fetch;
   {
     std::lock_guard lock(mu_);
     if (auto it = index_.find(ref.id); it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
+      Node& node = *it->second;
+      if (!node.streaming) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+      } else if (pattern == AccessPattern::kRandom) {
+        node.streaming = false;
+        stats_.streaming_bytes -= node.bytes->size();
+        lru_.splice(lru_.begin(), streaming_, it->second);
+      }
       ++stats_.hits;
-      return it->second->bytes;
+      return node.bytes;
     }
     if (auto it = inflight_.find(ref.id); it != inflight_.end()) {
       fetch = it->second;
@@ -65,7 +78,7 @@ Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref) {
     std::lock_guard lock(mu_);
     if (result) {
       stats_.fetched_bytes += (*result)->size();
-      InsertLocked(ref.id, *result);
+      InsertLocked(ref.id, *result, pattern);
     } else {
       ++stats_.fetch_errors;
     }
@@ -75,19 +88,34 @@ Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref) {
   return result;
 }
 
-void ChunkCache::InsertLocked(const Digest& id, ChunkBytes bytes) {
+void ChunkCache::InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern) {
   uint64_t size = bytes->size();
   if (size > options_.capacity_bytes || index_.contains(id)) return;
-  lru_.push_front(Node{id, std::move(bytes)});
-  index_.emplace(id, lru_.begin());
+  bool streaming = pattern == AccessPattern::kSequential;
+  NodeList& list = streaming ? streaming_ : lru_;
+  list.push_front(Node{id, std::move(bytes), streaming});
+  index_.emplace(id, list.begin());
   stats_.cached_bytes += size;
   ++stats_.cached_chunks;
-  while (stats_.cached_bytes > options_.capacity_bytes && !lru_.empty()) {
-    Node& victim = lru_.back();
-    stats_.cached_bytes -= victim.bytes->size();
+  if (streaming) stats_.streaming_bytes += size;
+  EvictLocked();
+}
+
+void ChunkCache::EvictLocked() {
+  auto evict_back = [this](NodeList& list) {
+    Node& victim = list.back();
+    uint64_t size = victim.bytes->size();
+    stats_.cached_bytes -= size;
+    if (victim.streaming) stats_.streaming_bytes -= size;
     --stats_.cached_chunks;
     index_.erase(victim.id);
-    lru_.pop_back();
+    list.pop_back();
+  };
+  while (stats_.streaming_bytes > streaming_limit_bytes_ && !streaming_.empty()) {
+    evict_back(streaming_);
+  }
+  while (stats_.cached_bytes > options_.capacity_bytes) {
+    evict_back(!streaming_.empty() ? streaming_ : lru_);
   }
 }
 
@@ -124,7 +152,7 @@ void ChunkCache::PrefetchWorker() {
       queue_.pop_front();
       queued_.erase(ref.id);
     }
-    (void)Get(ref);
+    (void)Get(ref, AccessPattern::kSequential);
   }
 }
 

@@ -50,6 +50,9 @@ namespace {
 
 // Sealed data never changes, so the kernel may keep names, attributes and misses for a day.
 constexpr double kCacheTimeoutSeconds = 86400.0;
+// Except the root's attributes: asking the daemon about them every second costs nothing and
+// makes a mount whose daemon died show up as ENOTCONN on stat of the mountpoint.
+constexpr double kRootAttrTimeoutSeconds = 1.0;
 // The largest FUSE request libfuse 3.14 accepts (256 pages; it sizes its buffers by this).
 constexpr unsigned kMaxRequestBytes = 1u << 20;
 // Reads closer than this to where the last one ended still count as sequential: the kernel's
@@ -88,11 +91,7 @@ class MountedFs {
  public:
   MountedFs(std::shared_ptr<VersionView> view, const MountOptions& options, fs::path mountpoint)
       : view_(std::move(view)),
-        cache_(view_->store(), ChunkCache::Options{.capacity_bytes = options.memory_cache_bytes,
-                                                   .prefetch_threads = options.prefetch_bytes > 0
-                                                                           ? options.prefetch_threads
-                                                                           : 0,
-                                                   .max_queued_prefetches = 1024}),
+        cache_(view_->store(), CacheOptions(options)),
         mountpoint_(std::move(mountpoint)),
         prefetch_bytes_(options.prefetch_bytes),
         uid_(::getuid()),
@@ -125,6 +124,17 @@ class MountedFs {
   }
 
   const fs::path& mountpoint() const { return mountpoint_; }
+
+  static ChunkCache::Options CacheOptions(const MountOptions& o) {
+    ChunkCache::Options c;
+    c.capacity_bytes = o.memory_cache_bytes;
+    // Room for a few streams' prefetch windows; the rest is for random access.
+    c.streaming_bytes =
+        std::min(o.memory_cache_bytes, std::max(o.memory_cache_bytes / 4, 2 * o.prefetch_bytes));
+    c.prefetch_threads = o.prefetch_bytes > 0 ? o.prefetch_threads : 0;
+    c.max_queued_prefetches = 1024;
+    return c;
+  }
 
   // --- callbacks; each replies exactly once ---
 
@@ -162,7 +172,7 @@ class MountedFs {
     const Entry* e = EntryOf(ino);
     if (e == nullptr) return (void)fuse_reply_err(req, ENOENT);
     struct stat st = Attr(*e);
-    fuse_reply_attr(req, &st, kCacheTimeoutSeconds);
+    fuse_reply_attr(req, &st, ino == FUSE_ROOT_ID ? kRootAttrTimeoutSeconds : kCacheTimeoutSeconds);
   }
 
   void Readlink(fuse_req_t req, fuse_ino_t ino) {
@@ -256,7 +266,7 @@ class MountedFs {
     if (begin >= e.size_bytes || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
     uint64_t end = std::min<uint64_t>(e.size_bytes, begin + size);
 
-    MaybePrefetch(of, begin, end);
+    AccessPattern pattern = MaybePrefetch(of, begin, end);
 
     size_t first = fc.ChunkAt(begin);
     size_t last = fc.ChunkAt(end - 1);
@@ -265,7 +275,7 @@ class MountedFs {
     held.reserve(last - first + 1);
     iov.reserve(last - first + 1);
     for (size_t i = first; i <= last; ++i) {
-      auto bytes = cache_.Get(fc.chunks[i]);
+      auto bytes = cache_.Get(fc.chunks[i], pattern);
       if (!bytes) {
         return ReplyError(req, bytes.error().WithPrefix(
                                    "file \"" + e.path + "\" [" + std::to_string(begin) + ", " +
@@ -378,8 +388,8 @@ class MountedFs {
 
   // Sequential-read detection per handle: once reads follow each other, queue the chunks of a
   // window past this read (doubling from 2 MiB up to prefetch_bytes_) for background fetching.
-  void MaybePrefetch(OpenFile& of, uint64_t begin, uint64_t end) {
-    if (prefetch_bytes_ == 0) return;
+  // Returns whether this read is part of a sequential stream.
+  AccessPattern MaybePrefetch(OpenFile& of, uint64_t begin, uint64_t end) {
     uint64_t size = of.entry->size_bytes;
     uint64_t from = 0;
     uint64_t to = 0;
@@ -387,25 +397,26 @@ class MountedFs {
       std::lock_guard lock(of.mu);
       bool sequential = begin + kSequentialSlackBytes >= of.next_offset &&
                         begin <= of.next_offset + kSequentialSlackBytes;
-      if (sequential) {
-        of.streak = std::min(of.streak + 1, 16);
-        of.next_offset = std::max(of.next_offset, end);
-      } else {
+      if (!sequential) {
         of.streak = 0;
         of.next_offset = end;
         of.prefetched_to = 0;
-        return;
+        return AccessPattern::kRandom;
       }
+      of.streak = std::min(of.streak + 1, 16);
+      of.next_offset = std::max(of.next_offset, end);
+      if (prefetch_bytes_ == 0) return AccessPattern::kSequential;
       uint64_t window = std::min<uint64_t>(prefetch_bytes_, (1ull << 20) << std::min(of.streak, 8));
       from = std::max(end, of.prefetched_to);
       to = std::min(size, end + window);
-      if (from >= to) return;
+      if (from >= to) return AccessPattern::kSequential;
       of.prefetched_to = to;
     }
     const FileChunks& fc = *of.chunks;
     size_t i = fc.ChunkAt(from);
     size_t j = fc.ChunkAt(to - 1);
     cache_.Prefetch(std::span<const ChunkRef>(fc.chunks).subspan(i, j - i + 1));
+    return AccessPattern::kSequential;
   }
 
   std::shared_ptr<VersionView> view_;
@@ -642,14 +653,12 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   ReadySignal ready(options.ready_fd);
   fs::path mp = AbsoluteMountpoint(options.mountpoint);
   const std::string what = MountpointPrefix(mp);
+  auto cleaned = CleanDeadMount(mp);
+  if (!cleaned) return cleaned.error();
   struct stat st;
-  if (::stat(mp.c_str(), &st) != 0) {
-    if (errno != ENOTCONN) return ErrnoError(what, errno);
-    auto cleaned = CleanDeadMount(mp);
-    if (!cleaned) return cleaned.error();
-    if (::stat(mp.c_str(), &st) != 0) return ErrnoError(what, errno);
-  }
+  if (::stat(mp.c_str(), &st) != 0) return ErrnoError(what, errno);
   if (!S_ISDIR(st.st_mode)) return InvalidArgumentError(what + ": not a directory");
+  if (MountTypeAt(mp) == "fuse.bdn") return AlreadyExistsError(what + ": already a bdn mount");
 
   MountedFs fsys(std::move(view), options, mp);
   fuse_lowlevel_ops ops = MakeOps();
@@ -715,8 +724,15 @@ Result<bool> CleanDeadMount(const fs::path& mountpoint) {
   fs::path mp = AbsoluteMountpoint(mountpoint);
   const std::string what = MountpointPrefix(mp);
   struct stat st;
-  if (::stat(mp.c_str(), &st) == 0) return false;
-  if (errno != ENOTCONN) return Err(ErrnoError(what, errno));
+  if (::stat(mp.c_str(), &st) != 0) {
+    if (errno != ENOTCONN) return Err(ErrnoError(what, errno));
+  } else {
+    // stat may be answered from cached attributes; statfs always asks the daemon.
+    struct statvfs vfs;
+    if (MountTypeAt(mp) != "fuse.bdn" || ::statvfs(mp.c_str(), &vfs) == 0 || errno != ENOTCONN) {
+      return false;
+    }
+  }
   if (IsRoot()) {
     if (::umount2(mp.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
       return Err(ErrnoError(what + ": detach dead mount", errno));

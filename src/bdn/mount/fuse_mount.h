@@ -51,18 +51,23 @@ int ErrnoFromStatus(const Status& status);
 
 // Serves `view` read-only at options.mountpoint and blocks until the file system is unmounted
 // (Unmount, umount, fusermount3 -u) or the process gets SIGTERM/SIGINT/SIGHUP (then it unmounts
-// itself). Mount time does no per-file work: inode numbers are entry index + 2 (root = 1), a
-// hardlink shares its target's inode; bytes are fetched and verified when read.
+// itself). A dead bdn mount at the mountpoint is detached first (CleanDeadMount). Mount time
+// does no per-file work: inode numbers are entry index + 2 (root = 1), a hardlink shares its
+// target's inode; bytes are fetched and verified when read.
 //
-// Kernel-facing behaviour: mounted "ro" with default_permissions; owner = the calling uid/gid;
-// modes from the manifest; mtimes from the manifest when it records them, else 0; entries,
-// attributes and negative lookups cached for a day; page cache kept across opens; requests up
-// to 1 MiB; every modifying operation fails with EROFS; a chunk that fails verification makes
-// the read of that range fail with EIO and is reported on stderr naming the chunk and the file.
+// Kernel-facing behaviour: mounted "ro" with default_permissions, type "fuse.bdn"; owner = the
+// calling uid/gid; modes from the manifest; mtimes from the manifest when it records them, else
+// 0; entries, attributes and negative lookups cached for a day (the root's attributes for 1 s,
+// so a dead daemon shows as ENOTCONN); page cache kept across opens; requests up to 1 MiB;
+// every modifying operation fails with EROFS; a chunk that fails verification makes the read of
+// that range fail with EIO (the whole kernel request, which may be up to 1 MiB around it) and is
+// reported on stderr naming the chunk and the file.
 //
-// Errors: InvalidArgument "mountpoint X: not a directory"; NotFound if it does not exist;
-// Internal "mountpoint X: mount failed" (e.g. already mounted, no /dev/fuse, not permitted).
-// Only one ServeMount per process installs the signal handlers (the first one running).
+// Errors: NotFound if the mountpoint does not exist; InvalidArgument "mountpoint X: not a
+// directory"; AlreadyExists "mountpoint X: already a bdn mount" if a live one is there;
+// Internal "mountpoint X: mount failed" (no /dev/fuse, not permitted, ...) or a failing session.
+// Thread-safety: several ServeMount calls may run in one process; only the first one running
+// installs the signal handlers.
 Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options);
 
 // Runs ServeMount in a daemon (forked twice, setsid, cwd "/", stdin/stdout to /dev/null and
@@ -70,10 +75,11 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
 // the mountpoint (CleanDeadMount) is detached first. options.ready_fd is not used. If
 // `daemon_pid` is not null it receives the daemon's pid (it is not this process's child).
 //
-// Errors: the daemon's ServeMount error, message included; DeadlineExceeded if the mount does
+// Errors: the daemon's ServeMount error, code and message; DeadlineExceeded if the mount does
 // not answer within 30 s (the daemon is then killed); Internal on fork/pipe failures.
-// Fork safety: call it while no other thread of this process holds locks that `view` or its
-// store use (e.g. before starting worker threads).
+// Fork safety: the daemon is a fork of this process, so `view` and its store must work there:
+// call this while no other thread holds locks they use, and with stores that need no threads
+// of their own (their file descriptors are inherited).
 Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& options,
                          pid_t* daemon_pid = nullptr);
 
@@ -83,9 +89,10 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
 // otherwise.
 Status Unmount(const std::filesystem::path& mountpoint);
 
-// If `mountpoint` is a dead FUSE mount (stat fails with ENOTCONN: the daemon was killed),
-// detaches it lazily (umount2 MNT_DETACH as root, else fusermount3 -uz) and returns true; the
-// directory beneath is usable again. Returns false if it is not a dead mount.
+// If `mountpoint` is a dead FUSE mount (its daemon was killed: stat fails with ENOTCONN, or for
+// a fuse.bdn mount statfs does, since stat may be answered from cached attributes), detaches it
+// lazily (umount2 MNT_DETACH as root, else fusermount3 -uz) and returns true; the directory
+// beneath is usable again. Returns false if it is not a dead mount.
 // Errors: from stat (NotFound if the path does not exist) or from the detach (Internal).
 Result<bool> CleanDeadMount(const std::filesystem::path& mountpoint);
 

@@ -71,21 +71,29 @@ Status Walk(const fs::path& root, const std::string& rel, std::vector<ScanItem>&
     }
     bool is_dir = t == S_IFDIR;
     out.push_back(std::move(item));
-    if (is_dir) BDN_RETURN_IF_ERROR(Walk(root, out.back().path, out));
+    if (is_dir) {
+      std::string sub = out.back().path;  // out may reallocate while recursing
+      BDN_RETURN_IF_ERROR(Walk(root, sub, out));
+    }
   }
   return Status::Ok();
 }
 
 struct Tally {
   uint64_t chunks_uploaded = 0;
-  uint64_t bytes_uploaded = 0;
+  uint64_t bytes_uploaded = 0;  // data chunks and metadata blobs
   uint64_t chunks_reused = 0;
+  uint64_t metadata_bytes_uploaded = 0;
   void Add(const Tally& o) {
     chunks_uploaded += o.chunks_uploaded;
     bytes_uploaded += o.bytes_uploaded;
     chunks_reused += o.chunks_reused;
+    metadata_bytes_uploaded += o.metadata_bytes_uploaded;
   }
 };
+
+// Data chunks are counted as chunks; chunk indexes and manifests only as bytes.
+enum class BlobKind { kChunk, kMetadata };
 
 // Shared state of one seal operation. Thread-safe.
 class Sealer {
@@ -113,29 +121,31 @@ class Sealer {
       std::span<const uint8_t> chunk(buf.data() + cuts[i], cuts[i + 1] - cuts[i]);
       Digest id = Digest::Of(chunk);
       out.refs.push_back({id, static_cast<uint32_t>(chunk.size())});
-      out.status = PutOnce(id, chunk, out.tally);
+      out.status = PutOnce(id, chunk, BlobKind::kChunk, out.tally);
       if (!out.status.ok()) return out;
     }
     return out;
   }
 
   // Stores a blob unless this seal or the store already has it; counts what happened.
-  Status PutOnce(const Digest& id, std::span<const uint8_t> data, Tally& tally) {
+  Status PutOnce(const Digest& id, std::span<const uint8_t> data, BlobKind kind, Tally& tally) {
+    const bool chunk = kind == BlobKind::kChunk;
     {
       std::lock_guard lock(mu_);
       if (!seen_.insert(id).second) {
-        ++tally.chunks_reused;
+        if (chunk) ++tally.chunks_reused;
         return Status::Ok();
       }
     }
     auto has = store_.Contains(id);
     if (!has) return has.error();
     if (*has) {
-      ++tally.chunks_reused;
+      if (chunk) ++tally.chunks_reused;
       return Status::Ok();
     }
     BDN_RETURN_IF_ERROR(store_.Put(id, data));
-    ++tally.chunks_uploaded;
+    if (chunk) ++tally.chunks_uploaded;
+    else tally.metadata_bytes_uploaded += data.size();
     tally.bytes_uploaded += data.size();
     if (counters_) counters_->bytes_uploaded += data.size();
     return Status::Ok();
@@ -252,7 +262,7 @@ class Sealer {
       std::string index = EncodeChunkIndex(refs);
       std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(index.data()), index.size());
       entry.index = Digest::Of(bytes);
-      BDN_RETURN_IF_ERROR(PutOnce(entry.index, bytes, tally));
+      BDN_RETURN_IF_ERROR(PutOnce(entry.index, bytes, BlobKind::kMetadata, tally));
     }
     if (counters_) ++counters_->files_done;
     return tally;
@@ -353,11 +363,17 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
   BDN_ASSIGN_OR_RETURN(std::string encoded, EncodeManifest(m));
   std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(encoded.data()), encoded.size());
   result.digest = Digest::Of(bytes);
-  BDN_RETURN_IF_ERROR(store.Put(result.digest, bytes));
+  BDN_ASSIGN_OR_RETURN(bool had_manifest, store.Contains(result.digest));
+  if (!had_manifest) {
+    BDN_RETURN_IF_ERROR(store.Put(result.digest, bytes));
+    tally.bytes_uploaded += bytes.size();
+    tally.metadata_bytes_uploaded += bytes.size();
+  }
   result.stats = {files.size(), total_bytes, chunk_refs, m.entries.size()};
   result.chunks_uploaded = tally.chunks_uploaded;
   result.bytes_uploaded = tally.bytes_uploaded;
   result.chunks_reused = tally.chunks_reused;
+  result.metadata_bytes_uploaded = tally.metadata_bytes_uploaded;
   return result;
 }
 
@@ -384,6 +400,7 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
   out.chunks_uploaded = seal.chunks_uploaded;
   out.bytes_uploaded = seal.bytes_uploaded;
   out.chunks_reused = seal.chunks_reused;
+  out.metadata_bytes_uploaded = seal.metadata_bytes_uploaded;
   out.unchanged = commit.unchanged;
   return out;
 }

@@ -36,9 +36,10 @@ struct SealResult {
   Manifest manifest;
   Digest digest;  // BLAKE3 of the encoded manifest: the version digest
   VersionStats stats;
-  uint64_t chunks_uploaded = 0;  // distinct chunks the store did not hold before
-  uint64_t bytes_uploaded = 0;
-  uint64_t chunks_reused = 0;    // chunk references the store already held
+  uint64_t chunks_uploaded = 0;  // distinct data chunks the store did not hold before
+  uint64_t bytes_uploaded = 0;   // all bytes newly stored: data chunks, chunk indexes, manifest
+  uint64_t chunks_reused = 0;    // data chunk references the store (or this seal) already held
+  uint64_t metadata_bytes_uploaded = 0;  // the part of bytes_uploaded that is indexes + manifest
 };
 
 // Walks `dir` (never following symlinks), chunks and hashes every regular file on `jobs` threads,
@@ -68,6 +69,7 @@ struct PushResult {
   uint64_t chunks_uploaded = 0;
   uint64_t bytes_uploaded = 0;
   uint64_t chunks_reused = 0;
+  uint64_t metadata_bytes_uploaded = 0;
   bool unchanged = false;
 };
 
