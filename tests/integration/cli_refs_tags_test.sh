@@ -22,7 +22,7 @@ step "push two versions; names fold to lower case, tags keep case"
 r1=$("$BDN" volume push "$WORK/v1" bdn:Weights/Model --tag Prod)
 d1=${r1#*@}
 [[ "$r1" == "bdn:weights/model@b3:"* ]] || fail "pinned ref $r1"
-assert_eq 66 "${#d1}" "digest length"
+assert_eq 67 "${#d1}" "digest length"
 r2=$("$BDN" volume push "$WORK/v2" bdn:weights/model:candidate)
 d2=${r2#*@}
 

@@ -38,7 +38,7 @@ out=$("$BDN" volume push "$src" bdn:test/odd --json)
 ref=$(json_field version_ref <<<"$out")
 digest=$(json_field digest <<<"$out")
 [[ "$ref" == "bdn:test/odd@b3:"* ]] || fail "bad ref $ref"
-assert_eq "$(find "$src" -type f | wc -l)" "$(( $(json_field files <<<"$out") + 2 ))" "files (2 hardlinks not counted)"
+assert_eq "$(find "$src" -type f -printf . | wc -c)" "$(( $(json_field files <<<"$out") + 2 ))" "files (2 hardlinks not counted)"
 
 expected=$(tree_listing "$src")
 expected_links=$(hardlink_groups "$src")

@@ -99,7 +99,11 @@ Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
   Context ctx;
   ctx.home = home;
   ctx.json = json_output;
-  BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store"));
+  // BDN_SYNC=0 skips waiting for the disk before a commit: for scratch stores and benchmarks.
+  const char* sync = std::getenv("BDN_SYNC");
+  auto durability = sync && std::string(sync) == "0" ? LocalChunkStore::Durability::kNone
+                                                     : LocalChunkStore::Durability::kSyncfs;
+  BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store", durability));
   ctx.store = std::move(store);
   BDN_ASSIGN_OR_RETURN(auto registry, SqliteRegistry::Open(home / "registry.db"));
   ctx.registry = std::move(registry);
@@ -465,6 +469,11 @@ Status Mount(Context& ctx, const MountArgs& args) {
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
   MountOptions opts;
   opts.mountpoint = fs::absolute(args.mountpoint);
+  std::error_code ec;
+  if (!fs::exists(opts.mountpoint, ec) && !ec) {
+    fs::create_directories(opts.mountpoint, ec);
+    if (ec) return ErrnoError("mountpoint " + opts.mountpoint.string(), ec.value());
+  }
   opts.fsname = pinned.ToString();
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
   auto report = [&] {

@@ -28,16 +28,24 @@ ChunkCache::~ChunkCache() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+// A chunk id fixes its bytes, so a ref whose length disagrees comes from a bad chunk index; its
+// caller would otherwise index past the buffer.
+Result<ChunkBytes> CheckSize(const ChunkRef& ref, Result<ChunkBytes> bytes) {
+  if (bytes && (*bytes)->size() != ref.size_bytes) {
+    return Err(CorruptionError("chunk " + ref.id.ToString() + ": " +
+                               std::to_string((*bytes)->size()) + " bytes, the index says " +
+                               std::to_string(ref.size_bytes)));
+  }
+  return bytes;
+}
+}  // namespace
+
 Result<ChunkBytes> ChunkCache::FetchFromStore(const ChunkRef& ref) {
   // Anything thrown here (bad_alloc) must still complete the shared fetch, or waiters hang.
   try {
     auto bytes = store_.Get(ref.id);
     if (!bytes) return Err(bytes.error());
-    if (bytes->size() != ref.size_bytes) {
-      return Err(CorruptionError("chunk " + ref.id.ToString() + ": " +
-                                 std::to_string(bytes->size()) + " bytes, the index says " +
-                                 std::to_string(ref.size_bytes)));
-    }
     return std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
   } catch (const std::exception& e) {
     return Err(InternalError("chunk " + ref.id.ToString() + ": " + e.what()));
@@ -59,7 +67,7 @@ Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern) {
         lru_.splice(lru_.begin(), streaming_, it->second);
       }
       ++stats_.hits;
-      return node.bytes;
+      return CheckSize(ref, node.bytes);
     }
     if (auto it = inflight_.find(ref.id); it != inflight_.end()) {
       fetch = it->second;
@@ -71,7 +79,7 @@ Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern) {
       ++stats_.fetches;
     }
   }
-  if (!promise) return fetch.get();
+  if (!promise) return CheckSize(ref, fetch.get());
 
   Result<ChunkBytes> result = FetchFromStore(ref);
   {
@@ -85,7 +93,7 @@ Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern) {
     inflight_.erase(ref.id);
   }
   promise->set_value(result);
-  return result;
+  return CheckSize(ref, std::move(result));
 }
 
 void ChunkCache::InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern) {

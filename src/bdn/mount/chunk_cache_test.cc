@@ -118,6 +118,45 @@ TEST(ChunkCache, SizeDifferentFromTheIndexIsCorruption) {
   EXPECT_NE(r.error().message().find("the index says 11"), std::string::npos);
 }
 
+TEST(ChunkCache, CachedChunkAskedForWithAnotherSizeIsCorruption) {
+  MemChunkStore store;
+  ChunkRef a = PutChunk(store, "twelve bytes");
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0});
+  ASSERT_TRUE(cache.Get(a).has_value());
+  ChunkRef wrong = a;
+  wrong.size_bytes = 4096;
+  auto r = cache.Get(wrong);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(cache.Get(a).has_value());
+}
+
+TEST(ChunkCache, StreamedChunksAreEvictedBeforeRandomOnes) {
+  CountingStore store;
+  std::vector<ChunkRef> random, streamed;
+  for (int i = 0; i < 4; ++i) random.push_back(PutChunk(store, std::string(1000, 'r' + i)));
+  for (int i = 0; i < 8; ++i) streamed.push_back(PutChunk(store, std::string(1000, 'A' + i)));
+  ChunkCache cache(store, {.capacity_bytes = 8000, .streaming_bytes = 2000, .prefetch_threads = 0});
+  for (const auto& r : random) ASSERT_TRUE(cache.Get(r, AccessPattern::kRandom));
+  for (const auto& s : streamed) ASSERT_TRUE(cache.Get(s, AccessPattern::kSequential));
+  // A pass of 8 streamed chunks kept only the last 2 and left every random chunk in place.
+  for (const auto& r : random) EXPECT_TRUE(cache.Contains(r.id));
+  for (int i = 0; i < 6; ++i) EXPECT_FALSE(cache.Contains(streamed[i].id)) << i;
+  EXPECT_TRUE(cache.Contains(streamed[6].id));
+  EXPECT_TRUE(cache.Contains(streamed[7].id));
+  EXPECT_EQ(cache.stats().streaming_bytes, 2000u);
+  // A random-access hit moves a streamed chunk into the LRU.
+  ASSERT_TRUE(cache.Get(streamed[7], AccessPattern::kRandom));
+  EXPECT_EQ(cache.stats().streaming_bytes, 1000u);
+  // When the whole cache is full, the streaming FIFO goes first.
+  std::vector<ChunkRef> more;
+  for (int i = 0; i < 4; ++i) more.push_back(PutChunk(store, std::string(1000, '0' + i)));
+  for (const auto& m : more) ASSERT_TRUE(cache.Get(m, AccessPattern::kRandom));
+  EXPECT_FALSE(cache.Contains(streamed[6].id));
+  EXPECT_TRUE(cache.Contains(streamed[7].id));
+  EXPECT_EQ(cache.stats().cached_bytes, 8000u);
+}
+
 TEST(ChunkCache, MissingChunkIsNotFound) {
   MemChunkStore store;
   ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0});

@@ -670,6 +670,7 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   for (auto& a : argv_s) argv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &fsys);
+  fuse_opt_free_args(&args);  // frees only what libfuse allocated while parsing
   if (se == nullptr) return InternalError(what + ": cannot create the FUSE session (see stderr)");
 
   bool own_signals = !g_signal_handlers_taken.exchange(true);

@@ -45,8 +45,13 @@ Status VerifyChunk(const Digest& id, std::span<const uint8_t> data);
 // place (write-then-rename), so a killed writer leaves no partial blob. Thread-safe.
 class LocalChunkStore : public ChunkStore {
  public:
+  // kSyncfs: Put starts writeback of each blob at once and Sync() waits for it (syncfs), so a
+  // committed version survives a power cut. kNone: Sync() does nothing (scratch stores).
+  enum class Durability { kSyncfs, kNone };
+
   // Creates the directories if needed. Errors: Internal/PermissionDenied on I/O.
-  static Result<std::unique_ptr<LocalChunkStore>> Open(const std::filesystem::path& root);
+  static Result<std::unique_ptr<LocalChunkStore>> Open(const std::filesystem::path& root,
+                                                       Durability durability = Durability::kSyncfs);
 
   Result<bool> Contains(const Digest& id) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
@@ -58,8 +63,10 @@ class LocalChunkStore : public ChunkStore {
   const std::filesystem::path& root() const { return root_; }
 
  private:
-  explicit LocalChunkStore(std::filesystem::path root) : root_(std::move(root)) {}
+  LocalChunkStore(std::filesystem::path root, Durability durability)
+      : root_(std::move(root)), durability_(durability) {}
   std::filesystem::path root_;
+  Durability durability_;
 };
 
 // In-memory reference implementation for tests. Thread-safe.

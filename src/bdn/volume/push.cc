@@ -95,6 +95,46 @@ struct Tally {
 // Data chunks are counted as chunks; chunk indexes and manifests only as bytes.
 enum class BlobKind { kChunk, kMetadata };
 
+// A read buffer whose bytes are not zero-initialized; recycled through BufferPool.
+struct Block {
+  std::unique_ptr<uint8_t[]> bytes;
+  size_t capacity = 0;
+  size_t size = 0;
+  const uint8_t* data() const { return bytes.get(); }
+  uint8_t* data() { return bytes.get(); }
+};
+
+// Recycles block buffers so a large push does not fault in fresh pages for every block.
+// Thread-safe.
+class BufferPool {
+ public:
+  std::shared_ptr<Block> Get(size_t capacity) {
+    std::unique_ptr<Block> b;
+    {
+      std::lock_guard lock(mu_);
+      if (!free_.empty()) {
+        b = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (!b || b->capacity < capacity) {
+      b = std::make_unique<Block>();
+      b->bytes.reset(new uint8_t[capacity]);
+      b->capacity = capacity;
+    }
+    b->size = 0;
+    return std::shared_ptr<Block>(b.release(), [this](Block* p) { Put(std::unique_ptr<Block>(p)); });
+  }
+
+ private:
+  void Put(std::unique_ptr<Block> b) {
+    std::lock_guard lock(mu_);
+    if (free_.size() < 64) free_.push_back(std::move(b));
+  }
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Block>> free_;
+};
+
 // Shared state of one seal operation. Thread-safe.
 class Sealer {
  public:
@@ -114,7 +154,7 @@ class Sealer {
   };
 
   // Hashes the chunks [cuts[i], cuts[i+1]) of `buf` and stores the ones the store lacks.
-  BlockOut StoreChunks(const std::vector<uint8_t>& buf, const std::vector<size_t>& cuts) {
+  BlockOut StoreChunks(const Block& buf, const std::vector<size_t>& cuts) {
     BlockOut out;
     out.refs.reserve(cuts.size() - 1);
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
@@ -196,11 +236,12 @@ class Sealer {
     uint64_t read_total = 0;
     bool eof = false;
     while (!eof && failed.ok()) {
-      auto buf = std::make_shared<std::vector<uint8_t>>(carry.size() + kBlockBytes);
+      auto buf = buffers_.Get(chunker_.params().max_bytes + kBlockBytes);
       std::memcpy(buf->data(), carry.data(), carry.size());
       size_t have = carry.size();
-      while (have < buf->size()) {
-        ssize_t n = ::read(fd, buf->data() + have, buf->size() - have);
+      const size_t want = carry.size() + kBlockBytes;
+      while (have < want) {
+        ssize_t n = ::read(fd, buf->data() + have, want - have);
         if (n < 0) {
           if (errno == EINTR) continue;
           return Err(ErrnoError(what + ": read", errno));
@@ -215,7 +256,7 @@ class Sealer {
         if (counters_) counters_->bytes_done += static_cast<uint64_t>(n);
       }
       if (read_total > size) return changed("it grew");
-      buf->resize(have);
+      buf->size = have;
       auto cuts = std::make_shared<std::vector<size_t>>();
       cuts->push_back(0);
       size_t pos = 0;
@@ -225,7 +266,7 @@ class Sealer {
         pos += n;
         cuts->push_back(pos);
       }
-      carry.assign(buf->begin() + static_cast<std::ptrdiff_t>(pos), buf->end());
+      carry.assign(buf->data() + pos, buf->data() + have);
       if (cuts->size() > 1) {
         if (eof && inflight.empty() && refs.empty()) {
           // Small files are handled on this thread: files already run in parallel.
@@ -270,6 +311,7 @@ class Sealer {
 
  private:
   Chunker chunker_;
+  BufferPool buffers_;
   ChunkStore& store_;
   TransferCounters* counters_;
   int jobs_;
