@@ -486,8 +486,12 @@ Status Mount(Context& ctx, const MountArgs& args) {
   if (args.foreground) {
     std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
               << " (foreground)\n";
+    ctx.registry.reset();
     return ServeMount(view, opts);
   }
+  // The daemon is a fork of this process: close the registry first so no SQLite connection is
+  // carried across fork (the mount needs only the store and the loaded manifest).
+  ctx.registry.reset();
   BDN_RETURN_IF_ERROR(MountInBackground(view, opts));
   report();
   return Status::Ok();

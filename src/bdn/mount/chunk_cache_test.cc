@@ -98,12 +98,11 @@ TEST(ChunkCache, CorruptChunkIsAnErrorAndNotCached) {
   auto r = cache.Get(a);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
-  EXPECT_NE(r.error().message().find("digest mismatch"), std::string::npos)
-      << r.error().message();
+  EXPECT_NE(r.error().message().find("digest mismatch"), std::string::npos) << r.error().message();
   EXPECT_FALSE(cache.Contains(a.id));
   // Once the store has good bytes again, the next Get succeeds: errors are not remembered.
-  store.CorruptForTest(a.id, std::vector<uint8_t>{'g', 'o', 'o', 'd', ' ', 'b', 'y', 't', 'e',
-                                                  's'});
+  store.CorruptForTest(a.id,
+                       std::vector<uint8_t>{'g', 'o', 'o', 'd', ' ', 'b', 'y', 't', 'e', 's'});
   EXPECT_TRUE(cache.Get(a).has_value());
 }
 

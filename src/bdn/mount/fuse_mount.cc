@@ -39,10 +39,14 @@ namespace fs = std::filesystem;
 
 int ErrnoFromStatus(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kNotFound: return ENOENT;
-    case StatusCode::kInvalidArgument: return EINVAL;
-    default: return EIO;  // Corruption, Unavailable, DeadlineExceeded, Internal, ...
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kNotFound:
+      return ENOENT;
+    case StatusCode::kInvalidArgument:
+      return EINVAL;
+    default:
+      return EIO;  // Corruption, Unavailable, DeadlineExceeded, Internal, ...
   }
 }
 
@@ -204,7 +208,7 @@ class MountedFs {
     size_t used = 0;
     for (uint64_t i = offset < 0 ? 0 : static_cast<uint64_t>(offset); i < children.size() + 2;
          ++i) {
-      struct stat st{};
+      struct stat st {};
       std::string_view name;
       if (i == 0) {
         name = ".";
@@ -277,9 +281,9 @@ class MountedFs {
     for (size_t i = first; i <= last; ++i) {
       auto bytes = cache_.Get(fc.chunks[i], pattern);
       if (!bytes) {
-        return ReplyError(req, bytes.error().WithPrefix(
-                                   "file \"" + e.path + "\" [" + std::to_string(begin) + ", " +
-                                   std::to_string(end) + ")"));
+        return ReplyError(
+            req, bytes.error().WithPrefix("file \"" + e.path + "\" [" + std::to_string(begin) +
+                                          ", " + std::to_string(end) + ")"));
       }
       uint64_t lo = std::max(begin, fc.offsets[i]) - fc.offsets[i];
       uint64_t hi = std::min(end, fc.offsets[i + 1]) - fc.offsets[i];
@@ -300,7 +304,7 @@ class MountedFs {
   }
 
   void Statfs(fuse_req_t req) {
-    struct statvfs st{};
+    struct statvfs st {};
     st.f_bsize = 4096;
     st.f_frsize = 4096;
     st.f_blocks = (total_bytes_ + 4095) / 4096;
@@ -339,15 +343,18 @@ class MountedFs {
 
   static mode_t TypeBits(const Entry& e) {
     switch (e.kind) {
-      case EntryKind::kDirectory: return S_IFDIR;
-      case EntryKind::kSymlink: return S_IFLNK;
-      default: return S_IFREG;
+      case EntryKind::kDirectory:
+        return S_IFDIR;
+      case EntryKind::kSymlink:
+        return S_IFLNK;
+      default:
+        return S_IFREG;
     }
   }
 
   struct stat Attr(const Entry& entry) const {
     const Entry& e = view_->Resolve(entry);
-    struct stat st{};
+    struct stat st {};
     st.st_ino = InoOf(e);
     st.st_uid = uid_;
     st.st_gid = gid_;
@@ -476,9 +483,7 @@ fuse_lowlevel_ops MakeOps() {
   ops.release = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     Guard(req, [&] { FsOf(req).Release(req, fi); });
   };
-  ops.statfs = [](fuse_req_t req, fuse_ino_t) {
-    Guard(req, [&] { FsOf(req).Statfs(req); });
-  };
+  ops.statfs = [](fuse_req_t req, fuse_ino_t) { Guard(req, [&] { FsOf(req).Statfs(req); }); };
   // Everything that would modify the tree. The mount is "ro", so the kernel normally answers
   // these itself; the daemon agrees in case it is asked anyway.
   ops.setattr = [](fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) {
@@ -489,8 +494,9 @@ fuse_lowlevel_ops MakeOps() {
   ops.unlink = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyReadOnly(req); };
   ops.rmdir = [](fuse_req_t req, fuse_ino_t, const char*) { ReplyReadOnly(req); };
   ops.symlink = [](fuse_req_t req, const char*, fuse_ino_t, const char*) { ReplyReadOnly(req); };
-  ops.rename = [](fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*,
-                  unsigned int) { ReplyReadOnly(req); };
+  ops.rename = [](fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) {
+    ReplyReadOnly(req);
+  };
   ops.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReplyReadOnly(req); };
   ops.write = [](fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
     ReplyReadOnly(req);
@@ -578,10 +584,9 @@ std::string UnescapeMountField(std::string_view s) {
   auto oct = [](char c) { return c >= '0' && c <= '7'; };
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && oct(s[i + 1]) && oct(s[i + 2]) &&
-        oct(s[i + 3])) {
-      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
-                                      (s[i + 3] - '0')));
+    if (s[i] == '\\' && i + 3 < s.size() && oct(s[i + 1]) && oct(s[i + 2]) && oct(s[i + 3])) {
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
       continue;
     }
@@ -663,7 +668,8 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   MountedFs fsys(std::move(view), options, mp);
   fuse_lowlevel_ops ops = MakeOps();
 
-  std::string opts = "ro,default_permissions,subtype=bdn,fsname=" + EscapeOptionValue(options.fsname);
+  std::string opts =
+      "ro,default_permissions,subtype=bdn,fsname=" + EscapeOptionValue(options.fsname);
   if (options.allow_other) opts += ",allow_other";
   std::vector<std::string> argv_s = {"bdn", "-o", opts};
   std::vector<char*> argv;
@@ -741,8 +747,8 @@ Result<bool> CleanDeadMount(const fs::path& mountpoint) {
   } else {
     int rc = RunProgram({"fusermount3", "-u", "-z", "-q", mp.string()});
     if (rc != 0) {
-      return Err(InternalError(what + ": fusermount3 -uz failed (exit " + std::to_string(rc) +
-                               ")"));
+      return Err(
+          InternalError(what + ": fusermount3 -uz failed (exit " + std::to_string(rc) + ")"));
     }
   }
   return true;

@@ -1,6 +1,4 @@
 // Mounts hand-built versions for real (through the kernel) and checks what processes see.
-#include "bdn/mount/fuse_mount.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -31,6 +29,7 @@
 #include <vector>
 
 #include "bdn/format/manifest.h"
+#include "bdn/mount/fuse_mount.h"
 #include "bdn/store/chunk_store.h"
 #include "bdn/volume/version_view.h"
 
@@ -538,8 +537,7 @@ TEST_P(MountedTreeTest, CorruptChunkGivesEioAndOtherFilesStillRead) {
   EXPECT_EQ(errno, EIO);
   ::close(fd);
   std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("chunk " + bad.id.ToString() + ": digest mismatch"), std::string::npos)
-      << log;
+  EXPECT_NE(log.find("chunk " + bad.id.ToString() + ": digest mismatch"), std::string::npos) << log;
   EXPECT_NE(log.find("file \"data/big.bin\""), std::string::npos) << log;
 
   // The start of the same file, read without kernel readahead (which could reach the bad
