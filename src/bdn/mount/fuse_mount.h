@@ -35,7 +35,7 @@ struct MountOptions {
   // many bytes past the read are fetched in the background. 0 disables it.
   uint64_t prefetch_bytes = 16ull << 20;
   // Threads serving those background fetches.
-  int prefetch_threads = 2;
+  int prefetch_threads = 8;
   // Lets users other than the mounting one in (mount option allow_other; permission bits are
   // enforced by the kernel either way, via default_permissions).
   bool allow_other = false;
