@@ -10,6 +10,15 @@
 namespace bdn {
 namespace fs = std::filesystem;
 
+Result<std::vector<Digest>> ChunkStore::FindMissing(std::span<const Digest> ids) {
+  std::vector<Digest> missing;
+  for (const Digest& id : ids) {
+    BDN_ASSIGN_OR_RETURN(bool has, Contains(id));
+    if (!has) missing.push_back(id);
+  }
+  return missing;
+}
+
 Status VerifyChunk(const Digest& id, std::span<const uint8_t> data) {
   Digest got = Digest::Of(data);
   if (got != id) {

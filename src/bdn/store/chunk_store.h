@@ -24,6 +24,10 @@ class ChunkStore {
   // Whether a blob with this id is stored (not verified). Errors: Unavailable/Internal on I/O.
   virtual Result<bool> Contains(const Digest& id) = 0;
 
+  // The ids of `ids` that are not stored, in input order (REAPI FindMissingBlobs style: one call
+  // per batch, so a remote store answers up to 4096 ids per request). Default: Contains per id.
+  virtual Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids);
+
   // Stores `data` under `id`, atomically: a reader sees all of it or nothing.
   // Idempotent. Errors: InvalidArgument if Digest::Of(data) != id (never stored);
   // FailedPrecondition on a full disk; Internal on other I/O errors.

@@ -92,8 +92,6 @@ struct Tally {
   }
 };
 
-// Data chunks are counted as chunks; chunk indexes and manifests only as bytes.
-enum class BlobKind { kChunk, kMetadata };
 
 // A read buffer whose bytes are not zero-initialized; recycled through BufferPool.
 struct Block {
@@ -153,39 +151,63 @@ class Sealer {
     Status status;
   };
 
-  // Hashes the chunks [cuts[i], cuts[i+1]) of `buf` and stores the ones the store lacks.
+  // Hashes the chunks [cuts[i], cuts[i+1]) of `buf`, asks the store which it lacks in one batch,
+  // and stores those.
   BlockOut StoreChunks(const Block& buf, const std::vector<size_t>& cuts) {
     BlockOut out;
-    out.refs.reserve(cuts.size() - 1);
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const size_t n = cuts.size() - 1;
+    out.refs.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
       std::span<const uint8_t> chunk(buf.data() + cuts[i], cuts[i + 1] - cuts[i]);
-      Digest id = Digest::Of(chunk);
-      out.refs.push_back({id, static_cast<uint32_t>(chunk.size())});
-      out.status = PutOnce(id, chunk, BlobKind::kChunk, out.tally);
+      out.refs.push_back({Digest::Of(chunk), static_cast<uint32_t>(chunk.size())});
+    }
+    // Chunks this seal already handled are reused without asking the store again.
+    std::vector<Digest> fresh;
+    std::vector<size_t> fresh_at;
+    {
+      std::lock_guard lock(mu_);
+      for (size_t i = 0; i < n; ++i) {
+        if (seen_.insert(out.refs[i].id).second) {
+          fresh.push_back(out.refs[i].id);
+          fresh_at.push_back(i);
+        }
+      }
+    }
+    out.tally.chunks_reused += n - fresh.size();
+    if (fresh.empty()) return out;
+    auto missing = store_.FindMissing(fresh);
+    if (!missing) {
+      out.status = missing.error();
+      return out;
+    }
+    std::unordered_set<Digest> want(missing->begin(), missing->end());
+    for (size_t k = 0; k < fresh.size(); ++k) {
+      if (!want.contains(fresh[k])) {
+        ++out.tally.chunks_reused;
+        continue;
+      }
+      size_t i = fresh_at[k];
+      std::span<const uint8_t> chunk(buf.data() + cuts[i], cuts[i + 1] - cuts[i]);
+      out.status = store_.Put(fresh[k], chunk);
       if (!out.status.ok()) return out;
+      want.erase(fresh[k]);
+      ++out.tally.chunks_uploaded;
+      out.tally.bytes_uploaded += chunk.size();
+      if (counters_) counters_->bytes_uploaded += chunk.size();
     }
     return out;
   }
 
-  // Stores a blob unless this seal or the store already has it; counts what happened.
-  Status PutOnce(const Digest& id, std::span<const uint8_t> data, BlobKind kind, Tally& tally) {
-    const bool chunk = kind == BlobKind::kChunk;
+  // Stores a metadata blob (chunk index) unless this seal or the store already has it.
+  Status PutMetadata(const Digest& id, std::span<const uint8_t> data, Tally& tally) {
     {
       std::lock_guard lock(mu_);
-      if (!seen_.insert(id).second) {
-        if (chunk) ++tally.chunks_reused;
-        return Status::Ok();
-      }
+      if (!seen_.insert(id).second) return Status::Ok();
     }
-    auto has = store_.Contains(id);
-    if (!has) return has.error();
-    if (*has) {
-      if (chunk) ++tally.chunks_reused;
-      return Status::Ok();
-    }
+    BDN_ASSIGN_OR_RETURN(bool has, store_.Contains(id));
+    if (has) return Status::Ok();
     BDN_RETURN_IF_ERROR(store_.Put(id, data));
-    if (chunk) ++tally.chunks_uploaded;
-    else tally.metadata_bytes_uploaded += data.size();
+    tally.metadata_bytes_uploaded += data.size();
     tally.bytes_uploaded += data.size();
     if (counters_) counters_->bytes_uploaded += data.size();
     return Status::Ok();
@@ -303,7 +325,7 @@ class Sealer {
       std::string index = EncodeChunkIndex(refs);
       std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(index.data()), index.size());
       entry.index = Digest::Of(bytes);
-      BDN_RETURN_IF_ERROR(PutOnce(entry.index, bytes, BlobKind::kMetadata, tally));
+      BDN_RETURN_IF_ERROR(PutMetadata(entry.index, bytes, tally));
     }
     if (counters_) ++counters_->files_done;
     return tally;

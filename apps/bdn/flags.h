@@ -1,0 +1,23 @@
+// Flag definitions of the bdn command tree, one function per command group. Each subcommand's
+// callback stores what to run in the Invocation; main opens the Context and runs it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+#include "bdn/base/status.h"
+#include "bdn/cli/commands.h"
+
+namespace bdn::app {
+
+struct Invocation {
+  // Commands that work on a store and registry (embedded, or remote with --remote/BDN_REMOTE).
+  std::function<Status(cli::Context&)> run;
+  // Commands that open what they need themselves (servers).
+  std::function<Status()> run_standalone;
+};
+
+// bdn volume push|ls|stat|versions|tag|pull|cat|diff|verify|mount|umount.
+void AddVolumeFlags(CLI::App& app, Invocation& inv);
+
+}  // namespace bdn::app
