@@ -19,5 +19,9 @@ struct Invocation {
 
 // bdn volume push|ls|stat|versions|tag|pull|cat|diff|verify|mount|umount.
 void AddVolumeFlags(CLI::App& app, Invocation& inv);
+// bdn serve, bdn cache serve, bdn key create|ls|revoke.
+void AddServerFlags(CLI::App& app, Invocation& inv);
+// bdn mounts apply|lock.
+void AddMountsFlags(CLI::App& app, Invocation& inv);
 
 }  // namespace bdn::app

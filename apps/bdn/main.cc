@@ -26,6 +26,11 @@ int main(int argc, char** argv) {
 
   bdn::app::Invocation inv;
   bdn::app::AddVolumeFlags(app, inv);
+  bdn::app::AddServerFlags(app, inv);
+  bdn::app::AddMountsFlags(app, inv);
+  std::string remote;
+  app.add_option("--remote", remote, "origin URL (bdn serve); default $BDN_REMOTE")
+      ->envname("BDN_REMOTE");
 
   try {
     app.parse(argc, argv);
@@ -37,8 +42,11 @@ int main(int argc, char** argv) {
       bdn::Status s = inv.run_standalone();
       return s.ok() ? 0 : Fail(s);
     }
-    auto ctx = bdn::cli::OpenEmbedded(
-        home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home), json);
+    const char* token = std::getenv("BDN_TOKEN");
+    auto ctx = remote.empty()
+                   ? bdn::cli::OpenEmbedded(
+                         home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home), json)
+                   : bdn::cli::OpenRemote(remote, token ? token : "", json);
     if (!ctx) return Fail(ctx.error());
     bdn::Status s = inv.run(*ctx);
     if (!s.ok()) return Fail(s);

@@ -27,6 +27,10 @@ struct Context {
 // Errors: Internal/PermissionDenied naming the path.
 Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 
+// Connects to a `bdn serve` origin at `url` with `token` (may be empty): remote store and
+// registry behind the same interfaces. Errors: InvalidArgument for a malformed URL.
+Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json);
+
 // The default $BDN_HOME: $BDN_HOME, else $XDG_DATA_HOME/bdn, else ~/.local/share/bdn.
 std::filesystem::path DefaultHome();
 
