@@ -1,0 +1,1 @@
+// see docs/http-api.md
