@@ -466,6 +466,23 @@ Status Mount(Context& ctx, const MountArgs& args) {
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.ref));
   const auto& [ref, pinned] = resolved;
   if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
+  // The daemon is a fork of this process: close the registry first so no SQLite connection is
+  // carried across fork (the mount needs only the store and the loaded manifest).
+  ctx.registry.reset();
+  BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, args));
+  if (!args.foreground) {
+    if (ctx.json) {
+      PrintJson({{"version_ref", pinned.ToString()},
+                 {"mountpoint", fs::absolute(args.mountpoint).string()}});
+    } else {
+      std::cout << pinned.ToString() << " mounted at " << fs::absolute(args.mountpoint).string()
+                << std::endl;
+    }
+  }
+  return Status::Ok();
+}
+
+Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args) {
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
   MountOptions opts;
   opts.mountpoint = fs::absolute(args.mountpoint);
@@ -476,25 +493,12 @@ Status Mount(Context& ctx, const MountArgs& args) {
   }
   opts.fsname = pinned.ToString();
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
-  auto report = [&] {
-    if (ctx.json) {
-      PrintJson({{"version_ref", pinned.ToString()}, {"mountpoint", opts.mountpoint.string()}});
-    } else {
-      std::cout << pinned.ToString() << " mounted at " << opts.mountpoint.string() << std::endl;
-    }
-  };
   if (args.foreground) {
     std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
               << " (foreground)\n";
-    ctx.registry.reset();
     return ServeMount(view, opts);
   }
-  // The daemon is a fork of this process: close the registry first so no SQLite connection is
-  // carried across fork (the mount needs only the store and the loaded manifest).
-  ctx.registry.reset();
-  BDN_RETURN_IF_ERROR(MountInBackground(view, opts));
-  report();
-  return Status::Ok();
+  return MountInBackground(view, opts);
 }
 
 Status Umount(Context& ctx, const std::string& mountpoint) {

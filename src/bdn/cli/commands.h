@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bdn/base/status.h"
+#include "bdn/format/ref.h"
 #include "bdn/registry/registry.h"
 #include "bdn/store/chunk_store.h"
 
@@ -92,6 +93,20 @@ struct MountArgs {
   uint64_t memory_cache_bytes = 0;  // 0 = default
 };
 Status Mount(Context& ctx, const MountArgs& args);
+// Mounts the version `pinned` at args.mountpoint (created if missing); args.ref is ignored.
+// In the background unless args.foreground. Prints nothing. The caller closes ctx.registry first
+// if it will not need it (the daemon is a fork).
+Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args);
+
+// bdn mounts apply -f FILE: validates the deployment config's bdn.mounts, resolves every source
+// once, mounts each at its path, prints the pinned refs and warns for every tag/head source.
+// Errors: InvalidArgument "FILE:LINE: <reason>" for an invalid config (unknown keys, missing or
+// relative or duplicate paths, malformed refs); the first mount error (mounts already made by
+// this call are unmounted again).
+Status MountsApply(Context& ctx, const std::string& config_path);
+// bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,
+// changing only those values (comments and layout kept).
+Status MountsLock(Context& ctx, const std::string& config_path);
 Status Umount(Context& ctx, const std::string& mountpoint);
 
 }  // namespace bdn::cli

@@ -1,0 +1,183 @@
+// bdn mounts apply|lock: the deployment config's bdn.mounts (SPEC §5), parsed with yaml-cpp.
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bdn/cli/commands.h"
+#include "bdn/mount/fuse_mount.h"
+#include "bdn/volume/resolve.h"
+
+namespace bdn::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct MountEntry {
+  int line = 0;         // 1-based line of the entry's source value
+  std::string source;   // as written
+  Ref ref;
+  std::string path;
+};
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Err(ErrnoError("config " + path, errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Parses and validates bdn.mounts. Other top-level keys of the deployment config are left alone.
+Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::string& text) {
+  auto at = [&](const YAML::Node& n, const std::string& why) {
+    return Err(InvalidArgumentError(file + ":" + std::to_string(n.Mark().line + 1) + ": " + why));
+  };
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Err(InvalidArgumentError(file + ":" + std::to_string(e.mark.line + 1) +
+                                    ": YAML syntax error: " + e.msg));
+  }
+  if (!root.IsMap() || !root["bdn"]) {
+    return Err(InvalidArgumentError(file + ":1: no \"bdn:\" section"));
+  }
+  YAML::Node bdn = root["bdn"];
+  if (!bdn.IsMap()) return at(bdn, "\"bdn\" must be a mapping");
+  for (auto it = bdn.begin(); it != bdn.end(); ++it) {
+    std::string key = it->first.as<std::string>();
+    if (key != "mounts") return at(it->first, "unknown key \"" + key + "\" in bdn (allowed: mounts)");
+  }
+  YAML::Node mounts = bdn["mounts"];
+  if (!mounts) return at(bdn, "bdn.mounts is missing");
+  if (!mounts.IsSequence()) return at(mounts, "bdn.mounts must be a list");
+  std::vector<MountEntry> out;
+  std::map<std::string, size_t> seen_paths;
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    YAML::Node m = mounts[i];
+    const std::string where = "mounts[" + std::to_string(i) + "]";
+    if (!m.IsMap()) return at(m, where + " must be a mapping with source and path");
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      if (key != "source" && key != "path") {
+        return at(it->first, "unknown key \"" + key + "\" in " + where + " (allowed: source, path)");
+      }
+    }
+    if (!m["source"] || !m["source"].IsScalar()) return at(m, where + ".source is missing");
+    if (!m["path"] || !m["path"].IsScalar()) return at(m, where + ".path is missing");
+    MountEntry e;
+    e.line = m["source"].Mark().line + 1;
+    e.source = m["source"].as<std::string>();
+    e.path = m["path"].as<std::string>();
+    auto ref = ParseRef(e.source);
+    if (!ref) return at(m["source"], where + ".source: " + ref.error().message());
+    if (!ref->path.empty()) return at(m["source"], where + ".source \"" + e.source + "\": a mount source takes no path");
+    e.ref = *ref;
+    if (e.path.empty() || e.path[0] != '/') {
+      return at(m["path"], where + ".path \"" + e.path + "\": must be absolute");
+    }
+    std::string norm = fs::path(e.path).lexically_normal().string();
+    while (norm.size() > 1 && norm.back() == '/') norm.pop_back();
+    auto [pos, inserted] = seen_paths.emplace(norm, i);
+    if (!inserted) {
+      return at(m["path"], where + ".path \"" + e.path + "\": duplicate of mounts[" +
+                               std::to_string(pos->second) + "]");
+    }
+    e.path = norm;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
+
+}  // namespace
+
+Status MountsApply(Context& ctx, const std::string& config_path) {
+  BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
+  BDN_ASSIGN_OR_RETURN(auto entries, ParseConfig(config_path, text));
+  // Resolve every source once, before mounting anything.
+  std::vector<PinnedRef> pinned;
+  for (const auto& e : entries) {
+    auto p = ResolveRef(*ctx.registry, e.ref);
+    if (!p) return p.error().WithPrefix(config_path + ":" + std::to_string(e.line));
+    pinned.push_back(*p);
+    if (!Pinned(e.ref)) {
+      std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source
+                << " is not pinned to a digest; mounting " << p->ToString()
+                << " (pin it with: bdn mounts lock -f " << config_path << ")\n";
+    }
+  }
+  ctx.registry.reset();  // the mount daemons are forks of this process
+  nlohmann::json results = nlohmann::json::array();
+  std::vector<std::string> done;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    MountArgs args;
+    args.mountpoint = entries[i].path;
+    Status s = MountPinned(ctx, pinned[i], args);
+    if (!s.ok()) {
+      for (const auto& m : done) (void)Unmount(m);
+      return s.WithPrefix(config_path + ":" + std::to_string(entries[i].line));
+    }
+    done.push_back(entries[i].path);
+    results.push_back({{"source", entries[i].source},
+                       {"version_ref", pinned[i].ToString()},
+                       {"path", entries[i].path},
+                       {"pinned", Pinned(entries[i].ref)}});
+    if (!ctx.json) std::cout << pinned[i].ToString() << " mounted at " << entries[i].path << "\n";
+  }
+  if (ctx.json) std::cout << nlohmann::json{{"mounts", results}}.dump(2) << std::endl;
+  return Status::Ok();
+}
+
+Status MountsLock(Context& ctx, const std::string& config_path) {
+  BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
+  BDN_ASSIGN_OR_RETURN(auto entries, ParseConfig(config_path, text));
+  std::vector<std::string> lines;
+  {
+    std::stringstream ss(text);
+    std::string l;
+    while (std::getline(ss, l)) lines.push_back(l);
+  }
+  nlohmann::json changes = nlohmann::json::array();
+  for (const auto& e : entries) {
+    auto p = ResolveRef(*ctx.registry, e.ref);
+    if (!p) return p.error().WithPrefix(config_path + ":" + std::to_string(e.line));
+    std::string pinned = p->ToString();
+    if (e.source == pinned) continue;
+    std::string& line = lines[static_cast<size_t>(e.line - 1)];
+    size_t at = line.find(e.source);
+    if (at == std::string::npos) {
+      return InvalidArgumentError(config_path + ":" + std::to_string(e.line) +
+                                  ": cannot find the source text to rewrite");
+    }
+    line.replace(at, e.source.size(), pinned);
+    changes.push_back({{"line", e.line}, {"from", e.source}, {"to", pinned}});
+    if (!ctx.json) std::cout << config_path << ":" << e.line << ": " << e.source << " -> " << pinned << "\n";
+  }
+  if (!changes.empty()) {
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    if (!text.empty() && text.back() != '\n') out.pop_back();
+    fs::path tmp = config_path + ".bdn-lock.tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      f << out;
+      if (!f.flush()) return ErrnoError("config " + tmp.string(), errno);
+    }
+    std::error_code ec;
+    fs::rename(tmp, config_path, ec);
+    if (ec) return ErrnoError("config " + config_path, ec.value());
+  }
+  if (ctx.json) {
+    std::cout << nlohmann::json{{"config", config_path}, {"changes", changes}}.dump(2) << std::endl;
+  } else if (changes.empty()) {
+    std::cout << config_path << ": every source is already pinned\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace bdn::cli

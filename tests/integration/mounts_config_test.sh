@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# bdn mounts apply|lock with the seed's deployment config shape: pinned mounts, warnings for tag
+# sources, lock rewriting only the source values, and invalid configs refused with line and reason.
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$WORK/a" "$WORK/b"
+printf 'alpha\n' > "$WORK/a/f.txt"; printf 'beta\n' > "$WORK/b/f.txt"
+ra=$("$BDN" volume push "$WORK/a" bdn:weights/a --tag prod)
+rb=$("$BDN" volume push "$WORK/b" bdn:weights/b)
+
+cat > "$WORK/config.yaml" <<YAML
+model_name: demo   # other deployment keys are left alone
+resources:
+  accelerator: H100
+bdn:
+  mounts:
+    - source: $ra
+      path: $WORK/mnt/a
+    # a tag source: mounted, with a warning
+    - source: bdn:weights/b
+      path: $WORK/mnt/b
+YAML
+cp "$WORK/config.yaml" "$WORK/config.orig"
+
+step "apply mounts every entry and warns for the unpinned one"
+out=$("$BDN" mounts apply -f "$WORK/config.yaml" 2>"$WORK/err")
+MOUNTS+=("$WORK/mnt/a" "$WORK/mnt/b")
+assert_eq "$(printf '%s mounted at %s\n%s mounted at %s' "$ra" "$WORK/mnt/a" "$rb" "$WORK/mnt/b")" "$out" "apply output"
+assert_eq "warning: $WORK/config.yaml:9: source bdn:weights/b is not pinned to a digest; mounting $rb (pin it with: bdn mounts lock -f $WORK/config.yaml)" "$(cat "$WORK/err")" "warning"
+assert_eq alpha "$(cat "$WORK/mnt/a/f.txt")" "mount a"
+assert_eq beta "$(cat "$WORK/mnt/b/f.txt")" "mount b"
+"$BDN" volume umount "$WORK/mnt/a" >/dev/null; "$BDN" volume umount "$WORK/mnt/b" >/dev/null
+
+step "lock pins tag sources and changes nothing else"
+"$BDN" mounts lock -f "$WORK/config.yaml" >/dev/null
+diff "$WORK/config.orig" "$WORK/config.yaml" > "$WORK/lock.diff" || true
+assert_eq "$(printf '9c9\n<     - source: bdn:weights/b\n---\n>     - source: %s' "$rb")" "$(cat "$WORK/lock.diff")" "lock diff"
+assert_eq "$WORK/config.yaml: every source is already pinned" "$("$BDN" mounts lock -f "$WORK/config.yaml")" "second lock"
+
+step "invalid configs are refused with line and reason"
+bad() {  # bad EXPECTED_MESSAGE <<YAML
+  cat > "$WORK/bad.yaml"
+  run_fails 2 "bdn: error: $WORK/bad.yaml:$1" "$BDN" mounts apply -f "$WORK/bad.yaml"
+}
+bad '3: unknown key "sorce" in mounts[0] (allowed: source, path)' <<YAML
+bdn:
+  mounts:
+    - sorce: $ra
+      path: /mnt/x
+YAML
+bad '4: mounts[0].path "mnt/x": must be absolute' <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: mnt/x
+YAML
+bad '6: mounts[1].path "/mnt/x/": duplicate of mounts[0]' <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: /mnt/x
+    - source: $rb
+      path: /mnt/x/
+YAML
+bad '3: mounts[0].source: ref "bdn:Weights/a b": volume "a b": invalid character '"' '"' (allowed: a-z 0-9 . _ -)' <<YAML
+bdn:
+  mounts:
+    - source: bdn:Weights/a b
+      path: /mnt/x
+YAML
+bad '2: unknown key "mount" in bdn (allowed: mounts)' <<YAML
+bdn:
+  mount: []
+YAML
+[ ! -e /mnt/x ] || fail "a refused config mounted something"
+echo "PASS"
