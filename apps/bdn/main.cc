@@ -3,12 +3,31 @@
 #include <cstdio>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "flags.h"
 
 namespace {
 
+bool g_json = false;
+
+// Prints the one-line reason (and, with --json, the error as JSON on stdout); returns the exit code.
 int Fail(const bdn::Status& s) {
-  std::fprintf(stderr, "bdn: error: %s\n", s.message().c_str());
+  std::string line = s.message();
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';  // always one line
+  }
+  std::fprintf(stderr, "bdn: error: %s\n", line.c_str());
+  if (g_json && !bdn::cli::ResultPrinted()) {
+    std::string code(bdn::StatusCodeName(s.code()));
+    for (char& c : code) {
+      if (c == ' ') c = '_';
+    }
+    nlohmann::json j = {{"error", {{"code", code},
+                                   {"message", s.message()},
+                                   {"exit_code", bdn::cli::ExitCode(s)}}}};
+    std::printf("%s\n", j.dump(2).c_str());
+  }
   return bdn::cli::ExitCode(s);
 }
 
@@ -34,9 +53,15 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints CLI11's message and usage hint
+    return bdn::cli::ExitCode(bdn::InvalidArgumentError(e.what()));
   }
+  g_json = json;
   try {
     if (inv.run_standalone) {
       bdn::Status s = inv.run_standalone();

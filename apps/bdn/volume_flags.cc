@@ -16,10 +16,12 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("REF", push.ref, "bdn:<namespace>/<volume>[:tag]")->required();
   c->add_option("--tag", push.tags, "tag to point at the new version (repeatable)");
   c->add_option("--source-uri", push.source_uri, "where the data came from (recorded)");
-  c->add_option("--jobs", push.jobs, "hashing threads (default: all cores)");
+  c->add_option("--jobs", push.jobs, "hashing threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
   c->add_flag("--preserve-mtime", push.preserve_mtime,
               "record mtimes (they become part of the digest)");
-  c->add_option("--expected-sequence", push_expected, "fail unless the volume sequence is N");
+  c->add_option("--expected-sequence", push_expected, "fail unless the volume sequence is N")
+      ->check(CLI::NonNegativeNumber);
   c->callback([&] {
     if (push_expected >= 0) push.expected_sequence = push_expected;
     inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Push(ctx, push); };
@@ -56,7 +58,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                                       : "remove a tag; the version stays");
     c->add_option("--volume-ref", tag_args.volume_ref)->required();
     c->add_option("--tag", tag_args.tag)->required();
-    c->add_option("--expected-sequence", tag_expected);
+    c->add_option("--expected-sequence", tag_expected)->check(CLI::NonNegativeNumber);
     bool is_set = std::string(verb) == "set";
     c->callback([&, is_set] {
       if (tag_expected >= 0) tag_args.expected_sequence = tag_expected;
@@ -73,7 +75,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--include", pull.includes, "only this path (repeatable)");
   c->add_flag("--strip-prefix", pull.strip_prefix, "put the selected subtree directly in DIR");
   c->add_flag("--overwrite", pull.overwrite, "replace existing files that differ");
-  c->add_option("--jobs", pull.jobs);
+  c->add_option("--jobs", pull.jobs)->check(CLI::PositiveNumber);
   c->callback([&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Pull(ctx, pull); }; });
 
   static std::string cat_ref;
@@ -94,7 +96,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   static int verify_jobs = 0;
   c = volume->add_subcommand("verify", "re-read and re-hash every chunk of a version");
   c->add_option("REF", verify_ref)->required();
-  c->add_option("--jobs", verify_jobs);
+  c->add_option("--jobs", verify_jobs)->check(CLI::PositiveNumber);
   c->callback([&] {
     inv.run = [&](bdn::cli::Context& ctx) {
       return bdn::cli::Verify(ctx, verify_ref, verify_jobs);
@@ -103,11 +105,21 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   static bdn::cli::MountArgs mount;
   static std::string mount_cache;
+  static std::string mount_cache_size;
+  static double mount_read_timeout_s = 0;
   c = volume->add_subcommand("mount", "read-only FUSE mount of the pinned version");
   c->add_option("REF", mount.ref)->required();
   c->add_option("MOUNTPOINT", mount.mountpoint)->required();
   c->add_flag("--foreground", mount.foreground, "serve in this process until unmounted");
   c->add_option("--memory-cache", mount_cache, "in-memory chunk cache size (e.g. 256M)");
+  c->add_option("--cache-dir", mount.cache_dir,
+                "node cache directory, shared by the node's mounts (remote only; default "
+                "$BDN_HOME/cache)");
+  c->add_option("--cache-size", mount_cache_size, "node cache bound (e.g. 50G; default 10G)");
+  c->add_option("--cluster-cache", mount.cluster_cache,
+                "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
+  c->add_option("--read-timeout", mount_read_timeout_s,
+                "seconds a read waits for its bytes before failing with EIO (default 60)");
   c->callback([&] {
     inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
       if (!mount_cache.empty()) {
@@ -115,6 +127,16 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
         if (!n) return n.error();
         mount.memory_cache_bytes = *n;
       }
+      if (!mount_cache_size.empty()) {
+        auto n = bdn::ParseByteSize(mount_cache_size);
+        if (!n) return n.error().WithPrefix("--cache-size");
+        if (*n == 0) return bdn::InvalidArgumentError("--cache-size: must be more than 0");
+        mount.cache_size_bytes = *n;
+      }
+      if (mount_read_timeout_s < 0) {
+        return bdn::InvalidArgumentError("--read-timeout: must not be negative");
+      }
+      mount.read_timeout_ms = static_cast<int64_t>(mount_read_timeout_s * 1000);
       return bdn::cli::Mount(ctx, mount);
     };
   });

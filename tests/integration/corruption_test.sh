@@ -36,8 +36,9 @@ assert_eq false "$(json_field ok <<<"$out")" "verify ok"
 assert_contains "$(json_field problems <<<"$out")" "\"chunk\": \"b3:$chunk\""
 assert_contains "$(json_field problems <<<"$out")" "\"path\": \"weights.bin\""
 
+[ -f "$BDN_HOME/store/corrupt/$chunk" ] || fail "the corrupt copy was not moved aside"
 err=$("$BDN" volume pull "$ref" "$WORK/out" 2>&1 >/dev/null) && fail "pull wrote a corrupt file"
-assert_contains "$err" "chunk b3:$chunk: digest mismatch"
+assert_contains "$err" "chunk b3:$chunk: not in store"
 [ ! -e "$WORK/out/weights.bin" ] || fail "a corrupt file was materialized"
 
 mount_volume "$ref" "$WORK/mnt"
@@ -45,4 +46,11 @@ dd if="$WORK/mnt/weights.bin" of=/dev/null bs=1M 2>"$WORK/dd.err" && fail "mount
 assert_contains "$(cat "$WORK/dd.err")" "Input/output error"
 cmp <(head -c 500000 "$WORK/src/weights.bin") <(head -c 500000 "$WORK/mnt/weights.bin") || fail "bytes before the corrupt chunk"
 assert_eq "fine" "$(cat "$WORK/mnt/ok.txt")" "other file through the mount"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+
+step "pushing the data again repairs the store"
+out=$("$BDN" volume push "$WORK/src" bdn:test/corrupt --json)
+assert_eq 1 "$(json_field chunks_uploaded <<<"$out")" "chunks re-stored"
+"$BDN" volume verify "$ref" >/dev/null || fail "verify after repair"
+cmp "$WORK/src/weights.bin" <("$BDN" volume cat "$ref/weights.bin") || fail "bytes after repair"
 echo "PASS"

@@ -54,7 +54,8 @@ Status ErrnoError(std::string_view what, int errnum) {
   switch (errnum) {
     case ENOENT: return NotFoundError(std::move(msg));
     case EACCES:
-    case EPERM: return PermissionDeniedError(std::move(msg));
+    case EPERM:
+    case EROFS: return PermissionDeniedError(std::move(msg));
     case ENOSPC:
     case EDQUOT: return FailedPreconditionError(std::move(msg));
     case EEXIST: return AlreadyExistsError(std::move(msg));

@@ -32,6 +32,10 @@ Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 // registry behind the same interfaces. Errors: InvalidArgument for a malformed URL.
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json);
 
+// Whether a command already printed its JSON result (e.g. verify, which then fails): main prints
+// a JSON error only when it did not.
+bool ResultPrinted();
+
 // The default $BDN_HOME: $BDN_HOME, else $XDG_DATA_HOME/bdn, else ~/.local/share/bdn.
 std::filesystem::path DefaultHome();
 
@@ -91,6 +95,13 @@ struct MountArgs {
   std::string mountpoint;
   bool foreground = false;
   uint64_t memory_cache_bytes = 0;  // 0 = default
+  // With a remote origin only (the embedded store is already on local disk): the node cache
+  // directory ("" = $BDN_HOME/cache) and its bound (0 = 10 GiB), and the in-cluster cache nodes
+  // (URLs, each may hold a comma-separated list; none = $BDN_CLUSTER_CACHE, same format).
+  std::string cache_dir;
+  uint64_t cache_size_bytes = 0;
+  std::vector<std::string> cluster_cache;
+  int64_t read_timeout_ms = 0;  // a read that cannot get its bytes fails after this; 0 = 60 s
 };
 Status Mount(Context& ctx, const MountArgs& args);
 // Mounts the version `pinned` at args.mountpoint (created if missing); args.ref is ignored.

@@ -112,6 +112,7 @@ std::string VolumeName(const std::string& ns, const std::string& volume) {
 
 struct SqliteRegistry::Impl {
   sqlite3* db = nullptr;
+  bool read_only = false;  // opened read-only: every mutation is PermissionDenied
   std::filesystem::path dir;
   std::mutex mu;
 
@@ -128,6 +129,14 @@ struct SqliteRegistry::Impl {
       sqlite3_free(err);
       if (msg.find("locked") != std::string::npos || msg.find("busy") != std::string::npos) {
         return UnavailableError("registry: " + msg);
+      }
+      if (msg.find("readonly") != std::string::npos || read_only) {
+        return PermissionDeniedError("registry " + (dir / "registry.db").string() +
+                                     ": read-only (" + msg + ")");
+      }
+      if (msg.find("disk is full") != std::string::npos) {
+        return FailedPreconditionError("registry " + (dir / "registry.db").string() +
+                                       ": no space left on device");
       }
       return InternalError("registry: " + msg);
     }
@@ -232,22 +241,73 @@ struct SqliteRegistry::Impl {
 SqliteRegistry::SqliteRegistry(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SqliteRegistry::~SqliteRegistry() = default;
 
+namespace {
+
+// Opens `uri` (an SQLite URI) with `flags`; on failure returns the message and closes the handle.
+Result<sqlite3*> OpenDb(const std::string& uri, int flags) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Err(InternalError(msg));
+  }
+  sqlite3_busy_timeout(db, 30000);
+  return db;
+}
+
+std::string UriPath(const std::filesystem::path& p) {
+  std::string out = "file:";
+  for (char c : p.string()) {
+    if (c == '?' || c == '#' || c == '%') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesystem::path& db_path) {
   auto impl = std::make_unique<Impl>();
   impl->dir = db_path.parent_path();
-  int rc = sqlite3_open_v2(db_path.c_str(), &impl->db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = impl->db ? sqlite3_errmsg(impl->db) : "out of memory";
-    return Err(InternalError("registry " + db_path.string() + ": " + msg));
+  auto rw = OpenDb(UriPath(db_path), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  Status rw_error;
+  if (rw) {
+    impl->db = *rw;
+    rw_error = impl->Exec("PRAGMA journal_mode=WAL");
+    if (rw_error.ok()) rw_error = impl->Exec("PRAGMA synchronous=FULL");
+    if (rw_error.ok()) rw_error = impl->Exec("PRAGMA foreign_keys=ON");
+    if (rw_error.ok()) rw_error = impl->Exec(kSchema);
+    if (rw_error.ok()) return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
+    sqlite3_close(impl->db);
+    impl->db = nullptr;
+  } else {
+    rw_error = rw.error();
   }
-  sqlite3_busy_timeout(impl->db, 30000);
-  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA journal_mode=WAL"));
-  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA synchronous=FULL"));
-  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA foreign_keys=ON"));
-  BDN_RETURN_IF_ERROR(impl->Exec(kSchema));
-  return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
+  // A registry on a read-only file system, owned by another user, or on a full disk can still be
+  // read: reads and mounts keep working, and every write fails with PermissionDenied.
+  std::error_code ec;
+  if (std::filesystem::exists(db_path, ec)) {
+    for (const char* mode : {"?mode=ro", "?immutable=1"}) {
+      auto ro = OpenDb(UriPath(db_path) + mode, SQLITE_OPEN_READONLY);
+      if (!ro) continue;
+      impl->db = *ro;
+      impl->read_only = true;
+      if (impl->Exec("SELECT count(*) FROM volumes").ok()) {
+        return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
+      }
+      sqlite3_close(impl->db);
+      impl->db = nullptr;
+    }
+  }
+  std::string why = rw_error.message();
+  if (why.starts_with("registry: ")) why = why.substr(10);
+  return Err(InternalError("registry " + db_path.string() + ": " + why));
 }
 
 Result<std::vector<std::string>> SqliteRegistry::ListNamespaces() {

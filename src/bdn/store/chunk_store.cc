@@ -1,6 +1,7 @@
 #include "bdn/store/chunk_store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,16 @@ Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(const fs::path& r
   fs::create_directories(root / "chunks", ec);
   if (!ec) fs::create_directories(root / "tmp", ec);
   if (ec) return Err(ErrnoError("chunk store " + root.string(), ec.value()));
+  // Temporary files of writers that died (kill -9) are removed: their names end in ".<pid>.<n>".
+  for (const auto& de : fs::directory_iterator(root / "tmp", ec)) {
+    std::string name = de.path().filename().string();
+    size_t last = name.rfind('.');
+    size_t prev = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('.', last - 1);
+    if (prev == std::string::npos) continue;
+    std::string pid = name.substr(prev + 1, last - prev - 1);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(std::stoi(pid), 0) != 0 && errno == ESRCH) fs::remove(de.path(), ec);
+  }
   return std::unique_ptr<LocalChunkStore>(new LocalChunkStore(root, durability));
 }
 
@@ -125,7 +136,18 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
   }
   ::close(fd);
   buf.resize(off);
-  BDN_RETURN_IF_ERROR(VerifyChunk(id, buf));
+  if (Status s = VerifyChunk(id, buf); !s.ok()) {
+    // Move the bad copy aside so the chunk counts as missing: the next push of the same data
+    // stores it again (repairing the store), and nothing is deleted.
+    fs::path bad = root_ / "corrupt" / id.Hex();
+    std::error_code ec;
+    fs::create_directories(bad.parent_path(), ec);
+    if (!ec && ::rename(p.c_str(), bad.c_str()) == 0) {
+      return Err(CorruptionError(s.message() + "; moved to " + bad.string() +
+                                 ", push the data again to repair"));
+    }
+    return Err(s);
+  }
   return buf;
 }
 

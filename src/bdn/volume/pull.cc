@@ -1,6 +1,7 @@
 #include "bdn/volume/pull.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,10 +105,21 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     return Err(NotFoundError("path \"" + options.path + "\": not in version " +
                              view.digest().ToString()));
   }
+  // --include paths are relative to the pulled path; each must name an entry.
+  std::vector<std::string> includes;
+  for (const auto& inc : options.includes) {
+    std::string full = options.path.empty() ? inc : options.path + "/" + inc;
+    if (!view.Find(full)) {
+      return Err(NotFoundError("--include \"" + inc + "\": no such path under \"" +
+                               (options.path.empty() ? "/" : options.path) + "\" in version " +
+                               view.digest().ToString()));
+    }
+    includes.push_back(std::move(full));
+  }
   auto selected = [&](const Entry& e) {
     if (!Under(e.path, options.path)) return false;
-    if (options.includes.empty()) return true;
-    for (const auto& inc : options.includes) {
+    if (includes.empty()) return true;
+    for (const auto& inc : includes) {
       if (Under(e.path, inc) || Under(inc, e.path)) return true;  // ancestors of includes too
     }
     return false;
@@ -170,7 +182,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         fs::remove_all(p, ec);
         exists = false;
       }
-      if (!exists && ::mkdir(p.c_str(), 0700) != 0) {
+      if (!exists && ::mkdir(p.c_str(), e->mode | 0700) != 0) {
         return Err(ErrnoError("directory \"" + p.string() + "\"", errno));
       }
     } else {
@@ -192,9 +204,18 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
 
   // Regular files, in parallel.
   std::vector<const Entry*> files;
+  std::vector<Entry> detached;  // hardlinks whose target is not pulled become plain files
+  for (const Entry* e : entries) {
+    if (e->kind == EntryKind::kHardlink && !selected(view.Resolve(*e))) {
+      Entry copy = view.Resolve(*e);
+      copy.path = e->path;
+      detached.push_back(std::move(copy));
+    }
+  }
   for (const Entry* e : entries) {
     if (e->kind == EntryKind::kFile) files.push_back(e);
   }
+  for (const Entry& e : detached) files.push_back(&e);
   auto write_file = [&](const Entry& e) -> Result<bool> {
     std::string rel = local(e.path);
     fs::path p = dest / rel;
@@ -216,31 +237,65 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         return Err(AlreadyExistsError("file \"" + p.string() +
                                       "\": exists with other content (use --overwrite)"));
       }
+      if (S_ISDIR(st.st_mode)) {
+        std::error_code ec;
+        fs::remove_all(p, ec);
+        if (ec) return Err(ErrnoError("path \"" + p.string() + "\"", ec.value()));
+      }
     }
-    fs::path tmp = p.parent_path() / (".bdn-pull." + p.filename().string() + "." +
-                                      std::to_string(::getpid()));
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    // The partial file is named by the content, not the file name (so long names fit, and an
+    // interrupted pull of the same file resumes from the chunks already written and verified).
+    fs::path tmp = p.parent_path() / (".bdn-partial-" + e.digest.Hex().substr(0, 32));
+    int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return Err(ErrnoError("file \"" + tmp.string() + "\"", errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return Err(ConflictError("file \"" + p.string() + "\": another pull is writing it"));
+    }
+    struct stat partial;
+    uint64_t resumable = ::fstat(fd, &partial) == 0 ? static_cast<uint64_t>(partial.st_size) : 0;
+    // On failure the partial file stays: the next pull of this version resumes from it.
     auto fail = [&](Status s) {
       ::close(fd);
-      ::unlink(tmp.c_str());
       return Err(std::move(s));
     };
     auto fc = view.ChunksOf(e);
     if (!fc) return fail(fc.error());
     Blake3Hasher h;
     uint64_t off = 0;
+    std::vector<uint8_t> have;
     for (const auto& c : (*fc)->chunks) {
+      // A chunk already in the partial file is kept if it hashes to its id.
+      if (off + c.size_bytes <= resumable) {
+        have.resize(c.size_bytes);
+        if (::pread(fd, have.data(), have.size(), static_cast<off_t>(off)) ==
+                static_cast<ssize_t>(have.size()) &&
+            Digest::Of(have) == c.id) {
+          h.Update(have);
+          off += c.size_bytes;
+          if (counters) counters->bytes_done += c.size_bytes;
+          continue;
+        }
+        resumable = off;  // from here on, rewrite
+      }
       auto bytes = view.store().Get(c.id);
       if (!bytes) return fail(bytes.error().WithPrefix("file \"" + e.path + "\""));
       h.Update(*bytes);
-      if (AllZero(*bytes)) {
-        if (::lseek(fd, static_cast<off_t>(off + bytes->size()), SEEK_SET) < 0) {
-          return fail(ErrnoError("file \"" + tmp.string() + "\"", errno));
+      if (!AllZero(*bytes)) {
+        size_t done = 0;
+        while (done < bytes->size()) {
+          ssize_t n = ::pwrite(fd, bytes->data() + done, bytes->size() - done,
+                               static_cast<off_t>(off + done));
+          if (n < 0) {
+            if (errno == EINTR) continue;
+            return fail(ErrnoError("file \"" + tmp.string() + "\"", errno));
+          }
+          done += static_cast<size_t>(n);
         }
-      } else {
-        Status s = WriteAll(fd, bytes->data(), bytes->size(), "file \"" + tmp.string() + "\"");
-        if (!s.ok()) return fail(s);
+      } else if (off < resumable) {
+        // An all-zero chunk over old partial bytes: punch it out (reads as zeros, stays sparse).
+        ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
+                    static_cast<off_t>(bytes->size()));
       }
       off += bytes->size();
       if (counters) counters->bytes_done += bytes->size();
@@ -286,11 +341,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
 
   // Hardlinks, once their targets exist.
   for (const Entry* e : entries) {
-    if (e->kind != EntryKind::kHardlink) continue;
-    if (!Under(e->target, options.path)) {
-      return Err(FailedPreconditionError("hardlink \"" + e->path + "\": its target \"" + e->target +
-                                         "\" is outside the pulled subtree"));
-    }
+    if (e->kind != EntryKind::kHardlink || !selected(view.Resolve(*e))) continue;
     fs::path p = dest / local(e->path);
     fs::path target = dest / local(e->target);
     struct stat a, b;
