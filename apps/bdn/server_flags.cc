@@ -1,8 +1,281 @@
-// Flags of the server commands: bdn serve, bdn cache serve, bdn key.
+// Flags of the server commands: `bdn serve` (the origin over embedded storage) and
+// `bdn key create|ls|revoke` (API keys, managed over HTTP on a running origin).
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "bdn/http/errors.h"
+#include "bdn/http/server.h"
+#include "bdn/origin/origin.h"
 #include "flags.h"
 
 namespace bdn::app {
+namespace {
 
-void AddServerFlags(CLI::App&, Invocation&) {}
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Parses "30s", "500ms", "2m", "1h" or a plain number of seconds; must be positive.
+Result<std::chrono::milliseconds> ParseDuration(std::string_view flag, std::string_view text) {
+  auto bad = [&] {
+    return Err(InvalidArgumentError(std::string(flag) + " \"" + std::string(text) +
+                                    "\": expected a positive duration such as 500ms, 30s, 2m"));
+  };
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || n == 0) return bad();
+  std::string_view unit(p, static_cast<size_t>(text.data() + text.size() - p));
+  uint64_t ms_per = unit == "ms"                  ? 1
+                    : unit == "s" || unit.empty() ? 1000
+                    : unit == "m"                 ? 60000
+                    : unit == "h"                 ? 3600000
+                                                  : 0;
+  if (ms_per == 0) return bad();
+  return std::chrono::milliseconds(n * ms_per);
+}
+
+// The value of a global option of `app` (given or from its environment variable), or "".
+std::string GlobalOption(CLI::App& app, const std::string& name) {
+  const CLI::Option* opt = app.get_option_no_throw(name);
+  return opt && opt->count() > 0 ? opt->as<std::string>() : std::string();
+}
+
+struct ServeArgs {
+  std::string listen = "127.0.0.1:8440";
+  std::string data;
+  bool insecure_no_auth = false;
+  std::string claim_ttl = "30s";
+  int threads = 64;
+};
+
+Status Serve(const ServeArgs& args, const std::string& home) {
+  BDN_ASSIGN_OR_RETURN(auto ttl, ParseDuration("--claim-ttl", args.claim_ttl));
+  fs::path data = !args.data.empty() ? fs::path(args.data)
+                  : !home.empty()    ? fs::path(home) / "server"
+                                     : cli::DefaultHome() / "server";
+  std::error_code ec;
+  fs::create_directories(data, ec);
+  if (ec) return ErrnoError("--data " + data.string(), ec.value());
+
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> store, LocalChunkStore::Open(data / "store"));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
+                       SqliteRegistry::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<KeyStore> keys, SqliteKeyStore::Open(data / "registry.db"));
+
+  origin::OriginOptions options;
+  options.claim_ttl = ttl;
+  if (args.insecure_no_auth) {
+    options.auth = origin::AuthMode::kDisabled;
+    std::fprintf(stderr,
+                 "bdn serve: WARNING: --insecure-no-auth: authentication is OFF; anyone who can "
+                 "reach %s can read, push, tag and manage keys\n",
+                 args.listen.c_str());
+  } else {
+    fs::path token_file = data / "admin.token";
+    BDN_ASSIGN_OR_RETURN(auto token, origin::BootstrapAdminKey(*keys, token_file));
+    if (token) {
+      std::fprintf(stderr,
+                   "bdn serve: created the first admin key (namespace \"*\"). Its token is shown "
+                   "only now and was written to %s (mode 0600):\n%s\n",
+                   token_file.c_str(), token->c_str());
+    }
+  }
+
+  // SIGINT/SIGTERM are taken by sigwait below; block them before any server thread starts so
+  // every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  origin::Origin origin(options, store, registry, keys);
+  http::ServerOptions server_options;
+  server_options.listen = args.listen;
+  server_options.threads = args.threads;
+  http::Server server(server_options);
+  origin.Register(server);
+  BDN_RETURN_IF_ERROR(server.Start());
+  std::fprintf(stderr, "listening on %s\n", server.url().c_str());
+  std::fflush(stderr);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "bdn serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  server.Stop();
+  return Status::Ok();
+}
+
+// ---- bdn key: HTTP calls to the origin ----
+
+// Whether the global --json flag was given.
+bool JsonOutput(CLI::App& app) {
+  const CLI::Option* opt = app.get_option_no_throw("--json");
+  return opt && opt->count() > 0;
+}
+
+// The origin a key command talks to.
+struct Remote {
+  std::string url;
+  std::string token;
+};
+
+Result<Remote> RemoteFromFlags(CLI::App& app) {
+  Remote o{GlobalOption(app, "--remote"), ""};
+  if (o.url.empty()) {
+    const char* env = std::getenv("BDN_REMOTE");
+    if (env) o.url = env;
+  }
+  if (o.url.empty()) {
+    return Err(InvalidArgumentError(
+        "bdn key: no origin: give --remote URL or set BDN_REMOTE (keys live on a bdn serve "
+        "origin)"));
+  }
+  const char* token = std::getenv("BDN_TOKEN");
+  if (token) o.token = token;
+  return o;
+}
+
+// Sends one JSON request and returns the parsed response body; error responses become their
+// Status with the server's message.
+Result<json> CallOrigin(const Remote& o, const std::string& method, const std::string& path,
+                        const std::string& body = "") {
+  if (!o.url.starts_with("http://") && !o.url.starts_with("https://")) {
+    return Err(
+        InvalidArgumentError("--remote \"" + o.url + "\": must start with http:// or https://"));
+  }
+  httplib::Client client(o.url);
+  if (!client.is_valid())
+    return Err(InvalidArgumentError("--remote \"" + o.url + "\": invalid URL"));
+  client.set_connection_timeout(std::chrono::seconds(5));
+  client.set_read_timeout(std::chrono::seconds(30));
+  client.set_write_timeout(std::chrono::seconds(30));
+  if (!o.token.empty()) client.set_bearer_token_auth(o.token);
+  httplib::Result r = method == "GET"    ? client.Get(path)
+                      : method == "POST" ? client.Post(path, body, "application/json")
+                                         : client.Delete(path);
+  if (!r) {
+    return Err(UnavailableError("origin " + o.url + ": " + method + " " + path + ": " +
+                                httplib::to_string(r.error())));
+  }
+  if (r->status < 200 || r->status >= 300)
+    return Err(http::StatusFromErrorBody(r->status, r->body));
+  json j = json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) {
+    return Err(
+        InternalError("origin " + o.url + ": " + method + " " + path + ": response is not JSON"));
+  }
+  return j;
+}
+
+std::string FormatUnixMs(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string JoinScopes(const json& scopes) {
+  std::string out;
+  for (const auto& s : scopes) out += (out.empty() ? "" : ",") + s.get<std::string>();
+  return out;
+}
+
+Status KeyCreate(CLI::App& app, const std::string& ns, const std::string& scope_list) {
+  BDN_ASSIGN_OR_RETURN(std::vector<Scope> scopes, ParseScopes(scope_list));
+  BDN_ASSIGN_OR_RETURN(Remote o, RemoteFromFlags(app));
+  json names = json::array();
+  for (Scope s : scopes) names.push_back(std::string(ScopeName(s)));
+  BDN_ASSIGN_OR_RETURN(
+      json r, CallOrigin(o, "POST", "/v1/keys", json{{"namespace", ns}, {"scopes", names}}.dump()));
+  if (JsonOutput(app)) {
+    std::printf("%s\n", r.dump(2).c_str());
+  } else {
+    std::printf("%s\n", r.value("token", "").c_str());
+    std::fprintf(stderr,
+                 "bdn: created key bdn_%s for namespace \"%s\", scopes %s; the token is "
+                 "shown only once\n",
+                 r.value("id", "").c_str(), r.value("namespace", "").c_str(),
+                 JoinScopes(r["scopes"]).c_str());
+  }
+  return Status::Ok();
+}
+
+Status KeyList(CLI::App& app) {
+  BDN_ASSIGN_OR_RETURN(Remote o, RemoteFromFlags(app));
+  BDN_ASSIGN_OR_RETURN(json r, CallOrigin(o, "GET", "/v1/keys"));
+  if (JsonOutput(app)) {
+    std::printf("%s\n", r.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("%-22s %-20s %-22s %-21s %s\n", "KEY", "NAMESPACE", "SCOPES", "CREATED", "STATUS");
+  for (const auto& k : r["keys"]) {
+    std::printf("%-22s %-20s %-22s %-21s %s\n", ("bdn_" + k.value("id", "")).c_str(),
+                k.value("namespace", "").c_str(), JoinScopes(k["scopes"]).c_str(),
+                FormatUnixMs(k.value("created_unix_ms", int64_t{0})).c_str(),
+                k.value("revoked", false) ? "revoked" : "active");
+  }
+  return Status::Ok();
+}
+
+Status KeyRevoke(CLI::App& app, std::string id) {
+  if (id.starts_with("bdn_")) id.erase(0, 4);
+  if (id.empty() || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return InvalidArgumentError("key \"" + id + "\": expected a key id such as bdn_0123abcd");
+  }
+  BDN_ASSIGN_OR_RETURN(Remote o, RemoteFromFlags(app));
+  BDN_ASSIGN_OR_RETURN(json r, CallOrigin(o, "DELETE", "/v1/keys/" + id));
+  if (JsonOutput(app)) {
+    std::printf("%s\n", r.dump(2).c_str());
+  } else {
+    std::printf("revoked key bdn_%s\n", r.value("id", id).c_str());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddServerFlags(CLI::App& app, Invocation& inv) {
+  static ServeArgs serve;
+  auto* c = app.add_subcommand("serve", "run the origin server (docs/http-api.md)");
+  c->add_option("--listen", serve.listen, "HOST:PORT to listen on; port 0 picks a free one")
+      ->capture_default_str();
+  c->add_option("--data", serve.data, "data directory (default $BDN_HOME/server)");
+  c->add_flag("--insecure-no-auth", serve.insecure_no_auth,
+              "disable authentication (local experiments only)");
+  c->add_option("--claim-ttl", serve.claim_ttl, "push claims lapse unless renewed within this")
+      ->capture_default_str();
+  c->add_option("--threads", serve.threads, "request worker threads")->capture_default_str();
+  c->callback([&app, &inv] {
+    inv.run_standalone = [&app] { return Serve(serve, GlobalOption(app, "--home")); };
+  });
+
+  auto* key =
+      app.add_subcommand("key", "manage API keys on the origin (--remote/BDN_REMOTE, BDN_TOKEN)");
+  key->require_subcommand(1);
+  key->fallthrough();
+  static std::string key_ns, key_scopes;
+  c = key->add_subcommand("create", "create a key; prints its token once");
+  c->add_option("--namespace", key_ns, "a namespace, or \"*\" for all")->required();
+  c->add_option("--scope", key_scopes, "comma-separated: pull,push,tag,admin")->required();
+  c->callback(
+      [&app, &inv] { inv.run_standalone = [&app] { return KeyCreate(app, key_ns, key_scopes); }; });
+  c = key->add_subcommand("ls", "list keys (never their tokens)");
+  c->callback([&app, &inv] { inv.run_standalone = [&app] { return KeyList(app); }; });
+  static std::string revoke_id;
+  c = key->add_subcommand("revoke", "revoke a key at once");
+  c->add_option("ID", revoke_id, "key id (bdn_<id> or <id>)")->required();
+  c->callback([&app, &inv] { inv.run_standalone = [&app] { return KeyRevoke(app, revoke_id); }; });
+}
 
 }  // namespace bdn::app

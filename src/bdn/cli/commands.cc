@@ -3,15 +3,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "bdn/base/units.h"
+#include "bdn/cache/store_stack.h"
 #include "bdn/cli/progress.h"
 #include "bdn/format/ref.h"
 #include "bdn/mount/fuse_mount.h"
+#include "bdn/remote/cluster_chunk_store.h"
+#include "bdn/remote/remote_chunk_store.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
@@ -24,7 +30,12 @@ using nlohmann::json;
 
 namespace {
 
-void PrintJson(const json& j) { std::cout << j.dump(2) << std::endl; }
+bool g_result_printed = false;
+
+void PrintJson(const json& j) {
+  std::cout << j.dump(2) << std::endl;
+  g_result_printed = true;
+}
 
 std::string FormatTime(int64_t unix_ms) {
   std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
@@ -84,6 +95,8 @@ Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pin
 }
 
 }  // namespace
+
+bool ResultPrinted() { return g_result_printed; }
 
 fs::path DefaultHome() {
   if (const char* h = std::getenv("BDN_HOME"); h && *h) return h;
@@ -482,8 +495,41 @@ Status Mount(Context& ctx, const MountArgs& args) {
   return Status::Ok();
 }
 
+namespace {
+// What a mount reads through: for a remote origin, the node cache over the cluster tier (if any
+// nodes are given) over the origin (SPEC §5); the embedded store as it is.
+Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountArgs& args) {
+  if (dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get()) == nullptr) return ctx.store;
+  std::vector<std::string> lists = args.cluster_cache;
+  if (const char* env = std::getenv("BDN_CLUSTER_CACHE"); lists.empty() && env && *env) {
+    lists.push_back(env);
+  }
+  std::vector<std::string> urls;
+  for (const std::string& list : lists) {
+    for (size_t at = 0; at <= list.size();) {
+      size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) urls.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  std::shared_ptr<ChunkStore> cluster;
+  if (!urls.empty()) {
+    auto c = remote::ClusterChunkStore::Create(urls, ctx.store);
+    if (!c) return Err(c.error().WithPrefix("--cluster-cache"));
+    cluster = std::move(*c);
+  }
+  MountStoreOptions options;
+  options.cache_dir =
+      args.cache_dir.empty() ? DefaultNodeCacheDir(ctx.home) : fs::path(args.cache_dir);
+  if (args.cache_size_bytes) options.cache_size_bytes = args.cache_size_bytes;
+  return BuildMountStore(ctx.store, std::move(cluster), options);
+}
+}  // namespace
+
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args) {
-  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  Context mount_ctx = ctx;
+  BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, args));
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(mount_ctx, pinned));
   MountOptions opts;
   opts.mountpoint = fs::absolute(args.mountpoint);
   std::error_code ec;
@@ -493,6 +539,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args)
   }
   opts.fsname = pinned.ToString();
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
+  if (args.read_timeout_ms > 0) opts.read_timeout = std::chrono::milliseconds(args.read_timeout_ms);
   if (args.foreground) {
     std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
               << " (foreground)\n";

@@ -1,10 +1,26 @@
 // OpenRemote: a Context whose store and registry are a bdn serve origin.
 #include "bdn/cli/commands.h"
+#include "bdn/http/client.h"
+#include "bdn/remote/remote_chunk_store.h"
+#include "bdn/remote/remote_registry.h"
 
 namespace bdn::cli {
 
-Result<Context> OpenRemote(const std::string& url, const std::string&, bool) {
-  return Err(InvalidArgumentError("--remote " + url + ": remote origins are not available in this build"));
+Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json) {
+  http::ClientOptions options;
+  options.base_url = url;
+  options.token = token;
+  auto client = http::HttpClient::Create(std::move(options));
+  if (!client) return Err(client.error().WithPrefix("--remote"));
+  std::shared_ptr<http::HttpClient> shared(std::move(*client));
+  Context ctx;
+  ctx.home = DefaultHome();
+  ctx.json = json;
+  // One client (one connection pool) serves both: its connections are created lazily and never
+  // carried across the fork of a mount daemon.
+  ctx.store = std::make_shared<remote::RemoteChunkStore>(shared);
+  ctx.registry = std::make_shared<remote::RemoteRegistry>(shared);
+  return ctx;
 }
 
 }  // namespace bdn::cli

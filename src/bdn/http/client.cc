@@ -1,1 +1,306 @@
-// see docs/http-api.md
+#include "bdn/http/client.h"
+
+#include <curl/curl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "bdn/http/errors.h"
+
+namespace bdn::http {
+namespace {
+
+std::once_flag curl_init_once;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// Where libcurl's callbacks put the response. The callbacks never throw (libcurl is C): a
+// failure makes them return 0, which aborts the transfer with CURLE_WRITE_ERROR.
+struct Sink {
+  Response* response;
+  uint64_t max_body_bytes;
+  bool too_large = false;
+};
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  auto* sink = static_cast<Sink*>(user);
+  auto* r = sink->response;
+  if (r->body.size() + size * n > sink->max_body_bytes) {
+    sink->too_large = true;
+    return 0;
+  }
+  try {
+    r->body.insert(r->body.end(), reinterpret_cast<uint8_t*>(data),
+                   reinterpret_cast<uint8_t*>(data) + size * n);
+  } catch (...) {
+    return 0;
+  }
+  return size * n;
+}
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) try {
+  auto* sink = static_cast<Sink*>(user);
+  auto* r = sink->response;
+  std::string_view line(data, size * n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.starts_with("HTTP/")) {
+    r->headers.clear();  // a new (final or interim) response starts
+    return size * n;
+  }
+  size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return size * n;
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  std::string name = Lower(line.substr(0, colon));
+  if (name == "content-length") {
+    // Reserve up front so a large blob is not copied while it grows.
+    uint64_t len = std::strtoull(std::string(value).c_str(), nullptr, 10);
+    if (len > sink->max_body_bytes) {
+      sink->too_large = true;
+      return 0;
+    }
+    r->body.reserve(static_cast<size_t>(len));
+  }
+  r->headers.emplace_back(std::move(name), std::string(value));
+  return size * n;
+} catch (...) {
+  return 0;
+}
+
+// The Status of a libcurl failure, named by the server and (for deadlines) the request.
+Status TransportError(const std::string& who, const Request& req, CURL* h, CURLcode rc,
+                      const char* errbuf, std::chrono::milliseconds connect_timeout,
+                      std::chrono::milliseconds deadline) {
+  long os_errno = 0;
+  curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
+  curl_off_t connected_us = 0;
+  curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connected_us);
+  std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+      if (os_errno == ECONNREFUSED) return UnavailableError(who + ": connection refused");
+      if (os_errno != 0) return UnavailableError(who + ": cannot connect: " + std::strerror(static_cast<int>(os_errno)));
+      return UnavailableError(who + ": cannot connect: " + detail);
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return UnavailableError(who + ": cannot resolve host");
+    case CURLE_OPERATION_TIMEDOUT:
+      if (connected_us == 0) {
+        return UnavailableError(who + ": connect timed out after " +
+                                std::to_string(connect_timeout.count()) + " ms");
+      }
+      return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
+                                   req.path + ": no response within " +
+                                   std::to_string(deadline.count()) + " ms");
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return UnavailableError(who + ": " + std::string(MethodName(req.method)) + " " + req.path +
+                              ": " + detail);
+    default:
+      return InternalError(who + ": " + std::string(MethodName(req.method)) + " " + req.path +
+                           ": " + detail);
+  }
+}
+
+}  // namespace
+
+std::string_view MethodName(Method m) {
+  switch (m) {
+    case Method::kGet: return "GET";
+    case Method::kPut: return "PUT";
+    case Method::kPost: return "POST";
+    case Method::kDelete: return "DELETE";
+  }
+  return "GET";
+}
+
+std::optional<std::string_view> Response::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
+  std::string& url = options.base_url;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  size_t scheme_end = url.find("://");
+  std::string scheme = scheme_end == std::string::npos ? "" : Lower(url.substr(0, scheme_end));
+  if (scheme != "http" && scheme != "https") {
+    return Err(InvalidArgumentError("url \"" + url + "\": must start with http:// or https://"));
+  }
+  std::string_view rest = std::string_view(url).substr(scheme_end + 3);
+  if (rest.empty() || rest.front() == '/' || rest.front() == ':') {
+    return Err(InvalidArgumentError("url \"" + url + "\": no host"));
+  }
+  if (rest.find_first_of("?#@ ") != std::string_view::npos) {
+    return Err(InvalidArgumentError("url \"" + url +
+                                    "\": must be scheme://host[:port][/prefix], without "
+                                    "credentials, query or fragment"));
+  }
+  std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  return std::unique_ptr<HttpClient>(new HttpClient(std::move(options)));
+}
+
+HttpClient::HttpClient(ClientOptions options) : options_(std::move(options)), pid_(::getpid()) {}
+
+HttpClient::~HttpClient() {
+  // Handles of a parent process (after fork) are left alone: their sockets are the parent's.
+  if (pid_ != ::getpid()) return;
+  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+}
+
+void* HttpClient::Acquire() {
+  {
+    std::lock_guard lock(mu_);
+    if (pid_ != ::getpid()) {
+      idle_.clear();  // inherited across fork: never used, never closed here
+      pid_ = ::getpid();
+    }
+    if (!idle_.empty()) {
+      void* h = idle_.back();
+      idle_.pop_back();
+      return h;
+    }
+  }
+  return curl_easy_init();
+}
+
+void HttpClient::Release(void* h) {
+  {
+    std::lock_guard lock(mu_);
+    if (pid_ == ::getpid() && idle_.size() < options_.max_idle_connections) {
+      idle_.push_back(h);
+      return;
+    }
+  }
+  curl_easy_cleanup(static_cast<CURL*>(h));
+}
+
+Result<Response> HttpClient::Send(const Request& req) {
+  CURL* h = static_cast<CURL*>(Acquire());
+  if (!h) return Err(InternalError(Name() + ": cannot create a libcurl handle"));
+  // Reset clears the options of the previous request but keeps the connection open.
+  curl_easy_reset(h);
+  Response response;
+  Sink sink{&response, options_.max_response_bytes};
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  const auto connect_timeout = req.connect_timeout.value_or(options_.connect_timeout);
+  const auto deadline = req.deadline.value_or(options_.deadline);
+  std::string url = options_.base_url + req.path;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(deadline.count()));
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "bdn/0.1");
+  switch (req.method) {
+    case Method::kGet: curl_easy_setopt(h, CURLOPT_HTTPGET, 1L); break;
+    case Method::kPost: curl_easy_setopt(h, CURLOPT_POST, 1L); break;
+    case Method::kPut: curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT"); break;
+    case Method::kDelete: curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE"); break;
+  }
+  if (req.method == Method::kPost || req.method == Method::kPut || !req.body.empty()) {
+    // POSTFIELDS sends the caller's buffer without copying it.
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+                     req.body.empty() ? "" : reinterpret_cast<const char*>(req.body.data()));
+  }
+
+  curl_slist* headers = nullptr;
+  std::string auth;
+  if (!options_.token.empty()) {
+    auth = "Authorization: Bearer " + options_.token;
+    headers = curl_slist_append(headers, auth.c_str());
+  }
+  std::string content_type;
+  if (!req.body.empty() || req.method == Method::kPost || req.method == Method::kPut) {
+    content_type = "Content-Type: " + req.content_type;
+    headers = curl_slist_append(headers, content_type.c_str());
+  }
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  std::vector<std::string> extra;
+  extra.reserve(req.headers.size());
+  for (const auto& [k, v] : req.headers) {
+    extra.push_back(k + ": " + v);
+    headers = curl_slist_append(headers, extra.back().c_str());
+  }
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+
+  CURLcode rc = curl_easy_perform(h);
+  // The slist and the token string must not outlive the request in the handle's options.
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl_slist_free_all(headers);
+  std::fill(auth.begin(), auth.end(), '\0');
+  if (rc != CURLE_OK && sink.too_large) {
+    curl_easy_cleanup(h);
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " +
+                             req.path + ": response larger than " +
+                             std::to_string(options_.max_response_bytes) + " bytes"));
+  }
+  if (rc != CURLE_OK) {
+    Status s = TransportError(Name(), req, h, rc, errbuf, connect_timeout, deadline);
+    curl_easy_cleanup(h);  // the connection may be in any state: do not reuse it
+    return Err(std::move(s));
+  }
+  long code = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  response.status = static_cast<int>(code);
+  Release(h);
+  return response;
+}
+
+Result<Response> HttpClient::Call(const Request& req) {
+  BDN_ASSIGN_OR_RETURN(Response r, Send(req));
+  if (r.status >= 200 && r.status < 300) return r;
+  if (auto s = ParseErrorBody(r.text())) return Err(std::move(*s));
+  // Not the API's error shape (a proxy's page, say): name the server and the request.
+  return Err(Status(StatusCodeForHttp(r.status), Name() + ": " +
+                                                      std::string(MethodName(req.method)) + " " +
+                                                      req.path + ": HTTP " +
+                                                      std::to_string(r.status)));
+}
+
+Result<Response> HttpClient::Get(std::string path) {
+  return Call({.method = Method::kGet, .path = std::move(path)});
+}
+
+Result<Response> HttpClient::Delete(std::string path) {
+  return Call({.method = Method::kDelete, .path = std::move(path)});
+}
+
+Result<Response> HttpClient::PostJson(std::string path, std::string_view json) {
+  return Call({.method = Method::kPost,
+               .path = std::move(path),
+               .body = {reinterpret_cast<const uint8_t*>(json.data()), json.size()}});
+}
+
+Result<Response> HttpClient::PutJson(std::string path, std::string_view json) {
+  return Call({.method = Method::kPut,
+               .path = std::move(path),
+               .body = {reinterpret_cast<const uint8_t*>(json.data()), json.size()}});
+}
+
+}  // namespace bdn::http

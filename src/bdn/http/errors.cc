@@ -1,1 +1,132 @@
-// see docs/http-api.md
+// Status <-> HTTP error mapping (docs/http-api.md, "Errors").
+#include "bdn/http/errors.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace bdn::http {
+namespace {
+
+constexpr std::pair<StatusCode, std::string_view> kNames[] = {
+    {StatusCode::kOk, "ok"},
+    {StatusCode::kNotFound, "not_found"},
+    {StatusCode::kAlreadyExists, "already_exists"},
+    {StatusCode::kInvalidArgument, "invalid_argument"},
+    {StatusCode::kFailedPrecondition, "failed_precondition"},
+    {StatusCode::kConflict, "conflict"},
+    {StatusCode::kPermissionDenied, "permission_denied"},
+    {StatusCode::kUnavailable, "unavailable"},
+    {StatusCode::kDeadlineExceeded, "deadline_exceeded"},
+    {StatusCode::kCorruption, "corruption"},
+    {StatusCode::kInternal, "internal"},
+};
+
+constexpr std::string_view kUnauthenticated = "unauthenticated";
+
+bool IsRejected(const Status& s, Credentials credentials) {
+  return credentials == Credentials::kRejected && s.code() == StatusCode::kPermissionDenied;
+}
+
+}  // namespace
+
+int HttpStatusFor(const Status& s, Credentials credentials) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kPermissionDenied:
+      return IsRejected(s, credentials) ? 401 : 403;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kConflict:
+    case StatusCode::kAlreadyExists:
+      return 409;
+    case StatusCode::kFailedPrecondition:
+      return 412;
+    case StatusCode::kCorruption:
+      return 422;
+    case StatusCode::kInternal:
+      return 500;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+  }
+  return 500;
+}
+
+std::string ErrorCodeName(StatusCode code) {
+  for (const auto& [c, name] : kNames) {
+    if (c == code) return std::string(name);
+  }
+  return "internal";
+}
+
+StatusCode StatusCodeFromName(std::string_view name) {
+  if (name == kUnauthenticated) return StatusCode::kPermissionDenied;
+  for (const auto& [c, n] : kNames) {
+    if (n == name) return c;
+  }
+  return StatusCode::kInternal;
+}
+
+StatusCode StatusCodeForHttp(int http_status) {
+  switch (http_status) {
+    case 400:
+    case 411:
+    case 413:
+    case 416:
+      return StatusCode::kInvalidArgument;
+    case 401:
+    case 403:
+      return StatusCode::kPermissionDenied;
+    case 404:
+      return StatusCode::kNotFound;
+    case 409:
+      return StatusCode::kConflict;
+    case 412:
+      return StatusCode::kFailedPrecondition;
+    case 422:
+      return StatusCode::kCorruption;
+    case 429:
+    case 502:
+    case 503:
+      return StatusCode::kUnavailable;
+    case 504:
+      return StatusCode::kDeadlineExceeded;
+    default:
+      return StatusCode::kInternal;
+  }
+}
+
+std::string ErrorBody(const Status& s, Credentials credentials) {
+  nlohmann::json j;
+  j["error"]["code"] =
+      IsRejected(s, credentials) ? std::string(kUnauthenticated) : ErrorCodeName(s.code());
+  j["error"]["message"] = s.message();
+  // Replace invalid UTF-8 (a message may quote a client's bytes) instead of throwing.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<Status> ParseErrorBody(std::string_view body) {
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto err = j.find("error");
+  if (err == j.end() || !err->is_object()) return std::nullopt;
+  auto code = err->find("code");
+  if (code == err->end() || !code->is_string()) return std::nullopt;
+  auto message = err->find("message");
+  std::string text =
+      message != err->end() && message->is_string() ? message->get<std::string>() : std::string();
+  StatusCode c = StatusCodeFromName(code->get<std::string>());
+  if (c == StatusCode::kOk) c = StatusCode::kInternal;
+  return Status(c, std::move(text));
+}
+
+Status StatusFromErrorBody(int http_status, std::string_view body) {
+  if (auto s = ParseErrorBody(body)) return *s;
+  return Status(StatusCodeForHttp(http_status), "HTTP " + std::to_string(http_status));
+}
+
+}  // namespace bdn::http

@@ -2,9 +2,23 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <string>
 
 namespace bdn {
+
+// One fetch of one blob, queued or running; its waiters wait on `cv` under ChunkCache::mu_.
+struct ChunkCache::Flight {
+  Digest id;
+  AccessPattern pattern = AccessPattern::kRandom;  // where its bytes are kept
+  bool demand = false;                             // on (or taken from) the demand queue
+  bool keep = true;                                // cache the bytes (GetBlob's are not)
+  int waiters = 0;                                 // Gets waiting for it now
+  bool started = false;
+  bool done = false;
+  Result<ChunkBytes> result;
+  std::condition_variable cv;
+};
 
 ChunkCache::ChunkCache(ChunkStore& store, Options options)
     : store_(store),
@@ -12,20 +26,28 @@ ChunkCache::ChunkCache(ChunkStore& store, Options options)
       streaming_limit_bytes_(std::min(options.capacity_bytes, options.streaming_bytes > 0
                                                                   ? options.streaming_bytes
                                                                   : options.capacity_bytes / 4)) {
+  for (int i = 0; i < std::max(1, options_.fetch_threads); ++i) {
+    workers_.emplace_back([this] { Worker(false); });
+  }
   for (int i = 0; i < options_.prefetch_threads; ++i) {
-    workers_.emplace_back([this] { PrefetchWorker(); });
+    workers_.emplace_back([this] { Worker(true); });
   }
 }
 
 ChunkCache::~ChunkCache() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-    queue_.clear();
-    queued_.clear();
-  }
-  queue_cv_.notify_all();
+  Shutdown();
   for (auto& t : workers_) t.join();
+}
+
+void ChunkCache::Shutdown() {
+  std::lock_guard lock(mu_);
+  if (stopping_) return;
+  stopping_ = true;
+  demand_queue_.clear();
+  prefetch_queue_.clear();
+  for (auto& [id, flight] : inflight_) flight->cv.notify_all();
+  work_cv_.notify_all();
+  stop_cv_.notify_all();
 }
 
 namespace {
@@ -39,61 +61,179 @@ Result<ChunkBytes> CheckSize(const ChunkRef& ref, Result<ChunkBytes> bytes) {
   }
   return bytes;
 }
+
+// Errors a later try may not repeat: an unreachable tier, a request that ran out of time.
+bool IsTransient(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
 }  // namespace
 
-Result<ChunkBytes> ChunkCache::FetchFromStore(const ChunkRef& ref) {
-  // Anything thrown here (bad_alloc) must still complete the shared fetch, or waiters hang.
+Result<ChunkBytes> ChunkCache::FetchFromStore(const Digest& id) {
+  // Anything thrown here (bad_alloc) must still complete the flight, or waiters hang.
   try {
-    auto bytes = store_.Get(ref.id);
+    auto bytes = store_.Get(id);
     if (!bytes) return Err(bytes.error());
     return std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
   } catch (const std::exception& e) {
-    return Err(InternalError("chunk " + ref.id.ToString() + ": " + e.what()));
+    return Err(InternalError("chunk " + id.ToString() + ": " + e.what()));
   }
 }
 
-Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern) {
-  std::shared_ptr<std::promise<Result<ChunkBytes>>> promise;
-  Fetch fetch;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = index_.find(ref.id); it != index_.end()) {
-      Node& node = *it->second;
-      if (!node.streaming) {
-        lru_.splice(lru_.begin(), lru_, it->second);
-      } else if (pattern == AccessPattern::kRandom) {
-        node.streaming = false;
-        stats_.streaming_bytes -= node.bytes->size();
-        lru_.splice(lru_.begin(), streaming_, it->second);
+void ChunkCache::Run(const std::shared_ptr<Flight>& flight) {
+  Result<ChunkBytes> result = FetchFromStore(flight->id);
+  std::lock_guard lock(mu_);
+  ++stats_.fetches;
+  if (result) {
+    stats_.fetched_bytes += (*result)->size();
+    if (flight->keep) InsertLocked(flight->id, *result, flight->pattern);
+  } else {
+    ++stats_.fetch_errors;
+    if (flight->waiters == 0) {
+      // Nobody waited for this fetch (a prefetch, or a Request whose reader has not come yet, or
+      // gave up). Its error goes to the next reader of the chunk, once: a store may not fail the
+      // same way twice (LocalChunkStore moves a corrupt chunk aside, so the next Get says
+      // NotFound), and the reader should report the real cause.
+      // The first error is the cause; a later fetch's may only be its consequence.
+      if (unclaimed_errors_.size() >= kMaxUnclaimedErrors) unclaimed_errors_.clear();
+      auto [it, fresh] = unclaimed_errors_.try_emplace(flight->id, result.error(), Clock::now());
+      if (!fresh && Clock::now() - it->second.when >= kUnclaimedErrorTtl) {
+        it->second = {result.error(), Clock::now()};
       }
-      ++stats_.hits;
-      return CheckSize(ref, node.bytes);
-    }
-    if (auto it = inflight_.find(ref.id); it != inflight_.end()) {
-      fetch = it->second;
-      ++stats_.joined;
-    } else {
-      promise = std::make_shared<std::promise<Result<ChunkBytes>>>();
-      fetch = promise->get_future().share();
-      inflight_.emplace(ref.id, fetch);
-      ++stats_.fetches;
     }
   }
-  if (!promise) return CheckSize(ref, fetch.get());
+  flight->result = std::move(result);
+  flight->done = true;
+  if (auto it = inflight_.find(flight->id); it != inflight_.end() && it->second == flight) {
+    inflight_.erase(it);
+  }
+  flight->cv.notify_all();
+}
 
-  Result<ChunkBytes> result = FetchFromStore(ref);
-  {
-    std::lock_guard lock(mu_);
-    if (result) {
-      stats_.fetched_bytes += (*result)->size();
-      InsertLocked(ref.id, *result, pattern);
-    } else {
-      ++stats_.fetch_errors;
+void ChunkCache::Worker(bool prefetch) {
+  for (;;) {
+    std::shared_ptr<Flight> flight;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] {
+        return stopping_ || !demand_queue_.empty() || (prefetch && !prefetch_queue_.empty());
+      });
+      if (stopping_) return;
+      // Demand first: a background thread free for work takes a waiting reader's chunk before
+      // any prefetch.
+      auto& queue = !demand_queue_.empty() ? demand_queue_ : prefetch_queue_;
+      flight = std::move(queue.front());
+      queue.pop_front();
+      if (flight->started) continue;
+      flight->started = true;
     }
-    inflight_.erase(ref.id);
+    Run(flight);
   }
-  promise->set_value(result);
-  return CheckSize(ref, std::move(result));
+}
+
+ChunkBytes ChunkCache::HitLocked(const Digest& id, AccessPattern pattern) {
+  auto it = index_.find(id);
+  if (it == index_.end()) return nullptr;
+  Node& node = *it->second;
+  if (!node.streaming) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+  } else if (pattern == AccessPattern::kRandom) {
+    node.streaming = false;
+    stats_.streaming_bytes -= node.bytes->size();
+    lru_.splice(lru_.begin(), streaming_, it->second);
+  }
+  ++stats_.hits;
+  return node.bytes;
+}
+
+std::shared_ptr<ChunkCache::Flight> ChunkCache::DemandLocked(const Digest& id,
+                                                            AccessPattern pattern, bool keep) {
+  if (auto it = inflight_.find(id); it != inflight_.end()) {
+    std::shared_ptr<Flight> flight = it->second;
+    flight->keep = flight->keep || keep;
+    if (!flight->started && !flight->demand) {
+      auto pos = std::find(prefetch_queue_.begin(), prefetch_queue_.end(), flight);
+      if (pos != prefetch_queue_.end()) prefetch_queue_.erase(pos);
+      flight->demand = true;
+      demand_queue_.push_back(flight);
+      ++stats_.promoted;
+      work_cv_.notify_all();
+    }
+    return flight;
+  }
+  auto flight = std::make_shared<Flight>();
+  flight->id = id;
+  flight->pattern = pattern;
+  flight->demand = true;
+  flight->keep = keep;
+  inflight_.emplace(id, flight);
+  demand_queue_.push_back(flight);
+  work_cv_.notify_all();
+  return flight;
+}
+
+Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, bool keep,
+                                       Clock::time_point deadline) {
+  auto backoff = options_.retry_backoff;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (stopping_) return Err(UnavailableError("chunk cache: shutting down"));
+    if (ChunkBytes bytes = HitLocked(id, pattern)) return bytes;
+    std::optional<Status> unclaimed = TakeUnclaimedErrorLocked(id);
+    Result<ChunkBytes> result = Err(unclaimed.value_or(Status()));
+    if (!unclaimed) {
+      bool existed = inflight_.contains(id);
+      std::shared_ptr<Flight> flight = DemandLocked(id, pattern, keep);
+      if (existed) ++stats_.joined;
+      ++flight->waiters;
+      bool ended = flight->cv.wait_until(lock, deadline, [&] { return flight->done || stopping_; });
+      --flight->waiters;
+      if (!ended) {
+        ++stats_.timeouts;
+        return Err(DeadlineExceededError("chunk " + id.ToString() +
+                                         ": not fetched within the read deadline"));
+      }
+      if (!flight->done) continue;  // stopping
+      result = flight->result;
+    }
+    if (result || !IsTransient(result.error()) || Clock::now() + backoff >= deadline) {
+      return result;
+    }
+    ++stats_.retries;
+    stop_cv_.wait_for(lock, backoff, [&] { return stopping_; });
+    backoff = std::min(backoff * 2, options_.retry_max_backoff);
+  }
+}
+
+std::optional<Status> ChunkCache::TakeUnclaimedErrorLocked(const Digest& id) {
+  auto it = unclaimed_errors_.find(id);
+  if (it == unclaimed_errors_.end()) return std::nullopt;
+  std::optional<Status> status;
+  if (Clock::now() - it->second.when < kUnclaimedErrorTtl) status = std::move(it->second.status);
+  unclaimed_errors_.erase(it);
+  return status;
+}
+
+Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern,
+                                   Clock::time_point deadline) {
+  return CheckSize(ref, GetImpl(ref.id, pattern, /*keep=*/true, deadline));
+}
+
+Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, Clock::time_point deadline) {
+  return GetImpl(id, AccessPattern::kRandom, /*keep=*/false, deadline);
+}
+
+ChunkBytes ChunkCache::Peek(const ChunkRef& ref, AccessPattern pattern) {
+  std::lock_guard lock(mu_);
+  ChunkBytes bytes = HitLocked(ref.id, pattern);
+  return bytes && bytes->size() == ref.size_bytes ? bytes : nullptr;
+}
+
+void ChunkCache::Request(std::span<const ChunkRef> refs, AccessPattern pattern) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return;
+  for (const ChunkRef& ref : refs) {
+    if (!index_.contains(ref.id)) DemandLocked(ref.id, pattern, /*keep=*/true);
+  }
 }
 
 void ChunkCache::InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern) {
@@ -128,40 +268,31 @@ void ChunkCache::EvictLocked() {
 }
 
 void ChunkCache::Prefetch(std::span<const ChunkRef> refs) {
-  if (workers_.empty() || refs.empty()) return;
+  if (options_.prefetch_threads <= 0 || refs.empty()) return;
   bool queued_any = false;
   {
     std::lock_guard lock(mu_);
+    if (stopping_) return;
     for (const ChunkRef& ref : refs) {
-      if (index_.contains(ref.id) || inflight_.contains(ref.id) || queued_.contains(ref.id)) {
+      // A chunk whose error awaits its reader is not fetched again before it is read.
+      if (index_.contains(ref.id) || inflight_.contains(ref.id) ||
+          unclaimed_errors_.contains(ref.id)) {
         continue;
       }
-      if (queue_.size() >= options_.max_queued_prefetches) {
+      if (prefetch_queue_.size() >= options_.max_queued_prefetches) {
         ++stats_.prefetch_dropped;
         continue;
       }
-      queue_.push_back(ref);
-      queued_.insert(ref.id);
+      auto flight = std::make_shared<Flight>();
+      flight->id = ref.id;
+      flight->pattern = AccessPattern::kSequential;
+      inflight_.emplace(ref.id, flight);
+      prefetch_queue_.push_back(std::move(flight));
       ++stats_.prefetch_queued;
       queued_any = true;
     }
   }
-  if (queued_any) queue_cv_.notify_all();
-}
-
-void ChunkCache::PrefetchWorker() {
-  for (;;) {
-    ChunkRef ref;
-    {
-      std::unique_lock lock(mu_);
-      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      ref = queue_.front();
-      queue_.pop_front();
-      queued_.erase(ref.id);
-    }
-    (void)Get(ref, AccessPattern::kSequential);
-  }
+  if (queued_any) work_cv_.notify_all();
 }
 
 bool ChunkCache::Contains(const Digest& id) const {

@@ -1,19 +1,20 @@
 // ChunkCache: a bounded in-memory LRU of verified chunks in front of a ChunkStore, with one
-// shared fetch per missing chunk and a small background pool for prefetching. The mount reads
-// every chunk through it; later network tiers sit behind the same ChunkStore interface.
+// shared fetch per missing chunk, run on the cache's own threads so that readers can give up at
+// a deadline, and a lower-priority background queue for prefetching. The mount reads every
+// chunk through it; the network tiers sit behind the same ChunkStore interface.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "bdn/base/status.h"
@@ -34,13 +35,16 @@ enum class AccessPattern {
 
 // Counters since construction, for tests and diagnostics.
 struct ChunkCacheStats {
-  uint64_t hits = 0;              // Get answered from memory
-  uint64_t joined = 0;            // Get waited on a fetch another caller had started
+  uint64_t hits = 0;              // Get/Peek answered from memory
+  uint64_t joined = 0;            // Get waited on a fetch already queued or running
   uint64_t fetches = 0;           // ChunkStore::Get calls (demand and prefetch)
   uint64_t fetch_errors = 0;      // of which failed
   uint64_t fetched_bytes = 0;     // bytes returned by successful fetches
   uint64_t prefetch_queued = 0;   // chunks accepted by Prefetch
   uint64_t prefetch_dropped = 0;  // chunks Prefetch refused because its queue was full
+  uint64_t promoted = 0;          // queued prefetches a demand read moved to the demand queue
+  uint64_t retries = 0;           // fetches a Get started again after a transient error
+  uint64_t timeouts = 0;          // Gets that gave up at their deadline
   uint64_t cached_bytes = 0;      // bytes held now (both segments)
   uint64_t cached_chunks = 0;     // chunks held now (both segments)
   uint64_t streaming_bytes = 0;   // of cached_bytes, in the streaming FIFO
@@ -53,13 +57,26 @@ struct ChunkCacheStats {
 // the daemon past the streaming window: the kernel page cache already keeps what was streamed,
 // and recycling a bounded set of buffers is much cheaper than touching fresh memory.
 //
-// Only successful, verified fetches are cached; errors are returned to every waiter of that
-// fetch and forgotten, so a later Get tries the store again.
+// Fetches run on `fetch_threads` demand threads and `prefetch_threads` background threads; a
+// background thread takes demand work first, and a demand read of a chunk still queued for
+// prefetch moves it to the demand queue. A reader waits for its fetch only until its deadline
+// (the fetch goes on, and its result is cached for the next reader), so a store that hangs
+// costs threads of this cache, never the caller. Memory: at most capacity_bytes cached, plus
+// one chunk per fetch thread in flight; the prefetch queue holds at most max_queued_prefetches
+// chunk ids.
 //
-// Thread-safe. No lock is held while the store is called, and a prefetch never delays a demand
-// Get beyond sharing a fetch that is already running for the same chunk.
+// Only successful, verified fetches are cached; an error is returned to every waiter of that
+// fetch and forgotten, so a later Get tries the store again (Unavailable and DeadlineExceeded
+// are retried within the same Get's deadline, with back-off). The error of a fetch nobody was
+// waiting for when it ended (a prefetch, a Request) goes to the next Get of that chunk within
+// 10 s, once, so that the reader reports the real cause even from a store whose second answer
+// differs.
+//
+// Thread-safe. No lock is held while the store is called.
 class ChunkCache {
  public:
+  using Clock = std::chrono::steady_clock;
+
   struct Options {
     uint64_t capacity_bytes = 256ull << 20;
     // Bound of the streaming FIFO (within capacity_bytes); 0 = capacity_bytes / 4.
@@ -68,27 +85,57 @@ class ChunkCache {
     int prefetch_threads = 2;
     // Chunks waiting for a prefetch thread; beyond this, Prefetch drops the newest requests.
     size_t max_queued_prefetches = 1024;
+    // Threads serving demand fetches (Get, Request); at least 1.
+    int fetch_threads = 8;
+    // Back-off before a Get fetches again after Unavailable or DeadlineExceeded; doubles after
+    // each try up to retry_max_backoff.
+    std::chrono::milliseconds retry_backoff{100};
+    std::chrono::milliseconds retry_max_backoff{2000};
   };
 
   // `store` must outlive the cache.
   ChunkCache(ChunkStore& store, Options options);
-  // Drops queued prefetches and waits for the running ones to finish.
+  // Shutdown(), then waits for the running fetches to return from the store.
   ~ChunkCache();
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;
 
-  // Returns the bytes of chunk `ref`: from memory, or by joining a fetch already in flight for
-  // `ref.id`, or by fetching it from the store (which verifies it against `ref.id`).
+  // Returns the bytes of chunk `ref`: from memory, or by waiting for a fetch already queued or
+  // running for `ref.id`, or by queuing one on the demand threads (the store verifies the bytes
+  // against `ref.id`). Gives up at `deadline`.
   // Errors: those of ChunkStore::Get (NotFound, Corruption "chunk b3:…: digest mismatch …",
   // Unavailable, Internal); Corruption "chunk b3:…: N bytes, the index says M" if the verified
-  // blob's length differs from `ref.size_bytes`. Bad bytes are never returned or cached.
-  // `pattern` only decides where a newly fetched chunk is kept (see the class comment).
-  Result<ChunkBytes> Get(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom);
+  // blob's length differs from `ref.size_bytes`; DeadlineExceeded "chunk b3:…: not fetched
+  // within the read deadline" (with no error from the store yet) at the deadline; Unavailable
+  // "chunk cache: shutting down" once Shutdown was called. Bad bytes are never returned or
+  // cached. `pattern` only decides where a newly fetched chunk is kept (see the class comment).
+  Result<ChunkBytes> Get(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom,
+                         Clock::time_point deadline = Clock::time_point::max());
+
+  // Like Get for a blob of unknown length (a chunk index): no length check, and the fetched
+  // bytes are not kept in memory (the caller keeps what it decodes from them).
+  Result<ChunkBytes> GetBlob(const Digest& id,
+                             Clock::time_point deadline = Clock::time_point::max());
+
+  // The bytes of `ref` if they are in memory now (a hit, as for Get), else nullptr. Never
+  // blocks on I/O.
+  ChunkBytes Peek(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom);
+
+  // Queues demand fetches of those `refs` that are neither cached nor being fetched (and moves
+  // queued prefetches of them to the demand queue), so that the Gets that follow wait for all
+  // of them at once. Never blocks on I/O.
+  void Request(std::span<const ChunkRef> refs, AccessPattern pattern = AccessPattern::kRandom);
 
   // Queues background fetches of those `refs` that are neither cached, in flight nor queued,
   // in order, as AccessPattern::kSequential. Never blocks on I/O; drops what does not fit in
   // the queue. Errors are not reported (the demand Get that needs the chunk will see them).
+  // `ref.size_bytes` is not checked here (0 is fine for a blob GetBlob will read).
   void Prefetch(std::span<const ChunkRef> refs);
+
+  // Wakes every waiting Get (they return Unavailable), drops queued fetches and stops the
+  // threads once their running fetch returns. Idempotent; Get/Request/Prefetch do nothing
+  // useful afterwards.
+  void Shutdown();
 
   // True if `id` is held in memory now (does not touch the LRU order).
   bool Contains(const Digest& id) const;
@@ -96,7 +143,7 @@ class ChunkCache {
   ChunkCacheStats stats() const;
 
  private:
-  using Fetch = std::shared_future<Result<ChunkBytes>>;
+  struct Flight;
   struct Node {
     Digest id;
     ChunkBytes bytes;
@@ -104,10 +151,20 @@ class ChunkCache {
   };
   using NodeList = std::list<Node>;
 
-  Result<ChunkBytes> FetchFromStore(const ChunkRef& ref);
+  // `keep`: cache the fetched bytes.
+  Result<ChunkBytes> GetImpl(const Digest& id, AccessPattern pattern, bool keep,
+                             Clock::time_point deadline);
+  // Both under mu_: the cached bytes of `id` (moved per `pattern`) or nullptr; the flight of
+  // `id`, created on the demand queue if there is none, promoted there if it was a prefetch.
+  ChunkBytes HitLocked(const Digest& id, AccessPattern pattern);
+  std::shared_ptr<Flight> DemandLocked(const Digest& id, AccessPattern pattern, bool keep);
+  // Under mu_: the unclaimed prefetch error of `id`, if any and recent; forgets it.
+  std::optional<Status> TakeUnclaimedErrorLocked(const Digest& id);
+  Result<ChunkBytes> FetchFromStore(const Digest& id);
+  void Run(const std::shared_ptr<Flight>& flight);
   void InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern);
   void EvictLocked();
-  void PrefetchWorker();
+  void Worker(bool prefetch);
 
   ChunkStore& store_;
   const Options options_;
@@ -117,10 +174,19 @@ class ChunkCache {
   NodeList lru_;        // most recently used first
   NodeList streaming_;  // newest first
   std::unordered_map<Digest, NodeList::iterator> index_;
-  std::unordered_map<Digest, Fetch> inflight_;
-  std::deque<ChunkRef> queue_;
-  std::unordered_set<Digest> queued_;
-  std::condition_variable queue_cv_;
+  std::unordered_map<Digest, std::shared_ptr<Flight>> inflight_;  // queued or running
+  std::deque<std::shared_ptr<Flight>> demand_queue_;
+  std::deque<std::shared_ptr<Flight>> prefetch_queue_;
+  // Errors of fetches no reader was waiting for, handed to the next Get of the chunk (once).
+  struct UnclaimedError {
+    Status status;
+    Clock::time_point when;
+  };
+  static constexpr size_t kMaxUnclaimedErrors = 1024;
+  static constexpr auto kUnclaimedErrorTtl = std::chrono::seconds(10);
+  std::unordered_map<Digest, UnclaimedError> unclaimed_errors_;
+  std::condition_variable work_cv_;  // a queue got work, or stopping
+  std::condition_variable stop_cv_;  // stopping (wakes back-off sleeps)
   bool stopping_ = false;
   ChunkCacheStats stats_;
 

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/mount/mount_test_support.h"
+
 namespace bdn {
 namespace {
 
@@ -191,6 +193,178 @@ TEST(ChunkCache, PrefetchQueueIsBounded) {
                    {.capacity_bytes = 1 << 20, .prefetch_threads = 1, .max_queued_prefetches = 3});
   cache.Prefetch(refs);
   EXPECT_GE(cache.stats().prefetch_dropped, 6u);
+}
+
+
+using mount_testing::FaultyStore;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+TEST(ChunkCache, GetGivesUpAtItsDeadlineAndTheFetchStillFillsTheCache) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "slow chunk");
+  store.set_mode(FaultyStore::Mode::kHang);
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0});
+  auto t0 = Clock::now();
+  auto r = cache.Get(a, AccessPattern::kRandom, t0 + milliseconds(300));
+  double took = Seconds(Clock::now() - t0);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.error().message(), "chunk " + a.id.ToString() + ": not fetched within the read deadline");
+  EXPECT_GE(took, 0.29);
+  EXPECT_LT(took, 1.0);
+  EXPECT_EQ(cache.stats().timeouts, 1u);
+  // A second reader joins the same (still hanging) fetch rather than starting another.
+  r = cache.Get(a, AccessPattern::kRandom, Clock::now() + milliseconds(100));
+  EXPECT_FALSE(r.has_value());
+  EXPECT_EQ(store.gets, 1);
+  store.set_mode(FaultyStore::Mode::kNormal);
+  for (int i = 0; i < 200 && !cache.Contains(a.id); ++i) std::this_thread::sleep_for(milliseconds(5));
+  r = cache.Get(a, AccessPattern::kRandom, Clock::now());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(AsString(*r), "slow chunk");
+  EXPECT_EQ(store.gets, 1);
+}
+
+TEST(ChunkCache, TransientErrorsAreRetriedWithinTheDeadline) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "flaky chunk");
+  store.FailNext(2);
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0,
+                           .retry_backoff = milliseconds(10)});
+  auto r = cache.Get(a, AccessPattern::kRandom, Clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(store.gets, 3);
+  EXPECT_EQ(cache.stats().retries, 2u);
+}
+
+TEST(ChunkCache, UnavailableUntilTheDeadlineReturnsTheStoresError) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "gone");
+  store.set_mode(FaultyStore::Mode::kUnavailable);
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0,
+                           .retry_backoff = milliseconds(20)});
+  auto t0 = Clock::now();
+  auto r = cache.Get(a, AccessPattern::kRandom, t0 + milliseconds(500));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
+  EXPECT_LT(Seconds(Clock::now() - t0), 0.6);
+  EXPECT_GE(store.gets, 3);
+}
+
+TEST(ChunkCache, NotFoundIsNotRetried) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "absent");
+  store.set_mode(FaultyStore::Mode::kNotFound);
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0});
+  auto r = cache.Get(a, AccessPattern::kRandom, Clock::now() + std::chrono::seconds(5));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store.gets, 1);
+}
+
+TEST(ChunkCache, DemandReadOvertakesQueuedPrefetches) {
+  FaultyStore store;
+  store.delay = milliseconds(50);
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 20; ++i) refs.push_back(PutChunk(store, "queued " + std::to_string(i)));
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 1, .fetch_threads = 1});
+  cache.Prefetch(refs);
+  auto t0 = Clock::now();
+  auto r = cache.Get(refs[19]);
+  ASSERT_TRUE(r.has_value());
+  // Behind 19 prefetches it would take ~1 s; moved to the demand queue, about one fetch.
+  EXPECT_LT(Seconds(Clock::now() - t0), 0.5);
+  EXPECT_EQ(cache.stats().promoted, 1u);
+}
+
+TEST(ChunkCache, RequestFetchesAReadsChunksInParallel) {
+  FaultyStore store;
+  store.delay = milliseconds(200);
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 8; ++i) refs.push_back(PutChunk(store, "parallel " + std::to_string(i)));
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .fetch_threads = 8});
+  auto t0 = Clock::now();
+  cache.Request(refs);
+  for (const ChunkRef& ref : refs) ASSERT_TRUE(cache.Get(ref).has_value());
+  EXPECT_LT(Seconds(Clock::now() - t0), 0.8);  // not 8 x 200 ms
+  EXPECT_EQ(store.gets, 8);
+}
+
+TEST(ChunkCache, ShutdownWakesWaitersAtOnce) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "never");
+  store.set_mode(FaultyStore::Mode::kHang);
+  auto cache = std::make_unique<ChunkCache>(store, ChunkCache::Options{.prefetch_threads = 0});
+  Result<ChunkBytes> r = Err(InternalError("unset"));
+  std::thread waiter([&] { r = cache->Get(a); });  // no deadline
+  ASSERT_TRUE(store.WaitHanging(1));
+  auto t0 = Clock::now();
+  cache->Shutdown();
+  waiter.join();
+  EXPECT_LT(Seconds(Clock::now() - t0), 0.5);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
+  store.set_mode(FaultyStore::Mode::kNormal);  // the fetch thread returns; the cache joins it
+  cache.reset();
+}
+
+TEST(ChunkCache, PeekNeverFetches) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "peeked");
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0});
+  EXPECT_EQ(cache.Peek(a), nullptr);
+  EXPECT_EQ(store.gets, 0);
+  ASSERT_TRUE(cache.Get(a).has_value());
+  ChunkBytes b = cache.Peek(a);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(AsString(b), "peeked");
+  ChunkRef wrong = a;
+  wrong.size_bytes = 3;
+  EXPECT_EQ(cache.Peek(wrong), nullptr);
+}
+
+TEST(ChunkCache, GetBlobDoesNotKeepTheBytes) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "an index blob");
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0});
+  auto r = cache.GetBlob(a.id);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(AsString(*r), "an index blob");
+  EXPECT_FALSE(cache.Contains(a.id));
+}
+
+
+// A store like LocalChunkStore that moves a corrupt chunk aside: Corruption once, then NotFound.
+class MovesCorruptAside : public ChunkStore {
+ public:
+  Result<bool> Contains(const Digest&) override { return false; }
+  Status Put(const Digest&, std::span<const uint8_t>) override { return Status::Ok(); }
+  Result<std::vector<uint8_t>> Get(const Digest& id) override {
+    if (gets++ == 0) return Err(CorruptionError("chunk " + id.ToString() + ": digest mismatch"));
+    return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+  }
+  std::atomic<int> gets{0};
+};
+
+TEST(ChunkCache, APrefetchsErrorGoesToTheNextReaderOnce) {
+  MovesCorruptAside store;
+  ChunkRef a{Digest::Of(std::string_view("bad")), 3};
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 1});
+  cache.Prefetch(std::span<const ChunkRef>(&a, 1));
+  for (int i = 0; i < 200 && cache.stats().fetch_errors == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  auto r = cache.Get(a);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption) << r.error().ToString();
+  EXPECT_EQ(store.gets, 1);
+  r = cache.Get(a);  // not remembered: the store is asked again
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store.gets, 2);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bdn/mount/chunk_cache.h"
+#include "bdn/mount/volume_reader.h"
 
 extern char** environ;
 
@@ -90,12 +91,15 @@ struct OpenFile {
 };
 
 // The file system served by one session. Thread-safe: everything is immutable after
-// construction except the ChunkCache and the OpenFile handles, which lock themselves.
+// construction except the VolumeReader, the OpenFile handles and the error-log counters, which
+// lock themselves.
+// Callbacks that need the store hand their wait to the reader's threads and return, so the
+// libfuse workers stay free for metadata requests.
 class MountedFs {
  public:
   MountedFs(std::shared_ptr<VersionView> view, const MountOptions& options, fs::path mountpoint)
       : view_(std::move(view)),
-        cache_(view_->store(), CacheOptions(options)),
+        reader_(view_, options),
         mountpoint_(std::move(mountpoint)),
         prefetch_bytes_(options.prefetch_bytes),
         uid_(::getuid()),
@@ -129,16 +133,8 @@ class MountedFs {
 
   const fs::path& mountpoint() const { return mountpoint_; }
 
-  static ChunkCache::Options CacheOptions(const MountOptions& o) {
-    ChunkCache::Options c;
-    c.capacity_bytes = o.memory_cache_bytes;
-    // Room for a few streams' prefetch windows; the rest is for random access.
-    c.streaming_bytes =
-        std::min(o.memory_cache_bytes, std::max(o.memory_cache_bytes / 4, 2 * o.prefetch_bytes));
-    c.prefetch_threads = o.prefetch_bytes > 0 ? o.prefetch_threads : 0;
-    c.max_queued_prefetches = 1024;
-    return c;
-  }
+  // Once the session loop has ended: ends every wait and answers what is still pending.
+  void Stop() { reader_.Stop(); }
 
   // --- callbacks; each replies exactly once ---
 
@@ -244,16 +240,15 @@ class MountedFs {
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
       return (void)fuse_reply_err(req, EROFS);
     }
-    auto chunks = view_->ChunksOf(e);
-    if (!chunks) return ReplyError(req, chunks.error());
-    auto of = std::make_unique<OpenFile>();
-    of->entry = &e;
-    of->chunks = std::move(*chunks);
-    fi->fh = reinterpret_cast<uint64_t>(of.get());
-    fi->keep_cache = 1;
-    fi->noflush = 1;
-    // A failed reply (the open was interrupted) means no release will come for this handle.
-    if (fuse_reply_open(req, fi) == 0) of.release();
+    if (auto known = reader_.KnownChunks(e)) return ReplyOpen(req, *fi, e, std::move(known));
+    // The chunk index must come from the store: wait for it off this thread. libfuse's `fi`
+    // lives only during this call, so the reply gets a copy.
+    auto deadline = reader_.Deadline();
+    Offload(req, [this, req, info = *fi, &e, deadline] {
+      auto chunks = reader_.ChunksOf(e, deadline);
+      if (!chunks) return ReplyStoreError(req, chunks.error());
+      ReplyOpen(req, info, e, std::move(*chunks));
+    });
   }
 
   void Release(fuse_req_t req, fuse_file_info* fi) {
@@ -264,31 +259,116 @@ class MountedFs {
   void Read(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi) {
     OpenFile& of = *reinterpret_cast<OpenFile*>(fi->fh);
     const Entry& e = *of.entry;
-    const FileChunks& fc = *of.chunks;
     if (offset < 0) return (void)fuse_reply_err(req, EINVAL);
     uint64_t begin = static_cast<uint64_t>(offset);
     if (begin >= e.size_bytes || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
     uint64_t end = std::min<uint64_t>(e.size_bytes, begin + size);
 
-    AccessPattern pattern = MaybePrefetch(of, begin, end);
-
-    size_t first = fc.ChunkAt(begin);
-    size_t last = fc.ChunkAt(end - 1);
-    std::vector<ChunkBytes> held;
-    std::vector<iovec> iov;
-    held.reserve(last - first + 1);
-    iov.reserve(last - first + 1);
-    for (size_t i = first; i <= last; ++i) {
-      auto bytes = cache_.Get(fc.chunks[i], pattern);
-      if (!bytes) {
-        return ReplyError(
-            req, bytes.error().WithPrefix("file \"" + e.path + "\" [" + std::to_string(begin) +
-                                          ", " + std::to_string(end) + ")"));
+    Stream stream = DetectStream(of, begin, end);
+    AccessPattern pattern = stream.pattern;
+    if (auto held = reader_.CachedChunks(*of.chunks, begin, end, pattern)) {
+      reader_.cache().Prefetch(stream.ahead);
+      return ReplyChunks(req, *of.chunks, *held, begin, end);
+    }
+    // A miss. This read's own fetches are queued before the prefetches, so they come first and
+    // a prefetch never takes (and swallows the error of) a chunk this read needs. Then the wait
+    // goes off this thread; the task keeps its own reference to the chunk list.
+    reader_.RequestChunks(*of.chunks, begin, end, pattern);
+    reader_.cache().Prefetch(stream.ahead);
+    auto deadline = reader_.Deadline();
+    Offload(req, [this, req, &e, chunks = of.chunks, begin, end, pattern, deadline] {
+      auto held = reader_.Chunks(*chunks, begin, end, pattern, deadline);
+      if (!held) {
+        return ReplyStoreError(req, held.error().WithPrefix("file \"" + e.path + "\" [" +
+                                                       std::to_string(begin) + ", " +
+                                                       std::to_string(end) + ")"));
       }
+      ReplyChunks(req, *chunks, *held, begin, end);
+    });
+  }
+
+  void Statfs(fuse_req_t req) {
+    struct statvfs st {};
+    st.f_bsize = 4096;
+    st.f_frsize = 4096;
+    st.f_blocks = (total_bytes_ + 4095) / 4096;
+    st.f_files = view_->manifest().entries.size() + 1;
+    st.f_namemax = 255;
+    fuse_reply_statfs(req, &st);
+  }
+
+  // A read or open that could not get its bytes (or chunk index) from the store: EIO whatever
+  // the cause (a chunk missing from the store is not a missing file), reported on stderr for
+  // the operator (a bad disk or tier, an origin that is away).
+  void ReplyStoreError(fuse_req_t req, const Status& status) {
+    LogStoreError(status);
+    fuse_reply_err(req, EIO);
+  }
+
+ private:
+  // Runs `fn` (which replies to `req`) on the reader's waiting threads. An exception there
+  // (bad_alloc) still gets the request its one reply.
+  template <typename F>
+  void Offload(fuse_req_t req, F fn) {
+    reader_.Submit([this, req, fn = std::move(fn)]() mutable {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bdn mount %s: internal error: %s\n", mountpoint_.c_str(), e.what());
+        fuse_reply_err(req, EIO);
+      }
+    });
+  }
+
+  // Every Corruption is reported; other errors (an origin away: every read fails, and kernel
+  // readahead multiplies them) at most kLogBurst per kLogWindow, then as a count.
+  void LogStoreError(const Status& status) {
+    constexpr int kLogBurst = 20;
+    constexpr auto kLogWindow = std::chrono::seconds(10);
+    if (status.code() != StatusCode::kCorruption) {
+      std::lock_guard lock(log_mu_);
+      auto now = std::chrono::steady_clock::now();
+      if (now - log_window_start_ >= kLogWindow) {
+        if (log_suppressed_ > 0) {
+          std::fprintf(stderr, "bdn mount %s: %d more read errors not shown\n",
+                       mountpoint_.c_str(), log_suppressed_);
+        }
+        log_window_start_ = now;
+        log_lines_ = 0;
+        log_suppressed_ = 0;
+      }
+      if (++log_lines_ > kLogBurst) {
+        ++log_suppressed_;
+        return;
+      }
+    }
+    std::fprintf(stderr, "bdn mount %s: %s\n", mountpoint_.c_str(), status.ToString().c_str());
+  }
+
+  // `e` is the resolved kFile entry; `info` the open's file info.
+  void ReplyOpen(fuse_req_t req, fuse_file_info info, const Entry& e,
+                 std::shared_ptr<const FileChunks> chunks) {
+    auto of = std::make_unique<OpenFile>();
+    of->entry = &e;
+    of->chunks = std::move(chunks);
+    info.fh = reinterpret_cast<uint64_t>(of.get());
+    info.keep_cache = 1;
+    info.noflush = 1;
+    // A failed reply (the open was interrupted) means no release will come for this handle.
+    if (fuse_reply_open(req, &info) == 0) of.release();
+  }
+
+  // Replies with [begin, end) of the file from `held`, the chunks of `fc` covering it.
+  static void ReplyChunks(fuse_req_t req, const FileChunks& fc, const std::vector<ChunkBytes>& held,
+                          uint64_t begin, uint64_t end) {
+    size_t first = fc.ChunkAt(begin);
+    std::vector<iovec> iov;
+    iov.reserve(held.size());
+    for (size_t k = 0; k < held.size(); ++k) {
+      size_t i = first + k;
       uint64_t lo = std::max(begin, fc.offsets[i]) - fc.offsets[i];
       uint64_t hi = std::min(end, fc.offsets[i + 1]) - fc.offsets[i];
-      iov.push_back({const_cast<uint8_t*>((*bytes)->data()) + lo, static_cast<size_t>(hi - lo)});
-      held.push_back(std::move(*bytes));
+      iov.push_back({const_cast<uint8_t*>(held[k]->data()) + lo, static_cast<size_t>(hi - lo)});
     }
     if (iov.size() <= kMaxReplyIov) {
       fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
@@ -303,24 +383,6 @@ class MountedFs {
     fuse_reply_buf(req, flat.data(), flat.size());
   }
 
-  void Statfs(fuse_req_t req) {
-    struct statvfs st {};
-    st.f_bsize = 4096;
-    st.f_frsize = 4096;
-    st.f_blocks = (total_bytes_ + 4095) / 4096;
-    st.f_files = view_->manifest().entries.size() + 1;
-    st.f_namemax = 255;
-    fuse_reply_statfs(req, &st);
-  }
-
-  void ReplyError(fuse_req_t req, const Status& status) {
-    if (status.code() == StatusCode::kCorruption) {
-      std::fprintf(stderr, "bdn mount %s: %s\n", mountpoint_.c_str(), status.ToString().c_str());
-    }
-    fuse_reply_err(req, ErrnoFromStatus(status));
-  }
-
- private:
   const Entry* EntryOf(fuse_ino_t ino) const {
     if (ino == FUSE_ROOT_ID) return root_;
     const auto& entries = view_->manifest().entries;
@@ -393,10 +455,15 @@ class MountedFs {
     return st;
   }
 
-  // Sequential-read detection per handle: once reads follow each other, queue the chunks of a
-  // window past this read (doubling from 2 MiB up to prefetch_bytes_) for background fetching.
-  // Returns whether this read is part of a sequential stream.
-  AccessPattern MaybePrefetch(OpenFile& of, uint64_t begin, uint64_t end) {
+  // What a read is part of, and the chunks to fetch ahead of it.
+  struct Stream {
+    AccessPattern pattern = AccessPattern::kRandom;
+    std::span<const ChunkRef> ahead;  // to prefetch (may include this read's last chunk)
+  };
+
+  // Sequential-read detection per handle: once reads follow each other, the chunks of a window
+  // past this read (doubling from 2 MiB up to prefetch_bytes_) are to be fetched ahead.
+  Stream DetectStream(OpenFile& of, uint64_t begin, uint64_t end) {
     uint64_t size = of.entry->size_bytes;
     uint64_t from = 0;
     uint64_t to = 0;
@@ -408,26 +475,25 @@ class MountedFs {
         of.streak = 0;
         of.next_offset = end;
         of.prefetched_to = 0;
-        return AccessPattern::kRandom;
+        return {};
       }
       of.streak = std::min(of.streak + 1, 16);
       of.next_offset = std::max(of.next_offset, end);
-      if (prefetch_bytes_ == 0) return AccessPattern::kSequential;
+      if (prefetch_bytes_ == 0) return {AccessPattern::kSequential, {}};
       uint64_t window = std::min<uint64_t>(prefetch_bytes_, (1ull << 20) << std::min(of.streak, 8));
       from = std::max(end, of.prefetched_to);
       to = std::min(size, end + window);
-      if (from >= to) return AccessPattern::kSequential;
+      if (from >= to) return {AccessPattern::kSequential, {}};
       of.prefetched_to = to;
     }
     const FileChunks& fc = *of.chunks;
     size_t i = fc.ChunkAt(from);
     size_t j = fc.ChunkAt(to - 1);
-    cache_.Prefetch(std::span<const ChunkRef>(fc.chunks).subspan(i, j - i + 1));
-    return AccessPattern::kSequential;
+    return {AccessPattern::kSequential, std::span<const ChunkRef>(fc.chunks).subspan(i, j - i + 1)};
   }
 
   std::shared_ptr<VersionView> view_;
-  ChunkCache cache_;
+  VolumeReader reader_;
   fs::path mountpoint_;
   uint64_t prefetch_bytes_;
   uid_t uid_;
@@ -436,6 +502,11 @@ class MountedFs {
   std::vector<uint32_t> nlink_;  // by entry index
   uint32_t root_nlink_ = 2;
   uint64_t total_bytes_ = 0;
+
+  std::mutex log_mu_;
+  std::chrono::steady_clock::time_point log_window_start_;
+  int log_lines_ = 0;
+  int log_suppressed_ = 0;
 };
 
 MountedFs& FsOf(fuse_req_t req) { return *static_cast<MountedFs*>(fuse_req_userdata(req)); }
@@ -719,6 +790,8 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   fuse_loop_cfg_set_clone_fd(config, 0);
   int rc = fuse_session_loop_mt(se, config);
   fuse_loop_cfg_destroy(config);
+  // Requests still waiting for the store are answered while the session can still take replies.
+  fsys.Stop();
   fuse_session_unmount(se);
   release_session();
   helper.join();

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -36,6 +37,16 @@ struct MountOptions {
   uint64_t prefetch_bytes = 16ull << 20;
   // Threads serving those background fetches.
   int prefetch_threads = 8;
+  // Threads fetching chunks that reads are waiting for (demand fetches).
+  int fetch_threads = 16;
+  // Every network wait of a request has this deadline: a read (or an open that needs a file's
+  // chunk index) whose bytes cannot be had by then fails with EIO; transient errors
+  // (Unavailable, DeadlineExceeded) are retried with back-off until then. A fetch that failed
+  // is forgotten, so a later read tries again (reads recover once the origin is back).
+  std::chrono::milliseconds read_timeout{60'000};
+  // Load every file's chunk index in the background once mounted, so that files can still be
+  // opened (and their cached bytes read) after the origin goes away.
+  bool prefetch_indexes = true;
   // Lets users other than the mounting one in (mount option allow_other; permission bits are
   // enforced by the kernel either way, via default_permissions).
   bool allow_other = false;
@@ -46,7 +57,8 @@ struct MountOptions {
 
 // Maps a Status to the errno a FUSE reply carries: NotFound -> ENOENT, InvalidArgument -> EINVAL,
 // everything else (Corruption, Unavailable, DeadlineExceeded, Internal, ...) -> EIO. The one
-// Status->errno mapping of the mount.
+// Status->errno mapping of the mount, except that a read or open that fails to get bytes from
+// the store is always EIO (a chunk missing from the store is not a missing file).
 int ErrnoFromStatus(const Status& status);
 
 // Serves `view` read-only at options.mountpoint and blocks until the file system is unmounted
@@ -62,6 +74,11 @@ int ErrnoFromStatus(const Status& status);
 // every modifying operation fails with EROFS; a chunk that fails verification makes the read of
 // that range fail with EIO (the whole kernel request, which may be up to 1 MiB around it) and is
 // reported on stderr naming the chunk and the file.
+//
+// Faults: lookup, getattr, readdir, readlink and statfs answer from the loaded manifest and never
+// touch the store. Reads and opens that need the store wait on other threads than libfuse's
+// workers, each until options.read_timeout; then the request fails with EIO (reported on stderr).
+// Chunks held in memory (or in a node cache behind the store) stay readable meanwhile.
 //
 // Errors: NotFound if the mountpoint does not exist; InvalidArgument "mountpoint X: not a
 // directory"; AlreadyExists "mountpoint X: already a bdn mount" if a live one is there;

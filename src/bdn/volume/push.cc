@@ -20,6 +20,10 @@ namespace {
 
 constexpr size_t kBlockBytes = 8 * 1024 * 1024;
 constexpr size_t kMaxBlocksInFlight = 4;
+// Threads storing the chunks a block's FindMissing reported. A remote store answers each Put
+// after a network round trip, so a block's ~128 chunks (64 KiB average) go out many at a time
+// instead of one after another; a local store gets parallel writes.
+constexpr int kUploadThreads = 16;
 
 struct ScanItem {
   std::string path;  // relative
@@ -141,6 +145,7 @@ class Sealer {
         store_(store),
         counters_(counters),
         jobs_(options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads()),
+        upload_pool_(kUploadThreads, kUploadThreads * 4),
         chunk_pool_(jobs_, jobs_ * kMaxBlocksInFlight) {}
 
   int jobs() const { return jobs_; }
@@ -181,19 +186,26 @@ class Sealer {
       return out;
     }
     std::unordered_set<Digest> want(missing->begin(), missing->end());
+    std::vector<std::future<Status>> puts;
     for (size_t k = 0; k < fresh.size(); ++k) {
-      if (!want.contains(fresh[k])) {
+      if (!want.erase(fresh[k])) {
         ++out.tally.chunks_reused;
         continue;
       }
       size_t i = fresh_at[k];
       std::span<const uint8_t> chunk(buf.data() + cuts[i], cuts[i + 1] - cuts[i]);
-      out.status = store_.Put(fresh[k], chunk);
-      if (!out.status.ok()) return out;
-      want.erase(fresh[k]);
+      puts.push_back(upload_pool_.Submit([this, id = fresh[k], chunk] {
+        Status s = store_.Put(id, chunk);
+        if (s.ok() && counters_) counters_->bytes_uploaded += chunk.size();
+        return s;
+      }));
       ++out.tally.chunks_uploaded;
       out.tally.bytes_uploaded += chunk.size();
-      if (counters_) counters_->bytes_uploaded += chunk.size();
+    }
+    // Every Put reads `buf`: wait for all of them, even after a failure.
+    for (auto& p : puts) {
+      Status s = p.get();
+      if (!s.ok() && out.status.ok()) out.status = s;
     }
     return out;
   }
@@ -337,6 +349,8 @@ class Sealer {
   ChunkStore& store_;
   TransferCounters* counters_;
   int jobs_;
+  // chunk_pool_ tasks submit to upload_pool_, so upload_pool_ is destroyed last.
+  ThreadPool upload_pool_;
   ThreadPool chunk_pool_;
   std::mutex mu_;
   std::unordered_set<Digest> seen_;

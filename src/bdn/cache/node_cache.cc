@@ -1,0 +1,452 @@
+#include "bdn/cache/node_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <string>
+
+namespace bdn {
+namespace fs = std::filesystem;
+
+struct NodeCache::Flight {
+  std::condition_variable cv;
+  bool done = false;
+  std::shared_ptr<const Result<std::vector<uint8_t>>> result;
+};
+
+namespace {
+
+constexpr int64_t kNsPerSecond = 1'000'000'000;
+// A promoted chunk's mtime is set this far behind its atime, so that "atime > mtime" survives
+// file systems that keep whole seconds.
+constexpr int64_t kPromotedMtimeLagNs = 2 * kNsPerSecond;
+constexpr int64_t kStaleTempNs = 3600 * kNsPerSecond;
+
+// Space a chunk is charged: its length rounded up to the 4 KiB a file system block takes.
+int64_t AccountedBytes(uint64_t size) {
+  return static_cast<int64_t>(std::max<uint64_t>(4096, (size + 4095) & ~uint64_t{4095}));
+}
+
+int SubdirOf(const Digest& id) { return id.data()[0]; }
+
+std::string SubdirName(int subdir) {
+  char name[3];
+  std::snprintf(name, sizeof name, "%02x", subdir);
+  return name;
+}
+
+int64_t NowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return ts.tv_sec * kNsPerSecond + ts.tv_nsec;
+}
+
+timespec ToTimespec(int64_t ns) { return {.tv_sec = ns / kNsPerSecond, .tv_nsec = ns % kNsPerSecond}; }
+int64_t ToNs(const timespec& ts) { return ts.tv_sec * kNsPerSecond + ts.tv_nsec; }
+
+// Probation: never re-read since written (Store sets atime == mtime; a re-read sets atime later).
+bool InProbation(const struct stat& st) { return ToNs(st.st_atim) <= ToNs(st.st_mtim); }
+
+bool IsChunkFileName(const char* name) {
+  size_t n = 0;
+  for (; name[n] != '\0'; ++n) {
+    char c = name[n];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return n == 2 * Digest::kSize;
+}
+
+Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& what) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(what, errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Reads the whole file behind `fd` (of `size` bytes). Errors: Internal on I/O errors.
+Result<std::vector<uint8_t>> ReadAll(int fd, size_t size, const std::string& what) {
+  std::vector<uint8_t> buf(size);
+  size_t off = 0;
+  while (off < size) {
+    ssize_t n = ::pread(fd, buf.data() + off, size - off, static_cast<off_t>(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Err(ErrnoError(what, errno));
+    }
+    if (n == 0) break;
+    off += static_cast<size_t>(n);
+  }
+  buf.resize(off);
+  return buf;
+}
+
+// One pass over every subdirectory: what the accounting should say.
+Result<CacheUsage> ScanUsage(const fs::path& chunks_dir) {
+  CacheUsage usage{};
+  for (int s = 0; s < kCacheSubdirs; ++s) {
+    fs::path dir = chunks_dir / SubdirName(s);
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      if (errno == ENOENT) continue;
+      return Err(ErrnoError("node cache " + dir.string(), errno));
+    }
+    while (dirent* de = ::readdir(d)) {
+      if (!IsChunkFileName(de->d_name)) continue;
+      struct stat st;
+      if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (!S_ISREG(st.st_mode)) continue;
+      int64_t bytes = AccountedBytes(static_cast<uint64_t>(st.st_size));
+      usage[s].bytes += bytes;
+      if (InProbation(st)) usage[s].probation_bytes += bytes;
+    }
+    ::closedir(d);
+  }
+  return usage;
+}
+
+}  // namespace
+
+NodeCache::NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions options)
+    : upstream_(std::move(upstream)), options_(std::move(options)) {}
+
+NodeCache::~NodeCache() = default;
+
+Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> upstream,
+                                                   NodeCacheOptions options) {
+  const std::string what = "node cache " + options.dir.string();
+  if (upstream == nullptr) return Err(InvalidArgumentError(what + ": no upstream store"));
+  if (options.capacity_bytes == 0) return Err(InvalidArgumentError(what + ": size must be > 0"));
+  if (!(options.low_watermark > 0 && options.low_watermark <= 1) ||
+      !(options.probation_share > 0 && options.probation_share <= 1)) {
+    return Err(InvalidArgumentError(what + ": watermarks must be in (0, 1]"));
+  }
+  std::error_code ec;
+  fs::create_directories(options.dir / "tmp", ec);
+  if (!ec) fs::create_directories(options.dir / "chunks", ec);  // subdirectories: on first use
+  if (ec) return Err(ErrnoError(what, ec.value()));
+  std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
+  fs::path chunks = options.dir / "chunks";
+  // One ghost slot per average (64 KiB) chunk the cache can hold.
+  BDN_ASSIGN_OR_RETURN(cache->state_,
+                       CacheState::Open(options.dir / "state", options.capacity_bytes >> 16,
+                                        [&] { return ScanUsage(chunks); }));
+  cache->RemoveStaleTemps();
+  cache->MakeRoom(0);
+  return cache;
+}
+
+fs::path NodeCache::PathOf(const Digest& id) const {
+  return options_.dir / "chunks" / SubdirName(SubdirOf(id)) / id.Hex();
+}
+
+bool NodeCache::IsCached(const Digest& id) const {
+  struct stat st;
+  return ::stat(PathOf(id).c_str(), &st) == 0;
+}
+
+Result<bool> NodeCache::Contains(const Digest& id) { return upstream_->Contains(id); }
+
+Result<std::vector<Digest>> NodeCache::FindMissing(std::span<const Digest> ids) {
+  return upstream_->FindMissing(ids);
+}
+
+Status NodeCache::Put(const Digest& id, std::span<const uint8_t> data) {
+  return upstream_->Put(id, data);
+}
+
+Status NodeCache::Sync() { return upstream_->Sync(); }
+
+Result<std::vector<uint8_t>> NodeCache::Get(const Digest& id) {
+  if (auto hit = ReadCached(id)) return std::move(*hit);
+  ++counters_.misses;
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    std::lock_guard lock(mu_);
+    auto [it, inserted] = inflight_.try_emplace(id);
+    if (inserted) {
+      it->second = std::make_shared<Flight>();
+      leader = true;
+    }
+    flight = it->second;
+  }
+  if (!leader) {
+    ++counters_.joined;
+    std::shared_ptr<const Result<std::vector<uint8_t>>> result;
+    {
+      std::unique_lock lock(mu_);
+      flight->cv.wait(lock, [&] { return flight->done; });
+      result = flight->result;
+    }
+    return *result;  // a copy: each caller owns its bytes
+  }
+  // Whatever happens, the flight completes, or its waiters would hang.
+  Result<std::vector<uint8_t>> result;
+  try {
+    result = FetchAndStore(id);
+  } catch (const std::exception& e) {
+    result = Err(InternalError("chunk " + id.ToString() + ": " + e.what()));
+  }
+  {
+    std::lock_guard lock(mu_);
+    flight->result = std::make_shared<const Result<std::vector<uint8_t>>>(result);
+    flight->done = true;
+    inflight_.erase(id);
+  }
+  flight->cv.notify_all();
+  return result;
+}
+
+std::optional<std::vector<uint8_t>> NodeCache::ReadCached(const Digest& id) {
+  fs::path path = PathOf(id);
+  // O_NOATIME: the access time is this cache's own record of re-reads (see InProbation).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;  // absent (maybe evicted by another process a moment ago)
+  struct stat st;
+  std::optional<std::vector<uint8_t>> out;
+  if (::fstat(fd, &st) == 0) {
+    auto bytes = ReadAll(fd, static_cast<size_t>(st.st_size), "read");
+    // Keep one copy of the bytes in the page cache: the mount's, not this file's.
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (bytes && VerifyChunk(id, *bytes).ok()) {
+      out = std::move(*bytes);
+    } else if (bytes) {
+      // Bad bytes on the cache disk: drop the file, unless another process already replaced
+      // it (then it is a different inode and may well be good).
+      ++counters_.corrupt_dropped;
+      struct stat now_st;
+      if (::stat(path.c_str(), &now_st) == 0 && now_st.st_ino == st.st_ino &&
+          now_st.st_dev == st.st_dev && ::unlink(path.c_str()) == 0) {
+        int64_t charged = AccountedBytes(static_cast<uint64_t>(st.st_size));
+        state_->AddBytes(SubdirOf(id), -charged);
+        if (InProbation(st)) state_->AddProbationBytes(SubdirOf(id), -charged);
+      }
+    }
+  }
+  if (out) {
+    int s = SubdirOf(id);
+    int64_t now = NowNs();
+    if (InProbation(st)) {
+      // First re-read: promote.
+      timespec times[2] = {ToTimespec(now), ToTimespec(now - kPromotedMtimeLagNs)};
+      if (::futimens(fd, times) == 0) {
+        state_->AddProbationBytes(s, -AccountedBytes(static_cast<uint64_t>(st.st_size)));
+      }
+    } else if (ToNs(st.st_atim) <= state_->LastVisitNs(s)) {
+      // Read again since the eviction hand last passed: CLOCK's reference bit.
+      timespec times[2] = {ToTimespec(now), {.tv_sec = 0, .tv_nsec = UTIME_OMIT}};
+      ::futimens(fd, times);
+    }
+    ++counters_.hits;
+    counters_.hit_bytes += out->size();
+  }
+  ::close(fd);
+  return out;
+}
+
+Result<std::vector<uint8_t>> NodeCache::FetchAndStore(const Digest& id) {
+  // Another process may have stored it since our miss.
+  if (auto hit = ReadCached(id)) return std::move(*hit);
+  ++counters_.upstream_fetches;
+  Result<std::vector<uint8_t>> got = upstream_->Get(id);
+  if (!got) {
+    ++counters_.upstream_errors;
+    return got;
+  }
+  // Stores promise verified bytes; a tier that breaks the promise must not poison the disk.
+  if (Status s = VerifyChunk(id, *got); !s.ok()) {
+    ++counters_.upstream_errors;
+    return Err(s);
+  }
+  counters_.fetched_bytes += got->size();
+  if (Status s = Store(id, *got); !s.ok()) ++counters_.write_errors;
+  return got;
+}
+
+Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
+  int64_t charged = AccountedBytes(data.size());
+  if (charged > static_cast<int64_t>(options_.capacity_bytes)) return Status::Ok();
+  MakeRoom(charged);
+  const std::string what = "chunk " + id.ToString();
+  static std::atomic<uint64_t> counter{0};
+  fs::path tmp = options_.dir / "tmp" /
+                 (id.Hex() + "." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(what + ": create " + tmp.string(), errno);
+  Status s = WriteAll(fd, data, what + ": write " + tmp.string());
+  // A chunk evicted from probation a short while ago and wanted again goes straight to the
+  // promoted set (S3-FIFO's ghost queue).
+  int subdir = SubdirOf(id);
+  bool probation = !state_->WasEvicted(id);
+  int64_t now = NowNs();
+  timespec times[2] = {ToTimespec(now),
+                       ToTimespec(probation ? now : now - kPromotedMtimeLagNs)};
+  if (s.ok() && ::futimens(fd, times) != 0) s = ErrnoError(what + ": set times", errno);
+  if (::close(fd) != 0 && s.ok()) s = ErrnoError(what + ": close", errno);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  // Charged before it becomes visible, so a crash in between overcounts (safe) rather than
+  // under.
+  auto charge = [&](int64_t sign) {
+    state_->AddBytes(subdir, sign * charged);
+    if (probation) state_->AddProbationBytes(subdir, sign * charged);
+  };
+  charge(+1);
+  fs::path final_path = PathOf(id);
+  int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && errno == ENOENT) {
+    // The fan-out directory is created on first use.
+    ::mkdir(final_path.parent_path().c_str(), 0755);
+    rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE);
+  }
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+    // A file system without RENAME_NOREPLACE: link() never replaces either.
+    rc = ::link(tmp.c_str(), final_path.c_str());
+    int err = errno;
+    ::unlink(tmp.c_str());
+    errno = err;
+  }
+  if (rc != 0) {
+    int err = errno;
+    charge(-1);
+    ::unlink(tmp.c_str());
+    // EEXIST: another thread or process stored it first; its file counts, not ours.
+    if (err != EEXIST) return ErrnoError(what + ": rename into " + final_path.string(), err);
+  }
+  return Status::Ok();
+}
+
+void NodeCache::MakeRoom(int64_t incoming) {
+  const auto capacity = static_cast<int64_t>(options_.capacity_bytes);
+  if (state_->TotalBytes() + incoming <= capacity) return;
+  std::lock_guard lock(evict_mu_);
+  const int64_t target =
+      std::min(static_cast<int64_t>(static_cast<double>(capacity) * options_.low_watermark),
+               capacity - incoming);
+  // Normally one visit frees enough; after a full turn that did not (everything was re-read
+  // recently), recency is ignored; after three, the rest is files we cannot unlink.
+  for (int visits = 0; visits < 3 * kCacheSubdirs; ++visits) {
+    if (state_->TotalBytes() + incoming <= capacity) return;
+    EvictFrom(state_->NextSubdir(), target, visits >= kCacheSubdirs);
+  }
+}
+
+void NodeCache::EvictFrom(int subdir, int64_t target_bytes, bool force) {
+  struct Candidate {
+    std::string name;
+    int64_t bytes;
+    int64_t order_ns;  // probation: mtime (FIFO); promoted: atime (CLOCK / LRU)
+    bool probation;
+    bool referenced;   // promoted and read since the hand's last visit
+  };
+  const int64_t visit_ns = NowNs();
+  fs::path dir = options_.dir / "chunks" / SubdirName(subdir);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const int64_t counted = state_->SubdirBytes(subdir);
+  const int64_t counted_probation = state_->SubdirProbationBytes(subdir);
+  const int64_t last_visit = state_->LastVisitNs(subdir);
+  int64_t found = 0;
+  int64_t found_probation = 0;
+  std::vector<Candidate> candidates;
+  while (dirent* de = ::readdir(d)) {
+    if (!IsChunkFileName(de->d_name)) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISREG(st.st_mode)) continue;
+    Candidate c{de->d_name, AccountedBytes(static_cast<uint64_t>(st.st_size)), 0,
+                InProbation(st), false};
+    c.order_ns = c.probation ? ToNs(st.st_mtim) : ToNs(st.st_atim);
+    c.referenced = !c.probation && ToNs(st.st_atim) > last_visit;
+    found += c.bytes;
+    if (c.probation) found_probation += c.bytes;
+    candidates.push_back(std::move(c));
+  }
+  // Correct this subdirectory's accounting from what is really there (killed writers, files
+  // removed by hand, races between processes).
+  state_->AddBytes(subdir, found - counted);
+  state_->AddProbationBytes(subdir, found_probation - counted_probation);
+  state_->SetLastVisitNs(subdir, visit_ns);
+
+  // Victims (S3-FIFO): while probation holds more than its share, only probationary chunks,
+  // oldest first; otherwise promoted chunks not read since the last visit (CLOCK), then
+  // probationary ones. Forced (a whole turn freed too little): anything, in that order.
+  const bool probation_first =
+      state_->ProbationBytes() > static_cast<int64_t>(static_cast<double>(options_.capacity_bytes) *
+                                                      options_.probation_share);
+  auto rank = [&](const Candidate& c) {
+    if (probation_first) return c.probation ? 0 : (c.referenced ? 3 : 2);
+    return c.probation ? 1 : (c.referenced ? 3 : 0);
+  };
+  const int max_rank = force ? 3 : (probation_first ? 0 : 1);
+  std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+    int ra = rank(a), rb = rank(b);
+    return ra != rb ? ra < rb : a.order_ns < b.order_ns;
+  });
+  for (const Candidate& c : candidates) {
+    if (state_->TotalBytes() <= target_bytes) break;
+    if (rank(c) > max_rank) break;  // sorted by rank
+    if (::unlinkat(::dirfd(d), c.name.c_str(), 0) != 0) continue;  // gone already
+    state_->AddBytes(subdir, -c.bytes);
+    if (c.probation) {
+      state_->AddProbationBytes(subdir, -c.bytes);
+      if (auto id = Digest::Parse(c.name)) state_->RememberEvicted(*id);
+    }
+    ++counters_.evictions;
+    counters_.evicted_bytes += static_cast<uint64_t>(c.bytes);
+  }
+  ::closedir(d);
+}
+
+void NodeCache::RemoveStaleTemps() {
+  fs::path dir = options_.dir / "tmp";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  int64_t now = NowNs();
+  while (dirent* de = ::readdir(d)) {
+    if (de->d_name[0] == '.') continue;
+    struct stat st;
+    if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode) && now - ToNs(st.st_mtim) > kStaleTempNs) {
+      ::unlinkat(::dirfd(d), de->d_name, 0);
+    }
+  }
+  ::closedir(d);
+}
+
+NodeCacheStats NodeCache::stats() const {
+  NodeCacheStats s;
+  s.hits = counters_.hits;
+  s.misses = counters_.misses;
+  s.joined = counters_.joined;
+  s.upstream_fetches = counters_.upstream_fetches;
+  s.upstream_errors = counters_.upstream_errors;
+  s.hit_bytes = counters_.hit_bytes;
+  s.fetched_bytes = counters_.fetched_bytes;
+  s.evictions = counters_.evictions;
+  s.evicted_bytes = counters_.evicted_bytes;
+  s.corrupt_dropped = counters_.corrupt_dropped;
+  s.write_errors = counters_.write_errors;
+  s.cached_bytes = state_->TotalBytes();
+  s.probation_bytes = state_->ProbationBytes();
+  return s;
+}
+
+}  // namespace bdn

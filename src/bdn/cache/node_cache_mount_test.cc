@@ -1,0 +1,170 @@
+// Real FUSE mounts reading through a NodeCache: a volume larger than the cache reads correctly,
+// and what the node cache holds stays readable, across remounts, while the origin is down.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bdn/cache/node_cache.h"
+#include "bdn/mount/fuse_mount.h"
+#include "bdn/mount/mount_test_support.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn {
+namespace {
+namespace fs = std::filesystem;
+using namespace mount_testing;  // NOLINT: test helpers
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kReadTimeout = std::chrono::seconds(2);
+constexpr uint64_t kPiece = 64 << 10;
+
+// pread with O_DIRECT (past the page cache, so the daemon answers); returns the bytes or sets
+// `err` to errno.
+std::string DirectRead(const fs::path& file, uint64_t offset, size_t length, int* err) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  void* buf = std::aligned_alloc(4096, (length + 4095) / 4096 * 4096);
+  ssize_t n = ::pread(fd, buf, length, static_cast<off_t>(offset));
+  *err = n < 0 ? errno : 0;
+  std::string out(static_cast<char*>(buf), n > 0 ? static_cast<size_t>(n) : 0);
+  std::free(buf);
+  ::close(fd);
+  return out;
+}
+
+class NodeCacheMountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FuseAvailable()) GTEST_SKIP() << "/dev/fuse is not usable here";
+    VersionBuilder b(*origin_);
+    b.File("model.bin", RandomBytes(8 << 20, 21), 0644, {kPiece});
+    b.File("config.json", "{\"hidden\": 4096}\n");
+    digest_ = b.Finish();
+    contents_ = b.contents;
+    chunks_ = b.chunk_lists.at("model.bin");
+    mountpoint_ = dir_.path() / "mnt";
+    fs::create_directories(mountpoint_);
+  }
+
+  // A NodeCache on the shared directory, a view through it, and a mount of that view.
+  Status Mount(uint64_t cache_bytes) {
+    auto cache = NodeCache::Open(origin_, {.dir = dir_.path() / "cache", .capacity_bytes = cache_bytes});
+    if (!cache) return cache.error();
+    cache_ = std::shared_ptr<NodeCache>(std::move(*cache));
+    auto view = VersionView::Open(cache_, digest_);
+    if (!view) return view.error();
+    MountOptions options;
+    options.mountpoint = mountpoint_;
+    options.memory_cache_bytes = 256 << 10;  // small: reads reach the node cache
+    options.read_timeout = kReadTimeout;
+    mount_ = std::make_unique<InProcessMount>();
+    return mount_->Start(*view, options);
+  }
+
+  Status Unmount() {
+    Status s = mount_->Stop();
+    mount_.reset();
+    cache_.reset();
+    return s;
+  }
+
+  void TearDown() override {
+    origin_->set_mode(FaultyStore::Mode::kNormal);
+    if (mount_) {
+      EXPECT_TRUE(Unmount().ok());
+    }
+  }
+
+  TempDir dir_;
+  std::shared_ptr<FaultyStore> origin_ = std::make_shared<FaultyStore>();
+  Digest digest_;
+  std::map<std::string, std::string> contents_;
+  std::vector<ChunkRef> chunks_;
+  fs::path mountpoint_;
+  std::shared_ptr<NodeCache> cache_;
+  std::unique_ptr<InProcessMount> mount_;
+};
+
+TEST_F(NodeCacheMountTest, AVolumeLargerThanTheCacheReadsCorrectly) {
+  ASSERT_TRUE(Mount(2 << 20).ok());
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& [path, content] : contents_) {
+      int err = 0;
+      std::string got = DirectRead(mountpoint_ / path, 0, content.size(), &err);
+      ASSERT_EQ(err, 0) << path;
+      ASSERT_TRUE(got == content) << path << " pass " << pass;
+    }
+  }
+  NodeCacheStats s = cache_->stats();
+  EXPECT_LE(s.cached_bytes, 2 << 20);
+  EXPECT_GT(s.evictions, 0u);
+}
+
+TEST_F(NodeCacheMountTest, CachedChunksStayReadableWhileTheOriginIsDown) {
+  ASSERT_TRUE(Mount(2 << 20).ok());
+  int err = 0;
+  std::string whole = DirectRead(mountpoint_ / "model.bin", 0, 8 << 20, &err);
+  ASSERT_EQ(err, 0);
+  ASSERT_TRUE(whole == contents_.at("model.bin"));
+  // A chunk the node cache kept, and one it evicted, from the first half of the file (long
+  // gone from the small memory cache).
+  int kept = -1;
+  int evicted = -1;
+  for (int i = 0; i < static_cast<int>(chunks_.size()) / 2; ++i) {
+    (cache_->IsCached(chunks_[i].id) ? kept : evicted) = i;
+  }
+  ASSERT_GE(kept, 0);
+  ASSERT_GE(evicted, 0);
+
+  origin_->set_mode(FaultyStore::Mode::kUnavailable);
+  const std::string& want = contents_.at("model.bin");
+  std::string got = DirectRead(mountpoint_ / "model.bin", kept * kPiece, kPiece, &err);
+  EXPECT_EQ(err, 0);
+  EXPECT_TRUE(got == want.substr(kept * kPiece, kPiece));
+
+  auto t0 = Clock::now();
+  got = DirectRead(mountpoint_ / "model.bin", evicted * kPiece, kPiece, &err);
+  auto elapsed = Clock::now() - t0;
+  EXPECT_EQ(err, EIO);
+  EXPECT_LT(elapsed, kReadTimeout + std::chrono::seconds(2));
+
+  // The origin comes back: the same read works, with no remount.
+  origin_->set_mode(FaultyStore::Mode::kNormal);
+  got = DirectRead(mountpoint_ / "model.bin", evicted * kPiece, kPiece, &err);
+  EXPECT_EQ(err, 0);
+  EXPECT_TRUE(got == want.substr(evicted * kPiece, kPiece));
+}
+
+TEST_F(NodeCacheMountTest, ARemountReadsWhatTheNodeCacheKeptWithTheOriginDown) {
+  ASSERT_TRUE(Mount(64 << 20).ok());
+  int err = 0;
+  ASSERT_EQ(DirectRead(mountpoint_ / "config.json", 0, 4096, &err), contents_.at("config.json"));
+  std::string head = DirectRead(mountpoint_ / "model.bin", 0, 1 << 20, &err);
+  ASSERT_EQ(err, 0);
+  ASSERT_TRUE(Unmount().ok());
+
+  // A new daemon (a new NodeCache on the same directory) while the origin is away: the
+  // manifest, the chunk index and the chunks read before come from the node cache.
+  origin_->set_mode(FaultyStore::Mode::kUnavailable);
+  Status s = Mount(64 << 20);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(DirectRead(mountpoint_ / "config.json", 0, 4096, &err), contents_.at("config.json"));
+  EXPECT_EQ(err, 0);
+  EXPECT_TRUE(DirectRead(mountpoint_ / "model.bin", 0, 1 << 20, &err) == head);
+  EXPECT_EQ(err, 0);
+}
+
+}  // namespace
+}  // namespace bdn

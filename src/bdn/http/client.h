@@ -1,0 +1,121 @@
+// HttpClient: a thin, thread-safe libcurl client of one HTTP server (an origin or a cache node):
+// base URL, bearer token, keep-alive connection pool, per-request deadlines, and the one mapping
+// of error responses and transport failures to Status (docs/http-api.md, "Errors").
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "bdn/base/status.h"
+
+namespace bdn::http {
+
+enum class Method { kGet, kPut, kPost, kDelete };
+std::string_view MethodName(Method m);  // "GET", ...
+
+struct Request {
+  Method method = Method::kGet;
+  // Starts with '/', may carry a query: "/v1/chunks/<hex>", "/v1/...?include_deleted=1".
+  std::string path;
+  // Sent as is (not copied); must stay valid for the call. Empty: no body.
+  std::span<const uint8_t> body;
+  std::string content_type = "application/json";  // used only with a body
+  std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
+  // Override the client's defaults for this request.
+  std::optional<std::chrono::milliseconds> connect_timeout;
+  std::optional<std::chrono::milliseconds> deadline;
+};
+
+struct Response {
+  int status = 0;
+  // Header names lower-cased, in received order (of the final response only).
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::vector<uint8_t> body;
+
+  std::string_view text() const {
+    return {reinterpret_cast<const char*>(body.data()), body.size()};
+  }
+  // The first header named `name` (lower case), if any.
+  std::optional<std::string_view> Header(std::string_view name) const;
+};
+
+struct ClientOptions {
+  // "http://host:port" or "https://host:port", optionally with a path prefix; a trailing '/' is
+  // dropped. Errors name the server by this URL.
+  std::string base_url;
+  // Sent as "Authorization: Bearer <token>" when not empty. Never logged or put in a message.
+  std::string token;
+  // How messages name the server: "<label> <base_url>: <reason>", e.g. "origin http://…: …".
+  std::string label = "origin";
+  // Time to establish a connection; a request that cannot connect in time is Unavailable.
+  std::chrono::milliseconds connect_timeout{5000};
+  // Whole-request deadline (connect + send + receive); past it the request is DeadlineExceeded.
+  std::chrono::milliseconds deadline{60000};
+  // Idle connections (curl easy handles) kept for reuse; more may be open while busy.
+  size_t max_idle_connections = 64;
+  // A larger response body fails the request (Internal) instead of exhausting memory.
+  uint64_t max_response_bytes = uint64_t{1} << 30;
+};
+
+// One client per server. Each request borrows an idle keep-alive connection from the pool (or
+// opens a new one) and returns it afterwards, so concurrent requests use separate connections.
+//
+// Fork safety: connections opened before a fork(2) are never used in the child (nor closed:
+// they are the parent's); the child opens its own on first use. So a client may be created
+// before MountInBackground forks its daemon.
+// Thread-safe.
+class HttpClient {
+ public:
+  // Validates the URL. Errors: InvalidArgument "url \"x\": must start with http:// or
+  // https://" (or "...: no host", "...: must be scheme://host[:port][/prefix]...").
+  static Result<std::unique_ptr<HttpClient>> Create(ClientOptions options);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sends `req` and returns the response whatever its HTTP status.
+  // Errors (transport only): Unavailable "<label> <url>: connection refused" (or another reason:
+  // cannot resolve host, connect timed out, connection reset, TLS failure); DeadlineExceeded
+  // "<label> <url>: GET /path: no response within N ms"; Internal for a body over
+  // max_response_bytes and for other libcurl failures.
+  Result<Response> Send(const Request& req);
+
+  // Send, then maps a non-2xx response to its Status: the JSON error body's code and message,
+  // verbatim (ParseErrorBody in errors.h); a body without that shape gives the code
+  // StatusCodeForHttp(status) with the message "<label> <url>: <METHOD> <path>: HTTP <code>".
+  Result<Response> Call(const Request& req);
+
+  // Shorthands for Call.
+  Result<Response> Get(std::string path);
+  Result<Response> Delete(std::string path);
+  // Body is JSON text.
+  Result<Response> PostJson(std::string path, std::string_view json);
+  Result<Response> PutJson(std::string path, std::string_view json);
+
+  const std::string& base_url() const { return options_.base_url; }
+  const std::string& label() const { return options_.label; }
+  // "<label> <base_url>", the prefix of this client's messages.
+  std::string Name() const { return options_.label + " " + options_.base_url; }
+
+ private:
+  explicit HttpClient(ClientOptions options);
+  void* Acquire();           // a CURL* of this process
+  void Release(void* curl);  // back to the pool (or cleaned up)
+
+  ClientOptions options_;
+  std::mutex mu_;
+  std::vector<void*> idle_;  // CURL* handles, each keeping its own keep-alive connection
+  pid_t pid_;                // the process the idle handles belong to
+};
+
+}  // namespace bdn::http

@@ -1,0 +1,51 @@
+// The one mapping between Status and HTTP error responses, shared by the server and the client
+// (docs/http-api.md, "Errors"): HTTP status codes, the JSON error body, and its parsing.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "bdn/base/status.h"
+
+namespace bdn::http {
+
+// Whether the request's credentials were accepted. bdn has no Unauthenticated StatusCode:
+// missing, unknown or revoked credentials are a PermissionDenied Status like a missing scope,
+// and the HTTP layer presents them as 401 "unauthenticated" (kRejected) instead of
+// 403 "permission_denied" (kAccepted). A client maps both back to PermissionDenied.
+enum class Credentials { kAccepted, kRejected };
+
+// The HTTP status of an error (docs/http-api.md table): InvalidArgument 400, PermissionDenied
+// 403 (401 with Credentials::kRejected), NotFound 404, Conflict/AlreadyExists 409,
+// FailedPrecondition 412, Corruption 422, Internal 500, Unavailable 503, DeadlineExceeded 504.
+// An ok Status gives 200.
+int HttpStatusFor(const Status& s, Credentials credentials = Credentials::kAccepted);
+
+// The wire name of a code: "not_found", "already_exists", ... ("ok" for kOk).
+std::string ErrorCodeName(StatusCode code);
+
+// The inverse of ErrorCodeName; "unauthenticated" gives kPermissionDenied; an unknown name
+// gives kInternal.
+StatusCode StatusCodeFromName(std::string_view name);
+
+// The StatusCode an HTTP status implies when a response carries no JSON error body (from a
+// proxy, say): 400/411/413/416 InvalidArgument, 401/403 PermissionDenied, 404 NotFound, 409
+// Conflict, 412 FailedPrecondition, 422 Corruption, 429/502/503 Unavailable, 504 DeadlineExceeded,
+// anything else Internal.
+StatusCode StatusCodeForHttp(int http_status);
+
+// The JSON error body: {"error": {"code": "<name>", "message": "<message>"}}; the code is
+// "unauthenticated" for PermissionDenied with Credentials::kRejected.
+std::string ErrorBody(const Status& s, Credentials credentials = Credentials::kAccepted);
+
+// Parses a JSON error body into its Status, keeping the message verbatim. nullopt when `body`
+// does not have the error shape (not JSON, no "error" object, or no string "code").
+std::optional<Status> ParseErrorBody(std::string_view body);
+
+// The Status of an error response: ParseErrorBody(body) when it has the error shape, else
+// StatusCodeForHttp(http_status) with the message "HTTP <status>". Never returns an ok Status
+// (a 2xx status with no error body gives Internal).
+Status StatusFromErrorBody(int http_status, std::string_view body);
+
+}  // namespace bdn::http

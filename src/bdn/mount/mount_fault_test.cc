@@ -1,0 +1,239 @@
+// The mount when its store misbehaves: reads fail with EIO within the read deadline and never
+// hang, metadata keeps answering at once, cached bytes stay readable, and reads recover by
+// themselves once the store is back.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bdn/mount/fuse_mount.h"
+#include "bdn/mount/mount_test_support.h"
+
+namespace bdn {
+namespace {
+namespace fs = std::filesystem;
+using namespace mount_testing;  // NOLINT: test helpers
+using Clock = std::chrono::steady_clock;
+using Mode = FaultyStore::Mode;
+
+constexpr auto kReadTimeout = std::chrono::seconds(2);
+// Allowed beyond the deadline: scheduling, the kernel round trip, a loaded test machine.
+constexpr auto kSlack = std::chrono::milliseconds(1500);
+constexpr size_t kPiece = 64 << 10;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// One O_DIRECT pread (so the daemon answers, not the page cache). Returns the bytes; `err` gets
+// errno (0 on success).
+std::string DirectRead(const fs::path& file, uint64_t offset, size_t length, int* err) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  void* buf = std::aligned_alloc(4096, (length + 4095) / 4096 * 4096);
+  ssize_t n = ::pread(fd, buf, length, static_cast<off_t>(offset));
+  *err = n < 0 ? errno : 0;
+  std::string out(static_cast<char*>(buf), n > 0 ? static_cast<size_t>(n) : 0);
+  std::free(buf);
+  ::close(fd);
+  return out;
+}
+
+class MountFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FuseAvailable()) GTEST_SKIP() << "/dev/fuse is not usable here";
+    VersionBuilder b(*store_);
+    b.Dir("a");
+    b.File("a/warm.bin", RandomBytes(600'000, 31), 0644, {kPiece});
+    b.Dir("b");
+    b.File("b/cold.bin", RandomBytes(600'000, 32), 0644, {kPiece});
+    b.File("b/cold2.bin", RandomBytes(600'000, 33), 0644, {kPiece});
+    b.Dir("c");
+    for (int i = 0; i < 20; ++i) b.File("c/f" + std::to_string(i), "small " + std::to_string(i));
+    b.Symlink("link", "a/warm.bin");
+    digest_ = b.Finish();
+    contents_ = b.contents;
+    mountpoint_ = dir_.path() / "mnt";
+    fs::create_directories(mountpoint_);
+  }
+
+  void TearDown() override {
+    // Let hanging fetches return, or the mount's threads cannot be joined.
+    store_->set_mode(Mode::kNormal);
+    if (mounted_) {
+      EXPECT_TRUE(mount_.Stop().ok());
+    }
+  }
+
+  void Mount(bool prefetch_indexes = true) {
+    auto view = VersionView::Open(store_, digest_);
+    ASSERT_TRUE(view.has_value()) << view.error().ToString();
+    MountOptions options;
+    options.mountpoint = mountpoint_;
+    options.read_timeout = kReadTimeout;
+    options.prefetch_indexes = prefetch_indexes;
+    Status s = mount_.Start(*view, options);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    mounted_ = true;
+    // The manifest, then (in the background) the three chunk indexes: let the loader finish so
+    // that it does not take a fault meant for a test's read.
+    for (int i = 0; prefetch_indexes && i < 500 && store_->gets < 4; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  // Metadata requests the kernel has not cached yet: each reaches the daemon. Returns how long
+  // they took in all.
+  Clock::duration TimeMetadata(int round) {
+    auto t0 = Clock::now();
+    struct stat st;
+    EXPECT_EQ(::stat(mountpoint_.c_str(), &st), 0);
+    EXPECT_EQ(::stat((mountpoint_ / ("c/f" + std::to_string(round))).c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, static_cast<off_t>(contents_.at("c/f" + std::to_string(round)).size()));
+    EXPECT_EQ(::stat((mountpoint_ / "b/cold.bin").c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, 600'000);
+    EXPECT_EQ(ListDir(mountpoint_ / "c").size(), 22u);
+    char target[64];
+    EXPECT_EQ(::readlink((mountpoint_ / "link").c_str(), target, sizeof target), 10);
+    errno = 0;
+    EXPECT_NE(::stat((mountpoint_ / ("c/absent" + std::to_string(round))).c_str(), &st), 0);
+    EXPECT_EQ(errno, ENOENT);
+    return Clock::now() - t0;
+  }
+
+  TempDir dir_;
+  std::shared_ptr<FaultyStore> store_ = std::make_shared<FaultyStore>();
+  Digest digest_;
+  std::map<std::string, std::string> contents_;
+  fs::path mountpoint_;
+  InProcessMount mount_;
+  bool mounted_ = false;
+};
+
+TEST_F(MountFaultTest, ReadOfAnUnreachableChunkFailsWithinTheDeadlineAndMetadataAnswers) {
+  Mount();
+  int err = 0;
+  // warm.bin is read (and kept in memory); cold.bin only opened, so its index is loaded.
+  ASSERT_EQ(DirectRead(mountpoint_ / "a/warm.bin", 0, 600'000, &err), contents_.at("a/warm.bin"));
+  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+
+  store_->set_mode(Mode::kHang);
+  // Many reads hang at once, more than libfuse has worker threads.
+  std::vector<std::thread> readers;
+  std::vector<int> errs(12, 0);
+  std::vector<double> took(12, 0);
+  for (int i = 0; i < 12; ++i) {
+    readers.emplace_back([&, i] {
+      auto t0 = Clock::now();
+      const char* file = i % 2 ? "b/cold.bin" : "b/cold2.bin";
+      DirectRead(mountpoint_ / file, (i / 2) * kPiece, 4096, &errs[i]);
+      took[i] = Seconds(Clock::now() - t0);
+    });
+  }
+  ASSERT_TRUE(store_->WaitHanging(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  // Meanwhile ls, stat and readlink answer at once, and cached bytes are served.
+  EXPECT_LT(Seconds(TimeMetadata(1)), 0.5);
+  auto t0 = Clock::now();
+  EXPECT_EQ(DirectRead(mountpoint_ / "a/warm.bin", 70'000, 100'000, &err),
+            contents_.at("a/warm.bin").substr(70'000, 100'000));
+  EXPECT_EQ(err, 0);
+  EXPECT_LT(Seconds(Clock::now() - t0), 0.5);
+
+  for (auto& t : readers) t.join();
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(errs[i], EIO) << "reader " << i;
+    EXPECT_LT(took[i], Seconds(kReadTimeout + kSlack)) << "reader " << i;
+    EXPECT_GT(took[i], Seconds(kReadTimeout) - 0.5) << "reader " << i;
+  }
+  EXPECT_LT(Seconds(TimeMetadata(2)), 0.5);
+
+  // The store recovers: the same reads work, with no remount.
+  store_->set_mode(Mode::kNormal);
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold.bin", 0, 600'000, &err), contents_.at("b/cold.bin"));
+  EXPECT_EQ(err, 0);
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold2.bin", 0, 600'000, &err),
+            contents_.at("b/cold2.bin"));
+  EXPECT_EQ(err, 0);
+}
+
+TEST_F(MountFaultTest, OpenThatNeedsAnUnreachableChunkIndexFailsWithinTheDeadline) {
+  Mount(/*prefetch_indexes=*/false);
+  store_->set_mode(Mode::kHang);
+  auto t0 = Clock::now();
+  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
+  int err = errno;
+  double took = Seconds(Clock::now() - t0);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(err, EIO);
+  EXPECT_LT(took, Seconds(kReadTimeout + kSlack));
+  EXPECT_LT(Seconds(TimeMetadata(3)), 0.5);
+  // Files with one chunk need no index: they open, and their read fails in time.
+  fd = ::open((mountpoint_ / "c/f4").c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+
+  store_->set_mode(Mode::kNormal);
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold.bin", 0, 600'000, &err), contents_.at("b/cold.bin"));
+  EXPECT_EQ(err, 0);
+}
+
+TEST_F(MountFaultTest, IndexesLoadedAtMountKeepFilesOpenableWhenTheStoreGoesAway) {
+  Mount(/*prefetch_indexes=*/true);  // waits for the background loader
+  store_->set_mode(Mode::kUnavailable);
+  auto t0 = Clock::now();
+  int fd = ::open((mountpoint_ / "b/cold2.bin").c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_LT(Seconds(Clock::now() - t0), 0.5);
+  if (fd >= 0) ::close(fd);
+}
+
+TEST_F(MountFaultTest, TransientErrorsAreRetriedWithinTheDeadline) {
+  Mount();
+  store_->FailNext(3);  // three Unavailable answers, then good ones
+  int err = 0;
+  EXPECT_EQ(DirectRead(mountpoint_ / "c/f7", 0, 4096, &err), contents_.at("c/f7"));
+  EXPECT_EQ(err, 0);
+
+  // A store that stays unavailable: EIO once the deadline is spent, never later.
+  store_->set_mode(Mode::kUnavailable);
+  auto t0 = Clock::now();
+  DirectRead(mountpoint_ / "c/f8", 0, 4096, &err);
+  EXPECT_EQ(err, EIO);
+  EXPECT_LT(Seconds(Clock::now() - t0), Seconds(kReadTimeout + kSlack));
+  store_->set_mode(Mode::kNormal);
+  EXPECT_EQ(DirectRead(mountpoint_ / "c/f8", 0, 4096, &err), contents_.at("c/f8"));
+}
+
+TEST_F(MountFaultTest, MissingAndCorruptChunksFailAtOnce) {
+  Mount();
+  const std::string& f10 = contents_.at("c/f10");
+  store_->inner.CorruptForTest(Digest::Of(f10), std::vector<uint8_t>(f10.size(), 'x'));
+  store_->set_mode(Mode::kNotFound);
+  int err = 0;
+  auto t0 = Clock::now();
+  DirectRead(mountpoint_ / "c/f9", 0, 4096, &err);
+  EXPECT_EQ(err, EIO);
+  store_->set_mode(Mode::kNormal);
+  DirectRead(mountpoint_ / "c/f10", 0, 4096, &err);  // the store reports Corruption
+  EXPECT_EQ(err, EIO);
+  EXPECT_LT(Seconds(Clock::now() - t0), 1.0);  // nothing worth waiting for
+}
+
+}  // namespace
+}  // namespace bdn

@@ -1,0 +1,309 @@
+// Helpers for tests that mount hand-built versions for real: a version builder, a private
+// temporary directory, ServeMount run on a thread of the test process, and a store whose
+// faults the test controls. Test-only.
+#pragma once
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bdn/format/manifest.h"
+#include "bdn/mount/fuse_mount.h"
+#include "bdn/store/chunk_store.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn::mount_testing {
+namespace fs = std::filesystem;
+
+inline constexpr long kFuseSuperMagic = 0x65735546;
+
+inline std::span<const uint8_t> Bytes(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// Builds a version by hand: files are cut into fixed pieces of the given lengths (cycled), which
+// is as valid a chunking as any.
+class VersionBuilder {
+ public:
+  explicit VersionBuilder(ChunkStore& store) : store_(store) {}
+
+  void Dir(const std::string& path, uint16_t mode = 0755) {
+    Entry e;
+    e.path = path;
+    e.kind = EntryKind::kDirectory;
+    e.mode = mode;
+    Add(std::move(e));
+  }
+
+  void File(const std::string& path, const std::string& content, uint16_t mode = 0644,
+            std::vector<size_t> pieces = {65536}) {
+    Entry e;
+    e.path = path;
+    e.kind = EntryKind::kFile;
+    e.mode = mode;
+    e.size_bytes = content.size();
+    e.digest = Digest::Of(content);
+    std::vector<ChunkRef> chunks;
+    for (size_t off = 0, k = 0; off < content.size(); ++k) {
+      size_t n = std::min(pieces[k % pieces.size()], content.size() - off);
+      std::string_view piece(content.data() + off, n);
+      Digest id = Digest::Of(piece);
+      EXPECT_TRUE(store_.Put(id, Bytes(piece)).ok());
+      chunks.push_back({id, static_cast<uint32_t>(n)});
+      off += n;
+    }
+    if (chunks.empty()) {
+      e.layout = FileLayout::kEmpty;
+    } else if (chunks.size() == 1) {
+      e.layout = FileLayout::kSingleChunk;
+    } else {
+      e.layout = FileLayout::kIndexed;
+      std::string index = EncodeChunkIndex(chunks);
+      e.index = Digest::Of(index);
+      EXPECT_TRUE(store_.Put(e.index, Bytes(index)).ok());
+    }
+    contents[path] = content;
+    chunk_lists[path] = chunks;
+    Add(std::move(e));
+  }
+
+  void Symlink(const std::string& path, const std::string& target) {
+    Entry e;
+    e.path = path;
+    e.kind = EntryKind::kSymlink;
+    e.mode = 0777;
+    e.target = target;
+    Add(std::move(e));
+  }
+
+  void Hardlink(const std::string& path, const std::string& target) {
+    Entry e;
+    e.path = path;
+    e.kind = EntryKind::kHardlink;
+    e.target = target;
+    contents[path] = contents.at(target);
+    Add(std::move(e));
+  }
+
+  // Sorts the entries, stores the manifest and returns its digest.
+  Digest Finish(std::optional<int64_t> mtime_ns = std::nullopt) {
+    Manifest m;
+    m.has_mtimes = mtime_ns.has_value();
+    m.entries = entries_;
+    for (Entry& e : m.entries) e.mtime_ns = mtime_ns;
+    std::sort(m.entries.begin(), m.entries.end(),
+              [](const Entry& a, const Entry& b) { return a.path < b.path; });
+    auto encoded = EncodeManifest(m);
+    EXPECT_TRUE(encoded.has_value()) << encoded.error().ToString();
+    Digest d = Digest::Of(*encoded);
+    EXPECT_TRUE(store_.Put(d, Bytes(*encoded)).ok());
+    return d;
+  }
+
+  std::map<std::string, std::string> contents;  // file and hardlink paths -> bytes
+  std::map<std::string, std::vector<ChunkRef>> chunk_lists;
+
+ private:
+  void Add(Entry e) { entries_.push_back(std::move(e)); }
+  ChunkStore& store_;
+  std::vector<Entry> entries_;
+};
+
+inline std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(s.data() + i, &v, std::min<size_t>(8, n - i));
+  }
+  return s;
+}
+
+// A private directory under /tmp, removed (if nothing is mounted in it) at the end.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/bdn_mount_test.XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+inline bool IsFuseMounted(const fs::path& p) {
+  struct statfs s;
+  return ::statfs(p.c_str(), &s) == 0 && s.f_type == kFuseSuperMagic;
+}
+
+// ServeMount on a thread of this process, with the ready_fd handshake.
+class InProcessMount {
+ public:
+  ~InProcessMount() { (void)Stop(); }
+
+  Status Start(std::shared_ptr<VersionView> view, MountOptions options) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return InternalError("pipe");
+    options.ready_fd = fds[1];
+    mountpoint_ = options.mountpoint;
+    thread_ = std::thread([this, view, options] { status_ = ServeMount(view, options); });
+    pollfd pfd{.fd = fds[0], .events = POLLIN, .revents = 0};
+    char c = 0;
+    bool ready = ::poll(&pfd, 1, 10000) == 1 && ::read(fds[0], &c, 1) == 1 && c == '1';
+    ::close(fds[0]);
+    if (ready) {
+      mounted_ = true;
+      return Status::Ok();
+    }
+    if (!mounted_ && IsFuseMounted(mountpoint_)) ::umount2(mountpoint_.c_str(), MNT_DETACH);
+    thread_.join();
+    return status_.ok() ? InternalError("mount never became ready") : status_;
+  }
+
+  // Unmounts (if still mounted) and returns ServeMount's status.
+  Status Stop() {
+    if (!thread_.joinable()) return status_;
+    if (mounted_ && IsFuseMounted(mountpoint_)) {
+      Status s = Unmount(mountpoint_);
+      if (!s.ok()) ::umount2(mountpoint_.c_str(), MNT_DETACH);
+    }
+    thread_.join();
+    mounted_ = false;
+    return status_;
+  }
+
+  // After an external Unmount: waits for ServeMount to return.
+  Status Join() {
+    if (thread_.joinable()) thread_.join();
+    mounted_ = false;
+    return status_;
+  }
+
+ private:
+  fs::path mountpoint_;
+  std::thread thread_;
+  Status status_;
+  bool mounted_ = false;
+};
+
+inline bool FuseAvailable() { return ::access("/dev/fuse", R_OK | W_OK) == 0; }
+
+inline std::string ReadWholeFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline std::set<std::string> ListDir(const fs::path& p) {
+  std::set<std::string> names;
+  DIR* d = ::opendir(p.c_str());
+  if (d == nullptr) return names;
+  while (dirent* de = ::readdir(d)) names.insert(de->d_name);
+  ::closedir(d);
+  return names;
+}
+
+// A store in front of a MemChunkStore (`inner`, which Put fills) whose Get the test controls: it
+// counts calls and can be slowed, made to fail with Unavailable or NotFound, to return bytes
+// that do not match the id (without verifying them), or to hang until the mode changes.
+// Thread-safe.
+class FaultyStore : public ChunkStore {
+ public:
+  enum class Mode { kNormal, kUnavailable, kNotFound, kWrongBytes, kHang };
+
+  Result<bool> Contains(const Digest& id) override { return inner.Contains(id); }
+  Status Put(const Digest& id, std::span<const uint8_t> data) override {
+    return inner.Put(id, data);
+  }
+  Result<std::vector<uint8_t>> Get(const Digest& id) override {
+    ++gets;
+    if (delay.load().count() > 0) std::this_thread::sleep_for(delay.load());
+    Mode mode;
+    {
+      std::unique_lock lock(mu_);
+      if (mode_ == Mode::kHang) {
+        ++hanging;
+        cv_.wait(lock, [&] { return mode_ != Mode::kHang; });
+        --hanging;
+      }
+      mode = mode_;
+      if (fail_next_ > 0) {
+        --fail_next_;
+        mode = Mode::kUnavailable;
+      }
+    }
+    switch (mode) {
+      case Mode::kUnavailable:
+        return Err(UnavailableError("chunk " + id.ToString() + ": origin unreachable (test)"));
+      case Mode::kNotFound:
+        return Err(NotFoundError("chunk " + id.ToString() + ": not in store (test)"));
+      case Mode::kWrongBytes: {
+        auto bytes = inner.Get(id);
+        if (bytes && !bytes->empty()) (*bytes)[0] ^= 0xff;
+        return bytes;
+      }
+      default:
+        return inner.Get(id);
+    }
+  }
+
+  void set_mode(Mode mode) {
+    {
+      std::lock_guard lock(mu_);
+      mode_ = mode;
+    }
+    cv_.notify_all();
+  }
+  // The next `n` Gets fail with Unavailable (after any hang).
+  void FailNext(int n) {
+    std::lock_guard lock(mu_);
+    fail_next_ = n;
+  }
+  // Waits up to `limit` until `n` Gets are hanging.
+  bool WaitHanging(int n, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (hanging < n) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  MemChunkStore inner;
+  std::atomic<int> gets{0};
+  std::atomic<int> hanging{0};
+  std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Mode mode_ = Mode::kNormal;
+  int fail_next_ = 0;
+};
+
+}  // namespace bdn::mount_testing

@@ -1,0 +1,152 @@
+#include "bdn/mount/volume_reader.h"
+
+#include <algorithm>
+#include <string>
+
+namespace bdn {
+
+namespace {
+
+// Threads that wait for fetches on behalf of FUSE requests. A waiting thread holds no I/O of
+// its own (the ChunkCache's threads do that), so many are cheap; a request queued behind busy
+// ones still fails at its own deadline, which is never later than theirs.
+constexpr int kWaitingThreads = 64;
+
+ChunkCache::Options CacheOptions(const MountOptions& o) {
+  ChunkCache::Options c;
+  c.capacity_bytes = o.memory_cache_bytes;
+  // Room for a few streams' prefetch windows; the rest is for random access.
+  c.streaming_bytes =
+      std::min(o.memory_cache_bytes, std::max(o.memory_cache_bytes / 4, 2 * o.prefetch_bytes));
+  c.prefetch_threads = o.prefetch_bytes > 0 ? o.prefetch_threads : 0;
+  c.max_queued_prefetches = 1024;
+  c.fetch_threads = std::max(1, o.fetch_threads);
+  return c;
+}
+
+}  // namespace
+
+VolumeReader::VolumeReader(std::shared_ptr<VersionView> view, const MountOptions& options)
+    : view_(std::move(view)),
+      cache_(view_->store(), CacheOptions(options)),
+      read_timeout_(options.read_timeout),
+      waiters_(std::make_unique<ThreadPool>(kWaitingThreads, size_t{1} << 16)) {
+  if (options.prefetch_indexes) {
+    warmer_ = std::thread([this] { WarmIndexes(); });
+  } else {
+    indexes_warmed_ = true;
+  }
+}
+
+VolumeReader::~VolumeReader() { Stop(); }
+
+void VolumeReader::Stop() {
+  if (stopping_.exchange(true)) return;
+  cache_.Shutdown();
+  if (warmer_.joinable()) warmer_.join();
+  waiters_.reset();  // runs what is queued (each finishes at once now) and joins
+}
+
+VolumeReader::Clock::time_point VolumeReader::Deadline() const {
+  return Clock::now() + read_timeout_;
+}
+
+std::shared_ptr<const FileChunks> VolumeReader::KnownChunks(const Entry& entry) {
+  const Entry& e = view_->Resolve(entry);
+  if (e.kind != EntryKind::kFile) return nullptr;
+  switch (e.layout) {
+    case FileLayout::kEmpty:
+      return MakeFileChunks({});
+    case FileLayout::kSingleChunk:
+      return MakeFileChunks({{e.digest, static_cast<uint32_t>(e.size_bytes)}});
+    case FileLayout::kIndexed:
+      break;
+  }
+  std::lock_guard lock(mu_);
+  auto it = indexes_.find(view_->IndexOf(e));
+  return it == indexes_.end() ? nullptr : it->second;
+}
+
+Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& entry,
+                                                                 Clock::time_point deadline) {
+  const Entry& e = view_->Resolve(entry);
+  if (e.kind != EntryKind::kFile) {
+    return Err(InvalidArgumentError("path \"" + e.path + "\": is a " +
+                                    std::string(EntryKindName(e.kind)) + ", not a file"));
+  }
+  if (auto known = KnownChunks(e)) return known;
+  // Concurrent opens of one file share the fetch inside the ChunkCache; decoding twice is
+  // harmless.
+  auto blob = cache_.GetBlob(e.index, deadline);
+  if (!blob) return Err(blob.error().WithPrefix("file \"" + e.path + "\": chunk index"));
+  auto decoded = DecodeChunkIndex(**blob);
+  if (!decoded) return Err(decoded.error().WithPrefix("file \"" + e.path + "\""));
+  auto fc = MakeFileChunks(std::move(*decoded));
+  if (fc->offsets.back() != e.size_bytes) {
+    return Err(CorruptionError("file \"" + e.path + "\": chunk index covers " +
+                               std::to_string(fc->offsets.back()) + " bytes, entry says " +
+                               std::to_string(e.size_bytes)));
+  }
+  std::lock_guard lock(mu_);
+  return indexes_.try_emplace(view_->IndexOf(e), std::move(fc)).first->second;
+}
+
+std::optional<std::vector<ChunkBytes>> VolumeReader::CachedChunks(const FileChunks& fc,
+                                                                  uint64_t begin, uint64_t end,
+                                                                  AccessPattern pattern) {
+  size_t first = fc.ChunkAt(begin);
+  size_t last = fc.ChunkAt(end - 1);
+  std::vector<ChunkBytes> held;
+  held.reserve(last - first + 1);
+  for (size_t i = first; i <= last; ++i) {
+    ChunkBytes bytes = cache_.Peek(fc.chunks[i], pattern);
+    if (!bytes) return std::nullopt;
+    held.push_back(std::move(bytes));
+  }
+  return held;
+}
+
+namespace {
+std::span<const ChunkRef> Covering(const FileChunks& fc, uint64_t begin, uint64_t end) {
+  size_t first = fc.ChunkAt(begin);
+  size_t last = fc.ChunkAt(end - 1);
+  return {fc.chunks.data() + first, last - first + 1};
+}
+}  // namespace
+
+void VolumeReader::RequestChunks(const FileChunks& fc, uint64_t begin, uint64_t end,
+                                 AccessPattern pattern) {
+  cache_.Request(Covering(fc, begin, end), pattern);
+}
+
+Result<std::vector<ChunkBytes>> VolumeReader::Chunks(const FileChunks& fc, uint64_t begin,
+                                                     uint64_t end, AccessPattern pattern,
+                                                     Clock::time_point deadline) {
+  std::span<const ChunkRef> refs = Covering(fc, begin, end);
+  // All of them at once: a 1 MiB read of 64 KiB chunks is one round trip, not sixteen.
+  cache_.Request(refs, pattern);
+  std::vector<ChunkBytes> held;
+  held.reserve(refs.size());
+  for (const ChunkRef& ref : refs) {
+    auto bytes = cache_.Get(ref, pattern, deadline);
+    if (!bytes) return Err(bytes.error());
+    held.push_back(std::move(*bytes));
+  }
+  return held;
+}
+
+void VolumeReader::Submit(std::function<void()> task) {
+  if (waiters_ == nullptr) return task();  // stopped: nothing waits any more
+  (void)waiters_->Submit(std::move(task));
+}
+
+void VolumeReader::WarmIndexes() {
+  for (const Entry& e : view_->manifest().entries) {
+    if (stopping_) break;
+    if (e.kind != EntryKind::kFile || e.layout != FileLayout::kIndexed) continue;
+    if (!ChunksOf(e, Deadline())) break;  // unreachable or broken: opens load their own
+  }
+  indexes_warmed_ = true;
+}
+
+}  // namespace bdn

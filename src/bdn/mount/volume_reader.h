@@ -1,0 +1,96 @@
+// VolumeReader: the read side of a mount. Chunk lists and chunk bytes of one version, fetched
+// through a ChunkCache with a deadline per request, and the threads that wait for the network
+// so that FUSE worker threads never do (ls and stat keep answering while the origin is down).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/base/thread_pool.h"
+#include "bdn/mount/chunk_cache.h"
+#include "bdn/mount/fuse_mount.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn {
+
+// Built from the MountOptions fields memory_cache_bytes, prefetch_bytes, prefetch_threads,
+// fetch_threads, read_timeout and prefetch_indexes. With prefetch_indexes, a background thread
+// loads the chunk index of every indexed file, in manifest order, as soon as the reader is
+// built, so that files can still be opened after the origin goes away; it stops at the first
+// index it cannot get (opens then load their own, with their own deadline).
+//
+// Thread-safe, except that Stop must not race with Submit (call it once the FUSE loop ended).
+class VolumeReader {
+ public:
+  using Clock = ChunkCache::Clock;
+
+  VolumeReader(std::shared_ptr<VersionView> view, const MountOptions& options);
+  // Stop().
+  ~VolumeReader();
+  VolumeReader(const VolumeReader&) = delete;
+  VolumeReader& operator=(const VolumeReader&) = delete;
+
+  // The deadline of a request that arrives now: now + options.read_timeout.
+  Clock::time_point Deadline() const;
+
+  // The chunk list of file entry `e` (hardlinks resolved) if it is known without I/O: empty and
+  // single-chunk files, and indexed files whose index is loaded. Else nullptr.
+  std::shared_ptr<const FileChunks> KnownChunks(const Entry& e);
+
+  // The chunk list of file entry `e` (hardlinks resolved), loading its chunk index if needed.
+  // Errors: InvalidArgument if `e` is not a file; the ChunkCache's errors (DeadlineExceeded at
+  // `deadline`, NotFound, Unavailable, ...) prefixed "file \"path\": chunk index"; Corruption
+  // if the index does not decode or disagrees with the entry's size.
+  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, Clock::time_point deadline);
+
+  // The chunks of `fc` covering the byte range [begin, end) (begin < end <= file size), in
+  // order, if all are in memory now; else nullopt. Never blocks on I/O.
+  std::optional<std::vector<ChunkBytes>> CachedChunks(const FileChunks& fc, uint64_t begin,
+                                                      uint64_t end, AccessPattern pattern);
+
+  // Queues demand fetches of the chunks of `fc` covering [begin, end) that are not in memory
+  // (ChunkCache::Request). Never blocks on I/O.
+  void RequestChunks(const FileChunks& fc, uint64_t begin, uint64_t end, AccessPattern pattern);
+
+  // The chunks of `fc` covering [begin, end), fetched in parallel (RequestChunks), waiting until
+  // `deadline`. Errors: the ChunkCache's, for the first chunk that failed.
+  Result<std::vector<ChunkBytes>> Chunks(const FileChunks& fc, uint64_t begin, uint64_t end,
+                                         AccessPattern pattern, Clock::time_point deadline);
+
+  // Runs `task` on one of the threads that may block (up to a deadline); queued tasks start in
+  // order. After Stop, runs it on the calling thread (every wait then ends at once).
+  void Submit(std::function<void()> task);
+
+  ChunkCache& cache() { return cache_; }
+  // Whether the background index loading has finished (all loaded, or it gave up).
+  bool indexes_warmed() const { return indexes_warmed_; }
+
+  // Stops the index loading, wakes every waiting Get (they fail with Unavailable), runs the
+  // queued tasks (which then finish at once) and joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  void WarmIndexes();
+
+  std::shared_ptr<VersionView> view_;
+  ChunkCache cache_;
+  const std::chrono::milliseconds read_timeout_;
+
+  std::mutex mu_;
+  std::unordered_map<size_t, std::shared_ptr<const FileChunks>> indexes_;  // by entry index
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> indexes_warmed_{false};
+  std::unique_ptr<ThreadPool> waiters_;
+  std::thread warmer_;
+};
+
+}  // namespace bdn

@@ -1,0 +1,195 @@
+// Origin chunk endpoints: missing-query, verified upload, download with Range/ETag, and the
+// BDNB batch download (docs/http-api.md, "Chunks").
+#include <cstring>
+
+#include "bdn/origin/origin.h"
+#include "bdn/origin/records_json.h"
+
+namespace bdn::origin {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kImmutable = "public, max-age=31536000, immutable";
+constexpr const char* kBinary = "application/octet-stream";
+constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
+constexpr uint8_t kBatchFound = 0;
+constexpr uint8_t kBatchMissing = 1;
+
+Result<Digest> ChunkIdOf(const httplib::Request& req) {
+  auto id = Digest::Parse(req.matches[1].str());
+  if (!id) return Err(id.error().WithPrefix("chunk id"));
+  return *id;
+}
+
+// Whether an If-None-Match value ("a", W/"a", "a", "b" or *) matches `etag`.
+bool EtagMatches(std::string_view header, std::string_view etag) {
+  while (!header.empty()) {
+    size_t comma = header.find(',');
+    std::string_view item = header.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.starts_with("W/")) item.remove_prefix(2);
+    if (item == "*" || item == etag) return true;
+    if (comma == std::string_view::npos) break;
+    header.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// One batch record header: id (32 bytes) | status (u8) | length (u32 little-endian).
+std::string BatchRecordHeader(const Digest& id, uint8_t status, uint32_t length) {
+  std::string h(Digest::kSize + 5, '\0');
+  std::memcpy(h.data(), id.data(), Digest::kSize);
+  h[Digest::kSize] = static_cast<char>(status);
+  for (int i = 0; i < 4; ++i) h[Digest::kSize + 1 + i] = static_cast<char>(length >> (8 * i));
+  return h;
+}
+
+}  // namespace
+
+void Origin::RegisterChunks() {
+  const Access push_any{Scope::kPush, Where::kAnyNamespace};
+  const Access pull_any{Scope::kPull, Where::kAnyNamespace};
+  Route("POST", "/v1/chunks/missing", "/v1/chunks/missing", push_any,
+        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_missing_ids));
+          BDN_ASSIGN_OR_RETURN(auto missing, store_->FindMissing(ids));
+          json list = json::array();
+          for (const Digest& d : missing) list.push_back(d.Hex());
+          http::SetJson(res, json{{"missing", list}}.dump());
+          return Status::Ok();
+        });
+  Route("POST", "/v1/chunks/batch", "/v1/chunks/batch", pull_any,
+        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+          return BatchChunks(req, res);
+        });
+  Route("PUT", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", push_any,
+        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+          return PutChunk(req, res);
+        });
+  Route("GET", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", pull_any,
+        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+          return GetChunk(req, res);
+        });
+}
+
+Status Origin::PutChunk(const httplib::Request& req, httplib::Response& res) {
+  BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
+  if (req.body.size() > options_.max_blob_bytes) {
+    http::SetError(res,
+                   InvalidArgumentError("chunk " + id.ToString() + ": " +
+                                        std::to_string(req.body.size()) + " bytes, at most " +
+                                        std::to_string(options_.max_blob_bytes) + " allowed"),
+                   413);
+    return Status::Ok();
+  }
+  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(req.body.data()),
+                                 req.body.size());
+  Digest got = Digest::Of(bytes);
+  if (got != id) {
+    return CorruptionError("chunk " + id.ToString() + ": received bytes hash to " + got.ToString());
+  }
+  BDN_ASSIGN_OR_RETURN(bool had, store_->Contains(id));
+  if (!had) BDN_RETURN_IF_ERROR(store_->Put(id, bytes));
+  auto& m = server_->metrics();
+  m.Add("bdn_chunks_received_total", {}, 1);
+  m.Add("bdn_chunk_bytes_received_total", {}, static_cast<double>(bytes.size()));
+  http::SetJson(res, json{{"id", id.Hex()}, {"size_bytes", bytes.size()}, {"stored", !had}}.dump(),
+                had ? 200 : 201);
+  return Status::Ok();
+}
+
+Status Origin::GetChunk(const httplib::Request& req, httplib::Response& res) {
+  BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
+  const std::string etag = "\"" + id.Hex() + "\"";
+  if (req.has_header("If-None-Match") && EtagMatches(req.get_header_value("If-None-Match"), etag)) {
+    BDN_ASSIGN_OR_RETURN(bool have, store_->Contains(id));
+    if (!have) return NotFoundError("chunk " + id.ToString() + ": not in store");
+    res.status = 304;
+    res.set_header("ETag", etag);
+    res.set_header("Cache-Control", kImmutable);
+    return Status::Ok();
+  }
+  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, store_->Get(id));
+  uint64_t offset = 0, length = bytes.size();
+  res.status = 200;
+  if (req.has_header("Range")) {
+    auto range = http::ParseRange(req.get_header_value("Range"), bytes.size());
+    if (!range) {
+      res.set_header("Content-Range", "bytes */" + std::to_string(bytes.size()));
+      http::SetError(res, range.error().WithPrefix("chunk " + id.ToString()), 416);
+      return Status::Ok();
+    }
+    offset = range->offset;
+    length = range->length;
+    res.status = 206;
+    res.set_header("Content-Range", "bytes " + std::to_string(offset) + "-" +
+                                        std::to_string(offset + length - 1) + "/" +
+                                        std::to_string(bytes.size()));
+  }
+  res.set_header("ETag", etag);
+  res.set_header("Cache-Control", kImmutable);
+  res.set_header("Accept-Ranges", "bytes");
+  res.set_content(reinterpret_cast<const char*>(bytes.data()) + offset, length, kBinary);
+  if (req.method != "HEAD") {
+    auto& m = server_->metrics();
+    m.Add("bdn_chunks_sent_total", {}, 1);
+    m.Add("bdn_chunk_bytes_sent_total", {}, static_cast<double>(length));
+  }
+  return Status::Ok();
+}
+
+Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) {
+  BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+  BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_batch_ids));
+  // Streamed one record per provider call, so a response of many large chunks never sits in
+  // memory whole. An I/O error mid-stream aborts the connection; the client sees a short body.
+  struct State {
+    std::vector<Digest> ids;
+    size_t next = 0;
+    bool started = false;
+  };
+  auto st = std::make_shared<State>();
+  st->ids = std::move(ids);
+  http::Metrics* metrics = &server_->metrics();
+  res.status = 200;
+  res.set_chunked_content_provider(kBinary, [this, st, metrics](size_t, httplib::DataSink& sink) {
+    uint64_t sent = 0;
+    if (!st->started) {
+      if (!sink.write(kBatchMagic, sizeof kBatchMagic)) return false;
+      st->started = true;
+      sent += sizeof kBatchMagic;
+    }
+    if (st->next < st->ids.size()) {
+      const Digest& id = st->ids[st->next++];
+      auto bytes = store_->Get(id);
+      if (!bytes && bytes.error().code() != StatusCode::kNotFound &&
+          bytes.error().code() != StatusCode::kCorruption) {
+        std::fprintf(stderr, "bdn serve: POST /v1/chunks/batch: %s\n",
+                     bytes.error().message().c_str());
+        return false;
+      }
+      // A stored copy that fails verification is never sent: it reads as missing.
+      uint32_t length = bytes ? static_cast<uint32_t>(bytes->size()) : 0;
+      std::string head = BatchRecordHeader(id, bytes ? kBatchFound : kBatchMissing, length);
+      if (!sink.write(head.data(), head.size())) return false;
+      if (length > 0 && !sink.write(reinterpret_cast<const char*>(bytes->data()), length)) {
+        return false;
+      }
+      sent += head.size() + length;
+      if (bytes) {
+        metrics->Add("bdn_chunks_sent_total", {}, 1);
+        metrics->Add("bdn_chunk_bytes_sent_total", {}, length);
+      }
+    }
+    metrics->Add("bdn_http_response_bytes_total", {{"route", "/v1/chunks/batch"}},
+                 static_cast<double>(sent));
+    if (st->next == st->ids.size()) sink.done();
+    return true;
+  });
+  return Status::Ok();
+}
+
+}  // namespace bdn::origin

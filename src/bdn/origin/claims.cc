@@ -1,0 +1,91 @@
+// ClaimTable: in-memory push claims with a TTL.
+#include "bdn/origin/claims.h"
+
+#include <random>
+
+namespace bdn::origin {
+namespace {
+
+std::string VolumeText(const std::pair<std::string, std::string>& key) {
+  return "bdn:" + key.first + "/" + key.second;
+}
+
+std::string NewClaimId() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device rd;  // getrandom(2) on Linux
+  std::string id;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t v = rd();
+    for (int j = 0; j < 8; ++j, v >>= 4) id += kHex[v & 15];
+  }
+  return id;
+}
+
+}  // namespace
+
+ClaimTable::ClaimTable(std::chrono::milliseconds ttl, std::function<Clock::time_point()> now)
+    : ttl_(ttl), now_(std::move(now)) {}
+
+ClaimTable::Claim* ClaimTable::LiveLocked(const Key& key, Clock::time_point now) {
+  auto it = claims_.find(key);
+  if (it == claims_.end()) return nullptr;
+  if (it->second.expires <= now) {
+    claims_.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+Status ClaimTable::ConflictLocked(const Key& key, const Claim& c, Clock::time_point now) const {
+  auto left = std::chrono::ceil<std::chrono::seconds>(c.expires - now).count();
+  return ConflictError("volume " + VolumeText(key) + ": push in progress (claimed by " + c.holder +
+                       ", expires in " + std::to_string(left) + " s)");
+}
+
+Status ClaimTable::NotFoundLocked(const Key& key, const std::string& id) const {
+  return NotFoundError("claim " + id + " on " + VolumeText(key) +
+                       ": not found (expired or released)");
+}
+
+Result<std::string> ClaimTable::Acquire(const std::string& ns, const std::string& vol,
+                                        const std::string& holder) {
+  Key key{ns, vol};
+  std::lock_guard lock(mu_);
+  auto now = now_();
+  if (Claim* c = LiveLocked(key, now)) return Err(ConflictLocked(key, *c, now));
+  Claim c{NewClaimId(), holder, now + ttl_};
+  std::string id = c.id;
+  claims_[key] = std::move(c);
+  return id;
+}
+
+Status ClaimTable::Renew(const std::string& ns, const std::string& vol, const std::string& id) {
+  Key key{ns, vol};
+  std::lock_guard lock(mu_);
+  auto now = now_();
+  Claim* c = LiveLocked(key, now);
+  if (!c || c->id != id) return NotFoundLocked(key, id);
+  c->expires = now + ttl_;
+  return Status::Ok();
+}
+
+Status ClaimTable::Release(const std::string& ns, const std::string& vol, const std::string& id) {
+  Key key{ns, vol};
+  std::lock_guard lock(mu_);
+  Claim* c = LiveLocked(key, now_());
+  if (!c || c->id != id) return NotFoundLocked(key, id);
+  claims_.erase(key);
+  return Status::Ok();
+}
+
+Status ClaimTable::CheckCommit(const std::string& ns, const std::string& vol,
+                               const std::optional<std::string>& claim_id) {
+  Key key{ns, vol};
+  std::lock_guard lock(mu_);
+  auto now = now_();
+  Claim* c = LiveLocked(key, now);
+  if (!c || (claim_id && *claim_id == c->id)) return Status::Ok();
+  return ConflictLocked(key, *c, now);
+}
+
+}  // namespace bdn::origin

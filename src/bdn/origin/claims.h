@@ -1,0 +1,63 @@
+// ClaimTable: the origin's push claims (docs/http-api.md, "Push claims"): one push per volume at
+// a time, held in memory, lapsing unless renewed within the TTL.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "bdn/base/status.h"
+
+namespace bdn::origin {
+
+// Claims by volume. Expired claims are dropped lazily, when their volume is next looked at.
+// Thread-safe.
+class ClaimTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `now` is for tests; by default the steady clock.
+  explicit ClaimTable(std::chrono::milliseconds ttl,
+                      std::function<Clock::time_point()> now = Clock::now);
+
+  std::chrono::milliseconds ttl() const { return ttl_; }
+
+  // Claims volume ns/vol for `holder` (how conflict messages name it, e.g. "key bdn_<id>") and
+  // returns the new claim id (32 hex characters).
+  // Errors: Conflict "volume bdn:ns/vol: push in progress (claimed by <holder>, expires in N s)"
+  // while another claim is live.
+  Result<std::string> Acquire(const std::string& ns, const std::string& vol,
+                              const std::string& holder);
+  // Extends a live claim by the TTL from now.
+  // Errors: NotFound "claim <id> on bdn:ns/vol: not found (expired or released)".
+  Status Renew(const std::string& ns, const std::string& vol, const std::string& id);
+  // Releases a live claim. Errors: NotFound as for Renew.
+  Status Release(const std::string& ns, const std::string& vol, const std::string& id);
+  // Whether a commit presenting `claim_id` (or none) may proceed: OK unless the volume has a live
+  // claim with another id. Errors: Conflict with the Acquire message.
+  Status CheckCommit(const std::string& ns, const std::string& vol,
+                     const std::optional<std::string>& claim_id);
+
+ private:
+  struct Claim {
+    std::string id;
+    std::string holder;
+    Clock::time_point expires;
+  };
+  using Key = std::pair<std::string, std::string>;
+  // The live claim on `key`, erasing an expired one. Requires mu_.
+  Claim* LiveLocked(const Key& key, Clock::time_point now);
+  Status ConflictLocked(const Key& key, const Claim& c, Clock::time_point now) const;
+  Status NotFoundLocked(const Key& key, const std::string& id) const;
+
+  const std::chrono::milliseconds ttl_;
+  const std::function<Clock::time_point()> now_;
+  std::mutex mu_;
+  std::map<Key, Claim> claims_;
+};
+
+}  // namespace bdn::origin

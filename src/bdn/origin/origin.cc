@@ -1,0 +1,179 @@
+// Origin: construction, the authentication/scope gate every endpoint passes, the key endpoints,
+// and the first-start admin key.
+#include "bdn/origin/origin.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "bdn/origin/records_json.h"
+
+namespace bdn::origin {
+
+using nlohmann::json;
+
+Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
+               std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys)
+    : options_(options),
+      store_(std::move(store)),
+      registry_(std::move(registry)),
+      keys_(std::move(keys)),
+      claims_(options.claim_ttl) {}
+
+void Origin::Register(http::Server& server) {
+  server_ = &server;
+  auto& m = server.metrics();
+  using T = http::Metrics::Type;
+  m.Declare("bdn_chunks_sent_total", T::kCounter, "Chunks (blobs) sent, whole or in part.");
+  m.Declare("bdn_chunk_bytes_sent_total", T::kCounter, "Chunk bytes sent.");
+  m.Declare("bdn_chunks_received_total", T::kCounter, "Chunks (blobs) received and verified.");
+  m.Declare("bdn_chunk_bytes_received_total", T::kCounter, "Chunk bytes received and verified.");
+  for (const char* name : {"bdn_chunks_sent_total", "bdn_chunk_bytes_sent_total",
+                           "bdn_chunks_received_total", "bdn_chunk_bytes_received_total"}) {
+    m.Add(name, {}, 0);  // present from the start, so dashboards see 0 rather than no series
+  }
+  RegisterChunks();
+  RegisterRegistry();
+  RegisterClaims();
+  RegisterKeys();
+}
+
+Result<ApiKey> Origin::Authenticate(const httplib::Request& req) {
+  if (options_.auth == AuthMode::kDisabled) {
+    return ApiKey{"anonymous", std::string(kAllNamespaces), {Scope::kAdmin}, 0, false};
+  }
+  if (!req.has_header("Authorization")) {
+    return Err(PermissionDeniedError(
+        "request: no credentials (send Authorization: Bearer bdn_<id>_<secret>)"));
+  }
+  std::string value = req.get_header_value("Authorization");
+  constexpr std::string_view kBearer = "bearer ";
+  if (value.size() <= kBearer.size() ||
+      !std::equal(kBearer.begin(), kBearer.end(), value.begin(), [](char a, char b) {
+        return a == std::tolower(static_cast<unsigned char>(b));
+      })) {
+    return Err(PermissionDeniedError("Authorization: expected \"Bearer bdn_<id>_<secret>\""));
+  }
+  return keys_->Authenticate(std::string_view(value).substr(kBearer.size()));
+}
+
+void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,
+                   Access access, Handler handler) {
+  auto gate = [this, access, handler = std::move(handler)](const httplib::Request& req,
+                                                           httplib::Response& res) {
+    auto key = Authenticate(req);
+    if (!key) return http::SetError(res, key.error(), http::Credentials::kRejected);
+    std::optional<std::string> ns;
+    if (access.where == Where::kPathNamespace) ns = req.matches[1].str();
+    if (!key->Allows(access.scope, ns ? std::optional<std::string_view>(*ns) : std::nullopt)) {
+      std::string where = ns ? "namespace \"" + *ns + "\"" : "any namespace";
+      return http::SetError(res, PermissionDeniedError("key " + key->Name() + ": no \"" +
+                                                       std::string(ScopeName(access.scope)) +
+                                                       "\" scope for " + where));
+    }
+    Status s = handler(req, res, *key);
+    if (!s.ok()) http::SetError(res, s);
+  };
+  if (method == "GET") {
+    server_->Get(pattern, route, std::move(gate));
+  } else if (method == "POST") {
+    server_->Post(pattern, route, std::move(gate));
+  } else if (method == "PUT") {
+    server_->Put(pattern, route, std::move(gate));
+  } else {
+    server_->Delete(pattern, route, std::move(gate));
+  }
+}
+
+// ---- Keys ----
+
+namespace {
+
+// A key id from the path: "<id>" or "bdn_<id>".
+std::string KeyIdOf(std::string id) {
+  if (id.starts_with("bdn_")) id.erase(0, 4);
+  return id;
+}
+
+}  // namespace
+
+void Origin::RegisterKeys() {
+  const Access admin{Scope::kAdmin, Where::kAnyNamespace};
+  Route("POST", "/v1/keys", "/v1/keys", admin,
+        [this](const httplib::Request& req, httplib::Response& res, const ApiKey& me) -> Status {
+          if (!keys_) return FailedPreconditionError("keys: authentication is disabled");
+          BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_ASSIGN_OR_RETURN(auto ns, OptionalStringField(body, "namespace"));
+          if (!ns) return InvalidArgumentError("namespace: missing (a namespace or \"*\")");
+          BDN_ASSIGN_OR_RETURN(auto names, StringListField(body, "scopes"));
+          std::vector<Scope> scopes;
+          for (const auto& n : names) {
+            BDN_ASSIGN_OR_RETURN(Scope s, ParseScope(n));
+            scopes.push_back(s);
+          }
+          if (!me.Allows(Scope::kAdmin, *ns)) {
+            return PermissionDeniedError("key " + me.Name() +
+                                         ": no \"admin\" scope for namespace \"" + *ns + "\"");
+          }
+          BDN_ASSIGN_OR_RETURN(CreatedKey created, keys_->Create(*ns, std::move(scopes)));
+          json out = KeyJson(created.key);
+          out["token"] = created.token;
+          http::SetJson(res, out.dump(), 201);
+          return Status::Ok();
+        });
+  Route("GET", "/v1/keys", "/v1/keys", admin,
+        [this](const httplib::Request&, httplib::Response& res, const ApiKey& me) -> Status {
+          if (!keys_) return FailedPreconditionError("keys: authentication is disabled");
+          BDN_ASSIGN_OR_RETURN(auto all, keys_->List());
+          json list = json::array();
+          for (const ApiKey& k : all) {
+            if (me.Allows(Scope::kAdmin, k.ns)) list.push_back(KeyJson(k));
+          }
+          http::SetJson(res, json{{"keys", list}}.dump());
+          return Status::Ok();
+        });
+  Route("DELETE", "/v1/keys/([^/]+)", "/v1/keys/{id}", admin,
+        [this](const httplib::Request& req, httplib::Response& res, const ApiKey& me) -> Status {
+          if (!keys_) return FailedPreconditionError("keys: authentication is disabled");
+          std::string id = KeyIdOf(req.matches[1].str());
+          BDN_ASSIGN_OR_RETURN(ApiKey target, keys_->Get(id));
+          if (!me.Allows(Scope::kAdmin, target.ns)) {
+            return PermissionDeniedError(
+                "key " + me.Name() + ": no \"admin\" scope for namespace \"" + target.ns + "\"");
+          }
+          BDN_ASSIGN_OR_RETURN(ApiKey revoked, keys_->Revoke(id));
+          http::SetJson(res, json{{"id", revoked.id}, {"revoked", true}}.dump());
+          return Status::Ok();
+        });
+}
+
+// ---- First start ----
+
+Result<std::optional<std::string>> BootstrapAdminKey(KeyStore& keys,
+                                                     const std::filesystem::path& token_path) {
+  BDN_ASSIGN_OR_RETURN(auto existing, keys.List());
+  if (!existing.empty()) return std::optional<std::string>();
+  BDN_ASSIGN_OR_RETURN(CreatedKey created,
+                       keys.Create(std::string(kAllNamespaces), {Scope::kAdmin}));
+  std::filesystem::path tmp = token_path;
+  tmp += ".tmp";
+  auto fail = [&](std::string_view what, int e) {
+    ::unlink(tmp.c_str());
+    (void)keys.Revoke(created.key.id);
+    return Err(ErrnoError(std::string(what) + " " + tmp.string(), e));
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("admin token", errno);
+  std::string line = created.token + "\n";
+  bool ok = ::fchmod(fd, 0600) == 0 &&
+            ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+            ::fsync(fd) == 0;
+  int e = errno;
+  ::close(fd);
+  if (!ok) return fail("admin token: write", e);
+  if (::rename(tmp.c_str(), token_path.c_str()) != 0) return fail("admin token: rename", errno);
+  return std::optional<std::string>(created.token);
+}
+
+}  // namespace bdn::origin

@@ -1,0 +1,95 @@
+// Origin: the handlers of `bdn serve` (docs/http-api.md) over a ChunkStore, a Registry and a
+// KeyStore: chunk upload/download/batch/missing-query, registry reads, commit, tags, push claims
+// and keys, each behind its authentication and scope check.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bdn/http/server.h"
+#include "bdn/origin/claims.h"
+#include "bdn/registry/key_store.h"
+#include "bdn/registry/registry.h"
+#include "bdn/store/chunk_store.h"
+
+namespace bdn::origin {
+
+enum class AuthMode {
+  kRequired,  // every endpoint but /healthz and /metrics needs a key with the right scope
+  kDisabled,  // --insecure-no-auth: every request acts as an admin key for "*"
+};
+
+struct OriginOptions {
+  AuthMode auth = AuthMode::kRequired;
+  std::chrono::milliseconds claim_ttl{30000};
+  size_t max_missing_ids = 4096;
+  size_t max_batch_ids = 1024;
+  // Largest blob accepted by PUT /v1/chunks (chunks are at most 16 MiB; manifests and chunk
+  // indexes of very large versions may be bigger).
+  uint64_t max_blob_bytes = 64ull * 1024 * 1024;
+};
+
+// The origin's endpoints. Register them on a Server, which must be stopped before the Origin is
+// destroyed. Thread-safe: handlers run concurrently; the store, registry and key store must be
+// thread-safe.
+class Origin {
+ public:
+  // `keys` may be null only with AuthMode::kDisabled.
+  Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
+         std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys);
+
+  // Adds every endpoint of docs/http-api.md to `server` and declares the origin's metrics
+  // (bdn_chunks_{sent,received}_total, bdn_chunk_bytes_{sent,received}_total) on it.
+  void Register(http::Server& server);
+
+  ClaimTable& claims() { return claims_; }
+
+ private:
+  // What an endpoint needs: a scope, for the namespace in the path (req.matches[1]) or for any.
+  enum class Where { kAnyNamespace, kPathNamespace };
+  struct Access {
+    Scope scope;
+    Where where;
+  };
+  // A handler after authentication; a non-ok Status becomes the JSON error response.
+  using Handler =
+      std::function<Status(const httplib::Request&, httplib::Response&, const ApiKey& key)>;
+
+  // Registers `handler` behind the authentication and scope check of `access`.
+  void Route(const std::string& method, const std::string& pattern, const std::string& route,
+             Access access, Handler handler);
+  // The key of the request's bearer token (or the anonymous admin with auth disabled).
+  // Errors: PermissionDenied, to be answered with 401.
+  Result<ApiKey> Authenticate(const httplib::Request& req);
+
+  void RegisterChunks();
+  void RegisterRegistry();
+  void RegisterClaims();
+  void RegisterKeys();
+
+  Status PutChunk(const httplib::Request& req, httplib::Response& res);
+  Status GetChunk(const httplib::Request& req, httplib::Response& res);
+  Status BatchChunks(const httplib::Request& req, httplib::Response& res);
+  Status Commit(const httplib::Request& req, httplib::Response& res, const ApiKey& key);
+
+  OriginOptions options_;
+  std::shared_ptr<ChunkStore> store_;
+  std::shared_ptr<Registry> registry_;
+  std::shared_ptr<KeyStore> keys_;
+  ClaimTable claims_;
+  http::Server* server_ = nullptr;
+};
+
+// On a server whose key store holds no key at all (first start), creates an admin key for "*",
+// writes its token to `token_path` (mode 0600, written to a temporary name and renamed) and
+// returns it; returns nullopt when keys already exist. Errors: from the key store, or I/O
+// errors writing the file (the key is then revoked).
+Result<std::optional<std::string>> BootstrapAdminKey(KeyStore& keys,
+                                                     const std::filesystem::path& token_path);
+
+}  // namespace bdn::origin

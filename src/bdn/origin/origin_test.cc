@@ -1,0 +1,690 @@
+// Tests for the origin over real HTTP on 127.0.0.1: chunk upload/download/Range/ETag/batch,
+// commit preconditions, tags, push claims, keys, and the authentication/scope table.
+#include "bdn/origin/origin.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "bdn/volume/push.h"
+
+namespace bdn::origin {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A MemChunkStore that remembers what was put, so a sealed version can be uploaded blob by blob.
+class RecordingStore : public MemChunkStore {
+ public:
+  Status Put(const Digest& id, std::span<const uint8_t> data) override {
+    blobs[id] = std::string(reinterpret_cast<const char*>(data.data()), data.size());
+    return MemChunkStore::Put(id, data);
+  }
+  std::map<Digest, std::string> blobs;
+};
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+class OriginTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer(AuthMode::kRequired); }
+
+  void StartServer(AuthMode mode) {
+    char tmpl[] = "/tmp/bdn-origin-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto store = LocalChunkStore::Open(dir_ / "store", LocalChunkStore::Durability::kNone);
+    ASSERT_TRUE(store) << store.error().ToString();
+    store_ = std::move(*store);
+    auto registry = SqliteRegistry::Open(dir_ / "registry.db");
+    ASSERT_TRUE(registry) << registry.error().ToString();
+    auto keys = SqliteKeyStore::Open(dir_ / "registry.db");
+    ASSERT_TRUE(keys) << keys.error().ToString();
+    keys_ = std::move(*keys);
+    auto admin = BootstrapAdminKey(*keys_, dir_ / "admin.token");
+    ASSERT_TRUE(admin && admin->has_value());
+    admin_ = **admin;
+
+    OriginOptions options;
+    options.auth = mode;
+    options.claim_ttl = std::chrono::milliseconds(400);
+    origin_ = std::make_unique<Origin>(options, store_, std::move(*registry), keys_);
+    http::ServerOptions server_options;
+    server_options.listen = "127.0.0.1:0";
+    server_options.threads = 8;
+    server_ = std::make_unique<http::Server>(server_options);
+    origin_->Register(*server_);
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  }
+
+  void TearDown() override {
+    client_.reset();
+    if (server_) server_->Stop();
+    server_.reset();
+    origin_.reset();
+    keys_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+
+  static httplib::Headers Auth(const std::string& token) {
+    return {{"Authorization", "Bearer " + token}};
+  }
+
+  std::string Key(const std::string& ns, const std::string& scopes) {
+    auto k = keys_->Create(ns, *ParseScopes(scopes));
+    EXPECT_TRUE(k);
+    return k->token;
+  }
+
+  // One request; `method` GET/POST/PUT/DELETE.
+  httplib::Result Call(const std::string& method, const std::string& path, const std::string& token,
+                       const std::string& body = "", httplib::Headers headers = {}) {
+    if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+    const char* type = "application/json";
+    if (method == "GET") return client_->Get(path, headers);
+    if (method == "POST") return client_->Post(path, headers, body, type);
+    if (method == "PUT") {
+      return client_->Put(path, headers, body,
+                          path.starts_with("/v1/chunks/") ? "application/octet-stream" : type);
+    }
+    return client_->Delete(path, headers);
+  }
+
+  void Upload(const std::string& bytes) {
+    auto r = Call("PUT", "/v1/chunks/" + Digest::Of(bytes).Hex(), admin_, bytes);
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(r->status == 201 || r->status == 200) << r->status << " " << r->body;
+  }
+
+  // Seals a small tree (an empty file, a one-chunk file, a many-chunk file, a symlink) into a
+  // client-side store and returns the seal; its blobs are in `sealed_`.
+  SealResult Seal(uint32_t seed) {
+    fs::path src = dir_ / ("src" + std::to_string(seed));
+    fs::create_directories(src / "sub");
+    std::ofstream(src / "empty");
+    std::ofstream(src / "small.txt") << "hello " << seed;
+    std::ofstream(src / "sub" / "big.bin", std::ios::binary) << RandomBytes(400 * 1024, seed);
+    fs::create_symlink("small.txt", src / "link");
+    sealed_ = std::make_unique<RecordingStore>();
+    auto r = SealDirectory(src, SealOptions{}, *sealed_, nullptr);
+    EXPECT_TRUE(r) << r.error().ToString();
+    return *r;
+  }
+
+  static json Body(const httplib::Result& r) { return json::parse(r->body); }
+
+  fs::path dir_;
+  std::shared_ptr<LocalChunkStore> store_;
+  std::shared_ptr<SqliteKeyStore> keys_;
+  std::unique_ptr<Origin> origin_;
+  std::unique_ptr<http::Server> server_;
+  std::unique_ptr<httplib::Client> client_;
+  std::unique_ptr<RecordingStore> sealed_;
+  std::string admin_;
+};
+
+TEST_F(OriginTest, HealthzAndMetricsNeedNoAuth) {
+  auto h = client_->Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(h->body, "ok\n");
+  Upload("some bytes");
+  auto m = client_->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->body.find("bdn_http_requests_total{method=\"PUT\",route=\"/v1/chunks/{id}\","
+                         "status=\"201\"} 1"),
+            std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("bdn_chunk_bytes_received_total 10"), std::string::npos);
+  EXPECT_NE(
+      m->body.find("bdn_http_request_duration_seconds_bucket{route=\"/healthz\",le=\"+Inf\"} 1"),
+      std::string::npos);
+  EXPECT_NE(m->body.find("# TYPE bdn_http_request_duration_seconds histogram"), std::string::npos);
+}
+
+TEST_F(OriginTest, UploadVerifiesBytesAndNeverStoresBadOnes) {
+  std::string good = "chunk payload";
+  Digest id = Digest::Of(good);
+  auto r = Call("PUT", "/v1/chunks/" + id.Hex(), admin_, good);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 201);
+  EXPECT_EQ(Body(r)["stored"], true);
+  r = Call("PUT", "/v1/chunks/" + id.Hex(), admin_, good);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["stored"], false);
+
+  std::string claimed = "what the client says";
+  Digest claimed_id = Digest::Of(claimed);
+  r = Call("PUT", "/v1/chunks/" + claimed_id.Hex(), admin_, "other bytes");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(Body(r)["error"]["code"], "corruption");
+  EXPECT_EQ(Body(r)["error"]["message"], "chunk " + claimed_id.ToString() +
+                                             ": received bytes hash to " +
+                                             Digest::Of("other bytes").ToString());
+  EXPECT_FALSE(*store_->Contains(claimed_id));
+  EXPECT_FALSE(fs::exists(store_->PathOf(claimed_id)));
+  EXPECT_FALSE(*store_->Contains(Digest::Of("other bytes")));
+
+  r = Call("PUT", "/v1/chunks/xyz", admin_, good);
+  EXPECT_EQ(r->status, 400);
+}
+
+TEST_F(OriginTest, MissingQueryAnswersInInputOrder) {
+  std::string a = "a", b = "b", c = "c";
+  Upload(b);
+  json req = {{"ids", {Digest::Of(c).Hex(), Digest::Of(b).Hex(), Digest::Of(a).Hex()}}};
+  auto r = Call("POST", "/v1/chunks/missing", admin_, req.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["missing"], json({Digest::Of(c).Hex(), Digest::Of(a).Hex()}));
+
+  json too_many = {{"ids", json::array()}};
+  for (int i = 0; i < 4097; ++i) too_many["ids"].push_back(Digest::Of(std::to_string(i)).Hex());
+  r = Call("POST", "/v1/chunks/missing", admin_, too_many.dump());
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["error"]["message"], "ids: 4097 ids, at most 4096 per request");
+  r = Call("POST", "/v1/chunks/missing", admin_, "not json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["error"]["message"], "request body: not valid JSON");
+}
+
+TEST_F(OriginTest, DownloadWithRangeEtagAndCacheHeaders) {
+  std::string bytes = "0123456789";
+  Upload(bytes);
+  std::string path = "/v1/chunks/" + Digest::Of(bytes).Hex();
+  std::string etag = "\"" + Digest::Of(bytes).Hex() + "\"";
+
+  auto r = Call("GET", path, admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, bytes);
+  EXPECT_EQ(r->get_header_value("ETag"), etag);
+  EXPECT_EQ(r->get_header_value("Cache-Control"), "public, max-age=31536000, immutable");
+  EXPECT_EQ(r->get_header_value("Content-Length"), "10");
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/octet-stream");
+
+  struct Case {
+    std::string range;
+    int status;
+    std::string body;
+    std::string content_range;
+  };
+  for (const Case& c : std::vector<Case>{{"bytes=2-5", 206, "2345", "bytes 2-5/10"},
+                                         {"bytes=7-", 206, "789", "bytes 7-9/10"},
+                                         {"bytes=8-100", 206, "89", "bytes 8-9/10"},
+                                         {"bytes=-3", 206, "789", "bytes 7-9/10"},
+                                         {"bytes=0-0", 206, "0", "bytes 0-0/10"},
+                                         {"bytes=10-12", 416, "", "bytes */10"},
+                                         {"bytes=0-1,4-5", 416, "", "bytes */10"}}) {
+    r = Call("GET", path, admin_, "", {{"Range", c.range}});
+    ASSERT_TRUE(r) << c.range;
+    EXPECT_EQ(r->status, c.status) << c.range;
+    EXPECT_EQ(r->get_header_value("Content-Range"), c.content_range) << c.range;
+    if (c.status == 206) {
+      EXPECT_EQ(r->body, c.body) << c.range;
+    } else {
+      EXPECT_EQ(Body(r)["error"]["code"], "invalid_argument") << c.range;
+    }
+  }
+
+  r = Call("GET", path, admin_, "", {{"If-None-Match", etag}});
+  EXPECT_EQ(r->status, 304);
+  EXPECT_EQ(r->body, "");
+  EXPECT_EQ(r->get_header_value("ETag"), etag);
+  r = Call("GET", path, admin_, "", {{"If-None-Match", "\"other\""}});
+  EXPECT_EQ(r->status, 200);
+
+  Digest absent = Digest::Of("absent");
+  r = Call("GET", "/v1/chunks/" + absent.Hex(), admin_);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["error"]["code"], "not_found");
+  EXPECT_EQ(r->get_header_value("Cache-Control"), "");
+
+  // A stored copy that went bad is never served.
+  fs::permissions(store_->PathOf(Digest::Of(bytes)), fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(store_->PathOf(Digest::Of(bytes)), std::ios::binary) << "0123456780";
+  r = Call("GET", path, admin_);
+  EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(r->body.find("0123456780"), std::string::npos);
+}
+
+TEST_F(OriginTest, BatchDownloadFraming) {
+  std::string a = "first chunk", b = RandomBytes(300000, 7);
+  Upload(a);
+  Upload(b);
+  Digest missing = Digest::Of("never uploaded");
+  json req = {
+      {"ids", {Digest::Of(a).Hex(), missing.Hex(), Digest::Of(b).Hex(), Digest::Of(a).Hex()}}};
+  auto r = Call("POST", "/v1/chunks/batch", admin_, req.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/octet-stream");
+  const std::string& body = r->body;
+  ASSERT_GE(body.size(), 4u);
+  EXPECT_EQ(body.substr(0, 4), "BDNB");
+  size_t pos = 4;
+  struct Record {
+    Digest id;
+    uint8_t status;
+    std::string bytes;
+  };
+  std::vector<Record> records;
+  while (pos < body.size()) {
+    ASSERT_LE(pos + 37, body.size());
+    std::array<uint8_t, 32> raw;
+    std::memcpy(raw.data(), body.data() + pos, 32);
+    uint8_t status = static_cast<uint8_t>(body[pos + 32]);
+    uint32_t len = 0;
+    for (int i = 0; i < 4; ++i)
+      len |= static_cast<uint32_t>(static_cast<uint8_t>(body[pos + 33 + i])) << (8 * i);
+    pos += 37;
+    ASSERT_LE(pos + len, body.size());
+    records.push_back({Digest(raw), status, body.substr(pos, len)});
+    pos += len;
+  }
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].id, Digest::Of(a));
+  EXPECT_EQ(records[0].status, 0);
+  EXPECT_EQ(records[0].bytes, a);
+  EXPECT_EQ(records[1].id, missing);
+  EXPECT_EQ(records[1].status, 1);
+  EXPECT_EQ(records[1].bytes, "");
+  EXPECT_EQ(records[2].bytes, b);
+  EXPECT_EQ(records[3].bytes, a);
+
+  json too_many = {{"ids", json::array()}};
+  for (int i = 0; i < 1025; ++i) too_many["ids"].push_back(missing.Hex());
+  EXPECT_EQ(Call("POST", "/v1/chunks/batch", admin_, too_many.dump())->status, 400);
+}
+
+TEST_F(OriginTest, CommitRefusedUntilEveryBlobIsStored) {
+  SealResult seal = Seal(1);
+  std::string commit = json{{"digest", seal.digest.Hex()}, {"tags", {"prod"}}}.dump();
+  const std::string path = "/v1/volumes/weights/model/commit";
+
+  auto r = Call("POST", path, admin_, commit);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 412);
+  EXPECT_EQ(Body(r)["error"]["message"],
+            "version " + seal.digest.ToString() + ": manifest is not stored");
+
+  // Upload everything except one data chunk.
+  Digest held_back;
+  for (const auto& [id, bytes] : sealed_->blobs) {
+    bool is_data = id != seal.digest && bytes.size() > 1000;
+    if (is_data && held_back == Digest()) {
+      held_back = id;
+      continue;
+    }
+    Upload(bytes);
+  }
+  ASSERT_NE(held_back, Digest());
+  r = Call("POST", path, admin_, commit);
+  EXPECT_EQ(r->status, 412);
+  EXPECT_EQ(Body(r)["error"]["code"], "failed_precondition");
+  EXPECT_EQ(Body(r)["error"]["message"], "version " + seal.digest.ToString() + ": chunk " +
+                                             held_back.ToString() + " is not stored");
+  EXPECT_EQ(Call("GET", "/v1/volumes/weights/model", admin_)->status, 404);
+
+  Upload(sealed_->blobs[held_back]);
+  r = Call("POST", path, admin_, commit);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json result = Body(r);
+  EXPECT_EQ(result["sequence"], 1);
+  EXPECT_EQ(result["unchanged"], false);
+  EXPECT_EQ(result["head_updated"], true);
+  EXPECT_EQ(result["tags_applied"], json({"prod"}));
+
+  r = Call("GET", "/v1/volumes/weights/model/versions/" + seal.digest.Hex(), admin_);
+  ASSERT_EQ(r->status, 200);
+  json v = Body(r);
+  EXPECT_EQ(v["digest"], seal.digest.Hex());
+  EXPECT_EQ(v["is_head"], true);
+  EXPECT_EQ(v["lifecycle"], "ALIVE");
+  // The server's stats (from the manifest) equal what the pusher computed.
+  EXPECT_EQ(v["stats"]["files"], seal.stats.files);
+  EXPECT_EQ(v["stats"]["bytes"], seal.stats.bytes);
+  EXPECT_EQ(v["stats"]["chunks"], seal.stats.chunks);
+  EXPECT_EQ(v["stats"]["entries"], seal.stats.entries);
+
+  r = Call("GET", "/v1/volumes/weights/model", admin_);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["head"], seal.digest.Hex());
+  EXPECT_EQ(Body(r)["tags"]["prod"], seal.digest.Hex());
+  EXPECT_EQ(Body(r)["namespace"], "weights");
+  EXPECT_EQ(Body(r)["volume"], "model");
+
+  r = Call("GET", "/v1/volumes/weights/model/versions?include_deleted=1", admin_);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["versions"].size(), 1u);
+  r = Call("GET", "/v1/volumes/weights/model/find?prefix=" + seal.digest.Hex().substr(0, 12),
+           admin_);
+  EXPECT_EQ(Body(r)["digests"], json({seal.digest.Hex()}));
+  r = Call("GET", "/v1/namespaces", admin_);
+  EXPECT_EQ(Body(r)["namespaces"], json({"weights"}));
+  r = Call("GET", "/v1/namespaces/weights/volumes", admin_);
+  EXPECT_EQ(Body(r)["volumes"][0]["volume"], "model");
+  r = Call("GET", "/v1/volumes/Weights/model", admin_);
+  EXPECT_EQ(r->status, 400);
+
+  // Re-committing the same version changes nothing.
+  r = Call("POST", path, admin_, commit);
+  EXPECT_EQ(Body(r)["unchanged"], true);
+}
+
+TEST_F(OriginTest, TagsWithExpectedSequence) {
+  SealResult seal = Seal(2);
+  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+  auto r = Call("POST", "/v1/volumes/weights/model/commit", admin_,
+                json{{"digest", seal.digest.Hex()}}.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  int64_t seq = Body(r)["sequence"];
+
+  std::string tag_path = "/v1/volumes/weights/model/tags/candidate";
+  r = Call("PUT", tag_path, admin_,
+           json{{"digest", seal.digest.Hex()}, {"expected_sequence", seq + 5}}.dump());
+  EXPECT_EQ(r->status, 409);
+  EXPECT_EQ(Body(r)["error"]["code"], "conflict");
+  r = Call("PUT", tag_path, admin_,
+           json{{"digest", seal.digest.Hex()}, {"expected_sequence", seq}}.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Body(r)["sequence"], seq + 1);
+
+  r = Call("DELETE", tag_path + "?expected_sequence=" + std::to_string(seq), admin_);
+  EXPECT_EQ(r->status, 409);
+  r = Call("DELETE", tag_path + "?expected_sequence=" + std::to_string(seq + 1), admin_);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Body(r)["sequence"], seq + 2);
+  r = Call("DELETE", tag_path, admin_);
+  EXPECT_EQ(r->status, 404);
+  r = Call("PUT", "/v1/volumes/weights/model/tags/head", admin_,
+           json{{"digest", seal.digest.Hex()}}.dump());
+  EXPECT_EQ(r->status, 400);
+  r = Call("PUT", "/v1/volumes/weights/model/tags/bad$tag", admin_,
+           json{{"digest", seal.digest.Hex()}}.dump());
+  EXPECT_EQ(r->status, 400);
+}
+
+TEST_F(OriginTest, PushClaimsConflictExpireAndRenew) {
+  std::string pusher = Key("weights", "push");
+  const std::string claims = "/v1/volumes/weights/model/claims";
+  auto r = Call("POST", claims, admin_);
+  ASSERT_EQ(r->status, 201) << r->body;
+  std::string first = Body(r)["claim"];
+  EXPECT_EQ(Body(r)["ttl_ms"], 400);
+
+  r = Call("POST", claims, pusher);
+  EXPECT_EQ(r->status, 409);
+  std::string message = Body(r)["error"]["message"];
+  std::string admin_id = admin_.substr(4, admin_.find('_', 4) - 4);
+  EXPECT_EQ(message, "volume bdn:weights/model: push in progress (claimed by key bdn_" + admin_id +
+                         ", expires in 1 s)");
+
+  // A commit without the live claim is refused with the same conflict.
+  r = Call("POST", "/v1/volumes/weights/model/commit", pusher,
+           json{{"digest", Digest::Of("x").Hex()}}.dump());
+  EXPECT_EQ(r->status, 409);
+  // With the claim it passes the claim check (and then fails on the missing manifest).
+  r = Call("POST", "/v1/volumes/weights/model/commit", admin_,
+           json{{"digest", Digest::Of("x").Hex()}, {"claim", first}}.dump());
+  EXPECT_EQ(r->status, 412);
+
+  // Renewing keeps it alive past the original expiry.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    r = Call("PUT", claims + "/" + first, admin_);
+    ASSERT_EQ(r->status, 200) << r->body;
+  }
+  EXPECT_EQ(Call("POST", claims, pusher)->status, 409);
+
+  // Without renewal it lapses; then another client may claim.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  r = Call("POST", claims, pusher);
+  ASSERT_EQ(r->status, 201);
+  std::string second = Body(r)["claim"];
+  r = Call("PUT", claims + "/" + first, admin_);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["error"]["message"],
+            "claim " + first + " on bdn:weights/model: not found (expired or released)");
+  r = Call("DELETE", claims + "/" + second, pusher);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Call("DELETE", claims + "/" + second, pusher)->status, 404);
+  EXPECT_EQ(Call("POST", claims, admin_)->status, 201);
+}
+
+TEST_F(OriginTest, KeysEndpoints) {
+  auto r = Call("POST", "/v1/keys", admin_,
+                json{{"namespace", "weights"}, {"scopes", {"push", "pull"}}}.dump());
+  ASSERT_EQ(r->status, 201) << r->body;
+  json created = Body(r);
+  std::string token = created["token"];
+  EXPECT_TRUE(token.starts_with("bdn_" + created["id"].get<std::string>() + "_"));
+  EXPECT_EQ(created["scopes"], json({"pull", "push"}));
+  EXPECT_EQ(created["namespace"], "weights");
+
+  r = Call("GET", "/v1/keys", admin_);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["keys"].size(), 2u);
+  EXPECT_EQ(r->body.find(token.substr(token.rfind('_') + 1)), std::string::npos);
+
+  r = Call("POST", "/v1/keys", admin_,
+           json{{"namespace", "weights"}, {"scopes", {"write"}}}.dump());
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["error"]["message"], "scope \"write\": must be one of pull, push, tag, admin");
+
+  // A namespace admin manages only its namespace.
+  std::string ns_admin = Key("weights", "admin");
+  EXPECT_EQ(
+      Call("POST", "/v1/keys", ns_admin, json{{"namespace", "*"}, {"scopes", {"pull"}}}.dump())
+          ->status,
+      403);
+  EXPECT_EQ(Call("POST", "/v1/keys", ns_admin,
+                 json{{"namespace", "weights"}, {"scopes", {"pull"}}}.dump())
+                ->status,
+            201);
+  r = Call("GET", "/v1/keys", ns_admin);
+  json listed = Body(r);
+  for (const auto& k : listed["keys"]) EXPECT_EQ(k["namespace"], "weights");
+  std::string admin_id = admin_.substr(4, admin_.find('_', 4) - 4);
+  EXPECT_EQ(Call("DELETE", "/v1/keys/" + admin_id, ns_admin)->status, 403);
+
+  r = Call("DELETE", "/v1/keys/bdn_" + created["id"].get<std::string>(), admin_);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Body(r)["revoked"], true);
+  EXPECT_EQ(Call("GET", "/v1/namespaces", token)->status, 401);
+  EXPECT_EQ(Call("DELETE", "/v1/keys/00000000", admin_)->status, 404);
+}
+
+TEST_F(OriginTest, SecretsAreStoredHashed) {
+  std::string token = Key("weights", "pull");
+  std::string secret = token.substr(token.rfind('_') + 1);
+  std::string admin_secret = admin_.substr(admin_.rfind('_') + 1);
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    if (!e.is_regular_file() || e.path().filename() == "admin.token") continue;
+    std::string content = ReadAll(e.path());
+    EXPECT_EQ(content.find(secret), std::string::npos) << e.path();
+    EXPECT_EQ(content.find(admin_secret), std::string::npos) << e.path();
+  }
+  struct stat st;
+  ASSERT_EQ(::stat((dir_ / "admin.token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(ReadAll(dir_ / "admin.token"), admin_ + "\n");
+  // Only the first start creates a key.
+  auto again = BootstrapAdminKey(*keys_, dir_ / "admin2.token");
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(again->has_value());
+  EXPECT_FALSE(fs::exists(dir_ / "admin2.token"));
+}
+
+// For every endpoint: no token and a revoked key get 401, a pull key gets 403 where it needs
+// more than pull and a non-401/403 answer where pull is enough; none of the 401/403 responses
+// carries anything but the error.
+TEST_F(OriginTest, ScopeTable) {
+  SealResult seal = Seal(3);
+  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+  ASSERT_EQ(Call("POST", "/v1/volumes/weights/model/commit", admin_,
+                 json{{"digest", seal.digest.Hex()}, {"tags", {"prod"}}}.dump())
+                ->status,
+            200);
+  std::string chunk = "scope chunk";
+  Upload(chunk);
+  std::string chunk_hex = Digest::Of(chunk).Hex();
+
+  std::string pull = Key("weights", "pull");
+  std::string other_ns_push = Key("other", "push,tag");
+  std::string revoked = Key("*", "admin");
+  ASSERT_TRUE(keys_->Revoke(SplitToken(revoked)->first));
+
+  struct Endpoint {
+    std::string method, path, body;
+    Scope needs;
+    bool namespaced;
+  };
+  std::string ids = json{{"ids", {chunk_hex}}}.dump();
+  std::string d = seal.digest.Hex();
+  std::vector<Endpoint> table = {
+      {"POST", "/v1/chunks/missing", ids, Scope::kPush, false},
+      {"PUT", "/v1/chunks/" + chunk_hex, chunk, Scope::kPush, false},
+      {"GET", "/v1/chunks/" + chunk_hex, "", Scope::kPull, false},
+      {"POST", "/v1/chunks/batch", ids, Scope::kPull, false},
+      {"GET", "/v1/namespaces", "", Scope::kPull, false},
+      {"GET", "/v1/namespaces/weights/volumes", "", Scope::kPull, true},
+      {"GET", "/v1/volumes/weights/model", "", Scope::kPull, true},
+      {"GET", "/v1/volumes/weights/model/versions", "", Scope::kPull, true},
+      {"GET", "/v1/volumes/weights/model/versions/" + d, "", Scope::kPull, true},
+      {"GET", "/v1/volumes/weights/model/find?prefix=" + d.substr(0, 12), "", Scope::kPull, true},
+      {"POST", "/v1/volumes/weights/model/commit", json{{"digest", d}}.dump(), Scope::kPush, true},
+      {"PUT", "/v1/volumes/weights/model/tags/t1", json{{"digest", d}}.dump(), Scope::kTag, true},
+      {"DELETE", "/v1/volumes/weights/model/tags/prod", "", Scope::kTag, true},
+      {"POST", "/v1/volumes/weights/model/claims", "", Scope::kPush, true},
+      {"PUT", "/v1/volumes/weights/model/claims/abc", "", Scope::kPush, true},
+      {"DELETE", "/v1/volumes/weights/model/claims/abc", "", Scope::kPush, true},
+      {"POST", "/v1/keys", json{{"namespace", "weights"}, {"scopes", {"pull"}}}.dump(),
+       Scope::kAdmin, false},
+      {"GET", "/v1/keys", "", Scope::kAdmin, false},
+      {"DELETE", "/v1/keys/0000", "", Scope::kAdmin, false},
+  };
+  auto expect_only_error = [&](const httplib::Result& r, const std::string& what) {
+    json j = Body(r);
+    ASSERT_EQ(j.size(), 1u) << what;
+    ASSERT_EQ(j["error"].size(), 2u) << what;
+    EXPECT_EQ(r->body.find(chunk), std::string::npos) << what;
+    EXPECT_EQ(r->body.find(d), std::string::npos) << what;
+    EXPECT_EQ(r->get_header_value("ETag"), "") << what;
+  };
+  for (const Endpoint& e : table) {
+    std::string what = e.method + " " + e.path;
+    auto r = Call(e.method, e.path, "", e.body);
+    ASSERT_TRUE(r) << what;
+    EXPECT_EQ(r->status, 401) << what;
+    EXPECT_EQ(Body(r)["error"]["code"], "unauthenticated") << what;
+    EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer realm=\"bdn\"") << what;
+    expect_only_error(r, what);
+
+    r = Call(e.method, e.path, revoked, e.body);
+    EXPECT_EQ(r->status, 401) << what;
+    EXPECT_EQ(Body(r)["error"]["message"], "key bdn_" + SplitToken(revoked)->first + ": revoked");
+    expect_only_error(r, what);
+
+    r = Call(e.method, e.path, "bdn_0123_4567", e.body);
+    EXPECT_EQ(r->status, 401) << what;
+
+    r = Call(e.method, e.path, pull, e.body);
+    if (e.needs == Scope::kPull) {
+      EXPECT_TRUE(r->status == 200 || r->status == 206)
+          << what << ": " << r->status << " " << r->body;
+    } else {
+      EXPECT_EQ(r->status, 403) << what;
+      EXPECT_EQ(Body(r)["error"]["code"], "permission_denied") << what;
+      std::string where = e.namespaced ? "namespace \"weights\"" : "any namespace";
+      EXPECT_EQ(Body(r)["error"]["message"], "key bdn_" + SplitToken(pull)->first + ": no \"" +
+                                                 std::string(ScopeName(e.needs)) + "\" scope for " +
+                                                 where)
+          << what;
+      expect_only_error(r, what);
+    }
+    if (e.namespaced) {
+      r = Call(e.method, e.path, other_ns_push, e.body);
+      EXPECT_EQ(r->status, 403) << what;
+      expect_only_error(r, what);
+    }
+  }
+  // A key of another namespace does not see this one in the listing.
+  EXPECT_EQ(Body(Call("GET", "/v1/namespaces", other_ns_push))["namespaces"], json::array());
+}
+
+TEST_F(OriginTest, ConcurrentUploadsAndDownloads) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      httplib::Client c("127.0.0.1", server_->port());
+      c.set_keep_alive(true);
+      for (int i = 0; i < 10; ++i) {
+        std::string bytes = RandomBytes(50000 + i, static_cast<uint32_t>(t * 100 + i));
+        std::string path = "/v1/chunks/" + Digest::Of(bytes).Hex();
+        auto put = c.Put(path, Auth(admin_), bytes, "application/octet-stream");
+        auto get = c.Get(path, {{"Authorization", "Bearer " + admin_}, {"Range", "bytes=10-"}});
+        if (!put || put->status != 201 || !get || get->status != 206 ||
+            get->body != bytes.substr(10)) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(server_->metrics().Value("bdn_chunks_received_total", {}), 160);
+}
+
+TEST_F(OriginTest, UnmatchedRouteGetsJsonNotFound) {
+  auto r = Call("GET", "/v1/nothing", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["error"]["code"], "not_found");
+  EXPECT_EQ(Body(r)["error"]["message"], "GET /v1/nothing: no such endpoint");
+}
+
+TEST_F(OriginTest, InsecureModeNeedsNoToken) {
+  TearDown();
+  StartServer(AuthMode::kDisabled);
+  EXPECT_EQ(Call("GET", "/v1/namespaces", "")->status, 200);
+  Upload("x");
+  auto r = Call("POST", "/v1/volumes/weights/model/claims", "");
+  ASSERT_EQ(r->status, 201);
+  r = Call("POST", "/v1/volumes/weights/model/claims", "");
+  EXPECT_EQ(r->status, 409);
+  EXPECT_NE(
+      Body(r)["error"]["message"].get<std::string>().find("claimed by an unauthenticated client"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace bdn::origin

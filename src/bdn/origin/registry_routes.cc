@@ -1,0 +1,217 @@
+// Origin registry endpoints: namespaces, volumes, versions, find, commit (the visibility point),
+// tags, and push claims (docs/http-api.md, "Registry" and "Push claims").
+#include <algorithm>
+
+#include "bdn/format/ref.h"
+#include "bdn/origin/origin.h"
+#include "bdn/origin/records_json.h"
+#include "bdn/origin/version_check.h"
+
+namespace bdn::origin {
+namespace {
+
+using nlohmann::json;
+
+struct VolumePath {
+  std::string ns;
+  std::string volume;
+};
+
+// The namespace and volume of /v1/volumes/<ns>/<vol>/... (req.matches[1] and [2]).
+Result<VolumePath> VolumeOf(const httplib::Request& req) {
+  VolumePath p{req.matches[1].str(), req.matches[2].str()};
+  BDN_RETURN_IF_ERROR(ValidateName("namespace", p.ns));
+  BDN_RETURN_IF_ERROR(ValidateName("volume", p.volume));
+  return p;
+}
+
+Result<Digest> FullDigestOf(std::string_view hex) {
+  if (hex.size() != 64) {
+    return Err(InvalidArgumentError("digest \"" + std::string(hex) +
+                                    "\": must be the full 64 hex characters"));
+  }
+  return Digest::Parse(hex);
+}
+
+Result<std::optional<int64_t>> ExpectedSequenceParam(const httplib::Request& req) {
+  if (!req.has_param("expected_sequence")) return std::optional<int64_t>();
+  std::string v = req.get_param_value("expected_sequence");
+  try {
+    size_t used = 0;
+    int64_t n = std::stoll(v, &used);
+    if (used == v.size()) return std::optional<int64_t>(n);
+  } catch (const std::exception&) {
+  }
+  return Err(InvalidArgumentError("expected_sequence \"" + v + "\": must be an integer"));
+}
+
+void Reply(httplib::Response& res, const json& j, int status = 200) {
+  http::SetJson(res, j.dump(), status);
+}
+
+std::string HolderOf(const ApiKey& key) {
+  // Authenticate names the caller "anonymous" with auth disabled; real key ids are hex.
+  return key.id == "anonymous" ? std::string("an unauthenticated client") : "key " + key.Name();
+}
+
+}  // namespace
+
+void Origin::RegisterRegistry() {
+  const Access pull_any{Scope::kPull, Where::kAnyNamespace};
+  const Access pull{Scope::kPull, Where::kPathNamespace};
+  const Access push{Scope::kPush, Where::kPathNamespace};
+  const Access tag{Scope::kTag, Where::kPathNamespace};
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  const std::string vol = "/v1/volumes/([^/]+)/([^/]+)";
+
+  Route("GET", "/v1/namespaces", "/v1/namespaces", pull_any,
+        [this](Req, Res res, const ApiKey& key) -> Status {
+          BDN_ASSIGN_OR_RETURN(auto all, registry_->ListNamespaces());
+          json list = json::array();
+          for (const auto& ns : all) {
+            if (key.Allows(Scope::kPull, ns)) list.push_back(ns);
+          }
+          Reply(res, {{"namespaces", list}});
+          return Status::Ok();
+        });
+  Route("GET", "/v1/namespaces/([^/]+)/volumes", "/v1/namespaces/{ns}/volumes", pull,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          std::string ns = req.matches[1].str();
+          BDN_RETURN_IF_ERROR(ValidateName("namespace", ns));
+          BDN_ASSIGN_OR_RETURN(auto volumes, registry_->ListVolumes(ns));
+          json list = json::array();
+          for (const auto& v : volumes) list.push_back(VolumeJson(v));
+          Reply(res, {{"volumes", list}});
+          return Status::Ok();
+        });
+  Route("GET", vol, "/v1/volumes/{ns}/{vol}", pull,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          BDN_ASSIGN_OR_RETURN(auto v, registry_->GetVolume(p.ns, p.volume));
+          Reply(res, VolumeJson(v));
+          return Status::Ok();
+        });
+  Route("GET", vol + "/versions", "/v1/volumes/{ns}/{vol}/versions", pull,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          std::string flag =
+              req.has_param("include_deleted") ? req.get_param_value("include_deleted") : "0";
+          if (flag != "0" && flag != "1" && flag != "true" && flag != "false") {
+            return InvalidArgumentError("include_deleted \"" + flag + "\": must be 0 or 1");
+          }
+          bool include = flag == "1" || flag == "true";
+          BDN_ASSIGN_OR_RETURN(auto versions, registry_->ListVersions(p.ns, p.volume, include));
+          json list = json::array();
+          for (const auto& v : versions) list.push_back(VersionJson(v));
+          Reply(res, {{"versions", list}});
+          return Status::Ok();
+        });
+  Route("GET", vol + "/versions/([^/]+)", "/v1/volumes/{ns}/{vol}/versions/{digest}", pull,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          BDN_ASSIGN_OR_RETURN(Digest d, FullDigestOf(req.matches[3].str()));
+          BDN_ASSIGN_OR_RETURN(auto v, registry_->GetVersion(p.ns, p.volume, d));
+          Reply(res, VersionJson(v));
+          return Status::Ok();
+        });
+  Route("GET", vol + "/find", "/v1/volumes/{ns}/{vol}/find", pull,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          std::string prefix = req.get_param_value("prefix");
+          if (prefix.starts_with("b3:")) prefix.erase(0, 3);
+          bool hex = std::all_of(prefix.begin(), prefix.end(), [](char c) {
+            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+          });
+          if (prefix.empty() || prefix.size() > 64 || !hex) {
+            return InvalidArgumentError("prefix \"" + prefix +
+                                        "\": must be 1 to 64 lower-case hex characters");
+          }
+          BDN_ASSIGN_OR_RETURN(auto found, registry_->FindVersions(p.ns, p.volume, prefix));
+          json list = json::array();
+          for (const auto& d : found) list.push_back(d.Hex());
+          Reply(res, {{"digests", list}});
+          return Status::Ok();
+        });
+  Route("POST", vol + "/commit", "/v1/volumes/{ns}/{vol}/commit", push,
+        [this](Req req, Res res, const ApiKey& key) { return Commit(req, res, key); });
+  Route("PUT", vol + "/tags/([^/]+)", "/v1/volumes/{ns}/{vol}/tags/{tag}", tag,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          std::string t = req.matches[3].str();
+          BDN_RETURN_IF_ERROR(ValidateTag(t));
+          BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_ASSIGN_OR_RETURN(Digest d, DigestField(body, "digest"));
+          BDN_ASSIGN_OR_RETURN(auto expected, OptionalIntField(body, "expected_sequence"));
+          BDN_ASSIGN_OR_RETURN(int64_t seq, registry_->SetTag(p.ns, p.volume, t, d, expected));
+          Reply(res, {{"sequence", seq}});
+          return Status::Ok();
+        });
+  Route("DELETE", vol + "/tags/([^/]+)", "/v1/volumes/{ns}/{vol}/tags/{tag}", tag,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          std::string t = req.matches[3].str();
+          BDN_RETURN_IF_ERROR(ValidateTag(t));
+          BDN_ASSIGN_OR_RETURN(auto expected, ExpectedSequenceParam(req));
+          BDN_ASSIGN_OR_RETURN(int64_t seq, registry_->DeleteTag(p.ns, p.volume, t, expected));
+          Reply(res, {{"sequence", seq}});
+          return Status::Ok();
+        });
+}
+
+Status Origin::Commit(const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+  BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+  BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+  CommitRequest c;
+  c.ns = p.ns;
+  c.volume = p.volume;
+  BDN_ASSIGN_OR_RETURN(c.digest, DigestField(body, "digest"));
+  BDN_ASSIGN_OR_RETURN(auto source_uri, OptionalStringField(body, "source_uri"));
+  c.source_uri = source_uri.value_or("");
+  BDN_ASSIGN_OR_RETURN(c.tags, StringListField(body, "tags"));
+  for (const auto& t : c.tags) BDN_RETURN_IF_ERROR(ValidateTag(t));
+  BDN_ASSIGN_OR_RETURN(c.expected_sequence, OptionalIntField(body, "expected_sequence"));
+  BDN_ASSIGN_OR_RETURN(auto claim, OptionalStringField(body, "claim"));
+  BDN_RETURN_IF_ERROR(claims_.CheckCommit(p.ns, p.volume, claim));
+  // The visibility rule: nothing is committed unless every blob it needs is stored and durable.
+  // The stats come from the manifest, not from the request.
+  BDN_ASSIGN_OR_RETURN(c.stats, CheckVersionStored(*store_, c.digest));
+  BDN_RETURN_IF_ERROR(store_->Sync());
+  BDN_ASSIGN_OR_RETURN(CommitResult r, registry_->Commit(c));
+  Reply(res, CommitResultJson(r));
+  return Status::Ok();
+}
+
+void Origin::RegisterClaims() {
+  const Access push{Scope::kPush, Where::kPathNamespace};
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  const std::string claims = "/v1/volumes/([^/]+)/([^/]+)/claims";
+  auto ttl_ms = static_cast<int64_t>(claims_.ttl().count());
+
+  Route("POST", claims, "/v1/volumes/{ns}/{vol}/claims", push,
+        [this, ttl_ms](Req req, Res res, const ApiKey& key) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          BDN_ASSIGN_OR_RETURN(std::string id, claims_.Acquire(p.ns, p.volume, HolderOf(key)));
+          Reply(res, {{"claim", id}, {"ttl_ms", ttl_ms}}, 201);
+          return Status::Ok();
+        });
+  Route("PUT", claims + "/([^/]+)", "/v1/volumes/{ns}/{vol}/claims/{id}", push,
+        [this, ttl_ms](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          std::string id = req.matches[3].str();
+          BDN_RETURN_IF_ERROR(claims_.Renew(p.ns, p.volume, id));
+          Reply(res, {{"claim", id}, {"ttl_ms", ttl_ms}});
+          return Status::Ok();
+        });
+  Route("DELETE", claims + "/([^/]+)", "/v1/volumes/{ns}/{vol}/claims/{id}", push,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          std::string id = req.matches[3].str();
+          BDN_RETURN_IF_ERROR(claims_.Release(p.ns, p.volume, id));
+          Reply(res, {{"claim", id}, {"released", true}});
+          return Status::Ok();
+        });
+}
+
+}  // namespace bdn::origin

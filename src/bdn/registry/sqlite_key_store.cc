@@ -1,0 +1,325 @@
+// SqliteKeyStore: API keys in one SQLite table, secrets stored only as their BLAKE3.
+#include <sqlite3.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+
+#include "bdn/registry/key_store.h"
+
+namespace bdn {
+namespace {
+
+constexpr std::string_view kScopeNames[] = {"pull", "push", "tag", "admin"};
+constexpr size_t kIdBytes = 8;       // 16 hex characters
+constexpr size_t kSecretBytes = 16;  // 32 hex characters: 128 bits
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS api_keys(
+  id TEXT PRIMARY KEY,
+  ns TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  secret_b3 TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  revoked_ms INTEGER);
+)sql";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool IsHex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+Result<std::string> RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Err(ErrnoError("key store: getrandom", errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+// The same rule as format's ValidateName (registry may not depend on format).
+bool IsValidNamespace(std::string_view ns) {
+  if (ns.empty() || ns.size() > 128) return false;
+  auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!ok(ns[0])) return false;
+  return std::all_of(ns.begin(), ns.end(),
+                     [&](char c) { return ok(c) || c == '.' || c == '_' || c == '-'; });
+}
+
+std::string JoinScopes(const std::vector<Scope>& scopes) {
+  std::string out;
+  for (Scope s : scopes) {
+    if (!out.empty()) out += ',';
+    out += ScopeName(s);
+  }
+  return out;
+}
+
+// Compares two equal-length strings without an early exit.
+bool SameBytes(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+std::string_view ScopeName(Scope s) { return kScopeNames[static_cast<size_t>(s)]; }
+
+Result<Scope> ParseScope(std::string_view name) {
+  for (size_t i = 0; i < std::size(kScopeNames); ++i) {
+    if (kScopeNames[i] == name) return static_cast<Scope>(i);
+  }
+  return Err(InvalidArgumentError("scope \"" + std::string(name) +
+                                  "\": must be one of pull, push, tag, admin"));
+}
+
+Result<std::vector<Scope>> ParseScopes(std::string_view list) {
+  if (list.empty()) return Err(InvalidArgumentError("scopes: at least one is required"));
+  std::vector<Scope> out;
+  while (true) {
+    size_t comma = list.find(',');
+    BDN_ASSIGN_OR_RETURN(Scope s, ParseScope(list.substr(0, comma)));
+    out.push_back(s);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool ApiKey::Allows(Scope needed, std::optional<std::string_view> want_ns) const {
+  if (revoked) return false;
+  if (want_ns && ns != kAllNamespaces && ns != *want_ns) return false;
+  auto has = [&](Scope s) { return std::find(scopes.begin(), scopes.end(), s) != scopes.end(); };
+  if (has(Scope::kAdmin)) return true;
+  switch (needed) {
+    case Scope::kPull:
+      return !scopes.empty();
+    case Scope::kPush:
+      return has(Scope::kPush);
+    case Scope::kTag:
+      return has(Scope::kTag);
+    case Scope::kAdmin:
+      return false;
+  }
+  return false;
+}
+
+Result<std::pair<std::string, std::string>> SplitToken(std::string_view token) {
+  auto bad = [] {
+    return Err(InvalidArgumentError("token: malformed (expected bdn_<id>_<secret>)"));
+  };
+  if (!token.starts_with("bdn_")) return bad();
+  token.remove_prefix(4);
+  size_t sep = token.find('_');
+  if (sep == std::string_view::npos) return bad();
+  std::string_view id = token.substr(0, sep), secret = token.substr(sep + 1);
+  if (!IsHex(id) || id.size() > 64 || !IsHex(secret) || secret.size() > 256) return bad();
+  return std::pair<std::string, std::string>(std::string(id), std::string(secret));
+}
+
+struct SqliteKeyStore::Impl {
+  sqlite3* db = nullptr;
+  std::filesystem::path path;
+  std::mutex mu;
+
+  ~Impl() {
+    if (db) sqlite3_close(db);
+  }
+
+  Status Error(std::string_view what) const {
+    std::string msg =
+        "key store " + path.string() + ": " + std::string(what) + ": " + sqlite3_errmsg(db);
+    int rc = sqlite3_errcode(db);
+    return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? UnavailableError(msg) : InternalError(msg);
+  }
+
+  Status Exec(const char* sql) {
+    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return Error("exec");
+    return Status::Ok();
+  }
+
+  // Reads the key `id` and its stored secret digest (hex); nullopt when there is none.
+  Result<std::optional<std::pair<ApiKey, std::string>>> Read(const std::string& id) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT ns, scopes, secret_b3, created_ms, revoked_ms FROM api_keys "
+                           "WHERE id=?1",
+                           -1, &st, nullptr) != SQLITE_OK) {
+      return Err(Error("prepare"));
+    }
+    sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    std::optional<std::pair<ApiKey, std::string>> out;
+    if (rc == SQLITE_ROW) out = RowToKey(st, id, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Err(Error("read"));
+    return out;
+  }
+
+  // Columns from `col`: ns, scopes, secret_b3, created_ms, revoked_ms.
+  static std::pair<ApiKey, std::string> RowToKey(sqlite3_stmt* st, const std::string& id, int col) {
+    auto text = [&](int c) {
+      const unsigned char* t = sqlite3_column_text(st, c);
+      return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+    };
+    ApiKey k;
+    k.id = id;
+    k.ns = text(col);
+    auto scopes = ParseScopes(text(col + 1));
+    if (scopes) k.scopes = *scopes;
+    k.created_unix_ms = sqlite3_column_int64(st, col + 3);
+    k.revoked = sqlite3_column_type(st, col + 4) != SQLITE_NULL;
+    return {std::move(k), text(col + 2)};
+  }
+};
+
+SqliteKeyStore::SqliteKeyStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqliteKeyStore::~SqliteKeyStore() = default;
+
+Result<std::unique_ptr<SqliteKeyStore>> SqliteKeyStore::Open(const std::filesystem::path& db_path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = db_path;
+  int rc =
+      sqlite3_open_v2(db_path.c_str(), &impl->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = impl->db ? sqlite3_errmsg(impl->db) : "out of memory";
+    return Err(InternalError("key store " + db_path.string() + ": " + msg));
+  }
+  sqlite3_busy_timeout(impl->db, 30000);
+  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA journal_mode=WAL"));
+  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA synchronous=FULL"));
+  BDN_RETURN_IF_ERROR(impl->Exec(kSchema));
+  return std::unique_ptr<SqliteKeyStore>(new SqliteKeyStore(std::move(impl)));
+}
+
+Result<CreatedKey> SqliteKeyStore::Create(const std::string& ns, std::vector<Scope> scopes) {
+  if (ns != kAllNamespaces && !IsValidNamespace(ns)) {
+    return Err(InvalidArgumentError("namespace \"" + ns +
+                                    "\": must be \"*\" or a name of a-z 0-9 . _ - "
+                                    "starting with a letter or digit"));
+  }
+  if (scopes.empty()) return Err(InvalidArgumentError("scopes: at least one is required"));
+  std::sort(scopes.begin(), scopes.end());
+  scopes.erase(std::unique(scopes.begin(), scopes.end()), scopes.end());
+  BDN_ASSIGN_OR_RETURN(std::string id, RandomHex(kIdBytes));
+  BDN_ASSIGN_OR_RETURN(std::string secret, RandomHex(kSecretBytes));
+  CreatedKey out;
+  out.key.id = id;
+  out.key.ns = ns;
+  out.key.scopes = std::move(scopes);
+  out.key.created_unix_ms = NowMs();
+  out.token = "bdn_" + id + "_" + secret;
+  std::string secret_b3 = Digest::Of(secret).Hex();
+  std::string scope_text = JoinScopes(out.key.scopes);
+
+  std::lock_guard lock(impl_->mu);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(impl_->db,
+                         "INSERT INTO api_keys(id, ns, scopes, secret_b3, created_ms) "
+                         "VALUES(?1, ?2, ?3, ?4, ?5)",
+                         -1, &st, nullptr) != SQLITE_OK) {
+    return Err(impl_->Error("prepare"));
+  }
+  sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, ns.data(), static_cast<int>(ns.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 3, scope_text.data(), static_cast<int>(scope_text.size()),
+                    SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 4, secret_b3.data(), static_cast<int>(secret_b3.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 5, out.key.created_unix_ms);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return Err(impl_->Error("create key"));
+  return out;
+}
+
+Result<std::vector<ApiKey>> SqliteKeyStore::List() {
+  std::lock_guard lock(impl_->mu);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(impl_->db,
+                         "SELECT id, ns, scopes, secret_b3, created_ms, revoked_ms FROM api_keys "
+                         "ORDER BY rowid",
+                         -1, &st, nullptr) != SQLITE_OK) {
+    return Err(impl_->Error("prepare"));
+  }
+  std::vector<ApiKey> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const unsigned char* id = sqlite3_column_text(st, 0);
+    out.push_back(Impl::RowToKey(st, id ? reinterpret_cast<const char*>(id) : "", 1).first);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return Err(impl_->Error("list keys"));
+  return out;
+}
+
+Result<ApiKey> SqliteKeyStore::Get(const std::string& id) {
+  std::lock_guard lock(impl_->mu);
+  BDN_ASSIGN_OR_RETURN(auto row, impl_->Read(id));
+  if (!row) return Err(NotFoundError("key bdn_" + id + ": not found"));
+  return row->first;
+}
+
+Result<ApiKey> SqliteKeyStore::Revoke(const std::string& id) {
+  std::lock_guard lock(impl_->mu);
+  BDN_ASSIGN_OR_RETURN(auto row, impl_->Read(id));
+  if (!row) return Err(NotFoundError("key bdn_" + id + ": not found"));
+  if (row->first.revoked) return row->first;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(impl_->db, "UPDATE api_keys SET revoked_ms=?2 WHERE id=?1", -1, &st,
+                         nullptr) != SQLITE_OK) {
+    return Err(impl_->Error("prepare"));
+  }
+  sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, NowMs());
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return Err(impl_->Error("revoke key"));
+  row->first.revoked = true;
+  return row->first;
+}
+
+Result<ApiKey> SqliteKeyStore::Authenticate(std::string_view token) {
+  auto parts = SplitToken(token);
+  if (!parts) return Err(PermissionDeniedError(parts.error().message()));
+  const auto& [id, secret] = *parts;
+  std::optional<std::pair<ApiKey, std::string>> row;
+  {
+    std::lock_guard lock(impl_->mu);
+    BDN_ASSIGN_OR_RETURN(row, impl_->Read(id));
+  }
+  std::string name = "key bdn_" + id;
+  // Unknown key and wrong secret read the same, so a caller cannot probe for key ids.
+  if (!row || !SameBytes(Digest::Of(secret).Hex(), row->second)) {
+    return Err(PermissionDeniedError(name + ": invalid token"));
+  }
+  if (row->first.revoked) return Err(PermissionDeniedError(name + ": revoked"));
+  return row->first;
+}
+
+}  // namespace bdn

@@ -1,0 +1,204 @@
+#include "bdn/remote/cluster_chunk_store.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+namespace bdn::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t First8(const Digest& d) {
+  uint64_t v;
+  std::memcpy(&v, d.data(), sizeof v);
+  return v;
+}
+
+// The splitmix64 finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
+uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t SeedOf(const std::string& url) { return First8(Digest::Of(url)); }
+
+// Node indexes by descending weight; ties (practically impossible) by index.
+std::vector<size_t> RankBySeeds(const std::vector<uint64_t>& seeds, const Digest& id) {
+  const uint64_t key = First8(id);
+  std::vector<std::pair<uint64_t, size_t>> w(seeds.size());
+  for (size_t i = 0; i < seeds.size(); ++i) w[i] = {Mix(seeds[i] ^ key), i};
+  std::sort(w.begin(), w.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<size_t> order(seeds.size());
+  for (size_t i = 0; i < w.size(); ++i) order[i] = w[i].second;
+  return order;
+}
+
+}  // namespace
+
+std::vector<std::string> ParseNodeList(std::string_view list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view item = list.substr(start, end - start);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.remove_prefix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
+    const std::vector<std::string>& node_urls, std::shared_ptr<ChunkStore> upstream,
+    ClusterOptions options) {
+  std::unique_ptr<ClusterChunkStore> c(new ClusterChunkStore(std::move(upstream), options));
+  for (const auto& url : node_urls) {
+    http::ClientOptions co;
+    co.base_url = url;
+    co.label = "cache node";
+    co.connect_timeout = options.node_connect_timeout;
+    co.deadline = options.node_deadline;
+    BDN_ASSIGN_OR_RETURN(auto client, http::HttpClient::Create(co));
+    auto n = std::make_unique<Node>();
+    n->url = client->base_url();
+    n->seed = SeedOf(n->url);
+    // One try per node: on failure the upstream is the retry.
+    n->store = std::make_unique<RemoteChunkStore>(std::shared_ptr<http::HttpClient>(std::move(client)),
+                                                  RemoteStoreOptions{.retry = {.attempts = 1}});
+    c->nodes_.push_back(std::move(n));
+  }
+  return c;
+}
+
+std::vector<size_t> ClusterChunkStore::Rank(std::span<const std::string> node_urls,
+                                            const Digest& id) {
+  std::vector<uint64_t> seeds;
+  for (const auto& u : node_urls) {
+    std::string url = u;
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    seeds.push_back(SeedOf(url));
+  }
+  return RankBySeeds(seeds, id);
+}
+
+size_t ClusterChunkStore::OwnerOf(const Digest& id) const {
+  const uint64_t key = First8(id);
+  size_t best = 0;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    uint64_t wi = Mix(nodes_[i]->seed ^ key), wb = Mix(nodes_[best]->seed ^ key);
+    if (wi > wb) best = i;
+  }
+  return best;
+}
+
+bool ClusterChunkStore::IsHealthy(size_t node) const {
+  return nodes_[node]->unhealthy_until_ns.load() == 0;
+}
+
+void ClusterChunkStore::MarkUnhealthy(Node& n) {
+  const int64_t until =
+      NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(options_.probe_interval).count();
+  n.unhealthy_until_ns.store(std::max<int64_t>(until, 1));
+}
+
+bool ClusterChunkStore::Usable(Node& n) {
+  int64_t until = n.unhealthy_until_ns.load();
+  if (until == 0) return true;
+  if (NowNs() < until) return false;
+  bool expected = false;
+  if (!n.probing.compare_exchange_strong(expected, true)) return false;  // another thread probes
+  auto r = n.store->client().Send({.path = "/healthz",
+                                   .connect_timeout = options_.probe_deadline,
+                                   .deadline = options_.probe_deadline});
+  bool ok = r && r->status == 200;
+  if (ok) {
+    n.unhealthy_until_ns.store(0);
+  } else {
+    MarkUnhealthy(n);
+  }
+  n.probing.store(false);
+  return ok;
+}
+
+int ClusterChunkStore::Choose(const Digest& id) {
+  if (nodes_.empty()) return -1;
+  const uint64_t key = First8(id);
+  // Highest weight first; n is small (a cluster's cache nodes), so a plain selection suffices.
+  std::vector<std::pair<uint64_t, size_t>> w(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) w[i] = {Mix(nodes_[i]->seed ^ key), i};
+  std::sort(w.begin(), w.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [weight, i] : w) {
+    if (Usable(*nodes_[i])) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
+  if (int i = Choose(id); i >= 0) {
+    Node& n = *nodes_[static_cast<size_t>(i)];
+    auto r = n.store->Get(id);  // verified against the id
+    if (r) return r;
+    if (r.error().code() != StatusCode::kNotFound) MarkUnhealthy(n);
+  }
+  return upstream_->Get(id);
+}
+
+Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
+  BlobBatch out(ids.size());
+  std::vector<bool> done(ids.size(), false);
+  // Group by chosen node.
+  std::vector<std::vector<size_t>> by_node(nodes_.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (int i = Choose(ids[k]); i >= 0) by_node[static_cast<size_t>(i)].push_back(k);
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (by_node[i].empty()) continue;
+    std::vector<Digest> want;
+    for (size_t k : by_node[i]) want.push_back(ids[k]);
+    auto got = nodes_[i]->store->GetBatch(want);
+    if (!got) {
+      MarkUnhealthy(*nodes_[i]);
+      continue;
+    }
+    for (size_t j = 0; j < by_node[i].size(); ++j) {
+      if ((*got)[j]) {
+        out[by_node[i][j]] = std::move((*got)[j]);
+        done[by_node[i][j]] = true;
+      }
+    }
+  }
+  std::vector<size_t> rest;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (!done[k]) rest.push_back(k);
+  }
+  if (rest.empty()) return out;
+  if (auto* remote = dynamic_cast<RemoteChunkStore*>(upstream_.get())) {
+    std::vector<Digest> want;
+    for (size_t k : rest) want.push_back(ids[k]);
+    BDN_ASSIGN_OR_RETURN(BlobBatch got, remote->GetBatch(want));
+    for (size_t j = 0; j < rest.size(); ++j) out[rest[j]] = std::move(got[j]);
+    return out;
+  }
+  for (size_t k : rest) {
+    auto r = upstream_->Get(ids[k]);
+    if (r) {
+      out[k] = std::move(*r);
+    } else if (r.error().code() != StatusCode::kNotFound) {
+      return Err(r.error());
+    }
+  }
+  return out;
+}
+
+}  // namespace bdn::remote

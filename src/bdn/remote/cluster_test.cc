@@ -1,0 +1,272 @@
+// Tests for ClusterChunkStore: rendezvous owner choice, fall-through to the upstream for down,
+// slow and lying nodes, and re-probing of unhealthy nodes.
+#include "bdn/remote/cluster_chunk_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "bdn/remote/fake_origin_test_util.h"
+
+namespace bdn::remote {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeOrigin;
+
+std::vector<uint8_t> Bytes(std::string_view s) { return {s.begin(), s.end()}; }
+
+// An upstream that counts reads.
+class CountingStore : public MemChunkStore {
+ public:
+  std::atomic<int> gets{0};
+  Result<std::vector<uint8_t>> Get(const Digest& id) override {
+    ++gets;
+    return MemChunkStore::Get(id);
+  }
+};
+
+TEST(ClusterChunkStore, OwnerIsStableAndIndependentOfListOrder) {
+  std::vector<std::string> urls = {"http://10.0.0.1:8441", "http://10.0.0.2:8441",
+                                   "http://10.0.0.3:8441", "http://10.0.0.4:8441"};
+  std::vector<std::string> reversed(urls.rbegin(), urls.rend());
+  for (int i = 0; i < 1000; ++i) {
+    Digest id = Digest::Of(std::to_string(i));
+    auto a = ClusterChunkStore::Rank(urls, id);
+    auto b = ClusterChunkStore::Rank(reversed, id);
+    ASSERT_EQ(a.size(), 4u);
+    EXPECT_EQ(urls[a[0]], reversed[b[0]]) << "owner depends on list order";
+    EXPECT_EQ(a, ClusterChunkStore::Rank(urls, id)) << "not deterministic";
+  }
+  auto store = ClusterChunkStore::Create(urls, std::make_shared<MemChunkStore>());
+  ASSERT_TRUE(store.has_value());
+  Digest id = Digest::Of(std::string_view("x"));
+  EXPECT_EQ((*store)->OwnerOf(id), ClusterChunkStore::Rank(urls, id)[0]);
+}
+
+TEST(ClusterChunkStore, OwnersSpreadEvenlyAndRemovingANodeMovesOnlyItsChunks) {
+  std::vector<std::string> urls;
+  for (int i = 0; i < 5; ++i) urls.push_back("http://cache-" + std::to_string(i) + ":8441");
+  std::vector<std::string> four(urls.begin(), urls.begin() + 4);
+  std::map<size_t, int> count;
+  int moved = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    Digest id = Digest::Of("chunk" + std::to_string(i));
+    size_t owner = ClusterChunkStore::Rank(urls, id)[0];
+    ++count[owner];
+    size_t owner4 = ClusterChunkStore::Rank(four, id)[0];
+    if (owner != 4 && owner4 != owner) ++moved;
+  }
+  for (size_t k = 0; k < 5; ++k) {
+    EXPECT_GT(count[k], n / 5 * 0.9) << "node " << k;
+    EXPECT_LT(count[k], n / 5 * 1.1) << "node " << k;
+  }
+  EXPECT_EQ(moved, 0) << "chunks of the remaining nodes changed owner";
+}
+
+TEST(ClusterChunkStore, ReadsFromTheOwnerNode) {
+  FakeOrigin a, b;
+  a.Start();
+  b.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto store = ClusterChunkStore::Create({a.url(), b.url()}, upstream);
+  ASSERT_TRUE(store.has_value());
+  for (int i = 0; i < 40; ++i) {
+    auto data = Bytes("chunk " + std::to_string(i));
+    Digest id = Digest::Of(data);
+    FakeOrigin& owner = (*store)->OwnerOf(id) == 0 ? a : b;
+    ASSERT_TRUE(owner.store.Put(id, data).ok());
+    auto got = (*store)->Get(id);
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    EXPECT_EQ(*got, data);
+  }
+  EXPECT_EQ(upstream->gets, 0);
+  EXPECT_GT(a.get_requests, 5);
+  EXPECT_GT(b.get_requests, 5);
+}
+
+TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
+  FakeOrigin node;
+  node.Start();
+  const int port = node.port();
+  const std::string url = node.url();
+  node.Stop();  // down: connection refused
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("hello");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  auto store = ClusterChunkStore::Create({url}, upstream, {.probe_interval = 300ms});
+  ASSERT_TRUE(store.has_value());
+
+  auto got = (*store)->Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, data);
+  EXPECT_EQ(upstream->gets, 1);
+  EXPECT_FALSE((*store)->IsHealthy(0));
+
+  // The node comes back with the chunk; before the back-off it is not asked.
+  FakeOrigin back;
+  ASSERT_TRUE(back.store.Put(id, data).ok());
+  back.Start(port);
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(upstream->gets, 2);
+  EXPECT_EQ(back.health_requests, 0);
+  EXPECT_EQ(back.get_requests, 0);
+
+  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(back.health_requests, 1);
+  EXPECT_EQ(back.get_requests, 1);
+  EXPECT_EQ(upstream->gets, 2);
+  EXPECT_TRUE((*store)->IsHealthy(0));
+}
+
+TEST(ClusterChunkStore, FailedProbeKeepsTheNodeOut) {
+  FakeOrigin node;
+  node.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("x");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  node.SetFault([](const httplib::Request&, httplib::Response& res) {
+    testing::SendError(res, InternalError("node: broken"));
+    return true;
+  });
+  node.healthy = false;
+  auto store = ClusterChunkStore::Create({node.url()}, upstream, {.probe_interval = 100ms});
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(node.get_requests, 1);
+  std::this_thread::sleep_for(150ms);
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(node.health_requests, 1);
+  EXPECT_EQ(node.get_requests, 1) << "a node failing its probe gets no reads";
+  EXPECT_EQ(upstream->gets, 2);
+}
+
+TEST(ClusterChunkStore, NodeReturningWrongBytesIsSkipped) {
+  FakeOrigin node;
+  node.Start();
+  node.wrong_bytes = true;
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("the real bytes");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  ASSERT_TRUE(node.store.Put(id, data).ok());
+  auto store = ClusterChunkStore::Create({node.url()}, upstream);
+  auto got = (*store)->Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, data);
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(node.get_requests, 1) << "an unhealthy node is not asked again before the back-off";
+  EXPECT_EQ(upstream->gets, 2);
+}
+
+TEST(ClusterChunkStore, SlowNodeIsSkippedAfterItsDeadline) {
+  FakeOrigin node;
+  node.Start();
+  node.delay_ms = 2000;
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("slow");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  ASSERT_TRUE(node.store.Put(id, data).ok());
+  auto store = ClusterChunkStore::Create({node.url()}, upstream, {.node_deadline = 200ms});
+  auto start = std::chrono::steady_clock::now();
+  auto got = (*store)->Get(id);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  EXPECT_EQ(upstream->gets, 1);
+}
+
+TEST(ClusterChunkStore, DownOwnerHandsItsChunksToTheNextNode) {
+  FakeOrigin a, b;
+  a.Start();
+  b.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto store = ClusterChunkStore::Create({a.url(), b.url()}, upstream);
+  // A chunk owned by a; a is down.
+  Digest id;
+  std::vector<uint8_t> data;
+  for (int i = 0;; ++i) {
+    data = Bytes("c" + std::to_string(i));
+    id = Digest::Of(data);
+    if ((*store)->OwnerOf(id) == 0) break;
+  }
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  ASSERT_TRUE(b.store.Put(id, data).ok());
+  a.Stop();
+  ASSERT_TRUE((*store)->Get(id).has_value());  // a fails: upstream, a marked unhealthy
+  EXPECT_EQ(upstream->gets, 1);
+  ASSERT_TRUE((*store)->Get(id).has_value());  // now b, the next by weight
+  EXPECT_EQ(b.get_requests, 1);
+  EXPECT_EQ(upstream->gets, 1);
+}
+
+TEST(ClusterChunkStore, MissingOnNodeFallsThroughWithoutMarkingIt) {
+  FakeOrigin node;
+  node.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("only upstream");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  auto store = ClusterChunkStore::Create({node.url()}, upstream);
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_TRUE((*store)->IsHealthy(0));
+  auto missing = (*store)->Get(Digest::Of(std::string_view("nowhere")));
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+}
+
+TEST(ClusterChunkStore, GetBatchUsesNodesThenUpstream) {
+  FakeOrigin a, origin;
+  a.Start();
+  origin.Start();
+  auto upstream_client = http::HttpClient::Create({.base_url = origin.url()});
+  auto upstream = std::make_shared<RemoteChunkStore>(std::shared_ptr<http::HttpClient>(std::move(*upstream_client)));
+  auto store = ClusterChunkStore::Create({a.url()}, upstream);
+  std::vector<Digest> ids;
+  std::vector<std::optional<std::vector<uint8_t>>> want;
+  for (int i = 0; i < 30; ++i) {
+    auto data = Bytes("b" + std::to_string(i));
+    Digest id = Digest::Of(data);
+    ids.push_back(id);
+    if (i % 3 == 0) {
+      ASSERT_TRUE(a.store.Put(id, data).ok());
+    } else if (i % 3 == 1) {
+      ASSERT_TRUE(origin.store.Put(id, data).ok());
+    }
+    want.push_back(i % 3 == 2 ? std::nullopt : std::optional(data));
+  }
+  auto got = (*store)->GetBatch(ids);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, want);
+  EXPECT_EQ(a.batch_requests, 1);
+  EXPECT_EQ(origin.batch_requests, 1);
+}
+
+TEST(ClusterChunkStore, WritesGoToTheUpstream) {
+  FakeOrigin node;
+  node.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto store = ClusterChunkStore::Create({node.url()}, upstream);
+  auto data = Bytes("w");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE((*store)->Put(id, data).ok());
+  EXPECT_TRUE(*upstream->Contains(id));
+  EXPECT_TRUE(*(*store)->Contains(id));
+  EXPECT_EQ(node.put_requests + node.missing_requests, 0);
+}
+
+TEST(ClusterChunkStore, ParsesNodeLists) {
+  EXPECT_EQ(ParseNodeList(" http://a:1, http://b:2,,http://c:3 "),
+            (std::vector<std::string>{"http://a:1", "http://b:2", "http://c:3"}));
+  EXPECT_TRUE(ParseNodeList("").empty());
+  EXPECT_FALSE(ClusterChunkStore::Create({"not a url"}, std::make_shared<MemChunkStore>()).has_value());
+}
+
+}  // namespace
+}  // namespace bdn::remote

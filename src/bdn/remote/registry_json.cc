@@ -1,0 +1,171 @@
+#include "bdn/remote/registry_json.h"
+
+namespace bdn::remote {
+namespace {
+
+using nlohmann::json;
+
+// Reads field `key` of object `j` as T; a missing key is an error unless `fallback` is given.
+template <typename T>
+Result<T> Field(const json& j, const char* key, std::optional<T> fallback = std::nullopt) {
+  if (!j.is_object()) return Err(InvalidArgumentError(std::string(key) + ": parent is not an object"));
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return Err(InvalidArgumentError(std::string(key) + ": missing"));
+  }
+  try {
+    return it->get<T>();
+  } catch (const json::exception& e) {
+    return Err(InvalidArgumentError(std::string(key) + ": " + e.what()));
+  }
+}
+
+Result<Digest> DigestField(const json& j, const char* key) {
+  BDN_ASSIGN_OR_RETURN(std::string hex, Field<std::string>(j, key));
+  auto d = Digest::Parse(hex);
+  if (!d) return Err(InvalidArgumentError(std::string(key) + ": " + d.error().message()));
+  return *d;
+}
+
+Result<std::optional<int64_t>> OptionalInt(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::optional<int64_t>();
+  if (!it->is_number_integer()) return Err(InvalidArgumentError(std::string(key) + ": not an integer"));
+  return std::optional<int64_t>(it->get<int64_t>());
+}
+
+}  // namespace
+
+json StatsToJson(const VersionStats& s) {
+  return {{"files", s.files}, {"bytes", s.bytes}, {"chunks", s.chunks}, {"entries", s.entries}};
+}
+
+json VolumeToJson(const VolumeRecord& v) {
+  json tags = json::object();
+  for (const auto& [name, d] : v.tags) tags[name] = d.Hex();
+  return {{"namespace", v.ns},
+          {"volume", v.name},
+          {"head", v.head ? json(v.head->Hex()) : json(nullptr)},
+          {"sequence", v.sequence},
+          {"tags", tags},
+          {"live_versions", v.live_versions},
+          {"deleted_versions", v.deleted_versions},
+          {"created_unix_ms", v.created_unix_ms}};
+}
+
+json VersionToJson(const VersionRecord& v) {
+  json j = {{"namespace", v.ns},
+            {"volume", v.volume},
+            {"digest", v.digest.Hex()},
+            {"sequence", v.sequence},
+            {"lifecycle", std::string(LifecycleName(v.lifecycle))},
+            {"created_unix_ms", v.created_unix_ms},
+            {"stats", StatsToJson(v.stats)},
+            {"source_uri", v.source_uri},
+            {"tags", v.tags},
+            {"is_head", v.is_head}};
+  if (v.deleted_unix_ms) j["deleted_unix_ms"] = *v.deleted_unix_ms;
+  if (v.delete_after_unix_ms) j["delete_after_unix_ms"] = *v.delete_after_unix_ms;
+  return j;
+}
+
+json CommitRequestToJson(const CommitRequest& req, const std::optional<std::string>& claim) {
+  return {{"digest", req.digest.Hex()},
+          {"stats", StatsToJson(req.stats)},
+          {"source_uri", req.source_uri},
+          {"tags", req.tags},
+          {"expected_sequence", req.expected_sequence ? json(*req.expected_sequence) : json(nullptr)},
+          {"claim", claim ? json(*claim) : json(nullptr)}};
+}
+
+json CommitResultToJson(const CommitResult& r) {
+  return {{"sequence", r.sequence},
+          {"unchanged", r.unchanged},
+          {"head_updated", r.head_updated},
+          {"tags_applied", r.tags_applied}};
+}
+
+Result<VersionStats> StatsFromJson(const json& j) {
+  VersionStats s;
+  BDN_ASSIGN_OR_RETURN(s.files, Field<uint64_t>(j, "files"));
+  BDN_ASSIGN_OR_RETURN(s.bytes, Field<uint64_t>(j, "bytes"));
+  BDN_ASSIGN_OR_RETURN(s.chunks, Field<uint64_t>(j, "chunks"));
+  BDN_ASSIGN_OR_RETURN(s.entries, Field<uint64_t>(j, "entries"));
+  return s;
+}
+
+Result<VolumeRecord> VolumeFromJson(const json& j) {
+  VolumeRecord v;
+  BDN_ASSIGN_OR_RETURN(v.ns, Field<std::string>(j, "namespace"));
+  BDN_ASSIGN_OR_RETURN(v.name, Field<std::string>(j, "volume"));
+  if (j.contains("head") && !j["head"].is_null()) {
+    BDN_ASSIGN_OR_RETURN(v.head, DigestField(j, "head"));
+  }
+  BDN_ASSIGN_OR_RETURN(v.sequence, Field<int64_t>(j, "sequence"));
+  BDN_ASSIGN_OR_RETURN(json tags, Field<json>(j, "tags", json::object()));
+  if (!tags.is_object()) return Err(InvalidArgumentError("tags: not an object"));
+  for (const auto& [name, hex] : tags.items()) {
+    BDN_ASSIGN_OR_RETURN(v.tags[name], DigestField(tags, name.c_str()));
+  }
+  BDN_ASSIGN_OR_RETURN(v.live_versions, Field<uint64_t>(j, "live_versions", 0));
+  BDN_ASSIGN_OR_RETURN(v.deleted_versions, Field<uint64_t>(j, "deleted_versions", 0));
+  BDN_ASSIGN_OR_RETURN(v.created_unix_ms, Field<int64_t>(j, "created_unix_ms", 0));
+  return v;
+}
+
+Result<VersionRecord> VersionFromJson(const json& j) {
+  VersionRecord v;
+  BDN_ASSIGN_OR_RETURN(v.ns, Field<std::string>(j, "namespace"));
+  BDN_ASSIGN_OR_RETURN(v.volume, Field<std::string>(j, "volume"));
+  BDN_ASSIGN_OR_RETURN(v.digest, DigestField(j, "digest"));
+  BDN_ASSIGN_OR_RETURN(v.sequence, Field<int64_t>(j, "sequence"));
+  BDN_ASSIGN_OR_RETURN(std::string lifecycle, Field<std::string>(j, "lifecycle"));
+  if (lifecycle == "ALIVE") {
+    v.lifecycle = Lifecycle::kAlive;
+  } else if (lifecycle == "DELETED") {
+    v.lifecycle = Lifecycle::kDeleted;
+  } else {
+    return Err(InvalidArgumentError("lifecycle: unknown value \"" + lifecycle + "\""));
+  }
+  BDN_ASSIGN_OR_RETURN(v.created_unix_ms, Field<int64_t>(j, "created_unix_ms", 0));
+  BDN_ASSIGN_OR_RETURN(v.deleted_unix_ms, OptionalInt(j, "deleted_unix_ms"));
+  BDN_ASSIGN_OR_RETURN(v.delete_after_unix_ms, OptionalInt(j, "delete_after_unix_ms"));
+  BDN_ASSIGN_OR_RETURN(json stats, Field<json>(j, "stats"));
+  BDN_ASSIGN_OR_RETURN(v.stats, StatsFromJson(stats));
+  BDN_ASSIGN_OR_RETURN(v.source_uri, Field<std::string>(j, "source_uri", std::string()));
+  BDN_ASSIGN_OR_RETURN(v.tags, Field<std::vector<std::string>>(j, "tags", std::vector<std::string>()));
+  BDN_ASSIGN_OR_RETURN(v.is_head, Field<bool>(j, "is_head", false));
+  return v;
+}
+
+Result<CommitRequest> CommitRequestFromJson(const json& j, std::optional<std::string>* claim) {
+  CommitRequest req;
+  BDN_ASSIGN_OR_RETURN(req.digest, DigestField(j, "digest"));
+  BDN_ASSIGN_OR_RETURN(json stats, Field<json>(j, "stats", json::object()));
+  if (!stats.empty()) {
+    BDN_ASSIGN_OR_RETURN(req.stats, StatsFromJson(stats));
+  }
+  BDN_ASSIGN_OR_RETURN(req.source_uri, Field<std::string>(j, "source_uri", std::string()));
+  BDN_ASSIGN_OR_RETURN(req.tags, Field<std::vector<std::string>>(j, "tags", std::vector<std::string>()));
+  BDN_ASSIGN_OR_RETURN(req.expected_sequence, OptionalInt(j, "expected_sequence"));
+  if (claim) {
+    claim->reset();
+    if (j.contains("claim") && !j["claim"].is_null()) {
+      BDN_ASSIGN_OR_RETURN(*claim, Field<std::string>(j, "claim"));
+    }
+  }
+  return req;
+}
+
+Result<CommitResult> CommitResultFromJson(const json& j) {
+  CommitResult r;
+  BDN_ASSIGN_OR_RETURN(r.sequence, Field<int64_t>(j, "sequence"));
+  BDN_ASSIGN_OR_RETURN(r.unchanged, Field<bool>(j, "unchanged", false));
+  BDN_ASSIGN_OR_RETURN(r.head_updated, Field<bool>(j, "head_updated", false));
+  BDN_ASSIGN_OR_RETURN(r.tags_applied, Field<std::vector<std::string>>(j, "tags_applied",
+                                                                       std::vector<std::string>()));
+  return r;
+}
+
+}  // namespace bdn::remote

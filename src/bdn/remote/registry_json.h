@@ -1,0 +1,37 @@
+// JSON forms of the registry records as docs/http-api.md ("Registry") defines them, shared by
+// the remote client and anything that serves or fakes the API. Digests are bare 64-hex strings.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "bdn/base/status.h"
+#include "bdn/registry/registry.h"
+
+namespace bdn::remote {
+
+// {"files", "bytes", "chunks", "entries"}.
+nlohmann::json StatsToJson(const VersionStats& s);
+// {"namespace", "volume", "head": "<hex>"|null, "sequence", "tags": {name: "<hex>"},
+//  "live_versions", "deleted_versions", "created_unix_ms"}.
+nlohmann::json VolumeToJson(const VolumeRecord& v);
+// {"namespace", "volume", "digest", "sequence", "lifecycle", "created_unix_ms",
+//  "deleted_unix_ms"?, "delete_after_unix_ms"?, "stats", "source_uri", "tags", "is_head"}.
+nlohmann::json VersionToJson(const VersionRecord& v);
+// The POST .../commit body: {"digest", "stats", "source_uri", "tags", "expected_sequence",
+// "claim"}; ns and volume are in the URL.
+nlohmann::json CommitRequestToJson(const CommitRequest& req, const std::optional<std::string>& claim);
+// {"sequence", "unchanged", "head_updated", "tags_applied"}.
+nlohmann::json CommitResultToJson(const CommitResult& r);
+
+// The inverses. Errors: InvalidArgument "<field>: <what is wrong>" for a missing field, a
+// wrong type or a malformed digest.
+Result<VersionStats> StatsFromJson(const nlohmann::json& j);
+Result<VolumeRecord> VolumeFromJson(const nlohmann::json& j);
+Result<VersionRecord> VersionFromJson(const nlohmann::json& j);
+// Fills everything but ns and volume; `claim` receives the claim id if one is given.
+Result<CommitRequest> CommitRequestFromJson(const nlohmann::json& j, std::optional<std::string>* claim);
+Result<CommitResult> CommitResultFromJson(const nlohmann::json& j);
+
+}  // namespace bdn::remote

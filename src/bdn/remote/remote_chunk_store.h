@@ -1,0 +1,66 @@
+// RemoteChunkStore: the ChunkStore of a bdn serve origin (or a cache node) over its HTTP API
+// (docs/http-api.md, "Chunks"). Every blob read is verified here against its id.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "bdn/http/client.h"
+#include "bdn/remote/retry.h"
+#include "bdn/store/chunk_store.h"
+
+namespace bdn::remote {
+
+struct RemoteStoreOptions {
+  RetryPolicy retry;
+  size_t missing_batch_ids = 4096;  // ids per POST /v1/chunks/missing (the API's maximum)
+  size_t get_batch_ids = 1024;      // ids per POST /v1/chunks/batch (the API's maximum)
+};
+
+// Blobs of a batch read, in request order: the verified bytes, or nullopt where the store
+// lacks the blob.
+using BlobBatch = std::vector<std::optional<std::vector<uint8_t>>>;
+
+// Each call is one or a few HTTP requests on the shared client. Idempotent calls (all of them:
+// blobs are content-addressed) are retried on Unavailable per options.retry; NotFound,
+// Corruption and DeadlineExceeded are returned at once. Error messages are the server's for
+// HTTP errors, and "<label> <url>: ..." for transport failures (see HttpClient::Send).
+// Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
+class RemoteChunkStore : public ChunkStore {
+ public:
+  explicit RemoteChunkStore(std::shared_ptr<http::HttpClient> client,
+                            RemoteStoreOptions options = {});
+
+  // POST /v1/chunks/missing with one id (needs a key with push scope).
+  Result<bool> Contains(const Digest& id) override;
+  // POST /v1/chunks/missing, ceil(n / 4096) sequential requests. Result in input order.
+  // Errors: transport/HTTP errors; Internal for a malformed response.
+  Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override;
+  // PUT /v1/chunks/<hex>. The bytes are not re-hashed here: the server hashes what it receives
+  // and refuses a mismatch with Corruption "chunk b3:…: received bytes hash to b3:…".
+  Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  // GET /v1/chunks/<hex>, then verified. Errors: NotFound (the server's message); Corruption
+  // "chunk b3:…: digest mismatch (bytes from <label> <url> hash to b3:…)" — bad bytes are never
+  // returned; transport errors.
+  Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  // The server makes every blob durable before it answers a PUT: nothing to do.
+  Status Sync() override { return Status::Ok(); }
+
+  // Reads many blobs with POST /v1/chunks/batch (ceil(n / 1024) sequential requests). Every
+  // blob is verified; one that does not match its id fails the whole call with Corruption (as
+  // does a malformed response: wrong magic, ids out of order, truncated record). Memory: the
+  // whole answer of one request (up to 1024 blobs) is held at once.
+  Result<BlobBatch> GetBatch(std::span<const Digest> ids);
+
+  http::HttpClient& client() { return *client_; }
+
+ private:
+  Result<BlobBatch> GetBatchOnce(std::span<const Digest> ids);
+
+  std::shared_ptr<http::HttpClient> client_;
+  RemoteStoreOptions options_;
+};
+
+}  // namespace bdn::remote

@@ -1,0 +1,313 @@
+#include "bdn/remote/remote_registry.h"
+
+#include <cctype>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bdn/remote/registry_json.h"
+
+namespace bdn::remote {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Percent-encodes everything but RFC 3986 unreserved characters (names and tags are already
+// restricted to those; this keeps a bad one from changing the route).
+std::string Escape(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string VolumePath(const std::string& ns, const std::string& volume) {
+  return "/v1/volumes/" + Escape(ns) + "/" + Escape(volume);
+}
+
+std::string VolumeName(const std::string& ns, const std::string& volume) {
+  return "volume bdn:" + ns + "/" + volume;
+}
+
+}  // namespace
+
+// The claims this process holds, by "ns/volume", so Commit can name its claim.
+struct internal::ClaimTable {
+  struct State {
+    std::string id;
+    std::mutex mu;
+    Status lost;  // set once the claim can no longer be trusted to be ours
+  };
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<State>> by_volume;
+};
+using Claims = internal::ClaimTable;
+
+namespace {
+
+// A live server claim: renewed every TTL/3 on its own thread, released on destruction.
+class RemotePushClaim : public PushClaim {
+ public:
+  RemotePushClaim(std::shared_ptr<http::HttpClient> client,
+                  std::shared_ptr<Claims> claims, std::string key,
+                  std::string path, std::shared_ptr<Claims::State> state,
+                  std::string volume_name, std::chrono::milliseconds ttl)
+      : client_(std::move(client)),
+        claims_(std::move(claims)),
+        key_(std::move(key)),
+        path_(std::move(path)),
+        state_(std::move(state)),
+        volume_name_(std::move(volume_name)),
+        ttl_(ttl) {
+    thread_ = std::thread([this] { Renew(); });
+  }
+
+  ~RemotePushClaim() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    // Best effort: a claim that is not released lapses after its TTL anyway.
+    (void)client_->Call({.method = http::Method::kDelete,
+                         .path = path_,
+                         .deadline = std::chrono::milliseconds(5000)});
+    std::lock_guard lock(claims_->mu);
+    auto it = claims_->by_volume.find(key_);
+    if (it != claims_->by_volume.end() && it->second == state_) claims_->by_volume.erase(it);
+  }
+
+ private:
+  void Renew() {
+    const auto period = std::max(ttl_ / 3, std::chrono::milliseconds(10));
+    auto last_ok = Clock::now();
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
+      lock.unlock();
+      auto r = client_->Call({.method = http::Method::kPut,
+                              .path = path_,
+                              .deadline = std::max(period, std::chrono::milliseconds(1000))});
+      Status lost;
+      if (r) {
+        last_ok = Clock::now();
+      } else if (r.error().code() == StatusCode::kNotFound) {
+        lost = ConflictError(volume_name_ + ": push claim lost (" + r.error().message() + ")");
+      } else if (Clock::now() - last_ok >= ttl_) {
+        lost = ConflictError(volume_name_ + ": push claim lost (not renewed within its TTL: " +
+                             r.error().message() + ")");
+      }
+      if (!lost.ok()) {
+        std::lock_guard state_lock(state_->mu);
+        if (state_->lost.ok()) state_->lost = lost;
+      }
+      lock.lock();
+    }
+  }
+
+  std::shared_ptr<http::HttpClient> client_;
+  std::shared_ptr<Claims> claims_;
+  std::string key_;
+  std::string path_;
+  std::shared_ptr<Claims::State> state_;
+  std::string volume_name_;
+  std::chrono::milliseconds ttl_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+RemoteRegistry::RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry)
+    : client_(std::move(client)), retry_(retry), claims_(std::make_shared<internal::ClaimTable>()) {}
+
+RemoteRegistry::~RemoteRegistry() = default;
+
+namespace {
+
+// GETs `path` (retried per `retry`) and parses the JSON body.
+Result<json> GetJson(http::HttpClient& client, const RetryPolicy& retry, const std::string& path) {
+  BDN_ASSIGN_OR_RETURN(http::Response r, WithRetries(retry, [&] { return client.Get(path); }));
+  json j = json::parse(r.text(), nullptr, false);
+  if (j.is_discarded()) {
+    return Err(InternalError(client.Name() + ": GET " + path + ": malformed response: not JSON"));
+  }
+  return j;
+}
+
+Result<json> ParseBody(http::HttpClient& client, std::string_view what, const http::Response& r) {
+  json j = json::parse(r.text(), nullptr, false);
+  if (j.is_discarded()) {
+    return Err(InternalError(client.Name() + ": " + std::string(what) +
+                             ": malformed response: not JSON"));
+  }
+  return j;
+}
+
+// Wraps a decoding error as a malformed response of `what`.
+Status Malformed(http::HttpClient& client, std::string_view what, const Status& s) {
+  return InternalError(client.Name() + ": " + std::string(what) + ": malformed response: " +
+                       s.message());
+}
+
+template <typename T, typename F>
+Result<std::vector<T>> ListOf(http::HttpClient& client, const std::string& what, const json& j,
+                              const char* key, F decode) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_array()) {
+    return Err(InternalError(client.Name() + ": " + what + ": malformed response: no \"" + key +
+                             "\" array"));
+  }
+  std::vector<T> out;
+  for (const auto& item : j[key]) {
+    auto v = decode(item);
+    if (!v) return Err(Malformed(client, what, v.error()));
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+Result<int64_t> SequenceOf(http::HttpClient& client, std::string_view what, const http::Response& r) {
+  BDN_ASSIGN_OR_RETURN(json j, ParseBody(client, what, r));
+  if (!j.is_object() || !j.contains("sequence") || !j["sequence"].is_number_integer()) {
+    return Err(InternalError(client.Name() + ": " + std::string(what) +
+                             ": malformed response: no \"sequence\""));
+  }
+  return j["sequence"].get<int64_t>();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> RemoteRegistry::ListNamespaces() {
+  const std::string path = "/v1/namespaces";
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  return ListOf<std::string>(*client_, "GET " + path, j, "namespaces",
+                             [](const json& v) -> Result<std::string> {
+                               if (!v.is_string()) return Err(InvalidArgumentError("not a string"));
+                               return v.get<std::string>();
+                             });
+}
+
+Result<std::vector<VolumeRecord>> RemoteRegistry::ListVolumes(const std::string& ns) {
+  const std::string path = "/v1/namespaces/" + Escape(ns) + "/volumes";
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  return ListOf<VolumeRecord>(*client_, "GET " + path, j, "volumes", VolumeFromJson);
+}
+
+Result<VolumeRecord> RemoteRegistry::GetVolume(const std::string& ns, const std::string& volume) {
+  const std::string path = VolumePath(ns, volume);
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  auto v = VolumeFromJson(j);
+  if (!v) return Err(Malformed(*client_, "GET " + path, v.error()));
+  return v;
+}
+
+Result<std::vector<VersionRecord>> RemoteRegistry::ListVersions(const std::string& ns,
+                                                                const std::string& volume,
+                                                                bool include_deleted) {
+  const std::string path =
+      VolumePath(ns, volume) + "/versions?include_deleted=" + (include_deleted ? "1" : "0");
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  return ListOf<VersionRecord>(*client_, "GET " + path, j, "versions", VersionFromJson);
+}
+
+Result<VersionRecord> RemoteRegistry::GetVersion(const std::string& ns, const std::string& volume,
+                                                 const Digest& digest) {
+  const std::string path = VolumePath(ns, volume) + "/versions/" + digest.Hex();
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  auto v = VersionFromJson(j);
+  if (!v) return Err(Malformed(*client_, "GET " + path, v.error()));
+  return v;
+}
+
+Result<std::vector<Digest>> RemoteRegistry::FindVersions(const std::string& ns,
+                                                         const std::string& volume,
+                                                         const std::string& hex_prefix) {
+  const std::string path = VolumePath(ns, volume) + "/find?prefix=" + Escape(hex_prefix);
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  return ListOf<Digest>(*client_, "GET " + path, j, "digests", [](const json& v) -> Result<Digest> {
+    if (!v.is_string()) return Err(InvalidArgumentError("digest: not a string"));
+    return Digest::Parse(v.get<std::string>());
+  });
+}
+
+Result<CommitResult> RemoteRegistry::Commit(const CommitRequest& req) {
+  std::optional<std::string> claim;
+  {
+    std::shared_ptr<Claims::State> state;
+    {
+      std::lock_guard lock(claims_->mu);
+      auto it = claims_->by_volume.find(req.ns + "/" + req.volume);
+      if (it != claims_->by_volume.end()) state = it->second;
+    }
+    if (state) {
+      std::lock_guard lock(state->mu);
+      if (!state->lost.ok()) return Err(state->lost);
+      claim = state->id;
+    }
+  }
+  const std::string path = VolumePath(req.ns, req.volume) + "/commit";
+  BDN_ASSIGN_OR_RETURN(http::Response r,
+                       client_->PostJson(path, CommitRequestToJson(req, claim).dump()));
+  BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
+  auto result = CommitResultFromJson(j);
+  if (!result) return Err(Malformed(*client_, "POST " + path, result.error()));
+  return result;
+}
+
+Result<int64_t> RemoteRegistry::SetTag(const std::string& ns, const std::string& volume,
+                                       const std::string& tag, const Digest& digest,
+                                       std::optional<int64_t> expected_sequence) {
+  const std::string path = VolumePath(ns, volume) + "/tags/" + Escape(tag);
+  json body = {{"digest", digest.Hex()},
+               {"expected_sequence", expected_sequence ? json(*expected_sequence) : json(nullptr)}};
+  BDN_ASSIGN_OR_RETURN(http::Response r, client_->PutJson(path, body.dump()));
+  return SequenceOf(*client_, "PUT " + path, r);
+}
+
+Result<int64_t> RemoteRegistry::DeleteTag(const std::string& ns, const std::string& volume,
+                                          const std::string& tag,
+                                          std::optional<int64_t> expected_sequence) {
+  std::string path = VolumePath(ns, volume) + "/tags/" + Escape(tag);
+  if (expected_sequence) path += "?expected_sequence=" + std::to_string(*expected_sequence);
+  BDN_ASSIGN_OR_RETURN(http::Response r, client_->Delete(path));
+  return SequenceOf(*client_, "DELETE " + path, r);
+}
+
+Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& ns,
+                                                             const std::string& volume) {
+  const std::string path = VolumePath(ns, volume) + "/claims";
+  BDN_ASSIGN_OR_RETURN(http::Response r, client_->PostJson(path, "{}"));
+  BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
+  if (!j.is_object() || !j.contains("claim") || !j["claim"].is_string()) {
+    return Err(InternalError(client_->Name() + ": POST " + path +
+                             ": malformed response: no \"claim\""));
+  }
+  auto state = std::make_shared<Claims::State>();
+  state->id = j["claim"].get<std::string>();
+  int64_t ttl_ms = j.contains("ttl_ms") && j["ttl_ms"].is_number_integer()
+                       ? j["ttl_ms"].get<int64_t>()
+                       : 30000;
+  const std::string key = ns + "/" + volume;
+  {
+    std::lock_guard lock(claims_->mu);
+    claims_->by_volume[key] = state;
+  }
+  return std::unique_ptr<PushClaim>(new RemotePushClaim(
+      client_, claims_, key, path + "/" + Escape(state->id), state, VolumeName(ns, volume),
+      std::chrono::milliseconds(std::max<int64_t>(ttl_ms, 30))));
+}
+
+}  // namespace bdn::remote

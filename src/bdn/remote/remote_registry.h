@@ -1,0 +1,62 @@
+// RemoteRegistry: the Registry of a bdn serve origin over its HTTP API (docs/http-api.md,
+// "Registry" and "Push claims"). The server forwards its registry's error messages, so a remote
+// command prints the same errors as an embedded one.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "bdn/http/client.h"
+#include "bdn/registry/registry.h"
+#include "bdn/remote/retry.h"
+
+namespace bdn::remote {
+
+namespace internal {
+struct ClaimTable;  // the claims this process holds, by volume
+}  // namespace internal
+
+// Read calls (list, get, find) are retried on Unavailable per `retry`; writes (commit, tags,
+// claims) are sent once, since a retry after a lost answer could report a different outcome.
+// Errors: those of the server's registry, code and message verbatim; transport errors of
+// HttpClient; Internal "<label> <url>: <METHOD> <path>: malformed response: …".
+//
+// Claims: ClaimPush returns a PushClaim that renews the server claim every TTL/3 on its own
+// thread and releases it (DELETE) when destroyed. While it lives, Commit for that volume sends
+// its id. If the claim is lost (a renewal answered 404, or no renewal succeeded for a whole TTL)
+// Commit fails with Conflict "volume bdn:ns/vol: push claim lost (…)" instead of committing a
+// push that was not exclusive. The registry must outlive its claims.
+// Thread-safe.
+class RemoteRegistry : public Registry {
+ public:
+  explicit RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry = {});
+  ~RemoteRegistry() override;
+
+  Result<std::vector<std::string>> ListNamespaces() override;
+  Result<std::vector<VolumeRecord>> ListVolumes(const std::string& ns) override;
+  Result<VolumeRecord> GetVolume(const std::string& ns, const std::string& volume) override;
+  Result<std::vector<VersionRecord>> ListVersions(const std::string& ns, const std::string& volume,
+                                                  bool include_deleted) override;
+  Result<VersionRecord> GetVersion(const std::string& ns, const std::string& volume,
+                                   const Digest& digest) override;
+  Result<std::vector<Digest>> FindVersions(const std::string& ns, const std::string& volume,
+                                           const std::string& hex_prefix) override;
+  Result<CommitResult> Commit(const CommitRequest& req) override;
+  Result<int64_t> SetTag(const std::string& ns, const std::string& volume, const std::string& tag,
+                         const Digest& digest, std::optional<int64_t> expected_sequence) override;
+  Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
+                            const std::string& tag,
+                            std::optional<int64_t> expected_sequence) override;
+  // POST /v1/volumes/<ns>/<vol>/claims. Errors: Conflict "volume bdn:ns/vol: push in progress
+  // (claimed by …)" from the server when another client holds the claim.
+  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
+                                               const std::string& volume) override;
+
+ private:
+  std::shared_ptr<http::HttpClient> client_;
+  RetryPolicy retry_;
+  std::shared_ptr<internal::ClaimTable> claims_;
+};
+
+}  // namespace bdn::remote

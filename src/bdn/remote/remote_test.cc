@@ -1,0 +1,351 @@
+// Tests for HttpClient and RemoteChunkStore against a fake origin (cpp-httplib) on 127.0.0.1:
+// batching, verification of received bytes, retries, deadlines, transport errors, fork safety.
+#include "bdn/remote/remote_chunk_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <set>
+
+#include "bdn/remote/fake_origin_test_util.h"
+
+namespace bdn::remote {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeOrigin;
+using testing::TestServer;
+
+std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+Digest IdOf(uint64_t i) { return Digest::Of(std::to_string(i)); }
+
+std::shared_ptr<http::HttpClient> Client(const std::string& url, http::ClientOptions o = {}) {
+  o.base_url = url;
+  auto c = http::HttpClient::Create(o);
+  EXPECT_TRUE(c.has_value()) << c.error().message();
+  return std::shared_ptr<http::HttpClient>(std::move(*c));
+}
+
+// Fast retries so the tests do not sleep for long.
+RemoteStoreOptions FastRetries() { return {.retry = {.attempts = 4, .initial_backoff = 5ms}}; }
+
+TEST(HttpClient, RejectsMalformedUrls) {
+  for (const char* url : {"", "ftp://x", "localhost:8440", "http://", "http:///x", "http://u:p@h",
+                          "http://h/?q"}) {
+    auto c = http::HttpClient::Create({.base_url = url});
+    ASSERT_FALSE(c.has_value()) << url;
+    EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument) << url;
+  }
+  auto ok = http::HttpClient::Create({.base_url = "HTTP://127.0.0.1:1/"});
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ((*ok)->base_url(), "HTTP://127.0.0.1:1");
+}
+
+TEST(HttpClient, ConnectionRefusedIsUnavailableNamingTheServer) {
+  TestServer s;
+  s.Start();
+  std::string url = s.url();
+  s.Stop();  // nothing listens on the port any more
+  auto c = Client(url);
+  auto r = c->Get("/healthz");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.error().message(), "origin " + url + ": connection refused");
+}
+
+TEST(HttpClient, SendsBearerTokenButNeverPutsItInMessages) {
+  FakeOrigin origin;
+  origin.SetFault([](const httplib::Request&, httplib::Response& res) {
+    res.status = 502;  // not the API's error shape
+    res.set_content("<html>bad gateway</html>", "text/html");
+    return true;
+  });
+  origin.Start();
+  auto c = Client(origin.url(), {.token = "bdn_k1_s3cret"});
+  auto r = c->Get("/v1/chunks/" + IdOf(1).Hex());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(origin.LastAuthorization(), "Bearer bdn_k1_s3cret");
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.error().message(),
+            "origin " + origin.url() + ": GET /v1/chunks/" + IdOf(1).Hex() + ": HTTP 502");
+  EXPECT_EQ(r.error().message().find("s3cret"), std::string::npos);
+}
+
+TEST(HttpClient, ErrorBodyKeepsCodeAndMessageVerbatim) {
+  TestServer s;
+  s.http().Get("/v1/volumes/w/x", [](const httplib::Request&, httplib::Response& res) {
+    testing::SendError(res, NotFoundError("volume bdn:w/x: not found"));
+  });
+  s.Start();
+  auto r = Client(s.url())->Get("/v1/volumes/w/x");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.error().message(), "volume bdn:w/x: not found");
+}
+
+TEST(HttpClient, DeadlineExceededOnAServerThatSleeps) {
+  TestServer s;
+  s.http().Get("/slow", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(1500ms);
+    res.set_content("late", "text/plain");
+  });
+  s.Start();
+  auto c = Client(s.url(), {.deadline = 200ms});
+  auto start = std::chrono::steady_clock::now();
+  auto r = c->Get("/slow");
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.error().message(), "origin " + s.url() + ": GET /slow: no response within 200 ms");
+  EXPECT_LT(took, 1000ms);
+}
+
+TEST(HttpClient, RefusesResponsesOverTheSizeLimit) {
+  TestServer s;
+  s.http().Get("/big", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(2 << 20, 'x'), "application/octet-stream");
+  });
+  s.Start();
+  auto r = Client(s.url(), {.max_response_bytes = 1 << 20})->Get("/big");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kInternal);
+  EXPECT_EQ(r.error().message(), "origin " + s.url() + ": GET /big: response larger than 1048576 bytes");
+  EXPECT_TRUE(Client(s.url())->Get("/big").has_value());
+}
+
+TEST(HttpClient, ConcurrentRequestsReuseConnections) {
+  TestServer s;
+  std::atomic<int> calls{0};
+  std::mutex mu;
+  std::set<std::string> peers;  // remote address:port of each request
+  s.http().Get("/n", [&](const httplib::Request& req, httplib::Response& res) {
+    ++calls;
+    std::lock_guard lock(mu);
+    peers.insert(req.remote_addr + ":" + std::to_string(req.remote_port));
+    res.set_content("x", "text/plain");
+  });
+  s.Start();
+  auto c = Client(s.url());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) ASSERT_TRUE(c->Get("/n").has_value());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(calls, 200);
+  EXPECT_LE(peers.size(), 8u) << "connections are not kept alive";
+}
+
+TEST(HttpClient, ForkedChildOpensItsOwnConnections) {
+  TestServer s;
+  s.http().Get("/n", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("x", "text/plain");
+  });
+  s.Start();
+  auto c = Client(s.url());
+  ASSERT_TRUE(c->Get("/n").has_value());  // leaves a pooled keep-alive connection
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    bool ok = true;
+    for (int i = 0; i < 5; ++i) ok = ok && c->Get("/n").has_value();
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(c->Get("/n").has_value()) << "the parent's connection still works";
+}
+
+TEST(RemoteChunkStore, PutGetContainsRoundTrip) {
+  FakeOrigin origin;
+  origin.Start();
+  RemoteChunkStore store(Client(origin.url()));
+  auto data = RandomBytes(300000, 1);
+  Digest id = Digest::Of(data);
+  EXPECT_FALSE(*store.Contains(id));
+  ASSERT_TRUE(store.Put(id, data).ok());
+  ASSERT_TRUE(store.Put(id, data).ok()) << "Put is idempotent";
+  EXPECT_TRUE(*store.Contains(id));
+  auto got = store.Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, data);
+  auto empty = store.Put(Digest::Of(std::span<const uint8_t>()), {});
+  EXPECT_TRUE(empty.ok()) << empty.message();
+}
+
+TEST(RemoteChunkStore, PutOfMismatchedBytesIsRefusedByTheServer) {
+  FakeOrigin origin;
+  origin.Start();
+  RemoteChunkStore store(Client(origin.url()));
+  auto data = RandomBytes(1000, 2);
+  Status s = store.Put(IdOf(7), data);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(origin.store.size(), 0u);
+}
+
+TEST(RemoteChunkStore, GetOfMissingChunkIsNotFoundAndNotRetried) {
+  FakeOrigin origin;
+  origin.Start();
+  RemoteChunkStore store(Client(origin.url()), FastRetries());
+  auto r = store.Get(IdOf(1));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.error().message(), "chunk " + IdOf(1).ToString() + ": not in store");
+  EXPECT_EQ(origin.get_requests, 1);
+}
+
+TEST(RemoteChunkStore, GetVerifiesBytesAndNeverReturnsWrongOnes) {
+  FakeOrigin origin;
+  origin.Start();
+  auto data = RandomBytes(5000, 3);
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(origin.store.Put(id, data).ok());
+  origin.wrong_bytes = true;
+  RemoteChunkStore store(Client(origin.url()), FastRetries());
+  auto r = store.Get(id);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(r.error().message().starts_with("chunk " + id.ToString() + ": digest mismatch (bytes from origin http://127.0.0.1:"))
+      << r.error().message();
+  EXPECT_EQ(origin.get_requests, 1) << "Corruption is not retried";
+}
+
+TEST(RemoteChunkStore, RetriesUnavailableThenSucceeds) {
+  FakeOrigin origin;
+  std::atomic<int> failures{2};
+  origin.SetFault([&](const httplib::Request&, httplib::Response& res) {
+    if (failures-- <= 0) return false;
+    testing::SendError(res, UnavailableError("origin: overloaded"));
+    return true;
+  });
+  origin.Start();
+  auto data = RandomBytes(100, 4);
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(origin.store.Put(id, data).ok());
+  RemoteChunkStore store(Client(origin.url()), FastRetries());
+  auto r = store.Get(id);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(*r, data);
+  EXPECT_EQ(origin.get_requests, 3);
+}
+
+TEST(RemoteChunkStore, GivesUpAfterBoundedRetries) {
+  FakeOrigin origin;
+  origin.SetFault([&](const httplib::Request&, httplib::Response& res) {
+    testing::SendError(res, UnavailableError("origin: overloaded"));
+    return true;
+  });
+  origin.Start();
+  RemoteChunkStore store(Client(origin.url()), FastRetries());
+  Status s = store.Put(Digest::Of(std::string_view("x")), std::span<const uint8_t>(
+                                                            reinterpret_cast<const uint8_t*>("x"), 1));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "origin: overloaded");
+  EXPECT_EQ(origin.put_requests, 4);
+}
+
+TEST(RemoteChunkStore, FindMissingBatchesAt4096IdsInInputOrder) {
+  FakeOrigin origin;
+  origin.Start();
+  std::vector<Digest> ids;
+  std::vector<Digest> want_missing;
+  for (uint64_t i = 0; i < 10000; ++i) {
+    std::string s = std::to_string(i);
+    Digest id = Digest::Of(s);
+    ids.push_back(id);
+    if (i % 3 == 0) {
+      ASSERT_TRUE(origin.store.Put(id, std::span<const uint8_t>(
+                                           reinterpret_cast<const uint8_t*>(s.data()), s.size()))
+                      .ok());
+    } else {
+      want_missing.push_back(id);
+    }
+  }
+  RemoteChunkStore store(Client(origin.url()));
+  auto missing = store.FindMissing(ids);
+  ASSERT_TRUE(missing.has_value()) << missing.error().message();
+  EXPECT_EQ(*missing, want_missing);
+  EXPECT_EQ(origin.missing_requests, 3);  // 4096 + 4096 + 1808
+  origin.missing_requests = 0;
+  auto none = store.FindMissing({});
+  ASSERT_TRUE(none.has_value());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(origin.missing_requests, 0);
+}
+
+TEST(RemoteChunkStore, GetBatchReturnsVerifiedBlobsAndMissingOnes) {
+  FakeOrigin origin;
+  origin.Start();
+  std::vector<Digest> ids;
+  std::vector<std::optional<std::vector<uint8_t>>> want;
+  for (uint64_t i = 0; i < 2500; ++i) {
+    auto data = RandomBytes(1 + i % 700, i);
+    Digest id = Digest::Of(data);
+    ids.push_back(id);
+    if (i % 5 == 0) {
+      want.emplace_back(std::nullopt);
+    } else {
+      ASSERT_TRUE(origin.store.Put(id, data).ok());
+      want.emplace_back(data);
+    }
+  }
+  RemoteChunkStore store(Client(origin.url()));
+  auto got = store.GetBatch(ids);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, want);
+  EXPECT_EQ(origin.batch_requests, 3);  // 1024 + 1024 + 452
+
+  origin.wrong_bytes = true;
+  auto bad = store.GetBatch(std::span<const Digest>(ids).subspan(1, 3));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kCorruption);
+}
+
+TEST(RemoteChunkStore, GetBatchRejectsAMalformedAnswer) {
+  TestServer s;
+  s.http().Post("/v1/chunks/batch", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("BDNB\x01", "application/octet-stream");
+  });
+  s.Start();
+  RemoteChunkStore store(Client(s.url()));
+  Digest id = IdOf(1);
+  auto r = store.GetBatch(std::span<const Digest>(&id, 1));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+  EXPECT_EQ(r.error().message(), "origin " + s.url() + ": POST /v1/chunks/batch: truncated at chunk " +
+                                     id.ToString());
+}
+
+TEST(RemoteChunkStore, ManyThreadsPutAndGetConcurrently) {
+  FakeOrigin origin;
+  origin.Start();
+  RemoteChunkStore store(Client(origin.url()));
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        auto data = RandomBytes(4096 + static_cast<size_t>(i), static_cast<uint64_t>(t * 1000 + i));
+        Digest id = Digest::Of(data);
+        if (!store.Put(id, data).ok()) ++errors;
+        auto got = store.Get(id);
+        if (!got || *got != data) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(origin.store.size(), 320u);
+}
+
+}  // namespace
+}  // namespace bdn::remote

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# A remote mount through the node cache: a volume larger than --cache-size reads correctly and
+# the cache stays within its bound. Then, with a cache that holds what was read: while the origin
+# hangs (SIGSTOP) or is gone (SIGKILL), ls and stat answer at once, cached bytes stay readable,
+# and an uncached read fails with EIO within --read-timeout instead of hanging; once the origin
+# is back, the same read succeeds without a remount.
+source "$(dirname "$0")/lib.sh"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+unset BDN_CLUSTER_CACHE
+
+step "start the origin and push"
+"$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth 2>"$WORK/serve.log" &
+SERVER_PID=$!
+PIDS+=("$SERVER_PID")
+URL=""
+for _ in $(seq 1 100); do
+  URL=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$WORK/serve.log" | head -1)
+  [ -n "$URL" ] && break
+  kill -0 "$SERVER_PID" 2>/dev/null || fail "bdn serve exited: $(cat "$WORK/serve.log")"
+  sleep 0.1
+done
+[ -n "$URL" ] || fail "no 'listening on' line from bdn serve: $(cat "$WORK/serve.log")"
+export BDN_REMOTE="$URL"
+unset BDN_TOKEN
+
+mkdir -p "$WORK/src"
+python3 -c 'import random,sys; r=random.Random(11); sys.stdout.buffer.write(r.randbytes(12_000_000))' > "$WORK/src/big.bin"
+python3 -c 'import random,sys; r=random.Random(12); sys.stdout.buffer.write(r.randbytes(3_000_000))' > "$WORK/src/cold.bin"
+printf 'cached bytes\n' > "$WORK/src/small.txt"
+ref=$("$BDN" volume push "$WORK/src" bdn:test/cached)
+
+step "mount with a node cache smaller than the volume"
+NC="$WORK/nodecache"
+mkdir -p "$WORK/mnt"
+"$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$NC" --cache-size 4M --memory-cache 1M \
+  --read-timeout 3 >/dev/null
+MOUNTS+=("$WORK/mnt")
+(cd "$WORK/src" && b3sum big.bin small.txt) > "$WORK/sums"
+(cd "$WORK/mnt" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through the mount"
+[ -f "$NC/state" ] || fail "no node cache at $NC"
+# Accounted as the cache does: each file rounded up to 4 KiB.
+usage=$(python3 - "$NC" <<'PY'
+import os, sys
+total = 0
+for d, _, files in os.walk(os.path.join(sys.argv[1], "chunks")):
+    for f in files:
+        total += max(4096, (os.path.getsize(os.path.join(d, f)) + 4095) // 4096 * 4096)
+print(total)
+PY
+)
+[ "$usage" -gt 0 ] || fail "the node cache holds nothing"
+[ "$usage" -le $((4 * 1024 * 1024)) ] || fail "node cache holds $usage bytes, over its 4 MiB bound"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+MOUNTS=()
+
+step "mount again with a node cache that holds what is read"
+"$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nodecache2" --cache-size 64M \
+  --memory-cache 1M --read-timeout 3 >/dev/null
+MOUNTS+=("$WORK/mnt")
+head -c 2000000 "$WORK/mnt/big.bin" | cmp - <(head -c 2000000 "$WORK/src/big.bin") \
+  || fail "head of big.bin through the second mount"
+assert_eq "cached bytes" "$(cat "$WORK/mnt/small.txt")" "small.txt"
+
+# direct_read FILE OFFSET: 64 KiB at OFFSET with O_DIRECT (the daemon answers, not the page
+# cache) to stdout; fails as dd does.
+direct_read() { dd if="$1" bs=65536 skip=$(($2 / 65536)) count=1 iflag=direct status=none; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+want_cold=$(python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); sys.stdout.write(d[1048576:1048576+65536].hex())' "$WORK/src/cold.bin")
+
+want_big=$(python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); sys.stdout.write(d[65536:131072].hex())' "$WORK/src/big.bin")
+# direct_hex FILE OFFSET: direct_read as hex.
+direct_hex() { direct_read "$1" "$2" | python3 -c 'import sys; sys.stdout.write(sys.stdin.buffer.read().hex())'; }
+
+step "the origin hangs (SIGSTOP): metadata answers, cached bytes read, uncached fail in time"
+kill -STOP "$SERVER_PID"
+t0=$(now_ms)
+timeout 5 ls -la "$WORK/mnt" >/dev/null || fail "ls of the mount with the origin stopped"
+timeout 5 stat "$WORK/mnt/cold.bin" >/dev/null || fail "stat with the origin stopped"
+took=$(($(now_ms) - t0))
+[ "$took" -lt 1500 ] || fail "ls and stat took $took ms with the origin stopped"
+assert_eq "cached bytes" "$(timeout 10 cat "$WORK/mnt/small.txt")" "cached small.txt"
+assert_eq "cached bytes" "$(direct_read "$WORK/mnt/small.txt" 0)" "cached small.txt (O_DIRECT)"
+assert_eq "$want_big" "$(direct_hex "$WORK/mnt/big.bin" 65536)" "cached big.bin [64 KiB, 128 KiB)"
+t0=$(now_ms)
+err=$(timeout 20 dd if="$WORK/mnt/cold.bin" bs=65536 skip=16 count=1 iflag=direct status=none 2>&1 >/dev/null) \
+  && fail "an uncached read succeeded with the origin stopped"
+took=$(($(now_ms) - t0))
+assert_contains "$err" "Input/output error"
+[ "$took" -ge 2500 ] && [ "$took" -lt 6000 ] || fail "uncached read failed after $took ms (read timeout 3 s)"
+
+step "the origin resumes: the same read succeeds, no remount"
+kill -CONT "$SERVER_PID"
+got=$(timeout 30 bash -c "$(declare -f direct_read direct_hex); direct_hex '$WORK/mnt/cold.bin' 1048576") \
+  || fail "read after the origin resumed"
+assert_eq "$want_cold" "$got" "cold.bin [1 MiB, +64 KiB) after the origin resumed"
+
+step "the origin is gone (SIGKILL): cached bytes still read, uncached fail in time"
+kill -9 "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null || true
+assert_eq "cached bytes" "$(direct_read "$WORK/mnt/small.txt" 0)" "small.txt with the origin gone"
+assert_eq "$want_big" "$(direct_hex "$WORK/mnt/big.bin" 65536)" "big.bin with the origin gone"
+t0=$(now_ms)
+# Offset 0: before anything read or prefetched (prefetch runs ahead of reads only).
+timeout 20 dd if="$WORK/mnt/cold.bin" bs=65536 skip=0 count=1 iflag=direct status=none >/dev/null 2>&1 \
+  && fail "an uncached read succeeded with the origin gone"
+took=$(($(now_ms) - t0))
+[ "$took" -lt 6000 ] || fail "uncached read failed after $took ms (read timeout 3 s)"
+timeout 5 ls "$WORK/mnt" >/dev/null || fail "ls with the origin gone"
+
+step "umount"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+MOUNTS=()
+echo "PASS"

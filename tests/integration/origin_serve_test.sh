@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bdn serve end to end: starts on a free port, first-start admin key (0600 file), /healthz and
+# /metrics, key create/ls/revoke over HTTP, 401 and 403 without data, clean SIGTERM shutdown.
+source "$(dirname "$0")/lib.sh"
+
+SRV="$WORK/srv"
+LOG="$WORK/serve.log"
+
+# start_server [extra flags]: starts bdn serve in the background and sets PORT and URL.
+start_server() {
+  "$BDN" serve --listen 127.0.0.1:0 --data "$SRV" "$@" 2>"$LOG" &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  PORT=""
+  for _ in $(seq 1 100); do
+    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$LOG")
+    [ -n "$PORT" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || fail "bdn serve exited: $(cat "$LOG")"
+    sleep 0.1
+  done
+  [ -n "$PORT" ] || fail "bdn serve did not report its port: $(cat "$LOG")"
+  URL="http://127.0.0.1:$PORT"
+}
+
+stop_server() {
+  kill -TERM "$SERVER_PID"
+  local rc=0
+  wait "$SERVER_PID" || rc=$?
+  assert_eq 0 "$rc" "exit code of bdn serve after SIGTERM"
+}
+
+# http_status METHOD PATH [TOKEN]: prints the HTTP status; the body goes to $WORK/body.
+http_status() {
+  local auth=()
+  [ -n "${3:-}" ] && auth=(-H "Authorization: Bearer $3")
+  curl -s -o "$WORK/body" -w '%{http_code}' -X "$1" "${auth[@]}" "$URL$2"
+}
+
+# body_code: the "code" of the JSON error in $WORK/body.
+body_code() { python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' < "$WORK/body"; }
+
+step "first start creates the admin key"
+start_server
+[ -f "$SRV/admin.token" ] || fail "no admin.token"
+assert_eq 600 "$(stat -c %a "$SRV/admin.token")" "mode of admin.token"
+ADMIN=$(cat "$SRV/admin.token")
+[[ "$ADMIN" =~ ^bdn_[0-9a-f]+_[0-9a-f]+$ ]] || fail "admin token has an unexpected shape: $ADMIN"
+assert_contains "$(cat "$LOG")" "$ADMIN"
+
+step "healthz and metrics need no key"
+assert_eq ok "$(curl -sf "$URL/healthz")" "/healthz"
+METRICS=$(curl -sf "$URL/metrics")
+assert_contains "$METRICS" 'bdn_http_requests_total{method="GET",route="/healthz",status="200"} 1'
+assert_contains "$METRICS" "# TYPE bdn_http_request_duration_seconds histogram"
+assert_contains "$METRICS" "bdn_chunk_bytes_sent_total 0"
+
+step "key create / ls over HTTP"
+export BDN_REMOTE="$URL" BDN_TOKEN="$ADMIN"
+PULL=$("$BDN" key create --namespace weights --scope pull)
+[[ "$PULL" =~ ^bdn_[0-9a-f]+_[0-9a-f]+$ ]] || fail "key create printed: $PULL"
+PULL_ID=$(echo "$PULL" | cut -d_ -f2)
+LS=$("$BDN" key ls)
+assert_contains "$LS" "bdn_$PULL_ID"
+assert_contains "$LS" "weights"
+[[ "$LS" != *"${PULL##*_}"* ]] || fail "key ls shows a secret"
+JSON=$("$BDN" --json key ls)
+assert_eq 2 "$(echo "$JSON" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["keys"]))')" "keys listed"
+
+step "401 without or with a bad key, 403 out of scope, 200 in scope; no data on refusals"
+CHUNK_HEX=$(printf 'some chunk' | b3sum --no-names)
+assert_eq 201 "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $ADMIN" \
+  --data-binary 'some chunk' -H 'Content-Type: application/octet-stream' "$URL/v1/chunks/$CHUNK_HEX")" "upload"
+assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX")" "no token"
+assert_eq unauthenticated "$(body_code)" "401 error code"
+[[ "$(cat "$WORK/body")" != *"some chunk"* ]] || fail "401 leaked data"
+assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" bdn_0123_4567)" "unknown key"
+assert_eq 200 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "pull key reads a chunk"
+assert_eq "some chunk" "$(cat "$WORK/body")" "chunk bytes"
+assert_eq 403 "$(http_status POST /v1/volumes/weights/model/claims "$PULL")" "pull key claims"
+assert_eq permission_denied "$(body_code)" "403 error code"
+assert_contains "$(cat "$WORK/body")" "key bdn_$PULL_ID: no \\\"push\\\" scope for namespace \\\"weights\\\""
+assert_eq 403 "$(http_status GET /v1/keys "$PULL")" "pull key lists keys"
+assert_eq 403 "$(http_status GET /v1/volumes/other/model "$PULL")" "pull key of another namespace"
+
+step "key create fails clearly without scope, and with a pull key"
+run_fails 6 "bdn: error: key bdn_$PULL_ID: no \"admin\" scope for any namespace" \
+  env BDN_TOKEN="$PULL" "$BDN" key create --namespace weights --scope pull
+run_fails 2 'bdn: error: scope "write": must be one of pull, push, tag, admin' \
+  "$BDN" key create --namespace weights --scope write
+
+step "revoke: the key stops working at once"
+assert_eq "revoked key bdn_$PULL_ID" "$("$BDN" key revoke "bdn_$PULL_ID")" "revoke output"
+assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "revoked key"
+assert_contains "$(cat "$WORK/body")" "key bdn_$PULL_ID: revoked"
+
+step "SIGTERM shuts down cleanly; a restart keeps keys and creates no new admin key"
+stop_server
+start_server
+assert_eq "$ADMIN" "$(cat "$SRV/admin.token")" "admin.token after restart"
+[[ "$(cat "$LOG")" != *"created the first admin key"* ]] || fail "restart created another admin key"
+assert_eq 200 "$(http_status GET /v1/keys "$ADMIN")" "admin key after restart"
+assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "revoked key after restart"
+stop_server
+
+step "--insecure-no-auth says so and needs no key"
+start_server --insecure-no-auth
+assert_contains "$(cat "$LOG")" "authentication is OFF"
+assert_eq 200 "$(http_status GET "/v1/chunks/$CHUNK_HEX")" "no token, auth off"
+stop_server
+echo PASS

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Every volume command through a real `bdn serve` origin (--remote): push, ls, stat, versions,
+# tag, pull, cat, diff, verify, mount; bytes compared with b3sum/cmp; an unchanged re-push sends
+# no chunk bytes (by its JSON and by the server's metrics); a second concurrent pusher gets
+# "push in progress"; errors read the same as the embedded store's.
+source "$(dirname "$0")/lib.sh"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+
+step "start the origin"
+"$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth 2>"$WORK/serve.log" &
+SERVER_PID=$!
+PIDS+=("$SERVER_PID")
+URL=""
+for _ in $(seq 1 100); do
+  URL=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$WORK/serve.log" | head -1)
+  [ -n "$URL" ] && break
+  kill -0 "$SERVER_PID" 2>/dev/null || fail "bdn serve exited: $(cat "$WORK/serve.log")"
+  sleep 0.1
+done
+[ -n "$URL" ] || fail "no 'listening on' line from bdn serve: $(cat "$WORK/serve.log")"
+export BDN_REMOTE="$URL"
+unset BDN_TOKEN
+# The embedded store must not be touched by remote commands.
+export BDN_HOME="$WORK/home-unused"
+
+# metric NAME: the value of an unlabelled counter from the origin's /metrics (0 if absent).
+metric() {
+  curl -sf "$URL/metrics" | awk -v n="$1" '$1 == n {print $2; found=1} END {if (!found) print 0}'
+}
+
+mkdir -p "$WORK/src/sub" "$WORK/src2"
+python3 -c 'import random,sys; r=random.Random(7); sys.stdout.buffer.write(r.randbytes(12_000_000))' > "$WORK/src/big.bin"
+printf 'hello remote\n' > "$WORK/src/sub/a.txt"
+: > "$WORK/src/empty"
+ln -s sub/a.txt "$WORK/src/link"
+cp -r "$WORK/src/." "$WORK/src2/"
+printf 'changed\n' > "$WORK/src2/sub/a.txt"
+
+step "push through the origin"
+out=$("$BDN" --json volume push "$WORK/src" bdn:test/remote --tag prod)
+ref=$(json_field version_ref <<<"$out")
+digest=$(json_field digest <<<"$out")
+[[ "$ref" == bdn:test/remote@b3:* ]] || fail "push printed [$out]"
+[ "$(json_field chunks_uploaded <<<"$out")" -gt 0 ] || fail "first push uploaded nothing"
+assert_eq "false" "$(json_field unchanged <<<"$out")" "unchanged"
+[ ! -e "$WORK/home-unused/registry.db" ] || fail "remote push touched the embedded store"
+
+step "the same tree pushed embedded gives the same digest"
+local_ref=$(BDN_REMOTE= BDN_HOME="$WORK/home-local" "$BDN" volume push "$WORK/src" bdn:test/remote)
+assert_eq "$ref" "$local_ref" "digest of the same tree, remote vs embedded"
+
+step "an unchanged re-push sends no chunk bytes"
+before=$(metric bdn_chunk_bytes_received_total)
+[ "$before" != 0 ] || fail "origin counted no received chunk bytes after a push"
+out=$("$BDN" --json volume push "$WORK/src" bdn:test/remote)
+assert_eq "$ref" "$(json_field version_ref <<<"$out")" "re-push ref"
+assert_eq "0" "$(json_field chunks_uploaded <<<"$out")" "chunks_uploaded of a re-push"
+assert_eq "0" "$(json_field bytes_uploaded <<<"$out")" "bytes_uploaded of a re-push"
+assert_eq "true" "$(json_field unchanged <<<"$out")" "unchanged"
+assert_eq "$before" "$(metric bdn_chunk_bytes_received_total)" "origin chunk bytes received by a re-push"
+
+step "ls, stat, versions, cat"
+assert_eq "test" "$("$BDN" volume ls)" "namespaces"
+assert_contains "$("$BDN" volume ls bdn:test)" "remote"
+listing=$("$BDN" volume ls bdn:test/remote:prod -R)
+assert_contains "$listing" "big.bin"
+assert_contains "$listing" "sub/a.txt"
+stat_json=$("$BDN" --json volume stat "$ref")
+assert_contains "$stat_json" "\"$digest\""
+assert_eq "$(b3sum --no-names "$WORK/src/big.bin")" \
+  "$("$BDN" --json volume stat "$ref/big.bin" | json_field digest | sed 's/^b3://')" "stat of a file"
+versions=$("$BDN" volume versions bdn:test/remote)
+assert_contains "$versions" "$digest"
+"$BDN" volume cat bdn:test/remote:prod/big.bin | cmp - "$WORK/src/big.bin" || fail "cat big.bin"
+assert_eq "hello remote" "$("$BDN" volume cat bdn:test/remote/sub/a.txt)" "cat a.txt"
+
+step "tags: set, move, delete; errors match the embedded store"
+ref2=$("$BDN" volume push "$WORK/src2" bdn:test/remote)
+"$BDN" volume tag set --volume-ref "$ref2" --tag candidate >/dev/null
+assert_contains "$("$BDN" volume stat bdn:test/remote)" "candidate"
+assert_eq "changed" "$("$BDN" volume cat bdn:test/remote:candidate/sub/a.txt)" "cat by moved tag"
+"$BDN" volume tag delete --volume-ref bdn:test/remote --tag candidate >/dev/null
+run_fails 3 "bdn: error: tag \"candidate\" of bdn:test/remote: not found" \
+  "$BDN" volume tag delete --volume-ref bdn:test/remote --tag candidate
+run_fails 3 "bdn: error: volume bdn:test/nope: not found" "$BDN" volume stat bdn:test/nope
+seq=$("$BDN" --json volume stat bdn:test/remote | json_field sequence)
+rc=0; err=$("$BDN" volume tag set --volume-ref "$ref" --tag prod --expected-sequence 1 2>&1) || rc=$?
+assert_eq 4 "$rc" "exit code of a stale --expected-sequence"
+assert_contains "$err" ": sequence is $seq, expected 1"
+
+step "diff"
+diff_out=$("$BDN" volume diff "$ref" "$ref2")
+assert_contains "$diff_out" "sub/a.txt"
+
+step "pull and verify"
+"$BDN" volume pull bdn:test/remote:prod "$WORK/pulled" >/dev/null
+[ "$(tree_listing "$WORK/src")" == "$(tree_listing "$WORK/pulled")" ] || fail "pulled tree differs"
+"$BDN" volume pull "$ref/sub" "$WORK/pulled-sub" --strip-prefix >/dev/null
+cmp "$WORK/pulled-sub/a.txt" "$WORK/src/sub/a.txt" || fail "pull of a subtree"
+assert_contains "$("$BDN" volume verify "$ref")" "0 problems"
+
+step "mount through the origin"
+mount_volume bdn:test/remote:prod "$WORK/mnt"
+(cd "$WORK/src" && b3sum big.bin sub/a.txt empty) > "$WORK/sums"
+(cd "$WORK/mnt" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through the remote mount"
+assert_eq "sub/a.txt" "$(readlink "$WORK/mnt/link")" "symlink through the mount"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+
+step "a second concurrent pusher gets push in progress"
+mkdir -p "$WORK/huge"
+python3 -c 'import random,sys; r=random.Random(9); sys.stdout.buffer.write(r.randbytes(256_000_000))' > "$WORK/huge/blob"
+claims_201() {
+  curl -sf "$URL/metrics" | awk '/^bdn_http_requests_total\{/ && /method="POST"/ && /claims"/ && /status="201"/ {s += $2} END {print s + 0}'
+}
+c0=$(claims_201)
+"$BDN" volume push "$WORK/huge" bdn:test/busy >"$WORK/push1.out" 2>"$WORK/push1.err" &
+push1=$!
+PIDS+=("$push1")
+for _ in $(seq 1 200); do
+  [ "$(claims_201)" -gt "$c0" ] && break
+  sleep 0.05
+done
+[ "$(claims_201)" -gt "$c0" ] || fail "the first push never claimed the volume"
+err=$("$BDN" volume push "$WORK/src" bdn:test/busy 2>&1 >/dev/null) && fail "second pusher succeeded"
+assert_contains "$err" "bdn: error: volume bdn:test/busy: push in progress"
+wait "$push1" || fail "first push failed: $(cat "$WORK/push1.err")"
+assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
+  "$("$BDN" --json volume stat bdn:test/busy/blob | json_field digest | sed 's/^b3://')" "big push"
+# The claim was released: pushing again works at once.
+"$BDN" volume push "$WORK/src" bdn:test/busy >/dev/null || fail "push after release"
+
+step "an unreachable origin is a clear, quick error"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused" \
+  "$BDN" --remote "http://127.0.0.1:$port" volume ls
+run_fails 2 "bdn: error: --remote: url \"localhost:1\": must start with http:// or https://" \
+  "$BDN" --remote "localhost:1" volume ls
+echo "PASS"
