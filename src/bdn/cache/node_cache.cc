@@ -49,7 +49,9 @@ int64_t NowNs() {
   return ts.tv_sec * kNsPerSecond + ts.tv_nsec;
 }
 
-timespec ToTimespec(int64_t ns) { return {.tv_sec = ns / kNsPerSecond, .tv_nsec = ns % kNsPerSecond}; }
+timespec ToTimespec(int64_t ns) {
+  return {.tv_sec = ns / kNsPerSecond, .tv_nsec = ns % kNsPerSecond};
+}
 int64_t ToNs(const timespec& ts) { return ts.tv_sec * kNsPerSecond + ts.tv_nsec; }
 
 // Probation: never re-read since written (Store sets atime == mtime; a re-read sets atime later).
@@ -294,8 +296,7 @@ Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
   int subdir = SubdirOf(id);
   bool probation = !state_->WasEvicted(id);
   int64_t now = NowNs();
-  timespec times[2] = {ToTimespec(now),
-                       ToTimespec(probation ? now : now - kPromotedMtimeLagNs)};
+  timespec times[2] = {ToTimespec(now), ToTimespec(probation ? now : now - kPromotedMtimeLagNs)};
   if (s.ok() && ::futimens(fd, times) != 0) s = ErrnoError(what + ": set times", errno);
   if (::close(fd) != 0 && s.ok()) s = ErrnoError(what + ": close", errno);
   if (!s.ok()) {
@@ -354,7 +355,7 @@ void NodeCache::EvictFrom(int subdir, int64_t target_bytes, bool force) {
     int64_t bytes;
     int64_t order_ns;  // probation: mtime (FIFO); promoted: atime (CLOCK / LRU)
     bool probation;
-    bool referenced;   // promoted and read since the hand's last visit
+    bool referenced;  // promoted and read since the hand's last visit
   };
   const int64_t visit_ns = NowNs();
   fs::path dir = options_.dir / "chunks" / SubdirName(subdir);
@@ -371,8 +372,8 @@ void NodeCache::EvictFrom(int subdir, int64_t target_bytes, bool force) {
     struct stat st;
     if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (!S_ISREG(st.st_mode)) continue;
-    Candidate c{de->d_name, AccountedBytes(static_cast<uint64_t>(st.st_size)), 0,
-                InProbation(st), false};
+    Candidate c{de->d_name, AccountedBytes(static_cast<uint64_t>(st.st_size)), 0, InProbation(st),
+                false};
     c.order_ns = c.probation ? ToNs(st.st_mtim) : ToNs(st.st_atim);
     c.referenced = !c.probation && ToNs(st.st_atim) > last_visit;
     found += c.bytes;
@@ -389,8 +390,8 @@ void NodeCache::EvictFrom(int subdir, int64_t target_bytes, bool force) {
   // oldest first; otherwise promoted chunks not read since the last visit (CLOCK), then
   // probationary ones. Forced (a whole turn freed too little): anything, in that order.
   const bool probation_first =
-      state_->ProbationBytes() > static_cast<int64_t>(static_cast<double>(options_.capacity_bytes) *
-                                                      options_.probation_share);
+      state_->ProbationBytes() >
+      static_cast<int64_t>(static_cast<double>(options_.capacity_bytes) * options_.probation_share);
   auto rank = [&](const Candidate& c) {
     if (probation_first) return c.probation ? 0 : (c.referenced ? 3 : 2);
     return c.probation ? 1 : (c.referenced ? 3 : 0);
@@ -402,7 +403,7 @@ void NodeCache::EvictFrom(int subdir, int64_t target_bytes, bool force) {
   });
   for (const Candidate& c : candidates) {
     if (state_->TotalBytes() <= target_bytes) break;
-    if (rank(c) > max_rank) break;  // sorted by rank
+    if (rank(c) > max_rank) break;                                 // sorted by rank
     if (::unlinkat(::dirfd(d), c.name.c_str(), 0) != 0) continue;  // gone already
     state_->AddBytes(subdir, -c.bytes);
     if (c.probation) {

@@ -43,13 +43,13 @@ struct NodeCacheStats {
   uint64_t upstream_fetches = 0;  // upstream Get calls
   uint64_t upstream_errors = 0;   // of which failed or returned bytes that do not match the id
   uint64_t hit_bytes = 0;
-  uint64_t fetched_bytes = 0;     // bytes of successful upstream fetches
-  uint64_t evictions = 0;         // chunk files this object unlinked to make room
-  uint64_t evicted_bytes = 0;     // their accounted bytes
-  uint64_t corrupt_dropped = 0;   // cached files that failed verification and were deleted
-  uint64_t write_errors = 0;      // chunks that could not be written (served anyway)
-  int64_t cached_bytes = 0;       // accounted bytes in the directory now (all processes)
-  int64_t probation_bytes = 0;    // of which in probation
+  uint64_t fetched_bytes = 0;    // bytes of successful upstream fetches
+  uint64_t evictions = 0;        // chunk files this object unlinked to make room
+  uint64_t evicted_bytes = 0;    // their accounted bytes
+  uint64_t corrupt_dropped = 0;  // cached files that failed verification and were deleted
+  uint64_t write_errors = 0;     // chunks that could not be written (served anyway)
+  int64_t cached_bytes = 0;      // accounted bytes in the directory now (all processes)
+  int64_t probation_bytes = 0;   // of which in probation
 };
 
 // A ChunkStore whose Get answers from a local directory of verified chunk files, fetching a

@@ -64,7 +64,8 @@ int64_t DiskUsage(const fs::path& dir) {
 class NodeCacheTest : public ::testing::Test {
  protected:
   std::unique_ptr<NodeCache> Open(uint64_t capacity = 64ull << 20) {
-    auto cache = NodeCache::Open(upstream_, {.dir = dir_.path() / "cache", .capacity_bytes = capacity});
+    auto cache =
+        NodeCache::Open(upstream_, {.dir = dir_.path() / "cache", .capacity_bytes = capacity});
     EXPECT_TRUE(cache.has_value()) << cache.error().ToString();
     return cache ? std::move(*cache) : nullptr;
   }
@@ -384,8 +385,8 @@ TEST_F(NodeCacheTest, AVolumeLargerThanTheCacheReadsCorrectlyEndToEnd) {
   b.File("model.bin", RandomBytes(8 << 20, 16), 0644, {65536, 40000, 100000});
   b.File("config.json", "{\"layers\": 2}\n");
   Digest digest = b.Finish();
-  auto stack = BuildMountStore(origin, nullptr,
-                               {.cache_dir = CacheDir(), .cache_size_bytes = 2 << 20});
+  auto stack =
+      BuildMountStore(origin, nullptr, {.cache_dir = CacheDir(), .cache_size_bytes = 2 << 20});
   ASSERT_TRUE(stack.has_value()) << stack.error().ToString();
   auto view = VersionView::Open(*stack, digest);
   ASSERT_TRUE(view.has_value()) << view.error().ToString();
@@ -429,7 +430,8 @@ TEST(MountStoreStack, NodeCacheSitsOnTheClusterTier) {
   ASSERT_TRUE((*stack)->Get(id).has_value());
   EXPECT_EQ(cluster->gets, 1);
   EXPECT_EQ(origin->gets, 0);
-  auto zero = BuildMountStore(origin, nullptr, {.cache_dir = dir.path() / "z", .cache_size_bytes = 0});
+  auto zero =
+      BuildMountStore(origin, nullptr, {.cache_dir = dir.path() / "z", .cache_size_bytes = 0});
   EXPECT_EQ(zero.error().code(), StatusCode::kInvalidArgument);
 }
 

@@ -88,7 +88,9 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
   switch (rc) {
     case CURLE_COULDNT_CONNECT:
       if (os_errno == ECONNREFUSED) return UnavailableError(who + ": connection refused");
-      if (os_errno != 0) return UnavailableError(who + ": cannot connect: " + std::strerror(static_cast<int>(os_errno)));
+      if (os_errno != 0)
+        return UnavailableError(who +
+                                ": cannot connect: " + std::strerror(static_cast<int>(os_errno)));
       return UnavailableError(who + ": cannot connect: " + detail);
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -121,10 +123,14 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
 
 std::string_view MethodName(Method m) {
   switch (m) {
-    case Method::kGet: return "GET";
-    case Method::kPut: return "PUT";
-    case Method::kPost: return "POST";
-    case Method::kDelete: return "DELETE";
+    case Method::kGet:
+      return "GET";
+    case Method::kPut:
+      return "PUT";
+    case Method::kPost:
+      return "POST";
+    case Method::kDelete:
+      return "DELETE";
   }
   return "GET";
 }
@@ -217,10 +223,18 @@ Result<Response> HttpClient::Send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "bdn/0.1");
   switch (req.method) {
-    case Method::kGet: curl_easy_setopt(h, CURLOPT_HTTPGET, 1L); break;
-    case Method::kPost: curl_easy_setopt(h, CURLOPT_POST, 1L); break;
-    case Method::kPut: curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT"); break;
-    case Method::kDelete: curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE"); break;
+    case Method::kGet:
+      curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+      break;
+    case Method::kPost:
+      curl_easy_setopt(h, CURLOPT_POST, 1L);
+      break;
+    case Method::kPut:
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+      break;
+    case Method::kDelete:
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+      break;
   }
   if (req.method == Method::kPost || req.method == Method::kPut || !req.body.empty()) {
     // POSTFIELDS sends the caller's buffer without copying it.
@@ -256,8 +270,8 @@ Result<Response> HttpClient::Send(const Request& req) {
   std::fill(auth.begin(), auth.end(), '\0');
   if (rc != CURLE_OK && sink.too_large) {
     curl_easy_cleanup(h);
-    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " +
-                             req.path + ": response larger than " +
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
+                             ": response larger than " +
                              std::to_string(options_.max_response_bytes) + " bytes"));
   }
   if (rc != CURLE_OK) {
@@ -268,6 +282,8 @@ Result<Response> HttpClient::Send(const Request& req) {
   long code = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   response.status = static_cast<int>(code);
+  // Drop this request's pointers (error buffer, sink, body) before the handle idles in the pool.
+  curl_easy_reset(h);
   Release(h);
   return response;
 }
@@ -277,10 +293,9 @@ Result<Response> HttpClient::Call(const Request& req) {
   if (r.status >= 200 && r.status < 300) return r;
   if (auto s = ParseErrorBody(r.text())) return Err(std::move(*s));
   // Not the API's error shape (a proxy's page, say): name the server and the request.
-  return Err(Status(StatusCodeForHttp(r.status), Name() + ": " +
-                                                      std::string(MethodName(req.method)) + " " +
-                                                      req.path + ": HTTP " +
-                                                      std::to_string(r.status)));
+  return Err(Status(StatusCodeForHttp(r.status),
+                    Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
+                        ": HTTP " + std::to_string(r.status)));
 }
 
 Result<Response> HttpClient::Get(std::string path) {

@@ -29,7 +29,7 @@ struct Request {
   std::string path;
   // Sent as is (not copied); must stay valid for the call. Empty: no body.
   std::span<const uint8_t> body;
-  std::string content_type = "application/json";  // used only with a body
+  std::string content_type = "application/json";             // used only with a body
   std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
   // Override the client's defaults for this request.
   std::optional<std::chrono::milliseconds> connect_timeout;

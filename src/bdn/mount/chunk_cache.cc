@@ -146,7 +146,7 @@ ChunkBytes ChunkCache::HitLocked(const Digest& id, AccessPattern pattern) {
 }
 
 std::shared_ptr<ChunkCache::Flight> ChunkCache::DemandLocked(const Digest& id,
-                                                            AccessPattern pattern, bool keep) {
+                                                             AccessPattern pattern, bool keep) {
   if (auto it = inflight_.find(id); it != inflight_.end()) {
     std::shared_ptr<Flight> flight = it->second;
     flight->keep = flight->keep || keep;
@@ -275,8 +275,9 @@ void ChunkCache::Prefetch(std::span<const ChunkRef> refs) {
     if (stopping_) return;
     for (const ChunkRef& ref : refs) {
       // A chunk whose error awaits its reader is not fetched again before it is read.
-      if (index_.contains(ref.id) || inflight_.contains(ref.id) ||
-          unclaimed_errors_.contains(ref.id)) {
+      if (index_.contains(ref.id) || inflight_.contains(ref.id)) continue;
+      if (auto it = unclaimed_errors_.find(ref.id);
+          it != unclaimed_errors_.end() && Clock::now() - it->second.when < kUnclaimedErrorTtl) {
         continue;
       }
       if (prefetch_queue_.size() >= options_.max_queued_prefetches) {

@@ -195,7 +195,6 @@ TEST(ChunkCache, PrefetchQueueIsBounded) {
   EXPECT_GE(cache.stats().prefetch_dropped, 6u);
 }
 
-
 using mount_testing::FaultyStore;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -212,7 +211,8 @@ TEST(ChunkCache, GetGivesUpAtItsDeadlineAndTheFetchStillFillsTheCache) {
   double took = Seconds(Clock::now() - t0);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(r.error().message(), "chunk " + a.id.ToString() + ": not fetched within the read deadline");
+  EXPECT_EQ(r.error().message(),
+            "chunk " + a.id.ToString() + ": not fetched within the read deadline");
   EXPECT_GE(took, 0.29);
   EXPECT_LT(took, 1.0);
   EXPECT_EQ(cache.stats().timeouts, 1u);
@@ -221,7 +221,8 @@ TEST(ChunkCache, GetGivesUpAtItsDeadlineAndTheFetchStillFillsTheCache) {
   EXPECT_FALSE(r.has_value());
   EXPECT_EQ(store.gets, 1);
   store.set_mode(FaultyStore::Mode::kNormal);
-  for (int i = 0; i < 200 && !cache.Contains(a.id); ++i) std::this_thread::sleep_for(milliseconds(5));
+  for (int i = 0; i < 200 && !cache.Contains(a.id); ++i)
+    std::this_thread::sleep_for(milliseconds(5));
   r = cache.Get(a, AccessPattern::kRandom, Clock::now());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(AsString(*r), "slow chunk");
@@ -232,8 +233,8 @@ TEST(ChunkCache, TransientErrorsAreRetriedWithinTheDeadline) {
   FaultyStore store;
   ChunkRef a = PutChunk(store, "flaky chunk");
   store.FailNext(2);
-  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0,
-                           .retry_backoff = milliseconds(10)});
+  ChunkCache cache(
+      store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .retry_backoff = milliseconds(10)});
   auto r = cache.Get(a, AccessPattern::kRandom, Clock::now() + std::chrono::seconds(5));
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   EXPECT_EQ(store.gets, 3);
@@ -244,8 +245,8 @@ TEST(ChunkCache, UnavailableUntilTheDeadlineReturnsTheStoresError) {
   FaultyStore store;
   ChunkRef a = PutChunk(store, "gone");
   store.set_mode(FaultyStore::Mode::kUnavailable);
-  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0,
-                           .retry_backoff = milliseconds(20)});
+  ChunkCache cache(
+      store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .retry_backoff = milliseconds(20)});
   auto t0 = Clock::now();
   auto r = cache.Get(a, AccessPattern::kRandom, t0 + milliseconds(500));
   ASSERT_FALSE(r.has_value());
@@ -335,7 +336,6 @@ TEST(ChunkCache, GetBlobDoesNotKeepTheBytes) {
   EXPECT_EQ(AsString(*r), "an index blob");
   EXPECT_FALSE(cache.Contains(a.id));
 }
-
 
 // A store like LocalChunkStore that moves a corrupt chunk aside: Corruption once, then NotFound.
 class MovesCorruptAside : public ChunkStore {

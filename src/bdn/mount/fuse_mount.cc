@@ -279,9 +279,9 @@ class MountedFs {
     Offload(req, [this, req, &e, chunks = of.chunks, begin, end, pattern, deadline] {
       auto held = reader_.Chunks(*chunks, begin, end, pattern, deadline);
       if (!held) {
-        return ReplyStoreError(req, held.error().WithPrefix("file \"" + e.path + "\" [" +
-                                                       std::to_string(begin) + ", " +
-                                                       std::to_string(end) + ")"));
+        return ReplyStoreError(
+            req, held.error().WithPrefix("file \"" + e.path + "\" [" + std::to_string(begin) +
+                                         ", " + std::to_string(end) + ")"));
       }
       ReplyChunks(req, *chunks, *held, begin, end);
     });
@@ -330,8 +330,8 @@ class MountedFs {
       auto now = std::chrono::steady_clock::now();
       if (now - log_window_start_ >= kLogWindow) {
         if (log_suppressed_ > 0) {
-          std::fprintf(stderr, "bdn mount %s: %d more read errors not shown\n",
-                       mountpoint_.c_str(), log_suppressed_);
+          std::fprintf(stderr, "bdn mount %s: %d more read errors not shown\n", mountpoint_.c_str(),
+                       log_suppressed_);
         }
         log_window_start_ = now;
         log_lines_ = 0;

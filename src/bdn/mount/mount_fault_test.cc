@@ -26,9 +26,9 @@ using namespace mount_testing;  // NOLINT: test helpers
 using Clock = std::chrono::steady_clock;
 using Mode = FaultyStore::Mode;
 
-constexpr auto kReadTimeout = std::chrono::seconds(2);
+constexpr auto kReadTimeout = std::chrono::seconds(3);
 // Allowed beyond the deadline: scheduling, the kernel round trip, a loaded test machine.
-constexpr auto kSlack = std::chrono::milliseconds(1500);
+constexpr auto kSlack = std::chrono::milliseconds(3000);
 constexpr size_t kPiece = 64 << 10;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -148,12 +148,12 @@ TEST_F(MountFaultTest, ReadOfAnUnreachableChunkFailsWithinTheDeadlineAndMetadata
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
 
   // Meanwhile ls, stat and readlink answer at once, and cached bytes are served.
-  EXPECT_LT(Seconds(TimeMetadata(1)), 0.5);
+  EXPECT_LT(Seconds(TimeMetadata(1)), 1.0);
   auto t0 = Clock::now();
   EXPECT_EQ(DirectRead(mountpoint_ / "a/warm.bin", 70'000, 100'000, &err),
             contents_.at("a/warm.bin").substr(70'000, 100'000));
   EXPECT_EQ(err, 0);
-  EXPECT_LT(Seconds(Clock::now() - t0), 0.5);
+  EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
 
   for (auto& t : readers) t.join();
   for (int i = 0; i < 12; ++i) {
@@ -161,14 +161,13 @@ TEST_F(MountFaultTest, ReadOfAnUnreachableChunkFailsWithinTheDeadlineAndMetadata
     EXPECT_LT(took[i], Seconds(kReadTimeout + kSlack)) << "reader " << i;
     EXPECT_GT(took[i], Seconds(kReadTimeout) - 0.5) << "reader " << i;
   }
-  EXPECT_LT(Seconds(TimeMetadata(2)), 0.5);
+  EXPECT_LT(Seconds(TimeMetadata(2)), 1.0);
 
   // The store recovers: the same reads work, with no remount.
   store_->set_mode(Mode::kNormal);
   EXPECT_EQ(DirectRead(mountpoint_ / "b/cold.bin", 0, 600'000, &err), contents_.at("b/cold.bin"));
   EXPECT_EQ(err, 0);
-  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold2.bin", 0, 600'000, &err),
-            contents_.at("b/cold2.bin"));
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold2.bin", 0, 600'000, &err), contents_.at("b/cold2.bin"));
   EXPECT_EQ(err, 0);
 }
 
@@ -182,7 +181,7 @@ TEST_F(MountFaultTest, OpenThatNeedsAnUnreachableChunkIndexFailsWithinTheDeadlin
   EXPECT_EQ(fd, -1);
   EXPECT_EQ(err, EIO);
   EXPECT_LT(took, Seconds(kReadTimeout + kSlack));
-  EXPECT_LT(Seconds(TimeMetadata(3)), 0.5);
+  EXPECT_LT(Seconds(TimeMetadata(3)), 1.0);
   // Files with one chunk need no index: they open, and their read fails in time.
   fd = ::open((mountpoint_ / "c/f4").c_str(), O_RDONLY);
   EXPECT_GE(fd, 0);
@@ -199,7 +198,7 @@ TEST_F(MountFaultTest, IndexesLoadedAtMountKeepFilesOpenableWhenTheStoreGoesAway
   auto t0 = Clock::now();
   int fd = ::open((mountpoint_ / "b/cold2.bin").c_str(), O_RDONLY);
   EXPECT_GE(fd, 0) << std::strerror(errno);
-  EXPECT_LT(Seconds(Clock::now() - t0), 0.5);
+  EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
   if (fd >= 0) ::close(fd);
 }
 

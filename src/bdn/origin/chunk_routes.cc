@@ -50,7 +50,6 @@ std::string BatchRecordHeader(const Digest& id, uint8_t status, uint32_t length)
 
 void Origin::RegisterChunks() {
   const Access push_any{Scope::kPush, Where::kAnyNamespace};
-  const Access pull_any{Scope::kPull, Where::kAnyNamespace};
   Route("POST", "/v1/chunks/missing", "/v1/chunks/missing", push_any,
         [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) -> Status {
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
@@ -61,13 +60,17 @@ void Origin::RegisterChunks() {
           http::SetJson(res, json{{"missing", list}}.dump());
           return Status::Ok();
         });
-  Route("POST", "/v1/chunks/batch", "/v1/chunks/batch", pull_any,
-        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
-          return BatchChunks(req, res);
-        });
   Route("PUT", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", push_any,
         [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
           return PutChunk(req, res);
+        });
+}
+
+void Origin::RegisterChunkReads() {
+  const Access pull_any{Scope::kPull, Where::kAnyNamespace};
+  Route("POST", "/v1/chunks/batch", "/v1/chunks/batch", pull_any,
+        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+          return BatchChunks(req, res);
         });
   Route("GET", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", pull_any,
         [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {

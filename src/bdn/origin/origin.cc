@@ -33,14 +33,19 @@ void Origin::Register(http::Server& server) {
                            "bdn_chunks_received_total", "bdn_chunk_bytes_received_total"}) {
     m.Add(name, {}, 0);  // present from the start, so dashboards see 0 rather than no series
   }
+  if (options_.role == Role::kCache) {
+    RegisterChunkReads();
+    return;
+  }
   RegisterChunks();
+  RegisterChunkReads();
   RegisterRegistry();
   RegisterClaims();
   RegisterKeys();
 }
 
 Result<ApiKey> Origin::Authenticate(const httplib::Request& req) {
-  if (options_.auth == AuthMode::kDisabled) {
+  if (options_.auth == AuthMode::kDisabled || options_.role == Role::kCache) {
     return ApiKey{"anonymous", std::string(kAllNamespaces), {Scope::kAdmin}, 0, false};
   }
   if (!req.has_header("Authorization")) {

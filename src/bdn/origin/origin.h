@@ -24,7 +24,14 @@ enum class AuthMode {
   kDisabled,  // --insecure-no-auth: every request acts as an admin key for "*"
 };
 
+// What a server built on Origin serves.
+enum class Role {
+  kOrigin,  // everything in docs/http-api.md
+  kCache,   // an in-cluster cache node: chunk GET and batch only, no auth (`bdn cache serve`)
+};
+
 struct OriginOptions {
+  Role role = Role::kOrigin;
   AuthMode auth = AuthMode::kRequired;
   std::chrono::milliseconds claim_ttl{30000};
   size_t max_missing_ids = 4096;
@@ -67,7 +74,8 @@ class Origin {
   // Errors: PermissionDenied, to be answered with 401.
   Result<ApiKey> Authenticate(const httplib::Request& req);
 
-  void RegisterChunks();
+  void RegisterChunks();      // missing-query and upload
+  void RegisterChunkReads();  // download and batch
   void RegisterRegistry();
   void RegisterClaims();
   void RegisterKeys();

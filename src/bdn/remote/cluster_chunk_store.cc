@@ -51,8 +51,10 @@ std::vector<std::string> ParseNodeList(std::string_view list) {
     size_t end = list.find(',', start);
     if (end == std::string_view::npos) end = list.size();
     std::string_view item = list.substr(start, end - start);
-    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.remove_prefix(1);
-    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.remove_suffix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())))
+      item.remove_prefix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back())))
+      item.remove_suffix(1);
     if (!item.empty()) out.emplace_back(item);
     start = end + 1;
   }
@@ -74,8 +76,10 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     n->url = client->base_url();
     n->seed = SeedOf(n->url);
     // One try per node: on failure the upstream is the retry.
-    n->store = std::make_unique<RemoteChunkStore>(std::shared_ptr<http::HttpClient>(std::move(client)),
-                                                  RemoteStoreOptions{.retry = {.attempts = 1}});
+    n->store =
+        std::make_unique<RemoteChunkStore>(std::shared_ptr<http::HttpClient>(std::move(client)),
+                                           RemoteStoreOptions{.retry = {.attempts = 1}});
+    c->seeds_.push_back(n->seed);
     c->nodes_.push_back(std::move(n));
   }
   return c;
@@ -92,15 +96,7 @@ std::vector<size_t> ClusterChunkStore::Rank(std::span<const std::string> node_ur
   return RankBySeeds(seeds, id);
 }
 
-size_t ClusterChunkStore::OwnerOf(const Digest& id) const {
-  const uint64_t key = First8(id);
-  size_t best = 0;
-  for (size_t i = 1; i < nodes_.size(); ++i) {
-    uint64_t wi = Mix(nodes_[i]->seed ^ key), wb = Mix(nodes_[best]->seed ^ key);
-    if (wi > wb) best = i;
-  }
-  return best;
-}
+size_t ClusterChunkStore::OwnerOf(const Digest& id) const { return RankBySeeds(seeds_, id)[0]; }
 
 bool ClusterChunkStore::IsHealthy(size_t node) const {
   return nodes_[node]->unhealthy_until_ns.load() == 0;
@@ -108,7 +104,8 @@ bool ClusterChunkStore::IsHealthy(size_t node) const {
 
 void ClusterChunkStore::MarkUnhealthy(Node& n) {
   const int64_t until =
-      NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(options_.probe_interval).count();
+      NowNs() +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.probe_interval).count();
   n.unhealthy_until_ns.store(std::max<int64_t>(until, 1));
 }
 
@@ -133,12 +130,7 @@ bool ClusterChunkStore::Usable(Node& n) {
 
 int ClusterChunkStore::Choose(const Digest& id) {
   if (nodes_.empty()) return -1;
-  const uint64_t key = First8(id);
-  // Highest weight first; n is small (a cluster's cache nodes), so a plain selection suffices.
-  std::vector<std::pair<uint64_t, size_t>> w(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) w[i] = {Mix(nodes_[i]->seed ^ key), i};
-  std::sort(w.begin(), w.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [weight, i] : w) {
+  for (size_t i : RankBySeeds(seeds_, id)) {
     if (Usable(*nodes_[i])) return static_cast<int>(i);
   }
   return -1;

@@ -73,7 +73,7 @@ class ClusterChunkStore : public ChunkStore {
   // Node indexes ordered by weight for `id`, highest (the owner) first. A pure function of the
   // URLs and the id.
   static std::vector<size_t> Rank(std::span<const std::string> node_urls, const Digest& id);
-  // The index of the owner of `id` (healthy or not).
+  // The index of the owner of `id` (healthy or not): Rank(urls, id)[0]. Needs node_count() > 0.
   size_t OwnerOf(const Digest& id) const;
   bool IsHealthy(size_t node) const;
   size_t node_count() const { return nodes_.size(); }
@@ -97,6 +97,7 @@ class ClusterChunkStore : public ChunkStore {
   std::shared_ptr<ChunkStore> upstream_;
   ClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<uint64_t> seeds_;  // nodes_[i]->seed
 };
 
 }  // namespace bdn::remote

@@ -115,42 +115,49 @@ class FakeOrigin {
       ++missing_requests;
       if (Faulted(req, res)) return;
       json in = json::parse(req.body);
-      if (in["ids"].size() > 4096) return SendError(res, InvalidArgumentError("ids: more than 4096"));
+      if (in["ids"].size() > 4096)
+        return SendError(res, InvalidArgumentError("ids: more than 4096"));
       json missing = json::array();
       for (const auto& hex : in["ids"]) {
         if (!*store.Contains(*Digest::Parse(hex.get<std::string>()))) missing.push_back(hex);
       }
       res.set_content(json{{"missing", missing}}.dump(), "application/json");
     });
-    s.Put(R"(/v1/chunks/([0-9a-f]{64}))", [this](const httplib::Request& req, httplib::Response& res) {
-      ++put_requests;
-      if (Faulted(req, res)) return;
-      Digest id = *Digest::Parse(req.matches[1].str());
-      std::span<const uint8_t> body(reinterpret_cast<const uint8_t*>(req.body.data()), req.body.size());
-      if (Digest::Of(body) != id) {
-        return SendError(res, CorruptionError("chunk " + id.ToString() + ": received bytes hash to " +
-                                              Digest::Of(body).ToString()));
-      }
-      bool had = *store.Contains(id);
-      (void)store.Put(id, body);
-      res.status = had ? 200 : 201;
-    });
-    s.Get(R"(/v1/chunks/([0-9a-f]{64}))", [this](const httplib::Request& req, httplib::Response& res) {
-      ++get_requests;
-      if (Faulted(req, res)) return;
-      if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
-      Digest id = *Digest::Parse(req.matches[1].str());
-      auto bytes = store.Get(id);
-      if (!bytes) return SendError(res, NotFoundError("chunk " + id.ToString() + ": not in store"));
-      if (wrong_bytes && !bytes->empty()) (*bytes)[0] ^= 1;
-      res.set_content(std::string(bytes->begin(), bytes->end()), "application/octet-stream");
-    });
+    s.Put(R"(/v1/chunks/([0-9a-f]{64}))",
+          [this](const httplib::Request& req, httplib::Response& res) {
+            ++put_requests;
+            if (Faulted(req, res)) return;
+            Digest id = *Digest::Parse(req.matches[1].str());
+            std::span<const uint8_t> body(reinterpret_cast<const uint8_t*>(req.body.data()),
+                                          req.body.size());
+            if (Digest::Of(body) != id) {
+              return SendError(
+                  res, CorruptionError("chunk " + id.ToString() + ": received bytes hash to " +
+                                       Digest::Of(body).ToString()));
+            }
+            bool had = *store.Contains(id);
+            (void)store.Put(id, body);
+            res.status = had ? 200 : 201;
+          });
+    s.Get(R"(/v1/chunks/([0-9a-f]{64}))",
+          [this](const httplib::Request& req, httplib::Response& res) {
+            ++get_requests;
+            if (Faulted(req, res)) return;
+            if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+            Digest id = *Digest::Parse(req.matches[1].str());
+            auto bytes = store.Get(id);
+            if (!bytes)
+              return SendError(res, NotFoundError("chunk " + id.ToString() + ": not in store"));
+            if (wrong_bytes && !bytes->empty()) (*bytes)[0] ^= 1;
+            res.set_content(std::string(bytes->begin(), bytes->end()), "application/octet-stream");
+          });
     s.Post("/v1/chunks/batch", [this](const httplib::Request& req, httplib::Response& res) {
       ++batch_requests;
       if (Faulted(req, res)) return;
       if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
       json in = json::parse(req.body);
-      if (in["ids"].size() > 1024) return SendError(res, InvalidArgumentError("ids: more than 1024"));
+      if (in["ids"].size() > 1024)
+        return SendError(res, InvalidArgumentError("ids: more than 1024"));
       std::string out = "BDNB";
       for (const auto& hex : in["ids"]) {
         Digest id = *Digest::Parse(hex.get<std::string>());

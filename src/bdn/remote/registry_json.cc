@@ -8,7 +8,8 @@ using nlohmann::json;
 // Reads field `key` of object `j` as T; a missing key is an error unless `fallback` is given.
 template <typename T>
 Result<T> Field(const json& j, const char* key, std::optional<T> fallback = std::nullopt) {
-  if (!j.is_object()) return Err(InvalidArgumentError(std::string(key) + ": parent is not an object"));
+  if (!j.is_object())
+    return Err(InvalidArgumentError(std::string(key) + ": parent is not an object"));
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) {
     if (fallback) return *fallback;
@@ -31,7 +32,8 @@ Result<Digest> DigestField(const json& j, const char* key) {
 Result<std::optional<int64_t>> OptionalInt(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::optional<int64_t>();
-  if (!it->is_number_integer()) return Err(InvalidArgumentError(std::string(key) + ": not an integer"));
+  if (!it->is_number_integer())
+    return Err(InvalidArgumentError(std::string(key) + ": not an integer"));
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
@@ -71,12 +73,13 @@ json VersionToJson(const VersionRecord& v) {
 }
 
 json CommitRequestToJson(const CommitRequest& req, const std::optional<std::string>& claim) {
-  return {{"digest", req.digest.Hex()},
-          {"stats", StatsToJson(req.stats)},
-          {"source_uri", req.source_uri},
-          {"tags", req.tags},
-          {"expected_sequence", req.expected_sequence ? json(*req.expected_sequence) : json(nullptr)},
-          {"claim", claim ? json(*claim) : json(nullptr)}};
+  return {
+      {"digest", req.digest.Hex()},
+      {"stats", StatsToJson(req.stats)},
+      {"source_uri", req.source_uri},
+      {"tags", req.tags},
+      {"expected_sequence", req.expected_sequence ? json(*req.expected_sequence) : json(nullptr)},
+      {"claim", claim ? json(*claim) : json(nullptr)}};
 }
 
 json CommitResultToJson(const CommitResult& r) {
@@ -134,7 +137,8 @@ Result<VersionRecord> VersionFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(json stats, Field<json>(j, "stats"));
   BDN_ASSIGN_OR_RETURN(v.stats, StatsFromJson(stats));
   BDN_ASSIGN_OR_RETURN(v.source_uri, Field<std::string>(j, "source_uri", std::string()));
-  BDN_ASSIGN_OR_RETURN(v.tags, Field<std::vector<std::string>>(j, "tags", std::vector<std::string>()));
+  BDN_ASSIGN_OR_RETURN(v.tags,
+                       Field<std::vector<std::string>>(j, "tags", std::vector<std::string>()));
   BDN_ASSIGN_OR_RETURN(v.is_head, Field<bool>(j, "is_head", false));
   return v;
 }
@@ -147,7 +151,8 @@ Result<CommitRequest> CommitRequestFromJson(const json& j, std::optional<std::st
     BDN_ASSIGN_OR_RETURN(req.stats, StatsFromJson(stats));
   }
   BDN_ASSIGN_OR_RETURN(req.source_uri, Field<std::string>(j, "source_uri", std::string()));
-  BDN_ASSIGN_OR_RETURN(req.tags, Field<std::vector<std::string>>(j, "tags", std::vector<std::string>()));
+  BDN_ASSIGN_OR_RETURN(req.tags,
+                       Field<std::vector<std::string>>(j, "tags", std::vector<std::string>()));
   BDN_ASSIGN_OR_RETURN(req.expected_sequence, OptionalInt(j, "expected_sequence"));
   if (claim) {
     claim->reset();

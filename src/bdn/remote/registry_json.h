@@ -21,7 +21,8 @@ nlohmann::json VolumeToJson(const VolumeRecord& v);
 nlohmann::json VersionToJson(const VersionRecord& v);
 // The POST .../commit body: {"digest", "stats", "source_uri", "tags", "expected_sequence",
 // "claim"}; ns and volume are in the URL.
-nlohmann::json CommitRequestToJson(const CommitRequest& req, const std::optional<std::string>& claim);
+nlohmann::json CommitRequestToJson(const CommitRequest& req,
+                                   const std::optional<std::string>& claim);
 // {"sequence", "unchanged", "head_updated", "tags_applied"}.
 nlohmann::json CommitResultToJson(const CommitResult& r);
 
@@ -31,7 +32,8 @@ Result<VersionStats> StatsFromJson(const nlohmann::json& j);
 Result<VolumeRecord> VolumeFromJson(const nlohmann::json& j);
 Result<VersionRecord> VersionFromJson(const nlohmann::json& j);
 // Fills everything but ns and volume; `claim` receives the claim id if one is given.
-Result<CommitRequest> CommitRequestFromJson(const nlohmann::json& j, std::optional<std::string>* claim);
+Result<CommitRequest> CommitRequestFromJson(const nlohmann::json& j,
+                                            std::optional<std::string>* claim);
 Result<CommitResult> CommitResultFromJson(const nlohmann::json& j);
 
 }  // namespace bdn::remote

@@ -24,8 +24,8 @@ std::string IdsBody(std::span<const Digest> ids) {
 }
 
 Status Malformed(const http::HttpClient& c, std::string_view what, std::string_view why) {
-  return InternalError(c.Name() + ": " + std::string(what) + ": malformed response: " +
-                       std::string(why));
+  return InternalError(c.Name() + ": " + std::string(what) +
+                       ": malformed response: " + std::string(why));
 }
 
 }  // namespace
@@ -52,7 +52,8 @@ Result<std::vector<Digest>> RemoteChunkStore::FindMissing(std::span<const Digest
       return Err(Malformed(*client_, "POST /v1/chunks/missing", "no \"missing\" array"));
     }
     for (const auto& v : j["missing"]) {
-      if (!v.is_string()) return Err(Malformed(*client_, "POST /v1/chunks/missing", "not a string"));
+      if (!v.is_string())
+        return Err(Malformed(*client_, "POST /v1/chunks/missing", "not a string"));
       auto d = Digest::Parse(v.get<std::string>());
       if (!d) return Err(Malformed(*client_, "POST /v1/chunks/missing", d.error().message()));
       missing.push_back(*d);

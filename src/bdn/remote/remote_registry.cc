@@ -59,9 +59,8 @@ namespace {
 // A live server claim: renewed every TTL/3 on its own thread, released on destruction.
 class RemotePushClaim : public PushClaim {
  public:
-  RemotePushClaim(std::shared_ptr<http::HttpClient> client,
-                  std::shared_ptr<Claims> claims, std::string key,
-                  std::string path, std::shared_ptr<Claims::State> state,
+  RemotePushClaim(std::shared_ptr<http::HttpClient> client, std::shared_ptr<Claims> claims,
+                  std::string key, std::string path, std::shared_ptr<Claims::State> state,
                   std::string volume_name, std::chrono::milliseconds ttl)
       : client_(std::move(client)),
         claims_(std::move(claims)),
@@ -132,7 +131,9 @@ class RemotePushClaim : public PushClaim {
 }  // namespace
 
 RemoteRegistry::RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry)
-    : client_(std::move(client)), retry_(retry), claims_(std::make_shared<internal::ClaimTable>()) {}
+    : client_(std::move(client)),
+      retry_(retry),
+      claims_(std::make_shared<internal::ClaimTable>()) {}
 
 RemoteRegistry::~RemoteRegistry() = default;
 
@@ -151,16 +152,16 @@ Result<json> GetJson(http::HttpClient& client, const RetryPolicy& retry, const s
 Result<json> ParseBody(http::HttpClient& client, std::string_view what, const http::Response& r) {
   json j = json::parse(r.text(), nullptr, false);
   if (j.is_discarded()) {
-    return Err(InternalError(client.Name() + ": " + std::string(what) +
-                             ": malformed response: not JSON"));
+    return Err(
+        InternalError(client.Name() + ": " + std::string(what) + ": malformed response: not JSON"));
   }
   return j;
 }
 
 // Wraps a decoding error as a malformed response of `what`.
 Status Malformed(http::HttpClient& client, std::string_view what, const Status& s) {
-  return InternalError(client.Name() + ": " + std::string(what) + ": malformed response: " +
-                       s.message());
+  return InternalError(client.Name() + ": " + std::string(what) +
+                       ": malformed response: " + s.message());
 }
 
 template <typename T, typename F>
@@ -179,7 +180,8 @@ Result<std::vector<T>> ListOf(http::HttpClient& client, const std::string& what,
   return out;
 }
 
-Result<int64_t> SequenceOf(http::HttpClient& client, std::string_view what, const http::Response& r) {
+Result<int64_t> SequenceOf(http::HttpClient& client, std::string_view what,
+                           const http::Response& r) {
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(client, what, r));
   if (!j.is_object() || !j.contains("sequence") || !j["sequence"].is_number_integer()) {
     return Err(InternalError(client.Name() + ": " + std::string(what) +
@@ -292,14 +294,13 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
   BDN_ASSIGN_OR_RETURN(http::Response r, client_->PostJson(path, "{}"));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
   if (!j.is_object() || !j.contains("claim") || !j["claim"].is_string()) {
-    return Err(InternalError(client_->Name() + ": POST " + path +
-                             ": malformed response: no \"claim\""));
+    return Err(
+        InternalError(client_->Name() + ": POST " + path + ": malformed response: no \"claim\""));
   }
   auto state = std::make_shared<Claims::State>();
   state->id = j["claim"].get<std::string>();
-  int64_t ttl_ms = j.contains("ttl_ms") && j["ttl_ms"].is_number_integer()
-                       ? j["ttl_ms"].get<int64_t>()
-                       : 30000;
+  int64_t ttl_ms =
+      j.contains("ttl_ms") && j["ttl_ms"].is_number_integer() ? j["ttl_ms"].get<int64_t>() : 30000;
   const std::string key = ns + "/" + volume;
   {
     std::lock_guard lock(claims_->mu);

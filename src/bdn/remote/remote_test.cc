@@ -1,7 +1,5 @@
 // Tests for HttpClient and RemoteChunkStore against a fake origin (cpp-httplib) on 127.0.0.1:
 // batching, verification of received bytes, retries, deadlines, transport errors, fork safety.
-#include "bdn/remote/remote_chunk_store.h"
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +8,7 @@
 #include <set>
 
 #include "bdn/remote/fake_origin_test_util.h"
+#include "bdn/remote/remote_chunk_store.h"
 
 namespace bdn::remote {
 namespace {
@@ -38,8 +37,8 @@ std::shared_ptr<http::HttpClient> Client(const std::string& url, http::ClientOpt
 RemoteStoreOptions FastRetries() { return {.retry = {.attempts = 4, .initial_backoff = 5ms}}; }
 
 TEST(HttpClient, RejectsMalformedUrls) {
-  for (const char* url : {"", "ftp://x", "localhost:8440", "http://", "http:///x", "http://u:p@h",
-                          "http://h/?q"}) {
+  for (const char* url :
+       {"", "ftp://x", "localhost:8440", "http://", "http:///x", "http://u:p@h", "http://h/?q"}) {
     auto c = http::HttpClient::Create({.base_url = url});
     ASSERT_FALSE(c.has_value()) << url;
     EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument) << url;
@@ -117,7 +116,8 @@ TEST(HttpClient, RefusesResponsesOverTheSizeLimit) {
   auto r = Client(s.url(), {.max_response_bytes = 1 << 20})->Get("/big");
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kInternal);
-  EXPECT_EQ(r.error().message(), "origin " + s.url() + ": GET /big: response larger than 1048576 bytes");
+  EXPECT_EQ(r.error().message(),
+            "origin " + s.url() + ": GET /big: response larger than 1048576 bytes");
   EXPECT_TRUE(Client(s.url())->Get("/big").has_value());
 }
 
@@ -214,7 +214,8 @@ TEST(RemoteChunkStore, GetVerifiesBytesAndNeverReturnsWrongOnes) {
   auto r = store.Get(id);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
-  EXPECT_TRUE(r.error().message().starts_with("chunk " + id.ToString() + ": digest mismatch (bytes from origin http://127.0.0.1:"))
+  EXPECT_TRUE(r.error().message().starts_with(
+      "chunk " + id.ToString() + ": digest mismatch (bytes from origin http://127.0.0.1:"))
       << r.error().message();
   EXPECT_EQ(origin.get_requests, 1) << "Corruption is not retried";
 }
@@ -246,8 +247,8 @@ TEST(RemoteChunkStore, GivesUpAfterBoundedRetries) {
   });
   origin.Start();
   RemoteChunkStore store(Client(origin.url()), FastRetries());
-  Status s = store.Put(Digest::Of(std::string_view("x")), std::span<const uint8_t>(
-                                                            reinterpret_cast<const uint8_t*>("x"), 1));
+  Status s = store.Put(Digest::Of(std::string_view("x")),
+                       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("x"), 1));
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_EQ(s.message(), "origin: overloaded");
   EXPECT_EQ(origin.put_requests, 4);
@@ -263,8 +264,9 @@ TEST(RemoteChunkStore, FindMissingBatchesAt4096IdsInInputOrder) {
     Digest id = Digest::Of(s);
     ids.push_back(id);
     if (i % 3 == 0) {
-      ASSERT_TRUE(origin.store.Put(id, std::span<const uint8_t>(
-                                           reinterpret_cast<const uint8_t*>(s.data()), s.size()))
+      ASSERT_TRUE(origin.store
+                      .Put(id, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()),
+                                                        s.size()))
                       .ok());
     } else {
       want_missing.push_back(id);
@@ -321,8 +323,8 @@ TEST(RemoteChunkStore, GetBatchRejectsAMalformedAnswer) {
   auto r = store.GetBatch(std::span<const Digest>(&id, 1));
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
-  EXPECT_EQ(r.error().message(), "origin " + s.url() + ": POST /v1/chunks/batch: truncated at chunk " +
-                                     id.ToString());
+  EXPECT_EQ(r.error().message(),
+            "origin " + s.url() + ": POST /v1/chunks/batch: truncated at chunk " + id.ToString());
 }
 
 TEST(RemoteChunkStore, ManyThreadsPutAndGetConcurrently) {

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Origin + two in-cluster cache nodes + a mount, all real processes on 127.0.0.1: bytes read back
+# equal b3sum; the origin serves each chunk to the cluster about once; a chunk corrupted on a
+# cache node's disk is never served (the reader still gets correct bytes); a dead cache node is
+# skipped for the origin.
+source "$(dirname "$0")/lib.sh"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
+
+start() {  # start NAME ARGS...: runs bdn ARGS in the background, sets STARTED_URL (no subshell)
+  local name=$1; shift
+  "$BDN" "$@" 2>"$WORK/$name.log" &
+  local pid=$!
+  PIDS+=("$pid"); echo "$pid" > "$WORK/$name.pid"
+  for _ in $(seq 1 100); do
+    local url; url=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$WORK/$name.log" | head -1)
+    [ -n "$url" ] && { STARTED_URL=$url; return; }
+    kill -0 "$pid" 2>/dev/null || fail "$name exited: $(cat "$WORK/$name.log")"
+    sleep 0.1
+  done
+  fail "$name did not start: $(cat "$WORK/$name.log")"
+}
+metric() {  # metric URL NAME
+  curl -sf "$1/metrics" | awk -v n="$2" '$1 == n {print $2; found=1} END {if (!found) print 0}'
+}
+
+step "origin and two cache nodes"
+start origin serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth; ORIGIN=$STARTED_URL
+start cache1 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c1" --cache-size 1G; C1=$STARTED_URL
+start cache2 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c2" --cache-size 1G; C2=$STARTED_URL
+assert_eq ok "$(curl -sf "$C1/healthz" | tr -d '\n')" "cache node health"
+export BDN_REMOTE="$ORIGIN"
+
+mkdir -p "$WORK/src"
+python3 -c 'import random,sys; r=random.Random(21); sys.stdout.buffer.write(r.randbytes(24_000_000))' > "$WORK/src/w.bin"
+printf 'config\n' > "$WORK/src/config.json"
+ref=$("$BDN" volume push "$WORK/src" bdn:test/cluster)
+(cd "$WORK/src" && b3sum w.bin config.json) > "$WORK/sums"
+
+step "mount through the cluster: bytes match, the origin serves each chunk about once"
+sent0=$(metric "$ORIGIN" bdn_chunk_bytes_sent_total)
+"$BDN" volume mount "$ref" "$WORK/mnt1" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc1" >/dev/null
+MOUNTS+=("$WORK/mnt1")
+(cd "$WORK/mnt1" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through mount 1"
+# A second node (its own node cache) reads the same bytes: served by the cache nodes.
+"$BDN" volume mount "$ref" "$WORK/mnt2" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc2" >/dev/null
+MOUNTS+=("$WORK/mnt2")
+(cd "$WORK/mnt2" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through mount 2"
+sent=$(( $(metric "$ORIGIN" bdn_chunk_bytes_sent_total) - sent0 ))
+echo "origin sent $sent chunk bytes for two mounts of a 24 MB volume"
+[ "$sent" -lt 26500000 ] || fail "origin sent $sent bytes: the cache tier did not absorb the second mount"
+hits=$(( $(metric "$C1" bdn_cache_hits_total) + $(metric "$C2" bdn_cache_hits_total) ))
+echo "cache node hits: $hits"
+"$BDN" volume umount "$WORK/mnt1" >/dev/null; "$BDN" volume umount "$WORK/mnt2" >/dev/null
+
+step "a chunk corrupted on a cache node's disk is never served"
+n=0
+for f in $(find "$WORK/c1/chunks" "$WORK/c2/chunks" -type f | head -40); do
+  printf '\xff\xfe' | dd of="$f" bs=1 seek=10 conv=notrunc status=none; n=$((n+1))
+done
+[ "$n" -gt 0 ] || fail "cache nodes hold no chunks"
+"$BDN" volume mount "$ref" "$WORK/mnt3" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc3" >/dev/null
+MOUNTS+=("$WORK/mnt3")
+(cd "$WORK/mnt3" && b3sum --check --quiet "$WORK/sums") || fail "b3sum with corrupted cache-node chunks"
+"$BDN" volume umount "$WORK/mnt3" >/dev/null
+
+step "a dead cache node is skipped"
+kill -9 "$(cat "$WORK/cache1.pid")"
+"$BDN" volume mount "$ref" "$WORK/mnt4" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc4" --read-timeout 20 >/dev/null
+MOUNTS+=("$WORK/mnt4")
+start=$(date +%s)
+(cd "$WORK/mnt4" && b3sum --check --quiet "$WORK/sums") || fail "b3sum with a dead cache node"
+echo "read with a dead cache node in $(( $(date +%s) - start )) s"
+"$BDN" volume umount "$WORK/mnt4" >/dev/null
+echo "PASS"
