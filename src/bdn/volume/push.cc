@@ -271,7 +271,7 @@ class Sealer {
     bool eof = false;
     while (!eof && failed.ok()) {
       auto buf = buffers_.Get(chunker_.params().max_bytes + kBlockBytes);
-      std::memcpy(buf->data(), carry.data(), carry.size());
+      if (!carry.empty()) std::memcpy(buf->data(), carry.data(), carry.size());
       size_t have = carry.size();
       const size_t want = carry.size() + kBlockBytes;
       while (have < want) {
