@@ -6,27 +6,14 @@
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
-start() {  # start NAME ARGS...: runs bdn ARGS in the background, sets STARTED_URL (no subshell)
-  local name=$1; shift
-  "$BDN" "$@" 2>"$WORK/$name.log" &
-  local pid=$!
-  PIDS+=("$pid"); echo "$pid" > "$WORK/$name.pid"
-  for _ in $(seq 1 100); do
-    local url; url=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$WORK/$name.log" | head -1)
-    [ -n "$url" ] && { STARTED_URL=$url; return; }
-    kill -0 "$pid" 2>/dev/null || fail "$name exited: $(cat "$WORK/$name.log")"
-    sleep 0.1
-  done
-  fail "$name did not start: $(cat "$WORK/$name.log")"
-}
 metric() {  # metric URL NAME
   curl -sf "$1/metrics" | awk -v n="$2" '$1 == n {print $2; found=1} END {if (!found) print 0}'
 }
 
 step "origin and two cache nodes"
-start origin serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth; ORIGIN=$STARTED_URL
-start cache1 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c1" --cache-size 1G; C1=$STARTED_URL
-start cache2 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c2" --cache-size 1G; C2=$STARTED_URL
+start_bdn origin serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth; ORIGIN=$STARTED_URL
+start_bdn cache1 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c1" --cache-size 1G; C1=$STARTED_URL; CACHE1_PID=$STARTED_PID
+start_bdn cache2 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c2" --cache-size 1G; C2=$STARTED_URL
 assert_eq ok "$(curl -sf "$C1/healthz" | tr -d '\n')" "cache node health"
 export BDN_REMOTE="$ORIGIN"
 
@@ -64,7 +51,7 @@ MOUNTS+=("$WORK/mnt3")
 "$BDN" volume umount "$WORK/mnt3" >/dev/null
 
 step "a dead cache node is skipped"
-kill -9 "$(cat "$WORK/cache1.pid")"
+kill -9 "$CACHE1_PID"
 "$BDN" volume mount "$ref" "$WORK/mnt4" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc4" --read-timeout 20 >/dev/null
 MOUNTS+=("$WORK/mnt4")
 start=$(date +%s)

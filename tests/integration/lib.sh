@@ -66,3 +66,21 @@ mount_volume() {  # mount_volume REF DIR
   "$BDN" volume mount "$1" "$2" >/dev/null
   MOUNTS+=("$2")
 }
+
+# start_bdn NAME ARGS...: runs `bdn ARGS` (a server) in the background with stderr in
+# $WORK/NAME.log, waits for its "listening on URL" line, and sets STARTED_URL and STARTED_PID
+# (no subshell, so the process is tracked in PIDS and killed on exit).
+start_bdn() {
+  local name=$1; shift
+  "$BDN" "$@" 2>"$WORK/$name.log" &
+  STARTED_PID=$!
+  PIDS+=("$STARTED_PID")
+  STARTED_URL=""
+  for _ in $(seq 1 100); do
+    STARTED_URL=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$WORK/$name.log" | head -1)
+    [ -n "$STARTED_URL" ] && return 0
+    kill -0 "$STARTED_PID" 2>/dev/null || fail "$name exited: $(cat "$WORK/$name.log")"
+    sleep 0.1
+  done
+  fail "no 'listening on' line from $name: $(cat "$WORK/$name.log")"
+}

@@ -7,17 +7,9 @@ source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 
 step "start the origin"
-"$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth 2>"$WORK/serve.log" &
-SERVER_PID=$!
-PIDS+=("$SERVER_PID")
-URL=""
-for _ in $(seq 1 100); do
-  URL=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$WORK/serve.log" | head -1)
-  [ -n "$URL" ] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || fail "bdn serve exited: $(cat "$WORK/serve.log")"
-  sleep 0.1
-done
-[ -n "$URL" ] || fail "no 'listening on' line from bdn serve: $(cat "$WORK/serve.log")"
+start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+SERVER_PID=$STARTED_PID
+URL=$STARTED_URL
 export BDN_REMOTE="$URL"
 unset BDN_TOKEN
 # The embedded store must not be touched by remote commands.
