@@ -12,6 +12,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -203,6 +204,12 @@ Result<std::vector<uint8_t>> NodeCache::Get(const Digest& id) {
   } catch (const std::exception& e) {
     result = Err(InternalError("chunk " + id.ToString() + ": " + e.what()));
   }
+  Finish(id, flight, result);
+  return result;
+}
+
+void NodeCache::Finish(const Digest& id, const std::shared_ptr<Flight>& flight,
+                       const Result<std::vector<uint8_t>>& result) {
   {
     std::lock_guard lock(mu_);
     flight->result = std::make_shared<const Result<std::vector<uint8_t>>>(result);
@@ -210,7 +217,84 @@ Result<std::vector<uint8_t>> NodeCache::Get(const Digest& id) {
     inflight_.erase(id);
   }
   flight->cv.notify_all();
-  return result;
+}
+
+Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
+  BlobBatch out(ids.size());
+  // Hits first, read in parallel: a cold page cache makes each file a disk round trip.
+  {
+    constexpr size_t kReaders = 8;
+    size_t readers = std::min(kReaders, ids.size());
+    auto read_stride = [&](size_t first) {
+      for (size_t k = first; k < ids.size(); k += readers) out[k] = ReadCached(ids[k]);
+    };
+    std::vector<std::jthread> threads;
+    for (size_t r = 1; r < readers; ++r) threads.emplace_back(read_stride, r);
+    read_stride(0);
+  }
+  // The misses: lead the fetch of those nobody else is fetching, join the others.
+  std::vector<size_t> led;
+  std::vector<std::shared_ptr<Flight>> led_flights;
+  std::vector<std::pair<size_t, std::shared_ptr<Flight>>> joined;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (out[k]) continue;
+      ++counters_.misses;
+      auto [it, inserted] = inflight_.try_emplace(ids[k]);
+      if (inserted) {
+        it->second = std::make_shared<Flight>();
+        led.push_back(k);
+        led_flights.push_back(it->second);
+      } else {
+        ++counters_.joined;
+        joined.emplace_back(k, it->second);
+      }
+    }
+  }
+  std::optional<Status> first_error;
+  if (!led.empty()) {
+    std::vector<Digest> want;
+    want.reserve(led.size());
+    for (size_t k : led) want.push_back(ids[k]);
+    ++counters_.upstream_fetches;
+    Result<BlobBatch> got;
+    try {
+      got = upstream_->GetMany(want);
+    } catch (const std::exception& e) {
+      got = Err(InternalError("chunk batch of " + std::to_string(want.size()) + ": " + e.what()));
+    }
+    if (!got) ++counters_.upstream_errors;
+    for (size_t j = 0; j < led.size(); ++j) {
+      Result<std::vector<uint8_t>> result = Err(got ? Status() : got.error());
+      if (got && (*got)[j]) {
+        result = Admit(want[j], std::move(*(*got)[j]));
+      } else if (got) {
+        result = Err(NotFoundError("chunk " + want[j].ToString() + ": not in store"));
+      }
+      if (result) {
+        out[led[j]] = *result;
+      } else if (result.error().code() != StatusCode::kNotFound && !first_error) {
+        first_error = result.error();
+      }
+      Finish(want[j], led_flights[j], result);
+    }
+  }
+  for (auto& [k, flight] : joined) {
+    std::shared_ptr<const Result<std::vector<uint8_t>>> result;
+    {
+      std::unique_lock lock(mu_);
+      flight->cv.wait(lock, [&] { return flight->done; });
+      result = flight->result;
+    }
+    if (*result) {
+      out[k] = **result;  // a copy: each caller owns its bytes
+    } else if (result->error().code() != StatusCode::kNotFound && !first_error) {
+      first_error = result->error();
+    }
+  }
+  if (first_error) return Err(*first_error);
+  return out;
 }
 
 std::optional<std::vector<uint8_t>> NodeCache::ReadCached(const Digest& id) {
@@ -270,14 +354,18 @@ Result<std::vector<uint8_t>> NodeCache::FetchAndStore(const Digest& id) {
     ++counters_.upstream_errors;
     return got;
   }
+  return Admit(id, std::move(*got));
+}
+
+Result<std::vector<uint8_t>> NodeCache::Admit(const Digest& id, std::vector<uint8_t> bytes) {
   // Stores promise verified bytes; a tier that breaks the promise must not poison the disk.
-  if (Status s = VerifyChunk(id, *got); !s.ok()) {
+  if (Status s = VerifyChunk(id, bytes); !s.ok()) {
     ++counters_.upstream_errors;
     return Err(s);
   }
-  counters_.fetched_bytes += got->size();
-  if (Status s = Store(id, *got); !s.ok()) ++counters_.write_errors;
-  return got;
+  counters_.fetched_bytes += bytes.size();
+  if (Status s = Store(id, bytes); !s.ok()) ++counters_.write_errors;
+  return bytes;
 }
 
 Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {

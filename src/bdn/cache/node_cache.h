@@ -40,7 +40,7 @@ struct NodeCacheStats {
   uint64_t hits = 0;              // Get served from the cache directory
   uint64_t misses = 0;            // Get not found there (including those that joined a fetch)
   uint64_t joined = 0;            // misses that waited for a fetch another thread had started
-  uint64_t upstream_fetches = 0;  // upstream Get calls
+  uint64_t upstream_fetches = 0;  // upstream Get and GetMany calls
   uint64_t upstream_errors = 0;   // of which failed or returned bytes that do not match the id
   uint64_t hit_bytes = 0;
   uint64_t fetched_bytes = 0;    // bytes of successful upstream fetches
@@ -100,6 +100,15 @@ class NodeCache : public ChunkStore {
   // (they are neither returned nor cached). Blocks for as long as the upstream's Get does.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
 
+  // Many chunks at once: those in the cache directory are read there (by up to 8 threads at
+  // once), and the misses this process is not already fetching go to the upstream in one
+  // GetMany call (then written to the directory); misses another thread is fetching are
+  // waited for. Result in request order; nullopt where the upstream lacks a chunk.
+  // Errors: the upstream's (Unavailable, ...); Corruption if the upstream's bytes for a chunk
+  // do not hash to its id (never returned nor cached).
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
+  bool PrefersBatches() const override { return upstream_->PrefersBatches(); }
+
   // Whether the directory holds a file for `id` now (not verified).
   bool IsCached(const Digest& id) const;
   // Where the file for `id` lives (whether or not it exists).
@@ -114,6 +123,11 @@ class NodeCache : public ChunkStore {
   // The verified cached bytes of `id`, or nullopt if absent, unreadable or corrupt (dropped).
   std::optional<std::vector<uint8_t>> ReadCached(const Digest& id);
   Result<std::vector<uint8_t>> FetchAndStore(const Digest& id);
+  // Completes a flight this thread leads with `result`, waking its waiters.
+  void Finish(const Digest& id, const std::shared_ptr<Flight>& flight,
+              const Result<std::vector<uint8_t>>& result);
+  // Checks bytes from the upstream and writes them to the directory; the bytes to return.
+  Result<std::vector<uint8_t>> Admit(const Digest& id, std::vector<uint8_t> bytes);
   Status Store(const Digest& id, std::span<const uint8_t> data);
   // Evicts until `incoming` more bytes fit within capacity_bytes (then down to the low
   // watermark, as far as the subdirectories visited allow).

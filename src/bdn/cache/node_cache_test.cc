@@ -96,6 +96,51 @@ TEST_F(NodeCacheTest, MissFetchesOnceThenHitsFromDisk) {
   EXPECT_EQ(s.probation_bytes, 0);
 }
 
+TEST_F(NodeCacheTest, GetManyReadsHitsLocallyAndFetchesTheMissesInOneUpstreamCall) {
+  upstream_->batches = true;
+  Chunks c = MakeChunks(upstream_->inner, 12, 11);
+  auto cache = Open();
+  EXPECT_TRUE(cache->PrefersBatches());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(cache->Get(c.ids[i]).has_value());
+  std::vector<Digest> ids = c.ids;
+  Digest absent = Digest::Of(std::string_view("in no tier"));
+  ids.push_back(absent);
+  for (int round = 0; round < 2; ++round) {
+    auto got = cache->GetMany(ids);
+    ASSERT_TRUE(got.has_value()) << got.error().ToString();
+    ASSERT_EQ(got->size(), ids.size());
+    for (size_t i = 0; i < c.ids.size(); ++i) {
+      ASSERT_TRUE((*got)[i].has_value()) << i;
+      EXPECT_EQ(*(*got)[i], ToBytes(c.contents[i]));
+    }
+    EXPECT_FALSE(got->back().has_value());
+  }
+  // Round 1: one upstream call for the 8 uncached chunks and the absent one; round 2: one for
+  // the absent one only.
+  EXPECT_EQ(upstream_->get_manys, 2);
+  EXPECT_EQ(upstream_->gets, 4 + 9 + 1);
+  NodeCacheStats s = cache->stats();
+  EXPECT_EQ(s.upstream_fetches, 4u + 2u);
+  EXPECT_EQ(s.hits, 4u + 12u);
+  for (const Digest& id : c.ids) EXPECT_TRUE(cache->IsCached(id));
+  EXPECT_EQ(s.cached_bytes, DiskUsage(CacheDir()));
+}
+
+TEST_F(NodeCacheTest, GetManyRefusesWrongBytesFromUpstreamAndCachesNothing) {
+  upstream_->batches = true;
+  Chunks c = MakeChunks(upstream_->inner, 3, 12);
+  auto cache = Open();
+  upstream_->set_mode(FaultyStore::Mode::kWrongBytes);
+  auto got = cache->GetMany(c.ids);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
+  for (const Digest& id : c.ids) EXPECT_FALSE(cache->IsCached(id));
+  upstream_->set_mode(FaultyStore::Mode::kNormal);
+  got = cache->GetMany(c.ids);
+  ASSERT_TRUE(got.has_value()) << got.error().ToString();
+  EXPECT_EQ(*(*got)[2], ToBytes(c.contents[2]));
+}
+
 TEST_F(NodeCacheTest, QueriesAndWritesGoToTheUpstream) {
   auto cache = Open();
   std::string data = "written through";

@@ -13,6 +13,7 @@ struct ChunkCache::Flight {
   AccessPattern pattern = AccessPattern::kRandom;  // where its bytes are kept
   bool demand = false;                             // on (or taken from) the demand queue
   bool keep = true;                                // cache the bytes (GetBlob's are not)
+  uint32_t size_bytes = 0;                         // the chunk's length; 0 if unknown
   int waiters = 0;                                 // Gets waiting for it now
   bool started = false;
   bool done = false;
@@ -79,8 +80,39 @@ Result<ChunkBytes> ChunkCache::FetchFromStore(const Digest& id) {
   }
 }
 
-void ChunkCache::Run(const std::shared_ptr<Flight>& flight) {
-  Result<ChunkBytes> result = FetchFromStore(flight->id);
+void ChunkCache::RunBatch(const std::vector<std::shared_ptr<Flight>>& batch) {
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.store_calls;
+  }
+  if (batch.size() == 1) return Complete(batch[0], FetchFromStore(batch[0]->id));
+  std::vector<Digest> ids;
+  ids.reserve(batch.size());
+  for (const auto& flight : batch) ids.push_back(flight->id);
+  Result<BlobBatch> got;
+  try {
+    got = store_.GetMany(ids);
+  } catch (const std::exception& e) {
+    got = Err(InternalError("chunk batch of " + std::to_string(ids.size()) + ": " + e.what()));
+  }
+  if (!got && !IsTransient(got.error())) {
+    // One bad chunk (or a store fault) fails the whole batch: ask again one by one, so that
+    // each reader gets its own chunk's answer and the good chunks still arrive.
+    for (const auto& flight : batch) Complete(flight, FetchFromStore(flight->id));
+    return;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Result<ChunkBytes> result = Err(got ? Status() : got.error());
+    if (got && (*got)[i]) {
+      result = std::make_shared<const std::vector<uint8_t>>(std::move(*(*got)[i]));
+    } else if (got) {
+      result = Err(NotFoundError("chunk " + ids[i].ToString() + ": not in store"));
+    }
+    Complete(batch[i], std::move(result));
+  }
+}
+
+void ChunkCache::Complete(const std::shared_ptr<Flight>& flight, Result<ChunkBytes> result) {
   std::lock_guard lock(mu_);
   ++stats_.fetches;
   if (result) {
@@ -110,23 +142,36 @@ void ChunkCache::Run(const std::shared_ptr<Flight>& flight) {
 }
 
 void ChunkCache::Worker(bool prefetch) {
+  // A blob of unknown length (a chunk index) counts this much towards a batch's bytes.
+  constexpr uint64_t kUnknownBytes = 64 << 10;
   for (;;) {
-    std::shared_ptr<Flight> flight;
+    std::vector<std::shared_ptr<Flight>> batch;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] {
         return stopping_ || !demand_queue_.empty() || (prefetch && !prefetch_queue_.empty());
       });
       if (stopping_) return;
-      // Demand first: a background thread free for work takes a waiting reader's chunk before
+      // Demand first: a background thread free for work takes a waiting reader's chunks before
       // any prefetch.
       auto& queue = !demand_queue_.empty() ? demand_queue_ : prefetch_queue_;
-      flight = std::move(queue.front());
-      queue.pop_front();
-      if (flight->started) continue;
-      flight->started = true;
+      uint64_t bytes = 0;
+      const size_t max_chunks =
+          store_.PrefersBatches() ? std::max<size_t>(1, options_.max_batch_chunks) : 1;
+      while (!queue.empty() && batch.size() < max_chunks) {
+        Flight& next = *queue.front();
+        uint64_t size = next.size_bytes > 0 ? next.size_bytes : kUnknownBytes;
+        if (!batch.empty() && bytes + size > options_.max_batch_bytes) break;
+        std::shared_ptr<Flight> flight = std::move(queue.front());
+        queue.pop_front();
+        if (flight->started) continue;
+        flight->started = true;
+        bytes += size;
+        batch.push_back(std::move(flight));
+      }
+      if (batch.empty()) continue;
     }
-    Run(flight);
+    RunBatch(batch);
   }
 }
 
@@ -146,7 +191,8 @@ ChunkBytes ChunkCache::HitLocked(const Digest& id, AccessPattern pattern) {
 }
 
 std::shared_ptr<ChunkCache::Flight> ChunkCache::DemandLocked(const Digest& id,
-                                                             AccessPattern pattern, bool keep) {
+                                                             AccessPattern pattern, bool keep,
+                                                             uint32_t size_bytes) {
   if (auto it = inflight_.find(id); it != inflight_.end()) {
     std::shared_ptr<Flight> flight = it->second;
     flight->keep = flight->keep || keep;
@@ -165,6 +211,7 @@ std::shared_ptr<ChunkCache::Flight> ChunkCache::DemandLocked(const Digest& id,
   flight->pattern = pattern;
   flight->demand = true;
   flight->keep = keep;
+  flight->size_bytes = size_bytes;
   inflight_.emplace(id, flight);
   demand_queue_.push_back(flight);
   work_cv_.notify_all();
@@ -172,7 +219,7 @@ std::shared_ptr<ChunkCache::Flight> ChunkCache::DemandLocked(const Digest& id,
 }
 
 Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, bool keep,
-                                       Clock::time_point deadline) {
+                                       uint32_t size_bytes, Clock::time_point deadline) {
   auto backoff = options_.retry_backoff;
   std::unique_lock lock(mu_);
   for (;;) {
@@ -182,7 +229,7 @@ Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, 
     Result<ChunkBytes> result = Err(unclaimed.value_or(Status()));
     if (!unclaimed) {
       bool existed = inflight_.contains(id);
-      std::shared_ptr<Flight> flight = DemandLocked(id, pattern, keep);
+      std::shared_ptr<Flight> flight = DemandLocked(id, pattern, keep, size_bytes);
       if (existed) ++stats_.joined;
       ++flight->waiters;
       bool ended = flight->cv.wait_until(lock, deadline, [&] { return flight->done || stopping_; });
@@ -215,11 +262,11 @@ std::optional<Status> ChunkCache::TakeUnclaimedErrorLocked(const Digest& id) {
 
 Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern,
                                    Clock::time_point deadline) {
-  return CheckSize(ref, GetImpl(ref.id, pattern, /*keep=*/true, deadline));
+  return CheckSize(ref, GetImpl(ref.id, pattern, /*keep=*/true, ref.size_bytes, deadline));
 }
 
 Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, Clock::time_point deadline) {
-  return GetImpl(id, AccessPattern::kRandom, /*keep=*/false, deadline);
+  return GetImpl(id, AccessPattern::kRandom, /*keep=*/false, /*size_bytes=*/0, deadline);
 }
 
 ChunkBytes ChunkCache::Peek(const ChunkRef& ref, AccessPattern pattern) {
@@ -232,7 +279,7 @@ void ChunkCache::Request(std::span<const ChunkRef> refs, AccessPattern pattern) 
   std::lock_guard lock(mu_);
   if (stopping_) return;
   for (const ChunkRef& ref : refs) {
-    if (!index_.contains(ref.id)) DemandLocked(ref.id, pattern, /*keep=*/true);
+    if (!index_.contains(ref.id)) DemandLocked(ref.id, pattern, /*keep=*/true, ref.size_bytes);
   }
 }
 
@@ -287,6 +334,7 @@ void ChunkCache::Prefetch(std::span<const ChunkRef> refs) {
       auto flight = std::make_shared<Flight>();
       flight->id = ref.id;
       flight->pattern = AccessPattern::kSequential;
+      flight->size_bytes = ref.size_bytes;
       inflight_.emplace(ref.id, flight);
       prefetch_queue_.push_back(std::move(flight));
       ++stats_.prefetch_queued;

@@ -37,7 +37,8 @@ enum class AccessPattern {
 struct ChunkCacheStats {
   uint64_t hits = 0;              // Get/Peek answered from memory
   uint64_t joined = 0;            // Get waited on a fetch already queued or running
-  uint64_t fetches = 0;           // ChunkStore::Get calls (demand and prefetch)
+  uint64_t fetches = 0;           // chunks fetched from the store (demand and prefetch)
+  uint64_t store_calls = 0;       // ChunkStore::Get and GetMany calls that fetched them
   uint64_t fetch_errors = 0;      // of which failed
   uint64_t fetched_bytes = 0;     // bytes returned by successful fetches
   uint64_t prefetch_queued = 0;   // chunks accepted by Prefetch
@@ -59,11 +60,15 @@ struct ChunkCacheStats {
 //
 // Fetches run on `fetch_threads` demand threads and `prefetch_threads` background threads; a
 // background thread takes demand work first, and a demand read of a chunk still queued for
-// prefetch moves it to the demand queue. A reader waits for its fetch only until its deadline
-// (the fetch goes on, and its result is cached for the next reader), so a store that hangs
-// costs threads of this cache, never the caller. Memory: at most capacity_bytes cached, plus
-// one chunk per fetch thread in flight; the prefetch queue holds at most max_queued_prefetches
-// chunk ids.
+// prefetch moves it to the demand queue. A thread takes the chunks queued one after another, up
+// to max_batch_bytes, as one batch (when the store PrefersBatches; else one chunk per thread):
+// one ChunkStore::GetMany call, which a remote tier answers with one request (so a stream of 64 KiB chunks costs one request per batch, not per chunk).
+// If the batch fails with anything but a transient error, its chunks are fetched one by one,
+// so that each reader gets its own chunk's answer. A reader waits for its fetch only until its
+// deadline (the fetch goes on, and its result is cached for the next reader), so a store that
+// hangs costs threads of this cache, never the caller. Memory: at most capacity_bytes cached,
+// plus one batch per fetch thread in flight; the prefetch queue holds at most
+// max_queued_prefetches chunk ids.
 //
 // Only successful, verified fetches are cached; an error is returned to every waiter of that
 // fetch and forgotten, so a later Get tries the store again (Unavailable and DeadlineExceeded
@@ -87,6 +92,10 @@ class ChunkCache {
     size_t max_queued_prefetches = 1024;
     // Threads serving demand fetches (Get, Request); at least 1.
     int fetch_threads = 8;
+    // Bound of one batch (by the chunk lengths the refs give; a blob of unknown length counts
+    // 64 KiB), and of its chunk count (the HTTP API's maximum per batch request).
+    uint64_t max_batch_bytes = 32ull << 20;
+    size_t max_batch_chunks = 1024;
     // Back-off before a Get fetches again after Unavailable or DeadlineExceeded; doubles after
     // each try up to retry_max_backoff.
     std::chrono::milliseconds retry_backoff{100};
@@ -153,15 +162,20 @@ class ChunkCache {
 
   // `keep`: cache the fetched bytes.
   Result<ChunkBytes> GetImpl(const Digest& id, AccessPattern pattern, bool keep,
-                             Clock::time_point deadline);
+                             uint32_t size_bytes, Clock::time_point deadline);
   // Both under mu_: the cached bytes of `id` (moved per `pattern`) or nullptr; the flight of
   // `id`, created on the demand queue if there is none, promoted there if it was a prefetch.
   ChunkBytes HitLocked(const Digest& id, AccessPattern pattern);
-  std::shared_ptr<Flight> DemandLocked(const Digest& id, AccessPattern pattern, bool keep);
+  // `size_bytes`: the chunk's length if known, else 0.
+  std::shared_ptr<Flight> DemandLocked(const Digest& id, AccessPattern pattern, bool keep,
+                                       uint32_t size_bytes);
   // Under mu_: the unclaimed prefetch error of `id`, if any and recent; forgets it.
   std::optional<Status> TakeUnclaimedErrorLocked(const Digest& id);
   Result<ChunkBytes> FetchFromStore(const Digest& id);
-  void Run(const std::shared_ptr<Flight>& flight);
+  // Fetches the batch's chunks (one GetMany, or Get for a batch of one) and completes them.
+  void RunBatch(const std::vector<std::shared_ptr<Flight>>& batch);
+  // Records `result` as the flight's and wakes its waiters.
+  void Complete(const std::shared_ptr<Flight>& flight, Result<ChunkBytes> result);
   void InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern);
   void EvictLocked();
   void Worker(bool prefetch);

@@ -31,6 +31,30 @@ class CountingStore : public ChunkStore {
   std::chrono::milliseconds delay{0};
 };
 
+// A MemChunkStore that answers batches (as a remote tier does) and counts them.
+class BatchingStore : public ChunkStore {
+ public:
+  Result<bool> Contains(const Digest& id) override { return inner.Contains(id); }
+  Status Put(const Digest& id, std::span<const uint8_t> data) override {
+    return inner.Put(id, data);
+  }
+  Result<std::vector<uint8_t>> Get(const Digest& id) override {
+    ++gets;
+    return inner.Get(id);
+  }
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override {
+    ++batches;
+    largest_batch = std::max<int>(largest_batch, static_cast<int>(ids.size()));
+    return inner.GetMany(ids);
+  }
+  bool PrefersBatches() const override { return true; }
+
+  MemChunkStore inner;
+  std::atomic<int> gets{0};
+  std::atomic<int> batches{0};
+  std::atomic<int> largest_batch{0};
+};
+
 ChunkRef PutChunk(ChunkStore& store, const std::string& text) {
   std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   Digest id = Digest::Of(bytes);
@@ -365,6 +389,83 @@ TEST(ChunkCache, APrefetchsErrorGoesToTheNextReaderOnce) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
   EXPECT_EQ(store.gets, 2);
+}
+
+TEST(ChunkCacheBatches, APrefetchWindowIsOneStoreCall) {
+  BatchingStore store;
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 40; ++i) refs.push_back(PutChunk(store, "chunk " + std::to_string(i)));
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 1});
+  cache.Prefetch(refs);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    auto got = cache.Get(refs[i], AccessPattern::kSequential);
+    ASSERT_TRUE(got.has_value()) << got.error().ToString();
+    EXPECT_EQ(AsString(*got), "chunk " + std::to_string(i));
+  }
+  // One prefetch thread took the queue as one batch (a demand Get may have taken the head
+  // first, as a batch of its own, before the thread woke up).
+  EXPECT_LE(store.batches + store.gets, 2);
+  EXPECT_GE(store.largest_batch, 39);
+  EXPECT_EQ(cache.stats().fetches, 40u);
+}
+
+TEST(ChunkCacheBatches, BatchesStopAtMaxBatchBytes) {
+  BatchingStore store;
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 10; ++i) refs.push_back(PutChunk(store, std::string(1000, 'a' + i)));
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20,
+                           .prefetch_threads = 0,
+                           .fetch_threads = 1,
+                           .max_batch_bytes = 3000});
+  cache.Request(refs);
+  for (const ChunkRef& ref : refs) ASSERT_TRUE(cache.Get(ref).has_value());
+  EXPECT_LE(store.largest_batch, 3);
+  EXPECT_GE(store.batches + store.gets, 4);
+}
+
+TEST(ChunkCacheBatches, ABadChunkInABatchFailsOnlyItsOwnReader) {
+  BatchingStore store;
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 8; ++i) refs.push_back(PutChunk(store, "good " + std::to_string(i)));
+  store.inner.CorruptForTest(refs[3].id, {'b', 'a', 'd'});
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .fetch_threads = 1});
+  cache.Request(refs);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    auto got = cache.Get(refs[i]);
+    if (i == 3) {
+      ASSERT_FALSE(got.has_value());
+      EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
+      EXPECT_NE(got.error().message().find(refs[3].id.ToString()), std::string::npos);
+    } else {
+      ASSERT_TRUE(got.has_value()) << got.error().ToString();
+      EXPECT_EQ(AsString(*got), "good " + std::to_string(i));
+    }
+  }
+}
+
+TEST(ChunkCacheBatches, AChunkMissingFromABatchIsNotFound) {
+  BatchingStore store;
+  ChunkRef kept = PutChunk(store, "kept");
+  ChunkRef gone{Digest::Of(std::string("never stored")), 12};
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .fetch_threads = 1});
+  std::vector<ChunkRef> refs{kept, gone};
+  cache.Request(refs);
+  EXPECT_TRUE(cache.Get(kept).has_value());
+  auto got = cache.Get(gone);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(got.error().message(), "chunk " + gone.id.ToString() + ": not in store");
+}
+
+TEST(ChunkCacheBatches, AStoreThatPrefersSingleGetsIsNotBatched) {
+  CountingStore store;
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 6; ++i) refs.push_back(PutChunk(store, "single " + std::to_string(i)));
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .fetch_threads = 2});
+  cache.Request(refs);
+  for (const ChunkRef& ref : refs) ASSERT_TRUE(cache.Get(ref).has_value());
+  EXPECT_EQ(store.gets, 6);
+  EXPECT_EQ(cache.stats().store_calls, 6u);
 }
 
 }  // namespace

@@ -462,7 +462,10 @@ class MountedFs {
   };
 
   // Sequential-read detection per handle: once reads follow each other, the chunks of a window
-  // past this read (doubling from 2 MiB up to prefetch_bytes_) are to be fetched ahead.
+  // past this read (doubling from 2 MiB up to prefetch_bytes_) are to be fetched ahead. The
+  // window is topped up only once less than half of it is left ahead of the reader, so that
+  // each top-up is at least half a window: one large batch (one request to a remote tier)
+  // rather than a chunk or two per read.
   Stream DetectStream(OpenFile& of, uint64_t begin, uint64_t end) {
     uint64_t size = of.entry->size_bytes;
     uint64_t from = 0;
@@ -481,6 +484,9 @@ class MountedFs {
       of.next_offset = std::max(of.next_offset, end);
       if (prefetch_bytes_ == 0) return {AccessPattern::kSequential, {}};
       uint64_t window = std::min<uint64_t>(prefetch_bytes_, (1ull << 20) << std::min(of.streak, 8));
+      if (of.prefetched_to > end && of.prefetched_to - end >= window / 2) {
+        return {AccessPattern::kSequential, {}};
+      }
       from = std::max(end, of.prefetched_to);
       to = std::min(size, end + window);
       if (from >= to) return {AccessPattern::kSequential, {}};

@@ -33,8 +33,10 @@ struct MountOptions {
   // succeeds), then it is closed; if ServeMount fails before that, it is closed unwritten.
   int ready_fd = -1;
   // The daemon's own readahead: once a file handle reads sequentially, the chunks of up to this
-  // many bytes past the read are fetched in the background. 0 disables it.
-  uint64_t prefetch_bytes = 16ull << 20;
+  // many bytes past the read are fetched in the background, in batches of at least half of it
+  // (a remote tier answers a batch with one request: 64 MiB gives <= 64 requests per GiB).
+  // 0 disables it.
+  uint64_t prefetch_bytes = 64ull << 20;
   // Threads serving those background fetches.
   int prefetch_threads = 8;
   // Threads fetching chunks that reads are waiting for (demand fetches).

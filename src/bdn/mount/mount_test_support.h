@@ -272,6 +272,14 @@ class FaultyStore : public ChunkStore {
     }
   }
 
+  // Counts the call, then Get per id (so each id still goes through the fault modes).
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override {
+    ++get_manys;
+    return ChunkStore::GetMany(ids);
+  }
+  // Set `batches` to make the store ask its readers for batches, as a remote tier does.
+  bool PrefersBatches() const override { return batches; }
+
   void set_mode(Mode mode) {
     {
       std::lock_guard lock(mu_);
@@ -296,6 +304,8 @@ class FaultyStore : public ChunkStore {
 
   MemChunkStore inner;
   std::atomic<int> gets{0};
+  std::atomic<int> get_manys{0};
+  std::atomic<bool> batches{false};
   std::atomic<int> hanging{0};
   std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};
 

@@ -19,7 +19,7 @@ ChunkCache::Options CacheOptions(const MountOptions& o) {
   c.streaming_bytes =
       std::min(o.memory_cache_bytes, std::max(o.memory_cache_bytes / 4, 2 * o.prefetch_bytes));
   c.prefetch_threads = o.prefetch_bytes > 0 ? o.prefetch_threads : 0;
-  c.max_queued_prefetches = 1024;
+  c.max_queued_prefetches = 4096;
   c.fetch_threads = std::max(1, o.fetch_threads);
   return c;
 }

@@ -149,10 +149,14 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
   BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_batch_ids));
   // Streamed one record per provider call, so a response of many large chunks never sits in
   // memory whole. An I/O error mid-stream aborts the connection; the client sees a short body.
+  // A cache node's store (a NodeCache over the origin) answers a group of misses with one
+  // upstream request; a local store reads one chunk at a time.
   struct State {
     std::vector<Digest> ids;
     size_t next = 0;
     bool started = false;
+    BlobBatch group;          // blobs of ids [group_begin, group_begin + group.size())
+    size_t group_begin = 0;
   };
   auto st = std::make_shared<State>();
   st->ids = std::move(ids);
@@ -166,8 +170,25 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
       sent += sizeof kBatchMagic;
     }
     if (st->next < st->ids.size()) {
-      const Digest& id = st->ids[st->next++];
-      auto bytes = store_->Get(id);
+      constexpr size_t kGroupIds = 64;
+      size_t k = st->next++;
+      const Digest& id = st->ids[k];
+      if (store_->PrefersBatches() && k >= st->group_begin + st->group.size()) {
+        auto group = std::span<const Digest>(st->ids).subspan(
+            k, std::min(kGroupIds, st->ids.size() - k));
+        auto got = store_->GetMany(group);
+        st->group_begin = k;
+        // A failed group (a bad chunk in it) is read chunk by chunk below instead.
+        st->group = got ? std::move(*got) : BlobBatch{};
+      }
+      Result<std::vector<uint8_t>> bytes = Err(Status());
+      if (k < st->group_begin + st->group.size()) {
+        auto& blob = st->group[k - st->group_begin];
+        bytes = blob ? Result<std::vector<uint8_t>>(std::move(*blob))
+                     : Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+      } else {
+        bytes = store_->Get(id);
+      }
       if (!bytes && bytes.error().code() != StatusCode::kNotFound &&
           bytes.error().code() != StatusCode::kCorruption) {
         std::fprintf(stderr, "bdn serve: POST /v1/chunks/batch: %s\n",

@@ -175,21 +175,10 @@ Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
     if (!done[k]) rest.push_back(k);
   }
   if (rest.empty()) return out;
-  if (auto* remote = dynamic_cast<RemoteChunkStore*>(upstream_.get())) {
-    std::vector<Digest> want;
-    for (size_t k : rest) want.push_back(ids[k]);
-    BDN_ASSIGN_OR_RETURN(BlobBatch got, remote->GetBatch(want));
-    for (size_t j = 0; j < rest.size(); ++j) out[rest[j]] = std::move(got[j]);
-    return out;
-  }
-  for (size_t k : rest) {
-    auto r = upstream_->Get(ids[k]);
-    if (r) {
-      out[k] = std::move(*r);
-    } else if (r.error().code() != StatusCode::kNotFound) {
-      return Err(r.error());
-    }
-  }
+  std::vector<Digest> want;
+  for (size_t k : rest) want.push_back(ids[k]);
+  BDN_ASSIGN_OR_RETURN(BlobBatch got, upstream_->GetMany(want));
+  for (size_t j = 0; j < rest.size(); ++j) out[rest[j]] = std::move(got[j]);
   return out;
 }
 

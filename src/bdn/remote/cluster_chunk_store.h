@@ -66,9 +66,11 @@ class ClusterChunkStore : public ChunkStore {
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
 
   // Many chunks at once: one POST /v1/chunks/batch per chosen node, then the upstream for what
-  // the nodes did not deliver (its GetBatch if it is a RemoteChunkStore, else Get per id).
+  // the nodes did not deliver (its GetMany).
   // Result in request order; nullopt where the upstream lacks a chunk too.
   Result<BlobBatch> GetBatch(std::span<const Digest> ids);
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
+  bool PrefersBatches() const override { return true; }
 
   // Node indexes ordered by weight for `id`, highest (the owner) first. A pure function of the
   // URLs and the id.

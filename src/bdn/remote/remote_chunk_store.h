@@ -19,10 +19,6 @@ struct RemoteStoreOptions {
   size_t get_batch_ids = 1024;      // ids per POST /v1/chunks/batch (the API's maximum)
 };
 
-// Blobs of a batch read, in request order: the verified bytes, or nullopt where the store
-// lacks the blob.
-using BlobBatch = std::vector<std::optional<std::vector<uint8_t>>>;
-
 // Each call is one or a few HTTP requests on the shared client. Idempotent calls (all of them:
 // blobs are content-addressed) are retried on Unavailable per options.retry; NotFound,
 // Corruption and DeadlineExceeded are returned at once. Error messages are the server's for
@@ -53,6 +49,8 @@ class RemoteChunkStore : public ChunkStore {
   // does a malformed response: wrong magic, ids out of order, truncated record). Memory: the
   // whole answer of one request (up to 1024 blobs) is held at once.
   Result<BlobBatch> GetBatch(std::span<const Digest> ids);
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
+  bool PrefersBatches() const override { return true; }
 
   http::HttpClient& client() { return *client_; }
 

@@ -20,6 +20,22 @@ Result<std::vector<Digest>> ChunkStore::FindMissing(std::span<const Digest> ids)
   return missing;
 }
 
+Result<BlobBatch> ChunkStore::GetMany(std::span<const Digest> ids) {
+  BlobBatch out;
+  out.reserve(ids.size());
+  for (const Digest& id : ids) {
+    auto bytes = Get(id);
+    if (bytes) {
+      out.emplace_back(std::move(*bytes));
+    } else if (bytes.error().code() == StatusCode::kNotFound) {
+      out.emplace_back(std::nullopt);
+    } else {
+      return Err(bytes.error());
+    }
+  }
+  return out;
+}
+
 Status VerifyChunk(const Digest& id, std::span<const uint8_t> data) {
   Digest got = Digest::Of(data);
   if (got != id) {

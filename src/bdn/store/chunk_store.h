@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -15,6 +16,10 @@
 #include "bdn/digest/digest.h"
 
 namespace bdn {
+
+// Blobs of a batch read (ChunkStore::GetMany), in request order: the verified bytes, or nullopt
+// where the store lacks the blob.
+using BlobBatch = std::vector<std::optional<std::vector<uint8_t>>>;
 
 // Implementations must be thread-safe.
 class ChunkStore {
@@ -37,6 +42,18 @@ class ChunkStore {
   // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: digest mismatch …"
   // (the bytes are never returned); Internal on I/O errors.
   virtual Result<std::vector<uint8_t>> Get(const Digest& id) = 0;
+
+  // Many blobs at once, verified, in request order (nullopt where the store lacks one), so that
+  // a remote tier answers a whole read window in one request (POST /v1/chunks/batch) rather than
+  // one per chunk. Memory: every blob of the answer at once; callers bound `ids` (the mount asks
+  // for at most 16 MiB). Errors: as Get, except NotFound, which is a nullopt; one blob that
+  // fails verification fails the call (Corruption naming it). Default: Get per id.
+  virtual Result<BlobBatch> GetMany(std::span<const Digest> ids);
+
+  // Whether one GetMany of many blobs is much cheaper than as many Gets (a remote tier: one
+  // request instead of one per blob). Readers batch their fetches only for such stores; for a
+  // local disk, parallel Gets are faster. Default: false.
+  virtual bool PrefersBatches() const { return false; }
 
   // Makes every Put so far durable (e.g. syncfs). Default: nothing to do.
   virtual Status Sync() { return Status::Ok(); }
