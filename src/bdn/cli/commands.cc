@@ -310,6 +310,10 @@ Status Stat(Context& ctx, const std::string& text) {
   if (view->Resolve(*e).kind == EntryKind::kFile) {
     BDN_ASSIGN_OR_RETURN(auto fc, view->ChunksOf(*e));
     j["chunks"] = fc->chunks.size();
+    // The blob listing the chunks (docs/format.md, "Chunk index"), for tools that fetch them.
+    if (const Entry& f = view->Resolve(*e); f.layout == FileLayout::kIndexed) {
+      j["chunk_index"] = f.index.ToString();
+    }
   }
   if (ctx.json) {
     PrintJson(j);

@@ -28,12 +28,27 @@ std::string Lower(std::string_view s) {
 struct Sink {
   Response* response;
   uint64_t max_body_bytes;
+  const std::function<bool(std::span<const uint8_t>)>* on_body = nullptr;
+  CURL* handle = nullptr;
   bool too_large = false;
+  bool refused = false;
 };
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* sink = static_cast<Sink*>(user);
   auto* r = sink->response;
+  if (sink->on_body != nullptr && *sink->on_body) {
+    long code = 0;
+    curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && code < 300) {
+      try {
+        if ((*sink->on_body)({reinterpret_cast<const uint8_t*>(data), size * n})) return size * n;
+      } catch (...) {
+      }
+      sink->refused = true;
+      return 0;
+    }
+  }
   if (r->body.size() + size * n > sink->max_body_bytes) {
     sink->too_large = true;
     return 0;
@@ -204,7 +219,7 @@ Result<Response> HttpClient::Send(const Request& req) {
   // Reset clears the options of the previous request but keeps the connection open.
   curl_easy_reset(h);
   Response response;
-  Sink sink{&response, options_.max_response_bytes};
+  Sink sink{&response, options_.max_response_bytes, &req.on_body, h};
   char errbuf[CURL_ERROR_SIZE] = {0};
   const auto connect_timeout = req.connect_timeout.value_or(options_.connect_timeout);
   const auto deadline = req.deadline.value_or(options_.deadline);
@@ -273,6 +288,11 @@ Result<Response> HttpClient::Send(const Request& req) {
     return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
                              ": response larger than " +
                              std::to_string(options_.max_response_bytes) + " bytes"));
+  }
+  if (rc != CURLE_OK && sink.refused) {
+    curl_easy_cleanup(h);
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
+                             ": response body refused"));
   }
   if (rc != CURLE_OK) {
     Status s = TransportError(Name(), req, h, rc, errbuf, connect_timeout, deadline);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,12 @@ struct Request {
   // Override the client's defaults for this request.
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::optional<std::chrono::milliseconds> deadline;
+  // If set, the body of a 2xx response is handed to it piece by piece as it arrives, instead of
+  // being collected in Response::body (which then stays empty), so that a large response is
+  // never held whole. Returning false aborts the transfer: Send then fails with Internal
+  // "...: response body refused" (the callback keeps its own reason). Other statuses' bodies
+  // (the error JSON) are collected as usual.
+  std::function<bool(std::span<const uint8_t>)> on_body;
 };
 
 struct Response {

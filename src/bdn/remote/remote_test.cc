@@ -327,6 +327,60 @@ TEST(RemoteChunkStore, GetBatchRejectsAMalformedAnswer) {
             "origin " + s.url() + ": POST /v1/chunks/batch: truncated at chunk " + id.ToString());
 }
 
+TEST(RemoteChunkStore, GetBatchNamesWhatIsWrongWithAnAnswer) {
+  Digest id = IdOf(1);
+  Digest other = IdOf(2);
+  auto record = [](const Digest& d, uint8_t status, const std::string& bytes) {
+    std::string r(reinterpret_cast<const char*>(d.data()), Digest::kSize);
+    r += static_cast<char>(status);
+    uint32_t n = static_cast<uint32_t>(bytes.size());
+    for (int i = 0; i < 4; ++i) r += static_cast<char>((n >> (8 * i)) & 0xff);
+    return r + bytes;
+  };
+  struct Case {
+    std::string body;
+    std::string why;
+  };
+  const std::string missing = record(id, 1, "");
+  std::vector<Case> cases = {
+      {"XXXX" + missing, "no BDNB header"},
+      {"BD", "no BDNB header"},
+      {"BDNB" + record(other, 1, ""), "records out of order at chunk " + id.ToString()},
+      {"BDNB" + missing + "x", "trailing bytes"},
+      {"BDNB" + record(id, 7, ""), "unknown record status 7"},
+      {"BDNB" + record(id, 0, "abc").substr(0, 39), "truncated at chunk " + id.ToString()},
+  };
+  for (const Case& c : cases) {
+    TestServer s;
+    s.http().Post("/v1/chunks/batch", [&](const httplib::Request&, httplib::Response& res) {
+      res.set_content(c.body, "application/octet-stream");
+    });
+    s.Start();
+    RemoteChunkStore store(Client(s.url()));
+    auto r = store.GetBatch(std::span<const Digest>(&id, 1));
+    ASSERT_FALSE(r.has_value()) << c.why;
+    EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+    EXPECT_EQ(r.error().message(), "origin " + s.url() + ": POST /v1/chunks/batch: " + c.why);
+  }
+}
+
+TEST(RemoteChunkStore, GetBatchRefusesBytesThatDoNotMatchTheirId) {
+  Digest id = IdOf(1);
+  std::string body = "BDNB";
+  body.append(reinterpret_cast<const char*>(id.data()), Digest::kSize);
+  body += std::string("\0\3\0\0\0", 5) + "abc";
+  TestServer s;
+  s.http().Post("/v1/chunks/batch", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(body, "application/octet-stream");
+  });
+  s.Start();
+  RemoteChunkStore store(Client(s.url()));
+  auto r = store.GetBatch(std::span<const Digest>(&id, 1));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message(), "chunk " + id.ToString() + ": digest mismatch (bytes from origin " +
+                                     s.url() + " hash to " + Digest::Of(std::string_view("abc")).ToString() + ")");
+}
+
 TEST(RemoteChunkStore, ManyThreadsPutAndGetConcurrently) {
   FakeOrigin origin;
   origin.Start();
