@@ -1,5 +1,7 @@
 #include "bdn/base/thread_pool.h"
 
+#include <algorithm>
+
 namespace bdn {
 
 ThreadPool::ThreadPool(int threads, size_t max_queued) : max_queued_(max_queued ? max_queued : 1) {
@@ -42,6 +44,17 @@ void ThreadPool::Work() {
     not_full_.notify_one();
     fn();
   }
+}
+
+void ParallelFor(size_t n, size_t max_threads, const std::function<void(size_t)>& fn) {
+  size_t threads = std::max<size_t>(1, std::min(max_threads, n));
+  auto stride = [&](size_t first) {
+    for (size_t i = first; i < n; i += threads) fn(i);
+  };
+  std::vector<std::jthread> helpers;
+  helpers.reserve(threads - 1);
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(stride, t);
+  stride(0);
 }
 
 }  // namespace bdn

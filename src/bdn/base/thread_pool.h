@@ -45,4 +45,10 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+// Calls fn(i) for every i in [0, n) on up to `max_threads` threads (the caller's included),
+// each taking every max_threads-th index, and returns when all calls have. The threads live for
+// this call only, so a process that must not hold threads (before a fork) may use it. `fn` must
+// be thread-safe and must not throw.
+void ParallelFor(size_t n, size_t max_threads, const std::function<void(size_t)>& fn);
+
 }  // namespace bdn

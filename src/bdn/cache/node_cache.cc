@@ -14,11 +14,15 @@
 #include <string>
 #include <thread>
 
+#include "bdn/base/thread_pool.h"
+#include "bdn/store/atomic_file.h"
+
 namespace bdn {
 namespace fs = std::filesystem;
 
 struct NodeCache::Flight {
   std::condition_variable cv;
+  int waiters = 0;  // threads that joined; the result is kept for them only
   bool done = false;
   std::shared_ptr<const Result<std::vector<uint8_t>>> result;
 };
@@ -65,19 +69,6 @@ bool IsChunkFileName(const char* name) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return n == 2 * Digest::kSize;
-}
-
-Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& what) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what, errno);
-    }
-    off += static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 // Reads the whole file behind `fd` (of `size` bytes). Errors: Internal on I/O errors.
@@ -184,6 +175,8 @@ Result<std::vector<uint8_t>> NodeCache::Get(const Digest& id) {
     if (inserted) {
       it->second = std::make_shared<Flight>();
       leader = true;
+    } else {
+      ++it->second->waiters;
     }
     flight = it->second;
   }
@@ -212,7 +205,10 @@ void NodeCache::Finish(const Digest& id, const std::shared_ptr<Flight>& flight,
                        const Result<std::vector<uint8_t>>& result) {
   {
     std::lock_guard lock(mu_);
-    flight->result = std::make_shared<const Result<std::vector<uint8_t>>>(result);
+    // Joining happens under mu_ while the flight is in inflight_, so no waiter comes later.
+    if (flight->waiters > 0) {
+      flight->result = std::make_shared<const Result<std::vector<uint8_t>>>(result);
+    }
     flight->done = true;
     inflight_.erase(id);
   }
@@ -222,16 +218,7 @@ void NodeCache::Finish(const Digest& id, const std::shared_ptr<Flight>& flight,
 Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
   BlobBatch out(ids.size());
   // Hits first, read in parallel: a cold page cache makes each file a disk round trip.
-  {
-    constexpr size_t kReaders = 8;
-    size_t readers = std::min(kReaders, ids.size());
-    auto read_stride = [&](size_t first) {
-      for (size_t k = first; k < ids.size(); k += readers) out[k] = ReadCached(ids[k]);
-    };
-    std::vector<std::jthread> threads;
-    for (size_t r = 1; r < readers; ++r) threads.emplace_back(read_stride, r);
-    read_stride(0);
-  }
+  ParallelFor(ids.size(), 8, [&](size_t k) { out[k] = ReadCached(ids[k]); });
   // The misses: lead the fetch of those nobody else is fetching, join the others.
   std::vector<size_t> led;
   std::vector<std::shared_ptr<Flight>> led_flights;
@@ -248,6 +235,7 @@ Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
         led_flights.push_back(it->second);
       } else {
         ++counters_.joined;
+        ++it->second->waiters;
         joined.emplace_back(k, it->second);
       }
     }
@@ -272,12 +260,12 @@ Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
       } else if (got) {
         result = Err(NotFoundError("chunk " + want[j].ToString() + ": not in store"));
       }
+      Finish(want[j], led_flights[j], result);
       if (result) {
-        out[led[j]] = *result;
+        out[led[j]] = std::move(*result);
       } else if (result.error().code() != StatusCode::kNotFound && !first_error) {
         first_error = result.error();
       }
-      Finish(want[j], led_flights[j], result);
     }
   }
   for (auto& [k, flight] : joined) {
@@ -373,53 +361,37 @@ Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
   if (charged > static_cast<int64_t>(options_.capacity_bytes)) return Status::Ok();
   MakeRoom(charged);
   const std::string what = "chunk " + id.ToString();
-  static std::atomic<uint64_t> counter{0};
-  fs::path tmp = options_.dir / "tmp" /
-                 (id.Hex() + "." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(what + ": create " + tmp.string(), errno);
-  Status s = WriteAll(fd, data, what + ": write " + tmp.string());
   // A chunk evicted from probation a short while ago and wanted again goes straight to the
   // promoted set (S3-FIFO's ghost queue).
   int subdir = SubdirOf(id);
   bool probation = !state_->WasEvicted(id);
-  int64_t now = NowNs();
-  timespec times[2] = {ToTimespec(now), ToTimespec(probation ? now : now - kPromotedMtimeLagNs)};
-  if (s.ok() && ::futimens(fd, times) != 0) s = ErrnoError(what + ": set times", errno);
-  if (::close(fd) != 0 && s.ok()) s = ErrnoError(what + ": close", errno);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  // Charged before it becomes visible, so a crash in between overcounts (safe) rather than
-  // under.
   auto charge = [&](int64_t sign) {
     state_->AddBytes(subdir, sign * charged);
     if (probation) state_->AddProbationBytes(subdir, sign * charged);
   };
-  charge(+1);
-  fs::path final_path = PathOf(id);
-  int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE);
-  if (rc != 0 && errno == ENOENT) {
-    // The fan-out directory is created on first use.
-    ::mkdir(final_path.parent_path().c_str(), 0755);
-    rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE);
-  }
-  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
-    // A file system without RENAME_NOREPLACE: link() never replaces either.
-    rc = ::link(tmp.c_str(), final_path.c_str());
-    int err = errno;
-    ::unlink(tmp.c_str());
-    errno = err;
-  }
-  if (rc != 0) {
-    int err = errno;
-    charge(-1);
-    ::unlink(tmp.c_str());
-    // EEXIST: another thread or process stored it first; its file counts, not ours.
-    if (err != EEXIST) return ErrnoError(what + ": rename into " + final_path.string(), err);
-  }
-  return Status::Ok();
+  bool counted = false;
+  auto written = WriteFileAtomically(
+      PathOf(id), data, what,
+      {.tmp_dir = options_.dir / "tmp",
+       .existing = ExistingFile::kKeep,
+       .before_close =
+           [&](int fd) {
+             int64_t now = NowNs();
+             timespec times[2] = {ToTimespec(now),
+                                  ToTimespec(probation ? now : now - kPromotedMtimeLagNs)};
+             if (::futimens(fd, times) != 0) return ErrnoError(what + ": set times", errno);
+             return Status::Ok();
+           },
+       // Charged before it becomes visible, so a crash in between overcounts (safe) rather
+       // than under.
+       .before_rename =
+           [&] {
+             charge(+1);
+             counted = true;
+           }});
+  // kAlreadyExisted: another thread or process stored it first; its file counts, not ours.
+  if (counted && !(written && *written == WriteOutcome::kWritten)) charge(-1);
+  return written ? Status::Ok() : written.error();
 }
 
 void NodeCache::MakeRoom(int64_t incoming) {

@@ -30,75 +30,44 @@ constexpr auto kReadTimeout = std::chrono::seconds(3);
 constexpr auto kPatientTimeout = std::chrono::seconds(60);
 constexpr uint64_t kPiece = 64 << 10;
 
-// pread with O_DIRECT (past the page cache, so the daemon answers); returns the bytes or sets
-// `err` to errno.
-std::string DirectRead(const fs::path& file, uint64_t offset, size_t length, int* err) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_DIRECT);
-  if (fd < 0) {
-    *err = errno;
-    return "";
-  }
-  void* buf = std::aligned_alloc(4096, (length + 4095) / 4096 * 4096);
-  ssize_t n = ::pread(fd, buf, length, static_cast<off_t>(offset));
-  *err = n < 0 ? errno : 0;
-  std::string out(static_cast<char*>(buf), n > 0 ? static_cast<size_t>(n) : 0);
-  std::free(buf);
-  ::close(fd);
-  return out;
-}
-
-class NodeCacheMountTest : public ::testing::Test {
+// store_ plays the origin.
+class NodeCacheMountTest : public FaultyStoreMountTest {
  protected:
   void SetUp() override {
-    if (!FuseAvailable()) GTEST_SKIP() << "/dev/fuse is not usable here";
-    VersionBuilder b(*origin_);
+    FaultyStoreMountTest::SetUp();
+    if (IsSkipped()) return;
+    VersionBuilder b(*store_);
     b.File("model.bin", RandomBytes(8 << 20, 21), 0644, {kPiece});
     b.File("config.json", "{\"hidden\": 4096}\n");
     digest_ = b.Finish();
     contents_ = b.contents;
     chunks_ = b.chunk_lists.at("model.bin");
-    mountpoint_ = dir_.path() / "mnt";
-    fs::create_directories(mountpoint_);
   }
 
   // A NodeCache on the shared directory, a view through it, and a mount of that view.
   Status Mount(uint64_t cache_bytes, std::chrono::milliseconds read_timeout = kReadTimeout) {
     auto cache =
-        NodeCache::Open(origin_, {.dir = dir_.path() / "cache", .capacity_bytes = cache_bytes});
+        NodeCache::Open(store_, {.dir = dir_.path() / "cache", .capacity_bytes = cache_bytes});
     if (!cache) return cache.error();
     cache_ = std::shared_ptr<NodeCache>(std::move(*cache));
     auto view = VersionView::Open(cache_, digest_);
     if (!view) return view.error();
     MountOptions options;
-    options.mountpoint = mountpoint_;
     options.memory_cache_bytes = 256 << 10;  // small: reads reach the node cache
     options.read_timeout = read_timeout;
-    mount_ = std::make_unique<InProcessMount>();
-    return mount_->Start(*view, options);
+    return StartMount(*view, options);
   }
 
   Status Unmount() {
-    Status s = mount_->Stop();
-    mount_.reset();
+    Status s = StopMount();
     cache_.reset();
     return s;
   }
 
-  void TearDown() override {
-    origin_->set_mode(FaultyStore::Mode::kNormal);
-    if (mount_) {
-      EXPECT_TRUE(Unmount().ok());
-    }
-  }
-
-  TempDir dir_;
-  std::shared_ptr<FaultyStore> origin_ = std::make_shared<FaultyStore>();
   Digest digest_;
   std::map<std::string, std::string> contents_;
   std::vector<ChunkRef> chunks_;
-  fs::path mountpoint_;
   std::shared_ptr<NodeCache> cache_;
-  std::unique_ptr<InProcessMount> mount_;
 };
 
 TEST_F(NodeCacheMountTest, AVolumeLargerThanTheCacheReadsCorrectly) {
@@ -132,7 +101,7 @@ TEST_F(NodeCacheMountTest, CachedChunksStayReadableWhileTheOriginIsDown) {
   ASSERT_GE(kept, 0);
   ASSERT_GE(evicted, 0);
 
-  origin_->set_mode(FaultyStore::Mode::kUnavailable);
+  store_->set_mode(FaultyStore::Mode::kUnavailable);
   const std::string& want = contents_.at("model.bin");
   std::string got = DirectRead(mountpoint_ / "model.bin", kept * kPiece, kPiece, &err);
   EXPECT_EQ(err, 0);
@@ -145,7 +114,7 @@ TEST_F(NodeCacheMountTest, CachedChunksStayReadableWhileTheOriginIsDown) {
   EXPECT_LT(elapsed, kReadTimeout + std::chrono::seconds(3));
 
   // The origin comes back: the same read works, with no remount.
-  origin_->set_mode(FaultyStore::Mode::kNormal);
+  store_->set_mode(FaultyStore::Mode::kNormal);
   got = DirectRead(mountpoint_ / "model.bin", evicted * kPiece, kPiece, &err);
   EXPECT_EQ(err, 0);
   EXPECT_TRUE(got == want.substr(evicted * kPiece, kPiece));
@@ -161,7 +130,7 @@ TEST_F(NodeCacheMountTest, ARemountReadsWhatTheNodeCacheKeptWithTheOriginDown) {
 
   // A new daemon (a new NodeCache on the same directory) while the origin is away: the
   // manifest, the chunk index and the chunks read before come from the node cache.
-  origin_->set_mode(FaultyStore::Mode::kUnavailable);
+  store_->set_mode(FaultyStore::Mode::kUnavailable);
   Status s = Mount(64 << 20);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(DirectRead(mountpoint_ / "config.json", 0, 4096, &err), contents_.at("config.json"));

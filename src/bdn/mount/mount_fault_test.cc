@@ -33,27 +33,11 @@ constexpr size_t kPiece = 64 << 10;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// One O_DIRECT pread (so the daemon answers, not the page cache). Returns the bytes; `err` gets
-// errno (0 on success).
-std::string DirectRead(const fs::path& file, uint64_t offset, size_t length, int* err) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_DIRECT);
-  if (fd < 0) {
-    *err = errno;
-    return "";
-  }
-  void* buf = std::aligned_alloc(4096, (length + 4095) / 4096 * 4096);
-  ssize_t n = ::pread(fd, buf, length, static_cast<off_t>(offset));
-  *err = n < 0 ? errno : 0;
-  std::string out(static_cast<char*>(buf), n > 0 ? static_cast<size_t>(n) : 0);
-  std::free(buf);
-  ::close(fd);
-  return out;
-}
-
-class MountFaultTest : public ::testing::Test {
+class MountFaultTest : public FaultyStoreMountTest {
  protected:
   void SetUp() override {
-    if (!FuseAvailable()) GTEST_SKIP() << "/dev/fuse is not usable here";
+    FaultyStoreMountTest::SetUp();
+    if (IsSkipped()) return;
     VersionBuilder b(*store_);
     b.Dir("a");
     b.File("a/warm.bin", RandomBytes(600'000, 31), 0644, {kPiece});
@@ -65,28 +49,16 @@ class MountFaultTest : public ::testing::Test {
     b.Symlink("link", "a/warm.bin");
     digest_ = b.Finish();
     contents_ = b.contents;
-    mountpoint_ = dir_.path() / "mnt";
-    fs::create_directories(mountpoint_);
-  }
-
-  void TearDown() override {
-    // Let hanging fetches return, or the mount's threads cannot be joined.
-    store_->set_mode(Mode::kNormal);
-    if (mounted_) {
-      EXPECT_TRUE(mount_.Stop().ok());
-    }
   }
 
   void Mount(bool prefetch_indexes = true) {
     auto view = VersionView::Open(store_, digest_);
     ASSERT_TRUE(view.has_value()) << view.error().ToString();
     MountOptions options;
-    options.mountpoint = mountpoint_;
     options.read_timeout = kReadTimeout;
     options.prefetch_indexes = prefetch_indexes;
-    Status s = mount_.Start(*view, options);
+    Status s = StartMount(*view, options);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    mounted_ = true;
     // The manifest, then (in the background) the three chunk indexes: let the loader finish so
     // that it does not take a fault meant for a test's read.
     for (int i = 0; prefetch_indexes && i < 500 && store_->gets < 4; ++i) {
@@ -113,13 +85,8 @@ class MountFaultTest : public ::testing::Test {
     return Clock::now() - t0;
   }
 
-  TempDir dir_;
-  std::shared_ptr<FaultyStore> store_ = std::make_shared<FaultyStore>();
   Digest digest_;
   std::map<std::string, std::string> contents_;
-  fs::path mountpoint_;
-  InProcessMount mount_;
-  bool mounted_ = false;
 };
 
 TEST_F(MountFaultTest, ReadOfAnUnreachableChunkFailsWithinTheDeadlineAndMetadataAnswers) {

@@ -1,6 +1,6 @@
 // Helpers for tests that mount hand-built versions for real: a version builder, a private
-// temporary directory, ServeMount run on a thread of the test process, and a store whose
-// faults the test controls. Test-only.
+// temporary directory, ServeMount run on a thread of the test process, a store whose faults the
+// test controls, and a fixture that mounts over such a store. Test-only.
 #pragma once
 
 #include <dirent.h>
@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -219,6 +221,23 @@ inline std::string ReadWholeFile(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// One pread with O_DIRECT (past the page cache, so the daemon answers). Returns the bytes; `err`
+// gets errno (0 on success).
+inline std::string DirectRead(const fs::path& file, uint64_t offset, size_t length, int* err) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  void* buf = std::aligned_alloc(4096, (length + 4095) / 4096 * 4096);
+  ssize_t n = ::pread(fd, buf, length, static_cast<off_t>(offset));
+  *err = n < 0 ? errno : 0;
+  std::string out(static_cast<char*>(buf), n > 0 ? static_cast<size_t>(n) : 0);
+  std::free(buf);
+  ::close(fd);
+  return out;
+}
+
 inline std::set<std::string> ListDir(const fs::path& p) {
   std::set<std::string> names;
   DIR* d = ::opendir(p.c_str());
@@ -314,6 +333,49 @@ class FaultyStore : public ChunkStore {
   std::condition_variable cv_;
   Mode mode_ = Mode::kNormal;
   int fail_next_ = 0;
+};
+
+// A fixture for tests that mount versions held by a FaultyStore: skipped where /dev/fuse is not
+// usable; each test gets a private directory with an empty mountpoint; at the end the store is set
+// back to normal (so that hanging fetches return and the mount's threads can be joined) and the
+// mount, if any, is stopped and must end cleanly. A subclass's SetUp calls this SetUp first and
+// returns if IsSkipped().
+class FaultyStoreMountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FuseAvailable()) GTEST_SKIP() << "/dev/fuse is not usable here";
+    mountpoint_ = dir_.path() / "mnt";
+    fs::create_directories(mountpoint_);
+  }
+
+  void TearDown() override {
+    store_->set_mode(FaultyStore::Mode::kNormal);
+    if (mount_) {
+      EXPECT_TRUE(StopMount().ok());
+    }
+  }
+
+  // Mounts `view` at mountpoint_ (which `options.mountpoint` is set to) and waits until the mount
+  // is ready. A failed start leaves nothing to stop.
+  Status StartMount(std::shared_ptr<VersionView> view, MountOptions options) {
+    options.mountpoint = mountpoint_;
+    mount_ = std::make_unique<InProcessMount>();
+    Status s = mount_->Start(std::move(view), std::move(options));
+    if (!s.ok()) mount_.reset();
+    return s;
+  }
+
+  // Unmounts and returns ServeMount's status.
+  Status StopMount() {
+    Status s = mount_->Stop();
+    mount_.reset();
+    return s;
+  }
+
+  TempDir dir_;
+  std::shared_ptr<FaultyStore> store_ = std::make_shared<FaultyStore>();
+  fs::path mountpoint_;
+  std::unique_ptr<InProcessMount> mount_;
 };
 
 }  // namespace bdn::mount_testing

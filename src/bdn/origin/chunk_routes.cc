@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "bdn/origin/origin.h"
-#include "bdn/origin/records_json.h"
+#include "bdn/origin/request_json.h"
 
 namespace bdn::origin {
 namespace {

@@ -7,7 +7,8 @@
 
 #include <cerrno>
 
-#include "bdn/origin/records_json.h"
+#include "bdn/api/records_json.h"
+#include "bdn/origin/request_json.h"
 
 namespace bdn::origin {
 
@@ -122,7 +123,7 @@ void Origin::RegisterKeys() {
                                          ": no \"admin\" scope for namespace \"" + *ns + "\"");
           }
           BDN_ASSIGN_OR_RETURN(CreatedKey created, keys_->Create(*ns, std::move(scopes)));
-          json out = KeyJson(created.key);
+          json out = api::KeyToJson(created.key);
           out["token"] = created.token;
           http::SetJson(res, out.dump(), 201);
           return Status::Ok();
@@ -133,7 +134,7 @@ void Origin::RegisterKeys() {
           BDN_ASSIGN_OR_RETURN(auto all, keys_->List());
           json list = json::array();
           for (const ApiKey& k : all) {
-            if (me.Allows(Scope::kAdmin, k.ns)) list.push_back(KeyJson(k));
+            if (me.Allows(Scope::kAdmin, k.ns)) list.push_back(api::KeyToJson(k));
           }
           http::SetJson(res, json{{"keys", list}}.dump());
           return Status::Ok();

@@ -2,9 +2,10 @@
 // tags, and push claims (docs/http-api.md, "Registry" and "Push claims").
 #include <algorithm>
 
+#include "bdn/api/records_json.h"
 #include "bdn/format/ref.h"
 #include "bdn/origin/origin.h"
-#include "bdn/origin/records_json.h"
+#include "bdn/origin/request_json.h"
 #include "bdn/origin/version_check.h"
 
 namespace bdn::origin {
@@ -81,7 +82,7 @@ void Origin::RegisterRegistry() {
           BDN_RETURN_IF_ERROR(ValidateName("namespace", ns));
           BDN_ASSIGN_OR_RETURN(auto volumes, registry_->ListVolumes(ns));
           json list = json::array();
-          for (const auto& v : volumes) list.push_back(VolumeJson(v));
+          for (const auto& v : volumes) list.push_back(api::VolumeToJson(v));
           Reply(res, {{"volumes", list}});
           return Status::Ok();
         });
@@ -89,7 +90,7 @@ void Origin::RegisterRegistry() {
         [this](Req req, Res res, const ApiKey&) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           BDN_ASSIGN_OR_RETURN(auto v, registry_->GetVolume(p.ns, p.volume));
-          Reply(res, VolumeJson(v));
+          Reply(res, api::VolumeToJson(v));
           return Status::Ok();
         });
   Route("GET", vol + "/versions", "/v1/volumes/{ns}/{vol}/versions", pull,
@@ -103,7 +104,7 @@ void Origin::RegisterRegistry() {
           bool include = flag == "1" || flag == "true";
           BDN_ASSIGN_OR_RETURN(auto versions, registry_->ListVersions(p.ns, p.volume, include));
           json list = json::array();
-          for (const auto& v : versions) list.push_back(VersionJson(v));
+          for (const auto& v : versions) list.push_back(api::VersionToJson(v));
           Reply(res, {{"versions", list}});
           return Status::Ok();
         });
@@ -112,7 +113,7 @@ void Origin::RegisterRegistry() {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           BDN_ASSIGN_OR_RETURN(Digest d, FullDigestOf(req.matches[3].str()));
           BDN_ASSIGN_OR_RETURN(auto v, registry_->GetVersion(p.ns, p.volume, d));
-          Reply(res, VersionJson(v));
+          Reply(res, api::VersionToJson(v));
           return Status::Ok();
         });
   Route("GET", vol + "/find", "/v1/volumes/{ns}/{vol}/find", pull,
@@ -178,7 +179,7 @@ Status Origin::Commit(const httplib::Request& req, httplib::Response& res, const
   BDN_ASSIGN_OR_RETURN(c.stats, CheckVersionStored(*store_, c.digest));
   BDN_RETURN_IF_ERROR(store_->Sync());
   BDN_ASSIGN_OR_RETURN(CommitResult r, registry_->Commit(c));
-  Reply(res, CommitResultJson(r));
+  Reply(res, api::CommitResultToJson(r));
   return Status::Ok();
 }
 

@@ -1,19 +1,23 @@
-// Tests for RemoteRegistry and the registry JSON forms, against a fake origin whose registry
-// endpoints forward to a real SqliteRegistry: records round-trip, errors arrive verbatim, and
-// push claims are renewed, released, and refuse a second pusher.
+// Tests for RemoteRegistry, against a fake origin whose registry endpoints forward to a real
+// SqliteRegistry: records round-trip through the API, errors arrive verbatim, and push claims are
+// renewed, released, and refuse a second pusher. The JSON codec itself: api/records_json_test.cc.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 
+#include "bdn/api/records_json.h"
 #include "bdn/remote/fake_origin_test_util.h"
-#include "bdn/remote/registry_json.h"
 #include "bdn/remote/remote_registry.h"
 
 namespace bdn::remote {
 namespace {
 
 using namespace std::chrono_literals;
+using api::CommitRequestFromJson;
+using api::CommitResultToJson;
+using api::VersionToJson;
+using api::VolumeToJson;
 using nlohmann::json;
 using testing::SendError;
 using testing::TestServer;
@@ -191,39 +195,6 @@ CommitRequest Req(int i, std::vector<std::string> tags = {}) {
           .stats = {3, 300, 9, 5},
           .source_uri = "file:///src",
           .tags = std::move(tags)};
-}
-
-TEST(RegistryJson, RecordsRoundTrip) {
-  VersionRecord v{.ns = "w",
-                  .volume = "x",
-                  .digest = D(1),
-                  .sequence = 4,
-                  .lifecycle = Lifecycle::kDeleted,
-                  .created_unix_ms = 10,
-                  .deleted_unix_ms = 20,
-                  .delete_after_unix_ms = 30,
-                  .stats = {1, 2, 3, 4},
-                  .source_uri = "hf://a/b",
-                  .tags = {"prod"},
-                  .is_head = true};
-  auto v2 = VersionFromJson(VersionToJson(v));
-  ASSERT_TRUE(v2.has_value()) << v2.error().message();
-  EXPECT_EQ(VersionToJson(*v2), VersionToJson(v));
-  VolumeRecord vol{.ns = "w",
-                   .name = "x",
-                   .head = D(2),
-                   .sequence = 7,
-                   .tags = {{"a", D(3)}},
-                   .live_versions = 2,
-                   .deleted_versions = 1,
-                   .created_unix_ms = 5};
-  auto vol2 = VolumeFromJson(VolumeToJson(vol));
-  ASSERT_TRUE(vol2.has_value());
-  EXPECT_EQ(VolumeToJson(*vol2), VolumeToJson(vol));
-  EXPECT_EQ(VolumeToJson(vol)["head"], D(2).Hex()) << "digests are bare hex";
-  auto bad = VersionFromJson(json{{"namespace", "w"}});
-  ASSERT_FALSE(bad.has_value());
-  EXPECT_EQ(bad.error().message(), "volume: missing");
 }
 
 TEST(RemoteRegistry, CommitsAndReadsBackThroughTheApi) {

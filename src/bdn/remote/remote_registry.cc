@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "bdn/remote/registry_json.h"
+#include "bdn/api/records_json.h"
 
 namespace bdn::remote {
 namespace {
@@ -205,13 +205,13 @@ Result<std::vector<std::string>> RemoteRegistry::ListNamespaces() {
 Result<std::vector<VolumeRecord>> RemoteRegistry::ListVolumes(const std::string& ns) {
   const std::string path = "/v1/namespaces/" + Escape(ns) + "/volumes";
   BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
-  return ListOf<VolumeRecord>(*client_, "GET " + path, j, "volumes", VolumeFromJson);
+  return ListOf<VolumeRecord>(*client_, "GET " + path, j, "volumes", api::VolumeFromJson);
 }
 
 Result<VolumeRecord> RemoteRegistry::GetVolume(const std::string& ns, const std::string& volume) {
   const std::string path = VolumePath(ns, volume);
   BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
-  auto v = VolumeFromJson(j);
+  auto v = api::VolumeFromJson(j);
   if (!v) return Err(Malformed(*client_, "GET " + path, v.error()));
   return v;
 }
@@ -222,14 +222,14 @@ Result<std::vector<VersionRecord>> RemoteRegistry::ListVersions(const std::strin
   const std::string path =
       VolumePath(ns, volume) + "/versions?include_deleted=" + (include_deleted ? "1" : "0");
   BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
-  return ListOf<VersionRecord>(*client_, "GET " + path, j, "versions", VersionFromJson);
+  return ListOf<VersionRecord>(*client_, "GET " + path, j, "versions", api::VersionFromJson);
 }
 
 Result<VersionRecord> RemoteRegistry::GetVersion(const std::string& ns, const std::string& volume,
                                                  const Digest& digest) {
   const std::string path = VolumePath(ns, volume) + "/versions/" + digest.Hex();
   BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
-  auto v = VersionFromJson(j);
+  auto v = api::VersionFromJson(j);
   if (!v) return Err(Malformed(*client_, "GET " + path, v.error()));
   return v;
 }
@@ -262,9 +262,9 @@ Result<CommitResult> RemoteRegistry::Commit(const CommitRequest& req) {
   }
   const std::string path = VolumePath(req.ns, req.volume) + "/commit";
   BDN_ASSIGN_OR_RETURN(http::Response r,
-                       client_->PostJson(path, CommitRequestToJson(req, claim).dump()));
+                       client_->PostJson(path, api::CommitRequestToJson(req, claim).dump()));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
-  auto result = CommitResultFromJson(j);
+  auto result = api::CommitResultFromJson(j);
   if (!result) return Err(Malformed(*client_, "POST " + path, result.error()));
   return result;
 }

@@ -5,8 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
+
+#include "bdn/store/atomic_file.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -76,21 +77,6 @@ Result<bool> LocalChunkStore::Contains(const Digest& id) {
   return Err(ErrnoError("chunk " + id.ToString(), errno));
 }
 
-namespace {
-Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& what) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what, errno);
-    }
-    off += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-}  // namespace
-
 Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   if (Status s = VerifyChunk(id, data); !s.ok()) {
     return InvalidArgumentError("chunk " + id.ToString() + ": bytes do not match the id");
@@ -98,30 +84,16 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   fs::path final_path = PathOf(id);
   struct stat st;
   if (::stat(final_path.c_str(), &st) == 0) return Status::Ok();
-  static std::atomic<uint64_t> counter{0};
-  fs::path tmp = root_ / "tmp" /
-                 (id.Hex() + "." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("chunk " + id.ToString() + ": create " + tmp.string(), errno);
-  Status s = WriteAll(fd, data, "chunk " + id.ToString() + ": write " + tmp.string());
-  // Start writeback now so the Sync() before a commit finds little left to write.
-  if (s.ok() && durability_ == Durability::kSyncfs) {
-    ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  AtomicWriteOptions options{.tmp_dir = root_ / "tmp"};
+  if (durability_ == Durability::kSyncfs) {
+    // Start writeback now so the Sync() before a commit finds little left to write.
+    options.before_close = [](int fd) {
+      ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+      return Status::Ok();
+    };
   }
-  if (::close(fd) != 0 && s.ok()) s = ErrnoError("chunk " + id.ToString() + ": close", errno);
-  if (s.ok() && ::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    if (errno == ENOENT) {
-      // The fan-out directory is created on first use.
-      ::mkdir(final_path.parent_path().c_str(), 0755);
-      if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-        s = ErrnoError("chunk " + id.ToString() + ": rename", errno);
-      }
-    } else {
-      s = ErrnoError("chunk " + id.ToString() + ": rename", errno);
-    }
-  }
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  auto written = WriteFileAtomically(final_path, data, "chunk " + id.ToString(), options);
+  return written ? Status::Ok() : written.error();
 }
 
 Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {

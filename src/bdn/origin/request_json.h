@@ -1,5 +1,5 @@
-// The JSON the origin sends and reads (docs/http-api.md, "Registry" and "Keys"): registry
-// records, commit results, keys, and the small request bodies. Digests are bare 64-hex strings.
+// Readers of the origin's JSON request bodies (docs/http-api.md). The records it answers with
+// are encoded by the shared codec, bdn/api/records_json.h. Digests are bare 64-hex strings.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,16 +9,9 @@
 #include <vector>
 
 #include "bdn/base/status.h"
-#include "bdn/registry/key_store.h"
-#include "bdn/registry/registry.h"
+#include "bdn/digest/digest.h"
 
 namespace bdn::origin {
-
-nlohmann::json VolumeJson(const VolumeRecord& v);
-nlohmann::json VersionJson(const VersionRecord& v);
-nlohmann::json CommitResultJson(const CommitResult& r);
-// {"id", "namespace", "scopes", "created_unix_ms", "revoked"}.
-nlohmann::json KeyJson(const ApiKey& k);
 
 // Parses a request body as a JSON object. Errors: InvalidArgument "request body: <why>".
 Result<nlohmann::json> ParseBody(std::string_view body);

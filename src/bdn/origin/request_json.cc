@@ -1,59 +1,9 @@
-// JSON encoders and request-body field readers of the origin.
-#include "bdn/origin/records_json.h"
+// Request-body field readers of the origin.
+#include "bdn/origin/request_json.h"
 
 namespace bdn::origin {
 
 using nlohmann::json;
-
-json VolumeJson(const VolumeRecord& v) {
-  json tags = json::object();
-  for (const auto& [name, d] : v.tags) tags[name] = d.Hex();
-  return {{"namespace", v.ns},
-          {"volume", v.name},
-          {"head", v.head ? json(v.head->Hex()) : json(nullptr)},
-          {"sequence", v.sequence},
-          {"tags", tags},
-          {"live_versions", v.live_versions},
-          {"deleted_versions", v.deleted_versions},
-          {"created_unix_ms", v.created_unix_ms}};
-}
-
-json VersionJson(const VersionRecord& v) {
-  json j = {{"namespace", v.ns},
-            {"volume", v.volume},
-            {"digest", v.digest.Hex()},
-            {"sequence", v.sequence},
-            {"lifecycle", std::string(LifecycleName(v.lifecycle))},
-            {"created_unix_ms", v.created_unix_ms},
-            {"stats",
-             {{"files", v.stats.files},
-              {"bytes", v.stats.bytes},
-              {"chunks", v.stats.chunks},
-              {"entries", v.stats.entries}}},
-            {"source_uri", v.source_uri},
-            {"tags", v.tags},
-            {"is_head", v.is_head}};
-  if (v.deleted_unix_ms) j["deleted_unix_ms"] = *v.deleted_unix_ms;
-  if (v.delete_after_unix_ms) j["delete_after_unix_ms"] = *v.delete_after_unix_ms;
-  return j;
-}
-
-json CommitResultJson(const CommitResult& r) {
-  return {{"sequence", r.sequence},
-          {"unchanged", r.unchanged},
-          {"head_updated", r.head_updated},
-          {"tags_applied", r.tags_applied}};
-}
-
-json KeyJson(const ApiKey& k) {
-  json scopes = json::array();
-  for (Scope s : k.scopes) scopes.push_back(std::string(ScopeName(s)));
-  return {{"id", k.id},
-          {"namespace", k.ns},
-          {"scopes", scopes},
-          {"created_unix_ms", k.created_unix_ms},
-          {"revoked", k.revoked}};
-}
 
 Result<json> ParseBody(std::string_view body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);

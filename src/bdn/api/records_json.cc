@@ -1,6 +1,7 @@
-#include "bdn/remote/registry_json.h"
+// The one JSON codec of registry and key records (see records_json.h).
+#include "bdn/api/records_json.h"
 
-namespace bdn::remote {
+namespace bdn::api {
 namespace {
 
 using nlohmann::json;
@@ -89,6 +90,16 @@ json CommitResultToJson(const CommitResult& r) {
           {"tags_applied", r.tags_applied}};
 }
 
+json KeyToJson(const ApiKey& k) {
+  json scopes = json::array();
+  for (Scope s : k.scopes) scopes.push_back(std::string(ScopeName(s)));
+  return {{"id", k.id},
+          {"namespace", k.ns},
+          {"scopes", scopes},
+          {"created_unix_ms", k.created_unix_ms},
+          {"revoked", k.revoked}};
+}
+
 Result<VersionStats> StatsFromJson(const json& j) {
   VersionStats s;
   BDN_ASSIGN_OR_RETURN(s.files, Field<uint64_t>(j, "files"));
@@ -173,4 +184,4 @@ Result<CommitResult> CommitResultFromJson(const json& j) {
   return r;
 }
 
-}  // namespace bdn::remote
+}  // namespace bdn::api

@@ -1,5 +1,6 @@
-// JSON forms of the registry records as docs/http-api.md ("Registry") defines them, shared by
-// the remote client and anything that serves or fakes the API. Digests are bare 64-hex strings.
+// The JSON forms of the registry and key records as docs/http-api.md ("Registry", "Keys") defines
+// them: the one codec of the origin that serves them, the remote client that reads them, and the
+// test fakes of the API. Digests are bare 64-hex strings.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -7,9 +8,10 @@
 #include <string>
 
 #include "bdn/base/status.h"
+#include "bdn/registry/key_store.h"
 #include "bdn/registry/registry.h"
 
-namespace bdn::remote {
+namespace bdn::api {
 
 // {"files", "bytes", "chunks", "entries"}.
 nlohmann::json StatsToJson(const VersionStats& s);
@@ -25,15 +27,18 @@ nlohmann::json CommitRequestToJson(const CommitRequest& req,
                                    const std::optional<std::string>& claim);
 // {"sequence", "unchanged", "head_updated", "tags_applied"}.
 nlohmann::json CommitResultToJson(const CommitResult& r);
+// {"id", "namespace", "scopes": [name], "created_unix_ms", "revoked"}; never the secret.
+nlohmann::json KeyToJson(const ApiKey& k);
 
-// The inverses. Errors: InvalidArgument "<field>: <what is wrong>" for a missing field, a
-// wrong type or a malformed digest.
+// The inverses (keys have none: no client reads them back). Errors: InvalidArgument
+// "<field>: <what is wrong>" for a missing field, a wrong type or a malformed digest, e.g.
+// "volume: missing", "lifecycle: unknown value \"X\"", "tags: not an object".
 Result<VersionStats> StatsFromJson(const nlohmann::json& j);
 Result<VolumeRecord> VolumeFromJson(const nlohmann::json& j);
 Result<VersionRecord> VersionFromJson(const nlohmann::json& j);
-// Fills everything but ns and volume; `claim` receives the claim id if one is given.
+// Fills everything but ns and volume; `claim` (if not null) receives the claim id, or nullopt.
 Result<CommitRequest> CommitRequestFromJson(const nlohmann::json& j,
                                             std::optional<std::string>* claim);
 Result<CommitResult> CommitResultFromJson(const nlohmann::json& j);
 
-}  // namespace bdn::remote
+}  // namespace bdn::api
