@@ -129,6 +129,53 @@ struct CacheServeArgs {
   int threads = 64;
 };
 
+// Exports the NodeCache's counters (NodeCacheStats) as bdn_cache_* metrics, sampled at each
+// scrape (docs/http-api.md).
+void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache) {
+  using T = http::Metrics::Type;
+  struct Counter {
+    const char* name;
+    const char* help;
+    uint64_t NodeCacheStats::*field;
+  };
+  static constexpr Counter kCounters[] = {
+      {"bdn_cache_hits_total", "Chunk reads served from the cache directory.",
+       &NodeCacheStats::hits},
+      {"bdn_cache_misses_total", "Chunk reads not found in the cache directory.",
+       &NodeCacheStats::misses},
+      {"bdn_cache_joined_total", "Misses that waited for a fetch already under way.",
+       &NodeCacheStats::joined},
+      {"bdn_cache_upstream_fetches_total", "Upstream Get and batch calls.",
+       &NodeCacheStats::upstream_fetches},
+      {"bdn_cache_upstream_errors_total",
+       "Upstream calls that failed or returned bytes not matching the id.",
+       &NodeCacheStats::upstream_errors},
+      {"bdn_cache_hit_bytes_total", "Bytes served from the cache directory.",
+       &NodeCacheStats::hit_bytes},
+      {"bdn_cache_fetched_bytes_total", "Bytes of successful upstream fetches.",
+       &NodeCacheStats::fetched_bytes},
+      {"bdn_cache_evictions_total", "Chunk files evicted to make room.",
+       &NodeCacheStats::evictions},
+      {"bdn_cache_evicted_bytes_total", "Accounted bytes of evicted chunk files.",
+       &NodeCacheStats::evicted_bytes},
+      {"bdn_cache_corrupt_dropped_total", "Cached chunk files that failed verification.",
+       &NodeCacheStats::corrupt_dropped},
+      {"bdn_cache_write_errors_total", "Chunks that could not be written to the cache.",
+       &NodeCacheStats::write_errors},
+  };
+  for (const Counter& c : kCounters) m.Declare(c.name, T::kCounter, c.help);
+  m.Declare("bdn_cache_bytes", T::kGauge, "Accounted bytes in the cache directory.");
+  m.Declare("bdn_cache_probation_bytes", T::kGauge, "Of which chunks never re-read (probation).");
+  m.Declare("bdn_cache_capacity_bytes", T::kGauge, "Bound of the cache (--cache-size).");
+  m.OnScrape([cache = std::move(cache)](http::Metrics& out) {
+    NodeCacheStats s = cache->stats();
+    for (const Counter& c : kCounters) out.Set(c.name, {}, static_cast<double>(s.*c.field));
+    out.Set("bdn_cache_bytes", {}, static_cast<double>(s.cached_bytes));
+    out.Set("bdn_cache_probation_bytes", {}, static_cast<double>(s.probation_bytes));
+    out.Set("bdn_cache_capacity_bytes", {}, static_cast<double>(cache->options().capacity_bytes));
+  });
+}
+
 // Serves chunk GET and batch from a NodeCache over the origin: each chunk is fetched from the
 // origin once (concurrent misses share one fetch) and kept on disk within --cache-size.
 Status CacheServe(const CacheServeArgs& args, const std::string& home) {
@@ -147,7 +194,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   NodeCacheOptions nopts;
   nopts.dir = dir;
   nopts.capacity_bytes = size;
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> cache, NodeCache::Open(upstream, nopts));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<NodeCache> cache, NodeCache::Open(upstream, nopts));
 
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -164,6 +211,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   server_options.threads = args.threads;
   http::Server server(server_options);
   node.Register(server);
+  ExportCacheMetrics(server.metrics(), cache);
   BDN_RETURN_IF_ERROR(server.Start());
   std::fprintf(stderr, "bdn cache serve: upstream %s, cache %s (%s)\nlistening on %s\n",
                args.upstream.c_str(), dir.c_str(), args.cache_size.c_str(), server.url().c_str());

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Origin + two in-cluster cache nodes + a mount, all real processes on 127.0.0.1: bytes read back
-# equal b3sum; the origin serves each chunk to the cluster about once; a chunk corrupted on a
-# cache node's disk is never served (the reader still gets correct bytes); a dead cache node is
-# skipped for the origin.
+# equal b3sum; a cache node's /metrics counts its hits and misses; the origin serves each chunk
+# to the cluster about once; a chunk corrupted on a cache node's disk is never served (the reader
+# still gets correct bytes); a dead cache node is skipped for the origin.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
@@ -23,6 +23,21 @@ printf 'config\n' > "$WORK/src/config.json"
 ref=$("$BDN" volume push "$WORK/src" bdn:test/cluster)
 (cd "$WORK/src" && b3sum w.bin config.json) > "$WORK/sums"
 
+step "a cache node's /metrics counts its node cache: a chunk read twice is one miss, then one hit"
+id=$(b3sum --no-names "$WORK/src/config.json")  # a one-chunk file: its digest is its chunk's id
+h0=$(metric "$C1" bdn_cache_hits_total); m0=$(metric "$C1" bdn_cache_misses_total)
+f0=$(metric "$C1" bdn_cache_upstream_fetches_total)
+for _ in 1 2; do
+  curl -sf "$C1/v1/chunks/$id" | cmp - "$WORK/src/config.json" || fail "chunk from cache node 1"
+done
+assert_eq 1 "$(( $(metric "$C1" bdn_cache_misses_total) - m0 ))" "cache misses after two reads"
+assert_eq 1 "$(( $(metric "$C1" bdn_cache_hits_total) - h0 ))" "cache hits after two reads"
+assert_eq 1 "$(( $(metric "$C1" bdn_cache_upstream_fetches_total) - f0 ))" "upstream fetches"
+assert_eq 7 "$(metric "$C1" bdn_cache_hit_bytes_total)" "hit bytes"
+[ "$(metric "$C1" bdn_cache_bytes)" -ge 4096 ] || fail "bdn_cache_bytes does not count the chunk"
+assert_eq 1073741824 "$(metric "$C1" bdn_cache_capacity_bytes)" "bdn_cache_capacity_bytes"
+curl -sf "$C1/metrics" | grep -q '^# TYPE bdn_cache_bytes gauge$' || fail "bdn_cache_bytes is not a gauge"
+
 step "mount through the cluster: bytes match, the origin serves each chunk about once"
 sent0=$(metric "$ORIGIN" bdn_chunk_bytes_sent_total)
 "$BDN" volume mount "$ref" "$WORK/mnt1" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc1" >/dev/null
@@ -37,6 +52,7 @@ echo "origin sent $sent chunk bytes for two mounts of a 24 MB volume"
 [ "$sent" -lt 26500000 ] || fail "origin sent $sent bytes: the cache tier did not absorb the second mount"
 hits=$(( $(metric "$C1" bdn_cache_hits_total) + $(metric "$C2" bdn_cache_hits_total) ))
 echo "cache node hits: $hits"
+[ "$hits" -gt 100 ] || fail "the cache nodes counted $hits hits for the second mount's reads"
 "$BDN" volume umount "$WORK/mnt1" >/dev/null; "$BDN" volume umount "$WORK/mnt2" >/dev/null
 
 step "a chunk corrupted on a cache node's disk is never served"

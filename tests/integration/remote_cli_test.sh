@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every volume command through a real `bdn serve` origin (--remote): push, ls, stat, versions,
 # tag, pull, cat, diff, verify, mount; bytes compared with b3sum/cmp; an unchanged re-push sends
-# no chunk bytes (by its JSON and by the server's metrics); a second concurrent pusher gets
+# no chunk bytes (by its JSON and by the server's metrics); pull, cat and verify fetch chunks in
+# batches (far fewer requests than chunks); a second concurrent pusher gets
 # "push in progress"; errors read the same as the embedded store's.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
@@ -83,6 +84,25 @@ assert_contains "$err" ": sequence is $seq, expected 1"
 step "diff"
 diff_out=$("$BDN" volume diff "$ref" "$ref2")
 assert_contains "$diff_out" "sub/a.txt"
+
+step "pull, cat and verify of a 12 MB file read its chunks in batches: far fewer requests than chunks"
+# requests: all requests the origin has answered (this scrape not included).
+requests() {
+  curl -sf "$URL/metrics" | awk '/^bdn_http_requests_total\{/ {s += $2} END {print s + 0}'
+}
+chunks=$("$BDN" --json volume stat "$ref/big.bin" | json_field chunks)
+for op in pull cat verify; do
+  r0=$(requests)
+  case $op in
+    pull) "$BDN" volume pull "$ref/big.bin" "$WORK/pulled-big" --strip-prefix >/dev/null
+          cmp "$WORK/pulled-big/big.bin" "$WORK/src/big.bin" || fail "pull of big.bin" ;;
+    cat) "$BDN" volume cat "$ref/big.bin" | cmp - "$WORK/src/big.bin" || fail "cat of big.bin" ;;
+    verify) "$BDN" volume verify "$ref" >/dev/null ;;
+  esac
+  n=$(( $(requests) - r0 - 1 ))
+  echo "$op of big.bin ($chunks chunks): $n origin requests"
+  [ "$n" -lt $(( chunks / 8 )) ] || fail "$op made $n requests for $chunks chunks"
+done
 
 step "pull and verify"
 "$BDN" volume pull bdn:test/remote:prod "$WORK/pulled" >/dev/null

@@ -225,7 +225,16 @@ double Metrics::Value(const std::string& name, const Labels& labels) const {
   return s == f->second.samples.end() ? 0 : s->second.value;
 }
 
-std::string Metrics::Render() const {
+void Metrics::OnScrape(std::function<void(Metrics&)> sample) {
+  std::lock_guard lock(scrape_mu_);
+  on_scrape_.push_back(std::move(sample));
+}
+
+std::string Metrics::Render() {
+  {
+    std::lock_guard scrape_lock(scrape_mu_);
+    for (const auto& sample : on_scrape_) sample(*this);
+  }
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {

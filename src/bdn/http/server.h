@@ -76,8 +76,13 @@ class Metrics {
   void Observe(const std::string& name, const Labels& labels, double value);
   // The value of a counter or gauge sample (0 if it does not exist); for tests.
   double Value(const std::string& name, const Labels& labels) const;
-  // All families, in name order, in the text format.
-  std::string Render() const;
+  // Registers `sample`, run at the start of every Render (each scrape), in registration order,
+  // to Set samples whose values live elsewhere (a cache's counters, a queue's length). It runs
+  // on the scraping thread without this object's lock held, so it may call Declare/Add/Set, but
+  // not Render.
+  void OnScrape(std::function<void(Metrics&)> sample);
+  // Runs the OnScrape functions, then renders all families, in name order, in the text format.
+  std::string Render();
 
  private:
   struct Sample {
@@ -95,6 +100,8 @@ class Metrics {
 
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
+  std::mutex scrape_mu_;  // guards on_scrape_ (not held with mu_)
+  std::vector<std::function<void(Metrics&)>> on_scrape_;
 };
 
 struct ServerOptions {

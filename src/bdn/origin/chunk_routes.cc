@@ -149,8 +149,9 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
   BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_batch_ids));
   // Streamed one record per provider call, so a response of many large chunks never sits in
   // memory whole. An I/O error mid-stream aborts the connection; the client sees a short body.
-  // A cache node's store (a NodeCache over the origin) answers a group of misses with one
-  // upstream request; a local store reads one chunk at a time.
+  // Chunks are read a group at a time with GetMany: a local store reads a group's files in
+  // parallel (cold disks answer several reads at once), a cache node's store (a NodeCache over
+  // the origin) fetches a group's misses with one upstream request.
   struct State {
     std::vector<Digest> ids;
     size_t next = 0;
@@ -170,12 +171,13 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
       sent += sizeof kBatchMagic;
     }
     if (st->next < st->ids.size()) {
-      constexpr size_t kGroupIds = 64;
+      // Memory: a group is at most 64 x 256 KiB (a cache node) or 16 x 256 KiB per request.
+      const size_t group_ids = store_->PrefersBatches() ? 64 : 16;
       size_t k = st->next++;
       const Digest& id = st->ids[k];
-      if (store_->PrefersBatches() && k >= st->group_begin + st->group.size()) {
+      if (k >= st->group_begin + st->group.size()) {
         auto group = std::span<const Digest>(st->ids).subspan(
-            k, std::min(kGroupIds, st->ids.size() - k));
+            k, std::min(group_ids, st->ids.size() - k));
         auto got = store_->GetMany(group);
         st->group_begin = k;
         // A failed group (a bad chunk in it) is read chunk by chunk below instead.

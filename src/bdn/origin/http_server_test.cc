@@ -156,6 +156,17 @@ TEST(HttpMetrics, RendersCountersAndHistograms) {
             "x_total{route=\"/a\\\"b\"} 3\n");
 }
 
+TEST(HttpMetrics, OnScrapeSamplesValuesAtEachRender) {
+  Metrics m;
+  m.Declare("c_bytes", Metrics::Type::kGauge, "Bytes held.");
+  int calls = 0;
+  m.OnScrape([&](Metrics& mm) { mm.Set("c_bytes", {}, ++calls * 10); });
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(m.Render(), "# HELP c_bytes Bytes held.\n# TYPE c_bytes gauge\nc_bytes 10\n");
+  EXPECT_EQ(m.Render(), "# HELP c_bytes Bytes held.\n# TYPE c_bytes gauge\nc_bytes 20\n");
+  EXPECT_EQ(m.Value("c_bytes", {}), 20);
+}
+
 TEST(HttpServer, ExceptionsBecome500AndRangesAreLeftToHandlers) {
   ServerOptions o;
   o.listen = "127.0.0.1:0";

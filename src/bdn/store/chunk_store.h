@@ -77,6 +77,9 @@ class LocalChunkStore : public ChunkStore {
   Result<bool> Contains(const Digest& id) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  // Get per id, by up to 8 threads at once (a cold page cache makes each file a disk round
+  // trip); the server answers a batch request with it.
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   Status Sync() override;
 
   // Where the blob `id` lives (whether or not it exists).

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 #include <type_traits>
@@ -170,6 +171,40 @@ TYPED_TEST(ChunkStoreTest, PutWithWrongIdIsRefusedAndStoresNothing) {
   auto got = this->store_->Get(wrong);
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error().code(), StatusCode::kNotFound);
+}
+
+TYPED_TEST(ChunkStoreTest, GetManyAnswersInOrderWithMissingBlobsAsNullopt) {
+  std::vector<Digest> ids;
+  std::vector<std::optional<std::vector<uint8_t>>> want;
+  for (uint64_t i = 0; i < 40; ++i) {
+    std::vector<uint8_t> data = RandomBytes(1000 + i * 37, 100 + i);
+    ids.push_back(Digest::Of(data));
+    if (i % 7 == 3) {
+      want.emplace_back(std::nullopt);
+    } else {
+      ASSERT_TRUE(this->store_->Put(ids.back(), data).ok());
+      want.emplace_back(std::move(data));
+    }
+  }
+  auto got = this->store_->GetMany(ids);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, want);
+  EXPECT_TRUE(this->store_->GetMany({})->empty());
+}
+
+TYPED_TEST(ChunkStoreTest, GetManyFailsOnACorruptBlobNamingIt) {
+  std::vector<Digest> ids;
+  for (uint64_t i = 0; i < 5; ++i) {
+    std::vector<uint8_t> data = RandomBytes(5000, 200 + i);
+    ids.push_back(Digest::Of(data));
+    ASSERT_TRUE(this->store_->Put(ids.back(), data).ok());
+  }
+  TypeParam::FlipByte(this->store_.get(), ids[2], 10);
+  auto got = this->store_->GetMany(ids);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(got.error().message().starts_with("chunk " + ids[2].ToString() + ": digest mismatch"))
+      << got.error().message();
 }
 
 TYPED_TEST(ChunkStoreTest, CorruptedBytesAreNeverReturned) {

@@ -1,5 +1,6 @@
 #include "bdn/volume/compare.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -57,7 +58,8 @@ Result<DiffResult> DiffVersions(const VersionView& a, const VersionView& b) {
   return out;
 }
 
-Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs) {
+Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
+                                   const ChunkReaderOptions& reads) {
   VerifyResult out;
   std::mutex mu;
   std::unordered_set<Digest> checked;
@@ -65,6 +67,7 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs) {
     std::lock_guard lock(mu);
     out.problems.push_back({path, id, s});
   };
+  ChunkReader reader(view.store(), reads);  // outlives the pool below
   auto check_file = [&](const Entry& e) -> Status {
     std::shared_ptr<const FileChunks> fc;
     if (auto r = view.ChunksOf(e); r) {
@@ -75,24 +78,26 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs) {
     }
     Blake3Hasher whole;
     bool complete = true;
-    for (const auto& c : fc->chunks) {
-      auto bytes = view.store().Get(c.id);
-      if (!bytes) {
-        if (bytes.error().code() != StatusCode::kNotFound &&
-            bytes.error().code() != StatusCode::kCorruption) {
-          return bytes.error();
-        }
-        note(e.path, c.id, bytes.error());
-        complete = false;
-        continue;
-      }
-      whole.Update(*bytes);
-      std::lock_guard lock(mu);
-      if (checked.insert(c.id).second) {
-        ++out.chunks;
-        out.bytes += bytes->size();
-      }
-    }
+    BDN_RETURN_IF_ERROR(
+        reader.Read(fc->chunks, [&](size_t i, Result<std::vector<uint8_t>> bytes) -> Status {
+          const Digest& id = fc->chunks[i].id;
+          if (!bytes) {
+            if (bytes.error().code() != StatusCode::kNotFound &&
+                bytes.error().code() != StatusCode::kCorruption) {
+              return bytes.error();
+            }
+            note(e.path, id, bytes.error());
+            complete = false;
+            return Status::Ok();
+          }
+          whole.Update(*bytes);
+          std::lock_guard lock(mu);
+          if (checked.insert(id).second) {
+            ++out.chunks;
+            out.bytes += bytes->size();
+          }
+          return Status::Ok();
+        }));
     if (complete && whole.Finalize() != e.digest) {
       note(e.path, e.digest,
            CorruptionError("file \"" + e.path + "\": content does not match its digest " +
@@ -113,8 +118,9 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs) {
     if (!s.ok() && first.ok()) first = s;
   }
   if (!first.ok()) return Err(first);
-  std::sort(out.problems.begin(), out.problems.end(),
-            [](const VerifyProblem& x, const VerifyProblem& y) { return x.path < y.path; });
+  // Stable: a file's problems stay in chunk order.
+  std::stable_sort(out.problems.begin(), out.problems.end(),
+                   [](const VerifyProblem& x, const VerifyProblem& y) { return x.path < y.path; });
   return out;
 }
 

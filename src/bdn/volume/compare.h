@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bdn/base/status.h"
+#include "bdn/volume/chunk_reader.h"
 #include "bdn/volume/version_view.h"
 
 namespace bdn {
@@ -35,8 +36,11 @@ struct VerifyResult {
 };
 
 // Re-reads and re-hashes every chunk of every file (each distinct chunk once) and each file's
-// whole-content digest. Problems are collected, not returned as errors; the Result fails only on
-// errors that stop the walk (e.g. I/O other than NotFound/Corruption).
-Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs);
+// whole-content digest, `jobs` files at once (0 = all cores); from a store that prefers batches,
+// the chunks are read in batches (bounded by `reads`). Problems are collected, not returned as
+// errors; the Result fails only on errors that stop the walk (e.g. I/O other than
+// NotFound/Corruption).
+Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
+                                   const ChunkReaderOptions& reads = {});
 
 }  // namespace bdn

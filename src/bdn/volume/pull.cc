@@ -81,7 +81,8 @@ Status CheckNoSymlinkInPath(const fs::path& dest, const std::string& rel) {
 
 }  // namespace
 
-Status CatFile(const VersionView& view, const std::string& path, int fd) {
+Status CatFile(const VersionView& view, const std::string& path, int fd,
+               const ChunkReaderOptions& reads) {
   const Entry* e = view.Find(path);
   if (!e) return NotFoundError("path \"" + path + "\": not in version " + view.digest().ToString());
   const Entry& f = view.Resolve(*e);
@@ -90,12 +91,11 @@ Status CatFile(const VersionView& view, const std::string& path, int fd) {
                                 ", not a file");
   }
   BDN_ASSIGN_OR_RETURN(auto fc, view.ChunksOf(f));
-  for (const auto& c : fc->chunks) {
-    auto bytes = view.store().Get(c.id);
+  ChunkReader reader(view.store(), reads);
+  return reader.Read(fc->chunks, [&](size_t, Result<std::vector<uint8_t>> bytes) -> Status {
     if (!bytes) return bytes.error().WithPrefix("file \"" + path + "\"");
-    BDN_RETURN_IF_ERROR(WriteAll(fd, bytes->data(), bytes->size(), "stdout"));
-  }
-  return Status::Ok();
+    return WriteAll(fd, bytes->data(), bytes->size(), "stdout");
+  });
 }
 
 Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const PullOptions& options,
@@ -216,6 +216,8 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     if (e->kind == EntryKind::kFile) files.push_back(e);
   }
   for (const Entry& e : detached) files.push_back(&e);
+  // Declared before the pool below, so that it outlives the tasks that read through it.
+  ChunkReader reader(view.store(), options.reads);
   auto write_file = [&](const Entry& e) -> Result<bool> {
     std::string rel = local(e.path);
     fs::path p = dest / rel;
@@ -253,7 +255,8 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
       return Err(ConflictError("file \"" + p.string() + "\": another pull is writing it"));
     }
     struct stat partial;
-    uint64_t resumable = ::fstat(fd, &partial) == 0 ? static_cast<uint64_t>(partial.st_size) : 0;
+    const uint64_t partial_bytes =
+        ::fstat(fd, &partial) == 0 ? static_cast<uint64_t>(partial.st_size) : 0;
     // On failure the partial file stays: the next pull of this version resumes from it.
     auto fail = [&](Status s) {
       ::close(fd);
@@ -261,45 +264,56 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     };
     auto fc = view.ChunksOf(e);
     if (!fc) return fail(fc.error());
+    const std::vector<ChunkRef>& chunks = (*fc)->chunks;
     Blake3Hasher h;
     uint64_t off = 0;
+    // The leading chunks already in the partial file are kept if they hash to their ids; from
+    // the first that does not, everything is fetched and rewritten.
+    size_t first_fetch = 0;
     std::vector<uint8_t> have;
-    for (const auto& c : (*fc)->chunks) {
-      // A chunk already in the partial file is kept if it hashes to its id.
-      if (off + c.size_bytes <= resumable) {
-        have.resize(c.size_bytes);
-        if (::pread(fd, have.data(), have.size(), static_cast<off_t>(off)) ==
-                static_cast<ssize_t>(have.size()) &&
-            Digest::Of(have) == c.id) {
-          h.Update(have);
-          off += c.size_bytes;
-          if (counters) counters->bytes_done += c.size_bytes;
-          continue;
-        }
-        resumable = off;  // from here on, rewrite
+    for (; first_fetch < chunks.size(); ++first_fetch) {
+      const ChunkRef& c = chunks[first_fetch];
+      if (off + c.size_bytes > partial_bytes) break;
+      have.resize(c.size_bytes);
+      if (::pread(fd, have.data(), have.size(), static_cast<off_t>(off)) !=
+              static_cast<ssize_t>(have.size()) ||
+          Digest::Of(have) != c.id) {
+        break;
       }
-      auto bytes = view.store().Get(c.id);
-      if (!bytes) return fail(bytes.error().WithPrefix("file \"" + e.path + "\""));
-      h.Update(*bytes);
-      if (!AllZero(*bytes)) {
-        size_t done = 0;
-        while (done < bytes->size()) {
-          ssize_t n = ::pwrite(fd, bytes->data() + done, bytes->size() - done,
-                               static_cast<off_t>(off + done));
-          if (n < 0) {
-            if (errno == EINTR) continue;
-            return fail(ErrnoError("file \"" + tmp.string() + "\"", errno));
-          }
-          done += static_cast<size_t>(n);
-        }
-      } else if (off < resumable) {
-        // An all-zero chunk over old partial bytes: punch it out (reads as zeros, stays sparse).
-        ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
-                    static_cast<off_t>(bytes->size()));
-      }
-      off += bytes->size();
-      if (counters) counters->bytes_done += bytes->size();
+      h.Update(have);
+      off += c.size_bytes;
+      if (counters) counters->bytes_done += c.size_bytes;
     }
+    Status read = reader.Read(
+        std::span(chunks).subspan(first_fetch),
+        [&](size_t, Result<std::vector<uint8_t>> bytes) -> Status {
+          if (!bytes) return bytes.error().WithPrefix("file \"" + e.path + "\"");
+          h.Update(*bytes);
+          // An all-zero chunk is left a hole; over old partial bytes (kept or not: those after
+          // the first mismatch may hold anything) it is punched out, or written where the file
+          // system cannot punch.
+          const bool write =
+              !AllZero(*bytes) ||
+              (off < partial_bytes &&
+               ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
+                           static_cast<off_t>(bytes->size())) != 0);
+          if (write) {
+            size_t done = 0;
+            while (done < bytes->size()) {
+              ssize_t n = ::pwrite(fd, bytes->data() + done, bytes->size() - done,
+                                   static_cast<off_t>(off + done));
+              if (n < 0) {
+                if (errno == EINTR) continue;
+                return ErrnoError("file \"" + tmp.string() + "\"", errno);
+              }
+              done += static_cast<size_t>(n);
+            }
+          }
+          off += bytes->size();
+          if (counters) counters->bytes_done += bytes->size();
+          return Status::Ok();
+        });
+    if (!read.ok()) return fail(std::move(read));
     if (h.Finalize() != e.digest) {
       return fail(CorruptionError("file \"" + e.path + "\": content does not match its digest " +
                                   e.digest.ToString()));

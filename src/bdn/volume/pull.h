@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bdn/base/status.h"
+#include "bdn/volume/chunk_reader.h"
 #include "bdn/volume/push.h"
 #include "bdn/volume/version_view.h"
 
@@ -17,7 +18,8 @@ struct PullOptions {
   std::vector<std::string> includes;  // if non-empty, only these paths (and their subtrees)
   enum class Layout { kFullPaths, kStripPrefix } layout = Layout::kFullPaths;
   enum class Existing { kRefuse, kOverwrite } existing = Existing::kRefuse;
-  int jobs = 0;
+  int jobs = 0;              // files written at once; 0 = all cores
+  ChunkReaderOptions reads;  // batching of chunk reads from a store that prefers batches
 };
 
 struct PullResult {
@@ -29,7 +31,10 @@ struct PullResult {
 // Writes the selected entries under `dest` (created if missing): directories, files (every chunk
 // verified, written to a temporary name and renamed, all-zero chunks left as holes), symlinks
 // (target verbatim, never followed) and hardlinks; then permission bits. A file already at its
-// place with the right size and BLAKE3 is kept, so an interrupted pull resumes.
+// place with the right size and BLAKE3 is kept, so an interrupted pull resumes (chunks already in
+// its .bdn-partial-<digest> file that hash to their ids are kept too). Up to options.jobs files
+// are written at once; from a store that prefers batches (a remote tier) their chunks are read in
+// batches (ChunkReader, bounded by options.reads), else one Get per chunk.
 // Layout kFullPaths puts entry "a/b" at dest/a/b; kStripPrefix drops options.path from the front.
 // Errors: NotFound "path \"p\": not in bdn:…"; AlreadyExists "file \"dest/x\": exists with other
 // content (use --overwrite)"; FailedPrecondition "path \"dest/x\": a symlink is in the way" (never
@@ -37,8 +42,11 @@ struct PullResult {
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
 
-// Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk.
-// Errors: NotFound for a missing path, InvalidArgument for a non-file, store errors.
-Status CatFile(const VersionView& view, const std::string& path, int fd);
+// Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk; from a store that
+// prefers batches, the chunks are read in batches a few ahead of the writes (bounded by `reads`).
+// Errors: NotFound for a missing path, InvalidArgument for a non-file, store errors (prefixed
+// "file \"path\"", naming the chunk).
+Status CatFile(const VersionView& view, const std::string& path, int fd,
+               const ChunkReaderOptions& reads = {});
 
 }  // namespace bdn

@@ -1,11 +1,14 @@
 // Tests of the volume operations against the in-memory store and a real SQLite registry.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
@@ -15,6 +18,43 @@
 namespace bdn {
 namespace {
 namespace fs = std::filesystem;
+
+// A store in front of a MemChunkStore that counts Get and GetMany calls, can claim to prefer
+// batches (as a remote tier does), and can lack chunks (Get: NotFound; GetMany: nullopt).
+class CountingStore : public ChunkStore {
+ public:
+  CountingStore(std::shared_ptr<MemChunkStore> inner, bool batches)
+      : inner_(std::move(inner)), batches_(batches) {}
+  Result<bool> Contains(const Digest& id) override { return inner_->Contains(id); }
+  Status Put(const Digest& id, std::span<const uint8_t> data) override {
+    return inner_->Put(id, data);
+  }
+  Result<std::vector<uint8_t>> Get(const Digest& id) override {
+    ++gets;
+    if (missing.contains(id))
+      return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+    return inner_->Get(id);
+  }
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override {
+    ++get_manys;
+    ids_in_batches += ids.size();
+    BDN_ASSIGN_OR_RETURN(BlobBatch got, inner_->GetMany(ids));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (missing.contains(ids[i])) got[i].reset();
+    }
+    return got;
+  }
+  bool PrefersBatches() const override { return batches_; }
+
+  std::set<Digest> missing;  // set before reading
+  std::atomic<int> gets{0};
+  std::atomic<int> get_manys{0};
+  std::atomic<size_t> ids_in_batches{0};
+
+ private:
+  std::shared_ptr<MemChunkStore> inner_;
+  bool batches_;
+};
 
 class VolumeTest : public ::testing::Test {
  protected:
@@ -49,6 +89,22 @@ class VolumeTest : public ::testing::Test {
   Digest Fake(const std::string& hex_prefix) {
     std::string hex = hex_prefix + std::string(64 - hex_prefix.size(), '0');
     return *Digest::Parse(hex);
+  }
+
+  static std::string ReadFile(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // CatFile into a file; its bytes, or the error.
+  Result<std::string> Cat(const VersionView& view, const std::string& path,
+                          const ChunkReaderOptions& reads = {}) {
+    fs::path out = dir_ / "cat.out";
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Err(InternalError("open cat.out"));
+    Status s = CatFile(view, path, fd, reads);
+    ::close(fd);
+    if (!s.ok()) return Err(s);
+    return ReadFile(out);
   }
 
   fs::path dir_;
@@ -175,6 +231,166 @@ TEST_F(VolumeTest, SecondConcurrentPushIsRefused) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
   EXPECT_EQ(r.error().message().rfind("volume bdn:test/v: push in progress", 0), 0u);
+}
+
+// Pull, cat and verify from a store that prefers batches (a remote tier) fetch a file's chunks
+// with a few GetMany calls, not a Get per chunk, and write the same bytes as from a local store.
+TEST_F(VolumeTest, BatchingStoreReadsInFewBatchesWithIdenticalBytes) {
+  Write("a/big.bin", Random(6'000'000, 11));
+  Write("a/mid.bin", Random(3'000'000, 12));
+  Write("a/small.txt", "hello");
+  for (int i = 0; i < 5; ++i) Write("s/f" + std::to_string(i), Random(1000 + i, 20 + i));
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value()) << pushed.error().message();
+  const uint64_t chunks = pushed->stats.chunks;
+  ASSERT_GT(chunks, 100u);
+
+  auto plain = *VersionView::Open(store_, pushed->ref.digest);
+  auto local = Pull(*plain, dir_ / "local", PullOptions{}, nullptr);
+  ASSERT_TRUE(local.has_value()) << local.error().message();
+
+  auto counting = std::make_shared<CountingStore>(store_, /*batches=*/true);
+  auto view = *VersionView::Open(counting, pushed->ref.digest);
+  int gets_before = counting->gets;  // the manifest
+  auto pulled = Pull(*view, dir_ / "batched", PullOptions{}, nullptr);
+  ASSERT_TRUE(pulled.has_value()) << pulled.error().message();
+  EXPECT_EQ(pulled->files_written, local->files_written);
+  for (const char* f : {"a/big.bin", "a/mid.bin", "a/small.txt", "s/f0", "s/f4"}) {
+    EXPECT_EQ(ReadFile(dir_ / "batched" / f), ReadFile(dir_ / "local" / f)) << f;
+  }
+  EXPECT_EQ(ReadFile(dir_ / "batched/a/big.bin"), Random(6'000'000, 11));
+  // At most one batch per file (each is under 16 MiB); Gets only for the two chunk indexes.
+  EXPECT_LE(counting->get_manys, 8);
+  EXPECT_EQ(counting->gets - gets_before, 2);
+  EXPECT_EQ(counting->ids_in_batches, chunks);
+
+  counting->get_manys = 0;
+  counting->gets = 0;
+  auto cat = Cat(*view, "a/big.bin");
+  ASSERT_TRUE(cat.has_value()) << cat.error().message();
+  EXPECT_EQ(*cat, Random(6'000'000, 11));
+  EXPECT_EQ(counting->get_manys, 1);
+  EXPECT_EQ(counting->gets, 0);  // the chunk index is cached in the view
+
+  counting->get_manys = 0;
+  auto batched_verify = VerifyVersion(*view, 4);
+  auto local_verify = VerifyVersion(*plain, 4);
+  ASSERT_TRUE(batched_verify.has_value() && local_verify.has_value());
+  EXPECT_TRUE(batched_verify->problems.empty());
+  EXPECT_EQ(batched_verify->chunks, local_verify->chunks);
+  EXPECT_EQ(batched_verify->bytes, local_verify->bytes);
+  EXPECT_LE(counting->get_manys, 8);
+
+  // Small batches, several in flight at once, several files at once: still the same bytes, in
+  // order, and each chunk asked for once.
+  counting->get_manys = 0;
+  counting->ids_in_batches = 0;
+  PullOptions small;
+  small.jobs = 3;
+  small.reads.max_batch_bytes = 256 << 10;
+  small.reads.max_pending_bytes = 1 << 20;
+  auto again = Pull(*view, dir_ / "small-batches", small, nullptr);
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_EQ(ReadFile(dir_ / "small-batches/a/big.bin"), Random(6'000'000, 11));
+  EXPECT_EQ(ReadFile(dir_ / "small-batches/a/mid.bin"), Random(3'000'000, 12));
+  EXPECT_EQ(ReadFile(dir_ / "small-batches/s/f3"), Random(1003, 23));
+  EXPECT_GE(counting->get_manys, 9'000'000 / (256 << 10));
+  EXPECT_EQ(counting->ids_in_batches, chunks);
+  auto small_cat = Cat(*view, "a/mid.bin", small.reads);
+  ASSERT_TRUE(small_cat.has_value());
+  EXPECT_EQ(*small_cat, Random(3'000'000, 12));
+}
+
+// A chunk that is missing or corrupt in a batch gives the same error (naming the chunk and the
+// file) as the per-chunk path, and the pull resumes from the chunks written before it.
+TEST_F(VolumeTest, BadChunkInBatchGivesTheSameErrorAsPerChunkReads) {
+  Write("w.bin", Random(2'000'000, 5));
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto fc = *(*VersionView::Open(store_, pushed->ref.digest))
+                 ->ChunksOf(*(*VersionView::Open(store_, pushed->ref.digest))->Find("w.bin"));
+  ASSERT_GT(fc->chunks.size(), 10u);
+  const Digest gone = fc->chunks[3].id;
+  const Digest bad = fc->chunks[7].id;
+
+  struct Outcome {
+    std::string pull, cat;
+    std::vector<std::pair<Digest, std::string>> problems;
+  };
+  auto run = [&](bool batches, const std::string& out) {
+    auto store = std::make_shared<CountingStore>(store_, batches);
+    store->missing.insert(gone);
+    auto view = *VersionView::Open(store, pushed->ref.digest);
+    Outcome o;
+    auto p = Pull(*view, dir_ / out, PullOptions{}, nullptr);
+    EXPECT_FALSE(p.has_value());
+    if (!p) o.pull = p.error().ToString();
+    auto c = Cat(*view, "w.bin");
+    EXPECT_FALSE(c.has_value());
+    if (!c) o.cat = c.error().ToString();
+    auto v = VerifyVersion(*view, 2);
+    EXPECT_TRUE(v.has_value());
+    if (v) {
+      for (const auto& pr : v->problems) o.problems.emplace_back(pr.chunk, pr.status.ToString());
+    }
+    return o;
+  };
+  Outcome per_chunk = run(false, "a");
+  Outcome batched = run(true, "b");
+  EXPECT_EQ(batched.pull, per_chunk.pull);
+  EXPECT_EQ(batched.cat, per_chunk.cat);
+  EXPECT_EQ(batched.problems, per_chunk.problems);
+  EXPECT_NE(batched.pull.find("file \"w.bin\": chunk " + gone.ToString() + ": not in store"),
+            std::string::npos)
+      << batched.pull;
+  ASSERT_EQ(batched.problems.size(), 1u);
+  EXPECT_EQ(batched.problems[0].first, gone);
+
+  store_->CorruptForTest(bad, std::vector<uint8_t>(fc->chunks[7].size_bytes, 1));
+  per_chunk = run(false, "c");
+  batched = run(true, "d");
+  EXPECT_EQ(batched.pull, per_chunk.pull);
+  EXPECT_EQ(batched.cat, per_chunk.cat);
+  EXPECT_EQ(batched.problems, per_chunk.problems);
+  ASSERT_EQ(batched.problems.size(), 2u);
+  EXPECT_EQ(batched.problems[1].first, bad);
+  EXPECT_NE(batched.problems[1].second.find("chunk " + bad.ToString() + ": digest mismatch"),
+            std::string::npos)
+      << batched.problems[1].second;
+
+  // Mended, the batched pull into "d" resumes: the three chunks before the missing one are kept
+  // from the partial file, the rest fetched in one batch.
+  std::string original = Random(2'000'000, 5).substr(fc->offsets[7], fc->chunks[7].size_bytes);
+  store_->CorruptForTest(bad, std::vector<uint8_t>(original.begin(), original.end()));
+  auto store = std::make_shared<CountingStore>(store_, true);
+  auto view = *VersionView::Open(store, pushed->ref.digest);
+  auto p = Pull(*view, dir_ / "d", PullOptions{}, nullptr);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(ReadFile(dir_ / "d/w.bin"), Random(2'000'000, 5));
+  EXPECT_EQ(store->ids_in_batches, fc->chunks.size() - 3);
+  EXPECT_EQ(store->get_manys, 1);
+}
+
+// Regression: resuming from a partial file whose chunks after the first mismatch held other
+// bytes left those bytes where the version has all-zero chunks (holes were punched only before
+// the mismatch), so the renamed file differed from its verified digest.
+TEST_F(VolumeTest, ResumeOverDamagedPartialFileZeroesItsHoles) {
+  std::string content = Random(300'000, 7) + std::string(2'000'000, '\0') + Random(300'000, 8);
+  Write("z.bin", content);
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  const Entry* e = view->Find("z.bin");
+  auto fc = *view->ChunksOf(*e);
+  // The partial file: the first chunk right, everything after it garbage.
+  fs::create_directories(dir_ / "out");
+  std::string partial = content.substr(0, fc->chunks[0].size_bytes) +
+                        std::string(content.size() - fc->chunks[0].size_bytes, '\x5a');
+  std::ofstream(dir_ / "out" / (".bdn-partial-" + e->digest.Hex().substr(0, 32)), std::ios::binary)
+      << partial;
+  auto p = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_TRUE(ReadFile(dir_ / "out/z.bin") == content);
 }
 
 }  // namespace

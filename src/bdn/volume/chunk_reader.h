@@ -1,0 +1,87 @@
+// ChunkReader: reads the chunks of a file in order, for pull, cat and verify. From a store that
+// prefers batches (a remote tier) it fetches them as batches of bounded bytes, a few at a time in
+// parallel, so that a file costs one request per batch rather than one per chunk; from any other
+// store it reads one chunk at a time with Get on the calling thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/format/manifest.h"
+#include "bdn/store/chunk_store.h"
+
+namespace bdn {
+
+struct ChunkReaderOptions {
+  // Bounds of one ChunkStore::GetMany call (a batch holds at least one chunk, however large).
+  uint64_t max_batch_bytes = 16ull << 20;
+  size_t max_batch_chunks = 1024;  // the batch API's maximum ids per request
+  // GetMany calls in flight at once.
+  int fetch_threads = 4;
+  // Bytes of chunks asked for but not yet handed to their sinks, all Reads together (memory).
+  // A Read always gets one batch in flight, even one larger than this.
+  uint64_t max_pending_bytes = 64ull << 20;
+};
+
+// Reads chunks for whole-file consumers. If store.PrefersBatches(), a Read splits its chunks into
+// parts of at most max_batch_bytes / max_batch_chunks and queues as many as max_pending_bytes
+// allows; `fetch_threads` threads take queued parts (those of several Reads together, up to the
+// batch bounds, when the threads were busy) and fetch each group with one GetMany. A part whose
+// GetMany failed, and a chunk the batch did not deliver, are read again with Get, so every
+// chunk's outcome (bytes, or an error naming the chunk) is exactly what store.Get returns for it.
+// Thread-safe: several threads may Read at once, sharing the fetch threads and the byte bound.
+class ChunkReader {
+ public:
+  // Called for each chunk, in order, with its verified bytes or the store's error for it; its
+  // argument `index` is the chunk's position in the span given to Read. A non-ok Status stops
+  // the Read, which returns it.
+  using Sink = std::function<Status(size_t index, Result<std::vector<uint8_t>> bytes)>;
+
+  explicit ChunkReader(ChunkStore& store, ChunkReaderOptions options = {});
+  ~ChunkReader();  // every Read must have returned
+  ChunkReader(const ChunkReader&) = delete;
+  ChunkReader& operator=(const ChunkReader&) = delete;
+
+  // Reads `chunks` (in order) into `sink`. Returns the first non-ok Status of `sink`, after
+  // waiting for this Read's batches still in flight; Ok once every chunk went to `sink`.
+  Status Read(std::span<const ChunkRef> chunks, const Sink& sink);
+
+  // Whether Reads are batched (the store prefers batches).
+  bool batched() const { return batched_; }
+
+ private:
+  struct Part;
+
+  void FetchLoop();
+  // Reserves `bytes` of max_pending_bytes: waits for room if `wait`, else fails at once when
+  // there is none or another Read is waiting for room (so one Read cannot starve the others).
+  bool Reserve(uint64_t bytes, bool wait);
+  void ReleaseLocked(uint64_t bytes);
+  // Takes `part` back: out of the queue if not started, else after its fetch ends; frees its
+  // bytes.
+  void Abandon(const std::shared_ptr<Part>& part);
+
+  ChunkStore& store_;
+  const ChunkReaderOptions options_;
+  const bool batched_;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // queue_ not empty, or stopping_
+  std::condition_variable done_cv_;  // a part finished
+  std::condition_variable room_cv_;  // pending_bytes_ went down
+  std::deque<std::shared_ptr<Part>> queue_;
+  uint64_t pending_bytes_ = 0;
+  int waiting_for_room_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace bdn
