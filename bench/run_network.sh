@@ -42,7 +42,7 @@ echo
 
 # --- embedded push vs push to the origin (input warm, both durable) ---
 cat "$c0" >/dev/null; cat "$c0" >/dev/null
-t0=$(now); BDN_HOME="$work/embedded" "$bdn" volume push "$src" bdn:bench/ckpt --json >/dev/null
+t0=$(now); BDN_HOME="$work/embedded" "$bdn" volume push "$src" bdn:bench/ckpt --json >/dev/null 2>&1
 t1=$(now); push_local=$(secs $t0 $t1)
 rm -rf "$work/embedded"
 
@@ -60,7 +60,7 @@ export BDN_REMOTE="$url"
 export BDN_HOME="$work/client-home"
 
 cat "$c0" >/dev/null
-t0=$(now); out=$("$bdn" volume push "$src" bdn:bench/ckpt --json); t1=$(now)
+t0=$(now); out=$("$bdn" volume push "$src" bdn:bench/ckpt --json 2>/dev/null); t1=$(now)
 push_remote=$(secs $t0 $t1)
 ref=$(json version_ref <<<"$out")
 echo "### Push of ckpt-0 (input warm in page cache; both stores durable)"

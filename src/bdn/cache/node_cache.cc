@@ -253,13 +253,19 @@ Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
       got = Err(InternalError("chunk batch of " + std::to_string(want.size()) + ": " + e.what()));
     }
     if (!got) ++counters_.upstream_errors;
-    for (size_t j = 0; j < led.size(); ++j) {
-      Result<std::vector<uint8_t>> result = Err(got ? Status() : got.error());
-      if (got && (*got)[j]) {
-        result = Admit(want[j], std::move(*(*got)[j]));
-      } else if (got) {
-        result = Err(NotFoundError("chunk " + want[j].ToString() + ": not in store"));
+    // Verified and written to the directory by a few threads: file creation dominates.
+    std::vector<Result<std::vector<uint8_t>>> results(led.size());
+    ParallelFor(led.size(), 4, [&](size_t j) {
+      if (!got) {
+        results[j] = Err(got.error());
+      } else if ((*got)[j]) {
+        results[j] = Admit(want[j], std::move(*(*got)[j]));
+      } else {
+        results[j] = Err(NotFoundError("chunk " + want[j].ToString() + ": not in store"));
       }
+    });
+    for (size_t j = 0; j < led.size(); ++j) {
+      Result<std::vector<uint8_t>>& result = results[j];
       Finish(want[j], led_flights[j], result);
       if (result) {
         out[led[j]] = std::move(*result);

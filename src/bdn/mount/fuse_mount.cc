@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -741,6 +742,13 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   if (::stat(mp.c_str(), &st) != 0) return ErrnoError(what, errno);
   if (!S_ISDIR(st.st_mode)) return InvalidArgumentError(what + ": not a directory");
   if (MountTypeAt(mp) == "fuse.bdn") return AlreadyExistsError(what + ": already a bdn mount");
+
+  // The daemon streams batches of tens of MiB through short-lived chunk buffers. glibc would
+  // give the freed heap back to the kernel after each batch and fault it in again for the
+  // next (measured: ~15% of a cold read's CPU); keep up to the memory cache's size instead.
+  ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<uint64_t>(options.memory_cache_bytes,
+                                                                   1ull << 30)));
+  ::mallopt(M_TOP_PAD, 16 << 20);
 
   MountedFs fsys(std::move(view), options, mp);
   fuse_lowlevel_ops ops = MakeOps();

@@ -21,6 +21,8 @@ ChunkCache::Options CacheOptions(const MountOptions& o) {
   c.prefetch_threads = o.prefetch_bytes > 0 ? o.prefetch_threads : 0;
   c.max_queued_prefetches = 4096;
   c.fetch_threads = std::max(1, o.fetch_threads);
+  // A prefetch top-up (at least half the window) goes to a remote tier as one request.
+  c.max_batch_bytes = std::max<uint64_t>(c.max_batch_bytes, o.prefetch_bytes);
   return c;
 }
 

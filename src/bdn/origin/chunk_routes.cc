@@ -171,8 +171,9 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
       sent += sizeof kBatchMagic;
     }
     if (st->next < st->ids.size()) {
-      // Memory: a group is at most 64 x 256 KiB (a cache node) or 16 x 256 KiB per request.
-      const size_t group_ids = store_->PrefersBatches() ? 64 : 16;
+      // Memory: a group is at most 64 x 256 KiB per request. (Smaller groups cost more: a
+      // local store starts its reader threads per group.)
+      constexpr size_t group_ids = 64;
       size_t k = st->next++;
       const Digest& id = st->ids[k];
       if (k >= st->group_begin + st->group.size()) {
