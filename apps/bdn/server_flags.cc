@@ -78,10 +78,6 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   options.claim_ttl = ttl;
   if (args.insecure_no_auth) {
     options.auth = origin::AuthMode::kDisabled;
-    std::fprintf(stderr,
-                 "bdn serve: WARNING: --insecure-no-auth: authentication is OFF; anyone who can "
-                 "reach %s can read, push, tag and manage keys\n",
-                 args.listen.c_str());
   } else {
     fs::path token_file = data / "admin.token";
     BDN_ASSIGN_OR_RETURN(auto token, origin::BootstrapAdminKey(*keys, token_file));
@@ -109,6 +105,13 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   http::Server server(server_options);
   origin.Register(server);
   BDN_RETURN_IF_ERROR(server.Start());
+  if (args.insecure_no_auth) {
+    // After Start, so that the address is the bound one (port 0 picks a free port).
+    std::fprintf(stderr,
+                 "bdn serve: WARNING: --insecure-no-auth: authentication is OFF; anyone who can "
+                 "reach %s can read, push, tag and manage keys\n",
+                 server.url().c_str());
+  }
   std::fprintf(stderr, "listening on %s\n", server.url().c_str());
   std::fflush(stderr);
 

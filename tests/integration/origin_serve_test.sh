@@ -104,7 +104,7 @@ stop_server
 
 step "--insecure-no-auth says so and needs no key"
 start_server --insecure-no-auth
-assert_contains "$(cat "$LOG")" "authentication is OFF"
+assert_contains "$(cat "$LOG")" "authentication is OFF; anyone who can reach $URL can read"
 assert_eq 200 "$(http_status GET "/v1/chunks/$CHUNK_HEX")" "no token, auth off"
 stop_server
 echo PASS
