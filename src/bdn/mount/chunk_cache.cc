@@ -146,22 +146,32 @@ void ChunkCache::Worker(bool prefetch) {
   constexpr uint64_t kUnknownBytes = 64 << 10;
   for (;;) {
     std::vector<std::shared_ptr<Flight>> batch;
+    bool demand = false;
+    uint64_t bytes = 0;
     {
       std::unique_lock lock(mu_);
+      auto prefetch_room = [&] {
+        return options_.prefetch_inflight_bytes == 0 ||
+               prefetch_inflight_ < options_.prefetch_inflight_bytes;
+      };
       work_cv_.wait(lock, [&] {
-        return stopping_ || !demand_queue_.empty() || (prefetch && !prefetch_queue_.empty());
+        return stopping_ || !demand_queue_.empty() ||
+               (prefetch && !prefetch_queue_.empty() && prefetch_room());
       });
       if (stopping_) return;
       // Demand first: a background thread free for work takes a waiting reader's chunks before
       // any prefetch.
-      auto& queue = !demand_queue_.empty() ? demand_queue_ : prefetch_queue_;
-      uint64_t bytes = 0;
+      demand = !demand_queue_.empty();
+      auto& queue = demand ? demand_queue_ : prefetch_queue_;
+      const uint64_t max_bytes =
+          demand ? std::min(options_.max_batch_bytes, options_.max_demand_batch_bytes)
+                 : options_.max_batch_bytes;
       const size_t max_chunks =
           store_.PrefersBatches() ? std::max<size_t>(1, options_.max_batch_chunks) : 1;
       while (!queue.empty() && batch.size() < max_chunks) {
         Flight& next = *queue.front();
         uint64_t size = next.size_bytes > 0 ? next.size_bytes : kUnknownBytes;
-        if (!batch.empty() && bytes + size > options_.max_batch_bytes) break;
+        if (!batch.empty() && bytes + size > max_bytes) break;
         std::shared_ptr<Flight> flight = std::move(queue.front());
         queue.pop_front();
         if (flight->started) continue;
@@ -170,8 +180,14 @@ void ChunkCache::Worker(bool prefetch) {
         batch.push_back(std::move(flight));
       }
       if (batch.empty()) continue;
+      if (!demand) prefetch_inflight_ += bytes;
     }
     RunBatch(batch);
+    if (!demand) {
+      std::lock_guard lock(mu_);
+      prefetch_inflight_ -= bytes;
+      work_cv_.notify_all();
+    }
   }
 }
 

@@ -67,7 +67,8 @@ struct ChunkCacheStats {
 // so that each reader gets its own chunk's answer. A reader waits for its fetch only until its
 // deadline (the fetch goes on, and its result is cached for the next reader), so a store that
 // hangs costs threads of this cache, never the caller. Memory: at most capacity_bytes cached,
-// plus one batch per fetch thread in flight; the prefetch queue holds at most
+// plus the batches in flight: max_demand_batch_bytes per demand thread, and prefetch batches up
+// to prefetch_inflight_bytes plus one batch; the prefetch queue holds at most
 // max_queued_prefetches chunk ids.
 //
 // Only successful, verified fetches are cached; an error is returned to every waiter of that
@@ -96,6 +97,11 @@ class ChunkCache {
     // 64 KiB), and of its chunk count (the HTTP API's maximum per batch request).
     uint64_t max_batch_bytes = 32ull << 20;
     size_t max_batch_chunks = 1024;
+    // A demand batch's bound (within max_batch_bytes): its readers wait for all of it.
+    uint64_t max_demand_batch_bytes = 8ull << 20;
+    // Prefetch threads start no batch while the prefetch batches in flight hold this many
+    // bytes (by the refs' lengths); 0: bounded by the threads only.
+    uint64_t prefetch_inflight_bytes = 0;
     // Back-off before a Get fetches again after Unavailable or DeadlineExceeded; doubles after
     // each try up to retry_max_backoff.
     std::chrono::milliseconds retry_backoff{100};
@@ -202,6 +208,7 @@ class ChunkCache {
   std::condition_variable work_cv_;  // a queue got work, or stopping
   std::condition_variable stop_cv_;  // stopping (wakes back-off sleeps)
   bool stopping_ = false;
+  uint64_t prefetch_inflight_ = 0;  // bytes of the prefetch batches being fetched
   ChunkCacheStats stats_;
 
   std::vector<std::thread> workers_;

@@ -45,7 +45,14 @@ class BatchingStore : public ChunkStore {
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override {
     ++batches;
     largest_batch = std::max<int>(largest_batch, static_cast<int>(ids.size()));
-    return inner.GetMany(ids);
+    int now = ++concurrent;
+    int seen = most_concurrent;
+    while (now > seen && !most_concurrent.compare_exchange_weak(seen, now)) {
+    }
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    auto out = inner.GetMany(ids);
+    --concurrent;
+    return out;
   }
   bool PrefersBatches() const override { return true; }
 
@@ -53,6 +60,9 @@ class BatchingStore : public ChunkStore {
   std::atomic<int> gets{0};
   std::atomic<int> batches{0};
   std::atomic<int> largest_batch{0};
+  std::atomic<int> concurrent{0};
+  std::atomic<int> most_concurrent{0};
+  std::chrono::milliseconds delay{0};
 };
 
 ChunkRef PutChunk(ChunkStore& store, const std::string& text) {
@@ -470,6 +480,38 @@ TEST(ChunkCacheBatches, AStoreThatPrefersSingleGetsIsNotBatched) {
   for (const ChunkRef& ref : refs) ASSERT_TRUE(cache.Get(ref).has_value());
   EXPECT_EQ(store.gets, 6);
   EXPECT_EQ(cache.stats().store_calls, 6u);
+}
+
+TEST(ChunkCacheBatches, PrefetchBatchesInFlightStayWithinTheirBudget) {
+  BatchingStore store;
+  store.delay = std::chrono::milliseconds(30);
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 64; ++i) refs.push_back(PutChunk(store, std::string(1000, 'a' + i % 26) + std::to_string(i)));
+  // Batches of ~4 chunks, at most ~8 chunks' bytes in flight: two batches at a time, not eight.
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20,
+                           .prefetch_threads = 8,
+                           .max_batch_bytes = 4100,
+                           .prefetch_inflight_bytes = 8000});
+  cache.Prefetch(refs);
+  for (int i = 0; i < 1000 && cache.stats().fetches < refs.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(cache.stats().fetches, refs.size());
+  EXPECT_GE(store.batches, 16);
+  EXPECT_LE(store.most_concurrent, 2);
+}
+
+TEST(ChunkCacheBatches, DemandBatchesStopAtTheirOwnBound) {
+  BatchingStore store;
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 10; ++i) refs.push_back(PutChunk(store, std::string(1000, 'k' + i)));
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20,
+                           .prefetch_threads = 0,
+                           .fetch_threads = 1,
+                           .max_demand_batch_bytes = 2000});
+  cache.Request(refs);
+  for (const ChunkRef& ref : refs) ASSERT_TRUE(cache.Get(ref).has_value());
+  EXPECT_LE(store.largest_batch, 2);
 }
 
 }  // namespace

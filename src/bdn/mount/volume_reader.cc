@@ -23,6 +23,8 @@ ChunkCache::Options CacheOptions(const MountOptions& o) {
   c.fetch_threads = std::max(1, o.fetch_threads);
   // A prefetch top-up (at least half the window) goes to a remote tier as one request.
   c.max_batch_bytes = std::max<uint64_t>(c.max_batch_bytes, o.prefetch_bytes);
+  // Prefetched bytes in flight stay within what the streaming FIFO will hold of them.
+  c.prefetch_inflight_bytes = c.streaming_bytes;
   return c;
 }
 
