@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstring>
 
+#include "bdn/base/thread_pool.h"
+
 namespace bdn::remote {
 namespace {
 
@@ -148,28 +150,35 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
 
 Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
   BlobBatch out(ids.size());
-  std::vector<bool> done(ids.size(), false);
+  std::vector<uint8_t> done(ids.size(), 0);  // not vector<bool>: threads write distinct slots
   // Group by chosen node.
   std::vector<std::vector<size_t>> by_node(nodes_.size());
   for (size_t k = 0; k < ids.size(); ++k) {
     if (int i = Choose(ids[k]); i >= 0) by_node[static_cast<size_t>(i)].push_back(k);
   }
+  // The nodes' parts are fetched at once, one thread per node asked (the threads end with the
+  // call, so none exist when a mount daemon forks).
+  std::vector<size_t> asked;
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (by_node[i].empty()) continue;
+    if (!by_node[i].empty()) asked.push_back(i);
+  }
+  ParallelFor(asked.size(), asked.size(), [&](size_t a) {
+    size_t i = asked[a];
     std::vector<Digest> want;
     for (size_t k : by_node[i]) want.push_back(ids[k]);
     auto got = nodes_[i]->store->GetBatch(want);
     if (!got) {
       MarkUnhealthy(*nodes_[i]);
-      continue;
+      return;
     }
+    // Each thread writes only its own node's slots of `out` and `done`.
     for (size_t j = 0; j < by_node[i].size(); ++j) {
       if ((*got)[j]) {
         out[by_node[i][j]] = std::move((*got)[j]);
-        done[by_node[i][j]] = true;
+        done[by_node[i][j]] = 1;
       }
     }
-  }
+  });
   std::vector<size_t> rest;
   for (size_t k = 0; k < ids.size(); ++k) {
     if (!done[k]) rest.push_back(k);

@@ -65,8 +65,8 @@ class ClusterChunkStore : public ChunkStore {
   // (NotFound, Corruption, Unavailable, ...); a node's failure alone is never an error.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
 
-  // Many chunks at once: one POST /v1/chunks/batch per chosen node, then the upstream for what
-  // the nodes did not deliver (its GetMany).
+  // Many chunks at once: one POST /v1/chunks/batch per chosen node (the nodes in parallel),
+  // then the upstream's GetMany for what the nodes did not deliver.
   // Result in request order; nullopt where the upstream lacks a chunk too.
   Result<BlobBatch> GetBatch(std::span<const Digest> ids);
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
