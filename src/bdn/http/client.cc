@@ -110,14 +110,22 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
       return UnavailableError(who + ": cannot resolve host");
-    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_OPERATION_TIMEDOUT: {
       if (connected_us == 0) {
         return UnavailableError(who + ": connect timed out after " +
                                 std::to_string(connect_timeout.count()) + " ms");
       }
+      curl_off_t total_us = 0;
+      curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &total_us);
+      if (req.stall_timeout && total_us / 1000 < deadline.count()) {
+        return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
+                                     req.path + ": stalled: no bytes for " +
+                                     std::to_string(req.stall_timeout->count()) + " ms");
+      }
       return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
                                    req.path + ": no response within " +
                                    std::to_string(deadline.count()) + " ms");
+    }
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
@@ -231,6 +239,11 @@ Result<Response> HttpClient::Send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(deadline.count()));
+  if (req.stall_timeout) {
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                     std::max(1L, static_cast<long>(req.stall_timeout->count() / 1000)));
+  }
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);

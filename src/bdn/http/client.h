@@ -35,6 +35,11 @@ struct Request {
   // Override the client's defaults for this request.
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::optional<std::chrono::milliseconds> deadline;
+  // If set, the request also fails (DeadlineExceeded "...: stalled: no bytes for N ms") once
+  // no byte has moved for this long (libcurl's low-speed limit of 1 byte/s, whose speed is an
+  // average over ~5 s, so a stall is noticed up to ~5 s later): a large transfer gets a long
+  // deadline without a hung server holding it that long.
+  std::optional<std::chrono::milliseconds> stall_timeout;
   // If set, the body of a 2xx response is handed to it piece by piece as it arrives, instead of
   // being collected in Response::body (which then stays empty), so that a large response is
   // never held whole. Returning false aborts the transfer: Send then fails with Internal

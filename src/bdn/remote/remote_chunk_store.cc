@@ -212,6 +212,8 @@ Result<BlobBatch> RemoteChunkStore::GetBatchOnce(std::span<const Digest> ids) {
       {.method = http::Method::kPost,
        .path = "/v1/chunks/batch",
        .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+       .deadline = options_.batch_deadline,
+       .stall_timeout = options_.batch_stall_timeout,
        .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }});
   // A bad blob or a malformed body aborts the transfer: report why, not the abort.
   if (decoder.error()) return Err(*decoder.error());

@@ -2,6 +2,7 @@
 // (docs/http-api.md, "Chunks"). Every blob read is verified here against its id.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,6 +18,11 @@ struct RemoteStoreOptions {
   RetryPolicy retry;
   size_t missing_batch_ids = 4096;  // ids per POST /v1/chunks/missing (the API's maximum)
   size_t get_batch_ids = 1024;      // ids per POST /v1/chunks/batch (the API's maximum)
+  // A batch read may carry tens of MiB, more than a slow link moves within the client's
+  // whole-request deadline: it gets this deadline instead, and fails early only if no byte
+  // arrives for batch_stall_timeout.
+  std::chrono::milliseconds batch_deadline{600'000};
+  std::chrono::milliseconds batch_stall_timeout{30'000};
 };
 
 // Each call is one or a few HTTP requests on the shared client. Idempotent calls (all of them:
@@ -46,8 +52,10 @@ class RemoteChunkStore : public ChunkStore {
 
   // Reads many blobs with POST /v1/chunks/batch (ceil(n / 1024) sequential requests). Every
   // blob is verified; one that does not match its id fails the whole call with Corruption (as
-  // does a malformed response: wrong magic, ids out of order, truncated record). Memory: the
-  // whole answer of one request (up to 1024 blobs) is held at once.
+  // does a malformed response: wrong magic, ids out of order, truncated record). The answer is
+  // decoded as it arrives; memory: the blobs of the call. Each request may take up to
+  // options.batch_deadline, but fails (DeadlineExceeded) once no byte came for
+  // options.batch_stall_timeout.
   Result<BlobBatch> GetBatch(std::span<const Digest> ids);
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
   bool PrefersBatches() const override { return true; }

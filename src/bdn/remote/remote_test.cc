@@ -381,6 +381,35 @@ TEST(RemoteChunkStore, GetBatchRefusesBytesThatDoNotMatchTheirId) {
                                      s.url() + " hash to " + Digest::Of(std::string_view("abc")).ToString() + ")");
 }
 
+TEST(RemoteChunkStore, AStalledBatchFailsAfterTheStallTimeoutNotTheDeadline) {
+  TestServer s;
+  std::atomic<bool> release{false};
+  s.http().Post("/v1/chunks/batch", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/octet-stream",
+                                     [&](size_t, httplib::DataSink& sink) {
+                                       sink.write("BDNB", 4);
+                                       while (!release) std::this_thread::sleep_for(10ms);
+                                       return false;
+                                     });
+  });
+  s.Start();
+  RemoteStoreOptions o = {.retry = {.attempts = 1},
+                          .batch_deadline = std::chrono::milliseconds(60'000),
+                          .batch_stall_timeout = std::chrono::milliseconds(1000)};
+  RemoteChunkStore store(Client(s.url()), o);
+  Digest id = IdOf(1);
+  auto start = std::chrono::steady_clock::now();
+  auto r = store.GetBatch(std::span<const Digest>(&id, 1));
+  auto took = std::chrono::steady_clock::now() - start;
+  release = true;
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.error().message(),
+            "origin " + s.url() + ": POST /v1/chunks/batch: stalled: no bytes for 1000 ms");
+  // libcurl averages the speed over ~5 s, so a stall is seen a few seconds late; far from 60 s.
+  EXPECT_LT(took, std::chrono::seconds(20)) << std::chrono::duration<double>(took).count();
+}
+
 TEST(RemoteChunkStore, ManyThreadsPutAndGetConcurrently) {
   FakeOrigin origin;
   origin.Start();
