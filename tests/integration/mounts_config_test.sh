@@ -71,5 +71,36 @@ bad '2: unknown key "mount" in bdn (allowed: mounts)' <<YAML
 bdn:
   mount: []
 YAML
+bad '4: mounts[0].path "/": cannot mount over /' <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: /
+YAML
+bad '6: mounts[1].path "/mnt/x/sub": inside mounts[0].path "/mnt/x"' <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: /mnt/x
+    - source: $rb
+      path: /mnt/x/sub
+YAML
+bad '5: duplicate key "source" in mounts[0]' <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: /mnt/x
+      source: $rb
+YAML
 [ ! -e /mnt/x ] || fail "a refused config mounted something"
+
+step "lock rewrites only each source value, in flow style too, through a symlink, keeping the mode"
+printf 'bdn: {mounts: [{source: bdn:weights/b:latest, path: /x/f1}, {source: bdn:weights/b, path: /x/f2}, {path: /x/bdn:weights/b, source: "bdn:weights/b"}]}\n' > "$WORK/flow.yaml"
+chmod 0444 "$WORK/flow.yaml"
+ln -s flow.yaml "$WORK/flow-link.yaml"
+"$BDN" volume tag set --volume-ref "$rb" --tag latest >/dev/null
+"$BDN" mounts lock -f "$WORK/flow-link.yaml" >/dev/null
+assert_eq "bdn: {mounts: [{source: $rb, path: /x/f1}, {source: $rb, path: /x/f2}, {path: /x/bdn:weights/b, source: \"$rb\"}]}" "$(cat "$WORK/flow.yaml")" "flow lock"
+[ -L "$WORK/flow-link.yaml" ] || fail "lock replaced the symlink with a file"
+assert_eq 444 "$(stat -c %a "$WORK/flow.yaml")" "mode after lock"
 echo "PASS"

@@ -1,6 +1,7 @@
 // bdn mounts apply|lock: the deployment config's bdn.mounts (SPEC §5), parsed with yaml-cpp.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -17,6 +18,7 @@ namespace {
 
 struct MountEntry {
   int line = 0;         // 1-based line of the entry's source value
+  int column = 0;       // 0-based column where the source value starts (at its quote, if any)
   std::string source;   // as written
   Ref ref;
   std::string path;
@@ -60,16 +62,19 @@ Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::
     YAML::Node m = mounts[i];
     const std::string where = "mounts[" + std::to_string(i) + "]";
     if (!m.IsMap()) return at(m, where + " must be a mapping with source and path");
+    std::map<std::string, int> keys;
     for (auto it = m.begin(); it != m.end(); ++it) {
       std::string key = it->first.as<std::string>();
       if (key != "source" && key != "path") {
         return at(it->first, "unknown key \"" + key + "\" in " + where + " (allowed: source, path)");
       }
+      if (++keys[key] > 1) return at(it->first, "duplicate key \"" + key + "\" in " + where);
     }
     if (!m["source"] || !m["source"].IsScalar()) return at(m, where + ".source is missing");
     if (!m["path"] || !m["path"].IsScalar()) return at(m, where + ".path is missing");
     MountEntry e;
     e.line = m["source"].Mark().line + 1;
+    e.column = m["source"].Mark().column;
     e.source = m["source"].as<std::string>();
     e.path = m["path"].as<std::string>();
     auto ref = ParseRef(e.source);
@@ -81,6 +86,16 @@ Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::
     }
     std::string norm = fs::path(e.path).lexically_normal().string();
     while (norm.size() > 1 && norm.back() == '/') norm.pop_back();
+    if (norm == "/") return at(m["path"], where + ".path \"" + e.path + "\": cannot mount over /");
+    for (const auto& [other, j] : seen_paths) {
+      bool inside = norm.starts_with(other + "/");
+      bool contains = other.starts_with(norm + "/");
+      if (inside || contains) {
+        return at(m["path"], where + ".path \"" + e.path + "\": " +
+                                 (inside ? "inside" : "contains") + " mounts[" +
+                                 std::to_string(j) + "].path \"" + other + "\"");
+      }
+    }
     auto [pos, inserted] = seen_paths.emplace(norm, i);
     if (!inserted) {
       return at(m["path"], where + ".path \"" + e.path + "\": duplicate of mounts[" +
@@ -143,34 +158,52 @@ Status MountsLock(Context& ctx, const std::string& config_path) {
     while (std::getline(ss, l)) lines.push_back(l);
   }
   nlohmann::json changes = nlohmann::json::array();
+  std::vector<std::pair<const MountEntry*, std::string>> rewrites;  // entry, pinned ref
   for (const auto& e : entries) {
     auto p = ResolveRef(*ctx.registry, e.ref);
     if (!p) return p.error().WithPrefix(config_path + ":" + std::to_string(e.line));
     std::string pinned = p->ToString();
     if (e.source == pinned) continue;
-    std::string& line = lines[static_cast<size_t>(e.line - 1)];
-    size_t at = line.find(e.source);
-    if (at == std::string::npos) {
-      return InvalidArgumentError(config_path + ":" + std::to_string(e.line) +
-                                  ": cannot find the source text to rewrite");
-    }
-    line.replace(at, e.source.size(), pinned);
+    rewrites.emplace_back(&e, pinned);
     changes.push_back({{"line", e.line}, {"from", e.source}, {"to", pinned}});
     if (!ctx.json) std::cout << config_path << ":" << e.line << ": " << e.source << " -> " << pinned << "\n";
+  }
+  // Rewrite each value where the parser found it (the same text may appear elsewhere on the
+  // line, in flow style), from the end of the file backwards so earlier columns stay valid.
+  std::sort(rewrites.begin(), rewrites.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.first->line, a.first->column) > std::pair(b.first->line, b.first->column);
+  });
+  for (const auto& [e, pinned] : rewrites) {
+    std::string& line = lines[static_cast<size_t>(e->line - 1)];
+    size_t at = static_cast<size_t>(e->column);
+    if (at < line.size() && (line[at] == '"' || line[at] == '\'')) ++at;
+    if (line.compare(at, e->source.size(), e->source) != 0) {
+      return InvalidArgumentError(config_path + ":" + std::to_string(e->line) +
+                                  ": cannot find the source text to rewrite");
+    }
+    line.replace(at, e->source.size(), pinned);
   }
   if (!changes.empty()) {
     std::string out;
     for (const auto& l : lines) out += l + "\n";
     if (!text.empty() && text.back() != '\n') out.pop_back();
-    fs::path tmp = config_path + ".bdn-lock.tmp";
+    // Replace the file a symlink points to (not the link), keeping its permission bits.
+    std::error_code ec;
+    fs::path target = fs::canonical(config_path, ec);
+    if (ec) return ErrnoError("config " + config_path, ec.value());
+    fs::path tmp = target.string() + ".bdn-lock.tmp";
     {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       f << out;
       if (!f.flush()) return ErrnoError("config " + tmp.string(), errno);
     }
-    std::error_code ec;
-    fs::rename(tmp, config_path, ec);
-    if (ec) return ErrnoError("config " + config_path, ec.value());
+    fs::permissions(tmp, fs::status(target).permissions(), ec);
+    if (!ec) fs::rename(tmp, target, ec);
+    if (ec) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      return ErrnoError("config " + target.string(), ec.value());
+    }
   }
   if (ctx.json) {
     std::cout << nlohmann::json{{"config", config_path}, {"changes", changes}}.dump(2) << std::endl;
