@@ -2,6 +2,8 @@
 #include "bdn/base/units.h"
 #include "flags.h"
 
+#include <sstream>
+
 namespace bdn::app {
 
 void AddVolumeFlags(CLI::App& app, Invocation& inv) {
@@ -106,7 +108,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   static bdn::cli::MountArgs mount;
   static std::string mount_cache;
   static std::string mount_cache_size;
-  static double mount_read_timeout_s = 0;
+  static double mount_read_timeout_s = 0;  // 0: not given (MountOptions' default)
   c = volume->add_subcommand("mount", "read-only FUSE mount of the pinned version");
   c->add_option("REF", mount.ref)->required();
   c->add_option("MOUNTPOINT", mount.mountpoint)->required();
@@ -119,7 +121,8 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--cluster-cache", mount.cluster_cache,
                 "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
   c->add_option("--read-timeout", mount_read_timeout_s,
-                "seconds a read waits for its bytes before failing with EIO (default 60)");
+                "seconds a read waits for its bytes before failing with EIO (0.1 to 3600; "
+                "default 55: with the kernel's retry of a failed read, EIO comes within 60 s)");
   c->callback([&] {
     inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
       if (!mount_cache.empty()) {
@@ -133,8 +136,12 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
         if (*n == 0) return bdn::InvalidArgumentError("--cache-size: must be more than 0");
         mount.cache_size_bytes = *n;
       }
-      if (mount_read_timeout_s < 0) {
-        return bdn::InvalidArgumentError("--read-timeout: must not be negative");
+      if (mount_read_timeout_s != 0 &&
+          !(mount_read_timeout_s >= 0.1 && mount_read_timeout_s <= 3600)) {  // NaN fails too
+        std::ostringstream given;
+        given << mount_read_timeout_s;
+        return bdn::InvalidArgumentError("--read-timeout " + given.str() +
+                                         ": must be between 0.1 and 3600 seconds");
       }
       mount.read_timeout_ms = static_cast<int64_t>(mount_read_timeout_s * 1000);
       return bdn::cli::Mount(ctx, mount);

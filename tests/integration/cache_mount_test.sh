@@ -97,6 +97,13 @@ timeout 20 dd if="$WORK/mnt/cold.bin" bs=65536 skip=0 count=1 iflag=direct statu
   && fail "an uncached read succeeded with the origin gone"
 took=$(($(now_ms) - t0))
 [ "$took" -lt 6000 ] || fail "uncached read failed after $took ms (read timeout 3 s)"
+# A buffered read: the kernel retries a failed readahead with the read itself; the retry must
+# not wait a whole read timeout again.
+t0=$(now_ms)
+timeout 20 dd if="$WORK/mnt/cold.bin" bs=4096 skip=100 count=1 status=none >/dev/null 2>&1 \
+  && fail "an uncached buffered read succeeded with the origin gone"
+took=$(($(now_ms) - t0))
+[ "$took" -ge 2500 ] && [ "$took" -lt 5000 ] || fail "uncached buffered read failed after $took ms (read timeout 3 s)"
 timeout 5 ls "$WORK/mnt" >/dev/null || fail "ls with the origin gone"
 
 step "umount"

@@ -101,7 +101,7 @@ struct MountArgs {
   std::string cache_dir;
   uint64_t cache_size_bytes = 0;
   std::vector<std::string> cluster_cache;
-  int64_t read_timeout_ms = 0;  // a read that cannot get its bytes fails after this; 0 = 60 s
+  int64_t read_timeout_ms = 0;  // a read that cannot get its bytes fails after this; 0 = 55 s
 };
 Status Mount(Context& ctx, const MountArgs& args);
 // Mounts the version `pinned` at args.mountpoint (created if missing); args.ref is ignored.

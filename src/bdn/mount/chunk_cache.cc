@@ -112,9 +112,15 @@ void ChunkCache::RunBatch(const std::vector<std::shared_ptr<Flight>>& batch) {
   }
 }
 
+void ChunkCache::RememberGaveUpLocked(const Digest& id, const Status& status) {
+  if (gave_up_.size() >= kMaxUnclaimedErrors) gave_up_.clear();
+  gave_up_[id] = {status, Clock::now()};
+}
+
 void ChunkCache::Complete(const std::shared_ptr<Flight>& flight, Result<ChunkBytes> result) {
   std::lock_guard lock(mu_);
   ++stats_.fetches;
+  if (result) gave_up_.erase(flight->id);
   if (result) {
     stats_.fetched_bytes += (*result)->size();
     if (flight->keep) InsertLocked(flight->id, *result, flight->pattern);
@@ -241,6 +247,15 @@ Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, 
   for (;;) {
     if (stopping_) return Err(UnavailableError("chunk cache: shutting down"));
     if (ChunkBytes bytes = HitLocked(id, pattern)) return bytes;
+    // A reader just gave up on this chunk at its deadline: the kernel retries a failed read
+    // (readahead, then the read itself), and each retry must not wait a whole deadline again.
+    if (auto it = gave_up_.find(id); it != gave_up_.end()) {
+      if (Clock::now() - it->second.when < kGaveUpMemory) {
+        deadline = std::min(deadline, Clock::now() + kRetryAfterGiveUp);
+      } else {
+        gave_up_.erase(it);
+      }
+    }
     std::optional<Status> unclaimed = TakeUnclaimedErrorLocked(id);
     Result<ChunkBytes> result = Err(unclaimed.value_or(Status()));
     if (!unclaimed) {
@@ -252,13 +267,17 @@ Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, 
       --flight->waiters;
       if (!ended) {
         ++stats_.timeouts;
-        return Err(DeadlineExceededError("chunk " + id.ToString() +
-                                         ": not fetched within the read deadline"));
+        Status late = DeadlineExceededError("chunk " + id.ToString() +
+                                            ": not fetched within the read deadline");
+        RememberGaveUpLocked(id, late);
+        return Err(late);
       }
       if (!flight->done) continue;  // stopping
       result = flight->result;
     }
-    if (result || !IsTransient(result.error()) || Clock::now() + backoff >= deadline) {
+    if (result || !IsTransient(result.error())) return result;
+    if (Clock::now() + backoff >= deadline) {
+      RememberGaveUpLocked(id, result.error());
       return result;
     }
     ++stats_.retries;

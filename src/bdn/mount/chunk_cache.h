@@ -76,7 +76,9 @@ struct ChunkCacheStats {
 // are retried within the same Get's deadline, with back-off). The error of a fetch nobody was
 // waiting for when it ended (a prefetch, a Request) goes to the next Get of that chunk within
 // 10 s, once, so that the reader reports the real cause even from a store whose second answer
-// differs.
+// differs. After a Get gave up on a chunk at its deadline, the Gets of that chunk in the next
+// 2 s wait at most 1 s (the kernel retries a failed read at once; each retry must not wait a
+// whole deadline again), so a read fails within its deadline plus about a second.
 //
 // Thread-safe. No lock is held while the store is called.
 class ChunkCache {
@@ -205,6 +207,12 @@ class ChunkCache {
   static constexpr size_t kMaxUnclaimedErrors = 1024;
   static constexpr auto kUnclaimedErrorTtl = std::chrono::seconds(10);
   std::unordered_map<Digest, UnclaimedError> unclaimed_errors_;
+  // Chunks a Get gave up on at its deadline (with the error it returned): for kGaveUpMemory,
+  // a Get of one of them waits at most kRetryAfterGiveUp.
+  static constexpr auto kGaveUpMemory = std::chrono::seconds(2);
+  static constexpr auto kRetryAfterGiveUp = std::chrono::seconds(1);
+  std::unordered_map<Digest, UnclaimedError> gave_up_;
+  void RememberGaveUpLocked(const Digest& id, const Status& status);
   std::condition_variable work_cv_;  // a queue got work, or stopping
   std::condition_variable stop_cv_;  // stopping (wakes back-off sleeps)
   bool stopping_ = false;

@@ -45,7 +45,9 @@ struct MountOptions {
   // chunk index) whose bytes cannot be had by then fails with EIO; transient errors
   // (Unavailable, DeadlineExceeded) are retried with back-off until then. A fetch that failed
   // is forgotten, so a later read tries again (reads recover once the origin is back).
-  std::chrono::milliseconds read_timeout{60'000};
+  // The default leaves room for the kernel's immediate retry of a failed read (which waits at
+  // most another second, see ChunkCache), so EIO comes within 60 s.
+  std::chrono::milliseconds read_timeout{55'000};
   // Load every file's chunk index in the background once mounted, so that files can still be
   // opened (and their cached bytes read) after the origin goes away.
   bool prefetch_indexes = true;
