@@ -28,7 +28,19 @@ assert_eq "$(printf '%s mounted at %s\n%s mounted at %s' "$ra" "$WORK/mnt/a" "$r
 assert_eq "warning: $WORK/config.yaml:9: source bdn:weights/b is not pinned to a digest; mounting $rb (pin it with: bdn mounts lock -f $WORK/config.yaml)" "$(cat "$WORK/err")" "warning"
 assert_eq alpha "$(cat "$WORK/mnt/a/f.txt")" "mount a"
 assert_eq beta "$(cat "$WORK/mnt/b/f.txt")" "mount b"
-"$BDN" volume umount "$WORK/mnt/a" >/dev/null; "$BDN" volume umount "$WORK/mnt/b" >/dev/null
+
+step "apply again is a no-op for what is mounted as the config says"
+out=$("$BDN" mounts apply -f "$WORK/config.yaml" 2>/dev/null)
+assert_eq "$(printf '%s already mounted at %s\n%s already mounted at %s' "$ra" "$WORK/mnt/a" "$rb" "$WORK/mnt/b")" "$out" "second apply"
+"$BDN" volume umount "$WORK/mnt/b" >/dev/null
+cat > "$WORK/other.yaml" <<YAML
+bdn:
+  mounts:
+    - source: $rb
+      path: $WORK/mnt/a
+YAML
+run_fails 8 "bdn: error: $WORK/other.yaml:3: mountpoint $WORK/mnt/a: already a bdn mount of $ra; unmount it first (bdn volume umount $WORK/mnt/a)" "$BDN" mounts apply -f "$WORK/other.yaml"
+"$BDN" volume umount "$WORK/mnt/a" >/dev/null
 
 step "lock pins tag sources and changes nothing else"
 "$BDN" mounts lock -f "$WORK/config.yaml" >/dev/null

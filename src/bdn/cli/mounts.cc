@@ -130,6 +130,27 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
   nlohmann::json results = nlohmann::json::array();
   std::vector<std::string> done;
   for (size_t i = 0; i < entries.size(); ++i) {
+    // Applying a config again is a no-op for the entries already mounted as it says; a
+    // mountpoint holding another version is refused before anything is mounted.
+    std::string current = BdnMountSourceAt(entries[i].path);
+    if (!current.empty() && current != pinned[i].ToString()) {
+      for (const auto& m : done) (void)Unmount(m);
+      return FailedPreconditionError(config_path + ":" + std::to_string(entries[i].line) +
+                                     ": mountpoint " + entries[i].path + ": already a bdn mount of " +
+                                     current + "; unmount it first (bdn volume umount " +
+                                     entries[i].path + ")");
+    }
+    if (!current.empty()) {
+      results.push_back({{"source", entries[i].source},
+                         {"version_ref", pinned[i].ToString()},
+                         {"path", entries[i].path},
+                         {"pinned", Pinned(entries[i].ref)},
+                         {"already_mounted", true}});
+      if (!ctx.json) {
+        std::cout << pinned[i].ToString() << " already mounted at " << entries[i].path << "\n";
+      }
+      continue;
+    }
     MountArgs args;
     args.mountpoint = entries[i].path;
     Status s = MountPinned(ctx, pinned[i], args);
@@ -141,7 +162,8 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
     results.push_back({{"source", entries[i].source},
                        {"version_ref", pinned[i].ToString()},
                        {"path", entries[i].path},
-                       {"pinned", Pinned(entries[i].ref)}});
+                       {"pinned", Pinned(entries[i].ref)},
+                       {"already_mounted", false}});
     if (!ctx.json) std::cout << pinned[i].ToString() << " mounted at " << entries[i].path << "\n";
   }
   if (ctx.json) std::cout << nlohmann::json{{"mounts", results}}.dump(2) << std::endl;

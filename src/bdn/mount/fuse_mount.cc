@@ -673,11 +673,12 @@ std::string UnescapeMountField(std::string_view s) {
   return out;
 }
 
-// The file system type of the topmost mount at `mp` ("" if nothing is mounted there).
-std::string MountTypeAt(const fs::path& mp) {
+// The file system type and source of the topmost mount at `mp` (empty if nothing is mounted
+// there).
+std::pair<std::string, std::string> MountAt(const fs::path& mp) {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  std::string type;
+  std::pair<std::string, std::string> found;
   while (std::getline(in, line)) {
     // id parent maj:min root mountpoint options [optional fields...] - fstype source superopts
     std::vector<std::string_view> fields;
@@ -691,10 +692,14 @@ std::string MountTypeAt(const fs::path& mp) {
     if (fields.size() < 7 || UnescapeMountField(fields[4]) != mp.string()) continue;
     auto dash = std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
     if (dash == fields.end() || dash + 1 == fields.end()) continue;
-    type = std::string(*(dash + 1));  // later lines are mounted on top of earlier ones
+    // Later lines are mounted on top of earlier ones.
+    found = {std::string(*(dash + 1)),
+             dash + 2 == fields.end() ? std::string() : UnescapeMountField(*(dash + 2))};
   }
-  return type;
+  return found;
 }
+
+std::string MountTypeAt(const fs::path& mp) { return MountAt(mp).first; }
 
 bool ReadFull(int fd, void* buf, size_t n, std::chrono::steady_clock::time_point deadline,
               bool* timed_out) {
@@ -731,6 +736,11 @@ void WriteAllFd(int fd, const void* data, size_t n) {
 }
 
 }  // namespace
+
+std::string BdnMountSourceAt(const fs::path& mountpoint) {
+  auto [type, source] = MountAt(AbsoluteMountpoint(mountpoint));
+  return type == "fuse.bdn" ? source : std::string();
+}
 
 Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options) {
   ReadySignal ready(options.ready_fd);

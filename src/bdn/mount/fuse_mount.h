@@ -117,4 +117,9 @@ Status Unmount(const std::filesystem::path& mountpoint);
 // Errors: from stat (NotFound if the path does not exist) or from the detach (Internal).
 Result<bool> CleanDeadMount(const std::filesystem::path& mountpoint);
 
+// The source (MountOptions::fsname, e.g. "bdn:ns/vol@b3:…") of the topmost mount at
+// `mountpoint` if it is a bdn mount (type fuse.bdn, per /proc/self/mountinfo), else "".
+// Never blocks on the mount.
+std::string BdnMountSourceAt(const std::filesystem::path& mountpoint);
+
 }  // namespace bdn
