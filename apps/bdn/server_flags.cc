@@ -1,9 +1,13 @@
 // Flags of the server commands: `bdn serve` (the origin over embedded storage) and
 // `bdn key create|ls|revoke` (API keys, managed over HTTP on a running origin).
 #include <httplib.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -52,6 +56,39 @@ std::string GlobalOption(CLI::App& app, const std::string& name) {
   return opt && opt->count() > 0 ? opt->as<std::string>() : std::string();
 }
 
+// Takes the exclusive lock of a `bdn serve` data directory (flock on <data>/serve.lock, which
+// then holds this process's pid) and returns its descriptor, to be kept open while serving: push
+// claims live in the serving process, so two servers over one directory could both commit to a
+// volume. Errors: FailedPrecondition when another process holds the lock; I/O errors.
+Result<int> LockDataDir(const fs::path& data) {
+  fs::path path = data / "serve.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    std::string pid;
+    if (e == EWOULDBLOCK) {
+      char buf[32] = {};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
+    }
+    ::close(fd);
+    if (e != EWOULDBLOCK) return Err(ErrnoError("--data " + data.string() + ": lock", e));
+    return Err(FailedPreconditionError(
+        "--data " + data.string() + ": in use by another bdn serve" +
+        (pid.empty() ? std::string() : " (pid " + pid + ")") +
+        "; stop it or give another --data directory"));
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    int e = errno;
+    ::close(fd);
+    return Err(ErrnoError("--data " + data.string() + ": " + path.string(), e));
+  }
+  return fd;
+}
+
 struct ServeArgs {
   std::string listen = "127.0.0.1:8440";
   std::string data;
@@ -68,6 +105,9 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   std::error_code ec;
   fs::create_directories(data, ec);
   if (ec) return ErrnoError("--data " + data.string(), ec.value());
+  // Before anything else touches the directory; held (never closed) until the process exits.
+  BDN_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data));
+  (void)lock_fd;
 
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> store, LocalChunkStore::Open(data / "store"));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
@@ -76,18 +116,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
 
   origin::OriginOptions options;
   options.claim_ttl = ttl;
-  if (args.insecure_no_auth) {
-    options.auth = origin::AuthMode::kDisabled;
-  } else {
-    fs::path token_file = data / "admin.token";
-    BDN_ASSIGN_OR_RETURN(auto token, origin::BootstrapAdminKey(*keys, token_file));
-    if (token) {
-      std::fprintf(stderr,
-                   "bdn serve: created the first admin key (namespace \"*\"). Its token is shown "
-                   "only now and was written to %s (mode 0600):\n%s\n",
-                   token_file.c_str(), token->c_str());
-    }
-  }
+  if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
   // SIGINT/SIGTERM are taken by sigwait below; block them before any server thread starts so
   // every thread inherits the mask.
@@ -105,6 +134,22 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   http::Server server(server_options);
   origin.Register(server);
   BDN_RETURN_IF_ERROR(server.Start());
+  // The first admin key only once the address is bound, so a server that cannot start creates
+  // (and prints) none; until then every request is refused with 401, as no key exists.
+  if (!args.insecure_no_auth) {
+    fs::path token_file = data / "admin.token";
+    auto token = origin::BootstrapAdminKey(*keys, token_file);
+    if (!token) {
+      server.Stop();
+      return token.error();
+    }
+    if (*token) {
+      std::fprintf(stderr,
+                   "bdn serve: created the first admin key (namespace \"*\"). Its token is shown "
+                   "only now and was written to %s (mode 0600):\n%s\n",
+                   token_file.c_str(), (*token)->c_str());
+    }
+  }
   if (args.insecure_no_auth) {
     // After Start, so that the address is the bound one (port 0 picks a free port).
     std::fprintf(stderr,

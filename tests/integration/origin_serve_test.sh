@@ -82,6 +82,36 @@ assert_contains "$(cat "$WORK/body")" "key bdn_$PULL_ID: no \\\"push\\\" scope f
 assert_eq 403 "$(http_status GET /v1/keys "$PULL")" "pull key lists keys"
 assert_eq 403 "$(http_status GET /v1/volumes/other/model "$PULL")" "pull key of another namespace"
 
+step "an unauthenticated upload is refused before its body is read"
+python3 -c 'import sys; sys.stdout.buffer.write(b"\0" * (60 << 20))' > "$WORK/big"
+BIG_HEX=$(b3sum --no-names "$WORK/big")
+bytes_in() {
+  curl -sf "$URL/metrics" | awk '/^bdn_http_request_bytes_total\{/ {s += $2} END {print s + 0}'
+}
+before=$(bytes_in)
+for expect in "Expect: 100-continue" "Expect:"; do  # with and without "Expect: 100-continue"
+  code=$(curl -s -o "$WORK/body" -w '%{http_code}' -X PUT -H "$expect" --data-binary @"$WORK/big" \
+    -H 'Content-Type: application/octet-stream' "$URL/v1/chunks/$BIG_HEX" || true)
+  assert_eq 401 "$code" "unauthenticated 60 MiB PUT ($expect)"
+  assert_eq unauthenticated "$(body_code)" "401 error code of a large PUT"
+done
+after=$(bytes_in)
+[ $((after - before)) -lt $((1 << 20)) ] || fail "the server received $((after - before)) body bytes of refused uploads"
+assert_eq 401 "$(http_status GET "/v1/chunks/$BIG_HEX" "")" "refused upload stored nothing (no token)"
+assert_eq 404 "$(http_status GET "/v1/chunks/$BIG_HEX" "$ADMIN")" "refused upload stored nothing"
+
+step "a commit that applies tags needs the tag scope"
+PUSH=$("$BDN" key create --namespace weights --scope push,pull)
+PUSH_ID=$(echo "$PUSH" | cut -d_ -f2)
+mkdir -p "$WORK/tree"
+printf 'tagged\n' > "$WORK/tree/a.txt"
+run_fails 6 "bdn: error: key bdn_$PUSH_ID: no \"tag\" scope for namespace \"weights\"" \
+  env BDN_TOKEN="$PUSH" "$BDN" volume push "$WORK/tree" bdn:weights/m1 --tag prod
+assert_eq 404 "$(http_status GET /v1/volumes/weights/m1 "$ADMIN")" "volume after a refused push --tag"
+env BDN_TOKEN="$PUSH" "$BDN" volume push "$WORK/tree" bdn:weights/m1 >/dev/null
+assert_eq 200 "$(http_status GET /v1/volumes/weights/m1 "$ADMIN")" "volume after push without --tag"
+assert_eq 403 "$(http_status PUT /v1/volumes/weights/m1/tags/prod "$PUSH")" "tag set with a push key"
+
 step "key create fails clearly without scope, and with a pull key"
 run_fails 6 "bdn: error: key bdn_$PULL_ID: no \"admin\" scope for any namespace" \
   env BDN_TOKEN="$PULL" "$BDN" key create --namespace weights --scope pull
@@ -92,6 +122,22 @@ step "revoke: the key stops working at once"
 assert_eq "revoked key bdn_$PULL_ID" "$("$BDN" key revoke "bdn_$PULL_ID")" "revoke output"
 assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "revoked key"
 assert_contains "$(cat "$WORK/body")" "key bdn_$PULL_ID: revoked"
+
+step "a second bdn serve on the same --data refuses to start; the first keeps serving"
+rc=0
+err=$("$BDN" serve --listen 127.0.0.1:0 --data "$SRV" 2>&1) || rc=$?
+assert_eq 8 "$rc" "exit code of a second bdn serve"
+assert_eq "bdn: error: --data $SRV: in use by another bdn serve (pid $SERVER_PID); stop it or give another --data directory" \
+  "$err" "stderr of a second bdn serve"
+assert_eq 200 "$(http_status GET /v1/keys "$ADMIN")" "first server after a second one was refused"
+
+step "a server that cannot bind creates no admin key"
+rc=0
+err=$("$BDN" serve --listen "127.0.0.1:$PORT" --data "$WORK/srv2" 2>&1) || rc=$?
+assert_eq 7 "$rc" "exit code of bdn serve on a taken port"
+assert_contains "$err" "listen 127.0.0.1:$PORT: cannot bind"
+[[ "$err" != *"created the first admin key"* ]] || fail "a server that could not bind printed a key: $err"
+[ ! -e "$WORK/srv2/admin.token" ] || fail "a server that could not bind wrote admin.token"
 
 step "SIGTERM shuts down cleanly; a restart keeps keys and creates no new admin key"
 stop_server

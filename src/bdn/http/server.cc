@@ -347,21 +347,27 @@ Server::~Server() { Stop(); }
 Server::Handler Server::Wrap(std::string route, Handler handler) {
   return [this, route = std::move(route), handler = std::move(handler)](const httplib::Request& req,
                                                                         httplib::Response& res) {
-    auto start = Clock::now();
-    // Handlers serve Range themselves; cpp-httplib would otherwise slice every body again.
-    const_cast<httplib::Request&>(req).ranges.clear();
-    try {
-      handler(req, res);
-    } catch (const std::exception& e) {
-      res = httplib::Response();
-      SetError(res, InternalError(req.method + " " + req.path + ": " + e.what()));
-    } catch (...) {
-      res = httplib::Response();
-      SetError(res, InternalError(req.method + " " + req.path + ": unknown exception"));
-    }
-    if (res.status == -1) res.status = 200;
-    Record(req, route, res, std::chrono::duration<double>(Clock::now() - start).count());
+    Handle(route, req, res, [&] { handler(req, res); });
   };
+}
+
+void Server::Handle(const std::string& route, const httplib::Request& req, httplib::Response& res,
+                    const std::function<void()>& call, const bool* unrecorded) {
+  auto start = Clock::now();
+  // Handlers serve Range themselves; cpp-httplib would otherwise slice every body again.
+  const_cast<httplib::Request&>(req).ranges.clear();
+  try {
+    call();
+  } catch (const std::exception& e) {
+    res = httplib::Response();
+    SetError(res, InternalError(req.method + " " + req.path + ": " + e.what()));
+  } catch (...) {
+    res = httplib::Response();
+    SetError(res, InternalError(req.method + " " + req.path + ": unknown exception"));
+  }
+  if (res.status == -1) res.status = 200;
+  if (unrecorded && *unrecorded) return;
+  Record(req, route, res, std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 void Server::Record(const httplib::Request& req, const std::string& route,
@@ -394,16 +400,27 @@ void Server::Get(const std::string& pattern, std::string route, Handler handler)
 // cpp-httplib 0.11 reads the body of a POST/PUT without Content-Length until the connection
 // closes, so a bodiless `curl -X POST` would hang for the I/O timeout and then get 400. Routes
 // with a content reader read the body themselves: none without Content-Length or chunked
-// Transfer-Encoding (RFC 9112 §6.3: such a request has no body).
-httplib::Server::HandlerWithContentReader Server::WrapWithBody(std::string route, Handler handler) {
-  return [inner = Wrap(std::move(route), std::move(handler)), this](
+// Transfer-Encoding (RFC 9112 §6.3: such a request has no body). The handler runs first and reads
+// the body through `read_body` when it accepts the request.
+httplib::Server::HandlerWithContentReader Server::WrapWithBody(std::string route,
+                                                               DeferredBodyHandler handler) {
+  // An unread body up to this size is read and dropped after a refusal, to keep the connection;
+  // a larger one closes it instead.
+  constexpr uint64_t kMaxDrainBytes = 64 * 1024;
+  return [this, route = std::move(route), handler = std::move(handler)](
              const httplib::Request& req, httplib::Response& res,
              const httplib::ContentReader& reader) {
     std::string te = req.get_header_value("Transfer-Encoding");
     std::transform(te.begin(), te.end(), te.begin(),
                    [](unsigned char c) { return std::tolower(c); });
     bool chunked = te.find("chunked") != std::string::npos;
-    if (req.has_header("Content-Length") || chunked) {
+    bool has_body = req.has_header("Content-Length") || chunked;
+    bool read = false;
+    bool read_failed = false;
+    BodyReader read_body = [&]() -> bool {
+      if (read) return true;
+      read = true;
+      if (!has_body) return true;
       std::string body;
       body.reserve(std::min<size_t>(req.get_header_value<uint64_t>("Content-Length"),
                                     options_.max_body_bytes));
@@ -413,20 +430,48 @@ httplib::Server::HandlerWithContentReader Server::WrapWithBody(std::string route
       });
       if (!ok) {
         if (res.status < 400) res.status = 400;  // the error handler adds the JSON body
-        return;
+        read_failed = true;
+        return false;
       }
       const_cast<httplib::Request&>(req).body = std::move(body);
+      return true;
+    };
+    Handle(route, req, res, [&] { handler(req, res, read_body); }, &read_failed);
+    if (!read && has_body) {
+      uint64_t length = req.get_header_value<uint64_t>("Content-Length");
+      if (!chunked && length <= kMaxDrainBytes) {
+        (void)reader([](const char*, size_t) { return true; });
+      } else {
+        res.set_header("Connection", "close");
+        const_cast<httplib::Request&>(req).set_header("Connection", "close");
+      }
     }
-    inner(req, res);
   };
 }
 
 void Server::Post(const std::string& pattern, std::string route, Handler handler) {
-  server_.Post(pattern, WrapWithBody(std::move(route), std::move(handler)));
+  PostDeferred(pattern, std::move(route),
+               [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                              const BodyReader& read_body) {
+                 if (read_body()) handler(req, res);
+               });
 }
 void Server::Put(const std::string& pattern, std::string route, Handler handler) {
+  PutDeferred(pattern, std::move(route),
+              [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                             const BodyReader& read_body) {
+                if (read_body()) handler(req, res);
+              });
+}
+void Server::PostDeferred(const std::string& pattern, std::string route,
+                          DeferredBodyHandler handler) {
+  server_.Post(pattern, WrapWithBody(std::move(route), std::move(handler)));
+}
+void Server::PutDeferred(const std::string& pattern, std::string route,
+                         DeferredBodyHandler handler) {
   server_.Put(pattern, WrapWithBody(std::move(route), std::move(handler)));
 }
+
 void Server::Delete(const std::string& pattern, std::string route, Handler handler) {
   server_.Delete(pattern, Wrap(std::move(route), std::move(handler)));
 }

@@ -128,6 +128,15 @@ struct ServerOptions {
 class Server {
  public:
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  // Reads the request body into req.body (none without Content-Length or chunked
+  // Transfer-Encoding: RFC 9112 §6.3). False when reading failed; the response is then an error.
+  using BodyReader = std::function<bool()>;
+  // A POST/PUT handler that runs before the body is read, and calls `read_body` only once it
+  // accepts the request (e.g. after authentication), so that the body of a refused request is
+  // never received. A handler that answers without calling it gets its connection closed after
+  // the response (unless the unread body is small, then it is read and dropped).
+  using DeferredBodyHandler = std::function<void(const httplib::Request&, httplib::Response&,
+                                                 const BodyReader& read_body)>;
 
   explicit Server(ServerOptions options);
   ~Server();  // Stop()s.
@@ -141,6 +150,9 @@ class Server {
   void Post(const std::string& pattern, std::string route, Handler handler);
   void Put(const std::string& pattern, std::string route, Handler handler);
   void Delete(const std::string& pattern, std::string route, Handler handler);
+  // POST/PUT routes whose handler decides before the body is read (DeferredBodyHandler).
+  void PostDeferred(const std::string& pattern, std::string route, DeferredBodyHandler handler);
+  void PutDeferred(const std::string& pattern, std::string route, DeferredBodyHandler handler);
 
   // Binds the listen address and serves on a background thread; returns once it accepts.
   // Errors: InvalidArgument for a malformed address; Unavailable "listen H:P: cannot bind: ..."
@@ -158,7 +170,12 @@ class Server {
 
  private:
   Handler Wrap(std::string route, Handler handler);
-  httplib::Server::HandlerWithContentReader WrapWithBody(std::string route, Handler handler);
+  // Runs `call` (a route's handler) with the route's metrics, exceptions answered with 500.
+  // With `*unrecorded` true afterwards the response is left to the error handler, which records it.
+  void Handle(const std::string& route, const httplib::Request& req, httplib::Response& res,
+              const std::function<void()>& call, const bool* unrecorded = nullptr);
+  httplib::Server::HandlerWithContentReader WrapWithBody(std::string route,
+                                                         DeferredBodyHandler handler);
   void Record(const httplib::Request& req, const std::string& route, const httplib::Response& res,
               std::optional<double> seconds);
 

@@ -66,8 +66,11 @@ Result<ApiKey> Origin::Authenticate(const httplib::Request& req) {
 
 void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,
                    Access access, Handler handler) {
-  auto gate = [this, access, handler = std::move(handler)](const httplib::Request& req,
-                                                           httplib::Response& res) {
+  // Authentication and the scope check come before the request body is read (POST/PUT), so an
+  // unauthenticated or out-of-scope client cannot make the server receive and buffer a body.
+  auto gate = [this, access, handler = std::move(handler)](
+                  const httplib::Request& req, httplib::Response& res,
+                  const http::Server::BodyReader& read_body) {
     auto key = Authenticate(req);
     if (!key) return http::SetError(res, key.error(), http::Credentials::kRejected);
     std::optional<std::string> ns;
@@ -78,17 +81,21 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
                                                        std::string(ScopeName(access.scope)) +
                                                        "\" scope for " + where));
     }
+    if (!read_body()) return;
     Status s = handler(req, res, *key);
     if (!s.ok()) http::SetError(res, s);
   };
+  auto no_body = [gate](const httplib::Request& req, httplib::Response& res) {
+    gate(req, res, [] { return true; });
+  };
   if (method == "GET") {
-    server_->Get(pattern, route, std::move(gate));
+    server_->Get(pattern, route, std::move(no_body));
   } else if (method == "POST") {
-    server_->Post(pattern, route, std::move(gate));
+    server_->PostDeferred(pattern, route, std::move(gate));
   } else if (method == "PUT") {
-    server_->Put(pattern, route, std::move(gate));
+    server_->PutDeferred(pattern, route, std::move(gate));
   } else {
-    server_->Delete(pattern, route, std::move(gate));
+    server_->Delete(pattern, route, std::move(no_body));
   }
 }
 

@@ -640,6 +640,34 @@ TEST_F(OriginTest, ScopeTable) {
   EXPECT_EQ(Body(Call("GET", "/v1/namespaces", other_ns_push))["namespaces"], json::array());
 }
 
+// A commit that applies tags moves them like PUT .../tags/{tag}: it needs "tag" as well as
+// "push", and a refused one commits nothing.
+TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
+  SealResult seal = Seal(5);
+  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+  std::string d = seal.digest.Hex();
+  std::string push = Key("weights", "push");
+  auto r = Call("POST", "/v1/volumes/weights/model/commit", push,
+                json{{"digest", d}, {"tags", {"prod"}}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(Body(r)["error"]["code"], "permission_denied");
+  EXPECT_EQ(Body(r)["error"]["message"], "key bdn_" + SplitToken(push)->first +
+                                             ": no \"tag\" scope for namespace \"weights\"");
+  EXPECT_EQ(Call("GET", "/v1/volumes/weights/model/versions", admin_)->status, 404)
+      << "a refused commit committed a version";
+
+  r = Call("POST", "/v1/volumes/weights/model/commit", push, json{{"digest", d}}.dump());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Call("GET", "/v1/volumes/weights/model", admin_)->status, 200);
+
+  std::string push_tag = Key("weights", "push,tag");
+  r = Call("POST", "/v1/volumes/weights/model/commit", push_tag,
+           json{{"digest", d}, {"tags", {"prod"}}}.dump());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_NE(Call("GET", "/v1/volumes/weights/model", admin_)->body.find("prod"), std::string::npos);
+}
+
 TEST_F(OriginTest, ConcurrentUploadsAndDownloads) {
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};

@@ -160,7 +160,7 @@ void Origin::RegisterRegistry() {
         });
 }
 
-Status Origin::Commit(const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+Status Origin::Commit(const httplib::Request& req, httplib::Response& res, const ApiKey& key) {
   BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
   BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
   CommitRequest c;
@@ -171,6 +171,12 @@ Status Origin::Commit(const httplib::Request& req, httplib::Response& res, const
   c.source_uri = source_uri.value_or("");
   BDN_ASSIGN_OR_RETURN(c.tags, StringListField(body, "tags"));
   for (const auto& t : c.tags) BDN_RETURN_IF_ERROR(ValidateTag(t));
+  // Tags applied by a commit move like PUT .../tags/{tag}: they need the "tag" scope as well as
+  // "push" (checked before anything is stored or committed).
+  if (!c.tags.empty() && !key.Allows(Scope::kTag, p.ns)) {
+    return PermissionDeniedError("key " + key.Name() + ": no \"tag\" scope for namespace \"" +
+                                 p.ns + "\"");
+  }
   BDN_ASSIGN_OR_RETURN(c.expected_sequence, OptionalIntField(body, "expected_sequence"));
   BDN_ASSIGN_OR_RETURN(auto claim, OptionalStringField(body, "claim"));
   BDN_RETURN_IF_ERROR(claims_.CheckCommit(p.ns, p.volume, claim));
