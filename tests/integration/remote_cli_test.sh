@@ -67,6 +67,20 @@ assert_contains "$versions" "$digest"
 "$BDN" volume cat bdn:test/remote:prod/big.bin | cmp - "$WORK/src/big.bin" || fail "cat big.bin"
 assert_eq "hello remote" "$("$BDN" volume cat bdn:test/remote/sub/a.txt)" "cat a.txt"
 
+step "a chunk corrupted on the origin's disk is never sent, and the origin reports it"
+mkdir -p "$WORK/one"
+echo "corrupt me on the origin" > "$WORK/one/one.txt"
+cref=$("$BDN" volume push "$WORK/one" bdn:test/corrupted)
+chex=$(b3sum --no-names "$WORK/one/one.txt")
+cfile="$WORK/srv/store/chunks/${chex:0:2}/$chex"
+[ -f "$cfile" ] || fail "no chunk file at $cfile"
+printf 'X' | dd of="$cfile" bs=1 seek=0 conv=notrunc status=none
+"$BDN" volume cat "$cref/one.txt" >/dev/null 2>&1 && fail "cat served a corrupt chunk"
+assert_contains "$(cat "$WORK/serve.log")" "bdn serve: chunk b3:$chex: digest mismatch"
+assert_eq 1 "$(metric bdn_chunks_corrupt_total)" "bdn_chunks_corrupt_total"
+"$BDN" volume push "$WORK/one" bdn:test/corrupted >/dev/null
+assert_eq "corrupt me on the origin" "$("$BDN" volume cat "$cref/one.txt")" "cat after the re-push repaired it"
+
 step "tags: set, move, delete; errors match the embedded store"
 ref2=$("$BDN" volume push "$WORK/src2" bdn:test/remote)
 "$BDN" volume tag set --volume-ref "$ref2" --tag candidate >/dev/null

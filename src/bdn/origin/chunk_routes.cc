@@ -104,6 +104,11 @@ Status Origin::PutChunk(const httplib::Request& req, httplib::Response& res) {
   return Status::Ok();
 }
 
+void Origin::ReportCorruption(const Status& s) {
+  std::fprintf(stderr, "bdn serve: %s\n", s.message().c_str());
+  server_->metrics().Add("bdn_chunks_corrupt_total", {}, 1);
+}
+
 Status Origin::GetChunk(const httplib::Request& req, httplib::Response& res) {
   BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
   const std::string etag = "\"" + id.Hex() + "\"";
@@ -115,7 +120,9 @@ Status Origin::GetChunk(const httplib::Request& req, httplib::Response& res) {
     res.set_header("Cache-Control", kImmutable);
     return Status::Ok();
   }
-  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, store_->Get(id));
+  auto got = store_->Get(id);
+  if (!got && got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
+  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, std::move(got));
   uint64_t offset = 0, length = bytes.size();
   res.status = 200;
   if (req.has_header("Range")) {
@@ -180,6 +187,7 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
         auto group = std::span<const Digest>(st->ids).subspan(
             k, std::min(group_ids, st->ids.size() - k));
         auto got = store_->GetMany(group);
+        if (!got && got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
         st->group_begin = k;
         // A failed group (a bad chunk in it) is read chunk by chunk below instead.
         st->group = got ? std::move(*got) : BlobBatch{};
@@ -191,6 +199,9 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
                      : Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
       } else {
         bytes = store_->Get(id);
+        if (!bytes && bytes.error().code() == StatusCode::kCorruption) {
+          ReportCorruption(bytes.error());
+        }
       }
       if (!bytes && bytes.error().code() != StatusCode::kNotFound &&
           bytes.error().code() != StatusCode::kCorruption) {

@@ -30,8 +30,11 @@ void Origin::Register(http::Server& server) {
   m.Declare("bdn_chunk_bytes_sent_total", T::kCounter, "Chunk bytes sent.");
   m.Declare("bdn_chunks_received_total", T::kCounter, "Chunks (blobs) received and verified.");
   m.Declare("bdn_chunk_bytes_received_total", T::kCounter, "Chunk bytes received and verified.");
+  m.Declare("bdn_chunks_corrupt_total", T::kCounter,
+            "Stored chunks that failed verification when read (moved aside, never sent).");
   for (const char* name : {"bdn_chunks_sent_total", "bdn_chunk_bytes_sent_total",
-                           "bdn_chunks_received_total", "bdn_chunk_bytes_received_total"}) {
+                           "bdn_chunks_received_total", "bdn_chunk_bytes_received_total",
+                           "bdn_chunks_corrupt_total"}) {
     m.Add(name, {}, 0);  // present from the start, so dashboards see 0 rather than no series
   }
   if (options_.role == Role::kCache) {

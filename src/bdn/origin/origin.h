@@ -83,6 +83,10 @@ class Origin {
   Status PutChunk(const httplib::Request& req, httplib::Response& res);
   Status GetChunk(const httplib::Request& req, httplib::Response& res);
   Status BatchChunks(const httplib::Request& req, httplib::Response& res);
+  // A stored chunk failed verification (the store moved it aside): says so on stderr and counts
+  // it in bdn_chunks_corrupt_total, so an operator sees it even when the client only sees a
+  // missing chunk.
+  void ReportCorruption(const Status& s);
   Status Commit(const httplib::Request& req, httplib::Response& res, const ApiKey& key);
 
   OriginOptions options_;
