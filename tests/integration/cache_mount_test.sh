@@ -106,6 +106,15 @@ took=$(($(now_ms) - t0))
 [ "$took" -ge 2500 ] && [ "$took" -lt 5000 ] || fail "uncached buffered read failed after $took ms (read timeout 3 s)"
 timeout 5 ls "$WORK/mnt" >/dev/null || fail "ls with the origin gone"
 
+step "with the origin gone, a pinned ref mounts again from the node cache (a node restarting during an outage)"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+err=$("$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nodecache2" --read-timeout 3 2>&1 >/dev/null) \
+  || fail "pinned mount with the origin gone: $err"
+assert_contains "$err" "from the node cache without checking the registry"
+assert_eq "cached bytes" "$(direct_read "$WORK/mnt/small.txt" 0)" "small.txt after the remount"
+run_fails 7 "bdn: error: origin $URL: connection refused" \
+  "$BDN" volume mount bdn:test/cached "$WORK/mnt2"
+
 step "umount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 MOUNTS=()

@@ -480,8 +480,22 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
 }
 
 Status Mount(Context& ctx, const MountArgs& args) {
-  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.ref));
-  const auto& [ref, pinned] = resolved;
+  auto resolved = ParseAndResolve(ctx, args.ref);
+  // A node that restarts during an origin outage must still bring back its pinned mounts: a
+  // full digest names the version's bytes by itself, and the node cache may hold them all.
+  if (!resolved && resolved.error().code() == StatusCode::kUnavailable) {
+    auto ref = ParseRef(args.ref);
+    if (ref && ref->digest && ref->digest->size() == 64) {
+      if (auto digest = Digest::Parse(*ref->digest)) {
+        std::cerr << "warning: " << resolved.error().message() << "; mounting "
+                  << PinnedRef{ref->ns, ref->volume, *digest}.ToString()
+                  << " from the node cache without checking the registry\n";
+        resolved = std::make_pair(*ref, PinnedRef{ref->ns, ref->volume, *digest});
+      }
+    }
+  }
+  if (!resolved) return resolved.error();
+  const auto& [ref, pinned] = *resolved;
   if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
   // carried across fork (the mount needs only the store and the loaded manifest).
