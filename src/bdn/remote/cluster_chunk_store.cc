@@ -77,10 +77,11 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     auto n = std::make_unique<Node>();
     n->url = client->base_url();
     n->seed = SeedOf(n->url);
-    // One try per node: on failure the upstream is the retry.
-    n->store =
-        std::make_unique<RemoteChunkStore>(std::shared_ptr<http::HttpClient>(std::move(client)),
-                                           RemoteStoreOptions{.retry = {.attempts = 1}});
+    // One try per node: on failure the upstream is the retry. A batch may take longer than
+    // node_deadline to move, but a node that sends nothing for that long is given up.
+    n->store = std::make_unique<RemoteChunkStore>(
+        std::shared_ptr<http::HttpClient>(std::move(client)),
+        RemoteStoreOptions{.retry = {.attempts = 1}, .batch_stall_timeout = options.node_deadline});
     c->seeds_.push_back(n->seed);
     c->nodes_.push_back(std::move(n));
   }

@@ -16,7 +16,8 @@ namespace bdn::remote {
 
 struct ClusterOptions {
   std::chrono::milliseconds node_connect_timeout{1000};
-  // A node that has not answered a read within this is skipped (and marked unhealthy).
+  // A node that has not answered a read within this is skipped (and marked unhealthy); for a
+  // batch read, one that sent no byte for this long (libcurl notices up to ~5 s later).
   std::chrono::milliseconds node_deadline{10000};
   // An unhealthy node is left alone this long, then re-probed with GET /healthz.
   std::chrono::milliseconds probe_interval{5000};
