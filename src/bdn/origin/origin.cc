@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "bdn/api/records_json.h"
@@ -157,6 +158,22 @@ void Origin::RegisterKeys() {
           if (!me.Allows(Scope::kAdmin, target.ns)) {
             return PermissionDeniedError(
                 "key " + me.Name() + ": no \"admin\" scope for namespace \"" + target.ns + "\"");
+          }
+          // Never lock every admin out: the last working "*" admin key stays (a restart would
+          // not create another, since keys exist).
+          if (!target.revoked && target.ns == kAllNamespaces &&
+              target.Allows(Scope::kAdmin, std::nullopt)) {
+            BDN_ASSIGN_OR_RETURN(auto all, keys_->List());
+            bool another = std::any_of(all.begin(), all.end(), [&](const ApiKey& k) {
+              return !k.revoked && k.id != target.id && k.ns == kAllNamespaces &&
+                     k.Allows(Scope::kAdmin, std::nullopt);
+            });
+            if (!another) {
+              return FailedPreconditionError(
+                  "key " + target.Name() +
+                  ": the last admin key for every namespace (\"*\"); create another before "
+                  "revoking it");
+            }
           }
           BDN_ASSIGN_OR_RETURN(ApiKey revoked, keys_->Revoke(id));
           http::SetJson(res, json{{"id", revoked.id}, {"revoked", true}}.dump());

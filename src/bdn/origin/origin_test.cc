@@ -520,6 +520,15 @@ TEST_F(OriginTest, KeysEndpoints) {
   EXPECT_EQ(Body(r)["revoked"], true);
   EXPECT_EQ(Call("GET", "/v1/namespaces", token)->status, 401);
   EXPECT_EQ(Call("DELETE", "/v1/keys/00000000", admin_)->status, 404);
+
+  // The last "*" admin key cannot be revoked; once there is another, it can.
+  r = Call("DELETE", "/v1/keys/" + admin_id, admin_);
+  EXPECT_EQ(r->status, 412);
+  EXPECT_EQ(Body(r)["error"]["message"],
+            "key bdn_" + admin_id +
+                ": the last admin key for every namespace (\"*\"); create another before revoking it");
+  std::string admin2 = Key("*", "admin");
+  EXPECT_EQ(Call("DELETE", "/v1/keys/" + admin_id, admin2)->status, 200);
 }
 
 TEST_F(OriginTest, SecretsAreStoredHashed) {
