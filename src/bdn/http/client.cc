@@ -167,18 +167,19 @@ std::optional<std::string_view> Response::Header(std::string_view name) const {
 
 Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
   std::string& url = options.base_url;
-  while (!url.empty() && url.back() == '/') url.pop_back();
+  const std::string given = url;  // messages quote what the user wrote
   size_t scheme_end = url.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : Lower(url.substr(0, scheme_end));
   if (scheme != "http" && scheme != "https") {
-    return Err(InvalidArgumentError("url \"" + url + "\": must start with http:// or https://"));
+    return Err(InvalidArgumentError("url \"" + given + "\": must start with http:// or https://"));
   }
+  while (url.size() > scheme_end + 3 && url.back() == '/') url.pop_back();
   std::string_view rest = std::string_view(url).substr(scheme_end + 3);
   if (rest.empty() || rest.front() == '/' || rest.front() == ':') {
-    return Err(InvalidArgumentError("url \"" + url + "\": no host"));
+    return Err(InvalidArgumentError("url \"" + given + "\": no host"));
   }
   if (rest.find_first_of("?#@ ") != std::string_view::npos) {
-    return Err(InvalidArgumentError("url \"" + url +
+    return Err(InvalidArgumentError("url \"" + given +
                                     "\": must be scheme://host[:port][/prefix], without "
                                     "credentials, query or fragment"));
   }
