@@ -756,9 +756,13 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   // The daemon streams batches of tens of MiB through short-lived chunk buffers. glibc would
   // give the freed heap back to the kernel after each batch and fault it in again for the
   // next (measured: ~15% of a cold read's CPU); keep up to the memory cache's size instead.
+  // Setting these turns off glibc's adaptive mmap threshold, which would otherwise have risen
+  // above the chunk size: without M_MMAP_THRESHOLD every chunk buffer over 128 KiB would be a
+  // fresh mmap, faulted in and zeroed page by page.
   ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<uint64_t>(options.memory_cache_bytes,
                                                                    1ull << 30)));
   ::mallopt(M_TOP_PAD, 16 << 20);
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
   MountedFs fsys(std::move(view), options, mp);
   fuse_lowlevel_ops ops = MakeOps();
