@@ -26,6 +26,12 @@ assert_eq 67 "${#d1}" "digest length"
 r2=$("$BDN" volume push "$WORK/v2" bdn:weights/model:candidate)
 d2=${r2#*@}
 
+step "stat of a file: permission bits in octal as text, as a number in JSON"
+mkdir -p "$WORK/modes"; printf 'x\n' > "$WORK/modes/f.txt"; chmod 0640 "$WORK/modes/f.txt"
+rk=$("$BDN" --home "$WORK/modes-home" volume push "$WORK/modes" bdn:weights/modes)
+assert_contains "$("$BDN" --home "$WORK/modes-home" volume stat "$rk/f.txt")" "mode: 0640"
+assert_eq 416 "$("$BDN" --home "$WORK/modes-home" volume stat "$rk/f.txt" --json | json_field mode)" "JSON mode"
+
 step "refs resolve once and print pinned"
 assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:Prod --json | json_field digest)" "tag Prod"
 run_fails 3 'bdn: error: tag "prod" of bdn:weights/model: not found' "$BDN" volume stat bdn:weights/model:prod

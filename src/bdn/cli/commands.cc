@@ -319,6 +319,12 @@ Status Stat(Context& ctx, const std::string& text) {
     PrintJson(j);
   } else {
     for (auto& [k, v] : j.items()) {
+      if (k == "mode" && v.is_number_unsigned()) {  // permission bits read as octal, e.g. 0644
+        char octal[8];
+        std::snprintf(octal, sizeof octal, "%04o", v.get<unsigned>());
+        std::cout << k << ": " << octal << "\n";
+        continue;
+      }
       std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
     }
   }
