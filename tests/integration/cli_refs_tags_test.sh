@@ -32,6 +32,12 @@ rk=$("$BDN" --home "$WORK/modes-home" volume push "$WORK/modes" bdn:weights/mode
 assert_contains "$("$BDN" --home "$WORK/modes-home" volume stat "$rk/f.txt")" "mode: 0640"
 assert_eq 416 "$("$BDN" --home "$WORK/modes-home" volume stat "$rk/f.txt" --json | json_field mode)" "JSON mode"
 
+step "ls text shows one line per entry: control characters and backslashes escaped"
+mkdir -p "$WORK/names"; printf 'a' > "$WORK/names/new"$'\n'"line"; printf 'b' > "$WORK/names/back\\slash"
+rn=$("$BDN" --home "$WORK/modes-home" volume push "$WORK/names" bdn:weights/names)
+listing=$("$BDN" --home "$WORK/modes-home" volume ls "$rn" 2>/dev/null | awk '{print $3}')
+assert_eq "$(printf '%s\n%s' 'back\\slash' 'new\nline')" "$listing" "escaped names"
+
 step "refs resolve once and print pinned"
 assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:Prod --json | json_field digest)" "tag Prod"
 run_fails 3 'bdn: error: tag "prod" of bdn:weights/model: not found' "$BDN" volume stat bdn:weights/model:prod

@@ -83,6 +83,30 @@ json VersionJson(const VersionRecord& v) {
   return j;
 }
 
+// A name as `ls` text shows it, one entry per line: control characters and backslashes as C
+// escapes (\n, \t, \\, \xHH), like GNU ls -b; everything else (UTF-8 included) as is.
+std::string EscapedName(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", u);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // Parses and resolves `text` once; the pinned digest is what every later step uses.
 Result<std::pair<Ref, PinnedRef>> ParseAndResolve(Context& ctx, const std::string& text) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(text));
@@ -241,10 +265,11 @@ Status Ls(Context& ctx, const LsArgs& args) {
     char size[32];
     std::snprintf(size, sizeof size, "%12llu",
                   static_cast<unsigned long long>(f.kind == EntryKind::kFile ? f.size_bytes : 0));
-    std::cout << ModeString(f.kind == EntryKind::kFile ? f : *e) << " " << size << " " << e->path;
+    std::cout << ModeString(f.kind == EntryKind::kFile ? f : *e) << " " << size << " "
+              << EscapedName(e->path);
     if (e->kind == EntryKind::kDirectory) std::cout << "/";
-    if (e->kind == EntryKind::kSymlink) std::cout << " -> " << e->target;
-    if (e->kind == EntryKind::kHardlink) std::cout << " => " << e->target;
+    if (e->kind == EntryKind::kSymlink) std::cout << " -> " << EscapedName(e->target);
+    if (e->kind == EntryKind::kHardlink) std::cout << " => " << EscapedName(e->target);
     std::cout << "\n";
   }
   return Status::Ok();
