@@ -89,6 +89,18 @@ Result<int> LockDataDir(const fs::path& data) {
   return fd;
 }
 
+// SIGINT and SIGTERM, blocked in every thread (call before any server thread starts, so all
+// inherit the mask) for the server's main thread to take with sigwait; SIGPIPE ignored.
+sigset_t BlockStopSignals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return stop_signals;
+}
+
 struct ServeArgs {
   std::string listen = "127.0.0.1:8440";
   std::string data;
@@ -118,14 +130,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   options.claim_ttl = ttl;
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
-  // SIGINT/SIGTERM are taken by sigwait below; block them before any server thread starts so
-  // every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  const sigset_t stop_signals = BlockStopSignals();
 
   origin::Origin origin(options, store, registry, keys);
   http::ServerOptions server_options;
@@ -244,12 +249,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   nopts.capacity_bytes = size;
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<NodeCache> cache, NodeCache::Open(upstream, nopts));
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  const sigset_t stop_signals = BlockStopSignals();
 
   origin::OriginOptions options;
   options.role = origin::Role::kCache;
