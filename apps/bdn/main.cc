@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "build_info.h"
 #include "flags.h"
 
 namespace {
@@ -37,6 +38,9 @@ int main(int argc, char** argv) {
   CLI::App app{"bdn: sealed volumes for model data: push once, mount anywhere"};
   app.require_subcommand(1);
   app.fallthrough();
+  // "bdn 0.1.0 (commit 1a2b3c4d5e6f)"; "unknown" for a build outside a git checkout.
+  app.set_version_flag("--version", std::string("bdn " BDN_VERSION " (commit " BDN_GIT_COMMIT ")"),
+                       "print the version and the git commit it was built from");
   bool json = false;
   app.add_flag("--json", json, "print a machine-readable JSON result");
   std::string home;
@@ -57,6 +61,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);  // prints the version on stdout, exit code 0
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints CLI11's message and usage hint
     return bdn::cli::ExitCode(bdn::InvalidArgumentError(e.what()));

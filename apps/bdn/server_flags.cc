@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -30,25 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// Parses "30s", "500ms", "2m", "1h" or a plain number of seconds; must be positive.
-Result<std::chrono::milliseconds> ParseDuration(std::string_view flag, std::string_view text) {
-  auto bad = [&] {
-    return Err(InvalidArgumentError(std::string(flag) + " \"" + std::string(text) +
-                                    "\": expected a positive duration such as 500ms, 30s, 2m"));
-  };
-  uint64_t n = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || n == 0) return bad();
-  std::string_view unit(p, static_cast<size_t>(text.data() + text.size() - p));
-  uint64_t ms_per = unit == "ms"                  ? 1
-                    : unit == "s" || unit.empty() ? 1000
-                    : unit == "m"                 ? 60000
-                    : unit == "h"                 ? 3600000
-                                                  : 0;
-  if (ms_per == 0) return bad();
-  return std::chrono::milliseconds(n * ms_per);
-}
 
 // The value of a global option of `app` (given or from its environment variable), or "".
 std::string GlobalOption(CLI::App& app, const std::string& name) {
@@ -101,6 +81,10 @@ sigset_t BlockStopSignals() {
   return stop_signals;
 }
 
+// The bounds of --claim-ttl.
+constexpr std::chrono::milliseconds kMinClaimTtl{100};
+constexpr std::chrono::milliseconds kMaxClaimTtl{24 * 3'600'000};
+
 struct ServeArgs {
   std::string listen = "127.0.0.1:8440";
   std::string data;
@@ -110,7 +94,8 @@ struct ServeArgs {
 };
 
 Status Serve(const ServeArgs& args, const std::string& home) {
-  BDN_ASSIGN_OR_RETURN(auto ttl, ParseDuration("--claim-ttl", args.claim_ttl));
+  auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
+  if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
   fs::path data = !args.data.empty() ? fs::path(args.data)
                   : !home.empty()    ? fs::path(home) / "server"
                                      : cli::DefaultHome() / "server";
@@ -127,7 +112,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<KeyStore> keys, SqliteKeyStore::Open(data / "registry.db"));
 
   origin::OriginOptions options;
-  options.claim_ttl = ttl;
+  options.claim_ttl = *ttl;
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
   const sigset_t stop_signals = BlockStopSignals();
@@ -409,7 +394,9 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--data", serve.data, "data directory (default $BDN_HOME/server)");
   c->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "disable authentication (local experiments only)");
-  c->add_option("--claim-ttl", serve.claim_ttl, "push claims lapse unless renewed within this")
+  c->add_option("--claim-ttl", serve.claim_ttl,
+                 "push claims lapse unless renewed within this duration (100ms to 24h; e.g. "
+                 "30s, 2m)")
       ->capture_default_str();
   c->add_option("--threads", serve.threads, "request worker threads")->capture_default_str();
   c->callback([&app, &inv] {

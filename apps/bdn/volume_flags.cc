@@ -2,7 +2,7 @@
 #include "bdn/base/units.h"
 #include "flags.h"
 
-#include <sstream>
+#include <chrono>
 
 namespace bdn::app {
 
@@ -108,7 +108,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   static bdn::cli::MountArgs mount;
   static std::string mount_cache;
   static std::string mount_cache_size;
-  static double mount_read_timeout_s = 0;  // 0: not given (MountOptions' default)
+  static std::string mount_read_timeout;  // "": not given (MountOptions' default)
   c = volume->add_subcommand("mount", "read-only FUSE mount of the pinned version");
   c->add_option("REF", mount.ref)->required();
   c->add_option("MOUNTPOINT", mount.mountpoint)->required();
@@ -120,14 +120,15 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--cache-size", mount_cache_size, "node cache bound (e.g. 50G; default 10G)");
   c->add_option("--cluster-cache", mount.cluster_cache,
                 "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
-  c->add_option("--read-timeout", mount_read_timeout_s,
-                "seconds a read waits for its bytes before failing with EIO (0.1 to 3600; "
-                "default 55: with the kernel's retry of a failed read, EIO comes within 60 s)");
+  c->add_option("--read-timeout", mount_read_timeout,
+                "how long a read waits for its bytes before failing with EIO (100ms to 1h, e.g. "
+                "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "
+                "of a failed read, EIO comes within 60 s)");
   c->callback([&] {
     inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
       if (!mount_cache.empty()) {
         auto n = bdn::ParseByteSize(mount_cache);
-        if (!n) return n.error();
+        if (!n) return n.error().WithPrefix("--memory-cache");
         mount.memory_cache_bytes = *n;
       }
       if (!mount_cache_size.empty()) {
@@ -136,14 +137,12 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
         if (*n == 0) return bdn::InvalidArgumentError("--cache-size: must be more than 0");
         mount.cache_size_bytes = *n;
       }
-      if (mount_read_timeout_s != 0 &&
-          !(mount_read_timeout_s >= 0.1 && mount_read_timeout_s <= 3600)) {  // NaN fails too
-        std::ostringstream given;
-        given << mount_read_timeout_s;
-        return bdn::InvalidArgumentError("--read-timeout " + given.str() +
-                                         ": must be between 0.1 and 3600 seconds");
+      if (!mount_read_timeout.empty()) {
+        auto d = bdn::ParseDuration(mount_read_timeout, std::chrono::milliseconds(100),
+                                    std::chrono::milliseconds(3'600'000));
+        if (!d) return d.error().WithPrefix("--read-timeout");
+        mount.read_timeout_ms = d->count();
       }
-      mount.read_timeout_ms = static_cast<int64_t>(mount_read_timeout_s * 1000);
       return bdn::cli::Mount(ctx, mount);
     };
   });

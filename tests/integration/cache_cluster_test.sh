@@ -40,11 +40,15 @@ curl -sf "$C1/metrics" | grep -q '^# TYPE bdn_cache_bytes gauge$' || fail "bdn_c
 
 step "mount through the cluster: bytes match, the origin serves each chunk about once"
 sent0=$(metric "$ORIGIN" bdn_chunk_bytes_sent_total)
-"$BDN" volume mount "$ref" "$WORK/mnt1" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc1" >/dev/null
+c1_hits0=$(metric "$C1" bdn_cache_hits_total)
+# Blanks around the listed URLs are dropped (the one node-list parser, ParseNodeList; the CLI
+# once kept " http://..." as a URL and refused it).
+"$BDN" volume mount "$ref" "$WORK/mnt1" --cluster-cache "$C1, $C2" --cache-dir "$WORK/nc1" >/dev/null
 MOUNTS+=("$WORK/mnt1")
 (cd "$WORK/mnt1" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through mount 1"
-# A second node (its own node cache) reads the same bytes: served by the cache nodes.
-"$BDN" volume mount "$ref" "$WORK/mnt2" --cluster-cache "$C1,$C2" --cache-dir "$WORK/nc2" >/dev/null
+# A second node (its own node cache) reads the same bytes: served by the cache nodes. Its node
+# list comes from BDN_CLUSTER_CACHE, parsed the same way.
+BDN_CLUSTER_CACHE=" $C1 ,, $C2 " "$BDN" volume mount "$ref" "$WORK/mnt2" --cache-dir "$WORK/nc2" >/dev/null
 MOUNTS+=("$WORK/mnt2")
 (cd "$WORK/mnt2" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through mount 2"
 sent=$(( $(metric "$ORIGIN" bdn_chunk_bytes_sent_total) - sent0 ))
@@ -52,6 +56,9 @@ echo "origin sent $sent chunk bytes for two mounts of a 24 MB volume"
 [ "$sent" -lt 26500000 ] || fail "origin sent $sent bytes: the cache tier did not absorb the second mount"
 hits=$(( $(metric "$C1" bdn_cache_hits_total) + $(metric "$C2" bdn_cache_hits_total) ))
 echo "cache node hits: $hits"
+# Both listed nodes own chunks and served the second mount some of them.
+[ $(( $(metric "$C1" bdn_cache_hits_total) - c1_hits0 )) -gt 0 ] || fail "cache node 1 served no hits"
+[ "$(metric "$C2" bdn_cache_hits_total)" -gt 0 ] || fail "cache node 2 served no hits"
 [ "$hits" -gt 100 ] || fail "the cache nodes counted $hits hits for the second mount's reads"
 "$BDN" volume umount "$WORK/mnt1" >/dev/null; "$BDN" volume umount "$WORK/mnt2" >/dev/null
 

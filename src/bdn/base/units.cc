@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace bdn {
 
@@ -31,6 +32,53 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   else if (unit == "T" || unit == "TB" || unit == "TIB") mult = kGiB * 1024;
   else return bad();
   return static_cast<uint64_t>(std::llround(number * static_cast<double>(mult)));
+}
+
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
+                                                std::chrono::milliseconds min,
+                                                std::chrono::milliseconds max) {
+  auto bad = [&] {
+    return Err(InvalidArgumentError("duration \"" + std::string(text) +
+                                    "\": expected a number and a unit such as 500ms, 30s, 2m, 1h "
+                                    "(a plain number is seconds)"));
+  };
+  // Digits with at most one '.', at least one digit before or after it.
+  size_t i = 0;
+  size_t digits = 0;
+  bool dot = false;
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c >= '0' && c <= '9') {
+      ++digits;
+    } else if (c == '.' && !dot) {
+      dot = true;
+    } else {
+      break;
+    }
+  }
+  if (digits == 0 || digits > 15) return bad();  // 15 digits stay exact in a double
+  std::string_view unit = text.substr(i);
+  double ms_per = unit == "ms"                  ? 1
+                  : unit == "s" || unit.empty() ? 1000
+                  : unit == "m"                 ? 60'000
+                  : unit == "h"                 ? 3'600'000
+                                                : 0;
+  if (ms_per == 0) return bad();
+  double number = std::strtod(std::string(text.substr(0, i)).c_str(), nullptr);
+  double ms = std::round(number * ms_per);
+  if (!(ms >= static_cast<double>(min.count()) && ms <= static_cast<double>(max.count()))) {
+    return Err(InvalidArgumentError("duration \"" + std::string(text) + "\": must be between " +
+                                    FormatDuration(min) + " and " + FormatDuration(max)));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+std::string FormatDuration(std::chrono::milliseconds d) {
+  int64_t ms = d.count();
+  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms != 0 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
 }
 
 std::string FormatBytes(uint64_t bytes) {

@@ -1,6 +1,7 @@
 // Byte-size parsing and formatting helpers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,6 +20,21 @@ Result<uint64_t> ParseByteSize(std::string_view text);
 
 // Formats bytes with a binary unit, e.g. "1.50 GiB", "512 B".
 std::string FormatBytes(uint64_t bytes);
+
+// Parses a duration as every duration flag takes it (--read-timeout, --claim-ttl, ...): a
+// decimal number and a unit, "500ms", "30s", "2m", "1h", "1.5s"; a plain number is seconds
+// ("30" is 30 s, "0.5" is 500 ms). The value is rounded to the nearest millisecond and must lie
+// within [min, max]. No sign, exponent, blanks, "nan" or "inf".
+// Errors: InvalidArgument "duration \"<text>\": expected a number and a unit such as 500ms, 30s,
+// 2m, 1h (a plain number is seconds)" for malformed text; InvalidArgument "duration \"<text>\":
+// must be between <min> and <max>" (as FormatDuration writes them) out of range.
+// Thread-safe.
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
+                                                std::chrono::milliseconds min,
+                                                std::chrono::milliseconds max);
+
+// Formats a duration in the largest unit that divides it: "1h", "2m", "30s", "1500ms", "0ms".
+std::string FormatDuration(std::chrono::milliseconds d);
 
 // Lower-case hex of `data[0, size)`.
 std::string HexEncode(const uint8_t* data, size_t size);

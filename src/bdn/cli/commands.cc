@@ -555,11 +555,7 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountAr
   }
   std::vector<std::string> urls;
   for (const std::string& list : lists) {
-    for (size_t at = 0; at <= list.size();) {
-      size_t comma = std::min(list.find(',', at), list.size());
-      if (comma > at) urls.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
+    for (std::string& url : remote::ParseNodeList(list)) urls.push_back(std::move(url));
   }
   std::shared_ptr<ChunkStore> cluster;
   if (!urls.empty()) {

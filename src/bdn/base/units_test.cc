@@ -1,0 +1,91 @@
+// ParseDuration and FormatDuration: the one syntax of every duration flag, table-driven.
+#include "bdn/base/units.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace bdn {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kMin{1};
+constexpr milliseconds kMax{24 * 3'600'000};
+
+TEST(ParseDuration, AcceptsEveryUnitAndPlainSeconds) {
+  struct Case {
+    const char* text;
+    int64_t ms;
+  } cases[] = {
+      {"500ms", 500},   {"30s", 30'000},     {"2m", 120'000},   {"1h", 3'600'000},
+      {"30", 30'000},   {"0.5", 500},        {"1.5s", 1'500},   {".25s", 250},
+      {"1.", 1'000},    {"0.1", 100},        {"1.5m", 90'000},  {"007s", 7'000},
+      {"1ms", 1},       {"0.0015s", 2},      {"24h", 86'400'000}, {"1440m", 86'400'000},
+  };
+  for (const Case& c : cases) {
+    auto d = ParseDuration(c.text, kMin, kMax);
+    ASSERT_TRUE(d.has_value()) << c.text << ": " << d.error().message();
+    EXPECT_EQ(d->count(), c.ms) << c.text;
+  }
+}
+
+TEST(ParseDuration, RefusesMalformedTextNamingIt) {
+  for (const char* text : {"", "s", "ms", ".", "-1s", "+1s", "1 s", " 1s", "1s ", "1S", "1sec",
+                           "1e3", "1e3ms", "nan", "inf", "0x10", "1..2", "1.2.3", "10d", "1m30s",
+                           "1234567890123456", "30s\n"}) {
+    auto d = ParseDuration(text, kMin, kMax);
+    ASSERT_FALSE(d.has_value()) << text;
+    EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(d.error().message(),
+              "duration \"" + std::string(text) +
+                  "\": expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number "
+                  "is seconds)")
+        << text;
+  }
+}
+
+TEST(ParseDuration, RefusesValuesOutOfRangeNamingTheBounds) {
+  struct Case {
+    const char* text;
+    milliseconds min, max;
+    const char* message;
+  } cases[] = {
+      {"0", kMin, kMax, "duration \"0\": must be between 1ms and 24h"},
+      {"0s", milliseconds(100), milliseconds(3'600'000),
+       "duration \"0s\": must be between 100ms and 1h"},
+      {"99ms", milliseconds(100), milliseconds(3'600'000),
+       "duration \"99ms\": must be between 100ms and 1h"},
+      {"0.0004s", kMin, kMax, "duration \"0.0004s\": must be between 1ms and 24h"},
+      {"61m", milliseconds(1000), milliseconds(3'600'000),
+       "duration \"61m\": must be between 1s and 1h"},
+      {"999999999999999h", kMin, kMax,
+       "duration \"999999999999999h\": must be between 1ms and 24h"},
+  };
+  for (const Case& c : cases) {
+    auto d = ParseDuration(c.text, c.min, c.max);
+    ASSERT_FALSE(d.has_value()) << c.text;
+    EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument) << c.text;
+    EXPECT_EQ(d.error().message(), c.message);
+  }
+  // The bounds themselves are inside.
+  EXPECT_EQ(ParseDuration("100ms", milliseconds(100), milliseconds(3'600'000))->count(), 100);
+  EXPECT_EQ(ParseDuration("1h", milliseconds(100), milliseconds(3'600'000))->count(), 3'600'000);
+}
+
+TEST(FormatDuration, UsesTheLargestUnitThatDividesIt) {
+  EXPECT_EQ(FormatDuration(milliseconds(0)), "0ms");
+  EXPECT_EQ(FormatDuration(milliseconds(100)), "100ms");
+  EXPECT_EQ(FormatDuration(milliseconds(1500)), "1500ms");
+  EXPECT_EQ(FormatDuration(milliseconds(55'000)), "55s");
+  EXPECT_EQ(FormatDuration(milliseconds(90'000)), "90s");
+  EXPECT_EQ(FormatDuration(milliseconds(120'000)), "2m");
+  EXPECT_EQ(FormatDuration(milliseconds(7'200'000)), "2h");
+  // What it writes parses back to the same value.
+  for (int64_t ms : {1, 100, 1500, 55'000, 120'000, 7'200'000}) {
+    EXPECT_EQ(ParseDuration(FormatDuration(milliseconds(ms)), kMin, kMax)->count(), ms);
+  }
+}
+
+}  // namespace
+}  // namespace bdn

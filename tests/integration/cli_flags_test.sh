@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Command-line flags shared by many commands: bdn --version (version and git commit, "unknown"
+# outside a git checkout), and the one duration syntax of every duration flag (--read-timeout,
+# --claim-ttl): 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors everywhere.
+source "$(dirname "$0")/lib.sh"
+SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
+
+step "bdn --version prints the version and the commit it was built from"
+out=$("$BDN" --version)
+[[ "$out" =~ ^bdn\ [0-9]+\.[0-9]+\.[0-9]+\ \(commit\ ([0-9a-f]{12}(-dirty)?|unknown)\)$ ]] \
+  || fail "bdn --version printed [$out]"
+if git -C "$SRC_DIR" rev-parse --show-toplevel >/dev/null 2>&1; then
+  head=$(git -C "$SRC_DIR" rev-parse --short=12 HEAD)
+  [[ "$out" == *"(commit $head)" || "$out" == *"(commit $head-dirty)" ]] \
+    || fail "bdn --version says [$out], the source tree is at $head (rebuild after committing)"
+fi
+assert_eq "$out" "$("$BDN" --version volume ls)" "--version before a subcommand"
+
+step "outside a git checkout (a source tarball) the commit is unknown; the header is rewritten only when it changes"
+mkdir -p "$WORK/tarball"
+cmake -DSOURCE_DIR="$WORK/tarball" -DOUTPUT="$WORK/info.h" -DVERSION=9.8.7 -P "$SRC_DIR/cmake/build_info.cmake"
+assert_contains "$(cat "$WORK/info.h")" '#define BDN_GIT_COMMIT "unknown"'
+assert_contains "$(cat "$WORK/info.h")" '#define BDN_VERSION "9.8.7"'
+touch -d '2001-01-01' "$WORK/info.h"
+cmake -DSOURCE_DIR="$WORK/tarball" -DOUTPUT="$WORK/info.h" -DVERSION=9.8.7 -P "$SRC_DIR/cmake/build_info.cmake"
+assert_eq 2001 "$(date -r "$WORK/info.h" +%Y)" "mtime of an unchanged build info header"
+cmake -DSOURCE_DIR="$WORK/tarball" -DOUTPUT="$WORK/info.h" -DVERSION=9.8.7 -DCOMMIT=0123456789ab \
+  -P "$SRC_DIR/cmake/build_info.cmake"
+assert_contains "$(cat "$WORK/info.h")" '#define BDN_GIT_COMMIT "0123456789ab"'
+
+step "every duration flag refuses what the one parser refuses, with the same message"
+mkdir -p "$WORK/mnt"
+for bad in 0 -1s 10x 1e3 nan inf '1 s' 5d; do
+  case "$bad" in
+    0) why='must be between 100ms and 1h' ;;
+    *) why='expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number is seconds)' ;;
+  esac
+  run_fails 2 "bdn: error: --read-timeout: duration \"$bad\": $why" \
+    "$BDN" volume mount bdn:x/y@b3:0123456789abcdef "$WORK/mnt" --read-timeout "$bad"
+done
+run_fails 2 'bdn: error: --read-timeout: duration "61m": must be between 100ms and 1h' \
+  "$BDN" volume mount bdn:x/y@b3:0123456789abcdef "$WORK/mnt" --read-timeout 61m
+run_fails 2 'bdn: error: --claim-ttl: duration "30 s": expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number is seconds)' \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --claim-ttl '30 s'
+run_fails 2 'bdn: error: --claim-ttl: duration "50ms": must be between 100ms and 24h' \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --claim-ttl 50ms
+[ ! -e "$WORK/srv" ] || fail "a refused serve created its data directory"
+
+step "the accepted forms start the commands they belong to"
+for ttl in 1.5s 2m 45 250ms; do
+  start_bdn "serve-$ttl" serve --listen 127.0.0.1:0 --data "$WORK/srv-$ttl" --claim-ttl "$ttl" --insecure-no-auth
+  kill -TERM "$STARTED_PID"; wait "$STARTED_PID" || fail "serve --claim-ttl $ttl did not stop cleanly"
+done
+mkdir -p "$WORK/data"; printf 'x\n' > "$WORK/data/f"
+ref=$("$BDN" volume push "$WORK/data" bdn:t/v 2>/dev/null)
+for t in 500ms 2.5 1m; do
+  "$BDN" volume mount "$ref" "$WORK/mnt" --read-timeout "$t" >/dev/null
+  MOUNTS+=("$WORK/mnt")
+  assert_eq x "$(cat "$WORK/mnt/f")" "read through a mount with --read-timeout $t"
+  "$BDN" volume umount "$WORK/mnt" >/dev/null
+  MOUNTS=()
+done
+echo "PASS"
