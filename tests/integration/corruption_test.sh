@@ -53,4 +53,39 @@ out=$("$BDN" volume push "$WORK/src" bdn:test/corrupt --json)
 assert_eq 1 "$(json_field chunks_uploaded <<<"$out")" "chunks re-stored"
 "$BDN" volume verify "$ref" >/dev/null || fail "verify after repair"
 cmp "$WORK/src/weights.bin" <("$BDN" volume cat "$ref/weights.bin") || fail "bytes after repair"
+step "a version whose manifest is corrupt: verify and stat exit 5, also once the bad copy is moved aside"
+mkdir -p "$WORK/m"; printf 'manifest\n' > "$WORK/m/f"
+mref=$("$BDN" volume push "$WORK/m" bdn:test/manifest 2>/dev/null)
+mhex=${mref#*@b3:}
+printf 'garbage' > "$BDN_HOME/store/chunks/${mhex:0:2}/$mhex"
+run_fails 5 "bdn: error: manifest b3:$mhex: chunk b3:$mhex: digest mismatch (stored bytes hash to b3:$(printf garbage | b3sum --no-names)); moved to $BDN_HOME/store/corrupt/$mhex, push the data again to repair" \
+  "$BDN" volume verify "$mref"
+for cmd in verify stat; do
+  run_fails 5 "bdn: error: manifest b3:$mhex: not in the store (the version's data is lost; push it again to repair)" \
+    "$BDN" volume "$cmd" "$mref"
+  out=$("$BDN" --json volume "$cmd" "$mref" 2>/dev/null) && fail "$cmd --json passed with a lost manifest"
+  assert_eq corruption "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <<<"$out")" "$cmd --json error code"
+done
+run_fails 5 "bdn: error: manifest b3:$mhex: not in the store (the version's data is lost; push it again to repair)" \
+  "$BDN" volume stat "$mref/f"
+
+step "a manifest blob that is intact but does not decode: exit 5"
+printf 'not a manifest' > "$WORK/bad-manifest"
+bhex=$(b3sum --no-names "$WORK/bad-manifest")
+mkdir -p "$BDN_HOME/store/chunks/${bhex:0:2}"
+cp "$WORK/bad-manifest" "$BDN_HOME/store/chunks/${bhex:0:2}/$bhex"
+python3 - "$BDN_HOME/registry.db" "$mhex" "$bhex" <<'PY'
+import sqlite3, sys
+db, old, new = sys.argv[1:]
+c = sqlite3.connect(db)
+c.execute("UPDATE versions SET digest=? WHERE digest=?", (new, old))
+c.execute("UPDATE volumes SET head=? WHERE head=?", (new, old))
+c.commit()
+PY
+for cmd in verify stat; do
+  err=$("$BDN" volume "$cmd" "bdn:test/manifest@b3:$bhex" 2>&1 >/dev/null) && fail "$cmd of an undecodable manifest passed"
+  rc=0; "$BDN" volume "$cmd" "bdn:test/manifest@b3:$bhex" >/dev/null 2>&1 || rc=$?
+  assert_eq 5 "$rc" "exit code of $cmd with an undecodable manifest"
+  assert_contains "$err" "bdn: error: version b3:$bhex: manifest: "
+done
 echo "PASS"

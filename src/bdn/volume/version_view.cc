@@ -26,10 +26,17 @@ std::shared_ptr<const FileChunks> MakeFileChunks(std::vector<ChunkRef> chunks) {
 Result<std::shared_ptr<VersionView>> VersionView::Open(std::shared_ptr<ChunkStore> store,
                                                        const Digest& digest) {
   auto bytes = store->Get(digest);
-  if (!bytes) {
-    return Err(bytes.error().WithPrefix("manifest " + digest.ToString()));
+  if (!bytes && bytes.error().code() == StatusCode::kNotFound) {
+    // A corrupt copy may have been moved aside by an earlier read: still corruption (exit 5),
+    // not a version that does not exist (exit 3).
+    return Err(CorruptionError("manifest " + digest.ToString() +
+                               ": not in the store (the version's data is lost; push it again "
+                               "to repair)"));
   }
-  BDN_ASSIGN_OR_RETURN(Manifest m, DecodeManifest(*bytes));
+  if (!bytes) return Err(bytes.error().WithPrefix("manifest " + digest.ToString()));
+  auto decoded = DecodeManifest(*bytes);
+  if (!decoded) return Err(decoded.error().WithPrefix("version " + digest.ToString()));
+  Manifest m = std::move(*decoded);
   std::shared_ptr<VersionView> v(new VersionView());
   v->store_ = std::move(store);
   v->digest_ = digest;

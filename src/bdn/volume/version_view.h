@@ -28,8 +28,11 @@ struct FileChunks {
 // Immutable after Open except for the internal chunk-list cache; thread-safe.
 class VersionView {
  public:
-  // Loads and decodes the manifest blob `digest` from `store`.
-  // Errors: NotFound / Corruption from the store ("manifest b3:…: …"), Corruption from decoding.
+  // Loads and decodes the manifest blob `digest` from `store`. Callers open versions the registry
+  // lists, so a manifest the store lacks is lost data, not a missing version.
+  // Errors: Corruption "manifest b3:…: not in the store (the version's data is lost; push it
+  // again to repair)" when the store has no such blob; the store's other errors, Corruption for
+  // bytes that fail verification ("manifest b3:…: …"); Corruption from decoding.
   static Result<std::shared_ptr<VersionView>> Open(std::shared_ptr<ChunkStore> store,
                                                    const Digest& digest);
 
