@@ -48,10 +48,11 @@ diff "$WORK/config.orig" "$WORK/config.yaml" > "$WORK/lock.diff" || true
 assert_eq "$(printf '9c9\n<     - source: bdn:weights/b\n---\n>     - source: %s' "$rb")" "$(cat "$WORK/lock.diff")" "lock diff"
 assert_eq "$WORK/config.yaml: every source is already pinned" "$("$BDN" mounts lock -f "$WORK/config.yaml")" "second lock"
 
-step "invalid configs are refused with line and reason"
+step "invalid configs are refused with line and reason, by apply and lock alike"
 bad() {  # bad EXPECTED_MESSAGE <<YAML
   cat > "$WORK/bad.yaml"
   run_fails 2 "bdn: error: $WORK/bad.yaml:$1" "$BDN" mounts apply -f "$WORK/bad.yaml"
+  run_fails 2 "bdn: error: $WORK/bad.yaml:$1" "$BDN" mounts lock -f "$WORK/bad.yaml"
 }
 bad '3: unknown key "sorce" in mounts[0] (allowed: source, path)' <<YAML
 bdn:
@@ -103,6 +104,24 @@ bdn:
     - source: $ra
       path: /mnt/x
       source: $rb
+YAML
+# A mapping key that is not a string (was exit 1, "yaml-cpp: ... bad conversion", no file name).
+bad '5: a key in mounts[0] must be a string' <<YAML
+bdn:
+  mounts:
+    - source: bdn:weights/b
+      path: /mnt/x
+      ? [a, b]
+      : c
+YAML
+bad '3: a key in mounts[0] must be a string' <<YAML
+bdn:
+  mounts:
+    - {source: bdn:weights/b, path: /mnt/x, {k: v}: c}
+YAML
+bad '2: a key in bdn must be a string' <<YAML
+bdn:
+  [mounts]: []
 YAML
 [ ! -e /mnt/x ] || fail "a refused config mounted something"
 

@@ -33,9 +33,15 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 // Parses and validates bdn.mounts. Other top-level keys of the deployment config are left alone.
-Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::string& text) {
+Result<std::vector<MountEntry>> ParseConfigUnguarded(const std::string& file,
+                                                     const std::string& text) {
   auto at = [&](const YAML::Node& n, const std::string& why) {
     return Err(InvalidArgumentError(file + ":" + std::to_string(n.Mark().line + 1) + ": " + why));
+  };
+  // A mapping key as text; a sequence or mapping used as a key is refused.
+  auto key_of = [&](const YAML::Node& key, const std::string& in) -> Result<std::string> {
+    if (!key.IsScalar()) return at(key, "a key in " + in + " must be a string");
+    return key.as<std::string>();
   };
   YAML::Node root;
   try {
@@ -50,7 +56,7 @@ Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::
   YAML::Node bdn = root["bdn"];
   if (!bdn.IsMap()) return at(bdn, "\"bdn\" must be a mapping");
   for (auto it = bdn.begin(); it != bdn.end(); ++it) {
-    std::string key = it->first.as<std::string>();
+    BDN_ASSIGN_OR_RETURN(std::string key, key_of(it->first, "bdn"));
     if (key != "mounts") return at(it->first, "unknown key \"" + key + "\" in bdn (allowed: mounts)");
   }
   YAML::Node mounts = bdn["mounts"];
@@ -64,7 +70,7 @@ Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::
     if (!m.IsMap()) return at(m, where + " must be a mapping with source and path");
     std::map<std::string, int> keys;
     for (auto it = m.begin(); it != m.end(); ++it) {
-      std::string key = it->first.as<std::string>();
+      BDN_ASSIGN_OR_RETURN(std::string key, key_of(it->first, where));
       if (key != "source" && key != "path") {
         return at(it->first, "unknown key \"" + key + "\" in " + where + " (allowed: source, path)");
       }
@@ -105,6 +111,15 @@ Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::
     out.push_back(std::move(e));
   }
   return out;
+}
+
+// ParseConfigUnguarded with any other yaml-cpp exception turned into "FILE:LINE: <reason>".
+Result<std::vector<MountEntry>> ParseConfig(const std::string& file, const std::string& text) {
+  try {
+    return ParseConfigUnguarded(file, text);
+  } catch (const YAML::Exception& e) {
+    return Err(InvalidArgumentError(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
+  }
 }
 
 bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
