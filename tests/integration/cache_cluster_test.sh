@@ -36,7 +36,8 @@ assert_eq 1 "$(( $(metric "$C1" bdn_cache_upstream_fetches_total) - f0 ))" "upst
 assert_eq 7 "$(metric "$C1" bdn_cache_hit_bytes_total)" "hit bytes"
 [ "$(metric "$C1" bdn_cache_bytes)" -ge 4096 ] || fail "bdn_cache_bytes does not count the chunk"
 assert_eq 1073741824 "$(metric "$C1" bdn_cache_capacity_bytes)" "bdn_cache_capacity_bytes"
-curl -sf "$C1/metrics" | grep -q '^# TYPE bdn_cache_bytes gauge$' || fail "bdn_cache_bytes is not a gauge"
+# (not `curl | grep -q`: under pipefail, grep exiting at the first match fails curl with SIGPIPE)
+[[ $'\n'"$(curl -sf "$C1/metrics")"$'\n' == *$'\n# TYPE bdn_cache_bytes gauge\n'* ]] || fail "bdn_cache_bytes is not a gauge"
 
 step "mount through the cluster: bytes match, the origin serves each chunk about once"
 sent0=$(metric "$ORIGIN" bdn_chunk_bytes_sent_total)
