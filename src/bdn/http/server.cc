@@ -1,86 +1,127 @@
-// Server over cpp-httplib: routing wrapper, bounded worker pool, metrics and JSON errors.
+// Server on Boost.Beast/Asio: acceptors and connections on a few I/O threads (one strand per
+// connection), handlers on a ThreadPool, per-route metrics and JSON errors.
+//
+// A connection is a Session that walks one request at a time through: wait for the first byte
+// (keep-alive idle timeout) → read the header (header deadline, size limit) → route, framing and
+// body-limit checks → admission (on a worker) → body (minimum rate; whole into req.body, or
+// piece by piece into a BodySink on a worker) → handler (on a worker) → response (write deadline;
+// a provider's pieces are produced on a worker, one at a time). Pipelined requests wait in the
+// read buffer and are answered in order. A response that ends the connection says
+// `Connection: close` once, then the socket is shut down for sending and whatever the client
+// still sends is read and dropped for a moment (never parsed) before it is closed, so the
+// response is not lost to a reset.
 #include "bdn/http/server.h"
 
-#include <sys/socket.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <charconv>
-#include <cmath>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
 #include <cstdio>
-#include <cstring>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <thread>
+#include <unordered_map>
 
 #include "bdn/base/thread_pool.h"
 
 namespace bdn::http {
-namespace {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+
+namespace {
 
 const std::vector<double> kDurationBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                               0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
-// httplib's worker pool, backed by bdn's bounded ThreadPool: when every worker is busy and the
-// queue is full, enqueue blocks, so the accept loop pauses and the kernel backlog pushes back.
-class BoundedTaskQueue : public httplib::TaskQueue {
- public:
-  BoundedTaskQueue(int threads, size_t max_queued)
-      : pool_(std::make_unique<ThreadPool>(threads, max_queued)) {}
-  void enqueue(std::function<void()> fn) override { pool_->Submit(std::move(fn)); }
-  // Finishes queued connections and joins the workers.
-  void shutdown() override { pool_.reset(); }
+// Pieces in which a request body is read (and handed to a BodySink).
+constexpr size_t kPieceBytes = 256 * 1024;
+// Reads for the first byte of the next request on an idle connection.
+constexpr size_t kIdleReadBytes = 1024;
+// After a response that ends the connection, what the client still sends is dropped for at most
+// this long before the socket is closed.
+constexpr auto kLingerTime = std::chrono::seconds(1);
+// How long Stop waits for in-flight requests before it closes their connections.
+constexpr auto kStopGrace = std::chrono::seconds(5);
 
- private:
-  std::unique_ptr<ThreadPool> pool_;
-};
+enum class Listener { kMain, kMetrics };
 
-std::string EscapeLabel(std::string_view v) {
+// The method label of a request in metrics: one of a closed set, so clients cannot grow it.
+std::string_view MethodLabel(std::string_view m) {
+  for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "DELETE"}) {
+    if (m == known) return known;
+  }
+  return "other";
+}
+
+bool IEquals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes `s` (and '+' as a space in query strings). Invalid escapes stay as they are.
+std::string Decode(std::string_view s, bool plus_is_space) {
   std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2]));
+      i += 2;
+    } else if (s[i] == '+' && plus_is_space) {
+      out += ' ';
     } else {
-      out += c;
+      out += s[i];
     }
   }
   return out;
 }
 
-std::string LabelText(const Labels& labels) {
-  std::string out;
-  for (const auto& [k, v] : labels) {
-    if (!out.empty()) out += ',';
-    out += k + "=\"" + EscapeLabel(v) + "\"";
+Params ParseQuery(std::string_view q) {
+  Params out;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view item = q.substr(0, amp);
+    if (!item.empty()) {
+      size_t eq = item.find('=');
+      std::string key = Decode(item.substr(0, eq), true);
+      std::string value = eq == std::string_view::npos ? "" : Decode(item.substr(eq + 1), true);
+      out.emplace(std::move(key), std::move(value));
+    }
+    if (amp == std::string_view::npos) break;
+    q.remove_prefix(amp + 1);
   }
   return out;
 }
 
-std::string FormatValue(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-std::string_view TypeName(Metrics::Type t) {
-  switch (t) {
-    case Metrics::Type::kCounter:
-      return "counter";
-    case Metrics::Type::kGauge:
-      return "gauge";
-    case Metrics::Type::kHistogram:
-      return "histogram";
+// Text from a request, made safe for one log line.
+std::string Printable(std::string_view s, size_t max = 200) {
+  std::string out;
+  for (char c : s.substr(0, max)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
   }
-  return "untyped";
+  if (s.size() > max) out += "...";
+  return out;
 }
 
-// The "code" of a JSON error body, or "" (the wrapper uses it for bdn_http_errors_total).
-std::string ErrorCodeOf(const httplib::Response& res) {
+// The "code" of a JSON error body, or "" (for bdn_http_errors_total).
+std::string ErrorCodeOf(const ServerResponse& res) {
   auto j = nlohmann::json::parse(res.body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     return j["error"].value("code", "");
@@ -88,185 +129,635 @@ std::string ErrorCodeOf(const httplib::Response& res) {
   return "";
 }
 
-std::optional<uint64_t> ParseU64(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
+// The literal text every path matching `pattern` starts with (for a quick test before the regex).
+std::string LiteralPrefix(const std::string& pattern) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) {
+      if ((c == '?' || c == '*' || c == '{') && !out.empty()) out.pop_back();
+      break;
+    }
+    out += c;
+  }
+  return out;
 }
 
 }  // namespace
 
-Result<ListenAddress> ParseListenAddress(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return Err(
-        InvalidArgumentError("listen address \"" + std::string(text) + "\": " + std::string(why)));
+struct RouteEntry {
+  std::string method;
+  std::regex pattern;
+  std::string prefix;
+  std::string name;
+  Server::Handler handler;
+  Server::RouteOptions options;
+  bool on_io_thread = false;  // cheap and never blocking: answered without a worker
+  bool metrics_endpoint = false;
+};
+
+class Session;
+
+struct Server::Impl {
+  Server& server;
+  const ServerOptions& o;
+  std::vector<RouteEntry> routes;
+
+  std::unique_ptr<asio::io_context> ioc;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> io_threads;
+  std::unique_ptr<ThreadPool> pool;
+  struct Acceptor {
+    tcp::acceptor acceptor;
+    Listener kind;
+    asio::steady_timer retry;
   };
-  size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos) return bad("expected HOST:PORT");
-  std::string_view host = text.substr(0, colon);
-  std::string_view port_text = text.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string_view::npos) {
-    return bad("an IPv6 host must be in brackets, e.g. [::1]:8440");
+  std::vector<std::unique_ptr<Acceptor>> acceptors;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t open = 0;
+  std::unordered_map<std::string, size_t> per_client;
+  std::map<Session*, std::weak_ptr<Session>> sessions;
+  bool stopping = false;
+
+  Impl(Server& s, const ServerOptions& options) : server(s), o(options) {}
+
+  const RouteEntry* Match(const std::string& method, const std::string& path, Listener kind,
+                          std::vector<PathMatch>* groups) const;
+  void Accept(Acceptor* a);
+  // Counts a new connection; false when it is over a limit (then `why` says which).
+  bool Register(const std::shared_ptr<Session>& s, const std::string& addr, std::string* why);
+  void Unregister(Session* s, const std::string& addr);
+  void Submit(std::function<void()> fn) { pool->Submit(std::move(fn)); }
+};
+
+const RouteEntry* Server::Impl::Match(const std::string& method, const std::string& path,
+                                      Listener kind, std::vector<PathMatch>* groups) const {
+  const std::string& m = method == "HEAD" ? std::string("GET") : method;
+  for (const RouteEntry& r : routes) {
+    if (r.method != m || !path.starts_with(r.prefix)) continue;
+    if (kind == Listener::kMetrics && r.name != "/metrics" && r.name != "/healthz") continue;
+    if (kind == Listener::kMain && r.metrics_endpoint && !o.metrics_listen.empty()) continue;
+    std::smatch sm;
+    if (!std::regex_match(path, sm, r.pattern)) continue;
+    groups->clear();
+    for (const auto& g : sm) groups->push_back({g.str()});
+    return &r;
   }
-  auto port = ParseU64(port_text);
-  if (!port || *port > 65535) return bad("port must be a number from 0 to 65535");
-  ListenAddress out;
-  out.host = host.empty() ? "0.0.0.0" : std::string(host);
-  out.port = static_cast<int>(*port);
-  return out;
+  return nullptr;
 }
 
-Result<ByteRange> ParseRange(std::string_view value, uint64_t size_bytes) {
-  auto bad = [&](std::string_view why) {
-    return Err(InvalidArgumentError("range \"" + std::string(value) + "\": " + std::string(why)));
-  };
-  constexpr std::string_view kUnit = "bytes=";
-  if (!value.starts_with(kUnit)) return bad("expected bytes=FIRST-LAST");
-  std::string_view spec = value.substr(kUnit.size());
-  while (!spec.empty() && spec.front() == ' ') spec.remove_prefix(1);
-  while (!spec.empty() && spec.back() == ' ') spec.remove_suffix(1);
-  if (spec.find(',') != std::string_view::npos) return bad("only a single range is supported");
-  size_t dash = spec.find('-');
-  if (dash == std::string_view::npos) return bad("expected bytes=FIRST-LAST");
-  std::string_view first_text = spec.substr(0, dash);
-  std::string_view last_text = spec.substr(dash + 1);
-  std::string size_text = "size " + std::to_string(size_bytes);
-  if (first_text.empty()) {  // suffix: the last n bytes
-    auto n = ParseU64(last_text);
-    if (!n) return bad("expected bytes=-LENGTH");
-    if (*n == 0 || size_bytes == 0) return bad("not satisfiable for " + size_text);
-    uint64_t len = std::min(*n, size_bytes);
-    return ByteRange{size_bytes - len, len};
+// One connection. Every member is touched only on the connection's strand, except the request
+// and response, which a worker uses while the strand waits for it.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl* impl, tcp::socket socket, Listener kind, std::string addr, int port)
+      : impl_(impl),
+        stream_(std::move(socket)),
+        buffer_(impl->o.max_header_bytes + 64 * 1024),
+        kind_(kind),
+        addr_(std::move(addr)),
+        port_(port) {}
+  ~Session() { impl_->Unregister(this, addr_); }
+
+  const std::string& addr() const { return addr_; }
+
+  void Start() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
   }
-  auto first = ParseU64(first_text);
-  if (!first) return bad("expected bytes=FIRST-LAST");
-  uint64_t last = UINT64_MAX;
-  if (!last_text.empty()) {
-    auto l = ParseU64(last_text);
-    if (!l) return bad("expected bytes=FIRST-LAST");
-    if (*l < *first) return bad("last byte before first byte");
-    last = *l;
+
+  // Over a connection limit: 503 with Retry-After, then close.
+  void Reject(std::string why) {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this(), why = std::move(why)] {
+      self->res_ = std::make_unique<ServerResponse>();
+      SetError(*self->res_, UnavailableError("server: " + why + "; retry later"), 503);
+      self->res_->set_header("Retry-After", "1");
+      self->close_ = true;
+      self->WriteResponse();
+    });
   }
-  if (*first >= size_bytes) return bad("not satisfiable for " + size_text);
-  last = std::min(last, size_bytes - 1);
-  return ByteRange{*first, last - *first + 1};
-}
 
-void SetError(httplib::Response& res, const Status& s, int http_status) {
-  res.status = http_status;
-  res.set_content(
-      ErrorBody(s, http_status == 401 ? Credentials::kRejected : Credentials::kAccepted),
-      "application/json");
-  if (http_status == 401) res.set_header("WWW-Authenticate", "Bearer realm=\"bdn\"");
-}
+  // Server::Stop: an idle connection closes now, a busy one after its response.
+  void OnStop() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->stopping_ = true;
+      if (self->phase_ == Phase::kIdle || self->phase_ == Phase::kHeader ||
+          self->phase_ == Phase::kLinger) {
+        self->Close();
+      }
+    });
+  }
+  void ForceClose() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
+  }
 
-void SetError(httplib::Response& res, const Status& s, Credentials credentials) {
-  SetError(res, s, HttpStatusFor(s, credentials));
-}
+ private:
+  enum class Phase { kIdle, kHeader, kAdmit, kBody, kHandler, kWrite, kLinger, kClosed };
 
-void SetJson(httplib::Response& res, std::string json, int http_status) {
-  res.status = http_status;
-  res.set_content(std::move(json), "application/json");
-}
+  const ServerOptions& o() const { return impl_->o; }
+  Metrics& metrics() { return impl_->server.metrics(); }
 
-// ---- Metrics ----
+  // ---- reading a request ----
 
-Metrics::Family& Metrics::FamilyLocked(const std::string& name) {
-  return families_[name];  // default: a counter without HELP
-}
+  void ReadHeader() {
+    if (stopping_) return Close();
+    req_.reset();
+    res_.reset();
+    route_ = nullptr;
+    body_bytes_ = 0;
+    sink_ = DataSink();
+    sent_ = 0;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(o().max_header_bytes));
+    parser_->body_limit(boost::none);  // checked per route once the route is known
+    if (buffer_.size() == 0 && !first_) {
+      // Between requests: wait for the next one's first byte within the idle timeout, holding
+      // no buffer beyond a small read.
+      phase_ = Phase::kIdle;
+      buffer_.shrink_to_fit();
+      stream_.expires_after(o().idle_timeout);
+      stream_.async_read_some(buffer_.prepare(kIdleReadBytes),
+                              [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                if (ec) return self->Close();
+                                self->buffer_.commit(n);
+                                self->ReadHeaderBytes();
+                              });
+      return;
+    }
+    ReadHeaderBytes();
+  }
 
-void Metrics::Declare(const std::string& name, Type type, std::string help,
-                      std::vector<double> buckets) {
-  std::lock_guard lock(mu_);
-  auto [it, inserted] = families_.try_emplace(name);
-  if (!inserted && !it->second.help.empty()) return;
-  it->second.type = type;
-  it->second.help = std::move(help);
-  it->second.bounds = std::move(buckets);
-}
+  void ReadHeaderBytes() {
+    phase_ = Phase::kHeader;
+    stream_.expires_after(o().header_timeout);
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
 
-void Metrics::Add(const std::string& name, const Labels& labels, double delta) {
-  std::string key = LabelText(labels);
-  std::lock_guard lock(mu_);
-  FamilyLocked(name).samples[key].value += delta;
-}
+  void OnHeader(beast::error_code ec) {
+    first_ = false;
+    start_ = Clock::now();
+    if (ec) {
+      if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+        // The request line alone over the limit is 414, else the header block is 431.
+        auto data = buffer_.cdata();
+        std::string_view seen(static_cast<const char*>(data.data()), data.size());
+        bool line_done =
+            seen.find('\n') != std::string_view::npos && seen.find('\n') < o().max_header_bytes;
+        std::string limit = std::to_string(o().max_header_bytes) + " bytes";
+        return Refuse(
+            line_done ? 431 : 414,
+            InvalidArgumentError(line_done ? "request: header larger than " + limit
+                                           : "request: request line longer than " + limit));
+      }
+      if (IsParseError(ec)) return Refuse(400, InvalidArgumentError(ParseErrorMessage(ec)));
+      return Close();  // end of stream, reset, or the header deadline passed
+    }
+    auto& msg = parser_->get();
+    req_ = std::make_unique<ServerRequest>();
+    res_ = std::make_unique<ServerResponse>();
+    req_->method = std::string(msg.method_string());
+    req_->target = std::string(msg.target());
+    req_->remote_addr = addr_;
+    req_->remote_port = port_;
+    for (const auto& f : msg) {
+      req_->headers.emplace(std::string(f.name_string()), std::string(f.value()));
+    }
+    keep_alive_ = msg.keep_alive();
+    http10_ = msg.version() < 11;
+    std::string_view target = msg.target();
+    if (target.starts_with("http://") || target.starts_with("https://")) {  // absolute-form
+      size_t slash = target.find('/', target.find("//") + 2);
+      target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+    }
+    size_t q = target.find('?');
+    req_->path = Decode(target.substr(0, q), false);
+    if (q != std::string_view::npos) req_->params = ParseQuery(target.substr(q + 1));
+    if (!target.starts_with("/")) {
+      return Refuse(400, InvalidArgumentError("request: target must be a path starting with /"));
+    }
+    if (msg.count(bhttp::field::transfer_encoding) > 0 && !parser_->chunked()) {
+      return Refuse(400, InvalidArgumentError(
+                             "request: Transfer-Encoding: only chunked (last) is supported"));
+    }
+    route_ = impl_->Match(req_->method, req_->path, kind_, &req_->matches);
+    if (!route_) {
+      SetError(*res_, NotFoundError(req_->method + " " + req_->path + ": no such endpoint"), 404);
+      return Finish();
+    }
+    uint64_t limit =
+        route_->options.max_body_bytes > 0 ? route_->options.max_body_bytes : o().max_body_bytes;
+    if (auto length = parser_->content_length(); length && *length > limit) {
+      return Refuse(413, TooLarge(limit));
+    }
+    parser_->body_limit(limit);
+    if (!route_->options.admit) return StartBody();
+    phase_ = Phase::kAdmit;
+    impl_->Submit([self = shared_from_this()] {
+      bool admitted = false;
+      self->Guard([&] { admitted = self->route_->options.admit(*self->req_, *self->res_); });
+      asio::post(self->stream_.get_executor(), [self, admitted] {
+        if (!admitted) return self->Finish();
+        self->StartBody();
+      });
+    });
+  }
 
-void Metrics::Set(const std::string& name, const Labels& labels, double value) {
-  std::string key = LabelText(labels);
-  std::lock_guard lock(mu_);
-  FamilyLocked(name).samples[key].value = value;
-}
+  Status TooLarge(uint64_t limit) const {
+    return InvalidArgumentError(req_->method + " " + RouteName() + ": request body larger than " +
+                                std::to_string(limit) + " bytes");
+  }
 
-void Metrics::Observe(const std::string& name, const Labels& labels, double value) {
-  std::string key = LabelText(labels);
-  std::lock_guard lock(mu_);
-  Family& f = FamilyLocked(name);
-  Sample& s = f.samples[key];
-  if (s.buckets.size() != f.bounds.size()) s.buckets.assign(f.bounds.size(), 0);
-  for (size_t i = 0; i < f.bounds.size(); ++i) {
-    if (value <= f.bounds[i]) {
-      ++s.buckets[i];
-      break;
+  static bool IsParseError(beast::error_code ec) {
+    return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
+           ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+           ec != bhttp::error::need_buffer;
+  }
+
+  static std::string ParseErrorMessage(beast::error_code ec) {
+    if (ec == bhttp::error::bad_content_length) {
+      return "request: Content-Length must be one non-negative decimal number (and not "
+             "combined with Transfer-Encoding)";
+    }
+    if (ec == bhttp::error::multiple_content_length) {
+      return "request: conflicting Content-Length headers";
+    }
+    if (ec == bhttp::error::bad_transfer_encoding) {
+      return "request: Transfer-Encoding repeated or combined with Content-Length";
+    }
+    if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension) {
+      return "request: malformed chunked body";
+    }
+    return "request: malformed (" + ec.message() + ")";
+  }
+
+  // Answers with an error and ends the connection: used when the request cannot be trusted to
+  // be framed, or its body will not be read.
+  void Refuse(int http_status, const Status& s) {
+    if (!req_) req_ = std::make_unique<ServerRequest>();  // refused before it could be read
+    if (!res_) res_ = std::make_unique<ServerResponse>();
+    *res_ = ServerResponse();
+    SetError(*res_, s, http_status);
+    close_ = true;
+    Finish();
+  }
+
+  void StartBody() {
+    if (parser_->is_done()) return RunHandler();
+    phase_ = Phase::kBody;
+    body_start_ = Clock::now();
+    if (IEquals(req_->get_header_value("Expect"), "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_after(o().write_timeout);
+      asio::async_write(stream_, asio::buffer(kContinue),
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          if (ec) return self->Close();
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    if (piece_.empty()) piece_.resize(kPieceBytes);
+    auto& body = parser_->get().body();
+    body.data = piece_.data();
+    body.size = piece_.size();
+    body.more = true;
+    // The body must keep up the minimum average rate, after a grace of one header timeout.
+    uint64_t want = piece_.size();
+    if (auto left = parser_->content_length_remaining()) want = std::min<uint64_t>(want, *left);
+    auto allowed = std::chrono::duration<double>(static_cast<double>(body_bytes_ + want) /
+                                                 static_cast<double>(o().min_body_rate));
+    stream_.expires_at(body_start_ + o().header_timeout +
+                       std::chrono::duration_cast<Clock::duration>(allowed));
+    bhttp::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec == bhttp::error::body_limit) return Refuse(413, TooLarge(*LimitOf()));
+    if (ec) {
+      if (IsParseError(ec)) return Refuse(400, InvalidArgumentError(ParseErrorMessage(ec)));
+      return Close();
+    }
+    size_t got = piece_.size() - parser_->get().body().size;
+    body_bytes_ += got;
+    bool done = parser_->is_done();
+    if (!req_->body_sink) {
+      req_->body.append(reinterpret_cast<const char*>(piece_.data()), got);
+      if (!done) return ReadBody();
+      piece_ = {};
+      return RunHandler();
+    }
+    impl_->Submit([self = shared_from_this(), got, done] {
+      Status s = Status::Ok();
+      self->Guard([&] {
+        s = self->req_->body_sink->Write(std::span<const uint8_t>(self->piece_.data(), got));
+      });
+      asio::post(self->stream_.get_executor(), [self, s, done] {
+        if (!s.ok()) {
+          if (self->res_->status < 400) SetError(*self->res_, s);
+          self->close_ = true;
+          return self->Finish();
+        }
+        if (!done) return self->ReadBody();
+        self->piece_ = {};
+        self->RunHandler();
+      });
+    });
+  }
+
+  std::optional<uint64_t> LimitOf() const {
+    if (!route_) return o().max_body_bytes;
+    return route_->options.max_body_bytes > 0 ? route_->options.max_body_bytes : o().max_body_bytes;
+  }
+
+  // Runs `fn` (a handler or an admission step); an exception becomes a 500 JSON error.
+  void Guard(const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      *res_ = ServerResponse();
+      SetError(*res_, InternalError(req_->method + " " + req_->path + ": " + e.what()));
+    } catch (...) {
+      *res_ = ServerResponse();
+      SetError(*res_, InternalError(req_->method + " " + req_->path + ": unknown exception"));
     }
   }
-  s.value += value;
-  ++s.count;
-}
 
-double Metrics::Value(const std::string& name, const Labels& labels) const {
-  std::lock_guard lock(mu_);
-  auto f = families_.find(name);
-  if (f == families_.end()) return 0;
-  auto s = f->second.samples.find(LabelText(labels));
-  return s == f->second.samples.end() ? 0 : s->second.value;
-}
-
-void Metrics::OnScrape(std::function<void(Metrics&)> sample) {
-  std::lock_guard lock(scrape_mu_);
-  on_scrape_.push_back(std::move(sample));
-}
-
-std::string Metrics::Render() {
-  {
-    std::lock_guard scrape_lock(scrape_mu_);
-    for (const auto& sample : on_scrape_) sample(*this);
+  void RunHandler() {
+    phase_ = Phase::kHandler;
+    if (route_->on_io_thread) {
+      Guard([&] { route_->handler(*req_, *res_); });
+      return Finish();
+    }
+    impl_->Submit([self = shared_from_this()] {
+      self->Guard([&] { self->route_->handler(*self->req_, *self->res_); });
+      asio::post(self->stream_.get_executor(), [self] { self->Finish(); });
+    });
   }
-  std::lock_guard lock(mu_);
-  std::string out;
-  for (const auto& [name, f] : families_) {
-    if (!f.help.empty()) out += "# HELP " + name + " " + f.help + "\n";
-    out += "# TYPE " + name + " " + std::string(TypeName(f.type)) + "\n";
-    for (const auto& [labels, s] : f.samples) {
-      if (f.type != Type::kHistogram) {
-        out +=
-            name + (labels.empty() ? "" : "{" + labels + "}") + " " + FormatValue(s.value) + "\n";
+
+  // ---- writing the response ----
+
+  std::string RouteName() const {
+    if (route_) return route_->name;
+    return res_ && res_->status == 404 ? "(unmatched)" : "(other)";
+  }
+
+  void Finish() {
+    Record();
+    WriteResponse();
+  }
+
+  void Record() {
+    if (!req_) return;  // a connection refused before any request: counted as such
+    const ServerResponse& res = *res_;
+    std::string route = RouteName();
+    std::string method(MethodLabel(req_->method));
+    metrics().Add("bdn_http_requests_total",
+                  {{"method", method}, {"route", route}, {"status", std::to_string(res.status)}},
+                  1);
+    metrics().Observe("bdn_http_request_duration_seconds", {{"route", route}},
+                      std::chrono::duration<double>(Clock::now() - start_).count());
+    if (body_bytes_ > 0) {
+      metrics().Add("bdn_http_request_bytes_total", {{"route", route}},
+                    static_cast<double>(body_bytes_));
+    }
+    if (!res.body.empty() && req_->method != "HEAD") {
+      metrics().Add("bdn_http_response_bytes_total", {{"route", route}},
+                    static_cast<double>(res.body.size()));
+    }
+    if (res.status >= 400) {
+      metrics().Add("bdn_http_errors_total", {{"route", route}, {"code", ErrorCodeOf(res)}}, 1);
+      if (res.status >= 500) {
+        std::fprintf(stderr, "bdn serve: %s %s: %d %s\n", Printable(req_->method).c_str(),
+                     Printable(req_->path).c_str(), res.status, res.body.c_str());
+      }
+    }
+  }
+
+  void WriteResponse() {
+    phase_ = Phase::kWrite;
+    ServerResponse& res = *res_;
+    if (!keep_alive_ || stopping_) close_ = true;
+    // A body left unread would be parsed as the next request: never keep such a connection.
+    if (parser_ && parser_->is_header_done() && !parser_->is_done()) close_ = true;
+    bool head = req_ && req_->method == "HEAD";
+    bool no_body = res.status < 200 || res.status == 204 || res.status == 304;
+    bool stream = res.provider && !head && !no_body;
+    if (stream && http10_) close_ = true;  // no chunked coding for HTTP/1.0: the close ends it
+    chunked_ = stream && !http10_;
+
+    std::string_view reason = bhttp::obsolete_reason(static_cast<bhttp::status>(res.status));
+    if (reason.empty() || reason.starts_with("<")) reason = "Unknown";
+    out_ = "HTTP/1.1 " + std::to_string(res.status) + " " + std::string(reason) + "\r\n";
+    for (const auto& [name, value] : res.headers) {
+      if (IEquals(name, "Connection") || IEquals(name, "Content-Length") ||
+          IEquals(name, "Transfer-Encoding") || IEquals(name, "Keep-Alive")) {
         continue;
       }
-      std::string sep = labels.empty() ? "" : ",";
-      uint64_t cumulative = 0;
-      for (size_t i = 0; i < f.bounds.size(); ++i) {
-        cumulative += i < s.buckets.size() ? s.buckets[i] : 0;
-        out += name + "_bucket{" + labels + sep + "le=\"" + FormatValue(f.bounds[i]) + "\"} " +
-               std::to_string(cumulative) + "\n";
-      }
-      out += name + "_bucket{" + labels + sep + "le=\"+Inf\"} " + std::to_string(s.count) + "\n";
-      std::string braces = labels.empty() ? "" : "{" + labels + "}";
-      out += name + "_sum" + braces + " " + FormatValue(s.value) + "\n";
-      out += name + "_count" + braces + " " + std::to_string(s.count) + "\n";
+      std::string v = value;
+      std::erase_if(v, [](char c) { return c == '\r' || c == '\n'; });
+      out_ += name + ": " + v + "\r\n";
     }
+    if (chunked_) {
+      out_ += "Transfer-Encoding: chunked\r\n";
+    } else if (!no_body && !stream) {
+      out_ += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
+    }
+    if (close_) {
+      out_ += "Connection: close\r\n";
+    } else if (http10_) {
+      out_ += "Connection: keep-alive\r\n";
+    }
+    out_ += "\r\n";
+    if (stream) {
+      Write([self = shared_from_this()] { self->StreamNext(); });
+      return;
+    }
+    if (!head && !no_body) out_ += res.body;
+    res.body = {};
+    Write([self = shared_from_this()] { self->Done(); });
   }
-  return out;
+
+  // Writes out_ within the write deadline, then calls `next`.
+  void Write(std::function<void()> next) {
+    stream_.expires_after(o().write_timeout);
+    asio::async_write(
+        stream_, asio::buffer(out_),
+        [self = shared_from_this(), next = std::move(next)](beast::error_code ec, size_t) {
+          self->out_ = {};
+          if (ec) return self->Close();
+          next();
+        });
+  }
+
+  // One provider call on a worker, then its bytes on the wire, until it is done.
+  void StreamNext() {
+    impl_->Submit([self = shared_from_this()] {
+      bool ok = false;
+      try {
+        ok = self->res_->provider(self->sent_, self->sink_);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bdn serve: %s %s: response aborted: %s\n",
+                     Printable(self->req_->method).c_str(), Printable(self->req_->path).c_str(),
+                     e.what());
+      }
+      asio::post(self->stream_.get_executor(), [self, ok] {
+        // A failed provider aborts the connection mid-body, so the client sees a truncated
+        // response, not a short one that looks complete.
+        if (!ok) return self->Close();
+        std::string data = self->sink_.Take();
+        bool done = self->sink_.is_done();
+        self->sent_ += data.size();
+        if (self->chunked_) {
+          if (!data.empty()) {
+            char size[32];
+            std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+            self->out_ = size + data + "\r\n";
+          }
+          if (done) self->out_ += "0\r\n\r\n";
+        } else {
+          self->out_ = std::move(data);
+        }
+        if (self->out_.empty()) return self->StreamNext();
+        self->Write([self, done] { done ? self->Done() : self->StreamNext(); });
+      });
+    });
+  }
+
+  // The response is on the wire: the next request, or the end of the connection.
+  void Done() {
+    req_.reset();
+    res_.reset();
+    if (close_) return Linger();
+    ReadHeader();
+  }
+
+  // Shuts down sending and drops what the client still sends (never parsed) for a moment, so
+  // that the response is read before the socket closes (a close with unread data resets it).
+  void Linger() {
+    phase_ = Phase::kLinger;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return Close();
+    if (linger_until_ == Clock::time_point()) linger_until_ = Clock::now() + kLingerTime;
+    buffer_.clear();
+    buffer_.shrink_to_fit();
+    if (discard_.empty()) discard_.resize(16 * 1024);
+    stream_.expires_at(linger_until_);
+    stream_.async_read_some(asio::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->Close();
+                              self->Linger();
+                            });
+  }
+
+  void Close() {
+    if (phase_ == Phase::kClosed) return;
+    phase_ = Phase::kClosed;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  Server::Impl* impl_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  const Listener kind_;
+  const std::string addr_;
+  const int port_;
+
+  Phase phase_ = Phase::kHeader;
+  bool first_ = true;       // no request read yet on this connection
+  bool keep_alive_ = true;  // the client allows another request after this one
+  bool http10_ = false;
+  bool close_ = false;  // this response ends the connection
+  bool chunked_ = false;
+  bool stopping_ = false;
+  std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
+  std::unique_ptr<ServerRequest> req_;
+  std::unique_ptr<ServerResponse> res_;
+  const RouteEntry* route_ = nullptr;
+  Clock::time_point start_;
+  Clock::time_point body_start_;
+  Clock::time_point linger_until_;
+  uint64_t body_bytes_ = 0;
+  std::vector<uint8_t> piece_;  // the body piece being read
+  std::vector<char> discard_;   // lingering reads
+  DataSink sink_;
+  size_t sent_ = 0;  // streamed body bytes produced so far
+  std::string out_;  // bytes being written
+};
+
+bool Server::Impl::Register(const std::shared_ptr<Session>& s, const std::string& addr,
+                            std::string* why) {
+  std::lock_guard lock(mu);
+  sessions[s.get()] = s;
+  size_t& mine = per_client[addr];
+  ++open;
+  ++mine;
+  if (open > o.max_connections) {
+    *why = std::to_string(o.max_connections) + " connections open (--max-connections)";
+    return false;
+  }
+  if (mine > o.max_connections_per_client) {
+    *why = std::to_string(o.max_connections_per_client) +
+           " connections open from this address (--max-connections-per-client)";
+    return false;
+  }
+  return true;
+}
+
+void Server::Impl::Unregister(Session* s, const std::string& addr) {
+  std::lock_guard lock(mu);
+  sessions.erase(s);
+  --open;
+  auto it = per_client.find(addr);
+  if (it != per_client.end() && --it->second == 0) per_client.erase(it);
+  cv.notify_all();
+}
+
+void Server::Impl::Accept(Acceptor* a) {
+  a->acceptor.async_accept(
+      asio::make_strand(*ioc), [this, a](beast::error_code ec, tcp::socket socket) {
+        if (ec == asio::error::operation_aborted || !a->acceptor.is_open()) return;
+        if (ec) {
+          // Out of descriptors (or another transient failure): back off instead of spinning.
+          a->retry.expires_after(std::chrono::milliseconds(50));
+          a->retry.async_wait([this, a](beast::error_code) {
+            if (a->acceptor.is_open()) Accept(a);
+          });
+          return;
+        }
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto peer = socket.remote_endpoint(ignored);
+        std::string addr = ignored ? std::string("?") : peer.address().to_string();
+        auto session = std::make_shared<Session>(this, std::move(socket), a->kind, addr,
+                                                 ignored ? 0 : peer.port());
+        std::string why;
+        if (Register(session, addr, &why)) {
+          server.metrics().Add("bdn_http_connections_accepted_total", {}, 1);
+          session->Start();
+        } else {
+          server.metrics().Add("bdn_http_connections_refused_total", {}, 1);
+          session->Reject(why);
+        }
+        Accept(a);
+      });
 }
 
 // ---- Server ----
 
 Server::Server(ServerOptions options) : options_(std::move(options)) {
-  // Without TCP_NODELAY, Nagle's algorithm and delayed ACKs stall small responses ~40 ms each.
-  server_.set_tcp_nodelay(true);
+  impl_ = std::make_unique<Impl>(*this, options_);
   metrics_.Declare("bdn_http_requests_total", Metrics::Type::kCounter,
                    "HTTP requests by method, route and status.");
   metrics_.Declare("bdn_http_request_duration_seconds", Metrics::Type::kHistogram,
@@ -275,240 +766,175 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
   metrics_.Declare("bdn_http_errors_total", Metrics::Type::kCounter,
                    "Error responses by route and error code.");
   metrics_.Declare("bdn_http_request_bytes_total", Metrics::Type::kCounter,
-                   "Request body bytes received, by route.");
+                   "ServerRequest body bytes received, by route.");
   metrics_.Declare("bdn_http_response_bytes_total", Metrics::Type::kCounter,
-                   "Response body bytes sent, by route.");
-
-  int threads = options_.threads > 0 ? options_.threads : 1;
-  size_t queued = options_.max_queued_connections > 0 ? options_.max_queued_connections : 1;
-  server_.new_task_queue = [threads, queued] { return new BoundedTaskQueue(threads, queued); };
-  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a second server
-  // bind the same port and silently take half the connections.
-  server_.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+                   "ServerResponse body bytes sent, by route.");
+  metrics_.Declare("bdn_http_connections", Metrics::Type::kGauge, "Open connections.");
+  metrics_.Declare("bdn_http_connections_accepted_total", Metrics::Type::kCounter,
+                   "Connections accepted.");
+  metrics_.Declare("bdn_http_connections_refused_total", Metrics::Type::kCounter,
+                   "Connections refused with 503 over --max-connections or "
+                   "--max-connections-per-client.");
+  metrics_.Add("bdn_http_connections_accepted_total", {}, 0);
+  metrics_.Add("bdn_http_connections_refused_total", {}, 0);
+  metrics_.OnScrape([impl = impl_.get()](Metrics& m) {
+    size_t open;
+    {
+      std::lock_guard lock(impl->mu);
+      open = impl->open;
+    }
+    m.Set("bdn_http_connections", {}, static_cast<double>(open));
   });
-  server_.set_payload_max_length(options_.max_body_bytes);
-  server_.set_keep_alive_max_count(1000);
-  server_.set_keep_alive_timeout(options_.keep_alive_timeout.count());
-  server_.set_read_timeout(options_.io_timeout.count(), 0);
-  server_.set_write_timeout(options_.io_timeout.count(), 0);
 
-  // Errors cpp-httplib produces itself (no route, oversized body, malformed request or Range)
-  // come with an empty body; give them the JSON error shape too.
-  server_.set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty() || res.content_length_ > 0 || res.content_provider_) {
-          return httplib::Server::HandlerResponse::Unhandled;
-        }
-        const_cast<httplib::Request&>(req).ranges.clear();  // never slice the error body
-        std::string what = req.method + " " + req.path;
-        std::string message;
-        switch (res.status) {
-          case 404:
-            message = what + ": no such endpoint";
-            break;
-          case 413:
-            message = what + ": request body larger than " +
-                      std::to_string(options_.max_body_bytes) + " bytes";
-            break;
-          case 416:
-            message = what + ": malformed Range header";
-            break;
-          default:
-            message = what + ": HTTP " + std::to_string(res.status);
-        }
-        SetError(res, Status(StatusCodeForHttp(res.status), message), res.status);
-        Record(req, res.status == 404 ? "(unmatched)" : "(other)", res, std::nullopt);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server_.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        SetError(res, InternalError("server: " + what));
-      });
-
-  Get("/healthz", "/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  Get("/metrics", "/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  Get("/healthz", "/healthz",
+      [](const ServerRequest&, ServerResponse& res) { res.set_content("ok\n", "text/plain"); });
+  impl_->routes.back().on_io_thread = true;
+  Get("/metrics", "/metrics", [this](const ServerRequest&, ServerResponse& res) {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
   });
+  impl_->routes.back().metrics_endpoint = true;
 }
 
 Server::~Server() { Stop(); }
 
-Server::Handler Server::Wrap(std::string route, Handler handler) {
-  return [this, route = std::move(route), handler = std::move(handler)](const httplib::Request& req,
-                                                                        httplib::Response& res) {
-    Handle(route, req, res, [&] { handler(req, res); });
+void Server::Add(std::string method, const std::string& pattern, std::string route, Handler handler,
+                 RouteOptions options) {
+  RouteEntry e;
+  e.method = std::move(method);
+  e.pattern = std::regex(pattern, std::regex::ECMAScript | std::regex::optimize);
+  e.prefix = LiteralPrefix(pattern);
+  e.name = std::move(route);
+  e.handler = std::move(handler);
+  e.options = std::move(options);
+  impl_->routes.push_back(std::move(e));
+}
+
+void Server::Get(const std::string& pattern, std::string route, Handler handler,
+                 RouteOptions options) {
+  Add("GET", pattern, std::move(route), std::move(handler), std::move(options));
+}
+void Server::Post(const std::string& pattern, std::string route, Handler handler,
+                  RouteOptions options) {
+  Add("POST", pattern, std::move(route), std::move(handler), std::move(options));
+}
+void Server::Put(const std::string& pattern, std::string route, Handler handler,
+                 RouteOptions options) {
+  Add("PUT", pattern, std::move(route), std::move(handler), std::move(options));
+}
+void Server::Delete(const std::string& pattern, std::string route, Handler handler,
+                    RouteOptions options) {
+  Add("DELETE", pattern, std::move(route), std::move(handler), std::move(options));
+}
+
+namespace {
+
+// Binds a listening socket on `text` (HOST:PORT). Errors as Server::Start.
+Result<std::unique_ptr<Server::Impl::Acceptor>> Bind(asio::io_context& ioc, const std::string& text,
+                                                     Listener kind, ListenAddress* bound) {
+  BDN_ASSIGN_OR_RETURN(ListenAddress addr, ParseListenAddress(text));
+  auto fail = [&](const beast::error_code& ec) {
+    return Err(UnavailableError("listen " + text + ": cannot bind: " + ec.message()));
   };
+  beast::error_code ec;
+  tcp::resolver resolver(ioc);
+  auto endpoints = resolver.resolve(addr.host, std::to_string(addr.port),
+                                    tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec) return fail(ec);
+  if (endpoints.empty()) return fail(asio::error::host_not_found);
+  tcp::endpoint ep = endpoints.begin()->endpoint();
+  auto a = std::unique_ptr<Server::Impl::Acceptor>(
+      new Server::Impl::Acceptor{tcp::acceptor(ioc), kind, asio::steady_timer(ioc)});
+  a->acceptor.open(ep.protocol(), ec);
+  if (ec) return fail(ec);
+  // SO_REUSEADDR only (never SO_REUSEPORT, which would let a second server share the port).
+  a->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  a->acceptor.bind(ep, ec);
+  if (ec) return fail(ec);
+  a->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return fail(ec);
+  bound->host = addr.host;
+  bound->port = a->acceptor.local_endpoint().port();
+  return a;
 }
 
-void Server::Handle(const std::string& route, const httplib::Request& req, httplib::Response& res,
-                    const std::function<void()>& call, const bool* unrecorded) {
-  auto start = Clock::now();
-  // Handlers serve Range themselves; cpp-httplib would otherwise slice every body again.
-  const_cast<httplib::Request&>(req).ranges.clear();
-  try {
-    call();
-  } catch (const std::exception& e) {
-    res = httplib::Response();
-    SetError(res, InternalError(req.method + " " + req.path + ": " + e.what()));
-  } catch (...) {
-    res = httplib::Response();
-    SetError(res, InternalError(req.method + " " + req.path + ": unknown exception"));
-  }
-  if (res.status == -1) res.status = 200;
-  if (unrecorded && *unrecorded) return;
-  Record(req, route, res, std::chrono::duration<double>(Clock::now() - start).count());
+int DefaultIoThreads() {
+  int half = static_cast<int>(std::thread::hardware_concurrency()) / 2;
+  return std::clamp(half, 1, 4);
 }
 
-void Server::Record(const httplib::Request& req, const std::string& route,
-                    const httplib::Response& res, std::optional<double> seconds) {
-  metrics_.Add("bdn_http_requests_total",
-               {{"method", req.method}, {"route", route}, {"status", std::to_string(res.status)}},
-               1);
-  if (seconds) metrics_.Observe("bdn_http_request_duration_seconds", {{"route", route}}, *seconds);
-  if (!req.body.empty()) {
-    metrics_.Add("bdn_http_request_bytes_total", {{"route", route}},
-                 static_cast<double>(req.body.size()));
-  }
-  size_t out = res.body.empty() ? res.content_length_ : res.body.size();
-  if (out > 0 && req.method != "HEAD") {
-    metrics_.Add("bdn_http_response_bytes_total", {{"route", route}}, static_cast<double>(out));
-  }
-  if (res.status >= 400) {
-    std::string code = ErrorCodeOf(res);
-    metrics_.Add("bdn_http_errors_total", {{"route", route}, {"code", code}}, 1);
-    if (res.status >= 500) {
-      std::fprintf(stderr, "bdn serve: %s %s: %d %s\n", req.method.c_str(), req.path.c_str(),
-                   res.status, res.body.c_str());
-    }
-  }
-}
-
-void Server::Get(const std::string& pattern, std::string route, Handler handler) {
-  server_.Get(pattern, Wrap(std::move(route), std::move(handler)));
-}
-// cpp-httplib 0.11 reads the body of a POST/PUT without Content-Length until the connection
-// closes, so a bodiless `curl -X POST` would hang for the I/O timeout and then get 400. Routes
-// with a content reader read the body themselves: none without Content-Length or chunked
-// Transfer-Encoding (RFC 9112 §6.3: such a request has no body). The handler runs first and reads
-// the body through `read_body` when it accepts the request.
-httplib::Server::HandlerWithContentReader Server::WrapWithBody(std::string route,
-                                                               DeferredBodyHandler handler) {
-  // An unread body up to this size is read and dropped after a refusal, to keep the connection;
-  // a larger one closes it instead.
-  constexpr uint64_t kMaxDrainBytes = 64 * 1024;
-  return [this, route = std::move(route), handler = std::move(handler)](
-             const httplib::Request& req, httplib::Response& res,
-             const httplib::ContentReader& reader) {
-    std::string te = req.get_header_value("Transfer-Encoding");
-    std::transform(te.begin(), te.end(), te.begin(),
-                   [](unsigned char c) { return std::tolower(c); });
-    bool chunked = te.find("chunked") != std::string::npos;
-    bool has_body = req.has_header("Content-Length") || chunked;
-    bool read = false;
-    bool read_failed = false;
-    BodyReader read_body = [&]() -> bool {
-      if (read) return true;
-      read = true;
-      if (!has_body) return true;
-      std::string body;
-      body.reserve(std::min<size_t>(req.get_header_value<uint64_t>("Content-Length"),
-                                    options_.max_body_bytes));
-      bool ok = reader([&](const char* data, size_t n) {
-        body.append(data, n);
-        return true;
-      });
-      if (!ok) {
-        if (res.status < 400) res.status = 400;  // the error handler adds the JSON body
-        read_failed = true;
-        return false;
-      }
-      const_cast<httplib::Request&>(req).body = std::move(body);
-      return true;
-    };
-    Handle(route, req, res, [&] { handler(req, res, read_body); }, &read_failed);
-    if (!read && has_body) {
-      uint64_t length = req.get_header_value<uint64_t>("Content-Length");
-      if (!chunked && length <= kMaxDrainBytes) {
-        (void)reader([](const char*, size_t) { return true; });
-      } else {
-        res.set_header("Connection", "close");
-        const_cast<httplib::Request&>(req).set_header("Connection", "close");
-      }
-    }
-  };
-}
-
-void Server::Post(const std::string& pattern, std::string route, Handler handler) {
-  PostDeferred(pattern, std::move(route),
-               [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
-                                              const BodyReader& read_body) {
-                 if (read_body()) handler(req, res);
-               });
-}
-void Server::Put(const std::string& pattern, std::string route, Handler handler) {
-  PutDeferred(pattern, std::move(route),
-              [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
-                                             const BodyReader& read_body) {
-                if (read_body()) handler(req, res);
-              });
-}
-void Server::PostDeferred(const std::string& pattern, std::string route,
-                          DeferredBodyHandler handler) {
-  server_.Post(pattern, WrapWithBody(std::move(route), std::move(handler)));
-}
-void Server::PutDeferred(const std::string& pattern, std::string route,
-                         DeferredBodyHandler handler) {
-  server_.Put(pattern, WrapWithBody(std::move(route), std::move(handler)));
-}
-
-void Server::Delete(const std::string& pattern, std::string route, Handler handler) {
-  server_.Delete(pattern, Wrap(std::move(route), std::move(handler)));
-}
+}  // namespace
 
 Status Server::Start() {
   if (started_) return FailedPreconditionError("server: already started");
-  BDN_ASSIGN_OR_RETURN(ListenAddress addr, ParseListenAddress(options_.listen));
-  errno = 0;
-  int port = addr.port;
-  bool bound;
-  if (port == 0) {
-    port = server_.bind_to_any_port(addr.host);
-    bound = port > 0;
-  } else {
-    bound = server_.bind_to_port(addr.host, port);
+  impl_->ioc = std::make_unique<asio::io_context>();
+  ListenAddress bound;
+  BDN_ASSIGN_OR_RETURN(auto main, Bind(*impl_->ioc, options_.listen, Listener::kMain, &bound));
+  std::unique_ptr<Impl::Acceptor> metrics;
+  ListenAddress metrics_bound;
+  if (!options_.metrics_listen.empty()) {
+    BDN_ASSIGN_OR_RETURN(
+        metrics, Bind(*impl_->ioc, options_.metrics_listen, Listener::kMetrics, &metrics_bound));
   }
-  if (!bound) {
-    int e = errno;
-    return UnavailableError("listen " + options_.listen + ": cannot bind" +
-                            (e != 0 ? std::string(": ") + std::strerror(e) : std::string()));
+  host_ = bound.host;
+  port_ = bound.port;
+  metrics_port_ = metrics ? metrics_bound.port : 0;
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = false;
   }
-  host_ = addr.host;
-  port_ = port;
+  int threads = std::max(1, options_.threads);
+  // Each connection has at most one task queued, so this bound is never reached: Submit, called
+  // on I/O threads, must not block.
+  impl_->pool = std::make_unique<ThreadPool>(threads, options_.max_connections * 2 + 1024);
+  impl_->acceptors.push_back(std::move(main));
+  if (metrics) impl_->acceptors.push_back(std::move(metrics));
+  for (auto& a : impl_->acceptors) impl_->Accept(a.get());
+  impl_->work.emplace(impl_->ioc->get_executor());
+  int io = options_.io_threads > 0 ? options_.io_threads : DefaultIoThreads();
+  for (int i = 0; i < io; ++i)
+    impl_->io_threads.emplace_back([ioc = impl_->ioc.get()] { ioc->run(); });
   started_ = true;
-  thread_ = std::thread([this] { server_.listen_after_bind(); });
-  auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!server_.is_running()) {
-    if (Clock::now() > deadline) return InternalError("listen " + url() + ": server did not start");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
   return Status::Ok();
 }
 
 void Server::Stop() {
   if (!started_) return;
-  server_.stop();
-  if (thread_.joinable()) thread_.join();
+  Impl& m = *impl_;
+  asio::post(*m.ioc, [&m] {
+    for (auto& a : m.acceptors) {
+      beast::error_code ec;
+      a->acceptor.close(ec);
+      a->retry.cancel();
+    }
+  });
+  auto for_each_session = [&m](auto fn) {
+    std::vector<std::shared_ptr<Session>> live;
+    {
+      std::lock_guard lock(m.mu);
+      m.stopping = true;
+      for (auto& [p, w] : m.sessions) {
+        if (auto s = w.lock()) live.push_back(std::move(s));
+      }
+    }
+    for (auto& s : live) fn(*s);
+  };
+  for_each_session([](Session& s) { s.OnStop(); });
+  {
+    std::unique_lock lock(m.mu);
+    m.cv.wait_for(lock, kStopGrace, [&m] { return m.open == 0; });
+  }
+  for_each_session([](Session& s) { s.ForceClose(); });
+  {
+    std::unique_lock lock(m.mu);
+    m.cv.wait_for(lock, std::chrono::seconds(1), [&m] { return m.open == 0; });
+  }
+  m.work.reset();
+  m.ioc->stop();
+  for (auto& t : m.io_threads) t.join();
+  m.io_threads.clear();
+  m.pool.reset();  // finishes tasks still queued; what they post stays queued
+  m.acceptors.clear();
+  m.ioc.reset();  // destroys queued handlers, and with them the last sessions
   started_ = false;
 }
 

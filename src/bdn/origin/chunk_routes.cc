@@ -16,7 +16,7 @@ constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 constexpr uint8_t kBatchFound = 0;
 constexpr uint8_t kBatchMissing = 1;
 
-Result<Digest> ChunkIdOf(const httplib::Request& req) {
+Result<Digest> ChunkIdOf(const http::ServerRequest& req) {
   auto id = Digest::Parse(req.matches[1].str());
   if (!id) return Err(id.error().WithPrefix("chunk id"));
   return *id;
@@ -51,7 +51,7 @@ std::string BatchRecordHeader(const Digest& id, uint8_t status, uint32_t length)
 void Origin::RegisterChunks() {
   const Access push_any{Scope::kPush, Where::kAnyNamespace};
   Route("POST", "/v1/chunks/missing", "/v1/chunks/missing", push_any,
-        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) -> Status {
+        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) -> Status {
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
           BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_missing_ids));
           BDN_ASSIGN_OR_RETURN(auto missing, store_->FindMissing(ids));
@@ -61,24 +61,25 @@ void Origin::RegisterChunks() {
           return Status::Ok();
         });
   Route("PUT", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", push_any,
-        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
           return PutChunk(req, res);
-        });
+        },
+        options_.max_blob_bytes);
 }
 
 void Origin::RegisterChunkReads() {
   const Access pull_any{Scope::kPull, Where::kAnyNamespace};
   Route("POST", "/v1/chunks/batch", "/v1/chunks/batch", pull_any,
-        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
           return BatchChunks(req, res);
         });
   Route("GET", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", pull_any,
-        [this](const httplib::Request& req, httplib::Response& res, const ApiKey&) {
+        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
           return GetChunk(req, res);
         });
 }
 
-Status Origin::PutChunk(const httplib::Request& req, httplib::Response& res) {
+Status Origin::PutChunk(const http::ServerRequest& req, http::ServerResponse& res) {
   BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
   if (req.body.size() > options_.max_blob_bytes) {
     http::SetError(res,
@@ -109,7 +110,7 @@ void Origin::ReportCorruption(const Status& s) {
   server_->metrics().Add("bdn_chunks_corrupt_total", {}, 1);
 }
 
-Status Origin::GetChunk(const httplib::Request& req, httplib::Response& res) {
+Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& res) {
   BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
   const std::string etag = "\"" + id.Hex() + "\"";
   if (req.has_header("If-None-Match") && EtagMatches(req.get_header_value("If-None-Match"), etag)) {
@@ -151,7 +152,7 @@ Status Origin::GetChunk(const httplib::Request& req, httplib::Response& res) {
   return Status::Ok();
 }
 
-Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) {
+Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse& res) {
   BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
   BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_batch_ids));
   // Streamed one record per provider call, so a response of many large chunks never sits in
@@ -170,7 +171,7 @@ Status Origin::BatchChunks(const httplib::Request& req, httplib::Response& res) 
   st->ids = std::move(ids);
   http::Metrics* metrics = &server_->metrics();
   res.status = 200;
-  res.set_chunked_content_provider(kBinary, [this, st, metrics](size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider(kBinary, [this, st, metrics](size_t, http::DataSink& sink) {
     uint64_t sent = 0;
     if (!st->started) {
       if (!sink.write(kBatchMagic, sizeof kBatchMagic)) return false;

@@ -2,6 +2,7 @@
 // listen addresses, metrics rendering, and the server's edge behaviour (exceptions, 404s).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -172,10 +173,10 @@ TEST(HttpServer, ExceptionsBecome500AndRangesAreLeftToHandlers) {
   o.listen = "127.0.0.1:0";
   o.threads = 2;
   Server server(o);
-  server.Get("/boom", "/boom", [](const httplib::Request&, httplib::Response&) {
+  server.Get("/boom", "/boom", [](const ServerRequest&, ServerResponse&) {
     throw std::runtime_error("kaboom");
   });
-  server.Get("/data", "/data", [](const httplib::Request&, httplib::Response& res) {
+  server.Get("/data", "/data", [](const ServerRequest&, ServerResponse& res) {
     res.set_content("0123456789", "application/octet-stream");
   });
   ASSERT_TRUE(server.Start().ok());
@@ -232,7 +233,7 @@ TEST(HttpServer, BodilessPostWithoutContentLengthIsAnsweredAtOnce) {
   o.listen = "127.0.0.1:0";
   o.threads = 2;
   Server server(o);
-  server.Post("/p", "/p", [](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/p", "/p", [](const ServerRequest& req, ServerResponse& res) {
     res.set_content("body=[" + req.body + "]", "text/plain");
   });
   ASSERT_TRUE(server.Start().ok());
@@ -259,7 +260,7 @@ TEST(HttpServer, OversizedBodyGets413WithJson) {
   o.threads = 2;
   o.max_body_bytes = 10;
   Server server(o);
-  server.Put("/p", "/p", [](const httplib::Request&, httplib::Response& res) {
+  server.Put("/p", "/p", [](const ServerRequest&, ServerResponse& res) {
     res.set_content("stored", "text/plain");
   });
   ASSERT_TRUE(server.Start().ok());

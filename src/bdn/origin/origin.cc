@@ -3,6 +3,7 @@
 #include "bdn/origin/origin.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,9 +34,9 @@ void Origin::Register(http::Server& server) {
   m.Declare("bdn_chunk_bytes_received_total", T::kCounter, "Chunk bytes received and verified.");
   m.Declare("bdn_chunks_corrupt_total", T::kCounter,
             "Stored chunks that failed verification when read (moved aside, never sent).");
-  for (const char* name : {"bdn_chunks_sent_total", "bdn_chunk_bytes_sent_total",
-                           "bdn_chunks_received_total", "bdn_chunk_bytes_received_total",
-                           "bdn_chunks_corrupt_total"}) {
+  for (const char* name :
+       {"bdn_chunks_sent_total", "bdn_chunk_bytes_sent_total", "bdn_chunks_received_total",
+        "bdn_chunk_bytes_received_total", "bdn_chunks_corrupt_total"}) {
     m.Add(name, {}, 0);  // present from the start, so dashboards see 0 rather than no series
   }
   if (options_.role == Role::kCache) {
@@ -49,7 +50,7 @@ void Origin::Register(http::Server& server) {
   RegisterKeys();
 }
 
-Result<ApiKey> Origin::Authenticate(const httplib::Request& req) {
+Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {
   if (options_.auth == AuthMode::kDisabled || options_.role == Role::kCache) {
     return ApiKey{"anonymous", std::string(kAllNamespaces), {Scope::kAdmin}, 0, false};
   }
@@ -69,37 +70,42 @@ Result<ApiKey> Origin::Authenticate(const httplib::Request& req) {
 }
 
 void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,
-                   Access access, Handler handler) {
+                   Access access, Handler handler, uint64_t max_body_bytes) {
   // Authentication and the scope check come before the request body is read (POST/PUT), so an
   // unauthenticated or out-of-scope client cannot make the server receive and buffer a body.
-  auto gate = [this, access, handler = std::move(handler)](
-                  const httplib::Request& req, httplib::Response& res,
-                  const http::Server::BodyReader& read_body) {
+  http::Server::RouteOptions options;
+  options.max_body_bytes = max_body_bytes;
+  options.admit = [this, access](http::ServerRequest& req, http::ServerResponse& res) {
     auto key = Authenticate(req);
-    if (!key) return http::SetError(res, key.error(), http::Credentials::kRejected);
+    if (!key) {
+      http::SetError(res, key.error(), http::Credentials::kRejected);
+      return false;
+    }
     std::optional<std::string> ns;
     if (access.where == Where::kPathNamespace) ns = req.matches[1].str();
     if (!key->Allows(access.scope, ns ? std::optional<std::string_view>(*ns) : std::nullopt)) {
       std::string where = ns ? "namespace \"" + *ns + "\"" : "any namespace";
-      return http::SetError(res, PermissionDeniedError("key " + key->Name() + ": no \"" +
-                                                       std::string(ScopeName(access.scope)) +
-                                                       "\" scope for " + where));
+      http::SetError(res, PermissionDeniedError("key " + key->Name() + ": no \"" +
+                                                std::string(ScopeName(access.scope)) +
+                                                "\" scope for " + where));
+      return false;
     }
-    if (!read_body()) return;
-    Status s = handler(req, res, *key);
+    req.context = *key;
+    return true;
+  };
+  auto run = [handler = std::move(handler)](const http::ServerRequest& req,
+                                            http::ServerResponse& res) {
+    Status s = handler(req, res, std::any_cast<const ApiKey&>(req.context));
     if (!s.ok()) http::SetError(res, s);
   };
-  auto no_body = [gate](const httplib::Request& req, httplib::Response& res) {
-    gate(req, res, [] { return true; });
-  };
   if (method == "GET") {
-    server_->Get(pattern, route, std::move(no_body));
+    server_->Get(pattern, route, std::move(run), std::move(options));
   } else if (method == "POST") {
-    server_->PostDeferred(pattern, route, std::move(gate));
+    server_->Post(pattern, route, std::move(run), std::move(options));
   } else if (method == "PUT") {
-    server_->PutDeferred(pattern, route, std::move(gate));
+    server_->Put(pattern, route, std::move(run), std::move(options));
   } else {
-    server_->Delete(pattern, route, std::move(no_body));
+    server_->Delete(pattern, route, std::move(run), std::move(options));
   }
 }
 
@@ -118,7 +124,8 @@ std::string KeyIdOf(std::string id) {
 void Origin::RegisterKeys() {
   const Access admin{Scope::kAdmin, Where::kAnyNamespace};
   Route("POST", "/v1/keys", "/v1/keys", admin,
-        [this](const httplib::Request& req, httplib::Response& res, const ApiKey& me) -> Status {
+        [this](const http::ServerRequest& req, http::ServerResponse& res,
+               const ApiKey& me) -> Status {
           if (!keys_) return FailedPreconditionError("keys: authentication is disabled");
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
           BDN_ASSIGN_OR_RETURN(auto ns, OptionalStringField(body, "namespace"));
@@ -140,7 +147,7 @@ void Origin::RegisterKeys() {
           return Status::Ok();
         });
   Route("GET", "/v1/keys", "/v1/keys", admin,
-        [this](const httplib::Request&, httplib::Response& res, const ApiKey& me) -> Status {
+        [this](const http::ServerRequest&, http::ServerResponse& res, const ApiKey& me) -> Status {
           if (!keys_) return FailedPreconditionError("keys: authentication is disabled");
           BDN_ASSIGN_OR_RETURN(auto all, keys_->List());
           json list = json::array();
@@ -151,7 +158,8 @@ void Origin::RegisterKeys() {
           return Status::Ok();
         });
   Route("DELETE", "/v1/keys/([^/]+)", "/v1/keys/{id}", admin,
-        [this](const httplib::Request& req, httplib::Response& res, const ApiKey& me) -> Status {
+        [this](const http::ServerRequest& req, http::ServerResponse& res,
+               const ApiKey& me) -> Status {
           if (!keys_) return FailedPreconditionError("keys: authentication is disabled");
           std::string id = KeyIdOf(req.matches[1].str());
           BDN_ASSIGN_OR_RETURN(ApiKey target, keys_->Get(id));

@@ -65,14 +65,15 @@ class Origin {
   };
   // A handler after authentication; a non-ok Status becomes the JSON error response.
   using Handler =
-      std::function<Status(const httplib::Request&, httplib::Response&, const ApiKey& key)>;
+      std::function<Status(const http::ServerRequest&, http::ServerResponse&, const ApiKey& key)>;
 
-  // Registers `handler` behind the authentication and scope check of `access`.
+  // Registers `handler` behind the authentication and scope check of `access` (which run
+  // before the body is read); a body over `max_body_bytes` (0: the server's default) gets 413.
   void Route(const std::string& method, const std::string& pattern, const std::string& route,
-             Access access, Handler handler);
+             Access access, Handler handler, uint64_t max_body_bytes = 0);
   // The key of the request's bearer token (or the anonymous admin with auth disabled).
   // Errors: PermissionDenied, to be answered with 401.
-  Result<ApiKey> Authenticate(const httplib::Request& req);
+  Result<ApiKey> Authenticate(const http::ServerRequest& req);
 
   void RegisterChunks();      // missing-query and upload
   void RegisterChunkReads();  // download and batch
@@ -80,14 +81,14 @@ class Origin {
   void RegisterClaims();
   void RegisterKeys();
 
-  Status PutChunk(const httplib::Request& req, httplib::Response& res);
-  Status GetChunk(const httplib::Request& req, httplib::Response& res);
-  Status BatchChunks(const httplib::Request& req, httplib::Response& res);
+  Status PutChunk(const http::ServerRequest& req, http::ServerResponse& res);
+  Status GetChunk(const http::ServerRequest& req, http::ServerResponse& res);
+  Status BatchChunks(const http::ServerRequest& req, http::ServerResponse& res);
   // A stored chunk failed verification (the store moved it aside): says so on stderr and counts
   // it in bdn_chunks_corrupt_total, so an operator sees it even when the client only sees a
   // missing chunk.
   void ReportCorruption(const Status& s);
-  Status Commit(const httplib::Request& req, httplib::Response& res, const ApiKey& key);
+  Status Commit(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key);
 
   OriginOptions options_;
   std::shared_ptr<ChunkStore> store_;

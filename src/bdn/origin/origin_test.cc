@@ -3,6 +3,7 @@
 #include "bdn/origin/origin.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 

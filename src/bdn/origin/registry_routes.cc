@@ -19,7 +19,7 @@ struct VolumePath {
 };
 
 // The namespace and volume of /v1/volumes/<ns>/<vol>/... (req.matches[1] and [2]).
-Result<VolumePath> VolumeOf(const httplib::Request& req) {
+Result<VolumePath> VolumeOf(const http::ServerRequest& req) {
   VolumePath p{req.matches[1].str(), req.matches[2].str()};
   BDN_RETURN_IF_ERROR(ValidateName("namespace", p.ns));
   BDN_RETURN_IF_ERROR(ValidateName("volume", p.volume));
@@ -34,7 +34,7 @@ Result<Digest> FullDigestOf(std::string_view hex) {
   return Digest::Parse(hex);
 }
 
-Result<std::optional<int64_t>> ExpectedSequenceParam(const httplib::Request& req) {
+Result<std::optional<int64_t>> ExpectedSequenceParam(const http::ServerRequest& req) {
   if (!req.has_param("expected_sequence")) return std::optional<int64_t>();
   std::string v = req.get_param_value("expected_sequence");
   try {
@@ -46,7 +46,7 @@ Result<std::optional<int64_t>> ExpectedSequenceParam(const httplib::Request& req
   return Err(InvalidArgumentError("expected_sequence \"" + v + "\": must be an integer"));
 }
 
-void Reply(httplib::Response& res, const json& j, int status = 200) {
+void Reply(http::ServerResponse& res, const json& j, int status = 200) {
   http::SetJson(res, j.dump(), status);
 }
 
@@ -62,8 +62,8 @@ void Origin::RegisterRegistry() {
   const Access pull{Scope::kPull, Where::kPathNamespace};
   const Access push{Scope::kPush, Where::kPathNamespace};
   const Access tag{Scope::kTag, Where::kPathNamespace};
-  using Req = const httplib::Request&;
-  using Res = httplib::Response&;
+  using Req = const http::ServerRequest&;
+  using Res = http::ServerResponse&;
   const std::string vol = "/v1/volumes/([^/]+)/([^/]+)";
 
   Route("GET", "/v1/namespaces", "/v1/namespaces", pull_any,
@@ -160,7 +160,7 @@ void Origin::RegisterRegistry() {
         });
 }
 
-Status Origin::Commit(const httplib::Request& req, httplib::Response& res, const ApiKey& key) {
+Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key) {
   BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
   BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
   CommitRequest c;
@@ -191,8 +191,8 @@ Status Origin::Commit(const httplib::Request& req, httplib::Response& res, const
 
 void Origin::RegisterClaims() {
   const Access push{Scope::kPush, Where::kPathNamespace};
-  using Req = const httplib::Request&;
-  using Res = httplib::Response&;
+  using Req = const http::ServerRequest&;
+  using Res = http::ServerResponse&;
   const std::string claims = "/v1/volumes/([^/]+)/([^/]+)/claims";
   auto ttl_ms = static_cast<int64_t>(claims_.ttl().count());
 

@@ -1,0 +1,147 @@
+// ServerRequest/ServerResponse accessors, listen-address and Range parsing, JSON error bodies.
+#include "bdn/http/message.h"
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+
+namespace bdn::http {
+namespace {
+
+char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+template <typename Map>
+std::string FirstValue(const Map& m, std::string_view name, const char* def) {
+  auto it = m.find(name);
+  return it == m.end() ? std::string(def) : it->second;
+}
+
+std::optional<uint64_t> ParseU64(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+bool CaseInsensitiveLess::operator()(std::string_view a, std::string_view b) const {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(),
+                                      [](char x, char y) { return Lower(x) < Lower(y); });
+}
+
+bool ServerRequest::has_header(std::string_view name) const { return headers.contains(name); }
+std::string ServerRequest::get_header_value(std::string_view name, const char* def) const {
+  return FirstValue(headers, name, def);
+}
+bool ServerRequest::has_param(std::string_view name) const { return params.contains(name); }
+std::string ServerRequest::get_param_value(std::string_view name) const {
+  return FirstValue(params, name, "");
+}
+
+bool DataSink::write(const char* data, size_t n) {
+  out_.append(data, n);
+  return true;
+}
+
+bool ServerResponse::has_header(std::string_view name) const { return headers.contains(name); }
+std::string ServerResponse::get_header_value(std::string_view name, const char* def) const {
+  return FirstValue(headers, name, def);
+}
+void ServerResponse::set_header(std::string_view name, std::string value) {
+  headers.emplace(std::string(name), std::move(value));
+}
+void ServerResponse::set_content(const char* data, size_t n, std::string_view content_type) {
+  set_content(std::string(data, n), content_type);
+}
+void ServerResponse::set_content(std::string b, std::string_view content_type) {
+  body = std::move(b);
+  provider = nullptr;
+  headers.erase("Content-Type");
+  set_header("Content-Type", std::string(content_type));
+}
+void ServerResponse::set_chunked_content_provider(std::string_view content_type,
+                                                  ContentProvider p) {
+  body.clear();
+  provider = std::move(p);
+  headers.erase("Content-Type");
+  set_header("Content-Type", std::string(content_type));
+}
+
+Result<ListenAddress> ParseListenAddress(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Err(
+        InvalidArgumentError("listen address \"" + std::string(text) + "\": " + std::string(why)));
+  };
+  size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return bad("expected HOST:PORT");
+  std::string_view host = text.substr(0, colon);
+  std::string_view port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return bad("an IPv6 host must be in brackets, e.g. [::1]:8440");
+  }
+  auto port = ParseU64(port_text);
+  if (!port || *port > 65535) return bad("port must be a number from 0 to 65535");
+  ListenAddress out;
+  out.host = host.empty() ? "0.0.0.0" : std::string(host);
+  out.port = static_cast<int>(*port);
+  return out;
+}
+
+Result<ByteRange> ParseRange(std::string_view value, uint64_t size_bytes) {
+  auto bad = [&](std::string_view why) {
+    return Err(InvalidArgumentError("range \"" + std::string(value) + "\": " + std::string(why)));
+  };
+  constexpr std::string_view kUnit = "bytes=";
+  if (!value.starts_with(kUnit)) return bad("expected bytes=FIRST-LAST");
+  std::string_view spec = value.substr(kUnit.size());
+  while (!spec.empty() && spec.front() == ' ') spec.remove_prefix(1);
+  while (!spec.empty() && spec.back() == ' ') spec.remove_suffix(1);
+  if (spec.find(',') != std::string_view::npos) return bad("only a single range is supported");
+  size_t dash = spec.find('-');
+  if (dash == std::string_view::npos) return bad("expected bytes=FIRST-LAST");
+  std::string_view first_text = spec.substr(0, dash);
+  std::string_view last_text = spec.substr(dash + 1);
+  std::string size_text = "size " + std::to_string(size_bytes);
+  if (first_text.empty()) {  // suffix: the last n bytes
+    auto n = ParseU64(last_text);
+    if (!n) return bad("expected bytes=-LENGTH");
+    if (*n == 0 || size_bytes == 0) return bad("not satisfiable for " + size_text);
+    uint64_t len = std::min(*n, size_bytes);
+    return ByteRange{size_bytes - len, len};
+  }
+  auto first = ParseU64(first_text);
+  if (!first) return bad("expected bytes=FIRST-LAST");
+  uint64_t last = UINT64_MAX;
+  if (!last_text.empty()) {
+    auto l = ParseU64(last_text);
+    if (!l) return bad("expected bytes=FIRST-LAST");
+    if (*l < *first) return bad("last byte before first byte");
+    last = *l;
+  }
+  if (*first >= size_bytes) return bad("not satisfiable for " + size_text);
+  last = std::min(last, size_bytes - 1);
+  return ByteRange{*first, last - *first + 1};
+}
+
+void SetError(ServerResponse& res, const Status& s, int http_status) {
+  res.status = http_status;
+  res.set_content(
+      ErrorBody(s, http_status == 401 ? Credentials::kRejected : Credentials::kAccepted),
+      "application/json");
+  if (http_status == 401) res.set_header("WWW-Authenticate", "Bearer realm=\"bdn\"");
+}
+
+void SetError(ServerResponse& res, const Status& s, Credentials credentials) {
+  SetError(res, s, HttpStatusFor(s, credentials));
+}
+
+void SetJson(ServerResponse& res, std::string json, int http_status) {
+  res.status = http_status;
+  res.set_content(std::move(json), "application/json");
+}
+
+}  // namespace bdn::http
