@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/text.h"
+#include "bdn/cli/output.h"
 #include "build_info.h"
 #include "flags.h"
 
@@ -14,10 +16,9 @@ bool g_json = false;
 
 // Prints the one-line reason (and, with --json, the error as JSON on stdout); returns the exit code.
 int Fail(const bdn::Status& s) {
-  std::string line = s.message();
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';  // always one line
-  }
+  // Always one line of valid UTF-8: control bytes and bytes that are not UTF-8 (a name may hold
+  // them) escaped. The JSON message is the same text.
+  const std::string line = bdn::EscapeName(s.message(), bdn::Backslashes::kKeep);
   std::fprintf(stderr, "bdn: error: %s\n", line.c_str());
   if (g_json && !bdn::cli::ResultPrinted()) {
     std::string code(bdn::StatusCodeName(s.code()));
@@ -25,9 +26,9 @@ int Fail(const bdn::Status& s) {
       if (c == ' ') c = '_';
     }
     nlohmann::json j = {{"error", {{"code", code},
-                                   {"message", s.message()},
+                                   {"message", line},
                                    {"exit_code", bdn::cli::ExitCode(s)}}}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", bdn::cli::JsonText(j).c_str());
   }
   return bdn::cli::ExitCode(s);
 }

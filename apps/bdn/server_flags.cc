@@ -21,6 +21,7 @@
 
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
+#include "bdn/cli/output.h"
 #include "bdn/http/client.h"
 #include "bdn/remote/remote_chunk_store.h"
 
@@ -340,7 +341,7 @@ Status KeyCreate(CLI::App& app, const std::string& ns, const std::string& scope_
   BDN_ASSIGN_OR_RETURN(
       json r, CallOrigin(o, "POST", "/v1/keys", json{{"namespace", ns}, {"scopes", names}}.dump()));
   if (JsonOutput(app)) {
-    std::printf("%s\n", r.dump(2).c_str());
+    std::printf("%s\n", cli::JsonText(r).c_str());
   } else {
     std::printf("%s\n", r.value("token", "").c_str());
     std::fprintf(stderr,
@@ -356,7 +357,7 @@ Status KeyList(CLI::App& app) {
   BDN_ASSIGN_OR_RETURN(Remote o, RemoteFromFlags(app));
   BDN_ASSIGN_OR_RETURN(json r, CallOrigin(o, "GET", "/v1/keys"));
   if (JsonOutput(app)) {
-    std::printf("%s\n", r.dump(2).c_str());
+    std::printf("%s\n", cli::JsonText(r).c_str());
     return Status::Ok();
   }
   std::printf("%-22s %-20s %-22s %-21s %s\n", "KEY", "NAMESPACE", "SCOPES", "CREATED", "STATUS");
@@ -377,7 +378,7 @@ Status KeyRevoke(CLI::App& app, std::string id) {
   BDN_ASSIGN_OR_RETURN(Remote o, RemoteFromFlags(app));
   BDN_ASSIGN_OR_RETURN(json r, CallOrigin(o, "DELETE", "/v1/keys/" + id));
   if (JsonOutput(app)) {
-    std::printf("%s\n", r.dump(2).c_str());
+    std::printf("%s\n", cli::JsonText(r).c_str());
   } else {
     std::printf("revoked key bdn_%s\n", r.value("id", id).c_str());
   }

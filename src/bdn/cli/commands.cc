@@ -11,8 +11,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/store_stack.h"
+#include "bdn/cli/output.h"
 #include "bdn/cli/progress.h"
 #include "bdn/format/ref.h"
 #include "bdn/mount/fuse_mount.h"
@@ -33,7 +35,7 @@ namespace {
 bool g_result_printed = false;
 
 void PrintJson(const json& j) {
-  std::cout << j.dump(2) << std::endl;
+  std::cout << JsonText(j) << std::endl;
   g_result_printed = true;
 }
 
@@ -81,30 +83,6 @@ json VersionJson(const VersionRecord& v) {
   if (!v.source_uri.empty()) j["source_uri"] = v.source_uri;
   if (v.delete_after_unix_ms) j["delete_after"] = FormatTime(*v.delete_after_unix_ms);
   return j;
-}
-
-// A name as `ls` text shows it, one entry per line: control characters and backslashes as C
-// escapes (\n, \t, \\, \xHH), like GNU ls -b; everything else (UTF-8 included) as is.
-std::string EscapedName(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (char c : name) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", u);
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 // Parses and resolves `text` once; the pinned digest is what every later step uses.
@@ -179,6 +157,10 @@ Status Push(Context& ctx, const PushArgs& args) {
   }
   std::sort(opts.tags.begin(), opts.tags.end());
   opts.tags.erase(std::unique(opts.tags.begin(), opts.tags.end()), opts.tags.end());
+  if (!IsValidUtf8(args.source_uri)) {
+    return InvalidArgumentError("--source-uri \"" + EscapeName(args.source_uri, Backslashes::kKeep) +
+                                "\": not valid UTF-8");
+  }
   opts.source_uri = args.source_uri;
   opts.expected_sequence = args.expected_sequence;
   opts.seal.jobs = args.jobs;
@@ -266,10 +248,10 @@ Status Ls(Context& ctx, const LsArgs& args) {
     std::snprintf(size, sizeof size, "%12llu",
                   static_cast<unsigned long long>(f.kind == EntryKind::kFile ? f.size_bytes : 0));
     std::cout << ModeString(f.kind == EntryKind::kFile ? f : *e) << " " << size << " "
-              << EscapedName(e->path);
+              << EscapeName(e->path);
     if (e->kind == EntryKind::kDirectory) std::cout << "/";
-    if (e->kind == EntryKind::kSymlink) std::cout << " -> " << EscapedName(e->target);
-    if (e->kind == EntryKind::kHardlink) std::cout << " => " << EscapedName(e->target);
+    if (e->kind == EntryKind::kSymlink) std::cout << " -> " << EscapeName(e->target);
+    if (e->kind == EntryKind::kHardlink) std::cout << " => " << EscapeName(e->target);
     std::cout << "\n";
   }
   return Status::Ok();
@@ -350,7 +332,7 @@ Status Stat(Context& ctx, const std::string& text) {
         std::cout << k << ": " << octal << "\n";
         continue;
       }
-      std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+      std::cout << k << ": " << (v.is_string() ? EscapeName(v.get<std::string>()) : v.dump()) << "\n";
     }
   }
   return Status::Ok();
@@ -467,9 +449,9 @@ Status Diff(Context& ctx, const std::string& text_a, const std::string& text_b) 
     return Status::Ok();
   }
   std::cout << "--- " << ra.second.ToString() << "\n+++ " << rb.second.ToString() << "\n";
-  for (const auto& p : d.added) std::cout << "A " << p << "\n";
-  for (const auto& p : d.removed) std::cout << "D " << p << "\n";
-  for (const auto& p : d.changed) std::cout << "M " << p << "\n";
+  for (const auto& p : d.added) std::cout << "A " << EscapeName(p) << "\n";
+  for (const auto& p : d.removed) std::cout << "D " << EscapeName(p) << "\n";
+  for (const auto& p : d.changed) std::cout << "M " << EscapeName(p) << "\n";
   std::cout << d.added.size() << " added, " << d.removed.size() << " removed, " << d.changed.size()
             << " changed; moving A->B fetches " << FormatBytes(d.fetch_bytes) << " ("
             << d.fetch_bytes << " bytes in " << d.fetch_chunks << " chunks)\n";
@@ -497,8 +479,8 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
                {"problems", probs}});
   } else {
     for (const auto& p : r.problems) {
-      std::cout << StatusCodeName(p.status.code()) << ": file \"" << p.path << "\": "
-                << p.status.message() << "\n";
+      std::cout << StatusCodeName(p.status.code()) << ": file \"" << EscapeName(p.path) << "\": "
+                << EscapeName(p.status.message(), Backslashes::kKeep) << "\n";
     }
     std::cout << pinned.ToString() << ": " << r.files << " files, " << r.chunks << " chunks, "
               << FormatBytes(r.bytes) << " checked, " << r.problems.size() << " problems\n";

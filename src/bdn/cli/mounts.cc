@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "bdn/cli/commands.h"
+#include "bdn/cli/output.h"
 #include "bdn/mount/fuse_mount.h"
 #include "bdn/volume/resolve.h"
 
@@ -181,7 +182,7 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
                        {"already_mounted", false}});
     if (!ctx.json) std::cout << pinned[i].ToString() << " mounted at " << entries[i].path << "\n";
   }
-  if (ctx.json) std::cout << nlohmann::json{{"mounts", results}}.dump(2) << std::endl;
+  if (ctx.json) std::cout << JsonText({{"mounts", results}}) << std::endl;
   return Status::Ok();
 }
 
@@ -243,7 +244,7 @@ Status MountsLock(Context& ctx, const std::string& config_path) {
     }
   }
   if (ctx.json) {
-    std::cout << nlohmann::json{{"config", config_path}, {"changes", changes}}.dump(2) << std::endl;
+    std::cout << JsonText({{"config", config_path}, {"changes", changes}}) << std::endl;
   } else if (changes.empty()) {
     std::cout << config_path << ": every source is already pinned\n";
   }

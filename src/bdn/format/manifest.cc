@@ -4,6 +4,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "bdn/base/text.h"
+
 namespace bdn {
 namespace {
 
@@ -78,31 +80,6 @@ class Reader {
   std::string what_;
 };
 
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    int n;
-    uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xe0) == 0xc0) { n = 1; cp = c & 0x1f; }
-    else if ((c & 0xf0) == 0xe0) { n = 2; cp = c & 0x0f; }
-    else if ((c & 0xf8) == 0xf0) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (i + n >= s.size()) return false;
-    for (int k = 1; k <= n; ++k) {
-      unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-      return false;
-    i += n + 1;
-  }
-  return true;
-}
-
 std::string_view Parent(std::string_view path) {
   size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
@@ -138,8 +115,15 @@ Status CheckEntries(const Manifest& m, Fail fail) {
     } else if (e.size_bytes != 0 || e.layout != FileLayout::kEmpty) {
       return fail("path \"" + e.path + "\": only files have a size");
     }
-    if (e.kind == EntryKind::kSymlink && e.target.empty()) {
-      return fail("path \"" + e.path + "\": symlink target is empty");
+    if (e.kind == EntryKind::kSymlink) {
+      if (e.target.empty()) return fail("path \"" + e.path + "\": symlink target is empty");
+      if (e.target.find('\0') != std::string::npos) {
+        return fail("path \"" + e.path + "\": symlink target contains a NUL byte");
+      }
+      if (!IsValidUtf8(e.target)) {
+        return fail("path \"" + e.path + "\": symlink target \"" +
+                    EscapeName(e.target, Backslashes::kKeep) + "\" is not valid UTF-8");
+      }
     }
     kinds.emplace(e.path, e.kind);
   }
@@ -168,11 +152,11 @@ std::string_view EntryKindName(EntryKind kind) {
 
 Status ValidateEntryPath(std::string_view path) {
   auto bad = [&](const std::string& why) {
-    return InvalidArgumentError("path \"" + std::string(path) + "\": " + why);
+    return InvalidArgumentError("path \"" + EscapeName(path, Backslashes::kKeep) + "\": " + why);
   };
   if (path.empty()) return bad("empty");
   if (path.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
-  if (!ValidUtf8(path)) return bad("not valid UTF-8");
+  if (!IsValidUtf8(path)) return bad("not valid UTF-8");
   if (path.front() == '/') return bad("must be relative");
   size_t start = 0;
   while (true) {

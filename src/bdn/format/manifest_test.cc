@@ -342,6 +342,16 @@ TEST(Manifest, EncodeRejectsInvalidManifests) {
   }
   {
     Manifest m;
+    m.entries = {Link(EntryKind::kSymlink, "s", "t\xff")};
+    ExpectEncodeRejects(m, "manifest: path \"s\": symlink target \"t\\xff\" is not valid UTF-8");
+  }
+  {
+    Manifest m;
+    m.entries = {Link(EntryKind::kSymlink, "s", std::string("t\0u", 3))};
+    ExpectEncodeRejects(m, "manifest: path \"s\": symlink target contains a NUL byte");
+  }
+  {
+    Manifest m;
     m.entries = {Dir("d", 04755)};
     ExpectEncodeRejects(m, "manifest: path \"d\": mode has bits outside 0777");
   }
@@ -527,6 +537,17 @@ TEST(Manifest, DecodeRejectsInvariantViolations) {
   PutStr(b, "nowhere");
   ExpectCorrupt(b, "manifest: path \"h\": hardlink target \"nowhere\" is not a file entry");
 
+  // A crafted manifest with a name or a symlink target that is not UTF-8 (push refuses both).
+  b = Header(1);
+  PutDirEntry(b, "bad\xff");
+  ExpectCorrupt(b, "manifest: path \"bad\\xff\": not valid UTF-8");
+  b = Header(1);
+  b.push_back(static_cast<char>(EntryKind::kSymlink));
+  PutLe(b, 0777, 2);
+  PutStr(b, "s");
+  PutStr(b, "\x1b[31m\xfe");
+  ExpectCorrupt(b, "manifest: path \"s\": symlink target \"\\x1b[31m\\xfe\" is not valid UTF-8");
+
   // A string length over 64 KiB is refused before it is read.
   b = Header(1);
   b.push_back(static_cast<char>(EntryKind::kDirectory));
@@ -613,12 +634,14 @@ TEST(EntryPath, InvalidPathsWithExactMessages) {
       {"a/..", "path \"a/..\": \"..\" segment not allowed"},
       {"../a", "path \"../a\": \"..\" segment not allowed"},
       {"a/../b", "path \"a/../b\": \"..\" segment not allowed"},
-      {"a\xff", "path \"a\xff\": not valid UTF-8"},
-      {"\xc0\xaf", "path \"\xc0\xaf\": not valid UTF-8"},                  // overlong '/'
-      {"\xed\xa0\x80", "path \"\xed\xa0\x80\": not valid UTF-8"},          // surrogate
-      {"\xe6\xa8", "path \"\xe6\xa8\": not valid UTF-8"},                  // truncated sequence
-      {"\xf4\x90\x80\x80", "path \"\xf4\x90\x80\x80\": not valid UTF-8"},  // over U+10FFFF
-      {std::string("a\0b", 3), "path \"" + std::string("a\0b", 3) + "\": contains a NUL byte"},
+      {"a\xff", "path \"a\\xff\": not valid UTF-8"},  // names are escaped in messages
+      {"\xc0\xaf", "path \"\\xc0\\xaf\": not valid UTF-8"},                    // overlong '/'
+      {"\xed\xa0\x80", "path \"\\xed\\xa0\\x80\": not valid UTF-8"},           // surrogate
+      {"\xe6\xa8", "path \"\\xe6\\xa8\": not valid UTF-8"},                    // truncated sequence
+      {"\xf4\x90\x80\x80", "path \"\\xf4\\x90\\x80\\x80\": not valid UTF-8"},  // over U+10FFFF
+      {std::string("a\0b", 3), "path \"a\\x00b\": contains a NUL byte"},
+      {"a\n/", "path \"a\\n/\": empty segment"},
+      {"a\\b/", "path \"a\\b/\": empty segment"},  // a backslash stays as it is
   };
   for (const Case& c : cases) {
     Status s = ValidateEntryPath(c.path);

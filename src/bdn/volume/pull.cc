@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <optional>
 
+#include "bdn/base/dir_fd.h"
 #include "bdn/base/thread_pool.h"
 
 namespace bdn {
@@ -42,9 +45,9 @@ bool AllZero(const std::vector<uint8_t>& b) {
   return true;
 }
 
-// BLAKE3 of an existing local file, or nullopt if it cannot be read.
-std::optional<Digest> HashLocal(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+// BLAKE3 of the regular file `name` in directory `dir`, or nullopt if it cannot be read.
+std::optional<Digest> HashLocal(int dir, const std::string& name) {
+  int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   Blake3Hasher h;
   std::vector<uint8_t> buf(1 << 20);
@@ -61,25 +64,23 @@ std::optional<Digest> HashLocal(const fs::path& p) {
   return h.Finalize();
 }
 
-// Fails if any existing component of `rel` under `dest` (excluding the last) is not a directory,
-// so nothing is ever written through a symlink.
-Status CheckNoSymlinkInPath(const fs::path& dest, const std::string& rel) {
-  fs::path cur = dest;
-  size_t start = 0;
-  while (true) {
-    size_t slash = rel.find('/', start);
-    if (slash == std::string::npos) return Status::Ok();
-    cur /= rel.substr(start, slash - start);
-    struct stat st;
-    if (::lstat(cur.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      return FailedPreconditionError("path \"" + cur.string() +
-                                     "\": not a directory (a symlink or file is in the way)");
-    }
-    start = slash + 1;
-  }
+// Where an entry lands: the name `name` in the directory `parent` (both relative to dest).
+struct Place {
+  std::string parent;
+  std::string name;
+};
+
+Place PlaceOf(const std::string& rel) {
+  size_t slash = rel.rfind('/');
+  if (slash == std::string::npos) return {"", rel};
+  return {rel.substr(0, slash), rel.substr(slash + 1)};
 }
 
 }  // namespace
+
+std::string PartialFileName(std::string_view name) {
+  return ".bdn-partial-" + Digest::Of(name).Hex().substr(0, 32);
+}
 
 Status CatFile(const VersionView& view, const std::string& path, int fd,
                const ChunkReaderOptions& reads) {
@@ -154,6 +155,9 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
   std::error_code ec;
   fs::create_directories(dest, ec);
   if (ec) return Err(ErrnoError("directory \"" + dest.string() + "\"", ec.value()));
+  // Every step below is relative to a directory handle: paths of any length work, and walking
+  // the entries in path order (each subtree one run) costs time linear in the tree.
+  BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dest));
   PullResult result;
   const bool overwrite = options.existing == PullOptions::Existing::kOverwrite;
   if (counters) {
@@ -165,69 +169,72 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     }
   }
 
-  // Directories and symlinks first, in path order (parents before children).
+  // Directories and symlinks first, in path order (parents before children). A symlink or file
+  // where a directory is needed stops the cursor (it never goes through a symlink).
   for (const Entry* e : entries) {
     if (e->kind != EntryKind::kDirectory && e->kind != EntryKind::kSymlink) continue;
-    std::string rel = local(e->path);
-    fs::path p = dest / rel;
-    BDN_RETURN_IF_ERROR(CheckNoSymlinkInPath(dest, rel));
+    const Place at = PlaceOf(local(e->path));
+    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
+    const int dir = cursor.fd();
     struct stat st;
-    bool exists = ::lstat(p.c_str(), &st) == 0;
+    bool exists = ::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (e->kind == EntryKind::kDirectory) {
       if (exists && !S_ISDIR(st.st_mode)) {
         if (!overwrite) {
-          return Err(AlreadyExistsError("path \"" + p.string() +
+          return Err(AlreadyExistsError("path \"" + cursor.Display(at.name) +
                                         "\": exists and is not a directory (use --overwrite)"));
         }
-        fs::remove_all(p, ec);
+        BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
         exists = false;
       }
-      if (!exists && ::mkdir(p.c_str(), e->mode | 0700) != 0) {
-        return Err(ErrnoError("directory \"" + p.string() + "\"", errno));
+      if (!exists && ::mkdirat(cursor.fd(), at.name.c_str(), e->mode | 0700) != 0) {
+        return Err(ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno));
       }
     } else {
       if (exists) {
         std::string cur(static_cast<size_t>(st.st_size) + 1, '\0');
-        ssize_t n = S_ISLNK(st.st_mode) ? ::readlink(p.c_str(), cur.data(), cur.size()) : -1;
+        ssize_t n = S_ISLNK(st.st_mode) ? ::readlinkat(dir, at.name.c_str(), cur.data(), cur.size())
+                                        : -1;
         if (n >= 0 && std::string(cur.data(), static_cast<size_t>(n)) == e->target) continue;
         if (!overwrite) {
-          return Err(AlreadyExistsError("path \"" + p.string() +
+          return Err(AlreadyExistsError("path \"" + cursor.Display(at.name) +
                                         "\": exists with other content (use --overwrite)"));
         }
-        fs::remove_all(p, ec);
+        BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
       }
-      if (::symlink(e->target.c_str(), p.c_str()) != 0) {
-        return Err(ErrnoError("symlink \"" + p.string() + "\"", errno));
+      if (::symlinkat(e->target.c_str(), cursor.fd(), at.name.c_str()) != 0) {
+        return Err(ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", errno));
       }
     }
   }
 
-  // Regular files, in parallel.
+  // Regular files, in parallel, in path order; hardlinks whose target is not pulled become
+  // plain files (a deque: the pointers to them stay valid).
   std::vector<const Entry*> files;
-  std::vector<Entry> detached;  // hardlinks whose target is not pulled become plain files
+  std::deque<Entry> detached;
   for (const Entry* e : entries) {
-    if (e->kind == EntryKind::kHardlink && !selected(view.Resolve(*e))) {
+    if (e->kind == EntryKind::kFile) {
+      files.push_back(e);
+    } else if (e->kind == EntryKind::kHardlink && !selected(view.Resolve(*e))) {
       Entry copy = view.Resolve(*e);
       copy.path = e->path;
       detached.push_back(std::move(copy));
+      files.push_back(&detached.back());
     }
   }
-  for (const Entry* e : entries) {
-    if (e->kind == EntryKind::kFile) files.push_back(e);
-  }
-  for (const Entry& e : detached) files.push_back(&e);
   // Declared before the pool below, so that it outlives the tasks that read through it.
   ChunkReader reader(view.store(), options.reads);
-  auto write_file = [&](const Entry& e) -> Result<bool> {
-    std::string rel = local(e.path);
-    fs::path p = dest / rel;
-    BDN_RETURN_IF_ERROR(CheckNoSymlinkInPath(dest, rel));
+  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages. Returns
+  // whether it was written (false: already there with the right content). Nothing is renamed
+  // into place before its size and whole-file BLAKE3 are the entry's.
+  auto write_file = [&](const Entry& e, int dir, const std::string& name,
+                        const std::string& shown) -> Result<bool> {
     struct stat st;
-    if (::lstat(p.c_str(), &st) == 0) {
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
       if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes) {
-        auto d = HashLocal(p);
+        auto d = HashLocal(dir, name);
         if (d && *d == e.digest) {
-          ::chmod(p.c_str(), e.mode);
+          ::fchmodat(dir, name.c_str(), e.mode, 0);
           if (counters) {
             counters->bytes_done += e.size_bytes;
             ++counters->files_done;
@@ -236,35 +243,56 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         }
       }
       if (!overwrite) {
-        return Err(AlreadyExistsError("file \"" + p.string() +
+        return Err(AlreadyExistsError("file \"" + shown +
                                       "\": exists with other content (use --overwrite)"));
       }
-      if (S_ISDIR(st.st_mode)) {
-        std::error_code ec;
-        fs::remove_all(p, ec);
-        if (ec) return Err(ErrnoError("path \"" + p.string() + "\"", ec.value()));
-      }
     }
-    // The partial file is named by the content, not the file name (so long names fit, and an
-    // interrupted pull of the same file resumes from the chunks already written and verified).
-    fs::path tmp = p.parent_path() / (".bdn-partial-" + e.digest.Hex().substr(0, 32));
-    int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return Err(ErrnoError("file \"" + tmp.string() + "\"", errno));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const std::string tmp = PartialFileName(name);
+    const std::string tmp_shown = shown.substr(0, shown.size() - name.size()) + tmp;
+    int fd = -1;
+    while (true) {
+      fd = ::openat(dir, tmp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0) return Err(ErrnoError("file \"" + tmp_shown + "\"", errno));
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd);
+        return Err(ConflictError("file \"" + shown + "\": another pull is writing it"));
+      }
+      // Another pull may have renamed this partial file into place between our open and our
+      // lock; then it is that file now, and we start a partial file of our own.
+      struct stat opened, named;
+      if (::fstat(fd, &opened) != 0) {
+        int err = errno;
+        ::close(fd);
+        return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
+      }
+      if (::fstatat(dir, tmp.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+          named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
+        break;
+      }
+      int err = errno;
       ::close(fd);
-      return Err(ConflictError("file \"" + p.string() + "\": another pull is writing it"));
+      if (err != ENOENT && err != 0) return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
     }
     struct stat partial;
     const uint64_t partial_bytes =
         ::fstat(fd, &partial) == 0 ? static_cast<uint64_t>(partial.st_size) : 0;
-    // On failure the partial file stays: the next pull of this version resumes from it.
+    // On a read failure the partial file stays (its chunks are verified again when the next
+    // pull of this path resumes from it).
     auto fail = [&](Status s) {
       ::close(fd);
+      return Err(std::move(s));
+    };
+    // A file whose size or digest is wrong is not worth resuming from.
+    auto refuse = [&](Status s) {
+      ::close(fd);
+      ::unlinkat(dir, tmp.c_str(), 0);
       return Err(std::move(s));
     };
     auto fc = view.ChunksOf(e);
     if (!fc) return fail(fc.error());
     const std::vector<ChunkRef>& chunks = (*fc)->chunks;
+    // The whole file's BLAKE3 over exactly the bytes it will hold: those kept from the partial
+    // file (read back from disk) and those written.
     Blake3Hasher h;
     uint64_t off = 0;
     // The leading chunks already in the partial file are kept if they hash to their ids; from
@@ -273,7 +301,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     std::vector<uint8_t> have;
     for (; first_fetch < chunks.size(); ++first_fetch) {
       const ChunkRef& c = chunks[first_fetch];
-      if (off + c.size_bytes > partial_bytes) break;
+      if (off + c.size_bytes > partial_bytes || off + c.size_bytes > e.size_bytes) break;
       have.resize(c.size_bytes);
       if (::pread(fd, have.data(), have.size(), static_cast<off_t>(off)) !=
               static_cast<ssize_t>(have.size()) ||
@@ -288,6 +316,10 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         std::span(chunks).subspan(first_fetch),
         [&](size_t, Result<std::vector<uint8_t>> bytes) -> Status {
           if (!bytes) return bytes.error().WithPrefix("file \"" + e.path + "\"");
+          if (bytes->size() > e.size_bytes - off) {
+            return CorruptionError("file \"" + e.path + "\": its chunks hold more than its size " +
+                                   std::to_string(e.size_bytes) + " bytes");
+          }
           h.Update(*bytes);
           // An all-zero chunk is left a hole; over old partial bytes (kept or not: those after
           // the first mismatch may hold anything) it is punched out, or written where the file
@@ -304,7 +336,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
                                    static_cast<off_t>(off + done));
               if (n < 0) {
                 if (errno == EINTR) continue;
-                return ErrnoError("file \"" + tmp.string() + "\"", errno);
+                return ErrnoError("file \"" + tmp_shown + "\"", errno);
               }
               done += static_cast<size_t>(n);
             }
@@ -314,21 +346,27 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
           return Status::Ok();
         });
     if (!read.ok()) return fail(std::move(read));
+    if (off != e.size_bytes) {
+      return refuse(CorruptionError("file \"" + e.path + "\": its chunks hold " +
+                                    std::to_string(off) + " bytes, not its size " +
+                                    std::to_string(e.size_bytes)));
+    }
     if (h.Finalize() != e.digest) {
-      return fail(CorruptionError("file \"" + e.path + "\": content does not match its digest " +
-                                  e.digest.ToString()));
+      return refuse(CorruptionError("file \"" + e.path + "\": content does not match its digest " +
+                                    e.digest.ToString()));
     }
     if (::ftruncate(fd, static_cast<off_t>(e.size_bytes)) != 0 || ::fchmod(fd, e.mode) != 0) {
-      return fail(ErrnoError("file \"" + tmp.string() + "\"", errno));
+      return fail(ErrnoError("file \"" + tmp_shown + "\"", errno));
     }
     if (::close(fd) != 0) {
-      ::unlink(tmp.c_str());
-      return Err(ErrnoError("file \"" + tmp.string() + "\"", errno));
-    }
-    if (::rename(tmp.c_str(), p.c_str()) != 0) {
       int err = errno;
-      ::unlink(tmp.c_str());
-      return Err(ErrnoError("file \"" + p.string() + "\"", err));
+      ::unlinkat(dir, tmp.c_str(), 0);
+      return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
+    }
+    if (::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
+      int err = errno;
+      ::unlinkat(dir, tmp.c_str(), 0);
+      return Err(ErrnoError("file \"" + shown + "\"", err));
     }
     if (counters) ++counters->files_done;
     return true;
@@ -337,8 +375,30 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     int jobs = options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads();
     ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
     std::vector<std::future<Result<bool>>> futures;
-    for (const Entry* e : files) futures.push_back(pool.Submit([&, e] { return write_file(*e); }));
     Status first;
+    // The files of one directory share one descriptor of it; this thread owns the cursor.
+    for (const Entry* f : files) {
+      Place at = PlaceOf(local(f->path));
+      auto here = cursor.Share(at.parent);
+      if (!here) {
+        first = here.error();
+        break;
+      }
+      std::string shown = cursor.Display(at.name);
+      // A directory in the way is removed here, by the cursor's owner, before the file task.
+      struct stat st;
+      if (::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISDIR(st.st_mode)) {
+        first = overwrite ? RemoveTree(cursor, at.name)
+                          : AlreadyExistsError("file \"" + shown +
+                                               "\": exists with other content (use --overwrite)");
+        if (!first.ok()) break;
+      }
+      futures.push_back(pool.Submit([&, f, here = *here, name = std::move(at.name),
+                                     shown = std::move(shown)] {
+        return write_file(*f, here->get(), name, shown);
+      }));
+    }
     for (size_t i = 0; i < futures.size(); ++i) {
       auto r = futures[i].get();
       if (!r) {
@@ -353,32 +413,44 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     if (!first.ok()) return Err(first);
   }
 
-  // Hardlinks, once their targets exist.
+  // Hardlinks, once their targets exist; a second cursor goes to each target's directory.
+  std::optional<DirCursor> targets;
   for (const Entry* e : entries) {
     if (e->kind != EntryKind::kHardlink || !selected(view.Resolve(*e))) continue;
-    fs::path p = dest / local(e->path);
-    fs::path target = dest / local(e->target);
+    if (!targets) {
+      BDN_ASSIGN_OR_RETURN(auto t, DirCursor::Open(dest));
+      targets.emplace(std::move(t));
+    }
+    const Place at = PlaceOf(local(e->path));
+    const Place target = PlaceOf(local(e->target));
+    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
+    BDN_RETURN_IF_ERROR(targets->MoveTo(target.parent));
     struct stat a, b;
-    if (::lstat(p.c_str(), &a) == 0 && ::lstat(target.c_str(), &b) == 0 && a.st_ino == b.st_ino) {
+    const bool exists = ::fstatat(cursor.fd(), at.name.c_str(), &a, AT_SYMLINK_NOFOLLOW) == 0;
+    if (exists &&
+        ::fstatat(targets->fd(), target.name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
       continue;
     }
-    if (::lstat(p.c_str(), &a) == 0) {
+    if (exists) {
       if (!overwrite) {
-        return Err(AlreadyExistsError("file \"" + p.string() +
+        return Err(AlreadyExistsError("file \"" + cursor.Display(at.name) +
                                       "\": exists with other content (use --overwrite)"));
       }
-      ::unlink(p.c_str());
+      BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
     }
-    if (::link(target.c_str(), p.c_str()) != 0) {
-      return Err(ErrnoError("hardlink \"" + p.string() + "\"", errno));
+    if (::linkat(targets->fd(), target.name.c_str(), cursor.fd(), at.name.c_str(), 0) != 0) {
+      return Err(ErrnoError("hardlink \"" + cursor.Display(at.name) + "\"", errno));
     }
   }
   // Directory modes last, deepest first, so read-only directories do not block their children.
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if ((*it)->kind != EntryKind::kDirectory) continue;
-    fs::path p = dest / local((*it)->path);
-    if (::chmod(p.c_str(), (*it)->mode) != 0) {
-      return Err(ErrnoError("directory \"" + p.string() + "\"", errno));
+    const Place at = PlaceOf(local((*it)->path));
+    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
+    BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(cursor.fd(), at.name, cursor.Display(at.name)));
+    if (::fchmod(d.get(), (*it)->mode) != 0) {
+      return Err(ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno));
     }
   }
   return result;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bdn/base/status.h"
@@ -28,19 +29,30 @@ struct PullResult {
   uint64_t bytes_written = 0;
 };
 
-// Writes the selected entries under `dest` (created if missing): directories, files (every chunk
-// verified, written to a temporary name and renamed, all-zero chunks left as holes), symlinks
-// (target verbatim, never followed) and hardlinks; then permission bits. A file already at its
-// place with the right size and BLAKE3 is kept, so an interrupted pull resumes (chunks already in
-// its .bdn-partial-<digest> file that hash to their ids are kept too). Up to options.jobs files
-// are written at once; from a store that prefers batches (a remote tier) their chunks are read in
-// batches (ChunkReader, bounded by options.reads), else one Get per chunk.
+// Writes the selected entries under `dest` (created if missing): directories, files, symlinks
+// (target verbatim, never followed) and hardlinks; then permission bits. Each file is assembled
+// in its partial file (PartialFileName, in the same directory; all-zero chunks left as holes) and
+// renamed into place only once its size and whole-file BLAKE3 are the entry's. A file already at
+// its place with the right size and BLAKE3 is kept, so an interrupted pull resumes (the leading
+// chunks of its partial file that hash to their ids are kept too, and count in the whole-file
+// check). Up to options.jobs files are written at once; from a store that prefers batches (a
+// remote tier) their chunks are read in batches (ChunkReader, bounded by options.reads), else one
+// Get per chunk. Every file-system step is relative to a directory handle (base/dir_fd.h): paths
+// longer than PATH_MAX work, and the time is linear in the tree whatever its depth.
 // Layout kFullPaths puts entry "a/b" at dest/a/b; kStripPrefix drops options.path from the front.
 // Errors: NotFound "path \"p\": not in bdn:…"; AlreadyExists "file \"dest/x\": exists with other
-// content (use --overwrite)"; FailedPrecondition "path \"dest/x\": a symlink is in the way" (never
-// written through); store errors (Corruption naming the chunk and file).
+// content (use --overwrite)"; FailedPrecondition "path \"dest/x\": not a directory (a symlink or
+// file is in the way)" (never written through); Conflict "file \"dest/x\": another pull is
+// writing it" (another process holds its partial file); Corruption "file \"x\": its chunks hold N
+// bytes, not its size M" or "file \"x\": content does not match its digest b3:…" (nothing is put
+// in place and the partial file is removed); store errors (Corruption naming the chunk and file).
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
+
+// The name of the partial file in which Pull assembles the file `name` (one path component), in
+// the same directory: ".bdn-partial-" and the first 32 hex digits of BLAKE3(name). One per name,
+// so no two entries of a pull share one, and a later pull of the same path resumes from it.
+std::string PartialFileName(std::string_view name);
 
 // Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk; from a store that
 // prefers batches, the chunks are read in batches a few ahead of the writes (bounded by `reads`).

@@ -1,6 +1,5 @@
 #include "bdn/volume/push.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +11,8 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "bdn/base/dir_fd.h"
+#include "bdn/base/text.h"  // IsValidUtf8
 #include "bdn/base/thread_pool.h"
 
 namespace bdn {
@@ -31,28 +32,35 @@ struct ScanItem {
   std::string target;  // symlink target
 };
 
-
-Status Walk(const fs::path& root, const std::string& rel, std::vector<ScanItem>& out) {
-  fs::path here = rel.empty() ? root : root / rel;
-  DIR* d = ::opendir(here.c_str());
-  if (!d) return ErrnoError("directory \"" + here.string() + "\"", errno);
-  std::vector<std::string> names;
-  errno = 0;
-  while (dirent* de = ::readdir(d)) {
-    if (std::strcmp(de->d_name, ".") == 0 || std::strcmp(de->d_name, "..") == 0) continue;
-    names.emplace_back(de->d_name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const auto& name : names) {
-    ScanItem item;
-    item.path = rel.empty() ? name : rel + "/" + name;
-    fs::path abs = root / item.path;
-    if (::lstat(abs.c_str(), &item.st) != 0) {
-      return ErrnoError("path \"" + abs.string() + "\"", errno);
+// Lists the tree below `root` (never following symlinks) into `out`, sorted bytewise by path
+// (the manifest's order). Every step is relative to a directory handle, so any depth and path
+// length the file system holds works, in time linear in the tree. Names and symlink targets
+// must be UTF-8 (docs/format.md); other file types are refused.
+Status Walk(DirCursor& cursor, std::vector<ScanItem>& out) {
+  struct Level {
+    std::vector<std::string> names;
+    size_t next = 0;
+  };
+  std::vector<Level> levels;
+  BDN_ASSIGN_OR_RETURN(auto top, ListNames(cursor.fd(), cursor.Display()));
+  levels.push_back({std::move(top)});
+  while (!levels.empty()) {
+    Level& level = levels.back();
+    if (level.next == level.names.size()) {
+      levels.pop_back();
+      if (!levels.empty()) BDN_RETURN_IF_ERROR(cursor.Up());
+      continue;
     }
-    if (Status s = ValidateEntryPath(item.path); !s.ok()) {
-      return InvalidArgumentError("path \"" + abs.string() + "\": name is not valid UTF-8");
+    const std::string& name = level.names[level.next++];
+    ScanItem item;
+    item.path = cursor.rel().empty() ? name : cursor.rel() + "/" + name;
+    // Messages carry names as they are; the CLI escapes what it prints (EscapeName).
+    auto shown = [&] { return cursor.Display(name); };
+    if (::fstatat(cursor.fd(), name.c_str(), &item.st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError("path \"" + shown() + "\"", errno);
+    }
+    if (!IsValidUtf8(name)) {
+      return InvalidArgumentError("path \"" + shown() + "\": name is not valid UTF-8");
     }
     mode_t t = item.st.st_mode & S_IFMT;
     const char* refused = t == S_IFSOCK ? "a socket"
@@ -60,26 +68,33 @@ Status Walk(const fs::path& root, const std::string& rel, std::vector<ScanItem>&
                           : (t == S_IFCHR || t == S_IFBLK) ? "a device"
                                                            : nullptr;
     if (refused) {
-      return InvalidArgumentError("path \"" + abs.string() + "\": is " + refused +
+      return InvalidArgumentError("path \"" + shown() + "\": is " + refused +
                                   "; only regular files, directories and symlinks can be pushed");
     }
     if (t == S_IFLNK) {
       std::string target(static_cast<size_t>(item.st.st_size) + 1, '\0');
-      ssize_t n = ::readlink(abs.c_str(), target.data(), target.size());
-      if (n < 0) return ErrnoError("symlink \"" + abs.string() + "\"", errno);
+      ssize_t n = ::readlinkat(cursor.fd(), name.c_str(), target.data(), target.size());
+      if (n < 0) return ErrnoError("symlink \"" + shown() + "\"", errno);
       if (static_cast<size_t>(n) >= target.size()) {
-        return FailedPreconditionError("symlink \"" + abs.string() + "\": changed while being pushed");
+        return FailedPreconditionError("symlink \"" + shown() + "\": changed while being pushed");
       }
       target.resize(static_cast<size_t>(n));
+      if (!IsValidUtf8(target)) {
+        return InvalidArgumentError("symlink \"" + shown() + "\": target \"" + target +
+                                    "\" is not valid UTF-8");
+      }
       item.target = std::move(target);
     }
-    bool is_dir = t == S_IFDIR;
     out.push_back(std::move(item));
-    if (is_dir) {
-      std::string sub = out.back().path;  // out may reallocate while recursing
-      BDN_RETURN_IF_ERROR(Walk(root, sub, out));
+    if (t == S_IFDIR) {
+      BDN_RETURN_IF_ERROR(cursor.Down(name));  // `level` dangles after the push_back below
+      BDN_ASSIGN_OR_RETURN(auto names, ListNames(cursor.fd(), cursor.Display()));
+      levels.push_back({std::move(names)});
     }
   }
+  // Depth-first order puts "a/x" before "a-b" ('-' < '/'); the manifest wants plain byte order.
+  std::sort(out.begin(), out.end(),
+            [](const ScanItem& a, const ScanItem& b) { return a.path < b.path; });
   return Status::Ok();
 }
 
@@ -226,13 +241,14 @@ class Sealer {
   }
 
   // Reads, chunks and hashes one regular file; fills the entry's digest and layout.
-  Result<Tally> SealFile(const fs::path& abs, const struct stat& scanned, Entry& entry,
-                         uint64_t& chunk_count) {
-    const std::string what = "file \"" + abs.string() + "\"";
+  // `name` is opened inside the directory `dir`; `shown` names the file in messages.
+  Result<Tally> SealFile(int dir, const std::string& name, const std::string& shown,
+                         const struct stat& scanned, Entry& entry, uint64_t& chunk_count) {
+    const std::string what = "file \"" + shown + "\"";
     auto changed = [&](const std::string& how) {
       return Err(FailedPreconditionError(what + ": changed while being pushed (" + how + ")"));
     };
-    int fd = ::open(abs.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       if (errno == ENOENT || errno == ELOOP) return changed("it was replaced or removed");
       return Err(ErrnoError(what, errno));
@@ -366,8 +382,9 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
   if (!S_ISDIR(root_st.st_mode)) {
     return Err(InvalidArgumentError("directory \"" + dir.string() + "\": not a directory"));
   }
+  BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dir));
   std::vector<ScanItem> items;
-  BDN_RETURN_IF_ERROR(Walk(dir, "", items));
+  BDN_RETURN_IF_ERROR(Walk(cursor, items));
 
   SealResult result;
   Manifest& m = result.manifest;
@@ -419,13 +436,27 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
     std::vector<std::future<Result<Tally>>> futures;
     std::vector<uint64_t> chunk_counts(files.size());
     futures.reserve(files.size());
+    // Files in path order: each directory's subtree is one run, so the cursor visits each
+    // directory once on the way down and once on the way up. A file's task opens it relative to
+    // a descriptor of its own directory, shared by the files of that directory.
+    Status first_error;
     for (size_t k = 0; k < files.size(); ++k) {
       size_t i = files[k];
-      futures.push_back(file_pool.Submit([&, i, k] {
-        return sealer.SealFile(dir / items[i].path, items[i].st, m.entries[i], chunk_counts[k]);
+      const std::string& path = items[i].path;
+      const size_t slash = path.rfind('/');
+      auto here = cursor.Share(slash == std::string::npos ? std::string_view()
+                                                          : std::string_view(path).substr(0, slash));
+      if (!here) {
+        first_error = here.error();
+        break;
+      }
+      std::string name = path.substr(slash + 1);  // npos + 1 == 0
+      std::string shown = cursor.Display(name);
+      futures.push_back(file_pool.Submit([&, i, k, here = *here, name = std::move(name),
+                                          shown = std::move(shown)] {
+        return sealer.SealFile(here->get(), name, shown, items[i].st, m.entries[i], chunk_counts[k]);
       }));
     }
-    Status first_error;
     for (auto& f : futures) {
       Result<Tally> r = f.get();
       if (!r) {

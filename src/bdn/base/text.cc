@@ -1,0 +1,82 @@
+#include "bdn/base/text.h"
+
+#include <cstdint>
+#include <cstdio>
+
+namespace bdn {
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 if none starts there.
+size_t Utf8SequenceAt(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp;
+  if ((c & 0xe0) == 0xc0) {
+    n = 1;
+    cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 2;
+    cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    n = 3;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n >= s.size()) return 0;
+  for (size_t k = 1; k <= n; ++k) {
+    const auto d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (d & 0x3f);
+  }
+  if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+      cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+    return 0;
+  }
+  return n + 1;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t n = Utf8SequenceAt(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string EscapeName(std::string_view s, Backslashes backslashes) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    const size_t n = Utf8SequenceAt(s, i);
+    if (n > 1) {
+      out.append(s.substr(i, n));
+      i += n;
+      continue;
+    }
+    ++i;
+    if (u == '\\' && backslashes == Backslashes::kEscape) {
+      out += "\\\\";
+    } else if (u == '\n') {
+      out += "\\n";
+    } else if (u == '\t') {
+      out += "\\t";
+    } else if (u == '\r') {
+      out += "\\r";
+    } else if (n == 0 || u < 0x20 || u == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", u);
+      out += hex;
+    } else {
+      out += static_cast<char>(u);
+    }
+  }
+  return out;
+}
+
+}  // namespace bdn

@@ -1,0 +1,26 @@
+// Text helpers for names that come from a file system or a manifest: UTF-8 validation and the
+// one escaping that every text output uses for names (control bytes and invalid UTF-8 shown as
+// C escapes, so a name can neither break a line nor a terminal).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace bdn {
+
+// Whether `s` is well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above
+// U+10FFFF, no truncated sequence. The empty string is valid. Thread-safe.
+bool IsValidUtf8(std::string_view s);
+
+enum class Backslashes {
+  kEscape,  // "\" becomes "\\", so the escaped text maps back to exactly one name (like ls -b)
+  kKeep,    // "\" stays: for messages whose names were already escaped where they were built
+};
+
+// `s` as one line of text: \n, \t, \r as themselves escaped, other control bytes (0x00-0x1f,
+// 0x7f) and every byte that is not part of a valid UTF-8 sequence as \xHH (two lower-case hex
+// digits); valid UTF-8 (printable ASCII included) unchanged. The result is valid UTF-8 with no
+// control bytes. Thread-safe.
+std::string EscapeName(std::string_view s, Backslashes backslashes = Backslashes::kEscape);
+
+}  // namespace bdn

@@ -1,0 +1,44 @@
+// IsValidUtf8 and EscapeName: table-driven over valid and invalid sequences and control bytes.
+#include "bdn/base/text.h"
+
+#include <gtest/gtest.h>
+
+namespace bdn {
+namespace {
+
+TEST(IsValidUtf8, AcceptsWellFormedAndRejectsEveryMalformedShape) {
+  for (std::string_view s : {"", "abc", "模型-权重 ünïcødé", "\x7f", "\xf0\x9f\x98\x80",
+                             "\xf4\x8f\xbf\xbf", "a\nb"}) {
+    EXPECT_TRUE(IsValidUtf8(s)) << s;
+  }
+  for (std::string_view s : {"a\xff", "\xc0\xaf", "\xed\xa0\x80", "\xe6\xa8", "\xf4\x90\x80\x80",
+                             "\x80", "\xc3", "\xe0\x80\x80"}) {
+    EXPECT_FALSE(IsValidUtf8(s)) << EscapeName(s);
+  }
+}
+
+TEST(EscapeName, ControlAndInvalidBytesBecomeCEscapesUtf8Stays) {
+  struct Case {
+    std::string_view in, escaped, kept;
+  } cases[] = {
+      {"plain.txt", "plain.txt", "plain.txt"},
+      {"模型 ü", "模型 ü", "模型 ü"},
+      {"new\nline", "new\\nline", "new\\nline"},
+      {"tab\tcr\r", "tab\\tcr\\r", "tab\\tcr\\r"},
+      {"back\\slash", "back\\\\slash", "back\\slash"},
+      {"a\xff" "b", "a\\xffb", "a\\xffb"},
+      {"\x1b[31mred", "\\x1b[31mred", "\\x1b[31mred"},
+      {std::string_view("nul\0x", 5), "nul\\x00x", "nul\\x00x"},
+      {"del\x7f", "del\\x7f", "del\\x7f"},
+      {"\xe6\xa8", "\\xe6\\xa8", "\\xe6\\xa8"},  // a truncated sequence: each byte escaped
+      {"\xc0\xaf", "\\xc0\\xaf", "\\xc0\\xaf"},  // overlong '/'
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(EscapeName(c.in), c.escaped);
+    EXPECT_EQ(EscapeName(c.in, Backslashes::kKeep), c.kept);
+    EXPECT_TRUE(IsValidUtf8(EscapeName(c.in)));
+  }
+}
+
+}  // namespace
+}  // namespace bdn
