@@ -7,6 +7,7 @@
 # - A path longer than PATH_MAX (25 nested 200-byte directories; push failed with "File name too
 #   long") works in push, pull and the mount.
 # - A tree 2,000 directories deep pushes and pulls in time linear in its size (pull took 107 s).
+# - The same through an origin (--remote).
 source "$(dirname "$0")/lib.sh"
 
 # chain_cat ROOT REL: the bytes of ROOT/REL, opened one directory at a time (REL may be longer
@@ -129,4 +130,19 @@ echo "pull of 2,000 nested directories: $seconds s"
 python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < 5 else 1)' "$seconds" \
   || fail "pull of 2,000 nested directories took $seconds s (limit 5 s)"
 assert_eq "at the bottom" "$(chain_cat "$WORK/deep-pulled" "${deep_rel}leaf")" "deepest file"
+step "through an origin (--remote): the same refusals and the long path"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+export BDN_REMOTE="$STARTED_URL"
+run_fails 2 "bdn: error: symlink \"$WORK/bad/link\": target \"to\\xfewhere\" is not valid UTF-8" \
+  "$BDN" volume push "$WORK/bad" bdn:test/bad
+rc=0; out=$("$BDN" --json volume push "$WORK/bad" bdn:test/bad 2>/dev/null) || rc=$?
+assert_eq 2 "$rc" "exit code of a remote push --json"
+assert_eq invalid_argument "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <<<"$out")" "remote JSON error code"
+ref=$("$BDN" volume push "$WORK/long" bdn:test/long)
+"$BDN" volume pull "$ref" "$WORK/long-remote" >/dev/null
+assert_eq "$want" "$(chain_cat "$WORK/long-remote" "${rel}leaf.bin" | b3sum --no-names)" "leaf pulled through the origin"
+ref=$("$BDN" volume push "$WORK/names" bdn:test/names)
+assert_eq "$(printf '%s\n' '\x1b[31mred' 'esc-link -> \x1b]0;title\x07' 'tab\there' 'ünï')" \
+  "$("$BDN" volume ls "$ref" 2>/dev/null | cut -c 25-)" "ls text through the origin"
 echo "PASS"

@@ -4,7 +4,8 @@
 # own). Regression: partial files were named by the content digest, so three copies of a 4 MiB
 # file failed every time ("another pull is writing it", exit 4), ten empty files failed about one
 # run in four ("No such file or directory", exit 3), and --include of hardlinks at random.
-# A partial file held by another pull process is still a conflict (exit 4) naming the file.
+# A partial file held by another pull process is still a conflict (exit 4) naming the file. The
+# same through an origin (--remote).
 source "$(dirname "$0")/lib.sh"
 
 src="$WORK/src"
@@ -61,4 +62,17 @@ run_fails 4 "bdn: error: file \"$out/copies/b\": another pull is writing it" \
 kill "$holder"; wait "$holder" 2>/dev/null || true
 "$BDN" volume pull "$ref" "$out" --jobs 8 >/dev/null
 assert_eq "$expected" "$(tree_listing "$out")" "pulled tree after the holder left"
+step "through an origin (--remote): 20 pulls of the whole tree with --jobs 8"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+remote_ref=$("$BDN" --remote "$STARTED_URL" volume push "$src" bdn:test/same 2>/dev/null)
+assert_eq "$ref" "$remote_ref" "digest through the origin"
+for run in $(seq 1 20); do
+  out="$WORK/remote-$run"
+  "$BDN" --remote "$STARTED_URL" volume pull "$ref" "$out" --jobs 8 2>"$WORK/err" >/dev/null \
+    || fail "remote run $run: $(cat "$WORK/err")"
+  assert_eq "$expected" "$(tree_listing "$out")" "remote run $run: pulled tree"
+  assert_eq "$expected_links" "$(hardlink_groups "$out")" "remote run $run: hardlinks"
+  rm -rf "$out"
+done
 echo "PASS"
