@@ -109,7 +109,7 @@ assert_eq "$(printf 'leaf.bin\nlink')" "$(chain_ls "$WORK/long-mnt" "$rel")" "mo
 assert_eq "$want" "$(chain_cat "$WORK/long-mnt" "${rel}leaf.bin" | b3sum --no-names)" "mounted leaf"
 assert_eq "leaf.bin" "$(chain_readlink "$WORK/long-mnt" "${rel}link")" "mounted symlink"
 
-step "a tree 2,000 directories deep: push, then pull in linear time"
+step "a tree 2,000 directories deep: push, pull in linear time, mount"
 python3 - "$WORK/deep" <<'PY'
 import os, sys
 os.makedirs(sys.argv[1])
@@ -130,6 +130,9 @@ echo "pull of 2,000 nested directories: $seconds s"
 python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < 5 else 1)' "$seconds" \
   || fail "pull of 2,000 nested directories took $seconds s (limit 5 s)"
 assert_eq "at the bottom" "$(chain_cat "$WORK/deep-pulled" "${deep_rel}leaf")" "deepest file"
+mount_volume "$ref" "$WORK/deep-mnt"
+assert_eq "at the bottom" "$(chain_cat "$WORK/deep-mnt" "${deep_rel}leaf")" "deepest file in the mount"
+assert_eq "leaf" "$(chain_ls "$WORK/deep-mnt" "$deep_rel")" "deepest directory in the mount"
 step "through an origin (--remote): the same refusals and the long path"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
