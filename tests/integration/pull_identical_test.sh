@@ -4,8 +4,9 @@
 # own). Regression: partial files were named by the content digest, so three copies of a 4 MiB
 # file failed every time ("another pull is writing it", exit 4), ten empty files failed about one
 # run in four ("No such file or directory", exit 3), and --include of hardlinks at random.
-# A partial file held by another pull process is still a conflict (exit 4) naming the file. The
-# same through an origin (--remote).
+# A partial file held by another pull process is still a conflict (exit 4) naming the file; a
+# partial file with garbage after a right beginning is resumed into exactly the file. The same
+# through an origin (--remote).
 source "$(dirname "$0")/lib.sh"
 
 src="$WORK/src"
@@ -62,6 +63,16 @@ run_fails 4 "bdn: error: file \"$out/copies/b\": another pull is writing it" \
 kill "$holder"; wait "$holder" 2>/dev/null || true
 "$BDN" volume pull "$ref" "$out" --jobs 8 >/dev/null
 assert_eq "$expected" "$(tree_listing "$out")" "pulled tree after the holder left"
+step "a resumed partial file is verified whole: garbage in it never reaches the file"
+out="$WORK/resume"
+mkdir -p "$out/copies"
+partial="$out/copies/.bdn-partial-$(printf '%s' a | b3sum --no-names | cut -c1-32)"
+head -c 1000000 "$src/copies/a" > "$partial"             # a right beginning,
+head -c 5000000 /dev/urandom >> "$partial"               # then garbage past the file's end
+"$BDN" volume pull "$ref" "$out" --jobs 8 >/dev/null
+cmp "$src/copies/a" "$out/copies/a" || fail "resumed file differs"
+assert_eq "" "$(find "$out" -name '.bdn-partial-*')" "partial files left after the resume"
+
 step "through an origin (--remote): 20 pulls of the whole tree with --jobs 8"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
