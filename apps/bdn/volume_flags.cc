@@ -24,9 +24,21 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
               "record mtimes (they become part of the digest)");
   c->add_option("--expected-sequence", push_expected, "fail unless the volume sequence is N")
       ->check(CLI::NonNegativeNumber);
+  static std::string push_retry_deadline = "60s";
+  c->add_option("--retry-deadline", push_retry_deadline,
+                "with --remote: give up (exit 7) once the origin has failed this long (1s to "
+                "24h, e.g. 30s, 2m); all of the push's requests share it")
+      ->envname("BDN_RETRY_DEADLINE")
+      ->capture_default_str();
   c->callback([&] {
     if (push_expected >= 0) push.expected_sequence = push_expected;
-    inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Push(ctx, push); };
+    inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
+      auto deadline = bdn::ParseDuration(push_retry_deadline, std::chrono::seconds(1),
+                                         std::chrono::hours(24));
+      if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
+      push.retry_deadline = *deadline;
+      return bdn::cli::Push(ctx, push);
+    };
   });
 
   static bdn::cli::LsArgs ls;

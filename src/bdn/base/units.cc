@@ -1,7 +1,11 @@
 #include "bdn/base/units.h"
 
+#include <sys/random.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -103,6 +107,20 @@ std::string HexEncode(const uint8_t* data, size_t size) {
     out[2 * i + 1] = kHex[data[i] & 15];
   }
   return out;
+}
+
+Result<std::string> RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Err(ErrnoError("getrandom", errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return HexEncode(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
 }
 
 }  // namespace bdn

@@ -39,4 +39,8 @@ std::string FormatDuration(std::chrono::milliseconds d);
 // Lower-case hex of `data[0, size)`.
 std::string HexEncode(const uint8_t* data, size_t size);
 
+// `bytes` random bytes from getrandom(2), as 2 * bytes lower-case hex characters (ids, secrets,
+// keys). Errors: Internal "getrandom: <reason>" if the kernel refuses.
+Result<std::string> RandomHex(size_t bytes);
+
 }  // namespace bdn

@@ -1,4 +1,4 @@
-// ParseDuration and FormatDuration: the one syntax of every duration flag, table-driven.
+// ParseDuration and FormatDuration: the one syntax of every duration flag, table-driven; RandomHex.
 #include "bdn/base/units.h"
 
 #include <gtest/gtest.h>
@@ -85,6 +85,15 @@ TEST(FormatDuration, UsesTheLargestUnitThatDividesIt) {
   for (int64_t ms : {1, 100, 1500, 55'000, 120'000, 7'200'000}) {
     EXPECT_EQ(ParseDuration(FormatDuration(milliseconds(ms)), kMin, kMax)->count(), ms);
   }
+}
+
+TEST(RandomHex, GivesTwoHexCharactersPerByteAndDiffers) {
+  auto a = RandomHex(16);
+  auto b = RandomHex(16);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_EQ(a->size(), 32u);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(*a, *b);
 }
 
 }  // namespace

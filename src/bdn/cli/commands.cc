@@ -168,8 +168,12 @@ Status Push(Context& ctx, const PushArgs& args) {
   TransferCounters counters;
   Result<PushResult> r;
   {
-    ProgressReporter progress("push", counters);
-    r = bdn::Push(opts, *ctx.store, *ctx.registry, &counters);
+    // All of the push's requests share one retry budget: a dead origin fails it once.
+    Context push_ctx = UnderRetryBudget(ctx, args.retry_deadline);
+    std::function<std::string()> note;
+    if (push_ctx.retry_budget) note = [b = push_ctx.retry_budget] { return RetryNote(*b); };
+    ProgressReporter progress("push", counters, std::chrono::seconds(5), std::move(note));
+    r = bdn::Push(opts, *push_ctx.store, *push_ctx.registry, &counters);
   }
   if (!r) return r.error();
   if (ctx.json) {

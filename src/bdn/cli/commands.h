@@ -2,6 +2,7 @@
 // prints its result to stdout (text or JSON) and returns a Status that main maps to an exit code.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "bdn/base/status.h"
 #include "bdn/format/ref.h"
 #include "bdn/registry/registry.h"
+#include "bdn/remote/retry.h"
 #include "bdn/store/chunk_store.h"
 
 namespace bdn::cli {
@@ -22,6 +24,8 @@ struct Context {
   bool json = false;
   std::shared_ptr<ChunkStore> store;
   std::shared_ptr<Registry> registry;
+  // The retry budget the store and registry share, in a context made by UnderRetryBudget.
+  std::shared_ptr<remote::RetryBudget> retry_budget;
 };
 
 // Opens the embedded store under `home`: home/store (chunks) and home/registry.db.
@@ -29,8 +33,15 @@ struct Context {
 Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 
 // Connects to a `bdn serve` origin at `url` with `token` (may be empty): remote store and
-// registry behind the same interfaces. Errors: InvalidArgument for a malformed URL.
+// registry behind the same interfaces; each request is retried on its own (a few tries).
+// Errors: InvalidArgument for a malformed URL.
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json);
+
+// The context of one long operation (a push): for a remote origin, a store and registry over
+// the same connections whose requests all share one new RetryBudget of `deadline` (set as
+// result.retry_budget), so that a dead origin fails the operation once, after that deadline,
+// however many requests are pending; an embedded context as it is.
+Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline);
 
 // Whether a command already printed its JSON result (e.g. verify, which then fails): main prints
 // a JSON error only when it did not.
@@ -51,6 +62,9 @@ struct PushArgs {
   int jobs = 0;
   bool preserve_mtime = false;
   std::optional<int64_t> expected_sequence;
+  // With a remote origin, the push fails (Unavailable, exit 7) once the origin has failed
+  // continuously this long (RetryBudget).
+  std::chrono::milliseconds retry_deadline{60000};
 };
 Status Push(Context& ctx, const PushArgs& args);
 

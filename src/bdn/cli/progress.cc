@@ -8,11 +8,21 @@
 
 namespace bdn::cli {
 
+std::string RetryNote(const remote::RetryBudget& budget) {
+  auto outage = budget.CurrentOutage();
+  if (!outage || outage->tripped) return "";
+  auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(outage->elapsed);
+  return "retrying for " + FormatDuration(elapsed) + " (gives up at " +
+         FormatDuration(outage->deadline) + "): " + outage->last_error.message();
+}
+
 ProgressReporter::ProgressReporter(std::string label, const TransferCounters& counters,
-                                   std::chrono::seconds plain_interval)
+                                   std::chrono::seconds plain_interval,
+                                   std::function<std::string()> note)
     : label_(std::move(label)),
       counters_(counters),
       plain_interval_(plain_interval),
+      note_(std::move(note)),
       tty_(::isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()),
       thread_([this] { Run(); }) {}
@@ -46,21 +56,34 @@ std::string ProgressReporter::Line(double elapsed_s) const {
          FormatBytes(static_cast<uint64_t>(rate)) + "/s  files " +
          std::to_string(counters_.files_done.load()) + "/" +
          std::to_string(counters_.files_total.load());
-  if (rate > 0 && total > done) {
+  std::string note = note_ ? note_() : std::string();
+  if (!note.empty()) {
+    out += "  " + note;
+  } else if (rate > 0 && total > done) {
     out += "  ETA " + std::to_string(static_cast<int>(static_cast<double>(total - done) / rate)) + "s";
   }
   return out;
 }
 
 void ProgressReporter::Run() {
-  auto interval = tty_ ? std::chrono::milliseconds(200)
-                       : std::chrono::duration_cast<std::chrono::milliseconds>(plain_interval_);
+  // Plain output also gets a line as soon as retrying starts, not only every plain_interval_.
+  constexpr auto kTick = std::chrono::milliseconds(200);
+  auto last_plain = std::chrono::steady_clock::now();
+  bool was_retrying = false;
   std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, interval, [&] { return stop_; })) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  while (!cv_.wait_for(lock, kTick, [&] { return stop_; })) {
+    auto now = std::chrono::steady_clock::now();
+    double s = std::chrono::duration<double>(now - start_).count();
     if (tty_) {
       std::fprintf(stderr, "\r%s\033[K", Line(s).c_str());
     } else {
+      bool retrying = note_ && !note_().empty();
+      if (now - last_plain < plain_interval_ && (retrying == was_retrying || !retrying)) {
+        was_retrying = retrying;
+        continue;
+      }
+      was_retrying = retrying;
+      last_plain = now;
       std::fprintf(stderr, "%s\n", Line(s).c_str());
     }
     std::fflush(stderr);

@@ -1,4 +1,4 @@
-// OpenRemote: a Context whose store and registry are a bdn serve origin.
+// OpenRemote: a Context whose store and registry are a bdn serve origin; UnderRetryBudget.
 #include "bdn/cli/commands.h"
 #include "bdn/http/client.h"
 #include "bdn/remote/remote_chunk_store.h"
@@ -21,6 +21,19 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   ctx.store = std::make_shared<remote::RemoteChunkStore>(shared);
   ctx.registry = std::make_shared<remote::RemoteRegistry>(shared);
   return ctx;
+}
+
+Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline) {
+  auto* store = dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get());
+  if (store == nullptr) return ctx;
+  Context out = ctx;
+  out.retry_budget =
+      std::make_shared<remote::RetryBudget>(remote::RetryBudget::Options{.deadline = deadline});
+  out.store = std::make_shared<remote::RemoteChunkStore>(
+      store->shared_client(), remote::RemoteStoreOptions{.budget = out.retry_budget});
+  out.registry = std::make_shared<remote::RemoteRegistry>(store->shared_client(),
+                                                          remote::RetryPolicy{}, out.retry_budget);
+  return out;
 }
 
 }  // namespace bdn::cli

@@ -322,14 +322,18 @@ Result<Response> HttpClient::Send(const Request& req) {
   return response;
 }
 
+Status HttpClient::ErrorOf(const Request& req, const Response& r) const {
+  if (auto s = ParseErrorBody(r.text())) return std::move(*s);
+  // Not the API's error shape (a proxy's page, say): name the server and the request.
+  return Status(StatusCodeForHttp(r.status), Name() + ": " + std::string(MethodName(req.method)) +
+                                                 " " + req.path + ": HTTP " +
+                                                 std::to_string(r.status));
+}
+
 Result<Response> HttpClient::Call(const Request& req) {
   BDN_ASSIGN_OR_RETURN(Response r, Send(req));
   if (r.status >= 200 && r.status < 300) return r;
-  if (auto s = ParseErrorBody(r.text())) return Err(std::move(*s));
-  // Not the API's error shape (a proxy's page, say): name the server and the request.
-  return Err(Status(StatusCodeForHttp(r.status),
-                    Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
-                        ": HTTP " + std::to_string(r.status)));
+  return Err(ErrorOf(req, r));
 }
 
 Result<Response> HttpClient::Get(std::string path) {

@@ -107,6 +107,9 @@ class HttpClient {
   // StatusCodeForHttp(status) with the message "<label> <url>: <METHOD> <path>: HTTP <code>".
   Result<Response> Call(const Request& req);
 
+  // The Status Call gives a non-2xx response `r` to `req` (see Call).
+  Status ErrorOf(const Request& req, const Response& r) const;
+
   // Shorthands for Call.
   Result<Response> Get(std::string path);
   Result<Response> Delete(std::string path);

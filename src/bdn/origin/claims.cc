@@ -1,24 +1,13 @@
 // ClaimTable: in-memory push claims with a TTL.
 #include "bdn/origin/claims.h"
 
-#include <random>
+#include "bdn/base/units.h"
 
 namespace bdn::origin {
 namespace {
 
 std::string VolumeText(const std::pair<std::string, std::string>& key) {
   return "bdn:" + key.first + "/" + key.second;
-}
-
-std::string NewClaimId() {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device rd;  // getrandom(2) on Linux
-  std::string id;
-  for (int i = 0; i < 4; ++i) {
-    uint32_t v = rd();
-    for (int j = 0; j < 8; ++j, v >>= 4) id += kHex[v & 15];
-  }
-  return id;
 }
 
 }  // namespace
@@ -48,13 +37,21 @@ Status ClaimTable::NotFoundLocked(const Key& key, const std::string& id) const {
 }
 
 Result<std::string> ClaimTable::Acquire(const std::string& ns, const std::string& vol,
-                                        const std::string& holder) {
+                                        const std::string& holder,
+                                        const std::string& idempotency_key) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
   auto now = now_();
-  if (Claim* c = LiveLocked(key, now)) return Err(ConflictLocked(key, *c, now));
-  Claim c{NewClaimId(), holder, now + ttl_};
-  std::string id = c.id;
+  if (Claim* c = LiveLocked(key, now)) {
+    // The retry of an Acquire whose answer was lost gets the claim it already holds.
+    if (!idempotency_key.empty() && c->idempotency_key == idempotency_key && c->holder == holder) {
+      c->expires = now + ttl_;
+      return c->id;
+    }
+    return Err(ConflictLocked(key, *c, now));
+  }
+  BDN_ASSIGN_OR_RETURN(std::string id, RandomHex(16));
+  Claim c{id, holder, now + ttl_, idempotency_key};
   claims_[key] = std::move(c);
   return id;
 }

@@ -27,11 +27,13 @@ class ClaimTable {
   std::chrono::milliseconds ttl() const { return ttl_; }
 
   // Claims volume ns/vol for `holder` (how conflict messages name it, e.g. "key bdn_<id>") and
-  // returns the new claim id (32 hex characters).
+  // returns the new claim id (32 hex characters). A repeated Acquire with the same non-empty
+  // `idempotency_key` and holder while that claim is live (the retry of a request whose answer
+  // was lost) returns the same id and renews it.
   // Errors: Conflict "volume bdn:ns/vol: push in progress (claimed by <holder>, expires in N s)"
-  // while another claim is live.
+  // while another claim is live; Internal if no random id can be drawn.
   Result<std::string> Acquire(const std::string& ns, const std::string& vol,
-                              const std::string& holder);
+                              const std::string& holder, const std::string& idempotency_key = "");
   // Extends a live claim by the TTL from now.
   // Errors: NotFound "claim <id> on bdn:ns/vol: not found (expired or released)".
   Status Renew(const std::string& ns, const std::string& vol, const std::string& id);
@@ -47,6 +49,7 @@ class ClaimTable {
     std::string id;
     std::string holder;
     Clock::time_point expires;
+    std::string idempotency_key;  // of the Acquire that created it; may be empty
   };
   using Key = std::pair<std::string, std::string>;
   // The live claim on `key`, erasing an expired one. Requires mu_.

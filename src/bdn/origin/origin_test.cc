@@ -480,6 +480,87 @@ TEST_F(OriginTest, PushClaimsConflictExpireAndRenew) {
   EXPECT_EQ(Call("POST", claims, admin_)->status, 201);
 }
 
+TEST_F(OriginTest, ARetriedCommitGetsTheFirstAnswerEvenOnceItsClaimIsGone) {
+  SealResult seal = Seal(3);
+  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+  std::string pusher = Key("weights", "push,tag");
+  const std::string claims = "/v1/volumes/weights/model/claims";
+  auto r = Call("POST", claims, admin_);
+  ASSERT_EQ(r->status, 201) << r->body;
+  std::string claim = Body(r)["claim"];
+  const std::string path = "/v1/volumes/weights/model/commit";
+  std::string commit = json{
+      {"digest", seal.digest.Hex()},
+      {"tags", {"prod"}},
+      {"expected_sequence", 0},
+      {"claim", claim}}.dump();
+  const httplib::Headers key = {{"Idempotency-Key", "c0ffee"}};
+  r = Call("POST", path, admin_, commit, key);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json first = Body(r);
+  EXPECT_EQ(first, json({{"sequence", 1},
+                         {"unchanged", false},
+                         {"head_updated", true},
+                         {"tags_applied", {"prod"}}}));
+
+  // The claim is released and another pusher holds the volume now; the sequence is stale.
+  ASSERT_EQ(Call("DELETE", claims + "/" + claim, admin_)->status, 200);
+  ASSERT_EQ(Call("POST", claims, pusher)->status, 201);
+  r = Call("POST", path, admin_, commit, key);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Body(r), first);
+  // The same body without the key is a new commit: refused by the other pusher's claim.
+  r = Call("POST", path, admin_, commit);
+  EXPECT_EQ(r->status, 409);
+  // The key of another request is refused, naming what it was used for.
+  r = Call("POST", path, admin_, json{{"digest", seal.digest.Hex()}}.dump(), key);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["error"]["message"],
+            "idempotency key \"c0ffee\": already used for another request (commit "
+            "bdn:weights/model@" +
+                seal.digest.ToString() + " tags=[prod] expected_sequence=0 source_uri=\"\")");
+  r = Call("GET", "/v1/volumes/weights/model", admin_);
+  EXPECT_EQ(Body(r)["sequence"], 1);
+}
+
+TEST_F(OriginTest, RetriedTagWritesAndClaimsWithTheirKeyGetTheFirstAnswer) {
+  SealResult seal = Seal(4);
+  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+  auto r = Call("POST", "/v1/volumes/weights/model/commit", admin_,
+                json{{"digest", seal.digest.Hex()}}.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string tag = "/v1/volumes/weights/model/tags/prod";
+  const std::string set = json{{"digest", seal.digest.Hex()}, {"expected_sequence", 1}}.dump();
+  for (int i = 0; i < 2; ++i) {
+    r = Call("PUT", tag, admin_, set, {{"Idempotency-Key", "set-1"}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(Body(r), json({{"sequence", 2}}));
+  }
+  // A tag set to where it points already changes nothing.
+  r = Call("PUT", tag, admin_, json{{"digest", seal.digest.Hex()}}.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Body(r), json({{"sequence", 2}}));
+  for (int i = 0; i < 2; ++i) {
+    r = Call("DELETE", tag + "?expected_sequence=2", admin_, "", {{"Idempotency-Key", "del-1"}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(Body(r), json({{"sequence", 3}}));
+  }
+
+  // A claim request repeated with its key gets the same claim; another client still conflicts.
+  const std::string claims = "/v1/volumes/weights/model/claims";
+  r = Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "claim-1"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  std::string id = Body(r)["claim"];
+  r = Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "claim-1"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(Body(r)["claim"], id);
+  EXPECT_EQ(Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "claim-2"}})->status, 409);
+  EXPECT_EQ(
+      Call("POST", claims, Key("weights", "push"), "{}", {{"Idempotency-Key", "claim-1"}})->status,
+      409)
+      << "a key is only honoured for the holder that made the claim";
+}
+
 TEST_F(OriginTest, KeysEndpoints) {
   auto r = Call("POST", "/v1/keys", admin_,
                 json{{"namespace", "weights"}, {"scopes", {"push", "pull"}}}.dump());

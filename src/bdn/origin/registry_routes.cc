@@ -50,6 +50,11 @@ void Reply(http::ServerResponse& res, const json& j, int status = 200) {
   http::SetJson(res, j.dump(), status);
 }
 
+// The Idempotency-Key header of a write (docs/http-api.md, "Retries"); "" when absent.
+std::string IdempotencyKeyOf(const http::ServerRequest& req) {
+  return req.get_header_value("Idempotency-Key");
+}
+
 std::string HolderOf(const ApiKey& key) {
   // Authenticate names the caller "anonymous" with auth disabled; real key ids are hex.
   return key.id == "anonymous" ? std::string("an unauthenticated client") : "key " + key.Name();
@@ -144,7 +149,8 @@ void Origin::RegisterRegistry() {
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
           BDN_ASSIGN_OR_RETURN(Digest d, DigestField(body, "digest"));
           BDN_ASSIGN_OR_RETURN(auto expected, OptionalIntField(body, "expected_sequence"));
-          BDN_ASSIGN_OR_RETURN(int64_t seq, registry_->SetTag(p.ns, p.volume, t, d, expected));
+          BDN_ASSIGN_OR_RETURN(int64_t seq, registry_->SetTag(p.ns, p.volume, t, d, expected,
+                                                              IdempotencyKeyOf(req)));
           Reply(res, {{"sequence", seq}});
           return Status::Ok();
         });
@@ -154,7 +160,8 @@ void Origin::RegisterRegistry() {
           std::string t = req.matches[3].str();
           BDN_RETURN_IF_ERROR(ValidateTag(t));
           BDN_ASSIGN_OR_RETURN(auto expected, ExpectedSequenceParam(req));
-          BDN_ASSIGN_OR_RETURN(int64_t seq, registry_->DeleteTag(p.ns, p.volume, t, expected));
+          BDN_ASSIGN_OR_RETURN(int64_t seq, registry_->DeleteTag(p.ns, p.volume, t, expected,
+                                                                 IdempotencyKeyOf(req)));
           Reply(res, {{"sequence", seq}});
           return Status::Ok();
         });
@@ -179,6 +186,13 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   }
   BDN_ASSIGN_OR_RETURN(c.expected_sequence, OptionalIntField(body, "expected_sequence"));
   BDN_ASSIGN_OR_RETURN(auto claim, OptionalStringField(body, "claim"));
+  c.idempotency_key = IdempotencyKeyOf(req);
+  // A retry of a commit that was applied gets the first answer, even once its claim is gone.
+  BDN_ASSIGN_OR_RETURN(auto applied, registry_->FindCommit(c));
+  if (applied) {
+    Reply(res, api::CommitResultToJson(*applied));
+    return Status::Ok();
+  }
   BDN_RETURN_IF_ERROR(claims_.CheckCommit(p.ns, p.volume, claim));
   // The visibility rule: nothing is committed unless every blob it needs is stored and durable.
   // The stats come from the manifest, not from the request.
@@ -199,7 +213,8 @@ void Origin::RegisterClaims() {
   Route("POST", claims, "/v1/volumes/{ns}/{vol}/claims", push,
         [this, ttl_ms](Req req, Res res, const ApiKey& key) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
-          BDN_ASSIGN_OR_RETURN(std::string id, claims_.Acquire(p.ns, p.volume, HolderOf(key)));
+          BDN_ASSIGN_OR_RETURN(std::string id, claims_.Acquire(p.ns, p.volume, HolderOf(key),
+                                                               IdempotencyKeyOf(req)));
           Reply(res, {{"claim", id}, {"ttl_ms", ttl_ms}}, 201);
           return Status::Ok();
         });

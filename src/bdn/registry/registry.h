@@ -1,6 +1,7 @@
 // Registry: namespaces, volumes, versions, tags, head and the per-volume sequence.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -59,7 +60,12 @@ struct CommitRequest {
   std::string source_uri;
   std::vector<std::string> tags;  // applied atomically with the commit
   std::optional<int64_t> expected_sequence;
+  // Names this write across retries (see Registry, "Idempotency keys"); empty: none.
+  std::string idempotency_key;
 };
+
+// How long a registry keeps the idempotency key of a write (and so recognizes its retries).
+inline constexpr std::chrono::hours kIdempotencyKeyRetention{24};
 
 struct CommitResult {
   int64_t sequence = 0;  // the volume's sequence after the commit
@@ -75,6 +81,16 @@ class PushClaim {
 };
 
 // The metadata store. Implementations are thread-safe and make each mutation atomic.
+//
+// Idempotency keys: a write (Commit, SetTag, DeleteTag) may carry a client-chosen key, 1 to 64
+// characters of [A-Za-z0-9_-]. The registry records the key with the write's result in the same
+// transaction, and keeps it for kIdempotencyKeyRetention. A write whose key is recorded for the
+// same request (same operation, volume, digest, tags, tag name, expected_sequence, source_uri)
+// is not applied again: it returns the recorded result, whatever the volume's state now (so the
+// retry of a write whose answer was lost reports exactly what the first try did, even with a
+// now-stale expected_sequence). Errors of any keyed write: InvalidArgument "idempotency key
+// \"k\": must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'", and InvalidArgument
+// "idempotency key \"k\": already used for another request (<that request>)".
 class Registry {
  public:
   virtual ~Registry() = default;
@@ -98,21 +114,32 @@ class Registry {
   // Records a sealed version (creating the namespace and volume if missing), moves head to it and
   // applies the tags, all in one transaction. Re-committing an existing alive version creates no
   // new version (unchanged = true) but still moves head and tags. The sequence is bumped only if
-  // something changed. Errors: Conflict on a stale expected_sequence; FailedPrecondition if the
-  // version exists but is DELETED ("restore it first"); InvalidArgument if `tags` holds "head".
+  // something changed. A req.idempotency_key already recorded for this request returns the
+  // recorded result (see the class comment). Errors: Conflict on a stale expected_sequence;
+  // FailedPrecondition if the version exists but is DELETED ("restore it first");
+  // InvalidArgument if `tags` holds "head", and for idempotency keys.
   virtual Result<CommitResult> Commit(const CommitRequest& req) = 0;
+  // The result recorded for req.idempotency_key if a Commit of this same request already applied
+  // it; nullopt if the key is empty or not recorded. Lets a server answer a retried commit before
+  // it checks claims and stored blobs again. Errors: InvalidArgument for idempotency keys.
+  virtual Result<std::optional<CommitResult>> FindCommit(const CommitRequest& req) = 0;
 
-  // Points `tag` at an alive version. Returns the new sequence.
+  // Points `tag` at an alive version. Returns the sequence after it: bumped if the tag moved,
+  // unchanged if it already pointed there (a no-op changes nothing).
   // Errors: NotFound (volume/version), InvalidArgument for "head", Conflict on a stale
-  // expected_sequence, FailedPrecondition for a deleted version.
+  // expected_sequence, FailedPrecondition for a deleted version; InvalidArgument for
+  // idempotency keys (a recorded key returns the recorded sequence).
   virtual Result<int64_t> SetTag(const std::string& ns, const std::string& volume,
                                  const std::string& tag, const Digest& digest,
-                                 std::optional<int64_t> expected_sequence) = 0;
+                                 std::optional<int64_t> expected_sequence,
+                                 const std::string& idempotency_key = "") = 0;
   // Removes a tag. Errors: NotFound "tag \"t\" of bdn:ns/vol: not found", InvalidArgument for
-  // "head", Conflict on a stale expected_sequence.
+  // "head", Conflict on a stale expected_sequence; InvalidArgument for idempotency keys (a
+  // recorded key returns the recorded sequence).
   virtual Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
                                     const std::string& tag,
-                                    std::optional<int64_t> expected_sequence) = 0;
+                                    std::optional<int64_t> expected_sequence,
+                                    const std::string& idempotency_key = "") = 0;
 
   // Claims the right to push to a volume (which need not exist yet). A claim whose holder dies is
   // released. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".
@@ -137,11 +164,13 @@ class SqliteRegistry : public Registry {
   Result<std::vector<Digest>> FindVersions(const std::string& ns, const std::string& volume,
                                            const std::string& hex_prefix) override;
   Result<CommitResult> Commit(const CommitRequest& req) override;
+  Result<std::optional<CommitResult>> FindCommit(const CommitRequest& req) override;
   Result<int64_t> SetTag(const std::string& ns, const std::string& volume, const std::string& tag,
-                         const Digest& digest, std::optional<int64_t> expected_sequence) override;
+                         const Digest& digest, std::optional<int64_t> expected_sequence,
+                         const std::string& idempotency_key = "") override;
   Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
-                            const std::string& tag,
-                            std::optional<int64_t> expected_sequence) override;
+                            const std::string& tag, std::optional<int64_t> expected_sequence,
+                            const std::string& idempotency_key = "") override;
   // An flock(2) on <db dir>/locks/<ns>~<volume>.lock: the kernel drops it when the holder dies.
   Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
                                                const std::string& volume) override;

@@ -232,6 +232,121 @@ TEST_F(RegistryTest, SetTagAndDeleteTagBumpTheSequence) {
   EXPECT_EQ(Sequence(), 6);
 }
 
+TEST_F(RegistryTest, ATagSetToTheVersionItPointsAtChangesNothing) {
+  MustCommit(Request(d1_, {"prod"}));
+  ASSERT_EQ(Sequence(), 1);
+  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 1);
+  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 1);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 1);
+  EXPECT_EQ(Sequence(), 1);
+  // A stale expected_sequence is still a conflict, no-op or not.
+  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 0);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().message(), "volume bdn:weights/qwen3-8b: sequence is 1, expected 0");
+}
+
+TEST_F(RegistryTest, ARetriedCommitWithItsKeyReturnsTheFirstResult) {
+  MustCommit(Request(d1_));
+  CommitRequest req = Request(d2_, {"prod"});
+  req.expected_sequence = 1;
+  req.idempotency_key = "0123456789abcdef0123456789abcdef";
+  auto before = reg_->FindCommit(req);
+  ASSERT_TRUE(before.has_value()) << before.error().message();
+  EXPECT_FALSE(before->has_value());
+
+  CommitResult first = MustCommit(req);
+  EXPECT_EQ(first.sequence, 2);
+  EXPECT_FALSE(first.unchanged);
+  EXPECT_TRUE(first.head_updated);
+  EXPECT_EQ(first.tags_applied, std::vector<std::string>{"prod"});
+
+  // The retry: expected_sequence 1 is stale now, and d2 already is head, yet it reports what the
+  // first try did and changes nothing.
+  for (int i = 0; i < 2; ++i) {
+    CommitResult again = MustCommit(req);
+    EXPECT_EQ(again.sequence, 2);
+    EXPECT_FALSE(again.unchanged);
+    EXPECT_TRUE(again.head_updated);
+    EXPECT_EQ(again.tags_applied, std::vector<std::string>{"prod"});
+  }
+  auto found = reg_->FindCommit(req);
+  ASSERT_TRUE(found.has_value() && found->has_value());
+  EXPECT_EQ((*found)->sequence, 2);
+  EXPECT_TRUE((*found)->head_updated);
+  EXPECT_EQ(Sequence(), 2);
+  EXPECT_EQ(reg_->ListVersions("weights", "qwen3-8b", false)->size(), 2u);
+
+  // Also after other writes moved the volume on, and after a restart.
+  ASSERT_TRUE(reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt).has_value());
+  Reopen();
+  CommitResult later = MustCommit(req);
+  EXPECT_EQ(later.sequence, 2);
+  EXPECT_TRUE(later.head_updated);
+  EXPECT_EQ(Sequence(), 3);
+  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), d1_)
+      << "a replay applies nothing";
+
+  // Without the key the same request is a new write: a conflict on the stale sequence.
+  req.idempotency_key.clear();
+  auto r = reg_->Commit(req);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kConflict);
+}
+
+TEST_F(RegistryTest, AnIdempotencyKeyIsBoundToItsRequest) {
+  CommitRequest req = Request(d1_);
+  req.idempotency_key = "k-1";
+  MustCommit(req);
+  CommitRequest other = Request(d2_);
+  other.idempotency_key = "k-1";
+  auto r = reg_->Commit(other);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.error().message(),
+            "idempotency key \"k-1\": already used for another request (commit "
+            "bdn:weights/qwen3-8b@" +
+                d1_.ToString() + " tags=[] expected_sequence=none source_uri=\"file:///src\")");
+  auto t = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt, "k-1");
+  ASSERT_FALSE(t.has_value());
+  EXPECT_EQ(t.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Sequence(), 1);
+
+  for (const std::string& bad :
+       std::vector<std::string>{"has space", "slash/", std::string(65, 'a'), "\xff"}) {
+    CommitRequest b = Request(d2_);
+    b.idempotency_key = bad;
+    auto br = reg_->Commit(b);
+    ASSERT_FALSE(br.has_value()) << bad;
+    EXPECT_EQ(br.error().message(),
+              "idempotency key \"" + bad +
+                  "\": must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'");
+  }
+  EXPECT_EQ(Sequence(), 1);
+}
+
+TEST_F(RegistryTest, RetriedTagWritesWithTheirKeyReturnTheFirstSequence) {
+  MustCommit(Request(d1_));
+  MustCommit(Request(d2_));
+  ASSERT_EQ(Sequence(), 2);
+  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 2, "set-1");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 3);
+  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 2, "set-1");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(*s, 3) << "not a conflict against its own move";
+  auto d = reg_->DeleteTag("weights", "qwen3-8b", "prod", 3, "del-1");
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_EQ(*d, 4);
+  d = reg_->DeleteTag("weights", "qwen3-8b", "prod", 3, "del-1");
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_EQ(*d, 4) << "not NotFound for its own delete";
+  EXPECT_EQ(Sequence(), 4);
+  EXPECT_FALSE(reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
+}
+
 TEST_F(RegistryTest, SetTagNeedsAnExistingVolumeAndVersion) {
   MustCommit(Request(d1_));
   auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d3_, std::nullopt);

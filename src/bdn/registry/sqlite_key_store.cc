@@ -1,12 +1,12 @@
 // SqliteKeyStore: API keys in one SQLite table, secrets stored only as their BLAKE3.
 #include <sqlite3.h>
-#include <sys/random.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <mutex>
 
+#include "bdn/base/units.h"
 #include "bdn/registry/key_store.h"
 
 namespace bdn {
@@ -36,26 +36,6 @@ bool IsHex(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
   });
-}
-
-Result<std::string> RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Err(ErrnoError("key store: getrandom", errno));
-    }
-    got += static_cast<size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
 }
 
 // The same rule as format's ValidateName (registry may not depend on format).

@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -49,6 +50,15 @@ CREATE TABLE IF NOT EXISTS tags(
   name TEXT NOT NULL,
   digest TEXT NOT NULL,
   PRIMARY KEY(volume_id, name));
+CREATE TABLE IF NOT EXISTS idempotency_keys(
+  key TEXT PRIMARY KEY,
+  request TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  unchanged INTEGER NOT NULL,
+  head_updated INTEGER NOT NULL,
+  tags_applied TEXT NOT NULL,
+  created_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS idempotency_keys_by_age ON idempotency_keys(created_ms);
 )sql";
 
 // A prepared statement bound and stepped with small helpers; finalized on destruction.
@@ -106,6 +116,47 @@ Digest ParseStored(const std::string& hex) {
 
 std::string VolumeName(const std::string& ns, const std::string& volume) {
   return "volume bdn:" + ns + "/" + volume;
+}
+
+Status ValidateIdempotencyKey(const std::string& key) {
+  bool ok = !key.empty() && key.size() <= 64 && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+  });
+  if (ok) return Status::Ok();
+  return InvalidArgumentError("idempotency key \"" + key +
+                              "\": must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'");
+}
+
+std::string ExpectedText(std::optional<int64_t> expected) {
+  return expected ? std::to_string(*expected) : std::string("none");
+}
+
+// What an idempotency key is recorded for: every field of the request that shapes its result.
+std::string DescribeCommit(const CommitRequest& req) {
+  std::string tags;
+  for (const auto& t : req.tags) tags += (tags.empty() ? "" : ",") + t;
+  return "commit bdn:" + req.ns + "/" + req.volume + "@" + req.digest.ToString() + " tags=[" +
+         tags + "] expected_sequence=" + ExpectedText(req.expected_sequence) + " source_uri=\"" +
+         req.source_uri + "\"";
+}
+
+std::string JoinLines(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : "\n") + i;
+  return out;
+}
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -198,6 +249,50 @@ struct SqliteRegistry::Impl {
     s.Bind(1, vid);
     BDN_RETURN_IF_ERROR(s.Run());
     return Sequence(vid);
+  }
+
+  // The result recorded for `key`, if a request described as `request` recorded it within the
+  // retention. Errors: InvalidArgument for a malformed key or one recorded for another request.
+  Result<std::optional<CommitResult>> Recorded(const std::string& key, const std::string& request) {
+    BDN_RETURN_IF_ERROR(ValidateIdempotencyKey(key));
+    Stmt s(db,
+           "SELECT request, sequence, unchanged, head_updated, tags_applied FROM idempotency_keys "
+           "WHERE key=?1 AND created_ms>=?2");
+    s.Bind(1, key).Bind(2, NowMs() - RetentionMs());
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return std::optional<CommitResult>();
+    if (s.Text(0) != request) {
+      return Err(InvalidArgumentError("idempotency key \"" + key +
+                                      "\": already used for another request (" + s.Text(0) + ")"));
+    }
+    CommitResult r;
+    r.sequence = s.Int(1);
+    r.unchanged = s.Int(2) != 0;
+    r.head_updated = s.Int(3) != 0;
+    r.tags_applied = SplitLines(s.Text(4));
+    return std::optional<CommitResult>(std::move(r));
+  }
+
+  // Records `result` for `key` (inside the write's transaction) and drops keys past retention.
+  Status Record(const std::string& key, const std::string& request, const CommitResult& result) {
+    Stmt prune(db, "DELETE FROM idempotency_keys WHERE created_ms<?1");
+    prune.Bind(1, NowMs() - RetentionMs());
+    BDN_RETURN_IF_ERROR(prune.Run());
+    Stmt ins(db,
+             "INSERT OR REPLACE INTO idempotency_keys(key, request, sequence, unchanged, "
+             "head_updated, tags_applied, created_ms) VALUES(?1,?2,?3,?4,?5,?6,?7)");
+    ins.Bind(1, key)
+        .Bind(2, request)
+        .Bind(3, result.sequence)
+        .Bind(4, int64_t{result.unchanged})
+        .Bind(5, int64_t{result.head_updated})
+        .Bind(6, JoinLines(result.tags_applied))
+        .Bind(7, NowMs());
+    return ins.Run();
+  }
+
+  static int64_t RetentionMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(kIdempotencyKeyRetention).count();
   }
 
   Result<VersionRecord> ReadVersion(int64_t vid, const std::string& ns, const std::string& volume,
@@ -433,9 +528,14 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
           InvalidArgumentError("tag \"head\": reserved; head moves only with a push or sync"));
     }
   }
+  const std::string request = DescribeCommit(req);
   std::lock_guard lock(impl_->mu);
   return impl_->Transaction<CommitResult>([&]() -> Result<CommitResult> {
     Impl& im = *impl_;
+    if (!req.idempotency_key.empty()) {
+      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(req.idempotency_key, request));
+      if (recorded) return std::move(*recorded);
+    }
     BDN_ASSIGN_OR_RETURN(auto existing_vid, im.VolumeId(req.ns, req.volume));
     int64_t vid;
     if (existing_vid) {
@@ -504,19 +604,36 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
       BDN_ASSIGN_OR_RETURN(seq, im.Bump(vid));
     }
     out.sequence = seq;
+    if (!req.idempotency_key.empty()) {
+      BDN_RETURN_IF_ERROR(im.Record(req.idempotency_key, request, out));
+    }
     return out;
   });
 }
 
+Result<std::optional<CommitResult>> SqliteRegistry::FindCommit(const CommitRequest& req) {
+  if (req.idempotency_key.empty()) return std::optional<CommitResult>();
+  std::lock_guard lock(impl_->mu);
+  return impl_->Recorded(req.idempotency_key, DescribeCommit(req));
+}
+
 Result<int64_t> SqliteRegistry::SetTag(const std::string& ns, const std::string& volume,
                                        const std::string& tag, const Digest& digest,
-                                       std::optional<int64_t> expected_sequence) {
+                                       std::optional<int64_t> expected_sequence,
+                                       const std::string& idempotency_key) {
   if (tag == "head") {
     return Err(InvalidArgumentError("tag \"head\": reserved; head moves only with a push or sync"));
   }
+  const std::string request = "tag set bdn:" + ns + "/" + volume + ":" + tag + " -> " +
+                              digest.ToString() +
+                              " expected_sequence=" + ExpectedText(expected_sequence);
   std::lock_guard lock(impl_->mu);
   return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
     Impl& im = *impl_;
+    if (!idempotency_key.empty()) {
+      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request));
+      if (recorded) return recorded->sequence;
+    }
     BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
     BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
     BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, digest));
@@ -524,22 +641,37 @@ Result<int64_t> SqliteRegistry::SetTag(const std::string& ns, const std::string&
       return Err(FailedPreconditionError("version bdn:" + ns + "/" + volume + "@" +
                                          digest.ToString() + ": is deleted"));
     }
-    Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
-    up.Bind(1, vid).Bind(2, tag).Bind(3, digest.Hex());
-    BDN_RETURN_IF_ERROR(up.Run());
-    return im.Bump(vid);
+    CommitResult out;
+    if (std::find(v.tags.begin(), v.tags.end(), tag) != v.tags.end()) {
+      // Already there: nothing changes, so neither does the sequence.
+      BDN_ASSIGN_OR_RETURN(out.sequence, im.Sequence(vid));
+    } else {
+      Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
+      up.Bind(1, vid).Bind(2, tag).Bind(3, digest.Hex());
+      BDN_RETURN_IF_ERROR(up.Run());
+      BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
+    }
+    if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, out));
+    return out.sequence;
   });
 }
 
 Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::string& volume,
                                           const std::string& tag,
-                                          std::optional<int64_t> expected_sequence) {
+                                          std::optional<int64_t> expected_sequence,
+                                          const std::string& idempotency_key) {
   if (tag == "head") {
     return Err(InvalidArgumentError("tag \"head\": reserved; it cannot be deleted"));
   }
+  const std::string request = "tag delete bdn:" + ns + "/" + volume + ":" + tag +
+                              " expected_sequence=" + ExpectedText(expected_sequence);
   std::lock_guard lock(impl_->mu);
   return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
     Impl& im = *impl_;
+    if (!idempotency_key.empty()) {
+      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request));
+      if (recorded) return recorded->sequence;
+    }
     BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
     BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
     Stmt del(im.db, "DELETE FROM tags WHERE volume_id=?1 AND name=?2");
@@ -548,7 +680,10 @@ Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::stri
     if (sqlite3_changes(im.db) == 0) {
       return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume + ": not found"));
     }
-    return im.Bump(vid);
+    CommitResult out;
+    BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
+    if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, out));
+    return out.sequence;
   });
 }
 

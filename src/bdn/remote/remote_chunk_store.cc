@@ -44,9 +44,13 @@ Result<std::vector<Digest>> RemoteChunkStore::FindMissing(std::span<const Digest
   for (size_t start = 0; start < ids.size(); start += options_.missing_batch_ids) {
     auto part = ids.subspan(start, std::min(options_.missing_batch_ids, ids.size() - start));
     std::string body = IdsBody(part);
-    BDN_ASSIGN_OR_RETURN(http::Response r, WithRetries(options_.retry, [&] {
-                           return client_->PostJson("/v1/chunks/missing", body);
-                         }));
+    BDN_ASSIGN_OR_RETURN(
+        http::Response r,
+        CallWithRetries(*client_,
+                        {.method = http::Method::kPost,
+                         .path = "/v1/chunks/missing",
+                         .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()}},
+                        options_.retry, options_.budget.get()));
     json j = json::parse(r.text(), nullptr, false);
     if (!j.is_object() || !j.contains("missing") || !j["missing"].is_array()) {
       return Err(Malformed(*client_, "POST /v1/chunks/missing", "no \"missing\" array"));
@@ -63,20 +67,20 @@ Result<std::vector<Digest>> RemoteChunkStore::FindMissing(std::span<const Digest
 }
 
 Status RemoteChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
-  const std::string path = ChunkPath(id);
-  return WithRetries(options_.retry, [&]() -> Status {
-    auto r = client_->Call({.method = http::Method::kPut,
-                            .path = path,
+  auto r = CallWithRetries(*client_,
+                           {.method = http::Method::kPut,
+                            .path = ChunkPath(id),
                             .body = data,
-                            .content_type = "application/octet-stream"});
-    return r ? Status::Ok() : r.error();
-  });
+                            .content_type = "application/octet-stream"},
+                           options_.retry, options_.budget.get());
+  return r ? Status::Ok() : r.error();
 }
 
 Result<std::vector<uint8_t>> RemoteChunkStore::Get(const Digest& id) {
-  const std::string path = ChunkPath(id);
-  BDN_ASSIGN_OR_RETURN(http::Response r,
-                       WithRetries(options_.retry, [&] { return client_->Get(path); }));
+  BDN_ASSIGN_OR_RETURN(
+      http::Response r,
+      CallWithRetries(*client_, {.method = http::Method::kGet, .path = ChunkPath(id)},
+                      options_.retry, options_.budget.get()));
   Digest got = Digest::Of(r.body);
   if (got != id) {
     return Err(CorruptionError("chunk " + id.ToString() + ": digest mismatch (bytes from " +
@@ -90,8 +94,8 @@ Result<BlobBatch> RemoteChunkStore::GetBatch(std::span<const Digest> ids) {
   out.reserve(ids.size());
   for (size_t start = 0; start < ids.size(); start += options_.get_batch_ids) {
     auto part = ids.subspan(start, std::min(options_.get_batch_ids, ids.size() - start));
-    BDN_ASSIGN_OR_RETURN(BlobBatch got,
-                         WithRetries(options_.retry, [&] { return GetBatchOnce(part); }));
+    BDN_ASSIGN_OR_RETURN(BlobBatch got, WithRetries(options_.retry, options_.budget.get(),
+                                                    [&](Try& t) { return GetBatchOnce(part, t); }));
     for (auto& b : got) out.push_back(std::move(b));
   }
   return out;
@@ -205,16 +209,18 @@ class BatchDecoder {
 
 }  // namespace
 
-Result<BlobBatch> RemoteChunkStore::GetBatchOnce(std::span<const Digest> ids) {
+Result<BlobBatch> RemoteChunkStore::GetBatchOnce(std::span<const Digest> ids, Try& t) {
   std::string body = IdsBody(ids);
   BatchDecoder decoder(ids, client_->Name());
-  auto sent = client_->Call(
-      {.method = http::Method::kPost,
-       .path = "/v1/chunks/batch",
-       .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
-       .deadline = options_.batch_deadline,
-       .stall_timeout = options_.batch_stall_timeout,
-       .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }});
+  auto sent =
+      CallOnce(*client_,
+               {.method = http::Method::kPost,
+                .path = "/v1/chunks/batch",
+                .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+                .deadline = options_.batch_deadline,
+                .stall_timeout = options_.batch_stall_timeout,
+                .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }},
+               t);
   // A bad blob or a malformed body aborts the transfer: report why, not the abort.
   if (decoder.error()) return Err(*decoder.error());
   if (!sent) return Err(sent.error());

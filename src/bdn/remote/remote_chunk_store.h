@@ -16,6 +16,9 @@ namespace bdn::remote {
 
 struct RemoteStoreOptions {
   RetryPolicy retry;
+  // If set, every call retries under this shared budget (one per operation, e.g. a push; shared
+  // with its RemoteRegistry) instead of retry.attempts per call.
+  std::shared_ptr<RetryBudget> budget;
   size_t missing_batch_ids = 4096;  // ids per POST /v1/chunks/missing (the API's maximum)
   size_t get_batch_ids = 1024;      // ids per POST /v1/chunks/batch (the API's maximum)
   // A batch read may carry tens of MiB, more than a slow link moves within the client's
@@ -26,8 +29,9 @@ struct RemoteStoreOptions {
 };
 
 // Each call is one or a few HTTP requests on the shared client. Idempotent calls (all of them:
-// blobs are content-addressed) are retried on Unavailable per options.retry; NotFound,
-// Corruption and DeadlineExceeded are returned at once. Error messages are the server's for
+// blobs are content-addressed) are retried on Unavailable and on HTTP 500/502/503/504, per
+// options.retry or under options.budget; NotFound, Corruption and DeadlineExceeded are returned
+// at once. Error messages are the server's for
 // HTTP errors, and "<label> <url>: ..." for transport failures (see HttpClient::Send).
 // Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
 class RemoteChunkStore : public ChunkStore {
@@ -61,9 +65,10 @@ class RemoteChunkStore : public ChunkStore {
   bool PrefersBatches() const override { return true; }
 
   http::HttpClient& client() { return *client_; }
+  const std::shared_ptr<http::HttpClient>& shared_client() const { return client_; }
 
  private:
-  Result<BlobBatch> GetBatchOnce(std::span<const Digest> ids);
+  Result<BlobBatch> GetBatchOnce(std::span<const Digest> ids, Try& t);
 
   std::shared_ptr<http::HttpClient> client_;
   RemoteStoreOptions options_;

@@ -130,18 +130,23 @@ class RemotePushClaim : public PushClaim {
 
 }  // namespace
 
-RemoteRegistry::RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry)
+RemoteRegistry::RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry,
+                               std::shared_ptr<RetryBudget> budget)
     : client_(std::move(client)),
-      retry_(retry),
+      retry_(std::move(retry)),
+      budget_(std::move(budget)),
       claims_(std::make_shared<internal::ClaimTable>()) {}
 
 RemoteRegistry::~RemoteRegistry() = default;
 
 namespace {
 
-// GETs `path` (retried per `retry`) and parses the JSON body.
-Result<json> GetJson(http::HttpClient& client, const RetryPolicy& retry, const std::string& path) {
-  BDN_ASSIGN_OR_RETURN(http::Response r, WithRetries(retry, [&] { return client.Get(path); }));
+// GETs `path` (retried per `retry` or under `budget`) and parses the JSON body.
+Result<json> GetJson(http::HttpClient& client, const RetryPolicy& retry, RetryBudget* budget,
+                     const std::string& path) {
+  BDN_ASSIGN_OR_RETURN(
+      http::Response r,
+      CallWithRetries(client, {.method = http::Method::kGet, .path = path}, retry, budget));
   json j = json::parse(r.text(), nullptr, false);
   if (j.is_discarded()) {
     return Err(InternalError(client.Name() + ": GET " + path + ": malformed response: not JSON"));
@@ -180,6 +185,22 @@ Result<std::vector<T>> ListOf(http::HttpClient& client, const std::string& what,
   return out;
 }
 
+// Sends a write with an Idempotency-Key header (`key`, or a fresh one if empty) and retries it
+// like a read: the server answers a repeat of an applied write with its first result.
+Result<http::Response> SendWrite(http::HttpClient& client, const RetryPolicy& retry,
+                                 RetryBudget* budget, http::Method method, const std::string& path,
+                                 std::string_view body, const std::string& key) {
+  std::string k = key;
+  if (k.empty()) {
+    BDN_ASSIGN_OR_RETURN(k, NewIdempotencyKey());
+  }
+  http::Request req{.method = method,
+                    .path = path,
+                    .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+                    .headers = {{"Idempotency-Key", k}}};
+  return CallWithRetries(client, req, retry, budget);
+}
+
 Result<int64_t> SequenceOf(http::HttpClient& client, std::string_view what,
                            const http::Response& r) {
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(client, what, r));
@@ -194,7 +215,7 @@ Result<int64_t> SequenceOf(http::HttpClient& client, std::string_view what,
 
 Result<std::vector<std::string>> RemoteRegistry::ListNamespaces() {
   const std::string path = "/v1/namespaces";
-  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, budget_.get(), path));
   return ListOf<std::string>(*client_, "GET " + path, j, "namespaces",
                              [](const json& v) -> Result<std::string> {
                                if (!v.is_string()) return Err(InvalidArgumentError("not a string"));
@@ -204,13 +225,13 @@ Result<std::vector<std::string>> RemoteRegistry::ListNamespaces() {
 
 Result<std::vector<VolumeRecord>> RemoteRegistry::ListVolumes(const std::string& ns) {
   const std::string path = "/v1/namespaces/" + Escape(ns) + "/volumes";
-  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, budget_.get(), path));
   return ListOf<VolumeRecord>(*client_, "GET " + path, j, "volumes", api::VolumeFromJson);
 }
 
 Result<VolumeRecord> RemoteRegistry::GetVolume(const std::string& ns, const std::string& volume) {
   const std::string path = VolumePath(ns, volume);
-  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, budget_.get(), path));
   auto v = api::VolumeFromJson(j);
   if (!v) return Err(Malformed(*client_, "GET " + path, v.error()));
   return v;
@@ -221,14 +242,14 @@ Result<std::vector<VersionRecord>> RemoteRegistry::ListVersions(const std::strin
                                                                 bool include_deleted) {
   const std::string path =
       VolumePath(ns, volume) + "/versions?include_deleted=" + (include_deleted ? "1" : "0");
-  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, budget_.get(), path));
   return ListOf<VersionRecord>(*client_, "GET " + path, j, "versions", api::VersionFromJson);
 }
 
 Result<VersionRecord> RemoteRegistry::GetVersion(const std::string& ns, const std::string& volume,
                                                  const Digest& digest) {
   const std::string path = VolumePath(ns, volume) + "/versions/" + digest.Hex();
-  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, budget_.get(), path));
   auto v = api::VersionFromJson(j);
   if (!v) return Err(Malformed(*client_, "GET " + path, v.error()));
   return v;
@@ -238,7 +259,7 @@ Result<std::vector<Digest>> RemoteRegistry::FindVersions(const std::string& ns,
                                                          const std::string& volume,
                                                          const std::string& hex_prefix) {
   const std::string path = VolumePath(ns, volume) + "/find?prefix=" + Escape(hex_prefix);
-  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, path));
+  BDN_ASSIGN_OR_RETURN(json j, GetJson(*client_, retry_, budget_.get(), path));
   return ListOf<Digest>(*client_, "GET " + path, j, "digests", [](const json& v) -> Result<Digest> {
     if (!v.is_string()) return Err(InvalidArgumentError("digest: not a string"));
     return Digest::Parse(v.get<std::string>());
@@ -261,8 +282,10 @@ Result<CommitResult> RemoteRegistry::Commit(const CommitRequest& req) {
     }
   }
   const std::string path = VolumePath(req.ns, req.volume) + "/commit";
+  const std::string body = api::CommitRequestToJson(req, claim).dump();
   BDN_ASSIGN_OR_RETURN(http::Response r,
-                       client_->PostJson(path, api::CommitRequestToJson(req, claim).dump()));
+                       SendWrite(*client_, retry_, budget_.get(), http::Method::kPost, path, body,
+                                 req.idempotency_key));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
   auto result = api::CommitResultFromJson(j);
   if (!result) return Err(Malformed(*client_, "POST " + path, result.error()));
@@ -271,27 +294,34 @@ Result<CommitResult> RemoteRegistry::Commit(const CommitRequest& req) {
 
 Result<int64_t> RemoteRegistry::SetTag(const std::string& ns, const std::string& volume,
                                        const std::string& tag, const Digest& digest,
-                                       std::optional<int64_t> expected_sequence) {
+                                       std::optional<int64_t> expected_sequence,
+                                       const std::string& idempotency_key) {
   const std::string path = VolumePath(ns, volume) + "/tags/" + Escape(tag);
   json body = {{"digest", digest.Hex()},
                {"expected_sequence", expected_sequence ? json(*expected_sequence) : json(nullptr)}};
-  BDN_ASSIGN_OR_RETURN(http::Response r, client_->PutJson(path, body.dump()));
+  BDN_ASSIGN_OR_RETURN(http::Response r,
+                       SendWrite(*client_, retry_, budget_.get(), http::Method::kPut, path,
+                                 body.dump(), idempotency_key));
   return SequenceOf(*client_, "PUT " + path, r);
 }
 
 Result<int64_t> RemoteRegistry::DeleteTag(const std::string& ns, const std::string& volume,
                                           const std::string& tag,
-                                          std::optional<int64_t> expected_sequence) {
+                                          std::optional<int64_t> expected_sequence,
+                                          const std::string& idempotency_key) {
   std::string path = VolumePath(ns, volume) + "/tags/" + Escape(tag);
   if (expected_sequence) path += "?expected_sequence=" + std::to_string(*expected_sequence);
-  BDN_ASSIGN_OR_RETURN(http::Response r, client_->Delete(path));
+  BDN_ASSIGN_OR_RETURN(
+      http::Response r,
+      SendWrite(*client_, retry_, budget_.get(), http::Method::kDelete, path, "", idempotency_key));
   return SequenceOf(*client_, "DELETE " + path, r);
 }
 
 Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& ns,
                                                              const std::string& volume) {
   const std::string path = VolumePath(ns, volume) + "/claims";
-  BDN_ASSIGN_OR_RETURN(http::Response r, client_->PostJson(path, "{}"));
+  BDN_ASSIGN_OR_RETURN(http::Response r, SendWrite(*client_, retry_, budget_.get(),
+                                                   http::Method::kPost, path, "{}", ""));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
   if (!j.is_object() || !j.contains("claim") || !j["claim"].is_string()) {
     return Err(

@@ -17,8 +17,12 @@ namespace internal {
 struct ClaimTable;  // the claims this process holds, by volume
 }  // namespace internal
 
-// Read calls (list, get, find) are retried on Unavailable per `retry`; writes (commit, tags,
-// claims) are sent once, since a retry after a lost answer could report a different outcome.
+// Every call is retried on Unavailable and on HTTP 500/502/503/504, per `retry` or, if `budget`
+// is set, under that shared budget (one per operation, shared with its RemoteChunkStore). Writes
+// (commit, tag set and delete, claim) carry an Idempotency-Key header (the request's own key if
+// it has one, else a fresh one per call) that stays the same across their retries, so the server
+// answers a repeat of an applied write with its first result instead of applying it twice
+// (docs/http-api.md, "Retries").
 // Errors: those of the server's registry, code and message verbatim; transport errors of
 // HttpClient; Internal "<label> <url>: <METHOD> <path>: malformed response: …".
 //
@@ -30,7 +34,8 @@ struct ClaimTable;  // the claims this process holds, by volume
 // Thread-safe.
 class RemoteRegistry : public Registry {
  public:
-  explicit RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry = {});
+  explicit RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry = {},
+                          std::shared_ptr<RetryBudget> budget = nullptr);
   ~RemoteRegistry() override;
 
   Result<std::vector<std::string>> ListNamespaces() override;
@@ -43,11 +48,16 @@ class RemoteRegistry : public Registry {
   Result<std::vector<Digest>> FindVersions(const std::string& ns, const std::string& volume,
                                            const std::string& hex_prefix) override;
   Result<CommitResult> Commit(const CommitRequest& req) override;
+  // A client cannot ask the server's record without committing: always nullopt.
+  Result<std::optional<CommitResult>> FindCommit(const CommitRequest&) override {
+    return std::optional<CommitResult>();
+  }
   Result<int64_t> SetTag(const std::string& ns, const std::string& volume, const std::string& tag,
-                         const Digest& digest, std::optional<int64_t> expected_sequence) override;
+                         const Digest& digest, std::optional<int64_t> expected_sequence,
+                         const std::string& idempotency_key = "") override;
   Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
-                            const std::string& tag,
-                            std::optional<int64_t> expected_sequence) override;
+                            const std::string& tag, std::optional<int64_t> expected_sequence,
+                            const std::string& idempotency_key = "") override;
   // POST /v1/volumes/<ns>/<vol>/claims. Errors: Conflict "volume bdn:ns/vol: push in progress
   // (claimed by …)" from the server when another client holds the claim.
   Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
@@ -56,6 +66,7 @@ class RemoteRegistry : public Registry {
  private:
   std::shared_ptr<http::HttpClient> client_;
   RetryPolicy retry_;
+  std::shared_ptr<RetryBudget> budget_;
   std::shared_ptr<internal::ClaimTable> claims_;
 };
 

@@ -1,25 +1,109 @@
-// Bounded retries with jittered exponential back-off for idempotent remote calls.
+// Retries of requests that are safe to repeat: jittered exponential back-off per call, and a
+// RetryBudget that one operation (a push) shares across all of its requests, so that a dead
+// origin fails the whole operation once, after one deadline, instead of each request on its own
+// (docs/http-api.md, "Retries").
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <random>
-#include <thread>
+#include <string>
 #include <type_traits>
 
 #include "bdn/base/status.h"
+#include "bdn/http/client.h"
 
 namespace bdn::remote {
 
-struct RetryPolicy {
-  int attempts = 4;  // tries in all, >= 1
-  std::chrono::milliseconds initial_backoff{100};
-  std::chrono::milliseconds max_backoff{2000};
+// The time source and the sleep of every retry loop: the seam that lets tests run retries and
+// deadlines without waiting. Implementations are thread-safe.
+class RetryClock {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  virtual ~RetryClock() = default;
+  virtual TimePoint Now() = 0;
+  virtual void Sleep(std::chrono::milliseconds d) = 0;
+  // The steady clock and std::this_thread::sleep_for (one shared instance).
+  static std::shared_ptr<RetryClock> Real();
 };
 
-// Whether an error is worth another try: only Unavailable (connection refused or reset, 503).
-// NotFound, Corruption, DeadlineExceeded (its time is spent) and all others are final.
+struct RetryPolicy {
+  // Tries in all per call, >= 1. Ignored when the call runs under a RetryBudget, whose deadline
+  // bounds it instead.
+  int attempts = 4;
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{2000};
+  std::shared_ptr<RetryClock> clock;  // null: RetryClock::Real()
+};
+
+// Whether an error is worth another try by its code alone: only Unavailable (connection refused
+// or reset, 502/503). NotFound, Corruption, DeadlineExceeded (its time is spent) and all others
+// are final; an HTTP 5xx answer is marked transient by the call itself (see Try).
 inline bool IsRetryable(const Status& s) { return s.code() == StatusCode::kUnavailable; }
+
+// What one try tells the retry loop beyond its result.
+struct Try {
+  int number = 1;          // 1 for the first try
+  bool transient = false;  // set by the try: its failure may succeed if repeated (an HTTP 5xx)
+};
+
+// A circuit breaker shared by every request of one operation. An outage starts at the first
+// transient failure after the last answer (any response that is not a transient failure) and
+// ends with the next answer. While it lasts, calls keep retrying with back-off; once it has lasted
+// `deadline`, the budget trips: the failing call and every call after it, pending or new, fails
+// at once with the last error's code and message plus " (gave up after retrying for 1m;
+// --retry-deadline 1m)" (the deadline as FormatDuration writes it).
+// A single call that keeps failing while other calls get answers also gives up after
+// `deadline` of its own retries. A tripped budget stays tripped (it serves one operation).
+// Thread-safe.
+class RetryBudget {
+ public:
+  struct Options {
+    std::chrono::milliseconds deadline{60000};
+    std::shared_ptr<RetryClock> clock;      // null: RetryClock::Real()
+    std::string flag = "--retry-deadline";  // how messages name the limit
+  };
+  explicit RetryBudget(Options options);
+
+  // The ongoing outage, for progress displays.
+  struct Outage {
+    std::chrono::milliseconds elapsed{0};  // since it started
+    std::chrono::milliseconds deadline{0};
+    Status last_error;
+    bool tripped = false;
+  };
+  // nullopt while the remote answers.
+  std::optional<Outage> CurrentOutage() const;
+
+  // The error every call fails with once tripped; nullopt before.
+  std::optional<Status> Tripped() const;
+  // A try got an answer: ends the outage.
+  void OnAnswer();
+  // A try of a call whose retries began at `call_start` failed transiently with `error`: returns
+  // the Status to give up with (the budget is, or just got, tripped; or this call alone has
+  // retried for the deadline), else how long the caller may sleep at most before its next try.
+  struct Verdict {
+    std::optional<Status> give_up;
+    std::chrono::milliseconds wait_cap{0};
+  };
+  Verdict OnTransientFailure(const Status& error, RetryClock::TimePoint call_start);
+
+  RetryClock& clock() const { return *clock_; }
+  std::chrono::milliseconds deadline() const { return options_.deadline; }
+
+ private:
+  Status GiveUpLocked(const Status& error) const;
+
+  const Options options_;
+  const std::shared_ptr<RetryClock> clock_;
+  mutable std::mutex mu_;
+  std::optional<RetryClock::TimePoint> outage_start_;
+  Status last_error_;
+  std::optional<Status> tripped_;
+};
 
 namespace internal {
 inline const Status* ErrorOf(const Status& s) { return s.ok() ? nullptr : &s; }
@@ -27,25 +111,73 @@ template <typename T>
 const Status* ErrorOf(const Result<T>& r) {
   return r.has_value() ? nullptr : &r.error();
 }
+// A random wait in [b/2, b].
+std::chrono::milliseconds Jitter(std::chrono::milliseconds b);
+template <typename Outcome>
+Outcome Failure(Status s) {
+  if constexpr (std::is_same_v<Outcome, Status>) {
+    return s;
+  } else {
+    return Outcome(std::unexpect, std::move(s));
+  }
+}
 }  // namespace internal
 
-// Calls `fn` (returning Status or Result<T>) until it succeeds, fails with a non-retryable
-// error, or policy.attempts tries are spent; returns the last outcome. Between tries it sleeps
-// a random time in [b/2, b], b = initial_backoff * 2^(try-1) capped at max_backoff.
-// Thread-safe if `fn` is.
+// Calls `fn` until it succeeds or fails for good, and returns its last outcome. `fn` returns
+// Status or Result<T>, and takes either nothing or a Try& (to mark a failure transient). A
+// failure is retried if IsRetryable(status) or the try marked it transient; between tries the
+// loop sleeps a random time in [b/2, b], b = initial_backoff * 2^(try-1) capped at max_backoff.
+// Without a budget, at most policy.attempts tries are made. With one, tries go on until the
+// budget gives up (see RetryBudget), the sleeps never pass its deadline, and a tripped budget
+// fails the call before its first try. Thread-safe if `fn` is.
 template <typename F>
-auto WithRetries(const RetryPolicy& policy, F&& fn) -> std::invoke_result_t<F&> {
+auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
+  RetryClock& clock = budget ? budget->clock() : policy.clock ? *policy.clock : *RetryClock::Real();
   auto backoff = policy.initial_backoff;
-  for (int attempt = 1;; ++attempt) {
-    auto outcome = fn();
-    const Status* err = internal::ErrorOf(outcome);
-    if (!err || !IsRetryable(*err) || attempt >= policy.attempts) return outcome;
-    thread_local std::minstd_rand rng{std::random_device{}()};
-    auto half = std::max<int64_t>(backoff.count() / 2, 0);
-    std::uniform_int_distribution<int64_t> jitter(half, std::max<int64_t>(backoff.count(), half));
-    std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
+  const auto call_start = clock.Now();
+  for (Try t;; ++t.number) {
+    t.transient = false;
+    auto outcome = [&] {
+      if constexpr (std::is_invocable_v<F&, Try&>) {
+        return fn(t);
+      } else {
+        return fn();
+      }
+    };
+    using Outcome = decltype(outcome());
+    if (budget) {
+      if (auto s = budget->Tripped()) return internal::Failure<Outcome>(*s);
+    }
+    Outcome out = outcome();
+    const Status* err = internal::ErrorOf(out);
+    const bool transient = err && (t.transient || IsRetryable(*err));
+    if (!transient) {
+      if (budget) budget->OnAnswer();
+      return out;
+    }
+    auto wait = internal::Jitter(backoff);
+    if (budget) {
+      RetryBudget::Verdict v = budget->OnTransientFailure(*err, call_start);
+      if (v.give_up) return internal::Failure<Outcome>(*v.give_up);
+      wait = std::min(wait, v.wait_cap);
+    } else if (t.number >= policy.attempts) {
+      return out;
+    }
+    clock.Sleep(wait);
     backoff = std::min(backoff * 2, policy.max_backoff);
   }
 }
+
+// One HTTP try for WithRetries: client.Send, with a non-2xx answer mapped as client.Call maps it
+// (HttpClient::ErrorOf) and a 500, 502, 503 or 504 marked transient. Only for requests that are
+// safe to repeat (reads, content-addressed uploads, writes carrying an Idempotency-Key).
+Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& req, Try& t);
+
+// CallOnce under WithRetries.
+Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
+                                       const RetryPolicy& policy, RetryBudget* budget);
+
+// A fresh Idempotency-Key value: 32 random lower-case hex characters. Errors: those of RandomHex.
+Result<std::string> NewIdempotencyKey();
 
 }  // namespace bdn::remote

@@ -439,33 +439,42 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
     // Files in path order: each directory's subtree is one run, so the cursor visits each
     // directory once on the way down and once on the way up. A file's task opens it relative to
     // a descriptor of its own directory, shared by the files of that directory.
+    // The first failure stops the seal: files not yet started are skipped, so a push of many
+    // files fails as soon as one does instead of trying (and failing) each of them.
+    std::mutex error_mu;
     Status first_error;
-    for (size_t k = 0; k < files.size(); ++k) {
+    std::atomic<bool> failed{false};
+    auto fail = [&](const Status& s) {
+      std::lock_guard lock(error_mu);
+      if (first_error.ok()) first_error = s;
+      failed = true;
+    };
+    for (size_t k = 0; k < files.size() && !failed; ++k) {
       size_t i = files[k];
       const std::string& path = items[i].path;
       const size_t slash = path.rfind('/');
       auto here = cursor.Share(slash == std::string::npos ? std::string_view()
                                                           : std::string_view(path).substr(0, slash));
       if (!here) {
-        first_error = here.error();
+        fail(here.error());
         break;
       }
       std::string name = path.substr(slash + 1);  // npos + 1 == 0
       std::string shown = cursor.Display(name);
       futures.push_back(file_pool.Submit([&, i, k, here = *here, name = std::move(name),
-                                          shown = std::move(shown)] {
-        return sealer.SealFile(here->get(), name, shown, items[i].st, m.entries[i], chunk_counts[k]);
+                                          shown = std::move(shown)]() -> Result<Tally> {
+        if (failed) return Tally{};
+        auto r =
+            sealer.SealFile(here->get(), name, shown, items[i].st, m.entries[i], chunk_counts[k]);
+        if (!r) fail(r.error());
+        return r;
       }));
     }
     for (auto& f : futures) {
       Result<Tally> r = f.get();
-      if (!r) {
-        if (first_error.ok()) first_error = r.error();
-      } else {
-        tally.Add(*r);
-      }
+      if (r) tally.Add(*r);
     }
-    if (!first_error.ok()) return Err(first_error);
+    if (failed) return Err(first_error);
     for (uint64_t c : chunk_counts) chunk_refs += c;
   }
 

@@ -1,0 +1,101 @@
+// RetryBudget, the real RetryClock, and the HTTP try of the retry loops.
+#include "bdn/remote/retry.h"
+
+#include <random>
+#include <thread>
+
+#include "bdn/base/units.h"
+
+namespace bdn::remote {
+namespace {
+
+class SteadyRetryClock : public RetryClock {
+ public:
+  TimePoint Now() override { return std::chrono::steady_clock::now(); }
+  void Sleep(std::chrono::milliseconds d) override {
+    if (d.count() > 0) std::this_thread::sleep_for(d);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<RetryClock> RetryClock::Real() {
+  static const std::shared_ptr<RetryClock> clock = std::make_shared<SteadyRetryClock>();
+  return clock;
+}
+
+namespace internal {
+std::chrono::milliseconds Jitter(std::chrono::milliseconds b) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  int64_t hi = std::max<int64_t>(b.count(), 0);
+  std::uniform_int_distribution<int64_t> d(hi / 2, hi);
+  return std::chrono::milliseconds(d(rng));
+}
+}  // namespace internal
+
+RetryBudget::RetryBudget(Options options)
+    : options_(std::move(options)), clock_(options_.clock ? options_.clock : RetryClock::Real()) {}
+
+std::optional<RetryBudget::Outage> RetryBudget::CurrentOutage() const {
+  std::lock_guard lock(mu_);
+  if (!outage_start_ && !tripped_) return std::nullopt;
+  Outage o;
+  o.deadline = options_.deadline;
+  o.last_error = last_error_;
+  o.tripped = tripped_.has_value();
+  if (outage_start_) {
+    o.elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - *outage_start_);
+  }
+  return o;
+}
+
+std::optional<Status> RetryBudget::Tripped() const {
+  std::lock_guard lock(mu_);
+  return tripped_;
+}
+
+void RetryBudget::OnAnswer() {
+  std::lock_guard lock(mu_);
+  outage_start_.reset();
+}
+
+Status RetryBudget::GiveUpLocked(const Status& error) const {
+  return Status(error.code(), error.message() + " (gave up after retrying for " +
+                                  FormatDuration(options_.deadline) + "; " + options_.flag + " " +
+                                  FormatDuration(options_.deadline) + ")");
+}
+
+RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error,
+                                                     RetryClock::TimePoint call_start) {
+  std::lock_guard lock(mu_);
+  if (tripped_) return {.give_up = tripped_};
+  const auto now = clock_->Now();
+  if (!outage_start_) outage_start_ = now;
+  last_error_ = error;
+  const auto outage = now - *outage_start_;
+  if (outage >= options_.deadline) {
+    tripped_ = GiveUpLocked(error);
+    return {.give_up = tripped_};
+  }
+  const auto own = now - call_start;
+  if (own >= options_.deadline) return {.give_up = GiveUpLocked(error)};
+  auto left = options_.deadline - std::max(outage, own);
+  return {.wait_cap = std::chrono::ceil<std::chrono::milliseconds>(left)};
+}
+
+Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& req, Try& t) {
+  BDN_ASSIGN_OR_RETURN(http::Response r, client.Send(req));
+  if (r.status >= 200 && r.status < 300) return r;
+  t.transient = r.status == 500 || r.status == 502 || r.status == 503 || r.status == 504;
+  return Err(client.ErrorOf(req, r));
+}
+
+Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
+                                       const RetryPolicy& policy, RetryBudget* budget) {
+  return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, req, t); });
+}
+
+Result<std::string> NewIdempotencyKey() { return RandomHex(16); }
+
+}  // namespace bdn::remote

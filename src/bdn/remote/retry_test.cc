@@ -1,0 +1,208 @@
+// Tests for the retry loop and the shared RetryBudget (circuit breaker) on a fake clock: no test
+// here waits in real time.
+#include "bdn/remote/retry.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace bdn::remote {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+// Time stands still until someone sleeps: Sleep(d) moves it on by d and returns at once.
+class FakeClock : public RetryClock {
+ public:
+  TimePoint Now() override { return TimePoint(milliseconds(now_ms_.load())); }
+  void Sleep(milliseconds d) override {
+    now_ms_ += d.count();
+    std::lock_guard lock(mu_);
+    sleeps_.push_back(d);
+  }
+  void Advance(milliseconds d) { now_ms_ += d.count(); }
+  int64_t now_ms() const { return now_ms_.load(); }
+  std::vector<milliseconds> sleeps() {
+    std::lock_guard lock(mu_);
+    return sleeps_;
+  }
+
+ private:
+  std::atomic<int64_t> now_ms_{1'000'000};
+  std::mutex mu_;
+  std::vector<milliseconds> sleeps_;
+};
+
+const Status kRefused = UnavailableError("origin http://127.0.0.1:9: connection refused");
+
+TEST(WithRetries, BoundedAttemptsWithDoublingJitteredBackoff) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryPolicy policy{.attempts = 4, .initial_backoff = 100ms, .max_backoff = 300ms, .clock = clock};
+  int tries = 0;
+  Status s = WithRetries(policy, nullptr, [&] {
+    ++tries;
+    return kRefused;
+  });
+  EXPECT_EQ(s.message(), kRefused.message());
+  EXPECT_EQ(tries, 4);
+  auto sleeps = clock->sleeps();
+  ASSERT_EQ(sleeps.size(), 3u);
+  const milliseconds caps[] = {100ms, 200ms, 300ms};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_GE(sleeps[i], caps[i] / 2) << i;
+    EXPECT_LE(sleeps[i], caps[i]) << i;
+  }
+}
+
+TEST(WithRetries, FinalErrorsAreNotRetried) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryPolicy policy{.clock = clock};
+  for (const Status& final :
+       {NotFoundError("chunk: not found"), CorruptionError("chunk: bad"),
+        DeadlineExceededError("GET /x: no response within 60000 ms"), InternalError("boom")}) {
+    int tries = 0;
+    Result<int> r = WithRetries(policy, nullptr, [&]() -> Result<int> {
+      ++tries;
+      return Err(final);
+    });
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().message(), final.message());
+    EXPECT_EQ(tries, 1) << final.message();
+  }
+  EXPECT_TRUE(clock->sleeps().empty());
+}
+
+TEST(WithRetries, ATryMarkedTransientIsRetriedWhateverItsCode) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryPolicy policy{.attempts = 3, .clock = clock};
+  int tries = 0;
+  Result<int> r = WithRetries(policy, nullptr, [&](Try& t) -> Result<int> {
+    EXPECT_EQ(t.number, tries + 1);
+    if (++tries < 3) {
+      t.transient = true;  // say, an HTTP 500
+      return Err(InternalError("origin: HTTP 500"));
+    }
+    return 7;
+  });
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, 7);
+  EXPECT_EQ(tries, 3);
+}
+
+TEST(RetryBudget, ADeadOriginFailsTheCallAtTheDeadlineThenEveryCallAtOnce) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryBudget budget({.deadline = 60s, .clock = clock});
+  const int64_t start = clock->now_ms();
+  int tries = 0;
+  Status s = WithRetries(RetryPolicy{}, &budget, [&] {
+    ++tries;
+    return kRefused;
+  });
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(),
+            "origin http://127.0.0.1:9: connection refused (gave up after retrying for 1m; "
+            "--retry-deadline 1m)");
+  EXPECT_EQ(clock->now_ms() - start, 60'000) << "sleeps stop exactly at the deadline";
+  EXPECT_GT(tries, 30) << "backoff is capped at 2 s, so ~30 tries fit in 60 s";
+  EXPECT_LT(tries, 80);
+  ASSERT_TRUE(budget.Tripped().has_value());
+
+  int later = 0;
+  Status again = WithRetries(RetryPolicy{}, &budget, [&] {
+    ++later;
+    return Status::Ok();
+  });
+  EXPECT_EQ(again.message(), s.message());
+  EXPECT_EQ(later, 0) << "a tripped budget fails a call before its first try";
+  auto outage = budget.CurrentOutage();
+  ASSERT_TRUE(outage.has_value());
+  EXPECT_TRUE(outage->tripped);
+}
+
+TEST(RetryBudget, AnAnswerEndsTheOutage) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryBudget budget({.deadline = 10s, .clock = clock});
+  // 8 s of refusals, then an answer: the budget is whole again.
+  Status first = WithRetries(RetryPolicy{}, &budget,
+                             [&] { return clock->now_ms() < 1'008'000 ? kRefused : Status::Ok(); });
+  EXPECT_TRUE(first.ok()) << first.message();
+  EXPECT_FALSE(budget.CurrentOutage().has_value());
+  // A 404 is an answer too: the origin is up.
+  clock->Advance(1s);
+  int tries = 0;
+  Status nf = WithRetries(RetryPolicy{}, &budget, [&] {
+    return ++tries < 3 ? kRefused : NotFoundError("chunk: not found");
+  });
+  EXPECT_EQ(nf.code(), StatusCode::kNotFound);
+  EXPECT_FALSE(budget.CurrentOutage().has_value());
+  // So a new outage gets the whole deadline again.
+  const int64_t start = clock->now_ms();
+  Status s = WithRetries(RetryPolicy{}, &budget, [&] { return kRefused; });
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(clock->now_ms() - start, 10'000);
+}
+
+TEST(RetryBudget, OneCallFailingWhileOthersAreAnsweredGivesUpAfterItsOwnDeadline) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryBudget budget({.deadline = 5s, .clock = clock});
+  const int64_t start = clock->now_ms();
+  Status s = WithRetries(RetryPolicy{}, &budget, [&](Try& t) {
+    budget.OnAnswer();  // another request of the same push got through just now
+    t.transient = true;
+    return InternalError("chunk b3:ab: HTTP 500");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_EQ(s.message(),
+            "chunk b3:ab: HTTP 500 (gave up after retrying for 5s; --retry-deadline 5s)");
+  EXPECT_EQ(clock->now_ms() - start, 5'000);
+  EXPECT_FALSE(budget.Tripped().has_value()) << "the origin answers: only this call gave up";
+}
+
+TEST(RetryBudget, ReportsTheOngoingOutageForProgressDisplays) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryBudget budget({.deadline = 60s, .clock = clock});
+  EXPECT_FALSE(budget.CurrentOutage().has_value());
+  auto v = budget.OnTransientFailure(kRefused, clock->Now());
+  EXPECT_FALSE(v.give_up.has_value());
+  EXPECT_EQ(v.wait_cap, 60s);
+  clock->Advance(12s);
+  auto o = budget.CurrentOutage();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->elapsed, 12s);
+  EXPECT_EQ(o->deadline, 60s);
+  EXPECT_EQ(o->last_error.message(), kRefused.message());
+  EXPECT_FALSE(o->tripped);
+}
+
+TEST(RetryBudget, ManyConcurrentCallsShareOneDeadline) {
+  // 1,000 uploads against a dead origin: together they wait one deadline, not one each.
+  auto clock = std::make_shared<FakeClock>();
+  RetryBudget budget({.deadline = 60s, .clock = clock});
+  const int64_t start = clock->now_ms();
+  std::atomic<int> failed{0}, tries{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000 / 16 + 1; ++i) {
+        Status s = WithRetries(RetryPolicy{}, &budget, [&] {
+          ++tries;
+          return kRefused;
+        });
+        if (s.code() == StatusCode::kUnavailable) ++failed;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed, 16 * (1000 / 16 + 1));
+  // Each sleep moves the shared fake clock, so 16 sleepers make it run up to 16x fast; what
+  // counts is that the budget tripped once and every later call failed without a try.
+  EXPECT_LT(tries, 16 * 80);
+  EXPECT_GE(clock->now_ms() - start, 60'000);
+  ASSERT_TRUE(budget.Tripped().has_value());
+}
+
+}  // namespace
+}  // namespace bdn::remote
