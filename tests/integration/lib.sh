@@ -72,7 +72,10 @@ mount_volume() {  # mount_volume REF DIR
 # (no subshell, so the process is tracked in PIDS and killed on exit).
 start_bdn() {
   local name=$1; shift
-  "$BDN" "$@" 2>"$WORK/$name.log" &
+  # Created here: the background child opens it only after the fork, and reading a log that does
+  # not exist yet would end the test under set -e.
+  : >"$WORK/$name.log"
+  "$BDN" "$@" 2>>"$WORK/$name.log" &
   STARTED_PID=$!
   PIDS+=("$STARTED_PID")
   STARTED_URL=""

@@ -29,6 +29,10 @@ class FakeRegistryServer {
   std::atomic<int> renewals{0}, releases{0};
   std::atomic<int> ttl_ms{30000};
   std::string last_commit_claim;
+  // Writes (commit, tag set) to apply and then answer with a 503, as if the answer were lost.
+  std::atomic<int> lose_write_answers{0};
+  std::atomic<int> writes{0};
+  std::vector<std::string> write_keys;  // the Idempotency-Key of each write, in order
 
   FakeRegistryServer() {
     std::string t = (fs::temp_directory_path() / "bdn_remote_registry_test.XXXXXX").string();
@@ -107,16 +111,21 @@ class FakeRegistryServer {
       if (!cr) return SendError(res, cr.error());
       cr->ns = req.matches[1];
       cr->volume = req.matches[2];
+      cr->idempotency_key = req.get_header_value("Idempotency-Key");
       {
         std::lock_guard lock(mu_);
         last_commit_claim = claim.value_or("");
+        write_keys.push_back(cr->idempotency_key);
         auto it = claims_.find(cr->ns + "/" + cr->volume);
         if (it != claims_.end() && it->second != claim.value_or("")) {
           return SendError(
               res, ConflictError("volume bdn:" + cr->ns + "/" + cr->volume + ": push in progress"));
         }
       }
-      Answer(res, registry_->Commit(*cr), CommitResultToJson);
+      ++writes;
+      auto result = registry_->Commit(*cr);
+      if (LoseAnswer()) return SendError(res, UnavailableError("fake: answer lost"));
+      Answer(res, result, CommitResultToJson);
     });
     s.Put(vol + "/tags/([A-Za-z0-9_.-]+)",
           [this](const httplib::Request& req, httplib::Response& res) {
@@ -124,12 +133,17 @@ class FakeRegistryServer {
             std::optional<int64_t> expected;
             if (!in["expected_sequence"].is_null())
               expected = in["expected_sequence"].get<int64_t>();
-            Answer(res,
-                   registry_->SetTag(req.matches[1], req.matches[2], req.matches[3],
-                                     *Digest::Parse(in["digest"].get<std::string>()), expected),
-                   [](int64_t seq) {
-                     return json{{"sequence", seq}};
-                   });
+            std::string key = req.get_header_value("Idempotency-Key");
+            {
+              std::lock_guard lock(mu_);
+              write_keys.push_back(key);
+            }
+            ++writes;
+            auto seq =
+                registry_->SetTag(req.matches[1], req.matches[2], req.matches[3],
+                                  *Digest::Parse(in["digest"].get<std::string>()), expected, key);
+            if (LoseAnswer()) return SendError(res, UnavailableError("fake: answer lost"));
+            Answer(res, seq, [](int64_t s) { return json{{"sequence", s}}; });
           });
     s.Delete(vol + "/tags/([A-Za-z0-9_.-]+)", [this](const httplib::Request& req,
                                                      httplib::Response& res) {
@@ -171,6 +185,13 @@ class FakeRegistryServer {
                if (it != claims_.end() && it->second == req.matches[3]) claims_.erase(it);
                res.set_content("{}", "application/json");
              });
+  }
+
+  // Whether to answer the write just applied with a 503 instead (its answer is "lost").
+  bool LoseAnswer() {
+    if (lose_write_answers.fetch_sub(1) > 0) return true;
+    ++lose_write_answers;
+    return false;
   }
 
   fs::path dir_;
@@ -298,6 +319,34 @@ TEST(RemoteRegistry, LostClaimFailsTheCommit) {
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
   EXPECT_TRUE(r.error().message().starts_with("volume bdn:weights/qwen: push claim lost"))
       << r.error().message();
+}
+
+TEST(RemoteRegistry, AWriteWhoseAnswerIsLostIsRetriedWithItsKeyAndReportedOnce) {
+  FakeRegistryServer server;
+  auto reg = Connect(server.url());
+  ASSERT_TRUE(reg->Commit(Req(1)).has_value());
+  server.lose_write_answers = 1;
+  CommitRequest req = Req(2, {"prod"});
+  req.expected_sequence = 1;
+  auto r = reg->Commit(req);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(r->sequence, 2);
+  EXPECT_FALSE(r->unchanged);
+  EXPECT_TRUE(r->head_updated);
+  EXPECT_EQ(r->tags_applied, std::vector<std::string>{"prod"});
+  EXPECT_EQ(server.writes, 3);
+  ASSERT_EQ(server.write_keys.size(), 3u);
+  EXPECT_EQ(server.write_keys[1].size(), 32u);
+  EXPECT_EQ(server.write_keys[1], server.write_keys[2]) << "a retry sends the same key";
+  EXPECT_NE(server.write_keys[0], server.write_keys[1]) << "each write has its own key";
+  EXPECT_EQ(server.registry().ListVersions("weights", "qwen", false)->size(), 2u);
+
+  server.lose_write_answers = 2;
+  auto seq = reg->SetTag("weights", "qwen", "stable", D(1), 2);
+  ASSERT_TRUE(seq.has_value()) << seq.error().message();
+  EXPECT_EQ(*seq, 3);
+  EXPECT_EQ(server.writes, 6);
+  EXPECT_EQ(server.registry().GetVolume("weights", "qwen")->sequence, 3);
 }
 
 }  // namespace

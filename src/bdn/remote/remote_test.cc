@@ -239,6 +239,45 @@ TEST(RemoteChunkStore, RetriesUnavailableThenSucceeds) {
   EXPECT_EQ(origin.get_requests, 3);
 }
 
+TEST(RemoteChunkStore, AnUploadAnswered500IsRetriedNotFatal) {
+  FakeOrigin origin;
+  std::atomic<int> failures{2};
+  origin.SetFault([&](const httplib::Request&, httplib::Response& res) {
+    if (failures-- <= 0) return false;
+    testing::SendError(res, InternalError("origin: disk hiccup"));  // 500 "internal"
+    return true;
+  });
+  origin.Start();
+  RemoteChunkStore store(Client(origin.url()), FastRetries());
+  auto data = RandomBytes(100, 9);
+  Digest id = Digest::Of(data);
+  Status s = store.Put(id, data);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(origin.put_requests, 3);
+  EXPECT_TRUE(*origin.store.Contains(id));
+}
+
+TEST(RemoteChunkStore, ServerErrorsOfEveryKindAreRetriedButClientErrorsAreNot) {
+  // 5xx answers (the API's JSON, or a proxy's page) are retried; 4xx answers are final.
+  const std::pair<int, int> cases[] = {{500, 4}, {502, 4}, {503, 4}, {504, 4},
+                                       {501, 1}, {400, 1}, {404, 1}, {409, 1}};
+  for (auto [status, tries] : cases) {
+    FakeOrigin origin;
+    origin.SetFault([status](const httplib::Request&, httplib::Response& res) {
+      res.status = status;
+      res.set_content("<html>proxy says no</html>", "text/html");
+      return true;
+    });
+    origin.Start();
+    RemoteChunkStore store(Client(origin.url()), FastRetries());
+    auto batch = store.GetBatch(std::vector<Digest>{IdOf(1)});
+    ASSERT_FALSE(batch.has_value()) << status;
+    EXPECT_EQ(batch.error().message(),
+              "origin " + origin.url() + ": POST /v1/chunks/batch: HTTP " + std::to_string(status));
+    EXPECT_EQ(origin.batch_requests, tries) << status;
+  }
+}
+
 TEST(RemoteChunkStore, GivesUpAfterBoundedRetries) {
   FakeOrigin origin;
   origin.SetFault([&](const httplib::Request&, httplib::Response& res) {

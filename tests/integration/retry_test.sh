@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Retries through a fault-injecting proxy (fault_proxy.py) in front of a real `bdn serve`:
+# - a commit or tag write whose answer is lost is retried and reported exactly as if the answer
+#   had arrived (same sequence, head_updated, tags_applied, unchanged=false), with and without
+#   --expected-sequence, and the registry holds exactly one new version;
+# - a tag set to where the tag already points changes nothing (embedded and remote);
+# - a 500 on a chunk upload is retried, not fatal;
+# - with the origin gone right after the push claimed the volume, a push of 1,000 files fails
+#   with exit 7 once --retry-deadline is spent, saying it was retrying and why.
+source "$(dirname "$0")/lib.sh"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+PROXY_PY="$(dirname "$0")/fault_proxy.py"
+
+step "start the origin"
+start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+ORIGIN=$STARTED_URL
+unset BDN_TOKEN
+export BDN_HOME="$WORK/home-unused"
+
+# start_proxy NAME RULE...: a fault proxy in front of the origin; sets PROXY_URL.
+start_proxy() {
+  local name=$1; shift
+  local args=()
+  for r in "$@"; do args+=(--rule "$r"); done
+  : >"$WORK/$name.log"  # before the child opens it: the loop below reads it at once
+  python3 "$PROXY_PY" --upstream "$ORIGIN" "${args[@]}" 2>>"$WORK/$name.log" &
+  PIDS+=("$!")
+  PROXY_URL=""
+  for _ in $(seq 1 100); do
+    PROXY_URL=$(sed -n 's/^fault_proxy listening on \(http:\/\/[^ ]*\)$/\1/p' "$WORK/$name.log")
+    [ -n "$PROXY_URL" ] && return 0
+    sleep 0.1
+  done
+  fail "no 'listening on' line from $name: $(cat "$WORK/$name.log")"
+}
+# proxied NAME PATTERN: how many requests the proxy NAME logged that match the grep PATTERN.
+proxied() { grep -c -E "$2" "$WORK/$1.log" || true; }
+# direct ARGS...: bdn against the origin itself, not through a proxy.
+direct() { BDN_REMOTE="$ORIGIN" "$BDN" "$@"; }
+# volume_field FIELD: a field of `volume stat bdn:t/a --json` read from the origin directly.
+volume_field() { direct --json volume stat bdn:t/a | json_field "$1"; }
+version_count() {
+  direct --json volume versions bdn:t/a | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))'
+}
+# Drops the push's counters, keeping what the commit reported and what identifies the version.
+commit_fields() {
+  python3 -c 'import json,sys; j=json.load(sys.stdin); print(json.dumps({k: j[k] for k in ("version_ref","sequence","head_updated","tags_applied","unchanged")}, sort_keys=True))'
+}
+
+mkdir -p "$WORK/src1" "$WORK/src2" "$WORK/src3"
+printf 'one\n' > "$WORK/src1/a.txt"
+python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(3).randbytes(3_000_000))' > "$WORK/src1/big.bin"
+printf 'two\n' > "$WORK/src2/a.txt"
+python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(4).randbytes(3_000_000))' > "$WORK/src3/big.bin"
+d1=$(BDN_REMOTE= BDN_HOME="$WORK/e1" "$BDN" volume push "$WORK/src1" bdn:t/a)
+d2=$(BDN_REMOTE= BDN_HOME="$WORK/e1" "$BDN" volume push "$WORK/src2" bdn:t/a)
+
+step "a push whose commit answer is lost reports the commit it made"
+start_proxy p1 'POST ^/v1/volumes/t/a/commit$ drop 1'
+# What the push prints when nothing is lost: the same push into a fresh embedded store.
+want=$(BDN_REMOTE= BDN_HOME="$WORK/e2" "$BDN" --json volume push "$WORK/src1" bdn:t/a --tag prod)
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src1" bdn:t/a --tag prod)
+assert_eq "$want" "$out" "push --json after a lost commit answer"
+assert_eq '{"head_updated": true, "sequence": 1, "tags_applied": ["prod"], "unchanged": false, "version_ref": "'"$d1"'"}' \
+  "$(commit_fields <<<"$out")" "commit result"
+assert_eq 2 "$(proxied p1 '^POST /v1/volumes/t/a/commit ')" "commit requests (one answer dropped, one retry)"
+assert_eq 1 "$(proxied p1 '^POST /v1/volumes/t/a/commit -> dropped')" "dropped commit answers"
+assert_eq 1 "$(version_count)" "versions after the push"
+assert_eq 1 "$(volume_field sequence)" "volume sequence"
+
+step "with --expected-sequence, the retry is not a conflict with its own commit"
+start_proxy p2 'POST ^/v1/volumes/t/a/commit$ drop 1'
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src2" bdn:t/a --expected-sequence 1)
+assert_eq '{"head_updated": true, "sequence": 2, "tags_applied": [], "unchanged": false, "version_ref": "'"$d2"'"}' \
+  "$(commit_fields <<<"$out")" "commit result with --expected-sequence"
+assert_eq 1 "$(proxied p2 '^POST /v1/volumes/t/a/commit -> dropped')" "dropped commit answers"
+assert_eq 2 "$(version_count)" "versions"
+assert_eq 2 "$(volume_field sequence)" "volume sequence"
+assert_eq "${d2#*@}" "$(volume_field head)" "head"
+
+step "tag set and delete with --expected-sequence whose answers are lost"
+start_proxy p3 'PUT ^/v1/volumes/t/a/tags/stable$ drop 1' 'DELETE ^/v1/volumes/t/a/tags/prod drop 1'
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume tag set --volume-ref "$d1" --tag stable --expected-sequence 2)
+assert_eq '{"sequence":3,"tag":"stable","version_ref":"'"$d1"'"}' "$(python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin), sort_keys=True, separators=(",",":")))' <<<"$out")" "tag set --json"
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume tag delete --volume-ref bdn:t/a --tag prod --expected-sequence 3)
+assert_eq 4 "$(json_field sequence <<<"$out")" "tag delete sequence"
+assert_eq 2 "$(proxied p3 '^PUT /v1/volumes/t/a/tags/stable ')" "tag set requests"
+assert_eq 2 "$(proxied p3 '^DELETE /v1/volumes/t/a/tags/prod')" "tag delete requests"
+assert_eq 4 "$(volume_field sequence)" "volume sequence after the tag writes"
+assert_eq '{"stable": "'"${d1#*@}"'"}' "$(direct --json volume stat bdn:t/a | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["tags"]))')" "tags"
+
+step "a tag set to where it points changes nothing, remote and embedded"
+out=$(direct --json volume tag set --volume-ref "$d1" --tag stable)
+assert_eq 4 "$(json_field sequence <<<"$out")" "sequence of a no-op tag set (remote)"
+out=$(direct --json volume tag set --volume-ref "$d1" --tag stable --expected-sequence 4)
+assert_eq 4 "$(json_field sequence <<<"$out")" "sequence of a no-op tag set with --expected-sequence"
+assert_eq 4 "$(volume_field sequence)" "volume sequence after no-op tag sets"
+BDN_REMOTE= BDN_HOME="$WORK/e1" "$BDN" volume tag set --volume-ref "$d1" --tag x >/dev/null
+out=$(BDN_REMOTE= BDN_HOME="$WORK/e1" "$BDN" --json volume tag set --volume-ref "$d1" --tag x)
+assert_eq 3 "$(json_field sequence <<<"$out")" "sequence of a no-op tag set (embedded)"
+
+step "a 500 on a chunk upload is retried"
+start_proxy p4 'PUT ^/v1/chunks/ 500 1'
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src3" bdn:t/a)
+assert_eq false "$(json_field unchanged <<<"$out")" "unchanged"
+assert_eq 5 "$(json_field sequence <<<"$out")" "sequence"
+assert_eq 1 "$(proxied p4 '^PUT /v1/chunks/[0-9a-f]{64} -> 500')" "injected 500s"
+d3=$(json_field version_ref <<<"$out")
+assert_eq 3 "$(version_count)" "versions"
+direct volume cat "$d3/big.bin" | cmp - "$WORK/src3/big.bin" || fail "bytes of the pushed file"
+
+step "--retry-deadline takes one duration syntax"
+run_fails 2 'bdn: error: --retry-deadline: duration "0": must be between 1s and 24h' \
+  env BDN_REMOTE="$ORIGIN" "$BDN" volume push "$WORK/src3" bdn:t/a --retry-deadline 0
+
+step "the origin gone after the claim: a push of 1,000 files fails once, at the deadline"
+mkdir -p "$WORK/many"
+python3 -c '
+import os, sys
+for i in range(1000):
+    with open(os.path.join(sys.argv[1], "f%04d" % i), "w") as f:
+        f.write("file %d\n" % i)
+' "$WORK/many"
+start_proxy p5 'POST ^/v1/volumes/t/many/claims$ die 1'
+start_s=$(date +%s.%N)
+rc=0
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/many" bdn:t/many --retry-deadline 3s 2>"$WORK/many.err") || rc=$?
+elapsed=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start_s" "$(date +%s.%N)")
+echo "push of 1,000 files with the origin gone: exit $rc after ${elapsed} s (--retry-deadline 3s)"
+assert_eq 7 "$rc" "exit code"
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 10 else 1)" "$elapsed" \
+  || fail "push took ${elapsed} s with --retry-deadline 3s"
+assert_eq unavailable "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <<<"$out")" "error code"
+msg=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["message"])' <<<"$out")
+assert_eq "origin $PROXY_URL: connection refused (gave up after retrying for 3s; --retry-deadline 3s)" "$msg" "error message"
+progress=$(cat "$WORK/many.err")
+assert_contains "$progress" "retrying for "
+assert_contains "$progress" "(gives up at 3s): origin $PROXY_URL: connection refused"
+assert_contains "$progress" "bdn: error: $msg"
+run_fails 3 'bdn: error: volume bdn:t/many: not found' direct volume stat bdn:t/many
+
+echo "PASS"
