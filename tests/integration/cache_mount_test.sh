@@ -5,19 +5,12 @@
 # and an uncached read fails with EIO within --read-timeout instead of hanging; once the origin
 # is back, the same read succeeds without a remount.
 source "$(dirname "$0")/lib.sh"
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-unset BDN_CLUSTER_CACHE
 
 step "start the origin and push"
-start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
-SERVER_PID=$STARTED_PID
-URL=$STARTED_URL
-export BDN_REMOTE="$URL"
-unset BDN_TOKEN
-
+start_origin
 mkdir -p "$WORK/src"
-python3 -c 'import random,sys; r=random.Random(11); sys.stdout.buffer.write(r.randbytes(12_000_000))' > "$WORK/src/big.bin"
-python3 -c 'import random,sys; r=random.Random(12); sys.stdout.buffer.write(r.randbytes(3_000_000))' > "$WORK/src/cold.bin"
+random_file "$WORK/src/big.bin" 12000000 11
+random_file "$WORK/src/cold.bin" 3000000 12
 printf 'cached bytes\n' > "$WORK/src/small.txt"
 ref=$("$BDN" volume push "$WORK/src" bdn:test/cached)
 

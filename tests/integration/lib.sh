@@ -87,3 +87,19 @@ start_bdn() {
   done
   fail "no 'listening on' line from $name: $(cat "$WORK/$name.log")"
 }
+
+# random_file PATH SIZE SEED: SIZE pseudo-random bytes, the same for the same SEED.
+random_file() {
+  python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(int(sys.argv[2])).randbytes(int(sys.argv[1])))' "$2" "$3" > "$1"
+}
+
+# start_origin: `bdn serve` without authentication on a free port with its data in $WORK/srv,
+# for the remote commands of this test: sets SERVER_PID and URL, exports BDN_REMOTE, and unsets
+# BDN_TOKEN, BDN_CLUSTER_CACHE and the proxy variables.
+start_origin() {
+  unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
+  start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+  SERVER_PID=$STARTED_PID
+  URL=$STARTED_URL
+  export BDN_REMOTE="$URL"
+}

@@ -91,11 +91,12 @@ TEST_F(NodeCacheMountTest, CachedChunksStayReadableWhileTheOriginIsDown) {
   std::string whole = DirectRead(mountpoint_ / "model.bin", 0, 8 << 20, &err);
   ASSERT_EQ(err, 0);
   ASSERT_TRUE(whole == contents_.at("model.bin"));
-  // A chunk the node cache kept, and one it evicted, from the first half of the file (long
-  // gone from the small memory cache).
+  // A chunk the node cache kept, and one it evicted, at least 1 MiB before the end of the file
+  // (long gone from the 256 KiB memory cache). Which ones the 2 MiB node cache keeps depends on
+  // the order the reads reached it in.
   int kept = -1;
   int evicted = -1;
-  for (int i = 0; i < static_cast<int>(chunks_.size()) / 2; ++i) {
+  for (int i = 0; i + 16 < static_cast<int>(chunks_.size()); ++i) {
     (cache_->IsCached(chunks_[i].id) ? kept : evicted) = i;
   }
   ASSERT_GE(kept, 0);

@@ -18,7 +18,8 @@ struct ChunkCache::Flight {
   bool started = false;
   bool done = false;
   Result<ChunkBytes> result;
-  std::condition_variable cv;
+  // condition_variable_any: its waits also end when the waiter's stop_token is requested.
+  std::condition_variable_any cv;
 };
 
 ChunkCache::ChunkCache(ChunkStore& store, Options options)
@@ -241,12 +242,17 @@ std::shared_ptr<ChunkCache::Flight> ChunkCache::DemandLocked(const Digest& id,
 }
 
 Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, bool keep,
-                                       uint32_t size_bytes, Clock::time_point deadline) {
+                                       uint32_t size_bytes, Clock::time_point deadline,
+                                       std::stop_token stop) {
   auto backoff = options_.retry_backoff;
+  auto cancelled = [&] {
+    return Err(UnavailableError("chunk " + id.ToString() + ": the wait was cancelled"));
+  };
   std::unique_lock lock(mu_);
   for (;;) {
     if (stopping_) return Err(UnavailableError("chunk cache: shutting down"));
     if (ChunkBytes bytes = HitLocked(id, pattern)) return bytes;
+    if (stop.stop_requested()) return cancelled();
     // A reader just gave up on this chunk at its deadline: the kernel retries a failed read
     // (readahead, then the read itself), and each retry must not wait a whole deadline again.
     if (auto it = gave_up_.find(id); it != gave_up_.end()) {
@@ -263,8 +269,10 @@ Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, 
       std::shared_ptr<Flight> flight = DemandLocked(id, pattern, keep, size_bytes);
       if (existed) ++stats_.joined;
       ++flight->waiters;
-      bool ended = flight->cv.wait_until(lock, deadline, [&] { return flight->done || stopping_; });
+      bool ended =
+          flight->cv.wait_until(lock, stop, deadline, [&] { return flight->done || stopping_; });
       --flight->waiters;
+      if (!ended && stop.stop_requested()) return cancelled();
       if (!ended) {
         ++stats_.timeouts;
         Status late = DeadlineExceededError("chunk " + id.ToString() +
@@ -281,7 +289,8 @@ Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, 
       return result;
     }
     ++stats_.retries;
-    stop_cv_.wait_for(lock, backoff, [&] { return stopping_; });
+    stop_cv_.wait_for(lock, stop, backoff, [&] { return stopping_; });
+    if (stop.stop_requested()) return cancelled();
     backoff = std::min(backoff * 2, options_.retry_max_backoff);
   }
 }
@@ -296,12 +305,28 @@ std::optional<Status> ChunkCache::TakeUnclaimedErrorLocked(const Digest& id) {
 }
 
 Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern,
-                                   Clock::time_point deadline) {
-  return CheckSize(ref, GetImpl(ref.id, pattern, /*keep=*/true, ref.size_bytes, deadline));
+                                   Clock::time_point deadline, std::stop_token stop) {
+  return CheckSize(ref, GetImpl(ref.id, pattern, /*keep=*/true, ref.size_bytes, deadline,
+                                std::move(stop)));
 }
 
-Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, Clock::time_point deadline) {
-  return GetImpl(id, AccessPattern::kRandom, /*keep=*/false, /*size_bytes=*/0, deadline);
+Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, Clock::time_point deadline,
+                                       std::stop_token stop) {
+  return GetImpl(id, AccessPattern::kRandom, /*keep=*/false, /*size_bytes=*/0, deadline,
+                 std::move(stop));
+}
+
+void ChunkCache::Withdraw(std::span<const ChunkRef> refs) {
+  std::lock_guard lock(mu_);
+  for (const ChunkRef& ref : refs) {
+    auto it = inflight_.find(ref.id);
+    if (it == inflight_.end()) continue;
+    const std::shared_ptr<Flight>& flight = it->second;
+    if (flight->started || !flight->demand || flight->waiters > 0) continue;
+    auto pos = std::find(demand_queue_.begin(), demand_queue_.end(), flight);
+    if (pos != demand_queue_.end()) demand_queue_.erase(pos);
+    inflight_.erase(it);
+  }
 }
 
 ChunkBytes ChunkCache::Peek(const ChunkRef& ref, AccessPattern pattern) {

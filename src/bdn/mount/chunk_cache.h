@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -124,15 +125,19 @@ class ChunkCache {
   // Unavailable, Internal); Corruption "chunk b3:…: N bytes, the index says M" if the verified
   // blob's length differs from `ref.size_bytes`; DeadlineExceeded "chunk b3:…: not fetched
   // within the read deadline" (with no error from the store yet) at the deadline; Unavailable
-  // "chunk cache: shutting down" once Shutdown was called. Bad bytes are never returned or
-  // cached. `pattern` only decides where a newly fetched chunk is kept (see the class comment).
+  // "chunk cache: shutting down" once Shutdown was called; Unavailable "chunk b3:…: the wait
+  // was cancelled" as soon as `stop` is requested (the fetch goes on; Withdraw drops it if it
+  // has not started). Bad bytes are never returned or cached. `pattern` only decides where a
+  // newly fetched chunk is kept (see the class comment).
   Result<ChunkBytes> Get(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom,
-                         Clock::time_point deadline = Clock::time_point::max());
+                         Clock::time_point deadline = Clock::time_point::max(),
+                         std::stop_token stop = {});
 
   // Like Get for a blob of unknown length (a chunk index): no length check, and the fetched
   // bytes are not kept in memory (the caller keeps what it decodes from them).
   Result<ChunkBytes> GetBlob(const Digest& id,
-                             Clock::time_point deadline = Clock::time_point::max());
+                             Clock::time_point deadline = Clock::time_point::max(),
+                             std::stop_token stop = {});
 
   // The bytes of `ref` if they are in memory now (a hit, as for Get), else nullptr. Never
   // blocks on I/O.
@@ -148,6 +153,12 @@ class ChunkCache {
   // the queue. Errors are not reported (the demand Get that needs the chunk will see them).
   // `ref.size_bytes` is not checked here (0 is fine for a blob GetBlob will read).
   void Prefetch(std::span<const ChunkRef> refs);
+
+  // Drops the fetches of those `refs` that are queued on the demand queue, not started, and
+  // waited for by no Get: what a reader that gave up (an interrupted request) had asked for
+  // and nobody else waits on. Running fetches go on (their bytes are cached). Never blocks on
+  // I/O. A later Get or Request of a dropped chunk queues it again.
+  void Withdraw(std::span<const ChunkRef> refs);
 
   // Wakes every waiting Get (they return Unavailable), drops queued fetches and stops the
   // threads once their running fetch returns. Idempotent; Get/Request/Prefetch do nothing
@@ -170,7 +181,8 @@ class ChunkCache {
 
   // `keep`: cache the fetched bytes.
   Result<ChunkBytes> GetImpl(const Digest& id, AccessPattern pattern, bool keep,
-                             uint32_t size_bytes, Clock::time_point deadline);
+                             uint32_t size_bytes, Clock::time_point deadline,
+                             std::stop_token stop);
   // Both under mu_: the cached bytes of `id` (moved per `pattern`) or nullptr; the flight of
   // `id`, created on the demand queue if there is none, promoted there if it was a prefetch.
   ChunkBytes HitLocked(const Digest& id, AccessPattern pattern);
@@ -214,7 +226,9 @@ class ChunkCache {
   std::unordered_map<Digest, UnclaimedError> gave_up_;
   void RememberGaveUpLocked(const Digest& id, const Status& status);
   std::condition_variable work_cv_;  // a queue got work, or stopping
-  std::condition_variable stop_cv_;  // stopping (wakes back-off sleeps)
+  // stopping (wakes back-off sleeps); condition_variable_any, so a back-off ends at a stop
+  // request too.
+  std::condition_variable_any stop_cv_;
   bool stopping_ = false;
   uint64_t prefetch_inflight_ = 0;  // bytes of the prefetch batches being fetched
   ChunkCacheStats stats_;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -344,6 +345,71 @@ TEST(ChunkCache, ShutdownWakesWaitersAtOnce) {
   EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
   store.set_mode(FaultyStore::Mode::kNormal);  // the fetch thread returns; the cache joins it
   cache.reset();
+}
+
+TEST(ChunkCache, AStopRequestEndsTheWaitAtOnceAndWithdrawReleasesQueuedFetches) {
+  FaultyStore store;
+  std::vector<ChunkRef> refs;
+  for (int i = 0; i < 5; ++i) refs.push_back(PutChunk(store, "interrupted " + std::to_string(i)));
+  store.set_mode(FaultyStore::Mode::kHang);
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .fetch_threads = 1});
+  // The one fetch thread hangs on refs[0]; refs[1..4] stay queued for this reader.
+  cache.Request(refs);
+  ASSERT_TRUE(store.WaitHanging(1));
+  std::stop_source stop;
+  Result<ChunkBytes> r = Err(InternalError("unset"));
+  std::thread reader(
+      [&] { r = cache.Get(refs[2], AccessPattern::kRandom, Clock::now() + std::chrono::seconds(30),
+                          stop.get_token()); });
+  std::this_thread::sleep_for(milliseconds(50));  // let it wait (it ends at the stop either way)
+  auto t0 = Clock::now();
+  stop.request_stop();
+  reader.join();
+  EXPECT_LT(Seconds(Clock::now() - t0), 0.2);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.error().message(), "chunk " + refs[2].id.ToString() + ": the wait was cancelled");
+  EXPECT_EQ(cache.stats().timeouts, 0u);
+
+  // An already stopped token does not wait at all, and queues nothing new.
+  auto r2 = cache.Get(refs[3], AccessPattern::kRandom, Clock::time_point::max(), stop.get_token());
+  ASSERT_FALSE(r2.has_value());
+  EXPECT_EQ(r2.error().message(), "chunk " + refs[3].id.ToString() + ": the wait was cancelled");
+
+  // Withdraw drops the queued fetches nobody waits for; the running one goes on and is cached.
+  cache.Withdraw(refs);
+  store.set_mode(FaultyStore::Mode::kNormal);
+  for (int i = 0; i < 200 && !cache.Contains(refs[0].id); ++i)
+    std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_TRUE(cache.Contains(refs[0].id));
+  std::this_thread::sleep_for(milliseconds(100));  // a queued fetch would have run by now
+  EXPECT_EQ(store.gets, 1);
+  for (size_t i = 1; i < refs.size(); ++i) EXPECT_FALSE(cache.Contains(refs[i].id)) << i;
+  // A later reader queues a withdrawn chunk again.
+  auto again = cache.Get(refs[2], AccessPattern::kRandom, Clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(again.has_value()) << again.error().ToString();
+  EXPECT_EQ(AsString(*again), "interrupted 2");
+}
+
+TEST(ChunkCache, WithdrawKeepsAFetchAnotherReaderWaitsFor) {
+  FaultyStore store;
+  ChunkRef a = PutChunk(store, "first");
+  ChunkRef b = PutChunk(store, "shared");
+  store.set_mode(FaultyStore::Mode::kHang);
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0, .fetch_threads = 1});
+  cache.Request(std::vector<ChunkRef>{a, b});
+  ASSERT_TRUE(store.WaitHanging(1));  // on a; b is queued
+  Result<ChunkBytes> r = Err(InternalError("unset"));
+  std::thread other([&] { r = cache.Get(b, AccessPattern::kRandom, Clock::now() + std::chrono::seconds(10)); });
+  for (int i = 0; i < 200 && cache.stats().joined == 0; ++i)
+    std::this_thread::sleep_for(milliseconds(5));
+  ASSERT_EQ(cache.stats().joined, 1u);
+  cache.Withdraw(std::vector<ChunkRef>{b});
+  store.set_mode(FaultyStore::Mode::kNormal);
+  other.join();
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(AsString(*r), "shared");
+  EXPECT_EQ(store.gets, 2);
 }
 
 TEST(ChunkCache, PeekNeverFetches) {

@@ -28,7 +28,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <stop_token>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "bdn/mount/chunk_cache.h"
@@ -152,6 +154,11 @@ class MountedFs {
     if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
     if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+    // An O_DIRECT read sent as background requests (async DIO, libfuse's default) waits for
+    // them uninterruptibly and the kernel never sends FUSE_INTERRUPT for them: a reader killed
+    // while its bytes are fetched would stay in state D until the read deadline. Synchronous
+    // requests are interrupted, and answered EINTR at once (OnInterrupt).
+    conn->want &= ~FUSE_CAP_ASYNC_DIO;
   }
 
   void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -245,10 +252,11 @@ class MountedFs {
     // The chunk index must come from the store: wait for it off this thread. libfuse's `fi`
     // lives only during this call, so the reply gets a copy.
     auto deadline = reader_.Deadline();
-    Offload(req, [this, req, info = *fi, &e, deadline] {
-      auto chunks = reader_.ChunksOf(e, deadline);
-      if (!chunks) return ReplyStoreError(req, chunks.error());
-      ReplyOpen(req, info, e, std::move(*chunks));
+    Offload(req, [this, info = *fi, &e, deadline](WaitingRequest& w) {
+      auto chunks = reader_.ChunksOf(e, deadline, w.stop.get_token());
+      if (!Claim(w)) return;  // interrupted: answered already
+      if (!chunks) return ReplyStoreError(w.req, chunks.error());
+      ReplyOpen(w.req, info, e, std::move(*chunks));
     });
   }
 
@@ -277,14 +285,16 @@ class MountedFs {
     reader_.RequestChunks(*of.chunks, begin, end, pattern);
     reader_.cache().Prefetch(stream.ahead);
     auto deadline = reader_.Deadline();
-    Offload(req, [this, req, &e, chunks = of.chunks, begin, end, pattern, deadline] {
-      auto held = reader_.Chunks(*chunks, begin, end, pattern, deadline);
+    Offload(req, [this, &e, chunks = of.chunks, begin, end, pattern,
+                  deadline](WaitingRequest& w) {
+      auto held = reader_.Chunks(*chunks, begin, end, pattern, deadline, w.stop.get_token());
+      if (!Claim(w)) return;  // interrupted: answered already
       if (!held) {
         return ReplyStoreError(
-            req, held.error().WithPrefix("file \"" + e.path + "\" [" + std::to_string(begin) +
-                                         ", " + std::to_string(end) + ")"));
+            w.req, held.error().WithPrefix("file \"" + e.path + "\" [" + std::to_string(begin) +
+                                           ", " + std::to_string(end) + ")"));
       }
-      ReplyChunks(req, *chunks, *held, begin, end);
+      ReplyChunks(w.req, *chunks, *held, begin, end);
     });
   }
 
@@ -307,16 +317,61 @@ class MountedFs {
   }
 
  private:
-  // Runs `fn` (which replies to `req`) on the reader's waiting threads. An exception there
-  // (bad_alloc) still gets the request its one reply.
+  // A request whose answer waits on the store. The kernel interrupts it (FUSE_INTERRUPT) when
+  // the calling thread gets a signal, e.g. a reader killed with SIGKILL, which cannot exit
+  // before its request is answered.
+  struct WaitingRequest {
+    explicit WaitingRequest(fuse_req_t r) : req(r) {}
+    const fuse_req_t req;
+    std::stop_source stop;  // requested on interrupt: ends the request's waits at once
+    std::atomic<bool> answered{false};
+  };
+
+  // Whoever gets true (the waiting task or the interrupt) replies to w.req, exactly once.
+  bool Claim(WaitingRequest& w) {
+    if (w.answered.exchange(true)) return false;
+    std::lock_guard lock(waiting_mu_);
+    waiting_.erase(w.req);
+    return true;
+  }
+
+  // libfuse's interrupt callback: wakes the request's waits and answers it EINTR at once, even
+  // if its task has not started yet (queued behind other waits). libfuse keeps `req` alive
+  // while this runs; a request already answered is no longer in waiting_ (Claim removes it
+  // before the reply), so a late interrupt finds nothing.
+  static void OnInterrupt(fuse_req_t req, void* data) {
+    auto* self = static_cast<MountedFs*>(data);
+    std::shared_ptr<WaitingRequest> w;
+    {
+      std::lock_guard lock(self->waiting_mu_);
+      auto it = self->waiting_.find(req);
+      if (it == self->waiting_.end()) return;
+      w = it->second;
+    }
+    w->stop.request_stop();
+    if (self->Claim(*w)) fuse_reply_err(req, EINTR);
+  }
+
+  // Runs `fn(WaitingRequest&)` on the reader's waiting threads; `fn` waits with the request's
+  // stop token and replies only after Claim. From here on `req` may be answered (EINTR) at any
+  // moment, so the caller must not touch it after this call. An exception in `fn` (bad_alloc)
+  // still gets the request its one reply.
   template <typename F>
   void Offload(fuse_req_t req, F fn) {
-    reader_.Submit([this, req, fn = std::move(fn)]() mutable {
+    auto w = std::make_shared<WaitingRequest>(req);
+    {
+      std::lock_guard lock(waiting_mu_);
+      waiting_[req] = w;
+    }
+    // Calls OnInterrupt at once if the interrupt came first.
+    fuse_req_interrupt_func(req, &MountedFs::OnInterrupt, this);
+    reader_.Submit([this, w, fn = std::move(fn)]() mutable {
+      if (w->answered) return;  // interrupted while queued
       try {
-        fn();
+        fn(*w);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bdn mount %s: internal error: %s\n", mountpoint_.c_str(), e.what());
-        fuse_reply_err(req, EIO);
+        if (Claim(*w)) fuse_reply_err(w->req, EIO);
       }
     });
   }
@@ -509,6 +564,10 @@ class MountedFs {
   std::vector<uint32_t> nlink_;  // by entry index
   uint32_t root_nlink_ = 2;
   uint64_t total_bytes_ = 0;
+
+  // Requests waiting on the store that no one has answered yet, for OnInterrupt.
+  std::mutex waiting_mu_;
+  std::unordered_map<fuse_req_t, std::shared_ptr<WaitingRequest>> waiting_;
 
   std::mutex log_mu_;
   std::chrono::steady_clock::time_point log_window_start_;

@@ -82,7 +82,12 @@ int ErrnoFromStatus(const Status& status);
 // Faults: lookup, getattr, readdir, readlink and statfs answer from the loaded manifest and never
 // touch the store. Reads and opens that need the store wait on other threads than libfuse's
 // workers, each until options.read_timeout; then the request fails with EIO (reported on stderr).
-// Chunks held in memory (or in a node cache behind the store) stay readable meanwhile.
+// Chunks held in memory (or in a node cache behind the store) stay readable meanwhile. A waiting
+// request that the kernel interrupts (its caller got a signal: a reader killed with SIGKILL
+// cannot exit before the answer) is answered EINTR at once, and the fetches only it had queued
+// are dropped; fetches already running go on and fill the caches. So that O_DIRECT reads can be
+// interrupted too, they are sent as synchronous requests (no async DIO: the kernel never
+// interrupts background requests).
 //
 // Errors: NotFound if the mountpoint does not exist; InvalidArgument "mountpoint X: not a
 // directory"; AlreadyExists "mountpoint X: already a bdn mount" if a live one is there;

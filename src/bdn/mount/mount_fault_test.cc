@@ -4,7 +4,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,12 +54,14 @@ class MountFaultTest : public FaultyStoreMountTest {
     contents_ = b.contents;
   }
 
-  void Mount(bool prefetch_indexes = true) {
+  // `prefetch_bytes` 0: the store sees only the chunks reads ask for.
+  void Mount(bool prefetch_indexes = true, uint64_t prefetch_bytes = 64ull << 20) {
     auto view = VersionView::Open(store_, digest_);
     ASSERT_TRUE(view.has_value()) << view.error().ToString();
     MountOptions options;
     options.read_timeout = kReadTimeout;
     options.prefetch_indexes = prefetch_indexes;
+    options.prefetch_bytes = prefetch_bytes;
     Status s = StartMount(*view, options);
     ASSERT_TRUE(s.ok()) << s.ToString();
     // The manifest, then (in the background) the three chunk indexes: let the loader finish so
@@ -156,6 +161,99 @@ TEST_F(MountFaultTest, OpenThatNeedsAnUnreachableChunkIndexFailsWithinTheDeadlin
 
   store_->set_mode(Mode::kNormal);
   EXPECT_EQ(DirectRead(mountpoint_ / "b/cold.bin", 0, 600'000, &err), contents_.at("b/cold.bin"));
+  EXPECT_EQ(err, 0);
+}
+
+// Runs `fn` in a forked child, which then exits 0. `fn` may make only async-signal-safe calls
+// (this process has threads).
+template <typename F>
+pid_t Spawn(F fn) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    fn();
+    ::_exit(0);
+  }
+  return pid;
+}
+
+// Whether child `pid` ended (and was reaped) within `limit`; polls, no fixed sleep.
+bool EndsWithin(pid_t pid, Clock::duration limit) {
+  auto deadline = Clock::now() + limit;
+  for (;;) {
+    int status;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return true;
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+alignas(4096) char g_direct_buffer[kPiece];
+
+// A reader killed with SIGKILL cannot exit before its FUSE request is answered; the kernel
+// interrupts the request, and the daemon must answer at once instead of at the read deadline.
+TEST_F(MountFaultTest, KilledReaderAndOpenerEndAtOnceWhileTheStoreHangs) {
+  Mount(/*prefetch_indexes=*/false, /*prefetch_bytes=*/0);
+  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);  // loads its chunk index
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  store_->set_mode(Mode::kHang);
+  const std::string cold = (mountpoint_ / "b/cold.bin").string();
+  const std::string cold2 = (mountpoint_ / "b/cold2.bin").string();
+  pid_t reader = Spawn([&] {
+    int f = ::open(cold.c_str(), O_RDONLY | O_DIRECT);
+    (void)::pread(f, g_direct_buffer, kPiece, 3 * kPiece);
+  });
+  pid_t opener = Spawn([&] { (void)::open(cold2.c_str(), O_RDONLY); });  // index not loaded
+  ASSERT_GT(reader, 0);
+  ASSERT_GT(opener, 0);
+  // The read's chunk and the open's chunk index: both requests wait on the store.
+  ASSERT_TRUE(store_->WaitHanging(2));
+  EXPECT_FALSE(EndsWithin(reader, std::chrono::milliseconds(100)));
+  ::kill(reader, SIGKILL);
+  ::kill(opener, SIGKILL);
+  EXPECT_TRUE(EndsWithin(reader, std::chrono::seconds(1))) << "killed reader still there";
+  EXPECT_TRUE(EndsWithin(opener, std::chrono::seconds(1))) << "killed opener still there";
+  EXPECT_LT(Seconds(TimeMetadata(4)), 1.0);
+
+  // The fetches were left to finish: once the store is back, both files read.
+  store_->set_mode(Mode::kNormal);
+  int err = 0;
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold.bin", 0, 600'000, &err), contents_.at("b/cold.bin"));
+  EXPECT_EQ(err, 0);
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold2.bin", 0, 600'000, &err),
+            contents_.at("b/cold2.bin"));
+  EXPECT_EQ(err, 0);
+}
+
+void IgnoreSignal(int) {}
+
+// A signal with a handler (no SA_RESTART) interrupts a read waiting on the store: EINTR at once.
+TEST_F(MountFaultTest, AReadInterruptedByASignalFailsWithEintrAtOnce) {
+  Mount(/*prefetch_indexes=*/false, /*prefetch_bytes=*/0);
+  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  struct sigaction sa {}, old {};
+  sa.sa_handler = IgnoreSignal;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);
+  store_->set_mode(Mode::kHang);
+  int err = 0;
+  Clock::time_point ended;
+  std::thread reader([&] {
+    DirectRead(mountpoint_ / "b/cold.bin", 2 * kPiece, 4096, &err);
+    ended = Clock::now();
+  });
+  ASSERT_TRUE(store_->WaitHanging(1));
+  auto t0 = Clock::now();
+  ::pthread_kill(reader.native_handle(), SIGUSR1);
+  reader.join();
+  ::sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(err, EINTR) << std::strerror(err);
+  EXPECT_LT(Seconds(ended - t0), 1.0);
+  store_->set_mode(Mode::kNormal);
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold.bin", 2 * kPiece, 4096, &err),
+            contents_.at("b/cold.bin").substr(2 * kPiece, 4096));
   EXPECT_EQ(err, 0);
 }
 

@@ -72,7 +72,8 @@ std::shared_ptr<const FileChunks> VolumeReader::KnownChunks(const Entry& entry) 
 }
 
 Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& entry,
-                                                                 Clock::time_point deadline) {
+                                                                 Clock::time_point deadline,
+                                                                 std::stop_token stop) {
   const Entry& e = view_->Resolve(entry);
   if (e.kind != EntryKind::kFile) {
     return Err(InvalidArgumentError("path \"" + e.path + "\": is a " +
@@ -81,8 +82,14 @@ Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& en
   if (auto known = KnownChunks(e)) return known;
   // Concurrent opens of one file share the fetch inside the ChunkCache; decoding twice is
   // harmless.
-  auto blob = cache_.GetBlob(e.index, deadline);
-  if (!blob) return Err(blob.error().WithPrefix("file \"" + e.path + "\": chunk index"));
+  auto blob = cache_.GetBlob(e.index, deadline, stop);
+  if (!blob) {
+    if (stop.stop_requested()) {
+      ChunkRef index{e.index, 0};
+      cache_.Withdraw({&index, 1});
+    }
+    return Err(blob.error().WithPrefix("file \"" + e.path + "\": chunk index"));
+  }
   auto decoded = DecodeChunkIndex(**blob);
   if (!decoded) return Err(decoded.error().WithPrefix("file \"" + e.path + "\""));
   auto fc = MakeFileChunks(std::move(*decoded));
@@ -125,15 +132,20 @@ void VolumeReader::RequestChunks(const FileChunks& fc, uint64_t begin, uint64_t 
 
 Result<std::vector<ChunkBytes>> VolumeReader::Chunks(const FileChunks& fc, uint64_t begin,
                                                      uint64_t end, AccessPattern pattern,
-                                                     Clock::time_point deadline) {
+                                                     Clock::time_point deadline,
+                                                     std::stop_token stop) {
   std::span<const ChunkRef> refs = Covering(fc, begin, end);
   // All of them at once: a 1 MiB read of 64 KiB chunks is one round trip, not sixteen.
   cache_.Request(refs, pattern);
   std::vector<ChunkBytes> held;
   held.reserve(refs.size());
   for (const ChunkRef& ref : refs) {
-    auto bytes = cache_.Get(ref, pattern, deadline);
-    if (!bytes) return Err(bytes.error());
+    auto bytes = cache_.Get(ref, pattern, deadline, stop);
+    if (!bytes) {
+      // An interrupted reader releases what it queued (RequestChunks) for others to use.
+      if (stop.stop_requested()) cache_.Withdraw(refs);
+      return Err(bytes.error());
+    }
     held.push_back(std::move(*bytes));
   }
   return held;

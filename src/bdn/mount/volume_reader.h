@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -48,8 +49,11 @@ class VolumeReader {
   // The chunk list of file entry `e` (hardlinks resolved), loading its chunk index if needed.
   // Errors: InvalidArgument if `e` is not a file; the ChunkCache's errors (DeadlineExceeded at
   // `deadline`, NotFound, Unavailable, ...) prefixed "file \"path\": chunk index"; Corruption
-  // if the index does not decode or disagrees with the entry's size.
-  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, Clock::time_point deadline);
+  // if the index does not decode or disagrees with the entry's size. Once `stop` is requested
+  // the wait ends at once (Unavailable "... the wait was cancelled") and the index fetch is
+  // withdrawn if it has not started and nobody else waits for it.
+  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, Clock::time_point deadline,
+                                                     std::stop_token stop = {});
 
   // The chunks of `fc` covering the byte range [begin, end) (begin < end <= file size), in
   // order, if all are in memory now; else nullopt. Never blocks on I/O.
@@ -61,9 +65,12 @@ class VolumeReader {
   void RequestChunks(const FileChunks& fc, uint64_t begin, uint64_t end, AccessPattern pattern);
 
   // The chunks of `fc` covering [begin, end), fetched in parallel (RequestChunks), waiting until
-  // `deadline`. Errors: the ChunkCache's, for the first chunk that failed.
+  // `deadline`. Errors: the ChunkCache's, for the first chunk that failed. Once `stop` is
+  // requested the wait ends at once (Unavailable "... the wait was cancelled") and the fetches
+  // of the range that have not started and that nobody else waits for are withdrawn.
   Result<std::vector<ChunkBytes>> Chunks(const FileChunks& fc, uint64_t begin, uint64_t end,
-                                         AccessPattern pattern, Clock::time_point deadline);
+                                         AccessPattern pattern, Clock::time_point deadline,
+                                         std::stop_token stop = {});
 
   // Runs `task` on one of the threads that may block (up to a deadline); queued tasks start in
   // order. After Stop, runs it on the calling thread (every wait then ends at once).
