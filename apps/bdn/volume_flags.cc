@@ -132,6 +132,9 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--cache-size", mount_cache_size, "node cache bound (e.g. 50G; default 10G)");
   c->add_option("--cluster-cache", mount.cluster_cache,
                 "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
+  c->add_flag("--allow-other", mount.allow_other,
+              "let other users read the mount (file modes still apply; a user other than root "
+              "needs user_allow_other in /etc/fuse.conf)");
   c->add_option("--read-timeout", mount_read_timeout,
                 "how long a read waits for its bytes before failing with EIO (100ms to 1h, e.g. "
                 "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "

@@ -49,7 +49,6 @@ assert_eq "cached bytes" "$(cat "$WORK/mnt/small.txt")" "small.txt"
 # direct_read FILE OFFSET: 64 KiB at OFFSET with O_DIRECT (the daemon answers, not the page
 # cache) to stdout; fails as dd does.
 direct_read() { dd if="$1" bs=65536 skip=$(($2 / 65536)) count=1 iflag=direct status=none; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 want_cold=$(python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); sys.stdout.write(d[1048576:1048576+65536].hex())' "$WORK/src/cold.bin")
 
 want_big=$(python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); sys.stdout.write(d[65536:131072].hex())' "$WORK/src/big.bin")

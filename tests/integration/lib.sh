@@ -103,3 +103,18 @@ start_origin() {
   URL=$STARTED_URL
   export BDN_REMOTE="$URL"
 }
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# wait_gone PID LIMIT_MS: polls until process PID has exited (no /proc entry, or a zombie left
+# for its parent to reap); fails if it is still running after LIMIT_MS.
+wait_gone() {
+  local t0 state
+  t0=$(now_ms)
+  while :; do
+    state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || state=gone
+    { [ "$state" = gone ] || [ "$state" = Z ]; } && return 0
+    [ $(($(now_ms) - t0)) -lt "$2" ] || fail "pid $1 still there after $2 ms (state $state, wchan $(cat "/proc/$1/wchan" 2>/dev/null))"
+    sleep 0.01
+  done
+}

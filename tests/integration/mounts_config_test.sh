@@ -32,6 +32,21 @@ assert_eq beta "$(cat "$WORK/mnt/b/f.txt")" "mount b"
 step "apply again is a no-op for what is mounted as the config says"
 out=$("$BDN" mounts apply -f "$WORK/config.yaml" 2>/dev/null)
 assert_eq "$(printf '%s already mounted at %s\n%s already mounted at %s' "$ra" "$WORK/mnt/a" "$rb" "$WORK/mnt/b")" "$out" "second apply"
+
+step "apply mounts again where the mount daemon was killed (a dead mount)"
+"$BDN" volume umount "$WORK/mnt/a" >/dev/null
+out=$("$BDN" mounts apply -f "$WORK/config.yaml" --json 2>/dev/null)
+pid=$(python3 -c 'import json,sys; m=json.load(sys.stdin)["mounts"]; print(m[0]["daemon_pid"]); assert not m[0]["already_mounted"] and m[1]["already_mounted"] and "daemon_pid" not in m[1]' <<<"$out")
+kill -9 "$pid"
+wait_gone "$pid" 10000
+err=$(cat "$WORK/mnt/a/f.txt" 2>&1) && fail "the dead mount still answered"
+assert_eq "cat: $WORK/mnt/a/f.txt: Transport endpoint is not connected" "$err" "read of the dead mount"
+out=$("$BDN" mounts apply -f "$WORK/config.yaml" 2>"$WORK/err")
+assert_eq "$(printf '%s mounted at %s\n%s already mounted at %s' "$ra" "$WORK/mnt/a" "$rb" "$WORK/mnt/b")" "$out" "apply over the dead mount"
+assert_eq "warning: $WORK/config.yaml:9: source bdn:weights/b is not pinned to a digest; mounting $rb (pin it with: bdn mounts lock -f $WORK/config.yaml)
+warning: $WORK/config.yaml:6: mountpoint $WORK/mnt/a: dead mount of $ra (its daemon is gone); mounting again" "$(cat "$WORK/err")" "apply warnings"
+assert_eq alpha "$(cat "$WORK/mnt/a/f.txt")" "mount a after apply"
+assert_eq 1 "$(grep -c " $WORK/mnt/a fuse.bdn " /proc/self/mounts)" "mounts at $WORK/mnt/a"
 "$BDN" volume umount "$WORK/mnt/b" >/dev/null
 cat > "$WORK/other.yaml" <<YAML
 bdn:
@@ -54,7 +69,7 @@ bad() {  # bad EXPECTED_MESSAGE <<YAML
   run_fails 2 "bdn: error: $WORK/bad.yaml:$1" "$BDN" mounts apply -f "$WORK/bad.yaml"
   run_fails 2 "bdn: error: $WORK/bad.yaml:$1" "$BDN" mounts lock -f "$WORK/bad.yaml"
 }
-bad '3: unknown key "sorce" in mounts[0] (allowed: source, path)' <<YAML
+bad '3: unknown key "sorce" in mounts[0] (allowed: source, path, allow_other)' <<YAML
 bdn:
   mounts:
     - sorce: $ra

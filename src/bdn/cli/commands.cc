@@ -497,6 +497,9 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
 }
 
 Status Mount(Context& ctx, const MountArgs& args) {
+  if (args.allow_other) {
+    if (Status s = CheckAllowOtherPermitted(); !s.ok()) return s.WithPrefix("--allow-other");
+  }
   auto resolved = ParseAndResolve(ctx, args.ref);
   // A node that restarts during an origin outage must still bring back its pinned mounts: a
   // full digest names the version's bytes by itself, and the node cache may hold them all.
@@ -517,11 +520,14 @@ Status Mount(Context& ctx, const MountArgs& args) {
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
   // carried across fork (the mount needs only the store and the loaded manifest).
   ctx.registry.reset();
-  BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, args));
+  pid_t daemon_pid = -1;
+  BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, args, &daemon_pid));
   if (!args.foreground) {
     if (ctx.json) {
       PrintJson({{"version_ref", pinned.ToString()},
-                 {"mountpoint", fs::absolute(args.mountpoint).string()}});
+                 {"mountpoint", fs::absolute(args.mountpoint).string()},
+                 {"allow_other", args.allow_other},
+                 {"daemon_pid", daemon_pid}});
     } else {
       std::cout << pinned.ToString() << " mounted at " << fs::absolute(args.mountpoint).string()
                 << std::endl;
@@ -557,7 +563,8 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountAr
 }
 }  // namespace
 
-Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args) {
+Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
+                   pid_t* daemon_pid) {
   Context mount_ctx = ctx;
   BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, args));
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(mount_ctx, pinned));
@@ -571,12 +578,13 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args)
   opts.fsname = pinned.ToString();
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
   if (args.read_timeout_ms > 0) opts.read_timeout = std::chrono::milliseconds(args.read_timeout_ms);
+  opts.allow_other = args.allow_other;
   if (args.foreground) {
     std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
               << " (foreground)\n";
     return ServeMount(view, opts);
   }
-  return MountInBackground(view, opts);
+  return MountInBackground(view, opts, daemon_pid);
 }
 
 Status Umount(Context& ctx, const std::string& mountpoint) {

@@ -2,6 +2,8 @@
 // prints its result to stdout (text or JSON) and returns a Status that main maps to an exit code.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -116,17 +118,30 @@ struct MountArgs {
   uint64_t cache_size_bytes = 0;
   std::vector<std::string> cluster_cache;
   int64_t read_timeout_ms = 0;  // a read that cannot get its bytes fails after this; 0 = 55 s
+  // Other users may read the mount (file modes apply); see MountOptions::allow_other.
+  bool allow_other = false;
 };
+// bdn volume mount. Errors: PermissionDenied "--allow-other: allow_other: ..." before anything
+// else when args.allow_other is not permitted (CheckAllowOtherPermitted); then those of
+// resolving the ref and of MountPinned.
 Status Mount(Context& ctx, const MountArgs& args);
 // Mounts the version `pinned` at args.mountpoint (created if missing); args.ref is ignored.
-// In the background unless args.foreground. Prints nothing. The caller closes ctx.registry first
-// if it will not need it (the daemon is a fork).
-Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args);
+// In the background unless args.foreground (then `daemon_pid`, if not null, gets the daemon's
+// pid). Prints nothing. The caller closes ctx.registry first if it will not need it (the daemon
+// is a fork).
+Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
+                   pid_t* daemon_pid = nullptr);
 
 // bdn mounts apply -f FILE: validates the deployment config's bdn.mounts, resolves every source
-// once, mounts each at its path, prints the pinned refs and warns for every tag/head source.
+// once, inspects every mountpoint (InspectMountpoint), then mounts each entry at its path,
+// prints the pinned refs and warns for every tag/head source. An entry whose path already holds
+// a live bdn mount of its version (with the same allow_other) is left alone; a dead mount (its
+// daemon was killed) is detached and mounted again, with a warning.
 // Errors: InvalidArgument "FILE:LINE: <reason>" for an invalid config (unknown keys, missing or
-// relative or duplicate paths, malformed refs); the first mount error (mounts already made by
+// relative or duplicate paths, malformed refs, allow_other not a boolean); PermissionDenied
+// "FILE:LINE: mounts[i].allow_other: ..." if allow_other is not permitted; FailedPrecondition
+// "FILE:LINE: mountpoint P: already a bdn mount of REF ..." (another version, or another
+// allow_other), all before anything is mounted; the first mount error (mounts already made by
 // this call are unmounted again).
 Status MountsApply(Context& ctx, const std::string& config_path);
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,

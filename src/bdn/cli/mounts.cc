@@ -23,6 +23,8 @@ struct MountEntry {
   std::string source;   // as written
   Ref ref;
   std::string path;
+  bool allow_other = false;
+  int allow_other_line = 0;  // 1-based line of allow_other, if given
 };
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -72,8 +74,9 @@ Result<std::vector<MountEntry>> ParseConfigUnguarded(const std::string& file,
     std::map<std::string, int> keys;
     for (auto it = m.begin(); it != m.end(); ++it) {
       BDN_ASSIGN_OR_RETURN(std::string key, key_of(it->first, where));
-      if (key != "source" && key != "path") {
-        return at(it->first, "unknown key \"" + key + "\" in " + where + " (allowed: source, path)");
+      if (key != "source" && key != "path" && key != "allow_other") {
+        return at(it->first, "unknown key \"" + key + "\" in " + where +
+                                 " (allowed: source, path, allow_other)");
       }
       if (++keys[key] > 1) return at(it->first, "duplicate key \"" + key + "\" in " + where);
     }
@@ -88,6 +91,15 @@ Result<std::vector<MountEntry>> ParseConfigUnguarded(const std::string& file,
     if (!ref) return at(m["source"], where + ".source: " + ref.error().message());
     if (!ref->path.empty()) return at(m["source"], where + ".source \"" + e.source + "\": a mount source takes no path");
     e.ref = *ref;
+    if (YAML::Node ao = m["allow_other"]) {
+      bool value = false;
+      if (!ao.IsScalar() || !YAML::convert<bool>::decode(ao, value)) {
+        std::string shown = ao.IsScalar() ? " \"" + ao.Scalar() + "\"" : "";
+        return at(ao, where + ".allow_other" + shown + ": must be true or false");
+      }
+      e.allow_other = value;
+      e.allow_other_line = ao.Mark().line + 1;
+    }
     if (e.path.empty() || e.path[0] != '/') {
       return at(m["path"], where + ".path \"" + e.path + "\": must be absolute");
     }
@@ -130,11 +142,19 @@ bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 6
 Status MountsApply(Context& ctx, const std::string& config_path) {
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
   BDN_ASSIGN_OR_RETURN(auto entries, ParseConfig(config_path, text));
+  auto at_line = [&](int line) { return config_path + ":" + std::to_string(line); };
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!entries[i].allow_other) continue;
+    if (Status s = CheckAllowOtherPermitted(); !s.ok()) {
+      return s.WithPrefix(at_line(entries[i].allow_other_line) + ": mounts[" + std::to_string(i) +
+                          "].allow_other");
+    }
+  }
   // Resolve every source once, before mounting anything.
   std::vector<PinnedRef> pinned;
   for (const auto& e : entries) {
     auto p = ResolveRef(*ctx.registry, e.ref);
-    if (!p) return p.error().WithPrefix(config_path + ":" + std::to_string(e.line));
+    if (!p) return p.error().WithPrefix(at_line(e.line));
     pinned.push_back(*p);
     if (!Pinned(e.ref)) {
       std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source
@@ -142,45 +162,64 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
                 << " (pin it with: bdn mounts lock -f " << config_path << ")\n";
     }
   }
+  // What each mountpoint holds, before mounting anything. Applying a config again is a no-op
+  // for the entries already mounted as it says; a mountpoint holding another version (or the
+  // same one with another allow_other) is refused; a dead mount is mounted again.
+  std::vector<bool> mounted(entries.size(), false);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const MountEntry& e = entries[i];
+    auto state = InspectMountpoint(e.path);
+    if (!state) return state.error().WithPrefix(at_line(e.line));
+    if (state->kind == MountpointState::Kind::kDead) {
+      std::cerr << "warning: " << at_line(e.line) << ": mountpoint " << e.path << ": dead mount of "
+                << (state->source.empty() ? state->type : state->source)
+                << " (its daemon is gone); mounting again\n";
+      continue;
+    }
+    if (state->kind != MountpointState::Kind::kLiveBdn) continue;
+    const std::string unmount_first = "; unmount it first (bdn volume umount " + e.path + ")";
+    if (state->source != pinned[i].ToString()) {
+      return FailedPreconditionError(at_line(e.line) + ": mountpoint " + e.path +
+                                     ": already a bdn mount of " + state->source + unmount_first);
+    }
+    if (state->allow_other != e.allow_other) {
+      return FailedPreconditionError(
+          at_line(e.line) + ": mountpoint " + e.path + ": already a bdn mount of " + state->source +
+          (state->allow_other ? " with" : " without") +
+          " allow_other, the config says allow_other: " + (e.allow_other ? "true" : "false") +
+          unmount_first);
+    }
+    mounted[i] = true;
+  }
   ctx.registry.reset();  // the mount daemons are forks of this process
   nlohmann::json results = nlohmann::json::array();
   std::vector<std::string> done;
   for (size_t i = 0; i < entries.size(); ++i) {
-    // Applying a config again is a no-op for the entries already mounted as it says; a
-    // mountpoint holding another version is refused before anything is mounted.
-    std::string current = BdnMountSourceAt(entries[i].path);
-    if (!current.empty() && current != pinned[i].ToString()) {
-      for (const auto& m : done) (void)Unmount(m);
-      return FailedPreconditionError(config_path + ":" + std::to_string(entries[i].line) +
-                                     ": mountpoint " + entries[i].path + ": already a bdn mount of " +
-                                     current + "; unmount it first (bdn volume umount " +
-                                     entries[i].path + ")");
-    }
-    if (!current.empty()) {
-      results.push_back({{"source", entries[i].source},
-                         {"version_ref", pinned[i].ToString()},
-                         {"path", entries[i].path},
-                         {"pinned", Pinned(entries[i].ref)},
-                         {"already_mounted", true}});
-      if (!ctx.json) {
-        std::cout << pinned[i].ToString() << " already mounted at " << entries[i].path << "\n";
+    const MountEntry& e = entries[i];
+    pid_t daemon_pid = -1;
+    if (!mounted[i]) {
+      MountArgs args;
+      args.mountpoint = e.path;
+      args.allow_other = e.allow_other;
+      Status s = MountPinned(ctx, pinned[i], args, &daemon_pid);
+      if (!s.ok()) {
+        for (const auto& m : done) (void)Unmount(m);
+        return s.WithPrefix(at_line(e.line));
       }
-      continue;
+      done.push_back(e.path);
     }
-    MountArgs args;
-    args.mountpoint = entries[i].path;
-    Status s = MountPinned(ctx, pinned[i], args);
-    if (!s.ok()) {
-      for (const auto& m : done) (void)Unmount(m);
-      return s.WithPrefix(config_path + ":" + std::to_string(entries[i].line));
+    nlohmann::json r = {{"source", e.source},
+                        {"version_ref", pinned[i].ToString()},
+                        {"path", e.path},
+                        {"pinned", Pinned(e.ref)},
+                        {"allow_other", e.allow_other},
+                        {"already_mounted", mounted[i]}};
+    if (!mounted[i]) r["daemon_pid"] = daemon_pid;
+    results.push_back(std::move(r));
+    if (!ctx.json) {
+      std::cout << pinned[i].ToString() << (mounted[i] ? " already mounted at " : " mounted at ")
+                << e.path << "\n";
     }
-    done.push_back(entries[i].path);
-    results.push_back({{"source", entries[i].source},
-                       {"version_ref", pinned[i].ToString()},
-                       {"path", entries[i].path},
-                       {"pinned", Pinned(entries[i].ref)},
-                       {"already_mounted", false}});
-    if (!ctx.json) std::cout << pinned[i].ToString() << " mounted at " << entries[i].path << "\n";
   }
   if (ctx.json) std::cout << JsonText({{"mounts", results}}) << std::endl;
   return Status::Ok();

@@ -306,8 +306,8 @@ std::optional<Status> ChunkCache::TakeUnclaimedErrorLocked(const Digest& id) {
 
 Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern,
                                    Clock::time_point deadline, std::stop_token stop) {
-  return CheckSize(ref, GetImpl(ref.id, pattern, /*keep=*/true, ref.size_bytes, deadline,
-                                std::move(stop)));
+  return CheckSize(
+      ref, GetImpl(ref.id, pattern, /*keep=*/true, ref.size_bytes, deadline, std::move(stop)));
 }
 
 Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, Clock::time_point deadline,

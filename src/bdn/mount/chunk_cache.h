@@ -181,8 +181,7 @@ class ChunkCache {
 
   // `keep`: cache the fetched bytes.
   Result<ChunkBytes> GetImpl(const Digest& id, AccessPattern pattern, bool keep,
-                             uint32_t size_bytes, Clock::time_point deadline,
-                             std::stop_token stop);
+                             uint32_t size_bytes, Clock::time_point deadline, std::stop_token stop);
   // Both under mu_: the cached bytes of `id` (moved per `pattern`) or nullptr; the flight of
   // `id`, created on the demand queue if there is none, promoted there if it was a prefetch.
   ChunkBytes HitLocked(const Digest& id, AccessPattern pattern);

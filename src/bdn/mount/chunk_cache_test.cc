@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <string>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -358,9 +358,10 @@ TEST(ChunkCache, AStopRequestEndsTheWaitAtOnceAndWithdrawReleasesQueuedFetches) 
   ASSERT_TRUE(store.WaitHanging(1));
   std::stop_source stop;
   Result<ChunkBytes> r = Err(InternalError("unset"));
-  std::thread reader(
-      [&] { r = cache.Get(refs[2], AccessPattern::kRandom, Clock::now() + std::chrono::seconds(30),
-                          stop.get_token()); });
+  std::thread reader([&] {
+    r = cache.Get(refs[2], AccessPattern::kRandom, Clock::now() + std::chrono::seconds(30),
+                  stop.get_token());
+  });
   std::this_thread::sleep_for(milliseconds(50));  // let it wait (it ends at the stop either way)
   auto t0 = Clock::now();
   stop.request_stop();
@@ -400,7 +401,8 @@ TEST(ChunkCache, WithdrawKeepsAFetchAnotherReaderWaitsFor) {
   cache.Request(std::vector<ChunkRef>{a, b});
   ASSERT_TRUE(store.WaitHanging(1));  // on a; b is queued
   Result<ChunkBytes> r = Err(InternalError("unset"));
-  std::thread other([&] { r = cache.Get(b, AccessPattern::kRandom, Clock::now() + std::chrono::seconds(10)); });
+  std::thread other(
+      [&] { r = cache.Get(b, AccessPattern::kRandom, Clock::now() + std::chrono::seconds(10)); });
   for (int i = 0; i < 200 && cache.stats().joined == 0; ++i)
     std::this_thread::sleep_for(milliseconds(5));
   ASSERT_EQ(cache.stats().joined, 1u);

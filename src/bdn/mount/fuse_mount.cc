@@ -4,11 +4,11 @@
 
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
-#include <malloc.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -21,14 +21,16 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <iterator>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <string_view>
-#include <stop_token>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -285,8 +287,7 @@ class MountedFs {
     reader_.RequestChunks(*of.chunks, begin, end, pattern);
     reader_.cache().Prefetch(stream.ahead);
     auto deadline = reader_.Deadline();
-    Offload(req, [this, &e, chunks = of.chunks, begin, end, pattern,
-                  deadline](WaitingRequest& w) {
+    Offload(req, [this, &e, chunks = of.chunks, begin, end, pattern, deadline](WaitingRequest& w) {
       auto held = reader_.Chunks(*chunks, begin, end, pattern, deadline, w.stop.get_token());
       if (!Claim(w)) return;  // interrupted: answered already
       if (!held) {
@@ -700,6 +701,36 @@ class ReadySignal {
 // Only one session per process may own libfuse's signal handlers.
 std::atomic<bool> g_signal_handlers_taken{false};
 
+// libfuse's log messages go to stderr as before, and the last one is kept: a daemon's stderr
+// may be /dev/null, so a failed mount reports libfuse's reason ("fuse: failed to open
+// /dev/fuse: Permission denied") in its Status.
+std::mutex g_fuse_log_mu;
+std::string g_fuse_last_log;
+
+void FuseLog(enum fuse_log_level, const char* fmt, va_list ap) {
+  char buf[1024];
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  std::fputs(buf, stderr);
+  std::string line(buf);
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  std::lock_guard lock(g_fuse_log_mu);
+  g_fuse_last_log = std::move(line);
+}
+
+// Starts keeping libfuse's messages (once per process) and forgets the last one.
+void StartFuseLogCapture() {
+  static std::once_flag installed;
+  std::call_once(installed, [] { fuse_set_log_func(FuseLog); });
+  std::lock_guard lock(g_fuse_log_mu);
+  g_fuse_last_log.clear();
+}
+
+// ": <libfuse's last message>" if it logged one since StartFuseLogCapture, else "".
+std::string FuseLogReason() {
+  std::lock_guard lock(g_fuse_log_mu);
+  return g_fuse_last_log.empty() ? std::string() : ": " + g_fuse_last_log;
+}
+
 bool IsRoot() { return ::geteuid() == 0; }
 
 // Runs `argv` (searched in PATH) and waits. Returns its exit status, or -1 if it could not run.
@@ -732,12 +763,17 @@ std::string UnescapeMountField(std::string_view s) {
   return out;
 }
 
-// The file system type and source of the topmost mount at `mp` (empty if nothing is mounted
-// there).
-std::pair<std::string, std::string> MountAt(const fs::path& mp) {
+// The topmost mount at `mp`, per /proc/self/mountinfo.
+struct MountInfo {
+  std::string type;  // "" if nothing is mounted there
+  std::string source;
+  std::vector<std::string> super_options;  // e.g. "default_permissions", "allow_other"
+};
+
+MountInfo MountAt(const fs::path& mp) {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  std::pair<std::string, std::string> found;
+  MountInfo found;
   while (std::getline(in, line)) {
     // id parent maj:min root mountpoint options [optional fields...] - fstype source superopts
     std::vector<std::string_view> fields;
@@ -753,12 +789,21 @@ std::pair<std::string, std::string> MountAt(const fs::path& mp) {
     if (dash == fields.end() || dash + 1 == fields.end()) continue;
     // Later lines are mounted on top of earlier ones.
     found = {std::string(*(dash + 1)),
-             dash + 2 == fields.end() ? std::string() : UnescapeMountField(*(dash + 2))};
+             dash + 2 == fields.end() ? std::string() : UnescapeMountField(*(dash + 2)),
+             {}};
+    if (dash + 3 < fields.end()) {
+      std::string_view opts = *(dash + 3);
+      for (size_t at = 0; at <= opts.size();) {
+        size_t comma = std::min(opts.find(',', at), opts.size());
+        found.super_options.emplace_back(opts.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
   }
   return found;
 }
 
-std::string MountTypeAt(const fs::path& mp) { return MountAt(mp).first; }
+std::string MountTypeAt(const fs::path& mp) { return MountAt(mp).type; }
 
 bool ReadFull(int fd, void* buf, size_t n, std::chrono::steady_clock::time_point deadline,
               bool* timed_out) {
@@ -796,15 +841,68 @@ void WriteAllFd(int fd, const void* data, size_t n) {
 
 }  // namespace
 
-std::string BdnMountSourceAt(const fs::path& mountpoint) {
-  auto [type, source] = MountAt(AbsoluteMountpoint(mountpoint));
-  return type == "fuse.bdn" ? source : std::string();
+Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
+  fs::path mp = AbsoluteMountpoint(mountpoint);
+  MountInfo info = MountAt(mp);
+  MountpointState state;
+  state.type = info.type;
+  state.source = info.source;
+  state.allow_other =
+      std::ranges::find(info.super_options, "allow_other") != info.super_options.end();
+  struct stat st;
+  if (::stat(mp.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) {
+      state.kind = MountpointState::Kind::kDead;
+      return state;
+    }
+    if (errno == ENOENT && info.type.empty()) return state;
+    return Err(ErrnoError(MountpointPrefix(mp), errno));
+  }
+  if (info.type.empty()) return state;
+  if (info.type != "fuse.bdn") {
+    state.kind = MountpointState::Kind::kOther;
+    return state;
+  }
+  // stat may be answered from cached attributes; statfs always asks the daemon.
+  struct statvfs vfs;
+  bool dead = ::statvfs(mp.c_str(), &vfs) != 0 && errno == ENOTCONN;
+  state.kind = dead ? MountpointState::Kind::kDead : MountpointState::Kind::kLiveBdn;
+  return state;
+}
+
+bool FuseConfAllowsOther(std::string_view text) {
+  constexpr std::string_view kBlanks = " \t\r\f\v";
+  for (size_t at = 0; at < text.size();) {
+    size_t newline = text.find('\n', at);
+    if (newline == std::string_view::npos) break;  // fusermount3 ignores an unterminated line
+    std::string_view line = text.substr(at, newline - at);
+    at = newline + 1;
+    line = line.substr(0, line.find('#'));
+    size_t first = line.find_first_not_of(kBlanks);
+    if (first == std::string_view::npos) continue;
+    line = line.substr(first, line.find_last_not_of(kBlanks) - first + 1);
+    if (line == "user_allow_other") return true;
+  }
+  return false;
+}
+
+Status CheckAllowOtherPermitted() {
+  if (IsRoot()) return Status::Ok();
+  std::ifstream in("/etc/fuse.conf", std::ios::binary);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  if (FuseConfAllowsOther(text)) return Status::Ok();
+  return PermissionDeniedError("allow_other: not permitted for uid " + std::to_string(::geteuid()) +
+                               ": /etc/fuse.conf has no user_allow_other line (needed when not "
+                               "mounting as root)");
 }
 
 Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options) {
   ReadySignal ready(options.ready_fd);
   fs::path mp = AbsoluteMountpoint(options.mountpoint);
   const std::string what = MountpointPrefix(mp);
+  if (options.allow_other) {
+    if (Status s = CheckAllowOtherPermitted(); !s.ok()) return s.WithPrefix(what);
+  }
   auto cleaned = CleanDeadMount(mp);
   if (!cleaned) return cleaned.error();
   struct stat st;
@@ -833,9 +931,11 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  StartFuseLogCapture();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &fsys);
   fuse_opt_free_args(&args);  // frees only what libfuse allocated while parsing
-  if (se == nullptr) return InternalError(what + ": cannot create the FUSE session (see stderr)");
+  if (se == nullptr)
+    return InternalError(what + ": cannot create the FUSE session" + FuseLogReason());
 
   bool own_signals = !g_signal_handlers_taken.exchange(true);
   if (own_signals && fuse_set_signal_handlers(se) != 0) {
@@ -851,7 +951,9 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   };
   if (fuse_session_mount(se, mp.c_str()) != 0) {
     release_session();
-    return InternalError(what + ": mount failed (see stderr)");
+    std::string reason = FuseLogReason();
+    return InternalError(what + ": mount failed" +
+                         (reason.empty() ? " (fusermount3 says why on stderr)" : reason));
   }
 
   // stat on the mountpoint needs the session loop to answer INIT and GETATTR, so readiness is
@@ -890,16 +992,8 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
 Result<bool> CleanDeadMount(const fs::path& mountpoint) {
   fs::path mp = AbsoluteMountpoint(mountpoint);
   const std::string what = MountpointPrefix(mp);
-  struct stat st;
-  if (::stat(mp.c_str(), &st) != 0) {
-    if (errno != ENOTCONN) return Err(ErrnoError(what, errno));
-  } else {
-    // stat may be answered from cached attributes; statfs always asks the daemon.
-    struct statvfs vfs;
-    if (MountTypeAt(mp) != "fuse.bdn" || ::statvfs(mp.c_str(), &vfs) == 0 || errno != ENOTCONN) {
-      return false;
-    }
-  }
+  BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(mp));
+  if (state.kind != MountpointState::Kind::kDead) return false;
   if (IsRoot()) {
     if (::umount2(mp.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
       return Err(ErrnoError(what + ": detach dead mount", errno));

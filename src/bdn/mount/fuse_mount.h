@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "bdn/base/status.h"
 #include "bdn/volume/version_view.h"
@@ -51,8 +52,10 @@ struct MountOptions {
   // Load every file's chunk index in the background once mounted, so that files can still be
   // opened (and their cached bytes read) after the origin goes away.
   bool prefetch_indexes = true;
-  // Lets users other than the mounting one in (mount option allow_other; permission bits are
-  // enforced by the kernel either way, via default_permissions).
+  // Lets users other than the mounting one in (mount option allow_other; the kernel enforces
+  // the manifest's permission bits either way, via default_permissions, so a 0600 file stays
+  // the mounting user's). A user other than root needs "user_allow_other" in /etc/fuse.conf
+  // (CheckAllowOtherPermitted).
   bool allow_other = false;
   // MountInBackground only: the daemon's stderr (corruption reports, warnings) is appended to
   // this file; empty = /dev/null.
@@ -71,13 +74,13 @@ int ErrnoFromStatus(const Status& status);
 // does no per-file work: inode numbers are entry index + 2 (root = 1), a hardlink shares its
 // target's inode; bytes are fetched and verified when read.
 //
-// Kernel-facing behaviour: mounted "ro" with default_permissions, type "fuse.bdn"; owner = the
-// calling uid/gid; modes from the manifest; mtimes from the manifest when it records them, else
-// 0; entries, attributes and negative lookups cached for a day (the root's attributes for 1 s,
-// so a dead daemon shows as ENOTCONN); page cache kept across opens; requests up to 1 MiB;
-// every modifying operation fails with EROFS; a chunk that fails verification makes the read of
-// that range fail with EIO (the whole kernel request, which may be up to 1 MiB around it) and is
-// reported on stderr naming the chunk and the file.
+// Kernel-facing behaviour: mounted "ro" with default_permissions (and allow_other if asked),
+// type "fuse.bdn"; owner = the calling uid/gid; modes from the manifest; mtimes from the manifest
+// when it records them, else 0; entries, attributes and negative lookups cached for a day (the
+// root's attributes for 1 s, so a dead daemon shows as ENOTCONN); page cache kept across opens;
+// requests up to 1 MiB; every modifying operation fails with EROFS; a chunk that fails verification
+// makes the read of that range fail with EIO (the whole kernel request, which may be up to 1 MiB
+// around it) and is reported on stderr naming the chunk and the file.
 //
 // Faults: lookup, getattr, readdir, readlink and statfs answer from the loaded manifest and never
 // touch the store. Reads and opens that need the store wait on other threads than libfuse's
@@ -91,7 +94,8 @@ int ErrnoFromStatus(const Status& status);
 //
 // Errors: NotFound if the mountpoint does not exist; InvalidArgument "mountpoint X: not a
 // directory"; AlreadyExists "mountpoint X: already a bdn mount" if a live one is there;
-// Internal "mountpoint X: mount failed" (no /dev/fuse, not permitted, ...) or a failing session.
+// PermissionDenied "mountpoint X: allow_other: ..." (CheckAllowOtherPermitted); Internal
+// "mountpoint X: mount failed" (no /dev/fuse, not permitted, ...) or a failing session.
 // Thread-safety: several ServeMount calls may run in one process; only the first one running
 // installs the signal handlers.
 Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options);
@@ -115,16 +119,44 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
 // otherwise.
 Status Unmount(const std::filesystem::path& mountpoint);
 
-// If `mountpoint` is a dead FUSE mount (its daemon was killed: stat fails with ENOTCONN, or for
-// a fuse.bdn mount statfs does, since stat may be answered from cached attributes), detaches it
-// lazily (umount2 MNT_DETACH as root, else fusermount3 -uz) and returns true; the directory
-// beneath is usable again. Returns false if it is not a dead mount.
-// Errors: from stat (NotFound if the path does not exist) or from the detach (Internal).
+// What a mountpoint holds: the one answer to "is this a live bdn mount of version X, a dead
+// mount, or something else" for every command that mounts.
+struct MountpointState {
+  enum class Kind {
+    kNone,     // nothing is mounted there (or the path does not exist)
+    kLiveBdn,  // a bdn mount whose daemon answers
+    kDead,     // a FUSE mount whose daemon is gone (ENOTCONN); CleanDeadMount detaches it
+    kOther,    // another live file system
+  };
+  Kind kind = Kind::kNone;
+  std::string type;          // of the topmost mount, e.g. "fuse.bdn"; "" for kNone
+  std::string source;        // its source; for bdn the version ref (MountOptions::fsname)
+  bool allow_other = false;  // it was mounted with allow_other
+};
+
+// Inspects the topmost mount at `mountpoint` (made absolute; /proc/self/mountinfo, then stat
+// and, for a fuse.bdn mount, statfs: a dead daemon's mount fails them with ENOTCONN, and statfs
+// is asked even while stat is still answered from cached attributes). Asks a live bdn daemon
+// one statfs, which it answers from memory.
+// Errors: from stat, except that a path that does not exist is kNone (so is a dead mount's
+// ENOTCONN, which is kDead).
+Result<MountpointState> InspectMountpoint(const std::filesystem::path& mountpoint);
+
+// If `mountpoint` is a dead FUSE mount (InspectMountpoint: kDead), detaches it lazily (umount2
+// MNT_DETACH as root, else fusermount3 -uz) and returns true; the directory beneath is usable
+// again. Returns false if it is not a dead mount (or does not exist).
+// Errors: from InspectMountpoint, or from the detach (Internal).
 Result<bool> CleanDeadMount(const std::filesystem::path& mountpoint);
 
-// The source (MountOptions::fsname, e.g. "bdn:ns/vol@b3:…") of the topmost mount at
-// `mountpoint` if it is a bdn mount (type fuse.bdn, per /proc/self/mountinfo), else "".
-// Never blocks on the mount.
-std::string BdnMountSourceAt(const std::filesystem::path& mountpoint);
+// Whether the text of a fuse.conf lets users mount with allow_other, by fusermount3's rule: a
+// line that is "user_allow_other" once a '#' comment and surrounding blanks are dropped; a last
+// line without its newline does not count (fusermount3 skips it).
+bool FuseConfAllowsOther(std::string_view fuse_conf_text);
+
+// Ok if this process may mount with allow_other: as root, or when /etc/fuse.conf allows it
+// (FuseConfAllowsOther). Else PermissionDenied "allow_other: not permitted for uid N:
+// /etc/fuse.conf has no user_allow_other line (needed when not mounting as root)". Reads the
+// file on every call.
+Status CheckAllowOtherPermitted();
 
 }  // namespace bdn

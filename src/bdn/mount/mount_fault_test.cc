@@ -220,8 +220,7 @@ TEST_F(MountFaultTest, KilledReaderAndOpenerEndAtOnceWhileTheStoreHangs) {
   int err = 0;
   EXPECT_EQ(DirectRead(mountpoint_ / "b/cold.bin", 0, 600'000, &err), contents_.at("b/cold.bin"));
   EXPECT_EQ(err, 0);
-  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold2.bin", 0, 600'000, &err),
-            contents_.at("b/cold2.bin"));
+  EXPECT_EQ(DirectRead(mountpoint_ / "b/cold2.bin", 0, 600'000, &err), contents_.at("b/cold2.bin"));
   EXPECT_EQ(err, 0);
 }
 
@@ -233,7 +232,8 @@ TEST_F(MountFaultTest, AReadInterruptedByASignalFailsWithEintrAtOnce) {
   int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   ::close(fd);
-  struct sigaction sa {}, old {};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = IgnoreSignal;
   sigemptyset(&sa.sa_mask);
   ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);

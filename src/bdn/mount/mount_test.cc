@@ -525,12 +525,32 @@ TEST(Mount, CleanDeadMountDetachesTheMountOfAKilledDaemon) {
   auto no_dead_mount = CleanDeadMount(mp);
   ASSERT_TRUE(no_dead_mount.has_value());
   EXPECT_FALSE(*no_dead_mount);
+  using Kind = MountpointState::Kind;
+  auto state = InspectMountpoint(mp);
+  ASSERT_TRUE(state.has_value()) << state.error().ToString();
+  EXPECT_EQ(state->kind, Kind::kNone);
+  EXPECT_EQ(state->type, "");
+  state = InspectMountpoint(dir.path() / "absent");
+  ASSERT_TRUE(state.has_value()) << state.error().ToString();
+  EXPECT_EQ(state->kind, Kind::kNone);
 
   pid_t pid = -1;
-  ASSERT_TRUE(MountInBackground(SmallView(), {.mountpoint = mp}, &pid).ok());
+  ASSERT_TRUE(
+      MountInBackground(SmallView(), {.mountpoint = mp, .fsname = "bdn:t/v@b3:1"}, &pid).ok());
   EXPECT_EQ(ReadWholeFile(mp / "d/hello.txt"), "hello from the daemon\n");
+  state = InspectMountpoint(mp);
+  ASSERT_TRUE(state.has_value()) << state.error().ToString();
+  EXPECT_EQ(state->kind, Kind::kLiveBdn);
+  EXPECT_EQ(state->type, "fuse.bdn");
+  EXPECT_EQ(state->source, "bdn:t/v@b3:1");
+  EXPECT_FALSE(state->allow_other);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   ASSERT_TRUE(WaitGone(pid, std::chrono::seconds(10)));
+  // Dead at once, even while stat may still answer from the root's cached attributes.
+  state = InspectMountpoint(mp);
+  ASSERT_TRUE(state.has_value()) << state.error().ToString();
+  EXPECT_EQ(state->kind, Kind::kDead);
+  EXPECT_EQ(state->source, "bdn:t/v@b3:1");
   // The root's attributes are cached for at most a second.
   struct stat st;
   int err = 0;
@@ -539,6 +559,9 @@ TEST(Mount, CleanDeadMountDetachesTheMountOfAKilledDaemon) {
     if (err != ENOTCONN) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(err, ENOTCONN);
+  state = InspectMountpoint(mp);
+  ASSERT_TRUE(state.has_value()) << state.error().ToString();
+  EXPECT_EQ(state->kind, Kind::kDead);
 
   auto cleaned = CleanDeadMount(mp);
   ASSERT_TRUE(cleaned.has_value()) << cleaned.error().ToString();
@@ -571,6 +594,35 @@ TEST(Mount, CleanDeadMountDetachesTheMountOfAKilledDaemon) {
 
   ASSERT_TRUE(Unmount(mp).ok());
   EXPECT_TRUE(WaitGone(pid2, std::chrono::seconds(10)));
+}
+
+TEST(Mount, FuseConfAllowsOtherFollowsFusermount3) {
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"user_allow_other\n", true},
+      {"# comment\n  user_allow_other \t# yes\nmount_max = 10\n", true},
+      {"#user_allow_other\n", false},
+      {"user_allow_other_x\n", false},
+      {"allow user_allow_other\n", false},
+      {"mount_max = 10\nuser_allow_other", false},  // no newline: fusermount3 skips the line
+      {"", false},
+  };
+  for (const auto& [text, want] : cases) EXPECT_EQ(FuseConfAllowsOther(text), want) << text;
+}
+
+TEST(Mount, AllowOtherShowsInTheMountpointState) {
+  if (!FuseAvailable()) GTEST_SKIP() << "/dev/fuse is not usable here";
+  if (!CheckAllowOtherPermitted().ok()) GTEST_SKIP() << "allow_other is not permitted here";
+  TempDir dir;
+  fs::path mp = dir.path() / "mnt";
+  fs::create_directories(mp);
+  pid_t pid = -1;
+  ASSERT_TRUE(MountInBackground(SmallView(), {.mountpoint = mp, .allow_other = true}, &pid).ok());
+  auto state = InspectMountpoint(mp);
+  ASSERT_TRUE(state.has_value()) << state.error().ToString();
+  EXPECT_EQ(state->kind, MountpointState::Kind::kLiveBdn);
+  EXPECT_TRUE(state->allow_other);
+  ASSERT_TRUE(Unmount(mp).ok());
+  EXPECT_TRUE(WaitGone(pid, std::chrono::seconds(10)));
 }
 
 // Informative: sequential read of a 256 MiB file through the mount vs. from memory.
