@@ -10,9 +10,12 @@ query; a rule applies to its first COUNT matching requests (default 1). Actions:
         sending any of it (the answer is lost on the way back)
   500   answer 500 with the API's JSON error body, without forwarding
   die   forward and answer, then exit: nothing listens on the port any more (the origin is gone)
+  hold  wait until the file given by --gate exists, then forward and answer
+A request the upstream does not answer (it is down) gets no answer either: the connection is
+closed, as a dead origin's would be.
 
 Prints "fault_proxy listening on http://127.0.0.1:PORT" on stderr once it accepts connections,
-then one line per request: "METHOD PATH -> forwarded|dropped|500|died".
+then one line per request: "METHOD PATH -> forwarded|dropped|500|died|held|upstream down".
 """
 import argparse
 import http.client
@@ -21,6 +24,7 @@ import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host",
@@ -30,7 +34,7 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 class Rule:
     def __init__(self, text):
         parts = text.split()
-        if len(parts) not in (3, 4) or parts[2] not in ("drop", "500", "die"):
+        if len(parts) not in (3, 4) or parts[2] not in ("drop", "500", "die", "hold"):
             raise SystemExit(f"fault_proxy: bad rule {text!r}")
         self.method, self.pattern, self.action = parts[0], re.compile(parts[1]), parts[2]
         self.left = int(parts[3]) if len(parts) == 4 else 1
@@ -92,7 +96,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reply(500, [("Content-Type", "application/json")], data)
             self.note("500")
             return
-        status, headers, data = self.forward(body)
+        if action == "hold":
+            self.note("held")
+            while not os.path.exists(self.server.gate):
+                time.sleep(0.01)
+        try:
+            status, headers, data = self.forward(body)
+        except OSError:
+            self.close_connection = True
+            self.note("upstream down")
+            return
         if action == "drop":
             self.close_connection = True
             self.note("dropped")
@@ -110,12 +123,14 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--upstream", required=True)
     p.add_argument("--rule", action="append", default=[])
+    p.add_argument("--gate", default="", help="file whose existence releases held requests")
     args = p.parse_args()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.upstream = urllib.parse.urlsplit(args.upstream)
     server.rules = [Rule(r) for r in args.rule]
     server.lock = threading.Lock()
+    server.gate = args.gate
     sys.stderr.write(f"fault_proxy listening on http://127.0.0.1:{server.server_address[1]}\n")
     sys.stderr.flush()
     server.serve_forever()

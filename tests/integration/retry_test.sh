@@ -6,7 +6,8 @@
 # - a tag set to where the tag already points changes nothing (embedded and remote);
 # - a 500 on a chunk upload is retried, not fatal;
 # - with the origin gone right after the push claimed the volume, a push of 1,000 files fails
-#   with exit 7 once --retry-deadline is spent, saying it was retrying and why.
+#   with exit 7 once --retry-deadline is spent, saying it was retrying and why;
+# - a push rides out an origin restart: it retries, claims the volume again and commits.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 PROXY_PY="$(dirname "$0")/fault_proxy.py"
@@ -17,13 +18,15 @@ ORIGIN=$STARTED_URL
 unset BDN_TOKEN
 export BDN_HOME="$WORK/home-unused"
 
-# start_proxy NAME RULE...: a fault proxy in front of the origin; sets PROXY_URL.
+# start_proxy NAME RULE...: a fault proxy in front of $UPSTREAM (default: the origin), with
+# --gate $GATE if set; sets PROXY_URL.
 start_proxy() {
   local name=$1; shift
   local args=()
   for r in "$@"; do args+=(--rule "$r"); done
+  [ -z "${GATE:-}" ] || args+=(--gate "$GATE")
   : >"$WORK/$name.log"  # before the child opens it: the loop below reads it at once
-  python3 "$PROXY_PY" --upstream "$ORIGIN" "${args[@]}" 2>>"$WORK/$name.log" &
+  python3 "$PROXY_PY" --upstream "${UPSTREAM:-$ORIGIN}" "${args[@]}" 2>>"$WORK/$name.log" &
   PIDS+=("$!")
   PROXY_URL=""
   for _ in $(seq 1 100); do
@@ -138,5 +141,47 @@ assert_contains "$progress" "retrying for "
 assert_contains "$progress" "(gives up at 3s): origin $PROXY_URL: connection refused"
 assert_contains "$progress" "bdn: error: $msg"
 run_fails 3 'bdn: error: volume bdn:t/many: not found' direct volume stat bdn:t/many
+
+step "a push rides out an origin restart: it claims the volume again and commits"
+# Its own origin, with a short claim TTL so that the pusher renews (and notices) within 1/3 s.
+start_bdn serve2 serve --listen 127.0.0.1:0 --data "$WORK/srv2" --insecure-no-auth --claim-ttl 1s
+ORIGIN2=$STARTED_URL
+SERVE2_PID=$STARTED_PID
+GATE="$WORK/gate"  # held chunk uploads go on once it exists
+UPSTREAM="$ORIGIN2" start_proxy p6 'PUT ^/v1/chunks/ hold 1000000'
+BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src1" bdn:t/restart >"$WORK/p6.out" 2>"$WORK/p6.err" &
+PUSH_PID=$!
+PIDS+=("$PUSH_PID")
+for _ in $(seq 1 200); do
+  [ "$(proxied p6 '^PUT /v1/chunks/[0-9a-f]{64} -> held')" -gt 0 ] && break
+  sleep 0.05
+done
+[ "$(proxied p6 '^PUT /v1/chunks/[0-9a-f]{64} -> held')" -gt 0 ] || fail "the push uploaded nothing"
+kill -9 "$SERVE2_PID"
+wait "$SERVE2_PID" 2>/dev/null || true
+start_bdn serve3 serve --listen "127.0.0.1:${ORIGIN2##*:}" --data "$WORK/srv2" --insecure-no-auth --claim-ttl 1s
+# claims_201: claims the restarted origin granted (none but the pusher's new claim of the volume).
+claims_201() {
+  curl -sf "$ORIGIN2/metrics" | awk '/^bdn_http_requests_total\{/ && /method="POST"/ && /claims"/ && /status="201"/ {s += $2} END {print s + 0}'
+}
+# claim_ids: how many different claims the pusher renewed through the proxy.
+claim_ids() {
+  sed -n 's|^PUT /v1/volumes/t/restart/claims/\([0-9a-f]*\) .*|\1|p' "$WORK/p6.log" | sort -u | wc -l
+}
+for _ in $(seq 1 200); do
+  [ "$(claim_ids)" -ge 2 ] && break
+  sleep 0.05
+done
+assert_eq 2 "$(claim_ids)" "claims the pusher renewed (the first, then its new one)"
+assert_eq 1 "$(claims_201)" "claims granted by the restarted origin"
+touch "$GATE"
+rc=0
+wait "$PUSH_PID" || rc=$?
+assert_eq 0 "$rc" "exit code of the push across the restart ($(cat "$WORK/p6.err"))"
+out=$(cat "$WORK/p6.out")
+assert_eq '{"head_updated": true, "sequence": 1, "tags_applied": [], "unchanged": false, "version_ref": "bdn:t/restart@'"${d1#*@}"'"}' \
+  "$(commit_fields <<<"$out")" "commit result across the restart"
+BDN_REMOTE="$ORIGIN2" "$BDN" volume cat bdn:t/restart/big.bin | cmp - "$WORK/src1/big.bin" \
+  || fail "bytes pushed across the restart"
 
 echo "PASS"

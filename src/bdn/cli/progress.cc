@@ -11,8 +11,8 @@ namespace bdn::cli {
 std::string RetryNote(const remote::RetryBudget& budget) {
   auto outage = budget.CurrentOutage();
   if (!outage || outage->tripped) return "";
-  auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(outage->elapsed);
-  return "retrying for " + FormatDuration(elapsed) + " (gives up at " +
+  auto elapsed_s = std::chrono::duration_cast<std::chrono::seconds>(outage->elapsed).count();
+  return "retrying for " + std::to_string(elapsed_s) + "s (gives up at " +
          FormatDuration(outage->deadline) + "): " + outage->last_error.message();
 }
 

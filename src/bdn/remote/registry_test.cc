@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 // The registry routes of docs/http-api.md over a SqliteRegistry, with in-memory claims.
 class FakeRegistryServer {
  public:
-  std::atomic<int> renewals{0}, releases{0};
+  std::atomic<int> renewals{0}, releases{0}, claim_posts{0}, claim_conflicts{0};
   std::atomic<int> ttl_ms{30000};
   std::string last_commit_claim;
   // Writes (commit, tag set) to apply and then answer with a 503, as if the answer were lost.
@@ -47,10 +47,20 @@ class FakeRegistryServer {
   }
   std::string url() const { return server_.url(); }
   SqliteRegistry& registry() { return *registry_; }
+  // The id of the last claim renewal (whether the claim was known or not).
+  std::string LastRenewed() {
+    std::lock_guard lock(mu_);
+    return last_renewed_;
+  }
   // Forgets every claim, as if they had expired.
   void ExpireClaims() {
     std::lock_guard lock(mu_);
     claims_.clear();
+  }
+  // Lets the claim on ns/vol lapse and another client take the volume, in one step.
+  void GiveClaimToAnother(const std::string& ns_vol) {
+    std::lock_guard lock(mu_);
+    claims_[ns_vol] = "other";
   }
 
  private:
@@ -158,7 +168,9 @@ class FakeRegistryServer {
     s.Post(vol + "/claims", [this](const httplib::Request& req, httplib::Response& res) {
       std::string key = req.matches[1].str() + "/" + req.matches[2].str();
       std::lock_guard lock(mu_);
+      ++claim_posts;
       if (claims_.contains(key)) {
+        ++claim_conflicts;
         return SendError(
             res, ConflictError("volume bdn:" + key +
                                ": push in progress (claimed by key bdn_test, expires in 30 s)"));
@@ -171,6 +183,7 @@ class FakeRegistryServer {
     s.Put(vol + "/claims/([a-z0-9]+)", [this](const httplib::Request& req, httplib::Response& res) {
       ++renewals;
       std::lock_guard lock(mu_);
+      last_renewed_ = req.matches[3];
       auto it = claims_.find(req.matches[1].str() + "/" + req.matches[2].str());
       if (it == claims_.end() || it->second != req.matches[3]) {
         return SendError(res, NotFoundError("claim " + req.matches[3].str() + ": not found"));
@@ -199,6 +212,7 @@ class FakeRegistryServer {
   TestServer server_;
   std::mutex mu_;
   std::map<std::string, std::string> claims_;
+  std::string last_renewed_;
   int next_claim_ = 0;
 };
 
@@ -306,19 +320,50 @@ TEST(RemoteRegistry, ClaimIsExclusiveRenewedSentWithCommitAndReleased) {
   EXPECT_EQ(server.last_commit_claim, "") << "no claim held, none sent";
 }
 
-TEST(RemoteRegistry, LostClaimFailsTheCommit) {
+// Polls `done` every few ms for up to 5 s.
+template <typename F>
+bool WaitFor(F done) {
+  for (auto end = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < end;) {
+    if (done()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return done();
+}
+
+TEST(RemoteRegistry, AClaimTheOriginForgotIsTakenAgainAndCommitSendsTheNewId) {
+  // An origin that restarted (or let the claim lapse while it was unreachable) no longer knows
+  // the claim: the pusher claims the volume again and carries on.
   FakeRegistryServer server;
   server.ttl_ms = 90;
   auto reg = Connect(server.url());
   auto claim = reg->ClaimPush("weights", "qwen");
   ASSERT_TRUE(claim.has_value());
   server.ExpireClaims();
-  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(WaitFor([&] { return server.LastRenewed() == "claim2"; }))
+      << "the pusher claims the volume again and renews that claim";
+  auto r = reg->Commit(Req(1));
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(server.last_commit_claim, "claim2");
+  EXPECT_EQ(server.claim_conflicts, 0);
+}
+
+TEST(RemoteRegistry, AClaimLostToAnotherPusherFailsTheCommit) {
+  FakeRegistryServer server;
+  server.ttl_ms = 90;
+  auto reg = Connect(server.url());
+  auto claim = reg->ClaimPush("weights", "qwen");
+  ASSERT_TRUE(claim.has_value());
+  server.GiveClaimToAnother("weights/qwen");
+  ASSERT_TRUE(WaitFor([&] { return server.claim_conflicts >= 1; }))
+      << "the first pusher tries to claim the volume again";
   auto r = reg->Commit(Req(1));
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
-  EXPECT_TRUE(r.error().message().starts_with("volume bdn:weights/qwen: push claim lost"))
-      << r.error().message();
+  EXPECT_EQ(r.error().message(),
+            "volume bdn:weights/qwen: push claim lost (claim claim1: not found; volume "
+            "bdn:weights/qwen: push in progress (claimed by key bdn_test, expires in 30 s))");
+  EXPECT_EQ(server.registry().ListVolumes("weights").error().code(), StatusCode::kNotFound)
+      << "nothing committed";
 }
 
 TEST(RemoteRegistry, AWriteWhoseAnswerIsLostIsRetriedWithItsKeyAndReportedOnce) {

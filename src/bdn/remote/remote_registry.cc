@@ -56,16 +56,31 @@ using Claims = internal::ClaimTable;
 
 namespace {
 
-// A live server claim: renewed every TTL/3 on its own thread, released on destruction.
+// The claim id of a POST .../claims answer. Errors: Internal for a malformed answer.
+Result<std::string> ClaimIdOf(http::HttpClient& client, const std::string& path,
+                              const http::Response& r) {
+  json j = json::parse(r.text(), nullptr, false);
+  if (!j.is_object() || !j.contains("claim") || !j["claim"].is_string()) {
+    return Err(
+        InternalError(client.Name() + ": POST " + path + ": malformed response: no \"claim\""));
+  }
+  return j["claim"].get<std::string>();
+}
+
+// A live server claim: renewed every TTL/3 on its own thread, released on destruction. When the
+// origin no longer knows it (it restarted and dropped its claims, or the claim lapsed while the
+// origin was unreachable), the volume is claimed again, and Commit sends the new id; only if
+// another client holds the volume by then is the claim lost. Transport errors are retried at the
+// next period: the origin checks the claim at commit anyway.
 class RemotePushClaim : public PushClaim {
  public:
   RemotePushClaim(std::shared_ptr<http::HttpClient> client, std::shared_ptr<Claims> claims,
-                  std::string key, std::string path, std::shared_ptr<Claims::State> state,
+                  std::string key, std::string claims_path, std::shared_ptr<Claims::State> state,
                   std::string volume_name, std::chrono::milliseconds ttl)
       : client_(std::move(client)),
         claims_(std::move(claims)),
         key_(std::move(key)),
-        path_(std::move(path)),
+        claims_path_(std::move(claims_path)),
         state_(std::move(state)),
         volume_name_(std::move(volume_name)),
         ttl_(ttl) {
@@ -81,7 +96,7 @@ class RemotePushClaim : public PushClaim {
     thread_.join();
     // Best effort: a claim that is not released lapses after its TTL anyway.
     (void)client_->Call({.method = http::Method::kDelete,
-                         .path = path_,
+                         .path = IdPath(),
                          .deadline = std::chrono::milliseconds(5000)});
     std::lock_guard lock(claims_->mu);
     auto it = claims_->by_volume.find(key_);
@@ -89,36 +104,50 @@ class RemotePushClaim : public PushClaim {
   }
 
  private:
+  std::string IdPath() {
+    std::lock_guard lock(state_->mu);
+    return claims_path_ + "/" + Escape(state_->id);
+  }
+
   void Renew() {
     const auto period = std::max(ttl_ / 3, std::chrono::milliseconds(10));
-    auto last_ok = Clock::now();
+    const auto deadline = std::max(period, std::chrono::milliseconds(1000));
+    std::string reclaim_key;  // one Idempotency-Key for the re-claim until it gets an answer
     std::unique_lock lock(mu_);
     while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
       lock.unlock();
-      auto r = client_->Call({.method = http::Method::kPut,
-                              .path = path_,
-                              .deadline = std::max(period, std::chrono::milliseconds(1000))});
-      Status lost;
-      if (r) {
-        last_ok = Clock::now();
-      } else if (r.error().code() == StatusCode::kNotFound) {
-        lost = ConflictError(volume_name_ + ": push claim lost (" + r.error().message() + ")");
-      } else if (Clock::now() - last_ok >= ttl_) {
-        lost = ConflictError(volume_name_ + ": push claim lost (not renewed within its TTL: " +
-                             r.error().message() + ")");
-      }
-      if (!lost.ok()) {
-        std::lock_guard state_lock(state_->mu);
-        if (state_->lost.ok()) state_->lost = lost;
-      }
+      auto r =
+          client_->Call({.method = http::Method::kPut, .path = IdPath(), .deadline = deadline});
+      if (!r && r.error().code() == StatusCode::kNotFound)
+        Reclaim(r.error(), reclaim_key, deadline);
       lock.lock();
+    }
+  }
+
+  void Reclaim(const Status& gone, std::string& key, std::chrono::milliseconds deadline) {
+    if (key.empty()) key = NewIdempotencyKey().value_or("");
+    const std::string body = "{}";
+    auto c = client_->Call({.method = http::Method::kPost,
+                            .path = claims_path_,
+                            .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+                            .headers = {{"Idempotency-Key", key}},
+                            .deadline = deadline});
+    if (!c && c.error().code() != StatusCode::kConflict) return;  // try again next period
+    key.clear();
+    Result<std::string> id = c ? ClaimIdOf(*client_, claims_path_, *c) : Err(c.error());
+    std::lock_guard state_lock(state_->mu);
+    if (id) {
+      state_->id = *id;
+    } else if (state_->lost.ok()) {
+      state_->lost = ConflictError(volume_name_ + ": push claim lost (" + gone.message() + "; " +
+                                   id.error().message() + ")");
     }
   }
 
   std::shared_ptr<http::HttpClient> client_;
   std::shared_ptr<Claims> claims_;
   std::string key_;
-  std::string path_;
+  std::string claims_path_;  // /v1/volumes/<ns>/<vol>/claims
   std::shared_ptr<Claims::State> state_;
   std::string volume_name_;
   std::chrono::milliseconds ttl_;
@@ -323,12 +352,8 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
   BDN_ASSIGN_OR_RETURN(http::Response r, SendWrite(*client_, retry_, budget_.get(),
                                                    http::Method::kPost, path, "{}", ""));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
-  if (!j.is_object() || !j.contains("claim") || !j["claim"].is_string()) {
-    return Err(
-        InternalError(client_->Name() + ": POST " + path + ": malformed response: no \"claim\""));
-  }
   auto state = std::make_shared<Claims::State>();
-  state->id = j["claim"].get<std::string>();
+  BDN_ASSIGN_OR_RETURN(state->id, ClaimIdOf(*client_, path, r));
   int64_t ttl_ms =
       j.contains("ttl_ms") && j["ttl_ms"].is_number_integer() ? j["ttl_ms"].get<int64_t>() : 30000;
   const std::string key = ns + "/" + volume;
@@ -336,9 +361,9 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
     std::lock_guard lock(claims_->mu);
     claims_->by_volume[key] = state;
   }
-  return std::unique_ptr<PushClaim>(new RemotePushClaim(
-      client_, claims_, key, path + "/" + Escape(state->id), state, VolumeName(ns, volume),
-      std::chrono::milliseconds(std::max<int64_t>(ttl_ms, 30))));
+  return std::unique_ptr<PushClaim>(
+      new RemotePushClaim(client_, claims_, key, path, state, VolumeName(ns, volume),
+                          std::chrono::milliseconds(std::max<int64_t>(ttl_ms, 30))));
 }
 
 }  // namespace bdn::remote

@@ -28,9 +28,11 @@ struct ClaimTable;  // the claims this process holds, by volume
 //
 // Claims: ClaimPush returns a PushClaim that renews the server claim every TTL/3 on its own
 // thread and releases it (DELETE) when destroyed. While it lives, Commit for that volume sends
-// its id. If the claim is lost (a renewal answered 404, or no renewal succeeded for a whole TTL)
-// Commit fails with Conflict "volume bdn:ns/vol: push claim lost (…)" instead of committing a
-// push that was not exclusive. The registry must outlive its claims.
+// its id. If the origin no longer knows the claim (a renewal answered 404: the origin restarted,
+// or the claim lapsed while it was unreachable), the volume is claimed again and Commit sends the
+// new id; if another client holds the volume by then, the claim is lost and Commit fails with
+// Conflict "volume bdn:ns/vol: push claim lost (…)" instead of committing a push that was not
+// exclusive. The registry must outlive its claims.
 // Thread-safe.
 class RemoteRegistry : public Registry {
  public:
