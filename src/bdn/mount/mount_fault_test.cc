@@ -224,6 +224,38 @@ TEST_F(MountFaultTest, KilledReaderAndOpenerEndAtOnceWhileTheStoreHangs) {
   EXPECT_EQ(err, 0);
 }
 
+// More waiting requests than the mount has threads to wait on: a killed reader whose request is
+// still queued behind them is answered at once too, not when a waiting thread frees up.
+TEST_F(MountFaultTest, AKilledReaderQueuedBehindOtherWaitsEndsAtOnce) {
+  Mount(/*prefetch_indexes=*/false, /*prefetch_bytes=*/0);
+  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  store_->set_mode(Mode::kHang);
+  // 80 readers of one chunk: each request waits on its own thread (the mount has 64).
+  std::vector<std::thread> readers;
+  std::vector<int> errs(80, 0);
+  for (size_t i = 0; i < errs.size(); ++i) {
+    readers.emplace_back([&, i] { DirectRead(mountpoint_ / "b/cold.bin", 0, 4096, &errs[i]); });
+  }
+  ASSERT_TRUE(store_->WaitHanging(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them all queue up
+  const std::string cold = (mountpoint_ / "b/cold.bin").string();
+  pid_t reader = Spawn([&] {
+    int f = ::open(cold.c_str(), O_RDONLY | O_DIRECT);
+    (void)::pread(f, g_direct_buffer, kPiece, 0);
+  });
+  ASSERT_GT(reader, 0);
+  EXPECT_FALSE(EndsWithin(reader, std::chrono::milliseconds(200)));
+  auto t0 = Clock::now();
+  ::kill(reader, SIGKILL);
+  EXPECT_TRUE(EndsWithin(reader, std::chrono::seconds(1))) << "killed reader still there";
+  EXPECT_LT(Seconds(Clock::now() - t0), 1.0);
+  store_->set_mode(Mode::kNormal);
+  for (auto& t : readers) t.join();
+  for (size_t i = 0; i < errs.size(); ++i) EXPECT_EQ(errs[i], 0) << "reader " << i;
+}
+
 void IgnoreSignal(int) {}
 
 // A signal with a handler (no SA_RESTART) interrupts a read waiting on the store: EINTR at once.
