@@ -71,6 +71,13 @@ class MountFaultTest : public FaultyStoreMountTest {
     }
   }
 
+  // Opens and closes `path` in the mount (an open loads the file's chunk index).
+  bool OpenAndClose(const std::string& path) {
+    int fd = ::open((mountpoint_ / path).c_str(), O_RDONLY);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  }
+
   // Metadata requests the kernel has not cached yet: each reaches the daemon. Returns how long
   // they took in all.
   Clock::duration TimeMetadata(int round) {
@@ -99,9 +106,7 @@ TEST_F(MountFaultTest, ReadOfAnUnreachableChunkFailsWithinTheDeadlineAndMetadata
   int err = 0;
   // warm.bin is read (and kept in memory); cold.bin only opened, so its index is loaded.
   ASSERT_EQ(DirectRead(mountpoint_ / "a/warm.bin", 0, 600'000, &err), contents_.at("a/warm.bin"));
-  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
+  ASSERT_TRUE(OpenAndClose("b/cold.bin"));  // loads its chunk index
 
   store_->set_mode(Mode::kHang);
   // Many reads hang at once, more than libfuse has worker threads.
@@ -193,9 +198,7 @@ alignas(4096) char g_direct_buffer[kPiece];
 // interrupts the request, and the daemon must answer at once instead of at the read deadline.
 TEST_F(MountFaultTest, KilledReaderAndOpenerEndAtOnceWhileTheStoreHangs) {
   Mount(/*prefetch_indexes=*/false, /*prefetch_bytes=*/0);
-  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);  // loads its chunk index
-  ASSERT_GE(fd, 0);
-  ::close(fd);
+  ASSERT_TRUE(OpenAndClose("b/cold.bin"));  // loads its chunk index
   store_->set_mode(Mode::kHang);
   const std::string cold = (mountpoint_ / "b/cold.bin").string();
   const std::string cold2 = (mountpoint_ / "b/cold2.bin").string();
@@ -228,9 +231,7 @@ TEST_F(MountFaultTest, KilledReaderAndOpenerEndAtOnceWhileTheStoreHangs) {
 // still queued behind them is answered at once too, not when a waiting thread frees up.
 TEST_F(MountFaultTest, AKilledReaderQueuedBehindOtherWaitsEndsAtOnce) {
   Mount(/*prefetch_indexes=*/false, /*prefetch_bytes=*/0);
-  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
+  ASSERT_TRUE(OpenAndClose("b/cold.bin"));  // loads its chunk index
   store_->set_mode(Mode::kHang);
   // 80 readers of one chunk: each request waits on its own thread (the mount has 64).
   std::vector<std::thread> readers;
@@ -261,9 +262,7 @@ void IgnoreSignal(int) {}
 // A signal with a handler (no SA_RESTART) interrupts a read waiting on the store: EINTR at once.
 TEST_F(MountFaultTest, AReadInterruptedByASignalFailsWithEintrAtOnce) {
   Mount(/*prefetch_indexes=*/false, /*prefetch_bytes=*/0);
-  int fd = ::open((mountpoint_ / "b/cold.bin").c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
+  ASSERT_TRUE(OpenAndClose("b/cold.bin"));  // loads its chunk index
   struct sigaction sa {
   }, old{};
   sa.sa_handler = IgnoreSignal;
