@@ -44,8 +44,11 @@ class NodeCacheMountTest : public FaultyStoreMountTest {
     chunks_ = b.chunk_lists.at("model.bin");
   }
 
-  // A NodeCache on the shared directory, a view through it, and a mount of that view.
-  Status Mount(uint64_t cache_bytes, std::chrono::milliseconds read_timeout = kReadTimeout) {
+  // A NodeCache on the shared directory, a view through it, and a mount of that view; with
+  // `fetch_threads` > 0, the mount's demand and prefetch threads (which store into the cache
+  // concurrently) are that many each.
+  Status Mount(uint64_t cache_bytes, std::chrono::milliseconds read_timeout = kReadTimeout,
+               int fetch_threads = 0) {
     auto cache =
         NodeCache::Open(store_, {.dir = dir_.path() / "cache", .capacity_bytes = cache_bytes});
     if (!cache) return cache.error();
@@ -55,6 +58,10 @@ class NodeCacheMountTest : public FaultyStoreMountTest {
     MountOptions options;
     options.memory_cache_bytes = 256 << 10;  // small: reads reach the node cache
     options.read_timeout = read_timeout;
+    if (fetch_threads > 0) {
+      options.fetch_threads = fetch_threads;
+      options.prefetch_threads = fetch_threads;
+    }
     return StartMount(*view, options);
   }
 
@@ -71,7 +78,8 @@ class NodeCacheMountTest : public FaultyStoreMountTest {
 };
 
 TEST_F(NodeCacheMountTest, AVolumeLargerThanTheCacheReadsCorrectly) {
-  ASSERT_TRUE(Mount(2 << 20, kPatientTimeout).ok());
+  constexpr int kThreads = 2;
+  ASSERT_TRUE(Mount(2 << 20, kPatientTimeout, kThreads).ok());
   for (int pass = 0; pass < 2; ++pass) {
     for (const auto& [path, content] : contents_) {
       int err = 0;
@@ -81,7 +89,9 @@ TEST_F(NodeCacheMountTest, AVolumeLargerThanTheCacheReadsCorrectly) {
     }
   }
   NodeCacheStats s = cache_->stats();
-  EXPECT_LE(s.cached_bytes, 2 << 20);
+  // The bound holds except by the chunks being stored concurrently (NodeCache's contract): one
+  // per thread that stores, but the last one to check.
+  EXPECT_LE(s.cached_bytes, (2 << 20) + (2 * kThreads - 1) * kPiece);
   EXPECT_GT(s.evictions, 0u);
 }
 
