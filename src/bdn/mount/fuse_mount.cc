@@ -903,12 +903,16 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   if (options.allow_other) {
     if (Status s = CheckAllowOtherPermitted(); !s.ok()) return s.WithPrefix(what);
   }
-  auto cleaned = CleanDeadMount(mp);
-  if (!cleaned) return cleaned.error();
+  BDN_ASSIGN_OR_RETURN(bool cleaned, CleanDeadMount(mp));
+  if (!cleaned) {
+    BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(mp));
+    if (state.kind == MountpointState::Kind::kLiveBdn) {
+      return AlreadyExistsError(what + ": already a bdn mount");
+    }
+  }
   struct stat st;
   if (::stat(mp.c_str(), &st) != 0) return ErrnoError(what, errno);
   if (!S_ISDIR(st.st_mode)) return InvalidArgumentError(what + ": not a directory");
-  if (MountTypeAt(mp) == "fuse.bdn") return AlreadyExistsError(what + ": already a bdn mount");
 
   // The daemon streams batches of tens of MiB through short-lived chunk buffers. glibc would
   // give the freed heap back to the kernel after each batch and fault it in again for the
@@ -1011,6 +1015,7 @@ Result<bool> CleanDeadMount(const fs::path& mountpoint) {
 Status Unmount(const fs::path& mountpoint) {
   fs::path mp = AbsoluteMountpoint(mountpoint);
   const std::string what = MountpointPrefix(mp);
+  // Only /proc/self/mountinfo, not InspectMountpoint: a hung daemon must not hang its unmount.
   std::string type = MountTypeAt(mp);
   if (type != "fuse.bdn") {
     return InvalidArgumentError(what + ": not a bdn mount" +
