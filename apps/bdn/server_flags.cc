@@ -1,10 +1,11 @@
 // Flags of the server commands: `bdn serve` (the origin over embedded storage) and
 // `bdn key create|ls|revoke` (API keys, managed over HTTP on a running origin).
-#include <httplib.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,16 +15,15 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "bdn/http/errors.h"
-#include "bdn/http/server.h"
-#include "bdn/origin/origin.h"
-#include "flags.h"
-
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
 #include "bdn/cli/output.h"
 #include "bdn/http/client.h"
+#include "bdn/http/errors.h"
+#include "bdn/http/server.h"
+#include "bdn/origin/origin.h"
 #include "bdn/remote/remote_chunk_store.h"
+#include "flags.h"
 
 namespace bdn::app {
 namespace {
@@ -55,10 +55,9 @@ Result<int> LockDataDir(const fs::path& data) {
     }
     ::close(fd);
     if (e != EWOULDBLOCK) return Err(ErrnoError("--data " + data.string() + ": lock", e));
-    return Err(FailedPreconditionError(
-        "--data " + data.string() + ": in use by another bdn serve" +
-        (pid.empty() ? std::string() : " (pid " + pid + ")") +
-        "; stop it or give another --data directory"));
+    return Err(FailedPreconditionError("--data " + data.string() + ": in use by another bdn serve" +
+                                       (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                                       "; stop it or give another --data directory"));
   }
   std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 ||
@@ -86,17 +85,144 @@ sigset_t BlockStopSignals() {
 constexpr std::chrono::milliseconds kMinClaimTtl{100};
 constexpr std::chrono::milliseconds kMaxClaimTtl{24 * 3'600'000};
 
+// The flags of every HTTP server command (bdn serve, bdn cache serve): the address, the
+// threads, and the limits and deadlines of docs/http-api.md, "Limits and deadlines".
+struct HttpServerArgs {
+  std::string listen;
+  std::string metrics_listen;
+  int threads = 64;
+  int io_threads = 0;
+  std::string header_timeout = "10s";
+  std::string idle_timeout = "60s";
+  std::string write_timeout = "30s";
+  std::string min_body_rate = "1K";
+  size_t max_connections = 4096;
+  size_t max_connections_per_client = 1024;
+  std::string max_header_size = "8K";
+};
+
+void AddHttpServerFlags(CLI::App* c, HttpServerArgs& a) {
+  c->add_option("--listen", a.listen, "HOST:PORT to listen on; port 0 picks a free one")
+      ->capture_default_str();
+  c->add_option("--metrics-listen", a.metrics_listen,
+                "serve GET /metrics only on this HOST:PORT (e.g. an internal interface) instead "
+                "of on --listen");
+  c->add_option("--threads", a.threads, "worker threads that run requests (disk, hashing)")
+      ->capture_default_str();
+  c->add_option("--io-threads", a.io_threads,
+                "threads that own the connections; 0: half the cores, 1 to 4")
+      ->capture_default_str();
+  c->add_option("--header-timeout", a.header_timeout,
+                "a request line and header must arrive within this, else the connection closes")
+      ->capture_default_str();
+  c->add_option("--idle-timeout", a.idle_timeout,
+                "a keep-alive connection idle this long between requests is closed")
+      ->capture_default_str();
+  c->add_option("--write-timeout", a.write_timeout,
+                "each write of a response must complete within this (a client that stops "
+                "reading is dropped)")
+      ->capture_default_str();
+  c->add_option("--min-body-rate", a.min_body_rate,
+                "request bodies must arrive at this average rate per second at least (after a "
+                "grace of --header-timeout), e.g. 1K")
+      ->capture_default_str();
+  c->add_option("--max-connections", a.max_connections,
+                "connections open at once; more get 503 with Retry-After")
+      ->capture_default_str();
+  c->add_option("--max-connections-per-client", a.max_connections_per_client,
+                "connections open at once from one IP address; more get 503 with Retry-After")
+      ->capture_default_str();
+  c->add_option("--max-header-size", a.max_header_size,
+                "request line plus header fields; larger gets 414 or 431")
+      ->capture_default_str();
+}
+
+// Raises the soft limit of open files to the hard limit, so that --max-connections fits.
+void RaiseOpenFileLimit(size_t wanted) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+    (void)::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < wanted + 64) {
+    std::fprintf(stderr,
+                 "bdn: warning: the open-file limit (%llu) is below --max-connections (%zu) plus "
+                 "what the server needs besides; connections beyond it are refused by the "
+                 "kernel's accept\n",
+                 static_cast<unsigned long long>(rl.rlim_cur), wanted);
+  }
+}
+
+// With --metrics-listen: where /metrics is served.
+void PrintMetricsAddress(const http::Server& server) {
+  if (server.metrics_url().empty()) return;
+  std::fprintf(stderr, "metrics on %s/metrics\n", server.metrics_url().c_str());
+}
+
+Result<http::ServerOptions> ServerOptionsFrom(const HttpServerArgs& a) {
+  using std::chrono::milliseconds;
+  http::ServerOptions o;
+  o.listen = a.listen;
+  o.metrics_listen = a.metrics_listen;
+  if (a.threads < 1 || a.threads > 4096) {
+    return Err(
+        InvalidArgumentError("--threads " + std::to_string(a.threads) + ": must be 1 to 4096"));
+  }
+  if (a.io_threads < 0 || a.io_threads > 256) {
+    return Err(InvalidArgumentError("--io-threads " + std::to_string(a.io_threads) +
+                                    ": must be 0 to 256"));
+  }
+  o.threads = a.threads;
+  o.io_threads = a.io_threads;
+  struct Duration {
+    const char* flag;
+    const std::string& text;
+    milliseconds* out;
+  };
+  for (const Duration& d : {Duration{"--header-timeout", a.header_timeout, &o.header_timeout},
+                            Duration{"--idle-timeout", a.idle_timeout, &o.idle_timeout},
+                            Duration{"--write-timeout", a.write_timeout, &o.write_timeout}}) {
+    auto v = ParseDuration(d.text, milliseconds(100), milliseconds(3'600'000));
+    if (!v) return Err(v.error().WithPrefix(d.flag));
+    *d.out = *v;
+  }
+  auto rate = ParseByteSize(a.min_body_rate);
+  if (!rate) return Err(rate.error().WithPrefix("--min-body-rate"));
+  if (*rate == 0) {
+    return Err(InvalidArgumentError("--min-body-rate \"" + a.min_body_rate +
+                                    "\": must be at least 1 byte per second"));
+  }
+  o.min_body_rate = *rate;
+  if (a.max_connections < 1 || a.max_connections_per_client < 1) {
+    return Err(InvalidArgumentError(
+        "--max-connections and --max-connections-per-client: must be at least 1"));
+  }
+  o.max_connections = a.max_connections;
+  o.max_connections_per_client = a.max_connections_per_client;
+  auto header = ParseByteSize(a.max_header_size);
+  if (!header) return Err(header.error().WithPrefix("--max-header-size"));
+  if (*header < 1024 || *header > 1024 * 1024) {
+    return Err(
+        InvalidArgumentError("--max-header-size \"" + a.max_header_size + "\": must be 1K to 1M"));
+  }
+  o.max_header_bytes = *header;
+  RaiseOpenFileLimit(o.max_connections);
+  return o;
+}
+
 struct ServeArgs {
-  std::string listen = "127.0.0.1:8440";
+  HttpServerArgs http{.listen = "127.0.0.1:8440"};
   std::string data;
   bool insecure_no_auth = false;
   std::string claim_ttl = "30s";
-  int threads = 64;
 };
 
 Status Serve(const ServeArgs& args, const std::string& home) {
   auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
   if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
+  BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
   fs::path data = !args.data.empty() ? fs::path(args.data)
                   : !home.empty()    ? fs::path(home) / "server"
                                      : cli::DefaultHome() / "server";
@@ -119,9 +245,6 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   const sigset_t stop_signals = BlockStopSignals();
 
   origin::Origin origin(options, store, registry, keys);
-  http::ServerOptions server_options;
-  server_options.listen = args.listen;
-  server_options.threads = args.threads;
   http::Server server(server_options);
   origin.Register(server);
   BDN_RETURN_IF_ERROR(server.Start());
@@ -149,6 +272,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
                  server.url().c_str());
   }
   std::fprintf(stderr, "listening on %s\n", server.url().c_str());
+  PrintMetricsAddress(server);
   std::fflush(stderr);
 
   int sig = 0;
@@ -162,10 +286,9 @@ Status Serve(const ServeArgs& args, const std::string& home) {
 
 struct CacheServeArgs {
   std::string upstream;
-  std::string listen = "127.0.0.1:8441";
+  HttpServerArgs http{.listen = "127.0.0.1:8441"};
   std::string cache_dir;
   std::string cache_size = "10G";
-  int threads = 64;
 };
 
 // Exports the NodeCache's counters (NodeCacheStats) as bdn_cache_* metrics, sampled at each
@@ -220,6 +343,7 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
 Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   if (args.upstream.empty()) return InvalidArgumentError("--upstream: the origin URL is required");
   BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));
+  BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
   fs::path dir = !args.cache_dir.empty() ? fs::path(args.cache_dir)
                  : !home.empty()         ? fs::path(home) / "cache-node"
                                          : cli::DefaultHome() / "cache-node";
@@ -240,15 +364,13 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   origin::OriginOptions options;
   options.role = origin::Role::kCache;
   origin::Origin node(options, cache, nullptr, nullptr);
-  http::ServerOptions server_options;
-  server_options.listen = args.listen;
-  server_options.threads = args.threads;
   http::Server server(server_options);
   node.Register(server);
   ExportCacheMetrics(server.metrics(), cache);
   BDN_RETURN_IF_ERROR(server.Start());
   std::fprintf(stderr, "bdn cache serve: upstream %s, cache %s (%s)\nlistening on %s\n",
                args.upstream.c_str(), dir.c_str(), args.cache_size.c_str(), server.url().c_str());
+  PrintMetricsAddress(server);
   std::fflush(stderr);
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -390,16 +512,14 @@ Status KeyRevoke(CLI::App& app, std::string id) {
 void AddServerFlags(CLI::App& app, Invocation& inv) {
   static ServeArgs serve;
   auto* c = app.add_subcommand("serve", "run the origin server (docs/http-api.md)");
-  c->add_option("--listen", serve.listen, "HOST:PORT to listen on; port 0 picks a free one")
-      ->capture_default_str();
+  AddHttpServerFlags(c, serve.http);
   c->add_option("--data", serve.data, "data directory (default $BDN_HOME/server)");
   c->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "disable authentication (local experiments only)");
   c->add_option("--claim-ttl", serve.claim_ttl,
-                 "push claims lapse unless renewed within this duration (100ms to 24h; e.g. "
-                 "30s, 2m)")
+                "push claims lapse unless renewed within this duration (100ms to 24h; e.g. "
+                "30s, 2m)")
       ->capture_default_str();
-  c->add_option("--threads", serve.threads, "request worker threads")->capture_default_str();
   c->callback([&app, &inv] {
     inv.run_standalone = [&app] { return Serve(serve, GlobalOption(app, "--home")); };
   });
@@ -410,12 +530,10 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   cache->fallthrough();
   c = cache->add_subcommand("serve", "serve chunks from a bounded disk cache over an origin");
   c->add_option("--upstream", cache_serve.upstream, "origin URL (bdn serve)")->required();
-  c->add_option("--listen", cache_serve.listen, "HOST:PORT; port 0 picks a free one")
-      ->capture_default_str();
+  AddHttpServerFlags(c, cache_serve.http);
   c->add_option("--cache-dir", cache_serve.cache_dir, "default $BDN_HOME/cache-node");
   c->add_option("--cache-size", cache_serve.cache_size, "bound of the disk cache")
       ->capture_default_str();
-  c->add_option("--threads", cache_serve.threads, "request worker threads")->capture_default_str();
   c->callback([&app, &inv] {
     inv.run_standalone = [&app] { return CacheServe(cache_serve, GlobalOption(app, "--home")); };
   });

@@ -301,11 +301,9 @@ class Session : public std::enable_shared_from_this<Session> {
     start_ = Clock::now();
     if (ec) {
       if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
-        // The request line alone over the limit is 414, else the header block is 431.
-        auto data = buffer_.cdata();
-        std::string_view seen(static_cast<const char*>(data.data()), data.size());
-        bool line_done =
-            seen.find('\n') != std::string_view::npos && seen.find('\n') < o().max_header_bytes;
+        // The request line alone over the limit is 414, else the header block is 431 (the
+        // parser takes the request line out of the buffer once it has all of it).
+        bool line_done = !parser_->get().target().empty();
         std::string limit = std::to_string(o().max_header_bytes) + " bytes";
         return Refuse(
             line_done ? 431 : 414,
@@ -422,19 +420,28 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadBody() {
-    if (piece_.empty()) piece_.resize(kPieceBytes);
+    if (piece_.empty()) {
+      // A streamed body fills whole pieces before each hand-off to the sink; a body read whole
+      // is appended to req.body as it comes, through a piece no larger than it.
+      size_t size = kPieceBytes;
+      if (!req_->body_sink) {
+        size = std::min<size_t>(kPieceBytes, parser_->content_length().value_or(16 * 1024));
+        size = std::max<size_t>(size, 1);
+      }
+      piece_.resize(size);
+      piece_fill_ = 0;
+    }
     auto& body = parser_->get().body();
-    body.data = piece_.data();
-    body.size = piece_.size();
+    body.data = piece_.data() + piece_fill_;
+    body.size = piece_.size() - piece_fill_;
     body.more = true;
-    // The body must keep up the minimum average rate, after a grace of one header timeout.
-    uint64_t want = piece_.size();
-    if (auto left = parser_->content_length_remaining()) want = std::min<uint64_t>(want, *left);
-    auto allowed = std::chrono::duration<double>(static_cast<double>(body_bytes_ + want) /
+    // The minimum average rate: after a grace of one header timeout, the next bytes must come
+    // before the time by which what arrived so far would have arrived at that rate.
+    auto allowed = std::chrono::duration<double>(static_cast<double>(body_bytes_) /
                                                  static_cast<double>(o().min_body_rate));
     stream_.expires_at(body_start_ + o().header_timeout +
                        std::chrono::duration_cast<Clock::duration>(allowed));
-    bhttp::async_read(
+    bhttp::async_read_some(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
   }
@@ -446,7 +453,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (IsParseError(ec)) return Refuse(400, InvalidArgumentError(ParseErrorMessage(ec)));
       return Close();
     }
-    size_t got = piece_.size() - parser_->get().body().size;
+    size_t got = piece_.size() - piece_fill_ - parser_->get().body().size;
     body_bytes_ += got;
     bool done = parser_->is_done();
     if (!req_->body_sink) {
@@ -455,10 +462,13 @@ class Session : public std::enable_shared_from_this<Session> {
       piece_ = {};
       return RunHandler();
     }
-    impl_->Submit([self = shared_from_this(), got, done] {
+    piece_fill_ += got;
+    if (!done && piece_fill_ < piece_.size()) return ReadBody();
+    size_t fill = std::exchange(piece_fill_, 0);
+    impl_->Submit([self = shared_from_this(), fill, done] {
       Status s = Status::Ok();
       self->Guard([&] {
-        s = self->req_->body_sink->Write(std::span<const uint8_t>(self->piece_.data(), got));
+        s = self->req_->body_sink->Write(std::span<const uint8_t>(self->piece_.data(), fill));
       });
       asio::post(self->stream_.get_executor(), [self, s, done] {
         if (!s.ok()) {
@@ -690,6 +700,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Clock::time_point linger_until_;
   uint64_t body_bytes_ = 0;
   std::vector<uint8_t> piece_;  // the body piece being read
+  size_t piece_fill_ = 0;       // bytes of piece_ filled (streamed bodies)
   std::vector<char> discard_;   // lingering reads
   DataSink sink_;
   size_t sent_ = 0;  // streamed body bytes produced so far
@@ -857,6 +868,11 @@ Result<std::unique_ptr<Server::Impl::Acceptor>> Bind(asio::io_context& ioc, cons
   return a;
 }
 
+std::string UrlOf(const ListenAddress& a) {
+  std::string h = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+  return "http://" + h + ":" + std::to_string(a.port);
+}
+
 int DefaultIoThreads() {
   int half = static_cast<int>(std::thread::hardware_concurrency()) / 2;
   return std::clamp(half, 1, 4);
@@ -877,7 +893,7 @@ Status Server::Start() {
   }
   host_ = bound.host;
   port_ = bound.port;
-  metrics_port_ = metrics ? metrics_bound.port : 0;
+  metrics_url_ = metrics ? UrlOf(metrics_bound) : std::string();
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = false;
@@ -938,9 +954,6 @@ void Server::Stop() {
   started_ = false;
 }
 
-std::string Server::url() const {
-  std::string h = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
-  return "http://" + h + ":" + std::to_string(port_);
-}
+std::string Server::url() const { return UrlOf({host_, port_}); }
 
 }  // namespace bdn::http

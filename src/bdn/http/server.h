@@ -108,8 +108,8 @@ class Server {
   const std::string& host() const { return host_; }
   int port() const { return port_; }
   std::string url() const;
-  // The bound metrics port (valid after Start with metrics_listen), else 0.
-  int metrics_port() const { return metrics_port_; }
+  // With metrics_listen, after Start: "http://HOST:PORT" of the metrics address; else "".
+  const std::string& metrics_url() const { return metrics_url_; }
 
   Metrics& metrics() { return metrics_; }
 
@@ -124,7 +124,7 @@ class Server {
   std::unique_ptr<Impl> impl_;
   std::string host_;
   int port_ = 0;
-  int metrics_port_ = 0;
+  std::string metrics_url_;
   bool started_ = false;
 };
 

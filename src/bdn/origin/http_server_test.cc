@@ -12,6 +12,7 @@
 
 #include "bdn/http/errors.h"
 #include "bdn/http/server.h"
+#include "bdn/origin/raw_http_test_util.h"
 
 namespace bdn::http {
 namespace {
@@ -173,9 +174,8 @@ TEST(HttpServer, ExceptionsBecome500AndRangesAreLeftToHandlers) {
   o.listen = "127.0.0.1:0";
   o.threads = 2;
   Server server(o);
-  server.Get("/boom", "/boom", [](const ServerRequest&, ServerResponse&) {
-    throw std::runtime_error("kaboom");
-  });
+  server.Get("/boom", "/boom",
+             [](const ServerRequest&, ServerResponse&) { throw std::runtime_error("kaboom"); });
   server.Get("/data", "/data", [](const ServerRequest&, ServerResponse& res) {
     res.set_content("0123456789", "application/octet-stream");
   });
@@ -271,6 +271,347 @@ TEST(HttpServer, OversizedBodyGets413WithJson) {
   EXPECT_EQ(nlohmann::json::parse(r->body)["error"]["code"], "invalid_argument") << r->body;
   r = c.Put("/p", std::string(5, 'x'), "application/octet-stream");
   EXPECT_EQ(r->status, 200);
+}
+
+// ---- protocol tests over raw sockets (issue 13: framing, pipelining, limits, deadlines) ----
+
+using bdn::testing::ParseResponses;
+using bdn::testing::RawConnection;
+using bdn::testing::RawResponse;
+using std::chrono::milliseconds;
+
+// A server with two routes for the protocol tests: GET /a answers "a", POST /echo answers its
+// body; PUT /guarded refuses every request in its admission step (like a 401 before the body).
+class ProtocolTest : public ::testing::Test {
+ protected:
+  void Start(ServerOptions o = {}) {
+    o.listen = "127.0.0.1:0";
+    o.threads = 4;
+    server_ = std::make_unique<Server>(o);
+    server_->Get("/a", "/a", [](const ServerRequest&, ServerResponse& res) {
+      res.set_content("a", "text/plain");
+    });
+    server_->Post("/echo", "/echo", [](const ServerRequest& req, ServerResponse& res) {
+      res.set_content("body=[" + req.body + "]", "text/plain");
+    });
+    RouteOptions guarded;
+    guarded.admit = [](ServerRequest&, ServerResponse& res) {
+      SetError(res, PermissionDeniedError("request: no credentials"), Credentials::kRejected);
+      return false;
+    };
+    server_->Put(
+        "/guarded", "/guarded",
+        [](const ServerRequest&, ServerResponse& res) { res.set_content("stored", "text/plain"); },
+        guarded);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  int port() const { return server_->port(); }
+  double Gauge(const std::string& name) {
+    server_->metrics().Render();  // runs the scrape hooks that set gauges
+    return server_->metrics().Value(name, {});
+  }
+
+  std::unique_ptr<Server> server_;
+};
+
+static std::string ErrorMessage(const RawResponse& r) {
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  return j.is_object() ? j["error"]["code"].get<std::string>() + ": " +
+                             j["error"]["message"].get<std::string>()
+                       : "(not JSON: " + r.body + ")";
+}
+
+TEST_F(ProtocolTest, PipelinedRequestsAreAnsweredInOrder) {
+  Start();
+  RawConnection c(port());
+  ASSERT_TRUE(c.connected());
+  // Sent in one write: three requests, one with a body.
+  ASSERT_TRUE(c.Send(
+      "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+      "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+      "3\r\nabc\r\n0\r\n\r\n"));
+  std::string raw = c.ReadUntilClose();
+  EXPECT_TRUE(c.eof());
+  auto rs = ParseResponses(raw);
+  ASSERT_EQ(rs.size(), 4u) << raw;
+  EXPECT_EQ(rs[0].status, 200);
+  EXPECT_EQ(rs[0].body, "a");
+  EXPECT_EQ(rs[1].body, "body=[hello]");
+  EXPECT_EQ(rs[2].status, 404);
+  EXPECT_EQ(rs[3].body, "body=[abc]");
+  EXPECT_EQ(rs[3].Count("connection"), 1u);
+  EXPECT_EQ(rs[3].Header("connection"), "close");
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(rs[i].Count("connection"), 0u) << i;
+}
+
+// Each malformed framing gets one 400 with Connection: close, and the connection closes: the
+// request after it (which a lenient parser might take from the body) is never answered.
+TEST_F(ProtocolTest, MalformedFramingGets400AndClose) {
+  Start();
+  struct Case {
+    std::string headers;
+    std::string message;
+  };
+  const std::string bad_length =
+      "invalid_argument: request: Content-Length must be one non-negative decimal number (and "
+      "not combined with Transfer-Encoding)";
+  std::vector<Case> cases = {
+      {"Content-Length: -5\r\n", bad_length},
+      {"Content-Length: 99999999999999999999999\r\n", bad_length},
+      {"Content-Length: abc\r\n", bad_length},
+      {"Content-Length: 5, 6\r\n", "invalid_argument: request: conflicting Content-Length headers"},
+      {"Content-Length: 5\r\nContent-Length: 6\r\n",
+       "invalid_argument: request: conflicting Content-Length headers"},
+      {"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", bad_length},
+      {"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+       "invalid_argument: request: Transfer-Encoding repeated or combined with Content-Length"},
+      {"Transfer-Encoding: gzip\r\n",
+       "invalid_argument: request: Transfer-Encoding: only chunked (last) is supported"},
+      {"Transfer-Encoding: chunked, gzip\r\n",
+       "invalid_argument: request: Transfer-Encoding: only chunked (last) is supported"},
+  };
+  for (const Case& k : cases) {
+    RawConnection c(port());
+    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\n" + k.headers +
+                       "\r\nhelloGET /a HTTP/1.1\r\nHost: x\r\n\r\n"));
+    auto start = std::chrono::steady_clock::now();
+    std::string raw = c.ReadUntilClose();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3)) << k.headers;
+    EXPECT_TRUE(c.eof()) << k.headers;
+    auto rs = ParseResponses(raw);
+    ASSERT_EQ(rs.size(), 1u) << k.headers << raw;
+    EXPECT_EQ(rs[0].status, 400) << k.headers;
+    EXPECT_EQ(rs[0].Count("connection"), 1u) << k.headers;
+    EXPECT_EQ(rs[0].Header("connection"), "close") << k.headers;
+    EXPECT_EQ(ErrorMessage(rs[0]), k.message) << k.headers;
+  }
+  // The same Content-Length twice is one length (RFC 9110 §8.6).
+  RawConnection c(port());
+  ASSERT_TRUE(
+      c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n"
+             "Connection: close\r\n\r\nok"));
+  auto rs = ParseResponses(c.ReadUntilClose());
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].body, "body=[ok]");
+}
+
+// Issue 7 item 2: a request refused before its body is read gets exactly one response with one
+// Connection: close, then the connection closes; the unread body (here a whole request) is never
+// parsed as a request.
+TEST_F(ProtocolTest, ARefusedRequestsBodyIsNeverParsedAsARequest) {
+  Start();
+  for (size_t size : {size_t{100}, size_t{200 * 1024}}) {
+    std::string smuggled = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+    std::string body = smuggled + std::string(size - smuggled.size(), 'x');
+    RawConnection c(port());
+    ASSERT_TRUE(c.Send("PUT /guarded HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n"));
+    c.Send(body);  // the server may close before taking all of it
+    std::string raw = c.ReadUntilClose();
+    EXPECT_TRUE(c.eof()) << size;
+    auto rs = ParseResponses(raw);
+    ASSERT_EQ(rs.size(), 1u) << size << ": " << raw;
+    EXPECT_EQ(rs[0].status, 401);
+    EXPECT_EQ(rs[0].Count("connection"), 1u);
+    EXPECT_EQ(rs[0].Header("connection"), "close");
+    EXPECT_EQ(raw.find("HTTP/1.1 200"), std::string::npos);
+  }
+  // Without a body, a refusal keeps the connection.
+  RawConnection c(port());
+  ASSERT_TRUE(
+      c.Send("PUT /guarded HTTP/1.1\r\nHost: x\r\n\r\n"
+             "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  auto rs = ParseResponses(c.ReadUntilClose());
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0].status, 401);
+  EXPECT_EQ(rs[1].body, "a");
+}
+
+// Issue 14 item 2: a Content-Length over the route's limit gets 413 at once (nothing of the
+// body is read), and a chunked body is cut off at the limit.
+TEST_F(ProtocolTest, BodiesOverTheLimitGet413BeforeTheyAreRead) {
+  ServerOptions o;
+  o.max_body_bytes = 1000;
+  Start(o);
+  RawConnection c(port());
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n"));
+  std::string raw = c.ReadUntilClose();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_TRUE(c.eof());
+  auto rs = ParseResponses(raw);
+  ASSERT_EQ(rs.size(), 1u) << raw;
+  EXPECT_EQ(rs[0].status, 413);
+  EXPECT_EQ(rs[0].Header("connection"), "close");
+  EXPECT_EQ(ErrorMessage(rs[0]),
+            "invalid_argument: POST /echo: request body larger than 1000 bytes");
+
+  RawConnection chunked(port());
+  ASSERT_TRUE(
+      chunked.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" +
+                   std::string(1024, 'x') + "\r\n"));
+  rs = ParseResponses(chunked.ReadUntilClose());
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].status, 413);
+  EXPECT_TRUE(chunked.eof());
+  EXPECT_EQ(server_->metrics().Value("bdn_http_request_bytes_total", {{"route", "/echo"}}), 0);
+}
+
+// Issue 14 items 1 and 7: the request line and header block are bounded; over the limit they get
+// 414 or 431 with invalid_argument naming the limit, and the connection closes.
+TEST_F(ProtocolTest, LongRequestLineGets414AndLargeHeaderGets431) {
+  Start();
+  RawConnection line(port());
+  line.Send("GET /" + std::string(20000, 'a'));  // and no newline
+  auto rs = ParseResponses(line.ReadUntilClose());
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].status, 414);
+  EXPECT_EQ(ErrorMessage(rs[0]), "invalid_argument: request: request line longer than 8192 bytes");
+  EXPECT_TRUE(line.eof());
+
+  RawConnection header(port());
+  header.Send("GET /a HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'b') + "\r\n\r\n");
+  rs = ParseResponses(header.ReadUntilClose());
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].status, 431);
+  EXPECT_EQ(ErrorMessage(rs[0]), "invalid_argument: request: header larger than 8192 bytes");
+  EXPECT_TRUE(header.eof());
+}
+
+TEST_F(ProtocolTest, HeaderIdleAndBodyDeadlinesCloseTheConnection) {
+  ServerOptions o;
+  o.header_timeout = milliseconds(300);
+  o.idle_timeout = milliseconds(300);
+  o.min_body_rate = 1000;
+  Start(o);
+  auto closes_within = [&](RawConnection& c, milliseconds limit) {
+    auto start = std::chrono::steady_clock::now();
+    c.ReadUntilClose(std::chrono::seconds(10));
+    return c.eof() && std::chrono::steady_clock::now() - start < limit;
+  };
+  RawConnection slow_header(port());
+  slow_header.Send("GET /a HTTP/1.1\r\nHost:");
+  EXPECT_TRUE(closes_within(slow_header, milliseconds(2000))) << "slow header";
+
+  RawConnection idle(port());
+  idle.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto rs = ParseResponses(idle.ReadResponses(1));
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_TRUE(closes_within(idle, milliseconds(2000))) << "idle keep-alive";
+
+  // 300 ms of grace plus 10 bytes at 1000 B/s: closed well before the 100,000 bytes it claims.
+  RawConnection slow_body(port());
+  slow_body.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789");
+  EXPECT_TRUE(closes_within(slow_body, milliseconds(2000))) << "slow body";
+}
+
+// Over --max-connections-per-client a connection gets 503 with Retry-After and is closed;
+// another address is still served; over --max-connections everyone is refused.
+TEST_F(ProtocolTest, ConnectionLimitsAnswer503WithRetryAfter) {
+  ServerOptions o;
+  o.max_connections = 5;
+  o.max_connections_per_client = 3;
+  Start(o);
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<RawConnection>(port()));
+    held.back()->Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    ASSERT_EQ(ParseResponses(held.back()->ReadResponses(1)).size(), 1u);
+  }
+  auto wait_for_open = [&](double n) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (Gauge("bdn_http_connections") != n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return Gauge("bdn_http_connections");
+  };
+  std::vector<RawResponse> rs;
+  {
+    RawConnection fourth(port());
+    fourth.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    rs = ParseResponses(fourth.ReadUntilClose());
+    ASSERT_EQ(rs.size(), 1u);
+    EXPECT_EQ(rs[0].status, 503);
+    EXPECT_EQ(rs[0].Header("retry-after"), "1");
+    EXPECT_EQ(rs[0].Header("connection"), "close");
+    EXPECT_EQ(ErrorMessage(rs[0]),
+              "unavailable: server: 3 connections open from this address "
+              "(--max-connections-per-client); retry later");
+    EXPECT_TRUE(fourth.eof());
+  }
+  EXPECT_EQ(wait_for_open(3), 3);  // a refused connection counts until it is closed
+
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<RawConnection>(port(), "127.0.0.2"));
+    held.back()->Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+    rs = ParseResponses(held.back()->ReadResponses(1));
+    ASSERT_EQ(rs.size(), 1u) << "other client " << i;
+    EXPECT_EQ(rs[0].status, 200) << "other client " << i;
+  }
+  RawConnection sixth(port(), "127.0.0.3");
+  sixth.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  rs = ParseResponses(sixth.ReadUntilClose());
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].status, 503);
+  EXPECT_EQ(ErrorMessage(rs[0]),
+            "unavailable: server: 5 connections open (--max-connections); retry later");
+  EXPECT_EQ(server_->metrics().Value("bdn_http_connections_refused_total", {}), 2);
+  // Once a connection closes, a new one is served again.
+  held.clear();
+  EXPECT_EQ(wait_for_open(0), 0);
+  RawConnection again(port());
+  again.Send("GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  rs = ParseResponses(again.ReadUntilClose());
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].status, 200);
+}
+
+// Issue 13 item 4/6: a client that stops reading a large streamed response is dropped after the
+// write deadline, and what the response held is freed.
+TEST_F(ProtocolTest, AClientThatStopsReadingIsDroppedAfterTheWriteDeadline) {
+  auto held = std::make_shared<std::string>(1 << 20, 'x');  // what the response holds
+  std::weak_ptr<std::string> watch = held;
+  server_ = std::make_unique<Server>(
+      ServerOptions{.listen = "127.0.0.1:0", .threads = 2, .write_timeout = milliseconds(500)});
+  server_->Get("/big", "/big", [held = std::move(held)](const ServerRequest&, ServerResponse& res) {
+    res.set_chunked_content_provider("application/octet-stream",
+                                     [held](size_t offset, DataSink& sink) {
+                                       sink.write(held->data(), held->size());
+                                       if (offset > (uint64_t{1} << 30)) sink.done();
+                                       return true;
+                                     });
+  });
+  ASSERT_TRUE(server_->Start().ok());
+  {
+    RawConnection c(port(), nullptr, 4096);
+    c.Send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+    // Read nothing: the server's writes stall once the socket buffers are full.
+    auto accepted = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((Gauge("bdn_http_connections") == 0 || watch.use_count() < 2) &&
+           std::chrono::steady_clock::now() < accepted) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    ASSERT_EQ(Gauge("bdn_http_connections"), 1);
+    EXPECT_EQ(watch.use_count(), 2) << "the response's provider holds the data";
+    auto start = std::chrono::steady_clock::now();
+    while (Gauge("bdn_http_connections") > 0 &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(Gauge("bdn_http_connections"), 0);
+    EXPECT_LT(took, std::chrono::seconds(3));
+    std::printf("a stalled reader was dropped after %.2f s (write deadline 0.5 s)\n",
+                std::chrono::duration<double>(took).count());
+  }
+  // The route's handler still holds `held`; the response's provider copy is gone with the
+  // connection: only the route's reference is left.
+  EXPECT_EQ(watch.use_count(), 1);
 }
 
 }  // namespace

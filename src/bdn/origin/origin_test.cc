@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bdn/origin/raw_http_test_util.h"
 #include "bdn/volume/push.h"
 
 namespace bdn::origin {
@@ -53,7 +54,7 @@ class OriginTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServer(AuthMode::kRequired); }
 
-  void StartServer(AuthMode mode) {
+  void StartServer(AuthMode mode, http::ServerOptions server_options = {}) {
     char tmpl[] = "/tmp/bdn-origin-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
     auto store = LocalChunkStore::Open(dir_ / "store", LocalChunkStore::Durability::kNone);
@@ -72,7 +73,6 @@ class OriginTest : public ::testing::Test {
     options.auth = mode;
     options.claim_ttl = std::chrono::milliseconds(400);
     origin_ = std::make_unique<Origin>(options, store_, std::move(*registry), keys_);
-    http::ServerOptions server_options;
     server_options.listen = "127.0.0.1:0";
     server_options.threads = 8;
     server_ = std::make_unique<http::Server>(server_options);
@@ -606,9 +606,10 @@ TEST_F(OriginTest, KeysEndpoints) {
   // The last "*" admin key cannot be revoked; once there is another, it can.
   r = Call("DELETE", "/v1/keys/" + admin_id, admin_);
   EXPECT_EQ(r->status, 412);
-  EXPECT_EQ(Body(r)["error"]["message"],
-            "key bdn_" + admin_id +
-                ": the last admin key for every namespace (\"*\"); create another before revoking it");
+  EXPECT_EQ(
+      Body(r)["error"]["message"],
+      "key bdn_" + admin_id +
+          ": the last admin key for every namespace (\"*\"); create another before revoking it");
   std::string admin2 = Key("*", "admin");
   EXPECT_EQ(Call("DELETE", "/v1/keys/" + admin_id, admin2)->status, 200);
 }
@@ -743,8 +744,8 @@ TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 403);
   EXPECT_EQ(Body(r)["error"]["code"], "permission_denied");
-  EXPECT_EQ(Body(r)["error"]["message"], "key bdn_" + SplitToken(push)->first +
-                                             ": no \"tag\" scope for namespace \"weights\"");
+  EXPECT_EQ(Body(r)["error"]["message"],
+            "key bdn_" + SplitToken(push)->first + ": no \"tag\" scope for namespace \"weights\"");
   EXPECT_EQ(Call("GET", "/v1/volumes/weights/model/versions", admin_)->status, 404)
       << "a refused commit committed a version";
 
@@ -803,6 +804,88 @@ TEST_F(OriginTest, InsecureModeNeedsNoToken) {
   EXPECT_NE(
       Body(r)["error"]["message"].get<std::string>().find("claimed by an unauthenticated client"),
       std::string::npos);
+}
+
+// Issue 7 item 2: an unauthenticated upload is answered 401 before its body is read, with one
+// Connection: close, and the connection closes: an authenticated request placed inside the
+// refused body is never answered.
+TEST_F(OriginTest, ARequestSmuggledInARefusedUploadIsNeverAnswered) {
+  std::string smuggled =
+      "GET /v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ + "\r\n\r\n";
+  for (size_t size : {size_t{1000}, size_t{100 * 1024}}) {
+    std::string body = smuggled + std::string(size - smuggled.size(), 'x');
+    std::string what = "upload of " + std::to_string(size) + " bytes";
+    bdn::testing::RawConnection c(server_->port());
+    ASSERT_TRUE(c.Send("PUT /v1/chunks/" + Digest::Of(body).Hex() +
+                       " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                       "\r\n\r\n"));
+    c.Send(body);
+    std::string raw = c.ReadUntilClose();
+    EXPECT_TRUE(c.eof()) << what;
+    auto rs = bdn::testing::ParseResponses(raw);
+    ASSERT_EQ(rs.size(), 1u) << what << ": " << raw;
+    EXPECT_EQ(rs[0].status, 401) << what;
+    EXPECT_EQ(rs[0].Count("connection"), 1u) << what;
+    EXPECT_EQ(rs[0].Header("connection"), "close") << what;
+    EXPECT_EQ(raw.find("namespaces\""), std::string::npos) << what << ": " << raw;
+  }
+  EXPECT_EQ(
+      server_->metrics().Value("bdn_http_requests_total",
+                               {{"method", "GET"}, {"route", "/v1/namespaces"}, {"status", "200"}}),
+      0);
+}
+
+// Issue 13: 1,000 connections that send part of a header and then nothing hold no thread: a
+// normal client's /healthz and chunk reads still answer within 1 s while they are open, and the
+// header deadline closes them.
+TEST_F(OriginTest, SlowHeaderConnectionsDoNotStopOtherClients) {
+  TearDown();
+  http::ServerOptions o;
+  o.header_timeout = std::chrono::seconds(3);
+  o.max_connections_per_client = 2000;
+  StartServer(AuthMode::kRequired, o);
+  std::string bytes = RandomBytes(64 * 1024, 5);
+  Upload(bytes);
+  std::string path = "/v1/chunks/" + Digest::Of(bytes).Hex();
+
+  std::vector<std::unique_ptr<bdn::testing::RawConnection>> slow;
+  for (int i = 0; i < 1000; ++i) {
+    slow.push_back(std::make_unique<bdn::testing::RawConnection>(server_->port()));
+    ASSERT_TRUE(slow.back()->connected()) << i;
+    slow.back()->Send("GET /healthz HTTP/1.1\r\nHost: x\r\n");  // and never the blank line
+  }
+  auto open = [&] {
+    server_->metrics().Render();
+    return server_->metrics().Value("bdn_http_connections", {});
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (open() < 1000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(open(), 1000);
+  httplib::Client c("127.0.0.1", server_->port());
+  for (int i = 0; i < 5; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto h = c.Get("/healthz");
+    auto r = c.Get(path, Auth(admin_));
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(h && r);
+    EXPECT_EQ(h->body, "ok\n");
+    EXPECT_EQ(r->body, bytes);
+    EXPECT_LT(took, 1.0) << "healthz and a 64 KiB chunk with 1000 slow connections open";
+    if (i == 0)
+      std::printf("healthz + chunk read with %.0f connections open: %.3f s\n", open(), took);
+  }
+  // The header deadline closes every slow connection.
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (open() > 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LE(open(), 1);  // (the client's keep-alive connection may still be open)
+  for (auto& s : slow) {
+    s->ReadUntilClose(std::chrono::seconds(1));
+    EXPECT_TRUE(s->eof());
+  }
 }
 
 }  // namespace
