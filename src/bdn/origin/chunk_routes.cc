@@ -50,29 +50,33 @@ std::string BatchRecordHeader(const Digest& id, uint8_t status, uint32_t length)
 
 void Origin::RegisterChunks() {
   const Access push_any{Scope::kPush, Where::kAnyNamespace};
-  Route("POST", "/v1/chunks/missing", "/v1/chunks/missing", push_any,
-        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) -> Status {
-          BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
-          BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_missing_ids));
-          BDN_ASSIGN_OR_RETURN(auto missing, store_->FindMissing(ids));
-          json list = json::array();
-          for (const Digest& d : missing) list.push_back(d.Hex());
-          http::SetJson(res, json{{"missing", list}}.dump());
-          return Status::Ok();
-        });
-  Route("PUT", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", push_any,
-        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
-          return PutChunk(req, res);
-        },
-        options_.max_blob_bytes);
+  Route(
+      "POST", "/v1/chunks/missing", "/v1/chunks/missing", push_any,
+      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) -> Status {
+        BDN_ASSIGN_OR_RETURN(auto ids, ParseIdsBody(req.body, options_.max_missing_ids));
+        BDN_ASSIGN_OR_RETURN(auto missing, store_->FindMissing(ids));
+        json list = json::array();
+        for (const Digest& d : missing) list.push_back(d.Hex());
+        http::SetJson(res, json{{"missing", list}}.dump());
+        return Status::Ok();
+      },
+      IdsBodyLimit(options_.max_missing_ids));
+  Route(
+      "PUT", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", push_any,
+      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
+        return PutChunk(req, res);
+      },
+      options_.max_blob_bytes);
 }
 
 void Origin::RegisterChunkReads() {
   const Access pull_any{Scope::kPull, Where::kAnyNamespace};
-  Route("POST", "/v1/chunks/batch", "/v1/chunks/batch", pull_any,
-        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
-          return BatchChunks(req, res);
-        });
+  Route(
+      "POST", "/v1/chunks/batch", "/v1/chunks/batch", pull_any,
+      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
+        return BatchChunks(req, res);
+      },
+      IdsBodyLimit(options_.max_batch_ids));
   Route("GET", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", pull_any,
         [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
           return GetChunk(req, res);
@@ -153,8 +157,7 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
 }
 
 Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse& res) {
-  BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
-  BDN_ASSIGN_OR_RETURN(auto ids, IdsField(body, options_.max_batch_ids));
+  BDN_ASSIGN_OR_RETURN(auto ids, ParseIdsBody(req.body, options_.max_batch_ids));
   // Streamed one record per provider call, so a response of many large chunks never sits in
   // memory whole. An I/O error mid-stream aborts the connection; the client sees a short body.
   // Chunks are read a group at a time with GetMany: a local store reads a group's files in
@@ -164,7 +167,7 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
     std::vector<Digest> ids;
     size_t next = 0;
     bool started = false;
-    BlobBatch group;          // blobs of ids [group_begin, group_begin + group.size())
+    BlobBatch group;  // blobs of ids [group_begin, group_begin + group.size())
     size_t group_begin = 0;
   };
   auto st = std::make_shared<State>();
@@ -185,8 +188,8 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
       size_t k = st->next++;
       const Digest& id = st->ids[k];
       if (k >= st->group_begin + st->group.size()) {
-        auto group = std::span<const Digest>(st->ids).subspan(
-            k, std::min(group_ids, st->ids.size() - k));
+        auto group =
+            std::span<const Digest>(st->ids).subspan(k, std::min(group_ids, st->ids.size() - k));
         auto got = store_->GetMany(group);
         if (!got && got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
         st->group_begin = k;

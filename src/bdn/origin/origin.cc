@@ -74,7 +74,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
   // Authentication and the scope check come before the request body is read (POST/PUT), so an
   // unauthenticated or out-of-scope client cannot make the server receive and buffer a body.
   http::Server::RouteOptions options;
-  options.max_body_bytes = max_body_bytes;
+  options.max_body_bytes = max_body_bytes > 0 ? max_body_bytes : options_.max_json_body_bytes;
   options.admit = [this, access](http::ServerRequest& req, http::ServerResponse& res) {
     auto key = Authenticate(req);
     if (!key) {

@@ -39,7 +39,14 @@ struct OriginOptions {
   // Largest blob accepted by PUT /v1/chunks (chunks are at most 16 MiB; manifests and chunk
   // indexes of very large versions may be bigger).
   uint64_t max_blob_bytes = 64ull * 1024 * 1024;
+  // Body limit of the JSON endpoints other than the id lists (commit, tags, keys, claims).
+  uint64_t max_json_body_bytes = 64 * 1024;
 };
+
+// The body limit of an endpoint taking {"ids": [...]} of at most `max_ids` ids: 128 bytes per
+// id (an id is 64 to 69 characters with its quotes, b3: prefix and comma, so room for
+// whitespace) plus 4 KiB.
+constexpr uint64_t IdsBodyLimit(size_t max_ids) { return 4096 + 128 * uint64_t{max_ids}; }
 
 // The origin's endpoints. Register them on a Server, which must be stopped before the Origin is
 // destroyed. Thread-safe: handlers run concurrently; the store, registry and key store must be
@@ -68,7 +75,7 @@ class Origin {
       std::function<Status(const http::ServerRequest&, http::ServerResponse&, const ApiKey& key)>;
 
   // Registers `handler` behind the authentication and scope check of `access` (which run
-  // before the body is read); a body over `max_body_bytes` (0: the server's default) gets 413.
+  // before the body is read); a body over `max_body_bytes` (0: max_json_body_bytes) gets 413.
   void Route(const std::string& method, const std::string& pattern, const std::string& route,
              Access access, Handler handler, uint64_t max_body_bytes = 0);
   // The key of the request's bearer token (or the anonymous admin with auth disabled).

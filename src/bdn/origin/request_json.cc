@@ -5,11 +5,130 @@ namespace bdn::origin {
 
 using nlohmann::json;
 
-Result<json> ParseBody(std::string_view body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Err(InvalidArgumentError("request body: not valid JSON"));
+namespace {
+
+// nlohmann's DOM builder behind limits checked at each event: nesting depth, and the items of
+// the top-level "ids" array beyond `max_ids`, which are counted and dropped. Returning false
+// from an event stops the parser at once.
+class BoundedSax : public nlohmann::json_sax<json> {
+ public:
+  BoundedSax(json& out, size_t max_ids)
+      : dom_(out, /*allow_exceptions=*/false), max_ids_(max_ids) {}
+
+  bool null() override { return Item() && (skip_ || dom_.null()); }
+  bool boolean(bool v) override { return Item() && (skip_ || dom_.boolean(v)); }
+  bool number_integer(number_integer_t v) override {
+    return Item() && (skip_ || dom_.number_integer(v));
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return Item() && (skip_ || dom_.number_unsigned(v));
+  }
+  bool number_float(number_float_t v, const string_t& s) override {
+    return Item() && (skip_ || dom_.number_float(v, s));
+  }
+  bool string(string_t& v) override { return Item() && (skip_ || dom_.string(v)); }
+  bool binary(binary_t& v) override { return Item() && (skip_ || dom_.binary(v)); }
+  bool start_object(std::size_t n) override { return Item() && Enter() && dom_.start_object(n); }
+  bool key(string_t& k) override {
+    next_is_ids_ = depth_ == 1 && k == "ids";
+    return dom_.key(k);
+  }
+  bool end_object() override {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) override {
+    bool ids = next_is_ids_ && depth_ == 1;
+    if (!Item() || !Enter() || !dom_.start_array(n)) return false;
+    if (ids) ids_depth_ = depth_;
+    return true;
+  }
+  bool end_array() override {
+    if (depth_ == ids_depth_) ids_depth_ = 0;
+    --depth_;
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t pos, const std::string& token,
+                   const nlohmann::detail::exception& e) override {
+    invalid_ = true;
+    return dom_.parse_error(pos, token, e);
+  }
+
+  bool too_deep() const { return too_deep_; }
+  // The index of a dropped id that is not a string, if parsing stopped at one.
+  std::optional<size_t> not_string() const {
+    return not_string_ ? std::optional<size_t>(not_string_ - 1) : std::nullopt;
+  }
+  bool invalid() const { return invalid_; }
+  size_t ids() const { return ids_; }
+
+ private:
+  // Called for each value: counts the items of the "ids" array; past max_ids they are dropped.
+  bool Item() {
+    skip_ = false;
+    if (ids_depth_ != 0 && depth_ == ids_depth_) {
+      ++ids_;
+      skip_ = ids_ > max_ids_;
+    }
+    return true;
+  }
+  bool Enter() {
+    if (skip_) {  // a container among the dropped ids: not an id, and not stored
+      not_string_ = ids_;
+      return false;
+    }
+    if (++depth_ > kMaxBodyDepth) {
+      too_deep_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const size_t max_ids_;
+  size_t depth_ = 0;
+  size_t ids_depth_ = 0;  // depth of the top-level "ids" array while it is open, else 0
+  size_t ids_ = 0;
+  size_t not_string_ = 0;  // 1 + the index of a dropped id that is not a string
+  bool next_is_ids_ = false;
+  bool skip_ = false;
+  bool too_deep_ = false;
+  bool invalid_ = false;
+};
+
+// Parses `body` under BoundedSax; `*ids` gets the full count of the top-level "ids" items.
+Result<json> ParseBounded(std::string_view body, size_t max_ids, size_t* ids) {
+  json j;
+  BoundedSax sax(j, max_ids);
+  bool ok = json::sax_parse(body, &sax, nlohmann::detail::input_format_t::json,
+                            /*strict=*/true);
+  if (sax.too_deep()) {
+    return Err(InvalidArgumentError("request body: nested deeper than " +
+                                    std::to_string(kMaxBodyDepth) + " levels"));
+  }
+  if (auto i = sax.not_string()) {
+    return Err(InvalidArgumentError("ids[" + std::to_string(*i) + "]: must be a string"));
+  }
+  if (!ok || sax.invalid() || j.is_discarded()) {
+    return Err(InvalidArgumentError("request body: not valid JSON"));
+  }
   if (!j.is_object()) return Err(InvalidArgumentError("request body: must be a JSON object"));
+  if (ids) *ids = sax.ids();
   return j;
+}
+
+}  // namespace
+
+Result<json> ParseBody(std::string_view body) { return ParseBounded(body, SIZE_MAX, nullptr); }
+
+Result<std::vector<Digest>> ParseIdsBody(std::string_view body, size_t max_ids) {
+  size_t count = 0;
+  BDN_ASSIGN_OR_RETURN(json j, ParseBounded(body, max_ids, &count));
+  if (count > max_ids) {
+    return Err(InvalidArgumentError("ids: " + std::to_string(count) + " ids, at most " +
+                                    std::to_string(max_ids) + " per request"));
+  }
+  return IdsField(j, max_ids);
 }
 
 Result<Digest> DigestField(const json& j, const char* field) {

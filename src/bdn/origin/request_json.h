@@ -13,8 +13,20 @@
 
 namespace bdn::origin {
 
-// Parses a request body as a JSON object. Errors: InvalidArgument "request body: <why>".
+// How deep a request body's JSON may nest (the API's bodies nest 3 levels at most).
+inline constexpr size_t kMaxBodyDepth = 32;
+
+// Parses a request body as a JSON object, bounded while it parses: nesting deeper than
+// kMaxBodyDepth stops the parser at once, so no body makes the server hold far more than the
+// body itself. Errors: InvalidArgument "request body: not valid JSON", "request body: must be a
+// JSON object", "request body: nested deeper than 32 levels".
 Result<nlohmann::json> ParseBody(std::string_view body);
+
+// Parses a body {"ids": ["<hex>", ...]} (other fields are ignored) into at most `max_ids`
+// digests, counting the ids while it parses: ids past the limit are counted, never stored.
+// Errors: those of ParseBody, then those of IdsField ("ids: N ids, at most M per request" with
+// N the full count).
+Result<std::vector<Digest>> ParseIdsBody(std::string_view body, size_t max_ids);
 
 // Field readers over a parsed body; `field` names the field in messages.
 // Errors: InvalidArgument "<field>: missing" / "<field>: must be <type>" / digest errors.
