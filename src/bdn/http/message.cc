@@ -91,13 +91,19 @@ Result<ListenAddress> ParseListenAddress(std::string_view text) {
   return out;
 }
 
-Result<ByteRange> ParseRange(std::string_view value, uint64_t size_bytes) {
+Result<std::optional<ByteRange>> ParseRange(std::string_view value, uint64_t size_bytes) {
   auto bad = [&](std::string_view why) {
     return Err(InvalidArgumentError("range \"" + std::string(value) + "\": " + std::string(why)));
   };
-  constexpr std::string_view kUnit = "bytes=";
-  if (!value.starts_with(kUnit)) return bad("expected bytes=FIRST-LAST");
-  std::string_view spec = value.substr(kUnit.size());
+  size_t eq = value.find('=');
+  if (eq == std::string_view::npos) return bad("expected bytes=FIRST-LAST");
+  std::string_view unit = value.substr(0, eq);
+  constexpr std::string_view kBytes = "bytes";
+  if (unit.size() != kBytes.size() || !std::equal(unit.begin(), unit.end(), kBytes.begin(),
+                                                  [](char a, char b) { return Lower(a) == b; })) {
+    return std::optional<ByteRange>();  // another unit: ignore the header
+  }
+  std::string_view spec = value.substr(eq + 1);
   while (!spec.empty() && spec.front() == ' ') spec.remove_prefix(1);
   while (!spec.empty() && spec.back() == ' ') spec.remove_suffix(1);
   if (spec.find(',') != std::string_view::npos) return bad("only a single range is supported");
@@ -105,26 +111,32 @@ Result<ByteRange> ParseRange(std::string_view value, uint64_t size_bytes) {
   if (dash == std::string_view::npos) return bad("expected bytes=FIRST-LAST");
   std::string_view first_text = spec.substr(0, dash);
   std::string_view last_text = spec.substr(dash + 1);
+  auto digits = [](std::string_view t) {
+    return !t.empty() &&
+           std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  // A number of any length: past 2^64-1 it is clamped there (only a position past any size).
+  auto number = [](std::string_view t) { return ParseU64(t).value_or(UINT64_MAX); };
   std::string size_text = "size " + std::to_string(size_bytes);
   if (first_text.empty()) {  // suffix: the last n bytes
-    auto n = ParseU64(last_text);
-    if (!n) return bad("expected bytes=-LENGTH");
-    if (*n == 0 || size_bytes == 0) return bad("not satisfiable for " + size_text);
-    uint64_t len = std::min(*n, size_bytes);
-    return ByteRange{size_bytes - len, len};
+    if (!digits(last_text)) return bad("expected bytes=-LENGTH");
+    uint64_t n = number(last_text);
+    if (n == 0 || size_bytes == 0) return bad("not satisfiable for " + size_text);
+    uint64_t len = std::min(n, size_bytes);
+    return std::optional<ByteRange>(ByteRange{size_bytes - len, len});
   }
-  auto first = ParseU64(first_text);
-  if (!first) return bad("expected bytes=FIRST-LAST");
-  uint64_t last = UINT64_MAX;
-  if (!last_text.empty()) {
-    auto l = ParseU64(last_text);
-    if (!l) return bad("expected bytes=FIRST-LAST");
-    if (*l < *first) return bad("last byte before first byte");
-    last = *l;
-  }
-  if (*first >= size_bytes) return bad("not satisfiable for " + size_text);
+  if (!digits(first_text)) return bad("expected bytes=FIRST-LAST");
+  if (!last_text.empty() && !digits(last_text)) return bad("expected bytes=FIRST-LAST");
+  uint64_t first = number(first_text);
+  uint64_t last = last_text.empty() ? UINT64_MAX : number(last_text);
+  if (last < first) return bad("last byte before first byte");
+  if (first >= size_bytes) return bad("not satisfiable for " + size_text);
   last = std::min(last, size_bytes - 1);
-  return ByteRange{*first, last - *first + 1};
+  return std::optional<ByteRange>(ByteRange{first, last - first + 1});
+}
+
+bool IfRangeAllows(const ServerRequest& req, std::string_view etag) {
+  return !req.has_header("If-Range") || req.get_header_value("If-Range") == etag;
 }
 
 void SetError(ServerResponse& res, const Status& s, int http_status) {

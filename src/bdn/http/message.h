@@ -134,10 +134,19 @@ struct ByteRange {
 };
 
 // Parses a Range header value against a resource of `size_bytes` (RFC 9110 §14.1.2, one range
-// only): "bytes=a-b", "bytes=a-" or "bytes=-n"; b past the end is clamped to the end.
-// Errors: InvalidArgument "range \"v\": <reason>" when it is malformed, lists several ranges, or
-// is unsatisfiable (starts at or past the end, or a suffix of 0 bytes): answer 416.
-Result<ByteRange> ParseRange(std::string_view value, uint64_t size_bytes);
+// only): "bytes=a-b", "bytes=a-" or "bytes=-n", the unit case-insensitive; a last byte past the
+// end (up to 2^64-1 or beyond) means "to the end", a suffix longer than the resource is all of it.
+// Returns nullopt when the header is to be ignored and the whole resource sent with 200: a range
+// unit other than bytes (RFC 9110 §14.2).
+// Errors: InvalidArgument "range \"v\": <reason>" (answer 416 with `Content-Range: bytes */size`)
+// when it is malformed, asks for several ranges (refused as RFC 9110 §15.5.17 allows), or is
+// unsatisfiable: it starts at or past the end, or is a suffix of 0 bytes.
+Result<std::optional<ByteRange>> ParseRange(std::string_view value, uint64_t size_bytes);
+
+// Whether a request's Range applies (RFC 9110 §13.1.5): it has no If-Range, or its If-Range is
+// exactly `etag`, the resource's strong entity tag (a weak tag or a date never matches, so the
+// Range is ignored and the whole resource sent).
+bool IfRangeAllows(const ServerRequest& req, std::string_view etag);
 
 // Writes the JSON error body of `s` into `res`, with the HTTP status HttpStatusFor(s,
 // credentials); with kRejected a 401 also carries `WWW-Authenticate: Bearer realm="bdn"`.

@@ -130,19 +130,22 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
   BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, std::move(got));
   uint64_t offset = 0, length = bytes.size();
   res.status = 200;
-  if (req.has_header("Range")) {
+  // A Range applies unless If-Range names another validator; another unit is ignored.
+  if (req.has_header("Range") && http::IfRangeAllows(req, etag)) {
     auto range = http::ParseRange(req.get_header_value("Range"), bytes.size());
     if (!range) {
       res.set_header("Content-Range", "bytes */" + std::to_string(bytes.size()));
       http::SetError(res, range.error().WithPrefix("chunk " + id.ToString()), 416);
       return Status::Ok();
     }
-    offset = range->offset;
-    length = range->length;
-    res.status = 206;
-    res.set_header("Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                        std::to_string(offset + length - 1) + "/" +
-                                        std::to_string(bytes.size()));
+    if (*range) {
+      offset = (*range)->offset;
+      length = (*range)->length;
+      res.status = 206;
+      res.set_header("Content-Range", "bytes " + std::to_string(offset) + "-" +
+                                          std::to_string(offset + length - 1) + "/" +
+                                          std::to_string(bytes.size()));
+    }
   }
   res.set_header("ETag", etag);
   res.set_header("Cache-Control", kImmutable);

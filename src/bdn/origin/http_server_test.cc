@@ -72,6 +72,8 @@ TEST(HttpErrors, BodiesWithoutTheErrorShape) {
             StatusCode::kInternal);
 }
 
+// RFC 9110 §14: ranges that apply, headers to ignore (200 with the whole body), and ranges to
+// refuse with 416.
 TEST(HttpRange, Table) {
   struct Ok {
     const char* value;
@@ -83,11 +85,25 @@ TEST(HttpRange, Table) {
                                      {"bytes=5-1000", 10, 5, 5},
                                      {"bytes=-3", 10, 7, 3},
                                      {"bytes=-30", 10, 0, 10},
-                                     {"bytes= 1-2 ", 10, 1, 2}}) {
+                                     {"bytes= 1-2 ", 10, 1, 2},
+                                     // The unit is case-insensitive.
+                                     {"Bytes=1-2", 10, 1, 2},
+                                     {"BYTES=-2", 10, 8, 2},
+                                     // A last byte past the end, even 2^64-1 or more, is the end.
+                                     {"bytes=0-18446744073709551615", 10, 0, 10},
+                                     {"bytes=3-99999999999999999999999", 10, 3, 7},
+                                     {"bytes=-99999999999999999999999", 10, 0, 10}}) {
     auto r = ParseRange(c.value, c.size);
     ASSERT_TRUE(r) << c.value << ": " << r.error().ToString();
-    EXPECT_EQ(r->offset, c.offset) << c.value;
-    EXPECT_EQ(r->length, c.length) << c.value;
+    ASSERT_TRUE(r->has_value()) << c.value;
+    EXPECT_EQ((*r)->offset, c.offset) << c.value;
+    EXPECT_EQ((*r)->length, c.length) << c.value;
+  }
+  // Another range unit is ignored (RFC 9110 §14.2): the whole resource is sent.
+  for (const char* value : {"items=0-1", "pages=1-", "none=0-0", "bytesx=0-1"}) {
+    auto r = ParseRange(value, 10);
+    ASSERT_TRUE(r) << value << ": " << r.error().ToString();
+    EXPECT_FALSE(r->has_value()) << value;
   }
   struct Bad {
     const char* value;
@@ -100,12 +116,13 @@ TEST(HttpRange, Table) {
            {"bytes=-0", 10, "range \"bytes=-0\": not satisfiable for size 10"},
            {"bytes=5-2", 10, "range \"bytes=5-2\": last byte before first byte"},
            {"bytes=0-1,3-4", 10, "range \"bytes=0-1,3-4\": only a single range is supported"},
-           {"items=0-1", 10, "range \"items=0-1\": expected bytes=FIRST-LAST"},
+           {"bytes", 10, "range \"bytes\": expected bytes=FIRST-LAST"},
            {"bytes=a-b", 10, "range \"bytes=a-b\": expected bytes=FIRST-LAST"},
            {"bytes=5", 10, "range \"bytes=5\": expected bytes=FIRST-LAST"},
            {"bytes=-", 10, "range \"bytes=-\": expected bytes=-LENGTH"},
+           {"bytes=+1-2", 10, "range \"bytes=+1-2\": expected bytes=FIRST-LAST"},
            {"bytes=99999999999999999999-", 10,
-            "range \"bytes=99999999999999999999-\": expected bytes=FIRST-LAST"}}) {
+            "range \"bytes=99999999999999999999-\": not satisfiable for size 10"}}) {
     auto r = ParseRange(c.value, c.size);
     ASSERT_FALSE(r) << c.value;
     EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);

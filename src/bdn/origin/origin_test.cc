@@ -276,6 +276,50 @@ TEST_F(OriginTest, DownloadWithRangeEtagAndCacheHeaders) {
   EXPECT_EQ(r->body.find("0123456780"), std::string::npos);
 }
 
+// Issue 7 item 10 and issue 14 item 7: Range per RFC 9110.
+TEST_F(OriginTest, RangePerRfc9110) {
+  std::string bytes = "0123456789";
+  Upload(bytes);
+  std::string path = "/v1/chunks/" + Digest::Of(bytes).Hex();
+  std::string etag = "\"" + Digest::Of(bytes).Hex() + "\"";
+  struct Case {
+    httplib::Headers headers;
+    int status;
+    std::string body;
+    std::string content_range;
+  };
+  std::vector<Case> cases = {
+      // An unknown unit is ignored: the whole body.
+      {{{"Range", "items=0-1"}}, 200, bytes, ""},
+      // The unit is case-insensitive.
+      {{{"Range", "Bytes=2-5"}}, 206, "2345", "bytes 2-5/10"},
+      // A last byte past the end, up to 2^64-1, means "to the end".
+      {{{"Range", "bytes=0-18446744073709551615"}}, 206, bytes, "bytes 0-9/10"},
+      {{{"Range", "bytes=4-99999999999999999999999"}}, 206, "456789", "bytes 4-9/10"},
+      // If-Range with the chunk's ETag applies the Range; any other validator ignores it.
+      {{{"Range", "bytes=2-3"}, {"If-Range", etag}}, 206, "23", "bytes 2-3/10"},
+      {{{"Range", "bytes=2-3"}, {"If-Range", "\"other\""}}, 200, bytes, ""},
+      {{{"Range", "bytes=2-3"}, {"If-Range", "W/" + etag}}, 200, bytes, ""},
+      {{{"Range", "bytes=2-3"}, {"If-Range", "Tue, 15 Nov 1994 08:12:31 GMT"}}, 200, bytes, ""},
+      // 416 only when unsatisfiable, with the size.
+      {{{"Range", "bytes=10-"}}, 416, "", "bytes */10"},
+      {{{"Range", "bytes=99999999999999999999-"}}, 416, "", "bytes */10"},
+  };
+  for (const Case& c : cases) {
+    std::string what = c.headers.begin()->second +
+                       (c.headers.size() > 1 ? " + If-Range " + c.headers.rbegin()->second : "");
+    auto r = Call("GET", path, admin_, "", c.headers);
+    ASSERT_TRUE(r) << what;
+    EXPECT_EQ(r->status, c.status) << what;
+    EXPECT_EQ(r->get_header_value("Content-Range"), c.content_range) << what;
+    if (c.status == 416) {
+      EXPECT_EQ(Body(r)["error"]["code"], "invalid_argument") << what;
+    } else {
+      EXPECT_EQ(r->body, c.body) << what;
+    }
+  }
+}
+
 TEST_F(OriginTest, BatchDownloadFraming) {
   std::string a = "first chunk", b = RandomBytes(300000, 7);
   Upload(a);
