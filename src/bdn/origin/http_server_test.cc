@@ -631,5 +631,81 @@ TEST_F(ProtocolTest, AClientThatStopsReadingIsDroppedAfterTheWriteDeadline) {
   EXPECT_EQ(watch.use_count(), 1);
 }
 
+// Issue 14 item 3: clients cannot grow /metrics: labels come from closed sets (known methods,
+// registered routes, an "other" bucket), and no request text ever appears in it.
+TEST_F(ProtocolTest, MetricsLabelsComeFromClosedSets) {
+  Start();
+  auto scrape = [&] {
+    RawConnection c(port());
+    c.Send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    auto rs = ParseResponses(c.ReadUntilClose());
+    return rs.size() == 1 ? rs[0].body : std::string();
+  };
+  // One of each kind first, so that every series exists before the measurement.
+  RawConnection warm(port());
+  warm.Send(
+      "MADEUP0 /v1/x HTTP/1.1\r\nHost: x\r\n\r\nGET /a HTTP/1.1\r\nHost: x\r\n"
+      "Connection: close\r\n\r\n");
+  warm.ReadUntilClose();
+  scrape();  // (its own series appear once it is answered)
+  std::string before = scrape();
+  ASSERT_FALSE(before.empty());
+  const std::string secret = "bdn_0123456789abcdef_0123456789abcdef0123456789abcdef";
+  constexpr int kConnections = 20;
+  constexpr int kPerConnection = 1000;
+  for (int c = 0; c < kConnections; ++c) {
+    std::string batch;
+    for (int i = 0; i < kPerConnection; ++i) {
+      int n = c * kPerConnection + i;
+      // Made-up method tokens, and paths and header fragments carrying a token.
+      batch += "M" + std::to_string(n) + "X /v1/" + std::to_string(n) + "/Authorization:" + secret +
+               " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + "\r\n\r\n";
+    }
+    batch += "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    RawConnection conn(port());
+    ASSERT_TRUE(conn.Send(batch));
+    auto rs = ParseResponses(conn.ReadUntilClose(std::chrono::seconds(30)));
+    ASSERT_EQ(rs.size(), static_cast<size_t>(kPerConnection + 1)) << c;
+    EXPECT_EQ(rs[0].status, 404);
+  }
+  std::string after = scrape();
+  std::printf("/metrics: %zu bytes before and %zu bytes after 20,000 made-up requests\n",
+              before.size(), after.size());
+  // Only counter values change (a few digits), never the set of series.
+  EXPECT_LT(after.size(), before.size() + 200);
+  EXPECT_EQ(after.find(secret), std::string::npos);
+  EXPECT_EQ(after.find("Authorization"), std::string::npos);
+  EXPECT_EQ(after.find("MADEUP"), std::string::npos);
+  EXPECT_EQ(after.find("/v1/1"), std::string::npos);
+  EXPECT_EQ(
+      server_->metrics().Value("bdn_http_requests_total",
+                               {{"method", "other"}, {"route", "(unmatched)"}, {"status", "404"}}),
+      20001);
+}
+
+// --metrics-listen: /metrics only on the second address, which serves nothing else but /healthz.
+TEST_F(ProtocolTest, MetricsCanBeServedOnlyOnAnotherAddress) {
+  ServerOptions o;
+  o.metrics_listen = "127.0.0.1:0";
+  Start(o);
+  ASSERT_FALSE(server_->metrics_url().empty());
+  int metrics_port =
+      std::stoi(server_->metrics_url().substr(server_->metrics_url().rfind(':') + 1));
+  ASSERT_NE(metrics_port, port());
+  auto get = [](int p, const std::string& path) {
+    RawConnection c(p);
+    c.Send("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    auto rs = ParseResponses(c.ReadUntilClose());
+    return rs.size() == 1 ? rs[0] : RawResponse{};
+  };
+  EXPECT_EQ(get(port(), "/metrics").status, 404);
+  EXPECT_EQ(get(port(), "/a").status, 200);
+  RawResponse m = get(metrics_port, "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("bdn_http_requests_total"), std::string::npos);
+  EXPECT_EQ(get(metrics_port, "/healthz").body, "ok\n");
+  EXPECT_EQ(get(metrics_port, "/a").status, 404);
+}
+
 }  // namespace
 }  // namespace bdn::http
