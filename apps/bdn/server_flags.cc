@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/private_files.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
 #include "bdn/cli/output.h"
@@ -43,7 +44,8 @@ std::string GlobalOption(CLI::App& app, const std::string& name) {
 // volume. Errors: FailedPrecondition when another process holds the lock; I/O errors.
 Result<int> LockDataDir(const fs::path& data) {
   fs::path path = data / "serve.lock";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  MakePrivate(path, "--data");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
@@ -79,6 +81,28 @@ sigset_t BlockStopSignals() {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   return stop_signals;
+}
+
+// The directory a server works in: `given`, else `home`/`leaf`, else $BDN_HOME/`leaf`; made
+// absolute, so that every message naming a file in it starts with the path that HideServerPath
+// keeps out of error bodies (clients see `shown_as`/...; the server's stderr keeps the path).
+fs::path ServerDir(const std::string& given, const std::string& home, const char* leaf,
+                   const std::string& shown_as) {
+  fs::path dir = !given.empty()  ? fs::path(given)
+                 : !home.empty() ? fs::path(home) / leaf
+                                 : cli::DefaultHome() / leaf;
+  dir = fs::absolute(dir);
+  http::HideServerPath(dir, shown_as);
+  return dir;
+}
+
+// A server bound to its addresses (not serving yet). Both servers bind before they create
+// anything on disk, so one that cannot listen (a busy port) leaves no trace.
+// Errors: Server::Bind's.
+Result<std::unique_ptr<http::Server>> BindServer(const http::ServerOptions& options) {
+  auto server = std::make_unique<http::Server>(options);
+  BDN_RETURN_IF_ERROR(server->Bind());
+  return server;
 }
 
 // The bounds of --claim-ttl.
@@ -223,12 +247,12 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
   if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
-  fs::path data = !args.data.empty() ? fs::path(args.data)
-                  : !home.empty()    ? fs::path(home) / "server"
-                                     : cli::DefaultHome() / "server";
-  std::error_code ec;
-  fs::create_directories(data, ec);
-  if (ec) return ErrnoError("--data " + data.string(), ec.value());
+  const fs::path data = ServerDir(args.data, home, "server", "<data>");
+  const sigset_t stop_signals = BlockStopSignals();
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
+  http::Server& server = *bound;
+  // Private to the owner (0700, files 0600): it holds every chunk and the key table.
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(data, "--data"));
   // Before anything else touches the directory; held (never closed) until the process exits.
   BDN_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data));
   (void)lock_fd;
@@ -242,10 +266,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   options.claim_ttl = *ttl;
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
-  const sigset_t stop_signals = BlockStopSignals();
-
   origin::Origin origin(options, store, registry, keys);
-  http::Server server(server_options);
   origin.Register(server);
   BDN_RETURN_IF_ERROR(server.Start());
   // The first admin key only once the address is bound, so a server that cannot start creates
@@ -344,9 +365,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   if (args.upstream.empty()) return InvalidArgumentError("--upstream: the origin URL is required");
   BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
-  fs::path dir = !args.cache_dir.empty() ? fs::path(args.cache_dir)
-                 : !home.empty()         ? fs::path(home) / "cache-node"
-                                         : cli::DefaultHome() / "cache-node";
+  const fs::path dir = ServerDir(args.cache_dir, home, "cache-node", "<cache-dir>");
   http::ClientOptions copts;
   copts.base_url = args.upstream;
   const char* token = std::getenv("BDN_TOKEN");
@@ -354,17 +373,17 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   copts.label = "origin";
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(copts));
   auto upstream = std::make_shared<remote::RemoteChunkStore>(client);
+  const sigset_t stop_signals = BlockStopSignals();
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
+  http::Server& server = *bound;
   NodeCacheOptions nopts;
   nopts.dir = dir;
   nopts.capacity_bytes = size;
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<NodeCache> cache, NodeCache::Open(upstream, nopts));
 
-  const sigset_t stop_signals = BlockStopSignals();
-
   origin::OriginOptions options;
   options.role = origin::Role::kCache;
   origin::Origin node(options, cache, nullptr, nullptr);
-  http::Server server(server_options);
   node.Register(server);
   ExportCacheMetrics(server.metrics(), cache);
   BDN_RETURN_IF_ERROR(server.Start());

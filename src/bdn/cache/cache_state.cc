@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bdn/base/private_files.h"
+
 namespace bdn {
 
 namespace {
@@ -32,7 +34,8 @@ Result<std::unique_ptr<CacheState>> CacheState::Open(
     const std::function<Result<CacheUsage>()>& scan) {
   static_assert(sizeof(Layout) <= kGhostOffset);
   const std::string what = "node cache state " + file.string();
-  int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  MakePrivate(file, "node cache state");
+  int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Err(ErrnoError(what, errno));
   auto fail = [&](Status s) -> Result<std::unique_ptr<CacheState>> {
     ::close(fd);  // also drops the flock

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/store/atomic_file.h"
 
@@ -128,10 +129,11 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
       !(options.probation_share > 0 && options.probation_share <= 1)) {
     return Err(InvalidArgumentError(what + ": watermarks must be in (0, 1]"));
   }
-  std::error_code ec;
-  fs::create_directories(options.dir / "tmp", ec);
-  if (!ec) fs::create_directories(options.dir / "chunks", ec);  // subdirectories: on first use
-  if (ec) return Err(ErrnoError(what, ec.value()));
+  // Private to its owner: it holds chunks of every namespace mounted on the node.
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir, "node cache"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir / "tmp", "node cache"));
+  // Subdirectories of chunks/: on first use.
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir / "chunks", "node cache"));
   std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
   fs::path chunks = options.dir / "chunks";
   // One ghost slot per average (64 KiB) chunk the cache can hold.

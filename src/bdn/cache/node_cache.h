@@ -79,7 +79,9 @@ struct NodeCacheStats {
 // Thread-safe; several processes may use one directory.
 class NodeCache : public ChunkStore {
  public:
-  // Opens (creating) the cache directory. A new directory, or one whose state file is missing
+  // Opens (creating) the cache directory, private to its owner (directories 0700, files 0600;
+  // an existing directory with group or other bits is tightened, with a warning on stderr:
+  // CreatePrivateDirectory). A new directory, or one whose state file is missing
   // or damaged, is scanned once to rebuild the accounting; temporary files older than an hour
   // (left by killed writers) are removed. If the directory holds more than capacity_bytes (a
   // smaller --cache-size than before), eviction runs before Open returns.

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/private_files.h"
 #include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/store_stack.h"
@@ -108,9 +109,8 @@ fs::path DefaultHome() {
 }
 
 Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
-  std::error_code ec;
-  fs::create_directories(home, ec);
-  if (ec) return Err(ErrnoError("BDN_HOME \"" + home.string() + "\"", ec.value()));
+  // Private to its owner (0700): it holds every chunk and the registry.
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(home, "BDN_HOME"));
   Context ctx;
   ctx.home = home;
   ctx.json = json_output;
@@ -559,7 +559,18 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountAr
   options.cache_dir =
       args.cache_dir.empty() ? DefaultNodeCacheDir(ctx.home) : fs::path(args.cache_dir);
   if (args.cache_size_bytes) options.cache_size_bytes = args.cache_size_bytes;
-  return BuildMountStore(ctx.store, std::move(cluster), options);
+  auto built = BuildMountStore(ctx.store, cluster, options);
+  // A node cache that cannot be written (a read-only file system, no permission, a full disk)
+  // costs speed, not the mount: read straight from the cluster or origin instead.
+  if (!built && (built.error().code() == StatusCode::kPermissionDenied ||
+                 built.error().code() == StatusCode::kFailedPrecondition)) {
+    std::cerr << "warning: " << built.error().message()
+              << "; mounting without the node cache (every read goes to the "
+              << (cluster ? "cache nodes and the origin" : "origin") << ")\n";
+    options.cache_dir.clear();
+    built = BuildMountStore(ctx.store, std::move(cluster), options);
+  }
+  return built;
 }
 }  // namespace
 

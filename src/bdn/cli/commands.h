@@ -30,8 +30,9 @@ struct Context {
   std::shared_ptr<remote::RetryBudget> retry_budget;
 };
 
-// Opens the embedded store under `home`: home/store (chunks) and home/registry.db.
-// Errors: Internal/PermissionDenied naming the path.
+// Opens the embedded store under `home`: home/store (chunks) and home/registry.db, all private
+// to the owner (directories 0700, files 0600; existing ones with group or other bits are
+// tightened with a warning). Errors: Internal/PermissionDenied naming the path.
 Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 
 // Connects to a `bdn serve` origin at `url` with `token` (may be empty): remote store and
@@ -112,8 +113,10 @@ struct MountArgs {
   bool foreground = false;
   uint64_t memory_cache_bytes = 0;  // 0 = default
   // With a remote origin only (the embedded store is already on local disk): the node cache
-  // directory ("" = $BDN_HOME/cache) and its bound (0 = 10 GiB), and the in-cluster cache nodes
-  // (URLs, each may hold a comma-separated list; none = $BDN_CLUSTER_CACHE, same format).
+  // directory ("" = $BDN_HOME/cache; one that cannot be written, e.g. on a read-only file
+  // system, is left out with a warning) and its bound (0 = 10 GiB), and the in-cluster cache
+  // nodes (URLs, each may hold a comma-separated list, remote::ParseNodeList; none =
+  // $BDN_CLUSTER_CACHE, same format).
   std::string cache_dir;
   uint64_t cache_size_bytes = 0;
   std::vector<std::string> cluster_cache;

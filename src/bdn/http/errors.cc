@@ -1,8 +1,12 @@
 // Status <-> HTTP error mapping (docs/http-api.md, "Errors").
 #include "bdn/http/errors.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <vector>
 
 namespace bdn::http {
 namespace {
@@ -27,7 +31,63 @@ bool IsRejected(const Status& s, Credentials credentials) {
   return credentials == Credentials::kRejected && s.code() == StatusCode::kPermissionDenied;
 }
 
+// HideServerPath's directories (without a trailing '/') and their placeholders, longest first.
+std::mutex g_hidden_mu;
+std::vector<std::pair<std::string, std::string>> g_hidden;
+
+// Whether `c` may continue a file name, so that "/srv/bdn" is not found inside "/srv/bdn2".
+bool ContinuesName(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == '-' || c == '~' || c == '+' || c == '@';
+}
+
 }  // namespace
+
+void HideServerPath(const std::filesystem::path& dir, const std::string& shown_as) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> forms = {dir, std::filesystem::absolute(dir, ec)};
+  forms.push_back(std::filesystem::weakly_canonical(dir, ec));
+  std::lock_guard lock(g_hidden_mu);
+  for (const auto& form : forms) {
+    std::string text = form.lexically_normal().string();
+    while (text.size() > 1 && text.back() == '/') text.pop_back();
+    // Only absolute paths: a relative one ("srv") could be any word of a message.
+    if (text.size() < 2 || text[0] != '/') continue;
+    if (std::find(g_hidden.begin(), g_hidden.end(), std::pair(text, shown_as)) != g_hidden.end()) {
+      continue;
+    }
+    g_hidden.emplace_back(std::move(text), shown_as);
+  }
+  std::sort(g_hidden.begin(), g_hidden.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+std::string ClientMessage(std::string_view message) {
+  std::string out(message);
+  bool changed = false;
+  {
+    std::lock_guard lock(g_hidden_mu);
+    for (const auto& [dir, shown_as] : g_hidden) {
+      for (size_t at = out.find(dir); at != std::string::npos; at = out.find(dir, at)) {
+        size_t end = at + dir.size();
+        // A '.' ending a sentence does not continue the name; one before a name character does.
+        size_t next = end < out.size() && out[end] == '.' ? end + 1 : end;
+        if (next < out.size() && ContinuesName(out[next])) {
+          at = end;
+          continue;
+        }
+        out.replace(at, dir.size(), shown_as);
+        at += shown_as.size();
+        changed = true;
+      }
+    }
+  }
+  if (changed) {
+    std::fprintf(stderr, "bdn serve: error sent without server paths: %.*s\n",
+                 static_cast<int>(message.size()), message.data());
+  }
+  return out;
+}
 
 int HttpStatusFor(const Status& s, Credentials credentials) {
   switch (s.code()) {
@@ -104,7 +164,7 @@ std::string ErrorBody(const Status& s, Credentials credentials) {
   nlohmann::json j;
   j["error"]["code"] =
       IsRejected(s, credentials) ? std::string(kUnauthenticated) : ErrorCodeName(s.code());
-  j["error"]["message"] = s.message();
+  j["error"]["message"] = ClientMessage(s.message());
   // Replace invalid UTF-8 (a message may quote a client's bytes) instead of throwing.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

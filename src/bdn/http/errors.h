@@ -2,6 +2,7 @@
 // (docs/http-api.md, "Errors"): HTTP status codes, the JSON error body, and its parsing.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,8 +36,22 @@ StatusCode StatusCodeFromName(std::string_view name);
 // anything else Internal.
 StatusCode StatusCodeForHttp(int http_status);
 
+// Keeps a server's directory out of what clients see: a server calls this once per directory
+// it works in (bdn serve: its --data; bdn cache serve: its cache directory), before it starts
+// serving. From then on ClientMessage writes `dir` (and its absolute and canonical forms), where
+// a message shows it as a path (followed by '/', the end, or a character that cannot continue
+// a file name), as `shown_as`, e.g. "<data>". Thread-safe.
+void HideServerPath(const std::filesystem::path& dir, const std::string& shown_as);
+
+// `message` as a client may see it: every directory given to HideServerPath replaced by its
+// placeholder ("chunk b3:…: moved to <data>/store/corrupt/…"). When something was replaced,
+// the full message is written to stderr ("bdn serve: error sent without server paths: …"), so
+// the server's own log keeps it. Thread-safe.
+std::string ClientMessage(std::string_view message);
+
 // The JSON error body: {"error": {"code": "<name>", "message": "<message>"}}; the code is
-// "unauthenticated" for PermissionDenied with Credentials::kRejected.
+// "unauthenticated" for PermissionDenied with Credentials::kRejected; the message as
+// ClientMessage gives it (no server file-system paths).
 std::string ErrorBody(const Status& s, Credentials credentials = Credentials::kAccepted);
 
 // Parses a JSON error body into its Status, keeping the message verbatim. nullopt when `body`

@@ -840,8 +840,9 @@ void Server::Delete(const std::string& pattern, std::string route, Handler handl
 namespace {
 
 // Binds a listening socket on `text` (HOST:PORT). Errors as Server::Start.
-Result<std::unique_ptr<Server::Impl::Acceptor>> Bind(asio::io_context& ioc, const std::string& text,
-                                                     Listener kind, ListenAddress* bound) {
+Result<std::unique_ptr<Server::Impl::Acceptor>> BindAcceptor(asio::io_context& ioc,
+                                                             const std::string& text, Listener kind,
+                                                             ListenAddress* bound) {
   BDN_ASSIGN_OR_RETURN(ListenAddress addr, ParseListenAddress(text));
   auto fail = [&](const beast::error_code& ec) {
     return Err(UnavailableError("listen " + text + ": cannot bind: " + ec.message()));
@@ -880,20 +881,30 @@ int DefaultIoThreads() {
 
 }  // namespace
 
-Status Server::Start() {
-  if (started_) return FailedPreconditionError("server: already started");
+Status Server::Bind() {
+  if (started_ || bound_) return FailedPreconditionError("server: already started");
   impl_->ioc = std::make_unique<asio::io_context>();
   ListenAddress bound;
-  BDN_ASSIGN_OR_RETURN(auto main, Bind(*impl_->ioc, options_.listen, Listener::kMain, &bound));
+  BDN_ASSIGN_OR_RETURN(auto main,
+                       BindAcceptor(*impl_->ioc, options_.listen, Listener::kMain, &bound));
   std::unique_ptr<Impl::Acceptor> metrics;
   ListenAddress metrics_bound;
   if (!options_.metrics_listen.empty()) {
-    BDN_ASSIGN_OR_RETURN(
-        metrics, Bind(*impl_->ioc, options_.metrics_listen, Listener::kMetrics, &metrics_bound));
+    BDN_ASSIGN_OR_RETURN(metrics, BindAcceptor(*impl_->ioc, options_.metrics_listen,
+                                               Listener::kMetrics, &metrics_bound));
   }
   host_ = bound.host;
   port_ = bound.port;
   metrics_url_ = metrics ? UrlOf(metrics_bound) : std::string();
+  impl_->acceptors.push_back(std::move(main));
+  if (metrics) impl_->acceptors.push_back(std::move(metrics));
+  bound_ = true;
+  return Status::Ok();
+}
+
+Status Server::Start() {
+  if (started_) return FailedPreconditionError("server: already started");
+  if (!bound_) BDN_RETURN_IF_ERROR(Bind());
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = false;
@@ -902,8 +913,6 @@ Status Server::Start() {
   // Each connection has at most one task queued, so this bound is never reached: Submit, called
   // on I/O threads, must not block.
   impl_->pool = std::make_unique<ThreadPool>(threads, options_.max_connections * 2 + 1024);
-  impl_->acceptors.push_back(std::move(main));
-  if (metrics) impl_->acceptors.push_back(std::move(metrics));
   for (auto& a : impl_->acceptors) impl_->Accept(a.get());
   impl_->work.emplace(impl_->ioc->get_executor());
   int io = options_.io_threads > 0 ? options_.io_threads : DefaultIoThreads();
@@ -914,6 +923,12 @@ Status Server::Start() {
 }
 
 void Server::Stop() {
+  if (bound_ && !started_) {  // bound, never served: no thread to stop, just close the sockets
+    impl_->acceptors.clear();
+    impl_->ioc.reset();
+    bound_ = false;
+    return;
+  }
   if (!started_) return;
   Impl& m = *impl_;
   asio::post(*m.ioc, [&m] {
@@ -952,6 +967,7 @@ void Server::Stop() {
   m.acceptors.clear();
   m.ioc.reset();  // destroys queued handlers, and with them the last sessions
   started_ = false;
+  bound_ = false;
 }
 
 std::string Server::url() const { return UrlOf({host_, port_}); }

@@ -96,12 +96,19 @@ class Server {
   void Delete(const std::string& pattern, std::string route, Handler handler,
               RouteOptions options = {});
 
-  // Binds the listen address(es) and serves on background threads; returns once it accepts.
+  // Binds the listen address(es) without serving yet (connections wait in the backlog until
+  // Start), so that a server can find out an address is taken before it creates anything
+  // (`bdn serve` on a busy port leaves its data directory untouched); host() and port() are
+  // valid from here. Routes may still be added afterwards. Errors: as Start's.
+  Status Bind();
+  // Binds the listen address(es) (unless Bind did) and serves on background threads; returns
+  // once it accepts.
   // Errors: InvalidArgument for a malformed address; Unavailable "listen H:P: cannot bind: ..."
   // when the address is in use or not local; FailedPrecondition if already started.
   Status Start();
   // Stops accepting, closes idle connections, lets in-flight requests finish (a few seconds at
-  // most), then closes the rest and joins every thread. Idempotent.
+  // most), then closes the rest and joins every thread; closes the sockets of a server that was
+  // bound but never started. Idempotent.
   void Stop();
 
   // The bound host and port (valid after Start), and "http://HOST:PORT".
@@ -125,6 +132,7 @@ class Server {
   std::string host_;
   int port_ = 0;
   std::string metrics_url_;
+  bool bound_ = false;
   bool started_ = false;
 };
 

@@ -60,7 +60,9 @@ class KeyStore {
   virtual ~KeyStore() = default;
 
   // Creates a key with a fresh random id and secret.
-  // Errors: InvalidArgument for a namespace that is neither "*" nor a valid name, or no scopes.
+  // Errors: InvalidArgument for a namespace that is neither "*" nor a valid name, or no scopes;
+  // FailedPrecondition "key store <file>: create key: no space left on device" on a full disk;
+  // PermissionDenied for a read-only store; Unavailable when the database stays locked.
   virtual Result<CreatedKey> Create(const std::string& ns, std::vector<Scope> scopes) = 0;
   // Every key, revoked ones included, oldest first.
   virtual Result<std::vector<ApiKey>> List() = 0;
@@ -77,7 +79,8 @@ class KeyStore {
 // namespace, scopes, BLAKE3 of the secret, created and revoked times. Thread-safe.
 class SqliteKeyStore : public KeyStore {
  public:
-  // Opens or creates the database and table. Errors: Internal naming the file.
+  // Opens or creates the database and table (the file private to its owner, 0600:
+  // MakeDatabasePrivate). Errors: Internal naming the file.
   static Result<std::unique_ptr<SqliteKeyStore>> Open(const std::filesystem::path& db_path);
   ~SqliteKeyStore() override;
 

@@ -150,7 +150,8 @@ class Registry {
 // SQLite registry in one database file (WAL mode, busy timeout), safe for several processes.
 class SqliteRegistry : public Registry {
  public:
-  // Opens or creates the database. Errors: Internal naming the file.
+  // Opens or creates the database (the file private to its owner, 0600: MakeDatabasePrivate).
+  // Errors: Internal naming the file.
   static Result<std::unique_ptr<SqliteRegistry>> Open(const std::filesystem::path& db_path);
   ~SqliteRegistry() override;
 

@@ -9,6 +9,8 @@
 #include "bdn/base/units.h"
 #include "bdn/registry/key_store.h"
 
+#include "bdn/base/private_files.h"
+
 namespace bdn {
 namespace {
 
@@ -131,11 +133,21 @@ struct SqliteKeyStore::Impl {
     if (db) sqlite3_close(db);
   }
 
+  // The Status of the last SQLite error: Unavailable when busy or locked; FailedPrecondition on
+  // a full disk (as the registry and the chunk store: HTTP 412, exit 8); PermissionDenied on a
+  // read-only database; else Internal.
   Status Error(std::string_view what) const {
     std::string msg =
         "key store " + path.string() + ": " + std::string(what) + ": " + sqlite3_errmsg(db);
     int rc = sqlite3_errcode(db);
-    return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? UnavailableError(msg) : InternalError(msg);
+    int sys = sqlite3_system_errno(db);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return UnavailableError(msg);
+    if (rc == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT) {
+      return FailedPreconditionError("key store " + path.string() + ": " + std::string(what) +
+                                     ": no space left on device");
+    }
+    if (rc == SQLITE_READONLY) return PermissionDeniedError(msg);
+    return InternalError(msg);
   }
 
   Status Exec(const char* sql) {
@@ -184,6 +196,7 @@ SqliteKeyStore::~SqliteKeyStore() = default;
 Result<std::unique_ptr<SqliteKeyStore>> SqliteKeyStore::Open(const std::filesystem::path& db_path) {
   auto impl = std::make_unique<Impl>();
   impl->path = db_path;
+  MakeDatabasePrivate(db_path, "key store");
   int rc =
       sqlite3_open_v2(db_path.c_str(), &impl->db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);

@@ -10,6 +10,8 @@
 
 #include "bdn/registry/registry.h"
 
+#include "bdn/base/private_files.h"
+
 namespace bdn {
 
 std::string_view LifecycleName(Lifecycle l) { return l == Lifecycle::kAlive ? "ALIVE" : "DELETED"; }
@@ -370,6 +372,7 @@ std::string UriPath(const std::filesystem::path& p) {
 Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesystem::path& db_path) {
   auto impl = std::make_unique<Impl>();
   impl->dir = db_path.parent_path();
+  MakeDatabasePrivate(db_path, "registry");
   auto rw = OpenDb(UriPath(db_path), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   Status rw_error;
   if (rw) {
@@ -703,10 +706,9 @@ class FlockClaim : public PushClaim {
 
 Result<std::unique_ptr<PushClaim>> SqliteRegistry::ClaimPush(const std::string& ns,
                                                              const std::string& volume) {
-  std::error_code ec;
-  std::filesystem::create_directories(impl_->dir / "locks", ec);
+  if (Status s = CreatePrivateDirectory(impl_->dir / "locks", "registry"); !s.ok()) return Err(s);
   std::filesystem::path p = impl_->dir / "locks" / (ns + "~" + volume + ".lock");
-  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Err(ErrnoError("push claim " + p.string(), errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;

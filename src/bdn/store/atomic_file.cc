@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+
+#include "bdn/base/private_files.h"
 #include <cerrno>
 
 namespace bdn {
@@ -36,7 +38,7 @@ int MoveIntoPlace(const fs::path& tmp, const fs::path& final_path, ExistingFile 
   int rc = move();
   if (rc != 0 && errno == ENOENT) {
     // The final directory (a fan-out directory, say) is created on first use.
-    ::mkdir(final_path.parent_path().c_str(), 0755);
+    ::mkdir(final_path.parent_path().c_str(), kPrivateDirMode);
     rc = move();
   }
   if (rc != 0 && existing == ExistingFile::kKeep && (errno == EINVAL || errno == ENOSYS)) {
@@ -57,7 +59,7 @@ Result<WriteOutcome> WriteFileAtomically(const fs::path& final_path, std::span<c
   static std::atomic<uint64_t> counter{0};
   fs::path tmp = options.tmp_dir / (final_path.filename().string() + "." +
                                     std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Err(ErrnoError(what + ": create " + tmp.string(), errno));
   Status s = WriteAll(fd, data, what + ": write " + tmp.string());
   if (s.ok() && options.before_close) s = options.before_close(fd);

@@ -43,8 +43,8 @@ struct AtomicWriteOptions {
 };
 
 // Writes `data` (all of it, or nothing visible) to `final_path` through a temporary file in
-// `options.tmp_dir`, created with mode 0644. The final path's directory is created (mode 0755)
-// if it is missing; the directory above it must exist. `what` names the object in messages, e.g.
+// `options.tmp_dir`, created with mode 0600 (private: stores and caches hold every namespace's
+// data). The final path's directory is created (mode 0700) if it is missing; the directory above it must exist. `what` names the object in messages, e.g.
 // "chunk b3:3fa9…". The temporary file is removed on every outcome but kWritten; nothing is
 // fsynced (callers own durability).
 //

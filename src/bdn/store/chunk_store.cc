@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/store/atomic_file.h"
 
@@ -70,10 +71,10 @@ Status VerifyChunk(const Digest& id, std::span<const uint8_t> data) {
 
 Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(const fs::path& root,
                                                                Durability durability) {
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root, "chunk store"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root / "chunks", "chunk store"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root / "tmp", "chunk store"));
   std::error_code ec;
-  fs::create_directories(root / "chunks", ec);
-  if (!ec) fs::create_directories(root / "tmp", ec);
-  if (ec) return Err(ErrnoError("chunk store " + root.string(), ec.value()));
   // Temporary files of writers that died (kill -9) are removed: their names end in ".<pid>.<n>".
   for (const auto& de : fs::directory_iterator(root / "tmp", ec)) {
     std::string name = de.path().filename().string();
@@ -150,9 +151,8 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
     // Move the bad copy aside so the chunk counts as missing: the next push of the same data
     // stores it again (repairing the store), and nothing is deleted.
     fs::path bad = root_ / "corrupt" / id.Hex();
-    std::error_code ec;
-    fs::create_directories(bad.parent_path(), ec);
-    if (!ec && ::rename(p.c_str(), bad.c_str()) == 0) {
+    if (CreatePrivateDirectory(bad.parent_path(), "chunk store").ok() &&
+        ::rename(p.c_str(), bad.c_str()) == 0) {
       return Err(CorruptionError(s.message() + "; moved to " + bad.string() +
                                  ", push the data again to repair"));
     }

@@ -70,7 +70,9 @@ class LocalChunkStore : public ChunkStore {
   // committed version survives a power cut. kNone: Sync() does nothing (scratch stores).
   enum class Durability { kSyncfs, kNone };
 
-  // Creates the directories if needed. Errors: Internal/PermissionDenied on I/O.
+  // Creates the directories if needed, private to the owner (0700; an existing root with group or
+  // other bits is tightened, with a warning: CreatePrivateDirectory). Blob files are 0600.
+  // Errors: Internal/PermissionDenied/FailedPrecondition on I/O, naming the directory.
   static Result<std::unique_ptr<LocalChunkStore>> Open(const std::filesystem::path& root,
                                                        Durability durability = Durability::kSyncfs);
 

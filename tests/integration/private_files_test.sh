@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Local exposure (issue 14 item 4): the embedded store ($BDN_HOME), a bdn serve --data directory
+# and the node caches (mount --cache-dir, cache serve --cache-dir) are created private to their
+# owner, directories 0700 and files 0600 whatever the umask, so no other local user can read a
+# chunk or the key table; existing ones with group/other bits are tightened on start with a
+# warning naming the path. "Other user" is nobody, via setpriv.
+source "$(dirname "$0")/lib.sh"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
+# mktemp -d made WORK 0700, which alone would hide everything below it from other users.
+chmod 0755 "$WORK"
+umask 000  # the modes must not come from the umask
+
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+# readable_by_nobody DIR: every path under DIR (DIR included) that nobody can read, one a line.
+readable_by_nobody() {
+  local paths
+  mapfile -d '' paths < <(find "$1" -print0)
+  as_nobody bash -c 'for p in "$@"; do [ -r "$p" ] && printf "%s\n" "$p"; done; true' _ "${paths[@]}"
+}
+# not_private DIR: paths under DIR that are not exactly 0700 (directories) or 0600 (files).
+not_private() {
+  find "$1" \( -type d ! -perm 0700 \) -printf 'd %m %p\n' -o \( -type f ! -perm 0600 \) -printf 'f %m %p\n'
+}
+# assert_private DIR WHAT
+assert_private() {
+  assert_eq "" "$(not_private "$1")" "modes under $2"
+  assert_eq "" "$(readable_by_nobody "$1")" "paths under $2 that nobody can read"
+}
+
+mkdir -p "$WORK/src/sub"
+python3 -c 'import random,sys; r=random.Random(3); sys.stdout.buffer.write(r.randbytes(3_000_000))' > "$WORK/src/w.bin"
+printf 'hello\n' > "$WORK/src/sub/a.txt"
+chunk_of() {  # chunk_of STORE_CHUNKS_DIR: one chunk file in it
+  find "$1" -type f -name '????????????????????????????????????????????????????????????????' -print -quit
+}
+
+step "the check itself: files left readable are seen as readable by nobody"
+mkdir -p "$WORK/probe/d"; printf x > "$WORK/probe/d/f"; chmod -R go+rX "$WORK/probe"
+assert_eq "$(printf '%s\n' "$WORK/probe" "$WORK/probe/d" "$WORK/probe/d/f")" "$(readable_by_nobody "$WORK/probe")" "probe"
+
+step "embedded store: BDN_HOME, store, chunks and registry are 0700/0600"
+"$BDN" volume push "$WORK/src" bdn:t/v --tag prod >/dev/null 2>&1
+[ -n "$(chunk_of "$BDN_HOME/store/chunks")" ] || fail "no chunk in the embedded store"
+assert_private "$BDN_HOME" BDN_HOME
+as_nobody cat "$(chunk_of "$BDN_HOME/store/chunks")" >/dev/null 2>&1 && fail "nobody read a chunk"
+as_nobody cat "$BDN_HOME/registry.db" >/dev/null 2>&1 && fail "nobody read the registry"
+
+step "an existing home readable by others is tightened on start, with a warning naming it"
+chmod -R go+rX "$BDN_HOME"
+[ -n "$(readable_by_nobody "$BDN_HOME")" ] || fail "the loosened home is not readable"
+err=$("$BDN" volume ls 2>&1 >/dev/null)
+assert_contains "$err" "warning: BDN_HOME $BDN_HOME: was readable by other users (mode 0755); changed to 0700"
+assert_contains "$err" "warning: registry $BDN_HOME/registry.db: was readable by other users (mode 0644); changed to 0600"
+assert_eq "" "$(readable_by_nobody "$BDN_HOME")" "paths under the tightened home that nobody can read"
+assert_eq 700 "$(stat -c %a "$BDN_HOME")" "mode of the tightened home"
+assert_eq "" "$("$BDN" volume ls 2>&1 >/dev/null)" "stderr once the home is private"
+
+step "bdn serve --data: data dir, store, registry and admin.token are private"
+start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv"
+SERVE_PID=$STARTED_PID; URL=$STARTED_URL
+export BDN_REMOTE="$URL" BDN_TOKEN
+BDN_TOKEN=$(cat "$WORK/srv/admin.token")
+"$BDN" volume push "$WORK/src" bdn:t/v --tag prod >/dev/null 2>&1
+"$BDN" key create --namespace t --scope pull >/dev/null 2>&1
+[ -n "$(chunk_of "$WORK/srv/store/chunks")" ] || fail "no chunk in the server store"
+assert_private "$WORK/srv" "serve --data"
+
+step "a remote mount's node cache (--cache-dir) is private"
+ref=$("$BDN" volume stat bdn:t/v:prod --json | json_field version_ref)
+"$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nc/node" >/dev/null
+MOUNTS+=("$WORK/mnt")
+cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through the mount"
+"$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
+[ -n "$(chunk_of "$WORK/nc/node/chunks")" ] || fail "the node cache holds no chunk"
+assert_private "$WORK/nc" "mount --cache-dir (and the parent it created)"
+
+step "bdn cache serve --cache-dir is private"
+start_bdn cache cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "$WORK/cn"
+CACHE_URL=$STARTED_URL
+id=$(b3sum --no-names "$WORK/src/sub/a.txt")
+assert_eq hello "$(curl -sf "$CACHE_URL/v1/chunks/$id")" "chunk through the cache node"
+[ -n "$(chunk_of "$WORK/cn/chunks")" ] || fail "the cache node holds no chunk"
+assert_private "$WORK/cn" "cache serve --cache-dir"
+
+step "a loosened serve --data is tightened on restart, with a warning"
+kill -TERM "$SERVE_PID"; wait "$SERVE_PID" || fail "serve did not stop cleanly"
+chmod -R go+rX "$WORK/srv"
+start_bdn serve2 serve --listen 127.0.0.1:0 --data "$WORK/srv"
+assert_contains "$(cat "$WORK/serve2.log")" "warning: --data $WORK/srv: was readable by other users (mode 0755); changed to 0700"
+assert_eq "" "$(readable_by_nobody "$WORK/srv")" "paths under the tightened --data that nobody can read"
+echo "PASS"
