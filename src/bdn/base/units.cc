@@ -85,6 +85,16 @@ std::string FormatDuration(std::chrono::milliseconds d) {
   return std::to_string(ms) + "ms";
 }
 
+timespec ToTimespec(int64_t unix_ns) {
+  int64_t sec = unix_ns / 1'000'000'000;
+  int64_t rem = unix_ns % 1'000'000'000;
+  if (rem < 0) {
+    rem += 1'000'000'000;
+    --sec;
+  }
+  return {.tv_sec = static_cast<time_t>(sec), .tv_nsec = static_cast<long>(rem)};
+}
+
 std::string FormatBytes(uint64_t bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

@@ -1,6 +1,8 @@
 // Byte-size parsing and formatting helpers.
 #pragma once
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -35,6 +37,9 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
 
 // Formats a duration in the largest unit that divides it: "1h", "2m", "30s", "1500ms", "0ms".
 std::string FormatDuration(std::chrono::milliseconds d);
+
+// Nanoseconds since the epoch (negative before 1970) as a timespec: tv_nsec in [0, 1e9).
+timespec ToTimespec(int64_t unix_ns);
 
 // Lower-case hex of `data[0, size)`.
 std::string HexEncode(const uint8_t* data, size_t size);

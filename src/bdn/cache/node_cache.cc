@@ -16,6 +16,7 @@
 
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/base/units.h"
 #include "bdn/store/atomic_file.h"
 
 namespace bdn {
@@ -55,9 +56,6 @@ int64_t NowNs() {
   return ts.tv_sec * kNsPerSecond + ts.tv_nsec;
 }
 
-timespec ToTimespec(int64_t ns) {
-  return {.tv_sec = ns / kNsPerSecond, .tv_nsec = ns % kNsPerSecond};
-}
 int64_t ToNs(const timespec& ts) { return ts.tv_sec * kNsPerSecond + ts.tv_nsec; }
 
 // Probation: never re-read since written (Store sets atime == mtime; a re-read sets atime later).

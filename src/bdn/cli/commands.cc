@@ -517,11 +517,13 @@ Status Mount(Context& ctx, const MountArgs& args) {
   if (!resolved) return resolved.error();
   const auto& [ref, pinned] = *resolved;
   if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
+  MountArgs with_time = args;
+  with_time.version_created_unix_ms = VersionCreatedUnixMs(ctx, pinned);
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
   // carried across fork (the mount needs only the store and the loaded manifest).
   ctx.registry.reset();
   pid_t daemon_pid = -1;
-  BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, args, &daemon_pid));
+  BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, with_time, &daemon_pid));
   if (!args.foreground) {
     if (ctx.json) {
       PrintJson({{"version_ref", pinned.ToString()},
@@ -574,6 +576,12 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountAr
 }
 }  // namespace
 
+int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned) {
+  if (!ctx.registry) return 0;
+  auto v = ctx.registry->GetVersion(pinned.ns, pinned.volume, pinned.digest);
+  return v ? v->created_unix_ms : 0;
+}
+
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                    pid_t* daemon_pid) {
   Context mount_ctx = ctx;
@@ -590,6 +598,13 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
   if (args.read_timeout_ms > 0) opts.read_timeout = std::chrono::milliseconds(args.read_timeout_ms);
   opts.allow_other = args.allow_other;
+  const int64_t created_ms =
+      args.version_created_unix_ms > 0
+          ? args.version_created_unix_ms
+          : std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  opts.unrecorded_mtime_ns = created_ms * 1'000'000;
   if (args.foreground) {
     std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
               << " (foreground)\n";

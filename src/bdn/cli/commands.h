@@ -123,11 +123,17 @@ struct MountArgs {
   int64_t read_timeout_ms = 0;  // a read that cannot get its bytes fails after this; 0 = 55 s
   // Other users may read the mount (file modes apply); see MountOptions::allow_other.
   bool allow_other = false;
+  // When the version was created (VersionCreatedUnixMs): the mtime shown for entries whose
+  // manifest records none. 0 = unknown (the origin could not be asked): the time of mounting.
+  int64_t version_created_unix_ms = 0;
 };
 // bdn volume mount. Errors: PermissionDenied "--allow-other: allow_other: ..." before anything
 // else when args.allow_other is not permitted (CheckAllowOtherPermitted); then those of
 // resolving the ref and of MountPinned.
 Status Mount(Context& ctx, const MountArgs& args);
+// When the version `pinned` was created, from ctx.registry; 0 when the registry cannot say (no
+// registry, or it failed: the caller mounts anyway).
+int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned);
 // Mounts the version `pinned` at args.mountpoint (created if missing); args.ref is ignored.
 // In the background unless args.foreground (then `daemon_pid`, if not null, gets the daemon's
 // pid). Prints nothing. The caller closes ctx.registry first if it will not need it (the daemon

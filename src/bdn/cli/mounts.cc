@@ -152,10 +152,12 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
   }
   // Resolve every source once, before mounting anything.
   std::vector<PinnedRef> pinned;
+  std::vector<int64_t> created_ms;  // each version's creation time: mtimes it does not record
   for (const auto& e : entries) {
     auto p = ResolveRef(*ctx.registry, e.ref);
     if (!p) return p.error().WithPrefix(at_line(e.line));
     pinned.push_back(*p);
+    created_ms.push_back(VersionCreatedUnixMs(ctx, *p));
     if (!Pinned(e.ref)) {
       std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source
                 << " is not pinned to a digest; mounting " << p->ToString()
@@ -201,6 +203,7 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
       MountArgs args;
       args.mountpoint = e.path;
       args.allow_other = e.allow_other;
+      args.version_created_unix_ms = created_ms[i];
       Status s = MountPinned(ctx, pinned[i], args, &daemon_pid);
       if (!s.ok()) {
         for (const auto& m : done) (void)Unmount(m);

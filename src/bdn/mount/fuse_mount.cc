@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bdn/base/units.h"
 #include "bdn/mount/chunk_cache.h"
 #include "bdn/mount/volume_reader.h"
 
@@ -107,6 +108,7 @@ class MountedFs {
         reader_(view_, options),
         mountpoint_(std::move(mountpoint)),
         prefetch_bytes_(options.prefetch_bytes),
+        unrecorded_mtime_ns_(options.unrecorded_mtime_ns),
         uid_(::getuid()),
         gid_(::getgid()) {
     root_ = view_->Find("");
@@ -497,18 +499,9 @@ class MountedFs {
         break;
     }
     st.st_blocks = (st.st_size + 511) / 512;
-    if (e.mtime_ns) {
-      int64_t ns = *e.mtime_ns;
-      int64_t sec = ns / 1'000'000'000;
-      int64_t rem = ns % 1'000'000'000;
-      if (rem < 0) {
-        rem += 1'000'000'000;
-        --sec;
-      }
-      st.st_mtim = {.tv_sec = sec, .tv_nsec = rem};
-      st.st_atim = st.st_mtim;
-      st.st_ctim = st.st_mtim;
-    }
+    st.st_mtim = ToTimespec(e.mtime_ns.value_or(unrecorded_mtime_ns_));
+    st.st_atim = st.st_mtim;
+    st.st_ctim = st.st_mtim;
     return st;
   }
 
@@ -559,6 +552,7 @@ class MountedFs {
   VolumeReader reader_;
   fs::path mountpoint_;
   uint64_t prefetch_bytes_;
+  int64_t unrecorded_mtime_ns_;
   uid_t uid_;
   gid_t gid_;
   const Entry* root_ = nullptr;

@@ -57,6 +57,10 @@ struct MountOptions {
   // the mounting user's). A user other than root needs "user_allow_other" in /etc/fuse.conf
   // (CheckAllowOtherPermitted).
   bool allow_other = false;
+  // The mtime (and atime, ctime) of entries whose manifest records none (a version pushed
+  // without --preserve-mtime) and of the root: the version's creation time, in ns since the
+  // epoch. 0 shows 1970-01-01.
+  int64_t unrecorded_mtime_ns = 0;
   // MountInBackground only: the daemon's stderr (corruption reports, warnings) is appended to
   // this file; empty = /dev/null.
   std::filesystem::path log_file;
@@ -76,11 +80,12 @@ int ErrnoFromStatus(const Status& status);
 //
 // Kernel-facing behaviour: mounted "ro" with default_permissions (and allow_other if asked),
 // type "fuse.bdn"; owner = the calling uid/gid; modes from the manifest; mtimes from the manifest
-// when it records them, else 0; entries, attributes and negative lookups cached for a day (the
-// root's attributes for 1 s, so a dead daemon shows as ENOTCONN); page cache kept across opens;
-// requests up to 1 MiB; every modifying operation fails with EROFS; a chunk that fails verification
-// makes the read of that range fail with EIO (the whole kernel request, which may be up to 1 MiB
-// around it) and is reported on stderr naming the chunk and the file.
+// when it records them, else options.unrecorded_mtime_ns (the version's creation time); entries,
+// attributes and negative lookups cached for a day (the root's attributes for 1 s, so a dead
+// daemon shows as ENOTCONN); page cache kept across opens; requests up to 1 MiB; every modifying
+// operation fails with EROFS; a chunk that fails verification makes the read of that range fail
+// with EIO (the whole kernel request, which may be up to 1 MiB around it) and is reported on
+// stderr naming the chunk and the file.
 //
 // Faults: lookup, getattr, readdir, readlink and statfs answer from the loaded manifest and never
 // touch the store. Reads and opens that need the store wait on other threads than libfuse's

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <optional>
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/base/units.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -32,6 +34,25 @@ Status WriteAll(int fd, const uint8_t* p, size_t n, const std::string& what) {
     }
     p += w;
     n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+// The times to set for entry `e` (utimensat/futimens): its recorded mtime, atime left alone;
+// nullopt when the manifest records no mtimes.
+std::optional<std::array<timespec, 2>> TimesOf(const Entry& e) {
+  if (!e.mtime_ns) return std::nullopt;
+  return std::array<timespec, 2>{timespec{.tv_sec = 0, .tv_nsec = UTIME_OMIT},
+                                 ToTimespec(*e.mtime_ns)};
+}
+
+// Sets `name`'s (in `dir`; a symlink itself, not its target) recorded mtime, if there is one.
+// Errors: ErrnoError "<kind> \"shown\"".
+Status RestoreMtime(const Entry& e, int dir, const std::string& name, const std::string& kind,
+                    const std::string& shown) {
+  auto times = TimesOf(e);
+  if (times && ::utimensat(dir, name.c_str(), times->data(), AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(kind + " \"" + shown + "\"", errno);
   }
   return Status::Ok();
 }
@@ -195,7 +216,10 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         std::string cur(static_cast<size_t>(st.st_size) + 1, '\0');
         ssize_t n = S_ISLNK(st.st_mode) ? ::readlinkat(dir, at.name.c_str(), cur.data(), cur.size())
                                         : -1;
-        if (n >= 0 && std::string(cur.data(), static_cast<size_t>(n)) == e->target) continue;
+        if (n >= 0 && std::string(cur.data(), static_cast<size_t>(n)) == e->target) {
+          BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
+          continue;
+        }
         if (!overwrite) {
           return Err(AlreadyExistsError("path \"" + cursor.Display(at.name) +
                                         "\": exists with other content (use --overwrite)"));
@@ -205,6 +229,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
       if (::symlinkat(e->target.c_str(), cursor.fd(), at.name.c_str()) != 0) {
         return Err(ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", errno));
       }
+      BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
     }
   }
 
@@ -235,6 +260,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         auto d = HashLocal(dir, name);
         if (d && *d == e.digest) {
           ::fchmodat(dir, name.c_str(), e.mode, 0);
+          BDN_RETURN_IF_ERROR(RestoreMtime(e, dir, name, "file", shown));
           if (counters) {
             counters->bytes_done += e.size_bytes;
             ++counters->files_done;
@@ -355,7 +381,9 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
       return refuse(CorruptionError("file \"" + e.path + "\": content does not match its digest " +
                                     e.digest.ToString()));
     }
-    if (::ftruncate(fd, static_cast<off_t>(e.size_bytes)) != 0 || ::fchmod(fd, e.mode) != 0) {
+    auto times = TimesOf(e);
+    if (::ftruncate(fd, static_cast<off_t>(e.size_bytes)) != 0 || ::fchmod(fd, e.mode) != 0 ||
+        (times && ::futimens(fd, times->data()) != 0)) {
       return fail(ErrnoError("file \"" + tmp_shown + "\"", errno));
     }
     if (::close(fd) != 0) {
@@ -443,13 +471,15 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
       return Err(ErrnoError("hardlink \"" + cursor.Display(at.name) + "\"", errno));
     }
   }
-  // Directory modes last, deepest first, so read-only directories do not block their children.
+  // Directory modes and recorded mtimes last, deepest first, so read-only directories do not
+  // block their children and no later write inside moves a directory's mtime.
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if ((*it)->kind != EntryKind::kDirectory) continue;
     const Place at = PlaceOf(local((*it)->path));
     BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
     BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(cursor.fd(), at.name, cursor.Display(at.name)));
-    if (::fchmod(d.get(), (*it)->mode) != 0) {
+    auto times = TimesOf(**it);
+    if (::fchmod(d.get(), (*it)->mode) != 0 || (times && ::futimens(d.get(), times->data()) != 0)) {
       return Err(ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno));
     }
   }

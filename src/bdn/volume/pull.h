@@ -30,7 +30,9 @@ struct PullResult {
 };
 
 // Writes the selected entries under `dest` (created if missing): directories, files, symlinks
-// (target verbatim, never followed) and hardlinks; then permission bits. Each file is assembled
+// (target verbatim, never followed) and hardlinks; then permission bits, and the mtimes the
+// manifest records (--preserve-mtime; of files, symlinks and directories; atime left alone;
+// without them files keep the time they were written). Each file is assembled
 // in its partial file (PartialFileName, in the same directory; all-zero chunks left as holes) and
 // renamed into place only once its size and whole-file BLAKE3 are the entry's. A file already at
 // its place with the right size and BLAKE3 is kept, so an interrupted pull resumes (the leading
