@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Edges of serving (issues 7 and 14): a server that cannot bind creates nothing on disk; error
 # bodies never show the server's directories (the server's log keeps them); a full data disk is
-# failed_precondition (412, exit 8) for key create and push; a node cache on a read-only file
+# failed_precondition (412, exit 8) for key create, tag set and push; a node cache on a read-only file
 # system is left out with a warning and the mount still reads; verify and stat through --remote
 # exit 5 for a corrupt manifest.
 source "$(dirname "$0")/lib.sh"
@@ -85,13 +85,14 @@ assert_eq "warning: node cache state $WORK/robind/cache/state: Read-only file sy
 cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through a mount on a read-only bind mount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 
-step "a full data disk: key create and push get failed_precondition (412, exit 8), no server path"
+step "a full data disk: key create, tag set and push get failed_precondition (412, exit 8), no server path"
 kill -TERM "$SERVE_PID"; wait "$SERVE_PID" || fail "serve did not stop cleanly"
 mkdir -p "$WORK/full"
 mount -t tmpfs -o size=2m tmpfs "$WORK/full"; MOUNTS+=("$WORK/full")
 start_bdn full serve --listen 127.0.0.1:0 --data "$WORK/full/srv"
 URL=$STARTED_URL; export BDN_REMOTE="$URL" BDN_TOKEN
 BDN_TOKEN=$(cat "$WORK/full/srv/admin.token")
+FULL_REF=$("$BDN" volume push "$WORK/src2" bdn:t/tags 2>/dev/null)
 dd if=/dev/zero of="$WORK/full/filler" bs=64k status=none 2>/dev/null || true  # ENOSPC ends it
 rc=0
 for _ in $(seq 1 200); do  # SQLite may still have room in pages it holds: until a write needs more
@@ -104,6 +105,13 @@ assert_eq failed_precondition "$(python3 -c 'import json,sys; print(json.load(sy
 assert_eq 412 "$(curl -s -o "$WORK/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $BDN_TOKEN" \
   -H 'Content-Type: application/json' --data '{"namespace":"t","scopes":["pull"]}' "$URL/v1/keys")" "POST /v1/keys on a full disk"
 assert_eq '{"error":{"code":"failed_precondition","message":"key store <data>/registry.db: create key: no space left on device"}}' "$(cat "$WORK/body")" "error body"
+# Registry writes too: new tags until one needs space the database does not have.
+rc=0
+for i in $(seq 1 200); do
+  err=$("$BDN" volume tag set --volume-ref "$FULL_REF" --tag "t$i" 2>&1 >/dev/null) || { rc=$?; break; }
+done
+assert_eq 8 "$rc" "exit code of tag set on a full data disk ($err)"
+assert_eq "bdn: error: registry <data>/registry.db: no space left on device" "$err" "tag set on a full disk"
 rc=0; err=$("$BDN" volume push "$WORK/src" bdn:t/full 2>&1 >/dev/null) || rc=$?
 assert_eq 8 "$rc" "exit code of push to a full data disk ($err)"
 assert_contains "$err" "No space left on device"

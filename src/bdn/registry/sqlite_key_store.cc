@@ -142,11 +142,11 @@ struct SqliteKeyStore::Impl {
     int rc = sqlite3_errcode(db);
     int sys = sqlite3_system_errno(db);
     if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return UnavailableError(msg);
-    if (rc == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT) {
+    if ((rc & 0xff) == SQLITE_FULL || ((rc & 0xff) == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
       return FailedPreconditionError("key store " + path.string() + ": " + std::string(what) +
                                      ": no space left on device");
     }
-    if (rc == SQLITE_READONLY) return PermissionDeniedError(msg);
+    if ((rc & 0xff) == SQLITE_READONLY) return PermissionDeniedError(msg);
     return InternalError(msg);
   }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <mutex>
 
@@ -85,13 +86,25 @@ class Stmt {
     sqlite3_bind_null(stmt_, i);
     return *this;
   }
-  // Returns true for a row, false when done. Errors: Internal with SQLite's message.
+  // Returns true for a row, false when done. Errors: Unavailable when busy; FailedPrecondition
+  // "registry <file>: no space left on device" on a full disk (as Exec: HTTP 412, exit 8);
+  // PermissionDenied on a read-only database; else Internal with SQLite's message.
   Result<bool> Step() {
     if (rc_ != SQLITE_OK) return Err(InternalError(std::string("registry: ") + sqlite3_errmsg(db_)));
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
     if (rc == SQLITE_BUSY) return Err(UnavailableError("registry: database is busy"));
+    const std::string file = sqlite3_db_filename(db_, "main") ? sqlite3_db_filename(db_, "main") : "";
+    const int sys = sqlite3_system_errno(db_);
+    if ((rc & 0xff) == SQLITE_FULL ||
+        ((rc & 0xff) == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
+      return Err(FailedPreconditionError("registry " + file + ": no space left on device"));
+    }
+    if ((rc & 0xff) == SQLITE_READONLY) {
+      return Err(PermissionDeniedError("registry " + file + ": read-only (" +
+                                       sqlite3_errmsg(db_) + ")"));
+    }
     return Err(InternalError(std::string("registry: ") + sqlite3_errmsg(db_)));
   }
   Status Run() {
