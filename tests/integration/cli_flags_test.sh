@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Command-line flags shared by many commands: bdn --version (version and git commit, "unknown"
 # outside a git checkout), and the one duration syntax of every duration flag (--read-timeout,
-# --claim-ttl): 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors everywhere.
+# --claim-ttl, --retry-deadline and BDN_RETRY_DEADLINE, --header-timeout, --idle-timeout,
+# --write-timeout): 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors.
 source "$(dirname "$0")/lib.sh"
 SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
 
@@ -44,15 +45,29 @@ run_fails 2 'bdn: error: --claim-ttl: duration "30 s": expected a number and a u
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --claim-ttl '30 s'
 run_fails 2 'bdn: error: --claim-ttl: duration "50ms": must be between 100ms and 24h' \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --claim-ttl 50ms
+MALFORMED='expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number is seconds)'
+for flag in --header-timeout --idle-timeout --write-timeout; do
+  run_fails 2 "bdn: error: $flag: duration \"2 m\": $MALFORMED" \
+    "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" "$flag" '2 m'
+  run_fails 2 "bdn: error: $flag: duration \"2 m\": $MALFORMED" \
+    "$BDN" cache serve --upstream http://127.0.0.1:9 --listen 127.0.0.1:0 --cache-dir "$WORK/cn" "$flag" '2 m'
+done
+mkdir -p "$WORK/data"; printf 'x\n' > "$WORK/data/f"
+run_fails 2 "bdn: error: --retry-deadline: duration \"2 m\": $MALFORMED" \
+  "$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline '2 m'
+run_fails 2 "bdn: error: --retry-deadline: duration \"1e3\": $MALFORMED" \
+  env BDN_RETRY_DEADLINE=1e3 "$BDN" volume push "$WORK/data" bdn:t/v
+run_fails 2 'bdn: error: --retry-deadline: duration "500ms": must be between 1s and 24h' \
+  "$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline 500ms
 [ ! -e "$WORK/srv" ] || fail "a refused serve created its data directory"
+[ ! -e "$WORK/cn" ] || fail "a refused cache serve created its cache directory"
 
 step "the accepted forms start the commands they belong to"
 for ttl in 1.5s 2m 45 250ms; do
   start_bdn "serve-$ttl" serve --listen 127.0.0.1:0 --data "$WORK/srv-$ttl" --claim-ttl "$ttl" --insecure-no-auth
   kill -TERM "$STARTED_PID"; wait "$STARTED_PID" || fail "serve --claim-ttl $ttl did not stop cleanly"
 done
-mkdir -p "$WORK/data"; printf 'x\n' > "$WORK/data/f"
-ref=$("$BDN" volume push "$WORK/data" bdn:t/v 2>/dev/null)
+ref=$("$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline 1.5m 2>/dev/null)
 for t in 500ms 2.5 1m; do
   "$BDN" volume mount "$ref" "$WORK/mnt" --read-timeout "$t" >/dev/null
   MOUNTS+=("$WORK/mnt")
