@@ -2,37 +2,52 @@
 # FUSE interrupts: with the origin stopped (SIGSTOP), a reader killed with kill -9 while its
 # O_DIRECT read waits for bytes, an opener killed while the file's chunk index is fetched, and a
 # buffered reader killed while its page is fetched all end within 1 s (the kernel interrupts
-# their requests and the mount answers EINTR at once), not at the read deadline. Once the origin
-# resumes, the same files read correctly without a remount.
+# their requests and the mount answers EINTR at once), not at the read deadline. A reader and an
+# opener that get signals they handle (SA_RESTART) while they wait are not failed: once the
+# origin resumes, their calls return the right bytes, never EINTR; one killed after handling a
+# signal still ends within 1 s. Once the origin resumes, the same files read correctly without a
+# remount.
 source "$(dirname "$0")/lib.sh"
+SIGNAL_READER="$(dirname "$0")/signal_reader.py"
 
 step "start the origin and push"
 start_origin
 mkdir -p "$WORK/src"
 random_file "$WORK/src/cold.bin" 6000000 21
 random_file "$WORK/src/late.bin" 3000000 22
+random_file "$WORK/src/signals.bin" 4000000 23
+random_file "$WORK/src/late2.bin" 3000000 24
 ref=$("$BDN" volume push "$WORK/src" bdn:test/interrupts)
 
-# late.bin's chunk index is kept from the origin until the origin is stopped, so the mount
-# (which loads chunk indexes in the background) cannot have it when late.bin is opened.
-index=$("$BDN" volume stat "$ref/late.bin" --json | json_field chunk_index)
-hex=${index#b3:}
-blob=$(find "$WORK/srv" -type f -name "$hex")
-[ -n "$blob" ] || fail "chunk index $index not found under $WORK/srv"
-mv "$blob" "$WORK/late.index"
+# The chunk indexes of late.bin and late2.bin are kept from the origin until the origin is
+# stopped, so the mount (which loads chunk indexes in the background) cannot have them when
+# those files are opened.
+hide_index() {  # hide_index FILE: moves FILE's chunk index blob to $WORK/FILE.index
+  local index hex blob
+  index=$("$BDN" volume stat "$ref/$1" --json | json_field chunk_index)
+  hex=${index#b3:}
+  blob=$(find "$WORK/srv" -type f -name "$hex")
+  [ -n "$blob" ] || fail "chunk index $index of $1 not found under $WORK/srv"
+  mv "$blob" "$WORK/$1.index"
+  echo "$blob"
+}
+late_blob=$(hide_index late.bin)
+late2_blob=$(hide_index late2.bin)
 
 step "mount; stop the origin"
 mkdir -p "$WORK/mnt"
 # The default read timeout (55 s): a reader that is not let go stays far past the 1 s asserted.
 "$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nodecache" >/dev/null
 MOUNTS+=("$WORK/mnt")
-# Opening cold.bin loads its chunk index (and reads no bytes), so its reads below wait for bytes.
-python3 -c 'import sys; open(sys.argv[1], "rb")' "$WORK/mnt/cold.bin"
+# Opening cold.bin and signals.bin loads their chunk indexes (and reads no bytes), so their
+# reads below wait for bytes.
+python3 -c 'import sys; open(sys.argv[1], "rb"); open(sys.argv[2], "rb")' "$WORK/mnt/cold.bin" "$WORK/mnt/signals.bin"
 kill -STOP "$SERVER_PID"
-mv "$WORK/late.index" "$blob"
+mv "$WORK/late.bin.index" "$late_blob"
+mv "$WORK/late2.bin.index" "$late2_blob"
 
 # wait_blocked PID SYSCALL WHAT: polls until PID sleeps (state S or D) inside syscall number
-# SYSCALL (x86-64: 0 read, 257 openat), i.e. it waits for the daemon.
+# SYSCALL (x86-64: 0 read, 17 pread64, 257 openat), i.e. it waits for the daemon.
 wait_blocked() {
   local deadline=$(($(now_ms) + 10000)) sc state
   while :; do
@@ -75,10 +90,54 @@ PIDS+=("$BUF")
 wait_blocked "$BUF" 0 "buffered dd"
 gone_within_1s "$BUF" "buffered dd"
 
+step "a reader and an opener that handle SIGUSR1 (SA_RESTART) are signalled while they wait"
+python3 "$SIGNAL_READER" read "$WORK/mnt/signals.bin" 1048576 1048576 "$WORK/got.bin" 2>"$WORK/reader.err" &
+READER=$!
+PIDS+=("$READER")
+python3 "$SIGNAL_READER" open "$WORK/mnt/late2.bin" 2>"$WORK/opener.err" &
+OPENER2=$!
+PIDS+=("$OPENER2")
+wait_blocked "$READER" 17 "pread of signals.bin"
+wait_blocked "$OPENER2" 257 "open of late2.bin"
+# Signals keep coming while they wait (the kernel interrupts each request at the first one).
+for _ in $(seq 1 20); do
+  kill -USR1 "$READER" "$OPENER2" 2>/dev/null || break  # one has ended: said below
+  sleep 0.05
+done
+# Still waiting (an EINTR would have ended them, and nothing else can while the origin is
+# stopped); their results are checked once the origin resumes.
+for p in "$READER" "$OPENER2"; do
+  state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || state=gone
+  [ "$state" = S ] || [ "$state" = D ] || fail "signalled pid $p no longer waits (state $state): $(cat "$WORK/reader.err" "$WORK/opener.err" | tr '\n' ' ')"
+done
+
+step "a reader killed after it handled a signal ends at once"
+python3 "$SIGNAL_READER" read "$WORK/mnt/signals.bin" 3145728 65536 "$WORK/killed.bin" &
+KILLED=$!
+PIDS+=("$KILLED")
+wait_blocked "$KILLED" 17 "pread of signals.bin"
+kill -USR1 "$KILLED"
+sleep 0.3  # past the mount's quick re-checks of an interrupted caller: the kill comes later
+gone_within_1s "$KILLED" "reader killed after SIGUSR1"
+
 step "metadata still answers; the origin resumes and the same files read, no remount"
 timeout 5 ls -l "$WORK/mnt" >/dev/null || fail "ls with the origin stopped"
 kill -CONT "$SERVER_PID"
-(cd "$WORK/src" && b3sum cold.bin late.bin) > "$WORK/sums"
+
+step "the signalled reader and opener got their bytes, no EINTR"
+rc=0
+wait "$READER" || rc=$?
+assert_eq 0 "$rc" "exit code of the signalled reader ($(cat "$WORK/reader.err"))"
+assert_eq "signals handled: 1" "$(cat "$WORK/reader.err")" "the reader's stderr"
+dd if="$WORK/src/signals.bin" of="$WORK/want.bin" bs=1M skip=1 count=1 status=none
+cmp "$WORK/want.bin" "$WORK/got.bin" || fail "the signalled reader's bytes differ from signals.bin [1 MiB, 2 MiB)"
+rc=0
+wait "$OPENER2" || rc=$?
+assert_eq 0 "$rc" "exit code of the signalled opener ($(cat "$WORK/opener.err"))"
+assert_eq "signals handled: 1" "$(cat "$WORK/opener.err")" "the opener's stderr"
+
+step "every file reads whole through the mount"
+(cd "$WORK/src" && b3sum cold.bin late.bin signals.bin late2.bin) > "$WORK/sums"
 (cd "$WORK/mnt" && timeout 60 b3sum --check --quiet "$WORK/sums") || fail "b3sum through the mount after the origin resumed"
 
 step "umount"

@@ -155,7 +155,7 @@ class ChunkCache {
   void Prefetch(std::span<const ChunkRef> refs);
 
   // Drops the fetches of those `refs` that are queued on the demand queue, not started, and
-  // waited for by no Get: what a reader that gave up (an interrupted request) had asked for
+  // waited for by no Get: what a reader that gave up (a killed caller's request) had asked for
   // and nobody else waits on. Running fetches go on (their bytes are cached). Never blocks on
   // I/O. A later Get or Request of a dropped chunk queues it again.
   void Withdraw(std::span<const ChunkRef> refs);

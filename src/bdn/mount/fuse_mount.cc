@@ -19,8 +19,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -55,6 +57,52 @@ int ErrnoFromStatus(const Status& status) {
     default:
       return EIO;  // Corruption, Unavailable, DeadlineExceeded, Internal, ...
   }
+}
+
+bool StatusShowsSigkillPending(std::string_view text) {
+  // Signal n is bit n - 1 of the mask; the lowest bits are the last hex digits.
+  constexpr int kSigkillDigitFromEnd = (SIGKILL - 1) / 4 + 1;  // 3: the digit holding bit 8
+  constexpr unsigned kSigkillBitInDigit = 1u << ((SIGKILL - 1) % 4);
+  auto pending = [](std::string_view mask) {
+    mask = mask.substr(0, mask.find_last_not_of(" \t\r") + 1);
+    if (mask.size() < kSigkillDigitFromEnd ||
+        mask.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos) {
+      return false;
+    }
+    unsigned digit = 0;
+    auto [end, ec] = std::from_chars(&mask[mask.size() - kSigkillDigitFromEnd],
+                                     &mask[mask.size() - kSigkillDigitFromEnd + 1], digit, 16);
+    return ec == std::errc() && (digit & kSigkillBitInDigit) != 0;
+  };
+  for (size_t at = 0; at < text.size();) {
+    size_t newline = text.find('\n', at);
+    std::string_view line =
+        text.substr(at, newline == std::string_view::npos ? newline : newline - at);
+    at = newline == std::string_view::npos ? text.size() : newline + 1;
+    for (std::string_view name : {"SigPnd:", "ShdPnd:"}) {
+      if (!line.starts_with(name)) continue;
+      std::string_view value = line.substr(name.size());
+      value.remove_prefix(std::min(value.size(), value.find_first_not_of(" \t")));
+      if (pending(value)) return true;
+    }
+  }
+  return false;
+}
+
+bool ThreadIsDying(pid_t tid) {
+  if (tid <= 0) return false;
+  const std::string path =
+      "/proc/" + std::to_string(tid) + "/task/" + std::to_string(tid) + "/status";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // The signal lines come early (about 600 bytes in); 4 KiB holds them on every kernel.
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  return n > 0 && StatusShowsSigkillPending(std::string_view(buf, static_cast<size_t>(n)));
 }
 
 namespace {
@@ -138,10 +186,21 @@ class MountedFs {
     }
   }
 
+  ~MountedFs() { Stop(); }
+
   const fs::path& mountpoint() const { return mountpoint_; }
 
   // Once the session loop has ended: ends every wait and answers what is still pending.
-  void Stop() { reader_.Stop(); }
+  // Idempotent.
+  void Stop() {
+    {
+      std::lock_guard lock(watch_mu_);
+      watch_stopping_ = true;
+    }
+    watch_cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+    reader_.Stop();
+  }
 
   // --- callbacks; each replies exactly once ---
 
@@ -161,7 +220,7 @@ class MountedFs {
     // An O_DIRECT read sent as background requests (async DIO, libfuse's default) waits for
     // them uninterruptibly and the kernel never sends FUSE_INTERRUPT for them: a reader killed
     // while its bytes are fetched would stay in state D until the read deadline. Synchronous
-    // requests are interrupted, and answered EINTR at once (OnInterrupt).
+    // requests are interrupted, and a killed reader's is answered EINTR at once (OnInterrupt).
     conn->want &= ~FUSE_CAP_ASYNC_DIO;
   }
 
@@ -321,14 +380,29 @@ class MountedFs {
 
  private:
   // A request whose answer waits on the store. The kernel interrupts it (FUSE_INTERRUPT) when
-  // the calling thread gets a signal, e.g. a reader killed with SIGKILL, which cannot exit
-  // before its request is answered.
+  // the calling thread gets any signal; only a dying caller (a reader killed with SIGKILL,
+  // which cannot exit before its request is answered) has it ended.
   struct WaitingRequest {
-    explicit WaitingRequest(fuse_req_t r) : req(r) {}
+    WaitingRequest(fuse_req_t r, pid_t t) : req(r), tid(t) {}
     const fuse_req_t req;
-    std::stop_source stop;  // requested on interrupt: ends the request's waits at once
+    const pid_t tid;        // the calling thread (fuse_req_ctx), for ThreadIsDying
+    std::stop_source stop;  // requested once the caller is dying: ends the request's waits
     std::atomic<bool> answered{false};
   };
+
+  // An interrupted request whose caller is checked (ThreadIsDying) at `next`, then `period`
+  // later; the period doubles up to kMaxWatchPeriod.
+  struct Watched {
+    std::shared_ptr<WaitingRequest> w;
+    std::chrono::steady_clock::time_point next;
+    std::chrono::steady_clock::duration period;
+  };
+  // The first check comes at once, the next ones 5, 10, 20, 40 ms apart (the kernel may send
+  // the interrupt just before it marks a dying thread), then every 100 ms until the request is
+  // answered (a thread that handled a signal and is killed afterwards gets no new interrupt):
+  // a killed caller waits at most about that long.
+  static constexpr std::chrono::milliseconds kFirstWatchPeriod{5};
+  static constexpr std::chrono::milliseconds kMaxWatchPeriod{100};
 
   // Whoever gets true (the waiting task or the interrupt) replies to w.req, exactly once.
   bool Claim(WaitingRequest& w) {
@@ -338,10 +412,10 @@ class MountedFs {
     return true;
   }
 
-  // libfuse's interrupt callback: wakes the request's waits and answers it EINTR at once, even
-  // if its task has not started yet (queued behind other waits). libfuse keeps `req` alive
-  // while this runs; a request already answered is no longer in waiting_ (Claim removes it
-  // before the reply), so a late interrupt finds nothing.
+  // libfuse's interrupt callback: hands the request to the watcher, which checks its caller at
+  // once and then until the request is answered. It does no I/O here: libfuse holds the
+  // request's lock while this runs. A request already answered is no longer in waiting_ (Claim
+  // removes it before the reply), so a late interrupt finds nothing.
   static void OnInterrupt(fuse_req_t req, void* data) {
     auto* self = static_cast<MountedFs*>(data);
     std::shared_ptr<WaitingRequest> w;
@@ -351,8 +425,53 @@ class MountedFs {
       if (it == self->waiting_.end()) return;
       w = it->second;
     }
-    w->stop.request_stop();
-    if (self->Claim(*w)) fuse_reply_err(req, EINTR);
+    {
+      std::lock_guard lock(self->watch_mu_);
+      if (self->watch_stopping_) return;  // Stop answers every waiting request
+      self->watched_.push_back({std::move(w), std::chrono::steady_clock::now(), kFirstWatchPeriod});
+    }
+    self->watch_cv_.notify_one();
+  }
+
+  // The watcher thread: checks the callers of interrupted requests (Watched) until each request
+  // is answered. A dying caller's request has its waits woken (the fetches only it had queued
+  // are withdrawn) and is answered EINTR at once, even if its task has not started yet (queued
+  // behind other waits); any other caller's request goes on as if it had not been interrupted.
+  void WatchInterrupted() {
+    using SteadyClock = std::chrono::steady_clock;
+    std::unique_lock lock(watch_mu_);
+    while (!watch_stopping_) {
+      if (watched_.empty()) {
+        watch_cv_.wait(lock, [&] { return watch_stopping_ || !watched_.empty(); });
+        continue;
+      }
+      auto now = SteadyClock::now();
+      std::vector<std::shared_ptr<WaitingRequest>> due;
+      auto next = SteadyClock::time_point::max();
+      std::erase_if(watched_, [](const Watched& x) { return x.w->answered.load(); });
+      for (Watched& x : watched_) {
+        if (x.next <= now) {
+          due.push_back(x.w);
+          x.next = now + x.period;
+          x.period = std::min<SteadyClock::duration>(2 * x.period, kMaxWatchPeriod);
+        }
+        next = std::min(next, x.next);
+      }
+      if (!due.empty()) {
+        lock.unlock();
+        for (const auto& w : due) {
+          if (w->answered || !ThreadIsDying(w->tid)) continue;
+          // Claimed first, so the woken task (its wait "cancelled") does not answer it EIO.
+          if (!Claim(*w)) continue;
+          w->stop.request_stop();
+          fuse_reply_err(w->req, EINTR);
+        }
+        lock.lock();
+        continue;
+      }
+      // A newly interrupted request (due at once) wakes this early.
+      if (next != SteadyClock::time_point::max()) watch_cv_.wait_until(lock, next);
+    }
   }
 
   // Runs `fn(WaitingRequest&)` on the reader's waiting threads; `fn` waits with the request's
@@ -361,7 +480,7 @@ class MountedFs {
   // still gets the request its one reply.
   template <typename F>
   void Offload(fuse_req_t req, F fn) {
-    auto w = std::make_shared<WaitingRequest>(req);
+    auto w = std::make_shared<WaitingRequest>(req, fuse_req_ctx(req)->pid);
     {
       std::lock_guard lock(waiting_mu_);
       waiting_[req] = w;
@@ -568,6 +687,13 @@ class MountedFs {
   std::chrono::steady_clock::time_point log_window_start_;
   int log_lines_ = 0;
   int log_suppressed_ = 0;
+
+  // Interrupted requests whose callers the watcher checks (WatchInterrupted).
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::vector<Watched> watched_;
+  bool watch_stopping_ = false;
+  std::thread watcher_{[this] { WatchInterrupted(); }};
 };
 
 MountedFs& FsOf(fuse_req_t req) { return *static_cast<MountedFs*>(fuse_req_userdata(req)); }

@@ -72,6 +72,22 @@ struct MountOptions {
 // the store is always EIO (a chunk missing from the store is not a missing file).
 int ErrnoFromStatus(const Status& status);
 
+// Whether the text of a /proc/<pid>/task/<tid>/status file shows SIGKILL (signal 9: bit 8,
+// mask 0x100) pending in its SigPnd (the thread's own pending signals) or ShdPnd (its
+// process's) line. The kernel adds SIGKILL to every thread's pending set once their process is
+// dying (kill -9; a fatal signal with no handler, such as SIGTERM or SIGINT; exit_group from
+// another thread), so this tells a dying thread from one that merely got a signal it handles.
+// Each line is "Name:<blanks><hex mask>", the mask 16 or more hex digits, lowest signals last;
+// a missing line or a value that is not hex counts as no signal pending.
+bool StatusShowsSigkillPending(std::string_view proc_status_text);
+
+// Whether thread `tid` (a FUSE request's fuse_req_ctx()->pid: the calling thread's id, in the
+// daemon's pid namespace) is dying, i.e. StatusShowsSigkillPending for its
+// /proc/<tid>/task/<tid>/status. False when that cannot be read: tid 0 (a caller outside the
+// daemon's pid namespace), a /proc that hides other users' processes (hidepid), or a thread
+// that is gone. Reads one /proc file (microseconds); thread-safe.
+bool ThreadIsDying(pid_t tid);
+
 // Serves `view` read-only at options.mountpoint and blocks until the file system is unmounted
 // (Unmount, umount, fusermount3 -u) or the process gets SIGTERM/SIGINT/SIGHUP (then it unmounts
 // itself). A dead bdn mount at the mountpoint is detached first (CleanDeadMount). Mount time
@@ -90,10 +106,20 @@ int ErrnoFromStatus(const Status& status);
 // Faults: lookup, getattr, readdir, readlink and statfs answer from the loaded manifest and never
 // touch the store. Reads and opens that need the store wait on other threads than libfuse's
 // workers, each until options.read_timeout; then the request fails with EIO (reported on stderr).
-// Chunks held in memory (or in a node cache behind the store) stay readable meanwhile. A waiting
-// request that the kernel interrupts (its caller got a signal: a reader killed with SIGKILL
-// cannot exit before the answer) is answered EINTR at once, and the fetches only it had queued
-// are dropped; fetches already running go on and fill the caches. So that O_DIRECT reads can be
+// Chunks held in memory (or in a node cache behind the store) stay readable meanwhile.
+//
+// Interrupts: the kernel interrupts a waiting request (FUSE_INTERRUPT) whenever its calling
+// thread gets any signal, but only a dying caller wants the request ended: a reader killed
+// (kill -9, or a signal it has no handler for) cannot exit before the answer. So an
+// interrupted request is answered EINTR at once, and the fetches only it had queued are
+// dropped (fetches already running go on and fill the caches), only once its calling thread is
+// dying (ThreadIsDying: SIGKILL pending). The interrupted request's caller is checked at once
+// and then every few milliseconds (up to every 100 ms) until the request is answered, since the
+// interrupt may come just before the kernel marks the thread, and a thread killed after a
+// handled signal gets no second interrupt. A signal the caller handles (SIGCHLD, SIGALRM,
+// SIGWINCH, Go's SIGURG, a SIGHUP handler) changes nothing: the read or open completes or
+// times out as if no signal had come, and the program sees no EINTR (the kernel does not
+// restart an interrupted FUSE read, SA_RESTART or not). So that O_DIRECT reads can be
 // interrupted too, they are sent as synchronous requests (no async DIO: the kernel never
 // interrupts background requests).
 //

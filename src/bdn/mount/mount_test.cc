@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bdn/format/manifest.h"
@@ -607,6 +608,61 @@ TEST(Mount, FuseConfAllowsOtherFollowsFusermount3) {
       {"", false},
   };
   for (const auto& [text, want] : cases) EXPECT_EQ(FuseConfAllowsOther(text), want) << text;
+}
+
+// The lines of a real /proc/<pid>/task/<tid>/status around the signal masks, with SigPnd and
+// ShdPnd set to `sig_pnd` and `shd_pnd`.
+std::string ProcStatus(const std::string& sig_pnd, const std::string& shd_pnd) {
+  return "Name:\treader\nState:\tD (disk sleep)\nTgid:\t4242\nPid:\t4243\nThreads:\t2\n"
+         "SigQ:\t1/96365\nSigPnd:\t" +
+         sig_pnd + "\nShdPnd:\t" + shd_pnd +
+         "\nSigBlk:\t0000000000000100\nSigIgn:\t0000000000000100\n"
+         "SigCgt:\t0000000000000100\nCapInh:\t0000000000000000\n";
+}
+
+TEST(Mount, StatusShowsSigkillPendingOnlyForSigkillInSigPndOrShdPnd) {
+  const std::string zero = "0000000000000000";
+  const std::vector<std::tuple<std::string, std::string, std::string, bool>> cases = {
+      {"nothing pending", zero, zero, false},
+      {"SIGKILL marked on the thread (a fatal signal)", "0000000000000100", zero, true},
+      {"SIGKILL pending for the process", zero, "0000000000000100", true},
+      {"SIGKILL on both", "0000000000000100", "0000000000000100", true},
+      {"every signal but SIGKILL", "fffffffffffffeff", "fffffffffffffeff", false},
+      {"every signal", "ffffffffffffffff", zero, true},
+      {"SIGKILL with SIGTERM (a SIGTERM with no handler)", "0000000000004100", zero, true},
+      {"SIGUSR1 (10: 0x200)", "0000000000000200", zero, false},
+      {"SIGTERM (15: 0x4000)", zero, "0000000000004000", false},
+      {"SIGSTOP (19) and SIGCHLD (17)", "0000000000050000", zero, false},
+      {"SIGURG (23) and SIGWINCH (28)", zero, "0000000008400000", false},
+      {"SIGALRM (14) and SIGHUP (1)", "0000000000002001", "0000000000002001", false},
+      {"upper-case hex", "0000000000000F00", zero, true},
+      {"a 128-signal mask (32 digits, lowest last)", "00000000000000000000000000000100", zero,
+       true},
+      {"a 128-signal mask with a high signal only", "00000000000001000000000000000000", zero,
+       false},
+      {"trailing blanks", "0000000000000100 \r", zero, true},
+      {"not hex", "000000000000010g", zero, false},
+      {"too short to hold signal 9", "00", zero, false},
+      {"empty", "", "", false},
+  };
+  for (const auto& [what, sig_pnd, shd_pnd, want] : cases) {
+    EXPECT_EQ(StatusShowsSigkillPending(ProcStatus(sig_pnd, shd_pnd)), want) << what;
+  }
+  // Only the SigPnd and ShdPnd lines count: SIGKILL in SigBlk, SigIgn or SigCgt (above) does
+  // not, nor a line that only contains the name.
+  EXPECT_FALSE(StatusShowsSigkillPending("SigBlk:\t0000000000000100\n"));
+  EXPECT_FALSE(StatusShowsSigkillPending("XSigPnd:\t0000000000000100\n"));
+  EXPECT_FALSE(StatusShowsSigkillPending("Name:\tSigPnd: 0000000000000100\n"));
+  // The last line need not end with a newline; blanks after the colon are spaces or tabs.
+  EXPECT_TRUE(StatusShowsSigkillPending("Pid:\t1\nShdPnd:  0000000000000100"));
+  EXPECT_FALSE(StatusShowsSigkillPending(""));
+}
+
+TEST(Mount, ThreadIsDyingIsFalseForALiveThreadAndWhatCannotBeRead) {
+  EXPECT_FALSE(ThreadIsDying(static_cast<pid_t>(::gettid())));
+  EXPECT_FALSE(ThreadIsDying(::getpid()));
+  EXPECT_FALSE(ThreadIsDying(0));  // a caller outside the daemon's pid namespace
+  EXPECT_FALSE(ThreadIsDying(-1));
 }
 
 TEST(Mount, AllowOtherShowsInTheMountpointState) {

@@ -142,7 +142,7 @@ Result<std::vector<ChunkBytes>> VolumeReader::Chunks(const FileChunks& fc, uint6
   for (const ChunkRef& ref : refs) {
     auto bytes = cache_.Get(ref, pattern, deadline, stop);
     if (!bytes) {
-      // An interrupted reader releases what it queued (RequestChunks) for others to use.
+      // A killed reader's request releases what it queued (RequestChunks) for others to use.
       if (stop.stop_requested()) cache_.Withdraw(refs);
       return Err(bytes.error());
     }
