@@ -5,7 +5,8 @@ pkgs=(build-essential cmake pkg-config git
       libfuse3-dev fuse3 librust-blake3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
       libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev
       libcpp-httplib-dev libboost1.81-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev curl
-      b3sum casync python3 attr)
+      b3sum casync python3 attr
+      clang-16 libclang-rt-16-dev llvm-16 ccache)  # scripts/fuzz.sh: libFuzzer, symbolizer
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

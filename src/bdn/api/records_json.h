@@ -32,7 +32,9 @@ nlohmann::json KeyToJson(const ApiKey& k);
 
 // The inverses (keys have none: no client reads them back). Errors: InvalidArgument
 // "<field>: <what is wrong>" for a missing field, a wrong type or a malformed digest, e.g.
-// "volume: missing", "lifecycle: unknown value \"X\"", "tags: not an object".
+// "volume: missing", "lifecycle: unknown value \"X\"", "tags: not an object"; a number field
+// takes only a JSON integer its type holds ("sequence: not an integer" for 1.5 or a string,
+// "sequence: 18446744073709551615 is out of range").
 Result<VersionStats> StatsFromJson(const nlohmann::json& j);
 Result<VolumeRecord> VolumeFromJson(const nlohmann::json& j);
 Result<VersionRecord> VersionFromJson(const nlohmann::json& j);

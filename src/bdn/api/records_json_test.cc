@@ -150,16 +150,26 @@ json Edited(json j, const std::function<void(json&)>& edit) {
   return j;
 }
 
+// A decoder, an input it must refuse, and the exact message.
+struct Case {
+  const char* what;
+  Decoder decode;
+  json input;
+  std::string message;
+};
+
+void ExpectRefused(const std::vector<Case>& cases) {
+  for (const Case& c : cases) {
+    Status s = c.decode(c.input);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.what;
+    EXPECT_EQ(s.message(), c.message) << c.what;
+  }
+}
+
 TEST(RecordsJson, MalformedRecordsFailNamingTheField) {
   const json version = VersionToJson(AVersion());
   const json volume = VolumeToJson(AVolume());
-  struct Case {
-    const char* what;
-    Decoder decode;
-    json input;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
+  ExpectRefused({
       {"version without volume", kVersion, json{{"namespace", "w"}}, "volume: missing"},
       {"unknown lifecycle", kVersion, Edited(version, [](json& j) { j["lifecycle"] = "GONE"; }),
        "lifecycle: unknown value \"GONE\""},
@@ -184,12 +194,41 @@ TEST(RecordsJson, MalformedRecordsFailNamingTheField) {
        json{{"digest", D(1).Hex()}, {"expected_sequence", "7"}},
        "expected_sequence: not an integer"},
       {"commit result without sequence", kCommitResult, json::object(), "sequence: missing"},
-  };
-  for (const Case& c : cases) {
-    Status s = c.decode(c.input);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.what;
-    EXPECT_EQ(s.message(), c.message) << c.what;
-  }
+  });
+}
+
+// Found by fuzz/json_bodies_fuzz.cc (input fuzz/corpus/json_bodies/crash-sequence-wraps): a
+// commit result's sequence of 2^64-1 was read as -1; a float was cast (1e300: undefined
+// behaviour), so a client could act on a number the server never sent.
+TEST(RecordsJson, NumbersAreIntegersTheirFieldHoldsNeverCastOrWrapped) {
+  const json version = VersionToJson(AVersion());
+  const json volume = VolumeToJson(AVolume());
+  ExpectRefused({
+      {"sequence past int64", kCommitResult, json{{"sequence", 18446744073709551615ull}},
+       "sequence: 18446744073709551615 is out of range"},
+      {"sequence a float", kCommitResult, json{{"sequence", 1e300}}, "sequence: not an integer"},
+      {"sequence a fraction", kCommitResult, json{{"sequence", 2.5}}, "sequence: not an integer"},
+      {"negative file count", kVersion, Edited(version, [](json& j) { j["stats"]["files"] = -1; }),
+       "files: -1 is out of range"},
+      {"bytes a float", kVersion, Edited(version, [](json& j) { j["stats"]["bytes"] = 1e300; }),
+       "bytes: not an integer"},
+      {"deleted time past int64", kVersion,
+       Edited(version, [](json& j) { j["deleted_unix_ms"] = 9223372036854775808ull; }),
+       "deleted_unix_ms: 9223372036854775808 is out of range"},
+      {"live versions negative", kVolume,
+       Edited(volume, [](json& j) { j["live_versions"] = -5; }), "live_versions: -5 is out of range"},
+      {"expected sequence past int64", kCommitRequest,
+       json{{"digest", D(1).Hex()}, {"expected_sequence", 18446744073709551615ull}},
+       "expected_sequence: 18446744073709551615 is out of range"},
+  });
+  // The extremes that fit are kept exactly.
+  auto r = CommitResultFromJson(json{{"sequence", INT64_MAX}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->sequence, INT64_MAX);
+  json stats = StatsToJson({.files = UINT64_MAX, .bytes = 0, .chunks = 1, .entries = 2});
+  auto s = StatsFromJson(stats);
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->files, UINT64_MAX);
 }
 
 TEST(RecordsJson, AWrongTypeNamesTheField) {

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -16,16 +17,18 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
     return Err(InvalidArgumentError("size \"" + std::string(text) +
                                     "\": expected a number with an optional unit (K, M, G, T)"));
   };
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-    ++i;
-  if (i == 0) return bad();
-  double number = 0;
-  try {
-    number = std::stod(std::string(text.substr(0, i)));
-  } catch (...) {
-    return bad();
+  // Digits with at most one '.', at least one digit before or after it.
+  size_t i = 0, dot = std::string_view::npos, digits = 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] >= '0' && text[i] <= '9') {
+      ++digits;
+    } else if (text[i] == '.' && dot == std::string_view::npos) {
+      dot = i;
+    } else {
+      break;
+    }
   }
+  if (digits == 0) return bad();
   std::string unit;
   for (char c : text.substr(i)) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   uint64_t mult = 1;
@@ -35,7 +38,31 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   else if (unit == "G" || unit == "GB" || unit == "GIB") mult = kGiB;
   else if (unit == "T" || unit == "TB" || unit == "TIB") mult = kGiB * 1024;
   else return bad();
-  return static_cast<uint64_t>(std::llround(number * static_cast<double>(mult)));
+  // Exact integer arithmetic: whole * mult + round(0.fraction * mult), refusing overflow.
+  auto too_large = [&] {
+    return Err(InvalidArgumentError("size \"" + std::string(text) +
+                                    "\": larger than 18446744073709551615 bytes"));
+  };
+  const std::string_view whole = text.substr(0, std::min(dot, i));
+  const std::string_view fraction =
+      dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1, i - dot - 1);
+  uint64_t bytes = 0;
+  for (char c : whole) {
+    if (__builtin_mul_overflow(bytes, 10, &bytes) ||
+        __builtin_add_overflow(bytes, static_cast<uint64_t>(c - '0'), &bytes)) {
+      return too_large();
+    }
+  }
+  if (__builtin_mul_overflow(bytes, mult, &bytes)) return too_large();
+  // 18 fraction digits are exact to far below a byte for any unit (mult <= 2^40).
+  unsigned __int128 num = 0, den = 1;
+  for (char c : fraction.substr(0, 18)) {
+    num = num * 10 + static_cast<unsigned>(c - '0');
+    den *= 10;
+  }
+  const auto part = static_cast<uint64_t>((num * mult * 2 + den) / (den * 2));  // rounded
+  if (__builtin_add_overflow(bytes, part, &bytes)) return too_large();
+  return bytes;
 }
 
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text,

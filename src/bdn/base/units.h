@@ -16,8 +16,11 @@ inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
 inline constexpr uint64_t kGiB = 1024 * kMiB;
 
-// Parses "123", "64K", "64KiB", "10G", "1.5GiB" (binary multiples) into bytes.
-// Errors: InvalidArgument naming the text.
+// Parses "123", "64K", "64KiB", "10G", "1.5GiB" (binary multiples, any letter case) into bytes:
+// a decimal number (digits with at most one '.') and an optional unit B, K, M, G, T (also KB,
+// KiB, ...); a fraction of a unit is rounded to the nearest byte. Errors: InvalidArgument
+// "size \"<text>\": expected a number with an optional unit (K, M, G, T)" for anything else,
+// "size \"<text>\": larger than 18446744073709551615 bytes" past 2^64-1. Thread-safe.
 Result<uint64_t> ParseByteSize(std::string_view text);
 
 // Formats bytes with a binary unit, e.g. "1.50 GiB", "512 B".

@@ -1,4 +1,5 @@
-// ParseDuration and FormatDuration: the one syntax of every duration flag, table-driven; RandomHex.
+// ParseByteSize, ParseDuration and FormatDuration: the syntax of every size and duration flag,
+// table-driven; RandomHex.
 #include "bdn/base/units.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,58 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kMin{1};
 constexpr milliseconds kMax{24 * 3'600'000};
+
+TEST(ParseByteSize, AcceptsUnitsAndFractionsExactly) {
+  struct Case {
+    const char* text;
+    uint64_t bytes;
+  } cases[] = {
+      {"0", 0},
+      {"123", 123},
+      {"123b", 123},
+      {"64K", 65'536},
+      {"64KiB", 65'536},
+      {"64kb", 65'536},
+      {"10G", 10 * kGiB},
+      {"1.5GiB", 1'610'612'736},
+      {".5K", 512},
+      {"1.", 1},
+      {"0.4", 0},
+      {"0.5", 1},
+      {"1.0009765625K", 1025},
+      {"18446744073709551615", UINT64_MAX},
+      {"16777215.999999999999T", UINT64_MAX},
+      {"00000000000000000000000000001K", 1024},
+  };
+  for (const Case& c : cases) {
+    auto n = ParseByteSize(c.text);
+    ASSERT_TRUE(n.has_value()) << c.text << ": " << n.error().message();
+    EXPECT_EQ(*n, c.bytes) << c.text;
+  }
+}
+
+// Found by fuzz/units_fuzz.cc: "11.." was read as 11 (std::stod stopped at the second '.').
+TEST(ParseByteSize, RefusesMalformedTextNamingIt) {
+  for (const char* text : {"", ".", "11..", "1.2.3", "1..K", "1e3", "-1", "+1", " 1", "1 K", "1KK",
+                           "K", "0x10", "nan", "inf", "1P", "1K\n"}) {
+    auto n = ParseByteSize(text);
+    ASSERT_FALSE(n.has_value()) << text;
+    EXPECT_EQ(n.error().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(n.error().message(), "size \"" + std::string(text) +
+                                       "\": expected a number with an optional unit (K, M, G, T)");
+  }
+}
+
+// Sizes past 2^64-1 wrapped around (or came out as 2^63) through a double.
+TEST(ParseByteSize, RefusesSizesPast2To64) {
+  for (const char* text : {"18446744073709551616", "16777216T", "17179869184G", "16777215.9999999999999999T",
+                           "99999999999999999999999T"}) {
+    auto n = ParseByteSize(text);
+    ASSERT_FALSE(n.has_value()) << text << " = " << *n;
+    EXPECT_EQ(n.error().message(),
+              "size \"" + std::string(text) + "\": larger than 18446744073709551615 bytes");
+  }
+}
 
 TEST(ParseDuration, AcceptsEveryUnitAndPlainSeconds) {
   struct Case {

@@ -78,9 +78,13 @@ Result<ListenAddress> ParseListenAddress(std::string_view text) {
   if (colon == std::string_view::npos) return bad("expected HOST:PORT");
   std::string_view host = text.substr(0, colon);
   std::string_view port_text = text.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string_view::npos) {
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  if (host.find_first_of("[]") != std::string_view::npos) {
+    return bad("brackets enclose a whole IPv6 host, e.g. [::1]:8440");
+  }
+  if (bracketed && host.empty()) return bad("empty host in brackets");
+  if (!bracketed && host.find(':') != std::string_view::npos) {
     return bad("an IPv6 host must be in brackets, e.g. [::1]:8440");
   }
   auto port = ParseU64(port_text);

@@ -123,8 +123,10 @@ struct ListenAddress {
   int port = 0;
 };
 
-// Parses "HOST:PORT", "[IPV6]:PORT" or ":PORT" (host 0.0.0.0).
-// Errors: InvalidArgument "listen address \"x\": <reason>".
+// Parses "HOST:PORT", "[IPV6]:PORT" or ":PORT" (host 0.0.0.0); the host comes back without
+// brackets. Errors: InvalidArgument "listen address \"x\": <reason>" for no ':', a port that is
+// not a number from 0 to 65535, an IPv6 host without brackets, brackets anywhere but around the
+// whole host, or "[]". Thread-safe.
 Result<ListenAddress> ParseListenAddress(std::string_view text);
 
 // A byte range of a resource: [offset, offset + length).

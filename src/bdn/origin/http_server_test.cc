@@ -149,6 +149,24 @@ TEST(HttpListen, Table) {
   EXPECT_FALSE(ParseListenAddress("::1:80"));
 }
 
+// Found by fuzz/listen_address_fuzz.cc (input fuzz/corpus/listen_address/crash-brackets-inside):
+// "[[]]:0" was taken as host "[]", which no resolver takes and which written back ("[]:0") meant
+// 0.0.0.0.
+TEST(HttpListen, RefusesBracketsAnywhereButAroundTheWholeHost) {
+  for (const char* text : {"[[]]:0", "[[::1]]:80", "]:80", "[:80", "a[b]:80", "[::1]x]:80"}) {
+    auto a = ParseListenAddress(text);
+    ASSERT_FALSE(a) << text << " gave " << a->host;
+    EXPECT_EQ(a.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(a.error().message(), "listen address \"" + std::string(text) +
+                                       "\": brackets enclose a whole IPv6 host, e.g. [::1]:8440");
+  }
+  EXPECT_EQ(ParseListenAddress("[]:80").error().message(),
+            "listen address \"[]:80\": empty host in brackets");
+  auto a = ParseListenAddress("[fe80::1%eth0]:8440");
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->host, "fe80::1%eth0");
+}
+
 TEST(HttpMetrics, RendersCountersAndHistograms) {
   Metrics m;
   m.Declare("x_total", Metrics::Type::kCounter, "Things.");

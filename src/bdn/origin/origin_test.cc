@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bdn/origin/raw_http_test_util.h"
+#include "bdn/origin/request_json.h"
 #include "bdn/volume/push.h"
 
 namespace bdn::origin {
@@ -930,6 +931,24 @@ TEST_F(OriginTest, SlowHeaderConnectionsDoNotStopOtherClients) {
     s->ReadUntilClose(std::chrono::seconds(1));
     EXPECT_TRUE(s->eof());
   }
+}
+
+// The same class as fuzz/json_bodies_fuzz.cc found in api/records_json.cc: an expected_sequence
+// past 2^63-1 was read as a negative number.
+TEST(RequestJson, AnIntegerPastInt64IsRefusedNotWrapped) {
+  auto big = OptionalIntField(json{{"expected_sequence", 18446744073709551615ull}},
+                              "expected_sequence");
+  ASSERT_FALSE(big.has_value());
+  EXPECT_EQ(big.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(big.error().message(), "expected_sequence: 18446744073709551615 is out of range");
+  auto max = OptionalIntField(json{{"expected_sequence", 9223372036854775807ull}},
+                              "expected_sequence");
+  ASSERT_TRUE(max.has_value());
+  EXPECT_EQ(**max, INT64_MAX);
+  EXPECT_EQ(OptionalIntField(json{{"expected_sequence", 1.5}}, "expected_sequence")
+                .error()
+                .message(),
+            "expected_sequence: must be an integer or null");
 }
 
 }  // namespace

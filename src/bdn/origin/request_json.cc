@@ -1,6 +1,8 @@
 // Request-body field readers of the origin.
 #include "bdn/origin/request_json.h"
 
+#include <utility>
+
 namespace bdn::origin {
 
 using nlohmann::json;
@@ -146,6 +148,10 @@ Result<std::optional<int64_t>> OptionalIntField(const json& j, const char* field
   if (it == j.end() || it->is_null()) return std::optional<int64_t>();
   if (!it->is_number_integer()) {
     return Err(InvalidArgumentError(std::string(field) + ": must be an integer or null"));
+  }
+  // get<int64_t> would wrap an unsigned value past 2^63-1 to a negative one.
+  if (it->is_number_unsigned() && !std::in_range<int64_t>(it->get<uint64_t>())) {
+    return Err(InvalidArgumentError(std::string(field) + ": " + it->dump() + " is out of range"));
   }
   return std::optional<int64_t>(it->get<int64_t>());
 }

@@ -29,7 +29,8 @@ Result<nlohmann::json> ParseBody(std::string_view body);
 Result<std::vector<Digest>> ParseIdsBody(std::string_view body, size_t max_ids);
 
 // Field readers over a parsed body; `field` names the field in messages.
-// Errors: InvalidArgument "<field>: missing" / "<field>: must be <type>" / digest errors.
+// Errors: InvalidArgument "<field>: missing" / "<field>: must be <type>" / digest errors;
+// OptionalIntField also "<field>: N is out of range" for an integer past 2^63-1.
 Result<Digest> DigestField(const nlohmann::json& j, const char* field);
 Result<std::optional<int64_t>> OptionalIntField(const nlohmann::json& j, const char* field);
 Result<std::optional<std::string>> OptionalStringField(const nlohmann::json& j, const char* field);

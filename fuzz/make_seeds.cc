@@ -1,0 +1,226 @@
+// Writes the seed corpus of every fuzz target (fuzz/corpus/<target>/seed-*): valid inputs made by
+// the project's own encoders, plus edge cases. Run by `scripts/fuzz.sh --seeds`; the output is
+// committed. Usage: make_seeds CORPUS_DIR
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bdn/format/manifest.h"
+
+namespace {
+
+using namespace bdn;
+namespace fs = std::filesystem;
+
+fs::path g_root;
+
+void Write(const std::string& target, const std::string& name, const std::string& bytes) {
+  fs::path dir = g_root / target;
+  fs::create_directories(dir);
+  std::ofstream(dir / ("seed-" + name), std::ios::binary) << bytes;
+}
+
+std::string Raw(const Digest& d) { return {reinterpret_cast<const char*>(d.data()), Digest::kSize}; }
+
+std::string Le(uint64_t v, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+Entry MakeEntry(EntryKind kind, std::string path) {
+  Entry e;
+  e.kind = kind;
+  e.path = std::move(path);
+  e.mode = kind == EntryKind::kDirectory ? 0755 : 0644;
+  return e;
+}
+
+Entry File(std::string path, std::string_view content) {
+  Entry e = MakeEntry(EntryKind::kFile, std::move(path));
+  e.size_bytes = content.size();
+  e.digest = Digest::Of(content);
+  e.layout = content.empty() ? FileLayout::kEmpty : FileLayout::kSingleChunk;
+  return e;
+}
+
+std::string Encode(const Manifest& m) {
+  auto bytes = EncodeManifest(m);
+  if (!bytes) {
+    std::fprintf(stderr, "make_seeds: %s\n", bytes.error().ToString().c_str());
+    std::exit(1);
+  }
+  return *bytes;
+}
+
+void ManifestSeeds() {
+  Manifest empty;
+  Write("manifest", "empty", Encode(empty));
+
+  Manifest m;
+  m.entries.push_back(MakeEntry(EntryKind::kDirectory, "a"));
+  m.entries.push_back(File("a/b", "hello"));
+  Entry indexed = File("a/c", "");
+  indexed.size_bytes = 300'000;
+  indexed.layout = FileLayout::kIndexed;
+  indexed.digest = Digest::Of(std::string_view("whole file"));
+  indexed.index = Digest::Of(std::string_view("chunk index"));
+  m.entries.push_back(indexed);
+  m.entries.push_back(MakeEntry(EntryKind::kDirectory, "a/d"));
+  m.entries.push_back(File("e", ""));
+  Entry hard = MakeEntry(EntryKind::kHardlink, "h");
+  hard.target = "a/b";
+  m.entries.push_back(hard);
+  Entry sym = MakeEntry(EntryKind::kSymlink, "l");
+  sym.mode = 0777;
+  sym.target = "../outside/ü";
+  m.entries.push_back(sym);
+  Write("manifest", "tree", Encode(m));
+
+  Manifest timed = m;
+  timed.has_mtimes = true;
+  int64_t t = -1;
+  for (Entry& e : timed.entries) e.mtime_ns = t++ * 1'000'000'007;
+  Write("manifest", "tree-mtimes", Encode(timed));
+
+  Manifest params;
+  params.chunker = {64, 256, 16 * 1024 * 1024};
+  params.entries.push_back(File("x", std::string(100, 'x')));
+  Write("manifest", "chunker-params", Encode(params));
+
+  std::string tree = Encode(m);
+  Write("manifest", "truncated", tree.substr(0, tree.size() - 1));
+  Write("manifest", "trailing", tree + "x");
+  Write("manifest", "bad-magic", "BDNX" + tree.substr(4));
+}
+
+void ChunkIndexSeeds() {
+  Write("chunk_index", "empty", EncodeChunkIndex({}));
+  std::vector<ChunkRef> chunks;
+  for (uint32_t i = 1; i <= 3; ++i) {
+    chunks.push_back({Digest::Of(std::to_string(i)), i * 65'536});
+  }
+  Write("chunk_index", "three", EncodeChunkIndex(chunks));
+  std::string three = EncodeChunkIndex(chunks);
+  Write("chunk_index", "short", three.substr(0, three.size() - 4));
+  chunks[1].size_bytes = 0;
+  Write("chunk_index", "empty-chunk", EncodeChunkIndex(chunks));
+}
+
+// [n ids][piece size][ids][body] as batch_response_fuzz.cc reads it.
+void BatchSeed(const std::string& name, const std::vector<Digest>& ids, uint8_t piece,
+               const std::string& body) {
+  std::string in;
+  in += static_cast<char>(ids.size());
+  in += static_cast<char>(piece);
+  for (const Digest& d : ids) in += Raw(d);
+  Write("batch_response", name, in + body);
+}
+
+std::string Record(const Digest& id, uint8_t status, const std::string& bytes) {
+  return Raw(id) + static_cast<char>(status) + Le(bytes.size(), 4) + bytes;
+}
+
+void BatchSeeds() {
+  const std::string a = "first chunk", b(700, 'b');
+  const Digest ida = Digest::Of(a), idb = Digest::Of(b), idm = Digest::Of(std::string_view("m"));
+  const Digest ide = Digest::Of(std::string_view());
+  BatchSeed("no-ids", {}, 1, "BDNB");
+  BatchSeed("one", {ida}, 7, "BDNB" + Record(ida, 0, a));
+  BatchSeed("found-missing-found", {ida, idm, idb}, 64,
+            "BDNB" + Record(ida, 0, a) + Record(idm, 1, "") + Record(idb, 0, b));
+  BatchSeed("empty-blob", {ide, ide}, 3, "BDNB" + Record(ide, 0, "") + Record(ide, 0, ""));
+  BatchSeed("truncated", {ida, idb}, 5, "BDNB" + Record(ida, 0, a) + Record(idb, 0, b).substr(0, 50));
+  BatchSeed("out-of-order", {ida, idb}, 2, "BDNB" + Record(idb, 0, b) + Record(ida, 0, a));
+  BatchSeed("missing-with-length", {idm}, 1, "BDNB" + Raw(idm) + '\1' + Le(5, 4) + "xxxxx");
+}
+
+// Seeds NAME-0, NAME-1, ... of `target`, each `prefix` + a text.
+void TextSeeds(const std::string& target, const std::string& name,
+               const std::vector<std::string>& texts, const std::string& prefix = "") {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    Write(target, name + "-" + std::to_string(i), prefix + texts[i]);
+  }
+}
+
+void RangeSeeds() {
+  struct Case {
+    uint64_t size;
+    const char* value;
+  } cases[] = {{100, "bytes=0-99"},   {100, "bytes=5-"},        {100, "bytes=-10"},
+               {100, "bytes=90-200"}, {0, "bytes=0-"},          {100, "bytes=0-0,5-6"},
+               {7, "bytes= 1-2 "},    {UINT64_MAX, "bytes=18446744073709551614-"},
+               {100, "bytes=-0"},     {1, "bytes=-18446744073709551615"}};
+  int i = 0;
+  for (const Case& c : cases) Write("range", "range-" + std::to_string(i++), Le(c.size, 8) + c.value);
+}
+
+void MountsSeeds() {
+  TextSeeds("mounts_config", "config",
+            {"bdn:\n  mounts:\n    - source: bdn:weights/qwen3-8b@b3:9f3c1a2b4c5d\n"
+             "      path: /mnt/weights/qwen3-8b\n"
+             "    - source: bdn:weights/tokenizers:prod   # a tag\n      path: /mnt/tok\n",
+             "other: 1\nbdn: {mounts: [{source: 'bdn:a/b:x', path: \"/m/a\"}, "
+             "{path: /m/b/, source: \"bdn:a/c\"}]}\n",
+             "bdn:\n  mounts: []\n",
+             "x: &s bdn:w/v:prod\nbdn:\n  mounts:\n  - source: *s\n    path: /a/./b\n",
+             "bdn:\n  mounts:\n  - source: bdn:w/v\n    path: /m\n  - source: bdn:w/v\n    path: /m/n\n",
+             "bdn:\n  mounts:\n  - source: bdn:w/v\n    source: bdn:w/x\n    path: /m\n",
+             "bdn:\r\n  mounts:\r\n  - {source: bdn:w/v, path: /m}\r\n",
+             "bdn:\n  mounts:\n  - source: \"bdn:w/v:t\"\n    path: /\n  - ? [a]\n    : b\n"});
+}
+
+void JsonSeeds() {
+  const std::string hex = Digest::Of(std::string_view("x")).Hex();
+  TextSeeds("json_bodies", "body",
+            {"{\"ids\": [\"" + hex + "\", \"b3:" + hex + "\"]}",
+             "{\"digest\": \"" + hex + "\", \"stats\": {\"files\": 1, \"bytes\": 5, \"chunks\": 1, "
+             "\"entries\": 2}, \"source_uri\": \"file:///m\", \"tags\": [\"prod\"], "
+             "\"expected_sequence\": 3, \"claim\": \"c1\"}",
+             "{\"namespace\": \"w\", \"volume\": \"v\", \"digest\": \"" + hex + "\", \"sequence\": 2, "
+             "\"lifecycle\": \"DELETED\", \"created_unix_ms\": 1, \"deleted_unix_ms\": 2, "
+             "\"delete_after_unix_ms\": null, \"stats\": {\"files\": 0, \"bytes\": 0, \"chunks\": 0, "
+             "\"entries\": 0}, \"source_uri\": \"\", \"tags\": [], \"is_head\": true}",
+             "{\"namespace\": \"w\", \"volume\": \"v\", \"head\": \"" + hex + "\", \"sequence\": 9, "
+             "\"tags\": {\"prod\": \"" + hex + "\"}, \"live_versions\": 1, \"deleted_versions\": 0, "
+             "\"created_unix_ms\": 1700000000000}",
+             "{\"sequence\": 4, \"unchanged\": false, \"head_updated\": true, \"tags_applied\": [\"a\"]}",
+             "{\"error\": {\"code\": \"not_found\", \"message\": \"chunk b3:00: not in store\"}}",
+             "{\"ids\": [], \"sequence\": -9223372036854775808, \"expected_sequence\": 1e3}",
+             "[1, {\"a\": null}]"});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds CORPUS_DIR\n");
+    return 2;
+  }
+  g_root = argv[1];
+  ManifestSeeds();
+  ChunkIndexSeeds();
+  BatchSeeds();
+  RangeSeeds();
+  MountsSeeds();
+  JsonSeeds();
+  const std::string hex = Digest::Of(std::string_view("x")).Hex();
+  TextSeeds("ref", "volume", {"bdn:weights/qwen3-8b", "bdn:weights/qwen3-8b:prod",
+                    "bdn:w/v@b3:" + hex, "bdn:w/v@9F3C1A2B4C5D/tokenizer/config.json",
+                    "bdn:W/V:Tag_1.x/a/b", "weights/x", "bdn:w/v:prod@abc", "bdn:w/v/a/../b"},
+            std::string(1, '\0'));
+  TextSeeds("ref", "namespace", {"bdn:weights", "bdn:weights/"}, std::string(1, '\1'));
+  Write("ref", "ns-with-tag", "\1bdn:w:t");
+  TextSeeds("listen_address", "address", {":8440", "0.0.0.0:8440", "[::1]:0", "localhost:65535",
+                               "host:65536", "::1:80", "[]:80", "h:+1", "h:"});
+  TextSeeds("node_list", "list", {"http://a:1,http://b:2", " http://a , ,http://b\t", "", ",,,",
+                          "http://only"});
+  TextSeeds("units", "size", {"64KiB", "1.5G", "18446744073709551615", "16777216T", ".5k", "1.2.3"},
+            std::string(1, '\1'));
+  TextSeeds("units", "duration", {"30s", "500ms", "1.5m", "24h", "0.0015s", "999999999999999h"},
+            std::string(1, '\0'));
+  Write("units", "bounded", "\x02" "100ms");
+  return 0;
+}

@@ -1,0 +1,49 @@
+// The deployment config's bdn.mounts section (SPEC §5): parsed and validated from text, and
+// rewritten in place (bdn mounts lock), with no file or mount I/O, so both are unit-tested and
+// fuzzed (fuzz/mounts_config_fuzz.cc).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/format/ref.h"
+
+namespace bdn::cli {
+
+// One entry of bdn.mounts.
+struct MountEntry {
+  int line = 0;        // 1-based line of the entry's source value
+  int column = 0;      // 0-based column where the source value starts (at its quote, if any)
+  std::string source;  // as written
+  Ref ref;             // the parsed source: a volume ref without a path
+  std::string path;    // absolute, lexically normal, no trailing '/'; never "/"
+  bool allow_other = false;
+  int allow_other_line = 0;  // 1-based line of allow_other, if given
+};
+
+// Parses and validates bdn.mounts from `text` (YAML); other top-level keys are left alone.
+// Entries come back in file order; no two paths are equal or nested. `file` names the config in
+// messages. Errors: InvalidArgument "FILE:LINE: <reason>" for YAML syntax, a missing "bdn:"
+// section or bdn.mounts, unknown or duplicate keys, keys that are not strings, a missing source
+// or path, a malformed source ref or one with a path, an allow_other that is not true or false,
+// a relative path, "/", and duplicate or nested paths. Thread-safe.
+Result<std::vector<MountEntry>> ParseMountsConfig(const std::string& file, std::string_view text);
+
+// A source value to replace: an entry as ParseMountsConfig returned it for the same text, and
+// its new text (a ref without characters that need YAML quoting, e.g. a pinned ref).
+struct SourceRewrite {
+  const MountEntry* entry = nullptr;
+  std::string to;
+};
+
+// Returns `text` with each rewrite's source value replaced where the parser found it (the same
+// text may appear elsewhere on the line), and nothing else changed. Errors: InvalidArgument
+// "FILE:LINE: cannot find the source text to rewrite" when an entry's line and column do not
+// hold its source text (e.g. a source written as a multi-line or escaped YAML scalar).
+// Thread-safe.
+Result<std::string> RewriteMountSources(const std::string& file, std::string_view text,
+                                        std::vector<SourceRewrite> rewrites);
+
+}  // namespace bdn::cli
