@@ -43,7 +43,8 @@ TEST(ParseByteSize, AcceptsUnitsAndFractionsExactly) {
   }
 }
 
-// Found by fuzz/units_fuzz.cc: "11.." was read as 11 (std::stod stopped at the second '.').
+// Found by fuzz/units_fuzz.cc (input fuzz/corpus/units/crash-bytesize-two-dots): "11.." was read
+// as 11 (std::stod stopped at the second '.').
 TEST(ParseByteSize, RefusesMalformedTextNamingIt) {
   for (const char* text : {"", ".", "11..", "1.2.3", "1..K", "1e3", "-1", "+1", " 1", "1 K", "1KK",
                            "K", "0x10", "nan", "inf", "1P", "1K\n"}) {
