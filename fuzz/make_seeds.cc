@@ -169,7 +169,8 @@ void MountsSeeds() {
              "bdn:\n  mounts:\n  - source: bdn:w/v\n    path: /m\n  - source: bdn:w/v\n    path: /m/n\n",
              "bdn:\n  mounts:\n  - source: bdn:w/v\n    source: bdn:w/x\n    path: /m\n",
              "bdn:\r\n  mounts:\r\n  - {source: bdn:w/v, path: /m}\r\n",
-             "bdn:\n  mounts:\n  - source: \"bdn:w/v:t\"\n    path: /\n  - ? [a]\n    : b\n"});
+             "bdn:\n  mounts:\n  - source: \"bdn:w/v:t\"\n    path: /\n  - ? [a]\n    : b\n",
+             "bdn:\n  mounts:\n  - source: bdn:w/v\n    path: /m\n    allow_other: yes\n"});
 }
 
 void JsonSeeds() {
