@@ -158,6 +158,10 @@ Result<std::vector<Digest>> NodeCache::FindMissing(std::span<const Digest> ids) 
   return upstream_->FindMissing(ids);
 }
 
+Result<BlobSizes> NodeCache::Sizes(std::span<const Digest> ids) {
+  return upstream_->Sizes(ids);
+}
+
 Status NodeCache::Put(const Digest& id, std::span<const uint8_t> data) {
   return upstream_->Put(id, data);
 }

@@ -54,7 +54,7 @@ struct NodeCacheStats {
 
 // A ChunkStore whose Get answers from a local directory of verified chunk files, fetching a
 // missing chunk from `upstream` (one fetch per chunk at a time in this process, however many
-// callers miss it) and keeping it for next time. Contains, FindMissing, Put and Sync go to the
+// callers miss it) and keeping it for next time. Contains, FindMissing, Sizes, Put and Sync go to the
 // upstream unchanged: the cache holds copies, never the authoritative set.
 //
 // On disk: one file per chunk, written to tmp/ and renamed into place without replacing
@@ -93,6 +93,7 @@ class NodeCache : public ChunkStore {
 
   Result<bool> Contains(const Digest& id) override;
   Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override;
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
   Status Sync() override;
 

@@ -25,6 +25,7 @@
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
 #include "bdn/volume/resolve.h"
+#include "bdn/volume/version_check.h"
 #include "bdn/volume/version_view.h"
 
 namespace bdn::cli {
@@ -120,8 +121,11 @@ Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
                                                      : LocalChunkStore::Durability::kSyncfs;
   BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store", durability));
   ctx.store = std::move(store);
-  BDN_ASSIGN_OR_RETURN(auto registry, SqliteRegistry::Open(home / "registry.db"));
-  ctx.registry = std::move(registry);
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
+                       SqliteRegistry::Open(home / "registry.db"));
+  // Commits are checked as bdn serve checks them: every blob stored, every length as the
+  // version says.
+  ctx.registry = std::make_shared<CommitCheckingRegistry>(std::move(registry), ctx.store);
   return ctx;
 }
 

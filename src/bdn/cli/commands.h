@@ -32,7 +32,8 @@ struct Context {
 
 // Opens the embedded store under `home`: home/store (chunks) and home/registry.db, all private
 // to the owner (directories 0700, files 0600; existing ones with group or other bits are
-// tightened with a warning). Errors: Internal/PermissionDenied naming the path.
+// tightened with a warning); its commits run the commit check (CommitCheckingRegistry).
+// Errors: Internal/PermissionDenied naming the path.
 Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 
 // Connects to a `bdn serve` origin at `url` with `token` (may be empty): remote store and

@@ -1,5 +1,6 @@
 #include "bdn/format/manifest.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <unordered_map>
@@ -112,6 +113,16 @@ Status CheckEntries(const Manifest& m, Fail fail) {
                 (e.layout == FileLayout::kSingleChunk && e.size_bytes > 0) ||
                 (e.layout == FileLayout::kIndexed && e.size_bytes > 0);
       if (!ok) return fail("path \"" + e.path + "\": file layout does not match its size");
+      if (e.size_bytes > kMaxFileBytes) {
+        return fail("path \"" + e.path + "\": file size " + std::to_string(e.size_bytes) +
+                    " is over 2^63-1 bytes");
+      }
+      // A chunk is never longer than the chunker maximum, so neither is a single-chunk file.
+      if (e.layout == FileLayout::kSingleChunk && e.size_bytes > m.chunker.max_bytes) {
+        return fail("path \"" + e.path + "\": single-chunk file of " +
+                    std::to_string(e.size_bytes) + " bytes is longer than the chunker maximum " +
+                    std::to_string(m.chunker.max_bytes));
+      }
     } else if (e.size_bytes != 0 || e.layout != FileLayout::kEmpty) {
       return fail("path \"" + e.path + "\": only files have a size");
     }
@@ -229,7 +240,9 @@ Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes) {
   BDN_ASSIGN_OR_RETURN(uint64_t count, r.Le(8));
   // Each entry takes at least 7 bytes; refuse counts the input cannot hold before reserving.
   if (count > bytes.size() / 7) return Err(r.Fail("entry count " + std::to_string(count) + " exceeds the input"));
-  m.entries.reserve(count);
+  // An Entry is far larger than its 7 encoded bytes: reserve only a little ahead of the input,
+  // so that a count the input does not hold costs no memory before the decode fails.
+  m.entries.reserve(std::min<uint64_t>(count, 4096));
   for (uint64_t i = 0; i < count; ++i) {
     Entry e;
     BDN_ASSIGN_OR_RETURN(uint64_t kind, r.Le(1));
@@ -299,6 +312,55 @@ Result<std::vector<ChunkRef>> DecodeChunkIndex(std::span<const uint8_t> bytes) {
     c.size_bytes = static_cast<uint32_t>(n);
   }
   return out;
+}
+
+Result<std::vector<ChunkRef>> FileChunkList(const ChunkerParams& chunker, const Entry& e,
+                                            std::span<const uint8_t> index_bytes) {
+  const std::string file = "file \"" + e.path + "\"";
+  std::vector<ChunkRef> chunks;
+  switch (e.layout) {
+    case FileLayout::kEmpty:
+      break;
+    case FileLayout::kSingleChunk:
+      // Checked before the narrowing below: the length must fit a chunk.
+      if (e.size_bytes > chunker.max_bytes) {
+        return Err(CorruptionError(file + ": chunk " + e.digest.ToString() + " of " +
+                                   std::to_string(e.size_bytes) +
+                                   " bytes is longer than the chunker maximum " +
+                                   std::to_string(chunker.max_bytes)));
+      }
+      chunks.push_back({e.digest, static_cast<uint32_t>(e.size_bytes)});
+      break;
+    case FileLayout::kIndexed: {
+      auto decoded = DecodeChunkIndex(index_bytes);
+      if (!decoded) return Err(decoded.error().WithPrefix(file));
+      chunks = std::move(*decoded);
+      break;
+    }
+  }
+  uint64_t total = 0;
+  bool overflow = false;
+  for (const ChunkRef& c : chunks) {
+    if (c.size_bytes > chunker.max_bytes) {
+      return Err(CorruptionError(file + ": chunk " + c.id.ToString() + " of " +
+                                 std::to_string(c.size_bytes) +
+                                 " bytes is longer than the chunker maximum " +
+                                 std::to_string(chunker.max_bytes)));
+    }
+    overflow = overflow || __builtin_add_overflow(total, uint64_t{c.size_bytes}, &total);
+  }
+  if (overflow || total != e.size_bytes) {
+    return Err(CorruptionError(file + ": chunks add up to " +
+                               (overflow ? "more than 2^64-1" : std::to_string(total)) +
+                               " bytes, the file has " + std::to_string(e.size_bytes)));
+  }
+  return chunks;
+}
+
+Status CheckChunkLength(const ChunkRef& ref, uint64_t real_bytes) {
+  if (real_bytes == ref.size_bytes) return Status::Ok();
+  return CorruptionError("chunk " + ref.id.ToString() + ": is " + std::to_string(real_bytes) +
+                         " bytes, the version says " + std::to_string(ref.size_bytes));
 }
 
 }  // namespace bdn

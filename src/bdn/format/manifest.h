@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <optional>
 #include <span>
 #include <string>
@@ -67,8 +68,10 @@ struct Manifest {
 Result<std::string> EncodeManifest(const Manifest& m);
 
 // Decodes and validates manifest bytes. Errors: Corruption "manifest: <what>, at byte N" for
-// truncation, bad magic, unknown version/kind/layout/flags, unsorted or duplicate paths, invalid
-// paths, missing parents, dangling hardlinks, or trailing bytes.
+// truncation, bad magic, unknown version/kind/layout/flags, or trailing bytes; Corruption
+// "manifest: path \"p\": <what>" for unsorted or duplicate paths, invalid paths, missing
+// parents, dangling hardlinks, a file size over kMaxFileBytes, or a single-chunk file longer
+// than the chunker maximum.
 Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes);
 
 // Encodes a file's chunk list as a chunk index object (docs/format.md, "Chunk index").
@@ -76,6 +79,28 @@ std::string EncodeChunkIndex(std::span<const ChunkRef> chunks);
 
 // Decodes a chunk index object. Errors: Corruption "chunk index: <what>".
 Result<std::vector<ChunkRef>> DecodeChunkIndex(std::span<const uint8_t> bytes);
+
+// The chunks of file entry `e` (a kFile entry of a manifest whose chunker parameters are
+// `chunker`), in file order: none for an empty file, the one chunk whose id is the file digest
+// for a single-chunk file, else the chunk index object `index_bytes` decoded (`index_bytes` is
+// ignored for the other layouts). Checks what every reader relies on before it sizes or indexes
+// memory with these numbers (docs/format.md, "Rules a reader enforces"): each chunk is 1 to
+// chunker.max_bytes long, and the lengths add up to the entry's size.
+// Errors: Corruption "file \"p\": …": the index's decode error, "chunk b3:… of N bytes is longer
+// than the chunker maximum M", "chunks add up to N bytes, the file has M" (N is given as
+// "more than 2^64-1" if the sum overflows).
+Result<std::vector<ChunkRef>> FileChunkList(const ChunkerParams& chunker, const Entry& e,
+                                            std::span<const uint8_t> index_bytes);
+
+// Checks the length of chunk `ref`'s real bytes (as stored or received) against the length the
+// version gives it. Every reader calls it before using the bytes at the version's offsets; a
+// mismatch means the manifest or chunk index lies about the chunk (the id fixes the bytes).
+// Errors: Corruption "chunk b3:…: is N bytes, the version says M".
+Status CheckChunkLength(const ChunkRef& ref, uint64_t real_bytes);
+
+// The largest file size a manifest may hold: 2^63-1, so that every size and offset fits a signed
+// 64-bit file offset (off_t).
+inline constexpr uint64_t kMaxFileBytes = static_cast<uint64_t>(INT64_MAX);
 
 // Checks a path as stored in a manifest: non-empty, valid UTF-8, no NUL, no leading or trailing
 // '/', no empty, "." or ".." segments. Errors: InvalidArgument "path \"p\": <reason>".

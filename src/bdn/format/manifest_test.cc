@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bdn/format/crafted_test_util.h"
+
 #include <string>
 #include <vector>
 
@@ -555,6 +557,118 @@ TEST(Manifest, DecodeRejectsInvariantViolations) {
   PutLe(b, 64 * 1024 + 1, 4);
   b.append(64 * 1024 + 1, 'a');
   ExpectCorrupt(b, "manifest: string of 65537 bytes is too long, at byte 37");
+}
+
+// Sizes a reader would use to size or index memory are refused at decode (issue 14: two
+// single-chunk entries of 2^64-1 bytes each were committed and overflowed the version's total;
+// a single-chunk file declared 4 GiB overflowed the mount's chunk list).
+TEST(Manifest, DecodeRejectsFileSizesOver2To63) {
+  Manifest m;
+  m.entries = {SmallFile("a", "hello"), SmallFile("b", "hello")};
+  std::string b = testing::EncodeWithFileSizes(m, {{"a", UINT64_MAX}, {"b", UINT64_MAX}});
+  ExpectCorrupt(b, "manifest: path \"a\": file size 18446744073709551615 is over 2^63-1 bytes");
+
+  m.entries = {IndexedFile("big", 1, Digest::Of(std::string_view("x")),
+                           Digest::Of(std::string_view("i")))};
+  b = testing::EncodeWithFileSizes(m, {{"big", kMaxFileBytes + 1}});
+  ExpectCorrupt(b, "manifest: path \"big\": file size 9223372036854775808 is over 2^63-1 bytes");
+  // 2^63-1 itself is a valid size (its chunk index must then cover it).
+  b = testing::EncodeWithFileSizes(m, {{"big", kMaxFileBytes}});
+  auto ok = DecodeManifest(AsBytes(b));
+  ASSERT_TRUE(ok.has_value()) << ok.error().message();
+  EXPECT_EQ(ok->entries.at(0).size_bytes, kMaxFileBytes);
+
+  Entry e = SmallFile("a", "hello");
+  e.size_bytes = kMaxFileBytes + 1;
+  m.entries = {e};
+  ExpectEncodeRejects(m, "manifest: path \"a\": file size 9223372036854775808 is over 2^63-1 bytes");
+}
+
+TEST(Manifest, DecodeRejectsSingleChunkFileLongerThanTheChunkerMaximum) {
+  Manifest m;
+  m.entries = {SmallFile("big", "hello")};
+  std::string b = testing::EncodeWithFileSizes(m, {{"big", 4ull << 30}});
+  ExpectCorrupt(b, "manifest: path \"big\": single-chunk file of 4294967296 bytes is longer than "
+                   "the chunker maximum 262144");
+  b = testing::EncodeWithFileSizes(m, {{"big", 262145}});
+  ExpectCorrupt(b, "manifest: path \"big\": single-chunk file of 262145 bytes is longer than "
+                   "the chunker maximum 262144");
+  b = testing::EncodeWithFileSizes(m, {{"big", 262144}});
+  EXPECT_TRUE(DecodeManifest(AsBytes(b)).has_value());
+
+  m.entries[0].size_bytes = 262145;
+  ExpectEncodeRejects(m, "manifest: path \"big\": single-chunk file of 262145 bytes is longer "
+                         "than the chunker maximum 262144");
+}
+
+TEST(Manifest, DecodeOfAHugeEntryCountFailsWithoutReservingForIt) {
+  // 4 GiB of entries claimed by a 30-byte header plus 7 bytes per... nothing: refused by count.
+  std::string b = Header(1ull << 40);
+  ExpectCorrupt(b, "manifest: entry count 1099511627776 exceeds the input, at byte 30");
+  // A count the input could hold but does not: fails at the truncation.
+  b = Header(200);
+  b.append(7 * 200, '\x01');
+  auto r = DecodeManifest(AsBytes(b));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+}
+
+// FileChunkList: the chunk list every reader and the commit check build for a file, checked.
+TEST(FileChunkList, LayoutsGiveTheirChunks) {
+  const ChunkerParams p = ChunkerParams::Default();
+  auto none = FileChunkList(p, EmptyFile("e"), {});
+  ASSERT_TRUE(none.has_value()) << none.error().message();
+  EXPECT_TRUE(none->empty());
+
+  Entry one = SmallFile("one", "hello");
+  auto single = FileChunkList(p, one, {});
+  ASSERT_TRUE(single.has_value()) << single.error().message();
+  EXPECT_EQ(*single, (std::vector<ChunkRef>{{Digest::Of(std::string_view("hello")), 5}}));
+
+  std::string index = EncodeChunkIndex(SampleChunks());
+  Entry big = IndexedFile("big", 262144 + 70000 + 1, Digest::Of(std::string_view("w")),
+                          Digest::Of(index));
+  auto indexed = FileChunkList(p, big, AsBytes(index));
+  ASSERT_TRUE(indexed.has_value()) << indexed.error().message();
+  EXPECT_EQ(*indexed, SampleChunks());
+}
+
+TEST(FileChunkList, RefusesListsThatDisagreeWithTheFile) {
+  const ChunkerParams p = ChunkerParams::Default();
+  auto expect = [&](const Entry& e, const std::string& index, const std::string& message) {
+    auto r = FileChunkList(p, e, AsBytes(index));
+    ASSERT_FALSE(r.has_value()) << message;
+    EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+    EXPECT_EQ(r.error().message(), message);
+  };
+  const Digest six = Digest::Of(std::string_view("hello\n"));
+  // A 6-byte chunk listed twice as 10 bytes adds up to the declared 20: FileChunkList accepts
+  // the list (only the chunk's real length shows the lie: CheckChunkLength).
+  std::string twice = EncodeChunkIndex(std::vector<ChunkRef>{{six, 10}, {six, 10}});
+  Entry f = IndexedFile("f", 20, six, Digest::Of(twice));
+  EXPECT_TRUE(FileChunkList(p, f, AsBytes(twice)).has_value());
+  f.size_bytes = 21;
+  expect(f, twice, "file \"f\": chunks add up to 20 bytes, the file has 21");
+  // A chunk longer than the chunker allows, in an index.
+  std::string huge = EncodeChunkIndex(std::vector<ChunkRef>{{six, 0xffffffff}, {six, 1}});
+  f.size_bytes = 0x100000000ull;
+  expect(f, huge, "file \"f\": chunk " + six.ToString() +
+                      " of 4294967295 bytes is longer than the chunker maximum 262144");
+  // A single-chunk entry that bypassed the decoder (a 4 GiB chunk would truncate to 0 bytes).
+  Entry s = SmallFile("s", "hello");
+  s.size_bytes = 4ull << 30;
+  expect(s, "", "file \"s\": chunk " + s.digest.ToString() +
+                    " of 4294967296 bytes is longer than the chunker maximum 262144");
+  // An index that does not decode.
+  expect(f, "BDNX", "file \"f\": chunk index: bad magic, at byte 0");
+}
+
+TEST(CheckChunkLength, NamesTheChunkAndBothLengths) {
+  const ChunkRef ref{Digest::Of(std::string_view("hello\n")), 10};
+  EXPECT_TRUE(CheckChunkLength(ref, 10).ok());
+  Status s = CheckChunkLength(ref, 6);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(s.message(), "chunk " + ref.id.ToString() + ": is 6 bytes, the version says 10");
 }
 
 TEST(ChunkIndex, RoundTrip) {

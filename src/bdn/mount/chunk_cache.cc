@@ -56,11 +56,7 @@ namespace {
 // A chunk id fixes its bytes, so a ref whose length disagrees comes from a bad chunk index; its
 // caller would otherwise index past the buffer.
 Result<ChunkBytes> CheckSize(const ChunkRef& ref, Result<ChunkBytes> bytes) {
-  if (bytes && (*bytes)->size() != ref.size_bytes) {
-    return Err(CorruptionError("chunk " + ref.id.ToString() + ": " +
-                               std::to_string((*bytes)->size()) + " bytes, the index says " +
-                               std::to_string(ref.size_bytes)));
-  }
+  if (bytes) BDN_RETURN_IF_ERROR(CheckChunkLength(ref, (*bytes)->size()));
   return bytes;
 }
 

@@ -122,8 +122,8 @@ class ChunkCache {
   // running for `ref.id`, or by queuing one on the demand threads (the store verifies the bytes
   // against `ref.id`). Gives up at `deadline`.
   // Errors: those of ChunkStore::Get (NotFound, Corruption "chunk b3:…: digest mismatch …",
-  // Unavailable, Internal); Corruption "chunk b3:…: N bytes, the index says M" if the verified
-  // blob's length differs from `ref.size_bytes`; DeadlineExceeded "chunk b3:…: not fetched
+  // Unavailable, Internal); Corruption "chunk b3:…: is N bytes, the version says M" if the
+  // verified blob's length differs from `ref.size_bytes` (CheckChunkLength); DeadlineExceeded "chunk b3:…: not fetched
   // within the read deadline" (with no error from the store yet) at the deadline; Unavailable
   // "chunk cache: shutting down" once Shutdown was called; Unavailable "chunk b3:…: the wait
   // was cancelled" as soon as `stop` is requested (the fetch goes on; Withdraw drops it if it

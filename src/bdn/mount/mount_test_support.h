@@ -111,6 +111,8 @@ class VersionBuilder {
   // Sorts the entries, stores the manifest and returns its digest.
   Digest Finish(std::optional<int64_t> mtime_ns = std::nullopt) {
     Manifest m;
+    // The pieces are cut by hand, not by FastCDC: allow chunks up to the format's largest maximum.
+    m.chunker.max_bytes = 16u << 20;
     m.has_mtimes = mtime_ns.has_value();
     m.entries = entries_;
     for (Entry& e : m.entries) e.mtime_ns = mtime_ns;
@@ -256,6 +258,7 @@ class FaultyStore : public ChunkStore {
   enum class Mode { kNormal, kUnavailable, kNotFound, kWrongBytes, kHang };
 
   Result<bool> Contains(const Digest& id) override { return inner.Contains(id); }
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override { return inner.Sizes(ids); }
   Status Put(const Digest& id, std::span<const uint8_t> data) override {
     return inner.Put(id, data);
   }

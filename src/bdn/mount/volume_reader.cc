@@ -58,13 +58,10 @@ VolumeReader::Clock::time_point VolumeReader::Deadline() const {
 std::shared_ptr<const FileChunks> VolumeReader::KnownChunks(const Entry& entry) {
   const Entry& e = view_->Resolve(entry);
   if (e.kind != EntryKind::kFile) return nullptr;
-  switch (e.layout) {
-    case FileLayout::kEmpty:
-      return MakeFileChunks({});
-    case FileLayout::kSingleChunk:
-      return MakeFileChunks({{e.digest, static_cast<uint32_t>(e.size_bytes)}});
-    case FileLayout::kIndexed:
-      break;
+  if (e.layout != FileLayout::kIndexed) {
+    // A list that fails its checks is not known: ChunksOf reports why.
+    auto chunks = FileChunkList(view_->manifest().chunker, e, {});
+    return chunks ? MakeFileChunks(std::move(*chunks)) : nullptr;
   }
   std::lock_guard lock(mu_);
   auto it = indexes_.find(view_->IndexOf(e));
@@ -80,6 +77,10 @@ Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& en
                                     std::string(EntryKindName(e.kind)) + ", not a file"));
   }
   if (auto known = KnownChunks(e)) return known;
+  if (e.layout != FileLayout::kIndexed) {
+    BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(view_->manifest().chunker, e, {}));
+    return MakeFileChunks(std::move(chunks));
+  }
   // Concurrent opens of one file share the fetch inside the ChunkCache; decoding twice is
   // harmless.
   auto blob = cache_.GetBlob(e.index, deadline, stop);
@@ -90,14 +91,10 @@ Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& en
     }
     return Err(blob.error().WithPrefix("file \"" + e.path + "\": chunk index"));
   }
-  auto decoded = DecodeChunkIndex(**blob);
-  if (!decoded) return Err(decoded.error().WithPrefix("file \"" + e.path + "\""));
-  auto fc = MakeFileChunks(std::move(*decoded));
-  if (fc->offsets.back() != e.size_bytes) {
-    return Err(CorruptionError("file \"" + e.path + "\": chunk index covers " +
-                               std::to_string(fc->offsets.back()) + " bytes, entry says " +
-                               std::to_string(e.size_bytes)));
-  }
+  // Checked before any read indexes the list: lengths within the chunker maximum, adding up to
+  // the file's size.
+  BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(view_->manifest().chunker, e, **blob));
+  auto fc = MakeFileChunks(std::move(chunks));
   std::lock_guard lock(mu_);
   return indexes_.try_emplace(view_->IndexOf(e), std::move(fc)).first->second;
 }

@@ -43,15 +43,18 @@ class VolumeReader {
   Clock::time_point Deadline() const;
 
   // The chunk list of file entry `e` (hardlinks resolved) if it is known without I/O: empty and
-  // single-chunk files, and indexed files whose index is loaded. Else nullptr.
+  // single-chunk files, and indexed files whose index is loaded. Else nullptr (also for a list
+  // that fails FileChunkList's checks: ChunksOf says why).
   std::shared_ptr<const FileChunks> KnownChunks(const Entry& e);
 
   // The chunk list of file entry `e` (hardlinks resolved), loading its chunk index if needed.
   // Errors: InvalidArgument if `e` is not a file; the ChunkCache's errors (DeadlineExceeded at
   // `deadline`, NotFound, Unavailable, ...) prefixed "file \"path\": chunk index"; Corruption
-  // if the index does not decode or disagrees with the entry's size. Once `stop` is requested
-  // the wait ends at once (Unavailable "... the wait was cancelled") and the index fetch is
-  // withdrawn if it has not started and nobody else waits for it.
+  // "file \"path\": …" from FileChunkList (the index does not decode, a chunk is longer than the
+  // chunker maximum, or the lengths do not add up to the entry's size); every list returned
+  // passed those checks, so offsets within the file's size index it safely. Once `stop` is
+  // requested the wait ends at once (Unavailable "... the wait was cancelled") and the index
+  // fetch is withdrawn if it has not started and nobody else waits for it.
   Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, Clock::time_point deadline,
                                                      std::stop_token stop = {});
 

@@ -1,4 +1,4 @@
-// Origin chunk endpoints: missing-query, verified upload, download with Range/ETag, and the
+// Origin chunk endpoints: missing- and sizes-query, verified upload, download with Range/ETag, and the
 // BDNB batch download (docs/http-api.md, "Chunks").
 #include <cstring>
 
@@ -58,6 +58,17 @@ void Origin::RegisterChunks() {
         json list = json::array();
         for (const Digest& d : missing) list.push_back(d.Hex());
         http::SetJson(res, json{{"missing", list}}.dump());
+        return Status::Ok();
+      },
+      IdsBodyLimit(options_.max_missing_ids));
+  Route(
+      "POST", "/v1/chunks/sizes", "/v1/chunks/sizes", push_any,
+      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) -> Status {
+        BDN_ASSIGN_OR_RETURN(auto ids, ParseIdsBody(req.body, options_.max_missing_ids));
+        BDN_ASSIGN_OR_RETURN(BlobSizes sizes, store_->Sizes(ids));
+        json list = json::array();
+        for (const auto& n : sizes) list.push_back(n ? json(*n) : json(nullptr));
+        http::SetJson(res, json{{"sizes", list}}.dump());
         return Status::Ok();
       },
       IdsBodyLimit(options_.max_missing_ids));

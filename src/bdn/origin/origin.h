@@ -1,6 +1,6 @@
 // Origin: the handlers of `bdn serve` (docs/http-api.md) over a ChunkStore, a Registry and a
-// KeyStore: chunk upload/download/batch/missing-query, registry reads, commit, tags, push claims
-// and keys, each behind its authentication and scope check.
+// KeyStore: chunk upload/download/batch/missing- and sizes-query, registry reads, commit, tags,
+// push claims and keys, each behind its authentication and scope check.
 #pragma once
 
 #include <chrono>
@@ -82,7 +82,7 @@ class Origin {
   // Errors: PermissionDenied, to be answered with 401.
   Result<ApiKey> Authenticate(const http::ServerRequest& req);
 
-  void RegisterChunks();      // missing-query and upload
+  void RegisterChunks();      // missing- and sizes-query, upload
   void RegisterChunkReads();  // download and batch
   void RegisterRegistry();
   void RegisterClaims();

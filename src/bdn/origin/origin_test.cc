@@ -217,6 +217,22 @@ TEST_F(OriginTest, MissingQueryAnswersInInputOrder) {
   EXPECT_EQ(Body(r)["error"]["message"], "request body: not valid JSON");
 }
 
+TEST_F(OriginTest, SizesQueryAnswersStoredLengthsInInputOrder) {
+  std::string a = "a", b = "bbbbbb";
+  Upload(b);
+  json req = {{"ids", {Digest::Of(b).Hex(), Digest::Of(a).Hex(), Digest::Of(b).Hex()}}};
+  auto r = Call("POST", "/v1/chunks/sizes", admin_, req.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r), json::parse(R"({"sizes": [6, null, 6]})"));
+
+  json too_many = {{"ids", json::array()}};
+  for (int i = 0; i < 4097; ++i) too_many["ids"].push_back(Digest::Of(std::to_string(i)).Hex());
+  r = Call("POST", "/v1/chunks/sizes", admin_, too_many.dump());
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["error"]["message"], "ids: 4097 ids, at most 4096 per request");
+}
+
 TEST_F(OriginTest, DownloadWithRangeEtagAndCacheHeaders) {
   std::string bytes = "0123456789";
   Upload(bytes);
@@ -708,6 +724,7 @@ TEST_F(OriginTest, ScopeTable) {
   std::string d = seal.digest.Hex();
   std::vector<Endpoint> table = {
       {"POST", "/v1/chunks/missing", ids, Scope::kPush, false},
+      {"POST", "/v1/chunks/sizes", ids, Scope::kPush, false},
       {"PUT", "/v1/chunks/" + chunk_hex, chunk, Scope::kPush, false},
       {"GET", "/v1/chunks/" + chunk_hex, "", Scope::kPull, false},
       {"POST", "/v1/chunks/batch", ids, Scope::kPull, false},

@@ -6,7 +6,7 @@
 #include "bdn/format/ref.h"
 #include "bdn/origin/origin.h"
 #include "bdn/origin/request_json.h"
-#include "bdn/origin/version_check.h"
+#include "bdn/volume/version_check.h"
 
 namespace bdn::origin {
 namespace {

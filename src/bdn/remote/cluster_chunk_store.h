@@ -42,7 +42,7 @@ std::vector<std::string> ParseNodeList(std::string_view list);
 // to the upstream (without marking the node). An unhealthy node gets no reads until
 // probe_interval has passed; then the first read that would pick it probes GET /healthz (one
 // thread at a time; the others skip the node meanwhile) and uses it again if the probe answers
-// 200. Contains, FindMissing, Put and Sync go straight to the upstream.
+// 200. Contains, FindMissing, Sizes, Put and Sync go straight to the upstream.
 //
 // No credentials are sent to cache nodes (they use their own towards the origin).
 // Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
@@ -57,6 +57,7 @@ class ClusterChunkStore : public ChunkStore {
   Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override {
     return upstream_->FindMissing(ids);
   }
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override { return upstream_->Sizes(ids); }
   Status Put(const Digest& id, std::span<const uint8_t> data) override {
     return upstream_->Put(id, data);
   }

@@ -64,8 +64,8 @@ class FakeOrigin {
   using Fault = std::function<bool(const httplib::Request&, httplib::Response&)>;
 
   MemChunkStore store;
-  std::atomic<int> missing_requests{0}, put_requests{0}, get_requests{0}, batch_requests{0},
-      health_requests{0};
+  std::atomic<int> missing_requests{0}, sizes_requests{0}, put_requests{0}, get_requests{0},
+      batch_requests{0}, health_requests{0};
   std::atomic<bool> healthy{true};
   std::atomic<bool> wrong_bytes{false};  // GET/batch answer with one byte flipped
   std::atomic<int> delay_ms{0};          // sleep before answering chunk reads
@@ -122,6 +122,19 @@ class FakeOrigin {
         if (!*store.Contains(*Digest::Parse(hex.get<std::string>()))) missing.push_back(hex);
       }
       res.set_content(json{{"missing", missing}}.dump(), "application/json");
+    });
+    s.Post("/v1/chunks/sizes", [this](const httplib::Request& req, httplib::Response& res) {
+      ++sizes_requests;
+      if (Faulted(req, res)) return;
+      json in = json::parse(req.body);
+      if (in["ids"].size() > 4096)
+        return SendError(res, InvalidArgumentError("ids: more than 4096"));
+      json sizes = json::array();
+      for (const auto& hex : in["ids"]) {
+        auto n = store.Sizes(std::vector<Digest>{*Digest::Parse(hex.get<std::string>())});
+        sizes.push_back((*n)[0] ? json(*(*n)[0]) : json(nullptr));
+      }
+      res.set_content(json{{"sizes", sizes}}.dump(), "application/json");
     });
     s.Put(R"(/v1/chunks/([0-9a-f]{64}))",
           [this](const httplib::Request& req, httplib::Response& res) {

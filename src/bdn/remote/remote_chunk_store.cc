@@ -40,8 +40,8 @@ Result<bool> RemoteChunkStore::Contains(const Digest& id) {
   return missing.empty();
 }
 
-Result<std::vector<Digest>> RemoteChunkStore::FindMissing(std::span<const Digest> ids) {
-  std::vector<Digest> missing;
+Status RemoteChunkStore::PostIds(const std::string& path, std::span<const Digest> ids,
+                                 const std::function<Status(const json&)>& take) {
   for (size_t start = 0; start < ids.size(); start += options_.missing_batch_ids) {
     auto part = ids.subspan(start, std::min(options_.missing_batch_ids, ids.size() - start));
     std::string body = IdsBody(part);
@@ -49,22 +49,55 @@ Result<std::vector<Digest>> RemoteChunkStore::FindMissing(std::span<const Digest
         http::Response r,
         CallWithRetries(*client_,
                         {.method = http::Method::kPost,
-                         .path = "/v1/chunks/missing",
+                         .path = path,
                          .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()}},
                         options_.retry, options_.budget.get()));
-    json j = json::parse(r.text(), nullptr, false);
+    BDN_RETURN_IF_ERROR(take(json::parse(r.text(), nullptr, false)));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<Digest>> RemoteChunkStore::FindMissing(std::span<const Digest> ids) {
+  const std::string what = "POST /v1/chunks/missing";
+  std::vector<Digest> missing;
+  BDN_RETURN_IF_ERROR(PostIds("/v1/chunks/missing", ids, [&](const json& j) -> Status {
     if (!j.is_object() || !j.contains("missing") || !j["missing"].is_array()) {
-      return Err(Malformed(*client_, "POST /v1/chunks/missing", "no \"missing\" array"));
+      return Malformed(*client_, what, "no \"missing\" array");
     }
     for (const auto& v : j["missing"]) {
-      if (!v.is_string())
-        return Err(Malformed(*client_, "POST /v1/chunks/missing", "not a string"));
+      if (!v.is_string()) return Malformed(*client_, what, "not a string");
       auto d = Digest::Parse(v.get<std::string>());
-      if (!d) return Err(Malformed(*client_, "POST /v1/chunks/missing", d.error().message()));
+      if (!d) return Malformed(*client_, what, d.error().message());
       missing.push_back(*d);
     }
-  }
+    return Status::Ok();
+  }));
   return missing;
+}
+
+Result<BlobSizes> RemoteChunkStore::Sizes(std::span<const Digest> ids) {
+  const std::string what = "POST /v1/chunks/sizes";
+  BlobSizes out;
+  out.reserve(ids.size());
+  BDN_RETURN_IF_ERROR(PostIds("/v1/chunks/sizes", ids, [&](const json& j) -> Status {
+    // Each answer holds one size (or null) per id of its part, in order.
+    const size_t want = std::min(options_.missing_batch_ids, ids.size() - out.size());
+    if (!j.is_object() || !j.contains("sizes") || !j["sizes"].is_array() ||
+        j["sizes"].size() != want) {
+      return Malformed(*client_, what, "no \"sizes\" array of " + std::to_string(want));
+    }
+    for (const auto& v : j["sizes"]) {
+      if (v.is_null()) {
+        out.emplace_back(std::nullopt);
+      } else if (v.is_number_unsigned()) {
+        out.emplace_back(v.get<uint64_t>());
+      } else {
+        return Malformed(*client_, what, "not a size or null");
+      }
+    }
+    return Status::Ok();
+  }));
+  return out;
 }
 
 Status RemoteChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {

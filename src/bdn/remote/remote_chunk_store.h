@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <vector>
@@ -19,7 +21,7 @@ struct RemoteStoreOptions {
   // If set, every call retries under this shared budget (one per operation, e.g. a push; shared
   // with its RemoteRegistry) instead of retry.attempts per call.
   std::shared_ptr<RetryBudget> budget;
-  size_t missing_batch_ids = 4096;  // ids per POST /v1/chunks/missing (the API's maximum)
+  size_t missing_batch_ids = 4096;  // ids per POST /v1/chunks/missing and /sizes (the API's max)
   size_t get_batch_ids = 1024;      // ids per POST /v1/chunks/batch (the API's maximum)
   // A batch read may carry tens of MiB, more than a slow link moves within the client's
   // whole-request deadline: it gets this deadline instead, and fails early only if no byte
@@ -44,6 +46,9 @@ class RemoteChunkStore : public ChunkStore {
   // POST /v1/chunks/missing, ceil(n / 4096) sequential requests. Result in input order.
   // Errors: transport/HTTP errors; Internal for a malformed response.
   Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override;
+  // POST /v1/chunks/sizes (push scope), ceil(n / 4096) sequential requests. Result in input
+  // order. Errors: transport/HTTP errors; Internal for a malformed response.
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
   // PUT /v1/chunks/<hex>. The bytes are not re-hashed here: the server hashes what it receives
   // and refuses a mismatch with Corruption "chunk b3:…: received bytes hash to b3:…".
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
@@ -69,6 +74,11 @@ class RemoteChunkStore : public ChunkStore {
 
  private:
   Result<BlobBatch> GetBatchOnce(std::span<const Digest> ids, Try& t);
+  // POSTs {"ids": [...]} to `path` in parts of options_.missing_batch_ids (one request each,
+  // retried per options_.retry or the budget) and gives each part's parsed answer (discarded if not JSON) to
+  // `take`, in order. Errors: transport/HTTP errors; the first error of `take`.
+  Status PostIds(const std::string& path, std::span<const Digest> ids,
+                 const std::function<Status(const nlohmann::json&)>& take);
 
   std::shared_ptr<http::HttpClient> client_;
   RemoteStoreOptions options_;

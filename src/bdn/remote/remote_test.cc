@@ -293,11 +293,12 @@ TEST(RemoteChunkStore, GivesUpAfterBoundedRetries) {
   EXPECT_EQ(origin.put_requests, 4);
 }
 
-TEST(RemoteChunkStore, FindMissingBatchesAt4096IdsInInputOrder) {
+TEST(RemoteChunkStore, FindMissingAndSizesBatchAt4096IdsInInputOrder) {
   FakeOrigin origin;
   origin.Start();
   std::vector<Digest> ids;
   std::vector<Digest> want_missing;
+  BlobSizes want_sizes;
   for (uint64_t i = 0; i < 10000; ++i) {
     std::string s = std::to_string(i);
     Digest id = Digest::Of(s);
@@ -307,8 +308,10 @@ TEST(RemoteChunkStore, FindMissingBatchesAt4096IdsInInputOrder) {
                       .Put(id, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()),
                                                         s.size()))
                       .ok());
+      want_sizes.emplace_back(s.size());
     } else {
       want_missing.push_back(id);
+      want_sizes.emplace_back(std::nullopt);
     }
   }
   RemoteChunkStore store(Client(origin.url()));
@@ -321,6 +324,13 @@ TEST(RemoteChunkStore, FindMissingBatchesAt4096IdsInInputOrder) {
   ASSERT_TRUE(none.has_value());
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(origin.missing_requests, 0);
+
+  auto sizes = store.Sizes(ids);
+  ASSERT_TRUE(sizes.has_value()) << sizes.error().message();
+  EXPECT_EQ(*sizes, want_sizes);
+  EXPECT_EQ(origin.sizes_requests, 3);
+  EXPECT_TRUE(store.Sizes({})->empty());
+  EXPECT_EQ(origin.sizes_requests, 3);
 }
 
 TEST(RemoteChunkStore, GetBatchReturnsVerifiedBlobsAndMissingOnes) {

@@ -100,6 +100,22 @@ Result<bool> LocalChunkStore::Contains(const Digest& id) {
   return Err(ErrnoError("chunk " + id.ToString(), errno));
 }
 
+Result<BlobSizes> LocalChunkStore::Sizes(std::span<const Digest> ids) {
+  BlobSizes out;
+  out.reserve(ids.size());
+  for (const Digest& id : ids) {
+    struct stat st;
+    if (::stat(PathOf(id).c_str(), &st) == 0) {
+      out.emplace_back(static_cast<uint64_t>(st.st_size));
+    } else if (errno == ENOENT) {
+      out.emplace_back(std::nullopt);
+    } else {
+      return Err(ErrnoError("chunk " + id.ToString(), errno));
+    }
+  }
+  return out;
+}
+
 Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   if (Status s = VerifyChunk(id, data); !s.ok()) {
     return InvalidArgumentError("chunk " + id.ToString() + ": bytes do not match the id");
@@ -175,6 +191,17 @@ Status LocalChunkStore::Sync() {
 Result<bool> MemChunkStore::Contains(const Digest& id) {
   std::lock_guard lock(mu_);
   return blobs_.contains(id);
+}
+
+Result<BlobSizes> MemChunkStore::Sizes(std::span<const Digest> ids) {
+  std::lock_guard lock(mu_);
+  BlobSizes out;
+  out.reserve(ids.size());
+  for (const Digest& id : ids) {
+    auto it = blobs_.find(id);
+    out.emplace_back(it == blobs_.end() ? std::nullopt : std::optional<uint64_t>(it->second.size()));
+  }
+  return out;
 }
 
 Status MemChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {

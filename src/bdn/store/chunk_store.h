@@ -21,6 +21,10 @@ namespace bdn {
 // where the store lacks the blob.
 using BlobBatch = std::vector<std::optional<std::vector<uint8_t>>>;
 
+// Lengths of stored blobs (ChunkStore::Sizes), in request order: bytes, or nullopt where the
+// store lacks the blob.
+using BlobSizes = std::vector<std::optional<uint64_t>>;
+
 // Implementations must be thread-safe.
 class ChunkStore {
  public:
@@ -32,6 +36,13 @@ class ChunkStore {
   // The ids of `ids` that are not stored, in input order (REAPI FindMissingBlobs style: one call
   // per batch, so a remote store answers up to 4096 ids per request). Default: Contains per id.
   virtual Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids);
+
+  // The stored length in bytes of each of `ids`, in input order; nullopt where the blob is not
+  // stored. Cheap: reads no blob (a stat per id on disk; one request per 4096 ids to a remote
+  // store), so the length is not verified (a damaged blob reports what is stored; Get would
+  // refuse its bytes). The commit check compares it with what a version says of each chunk.
+  // Errors: Unavailable/Internal on I/O or transport errors.
+  virtual Result<BlobSizes> Sizes(std::span<const Digest> ids) = 0;
 
   // Stores `data` under `id`, atomically: a reader sees all of it or nothing.
   // Idempotent. Errors: InvalidArgument if Digest::Of(data) != id (never stored);
@@ -77,6 +88,8 @@ class LocalChunkStore : public ChunkStore {
                                                        Durability durability = Durability::kSyncfs);
 
   Result<bool> Contains(const Digest& id) override;
+  // stat(2) per id.
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
   // Get per id, by up to 8 threads at once (a cold page cache makes each file a disk round
@@ -99,6 +112,7 @@ class LocalChunkStore : public ChunkStore {
 class MemChunkStore : public ChunkStore {
  public:
   Result<bool> Contains(const Digest& id) override;
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
   // Test hook: replaces the stored bytes of `id` without verification.

@@ -192,6 +192,27 @@ TYPED_TEST(ChunkStoreTest, GetManyAnswersInOrderWithMissingBlobsAsNullopt) {
   EXPECT_TRUE(this->store_->GetMany({})->empty());
 }
 
+TYPED_TEST(ChunkStoreTest, SizesGivesStoredLengthsInOrderWithMissingAsNullopt) {
+  std::vector<Digest> ids;
+  BlobSizes want;
+  for (uint64_t i = 0; i < 12; ++i) {
+    std::vector<uint8_t> data = RandomBytes(i * 1001, 300 + i);
+    ids.push_back(Digest::Of(data));
+    if (i % 4 == 1) {
+      want.emplace_back(std::nullopt);
+    } else {
+      ASSERT_TRUE(this->store_->Put(ids.back(), data).ok());
+      want.emplace_back(data.size());
+    }
+  }
+  ids.push_back(ids[0]);  // repeats are answered again
+  want.push_back(want[0]);
+  auto got = this->store_->Sizes(ids);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, want);
+  EXPECT_TRUE(this->store_->Sizes({})->empty());
+}
+
 TYPED_TEST(ChunkStoreTest, GetManyFailsOnACorruptBlobNamingIt) {
   std::vector<Digest> ids;
   for (uint64_t i = 0; i < 5; ++i) {

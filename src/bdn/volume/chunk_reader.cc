@@ -4,6 +4,16 @@
 #include <exception>
 
 namespace bdn {
+namespace {
+
+// The store verified the bytes against the id; the chunk list's length is checked here, so a
+// sink never sees bytes that a lying index would place at the wrong offsets.
+Result<std::vector<uint8_t>> CheckedLength(const ChunkRef& ref, Result<std::vector<uint8_t>> bytes) {
+  if (bytes) BDN_RETURN_IF_ERROR(CheckChunkLength(ref, bytes->size()));
+  return bytes;
+}
+
+}  // namespace
 
 // A run of consecutive chunks of one Read, fetched together (possibly with other Reads' parts).
 struct ChunkReader::Part {
@@ -129,7 +139,7 @@ void ChunkReader::Abandon(const std::shared_ptr<Part>& part) {
 Status ChunkReader::Read(std::span<const ChunkRef> chunks, const Sink& sink) {
   if (!batched_) {
     for (size_t i = 0; i < chunks.size(); ++i) {
-      BDN_RETURN_IF_ERROR(sink(i, store_.Get(chunks[i].id)));
+      BDN_RETURN_IF_ERROR(sink(i, CheckedLength(chunks[i], store_.Get(chunks[i].id))));
     }
     return Status::Ok();
   }
@@ -174,7 +184,7 @@ Status ChunkReader::Read(std::span<const ChunkRef> chunks, const Sink& sink) {
       return store_.Get(part->ids[j]);
     };
     for (size_t j = 0; j < part->ids.size() && status.ok(); ++j) {
-      status = sink(consumed + j, take(j));
+      status = sink(consumed + j, CheckedLength(chunks[consumed + j], take(j)));
     }
     consumed += part->ids.size();
     {

@@ -36,11 +36,14 @@ struct ChunkReaderOptions {
 // allows; `fetch_threads` threads take queued parts (those of several Reads together, up to the
 // batch bounds, when the threads were busy) and fetch each group with one GetMany. A part whose
 // GetMany failed, and a chunk the batch did not deliver, are read again with Get, so every
-// chunk's outcome (bytes, or an error naming the chunk) is exactly what store.Get returns for it.
+// chunk's outcome (bytes, or an error naming the chunk) is exactly what store.Get returns for it
+// (then checked against the chunk's length).
 // Thread-safe: several threads may Read at once, sharing the fetch threads and the byte bound.
 class ChunkReader {
  public:
-  // Called for each chunk, in order, with its verified bytes or the store's error for it; its
+  // Called for each chunk, in order, with its verified bytes or the error for it: the store's,
+  // or Corruption "chunk b3:…: is N bytes, the version says M" (CheckChunkLength) when the
+  // verified bytes are not as long as the ChunkRef says, so a sink may rely on the length. Its
   // argument `index` is the chunk's position in the span given to Read. A non-ok Status stops
   // the Read, which returns it.
   using Sink = std::function<Status(size_t index, Result<std::vector<uint8_t>> bytes)>;

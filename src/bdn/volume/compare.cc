@@ -98,10 +98,10 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
           }
           return Status::Ok();
         }));
-    if (complete && whole.Finalize() != e.digest) {
-      note(e.path, e.digest,
-           CorruptionError("file \"" + e.path + "\": content does not match its digest " +
-                           e.digest.ToString()));
+    if (complete) {
+      if (Status s = CheckFileDigest(e.path, e.digest, whole.Finalize()); !s.ok()) {
+        note(e.path, e.digest, s);
+      }
     }
     return Status::Ok();
   };

@@ -114,10 +114,18 @@ Status CatFile(const VersionView& view, const std::string& path, int fd,
   }
   BDN_ASSIGN_OR_RETURN(auto fc, view.ChunksOf(f));
   ChunkReader reader(view.store(), reads);
-  return reader.Read(fc->chunks, [&](size_t, Result<std::vector<uint8_t>> bytes) -> Status {
-    if (!bytes) return bytes.error().WithPrefix("file \"" + path + "\"");
-    return WriteAll(fd, bytes->data(), bytes->size(), "stdout");
-  });
+  Blake3Hasher whole;
+  BDN_RETURN_IF_ERROR(
+      reader.Read(fc->chunks, [&](size_t, Result<std::vector<uint8_t>> bytes) -> Status {
+        if (!bytes) return bytes.error().WithPrefix("file \"" + path + "\"");
+        whole.Update(*bytes);
+        return WriteAll(fd, bytes->data(), bytes->size(), "stdout");
+      }));
+  // Every chunk matched its id and length, so only a manifest that lies about the file's digest
+  // gets here with other bytes; they are already written, and the error says so.
+  Status s = CheckFileDigest(path, f.digest, whole.Finalize());
+  if (!s.ok()) return CorruptionError(s.message() + " (the bytes written are not the file's)");
+  return Status::Ok();
 }
 
 Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const PullOptions& options,

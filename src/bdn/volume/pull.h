@@ -56,10 +56,15 @@ Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& de
 // so no two entries of a pull share one, and a later pull of the same path resumes from it.
 std::string PartialFileName(std::string_view name);
 
-// Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk; from a store that
-// prefers batches, the chunks are read in batches a few ahead of the writes (bounded by `reads`).
-// Errors: NotFound for a missing path, InvalidArgument for a non-file, store errors (prefixed
-// "file \"path\"", naming the chunk).
+// Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk (digest and
+// length) before each is written; from a store that prefers batches, the chunks are read in
+// batches a few ahead of the writes (bounded by `reads`). At the end the whole content's BLAKE3
+// is checked against the entry's digest.
+// Errors: NotFound for a missing path, InvalidArgument for a non-file, store errors and
+// Corruption "file \"path\": chunk b3:…: is N bytes, the version says M" (prefixed "file
+// \"path\"", naming the chunk; nothing of that chunk is written); Corruption "file \"path\":
+// content does not match its digest b3:… (the bytes written are not the file's)" after all
+// bytes were written.
 Status CatFile(const VersionView& view, const std::string& path, int fd,
                const ChunkReaderOptions& reads = {});
 

@@ -10,6 +10,12 @@ size_t FileChunks::ChunkAt(uint64_t offset) const {
   return static_cast<size_t>(it - offsets.begin()) - 1;
 }
 
+Status CheckFileDigest(std::string_view path, const Digest& want, const Digest& got) {
+  if (got == want) return Status::Ok();
+  return CorruptionError("file \"" + std::string(path) + "\": content does not match its digest " +
+                         want.ToString());
+}
+
 std::shared_ptr<const FileChunks> MakeFileChunks(std::vector<ChunkRef> chunks) {
   auto fc = std::make_shared<FileChunks>();
   fc->offsets.reserve(chunks.size() + 1);
@@ -84,27 +90,14 @@ Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& ent
     auto it = chunks_cache_.find(key);
     if (it != chunks_cache_.end()) return it->second;
   }
-  std::vector<ChunkRef> chunks;
-  switch (e.layout) {
-    case FileLayout::kEmpty: break;
-    case FileLayout::kSingleChunk:
-      chunks.push_back({e.digest, static_cast<uint32_t>(e.size_bytes)});
-      break;
-    case FileLayout::kIndexed: {
-      auto bytes = store_->Get(e.index);
-      if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\": chunk index"));
-      auto decoded = DecodeChunkIndex(*bytes);
-      if (!decoded) return Err(decoded.error().WithPrefix("file \"" + e.path + "\""));
-      chunks = std::move(*decoded);
-      break;
-    }
+  std::vector<uint8_t> index_bytes;
+  if (e.layout == FileLayout::kIndexed) {
+    auto bytes = store_->Get(e.index);
+    if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\": chunk index"));
+    index_bytes = std::move(*bytes);
   }
+  BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, index_bytes));
   auto fc = MakeFileChunks(std::move(chunks));
-  if (fc->offsets.back() != e.size_bytes) {
-    return Err(CorruptionError("file \"" + e.path + "\": chunk index covers " +
-                               std::to_string(fc->offsets.back()) + " bytes, entry says " +
-                               std::to_string(e.size_bytes)));
-  }
   std::lock_guard lock(mu_);
   chunks_cache_.emplace(key, fc);
   return fc;
@@ -115,14 +108,15 @@ Result<size_t> VersionView::Read(const Entry& entry, uint64_t offset,
   const Entry& e = Resolve(entry);
   BDN_ASSIGN_OR_RETURN(auto fc, ChunksOf(e));
   if (offset >= e.size_bytes || out.empty()) return size_t{0};
-  uint64_t end = std::min<uint64_t>(e.size_bytes, offset + out.size());
+  // Written so that it cannot overflow: offset < size.
+  uint64_t end = offset + std::min<uint64_t>(e.size_bytes - offset, out.size());
   size_t done = 0;
   for (size_t i = fc->ChunkAt(offset); offset < end; ++i) {
     auto bytes = store_->Get(fc->chunks[i].id);
     if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\""));
-    if (bytes->size() != fc->chunks[i].size_bytes) {
-      return Err(CorruptionError("file \"" + e.path + "\": chunk " + fc->chunks[i].id.ToString() +
-                                 ": size differs from the index"));
+    // The chunk list is checked against the file's size; this checks it against the bytes.
+    if (Status s = CheckChunkLength(fc->chunks[i], bytes->size()); !s.ok()) {
+      return Err(s.WithPrefix("file \"" + e.path + "\""));
     }
     uint64_t in_chunk = offset - fc->offsets[i];
     uint64_t n = std::min<uint64_t>(end - offset, fc->chunks[i].size_bytes - in_chunk);

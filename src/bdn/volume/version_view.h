@@ -50,12 +50,16 @@ class VersionView {
   size_t IndexOf(const Entry& e) const { return static_cast<size_t>(&e - manifest_.entries.data()); }
 
   // Chunk list of a file entry (hardlinks resolved); loads and caches its chunk index object.
-  // Errors: from the store, prefixed "file \"path\"", or Corruption if the index disagrees with
-  // the entry's size.
+  // The list is checked by FileChunkList (each chunk 1 to chunker-maximum bytes, the lengths
+  // add up to the entry's size), so offsets into it stay inside the file.
+  // Errors: from the store, prefixed "file \"path\": chunk index"; Corruption "file \"path\":
+  // …" from FileChunkList.
   Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e) const;
 
   // Reads [offset, offset + out.size()) of a file entry into `out`, stopping at EOF; returns the
-  // bytes read. Every chunk is verified; a bad one gives Corruption naming the chunk and the file.
+  // bytes read. Every chunk is verified, and its length checked against the chunk list; a bad
+  // one gives Corruption naming the file and the chunk ("file \"p\": chunk b3:…: digest
+  // mismatch …" or "file \"p\": chunk b3:…: is N bytes, the version says M").
   Result<size_t> Read(const Entry& e, uint64_t offset, std::span<uint8_t> out) const;
 
  private:
@@ -70,6 +74,11 @@ class VersionView {
   mutable std::mutex mu_;
   mutable std::unordered_map<size_t, std::shared_ptr<const FileChunks>> chunks_cache_;
 };
+
+// Checks a file's whole-content BLAKE3 `got` (what b3sum prints) against `want`, the entry's
+// digest; `path` names the file. Errors: Corruption "file \"path\": content does not match its
+// digest b3:…".
+Status CheckFileDigest(std::string_view path, const Digest& want, const Digest& got);
 
 // Builds FileChunks from a chunk list.
 std::shared_ptr<const FileChunks> MakeFileChunks(std::vector<ChunkRef> chunks);

@@ -27,6 +27,7 @@ class CountingStore : public ChunkStore {
   CountingStore(std::shared_ptr<MemChunkStore> inner, bool batches)
       : inner_(std::move(inner)), batches_(batches) {}
   Result<bool> Contains(const Digest& id) override { return inner_->Contains(id); }
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override { return inner_->Sizes(ids); }
   Status Put(const Digest& id, std::span<const uint8_t> data) override {
     return inner_->Put(id, data);
   }

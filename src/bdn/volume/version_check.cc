@@ -1,0 +1,117 @@
+// CheckVersionStored: walks a manifest and its chunk indexes, then asks the store for every
+// chunk's stored length.
+#include "bdn/volume/version_check.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+#include "bdn/format/manifest.h"
+
+namespace bdn {
+namespace {
+
+constexpr size_t kSizesBatch = 4096;
+
+// Get, with NotFound turned into the commit precondition failure.
+Result<std::vector<uint8_t>> GetRequired(ChunkStore& store, const Digest& id,
+                                         const std::string& version, const std::string& what) {
+  auto bytes = store.Get(id);
+  if (bytes) return bytes;
+  if (bytes.error().code() == StatusCode::kNotFound) {
+    return Err(FailedPreconditionError(version + ": " + what + " is not stored"));
+  }
+  return Err(bytes.error().WithPrefix(version + ": " + what));
+}
+
+// What the version says of one distinct chunk: its length, and the first file that lists it.
+struct Listed {
+  uint32_t size_bytes = 0;
+  const std::string* path = nullptr;
+};
+
+}  // namespace
+
+Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest) {
+  const std::string version = "version " + digest.ToString();
+  BDN_ASSIGN_OR_RETURN(auto manifest_bytes, GetRequired(store, digest, version, "manifest"));
+  auto manifest = DecodeManifest(manifest_bytes);
+  if (!manifest) return Err(manifest.error().WithPrefix(version));
+  auto corrupt = [&](const Entry& e, const std::string& why) {
+    return Err(CorruptionError(version + ": file \"" + e.path + "\": " + why));
+  };
+
+  // Totals first (no I/O): the registry keeps them as signed 64-bit numbers.
+  VersionStats stats;
+  stats.entries = manifest->entries.size();
+  for (const Entry& e : manifest->entries) {
+    if (e.kind != EntryKind::kFile) continue;
+    ++stats.files;
+    if (__builtin_add_overflow(stats.bytes, e.size_bytes, &stats.bytes) ||
+        stats.bytes > kMaxFileBytes) {
+      return corrupt(e, "the files' sizes add up to more than 2^63-1 bytes");
+    }
+  }
+
+  std::vector<Digest> order;  // distinct chunks, in first-listed order
+  std::unordered_map<Digest, Listed> listed;
+  for (const Entry& e : manifest->entries) {
+    if (e.kind != EntryKind::kFile) continue;
+    std::vector<uint8_t> index_bytes;
+    if (e.layout == FileLayout::kIndexed) {
+      BDN_ASSIGN_OR_RETURN(index_bytes,
+                           GetRequired(store, e.index, version,
+                                       "chunk index " + e.index.ToString() + " of \"" + e.path +
+                                           "\""));
+    }
+    auto chunks = FileChunkList(manifest->chunker, e, index_bytes);
+    if (!chunks) return Err(chunks.error().WithPrefix(version));
+    stats.chunks += chunks->size();
+    for (const ChunkRef& c : *chunks) {
+      auto [it, fresh] = listed.try_emplace(c.id, Listed{c.size_bytes, &e.path});
+      if (fresh) {
+        order.push_back(c.id);
+      } else if (it->second.size_bytes != c.size_bytes) {
+        return corrupt(e, "chunk " + c.id.ToString() + ": the version says " +
+                              std::to_string(c.size_bytes) + " bytes here and " +
+                              std::to_string(it->second.size_bytes) + " in file \"" +
+                              *it->second.path + "\"");
+      }
+    }
+  }
+
+  std::vector<Digest> missing;
+  for (size_t i = 0; i < order.size(); i += kSizesBatch) {
+    auto part = std::span<const Digest>(order).subspan(i, std::min(kSizesBatch, order.size() - i));
+    BDN_ASSIGN_OR_RETURN(BlobSizes sizes, store.Sizes(part));
+    if (sizes.size() != part.size()) {
+      return Err(InternalError(version + ": the store answered " + std::to_string(sizes.size()) +
+                               " sizes for " + std::to_string(part.size()) + " chunks"));
+    }
+    for (size_t k = 0; k < part.size(); ++k) {
+      const Listed& l = listed.at(part[k]);
+      if (!sizes[k]) {
+        missing.push_back(part[k]);
+      } else if (Status s = CheckChunkLength({part[k], l.size_bytes}, *sizes[k]); !s.ok()) {
+        return Err(CorruptionError(version + ": file \"" + *l.path + "\": " + s.message()));
+      }
+    }
+  }
+  if (!missing.empty()) {
+    std::string more =
+        missing.size() > 1 ? " (" + std::to_string(missing.size()) + " chunks are missing)" : "";
+    return Err(FailedPreconditionError(version + ": chunk " + missing[0].ToString() +
+                                       " is not stored" + more));
+  }
+  return stats;
+}
+
+Result<CommitResult> CommitCheckingRegistry::Commit(const CommitRequest& req) {
+  BDN_ASSIGN_OR_RETURN(auto applied, inner_->FindCommit(req));
+  if (applied) return *applied;
+  CommitRequest checked = req;
+  BDN_ASSIGN_OR_RETURN(checked.stats, CheckVersionStored(*store_, req.digest));
+  return inner_->Commit(checked);
+}
+
+}  // namespace bdn
