@@ -337,6 +337,9 @@ TEST(ReadersOpen, SizesNoReaderCanHoldAreRefusedAtOpen) {
     auto view = VersionView::Open(store, v.digest);
     ASSERT_FALSE(view.has_value()) << name;
     EXPECT_EQ(view.error().code(), StatusCode::kCorruption);
+    EXPECT_TRUE(view.error().message().starts_with("version " + v.digest.ToString() +
+                                                   ": manifest: path \""))
+        << view.error().message();
   }
   // huge-total opens (each size is valid) but its files' chunk lists do not cover them.
   CraftedVersion v = Craft("huge-total");

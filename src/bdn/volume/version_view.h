@@ -32,7 +32,8 @@ class VersionView {
   // lists, so a manifest the store lacks is lost data, not a missing version.
   // Errors: Corruption "manifest b3:…: not in the store (the version's data is lost; push it
   // again to repair)" when the store has no such blob; the store's other errors, Corruption for
-  // bytes that fail verification ("manifest b3:…: …"); Corruption from decoding.
+  // bytes that fail verification ("manifest b3:…: …"); Corruption from decoding
+  // ("version b3:…: manifest: …", e.g. a file size no reader can hold).
   static Result<std::shared_ptr<VersionView>> Open(std::shared_ptr<ChunkStore> store,
                                                    const Digest& digest);
 
