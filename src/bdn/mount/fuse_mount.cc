@@ -181,7 +181,9 @@ class MountedFs {
           ++nlink_[view_->IndexOf(*parent)];
         }
       } else if (e.kind == EntryKind::kFile) {
-        total_bytes_ += e.size_bytes;
+        // Saturating: sizes come from the manifest.
+        total_bytes_ = e.size_bytes > UINT64_MAX - total_bytes_ ? UINT64_MAX
+                                                                : total_bytes_ + e.size_bytes;
       }
     }
   }
@@ -364,7 +366,7 @@ class MountedFs {
     struct statvfs st {};
     st.f_bsize = 4096;
     st.f_frsize = 4096;
-    st.f_blocks = (total_bytes_ + 4095) / 4096;
+    st.f_blocks = total_bytes_ / 4096 + (total_bytes_ % 4096 != 0);
     st.f_files = view_->manifest().entries.size() + 1;
     st.f_namemax = 255;
     fuse_reply_statfs(req, &st);
@@ -617,7 +619,8 @@ class MountedFs {
         st.st_size = static_cast<off_t>(e.size_bytes);
         break;
     }
-    st.st_blocks = (st.st_size + 511) / 512;
+    // Rounded up without overflow: a file may be 2^63-1 bytes.
+    st.st_blocks = st.st_size / 512 + (st.st_size % 512 != 0);
     st.st_mtim = ToTimespec(e.mtime_ns.value_or(unrecorded_mtime_ns_));
     st.st_atim = st.st_mtim;
     st.st_ctim = st.st_mtim;
