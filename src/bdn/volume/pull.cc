@@ -379,7 +379,9 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
           if (counters) counters->bytes_done += bytes->size();
           return Status::Ok();
         });
-    if (!read.ok()) return fail(std::move(read));
+    // A partial file that holds nothing (the first chunk failed, e.g. shorter than the version
+    // says) is no help to a later pull.
+    if (!read.ok()) return off == 0 && partial_bytes == 0 ? refuse(read) : fail(read);
     if (off != e.size_bytes) {
       return refuse(CorruptionError("file \"" + e.path + "\": its chunks hold " +
                                     std::to_string(off) + " bytes, not its size " +
