@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ into ./build-fuzz (clang 16, ASan+UBSan, ccache when
-# present) and runs each for SECONDS (default 60) from its committed corpus (fuzz/corpus/<target>,
-# seeds and every crash input found so far); fails naming the target if any finds a crash, a leak,
-# a sanitizer report, a hang (-timeout) or a broken property. New inputs go to
-# build-fuzz/corpus/<target>, a crash to build-fuzz/artifacts/<target>-crash-*, each log to
-# build-fuzz/logs/<target>.log.
+# present) and runs each for SECONDS (default 60) from its committed corpus (fuzz/corpus/<target>:
+# seeds and every crash input found so far), with its dictionary if it has one
+# (fuzz/<target>.dict). Fails naming the target if any finds a crash, a leak, a sanitizer report,
+# a hang (-timeout) or a broken property. New inputs go to build-fuzz/corpus/<target>, a crash to
+# build-fuzz/artifacts/<target>-crash-*, each log to build-fuzz/logs/<target>.log.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (FUZZ_JOBS=N runs N targets at once; default 2)
 #        scripts/fuzz.sh --seeds                    (rewrites fuzz/corpus/*/seed-* from the encoders)
 set -euo pipefail
@@ -43,8 +43,10 @@ mkdir -p build-fuzz/logs build-fuzz/artifacts
 
 run() {
   local t=$1
+  local dict=()
+  [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
   mkdir -p "build-fuzz/corpus/$t"
-  nice build-fuzz/fuzz/"${t}"_fuzz -max_total_time="$seconds" -max_len="${max_len[$t]}" \
+  nice build-fuzz/fuzz/"${t}"_fuzz -max_total_time="$seconds" -max_len="${max_len[$t]}" "${dict[@]}" \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/corpus/$t" "fuzz/corpus/$t" \
     >"build-fuzz/logs/$t.log" 2>&1
