@@ -123,6 +123,7 @@ struct HttpServerArgs {
   size_t max_connections = 4096;
   size_t max_connections_per_client = 1024;
   std::string max_header_size = "8K";
+  std::string batch_readahead = "256M";
 };
 
 void AddHttpServerFlags(CLI::App* c, HttpServerArgs& a) {
@@ -159,6 +160,18 @@ void AddHttpServerFlags(CLI::App* c, HttpServerArgs& a) {
   c->add_option("--max-header-size", a.max_header_size,
                 "request line plus header fields; larger gets 414 or 431")
       ->capture_default_str();
+  c->add_option("--batch-readahead", a.batch_readahead,
+                "chunks that batch responses read ahead of their clients, server-wide")
+      ->capture_default_str();
+}
+
+// The origin options the server flags set (the rest are the command's own).
+Result<origin::OriginOptions> OriginOptionsFrom(const HttpServerArgs& a) {
+  origin::OriginOptions o;
+  auto readahead = ParseByteSize(a.batch_readahead);
+  if (!readahead) return Err(readahead.error().WithPrefix("--batch-readahead"));
+  o.batch_readahead_bytes = *readahead;
+  return o;
 }
 
 // Raises the soft limit of open files to the hard limit, so that --max-connections fits.
@@ -247,6 +260,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
   if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
+  BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
   const fs::path data = ServerDir(args.data, home, "server", "<data>");
   const sigset_t stop_signals = BlockStopSignals();
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
@@ -262,7 +276,6 @@ Status Serve(const ServeArgs& args, const std::string& home) {
                        SqliteRegistry::Open(data / "registry.db"));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<KeyStore> keys, SqliteKeyStore::Open(data / "registry.db"));
 
-  origin::OriginOptions options;
   options.claim_ttl = *ttl;
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
@@ -365,6 +378,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   if (args.upstream.empty()) return InvalidArgumentError("--upstream: the origin URL is required");
   BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
+  BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
   const fs::path dir = ServerDir(args.cache_dir, home, "cache-node", "<cache-dir>");
   http::ClientOptions copts;
   copts.base_url = args.upstream;
@@ -381,7 +395,6 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   nopts.capacity_bytes = size;
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<NodeCache> cache, NodeCache::Open(upstream, nopts));
 
-  origin::OriginOptions options;
   options.role = origin::Role::kCache;
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);

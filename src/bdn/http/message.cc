@@ -41,7 +41,14 @@ std::string ServerRequest::get_param_value(std::string_view name) const {
 }
 
 bool DataSink::write(const char* data, size_t n) {
-  out_.append(data, n);
+  if (pieces_.empty() || !pieces_.back().owned.empty()) pieces_.emplace_back();
+  pieces_.back().copied.append(data, n);
+  return true;
+}
+
+bool DataSink::write(std::vector<uint8_t>&& bytes) {
+  if (bytes.empty()) return true;
+  pieces_.push_back(Piece{{}, std::move(bytes)});
   return true;
 }
 

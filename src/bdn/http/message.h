@@ -78,18 +78,30 @@ struct ServerRequest {
 // Not thread-safe; used by one provider call at a time.
 class DataSink {
  public:
-  // Appends `n` bytes to the response. Returns false once the connection is gone.
+  // One piece of output: bytes copied in, or a buffer handed over whole.
+  struct Piece {
+    std::string copied;
+    std::vector<uint8_t> owned;
+    std::span<const uint8_t> bytes() const {
+      return owned.empty() ? std::span<const uint8_t>(
+                                 reinterpret_cast<const uint8_t*>(copied.data()), copied.size())
+                           : std::span<const uint8_t>(owned);
+    }
+  };
+
+  // Appends a copy of `n` bytes to the response. Returns false once the connection is gone.
   bool write(const char* data, size_t n);
+  // Appends `bytes` without copying them (the sink keeps the buffer until it is sent).
+  bool write(std::vector<uint8_t>&& bytes);
   // Marks the body complete (the provider is not called again).
   void done() { done_ = true; }
 
-  // For the server: what the provider wrote since the last take.
-  std::string Take() { return std::exchange(out_, std::string()); }
+  // For the server: what the provider wrote since the last take, in order.
+  std::vector<Piece> Take() { return std::exchange(pieces_, {}); }
   bool is_done() const { return done_; }
-  size_t buffered() const { return out_.size(); }
 
  private:
-  std::string out_;
+  std::vector<Piece> pieces_;
   bool done_ = false;
 };
 

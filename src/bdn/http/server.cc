@@ -591,18 +591,25 @@ class Session : public std::enable_shared_from_this<Session> {
       Write([self = shared_from_this()] { self->StreamNext(); });
       return;
     }
-    if (!head && !no_body) out_ += res.body;
+    if (!head && !no_body) data_ = std::move(res.body);
     res.body = {};
     Write([self = shared_from_this()] { self->Done(); });
   }
 
-  // Writes out_ within the write deadline, then calls `next`.
+  // Writes out_, data_, pieces_ and tail_ within the write deadline, then calls `next`.
   void Write(std::function<void()> next) {
     stream_.expires_after(o().write_timeout);
+    std::vector<asio::const_buffer> buffers = {asio::buffer(out_), asio::buffer(data_)};
+    for (const auto& p : pieces_)
+      buffers.push_back(asio::buffer(p.bytes().data(), p.bytes().size()));
+    buffers.push_back(asio::buffer(tail_));
     asio::async_write(
-        stream_, asio::buffer(out_),
+        stream_, buffers,
         [self = shared_from_this(), next = std::move(next)](beast::error_code ec, size_t) {
           self->out_ = {};
+          self->data_ = {};
+          self->pieces_ = {};
+          self->tail_ = {};
           if (ec) return self->Close();
           next();
         });
@@ -623,20 +630,24 @@ class Session : public std::enable_shared_from_this<Session> {
         // A failed provider aborts the connection mid-body, so the client sees a truncated
         // response, not a short one that looks complete.
         if (!ok) return self->Close();
-        std::string data = self->sink_.Take();
+        // Written as framing + pieces + framing, without copying the pieces again.
+        self->pieces_ = self->sink_.Take();
+        size_t size = 0;
+        for (const auto& p : self->pieces_) size += p.bytes().size();
         bool done = self->sink_.is_done();
-        self->sent_ += data.size();
+        self->sent_ += size;
+        self->out_.clear();
+        self->tail_.clear();
         if (self->chunked_) {
-          if (!data.empty()) {
-            char size[32];
-            std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-            self->out_ = size + data + "\r\n";
+          if (size > 0) {
+            char line[32];
+            std::snprintf(line, sizeof line, "%zx\r\n", size);
+            self->out_ = line;
+            self->tail_ = "\r\n";
           }
-          if (done) self->out_ += "0\r\n\r\n";
-        } else {
-          self->out_ = std::move(data);
+          if (done) self->tail_ += "0\r\n\r\n";
         }
-        if (self->out_.empty()) return self->StreamNext();
+        if (self->out_.empty() && size == 0 && self->tail_.empty()) return self->StreamNext();
         self->Write([self, done] { done ? self->Done() : self->StreamNext(); });
       });
     });
@@ -703,8 +714,11 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t piece_fill_ = 0;       // bytes of piece_ filled (streamed bodies)
   std::vector<char> discard_;   // lingering reads
   DataSink sink_;
-  size_t sent_ = 0;  // streamed body bytes produced so far
-  std::string out_;  // bytes being written
+  size_t sent_ = 0;                      // streamed body bytes produced so far
+  std::string out_;                      // bytes being written: a header, or a piece's framing
+  std::string data_;                     // then a body,
+  std::vector<DataSink::Piece> pieces_;  // or a provider's output
+  std::string tail_;                     // then its framing
 };
 
 bool Server::Impl::Register(const std::shared_ptr<Session>& s, const std::string& addr,

@@ -46,6 +46,23 @@ std::string BatchRecordHeader(const Digest& id, uint8_t status, uint32_t length)
   return h;
 }
 
+// The body of PUT /v1/chunks/{id}, streamed into the store as it arrives (hashed on the way), so
+// an upload is never held whole.
+class ChunkUpload : public http::BodySink {
+ public:
+  explicit ChunkUpload(std::unique_ptr<BlobWriter> writer) : writer_(std::move(writer)) {}
+  Status Write(std::span<const uint8_t> piece) override {
+    size_bytes_ += piece.size();
+    return writer_->Append(piece);
+  }
+  BlobWriter& writer() { return *writer_; }
+  uint64_t size_bytes() const { return size_bytes_; }
+
+ private:
+  std::unique_ptr<BlobWriter> writer_;
+  uint64_t size_bytes_ = 0;
+};
+
 }  // namespace
 
 void Origin::RegisterChunks() {
@@ -77,7 +94,12 @@ void Origin::RegisterChunks() {
       [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
         return PutChunk(req, res);
       },
-      options_.max_blob_bytes);
+      options_.max_blob_bytes,
+      [this](const http::ServerRequest& req) -> Result<std::unique_ptr<http::BodySink>> {
+        BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
+        BDN_ASSIGN_OR_RETURN(auto writer, store_->StartPut(id));
+        return std::unique_ptr<http::BodySink>(std::make_unique<ChunkUpload>(std::move(writer)));
+      });
 }
 
 void Origin::RegisterChunkReads() {
@@ -96,27 +118,18 @@ void Origin::RegisterChunkReads() {
 
 Status Origin::PutChunk(const http::ServerRequest& req, http::ServerResponse& res) {
   BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
-  if (req.body.size() > options_.max_blob_bytes) {
-    http::SetError(res,
-                   InvalidArgumentError("chunk " + id.ToString() + ": " +
-                                        std::to_string(req.body.size()) + " bytes, at most " +
-                                        std::to_string(options_.max_blob_bytes) + " allowed"),
-                   413);
-    return Status::Ok();
-  }
-  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(req.body.data()),
-                                 req.body.size());
-  Digest got = Digest::Of(bytes);
-  if (got != id) {
-    return CorruptionError("chunk " + id.ToString() + ": received bytes hash to " + got.ToString());
-  }
-  BDN_ASSIGN_OR_RETURN(bool had, store_->Contains(id));
-  if (!had) BDN_RETURN_IF_ERROR(store_->Put(id, bytes));
+  // The body went into the store's writer as it arrived; the bytes are checked against the id
+  // here, and nothing is stored if they do not match.
+  auto* upload = dynamic_cast<ChunkUpload*>(req.body_sink.get());
+  if (!upload) return InternalError("chunk " + id.ToString() + ": no upload");
+  BDN_ASSIGN_OR_RETURN(PutOutcome outcome, upload->writer().Commit());
+  bool had = outcome == PutOutcome::kAlreadyStored;
   auto& m = server_->metrics();
   m.Add("bdn_chunks_received_total", {}, 1);
-  m.Add("bdn_chunk_bytes_received_total", {}, static_cast<double>(bytes.size()));
-  http::SetJson(res, json{{"id", id.Hex()}, {"size_bytes", bytes.size()}, {"stored", !had}}.dump(),
-                had ? 200 : 201);
+  m.Add("bdn_chunk_bytes_received_total", {}, static_cast<double>(upload->size_bytes()));
+  http::SetJson(
+      res, json{{"id", id.Hex()}, {"size_bytes", upload->size_bytes()}, {"stored", !had}}.dump(),
+      had ? 200 : 201);
   return Status::Ok();
 }
 
@@ -177,15 +190,26 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
   // Chunks are read a group at a time with GetMany: a local store reads a group's files in
   // parallel (cold disks answer several reads at once), a cache node's store (a NodeCache over
   // the origin) fetches a group's misses with one upstream request.
+  // Memory: the blobs read ahead count in readahead_bytes_ until they are sent (or the response
+  // ends, say when its client is dropped); over options_.batch_readahead_bytes server-wide, a
+  // response reads one chunk at a time.
   struct State {
     std::vector<Digest> ids;
     size_t next = 0;
     bool started = false;
     BlobBatch group;  // blobs of ids [group_begin, group_begin + group.size())
     size_t group_begin = 0;
+    std::shared_ptr<std::atomic<int64_t>> readahead;  // the server-wide count
+    int64_t held = 0;                                 // this response's part of it
+    void Hold(int64_t n) {
+      held += n;
+      *readahead += n;
+    }
+    ~State() { *readahead -= held; }
   };
   auto st = std::make_shared<State>();
   st->ids = std::move(ids);
+  st->readahead = readahead_bytes_;
   http::Metrics* metrics = &server_->metrics();
   res.status = 200;
   res.set_chunked_content_provider(kBinary, [this, st, metrics](size_t, http::DataSink& sink) {
@@ -196,23 +220,36 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
       sent += sizeof kBatchMagic;
     }
     if (st->next < st->ids.size()) {
-      // Memory: a group is at most 64 x 256 KiB per request. (Smaller groups cost more: a
-      // local store starts its reader threads per group.)
-      constexpr size_t group_ids = 64;
+      // A group is at most 64 chunks. (Smaller groups cost more: a local store starts its reader
+      // threads per group, a cache node sends one upstream request per group of misses.)
       size_t k = st->next++;
       const Digest& id = st->ids[k];
       if (k >= st->group_begin + st->group.size()) {
-        auto group =
-            std::span<const Digest>(st->ids).subspan(k, std::min(group_ids, st->ids.size() - k));
+        // Reserved before the read (as default-size chunks, 256 KiB) so that concurrent
+        // responses cannot all pass the check at once, then corrected to what was read.
+        size_t n = std::min<size_t>(64, st->ids.size() - k);
+        int64_t estimate = static_cast<int64_t>(n) * 256 * 1024;
+        int64_t before = st->readahead->fetch_add(estimate);
+        if (n > 1 && static_cast<uint64_t>(before + estimate) > options_.batch_readahead_bytes) {
+          *st->readahead -= estimate;
+          n = 1;
+          estimate = 256 * 1024;
+          *st->readahead += estimate;
+        }
+        st->held += estimate;
+        auto group = std::span<const Digest>(st->ids).subspan(k, n);
         auto got = store_->GetMany(group);
         if (!got && got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
         st->group_begin = k;
         // A failed group (a bad chunk in it) is read chunk by chunk below instead.
         st->group = got ? std::move(*got) : BlobBatch{};
+        st->Hold(-estimate);
+        for (const auto& blob : st->group) st->Hold(blob ? static_cast<int64_t>(blob->size()) : 0);
       }
       Result<std::vector<uint8_t>> bytes = Err(Status());
       if (k < st->group_begin + st->group.size()) {
         auto& blob = st->group[k - st->group_begin];
+        if (blob) st->Hold(-static_cast<int64_t>(blob->size()));
         bytes = blob ? Result<std::vector<uint8_t>>(std::move(*blob))
                      : Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
       } else {
@@ -231,9 +268,7 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
       uint32_t length = bytes ? static_cast<uint32_t>(bytes->size()) : 0;
       std::string head = BatchRecordHeader(id, bytes ? kBatchFound : kBatchMissing, length);
       if (!sink.write(head.data(), head.size())) return false;
-      if (length > 0 && !sink.write(reinterpret_cast<const char*>(bytes->data()), length)) {
-        return false;
-      }
+      if (length > 0 && !sink.write(std::move(*bytes))) return false;
       sent += head.size() + length;
       if (bytes) {
         metrics->Add("bdn_chunks_sent_total", {}, 1);

@@ -34,6 +34,11 @@ void Origin::Register(http::Server& server) {
   m.Declare("bdn_chunk_bytes_received_total", T::kCounter, "Chunk bytes received and verified.");
   m.Declare("bdn_chunks_corrupt_total", T::kCounter,
             "Stored chunks that failed verification when read (moved aside, never sent).");
+  m.Declare("bdn_batch_readahead_bytes", T::kGauge,
+            "Chunk bytes batch responses have read and not yet sent (bounded server-wide).");
+  m.OnScrape([held = readahead_bytes_](http::Metrics& out) {
+    out.Set("bdn_batch_readahead_bytes", {}, static_cast<double>(held->load()));
+  });
   for (const char* name :
        {"bdn_chunks_sent_total", "bdn_chunk_bytes_sent_total", "bdn_chunks_received_total",
         "bdn_chunk_bytes_received_total", "bdn_chunks_corrupt_total"}) {
@@ -70,12 +75,13 @@ Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {
 }
 
 void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,
-                   Access access, Handler handler, uint64_t max_body_bytes) {
+                   Access access, Handler handler, uint64_t max_body_bytes, SinkFactory make_sink) {
   // Authentication and the scope check come before the request body is read (POST/PUT), so an
   // unauthenticated or out-of-scope client cannot make the server receive and buffer a body.
   http::Server::RouteOptions options;
   options.max_body_bytes = max_body_bytes > 0 ? max_body_bytes : options_.max_json_body_bytes;
-  options.admit = [this, access](http::ServerRequest& req, http::ServerResponse& res) {
+  options.admit = [this, access, make_sink = std::move(make_sink)](http::ServerRequest& req,
+                                                                   http::ServerResponse& res) {
     auto key = Authenticate(req);
     if (!key) {
       http::SetError(res, key.error(), http::Credentials::kRejected);
@@ -91,6 +97,14 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
       return false;
     }
     req.context = *key;
+    if (make_sink) {
+      auto sink = make_sink(req);
+      if (!sink) {
+        http::SetError(res, sink.error());
+        return false;
+      }
+      req.body_sink = std::move(*sink);
+    }
     return true;
   };
   auto run = [handler = std::move(handler)](const http::ServerRequest& req,

@@ -3,6 +3,7 @@
 // push claims and keys, each behind its authentication and scope check.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -41,6 +42,10 @@ struct OriginOptions {
   uint64_t max_blob_bytes = 64ull * 1024 * 1024;
   // Body limit of the JSON endpoints other than the id lists (commit, tags, keys, claims).
   uint64_t max_json_body_bytes = 64 * 1024;
+  // Batch responses read chunks ahead of the socket a group of 64 at a time; all groups held
+  // at once, server-wide, stay within this (past it, each response reads one chunk at a time),
+  // so slow readers cannot make the server hold connections x 64 chunks.
+  uint64_t batch_readahead_bytes = 256ull * 1024 * 1024;
 };
 
 // The body limit of an endpoint taking {"ids": [...]} of at most `max_ids` ids: 128 bytes per
@@ -74,10 +79,16 @@ class Origin {
   using Handler =
       std::function<Status(const http::ServerRequest&, http::ServerResponse&, const ApiKey& key)>;
 
+  // Makes the sink a request's body is streamed into (instead of req.body); runs after the
+  // authentication and scope check, before the body is read. A non-ok Status is the answer.
+  using SinkFactory =
+      std::function<Result<std::unique_ptr<http::BodySink>>(const http::ServerRequest&)>;
+
   // Registers `handler` behind the authentication and scope check of `access` (which run
   // before the body is read); a body over `max_body_bytes` (0: max_json_body_bytes) gets 413.
   void Route(const std::string& method, const std::string& pattern, const std::string& route,
-             Access access, Handler handler, uint64_t max_body_bytes = 0);
+             Access access, Handler handler, uint64_t max_body_bytes = 0,
+             SinkFactory make_sink = nullptr);
   // The key of the request's bearer token (or the anonymous admin with auth disabled).
   // Errors: PermissionDenied, to be answered with 401.
   Result<ApiKey> Authenticate(const http::ServerRequest& req);
@@ -103,6 +114,9 @@ class Origin {
   std::shared_ptr<KeyStore> keys_;
   ClaimTable claims_;
   http::Server* server_ = nullptr;
+  // Bytes of chunks read ahead by batch responses, not yet sent (batch_readahead_bytes).
+  std::shared_ptr<std::atomic<int64_t>> readahead_bytes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // On a server whose key store holds no key at all (first start), creates an admin key for "*",

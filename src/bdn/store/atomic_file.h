@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -58,5 +59,36 @@ struct AtomicWriteOptions {
 Result<WriteOutcome> WriteFileAtomically(const std::filesystem::path& final_path,
                                          std::span<const uint8_t> data, const std::string& what,
                                          const AtomicWriteOptions& options);
+
+// The same write piece by piece, for data that arrives over time and should not be held whole
+// (an upload): Create makes the temporary file, Append adds bytes, Commit does the rest of
+// WriteFileAtomically (before_close, close, before_rename, rename). Destroying an uncommitted
+// writer removes its temporary file. Errors as WriteFileAtomically. Not thread-safe (one writer,
+// one thread at a time); any number of writers may target the same final path.
+class AtomicFileWriter {
+ public:
+  static Result<std::unique_ptr<AtomicFileWriter>> Create(std::filesystem::path final_path,
+                                                          std::string what,
+                                                          AtomicWriteOptions options);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  Status Append(std::span<const uint8_t> data);
+  // Once only; afterwards the writer is spent.
+  Result<WriteOutcome> Commit();
+
+ private:
+  AtomicFileWriter(std::filesystem::path final_path, std::filesystem::path tmp, std::string what,
+                   AtomicWriteOptions options, int fd);
+  // Closes and removes the temporary file (a failed or abandoned write).
+  void Discard();
+
+  std::filesystem::path final_path_;
+  std::filesystem::path tmp_;
+  std::string what_;
+  AtomicWriteOptions options_;
+  int fd_ = -1;
+};
 
 }  // namespace bdn

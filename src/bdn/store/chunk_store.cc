@@ -23,8 +23,6 @@ Result<std::vector<Digest>> ChunkStore::FindMissing(std::span<const Digest> ids)
   return missing;
 }
 
-
-
 namespace {
 // One GetMany answer from per-blob Get results: NotFound becomes nullopt, any other error fails
 // the whole batch.
@@ -79,7 +77,8 @@ Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(const fs::path& r
   for (const auto& de : fs::directory_iterator(root / "tmp", ec)) {
     std::string name = de.path().filename().string();
     size_t last = name.rfind('.');
-    size_t prev = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('.', last - 1);
+    size_t prev =
+        last == std::string::npos || last == 0 ? std::string::npos : name.rfind('.', last - 1);
     if (prev == std::string::npos) continue;
     std::string pid = name.substr(prev + 1, last - prev - 1);
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -123,6 +122,11 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   fs::path final_path = PathOf(id);
   struct stat st;
   if (::stat(final_path.c_str(), &st) == 0) return Status::Ok();
+  auto written = WriteFileAtomically(final_path, data, "chunk " + id.ToString(), WriteOptions());
+  return written ? Status::Ok() : written.error();
+}
+
+AtomicWriteOptions LocalChunkStore::WriteOptions() const {
   AtomicWriteOptions options{.tmp_dir = root_ / "tmp"};
   if (durability_ == Durability::kSyncfs) {
     // Start writeback now so the Sync() before a commit finds little left to write.
@@ -131,8 +135,97 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
       return Status::Ok();
     };
   }
-  auto written = WriteFileAtomically(final_path, data, "chunk " + id.ToString(), options);
-  return written ? Status::Ok() : written.error();
+  return options;
+}
+
+namespace {
+
+// Hashes a blob's pieces as they come; subclasses keep the bytes.
+class HashingBlobWriter : public BlobWriter {
+ public:
+  explicit HashingBlobWriter(const Digest& id) : id_(id) {}
+  Status Append(std::span<const uint8_t> piece) override {
+    hasher_.Update(piece);
+    return Keep(piece);
+  }
+  Result<PutOutcome> Commit() override {
+    Digest got = hasher_.Finalize();
+    if (got != id_) {
+      Drop();
+      return Err(CorruptionError("chunk " + id_.ToString() + ": received bytes hash to " +
+                                 got.ToString()));
+    }
+    return Store();
+  }
+
+ protected:
+  virtual Status Keep(std::span<const uint8_t> piece) = 0;
+  virtual void Drop() = 0;
+  virtual Result<PutOutcome> Store() = 0;
+  const Digest id_;
+
+ private:
+  Blake3Hasher hasher_;
+};
+
+// The default: the bytes in memory, then ChunkStore::Put.
+class BufferedBlobWriter : public HashingBlobWriter {
+ public:
+  BufferedBlobWriter(ChunkStore& store, const Digest& id) : HashingBlobWriter(id), store_(store) {}
+
+ private:
+  Status Keep(std::span<const uint8_t> piece) override {
+    bytes_.insert(bytes_.end(), piece.begin(), piece.end());
+    return Status::Ok();
+  }
+  void Drop() override { bytes_ = {}; }
+  Result<PutOutcome> Store() override {
+    BDN_ASSIGN_OR_RETURN(bool had, store_.Contains(id_));
+    if (had) return PutOutcome::kAlreadyStored;
+    BDN_RETURN_IF_ERROR(store_.Put(id_, bytes_));
+    return PutOutcome::kStored;
+  }
+
+  ChunkStore& store_;
+  std::vector<uint8_t> bytes_;
+};
+
+// LocalChunkStore's: the bytes go to a temporary file as they come (none if already stored).
+class FileBlobWriter : public HashingBlobWriter {
+ public:
+  FileBlobWriter(const Digest& id, std::unique_ptr<AtomicFileWriter> file)
+      : HashingBlobWriter(id), file_(std::move(file)) {}
+
+ private:
+  Status Keep(std::span<const uint8_t> piece) override {
+    return file_ ? file_->Append(piece) : Status::Ok();
+  }
+  void Drop() override { file_.reset(); }
+  Result<PutOutcome> Store() override {
+    if (!file_) return PutOutcome::kAlreadyStored;
+    BDN_ASSIGN_OR_RETURN(WriteOutcome w, file_->Commit());
+    file_.reset();
+    return w == WriteOutcome::kWritten ? PutOutcome::kStored : PutOutcome::kAlreadyStored;
+  }
+
+  std::unique_ptr<AtomicFileWriter> file_;  // null: the blob is already stored
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BlobWriter>> ChunkStore::StartPut(const Digest& id) {
+  return std::unique_ptr<BlobWriter>(std::make_unique<BufferedBlobWriter>(*this, id));
+}
+
+Result<std::unique_ptr<BlobWriter>> LocalChunkStore::StartPut(const Digest& id) {
+  fs::path final_path = PathOf(id);
+  struct stat st;
+  std::unique_ptr<AtomicFileWriter> file;
+  if (::stat(final_path.c_str(), &st) != 0) {
+    BDN_ASSIGN_OR_RETURN(
+        file, AtomicFileWriter::Create(final_path, "chunk " + id.ToString(), WriteOptions()));
+  }
+  return std::unique_ptr<BlobWriter>(std::make_unique<FileBlobWriter>(id, std::move(file)));
 }
 
 Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {

@@ -14,6 +14,7 @@
 
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
+#include "bdn/store/atomic_file.h"
 
 namespace bdn {
 
@@ -24,6 +25,24 @@ using BlobBatch = std::vector<std::optional<std::vector<uint8_t>>>;
 // Lengths of stored blobs (ChunkStore::Sizes), in request order: bytes, or nullopt where the
 // store lacks the blob.
 using BlobSizes = std::vector<std::optional<uint64_t>>;
+
+// What storing a blob found (BlobWriter::Commit).
+enum class PutOutcome { kStored, kAlreadyStored };
+
+// A blob written piece by piece (ChunkStore::StartPut), for bytes that arrive over time (an
+// upload): hashed as they arrive, and stored only by Commit once they hash to the blob's id.
+// Destroying a writer before Commit stores nothing. Not thread-safe: one thread at a time.
+class BlobWriter {
+ public:
+  virtual ~BlobWriter() = default;
+  // Adds the next bytes. Errors: FailedPrecondition on a full disk; Internal on I/O errors (the
+  // writer is then spent).
+  virtual Status Append(std::span<const uint8_t> piece) = 0;
+  // Stores the blob (atomically: a reader sees all of it or nothing) if the bytes hash to its id.
+  // Returns whether it was stored now or already was. Errors: Corruption "chunk b3:…: received
+  // bytes hash to b3:…" (nothing is stored); as Append for I/O.
+  virtual Result<PutOutcome> Commit() = 0;
+};
 
 // Implementations must be thread-safe.
 class ChunkStore {
@@ -48,6 +67,11 @@ class ChunkStore {
   // Idempotent. Errors: InvalidArgument if Digest::Of(data) != id (never stored);
   // FailedPrecondition on a full disk; Internal on other I/O errors.
   virtual Status Put(const Digest& id, std::span<const uint8_t> data) = 0;
+
+  // Starts storing blob `id` from bytes that arrive piece by piece (see BlobWriter). Default:
+  // the bytes are collected in memory and Put at Commit; LocalChunkStore writes them to a
+  // temporary file as they come, so an upload is never held whole. Errors: as Put.
+  virtual Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id);
 
   // Returns the blob's bytes after checking they hash to `id`.
   // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: digest mismatch …"
@@ -91,6 +115,9 @@ class LocalChunkStore : public ChunkStore {
   // stat(2) per id.
   Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  // Writes the pieces to a temporary file under root/tmp as they come (none when the blob is
+  // already stored), renamed into place by Commit.
+  Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
   // Get per id, by up to 8 threads at once (a cold page cache makes each file a disk round
   // trip); the server answers a batch request with it.
@@ -104,6 +131,8 @@ class LocalChunkStore : public ChunkStore {
  private:
   LocalChunkStore(std::filesystem::path root, Durability durability)
       : root_(std::move(root)), durability_(durability) {}
+  // How Put and StartPut write a blob file.
+  AtomicWriteOptions WriteOptions() const;
   std::filesystem::path root_;
   Durability durability_;
 };

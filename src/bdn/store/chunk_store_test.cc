@@ -242,7 +242,8 @@ TYPED_TEST(ChunkStoreTest, CorruptedBytesAreNeverReturned) {
                                ": digest mismatch (stored bytes hash to " +
                                Digest::Of(damaged).ToString() + ")";
   if (TypeParam::kQuarantines) {
-    EXPECT_TRUE(got.error().message().starts_with(reported + "; moved to ")) << got.error().message();
+    EXPECT_TRUE(got.error().message().starts_with(reported + "; moved to "))
+        << got.error().message();
     EXPECT_TRUE(got.error().message().ends_with(", push the data again to repair"));
     // Now missing, so a push stores it again; a Put of the right bytes repairs the store.
     ExpectContains(this->store_.get(), id, false);
@@ -304,6 +305,45 @@ TYPED_TEST(ChunkStoreTest, ConcurrentPutsOfDifferentChunks) {
   }
 }
 
+// StartPut: pieces hashed as they come, stored only once they hash to the id.
+TYPED_TEST(ChunkStoreTest, StartPutStoresPiecesOnlyWhenTheyHashToTheId) {
+  std::vector<uint8_t> data = RandomBytes(700000, 11);
+  Digest id = Digest::Of(data);
+  auto w = this->store_->StartPut(id);
+  ASSERT_TRUE(w.has_value()) << w.error().message();
+  for (size_t off = 0; off < data.size(); off += 65536) {
+    size_t n = std::min<size_t>(65536, data.size() - off);
+    ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).subspan(off, n)).ok());
+  }
+  EXPECT_FALSE(*this->store_->Contains(id)) << "visible before Commit";
+  auto outcome = (*w)->Commit();
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message();
+  EXPECT_EQ(*outcome, PutOutcome::kStored);
+  EXPECT_EQ(*this->store_->Get(id), data);
+
+  w = this->store_->StartPut(id);
+  ASSERT_TRUE((*w)->Append(data).ok());
+  EXPECT_EQ(*(*w)->Commit(), PutOutcome::kAlreadyStored);
+
+  // Bytes that do not hash to the id are refused and leave nothing.
+  Digest claimed = Digest::Of(std::string_view("claimed"));
+  w = this->store_->StartPut(claimed);
+  ASSERT_TRUE((*w)->Append(data).ok());
+  auto bad = (*w)->Commit();
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kCorruption);
+  EXPECT_EQ(bad.error().message(),
+            "chunk " + claimed.ToString() + ": received bytes hash to " + id.ToString());
+  EXPECT_FALSE(*this->store_->Contains(claimed));
+  // An abandoned writer stores nothing.
+  std::vector<uint8_t> other = RandomBytes(1000, 12);
+  {
+    auto abandoned = this->store_->StartPut(Digest::Of(other));
+    ASSERT_TRUE((*abandoned)->Append(other).ok());
+  }
+  EXPECT_FALSE(*this->store_->Contains(Digest::Of(other)));
+}
+
 // What only the local directory store promises.
 class LocalChunkStoreTest : public ::testing::Test {
  protected:
@@ -358,6 +398,27 @@ TEST_F(LocalChunkStoreTest, NoTempFilesLeftAfterPuts) {
   for (auto& th : threads) th.join();
   EXPECT_TRUE(TmpFiles().empty());
   EXPECT_TRUE(store_->Sync().ok());
+}
+
+TEST_F(LocalChunkStoreTest, StartPutWritesToATemporaryFileAndLeavesNoneBehind) {
+  std::vector<uint8_t> data = RandomBytes(300000, 13);
+  Digest id = Digest::Of(data);
+  {
+    auto w = store_->StartPut(id);
+    ASSERT_TRUE(w.has_value());
+    ASSERT_TRUE((*w)->Append(data).ok());
+    EXPECT_EQ(TmpFiles().size(), 1u) << "the pieces go to disk, not to memory";
+  }
+  EXPECT_TRUE(TmpFiles().empty()) << "an abandoned upload is removed";
+  auto w = store_->StartPut(id);
+  ASSERT_TRUE((*w)->Append(data).ok());
+  ASSERT_EQ(*(*w)->Commit(), PutOutcome::kStored);
+  EXPECT_TRUE(TmpFiles().empty());
+  EXPECT_EQ(fs::file_size(store_->PathOf(id)), data.size());
+  w = store_->StartPut(Digest());
+  ASSERT_TRUE((*w)->Append(data).ok());
+  EXPECT_FALSE((*w)->Commit().has_value());
+  EXPECT_TRUE(TmpFiles().empty()) << "a refused upload is removed";
 }
 
 TEST_F(LocalChunkStoreTest, TruncatedFileIsCorruption) {
