@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# HTTP load benchmark of `bdn serve` (issue 13 item 7), one run on one machine over loopback,
+# against a previous build in the same run: wrk with 16, 256 and 2,000 keep-alive connections
+# fetching random 64 KiB chunks (GET /v1/chunks/<id>) and POST /v1/chunks/batch of 64 random
+# chunks, each alone and with 1,000 slow-header connections held open (bench/slow_headers.py).
+# Requests per second, MB/s, p50 and p99 latency, errors (connect/read/write/timeout/non-2xx).
+# Both servers serve the same data directory, one after the other, with authentication on.
+#
+# Usage: bench/http_load.sh PREVIOUS_BDN [WORKDIR]   (needs wrk and python3; ~10 minutes)
+#   PREVIOUS_BDN: a bdn binary built from an earlier commit (e.g. the last before the
+#   asynchronous server), or "" to measure only this build (build/apps/bdn/bdn, or $BDN).
+# Env: DURATION (seconds per run, default 10), CONNS (default "16 256 2000"), WRK_THREADS (2).
+# Prints a markdown report to stdout.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bdn=${BDN:-$repo/build/apps/bdn/bdn}
+prev=${1:-}
+work=${2:-/tmp/bdn-bench-http}
+duration=${DURATION:-10}
+conns=${CONNS:-16 256 2000}
+wrk_threads=${WRK_THREADS:-2}
+rm -rf "$work"; mkdir -p "$work"
+server_pid=""; slow_pid=""
+cleanup() {
+  [ -n "$slow_pid" ] && kill "$slow_pid" 2>/dev/null || true
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+}
+trap cleanup EXIT
+ulimit -n 65536 2>/dev/null || true
+
+# start_server BIN NAME [flags]: serves $work/data on a free port; sets url and server_pid.
+start_server() {
+  local bin=$1 name=$2; shift 2
+  "$bin" serve --listen 127.0.0.1:0 --data "$work/data" "$@" 2>"$work/$name.log" &
+  server_pid=$!
+  url=""
+  for _ in $(seq 1 100); do
+    url=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$work/$name.log" | head -1)
+    [ -n "$url" ] && return 0
+    sleep 0.1
+  done
+  echo "server $name did not start: $(cat "$work/$name.log")" >&2; exit 1
+}
+stop_server() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""; }
+
+# --- data: 2,048 random 64 KiB chunks (128 MiB, warm in the page cache), a pull key ---
+start_server "$bdn" setup
+token=$(cat "$work/data/admin.token")
+python3 - "$url" "$token" "$work/ids" <<'EOF'
+import hashlib, os, subprocess, sys, urllib.request
+url, token, ids_file = sys.argv[1:4]
+ids = []
+tmp = ids_file + ".chunk"
+for i in range(2048):
+    data = os.urandom(64 << 10)
+    open(tmp, "wb").write(data)
+    digest = subprocess.run(["b3sum", "--no-names", tmp], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    req = urllib.request.Request(f"{url}/v1/chunks/{digest}", data=data, method="PUT",
+                                 headers={"Authorization": "Bearer " + token,
+                                          "Content-Type": "application/octet-stream"})
+    urllib.request.urlopen(req).read()
+    ids.append(digest)
+os.unlink(tmp)
+open(ids_file, "w").write("\n".join(ids) + "\n")
+EOF
+pull=$(BDN_REMOTE="$url" BDN_TOKEN="$token" "$bdn" key create --namespace '*' --scope pull)
+stop_server
+
+echo "## HTTP load benchmark"
+echo
+echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem/ {print $2}') GiB RAM, kernel $(uname -r); server, wrk (${wrk_threads} threads) and the slow-header client on one machine over loopback"
+echo "- data: 2,048 random 64 KiB chunks (128 MiB, in the page cache); a pull key on every request"
+echo "- each run: \`wrk -t${wrk_threads} -c<N> -d${duration}s --timeout 10s -s bench/wrk_chunks.lua\`; GET: a random chunk per request; batch: 64 random ids per request (4 MiB answers)"
+echo "- servers: this build ($(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'))${prev:+, and the previous server: $prev}"
+echo
+
+# run NAME BDN_BATCH CONNS SLOW: one wrk run against the running server; prints a table row.
+run() {
+  local name=$1 batch=$2 c=$3 slow=$4 out
+  if [ "$slow" = yes ]; then
+    python3 "$repo/bench/slow_headers.py" 127.0.0.1 "${url##*:}" 1000 >"$work/slow.log" 2>&1 &
+    slow_pid=$!
+    sleep 2
+  fi
+  out=$(BDN_IDS="$work/ids" BDN_TOKEN="$pull" BDN_BATCH="$batch" \
+        wrk -t"$wrk_threads" -c"$c" -d"${duration}s" --timeout 10s \
+        -s "$repo/bench/wrk_chunks.lua" "$url" 2>&1 | grep '^RESULT' || true)
+  if [ -n "$slow_pid" ]; then kill "$slow_pid" 2>/dev/null || true; wait "$slow_pid" 2>/dev/null || true; slow_pid=""; fi
+  if [ -z "$out" ]; then
+    echo "| $name | $( [ "$batch" = 0 ] && echo GET || echo batch ) | $c | $slow | (wrk failed) | | | | |"
+    return
+  fi
+  python3 - "$out" "$name" "$batch" "$c" "$slow" <<'EOF'
+import sys
+fields = dict(kv.split("=") for kv in sys.argv[1].split()[1:])
+name, batch, c, slow = sys.argv[2:6]
+secs = int(fields["duration_us"]) / 1e6
+rps = int(fields["requests"]) / secs
+mbs = int(fields["bytes"]) / secs / 1e6
+kind = "GET 64 KiB" if batch == "0" else f"batch of {batch}"
+print(f"| {name} | {kind} | {c} | {slow} | {rps:,.0f} | {mbs:,.0f} | "
+      f"{int(fields['p50_us']) / 1000:.2f} | {int(fields['p99_us']) / 1000:.2f} | {fields['errors']} |")
+EOF
+}
+
+echo "| server | requests | connections | 1,000 slow-header conns | req/s | MB/s | p50 ms | p99 ms | errors |"
+echo "|---|---|---|---|---|---|---|---|---|"
+servers=("new:$bdn")
+[ -n "$prev" ] && servers+=("previous:$prev")
+for batch in 0 64; do
+  for slow in no yes; do
+    for c in $conns; do
+      for entry in "${servers[@]}"; do
+        name=${entry%%:*}; bin=${entry#*:}
+        if [ "$name" = new ]; then
+          # Every wrk connection comes from 127.0.0.1: allow them all from one address.
+          start_server "$bin" "$name" --max-connections 8192 --max-connections-per-client 8192
+        else
+          start_server "$bin" "$name"
+        fi
+        run "$name" "$batch" "$c" "$slow"
+        stop_server
+      done
+    done
+  done
+done

@@ -1,0 +1,35 @@
+-- wrk script for bench/http_load.sh: each request is GET /v1/chunks/<id> of a random chunk, or
+-- with BDN_BATCH=N a POST /v1/chunks/batch of N random chunk ids. Ids come from the file
+-- $BDN_IDS (one 64-hex id per line); BDN_TOKEN is sent as the bearer token. At the end it prints
+-- one line: RESULT requests=… bytes=… duration_us=… errors=… p50_us=… p99_us=…
+local ids = {}
+for line in io.lines(os.getenv("BDN_IDS")) do
+  ids[#ids + 1] = line
+end
+local batch = tonumber(os.getenv("BDN_BATCH") or "0")
+local headers = {["Authorization"] = "Bearer " .. os.getenv("BDN_TOKEN")}
+
+function init(args)
+  math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
+end
+
+function request()
+  if batch == 0 then
+    return wrk.format("GET", "/v1/chunks/" .. ids[math.random(#ids)], headers)
+  end
+  local parts = {}
+  for i = 1, batch do
+    parts[i] = '"' .. ids[math.random(#ids)] .. '"'
+  end
+  local h = {["Authorization"] = headers["Authorization"], ["Content-Type"] = "application/json"}
+  return wrk.format("POST", "/v1/chunks/batch", h, '{"ids":[' .. table.concat(parts, ",") .. "]}")
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+      "RESULT requests=%d bytes=%d duration_us=%d errors=%d p50_us=%d p99_us=%d\n",
+      summary.requests, summary.bytes, summary.duration,
+      e.connect + e.read + e.write + e.status + e.timeout,
+      latency:percentile(50), latency:percentile(99)))
+end
