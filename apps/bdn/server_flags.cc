@@ -24,6 +24,7 @@
 #include "bdn/http/server.h"
 #include "bdn/origin/origin.h"
 #include "bdn/remote/remote_chunk_store.h"
+#include "bdn/store/local_chunk_store.h"
 #include "flags.h"
 
 namespace bdn::app {
@@ -271,7 +272,10 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data));
   (void)lock_fd;
 
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> store, LocalChunkStore::Open(data / "store"));
+  LocalChunkStore::Options store_options;
+  store_options.migrate_command = "bdn store migrate --data " + data.string();
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> store,
+                       LocalChunkStore::Open(data / "store", store_options));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
                        SqliteRegistry::Open(data / "registry.db"));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<KeyStore> keys, SqliteKeyStore::Open(data / "registry.db"));

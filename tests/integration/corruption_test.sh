@@ -1,31 +1,34 @@
 #!/usr/bin/env bash
-# A corrupted chunk in the store is reported as corruption naming the chunk and the file, and is
-# never served: not by cat, pull or the mount; verify lists it.
+# A corrupted chunk in the store's packs is reported as corruption naming the chunk, the file and
+# the pack, and is never served: not by cat, pull or the mount; verify lists it; it is set aside
+# and a push of the same data repairs it.
 source "$(dirname "$0")/lib.sh"
+PACKS="$(dirname "$0")/packs.py"
 mkdir -p "$WORK/src"
 head -c 3000000 /dev/urandom > "$WORK/src/weights.bin"
 printf 'fine\n' > "$WORK/src/ok.txt"
 ref=$("$BDN" volume push "$WORK/src" bdn:test/corrupt)
 
-# Find the chunk holding byte 1,000,000 of weights.bin by reading the version's chunk list.
-chunk=$(python3 - "$BDN_HOME/store/chunks" "$WORK/src/weights.bin" <<'PY'
-import os, sys, subprocess
-root, path = sys.argv[1], sys.argv[2]
+# Find the chunk holding byte 1,000,000 of weights.bin by reading the store's pack footers (with
+# packs.py, an independent reader of the pack format) and damage two bytes of it in its pack.
+read -r pack payload chunk < <(python3 - "$PACKS" "$BDN_HOME/store" "$WORK/src/weights.bin" <<'PY'
+import subprocess, sys
+packs, store, path = sys.argv[1:]
 data = open(path, 'rb').read()
-# A chunk file whose bytes occur in weights.bin at an offset covering 1,000,000.
-for d in os.listdir(root):
-    for name in os.listdir(os.path.join(root, d)):
-        blob = open(os.path.join(root, d, name), 'rb').read()
-        if len(blob) < 1000 or blob[:4] in (b'BDNM', b'BDNI'):
-            continue
-        off = data.find(blob[:4096])
-        if off != -1 and off <= 1_000_000 < off + len(blob):
-            print(name); sys.exit(0)
+rows = subprocess.run([sys.executable, packs, 'list', store], capture_output=True, text=True, check=True).stdout
+for row in rows.splitlines():
+    pack, _, payload, stored, raw, codec, hexid = row.split()
+    if codec != 'none' or int(raw) < 4096:
+        continue
+    with open(pack, 'rb') as f:
+        f.seek(int(payload)); blob = f.read(int(stored))
+    off = data.find(blob[:4096])
+    if off != -1 and off <= 1_000_000 < off + len(blob):
+        print(pack, payload, hexid); sys.exit(0)
 sys.exit(1)
 PY
 )
-file="$BDN_HOME/store/chunks/${chunk:0:2}/$chunk"
-printf '\x00\x01' | dd of="$file" bs=1 seek=100 conv=notrunc status=none
+printf '\x00\x01' | dd of="$pack" bs=1 seek=$((payload + 100)) conv=notrunc status=none
 
 err=$("$BDN" volume cat "$ref/weights.bin" 2>&1 >/dev/null) && fail "cat served a corrupt chunk"
 assert_contains "$err" "bdn: error: file \"weights.bin\": chunk b3:$chunk: digest mismatch"
@@ -36,7 +39,7 @@ assert_eq false "$(json_field ok <<<"$out")" "verify ok"
 assert_contains "$(json_field problems <<<"$out")" "\"chunk\": \"b3:$chunk\""
 assert_contains "$(json_field problems <<<"$out")" "\"path\": \"weights.bin\""
 
-[ -f "$BDN_HOME/store/corrupt/$chunk" ] || fail "the corrupt copy was not moved aside"
+assert_contains "$(cat "$BDN_HOME/store/quarantine")" " $chunk" "the corrupt copy is set aside"
 err=$("$BDN" volume pull "$ref" "$WORK/out" 2>&1 >/dev/null) && fail "pull wrote a corrupt file"
 assert_contains "$err" "chunk b3:$chunk: not in store"
 [ ! -e "$WORK/out/weights.bin" ] || fail "a corrupt file was materialized"
@@ -53,12 +56,15 @@ out=$("$BDN" volume push "$WORK/src" bdn:test/corrupt --json)
 assert_eq 1 "$(json_field chunks_uploaded <<<"$out")" "chunks re-stored"
 "$BDN" volume verify "$ref" >/dev/null || fail "verify after repair"
 cmp "$WORK/src/weights.bin" <("$BDN" volume cat "$ref/weights.bin") || fail "bytes after repair"
-step "a version whose manifest is corrupt: verify and stat exit 5, also once the bad copy is moved aside"
+step "a version whose manifest is corrupt: verify and stat exit 5, also once the bad copy is set aside"
 mkdir -p "$WORK/m"; printf 'manifest\n' > "$WORK/m/f"
 mref=$("$BDN" volume push "$WORK/m" bdn:test/manifest 2>/dev/null)
 mhex=${mref#*@b3:}
-printf 'garbage' > "$BDN_HOME/store/chunks/${mhex:0:2}/$mhex"
-run_fails 5 "bdn: error: manifest b3:$mhex: chunk b3:$mhex: digest mismatch (stored bytes hash to b3:$(printf garbage | b3sum --no-names)); moved to $BDN_HOME/store/corrupt/$mhex, push the data again to repair" \
+read -r mpack _ mpayload mstored _ mcodec _ < <(python3 "$PACKS" find "$BDN_HOME/store" "$mhex")
+assert_eq none "$mcodec" "codec of the small manifest"
+head -c "$mstored" /dev/zero | tr '\0' 'g' > "$WORK/garbage"
+dd if="$WORK/garbage" of="$mpack" bs=1 seek="$mpayload" conv=notrunc status=none
+run_fails 5 "bdn: error: manifest b3:$mhex: chunk b3:$mhex: digest mismatch (stored bytes hash to b3:$(b3sum --no-names "$WORK/garbage")) in pack $mpack at offset $((mpayload - 64)); set aside, push the data again to repair" \
   "$BDN" volume verify "$mref"
 for cmd in verify stat; do
   run_fails 5 "bdn: error: manifest b3:$mhex: not in the store (the version's data is lost; push it again to repair)" \
@@ -72,8 +78,8 @@ run_fails 5 "bdn: error: manifest b3:$mhex: not in the store (the version's data
 step "a manifest blob that is intact but does not decode: exit 5"
 printf 'not a manifest' > "$WORK/bad-manifest"
 bhex=$(b3sum --no-names "$WORK/bad-manifest")
-mkdir -p "$BDN_HOME/store/chunks/${bhex:0:2}"
-cp "$WORK/bad-manifest" "$BDN_HOME/store/chunks/${bhex:0:2}/$bhex"
+# A pack written by packs.py: bdn reads packs it did not write.
+python3 "$PACKS" write "$BDN_HOME/store/packs/00000000000000aa.pack" "$WORK/bad-manifest"
 python3 - "$BDN_HOME/registry.db" "$mhex" "$bhex" <<'PY'
 import sqlite3, sys
 db, old, new = sys.argv[1:]

@@ -10,26 +10,28 @@ step "kill -9 mid-push"
 "$BDN" volume push "$WORK/src" bdn:test/crash --jobs 1 >/dev/null 2>&1 &
 pid=$!
 PIDS+=("$pid")
-# Wait until some chunks are stored, then kill.
+# Bytes in the store's pack files (open or sealed); 0 before the store exists.
+pack_bytes() { (find "$BDN_HOME/store/packs" -type f -printf '%s\n' 2>/dev/null || true) | awk '{s += $1} END {print s + 0}'; }
+# Wait until some 36 MB of chunks are stored, then kill.
 for _ in $(seq 1 200); do
-  # The store may not exist yet: find fails then, which must not end the test (set -e).
-  n=$( (find "$BDN_HOME/store/chunks" -type f 2>/dev/null || true) | wc -l)
-  [ "$n" -gt 500 ] && break
+  [ "$(pack_bytes)" -gt 36000000 ] && break
   sleep 0.05
 done
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true
-stored=$(find "$BDN_HOME/store/chunks" -type f | wc -l)
+stored=$(pack_bytes)
 [ "$stored" -gt 0 ] || fail "the push stored nothing before it was killed"
+[ -n "$(find "$BDN_HOME/store/packs" -name '*.open')" ] || fail "the killed push left no open pack"
 run_fails 3 'bdn: error: volume bdn:test/crash: not found' "$BDN" volume versions bdn:test/crash
 
 step "rerun completes, uploading only missing chunks"
 out=$("$BDN" volume push "$WORK/src" bdn:test/crash --json)
 chunks=$(json_field chunks <<<"$out"); uploaded=$(json_field chunks_uploaded <<<"$out"); reused=$(json_field chunks_reused <<<"$out")
-echo "chunks=$chunks uploaded=$uploaded reused=$reused stored-before=$stored"
+echo "chunks=$chunks uploaded=$uploaded reused=$reused pack-bytes-before=$stored"
 [ "$reused" -gt 0 ] || fail "nothing reused after the crash"
 [ "$uploaded" -lt "$chunks" ] || fail "every chunk uploaded again"
 "$BDN" volume verify bdn:test/crash >/dev/null || fail "verify after resume"
-assert_eq 0 "$(find "$BDN_HOME/store/tmp" -type f -newer "$WORK/src/part-6.bin" | wc -l | awk '{print ($1>1)}')" "stray temporary files"
+# The killed writer's pack was sealed by the next open; nothing is left half-written.
+assert_eq "" "$(find "$BDN_HOME/store/packs" -name '*.open' -o -name '*.new')" "packs left open"
 
 step "a file that grows during the push fails it"
 head -c 300000000 /dev/urandom > "$WORK/src/growing.bin"

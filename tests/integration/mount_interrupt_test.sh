@@ -21,18 +21,18 @@ ref=$("$BDN" volume push "$WORK/src" bdn:test/interrupts)
 
 # The chunk indexes of late.bin and late2.bin are kept from the origin until the origin is
 # stopped, so the mount (which loads chunk indexes in the background) cannot have them when
-# those files are opened.
-hide_index() {  # hide_index FILE: moves FILE's chunk index blob to $WORK/FILE.index
-  local index hex blob
-  index=$("$BDN" volume stat "$ref/$1" --json | json_field chunk_index)
-  hex=${index#b3:}
-  blob=$(find "$WORK/srv" -type f -name "$hex")
-  [ -n "$blob" ] || fail "chunk index $index of $1 not found under $WORK/srv"
-  mv "$blob" "$WORK/$1.index"
-  echo "$blob"
+# those files are opened: with the origin shut down, each is moved out of the origin's packs into
+# a pack of its own (packs.py), and the origin started again without them.
+late_index=$("$BDN" volume stat "$ref/late.bin" --json | json_field chunk_index)
+late2_index=$("$BDN" volume stat "$ref/late2.bin" --json | json_field chunk_index)
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+hide_index() {  # hide_index INDEX PACK: moves the chunk index blob INDEX into $WORK/PACK.pack
+  python3 "$(dirname "$0")/packs.py" extract "$WORK/srv/store" "${1#b3:}" "$WORK/$2.pack" ||
+    fail "chunk index $1 not found in the packs under $WORK/srv"
 }
-late_blob=$(hide_index late.bin)
-late2_blob=$(hide_index late2.bin)
+hide_index "$late_index" 00000000000000bb
+hide_index "$late2_index" 00000000000000bc
+start_origin
 
 step "mount; stop the origin"
 mkdir -p "$WORK/mnt"
@@ -43,8 +43,7 @@ MOUNTS+=("$WORK/mnt")
 # reads below wait for bytes.
 python3 -c 'import sys; open(sys.argv[1], "rb"); open(sys.argv[2], "rb")' "$WORK/mnt/cold.bin" "$WORK/mnt/signals.bin"
 kill -STOP "$SERVER_PID"
-mv "$WORK/late.bin.index" "$late_blob"
-mv "$WORK/late2.bin.index" "$late2_blob"
+mv "$WORK/00000000000000bb.pack" "$WORK/00000000000000bc.pack" "$WORK/srv/store/packs/"
 
 # wait_blocked PID SYSCALL WHAT: polls until PID sleeps (state S or D) inside syscall number
 # SYSCALL (x86-64: 0 read, 17 pread64, 257 openat), i.e. it waits for the daemon.

@@ -72,9 +72,9 @@ mkdir -p "$WORK/one"
 echo "corrupt me on the origin" > "$WORK/one/one.txt"
 cref=$("$BDN" volume push "$WORK/one" bdn:test/corrupted)
 chex=$(b3sum --no-names "$WORK/one/one.txt")
-cfile="$WORK/srv/store/chunks/${chex:0:2}/$chex"
-[ -f "$cfile" ] || fail "no chunk file at $cfile"
-printf 'X' | dd of="$cfile" bs=1 seek=0 conv=notrunc status=none
+read -r cpack _ cpayload _ < <(python3 "$(dirname "$0")/packs.py" find "$WORK/srv/store" "$chex") ||
+  fail "no sealed pack of the origin holds chunk $chex"
+printf 'X' | dd of="$cpack" bs=1 seek="$cpayload" conv=notrunc status=none
 "$BDN" volume cat "$cref/one.txt" >/dev/null 2>&1 && fail "cat served a corrupt chunk"
 assert_contains "$(cat "$WORK/serve.log")" "bdn serve: chunk b3:$chex: digest mismatch"
 assert_eq 1 "$(metric bdn_chunks_corrupt_total)" "bdn_chunks_corrupt_total"

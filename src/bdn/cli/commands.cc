@@ -21,6 +21,7 @@
 #include "bdn/mount/fuse_mount.h"
 #include "bdn/remote/cluster_chunk_store.h"
 #include "bdn/remote/remote_chunk_store.h"
+#include "bdn/store/local_chunk_store.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
@@ -117,9 +118,10 @@ Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
   ctx.json = json_output;
   // BDN_SYNC=0 skips waiting for the disk before a commit: for scratch stores and benchmarks.
   const char* sync = std::getenv("BDN_SYNC");
-  auto durability = sync && std::string(sync) == "0" ? LocalChunkStore::Durability::kNone
-                                                     : LocalChunkStore::Durability::kSyncfs;
-  BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store", durability));
+  LocalChunkStore::Options store_options;
+  if (sync && std::string(sync) == "0") store_options.durability = LocalChunkStore::Durability::kNone;
+  store_options.migrate_command = "bdn store migrate --data " + home.string();
+  BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store", store_options));
   ctx.store = std::move(store);
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
                        SqliteRegistry::Open(home / "registry.db"));

@@ -126,7 +126,7 @@ void ChunkCache::Complete(const std::shared_ptr<Flight>& flight, Result<ChunkByt
     if (flight->waiters == 0) {
       // Nobody waited for this fetch (a prefetch, or a Request whose reader has not come yet, or
       // gave up). Its error goes to the next reader of the chunk, once: a store may not fail the
-      // same way twice (LocalChunkStore moves a corrupt chunk aside, so the next Get says
+      // same way twice (LocalChunkStore sets a corrupt copy aside, so the next Get says
       // NotFound), and the reader should report the real cause.
       // The first error is the cause; a later fetch's may only be its consequence.
       if (unclaimed_errors_.size() >= kMaxUnclaimedErrors) unclaimed_errors_.clear();

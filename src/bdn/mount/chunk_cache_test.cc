@@ -441,7 +441,7 @@ TEST(ChunkCache, GetBlobDoesNotKeepTheBytes) {
   EXPECT_FALSE(cache.Contains(a.id));
 }
 
-// A store like LocalChunkStore that moves a corrupt chunk aside: Corruption once, then NotFound.
+// A store like LocalChunkStore that sets a corrupt copy aside: Corruption once, then NotFound.
 class MovesCorruptAside : public ChunkStore {
  public:
   Result<bool> Contains(const Digest&) override { return false; }

@@ -33,6 +33,8 @@
 #include "bdn/mount/fuse_mount.h"
 #include "bdn/mount/mount_test_support.h"
 #include "bdn/store/chunk_store.h"
+#include "bdn/store/local_chunk_store.h"
+#include "bdn/store/store_test_util.h"
 #include "bdn/volume/version_view.h"
 
 namespace bdn {
@@ -336,8 +338,7 @@ TEST_P(MountedTreeTest, CorruptChunkGivesEioAndOtherFilesStillRead) {
   if (mem_) {
     mem_->CorruptForTest(bad.id, garbage);
   } else {
-    std::ofstream out(local_->PathOf(bad.id), std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(garbage.data()), garbage.size());
+    ASSERT_TRUE(OverwriteStoredBlob(*local_, bad.id).ok());
   }
 
   testing::internal::CaptureStderr();

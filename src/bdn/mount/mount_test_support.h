@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/test_util.h"
 #include "bdn/format/manifest.h"
 #include "bdn/mount/fuse_mount.h"
 #include "bdn/store/chunk_store.h"
@@ -145,20 +146,8 @@ inline std::string RandomBytes(size_t n, uint64_t seed) {
 }
 
 // A private directory under /tmp, removed (if nothing is mounted in it) at the end.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/bdn_mount_test.XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+struct TempDir : testutil::TempDir {
+  TempDir() : testutil::TempDir("bdn_mount_test") {}
 };
 
 inline bool IsFuseMounted(const fs::path& p) {

@@ -19,6 +19,8 @@
 
 #include "bdn/origin/raw_http_test_util.h"
 #include "bdn/origin/request_json.h"
+#include "bdn/store/local_chunk_store.h"
+#include "bdn/store/store_test_util.h"
 #include "bdn/volume/push.h"
 
 namespace bdn::origin {
@@ -191,7 +193,7 @@ TEST_F(OriginTest, UploadVerifiesBytesAndNeverStoresBadOnes) {
                                              ": received bytes hash to " +
                                              Digest::Of("other bytes").ToString());
   EXPECT_FALSE(*store_->Contains(claimed_id));
-  EXPECT_FALSE(fs::exists(store_->PathOf(claimed_id)));
+  EXPECT_FALSE(store_->Locate(claimed_id)->has_value());
   EXPECT_FALSE(*store_->Contains(Digest::Of("other bytes")));
 
   r = Call("PUT", "/v1/chunks/xyz", admin_, good);
@@ -286,8 +288,7 @@ TEST_F(OriginTest, DownloadWithRangeEtagAndCacheHeaders) {
   EXPECT_EQ(r->get_header_value("Cache-Control"), "");
 
   // A stored copy that went bad is never served.
-  fs::permissions(store_->PathOf(Digest::Of(bytes)), fs::perms::owner_write, fs::perm_options::add);
-  std::ofstream(store_->PathOf(Digest::Of(bytes)), std::ios::binary) << "0123456780";
+  ASSERT_TRUE(FlipStoredByte(*store_, Digest::Of(bytes), 9).ok());
   r = Call("GET", path, admin_);
   EXPECT_EQ(r->status, 422);
   EXPECT_EQ(r->body.find("0123456780"), std::string::npos);

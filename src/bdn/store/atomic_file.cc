@@ -1,4 +1,4 @@
-// The temporary-file-and-rename write shared by LocalChunkStore and the node cache.
+// The temporary-file-and-rename write of the node cache (one file per chunk).
 #include "bdn/store/atomic_file.h"
 
 #include <fcntl.h>

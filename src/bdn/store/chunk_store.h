@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -90,52 +89,49 @@ class ChunkStore {
   // local disk, parallel Gets are faster. Default: false.
   virtual bool PrefersBatches() const { return false; }
 
-  // Makes every Put so far durable (e.g. syncfs). Default: nothing to do.
+  // Makes every Put so far durable, and visible to other processes sharing the store (a local
+  // pack store seals its open packs with one fdatasync each). Called before a commit.
+  // Default: nothing to do.
   virtual Status Sync() { return Status::Ok(); }
 };
+
+// One GetMany answer from per-blob Get results, in order: NotFound becomes nullopt, the first
+// other error fails the whole batch. For ChunkStore implementations.
+Result<BlobBatch> CollectBatch(std::vector<Result<std::vector<uint8_t>>> got);
 
 // Checks `data` against `id`. Errors: Corruption naming the chunk and the digest found.
 Status VerifyChunk(const Digest& id, std::span<const uint8_t> data);
 
-// One file per blob under `root`/chunks/<2 hex>/<64 hex>, written to root/tmp and renamed into
-// place (write-then-rename), so a killed writer leaves no partial blob. Thread-safe.
-class LocalChunkStore : public ChunkStore {
+// A BlobWriter that hashes the pieces as they come and checks them at Commit; subclasses keep
+// the bytes (Keep), forget them (Drop: the bytes did not match) and store them (Store). For
+// ChunkStore implementations. Not thread-safe, as BlobWriter.
+class HashingBlobWriter : public BlobWriter {
  public:
-  // kSyncfs: Put starts writeback of each blob at once and Sync() waits for it (syncfs), so a
-  // committed version survives a power cut. kNone: Sync() does nothing (scratch stores).
-  enum class Durability { kSyncfs, kNone };
+  explicit HashingBlobWriter(const Digest& id) : id_(id) {}
+  Status Append(std::span<const uint8_t> piece) override {
+    hasher_.Update(piece);
+    return Keep(piece);
+  }
+  Result<PutOutcome> Commit() override {
+    Digest got = hasher_.Finalize();
+    if (got != id_) {
+      Drop();
+      return Err(CorruptionError("chunk " + id_.ToString() + ": received bytes hash to " +
+                                 got.ToString()));
+    }
+    return Store();
+  }
 
-  // Creates the directories if needed, private to the owner (0700; an existing root with group or
-  // other bits is tightened, with a warning: CreatePrivateDirectory). Blob files are 0600.
-  // Errors: Internal/PermissionDenied/FailedPrecondition on I/O, naming the directory.
-  static Result<std::unique_ptr<LocalChunkStore>> Open(const std::filesystem::path& root,
-                                                       Durability durability = Durability::kSyncfs);
-
-  Result<bool> Contains(const Digest& id) override;
-  // stat(2) per id.
-  Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
-  Status Put(const Digest& id, std::span<const uint8_t> data) override;
-  // Writes the pieces to a temporary file under root/tmp as they come (none when the blob is
-  // already stored), renamed into place by Commit.
-  Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
-  Result<std::vector<uint8_t>> Get(const Digest& id) override;
-  // Get per id, by up to 8 threads at once (a cold page cache makes each file a disk round
-  // trip); the server answers a batch request with it.
-  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
-  Status Sync() override;
-
-  // Where the blob `id` lives (whether or not it exists).
-  std::filesystem::path PathOf(const Digest& id) const;
-  const std::filesystem::path& root() const { return root_; }
+ protected:
+  virtual Status Keep(std::span<const uint8_t> piece) = 0;
+  virtual void Drop() = 0;
+  virtual Result<PutOutcome> Store() = 0;
+  const Digest id_;
 
  private:
-  LocalChunkStore(std::filesystem::path root, Durability durability)
-      : root_(std::move(root)), durability_(durability) {}
-  // How Put and StartPut write a blob file.
-  AtomicWriteOptions WriteOptions() const;
-  std::filesystem::path root_;
-  Durability durability_;
+  Blake3Hasher hasher_;
 };
+
 
 // In-memory reference implementation for tests. Thread-safe.
 class MemChunkStore : public ChunkStore {

@@ -1,6 +1,8 @@
 // Tests for ChunkStore: the same scenarios against LocalChunkStore and the in-memory
-// MemChunkStore, plus what only the local directory store promises (files, temp names).
+// MemChunkStore, plus what only the local pack store promises (its files).
+#include "bdn/base/test_util.h"
 #include "bdn/store/chunk_store.h"
+
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -14,16 +16,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "bdn/store/local_chunk_store.h"
+#include "bdn/store/store_test_util.h"
+
 namespace bdn {
 namespace {
 namespace fs = std::filesystem;
-
-std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
+using testutil::RandomBytes;
 
 void ExpectContains(ChunkStore* store, const Digest& id, bool expected) {
   auto r = store->Contains(id);
@@ -31,45 +30,25 @@ void ExpectContains(ChunkStore* store, const Digest& id, bool expected) {
   EXPECT_EQ(*r, expected) << id.ToString();
 }
 
-// A private directory under /tmp, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "bdn_chunk_store_test.XXXXXX").string();
-    if (::mkdtemp(t.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // Each implementation: how to make one, and how to damage a stored blob behind its back.
 struct LocalStoreTraits {
-  // A corrupt blob found by Get is moved to <root>/corrupt/ so the next push repairs it.
+  // A corrupt copy found by Get is set aside (quarantined) so the next push repairs it.
   static constexpr bool kQuarantines = true;
   static std::unique_ptr<ChunkStore> Make(const fs::path& dir) {
-    auto s = LocalChunkStore::Open(dir / "store");
+    auto s = LocalChunkStore::Open(dir / "store", LocalChunkStore::Durability::kNone);
     EXPECT_TRUE(s.has_value()) << s.error().message();
     return s ? std::move(*s) : nullptr;
   }
-  // Flips one byte of the stored file.
+  // Flips one byte of the blob's stored (uncompressed: the tests store random bytes) copy in its
+  // pack.
   static void FlipByte(ChunkStore* store, const Digest& id, size_t offset) {
-    fs::path p = static_cast<LocalChunkStore*>(store)->PathOf(id);
-    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.is_open()) << p;
-    f.seekg(static_cast<std::streamoff>(offset));
-    char c;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x01);
-    f.seekp(static_cast<std::streamoff>(offset));
-    f.write(&c, 1);
-    ASSERT_TRUE(f.good());
+    auto* local = static_cast<LocalChunkStore*>(store);
+    auto where = local->Locate(id);
+    ASSERT_TRUE(where.has_value() && where->has_value());
+    ASSERT_EQ((*where)->loc.codec, pack::Codec::kNone);
+    Status s = FlipStoredByte(*local, id, offset);
+    ASSERT_TRUE(s.ok()) << s.message();
   }
 };
 
@@ -94,7 +73,7 @@ class ChunkStoreTest : public ::testing::Test {
     ASSERT_NE(store_, nullptr);
   }
 
-  TempDir dir_;
+  testutil::TempDir dir_{"bdn_chunk_store_test"};
   std::unique_ptr<ChunkStore> store_;
 };
 
@@ -242,9 +221,14 @@ TYPED_TEST(ChunkStoreTest, CorruptedBytesAreNeverReturned) {
                                ": digest mismatch (stored bytes hash to " +
                                Digest::Of(damaged).ToString() + ")";
   if (TypeParam::kQuarantines) {
-    EXPECT_TRUE(got.error().message().starts_with(reported + "; moved to "))
+    auto where = static_cast<LocalChunkStore*>(this->store_.get())->Locate(id);
+    ASSERT_TRUE(where.has_value());
+    EXPECT_FALSE(where->has_value());  // the bad copy is no longer offered
+    EXPECT_TRUE(got.error().message().starts_with(reported + " in pack " +
+                                                  (this->dir_.path() / "store/packs/").string()))
         << got.error().message();
-    EXPECT_TRUE(got.error().message().ends_with(", push the data again to repair"));
+    EXPECT_TRUE(got.error().message().ends_with("; set aside, push the data again to repair"))
+        << got.error().message();
     // Now missing, so a push stores it again; a Put of the right bytes repairs the store.
     ExpectContains(this->store_.get(), id, false);
     ASSERT_TRUE(this->store_->Put(id, data).ok());
@@ -344,7 +328,7 @@ TYPED_TEST(ChunkStoreTest, StartPutStoresPiecesOnlyWhenTheyHashToTheId) {
   EXPECT_FALSE(*this->store_->Contains(Digest::Of(other)));
 }
 
-// What only the local directory store promises.
+// What only the local pack store promises.
 class LocalChunkStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -352,85 +336,87 @@ class LocalChunkStoreTest : public ::testing::Test {
     ASSERT_TRUE(s.has_value()) << s.error().message();
     store_ = std::move(*s);
   }
-  std::vector<fs::path> TmpFiles() const {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(store_->root() / "tmp")) out.push_back(e.path());
+  // Names in packs/ ending in `suffix`.
+  std::vector<std::string> PackFiles(const std::string& suffix) const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(store_->root() / "packs")) {
+      if (e.path().filename().string().ends_with(suffix)) out.push_back(e.path().filename());
+    }
     return out;
   }
 
-  TempDir dir_;
+  testutil::TempDir dir_{"bdn_chunk_store_test"};
   std::unique_ptr<LocalChunkStore> store_;
 };
 
 TEST_F(LocalChunkStoreTest, OpenCreatesTheLayout) {
-  EXPECT_TRUE(fs::is_directory(dir_.path() / "store" / "chunks"));
-  EXPECT_TRUE(fs::is_directory(dir_.path() / "store" / "tmp"));
+  EXPECT_TRUE(fs::is_directory(dir_.path() / "store" / "packs"));
+  EXPECT_TRUE(fs::is_directory(dir_.path() / "store" / "index"));
+  EXPECT_FALSE(fs::exists(dir_.path() / "store" / "chunks"));
   EXPECT_EQ(store_->root(), dir_.path() / "store");
 }
 
-TEST_F(LocalChunkStoreTest, BlobLivesAtItsFanOutPath) {
-  std::vector<uint8_t> data = RandomBytes(4000, 7);
-  Digest id = Digest::Of(data);
-  fs::path p = store_->PathOf(id);
-  EXPECT_EQ(p, dir_.path() / "store" / "chunks" / id.Hex().substr(0, 2) / id.Hex());
-  EXPECT_FALSE(fs::exists(p));
-  ASSERT_TRUE(store_->Put(id, data).ok());
-  ASSERT_TRUE(fs::is_regular_file(p));
-  EXPECT_EQ(fs::file_size(p), data.size());
+TEST_F(LocalChunkStoreTest, BlobsGoToOnePackThatSyncSeals) {
+  std::vector<Digest> ids;
+  for (int i = 0; i < 200; ++i) {
+    std::vector<uint8_t> data = RandomBytes(4000 + i, 700 + i);
+    ids.push_back(Digest::Of(data));
+    ASSERT_TRUE(store_->Put(ids.back(), data).ok());
+  }
+  // One writer thread: one open pack.
+  EXPECT_EQ(PackFiles(".open").size(), 1u);
+  EXPECT_TRUE(PackFiles(".pack").empty());
+  auto where = store_->Locate(ids[0]);
+  ASSERT_TRUE(where.has_value() && where->has_value());
+  EXPECT_EQ((*where)->pack_path.extension(), ".open");
+  ASSERT_TRUE(store_->Sync().ok());
+  EXPECT_TRUE(PackFiles(".open").empty());
+  ASSERT_EQ(PackFiles(".pack").size(), 1u);
+  where = store_->Locate(ids[199]);
+  ASSERT_TRUE(where.has_value() && where->has_value());
+  EXPECT_EQ((*where)->pack_path, store_->root() / "packs" / PackFiles(".pack")[0]);
+  for (const Digest& id : ids) ASSERT_TRUE(store_->Get(id).has_value());
 }
 
-TEST_F(LocalChunkStoreTest, NoTempFilesLeftAfterPuts) {
-  for (int i = 0; i < 50; ++i) {
-    std::vector<uint8_t> data = RandomBytes(100 + i, 200 + i);
-    ASSERT_TRUE(store_->Put(Digest::Of(data), data).ok());
-    ASSERT_TRUE(store_->Put(Digest::Of(data), data).ok());
-  }
-  // A refused Put leaves nothing either.
-  std::vector<uint8_t> data = RandomBytes(100, 1);
-  EXPECT_FALSE(store_->Put(Digest(), data).ok());
-  EXPECT_TRUE(TmpFiles().empty());
-
+TEST_F(LocalChunkStoreTest, NoOpenPacksLeftAfterSyncEvenWithConcurrentWriters) {
   std::vector<uint8_t> shared = RandomBytes(200000, 8);
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] { EXPECT_TRUE(store_->Put(Digest::Of(shared), shared).ok()); });
+    threads.emplace_back([&, t] {
+      EXPECT_TRUE(store_->Put(Digest::Of(shared), shared).ok());
+      for (int i = 0; i < 20; ++i) {
+        std::vector<uint8_t> data = RandomBytes(1000, 1000 * t + i);
+        EXPECT_TRUE(store_->Put(Digest::Of(data), data).ok());
+      }
+    });
   }
   for (auto& th : threads) th.join();
-  EXPECT_TRUE(TmpFiles().empty());
-  EXPECT_TRUE(store_->Sync().ok());
+  // A refused Put writes nothing either.
+  EXPECT_FALSE(store_->Put(Digest(), shared).ok());
+  ASSERT_TRUE(store_->Sync().ok());
+  EXPECT_TRUE(PackFiles(".open").empty());
+  EXPECT_TRUE(PackFiles(".new").empty());
+  EXPECT_LE(PackFiles(".pack").size(), 4u);  // max_open_packs
+  auto stats = store_->Stats();
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->blobs, 161u);  // the shared blob once
 }
 
-TEST_F(LocalChunkStoreTest, StartPutWritesToATemporaryFileAndLeavesNoneBehind) {
-  std::vector<uint8_t> data = RandomBytes(300000, 13);
-  Digest id = Digest::Of(data);
-  {
-    auto w = store_->StartPut(id);
-    ASSERT_TRUE(w.has_value());
-    ASSERT_TRUE((*w)->Append(data).ok());
-    EXPECT_EQ(TmpFiles().size(), 1u) << "the pieces go to disk, not to memory";
-  }
-  EXPECT_TRUE(TmpFiles().empty()) << "an abandoned upload is removed";
-  auto w = store_->StartPut(id);
-  ASSERT_TRUE((*w)->Append(data).ok());
-  ASSERT_EQ(*(*w)->Commit(), PutOutcome::kStored);
-  EXPECT_TRUE(TmpFiles().empty());
-  EXPECT_EQ(fs::file_size(store_->PathOf(id)), data.size());
-  w = store_->StartPut(Digest());
-  ASSERT_TRUE((*w)->Append(data).ok());
-  EXPECT_FALSE((*w)->Commit().has_value());
-  EXPECT_TRUE(TmpFiles().empty()) << "a refused upload is removed";
-}
-
-TEST_F(LocalChunkStoreTest, TruncatedFileIsCorruption) {
+TEST_F(LocalChunkStoreTest, TruncatedPackIsCorruption) {
   std::vector<uint8_t> data = RandomBytes(10000, 9);
   Digest id = Digest::Of(data);
   ASSERT_TRUE(store_->Put(id, data).ok());
-  fs::resize_file(store_->PathOf(id), 9999);
+  ASSERT_TRUE(store_->Sync().ok());
+  auto where = store_->Locate(id);
+  ASSERT_TRUE(where.has_value() && where->has_value());
+  fs::resize_file((*where)->pack_path, (*where)->loc.end() - 1);
   auto got = store_->Get(id);
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
-  EXPECT_TRUE(got.error().message().starts_with("chunk " + id.ToString() + ": digest mismatch"))
-      << got.error().message();
+  EXPECT_EQ(got.error().message(), "chunk " + id.ToString() + ": pack " +
+                                       (*where)->pack_path.string() +
+                                       " ends inside the record at offset 16; set aside, push the "
+                                       "data again to repair");
 }
 
 TEST_F(LocalChunkStoreTest, ReopenedStoreSeesEarlierPuts) {

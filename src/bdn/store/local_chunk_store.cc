@@ -1,0 +1,970 @@
+#include "bdn/store/local_chunk_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include "bdn/base/thread_pool.h"
+#include "bdn/store/pack_file.h"
+
+namespace bdn {
+namespace fs = std::filesystem;
+using pack::BlobLocation;
+using pack::IndexedBlob;
+
+namespace {
+
+// Start writeback of an open pack every this many bytes, so that the fdatasync that seals it
+// finds little left to write.
+constexpr uint64_t kWritebackBytes = 8 << 20;
+// Pack files kept open for reading; beyond this the least needed are closed.
+constexpr size_t kMaxOpenFiles = 256;
+// Bytes read per Get before a parallel GetMany is worth its threads.
+constexpr int kGetManyThreads = 8;
+
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r ? Status::Ok() : r.error();
+}
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Names in `dir` (no "." or ".."). Errors: ErrnoError naming `what`.
+Result<std::vector<std::string>> ListDir(const fs::path& dir, const std::string& what) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Err(ErrnoError(what + " " + dir.string(), errno));
+  std::vector<std::string> out;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (n != "." && n != "..") out.emplace_back(n);
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return Err(ErrnoError(what + " " + dir.string(), err));
+  return out;
+}
+
+Status FsyncDir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("directory " + dir.string(), errno);
+  int rc = ::fsync(fd);
+  int e = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoError("directory " + dir.string() + ": fsync", e);
+  return Status::Ok();
+}
+
+// Holds index/lock (flock) for as long as it lives.
+class IndexLock {
+ public:
+  static Result<IndexLock> Take(const fs::path& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Err(ErrnoError("index lock " + path.string(), errno));
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        int e = errno;
+        ::close(fd);
+        return Err(ErrnoError("index lock " + path.string() + ": flock", e));
+      }
+    }
+    return IndexLock(fd);
+  }
+  IndexLock(IndexLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  ~IndexLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  explicit IndexLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+// Whether the old layout's chunks/ directory holds any file (its fan-out directories may exist
+// empty: the old code made chunks/ on every open).
+bool HoldsAnyFile(const fs::path& dir) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (!it->is_directory(ec)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+struct LocalChunkStore::PackFile {
+  explicit PackFile(int f, bool open_pack = false) : fd(f), pinned(open_pack), sealed(!open_pack) {}
+  ~PackFile() {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd;
+  std::atomic<bool> pinned;  // a pack this process writes: never closed to make room
+  std::atomic<bool> sealed;
+};
+
+struct LocalChunkStore::OpenPack {
+  uint64_t id = 0;
+  std::shared_ptr<PackFile> file;
+  std::optional<pack::PackWriter> writer;
+  bool in_use = false;
+  bool retiring = false;  // Sync takes it: no new writer
+  uint64_t written_back = 0;
+};
+
+LocalChunkStore::LocalChunkStore(fs::path root, Options options)
+    : root_(std::move(root)), options_(std::move(options)) {}
+
+bool LocalChunkStore::IsOldLayout(const fs::path& root) {
+  std::error_code ec;
+  return fs::is_directory(root / "chunks", ec) && HoldsAnyFile(root / "chunks");
+}
+
+Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(const fs::path& root,
+                                                               Durability durability) {
+  Options o;
+  o.durability = durability;
+  return Open(root, std::move(o));
+}
+
+Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(const fs::path& root,
+                                                               Options options) {
+  std::unique_ptr<LocalChunkStore> s(new LocalChunkStore(root, std::move(options)));
+  BDN_RETURN_IF_ERROR(s->Init());
+  return s;
+}
+
+Status LocalChunkStore::Init() {
+  const std::string what = "chunk store " + root_.string();
+  std::error_code ec;
+  if (fs::is_directory(root_ / "chunks", ec)) {
+    if (HoldsAnyFile(root_ / "chunks")) {
+      if (!options_.allow_old_layout) {
+        return FailedPreconditionError(what +
+                                       ": in the old one-file-per-chunk layout (chunks/); "
+                                       "convert it with: " +
+                                       options_.migrate_command);
+      }
+    } else {
+      // Left empty by the old code: nothing to convert.
+      fs::remove_all(root_ / "chunks", ec);
+      fs::remove_all(root_ / "tmp", ec);
+    }
+  }
+  for (const char* sub : {"packs", "index"}) {
+    fs::create_directories(root_ / sub, ec);
+    if (ec && !fs::is_directory(root_ / sub)) return ErrnoError(what, ec.value());
+  }
+  packs_dir_fd_ = ::open((root_ / "packs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (packs_dir_fd_ < 0) return ErrnoError(what + ": packs", errno);
+  int lock = ::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) {
+    if (errno != EROFS && errno != EACCES && errno != EPERM) {
+      return ErrnoError(what + ": index lock", errno);
+    }
+    writable_ = false;
+  } else {
+    ::close(lock);
+  }
+  // Copies found damaged earlier stay out of use.
+  std::ifstream q(root_ / "quarantine");
+  std::string pack_hex, id_hex;
+  uint64_t offset;
+  while (q >> pack_hex >> offset >> id_hex) {
+    if (auto p = pack::ParseHex16Name(pack_hex, "")) bad_.insert({*p, offset});
+  }
+  BDN_RETURN_IF_ERROR(Refresh());
+  bool publish;
+  {
+    std::shared_lock l(mu_);
+    publish = !loose_.empty() && (tables_.empty() || loose_.size() >= options_.loose_packs_per_table);
+  }
+  // The index is derived data: a failure to write it leaves the packs readable from their footers.
+  if (publish) (void)PublishIndex(true);
+  return Status::Ok();
+}
+
+LocalChunkStore::~LocalChunkStore() {
+  std::vector<std::unique_ptr<OpenPack>> take;
+  {
+    std::lock_guard l(pool_mu_);
+    take = std::move(open_);
+  }
+  for (auto& p : take) (void)SealPack(*p, false);
+  if (packs_dir_fd_ >= 0) ::close(packs_dir_fd_);
+}
+
+fs::path LocalChunkStore::PackPath(uint64_t pack, bool sealed) const {
+  return root_ / "packs" / (pack::Hex16(pack) + (sealed ? ".pack" : ".open"));
+}
+
+// ---- lookup ----
+
+bool LocalChunkStore::IsBadLocked(const IndexedBlob& b) const {
+  return !bad_.empty() && bad_.contains({b.pack, b.loc.offset});
+}
+
+std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id) const {
+  auto it = recent_.find(id);
+  if (it != recent_.end() && !IsBadLocked(it->second)) return it->second;
+  std::optional<IndexedBlob> found;
+  for (const auto& t : tables_) {
+    if (t->Find(id, [&](const IndexedBlob& b) {
+          if (IsBadLocked(b)) return false;
+          found = b;
+          return true;
+        })) {
+      return found;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<IndexedBlob> LocalChunkStore::Lookup(const Digest& id) const {
+  std::shared_lock l(mu_);
+  return LookupLocked(id);
+}
+
+bool LocalChunkStore::RefreshIfChanged() {
+  struct stat a, b;
+  if (::fstat(packs_dir_fd_, &a) != 0 || ::stat((root_ / "index").c_str(), &b) != 0) return false;
+  int64_t mtime = std::max(MtimeNs(a), MtimeNs(b));
+  std::lock_guard l(refresh_mu_);
+  // Directory times are coarse (a clock tick): a change in the tick of the last look may not have
+  // moved them, so a look that soon after a change proves nothing.
+  constexpr int64_t kCoarse = 100'000'000;
+  if (mtime == seen_dirs_mtime_ns_ && refreshed_at_ns_ - seen_dirs_mtime_ns_ > kCoarse) return false;
+  const int64_t now = NowNs();
+  if (!LoadTables().ok() || !LoadLoosePacks().ok()) return false;
+  seen_dirs_mtime_ns_ = mtime;
+  refreshed_at_ns_ = now;
+  return true;
+}
+
+Status LocalChunkStore::Refresh() {
+  std::lock_guard l(refresh_mu_);
+  struct stat a, b;
+  int64_t mtime = 0;
+  if (::fstat(packs_dir_fd_, &a) == 0 && ::stat((root_ / "index").c_str(), &b) == 0) {
+    mtime = std::max(MtimeNs(a), MtimeNs(b));
+  }
+  const int64_t now = NowNs();
+  BDN_RETURN_IF_ERROR(LoadTables());
+  BDN_RETURN_IF_ERROR(LoadLoosePacks());
+  seen_dirs_mtime_ns_ = mtime;
+  refreshed_at_ns_ = now;
+  return Status::Ok();
+}
+
+Status LocalChunkStore::LoadTables() {
+  const fs::path dir = root_ / "index";
+  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store index"));
+  std::vector<std::shared_ptr<const pack::IndexTable>> now;
+  {
+    std::shared_lock l(mu_);
+    for (const auto& t : tables_) {
+      if (std::find(names.begin(), names.end(), t->path().filename().string()) != names.end()) {
+        now.push_back(t);
+      }
+    }
+  }
+  for (const std::string& name : names) {
+    if (!pack::ParseHex16Name(name, ".idx")) continue;
+    if (std::any_of(now.begin(), now.end(),
+                    [&](const auto& t) { return t->path().filename() == name; })) {
+      continue;
+    }
+    auto t = pack::IndexTable::Open(dir / name);
+    if (!t) {
+      if (t.error().code() == StatusCode::kNotFound) continue;  // replaced by a merge meanwhile
+      if (t.error().code() == StatusCode::kCorruption) continue;  // its packs stay loose
+      return t.error();
+    }
+    now.push_back(std::move(*t));
+  }
+  // A table whose packs another covers too was replaced by a merge that did not finish its
+  // clean-up: leave it out.
+  std::sort(now.begin(), now.end(),
+            [](const auto& a, const auto& b) { return a->packs().size() > b->packs().size(); });
+  std::vector<std::shared_ptr<const pack::IndexTable>> keep;
+  for (const auto& t : now) {
+    bool covered = std::any_of(keep.begin(), keep.end(), [&](const auto& k) {
+      return std::includes(k->packs().begin(), k->packs().end(), t->packs().begin(),
+                           t->packs().end());
+    });
+    if (!covered || t->packs().empty()) keep.push_back(t);
+  }
+  std::unordered_set<uint64_t> indexed;
+  for (const auto& t : keep) indexed.insert(t->packs().begin(), t->packs().end());
+  std::unique_lock l(mu_);
+  tables_ = std::move(keep);
+  indexed_ = std::move(indexed);
+  // Packs now in a table are found there.
+  for (auto it = loose_.begin(); it != loose_.end();) {
+    if (!indexed_.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    for (const BlobLocation& b : it->second) {
+      auto r = recent_.find(b.id);
+      if (r != recent_.end() && r->second.pack == it->first) recent_.erase(r);
+    }
+    it = loose_.erase(it);
+  }
+  return Status::Ok();
+}
+
+void LocalChunkStore::AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
+                               const std::vector<BlobLocation>& blobs) {
+  {
+    std::unique_lock l(mu_);
+    if (indexed_.contains(pack)) return;
+    for (const BlobLocation& b : blobs) {
+      IndexedBlob ib{pack, b};
+      auto [it, inserted] = recent_.try_emplace(b.id, ib);
+      if (!inserted && IsBadLocked(it->second)) it->second = ib;
+    }
+    loose_[pack] = blobs;
+  }
+  if (file) {
+    std::lock_guard l(files_mu_);
+    files_[pack] = std::move(file);
+  }
+}
+
+Status LocalChunkStore::LoadLoosePacks() {
+  const fs::path dir = root_ / "packs";
+  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store packs"));
+  const int mode = writable_ ? O_RDWR : O_RDONLY;
+  for (const std::string& name : names) {
+    auto sealed = pack::ParseHex16Name(name, ".pack");
+    auto open = pack::ParseHex16Name(name, ".open");
+    auto fresh = pack::ParseHex16Name(name, ".new");
+    if (!sealed && !open && !fresh) continue;
+    const uint64_t id = sealed ? *sealed : open ? *open : *fresh;
+    {
+      std::shared_lock l(mu_);
+      if (indexed_.contains(id) || loose_.contains(id) || open_ids_.contains(id)) continue;
+    }
+    int fd = ::openat(packs_dir_fd_, name.c_str(), (sealed ? O_RDONLY : mode) | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // sealed or recovered by its writer or another process
+      return ErrnoError("pack " + (dir / name).string(), errno);
+    }
+    if (fresh) {
+      // A writer that died before its first record: nothing to keep.
+      if (writable_ && ::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlinkat(packs_dir_fd_, name.c_str(), 0);
+      ::close(fd);
+      continue;
+    }
+    if (open) {
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd);  // its writer is alive
+        continue;
+      }
+      // The name may have moved on between the listing and the lock (sealed, recovered).
+      struct stat by_fd, by_name;
+      if (::fstatat(packs_dir_fd_, name.c_str(), &by_name, 0) != 0 || ::fstat(fd, &by_fd) != 0 ||
+          by_fd.st_ino != by_name.st_ino) {
+        ::close(fd);
+        continue;
+      }
+      BDN_RETURN_IF_ERROR(RecoverPack(id, fd, true));
+      continue;
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int e = errno;
+      ::close(fd);
+      return ErrnoError("pack " + (dir / name).string(), e);
+    }
+    auto file = std::make_shared<PackFile>(fd);
+    auto blobs = pack::ReadFooter(fd, static_cast<uint64_t>(st.st_size), "pack " + (dir / name).string());
+    if (blobs) {
+      AddLoose(id, std::move(file), *blobs);
+      continue;
+    }
+    if (blobs.error().code() != StatusCode::kCorruption) return blobs.error();
+    // A sealed pack whose footer did not survive (a power cut before the fdatasync of a pack that
+    // was never committed to, or damage): its whole records are still good.
+    int rw = ::openat(packs_dir_fd_, name.c_str(), mode | O_CLOEXEC);
+    if (rw < 0) continue;
+    if (::flock(rw, LOCK_EX | LOCK_NB) != 0) {
+      ::close(rw);
+      continue;
+    }
+    BDN_RETURN_IF_ERROR(RecoverPack(id, rw, false));
+  }
+  return Status::Ok();
+}
+
+Status LocalChunkStore::RecoverPack(uint64_t pack, int fd, bool was_open) {
+  const fs::path path = PackPath(pack, !was_open);
+  const std::string what = "pack " + path.string();
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoError(what, e);
+  }
+  auto file = std::make_shared<PackFile>(fd);
+  auto scan = pack::ScanRecords(fd, static_cast<uint64_t>(st.st_size), what);
+  if (!scan) {
+    if (scan.error().code() != StatusCode::kCorruption) return scan.error();
+    // Not a pack at all (its header never reached the disk): nothing in it can be used.
+    if (writable_) ::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
+                              (path.filename().string() + ".damaged").c_str());
+    return Status::Ok();
+  }
+  if (!writable_) {
+    AddLoose(pack, std::move(file), scan->blobs);
+    return Status::Ok();
+  }
+  if (scan->blobs.empty()) {
+    ::unlinkat(packs_dir_fd_, path.filename().c_str(), 0);
+    return Status::Ok();
+  }
+  // Seal what is whole: the torn tail goes, the footer follows the last good record.
+  std::vector<uint8_t> footer = pack::EncodeFooter(scan->blobs, scan->valid_bytes);
+  if (::ftruncate(fd, static_cast<off_t>(scan->valid_bytes)) != 0) return ErrnoError(what + ": truncate", errno);
+  size_t off = 0;
+  while (off < footer.size()) {
+    ssize_t n = ::pwrite(fd, footer.data() + off, footer.size() - off,
+                         static_cast<off_t>(scan->valid_bytes + off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(what + ": write", errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (options_.durability == Durability::kDurable && ::fdatasync(fd) != 0) {
+    return ErrnoError(what + ": fdatasync", errno);
+  }
+  if (was_open) {
+    if (::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
+                   PackPath(pack).filename().c_str()) != 0) {
+      return ErrnoError(what + ": rename", errno);
+    }
+  }
+  if (options_.durability == Durability::kDurable && ::fsync(packs_dir_fd_) != 0) {
+    return ErrnoError("chunk store " + root_.string() + ": packs: fsync", errno);
+  }
+  ++packs_recovered_;
+  AddLoose(pack, std::move(file), scan->blobs);
+  return Status::Ok();
+}
+
+std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack) {
+  std::lock_guard l(files_mu_);
+  auto it = files_.find(pack);
+  if (it != files_.end()) return it->second;
+  int fd = ::openat(packs_dir_fd_, PackPath(pack).filename().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    fd = ::openat(packs_dir_fd_, PackPath(pack, false).filename().c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  if (fd < 0) return nullptr;
+  if (files_.size() >= kMaxOpenFiles) {
+    for (auto i = files_.begin(); i != files_.end() && files_.size() >= kMaxOpenFiles * 3 / 4;) {
+      i = i->second->pinned ? std::next(i) : files_.erase(i);
+    }
+  }
+  auto f = std::make_shared<PackFile>(fd);
+  files_[pack] = f;
+  return f;
+}
+
+// ---- reads ----
+
+Result<bool> LocalChunkStore::Contains(const Digest& id) { return Lookup(id).has_value(); }
+
+Result<std::vector<Digest>> LocalChunkStore::FindMissing(std::span<const Digest> ids) {
+  std::vector<Digest> missing;
+  std::shared_lock l(mu_);
+  for (const Digest& id : ids) {
+    if (!LookupLocked(id)) missing.push_back(id);
+  }
+  return missing;
+}
+
+Result<BlobSizes> LocalChunkStore::Sizes(std::span<const Digest> ids) {
+  BlobSizes out(ids.size());
+  bool missed = false;
+  auto look = [&] {
+    missed = false;
+    std::shared_lock l(mu_);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (out[k]) continue;
+      if (auto b = LookupLocked(ids[k])) {
+        out[k] = b->loc.raw_bytes;
+      } else {
+        missed = true;
+      }
+    }
+  };
+  look();
+  // Another process may have sealed a pack since this one last looked (as Get does).
+  if (missed && RefreshIfChanged()) look();
+  return out;
+}
+
+Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
+  std::optional<Status> corrupt;
+  bool refreshed = false;
+  // Each round reads one copy; a damaged one is set aside and the next is tried.
+  for (int round = 0; round < 16; ++round) {
+    auto b = Lookup(id);
+    if (!b) {
+      if (corrupt) return Err(*corrupt);
+      if (!refreshed) {
+        refreshed = true;
+        if (RefreshIfChanged()) continue;
+      }
+      return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+    }
+    auto file = FileOf(b->pack);
+    const fs::path path = PackPath(b->pack, !file || file->sealed.load());
+    if (!file) return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), errno));
+    auto bytes = pack::ReadBlob(file->fd, b->loc, "pack " + path.string());
+    if (bytes || bytes.error().code() != StatusCode::kCorruption) return bytes;
+    corrupt = CorruptionError(bytes.error().message() + "; set aside, push the data again to repair");
+    (void)Quarantine(*b, bytes.error().message());
+  }
+  return Err(*corrupt);
+}
+
+Result<BlobBatch> LocalChunkStore::GetMany(std::span<const Digest> ids) {
+  std::vector<Result<std::vector<uint8_t>>> got(ids.size());
+  ParallelFor(ids.size(), kGetManyThreads, [&](size_t k) { got[k] = Get(ids[k]); });
+  return CollectBatch(std::move(got));
+}
+
+Status LocalChunkStore::Quarantine(const IndexedBlob& b, const std::string& why) {
+  {
+    std::unique_lock l(mu_);
+    if (!bad_.insert({b.pack, b.loc.offset}).second) return Status::Ok();
+    // Another copy in a loose pack takes its place among the recent ones.
+    auto it = recent_.find(b.loc.id);
+    if (it != recent_.end() && it->second.pack == b.pack && it->second.loc.offset == b.loc.offset) {
+      recent_.erase(it);
+      for (const auto& [pack, blobs] : loose_) {
+        for (const BlobLocation& loc : blobs) {
+          if (loc.id == b.loc.id && !bad_.contains({pack, loc.offset})) {
+            recent_.try_emplace(b.loc.id, IndexedBlob{pack, loc});
+          }
+        }
+      }
+    }
+  }
+  if (!writable_) return Status::Ok();
+  const fs::path q = root_ / "quarantine";
+  int fd = ::open(q.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("chunk store quarantine " + q.string(), errno);
+  std::string line = pack::Hex16(b.pack) + " " + std::to_string(b.loc.offset) + " " +
+                     b.loc.id.Hex() + "\n";
+  (void)why;
+  ssize_t n = ::write(fd, line.data(), line.size());
+  int e = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(line.size())) return ErrnoError("chunk store quarantine " + q.string(), e);
+  return Status::Ok();
+}
+
+Result<std::optional<StoredBlob>> LocalChunkStore::Locate(const Digest& id) {
+  auto b = Lookup(id);
+  if (!b && RefreshIfChanged()) b = Lookup(id);
+  if (!b) return std::optional<StoredBlob>();
+  bool sealed;
+  {
+    std::shared_lock l(mu_);
+    sealed = !open_ids_.contains(b->pack);
+  }
+  return std::optional<StoredBlob>(StoredBlob{PackPath(b->pack, sealed), b->loc});
+}
+
+// ---- writes ----
+
+Result<std::unique_ptr<LocalChunkStore::OpenPack>> LocalChunkStore::CreatePack() {
+  for (;;) {
+    const uint64_t id = pack::RandomId();
+    const std::string fresh = pack::Hex16(id) + ".new";
+    int fd = ::openat(packs_dir_fd_, fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;
+      return Err(ErrnoError("chunk store " + root_.string() + ": create pack", errno));
+    }
+    // Locked before it has its .open name, so that no other process takes it for a dead
+    // writer's pack.
+    ::flock(fd, LOCK_EX);
+    auto fail = [&](Status s) {
+      ::unlinkat(packs_dir_fd_, fresh.c_str(), 0);
+      ::close(fd);
+      return Err(std::move(s));
+    };
+    auto writer = pack::PackWriter::Start(fd, "pack " + PackPath(id, false).string());
+    if (!writer) return fail(writer.error());
+    if (::renameat2(packs_dir_fd_, fresh.c_str(), packs_dir_fd_,
+                    PackPath(id, false).filename().c_str(), RENAME_NOREPLACE) != 0) {
+      if (errno == EEXIST) {
+        ::unlinkat(packs_dir_fd_, fresh.c_str(), 0);
+        ::close(fd);
+        continue;
+      }
+      return fail(ErrnoError("chunk store " + root_.string() + ": create pack", errno));
+    }
+    auto p = std::make_unique<OpenPack>();
+    p->id = id;
+    p->file = std::make_shared<PackFile>(fd, true);
+    p->writer.emplace(std::move(*writer));
+    {
+      std::unique_lock l(mu_);
+      open_ids_.insert(id);
+    }
+    {
+      std::lock_guard l(files_mu_);
+      files_[id] = p->file;
+    }
+    return p;
+  }
+}
+
+Result<LocalChunkStore::OpenPack*> LocalChunkStore::AcquirePack() {
+  std::unique_lock l(pool_mu_);
+  for (;;) {
+    int active = 0;
+    for (auto& p : open_) {
+      if (p->retiring) continue;
+      ++active;
+      if (!p->in_use) {
+        p->in_use = true;
+        return p.get();
+      }
+    }
+    if (active < std::max(1, options_.max_open_packs)) {
+      BDN_ASSIGN_OR_RETURN(auto p, CreatePack());
+      p->in_use = true;
+      open_.push_back(std::move(p));
+      return open_.back().get();
+    }
+    pool_cv_.wait(l);
+  }
+}
+
+void LocalChunkStore::ReleasePack(OpenPack* p) {
+  std::lock_guard l(pool_mu_);
+  p->in_use = false;
+  pool_cv_.notify_all();
+}
+
+Status LocalChunkStore::SealPack(OpenPack& p, bool sync) {
+  const std::string open_name = PackPath(p.id, false).filename().string();
+  auto forget = [&] {
+    {
+      std::unique_lock l(mu_);
+      open_ids_.erase(p.id);
+    }
+    std::lock_guard l(files_mu_);
+    files_.erase(p.id);
+  };
+  if (p.writer->blobs().empty()) {
+    ::unlinkat(packs_dir_fd_, open_name.c_str(), 0);
+    forget();
+    return Status::Ok();
+  }
+  const std::string what = "pack " + PackPath(p.id).string();
+  BDN_RETURN_IF_ERROR(p.writer->Seal());
+  if (sync && options_.durability == Durability::kDurable && ::fdatasync(p.file->fd) != 0) {
+    return ErrnoError(what + ": fdatasync", errno);
+  }
+  if (::renameat(packs_dir_fd_, open_name.c_str(), packs_dir_fd_,
+                 PackPath(p.id).filename().c_str()) != 0) {
+    return ErrnoError(what + ": rename", errno);
+  }
+  p.file->sealed = true;
+  p.file->pinned = false;
+  {
+    std::unique_lock l(mu_);
+    open_ids_.erase(p.id);
+    loose_[p.id] = p.writer->blobs();
+  }
+  std::lock_guard l(pool_mu_);
+  dir_dirty_ = true;
+  return Status::Ok();
+}
+
+Status LocalChunkStore::SyncPacksDir() {
+  {
+    std::lock_guard l(pool_mu_);
+    if (!dir_dirty_) return Status::Ok();
+    dir_dirty_ = false;
+  }
+  if (options_.durability == Durability::kNone) return Status::Ok();
+  if (::fsync(packs_dir_fd_) != 0) {
+    int e = errno;
+    std::lock_guard l(pool_mu_);
+    dir_dirty_ = true;
+    return ErrnoError("chunk store " + root_.string() + ": packs: fsync", e);
+  }
+  return Status::Ok();
+}
+
+Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
+  const std::string chunk = "chunk " + id.ToString();
+  if (!VerifyChunk(id, data).ok()) return InvalidArgumentError(chunk + ": bytes do not match the id");
+  if (!writable_) {
+    return PermissionDeniedError(chunk + ": chunk store " + root_.string() + " is read-only");
+  }
+  {
+    std::unique_lock l(mu_);
+    for (;;) {
+      if (LookupLocked(id)) return Status::Ok();
+      if (!pending_.contains(id)) break;
+      pending_cv_.wait(l);
+    }
+    pending_.insert(id);
+  }
+  struct Done {
+    LocalChunkStore* s;
+    const Digest& id;
+    ~Done() {
+      std::unique_lock l(s->mu_);
+      s->pending_.erase(id);
+      s->pending_cv_.notify_all();
+    }
+  } done{this, id};
+
+  pack::EncodedBlob enc = pack::EncodeBlob(data, options_.codec);
+  std::span<const uint8_t> stored = enc.codec == pack::Codec::kNone ? data : enc.stored;
+  auto acquired = AcquirePack();
+  if (!acquired) return Status(acquired.error().code(), chunk + ": " + acquired.error().message());
+  OpenPack* p = *acquired;
+  auto loc = p->writer->Append(id, data.size(), enc.codec, stored);
+  if (!loc) {
+    ReleasePack(p);
+    return Status(loc.error().code(), chunk + ": " + loc.error().message());
+  }
+  {
+    std::unique_lock l(mu_);
+    recent_[id] = IndexedBlob{p->id, *loc};
+  }
+  const uint64_t bytes = p->writer->bytes();
+  if (options_.durability == Durability::kDurable && bytes - p->written_back >= kWritebackBytes) {
+    ::sync_file_range(p->file->fd, static_cast<off_t>(p->written_back),
+                      static_cast<off_t>(bytes - p->written_back), SYNC_FILE_RANGE_WRITE);
+    p->written_back = bytes;
+  }
+  if (bytes < options_.pack_target_bytes) {
+    ReleasePack(p);
+    return Status::Ok();
+  }
+  // Full: seal it here (one fdatasync); the other writers carry on with the other packs.
+  std::unique_ptr<OpenPack> full;
+  {
+    std::lock_guard l(pool_mu_);
+    auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& o) { return o.get() == p; });
+    full = std::move(*it);
+    open_.erase(it);
+    ++sealing_;
+  }
+  Status s = SealPack(*full, true);
+  {
+    std::lock_guard l(pool_mu_);
+    --sealing_;
+    pool_cv_.notify_all();
+  }
+  if (!s.ok()) return Status(s.code(), chunk + ": " + s.message());
+  return Status::Ok();
+}
+
+Status LocalChunkStore::Sync() {
+  std::lock_guard sync_lock(sync_mu_);
+  std::vector<std::unique_ptr<OpenPack>> take;
+  {
+    std::unique_lock l(pool_mu_);
+    for (auto& p : open_) p->retiring = true;
+    pool_cv_.wait(l, [&] {
+      return sealing_ == 0 && std::none_of(open_.begin(), open_.end(), [](const auto& p) {
+               return p->retiring && p->in_use;
+             });
+    });
+    for (auto it = open_.begin(); it != open_.end();) {
+      if ((*it)->retiring) {
+        take.push_back(std::move(*it));
+        it = open_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  Status first;
+  for (auto& p : take) {
+    Status s = SealPack(*p, true);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  BDN_RETURN_IF_ERROR(first);
+  BDN_RETURN_IF_ERROR(SyncPacksDir());
+  // Derived data: if it cannot be written, the packs stay readable from their footers.
+  (void)PublishIndex(false);
+  return Status::Ok();
+}
+
+// ---- the index ----
+
+void LocalChunkStore::LooseBlobs(std::vector<IndexedBlob>& blobs, std::vector<uint64_t>& packs) const {
+  std::shared_lock l(mu_);
+  for (const auto& [pack, locs] : loose_) {
+    packs.push_back(pack);
+    for (const BlobLocation& b : locs) blobs.push_back({pack, b});
+  }
+}
+
+Status LocalChunkStore::PublishIndex(bool force) {
+  if (!writable_) return Status::Ok();
+  {
+    std::shared_lock l(mu_);
+    if (loose_.empty() || (!force && loose_.size() < options_.loose_packs_per_table)) {
+      return Status::Ok();
+    }
+  }
+  const fs::path dir = root_ / "index";
+  BDN_ASSIGN_OR_RETURN(IndexLock lock, IndexLock::Take(dir / "lock"));
+  // Temporary tables are written under the lock: any left now belong to a dead writer.
+  if (auto names = ListDir(dir, "chunk store index")) {
+    for (const auto& n : *names) {
+      if (n.starts_with(".tmp-")) ::unlink((dir / n).c_str());
+    }
+  }
+  std::lock_guard refresh(refresh_mu_);
+  BDN_RETURN_IF_ERROR(LoadTables());
+  std::vector<IndexedBlob> blobs;
+  std::vector<uint64_t> packs;
+  LooseBlobs(blobs, packs);
+  if (packs.empty()) return Status::Ok();
+  const bool durable = options_.durability == Durability::kDurable;
+  BDN_RETURN_IF_ERROR(StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
+  if (durable) BDN_RETURN_IF_ERROR(FsyncDir(dir));
+  BDN_RETURN_IF_ERROR(LoadTables());
+  return MergeTables();
+}
+
+Status LocalChunkStore::MergeTables() {
+  const fs::path dir = root_ / "index";
+  const bool durable = options_.durability == Durability::kDurable;
+  for (;;) {
+    std::vector<std::shared_ptr<const pack::IndexTable>> tables;
+    {
+      std::shared_lock l(mu_);
+      tables = tables_;
+    }
+    if (tables.size() < 2) return Status::Ok();
+    std::sort(tables.begin(), tables.end(),
+              [](const auto& a, const auto& b) { return a->size() < b->size(); });
+    const auto& a = tables[0];
+    const auto& b = tables[1];
+    // Tables of similar size merge (so each entry is rewritten O(log n) times); past 8 tables the
+    // two smallest merge whatever their sizes.
+    if (a->size() * 2 < b->size() && tables.size() <= 8) return Status::Ok();
+    std::vector<IndexedBlob> blobs;
+    blobs.reserve(a->size() + b->size());
+    std::vector<uint64_t> packs;
+    for (const auto* t : {a.get(), b.get()}) {
+      for (uint64_t i = 0; i < t->size(); ++i) blobs.push_back(t->At(i));
+      packs.insert(packs.end(), t->packs().begin(), t->packs().end());
+    }
+    BDN_RETURN_IF_ERROR(StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
+    if (durable) BDN_RETURN_IF_ERROR(FsyncDir(dir));
+    ::unlink(a->path().c_str());
+    ::unlink(b->path().c_str());
+    BDN_RETURN_IF_ERROR(LoadTables());
+  }
+}
+
+Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
+  if (!writable_) {
+    return Err(PermissionDeniedError("chunk store " + root_.string() + " is read-only"));
+  }
+  BDN_RETURN_IF_ERROR(Sync());
+  const fs::path dir = root_ / "index";
+  BDN_ASSIGN_OR_RETURN(IndexLock lock, IndexLock::Take(dir / "lock"));
+  std::lock_guard refresh(refresh_mu_);
+  IndexRebuildReport report;
+  // Every pack's footer, read again; packs without a valid one are recovered.
+  {
+    std::unique_lock l(mu_);
+    indexed_.clear();
+    tables_.clear();
+    loose_.clear();
+    for (auto it = recent_.begin(); it != recent_.end();) {
+      it = open_ids_.contains(it->second.pack) ? std::next(it) : recent_.erase(it);
+    }
+  }
+  const uint64_t recovered_before = packs_recovered_;
+  BDN_RETURN_IF_ERROR(LoadLoosePacks());
+  report.packs_repaired = packs_recovered_ - recovered_before;
+  BDN_ASSIGN_OR_RETURN(auto old_tables, ListDir(dir, "chunk store index"));
+  std::vector<IndexedBlob> blobs;
+  std::vector<uint64_t> packs;
+  LooseBlobs(blobs, packs);
+  report.packs = packs.size();
+  report.blobs = blobs.size();
+  const bool durable = options_.durability == Durability::kDurable;
+  if (!packs.empty()) {
+    BDN_RETURN_IF_ERROR(StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
+  }
+  for (const auto& n : old_tables) {
+    if (pack::ParseHex16Name(n, ".idx") || n.starts_with(".tmp-")) {
+      ::unlink((dir / n).c_str());
+      if (!n.starts_with(".tmp-")) ++report.tables_replaced;
+    }
+  }
+  if (durable) BDN_RETURN_IF_ERROR(FsyncDir(dir));
+  BDN_RETURN_IF_ERROR(LoadTables());
+  return report;
+}
+
+Result<StoreStats> LocalChunkStore::Stats() {
+  StoreStats st;
+  BDN_ASSIGN_OR_RETURN(auto names, ListDir(root_ / "packs", "chunk store packs"));
+  for (const auto& n : names) {
+    if (!pack::ParseHex16Name(n, ".pack")) continue;
+    const fs::path p = root_ / "packs" / n;
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;
+      return Err(ErrnoError("pack " + p.string(), errno));
+    }
+    struct stat s;
+    ::fstat(fd, &s);
+    auto blobs = pack::ReadFooter(fd, static_cast<uint64_t>(s.st_size), "pack " + p.string());
+    ::close(fd);
+    if (!blobs) return Err(blobs.error());
+    ++st.packs;
+    st.pack_bytes += static_cast<uint64_t>(s.st_size);
+    for (const BlobLocation& b : *blobs) {
+      ++st.blobs;
+      st.raw_bytes += b.raw_bytes;
+      st.stored_bytes += b.stored_bytes;
+      if (b.codec == pack::Codec::kZstd) ++st.zstd_blobs;
+    }
+  }
+  std::shared_lock l(mu_);
+  st.index_tables = tables_.size();
+  return st;
+}
+
+}  // namespace bdn

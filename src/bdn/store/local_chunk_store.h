@@ -1,0 +1,234 @@
+// LocalChunkStore: the store on a local directory (the embedded store, and `bdn serve`'s): blobs
+// appended to pack files, found through the pack index (docs/format.md, "Packs").
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bdn/store/chunk_store.h"
+#include "bdn/store/pack_format.h"
+#include "bdn/store/pack_index.h"
+
+namespace bdn {
+
+// What RebuildIndex found.
+struct IndexRebuildReport {
+  uint64_t packs = 0;          // packs now indexed
+  uint64_t blobs = 0;          // index entries written
+  uint64_t packs_repaired = 0; // packs whose footer was missing or damaged, sealed again
+  uint64_t tables_replaced = 0;
+};
+
+// Counts over the whole store (Stats).
+struct StoreStats {
+  uint64_t packs = 0;
+  uint64_t pack_bytes = 0;  // bytes of the pack files
+  uint64_t blobs = 0;       // index entries (a blob stored twice counts twice)
+  uint64_t raw_bytes = 0;   // decoded bytes of those blobs
+  uint64_t stored_bytes = 0;
+  uint64_t zstd_blobs = 0;  // of which stored with zstd
+  uint64_t index_tables = 0;
+};
+
+// Where one stored copy of a blob is (Locate).
+struct StoredBlob {
+  std::filesystem::path pack_path;
+  pack::BlobLocation loc;
+};
+
+// The local pack store under `root`:
+//
+//   packs/<16 hex>.pack   sealed packs: records, then the footer listing them (immutable)
+//   packs/<16 hex>.open   packs being written (each flock'ed by its writer)
+//   index/<16 hex>.idx    index tables (derived from the footers; rebuilt when missing)
+//   quarantine            copies found damaged, one line each ("<pack> <offset> <id>"), never
+//                         read again
+//
+// Put appends a record to one of up to Options::max_open_packs open packs (one writer thread per
+// pack at a time); a pack is sealed (footer, fdatasync, renamed .open -> .pack) when it reaches
+// pack_target_bytes, and by Sync, which seals every open pack and syncs the directory: one
+// fdatasync per pack instead of one per blob. Blobs of a pack this process has open are visible
+// to this process at once, and to other processes once the pack is sealed.
+//
+// Crash safety: a record carries its own checked header and its id is the BLAKE3 of its bytes, so
+// the whole records of a pack whose writer died (no footer, or a torn one) are found by a scan:
+// the next Open (of any process) seals them into a valid pack and drops the torn tail. Nothing
+// committed is lost, because Sync ran before the commit.
+//
+// Every Get re-hashes the bytes. A copy that fails is recorded in `quarantine` and never used
+// again; Get then tries another copy and otherwise reports Corruption, and the blob counts as
+// missing, so the next push of the same data stores a good copy (the index points at it).
+//
+// Several processes may use one store: writers never share a pack, index tables are immutable and
+// replaced under a lock file, and a process that misses a blob in Get rescans the directories
+// (another process may have sealed a pack since). The store starts no threads, so it may be opened
+// before a fork.
+//
+// Thread-safe.
+class LocalChunkStore : public ChunkStore {
+ public:
+  // kDurable: Sync() fdatasyncs each pack it seals, and the directory, so a committed version
+  // survives a power cut. kNone: no fdatasync at all (scratch stores, tests, BDN_SYNC=0).
+  enum class Durability { kDurable, kNone };
+
+  struct Options {
+    Durability durability = Durability::kDurable;
+    pack::CodecOptions codec;
+    // A pack is sealed once it holds this many bytes (docs/benchmarks.md: 16-64 MiB measured).
+    uint64_t pack_target_bytes = uint64_t{32} << 20;
+    // Packs written at once; each is written by one thread at a time.
+    int max_open_packs = 4;
+    // Sealed packs that no index table covers yet are read from their footers at Open; once this
+    // many accumulate, Sync writes a table for them.
+    size_t loose_packs_per_table = 8;
+    // Named in the error Open gives for a store in the old one-file-per-chunk layout, e.g.
+    // "bdn store migrate --data /srv/bdn".
+    std::string migrate_command = "bdn store migrate";
+    // Open a store in the old layout anyway (for the migration itself).
+    bool allow_old_layout = false;
+  };
+
+  // Opens the store, creating its directories. Recovers packs whose writer died (sealing their
+  // whole records, dropping a torn tail), reads the footers of packs no index table covers, and
+  // writes a table for them if there are many or none exists (the index is rebuilt when
+  // missing). On a read-only file system it opens read-only: reads work, Put fails.
+  // Errors: FailedPrecondition "chunk store <root>: in the old one-file-per-chunk layout (…);
+  // convert it with: <migrate_command>" for a store of the old layout; ErrnoError naming the
+  // path on I/O errors.
+  static Result<std::unique_ptr<LocalChunkStore>> Open(const std::filesystem::path& root,
+                                                       Options options);
+  static Result<std::unique_ptr<LocalChunkStore>> Open(
+      const std::filesystem::path& root, Durability durability = Durability::kDurable);
+  // Seals the open packs (without fdatasync: what they hold is not committed).
+  ~LocalChunkStore() override;
+
+  // Whether `root` holds a store in the old one-file-per-chunk layout (a chunks/ directory).
+  static bool IsOldLayout(const std::filesystem::path& root);
+
+  Result<bool> Contains(const Digest& id) override;
+  Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override;
+  // The raw (decoded) length of each blob from the pack index, in order; nullopt where no good
+  // copy is indexed. Reads no blob, so the length is not verified (Get would refuse a damaged
+  // copy). On a miss the pack and index directories are looked at again once, as in Get.
+  // Errors: none today (the index is in memory).
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
+  // Appends the blob to an open pack, zstd-compressed if Options::codec says so; nothing is
+  // written if a good copy is stored already, or while another thread stores it (Put waits for
+  // that one). Errors: InvalidArgument if Digest::Of(data) != id; FailedPrecondition on a full
+  // disk; PermissionDenied on a read-only store; Internal on other I/O errors; each names the
+  // chunk.
+  Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  // One pread of the record into the returned buffer (decoded if compressed), verified.
+  // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: <why> in pack <path> at
+  // offset N; set aside, push the data again to repair" (the copy is quarantined);
+  // Internal on I/O errors.
+  Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  // Get per id, by up to 8 threads at once.
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
+  // Seals every open pack (footer; fdatasync when durable; renamed to .pack), waits for packs
+  // other threads are sealing, syncs the packs directory, and writes an index table once
+  // loose_packs_per_table packs are not in one. Errors: ErrnoError naming the pack.
+  Status Sync() override;
+
+  // Where a good copy of `id` is, or nullopt. Errors: as Get's lookup (none today).
+  Result<std::optional<StoredBlob>> Locate(const Digest& id);
+  // Rebuilds the index from the pack footers alone (recovering packs without a valid footer),
+  // replacing every table by one. Safe while other processes use the store.
+  // Errors: ErrnoError; PermissionDenied on a read-only store.
+  Result<IndexRebuildReport> RebuildIndex();
+  // Counts over every pack (reads every footer). Errors: ErrnoError.
+  Result<StoreStats> Stats();
+
+  std::filesystem::path PackPath(uint64_t pack, bool sealed = true) const;
+  const std::filesystem::path& root() const { return root_; }
+  bool read_only() const { return !writable_; }
+
+ private:
+  struct PackFile;
+  struct OpenPack;
+  struct Found {
+    pack::IndexedBlob blob;
+    std::shared_ptr<PackFile> file;
+  };
+
+  LocalChunkStore(std::filesystem::path root, Options options);
+  Status Init();
+
+  // A good copy of `id` (not quarantined), from this process's packs or the index tables.
+  std::optional<pack::IndexedBlob> Lookup(const Digest& id) const;
+  std::optional<pack::IndexedBlob> LookupLocked(const Digest& id) const;
+  bool IsBadLocked(const pack::IndexedBlob& b) const;
+  // Re-reads the index and packs directories if they may have changed since the last look (a
+  // blob was missed); returns whether anything new was found.
+  bool RefreshIfChanged();
+  Status Refresh();
+  // Loads every table of index/ not loaded yet and drops those that were replaced.
+  Status LoadTables();
+  // Reads the footers of sealed packs no table covers and recovers packs whose writer died.
+  Status LoadLoosePacks();
+  // Recovers one pack (a dead writer's .open, or a .pack with a damaged footer): its whole
+  // records, sealed again when writable. `fd` is open with an exclusive flock.
+  Status RecoverPack(uint64_t pack, int fd, bool was_open);
+  void AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
+                const std::vector<pack::BlobLocation>& blobs);
+  std::shared_ptr<PackFile> FileOf(uint64_t pack);
+
+  Result<OpenPack*> AcquirePack();
+  void ReleasePack(OpenPack* p);
+  Result<std::unique_ptr<OpenPack>> CreatePack();
+  // Footer, fdatasync (durable and `sync`), rename; registers the blobs as loose.
+  Status SealPack(OpenPack& p, bool sync);
+  Status SyncPacksDir();
+  // Writes one table for the loose packs (and merges small tables) under index/lock, if
+  // `force` or at least loose_packs_per_table packs are loose.
+  Status PublishIndex(bool force);
+  Status MergeTables();
+  // Every blob of the loose packs, and those packs.
+  void LooseBlobs(std::vector<pack::IndexedBlob>& blobs, std::vector<uint64_t>& packs) const;
+  Status Quarantine(const pack::IndexedBlob& b, const std::string& why);
+
+  std::filesystem::path root_;
+  Options options_;
+  bool writable_ = true;
+  int packs_dir_fd_ = -1;
+
+  // Guards the lookup state below.
+  mutable std::shared_mutex mu_;
+  std::unordered_map<Digest, pack::IndexedBlob> recent_;  // blobs of open and loose packs
+  std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_;  // sealed, not in a table
+  std::unordered_set<uint64_t> open_ids_;             // packs this process writes
+  std::vector<std::shared_ptr<const pack::IndexTable>> tables_;
+  std::unordered_set<uint64_t> indexed_;              // packs covered by tables_
+  std::set<std::pair<uint64_t, uint64_t>> bad_;       // quarantined (pack, offset)
+  std::unordered_set<Digest> pending_;                // Puts in flight
+  std::condition_variable_any pending_cv_;
+
+  // Open packs: each idle or held by one writer.
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<OpenPack>> open_;
+  int sealing_ = 0;
+  bool dir_dirty_ = false;
+
+  std::mutex files_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<PackFile>> files_;
+
+  std::mutex sync_mu_;     // one Sync at a time
+  std::mutex refresh_mu_;  // one Refresh at a time
+  std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
+  int64_t seen_dirs_mtime_ns_ = 0;
+  int64_t refreshed_at_ns_ = 0;
+};
+
+}  // namespace bdn

@@ -1,0 +1,330 @@
+// Tests of the local pack store's own promises: packs and their sealing, recovery after a writer
+// dies (killed children), torn tails, the derived index (deleted and rebuilt), quarantined copies,
+// compression, and several store objects (as several processes) on one directory.
+#include "bdn/base/test_util.h"
+#include "bdn/store/local_chunk_store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "bdn/store/pack_file.h"
+#include "bdn/store/store_test_util.h"
+
+namespace bdn {
+namespace {
+namespace fs = std::filesystem;
+using testutil::RandomBytes;
+
+
+std::vector<std::string> Names(const fs::path& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().ends_with(suffix)) out.push_back(e.path().filename());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+class LocalStore : public ::testing::Test {
+ protected:
+  fs::path root() const { return dir_.path() / "store"; }
+  std::unique_ptr<LocalChunkStore> Open(LocalChunkStore::Options o = {}) {
+    auto s = LocalChunkStore::Open(root(), o);
+    EXPECT_TRUE(s.has_value()) << s.error().message();
+    return s ? std::move(*s) : nullptr;
+  }
+  // Blobs of random bytes (not compressible), one per seed.
+  static std::vector<std::vector<uint8_t>> Blobs(size_t n, size_t size, uint64_t seed) {
+    std::vector<std::vector<uint8_t>> out;
+    for (size_t i = 0; i < n; ++i) out.push_back(RandomBytes(size + i, seed + i));
+    return out;
+  }
+  static void ExpectAllReadable(LocalChunkStore& s, const std::vector<std::vector<uint8_t>>& blobs) {
+    for (const auto& b : blobs) {
+      auto got = s.Get(Digest::Of(b));
+      ASSERT_TRUE(got.has_value()) << got.error().message();
+      EXPECT_EQ(*got, b);
+    }
+  }
+  // Puts `blobs` in a child process that then dies at once (_exit: no destructor seals its pack).
+  void PutInAChildThatDies(const std::vector<std::vector<uint8_t>>& blobs) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto s = LocalChunkStore::Open(root());
+      for (const auto& b : blobs) {
+        if (!s.has_value() || !(*s)->Put(Digest::Of(b), b).ok()) ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+
+  testutil::TempDir dir_{"bdn_local_store_test"};
+};
+
+TEST_F(LocalStore, PacksAreSealedAtTheTargetSize) {
+  LocalChunkStore::Options o;
+  o.pack_target_bytes = 100'000;
+  auto s = Open(o);
+  auto blobs = Blobs(45, 10'000, 1);
+  for (const auto& b : blobs) ASSERT_TRUE(s->Put(Digest::Of(b), b).ok());
+  // ~10 records per pack: sealed as they fill, the last one by Sync.
+  EXPECT_EQ(Names(root() / "packs", ".pack").size(), 4u);
+  ASSERT_TRUE(s->Sync().ok());
+  EXPECT_EQ(Names(root() / "packs", ".pack").size(), 5u);
+  EXPECT_TRUE(Names(root() / "packs", ".open").empty());
+  ExpectAllReadable(*s, blobs);
+}
+
+TEST_F(LocalStore, BlobsOfADeadWriterAreRecoveredByTheNextOpen) {
+  auto blobs = Blobs(30, 5000, 10);
+  // Killed before any Sync: one .open pack, no footer.
+  PutInAChildThatDies(blobs);
+  ASSERT_EQ(Names(root() / "packs", ".open").size(), 1u);
+  auto s = Open();
+  EXPECT_TRUE(Names(root() / "packs", ".open").empty());
+  EXPECT_EQ(Names(root() / "packs", ".pack").size(), 1u);
+  ExpectAllReadable(*s, blobs);
+  // The recovered pack now has a valid footer of its own.
+  const fs::path p = root() / "packs" / Names(root() / "packs", ".pack")[0];
+  int fd = ::open(p.c_str(), O_RDONLY);
+  auto footer = pack::ReadFooter(fd, fs::file_size(p), "pack");
+  ::close(fd);
+  ASSERT_TRUE(footer.has_value()) << footer.error().message();
+  EXPECT_EQ(footer->size(), blobs.size());
+}
+
+TEST_F(LocalStore, ATornTailIsDroppedAndItsBlobsStoredAgain) {
+  auto blobs = Blobs(10, 5000, 20);
+  PutInAChildThatDies(blobs);
+  const fs::path open = root() / "packs" / Names(root() / "packs", ".open").at(0);
+  // The last record and a half are lost, and the bytes after them are garbage.
+  const uint64_t size = fs::file_size(open);
+  const uint64_t record = 64 + 5009;
+  fs::resize_file(open, size - record - record / 2);
+  {
+    std::ofstream f(open, std::ios::binary | std::ios::app);
+    f << std::string(3000, '\x17');
+  }
+  auto s = Open();
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    const Digest id = Digest::Of(blobs[i]);
+    if (i < 8) {
+      ASSERT_TRUE(s->Get(id).has_value()) << i;
+    } else {
+      EXPECT_FALSE(*s->Contains(id)) << i;
+      EXPECT_EQ(s->Get(id).error().code(), StatusCode::kNotFound);
+      ASSERT_TRUE(s->Put(id, blobs[i]).ok());
+    }
+  }
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();
+  ExpectAllReadable(*s, blobs);
+}
+
+TEST_F(LocalStore, ALiveWritersOpenPackIsLeftAlone) {
+  auto writer = Open();
+  auto blobs = Blobs(5, 1000, 30);
+  for (const auto& b : blobs) ASSERT_TRUE(writer->Put(Digest::Of(b), b).ok());
+  // Another store object on the same directory (another process) must not take it for dead.
+  auto reader = Open();
+  EXPECT_EQ(Names(root() / "packs", ".open").size(), 1u);
+  EXPECT_FALSE(*reader->Contains(Digest::Of(blobs[0])));
+  ASSERT_TRUE(writer->Sync().ok());
+  // Once sealed, a miss makes the reader look again.
+  ExpectAllReadable(*reader, blobs);
+}
+
+TEST_F(LocalStore, DeletedIndexIsRebuiltFromThePackFootersOnOpen) {
+  LocalChunkStore::Options o;
+  o.pack_target_bytes = 50'000;
+  o.loose_packs_per_table = 2;
+  auto s = Open(o);
+  auto blobs = Blobs(100, 3000, 40);
+  for (const auto& b : blobs) ASSERT_TRUE(s->Put(Digest::Of(b), b).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  ASSERT_FALSE(Names(root() / "index", ".idx").empty());
+  s.reset();
+  fs::remove_all(root() / "index");
+  s = Open(o);
+  EXPECT_EQ(Names(root() / "index", ".idx").size(), 1u);
+  ExpectAllReadable(*s, blobs);
+  auto report = s->RebuildIndex();
+  ASSERT_TRUE(report.has_value()) << report.error().message();
+  EXPECT_EQ(report->blobs, blobs.size());
+  EXPECT_EQ(report->packs, Names(root() / "packs", ".pack").size());
+  EXPECT_EQ(report->tables_replaced, 1u);
+  EXPECT_EQ(Names(root() / "index", ".idx").size(), 1u);
+  ExpectAllReadable(*s, blobs);
+}
+
+TEST_F(LocalStore, ManyPublishesMergeIntoFewTables) {
+  LocalChunkStore::Options o;
+  o.loose_packs_per_table = 1;
+  auto s = Open(o);
+  std::vector<std::vector<uint8_t>> all;
+  for (int round = 0; round < 40; ++round) {
+    auto blobs = Blobs(20, 100, 1000 * round);
+    for (const auto& b : blobs) ASSERT_TRUE(s->Put(Digest::Of(b), b).ok());
+    ASSERT_TRUE(s->Sync().ok());
+    all.insert(all.end(), blobs.begin(), blobs.end());
+  }
+  EXPECT_LE(Names(root() / "index", ".idx").size(), 8u);
+  s.reset();
+  s = Open(o);
+  ExpectAllReadable(*s, all);
+}
+
+TEST_F(LocalStore, ACorruptCopyIsSetAsideForGoodAndThePushOfTheSameDataRepairsIt) {
+  auto s = Open();
+  auto data = RandomBytes(20000, 50);
+  const Digest id = Digest::Of(data);
+  ASSERT_TRUE(s->Put(id, data).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  auto bad = *s->Locate(id);
+  ASSERT_TRUE(bad.has_value());
+  ASSERT_TRUE(FlipStoredByte(*s, id, 100).ok());
+  auto got = s->Get(id);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(got.error().message().ends_with(" in pack " + bad->pack_path.string() +
+                                              " at offset 16; set aside, push the data again to repair"))
+      << got.error().message();
+  EXPECT_FALSE(*s->Contains(id));
+  EXPECT_EQ(s->Get(id).error().code(), StatusCode::kNotFound);
+  // Another store object opened now (another process) does not use the bad copy either.
+  {
+    auto other = Open();
+    EXPECT_FALSE(*other->Contains(id));
+  }
+  ASSERT_TRUE(s->Put(id, data).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  auto good = *s->Locate(id);
+  ASSERT_TRUE(good.has_value());
+  EXPECT_NE(good->pack_path, bad->pack_path);
+  ASSERT_TRUE(s->Get(id).has_value());
+  s.reset();
+  // After a reopen, and after the index is rebuilt, the good copy is the one found.
+  s = Open();
+  EXPECT_EQ(*s->Get(id), data);
+  ASSERT_TRUE(s->RebuildIndex().has_value());
+  EXPECT_EQ(*s->Get(id), data);
+  EXPECT_EQ((*s->Locate(id))->pack_path, good->pack_path);
+}
+
+TEST_F(LocalStore, WithTwoCopiesADamagedOneFallsBackToTheOther) {
+  auto data = RandomBytes(9000, 60);
+  const Digest id = Digest::Of(data);
+  // Two store objects each store the blob (two concurrent pushes in two processes).
+  auto a = Open();
+  auto b = Open();
+  ASSERT_TRUE(a->Put(id, data).ok());
+  ASSERT_TRUE(b->Put(id, data).ok());
+  ASSERT_TRUE(a->Sync().ok());
+  ASSERT_TRUE(b->Sync().ok());
+  a.reset();
+  b.reset();
+  auto s = Open();
+  ASSERT_EQ(s->Stats()->blobs, 2u);
+  ASSERT_TRUE(FlipStoredByte(*s, id, 5).ok());
+  auto got = s->Get(id);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, data);
+}
+
+TEST_F(LocalStore, CompressibleBlobsAreStoredWithZstd) {
+  auto s = Open();
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "{\"layer\": " + std::to_string(i % 40) + ", \"dtype\": \"bf16\"}\n";
+  std::vector<uint8_t> data(text.begin(), text.end());
+  const Digest id = Digest::Of(data);
+  ASSERT_TRUE(s->Put(id, data).ok());
+  auto where = *s->Locate(id);
+  ASSERT_TRUE(where.has_value());
+  EXPECT_EQ(where->loc.codec, pack::Codec::kZstd);
+  EXPECT_LT(where->loc.stored_bytes, data.size() / 5);
+  EXPECT_EQ(where->loc.raw_bytes, data.size());
+  EXPECT_EQ(*s->Get(id), data);
+  // Turned off: raw.
+  s.reset();
+  fs::remove_all(root());
+  LocalChunkStore::Options o;
+  o.codec.min_saving = 1.0;
+  s = Open(o);
+  ASSERT_TRUE(s->Put(id, data).ok());
+  EXPECT_EQ((*s->Locate(id))->loc.codec, pack::Codec::kNone);
+}
+
+TEST_F(LocalStore, ConcurrentPutsWhileAnotherThreadSyncs) {
+  auto s = Open();
+  std::vector<std::vector<std::vector<uint8_t>>> per_thread;
+  for (int t = 0; t < 6; ++t) per_thread.push_back(Blobs(200, 2000, 10'000 * (t + 1)));
+  std::atomic<bool> done{false};
+  std::thread syncer([&] {
+    while (!done) ASSERT_TRUE(s->Sync().ok());
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 6; ++t) {
+    writers.emplace_back([&, t] {
+      for (const auto& b : per_thread[t]) {
+        ASSERT_TRUE(s->Put(Digest::Of(b), b).ok());
+        // A blob this thread stored is readable at once.
+        ASSERT_TRUE(s->Get(Digest::Of(b)).has_value());
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  done = true;
+  syncer.join();
+  ASSERT_TRUE(s->Sync().ok());
+  EXPECT_TRUE(Names(root() / "packs", ".open").empty());
+  s.reset();
+  s = Open();
+  for (const auto& blobs : per_thread) ExpectAllReadable(*s, blobs);
+}
+
+TEST_F(LocalStore, AnOldLayoutStoreIsRefusedNamingTheMigrateCommand) {
+  fs::create_directories(root() / "chunks" / "ab");
+  std::ofstream(root() / "chunks" / "ab" / "abcd") << "x";
+  LocalChunkStore::Options o;
+  o.migrate_command = "bdn store migrate --data /x";
+  auto s = LocalChunkStore::Open(root(), o);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.error().message(), "chunk store " + root().string() +
+                                     ": in the old one-file-per-chunk layout (chunks/); convert it "
+                                     "with: bdn store migrate --data /x");
+  // An old store that never held a chunk has nothing to convert.
+  fs::remove(root() / "chunks" / "ab" / "abcd");
+  fs::create_directories(root() / "tmp");
+  auto fresh = Open();
+  EXPECT_FALSE(fs::exists(root() / "chunks"));
+}
+
+TEST_F(LocalStore, EmptyBlobSurvivesAReopen) {
+  auto s = Open();
+  const Digest empty = Digest::Of(std::string_view());
+  ASSERT_TRUE(s->Put(empty, {}).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();
+  auto got = s->Get(empty);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_TRUE(got->empty());
+}
+
+}  // namespace
+}  // namespace bdn

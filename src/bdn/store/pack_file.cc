@@ -1,0 +1,221 @@
+#include "bdn/store/pack_file.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "bdn/store/chunk_store.h"  // VerifyChunk
+
+namespace bdn::pack {
+namespace {
+
+// Moves `iov`/`count` past `n` transferred bytes.
+void Advance(struct iovec*& iov, int& count, size_t n) {
+  while (count > 0 && n >= iov->iov_len) {
+    n -= iov->iov_len;
+    ++iov;
+    --count;
+  }
+  if (count > 0) {
+    iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + n;
+    iov->iov_len -= n;
+  }
+}
+
+// Reads into `iov` (modified) from `offset` until full or end of file; returns bytes read or -1
+// with errno set.
+ssize_t PreadvFull(int fd, struct iovec* iov, int count, uint64_t offset) {
+  size_t total = 0;
+  while (count > 0) {
+    ssize_t n = ::preadv(fd, iov, count, static_cast<off_t>(offset + total));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (n == 0) break;
+    total += static_cast<size_t>(n);
+    Advance(iov, count, static_cast<size_t>(n));
+  }
+  return static_cast<ssize_t>(total);
+}
+
+ssize_t PreadFull(int fd, void* buf, size_t len, uint64_t offset) {
+  struct iovec iov = {buf, len};
+  return PreadvFull(fd, &iov, 1, offset);
+}
+
+Status PwriteAll(int fd, struct iovec* iov, int count, uint64_t offset, const std::string& what) {
+  uint64_t at = offset;
+  while (count > 0) {
+    ssize_t n = ::pwritev(fd, iov, count, static_cast<off_t>(at));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(what + ": write", errno);
+    }
+    at += static_cast<uint64_t>(n);
+    Advance(iov, count, static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+std::string InPack(std::string_view pack_what, uint64_t offset) {
+  return " in " + std::string(pack_what) + " at offset " + std::to_string(offset);
+}
+
+}  // namespace
+
+Result<PackWriter> PackWriter::Start(int fd, std::string what) {
+  auto header = EncodePackHeader();
+  struct iovec iov = {header.data(), header.size()};
+  BDN_RETURN_IF_ERROR(PwriteAll(fd, &iov, 1, 0, what));
+  return PackWriter(fd, std::move(what));
+}
+
+Result<BlobLocation> PackWriter::Append(const Digest& id, uint64_t raw_bytes, Codec codec,
+                                        std::span<const uint8_t> stored) {
+  if (sealed_) return Err(InternalError(what_ + ": append after seal"));
+  if (stored.size() > kMaxBlobBytes || raw_bytes > kMaxBlobBytes) {
+    return Err(InvalidArgumentError("chunk " + id.ToString() + ": " +
+                                    std::to_string(raw_bytes) + " bytes, too large for a pack"));
+  }
+  BlobLocation loc{id, end_, stored.size(), raw_bytes, codec};
+  auto header = EncodeRecordHeader(loc);
+  struct iovec iov[2] = {{header.data(), header.size()},
+                         {const_cast<uint8_t*>(stored.data()), stored.size()}};
+  Status s = PwriteAll(fd_, iov, stored.empty() ? 1 : 2, end_, what_);
+  if (!s.ok()) {
+    // A partial record must not stay behind the last whole one.
+    if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) {
+      // The next append or the footer overwrites it anyway; the scan stops at it.
+    }
+    return Err(s);
+  }
+  end_ = loc.end();
+  blobs_.push_back(loc);
+  return loc;
+}
+
+Status PackWriter::Seal() {
+  if (sealed_) return Status::Ok();
+  std::vector<uint8_t> footer = EncodeFooter(blobs_, end_);
+  struct iovec iov = {footer.data(), footer.size()};
+  BDN_RETURN_IF_ERROR(PwriteAll(fd_, &iov, 1, end_, what_));
+  end_ += footer.size();
+  sealed_ = true;
+  return Status::Ok();
+}
+
+Result<std::vector<BlobLocation>> ReadFooter(int fd, uint64_t file_bytes, std::string_view what) {
+  const std::string w(what);
+  uint8_t tail[kTrailerBytes];
+  if (file_bytes < kPackHeaderBytes + kTrailerBytes) {
+    return Err(CorruptionError(w + ": no valid trailer (file too short)"));
+  }
+  ssize_t n = PreadFull(fd, tail, sizeof tail, file_bytes - kTrailerBytes);
+  if (n < 0) return Err(ErrnoError(w + ": read", errno));
+  if (static_cast<size_t>(n) != sizeof tail) {
+    return Err(CorruptionError(w + ": no valid trailer (file shorter than its size)"));
+  }
+  BDN_ASSIGN_OR_RETURN(Trailer t, DecodeTrailer(tail, file_bytes, what));
+  std::vector<uint8_t> footer(file_bytes - t.footer_offset);
+  n = PreadFull(fd, footer.data(), footer.size(), t.footer_offset);
+  if (n < 0) return Err(ErrnoError(w + ": read", errno));
+  if (static_cast<size_t>(n) != footer.size()) {
+    return Err(CorruptionError(w + ": footer: file shorter than its size"));
+  }
+  return DecodeFooter(footer, t, what);
+}
+
+Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what) {
+  const std::string w(what);
+  ScanResult out;
+  uint8_t head[kPackHeaderBytes];
+  ssize_t n = PreadFull(fd, head, sizeof head, 0);
+  if (n < 0) return Err(ErrnoError(w + ": read", errno));
+  BDN_RETURN_IF_ERROR(CheckPackHeader(std::span<const uint8_t>(head, static_cast<size_t>(n)), what));
+  uint64_t at = kPackHeaderBytes;
+  out.valid_bytes = at;
+  std::vector<uint8_t> stored, raw;
+  while (at < file_bytes) {
+    uint8_t header[kRecordHeaderBytes];
+    n = PreadFull(fd, header, sizeof header, at);
+    if (n < 0) return Err(ErrnoError(w + ": read", errno));
+    if (static_cast<size_t>(n) < sizeof header) {
+      out.stop_reason = "record at offset " + std::to_string(at) + ": cut off";
+      break;
+    }
+    auto loc = DecodeRecordHeader(header, at, what);
+    if (!loc) {
+      out.stop_reason = loc.error().message().substr(w.size() + 2);
+      break;
+    }
+    if (loc->stored_bytes > file_bytes - loc->payload_offset() ||
+        loc->payload_offset() > file_bytes) {
+      out.stop_reason = "record at offset " + std::to_string(at) + ": cut off";
+      break;
+    }
+    stored.resize(loc->stored_bytes);
+    n = PreadFull(fd, stored.data(), stored.size(), loc->payload_offset());
+    if (n < 0) return Err(ErrnoError(w + ": read", errno));
+    if (static_cast<size_t>(n) != stored.size()) {
+      out.stop_reason = "record at offset " + std::to_string(at) + ": cut off";
+      break;
+    }
+    std::span<const uint8_t> bytes = stored;
+    if (loc->codec != Codec::kNone) {
+      raw.resize(loc->raw_bytes);
+      Status s = DecodeBlob(loc->codec, stored, raw, "record at offset " + std::to_string(at));
+      if (!s.ok()) {
+        out.stop_reason = s.message();
+        break;
+      }
+      bytes = raw;
+    }
+    if (Digest::Of(bytes) != loc->id) {
+      out.stop_reason = "record at offset " + std::to_string(at) + ": digest mismatch";
+      break;
+    }
+    out.blobs.push_back(*loc);
+    at = loc->end();
+    out.valid_bytes = at;
+  }
+  return out;
+}
+
+Result<std::vector<uint8_t>> ReadBlob(int fd, const BlobLocation& loc, std::string_view pack_what) {
+  const std::string chunk = "chunk " + loc.id.ToString();
+  uint8_t header[kRecordHeaderBytes];
+  std::vector<uint8_t> raw(loc.raw_bytes);
+  thread_local std::vector<uint8_t> scratch;
+  std::span<uint8_t> payload;
+  if (loc.codec == Codec::kNone) {
+    payload = raw;
+  } else {
+    if (scratch.size() < loc.stored_bytes) scratch.resize(loc.stored_bytes);
+    payload = std::span<uint8_t>(scratch.data(), loc.stored_bytes);
+  }
+  struct iovec iov[2] = {{header, sizeof header}, {payload.data(), payload.size()}};
+  ssize_t n = PreadvFull(fd, iov, payload.empty() ? 1 : 2, loc.offset);
+  if (n < 0) return Err(ErrnoError(chunk + ": read " + std::string(pack_what), errno));
+  if (static_cast<uint64_t>(n) != kRecordHeaderBytes + loc.stored_bytes) {
+    return Err(CorruptionError(chunk + ": " + std::string(pack_what) +
+                               " ends inside the record at offset " + std::to_string(loc.offset)));
+  }
+  auto got = DecodeRecordHeader(std::span<const uint8_t>(header, sizeof header), loc.offset, "");
+  if (!got || *got != loc) {
+    std::string why = !got ? got.error().message().substr(2) : "it describes another blob";
+    return Err(CorruptionError(chunk + ": damaged record header" + InPack(pack_what, loc.offset) +
+                               " (" + why + ")"));
+  }
+  if (loc.codec != Codec::kNone) {
+    Status s = DecodeBlob(loc.codec, payload, raw, chunk);
+    if (!s.ok()) return Err(CorruptionError(s.message() + InPack(pack_what, loc.offset)));
+  }
+  if (Status s = VerifyChunk(loc.id, raw); !s.ok()) {
+    return Err(CorruptionError(s.message() + InPack(pack_what, loc.offset)));
+  }
+  return raw;
+}
+
+}  // namespace bdn::pack

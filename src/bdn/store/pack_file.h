@@ -1,0 +1,86 @@
+// Reading and writing one pack file through a file descriptor (docs/format.md, "Packs"):
+// appending records and sealing, reading the footer, scanning the records of a pack whose footer
+// is missing or torn, and reading one blob, verified. No locking and no naming: the store above
+// decides which file, when to sync and who may write.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/digest/digest.h"
+#include "bdn/store/pack_format.h"
+
+namespace bdn::pack {
+
+// Appends blob records to a new pack file, then seals it with its footer. Not thread-safe: one
+// thread at a time per writer (the store hands each open pack to one writer thread at a time).
+class PackWriter {
+ public:
+  // Writes the pack header at offset 0 of `fd`, an empty file open for reading and writing.
+  // `what` names the file in messages ("pack /…/packs/0123….open").
+  // Errors: ErrnoError "`what`: write: …" (ENOSPC → FailedPrecondition).
+  static Result<PackWriter> Start(int fd, std::string what);
+
+  // Appends one record: `stored` is the encoded blob (the raw bytes for Codec::kNone), `raw_bytes`
+  // its decoded length, `id` the BLAKE3 of the decoded bytes (not checked here). One pwritev.
+  // Returns where the record went. On an error nothing is recorded, the file is cut back to the
+  // end of the last whole record, and later appends may still succeed.
+  // Errors: ErrnoError "`what`: write: …"; InvalidArgument if a length exceeds kMaxBlobBytes.
+  Result<BlobLocation> Append(const Digest& id, uint64_t raw_bytes, Codec codec,
+                              std::span<const uint8_t> stored);
+
+  // Writes the footer and trailer after the last record (EncodeFooter). Syncs nothing. After
+  // Seal, Append fails. Errors: ErrnoError "`what`: write: …".
+  Status Seal();
+
+  // Length of the file so far (header and whole records; with the footer once sealed).
+  uint64_t bytes() const { return end_; }
+  // Every record appended, in file order.
+  const std::vector<BlobLocation>& blobs() const { return blobs_; }
+  bool sealed() const { return sealed_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  PackWriter(int fd, std::string what) : fd_(fd), what_(std::move(what)) {}
+  int fd_;
+  std::string what_;
+  uint64_t end_ = kPackHeaderBytes;
+  std::vector<BlobLocation> blobs_;
+  bool sealed_ = false;
+};
+
+// Reads the trailer and footer of a sealed pack of `file_bytes` bytes. Errors: Corruption
+// "`what`: no valid trailer (…)" / "`what`: footer: …" for a pack whose writer never sealed it or
+// whose tail is torn or damaged (ScanRecords can still recover its whole records); ErrnoError on
+// I/O errors.
+Result<std::vector<BlobLocation>> ReadFooter(int fd, uint64_t file_bytes, std::string_view what);
+
+// The whole records at the start of a pack, found by ScanRecords.
+struct ScanResult {
+  std::vector<BlobLocation> blobs;  // in file order; each verified
+  uint64_t valid_bytes = 0;         // where the last whole record ends (kPackHeaderBytes if none)
+  std::string stop_reason;          // why the scan stopped before file_bytes; empty if it did not
+};
+
+// Reads records from just after the pack header until the end of the file or the first record
+// that is cut off, has a damaged header, does not decode, or whose decoded bytes do not hash to
+// its id: the torn tail of a pack whose writer died, or the footer of a sealed one (which does
+// not parse as a record). Reads every byte it accepts. Errors: Corruption "`what`: not a pack
+// (bad header)" when the pack header itself is damaged; ErrnoError on I/O errors.
+Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what);
+
+// Reads the blob at `loc` (one preadv of its record header and payload; an uncompressed payload is
+// read straight into the returned buffer), checks the record header matches `loc`, decodes, and
+// checks the bytes hash to loc.id. `pack_what` names the pack ("pack /…/0123….pack").
+// Errors: Corruption naming the chunk, the pack and the offset: "chunk b3:…: digest mismatch
+// (stored bytes hash to b3:…) in pack … at offset N", "chunk b3:…: damaged record header in pack
+// … at offset N (…)", "chunk b3:…: stored bytes do not decompress (…) in pack … at offset N",
+// "chunk b3:…: pack … ends inside the record at offset N"; ErrnoError "chunk b3:…: read pack …"
+// on I/O errors. Thread-safe (pread only).
+Result<std::vector<uint8_t>> ReadBlob(int fd, const BlobLocation& loc, std::string_view pack_what);
+
+}  // namespace bdn::pack

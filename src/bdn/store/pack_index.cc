@@ -1,0 +1,269 @@
+#include "bdn/store/pack_index.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace bdn::pack {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kIndexMagic[8] = {'B', 'D', 'N', 'P', 'I', 'D', 'X', '\x01'};
+constexpr size_t kChecksumBytes = 32;
+
+
+uint64_t TableBytes(uint64_t entries, uint64_t packs) {
+  return kIndexHeaderBytes + kIndexFanoutBytes + entries * kIndexEntryBytes + packs * 8 +
+         kChecksumBytes;
+}
+
+// Writes through a buffer while hashing everything written.
+class HashingWriter {
+ public:
+  HashingWriter(int fd, std::string what) : fd_(fd), what_(std::move(what)) { buf_.reserve(kBuf); }
+  Status Write(const uint8_t* p, size_t n) {
+    hasher_.Update(p, n);
+    while (n > 0) {
+      size_t k = std::min(n, kBuf - buf_.size());
+      buf_.insert(buf_.end(), p, p + k);
+      p += k;
+      n -= k;
+      if (buf_.size() == kBuf) BDN_RETURN_IF_ERROR(Flush());
+    }
+    return Status::Ok();
+  }
+  Status Finish() {
+    Digest sum = hasher_.Finalize();
+    buf_.insert(buf_.end(), sum.data(), sum.data() + Digest::kSize);
+    return Flush();
+  }
+
+ private:
+  static constexpr size_t kBuf = 1 << 20;
+  Status Flush() {
+    size_t off = 0;
+    while (off < buf_.size()) {
+      ssize_t n = ::write(fd_, buf_.data() + off, buf_.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError(what_ + ": write", errno);
+      }
+      off += static_cast<size_t>(n);
+    }
+    buf_.clear();
+    return Status::Ok();
+  }
+  int fd_;
+  std::string what_;
+  std::vector<uint8_t> buf_;
+  Blake3Hasher hasher_;
+};
+
+}  // namespace
+
+bool IndexOrder(const IndexedBlob& a, const IndexedBlob& b) {
+  if (a.loc.id != b.loc.id) return a.loc.id < b.loc.id;
+  if (a.pack != b.pack) return a.pack < b.pack;
+  return a.loc.offset < b.loc.offset;
+}
+
+Result<std::shared_ptr<const IndexTable>> IndexTable::Open(const fs::path& path) {
+  const std::string what = "index table " + path.string();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(ErrnoError(what, errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Err(ErrnoError(what, e));
+  }
+  const auto bytes = static_cast<uint64_t>(st.st_size);
+  if (bytes < TableBytes(0, 0)) {
+    ::close(fd);
+    return Err(CorruptionError(what + ": too short"));
+  }
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) return Err(ErrnoError(what + ": mmap", e));
+  std::shared_ptr<IndexTable> t(new IndexTable());
+  t->path_ = path;
+  t->map_ = static_cast<const uint8_t*>(map);
+  t->map_bytes_ = bytes;
+  const uint8_t* h = t->map_;
+  Digest check = Digest::Of(std::span<const uint8_t>(h, 32));
+  if (std::memcmp(h, kIndexMagic, 8) != 0 || std::memcmp(check.data(), h + 32, 32) != 0) {
+    return Err(CorruptionError(what + ": bad header"));
+  }
+  t->count_ = GetU64(h + 8);
+  uint64_t pack_count = GetU64(h + 16);
+  if (t->count_ > bytes / kIndexEntryBytes || pack_count > bytes / 8 ||
+      TableBytes(t->count_, pack_count) != bytes) {
+    return Err(CorruptionError(what + ": length does not match its counts"));
+  }
+  uint64_t prev = 0;
+  for (int b = 0; b < 256; ++b) {
+    uint64_t f = t->Fanout(b);
+    if (f < prev || f > t->count_) return Err(CorruptionError(what + ": bad fan-out"));
+    prev = f;
+  }
+  if (prev != t->count_) return Err(CorruptionError(what + ": bad fan-out"));
+  const uint8_t* packs = h + kIndexHeaderBytes + kIndexFanoutBytes + t->count_ * kIndexEntryBytes;
+  t->packs_.reserve(pack_count);
+  for (uint64_t i = 0; i < pack_count; ++i) {
+    uint64_t p = GetU64(packs + 8 * i);
+    if (i > 0 && p <= t->packs_.back()) return Err(CorruptionError(what + ": packs out of order"));
+    t->packs_.push_back(p);
+  }
+  ::madvise(map, bytes, MADV_RANDOM);
+  return std::shared_ptr<const IndexTable>(std::move(t));
+}
+
+IndexTable::~IndexTable() {
+  if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), map_bytes_);
+}
+
+uint64_t IndexTable::Fanout(int b) const {
+  return GetU64(map_ + kIndexHeaderBytes + 8 * static_cast<size_t>(b));
+}
+
+bool IndexTable::IdEquals(uint64_t i, const Digest& id) const {
+  return std::memcmp(map_ + kIndexHeaderBytes + kIndexFanoutBytes + i * kIndexEntryBytes,
+                     id.data(), Digest::kSize) == 0;
+}
+
+uint64_t IndexTable::LowerBound(const Digest& id, uint64_t lo, uint64_t hi) const {
+  const uint8_t* entries = map_ + kIndexHeaderBytes + kIndexFanoutBytes;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (std::memcmp(entries + mid * kIndexEntryBytes, id.data(), Digest::kSize) < 0) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+IndexedBlob IndexTable::At(uint64_t i) const {
+  const uint8_t* p = map_ + kIndexHeaderBytes + kIndexFanoutBytes + i * kIndexEntryBytes;
+  IndexedBlob b;
+  std::array<uint8_t, Digest::kSize> id;
+  std::memcpy(id.data(), p, Digest::kSize);
+  b.loc.id = Digest(id);
+  b.pack = GetU64(p + 32);
+  b.loc.offset = GetU64(p + 40);
+  b.loc.stored_bytes = GetU64(p + 48);
+  uint64_t raw = GetU64(p + 56);
+  b.loc.raw_bytes = raw & ((uint64_t{1} << 56) - 1);
+  b.loc.codec = static_cast<Codec>(raw >> 56);
+  return b;
+}
+
+Status IndexTable::VerifyChecksum() const {
+  Digest sum = Digest::Of(std::span<const uint8_t>(map_, map_bytes_ - kChecksumBytes));
+  if (std::memcmp(sum.data(), map_ + map_bytes_ - kChecksumBytes, kChecksumBytes) != 0) {
+    return CorruptionError("index table " + path_.string() + ": checksum mismatch");
+  }
+  return Status::Ok();
+}
+
+Result<fs::path> WriteIndexTable(const fs::path& dir, std::vector<IndexedBlob> blobs,
+                                 std::vector<uint64_t> packs, bool durable) {
+  std::sort(blobs.begin(), blobs.end(), IndexOrder);
+  blobs.erase(std::unique(blobs.begin(), blobs.end(),
+                          [](const IndexedBlob& a, const IndexedBlob& b) {
+                            return a.loc.id == b.loc.id && a.pack == b.pack &&
+                                   a.loc.offset == b.loc.offset;
+                          }),
+              blobs.end());
+  std::sort(packs.begin(), packs.end());
+  packs.erase(std::unique(packs.begin(), packs.end()), packs.end());
+  const std::string name = Hex16(RandomId()) + ".idx";
+  const fs::path final_path = dir / name;
+  const fs::path tmp = dir / (".tmp-" + name);
+  const std::string what = "index table " + final_path.string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Err(ErrnoError(what + ": create " + tmp.string(), errno));
+  auto fail = [&](Status s) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Err(std::move(s));
+  };
+  HashingWriter w(fd, what);
+  uint8_t header[kIndexHeaderBytes] = {};
+  std::memcpy(header, kIndexMagic, 8);
+  PutU64(header + 8, blobs.size());
+  PutU64(header + 16, packs.size());
+  Digest check = Digest::Of(std::span<const uint8_t>(header, 32));
+  std::memcpy(header + 32, check.data(), 32);
+  if (Status s = w.Write(header, sizeof header); !s.ok()) return fail(s);
+  uint8_t fanout[kIndexFanoutBytes];
+  size_t k = 0;
+  for (int b = 0; b < 256; ++b) {
+    while (k < blobs.size() && blobs[k].loc.id.data()[0] <= b) ++k;
+    PutU64(fanout + 8 * b, k);
+  }
+  if (Status s = w.Write(fanout, sizeof fanout); !s.ok()) return fail(s);
+  for (const IndexedBlob& b : blobs) {
+    uint8_t e[kIndexEntryBytes];
+    std::memcpy(e, b.loc.id.data(), Digest::kSize);
+    PutU64(e + 32, b.pack);
+    PutU64(e + 40, b.loc.offset);
+    PutU64(e + 48, b.loc.stored_bytes);
+    PutU64(e + 56, b.loc.raw_bytes | (static_cast<uint64_t>(b.loc.codec) << 56));
+    if (Status s = w.Write(e, sizeof e); !s.ok()) return fail(s);
+  }
+  for (uint64_t p : packs) {
+    uint8_t e[8];
+    PutU64(e, p);
+    if (Status s = w.Write(e, sizeof e); !s.ok()) return fail(s);
+  }
+  if (Status s = w.Finish(); !s.ok()) return fail(s);
+  if (durable && ::fdatasync(fd) != 0) return fail(ErrnoError(what + ": fdatasync", errno));
+  if (::close(fd) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return Err(ErrnoError(what + ": close", e));
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return Err(ErrnoError(what + ": rename", e));
+  }
+  return final_path;
+}
+
+uint64_t RandomId() {
+  uint64_t v = 0;
+  while (::getrandom(&v, sizeof v, 0) != sizeof v) {
+  }
+  return v;
+}
+
+std::string Hex16(uint64_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, n >>= 4) s[static_cast<size_t>(i)] = kDigits[n & 15];
+  return s;
+}
+
+std::optional<uint64_t> ParseHex16Name(std::string_view name, std::string_view suffix) {
+  if (name.size() != 16 + suffix.size() || !name.ends_with(suffix)) return std::nullopt;
+  uint64_t v = 0;
+  for (size_t i = 0; i < 16; ++i) {
+    char c = name[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+}  // namespace bdn::pack

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""A second, independent implementation of the pack format of docs/format.md ("Packs"), for the
+integration tests: it reads the footers of a store's packs and writes sealed packs of its own,
+which bdn must then read like its own. BLAKE3 comes from b3sum.
+
+  packs.py list STORE          every blob of every sealed pack, one line each:
+                               <pack path> <record offset> <payload offset> <stored> <raw> <codec> <id hex>
+  packs.py find STORE HEX      the line of one blob (exit 1 if no sealed pack holds it)
+  packs.py write PACK FILE...  writes PACK, a sealed pack holding each FILE's bytes (codec none)
+  packs.py extract STORE HEX OUT
+                               moves blob HEX out of the store: its pack is rewritten without it,
+                               OUT (named <16 hex>.pack) becomes a pack of that blob alone, and the
+                               store's index tables are deleted (bdn rebuilds them)
+"""
+import os
+import struct
+import subprocess
+import sys
+
+PACK_MAGIC = b"BDNPACK\0"
+RECORD_MAGIC = b"BDNR"
+TRAILER_MAGIC = b"BDNPEND\x01"
+CODECS = {0: "none", 1: "zstd"}
+
+
+def b3(data: bytes) -> bytes:
+    out = subprocess.run(["b3sum", "--no-names", "--raw"], input=data, capture_output=True, check=True)
+    return out.stdout[:32]
+
+
+def read_footer(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != PACK_MAGIC or struct.unpack_from("<I", data, 8)[0] != 1:
+        raise ValueError(f"{path}: not a version 1 pack")
+    trailer = data[-64:]
+    if trailer[24:32] != TRAILER_MAGIC:
+        raise ValueError(f"{path}: no trailer")
+    footer_offset, count = struct.unpack_from("<QQ", trailer, 0)
+    footer = data[footer_offset:]
+    if len(footer) != count * 64 + 64 or b3(footer[:-32]) != footer[-32:]:
+        raise ValueError(f"{path}: footer checksum mismatch")
+    entries = []
+    for i in range(count):
+        e = footer[i * 64:(i + 1) * 64]
+        blob_id = e[:32]
+        offset, stored, raw = struct.unpack_from("<QQQ", e, 32)
+        codec = CODECS[e[56]]
+        # The record header repeats the entry and checks itself.
+        h = data[offset:offset + 64]
+        assert h[:4] == RECORD_MAGIC and h[24:56] == blob_id and b3(h[:56])[:8] == h[56:64], path
+        assert struct.unpack_from("<QQ", h, 8) == (stored, raw) and h[4] == e[56], path
+        entries.append((offset, offset + 64, stored, raw, codec, blob_id.hex()))
+    return entries
+
+
+def sealed_packs(store):
+    d = os.path.join(store, "packs")
+    return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".pack"))
+
+
+def list_store(store):
+    for p in sealed_packs(store):
+        for e in read_footer(p):
+            yield (p,) + e
+
+
+def record_header(blob_id, stored, raw, codec):
+    h = RECORD_MAGIC + bytes([codec, 0, 0, 0]) + struct.pack("<QQ", stored, raw) + blob_id
+    return h + b3(h)[:8]
+
+
+def read_records(path):
+    """(id, codec number, raw length, stored bytes) of every record, in pack order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    codec_numbers = {v: k for k, v in CODECS.items()}
+    return [(bytes.fromhex(h), codec_numbers[codec], raw, data[payload:payload + stored])
+            for _, payload, stored, raw, codec, h in read_footer(path)]
+
+
+def write_records(path, records):
+    out = bytearray(PACK_MAGIC + struct.pack("<II", 1, 0))
+    entries = []
+    for blob_id, codec, raw, stored in records:
+        entries.append((blob_id, len(out), len(stored), raw, codec))
+        out += record_header(blob_id, len(stored), raw, codec) + stored
+    footer_offset = len(out)
+    footer = bytearray()
+    for blob_id, offset, stored, raw, codec in entries:
+        footer += blob_id + struct.pack("<QQQ", offset, stored, raw) + bytes([codec]) + bytes(7)
+    footer += struct.pack("<QQ", footer_offset, len(entries)) + bytes(8) + TRAILER_MAGIC
+    footer += b3(bytes(footer))
+    with open(path, "wb") as f:
+        f.write(out + footer)
+
+
+def write_pack(path, files):
+    records = []
+    for name in files:
+        with open(name, "rb") as f:
+            blob = f.read()
+        records.append((b3(blob), 0, len(blob), blob))
+    write_records(path, records)
+
+
+def extract(store, hexid, out):
+    for pack in sealed_packs(store):
+        records = read_records(pack)
+        if any(r[0].hex() == hexid for r in records):
+            write_records(pack + ".tmp", [r for r in records if r[0].hex() != hexid])
+            os.replace(pack + ".tmp", pack)
+            write_records(out, [r for r in records if r[0].hex() == hexid][:1])
+            index = os.path.join(store, "index")
+            for n in os.listdir(index):
+                if n.endswith(".idx"):
+                    os.remove(os.path.join(index, n))
+            return 0
+    return 1
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "list":
+        for row in list_store(sys.argv[2]):
+            print(*row)
+    elif cmd == "find":
+        for row in list_store(sys.argv[2]):
+            if row[-1] == sys.argv[3]:
+                print(*row)
+                return 0
+        return 1
+    elif cmd == "write":
+        write_pack(sys.argv[2], sys.argv[3:])
+    elif cmd == "extract":
+        return extract(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        raise SystemExit(f"unknown command {cmd}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
