@@ -23,5 +23,8 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv);
 void AddServerFlags(CLI::App& app, Invocation& inv);
 // bdn mounts apply|lock.
 void AddMountsFlags(CLI::App& app, Invocation& inv);
+// bdn store migrate|rebuild-index|stats. `home` and `json` are main's --home and --json, read
+// when the command runs.
+void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, const bool& json);
 
 }  // namespace bdn::app

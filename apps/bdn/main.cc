@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   bdn::app::AddVolumeFlags(app, inv);
   bdn::app::AddServerFlags(app, inv);
   bdn::app::AddMountsFlags(app, inv);
+  bdn::app::AddStoreFlags(app, inv, home, json);
   std::string remote;
   app.add_option("--remote", remote, "origin URL (bdn serve); default $BDN_REMOTE")
       ->envname("BDN_REMOTE");

@@ -272,8 +272,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data));
   (void)lock_fd;
 
-  LocalChunkStore::Options store_options;
-  store_options.migrate_command = "bdn store migrate --data " + data.string();
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, cli::LocalStoreOptions(data));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> store,
                        LocalChunkStore::Open(data / "store", store_options));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,

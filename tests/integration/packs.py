@@ -11,8 +11,11 @@ which bdn must then read like its own. BLAKE3 comes from b3sum.
                                moves blob HEX out of the store: its pack is rewritten without it,
                                OUT (named <16 hex>.pack) becomes a pack of that blob alone, and the
                                store's index tables are deleted (bdn rebuilds them)
+  packs.py unpack STORE        rewrites STORE in the old one-file-per-chunk layout (before packs):
+                               every blob as chunks/<2 hex>/<64 hex>, raw; packs/ and index/ removed
 """
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -119,6 +122,23 @@ def extract(store, hexid, out):
     return 1
 
 
+def unpack(store):
+    for pack in sealed_packs(store):
+        for blob_id, codec, raw, stored in read_records(pack):
+            if codec == 1:
+                stored = subprocess.run(["zstd", "-d", "-c"], input=stored, capture_output=True,
+                                        check=True).stdout
+            assert len(stored) == raw and b3(stored) == blob_id, pack
+            d = os.path.join(store, "chunks", blob_id.hex()[:2])
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, blob_id.hex()), "wb") as f:
+                f.write(stored)
+    for sub in ("packs", "index"):
+        shutil.rmtree(os.path.join(store, sub))
+    os.makedirs(os.path.join(store, "tmp"), exist_ok=True)
+    return 0
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "list":
@@ -132,6 +152,8 @@ def main():
         return 1
     elif cmd == "write":
         write_pack(sys.argv[2], sys.argv[3:])
+    elif cmd == "unpack":
+        return unpack(sys.argv[2])
     elif cmd == "extract":
         return extract(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

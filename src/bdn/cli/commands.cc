@@ -116,11 +116,7 @@ Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
   Context ctx;
   ctx.home = home;
   ctx.json = json_output;
-  // BDN_SYNC=0 skips waiting for the disk before a commit: for scratch stores and benchmarks.
-  const char* sync = std::getenv("BDN_SYNC");
-  LocalChunkStore::Options store_options;
-  if (sync && std::string(sync) == "0") store_options.durability = LocalChunkStore::Durability::kNone;
-  store_options.migrate_command = "bdn store migrate --data " + home.string();
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(home));
   BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store", store_options));
   ctx.store = std::move(store);
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,

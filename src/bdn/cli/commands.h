@@ -17,6 +17,7 @@
 #include "bdn/registry/registry.h"
 #include "bdn/remote/retry.h"
 #include "bdn/store/chunk_store.h"
+#include "bdn/store/local_chunk_store.h"
 
 namespace bdn::cli {
 
@@ -30,7 +31,15 @@ struct Context {
   std::shared_ptr<remote::RetryBudget> retry_budget;
 };
 
-// Opens the embedded store under `home`: home/store (chunks) and home/registry.db, all private
+// Options of the local pack store of the data directory `data` (data/store: the embedded store's
+// home, or bdn serve's --data): BDN_SYNC=0 turns fdatasync off (scratch stores, benchmarks);
+// BDN_ZSTD_MIN_SAVING (a fraction in [0, 1], default 0.1; 1 stores every blob raw) is the least
+// saving for which a blob is stored zstd-compressed; an old layout is refused naming
+// `bdn store migrate --data <data>`.
+// Errors: InvalidArgument "BDN_ZSTD_MIN_SAVING \"…\": …" for a value that is not such a number.
+Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& data);
+
+// Opens the embedded store under `home`: home/store (packs) and home/registry.db, all private
 // to the owner (directories 0700, files 0600; existing ones with group or other bits are
 // tightened with a warning); its commits run the commit check (CommitCheckingRegistry).
 // Errors: Internal/PermissionDenied naming the path.
@@ -53,6 +62,17 @@ bool ResultPrinted();
 
 // The default $BDN_HOME: $BDN_HOME, else $XDG_DATA_HOME/bdn, else ~/.local/share/bdn.
 std::filesystem::path DefaultHome();
+
+// bdn store migrate|rebuild-index|stats: maintenance of the local pack store of the data
+// directory `data` (an embedded store's home, or bdn serve's --data). Text or JSON on stdout.
+// Migrate converts a store of the old one-file-per-chunk layout (MigrateOldLayout), with a
+// progress display on stderr; rebuild-index rewrites the index from the pack footers; stats
+// counts packs, blobs and bytes (reads every footer).
+// Errors: those of LocalChunkStore::Open (an old layout, except for migrate), MigrateOldLayout,
+// RebuildIndex and Stats.
+Status StoreMigrate(const std::filesystem::path& data, bool json);
+Status StoreRebuildIndex(const std::filesystem::path& data, bool json);
+Status StoreStats(const std::filesystem::path& data, bool json);
 
 // Exit code for a Status: 0 ok, 2 invalid argument, 3 not found, 4 conflict/already exists,
 // 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.

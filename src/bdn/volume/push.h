@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bdn/base/status.h"
+#include "bdn/base/transfer_counters.h"
 #include "bdn/chunk/chunker.h"
 #include "bdn/format/manifest.h"
 #include "bdn/format/ref.h"
@@ -16,15 +17,6 @@
 #include "bdn/store/chunk_store.h"
 
 namespace bdn {
-
-// Live counters for progress display; written by the operation, read by any thread.
-struct TransferCounters {
-  std::atomic<uint64_t> bytes_total{0};
-  std::atomic<uint64_t> bytes_done{0};
-  std::atomic<uint64_t> files_total{0};
-  std::atomic<uint64_t> files_done{0};
-  std::atomic<uint64_t> bytes_uploaded{0};
-};
 
 struct SealOptions {
   ChunkerParams chunker = ChunkerParams::Default();

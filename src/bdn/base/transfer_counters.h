@@ -1,0 +1,19 @@
+// TransferCounters: live counters of a long operation (push, pull, store migration) for a progress
+// display.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace bdn {
+
+// Live counters for progress display; written by the operation, read by any thread.
+struct TransferCounters {
+  std::atomic<uint64_t> bytes_total{0};
+  std::atomic<uint64_t> bytes_done{0};
+  std::atomic<uint64_t> files_total{0};
+  std::atomic<uint64_t> files_done{0};
+  std::atomic<uint64_t> bytes_uploaded{0};
+};
+
+}  // namespace bdn

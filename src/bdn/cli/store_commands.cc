@@ -1,0 +1,126 @@
+// bdn store migrate|rebuild-index|stats, and the options every opener of a local pack store uses.
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "bdn/base/units.h"
+#include "bdn/cli/commands.h"
+#include "bdn/cli/output.h"
+#include "bdn/cli/progress.h"
+#include "bdn/store/migrate.h"
+
+namespace bdn::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void PrintResult(const json& j) { std::printf("%s\n", JsonText(j).c_str()); }
+
+Result<std::unique_ptr<LocalChunkStore>> OpenStore(const fs::path& data) {
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
+  return LocalChunkStore::Open(data / "store", options);
+}
+
+}  // namespace
+
+Result<LocalChunkStore::Options> LocalStoreOptions(const fs::path& data) {
+  LocalChunkStore::Options o;
+  if (const char* sync = std::getenv("BDN_SYNC"); sync && std::string(sync) == "0") {
+    o.durability = LocalChunkStore::Durability::kNone;
+  }
+  if (const char* v = std::getenv("BDN_ZSTD_MIN_SAVING"); v && *v) {
+    char* end = nullptr;
+    double f = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(f >= 0.0 && f <= 1.0)) {
+      return Err(InvalidArgumentError(std::string("BDN_ZSTD_MIN_SAVING \"") + v +
+                                      "\": not a fraction between 0 and 1"));
+    }
+    o.codec.min_saving = f;
+  }
+  o.migrate_command = "bdn store migrate --data " + data.string();
+  return o;
+}
+
+Status StoreMigrate(const fs::path& data, bool json_output) {
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
+  const fs::path root = data / "store";
+  TransferCounters counters;
+  Result<MigrationReport> r;
+  {
+    ProgressReporter progress("migrate", counters);
+    r = MigrateOldLayout(root, options, &counters);
+  }
+  if (!r) return r.error();
+  if (json_output) {
+    PrintResult({{"store", root.string()},
+                 {"migrated", r->was_old_layout},
+                 {"blobs", r->blobs},
+                 {"bytes", r->bytes},
+                 {"corrupt", r->corrupt},
+                 {"ignored", r->ignored}});
+    return Status::Ok();
+  }
+  if (!r->was_old_layout) {
+    std::printf("store %s: already in the pack layout, nothing to migrate\n", root.c_str());
+    return Status::Ok();
+  }
+  std::printf("store %s: %llu chunk files (%s) moved into packs\n", root.c_str(),
+              static_cast<unsigned long long>(r->blobs), FormatBytes(r->bytes).c_str());
+  if (r->corrupt > 0) {
+    std::printf("%llu chunk files did not match their digest and were moved to %s\n",
+                static_cast<unsigned long long>(r->corrupt), (root / "corrupt").c_str());
+  }
+  if (r->ignored > 0) {
+    std::printf("%llu files that are not chunks were kept in %s\n",
+                static_cast<unsigned long long>(r->ignored), (root / "chunks.not-migrated").c_str());
+  }
+  return Status::Ok();
+}
+
+Status StoreRebuildIndex(const fs::path& data, bool json_output) {
+  BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
+  BDN_ASSIGN_OR_RETURN(IndexRebuildReport r, store->RebuildIndex());
+  if (json_output) {
+    PrintResult({{"store", store->root().string()},
+                 {"packs", r.packs},
+                 {"blobs", r.blobs},
+                 {"packs_repaired", r.packs_repaired},
+                 {"tables_replaced", r.tables_replaced}});
+    return Status::Ok();
+  }
+  std::printf("store %s: index rebuilt from %llu packs (%llu blobs)", store->root().c_str(),
+              static_cast<unsigned long long>(r.packs), static_cast<unsigned long long>(r.blobs));
+  if (r.packs_repaired > 0) {
+    std::printf("; %llu packs without a valid footer sealed again",
+                static_cast<unsigned long long>(r.packs_repaired));
+  }
+  std::printf("\n");
+  return Status::Ok();
+}
+
+Status StoreStats(const fs::path& data, bool json_output) {
+  BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
+  BDN_ASSIGN_OR_RETURN(::bdn::StoreStats s, store->Stats());
+  if (json_output) {
+    PrintResult({{"store", store->root().string()},
+                 {"packs", s.packs},
+                 {"pack_bytes", s.pack_bytes},
+                 {"blobs", s.blobs},
+                 {"raw_bytes", s.raw_bytes},
+                 {"stored_bytes", s.stored_bytes},
+                 {"zstd_blobs", s.zstd_blobs},
+                 {"index_tables", s.index_tables}});
+    return Status::Ok();
+  }
+  std::printf("store %s\n", store->root().c_str());
+  std::printf("packs:        %llu (%s)\n", static_cast<unsigned long long>(s.packs),
+              FormatBytes(s.pack_bytes).c_str());
+  std::printf("blobs:        %llu (%s raw, %s stored; %llu with zstd)\n",
+              static_cast<unsigned long long>(s.blobs), FormatBytes(s.raw_bytes).c_str(),
+              FormatBytes(s.stored_bytes).c_str(), static_cast<unsigned long long>(s.zstd_blobs));
+  std::printf("index tables: %llu\n", static_cast<unsigned long long>(s.index_tables));
+  return Status::Ok();
+}
+
+}  // namespace bdn::cli

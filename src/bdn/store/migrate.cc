@@ -1,0 +1,155 @@
+#include "bdn/store/migrate.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+#include <vector>
+
+#include "bdn/base/thread_pool.h"
+
+namespace bdn {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kThreads = 8;
+
+struct OldFile {
+  fs::path path;
+  Digest id;
+  uint64_t bytes = 0;
+};
+
+Result<std::vector<uint8_t>> ReadWhole(const fs::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(ErrnoError("chunk file " + p.string(), errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Err(ErrnoError("chunk file " + p.string(), e));
+  }
+  std::vector<uint8_t> buf(static_cast<size_t>(st.st_size));
+  size_t off = 0;
+  while (off < buf.size()) {
+    ssize_t n = ::read(fd, buf.data() + off, buf.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return Err(ErrnoError("chunk file " + p.string() + ": read", e));
+    }
+    if (n == 0) break;
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  buf.resize(off);
+  return buf;
+}
+
+}  // namespace
+
+Result<MigrationReport> MigrateOldLayout(const fs::path& root, LocalChunkStore::Options options,
+                                         TransferCounters* progress, uint64_t batch_bytes) {
+  MigrationReport report;
+  const fs::path chunks = root / "chunks";
+  std::error_code ec;
+  if (!fs::is_directory(chunks, ec)) return report;
+  report.was_old_layout = true;
+
+  // The files to move, listed first so that progress has totals.
+  std::vector<OldFile> files;
+  for (auto it = fs::recursive_directory_iterator(chunks, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_directory()) continue;
+    auto id = Digest::Parse(it->path().filename().string());
+    if (!id || it->path().parent_path().filename() != id->Hex().substr(0, 2)) {
+      ++report.ignored;
+      continue;
+    }
+    std::error_code size_ec;
+    uint64_t bytes = it->file_size(size_ec);
+    files.push_back({it->path(), *id, size_ec ? 0 : bytes});
+  }
+  if (ec) return Err(ErrnoError("chunk store " + root.string() + ": list chunks/", ec.value()));
+  if (progress) {
+    progress->files_total = files.size();
+    for (const OldFile& f : files) progress->bytes_total += f.bytes;
+  }
+
+  options.allow_old_layout = true;
+  BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(root, options));
+  std::mutex mu;
+  Status failed;
+  size_t next = 0;
+  while (next < files.size()) {
+    size_t end = next;
+    uint64_t batch = 0;
+    while (end < files.size() && (end == next || batch < batch_bytes)) {
+      batch += files[end++].bytes;
+    }
+    std::vector<char> stored(end - next, 0);
+    ParallelFor(end - next, kThreads, [&](size_t k) {
+      const OldFile& f = files[next + k];
+      auto bytes = ReadWhole(f.path);
+      Status s;
+      if (!bytes) {
+        s = bytes.error();
+      } else if (Digest::Of(*bytes) != f.id) {
+        // As the old store did with a chunk that failed its read: kept aside, reported.
+        fs::path bad = root / "corrupt" / f.id.Hex();
+        std::error_code mk;
+        fs::create_directories(bad.parent_path(), mk);
+        if (::rename(f.path.c_str(), bad.c_str()) != 0) {
+          s = ErrnoError("chunk file " + f.path.string() + ": move to " + bad.string(), errno);
+        } else {
+          std::lock_guard l(mu);
+          ++report.corrupt;
+        }
+      } else {
+        s = store->Put(f.id, *bytes);
+        if (s.ok()) stored[k] = 1;
+      }
+      std::lock_guard l(mu);
+      if (!s.ok() && failed.ok()) failed = s;
+      if (progress) {
+        ++progress->files_done;
+        progress->bytes_done += f.bytes;
+      }
+    });
+    BDN_RETURN_IF_ERROR(failed);
+    // Durable, and readable back, before the old copies go.
+    BDN_RETURN_IF_ERROR(store->Sync());
+    ParallelFor(end - next, kThreads, [&](size_t k) {
+      if (!stored[k]) return;
+      const OldFile& f = files[next + k];
+      auto back = store->Get(f.id);
+      Status s = back ? Status::Ok() : back.error();
+      if (s.ok() && ::unlink(f.path.c_str()) != 0 && errno != ENOENT) {
+        s = ErrnoError("chunk file " + f.path.string() + ": remove", errno);
+      }
+      std::lock_guard l(mu);
+      if (!s.ok() && failed.ok()) failed = s;
+      if (s.ok()) {
+        ++report.blobs;
+        report.bytes += f.bytes;
+      }
+    });
+    BDN_RETURN_IF_ERROR(failed);
+    next = end;
+  }
+  if (report.ignored > 0) {
+    // Not blobs: kept, out of the way of the layout check.
+    if (::rename(chunks.c_str(), (root / "chunks.not-migrated").c_str()) != 0) {
+      return Err(ErrnoError("chunk store " + root.string() + ": rename chunks/", errno));
+    }
+  }
+  fs::remove_all(chunks, ec);
+  if (ec) return Err(ErrnoError("chunk store " + root.string() + ": remove chunks/", ec.value()));
+  fs::remove_all(root / "tmp", ec);
+  return report;
+}
+
+}  // namespace bdn

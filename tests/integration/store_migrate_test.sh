@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Stores of the old one-file-per-chunk layout: every command on one (embedded, and bdn serve's
+# data directory) fails naming `bdn store migrate`; the migration converts it in place and every
+# version reads back byte for byte. The old-layout fixture is written by packs.py unpack from a
+# store pushed by bdn (each blob as store/chunks/<2 hex>/<64 hex>, raw, exactly as the store
+# before packs wrote it). Also: `bdn store rebuild-index` after the index is deleted, and
+# `bdn store stats`.
+source "$(dirname "$0")/lib.sh"
+PACKS="$(dirname "$0")/packs.py"
+
+step "two versions pushed, then the store rewritten in the old layout"
+mkdir -p "$WORK/v1/sub" "$WORK/v2"
+head -c 5000000 /dev/urandom > "$WORK/v1/weights.bin"
+python3 -c 'import sys; sys.stdout.write("{\"layer\": 1}\n" * 20000)' > "$WORK/v1/config.json"
+printf 'small\n' > "$WORK/v1/sub/small.txt"
+: > "$WORK/v1/sub/empty"
+cp -a "$WORK/v1/." "$WORK/v2/"
+head -c 2000000 /dev/urandom >> "$WORK/v2/weights.bin"
+ref1=$("$BDN" volume push "$WORK/v1" bdn:test/migrate)
+ref2=$("$BDN" volume push "$WORK/v2" bdn:test/migrate)
+python3 "$PACKS" unpack "$BDN_HOME/store"
+[ -d "$BDN_HOME/store/chunks" ] && [ ! -e "$BDN_HOME/store/packs" ] || fail "no old layout written"
+old_files=$(find "$BDN_HOME/store/chunks" -type f | wc -l)
+
+step "every command refuses the old layout, naming the command that converts it"
+want="bdn: error: chunk store $BDN_HOME/store: in the old one-file-per-chunk layout (chunks/); convert it with: bdn store migrate --data $BDN_HOME"
+run_fails 8 "$want" "$BDN" volume ls bdn:test/migrate
+run_fails 8 "$want" "$BDN" volume verify "$ref1"
+run_fails 8 "$want" "$BDN" volume push "$WORK/v1" bdn:test/other
+run_fails 8 "$want" "$BDN" volume mount "$ref1" "$WORK/mnt"
+run_fails 8 "$want" "$BDN" store rebuild-index
+run_fails 8 "$want" "$BDN" store stats
+out=$("$BDN" --json volume ls bdn:test/migrate 2>/dev/null) && fail "ls --json passed"
+assert_eq failed_precondition "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <<<"$out")" "JSON error code"
+
+step "bdn store migrate converts it in place; every version reads back"
+out=$("$BDN" store migrate 2>/dev/null)
+assert_contains "$out" "store $BDN_HOME/store: $old_files chunk files ("
+assert_contains "$out" ") moved into packs"
+[ ! -e "$BDN_HOME/store/chunks" ] || fail "chunks/ left behind"
+[ -n "$(find "$BDN_HOME/store/packs" -name '*.pack')" ] || fail "no packs written"
+for ref in "$ref1" "$ref2"; do "$BDN" volume verify "$ref" >/dev/null || fail "verify $ref"; done
+"$BDN" volume pull "$ref1" "$WORK/out1" >/dev/null
+"$BDN" volume pull "$ref2" "$WORK/out2" >/dev/null
+assert_eq "$(tree_listing "$WORK/v1")" "$(tree_listing "$WORK/out1")" "version 1 after migration"
+assert_eq "$(tree_listing "$WORK/v2")" "$(tree_listing "$WORK/out2")" "version 2 after migration"
+out=$("$BDN" store migrate)
+assert_eq "store $BDN_HOME/store: already in the pack layout, nothing to migrate" "$out" "second migrate"
+assert_eq false "$("$BDN" --json store migrate | json_field migrated)" "second migrate --json"
+
+step "rebuild-index after the index is deleted; stats"
+stats=$("$BDN" --json store stats)
+blobs=$(json_field blobs <<<"$stats")
+assert_eq "$old_files" "$blobs" "blobs in packs"
+[ "$(json_field zstd_blobs <<<"$stats")" -ge 1 ] || fail "config.json was not compressed"
+rm -rf "$BDN_HOME/store/index"
+out=$("$BDN" --json store rebuild-index)
+assert_eq "$blobs" "$(json_field blobs <<<"$out")" "blobs indexed"
+assert_eq "$(json_field packs <<<"$stats")" "$(json_field packs <<<"$out")" "packs indexed"
+for ref in "$ref1" "$ref2"; do "$BDN" volume verify "$ref" >/dev/null || fail "verify $ref after rebuild"; done
+
+step "bdn serve refuses an old-layout data directory, and serves it once migrated"
+start_origin
+"$BDN" volume push "$WORK/v1" bdn:test/served >/dev/null
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+python3 "$PACKS" unpack "$WORK/srv/store"
+unset BDN_REMOTE
+run_fails 8 "bdn: error: chunk store $WORK/srv/store: in the old one-file-per-chunk layout (chunks/); convert it with: bdn store migrate --data $WORK/srv" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+"$BDN" store migrate --data "$WORK/srv" >/dev/null 2>&1
+start_origin
+"$BDN" volume pull bdn:test/served "$WORK/out3" >/dev/null
+assert_eq "$(tree_listing "$WORK/v1")" "$(tree_listing "$WORK/out3")" "served version after migration"
+echo "PASS"
