@@ -30,19 +30,24 @@ assert_private() {
 mkdir -p "$WORK/src/sub"
 python3 -c 'import random,sys; r=random.Random(3); sys.stdout.buffer.write(r.randbytes(3_000_000))' > "$WORK/src/w.bin"
 printf 'hello\n' > "$WORK/src/sub/a.txt"
-chunk_of() {  # chunk_of STORE_CHUNKS_DIR: one chunk file in it
+chunk_of() {  # chunk_of NODE_CACHE_CHUNKS_DIR: one chunk file in it
   find "$1" -type f -name '????????????????????????????????????????????????????????????????' -print -quit
+}
+pack_of() {  # pack_of STORE_DIR: one sealed pack of the store
+  find "$1/packs" -type f -name '*.pack' -print -quit
 }
 
 step "the check itself: files left readable are seen as readable by nobody"
 mkdir -p "$WORK/probe/d"; printf x > "$WORK/probe/d/f"; chmod -R go+rX "$WORK/probe"
 assert_eq "$(printf '%s\n' "$WORK/probe" "$WORK/probe/d" "$WORK/probe/d/f")" "$(readable_by_nobody "$WORK/probe")" "probe"
 
-step "embedded store: BDN_HOME, store, chunks and registry are 0700/0600"
+step "embedded store: BDN_HOME, store, packs, index and registry are 0700/0600"
 "$BDN" volume push "$WORK/src" bdn:t/v --tag prod >/dev/null 2>&1
-[ -n "$(chunk_of "$BDN_HOME/store/chunks")" ] || fail "no chunk in the embedded store"
+[ -n "$(pack_of "$BDN_HOME/store")" ] || fail "no pack in the embedded store"
+rm -rf "$BDN_HOME/store/index"; "$BDN" volume ls >/dev/null  # an index table is written again
+[ -n "$(find "$BDN_HOME/store/index" -name '*.idx')" ] || fail "no index table"
 assert_private "$BDN_HOME" BDN_HOME
-as_nobody cat "$(chunk_of "$BDN_HOME/store/chunks")" >/dev/null 2>&1 && fail "nobody read a chunk"
+as_nobody cat "$(pack_of "$BDN_HOME/store")" >/dev/null 2>&1 && fail "nobody read a pack"
 as_nobody cat "$BDN_HOME/registry.db" >/dev/null 2>&1 && fail "nobody read the registry"
 
 step "an existing home readable by others is tightened on start, with a warning naming it"
@@ -62,7 +67,7 @@ export BDN_REMOTE="$URL" BDN_TOKEN
 BDN_TOKEN=$(cat "$WORK/srv/admin.token")
 "$BDN" volume push "$WORK/src" bdn:t/v --tag prod >/dev/null 2>&1
 "$BDN" key create --namespace t --scope pull >/dev/null 2>&1
-[ -n "$(chunk_of "$WORK/srv/store/chunks")" ] || fail "no chunk in the server store"
+[ -n "$(pack_of "$WORK/srv/store")" ] || fail "no pack in the server store"
 assert_private "$WORK/srv" "serve --data"
 
 step "a remote mount's node cache (--cache-dir) is private"

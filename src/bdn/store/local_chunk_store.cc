@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/store/pack_file.h"
 
@@ -75,7 +76,7 @@ Status FsyncDir(const fs::path& dir) {
 class IndexLock {
  public:
   static Result<IndexLock> Take(const fs::path& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
     if (fd < 0) return Err(ErrnoError("index lock " + path.string(), errno));
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno != EINTR) {
@@ -167,13 +168,14 @@ Status LocalChunkStore::Init() {
       fs::remove_all(root_ / "tmp", ec);
     }
   }
-  for (const char* sub : {"packs", "index"}) {
-    fs::create_directories(root_ / sub, ec);
-    if (ec && !fs::is_directory(root_ / sub)) return ErrnoError(what, ec.value());
-  }
+  // Private to the owner: the store holds every chunk of every namespace.
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_, "chunk store"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "packs", "chunk store"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "index", "chunk store"));
   packs_dir_fd_ = ::open((root_ / "packs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (packs_dir_fd_ < 0) return ErrnoError(what + ": packs", errno);
-  int lock = ::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int lock = ::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
+                    kPrivateFileMode);
   if (lock < 0) {
     if (errno != EROFS && errno != EACCES && errno != EPERM) {
       return ErrnoError(what + ": index lock", errno);
@@ -573,7 +575,7 @@ Status LocalChunkStore::Quarantine(const IndexedBlob& b, const std::string& why)
   }
   if (!writable_) return Status::Ok();
   const fs::path q = root_ / "quarantine";
-  int fd = ::open(q.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(q.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return ErrnoError("chunk store quarantine " + q.string(), errno);
   std::string line = pack::Hex16(b.pack) + " " + std::to_string(b.loc.offset) + " " +
                      b.loc.id.Hex() + "\n";
@@ -603,11 +605,13 @@ Result<std::unique_ptr<LocalChunkStore::OpenPack>> LocalChunkStore::CreatePack()
   for (;;) {
     const uint64_t id = pack::RandomId();
     const std::string fresh = pack::Hex16(id) + ".new";
-    int fd = ::openat(packs_dir_fd_, fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = ::openat(packs_dir_fd_, fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+                      kPrivateFileMode);
     if (fd < 0) {
       if (errno == EEXIST) continue;
       return Err(ErrnoError("chunk store " + root_.string() + ": create pack", errno));
     }
+    ::fchmod(fd, kPrivateFileMode);  // exactly 0600, whatever the umask
     // Locked before it has its .open name, so that no other process takes it for a dead
     // writer's pack.
     ::flock(fd, LOCK_EX);

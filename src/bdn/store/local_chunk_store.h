@@ -99,7 +99,9 @@ class LocalChunkStore : public ChunkStore {
     bool allow_old_layout = false;
   };
 
-  // Opens the store, creating its directories. Recovers packs whose writer died (sealing their
+  // Opens the store, creating its directories private to the owner (0700, files 0600; an existing
+  // root with group or other bits is tightened, with a warning: CreatePrivateDirectory). Recovers
+  // packs whose writer died (sealing their
   // whole records, dropping a torn tail), reads the footers of packs no index table covers, and
   // writes a table for them if there are many or none exists (the index is rebuilt when
   // missing). On a read-only file system it opens read-only: reads work, Put fails.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
 
 namespace bdn {
@@ -100,9 +101,10 @@ Result<MigrationReport> MigrateOldLayout(const fs::path& root, LocalChunkStore::
       } else if (Digest::Of(*bytes) != f.id) {
         // As the old store did with a chunk that failed its read: kept aside, reported.
         fs::path bad = root / "corrupt" / f.id.Hex();
-        std::error_code mk;
-        fs::create_directories(bad.parent_path(), mk);
-        if (::rename(f.path.c_str(), bad.c_str()) != 0) {
+        s = CreatePrivateDirectory(bad.parent_path(), "chunk store");
+        if (!s.ok()) {
+          // reported below
+        } else if (::rename(f.path.c_str(), bad.c_str()) != 0) {
           s = ErrnoError("chunk file " + f.path.string() + ": move to " + bad.string(), errno);
         } else {
           std::lock_guard l(mu);

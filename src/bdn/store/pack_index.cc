@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bdn/base/private_files.h"
+
 namespace bdn::pack {
 namespace fs = std::filesystem;
 namespace {
@@ -189,8 +191,9 @@ Result<fs::path> WriteIndexTable(const fs::path& dir, std::vector<IndexedBlob> b
   const fs::path final_path = dir / name;
   const fs::path tmp = dir / (".tmp-" + name);
   const std::string what = "index table " + final_path.string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Err(ErrnoError(what + ": create " + tmp.string(), errno));
+  ::fchmod(fd, kPrivateFileMode);
   auto fail = [&](Status s) {
     ::close(fd);
     ::unlink(tmp.c_str());
