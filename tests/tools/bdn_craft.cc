@@ -17,7 +17,7 @@
 
 #include "bdn/format/ref.h"
 #include "bdn/registry/registry.h"
-#include "bdn/store/chunk_store.h"
+#include "bdn/store/local_chunk_store.h"
 #include "bdn/volume/crafted_versions_test_util.h"
 
 namespace {
@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   auto store = bdn::LocalChunkStore::Open(fs::path(home) / "store");
   if (!store) return Fail(store.error().message());
   if (bdn::Status s = bdn::testing::StoreCrafted(**store, v); !s.ok()) return Fail(s.message());
+  // Sealed, so that the bdn processes the test runs next see the blobs.
+  if (bdn::Status s = (*store)->Sync(); !s.ok()) return Fail(s.message());
   auto registry = bdn::SqliteRegistry::Open(fs::path(home) / "registry.db");
   if (!registry) return Fail(registry.error().message());
   bdn::CommitRequest req;

@@ -268,6 +268,31 @@ TEST_F(LocalStore, CompressibleBlobsAreStoredWithZstd) {
   EXPECT_EQ((*s->Locate(id))->loc.codec, pack::Codec::kNone);
 }
 
+TEST_F(LocalStore, SizesAreRawLengthsFromTheIndexWithoutReadingTheBlobs) {
+  auto s = Open();
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "{\"layer\": " + std::to_string(i % 40) + "}\n";
+  std::vector<uint8_t> zipped(text.begin(), text.end());  // stored with zstd: raw length counts
+  auto plain = RandomBytes(30000, 77);
+  const Digest zid = Digest::Of(zipped), pid = Digest::Of(plain), absent = Digest::Of(RandomBytes(5, 1));
+  ASSERT_TRUE(s->Put(zid, zipped).ok());
+  ASSERT_TRUE(s->Put(pid, plain).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  ASSERT_EQ((*s->Locate(zid))->loc.codec, pack::Codec::kZstd);
+  // A damaged copy still reports its indexed length (Sizes reads no blob; Get refuses it).
+  ASSERT_TRUE(FlipStoredByte(*s, pid, 100).ok());
+  const std::vector<Digest> ids{pid, absent, zid};
+  EXPECT_EQ(*s->Sizes(ids), (BlobSizes{plain.size(), std::nullopt, zipped.size()}));
+  // Another process's sealed pack is seen on a miss, as by Get.
+  auto other = Open();
+  auto more = RandomBytes(4000, 78);
+  const Digest mid = Digest::Of(more);
+  EXPECT_EQ(*s->Sizes(std::vector<Digest>{mid}), (BlobSizes{std::nullopt}));
+  ASSERT_TRUE(other->Put(mid, more).ok());
+  ASSERT_TRUE(other->Sync().ok());
+  EXPECT_EQ(*s->Sizes(std::vector<Digest>{mid}), (BlobSizes{more.size()}));
+}
+
 TEST_F(LocalStore, ConcurrentPutsWhileAnotherThreadSyncs) {
   auto s = Open();
   std::vector<std::vector<std::vector<uint8_t>>> per_thread;
