@@ -5,6 +5,7 @@
 # system is left out with a warning and the mount still reads; verify and stat through --remote
 # exit 5 for a corrupt manifest.
 source "$(dirname "$0")/lib.sh"
+PACKS="$(dirname "$0")/packs.py"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN BDN_REMOTE
 
 # http_get PATH [TOKEN]: prints the HTTP status; the body goes to $WORK/body.
@@ -41,12 +42,14 @@ run_fails 7 "bdn: error: listen 127.0.0.1:$PORT: cannot bind: Address already in
 
 step "error bodies show <data>, never the server's directory; the server's log keeps the path"
 id=$(b3sum --no-names "$WORK/src/a.txt")
-printf 'rotten' > "$WORK/srv/store/chunks/${id:0:2}/$id"
+# Damage the chunk's bytes in its pack (found by packs.py, a second reader of the format).
+read -r pack _ payload stored _ _ _ < <(python3 "$PACKS" find "$WORK/srv/store" "$id")
+head -c "$stored" /dev/zero | tr '\0' 'r' | dd of="$pack" bs=1 seek="$payload" conv=notrunc status=none
 assert_eq 422 "$(http_get "/v1/chunks/$id" "$ADMIN")" "GET of a corrupt chunk"
 body=$(cat "$WORK/body")
-assert_contains "$body" "moved to <data>/store/corrupt/$id"
+assert_contains "$body" "in pack <data>/store/packs/$(basename "$pack") at offset $((payload - 64)); set aside"
 [[ "$body" != *"$WORK"* ]] || fail "an error body shows the server's directory: $body"
-assert_contains "$(cat "$WORK/serve.log")" "moved to $WORK/srv/store/corrupt/$id"
+assert_contains "$(cat "$WORK/serve.log")" "in pack $pack at offset $((payload - 64)); set aside"
 err=$("$BDN" volume cat "$ref/a.txt" 2>&1 >/dev/null) && fail "cat of a chunk moved aside passed"
 [[ "$err" != *"$WORK/srv"* ]] || fail "a client error shows the server's directory: $err"
 "$BDN" volume push "$WORK/src" bdn:t/v >/dev/null 2>&1  # repairs the chunk
@@ -55,7 +58,8 @@ step "verify and stat through --remote exit 5 when the version's manifest is cor
 mkdir -p "$WORK/src2"; printf 'another version\n' > "$WORK/src2/b.txt"
 mref=$("$BDN" volume push "$WORK/src2" bdn:t/manifest 2>/dev/null)
 mhex=${mref#*@b3:}
-printf 'garbage' > "$WORK/srv/store/chunks/${mhex:0:2}/$mhex"
+read -r mpack _ mpayload mstored _ _ _ < <(python3 "$PACKS" find "$WORK/srv/store" "$mhex")
+head -c "$mstored" /dev/zero | tr '\0' 'g' | dd of="$mpack" bs=1 seek="$mpayload" conv=notrunc status=none
 for cmd in verify stat verify stat; do  # the first read moves the bad copy aside: then missing
   rc=0; err=$("$BDN" volume "$cmd" "$mref" 2>&1 >/dev/null) || rc=$?
   assert_eq 5 "$rc" "exit code of $cmd through --remote with a corrupt manifest ($err)"
