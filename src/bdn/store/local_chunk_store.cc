@@ -126,6 +126,7 @@ struct LocalChunkStore::OpenPack {
   std::optional<pack::PackWriter> writer;
   bool in_use = false;
   bool retiring = false;  // Sync takes it: no new writer
+  bool streaming = false;  // held by an upload (StartPut) for as long as its bytes arrive
   uint64_t written_back = 0;
 };
 
@@ -647,21 +648,24 @@ Result<std::unique_ptr<LocalChunkStore::OpenPack>> LocalChunkStore::CreatePack()
   }
 }
 
-Result<LocalChunkStore::OpenPack*> LocalChunkStore::AcquirePack() {
+Result<LocalChunkStore::OpenPack*> LocalChunkStore::AcquirePack(bool streaming) {
   std::unique_lock l(pool_mu_);
   for (;;) {
+    // Packs held by uploads (streaming) do not count: a slow upload never makes Puts wait.
     int active = 0;
     for (auto& p : open_) {
       if (p->retiring) continue;
-      ++active;
       if (!p->in_use) {
         p->in_use = true;
+        p->streaming = streaming;
         return p.get();
       }
+      if (!p->streaming) ++active;
     }
-    if (active < std::max(1, options_.max_open_packs)) {
+    if (streaming || active < std::max(1, options_.max_open_packs)) {
       BDN_ASSIGN_OR_RETURN(auto p, CreatePack());
       p->in_use = true;
+      p->streaming = streaming;
       open_.push_back(std::move(p));
       return open_.back().get();
     }
@@ -672,6 +676,7 @@ Result<LocalChunkStore::OpenPack*> LocalChunkStore::AcquirePack() {
 void LocalChunkStore::ReleasePack(OpenPack* p) {
   std::lock_guard l(pool_mu_);
   p->in_use = false;
+  p->streaming = false;
   pool_cv_.notify_all();
 }
 
@@ -762,9 +767,14 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
     ReleasePack(p);
     return Status(loc.error().code(), chunk + ": " + loc.error().message());
   }
+  return FinishAppend(p, id, *loc, chunk);
+}
+
+Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLocation& loc,
+                                     const std::string& chunk) {
   {
     std::unique_lock l(mu_);
-    recent_[id] = IndexedBlob{p->id, *loc};
+    recent_[id] = IndexedBlob{p->id, loc};
   }
   const uint64_t bytes = p->writer->bytes();
   if (options_.durability == Durability::kDurable && bytes - p->written_back >= kWritebackBytes) {
@@ -798,16 +808,22 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
 Status LocalChunkStore::Sync() {
   std::lock_guard sync_lock(sync_mu_);
   std::vector<std::unique_ptr<OpenPack>> take;
+  std::vector<std::shared_ptr<PackFile>> streamed;
   {
     std::unique_lock l(pool_mu_);
-    for (auto& p : open_) p->retiring = true;
+    // A pack an upload holds (StartPut) stays open: its records before the upload's are made
+    // durable by an fdatasync below, and the upload's is not committed to by anyone yet.
+    for (auto& p : open_) p->retiring = !(p->in_use && p->streaming);
     pool_cv_.wait(l, [&] {
       return sealing_ == 0 && std::none_of(open_.begin(), open_.end(), [](const auto& p) {
                return p->retiring && p->in_use;
              });
     });
     for (auto it = open_.begin(); it != open_.end();) {
-      if ((*it)->retiring) {
+      if (!(*it)->retiring) {
+        if (options_.durability == Durability::kDurable) streamed.push_back((*it)->file);
+        ++it;
+      } else if ((*it)->retiring) {
         take.push_back(std::move(*it));
         it = open_.erase(it);
       } else {
@@ -820,11 +836,101 @@ Status LocalChunkStore::Sync() {
     Status s = SealPack(*p, true);
     if (!s.ok() && first.ok()) first = s;
   }
+  for (auto& f : streamed) {
+    if (::fdatasync(f->fd) != 0 && first.ok()) {
+      first = ErrnoError("chunk store " + root_.string() + ": pack being uploaded to: fdatasync", errno);
+    }
+  }
+  if (!streamed.empty()) {
+    std::lock_guard l(pool_mu_);
+    dir_dirty_ = true;  // their .open names must be durable too
+  }
   BDN_RETURN_IF_ERROR(first);
   BDN_RETURN_IF_ERROR(SyncPacksDir());
   // Derived data: if it cannot be written, the packs stay readable from their footers.
   (void)PublishIndex(false);
   return Status::Ok();
+}
+
+// ---- uploads (StartPut) ----
+
+// Streams an upload into a pack this writer holds: payload after a reserved header slot, the
+// header written by Commit once the bytes hash to the id (PackWriter::BeginRecord).
+class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
+ public:
+  PackBlobWriter(LocalChunkStore& store, const Digest& id, bool already)
+      : HashingBlobWriter(id), store_(store), already_(already) {}
+  ~PackBlobWriter() override { Drop(); }
+
+ private:
+  Status Keep(std::span<const uint8_t> piece) override {
+    if (already_) return Status::Ok();
+    const std::string chunk = "chunk " + id_.ToString();
+    if (spent_) return InternalError(chunk + ": upload failed earlier");
+    if (pack_ == nullptr) {
+      auto p = store_.AcquirePack(true);
+      if (!p) return Fail(Status(p.error().code(), chunk + ": " + p.error().message()));
+      pack_ = *p;
+      if (Status s = pack_->writer->BeginRecord(); !s.ok()) {
+        return Fail(Status(s.code(), chunk + ": " + s.message()));
+      }
+    }
+    if (Status s = pack_->writer->AppendPayload(piece); !s.ok()) {
+      return Fail(Status(s.code(), chunk + ": " + s.message()));
+    }
+    return Status::Ok();
+  }
+  void Drop() override {
+    if (pack_ == nullptr) return;
+    if (pack_->writer->streaming()) pack_->writer->AbandonRecord();
+    store_.ReleasePack(pack_);
+    pack_ = nullptr;
+  }
+  Result<PutOutcome> Store() override {
+    if (already_) return PutOutcome::kAlreadyStored;
+    if (spent_) return Err(InternalError("chunk " + id_.ToString() + ": upload failed earlier"));
+    if (pack_ == nullptr) {  // no bytes: the empty blob
+      if (store_.Lookup(id_)) return PutOutcome::kAlreadyStored;
+      BDN_RETURN_IF_ERROR(store_.Put(id_, {}));
+      return PutOutcome::kStored;
+    }
+    if (store_.Lookup(id_)) {  // stored by another writer meanwhile
+      Drop();
+      return PutOutcome::kAlreadyStored;
+    }
+    OpenPack* p = pack_;
+    pack_ = nullptr;
+    auto loc = p->writer->FinishRecord(id_);
+    if (!loc) {
+      store_.ReleasePack(p);
+      return Err(Status(loc.error().code(), "chunk " + id_.ToString() + ": " + loc.error().message()));
+    }
+    {
+      std::lock_guard l(store_.pool_mu_);
+      p->streaming = false;  // from here on an ordinary append
+    }
+    BDN_RETURN_IF_ERROR(store_.FinishAppend(p, id_, *loc, "chunk " + id_.ToString()));
+    return PutOutcome::kStored;
+  }
+  Status Fail(Status s) {
+    spent_ = true;
+    Drop();
+    return s;
+  }
+
+  LocalChunkStore& store_;
+  const bool already_;  // a good copy was stored when the upload began: nothing is written
+  bool spent_ = false;
+  OpenPack* pack_ = nullptr;
+};
+
+Result<std::unique_ptr<BlobWriter>> LocalChunkStore::StartPut(const Digest& id) {
+  if (!writable_) {
+    return Err(PermissionDeniedError("chunk " + id.ToString() + ": chunk store " + root_.string() +
+                                     " is read-only"));
+  }
+  return std::unique_ptr<BlobWriter>(
+      std::make_unique<PackBlobWriter>(*this, id, Lookup(id).has_value()));
 }
 
 // ---- the index ----

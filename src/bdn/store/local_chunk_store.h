@@ -131,6 +131,14 @@ class LocalChunkStore : public ChunkStore {
   // disk; PermissionDenied on a read-only store; Internal on other I/O errors; each names the
   // chunk.
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  // An upload streamed into an open pack as it arrives (never held whole, no temporary file):
+  // the payload is written after a zeroed record header, which Commit writes once the bytes hash
+  // to `id`; until then the record is invisible, and a crash leaves a torn tail that the next
+  // Open drops. The writer holds its pack for the whole upload (such packs do not count against
+  // max_open_packs, and Sync does not wait for them: it fdatasyncs them instead). The bytes are
+  // stored raw (no zstd: it would need them whole). Nothing is written when a good copy is stored
+  // already. Errors: PermissionDenied on a read-only store; then as Put.
+  Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
   // One pread of the record into the returned buffer (decoded if compressed), verified.
   // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: <why> in pack <path> at
   // offset N; set aside, push the data again to repair" (the copy is quarantined);
@@ -186,8 +194,14 @@ class LocalChunkStore : public ChunkStore {
                 const std::vector<pack::BlobLocation>& blobs);
   std::shared_ptr<PackFile> FileOf(uint64_t pack);
 
-  Result<OpenPack*> AcquirePack();
+  class PackBlobWriter;
+  // A pack for one writer thread: an idle one, or a new one while fewer than max_open_packs are
+  // held by Puts (`streaming`: for an upload; always gets one at once).
+  Result<OpenPack*> AcquirePack(bool streaming = false);
   void ReleasePack(OpenPack* p);
+  // After a record was appended to `p` (held): indexes it, releases `p`, seals it if full.
+  Status FinishAppend(OpenPack* p, const Digest& id, const pack::BlobLocation& loc,
+                      const std::string& chunk);
   Result<std::unique_ptr<OpenPack>> CreatePack();
   // Footer, fdatasync (durable and `sync`), rename; registers the blobs as loose.
   Status SealPack(OpenPack& p, bool sync);

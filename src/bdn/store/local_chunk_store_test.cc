@@ -293,6 +293,61 @@ TEST_F(LocalStore, SizesAreRawLengthsFromTheIndexWithoutReadingTheBlobs) {
   EXPECT_EQ(*s->Sizes(std::vector<Digest>{mid}), (BlobSizes{more.size()}));
 }
 
+TEST_F(LocalStore, AnUploadStreamsIntoAPackWithoutBlockingPutsOrSync) {
+  auto s = Open();
+  auto data = RandomBytes(600000, 90);
+  const Digest id = Digest::Of(data);
+  auto w = s->StartPut(id);
+  ASSERT_TRUE(w.has_value()) << w.error().message();
+  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).first(250000)).ok());
+  // Half arrived: in a pack already (no temporary file), invisible, and neither a Put nor a Sync
+  // waits for the rest.
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(root() / "packs")) files.push_back(e.path().extension());
+  EXPECT_EQ(files, std::vector<std::string>{".open"});
+  EXPECT_FALSE(fs::exists(root() / "tmp"));
+  EXPECT_FALSE(*s->Contains(id));
+  auto other = RandomBytes(5000, 91);
+  ASSERT_TRUE(s->Put(Digest::Of(other), other).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  EXPECT_EQ(*s->Get(Digest::Of(other)), other);
+  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).subspan(250000)).ok());
+  EXPECT_EQ(*(*w)->Commit(), PutOutcome::kStored);
+  EXPECT_EQ(*s->Get(id), data);
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();
+  EXPECT_EQ(*s->Get(id), data);
+  EXPECT_EQ((*s->Locate(id))->loc.codec, pack::Codec::kNone);
+}
+
+TEST_F(LocalStore, AnUploadCutOffByADeadWriterLeavesATornTailThatOpenDrops) {
+  auto data = RandomBytes(300000, 92);
+  const Digest id = Digest::Of(data);
+  auto before = RandomBytes(7000, 93);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto s = LocalChunkStore::Open(root());
+    bool ok = s.has_value() && (*s)->Put(Digest::Of(before), before).ok();
+    auto w = ok ? (*s)->StartPut(id) : Result<std::unique_ptr<BlobWriter>>(Err(InternalError("x")));
+    ok = ok && w.has_value() && (*w)->Append(std::span<const uint8_t>(data).first(200000)).ok();
+    ::_exit(ok ? 0 : 1);  // dies mid-upload, as kill -9 would
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto s = Open();
+  EXPECT_EQ(*s->Get(Digest::Of(before)), before);  // the whole record before it is kept
+  EXPECT_FALSE(*s->Contains(id));
+  // Uploaded again: stored once, readable.
+  auto w = s->StartPut(id);
+  ASSERT_TRUE((*w)->Append(data).ok());
+  EXPECT_EQ(*(*w)->Commit(), PutOutcome::kStored);
+  ASSERT_TRUE(s->Sync().ok());
+  EXPECT_EQ(*s->Get(id), data);
+}
+
 TEST_F(LocalStore, ConcurrentPutsWhileAnotherThreadSyncs) {
   auto s = Open();
   std::vector<std::vector<std::vector<uint8_t>>> per_thread;

@@ -3,6 +3,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 
 #include "bdn/store/chunk_store.h"  // VerifyChunk
@@ -96,7 +97,63 @@ Result<BlobLocation> PackWriter::Append(const Digest& id, uint64_t raw_bytes, Co
   return loc;
 }
 
+Status PackWriter::BeginRecord() {
+  if (sealed_ || streaming_) return InternalError(what_ + ": record begun while another is open");
+  // A zeroed header slot: the records scan stops there until FinishRecord fills it.
+  std::array<uint8_t, kRecordHeaderBytes> zero{};
+  struct iovec iov = {zero.data(), zero.size()};
+  Status s = PwriteAll(fd_, &iov, 1, end_, what_);
+  if (!s.ok()) {
+    AbandonRecord();
+    return s;
+  }
+  streaming_ = true;
+  stream_bytes_ = 0;
+  return Status::Ok();
+}
+
+Status PackWriter::AppendPayload(std::span<const uint8_t> piece) {
+  if (!streaming_) return InternalError(what_ + ": no record begun");
+  if (stream_bytes_ + piece.size() > kMaxBlobBytes) {
+    AbandonRecord();
+    return InvalidArgumentError(what_ + ": record too large for a pack");
+  }
+  struct iovec iov = {const_cast<uint8_t*>(piece.data()), piece.size()};
+  Status s = PwriteAll(fd_, &iov, 1, end_ + kRecordHeaderBytes + stream_bytes_, what_);
+  if (!s.ok()) {
+    AbandonRecord();
+    return s;
+  }
+  stream_bytes_ += piece.size();
+  return Status::Ok();
+}
+
+Result<BlobLocation> PackWriter::FinishRecord(const Digest& id) {
+  if (!streaming_) return Err(InternalError(what_ + ": no record begun"));
+  BlobLocation loc{id, end_, stream_bytes_, stream_bytes_, Codec::kNone};
+  auto header = EncodeRecordHeader(loc);
+  struct iovec iov = {header.data(), header.size()};
+  Status s = PwriteAll(fd_, &iov, 1, end_, what_);
+  if (!s.ok()) {
+    AbandonRecord();
+    return Err(s);
+  }
+  streaming_ = false;
+  end_ = loc.end();
+  blobs_.push_back(loc);
+  return loc;
+}
+
+void PackWriter::AbandonRecord() {
+  streaming_ = false;
+  stream_bytes_ = 0;
+  if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) {
+    // The next record or the footer overwrites it; the scan stops at its zeroed header anyway.
+  }
+}
+
 Status PackWriter::Seal() {
+  if (streaming_) return InternalError(what_ + ": seal while a record is open");
   if (sealed_) return Status::Ok();
   std::vector<uint8_t> footer = EncodeFooter(blobs_, end_);
   struct iovec iov = {footer.data(), footer.size()};

@@ -33,6 +33,19 @@ class PackWriter {
   Result<BlobLocation> Append(const Digest& id, uint64_t raw_bytes, Codec codec,
                               std::span<const uint8_t> stored);
 
+  // One record written as its bytes arrive (an upload), stored raw (Codec::kNone): the payload
+  // goes after a reserved header slot, and FinishRecord writes the header last, so until then the
+  // slot is zeros and a scan of the pack stops there (a torn tail). One streamed record at a
+  // time, and no Append or Seal while it is open.
+  // Errors (each): ErrnoError "`what`: write: …" (the record is then abandoned).
+  Status BeginRecord();
+  Status AppendPayload(std::span<const uint8_t> piece);
+  // Completes the streamed record as blob `id` (the BLAKE3 of its payload: the caller checked).
+  Result<BlobLocation> FinishRecord(const Digest& id);
+  // Cuts the file back to the end of the last whole record.
+  void AbandonRecord();
+  bool streaming() const { return streaming_; }
+
   // Writes the footer and trailer after the last record (EncodeFooter). Syncs nothing. After
   // Seal, Append fails. Errors: ErrnoError "`what`: write: …".
   Status Seal();
@@ -51,6 +64,8 @@ class PackWriter {
   uint64_t end_ = kPackHeaderBytes;
   std::vector<BlobLocation> blobs_;
   bool sealed_ = false;
+  bool streaming_ = false;
+  uint64_t stream_bytes_ = 0;  // payload of the streamed record so far
 };
 
 // Reads the trailer and footer of a sealed pack of `file_bytes` bytes. Errors: Corruption
