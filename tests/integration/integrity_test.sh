@@ -24,7 +24,7 @@ run_cmd() {
 # readers_refuse REF: verify, cat and pull of each crafted version REF_<case> exit 5 with exact
 # messages; the honest file of each still reads.
 readers_refuse() {
-  local overlong=$1 single=$2 wrong=$3
+  local overlong=$1 single=$2 wrong=$3 short=$4
 
   step "verify reports each lying chunk and the wrong digest"
   run_cmd verify "$BDN" volume verify "$overlong"
@@ -38,7 +38,11 @@ corruption: file \"f.bin\": chunk $HELLO: is 6 bytes, the version says 10" "$(he
     "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["problems"][0]["message"])' < "$WORK/verify.out")" "verify --json message"
   run_cmd verify "$BDN" volume verify "$wrong"
   assert_eq 5 "$RC" "verify exit code (wrong digest)"
-  assert_eq "corruption: file \"f.bin\": $MISMATCH" "$(head -n 1 "$WORK/verify.out")" "verify digest problem"
+  assert_eq "corruption: file \"f.bin\": content does not match its digest $WRONG" "$(head -n 1 "$WORK/verify.out")" "verify digest problem"
+  run_cmd verify "$BDN" volume verify "$short"
+  assert_eq 5 "$RC" "verify exit code (chunk index short of the file)"
+  assert_eq "corruption: file \"f.bin\": chunks add up to 6 bytes, the file has 12" "$(head -n 1 "$WORK/verify.out")" "verify chunk list problem"
+  assert_eq "bdn: error: version $short: 1 problems" "$(cat "$WORK/verify.err")" "verify stderr"
 
   step "cat exits 5: nothing of a lying chunk is written; a wrong digest is said after the bytes"
   run_cmd cat "$BDN" volume cat "$overlong/f.bin"
@@ -66,6 +70,12 @@ corruption: file \"f.bin\": chunk $HELLO: is 6 bytes, the version says 10" "$(he
   assert_eq 5 "$RC" "pull exit code (wrong digest)"
   assert_eq "bdn: error: $MISMATCH" "$(cat "$WORK/pull.err")" "pull stderr"
   [ ! -e "$WORK/out/f.bin" ] || fail "pull wrote a file it had not verified: $(stat -c %s "$WORK/out/f.bin") bytes"
+  # A chunk list that does not cover its file left an empty .bdn-partial-… file behind.
+  rm -rf "$WORK/out"
+  run_cmd pull "$BDN" volume pull "$short" "$WORK/out"
+  assert_eq 5 "$RC" "pull exit code (chunk index short of the file)"
+  assert_eq "bdn: error: file \"f.bin\": chunks add up to 6 bytes, the file has 12" "$(cat "$WORK/pull.err")" "pull stderr"
+  assert_eq "ok.txt" "$(ls -A "$WORK/out")" "what pull left in its directory"
 }
 
 # mount_refuses REF_OVERLONG REF_HUGE: reading the lying file through a mount is EIO (and the
@@ -92,17 +102,17 @@ mount_refuses() {
 }
 
 step "embedded store holding crafted versions"
-for c in overlong-chunks overlong-single wrong-digest huge-single; do
+for c in overlong-chunks overlong-single wrong-digest short-index huge-single; do
   declare "REF_${c//-/_}=$("$BDN_CRAFT" "$c" --home "$BDN_HOME" --ref "bdn:t/$c")"
 done
-readers_refuse "$REF_overlong_chunks" "$REF_overlong_single" "$REF_wrong_digest"
+readers_refuse "$REF_overlong_chunks" "$REF_overlong_single" "$REF_wrong_digest" "$REF_short_index"
 mount_refuses "$REF_overlong_chunks" "$REF_huge_single"
 
 step "bdn serve refuses crafted commits with 422 naming the file"
 DATA="$WORK/data"
 mkdir -p "$DATA"
 # Crafted versions already in the origin's store, for the --remote readers below.
-for c in overlong-chunks overlong-single wrong-digest huge-single; do
+for c in overlong-chunks overlong-single wrong-digest short-index huge-single; do
   declare "RREF_${c//-/_}=$("$BDN_CRAFT" "$c" --home "$DATA" --ref "bdn:old/$c")"
 done
 start_bdn serve serve --listen 127.0.0.1:0 --data "$DATA"
@@ -131,6 +141,9 @@ assert_eq "corruption: version $VERSION: $(too_long 10)" "$(error_of)" "commit e
 commit overlong-single
 assert_eq 422 "$STATUS" "commit status (overlong single chunk)"
 assert_eq "corruption: version $VERSION: $(too_long 999)" "$(error_of)" "commit error"
+commit short-index
+assert_eq 422 "$STATUS" "commit status (chunk index short of the file)"
+assert_eq "corruption: version $VERSION: file \"f.bin\": chunks add up to 6 bytes, the file has 12" "$(error_of)" "commit error"
 commit huge-pair
 assert_eq 422 "$STATUS" "commit status (two files of 2^64-1 bytes)"
 assert_eq "corruption: version $VERSION: manifest: path \"a.bin\": file size 18446744073709551615 is over 2^63-1 bytes" "$(error_of)" "commit error"
@@ -148,7 +161,7 @@ run_cmd versions "$BDN" volume versions bdn:t/huge-pair
 assert_eq 3 "$RC" "a refused version is not there"
 
 step "--remote: the same readers refuse the crafted versions already in the origin's store"
-readers_refuse "$RREF_overlong_chunks" "$RREF_overlong_single" "$RREF_wrong_digest"
+readers_refuse "$RREF_overlong_chunks" "$RREF_overlong_single" "$RREF_wrong_digest" "$RREF_short_index"
 step "--remote mount through the node cache"
 export BDN_HOME="$WORK/client-home"
 mount_refuses "$RREF_overlong_chunks" "$RREF_huge_single"

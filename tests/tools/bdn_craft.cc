@@ -9,10 +9,13 @@
 //   bdn_craft CASE --blobs DIR
 //       writes each blob to DIR/<64 hex> and prints their hex ids in upload order, one a line;
 //       the last is the manifest, whose id is the version digest.
+//   CASE "dir:PATH" reads a version from blobs written by another tool: PATH/order lists the
+//   blobs' hex ids one a line in upload order (the last is the manifest), each in PATH/<hex>.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
 
 #include "bdn/format/ref.h"
@@ -53,7 +56,23 @@ int main(int argc, char** argv) {
   }
   bdn::testing::CraftedVersion v;
   try {
-    v = bdn::testing::Craft(name);
+    if (name.starts_with("dir:")) {
+      fs::path dir = name.substr(4);
+      std::ifstream order(dir / "order");
+      if (!order) return Fail("cannot read " + (dir / "order").string());
+      std::string hex;
+      while (std::getline(order, hex)) {
+        if (hex.empty()) continue;
+        std::ifstream in(dir / hex, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        auto id = bdn::Digest::Parse("b3:" + hex);
+        if (!id) return Fail("bad blob id " + hex);
+        v.blobs.push_back({*id, bytes});
+        v.digest = *id;
+      }
+    } else {
+      v = bdn::testing::Craft(name);
+    }
   } catch (const std::exception& e) {
     return Fail(e.what());
   }

@@ -493,7 +493,7 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
   }
   if (!r.problems.empty()) {
     return CorruptionError("version " + pinned.ToString() + ": " +
-                           std::to_string(r.problems.size()) + " missing or corrupt chunks");
+                           std::to_string(r.problems.size()) + " problems");
   }
   return Status::Ok();
 }

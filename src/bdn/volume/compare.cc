@@ -63,17 +63,27 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
   VerifyResult out;
   std::mutex mu;
   std::unordered_set<Digest> checked;
+  // A problem's message is about its file, which the problem names: the readers' "file \"p\": "
+  // prefix (the chunk list's and the digest check's) is dropped, so it is said once.
   auto note = [&](const std::string& path, const Digest& id, const Status& s) {
+    const std::string prefix = "file \"" + path + "\": ";
+    Status own = s.message().starts_with(prefix)
+                     ? Status(s.code(), s.message().substr(prefix.size()))
+                     : s;
     std::lock_guard lock(mu);
-    out.problems.push_back({path, id, s});
+    out.problems.push_back({path, id, std::move(own)});
   };
   ChunkReader reader(view.store(), reads);  // outlives the pool below
   auto check_file = [&](const Entry& e) -> Status {
     std::shared_ptr<const FileChunks> fc;
     if (auto r = view.ChunksOf(e); r) {
       fc = *r;
+    } else if (r.error().code() != StatusCode::kNotFound &&
+               r.error().code() != StatusCode::kCorruption) {
+      return r.error();  // an unreachable store is not a problem of the version
     } else {
-      note(e.path, e.index, r.error());
+      // The chunk list's own object: the chunk index, or the one chunk of a single-chunk file.
+      note(e.path, e.layout == FileLayout::kIndexed ? e.index : e.digest, r.error());
       return Status::Ok();
     }
     Blake3Hasher whole;

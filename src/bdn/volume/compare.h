@@ -24,8 +24,11 @@ Result<DiffResult> DiffVersions(const VersionView& a, const VersionView& b);
 
 struct VerifyProblem {
   std::string path;   // file path ("" for the manifest itself)
+  // The chunk that is missing or corrupt; for a chunk list that cannot be had, the chunk index
+  // (the one chunk of a single-chunk file); for a whole-file mismatch, the file's digest.
   Digest chunk;
-  Status status;      // NotFound or Corruption
+  // NotFound or Corruption; the message is about the file `path` and does not name it again.
+  Status status;
 };
 
 struct VerifyResult {
@@ -38,8 +41,8 @@ struct VerifyResult {
 // Re-reads and re-hashes every chunk of every file (each distinct chunk once) and each file's
 // whole-content digest, `jobs` files at once (0 = all cores); from a store that prefers batches,
 // the chunks are read in batches (bounded by `reads`). Problems are collected, not returned as
-// errors; the Result fails only on errors that stop the walk (e.g. I/O other than
-// NotFound/Corruption).
+// errors; the Result fails only on errors that stop the walk (any error other than
+// NotFound/Corruption, e.g. an unreachable store while loading a chunk index or a chunk).
 Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
                                    const ChunkReaderOptions& reads = {});
 

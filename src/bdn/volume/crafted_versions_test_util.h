@@ -34,6 +34,8 @@ struct CraftedVersion {
 //  - huge-pair: "a.bin" and "b.bin", single chunks "hello\n" declared 2^64-1 bytes each.
 //  - huge-total: "a.bin" and "b.bin" indexed, 2^62 bytes each (sizes add up to 2^63); their
 //    indexes ("hello\n" once) are stored but do not cover them.
+//  - short-index: "f.bin" indexed, size 12, digest BLAKE3("hello\nworld\n"), but its index
+//    lists only "hello\n" (6 bytes): the chunk list leaves the file's last 6 bytes uncovered.
 //  - good: "f.bin" indexed over "hello\n" and "world\n", right lengths and digest.
 inline CraftedVersion Craft(std::string_view name) {
   auto bytes_of = [](std::string_view s) { return std::string(s); };
@@ -72,6 +74,10 @@ inline CraftedVersion Craft(std::string_view name) {
     Digest digest = name == "good" ? Digest::Of(hello + world) : Digest::Of("something else");
     Entry f = file("f.bin", 12, FileLayout::kIndexed, digest);
     f.index = index({{hello_id, 6}, {world_id, 6}});
+    m.entries.push_back(f);
+  } else if (name == "short-index") {
+    Entry f = file("f.bin", 12, FileLayout::kIndexed, Digest::Of(hello + world));
+    f.index = index({{hello_id, 6}});
     m.entries.push_back(f);
   } else if (name == "huge-single") {
     m.entries.push_back(file("f.bin", 6, FileLayout::kSingleChunk, hello_id));

@@ -305,7 +305,62 @@ TEST_P(Readers, AWrongFileDigestIsCorruptionForCatPullAndVerify) {
   ASSERT_TRUE(verified.has_value());
   ASSERT_EQ(verified->problems.size(), 1u);
   EXPECT_EQ(verified->problems[0].path, "f.bin");
-  EXPECT_EQ(verified->problems[0].status.message(), mismatch);
+  // The problem names the file once (verify printed "file \"f.bin\": file \"f.bin\": ...").
+  EXPECT_EQ(verified->problems[0].status.message(),
+            "content does not match its digest " +
+                Digest::Of(std::string_view("something else")).ToString());
+}
+
+// A chunk index that leaves part of its file uncovered: pull left an empty ".bdn-partial-…"
+// file behind, and verify named the file twice in the problem.
+TEST_P(Readers, AChunkListThatDoesNotCoverItsFileLeavesNoPartialFile) {
+  CraftedVersion v = Craft("short-index");
+  auto view = Open("short-index");
+  ASSERT_NE(view, nullptr);
+  const std::string uncovered = "chunks add up to 6 bytes, the file has 12";
+
+  auto pulled = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
+  ASSERT_FALSE(pulled.has_value());
+  EXPECT_EQ(pulled.error().code(), StatusCode::kCorruption);
+  EXPECT_EQ(pulled.error().message(), "file \"f.bin\": " + uncovered);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir_ / "out")) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{"ok.txt"});
+
+  auto verified = VerifyVersion(*view, 1);
+  ASSERT_TRUE(verified.has_value()) << verified.error().message();
+  ASSERT_EQ(verified->problems.size(), 1u);
+  EXPECT_EQ(verified->problems[0].path, "f.bin");
+  EXPECT_EQ(verified->problems[0].chunk, v.blobs[v.blobs.size() - 2].first);  // the index
+  EXPECT_EQ(verified->problems[0].status.code(), StatusCode::kCorruption);
+  EXPECT_EQ(verified->problems[0].status.message(), uncovered);
+}
+
+// A store that cannot be reached while verify loads a chunk index: the walk stops with that
+// error (exit 7), it is not a problem of the version (it was reported as corruption, exit 5).
+TEST(Verify, AnUnreachableChunkIndexStopsTheWalk) {
+  class IndexUnreachable : public MemChunkStore {
+   public:
+    explicit IndexUnreachable(Digest index) : index_(index) {}
+    Result<std::vector<uint8_t>> Get(const Digest& id) override {
+      if (id == index_) return Err(UnavailableError("store: connection refused"));
+      return MemChunkStore::Get(id);
+    }
+
+   private:
+    Digest index_;
+  };
+  CraftedVersion v = Craft("good");
+  auto store = std::make_shared<IndexUnreachable>(v.blobs[v.blobs.size() - 2].first);
+  ASSERT_TRUE(StoreCrafted(*store, v).ok());
+  auto view = VersionView::Open(store, v.digest);
+  ASSERT_TRUE(view.has_value());
+  auto verified = VerifyVersion(**view, 1);
+  ASSERT_FALSE(verified.has_value());
+  EXPECT_EQ(verified.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(verified.error().message(), "file \"f.bin\": chunk index: store: connection refused");
 }
 
 TEST_P(Readers, AGoodVersionReadsWhole) {

@@ -281,6 +281,10 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
                                       "\": exists with other content (use --overwrite)"));
       }
     }
+    // The chunk list first: a file whose list is missing, corrupt or unreachable gets no partial
+    // file (an empty one would be no help to a later pull).
+    auto fc = view.ChunksOf(e);
+    if (!fc) return Err(fc.error());
     const std::string tmp = PartialFileName(name);
     const std::string tmp_shown = shown.substr(0, shown.size() - name.size()) + tmp;
     int fd = -1;
@@ -322,8 +326,6 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
       ::unlinkat(dir, tmp.c_str(), 0);
       return Err(std::move(s));
     };
-    auto fc = view.ChunksOf(e);
-    if (!fc) return fail(fc.error());
     const std::vector<ChunkRef>& chunks = (*fc)->chunks;
     // The whole file's BLAKE3 over exactly the bytes it will hold: those kept from the partial
     // file (read back from disk) and those written.
