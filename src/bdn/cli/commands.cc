@@ -591,8 +591,11 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(mount_ctx, pinned));
   MountOptions opts;
   opts.mountpoint = fs::absolute(args.mountpoint);
+  // Asked before anything stats the path: stat of a mount whose daemon is stopped or hung never
+  // returns, and InspectMountpoint gives up on it with an error that says so.
+  BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(opts.mountpoint));
   std::error_code ec;
-  if (!fs::exists(opts.mountpoint, ec) && !ec) {
+  if (state.kind == MountpointState::Kind::kNone && !fs::exists(opts.mountpoint, ec) && !ec) {
     fs::create_directories(opts.mountpoint, ec);
     if (ec) return ErrnoError("mountpoint " + opts.mountpoint.string(), ec.value());
   }

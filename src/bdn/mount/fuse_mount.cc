@@ -30,6 +30,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -964,6 +965,48 @@ void WriteAllFd(int fd, const void* data, size_t n) {
 
 }  // namespace
 
+namespace {
+
+// What stat (and statvfs, when asked) of a path answered: 0 or the errno of each.
+struct PathProbe {
+  int stat_errno = 0;
+  int statvfs_errno = 0;
+};
+
+// stat, then statvfs if `with_statvfs` and stat succeeded, of `path` on a helper thread, waited
+// for at most `deadline`. A FUSE daemon that is stopped or hung never answers, and a thread
+// blocked on it cannot be woken; it is left behind (detached) and ends when the daemon answers,
+// the mount is detached, or this process exits. nullopt if it did not answer in time.
+std::optional<PathProbe> ProbePath(const fs::path& path, bool with_statvfs,
+                                   std::chrono::milliseconds deadline) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    PathProbe probe;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([shared, path = path.string(), with_statvfs] {
+    PathProbe probe;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      probe.stat_errno = errno;
+    } else if (with_statvfs) {
+      struct statvfs vfs;
+      if (::statvfs(path.c_str(), &vfs) != 0) probe.statvfs_errno = errno;
+    }
+    std::lock_guard lock(shared->mu);
+    shared->probe = probe;
+    shared->done = true;
+    shared->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(shared->mu);
+  if (!shared->cv.wait_for(lock, deadline, [&] { return shared->done; })) return std::nullopt;
+  return shared->probe;
+}
+
+}  // namespace
+
 Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
   fs::path mp = AbsoluteMountpoint(mountpoint);
   MountInfo info = MountAt(mp);
@@ -972,23 +1015,30 @@ Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
   state.source = info.source;
   state.allow_other =
       std::ranges::find(info.super_options, "allow_other") != info.super_options.end();
-  struct stat st;
-  if (::stat(mp.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) {
+  // stat may be answered from cached attributes; statfs always asks a bdn daemon.
+  auto probe = ProbePath(mp, info.type == "fuse.bdn", kMountpointAnswerDeadline);
+  if (!probe) {
+    return Err(FailedPreconditionError(
+        MountpointPrefix(mp) + ": the " + (info.type.empty() ? "file system" : info.type) +
+        " mount there" + (info.source.empty() ? "" : " of " + info.source) + " does not answer within " +
+        std::to_string(kMountpointAnswerDeadline.count() / 1000) +
+        " s (its daemon is stopped or hung); unmount it first (bdn volume umount " + mp.string() +
+        ")"));
+  }
+  if (probe->stat_errno != 0) {
+    if (probe->stat_errno == ENOTCONN) {
       state.kind = MountpointState::Kind::kDead;
       return state;
     }
-    if (errno == ENOENT && info.type.empty()) return state;
-    return Err(ErrnoError(MountpointPrefix(mp), errno));
+    if (probe->stat_errno == ENOENT && info.type.empty()) return state;
+    return Err(ErrnoError(MountpointPrefix(mp), probe->stat_errno));
   }
   if (info.type.empty()) return state;
   if (info.type != "fuse.bdn") {
     state.kind = MountpointState::Kind::kOther;
     return state;
   }
-  // stat may be answered from cached attributes; statfs always asks the daemon.
-  struct statvfs vfs;
-  bool dead = ::statvfs(mp.c_str(), &vfs) != 0 && errno == ENOTCONN;
+  bool dead = probe->statvfs_errno == ENOTCONN;
   state.kind = dead ? MountpointState::Kind::kDead : MountpointState::Kind::kLiveBdn;
   return state;
 }

@@ -165,12 +165,19 @@ struct MountpointState {
   bool allow_other = false;  // it was mounted with allow_other
 };
 
+// How long InspectMountpoint waits for the file system at a mountpoint to answer stat/statfs.
+inline constexpr std::chrono::milliseconds kMountpointAnswerDeadline{5000};
+
 // Inspects the topmost mount at `mountpoint` (made absolute; /proc/self/mountinfo, then stat
 // and, for a fuse.bdn mount, statfs: a dead daemon's mount fails them with ENOTCONN, and statfs
 // is asked even while stat is still answered from cached attributes). Asks a live bdn daemon
-// one statfs, which it answers from memory.
+// one statfs, which it answers from memory. Never waits longer than kMountpointAnswerDeadline: a
+// daemon that is stopped (SIGSTOP) or hung leaves a mount whose stat never returns; the thread
+// that asked is left blocked until it does (or the process exits).
 // Errors: from stat, except that a path that does not exist is kNone (so is a dead mount's
-// ENOTCONN, which is kDead).
+// ENOTCONN, which is kDead); FailedPrecondition "mountpoint P: the fuse.bdn mount there of SRC
+// does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume
+// umount P)" when nothing answers in time. Thread-safe.
 Result<MountpointState> InspectMountpoint(const std::filesystem::path& mountpoint);
 
 // If `mountpoint` is a dead FUSE mount (InspectMountpoint: kDead), detaches it lazily (umount2

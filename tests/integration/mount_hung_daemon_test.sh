@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A mount whose daemon is stopped (SIGSTOP) or hung never answers stat: `mounts apply` and
+# `volume mount` over it hung forever (stat of the mountpoint). They now give up after 5 s
+# (kMountpointAnswerDeadline) with exit 8 naming the mount and saying how to clear it, and
+# `volume umount` still detaches it.
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$WORK/a" "$WORK/b"
+printf 'alpha\n' > "$WORK/a/f.txt"; printf 'beta\n' > "$WORK/b/f.txt"
+ra=$("$BDN" volume push "$WORK/a" bdn:w/a 2>/dev/null)
+rb=$("$BDN" volume push "$WORK/b" bdn:w/b 2>/dev/null)
+MP="$WORK/mnt"
+cat > "$WORK/config.yaml" <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: $MP
+YAML
+
+step "mount, then stop its daemon"
+mkdir -p "$MP"
+pid=$("$BDN" volume mount "$ra" "$MP" --json | json_field daemon_pid)
+MOUNTS+=("$MP")
+PIDS+=("$pid")
+assert_eq alpha "$(cat "$MP/f.txt")" "read before the stop"
+kill -STOP "$pid"
+
+hung="mountpoint $MP: the fuse.bdn mount there of $ra does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume umount $MP)"
+
+step "mounts apply over the hung mount gives up with exit 8"
+start=$(now_ms)
+run_fails 8 "bdn: error: $WORK/config.yaml:3: $hung" timeout 60 "$BDN" mounts apply -f "$WORK/config.yaml"
+took=$(($(now_ms) - start))
+echo "mounts apply answered after $took ms"
+[ "$took" -lt 20000 ] || fail "mounts apply took $took ms"
+
+step "volume mount over the hung mount gives up with exit 8"
+start=$(now_ms)
+run_fails 8 "bdn: error: $hung" timeout 60 "$BDN" volume mount "$rb" "$MP"
+took=$(($(now_ms) - start))
+echo "volume mount answered after $took ms"
+[ "$took" -lt 20000 ] || fail "volume mount took $took ms"
+
+step "volume umount detaches it; then the path mounts again"
+assert_eq "unmounted $MP" "$(timeout 60 "$BDN" volume umount "$MP")" "umount of the hung mount"
+kill -CONT "$pid"
+wait_gone "$pid" 10000
+out=$("$BDN" mounts apply -f "$WORK/config.yaml")
+assert_eq "$ra mounted at $MP" "$out" "apply after the umount"
+assert_eq alpha "$(cat "$MP/f.txt")" "read after the apply"
+"$BDN" volume umount "$MP" >/dev/null
+echo "PASS"
