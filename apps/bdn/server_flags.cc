@@ -353,24 +353,27 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
        &NodeCacheStats::hit_bytes},
       {"bdn_cache_fetched_bytes_total", "Bytes of successful upstream fetches.",
        &NodeCacheStats::fetched_bytes},
-      {"bdn_cache_evictions_total", "Chunk files evicted to make room.",
+      {"bdn_cache_evictions_total", "Regions evicted (whole) to make room.",
        &NodeCacheStats::evictions},
-      {"bdn_cache_evicted_bytes_total", "Accounted bytes of evicted chunk files.",
+      {"bdn_cache_evicted_bytes_total", "Bytes of evicted regions.",
        &NodeCacheStats::evicted_bytes},
-      {"bdn_cache_corrupt_dropped_total", "Cached chunk files that failed verification.",
+      {"bdn_cache_reinserted_total",
+       "Chunks read since they were cached, written again when their region was evicted.",
+       &NodeCacheStats::reinserted},
+      {"bdn_cache_corrupt_dropped_total", "Cached copies that failed verification.",
        &NodeCacheStats::corrupt_dropped},
       {"bdn_cache_write_errors_total", "Chunks that could not be written to the cache.",
        &NodeCacheStats::write_errors},
   };
   for (const Counter& c : kCounters) m.Declare(c.name, T::kCounter, c.help);
-  m.Declare("bdn_cache_bytes", T::kGauge, "Accounted bytes in the cache directory.");
-  m.Declare("bdn_cache_probation_bytes", T::kGauge, "Of which chunks never re-read (probation).");
+  m.Declare("bdn_cache_bytes", T::kGauge, "Bytes of the region files in the cache directory.");
+  m.Declare("bdn_cache_regions", T::kGauge, "Region files in the cache directory.");
   m.Declare("bdn_cache_capacity_bytes", T::kGauge, "Bound of the cache (--cache-size).");
   m.OnScrape([cache = std::move(cache)](http::Metrics& out) {
     NodeCacheStats s = cache->stats();
     for (const Counter& c : kCounters) out.Set(c.name, {}, static_cast<double>(s.*c.field));
     out.Set("bdn_cache_bytes", {}, static_cast<double>(s.cached_bytes));
-    out.Set("bdn_cache_probation_bytes", {}, static_cast<double>(s.probation_bytes));
+    out.Set("bdn_cache_regions", {}, static_cast<double>(s.regions));
     out.Set("bdn_cache_capacity_bytes", {}, static_cast<double>(cache->options().capacity_bytes));
   });
 }

@@ -21,6 +21,18 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
   };
   add("migrate", "convert a store of the old one-file-per-chunk layout into packs, in place",
       cli::StoreMigrate);
+  // A node cache directory instead of a store: --cache-dir.
+  static std::string cache_dir;
+  auto* migrate = store->get_subcommand("migrate");
+  migrate->add_option("--cache-dir", cache_dir,
+                      "a node cache directory (mounts' and cache serve's --cache-dir) to convert "
+                      "into regions instead of a store");
+  migrate->callback([&inv, &json, data_dir] {
+    inv.run_standalone = [&json, data_dir] {
+      if (!cache_dir.empty()) return cli::StoreMigrateCache(cache_dir, json);
+      return cli::StoreMigrate(data_dir(), json);
+    };
+  });
   add("rebuild-index", "rebuild the blob index from the pack footers", cli::StoreRebuildIndex);
   add("stats", "count the store's packs, blobs and bytes", cli::StoreStats);
 }

@@ -22,15 +22,13 @@ mkdir -p "$WORK/mnt"
 MOUNTS+=("$WORK/mnt")
 (cd "$WORK/src" && b3sum big.bin small.txt) > "$WORK/sums"
 (cd "$WORK/mnt" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through the mount"
-[ -f "$NC/state" ] || fail "no node cache at $NC"
-# Accounted as the cache does: each file rounded up to 4 KiB.
+[ -d "$NC/packs" ] || fail "no node cache at $NC"
+# The bytes of its region files (sealed, and the one being filled).
 usage=$(python3 - "$NC" <<'PY'
 import os, sys
-total = 0
-for d, _, files in os.walk(os.path.join(sys.argv[1], "chunks")):
-    for f in files:
-        total += max(4096, (os.path.getsize(os.path.join(d, f)) + 4095) // 4096 * 4096)
-print(total)
+d = os.path.join(sys.argv[1], "packs")
+print(sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
+          if f.endswith(".pack") or f.endswith(".open")))
 PY
 )
 [ "$usage" -gt 0 ] || fail "the node cache holds nothing"

@@ -133,8 +133,9 @@ def unpack(store):
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, blob_id.hex()), "wb") as f:
                 f.write(stored)
-    for sub in ("packs", "index"):
-        shutil.rmtree(os.path.join(store, sub))
+    for sub in ("packs", "index"):  # a node cache directory has no index/
+        if os.path.isdir(os.path.join(store, sub)):
+            shutil.rmtree(os.path.join(store, sub))
     os.makedirs(os.path.join(store, "tmp"), exist_ok=True)
     return 0
 

@@ -30,8 +30,8 @@ assert_private() {
 mkdir -p "$WORK/src/sub"
 python3 -c 'import random,sys; r=random.Random(3); sys.stdout.buffer.write(r.randbytes(3_000_000))' > "$WORK/src/w.bin"
 printf 'hello\n' > "$WORK/src/sub/a.txt"
-chunk_of() {  # chunk_of NODE_CACHE_CHUNKS_DIR: one chunk file in it
-  find "$1" -type f -name '????????????????????????????????????????????????????????????????' -print -quit
+region_of() {  # region_of NODE_CACHE_DIR: one region file of it (sealed or being filled)
+  find "$1/packs" -type f \( -name '*.pack' -o -name '*.open' \) -print -quit
 }
 pack_of() {  # pack_of STORE_DIR: one sealed pack of the store
   find "$1/packs" -type f -name '*.pack' -print -quit
@@ -76,7 +76,8 @@ ref=$("$BDN" volume stat bdn:t/v:prod --json | json_field version_ref)
 MOUNTS+=("$WORK/mnt")
 cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through the mount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
-[ -n "$(chunk_of "$WORK/nc/node/chunks")" ] || fail "the node cache holds no chunk"
+[ -n "$(region_of "$WORK/nc/node")" ] || fail "the node cache holds no region"
+as_nobody cat "$(region_of "$WORK/nc/node")" >/dev/null 2>&1 && fail "nobody read a node cache region"
 assert_private "$WORK/nc" "mount --cache-dir (and the parent it created)"
 
 step "bdn cache serve --cache-dir is private"
@@ -84,7 +85,7 @@ start_bdn cache cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "
 CACHE_URL=$STARTED_URL
 id=$(b3sum --no-names "$WORK/src/sub/a.txt")
 assert_eq hello "$(curl -sf "$CACHE_URL/v1/chunks/$id")" "chunk through the cache node"
-[ -n "$(chunk_of "$WORK/cn/chunks")" ] || fail "the cache node holds no chunk"
+[ -n "$(region_of "$WORK/cn")" ] || fail "the cache node holds no region"
 assert_private "$WORK/cn" "cache serve --cache-dir"
 
 step "a loosened serve --data is tightened on restart, with a warning"

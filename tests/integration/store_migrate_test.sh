@@ -71,4 +71,27 @@ run_fails 8 "bdn: error: chunk store $WORK/srv/store: in the old one-file-per-ch
 start_origin
 "$BDN" volume pull bdn:test/served "$WORK/out3" >/dev/null
 assert_eq "$(tree_listing "$WORK/v1")" "$(tree_listing "$WORK/out3")" "served version after migration"
+
+step "a node cache of the old layout: refused naming migrate --cache-dir; converted, it serves what it held"
+pinned=$("$BDN" volume stat bdn:test/served --json | json_field version_ref)
+NC="$WORK/nodecache"
+"$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$NC" >/dev/null
+MOUNTS+=("$WORK/mnt")
+cmp "$WORK/v1/weights.bin" "$WORK/mnt/weights.bin" || fail "bytes through the mount"
+"$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
+python3 "$PACKS" unpack "$NC"
+[ -n "$(find "$NC/chunks" -type f)" ] || fail "no old-layout node cache written"
+run_fails 8 "bdn: error: chunk store $NC: in the old one-file-per-chunk layout (chunks/); convert it with: bdn store migrate --cache-dir $NC" \
+  "$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$NC"
+out=$("$BDN" store migrate --cache-dir "$NC" 2>/dev/null)
+assert_contains "$out" "store $NC: "
+assert_contains "$out" ") moved into packs"
+[ ! -e "$NC/chunks" ] || fail "the cache's chunks/ left behind"
+# The origin is stopped: every byte now comes from the converted node cache.
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+"$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$NC" --read-timeout 3 >/dev/null 2>&1
+MOUNTS+=("$WORK/mnt")
+(cd "$WORK/v1" && b3sum weights.bin config.json sub/small.txt) > "$WORK/sums"
+(cd "$WORK/mnt" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through the migrated node cache"
+"$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
 echo "PASS"

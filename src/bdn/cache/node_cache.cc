@@ -1,23 +1,17 @@
 #include "bdn/cache/node_cache.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <time.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <exception>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
-#include "bdn/base/units.h"
-#include "bdn/store/atomic_file.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -31,125 +25,80 @@ struct NodeCache::Flight {
 
 namespace {
 
-constexpr int64_t kNsPerSecond = 1'000'000'000;
-// A promoted chunk's mtime is set this far behind its atime, so that "atime > mtime" survives
-// file systems that keep whole seconds.
-constexpr int64_t kPromotedMtimeLagNs = 2 * kNsPerSecond;
-constexpr int64_t kStaleTempNs = 3600 * kNsPerSecond;
+constexpr uint64_t kNavyRegionBytes = 16ull << 20;
+// Bytes a blob takes in a region beyond its own: its record header and its footer entry (the
+// footer's trailer and the region header are within the slack of one region left free).
+constexpr int64_t kRecordOverhead = pack::kRecordHeaderBytes + pack::kFooterEntryBytes;
 
-// Space a chunk is charged: its length rounded up to the 4 KiB a file system block takes.
-int64_t AccountedBytes(uint64_t size) {
-  return static_cast<int64_t>(std::max<uint64_t>(4096, (size + 4095) & ~uint64_t{4095}));
+uint64_t RegionBytes(const NodeCacheOptions& o) {
+  if (o.region_bytes > 0) return o.region_bytes;
+  return std::clamp<uint64_t>(o.capacity_bytes / 16, 64 << 10, kNavyRegionBytes);
 }
 
-int SubdirOf(const Digest& id) { return id.data()[0]; }
-
-std::string SubdirName(int subdir) {
-  char name[3];
-  std::snprintf(name, sizeof name, "%02x", subdir);
-  return name;
-}
-
-int64_t NowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return ts.tv_sec * kNsPerSecond + ts.tv_nsec;
-}
-
-int64_t ToNs(const timespec& ts) { return ts.tv_sec * kNsPerSecond + ts.tv_nsec; }
-
-// Probation: never re-read since written (Store sets atime == mtime; a re-read sets atime later).
-bool InProbation(const struct stat& st) { return ToNs(st.st_atim) <= ToNs(st.st_mtim); }
-
-bool IsChunkFileName(const char* name) {
-  size_t n = 0;
-  for (; name[n] != '\0'; ++n) {
-    char c = name[n];
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return n == 2 * Digest::kSize;
-}
-
-// Reads the whole file behind `fd` (of `size` bytes). Errors: Internal on I/O errors.
-Result<std::vector<uint8_t>> ReadAll(int fd, size_t size, const std::string& what) {
-  std::vector<uint8_t> buf(size);
-  size_t off = 0;
-  while (off < size) {
-    ssize_t n = ::pread(fd, buf.data() + off, size - off, static_cast<off_t>(off));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Err(ErrnoError(what, errno));
+// Holds an exclusive flock on `fd` for its lifetime (released at once if `fd` < 0).
+class FileLock {
+ public:
+  explicit FileLock(int fd) : fd_(fd) {
+    while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
-    if (n == 0) break;
-    off += static_cast<size_t>(n);
   }
-  buf.resize(off);
-  return buf;
-}
+  ~FileLock() {
+    if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
 
-// One pass over every subdirectory: what the accounting should say.
-Result<CacheUsage> ScanUsage(const fs::path& chunks_dir) {
-  CacheUsage usage{};
-  for (int s = 0; s < kCacheSubdirs; ++s) {
-    fs::path dir = chunks_dir / SubdirName(s);
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-      if (errno == ENOENT) continue;
-      return Err(ErrnoError("node cache " + dir.string(), errno));
-    }
-    while (dirent* de = ::readdir(d)) {
-      if (!IsChunkFileName(de->d_name)) continue;
-      struct stat st;
-      if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      if (!S_ISREG(st.st_mode)) continue;
-      int64_t bytes = AccountedBytes(static_cast<uint64_t>(st.st_size));
-      usage[s].bytes += bytes;
-      if (InProbation(st)) usage[s].probation_bytes += bytes;
-    }
-    ::closedir(d);
-  }
-  return usage;
-}
+ private:
+  int fd_;
+};
 
 }  // namespace
+
+LocalChunkStore::Options NodeCacheStoreOptions(const NodeCacheOptions& options) {
+  LocalChunkStore::Options so;
+  so.durability = LocalChunkStore::Durability::kNone;  // a cache: every read is verified anyway
+  so.codec.min_saving = 1.0;  // never compressed: reads of the cache must run at disk speed
+  so.pack_target_bytes = RegionBytes(options);
+  so.max_open_packs = 1;  // one region filled at a time: the bound holds but for its slack
+  so.index_tables = false;
+  so.migrate_command = "bdn store migrate --cache-dir " + options.dir.string();
+  return so;
+}
 
 NodeCache::NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions options)
     : upstream_(std::move(upstream)), options_(std::move(options)) {}
 
-NodeCache::~NodeCache() = default;
+NodeCache::~NodeCache() {
+  store_.reset();  // seals the region being filled, so that the next Open finds it whole
+  if (evict_lock_fd_ >= 0) ::close(evict_lock_fd_);
+}
 
 Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> upstream,
                                                    NodeCacheOptions options) {
   const std::string what = "node cache " + options.dir.string();
   if (upstream == nullptr) return Err(InvalidArgumentError(what + ": no upstream store"));
   if (options.capacity_bytes == 0) return Err(InvalidArgumentError(what + ": size must be > 0"));
-  if (!(options.low_watermark > 0 && options.low_watermark <= 1) ||
-      !(options.probation_share > 0 && options.probation_share <= 1)) {
+  if (!(options.low_watermark > 0 && options.low_watermark <= 1)) {
     return Err(InvalidArgumentError(what + ": watermarks must be in (0, 1]"));
   }
   // Private to its owner: it holds chunks of every namespace mounted on the node.
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir, "node cache"));
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir / "tmp", "node cache"));
-  // Subdirectories of chunks/: on first use.
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir / "chunks", "node cache"));
   std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
-  fs::path chunks = options.dir / "chunks";
-  // One ghost slot per average (64 KiB) chunk the cache can hold.
-  BDN_ASSIGN_OR_RETURN(cache->state_,
-                       CacheState::Open(options.dir / "state", options.capacity_bytes >> 16,
-                                        [&] { return ScanUsage(chunks); }));
-  cache->RemoveStaleTemps();
-  cache->MakeRoom(0);
+  BDN_ASSIGN_OR_RETURN(cache->store_,
+                       LocalChunkStore::Open(options.dir, NodeCacheStoreOptions(options)));
+  // The old layout's accounting file and temporary directory, once migrated.
+  std::error_code ec;
+  fs::remove(options.dir / "state", ec);
+  fs::remove_all(options.dir / "tmp", ec);
+  cache->evict_lock_fd_ =
+      ::open((options.dir / "evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
+  cache->MakeRoom(false);
   return cache;
 }
 
-fs::path NodeCache::PathOf(const Digest& id) const {
-  return options_.dir / "chunks" / SubdirName(SubdirOf(id)) / id.Hex();
-}
-
 bool NodeCache::IsCached(const Digest& id) const {
-  struct stat st;
-  return ::stat(PathOf(id).c_str(), &st) == 0;
+  auto r = store_->Contains(id);
+  return r && *r;
 }
 
 Result<bool> NodeCache::Contains(const Digest& id) { return upstream_->Contains(id); }
@@ -296,51 +245,19 @@ Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
 }
 
 std::optional<std::vector<uint8_t>> NodeCache::ReadCached(const Digest& id) {
-  fs::path path = PathOf(id);
-  // O_NOATIME: the access time is this cache's own record of re-reads (see InProbation).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;  // absent (maybe evicted by another process a moment ago)
-  struct stat st;
-  std::optional<std::vector<uint8_t>> out;
-  if (::fstat(fd, &st) == 0) {
-    auto bytes = ReadAll(fd, static_cast<size_t>(st.st_size), "read");
-    // Keep one copy of the bytes in the page cache: the mount's, not this file's.
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    if (bytes && VerifyChunk(id, *bytes).ok()) {
-      out = std::move(*bytes);
-    } else if (bytes) {
-      // Bad bytes on the cache disk: drop the file, unless another process already replaced
-      // it (then it is a different inode and may well be good).
-      ++counters_.corrupt_dropped;
-      struct stat now_st;
-      if (::stat(path.c_str(), &now_st) == 0 && now_st.st_ino == st.st_ino &&
-          now_st.st_dev == st.st_dev && ::unlink(path.c_str()) == 0) {
-        int64_t charged = AccountedBytes(static_cast<uint64_t>(st.st_size));
-        state_->AddBytes(SubdirOf(id), -charged);
-        if (InProbation(st)) state_->AddProbationBytes(SubdirOf(id), -charged);
-      }
-    }
+  auto got = store_->Get(id);  // one pread of the record, then BLAKE3
+  if (!got) {
+    // Corruption: the copy is set aside (never read again) and the chunk fetched again.
+    if (got.error().code() == StatusCode::kCorruption) ++counters_.corrupt_dropped;
+    return std::nullopt;
   }
-  if (out) {
-    int s = SubdirOf(id);
-    int64_t now = NowNs();
-    if (InProbation(st)) {
-      // First re-read: promote.
-      timespec times[2] = {ToTimespec(now), ToTimespec(now - kPromotedMtimeLagNs)};
-      if (::futimens(fd, times) == 0) {
-        state_->AddProbationBytes(s, -AccountedBytes(static_cast<uint64_t>(st.st_size)));
-      }
-    } else if (ToNs(st.st_atim) <= state_->LastVisitNs(s)) {
-      // Read again since the eviction hand last passed: CLOCK's reference bit.
-      timespec times[2] = {ToTimespec(now), {.tv_sec = 0, .tv_nsec = UTIME_OMIT}};
-      ::futimens(fd, times);
-    }
-    ++counters_.hits;
-    counters_.hit_bytes += out->size();
+  {
+    std::lock_guard l(hot_mu_);
+    hot_.insert(id);
   }
-  ::close(fd);
-  return out;
+  ++counters_.hits;
+  counters_.hit_bytes += got->size();
+  return std::move(*got);
 }
 
 Result<std::vector<uint8_t>> NodeCache::FetchAndStore(const Digest& id) {
@@ -367,139 +284,65 @@ Result<std::vector<uint8_t>> NodeCache::Admit(const Digest& id, std::vector<uint
 }
 
 Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
-  int64_t charged = AccountedBytes(data.size());
-  if (charged > static_cast<int64_t>(options_.capacity_bytes)) return Status::Ok();
-  MakeRoom(charged);
-  const std::string what = "chunk " + id.ToString();
-  // A chunk evicted from probation a short while ago and wanted again goes straight to the
-  // promoted set (S3-FIFO's ghost queue).
-  int subdir = SubdirOf(id);
-  bool probation = !state_->WasEvicted(id);
-  auto charge = [&](int64_t sign) {
-    state_->AddBytes(subdir, sign * charged);
-    if (probation) state_->AddProbationBytes(subdir, sign * charged);
-  };
-  bool counted = false;
-  auto written = WriteFileAtomically(
-      PathOf(id), data, what,
-      {.tmp_dir = options_.dir / "tmp",
-       .existing = ExistingFile::kKeep,
-       .before_close =
-           [&](int fd) {
-             int64_t now = NowNs();
-             timespec times[2] = {ToTimespec(now),
-                                  ToTimespec(probation ? now : now - kPromotedMtimeLagNs)};
-             if (::futimens(fd, times) != 0) return ErrnoError(what + ": set times", errno);
-             return Status::Ok();
-           },
-       // Charged before it becomes visible, so a crash in between overcounts (safe) rather
-       // than under.
-       .before_rename =
-           [&] {
-             charge(+1);
-             counted = true;
-           }});
-  // kAlreadyExisted: another thread or process stored it first; its file counts, not ours.
-  if (counted && !(written && *written == WriteOutcome::kWritten)) charge(-1);
-  return written ? Status::Ok() : written.error();
+  const int64_t charged = static_cast<int64_t>(data.size()) + kRecordOverhead;
+  if (static_cast<uint64_t>(charged) > RegionBytes(options_)) return Status::Ok();  // never fits
+  BDN_RETURN_IF_ERROR(store_->Put(id, data));
+  const int64_t now = approx_bytes_ += charged;
+  if (now + static_cast<int64_t>(RegionBytes(options_)) >
+      static_cast<int64_t>(options_.capacity_bytes)) {
+    MakeRoom(false);
+  }
+  return Status::Ok();
 }
 
-void NodeCache::MakeRoom(int64_t incoming) {
+void NodeCache::MakeRoom(bool force) {
+  // Waits for another thread's eviction, then looks again: its own write may not be counted.
+  std::lock_guard local(evict_mu_);
+  FileLock shared(evict_lock_fd_);  // and no other process at once
   const auto capacity = static_cast<int64_t>(options_.capacity_bytes);
-  if (state_->TotalBytes() + incoming <= capacity) return;
-  std::lock_guard lock(evict_mu_);
-  const int64_t target =
-      std::min(static_cast<int64_t>(static_cast<double>(capacity) * options_.low_watermark),
-               capacity - incoming);
-  // Normally one visit frees enough; after a full turn that did not (everything was re-read
-  // recently), recency is ignored; after three, the rest is files we cannot unlink.
-  for (int visits = 0; visits < 3 * kCacheSubdirs; ++visits) {
-    if (state_->TotalBytes() + incoming <= capacity) return;
-    EvictFrom(state_->NextSubdir(), target, visits >= kCacheSubdirs);
+  const auto region = static_cast<int64_t>(RegionBytes(options_));
+  auto packs = store_->ListPacks();
+  if (!packs) return;
+  int64_t total = 0;
+  for (const auto& p : *packs) total += static_cast<int64_t>(p.bytes);
+  // Room for one more region being filled, so the files stay within the capacity.
+  if (!force && total + region <= capacity) {
+    approx_bytes_ = total;
+    return;
   }
-}
-
-void NodeCache::EvictFrom(int subdir, int64_t target_bytes, bool force) {
-  struct Candidate {
-    std::string name;
-    int64_t bytes;
-    int64_t order_ns;  // probation: mtime (FIFO); promoted: atime (CLOCK / LRU)
-    bool probation;
-    bool referenced;  // promoted and read since the hand's last visit
-  };
-  const int64_t visit_ns = NowNs();
-  fs::path dir = options_.dir / "chunks" / SubdirName(subdir);
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  const int64_t counted = state_->SubdirBytes(subdir);
-  const int64_t counted_probation = state_->SubdirProbationBytes(subdir);
-  const int64_t last_visit = state_->LastVisitNs(subdir);
-  int64_t found = 0;
-  int64_t found_probation = 0;
-  std::vector<Candidate> candidates;
-  while (dirent* de = ::readdir(d)) {
-    if (!IsChunkFileName(de->d_name)) continue;
-    struct stat st;
-    if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (!S_ISREG(st.st_mode)) continue;
-    Candidate c{de->d_name, AccountedBytes(static_cast<uint64_t>(st.st_size)), 0, InProbation(st),
-                false};
-    c.order_ns = c.probation ? ToNs(st.st_mtim) : ToNs(st.st_atim);
-    c.referenced = !c.probation && ToNs(st.st_atim) > last_visit;
-    found += c.bytes;
-    if (c.probation) found_probation += c.bytes;
-    candidates.push_back(std::move(c));
-  }
-  // Correct this subdirectory's accounting from what is really there (killed writers, files
-  // removed by hand, races between processes).
-  state_->AddBytes(subdir, found - counted);
-  state_->AddProbationBytes(subdir, found_probation - counted_probation);
-  state_->SetLastVisitNs(subdir, visit_ns);
-
-  // Victims (S3-FIFO): while probation holds more than its share, only probationary chunks,
-  // oldest first; otherwise promoted chunks not read since the last visit (CLOCK), then
-  // probationary ones. Forced (a whole turn freed too little): anything, in that order.
-  const bool probation_first =
-      state_->ProbationBytes() >
-      static_cast<int64_t>(static_cast<double>(options_.capacity_bytes) * options_.probation_share);
-  auto rank = [&](const Candidate& c) {
-    if (probation_first) return c.probation ? 0 : (c.referenced ? 3 : 2);
-    return c.probation ? 1 : (c.referenced ? 3 : 0);
-  };
-  const int max_rank = force ? 3 : (probation_first ? 0 : 1);
-  std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
-    int ra = rank(a), rb = rank(b);
-    return ra != rb ? ra < rb : a.order_ns < b.order_ns;
-  });
-  for (const Candidate& c : candidates) {
-    if (state_->TotalBytes() <= target_bytes) break;
-    if (rank(c) > max_rank) break;                                 // sorted by rank
-    if (::unlinkat(::dirfd(d), c.name.c_str(), 0) != 0) continue;  // gone already
-    state_->AddBytes(subdir, -c.bytes);
-    if (c.probation) {
-      state_->AddProbationBytes(subdir, -c.bytes);
-      if (auto id = Digest::Parse(c.name)) state_->RememberEvicted(*id);
+  const int64_t target = std::min<int64_t>(
+      static_cast<int64_t>(static_cast<double>(capacity) * options_.low_watermark),
+      capacity - region);
+  for (const auto& victim : *packs) {  // oldest first
+    if (total <= target) break;
+    if (!victim.sealed) continue;
+    // Chunks read since they were cached go to the region being filled (Navy's reinsertion);
+    // each once per hit, so that a cache of only hot chunks still makes progress.
+    std::vector<std::pair<Digest, std::vector<uint8_t>>> keep;
+    if (auto blobs = store_->PackBlobs(victim.id)) {
+      std::vector<Digest> hot;
+      {
+        std::lock_guard l(hot_mu_);
+        for (const auto& b : *blobs) {
+          if (hot_.erase(b.id) > 0) hot.push_back(b.id);
+        }
+      }
+      for (const Digest& id : hot) {
+        if (auto bytes = store_->Get(id)) keep.emplace_back(id, std::move(*bytes));
+      }
     }
+    if (!store_->DropPack(victim.id).ok()) continue;
+    total -= static_cast<int64_t>(victim.bytes);
     ++counters_.evictions;
-    counters_.evicted_bytes += static_cast<uint64_t>(c.bytes);
-  }
-  ::closedir(d);
-}
-
-void NodeCache::RemoveStaleTemps() {
-  fs::path dir = options_.dir / "tmp";
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  int64_t now = NowNs();
-  while (dirent* de = ::readdir(d)) {
-    if (de->d_name[0] == '.') continue;
-    struct stat st;
-    if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISREG(st.st_mode) && now - ToNs(st.st_mtim) > kStaleTempNs) {
-      ::unlinkat(::dirfd(d), de->d_name, 0);
+    counters_.evicted_bytes += victim.bytes;
+    for (auto& [id, bytes] : keep) {
+      if (store_->Put(id, bytes).ok()) {
+        total += static_cast<int64_t>(bytes.size()) + kRecordOverhead;
+        ++counters_.reinserted;
+      }
     }
   }
-  ::closedir(d);
+  approx_bytes_ = total;
 }
 
 NodeCacheStats NodeCache::stats() const {
@@ -513,10 +356,13 @@ NodeCacheStats NodeCache::stats() const {
   s.fetched_bytes = counters_.fetched_bytes;
   s.evictions = counters_.evictions;
   s.evicted_bytes = counters_.evicted_bytes;
+  s.reinserted = counters_.reinserted;
   s.corrupt_dropped = counters_.corrupt_dropped;
   s.write_errors = counters_.write_errors;
-  s.cached_bytes = state_->TotalBytes();
-  s.probation_bytes = state_->ProbationBytes();
+  if (auto packs = store_->ListPacks()) {
+    for (const auto& p : *packs) s.cached_bytes += static_cast<int64_t>(p.bytes);
+    s.regions = packs->size();
+  }
   return s;
 }
 

@@ -12,30 +12,38 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bdn/base/status.h"
-#include "bdn/cache/cache_state.h"
 #include "bdn/digest/digest.h"
-#include "bdn/store/chunk_store.h"
+#include "bdn/store/local_chunk_store.h"
 
 namespace bdn {
 
 struct NodeCacheOptions {
-  // The cache directory (created if missing). Layout: chunks/<2 hex>/<64 hex>, tmp/, state.
+  // The cache directory (created if missing). Layout: a pack store (docs/format.md, "Packs"):
+  // packs/<16 hex>.pack regions, packs/<16 hex>.open the regions being filled, quarantine.
   std::filesystem::path dir;
-  // Bound of the accounted bytes (each chunk counts its length rounded up to 4 KiB).
+  // Bound of the bytes of the region files (sealed and being filled).
   uint64_t capacity_bytes = 10ull << 30;
-  // Once over capacity_bytes, eviction frees down to this fraction of it, so that it runs once
-  // per (1 - low_watermark) * capacity_bytes of new chunks rather than on every insert.
+  // Size of a region: it is sealed once it holds this many bytes. 0: 16 MiB (CacheLib Navy's
+  // default), or capacity_bytes / 16 for a cache under 256 MiB (at least 64 KiB), so that a
+  // dropped region is a small part of the cache.
+  uint64_t region_bytes = 0;
+  // Once the regions reach capacity_bytes, eviction drops whole regions, oldest first, down to
+  // this fraction of it, so that it runs once per (1 - low_watermark) * capacity_bytes of new
+  // chunks rather than on every insert.
   double low_watermark = 0.9;
-  // Share of capacity_bytes that chunks never re-read since they were written (probation) may
-  // hold before eviction prefers them over re-read ones (S3-FIFO's small queue).
-  double probation_share = 0.1;
 };
 
-// Counters of this NodeCache object since Open (cached_bytes and probation_bytes are the shared
-// accounting of the directory, across processes).
+// The options of the region store under a node cache directory (no fdatasync, no compression,
+// packs of the region size, no index tables), for NodeCache::Open and the migration of an old
+// cache directory.
+LocalChunkStore::Options NodeCacheStoreOptions(const NodeCacheOptions& options);
+
+// Counters of this NodeCache object since Open (cached_bytes is what the directory holds now,
+// whoever wrote it).
 struct NodeCacheStats {
   uint64_t hits = 0;              // Get served from the cache directory
   uint64_t misses = 0;            // Get not found there (including those that joined a fetch)
@@ -44,48 +52,48 @@ struct NodeCacheStats {
   uint64_t upstream_errors = 0;   // of which failed or returned bytes that do not match the id
   uint64_t hit_bytes = 0;
   uint64_t fetched_bytes = 0;    // bytes of successful upstream fetches
-  uint64_t evictions = 0;        // chunk files this object unlinked to make room
-  uint64_t evicted_bytes = 0;    // their accounted bytes
-  uint64_t corrupt_dropped = 0;  // cached files that failed verification and were deleted
+  uint64_t evictions = 0;        // regions this object dropped to make room
+  uint64_t evicted_bytes = 0;    // their bytes
+  uint64_t reinserted = 0;       // chunks read since they were cached, written again on eviction
+  uint64_t corrupt_dropped = 0;  // cached copies that failed verification (set aside, refetched)
   uint64_t write_errors = 0;     // chunks that could not be written (served anyway)
-  int64_t cached_bytes = 0;      // accounted bytes in the directory now (all processes)
-  int64_t probation_bytes = 0;   // of which in probation
+  int64_t cached_bytes = 0;      // bytes of the region files in the directory now
+  uint64_t regions = 0;          // region files in the directory now
 };
 
-// A ChunkStore whose Get answers from a local directory of verified chunk files, fetching a
-// missing chunk from `upstream` (one fetch per chunk at a time in this process, however many
-// callers miss it) and keeping it for next time. Contains, FindMissing, Sizes, Put and Sync go to the
-// upstream unchanged: the cache holds copies, never the authoritative set.
+// A ChunkStore whose Get answers from a local log-structured cache of verified chunks, fetching
+// a missing chunk from `upstream` (one fetch per chunk at a time in this process, however many
+// callers miss it) and keeping it for next time. Contains, FindMissing, Sizes, Put and Sync go to
+// the upstream unchanged: the cache holds copies, never the authoritative set.
 //
-// On disk: one file per chunk, written to tmp/ and renamed into place without replacing
-// (RENAME_NOREPLACE), so several processes may share the directory: a reader sees a whole
-// chunk or none, and a chunk unlinked by another process's eviction between stat and open is
-// simply fetched again. Every read is verified; a file that fails verification is deleted and
-// the chunk fetched again (bad bytes are never returned). A cache disk that fails to write
-// (full, read-only) only costs the caching: the fetched bytes are still returned.
+// On disk (CacheLib Navy's BlockCache is the model): fixed-size region files, filled in order by
+// appending records (the pack format: a checked header per record, a footer listing them), and
+// evicted whole, oldest first (FIFO). A chunk read from the cache since it was written is written
+// again into the region being filled when its region is evicted (Navy's reinsertion of hits), so
+// that one pass over a volume larger than the cache does not flush the chunks that are reused.
+// ~64 files per GiB instead of one per chunk. Eviction runs in the Get that stores a chunk, under
+// a lock file shared by the processes on the directory; it keeps the region files within
+// capacity_bytes, except by regions other processes are filling at the same moment.
 //
-// Eviction (when the shared accounting passes capacity_bytes) is S3-FIFO over sampled
-// subdirectories: chunks start in probation (file atime == mtime) and are promoted on their
-// first re-read (atime > mtime). A hand visits one subdirectory (1/256 of the cache) at a time;
-// while probation holds more than probation_share of the capacity it evicts probationary
-// chunks, oldest first, remembering them in a ghost table so that a chunk fetched again soon
-// after is admitted as promoted; otherwise it evicts promoted chunks that were not read since
-// the hand last passed (CLOCK). So one pass over a volume larger than the cache neither flushes
-// the chunks that are reused nor keeps its own one-time chunks. The Get that needs room makes
-// it before storing its chunk, usually by visiting one subdirectory; the accounted bytes never
-// exceed capacity_bytes except by chunks being stored concurrently. The NodeCache starts no
-// threads, so it may be opened before a fork.
+// Persistent across restarts: the regions are found again at Open (their footers; a region being
+// filled when its process died keeps its whole records, verified, and loses the torn tail).
+// Every read is verified; a copy that fails verification is set aside (the store's quarantine)
+// and the chunk fetched again from upstream (bad bytes are never returned). A cache disk that
+// fails to write (full, read-only) only costs the caching: the fetched bytes are still returned.
+// Several processes may share the directory: a region is seen by the others once it is sealed
+// (full, or when its process closes the cache); until then they may fetch and keep their own copy.
+// The NodeCache starts no threads, so it may be opened before a fork.
 //
 // Thread-safe; several processes may use one directory.
 class NodeCache : public ChunkStore {
  public:
   // Opens (creating) the cache directory, private to its owner (directories 0700, files 0600;
   // an existing directory with group or other bits is tightened, with a warning on stderr:
-  // CreatePrivateDirectory). A new directory, or one whose state file is missing
-  // or damaged, is scanned once to rebuild the accounting; temporary files older than an hour
-  // (left by killed writers) are removed. If the directory holds more than capacity_bytes (a
-  // smaller --cache-size than before), eviction runs before Open returns.
-  // Errors: InvalidArgument if capacity_bytes is 0 or the watermarks are outside (0, 1];
+  // CreatePrivateDirectory). Regions whose process died are recovered. If the directory holds
+  // more than capacity_bytes (a smaller --cache-size than before), eviction runs before Open
+  // returns. Errors: InvalidArgument if capacity_bytes is 0 or low_watermark is outside (0, 1];
+  // FailedPrecondition "chunk store <dir>: in the old one-file-per-chunk layout (chunks/);
+  // convert it with: bdn store migrate --cache-dir <dir>" for a cache of the old layout;
   // Internal/PermissionDenied naming the path on I/O errors.
   static Result<std::unique_ptr<NodeCache>> Open(std::shared_ptr<ChunkStore> upstream,
                                                  NodeCacheOptions options);
@@ -112,18 +120,19 @@ class NodeCache : public ChunkStore {
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   bool PrefersBatches() const override { return upstream_->PrefersBatches(); }
 
-  // Whether the directory holds a file for `id` now (not verified).
+  // Whether the cache holds a good copy of `id` now, as far as this process knows (not read).
   bool IsCached(const Digest& id) const;
-  // Where the file for `id` lives (whether or not it exists).
-  std::filesystem::path PathOf(const Digest& id) const;
+  // The region store (tests damage copies through it).
+  LocalChunkStore& regions() const { return *store_; }
   const NodeCacheOptions& options() const { return options_; }
+  // Counters; lists the directory for cached_bytes and regions.
   NodeCacheStats stats() const;
 
  private:
   struct Flight;
 
   NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions options);
-  // The verified cached bytes of `id`, or nullopt if absent, unreadable or corrupt (dropped).
+  // The verified cached bytes of `id`, or nullopt if absent, unreadable or corrupt (set aside).
   std::optional<std::vector<uint8_t>> ReadCached(const Digest& id);
   Result<std::vector<uint8_t>> FetchAndStore(const Digest& id);
   // Completes a flight this thread leads with `result`, waking its waiters.
@@ -132,26 +141,29 @@ class NodeCache : public ChunkStore {
   // Checks bytes from the upstream and writes them to the directory; the bytes to return.
   Result<std::vector<uint8_t>> Admit(const Digest& id, std::vector<uint8_t> bytes);
   Status Store(const Digest& id, std::span<const uint8_t> data);
-  // Evicts until `incoming` more bytes fit within capacity_bytes (then down to the low
-  // watermark, as far as the subdirectories visited allow).
-  void MakeRoom(int64_t incoming);
-  // Visits one subdirectory: corrects its accounting and evicts from it until the total is
-  // <= target_bytes; `force` also evicts chunks read since the last visit.
-  void EvictFrom(int subdir, int64_t target_bytes, bool force);
-  void RemoveStaleTemps();
+  // Drops the oldest regions (reinserting their chunks read since they were cached) until the
+  // region files fit in low_watermark * capacity_bytes, if they do not fit in capacity_bytes
+  // minus one region being filled; `force` evicts down to the watermark regardless.
+  void MakeRoom(bool force);
 
   std::shared_ptr<ChunkStore> upstream_;
-  const NodeCacheOptions options_;
-  std::unique_ptr<CacheState> state_;
+  NodeCacheOptions options_;
+  std::unique_ptr<LocalChunkStore> store_;
+  int evict_lock_fd_ = -1;  // flock'ed by the process evicting
 
   std::mutex mu_;
   std::unordered_map<Digest, std::shared_ptr<Flight>> inflight_;
-  std::mutex evict_mu_;  // one evicting thread per process (others take other subdirectories)
+  std::mutex evict_mu_;  // one evicting thread per process
+  // Chunks read from the cache since they were written (by this process): reinserted on eviction.
+  std::mutex hot_mu_;
+  std::unordered_set<Digest> hot_;
+  // Bytes of the region files at the last look plus what this process wrote since.
+  std::atomic<int64_t> approx_bytes_{0};
 
   struct Counters {
     std::atomic<uint64_t> hits{0}, misses{0}, joined{0}, upstream_fetches{0}, upstream_errors{0},
-        hit_bytes{0}, fetched_bytes{0}, evictions{0}, evicted_bytes{0}, corrupt_dropped{0},
-        write_errors{0};
+        hit_bytes{0}, fetched_bytes{0}, evictions{0}, evicted_bytes{0}, reinserted{0},
+        corrupt_dropped{0}, write_errors{0};
   };
   mutable Counters counters_;
 };

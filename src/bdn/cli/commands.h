@@ -71,6 +71,9 @@ std::filesystem::path DefaultHome();
 // Errors: those of LocalChunkStore::Open (an old layout, except for migrate), MigrateOldLayout,
 // RebuildIndex and Stats.
 Status StoreMigrate(const std::filesystem::path& data, bool json);
+// Converts a node cache directory (--cache-dir of mounts and cache serve) of the old
+// one-file-per-chunk layout into regions, in place, as StoreMigrate does for a store.
+Status StoreMigrateCache(const std::filesystem::path& cache_dir, bool json);
 Status StoreRebuildIndex(const std::filesystem::path& data, bool json);
 Status StoreStats(const std::filesystem::path& data, bool json);
 

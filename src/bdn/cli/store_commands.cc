@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bdn/base/units.h"
+#include "bdn/cache/node_cache.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/output.h"
 #include "bdn/cli/progress.h"
@@ -42,9 +43,10 @@ Result<LocalChunkStore::Options> LocalStoreOptions(const fs::path& data) {
   return o;
 }
 
-Status StoreMigrate(const fs::path& data, bool json_output) {
-  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
-  const fs::path root = data / "store";
+namespace {
+
+// Converts the old layout under `root` (a store, or a node cache directory) and reports it.
+Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, bool json_output) {
   TransferCounters counters;
   Result<MigrationReport> r;
   {
@@ -76,6 +78,17 @@ Status StoreMigrate(const fs::path& data, bool json_output) {
                 static_cast<unsigned long long>(r->ignored), (root / "chunks.not-migrated").c_str());
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status StoreMigrate(const fs::path& data, bool json_output) {
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
+  return MigrateAt(data / "store", options, json_output);
+}
+
+Status StoreMigrateCache(const fs::path& cache_dir, bool json_output) {
+  return MigrateAt(cache_dir, NodeCacheStoreOptions({.dir = cache_dir}), json_output);
 }
 
 Status StoreRebuildIndex(const fs::path& data, bool json_output) {

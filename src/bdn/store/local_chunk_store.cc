@@ -196,7 +196,8 @@ Status LocalChunkStore::Init() {
   bool publish;
   {
     std::shared_lock l(mu_);
-    publish = !loose_.empty() && (tables_.empty() || loose_.size() >= options_.loose_packs_per_table);
+    publish = options_.index_tables && !loose_.empty() &&
+              (tables_.empty() || loose_.size() >= options_.loose_packs_per_table);
   }
   // The index is derived data: a failure to write it leaves the packs readable from their footers.
   if (publish) (void)PublishIndex(true);
@@ -229,7 +230,7 @@ std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id) const
   std::optional<IndexedBlob> found;
   for (const auto& t : tables_) {
     if (t->Find(id, [&](const IndexedBlob& b) {
-          if (IsBadLocked(b)) return false;
+          if (IsBadLocked(b) || (!gone_.empty() && gone_.contains(b.pack))) return false;
           found = b;
           return true;
         })) {
@@ -354,6 +355,18 @@ void LocalChunkStore::AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
 Status LocalChunkStore::LoadLoosePacks() {
   const fs::path dir = root_ / "packs";
   BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store packs"));
+  {
+    // Packs deleted since the last look (DropPack in another process): their blobs are gone.
+    std::unordered_set<std::string> present(names.begin(), names.end());
+    std::vector<uint64_t> vanished;
+    {
+      std::shared_lock l(mu_);
+      for (const auto& [id, blobs] : loose_) {
+        if (!present.contains(PackPath(id).filename().string())) vanished.push_back(id);
+      }
+    }
+    for (uint64_t id : vanished) ForgetPack(id);
+  }
   const int mode = writable_ ? O_RDWR : O_RDONLY;
   for (const std::string& name : names) {
     auto sealed = pack::ParseHex16Name(name, ".pack");
@@ -492,6 +505,73 @@ std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack
   return f;
 }
 
+void LocalChunkStore::ForgetPack(uint64_t pack) {
+  {
+    std::unique_lock l(mu_);
+    if (auto it = loose_.find(pack); it != loose_.end()) {
+      for (const BlobLocation& b : it->second) {
+        auto r = recent_.find(b.id);
+        if (r != recent_.end() && r->second.pack == pack) recent_.erase(r);
+      }
+      loose_.erase(it);
+    }
+    if (indexed_.contains(pack)) gone_.insert(pack);
+  }
+  std::lock_guard l(files_mu_);
+  files_.erase(pack);
+}
+
+Result<std::vector<LocalChunkStore::PackInfo>> LocalChunkStore::ListPacks() {
+  const fs::path dir = root_ / "packs";
+  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store packs"));
+  std::vector<PackInfo> out;
+  for (const std::string& name : names) {
+    auto sealed = pack::ParseHex16Name(name, ".pack");
+    auto open = pack::ParseHex16Name(name, ".open");
+    if (!sealed && !open) continue;
+    struct stat st;
+    if (::fstatat(packs_dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
+    out.push_back({sealed ? *sealed : *open, static_cast<uint64_t>(st.st_size), MtimeNs(st),
+                   sealed.has_value()});
+  }
+  std::sort(out.begin(), out.end(), [](const PackInfo& a, const PackInfo& b) {
+    return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.id < b.id;
+  });
+  return out;
+}
+
+Result<std::vector<BlobLocation>> LocalChunkStore::PackBlobs(uint64_t pack) {
+  {
+    std::shared_lock l(mu_);
+    if (auto it = loose_.find(pack); it != loose_.end()) return it->second;
+  }
+  const fs::path path = PackPath(pack);
+  int fd = ::openat(packs_dir_fd_, path.filename().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Err(NotFoundError("pack " + path.string() + ": gone"));
+    return Err(ErrnoError("pack " + path.string(), errno));
+  }
+  struct stat st;
+  Result<std::vector<BlobLocation>> blobs = Err(ErrnoError("pack " + path.string(), EIO));
+  if (::fstat(fd, &st) == 0) {
+    blobs = pack::ReadFooter(fd, static_cast<uint64_t>(st.st_size), "pack " + path.string());
+  } else {
+    blobs = Err(ErrnoError("pack " + path.string(), errno));
+  }
+  ::close(fd);
+  return blobs;
+}
+
+Status LocalChunkStore::DropPack(uint64_t pack) {
+  const fs::path path = PackPath(pack);
+  if (!writable_) return PermissionDeniedError("pack " + path.string() + ": read-only store");
+  ForgetPack(pack);
+  if (::unlinkat(packs_dir_fd_, path.filename().c_str(), 0) != 0 && errno != ENOENT) {
+    return ErrnoError("pack " + path.string() + ": delete", errno);
+  }
+  return Status::Ok();
+}
+
 // ---- reads ----
 
 Result<bool> LocalChunkStore::Contains(const Digest& id) { return Lookup(id).has_value(); }
@@ -542,6 +622,11 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
     }
     auto file = FileOf(b->pack);
     const fs::path path = PackPath(b->pack, !file || file->sealed.load());
+    if (!file && errno == ENOENT) {
+      // Deleted by DropPack (a cache's eviction) in another process since this one looked.
+      ForgetPack(b->pack);
+      continue;
+    }
     if (!file) return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), errno));
     auto bytes = pack::ReadBlob(file->fd, b->loc, "pack " + path.string());
     if (bytes || bytes.error().code() != StatusCode::kCorruption) return bytes;
@@ -944,7 +1029,7 @@ void LocalChunkStore::LooseBlobs(std::vector<IndexedBlob>& blobs, std::vector<ui
 }
 
 Status LocalChunkStore::PublishIndex(bool force) {
-  if (!writable_) return Status::Ok();
+  if (!writable_ || !options_.index_tables) return Status::Ok();
   {
     std::shared_lock l(mu_);
     if (loose_.empty() || (!force && loose_.size() < options_.loose_packs_per_table)) {

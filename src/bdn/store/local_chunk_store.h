@@ -97,6 +97,17 @@ class LocalChunkStore : public ChunkStore {
     std::string migrate_command = "bdn store migrate";
     // Open a store in the old layout anyway (for the migration itself).
     bool allow_old_layout = false;
+    // Whether index tables are written (Sync, Open). A bounded cache (NodeCache) drops packs
+    // whole and keeps few enough that reading their footers at Open is cheap: no tables.
+    bool index_tables = true;
+  };
+
+  // One pack file (ListPacks).
+  struct PackInfo {
+    uint64_t id = 0;
+    uint64_t bytes = 0;     // file size
+    int64_t mtime_ns = 0;   // last write: for a sealed pack, when it was sealed
+    bool sealed = false;    // .pack (else .open: being written, by this or another process)
   };
 
   // Opens the store, creating its directories private to the owner (0700, files 0600; an existing
@@ -160,6 +171,20 @@ class LocalChunkStore : public ChunkStore {
   // Counts over every pack (reads every footer). Errors: ErrnoError.
   Result<StoreStats> Stats();
 
+  // ---- for a bounded cache over the store (NodeCache): packs dropped whole, oldest first ----
+
+  // Every pack file in packs/ (sealed and being written), oldest first (modification time,
+  // then id). Errors: ErrnoError naming the directory.
+  Result<std::vector<PackInfo>> ListPacks();
+  // The blobs a sealed pack holds (from this process's view, else its footer).
+  // Errors: NotFound if the pack is gone; Corruption if its footer is damaged; ErrnoError.
+  Result<std::vector<pack::BlobLocation>> PackBlobs(uint64_t pack);
+  // Deletes the sealed pack `pack` and forgets its blobs: they count as missing from now on in
+  // this process, and in others once they look again (their next miss or Open). A reader that
+  // already has the pack open finishes its read. Errors: ErrnoError naming the pack;
+  // PermissionDenied on a read-only store.
+  Status DropPack(uint64_t pack);
+
   std::filesystem::path PackPath(uint64_t pack, bool sealed = true) const;
   const std::filesystem::path& root() const { return root_; }
   bool read_only() const { return !writable_; }
@@ -193,6 +218,8 @@ class LocalChunkStore : public ChunkStore {
   void AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
                 const std::vector<pack::BlobLocation>& blobs);
   std::shared_ptr<PackFile> FileOf(uint64_t pack);
+  // Forgets every blob of `pack` (deleted by DropPack here or in another process).
+  void ForgetPack(uint64_t pack);
 
   class PackBlobWriter;
   // A pack for one writer thread: an idle one, or a new one while fewer than max_open_packs are
@@ -226,6 +253,7 @@ class LocalChunkStore : public ChunkStore {
   std::unordered_set<uint64_t> open_ids_;             // packs this process writes
   std::vector<std::shared_ptr<const pack::IndexTable>> tables_;
   std::unordered_set<uint64_t> indexed_;              // packs covered by tables_
+  std::unordered_set<uint64_t> gone_;                 // packs deleted (DropPack) that tables_ name
   std::set<std::pair<uint64_t, uint64_t>> bad_;       // quarantined (pack, offset)
   std::unordered_set<Digest> pending_;                // Puts in flight
   std::condition_variable_any pending_cv_;
