@@ -85,7 +85,7 @@ mount --bind "$WORK/rw" "$WORK/robind"; MOUNTS+=("$WORK/robind")
 mount -o remount,bind,ro "$WORK/robind"
 err=$("$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/robind/cache" 2>&1 >/dev/null) \
   || fail "mount with a read-only bind-mounted --cache-dir failed: $err"
-assert_eq "warning: node cache state $WORK/robind/cache/state: Read-only file system; mounting without the node cache (every read goes to the origin)" "$err" "mount warning (bind)"
+assert_eq "warning: node cache $WORK/robind/cache: Read-only file system; mounting without the node cache (every read goes to the origin)" "$err" "mount warning (bind)"
 cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through a mount on a read-only bind mount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 

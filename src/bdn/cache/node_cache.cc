@@ -84,14 +84,17 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
   // Private to its owner: it holds chunks of every namespace mounted on the node.
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir, "node cache"));
   std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
+  // A cache that cannot be written (a read-only file system, another owner) is refused here, so
+  // that the caller goes without it rather than with one that never keeps anything.
+  cache->evict_lock_fd_ =
+      ::open((options.dir / "evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
+  if (cache->evict_lock_fd_ < 0) return Err(ErrnoError(what, errno));
   BDN_ASSIGN_OR_RETURN(cache->store_,
                        LocalChunkStore::Open(options.dir, NodeCacheStoreOptions(options)));
   // The old layout's accounting file and temporary directory, once migrated.
   std::error_code ec;
   fs::remove(options.dir / "state", ec);
   fs::remove_all(options.dir / "tmp", ec);
-  cache->evict_lock_fd_ =
-      ::open((options.dir / "evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
   cache->MakeRoom(false);
   return cache;
 }

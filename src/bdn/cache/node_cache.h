@@ -94,7 +94,8 @@ class NodeCache : public ChunkStore {
   // returns. Errors: InvalidArgument if capacity_bytes is 0 or low_watermark is outside (0, 1];
   // FailedPrecondition "chunk store <dir>: in the old one-file-per-chunk layout (chunks/);
   // convert it with: bdn store migrate --cache-dir <dir>" for a cache of the old layout;
-  // Internal/PermissionDenied naming the path on I/O errors.
+  // PermissionDenied "node cache <dir>: Read-only file system" (or "Permission denied") for a
+  // directory this process cannot write; Internal/PermissionDenied naming the path on I/O errors.
   static Result<std::unique_ptr<NodeCache>> Open(std::shared_ptr<ChunkStore> upstream,
                                                  NodeCacheOptions options);
   ~NodeCache() override;

@@ -128,6 +128,10 @@ struct LocalChunkStore::OpenPack {
   bool retiring = false;  // Sync takes it: no new writer
   bool streaming = false;  // held by an upload (StartPut) for as long as its bytes arrive
   uint64_t written_back = 0;
+  // The process that created it. After a fork (bdn volume mount daemonizes with the store open)
+  // only that process writes or seals it: the other copy of the pack is left alone, or two
+  // processes would append at the same offsets and one seal under the other's records.
+  pid_t owner = ::getpid();
 };
 
 LocalChunkStore::LocalChunkStore(fs::path root, Options options)
@@ -210,7 +214,9 @@ LocalChunkStore::~LocalChunkStore() {
     std::lock_guard l(pool_mu_);
     take = std::move(open_);
   }
-  for (auto& p : take) (void)SealPack(*p, false);
+  for (auto& p : take) {
+    if (p->owner == ::getpid()) (void)SealPack(*p, false);
+  }
   if (packs_dir_fd_ >= 0) ::close(packs_dir_fd_);
 }
 
@@ -737,6 +743,8 @@ Result<LocalChunkStore::OpenPack*> LocalChunkStore::AcquirePack(bool streaming) 
   std::unique_lock l(pool_mu_);
   for (;;) {
     // Packs held by uploads (streaming) do not count: a slow upload never makes Puts wait.
+    // Packs another process created before a fork are its own to write (OpenPack::owner).
+    std::erase_if(open_, [](const auto& p) { return p->owner != ::getpid() && !p->in_use; });
     int active = 0;
     for (auto& p : open_) {
       if (p->retiring) continue;
@@ -898,6 +906,7 @@ Status LocalChunkStore::Sync() {
     std::unique_lock l(pool_mu_);
     // A pack an upload holds (StartPut) stays open: its records before the upload's are made
     // durable by an fdatasync below, and the upload's is not committed to by anyone yet.
+    std::erase_if(open_, [](const auto& p) { return p->owner != ::getpid() && !p->in_use; });
     for (auto& p : open_) p->retiring = !(p->in_use && p->streaming);
     pool_cv_.wait(l, [&] {
       return sealing_ == 0 && std::none_of(open_.begin(), open_.end(), [](const auto& p) {

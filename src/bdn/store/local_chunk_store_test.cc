@@ -348,6 +348,33 @@ TEST_F(LocalStore, AnUploadCutOffByADeadWriterLeavesATornTailThatOpenDrops) {
   EXPECT_EQ(*s->Get(id), data);
 }
 
+TEST_F(LocalStore, AForkedChildNeverWritesIntoItsParentsOpenPack) {
+  // bdn volume mount opens its stores, reads (a node cache writes), then daemonizes: parent and
+  // child each hold the same open pack. Only its creator may append to it or seal it.
+  auto s = Open();
+  auto a = RandomBytes(20000, 94);
+  ASSERT_TRUE(s->Put(Digest::Of(a), a).ok());  // the parent's open pack
+  auto b = RandomBytes(30000, 95);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    bool ok = s->Put(Digest::Of(b), b).ok() && s->Sync().ok();
+    s.reset();
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  s.reset();  // the parent seals its pack
+  s = Open();
+  EXPECT_EQ(*s->Get(Digest::Of(a)), a);
+  EXPECT_EQ(*s->Get(Digest::Of(b)), b);
+  auto stats = s->Stats();
+  ASSERT_TRUE(stats.has_value()) << stats.error().message();  // every footer reads
+  EXPECT_EQ(stats->packs, 2u);
+  EXPECT_EQ(stats->blobs, 2u);
+}
+
 TEST_F(LocalStore, ConcurrentPutsWhileAnotherThreadSyncs) {
   auto s = Open();
   std::vector<std::vector<std::vector<uint8_t>>> per_thread;
