@@ -6,6 +6,7 @@ pkgs=(build-essential cmake pkg-config git
       libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev
       libcpp-httplib-dev libboost1.81-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev curl
       b3sum casync python3 attr
+      wrk  # bench/http_load.sh
       clang-16 libclang-rt-16-dev llvm-16 ccache)  # scripts/fuzz.sh: libFuzzer, symbolizer
 missing=()
 for p in "${pkgs[@]}"; do

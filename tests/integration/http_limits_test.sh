@@ -14,8 +14,9 @@ start_bdn cache cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-di
 CACHE=$STARTED_URL; CACHE_PID=$STARTED_PID
 
 step "hostile bodies and request lines; peak RSS stays within 64 MB of idle"
-python3 - "$ORIGIN" "$ORIGIN_PID" "$PULL" "$BDN_TOKEN" "$CACHE" "$CACHE_PID" <<'EOF'
-import json, socket, sys, threading, time, urllib.parse
+PYTHONPATH="$(dirname "$0")" python3 - "$ORIGIN" "$ORIGIN_PID" "$PULL" "$BDN_TOKEN" "$CACHE" "$CACHE_PID" <<'EOF'
+import json, sys, threading, time
+from raw_http import connect, read_response
 
 origin, origin_pid, pull, admin, cache, cache_pid = sys.argv[1:7]
 
@@ -28,48 +29,6 @@ def hwm_kb(pid):
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     fail("no VmHWM")
-
-def connect(url):
-    u = urllib.parse.urlparse(url)
-    s = socket.create_connection((u.hostname, u.port))
-    s.settimeout(20)
-    return s
-
-def read_response(s):
-    """Reads one response (or what came before the close); returns (status, headers, body, eof)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        try:
-            got = s.recv(65536)
-        except (ConnectionResetError, socket.timeout):
-            got = b""
-        if not got:
-            return None, {}, data, True
-        data += got
-    head, rest = data.split(b"\r\n\r\n", 1)
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for l in lines[1:]:
-        k, v = l.split(":", 1)
-        headers.setdefault(k.strip().lower(), []).append(v.strip())
-    n = int(headers.get("content-length", ["0"])[0])
-    while len(rest) < n:
-        got = s.recv(65536)
-        if not got:
-            break
-        rest += got
-    # Then the connection must close: nothing more comes.
-    eof = False
-    try:
-        more = s.recv(65536)
-        while more:
-            rest += more
-            more = s.recv(65536)
-        eof = True
-    except (ConnectionResetError, socket.timeout):
-        pass
-    return status, headers, rest, eof
 
 def stream(s, chunks, stop):
     """Sends chunks until the server stops taking them or `stop` is set."""
