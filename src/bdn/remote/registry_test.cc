@@ -307,7 +307,12 @@ TEST(RemoteRegistry, ClaimIsExclusiveRenewedSentWithCommitAndReleased) {
     ASSERT_FALSE(second.has_value());
     EXPECT_EQ(second.error().code(), StatusCode::kConflict);
     EXPECT_TRUE(second.error().message().starts_with("volume bdn:weights/qwen: push in progress"));
-    std::this_thread::sleep_for(300ms);
+    // Renewed in the background (every 50 ms): poll, since a loaded machine can delay the
+    // renewer past any fixed sleep (a 300 ms sleep saw 1 renewal with the load average at 19).
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (server.renewals < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
     EXPECT_GE(server.renewals, 2);
     ASSERT_TRUE(reg->Commit(Req(1)).has_value());
     EXPECT_EQ(server.last_commit_claim, "claim1");
