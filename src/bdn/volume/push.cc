@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_set>
@@ -240,33 +241,12 @@ class Sealer {
     return Status::Ok();
   }
 
-  // Reads, chunks and hashes one regular file; fills the entry's digest and layout.
-  // `name` is opened inside the directory `dir`; `shown` names the file in messages.
-  Result<Tally> SealFile(int dir, const std::string& name, const std::string& shown,
-                         const struct stat& scanned, Entry& entry, uint64_t& chunk_count) {
-    const std::string what = "file \"" + shown + "\"";
-    auto changed = [&](const std::string& how) {
-      return Err(FailedPreconditionError(what + ": changed while being pushed (" + how + ")"));
-    };
-    int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      if (errno == ENOENT || errno == ELOOP) return changed("it was replaced or removed");
-      return Err(ErrnoError(what, errno));
-    }
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat before;
-    if (::fstat(fd, &before) != 0) return Err(ErrnoError(what, errno));
-    if (before.st_ino != scanned.st_ino || before.st_dev != scanned.st_dev ||
-        before.st_size != scanned.st_size ||
-        before.st_mtim.tv_nsec != scanned.st_mtim.tv_nsec ||
-        before.st_mtim.tv_sec != scanned.st_mtim.tv_sec) {
-      return changed("it differs from when the directory was scanned");
-    }
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    const uint64_t size = static_cast<uint64_t>(before.st_size);
+  // Reads, chunks and hashes one file's stream; fills the entry's digest and layout. `item` names
+  // the file and gives the size the stream must deliver.
+  Result<Tally> SealFile(ByteStream& stream, const SealItem& item, Entry& entry,
+                         SealedFile& sealed) {
+    const std::string what = "file \"" + item.path + "\"";
+    const uint64_t size = item.size_bytes;
     Blake3Hasher file_hash;
     Tally tally;
     std::vector<ChunkRef> refs;
@@ -281,6 +261,11 @@ class Sealer {
         tally.Add(b.tally);
       }
     };
+    // Blocks already handed to the chunk pool read their buffers: wait for them on every exit.
+    struct Drainer {
+      std::function<void()> fn;
+      ~Drainer() { fn(); }
+    } drainer{[&] { drain(0); }};
 
     std::vector<uint8_t> carry;
     uint64_t read_total = 0;
@@ -291,21 +276,21 @@ class Sealer {
       size_t have = carry.size();
       const size_t want = carry.size() + kBlockBytes;
       while (have < want) {
-        ssize_t n = ::read(fd, buf->data() + have, want - have);
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          return Err(ErrnoError(what + ": read", errno));
-        }
+        BDN_ASSIGN_OR_RETURN(size_t n,
+                             stream.Read(std::span<uint8_t>(buf->data() + have, want - have)));
         if (n == 0) {
           eof = true;
           break;
         }
-        file_hash.Update(buf->data() + have, static_cast<size_t>(n));
-        have += static_cast<size_t>(n);
-        read_total += static_cast<uint64_t>(n);
-        if (counters_) counters_->bytes_done += static_cast<uint64_t>(n);
+        file_hash.Update(buf->data() + have, n);
+        have += n;
+        read_total += n;
+        if (counters_) counters_->bytes_done += n;
       }
-      if (read_total > size) return changed("it grew");
+      if (read_total > size) {
+        return Err(InternalError(what + ": the source delivered more than the " +
+                                 std::to_string(size) + " bytes it listed"));
+      }
       buf->size = have;
       auto cuts = std::make_shared<std::vector<size_t>>();
       cuts->push_back(0);
@@ -326,24 +311,20 @@ class Sealer {
           tally.Add(b.tally);
         } else {
           drain(kMaxBlocksInFlight - 1);
-          inflight.push_back(chunk_pool_.Submit([this, buf, cuts] { return StoreChunks(*buf, *cuts); }));
+          inflight.push_back(
+              chunk_pool_.Submit([this, buf, cuts] { return StoreChunks(*buf, *cuts); }));
         }
       }
     }
     drain(0);
     if (!failed.ok()) return Err(failed);
-    struct stat after;
-    if (::fstat(fd, &after) != 0) return Err(ErrnoError(what, errno));
-    if (read_total != size || after.st_size != before.st_size ||
-        after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
-        after.st_mtim.tv_nsec != before.st_mtim.tv_nsec ||
-        after.st_ctim.tv_sec != before.st_ctim.tv_sec ||
-        after.st_ctim.tv_nsec != before.st_ctim.tv_nsec) {
-      return changed("size or modification time moved during the read");
+    BDN_RETURN_IF_ERROR(stream.Finish());
+    if (read_total != size) {
+      return Err(InternalError(what + ": the source delivered " + std::to_string(read_total) +
+                               " bytes, expected " + std::to_string(size)));
     }
     entry.size_bytes = size;
     entry.digest = file_hash.Finalize();
-    chunk_count = refs.size();
     if (refs.empty()) {
       entry.layout = FileLayout::kEmpty;
     } else if (refs.size() == 1) {
@@ -355,6 +336,7 @@ class Sealer {
       entry.index = Digest::Of(bytes);
       BDN_RETURN_IF_ERROR(PutMetadata(entry.index, bytes, tally));
     }
+    sealed = {entry.size_bytes, entry.digest, entry.layout, entry.index, refs.size()};
     if (counters_) ++counters_->files_done;
     return tally;
   }
@@ -374,54 +356,42 @@ class Sealer {
 
 }  // namespace
 
-Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options,
-                                 ChunkStore& store, TransferCounters* counters) {
-  BDN_RETURN_IF_ERROR(options.chunker.Validate());
-  struct stat root_st;
-  if (::stat(dir.c_str(), &root_st) != 0) return Err(ErrnoError("directory \"" + dir.string() + "\"", errno));
-  if (!S_ISDIR(root_st.st_mode)) {
-    return Err(InvalidArgumentError("directory \"" + dir.string() + "\": not a directory"));
-  }
-  BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dir));
-  std::vector<ScanItem> items;
-  BDN_RETURN_IF_ERROR(Walk(cursor, items));
+Result<std::optional<SealedFile>> EntrySource::Reuse(size_t, const SealItem&) {
+  return std::optional<SealedFile>();
+}
 
+Status EntrySource::OnSealed(size_t, const SealItem&, const SealedFile&) { return Status::Ok(); }
+
+Result<SealResult> SealEntries(std::span<const SealItem> items, EntrySource& source,
+                               const SealOptions& options, ChunkStore& store,
+                               TransferCounters* counters) {
+  BDN_RETURN_IF_ERROR(options.chunker.Validate());
   SealResult result;
   Manifest& m = result.manifest;
   m.chunker = options.chunker;
   m.has_mtimes = options.mtimes == SealOptions::Mtimes::kPreserve;
   m.entries.resize(items.size());
-  std::map<std::pair<dev_t, ino_t>, std::string> first_link;
   std::vector<size_t> files;
   uint64_t total_bytes = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    const ScanItem& it = items[i];
+    const SealItem& it = items[i];
     Entry& e = m.entries[i];
     e.path = it.path;
-    e.mode = static_cast<uint16_t>(it.st.st_mode & 0777);
-    if (m.has_mtimes) {
-      e.mtime_ns = static_cast<int64_t>(it.st.st_mtim.tv_sec) * 1000000000 + it.st.st_mtim.tv_nsec;
+    e.kind = it.kind;
+    e.mode = static_cast<uint16_t>(it.mode & 0777);
+    if (m.has_mtimes) e.mtime_ns = it.mtime_ns.value_or(0);
+    if (it.kind == EntryKind::kSymlink || it.kind == EntryKind::kHardlink) e.target = it.target;
+    if (it.kind == EntryKind::kFile) {
+      files.push_back(i);
+      total_bytes += it.size_bytes;
     }
-    switch (it.st.st_mode & S_IFMT) {
-      case S_IFDIR: e.kind = EntryKind::kDirectory; break;
-      case S_IFLNK:
-        e.kind = EntryKind::kSymlink;
-        e.target = it.target;
-        break;
-      default: {
-        e.kind = EntryKind::kFile;
-        if (it.st.st_nlink > 1) {
-          auto [pos, inserted] = first_link.try_emplace({it.st.st_dev, it.st.st_ino}, it.path);
-          if (!inserted) {
-            e.kind = EntryKind::kHardlink;
-            e.target = pos->second;
-            break;
-          }
-        }
-        files.push_back(i);
-        total_bytes += static_cast<uint64_t>(it.st.st_size);
-      }
-    }
+  }
+  {
+    // The manifest's invariants (order, parents, names) are checked before any byte is read: the
+    // same entries with every file as if empty must encode.
+    Manifest probe = m;
+    for (size_t i : files) probe.entries[i].digest = Digest::Of(std::string_view());
+    if (auto encoded = EncodeManifest(probe); !encoded) return Err(encoded.error());
   }
   if (counters) {
     counters->bytes_total = total_bytes;
@@ -436,10 +406,7 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
     std::vector<std::future<Result<Tally>>> futures;
     std::vector<uint64_t> chunk_counts(files.size());
     futures.reserve(files.size());
-    // Files in path order: each directory's subtree is one run, so the cursor visits each
-    // directory once on the way down and once on the way up. A file's task opens it relative to
-    // a descriptor of its own directory, shared by the files of that directory.
-    // The first failure stops the seal: files not yet started are skipped, so a push of many
+    // The first failure stops the seal: files not yet started are skipped, so a seal of many
     // files fails as soon as one does instead of trying (and failing) each of them.
     std::mutex error_mu;
     Status first_error;
@@ -450,25 +417,45 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
       failed = true;
     };
     for (size_t k = 0; k < files.size() && !failed; ++k) {
-      size_t i = files[k];
-      const std::string& path = items[i].path;
-      const size_t slash = path.rfind('/');
-      auto here = cursor.Share(slash == std::string::npos ? std::string_view()
-                                                          : std::string_view(path).substr(0, slash));
-      if (!here) {
-        fail(here.error());
+      const size_t i = files[k];
+      const SealItem& item = items[i];
+      auto reused = source.Reuse(i, item);
+      if (!reused) {
+        fail(reused.error());
         break;
       }
-      std::string name = path.substr(slash + 1);  // npos + 1 == 0
-      std::string shown = cursor.Display(name);
-      futures.push_back(file_pool.Submit([&, i, k, here = *here, name = std::move(name),
-                                          shown = std::move(shown)]() -> Result<Tally> {
-        if (failed) return Tally{};
-        auto r =
-            sealer.SealFile(here->get(), name, shown, items[i].st, m.entries[i], chunk_counts[k]);
-        if (!r) fail(r.error());
-        return r;
-      }));
+      if (*reused) {
+        const SealedFile& f = **reused;
+        Entry& e = m.entries[i];
+        e.size_bytes = f.size_bytes;
+        e.digest = f.digest;
+        e.layout = f.layout;
+        e.index = f.index;
+        chunk_counts[k] = f.chunks;
+        tally.chunks_reused += f.chunks;
+        if (counters) {
+          counters->bytes_done += f.size_bytes;
+          ++counters->files_done;
+        }
+        continue;
+      }
+      auto stream = source.Open(i, item);
+      if (!stream) {
+        fail(stream.error());
+        break;
+      }
+      futures.push_back(file_pool.Submit(
+          [&, i, k, stream = std::shared_ptr<ByteStream>(std::move(*stream))]() -> Result<Tally> {
+            if (failed) return Tally{};
+            SealedFile sealed;
+            auto r = sealer.SealFile(*stream, items[i], m.entries[i], sealed);
+            if (r) {
+              chunk_counts[k] = sealed.chunks;
+              if (Status s = source.OnSealed(i, items[i], sealed); !s.ok()) r = Err(s);
+            }
+            if (!r) fail(r.error());
+            return r;
+          }));
     }
     for (auto& f : futures) {
       Result<Tally> r = f.get();
@@ -493,6 +480,154 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
   result.chunks_reused = tally.chunks_reused;
   result.metadata_bytes_uploaded = tally.metadata_bytes_uploaded;
   return result;
+}
+
+namespace {
+
+// A regular file of the walked tree, opened relative to a descriptor of its directory at the
+// first Read, and checked against what the walk saw: same file, same size, and no change of
+// size, mtime or ctime while it is read.
+class DirectoryFileStream : public ByteStream {
+ public:
+  DirectoryFileStream(std::shared_ptr<const DirFd> dir, std::string name, std::string shown,
+                      const struct stat& scanned)
+      : dir_(std::move(dir)),
+        name_(std::move(name)),
+        what_("file \"" + shown + "\""),
+        scanned_(scanned) {}
+  ~DirectoryFileStream() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Result<size_t> Read(std::span<uint8_t> out) override {
+    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    for (;;) {
+      ssize_t n = ::read(fd_, out.data(), out.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Err(ErrnoError(what_ + ": read", errno));
+      }
+      read_ += static_cast<uint64_t>(n);
+      if (read_ > static_cast<uint64_t>(scanned_.st_size)) return Err(Changed("it grew"));
+      return static_cast<size_t>(n);
+    }
+  }
+
+  Status Finish() override {
+    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    struct stat after;
+    if (::fstat(fd_, &after) != 0) return ErrnoError(what_, errno);
+    if (read_ != static_cast<uint64_t>(before_.st_size) || after.st_size != before_.st_size ||
+        after.st_mtim.tv_sec != before_.st_mtim.tv_sec ||
+        after.st_mtim.tv_nsec != before_.st_mtim.tv_nsec ||
+        after.st_ctim.tv_sec != before_.st_ctim.tv_sec ||
+        after.st_ctim.tv_nsec != before_.st_ctim.tv_nsec) {
+      return Changed("size or modification time moved during the read");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Changed(const std::string& how) const {
+    return FailedPreconditionError(what_ + ": changed while being pushed (" + how + ")");
+  }
+
+  Status OpenFile() {
+    fd_ = ::openat(dir_->get(), name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd_ < 0) {
+      if (errno == ENOENT || errno == ELOOP) return Changed("it was replaced or removed");
+      return ErrnoError(what_, errno);
+    }
+    if (::fstat(fd_, &before_) != 0) return ErrnoError(what_, errno);
+    if (before_.st_ino != scanned_.st_ino || before_.st_dev != scanned_.st_dev ||
+        before_.st_size != scanned_.st_size ||
+        before_.st_mtim.tv_nsec != scanned_.st_mtim.tv_nsec ||
+        before_.st_mtim.tv_sec != scanned_.st_mtim.tv_sec) {
+      return Changed("it differs from when the directory was scanned");
+    }
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return Status::Ok();
+  }
+
+  std::shared_ptr<const DirFd> dir_;
+  std::string name_;
+  std::string what_;
+  struct stat scanned_;
+  struct stat before_ {};
+  int fd_ = -1;
+  uint64_t read_ = 0;
+};
+
+// The files of a walked tree. Open moves the cursor to each file's directory in path order (so
+// each directory's subtree is one run: the cursor visits each directory once on the way down and
+// once on the way up) and shares a descriptor of it with the stream.
+class DirectorySource : public EntrySource {
+ public:
+  DirectorySource(DirCursor& cursor, const std::vector<ScanItem>& scanned)
+      : cursor_(cursor), scanned_(scanned) {}
+
+  Result<std::unique_ptr<ByteStream>> Open(size_t index, const SealItem& item) override {
+    const std::string& path = item.path;
+    const size_t slash = path.rfind('/');
+    BDN_ASSIGN_OR_RETURN(auto here,
+                         cursor_.Share(slash == std::string::npos
+                                           ? std::string_view()
+                                           : std::string_view(path).substr(0, slash)));
+    std::string name = path.substr(slash + 1);  // npos + 1 == 0
+    std::string shown = cursor_.Display(name);
+    return std::unique_ptr<ByteStream>(std::make_unique<DirectoryFileStream>(
+        std::move(here), std::move(name), std::move(shown), scanned_[index].st));
+  }
+
+ private:
+  DirCursor& cursor_;
+  const std::vector<ScanItem>& scanned_;
+};
+
+}  // namespace
+
+Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options,
+                                 ChunkStore& store, TransferCounters* counters) {
+  BDN_RETURN_IF_ERROR(options.chunker.Validate());
+  struct stat root_st;
+  if (::stat(dir.c_str(), &root_st) != 0) return Err(ErrnoError("directory \"" + dir.string() + "\"", errno));
+  if (!S_ISDIR(root_st.st_mode)) {
+    return Err(InvalidArgumentError("directory \"" + dir.string() + "\": not a directory"));
+  }
+  BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dir));
+  std::vector<ScanItem> scanned;
+  BDN_RETURN_IF_ERROR(Walk(cursor, scanned));
+
+  std::vector<SealItem> items(scanned.size());
+  std::map<std::pair<dev_t, ino_t>, std::string> first_link;
+  for (size_t i = 0; i < scanned.size(); ++i) {
+    const ScanItem& it = scanned[i];
+    SealItem& e = items[i];
+    e.path = it.path;
+    e.mode = static_cast<uint16_t>(it.st.st_mode & 0777);
+    e.mtime_ns = static_cast<int64_t>(it.st.st_mtim.tv_sec) * 1000000000 + it.st.st_mtim.tv_nsec;
+    switch (it.st.st_mode & S_IFMT) {
+      case S_IFDIR: e.kind = EntryKind::kDirectory; break;
+      case S_IFLNK:
+        e.kind = EntryKind::kSymlink;
+        e.target = it.target;
+        break;
+      default: {
+        e.kind = EntryKind::kFile;
+        if (it.st.st_nlink > 1) {
+          auto [pos, inserted] = first_link.try_emplace({it.st.st_dev, it.st.st_ino}, it.path);
+          if (!inserted) {
+            e.kind = EntryKind::kHardlink;
+            e.target = pos->second;
+            break;
+          }
+        }
+        e.size_bytes = static_cast<uint64_t>(it.st.st_size);
+      }
+    }
+  }
+  DirectorySource source(cursor, scanned);
+  return SealEntries(items, source, options, store, counters);
 }
 
 Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry& registry,

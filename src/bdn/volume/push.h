@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,8 +36,81 @@ struct SealResult {
   uint64_t metadata_bytes_uploaded = 0;  // the part of bytes_uploaded that is indexes + manifest
 };
 
-// Walks `dir` (never following symlinks), chunks and hashes every regular file on `jobs` threads,
-// stores the chunks the store lacks, then the chunk indexes and the manifest. Nothing is committed.
+// ---- Sealing a stream of entries ----
+//
+// A version is sealed from a list of entries (SealItem: path, kind, mode, size) and, for each
+// regular file, a ByteStream of its bytes from an EntrySource. Push lists a directory
+// (SealDirectory); a sync lists a remote source (sync/). Both go through SealEntries, the one
+// path that chunks, hashes and stores file content.
+
+// One entry to seal.
+struct SealItem {
+  std::string path;  // relative, '/'-separated UTF-8 (docs/format.md)
+  EntryKind kind = EntryKind::kFile;
+  uint16_t mode = 0;        // permission bits (mode & 0777)
+  uint64_t size_bytes = 0;  // kFile: the size the content must have; others 0
+  // kSymlink: the target, verbatim; kHardlink: the path of the kFile entry it links to.
+  std::string target;
+  // Recorded only with SealOptions::Mtimes::kPreserve.
+  std::optional<int64_t> mtime_ns;
+};
+
+// The bytes of one file, read front to back once. Each stream is read by one thread at a time.
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  // Reads up to out.size() bytes into `out` and returns how many; 0 only at the end. A stream
+  // checks what it delivers against its entry: one that would deliver more or fewer bytes than
+  // the entry's size, or different ones (the file or object changed meanwhile), fails with
+  // FailedPrecondition naming the entry. Other errors: the source's (I/O, network).
+  virtual Result<size_t> Read(std::span<uint8_t> out) = 0;
+  // Called once Read returned 0: a last check that the content did not change while it was read
+  // (e.g. a file's mtime). Errors: FailedPrecondition naming the entry.
+  virtual Status Finish() { return Status::Ok(); }
+};
+
+// A file whose chunks (and chunk index) are already in the store: what its manifest entry
+// records. Lets a resumed seal skip reading a file it sealed before.
+struct SealedFile {
+  uint64_t size_bytes = 0;
+  Digest digest;  // BLAKE3 of the whole content
+  FileLayout layout = FileLayout::kEmpty;
+  Digest index;         // kIndexed: the chunk index's digest
+  uint64_t chunks = 0;  // chunk references
+};
+
+// Where the bytes of the entries come from. SealEntries calls Reuse and Open from one thread, in
+// path order, and reads the streams on its worker threads; OnSealed may be called from any
+// worker thread at any time (implementations make it thread-safe).
+class EntrySource {
+ public:
+  virtual ~EntrySource() = default;
+  // Opens the content of the kFile entry `item` (items[index]). Should be cheap: slow work
+  // (opening a connection) belongs in the first Read, so that files are fetched in parallel.
+  // Errors: the source's; they fail the seal.
+  virtual Result<std::unique_ptr<ByteStream>> Open(size_t index, const SealItem& item) = 0;
+  // A file this source knows to be stored already (an earlier, interrupted seal of the same
+  // content; the source has checked that the store holds every blob it names); nullopt: read
+  // it. Default: nullopt.
+  virtual Result<std::optional<SealedFile>> Reuse(size_t index, const SealItem& item);
+  // Called once a file's chunks and chunk index are in the store (not yet synced). Errors fail
+  // the seal. Default: nothing.
+  virtual Status OnSealed(size_t index, const SealItem& item, const SealedFile& file);
+};
+
+// Seals `items`, which must be sorted bytewise by path, unique, and list every parent directory
+// (the manifest's invariants): chunks and hashes every kFile entry's stream on `options.jobs`
+// threads (files in parallel, a large file's blocks in parallel), stores the chunks the store
+// lacks, then the chunk indexes and the manifest. Nothing is committed. Memory: a few 8 MiB
+// blocks per file being read, whatever the file's size. The first failure stops the seal (files
+// not yet started are skipped). Errors: InvalidArgument naming an entry that breaks the
+// manifest's invariants; the errors of the source and its streams; Internal "file \"x\": the
+// source delivered N bytes, expected M" for a stream that breaks its contract; store errors.
+Result<SealResult> SealEntries(std::span<const SealItem> items, EntrySource& source,
+                               const SealOptions& options, ChunkStore& store,
+                               TransferCounters* counters);
+
+// Walks `dir` (never following symlinks) into sealed entries and seals them with SealEntries.
 // Errors: InvalidArgument "path \"x\": is a socket|FIFO|device …" for other file types or names
 // that are not valid UTF-8; FailedPrecondition "file \"x\": changed while being pushed" when a
 // file's size, mtime or ctime moves during the read; store errors.
