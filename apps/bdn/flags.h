@@ -21,6 +21,10 @@ struct Invocation {
 void AddVolumeFlags(CLI::App& app, Invocation& inv);
 // bdn serve, bdn cache serve, bdn key create|ls|revoke.
 void AddServerFlags(CLI::App& app, Invocation& inv);
+// bdn volume sync start|describe|list|cancel, under `volume`.
+void AddSyncFlags(CLI::App& volume, Invocation& inv);
+// bdn secret set|ls|rm.
+void AddSecretFlags(CLI::App& app, Invocation& inv);
 // bdn mounts apply|lock.
 void AddMountsFlags(CLI::App& app, Invocation& inv);
 // bdn store migrate|rebuild-index|stats. `home` and `json` are main's --home and --json, read

@@ -28,6 +28,7 @@ int Fail(const bdn::Status& s) {
     nlohmann::json j = {{"error", {{"code", code},
                                    {"message", line},
                                    {"exit_code", bdn::cli::ExitCode(s)}}}};
+    if (!s.reason().empty()) j["error"]["reason"] = s.reason();
     std::printf("%s\n", bdn::cli::JsonText(j).c_str());
   }
   return bdn::cli::ExitCode(s);
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   bdn::app::AddServerFlags(app, inv);
   bdn::app::AddMountsFlags(app, inv);
   bdn::app::AddStoreFlags(app, inv, home, json);
+  bdn::app::AddSecretFlags(app, inv);
   std::string remote;
   app.add_option("--remote", remote, "origin URL (bdn serve); default $BDN_REMOTE")
       ->envname("BDN_REMOTE");

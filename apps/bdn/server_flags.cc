@@ -23,8 +23,12 @@
 #include "bdn/http/errors.h"
 #include "bdn/http/server.h"
 #include "bdn/origin/origin.h"
+#include "bdn/registry/secret_store.h"
+#include "bdn/registry/sync_job_store.h"
 #include "bdn/remote/remote_chunk_store.h"
 #include "bdn/store/local_chunk_store.h"
+#include "bdn/sync/secrets.h"
+#include "bdn/sync/service.h"
 #include "flags.h"
 
 namespace bdn::app {
@@ -255,6 +259,7 @@ struct ServeArgs {
   std::string data;
   bool insecure_no_auth = false;
   std::string claim_ttl = "30s";
+  int sync_runners = 2;  // sync jobs run at once
 };
 
 Status Serve(const ServeArgs& args, const std::string& home) {
@@ -283,8 +288,28 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
   origin::Origin origin(options, store, registry, keys);
+  // Sync jobs run in this server (SPEC §6): durable in the registry's database, resumed by the
+  // next start after a crash or a stop.
+  sync::RunnerDeps sync_deps;
+  sync_deps.store = store;
+  sync_deps.registry = registry;
+  BDN_ASSIGN_OR_RETURN(sync_deps.jobs, SqliteSyncJobStore::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<SecretStore> secret_store,
+                       SqliteSecretStore::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(sync_deps.secrets,
+                       sync::SecretVault::Open(secret_store, data / "secrets.key"));
+  sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
+    return origin.ClaimForSync(ns, volume);
+  };
+  sync::JobScheduler scheduler(sync_deps, args.sync_runners);
+  origin.EnableSync(std::make_shared<sync::LocalSyncService>(
+      sync_deps, [&scheduler](const std::string& id) { scheduler.Enqueue(id); }));
   origin.Register(server);
   BDN_RETURN_IF_ERROR(server.Start());
+  if (Status s = scheduler.Start(); !s.ok()) {
+    server.Stop();
+    return s;
+  }
   // The first admin key only once the address is bound, so a server that cannot start creates
   // (and prints) none; until then every request is refused with 401, as no key exists.
   if (!args.insecure_no_auth) {
@@ -315,6 +340,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::fprintf(stderr, "bdn serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  scheduler.Stop();  // running jobs stay SYNCING; the next start resumes them
   server.Stop();
   return Status::Ok();
 }
@@ -478,15 +504,6 @@ Result<json> CallOrigin(const Remote& o, const std::string& method, const std::s
   return j;
 }
 
-std::string FormatUnixMs(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string JoinScopes(const json& scopes) {
   std::string out;
   for (const auto& s : scopes) out += (out.empty() ? "" : ",") + s.get<std::string>();
@@ -524,7 +541,7 @@ Status KeyList(CLI::App& app) {
   for (const auto& k : r["keys"]) {
     std::printf("%-22s %-20s %-22s %-21s %s\n", ("bdn_" + k.value("id", "")).c_str(),
                 k.value("namespace", "").c_str(), JoinScopes(k["scopes"]).c_str(),
-                FormatUnixMs(k.value("created_unix_ms", int64_t{0})).c_str(),
+                cli::FormatUnixMs(k.value("created_unix_ms", int64_t{0})).c_str(),
                 k.value("revoked", false) ? "revoked" : "active");
   }
   return Status::Ok();
@@ -557,6 +574,9 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--claim-ttl", serve.claim_ttl,
                 "push claims lapse unless renewed within this duration (100ms to 24h; e.g. "
                 "30s, 2m)")
+      ->capture_default_str();
+  c->add_option("--sync-runners", serve.sync_runners, "sync jobs that run at once")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   c->callback([&app, &inv] {
     inv.run_standalone = [&app] { return Serve(serve, GlobalOption(app, "--home")); };

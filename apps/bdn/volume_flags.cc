@@ -168,6 +168,8 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->callback([&] {
     inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Umount(ctx, umount_path); };
   });
+
+  AddSyncFlags(*volume, inv);
 }
 
 }  // namespace bdn::app

@@ -1,64 +1,14 @@
 // The one JSON codec of registry and key records (see records_json.h).
 #include "bdn/api/records_json.h"
 
-#include <type_traits>
-#include <utility>
+#include "bdn/api/json_fields.h"
 
 namespace bdn::api {
-namespace {
-
 using nlohmann::json;
-
-// `v` as the integer type T, only when it is a JSON integer that T holds: nlohmann's get<T>
-// would cast a float (1e300: undefined behaviour) or wrap 2^64-1 to -1.
-template <typename T>
-Result<T> IntegerValue(const json& v, const char* key) {
-  if (!v.is_number_integer()) return Err(InvalidArgumentError(std::string(key) + ": not an integer"));
-  const bool fits = v.is_number_unsigned() ? std::in_range<T>(v.get<uint64_t>())
-                                           : std::in_range<T>(v.get<int64_t>());
-  if (!fits) {
-    return Err(InvalidArgumentError(std::string(key) + ": " + v.dump() + " is out of range"));
-  }
-  return v.is_number_unsigned() ? static_cast<T>(v.get<uint64_t>())
-                                : static_cast<T>(v.get<int64_t>());
-}
-
-// Reads field `key` of object `j` as T; a missing key is an error unless `fallback` is given.
-template <typename T>
-Result<T> Field(const json& j, const char* key, std::optional<T> fallback = std::nullopt) {
-  if (!j.is_object())
-    return Err(InvalidArgumentError(std::string(key) + ": parent is not an object"));
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (fallback) return *fallback;
-    return Err(InvalidArgumentError(std::string(key) + ": missing"));
-  }
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    return IntegerValue<T>(*it, key);
-  } else {
-    try {
-      return it->get<T>();
-    } catch (const json::exception& e) {
-      return Err(InvalidArgumentError(std::string(key) + ": " + e.what()));
-    }
-  }
-}
-
-Result<Digest> DigestField(const json& j, const char* key) {
-  BDN_ASSIGN_OR_RETURN(std::string hex, Field<std::string>(j, key));
-  auto d = Digest::Parse(hex);
-  if (!d) return Err(InvalidArgumentError(std::string(key) + ": " + d.error().message()));
-  return *d;
-}
-
-Result<std::optional<int64_t>> OptionalInt(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::optional<int64_t>();
-  BDN_ASSIGN_OR_RETURN(int64_t v, IntegerValue<int64_t>(*it, key));
-  return std::optional<int64_t>(v);
-}
-
-}  // namespace
+using internal::DigestField;
+using internal::IntegerValue;
+using internal::Field;
+using internal::OptionalInt;
 
 json StatsToJson(const VersionStats& s) {
   return {{"files", s.files}, {"bytes", s.bytes}, {"chunks", s.chunks}, {"entries", s.entries}};
@@ -90,6 +40,8 @@ json VersionToJson(const VersionRecord& v) {
             {"is_head", v.is_head}};
   if (v.deleted_unix_ms) j["deleted_unix_ms"] = *v.deleted_unix_ms;
   if (v.delete_after_unix_ms) j["delete_after_unix_ms"] = *v.delete_after_unix_ms;
+  if (!v.source_revision.empty()) j["source_revision"] = v.source_revision;
+  if (!v.source_listing_digest.empty()) j["source_listing_digest"] = v.source_listing_digest;
   return j;
 }
 
@@ -168,6 +120,10 @@ Result<VersionRecord> VersionFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(json stats, Field<json>(j, "stats"));
   BDN_ASSIGN_OR_RETURN(v.stats, StatsFromJson(stats));
   BDN_ASSIGN_OR_RETURN(v.source_uri, Field<std::string>(j, "source_uri", std::string()));
+  BDN_ASSIGN_OR_RETURN(v.source_revision,
+                       Field<std::string>(j, "source_revision", std::string()));
+  BDN_ASSIGN_OR_RETURN(v.source_listing_digest,
+                       Field<std::string>(j, "source_listing_digest", std::string()));
   BDN_ASSIGN_OR_RETURN(v.tags,
                        Field<std::vector<std::string>>(j, "tags", std::vector<std::string>()));
   BDN_ASSIGN_OR_RETURN(v.is_head, Field<bool>(j, "is_head", false));

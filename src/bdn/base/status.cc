@@ -24,7 +24,15 @@ std::string_view StatusCodeName(StatusCode code) {
 
 Status Status::WithPrefix(std::string_view prefix) const {
   if (ok()) return *this;
-  return Status(code_, std::string(prefix) + ": " + message_);
+  Status out(code_, std::string(prefix) + ": " + message_);
+  out.reason_ = reason_;
+  return out;
+}
+
+Status Status::WithReason(std::string reason) const {
+  Status out = *this;
+  out.reason_ = std::move(reason);
+  return out;
 }
 
 std::string Status::ToString() const {

@@ -37,13 +37,20 @@ class Status {
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // Returns a copy whose message is "`prefix`: message".
+  // Returns a copy whose message is "`prefix`: message" (the reason is kept).
   Status WithPrefix(std::string_view prefix) const;
   std::string ToString() const;
+
+  // A machine-readable reason finer than the code, from a closed set its producer documents
+  // (e.g. the stable error codes of sync jobs, docs/sync.md: "revision_not_found"); "" if none.
+  const std::string& reason() const { return reason_; }
+  // Returns a copy carrying `reason`.
+  Status WithReason(std::string reason) const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string reason_;
 };
 
 Status NotFoundError(std::string message);

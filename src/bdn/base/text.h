@@ -23,4 +23,10 @@ enum class Backslashes {
 // control bytes. Thread-safe.
 std::string EscapeName(std::string_view s, Backslashes backslashes = Backslashes::kEscape);
 
+// Percent-encodes (RFC 3986) every byte but A-Z a-z 0-9 - _ . ~ and those in `safe`, with
+// upper-case hex digits: for URL paths and query values. Thread-safe.
+std::string PercentEncode(std::string_view s, std::string_view safe = "");
+// Decodes %XX escapes (a malformed escape is kept as it is; '+' stays '+'). Thread-safe.
+std::string PercentDecode(std::string_view s);
+
 }  // namespace bdn

@@ -35,22 +35,6 @@ using nlohmann::json;
 
 namespace {
 
-bool g_result_printed = false;
-
-void PrintJson(const json& j) {
-  std::cout << JsonText(j) << std::endl;
-  g_result_printed = true;
-}
-
-std::string FormatTime(int64_t unix_ms) {
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string ModeString(const Entry& e) {
   char type = e.kind == EntryKind::kDirectory ? 'd' : e.kind == EntryKind::kSymlink ? 'l' : '-';
   std::string s(1, type);
@@ -78,13 +62,13 @@ json VersionJson(const VersionRecord& v) {
             {"lifecycle", std::string(LifecycleName(v.lifecycle))},
             {"head", v.is_head},
             {"tags", v.tags},
-            {"created", FormatTime(v.created_unix_ms)},
+            {"created", FormatUnixMs(v.created_unix_ms)},
             {"files", v.stats.files},
             {"bytes", v.stats.bytes},
             {"chunks", v.stats.chunks},
             {"entries", v.stats.entries}};
   if (!v.source_uri.empty()) j["source_uri"] = v.source_uri;
-  if (v.delete_after_unix_ms) j["delete_after"] = FormatTime(*v.delete_after_unix_ms);
+  if (v.delete_after_unix_ms) j["delete_after"] = FormatUnixMs(*v.delete_after_unix_ms);
   return j;
 }
 
@@ -100,8 +84,6 @@ Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pin
 }
 
 }  // namespace
-
-bool ResultPrinted() { return g_result_printed; }
 
 fs::path DefaultHome() {
   if (const char* h = std::getenv("BDN_HOME"); h && *h) return h;
@@ -277,7 +259,7 @@ Status Stat(Context& ctx, const std::string& text) {
                  {"tags", tags},
                  {"versions", v.live_versions},
                  {"deleted_versions", v.deleted_versions},
-                 {"created", FormatTime(v.created_unix_ms)}});
+                 {"created", FormatUnixMs(v.created_unix_ms)}});
     } else {
       std::cout << "volume:    " << ref.VolumeString() << "\n"
                 << "head:      " << (v.head ? PinnedRef{v.ns, v.name, *v.head}.ToString() : "-")
@@ -311,7 +293,7 @@ Status Stat(Context& ctx, const std::string& text) {
                 << " bytes)\n"
                 << "chunks:    " << v.stats.chunks << "\n"
                 << "chunker:   " << view->manifest().chunker.ToString() << "\n"
-                << "created:   " << FormatTime(v.created_unix_ms) << "\n";
+                << "created:   " << FormatUnixMs(v.created_unix_ms) << "\n";
     }
     return Status::Ok();
   }
@@ -361,7 +343,7 @@ Status Versions(Context& ctx, const VersionsArgs& args) {
     std::printf("%-8lld %-71s %12s %-9s %-4s %-20s %s\n", static_cast<long long>(v.sequence),
                 v.digest.ToString().c_str(), FormatBytes(v.stats.bytes).c_str(),
                 std::string(LifecycleName(v.lifecycle)).c_str(), v.is_head ? "yes" : "",
-                FormatTime(v.created_unix_ms).c_str(), tags.c_str());
+                FormatUnixMs(v.created_unix_ms).c_str(), tags.c_str());
   }
   return Status::Ok();
 }

@@ -182,4 +182,39 @@ Status MountsApply(Context& ctx, const std::string& config_path);
 Status MountsLock(Context& ctx, const std::string& config_path);
 Status Umount(Context& ctx, const std::string& mountpoint);
 
+// ---- Sync jobs and secrets (SPEC §6, docs/sync.md; sync_commands.cc) ----
+
+struct SyncStartArgs {
+  std::string source;  // hf://..., file:///..., https://...
+  std::string dest;    // bdn:ns/vol[:tag]
+  std::vector<std::string> includes, excludes;
+  std::string auth_secret_name;
+  bool wait = false;
+  // How long transient source errors are retried before the job fails.
+  std::chrono::milliseconds retry_deadline{300'000};
+};
+// bdn volume sync start. With a remote origin the job runs there: prints its id (without
+// --wait), or polls it with a progress bar and prints the pinned ref on READY (--wait).
+// Embedded, the job runs in this process to its end (--wait or not), and running the same
+// command again resumes an interrupted one. Errors: InvalidArgument for the source, dest,
+// globs, secret name; a FAILED or CANCELED job's error with its code (sync::JobStatus) and the
+// message "sync job <id>: FAILED (<code>): <message>"; Ctrl-C: Internal (reason "interrupted")
+// "sync job <id>: stopped waiting; the job goes on ..." (remote) or "...: interrupted ...;
+// run the same command again to resume it ..." (embedded).
+Status SyncStart(Context& ctx, const SyncStartArgs& args);
+// bdn volume sync describe ID. Errors: NotFound "sync job <id>: not found".
+Status SyncDescribe(Context& ctx, const std::string& id);
+// bdn volume sync list [--dest bdn:ns[/vol]]: newest first.
+Status SyncList(Context& ctx, const std::string& dest);
+// bdn volume sync cancel ID [--wait]: asks the job to stop; with `wait`, until it is terminal.
+// Errors: NotFound; FailedPrecondition "sync job <id>: already READY" (FAILED, CANCELED).
+Status SyncCancel(Context& ctx, const std::string& id, bool wait);
+// bdn secret set NAME: the value is read from stdin (one trailing newline dropped), never from
+// the command line. Errors: InvalidArgument for the name or an empty value.
+Status SecretSet(Context& ctx, const std::string& name);
+// bdn secret ls: names and times, never values.
+Status SecretList(Context& ctx);
+// bdn secret rm NAME. Errors: NotFound "secret \"name\": not found".
+Status SecretRemove(Context& ctx, const std::string& name);
+
 }  // namespace bdn::cli

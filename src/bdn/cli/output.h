@@ -2,6 +2,7 @@
 // not UTF-8. (Text output escapes names with EscapeName, base/text.h.)
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,5 +13,12 @@ namespace bdn::cli {
 // out exactly (control characters as JSON escapes); any other string that is not valid UTF-8 (a
 // local path, say) has each invalid byte replaced by U+FFFD instead of failing. Thread-safe.
 std::string JsonText(const nlohmann::json& j);
+
+// Prints a command's JSON result (JsonText) on stdout and remembers that it did, so that main
+// prints no JSON error after it (ResultPrinted, commands.h). Not thread-safe (one per command).
+void PrintJson(const nlohmann::json& j);
+
+// A time as the CLI prints it: UTC, ISO 8601 to the second ("2025-01-31T12:00:00Z"). Thread-safe.
+std::string FormatUnixMs(int64_t unix_ms);
 
 }  // namespace bdn::cli

@@ -30,8 +30,12 @@ struct Sink {
   uint64_t max_body_bytes;
   const std::function<bool(std::span<const uint8_t>)>* on_body = nullptr;
   CURL* handle = nullptr;
+  const std::function<bool(int, const std::vector<std::pair<std::string, std::string>>&)>*
+      on_headers = nullptr;
   bool too_large = false;
   bool refused = false;
+  bool refused_headers = false;
+  bool head = false;  // a HEAD request: Content-Length describes a body that never comes
 };
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
@@ -62,11 +66,31 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* should_abort = static_cast<const std::function<bool()>*>(user);
+  try {
+    return (*should_abort)() ? 1 : 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
 size_t OnHeader(char* data, size_t size, size_t n, void* user) try {
   auto* sink = static_cast<Sink*>(user);
   auto* r = sink->response;
   std::string_view line(data, size * n);
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.empty()) {  // the end of a header block: the final one unless its status is 1xx
+    long code = 0;
+    curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && sink->on_headers != nullptr && *sink->on_headers &&
+        !(*sink->on_headers)(static_cast<int>(code), r->headers)) {
+      sink->refused = true;
+      sink->refused_headers = true;
+      return 0;
+    }
+    return size * n;
+  }
   if (line.starts_with("HTTP/")) {
     r->headers.clear();  // a new (final or interim) response starts
     return size * n;
@@ -76,7 +100,10 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) try {
   std::string_view value = line.substr(colon + 1);
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   std::string name = Lower(line.substr(0, colon));
-  if (name == "content-length") {
+  long code = 0;
+  curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &code);
+  const bool streamed = sink->on_body != nullptr && *sink->on_body && code >= 200 && code < 300;
+  if (name == "content-length" && !streamed && !sink->head) {
     // Reserve up front so a large blob is not copied while it grows.
     uint64_t len = std::strtoull(std::string(value).c_str(), nullptr, 10);
     if (len > sink->max_body_bytes) {
@@ -154,6 +181,8 @@ std::string_view MethodName(Method m) {
       return "POST";
     case Method::kDelete:
       return "DELETE";
+    case Method::kHead:
+      return "HEAD";
   }
   return "GET";
 }
@@ -228,7 +257,8 @@ Result<Response> HttpClient::Send(const Request& req) {
   // Reset clears the options of the previous request but keeps the connection open.
   curl_easy_reset(h);
   Response response;
-  Sink sink{&response, options_.max_response_bytes, &req.on_body, h};
+  Sink sink{&response, options_.max_response_bytes, &req.on_body, h, &req.on_headers};
+  sink.head = req.method == Method::kHead;
   char errbuf[CURL_ERROR_SIZE] = {0};
   const auto connect_timeout = req.connect_timeout.value_or(options_.connect_timeout);
   const auto deadline = req.deadline.value_or(options_.deadline);
@@ -251,6 +281,11 @@ Result<Response> HttpClient::Send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "bdn/0.1");
+  if (req.should_abort) {
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &req.should_abort);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  }
   switch (req.method) {
     case Method::kGet:
       curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -263,6 +298,9 @@ Result<Response> HttpClient::Send(const Request& req) {
       break;
     case Method::kDelete:
       curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+      break;
+    case Method::kHead:
+      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
       break;
   }
   if (req.method == Method::kPost || req.method == Method::kPut || !req.body.empty()) {
@@ -306,7 +344,12 @@ Result<Response> HttpClient::Send(const Request& req) {
   if (rc != CURLE_OK && sink.refused) {
     curl_easy_cleanup(h);
     return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
-                             ": response body refused"));
+                             (sink.refused_headers ? ": response refused" : ": response body refused")));
+  }
+  if (rc == CURLE_ABORTED_BY_CALLBACK) {
+    curl_easy_cleanup(h);
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
+                             ": aborted"));
   }
   if (rc != CURLE_OK) {
     Status s = TransportError(Name(), req, h, rc, errbuf, connect_timeout, deadline);

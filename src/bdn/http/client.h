@@ -21,7 +21,7 @@
 
 namespace bdn::http {
 
-enum class Method { kGet, kPut, kPost, kDelete };
+enum class Method { kGet, kPut, kPost, kDelete, kHead };
 std::string_view MethodName(Method m);  // "GET", ...
 
 struct Request {
@@ -46,6 +46,18 @@ struct Request {
   // "...: response body refused" (the callback keeps its own reason). Other statuses' bodies
   // (the error JSON) are collected as usual.
   std::function<bool(std::span<const uint8_t>)> on_body;
+  // If set, called once the final response's status line and header fields are in (names
+  // lower-cased, in received order), before any body byte reaches on_body, so that a streamed
+  // body can be checked (its ETag, its Content-Range) before it is consumed. Returning false
+  // aborts the transfer: Send then fails with Internal "...: response refused" (the callback
+  // keeps its own reason).
+  std::function<bool(int status, const std::vector<std::pair<std::string, std::string>>& headers)>
+      on_headers;
+  // If set, polled while the request runs (libcurl: about once a second while it waits, more
+  // often while bytes move): returning true aborts it
+  // at once, and Send fails with Internal "...: aborted". Lets a cancelled operation end a
+  // request that waits on a slow server without waiting for its deadline.
+  std::function<bool()> should_abort;
 };
 
 struct Response {

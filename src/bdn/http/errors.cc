@@ -165,6 +165,7 @@ std::string ErrorBody(const Status& s, Credentials credentials) {
   j["error"]["code"] =
       IsRejected(s, credentials) ? std::string(kUnauthenticated) : ErrorCodeName(s.code());
   j["error"]["message"] = ClientMessage(s.message());
+  if (!s.reason().empty()) j["error"]["reason"] = s.reason();
   // Replace invalid UTF-8 (a message may quote a client's bytes) instead of throwing.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -181,7 +182,10 @@ std::optional<Status> ParseErrorBody(std::string_view body) {
       message != err->end() && message->is_string() ? message->get<std::string>() : std::string();
   StatusCode c = StatusCodeFromName(code->get<std::string>());
   if (c == StatusCode::kOk) c = StatusCode::kInternal;
-  return Status(c, std::move(text));
+  Status out(c, std::move(text));
+  auto reason = err->find("reason");
+  if (reason != err->end() && reason->is_string()) out = out.WithReason(reason->get<std::string>());
+  return out;
 }
 
 Status StatusFromErrorBody(int http_status, std::string_view body) {

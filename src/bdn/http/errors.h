@@ -49,12 +49,14 @@ void HideServerPath(const std::filesystem::path& dir, const std::string& shown_a
 // the server's own log keeps it. Thread-safe.
 std::string ClientMessage(std::string_view message);
 
-// The JSON error body: {"error": {"code": "<name>", "message": "<message>"}}; the code is
+// The JSON error body: {"error": {"code": "<name>", "message": "<message>"}}, plus "reason" when
+// the Status has one (Status::reason, e.g. a sync error code); the code is
 // "unauthenticated" for PermissionDenied with Credentials::kRejected; the message as
 // ClientMessage gives it (no server file-system paths).
 std::string ErrorBody(const Status& s, Credentials credentials = Credentials::kAccepted);
 
-// Parses a JSON error body into its Status, keeping the message verbatim. nullopt when `body`
+// Parses a JSON error body into its Status (with its reason, if any), keeping the message
+// verbatim. nullopt when `body`
 // does not have the error shape (not JSON, no "error" object, or no string "code").
 std::optional<Status> ParseErrorBody(std::string_view body);
 

@@ -53,6 +53,7 @@ void Origin::Register(http::Server& server) {
   RegisterRegistry();
   RegisterClaims();
   RegisterKeys();
+  if (sync_) RegisterSync();
 }
 
 Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {

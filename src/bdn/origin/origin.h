@@ -17,6 +17,7 @@
 #include "bdn/registry/key_store.h"
 #include "bdn/registry/registry.h"
 #include "bdn/store/chunk_store.h"
+#include "bdn/sync/service.h"
 
 namespace bdn::origin {
 
@@ -68,6 +69,15 @@ class Origin {
 
   ClaimTable& claims() { return claims_; }
 
+  // Serves the sync job and secret endpoints (docs/http-api.md, "Sync jobs", "Secrets") over
+  // `sync`; call before Register. Without it those endpoints are not registered (404).
+  void EnableSync(std::shared_ptr<sync::SyncService> sync) { sync_ = std::move(sync); }
+
+  // A push claim on ns/volume for a sync job running in this server: taken in the claim table
+  // (so pushes and syncs exclude each other), renewed in the background, released on
+  // destruction. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".
+  Result<std::unique_ptr<PushClaim>> ClaimForSync(const std::string& ns, const std::string& volume);
+
  private:
   // What an endpoint needs: a scope, for the namespace in the path (req.matches[1]) or for any.
   enum class Where { kAnyNamespace, kPathNamespace };
@@ -98,6 +108,7 @@ class Origin {
   void RegisterRegistry();
   void RegisterClaims();
   void RegisterKeys();
+  void RegisterSync();  // sync jobs and secrets
 
   Status PutChunk(const http::ServerRequest& req, http::ServerResponse& res);
   Status GetChunk(const http::ServerRequest& req, http::ServerResponse& res);
@@ -113,6 +124,7 @@ class Origin {
   std::shared_ptr<Registry> registry_;
   std::shared_ptr<KeyStore> keys_;
   ClaimTable claims_;
+  std::shared_ptr<sync::SyncService> sync_;
   http::Server* server_ = nullptr;
   // Bytes of chunks read ahead by batch responses, not yet sent (batch_readahead_bytes).
   std::shared_ptr<std::atomic<int64_t>> readahead_bytes_ =

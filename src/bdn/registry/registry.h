@@ -39,6 +39,10 @@ struct VersionRecord {
   std::string source_uri;
   std::vector<std::string> tags;  // sorted; "head" is not listed here
   bool is_head = false;
+  // A sync's source identity (docs/sync.md, "Source identity"): the revision it mirrored (an HF
+  // commit) and its listing digest ("b3:<hex>"); empty for pushes.
+  std::string source_revision;
+  std::string source_listing_digest;
 };
 
 struct VolumeRecord {
@@ -62,6 +66,8 @@ struct CommitRequest {
   std::optional<int64_t> expected_sequence;
   // Names this write across retries (see Registry, "Idempotency keys"); empty: none.
   std::string idempotency_key;
+  std::string source_revision;        // as VersionRecord's; recorded only for a new version
+  std::string source_listing_digest;  // as VersionRecord's; recorded only for a new version
 };
 
 // How long a registry keeps the idempotency key of a write (and so recognizes its retries).

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "bdn/registry/registry.h"
+#include "bdn/registry/sqlite_util.h"
 
 #include "bdn/base/private_files.h"
 
@@ -18,6 +19,9 @@ namespace bdn {
 std::string_view LifecycleName(Lifecycle l) { return l == Lifecycle::kAlive ? "ALIVE" : "DELETED"; }
 
 namespace {
+
+using internal::LockFile;
+using internal::Stmt;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -47,6 +51,8 @@ CREATE TABLE IF NOT EXISTS versions(
   chunks INTEGER NOT NULL,
   entries INTEGER NOT NULL,
   source_uri TEXT NOT NULL DEFAULT '',
+  source_revision TEXT NOT NULL DEFAULT '',
+  source_listing_digest TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(volume_id, digest));
 CREATE TABLE IF NOT EXISTS tags(
   volume_id INTEGER NOT NULL REFERENCES volumes(id),
@@ -63,66 +69,6 @@ CREATE TABLE IF NOT EXISTS idempotency_keys(
   created_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS idempotency_keys_by_age ON idempotency_keys(created_ms);
 )sql";
-
-// A prepared statement bound and stepped with small helpers; finalized on destruction.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-  }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Stmt& Bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Stmt& BindNull(int i) {
-    sqlite3_bind_null(stmt_, i);
-    return *this;
-  }
-  // Returns true for a row, false when done. Errors: Unavailable when busy; FailedPrecondition
-  // "registry <file>: no space left on device" on a full disk (as Exec: HTTP 412, exit 8);
-  // PermissionDenied on a read-only database; else Internal with SQLite's message.
-  Result<bool> Step() {
-    if (rc_ != SQLITE_OK) return Err(InternalError(std::string("registry: ") + sqlite3_errmsg(db_)));
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    if (rc == SQLITE_BUSY) return Err(UnavailableError("registry: database is busy"));
-    const std::string file = sqlite3_db_filename(db_, "main") ? sqlite3_db_filename(db_, "main") : "";
-    const int sys = sqlite3_system_errno(db_);
-    if ((rc & 0xff) == SQLITE_FULL ||
-        ((rc & 0xff) == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
-      return Err(FailedPreconditionError("registry " + file + ": no space left on device"));
-    }
-    if ((rc & 0xff) == SQLITE_READONLY) {
-      return Err(PermissionDeniedError("registry " + file + ": read-only (" +
-                                       sqlite3_errmsg(db_) + ")"));
-    }
-    return Err(InternalError(std::string("registry: ") + sqlite3_errmsg(db_)));
-  }
-  Status Run() {
-    auto r = Step();
-    return r ? Status::Ok() : r.error();
-  }
-  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
-  bool IsNull(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::string Text(int col) {
-    const unsigned char* t = sqlite3_column_text(stmt_, col);
-    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
-};
 
 Digest ParseStored(const std::string& hex) {
   auto d = Digest::Parse(hex);
@@ -151,9 +97,14 @@ std::string ExpectedText(std::optional<int64_t> expected) {
 std::string DescribeCommit(const CommitRequest& req) {
   std::string tags;
   for (const auto& t : req.tags) tags += (tags.empty() ? "" : ",") + t;
-  return "commit bdn:" + req.ns + "/" + req.volume + "@" + req.digest.ToString() + " tags=[" +
-         tags + "] expected_sequence=" + ExpectedText(req.expected_sequence) + " source_uri=\"" +
-         req.source_uri + "\"";
+  std::string out = "commit bdn:" + req.ns + "/" + req.volume + "@" + req.digest.ToString() +
+                    " tags=[" + tags + "] expected_sequence=" + ExpectedText(req.expected_sequence) +
+                    " source_uri=\"" + req.source_uri + "\"";
+  if (!req.source_revision.empty()) out += " source_revision=\"" + req.source_revision + "\"";
+  if (!req.source_listing_digest.empty()) {
+    out += " source_listing_digest=" + req.source_listing_digest;
+  }
+  return out;
 }
 
 std::string JoinLines(const std::vector<std::string>& items) {
@@ -207,6 +158,24 @@ struct SqliteRegistry::Impl {
       return InternalError("registry: " + msg);
     }
     return Status::Ok();
+  }
+
+  // A registry made before sync existed lacks the columns of a version's source identity: adds
+  // them (empty for its versions).
+  Status AddColumnsOfSync() {
+    bool has_revision = false;
+    {
+      Stmt s(db, "SELECT name FROM pragma_table_info('versions')");
+      while (true) {
+        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        if (s.Text(0) == "source_revision") has_revision = true;
+      }
+    }
+    if (has_revision) return Status::Ok();
+    BDN_RETURN_IF_ERROR(
+        Exec("ALTER TABLE versions ADD COLUMN source_revision TEXT NOT NULL DEFAULT ''"));
+    return Exec("ALTER TABLE versions ADD COLUMN source_listing_digest TEXT NOT NULL DEFAULT ''");
   }
 
   // Runs `body` inside BEGIN IMMEDIATE … COMMIT, rolling back on error.
@@ -314,7 +283,8 @@ struct SqliteRegistry::Impl {
                                     const Digest& digest) {
     Stmt s(db,
            "SELECT sequence, lifecycle, created_ms, deleted_ms, delete_after_ms, files, bytes, "
-           "chunks, entries, source_uri FROM versions WHERE volume_id=?1 AND digest=?2");
+           "chunks, entries, source_uri, source_revision, source_listing_digest FROM versions "
+           "WHERE volume_id=?1 AND digest=?2");
     s.Bind(1, vid).Bind(2, digest.Hex());
     BDN_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) {
@@ -333,6 +303,8 @@ struct SqliteRegistry::Impl {
     v.stats = {static_cast<uint64_t>(s.Int(5)), static_cast<uint64_t>(s.Int(6)),
                static_cast<uint64_t>(s.Int(7)), static_cast<uint64_t>(s.Int(8))};
     v.source_uri = s.Text(9);
+    v.source_revision = s.Text(10);
+    v.source_listing_digest = s.Text(11);
     Stmt t(db, "SELECT name FROM tags WHERE volume_id=?1 AND digest=?2 ORDER BY name");
     t.Bind(1, vid).Bind(2, digest.Hex());
     while (true) {
@@ -394,6 +366,7 @@ Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesyst
     if (rw_error.ok()) rw_error = impl->Exec("PRAGMA synchronous=FULL");
     if (rw_error.ok()) rw_error = impl->Exec("PRAGMA foreign_keys=ON");
     if (rw_error.ok()) rw_error = impl->Exec(kSchema);
+    if (rw_error.ok()) rw_error = impl->AddColumnsOfSync();
     if (rw_error.ok()) return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
     sqlite3_close(impl->db);
     impl->db = nullptr;
@@ -581,7 +554,8 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
     } else {
       Stmt ins(im.db,
                "INSERT INTO versions(volume_id, digest, sequence, lifecycle, created_ms, files, "
-               "bytes, chunks, entries, source_uri) VALUES(?1,?2,?3,'ALIVE',?4,?5,?6,?7,?8,?9)");
+               "bytes, chunks, entries, source_uri, source_revision, source_listing_digest) "
+               "VALUES(?1,?2,?3,'ALIVE',?4,?5,?6,?7,?8,?9,?10,?11)");
       ins.Bind(1, vid)
           .Bind(2, req.digest.Hex())
           .Bind(3, seq + 1)
@@ -590,7 +564,9 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
           .Bind(6, static_cast<int64_t>(req.stats.bytes))
           .Bind(7, static_cast<int64_t>(req.stats.chunks))
           .Bind(8, static_cast<int64_t>(req.stats.entries))
-          .Bind(9, req.source_uri);
+          .Bind(9, req.source_uri)
+          .Bind(10, req.source_revision)
+          .Bind(11, req.source_listing_digest);
       BDN_RETURN_IF_ERROR(ins.Run());
       changed = true;
     }
@@ -709,34 +685,22 @@ namespace bdn {
 namespace {
 class FlockClaim : public PushClaim {
  public:
-  explicit FlockClaim(int fd) : fd_(fd) {}
-  ~FlockClaim() override { ::close(fd_); }
+  explicit FlockClaim(LockFile lock) : lock_(std::move(lock)) {}
 
  private:
-  int fd_;
+  LockFile lock_;
 };
 }  // namespace
 
 Result<std::unique_ptr<PushClaim>> SqliteRegistry::ClaimPush(const std::string& ns,
                                                              const std::string& volume) {
-  if (Status s = CreatePrivateDirectory(impl_->dir / "locks", "registry"); !s.ok()) return Err(s);
   std::filesystem::path p = impl_->dir / "locks" / (ns + "~" + volume + ".lock");
-  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return Err(ErrnoError("push claim " + p.string(), errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    char buf[32] = {0};
-    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    ::close(fd);
-    if (e == EWOULDBLOCK) {
-      std::string holder = n > 0 ? " by pid " + std::string(buf, static_cast<size_t>(n)) : "";
-      return Err(ConflictError(VolumeName(ns, volume) + ": push in progress" + holder));
-    }
-    return Err(ErrnoError("push claim " + p.string(), e));
+  BDN_ASSIGN_OR_RETURN(LockFile lock, LockFile::TryLock(p, "push claim"));
+  if (!lock.held()) {
+    std::string holder = lock.holder_pid().empty() ? "" : " by pid " + lock.holder_pid();
+    return Err(ConflictError(VolumeName(ns, volume) + ": push in progress" + holder));
   }
-  std::string pid = std::to_string(::getpid());
-  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
-  return std::unique_ptr<PushClaim>(new FlockClaim(fd));
+  return std::unique_ptr<PushClaim>(new FlockClaim(std::move(lock)));
 }
 
 }  // namespace bdn

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bdn/api/records_json.h"
+#include "bdn/base/text.h"
 
 namespace bdn::remote {
 namespace {
@@ -17,20 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 // Percent-encodes everything but RFC 3986 unreserved characters (names and tags are already
 // restricted to those; this keeps a bad one from changing the route).
-std::string Escape(std::string_view s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string Escape(std::string_view s) { return PercentEncode(s); }
 
 std::string VolumePath(const std::string& ns, const std::string& volume) {
   return "/v1/volumes/" + Escape(ns) + "/" + Escape(volume);

@@ -24,15 +24,6 @@ std::shared_ptr<RetryClock> RetryClock::Real() {
   return clock;
 }
 
-namespace internal {
-std::chrono::milliseconds Jitter(std::chrono::milliseconds b) {
-  thread_local std::minstd_rand rng{std::random_device{}()};
-  int64_t hi = std::max<int64_t>(b.count(), 0);
-  std::uniform_int_distribution<int64_t> d(hi / 2, hi);
-  return std::chrono::milliseconds(d(rng));
-}
-}  // namespace internal
-
 RetryBudget::RetryBudget(Options options)
     : options_(std::move(options)), clock_(options_.clock ? options_.clock : RetryClock::Real()) {}
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "bdn/base/backoff.h"
 #include "bdn/base/status.h"
 #include "bdn/http/client.h"
 
@@ -105,23 +106,6 @@ class RetryBudget {
   std::optional<Status> tripped_;
 };
 
-namespace internal {
-inline const Status* ErrorOf(const Status& s) { return s.ok() ? nullptr : &s; }
-template <typename T>
-const Status* ErrorOf(const Result<T>& r) {
-  return r.has_value() ? nullptr : &r.error();
-}
-// A random wait in [b/2, b].
-std::chrono::milliseconds Jitter(std::chrono::milliseconds b);
-template <typename Outcome>
-Outcome Failure(Status s) {
-  if constexpr (std::is_same_v<Outcome, Status>) {
-    return s;
-  } else {
-    return Outcome(std::unexpect, std::move(s));
-  }
-}
-}  // namespace internal
 
 // Calls `fn` until it succeeds or fails for good, and returns its last outcome. `fn` returns
 // Status or Result<T>, and takes either nothing or a Try& (to mark a failure transient). A
@@ -146,19 +130,19 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
     };
     using Outcome = decltype(outcome());
     if (budget) {
-      if (auto s = budget->Tripped()) return internal::Failure<Outcome>(*s);
+      if (auto s = budget->Tripped()) return backoff::Failure<Outcome>(*s);
     }
     Outcome out = outcome();
-    const Status* err = internal::ErrorOf(out);
+    const Status* err = backoff::ErrorOf(out);
     const bool transient = err && (t.transient || IsRetryable(*err));
     if (!transient) {
       if (budget) budget->OnAnswer();
       return out;
     }
-    auto wait = internal::Jitter(backoff);
+    auto wait = backoff::Jitter(backoff);
     if (budget) {
       RetryBudget::Verdict v = budget->OnTransientFailure(*err, call_start);
-      if (v.give_up) return internal::Failure<Outcome>(*v.give_up);
+      if (v.give_up) return backoff::Failure<Outcome>(*v.give_up);
       wait = std::min(wait, v.wait_cap);
     } else if (t.number >= policy.attempts) {
       return out;

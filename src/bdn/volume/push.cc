@@ -27,17 +27,12 @@ constexpr size_t kMaxBlocksInFlight = 4;
 // instead of one after another; a local store gets parallel writes.
 constexpr int kUploadThreads = 16;
 
-struct ScanItem {
-  std::string path;  // relative
-  struct stat st;
-  std::string target;  // symlink target
-};
 
 // Lists the tree below `root` (never following symlinks) into `out`, sorted bytewise by path
 // (the manifest's order). Every step is relative to a directory handle, so any depth and path
 // length the file system holds works, in time linear in the tree. Names and symlink targets
 // must be UTF-8 (docs/format.md); other file types are refused.
-Status Walk(DirCursor& cursor, std::vector<ScanItem>& out) {
+Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out) {
   struct Level {
     std::vector<std::string> names;
     size_t next = 0;
@@ -53,7 +48,7 @@ Status Walk(DirCursor& cursor, std::vector<ScanItem>& out) {
       continue;
     }
     const std::string& name = level.names[level.next++];
-    ScanItem item;
+    ScannedEntry item;
     item.path = cursor.rel().empty() ? name : cursor.rel() + "/" + name;
     // Messages carry names as they are; the CLI escapes what it prints (EscapeName).
     auto shown = [&] { return cursor.Display(name); };
@@ -95,7 +90,7 @@ Status Walk(DirCursor& cursor, std::vector<ScanItem>& out) {
   }
   // Depth-first order puts "a/x" before "a-b" ('-' < '/'); the manifest wants plain byte order.
   std::sort(out.begin(), out.end(),
-            [](const ScanItem& a, const ScanItem& b) { return a.path < b.path; });
+            [](const ScannedEntry& a, const ScannedEntry& b) { return a.path < b.path; });
   return Status::Ok();
 }
 
@@ -563,7 +558,7 @@ class DirectoryFileStream : public ByteStream {
 // once on the way up) and shares a descriptor of it with the stream.
 class DirectorySource : public EntrySource {
  public:
-  DirectorySource(DirCursor& cursor, const std::vector<ScanItem>& scanned)
+  DirectorySource(DirCursor& cursor, const std::vector<ScannedEntry>& scanned)
       : cursor_(cursor), scanned_(scanned) {}
 
   Result<std::unique_ptr<ByteStream>> Open(size_t index, const SealItem& item) override {
@@ -581,10 +576,17 @@ class DirectorySource : public EntrySource {
 
  private:
   DirCursor& cursor_;
-  const std::vector<ScanItem>& scanned_;
+  const std::vector<ScannedEntry>& scanned_;
 };
 
 }  // namespace
+
+Result<std::vector<ScannedEntry>> ScanDirectory(const fs::path& dir) {
+  BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dir));
+  std::vector<ScannedEntry> scanned;
+  BDN_RETURN_IF_ERROR(Walk(cursor, scanned));
+  return scanned;
+}
 
 Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options,
                                  ChunkStore& store, TransferCounters* counters) {
@@ -595,13 +597,13 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
     return Err(InvalidArgumentError("directory \"" + dir.string() + "\": not a directory"));
   }
   BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dir));
-  std::vector<ScanItem> scanned;
+  std::vector<ScannedEntry> scanned;
   BDN_RETURN_IF_ERROR(Walk(cursor, scanned));
 
   std::vector<SealItem> items(scanned.size());
   std::map<std::pair<dev_t, ino_t>, std::string> first_link;
   for (size_t i = 0; i < scanned.size(); ++i) {
-    const ScanItem& it = scanned[i];
+    const ScannedEntry& it = scanned[i];
     SealItem& e = items[i];
     e.path = it.path;
     e.mode = static_cast<uint16_t>(it.st.st_mode & 0777);

@@ -1,6 +1,8 @@
 // Push: seal a local directory as a version (chunk, hash, store) and commit it to the registry.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -109,6 +111,21 @@ class EntrySource {
 Result<SealResult> SealEntries(std::span<const SealItem> items, EntrySource& source,
                                const SealOptions& options, ChunkStore& store,
                                TransferCounters* counters);
+
+// One entry of a walked directory tree.
+struct ScannedEntry {
+  std::string path;  // relative, '/'-separated
+  struct stat st;    // lstat: a symlink is not followed
+  std::string target;  // symlink target
+};
+
+// Lists the tree below `dir` (never following symlinks), sorted bytewise by path (the
+// manifest's order). Every step is relative to a directory handle, so any depth and path length
+// the file system holds works, in time linear in the tree. Errors: InvalidArgument "path \"x\":
+// is a socket|FIFO|device; only regular files, directories and symlinks can be pushed" and
+// "path \"x\": name is not valid UTF-8" (also for symlink targets); ErrnoError naming a path
+// that cannot be read.
+Result<std::vector<ScannedEntry>> ScanDirectory(const std::filesystem::path& dir);
 
 // Walks `dir` (never following symlinks) into sealed entries and seals them with SealEntries.
 // Errors: InvalidArgument "path \"x\": is a socket|FIFO|device …" for other file types or names

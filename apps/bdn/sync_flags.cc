@@ -1,0 +1,87 @@
+// Flags of `bdn volume sync` and `bdn secret` (SPEC §6, docs/sync.md).
+#include "bdn/base/units.h"
+#include "flags.h"
+
+#include <chrono>
+
+namespace bdn::app {
+
+void AddSyncFlags(CLI::App& volume, Invocation& inv) {
+  auto* sync = volume.add_subcommand(
+      "sync", "mirror a Hugging Face repo, bucket, directory or file into a sealed version");
+  sync->require_subcommand(1);
+  sync->fallthrough();
+
+  static bdn::cli::SyncStartArgs start;
+  static std::string retry_deadline = "5m";
+  auto* c = sync->add_subcommand("start", "start (or resume) a sync job");
+  c->add_option("--source", start.source,
+                "hf://org/repo[@revision], file:///abs/path or https://host/path")
+      ->required();
+  c->add_option("--dest", start.dest, "bdn:<namespace>/<volume>[:tag]")->required();
+  c->add_option("--include", start.includes,
+                "take only paths matching this glob (repeatable; * also matches /)");
+  c->add_option("--exclude", start.excludes, "leave out paths matching this glob (repeatable)");
+  c->add_option("--auth-secret-name", start.auth_secret_name,
+                "the secret (bdn secret set) holding the source's credentials");
+  c->add_flag("--wait", start.wait,
+              "with --remote: wait for the job, showing progress, and print the pinned ref "
+              "(embedded, the job always runs in this process)");
+  c->add_option("--retry-deadline", retry_deadline,
+                "fail the job once the source has failed transiently this long (1s to 24h)")
+      ->capture_default_str();
+  c->callback([&] {
+    inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
+      auto deadline =
+          bdn::ParseDuration(retry_deadline, std::chrono::seconds(1), std::chrono::hours(24));
+      if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
+      start.retry_deadline = *deadline;
+      return bdn::cli::SyncStart(ctx, start);
+    };
+  });
+
+  static std::string describe_id;
+  c = sync->add_subcommand("describe", "show a sync job: state, progress, version or error");
+  c->add_option("ID", describe_id, "job id (sync_<hex>)")->required();
+  c->callback([&] {
+    inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SyncDescribe(ctx, describe_id); };
+  });
+
+  static std::string list_dest;
+  c = sync->add_subcommand("list", "list sync jobs, newest first");
+  c->add_option("--dest", list_dest, "only jobs into bdn:<namespace>[/<volume>]");
+  c->callback(
+      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SyncList(ctx, list_dest); }; });
+
+  static std::string cancel_id;
+  static bool cancel_wait = false;
+  c = sync->add_subcommand("cancel", "stop a sync job (it ends CANCELED)");
+  c->add_option("ID", cancel_id, "job id (sync_<hex>)")->required();
+  c->add_flag("--wait", cancel_wait, "wait until the job has stopped");
+  c->callback([&] {
+    inv.run = [&](bdn::cli::Context& ctx) {
+      return bdn::cli::SyncCancel(ctx, cancel_id, cancel_wait);
+    };
+  });
+}
+
+void AddSecretFlags(CLI::App& app, Invocation& inv) {
+  auto* secret = app.add_subcommand(
+      "secret", "credentials for sync sources (embedded, or on the origin with --remote)");
+  secret->require_subcommand(1);
+  secret->fallthrough();
+  static std::string set_name;
+  auto* c = secret->add_subcommand("set", "store a secret; the value is read from stdin");
+  c->add_option("NAME", set_name)->required();
+  c->callback(
+      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SecretSet(ctx, set_name); }; });
+  c = secret->add_subcommand("ls", "list secrets (names only, never values)");
+  c->callback([&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SecretList(ctx); }; });
+  static std::string rm_name;
+  c = secret->add_subcommand("rm", "remove a secret");
+  c->add_option("NAME", rm_name)->required();
+  c->callback(
+      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SecretRemove(ctx, rm_name); }; });
+}
+
+}  // namespace bdn::app

@@ -1,0 +1,352 @@
+// bdn volume sync start|describe|list|cancel and bdn secret set|ls|rm (SPEC §6; docs/sync.md):
+// over a bdn serve origin (the jobs run there) or the embedded store (the job runs here).
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <iterator>
+#include <thread>
+
+#include "bdn/api/sync_json.h"
+#include "bdn/base/text.h"
+#include "bdn/base/units.h"
+#include "bdn/cli/commands.h"
+#include "bdn/cli/output.h"
+#include "bdn/cli/progress.h"
+#include "bdn/registry/secret_store.h"
+#include "bdn/registry/sync_job_store.h"
+#include "bdn/remote/remote_chunk_store.h"
+#include "bdn/remote/remote_sync.h"
+#include "bdn/sync/job_runner.h"
+#include "bdn/sync/secrets.h"
+#include "bdn/sync/service.h"
+
+namespace bdn::cli {
+namespace {
+
+using nlohmann::json;
+
+// Set by SIGINT/SIGTERM while a sync command waits or runs a job.
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted = true; }
+
+// Catches SIGINT and SIGTERM for its lifetime (restoring the old handlers after).
+class InterruptCatcher {
+ public:
+  InterruptCatcher() {
+    g_interrupted = false;
+    struct sigaction sa = {};
+    sa.sa_handler = OnInterrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~InterruptCatcher() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+// The Status of a command the user interrupted (exit 1, reason "interrupted").
+Status Interrupted(const std::string& message) {
+  return Status(StatusCode::kInternal, message).WithReason("interrupted");
+}
+
+bool IsRemote(const Context& ctx) {
+  return dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get()) != nullptr;
+}
+
+// The embedded service: the job table and the secrets in the registry's database under
+// ctx.home, the secrets' key in ctx.home/secrets.key.
+Result<std::shared_ptr<sync::LocalSyncService>> OpenLocal(const Context& ctx) {
+  sync::RunnerDeps deps;
+  deps.store = ctx.store;
+  deps.registry = ctx.registry;
+  BDN_ASSIGN_OR_RETURN(auto jobs, SqliteSyncJobStore::Open(ctx.home / "registry.db"));
+  deps.jobs = std::move(jobs);
+  BDN_ASSIGN_OR_RETURN(auto secrets, SqliteSecretStore::Open(ctx.home / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(deps.secrets,
+                       sync::SecretVault::Open(std::move(secrets), ctx.home / "secrets.key"));
+  return std::make_shared<sync::LocalSyncService>(std::move(deps));
+}
+
+Result<std::shared_ptr<sync::SyncService>> OpenService(const Context& ctx) {
+  if (auto* store = dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get())) {
+    return std::shared_ptr<sync::SyncService>(
+        std::make_shared<remote::RemoteSyncService>(store->shared_client()));
+  }
+  BDN_ASSIGN_OR_RETURN(auto local, OpenLocal(ctx));
+  return std::shared_ptr<sync::SyncService>(std::move(local));
+}
+
+std::string FormatTime(int64_t unix_ms) { return unix_ms == 0 ? "-" : FormatUnixMs(unix_ms); }
+
+std::string Dest(const SyncJobRecord& job) {
+  return "bdn:" + job.spec.ns + "/" + job.spec.volume + (job.spec.tag.empty() ? "" : ":" + job.spec.tag);
+}
+
+std::string VersionRef(const SyncJobRecord& job) {
+  return job.version ? "bdn:" + job.spec.ns + "/" + job.spec.volume + "@" + job.version->ToString()
+                     : std::string();
+}
+
+std::string ProgressText(const SyncJobRecord& job) {
+  const SyncProgress& p = job.progress;
+  return std::to_string(p.objects_done) + "/" + std::to_string(p.objects_total) + " objects, " +
+         FormatBytes(p.bytes_done) + "/" + FormatBytes(p.bytes_total);
+}
+
+// What a terminal job prints: the pinned ref on READY (stdout), the job's error otherwise.
+Status Report(const Context& ctx, const SyncJobRecord& job) {
+  if (ctx.json) PrintJson(api::SyncJobToJson(job));
+  if (job.state == SyncState::kReady) {
+    if (!ctx.json) {
+      std::cerr << "sync " << job.id << ": READY" << (job.unchanged ? " (unchanged: already mirrored, nothing fetched)" : "")
+                << ": " << job.progress.objects_total << " objects, "
+                << FormatBytes(job.progress.bytes_total) << ", "
+                << FormatBytes(job.progress.bytes_fetched) << " fetched\n";
+      std::cout << VersionRef(job) << std::endl;
+    }
+    return Status::Ok();
+  }
+  Status s = sync::JobStatus(job);
+  return Status(s.code(), "sync job " + job.id + ": " + std::string(SyncStateName(job.state)) +
+                              " (" + job.error_code + "): " + job.error_message)
+      .WithReason(job.error_code);
+}
+
+// Polls a job on the origin until it is terminal, drawing its progress; Ctrl-C stops waiting
+// (the job goes on) and says how to follow or cancel it.
+Status WaitRemote(const Context& ctx, sync::SyncService& service, SyncJobRecord job) {
+  InterruptCatcher catcher;
+  TransferCounters counters;
+  std::optional<ProgressReporter> progress;
+  if (!ctx.json) progress.emplace("sync " + job.id, counters, std::chrono::seconds(5));
+  auto poll_interval = std::chrono::milliseconds(250);
+  while (!IsTerminal(job.state)) {
+    counters.files_total = job.progress.objects_total;
+    counters.files_done = job.progress.objects_done;
+    counters.bytes_total = job.progress.bytes_total;
+    counters.bytes_done = job.progress.bytes_done;
+    for (auto waited = std::chrono::milliseconds(0); waited < poll_interval && !g_interrupted;
+         waited += std::chrono::milliseconds(50)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (g_interrupted) {
+      progress.reset();
+      return Interrupted("sync job " + job.id + ": stopped waiting; the job goes on (" +
+                         std::string(SyncStateName(job.state)) + "): follow it with `bdn volume sync describe " +
+                         job.id + "`, stop it with `bdn volume sync cancel " + job.id + "`");
+    }
+    poll_interval = std::min(poll_interval * 2, std::chrono::milliseconds(1000));
+    BDN_ASSIGN_OR_RETURN(job, service.Get(job.id));
+  }
+  counters.files_done = job.progress.objects_done;
+  counters.bytes_done = job.progress.bytes_done;
+  progress.reset();
+  return Report(ctx, job);
+}
+
+// Runs a job in this process (embedded); Ctrl-C stops it, leaving it resumable.
+Status RunHere(const Context& ctx, sync::LocalSyncService& service, const SyncJobRecord& started) {
+  InterruptCatcher catcher;
+  TransferCounters counters;
+  sync::RunOptions options;
+  options.counters = &counters;
+  options.shutdown = &g_interrupted;
+  Result<SyncJobRecord> job;
+  {
+    std::optional<ProgressReporter> progress;
+    if (!ctx.json) progress.emplace("sync " + started.id, counters, std::chrono::seconds(5));
+    job = sync::RunJob(started.id, service.deps(), options);
+  }
+  if (!job) return job.error();
+  if (!IsTerminal(job->state)) {
+    return Interrupted("sync job " + job->id + ": interrupted (" + ProgressText(*job) +
+                       "); run the same command again to resume it, or `bdn volume sync cancel " +
+                       job->id + "`");
+  }
+  return Report(ctx, *job);
+}
+
+}  // namespace
+
+Status SyncStart(Context& ctx, const SyncStartArgs& args) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.dest));
+  if (ref.digest) return InvalidArgumentError("--dest \"" + args.dest + "\": takes a volume, not a digest");
+  if (!ref.path.empty()) return InvalidArgumentError("--dest \"" + args.dest + "\": takes no path");
+  SyncJobSpec spec;
+  spec.source_uri = args.source;
+  spec.ns = ref.ns;
+  spec.volume = ref.volume;
+  if (ref.tag && *ref.tag != kHeadTag) spec.tag = *ref.tag;
+  spec.includes = args.includes;
+  spec.excludes = args.excludes;
+  spec.auth_secret_name = args.auth_secret_name;
+  spec.retry_deadline_ms = args.retry_deadline.count();
+  BDN_RETURN_IF_ERROR(sync::ValidateSpec(spec));
+  if (!IsRemote(ctx)) {
+    // Embedded: the job runs here, to its end (re-running the command resumes it).
+    BDN_ASSIGN_OR_RETURN(auto service, OpenLocal(ctx));
+    BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec));
+    if (!ctx.json) {
+      std::cerr << "sync " << started.job.id << ": " << (started.created ? "started" : "resuming")
+                << " (" << spec.source_uri << " -> " << Dest(started.job) << ")\n";
+    }
+    return RunHere(ctx, *service, started.job);
+  }
+  BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
+  BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec));
+  if (!args.wait) {
+    if (ctx.json) {
+      json j = api::SyncJobToJson(started.job);
+      j["created"] = started.created;
+      PrintJson(j);
+    } else {
+      std::cerr << "sync " << started.job.id << ": " << (started.created ? "started" : "already running")
+                << " on the server; follow it with `bdn volume sync describe " << started.job.id
+                << "`\n";
+      std::cout << started.job.id << std::endl;
+    }
+    return Status::Ok();
+  }
+  if (!ctx.json) {
+    std::cerr << "sync " << started.job.id << ": " << (started.created ? "started" : "already running")
+              << " on the server (" << spec.source_uri << " -> " << Dest(started.job) << ")\n";
+  }
+  return WaitRemote(ctx, *service, started.job);
+}
+
+Status SyncDescribe(Context& ctx, const std::string& id) {
+  BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
+  BDN_ASSIGN_OR_RETURN(SyncJobRecord job, service->Get(id));
+  if (ctx.json) {
+    PrintJson(api::SyncJobToJson(job));
+    return Status::Ok();
+  }
+  auto line = [](const char* k, const std::string& v) { std::cout << k << ": " << v << "\n"; };
+  line("id", job.id);
+  line("state", std::string(SyncStateName(job.state)) + (job.cancel_requested && !IsTerminal(job.state) ? " (cancel requested)" : ""));
+  line("source", job.spec.source_uri);
+  line("dest", Dest(job));
+  for (const auto& p : job.spec.includes) line("include", p);
+  for (const auto& p : job.spec.excludes) line("exclude", p);
+  if (!job.spec.auth_secret_name.empty()) line("auth secret", job.spec.auth_secret_name);
+  if (!job.source_revision.empty()) line("revision", job.source_revision);
+  line("progress", ProgressText(job) + " (" + FormatBytes(job.progress.bytes_fetched) + " fetched)");
+  if (job.version) line("version", VersionRef(job) + (job.unchanged ? " (unchanged)" : ""));
+  if (!job.error_code.empty()) line("error", job.error_code + ": " + job.error_message);
+  line("created", FormatTime(job.created_unix_ms));
+  line("finished", FormatTime(job.finished_unix_ms));
+  line("runs", std::to_string(job.runs));
+  std::cout.flush();
+  return Status::Ok();
+}
+
+Status SyncList(Context& ctx, const std::string& dest) {
+  std::string ns, volume;
+  if (!dest.empty()) {
+    BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(dest, RefForm::kNamespace));
+    ns = ref.ns;
+    volume = ref.volume;
+  }
+  BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
+  BDN_ASSIGN_OR_RETURN(auto jobs, service->List(ns, volume));
+  if (ctx.json) {
+    json list = json::array();
+    for (const auto& j : jobs) list.push_back(api::SyncJobToJson(j));
+    PrintJson({{"jobs", list}});
+    return Status::Ok();
+  }
+  std::printf("%-22s %-9s %-21s %-28s %s\n", "ID", "STATE", "CREATED", "DEST", "SOURCE");
+  for (const auto& j : jobs) {
+    std::printf("%-22s %-9s %-21s %-28s %s\n", j.id.c_str(),
+                std::string(SyncStateName(j.state)).c_str(), FormatTime(j.created_unix_ms).c_str(),
+                EscapeName(Dest(j), Backslashes::kKeep).c_str(),
+                EscapeName(j.spec.source_uri, Backslashes::kKeep).c_str());
+  }
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+Status SyncCancel(Context& ctx, const std::string& id, bool wait) {
+  BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
+  BDN_ASSIGN_OR_RETURN(SyncJobRecord job, service->Cancel(id));
+  if (wait) {
+    InterruptCatcher catcher;
+    while (!IsTerminal(job.state) && !g_interrupted) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      BDN_ASSIGN_OR_RETURN(job, service->Get(id));
+    }
+  }
+  if (ctx.json) {
+    PrintJson(api::SyncJobToJson(job));
+  } else {
+    std::cout << job.id << ": " << (IsTerminal(job.state) ? std::string(SyncStateName(job.state))
+                                                         : "cancel requested")
+              << std::endl;
+  }
+  return Status::Ok();
+}
+
+Status SecretSet(Context& ctx, const std::string& name) {
+  BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+  if (::isatty(STDIN_FILENO) == 1) {
+    std::cerr << "secret " << name << ": type the value, then Ctrl-D\n";
+  }
+  std::string value((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  // A value typed or echoed ends with one newline that is not part of it.
+  if (value.ends_with("\r\n")) {
+    value.resize(value.size() - 2);
+  } else if (value.ends_with('\n')) {
+    value.pop_back();
+  }
+  if (value.empty()) return InvalidArgumentError("secret \"" + name + "\": empty value on stdin");
+  BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
+  Status s = service->SetSecret(name, value);
+  std::fill(value.begin(), value.end(), '\0');
+  BDN_RETURN_IF_ERROR(s);
+  if (ctx.json) {
+    PrintJson({{"name", name}, {"stored", true}});
+  } else {
+    std::cerr << "secret " << name << ": stored\n";
+  }
+  return Status::Ok();
+}
+
+Status SecretList(Context& ctx) {
+  BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
+  BDN_ASSIGN_OR_RETURN(auto secrets, service->ListSecrets());
+  if (ctx.json) {
+    json list = json::array();
+    for (const auto& s : secrets) list.push_back(api::SecretInfoToJson(s));
+    PrintJson({{"secrets", list}});
+    return Status::Ok();
+  }
+  std::printf("%-32s %-21s %s\n", "NAME", "CREATED", "UPDATED");
+  for (const auto& s : secrets) {
+    std::printf("%-32s %-21s %s\n", s.name.c_str(), FormatTime(s.created_unix_ms).c_str(),
+                FormatTime(s.updated_unix_ms).c_str());
+  }
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+Status SecretRemove(Context& ctx, const std::string& name) {
+  BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
+  BDN_RETURN_IF_ERROR(service->RemoveSecret(name));
+  if (ctx.json) {
+    PrintJson({{"name", name}, {"removed", true}});
+  } else {
+    std::cerr << "secret " << name << ": removed\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace bdn::cli

@@ -1,0 +1,163 @@
+// Origin endpoints of sync jobs and secrets (docs/http-api.md, "Sync jobs" and "Secrets"): jobs
+// are created here and run by the server's JobScheduler; secrets are write-only.
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "bdn/api/sync_json.h"
+#include "bdn/format/ref.h"
+#include "bdn/origin/origin.h"
+#include "bdn/origin/request_json.h"
+
+namespace bdn::origin {
+namespace {
+
+using nlohmann::json;
+
+void Reply(http::ServerResponse& res, const json& j, int status = 200) {
+  // Names and messages may hold bytes that are not UTF-8: replaced, never a throw.
+  http::SetJson(res, j.dump(-1, ' ', false, json::error_handler_t::replace), status);
+}
+
+Status NeedScope(const ApiKey& key, Scope scope, const std::string& ns) {
+  if (key.Allows(scope, ns)) return Status::Ok();
+  return PermissionDeniedError("key " + key.Name() + ": no \"" + std::string(ScopeName(scope)) +
+                               "\" scope for namespace \"" + ns + "\"");
+}
+
+// Secrets serve every namespace's jobs: managing them takes an admin key for all namespaces.
+Status NeedSecretAdmin(const ApiKey& key) {
+  if (key.ns == kAllNamespaces && key.Allows(Scope::kAdmin, std::nullopt)) return Status::Ok();
+  return PermissionDeniedError("key " + key.Name() +
+                               ": secrets need the \"admin\" scope for every namespace (\"*\")");
+}
+
+// A claim in the table, renewed every third of the TTL until destroyed.
+class TableClaim : public PushClaim {
+ public:
+  TableClaim(ClaimTable& table, std::string ns, std::string volume, std::string id)
+      : table_(table), ns_(std::move(ns)), volume_(std::move(volume)), id_(std::move(id)),
+        thread_([this] { Renew(); }) {}
+  ~TableClaim() override {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    (void)table_.Release(ns_, volume_, id_);
+  }
+
+ private:
+  void Renew() {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, table_.ttl() / 3, [&] { return done_; })) {
+      (void)table_.Renew(ns_, volume_, id_);
+    }
+  }
+
+  ClaimTable& table_;
+  const std::string ns_, volume_, id_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PushClaim>> Origin::ClaimForSync(const std::string& ns,
+                                                        const std::string& volume) {
+  BDN_ASSIGN_OR_RETURN(std::string id, claims_.Acquire(ns, volume, "a sync job of this server"));
+  return std::unique_ptr<PushClaim>(std::make_unique<TableClaim>(claims_, ns, volume, id));
+}
+
+void Origin::RegisterSync() {
+  using Req = const http::ServerRequest&;
+  using Res = http::ServerResponse&;
+  // The namespace is in the body or the job: each handler checks its scope itself.
+  const Access any{Scope::kPull, Where::kAnyNamespace};
+  const Access admin{Scope::kAdmin, Where::kAnyNamespace};
+
+  Route("POST", "/v1/sync/jobs", "/v1/sync/jobs", any,
+        [this](Req req, Res res, const ApiKey& key) -> Status {
+          BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_ASSIGN_OR_RETURN(SyncJobSpec spec, api::SyncJobSpecFromJson(body));
+          BDN_RETURN_IF_ERROR(ValidateName("namespace", spec.ns));
+          BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPush, spec.ns));
+          if (!spec.tag.empty()) BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kTag, spec.ns));
+          BDN_ASSIGN_OR_RETURN(sync::StartedJob started, sync_->Start(spec));
+          json j = api::SyncJobToJson(started.job);
+          j["created"] = started.created;
+          Reply(res, j, started.created ? 201 : 200);
+          return Status::Ok();
+        });
+  Route("GET", "/v1/sync/jobs", "/v1/sync/jobs", any,
+        [this](Req req, Res res, const ApiKey& key) -> Status {
+          std::string ns = req.has_param("namespace") ? req.get_param_value("namespace") : "";
+          std::string volume = req.has_param("volume") ? req.get_param_value("volume") : "";
+          if (!ns.empty()) BDN_RETURN_IF_ERROR(ValidateName("namespace", ns));
+          if (!volume.empty()) {
+            if (ns.empty()) return InvalidArgumentError("volume: needs namespace");
+            BDN_RETURN_IF_ERROR(ValidateName("volume", volume));
+          }
+          if (!ns.empty()) BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPull, ns));
+          BDN_ASSIGN_OR_RETURN(auto jobs, sync_->List(ns, volume));
+          json list = json::array();
+          for (const auto& job : jobs) {
+            if (key.Allows(Scope::kPull, job.spec.ns)) list.push_back(api::SyncJobToJson(job));
+          }
+          Reply(res, {{"jobs", list}});
+          return Status::Ok();
+        });
+  Route("GET", "/v1/sync/jobs/([a-z0-9_]+)", "/v1/sync/jobs/{id}", any,
+        [this](Req req, Res res, const ApiKey& key) -> Status {
+          BDN_ASSIGN_OR_RETURN(SyncJobRecord job, sync_->Get(req.matches[1].str()));
+          BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPull, job.spec.ns));
+          Reply(res, api::SyncJobToJson(job));
+          return Status::Ok();
+        });
+  Route("POST", "/v1/sync/jobs/([a-z0-9_]+)/cancel", "/v1/sync/jobs/{id}/cancel", any,
+        [this](Req req, Res res, const ApiKey& key) -> Status {
+          BDN_ASSIGN_OR_RETURN(SyncJobRecord job, sync_->Get(req.matches[1].str()));
+          BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPush, job.spec.ns));
+          BDN_ASSIGN_OR_RETURN(job, sync_->Cancel(job.id));
+          Reply(res, api::SyncJobToJson(job));
+          return Status::Ok();
+        });
+
+  Route("PUT", "/v1/secrets/([^/]+)", "/v1/secrets/{name}", admin,
+        [this](Req req, Res res, const ApiKey& key) -> Status {
+          BDN_RETURN_IF_ERROR(NeedSecretAdmin(key));
+          const std::string name = req.matches[1].str();
+          BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+          BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          auto value = body.find("value");
+          if (value == body.end() || !value->is_string()) {
+            return InvalidArgumentError("value: missing (the secret, as a JSON string)");
+          }
+          BDN_RETURN_IF_ERROR(sync_->SetSecret(name, value->get<std::string>()));
+          Reply(res, {{"name", name}, {"stored", true}});
+          return Status::Ok();
+        });
+  Route("GET", "/v1/secrets", "/v1/secrets", admin,
+        [this](Req, Res res, const ApiKey& key) -> Status {
+          BDN_RETURN_IF_ERROR(NeedSecretAdmin(key));
+          BDN_ASSIGN_OR_RETURN(auto secrets, sync_->ListSecrets());
+          json list = json::array();
+          for (const auto& s : secrets) list.push_back(api::SecretInfoToJson(s));
+          Reply(res, {{"secrets", list}});
+          return Status::Ok();
+        });
+  Route("DELETE", "/v1/secrets/([^/]+)", "/v1/secrets/{name}", admin,
+        [this](Req req, Res res, const ApiKey& key) -> Status {
+          BDN_RETURN_IF_ERROR(NeedSecretAdmin(key));
+          const std::string name = req.matches[1].str();
+          BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+          BDN_RETURN_IF_ERROR(sync_->RemoveSecret(name));
+          Reply(res, {{"name", name}, {"removed", true}});
+          return Status::Ok();
+        });
+}
+
+}  // namespace bdn::origin

@@ -1,0 +1,178 @@
+// SyncJobStore: the durable state of sync jobs (SPEC §6): what each job mirrors where, its state
+// PENDING → SYNCING → READY | FAILED | CANCELED, its progress, and the files it has sealed so
+// far, so that a job interrupted by a crash resumes without fetching them again. A sibling of
+// Registry and KeyStore: the SQLite implementation shares the registry's database file, and a
+// PostgreSQL one can take its place behind this interface.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/digest/digest.h"
+
+namespace bdn {
+
+enum class SyncState { kPending, kSyncing, kReady, kFailed, kCanceled };
+
+// "PENDING", "SYNCING", "READY", "FAILED", "CANCELED".
+std::string_view SyncStateName(SyncState s);
+// The inverse of SyncStateName. Errors: InvalidArgument "sync state \"x\": unknown".
+Result<SyncState> ParseSyncState(std::string_view name);
+// READY, FAILED and CANCELED: a job in one of them never changes again.
+inline bool IsTerminal(SyncState s) {
+  return s == SyncState::kReady || s == SyncState::kFailed || s == SyncState::kCanceled;
+}
+
+// What a job mirrors where; fixed when the job is created.
+struct SyncJobSpec {
+  std::string source_uri;  // as given (hf://org/repo@rev, file:///abs, https://host/path)
+  std::string ns;
+  std::string volume;
+  std::string tag;                    // applied with the commit; "" = none (head always moves)
+  std::vector<std::string> includes;  // globs (sync/glob.h); none = everything
+  std::vector<std::string> excludes;
+  std::string auth_secret_name;  // "" = anonymous
+  // How long transient source errors are retried before the job fails (milliseconds).
+  int64_t retry_deadline_ms = 300'000;
+
+  bool operator==(const SyncJobSpec&) const = default;
+};
+
+struct SyncProgress {
+  uint64_t objects_total = 0;  // objects selected for the version
+  uint64_t objects_done = 0;   // sealed (fetched now or re-used from an earlier run)
+  uint64_t bytes_total = 0;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_fetched = 0;  // object bytes read from the source by this job, all runs
+};
+
+struct SyncJobRecord {
+  std::string id;  // "sync_" + 16 lower-case hex
+  SyncJobSpec spec;
+  SyncState state = SyncState::kPending;
+  bool cancel_requested = false;
+  // Pinned at the first run: the source revision (an HF commit; "" for sources without one) and
+  // the BLAKE3 of the selected listing (sync/listing.h); a resumed run must see the same.
+  std::string source_revision;
+  std::optional<Digest> listing_digest;
+  SyncProgress progress;
+  std::optional<Digest> version;  // READY: the sealed version
+  bool unchanged = false;  // READY by the metadata check: the version existed, nothing fetched
+  std::string error_code;  // FAILED/CANCELED: a stable code (docs/sync.md, "Error codes")
+  std::string error_message;
+  int64_t created_unix_ms = 0;
+  int64_t updated_unix_ms = 0;
+  int64_t started_unix_ms = 0;   // 0 until the first run starts
+  int64_t finished_unix_ms = 0;  // 0 until terminal
+  int runs = 0;                  // how many times a runner has started it
+};
+
+// A file a job has sealed (its chunks and chunk index are in the store), keyed by the source
+// object's path, size and etag: a resumed run re-uses it only if all three still match.
+struct SyncFileRecord {
+  std::string path;
+  uint64_t size_bytes = 0;
+  std::string etag;
+  Digest digest;
+  int layout = 0;  // FileLayout's value
+  Digest index;    // kIndexed only
+  uint64_t chunks = 0;
+};
+
+// Held while one runner works on a job; released on destruction or when its holder dies.
+class SyncJobLease {
+ public:
+  virtual ~SyncJobLease() = default;
+};
+
+// Implementations are thread-safe and make each call atomic.
+class SyncJobStore {
+ public:
+  virtual ~SyncJobStore() = default;
+
+  // Records a new PENDING job with a fresh id.
+  // Errors: FailedPrecondition on a full disk; PermissionDenied for a read-only store.
+  virtual Result<SyncJobRecord> Create(const SyncJobSpec& spec) = 0;
+  // Errors: NotFound "sync job <id>: not found".
+  virtual Result<SyncJobRecord> Get(const std::string& id) = 0;
+  // Jobs newest first; only those into ns/volume when `ns` is given (and `volume` too).
+  virtual Result<std::vector<SyncJobRecord>> List(const std::string& ns = "",
+                                                  const std::string& volume = "") = 0;
+  // The newest job with exactly this spec that is not terminal, if any: re-running the same
+  // `sync start` resumes it.
+  virtual Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) = 0;
+  // Every job that is not terminal, oldest first (a restarted server resumes them).
+  virtual Result<std::vector<SyncJobRecord>> ListUnfinished() = 0;
+
+  // PENDING or SYNCING → SYNCING, counting a run and setting started_unix_ms the first time.
+  // Errors: NotFound; FailedPrecondition "sync job <id>: already <STATE>" for a terminal job.
+  virtual Result<SyncJobRecord> StartRun(const std::string& id) = 0;
+  // Pins the source revision and listing digest, and sets the totals of the progress.
+  virtual Status SetSource(const std::string& id, const std::string& revision,
+                           const Digest& listing_digest, uint64_t objects_total,
+                           uint64_t bytes_total) = 0;
+  // Stores the done/fetched counters (and the totals) of `progress`.
+  virtual Status SetProgress(const std::string& id, const SyncProgress& progress) = 0;
+  // Moves a job that is not terminal to READY (with `version`), FAILED or CANCELED (with
+  // `error_code` and `error_message`). Errors: NotFound; FailedPrecondition "sync job <id>:
+  // already <STATE>" if it is terminal (the first outcome stands).
+  virtual Result<SyncJobRecord> Finish(const std::string& id, SyncState state,
+                                       std::optional<Digest> version, bool unchanged,
+                                       const std::string& error_code,
+                                       const std::string& error_message) = 0;
+  // Asks a job's runner to stop (it ends CANCELED). Returns the job as it is now.
+  // Errors: NotFound; FailedPrecondition "sync job <id>: already <STATE>" for a terminal job.
+  virtual Result<SyncJobRecord> RequestCancel(const std::string& id) = 0;
+
+  // Records that the job sealed a file (replacing an earlier record of the path).
+  virtual Status RecordFile(const std::string& id, const SyncFileRecord& file) = 0;
+  // The files the job has recorded, by path.
+  virtual Result<std::vector<SyncFileRecord>> Files(const std::string& id) = 0;
+
+  // The right to run the job: nullptr while another runner (in any process) holds it.
+  virtual Result<std::unique_ptr<SyncJobLease>> TryLease(const std::string& id) = 0;
+};
+
+// Jobs in the tables sync_jobs and sync_job_files of an SQLite database (the registry's file);
+// leases are flock(2)s on <db dir>/locks/sync-<id>.lock, which the kernel drops when the holder
+// dies. Thread-safe; several processes may share the file.
+class SqliteSyncJobStore : public SyncJobStore {
+ public:
+  // Opens or creates the database and tables (the file private to its owner, 0600).
+  // Errors: Internal naming the file.
+  static Result<std::unique_ptr<SqliteSyncJobStore>> Open(const std::filesystem::path& db_path);
+  ~SqliteSyncJobStore() override;
+
+  Result<SyncJobRecord> Create(const SyncJobSpec& spec) override;
+  Result<SyncJobRecord> Get(const std::string& id) override;
+  Result<std::vector<SyncJobRecord>> List(const std::string& ns,
+                                          const std::string& volume) override;
+  Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) override;
+  Result<std::vector<SyncJobRecord>> ListUnfinished() override;
+  Result<SyncJobRecord> StartRun(const std::string& id) override;
+  Status SetSource(const std::string& id, const std::string& revision,
+                   const Digest& listing_digest, uint64_t objects_total,
+                   uint64_t bytes_total) override;
+  Status SetProgress(const std::string& id, const SyncProgress& progress) override;
+  Result<SyncJobRecord> Finish(const std::string& id, SyncState state,
+                               std::optional<Digest> version, bool unchanged,
+                               const std::string& error_code,
+                               const std::string& error_message) override;
+  Result<SyncJobRecord> RequestCancel(const std::string& id) override;
+  Status RecordFile(const std::string& id, const SyncFileRecord& file) override;
+  Result<std::vector<SyncFileRecord>> Files(const std::string& id) override;
+  Result<std::unique_ptr<SyncJobLease>> TryLease(const std::string& id) override;
+
+ private:
+  struct Impl;
+  explicit SqliteSyncJobStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bdn

@@ -1,0 +1,168 @@
+#include "bdn/sync/file_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bdn/base/dir_fd.h"
+#include "bdn/sync/retry.h"
+
+namespace bdn::sync {
+namespace {
+
+std::string EtagOf(const struct stat& st) {
+  int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return std::to_string(st.st_size) + "-" + std::to_string(mtime_ns) + "-" +
+         std::to_string(st.st_ino);
+}
+
+// A file of the source read from an offset; checked against its listed etag when opened and
+// again at its end.
+class FileStream : public ByteStream {
+ public:
+  FileStream(std::string root, SourceObject object, uint64_t offset, bool single_file,
+             std::string source, const SourceOptions& options)
+      : root_(std::move(root)),
+        object_(std::move(object)),
+        offset_(offset),
+        single_file_(single_file),
+        source_(std::move(source)),
+        cancel_(options.cancel),
+        fetched_(options.bytes_fetched) {}
+  ~FileStream() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Result<size_t> Read(std::span<uint8_t> out) override {
+    if (cancel_ && cancel_->load()) return Err(CanceledError(source_));
+    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    for (;;) {
+      ssize_t n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(offset_));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Err(ErrnoError(What() + ": read", errno));
+      }
+      offset_ += static_cast<uint64_t>(n);
+      if (fetched_) *fetched_ += static_cast<uint64_t>(n);
+      if (offset_ > object_.size_bytes) return Err(Changed("it grew"));
+      if (n == 0 && offset_ != object_.size_bytes) return Err(Changed("it shrank"));
+      return static_cast<size_t>(n);
+    }
+  }
+
+  Status Finish() override {
+    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return ErrnoError(What(), errno);
+    if (EtagOf(st) != object_.etag) return Changed("it was written while being read");
+    return Status::Ok();
+  }
+
+ private:
+  std::string What() const { return source_ + ": file \"" + object_.path + "\""; }
+  Status Changed(const std::string& how) const {
+    return WithCode(FailedPreconditionError(What() + ": changed during the sync (" + how + ")"),
+                    kSourceChanged);
+  }
+
+  Status OpenFile() {
+    if (single_file_) {
+      fd_ = ::open(root_.c_str(), O_RDONLY | O_CLOEXEC);
+    } else {
+      // Step down from the root one component at a time, never through a symlink.
+      BDN_ASSIGN_OR_RETURN(DirFd dir, DirFd::Open(root_));
+      std::string_view rest = object_.path;
+      std::string shown = root_;
+      size_t slash;
+      while ((slash = rest.find('/')) != std::string_view::npos) {
+        std::string name(rest.substr(0, slash));
+        shown += "/" + name;
+        auto next = DirFd::OpenAt(dir.get(), name, shown);
+        if (!next) {
+          if (next.error().code() == StatusCode::kNotFound) return Changed("it was removed");
+          return next.error();
+        }
+        dir = std::move(*next);
+        rest.remove_prefix(slash + 1);
+      }
+      fd_ = ::openat(dir.get(), std::string(rest).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd_ < 0) {
+      if (errno == ENOENT || errno == ELOOP) return Changed("it was replaced or removed");
+      return ErrnoError(What(), errno);
+    }
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return ErrnoError(What(), errno);
+    if (EtagOf(st) != object_.etag) return Changed("it differs from the listing");
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return Status::Ok();
+  }
+
+  std::string root_;
+  SourceObject object_;
+  uint64_t offset_;
+  bool single_file_;
+  std::string source_;
+  const std::atomic<bool>* cancel_;
+  std::atomic<uint64_t>* fetched_;
+  int fd_ = -1;
+};
+
+class FileSource : public Source {
+ public:
+  FileSource(std::string uri, std::string path, SourceOptions options)
+      : uri_(std::move(uri)), path_(std::move(path)), options_(std::move(options)) {}
+
+  const std::string& uri() const override { return uri_; }
+  std::string Identity() const override { return "file://" + path_; }
+
+  Result<SourceListing> List() override {
+    SourceListing out;
+    struct stat st;
+    if (::stat(path_.c_str(), &st) != 0) {
+      Status s = ErrnoError(uri_, errno);
+      return Err(s.code() == StatusCode::kNotFound ? WithCode(s, kSourceNotFound)
+                 : s.code() == StatusCode::kPermissionDenied ? WithCode(s, kAccessDenied)
+                                                             : s);
+    }
+    if (S_ISREG(st.st_mode)) {
+      single_file_ = true;
+      std::string name = path_.substr(path_.rfind('/') + 1);
+      out.objects.push_back({name, static_cast<uint64_t>(st.st_size), EtagOf(st),
+                             static_cast<uint16_t>(st.st_mode & 0777)});
+      return out;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return Err(WithCode(InvalidArgumentError(uri_ + ": neither a directory nor a regular file"),
+                          kSourceNotFound));
+    }
+    auto scanned = ScanDirectory(path_);
+    if (!scanned) return Err(scanned.error().WithPrefix(uri_));
+    for (const ScannedEntry& e : *scanned) {
+      if (!S_ISREG(e.st.st_mode)) continue;
+      out.objects.push_back({e.path, static_cast<uint64_t>(e.st.st_size), EtagOf(e.st),
+                             static_cast<uint16_t>(e.st.st_mode & 0777)});
+    }
+    return out;
+  }
+
+  Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object, uint64_t offset) override {
+    return std::unique_ptr<ByteStream>(
+        std::make_unique<FileStream>(path_, object, offset, single_file_, uri_, options_));
+  }
+
+ private:
+  std::string uri_;
+  std::string path_;
+  SourceOptions options_;
+  bool single_file_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> OpenFileSource(const std::string& uri, const FileUri& parsed,
+                                               const SourceOptions& options) {
+  return std::unique_ptr<Source>(std::make_unique<FileSource>(uri, parsed.path, options));
+}
+
+}  // namespace bdn::sync

@@ -1,0 +1,271 @@
+#include "bdn/sync/hf_source.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "bdn/sync/http_fetch.h"
+#include "bdn/sync/https_source.h"  // NormalizeEtag
+
+namespace bdn::sync {
+namespace {
+
+using nlohmann::json;
+
+bool IsCommitSha(std::string_view s) {
+  return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t start = 0;
+  while (start < s.size() && std::isspace(static_cast<unsigned char>(s[start]))) ++start;
+  return s.substr(start);
+}
+
+class HfSource : public Source {
+ public:
+  HfSource(std::string uri, HfUri parsed, std::string endpoint, SourceOptions options)
+      : uri_(std::move(uri)),
+        parsed_(std::move(parsed)),
+        endpoint_(std::move(endpoint)),
+        options_(std::move(options)) {
+    token_ = Trim(options_.secret);
+    FetcherOptions fo;
+    fo.source = uri_;
+    fo.source_options = options_;
+    if (!token_.empty()) {
+      fo.authorization = "Bearer " + token_;
+      auto split = SplitUrl(endpoint_);
+      fo.auth_origin = split ? split->first : "";
+    }
+    fo.classify = [this](const std::string& what, const http::Response& r, bool sent,
+                         Attempt& a) { return ClassifyHub(what, r, sent, a); };
+    fetcher_ = std::make_shared<HttpFetcher>(std::move(fo));
+  }
+
+  const std::string& uri() const override { return uri_; }
+  std::string Identity() const override {
+    return "hf://" + (parsed_.repo_type == "models" ? std::string() : parsed_.repo_type + "/") +
+           parsed_.repo_id;
+  }
+
+  Result<SourceListing> List() override {
+    SourceListing out;
+    BDN_ASSIGN_OR_RETURN(out.revision, ResolveRevision());
+    std::string url = Api() + "/tree/" + out.revision + "?recursive=true&expand=false";
+    while (true) {
+      BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
+      json page = json::parse(r.text(), nullptr, false);
+      if (!page.is_array()) return Err(Malformed("tree listing is not a JSON array"));
+      for (const json& e : page) {
+        if (!e.is_object() || e.value("type", "") != "file") continue;
+        if (!e.contains("path") || !e["path"].is_string() || !e.contains("size") ||
+            !e["size"].is_number_unsigned()) {
+          return Err(Malformed("tree entry without a path or size"));
+        }
+        SourceObject o;
+        o.path = e["path"].get<std::string>();
+        o.size_bytes = e["size"].get<uint64_t>();
+        if (e.contains("lfs") && e["lfs"].is_object() && e["lfs"].contains("oid") &&
+            e["lfs"]["oid"].is_string()) {
+          o.etag = e["lfs"]["oid"].get<std::string>();
+        } else if (e.contains("oid") && e["oid"].is_string()) {
+          o.etag = e["oid"].get<std::string>();
+        }
+        out.objects.push_back(std::move(o));
+      }
+      auto link = r.Header("link");
+      auto next = link ? NextPageLink(*link) : std::nullopt;
+      if (!next) break;
+      url = ResolveLocation(url, *next);
+    }
+    std::sort(out.objects.begin(), out.objects.end(),
+              [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });
+    out.objects.erase(std::unique(out.objects.begin(), out.objects.end(),
+                                  [](const SourceObject& a, const SourceObject& b) {
+                                    return a.path == b.path;
+                                  }),
+                      out.objects.end());
+    commit_ = out.revision;
+    return out;
+  }
+
+  Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object, uint64_t offset) override {
+    if (commit_.empty()) return Err(InternalError(uri_ + ": Open before List"));
+    ObjectRequest req;
+    req.url = endpoint_ + "/" + FilePrefix() + parsed_.repo_id + "/resolve/" + commit_ + "/" +
+              PercentEncode(object.path, "/");
+    req.object = object;
+    req.offset = offset;
+    // The Hub states an LFS file's sha256 and size on its redirect to the CDN, a plain file's
+    // git blob id on its direct answer.
+    auto checked = std::make_shared<bool>(false);
+    req.on_redirect = [this, object, checked](const http::Response& hop) -> Status {
+      auto etag = hop.Header("x-linked-etag");
+      if (!etag) return Status::Ok();
+      *checked = true;
+      return Compare(object, NormalizeEtag(*etag), hop.Header("x-linked-size"));
+    };
+    req.check = [this, object, checked](int status, const Headers& headers) -> Status {
+      if (!*checked) {
+        auto etag = FindHeader(headers, "x-linked-etag");
+        if (!etag) etag = FindHeader(headers, "etag");
+        if (etag) {
+          BDN_RETURN_IF_ERROR(
+              Compare(object, NormalizeEtag(*etag), FindHeader(headers, "x-linked-size")));
+        }
+      }
+      return CheckObjectSize(uri_, object, status, headers);
+    };
+    return std::unique_ptr<ByteStream>(std::make_unique<HttpObjectStream>(fetcher_, req));
+  }
+
+ private:
+  std::string Api() const { return endpoint_ + "/api/" + parsed_.repo_type + "/" + parsed_.repo_id; }
+  std::string FilePrefix() const {
+    return parsed_.repo_type == "models" ? std::string() : parsed_.repo_type + "/";
+  }
+  std::string Revision() const {
+    return parsed_.revision.empty() ? std::string("main") : parsed_.revision;
+  }
+
+  Status Malformed(const std::string& what) const {
+    return InternalError(uri_ + ": unexpected answer from the Hub: " + what);
+  }
+
+  Status Compare(const SourceObject& object, const std::string& etag,
+                 std::optional<std::string_view> size) const {
+    if (etag != object.etag) {
+      return WithCode(FailedPreconditionError(uri_ + ": file \"" + object.path +
+                                              "\": changed during the sync (etag " + object.etag +
+                                              " listed, " + etag + " now)"),
+                      kSourceChanged);
+    }
+    if (size && *size != std::to_string(object.size_bytes)) {
+      return WithCode(FailedPreconditionError(uri_ + ": file \"" + object.path +
+                                              "\": changed during the sync (" +
+                                              std::to_string(object.size_bytes) +
+                                              " bytes listed, " + std::string(*size) + " now)"),
+                      kSourceChanged);
+    }
+    return Status::Ok();
+  }
+
+  // The commit the job works from: the pinned one, or what the URI's revision points to now.
+  Result<std::string> ResolveRevision() {
+    const std::string rev = options_.pinned_revision.empty() ? Revision() : options_.pinned_revision;
+    BDN_ASSIGN_OR_RETURN(http::Response r,
+                         fetcher_->Fetch({.url = Api() + "/revision/" + PercentEncode(rev)}));
+    json info = json::parse(r.text(), nullptr, false);
+    if (!info.is_object() || !info.contains("sha") || !info["sha"].is_string() ||
+        !IsCommitSha(info["sha"].get<std::string>())) {
+      return Err(Malformed("revision info without a commit sha"));
+    }
+    // A gated repository needs a token even for its files' metadata to be worth anything: say so
+    // now rather than at the first download.
+    const bool gated = info.contains("gated") && !(info["gated"].is_boolean() && !info["gated"]);
+    if (gated && token_.empty()) {
+      return Err(WithCode(
+          PermissionDeniedError(uri_ + ": a gated repository: give a token of an account that "
+                                       "was granted access (--auth-secret-name)"),
+          kAccessDenied));
+    }
+    if (info.value("disabled", false)) {
+      return Err(WithCode(PermissionDeniedError(uri_ + ": access to this repository is disabled"),
+                          kAccessDenied));
+    }
+    return info["sha"].get<std::string>();
+  }
+
+  std::optional<Status> ClassifyHub(const std::string& what, const http::Response& r, bool sent,
+                                    Attempt& a) const {
+    std::string code(r.Header("x-error-code").value_or(""));
+    std::string message(r.Header("x-error-message").value_or(""));
+    const std::string hint =
+        sent ? "" : " (or private or gated: give a token with --auth-secret-name)";
+    const std::string token_name =
+        options_.secret_name.empty() ? "the token" : "the token in secret \"" + options_.secret_name + "\"";
+    if (r.status == 401 && message == "Invalid credentials in Authorization header") {
+      return WithCode(PermissionDeniedError(uri_ + ": " + token_name + " was refused (" + message + ")"),
+                      kBadCredentials);
+    }
+    if (code == "RevisionNotFound") {
+      return WithCode(NotFoundError(uri_ + ": revision \"" +
+                                    (options_.pinned_revision.empty() ? Revision()
+                                                                      : options_.pinned_revision) +
+                                    "\" not found"),
+                      kRevisionNotFound);
+    }
+    if (code == "GatedRepo") {
+      return WithCode(PermissionDeniedError(
+                          uri_ + ": a gated repository: " +
+                          (sent ? token_name + " has no access to it (request access on the Hub)"
+                                : std::string("give a token of an account that was granted "
+                                              "access (--auth-secret-name)"))),
+                      kAccessDenied);
+    }
+    if (code == "EntryNotFound") {
+      return WithCode(NotFoundError(uri_ + ": " + what + ": file not found at commit " + commit_),
+                      kSourceNotFound);
+    }
+    if (message == "Access to this resource is disabled.") {
+      return WithCode(PermissionDeniedError(uri_ + ": access to this repository is disabled"),
+                      kAccessDenied);
+    }
+    if (code == "RepoNotFound" || (r.status == 401 && what.find(" /api/") != std::string::npos)) {
+      return WithCode(NotFoundError(uri_ + ": repository not found" + hint), kSourceNotFound);
+    }
+    if (r.status == 403) {
+      return WithCode(PermissionDeniedError(uri_ + ": " + what + ": access denied" +
+                                            (message.empty() ? "" : " (" + message + ")")),
+                      kAccessDenied);
+    }
+    (void)a;
+    return std::nullopt;
+  }
+
+  const std::string uri_;
+  const HfUri parsed_;
+  const std::string endpoint_;
+  const SourceOptions options_;
+  std::string token_;
+  std::shared_ptr<HttpFetcher> fetcher_;
+  std::string commit_;
+};
+
+}  // namespace
+
+std::optional<std::string> NextPageLink(std::string_view link) {
+  // Link: <https://host/api/...&cursor=abc>; rel="next", <...>; rel="prev"
+  while (!link.empty()) {
+    size_t lt = link.find('<');
+    size_t gt = link.find('>', lt == std::string_view::npos ? 0 : lt);
+    if (lt == std::string_view::npos || gt == std::string_view::npos) return std::nullopt;
+    std::string_view url = link.substr(lt + 1, gt - lt - 1);
+    size_t comma = link.find(',', gt);
+    std::string_view params = link.substr(gt + 1, comma == std::string_view::npos ? std::string_view::npos : comma - gt - 1);
+    if (params.find("rel=\"next\"") != std::string_view::npos ||
+        params.find("rel=next") != std::string_view::npos) {
+      return std::string(url);
+    }
+    if (comma == std::string_view::npos) break;
+    link.remove_prefix(comma + 1);
+  }
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<Source>> OpenHfSource(const std::string& uri, const HfUri& parsed,
+                                             const SourceOptions& options) {
+  std::string endpoint = "https://huggingface.co";
+  if (const char* env = std::getenv("HF_ENDPOINT"); env && *env) endpoint = env;
+  while (endpoint.size() > 1 && endpoint.back() == '/') endpoint.pop_back();
+  if (auto split = SplitUrl(endpoint); !split) {
+    return Err(InvalidArgumentError("HF_ENDPOINT \"" + endpoint + "\": must be http:// or https://"));
+  }
+  return std::unique_ptr<Source>(std::make_unique<HfSource>(uri, parsed, endpoint, options));
+}
+
+}  // namespace bdn::sync

@@ -1,0 +1,408 @@
+#include "bdn/sync/http_fetch.h"
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "bdn/sync/retry.h"
+
+namespace bdn::sync {
+namespace {
+
+constexpr size_t kPipeBytes = 8 * 1024 * 1024;
+
+bool IsRedirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+bool Canceled(const SourceOptions& o) { return o.cancel != nullptr && o.cancel->load(); }
+
+// A decimal of at most 19 digits (no sign, no spaces).
+std::optional<uint64_t> ParseUint(std::string_view s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
+// "bytes a-b/total" → (a, total); nullopt if malformed.
+std::optional<std::pair<uint64_t, uint64_t>> ParseContentRange(std::string_view v) {
+  if (!v.starts_with("bytes ")) return std::nullopt;
+  v.remove_prefix(6);
+  size_t dash = v.find('-'), slash = v.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) {
+    return std::nullopt;
+  }
+  auto first = ParseUint(v.substr(0, dash));
+  auto total = ParseUint(v.substr(slash + 1));
+  if (!first || !total) return std::nullopt;
+  return std::make_pair(*first, *total);
+}
+
+}  // namespace
+
+std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name) {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+Result<std::pair<std::string, std::string>> SplitUrl(const std::string& url) {
+  size_t scheme_end = url.find("://");
+  std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (scheme != "http" && scheme != "https") {
+    return Err(InvalidArgumentError("url \"" + url + "\": must be http:// or https://"));
+  }
+  size_t path_start = url.find_first_of("/?#", scheme_end + 3);
+  std::string origin = url.substr(0, path_start);
+  if (origin.size() == scheme_end + 3) return Err(InvalidArgumentError("url \"" + url + "\": no host"));
+  std::string rest = path_start == std::string::npos ? "/" : url.substr(path_start);
+  if (size_t hash = rest.find('#'); hash != std::string::npos) rest.erase(hash);
+  if (rest.empty() || rest[0] != '/') rest.insert(0, "/");
+  return std::make_pair(origin, rest);
+}
+
+std::string ResolveLocation(const std::string& base, const std::string& location) {
+  if (location.find("://") != std::string::npos &&
+      location.find("://") < location.find_first_of("/?#")) {
+    return location;
+  }
+  auto split = SplitUrl(base);
+  if (!split) return location;
+  const auto& [origin, path] = *split;
+  if (location.starts_with("//")) return origin.substr(0, origin.find("://") + 1) + location;
+  if (location.starts_with("/")) return origin + location;
+  std::string dir = path.substr(0, path.find('?'));
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  return origin + dir + location;
+}
+
+std::optional<std::chrono::milliseconds> RetryAfterOf(const Headers& headers) {
+  if (auto v = FindHeader(headers, "retry-after")) {
+    if (auto n = ParseUint(*v)) return std::chrono::milliseconds(*n * 1000);
+  }
+  // The IETF draft RateLimit header, as the Hub sends it: "api";r=0;t=55.
+  if (auto v = FindHeader(headers, "ratelimit")) {
+    size_t t = v->find(";t=");
+    if (t != std::string_view::npos) {
+      std::string_view rest = v->substr(t + 3);
+      size_t end = 0;
+      while (end < rest.size() && rest[end] >= '0' && rest[end] <= '9') ++end;
+      if (auto n = ParseUint(rest.substr(0, end))) {
+        return std::chrono::milliseconds((*n + 1) * 1000);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Status ClassifyHttpStatus(const std::string& source, const std::string& what,
+                          const http::Response& r, bool sent_credentials, Attempt& a) {
+  const std::string msg = source + ": " + what + ": HTTP " + std::to_string(r.status);
+  switch (r.status) {
+    case 401:
+      if (sent_credentials) {
+        return WithCode(PermissionDeniedError(msg + " (the credentials were refused)"),
+                        kBadCredentials);
+      }
+      return WithCode(PermissionDeniedError(msg + " (credentials are needed)"), kAccessDenied);
+    case 403:
+      return WithCode(PermissionDeniedError(msg + " (access denied)"), kAccessDenied);
+    case 404:
+    case 410:
+      return WithCode(NotFoundError(msg + " (not found)"), kSourceNotFound);
+    case 408:
+    case 429:
+    case 500:
+    case 502:
+    case 503:
+    case 504:
+      a.transient = true;
+      a.retry_after = RetryAfterOf(r.headers);
+      return UnavailableError(msg);
+    default:
+      return InternalError(msg);
+  }
+}
+
+Status CheckObjectSize(const std::string& source, const SourceObject& object, int status,
+                       const Headers& headers) {
+  std::optional<uint64_t> total;
+  if (status == 206) {
+    if (auto range = FindHeader(headers, "content-range")) {
+      if (auto parsed = ParseContentRange(*range)) total = parsed->second;
+    }
+  } else if (auto len = FindHeader(headers, "content-length")) {
+    total = ParseUint(*len);
+  }
+  if (total && *total != object.size_bytes) {
+    return WithCode(FailedPreconditionError(source + ": object \"" + object.path +
+                                            "\": changed during the sync (" +
+                                            std::to_string(object.size_bytes) + " bytes listed, " +
+                                            std::to_string(*total) + " now)"),
+                    kSourceChanged);
+  }
+  return Status::Ok();
+}
+
+// ---- HttpFetcher ----
+
+HttpFetcher::HttpFetcher(FetcherOptions options) : options_(std::move(options)) {}
+
+Result<std::shared_ptr<http::HttpClient>> HttpFetcher::ClientFor(const std::string& origin) {
+  std::lock_guard lock(mu_);
+  auto it = clients_.find(origin);
+  if (it != clients_.end()) return it->second;
+  http::ClientOptions o;
+  o.base_url = origin;
+  o.label = options_.source;
+  o.connect_timeout = options_.connect_timeout;
+  o.deadline = options_.request_deadline;
+  // Listing pages are small; a larger answer is refused rather than held.
+  o.max_response_bytes = uint64_t{256} << 20;
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(o));
+  clients_.emplace(origin, client);
+  return client;
+}
+
+Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::string* final_url) {
+  const SourceOptions& so = options_.source_options;
+  std::string url = call.url;
+  for (int hop = 0; hop <= options_.max_redirects; ++hop) {
+    BDN_ASSIGN_OR_RETURN(auto split, SplitUrl(url));
+    const auto& [origin, path] = split;
+    BDN_ASSIGN_OR_RETURN(auto client, ClientFor(origin));
+    http::Request req;
+    req.method = call.method;
+    req.path = path;
+    req.headers = call.headers;
+    if (!options_.authorization.empty() && origin == options_.auth_origin) {
+      req.headers.emplace_back("Authorization", options_.authorization);
+    }
+    req.connect_timeout = options_.connect_timeout;
+    if (call.long_transfer) {
+      req.deadline = std::chrono::hours(24 * 7);
+      req.stall_timeout = options_.stall_timeout;
+    } else {
+      req.deadline = options_.request_deadline;
+    }
+    req.on_body = call.on_body;
+    if (call.on_headers) {
+      req.on_headers = [&](int status, const Headers& headers) {
+        return IsRedirect(status) || status < 200 || status >= 300 || call.on_headers(status, headers);
+      };
+    }
+    req.should_abort = [&so] { return Canceled(so); };
+    auto r = client->Send(req);
+    if (!r) {
+      if (Canceled(so)) return Err(CanceledError(options_.source));
+      const StatusCode c = r.error().code();
+      a.transient = c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded;
+      return Err(r.error());
+    }
+    if (IsRedirect(r->status)) {
+      if (call.on_redirect) {
+        Status s = call.on_redirect(*r);
+        if (!s.ok()) return Err(s);
+      }
+      if (auto loc = r->Header("location")) {
+        url = ResolveLocation(url, std::string(*loc));
+        continue;
+      }
+    }
+    if (final_url) *final_url = url;
+    return r;
+  }
+  return Err(InternalError(options_.source + ": " + call.url + ": more than " +
+                           std::to_string(options_.max_redirects) + " redirects"));
+}
+
+Status HttpFetcher::Classify(const std::string& what, const http::Response& r,
+                             bool sent_credentials, Attempt& a) const {
+  if (options_.classify) {
+    if (auto s = options_.classify(what, r, sent_credentials, a)) return *s;
+  }
+  return ClassifyHttpStatus(options_.source, what, r, sent_credentials, a);
+}
+
+Result<http::Response> HttpFetcher::Fetch(const Call& call, std::string* final_url) {
+  const SourceOptions& so = options_.source_options;
+  return WithSourceRetries(so.retry, so.cancel, options_.source,
+                           [&](Attempt& a) -> Result<http::Response> {
+                             std::string at;
+                             BDN_ASSIGN_OR_RETURN(http::Response r, SendOnce(call, a, &at));
+                             if (r.status >= 200 && r.status < 300) {
+                               if (final_url) *final_url = at;
+                               return r;
+                             }
+                             auto split = SplitUrl(at);
+                             bool sent = !options_.authorization.empty() && split &&
+                                         split->first == options_.auth_origin;
+                             std::string what = std::string(http::MethodName(call.method)) + " " +
+                                                (split ? split->second : at);
+                             return Err(Classify(what, r, sent, a));
+                           });
+}
+
+// ---- HttpObjectStream ----
+
+// The buffer between the fetching thread and Read.
+struct HttpObjectStream::Pipe {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::vector<uint8_t>> chunks;
+  size_t front_pos = 0;
+  size_t bytes = 0;
+  bool done = false;
+  Status error;
+};
+
+HttpObjectStream::HttpObjectStream(std::shared_ptr<HttpFetcher> fetcher, ObjectRequest request)
+    : fetcher_(std::move(fetcher)), request_(std::move(request)), pipe_(std::make_shared<Pipe>()) {}
+
+HttpObjectStream::~HttpObjectStream() {
+  stop_ = true;
+  pipe_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<size_t> HttpObjectStream::Read(std::span<uint8_t> out) {
+  if (!started_) {
+    started_ = true;
+    // Empty objects are fetched too: the answer's headers say whether the object is still what
+    // the listing said.
+    if (request_.offset >= request_.object.size_bytes && request_.object.size_bytes > 0) {
+      return size_t{0};
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+  Pipe& p = *pipe_;
+  std::unique_lock lock(p.mu);
+  p.cv.wait(lock, [&] { return p.bytes > 0 || p.done; });
+  if (p.bytes == 0) {
+    if (!p.error.ok()) return Err(p.error);
+    return size_t{0};
+  }
+  size_t n = 0;
+  while (n < out.size() && !p.chunks.empty()) {
+    auto& front = p.chunks.front();
+    size_t take = std::min(out.size() - n, front.size() - p.front_pos);
+    std::memcpy(out.data() + n, front.data() + p.front_pos, take);
+    n += take;
+    p.front_pos += take;
+    if (p.front_pos == front.size()) {
+      p.chunks.pop_front();
+      p.front_pos = 0;
+    }
+  }
+  p.bytes -= n;
+  lock.unlock();
+  p.cv.notify_all();
+  return n;
+}
+
+void HttpObjectStream::Run() {
+  const SourceOptions& so = fetcher_->options().source_options;
+  Status s = WithSourceRetries(so.retry, so.cancel, fetcher_->options().source,
+                               [&](Attempt& a) { return FetchOnce(a); });
+  std::lock_guard lock(pipe_->mu);
+  pipe_->done = true;
+  pipe_->error = s;
+  pipe_->cv.notify_all();
+}
+
+Status HttpObjectStream::FetchOnce(Attempt& a) {
+  const SourceOptions& so = fetcher_->options().source_options;
+  const SourceObject& obj = request_.object;
+  const std::string what = "object \"" + obj.path + "\" of " + fetcher_->options().source;
+  // Where the last try stopped: every byte before it is in the pipe already.
+  const uint64_t offset = request_.offset;
+  HttpFetcher::Call call;
+  call.url = request_.url;
+  call.headers = request_.headers;
+  call.long_transfer = true;
+  call.on_redirect = request_.on_redirect;
+  if (offset > 0) call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-");
+  uint64_t skip = 0;
+  Status header_error;
+  call.on_headers = [&](int status, const Headers& headers) {
+    if (status == 206) {
+      auto range = FindHeader(headers, "content-range");
+      auto parsed = range ? ParseContentRange(*range) : std::nullopt;
+      if (!parsed || parsed->first != offset) {
+        header_error = InternalError(what + ": asked for bytes from " + std::to_string(offset) +
+                                     ", got Content-Range \"" +
+                                     std::string(range.value_or("")) + "\"");
+        return false;
+      }
+    } else if (offset > 0) {
+      skip = offset;  // the whole object again: drop what was delivered already
+    }
+    Status s = request_.check ? request_.check(status, headers)
+                              : CheckObjectSize(fetcher_->options().source, obj, status, headers);
+    if (!s.ok()) {
+      header_error = s;
+      return false;
+    }
+    return true;
+  };
+  Pipe& p = *pipe_;
+  call.on_body = [&](std::span<const uint8_t> data) {
+    if (so.bytes_fetched) *so.bytes_fetched += data.size();
+    if (skip > 0) {
+      size_t drop = static_cast<size_t>(std::min<uint64_t>(skip, data.size()));
+      skip -= drop;
+      data = data.subspan(drop);
+    }
+    if (data.empty()) return true;
+    if (request_.offset + data.size() > obj.size_bytes) {
+      header_error = WithCode(FailedPreconditionError(what + ": changed during the sync (more than "
+                                                      "the " + std::to_string(obj.size_bytes) +
+                                                      " bytes listed)"),
+                              kSourceChanged);
+      return false;
+    }
+    std::unique_lock lock(p.mu);
+    p.cv.wait(lock, [&] { return p.bytes < kPipeBytes || stop_.load() || Canceled(so); });
+    if (stop_ || Canceled(so)) return false;
+    p.chunks.emplace_back(data.begin(), data.end());
+    p.bytes += data.size();
+    request_.offset += data.size();
+    lock.unlock();
+    p.cv.notify_all();
+    return true;
+  };
+  std::string at = request_.url;
+  auto r = fetcher_->SendOnce(call, a, &at);
+  if (!header_error.ok()) {
+    a.transient = false;
+    return header_error;
+  }
+  if (Canceled(so)) return CanceledError(fetcher_->options().source);
+  if (stop_) return InternalError(what + ": read stopped");
+  if (!r) return r.error();
+  if (r->status < 200 || r->status >= 300) {
+    auto split = SplitUrl(at);
+    const FetcherOptions& fo = fetcher_->options();
+    bool sent = !fo.authorization.empty() && split && split->first == fo.auth_origin;
+    return fetcher_->Classify("GET " + (split ? split->second : at), *r, sent, a);
+  }
+  if (request_.offset != obj.size_bytes) {
+    a.transient = true;  // the body ended early: resume from where it stopped
+    return UnavailableError(what + ": the body ended after byte " +
+                            std::to_string(request_.offset) + " of " +
+                            std::to_string(obj.size_bytes));
+  }
+  return Status::Ok();
+}
+
+}  // namespace bdn::sync

@@ -1,0 +1,157 @@
+// HTTP for sync sources: HttpFetcher (any URL on any host, redirects followed by hand with the
+// credentials kept to the host they belong to, failures classified into the stable codes and
+// transient ones retried) and HttpObjectStream (an object's body streamed through a bounded
+// buffer, checked against the listed size and etag, resumed with a Range request after a
+// transient failure).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bdn/base/text.h"  // PercentEncode, PercentDecode
+#include "bdn/http/client.h"
+#include "bdn/sync/source.h"
+
+namespace bdn::sync {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// The value of header `name` (lower case) in `headers`, if present.
+std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name);
+
+// "scheme://host[:port]" and "/path?query" of an absolute http(s) URL ("/" if it has no path).
+// Errors: InvalidArgument "url \"x\": must be http:// or https://…".
+Result<std::pair<std::string, std::string>> SplitUrl(const std::string& url);
+
+// The URL a Location header value points to, relative to `base` (RFC 3986 §5.2, the cases
+// servers use: absolute, scheme-relative "//host/…", absolute-path "/…", and relative "x/y").
+std::string ResolveLocation(const std::string& base, const std::string& location);
+
+// The delay a 429 or 503 asks for: Retry-After in seconds, else the IETF RateLimit header
+// ("api";r=0;t=55 → 55 s, as the Hub sends), else nullopt.
+std::optional<std::chrono::milliseconds> RetryAfterOf(const Headers& headers);
+
+// The generic reading of an HTTP answer that is not 2xx from source `source` (the URI) for the
+// request described by `what` (e.g. "GET /api/..."): 401 is bad_credentials when credentials
+// were sent, else access_denied; 403 access_denied (PermissionDenied); 404 and 410
+// source_not_found (NotFound); 408, 429 and 5xx transient (Unavailable, `a.transient` and
+// `a.retry_after` set); others Internal. Messages: "<source>: <what>: HTTP <status>".
+Status ClassifyHttpStatus(const std::string& source, const std::string& what,
+                          const http::Response& r, bool sent_credentials, Attempt& a);
+
+// Whether a 2xx answer's length (Content-Length, or the total of a 206's Content-Range) is the
+// object's listed size; an answer that states neither passes (the stream counts the bytes).
+// Errors: FailedPrecondition "<source>: object \"p\": changed during the sync (N bytes listed,
+// M now)", reason source_changed.
+Status CheckObjectSize(const std::string& source, const SourceObject& object, int status,
+                       const Headers& headers);
+
+struct FetcherOptions {
+  std::string source;  // the source URI: how messages name it
+  // Sent as "Authorization: <value>" to `auth_origin` only (never after a redirect to another
+  // host, as the Hub's clients do for signed CDN URLs); "" for none. Never logged.
+  std::string authorization;
+  std::string auth_origin;  // "scheme://host[:port]"
+  SourceOptions source_options;
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds request_deadline{60'000};  // listings and other small requests
+  std::chrono::milliseconds stall_timeout{60'000};     // object bodies: no byte for this long
+  int max_redirects = 10;
+  // The source's own reading of a non-2xx answer (e.g. the Hub's X-Error-Code), tried first;
+  // nullopt falls back to ClassifyHttpStatus.
+  std::function<std::optional<Status>(const std::string& what, const http::Response& r,
+                                      bool sent_credentials, Attempt& a)>
+      classify;
+};
+
+// One HTTP client per host the source talks to. Thread-safe.
+class HttpFetcher {
+ public:
+  explicit HttpFetcher(FetcherOptions options);
+
+  struct Call {
+    http::Method method = http::Method::kGet;
+    std::string url;
+    Headers headers;
+    // Streamed bodies (HttpObjectStream): see http::Request.
+    std::function<bool(int, const Headers&)> on_headers;
+    std::function<bool(std::span<const uint8_t>)> on_body;
+    bool long_transfer = false;  // a body of any size: no deadline, only the stall timeout
+    // Called with each redirect answer before it is followed (the Hub puts an LFS file's
+    // X-Linked-Etag and X-Linked-Size there); an error ends the call with it.
+    std::function<Status(const http::Response&)> on_redirect;
+  };
+
+  // One try of `call`, following up to max_redirects redirects (3xx with Location); returns
+  // the final answer whatever its status, and sets *final_url (if given) to where it came
+  // from. Transport failures: Unavailable/DeadlineExceeded marked transient in `a`.
+  Result<http::Response> SendOnce(const Call& call, Attempt& a, std::string* final_url = nullptr);
+
+  // `call` with retries (WithSourceRetries), its body collected; a non-2xx answer becomes its
+  // classified Status. For listings and metadata.
+  Result<http::Response> Fetch(const Call& call, std::string* final_url = nullptr);
+
+  // The classified Status of a non-2xx answer to `what`.
+  Status Classify(const std::string& what, const http::Response& r, bool sent_credentials,
+                  Attempt& a) const;
+
+  const FetcherOptions& options() const { return options_; }
+
+ private:
+  Result<std::shared_ptr<http::HttpClient>> ClientFor(const std::string& origin);
+
+  const FetcherOptions options_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<http::HttpClient>> clients_;
+};
+
+// What HttpObjectStream fetches.
+struct ObjectRequest {
+  std::string url;
+  SourceObject object;
+  uint64_t offset = 0;  // the first byte delivered
+  Headers headers;      // extra request headers (a Range header is added after `offset` > 0)
+  // As HttpFetcher::Call::on_redirect.
+  std::function<Status(const http::Response&)> on_redirect;
+  // Checks the final 2xx answer's status and headers against `object` before its body is used
+  // (etag, size); returns FailedPrecondition with reason source_changed when they differ.
+  // Default: CheckObjectSize.
+  std::function<Status(int status, const Headers& headers)> check;
+};
+
+// The bytes [offset, size) of one object, fetched by a thread of its own and handed over through
+// a buffer of at most 8 MiB, so that an object of any size is streamed, never held. A transfer
+// that breaks (reset, stall, 5xx) is resumed with Range: bytes=<reached>- (a server answering a
+// resumed request with the whole object has its first bytes skipped), within the retry
+// deadline. Each Read is called by one thread at a time.
+class HttpObjectStream : public ByteStream {
+ public:
+  HttpObjectStream(std::shared_ptr<HttpFetcher> fetcher, ObjectRequest request);
+  ~HttpObjectStream() override;
+  Result<size_t> Read(std::span<uint8_t> out) override;
+
+ private:
+  struct Pipe;
+  void Run();
+  // One try from request_.offset (the first byte not yet in the pipe), which it advances.
+  Status FetchOnce(Attempt& a);
+
+  std::shared_ptr<HttpFetcher> fetcher_;
+  ObjectRequest request_;
+  std::shared_ptr<Pipe> pipe_;
+  std::atomic<bool> stop_{false};
+  bool started_ = false;
+  std::thread thread_;
+};
+
+}  // namespace bdn::sync

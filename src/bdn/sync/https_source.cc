@@ -1,0 +1,90 @@
+#include "bdn/sync/https_source.h"
+
+#include "bdn/sync/http_fetch.h"
+
+namespace bdn::sync {
+
+std::string NormalizeEtag(std::string_view etag) {
+  if (etag.starts_with("W/")) etag.remove_prefix(2);
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return std::string(etag);
+}
+
+namespace {
+
+// The etag of an answer: its ETag, else "lm:" + Last-Modified, else "".
+std::string EtagOf(const Headers& headers) {
+  if (auto e = FindHeader(headers, "etag")) return NormalizeEtag(*e);
+  if (auto lm = FindHeader(headers, "last-modified")) return "lm:" + std::string(*lm);
+  return "";
+}
+
+class HttpsSource : public Source {
+ public:
+  HttpsSource(std::string uri, std::shared_ptr<HttpFetcher> fetcher)
+      : uri_(std::move(uri)), fetcher_(std::move(fetcher)) {}
+
+  const std::string& uri() const override { return uri_; }
+  std::string Identity() const override { return uri_; }
+
+  Result<SourceListing> List() override {
+    HttpFetcher::Call call{.method = http::Method::kHead, .url = uri_};
+    BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch(call));
+    auto length = r.Header("content-length");
+    if (!length) {
+      return Err(InternalError(uri_ + ": HEAD: the answer has no Content-Length"));
+    }
+    uint64_t size = 0;
+    for (char c : *length) {
+      if (c < '0' || c > '9') return Err(InternalError(uri_ + ": HEAD: bad Content-Length"));
+      size = size * 10 + static_cast<uint64_t>(c - '0');
+    }
+    auto path = SplitUrl(uri_);
+    std::string name = path ? path->second.substr(0, path->second.find('?')) : "";
+    name = PercentDecode(name.substr(name.rfind('/') + 1));
+    SourceListing out;
+    out.objects.push_back({name, size, EtagOf(r.headers), 0644});
+    return out;
+  }
+
+  Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object, uint64_t offset) override {
+    ObjectRequest req;
+    req.url = uri_;
+    req.object = object;
+    req.offset = offset;
+    req.check = [this, object](int status, const Headers& headers) -> Status {
+      if (!object.etag.empty() && EtagOf(headers) != object.etag) {
+        return WithCode(FailedPreconditionError(uri_ + ": changed during the sync (etag \"" +
+                                                object.etag + "\" listed, \"" + EtagOf(headers) +
+                                                "\" now)"),
+                        kSourceChanged);
+      }
+      return CheckObjectSize(uri_, object, status, headers);
+    };
+    return std::unique_ptr<ByteStream>(std::make_unique<HttpObjectStream>(fetcher_, req));
+  }
+
+ private:
+  std::string uri_;
+  std::shared_ptr<HttpFetcher> fetcher_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> OpenHttpsSource(const std::string& uri, const HttpsUri& parsed,
+                                                const SourceOptions& options) {
+  BDN_ASSIGN_OR_RETURN(auto split, SplitUrl(parsed.url));
+  FetcherOptions fo;
+  fo.source = uri;
+  fo.source_options = options;
+  if (!options.secret.empty()) {
+    fo.authorization = "Bearer " + options.secret;
+    fo.auth_origin = split.first;
+  }
+  return std::unique_ptr<Source>(
+      std::make_unique<HttpsSource>(uri, std::make_shared<HttpFetcher>(std::move(fo))));
+}
+
+}  // namespace bdn::sync

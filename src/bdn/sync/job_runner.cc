@@ -1,0 +1,333 @@
+#include "bdn/sync/job_runner.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "bdn/format/manifest.h"
+#include "bdn/sync/glob.h"
+#include "bdn/sync/listing.h"
+#include "bdn/sync/retry.h"
+
+namespace bdn::sync {
+namespace {
+
+// A failure of storing or committing: the store's own message, with the stable code that says
+// the source was not at fault.
+Status StoreFailure(const Status& s) {
+  if (!s.reason().empty()) return s;
+  return s.WithReason(std::string(s.code() == StatusCode::kConflict ? kVolumeBusy : kStoreFailed));
+}
+
+// Whether the store holds every blob of a file sealed by an earlier run.
+Result<bool> StoreHolds(ChunkStore& store, const SyncFileRecord& f) {
+  switch (static_cast<FileLayout>(f.layout)) {
+    case FileLayout::kEmpty: return true;
+    case FileLayout::kSingleChunk: return store.Contains(f.digest);
+    case FileLayout::kIndexed: {
+      auto index = store.Get(f.index);
+      if (!index) {
+        if (index.error().code() == StatusCode::kNotFound ||
+            index.error().code() == StatusCode::kCorruption) {
+          return false;
+        }
+        return Err(index.error());
+      }
+      auto refs = DecodeChunkIndex(*index);
+      if (!refs) return false;
+      std::vector<Digest> ids;
+      ids.reserve(refs->size());
+      for (const ChunkRef& r : *refs) ids.push_back(r.id);
+      BDN_ASSIGN_OR_RETURN(auto missing, store.FindMissing(ids));
+      return missing.empty();
+    }
+  }
+  return false;
+}
+
+// The objects of a job as SealEntries reads them: each opened from the source, or re-used when
+// an earlier run of the job sealed it (same path, size and etag) and the store still holds it;
+// each sealed file is recorded in the job store at once.
+class JobEntrySource : public EntrySource {
+ public:
+  JobEntrySource(Source& source, const std::vector<SourceObject>& objects,
+                 std::vector<SyncFileRecord> recorded, ChunkStore& store, SyncJobStore& jobs,
+                 std::string job_id)
+      : source_(source), store_(store), jobs_(jobs), job_id_(std::move(job_id)) {
+    for (const SourceObject& o : objects) objects_.emplace(o.path, &o);
+    for (SyncFileRecord& r : recorded) recorded_.emplace(r.path, std::move(r));
+  }
+
+  Result<std::unique_ptr<ByteStream>> Open(size_t, const SealItem& item) override {
+    return source_.Open(*objects_.at(item.path), 0);
+  }
+
+  Result<std::optional<SealedFile>> Reuse(size_t, const SealItem& item) override {
+    auto it = recorded_.find(item.path);
+    const SourceObject& o = *objects_.at(item.path);
+    if (it == recorded_.end() || it->second.size_bytes != o.size_bytes ||
+        it->second.etag != o.etag) {
+      return std::optional<SealedFile>();
+    }
+    const SyncFileRecord& r = it->second;
+    auto held = StoreHolds(store_, r);
+    if (!held) return Err(StoreFailure(held.error()));
+    if (!*held) return std::optional<SealedFile>();
+    return std::optional<SealedFile>(
+        SealedFile{r.size_bytes, r.digest, static_cast<FileLayout>(r.layout), r.index, r.chunks});
+  }
+
+  Status OnSealed(size_t, const SealItem& item, const SealedFile& f) override {
+    const SourceObject& o = *objects_.at(item.path);
+    Status s = jobs_.RecordFile(job_id_, {o.path, o.size_bytes, o.etag, f.digest,
+                                          static_cast<int>(f.layout), f.index, f.chunks});
+    return s.ok() ? s : StoreFailure(s);
+  }
+
+ private:
+  Source& source_;
+  ChunkStore& store_;
+  SyncJobStore& jobs_;
+  const std::string job_id_;
+  std::unordered_map<std::string, const SourceObject*> objects_;
+  std::unordered_map<std::string, SyncFileRecord> recorded_;
+};
+
+// Writes the run's progress to the job store every interval and watches for a cancel request
+// or a shutdown, setting `stop` for the source. Stops on destruction.
+class Watcher {
+ public:
+  Watcher(const RunnerDeps& deps, const std::string& id, const RunOptions& options,
+          const TransferCounters& counters, const std::atomic<uint64_t>& fetched,
+          uint64_t fetched_before, std::atomic<bool>& stop, std::atomic<bool>& canceled)
+      : deps_(deps),
+        id_(id),
+        options_(options),
+        counters_(counters),
+        fetched_(fetched),
+        fetched_before_(fetched_before),
+        stop_(stop),
+        canceled_(canceled),
+        thread_([this] { Run(); }) {}
+  ~Watcher() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  SyncProgress Progress() const {
+    SyncProgress p;
+    p.objects_total = counters_.files_total;
+    p.objects_done = counters_.files_done;
+    p.bytes_total = counters_.bytes_total;
+    p.bytes_done = counters_.bytes_done;
+    p.bytes_fetched = fetched_before_ + fetched_.load();
+    return p;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!done_) {
+      // Shutdown is looked at often; the job store only every interval.
+      for (auto waited = std::chrono::milliseconds(0);
+           !done_ && waited < deps_.progress_interval; waited += std::chrono::milliseconds(50)) {
+        cv_.wait_for(lock, std::chrono::milliseconds(50));
+        if (options_.shutdown && options_.shutdown->load()) stop_ = true;
+      }
+      if (done_) break;
+      lock.unlock();
+      (void)deps_.jobs->SetProgress(id_, Progress());
+      auto job = deps_.jobs->Get(id_);
+      if (job && job->cancel_requested) {
+        canceled_ = true;
+        stop_ = true;
+      }
+      lock.lock();
+    }
+  }
+
+  const RunnerDeps& deps_;
+  const std::string id_;
+  const RunOptions& options_;
+  const TransferCounters& counters_;
+  const std::atomic<uint64_t>& fetched_;
+  const uint64_t fetched_before_;
+  std::atomic<bool>& stop_;
+  std::atomic<bool>& canceled_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+struct Outcome {
+  Digest version;
+  bool unchanged = false;
+};
+
+// The work of one run; every failure comes back as a Status with its stable code (reason).
+Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, SourceOptions source_options,
+                        TransferCounters& counters) {
+  const SyncJobSpec& spec = job.spec;
+  BDN_ASSIGN_OR_RETURN(PathFilter filter, PathFilter::Create(spec.includes, spec.excludes));
+  auto claim = deps.claim ? deps.claim(spec.ns, spec.volume)
+                          : deps.registry->ClaimPush(spec.ns, spec.volume);
+  if (!claim) return Err(StoreFailure(claim.error()));
+
+  if (!spec.auth_secret_name.empty()) {
+    if (!deps.secrets) {
+      return Err(WithCode(NotFoundError("secret \"" + spec.auth_secret_name +
+                                        "\": not found (no secrets here)"),
+                          kSecretNotFound));
+    }
+    BDN_ASSIGN_OR_RETURN(source_options.secret, deps.secrets->Reveal(spec.auth_secret_name));
+    source_options.secret_name = spec.auth_secret_name;
+  }
+  source_options.pinned_revision = job.source_revision;
+  auto open = deps.open_source ? deps.open_source : OpenSource;
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, open(spec.source_uri, source_options));
+  BDN_ASSIGN_OR_RETURN(SourceListing listing, source->List());
+  BDN_ASSIGN_OR_RETURN(std::vector<SourceObject> objects,
+                       Select(listing, filter, source->uri()));
+  const Digest digest = ListingDigest(source->Identity(), listing.revision, objects);
+  if (job.listing_digest && *job.listing_digest != digest) {
+    return Err(WithCode(FailedPreconditionError(
+                            source->uri() + ": changed since the job started (its listing differs "
+                                            "from the first run's); start a new job"),
+                        kSourceChanged));
+  }
+  BDN_ASSIGN_OR_RETURN(std::vector<SealItem> items, ItemsOf(objects, source->uri()));
+  uint64_t bytes_total = 0;
+  for (const SourceObject& o : objects) bytes_total += o.size_bytes;
+  if (Status s = deps.jobs->SetSource(job.id, listing.revision, digest, objects.size(), bytes_total);
+      !s.ok()) {
+    return Err(StoreFailure(s));
+  }
+  counters.files_total = objects.size();
+  counters.bytes_total = bytes_total;
+
+  CommitRequest commit;
+  commit.ns = spec.ns;
+  commit.volume = spec.volume;
+  commit.source_uri = spec.source_uri;
+  commit.source_revision = listing.revision;
+  commit.source_listing_digest = digest.ToString();
+  if (!spec.tag.empty()) commit.tags.push_back(spec.tag);
+
+  // Already mirrored: the same listing sealed before resolves to that version, by metadata only.
+  auto versions = deps.registry->ListVersions(spec.ns, spec.volume, /*include_deleted=*/false);
+  if (!versions && versions.error().code() != StatusCode::kNotFound) {
+    return Err(StoreFailure(versions.error()));
+  }
+  if (versions) {
+    for (const VersionRecord& v : *versions) {
+      if (v.source_listing_digest != commit.source_listing_digest) continue;
+      commit.digest = v.digest;
+      commit.stats = v.stats;
+      auto r = deps.registry->Commit(commit);
+      if (!r) return Err(StoreFailure(r.error()));
+      counters.files_done = objects.size();
+      counters.bytes_done = bytes_total;
+      return Outcome{v.digest, true};
+    }
+  }
+
+  BDN_ASSIGN_OR_RETURN(std::vector<SyncFileRecord> recorded, deps.jobs->Files(job.id));
+  JobEntrySource entries(*source, objects, std::move(recorded), *deps.store, *deps.jobs, job.id);
+  SealOptions seal;
+  seal.jobs = deps.files_in_parallel;
+  BDN_ASSIGN_OR_RETURN(SealResult sealed, SealEntries(items, entries, seal, *deps.store, &counters));
+  if (Status s = deps.store->Sync(); !s.ok()) return Err(StoreFailure(s));
+  commit.digest = sealed.digest;
+  commit.stats = sealed.stats;
+  auto r = deps.registry->Commit(commit);
+  if (!r) return Err(StoreFailure(r.error()));
+  return Outcome{sealed.digest, r->unchanged};
+}
+
+}  // namespace
+
+Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
+                             const RunOptions& options) {
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<SyncJobLease> lease, deps.jobs->TryLease(id));
+  if (!lease) return Err(ConflictError("sync job " + id + ": already running in another process"));
+  BDN_ASSIGN_OR_RETURN(SyncJobRecord job, deps.jobs->Get(id));
+  if (IsTerminal(job.state)) return job;
+  if (job.cancel_requested) {
+    return deps.jobs->Finish(id, SyncState::kCanceled, std::nullopt, false, std::string(kCanceled),
+                             "sync job " + id + ": canceled");
+  }
+  BDN_ASSIGN_OR_RETURN(job, deps.jobs->StartRun(id));
+
+  TransferCounters own_counters;
+  TransferCounters& counters = options.counters ? *options.counters : own_counters;
+  std::atomic<uint64_t> own_fetched{0};
+  std::atomic<uint64_t>& fetched = options.bytes_fetched ? *options.bytes_fetched : own_fetched;
+  const uint64_t fetched_before = job.progress.bytes_fetched - 0;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> canceled{false};
+
+  SourceOptions source_options;
+  source_options.retry = deps.retry;
+  source_options.retry.deadline = std::chrono::milliseconds(job.spec.retry_deadline_ms);
+  source_options.bytes_fetched = &fetched;
+  source_options.cancel = &stop;
+
+  Result<Outcome> outcome;
+  SyncProgress progress;
+  {
+    Watcher watcher(deps, id, options, counters, fetched, fetched_before, stop, canceled);
+    outcome = Execute(job, deps, source_options, counters);
+    progress = watcher.Progress();
+  }
+  (void)deps.jobs->SetProgress(id, progress);
+  if (!outcome && options.shutdown && options.shutdown->load() && !canceled) {
+    return deps.jobs->Get(id);  // left SYNCING: the next start of the server resumes it
+  }
+  if (!outcome && !canceled) {
+    // A cancel request that came in after the watcher's last look still wins over the error it
+    // caused.
+    auto now = deps.jobs->Get(id);
+    canceled = now && now->cancel_requested;
+  }
+  Result<SyncJobRecord> finished =
+      outcome ? deps.jobs->Finish(id, SyncState::kReady, outcome->version, outcome->unchanged, "", "")
+      : canceled
+          ? deps.jobs->Finish(id, SyncState::kCanceled, std::nullopt, false, std::string(kCanceled),
+                              "sync job " + id + ": canceled")
+          : deps.jobs->Finish(id, SyncState::kFailed, std::nullopt, false,
+                              ErrorCodeOf(outcome.error()), outcome.error().message());
+  if (!finished && finished.error().code() == StatusCode::kFailedPrecondition) {
+    return deps.jobs->Get(id);  // finished meanwhile by someone else: that outcome stands
+  }
+  return finished;
+}
+
+Status JobStatus(const SyncJobRecord& job) {
+  if (job.state == SyncState::kReady || !IsTerminal(job.state)) return Status::Ok();
+  const std::string& c = job.error_code;
+  StatusCode code = StatusCode::kInternal;
+  if (c == kSourceNotFound || c == kRevisionNotFound || c == kIncludeMatchedNothing ||
+      c == kSecretNotFound) {
+    code = StatusCode::kNotFound;
+  } else if (c == kAccessDenied || c == kBadCredentials) {
+    code = StatusCode::kPermissionDenied;
+  } else if (c == kSourceUnavailable) {
+    code = StatusCode::kUnavailable;
+  } else if (c == kSourceChanged || c == kStoreFailed) {
+    code = StatusCode::kFailedPrecondition;
+  } else if (c == kInvalidObject || c == kInvalidSecret) {
+    code = StatusCode::kInvalidArgument;
+  } else if (c == kCanceled || c == kVolumeBusy) {
+    code = StatusCode::kConflict;
+  }
+  return Status(code, job.error_message).WithReason(c);
+}
+
+}  // namespace bdn::sync

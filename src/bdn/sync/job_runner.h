@@ -1,0 +1,67 @@
+// RunJob: runs one sync job from PENDING or SYNCING to READY, FAILED or CANCELED (SPEC §6):
+// lists the source, selects with --include/--exclude, resolves an already mirrored listing to its
+// version by metadata alone, else streams every object through SealEntries (the one sealing path
+// of push) into the store and commits the version with its source identity. Durable: the job's
+// state, progress and the files it has sealed are in the SyncJobStore, so a run after a crash
+// re-uses every file sealed before and fetches only the rest.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "bdn/registry/registry.h"
+#include "bdn/registry/sync_job_store.h"
+#include "bdn/store/chunk_store.h"
+#include "bdn/sync/secrets.h"
+#include "bdn/sync/source.h"
+#include "bdn/volume/push.h"
+
+namespace bdn::sync {
+
+// What a runner works with. The store, registry and jobs are required.
+struct RunnerDeps {
+  std::shared_ptr<ChunkStore> store;
+  std::shared_ptr<Registry> registry;
+  std::shared_ptr<SyncJobStore> jobs;
+  // Null: a job naming a secret fails with secret_not_found.
+  std::shared_ptr<SecretVault> secrets;
+  // Takes the volume's push claim for the whole run (the origin uses its claim table). Unset:
+  // registry->ClaimPush.
+  std::function<Result<std::unique_ptr<PushClaim>>(const std::string& ns, const std::string& volume)>
+      claim;
+  // Opens the job's source. Unset: OpenSource.
+  std::function<Result<std::unique_ptr<Source>>(const std::string& uri, const SourceOptions&)>
+      open_source;
+  int files_in_parallel = 4;  // objects fetched at once
+  std::chrono::milliseconds progress_interval{1000};  // how often progress reaches the job store
+  // Options of every source call (the retry deadline comes from the job).
+  RetryOptions retry;
+};
+
+struct RunOptions {
+  // Live counters for a progress display: bytes/files totals and done; may be null.
+  TransferCounters* counters = nullptr;
+  // Object bytes read from the source by this run; may be null.
+  std::atomic<uint64_t>* bytes_fetched = nullptr;
+  // When set, the run stops as soon as it can and leaves the job as it is (SYNCING), to be
+  // resumed later: a server shutting down. May be null.
+  const std::atomic<bool>* shutdown = nullptr;
+};
+
+// Runs job `id` in this thread until it is terminal (or `options.shutdown`), and returns it as
+// it is then. A cancel request (SyncJobStore::RequestCancel, seen within progress_interval)
+// stops the run and the job ends CANCELED. The job's own failures are recorded in it (FAILED,
+// with a stable code and a message naming the source), not returned. Errors: NotFound for an
+// unknown job; Conflict "sync job <id>: already running (pid N)" while another runner holds it;
+// the job store's errors.
+Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
+                             const RunOptions& options = {});
+
+// The Status a finished job's error gives (for exit codes and HTTP answers): its code's
+// StatusCode and its message. Ok for READY.
+Status JobStatus(const SyncJobRecord& job);
+
+}  // namespace bdn::sync

@@ -1,0 +1,93 @@
+#include "bdn/sync/listing.h"
+
+#include <algorithm>
+#include <set>
+
+#include "bdn/format/manifest.h"  // ValidateEntryPath
+
+namespace bdn::sync {
+
+Result<std::vector<SourceObject>> Select(const SourceListing& listing, const PathFilter& filter,
+                                         const std::string& source) {
+  std::vector<SourceObject> out;
+  std::vector<std::string_view> paths;
+  paths.reserve(listing.objects.size());
+  for (const SourceObject& o : listing.objects) {
+    paths.push_back(o.path);
+    if (filter.Selects(o.path)) out.push_back(o);
+  }
+  std::vector<std::string> unmatched = filter.UnmatchedIncludes(paths);
+  if (!unmatched.empty()) {
+    std::string names;
+    for (const auto& p : unmatched) names += (names.empty() ? "" : ", ") + ("\"" + p + "\"");
+    const std::string at =
+        source + (listing.revision.empty() ? "" : " at " + listing.revision) + " (" +
+        std::to_string(listing.objects.size()) + " objects)";
+    return Err(WithCode(NotFoundError("--include " + names + ": " +
+                                      (unmatched.size() == 1 ? "matches" : "match") +
+                                      " nothing in " + at),
+                        kIncludeMatchedNothing));
+  }
+  return out;
+}
+
+Digest ListingDigest(const std::string& identity, const std::string& revision,
+                     const std::vector<SourceObject>& objects) {
+  Blake3Hasher h;
+  auto add = [&](std::string_view s) { h.Update(s.data(), s.size()); };
+  add("bdn sync listing v1\n");
+  add(identity);
+  add("\n");
+  add(revision);
+  add("\n");
+  for (const SourceObject& o : objects) {
+    add(o.path);
+    add("\t");
+    add(std::to_string(o.size_bytes));
+    add("\t");
+    add(o.etag);
+    add("\n");
+  }
+  return h.Finalize();
+}
+
+Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
+                                      const std::string& source) {
+  std::set<std::string> dirs;
+  std::set<std::string_view> files;
+  for (const SourceObject& o : objects) {
+    if (Status s = ValidateEntryPath(o.path); !s.ok()) {
+      return Err(WithCode(InvalidArgumentError(source + ": object \"" + o.path +
+                                               "\": cannot be a file of a version (" +
+                                               s.message() + "); --exclude it"),
+                          kInvalidObject));
+    }
+    files.insert(o.path);
+    for (size_t slash = o.path.find('/'); slash != std::string::npos;
+         slash = o.path.find('/', slash + 1)) {
+      dirs.insert(o.path.substr(0, slash));
+    }
+  }
+  std::vector<SealItem> items;
+  items.reserve(objects.size() + dirs.size());
+  for (const std::string& d : dirs) {
+    if (files.contains(d)) {
+      return Err(WithCode(InvalidArgumentError(source + ": object \"" + d +
+                                               "\": is also a directory of other objects; a "
+                                               "version cannot hold both (--exclude one)"),
+                          kInvalidObject));
+    }
+    items.push_back({.path = d, .kind = EntryKind::kDirectory, .mode = 0755});
+  }
+  for (const SourceObject& o : objects) {
+    items.push_back({.path = o.path,
+                     .kind = EntryKind::kFile,
+                     .mode = static_cast<uint16_t>(o.mode & 0777),
+                     .size_bytes = o.size_bytes});
+  }
+  std::sort(items.begin(), items.end(),
+            [](const SealItem& a, const SealItem& b) { return a.path < b.path; });
+  return items;
+}
+
+}  // namespace bdn::sync

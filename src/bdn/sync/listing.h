@@ -1,0 +1,38 @@
+// What a sync takes from a source listing: the selected objects, the entries they become, and
+// the listing digest that identifies the source revision a version mirrors (docs/sync.md,
+// "Source identity").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/digest/digest.h"
+#include "bdn/sync/glob.h"
+#include "bdn/sync/source.h"
+#include "bdn/volume/push.h"
+
+namespace bdn::sync {
+
+// The objects of `listing` that `filter` selects, in listing order.
+// Errors: NotFound "--include \"p\": matches nothing in <source> (N objects)", reason
+// include_matched_nothing, for the first include that matches no object of the listing (the
+// message names every such include when there are several).
+Result<std::vector<SourceObject>> Select(const SourceListing& listing, const PathFilter& filter,
+                                         const std::string& source);
+
+// The BLAKE3 of "bdn sync listing v1\n" + identity + "\n" + revision + "\n" and, per selected
+// object in order, path + "\t" + size + "\t" + etag + "\n": equal for two syncs exactly when
+// they would seal the same objects at the same content.
+Digest ListingDigest(const std::string& identity, const std::string& revision,
+                     const std::vector<SourceObject>& objects);
+
+// The entries a version of `objects` holds: each object as a file (its mode, its size) and every
+// directory above one (mode 0755), sorted bytewise. Errors: InvalidArgument with reason
+// invalid_object: "<source>: object \"p\": <why no version can hold it>" for a name that is not a
+// valid entry path (empty segments, "." or "..", not UTF-8) or an object whose path is also a
+// directory of another ("a" and "a/b").
+Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
+                                      const std::string& source);
+
+}  // namespace bdn::sync

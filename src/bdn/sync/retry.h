@@ -1,0 +1,69 @@
+// WithSourceRetries: the retry loop of every source request (docs/sync.md, "Retries"): jittered
+// exponential back-off, the server's Retry-After honoured, one deadline per call, and a
+// cancelled job stopping at once, also in the middle of a wait.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <type_traits>
+
+#include "bdn/base/backoff.h"
+#include "bdn/base/status.h"
+#include "bdn/base/units.h"  // FormatDuration
+#include "bdn/sync/source.h"
+
+namespace bdn::sync {
+
+namespace internal {
+// Sleeps `d`, waking every 50 ms to see whether `cancel` is set (then returns at once).
+void SleepUnlessCanceled(std::chrono::milliseconds d, const std::atomic<bool>* cancel);
+}  // namespace internal
+
+// The error every source call fails with once `cancel` is set: Conflict "<what>: canceled"
+// (someone cancelled the job: exit code 4), reason canceled.
+Status CanceledError(const std::string& what);
+
+// Calls `fn(Attempt&)` (returning Status or Result<T>) until it succeeds, fails with an error
+// its try did not mark transient, or the deadline of `options` passes, and returns the last
+// outcome. Between tries it sleeps a random time in [b/2, b], b = initial_backoff * 2^(try-1)
+// capped at max_backoff, or the try's retry_after if that is longer. A transient failure that
+// persists past the deadline (or whose Retry-After reaches past it) is returned with " (retried
+// for 5m)" appended and reason source_unavailable. With `cancel` set, returns CanceledError(what)
+// instead of trying or waiting again. Thread-safe if `fn` is.
+template <typename F>
+auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* cancel,
+                       const std::string& what, F&& fn) {
+  using Clock = std::chrono::steady_clock;
+  auto now = [&] { return options.now ? options.now() : Clock::now(); };
+  auto sleep = [&](std::chrono::milliseconds d) {
+    if (options.sleep) {
+      options.sleep(d);
+    } else {
+      internal::SleepUnlessCanceled(d, cancel);
+    }
+  };
+  const auto start = now();
+  auto backoff = options.initial_backoff;
+  for (Attempt a;; ++a.number) {
+    a.transient = false;
+    a.retry_after.reset();
+    using Outcome = decltype(fn(a));
+    if (cancel && cancel->load()) return backoff::Failure<Outcome>(CanceledError(what));
+    Outcome out = fn(a);
+    const Status* err = backoff::ErrorOf(out);
+    if (err == nullptr || !a.transient) return out;
+    auto wait = std::max(backoff::Jitter(backoff), a.retry_after.value_or(std::chrono::milliseconds(0)));
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(now() - start);
+    if (spent + wait > options.deadline) {
+      Status s = Status(err->code(), err->message() + " (retried for " + FormatDuration(spent) + ")")
+                     .WithReason(std::string(kSourceUnavailable));
+      return backoff::Failure<Outcome>(std::move(s));
+    }
+    sleep(wait);
+    if (cancel && cancel->load()) return backoff::Failure<Outcome>(CanceledError(what));
+    backoff = std::min(backoff * 2, options.max_backoff);
+  }
+}
+
+}  // namespace bdn::sync

@@ -1,0 +1,143 @@
+#include "bdn/sync/secrets.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "bdn/base/private_files.h"
+#include "bdn/sync/source.h"  // kSecretNotFound
+
+namespace bdn::sync {
+namespace {
+
+constexpr size_t kKeyBytes = 32;
+constexpr size_t kNonceBytes = 12;
+constexpr size_t kTagBytes = 16;
+constexpr char kFormat = 1;  // sealed value: format byte, nonce, ciphertext, tag
+
+struct CtxFree {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using Ctx = std::unique_ptr<EVP_CIPHER_CTX, CtxFree>;
+
+const unsigned char* U(const std::string& s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
+}
+
+Result<std::string> ReadKeyFile(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Err(ErrnoError("secret key file " + path.string(), errno));
+  std::string key(kKeyBytes + 1, '\0');
+  ssize_t n = ::read(fd, key.data(), key.size());
+  int e = errno;
+  ::close(fd);
+  if (n < 0) return Err(ErrnoError("secret key file " + path.string(), e));
+  if (static_cast<size_t>(n) != kKeyBytes) {
+    return Err(InternalError("secret key file " + path.string() + ": must hold exactly 32 bytes"));
+  }
+  key.resize(kKeyBytes);
+  return key;
+}
+
+}  // namespace
+
+SecretVault::SecretVault(std::shared_ptr<SecretStore> store, std::string key)
+    : store_(std::move(store)), key_(std::move(key)) {}
+
+Result<std::shared_ptr<SecretVault>> SecretVault::Open(std::shared_ptr<SecretStore> store,
+                                                       const std::filesystem::path& key_path) {
+  struct stat st;
+  if (::lstat(key_path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return Err(ErrnoError("secret key file " + key_path.string(), errno));
+    std::string key(kKeyBytes, '\0');
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), kKeyBytes) != 1) {
+      return Err(InternalError("secret key file " + key_path.string() + ": no random bytes"));
+    }
+    std::filesystem::path tmp = key_path;
+    tmp += ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
+    if (fd < 0) return Err(ErrnoError("secret key file " + tmp.string(), errno));
+    bool ok = ::fchmod(fd, kPrivateFileMode) == 0 &&
+              ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
+              ::fsync(fd) == 0;
+    int e = errno;
+    ::close(fd);
+    // link(2) never replaces: when two processes create the key at once, the first one wins and
+    // the other reads it.
+    if (ok && ::link(tmp.c_str(), key_path.c_str()) != 0 && errno != EEXIST) {
+      ok = false;
+      e = errno;
+    }
+    ::unlink(tmp.c_str());
+    if (!ok) return Err(ErrnoError("secret key file " + key_path.string(), e));
+  } else {
+    MakePrivate(key_path, "secret key file");
+  }
+  BDN_ASSIGN_OR_RETURN(std::string key, ReadKeyFile(key_path));
+  return std::shared_ptr<SecretVault>(new SecretVault(std::move(store), std::move(key)));
+}
+
+Status SecretVault::Set(const std::string& name, const std::string& value) {
+  BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+  if (value.empty()) return InvalidArgumentError("secret \"" + name + "\": the value is empty");
+  std::string nonce(kNonceBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), kNonceBytes) != 1) {
+    return InternalError("secret \"" + name + "\": no random bytes");
+  }
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  std::string out(1 + kNonceBytes + value.size() + kTagBytes, '\0');
+  out[0] = kFormat;
+  out.replace(1, kNonceBytes, nonce);
+  auto* cipher = reinterpret_cast<unsigned char*>(out.data() + 1 + kNonceBytes);
+  int len = 0, fin = 0;
+  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key_), U(nonce)) == 1 &&
+            EVP_EncryptUpdate(ctx.get(), nullptr, &len, U(name), static_cast<int>(name.size())) == 1 &&
+            EVP_EncryptUpdate(ctx.get(), cipher, &len, U(value), static_cast<int>(value.size())) == 1 &&
+            EVP_EncryptFinal_ex(ctx.get(), cipher + len, &fin) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes,
+                                cipher + value.size()) == 1;
+  if (!ok) return InternalError("secret \"" + name + "\": encryption failed");
+  return store_->Put(name, out);
+}
+
+Result<std::string> SecretVault::Reveal(const std::string& name) {
+  auto sealed = store_->Get(name);
+  if (!sealed) {
+    if (sealed.error().code() == StatusCode::kNotFound) {
+      return Err(sealed.error().WithReason(std::string(kSecretNotFound)));
+    }
+    return Err(sealed.error());
+  }
+  const std::string& s = *sealed;
+  auto corrupt = [&] {
+    return Err(CorruptionError("secret \"" + name +
+                               "\": cannot be decrypted (wrong key file, or altered)"));
+  };
+  if (s.size() < 1 + kNonceBytes + kTagBytes || s[0] != kFormat) return corrupt();
+  const size_t n = s.size() - 1 - kNonceBytes - kTagBytes;
+  const auto* nonce = U(s) + 1;
+  const auto* cipher = nonce + kNonceBytes;
+  std::string tag = s.substr(1 + kNonceBytes + n);
+  std::string plain(n, '\0');
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  int len = 0, fin = 0;
+  bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key_), nonce) == 1 &&
+            EVP_DecryptUpdate(ctx.get(), nullptr, &len, U(name), static_cast<int>(name.size())) == 1 &&
+            EVP_DecryptUpdate(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()), &len,
+                              cipher, static_cast<int>(n)) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag.data()) == 1 &&
+            EVP_DecryptFinal_ex(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()) + len,
+                                &fin) == 1;
+  if (!ok) return corrupt();
+  return plain;
+}
+
+Result<std::vector<SecretInfo>> SecretVault::List() { return store_->List(); }
+
+Status SecretVault::Remove(const std::string& name) { return store_->Remove(name); }
+
+}  // namespace bdn::sync

@@ -1,0 +1,47 @@
+// SecretVault: the credentials of sync sources (docs/sync.md, "Secrets"), encrypted at rest with
+// AES-256-GCM (OpenSSL) under a 256-bit key kept in a key file (0600) beside the database, and
+// bound to their names (the name is the cipher's associated data, so a sealed value moved to
+// another name does not open). The threat this answers is a copy of the database (a backup, a
+// replica, a support bundle) without the key file; anyone who can read both the database and the
+// key file (root, the server's user) can read every secret.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/registry/secret_store.h"
+
+namespace bdn::sync {
+
+// Thread-safe.
+class SecretVault {
+ public:
+  // Opens a vault over `store` with the key in `key_path`, created (32 random bytes, mode 0600,
+  // written to a temporary name and renamed) when missing. Errors: Internal/PermissionDenied
+  // naming the key file, also for a key file that is not 32 bytes; Internal when no random
+  // bytes can be had.
+  static Result<std::shared_ptr<SecretVault>> Open(std::shared_ptr<SecretStore> store,
+                                                   const std::filesystem::path& key_path);
+
+  // Encrypts and stores `value` under `name` (replacing an older value). Errors:
+  // InvalidArgument for the name (ValidateSecretName) or an empty value; the store's.
+  Status Set(const std::string& name, const std::string& value);
+  // The plaintext of `name`. Errors: NotFound "secret \"name\": not found" (reason
+  // secret_not_found); Corruption "secret \"name\": cannot be decrypted (wrong key file, or
+  // altered)".
+  Result<std::string> Reveal(const std::string& name);
+  // Names and times only, sorted by name.
+  Result<std::vector<SecretInfo>> List();
+  // Errors: NotFound "secret \"name\": not found".
+  Status Remove(const std::string& name);
+
+ private:
+  SecretVault(std::shared_ptr<SecretStore> store, std::string key);
+  std::shared_ptr<SecretStore> store_;
+  const std::string key_;  // 32 bytes
+};
+
+}  // namespace bdn::sync

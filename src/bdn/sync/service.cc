@@ -1,0 +1,162 @@
+#include "bdn/sync/service.h"
+
+#include <cstdio>
+
+#include "bdn/format/ref.h"
+#include "bdn/sync/glob.h"
+#include "bdn/sync/source.h"
+
+namespace bdn::sync {
+
+Status ValidateSpec(const SyncJobSpec& spec) {
+  BDN_RETURN_IF_ERROR(ValidateSourceUri(spec.source_uri));
+  BDN_RETURN_IF_ERROR(ValidateName("namespace", spec.ns));
+  BDN_RETURN_IF_ERROR(ValidateName("volume", spec.volume));
+  if (!spec.tag.empty()) {
+    BDN_RETURN_IF_ERROR(ValidateTag(spec.tag));
+    if (spec.tag == kHeadTag) {
+      return InvalidArgumentError("tag \"head\": reserved; a sync always moves head");
+    }
+  }
+  for (const auto& p : spec.includes) BDN_RETURN_IF_ERROR(ValidateGlob("--include", p));
+  for (const auto& p : spec.excludes) BDN_RETURN_IF_ERROR(ValidateGlob("--exclude", p));
+  if (!spec.auth_secret_name.empty()) {
+    BDN_RETURN_IF_ERROR(ValidateSecretName(spec.auth_secret_name));
+  }
+  if (spec.retry_deadline_ms < 1000 || spec.retry_deadline_ms > 24 * 3'600'000) {
+    return InvalidArgumentError("--retry-deadline: must be between 1s and 24h");
+  }
+  return Status::Ok();
+}
+
+LocalSyncService::LocalSyncService(RunnerDeps deps, std::function<void(const std::string&)> on_created)
+    : deps_(std::move(deps)), on_created_(std::move(on_created)) {}
+
+Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
+  if (!deps_.secrets) return Err(FailedPreconditionError("secrets: not available here"));
+  return deps_.secrets;
+}
+
+Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec) {
+  BDN_RETURN_IF_ERROR(ValidateSpec(spec));
+  if (!spec.auth_secret_name.empty()) {
+    BDN_ASSIGN_OR_RETURN(auto vault, Vault());
+    BDN_ASSIGN_OR_RETURN(auto secrets, vault->List());
+    bool found = false;
+    for (const auto& s : secrets) found = found || s.name == spec.auth_secret_name;
+    if (!found) {
+      return Err(WithCode(NotFoundError("secret \"" + spec.auth_secret_name + "\": not found"),
+                          kSecretNotFound));
+    }
+  }
+  BDN_ASSIGN_OR_RETURN(auto existing, deps_.jobs->FindUnfinished(spec));
+  StartedJob out;
+  if (existing) {
+    out.job = std::move(*existing);
+  } else {
+    BDN_ASSIGN_OR_RETURN(out.job, deps_.jobs->Create(spec));
+    out.created = true;
+  }
+  if (on_created_) on_created_(out.job.id);
+  return out;
+}
+
+Result<SyncJobRecord> LocalSyncService::Get(const std::string& id) { return deps_.jobs->Get(id); }
+
+Result<std::vector<SyncJobRecord>> LocalSyncService::List(const std::string& ns,
+                                                          const std::string& volume) {
+  return deps_.jobs->List(ns, volume);
+}
+
+Result<SyncJobRecord> LocalSyncService::Cancel(const std::string& id) {
+  BDN_ASSIGN_OR_RETURN(SyncJobRecord job, deps_.jobs->RequestCancel(id));
+  // No runner holds it (pending, or its runner died): it ends now.
+  BDN_ASSIGN_OR_RETURN(auto lease, deps_.jobs->TryLease(id));
+  if (!lease) return job;
+  auto done = deps_.jobs->Finish(id, SyncState::kCanceled, std::nullopt, false,
+                                 std::string(kCanceled), "sync job " + id + ": canceled");
+  if (!done && done.error().code() == StatusCode::kFailedPrecondition) return deps_.jobs->Get(id);
+  return done;
+}
+
+Status LocalSyncService::SetSecret(const std::string& name, const std::string& value) {
+  BDN_ASSIGN_OR_RETURN(auto vault, Vault());
+  return vault->Set(name, value);
+}
+
+Result<std::vector<SecretInfo>> LocalSyncService::ListSecrets() {
+  BDN_ASSIGN_OR_RETURN(auto vault, Vault());
+  return vault->List();
+}
+
+Status LocalSyncService::RemoveSecret(const std::string& name) {
+  BDN_ASSIGN_OR_RETURN(auto vault, Vault());
+  return vault->Remove(name);
+}
+
+// ---- JobScheduler ----
+
+JobScheduler::JobScheduler(RunnerDeps deps, int runners)
+    : deps_(std::move(deps)), runners_(std::max(1, runners)) {}
+
+JobScheduler::~JobScheduler() { Stop(); }
+
+Status JobScheduler::Start() {
+  BDN_ASSIGN_OR_RETURN(auto unfinished, deps_.jobs->ListUnfinished());
+  for (const auto& job : unfinished) {
+    if (job.state == SyncState::kSyncing) {
+      std::fprintf(stderr, "bdn serve: sync job %s: resuming (%s into bdn:%s/%s)\n",
+                   job.id.c_str(), job.spec.source_uri.c_str(), job.spec.ns.c_str(),
+                   job.spec.volume.c_str());
+    }
+    Enqueue(job.id);
+  }
+  for (int i = 0; i < runners_; ++i) threads_.emplace_back([this] { Work(); });
+  return Status::Ok();
+}
+
+void JobScheduler::Enqueue(const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    if (!queued_.insert(id).second) return;
+    queue_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
+void JobScheduler::Stop() {
+  shutdown_ = true;
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void JobScheduler::Work() {
+  while (true) {
+    std::string id;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return shutdown_ || !queue_.empty(); });
+      if (shutdown_) return;
+      id = queue_.front();
+      queue_.pop_front();
+      queued_.erase(id);
+    }
+    RunOptions options;
+    options.shutdown = &shutdown_;
+    auto job = RunJob(id, deps_, options);
+    if (!job) {
+      std::fprintf(stderr, "bdn serve: sync job %s: %s\n", id.c_str(), job.error().message().c_str());
+    } else if (job->state == SyncState::kReady) {
+      std::fprintf(stderr, "bdn serve: sync job %s: READY bdn:%s/%s@%s\n", id.c_str(),
+                   job->spec.ns.c_str(), job->spec.volume.c_str(),
+                   job->version ? job->version->ToString().c_str() : "");
+    } else if (IsTerminal(job->state)) {
+      std::fprintf(stderr, "bdn serve: sync job %s: %s %s: %s\n", id.c_str(),
+                   std::string(SyncStateName(job->state)).c_str(), job->error_code.c_str(),
+                   job->error_message.c_str());
+    }
+  }
+}
+
+}  // namespace bdn::sync

@@ -1,0 +1,108 @@
+// SyncService: the sync job and secret operations of the CLI and the HTTP API, wherever the jobs
+// run: LocalSyncService here (the embedded CLI, and bdn serve behind its handlers), or
+// remote::RemoteSyncService on a bdn serve origin.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/registry/secret_store.h"
+#include "bdn/registry/sync_job_store.h"
+#include "bdn/sync/job_runner.h"
+
+namespace bdn::sync {
+
+struct StartedJob {
+  SyncJobRecord job;
+  bool created = false;  // false: an unfinished job with the same spec was resumed
+};
+
+// Checks what `sync start` asks for before a job exists: the source URI's syntax, the globs,
+// the secret name's syntax, the destination's names and tag (not "head") and the retry deadline
+// (1 s to 24 h). Errors: InvalidArgument naming the field.
+Status ValidateSpec(const SyncJobSpec& spec);
+
+// Implementations are thread-safe.
+class SyncService {
+ public:
+  virtual ~SyncService() = default;
+  // Creates a PENDING job for `spec` (after ValidateSpec), or returns the unfinished job with
+  // exactly this spec, so that running the same `sync start` again resumes it. Errors:
+  // InvalidArgument from ValidateSpec; NotFound "secret \"name\": not found" (reason
+  // secret_not_found) for a secret that does not exist.
+  virtual Result<StartedJob> Start(const SyncJobSpec& spec) = 0;
+  // Errors: NotFound "sync job <id>: not found".
+  virtual Result<SyncJobRecord> Get(const std::string& id) = 0;
+  // Newest first; only jobs into ns (and volume) when given.
+  virtual Result<std::vector<SyncJobRecord>> List(const std::string& ns,
+                                                  const std::string& volume) = 0;
+  // Stops a job: one that no runner holds is CANCELED at once, a running one within a second
+  // or so. Returns the job as it is then. Errors: NotFound; FailedPrecondition "sync job <id>:
+  // already READY" (or FAILED, CANCELED).
+  virtual Result<SyncJobRecord> Cancel(const std::string& id) = 0;
+
+  // Secrets (SecretVault): set, list (names only), remove.
+  virtual Status SetSecret(const std::string& name, const std::string& value) = 0;
+  virtual Result<std::vector<SecretInfo>> ListSecrets() = 0;
+  virtual Status RemoveSecret(const std::string& name) = 0;
+};
+
+// The service over a local job store and vault. Jobs it creates are handed to `on_created` (the
+// server's JobScheduler); without one the caller runs them (the embedded CLI, with RunJob).
+class LocalSyncService : public SyncService {
+ public:
+  LocalSyncService(RunnerDeps deps, std::function<void(const std::string& id)> on_created = {});
+
+  Result<StartedJob> Start(const SyncJobSpec& spec) override;
+  Result<SyncJobRecord> Get(const std::string& id) override;
+  Result<std::vector<SyncJobRecord>> List(const std::string& ns,
+                                          const std::string& volume) override;
+  Result<SyncJobRecord> Cancel(const std::string& id) override;
+  Status SetSecret(const std::string& name, const std::string& value) override;
+  Result<std::vector<SecretInfo>> ListSecrets() override;
+  Status RemoveSecret(const std::string& name) override;
+
+  const RunnerDeps& deps() const { return deps_; }
+
+ private:
+  Result<std::shared_ptr<SecretVault>> Vault() const;
+
+  RunnerDeps deps_;
+  std::function<void(const std::string&)> on_created_;
+};
+
+// Runs the jobs of a server on `runners` threads: every unfinished job at Start (a restarted
+// server resumes the jobs the last one left), then each job Enqueue'd. Stop interrupts the
+// running jobs, which stay SYNCING for the next start. Thread-safe.
+class JobScheduler {
+ public:
+  JobScheduler(RunnerDeps deps, int runners);
+  ~JobScheduler();  // Stop()
+
+  // Queues the unfinished jobs and starts the threads. Errors: the job store's.
+  Status Start();
+  void Enqueue(const std::string& id);
+  void Stop();
+
+ private:
+  void Work();
+
+  RunnerDeps deps_;
+  const int runners_;
+  std::atomic<bool> shutdown_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::set<std::string> queued_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace bdn::sync

@@ -1,0 +1,91 @@
+// Source URIs and the factory of sources.
+#include "bdn/sync/source.h"
+
+#include <algorithm>
+
+#include "bdn/sync/file_source.h"
+#include "bdn/sync/hf_source.h"
+#include "bdn/sync/https_source.h"
+#include "bdn/sync/source_uri.h"
+
+namespace bdn::sync {
+namespace {
+
+bool IsRepoNamePart(const std::string& s) {
+  if (s.empty() || s.size() > 96 || s == "." || s == "..") return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.';
+  });
+}
+
+}  // namespace
+
+Result<SourceUri> ParseSourceUri(const std::string& uri) {
+  auto bad = [&](const std::string& why) {
+    return Err(InvalidArgumentError("source \"" + uri + "\": " + why));
+  };
+  if (uri.starts_with("hf://")) {
+    std::string rest = uri.substr(5);
+    HfUri out;
+    if (size_t at = rest.find('@'); at != std::string::npos) {
+      out.revision = rest.substr(at + 1);
+      rest.resize(at);
+      if (out.revision.empty()) return bad("empty revision after '@'");
+    }
+    for (const char* type : {"datasets/", "spaces/", "models/"}) {
+      if (rest.starts_with(type)) {
+        out.repo_type = std::string(type, std::string_view(type).size() - 1);
+        rest.erase(0, std::string_view(type).size());
+        break;
+      }
+    }
+    size_t slash = rest.find('/');
+    std::string org = slash == std::string::npos ? "" : rest.substr(0, slash);
+    std::string name = slash == std::string::npos ? rest : rest.substr(slash + 1);
+    if ((slash != std::string::npos && !IsRepoNamePart(org)) || !IsRepoNamePart(name)) {
+      return bad("expected hf://org/repo[@revision] (or hf://datasets/org/repo...)");
+    }
+    out.repo_id = rest;
+    return SourceUri(out);
+  }
+  if (uri.starts_with("file://")) {
+    std::string path = uri.substr(7);
+    if (!path.starts_with("/")) {
+      return bad("file:// needs an absolute path on the machine that runs the job "
+                 "(file:///abs/path)");
+    }
+    if (path.find('\0') != std::string::npos) return bad("the path holds a NUL byte");
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    return SourceUri(FileUri{path});
+  }
+  if (uri.starts_with("https://") || uri.starts_with("http://")) {
+    size_t host_start = uri.find("://") + 3;
+    size_t path_start = uri.find('/', host_start);
+    if (path_start == host_start) return bad("no host");
+    std::string path = path_start == std::string::npos ? "" : uri.substr(path_start);
+    path = path.substr(0, path.find_first_of("?#"));
+    if (path.empty() || path.back() == '/') {
+      return bad("https:// needs the URL of one file (https://host/path/file)");
+    }
+    if (uri.substr(host_start, path_start - host_start).find('@') != std::string::npos) {
+      return bad("credentials in the URL are refused (use --auth-secret-name)");
+    }
+    return SourceUri(HttpsUri{uri});
+  }
+  return bad("unknown scheme (expected hf://, file://, https:// or http://)");
+}
+
+Status ValidateSourceUri(const std::string& uri) {
+  auto parsed = ParseSourceUri(uri);
+  return parsed ? Status::Ok() : parsed.error();
+}
+
+Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& options) {
+  BDN_ASSIGN_OR_RETURN(SourceUri parsed, ParseSourceUri(uri));
+  if (auto* hf = std::get_if<HfUri>(&parsed)) return OpenHfSource(uri, *hf, options);
+  if (auto* file = std::get_if<FileUri>(&parsed)) return OpenFileSource(uri, *file, options);
+  return OpenHttpsSource(uri, std::get<HttpsUri>(parsed), options);
+}
+
+}  // namespace bdn::sync

@@ -1,0 +1,144 @@
+// Sync sources (SPEC §6): where a sync job reads the objects it mirrors. A Source resolves its
+// revision, lists its objects (following pagination) and opens each object as a ByteStream that
+// starts at any offset (a ranged read). Every source classifies its failures into the stable
+// error codes of docs/sync.md (Status::reason), and retries transient ones with back-off
+// (WithSourceRetries) before it reports them.
+//
+// Adding a source (s3://, gs://, azure://, ...): implement Source, parse its URI in ParseSource
+// and construct it in OpenSource (source.cc); use HttpFetcher (http_fetch.h) for HTTP requests
+// (redirects, credentials kept to their host, classification, retries) and HttpObjectStream for
+// object bodies (streamed through a bounded buffer, resumed with a Range request after a
+// transient failure, checked against the listed size and etag).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdn/base/status.h"
+#include "bdn/volume/push.h"  // ByteStream
+
+namespace bdn::sync {
+
+// ---- Stable error codes (docs/sync.md, "Error codes"), carried as Status::reason ----
+inline constexpr std::string_view kSourceNotFound = "source_not_found";      // repo, bucket, path
+inline constexpr std::string_view kRevisionNotFound = "revision_not_found";  // branch, tag, commit
+inline constexpr std::string_view kAccessDenied = "access_denied";    // private, gated, forbidden
+inline constexpr std::string_view kBadCredentials = "bad_credentials";  // the secret is refused
+inline constexpr std::string_view kSourceUnavailable = "source_unavailable";  // retries ran out
+inline constexpr std::string_view kSourceChanged = "source_changed";  // size/etag moved mid-sync
+inline constexpr std::string_view kIncludeMatchedNothing = "include_matched_nothing";
+inline constexpr std::string_view kInvalidObject = "invalid_object";  // a name no version can hold
+inline constexpr std::string_view kSecretNotFound = "secret_not_found";
+inline constexpr std::string_view kInvalidSecret = "invalid_secret";  // not the provider's format
+inline constexpr std::string_view kCanceled = "canceled";
+inline constexpr std::string_view kVolumeBusy = "volume_busy";  // another push or sync holds it
+inline constexpr std::string_view kStoreFailed = "store_failed";  // storing or committing failed
+inline constexpr std::string_view kInternal = "internal";
+
+// `s` with `reason` (Status::WithReason), for one-line construction in sources.
+inline Status WithCode(Status s, std::string_view reason) {
+  return s.WithReason(std::string(reason));
+}
+
+// The stable code a job records for the failure `s`: its reason if it has one, else one derived
+// from its StatusCode (NotFound: source_not_found, PermissionDenied: access_denied,
+// Unavailable/DeadlineExceeded: source_unavailable, others: store_failed or internal).
+std::string ErrorCodeOf(const Status& s);
+
+// ---- Objects and listings ----
+
+// One object of a source.
+struct SourceObject {
+  // Relative to the source's root, '/'-separated UTF-8: the path the file gets in the version.
+  std::string path;
+  uint64_t size_bytes = 0;
+  // What identifies this content at the source, changing whenever the content does: the Hub's
+  // LFS sha256 or git blob id, an S3/Azure ETag, a GCS generation, a local file's
+  // size-mtime-inode. Recorded in the listing digest; a stream refuses other content.
+  std::string etag;
+  uint16_t mode = 0644;  // permission bits the file gets in the version
+};
+
+struct SourceListing {
+  // What the source's ref resolved to, pinned for the whole job (an HF commit); "" for sources
+  // without revisions.
+  std::string revision;
+  // Every object, sorted bytewise by path, without duplicates.
+  std::vector<SourceObject> objects;
+};
+
+// ---- Retries ----
+
+struct RetryOptions {
+  // How long a call keeps retrying transient failures before it fails with source_unavailable.
+  std::chrono::milliseconds deadline{300'000};
+  std::chrono::milliseconds initial_backoff{500};
+  std::chrono::milliseconds max_backoff{30'000};
+  // The time source and sleep: the seam that lets tests run retries without waiting. Null: the
+  // steady clock and a sleep that wakes early when `cancel` is set.
+  std::function<std::chrono::steady_clock::time_point()> now;
+  std::function<void(std::chrono::milliseconds)> sleep;
+};
+
+// What one try tells the retry loop beyond its result.
+struct Attempt {
+  int number = 1;
+  bool transient = false;  // the failure may pass if repeated (5xx, 429, reset, timeout)
+  std::optional<std::chrono::milliseconds> retry_after;  // the server's Retry-After
+};
+
+// ---- Sources ----
+
+// What every source gets from the job that opens it.
+struct SourceOptions {
+  // The plaintext value of the job's secret (docs/sync.md, "Secrets"), "" for none. Sources
+  // never put it in a message or a log.
+  std::string secret;
+  std::string secret_name;  // how messages name the secret
+  // A resumed job's pinned revision: List resolves to it instead of the URI's ref.
+  std::string pinned_revision;
+  RetryOptions retry;
+  // Counts object bytes received from the source (all tries); may be null.
+  std::atomic<uint64_t>* bytes_fetched = nullptr;
+  // When set, reads, requests and retry waits stop with a `canceled` error; may be null.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+// A place to mirror from. List and Open may be called from several threads at once.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // The URI as messages name the source (as given, never with credentials).
+  virtual const std::string& uri() const = 0;
+  // The source without its revision, as the listing digest records it (hf://org/repo for
+  // hf://org/repo@main), so that two spellings of one revision are recognized as the same.
+  virtual std::string Identity() const = 0;
+  // Resolves the revision (or takes the pinned one) and lists every object, following
+  // pagination. Errors (reason): source_not_found, revision_not_found, access_denied,
+  // bad_credentials, invalid_secret, source_unavailable (after retries), canceled.
+  virtual Result<SourceListing> List() = 0;
+  // Opens `object` (as List returned it) for reading from byte `offset` to its end. The stream
+  // connects at its first Read and fails with source_changed (FailedPrecondition) when the
+  // source now holds other content (size or etag differ); transient failures mid-stream are
+  // retried by resuming at the offset reached. Errors: as List, plus source_changed.
+  virtual Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object,
+                                                   uint64_t offset) = 0;
+};
+
+// Checks the syntax of a source URI without any I/O, so `sync start` can refuse a malformed one
+// before a job exists: hf://org/repo[@revision] (also hf://datasets/… and hf://spaces/…),
+// file:///abs/path, https://host/path (and http://). Errors: InvalidArgument "source \"uri\":
+// <what is wrong>".
+Status ValidateSourceUri(const std::string& uri);
+
+// Opens the source `uri` (validated as above). Errors: those of ValidateSourceUri.
+Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& options);
+
+}  // namespace bdn::sync
