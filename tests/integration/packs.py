@@ -11,6 +11,9 @@ which bdn must then read like its own. BLAKE3 comes from b3sum.
                                moves blob HEX out of the store: its pack is rewritten without it,
                                OUT (named <16 hex>.pack) becomes a pack of that blob alone, and the
                                store's index tables are deleted (bdn rebuilds them)
+  packs.py corrupt DIR         overwrites the first payload byte of every whole record in every
+                               pack or region file of DIR/packs, sealed or open (walking records
+                               from the pack header); prints how many records it damaged
   packs.py unpack STORE        rewrites STORE in the old one-file-per-chunk layout (before packs):
                                every blob as chunks/<2 hex>/<64 hex>, raw; packs/ and index/ removed
 """
@@ -122,6 +125,32 @@ def extract(store, hexid, out):
     return 1
 
 
+def corrupt(store):
+    d = os.path.join(store, "packs")
+    damaged = 0
+    for name in sorted(os.listdir(d)):
+        if not (name.endswith(".pack") or name.endswith(".open")):
+            continue
+        path = os.path.join(d, name)
+        with open(path, "r+b") as f:
+            data = f.read()
+            off = len(PACK_MAGIC) + 8
+            while off + 64 <= len(data) and data[off:off + 4] == RECORD_MAGIC:
+                header = data[off:off + 64]
+                if b3(header[:56])[:8] != header[56:]:
+                    break
+                stored = struct.unpack_from("<Q", header, 8)[0]
+                if off + 64 + stored > len(data):
+                    break  # a torn tail
+                if stored > 0:
+                    f.seek(off + 64)
+                    f.write(bytes([data[off + 64] ^ 0xff]))
+                    damaged += 1
+                off += 64 + stored
+    print(damaged)
+    return 0
+
+
 def unpack(store):
     for pack in sealed_packs(store):
         for blob_id, codec, raw, stored in read_records(pack):
@@ -153,6 +182,8 @@ def main():
         return 1
     elif cmd == "write":
         write_pack(sys.argv[2], sys.argv[3:])
+    elif cmd == "corrupt":
+        return corrupt(sys.argv[2])
     elif cmd == "unpack":
         return unpack(sys.argv[2])
     elif cmd == "extract":
