@@ -66,10 +66,13 @@ class MountFaultTest : public FaultyStoreMountTest {
     Status s = StartMount(*view, options);
     ASSERT_TRUE(s.ok()) << s.ToString();
     // The manifest, then (in the background) the three chunk indexes: let the loader finish so
-    // that it does not take a fault meant for a test's read.
-    for (int i = 0; prefetch_indexes && i < 500 && store_->gets < 4; ++i) {
+    // that it does not take a fault meant for a test's read. Counting Gets that have returned,
+    // not started: a fault set while the last index was still being fetched failed it (seen
+    // under load), and the loader installs an index right after its Get returns.
+    for (int i = 0; prefetch_indexes && i < 1000 && store_->gets_done < 4; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    if (prefetch_indexes) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 
   // A mount that fetches only what reads ask for, with b/cold.bin's chunk index loaded (opened

@@ -253,6 +253,10 @@ class FaultyStore : public ChunkStore {
   }
   Result<std::vector<uint8_t>> Get(const Digest& id) override {
     ++gets;
+    struct CountDone {
+      std::atomic<int>& n;
+      ~CountDone() { ++n; }
+    } count_done{gets_done};
     if (delay.load().count() > 0) std::this_thread::sleep_for(delay.load());
     Mode mode;
     {
@@ -314,7 +318,8 @@ class FaultyStore : public ChunkStore {
   }
 
   MemChunkStore inner;
-  std::atomic<int> gets{0};
+  std::atomic<int> gets{0};       // Gets started
+  std::atomic<int> gets_done{0};  // Gets that have returned
   std::atomic<int> get_manys{0};
   std::atomic<bool> batches{false};
   std::atomic<int> hanging{0};
