@@ -10,9 +10,17 @@
 
 namespace bdn::app {
 
+// What the Context of a command must hold.
+enum class Needs {
+  kStore,   // a store and registry: embedded, or remote with --remote/BDN_REMOTE
+  kOrigin,  // an origin only: remote with --remote, else a Context without one (the command
+            // says so after checking its own arguments); nothing embedded is opened
+};
+
 struct Invocation {
-  // Commands that work on a store and registry (embedded, or remote with --remote/BDN_REMOTE).
+  // Commands that work on a Context.
   std::function<Status(cli::Context&)> run;
+  Needs needs = Needs::kStore;
   // Commands that open what they need themselves (servers).
   std::function<Status()> run_standalone;
 };

@@ -78,10 +78,16 @@ int main(int argc, char** argv) {
       return s.ok() ? 0 : Fail(s);
     }
     const char* token = std::getenv("BDN_TOKEN");
-    auto ctx = remote.empty()
-                   ? bdn::cli::OpenEmbedded(
-                         home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home), json)
-                   : bdn::cli::OpenRemote(remote, token ? token : "", json);
+    const std::filesystem::path home_dir =
+        home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home);
+    bdn::Result<bdn::cli::Context> ctx;
+    if (!remote.empty()) {
+      ctx = bdn::cli::OpenRemote(remote, token ? token : "", json);
+    } else if (inv.needs == bdn::app::Needs::kOrigin) {
+      ctx = bdn::cli::Context{.home = home_dir, .json = json};
+    } else {
+      ctx = bdn::cli::OpenEmbedded(home_dir, json);
+    }
     if (!ctx) return Fail(ctx.error());
     bdn::Status s = inv.run(*ctx);
     if (!s.ok()) return Fail(s);

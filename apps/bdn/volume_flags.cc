@@ -1,172 +1,208 @@
-// Flags of the `bdn volume` commands.
+// Flags of the `bdn volume` commands. Each command's flag values land in its own options struct,
+// owned (through a shared_ptr) by the command's callback; flags given as text (durations, sizes)
+// are parsed when the command runs, so that their errors name the flag.
+#include <chrono>
+#include <memory>
+#include <string>
+
 #include "bdn/base/units.h"
 #include "flags.h"
 
-#include <chrono>
-
 namespace bdn::app {
+namespace {
+
+struct PushFlags {
+  cli::PushArgs args;
+  int64_t expected_sequence = -1;  // -1: not given
+  std::string retry_deadline = "60s";
+};
+
+struct TagFlags {
+  cli::TagArgs args;
+  int64_t expected_sequence = -1;  // -1: not given
+};
+
+struct VerifyFlags {
+  std::string ref;
+  int jobs = 0;
+};
+
+struct DiffFlags {
+  std::string ref_a;
+  std::string ref_b;
+};
+
+struct MountFlags {
+  cli::MountArgs args;
+  std::string memory_cache;  // "": not given (MountOptions' default)
+  std::string cache_size;    // "": not given (10 GiB)
+  std::string read_timeout;  // "": not given (MountOptions' default)
+};
+
+// Parses the texts of `f` into f.args. Errors: InvalidArgument naming the flag.
+Status ParseMountFlags(MountFlags& f) {
+  if (!f.memory_cache.empty()) {
+    auto n = ParseByteSize(f.memory_cache);
+    if (!n) return n.error().WithPrefix("--memory-cache");
+    f.args.memory_cache_bytes = *n;
+  }
+  if (!f.cache_size.empty()) {
+    auto n = ParseByteSize(f.cache_size);
+    if (!n) return n.error().WithPrefix("--cache-size");
+    if (*n == 0) return InvalidArgumentError("--cache-size: must be more than 0");
+    f.args.cache_size_bytes = *n;
+  }
+  if (!f.read_timeout.empty()) {
+    auto d = ParseDuration(f.read_timeout, std::chrono::milliseconds(100),
+                           std::chrono::milliseconds(3'600'000));
+    if (!d) return d.error().WithPrefix("--read-timeout");
+    f.args.read_timeout_ms = d->count();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   auto* volume = app.add_subcommand("volume", "push, inspect, pull and mount volumes");
   volume->require_subcommand(1);
   volume->fallthrough();
 
-  static bdn::cli::PushArgs push;
-  static int64_t push_expected = -1;
+  auto push = std::make_shared<PushFlags>();
   auto* c = volume->add_subcommand("push", "seal DIR as a new version of volume REF");
-  c->add_option("DIR", push.dir, "directory to push")->required();
-  c->add_option("REF", push.ref, "bdn:<namespace>/<volume>[:tag]")->required();
-  c->add_option("--tag", push.tags, "tag to point at the new version (repeatable)");
-  c->add_option("--source-uri", push.source_uri, "where the data came from (recorded)");
-  c->add_option("--jobs", push.jobs, "hashing threads (default: all cores)")
+  c->add_option("DIR", push->args.dir, "directory to push")->required();
+  c->add_option("REF", push->args.ref, "bdn:<namespace>/<volume>[:tag]")->required();
+  c->add_option("--tag", push->args.tags, "tag to point at the new version (repeatable)");
+  c->add_option("--source-uri", push->args.source_uri, "where the data came from (recorded)");
+  c->add_option("--jobs", push->args.jobs, "hashing threads (default: all cores)")
       ->check(CLI::PositiveNumber);
-  c->add_flag("--preserve-mtime", push.preserve_mtime,
+  c->add_flag("--preserve-mtime", push->args.preserve_mtime,
               "record mtimes (they become part of the digest)");
-  c->add_option("--expected-sequence", push_expected, "fail unless the volume sequence is N")
+  c->add_option("--expected-sequence", push->expected_sequence,
+                "fail unless the volume sequence is N")
       ->check(CLI::NonNegativeNumber);
-  static std::string push_retry_deadline = "60s";
-  c->add_option("--retry-deadline", push_retry_deadline,
+  c->add_option("--retry-deadline", push->retry_deadline,
                 "with --remote: give up (exit 7) once the origin has failed this long (1s to "
                 "24h, e.g. 30s, 2m); all of the push's requests share it")
       ->envname("BDN_RETRY_DEADLINE")
       ->capture_default_str();
-  c->callback([&] {
-    if (push_expected >= 0) push.expected_sequence = push_expected;
-    inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
-      auto deadline = bdn::ParseDuration(push_retry_deadline, std::chrono::seconds(1),
-                                         std::chrono::hours(24));
+  c->callback([&inv, push] {
+    if (push->expected_sequence >= 0) push->args.expected_sequence = push->expected_sequence;
+    inv.run = [push](cli::Context& ctx) -> Status {
+      auto deadline =
+          ParseDuration(push->retry_deadline, std::chrono::seconds(1), std::chrono::hours(24));
       if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
-      push.retry_deadline = *deadline;
-      return bdn::cli::Push(ctx, push);
+      push->args.retry_deadline = *deadline;
+      return cli::Push(ctx, push->args);
     };
   });
 
-  static bdn::cli::LsArgs ls;
+  auto ls = std::make_shared<cli::LsArgs>();
   c = volume->add_subcommand("ls",
                              "list namespaces, volumes of a namespace, or entries of a version");
-  c->add_option("REF", ls.ref, "bdn:<ns> or bdn:<ns>/<vol>[:tag|@digest][/path]");
-  c->add_flag("-R,--recursive", ls.recursive, "list subdirectories too");
-  c->callback([&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Ls(ctx, ls); }; });
+  c->add_option("REF", ls->ref, "bdn:<ns> or bdn:<ns>/<vol>[:tag|@digest][/path]");
+  c->add_flag("-R,--recursive", ls->recursive, "list subdirectories too");
+  c->callback([&inv, ls] { inv.run = [ls](cli::Context& ctx) { return cli::Ls(ctx, *ls); }; });
 
-  static std::string stat_ref;
+  auto stat_ref = std::make_shared<std::string>();
   c = volume->add_subcommand("stat", "describe a volume, a version, or an entry");
-  c->add_option("REF", stat_ref)->required();
-  c->callback(
-      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Stat(ctx, stat_ref); }; });
+  c->add_option("REF", *stat_ref)->required();
+  c->callback([&inv, stat_ref] {
+    inv.run = [stat_ref](cli::Context& ctx) { return cli::Stat(ctx, *stat_ref); };
+  });
 
-  static bdn::cli::VersionsArgs versions;
+  auto versions = std::make_shared<cli::VersionsArgs>();
   c = volume->add_subcommand("versions", "list versions, newest first");
-  c->add_option("REF", versions.ref)->required();
-  c->add_flag("--include-deleted", versions.include_deleted);
-  c->callback(
-      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Versions(ctx, versions); }; });
+  c->add_option("REF", versions->ref)->required();
+  c->add_flag("--include-deleted", versions->include_deleted);
+  c->callback([&inv, versions] {
+    inv.run = [versions](cli::Context& ctx) { return cli::Versions(ctx, *versions); };
+  });
 
   auto* tag = volume->add_subcommand("tag", "move or delete tags");
   tag->require_subcommand(1);
   tag->fallthrough();
-  static bdn::cli::TagArgs tag_args;
-  static int64_t tag_expected = -1;
-  for (const char* verb : {"set", "delete"}) {
-    c = tag->add_subcommand(verb, std::string(verb) == "set"
-                                      ? "point a tag at the version REF selects"
-                                      : "remove a tag; the version stays");
-    c->add_option("--volume-ref", tag_args.volume_ref)->required();
-    c->add_option("--tag", tag_args.tag)->required();
-    c->add_option("--expected-sequence", tag_expected)->check(CLI::NonNegativeNumber);
-    bool is_set = std::string(verb) == "set";
-    c->callback([&, is_set] {
-      if (tag_expected >= 0) tag_args.expected_sequence = tag_expected;
-      inv.run = [&, is_set](bdn::cli::Context& ctx) {
-        return is_set ? bdn::cli::TagSet(ctx, tag_args) : bdn::cli::TagDelete(ctx, tag_args);
+  for (const bool is_set : {true, false}) {
+    auto flags = std::make_shared<TagFlags>();
+    c = tag->add_subcommand(is_set ? "set" : "delete", is_set
+                                                          ? "point a tag at the version REF selects"
+                                                          : "remove a tag; the version stays");
+    c->add_option("--volume-ref", flags->args.volume_ref)->required();
+    c->add_option("--tag", flags->args.tag)->required();
+    c->add_option("--expected-sequence", flags->expected_sequence)->check(CLI::NonNegativeNumber);
+    c->callback([&inv, flags, is_set] {
+      if (flags->expected_sequence >= 0) flags->args.expected_sequence = flags->expected_sequence;
+      inv.run = [flags, is_set](cli::Context& ctx) {
+        return is_set ? cli::TagSet(ctx, flags->args) : cli::TagDelete(ctx, flags->args);
       };
     });
   }
 
-  static bdn::cli::PullArgs pull;
+  auto pull = std::make_shared<cli::PullArgs>();
   c = volume->add_subcommand("pull", "materialize a version or subtree into DIR");
-  c->add_option("REF", pull.ref)->required();
-  c->add_option("DIR", pull.dir)->required();
-  c->add_option("--include", pull.includes, "only this path (repeatable)");
-  c->add_flag("--strip-prefix", pull.strip_prefix, "put the selected subtree directly in DIR");
-  c->add_flag("--overwrite", pull.overwrite, "replace existing files that differ");
-  c->add_option("--jobs", pull.jobs)->check(CLI::PositiveNumber);
-  c->callback([&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Pull(ctx, pull); }; });
-
-  static std::string cat_ref;
-  c = volume->add_subcommand("cat", "write one file's bytes to stdout, verified");
-  c->add_option("REF", cat_ref, "bdn:<ns>/<vol>[:tag|@digest]/<path>")->required();
+  c->add_option("REF", pull->ref)->required();
+  c->add_option("DIR", pull->dir)->required();
+  c->add_option("--include", pull->includes, "only this path (repeatable)");
+  c->add_flag("--strip-prefix", pull->strip_prefix, "put the selected subtree directly in DIR");
+  c->add_flag("--overwrite", pull->overwrite, "replace existing files that differ");
+  c->add_option("--jobs", pull->jobs)->check(CLI::PositiveNumber);
   c->callback(
-      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Cat(ctx, cat_ref); }; });
+      [&inv, pull] { inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); }; });
 
-  static std::string diff_a, diff_b;
+  auto cat_ref = std::make_shared<std::string>();
+  c = volume->add_subcommand("cat", "write one file's bytes to stdout, verified");
+  c->add_option("REF", *cat_ref, "bdn:<ns>/<vol>[:tag|@digest]/<path>")->required();
+  c->callback([&inv, cat_ref] {
+    inv.run = [cat_ref](cli::Context& ctx) { return cli::Cat(ctx, *cat_ref); };
+  });
+
+  auto diff = std::make_shared<DiffFlags>();
   c = volume->add_subcommand("diff", "files added, removed, changed between two versions");
-  c->add_option("REF_A", diff_a)->required();
-  c->add_option("REF_B", diff_b)->required();
-  c->callback([&] {
-    inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Diff(ctx, diff_a, diff_b); };
+  c->add_option("REF_A", diff->ref_a)->required();
+  c->add_option("REF_B", diff->ref_b)->required();
+  c->callback([&inv, diff] {
+    inv.run = [diff](cli::Context& ctx) { return cli::Diff(ctx, diff->ref_a, diff->ref_b); };
   });
 
-  static std::string verify_ref;
-  static int verify_jobs = 0;
+  auto verify = std::make_shared<VerifyFlags>();
   c = volume->add_subcommand("verify", "re-read and re-hash every chunk of a version");
-  c->add_option("REF", verify_ref)->required();
-  c->add_option("--jobs", verify_jobs)->check(CLI::PositiveNumber);
-  c->callback([&] {
-    inv.run = [&](bdn::cli::Context& ctx) {
-      return bdn::cli::Verify(ctx, verify_ref, verify_jobs);
-    };
+  c->add_option("REF", verify->ref)->required();
+  c->add_option("--jobs", verify->jobs)->check(CLI::PositiveNumber);
+  c->callback([&inv, verify] {
+    inv.run = [verify](cli::Context& ctx) { return cli::Verify(ctx, verify->ref, verify->jobs); };
   });
 
-  static bdn::cli::MountArgs mount;
-  static std::string mount_cache;
-  static std::string mount_cache_size;
-  static std::string mount_read_timeout;  // "": not given (MountOptions' default)
+  auto mount = std::make_shared<MountFlags>();
   c = volume->add_subcommand("mount", "read-only FUSE mount of the pinned version");
-  c->add_option("REF", mount.ref)->required();
-  c->add_option("MOUNTPOINT", mount.mountpoint)->required();
-  c->add_flag("--foreground", mount.foreground, "serve in this process until unmounted");
-  c->add_option("--memory-cache", mount_cache, "in-memory chunk cache size (e.g. 256M)");
-  c->add_option("--cache-dir", mount.cache_dir,
+  c->add_option("REF", mount->args.ref)->required();
+  c->add_option("MOUNTPOINT", mount->args.mountpoint)->required();
+  c->add_flag("--foreground", mount->args.foreground, "serve in this process until unmounted");
+  c->add_option("--memory-cache", mount->memory_cache, "in-memory chunk cache size (e.g. 256M)");
+  c->add_option("--cache-dir", mount->args.cache_dir,
                 "node cache directory, shared by the node's mounts (remote only; default "
                 "$BDN_HOME/cache)");
-  c->add_option("--cache-size", mount_cache_size, "node cache bound (e.g. 50G; default 10G)");
-  c->add_option("--cluster-cache", mount.cluster_cache,
+  c->add_option("--cache-size", mount->cache_size, "node cache bound (e.g. 50G; default 10G)");
+  c->add_option("--cluster-cache", mount->args.cluster_cache,
                 "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
-  c->add_flag("--allow-other", mount.allow_other,
+  c->add_flag("--allow-other", mount->args.allow_other,
               "let other users read the mount (file modes still apply; a user other than root "
               "needs user_allow_other in /etc/fuse.conf)");
-  c->add_option("--read-timeout", mount_read_timeout,
+  c->add_option("--read-timeout", mount->read_timeout,
                 "how long a read waits for its bytes before failing with EIO (100ms to 1h, e.g. "
                 "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "
                 "of a failed read, EIO comes within 60 s)");
-  c->callback([&] {
-    inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
-      if (!mount_cache.empty()) {
-        auto n = bdn::ParseByteSize(mount_cache);
-        if (!n) return n.error().WithPrefix("--memory-cache");
-        mount.memory_cache_bytes = *n;
-      }
-      if (!mount_cache_size.empty()) {
-        auto n = bdn::ParseByteSize(mount_cache_size);
-        if (!n) return n.error().WithPrefix("--cache-size");
-        if (*n == 0) return bdn::InvalidArgumentError("--cache-size: must be more than 0");
-        mount.cache_size_bytes = *n;
-      }
-      if (!mount_read_timeout.empty()) {
-        auto d = bdn::ParseDuration(mount_read_timeout, std::chrono::milliseconds(100),
-                                    std::chrono::milliseconds(3'600'000));
-        if (!d) return d.error().WithPrefix("--read-timeout");
-        mount.read_timeout_ms = d->count();
-      }
-      return bdn::cli::Mount(ctx, mount);
+  c->callback([&inv, mount] {
+    inv.run = [mount](cli::Context& ctx) -> Status {
+      BDN_RETURN_IF_ERROR(ParseMountFlags(*mount));
+      return cli::Mount(ctx, mount->args);
     };
   });
 
-  static std::string umount_path;
+  auto umount_path = std::make_shared<std::string>();
   c = volume->add_subcommand("umount", "unmount cleanly");
-  c->add_option("MOUNTPOINT", umount_path)->required();
-  c->callback([&] {
-    inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::Umount(ctx, umount_path); };
+  c->add_option("MOUNTPOINT", *umount_path)->required();
+  c->callback([&inv, umount_path] {
+    inv.run = [umount_path](cli::Context& ctx) { return cli::Umount(ctx, *umount_path); };
   });
 
   AddSyncFlags(*volume, inv);

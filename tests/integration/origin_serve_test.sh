@@ -112,6 +112,23 @@ env BDN_TOKEN="$PUSH" "$BDN" volume push "$WORK/tree" bdn:weights/m1 >/dev/null
 assert_eq 200 "$(http_status GET /v1/volumes/weights/m1 "$ADMIN")" "volume after push without --tag"
 assert_eq 403 "$(http_status PUT /v1/volumes/weights/m1/tags/prod "$PUSH")" "tag set with a push key"
 
+step "key create --json: the created key's record and its token"
+CREATED=$("$BDN" --json key create --namespace weights --scope tag,pull)
+TAG_TOKEN=$(echo "$CREATED" | json_field token)
+TAG_ID=$(echo "$CREATED" | json_field id)
+assert_eq "bdn_${TAG_ID}_" "${TAG_TOKEN%_*}_" "token of the created key names its id"
+assert_eq weights "$(echo "$CREATED" | json_field namespace)" "namespace of the created key"
+assert_eq '["pull", "tag"]' "$(echo "$CREATED" | json_field scopes)" "scopes of the created key"
+assert_eq false "$(echo "$CREATED" | json_field revoked)" "revoked of the created key"
+assert_eq 200 "$(http_status GET /v1/volumes/weights/m1 "$TAG_TOKEN")" "the created key works"
+
+step "key commands without an origin fail before opening anything local"
+run_fails 2 'bdn: error: bdn key: no origin: give --remote URL or set BDN_REMOTE (keys live on a bdn serve origin)' \
+  env -u BDN_REMOTE BDN_HOME="$WORK/nohome" "$BDN" key ls
+run_fails 2 'bdn: error: scope "write": must be one of pull, push, tag, admin' \
+  env -u BDN_REMOTE BDN_HOME="$WORK/nohome" "$BDN" key create --namespace weights --scope write
+[ ! -e "$WORK/nohome" ] || fail "a key command without an origin created the embedded store"
+
 step "key create fails clearly without scope, and with a pull key"
 run_fails 6 "bdn: error: key bdn_$PULL_ID: no \"admin\" scope for any namespace" \
   env BDN_TOKEN="$PULL" "$BDN" key create --namespace weights --scope pull

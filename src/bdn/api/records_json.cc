@@ -160,4 +160,26 @@ Result<CommitResult> CommitResultFromJson(const json& j) {
   return r;
 }
 
+Result<ApiKey> KeyFromJson(const json& j) {
+  ApiKey k;
+  BDN_ASSIGN_OR_RETURN(k.id, Field<std::string>(j, "id"));
+  BDN_ASSIGN_OR_RETURN(k.ns, Field<std::string>(j, "namespace"));
+  BDN_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                       Field<std::vector<std::string>>(j, "scopes"));
+  for (const std::string& name : names) {
+    BDN_ASSIGN_OR_RETURN(Scope s, ParseScope(name));
+    k.scopes.push_back(s);
+  }
+  BDN_ASSIGN_OR_RETURN(k.created_unix_ms, Field<int64_t>(j, "created_unix_ms"));
+  BDN_ASSIGN_OR_RETURN(k.revoked, Field<bool>(j, "revoked", false));
+  return k;
+}
+
+Result<CreatedKey> CreatedKeyFromJson(const json& j) {
+  CreatedKey c;
+  BDN_ASSIGN_OR_RETURN(c.key, KeyFromJson(j));
+  BDN_ASSIGN_OR_RETURN(c.token, Field<std::string>(j, "token"));
+  return c;
+}
+
 }  // namespace bdn::api

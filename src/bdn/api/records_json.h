@@ -30,7 +30,7 @@ nlohmann::json CommitResultToJson(const CommitResult& r);
 // {"id", "namespace", "scopes": [name], "created_unix_ms", "revoked"}; never the secret.
 nlohmann::json KeyToJson(const ApiKey& k);
 
-// The inverses (keys have none: no client reads them back). Errors: InvalidArgument
+// The inverses. Errors: InvalidArgument
 // "<field>: <what is wrong>" for a missing field, a wrong type or a malformed digest, e.g.
 // "volume: missing", "lifecycle: unknown value \"X\"", "tags: not an object"; a number field
 // takes only a JSON integer its type holds ("sequence: not an integer" for 1.5 or a string,
@@ -42,5 +42,10 @@ Result<VersionRecord> VersionFromJson(const nlohmann::json& j);
 Result<CommitRequest> CommitRequestFromJson(const nlohmann::json& j,
                                             std::optional<std::string>* claim);
 Result<CommitResult> CommitResultFromJson(const nlohmann::json& j);
+// A key as KeyToJson writes it (scopes by ScopeName: "scope \"x\": must be one of ..." for
+// another name; "revoked" defaults to false).
+Result<ApiKey> KeyFromJson(const nlohmann::json& j);
+// The POST /v1/keys answer: the key and its "token" (shown only there).
+Result<CreatedKey> CreatedKeyFromJson(const nlohmann::json& j);
 
 }  // namespace bdn::api

@@ -111,6 +111,33 @@ TEST(RecordsJson, ShapesAreThoseOfTheApi) {
       "scopes": ["pull", "admin"], "created_unix_ms": 77, "revoked": true})"));
 }
 
+TEST(RecordsJson, KeysRoundTripAndTheCreatedKeyCarriesItsToken) {
+  ApiKey k{.id = "ab12",
+           .ns = "weights",
+           .scopes = {Scope::kPull, Scope::kPush},
+           .created_unix_ms = 1700000000123,
+           .revoked = false};
+  auto back = KeyFromJson(KeyToJson(k));
+  ASSERT_TRUE(back.has_value()) << back.error().ToString();
+  EXPECT_EQ(KeyToJson(*back), KeyToJson(k));
+  json created = KeyToJson(k);
+  created["token"] = "bdn_ab12_ff00";
+  auto c = CreatedKeyFromJson(created);
+  ASSERT_TRUE(c.has_value()) << c.error().ToString();
+  EXPECT_EQ(c->token, "bdn_ab12_ff00");
+  EXPECT_EQ(c->key.ns, "weights");
+  EXPECT_EQ(CreatedKeyFromJson(KeyToJson(k)).error().message(), "token: missing");
+  json bad = KeyToJson(k);
+  bad["scopes"] = {"pull", "write"};
+  EXPECT_EQ(KeyFromJson(bad).error().message(),
+            "scope \"write\": must be one of pull, push, tag, admin");
+  bad = KeyToJson(k);
+  bad.erase("revoked");
+  EXPECT_FALSE(KeyFromJson(bad)->revoked) << "revoked defaults to false";
+  bad.erase("id");
+  EXPECT_EQ(KeyFromJson(bad).error().message(), "id: missing");
+}
+
 TEST(RecordsJson, OptionalFieldsTakeTheirDefaults) {
   auto vol = VolumeFromJson(json{{"namespace", "w"}, {"volume", "x"}, {"sequence", 1}});
   ASSERT_TRUE(vol.has_value()) << vol.error().message();

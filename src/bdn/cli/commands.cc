@@ -526,7 +526,7 @@ namespace {
 // What a mount reads through: for a remote origin, the node cache over the cluster tier (if any
 // nodes are given) over the origin (SPEC §5); the embedded store as it is.
 Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountArgs& args) {
-  if (dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get()) == nullptr) return ctx.store;
+  if (!ctx.origin) return ctx.store;
   std::vector<std::string> lists = args.cluster_cache;
   if (const char* env = std::getenv("BDN_CLUSTER_CACHE"); lists.empty() && env && *env) {
     lists.push_back(env);

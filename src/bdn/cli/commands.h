@@ -14,6 +14,7 @@
 
 #include "bdn/base/status.h"
 #include "bdn/format/ref.h"
+#include "bdn/http/client.h"
 #include "bdn/registry/registry.h"
 #include "bdn/remote/retry.h"
 #include "bdn/store/chunk_store.h"
@@ -27,6 +28,9 @@ struct Context {
   bool json = false;
   std::shared_ptr<ChunkStore> store;
   std::shared_ptr<Registry> registry;
+  // The client of the `bdn serve` origin that store and registry talk to (OpenRemote); null for
+  // the embedded store. Whether a command works against an origin is this, never the store's type.
+  std::shared_ptr<http::HttpClient> origin;
   // The retry budget the store and registry share, in a context made by UnderRetryBudget.
   std::shared_ptr<remote::RetryBudget> retry_budget;
 };

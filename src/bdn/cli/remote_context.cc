@@ -16,6 +16,7 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   Context ctx;
   ctx.home = DefaultHome();
   ctx.json = json;
+  ctx.origin = shared;
   // One client (one connection pool) serves both: its connections are created lazily and never
   // carried across the fork of a mount daemon.
   ctx.store = std::make_shared<remote::RemoteChunkStore>(shared);
@@ -24,14 +25,13 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
 }
 
 Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline) {
-  auto* store = dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get());
-  if (store == nullptr) return ctx;
+  if (!ctx.origin) return ctx;
   Context out = ctx;
   out.retry_budget =
       std::make_shared<remote::RetryBudget>(remote::RetryBudget::Options{.deadline = deadline});
   out.store = std::make_shared<remote::RemoteChunkStore>(
-      store->shared_client(), remote::RemoteStoreOptions{.budget = out.retry_budget});
-  out.registry = std::make_shared<remote::RemoteRegistry>(store->shared_client(),
+      ctx.origin, remote::RemoteStoreOptions{.budget = out.retry_budget});
+  out.registry = std::make_shared<remote::RemoteRegistry>(ctx.origin,
                                                           remote::RetryPolicy{}, out.retry_budget);
   return out;
 }

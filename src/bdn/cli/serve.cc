@@ -1,0 +1,374 @@
+// bdn serve and bdn cache serve (serve.h): flags to options, the data directory's lock, the
+// server's signals, and the wiring of the origin or the cache node onto an http::Server.
+#include "bdn/cli/serve.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "bdn/base/private_files.h"
+#include "bdn/base/units.h"
+#include "bdn/cache/node_cache.h"
+#include "bdn/cli/commands.h"
+#include "bdn/http/client.h"
+#include "bdn/http/errors.h"
+#include "bdn/http/server.h"
+#include "bdn/origin/origin.h"
+#include "bdn/registry/key_store.h"
+#include "bdn/registry/registry.h"
+#include "bdn/store/chunk_store.h"
+#include "bdn/remote/remote_chunk_store.h"
+#include "bdn/registry/secret_store.h"
+#include "bdn/registry/sync_job_store.h"
+#include "bdn/store/local_chunk_store.h"
+#include "bdn/sync/secrets.h"
+#include "bdn/sync/service.h"
+
+namespace bdn::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Takes the exclusive lock of a `bdn serve` data directory (flock on <data>/serve.lock, which
+// then holds this process's pid) and returns its descriptor, to be kept open while serving: push
+// claims live in the serving process, so two servers over one directory could both commit to a
+// volume. Errors: FailedPrecondition when another process holds the lock; I/O errors.
+Result<int> LockDataDir(const fs::path& data) {
+  fs::path path = data / "serve.lock";
+  MakePrivate(path, "--data");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
+  if (fd < 0) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    std::string pid;
+    if (e == EWOULDBLOCK) {
+      char buf[32] = {};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
+    }
+    ::close(fd);
+    if (e != EWOULDBLOCK) return Err(ErrnoError("--data " + data.string() + ": lock", e));
+    return Err(FailedPreconditionError("--data " + data.string() + ": in use by another bdn serve" +
+                                       (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                                       "; stop it or give another --data directory"));
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    int e = errno;
+    ::close(fd);
+    return Err(ErrnoError("--data " + data.string() + ": " + path.string(), e));
+  }
+  return fd;
+}
+
+// SIGINT and SIGTERM, blocked in every thread (call before any server thread starts, so all
+// inherit the mask) for the server's main thread to take with sigwait; SIGPIPE ignored.
+sigset_t BlockStopSignals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return stop_signals;
+}
+
+// The directory a server works in: `given`, else `home`/`leaf`, else $BDN_HOME/`leaf`; made
+// absolute, so that every message naming a file in it starts with the path that HideServerPath
+// keeps out of error bodies (clients see `shown_as`/...; the server's stderr keeps the path).
+fs::path ServerDir(const std::string& given, const std::string& home, const char* leaf,
+                   const std::string& shown_as) {
+  fs::path dir = !given.empty()  ? fs::path(given)
+                 : !home.empty() ? fs::path(home) / leaf
+                                 : DefaultHome() / leaf;
+  dir = fs::absolute(dir);
+  http::HideServerPath(dir, shown_as);
+  return dir;
+}
+
+// A server bound to its addresses (not serving yet). Both servers bind before they create
+// anything on disk, so one that cannot listen (a busy port) leaves no trace.
+// Errors: Server::Bind's.
+Result<std::unique_ptr<http::Server>> BindServer(const http::ServerOptions& options) {
+  auto server = std::make_unique<http::Server>(options);
+  BDN_RETURN_IF_ERROR(server->Bind());
+  return server;
+}
+
+// The bounds of --claim-ttl.
+constexpr std::chrono::milliseconds kMinClaimTtl{100};
+constexpr std::chrono::milliseconds kMaxClaimTtl{24 * 3'600'000};
+
+// The origin options the server flags set (the rest are the command's own).
+Result<origin::OriginOptions> OriginOptionsFrom(const HttpServerArgs& a) {
+  origin::OriginOptions o;
+  auto readahead = ParseByteSize(a.batch_readahead);
+  if (!readahead) return Err(readahead.error().WithPrefix("--batch-readahead"));
+  o.batch_readahead_bytes = *readahead;
+  return o;
+}
+
+// Raises the soft limit of open files to the hard limit, so that --max-connections fits.
+void RaiseOpenFileLimit(size_t wanted) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+    (void)::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < wanted + 64) {
+    std::fprintf(stderr,
+                 "bdn: warning: the open-file limit (%llu) is below --max-connections (%zu) plus "
+                 "what the server needs besides; connections beyond it are refused by the "
+                 "kernel's accept\n",
+                 static_cast<unsigned long long>(rl.rlim_cur), wanted);
+  }
+}
+
+// With --metrics-listen: where /metrics is served.
+void PrintMetricsAddress(const http::Server& server) {
+  if (server.metrics_url().empty()) return;
+  std::fprintf(stderr, "metrics on %s/metrics\n", server.metrics_url().c_str());
+}
+
+Result<http::ServerOptions> ServerOptionsFrom(const HttpServerArgs& a) {
+  using std::chrono::milliseconds;
+  http::ServerOptions o;
+  o.listen = a.listen;
+  o.metrics_listen = a.metrics_listen;
+  if (a.threads < 1 || a.threads > 4096) {
+    return Err(
+        InvalidArgumentError("--threads " + std::to_string(a.threads) + ": must be 1 to 4096"));
+  }
+  if (a.io_threads < 0 || a.io_threads > 256) {
+    return Err(InvalidArgumentError("--io-threads " + std::to_string(a.io_threads) +
+                                    ": must be 0 to 256"));
+  }
+  o.threads = a.threads;
+  o.io_threads = a.io_threads;
+  struct Duration {
+    const char* flag;
+    const std::string& text;
+    milliseconds* out;
+  };
+  for (const Duration& d : {Duration{"--header-timeout", a.header_timeout, &o.header_timeout},
+                            Duration{"--idle-timeout", a.idle_timeout, &o.idle_timeout},
+                            Duration{"--write-timeout", a.write_timeout, &o.write_timeout}}) {
+    auto v = ParseDuration(d.text, milliseconds(100), milliseconds(3'600'000));
+    if (!v) return Err(v.error().WithPrefix(d.flag));
+    *d.out = *v;
+  }
+  auto rate = ParseByteSize(a.min_body_rate);
+  if (!rate) return Err(rate.error().WithPrefix("--min-body-rate"));
+  if (*rate == 0) {
+    return Err(InvalidArgumentError("--min-body-rate \"" + a.min_body_rate +
+                                    "\": must be at least 1 byte per second"));
+  }
+  o.min_body_rate = *rate;
+  if (a.max_connections < 1 || a.max_connections_per_client < 1) {
+    return Err(InvalidArgumentError(
+        "--max-connections and --max-connections-per-client: must be at least 1"));
+  }
+  o.max_connections = a.max_connections;
+  o.max_connections_per_client = a.max_connections_per_client;
+  auto header = ParseByteSize(a.max_header_size);
+  if (!header) return Err(header.error().WithPrefix("--max-header-size"));
+  if (*header < 1024 || *header > 1024 * 1024) {
+    return Err(
+        InvalidArgumentError("--max-header-size \"" + a.max_header_size + "\": must be 1K to 1M"));
+  }
+  o.max_header_bytes = *header;
+  RaiseOpenFileLimit(o.max_connections);
+  return o;
+}
+
+}  // namespace
+
+Status Serve(const ServeArgs& args, const std::string& home) {
+  auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
+  if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
+  BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
+  BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
+  const fs::path data = ServerDir(args.data, home, "server", "<data>");
+  const sigset_t stop_signals = BlockStopSignals();
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
+  http::Server& server = *bound;
+  // Private to the owner (0700, files 0600): it holds every chunk and the key table.
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(data, "--data"));
+  // Before anything else touches the directory; held (never closed) until the process exits.
+  BDN_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data));
+  (void)lock_fd;
+
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(data));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> store,
+                       LocalChunkStore::Open(data / "store", store_options));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
+                       SqliteRegistry::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<KeyStore> keys, SqliteKeyStore::Open(data / "registry.db"));
+
+  options.claim_ttl = *ttl;
+  if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
+
+  origin::Origin origin(options, store, registry, keys);
+  // Sync jobs run in this server (SPEC §6): durable in the registry's database, resumed by the
+  // next start after a crash or a stop.
+  sync::RunnerDeps sync_deps;
+  sync_deps.store = store;
+  sync_deps.registry = registry;
+  BDN_ASSIGN_OR_RETURN(sync_deps.jobs, SqliteSyncJobStore::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<SecretStore> secret_store,
+                       SqliteSecretStore::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(sync_deps.secrets,
+                       sync::SecretVault::Open(secret_store, data / "secrets.key"));
+  sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
+    return origin.ClaimForSync(ns, volume);
+  };
+  sync::JobScheduler scheduler(sync_deps, args.sync_runners);
+  origin.EnableSync(std::make_shared<sync::LocalSyncService>(
+      sync_deps, [&scheduler](const std::string& id) { scheduler.Enqueue(id); }));
+  origin.Register(server);
+  BDN_RETURN_IF_ERROR(server.Start());
+  if (Status s = scheduler.Start(); !s.ok()) {
+    server.Stop();
+    return s;
+  }
+  // The first admin key only once the address is bound, so a server that cannot start creates
+  // (and prints) none; until then every request is refused with 401, as no key exists.
+  if (!args.insecure_no_auth) {
+    fs::path token_file = data / "admin.token";
+    auto token = origin::BootstrapAdminKey(*keys, token_file);
+    if (!token) {
+      server.Stop();
+      return token.error();
+    }
+    if (*token) {
+      std::fprintf(stderr,
+                   "bdn serve: created the first admin key (namespace \"*\"). Its token is shown "
+                   "only now and was written to %s (mode 0600):\n%s\n",
+                   token_file.c_str(), (*token)->c_str());
+    }
+  }
+  if (args.insecure_no_auth) {
+    // After Start, so that the address is the bound one (port 0 picks a free port).
+    std::fprintf(stderr,
+                 "bdn serve: WARNING: --insecure-no-auth: authentication is OFF; anyone who can "
+                 "reach %s can read, push, tag and manage keys\n",
+                 server.url().c_str());
+  }
+  std::fprintf(stderr, "listening on %s\n", server.url().c_str());
+  PrintMetricsAddress(server);
+  std::fflush(stderr);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "bdn serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  scheduler.Stop();  // running jobs stay SYNCING; the next start resumes them
+  server.Stop();
+  return Status::Ok();
+}
+
+// ---- bdn cache serve: an in-cluster cache node ----
+
+namespace {
+
+// Exports the NodeCache's counters (NodeCacheStats) as bdn_cache_* metrics, sampled at each
+// scrape (docs/http-api.md).
+void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache) {
+  using T = http::Metrics::Type;
+  struct Counter {
+    const char* name;
+    const char* help;
+    uint64_t NodeCacheStats::*field;
+  };
+  static constexpr Counter kCounters[] = {
+      {"bdn_cache_hits_total", "Chunk reads served from the cache directory.",
+       &NodeCacheStats::hits},
+      {"bdn_cache_misses_total", "Chunk reads not found in the cache directory.",
+       &NodeCacheStats::misses},
+      {"bdn_cache_joined_total", "Misses that waited for a fetch already under way.",
+       &NodeCacheStats::joined},
+      {"bdn_cache_upstream_fetches_total", "Upstream Get and batch calls.",
+       &NodeCacheStats::upstream_fetches},
+      {"bdn_cache_upstream_errors_total",
+       "Upstream calls that failed or returned bytes not matching the id.",
+       &NodeCacheStats::upstream_errors},
+      {"bdn_cache_hit_bytes_total", "Bytes served from the cache directory.",
+       &NodeCacheStats::hit_bytes},
+      {"bdn_cache_fetched_bytes_total", "Bytes of successful upstream fetches.",
+       &NodeCacheStats::fetched_bytes},
+      {"bdn_cache_evictions_total", "Regions evicted (whole) to make room.",
+       &NodeCacheStats::evictions},
+      {"bdn_cache_evicted_bytes_total", "Bytes of evicted regions.",
+       &NodeCacheStats::evicted_bytes},
+      {"bdn_cache_reinserted_total",
+       "Chunks read since they were cached, written again when their region was evicted.",
+       &NodeCacheStats::reinserted},
+      {"bdn_cache_corrupt_dropped_total", "Cached copies that failed verification.",
+       &NodeCacheStats::corrupt_dropped},
+      {"bdn_cache_write_errors_total", "Chunks that could not be written to the cache.",
+       &NodeCacheStats::write_errors},
+  };
+  for (const Counter& c : kCounters) m.Declare(c.name, T::kCounter, c.help);
+  m.Declare("bdn_cache_bytes", T::kGauge, "Bytes of the region files in the cache directory.");
+  m.Declare("bdn_cache_regions", T::kGauge, "Region files in the cache directory.");
+  m.Declare("bdn_cache_capacity_bytes", T::kGauge, "Bound of the cache (--cache-size).");
+  m.OnScrape([cache = std::move(cache)](http::Metrics& out) {
+    NodeCacheStats s = cache->stats();
+    for (const Counter& c : kCounters) out.Set(c.name, {}, static_cast<double>(s.*c.field));
+    out.Set("bdn_cache_bytes", {}, static_cast<double>(s.cached_bytes));
+    out.Set("bdn_cache_regions", {}, static_cast<double>(s.regions));
+    out.Set("bdn_cache_capacity_bytes", {}, static_cast<double>(cache->options().capacity_bytes));
+  });
+}
+
+}  // namespace
+
+// Serves chunk GET and batch from a NodeCache over the origin: each chunk is fetched from the
+// origin once (concurrent misses share one fetch) and kept on disk within --cache-size.
+Status CacheServe(const CacheServeArgs& args, const std::string& home) {
+  if (args.upstream.empty()) return InvalidArgumentError("--upstream: the origin URL is required");
+  BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));
+  BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
+  BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
+  const fs::path dir = ServerDir(args.cache_dir, home, "cache-node", "<cache-dir>");
+  http::ClientOptions copts;
+  copts.base_url = args.upstream;
+  const char* token = std::getenv("BDN_TOKEN");
+  if (token) copts.token = token;
+  copts.label = "origin";
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(copts));
+  auto upstream = std::make_shared<remote::RemoteChunkStore>(client);
+  const sigset_t stop_signals = BlockStopSignals();
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
+  http::Server& server = *bound;
+  NodeCacheOptions nopts;
+  nopts.dir = dir;
+  nopts.capacity_bytes = size;
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<NodeCache> cache, NodeCache::Open(upstream, nopts));
+
+  options.role = origin::Role::kCache;
+  origin::Origin node(options, cache, nullptr, nullptr);
+  node.Register(server);
+  ExportCacheMetrics(server.metrics(), cache);
+  BDN_RETURN_IF_ERROR(server.Start());
+  std::fprintf(stderr, "bdn cache serve: upstream %s, cache %s (%s)\nlistening on %s\n",
+               args.upstream.c_str(), dir.c_str(), args.cache_size.c_str(), server.url().c_str());
+  PrintMetricsAddress(server);
+  std::fflush(stderr);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  server.Stop();
+  return Status::Ok();
+}
+
+}  // namespace bdn::cli

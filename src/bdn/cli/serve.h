@@ -1,0 +1,62 @@
+// The server commands: `bdn serve` (the origin over embedded storage) and `bdn cache serve` (an
+// in-cluster cache node over an origin). Each runs until SIGINT or SIGTERM.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "bdn/base/status.h"
+
+namespace bdn::cli {
+
+// The flags every HTTP server command shares, as given (texts are parsed by the command, so that
+// its errors name the flag): the address, the threads, and the limits and deadlines of
+// docs/http-api.md, "Limits and deadlines".
+struct HttpServerArgs {
+  std::string listen;          // HOST:PORT; port 0 picks a free one
+  std::string metrics_listen;  // "": /metrics on `listen`
+  int threads = 64;
+  int io_threads = 0;  // 0: half the cores, 1 to 4
+  std::string header_timeout = "10s";
+  std::string idle_timeout = "60s";
+  std::string write_timeout = "30s";
+  std::string min_body_rate = "1K";
+  size_t max_connections = 4096;
+  size_t max_connections_per_client = 1024;
+  std::string max_header_size = "8K";
+  std::string batch_readahead = "256M";
+};
+
+struct ServeArgs {
+  HttpServerArgs http{.listen = "127.0.0.1:8440"};
+  std::string data;  // "": <home>/server
+  bool insecure_no_auth = false;
+  std::string claim_ttl = "30s";
+  int sync_runners = 2;  // sync jobs run at once
+};
+
+// bdn serve: binds the address, then takes the data directory (created private, 0700; locked
+// against a second server), opens its store, registry and key table, creates the first admin key
+// (printed once and written to <data>/admin.token, 0600) unless keys exist or auth is off, and
+// serves until SIGINT/SIGTERM. `home` is the --home flag ("": DefaultHome()).
+// Errors: InvalidArgument naming the flag for a malformed value ("--claim-ttl: duration ...");
+// Unavailable "listen H:P: cannot bind ..." (nothing is created then); FailedPrecondition
+// "--data D: in use by another bdn serve (pid N); ..."; those of opening the store, registry and
+// key store. Not thread-safe (one per process: it blocks SIGINT/SIGTERM in every thread).
+Status Serve(const ServeArgs& args, const std::string& home);
+
+struct CacheServeArgs {
+  std::string upstream;  // the origin URL; required
+  HttpServerArgs http{.listen = "127.0.0.1:8441"};
+  std::string cache_dir;  // "": <home>/cache-node
+  std::string cache_size = "10G";
+};
+
+// bdn cache serve: serves chunk GET and batch from a NodeCache over the origin `upstream`
+// (BDN_TOKEN, if set, authenticates it there): each chunk is fetched from the origin once
+// (concurrent misses share one fetch) and kept on disk within --cache-size; bdn_cache_* metrics.
+// Errors: InvalidArgument for a missing --upstream or a malformed value; Unavailable when the
+// address cannot be bound; those of NodeCache::Open. Not thread-safe, as Serve.
+Status CacheServe(const CacheServeArgs& args, const std::string& home);
+
+}  // namespace bdn::cli
