@@ -481,9 +481,16 @@ bool WaitGone(pid_t pid, std::chrono::seconds limit) {
   while (std::chrono::steady_clock::now() < deadline) {
     std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
     size_t paren = stat.rfind(')');
-    if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
-                         (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X'))) {
-      return true;
+    if (stat.empty()) return true;
+    // A zombie leader is not enough: its other threads may still be exiting, and the process's
+    // files (the /dev/fuse descriptor, whose close ends the mount's connection) are released
+    // only when the last one has gone, i.e. when /proc/<pid>/task lists the leader alone.
+    bool zombie = paren != std::string::npos && paren + 2 < stat.size() &&
+                  (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X');
+    if (zombie) {
+      std::error_code ec;
+      auto tasks = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
+      if (ec || std::distance(tasks, std::filesystem::directory_iterator()) <= 1) return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
