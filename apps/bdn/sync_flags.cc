@@ -1,8 +1,11 @@
-// Flags of `bdn volume sync` and `bdn secret` (SPEC §6, docs/sync.md).
+// Flags of `bdn volume sync` and `bdn secret` (SPEC §6, docs/sync.md). Each command's flag
+// values land in its own options struct, owned by the command's callback.
 #include "bdn/base/units.h"
 #include "flags.h"
 
 #include <chrono>
+#include <memory>
+#include <string>
 
 namespace bdn::app {
 
@@ -12,8 +15,12 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
   sync->require_subcommand(1);
   sync->fallthrough();
 
-  static bdn::cli::SyncStartArgs start;
-  static std::string retry_deadline = "5m";
+  struct StartArgs {
+    bdn::cli::SyncStartArgs start;
+    std::string retry_deadline = "5m";
+  };
+  auto start_args = std::make_shared<StartArgs>();
+  auto& start = start_args->start;
   auto* c = sync->add_subcommand("start", "start (or resume) a sync job");
   c->add_option("--source", start.source,
                 "hf://org/repo[@revision], file:///abs/path or https://host/path")
@@ -27,40 +34,46 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
   c->add_flag("--wait", start.wait,
               "with --remote: wait for the job, showing progress, and print the pinned ref "
               "(embedded, the job always runs in this process)");
-  c->add_option("--retry-deadline", retry_deadline,
+  c->add_option("--retry-deadline", start_args->retry_deadline,
                 "fail the job once the source has failed transiently this long (1s to 24h)")
       ->capture_default_str();
-  c->callback([&] {
-    inv.run = [&](bdn::cli::Context& ctx) -> bdn::Status {
-      auto deadline =
-          bdn::ParseDuration(retry_deadline, std::chrono::seconds(1), std::chrono::hours(24));
+  c->callback([&inv, start_args] {
+    inv.run = [start_args](bdn::cli::Context& ctx) -> bdn::Status {
+      auto deadline = bdn::ParseDuration(start_args->retry_deadline, std::chrono::seconds(1),
+                                         std::chrono::hours(24));
       if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
-      start.retry_deadline = *deadline;
-      return bdn::cli::SyncStart(ctx, start);
+      start_args->start.retry_deadline = *deadline;
+      return bdn::cli::SyncStart(ctx, start_args->start);
     };
   });
 
-  static std::string describe_id;
+  auto describe_id = std::make_shared<std::string>();
   c = sync->add_subcommand("describe", "show a sync job: state, progress, version or error");
-  c->add_option("ID", describe_id, "job id (sync_<hex>)")->required();
-  c->callback([&] {
-    inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SyncDescribe(ctx, describe_id); };
+  c->add_option("ID", *describe_id, "job id (sync_<hex>)")->required();
+  c->callback([&inv, describe_id] {
+    inv.run = [describe_id](bdn::cli::Context& ctx) {
+      return bdn::cli::SyncDescribe(ctx, *describe_id);
+    };
   });
 
-  static std::string list_dest;
+  auto list_dest = std::make_shared<std::string>();
   c = sync->add_subcommand("list", "list sync jobs, newest first");
-  c->add_option("--dest", list_dest, "only jobs into bdn:<namespace>[/<volume>]");
-  c->callback(
-      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SyncList(ctx, list_dest); }; });
+  c->add_option("--dest", *list_dest, "only jobs into bdn:<namespace>[/<volume>]");
+  c->callback([&inv, list_dest] {
+    inv.run = [list_dest](bdn::cli::Context& ctx) { return bdn::cli::SyncList(ctx, *list_dest); };
+  });
 
-  static std::string cancel_id;
-  static bool cancel_wait = false;
+  struct CancelArgs {
+    std::string id;
+    bool wait = false;
+  };
+  auto cancel = std::make_shared<CancelArgs>();
   c = sync->add_subcommand("cancel", "stop a sync job (it ends CANCELED)");
-  c->add_option("ID", cancel_id, "job id (sync_<hex>)")->required();
-  c->add_flag("--wait", cancel_wait, "wait until the job has stopped");
-  c->callback([&] {
-    inv.run = [&](bdn::cli::Context& ctx) {
-      return bdn::cli::SyncCancel(ctx, cancel_id, cancel_wait);
+  c->add_option("ID", cancel->id, "job id (sync_<hex>)")->required();
+  c->add_flag("--wait", cancel->wait, "wait until the job has stopped");
+  c->callback([&inv, cancel] {
+    inv.run = [cancel](bdn::cli::Context& ctx) {
+      return bdn::cli::SyncCancel(ctx, cancel->id, cancel->wait);
     };
   });
 }
@@ -70,18 +83,20 @@ void AddSecretFlags(CLI::App& app, Invocation& inv) {
       "secret", "credentials for sync sources (embedded, or on the origin with --remote)");
   secret->require_subcommand(1);
   secret->fallthrough();
-  static std::string set_name;
+  auto set_name = std::make_shared<std::string>();
   auto* c = secret->add_subcommand("set", "store a secret; the value is read from stdin");
-  c->add_option("NAME", set_name)->required();
-  c->callback(
-      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SecretSet(ctx, set_name); }; });
+  c->add_option("NAME", *set_name)->required();
+  c->callback([&inv, set_name] {
+    inv.run = [set_name](bdn::cli::Context& ctx) { return bdn::cli::SecretSet(ctx, *set_name); };
+  });
   c = secret->add_subcommand("ls", "list secrets (names only, never values)");
-  c->callback([&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SecretList(ctx); }; });
-  static std::string rm_name;
+  c->callback([&inv] { inv.run = [](bdn::cli::Context& ctx) { return bdn::cli::SecretList(ctx); }; });
+  auto rm_name = std::make_shared<std::string>();
   c = secret->add_subcommand("rm", "remove a secret");
-  c->add_option("NAME", rm_name)->required();
-  c->callback(
-      [&] { inv.run = [&](bdn::cli::Context& ctx) { return bdn::cli::SecretRemove(ctx, rm_name); }; });
+  c->add_option("NAME", *rm_name)->required();
+  c->callback([&inv, rm_name] {
+    inv.run = [rm_name](bdn::cli::Context& ctx) { return bdn::cli::SecretRemove(ctx, *rm_name); };
+  });
 }
 
 }  // namespace bdn::app

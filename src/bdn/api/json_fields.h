@@ -50,6 +50,16 @@ Result<T> Field(const json& j, const char* key, std::optional<T> fallback = std:
   }
 }
 
+// Reads field `key` of object `j` as a JSON object: anything else there (an array, a string, a
+// number) is "<key>: not an object"; a missing or null key is an error unless `optional`, when it
+// reads as an empty object.
+inline Result<json> ObjectField(const json& j, const char* key, bool optional) {
+  BDN_ASSIGN_OR_RETURN(json v, Field<json>(j, key, optional ? std::optional<json>(json::object())
+                                                            : std::nullopt));
+  if (!v.is_object()) return Err(InvalidArgumentError(std::string(key) + ": not an object"));
+  return v;
+}
+
 inline Result<Digest> DigestField(const json& j, const char* key) {
   BDN_ASSIGN_OR_RETURN(std::string hex, Field<std::string>(j, key));
   auto d = Digest::Parse(hex);

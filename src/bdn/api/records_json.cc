@@ -9,6 +9,7 @@ using internal::DigestField;
 using internal::IntegerValue;
 using internal::Field;
 using internal::OptionalInt;
+using internal::ObjectField;
 
 json StatsToJson(const VersionStats& s) {
   return {{"files", s.files}, {"bytes", s.bytes}, {"chunks", s.chunks}, {"entries", s.entries}};
@@ -89,8 +90,7 @@ Result<VolumeRecord> VolumeFromJson(const json& j) {
     BDN_ASSIGN_OR_RETURN(v.head, DigestField(j, "head"));
   }
   BDN_ASSIGN_OR_RETURN(v.sequence, Field<int64_t>(j, "sequence"));
-  BDN_ASSIGN_OR_RETURN(json tags, Field<json>(j, "tags", json::object()));
-  if (!tags.is_object()) return Err(InvalidArgumentError("tags: not an object"));
+  BDN_ASSIGN_OR_RETURN(json tags, ObjectField(j, "tags", /*optional=*/true));
   for (const auto& [name, hex] : tags.items()) {
     BDN_ASSIGN_OR_RETURN(v.tags[name], DigestField(tags, name.c_str()));
   }
@@ -117,7 +117,7 @@ Result<VersionRecord> VersionFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(v.created_unix_ms, Field<int64_t>(j, "created_unix_ms", 0));
   BDN_ASSIGN_OR_RETURN(v.deleted_unix_ms, OptionalInt(j, "deleted_unix_ms"));
   BDN_ASSIGN_OR_RETURN(v.delete_after_unix_ms, OptionalInt(j, "delete_after_unix_ms"));
-  BDN_ASSIGN_OR_RETURN(json stats, Field<json>(j, "stats"));
+  BDN_ASSIGN_OR_RETURN(json stats, ObjectField(j, "stats", /*optional=*/false));
   BDN_ASSIGN_OR_RETURN(v.stats, StatsFromJson(stats));
   BDN_ASSIGN_OR_RETURN(v.source_uri, Field<std::string>(j, "source_uri", std::string()));
   BDN_ASSIGN_OR_RETURN(v.source_revision,
@@ -133,7 +133,7 @@ Result<VersionRecord> VersionFromJson(const json& j) {
 Result<CommitRequest> CommitRequestFromJson(const json& j, std::optional<std::string>* claim) {
   CommitRequest req;
   BDN_ASSIGN_OR_RETURN(req.digest, DigestField(j, "digest"));
-  BDN_ASSIGN_OR_RETURN(json stats, Field<json>(j, "stats", json::object()));
+  BDN_ASSIGN_OR_RETURN(json stats, ObjectField(j, "stats", /*optional=*/true));
   if (!stats.empty()) {
     BDN_ASSIGN_OR_RETURN(req.stats, StatsFromJson(stats));
   }

@@ -258,6 +258,28 @@ TEST(RecordsJson, NumbersAreIntegersTheirFieldHoldsNeverCastOrWrapped) {
   EXPECT_EQ(s->files, UINT64_MAX);
 }
 
+// Found by fuzz/json_bodies_fuzz.cc in CI (input fuzz/corpus/json_bodies/crash-stats-array): a
+// commit request whose "stats" was [] committed as if it had no stats. A field that holds an
+// object is refused when it holds anything else, in every record.
+TEST(RecordsJson, AnObjectFieldHoldingAnythingElseIsRefused) {
+  const json version = VersionToJson(AVersion());
+  const json commit{{"digest", D(1).Hex()}};
+  ExpectRefused({
+      {"commit stats empty list", kCommitRequest,
+       Edited(commit, [](json& j) { j["stats"] = json::array(); }), "stats: not an object"},
+      {"commit stats a string", kCommitRequest,
+       Edited(commit, [](json& j) { j["stats"] = ""; }), "stats: not an object"},
+      {"commit stats a number", kCommitRequest, Edited(commit, [](json& j) { j["stats"] = 0; }),
+       "stats: not an object"},
+      {"version stats a list", kVersion,
+       Edited(version, [](json& j) { j["stats"] = json::array(); }), "stats: not an object"},
+  });
+  // A null or missing optional object reads as its default.
+  auto r = CommitRequestFromJson(Edited(commit, [](json& j) { j["stats"] = nullptr; }), nullptr);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(r->stats.files, 0u);
+}
+
 TEST(RecordsJson, AWrongTypeNamesTheField) {
   json j = VersionToJson(AVersion());
   j["sequence"] = "four";

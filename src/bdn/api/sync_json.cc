@@ -6,6 +6,7 @@
 namespace bdn::api {
 
 using internal::Field;
+using internal::ObjectField;
 using nlohmann::json;
 
 namespace {
@@ -87,7 +88,7 @@ Result<SyncJobRecord> SyncJobFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(job.cancel_requested, Field<bool>(j, "cancel_requested", false));
   BDN_ASSIGN_OR_RETURN(job.source_revision, Field<std::string>(j, "source_revision", std::string()));
   BDN_ASSIGN_OR_RETURN(job.listing_digest, OptionalDigest(j, "listing_digest"));
-  BDN_ASSIGN_OR_RETURN(json p, Field<json>(j, "progress", json::object()));
+  BDN_ASSIGN_OR_RETURN(json p, ObjectField(j, "progress", /*optional=*/true));
   BDN_ASSIGN_OR_RETURN(job.progress.objects_total, Field<uint64_t>(p, "objects_total", 0));
   BDN_ASSIGN_OR_RETURN(job.progress.objects_done, Field<uint64_t>(p, "objects_done", 0));
   BDN_ASSIGN_OR_RETURN(job.progress.bytes_total, Field<uint64_t>(p, "bytes_total", 0));
@@ -95,8 +96,8 @@ Result<SyncJobRecord> SyncJobFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(job.progress.bytes_fetched, Field<uint64_t>(p, "bytes_fetched", 0));
   BDN_ASSIGN_OR_RETURN(job.version, OptionalDigest(j, "version"));
   BDN_ASSIGN_OR_RETURN(job.unchanged, Field<bool>(j, "unchanged", false));
-  BDN_ASSIGN_OR_RETURN(json error, Field<json>(j, "error", json(nullptr)));
-  if (error.is_object()) {
+  BDN_ASSIGN_OR_RETURN(json error, ObjectField(j, "error", /*optional=*/true));
+  if (!error.empty()) {
     BDN_ASSIGN_OR_RETURN(job.error_code, Field<std::string>(error, "code"));
     BDN_ASSIGN_OR_RETURN(job.error_message, Field<std::string>(error, "message"));
   }

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "bdn/base/names.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 
@@ -37,14 +38,7 @@ enum class RefForm {
 // Errors: InvalidArgument.
 Result<Ref> ParseRef(std::string_view text, RefForm form = RefForm::kVolume);
 
-// The reserved tag that names the version the last push or sync sealed.
-inline constexpr std::string_view kHeadTag = "head";
-
-// Checks a tag name: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}. Errors: InvalidArgument "tag \"t\": ...".
-Status ValidateTag(std::string_view tag);
-// Checks (already lower-cased) namespace/volume names: [a-z0-9][a-z0-9._-]{0,127}.
-// `what` is "namespace" or "volume". Errors: InvalidArgument.
-Status ValidateName(std::string_view what, std::string_view name);
+// ValidateName, ValidateTag and kHeadTag: bdn/base/names.h.
 
 // A ref resolved once to a digest: every command works from this.
 struct PinnedRef {

@@ -9,6 +9,7 @@
 #include "bdn/base/units.h"
 #include "bdn/registry/key_store.h"
 
+#include "bdn/base/names.h"
 #include "bdn/base/private_files.h"
 
 namespace bdn {
@@ -38,15 +39,6 @@ bool IsHex(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
   });
-}
-
-// The same rule as format's ValidateName (registry may not depend on format).
-bool IsValidNamespace(std::string_view ns) {
-  if (ns.empty() || ns.size() > 128) return false;
-  auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!ok(ns[0])) return false;
-  return std::all_of(ns.begin(), ns.end(),
-                     [&](char c) { return ok(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 std::string JoinScopes(const std::vector<Scope>& scopes) {
@@ -212,7 +204,7 @@ Result<std::unique_ptr<SqliteKeyStore>> SqliteKeyStore::Open(const std::filesyst
 }
 
 Result<CreatedKey> SqliteKeyStore::Create(const std::string& ns, std::vector<Scope> scopes) {
-  if (ns != kAllNamespaces && !IsValidNamespace(ns)) {
+  if (ns != kAllNamespaces && !ValidateName("namespace", ns).ok()) {
     return Err(InvalidArgumentError("namespace \"" + ns +
                                     "\": must be \"*\" or a name of a-z 0-9 . _ - "
                                     "starting with a letter or digit"));

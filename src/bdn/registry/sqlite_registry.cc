@@ -12,6 +12,7 @@
 #include "bdn/registry/registry.h"
 #include "bdn/registry/sqlite_util.h"
 
+#include "bdn/base/names.h"
 #include "bdn/base/private_files.h"
 
 namespace bdn {
@@ -512,7 +513,7 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
   // As in SetTag: a "head" row in the tags table would be listed as an ordinary tag and could
   // never be deleted (DeleteTag refuses "head").
   for (const auto& tag : req.tags) {
-    if (tag == "head") {
+    if (tag == kHeadTag) {
       return Err(
           InvalidArgumentError("tag \"head\": reserved; head moves only with a push or sync"));
     }
@@ -613,7 +614,7 @@ Result<int64_t> SqliteRegistry::SetTag(const std::string& ns, const std::string&
                                        const std::string& tag, const Digest& digest,
                                        std::optional<int64_t> expected_sequence,
                                        const std::string& idempotency_key) {
-  if (tag == "head") {
+  if (tag == kHeadTag) {
     return Err(InvalidArgumentError("tag \"head\": reserved; head moves only with a push or sync"));
   }
   const std::string request = "tag set bdn:" + ns + "/" + volume + ":" + tag + " -> " +
@@ -652,7 +653,7 @@ Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::stri
                                           const std::string& tag,
                                           std::optional<int64_t> expected_sequence,
                                           const std::string& idempotency_key) {
-  if (tag == "head") {
+  if (tag == kHeadTag) {
     return Err(InvalidArgumentError("tag \"head\": reserved; it cannot be deleted"));
   }
   const std::string request = "tag delete bdn:" + ns + "/" + volume + ":" + tag +
