@@ -35,7 +35,7 @@ start_server() {
   server_pid=$!
   url=""
   for _ in $(seq 1 100); do
-    url=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$work/$name.log" | head -1)
+    url=$(sed -n '/listening on http:/{s/.*listening on \(http:\/\/[^ ]*\).*/\1/p;q}' "$work/$name.log")
     [ -n "$url" ] && return 0
     sleep 0.1
   done

@@ -58,7 +58,7 @@ BDN_HOME="$work/server-home" "$bdn" serve --listen 127.0.0.1:0 --data "$work/ori
 server_pid=$!
 url=""
 for _ in $(seq 1 100); do
-  url=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$work/origin.log" | head -1)
+  url=$(sed -n '/listening on http:/{s/.*listening on \(http:\/\/[^ ]*\).*/\1/p;q}' "$work/origin.log")
   [ -n "$url" ] && break
   sleep 0.1
 done

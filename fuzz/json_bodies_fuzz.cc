@@ -1,9 +1,10 @@
 // Fuzzes the decoders of the JSON bodies the HTTP API carries: the origin's request-body readers
-// (origin/request_json.h), the record codec both sides use (api/records_json.h) and the error
-// body a client reads (http/errors.h). Every error is InvalidArgument; a decoded record encodes
+// (origin/request_json.h), the record codecs both sides use (api/records_json.h,
+// api/sync_json.h) and the error body a client reads (http/errors.h). Every error is InvalidArgument; a decoded record encodes
 // to JSON that decodes to the same record, and every number it took from the input is that
 // number exactly (no float read as an integer, no wrap, no clamp).
 #include "bdn/api/records_json.h"
+#include "bdn/api/sync_json.h"
 #include "bdn/http/errors.h"
 #include "bdn/origin/request_json.h"
 #include "fuzz_check.h"
@@ -81,6 +82,19 @@ void CheckRecords(const json& j) {
       [&](const CommitRequest& req) { return api::CommitRequestToJson(req, claim); });
 }
 
+// The sync records: "dest" and "version_ref" are derived by the encoder from the other fields
+// (never read), so they are left out of the comparison.
+void CheckSyncRecords(const json& j) {
+  json in = j;
+  if (in.is_object()) {
+    in.erase("dest");
+    in.erase("version_ref");
+  }
+  RoundTrip("sync job spec", in, api::SyncJobSpecFromJson, api::SyncJobSpecToJson);
+  RoundTrip("sync job", in, api::SyncJobFromJson, api::SyncJobToJson);
+  RoundTrip("secret info", in, api::SecretInfoFromJson, api::SecretInfoToJson);
+}
+
 void CheckFields(const json& j) {
   if (auto d = origin::DigestField(j, "digest"); !d) CheckError(d.error());
   auto i = origin::OptionalIntField(j, "expected_sequence");
@@ -115,6 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(body->is_object(), std::string(text));
   CheckFields(*body);
   CheckRecords(*body);
+  CheckSyncRecords(*body);
   if (body->contains("stats")) CheckRecords((*body)["stats"]);
   return 0;
 }

@@ -190,7 +190,20 @@ void JsonSeeds() {
              "{\"sequence\": 4, \"unchanged\": false, \"head_updated\": true, \"tags_applied\": [\"a\"]}",
              "{\"error\": {\"code\": \"not_found\", \"message\": \"chunk b3:00: not in store\"}}",
              "{\"ids\": [], \"sequence\": -9223372036854775808, \"expected_sequence\": 1e3}",
-             "[1, {\"a\": null}]"});
+             "[1, {\"a\": null}]",
+             "{\"id\": \"sync_0123abcd\", \"state\": \"READY\", \"source\": \"hf://a/b@main\", "
+             "\"namespace\": \"w\", \"volume\": \"v\", \"tag\": \"prod\", \"dest\": \"bdn:w/v:prod\", "
+             "\"includes\": [\"*.json\"], \"excludes\": [], \"auth_secret_name\": \"hf\", "
+             "\"retry_deadline_ms\": 300000, \"cancel_requested\": false, \"source_revision\": "
+             "\"abc\", \"listing_digest\": \"b3:" + hex + "\", \"progress\": {\"objects_total\": 2, "
+             "\"objects_done\": 2, \"bytes_total\": 10, \"bytes_done\": 10, \"bytes_fetched\": 10}, "
+             "\"version\": \"b3:" + hex + "\", \"version_ref\": \"bdn:w/v@b3:" + hex + "\", "
+             "\"unchanged\": false, \"error\": null, \"created_unix_ms\": 1, \"updated_unix_ms\": 2, "
+             "\"started_unix_ms\": 1, \"finished_unix_ms\": 2, \"runs\": 1}",
+             "{\"id\": \"sync_1\", \"state\": \"FAILED\", \"source\": \"file:///m\", "
+             "\"namespace\": \"w\", \"volume\": \"v\", \"error\": {\"code\": \"source_not_found\", "
+             "\"message\": \"404\"}, \"progress\": {}}",
+             "{\"name\": \"hf\", \"created_unix_ms\": 1, \"updated_unix_ms\": 2}"});
 }
 
 }  // namespace

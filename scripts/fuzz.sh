@@ -69,7 +69,8 @@ for t in "${targets[@]}"; do
   else
     failed+=("$t")
     echo "fuzz: $t: FAILED (exit $rc) after ${runs:-?} runs; from $log:" >&2
-    grep -E -A30 '^==[0-9]+==|runtime error|property violated' "$log" | head -60 >&2 || tail -40 "$log" >&2
+    report=$(grep -E -A30 '^==[0-9]+==|runtime error|property violated' "$log" || tail -40 "$log")
+    printf '%s\n' "$report" | sed -n 1,60p >&2
     ls build-fuzz/artifacts/"$t"-* 2>/dev/null | sed 's/^/fuzz:   input: /' >&2 || true
   fi
 done

@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config git
       clang-16 libclang-rt-16-dev llvm-16 ccache)  # scripts/fuzz.sh: libFuzzer, symbolizer
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"install ok installed"* ]] || missing+=("$p")
 done
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then

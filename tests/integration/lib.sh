@@ -80,7 +80,7 @@ start_bdn() {
   PIDS+=("$STARTED_PID")
   STARTED_URL=""
   for _ in $(seq 1 100); do
-    STARTED_URL=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$WORK/$name.log" | head -1)
+    STARTED_URL=$(sed -n '/listening on http:/{s/.*listening on \(http:\/\/[^ ]*\).*/\1/p;q}' "$WORK/$name.log")
     [ -n "$STARTED_URL" ] && return 0
     kill -0 "$STARTED_PID" 2>/dev/null || fail "$name exited: $(cat "$WORK/$name.log")"
     sleep 0.1

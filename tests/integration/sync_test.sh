@@ -147,7 +147,8 @@ out=$("$BDN" --json volume sync start --source hf://org/private --dest bdn:hf/pr
 assert_eq "bad_credentials" "$(jf "$out" error code)" "code of a bad token"
 "$BDN" secret rm hf-bad 2>/dev/null
 ! grep -qa 'hf_good\|hf_bad' "$WORK/serve.log" "$WORK/srv/registry.db" || fail "a secret's value is in the server's log or database"
-! curl -sf "$URL/metrics" | grep -qa 'hf_good' || fail "a secret's value is in /metrics"
+metrics=$(curl -sf "$URL/metrics") || fail "GET /metrics failed"
+[[ $metrics != *hf_good* ]] || fail "a secret's value is in /metrics"
 
 step "remote: cancel a job that waits on the source"
 curl -sf -X POST "$HUB/_faults" -d '[{"kind": "cdn", "path": "", "count": 1, "hold": true}]' >/dev/null

@@ -13,9 +13,11 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
+// A digest field that may be null or missing; "" is refused (the encoder writes null).
 Result<std::optional<Digest>> OptionalDigest(const json& j, const char* key) {
-  BDN_ASSIGN_OR_RETURN(std::string text, Field<std::string>(j, key, std::string()));
-  if (text.empty()) return std::optional<Digest>();
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::optional<Digest>();
+  BDN_ASSIGN_OR_RETURN(std::string text, Field<std::string>(j, key));
   auto d = Digest::Parse(text);
   if (!d) return Err(InvalidArgumentError(std::string(key) + ": " + d.error().message()));
   return std::optional<Digest>(*d);
@@ -96,9 +98,11 @@ Result<SyncJobRecord> SyncJobFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(job.progress.bytes_fetched, Field<uint64_t>(p, "bytes_fetched", 0));
   BDN_ASSIGN_OR_RETURN(job.version, OptionalDigest(j, "version"));
   BDN_ASSIGN_OR_RETURN(job.unchanged, Field<bool>(j, "unchanged", false));
-  BDN_ASSIGN_OR_RETURN(json error, ObjectField(j, "error", /*optional=*/true));
-  if (!error.empty()) {
+  // null or missing: no error; anything else must be {"code", "message"} ({} is refused).
+  if (auto it = j.find("error"); it != j.end() && !it->is_null()) {
+    BDN_ASSIGN_OR_RETURN(json error, ObjectField(j, "error", /*optional=*/false));
     BDN_ASSIGN_OR_RETURN(job.error_code, Field<std::string>(error, "code"));
+    if (job.error_code.empty()) return Err(InvalidArgumentError("error: code is empty"));
     BDN_ASSIGN_OR_RETURN(job.error_message, Field<std::string>(error, "message"));
   }
   BDN_ASSIGN_OR_RETURN(job.created_unix_ms, Field<int64_t>(j, "created_unix_ms", 0));
