@@ -73,9 +73,12 @@ for mod in modules:
         continue
     allowed = closure(mod) | {mod}
     files = [p for p in (src / mod).rglob("*") if p.suffix in (".h", ".cc")]
-    # Tests may use the test kit as well as their module's closure.
-    code = [f for f in files if not f.name.endswith("_test.cc")]
-    tests = [f for f in files if f.name.endswith("_test.cc")]
+    # Tests (*_test.cc and their *_test_util.h / *_test_support.h headers) may use the test kit
+    # as well as their module's closure.
+    def is_test(f):
+        return f.name.endswith(("_test.cc", "_test_util.h", "_test_support.h"))
+    code = [f for f in files if not is_test(f)]
+    tests = [f for f in files if is_test(f)]
     check_includes(code, allowed, mod)
     cmake = src / mod / "CMakeLists.txt"
     text = cmake.read_text() if cmake.exists() else ""

@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "bdn/base/test_util.h"
+#include "bdn/testing/test_util.h"
 #include "bdn/format/manifest.h"
 #include "bdn/mount/fuse_mount.h"
 #include "bdn/store/chunk_store.h"

@@ -1,6 +1,6 @@
 // Tests for ChunkStore: the same scenarios against LocalChunkStore and the in-memory
 // MemChunkStore, plus what only the local pack store promises (its files).
-#include "bdn/base/test_util.h"
+#include "bdn/testing/test_util.h"
 #include "bdn/store/chunk_store.h"
 
 

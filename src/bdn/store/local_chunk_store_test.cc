@@ -1,7 +1,7 @@
 // Tests of the local pack store's own promises: packs and their sealing, recovery after a writer
 // dies (killed children), torn tails, the derived index (deleted and rebuilt), quarantined copies,
 // compression, and several store objects (as several processes) on one directory.
-#include "bdn/base/test_util.h"
+#include "bdn/testing/test_util.h"
 #include "bdn/store/local_chunk_store.h"
 
 #include <fcntl.h>

@@ -11,7 +11,7 @@
 
 #include <fstream>
 
-#include "bdn/base/test_util.h"
+#include "bdn/testing/test_util.h"
 
 namespace bdn {
 namespace {

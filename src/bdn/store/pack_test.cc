@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bdn/base/test_util.h"
+#include "bdn/testing/test_util.h"
 #include "bdn/store/pack_file.h"
 #include "bdn/store/pack_format.h"
 #include "bdn/store/pack_index.h"
