@@ -1,4 +1,4 @@
-// Flags of `bdn volume sync` and `bdn secret` (SPEC §6, docs/sync.md). Each command's flag
+// Flags of `bdn volume sync` and `bdn secret` (docs/spec.md §6, docs/sync.md). Each command's flag
 // values land in its own options struct, owned by the command's callback.
 #include "bdn/base/units.h"
 #include "flags.h"

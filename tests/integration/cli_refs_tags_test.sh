@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Refs on the command line (SPEC §2): exact errors before any I/O, short digest prefixes, tags,
-# head, versions newest first, tag set/delete with --expected-sequence, ls/stat/cat/diff/verify.
+# Refs on the command line (docs/spec.md §2): exact errors before any I/O, short digest prefixes,
+# tags, head, versions newest first, tag set/delete with --expected-sequence,
+# ls/stat/cat/diff/verify.
 source "$(dirname "$0")/lib.sh"
 
 step "malformed refs fail before any I/O with the part that is wrong"

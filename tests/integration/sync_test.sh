@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# bdn volume sync and bdn secret (SPEC §6), embedded and through a real `bdn serve`: a file://
-# source synced embedded gives the bytes of the directory (b3sum of every file after a pull);
-# --include/--exclude select as documented; secrets are set from stdin, listed by name only and
-# removed; an hf:// source on the Hub fixture (tests/fixtures/hf_hub.py) synced on the server
+# bdn volume sync and bdn secret (docs/spec.md §6), embedded and through a real `bdn serve`: a
+# file:// source synced embedded gives the bytes of the directory (b3sum of every file after a
+# pull); --include/--exclude select as documented; secrets are set from stdin, listed by name only
+# and removed; an hf:// source on the Hub fixture (tests/fixtures/hf_hub.py) synced on the server
 # with --wait prints the pinned ref, and its files pull back byte for byte; a re-sync of the same
-# commit is READY by the metadata check with zero object GETs at the Hub; failures end FAILED
-# with their stable codes and exit codes; cancel ends a held job CANCELED.
+# commit is READY by the metadata check with zero object GETs at the Hub; failures end FAILED with
+# their stable codes and exit codes; cancel ends a held job CANCELED.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 FIXTURES="$(cd "$(dirname "$0")/../fixtures" && pwd)"

@@ -1,4 +1,4 @@
-// The names of the registry's vocabulary (SPEC §2): namespaces, volumes and tags, and the
+// The names of the registry's vocabulary (docs/spec.md §2): namespaces, volumes and tags, and the
 // reserved tag "head". Here, at the bottom, so that every layer that checks a name (format's ref
 // parser, the registry, the key store) uses the one rule.
 #pragma once

@@ -1,5 +1,5 @@
 // The store stack a mount of a remote version reads through: node cache, then the in-cluster
-// cache tier, then the origin (SPEC §5, "Tiers, nearest first").
+// cache tier, then the origin (docs/spec.md §5, "Tiers, nearest first").
 #pragma once
 
 #include <cstdint>

@@ -524,7 +524,7 @@ Status Mount(Context& ctx, const MountArgs& args) {
 
 namespace {
 // What a mount reads through: for a remote origin, the node cache over the cluster tier (if any
-// nodes are given) over the origin (SPEC §5); the embedded store as it is.
+// nodes are given) over the origin (docs/spec.md §5); the embedded store as it is.
 Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountArgs& args) {
   if (!ctx.origin) return ctx.store;
   std::vector<std::string> lists = args.cluster_cache;

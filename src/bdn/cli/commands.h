@@ -186,7 +186,7 @@ Status MountsApply(Context& ctx, const std::string& config_path);
 Status MountsLock(Context& ctx, const std::string& config_path);
 Status Umount(Context& ctx, const std::string& mountpoint);
 
-// ---- Sync jobs and secrets (SPEC §6, docs/sync.md; sync_commands.cc) ----
+// ---- Sync jobs and secrets (docs/spec.md §6, docs/sync.md; sync_commands.cc) ----
 
 struct SyncStartArgs {
   std::string source;  // hf://..., file:///..., https://...

@@ -1,4 +1,5 @@
-// bdn mounts apply|lock: the deployment config's bdn.mounts (SPEC §5; parsed in mounts_config.cc).
+// bdn mounts apply|lock: the deployment config's bdn.mounts (docs/spec.md §5; parsed in
+// mounts_config.cc).
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>

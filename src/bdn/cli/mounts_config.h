@@ -1,4 +1,4 @@
-// The deployment config's bdn.mounts section (SPEC §5): parsed and validated from text, and
+// The deployment config's bdn.mounts section (docs/spec.md §5): parsed and validated from text, and
 // rewritten in place (bdn mounts lock), with no file or mount I/O, so both are unit-tested and
 // fuzzed (fuzz/mounts_config_fuzz.cc).
 #pragma once

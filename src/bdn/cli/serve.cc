@@ -220,8 +220,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
   origin::Origin origin(options, store, registry, keys);
-  // Sync jobs run in this server (SPEC §6): durable in the registry's database, resumed by the
-  // next start after a crash or a stop.
+  // Sync jobs run in this server (docs/spec.md §6): durable in the registry's database, resumed by
+  // the next start after a crash or a stop.
   sync::RunnerDeps sync_deps;
   sync_deps.store = store;
   sync_deps.registry = registry;

@@ -1,5 +1,6 @@
-// bdn volume sync start|describe|list|cancel and bdn secret set|ls|rm (SPEC §6; docs/sync.md):
-// over a bdn serve origin (the jobs run there) or the embedded store (the job runs here).
+// bdn volume sync start|describe|list|cancel and bdn secret set|ls|rm (docs/spec.md §6;
+// docs/sync.md): over a bdn serve origin (the jobs run there) or the embedded store (the job runs
+// here).
 #include <signal.h>
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// Volume references: bdn:<namespace>/<volume>[:<tag> | @<digest>][/<path>] (SPEC §2).
+// Volume references: bdn:<namespace>/<volume>[:<tag> | @<digest>][/<path>] (docs/spec.md §2).
 #pragma once
 
 #include <optional>
@@ -32,7 +32,7 @@ enum class RefForm {
   kNamespace,  // "bdn:ns" also allowed (namespace-only)
 };
 
-// Parses `text` per SPEC §2. Fails before any I/O, naming the part that is wrong, e.g.
+// Parses `text` per docs/spec.md §2. Fails before any I/O, naming the part that is wrong, e.g.
 //   ref "weights/x": must start with "bdn:"
 //   ref "bdn:weights/Qw$n": volume "qw$n": invalid character '$' (allowed: a-z 0-9 . _ -)
 // Errors: InvalidArgument.

@@ -1,4 +1,4 @@
-// Table-driven tests for ParseRef (SPEC §2) and the tag and name validators.
+// Table-driven tests for ParseRef (docs/spec.md §2) and the tag and name validators.
 #include "bdn/format/ref.h"
 
 #include <gtest/gtest.h>

@@ -789,7 +789,8 @@ std::string EscapeOptionValue(std::string_view v) {
 }
 
 // Raises the mount's readahead window so buffered and mmap reads reach the daemon in 1 MiB
-// requests (the kernel caps the window to 128 KiB at INIT; see reading/lazy-mounts.md §4.1).
+// requests (at INIT the kernel caps the window to max_readahead, at most 128 KiB:
+// process_init_reply in the kernel's fs/fuse/inode.c).
 void SetBdiReadAhead(dev_t dev, uint32_t read_ahead_kb, const fs::path& mp) {
   std::string path = "/sys/class/bdi/" + std::to_string(major(dev)) + ":" +
                      std::to_string(minor(dev)) + "/read_ahead_kb";

@@ -1,5 +1,5 @@
-// SyncJobStore: the durable state of sync jobs (SPEC §6): what each job mirrors where, its state
-// PENDING → SYNCING → READY | FAILED | CANCELED, its progress, and the files it has sealed so
+// SyncJobStore: the durable state of sync jobs (docs/spec.md §6): what each job mirrors where, its
+// state PENDING → SYNCING → READY | FAILED | CANCELED, its progress, and the files it has sealed so
 // far, so that a job interrupted by a crash resumes without fetching them again. A sibling of
 // Registry and KeyStore: the SQLite implementation shares the registry's database file, and a
 // PostgreSQL one can take its place behind this interface.

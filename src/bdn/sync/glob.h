@@ -1,5 +1,5 @@
-// The --include/--exclude filter of sync (SPEC §6): shell globs over source-relative paths where
-// `*` also matches `/`, so `*.json` matches config.json and a/b/config.json.
+// The --include/--exclude filter of sync (docs/spec.md §6): shell globs over source-relative paths
+// where `*` also matches `/`, so `*.json` matches config.json and a/b/config.json.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// RunJob: runs one sync job from PENDING or SYNCING to READY, FAILED or CANCELED (SPEC §6):
+// RunJob: runs one sync job from PENDING or SYNCING to READY, FAILED or CANCELED (docs/spec.md §6):
 // lists the source, selects with --include/--exclude, resolves an already mirrored listing to its
 // version by metadata alone, else streams every object through SealEntries (the one sealing path
 // of push) into the store and commits the version with its source identity. Durable: the job's

@@ -1,7 +1,7 @@
-// Sync sources (SPEC §6): where a sync job reads the objects it mirrors. A Source resolves its
-// revision, lists its objects (following pagination) and opens each object as a ByteStream that
-// starts at any offset (a ranged read). Every source classifies its failures into the stable
-// error codes of docs/sync.md (Status::reason), and retries transient ones with back-off
+// Sync sources (docs/spec.md §6): where a sync job reads the objects it mirrors. A Source resolves
+// its revision, lists its objects (following pagination) and opens each object as a ByteStream that
+// starts at any offset (a ranged read). Every source classifies its failures into the stable error
+// codes of docs/sync.md (Status::reason), and retries transient ones with back-off
 // (WithSourceRetries) before it reports them.
 //
 // Adding a source (s3://, gs://, azure://, ...): implement Source, parse its URI in ParseSource

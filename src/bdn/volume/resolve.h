@@ -1,4 +1,5 @@
-// Resolving refs: a tag, head or digest prefix pinned once to a full version digest (SPEC §2).
+// Resolving refs: a tag, head or digest prefix pinned once to a full version digest (docs/spec.md
+// §2).
 #pragma once
 
 #include "bdn/base/status.h"
