@@ -388,6 +388,63 @@ TEST_F(NodeCacheTest, ARestartInTheMiddleOfFillingARegionKeepsItsWholeRecords) {
   EXPECT_EQ(cache->stats().cached_bytes, DiskUsage(CacheDir()));
 }
 
+// A record that starts before a region's edge and ends past it stays whole in that region (the
+// region is sealed after it), reads back after a restart without the upstream, and leaves with
+// its region when that is evicted: no chunk is ever split across two region files.
+TEST_F(NodeCacheTest, AChunkSpanningARegionEdgeStaysWholeInItsRegion) {
+  const uint64_t kRegion = 64 << 10;
+  std::vector<std::string> contents;
+  std::vector<Digest> ids;
+  for (int i = 0; i < 9; ++i) {  // 40 KiB each: every second one crosses a 64 KiB edge
+    contents.push_back(RandomBytes(40 << 10, 700 + i));
+    ids.push_back(Digest::Of(contents.back()));
+    ASSERT_TRUE(upstream_->inner.Put(ids.back(), mount_testing::Bytes(contents.back())).ok());
+  }
+  const NodeCacheOptions options{
+      .dir = CacheDir(), .capacity_bytes = 64ull << 20, .region_bytes = kRegion};
+  {
+    auto cache = NodeCache::Open(upstream_, options);
+    ASSERT_TRUE(cache.has_value()) << cache.error().ToString();
+    for (const Digest& id : ids) ASSERT_TRUE((*cache)->Get(id).has_value());
+  }
+  // Four regions hold two whole records each (80 KiB and a little: past their 64 KiB edge), and
+  // the ninth chunk's region, sealed at close, holds one.
+  std::vector<uintmax_t> sizes;
+  for (const auto& e : fs::directory_iterator(CacheDir() / "packs")) {
+    if (e.path().extension() == ".pack") sizes.push_back(e.file_size());
+  }
+  std::sort(sizes.begin(), sizes.end());
+  ASSERT_EQ(sizes.size(), 5u);
+  EXPECT_LT(sizes[0], kRegion);
+  for (size_t i = 1; i < sizes.size(); ++i) {
+    EXPECT_GT(sizes[i], kRegion) << i;
+    EXPECT_LT(sizes[i], 2 * kRegion) << i;
+  }
+  const int gets = upstream_->gets;
+  auto cache = NodeCache::Open(upstream_, options);
+  ASSERT_TRUE(cache.has_value()) << cache.error().ToString();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto got = (*cache)->Get(ids[i]);
+    ASSERT_TRUE(got.has_value()) << i << ": " << got.error().ToString();
+    EXPECT_EQ(*got, ToBytes(contents[i])) << i;
+  }
+  EXPECT_EQ(upstream_->gets, gets);  // every chunk, the edge-crossing ones too, from the regions
+  // Evicting down to a smaller bound drops whole regions: both chunks of a region go together.
+  cache->reset();
+  auto small = NodeCache::Open(upstream_, {.dir = CacheDir(), .capacity_bytes = 3 * kRegion,
+                                           .region_bytes = kRegion});
+  ASSERT_TRUE(small.has_value()) << small.error().ToString();
+  for (size_t i = 0; i + 1 < ids.size(); i += 2) {
+    EXPECT_EQ((*small)->IsCached(ids[i]), (*small)->IsCached(ids[i + 1])) << i;
+  }
+  EXPECT_FALSE((*small)->IsCached(ids[0]));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto got = (*small)->Get(ids[i]);
+    ASSERT_TRUE(got.has_value()) << i << ": " << got.error().ToString();
+    EXPECT_EQ(*got, ToBytes(contents[i])) << i;
+  }
+}
+
 TEST_F(NodeCacheTest, ReopeningWithASmallerSizeEvictsDownToIt) {
   Chunks c = MakeChunks(upstream_->inner, 60, 13);
   {
