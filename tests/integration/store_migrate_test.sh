@@ -76,7 +76,8 @@ step "a node cache of the old layout: left out naming migrate --cache-dir; conve
 NC="$WORK/nodecache"
 "$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$NC" >/dev/null
 MOUNTS+=("$WORK/mnt")
-cmp "$WORK/v1/weights.bin" "$WORK/mnt/weights.bin" || fail "bytes through the mount"
+# Every file read once, so the cache holds every chunk of the version (it holds only what was read).
+assert_eq "$(tree_listing "$WORK/v1")" "$(tree_listing "$WORK/mnt")" "tree through the mount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
 assert_eq "store $NC: already in the pack layout, nothing to migrate" "$("$BDN" store migrate --cache-dir "$NC")" "migrate of a new cache"
 # The region the mount daemon was filling is left .open at its exit; the next opener of the cache
@@ -100,4 +101,15 @@ assert_contains "$out" ") moved into packs"
 [ ! -e "$NC/chunks" ] || fail "the cache's chunks/ left behind"
 # Every chunk file of the old cache is now a record of one of its regions.
 assert_eq "$old_nc" "$(python3 "$PACKS" list "$NC" | wc -l)" "blobs in the converted cache's regions"
+# ...and serves what it held with the origin gone: the mount reads every byte from the regions
+# (a file the cache never held would be EIO here: the node cache holds only what was read).
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+err=$("$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$NC" 2>&1 >/dev/null) || fail "mount: $err"
+MOUNTS+=("$WORK/mnt")
+assert_contains "$err" "connection refused; mounting $pinned from the node cache without checking the registry"
+for f in weights.bin config.json; do
+  cmp "$WORK/v1/$f" "$WORK/mnt/$f" || fail "$f through the converted node cache, origin stopped"
+done
+assert_eq "$(tree_listing "$WORK/v1")" "$(tree_listing "$WORK/mnt")" "tree through the converted cache"
+"$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
 echo "PASS"
