@@ -1,5 +1,6 @@
-// Tests for ChunkStore: the same scenarios against LocalChunkStore and the in-memory
-// MemChunkStore, plus what only the local pack store promises (its files).
+// Tests for ChunkStore: the conformance suite (chunk_store_conformance_test_util.h) over
+// LocalChunkStore and the in-memory MemChunkStore, how each reports a damaged copy, and what only
+// the local pack store promises (its files).
 #include "bdn/testing/test_util.h"
 #include "bdn/store/chunk_store.h"
 
@@ -16,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bdn/store/chunk_store_conformance_test_util.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/store_test_util.h"
 
@@ -88,109 +90,21 @@ class ImplementationNames {
 };
 TYPED_TEST_SUITE(ChunkStoreTest, Implementations, ImplementationNames);
 
-TYPED_TEST(ChunkStoreTest, PutThenGetReturnsTheBytes) {
-  for (size_t size : {size_t{1}, size_t{4096}, size_t{262144}, size_t{1000003}}) {
-    std::vector<uint8_t> data = RandomBytes(size, size);
-    Digest id = Digest::Of(data);
-    ASSERT_TRUE(this->store_->Put(id, data).ok());
-    auto got = this->store_->Get(id);
-    ASSERT_TRUE(got.has_value()) << got.error().message();
-    EXPECT_EQ(*got, data) << "size " << size;
-  }
-}
+// The conformance suite over each: a store per test, damaged through its Traits.
+using namespace conformance;  // the suite's registration names, for INSTANTIATE below
+template <typename Traits>
+struct EnvOf {
+  explicit EnvOf(const fs::path& dir) : store_(Traits::Make(dir)) {}
+  ChunkStore* store() { return store_.get(); }
+  void FlipByte(const Digest& id, size_t offset) { Traits::FlipByte(store_.get(), id, offset); }
+  std::unique_ptr<ChunkStore> store_;
+};
+INSTANTIATE_TYPED_TEST_SUITE_P(Local, ChunkStoreConformance,
+                               ::testing::Types<EnvOf<LocalStoreTraits>>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Mem, ChunkStoreConformance,
+                               ::testing::Types<EnvOf<MemStoreTraits>>);
 
-TYPED_TEST(ChunkStoreTest, EmptyBlobIsStorable) {
-  Digest id = Digest::Of(std::string_view());
-  ASSERT_TRUE(this->store_->Put(id, {}).ok());
-  auto got = this->store_->Get(id);
-  ASSERT_TRUE(got.has_value()) << got.error().message();
-  EXPECT_TRUE(got->empty());
-}
-
-TYPED_TEST(ChunkStoreTest, PutIsIdempotent) {
-  std::vector<uint8_t> data = RandomBytes(5000, 1);
-  Digest id = Digest::Of(data);
-  for (int i = 0; i < 3; ++i) {
-    Status s = this->store_->Put(id, data);
-    EXPECT_TRUE(s.ok()) << s.message();
-  }
-  auto got = this->store_->Get(id);
-  ASSERT_TRUE(got.has_value()) << got.error().message();
-  EXPECT_EQ(*got, data);
-}
-
-TYPED_TEST(ChunkStoreTest, ContainsReflectsPuts) {
-  std::vector<uint8_t> a = RandomBytes(100, 2);
-  std::vector<uint8_t> b = RandomBytes(100, 3);
-  Digest ida = Digest::Of(a), idb = Digest::Of(b);
-  auto before = this->store_->Contains(ida);
-  ASSERT_TRUE(before.has_value()) << before.error().message();
-  EXPECT_FALSE(*before);
-  ASSERT_TRUE(this->store_->Put(ida, a).ok());
-  ExpectContains(this->store_.get(), ida, true);
-  ExpectContains(this->store_.get(), idb, false);
-}
-
-TYPED_TEST(ChunkStoreTest, GetOfMissingChunkIsNotFound) {
-  Digest id = Digest::Of(std::string_view("never stored"));
-  auto got = this->store_->Get(id);
-  ASSERT_FALSE(got.has_value());
-  EXPECT_EQ(got.error().code(), StatusCode::kNotFound);
-  EXPECT_EQ(got.error().message(), "chunk b3:" + id.Hex() + ": not in store");
-}
-
-TYPED_TEST(ChunkStoreTest, PutWithWrongIdIsRefusedAndStoresNothing) {
-  std::vector<uint8_t> data = RandomBytes(777, 4);
-  Digest wrong = Digest::Of(std::string_view("something else"));
-  Status s = this->store_->Put(wrong, data);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "chunk " + wrong.ToString() + ": bytes do not match the id");
-  ExpectContains(this->store_.get(), wrong, false);
-  ExpectContains(this->store_.get(), Digest::Of(data), false);
-  auto got = this->store_->Get(wrong);
-  ASSERT_FALSE(got.has_value());
-  EXPECT_EQ(got.error().code(), StatusCode::kNotFound);
-}
-
-TYPED_TEST(ChunkStoreTest, GetManyAnswersInOrderWithMissingBlobsAsNullopt) {
-  std::vector<Digest> ids;
-  std::vector<std::optional<std::vector<uint8_t>>> want;
-  for (uint64_t i = 0; i < 40; ++i) {
-    std::vector<uint8_t> data = RandomBytes(1000 + i * 37, 100 + i);
-    ids.push_back(Digest::Of(data));
-    if (i % 7 == 3) {
-      want.emplace_back(std::nullopt);
-    } else {
-      ASSERT_TRUE(this->store_->Put(ids.back(), data).ok());
-      want.emplace_back(std::move(data));
-    }
-  }
-  auto got = this->store_->GetMany(ids);
-  ASSERT_TRUE(got.has_value()) << got.error().message();
-  EXPECT_EQ(*got, want);
-  EXPECT_TRUE(this->store_->GetMany({})->empty());
-}
-
-TYPED_TEST(ChunkStoreTest, SizesGivesStoredLengthsInOrderWithMissingAsNullopt) {
-  std::vector<Digest> ids;
-  BlobSizes want;
-  for (uint64_t i = 0; i < 12; ++i) {
-    std::vector<uint8_t> data = RandomBytes(i * 1001, 300 + i);
-    ids.push_back(Digest::Of(data));
-    if (i % 4 == 1) {
-      want.emplace_back(std::nullopt);
-    } else {
-      ASSERT_TRUE(this->store_->Put(ids.back(), data).ok());
-      want.emplace_back(data.size());
-    }
-  }
-  ids.push_back(ids[0]);  // repeats are answered again
-  want.push_back(want[0]);
-  auto got = this->store_->Sizes(ids);
-  ASSERT_TRUE(got.has_value()) << got.error().message();
-  EXPECT_EQ(*got, want);
-  EXPECT_TRUE(this->store_->Sizes({})->empty());
-}
+// How each reports a damaged copy.
 
 TYPED_TEST(ChunkStoreTest, GetManyFailsOnACorruptBlobNamingIt) {
   std::vector<Digest> ids;
@@ -239,93 +153,6 @@ TYPED_TEST(ChunkStoreTest, CorruptedBytesAreNeverReturned) {
     EXPECT_EQ(got.error().message(), reported);
     ExpectContains(this->store_.get(), id, true);  // Contains does not verify
   }
-}
-
-TYPED_TEST(ChunkStoreTest, ConcurrentPutsOfTheSameChunk) {
-  std::vector<uint8_t> data = RandomBytes(300000, 6);
-  Digest id = Digest::Of(data);
-  std::vector<Status> results(8);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 20; ++i) {
-        Status s = this->store_->Put(id, data);
-        if (!s.ok()) results[t] = s;
-        auto got = this->store_->Get(id);
-        // A reader never sees a partial blob: either absent (before the first rename) or whole.
-        if (got.has_value()) {
-          if (*got != data) results[t] = InternalError("different bytes");
-        } else if (got.error().code() != StatusCode::kNotFound) {
-          results[t] = got.error();
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int t = 0; t < 8; ++t) EXPECT_TRUE(results[t].ok()) << t << ": " << results[t].message();
-  auto got = this->store_->Get(id);
-  ASSERT_TRUE(got.has_value()) << got.error().message();
-  EXPECT_EQ(*got, data);
-}
-
-TYPED_TEST(ChunkStoreTest, ConcurrentPutsOfDifferentChunks) {
-  std::vector<std::vector<uint8_t>> blobs;
-  for (int i = 0; i < 64; ++i) blobs.push_back(RandomBytes(1000 + i, 100 + i));
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (size_t i = t; i < blobs.size(); i += 8) {
-        if (!this->store_->Put(Digest::Of(blobs[i]), blobs[i]).ok()) ++failures;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  for (const auto& b : blobs) {
-    auto got = this->store_->Get(Digest::Of(b));
-    ASSERT_TRUE(got.has_value()) << got.error().message();
-    EXPECT_EQ(*got, b);
-  }
-}
-
-// StartPut: pieces hashed as they come, stored only once they hash to the id.
-TYPED_TEST(ChunkStoreTest, StartPutStoresPiecesOnlyWhenTheyHashToTheId) {
-  std::vector<uint8_t> data = RandomBytes(700000, 11);
-  Digest id = Digest::Of(data);
-  auto w = this->store_->StartPut(id);
-  ASSERT_TRUE(w.has_value()) << w.error().message();
-  for (size_t off = 0; off < data.size(); off += 65536) {
-    size_t n = std::min<size_t>(65536, data.size() - off);
-    ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).subspan(off, n)).ok());
-  }
-  EXPECT_FALSE(*this->store_->Contains(id)) << "visible before Commit";
-  auto outcome = (*w)->Commit();
-  ASSERT_TRUE(outcome.has_value()) << outcome.error().message();
-  EXPECT_EQ(*outcome, PutOutcome::kStored);
-  EXPECT_EQ(*this->store_->Get(id), data);
-
-  w = this->store_->StartPut(id);
-  ASSERT_TRUE((*w)->Append(data).ok());
-  EXPECT_EQ(*(*w)->Commit(), PutOutcome::kAlreadyStored);
-
-  // Bytes that do not hash to the id are refused and leave nothing.
-  Digest claimed = Digest::Of(std::string_view("claimed"));
-  w = this->store_->StartPut(claimed);
-  ASSERT_TRUE((*w)->Append(data).ok());
-  auto bad = (*w)->Commit();
-  ASSERT_FALSE(bad.has_value());
-  EXPECT_EQ(bad.error().code(), StatusCode::kCorruption);
-  EXPECT_EQ(bad.error().message(),
-            "chunk " + claimed.ToString() + ": received bytes hash to " + id.ToString());
-  EXPECT_FALSE(*this->store_->Contains(claimed));
-  // An abandoned writer stores nothing.
-  std::vector<uint8_t> other = RandomBytes(1000, 12);
-  {
-    auto abandoned = this->store_->StartPut(Digest::Of(other));
-    ASSERT_TRUE((*abandoned)->Append(other).ok());
-  }
-  EXPECT_FALSE(*this->store_->Contains(Digest::Of(other)));
 }
 
 // What only the local pack store promises.
