@@ -4,6 +4,7 @@
 # to the cluster about once; a chunk corrupted on a cache node's disk is never served (the reader
 # still gets correct bytes); a dead cache node is skipped for the origin.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
 metric() {  # metric URL NAME

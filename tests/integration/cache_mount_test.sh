@@ -5,6 +5,7 @@
 # and an uncached read fails with EIO within --read-timeout instead of hanging; once the origin
 # is back, the same read succeeds without a remount.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 
 step "start the origin and push"
 start_origin

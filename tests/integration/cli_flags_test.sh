@@ -4,6 +4,7 @@
 # --claim-ttl, --retry-deadline and BDN_RETRY_DEADLINE, --header-timeout, --idle-timeout,
 # --write-timeout): 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
 
 step "bdn --version prints the version and the commit it was built from"

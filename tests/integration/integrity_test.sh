@@ -6,6 +6,7 @@
 # verify, cat and pull exit 5 naming the file and chunk, pull writes nothing, a mount answers EIO
 # and never crashes, embedded and through --remote.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 : "${BDN_CRAFT:?BDN_CRAFT must point at the bdn_craft test tool}"
 

@@ -15,12 +15,29 @@ cleanup() {
     "$BDN" volume umount "$m" >/dev/null 2>&1 || fusermount3 -u -z "$m" >/dev/null 2>&1 || umount -l "$m" >/dev/null 2>&1 || true
   done
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  if [ $rc -eq 0 ]; then rm -rf "$WORK"; else echo "FAILED: work dir kept at $WORK" >&2; fi
+  if [ $rc -eq 0 ] || [ $rc -eq 77 ]; then rm -rf "$WORK"; else echo "FAILED: work dir kept at $WORK" >&2; fi
   exit $rc
 }
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# needs_fuse: ends a test that mounts as skipped (exit 77, which ctest counts as skipped, never as
+# passed) when this machine cannot mount FUSE: no /dev/fuse to open, or no fusermount3.
+needs_fuse() {
+  local why=""
+  if [ ! -c /dev/fuse ]; then
+    why="/dev/fuse is missing"
+  elif ! { : <>/dev/fuse; } 2>/dev/null; then
+    why="/dev/fuse cannot be opened for reading and writing"
+  elif ! command -v fusermount3 >/dev/null; then
+    why="fusermount3 is not installed (Debian package fuse3)"
+  fi
+  if [ -n "$why" ]; then
+    echo "SKIP: $why; $TEST_NAME mounts volumes"
+    exit 77
+  fi
+}
 step() { echo "--- $*"; }
 
 # assert_eq EXPECTED ACTUAL [what]

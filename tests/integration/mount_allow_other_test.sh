@@ -4,7 +4,8 @@
 # embedded and through --remote) nobody reads a 0644 file and gets EACCES on a 0600 one. A user
 # other than root without user_allow_other in /etc/fuse.conf is told exactly that.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mounts as root, reads as nobody)"; exit 0; }
+needs_fuse
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (mounts as root, reads as nobody)"; exit 77; }
 
 # as_nobody CMD...: runs CMD as nobody:nogroup with no supplementary groups.
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }

@@ -3,6 +3,7 @@
 # offsets, chunk edges and EOF; concurrent and mmap readers; EROFS; clean umount; a mountpoint
 # left dead by a killed daemon is cleaned by the next mount.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 mkdir -p "$WORK/src/d"
 python3 -c 'import random,sys; r=random.Random(1); sys.stdout.buffer.write(r.randbytes(20_000_000))' > "$WORK/src/big.bin"
 printf 'small\n' > "$WORK/src/d/small.txt"

@@ -4,6 +4,7 @@
 # (kMountpointAnswerDeadline) with exit 8 naming the mount and saying how to clear it, and
 # `volume umount` still detaches it.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 mkdir -p "$WORK/a" "$WORK/b"
 printf 'alpha\n' > "$WORK/a/f.txt"; printf 'beta\n' > "$WORK/b/f.txt"
 ra=$("$BDN" volume push "$WORK/a" bdn:w/a 2>/dev/null)

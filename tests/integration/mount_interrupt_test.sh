@@ -8,6 +8,7 @@
 # signal still ends within 1 s. Once the origin resumes, the same files read correctly without a
 # remount.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 SIGNAL_READER="$(dirname "$0")/signal_reader.py"
 
 step "start the origin and push"

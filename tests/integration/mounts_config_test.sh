@@ -2,6 +2,7 @@
 # bdn mounts apply|lock with the seed's deployment config shape: pinned mounts, warnings for tag
 # sources, lock rewriting only the source values, and invalid configs refused with line and reason.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 mkdir -p "$WORK/a" "$WORK/b"
 printf 'alpha\n' > "$WORK/a/f.txt"; printf 'beta\n' > "$WORK/b/f.txt"
 ra=$("$BDN" volume push "$WORK/a" bdn:weights/a --tag prod)

@@ -4,6 +4,7 @@
 # origin; a version pushed with --preserve-mtime is pulled with the recorded mtimes of files,
 # symlinks and directories (also when the files were already there), and shows them mounted.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN BDN_REMOTE
 
 mkdir -p "$WORK/src/dir"

@@ -5,6 +5,7 @@
 # chunk or the key table; existing ones with group/other bits are tightened on start with a
 # warning naming the path. "Other user" is nobody, via setpriv.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 # mktemp -d made WORK 0700, which alone would hide everything below it from other users.
 chmod 0755 "$WORK"

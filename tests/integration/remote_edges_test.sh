@@ -5,6 +5,7 @@
 # system is left out with a warning and the mount still reads; verify and stat through --remote
 # exit 5 for a corrupt manifest.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 PACKS="$(dirname "$0")/packs.py"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN BDN_REMOTE
 

@@ -6,6 +6,7 @@
 # before packs wrote it). Also: `bdn store rebuild-index` after the index is deleted, and
 # `bdn store stats`.
 source "$(dirname "$0")/lib.sh"
+needs_fuse
 PACKS="$(dirname "$0")/packs.py"
 
 step "two versions pushed, then the store rewritten in the old layout"
