@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <utility>
+#include <vector>
 
 namespace bdn::http {
 namespace {
@@ -103,47 +104,74 @@ Result<ListenAddress> ParseListenAddress(std::string_view text) {
 }
 
 Result<std::optional<ByteRange>> ParseRange(std::string_view value, uint64_t size_bytes) {
-  auto bad = [&](std::string_view why) {
-    return Err(InvalidArgumentError("range \"" + std::string(value) + "\": " + std::string(why)));
-  };
+  const std::optional<ByteRange> ignore;
   size_t eq = value.find('=');
-  if (eq == std::string_view::npos) return bad("expected bytes=FIRST-LAST");
+  if (eq == std::string_view::npos) return ignore;  // not a ranges-specifier
   std::string_view unit = value.substr(0, eq);
   constexpr std::string_view kBytes = "bytes";
   if (unit.size() != kBytes.size() || !std::equal(unit.begin(), unit.end(), kBytes.begin(),
                                                   [](char a, char b) { return Lower(a) == b; })) {
-    return std::optional<ByteRange>();  // another unit: ignore the header
+    return ignore;  // another unit
   }
-  std::string_view spec = value.substr(eq + 1);
-  while (!spec.empty() && spec.front() == ' ') spec.remove_prefix(1);
-  while (!spec.empty() && spec.back() == ' ') spec.remove_suffix(1);
-  if (spec.find(',') != std::string_view::npos) return bad("only a single range is supported");
-  size_t dash = spec.find('-');
-  if (dash == std::string_view::npos) return bad("expected bytes=FIRST-LAST");
-  std::string_view first_text = spec.substr(0, dash);
-  std::string_view last_text = spec.substr(dash + 1);
   auto digits = [](std::string_view t) {
     return !t.empty() &&
            std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
+  auto trim = [](std::string_view t) {
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+    return t;
+  };
   // A number of any length: past 2^64-1 it is clamped there (only a position past any size).
   auto number = [](std::string_view t) { return ParseU64(t).value_or(UINT64_MAX); };
-  std::string size_text = "size " + std::to_string(size_bytes);
-  if (first_text.empty()) {  // suffix: the last n bytes
-    if (!digits(last_text)) return bad("expected bytes=-LENGTH");
-    uint64_t n = number(last_text);
-    if (n == 0 || size_bytes == 0) return bad("not satisfiable for " + size_text);
-    uint64_t len = std::min(n, size_bytes);
-    return std::optional<ByteRange>(ByteRange{size_bytes - len, len});
+  // range-set = 1#range-spec (RFC 9110 §14.1.1; a #list may hold empty elements). Each spec is
+  // resolved against the size: a range, or nullopt when unsatisfiable.
+  std::vector<std::optional<ByteRange>> specs;
+  std::string_view rest = value.substr(eq + 1);
+  while (true) {
+    size_t comma = rest.find(',');
+    std::string_view spec = trim(rest.substr(0, comma));
+    if (!spec.empty()) {
+      size_t dash = spec.find('-');
+      if (dash == std::string_view::npos) return ignore;
+      std::string_view first_text = spec.substr(0, dash);
+      std::string_view last_text = spec.substr(dash + 1);
+      if (first_text.empty()) {  // suffix-range: the last n bytes
+        if (!digits(last_text)) return ignore;
+        uint64_t n = number(last_text);
+        if (n == 0 || size_bytes == 0) {
+          specs.emplace_back();
+        } else {
+          uint64_t len = std::min(n, size_bytes);
+          specs.emplace_back(ByteRange{size_bytes - len, len});
+        }
+      } else {
+        if (!digits(first_text) || (!last_text.empty() && !digits(last_text))) return ignore;
+        uint64_t first = number(first_text);
+        uint64_t last = last_text.empty() ? UINT64_MAX : number(last_text);
+        if (last < first) return ignore;  // an invalid range-spec
+        if (first >= size_bytes) {
+          specs.emplace_back();
+        } else {
+          last = std::min(last, size_bytes - 1);
+          specs.emplace_back(ByteRange{first, last - first + 1});
+        }
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
   }
-  if (!digits(first_text)) return bad("expected bytes=FIRST-LAST");
-  if (!last_text.empty() && !digits(last_text)) return bad("expected bytes=FIRST-LAST");
-  uint64_t first = number(first_text);
-  uint64_t last = last_text.empty() ? UINT64_MAX : number(last_text);
-  if (last < first) return bad("last byte before first byte");
-  if (first >= size_bytes) return bad("not satisfiable for " + size_text);
-  last = std::min(last, size_bytes - 1);
-  return std::optional<ByteRange>(ByteRange{first, last - first + 1});
+  if (specs.empty()) return ignore;
+  const bool any_satisfiable =
+      std::any_of(specs.begin(), specs.end(), [](const auto& r) { return r.has_value(); });
+  if (!any_satisfiable) {
+    return Err(InvalidArgumentError("range \"" + std::string(value) +
+                                    "\": not satisfiable for size " +
+                                    std::to_string(size_bytes)));
+  }
+  // Several ranges (a multipart answer) are ignored, as RFC 9110 §14.2 lets a server do.
+  if (specs.size() > 1) return ignore;
+  return specs.front();
 }
 
 bool IfRangeAllows(const ServerRequest& req, std::string_view etag) {

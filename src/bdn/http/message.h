@@ -147,14 +147,16 @@ struct ByteRange {
   uint64_t length = 0;
 };
 
-// Parses a Range header value against a resource of `size_bytes` (RFC 9110 §14.1.2, one range
-// only): "bytes=a-b", "bytes=a-" or "bytes=-n", the unit case-insensitive; a last byte past the
-// end (up to 2^64-1 or beyond) means "to the end", a suffix longer than the resource is all of it.
-// Returns nullopt when the header is to be ignored and the whole resource sent with 200: a range
-// unit other than bytes (RFC 9110 §14.2).
-// Errors: InvalidArgument "range \"v\": <reason>" (answer 416 with `Content-Range: bytes */size`)
-// when it is malformed, asks for several ranges (refused as RFC 9110 §15.5.17 allows), or is
-// unsatisfiable: it starts at or past the end, or is a suffix of 0 bytes.
+// Parses a Range header value against a resource of `size_bytes` (RFC 9110 §14.1.2):
+// "bytes=a-b", "bytes=a-" or "bytes=-n", the unit case-insensitive; a last byte past the end (up
+// to 2^64-1 or beyond) means "to the end", a suffix longer than the resource is all of it.
+// Returns nullopt when the header is to be ignored and the whole resource sent with 200 (RFC 9110
+// §14.2): a range unit other than bytes, a value that does not parse as a range set (including a
+// last byte before the first), or several ranges of which at least one is satisfiable (a
+// multipart answer is never sent).
+// Errors: InvalidArgument "range \"v\": not satisfiable for size N" (answer 416 with
+// `Content-Range: bytes */N`) when no range of the set is satisfiable: each starts at or past the
+// end, or is a suffix of 0 bytes (any range of an empty resource). Thread-safe.
 Result<std::optional<ByteRange>> ParseRange(std::string_view value, uint64_t size_bytes);
 
 // Whether a request's Range applies (RFC 9110 §13.1.5): it has no If-Range, or its If-Range is
