@@ -71,6 +71,7 @@ corruption: file \"f.bin\": chunk $HELLO: is 6 bytes, the version says 10" "$(he
   assert_eq 5 "$RC" "pull exit code (wrong digest)"
   assert_eq "bdn: error: $MISMATCH" "$(cat "$WORK/pull.err")" "pull stderr"
   [ ! -e "$WORK/out/f.bin" ] || fail "pull wrote a file it had not verified: $(stat -c %s "$WORK/out/f.bin") bytes"
+  assert_eq "ok.txt" "$(ls -A "$WORK/out")" "what pull left in its directory (no partial file)"
   # A chunk list that does not cover its file left an empty .bdn-partial-… file behind.
   rm -rf "$WORK/out"
   run_cmd pull "$BDN" volume pull "$short" "$WORK/out"
@@ -108,6 +109,19 @@ for c in overlong-chunks overlong-single wrong-digest short-index huge-single; d
 done
 readers_refuse "$REF_overlong_chunks" "$REF_overlong_single" "$REF_wrong_digest" "$REF_short_index"
 mount_refuses "$REF_overlong_chunks" "$REF_huge_single"
+
+step "a stored version with a name that is not UTF-8: every reader exits 5 naming it escaped, --json stays JSON"
+REF_nu=$("$BDN_CRAFT" non-utf8-name --home "$BDN_HOME" --ref bdn:t/non-utf8)
+NU_MSG="version ${REF_nu#*@}: manifest: path \"caf\\xe9.txt\": not valid UTF-8"
+for cmd in "volume ls $REF_nu" "volume stat $REF_nu" "volume verify $REF_nu" "volume pull $REF_nu $WORK/nu-out"; do
+  run_cmd nu $BDN $cmd --json
+  assert_eq 5 "$RC" "exit code of $cmd --json"
+  assert_eq "corruption: $NU_MSG" "$(python3 -c 'import json,sys; e=json.load(sys.stdin)["error"]; print(e["code"] + ": " + e["message"])' < "$WORK/nu.out")" "$cmd --json error"
+  run_cmd nu $BDN $cmd
+  assert_eq 5 "$RC" "exit code of $cmd"
+  assert_eq "bdn: error: $NU_MSG" "$(cat "$WORK/nu.err")" "$cmd stderr"
+done
+[ ! -e "$WORK/nu-out/caf"* ] || fail "pull wrote a file of a version that does not decode"
 
 step "bdn serve refuses crafted commits with 422 naming the file"
 DATA="$WORK/data"
@@ -154,6 +168,9 @@ assert_eq "corruption: version $VERSION: file \"b.bin\": the files' sizes add up
 commit huge-single
 assert_eq 422 "$STATUS" "commit status (4 GiB single chunk)"
 assert_eq "corruption: version $VERSION: manifest: path \"f.bin\": single-chunk file of 4294967296 bytes is longer than the chunker maximum 262144" "$(error_of)" "commit error"
+commit non-utf8-name
+assert_eq 422 "$STATUS" "commit status (a name that is not UTF-8)"
+assert_eq "corruption: version $VERSION: manifest: path \"caf\\xe9.txt\": not valid UTF-8" "$(error_of)" "commit error"
 commit good
 assert_eq 200 "$STATUS" "commit status of an honest version"
 

@@ -36,6 +36,8 @@ struct CraftedVersion {
 //    indexes ("hello\n" once) are stored but do not cover them.
 //  - short-index: "f.bin" indexed, size 12, digest BLAKE3("hello\nworld\n"), but its index
 //    lists only "hello\n" (6 bytes): the chunk list leaves the file's last 6 bytes uncovered.
+//  - non-utf8-name: "caf\xe9.txt" (Latin-1, not UTF-8), a single chunk "hello\n" (the decoder
+//    refuses the name; a store written behind the registry's back could hold it).
 //  - good: "f.bin" indexed over "hello\n" and "world\n", right lengths and digest.
 inline CraftedVersion Craft(std::string_view name) {
   auto bytes_of = [](std::string_view s) { return std::string(s); };
@@ -93,11 +95,15 @@ inline CraftedVersion Craft(std::string_view name) {
       f.index = idx;
       m.entries.push_back(f);
     }
+  } else if (name == "non-utf8-name") {
+    // Encoded under a placeholder of the same length, then the byte is put in place.
+    m.entries.push_back(file("cafX.txt", hello.size(), FileLayout::kSingleChunk, hello_id));
   } else {
     throw std::runtime_error("unknown crafted version \"" + std::string(name) + "\"");
   }
   m.entries.push_back(file("ok.txt", fine.size(), FileLayout::kSingleChunk, Digest::Of(fine)));
   std::string manifest = EncodeWithFileSizes(m, patched);
+  if (name == "non-utf8-name") manifest.replace(manifest.find("cafX.txt") + 3, 1, "\xe9");
   v.digest = Digest::Of(manifest);
   v.blobs.push_back({v.digest, bytes_of(manifest)});
   return v;
