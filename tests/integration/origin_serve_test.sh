@@ -170,4 +170,24 @@ start_server --insecure-no-auth
 assert_contains "$(cat "$LOG")" "authentication is OFF; anyone who can reach $URL can read"
 assert_eq 200 "$(http_status GET "/v1/chunks/$CHUNK_HEX")" "no token, auth off"
 stop_server
+
+step "--metrics-listen: /metrics only on the metrics address, for bdn serve and bdn cache serve"
+# metrics_url LOG: the address the "metrics on" line of LOG names.
+metrics_url() { sed -n 's|^metrics on \(http://[^ ]*\)/metrics$|\1|p' "$1"; }
+start_server --metrics-listen 127.0.0.1:0
+MURL=$(metrics_url "$LOG")
+[ -n "$MURL" ] || fail "no 'metrics on' line: $(cat "$LOG")"
+[ "$MURL" != "$URL" ] || fail "the metrics address is the main one"
+assert_eq 404 "$(http_status GET /metrics)" "/metrics on the main address"
+assert_eq 200 "$(http_status GET /healthz)" "/healthz on the main address"
+assert_contains "$(curl -sf "$MURL/metrics")" 'bdn_http_requests_total{method="GET",route="/healthz",status="200"} 1'
+assert_eq 404 "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$MURL/v1/keys")" "the API on the metrics address"
+start_bdn cache cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "$WORK/cache" --metrics-listen 127.0.0.1:0
+CMURL=$(metrics_url "$WORK/cache.log")
+[ -n "$CMURL" ] || fail "no 'metrics on' line from cache serve: $(cat "$WORK/cache.log")"
+assert_eq 404 "$(curl -s -o /dev/null -w '%{http_code}' "$STARTED_URL/metrics")" "cache node /metrics on its main address"
+assert_contains "$(curl -sf "$CMURL/metrics")" "bdn_cache_"
+kill -TERM "$STARTED_PID"
+wait "$STARTED_PID" || true
+stop_server
 echo PASS

@@ -89,6 +89,21 @@ assert_eq hello "$(curl -sf "$CACHE_URL/v1/chunks/$id")" "chunk through the cach
 [ -n "$(region_of "$WORK/cn")" ] || fail "the cache node holds no region"
 assert_private "$WORK/cn" "cache serve --cache-dir"
 
+step "a loosened cache serve --cache-dir and mount --cache-dir are tightened on start, with a warning"
+kill -TERM "$STARTED_PID"; wait "$STARTED_PID" || fail "cache serve did not stop cleanly"
+chmod -R go+rX "$WORK/cn" "$WORK/nc"
+[ -n "$(readable_by_nobody "$WORK/cn")" ] || fail "the loosened cache directory is not readable"
+start_bdn cache2 cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "$WORK/cn"
+assert_contains "$(cat "$WORK/cache2.log")" "warning: node cache $WORK/cn: was readable by other users (mode 0755); changed to 0700"
+assert_eq "" "$(readable_by_nobody "$WORK/cn")" "paths under the tightened cache serve --cache-dir that nobody can read"
+assert_eq hello "$(curl -sf "$STARTED_URL/v1/chunks/$id")" "the tightened cache node still serves"
+err=$("$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nc/node" 2>&1 >/dev/null)
+MOUNTS+=("$WORK/mnt")
+assert_contains "$err" "warning: node cache $WORK/nc/node: was readable by other users (mode 0755); changed to 0700"
+cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through the mount over the tightened cache"
+"$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
+assert_eq "" "$(readable_by_nobody "$WORK/nc/node")" "paths under the tightened mount --cache-dir that nobody can read"
+
 step "a loosened serve --data is tightened on restart, with a warning"
 kill -TERM "$SERVE_PID"; wait "$SERVE_PID" || fail "serve did not stop cleanly"
 chmod -R go+rX "$WORK/srv"
