@@ -18,6 +18,9 @@ enum class Needs {
 };
 
 struct Invocation {
+  // Parses and checks flag values; runs before anything is opened, so a bad value creates
+  // nothing (may be empty).
+  std::function<Status()> check;
   // Commands that work on a Context.
   std::function<Status(cli::Context&)> run;
   Needs needs = Needs::kStore;

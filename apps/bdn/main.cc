@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
   }
   g_json = json;
   try {
+    if (inv.check) {
+      if (bdn::Status s = inv.check(); !s.ok()) return Fail(s);
+    }
     if (inv.run_standalone) {
       bdn::Status s = inv.run_standalone();
       return s.ok() ? 0 : Fail(s);

@@ -38,11 +38,14 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
                 "fail the job once the source has failed transiently this long (1s to 24h)")
       ->capture_default_str();
   c->callback([&inv, start_args] {
-    inv.run = [start_args](bdn::cli::Context& ctx) -> bdn::Status {
+    inv.check = [start_args]() -> bdn::Status {
       auto deadline = bdn::ParseDuration(start_args->retry_deadline, std::chrono::seconds(1),
                                          std::chrono::hours(24));
       if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
       start_args->start.retry_deadline = *deadline;
+      return bdn::Status::Ok();
+    };
+    inv.run = [start_args](bdn::cli::Context& ctx) {
       return bdn::cli::SyncStart(ctx, start_args->start);
     };
   });

@@ -88,13 +88,14 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
       ->capture_default_str();
   c->callback([&inv, push] {
     if (push->expected_sequence >= 0) push->args.expected_sequence = push->expected_sequence;
-    inv.run = [push](cli::Context& ctx) -> Status {
+    inv.check = [push]() -> Status {
       auto deadline =
           ParseDuration(push->retry_deadline, std::chrono::seconds(1), std::chrono::hours(24));
       if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
       push->args.retry_deadline = *deadline;
-      return cli::Push(ctx, push->args);
+      return Status::Ok();
     };
+    inv.run = [push](cli::Context& ctx) { return cli::Push(ctx, push->args); };
   });
 
   auto ls = std::make_shared<cli::LsArgs>();
@@ -192,10 +193,8 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "
                 "of a failed read, EIO comes within 60 s)");
   c->callback([&inv, mount] {
-    inv.run = [mount](cli::Context& ctx) -> Status {
-      BDN_RETURN_IF_ERROR(ParseMountFlags(*mount));
-      return cli::Mount(ctx, mount->args);
-    };
+    inv.check = [mount] { return ParseMountFlags(*mount); };
+    inv.run = [mount](cli::Context& ctx) { return cli::Mount(ctx, mount->args); };
   });
 
   auto umount_path = std::make_shared<std::string>();

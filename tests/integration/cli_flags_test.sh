@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Command-line flags shared by many commands: bdn --version (version and git commit, "unknown"
 # outside a git checkout), and the one duration syntax of every duration flag (--read-timeout,
-# --claim-ttl, --retry-deadline and BDN_RETRY_DEADLINE, --header-timeout, --idle-timeout,
-# --write-timeout): 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors.
+# --claim-ttl, --retry-deadline (push, and BDN_RETRY_DEADLINE; sync start), --header-timeout,
+# --idle-timeout, --write-timeout), checked before anything is opened or created: 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,6 +60,21 @@ run_fails 2 "bdn: error: --retry-deadline: duration \"1e3\": $MALFORMED" \
   env BDN_RETRY_DEADLINE=1e3 "$BDN" volume push "$WORK/data" bdn:t/v
 run_fails 2 'bdn: error: --retry-deadline: duration "500ms": must be between 1s and 24h' \
   "$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline 500ms
+for bad in '2 m' 500ms; do
+  case "$bad" in
+    500ms) why='must be between 1s and 24h' ;;
+    *) why=$MALFORMED ;;
+  esac
+  run_fails 2 "bdn: error: --retry-deadline: duration \"$bad\": $why" \
+    env BDN_HOME="$WORK/home-sync" "$BDN" volume sync start --source "file://$WORK/data" --dest bdn:t/s --retry-deadline "$bad"
+  run_fails 2 "bdn: error: --read-timeout: duration \"0\": must be between 100ms and 1h" \
+    env BDN_HOME="$WORK/home-mount" "$BDN" volume mount bdn:x/y@b3:0123456789abcdef "$WORK/mnt" --read-timeout 0
+  run_fails 2 "bdn: error: --retry-deadline: duration \"$bad\": $why" \
+    env BDN_HOME="$WORK/home-push" "$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline "$bad"
+done
+for h in home-sync home-mount home-push; do
+  [ ! -e "$WORK/$h" ] || fail "a command refused for a flag value created its store ($h)"
+done
 [ ! -e "$WORK/srv" ] || fail "a refused serve created its data directory"
 [ ! -e "$WORK/cn" ] || fail "a refused cache serve created its cache directory"
 
@@ -69,6 +84,9 @@ for ttl in 1.5s 2m 45 250ms; do
   kill -TERM "$STARTED_PID"; wait "$STARTED_PID" || fail "serve --claim-ttl $ttl did not stop cleanly"
 done
 ref=$("$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline 1.5m 2>/dev/null)
+"$BDN" volume sync start --source "file://$WORK/data" --dest bdn:t/synced --retry-deadline 90s >/dev/null 2>&1 \
+  || fail "sync start --retry-deadline 90s"
+assert_eq x "$("$BDN" volume cat bdn:t/synced/f)" "the file synced with --retry-deadline 90s"
 for t in 500ms 2.5 1m; do
   "$BDN" volume mount "$ref" "$WORK/mnt" --read-timeout "$t" >/dev/null
   MOUNTS+=("$WORK/mnt")
