@@ -9,7 +9,11 @@
 # Usage: bench/http_load.sh PREVIOUS_BDN [WORKDIR]   (needs wrk and python3; ~10 minutes)
 #   PREVIOUS_BDN: a bdn binary built from an earlier commit (e.g. the last before the
 #   asynchronous server), or "" to measure only this build (build/apps/bdn/bdn, or $BDN).
-# Env: DURATION (seconds per run, default 10), CONNS (default "16 256 2000"), WRK_THREADS (2).
+# Then the same connection counts at one fixed offered load (RATE requests/s in all, BATCH_RATE
+# for batches; bench/wrk_chunks.lua spaces each connection's requests), so p99 at 2,000
+# connections is compared with p99 at 16 under the same load.
+# Env: DURATION (seconds per GET run, default 10), BATCH_DURATION (batch runs, default 30),
+# CONNS (default "16 256 2000"), WRK_THREADS (2), RATE (default 1000), BATCH_RATE (default 20).
 # Prints a markdown report to stdout.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +21,9 @@ bdn=${BDN:-$repo/build/apps/bdn/bdn}
 prev=${1:-}
 work=${2:-/tmp/bdn-bench-http}
 duration=${DURATION:-10}
+batch_duration=${BATCH_DURATION:-30}
+rate=${RATE:-1000}
+batch_rate=${BATCH_RATE:-20}
 conns=${CONNS:-16 256 2000}
 wrk_threads=${WRK_THREADS:-2}
 rm -rf "$work"; mkdir -p "$work"
@@ -71,20 +78,22 @@ echo "## HTTP load benchmark"
 echo
 echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem/ {print $2}') GiB RAM, kernel $(uname -r); server, wrk (${wrk_threads} threads) and the slow-header client on one machine over loopback"
 echo "- data: 2,048 random 64 KiB chunks (128 MiB, in the page cache); a pull key on every request"
-echo "- each run: \`wrk -t${wrk_threads} -c<N> -d${duration}s --timeout 10s -s bench/wrk_chunks.lua\`; GET: a random chunk per request; batch: 64 random ids per request (4 MiB answers)"
+echo "- each run: \`wrk -t${wrk_threads} -c<N> -d<T> --timeout 10s -s bench/wrk_chunks.lua\` (T = ${duration}s for GET, ${batch_duration}s for batch); GET: a random chunk per request; batch: 64 random ids per request (4 MiB answers)"
 echo "- servers: this build ($(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'))${prev:+, and the previous server: $prev}"
 echo
 
-# run NAME BDN_BATCH CONNS SLOW: one wrk run against the running server; prints a table row.
+# run NAME BDN_BATCH CONNS SLOW [RATE]: one wrk run against the running server; prints a table
+# row. With RATE, the connections together offer about RATE requests per second.
 run() {
-  local name=$1 batch=$2 c=$3 slow=$4 out
+  local name=$1 batch=$2 c=$3 slow=$4 r=${5:-0} out d=$duration
+  [ "$batch" = 0 ] || d=$batch_duration
   if [ "$slow" = yes ]; then
     python3 "$repo/bench/slow_headers.py" 127.0.0.1 "${url##*:}" 1000 >"$work/slow.log" 2>&1 &
     slow_pid=$!
     sleep 2
   fi
-  out=$(BDN_IDS="$work/ids" BDN_TOKEN="$pull" BDN_BATCH="$batch" \
-        wrk -t"$wrk_threads" -c"$c" -d"${duration}s" --timeout 10s \
+  out=$(BDN_IDS="$work/ids" BDN_TOKEN="$pull" BDN_BATCH="$batch" BDN_RATE="$r" BDN_CONNS="$c" \
+        wrk -t"$wrk_threads" -c"$c" -d"${d}s" --timeout 10s \
         -s "$repo/bench/wrk_chunks.lua" "$url" 2>&1 | grep '^RESULT' || true)
   if [ -n "$slow_pid" ]; then kill "$slow_pid" 2>/dev/null || true; wait "$slow_pid" 2>/dev/null || true; slow_pid=""; fi
   if [ -z "$out" ]; then
@@ -104,6 +113,18 @@ print(f"| {name} | {kind} | {c} | {slow} | {rps:,.0f} | {mbs:,.0f} | "
 EOF
 }
 
+# start NAME BIN: starts that server with the benchmark's connection limits.
+start() {
+  if [ "$1" = new ]; then
+    # Every wrk connection comes from 127.0.0.1: allow them all from one address.
+    start_server "$2" "$1" --max-connections 8192 --max-connections-per-client 8192
+  else
+    start_server "$2" "$1"
+  fi
+}
+
+echo "### Closed loop: each connection sends its next request when the last is answered"
+echo
 echo "| server | requests | connections | 1,000 slow-header conns | req/s | MB/s | p50 ms | p99 ms | errors |"
 echo "|---|---|---|---|---|---|---|---|---|"
 servers=("new:$bdn")
@@ -113,15 +134,27 @@ for batch in 0 64; do
     for c in $conns; do
       for entry in "${servers[@]}"; do
         name=${entry%%:*}; bin=${entry#*:}
-        if [ "$name" = new ]; then
-          # Every wrk connection comes from 127.0.0.1: allow them all from one address.
-          start_server "$bin" "$name" --max-connections 8192 --max-connections-per-client 8192
-        else
-          start_server "$bin" "$name"
-        fi
+        start "$name" "$bin"
         run "$name" "$batch" "$c" "$slow"
         stop_server
       done
+    done
+  done
+done
+
+echo
+echo "### Fixed offered load: about $rate GET/s or $batch_rate batches/s in all, whatever the connection count"
+echo
+echo "| server | requests | connections | 1,000 slow-header conns | req/s | MB/s | p50 ms | p99 ms | errors |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for batch in 0 64; do
+  r=$rate; [ "$batch" = 0 ] || r=$batch_rate
+  for c in $conns; do
+    for entry in "${servers[@]}"; do
+      name=${entry%%:*}; bin=${entry#*:}
+      start "$name" "$bin"
+      run "$name" "$batch" "$c" no "$r"
+      stop_server
     done
   done
 done

@@ -2,12 +2,23 @@
 -- with BDN_BATCH=N a POST /v1/chunks/batch of N random chunk ids. Ids come from the file
 -- $BDN_IDS (one 64-hex id per line); BDN_TOKEN is sent as the bearer token. At the end it prints
 -- one line: RESULT requests=… bytes=… duration_us=… errors=… p50_us=… p99_us=…
+-- With BDN_RATE=R and BDN_CONNS=C (the -c given to wrk), each connection waits about C/R
+-- seconds (jittered ±50 %) after each answer, so the C connections together offer about R
+-- requests per second whatever C is: the latency then measures what holding C connections costs,
+-- not the queue a closed loop of C clients builds in front of a saturated server.
 local ids = {}
 for line in io.lines(os.getenv("BDN_IDS")) do
   ids[#ids + 1] = line
 end
 local batch = tonumber(os.getenv("BDN_BATCH") or "0")
 local headers = {["Authorization"] = "Bearer " .. os.getenv("BDN_TOKEN")}
+local rate = tonumber(os.getenv("BDN_RATE") or "0")
+local conns = tonumber(os.getenv("BDN_CONNS") or "1")
+if rate > 0 then
+  function delay()
+    return conns * 1000 / rate * (0.5 + math.random())
+  end
+end
 
 function init(args)
   math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
