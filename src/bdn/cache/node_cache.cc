@@ -16,13 +16,6 @@
 namespace bdn {
 namespace fs = std::filesystem;
 
-struct NodeCache::Flight {
-  std::condition_variable cv;
-  int waiters = 0;  // threads that joined; the result is kept for them only
-  bool done = false;
-  std::shared_ptr<const Result<std::vector<uint8_t>>> result;
-};
-
 namespace {
 
 constexpr uint64_t kNavyRegionBytes = 16ull << 20;
@@ -66,7 +59,9 @@ LocalChunkStore::Options NodeCacheStoreOptions(const NodeCacheOptions& options) 
 }
 
 NodeCache::NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions options)
-    : upstream_(std::move(upstream)), options_(std::move(options)) {}
+    : upstream_(std::move(upstream)),
+      options_(std::move(options)),
+      fetches_(BatchFetch(), FetchCore::Options{.name = "node cache"}) {}
 
 NodeCache::~NodeCache() {
   store_.reset();  // seals the region being filled, so that the next Open finds it whole
@@ -123,128 +118,58 @@ Status NodeCache::Sync() { return upstream_->Sync(); }
 Result<std::vector<uint8_t>> NodeCache::Get(const Digest& id) {
   if (auto hit = ReadCached(id)) return std::move(*hit);
   ++counters_.misses;
-  std::shared_ptr<Flight> flight;
-  bool leader = false;
-  {
-    std::lock_guard lock(mu_);
-    auto [it, inserted] = inflight_.try_emplace(id);
-    if (inserted) {
-      it->second = std::make_shared<Flight>();
-      leader = true;
-    } else {
-      ++it->second->waiters;
-    }
-    flight = it->second;
-  }
-  if (!leader) {
-    ++counters_.joined;
-    std::shared_ptr<const Result<std::vector<uint8_t>>> result;
-    {
-      std::unique_lock lock(mu_);
-      flight->cv.wait(lock, [&] { return flight->done; });
-      result = flight->result;
-    }
-    return *result;  // a copy: each caller owns its bytes
-  }
-  // Whatever happens, the flight completes, or its waiters would hang.
-  Result<std::vector<uint8_t>> result;
-  try {
-    result = FetchAndStore(id);
-  } catch (const std::exception& e) {
-    result = Err(InternalError("chunk " + id.ToString() + ": " + e.what()));
-  }
-  Finish(id, flight, result);
-  return result;
-}
-
-void NodeCache::Finish(const Digest& id, const std::shared_ptr<Flight>& flight,
-                       const Result<std::vector<uint8_t>>& result) {
-  {
-    std::lock_guard lock(mu_);
-    // Joining happens under mu_ while the flight is in inflight_, so no waiter comes later.
-    if (flight->waiters > 0) {
-      flight->result = std::make_shared<const Result<std::vector<uint8_t>>>(result);
-    }
-    flight->done = true;
-    inflight_.erase(id);
-  }
-  flight->cv.notify_all();
+  FetchResults got = fetches_.FetchHere({&id, 1}, [this](std::span<const Digest> ids) {
+    FetchResults one;
+    one.push_back(FetchAndStore(ids[0]));
+    return one;
+  });
+  return std::move(got[0]);
 }
 
 Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
   BlobBatch out(ids.size());
   // Hits first, read in parallel: a cold page cache makes each file a disk round trip.
   ParallelFor(ids.size(), 8, [&](size_t k) { out[k] = ReadCached(ids[k]); });
-  // The misses: lead the fetch of those nobody else is fetching, join the others.
-  std::vector<size_t> led;
-  std::vector<std::shared_ptr<Flight>> led_flights;
-  std::vector<std::pair<size_t, std::shared_ptr<Flight>>> joined;
-  {
-    std::lock_guard lock(mu_);
-    for (size_t k = 0; k < ids.size(); ++k) {
-      if (out[k]) continue;
-      ++counters_.misses;
-      auto [it, inserted] = inflight_.try_emplace(ids[k]);
-      if (inserted) {
-        it->second = std::make_shared<Flight>();
-        led.push_back(k);
-        led_flights.push_back(it->second);
-      } else {
-        ++counters_.joined;
-        ++it->second->waiters;
-        joined.emplace_back(k, it->second);
-      }
-    }
+  // The misses: fetched together (those nobody else is fetching), or joined.
+  std::vector<size_t> missed;
+  std::vector<Digest> want;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (out[k]) continue;
+    ++counters_.misses;
+    missed.push_back(k);
+    want.push_back(ids[k]);
   }
+  if (want.empty()) return out;
+  FetchResults got =
+      fetches_.FetchHere(want, [this](std::span<const Digest> led) { return FetchManyAndStore(led); });
   std::optional<Status> first_error;
-  if (!led.empty()) {
-    std::vector<Digest> want;
-    want.reserve(led.size());
-    for (size_t k : led) want.push_back(ids[k]);
-    ++counters_.upstream_fetches;
-    Result<BlobBatch> got;
-    try {
-      got = upstream_->GetMany(want);
-    } catch (const std::exception& e) {
-      got = Err(InternalError("chunk batch of " + std::to_string(want.size()) + ": " + e.what()));
-    }
-    if (!got) ++counters_.upstream_errors;
-    // Verified and written to the directory by a few threads: file creation dominates.
-    std::vector<Result<std::vector<uint8_t>>> results(led.size());
-    ParallelFor(led.size(), 4, [&](size_t j) {
-      if (!got) {
-        results[j] = Err(got.error());
-      } else if ((*got)[j]) {
-        results[j] = Admit(want[j], std::move(*(*got)[j]));
-      } else {
-        results[j] = Err(NotFoundError("chunk " + want[j].ToString() + ": not in store"));
-      }
-    });
-    for (size_t j = 0; j < led.size(); ++j) {
-      Result<std::vector<uint8_t>>& result = results[j];
-      Finish(want[j], led_flights[j], result);
-      if (result) {
-        out[led[j]] = std::move(*result);
-      } else if (result.error().code() != StatusCode::kNotFound && !first_error) {
-        first_error = result.error();
-      }
-    }
-  }
-  for (auto& [k, flight] : joined) {
-    std::shared_ptr<const Result<std::vector<uint8_t>>> result;
-    {
-      std::unique_lock lock(mu_);
-      flight->cv.wait(lock, [&] { return flight->done; });
-      result = flight->result;
-    }
-    if (*result) {
-      out[k] = **result;  // a copy: each caller owns its bytes
-    } else if (result->error().code() != StatusCode::kNotFound && !first_error) {
-      first_error = result->error();
+  for (size_t j = 0; j < missed.size(); ++j) {
+    if (got[j]) {
+      out[missed[j]] = std::move(*got[j]);
+    } else if (got[j].error().code() != StatusCode::kNotFound && !first_error) {
+      first_error = got[j].error();
     }
   }
   if (first_error) return Err(*first_error);
   return out;
+}
+
+FetchResults NodeCache::FetchManyAndStore(std::span<const Digest> ids) {
+  uint64_t calls = 0;
+  // A batch that fails as a whole (one bad chunk) is asked again chunk by chunk, so the good
+  // chunks still arrive and are cached; an unreachable upstream fails them all at once.
+  FetchResults results =
+      ReadBlobs(*upstream_, ids, BatchFailure::kReadEachAloneUnlessTransient, &calls);
+  counters_.upstream_fetches += calls;
+  // Verified and written to the directory by a few threads: file creation dominates.
+  ParallelFor(ids.size(), 4, [&](size_t j) {
+    if (results[j]) {
+      results[j] = Admit(ids[j], std::move(*results[j]));
+    } else if (results[j].error().code() != StatusCode::kNotFound) {
+      ++counters_.upstream_errors;
+    }
+  });
+  return results;
 }
 
 std::optional<std::vector<uint8_t>> NodeCache::ReadCached(const Digest& id) {
@@ -269,7 +194,7 @@ Result<std::vector<uint8_t>> NodeCache::FetchAndStore(const Digest& id) {
   ++counters_.upstream_fetches;
   Result<std::vector<uint8_t>> got = upstream_->Get(id);
   if (!got) {
-    ++counters_.upstream_errors;
+    if (got.error().code() != StatusCode::kNotFound) ++counters_.upstream_errors;
     return got;
   }
   return Admit(id, std::move(*got));
@@ -352,7 +277,7 @@ NodeCacheStats NodeCache::stats() const {
   NodeCacheStats s;
   s.hits = counters_.hits;
   s.misses = counters_.misses;
-  s.joined = counters_.joined;
+  s.joined = fetches_.stats().joined;
   s.upstream_fetches = counters_.upstream_fetches;
   s.upstream_errors = counters_.upstream_errors;
   s.hit_bytes = counters_.hit_bytes;

@@ -4,19 +4,18 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
+#include "bdn/store/fetch_core.h"
 #include "bdn/store/local_chunk_store.h"
 
 namespace bdn {
@@ -49,7 +48,9 @@ struct NodeCacheStats {
   uint64_t misses = 0;            // Get not found there (including those that joined a fetch)
   uint64_t joined = 0;            // misses that waited for a fetch another thread had started
   uint64_t upstream_fetches = 0;  // upstream Get and GetMany calls
-  uint64_t upstream_errors = 0;   // of which failed or returned bytes that do not match the id
+  // Chunks the upstream failed (NotFound aside: a chunk it lacks) or answered with bytes that do
+  // not match the id.
+  uint64_t upstream_errors = 0;
   uint64_t hit_bytes = 0;
   uint64_t fetched_bytes = 0;    // bytes of successful upstream fetches
   uint64_t evictions = 0;        // regions this object dropped to make room
@@ -63,7 +64,8 @@ struct NodeCacheStats {
 
 // A ChunkStore whose Get answers from a local log-structured cache of verified chunks, fetching
 // a missing chunk from `upstream` (one fetch per chunk at a time in this process, however many
-// callers miss it) and keeping it for next time. Contains, FindMissing, Sizes, Put and Sync go to
+// callers miss it: a FetchCore without threads, FetchHere on the caller's thread) and keeping it
+// for next time. Contains, FindMissing, Sizes, Put and Sync go to
 // the upstream unchanged: the cache holds copies, never the authoritative set.
 //
 // On disk (CacheLib Navy's BlockCache is the model): fixed-size region files, filled in order by
@@ -130,15 +132,13 @@ class NodeCache : public ChunkStore {
   NodeCacheStats stats() const;
 
  private:
-  struct Flight;
-
   NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions options);
   // The verified cached bytes of `id`, or nullopt if absent, unreadable or corrupt (set aside).
   std::optional<std::vector<uint8_t>> ReadCached(const Digest& id);
   Result<std::vector<uint8_t>> FetchAndStore(const Digest& id);
-  // Completes a flight this thread leads with `result`, waking its waiters.
-  void Finish(const Digest& id, const std::shared_ptr<Flight>& flight,
-              const Result<std::vector<uint8_t>>& result);
+  // The misses of a GetMany this thread leads: one upstream GetMany (ReadBlobs), then verified
+  // and written to the directory by 4 threads.
+  FetchResults FetchManyAndStore(std::span<const Digest> ids);
   // Checks bytes from the upstream and writes them to the directory; the bytes to return.
   Result<std::vector<uint8_t>> Admit(const Digest& id, std::vector<uint8_t> bytes);
   Status Store(const Digest& id, std::span<const uint8_t> data);
@@ -152,8 +152,7 @@ class NodeCache : public ChunkStore {
   std::unique_ptr<LocalChunkStore> store_;
   int evict_lock_fd_ = -1;  // flock'ed by the process evicting
 
-  std::mutex mu_;
-  std::unordered_map<Digest, std::shared_ptr<Flight>> inflight_;
+  FetchCore fetches_;  // single-flight of the misses; no threads (NodeCache starts none)
   std::mutex evict_mu_;  // one evicting thread per process
   // Chunks read from the cache since they were written (by this process): reinserted on eviction.
   std::mutex hot_mu_;
@@ -162,7 +161,7 @@ class NodeCache : public ChunkStore {
   std::atomic<int64_t> approx_bytes_{0};
 
   struct Counters {
-    std::atomic<uint64_t> hits{0}, misses{0}, joined{0}, upstream_fetches{0}, upstream_errors{0},
+    std::atomic<uint64_t> hits{0}, misses{0}, upstream_fetches{0}, upstream_errors{0},
         hit_bytes{0}, fetched_bytes{0}, evictions{0}, evicted_bytes{0}, reinserted{0},
         corrupt_dropped{0}, write_errors{0};
   };

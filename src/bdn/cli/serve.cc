@@ -300,7 +300,8 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
       {"bdn_cache_upstream_fetches_total", "Upstream Get and batch calls.",
        &NodeCacheStats::upstream_fetches},
       {"bdn_cache_upstream_errors_total",
-       "Upstream calls that failed or returned bytes not matching the id.",
+       "Chunks the upstream failed (other than not found) or answered with bytes not matching "
+       "the id.",
        &NodeCacheStats::upstream_errors},
       {"bdn_cache_hit_bytes_total", "Bytes served from the cache directory.",
        &NodeCacheStats::hit_bytes},

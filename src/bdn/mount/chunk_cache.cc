@@ -1,58 +1,16 @@
 #include "bdn/mount/chunk_cache.h"
 
 #include <algorithm>
-#include <exception>
 #include <optional>
 #include <string>
 
 namespace bdn {
 
-// One fetch of one blob, queued or running; its waiters wait on `cv` under ChunkCache::mu_.
-struct ChunkCache::Flight {
-  Digest id;
-  AccessPattern pattern = AccessPattern::kRandom;  // where its bytes are kept
-  bool demand = false;                             // on (or taken from) the demand queue
-  bool keep = true;                                // cache the bytes (GetBlob's are not)
-  uint32_t size_bytes = 0;                         // the chunk's length; 0 if unknown
-  int waiters = 0;                                 // Gets waiting for it now
-  bool started = false;
-  bool done = false;
-  Result<ChunkBytes> result;
-  // condition_variable_any: its waits also end when the waiter's stop_token is requested.
-  std::condition_variable_any cv;
-};
-
-ChunkCache::ChunkCache(ChunkStore& store, Options options)
-    : store_(store),
-      options_(options),
-      streaming_limit_bytes_(std::min(options.capacity_bytes, options.streaming_bytes > 0
-                                                                  ? options.streaming_bytes
-                                                                  : options.capacity_bytes / 4)) {
-  for (int i = 0; i < std::max(1, options_.fetch_threads); ++i) {
-    workers_.emplace_back([this] { Worker(false); });
-  }
-  for (int i = 0; i < options_.prefetch_threads; ++i) {
-    workers_.emplace_back([this] { Worker(true); });
-  }
-}
-
-ChunkCache::~ChunkCache() {
-  Shutdown();
-  for (auto& t : workers_) t.join();
-}
-
-void ChunkCache::Shutdown() {
-  std::lock_guard lock(mu_);
-  if (stopping_) return;
-  stopping_ = true;
-  demand_queue_.clear();
-  prefetch_queue_.clear();
-  for (auto& [id, flight] : inflight_) flight->cv.notify_all();
-  work_cv_.notify_all();
-  stop_cv_.notify_all();
-}
-
 namespace {
+
+// The error of a fetch nobody waited for waits this long for the chunk's next reader.
+constexpr auto kUnclaimedErrorTtl = std::chrono::seconds(10);
+
 // A chunk id fixes its bytes, so a ref whose length disagrees comes from a bad chunk index; its
 // caller would otherwise index past the buffer.
 Result<ChunkBytes> CheckSize(const ChunkRef& ref, Result<ChunkBytes> bytes) {
@@ -60,138 +18,156 @@ Result<ChunkBytes> CheckSize(const ChunkRef& ref, Result<ChunkBytes> bytes) {
   return bytes;
 }
 
-// Errors a later try may not repeat: an unreachable tier, a request that ran out of time.
-bool IsTransient(const Status& s) {
-  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
-}
 }  // namespace
 
-Result<ChunkBytes> ChunkCache::FetchFromStore(const Digest& id) {
-  // Anything thrown here (bad_alloc) must still complete the flight, or waiters hang.
-  try {
-    auto bytes = store_.Get(id);
-    if (!bytes) return Err(bytes.error());
-    return std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
-  } catch (const std::exception& e) {
-    return Err(InternalError("chunk " + id.ToString() + ": " + e.what()));
-  }
+ChunkCache::ChunkCache(ChunkStore& store, Options options)
+    : store_(store),
+      options_(std::move(options)),
+      streaming_limit_bytes_(std::min(options_.capacity_bytes, options_.streaming_bytes > 0
+                                                                   ? options_.streaming_bytes
+                                                                   : options_.capacity_bytes / 4)) {
+  FetchCore::Options core;
+  core.name = "chunk cache";
+  core.demand_threads = std::max(1, options_.fetch_threads);
+  core.background_threads = std::max(0, options_.prefetch_threads);
+  core.max_batch_chunks = store_.PrefersBatches() ? std::max<size_t>(1, options_.max_batch_chunks)
+                                                  : 1;
+  core.max_batch_bytes = options_.max_batch_bytes;
+  core.max_demand_batch_bytes = std::min(options_.max_batch_bytes, options_.max_demand_batch_bytes);
+  core.background_inflight_bytes = options_.prefetch_inflight_bytes;
+  core.max_queued_background = options_.max_queued_prefetches;
+  core.unclaimed_error_ttl = kUnclaimedErrorTtl;
+  core.clock = options_.clock;
+  core.keeper = this;
+  core_ = std::make_unique<FetchCore>(
+      [this](std::span<const Digest> ids) {
+        return ReadBlobs(store_, ids, BatchFailure::kReadEachAloneUnlessTransient);
+      },
+      std::move(core));
 }
 
-void ChunkCache::RunBatch(const std::vector<std::shared_ptr<Flight>>& batch) {
+ChunkCache::~ChunkCache() {
+  Shutdown();
+  core_.reset();  // joins the fetch threads, which call Fetched
+}
+
+void ChunkCache::Shutdown() {
   {
     std::lock_guard lock(mu_);
-    ++stats_.store_calls;
+    stopping_ = true;
   }
-  if (batch.size() == 1) return Complete(batch[0], FetchFromStore(batch[0]->id));
-  std::vector<Digest> ids;
-  ids.reserve(batch.size());
-  for (const auto& flight : batch) ids.push_back(flight->id);
-  Result<BlobBatch> got;
-  try {
-    got = store_.GetMany(ids);
-  } catch (const std::exception& e) {
-    got = Err(InternalError("chunk batch of " + std::to_string(ids.size()) + ": " + e.what()));
-  }
-  if (!got && !IsTransient(got.error())) {
-    // One bad chunk (or a store fault) fails the whole batch: ask again one by one, so that
-    // each reader gets its own chunk's answer and the good chunks still arrive.
-    for (const auto& flight : batch) Complete(flight, FetchFromStore(flight->id));
-    return;
-  }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Result<ChunkBytes> result = Err(got ? Status() : got.error());
-    if (got && (*got)[i]) {
-      result = std::make_shared<const std::vector<uint8_t>>(std::move(*(*got)[i]));
-    } else if (got) {
-      result = Err(NotFoundError("chunk " + ids[i].ToString() + ": not in store"));
-    }
-    Complete(batch[i], std::move(result));
-  }
+  stop_cv_.notify_all();
+  core_->Shutdown();
 }
 
-void ChunkCache::RememberGaveUpLocked(const Digest& id, const Status& status) {
-  if (gave_up_.size() >= kMaxUnclaimedErrors) gave_up_.clear();
-  gave_up_[id] = {status, Clock::now()};
+uint32_t ChunkCache::Hints(AccessPattern pattern, bool keep) {
+  return (keep ? kKeep : 0) | (pattern == AccessPattern::kRandom ? kRandom : 0);
 }
 
-void ChunkCache::Complete(const std::shared_ptr<Flight>& flight, Result<ChunkBytes> result) {
+SharedBytes ChunkCache::Lookup(const Digest& id, uint32_t hints) {
   std::lock_guard lock(mu_);
-  ++stats_.fetches;
-  if (result) gave_up_.erase(flight->id);
-  if (result) {
-    stats_.fetched_bytes += (*result)->size();
-    if (flight->keep) InsertLocked(flight->id, *result, flight->pattern);
-  } else {
-    ++stats_.fetch_errors;
-    if (flight->waiters == 0) {
-      // Nobody waited for this fetch (a prefetch, or a Request whose reader has not come yet, or
-      // gave up). Its error goes to the next reader of the chunk, once: a store may not fail the
-      // same way twice (LocalChunkStore sets a corrupt copy aside, so the next Get says
-      // NotFound), and the reader should report the real cause.
-      // The first error is the cause; a later fetch's may only be its consequence.
-      if (unclaimed_errors_.size() >= kMaxUnclaimedErrors) unclaimed_errors_.clear();
-      auto [it, fresh] = unclaimed_errors_.try_emplace(flight->id, result.error(), Clock::now());
-      if (!fresh && Clock::now() - it->second.when >= kUnclaimedErrorTtl) {
-        it->second = {result.error(), Clock::now()};
-      }
-    }
-  }
-  flight->result = std::move(result);
-  flight->done = true;
-  if (auto it = inflight_.find(flight->id); it != inflight_.end() && it->second == flight) {
-    inflight_.erase(it);
-  }
-  flight->cv.notify_all();
+  return HitLocked(id, hints & kRandom ? AccessPattern::kRandom : AccessPattern::kSequential);
 }
 
-void ChunkCache::Worker(bool prefetch) {
-  // A blob of unknown length (a chunk index) counts this much towards a batch's bytes.
-  constexpr uint64_t kUnknownBytes = 64 << 10;
-  for (;;) {
-    std::vector<std::shared_ptr<Flight>> batch;
-    bool demand = false;
-    uint64_t bytes = 0;
-    {
-      std::unique_lock lock(mu_);
-      auto prefetch_room = [&] {
-        return options_.prefetch_inflight_bytes == 0 ||
-               prefetch_inflight_ < options_.prefetch_inflight_bytes;
-      };
-      work_cv_.wait(lock, [&] {
-        return stopping_ || !demand_queue_.empty() ||
-               (prefetch && !prefetch_queue_.empty() && prefetch_room());
-      });
-      if (stopping_) return;
-      // Demand first: a background thread free for work takes a waiting reader's chunks before
-      // any prefetch.
-      demand = !demand_queue_.empty();
-      auto& queue = demand ? demand_queue_ : prefetch_queue_;
-      const uint64_t max_bytes =
-          demand ? std::min(options_.max_batch_bytes, options_.max_demand_batch_bytes)
-                 : options_.max_batch_bytes;
-      const size_t max_chunks =
-          store_.PrefersBatches() ? std::max<size_t>(1, options_.max_batch_chunks) : 1;
-      while (!queue.empty() && batch.size() < max_chunks) {
-        Flight& next = *queue.front();
-        uint64_t size = next.size_bytes > 0 ? next.size_bytes : kUnknownBytes;
-        if (!batch.empty() && bytes + size > max_bytes) break;
-        std::shared_ptr<Flight> flight = std::move(queue.front());
-        queue.pop_front();
-        if (flight->started) continue;
-        flight->started = true;
-        bytes += size;
-        batch.push_back(std::move(flight));
-      }
-      if (batch.empty()) continue;
-      if (!demand) prefetch_inflight_ += bytes;
-    }
-    RunBatch(batch);
-    if (!demand) {
-      std::lock_guard lock(mu_);
-      prefetch_inflight_ -= bytes;
-      work_cv_.notify_all();
-    }
+bool ChunkCache::Holds(const Digest& id) {
+  std::lock_guard lock(mu_);
+  return index_.contains(id);
+}
+
+void ChunkCache::Fetched(const Digest& id, const SharedBytes& bytes, uint32_t hints) {
+  std::lock_guard lock(mu_);
+  gave_up_.erase(id);
+  if (hints & kKeep) {
+    InsertLocked(id, bytes, hints & kRandom ? AccessPattern::kRandom : AccessPattern::kSequential);
   }
+}
+
+void ChunkCache::RememberGaveUpLocked(const Digest& id) {
+  if (gave_up_.size() >= kMaxGaveUp) gave_up_.clear();
+  gave_up_[id] = options_.clock->SteadyNow();
+}
+
+Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, uint64_t size_bytes, uint32_t hints,
+                                       SteadyTime deadline, std::stop_token stop) {
+  const Clock& clock = *options_.clock;
+  auto backoff = options_.retry_backoff;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      // A reader just gave up on this chunk at its deadline: the kernel retries a failed read
+      // (readahead, then the read itself), and each retry must not wait a whole deadline again.
+      if (auto it = gave_up_.find(id); it != gave_up_.end()) {
+        if (clock.SteadyNow() - it->second < kGaveUpMemory) {
+          deadline = std::min(deadline, clock.SteadyNow() + kRetryAfterGiveUp);
+        } else {
+          gave_up_.erase(it);
+        }
+      }
+    }
+    FetchCore::Answer answer = core_->Fetch({id, size_bytes, hints}, deadline, stop);
+    if (answer.end == FetchCore::End::kDeadline) {
+      std::lock_guard lock(mu_);
+      RememberGaveUpLocked(id);
+    }
+    if (answer.end != FetchCore::End::kFetched) return std::move(answer.bytes);
+    Result<ChunkBytes> result = std::move(answer.bytes);
+    if (result || !IsTransient(result.error())) return result;
+    std::unique_lock lock(mu_);
+    if (clock.SteadyNow() + backoff >= deadline) {
+      RememberGaveUpLocked(id);
+      return result;
+    }
+    ++stats_.retries;
+    // The back-off ends early at Shutdown and at a stop request.
+    WaitUntilOrStopped(clock, stop_cv_, lock, clock.SteadyNow() + backoff, stop,
+                       [&] { return stopping_; });
+    lock.unlock();
+    if (stop.stop_requested()) {
+      return Err(UnavailableError("chunk " + id.ToString() + ": the wait was cancelled"));
+    }
+    backoff = std::min(backoff * 2, options_.retry_max_backoff);
+  }
+}
+
+Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern, SteadyTime deadline,
+                                   std::stop_token stop) {
+  return CheckSize(ref, GetImpl(ref.id, ref.size_bytes, Hints(pattern, /*keep=*/true), deadline,
+                                std::move(stop)));
+}
+
+Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, SteadyTime deadline,
+                                       std::stop_token stop) {
+  return GetImpl(id, /*size_bytes=*/0, Hints(AccessPattern::kRandom, /*keep=*/false), deadline,
+                 std::move(stop));
+}
+
+void ChunkCache::Withdraw(std::span<const ChunkRef> refs) {
+  std::vector<Digest> ids;
+  ids.reserve(refs.size());
+  for (const ChunkRef& ref : refs) ids.push_back(ref.id);
+  core_->Withdraw(ids);
+}
+
+ChunkBytes ChunkCache::Peek(const ChunkRef& ref, AccessPattern pattern) {
+  std::lock_guard lock(mu_);
+  ChunkBytes bytes = HitLocked(ref.id, pattern);
+  return bytes && bytes->size() == ref.size_bytes ? bytes : nullptr;
+}
+
+void ChunkCache::Request(std::span<const ChunkRef> refs, AccessPattern pattern) {
+  std::vector<FetchCore::Item> items;
+  items.reserve(refs.size());
+  for (const ChunkRef& ref : refs) items.push_back({ref.id, ref.size_bytes, Hints(pattern, true)});
+  core_->Request(items);
+}
+
+void ChunkCache::Prefetch(std::span<const ChunkRef> refs) {
+  std::vector<FetchCore::Item> items;
+  items.reserve(refs.size());
+  for (const ChunkRef& ref : refs) {
+    items.push_back({ref.id, ref.size_bytes, Hints(AccessPattern::kSequential, true)});
+  }
+  core_->Background(items);
 }
 
 ChunkBytes ChunkCache::HitLocked(const Digest& id, AccessPattern pattern) {
@@ -207,136 +183,6 @@ ChunkBytes ChunkCache::HitLocked(const Digest& id, AccessPattern pattern) {
   }
   ++stats_.hits;
   return node.bytes;
-}
-
-std::shared_ptr<ChunkCache::Flight> ChunkCache::DemandLocked(const Digest& id,
-                                                             AccessPattern pattern, bool keep,
-                                                             uint32_t size_bytes) {
-  if (auto it = inflight_.find(id); it != inflight_.end()) {
-    std::shared_ptr<Flight> flight = it->second;
-    flight->keep = flight->keep || keep;
-    if (!flight->started && !flight->demand) {
-      auto pos = std::find(prefetch_queue_.begin(), prefetch_queue_.end(), flight);
-      if (pos != prefetch_queue_.end()) prefetch_queue_.erase(pos);
-      flight->demand = true;
-      demand_queue_.push_back(flight);
-      ++stats_.promoted;
-      work_cv_.notify_all();
-    }
-    return flight;
-  }
-  auto flight = std::make_shared<Flight>();
-  flight->id = id;
-  flight->pattern = pattern;
-  flight->demand = true;
-  flight->keep = keep;
-  flight->size_bytes = size_bytes;
-  inflight_.emplace(id, flight);
-  demand_queue_.push_back(flight);
-  work_cv_.notify_all();
-  return flight;
-}
-
-Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, AccessPattern pattern, bool keep,
-                                       uint32_t size_bytes, Clock::time_point deadline,
-                                       std::stop_token stop) {
-  auto backoff = options_.retry_backoff;
-  auto cancelled = [&] {
-    return Err(UnavailableError("chunk " + id.ToString() + ": the wait was cancelled"));
-  };
-  std::unique_lock lock(mu_);
-  for (;;) {
-    if (stopping_) return Err(UnavailableError("chunk cache: shutting down"));
-    if (ChunkBytes bytes = HitLocked(id, pattern)) return bytes;
-    if (stop.stop_requested()) return cancelled();
-    // A reader just gave up on this chunk at its deadline: the kernel retries a failed read
-    // (readahead, then the read itself), and each retry must not wait a whole deadline again.
-    if (auto it = gave_up_.find(id); it != gave_up_.end()) {
-      if (Clock::now() - it->second.when < kGaveUpMemory) {
-        deadline = std::min(deadline, Clock::now() + kRetryAfterGiveUp);
-      } else {
-        gave_up_.erase(it);
-      }
-    }
-    std::optional<Status> unclaimed = TakeUnclaimedErrorLocked(id);
-    Result<ChunkBytes> result = Err(unclaimed.value_or(Status()));
-    if (!unclaimed) {
-      bool existed = inflight_.contains(id);
-      std::shared_ptr<Flight> flight = DemandLocked(id, pattern, keep, size_bytes);
-      if (existed) ++stats_.joined;
-      ++flight->waiters;
-      bool ended =
-          flight->cv.wait_until(lock, stop, deadline, [&] { return flight->done || stopping_; });
-      --flight->waiters;
-      if (!ended && stop.stop_requested()) return cancelled();
-      if (!ended) {
-        ++stats_.timeouts;
-        Status late = DeadlineExceededError("chunk " + id.ToString() +
-                                            ": not fetched within the read deadline");
-        RememberGaveUpLocked(id, late);
-        return Err(late);
-      }
-      if (!flight->done) continue;  // stopping
-      result = flight->result;
-    }
-    if (result || !IsTransient(result.error())) return result;
-    if (Clock::now() + backoff >= deadline) {
-      RememberGaveUpLocked(id, result.error());
-      return result;
-    }
-    ++stats_.retries;
-    stop_cv_.wait_for(lock, stop, backoff, [&] { return stopping_; });
-    if (stop.stop_requested()) return cancelled();
-    backoff = std::min(backoff * 2, options_.retry_max_backoff);
-  }
-}
-
-std::optional<Status> ChunkCache::TakeUnclaimedErrorLocked(const Digest& id) {
-  auto it = unclaimed_errors_.find(id);
-  if (it == unclaimed_errors_.end()) return std::nullopt;
-  std::optional<Status> status;
-  if (Clock::now() - it->second.when < kUnclaimedErrorTtl) status = std::move(it->second.status);
-  unclaimed_errors_.erase(it);
-  return status;
-}
-
-Result<ChunkBytes> ChunkCache::Get(const ChunkRef& ref, AccessPattern pattern,
-                                   Clock::time_point deadline, std::stop_token stop) {
-  return CheckSize(
-      ref, GetImpl(ref.id, pattern, /*keep=*/true, ref.size_bytes, deadline, std::move(stop)));
-}
-
-Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, Clock::time_point deadline,
-                                       std::stop_token stop) {
-  return GetImpl(id, AccessPattern::kRandom, /*keep=*/false, /*size_bytes=*/0, deadline,
-                 std::move(stop));
-}
-
-void ChunkCache::Withdraw(std::span<const ChunkRef> refs) {
-  std::lock_guard lock(mu_);
-  for (const ChunkRef& ref : refs) {
-    auto it = inflight_.find(ref.id);
-    if (it == inflight_.end()) continue;
-    const std::shared_ptr<Flight>& flight = it->second;
-    if (flight->started || !flight->demand || flight->waiters > 0) continue;
-    auto pos = std::find(demand_queue_.begin(), demand_queue_.end(), flight);
-    if (pos != demand_queue_.end()) demand_queue_.erase(pos);
-    inflight_.erase(it);
-  }
-}
-
-ChunkBytes ChunkCache::Peek(const ChunkRef& ref, AccessPattern pattern) {
-  std::lock_guard lock(mu_);
-  ChunkBytes bytes = HitLocked(ref.id, pattern);
-  return bytes && bytes->size() == ref.size_bytes ? bytes : nullptr;
-}
-
-void ChunkCache::Request(std::span<const ChunkRef> refs, AccessPattern pattern) {
-  std::lock_guard lock(mu_);
-  if (stopping_) return;
-  for (const ChunkRef& ref : refs) {
-    if (!index_.contains(ref.id)) DemandLocked(ref.id, pattern, /*keep=*/true, ref.size_bytes);
-  }
 }
 
 void ChunkCache::InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern) {
@@ -370,44 +216,25 @@ void ChunkCache::EvictLocked() {
   }
 }
 
-void ChunkCache::Prefetch(std::span<const ChunkRef> refs) {
-  if (options_.prefetch_threads <= 0 || refs.empty()) return;
-  bool queued_any = false;
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    for (const ChunkRef& ref : refs) {
-      // A chunk whose error awaits its reader is not fetched again before it is read.
-      if (index_.contains(ref.id) || inflight_.contains(ref.id)) continue;
-      if (auto it = unclaimed_errors_.find(ref.id);
-          it != unclaimed_errors_.end() && Clock::now() - it->second.when < kUnclaimedErrorTtl) {
-        continue;
-      }
-      if (prefetch_queue_.size() >= options_.max_queued_prefetches) {
-        ++stats_.prefetch_dropped;
-        continue;
-      }
-      auto flight = std::make_shared<Flight>();
-      flight->id = ref.id;
-      flight->pattern = AccessPattern::kSequential;
-      flight->size_bytes = ref.size_bytes;
-      inflight_.emplace(ref.id, flight);
-      prefetch_queue_.push_back(std::move(flight));
-      ++stats_.prefetch_queued;
-      queued_any = true;
-    }
-  }
-  if (queued_any) work_cv_.notify_all();
-}
-
 bool ChunkCache::Contains(const Digest& id) const {
   std::lock_guard lock(mu_);
   return index_.contains(id);
 }
 
 ChunkCacheStats ChunkCache::stats() const {
+  FetchCore::Stats core = core_->stats();
   std::lock_guard lock(mu_);
-  return stats_;
+  ChunkCacheStats s = stats_;
+  s.joined = core.joined;
+  s.fetches = core.fetches;
+  s.store_calls = core.batches;
+  s.fetch_errors = core.fetch_errors;
+  s.fetched_bytes = core.fetched_bytes;
+  s.prefetch_queued = core.background_queued;
+  s.prefetch_dropped = core.background_dropped;
+  s.promoted = core.promoted;
+  s.timeouts = core.timeouts;
+  return s;
 }
 
 }  // namespace bdn

@@ -1,32 +1,31 @@
 // ChunkCache: a bounded in-memory LRU of verified chunks in front of a ChunkStore, with one
-// shared fetch per missing chunk, run on the cache's own threads so that readers can give up at
-// a deadline, and a lower-priority background queue for prefetching. The mount reads every
-// chunk through it; the network tiers sit behind the same ChunkStore interface.
+// shared fetch per missing chunk (a FetchCore), run on the cache's own threads so that readers
+// can give up at a deadline, and a lower-priority background queue for prefetching. The mount
+// reads every chunk through it; the network tiers sit behind the same ChunkStore interface.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <stop_token>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/format/manifest.h"
 #include "bdn/store/chunk_store.h"
+#include "bdn/store/fetch_core.h"
 
 namespace bdn {
 
 // A chunk's verified bytes, shared between the cache and its readers; never modified.
-using ChunkBytes = std::shared_ptr<const std::vector<uint8_t>>;
+using ChunkBytes = SharedBytes;
 
 // How a chunk is being read, which decides where it is kept (see ChunkCache).
 enum class AccessPattern {
@@ -54,23 +53,26 @@ struct ChunkCacheStats {
 
 // Holds up to `capacity_bytes` of chunks in two segments. Chunks read as part of a sequential
 // stream (and prefetches) enter a FIFO of at most `streaming_bytes`; others enter an LRU, and a
-// random-access hit on a streamed chunk moves it there. Eviction takes the streaming FIFO first.
-// So one pass over a large file neither flushes the chunks that random readers reuse nor grows
-// the daemon past the streaming window: the kernel page cache already keeps what was streamed,
-// and recycling a bounded set of buffers is much cheaper than touching fresh memory.
+// random-access hit on a streamed chunk moves it there (so does a random read that joins the
+// fetch of a streamed one). Eviction takes the streaming FIFO first. So one pass over a large
+// file neither flushes the chunks that random readers reuse nor grows the daemon past the
+// streaming window: the kernel page cache already keeps what was streamed, and recycling a
+// bounded set of buffers is much cheaper than touching fresh memory.
 //
-// Fetches run on `fetch_threads` demand threads and `prefetch_threads` background threads; a
-// background thread takes demand work first, and a demand read of a chunk still queued for
-// prefetch moves it to the demand queue. A thread takes the chunks queued one after another, up
-// to max_batch_bytes, as one batch (when the store PrefersBatches; else one chunk per thread):
-// one ChunkStore::GetMany call, which a remote tier answers with one request (so a stream of 64 KiB chunks costs one request per batch, not per chunk).
-// If the batch fails with anything but a transient error, its chunks are fetched one by one,
-// so that each reader gets its own chunk's answer. A reader waits for its fetch only until its
-// deadline (the fetch goes on, and its result is cached for the next reader), so a store that
-// hangs costs threads of this cache, never the caller. Memory: at most capacity_bytes cached,
-// plus the batches in flight: max_demand_batch_bytes per demand thread, and prefetch batches up
-// to prefetch_inflight_bytes plus one batch; the prefetch queue holds at most
-// max_queued_prefetches chunk ids.
+// Fetching is a FetchCore (store/fetch_core.h): one shared fetch per missing chunk, run on
+// `fetch_threads` demand threads and `prefetch_threads` background threads; a background thread
+// takes demand work first, and a demand read of a chunk still queued for prefetch moves it to
+// the demand queue. A thread takes the chunks queued one after another, up to max_batch_bytes
+// and max_batch_chunks, as one batch when the store PrefersBatches (else one chunk per thread):
+// one ChunkStore::GetMany call, which a remote tier answers with one request (so a stream of
+// 64 KiB chunks costs one request per batch, not per chunk). If the batch fails with anything
+// but a transient error, its chunks are fetched one by one, so that each reader gets its own
+// chunk's answer (ReadBlobs, BatchFailure::kReadEachAloneUnlessTransient). A reader waits for
+// its fetch only until its deadline (the fetch goes on, and its result is cached for the next
+// reader), so a store that hangs costs threads of this cache, never the caller. Memory: at most
+// capacity_bytes cached, plus the batches in flight: max_demand_batch_bytes per demand thread,
+// and prefetch batches up to prefetch_inflight_bytes plus one batch; the prefetch queue holds at
+// most max_queued_prefetches chunk ids.
 //
 // Only successful, verified fetches are cached; an error is returned to every waiter of that
 // fetch and forgotten, so a later Get tries the store again (Unavailable and DeadlineExceeded
@@ -79,13 +81,12 @@ struct ChunkCacheStats {
 // 10 s, once, so that the reader reports the real cause even from a store whose second answer
 // differs. After a Get gave up on a chunk at its deadline, the Gets of that chunk in the next
 // 2 s wait at most 1 s (the kernel retries a failed read at once; each retry must not wait a
-// whole deadline again), so a read fails within its deadline plus about a second.
+// whole deadline again), so a read fails within its deadline plus about a second. Deadlines,
+// back-off and those memories run on `clock` (a FakeClock in tests).
 //
 // Thread-safe. No lock is held while the store is called.
-class ChunkCache {
+class ChunkCache : private FetchCore::Keeper {
  public:
-  using Clock = std::chrono::steady_clock;
-
   struct Options {
     uint64_t capacity_bytes = 256ull << 20;
     // Bound of the streaming FIFO (within capacity_bytes); 0 = capacity_bytes / 4.
@@ -109,34 +110,34 @@ class ChunkCache {
     // each try up to retry_max_backoff.
     std::chrono::milliseconds retry_backoff{100};
     std::chrono::milliseconds retry_max_backoff{2000};
+    // The time of deadlines, back-off and the memories above; never null.
+    std::shared_ptr<const Clock> clock = Clock::Real();
   };
 
   // `store` must outlive the cache.
   ChunkCache(ChunkStore& store, Options options);
   // Shutdown(), then waits for the running fetches to return from the store.
-  ~ChunkCache();
+  ~ChunkCache() override;
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;
 
   // Returns the bytes of chunk `ref`: from memory, or by waiting for a fetch already queued or
   // running for `ref.id`, or by queuing one on the demand threads (the store verifies the bytes
-  // against `ref.id`). Gives up at `deadline`.
+  // against `ref.id`). Gives up at `deadline` (steady time of options.clock).
   // Errors: those of ChunkStore::Get (NotFound, Corruption "chunk b3:…: digest mismatch …",
   // Unavailable, Internal); Corruption "chunk b3:…: is N bytes, the version says M" if the
-  // verified blob's length differs from `ref.size_bytes` (CheckChunkLength); DeadlineExceeded "chunk b3:…: not fetched
-  // within the read deadline" (with no error from the store yet) at the deadline; Unavailable
-  // "chunk cache: shutting down" once Shutdown was called; Unavailable "chunk b3:…: the wait
-  // was cancelled" as soon as `stop` is requested (the fetch goes on; Withdraw drops it if it
-  // has not started). Bad bytes are never returned or cached. `pattern` only decides where a
-  // newly fetched chunk is kept (see the class comment).
+  // verified blob's length differs from `ref.size_bytes` (CheckChunkLength); DeadlineExceeded
+  // "chunk b3:…: not fetched within the read deadline" (with no error from the store yet) at the
+  // deadline; Unavailable "chunk cache: shutting down" once Shutdown was called; Unavailable
+  // "chunk b3:…: the wait was cancelled" as soon as `stop` is requested (the fetch goes on;
+  // Withdraw drops it if it has not started). Bad bytes are never returned or cached. `pattern`
+  // only decides where a newly fetched chunk is kept (see the class comment).
   Result<ChunkBytes> Get(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom,
-                         Clock::time_point deadline = Clock::time_point::max(),
-                         std::stop_token stop = {});
+                         SteadyTime deadline = SteadyTime::max(), std::stop_token stop = {});
 
   // Like Get for a blob of unknown length (a chunk index): no length check, and the fetched
   // bytes are not kept in memory (the caller keeps what it decodes from them).
-  Result<ChunkBytes> GetBlob(const Digest& id,
-                             Clock::time_point deadline = Clock::time_point::max(),
+  Result<ChunkBytes> GetBlob(const Digest& id, SteadyTime deadline = SteadyTime::max(),
                              std::stop_token stop = {});
 
   // The bytes of `ref` if they are in memory now (a hit, as for Get), else nullptr. Never
@@ -170,8 +171,9 @@ class ChunkCache {
 
   ChunkCacheStats stats() const;
 
+  const Clock& clock() const { return *options_.clock; }
+
  private:
-  struct Flight;
   struct Node {
     Digest id;
     ChunkBytes bytes;
@@ -179,25 +181,23 @@ class ChunkCache {
   };
   using NodeList = std::list<Node>;
 
-  // `keep`: cache the fetched bytes.
-  Result<ChunkBytes> GetImpl(const Digest& id, AccessPattern pattern, bool keep,
-                             uint32_t size_bytes, Clock::time_point deadline, std::stop_token stop);
-  // Both under mu_: the cached bytes of `id` (moved per `pattern`) or nullptr; the flight of
-  // `id`, created on the demand queue if there is none, promoted there if it was a prefetch.
+  // FetchCore::Item hints.
+  static constexpr uint32_t kKeep = 1;    // cache the fetched bytes (GetBlob's are not)
+  static constexpr uint32_t kRandom = 2;  // AccessPattern::kRandom (else kSequential)
+  static uint32_t Hints(AccessPattern pattern, bool keep);
+
+  // FetchCore::Keeper, called under the core's lock.
+  SharedBytes Lookup(const Digest& id, uint32_t hints) override;
+  bool Holds(const Digest& id) override;
+  void Fetched(const Digest& id, const SharedBytes& bytes, uint32_t hints) override;
+
+  Result<ChunkBytes> GetImpl(const Digest& id, uint64_t size_bytes, uint32_t hints,
+                             SteadyTime deadline, std::stop_token stop);
+  // Under mu_: the cached bytes of `id` (moved per `pattern`) or nullptr.
   ChunkBytes HitLocked(const Digest& id, AccessPattern pattern);
-  // `size_bytes`: the chunk's length if known, else 0.
-  std::shared_ptr<Flight> DemandLocked(const Digest& id, AccessPattern pattern, bool keep,
-                                       uint32_t size_bytes);
-  // Under mu_: the unclaimed prefetch error of `id`, if any and recent; forgets it.
-  std::optional<Status> TakeUnclaimedErrorLocked(const Digest& id);
-  Result<ChunkBytes> FetchFromStore(const Digest& id);
-  // Fetches the batch's chunks (one GetMany, or Get for a batch of one) and completes them.
-  void RunBatch(const std::vector<std::shared_ptr<Flight>>& batch);
-  // Records `result` as the flight's and wakes its waiters.
-  void Complete(const std::shared_ptr<Flight>& flight, Result<ChunkBytes> result);
   void InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern);
   void EvictLocked();
-  void Worker(bool prefetch);
+  void RememberGaveUpLocked(const Digest& id);
 
   ChunkStore& store_;
   const Options options_;
@@ -207,32 +207,19 @@ class ChunkCache {
   NodeList lru_;        // most recently used first
   NodeList streaming_;  // newest first
   std::unordered_map<Digest, NodeList::iterator> index_;
-  std::unordered_map<Digest, std::shared_ptr<Flight>> inflight_;  // queued or running
-  std::deque<std::shared_ptr<Flight>> demand_queue_;
-  std::deque<std::shared_ptr<Flight>> prefetch_queue_;
-  // Errors of fetches no reader was waiting for, handed to the next Get of the chunk (once).
-  struct UnclaimedError {
-    Status status;
-    Clock::time_point when;
-  };
-  static constexpr size_t kMaxUnclaimedErrors = 1024;
-  static constexpr auto kUnclaimedErrorTtl = std::chrono::seconds(10);
-  std::unordered_map<Digest, UnclaimedError> unclaimed_errors_;
-  // Chunks a Get gave up on at its deadline (with the error it returned): for kGaveUpMemory,
-  // a Get of one of them waits at most kRetryAfterGiveUp.
+  // Chunks a Get gave up on at its deadline (when): for kGaveUpMemory, a Get of one of them
+  // waits at most kRetryAfterGiveUp.
+  static constexpr size_t kMaxGaveUp = 1024;
   static constexpr auto kGaveUpMemory = std::chrono::seconds(2);
   static constexpr auto kRetryAfterGiveUp = std::chrono::seconds(1);
-  std::unordered_map<Digest, UnclaimedError> gave_up_;
-  void RememberGaveUpLocked(const Digest& id, const Status& status);
-  std::condition_variable work_cv_;  // a queue got work, or stopping
-  // stopping (wakes back-off sleeps); condition_variable_any, so a back-off ends at a stop
-  // request too.
-  std::condition_variable_any stop_cv_;
+  std::unordered_map<Digest, SteadyTime> gave_up_;
+  // Shutdown was called (ends back-off waits; the core answers the rest).
+  std::condition_variable stop_cv_;
   bool stopping_ = false;
-  uint64_t prefetch_inflight_ = 0;  // bytes of the prefetch batches being fetched
-  ChunkCacheStats stats_;
+  ChunkCacheStats stats_;  // hits, retries and the cached_* fields; the rest is the core's
 
-  std::vector<std::thread> workers_;
+  // Last: destroyed first, so its threads stop before the state they update goes.
+  std::unique_ptr<FetchCore> core_;
 };
 
 }  // namespace bdn

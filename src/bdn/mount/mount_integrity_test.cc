@@ -68,6 +68,30 @@ MountOptions Options() {
   return o;
 }
 
+// The mount has no chunk-index cache of its own: an index it loads (through the ChunkCache,
+// with its deadline) is kept by the VersionView, where every other reader of the view finds it.
+TEST(MountChunkIndexes, AnIndexTheMountLoadsIsTheViewsOne) {
+  auto store = std::make_shared<FaultyStore>();
+  VersionBuilder b(*store);
+  b.File("big.bin", RandomBytes(300'000, 9), 0644, {65536});
+  auto view = *VersionView::Open(store, b.Finish());
+  const Entry& f = *view->Find("big.bin");
+  ASSERT_EQ(view->KnownChunks(f), nullptr);
+  VolumeReader reader(view, Options());
+  const int before = store->gets;
+  auto fc = reader.ChunksOf(f, reader.Deadline());
+  ASSERT_TRUE(fc.has_value()) << fc.error().ToString();
+  EXPECT_EQ(store->gets, before + 1);  // the index, once
+  EXPECT_EQ(view->KnownChunks(f), *fc);
+  auto again = view->ChunksOf(f);  // pull, cat and verify read the same list, without a fetch
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(*again, *fc);
+  VolumeReader second(view, Options());
+  EXPECT_EQ(second.KnownChunks(f), *fc);
+  EXPECT_EQ(store->gets, before + 1);
+  EXPECT_EQ((*fc)->chunks, b.chunk_lists.at("big.bin"));
+}
+
 TEST(MountIntegrity, AChunkShorterThanItsListingIsCorruptionNotAnOverflow) {
   auto store = std::make_shared<MemChunkStore>();
   auto view = OpenCrafted(store, "overlong-chunks");

@@ -51,52 +51,19 @@ void VolumeReader::Stop() {
   waiters_.reset();  // runs what is queued (each finishes at once now) and joins
 }
 
-VolumeReader::Clock::time_point VolumeReader::Deadline() const {
-  return Clock::now() + read_timeout_;
-}
+SteadyTime VolumeReader::Deadline() const { return cache_.clock().SteadyNow() + read_timeout_; }
 
-std::shared_ptr<const FileChunks> VolumeReader::KnownChunks(const Entry& entry) {
-  const Entry& e = view_->Resolve(entry);
-  if (e.kind != EntryKind::kFile) return nullptr;
-  if (e.layout != FileLayout::kIndexed) {
-    // A list that fails its checks is not known: ChunksOf reports why.
-    auto chunks = FileChunkList(view_->manifest().chunker, e, {});
-    return chunks ? MakeFileChunks(std::move(*chunks)) : nullptr;
-  }
-  std::lock_guard lock(mu_);
-  auto it = indexes_.find(view_->IndexOf(e));
-  return it == indexes_.end() ? nullptr : it->second;
-}
-
-Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& entry,
-                                                                 Clock::time_point deadline,
+Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& e,
+                                                                 SteadyTime deadline,
                                                                  std::stop_token stop) {
-  const Entry& e = view_->Resolve(entry);
-  if (e.kind != EntryKind::kFile) {
-    return Err(InvalidArgumentError("path \"" + e.path + "\": is a " +
-                                    std::string(EntryKindName(e.kind)) + ", not a file"));
-  }
-  if (auto known = KnownChunks(e)) return known;
-  if (e.layout != FileLayout::kIndexed) {
-    BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(view_->manifest().chunker, e, {}));
-    return MakeFileChunks(std::move(chunks));
-  }
-  // Concurrent opens of one file share the fetch inside the ChunkCache; decoding twice is
-  // harmless.
-  auto blob = cache_.GetBlob(e.index, deadline, stop);
-  if (!blob) {
-    if (stop.stop_requested()) {
-      ChunkRef index{e.index, 0};
-      cache_.Withdraw({&index, 1});
+  return view_->ChunksOf(e, [&](const Digest& index) -> Result<SharedBytes> {
+    auto blob = cache_.GetBlob(index, deadline, stop);
+    if (!blob && stop.stop_requested()) {
+      ChunkRef ref{index, 0};
+      cache_.Withdraw({&ref, 1});
     }
-    return Err(blob.error().WithPrefix("file \"" + e.path + "\": chunk index"));
-  }
-  // Checked before any read indexes the list: lengths within the chunker maximum, adding up to
-  // the file's size.
-  BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(view_->manifest().chunker, e, **blob));
-  auto fc = MakeFileChunks(std::move(chunks));
-  std::lock_guard lock(mu_);
-  return indexes_.try_emplace(view_->IndexOf(e), std::move(fc)).first->second;
+    return blob;
+  });
 }
 
 std::optional<std::vector<ChunkBytes>> VolumeReader::CachedChunks(const FileChunks& fc,
@@ -129,7 +96,7 @@ void VolumeReader::RequestChunks(const FileChunks& fc, uint64_t begin, uint64_t 
 
 Result<std::vector<ChunkBytes>> VolumeReader::Chunks(const FileChunks& fc, uint64_t begin,
                                                      uint64_t end, AccessPattern pattern,
-                                                     Clock::time_point deadline,
+                                                     SteadyTime deadline,
                                                      std::stop_token stop) {
   std::span<const ChunkRef> refs = Covering(fc, begin, end);
   // All of them at once: a 1 MiB read of 64 KiB chunks is one round trip, not sixteen.

@@ -7,11 +7,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "bdn/base/status.h"
@@ -31,31 +29,30 @@ namespace bdn {
 // Thread-safe, except that Stop must not race with Submit (call it once the FUSE loop ended).
 class VolumeReader {
  public:
-  using Clock = ChunkCache::Clock;
-
   VolumeReader(std::shared_ptr<VersionView> view, const MountOptions& options);
   // Stop().
   ~VolumeReader();
   VolumeReader(const VolumeReader&) = delete;
   VolumeReader& operator=(const VolumeReader&) = delete;
 
-  // The deadline of a request that arrives now: now + options.read_timeout.
-  Clock::time_point Deadline() const;
+  // The deadline of a request that arrives now: now + options.read_timeout (steady time of
+  // the cache's clock).
+  SteadyTime Deadline() const;
 
-  // The chunk list of file entry `e` (hardlinks resolved) if it is known without I/O: empty and
-  // single-chunk files, and indexed files whose index is loaded. Else nullptr (also for a list
-  // that fails FileChunkList's checks: ChunksOf says why).
-  std::shared_ptr<const FileChunks> KnownChunks(const Entry& e);
+  // The chunk list of file entry `e` if it is known without I/O (VersionView::KnownChunks).
+  std::shared_ptr<const FileChunks> KnownChunks(const Entry& e) { return view_->KnownChunks(e); }
 
-  // The chunk list of file entry `e` (hardlinks resolved), loading its chunk index if needed.
-  // Errors: InvalidArgument if `e` is not a file; the ChunkCache's errors (DeadlineExceeded at
-  // `deadline`, NotFound, Unavailable, ...) prefixed "file \"path\": chunk index"; Corruption
-  // "file \"path\": …" from FileChunkList (the index does not decode, a chunk is longer than the
-  // chunker maximum, or the lengths do not add up to the entry's size); every list returned
-  // passed those checks, so offsets within the file's size index it safely. Once `stop` is
-  // requested the wait ends at once (Unavailable "... the wait was cancelled") and the index
-  // fetch is withdrawn if it has not started and nobody else waits for it.
-  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, Clock::time_point deadline,
+  // The chunk list of file entry `e` (hardlinks resolved), its chunk index loaded through the
+  // ChunkCache (concurrent opens of one file share the fetch) into the view's chunk-list cache
+  // (VersionView::ChunksOf, the one loader). Errors: InvalidArgument if `e` is not a file; the
+  // ChunkCache's errors (DeadlineExceeded at `deadline`, NotFound, Unavailable, ...) prefixed
+  // "file \"path\": chunk index"; Corruption "file \"path\": …" from FileChunkList (the index
+  // does not decode, a chunk is longer than the chunker maximum, or the lengths do not add up to
+  // the entry's size); every list returned passed those checks, so offsets within the file's
+  // size index it safely. Once `stop` is requested the wait ends at once (Unavailable "... the
+  // wait was cancelled") and the index fetch is withdrawn if it has not started and nobody else
+  // waits for it.
+  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, SteadyTime deadline,
                                                      std::stop_token stop = {});
 
   // The chunks of `fc` covering the byte range [begin, end) (begin < end <= file size), in
@@ -72,7 +69,7 @@ class VolumeReader {
   // requested the wait ends at once (Unavailable "... the wait was cancelled") and the fetches
   // of the range that have not started and that nobody else waits for are withdrawn.
   Result<std::vector<ChunkBytes>> Chunks(const FileChunks& fc, uint64_t begin, uint64_t end,
-                                         AccessPattern pattern, Clock::time_point deadline,
+                                         AccessPattern pattern, SteadyTime deadline,
                                          std::stop_token stop = {});
 
   // Runs `task` on one of the threads that may block (up to a deadline); queued tasks start in
@@ -93,9 +90,6 @@ class VolumeReader {
   std::shared_ptr<VersionView> view_;
   ChunkCache cache_;
   const std::chrono::milliseconds read_timeout_;
-
-  std::mutex mu_;
-  std::unordered_map<size_t, std::shared_ptr<const FileChunks>> indexes_;  // by entry index
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> indexes_warmed_{false};

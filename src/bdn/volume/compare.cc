@@ -89,7 +89,7 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
     Blake3Hasher whole;
     bool complete = true;
     BDN_RETURN_IF_ERROR(
-        reader.Read(fc->chunks, [&](size_t i, Result<std::vector<uint8_t>> bytes) -> Status {
+        reader.Read(fc->chunks, [&](size_t i, Result<std::span<const uint8_t>> bytes) -> Status {
           const Digest& id = fc->chunks[i].id;
           if (!bytes) {
             if (bytes.error().code() != StatusCode::kNotFound &&

@@ -57,7 +57,7 @@ Status RestoreMtime(const Entry& e, int dir, const std::string& name, const std:
   return Status::Ok();
 }
 
-bool AllZero(const std::vector<uint8_t>& b) {
+bool AllZero(std::span<const uint8_t> b) {
   static const uint8_t zeros[4096] = {};
   for (size_t off = 0; off < b.size(); off += sizeof zeros) {
     size_t n = std::min(sizeof zeros, b.size() - off);
@@ -116,7 +116,7 @@ Status CatFile(const VersionView& view, const std::string& path, int fd,
   ChunkReader reader(view.store(), reads);
   Blake3Hasher whole;
   BDN_RETURN_IF_ERROR(
-      reader.Read(fc->chunks, [&](size_t, Result<std::vector<uint8_t>> bytes) -> Status {
+      reader.Read(fc->chunks, [&](size_t, Result<std::span<const uint8_t>> bytes) -> Status {
         if (!bytes) return bytes.error().WithPrefix("file \"" + path + "\"");
         whole.Update(*bytes);
         return WriteAll(fd, bytes->data(), bytes->size(), "stdout");
@@ -350,7 +350,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     }
     Status read = reader.Read(
         std::span(chunks).subspan(first_fetch),
-        [&](size_t, Result<std::vector<uint8_t>> bytes) -> Status {
+        [&](size_t, Result<std::span<const uint8_t>> bytes) -> Status {
           if (!bytes) return bytes.error().WithPrefix("file \"" + e.path + "\"");
           if (bytes->size() > e.size_bytes - off) {
             return CorruptionError("file \"" + e.path + "\": its chunks hold more than its size " +

@@ -78,29 +78,51 @@ const std::vector<size_t>& VersionView::Children(std::string_view dir_path) cons
   return it == children_.end() ? no_children_ : it->second;
 }
 
+std::shared_ptr<const FileChunks> VersionView::KeepChunks(size_t key,
+                                                         std::shared_ptr<const FileChunks> fc) const {
+  std::lock_guard lock(mu_);
+  return chunks_cache_.try_emplace(key, std::move(fc)).first->second;
+}
+
+std::shared_ptr<const FileChunks> VersionView::KnownChunks(const Entry& entry) const {
+  const Entry& e = Resolve(entry);
+  if (e.kind != EntryKind::kFile) return nullptr;
+  const size_t key = IndexOf(e);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = chunks_cache_.find(key); it != chunks_cache_.end()) return it->second;
+  }
+  if (e.layout == FileLayout::kIndexed) return nullptr;
+  // Built from the entry alone, so not kept: a mount of a million small files would otherwise
+  // hold a list per file it ever opened. A list that fails its checks is not known: ChunksOf
+  // reports why.
+  auto chunks = FileChunkList(manifest_.chunker, e, {});
+  return chunks ? MakeFileChunks(std::move(*chunks)) : nullptr;
+}
+
 Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& entry) const {
+  return ChunksOf(entry, [this](const Digest& id) -> Result<SharedBytes> {
+    BDN_ASSIGN_OR_RETURN(auto bytes, store_->Get(id));
+    return std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  });
+}
+
+Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& entry,
+                                                                const BlobLoader& load) const {
   const Entry& e = Resolve(entry);
   if (e.kind != EntryKind::kFile) {
     return Err(InvalidArgumentError("path \"" + e.path + "\": is a " +
                                     std::string(EntryKindName(e.kind)) + ", not a file"));
   }
-  size_t key = IndexOf(e);
-  {
-    std::lock_guard lock(mu_);
-    auto it = chunks_cache_.find(key);
-    if (it != chunks_cache_.end()) return it->second;
+  if (auto known = KnownChunks(e)) return known;
+  if (e.layout != FileLayout::kIndexed) {
+    BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, {}));
+    return MakeFileChunks(std::move(chunks));
   }
-  std::vector<uint8_t> index_bytes;
-  if (e.layout == FileLayout::kIndexed) {
-    auto bytes = store_->Get(e.index);
-    if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\": chunk index"));
-    index_bytes = std::move(*bytes);
-  }
-  BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, index_bytes));
-  auto fc = MakeFileChunks(std::move(chunks));
-  std::lock_guard lock(mu_);
-  chunks_cache_.emplace(key, fc);
-  return fc;
+  auto bytes = load(e.index);
+  if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\": chunk index"));
+  BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, **bytes));
+  return KeepChunks(IndexOf(e), MakeFileChunks(std::move(chunks)));
 }
 
 Result<size_t> VersionView::Read(const Entry& entry, uint64_t offset,

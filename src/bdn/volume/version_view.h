@@ -2,6 +2,7 @@
 // listing and per-file chunk lists, and verified reads of file byte ranges.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -13,6 +14,7 @@
 #include "bdn/base/status.h"
 #include "bdn/format/manifest.h"
 #include "bdn/store/chunk_store.h"
+#include "bdn/store/fetch_core.h"
 
 namespace bdn {
 
@@ -25,7 +27,7 @@ struct FileChunks {
   size_t ChunkAt(uint64_t offset) const;
 };
 
-// Immutable after Open except for the internal chunk-list cache; thread-safe.
+// Immutable after Open except for the chunk-list cache (ChunksOf); thread-safe.
 class VersionView {
  public:
   // Loads and decodes the manifest blob `digest` from `store`. Callers open versions the registry
@@ -50,12 +52,27 @@ class VersionView {
   // Entry index of `e` (which must belong to this view).
   size_t IndexOf(const Entry& e) const { return static_cast<size_t>(&e - manifest_.entries.data()); }
 
-  // Chunk list of a file entry (hardlinks resolved); loads and caches its chunk index object.
-  // The list is checked by FileChunkList (each chunk 1 to chunker-maximum bytes, the lengths
-  // add up to the entry's size), so offsets into it stay inside the file.
-  // Errors: from the store, prefixed "file \"path\": chunk index"; Corruption "file \"path\":
-  // …" from FileChunkList.
+  // Loads one blob (a file's chunk index) for ChunksOf: its verified bytes, or the error.
+  using BlobLoader = std::function<Result<SharedBytes>(const Digest& id)>;
+
+  // Chunk list of a file entry (hardlinks resolved); loads its chunk index object with `load`
+  // (default: store().Get) and keeps the list, so each index is decoded once per view (the one
+  // chunk-index cache: pull, cat, verify and the mount all read lists through it); the list of
+  // an empty or single-chunk file is built from the entry each time. The list is
+  // checked by FileChunkList (each chunk 1 to chunker-maximum bytes, the lengths add up to the
+  // entry's size), so offsets into it stay inside the file. Concurrent first calls for one file
+  // may each load the index (a loader that shares fetches, as the mount's ChunkCache, fetches
+  // it once); all of them return the list kept first.
+  // Errors: InvalidArgument "path \"p\": is a <kind>, not a file"; the loader's (the store's),
+  // prefixed "file \"path\": chunk index"; Corruption "file \"path\": …" from FileChunkList.
   Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e) const;
+  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, const BlobLoader& load) const;
+
+  // The chunk list of file entry `e` (hardlinks resolved) if it is known without I/O: empty and
+  // single-chunk files (built anew), and indexed files whose index ChunksOf loaded. Else nullptr (also for
+  // entries that are not files, and for a list that fails FileChunkList's checks: ChunksOf
+  // says why).
+  std::shared_ptr<const FileChunks> KnownChunks(const Entry& e) const;
 
   // Reads [offset, offset + out.size()) of a file entry into `out`, stopping at EOF; returns the
   // bytes read. Every chunk is verified, and its length checked against the chunk list; a bad
@@ -72,8 +89,10 @@ class VersionView {
   std::unordered_map<std::string_view, size_t> by_path_;
   std::unordered_map<std::string_view, std::vector<size_t>> children_;
   std::vector<size_t> no_children_;
+  // Keeps `fc` as the list of entry `key` unless one is kept already; returns the kept one.
+  std::shared_ptr<const FileChunks> KeepChunks(size_t key, std::shared_ptr<const FileChunks> fc) const;
   mutable std::mutex mu_;
-  mutable std::unordered_map<size_t, std::shared_ptr<const FileChunks>> chunks_cache_;
+  mutable std::unordered_map<size_t, std::shared_ptr<const FileChunks>> chunks_cache_;  // by entry
 };
 
 // Checks a file's whole-content BLAKE3 `got` (what b3sum prints) against `want`, the entry's
