@@ -5,7 +5,8 @@
 #    chunks from the origin (POST /v1/chunks/batch, 1024 ids per request), page cache dropped;
 #  - HTTP requests the origin answered per GiB read (its /metrics);
 #  - a second mount reading the file from the node cache (page cache dropped) vs cold cat.
-# Usage: bench/run_network.sh [WORKDIR]   (~5 GiB of free disk; "cold" drops the page cache with
+# Usage: bench/run_network.sh [WORKDIR]   (BDN_BENCH_SIZE_MIB=32 for a quick check that it runs;
+# ~5 GiB of free disk; "cold" drops the page cache with
 # drop_caches as root, else evicts the files involved with posix_fadvise(DONTNEED))
 # Prints a markdown report to stdout. The bdn binary is build/apps/bdn/bdn (scripts/build.sh).
 set -euo pipefail
@@ -38,7 +39,7 @@ requests() {
   curl -s "$url/metrics" | awk '/^bdn_http_requests_total/ {s += $NF} END {printf "%d\n", s}'
 }
 
-python3 "$repo/bench/gen_checkpoints.py" --out "$work/gen" >/dev/null
+python3 "$repo/bench/gen_checkpoints.py" --out "$work/gen" --size-mib "${BDN_BENCH_SIZE_MIB:-1024}" >/dev/null
 src="$work/gen/ckpt-0"; c0="$src/model.safetensors"; size=$(stat -c %s "$c0")
 
 echo "## Delivery network benchmark"
