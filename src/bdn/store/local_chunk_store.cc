@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -69,6 +70,21 @@ Status FsyncDir(const fs::path& dir) {
   int e = errno;
   ::close(fd);
   if (rc != 0) return ErrnoError("directory " + dir.string() + ": fsync", e);
+  return Status::Ok();
+}
+
+// Writes all of `bytes` at `offset` of `fd`. Errors: ErrnoError "`what`: write".
+Status WriteAt(int fd, std::span<const uint8_t> bytes, uint64_t offset, const std::string& what) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::pwrite(fd, bytes.data() + off, bytes.size() - off,
+                         static_cast<off_t>(offset + off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(what + ": write", errno);
+    }
+    off += static_cast<size_t>(n);
+  }
   return Status::Ok();
 }
 
@@ -407,7 +423,7 @@ Status LocalChunkStore::LoadLoosePacks() {
         ::close(fd);
         continue;
       }
-      BDN_RETURN_IF_ERROR(RecoverPack(id, fd, true));
+      BDN_RETURN_IF_ERROR(RecoverPack(id, fd));
       continue;
     }
     struct stat st;
@@ -424,20 +440,69 @@ Status LocalChunkStore::LoadLoosePacks() {
     }
     if (blobs.error().code() != StatusCode::kCorruption) return blobs.error();
     // A sealed pack whose footer did not survive (a power cut before the fdatasync of a pack that
-    // was never committed to, or damage): its whole records are still good.
+    // was never committed to, or damage): every whole record in it is still good, wherever it is.
     int rw = ::openat(packs_dir_fd_, name.c_str(), mode | O_CLOEXEC);
     if (rw < 0) continue;
     if (::flock(rw, LOCK_EX | LOCK_NB) != 0) {
       ::close(rw);
       continue;
     }
-    BDN_RETURN_IF_ERROR(RecoverPack(id, rw, false));
+    BDN_RETURN_IF_ERROR(RepairSealedPack(id, rw));
   }
   return Status::Ok();
 }
 
-Status LocalChunkStore::RecoverPack(uint64_t pack, int fd, bool was_open) {
-  const fs::path path = PackPath(pack, !was_open);
+Status LocalChunkStore::RepairSealedPack(uint64_t pack, int fd) {
+  const fs::path path = PackPath(pack);
+  const std::string what = "pack " + path.string();
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoError(what, e);
+  }
+  auto file = std::make_shared<PackFile>(fd);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  // Another process may have repaired it between our read of the footer and our lock.
+  if (auto blobs = pack::ReadFooter(fd, size, what)) {
+    AddLoose(pack, std::move(file), *blobs);
+    return Status::Ok();
+  }
+  BDN_ASSIGN_OR_RETURN(pack::SalvageResult found, pack::SalvageRecords(fd, size, what));
+  std::string note = "warning: " + what + ": footer damaged; " +
+                     std::to_string(found.blobs.size()) + " whole records found";
+  if (found.damaged_records > 0) {
+    note += ", " + std::to_string(found.damaged_records) +
+            (found.damaged_records == 1 ? " damaged record" : " damaged records") +
+            " skipped (their blobs count as missing until pushed again)";
+  }
+  if (!writable_) {
+    std::fprintf(stderr, "%s (read-only store: not repaired)\n", note.c_str());
+    AddLoose(pack, std::move(file), found.blobs);
+    return Status::Ok();
+  }
+  if (found.blobs.empty()) {
+    // Nothing in it can be used; kept, not deleted, in case a person can do more with it.
+    std::fprintf(stderr, "%s; set aside as %s.damaged\n", note.c_str(), path.string().c_str());
+    ::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
+               (path.filename().string() + ".damaged").c_str());
+    return Status::Ok();
+  }
+  // A committed pack is never cut: its records stay where they are (a reader of another
+  // process may be reading them), and the new footer goes after every byte of the file,
+  // the damaged old footer included.
+  BDN_RETURN_IF_ERROR(WriteAt(fd, pack::EncodeFooter(found.blobs, size), size, what));
+  if (options_.durability == Durability::kDurable && ::fdatasync(fd) != 0) {
+    return ErrnoError(what + ": fdatasync", errno);
+  }
+  std::fprintf(stderr, "%s; a new footer lists them\n", note.c_str());
+  ++packs_recovered_;
+  AddLoose(pack, std::move(file), found.blobs);
+  return Status::Ok();
+}
+
+Status LocalChunkStore::RecoverPack(uint64_t pack, int fd) {
+  const fs::path path = PackPath(pack, false);
   const std::string what = "pack " + path.string();
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -465,24 +530,13 @@ Status LocalChunkStore::RecoverPack(uint64_t pack, int fd, bool was_open) {
   // Seal what is whole: the torn tail goes, the footer follows the last good record.
   std::vector<uint8_t> footer = pack::EncodeFooter(scan->blobs, scan->valid_bytes);
   if (::ftruncate(fd, static_cast<off_t>(scan->valid_bytes)) != 0) return ErrnoError(what + ": truncate", errno);
-  size_t off = 0;
-  while (off < footer.size()) {
-    ssize_t n = ::pwrite(fd, footer.data() + off, footer.size() - off,
-                         static_cast<off_t>(scan->valid_bytes + off));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what + ": write", errno);
-    }
-    off += static_cast<size_t>(n);
-  }
+  BDN_RETURN_IF_ERROR(WriteAt(fd, footer, scan->valid_bytes, what));
   if (options_.durability == Durability::kDurable && ::fdatasync(fd) != 0) {
     return ErrnoError(what + ": fdatasync", errno);
   }
-  if (was_open) {
-    if (::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
-                   PackPath(pack).filename().c_str()) != 0) {
-      return ErrnoError(what + ": rename", errno);
-    }
+  if (::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
+                 PackPath(pack).filename().c_str()) != 0) {
+    return ErrnoError(what + ": rename", errno);
   }
   if (options_.durability == Durability::kDurable && ::fsync(packs_dir_fd_) != 0) {
     return ErrnoError("chunk store " + root_.string() + ": packs: fsync", errno);

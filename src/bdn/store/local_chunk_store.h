@@ -212,9 +212,14 @@ class LocalChunkStore : public ChunkStore {
   Status LoadTables();
   // Reads the footers of sealed packs no table covers and recovers packs whose writer died.
   Status LoadLoosePacks();
-  // Recovers one pack (a dead writer's .open, or a .pack with a damaged footer): its whole
-  // records, sealed again when writable. `fd` is open with an exclusive flock.
-  Status RecoverPack(uint64_t pack, int fd, bool was_open);
+  // Recovers a dead writer's .open pack: its records up to the first one that is not whole,
+  // sealed again when writable (the torn tail is cut off, never committed to). `fd` is open with
+  // an exclusive flock.
+  Status RecoverPack(uint64_t pack, int fd);
+  // Repairs a sealed .pack whose footer is damaged without cutting anything: every whole record
+  // (SalvageRecords: bad records skipped, the scan resynced past damaged headers) is listed in a
+  // new footer appended at the end of the file. `fd` is open with an exclusive flock.
+  Status RepairSealedPack(uint64_t pack, int fd);
   void AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
                 const std::vector<pack::BlobLocation>& blobs);
   std::shared_ptr<PackFile> FileOf(uint64_t pack);

@@ -135,6 +135,71 @@ TEST_F(LocalStore, ATornTailIsDroppedAndItsBlobsStoredAgain) {
   ExpectAllReadable(*s, blobs);
 }
 
+std::vector<uint8_t> FileBytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// Regression: a sealed pack with a damaged footer was recovered like a dead writer's pack, cut
+// at its first record that was not whole, losing every good record after it.
+TEST_F(LocalStore, ASealedPackWithADamagedFooterAndARottenRecordKeepsEveryOtherBlob) {
+  auto blobs = Blobs(20, 3000, 40);
+  const size_t rotten = 7;
+  fs::path pack_path;
+  {
+    auto s = Open();
+    for (const auto& b : blobs) ASSERT_TRUE(s->Put(Digest::Of(b), b).ok());
+    ASSERT_TRUE(s->Sync().ok());
+    ASSERT_TRUE(FlipStoredByte(*s, Digest::Of(blobs[rotten]), 1000).ok());
+    pack_path = (*s->Locate(Digest::Of(blobs[0])))->pack_path;
+  }
+  ASSERT_EQ(Names(root() / "packs", ".pack").size(), 1u);
+  {
+    // A byte of the footer's third entry: the checksum no longer matches.
+    const uint64_t size = fs::file_size(pack_path);
+    const uint64_t entry = size - 64 - (blobs.size() - 2) * 64;
+    std::fstream f(pack_path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(entry + 40));
+    f.put('\x7f');
+  }
+  int fd = ::open(pack_path.c_str(), O_RDONLY);
+  ASSERT_FALSE(pack::ReadFooter(fd, fs::file_size(pack_path), "pack").has_value());
+  ::close(fd);
+  const std::vector<uint8_t> damaged = FileBytes(pack_path);
+  // Without the index, the next open reads the footers, and this one fails.
+  fs::remove_all(root() / "index");
+  auto s = Open();
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    const Digest id = Digest::Of(blobs[i]);
+    if (i == rotten) {
+      EXPECT_FALSE(*s->Contains(id));
+      EXPECT_EQ(s->Get(id).error().code(), StatusCode::kNotFound);
+      continue;
+    }
+    auto got = s->Get(id);
+    ASSERT_TRUE(got.has_value()) << i << ": " << got.error().message();
+    EXPECT_EQ(*got, blobs[i]) << i;
+  }
+  // Nothing was cut or rewritten: the repaired pack is the damaged one with a new footer after
+  // it, listing every whole record.
+  const std::vector<uint8_t> now = FileBytes(pack_path);
+  ASSERT_GT(now.size(), damaged.size());
+  EXPECT_TRUE(std::equal(damaged.begin(), damaged.end(), now.begin()));
+  fd = ::open(pack_path.c_str(), O_RDONLY);
+  auto footer = pack::ReadFooter(fd, now.size(), "pack");
+  ::close(fd);
+  ASSERT_TRUE(footer.has_value()) << footer.error().message();
+  EXPECT_EQ(footer->size(), blobs.size() - 1);
+  // The rotten blob, pushed again, is readable; so is everything after another reopen.
+  ASSERT_TRUE(s->Put(Digest::Of(blobs[rotten]), blobs[rotten]).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();
+  ExpectAllReadable(*s, blobs);
+  ASSERT_TRUE(s->RebuildIndex().has_value());
+  ExpectAllReadable(*s, blobs);
+}
+
 TEST_F(LocalStore, ALiveWritersOpenPackIsLeftAlone) {
   auto writer = Open();
   auto blobs = Blobs(5, 1000, 30);

@@ -3,8 +3,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 
 #include "bdn/store/chunk_store.h"  // VerifyChunk
 
@@ -184,6 +186,111 @@ Result<std::vector<BlobLocation>> ReadFooter(int fd, uint64_t file_bytes, std::s
   return DecodeFooter(footer, t, what);
 }
 
+namespace {
+
+// What one record read at an offset turned out to be (ReadRecordAt).
+enum class RecordState {
+  kWhole,       // header checks, payload in the file, decodes, hashes to the id
+  kBadHeader,   // no record header checks here (torn, damaged, zeros, a footer)
+  kCutOff,      // the header checks but the file ends inside the header or the payload
+  kBadPayload,  // the header checks, the payload is in the file but does not decode or hash
+};
+
+struct RecordAt {
+  RecordState state = RecordState::kBadHeader;
+  BlobLocation loc;  // from the header (kWhole, kCutOff, kBadPayload)
+  std::string why;   // for the states other than kWhole
+};
+
+// Reads and verifies the record at `at` of a file of `file_bytes`. `stored` and `raw` are
+// scratch buffers. Errors: ErrnoError on I/O errors only.
+Result<RecordAt> ReadRecordAt(int fd, uint64_t at, uint64_t file_bytes, std::string_view what,
+                              std::vector<uint8_t>& stored, std::vector<uint8_t>& raw) {
+  const std::string w(what);
+  const std::string here = "record at offset " + std::to_string(at);
+  RecordAt out;
+  uint8_t header[kRecordHeaderBytes];
+  ssize_t n = PreadFull(fd, header, sizeof header, at);
+  if (n < 0) return Err(ErrnoError(w + ": read", errno));
+  if (static_cast<size_t>(n) < sizeof header) {
+    out.state = RecordState::kCutOff;
+    out.why = here + ": cut off";
+    return out;
+  }
+  auto loc = DecodeRecordHeader(header, at, what);
+  if (!loc) {
+    out.why = loc.error().message().substr(w.size() + 2);
+    return out;
+  }
+  out.loc = *loc;
+  if (loc->payload_offset() > file_bytes || loc->stored_bytes > file_bytes - loc->payload_offset()) {
+    out.state = RecordState::kCutOff;
+    out.why = here + ": cut off";
+    return out;
+  }
+  stored.resize(loc->stored_bytes);
+  n = PreadFull(fd, stored.data(), stored.size(), loc->payload_offset());
+  if (n < 0) return Err(ErrnoError(w + ": read", errno));
+  if (static_cast<size_t>(n) != stored.size()) {
+    out.state = RecordState::kCutOff;
+    out.why = here + ": cut off";
+    return out;
+  }
+  std::span<const uint8_t> bytes = stored;
+  if (loc->codec != Codec::kNone) {
+    raw.resize(loc->raw_bytes);
+    Status s = DecodeBlob(loc->codec, stored, raw, here);
+    if (!s.ok()) {
+      out.state = RecordState::kBadPayload;
+      out.why = s.message();
+      return out;
+    }
+    bytes = raw;
+  }
+  if (Digest::Of(bytes) != loc->id) {
+    out.state = RecordState::kBadPayload;
+    out.why = here + ": digest mismatch";
+    return out;
+  }
+  out.state = RecordState::kWhole;
+  return out;
+}
+
+// The offset of the first valid record header at or after `from` (a 64-byte header at an offset
+// <= file_bytes - 64 whose magic and check match), or file_bytes if there is none. Reads the file
+// in blocks, looking for the record magic. Errors: ErrnoError on I/O errors.
+Result<uint64_t> NextRecordHeader(int fd, uint64_t from, uint64_t file_bytes,
+                                  std::string_view what) {
+  constexpr size_t kBlock = size_t{1} << 20;
+  const std::string w(what);
+  std::vector<uint8_t> buf(kBlock + kRecordHeaderBytes);
+  for (uint64_t base = from; base + kRecordHeaderBytes <= file_bytes; base += kBlock) {
+    const size_t want = static_cast<size_t>(
+        std::min<uint64_t>(buf.size(), file_bytes - base));
+    ssize_t n = PreadFull(fd, buf.data(), want, base);
+    if (n < 0) return Err(ErrnoError(w + ": read", errno));
+    const size_t got = static_cast<size_t>(n);
+    // A header starting in this block (at most kBlock starts) lies wholly in buf.
+    const size_t starts = std::min(got, kBlock);
+    for (size_t i = 0; i < starts;) {
+      const void* hit = ::memmem(buf.data() + i, got - i, "BDNR", 4);
+      if (hit == nullptr) break;
+      const size_t k = static_cast<size_t>(static_cast<const uint8_t*>(hit) - buf.data());
+      if (k >= starts) break;
+      if (k + kRecordHeaderBytes <= got &&
+          DecodeRecordHeader(std::span<const uint8_t>(buf.data() + k, kRecordHeaderBytes),
+                             base + k, what)) {
+        return base + k;
+      }
+      i = k + 1;
+    }
+    if (got < want) break;  // the file is shorter than it was
+  }
+  return file_bytes;
+}
+
+}  // namespace
+
 Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what) {
   const std::string w(what);
   ScanResult out;
@@ -195,47 +302,47 @@ Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view wha
   out.valid_bytes = at;
   std::vector<uint8_t> stored, raw;
   while (at < file_bytes) {
-    uint8_t header[kRecordHeaderBytes];
-    n = PreadFull(fd, header, sizeof header, at);
-    if (n < 0) return Err(ErrnoError(w + ": read", errno));
-    if (static_cast<size_t>(n) < sizeof header) {
-      out.stop_reason = "record at offset " + std::to_string(at) + ": cut off";
+    BDN_ASSIGN_OR_RETURN(RecordAt r, ReadRecordAt(fd, at, file_bytes, what, stored, raw));
+    if (r.state != RecordState::kWhole) {
+      out.stop_reason = r.why;
       break;
     }
-    auto loc = DecodeRecordHeader(header, at, what);
-    if (!loc) {
-      out.stop_reason = loc.error().message().substr(w.size() + 2);
-      break;
-    }
-    if (loc->stored_bytes > file_bytes - loc->payload_offset() ||
-        loc->payload_offset() > file_bytes) {
-      out.stop_reason = "record at offset " + std::to_string(at) + ": cut off";
-      break;
-    }
-    stored.resize(loc->stored_bytes);
-    n = PreadFull(fd, stored.data(), stored.size(), loc->payload_offset());
-    if (n < 0) return Err(ErrnoError(w + ": read", errno));
-    if (static_cast<size_t>(n) != stored.size()) {
-      out.stop_reason = "record at offset " + std::to_string(at) + ": cut off";
-      break;
-    }
-    std::span<const uint8_t> bytes = stored;
-    if (loc->codec != Codec::kNone) {
-      raw.resize(loc->raw_bytes);
-      Status s = DecodeBlob(loc->codec, stored, raw, "record at offset " + std::to_string(at));
-      if (!s.ok()) {
-        out.stop_reason = s.message();
-        break;
-      }
-      bytes = raw;
-    }
-    if (Digest::Of(bytes) != loc->id) {
-      out.stop_reason = "record at offset " + std::to_string(at) + ": digest mismatch";
-      break;
-    }
-    out.blobs.push_back(*loc);
-    at = loc->end();
+    out.blobs.push_back(r.loc);
+    at = r.loc.end();
     out.valid_bytes = at;
+  }
+  return out;
+}
+
+Result<SalvageResult> SalvageRecords(int fd, uint64_t file_bytes, std::string_view what) {
+  const std::string w(what);
+  SalvageResult out;
+  uint8_t head[kPackHeaderBytes];
+  ssize_t n = PreadFull(fd, head, sizeof head, 0);
+  if (n < 0) return Err(ErrnoError(w + ": read", errno));
+  out.pack_header_damaged =
+      !CheckPackHeader(std::span<const uint8_t>(head, static_cast<size_t>(n)), what).ok();
+  std::vector<uint8_t> stored, raw;
+  uint64_t at = kPackHeaderBytes;
+  while (at + kRecordHeaderBytes <= file_bytes) {
+    BDN_ASSIGN_OR_RETURN(RecordAt r, ReadRecordAt(fd, at, file_bytes, what, stored, raw));
+    if (r.state == RecordState::kWhole) {
+      out.blobs.push_back(r.loc);
+      at = r.loc.end();
+      continue;
+    }
+    if (r.state == RecordState::kBadPayload) {
+      // The checked header's length is right: the next record starts after this payload.
+      ++out.damaged_records;
+      at = r.loc.end();
+      continue;
+    }
+    // No usable record here (a damaged header, or one whose payload would pass the end of the
+    // file): look for the next valid header.
+    BDN_ASSIGN_OR_RETURN(uint64_t next, NextRecordHeader(fd, at + 1, file_bytes, what));
+    ++out.resyncs;
+    out.resynced_bytes += next - at;
+    at = next;
   }
   return out;
 }

@@ -88,6 +88,29 @@ struct ScanResult {
 // (bad header)" when the pack header itself is damaged; ErrnoError on I/O errors.
 Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what);
 
+// The whole records of a sealed pack whose footer is damaged, found by SalvageRecords.
+struct SalvageResult {
+  std::vector<BlobLocation> blobs;  // every whole record, in file order; each verified
+  // Records whose header checks but whose payload does not decode or hash to its id: skipped by
+  // the length their header gives.
+  uint64_t damaged_records = 0;
+  // Places where no record header was found: the scan searched forward from there for the next
+  // valid one ("BDNR" and a matching check), skipping `resynced_bytes` bytes in all (this counts
+  // the damaged footer and trailer, which are not records).
+  uint64_t resyncs = 0;
+  uint64_t resynced_bytes = 0;
+  bool pack_header_damaged = false;  // the 16-byte pack header did not check; records still read
+};
+
+// Finds every whole record of a sealed pack whose footer or trailer is damaged, without giving up
+// at the first bad one (a committed pack's good records must all stay readable): a record whose
+// header checks but whose payload is bad is skipped by its header's length; where no record
+// header checks (a damaged header, the old footer), the scan searches forward for the next one.
+// A record header's 8-byte check makes a false match in random bytes a 2^-64 chance, and every
+// accepted record is verified against its id. Scans the whole file (it trusts no trailer).
+// Errors: ErrnoError on I/O errors only.
+Result<SalvageResult> SalvageRecords(int fd, uint64_t file_bytes, std::string_view what);
+
 // Reads the blob at `loc` (one preadv of its record header and payload; an uncompressed payload is
 // read straight into the returned buffer), checks the record header matches `loc`, decodes, and
 // checks the bytes hash to loc.id. `pack_what` names the pack ("pack /…/0123….pack").

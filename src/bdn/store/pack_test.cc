@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -274,6 +275,69 @@ TEST(PackFile, ABadFooterChecksumIsDetectedAndTheRecordsStillScan) {
   f.Flip(f.size() - 40);
   EXPECT_EQ(ReadFooter(f.fd(), f.size(), "pack p").error().message(),
             "pack p: no valid trailer (bad magic)");
+}
+
+TEST(PackFile, SalvageOfASealedPackSkipsARottenPayloadAndResyncsPastARottenHeader) {
+  testutil::TempDir dir{"bdn_pack_test"};
+  File f(dir.path() / "p.pack");
+  std::vector<std::vector<uint8_t>> blobs;
+  for (int i = 0; i < 12; ++i) blobs.push_back(RandomBytes(2000 + 37 * i, 100 + i));
+  blobs.push_back(std::vector<uint8_t>(50000, 3));  // zstd
+  blobs.push_back({});
+  WrittenPack w = WritePack(f.fd(), blobs, true);
+  const uint64_t footer_at = w.locs.back().end();
+  f.Flip(footer_at + 100);           // the footer: ReadFooter refuses the pack
+  f.Flip(w.locs[3].payload_offset() + 7);  // record 3's payload: its header still checks
+  f.Flip(w.locs[8].offset + 30);     // record 8's header (inside the id): no longer checks
+  ASSERT_FALSE(ReadFooter(f.fd(), f.size(), "pack p").has_value());
+  // The scan of a dead writer's pack stops at record 3, losing everything after it.
+  auto scan = ScanRecords(f.fd(), f.size(), "pack p");
+  ASSERT_TRUE(scan.has_value());
+  EXPECT_EQ(scan->blobs.size(), 3u);
+  f.Flip(0);  // the pack header too
+
+  auto found = SalvageRecords(f.fd(), f.size(), "pack p");
+  ASSERT_TRUE(found.has_value()) << found.error().message();
+  std::vector<BlobLocation> want;
+  for (size_t i = 0; i < w.locs.size(); ++i) {
+    if (i != 3 && i != 8) want.push_back(w.locs[i]);
+  }
+  EXPECT_EQ(found->blobs, want);
+  EXPECT_EQ(found->damaged_records, 1u);  // record 3, skipped by its length
+  EXPECT_TRUE(found->pack_header_damaged);
+  // Record 8's header and payload, then the old footer and trailer, searched past.
+  EXPECT_EQ(found->resyncs, 2u);
+  EXPECT_EQ(found->resynced_bytes, (w.locs[9].offset - w.locs[8].offset) + (f.size() - footer_at));
+  for (const BlobLocation& loc : found->blobs) {
+    EXPECT_TRUE(ReadBlob(f.fd(), loc, "pack p").has_value());
+  }
+}
+
+TEST(PackFile, SalvageFindsRecordsAfterGarbageOfAnyLength) {
+  testutil::TempDir dir{"bdn_pack_test"};
+  std::vector<std::vector<uint8_t>> blobs = {RandomBytes(700, 1), RandomBytes(900, 2)};
+  for (uint64_t garbage : {1u, 3u, 63u, 64u, 65u, 4096u, (1u << 20) + 5}) {
+    File f(dir.path() / ("g" + std::to_string(garbage)));
+    WrittenPack w = WritePack(f.fd(), blobs, false);
+    // Garbage that holds the record magic, then two records copied after it.
+    std::vector<uint8_t> junk = RandomBytes(garbage, garbage);
+    if (garbage >= 4) std::memcpy(junk.data(), "BDNR", 4);
+    std::vector<uint8_t> tail(w.locs.back().end() - kPackHeaderBytes);
+    ASSERT_EQ(::pread(f.fd(), tail.data(), tail.size(), kPackHeaderBytes),
+              static_cast<ssize_t>(tail.size()));
+    const uint64_t at = w.locs.back().end();
+    ASSERT_EQ(::pwrite(f.fd(), junk.data(), junk.size(), static_cast<off_t>(at)),
+              static_cast<ssize_t>(junk.size()));
+    ASSERT_EQ(::pwrite(f.fd(), tail.data(), tail.size(), static_cast<off_t>(at + garbage)),
+              static_cast<ssize_t>(tail.size()));
+    auto found = SalvageRecords(f.fd(), f.size(), "pack g");
+    ASSERT_TRUE(found.has_value());
+    ASSERT_EQ(found->blobs.size(), 4u) << garbage;
+    EXPECT_EQ(found->blobs[2].offset, at + garbage) << garbage;
+    EXPECT_EQ(found->blobs[3].id, Digest::Of(blobs[1]));
+    EXPECT_EQ(found->resyncs, 1u);
+    EXPECT_EQ(found->resynced_bytes, garbage);
+  }
 }
 
 TEST(PackFile, ACorruptBlobIsReportedNamingTheChunkThePackAndTheOffset) {
