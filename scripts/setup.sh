@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
       libfuse3-dev fuse3 librust-blake3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
-      libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libzstd-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
       libcpp-httplib-dev libboost1.81-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev curl
       b3sum casync python3 attr
       wrk  # bench/http_load.sh

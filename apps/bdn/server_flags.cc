@@ -54,6 +54,10 @@ void AddHttpServerFlags(CLI::App* c, cli::HttpServerArgs& a) {
   c->add_option("--batch-readahead", a.batch_readahead,
                 "chunks that batch responses read ahead of their clients, server-wide")
       ->capture_default_str();
+  c->add_option("--log-level", a.log_level,
+                "debug, info (an access line per request), warn, error or off")
+      ->capture_default_str();
+  c->add_option("--log-file", a.log_file, "append the log to this file instead of stderr");
 }
 
 }  // namespace

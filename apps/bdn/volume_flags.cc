@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "bdn/base/log.h"
 #include "bdn/base/units.h"
 #include "flags.h"
 
@@ -37,6 +38,7 @@ struct MountFlags {
   std::string memory_cache;  // "": not given (MountOptions' default)
   std::string cache_size;    // "": not given (10 GiB)
   std::string read_timeout;  // "": not given (MountOptions' default)
+  std::string log_level = "info";
 };
 
 // Parses the texts of `f` into f.args. Errors: InvalidArgument naming the flag.
@@ -58,6 +60,9 @@ Status ParseMountFlags(MountFlags& f) {
     if (!d) return d.error().WithPrefix("--read-timeout");
     f.args.read_timeout_ms = d->count();
   }
+  auto level = log::ParseLevel(f.log_level);
+  if (!level) return level.error().WithPrefix("--log-level");
+  f.args.log_level = *level;
   return Status::Ok();
 }
 
@@ -192,6 +197,12 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "how long a read waits for its bytes before failing with EIO (100ms to 1h, e.g. "
                 "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "
                 "of a failed read, EIO comes within 60 s)");
+  c->add_option("--log-level", mount->log_level,
+                "the mount daemon's log: debug, info, warn, error or off")
+      ->capture_default_str();
+  c->add_option("--log-file", mount->args.log_file,
+                "the mount daemon's log file (default $BDN_HOME/logs/mount-<name>-<hash>.log; "
+                "with --foreground, stderr)");
   c->callback([&inv, mount] {
     inv.check = [mount] { return ParseMountFlags(*mount); };
     inv.run = [mount](cli::Context& ctx) { return cli::Mount(ctx, mount->args); };

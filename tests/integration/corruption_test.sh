@@ -50,6 +50,11 @@ assert_contains "$(cat "$WORK/dd.err")" "Input/output error"
 cmp <(head -c 500000 "$WORK/src/weights.bin") <(head -c 500000 "$WORK/mnt/weights.bin") || fail "bytes before the corrupt chunk"
 assert_eq "fine" "$(cat "$WORK/mnt/ok.txt")" "other file through the mount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
+# The daemon logs the failed read to its file: $BDN_HOME/logs/mount-<name>-<12 hex>.log, 0600.
+mlog="$BDN_HOME/logs/mount-mnt-$(printf '%s' "$WORK/mnt" | b3sum --no-names | cut -c1-12).log"
+[ -f "$mlog" ] || fail "no mount daemon log at $mlog: $(ls -la "$BDN_HOME/logs" 2>&1)"
+assert_eq 600 "$(stat -c %a "$mlog")" "mode of the mount daemon's log"
+assert_contains "$(cat "$mlog")" "Z warning mount $WORK/mnt: file \"weights.bin\" [0, 1048576): chunk b3:$chunk: not in store"
 
 step "pushing the data again repairs the store"
 out=$("$BDN" volume push "$WORK/src" bdn:test/corrupt --json)

@@ -13,7 +13,7 @@ start_server() {
   PIDS+=("$SERVER_PID")
   PORT=""
   for _ in $(seq 1 100); do
-    PORT=$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$LOG")
+    PORT=$(sed -n 's|^[0-9T:.-]*Z info listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$LOG")
     [ -n "$PORT" ] && break
     kill -0 "$SERVER_PID" 2>/dev/null || fail "bdn serve exited: $(cat "$LOG")"
     sleep 0.1
@@ -156,6 +156,16 @@ assert_contains "$err" "listen 127.0.0.1:$PORT: cannot bind"
 [[ "$err" != *"created the first admin key"* ]] || fail "a server that could not bind printed a key: $err"
 [ ! -e "$WORK/srv2/admin.token" ] || fail "a server that could not bind wrote admin.token"
 
+step "the log: an access line per request naming the key, never a token"
+CHUNK_LINE=$(grep " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 200 " "$LOG" | head -n 1)
+[[ "$CHUNK_LINE" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ info\ access\ 127\.0\.0\.1\ GET\ /v1/chunks/[0-9a-f]{64}\ 200\ [0-9]+\ B\ [0-9.]+\ ms\ key=bdn_[0-9a-f]+$ ]] \
+  || fail "access line of a chunk read: [$CHUNK_LINE] in $(cat "$LOG")"
+assert_contains "$(cat "$LOG")" " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 401 "
+assert_contains "$(cat "$LOG")" " key=-"
+# Each token appears only in the one line that announced the admin key at the first start.
+assert_eq 1 "$(grep -c -F "$ADMIN" "$LOG")" "lines of the log holding the admin token"
+assert_eq 0 "$(grep -c -F "${PULL#bdn_}" "$LOG" || true)" "lines of the log holding the pull token"
+
 step "SIGTERM shuts down cleanly; a restart keeps keys and creates no new admin key"
 stop_server
 start_server
@@ -165,6 +175,32 @@ assert_eq 200 "$(http_status GET /v1/keys "$ADMIN")" "admin key after restart"
 assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "revoked key after restart"
 stop_server
 
+step "--log-file writes the log there (stderr stays empty); --log-level warn drops access lines; a bad level is refused"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# serve_logging LEVEL FILE: bdn serve with --log-level LEVEL --log-file FILE, one chunk read
+# answered, then stopped; stderr in $WORK/logging.err.
+serve_logging() {
+  local port; port=$(free_port)
+  "$BDN" serve --listen "127.0.0.1:$port" --data "$SRV" --log-level "$1" --log-file "$2" 2>"$WORK/logging.err" &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+  curl -sf -o /dev/null -H "Authorization: Bearer $ADMIN" "http://127.0.0.1:$port/v1/chunks/$CHUNK_HEX" \
+    || fail "chunk read from the server logging to $2"
+  stop_server
+}
+serve_logging info "$WORK/logs/info.log"
+assert_contains "$(cat "$WORK/logs/info.log")" " info listening on http://127.0.0.1:"
+assert_contains "$(cat "$WORK/logs/info.log")" " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 200 "
+assert_eq 600 "$(stat -c %a "$WORK/logs/info.log")" "mode of the log file"
+assert_eq "" "$(cat "$WORK/logging.err")" "stderr of a server logging to a file"
+serve_logging warn "$WORK/logs/warn.log"
+assert_eq "" "$(cat "$WORK/logs/warn.log")" "the log at --log-level warn of a quiet start"
+run_fails 2 'bdn: error: --log-level: log level "loud": expected debug, info, warn, error or off' \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv3" --log-level loud
+run_fails 2 'bdn: error: --log-level: log level "loud": expected debug, info, warn, error or off' \
+  "$BDN" volume mount bdn:x/y@b3:0123456789abcdef "$WORK/mnt-x" --log-level loud
+
 step "--insecure-no-auth says so and needs no key"
 start_server --insecure-no-auth
 assert_contains "$(cat "$LOG")" "authentication is OFF; anyone who can reach $URL can read"
@@ -173,7 +209,7 @@ stop_server
 
 step "--metrics-listen: /metrics only on the metrics address, for bdn serve and bdn cache serve"
 # metrics_url LOG: the address the "metrics on" line of LOG names.
-metrics_url() { sed -n 's|^metrics on \(http://[^ ]*\)/metrics$|\1|p' "$1"; }
+metrics_url() { sed -n 's|^[0-9T:.-]*Z info metrics on \(http://[^ ]*\)/metrics$|\1|p' "$1"; }
 start_server --metrics-listen 127.0.0.1:0
 MURL=$(metrics_url "$LOG")
 [ -n "$MURL" ] || fail "no 'metrics on' line: $(cat "$LOG")"

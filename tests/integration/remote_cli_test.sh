@@ -76,7 +76,7 @@ read -r cpack _ cpayload _ < <(python3 "$(dirname "$0")/packs.py" find "$WORK/sr
   fail "no sealed pack of the origin holds chunk $chex"
 printf 'X' | dd of="$cpack" bs=1 seek="$cpayload" conv=notrunc status=none
 "$BDN" volume cat "$cref/one.txt" >/dev/null 2>&1 && fail "cat served a corrupt chunk"
-assert_contains "$(cat "$WORK/serve.log")" "bdn serve: chunk b3:$chex: digest mismatch"
+assert_contains "$(cat "$WORK/serve.log")" "error chunk b3:$chex: digest mismatch"
 assert_eq 1 "$(metric bdn_chunks_corrupt_total)" "bdn_chunks_corrupt_total"
 "$BDN" volume push "$WORK/one" bdn:test/corrupted >/dev/null
 assert_eq "corrupt me on the origin" "$("$BDN" volume cat "$cref/one.txt")" "cat after the re-push repaired it"

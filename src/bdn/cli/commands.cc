@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/text.h"
 #include "bdn/base/units.h"
@@ -566,6 +567,17 @@ int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned) {
   return v ? v->created_unix_ms : 0;
 }
 
+fs::path MountLogFile(const fs::path& home, const fs::path& mountpoint) {
+  std::string name;
+  for (char c : mountpoint.filename().string().substr(0, 64)) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    name += plain ? c : '_';
+  }
+  return home / "logs" /
+         ("mount-" + name + "-" + Digest::Of(mountpoint.string()).Hex().substr(0, 12) + ".log");
+}
+
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                    pid_t* daemon_pid) {
   Context mount_ctx = ctx;
@@ -592,10 +604,21 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                 std::chrono::system_clock::now().time_since_epoch())
                 .count();
   opts.unrecorded_mtime_ns = created_ms * 1'000'000;
+  opts.log_level = args.log_level;
   if (args.foreground) {
+    BDN_RETURN_IF_ERROR(log::Init(args.log_level, args.log_file));
     std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
               << " (foreground)\n";
     return ServeMount(view, opts);
+  }
+  opts.log_file = args.log_file.empty() ? MountLogFile(ctx.home, opts.mountpoint)
+                                        : fs::path(args.log_file);
+  // The daemon appends to it; created private (it names files and chunks of the version).
+  if (Status s = CreatePrivateDirectory(opts.log_file.parent_path(), "log directory"); !s.ok()) {
+    std::cerr << "bdn: warning: " << s.message() << "; the mount daemon logs nowhere\n";
+    opts.log_file.clear();
+  } else {
+    CreatePrivateFile(opts.log_file, "log file");
   }
   return MountInBackground(view, opts, daemon_pid);
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bdn/base/log.h"
 #include "bdn/base/status.h"
 #include "bdn/format/ref.h"
 #include "bdn/http/client.h"
@@ -154,7 +155,15 @@ struct MountArgs {
   // When the version was created (VersionCreatedUnixMs): the mtime shown for entries whose
   // manifest records none. 0 = unknown (the origin could not be asked): the time of mounting.
   int64_t version_created_unix_ms = 0;
+  // The mount daemon's log (MountLogFile): "" = <home>/logs/mount-<name>-<12 hex>.log; in the
+  // foreground "" = stderr. Lines of log_level and above.
+  std::string log_file;
+  log::Level log_level = log::Level::kInfo;
 };
+// The default log file of a mount daemon for `mountpoint` (absolute): <home>/logs/
+// mount-<last path component>-<first 12 hex of BLAKE3 of the path>.log, one per mountpoint.
+std::filesystem::path MountLogFile(const std::filesystem::path& home,
+                                   const std::filesystem::path& mountpoint);
 // bdn volume mount. Errors: PermissionDenied "--allow-other: allow_other: ..." before anything
 // else when args.allow_other is not permitted (CheckAllowOtherPermitted); then those of
 // resolving the ref and of MountPinned.

@@ -1,5 +1,6 @@
 // bdn serve and bdn cache serve (serve.h): flags to options, the data directory's lock, the
 // server's signals, and the wiring of the origin or the cache node onto an http::Server.
+#include "bdn/base/log.h"
 #include "bdn/cli/serve.h"
 
 #include <fcntl.h>
@@ -127,18 +128,25 @@ void RaiseOpenFileLimit(size_t wanted) {
     (void)::getrlimit(RLIMIT_NOFILE, &rl);
   }
   if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < wanted + 64) {
-    std::fprintf(stderr,
-                 "bdn: warning: the open-file limit (%llu) is below --max-connections (%zu) plus "
-                 "what the server needs besides; connections beyond it are refused by the "
-                 "kernel's accept\n",
-                 static_cast<unsigned long long>(rl.rlim_cur), wanted);
+    log::Warn("the open-file limit (" + std::to_string(rl.rlim_cur) +
+              ") is below --max-connections (" + std::to_string(wanted) +
+              ") plus what the server needs besides; connections beyond it are refused by the "
+              "kernel's accept");
   }
+}
+
+// --log-level and --log-file: where the server's log goes (docs/http-api.md, "Logs").
+// Errors: InvalidArgument naming the flag; the log file's open error.
+Status InitLog(const HttpServerArgs& a) {
+  auto level = log::ParseLevel(a.log_level);
+  if (!level) return level.error().WithPrefix("--log-level");
+  return log::Init(*level, a.log_file);
 }
 
 // With --metrics-listen: where /metrics is served.
 void PrintMetricsAddress(const http::Server& server) {
   if (server.metrics_url().empty()) return;
-  std::fprintf(stderr, "metrics on %s/metrics\n", server.metrics_url().c_str());
+  log::Info("metrics on " + server.metrics_url() + "/metrics");
 }
 
 Result<http::ServerOptions> ServerOptionsFrom(const HttpServerArgs& a) {
@@ -195,6 +203,7 @@ Result<http::ServerOptions> ServerOptionsFrom(const HttpServerArgs& a) {
 }  // namespace
 
 Status Serve(const ServeArgs& args, const std::string& home) {
+  BDN_RETURN_IF_ERROR(InitLog(args.http));
   auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
   if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
@@ -260,18 +269,15 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   }
   if (args.insecure_no_auth) {
     // After Start, so that the address is the bound one (port 0 picks a free port).
-    std::fprintf(stderr,
-                 "bdn serve: WARNING: --insecure-no-auth: authentication is OFF; anyone who can "
-                 "reach %s can read, push, tag and manage keys\n",
-                 server.url().c_str());
+    log::Warn("--insecure-no-auth: authentication is OFF; anyone who can reach " + server.url() +
+              " can read, push, tag and manage keys");
   }
-  std::fprintf(stderr, "listening on %s\n", server.url().c_str());
+  log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
-  std::fflush(stderr);
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "bdn serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  log::Info(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down");
   scheduler.Stop();  // running jobs stay SYNCING; the next start resumes them
   server.Stop();
   return Status::Ok();
@@ -337,6 +343,7 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
 // Serves chunk GET and batch from a NodeCache over the origin: each chunk is fetched from the
 // origin once (concurrent misses share one fetch) and kept on disk within --cache-size.
 Status CacheServe(const CacheServeArgs& args, const std::string& home) {
+  BDN_RETURN_IF_ERROR(InitLog(args.http));
   if (args.upstream.empty()) return InvalidArgumentError("--upstream: the origin URL is required");
   BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
@@ -362,10 +369,10 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   node.Register(server);
   ExportCacheMetrics(server.metrics(), cache);
   BDN_RETURN_IF_ERROR(server.Start());
-  std::fprintf(stderr, "bdn cache serve: upstream %s, cache %s (%s)\nlistening on %s\n",
-               args.upstream.c_str(), dir.c_str(), args.cache_size.c_str(), server.url().c_str());
+  log::Info("cache node: upstream " + args.upstream + ", cache " + dir.string() + " (" +
+            args.cache_size + ")");
+  log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
-  std::fflush(stderr);
   int sig = 0;
   sigwait(&stop_signals, &sig);
   server.Stop();

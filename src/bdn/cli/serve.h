@@ -25,6 +25,8 @@ struct HttpServerArgs {
   size_t max_connections_per_client = 1024;
   std::string max_header_size = "8K";
   std::string batch_readahead = "256M";
+  std::string log_level = "info";  // log::ParseLevel
+  std::string log_file;            // "": stderr
 };
 
 struct ServeArgs {

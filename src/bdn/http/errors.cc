@@ -1,4 +1,5 @@
 // Status <-> HTTP error mapping (docs/http-api.md, "Errors").
+#include "bdn/base/log.h"
 #include "bdn/http/errors.h"
 
 #include <algorithm>
@@ -83,8 +84,7 @@ std::string ClientMessage(std::string_view message) {
     }
   }
   if (changed) {
-    std::fprintf(stderr, "bdn serve: error sent without server paths: %.*s\n",
-                 static_cast<int>(message.size()), message.data());
+    log::Debug("error sent without server paths: " + std::string(message));
   }
   return out;
 }

@@ -63,6 +63,9 @@ struct ServerRequest {
   std::unique_ptr<BodySink> body_sink;
   // Whatever a route's admission step hands to its handler (e.g. the authenticated key).
   std::any context;
+  // Set by a route's admission step: how the access log names the caller's key ("bdn_<id>",
+  // never the token); "" for none.
+  std::string key_name;
   std::string remote_addr;  // the peer's IP address, e.g. "127.0.0.1"
   int remote_port = 0;
 

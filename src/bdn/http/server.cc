@@ -25,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bdn/base/log.h"
 #include "bdn/base/thread_pool.h"
 
 namespace bdn::http {
@@ -101,6 +102,12 @@ Params ParseQuery(std::string_view q) {
     q.remove_prefix(amp + 1);
   }
   return out;
+}
+
+// 5xx answers and aborted responses can repeat per request: at most 20 lines a minute.
+log::RateLimiter& ServerFaults() {
+  static log::RateLimiter limiter(20, std::chrono::minutes(1));
+  return limiter;
 }
 
 // Text from a request, made safe for one log line.
@@ -546,14 +553,32 @@ class Session : public std::enable_shared_from_this<Session> {
     if (res.status >= 400) {
       metrics().Add("bdn_http_errors_total", {{"route", route}, {"code", ErrorCodeOf(res)}}, 1);
       if (res.status >= 500) {
-        std::fprintf(stderr, "bdn serve: %s %s: %d %s\n", Printable(req_->method).c_str(),
-                     Printable(req_->path).c_str(), res.status, res.body.c_str());
+        ServerFaults().Write(log::Level::kError, Printable(req_->method) + " " +
+                                                     Printable(req_->path) + ": " +
+                                                     std::to_string(res.status) + " " + res.body);
       }
     }
   }
 
+  // One access-log line per answered request (docs/http-api.md, "Logs"): client address,
+  // method, path (without the query), status, body bytes sent, duration, and the key's name
+  // (never its token); "aborted" when the connection ended before the response was written.
+  void LogAccess(bool complete) {
+    if (!req_ || !res_ || !log::Enabled(log::Level::kInfo)) return;
+    const size_t bytes = chunked_ || res_->provider ? sent_ : response_bytes_;
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f",
+                  std::chrono::duration<double, std::milli>(Clock::now() - start_).count());
+    log::Info("access " + addr_ + " " + Printable(req_->method, 16) + " " +
+              Printable(req_->path) + " " + std::to_string(res_->status) + " " +
+              std::to_string(bytes) + " B " + ms + " ms key=" +
+              (req_->key_name.empty() ? "-" : req_->key_name) + (complete ? "" : " aborted"));
+  }
+
   void WriteResponse() {
     phase_ = Phase::kWrite;
+    response_bytes_ = 0;
+    sent_ = 0;
     ServerResponse& res = *res_;
     if (!keep_alive_ || stopping_) close_ = true;
     // A body left unread would be parsed as the next request: never keep such a connection.
@@ -592,6 +617,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (!head && !no_body) data_ = std::move(res.body);
+    response_bytes_ = data_.size();
     res.body = {};
     Write([self = shared_from_this()] { self->Done(); });
   }
@@ -622,9 +648,9 @@ class Session : public std::enable_shared_from_this<Session> {
       try {
         ok = self->res_->provider(self->sent_, self->sink_);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "bdn serve: %s %s: response aborted: %s\n",
-                     Printable(self->req_->method).c_str(), Printable(self->req_->path).c_str(),
-                     e.what());
+        ServerFaults().Write(log::Level::kError, Printable(self->req_->method) + " " +
+                                                     Printable(self->req_->path) +
+                                                     ": response aborted: " + e.what());
       }
       asio::post(self->stream_.get_executor(), [self, ok] {
         // A failed provider aborts the connection mid-body, so the client sees a truncated
@@ -655,6 +681,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The response is on the wire: the next request, or the end of the connection.
   void Done() {
+    LogAccess(true);
     req_.reset();
     res_.reset();
     if (close_) return Linger();
@@ -682,6 +709,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     if (phase_ == Phase::kClosed) return;
+    if (phase_ == Phase::kWrite) LogAccess(false);  // a response cut off mid-write
     phase_ = Phase::kClosed;
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -715,6 +743,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<char> discard_;   // lingering reads
   DataSink sink_;
   size_t sent_ = 0;                      // streamed body bytes produced so far
+  size_t response_bytes_ = 0;            // body bytes of a response written whole
   std::string out_;                      // bytes being written: a header, or a piece's framing
   std::string data_;                     // then a body,
   std::vector<DataSink::Piece> pieces_;  // or a provider's output

@@ -1,5 +1,6 @@
 // FUSE low-level callbacks over a VersionView, and the mount / unmount plumbing around them.
 #define FUSE_USE_VERSION 314
+#include "bdn/base/log.h"
 #include "bdn/mount/fuse_mount.h"
 
 #include <fcntl.h>
@@ -495,7 +496,7 @@ class MountedFs {
       try {
         fn(*w);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "bdn mount %s: internal error: %s\n", mountpoint_.c_str(), e.what());
+        log::Error("mount " + mountpoint_.string() + ": internal error: " + e.what());
         if (Claim(*w)) fuse_reply_err(w->req, EIO);
       }
     });
@@ -504,26 +505,9 @@ class MountedFs {
   // Every Corruption is reported; other errors (an origin away: every read fails, and kernel
   // readahead multiplies them) at most kLogBurst per kLogWindow, then as a count.
   void LogStoreError(const Status& status) {
-    constexpr int kLogBurst = 20;
-    constexpr auto kLogWindow = std::chrono::seconds(10);
-    if (status.code() != StatusCode::kCorruption) {
-      std::lock_guard lock(log_mu_);
-      auto now = std::chrono::steady_clock::now();
-      if (now - log_window_start_ >= kLogWindow) {
-        if (log_suppressed_ > 0) {
-          std::fprintf(stderr, "bdn mount %s: %d more read errors not shown\n", mountpoint_.c_str(),
-                       log_suppressed_);
-        }
-        log_window_start_ = now;
-        log_lines_ = 0;
-        log_suppressed_ = 0;
-      }
-      if (++log_lines_ > kLogBurst) {
-        ++log_suppressed_;
-        return;
-      }
-    }
-    std::fprintf(stderr, "bdn mount %s: %s\n", mountpoint_.c_str(), status.ToString().c_str());
+    const std::string line = "mount " + mountpoint_.string() + ": " + status.ToString();
+    if (status.code() == StatusCode::kCorruption) return log::Error(line);
+    read_errors_.Write(log::Level::kWarn, line);
   }
 
   // `e` is the resolved kFile entry; `info` the open's file info.
@@ -687,10 +671,9 @@ class MountedFs {
   std::mutex waiting_mu_;
   std::unordered_map<fuse_req_t, std::shared_ptr<WaitingRequest>> waiting_;
 
-  std::mutex log_mu_;
-  std::chrono::steady_clock::time_point log_window_start_;
-  int log_lines_ = 0;
-  int log_suppressed_ = 0;
+  // Read errors other than corruption (an origin away: every read fails, and kernel readahead
+  // multiplies them): at most 20 lines per 10 s. Every corruption is logged.
+  log::RateLimiter read_errors_{20, std::chrono::seconds(10)};
 
   // Interrupted requests whose callers the watcher checks (WatchInterrupted).
   std::mutex watch_mu_;
@@ -708,7 +691,7 @@ void Guard(fuse_req_t req, F&& fn) {
   try {
     fn();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bdn mount: internal error: %s\n", e.what());
+    log::Error(std::string("mount: internal error: ") + e.what());
     fuse_reply_err(req, EIO);
   }
 }
@@ -797,8 +780,7 @@ void SetBdiReadAhead(dev_t dev, uint32_t read_ahead_kb, const fs::path& mp) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   std::string value = std::to_string(read_ahead_kb);
   if (fd < 0 || ::write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
-    std::fprintf(stderr, "bdn mount %s: warning: cannot set %s: %s\n", mp.c_str(), path.c_str(),
-                 std::strerror(errno));
+    log::Warn("mount " + mp.string() + ": cannot set " + path + ": " + std::strerror(errno));
   }
   if (fd >= 0) ::close(fd);
 }
@@ -1242,7 +1224,8 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
     int null_fd = ::open("/dev/null", O_RDWR);
     int err_fd = options.log_file.empty()
                      ? null_fd
-                     : ::open(options.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+                     : ::open(options.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+                              0600);
     if (err_fd < 0) err_fd = null_fd;
     if (null_fd >= 0) {
       ::dup2(null_fd, STDIN_FILENO);
@@ -1250,12 +1233,13 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
       ::dup2(err_fd, STDERR_FILENO);
     }
     ::signal(SIGPIPE, SIG_IGN);
+    (void)log::Init(options.log_level);  // the log's stderr is now the log file
     MountOptions daemon_options = options;
     daemon_options.mountpoint = mp;
     daemon_options.ready_fd = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 0);
     Status s = ServeMount(std::move(view), daemon_options);
     if (!s.ok()) {
-      std::fprintf(stderr, "bdn mount %s: %s\n", mp.c_str(), s.ToString().c_str());
+      log::Error("mount " + mp.string() + ": " + s.ToString());
       std::string msg = "E";
       msg.push_back(static_cast<char>(s.code()));
       msg += s.message();

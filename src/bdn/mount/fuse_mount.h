@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "bdn/base/log.h"
 #include "bdn/base/status.h"
 #include "bdn/volume/version_view.h"
 
@@ -61,9 +62,11 @@ struct MountOptions {
   // without --preserve-mtime) and of the root: the version's creation time, in ns since the
   // epoch. 0 shows 1970-01-01.
   int64_t unrecorded_mtime_ns = 0;
-  // MountInBackground only: the daemon's stderr (corruption reports, warnings) is appended to
-  // this file; empty = /dev/null.
+  // MountInBackground only: the daemon's log (base/log.h: corruption reports, read errors,
+  // warnings) and stderr are appended to this file (created 0600); empty = /dev/null.
   std::filesystem::path log_file;
+  // Lines of this level and above are logged.
+  log::Level log_level = log::Level::kInfo;
 };
 
 // Maps a Status to the errno a FUSE reply carries: NotFound -> ENOENT, InvalidArgument -> EINVAL,

@@ -2,6 +2,7 @@
 // BDNB batch download (docs/http-api.md, "Chunks").
 #include <cstring>
 
+#include "bdn/base/log.h"
 #include "bdn/origin/origin.h"
 #include "bdn/origin/request_json.h"
 
@@ -134,7 +135,9 @@ Status Origin::PutChunk(const http::ServerRequest& req, http::ServerResponse& re
 }
 
 void Origin::ReportCorruption(const Status& s) {
-  std::fprintf(stderr, "bdn serve: %s\n", s.message().c_str());
+  // Every client that reads a corrupt chunk reports it again: at most 20 lines a minute.
+  static log::RateLimiter limiter(20, std::chrono::minutes(1));
+  limiter.Write(log::Level::kError, s.message());
   server_->metrics().Add("bdn_chunks_corrupt_total", {}, 1);
 }
 
@@ -260,8 +263,8 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
       }
       if (!bytes && bytes.error().code() != StatusCode::kNotFound &&
           bytes.error().code() != StatusCode::kCorruption) {
-        std::fprintf(stderr, "bdn serve: POST /v1/chunks/batch: %s\n",
-                     bytes.error().message().c_str());
+        static log::RateLimiter limiter(20, std::chrono::minutes(1));
+        limiter.Write(log::Level::kError, "POST /v1/chunks/batch: " + bytes.error().message());
         return false;
       }
       // A stored copy that fails verification is never sent: it reads as missing.

@@ -88,6 +88,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
       http::SetError(res, key.error(), http::Credentials::kRejected);
       return false;
     }
+    req.key_name = key->Name();
     std::optional<std::string> ns;
     if (access.where == Where::kPathNamespace) ns = req.matches[1].str();
     if (!key->Allows(access.scope, ns ? std::optional<std::string_view>(*ns) : std::nullopt)) {

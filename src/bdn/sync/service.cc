@@ -1,3 +1,4 @@
+#include "bdn/base/log.h"
 #include "bdn/sync/service.h"
 
 #include <cstdio>
@@ -105,9 +106,8 @@ Status JobScheduler::Start() {
   BDN_ASSIGN_OR_RETURN(auto unfinished, deps_.jobs->ListUnfinished());
   for (const auto& job : unfinished) {
     if (job.state == SyncState::kSyncing) {
-      std::fprintf(stderr, "bdn serve: sync job %s: resuming (%s into bdn:%s/%s)\n",
-                   job.id.c_str(), job.spec.source_uri.c_str(), job.spec.ns.c_str(),
-                   job.spec.volume.c_str());
+      log::Info("sync job " + job.id + ": resuming (" + job.spec.source_uri + " into bdn:" +
+                job.spec.ns + "/" + job.spec.volume + ")");
     }
     Enqueue(job.id);
   }
@@ -146,15 +146,13 @@ void JobScheduler::Work() {
     options.shutdown = &shutdown_;
     auto job = RunJob(id, deps_, options);
     if (!job) {
-      std::fprintf(stderr, "bdn serve: sync job %s: %s\n", id.c_str(), job.error().message().c_str());
+      log::Error("sync job " + id + ": " + job.error().message());
     } else if (job->state == SyncState::kReady) {
-      std::fprintf(stderr, "bdn serve: sync job %s: READY bdn:%s/%s@%s\n", id.c_str(),
-                   job->spec.ns.c_str(), job->spec.volume.c_str(),
-                   job->version ? job->version->ToString().c_str() : "");
+      log::Info("sync job " + id + ": READY bdn:" + job->spec.ns + "/" + job->spec.volume + "@" +
+                (job->version ? job->version->ToString() : ""));
     } else if (IsTerminal(job->state)) {
-      std::fprintf(stderr, "bdn serve: sync job %s: %s %s: %s\n", id.c_str(),
-                   std::string(SyncStateName(job->state)).c_str(), job->error_code.c_str(),
-                   job->error_message.c_str());
+      log::Warn("sync job " + id + ": " + std::string(SyncStateName(job->state)) + " " +
+                job->error_code + ": " + job->error_message);
     }
   }
 }

@@ -1,0 +1,103 @@
+// The log: level names, the line format in a file, escaping, and the rate limiter.
+#include "bdn/base/log.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "bdn/testing/fake_clock.h"
+#include "bdn/testing/test_util.h"
+
+namespace bdn::log {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string ReadAll(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(LogLevel, ParsesEveryNameAndRefusesOthers) {
+  EXPECT_EQ(*ParseLevel("debug"), Level::kDebug);
+  EXPECT_EQ(*ParseLevel("info"), Level::kInfo);
+  EXPECT_EQ(*ParseLevel("warn"), Level::kWarn);
+  EXPECT_EQ(*ParseLevel("warning"), Level::kWarn);
+  EXPECT_EQ(*ParseLevel("error"), Level::kError);
+  EXPECT_EQ(*ParseLevel("off"), Level::kOff);
+  for (const char* bad : {"", "INFO", "trace", "verbose"}) {
+    auto l = ParseLevel(bad);
+    ASSERT_FALSE(l) << bad;
+    EXPECT_EQ(l.error().message(), "log level \"" + std::string(bad) +
+                                       "\": expected debug, info, warn, error or off");
+  }
+}
+
+TEST(Log, LinesInAFileHaveATimestampALevelAndOneLineEach) {
+  testutil::TempDir dir;
+  const auto file = dir.path() / "logs" / "x.log";
+  ASSERT_TRUE(Init(Level::kInfo, file).ok());
+  Debug("not written");
+  Info("listening on http://127.0.0.1:1");
+  Warn("two\nlines");
+  Error("bad");
+  ASSERT_TRUE(Init(Level::kInfo).ok());  // back to stderr for the other tests
+  const std::string text = ReadAll(file);
+  const std::regex line(
+      R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (info|warning|error) [^\n]*\n)");
+  std::string rest = text;
+  int lines = 0;
+  for (std::smatch m; std::regex_search(rest, m, line) && m.position() == 0; rest = m.suffix()) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3) << text;
+  EXPECT_EQ(rest, "") << text;
+  EXPECT_NE(text.find(" info listening on http://127.0.0.1:1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" warning two\\nlines\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("not written"), std::string::npos) << text;
+  EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+TEST(Log, OffWritesNothingAndEnabledSaysSo) {
+  testutil::TempDir dir;
+  const auto file = dir.path() / "off.log";
+  ASSERT_TRUE(Init(Level::kOff, file).ok());
+  EXPECT_FALSE(Enabled(Level::kError));
+  Error("nothing");
+  ASSERT_TRUE(Init(Level::kWarn, file).ok());
+  EXPECT_FALSE(Enabled(Level::kInfo));
+  EXPECT_TRUE(Enabled(Level::kWarn));
+  ASSERT_TRUE(Init(Level::kInfo).ok());
+  EXPECT_EQ(ReadAll(file), "");
+}
+
+TEST(LogRateLimiter, WritesABurstPerIntervalAndCountsWhatItSuppressed) {
+  testutil::TempDir dir;
+  const auto file = dir.path() / "rl.log";
+  ASSERT_TRUE(Init(Level::kInfo, file).ok());
+  auto clock = std::make_shared<testutil::FakeClock>();
+  RateLimiter limiter(2, 1s, clock);
+  int written = 0;
+  for (int i = 0; i < 10; ++i) written += limiter.Write(Level::kWarn, "fault " + std::to_string(i));
+  EXPECT_EQ(written, 2);
+  clock->Advance(999ms);
+  EXPECT_FALSE(limiter.Write(Level::kWarn, "fault 10"));
+  clock->Advance(1ms);
+  EXPECT_TRUE(limiter.Write(Level::kWarn, "fault 11"));
+  ASSERT_TRUE(Init(Level::kInfo).ok());
+  const std::string text = ReadAll(file);
+  EXPECT_NE(text.find("fault 0\n"), std::string::npos);
+  EXPECT_NE(text.find("fault 1\n"), std::string::npos);
+  EXPECT_EQ(text.find("fault 2\n"), std::string::npos);
+  EXPECT_NE(text.find("warning (9 similar lines suppressed)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("fault 11\n"), std::string::npos);
+  EXPECT_LT(text.find("suppressed"), text.find("fault 11"));
+}
+
+}  // namespace
+}  // namespace bdn::log
