@@ -157,7 +157,7 @@ assert_contains "$err" "listen 127.0.0.1:$PORT: cannot bind"
 [ ! -e "$WORK/srv2/admin.token" ] || fail "a server that could not bind wrote admin.token"
 
 step "the log: an access line per request naming the key, never a token"
-CHUNK_LINE=$(grep " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 200 " "$LOG" | head -n 1)
+CHUNK_LINE=$(grep -m 1 " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 200 " "$LOG")
 [[ "$CHUNK_LINE" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ info\ access\ 127\.0\.0\.1\ GET\ /v1/chunks/[0-9a-f]{64}\ 200\ [0-9]+\ B\ [0-9.]+\ ms\ key=bdn_[0-9a-f]+$ ]] \
   || fail "access line of a chunk read: [$CHUNK_LINE] in $(cat "$LOG")"
 assert_contains "$(cat "$LOG")" " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 401 "

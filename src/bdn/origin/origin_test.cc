@@ -83,6 +83,9 @@ class OriginTest : public ::testing::Test {
     Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    // httplib's default 5 s read timeout is shorter than a commit's fdatasyncs can take on a
+    // loaded machine (a failed Call reads as a wrong status, not as a timeout).
+    client_->set_read_timeout(std::chrono::seconds(120));
   }
 
   void TearDown() override {
