@@ -73,6 +73,18 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
                 "push claims lapse unless renewed within this duration (100ms to 24h; e.g. "
                 "30s, 2m)")
       ->capture_default_str();
+  c->add_option("--retention", serve->retention,
+                "how long a deleted version stays restorable (0s to 3650d, e.g. 7d, 12h)")
+      ->capture_default_str();
+  c->add_option("--gc-interval", serve->gc_interval,
+                "run garbage collection this often (0s: never; e.g. 1h, 30m)")
+      ->capture_default_str();
+  c->add_option("--gc-grace", serve->gc_grace,
+                "how long doomed packs stay readable before a GC deletes them (0s to 24h)")
+      ->capture_default_str();
+  c->add_option("--gc-max-repack-fraction", serve->gc_max_repack_fraction,
+                "repack a pack whose needed bytes are below this fraction of it (0 to 1)")
+      ->capture_default_str();
   c->add_option("--sync-runners", serve->sync_runners, "sync jobs that run at once")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

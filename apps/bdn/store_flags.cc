@@ -50,6 +50,30 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
   });
   add("rebuild-index", "rebuild the blob index from the pack footers", cli::StoreRebuildIndex);
   add("stats", "count the store's packs, blobs and bytes", cli::StoreStats);
+
+  struct GcFlags {
+    StoreArgs data;
+    cli::GcArgs args;
+  };
+  auto gc = std::make_shared<GcFlags>();
+  auto* c = app.add_subcommand(
+      "gc", "reclaim the packs no live or restorable version (nor a push in flight) needs");
+  c->add_option("--data", gc->data.data,
+                "data directory holding store/ (default --home, $BDN_HOME or ~/.local/share/bdn; "
+                "a stopped bdn serve's --data)");
+  c->add_flag("--dry-run", gc->args.dry_run, "list what would be reclaimed; change nothing");
+  c->add_option("--max-repack-fraction", gc->args.max_repack_fraction,
+                "repack a pack whose needed bytes are below this fraction of it (0 to 1; 0 only "
+                "deletes packs with nothing needed)")
+      ->capture_default_str();
+  c->add_option("--grace", gc->args.grace,
+                "how long doomed packs stay readable before they are deleted (0s to 24h)")
+      ->capture_default_str();
+  c->callback([&inv, &json, &home, gc] {
+    inv.run_standalone = [&json, &home, gc] {
+      return cli::Gc(DataDir(gc->data, home), gc->args, json);
+    };
+  });
 }
 
 }  // namespace bdn::app

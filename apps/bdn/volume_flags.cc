@@ -144,6 +144,44 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
     });
   }
 
+  struct RmFlags {
+    cli::RmArgs args;
+    int64_t expected_sequence = -1;  // -1: not given
+  };
+  auto rm = std::make_shared<RmFlags>();
+  c = volume->add_subcommand(
+      "rm", "soft-delete a version (REF@digest) or every live version (--recursive REF); tags "
+            "are dropped; restorable until the printed delete_after");
+  c->add_option("REF", rm->args.ref, "bdn:<ns>/<vol>@<digest>, or bdn:<ns>/<vol> with --recursive")
+      ->required();
+  c->add_flag("-r,--recursive", rm->args.recursive, "every live version of the volume");
+  c->add_flag("-y,--yes", rm->args.yes, "do not ask (needed when stdin is not a terminal)");
+  c->add_option("--expected-sequence", rm->expected_sequence, "fail unless the volume sequence is N")
+      ->check(CLI::NonNegativeNumber);
+  c->callback([&inv, rm] {
+    if (rm->expected_sequence >= 0) rm->args.expected_sequence = rm->expected_sequence;
+    inv.run = [rm](cli::Context& ctx) { return cli::Rm(ctx, rm->args); };
+  });
+
+  struct RestoreFlags {
+    cli::RestoreArgs args;
+    int64_t expected_sequence = -1;  // -1: not given
+  };
+  auto restore = std::make_shared<RestoreFlags>();
+  c = volume->add_subcommand("restore",
+                             "undelete a version within its retention window (tags are not "
+                             "restored)");
+  c->add_option("REF", restore->args.ref, "bdn:<ns>/<vol>@<digest>")->required();
+  c->add_option("--expected-sequence", restore->expected_sequence,
+                "fail unless the volume sequence is N")
+      ->check(CLI::NonNegativeNumber);
+  c->callback([&inv, restore] {
+    if (restore->expected_sequence >= 0) {
+      restore->args.expected_sequence = restore->expected_sequence;
+    }
+    inv.run = [restore](cli::Context& ctx) { return cli::Restore(ctx, restore->args); };
+  });
+
   auto pull = std::make_shared<cli::PullArgs>();
   c = volume->add_subcommand("pull", "materialize a version or subtree into DIR");
   c->add_option("REF", pull->ref)->required();

@@ -160,6 +160,55 @@ Result<CommitResult> CommitResultFromJson(const json& j) {
   return r;
 }
 
+json DeleteResultToJson(const DeleteResult& r) {
+  json list = json::array();
+  for (const DeletedVersion& d : r.deleted) {
+    list.push_back({{"digest", d.digest.Hex()},
+                    {"deleted_unix_ms", d.deleted_unix_ms},
+                    {"delete_after_unix_ms", d.delete_after_unix_ms},
+                    {"tags_dropped", d.tags_dropped}});
+  }
+  return {{"sequence", r.sequence},
+          {"deleted", list},
+          {"head", r.head ? json(r.head->Hex()) : json(nullptr)},
+          {"head_moved", r.head_moved}};
+}
+
+json RestoreResultToJson(const RestoreResult& r) {
+  return {{"sequence", r.sequence}, {"head_updated", r.head_updated}};
+}
+
+Result<DeleteResult> DeleteResultFromJson(const json& j) {
+  DeleteResult r;
+  BDN_ASSIGN_OR_RETURN(r.sequence, Field<int64_t>(j, "sequence"));
+  if (!j.is_object() || !j.contains("deleted") || !j["deleted"].is_array()) {
+    return Err(InvalidArgumentError("deleted: not an array"));
+  }
+  for (const json& item : j["deleted"]) {
+    if (!item.is_object()) return Err(InvalidArgumentError("deleted: not an object"));
+    DeletedVersion d;
+    BDN_ASSIGN_OR_RETURN(d.digest, DigestField(item, "digest"));
+    BDN_ASSIGN_OR_RETURN(d.deleted_unix_ms, Field<int64_t>(item, "deleted_unix_ms"));
+    BDN_ASSIGN_OR_RETURN(d.delete_after_unix_ms, Field<int64_t>(item, "delete_after_unix_ms"));
+    BDN_ASSIGN_OR_RETURN(d.tags_dropped, Field<std::vector<std::string>>(
+                                             item, "tags_dropped", std::vector<std::string>()));
+    r.deleted.push_back(std::move(d));
+  }
+  if (j.contains("head") && !j["head"].is_null()) {
+    BDN_ASSIGN_OR_RETURN(Digest h, DigestField(j, "head"));
+    r.head = h;
+  }
+  BDN_ASSIGN_OR_RETURN(r.head_moved, Field<bool>(j, "head_moved", false));
+  return r;
+}
+
+Result<RestoreResult> RestoreResultFromJson(const json& j) {
+  RestoreResult r;
+  BDN_ASSIGN_OR_RETURN(r.sequence, Field<int64_t>(j, "sequence"));
+  BDN_ASSIGN_OR_RETURN(r.head_updated, Field<bool>(j, "head_updated", false));
+  return r;
+}
+
 Result<ApiKey> KeyFromJson(const json& j) {
   ApiKey k;
   BDN_ASSIGN_OR_RETURN(k.id, Field<std::string>(j, "id"));

@@ -27,6 +27,11 @@ nlohmann::json CommitRequestToJson(const CommitRequest& req,
                                    const std::optional<std::string>& claim);
 // {"sequence", "unchanged", "head_updated", "tags_applied"}.
 nlohmann::json CommitResultToJson(const CommitResult& r);
+// The DELETE .../versions answer: {"sequence", "deleted": [{"digest", "deleted_unix_ms",
+// "delete_after_unix_ms", "tags_dropped"}], "head": "<hex>"|null, "head_moved"}.
+nlohmann::json DeleteResultToJson(const DeleteResult& r);
+// The POST .../versions/<hex>/restore answer: {"sequence", "head_updated"}.
+nlohmann::json RestoreResultToJson(const RestoreResult& r);
 // {"id", "namespace", "scopes": [name], "created_unix_ms", "revoked"}; never the secret.
 nlohmann::json KeyToJson(const ApiKey& k);
 
@@ -42,6 +47,8 @@ Result<VersionRecord> VersionFromJson(const nlohmann::json& j);
 Result<CommitRequest> CommitRequestFromJson(const nlohmann::json& j,
                                             std::optional<std::string>* claim);
 Result<CommitResult> CommitResultFromJson(const nlohmann::json& j);
+Result<DeleteResult> DeleteResultFromJson(const nlohmann::json& j);
+Result<RestoreResult> RestoreResultFromJson(const nlohmann::json& j);
 // A key as KeyToJson writes it (scopes by ScopeName: "scope \"x\": must be one of ..." for
 // another name; "revoked" defaults to false).
 Result<ApiKey> KeyFromJson(const nlohmann::json& j);

@@ -1,5 +1,7 @@
 #include "bdn/base/units.h"
 
+#include <ctime>
+
 #include <sys/random.h>
 
 #include <algorithm>
@@ -93,6 +95,7 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
                   : unit == "s" || unit.empty() ? 1000
                   : unit == "m"                 ? 60'000
                   : unit == "h"                 ? 3'600'000
+                  : unit == "d"                 ? 86'400'000
                                                 : 0;
   if (ms_per == 0) return bad();
   double number = std::strtod(std::string(text.substr(0, i)).c_str(), nullptr);
@@ -102,6 +105,15 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
                                     FormatDuration(min) + " and " + FormatDuration(max)));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+std::string FormatUtc(int64_t unix_ms) {
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 std::string FormatDuration(std::chrono::milliseconds d) {

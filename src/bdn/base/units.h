@@ -27,7 +27,7 @@ Result<uint64_t> ParseByteSize(std::string_view text);
 std::string FormatBytes(uint64_t bytes);
 
 // Parses a duration as every duration flag takes it (--read-timeout, --claim-ttl, ...): a
-// decimal number and a unit, "500ms", "30s", "2m", "1h", "1.5s"; a plain number is seconds
+// decimal number and a unit, "500ms", "30s", "2m", "1h", "7d", "1.5s"; a plain number is seconds
 // ("30" is 30 s, "0.5" is 500 ms). The value is rounded to the nearest millisecond and must lie
 // within [min, max]. No sign, exponent, blanks, "nan" or "inf".
 // Errors: InvalidArgument "duration \"<text>\": expected a number and a unit such as 500ms, 30s,
@@ -37,6 +37,10 @@ std::string FormatBytes(uint64_t bytes);
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
                                                 std::chrono::milliseconds min,
                                                 std::chrono::milliseconds max);
+
+// A time as records and messages show it: UTC, ISO 8601 to the second ("2026-01-31T12:00:00Z").
+// Thread-safe.
+std::string FormatUtc(int64_t unix_ms);
 
 // Formats a duration in the largest unit that divides it: "1h", "2m", "30s", "1500ms", "0ms".
 std::string FormatDuration(std::chrono::milliseconds d);

@@ -76,6 +76,7 @@ TEST(ParseDuration, AcceptsEveryUnitAndPlainSeconds) {
       {"30", 30'000},   {"0.5", 500},        {"1.5s", 1'500},   {".25s", 250},
       {"1.", 1'000},    {"0.1", 100},        {"1.5m", 90'000},  {"007s", 7'000},
       {"1ms", 1},       {"0.0015s", 2},      {"24h", 86'400'000}, {"1440m", 86'400'000},
+      {"1d", 86'400'000}, {"0.5d", 43'200'000},
   };
   for (const Case& c : cases) {
     auto d = ParseDuration(c.text, kMin, kMax);
@@ -86,7 +87,7 @@ TEST(ParseDuration, AcceptsEveryUnitAndPlainSeconds) {
 
 TEST(ParseDuration, RefusesMalformedTextNamingIt) {
   for (const char* text : {"", "s", "ms", ".", "-1s", "+1s", "1 s", " 1s", "1s ", "1S", "1sec",
-                           "1e3", "1e3ms", "nan", "inf", "0x10", "1..2", "1.2.3", "10d", "1m30s",
+                           "1e3", "1e3ms", "nan", "inf", "0x10", "1..2", "1.2.3", "10D", "1m30s",
                            "1234567890123456", "30s\n"}) {
     auto d = ParseDuration(text, kMin, kMax);
     ASSERT_FALSE(d.has_value()) << text;

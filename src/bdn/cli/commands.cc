@@ -102,12 +102,23 @@ Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(home));
   BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(home / "store", store_options));
   ctx.store = std::move(store);
+  RegistryOptions registry_options;
+  BDN_ASSIGN_OR_RETURN(registry_options.retention, EmbeddedRetention());
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
-                       SqliteRegistry::Open(home / "registry.db"));
+                       SqliteRegistry::Open(home / "registry.db", registry_options));
   // Commits are checked as bdn serve checks them: every blob stored, every length as the
   // version says.
   ctx.registry = std::make_shared<CommitCheckingRegistry>(std::move(registry), ctx.store);
   return ctx;
+}
+
+Result<std::chrono::milliseconds> EmbeddedRetention() {
+  const char* env = std::getenv("BDN_RETENTION");
+  if (!env || !*env) return std::chrono::milliseconds(kDefaultRetention);
+  auto d = ParseDuration(env, std::chrono::milliseconds(0),
+                         std::chrono::milliseconds(int64_t{3650} * 86'400'000));
+  if (!d) return Err(d.error().WithPrefix("BDN_RETENTION"));
+  return *d;
 }
 
 int ExitCode(const Status& s) {
@@ -336,15 +347,30 @@ Status Versions(Context& ctx, const VersionsArgs& args) {
     PrintJson({{"volume", ref.VolumeString()}, {"versions", arr}});
     return Status::Ok();
   }
-  std::printf("%-8s %-71s %12s %-9s %-4s %-20s %s\n", "SEQUENCE", "DIGEST", "SIZE", "LIFECYCLE",
-              "HEAD", "CREATED", "TAGS");
+  if (args.include_deleted) {
+    std::printf("%-8s %-71s %12s %-9s %-4s %-20s %-20s %s\n", "SEQUENCE", "DIGEST", "SIZE",
+                "LIFECYCLE", "HEAD", "CREATED", "DELETE_AFTER", "TAGS");
+  } else {
+    std::printf("%-8s %-71s %12s %-9s %-4s %-20s %s\n", "SEQUENCE", "DIGEST", "SIZE", "LIFECYCLE",
+                "HEAD", "CREATED", "TAGS");
+  }
   for (const auto& v : list) {
     std::string tags;
     for (const auto& t : v.tags) tags += (tags.empty() ? "" : ",") + t;
-    std::printf("%-8lld %-71s %12s %-9s %-4s %-20s %s\n", static_cast<long long>(v.sequence),
-                v.digest.ToString().c_str(), FormatBytes(v.stats.bytes).c_str(),
-                std::string(LifecycleName(v.lifecycle)).c_str(), v.is_head ? "yes" : "",
-                FormatUnixMs(v.created_unix_ms).c_str(), tags.c_str());
+    std::string after =
+        v.delete_after_unix_ms ? FormatUnixMs(*v.delete_after_unix_ms) : std::string("-");
+    if (args.include_deleted) {
+      std::printf("%-8lld %-71s %12s %-9s %-4s %-20s %-20s %s\n",
+                  static_cast<long long>(v.sequence), v.digest.ToString().c_str(),
+                  FormatBytes(v.stats.bytes).c_str(),
+                  std::string(LifecycleName(v.lifecycle)).c_str(), v.is_head ? "yes" : "",
+                  FormatUnixMs(v.created_unix_ms).c_str(), after.c_str(), tags.c_str());
+    } else {
+      std::printf("%-8lld %-71s %12s %-9s %-4s %-20s %s\n", static_cast<long long>(v.sequence),
+                  v.digest.ToString().c_str(), FormatBytes(v.stats.bytes).c_str(),
+                  std::string(LifecycleName(v.lifecycle)).c_str(), v.is_head ? "yes" : "",
+                  FormatUnixMs(v.created_unix_ms).c_str(), tags.c_str());
+    }
   }
   return Status::Ok();
 }
@@ -374,6 +400,115 @@ Status TagDelete(Context& ctx, const TagArgs& args) {
   } else {
     std::cout << "deleted tag " << args.tag << " of " << ref.VolumeString() << "\n";
   }
+  return Status::Ok();
+}
+
+namespace {
+
+// The one digest a lifecycle command names: REF must carry "@digest" (a prefix of 12 or more
+// characters, resolved among alive and deleted versions), no tag and no path.
+Result<PinnedRef> ResolveDigestRef(Context& ctx, const std::string& text, const char* command) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(text));
+  if (!ref.digest || ref.tag || !ref.path.empty()) {
+    return Err(InvalidArgumentError("ref \"" + text + "\": " + command +
+                                    " takes REF@digest" +
+                                    (std::string(command) == "rm" ? " (or --recursive REF)" : "")));
+  }
+  return ResolveRef(*ctx.registry, ref);
+}
+
+// Asks "question [y/N]" on the terminal. Errors: InvalidArgument when stdin is not a terminal;
+// FailedPrecondition when the answer is not yes.
+Status Confirm(const std::string& question) {
+  if (!::isatty(STDIN_FILENO)) {
+    return InvalidArgumentError(
+        "bdn volume rm: stdin is not a terminal; give --yes to delete without asking");
+  }
+  std::cerr << question << " [y/N] " << std::flush;
+  std::string answer;
+  std::getline(std::cin, answer);
+  if (answer != "y" && answer != "Y" && answer != "yes") {
+    return FailedPreconditionError("bdn volume rm: not confirmed; nothing was deleted");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Rm(Context& ctx, const RmArgs& args) {
+  std::string ns, volume;
+  std::optional<Digest> digest;
+  if (args.recursive) {
+    BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref));
+    if (ref.digest || ref.tag || !ref.path.empty()) {
+      return InvalidArgumentError("ref \"" + args.ref +
+                                  "\": rm --recursive takes a volume (bdn:ns/vol)");
+    }
+    ns = ref.ns;
+    volume = ref.volume;
+  } else {
+    BDN_ASSIGN_OR_RETURN(PinnedRef pinned, ResolveDigestRef(ctx, args.ref, "rm"));
+    ns = pinned.ns;
+    volume = pinned.volume;
+    digest = pinned.digest;
+  }
+  if (!args.yes) {
+    BDN_RETURN_IF_ERROR(Confirm(
+        digest ? "delete " + PinnedRef{ns, volume, *digest}.ToString() + " (its tags are dropped)?"
+               : "delete every live version of bdn:" + ns + "/" + volume +
+                     " (their tags are dropped)?"));
+  }
+  BDN_ASSIGN_OR_RETURN(DeleteResult r,
+                       ctx.registry->DeleteVersions(ns, volume, digest, args.expected_sequence));
+  if (ctx.json) {
+    json list = json::array();
+    for (const DeletedVersion& d : r.deleted) {
+      list.push_back({{"version_ref", PinnedRef{ns, volume, d.digest}.ToString()},
+                      {"digest", d.digest.ToString()},
+                      {"tags_dropped", d.tags_dropped},
+                      {"deleted", FormatUnixMs(d.deleted_unix_ms)},
+                      {"delete_after", FormatUnixMs(d.delete_after_unix_ms)},
+                      {"delete_after_unix_ms", d.delete_after_unix_ms}});
+    }
+    PrintJson({{"volume", "bdn:" + ns + "/" + volume},
+               {"sequence", r.sequence},
+               {"deleted", list},
+               {"head", r.head ? PinnedRef{ns, volume, *r.head}.ToString() : ""},
+               {"head_moved", r.head_moved}});
+    return Status::Ok();
+  }
+  for (const DeletedVersion& d : r.deleted) {
+    std::cout << "deleted " << PinnedRef{ns, volume, d.digest}.ToString();
+    if (!d.tags_dropped.empty()) {
+      std::cout << " (tags dropped:";
+      for (const auto& t : d.tags_dropped) std::cout << " " << t;
+      std::cout << ")";
+    }
+    std::cout << "; delete_after " << FormatUnixMs(d.delete_after_unix_ms)
+              << " (restorable until then)\n";
+  }
+  if (r.head_moved) {
+    std::cerr << "head of bdn:" << ns << "/" << volume << " is now "
+              << (r.head ? PinnedRef{ns, volume, *r.head}.ToString() : std::string("none"))
+              << "\n";
+  }
+  return Status::Ok();
+}
+
+Status Restore(Context& ctx, const RestoreArgs& args) {
+  BDN_ASSIGN_OR_RETURN(PinnedRef pinned, ResolveDigestRef(ctx, args.ref, "restore"));
+  BDN_ASSIGN_OR_RETURN(RestoreResult r,
+                       ctx.registry->RestoreVersion(pinned.ns, pinned.volume, pinned.digest,
+                                                    args.expected_sequence));
+  if (ctx.json) {
+    PrintJson({{"version_ref", pinned.ToString()},
+               {"sequence", r.sequence},
+               {"head_updated", r.head_updated}});
+    return Status::Ok();
+  }
+  std::cout << "restored " << pinned.ToString() << "\n";
+  std::cerr << (r.head_updated ? "head moved back to it" : "head stays where it is")
+            << "; tags are not restored (bdn volume tag set)\n";
   return Status::Ok();
 }
 

@@ -40,7 +40,8 @@ struct Context {
 // home, or bdn serve's --data): BDN_SYNC=0 turns fdatasync off (scratch stores, benchmarks);
 // BDN_ZSTD_MIN_SAVING (a fraction in [0, 1], default 0.1; 1 stores every blob raw) is the least
 // saving for which a blob is stored zstd-compressed; an old layout is refused naming
-// `bdn store migrate --data <data>`.
+// `bdn store migrate --data <data>`; writers record their claims in gc/claims
+// (ClaimMode::kProcessFile; bdn serve keeps them in memory).
 // Errors: InvalidArgument "BDN_ZSTD_MIN_SAVING \"…\": …" for a value that is not such a number.
 Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& data);
 
@@ -82,6 +83,21 @@ Status StoreMigrateCache(const std::filesystem::path& cache_dir, bool json);
 Status StoreRebuildIndex(const std::filesystem::path& data, bool json);
 Status StoreStats(const std::filesystem::path& data, bool json);
 
+// ---- Garbage collection and checks (maintenance_commands.cc) ----
+
+struct GcArgs {
+  bool dry_run = false;
+  double max_repack_fraction = 0.5;  // GcOptions::max_repack_fraction
+  std::string grace = "1m";          // GcOptions::grace (a duration)
+};
+// bdn gc: one garbage collection (RunGc) of the local pack store of the data directory `data`
+// (the embedded store's home, or a stopped bdn serve's --data) against its registry; prints
+// what it reclaimed (bytes, packs deleted and repacked) or, with dry_run, what it would.
+// Errors: InvalidArgument for --max-repack-fraction outside [0, 1] or a bad --grace;
+// FailedPrecondition "--data D: in use by bdn serve (pid N); its GC runs inside it
+// (--gc-interval)"; those of opening the store and registry and of RunGc.
+Status Gc(const std::filesystem::path& data, const GcArgs& args, bool json);
+
 // Exit code for a Status: 0 ok, 2 invalid argument, 3 not found, 4 conflict/already exists,
 // 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.
 int ExitCode(const Status& s);
@@ -121,6 +137,35 @@ struct TagArgs {
 };
 Status TagSet(Context& ctx, const TagArgs& args);
 Status TagDelete(Context& ctx, const TagArgs& args);
+
+// bdn volume rm REF@digest | --recursive REF (docs/spec.md §8): soft-deletes one version, or
+// every live version of the volume, in one registry transaction; their tags are dropped and the
+// time until which each stays restorable (delete_after) is printed. Asks on the terminal unless
+// `yes`. Errors: InvalidArgument "bdn volume rm: stdin is not a terminal; give --yes to delete
+// without asking" (before anything is read), "ref \"…\": rm takes REF@digest (or --recursive
+// REF)"; FailedPrecondition "bdn volume rm: not confirmed; nothing was deleted"; the
+// registry's (Conflict "version …: already deleted …", NotFound).
+struct RmArgs {
+  std::string ref;
+  bool recursive = false;
+  bool yes = false;
+  std::optional<int64_t> expected_sequence;
+};
+Status Rm(Context& ctx, const RmArgs& args);
+
+// bdn volume restore REF@digest: a deleted version alive again within its retention (tags are
+// not restored; head moves back to it only if it is newer than head). Errors: InvalidArgument
+// for a ref without a digest; the registry's (Conflict "…: is not deleted", FailedPrecondition
+// "…: its retention ended …"); the commit check's when blobs are missing.
+struct RestoreArgs {
+  std::string ref;
+  std::optional<int64_t> expected_sequence;
+};
+Status Restore(Context& ctx, const RestoreArgs& args);
+
+// The retention of the embedded registry: $BDN_RETENTION (a duration, 0s to 3650d), else 7 days.
+// Errors: InvalidArgument "BDN_RETENTION: duration …".
+Result<std::chrono::milliseconds> EmbeddedRetention();
 
 struct PullArgs {
   std::string ref;

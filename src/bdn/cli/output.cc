@@ -1,5 +1,7 @@
 #include "bdn/cli/output.h"
 
+#include "bdn/base/units.h"
+
 #include <ctime>
 #include <iostream>
 
@@ -15,14 +17,7 @@ void PrintJson(const nlohmann::json& j) {
 
 bool ResultPrinted() { return g_result_printed; }
 
-std::string FormatUnixMs(int64_t unix_ms) {
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string FormatUnixMs(int64_t unix_ms) { return FormatUtc(unix_ms); }
 
 std::string JsonText(const nlohmann::json& j) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -10,10 +10,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "bdn/base/private_files.h"
 #include "bdn/base/units.h"
@@ -22,7 +26,9 @@
 #include "bdn/http/client.h"
 #include "bdn/http/errors.h"
 #include "bdn/http/server.h"
+#include "bdn/maintenance/gc.h"
 #include "bdn/origin/origin.h"
+#include "bdn/volume/version_check.h"
 #include "bdn/registry/key_store.h"
 #include "bdn/registry/registry.h"
 #include "bdn/store/chunk_store.h"
@@ -200,12 +206,112 @@ Result<http::ServerOptions> ServerOptionsFrom(const HttpServerArgs& a) {
   return o;
 }
 
+// The server's periodic garbage collection: one RunGc every interval on its own thread, its
+// outcome in the bdn_gc_* metrics (docs/http-api.md, "Health and metrics").
+class PeriodicGc {
+ public:
+  PeriodicGc(Registry& registry, LocalChunkStore& store, http::Metrics& metrics,
+             std::chrono::milliseconds interval, GcOptions options)
+      : registry_(registry),
+        store_(store),
+        metrics_(metrics),
+        interval_(interval),
+        options_(std::move(options)) {
+    using T = http::Metrics::Type;
+    metrics_.Declare("bdn_gc_runs_total", T::kCounter, "Garbage collection runs that completed.");
+    metrics_.Declare("bdn_gc_failures_total", T::kCounter, "Garbage collection runs that failed.");
+    metrics_.Declare("bdn_gc_bytes_reclaimed_total", T::kCounter,
+                     "Pack bytes deleted by garbage collection, less the bytes it copied.");
+    metrics_.Declare("bdn_gc_packs_deleted_total", T::kCounter,
+                     "Packs deleted by garbage collection (repacked ones included).");
+    metrics_.Declare("bdn_gc_packs_repacked_total", T::kCounter,
+                     "Packs whose needed blobs garbage collection copied before deleting them.");
+    metrics_.Declare("bdn_gc_last_run_timestamp_seconds", T::kGauge,
+                     "Unix time at which the last garbage collection run ended.");
+    metrics_.Declare("bdn_gc_last_duration_seconds", T::kGauge,
+                     "How long the last garbage collection run took.");
+    metrics_.Declare("bdn_gc_last_bytes_reclaimed", T::kGauge,
+                     "Bytes the last garbage collection run reclaimed.");
+    options_.stopping = [this] { return stop_.load(); };
+    if (interval_.count() > 0) thread_ = std::thread([this] { Loop(); });
+  }
+  ~PeriodicGc() {
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      {
+        std::unique_lock l(mu_);
+        if (cv_.wait_for(l, interval_, [this] { return stop_.load(); })) return;
+      }
+      auto r = RunGc(registry_, store_, options_);
+      if (stop_) return;
+      if (!r) {
+        metrics_.Add("bdn_gc_failures_total", {}, 1);
+        std::fprintf(stderr, "bdn serve: gc: %s\n", r.error().message().c_str());
+        continue;
+      }
+      metrics_.Add("bdn_gc_runs_total", {}, 1);
+      metrics_.Add("bdn_gc_bytes_reclaimed_total", {}, static_cast<double>(r->bytes_reclaimed));
+      metrics_.Add("bdn_gc_packs_deleted_total", {}, static_cast<double>(r->packs_deleted));
+      metrics_.Add("bdn_gc_packs_repacked_total", {}, static_cast<double>(r->packs_repacked));
+      metrics_.Set("bdn_gc_last_run_timestamp_seconds", {},
+                   static_cast<double>(UnixMs(std::chrono::system_clock::now())) / 1000.0);
+      metrics_.Set("bdn_gc_last_duration_seconds", {},
+                   static_cast<double>(r->duration.count()) / 1000.0);
+      metrics_.Set("bdn_gc_last_bytes_reclaimed", {}, static_cast<double>(r->bytes_reclaimed));
+      for (const std::string& w : r->warnings) {
+        std::fprintf(stderr, "bdn serve: gc: warning: %s\n", w.c_str());
+      }
+      if (r->packs_deleted > 0) {
+        std::fprintf(stderr,
+                     "bdn serve: gc: reclaimed %llu bytes (%llu packs deleted, %llu repacked)\n",
+                     static_cast<unsigned long long>(r->bytes_reclaimed),
+                     static_cast<unsigned long long>(r->packs_deleted),
+                     static_cast<unsigned long long>(r->packs_repacked));
+      }
+    }
+  }
+
+  Registry& registry_;
+  LocalChunkStore& store_;
+  http::Metrics& metrics_;
+  const std::chrono::milliseconds interval_;
+  GcOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 Status Serve(const ServeArgs& args, const std::string& home) {
   BDN_RETURN_IF_ERROR(InitLog(args.http));
   auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
   if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
+  RegistryOptions registry_options;
+  auto retention = ParseDuration(args.retention, std::chrono::milliseconds(0),
+                                 std::chrono::milliseconds(int64_t{3650} * 86'400'000));
+  if (!retention) return retention.error().WithPrefix("--retention");
+  registry_options.retention = *retention;
+  auto gc_interval = ParseDuration(args.gc_interval, std::chrono::milliseconds(0),
+                                   std::chrono::milliseconds(int64_t{365} * 86'400'000));
+  if (!gc_interval) return gc_interval.error().WithPrefix("--gc-interval");
+  auto gc_grace = ParseDuration(args.gc_grace, std::chrono::milliseconds(0), std::chrono::hours(24));
+  if (!gc_grace) return gc_grace.error().WithPrefix("--gc-grace");
+  if (!(args.gc_max_repack_fraction >= 0 && args.gc_max_repack_fraction <= 1)) {
+    return InvalidArgumentError("--gc-max-repack-fraction " +
+                                std::to_string(args.gc_max_repack_fraction) +
+                                ": must be between 0 and 1");
+  }
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
   BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
   const fs::path data = ServerDir(args.data, home, "server", "<data>");
@@ -219,21 +325,40 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   (void)lock_fd;
 
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(data));
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<ChunkStore> store,
+  // This process's GC sees its writers' claims in memory: what each push or sync under a live
+  // claim relied on, and what any client was told in the last --gc-grace.
+  store_options.claims = ClaimMode::kMemory;
+  auto live_origin = std::make_shared<std::atomic<origin::Origin*>>(nullptr);
+  const std::chrono::milliseconds claim_window = *gc_grace;
+  store_options.claims_retain_since = [live_origin, claim_window] {
+    SteadyTime since = std::chrono::steady_clock::now() - claim_window;
+    if (origin::Origin* o = live_origin->load()) {
+      if (auto oldest = o->claims().OldestLiveAcquired()) since = std::min(since, *oldest);
+    }
+    return since;
+  };
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<LocalChunkStore> local_store,
                        LocalChunkStore::Open(data / "store", store_options));
+  std::shared_ptr<ChunkStore> store = local_store;
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
-                       SqliteRegistry::Open(data / "registry.db"));
+                       SqliteRegistry::Open(data / "registry.db", registry_options));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<KeyStore> keys, SqliteKeyStore::Open(data / "registry.db"));
 
   options.claim_ttl = *ttl;
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
   origin::Origin origin(options, store, registry, keys);
+  live_origin->store(&origin);
+  struct Unset {  // before the origin goes, on every way out
+    std::shared_ptr<std::atomic<origin::Origin*>> p;
+    ~Unset() { p->store(nullptr); }
+  } unset{live_origin};
   // Sync jobs run in this server (docs/spec.md §6): durable in the registry's database, resumed by
   // the next start after a crash or a stop.
   sync::RunnerDeps sync_deps;
   sync_deps.store = store;
-  sync_deps.registry = registry;
+  // A sync's commit is checked and held against a sweep like a push's (CommitCheckingRegistry).
+  sync_deps.registry = std::make_shared<CommitCheckingRegistry>(registry, store);
   BDN_ASSIGN_OR_RETURN(sync_deps.jobs, SqliteSyncJobStore::Open(data / "registry.db"));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<SecretStore> secret_store,
                        SqliteSecretStore::Open(data / "registry.db"));
@@ -246,6 +371,10 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   origin.EnableSync(std::make_shared<sync::LocalSyncService>(
       sync_deps, [&scheduler](const std::string& id) { scheduler.Enqueue(id); }));
   origin.Register(server);
+  GcOptions gc_options;
+  gc_options.grace = *gc_grace;
+  gc_options.max_repack_fraction = args.gc_max_repack_fraction;
+  PeriodicGc gc(*registry, *local_store, server.metrics(), *gc_interval, gc_options);
   BDN_RETURN_IF_ERROR(server.Start());
   if (Status s = scheduler.Start(); !s.ok()) {
     server.Stop();

@@ -34,13 +34,20 @@ struct ServeArgs {
   std::string data;  // "": <home>/server
   bool insecure_no_auth = false;
   std::string claim_ttl = "30s";
+  std::string retention = "7d";  // deleted versions stay restorable this long
   int sync_runners = 2;  // sync jobs run at once
+  // Periodic garbage collection (RunGc) in the server: every gc_interval ("0s": never), with
+  // gc_grace between the doom and the sweep, repacking packs needed below the fraction.
+  std::string gc_interval = "1h";
+  std::string gc_grace = "10m";
+  double gc_max_repack_fraction = 0.5;
 };
 
 // bdn serve: binds the address, then takes the data directory (created private, 0700; locked
 // against a second server), opens its store, registry and key table, creates the first admin key
 // (printed once and written to <data>/admin.token, 0600) unless keys exist or auth is off, and
-// serves until SIGINT/SIGTERM. `home` is the --home flag ("": DefaultHome()).
+// serves until SIGINT/SIGTERM, collecting garbage every --gc-interval on its own thread
+// (bdn_gc_* metrics). `home` is the --home flag ("": DefaultHome()).
 // Errors: InvalidArgument naming the flag for a malformed value ("--claim-ttl: duration ...");
 // Unavailable "listen H:P: cannot bind ..." (nothing is created then); FailedPrecondition
 // "--data D: in use by another bdn serve (pid N); ..."; those of opening the store, registry and

@@ -40,6 +40,8 @@ Result<LocalChunkStore::Options> LocalStoreOptions(const fs::path& data) {
     o.codec.min_saving = f;
   }
   o.migrate_command = "bdn store migrate --data " + data.string();
+  // Writers record what they rely on, so that a GC (bdn gc, or bdn serve's) keeps it.
+  o.claims = ClaimMode::kProcessFile;
   return o;
 }
 

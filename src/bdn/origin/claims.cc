@@ -51,7 +51,7 @@ Result<std::string> ClaimTable::Acquire(const std::string& ns, const std::string
     return Err(ConflictLocked(key, *c, now));
   }
   BDN_ASSIGN_OR_RETURN(std::string id, RandomHex(16));
-  Claim c{id, holder, now + ttl_, idempotency_key};
+  Claim c{id, holder, now + ttl_, idempotency_key, now};
   claims_[key] = std::move(c);
   return id;
 }
@@ -83,6 +83,17 @@ Status ClaimTable::CheckCommit(const std::string& ns, const std::string& vol,
   Claim* c = LiveLocked(key, now);
   if (!c || (claim_id && *claim_id == c->id)) return Status::Ok();
   return ConflictLocked(key, *c, now);
+}
+
+std::optional<ClaimTable::Clock::time_point> ClaimTable::OldestLiveAcquired() {
+  std::lock_guard lock(mu_);
+  const auto now = now_();
+  std::optional<Clock::time_point> oldest;
+  for (const auto& [key, c] : claims_) {
+    if (c.expires <= now) continue;
+    if (!oldest || c.acquired < *oldest) oldest = c.acquired;
+  }
+  return oldest;
 }
 
 }  // namespace bdn::origin

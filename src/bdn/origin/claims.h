@@ -43,6 +43,9 @@ class ClaimTable {
   // claim with another id. Errors: Conflict with the Acquire message.
   Status CheckCommit(const std::string& ns, const std::string& vol,
                      const std::optional<std::string>& claim_id);
+  // When the oldest live claim was acquired, or nullopt when none is live: what a writer under
+  // a claim relied on since then is still claimed (bdn serve's GC keeps it).
+  std::optional<Clock::time_point> OldestLiveAcquired();
 
  private:
   struct Claim {
@@ -50,6 +53,7 @@ class ClaimTable {
     std::string holder;
     Clock::time_point expires;
     std::string idempotency_key;  // of the Acquire that created it; may be empty
+    Clock::time_point acquired{};
   };
   using Key = std::pair<std::string, std::string>;
   // The live claim on `key`, erasing an expired one. Requires mu_.

@@ -118,6 +118,11 @@ class Origin {
   // missing chunk.
   void ReportCorruption(const Status& s);
   Status Commit(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key);
+  // RestoreVersion after the commit check of the version (CommitCheckingRegistry): a version
+  // comes back only with every blob it needs stored.
+  Result<RestoreResult> RestoreChecked(const std::string& ns, const std::string& volume,
+                                       const Digest& digest, std::optional<int64_t> expected,
+                                       const std::string& idempotency_key);
 
   OriginOptions options_;
   std::shared_ptr<ChunkStore> store_;

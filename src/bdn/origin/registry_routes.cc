@@ -67,6 +67,7 @@ void Origin::RegisterRegistry() {
   const Access pull{Scope::kPull, Where::kPathNamespace};
   const Access push{Scope::kPush, Where::kPathNamespace};
   const Access tag{Scope::kTag, Where::kPathNamespace};
+  const Access admin{Scope::kAdmin, Where::kPathNamespace};
   using Req = const http::ServerRequest&;
   using Res = http::ServerResponse&;
   const std::string vol = "/v1/volumes/([^/]+)/([^/]+)";
@@ -119,6 +120,49 @@ void Origin::RegisterRegistry() {
           BDN_ASSIGN_OR_RETURN(Digest d, FullDigestOf(req.matches[3].str()));
           BDN_ASSIGN_OR_RETURN(auto v, registry_->GetVersion(p.ns, p.volume, d));
           Reply(res, api::VersionToJson(v));
+          return Status::Ok();
+        });
+  // Lifecycle (docs/spec.md §8): soft delete needs admin (it drops tags, and the data goes once
+  // the retention ends); restore needs push (it only brings a version back, without tags).
+  Route("DELETE", vol + "/versions/([^/]+)", "/v1/volumes/{ns}/{vol}/versions/{digest}", admin,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          BDN_ASSIGN_OR_RETURN(Digest d, FullDigestOf(req.matches[3].str()));
+          BDN_ASSIGN_OR_RETURN(auto expected, ExpectedSequenceParam(req));
+          BDN_ASSIGN_OR_RETURN(DeleteResult r, registry_->DeleteVersions(
+                                                   p.ns, p.volume, d, expected,
+                                                   IdempotencyKeyOf(req)));
+          Reply(res, api::DeleteResultToJson(r));
+          return Status::Ok();
+        });
+  Route("DELETE", vol + "/versions", "/v1/volumes/{ns}/{vol}/versions", admin,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          if (!req.has_param("all") || req.get_param_value("all") != "1") {
+            return InvalidArgumentError(
+                "DELETE /v1/volumes/" + p.ns + "/" + p.volume +
+                "/versions: deleting every live version needs ?all=1");
+          }
+          BDN_ASSIGN_OR_RETURN(auto expected, ExpectedSequenceParam(req));
+          BDN_ASSIGN_OR_RETURN(DeleteResult r,
+                               registry_->DeleteVersions(p.ns, p.volume, std::nullopt, expected,
+                                                         IdempotencyKeyOf(req)));
+          Reply(res, api::DeleteResultToJson(r));
+          return Status::Ok();
+        });
+  Route("POST", vol + "/versions/([^/]+)/restore",
+        "/v1/volumes/{ns}/{vol}/versions/{digest}/restore", push,
+        [this](Req req, Res res, const ApiKey&) -> Status {
+          BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          BDN_ASSIGN_OR_RETURN(Digest d, FullDigestOf(req.matches[3].str()));
+          std::optional<int64_t> expected;
+          if (!req.body.empty()) {
+            BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+            BDN_ASSIGN_OR_RETURN(expected, OptionalIntField(body, "expected_sequence"));
+          }
+          BDN_ASSIGN_OR_RETURN(RestoreResult r, RestoreChecked(p.ns, p.volume, d, expected,
+                                                               IdempotencyKeyOf(req)));
+          Reply(res, api::RestoreResultToJson(r));
           return Status::Ok();
         });
   Route("GET", vol + "/find", "/v1/volumes/{ns}/{vol}/find", pull,
@@ -194,13 +238,23 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
     return Status::Ok();
   }
   BDN_RETURN_IF_ERROR(claims_.CheckCommit(p.ns, p.volume, claim));
-  // The visibility rule: nothing is committed unless every blob it needs is stored and durable.
+  // The visibility rule: nothing is committed unless every blob it needs is stored and durable,
+  // and no GC sweeps between the check and the commit (store/gc_store.h).
   // The stats come from the manifest, not from the request.
+  BDN_ASSIGN_OR_RETURN(auto hold, store_->HoldForCommit());
   BDN_ASSIGN_OR_RETURN(c.stats, CheckVersionStored(*store_, c.digest));
   BDN_RETURN_IF_ERROR(store_->Sync());
   BDN_ASSIGN_OR_RETURN(CommitResult r, registry_->Commit(c));
   Reply(res, api::CommitResultToJson(r));
   return Status::Ok();
+}
+
+Result<RestoreResult> Origin::RestoreChecked(const std::string& ns, const std::string& volume,
+                                             const Digest& digest,
+                                             std::optional<int64_t> expected,
+                                             const std::string& idempotency_key) {
+  CommitCheckingRegistry checked(registry_, store_);
+  return checked.RestoreVersion(ns, volume, digest, expected, idempotency_key);
 }
 
 void Origin::RegisterClaims() {

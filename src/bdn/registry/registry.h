@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 
@@ -80,6 +81,33 @@ struct CommitResult {
   std::vector<std::string> tags_applied;
 };
 
+// One version a delete made DELETED (DeleteResult).
+struct DeletedVersion {
+  Digest digest;
+  int64_t deleted_unix_ms = 0;
+  int64_t delete_after_unix_ms = 0;  // restorable until then (deleted + the retention)
+  std::vector<std::string> tags_dropped;  // sorted
+};
+
+// What Registry::DeleteVersions did.
+struct DeleteResult {
+  int64_t sequence = 0;  // the volume's sequence after the delete (bumped once)
+  std::vector<DeletedVersion> deleted;  // newest first
+  // Head after the delete: when a deleted version was head, head moved to the newest version
+  // still alive (nullopt when none is left).
+  std::optional<Digest> head;
+  bool head_moved = false;
+};
+
+// What Registry::RestoreVersion did.
+struct RestoreResult {
+  int64_t sequence = 0;       // the volume's sequence after the restore (bumped)
+  bool head_updated = false;  // head moved back to the restored version (it is newer than head)
+};
+
+// The default retention of a deleted version (docs/spec.md §1): restorable this long.
+inline constexpr std::chrono::hours kDefaultRetention{7 * 24};
+
 // Held while a push to one volume is in flight; released on destruction or when the holder dies.
 class PushClaim {
  public:
@@ -122,7 +150,8 @@ class Registry {
   // new version (unchanged = true) but still moves head and tags. The sequence is bumped only if
   // something changed. A req.idempotency_key already recorded for this request returns the
   // recorded result (see the class comment). Errors: Conflict on a stale expected_sequence;
-  // FailedPrecondition if the version exists but is DELETED ("restore it first");
+  // FailedPrecondition if the version exists but is DELETED within its retention ("restore it
+  // first");
   // InvalidArgument if `tags` holds "head", and for idempotency keys.
   virtual Result<CommitResult> Commit(const CommitRequest& req) = 0;
   // The result recorded for req.idempotency_key if a Commit of this same request already applied
@@ -147,10 +176,48 @@ class Registry {
                                     std::optional<int64_t> expected_sequence,
                                     const std::string& idempotency_key = "") = 0;
 
+  // Soft-deletes versions of a volume in one transaction: `digest` alone, or with nullopt every
+  // ALIVE version (bdn volume rm --recursive). Each becomes DELETED with delete_after = now +
+  // the registry's retention, and loses its tags (they are not restored with it); if head was
+  // deleted it moves to the newest version still alive (or none). The sequence is bumped once.
+  // A recorded idempotency key returns the recorded result (see the class comment).
+  // Errors: NotFound for the volume or version, or "volume bdn:ns/vol: has no live versions"
+  // (nullopt, none alive); Conflict "version bdn:ns/vol@b3:…: already deleted (at T; restorable
+  // until U)" (exit 4); Conflict on a stale expected_sequence; InvalidArgument for idempotency
+  // keys.
+  virtual Result<DeleteResult> DeleteVersions(const std::string& ns, const std::string& volume,
+                                              const std::optional<Digest>& digest,
+                                              std::optional<int64_t> expected_sequence,
+                                              const std::string& idempotency_key = "") = 0;
+  // Makes a DELETED version ALIVE again within its retention window, without its tags; head
+  // moves back to it only if it is newer (a higher version sequence) than the current head, or
+  // there is none. The sequence is bumped. Errors: NotFound; Conflict "version …: is not
+  // deleted"; FailedPrecondition "version …: deleted at T; its retention ended at U, so it can
+  // no longer be restored (…)"; Conflict on a stale expected_sequence; InvalidArgument for
+  // idempotency keys.
+  virtual Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
+                                               const Digest& digest,
+                                               std::optional<int64_t> expected_sequence,
+                                               const std::string& idempotency_key = "") = 0;
+  // Every version whose blobs must be kept (garbage collection's roots), in every volume:
+  // ALIVE ones and DELETED ones still within their retention (delete_after later than now, by
+  // the registry's clock). Records carry ns, volume, digest, lifecycle and times; tags and head
+  // are not filled in. Errors: Internal on database errors; FailedPrecondition for a registry
+  // that cannot list them (a remote one: GC runs where the data is).
+  virtual Result<std::vector<VersionRecord>> ListRetainedVersions() = 0;
+
   // Claims the right to push to a volume (which need not exist yet). A claim whose holder dies is
   // released. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".
   virtual Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
                                                        const std::string& volume) = 0;
+};
+
+// How a SqliteRegistry keeps time and lifecycle.
+struct RegistryOptions {
+  // How long a deleted version stays restorable (0: not at all; GC may reclaim it at once).
+  std::chrono::milliseconds retention = kDefaultRetention;
+  // Wall time of every record (created, deleted, delete_after, idempotency keys). Never null.
+  std::shared_ptr<Clock> clock = Clock::Real();
 };
 
 // SQLite registry in one database file (WAL mode, busy timeout), safe for several processes.
@@ -158,7 +225,8 @@ class SqliteRegistry : public Registry {
  public:
   // Opens or creates the database (the file private to its owner, 0600: MakeDatabasePrivate).
   // Errors: Internal naming the file.
-  static Result<std::unique_ptr<SqliteRegistry>> Open(const std::filesystem::path& db_path);
+  static Result<std::unique_ptr<SqliteRegistry>> Open(const std::filesystem::path& db_path,
+                                                      RegistryOptions options = {});
   ~SqliteRegistry() override;
 
   Result<std::vector<std::string>> ListNamespaces() override;
@@ -178,6 +246,15 @@ class SqliteRegistry : public Registry {
   Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
                             const std::string& tag, std::optional<int64_t> expected_sequence,
                             const std::string& idempotency_key = "") override;
+  Result<DeleteResult> DeleteVersions(const std::string& ns, const std::string& volume,
+                                      const std::optional<Digest>& digest,
+                                      std::optional<int64_t> expected_sequence,
+                                      const std::string& idempotency_key = "") override;
+  Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
+                                       const Digest& digest,
+                                       std::optional<int64_t> expected_sequence,
+                                       const std::string& idempotency_key = "") override;
+  Result<std::vector<VersionRecord>> ListRetainedVersions() override;
   // An flock(2) on <db dir>/locks/<ns>~<volume>.lock: the kernel drops it when the holder dies.
   Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
                                                const std::string& volume) override;

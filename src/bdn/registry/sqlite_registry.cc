@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <mutex>
 
 #include "bdn/registry/registry.h"
@@ -14,6 +15,7 @@
 
 #include "bdn/base/names.h"
 #include "bdn/base/private_files.h"
+#include "bdn/base/units.h"
 
 namespace bdn {
 
@@ -23,12 +25,6 @@ namespace {
 
 using internal::LockFile;
 using internal::Stmt;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS volumes(
@@ -67,7 +63,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys(
   unchanged INTEGER NOT NULL,
   head_updated INTEGER NOT NULL,
   tags_applied TEXT NOT NULL,
-  created_ms INTEGER NOT NULL);
+  created_ms INTEGER NOT NULL,
+  detail TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS idempotency_keys_by_age ON idempotency_keys(created_ms);
 )sql";
 
@@ -129,10 +126,13 @@ std::vector<std::string> SplitLines(const std::string& text) {
 }  // namespace
 
 struct SqliteRegistry::Impl {
+  RegistryOptions options;
   sqlite3* db = nullptr;
   bool read_only = false;  // opened read-only: every mutation is PermissionDenied
   std::filesystem::path dir;
   std::mutex mu;
+
+  int64_t NowMs() const { return WallNowMs(*options.clock); }
 
   // Also on the failure paths of Open: sqlite3_open_v2 hands back a handle (holding the file
   // open) even when it fails, and a later PRAGMA can fail too.
@@ -161,8 +161,8 @@ struct SqliteRegistry::Impl {
     return Status::Ok();
   }
 
-  // A registry made before sync existed lacks the columns of a version's source identity: adds
-  // them (empty for its versions).
+  // A registry made before sync existed lacks the columns of a version's source identity, and
+  // one made before delete and restore the detail of a recorded write: adds them (empty).
   Status AddColumnsOfSync() {
     bool has_revision = false;
     {
@@ -172,6 +172,19 @@ struct SqliteRegistry::Impl {
         if (!row) break;
         if (s.Text(0) == "source_revision") has_revision = true;
       }
+    }
+    bool has_detail = false;
+    {
+      Stmt s(db, "SELECT name FROM pragma_table_info('idempotency_keys')");
+      while (true) {
+        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        if (s.Text(0) == "detail") has_detail = true;
+      }
+    }
+    if (!has_detail) {
+      BDN_RETURN_IF_ERROR(
+          Exec("ALTER TABLE idempotency_keys ADD COLUMN detail TEXT NOT NULL DEFAULT ''"));
     }
     if (has_revision) return Status::Ok();
     BDN_RETURN_IF_ERROR(
@@ -238,11 +251,12 @@ struct SqliteRegistry::Impl {
 
   // The result recorded for `key`, if a request described as `request` recorded it within the
   // retention. Errors: InvalidArgument for a malformed key or one recorded for another request.
-  Result<std::optional<CommitResult>> Recorded(const std::string& key, const std::string& request) {
+  Result<std::optional<CommitResult>> Recorded(const std::string& key, const std::string& request,
+                                               std::string* detail = nullptr) {
     BDN_RETURN_IF_ERROR(ValidateIdempotencyKey(key));
     Stmt s(db,
-           "SELECT request, sequence, unchanged, head_updated, tags_applied FROM idempotency_keys "
-           "WHERE key=?1 AND created_ms>=?2");
+           "SELECT request, sequence, unchanged, head_updated, tags_applied, detail FROM "
+           "idempotency_keys WHERE key=?1 AND created_ms>=?2");
     s.Bind(1, key).Bind(2, NowMs() - RetentionMs());
     BDN_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) return std::optional<CommitResult>();
@@ -255,24 +269,27 @@ struct SqliteRegistry::Impl {
     r.unchanged = s.Int(2) != 0;
     r.head_updated = s.Int(3) != 0;
     r.tags_applied = SplitLines(s.Text(4));
+    if (detail) *detail = s.Text(5);
     return std::optional<CommitResult>(std::move(r));
   }
 
   // Records `result` for `key` (inside the write's transaction) and drops keys past retention.
-  Status Record(const std::string& key, const std::string& request, const CommitResult& result) {
+  Status Record(const std::string& key, const std::string& request, const CommitResult& result,
+                const std::string& detail = "") {
     Stmt prune(db, "DELETE FROM idempotency_keys WHERE created_ms<?1");
     prune.Bind(1, NowMs() - RetentionMs());
     BDN_RETURN_IF_ERROR(prune.Run());
     Stmt ins(db,
              "INSERT OR REPLACE INTO idempotency_keys(key, request, sequence, unchanged, "
-             "head_updated, tags_applied, created_ms) VALUES(?1,?2,?3,?4,?5,?6,?7)");
+             "head_updated, tags_applied, created_ms, detail) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)");
     ins.Bind(1, key)
         .Bind(2, request)
         .Bind(3, result.sequence)
         .Bind(4, int64_t{result.unchanged})
         .Bind(5, int64_t{result.head_updated})
         .Bind(6, JoinLines(result.tags_applied))
-        .Bind(7, NowMs());
+        .Bind(7, NowMs())
+        .Bind(8, detail);
     return ins.Run();
   }
 
@@ -355,8 +372,11 @@ std::string UriPath(const std::filesystem::path& p) {
 
 }  // namespace
 
-Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesystem::path& db_path) {
+Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesystem::path& db_path,
+                                                             RegistryOptions options) {
   auto impl = std::make_unique<Impl>();
+  if (!options.clock) options.clock = Clock::Real();
+  impl->options = std::move(options);
   impl->dir = db_path.parent_path();
   MakeDatabasePrivate(db_path, "registry");
   auto rw = OpenDb(UriPath(db_path), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -532,7 +552,7 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
       vid = *existing_vid;
     } else {
       Stmt ins(im.db, "INSERT INTO volumes(ns, name, sequence, created_ms) VALUES(?1, ?2, 0, ?3)");
-      ins.Bind(1, req.ns).Bind(2, req.volume).Bind(3, NowMs());
+      ins.Bind(1, req.ns).Bind(2, req.volume).Bind(3, im.NowMs());
       BDN_RETURN_IF_ERROR(ins.Run());
       vid = sqlite3_last_insert_rowid(im.db);
     }
@@ -542,15 +562,24 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
     CommitResult out;
     bool changed = false;
 
-    Stmt find(im.db, "SELECT lifecycle FROM versions WHERE volume_id=?1 AND digest=?2");
+    Stmt find(im.db,
+              "SELECT lifecycle, delete_after_ms FROM versions WHERE volume_id=?1 AND digest=?2");
     find.Bind(1, vid).Bind(2, req.digest.Hex());
     BDN_ASSIGN_OR_RETURN(bool exists, find.Step());
-    if (exists) {
-      if (find.Text(0) == "DELETED") {
-        return Err(FailedPreconditionError("version bdn:" + req.ns + "/" + req.volume + "@" +
-                                           req.digest.ToString() +
-                                           ": is deleted; restore it first"));
+    bool expired = false;  // deleted, and past its retention: committed as a new version
+    if (exists && find.Text(0) == "DELETED") {
+      expired = find.IsNull(1) || find.Int(1) <= im.NowMs();
+      if (!expired) {
+        const std::string ref = "bdn:" + req.ns + "/" + req.volume + "@" + req.digest.ToString();
+        return Err(FailedPreconditionError("version " + ref +
+                                           ": is deleted; restore it first (bdn volume restore " +
+                                           ref + ")"));
       }
+      Stmt drop(im.db, "DELETE FROM versions WHERE volume_id=?1 AND digest=?2");
+      drop.Bind(1, vid).Bind(2, req.digest.Hex());
+      BDN_RETURN_IF_ERROR(drop.Run());
+    }
+    if (exists && !expired) {
       out.unchanged = true;
     } else {
       Stmt ins(im.db,
@@ -560,7 +589,7 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
       ins.Bind(1, vid)
           .Bind(2, req.digest.Hex())
           .Bind(3, seq + 1)
-          .Bind(4, NowMs())
+          .Bind(4, im.NowMs())
           .Bind(5, static_cast<int64_t>(req.stats.files))
           .Bind(6, static_cast<int64_t>(req.stats.bytes))
           .Bind(7, static_cast<int64_t>(req.stats.chunks))
@@ -678,6 +707,250 @@ Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::stri
     if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, out));
     return out.sequence;
   });
+}
+
+
+namespace {
+
+std::string VersionRef(const std::string& ns, const std::string& volume, const Digest& d) {
+  return "bdn:" + ns + "/" + volume + "@" + d.ToString();
+}
+
+std::string FormatTime(int64_t unix_ms) { return FormatUtc(unix_ms); }
+
+// A DeleteResult as the detail of its idempotency record: one line per deleted version
+// ("<hex> <deleted ms> <delete_after ms> <tag,tag>"), then "head <hex or -> <moved 0|1>".
+std::string EncodeDelete(const DeleteResult& r) {
+  std::string out;
+  for (const DeletedVersion& d : r.deleted) {
+    std::string tags;
+    for (const auto& t : d.tags_dropped) tags += (tags.empty() ? "" : ",") + t;
+    out += d.digest.Hex() + " " + std::to_string(d.deleted_unix_ms) + " " +
+           std::to_string(d.delete_after_unix_ms) + " " + tags + "\n";
+  }
+  out += "head " + (r.head ? r.head->Hex() : std::string("-")) + " " +
+         (r.head_moved ? "1" : "0");
+  return out;
+}
+
+DeleteResult DecodeDelete(int64_t sequence, const std::string& detail) {
+  DeleteResult r;
+  r.sequence = sequence;
+  for (const std::string& line : SplitLines(detail)) {
+    std::vector<std::string> f;
+    size_t start = 0;
+    while (start <= line.size()) {
+      size_t sp = line.find(' ', start);
+      if (sp == std::string::npos) sp = line.size();
+      f.push_back(line.substr(start, sp - start));
+      start = sp + 1;
+    }
+    if (f.size() >= 3 && f[0] == "head") {
+      if (f[1] != "-") r.head = ParseStored(f[1]);
+      r.head_moved = f[2] == "1";
+      continue;
+    }
+    if (f.size() < 4) continue;
+    DeletedVersion d;
+    d.digest = ParseStored(f[0]);
+    d.deleted_unix_ms = std::stoll(f[1]);
+    d.delete_after_unix_ms = std::stoll(f[2]);
+    size_t s = 0;
+    while (!f[3].empty() && s <= f[3].size()) {
+      size_t c = f[3].find(',', s);
+      if (c == std::string::npos) c = f[3].size();
+      d.tags_dropped.push_back(f[3].substr(s, c - s));
+      s = c + 1;
+    }
+    r.deleted.push_back(std::move(d));
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<DeleteResult> SqliteRegistry::DeleteVersions(const std::string& ns,
+                                                    const std::string& volume,
+                                                    const std::optional<Digest>& digest,
+                                                    std::optional<int64_t> expected_sequence,
+                                                    const std::string& idempotency_key) {
+  const std::string request = "delete bdn:" + ns + "/" + volume + "@" +
+                              (digest ? digest->ToString() : std::string("*")) +
+                              " expected_sequence=" + ExpectedText(expected_sequence);
+  std::lock_guard lock(impl_->mu);
+  return impl_->Transaction<DeleteResult>([&]() -> Result<DeleteResult> {
+    Impl& im = *impl_;
+    if (!idempotency_key.empty()) {
+      std::string detail;
+      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request, &detail));
+      if (recorded) return DecodeDelete(recorded->sequence, detail);
+    }
+    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
+    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
+    std::vector<Digest> targets;
+    if (digest) {
+      BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, *digest));
+      if (v.lifecycle == Lifecycle::kDeleted) {
+        return Err(ConflictError(
+            "version " + VersionRef(ns, volume, *digest) + ": already deleted (at " +
+            FormatTime(v.deleted_unix_ms.value_or(0)) + "; restorable until " +
+            FormatTime(v.delete_after_unix_ms.value_or(0)) + ")"));
+      }
+      targets.push_back(*digest);
+    } else {
+      Stmt s(im.db,
+             "SELECT digest FROM versions WHERE volume_id=?1 AND lifecycle='ALIVE' "
+             "ORDER BY sequence DESC");
+      s.Bind(1, vid);
+      while (true) {
+        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        targets.push_back(ParseStored(s.Text(0)));
+      }
+      if (targets.empty()) {
+        return Err(NotFoundError(VolumeName(ns, volume) + ": has no live versions"));
+      }
+    }
+    const int64_t now = im.NowMs();
+    const int64_t after = now + im.options.retention.count();
+    DeleteResult out;
+    for (const Digest& d : targets) {
+      DeletedVersion dv;
+      dv.digest = d;
+      dv.deleted_unix_ms = now;
+      dv.delete_after_unix_ms = after;
+      Stmt t(im.db, "SELECT name FROM tags WHERE volume_id=?1 AND digest=?2 ORDER BY name");
+      t.Bind(1, vid).Bind(2, d.Hex());
+      while (true) {
+        BDN_ASSIGN_OR_RETURN(bool row, t.Step());
+        if (!row) break;
+        dv.tags_dropped.push_back(t.Text(0));
+      }
+      Stmt del(im.db, "DELETE FROM tags WHERE volume_id=?1 AND digest=?2");
+      del.Bind(1, vid).Bind(2, d.Hex());
+      BDN_RETURN_IF_ERROR(del.Run());
+      Stmt up(im.db,
+              "UPDATE versions SET lifecycle='DELETED', deleted_ms=?3, delete_after_ms=?4 "
+              "WHERE volume_id=?1 AND digest=?2");
+      up.Bind(1, vid).Bind(2, d.Hex()).Bind(3, now).Bind(4, after);
+      BDN_RETURN_IF_ERROR(up.Run());
+      out.deleted.push_back(std::move(dv));
+    }
+    Stmt h(im.db, "SELECT head FROM volumes WHERE id=?1");
+    h.Bind(1, vid);
+    BDN_ASSIGN_OR_RETURN(bool hrow, h.Step());
+    std::optional<Digest> head;
+    if (hrow && !h.IsNull(0)) head = ParseStored(h.Text(0));
+    if (head && std::find(targets.begin(), targets.end(), *head) != targets.end()) {
+      Stmt next(im.db,
+                "SELECT digest FROM versions WHERE volume_id=?1 AND lifecycle='ALIVE' "
+                "ORDER BY sequence DESC LIMIT 1");
+      next.Bind(1, vid);
+      BDN_ASSIGN_OR_RETURN(bool nrow, next.Step());
+      Stmt up(im.db, "UPDATE volumes SET head=?2 WHERE id=?1");
+      up.Bind(1, vid);
+      if (nrow) {
+        head = ParseStored(next.Text(0));
+        up.Bind(2, head->Hex());
+      } else {
+        head.reset();
+        up.BindNull(2);
+      }
+      BDN_RETURN_IF_ERROR(up.Run());
+      out.head_moved = true;
+    }
+    out.head = head;
+    BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
+    if (!idempotency_key.empty()) {
+      CommitResult rec;
+      rec.sequence = out.sequence;
+      BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, rec, EncodeDelete(out)));
+    }
+    return out;
+  });
+}
+
+Result<RestoreResult> SqliteRegistry::RestoreVersion(const std::string& ns,
+                                                     const std::string& volume,
+                                                     const Digest& digest,
+                                                     std::optional<int64_t> expected_sequence,
+                                                     const std::string& idempotency_key) {
+  const std::string request = "restore " + VersionRef(ns, volume, digest) +
+                              " expected_sequence=" + ExpectedText(expected_sequence);
+  std::lock_guard lock(impl_->mu);
+  return impl_->Transaction<RestoreResult>([&]() -> Result<RestoreResult> {
+    Impl& im = *impl_;
+    if (!idempotency_key.empty()) {
+      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request));
+      if (recorded) return RestoreResult{recorded->sequence, recorded->head_updated};
+    }
+    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
+    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
+    BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, digest));
+    const std::string ref = VersionRef(ns, volume, digest);
+    if (v.lifecycle == Lifecycle::kAlive) {
+      return Err(ConflictError("version " + ref + ": is not deleted"));
+    }
+    const int64_t after = v.delete_after_unix_ms.value_or(0);
+    if (after <= im.NowMs()) {
+      return Err(FailedPreconditionError(
+          "version " + ref + ": deleted at " + FormatTime(v.deleted_unix_ms.value_or(0)) +
+          "; its retention ended at " + FormatTime(after) +
+          ", so it can no longer be restored (its data may be gone; push the same tree again to "
+          "make it a new version)"));
+    }
+    Stmt up(im.db,
+            "UPDATE versions SET lifecycle='ALIVE', deleted_ms=NULL, delete_after_ms=NULL "
+            "WHERE volume_id=?1 AND digest=?2");
+    up.Bind(1, vid).Bind(2, digest.Hex());
+    BDN_RETURN_IF_ERROR(up.Run());
+    RestoreResult out;
+    // Head moves back only to a version newer than the current head (or when there is none).
+    Stmt h(im.db,
+           "SELECT v.sequence FROM volumes o LEFT JOIN versions v ON v.volume_id=o.id AND "
+           "v.digest=o.head WHERE o.id=?1");
+    h.Bind(1, vid);
+    BDN_ASSIGN_OR_RETURN(bool hrow, h.Step());
+    if (!hrow || h.IsNull(0) || h.Int(0) < v.sequence) {
+      Stmt set(im.db, "UPDATE volumes SET head=?2 WHERE id=?1");
+      set.Bind(1, vid).Bind(2, digest.Hex());
+      BDN_RETURN_IF_ERROR(set.Run());
+      out.head_updated = true;
+    }
+    BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
+    if (!idempotency_key.empty()) {
+      CommitResult rec;
+      rec.sequence = out.sequence;
+      rec.head_updated = out.head_updated;
+      BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, rec));
+    }
+    return out;
+  });
+}
+
+Result<std::vector<VersionRecord>> SqliteRegistry::ListRetainedVersions() {
+  std::lock_guard lock(impl_->mu);
+  Stmt s(impl_->db,
+         "SELECT o.ns, o.name, v.digest, v.sequence, v.lifecycle, v.created_ms, v.deleted_ms, "
+         "v.delete_after_ms FROM versions v JOIN volumes o ON o.id=v.volume_id "
+         "WHERE v.lifecycle='ALIVE' OR v.delete_after_ms>?1 ORDER BY o.ns, o.name, v.sequence");
+  s.Bind(1, impl_->NowMs());
+  std::vector<VersionRecord> out;
+  while (true) {
+    BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    VersionRecord v;
+    v.ns = s.Text(0);
+    v.volume = s.Text(1);
+    v.digest = ParseStored(s.Text(2));
+    v.sequence = s.Int(3);
+    v.lifecycle = s.Text(4) == "DELETED" ? Lifecycle::kDeleted : Lifecycle::kAlive;
+    v.created_unix_ms = s.Int(5);
+    if (!s.IsNull(6)) v.deleted_unix_ms = s.Int(6);
+    if (!s.IsNull(7)) v.delete_after_unix_ms = s.Int(7);
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 }  // namespace bdn

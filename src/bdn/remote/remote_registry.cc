@@ -334,6 +334,54 @@ Result<int64_t> RemoteRegistry::DeleteTag(const std::string& ns, const std::stri
   return SequenceOf(*client_, "DELETE " + path, r);
 }
 
+Result<DeleteResult> RemoteRegistry::DeleteVersions(const std::string& ns,
+                                                    const std::string& volume,
+                                                    const std::optional<Digest>& digest,
+                                                    std::optional<int64_t> expected_sequence,
+                                                    const std::string& idempotency_key) {
+  std::string path = VolumePath(ns, volume) + "/versions";
+  std::string query;
+  if (digest) {
+    path += "/" + digest->Hex();
+  } else {
+    query = "all=1";
+  }
+  if (expected_sequence) {
+    query += (query.empty() ? "" : "&") + std::string("expected_sequence=") +
+             std::to_string(*expected_sequence);
+  }
+  if (!query.empty()) path += "?" + query;
+  BDN_ASSIGN_OR_RETURN(
+      http::Response r,
+      SendWrite(*client_, retry_, budget_.get(), http::Method::kDelete, path, "", idempotency_key));
+  BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "DELETE " + path, r));
+  auto result = api::DeleteResultFromJson(j);
+  if (!result) return Err(Malformed(*client_, "DELETE " + path, result.error()));
+  return result;
+}
+
+Result<RestoreResult> RemoteRegistry::RestoreVersion(const std::string& ns,
+                                                     const std::string& volume,
+                                                     const Digest& digest,
+                                                     std::optional<int64_t> expected_sequence,
+                                                     const std::string& idempotency_key) {
+  const std::string path = VolumePath(ns, volume) + "/versions/" + digest.Hex() + "/restore";
+  json body = {
+      {"expected_sequence", expected_sequence ? json(*expected_sequence) : json(nullptr)}};
+  BDN_ASSIGN_OR_RETURN(http::Response r,
+                       SendWrite(*client_, retry_, budget_.get(), http::Method::kPost, path,
+                                 body.dump(), idempotency_key));
+  BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
+  auto result = api::RestoreResultFromJson(j);
+  if (!result) return Err(Malformed(*client_, "POST " + path, result.error()));
+  return result;
+}
+
+Result<std::vector<VersionRecord>> RemoteRegistry::ListRetainedVersions() {
+  return Err(FailedPreconditionError(
+      client_->Name() + ": garbage collection runs in the server (bdn serve --gc-interval)"));
+}
+
 Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& ns,
                                                              const std::string& volume) {
   const std::string path = VolumePath(ns, volume) + "/claims";

@@ -60,6 +60,18 @@ class RemoteRegistry : public Registry {
   Result<int64_t> DeleteTag(const std::string& ns, const std::string& volume,
                             const std::string& tag, std::optional<int64_t> expected_sequence,
                             const std::string& idempotency_key = "") override;
+  // DELETE /v1/volumes/<ns>/<vol>/versions/<hex> (or .../versions?all=1 for nullopt).
+  Result<DeleteResult> DeleteVersions(const std::string& ns, const std::string& volume,
+                                      const std::optional<Digest>& digest,
+                                      std::optional<int64_t> expected_sequence,
+                                      const std::string& idempotency_key = "") override;
+  // POST /v1/volumes/<ns>/<vol>/versions/<hex>/restore.
+  Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
+                                       const Digest& digest,
+                                       std::optional<int64_t> expected_sequence,
+                                       const std::string& idempotency_key = "") override;
+  // FailedPrecondition: garbage collection runs in the server (bdn serve --gc-interval).
+  Result<std::vector<VersionRecord>> ListRetainedVersions() override;
   // POST /v1/volumes/<ns>/<vol>/claims. Errors: Conflict "volume bdn:ns/vol: push in progress
   // (claimed by …)" from the server when another client holds the claim.
   Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,

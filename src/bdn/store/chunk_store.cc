@@ -122,4 +122,8 @@ Result<std::unique_ptr<BlobWriter>> ChunkStore::StartPut(const Digest& id) {
   return std::unique_ptr<BlobWriter>(std::make_unique<BufferedBlobWriter>(*this, id));
 }
 
+Result<std::unique_ptr<StoreHold>> ChunkStore::HoldForCommit() {
+  return std::make_unique<StoreHold>();
+}
+
 }  // namespace bdn

@@ -25,6 +25,12 @@ using BlobBatch = std::vector<std::optional<std::vector<uint8_t>>>;
 // store lacks the blob.
 using BlobSizes = std::vector<std::optional<uint64_t>>;
 
+// Held for as long as it lives, released on destruction (a lock or a lease of a store).
+class StoreHold {
+ public:
+  virtual ~StoreHold() = default;
+};
+
 // What storing a blob found (BlobWriter::Commit).
 enum class PutOutcome { kStored, kAlreadyStored };
 
@@ -93,6 +99,12 @@ class ChunkStore {
   // pack store seals its open packs with one fdatasync each). Called before a commit.
   // Default: nothing to do.
   virtual Status Sync() { return Status::Ok(); }
+
+  // Held by a commit (or restore) from the check that the version's blobs are stored until the
+  // registry has recorded it: a garbage collection does not sweep meanwhile, so a blob the check
+  // saw is still there when the version becomes visible (store/gc_store.h). Default: a hold that
+  // holds nothing (a store no GC collects). Errors: I/O errors taking the lock.
+  virtual Result<std::unique_ptr<StoreHold>> HoldForCommit();
 };
 
 // One GetMany answer from per-blob Get results, in order: NotFound becomes nullopt, the first

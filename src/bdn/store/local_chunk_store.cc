@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <sstream>
 
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
@@ -124,7 +126,139 @@ bool HoldsAnyFile(const fs::path& dir) {
   return false;
 }
 
+// A lock held on an open file for as long as the hold lives (flock is per open file, so each
+// hold opens its own).
+class FlockHold : public StoreHold {
+ public:
+  explicit FlockHold(int fd) : fd_(fd) {}
+  ~FlockHold() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_;
+};
+
+// Takes `how` (LOCK_SH, LOCK_EX, optionally | LOCK_NB) on `path` (created if missing). Returns the
+// descriptor, or -1 with errno (EWOULDBLOCK: held elsewhere, with LOCK_NB).
+int LockPath(const fs::path& path, int how) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
+  if (fd < 0) return -1;
+  while (::flock(fd, how) != 0) {
+    if (errno == EINTR) continue;
+    int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+Status WriteAll(int fd, const void* data, size_t size, const std::string& what) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(what + ": write", errno);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+// The claims of this process's writers (ClaimMode): appended to its own claims file, or kept in
+// memory with their time. Thread-safe.
+class LocalChunkStore::ClaimLog {
+ public:
+  ClaimLog(fs::path dir, ClaimMode mode, std::function<SteadyTime()> retain_since,
+           std::shared_ptr<Clock> clock)
+      : dir_(std::move(dir)),
+        mode_(mode),
+        retain_since_(std::move(retain_since)),
+        clock_(clock ? std::move(clock) : Clock::Real()) {}
+  ~ClaimLog() {
+    if (fd_ < 0) return;
+    // This process is done with its claims; a forked child that inherited the file leaves it.
+    if (owner_ == ::getpid()) ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+
+  Status Record(std::span<const Digest> ids) {
+    if (ids.empty() || mode_ == ClaimMode::kNone) return Status::Ok();
+    std::lock_guard l(mu_);
+    if (mode_ == ClaimMode::kMemory) {
+      const SteadyTime now = clock_->SteadyNow();
+      for (const Digest& id : ids) mem_.emplace_back(now, id);
+      PruneLocked(now);
+      return Status::Ok();
+    }
+    if (fd_ < 0 || owner_ != ::getpid()) BDN_RETURN_IF_ERROR(CreateLocked());
+    std::vector<uint8_t> buf(ids.size() * Digest::kSize);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::memcpy(buf.data() + i * Digest::kSize, ids[i].data(), Digest::kSize);
+    }
+    return WriteAll(fd_, buf.data(), buf.size(), "gc claims " + path_.string());
+  }
+
+  // kMemory: the ids recorded since retain_since.
+  std::vector<Digest> InMemory() {
+    std::lock_guard l(mu_);
+    PruneLocked(clock_->SteadyNow(), /*force=*/true);
+    std::vector<Digest> out;
+    out.reserve(mem_.size());
+    for (const auto& [t, id] : mem_) out.push_back(id);
+    return out;
+  }
+
+  ClaimMode mode() const { return mode_; }
+
+ private:
+  // A new claims file, locked (LOCK_SH) under a temporary name before it gets its final one, so
+  // that no GC takes it for a dead process's file.
+  Status CreateLocked() {
+    if (fd_ >= 0) ::close(fd_);  // a fork's inherited file is the parent's
+    fd_ = -1;
+    const std::string base = std::to_string(::getpid()) + "-" + pack::Hex16(pack::RandomId());
+    const fs::path fresh = dir_ / (base + ".new");
+    int fd = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+                    kPrivateFileMode);
+    if (fd < 0) return ErrnoError("gc claims " + fresh.string(), errno);
+    ::flock(fd, LOCK_SH);
+    path_ = dir_ / (base + ".claims");
+    if (::rename(fresh.c_str(), path_.c_str()) != 0) {
+      int e = errno;
+      ::unlink(fresh.c_str());
+      ::close(fd);
+      return ErrnoError("gc claims " + path_.string() + ": rename", e);
+    }
+    fd_ = fd;
+    owner_ = ::getpid();
+    return Status::Ok();
+  }
+
+  void PruneLocked(SteadyTime now, bool force = false) {
+    if (!force && now - last_prune_ < std::chrono::seconds(1)) return;
+    last_prune_ = now;
+    const SteadyTime since =
+        retain_since_ ? retain_since_() : now - std::chrono::minutes(10);
+    while (!mem_.empty() && mem_.front().first < since) mem_.pop_front();
+  }
+
+  const fs::path dir_;
+  const ClaimMode mode_;
+  const std::function<SteadyTime()> retain_since_;
+  const std::shared_ptr<Clock> clock_;
+  std::mutex mu_;
+  int fd_ = -1;
+  pid_t owner_ = 0;
+  fs::path path_;
+  std::deque<std::pair<SteadyTime, Digest>> mem_;
+  SteadyTime last_prune_{};
+};
 
 struct LocalChunkStore::PackFile {
   explicit PackFile(int f, bool open_pack = false) : fd(f), pinned(open_pack), sealed(!open_pack) {}
@@ -212,6 +346,23 @@ Status LocalChunkStore::Init() {
   while (q >> pack_hex >> offset >> id_hex) {
     if (auto p = pack::ParseHex16Name(pack_hex, "")) bad_.insert({*p, offset});
   }
+  ClaimMode claim_mode = writable_ ? options_.claims : ClaimMode::kNone;
+  if (claim_mode != ClaimMode::kNone) {
+    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "gc", "chunk store"));
+    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "gc" / "claims", "chunk store"));
+    // A doom left by a GC that died (no process holds gc/running) ends here.
+    std::error_code exists_ec;
+    if (fs::exists(root_ / "gc" / "doomed", exists_ec)) {
+      int fd = LockPath(root_ / "gc" / "running", LOCK_EX | LOCK_NB);
+      if (fd >= 0) {
+        ::unlink((root_ / "gc" / "doomed").c_str());
+        ::close(fd);
+      }
+    }
+  }
+  claims_ = std::make_unique<ClaimLog>(root_ / "gc" / "claims", claim_mode,
+                                       options_.claims_retain_since, options_.clock);
+  RefreshDoom();
   BDN_RETURN_IF_ERROR(Refresh());
   bool publish;
   {
@@ -246,25 +397,38 @@ bool LocalChunkStore::IsBadLocked(const IndexedBlob& b) const {
   return !bad_.empty() && bad_.contains({b.pack, b.loc.offset});
 }
 
-std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id) const {
+std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id, Copies copies) const {
+  const bool live = copies == Copies::kLive && !doomed_.empty();
+  auto usable = [&](const IndexedBlob& b) {
+    return !IsBadLocked(b) && !(live && doomed_.contains(b.pack));
+  };
   auto it = recent_.find(id);
-  if (it != recent_.end() && !IsBadLocked(it->second)) return it->second;
+  if (it != recent_.end() && usable(it->second)) return it->second;
   std::optional<IndexedBlob> found;
   for (const auto& t : tables_) {
     if (t->Find(id, [&](const IndexedBlob& b) {
-          if (IsBadLocked(b) || (!gone_.empty() && gone_.contains(b.pack))) return false;
+          if (!usable(b) || (!gone_.empty() && gone_.contains(b.pack))) return false;
           found = b;
           return true;
         })) {
       return found;
     }
   }
+  if (live && it != recent_.end()) {
+    // recent_ keeps one copy per id: another loose pack may hold a live one.
+    for (const auto& [pack, blobs] : loose_) {
+      if (doomed_.contains(pack)) continue;
+      for (const BlobLocation& loc : blobs) {
+        if (loc.id == id && usable(IndexedBlob{pack, loc})) return IndexedBlob{pack, loc};
+      }
+    }
+  }
   return std::nullopt;
 }
 
-std::optional<IndexedBlob> LocalChunkStore::Lookup(const Digest& id) const {
+std::optional<IndexedBlob> LocalChunkStore::Lookup(const Digest& id, Copies copies) const {
   std::shared_lock l(mu_);
-  return LookupLocked(id);
+  return LookupLocked(id, copies);
 }
 
 bool LocalChunkStore::RefreshIfChanged() {
@@ -634,13 +798,37 @@ Status LocalChunkStore::DropPack(uint64_t pack) {
 
 // ---- reads ----
 
-Result<bool> LocalChunkStore::Contains(const Digest& id) { return Lookup(id).has_value(); }
+Result<bool> LocalChunkStore::Contains(const Digest& id) {
+  BDN_ASSIGN_OR_RETURN(std::vector<Digest> missing, FindMissing(std::span<const Digest>(&id, 1)));
+  return missing.empty();
+}
 
 Result<std::vector<Digest>> LocalChunkStore::FindMissing(std::span<const Digest> ids) {
+  // A writer asks: blobs only doomed packs hold count as missing (stored again), and those
+  // answered "stored" are claimed before the doom is looked at again (gc_store.h).
+  const bool gc_aware = claims_ && claims_->mode() != ClaimMode::kNone;
+  if (gc_aware) RefreshDoom();
+  std::vector<char> present(ids.size(), 0);
+  std::vector<Digest> claimed;
+  {
+    std::shared_lock l(mu_);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      present[k] = LookupLocked(ids[k], Copies::kLive).has_value();
+      if (present[k] && gc_aware) claimed.push_back(ids[k]);
+    }
+  }
+  if (gc_aware && !claimed.empty()) {
+    BDN_ASSIGN_OR_RETURN(bool changed, ClaimThenRefreshDoom(claimed));
+    if (changed) {
+      std::shared_lock l(mu_);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        if (present[k]) present[k] = LookupLocked(ids[k], Copies::kLive).has_value();
+      }
+    }
+  }
   std::vector<Digest> missing;
-  std::shared_lock l(mu_);
-  for (const Digest& id : ids) {
-    if (!LookupLocked(id)) missing.push_back(id);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (!present[k]) missing.push_back(ids[k]);
   }
   return missing;
 }
@@ -885,10 +1073,14 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   if (!writable_) {
     return PermissionDeniedError(chunk + ": chunk store " + root_.string() + " is read-only");
   }
+  if (claims_->mode() != ClaimMode::kNone) {
+    auto claimed = ClaimThenRefreshDoom(std::span<const Digest>(&id, 1));
+    if (!claimed) return Status(claimed.error().code(), chunk + ": " + claimed.error().message());
+  }
   {
     std::unique_lock l(mu_);
     for (;;) {
-      if (LookupLocked(id)) return Status::Ok();
+      if (LookupLocked(id, Copies::kLive)) return Status::Ok();
       if (!pending_.contains(id)) break;
       pending_cv_.wait(l);
     }
@@ -1038,11 +1230,11 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
     if (already_) return PutOutcome::kAlreadyStored;
     if (spent_) return Err(InternalError("chunk " + id_.ToString() + ": upload failed earlier"));
     if (pack_ == nullptr) {  // no bytes: the empty blob
-      if (store_.Lookup(id_)) return PutOutcome::kAlreadyStored;
+      if (store_.Lookup(id_, Copies::kLive)) return PutOutcome::kAlreadyStored;
       BDN_RETURN_IF_ERROR(store_.Put(id_, {}));
       return PutOutcome::kStored;
     }
-    if (store_.Lookup(id_)) {  // stored by another writer meanwhile
+    if (store_.Lookup(id_, Copies::kLive)) {  // stored by another writer meanwhile
       Drop();
       return PutOutcome::kAlreadyStored;
     }
@@ -1077,8 +1269,11 @@ Result<std::unique_ptr<BlobWriter>> LocalChunkStore::StartPut(const Digest& id) 
     return Err(PermissionDeniedError("chunk " + id.ToString() + ": chunk store " + root_.string() +
                                      " is read-only"));
   }
+  if (claims_->mode() != ClaimMode::kNone) {
+    BDN_RETURN_IF_ERROR(StatusOf(ClaimThenRefreshDoom(std::span<const Digest>(&id, 1))));
+  }
   return std::unique_ptr<BlobWriter>(
-      std::make_unique<PackBlobWriter>(*this, id, Lookup(id).has_value()));
+      std::make_unique<PackBlobWriter>(*this, id, Lookup(id, Copies::kLive).has_value()));
 }
 
 // ---- the index ----
@@ -1223,6 +1418,261 @@ Result<StoreStats> LocalChunkStore::Stats() {
   std::shared_lock l(mu_);
   st.index_tables = tables_.size();
   return st;
+}
+
+// ---- garbage collection ----
+
+Result<bool> LocalChunkStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
+  BDN_RETURN_IF_ERROR(claims_->Record(ids));
+  return RefreshDoom();
+}
+
+bool LocalChunkStore::RefreshDoom() {
+  if (!claims_ || claims_->mode() == ClaimMode::kNone) return false;
+  const fs::path path = root_ / "gc" / "doomed";
+  auto stamp_of = [&]() -> std::string {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return "";
+    return std::to_string(st.st_ino) + ":" + std::to_string(MtimeNs(st)) + ":" +
+           std::to_string(st.st_size);
+  };
+  std::lock_guard g(doom_mu_);
+  std::string stamp = stamp_of();
+  if (stamp == doom_stamp_) return false;
+  std::unordered_set<uint64_t> packs;
+  if (!stamp.empty()) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (auto id = pack::ParseHex16Name(line, "")) packs.insert(*id);
+    }
+  }
+  {
+    std::unique_lock l(mu_);
+    doomed_ = std::move(packs);
+  }
+  doom_stamp_ = stamp;
+  return true;
+}
+
+Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForCommit() {
+  if (!writable_ || claims_->mode() == ClaimMode::kNone) return std::make_unique<StoreHold>();
+  const fs::path path = root_ / "gc" / "lock";
+  int fd = LockPath(path, LOCK_SH);
+  if (fd < 0) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
+  return std::unique_ptr<StoreHold>(new FlockHold(fd));
+}
+
+Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForSweep() {
+  const fs::path path = root_ / "gc" / "lock";
+  int fd = LockPath(path, LOCK_EX);
+  if (fd < 0) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
+  return std::unique_ptr<StoreHold>(new FlockHold(fd));
+}
+
+Result<std::unique_ptr<StoreHold>> LocalChunkStore::BeginGc() {
+  const std::string what = "chunk store " + root_.string();
+  if (!writable_) return Err(PermissionDeniedError(what + " is read-only"));
+  if (claims_->mode() == ClaimMode::kNone) {
+    return Err(FailedPreconditionError(what + ": not opened for garbage collection"));
+  }
+  const fs::path path = root_ / "gc" / "running";
+  int fd = LockPath(path, LOCK_EX | LOCK_NB);
+  if (fd < 0) {
+    if (errno != EWOULDBLOCK) return Err(ErrnoError(what + ": gc lock " + path.string(), errno));
+    std::ifstream in(path);
+    std::string pid;
+    in >> pid;
+    return Err(ConflictError(what + ": another gc is running" +
+                             (pid.empty() ? std::string() : " (pid " + pid + ")")));
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) (void)::pwrite(fd, pid.data(), pid.size(), 0);
+  return std::unique_ptr<StoreHold>(new FlockHold(fd));
+}
+
+Result<std::vector<GcPack>> LocalChunkStore::ListSealedPacks(uint64_t* skipped) {
+  BDN_ASSIGN_OR_RETURN(auto infos, ListPacks());
+  std::vector<GcPack> out;
+  for (const PackInfo& info : infos) {
+    if (!info.sealed) continue;
+    auto blobs = PackBlobs(info.id);
+    if (!blobs) {
+      if (blobs.error().code() == StatusCode::kNotFound) continue;  // deleted meanwhile
+      if (blobs.error().code() == StatusCode::kCorruption) {
+        if (skipped) ++*skipped;
+        continue;
+      }
+      return Err(blobs.error());
+    }
+    out.push_back(GcPack{info.id, info.bytes, std::move(*blobs)});
+  }
+  return out;
+}
+
+bool LocalChunkStore::IsQuarantined(uint64_t pack, uint64_t offset) {
+  std::shared_lock l(mu_);
+  return bad_.contains({pack, offset});
+}
+
+Status LocalChunkStore::PublishDoom(std::span<const uint64_t> packs) {
+  if (!writable_) return PermissionDeniedError("chunk store " + root_.string() + " is read-only");
+  std::string text;
+  for (uint64_t p : packs) text += pack::Hex16(p) + "\n";
+  const fs::path tmp = root_ / "gc" / ".doomed.tmp";
+  const fs::path path = root_ / "gc" / "doomed";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode);
+  if (fd < 0) return ErrnoError("gc doom " + tmp.string(), errno);
+  Status w = WriteAll(fd, text.data(), text.size(), "gc doom " + tmp.string());
+  ::close(fd);
+  if (!w.ok()) {
+    ::unlink(tmp.c_str());
+    return w;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoError("gc doom " + path.string() + ": rename", e);
+  }
+  RefreshDoom();
+  return Status::Ok();
+}
+
+Status LocalChunkStore::ClearDoom() {
+  const fs::path path = root_ / "gc" / "doomed";
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError("gc doom " + path.string() + ": delete", errno);
+  }
+  RefreshDoom();
+  return Status::Ok();
+}
+
+Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
+  if (claims_->mode() == ClaimMode::kMemory) return claims_->InMemory();
+  std::vector<Digest> out;
+  const fs::path dir = root_ / "gc" / "claims";
+  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "gc claims"));
+  for (const std::string& name : names) {
+    if (!name.ends_with(".claims")) continue;
+    const fs::path path = dir / name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;
+      return Err(ErrnoError("gc claims " + path.string(), errno));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      // Its process is gone: it commits nothing any more.
+      ::unlink(path.c_str());
+      ::close(fd);
+      continue;
+    }
+    std::vector<uint8_t> buf(1 << 16);
+    std::vector<uint8_t> partial;
+    for (;;) {
+      ssize_t n = ::read(fd, buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int e = errno;
+        ::close(fd);
+        return Err(ErrnoError("gc claims " + path.string() + ": read", e));
+      }
+      if (n == 0) break;
+      partial.insert(partial.end(), buf.begin(), buf.begin() + n);
+      size_t whole = partial.size() / Digest::kSize * Digest::kSize;
+      for (size_t off = 0; off < whole; off += Digest::kSize) {
+        std::array<uint8_t, Digest::kSize> b;
+        std::memcpy(b.data(), partial.data() + off, Digest::kSize);
+        out.emplace_back(b);
+      }
+      partial.erase(partial.begin(), partial.begin() + static_cast<std::ptrdiff_t>(whole));
+    }
+    ::close(fd);
+  }
+  return out;
+}
+
+Result<bool> LocalChunkStore::HasLiveCopy(const Digest& id) {
+  if (Lookup(id, Copies::kLive)) return true;
+  return RefreshIfChanged() && Lookup(id, Copies::kLive).has_value();
+}
+
+Status LocalChunkStore::DeletePacks(std::span<const uint64_t> packs) {
+  if (!writable_) return PermissionDeniedError("chunk store " + root_.string() + " is read-only");
+  for (uint64_t p : packs) {
+    ForgetPack(p);
+    const fs::path path = PackPath(p);
+    if (::unlinkat(packs_dir_fd_, path.filename().c_str(), 0) != 0 && errno != ENOENT) {
+      return ErrnoError("pack " + path.string() + ": delete", errno);
+    }
+  }
+  {
+    std::lock_guard l(pool_mu_);
+    dir_dirty_ = true;
+  }
+  BDN_RETURN_IF_ERROR(SyncPacksDir());
+  return CompactIndex();
+}
+
+Status LocalChunkStore::CompactIndex() {
+  if (!writable_ || !options_.index_tables) return Status::Ok();
+  const fs::path dir = root_ / "index";
+  BDN_ASSIGN_OR_RETURN(IndexLock lock, IndexLock::Take(dir / "lock"));
+  std::lock_guard refresh(refresh_mu_);
+  BDN_RETURN_IF_ERROR(LoadTables());
+  BDN_ASSIGN_OR_RETURN(auto names, ListDir(root_ / "packs", "chunk store packs"));
+  std::unordered_set<uint64_t> sealed;
+  for (const auto& n : names) {
+    if (auto id = pack::ParseHex16Name(n, ".pack")) sealed.insert(*id);
+  }
+  std::vector<std::shared_ptr<const pack::IndexTable>> tables;
+  {
+    std::shared_lock l(mu_);
+    tables = tables_;
+  }
+  const bool durable = options_.durability == Durability::kDurable;
+  bool changed = false;
+  std::unordered_set<std::string> live_tables;
+  for (const auto& t : tables) {
+    std::vector<uint64_t> keep;
+    for (uint64_t p : t->packs()) {
+      if (sealed.contains(p)) keep.push_back(p);
+    }
+    if (keep.size() == t->packs().size()) {
+      live_tables.insert(t->path().filename().string());
+      continue;
+    }
+    if (!keep.empty()) {
+      std::unordered_set<uint64_t> kept(keep.begin(), keep.end());
+      std::vector<IndexedBlob> blobs;
+      for (uint64_t i = 0; i < t->size(); ++i) {
+        IndexedBlob b = t->At(i);
+        if (kept.contains(b.pack)) blobs.push_back(b);
+      }
+      BDN_ASSIGN_OR_RETURN(fs::path written,
+                           pack::WriteIndexTable(dir, std::move(blobs), std::move(keep), durable));
+      live_tables.insert(written.filename().string());
+    }
+    ::unlink(t->path().c_str());
+    changed = true;
+  }
+  // Tables no loaded table stands for: left by an interrupted merge or rewrite (covered by
+  // another), or damaged (their packs are read from the footers).
+  BDN_ASSIGN_OR_RETURN(auto index_names, ListDir(dir, "chunk store index"));
+  for (const auto& n : index_names) {
+    if (pack::ParseHex16Name(n, ".idx") && !live_tables.contains(n)) {
+      ::unlink((dir / n).c_str());
+      changed = true;
+    }
+  }
+  if (!changed) return Status::Ok();
+  if (durable) BDN_RETURN_IF_ERROR(FsyncDir(dir));
+  BDN_RETURN_IF_ERROR(LoadTables());
+  {
+    std::unique_lock l(mu_);
+    std::erase_if(gone_, [&](uint64_t p) { return !indexed_.contains(p); });
+  }
+  // Packs of a table dropped as damaged are read from their footers again.
+  return LoadLoosePacks();
 }
 
 }  // namespace bdn

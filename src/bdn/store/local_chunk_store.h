@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,7 +17,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bdn/base/clock.h"
 #include "bdn/store/chunk_store.h"
+#include "bdn/store/gc_store.h"
 #include "bdn/store/pack_format.h"
 #include "bdn/store/pack_index.h"
 
@@ -54,6 +57,10 @@ struct StoredBlob {
 //   index/<16 hex>.idx    index tables (derived from the footers; rebuilt when missing)
 //   quarantine            copies found damaged, one line each ("<pack> <offset> <id>"), never
 //                         read again
+//   gc/lock               flock: shared by commits (HoldForCommit), exclusive by a GC's sweep
+//   gc/running            flock: held by the one GC run at a time (its pid inside)
+//   gc/doomed             the packs a GC run is about to delete or repack (one hex id a line)
+//   gc/claims/*.claims    blob ids each live writer process was told are stored (ClaimMode)
 //
 // Put appends a record to one of up to Options::max_open_packs open packs (one writer thread per
 // pack at a time); a pack is sealed (footer, fdatasync, renamed .open -> .pack) when it reaches
@@ -75,8 +82,14 @@ struct StoredBlob {
 // (another process may have sealed a pack since). The store starts no threads, so it may be opened
 // before a fork.
 //
+// Garbage collection (GcStore, maintenance/gc.h): a writer's FindMissing, Contains, Put and
+// StartPut record the ids they answer "stored" for (or store) as claims first, then look at the
+// doom, and count a blob whose only copies are in doomed packs as missing; Get and Sizes read
+// doomed copies as any other. So a blob a GC is deciding to delete is stored again by whoever
+// needs it, and one a writer relied on before the doom is claimed.
+//
 // Thread-safe.
-class LocalChunkStore : public ChunkStore {
+class LocalChunkStore : public ChunkStore, public GcStore {
  public:
   // kDurable: Sync() fdatasyncs each pack it seals, and the directory, so a committed version
   // survives a power cut. kNone: no fdatasync at all (scratch stores, tests, BDN_SYNC=0).
@@ -100,6 +113,14 @@ class LocalChunkStore : public ChunkStore {
     // Whether index tables are written (Sync, Open). A bounded cache (NodeCache) drops packs
     // whole and keeps few enough that reading their footers at Open is cheap: no tables.
     bool index_tables = true;
+    // Where writers' claims are recorded for GC (gc_store.h). kNone also ignores any doom.
+    ClaimMode claims = ClaimMode::kNone;
+    // kMemory: claims recorded before the time this returns are dropped (bdn serve: the start
+    // of its oldest live push claim, or a minute ago). Called at most once a second. Null: kept
+    // for 10 minutes.
+    std::function<SteadyTime()> claims_retain_since;
+    // Steady time of claims in memory. Never null.
+    std::shared_ptr<Clock> clock = Clock::Real();
   };
 
   // One pack file (ListPacks).
@@ -185,6 +206,32 @@ class LocalChunkStore : public ChunkStore {
   // PermissionDenied on a read-only store.
   Status DropPack(uint64_t pack);
 
+  // ---- garbage collection (GcStore; see the class comment) ----
+
+  // LOCK_SH on gc/lock (a no-op hold for a read-only store or ClaimMode::kNone).
+  Result<std::unique_ptr<StoreHold>> HoldForCommit() override;
+  Result<std::unique_ptr<StoreHold>> BeginGc() override;
+  // Sealed packs from their footers (loose ones from memory).
+  Result<std::vector<GcPack>> ListSealedPacks(uint64_t* skipped) override;
+  bool IsQuarantined(uint64_t pack, uint64_t offset) override;
+  // Writes gc/doomed (temporary name, renamed), which every process looks at before answering
+  // a writer.
+  Status PublishDoom(std::span<const uint64_t> packs) override;
+  Status ClearDoom() override;
+  // LOCK_EX on gc/lock.
+  Result<std::unique_ptr<StoreHold>> HoldForSweep() override;
+  // kProcessFile: the ids in the claims files of processes still alive (the files of dead ones
+  // are deleted); kMemory: those recorded since claims_retain_since.
+  Result<std::vector<Digest>> LiveClaims() override;
+  Result<bool> HasLiveCopy(const Digest& id) override;
+  // Unlinks each pack, forgets its blobs, syncs the directory, then rewrites the index tables
+  // that covered a pack that no longer exists (CompactIndex).
+  Status DeletePacks(std::span<const uint64_t> packs) override;
+  ChunkStore& blobs() override { return *this; }
+  // Rewrites every index table that covers a pack no longer in packs/ without it, and deletes
+  // tables left over from an interrupted merge or rewrite (under index/lock). Errors: I/O.
+  Status CompactIndex();
+
   std::filesystem::path PackPath(uint64_t pack, bool sealed = true) const;
   const std::filesystem::path& root() const { return root_; }
   bool read_only() const { return !writable_; }
@@ -200,9 +247,19 @@ class LocalChunkStore : public ChunkStore {
   LocalChunkStore(std::filesystem::path root, Options options);
   Status Init();
 
+  // Which copies a lookup may return: any good one (readers), or only one outside the doomed
+  // packs (writers deciding whether to store a blob).
+  enum class Copies { kAny, kLive };
   // A good copy of `id` (not quarantined), from this process's packs or the index tables.
-  std::optional<pack::IndexedBlob> Lookup(const Digest& id) const;
-  std::optional<pack::IndexedBlob> LookupLocked(const Digest& id) const;
+  std::optional<pack::IndexedBlob> Lookup(const Digest& id, Copies copies = Copies::kAny) const;
+  std::optional<pack::IndexedBlob> LookupLocked(const Digest& id,
+                                                Copies copies = Copies::kAny) const;
+  // Before a writer relies on `ids` being stored: records them as claims, then takes up a doom
+  // published since the last look. Returns whether the doom changed.
+  // Errors: I/O errors recording the claims (ENOSPC → FailedPrecondition).
+  Result<bool> ClaimThenRefreshDoom(std::span<const Digest> ids);
+  // Re-reads gc/doomed if it changed since the last look; returns whether it did.
+  bool RefreshDoom();
   bool IsBadLocked(const pack::IndexedBlob& b) const;
   // Re-reads the index and packs directories if they may have changed since the last look (a
   // blob was missed); returns whether anything new was found.
@@ -260,6 +317,7 @@ class LocalChunkStore : public ChunkStore {
   std::unordered_set<uint64_t> indexed_;              // packs covered by tables_
   std::unordered_set<uint64_t> gone_;                 // packs deleted (DropPack) that tables_ name
   std::set<std::pair<uint64_t, uint64_t>> bad_;       // quarantined (pack, offset)
+  std::unordered_set<uint64_t> doomed_;               // packs of gc/doomed
   std::unordered_set<Digest> pending_;                // Puts in flight
   std::condition_variable_any pending_cv_;
 
@@ -276,6 +334,11 @@ class LocalChunkStore : public ChunkStore {
   std::mutex sync_mu_;     // one Sync at a time
   std::mutex refresh_mu_;  // one Refresh at a time
   std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
+
+  class ClaimLog;
+  std::unique_ptr<ClaimLog> claims_;
+  std::mutex doom_mu_;        // one RefreshDoom at a time
+  std::string doom_stamp_;    // identity of the gc/doomed last read ("" = none)
   int64_t seen_dirs_mtime_ns_ = 0;
   int64_t refreshed_at_ns_ = 0;
 };

@@ -110,8 +110,26 @@ Result<CommitResult> CommitCheckingRegistry::Commit(const CommitRequest& req) {
   BDN_ASSIGN_OR_RETURN(auto applied, inner_->FindCommit(req));
   if (applied) return *applied;
   CommitRequest checked = req;
+  // No GC sweeps between the check and the commit (store/gc_store.h).
+  BDN_ASSIGN_OR_RETURN(auto hold, store_->HoldForCommit());
   BDN_ASSIGN_OR_RETURN(checked.stats, CheckVersionStored(*store_, req.digest));
   return inner_->Commit(checked);
+}
+
+Result<RestoreResult> CommitCheckingRegistry::RestoreVersion(
+    const std::string& ns, const std::string& volume, const Digest& digest,
+    std::optional<int64_t> expected_sequence, const std::string& idempotency_key) {
+  // Only a deleted version needs its blobs checked; the registry answers the rest (not found,
+  // not deleted, past its retention) with its own errors, which come first.
+  BDN_ASSIGN_OR_RETURN(auto hold, store_->HoldForCommit());
+  BDN_ASSIGN_OR_RETURN(VersionRecord v, inner_->GetVersion(ns, volume, digest));
+  if (v.lifecycle == Lifecycle::kDeleted && v.delete_after_unix_ms &&
+      *v.delete_after_unix_ms > WallNowMs(*clock_)) {
+    if (auto checked = CheckVersionStored(*store_, digest); !checked) {
+      return Err(checked.error().WithPrefix("restore"));
+    }
+  }
+  return inner_->RestoreVersion(ns, volume, digest, expected_sequence, idempotency_key);
 }
 
 }  // namespace bdn

@@ -44,8 +44,11 @@ Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest)
 // inner's. Thread-safe if `inner` and `store` are.
 class CommitCheckingRegistry : public Registry {
  public:
-  CommitCheckingRegistry(std::shared_ptr<Registry> inner, std::shared_ptr<ChunkStore> store)
-      : inner_(std::move(inner)), store_(std::move(store)) {}
+  // `clock` tells whether a deleted version is past its retention (the inner registry's error
+  // then comes first); it should be the inner registry's clock.
+  CommitCheckingRegistry(std::shared_ptr<Registry> inner, std::shared_ptr<ChunkStore> store,
+                         std::shared_ptr<Clock> clock = Clock::Real())
+      : inner_(std::move(inner)), store_(std::move(store)), clock_(std::move(clock)) {}
 
   // A commit already applied under req.idempotency_key (FindCommit) is answered as recorded,
   // without the check (as bdn serve answers a retried commit).
@@ -87,10 +90,27 @@ class CommitCheckingRegistry : public Registry {
                                                const std::string& volume) override {
     return inner_->ClaimPush(ns, volume);
   }
+  Result<DeleteResult> DeleteVersions(const std::string& ns, const std::string& volume,
+                                      const std::optional<Digest>& digest,
+                                      std::optional<int64_t> expected_sequence,
+                                      const std::string& idempotency_key = "") override {
+    return inner_->DeleteVersions(ns, volume, digest, expected_sequence, idempotency_key);
+  }
+  // Runs CheckVersionStored first: a version is made visible again only if its blobs are all
+  // still stored (GC keeps them while it is restorable; this also holds when the clock moved).
+  // Errors: those of CheckVersionStored, then inner's.
+  Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
+                                       const Digest& digest,
+                                       std::optional<int64_t> expected_sequence,
+                                       const std::string& idempotency_key = "") override;
+  Result<std::vector<VersionRecord>> ListRetainedVersions() override {
+    return inner_->ListRetainedVersions();
+  }
 
  private:
   std::shared_ptr<Registry> inner_;
   std::shared_ptr<ChunkStore> store_;
+  std::shared_ptr<Clock> clock_;
 };
 
 }  // namespace bdn

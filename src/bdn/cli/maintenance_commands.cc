@@ -1,0 +1,134 @@
+// bdn gc and bdn fsck: maintenance of the local pack store of a data directory (the embedded
+// store, or a bdn serve --data directory while no server runs on it).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bdn/base/units.h"
+#include "bdn/cli/commands.h"
+#include "bdn/cli/output.h"
+#include "bdn/maintenance/gc.h"
+#include "bdn/store/local_chunk_store.h"
+#include "bdn/store/pack_index.h"
+
+namespace bdn::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Refuses a data directory a bdn serve holds (its <data>/serve.lock), whose own GC runs in it.
+Status CheckNotServed(const fs::path& data, const char* command) {
+  const fs::path lock = data / "serve.lock";
+  int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Ok();
+  Status out;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    char buf[32] = {};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string pid;
+    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
+    out = FailedPreconditionError("--data " + data.string() + ": in use by bdn serve" +
+                                  (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " +
+                                  command);
+  }
+  ::close(fd);
+  return out;
+}
+
+struct Opened {
+  std::shared_ptr<LocalChunkStore> store;
+  std::shared_ptr<Registry> registry;
+};
+
+Result<Opened> OpenData(const fs::path& data) {
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
+  Opened o;
+  BDN_ASSIGN_OR_RETURN(o.store, LocalChunkStore::Open(data / "store", options));
+  BDN_ASSIGN_OR_RETURN(o.registry, SqliteRegistry::Open(data / "registry.db"));
+  return o;
+}
+
+}  // namespace
+
+Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
+  if (!(args.max_repack_fraction >= 0 && args.max_repack_fraction <= 1)) {
+    return InvalidArgumentError("--max-repack-fraction " +
+                                std::to_string(args.max_repack_fraction) +
+                                ": must be between 0 and 1");
+  }
+  auto grace = ParseDuration(args.grace, std::chrono::milliseconds(0), std::chrono::hours(24));
+  if (!grace) return grace.error().WithPrefix("--grace");
+  BDN_RETURN_IF_ERROR(
+      CheckNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
+  BDN_ASSIGN_OR_RETURN(Opened o, OpenData(data));
+  GcOptions options;
+  options.mode = args.dry_run ? GcMode::kDryRun : GcMode::kRun;
+  options.max_repack_fraction = args.max_repack_fraction;
+  options.grace = *grace;
+  if (!args.dry_run && grace->count() > 0 && !json_output) {
+    options.hook = [&](GcPhase p) {
+      if (p == GcPhase::kCopied) {
+        std::cerr << "gc: waiting " << FormatDuration(*grace)
+                  << " (--grace) before deleting, so that readers of the doomed packs finish\n";
+      }
+    };
+  }
+  BDN_ASSIGN_OR_RETURN(GcReport r, RunGc(*o.registry, *o.store, options));
+  for (const std::string& w : r.warnings) std::cerr << "gc: warning: " << w << "\n";
+  auto pack_path = [&](uint64_t id) { return (data / "store" / "packs" / (pack::Hex16(id) + ".pack")).string(); };
+  if (json_output) {
+    json actions = json::array();
+    for (const GcPackAction& a : r.actions) {
+      actions.push_back({{"pack", pack::Hex16(a.pack)},
+                         {"action", a.kind == GcPackAction::Kind::kDelete ? "delete" : "repack"},
+                         {"bytes", a.bytes},
+                         {"needed_bytes", a.needed_bytes},
+                         {"needed_blobs", a.needed_blobs}});
+    }
+    PrintJson({{"dry_run", args.dry_run},
+               {"versions", r.versions},
+               {"needed_blobs", r.needed_blobs},
+               {"packs", r.packs},
+               {"pack_bytes", r.pack_bytes},
+               {"packs_skipped", r.packs_skipped},
+               {"actions", actions},
+               {"reclaimable_bytes", r.reclaimable_bytes},
+               {"packs_deleted", r.packs_deleted},
+               {"packs_repacked", r.packs_repacked},
+               {"blobs_copied", r.blobs_copied},
+               {"bytes_copied", r.bytes_copied},
+               {"blobs_rescued", r.blobs_rescued},
+               {"bytes_reclaimed", r.bytes_reclaimed},
+               {"duration_ms", r.duration.count()}});
+    return Status::Ok();
+  }
+  uint64_t deletes = 0, repacks = 0;
+  for (const GcPackAction& a : r.actions) {
+    const bool del = a.kind == GcPackAction::Kind::kDelete;
+    (del ? deletes : repacks)++;
+    std::cout << (args.dry_run ? "would " : "") << (del ? "delete " : "repack ")
+              << pack_path(a.pack) << " (" << a.bytes << " bytes"
+              << (del ? ", no needed blob" : ", " + std::to_string(a.needed_bytes) +
+                                                 " bytes needed")
+              << ")\n";
+  }
+  if (args.dry_run) {
+    std::cout << "would reclaim " << r.reclaimable_bytes << " bytes ("
+              << FormatBytes(r.reclaimable_bytes) << "): " << deletes << " packs deleted, "
+              << repacks << " repacked, of " << r.packs << " packs; " << r.versions
+              << " live or restorable versions need " << r.needed_blobs << " blobs\n";
+  } else {
+    std::cout << "reclaimed " << r.bytes_reclaimed << " bytes (" << FormatBytes(r.bytes_reclaimed)
+              << "): " << r.packs_deleted << " packs deleted (" << r.packs_repacked
+              << " repacked, " << r.bytes_copied << " bytes copied), of " << r.packs
+              << " packs, in " << FormatDuration(r.duration) << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace bdn::cli

@@ -1,0 +1,246 @@
+// RunGc (gc.h): mark, plan, doom, copy, grace, second mark and sweep.
+#include "bdn/maintenance/gc.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "bdn/format/manifest.h"
+#include "bdn/format/ref.h"
+#include "bdn/maintenance/version_blobs.h"
+#include "bdn/store/pack_format.h"
+#include "bdn/store/pack_index.h"
+
+namespace bdn {
+namespace {
+
+using pack::BlobLocation;
+
+uint64_t RecordBytes(const BlobLocation& b) { return pack::kRecordHeaderBytes + b.stored_bytes; }
+
+// A sorted, duplicate-free set of blob ids: 32 bytes per id, so a store of ten million chunks
+// marks in about 320 MB.
+class IdSet {
+ public:
+  void Add(const Digest& d) { ids_.push_back(d); }
+  void AddAll(const std::vector<Digest>& ds) { ids_.insert(ids_.end(), ds.begin(), ds.end()); }
+  void Seal() {
+    std::sort(ids_.begin(), ids_.end());
+    ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+    ids_.shrink_to_fit();
+  }
+  bool Contains(const Digest& d) const { return std::binary_search(ids_.begin(), ids_.end(), d); }
+  size_t size() const { return ids_.size(); }
+
+ private:
+  std::vector<Digest> ids_;
+};
+
+std::string VersionName(const VersionRecord& v) {
+  return PinnedRef{v.ns, v.volume, v.digest}.ToString();
+}
+
+// Adds the blobs of every version in `versions` not in `seen` to `ids`, and their digests to
+// `seen`. Errors: Corruption naming the version.
+Status MarkVersions(ChunkStore& store, const std::vector<VersionRecord>& versions,
+                    std::unordered_set<Digest>& seen, IdSet& ids, uint64_t* count) {
+  for (const VersionRecord& v : versions) {
+    if (!seen.insert(v.digest).second) continue;
+    if (count) ++*count;
+    std::vector<Digest> blobs;
+    Status s = CollectVersionBlobs(store, v.digest, blobs);
+    if (!s.ok()) {
+      return CorruptionError("gc: version " + VersionName(v) + ": " + s.message() +
+                             "; nothing was deleted (bdn fsck finds what is damaged)");
+    }
+    ids.AddAll(blobs);
+  }
+  return Status::Ok();
+}
+
+void Hook(const GcOptions& o, GcPhase p) {
+  if (o.hook) o.hook(p);
+}
+
+// Copies blob `id` into a new pack (Put stores it again when only doomed copies exist).
+Status CopyBlob(GcStore& store, const BlobLocation& loc, GcReport& report) {
+  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, store.blobs().Get(loc.id));
+  BDN_RETURN_IF_ERROR(store.blobs().Put(loc.id, bytes));
+  ++report.blobs_copied;
+  report.bytes_copied += RecordBytes(loc);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& options) {
+  const auto& clock = options.clock ? options.clock : Clock::Real();
+  const SteadyTime started = clock->SteadyNow();
+  GcReport report;
+  std::unique_ptr<StoreHold> running;
+  if (options.mode == GcMode::kRun) {
+    BDN_ASSIGN_OR_RETURN(running, store.BeginGc());
+  }
+
+  // 1. The packs first: a pack sealed after this listing is not touched by this run.
+  BDN_ASSIGN_OR_RETURN(std::vector<GcPack> packs, store.ListSealedPacks(&report.packs_skipped));
+  if (report.packs_skipped > 0) {
+    report.warnings.push_back(std::to_string(report.packs_skipped) +
+                              " packs have a footer that cannot be read; they are kept (run bdn "
+                              "fsck --repair)");
+  }
+  report.packs = packs.size();
+  for (const GcPack& p : packs) report.pack_bytes += p.bytes;
+
+  IdSet needed;
+  std::unordered_set<Digest> marked_versions;
+  BDN_ASSIGN_OR_RETURN(std::vector<VersionRecord> versions, registry.ListRetainedVersions());
+  BDN_RETURN_IF_ERROR(
+      MarkVersions(store.blobs(), versions, marked_versions, needed, &report.versions));
+  {
+    BDN_ASSIGN_OR_RETURN(std::vector<Digest> claims, store.LiveClaims());
+    needed.AddAll(claims);
+  }
+  needed.Seal();
+  report.needed_blobs = needed.size();
+
+  // 2. Plan. Each needed blob counts in one pack: the one where the most of its bytes are needed.
+  std::vector<uint64_t> needed_all(packs.size(), 0);
+  struct Copy {
+    Digest id;
+    uint32_t pack;
+    uint32_t index;  // into packs[pack].blobs
+  };
+  std::vector<Copy> copies;
+  for (uint32_t i = 0; i < packs.size(); ++i) {
+    for (uint32_t k = 0; k < packs[i].blobs.size(); ++k) {
+      const BlobLocation& b = packs[i].blobs[k];
+      if (!needed.Contains(b.id) || store.IsQuarantined(packs[i].id, b.offset)) continue;
+      needed_all[i] += RecordBytes(b);
+      copies.push_back({b.id, i, k});
+    }
+  }
+  auto density = [&](uint32_t i) {
+    return packs[i].bytes == 0 ? 0.0
+                               : static_cast<double>(needed_all[i]) /
+                                     static_cast<double>(packs[i].bytes);
+  };
+  std::sort(copies.begin(), copies.end(), [&](const Copy& a, const Copy& b) {
+    if (a.id != b.id) return a.id < b.id;
+    return density(a.pack) > density(b.pack);
+  });
+  std::vector<uint64_t> needed_bytes(packs.size(), 0);
+  std::vector<uint64_t> needed_count(packs.size(), 0);
+  std::vector<std::vector<uint32_t>> keepers(packs.size());
+  for (size_t j = 0; j < copies.size(); ++j) {
+    if (j > 0 && copies[j].id == copies[j - 1].id) continue;  // a duplicate of the keeper
+    const Copy& c = copies[j];
+    needed_bytes[c.pack] += RecordBytes(packs[c.pack].blobs[c.index]);
+    ++needed_count[c.pack];
+    keepers[c.pack].push_back(c.index);
+  }
+  std::vector<uint32_t> doomed_index;
+  for (uint32_t i = 0; i < packs.size(); ++i) {
+    GcPackAction a;
+    a.pack = packs[i].id;
+    a.bytes = packs[i].bytes;
+    a.needed_bytes = needed_bytes[i];
+    a.needed_blobs = needed_count[i];
+    if (needed_count[i] == 0) {
+      a.kind = GcPackAction::Kind::kDelete;
+    } else if (static_cast<double>(needed_bytes[i]) <
+               options.max_repack_fraction * static_cast<double>(packs[i].bytes)) {
+      a.kind = GcPackAction::Kind::kRepack;
+    } else {
+      continue;
+    }
+    report.actions.push_back(a);
+    report.reclaimable_bytes += a.bytes - std::min(a.bytes, a.needed_bytes);
+    doomed_index.push_back(i);
+  }
+  Hook(options, GcPhase::kPlanned);
+  auto finish = [&]() -> Result<GcReport> {
+    report.duration =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock->SteadyNow() - started);
+    return report;
+  };
+  if (options.mode == GcMode::kDryRun || doomed_index.empty()) return finish();
+
+  // 3. Doom, then copy what the repacked packs hold that is needed.
+  std::vector<uint64_t> doomed;
+  for (uint32_t i : doomed_index) doomed.push_back(packs[i].id);
+  BDN_RETURN_IF_ERROR(store.PublishDoom(doomed));
+  // From here on every way out clears the doom (a crash leaves it to the next open).
+  auto fail = [&](const Status& s) -> Result<GcReport> {
+    (void)store.ClearDoom();
+    return Err(s);
+  };
+  Hook(options, GcPhase::kDoomed);
+  for (uint32_t i : doomed_index) {
+    for (uint32_t k : keepers[i]) {
+      Status s = CopyBlob(store, packs[i].blobs[k], report);
+      if (!s.ok()) return fail(s.WithPrefix("gc: repack " + pack::Hex16(packs[i].id)));
+    }
+  }
+  if (Status s = store.blobs().Sync(); !s.ok()) return fail(s.WithPrefix("gc: repack"));
+  Hook(options, GcPhase::kCopied);
+
+  // 4. Grace.
+  // In steps of at most a second, so that a stopping server is not held up by it; a fake clock
+  // moves on by each step at once.
+  const SteadyTime grace_end = clock->SteadyNow() + options.grace;
+  for (SteadyTime now = clock->SteadyNow(); now < grace_end; now = clock->SteadyNow()) {
+    if (options.stopping && options.stopping()) break;
+    clock->SleepFor(std::min<std::chrono::nanoseconds>(grace_end - now, std::chrono::seconds(1)));
+  }
+  if (options.stopping && options.stopping()) return fail(InternalError("gc: stopped"));
+
+  // 5. Sweep: no commit from here to the deletions, so what the second mark sees is all there is.
+  auto sweep_hold = store.HoldForSweep();
+  if (!sweep_hold) return fail(sweep_hold.error());
+  IdSet later;
+  {
+    // Claims first, then the registry: a writer that released its claims had committed by then.
+    auto claims = store.LiveClaims();
+    if (!claims) return fail(claims.error());
+    later.AddAll(*claims);
+    auto now_versions = registry.ListRetainedVersions();
+    if (!now_versions) return fail(now_versions.error());
+    Status s = MarkVersions(store.blobs(), *now_versions, marked_versions, later, nullptr);
+    if (!s.ok()) return fail(s);
+    later.Seal();
+  }
+  bool rescued = false;
+  for (uint32_t i : doomed_index) {
+    for (const BlobLocation& b : packs[i].blobs) {
+      if (!later.Contains(b.id) && !needed.Contains(b.id)) continue;
+      if (store.IsQuarantined(packs[i].id, b.offset)) continue;
+      auto live = store.HasLiveCopy(b.id);
+      if (!live) return fail(live.error());
+      if (*live) continue;
+      Status s = CopyBlob(store, b, report);
+      if (!s.ok()) return fail(s.WithPrefix("gc: keep " + b.id.ToString()));
+      ++report.blobs_rescued;
+      rescued = true;
+    }
+  }
+  if (rescued) {
+    if (Status s = store.blobs().Sync(); !s.ok()) return fail(s.WithPrefix("gc: keep"));
+  }
+  Hook(options, GcPhase::kSweeping);
+  Status deleted = store.DeletePacks(doomed);
+  if (!deleted.ok()) return fail(deleted);
+  BDN_RETURN_IF_ERROR(store.ClearDoom());
+  sweep_hold->reset();
+  uint64_t freed = 0;
+  for (const GcPackAction& a : report.actions) {
+    ++report.packs_deleted;
+    if (a.kind == GcPackAction::Kind::kRepack) ++report.packs_repacked;
+    freed += a.bytes;
+  }
+  report.bytes_reclaimed = freed - std::min(freed, report.bytes_copied);
+  Hook(options, GcPhase::kSwept);
+  return finish();
+}
+
+}  // namespace bdn

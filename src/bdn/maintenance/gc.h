@@ -1,0 +1,100 @@
+// Garbage collection over a pack store (docs/spec.md §8, docs/format.md "Garbage collection"):
+// marks every blob a live or restorable version or an in-flight writer needs, deletes packs that
+// hold none of them and repacks packs that are mostly garbage, without stopping readers, pushes
+// or commits. The design follows restic's prune (packs classified keep / repack / delete by their
+// needed bytes) and kopia's maintenance (deletion only after a grace period), but protects
+// in-flight writers by claims and a doom instead of by time alone (store/gc_store.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bdn/base/clock.h"
+#include "bdn/base/status.h"
+#include "bdn/registry/registry.h"
+#include "bdn/store/gc_store.h"
+
+namespace bdn {
+
+// Where a run is; GcOptions::hook is called at each, on the run's thread.
+enum class GcPhase {
+  kPlanned,   // packs classified (also in a dry run, before it returns)
+  kDoomed,    // the doom is published: writers now store doomed blobs again
+  kCopied,    // the needed blobs of repacked packs are copied and durable
+  kSweeping,  // holding the sweep lock, the second mark done, just before packs are deleted
+  kSwept,     // packs deleted, doom cleared
+};
+
+// Whether a run changes anything.
+enum class GcMode { kRun, kDryRun };
+
+struct GcOptions {
+  GcMode mode = GcMode::kRun;
+  // A pack whose needed bytes are below this fraction of its size is repacked (0: never repack,
+  // only delete packs with no needed blob; 1: repack every pack holding any garbage).
+  double max_repack_fraction = 0.5;
+  // Between the doom and the sweep: the doomed blobs stay readable this long (readers that
+  // looked a blob up finish), and what is swept is what stayed unreferenced over it.
+  std::chrono::milliseconds grace{0};
+  // Waits of the grace. Never null.
+  std::shared_ptr<Clock> clock = Clock::Real();
+  // Returns true to end a run early (a server stopping): the grace wait ends, nothing is
+  // deleted, the doom is cleared.
+  std::function<bool()> stopping;
+  // Tests: called at every phase (GcPhase), so a test drives an interleaving exactly.
+  std::function<void(GcPhase)> hook;
+};
+
+// What a run (or a dry run) decided about one pack.
+struct GcPackAction {
+  enum class Kind { kDelete, kRepack };
+  uint64_t pack = 0;
+  Kind kind = Kind::kDelete;
+  uint64_t bytes = 0;         // the pack file
+  uint64_t needed_bytes = 0;  // records of needed blobs in it (copied by a repack)
+  uint64_t needed_blobs = 0;
+};
+
+struct GcReport {
+  uint64_t versions = 0;      // live and restorable versions marked
+  uint64_t needed_blobs = 0;  // distinct blobs they need
+  uint64_t packs = 0;         // sealed packs looked at
+  uint64_t pack_bytes = 0;    // their bytes
+  uint64_t packs_skipped = 0; // packs whose footer could not be read (kept)
+  std::vector<GcPackAction> actions;  // the plan, by pack number
+  uint64_t reclaimable_bytes = 0;     // the plan's gain: deleted packs' bytes minus copied bytes
+  uint64_t packs_deleted = 0;         // packs removed (with no needed blob, or repacked)
+  uint64_t packs_repacked = 0;        // of which repacked
+  uint64_t blobs_copied = 0;          // copied by repacks and rescues
+  uint64_t bytes_copied = 0;          // their record bytes
+  uint64_t blobs_rescued = 0;         // needed by the second mark: copied before the sweep
+  uint64_t bytes_reclaimed = 0;       // pack bytes deleted minus bytes copied
+  std::chrono::milliseconds duration{0};
+  std::vector<std::string> warnings;
+};
+
+// Runs one garbage collection of `store` against `registry`'s versions:
+//  1. lists the sealed packs, marks the blobs of every version ListRetainedVersions returns
+//     (manifest, chunk indexes, chunks) and the store's live claims;
+//  2. classifies each pack: no needed blob → delete; needed bytes < max_repack_fraction of it →
+//     repack; else keep (a blob stored in several packs is needed in one, the densest);
+//  3. (a dry run returns here) takes the store's GC lock, publishes the doom of every pack to
+//     delete or repack, copies the needed blobs of packs to repack into new packs and syncs;
+//  4. waits `grace`;
+//  5. holding the sweep lock (no commit meanwhile): reads the live claims again, marks again
+//     (versions committed or restored since), copies any doomed blob now needed that has no
+//     other copy, deletes the doomed packs and clears the doom.
+// A crash at any point loses nothing needed: copies are durable before any pack goes, and a
+// doom left by a dead run is dropped. Errors: Conflict when another GC runs; Corruption
+// "gc: version bdn:…: …; nothing was deleted (bdn fsck finds what is damaged)" when a version's
+// manifest or chunk index cannot be read (its blobs cannot be known); FailedPrecondition on a
+// full disk while copying (nothing is deleted); Internal "gc: stopped" when `stopping` ended it;
+// the store's and registry's errors. Thread-safe with respect to readers and writers of the
+// store; one run at a time.
+Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& options);
+
+}  // namespace bdn

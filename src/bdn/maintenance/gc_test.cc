@@ -1,0 +1,311 @@
+// Tests for RunGc over the local pack store: what is deleted and repacked, what live and
+// restorable versions keep, dry runs, and the interleavings with writers that a GC must survive
+// (driven exactly through GcOptions::hook, never with sleeps).
+#include "bdn/maintenance/gc.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bdn/store/local_chunk_store.h"
+#include "bdn/testing/fake_clock.h"
+#include "bdn/testing/status_matchers.h"
+#include "bdn/testing/test_util.h"
+#include "bdn/volume/push.h"
+#include "bdn/volume/version_check.h"
+#include "bdn/volume/version_view.h"
+
+namespace bdn {
+namespace {
+namespace fs = std::filesystem;
+using std::chrono::hours;
+
+class GcTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(ClaimMode::kProcessFile); }
+
+  void Open(ClaimMode mode) {
+    mode_ = mode;
+    registry_.reset();
+    store_.reset();
+    LocalChunkStore::Options o;
+    o.durability = LocalChunkStore::Durability::kNone;
+    o.codec.min_saving = 1;  // raw: record sizes are the data sizes
+    o.claims = mode;
+    o.clock = clock_;
+    o.max_open_packs = 1;  // one push, one pack
+    auto s = LocalChunkStore::Open(dir_.path() / "store", o);
+    ASSERT_OK(s);
+    store_ = std::move(*s);
+    RegistryOptions r;
+    r.retention = hours(24);
+    r.clock = clock_;
+    auto reg = SqliteRegistry::Open(dir_.path() / "registry.db", r);
+    ASSERT_OK(reg);
+    registry_ = std::make_shared<CommitCheckingRegistry>(std::move(*reg), store_, clock_);
+  }
+
+  // Pushes files {name: bytes} as a new version of w/v and returns its digest.
+  Digest PushFiles(const std::vector<std::pair<std::string, std::vector<uint8_t>>>& files) {
+    const fs::path src = dir_.path() / ("src-" + std::to_string(++pushes_));
+    fs::create_directories(src);
+    for (const auto& [name, bytes] : files) {
+      std::ofstream(src / name, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()),
+                 static_cast<std::streamsize>(bytes.size()));
+    }
+    PushOptions o;
+    o.dir = src;
+    o.ns = "w";
+    o.volume = "v";
+    auto r = Push(o, *store_, *registry_, nullptr);
+    EXPECT_OK(r);
+    return r ? r->ref.digest : Digest();
+  }
+
+  // Every file of `version` reads back whole and verified.
+  void ExpectReadable(const Digest& version) {
+    auto view = VersionView::Open(store_, version);
+    ASSERT_OK(view);
+    for (const Entry& e : (*view)->manifest().entries) {
+      if (e.kind != EntryKind::kFile) continue;
+      std::vector<uint8_t> buf(e.size_bytes);
+      auto n = (*view)->Read(e, 0, buf);
+      ASSERT_OK(n);
+      EXPECT_EQ(*n, e.size_bytes);
+    }
+  }
+
+  size_t PackCount() {
+    size_t n = 0;
+    for (const auto& f : fs::directory_iterator(dir_.path() / "store" / "packs")) {
+      n += f.path().extension() == ".pack";
+    }
+    return n;
+  }
+
+  // A store opened anew: the writers of the pushes so far are gone (their claims end with them,
+  // as with a bdn process that exits).
+  void NewProcess() { Open(mode_); }
+
+  Result<GcReport> Gc(GcOptions o = {}) {
+    o.clock = clock_;
+    return RunGc(*registry_, *store_, o);
+  }
+
+  testutil::TempDir dir_;
+  std::shared_ptr<testutil::FakeClock> clock_ = std::make_shared<testutil::FakeClock>();
+  std::shared_ptr<LocalChunkStore> store_;
+  std::shared_ptr<Registry> registry_;
+  int pushes_ = 0;
+  ClaimMode mode_ = ClaimMode::kProcessFile;
+  const std::vector<uint8_t> a_ = testutil::RandomBytes(3 << 20, 1);
+  const std::vector<uint8_t> b_ = testutil::RandomBytes(1 << 20, 2);
+  const std::vector<uint8_t> small_ = testutil::RandomBytes(20000, 3);
+};
+
+TEST_F(GcTest, NothingIsReclaimedWhileEveryVersionIsLive) {
+  Digest v1 = PushFiles({{"a", a_}});
+  Digest v2 = PushFiles({{"b", b_}});
+  auto r = Gc();
+  ASSERT_OK(r);
+  EXPECT_EQ(r->versions, 2u);
+  EXPECT_TRUE(r->actions.empty());
+  EXPECT_EQ(r->packs_deleted, 0u);
+  ExpectReadable(v1);
+  ExpectReadable(v2);
+}
+
+TEST_F(GcTest, AVersionPastItsRetentionLosesItsPacksAndADryRunSaysSoFirst) {
+  Digest v1 = PushFiles({{"a", a_}});
+  Digest v2 = PushFiles({{"b", b_}});
+  const size_t packs = PackCount();
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  NewProcess();
+  // Restorable: kept.
+  auto kept = Gc();
+  ASSERT_OK(kept);
+  EXPECT_TRUE(kept->actions.empty());
+  EXPECT_EQ(kept->versions, 2u);
+
+  clock_->Advance(hours(25));
+  NewProcess();
+  GcOptions dry;
+  dry.mode = GcMode::kDryRun;
+  auto plan = Gc(dry);
+  ASSERT_OK(plan);
+  ASSERT_EQ(plan->actions.size(), 1u);
+  EXPECT_EQ(plan->actions[0].kind, GcPackAction::Kind::kDelete);
+  EXPECT_GT(plan->reclaimable_bytes, a_.size());
+  EXPECT_EQ(PackCount(), packs);  // a dry run deletes nothing
+
+  auto r = Gc();
+  ASSERT_OK(r);
+  EXPECT_EQ(r->packs_deleted, 1u);
+  EXPECT_EQ(r->bytes_reclaimed, plan->reclaimable_bytes);
+  EXPECT_EQ(PackCount(), packs - 1);
+  ExpectReadable(v2);
+  auto gone = store_->Get(v1);
+  EXPECT_STATUS(gone, kNotFound, "");
+  // The store opened again (its index rewritten) agrees.
+  Open(ClaimMode::kProcessFile);
+  ExpectReadable(v2);
+  EXPECT_STATUS(store_->Get(v1), kNotFound, "");
+}
+
+TEST_F(GcTest, AMostlyDeadPackIsRepackedAndItsNeededBlobsStay) {
+  // One push: a big file and a small one share a pack; the next version keeps only the small one.
+  Digest v1 = PushFiles({{"a", a_}, {"s", small_}});
+  Digest v2 = PushFiles({{"s", small_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  auto r = Gc();
+  ASSERT_OK(r);
+  ASSERT_GE(r->packs_repacked, 1u);
+  EXPECT_GT(r->blobs_copied, 0u);
+  EXPECT_GT(r->bytes_reclaimed, a_.size());
+  ExpectReadable(v2);
+  EXPECT_STATUS(store_->Get(v1), kNotFound, "");
+  Open(ClaimMode::kProcessFile);
+  ExpectReadable(v2);
+  // A second run finds nothing more to do.
+  auto again = Gc();
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->actions.empty());
+}
+
+TEST_F(GcTest, ZeroRepackFractionOnlyDeletesDeadPacks) {
+  Digest v1 = PushFiles({{"a", a_}, {"s", small_}});
+  PushFiles({{"s", small_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  GcOptions o;
+  o.max_repack_fraction = 0;
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_TRUE(r->actions.empty());
+}
+
+// The interleaving of the issue: a blob GC has decided to delete is uploaded again (a push of
+// the same data) after the doom and before the sweep. Put sees the doom and stores a new copy;
+// the sweep deletes the old pack; the new version reads back whole.
+TEST_F(GcTest, ABlobUploadedAgainWhileGcDecidesToDeleteItSurvives) {
+  Digest v1 = PushFiles({{"a", a_}});
+  Digest v2 = PushFiles({{"b", b_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  Digest again;
+  GcOptions o;
+  o.hook = [&](GcPhase p) {
+    if (p != GcPhase::kDoomed) return;
+    // The pack of v1 is doomed now: the same tree pushed again must store its chunks anew.
+    again = PushFiles({{"a", a_}});
+  };
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_EQ(again, v1);  // the same tree: the same digest, alive again as a new version
+  EXPECT_EQ(r->packs_deleted, 1u);
+  ExpectReadable(v1);
+  ExpectReadable(v2);
+  Open(ClaimMode::kProcessFile);
+  ExpectReadable(v1);
+}
+
+// A writer told "stored" before the doom (FindMissing), that commits after the sweep: its claim
+// keeps the blob (copied out of the doomed pack), so its commit check passes.
+TEST_F(GcTest, ABlobAWriterWasToldIsStoredBeforeTheDoomIsKept) {
+  Digest v1 = PushFiles({{"a", a_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  GcOptions o;
+  o.hook = [&](GcPhase p) {
+    if (p != GcPhase::kPlanned) return;
+    // After the first mark (v1 is garbage), before the doom: the writer learns v1's manifest
+    // is stored and will rely on it.
+    auto missing = store_->FindMissing(std::vector<Digest>{v1});
+    ASSERT_OK(missing);
+    EXPECT_TRUE(missing->empty());
+  };
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->blobs_rescued, 1u);
+  EXPECT_OK(store_->Get(v1));
+}
+
+// The same with the claims of bdn serve, kept in memory.
+TEST_F(GcTest, ClaimsInMemoryKeepWhatTheyClaim) {
+  Open(ClaimMode::kMemory);
+  Digest v1 = PushFiles({{"a", a_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));  // claims older than 10 minutes are dropped
+  GcOptions o;
+  o.hook = [&](GcPhase p) {
+    if (p == GcPhase::kPlanned) EXPECT_OK(store_->Contains(v1));
+  };
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->blobs_rescued, 1u);
+  EXPECT_OK(store_->Get(v1));
+}
+
+// A version committed during the grace is marked by the sweep's second look.
+TEST_F(GcTest, AVersionCommittedDuringTheGraceKeepsItsBlobs) {
+  Digest v1 = PushFiles({{"a", a_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  GcOptions o;
+  o.grace = std::chrono::minutes(10);
+  o.hook = [&](GcPhase p) {
+    if (p != GcPhase::kCopied) return;
+    // Committed straight from the doomed copies (the commit check reads them as stored).
+    CommitRequest req;
+    req.ns = "w";
+    req.volume = "other";
+    req.digest = v1;
+    EXPECT_OK(registry_->Commit(req));
+  };
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_GE(r->blobs_rescued, 2u);  // the manifest and the file's chunks
+  ExpectReadable(v1);
+}
+
+TEST_F(GcTest, OneGcAtATime) {
+  auto held = store_->BeginGc();
+  ASSERT_OK(held);
+  auto r = Gc();
+  EXPECT_STATUS(r, kConflict, "");
+  EXPECT_NE(r.error().message().find("another gc is running (pid "), std::string::npos)
+      << r.error().message();
+}
+
+TEST_F(GcTest, ADoomLeftByADeadGcIsDroppedAtOpen) {
+  Digest v1 = PushFiles({{"a", a_}});
+  auto packs = store_->ListSealedPacks(nullptr);
+  ASSERT_OK(packs);
+  std::vector<uint64_t> ids;
+  for (const auto& p : *packs) ids.push_back(p.id);
+  ASSERT_OK(store_->PublishDoom(ids));
+  // While doomed, a writer is told to store the blob again.
+  auto missing = store_->FindMissing(std::vector<Digest>{v1});
+  ASSERT_OK(missing);
+  EXPECT_EQ(missing->size(), 1u);
+  EXPECT_OK(store_->Get(v1));  // readers still read it
+  Open(ClaimMode::kProcessFile);  // no GC holds gc/running
+  EXPECT_FALSE(fs::exists(dir_.path() / "store" / "gc" / "doomed"));
+  missing = store_->FindMissing(std::vector<Digest>{v1});
+  ASSERT_OK(missing);
+  EXPECT_TRUE(missing->empty());
+}
+
+}  // namespace
+}  // namespace bdn

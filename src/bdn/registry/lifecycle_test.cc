@@ -1,0 +1,338 @@
+// Tests for the lifecycle of versions in SqliteRegistry (docs/spec.md §8): soft delete drops
+// tags and moves head, restore within the retention window (time moved with a FakeClock, never
+// slept), the sequence bumps, idempotent retries, and what garbage collection must keep.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bdn/registry/registry.h"
+#include "bdn/testing/fake_clock.h"
+#include "bdn/testing/status_matchers.h"
+#include "bdn/testing/test_util.h"
+
+namespace bdn {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+
+Digest D(uint8_t fill) {
+  std::array<uint8_t, Digest::kSize> b;
+  b.fill(fill);
+  return Digest(b);
+}
+
+class LifecycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+  void Open(milliseconds retention = hours(7 * 24)) {
+    reg_.reset();
+    RegistryOptions o;
+    o.retention = retention;
+    o.clock = clock_;
+    auto r = SqliteRegistry::Open(dir_.path() / "registry.db", o);
+    ASSERT_OK(r);
+    reg_ = std::move(*r);
+  }
+  CommitResult Commit(const Digest& d, std::vector<std::string> tags = {}) {
+    CommitRequest req;
+    req.ns = "w";
+    req.volume = "v";
+    req.digest = d;
+    req.tags = std::move(tags);
+    auto r = reg_->Commit(req);
+    EXPECT_OK(r);
+    return r.value_or(CommitResult{});
+  }
+  VolumeRecord Volume() {
+    auto v = reg_->GetVolume("w", "v");
+    EXPECT_OK(v);
+    return v.value_or(VolumeRecord{});
+  }
+  VersionRecord Version(const Digest& d) {
+    auto v = reg_->GetVersion("w", "v", d);
+    EXPECT_OK(v);
+    return v.value_or(VersionRecord{});
+  }
+
+  testutil::TempDir dir_;
+  std::shared_ptr<testutil::FakeClock> clock_ = std::make_shared<testutil::FakeClock>();
+  std::unique_ptr<SqliteRegistry> reg_;
+};
+
+TEST_F(LifecycleTest, DeleteDropsTagsSetsDeleteAfterMovesHeadAndBumpsTheSequence) {
+  Commit(D(1), {"stable"});
+  Commit(D(2), {"prod", "candidate"});
+  const int64_t before = Volume().sequence;
+  const int64_t now = WallNowMs(*clock_);
+  auto r = reg_->DeleteVersions("w", "v", D(2), std::nullopt);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->sequence, before + 1);
+  ASSERT_EQ(r->deleted.size(), 1u);
+  EXPECT_EQ(r->deleted[0].digest, D(2));
+  EXPECT_EQ(r->deleted[0].deleted_unix_ms, now);
+  EXPECT_EQ(r->deleted[0].delete_after_unix_ms, now + 7 * 86'400'000LL);
+  EXPECT_EQ(r->deleted[0].tags_dropped, (std::vector<std::string>{"candidate", "prod"}));
+  EXPECT_TRUE(r->head_moved);
+  EXPECT_EQ(r->head, D(1));
+
+  VolumeRecord v = Volume();
+  EXPECT_EQ(v.head, D(1));
+  EXPECT_EQ(v.tags.size(), 1u);  // only "stable" is left
+  EXPECT_EQ(v.live_versions, 1u);
+  EXPECT_EQ(v.deleted_versions, 1u);
+  VersionRecord gone = Version(D(2));
+  EXPECT_EQ(gone.lifecycle, Lifecycle::kDeleted);
+  EXPECT_EQ(gone.delete_after_unix_ms, now + 7 * 86'400'000LL);
+  EXPECT_TRUE(gone.tags.empty());
+  // Listed only with include_deleted.
+  auto alive = reg_->ListVersions("w", "v", false);
+  ASSERT_OK(alive);
+  EXPECT_EQ(alive->size(), 1u);
+  auto all = reg_->ListVersions("w", "v", true);
+  ASSERT_OK(all);
+  EXPECT_EQ(all->size(), 2u);
+}
+
+TEST_F(LifecycleTest, DeletingADeletedVersionIsAConflict) {
+  Commit(D(1));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  auto again = reg_->DeleteVersions("w", "v", D(1), std::nullopt);
+  EXPECT_STATUS(again, kConflict, "");
+  EXPECT_EQ(again.error().message(),
+            "version bdn:w/v@" + D(1).ToString() +
+                ": already deleted (at 2026-01-01T00:00:00Z; restorable until "
+                "2026-01-08T00:00:00Z)");
+}
+
+TEST_F(LifecycleTest, DeletingTheLastVersionLeavesNoHead) {
+  Commit(D(1));
+  auto r = reg_->DeleteVersions("w", "v", D(1), std::nullopt);
+  ASSERT_OK(r);
+  EXPECT_TRUE(r->head_moved);
+  EXPECT_FALSE(r->head.has_value());
+  EXPECT_FALSE(Volume().head.has_value());
+}
+
+TEST_F(LifecycleTest, RecursiveDeleteTakesEveryLiveVersionInOneStep) {
+  Commit(D(1), {"a"});
+  Commit(D(2), {"b"});
+  Commit(D(3));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  const int64_t before = Volume().sequence;
+  auto r = reg_->DeleteVersions("w", "v", std::nullopt, std::nullopt);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->sequence, before + 1);
+  ASSERT_EQ(r->deleted.size(), 2u);  // D(1) was deleted already
+  EXPECT_EQ(r->deleted[0].digest, D(3));
+  EXPECT_EQ(r->deleted[1].digest, D(2));
+  EXPECT_EQ(r->deleted[1].tags_dropped, std::vector<std::string>{"b"});
+  EXPECT_FALSE(Volume().head.has_value());
+  EXPECT_TRUE(Volume().tags.empty());
+  auto none = reg_->DeleteVersions("w", "v", std::nullopt, std::nullopt);
+  EXPECT_STATUS(none, kNotFound, "");
+  EXPECT_EQ(none.error().message(), "volume bdn:w/v: has no live versions");
+}
+
+TEST_F(LifecycleTest, RestoreWithinTheWindowBringsTheVersionBackWithoutTags) {
+  Commit(D(1));
+  Commit(D(2), {"prod"});
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(2), std::nullopt));
+  clock_->Advance(hours(7 * 24) - milliseconds(1));  // the last millisecond of the window
+  const int64_t before = Volume().sequence;
+  auto r = reg_->RestoreVersion("w", "v", D(2), std::nullopt);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->sequence, before + 1);
+  // D(2) is newer than head D(1): head moves back to it.
+  EXPECT_TRUE(r->head_updated);
+  EXPECT_EQ(Volume().head, D(2));
+  VersionRecord v = Version(D(2));
+  EXPECT_EQ(v.lifecycle, Lifecycle::kAlive);
+  EXPECT_FALSE(v.delete_after_unix_ms.has_value());
+  EXPECT_FALSE(v.deleted_unix_ms.has_value());
+  EXPECT_TRUE(v.tags.empty());  // tags are not restored
+}
+
+TEST_F(LifecycleTest, RestoringAnOlderVersionLeavesHeadAlone) {
+  Commit(D(1));
+  Commit(D(2));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  auto r = reg_->RestoreVersion("w", "v", D(1), std::nullopt);
+  ASSERT_OK(r);
+  EXPECT_FALSE(r->head_updated);
+  EXPECT_EQ(Volume().head, D(2));
+}
+
+TEST_F(LifecycleTest, RestoreAfterTheWindowIsAClearError) {
+  Commit(D(1));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  clock_->Advance(hours(7 * 24));
+  auto r = reg_->RestoreVersion("w", "v", D(1), std::nullopt);
+  EXPECT_STATUS(r, kFailedPrecondition, "");
+  EXPECT_EQ(r.error().message(),
+            "version bdn:w/v@" + D(1).ToString() +
+                ": deleted at 2026-01-01T00:00:00Z; its retention ended at "
+                "2026-01-08T00:00:00Z, so it can no longer be restored (its data may be gone; "
+                "push the same tree again to make it a new version)");
+  auto alive = reg_->RestoreVersion("w", "v", D(9), std::nullopt);
+  EXPECT_STATUS(alive, kNotFound, "");
+}
+
+TEST_F(LifecycleTest, RestoringALiveVersionIsAConflict) {
+  Commit(D(1));
+  auto r = reg_->RestoreVersion("w", "v", D(1), std::nullopt);
+  EXPECT_STATUS(r, kConflict, "");
+  EXPECT_EQ(r.error().message(), "version bdn:w/v@" + D(1).ToString() + ": is not deleted");
+}
+
+TEST_F(LifecycleTest, CommitOfADeletedVersionNeedsARestoreUntilTheWindowEnds) {
+  Commit(D(1));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  CommitRequest req;
+  req.ns = "w";
+  req.volume = "v";
+  req.digest = D(1);
+  auto r = reg_->Commit(req);
+  EXPECT_STATUS(r, kFailedPrecondition, "");
+  EXPECT_EQ(r.error().message(), "version bdn:w/v@" + D(1).ToString() +
+                                     ": is deleted; restore it first (bdn volume restore "
+                                     "bdn:w/v@" + D(1).ToString() + ")");
+  // Past the window the same tree pushed again is a new version.
+  clock_->Advance(hours(8 * 24));
+  auto again = reg_->Commit(req);
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->unchanged);
+  EXPECT_EQ(Version(D(1)).lifecycle, Lifecycle::kAlive);
+  EXPECT_EQ(Version(D(1)).created_unix_ms, WallNowMs(*clock_));
+  EXPECT_EQ(Volume().head, D(1));
+}
+
+TEST_F(LifecycleTest, StaleExpectedSequenceRefusesDeleteAndRestore) {
+  Commit(D(1));
+  const int64_t seq = Volume().sequence;
+  auto del = reg_->DeleteVersions("w", "v", D(1), seq + 1);
+  EXPECT_STATUS(del, kConflict, "");
+  EXPECT_EQ(del.error().message(), "volume bdn:w/v: sequence is " + std::to_string(seq) +
+                                       ", expected " + std::to_string(seq + 1));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), seq));
+  EXPECT_STATUS(reg_->RestoreVersion("w", "v", D(1), seq), kConflict, "");
+  EXPECT_OK(reg_->RestoreVersion("w", "v", D(1), seq + 1));
+}
+
+TEST_F(LifecycleTest, RetriedDeleteAndRestoreWithTheirKeyReturnTheFirstResult) {
+  Commit(D(1), {"prod"});
+  Commit(D(2));
+  auto first = reg_->DeleteVersions("w", "v", D(1), std::nullopt, "del-key");
+  ASSERT_OK(first);
+  clock_->Advance(hours(1));
+  auto retry = reg_->DeleteVersions("w", "v", D(1), std::nullopt, "del-key");
+  ASSERT_OK(retry);  // not "already deleted"
+  EXPECT_EQ(retry->sequence, first->sequence);
+  ASSERT_EQ(retry->deleted.size(), 1u);
+  EXPECT_EQ(retry->deleted[0].digest, D(1));
+  EXPECT_EQ(retry->deleted[0].delete_after_unix_ms, first->deleted[0].delete_after_unix_ms);
+  EXPECT_EQ(retry->deleted[0].tags_dropped, std::vector<std::string>{"prod"});
+  EXPECT_EQ(retry->head, first->head);
+  EXPECT_EQ(Volume().sequence, first->sequence);
+
+  auto restored = reg_->RestoreVersion("w", "v", D(1), std::nullopt, "restore-key");
+  ASSERT_OK(restored);
+  auto again = reg_->RestoreVersion("w", "v", D(1), std::nullopt, "restore-key");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->sequence, restored->sequence);
+  EXPECT_EQ(Volume().sequence, restored->sequence);
+}
+
+TEST_F(LifecycleTest, RetainedVersionsAreTheLiveAndTheRestorableOnes) {
+  Commit(D(1));
+  Commit(D(2));
+  Commit(D(3));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(2), std::nullopt));
+  clock_->Advance(hours(24));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(3), std::nullopt));
+  auto kept = reg_->ListRetainedVersions();
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->size(), 3u);
+  // D(2)'s window ends a day before D(3)'s.
+  clock_->Advance(hours(6 * 24));
+  kept = reg_->ListRetainedVersions();
+  ASSERT_OK(kept);
+  ASSERT_EQ(kept->size(), 2u);
+  EXPECT_EQ((*kept)[0].digest, D(1));
+  EXPECT_EQ((*kept)[1].digest, D(3));
+  EXPECT_EQ((*kept)[1].lifecycle, Lifecycle::kDeleted);
+}
+
+TEST_F(LifecycleTest, ZeroRetentionMakesADeleteFinalAtOnce) {
+  Open(milliseconds(0));
+  Commit(D(1));
+  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  EXPECT_STATUS(reg_->RestoreVersion("w", "v", D(1), std::nullopt), kFailedPrecondition, "");
+  auto kept = reg_->ListRetainedVersions();
+  ASSERT_OK(kept);
+  EXPECT_TRUE(kept->empty());
+}
+
+// Eight writers race on one tag with compare-and-swap: each reads the volume, then deletes the
+// tag if it is there or sets it if it is not, passing the sequence it read. With no lost update
+// every success is based on a distinct sequence, the successes form one unbroken chain from the
+// start (each moved the sequence by exactly one), and every refused writer got a conflict naming
+// the newer sequence it missed.
+TEST_F(LifecycleTest, EightConcurrentTagWritersLoseNoUpdate) {
+  for (uint8_t i = 1; i <= 8; ++i) Commit(D(i));
+  const int64_t start = Volume().sequence;
+  constexpr int kTries = 30;
+  std::mutex mu;
+  std::vector<int64_t> based_on;  // the expected_sequence of every successful write
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 8; ++w) {
+    writers.emplace_back([&, w] {
+      auto own = SqliteRegistry::Open(dir_.path() / "registry.db", RegistryOptions{});
+      ASSERT_OK(own);
+      for (int i = 0; i < kTries; ++i) {
+        auto v = (*own)->GetVolume("w", "v");
+        ASSERT_OK(v);
+        Result<int64_t> r = v->tags.contains("t")
+                                ? (*own)->DeleteTag("w", "v", "t", v->sequence)
+                                : (*own)->SetTag("w", "v", "t", D(static_cast<uint8_t>(w + 1)),
+                                                 v->sequence);
+        if (r) {
+          EXPECT_EQ(*r, v->sequence + 1);
+          std::lock_guard l(mu);
+          based_on.push_back(v->sequence);
+          continue;
+        }
+        ASSERT_EQ(r.error().code(), StatusCode::kConflict) << r.error().message();
+        ++conflicts;
+        const std::string prefix = "volume bdn:w/v: sequence is ";
+        const std::string& m = r.error().message();
+        ASSERT_EQ(m.rfind(prefix, 0), 0u) << m;
+        const int64_t current = std::stoll(m.substr(prefix.size()));
+        EXPECT_GT(current, v->sequence) << m;
+        EXPECT_NE(m.find(", expected " + std::to_string(v->sequence)), std::string::npos) << m;
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  std::sort(based_on.begin(), based_on.end());
+  ASSERT_FALSE(based_on.empty());
+  for (size_t i = 0; i < based_on.size(); ++i) {
+    ASSERT_EQ(based_on[i], start + static_cast<int64_t>(i)) << "two writes based on one state";
+  }
+  EXPECT_EQ(Volume().sequence, start + static_cast<int64_t>(based_on.size()));
+  EXPECT_EQ(based_on.size() + static_cast<size_t>(conflicts.load()), 8u * kTries);
+  EXPECT_GT(conflicts.load(), 0);  // the writers did race
+  // The tag is there exactly when an odd number of writes succeeded (set, delete, set, ...).
+  EXPECT_EQ(Volume().tags.contains("t"), based_on.size() % 2 == 1);
+}
+
+}  // namespace
+}  // namespace bdn
