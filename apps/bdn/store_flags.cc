@@ -74,6 +74,26 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
       return cli::Gc(DataDir(gc->data, home), gc->args, json);
     };
   });
+
+  struct FsckFlags {
+    StoreArgs data;
+    bool repair = false;
+  };
+  auto fsck = std::make_shared<FsckFlags>();
+  c = app.add_subcommand("fsck",
+                         "check every pack, blob, index table and version of a store; report "
+                         "each problem with the versions it affects");
+  c->add_option("--data", fsck->data.data,
+                "data directory holding store/ (default --home, $BDN_HOME or ~/.local/share/bdn; "
+                "a stopped bdn serve's --data)");
+  c->add_flag("--repair", fsck->repair,
+              "set damaged copies aside and rebuild the index, so that pushing the data again "
+              "restores it");
+  c->callback([&inv, &json, &home, fsck] {
+    inv.run_standalone = [&json, &home, fsck] {
+      return cli::Fsck(DataDir(fsck->data, home), fsck->repair, json);
+    };
+  });
 }
 
 }  // namespace bdn::app

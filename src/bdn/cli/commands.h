@@ -98,6 +98,13 @@ struct GcArgs {
 // (--gc-interval)"; those of opening the store and registry and of RunGc.
 Status Gc(const std::filesystem::path& data, const GcArgs& args, bool json);
 
+// bdn fsck [--repair]: RunFsck of the data directory `data` (the embedded store's home, or a
+// stopped bdn serve's --data); prints each problem with the versions it affects (and, with
+// repair, what was done). Errors: Corruption "fsck: N problems" when any were found (exit 5;
+// with repair too: the data is back only once pushed again); FailedPrecondition for a directory
+// bdn serve holds; those of opening the registry and of RunFsck.
+Status Fsck(const std::filesystem::path& data, bool repair, bool json);
+
 // Exit code for a Status: 0 ok, 2 invalid argument, 3 not found, 4 conflict/already exists,
 // 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.
 int ExitCode(const Status& s);

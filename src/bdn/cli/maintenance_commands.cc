@@ -11,6 +11,7 @@
 #include "bdn/base/units.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/output.h"
+#include "bdn/maintenance/fsck.h"
 #include "bdn/maintenance/gc.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/pack_index.h"
@@ -127,6 +128,52 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
               << "): " << r.packs_deleted << " packs deleted (" << r.packs_repacked
               << " repacked, " << r.bytes_copied << " bytes copied), of " << r.packs
               << " packs, in " << FormatDuration(r.duration) << "\n";
+  }
+  return Status::Ok();
+}
+
+Status Fsck(const fs::path& data, bool repair, bool json_output) {
+  BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
+  if (!fs::is_directory(data / "store" / "packs")) {
+    return NotFoundError("--data " + data.string() + ": no store (no store/packs directory)");
+  }
+  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
+  BDN_ASSIGN_OR_RETURN(auto registry, SqliteRegistry::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(FsckReport r, RunFsck(data / "store", *registry,
+                                              repair ? FsckMode::kRepair : FsckMode::kCheck,
+                                              options));
+  if (json_output) {
+    json problems = json::array();
+    for (const FsckProblem& p : r.problems) {
+      json j = {{"kind", std::string(FsckKindName(p.kind))},
+                {"object", p.object},
+                {"message", p.message},
+                {"affects", p.affects}};
+      if (!p.repair.empty()) j["repair"] = p.repair;
+      problems.push_back(std::move(j));
+    }
+    PrintJson({{"packs", r.packs},
+               {"blobs", r.blobs},
+               {"bytes", r.bytes},
+               {"index_tables", r.index_tables},
+               {"versions", r.versions},
+               {"ok", r.problems.empty()},
+               {"problems", problems}});
+  } else {
+    for (const FsckProblem& p : r.problems) {
+      std::cout << FsckKindName(p.kind) << ": " << p.object << ": " << p.message << "\n";
+      for (const std::string& a : p.affects) std::cout << "  affects " << a << "\n";
+      if (!p.repair.empty()) std::cout << "  repaired: " << p.repair << "\n";
+    }
+    std::cout << "fsck: " << r.packs << " packs, " << r.blobs << " blobs (" << r.bytes
+              << " bytes) hashed, " << r.index_tables << " index tables, " << r.versions
+              << " versions checked; " << r.problems.size() << " problems\n";
+  }
+  if (!r.problems.empty()) {
+    return CorruptionError("fsck: " + std::to_string(r.problems.size()) + " problems" +
+                           (repair ? " (repaired what can be; push the data again to restore "
+                                     "what is missing)"
+                                   : ""));
   }
   return Status::Ok();
 }

@@ -206,6 +206,14 @@ class Registry {
   // that cannot list them (a remote one: GC runs where the data is).
   virtual Result<std::vector<VersionRecord>> ListRetainedVersions() = 0;
 
+  // What is inconsistent in the registry itself, one line each (empty: nothing): a tag or head
+  // naming a version that does not exist or is deleted, a deleted version without
+  // delete_after, a version sequence past its volume's, damage the database reports. Default:
+  // nothing is checked (a registry that cannot look at itself, e.g. a remote one).
+  virtual Result<std::vector<std::string>> CheckConsistency() {
+    return std::vector<std::string>();
+  }
+
   // Claims the right to push to a volume (which need not exist yet). A claim whose holder dies is
   // released. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".
   virtual Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
@@ -255,6 +263,8 @@ class SqliteRegistry : public Registry {
                                        std::optional<int64_t> expected_sequence,
                                        const std::string& idempotency_key = "") override;
   Result<std::vector<VersionRecord>> ListRetainedVersions() override;
+  // PRAGMA integrity_check, then the rules of Registry::CheckConsistency.
+  Result<std::vector<std::string>> CheckConsistency() override;
   // An flock(2) on <db dir>/locks/<ns>~<volume>.lock: the kernel drops it when the holder dies.
   Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
                                                const std::string& volume) override;

@@ -953,6 +953,57 @@ Result<std::vector<VersionRecord>> SqliteRegistry::ListRetainedVersions() {
   return out;
 }
 
+Result<std::vector<std::string>> SqliteRegistry::CheckConsistency() {
+  std::lock_guard lock(impl_->mu);
+  std::vector<std::string> out;
+  {
+    Stmt s(impl_->db, "PRAGMA integrity_check");
+    while (true) {
+      BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      if (s.Text(0) != "ok") out.push_back("database: " + s.Text(0));
+    }
+  }
+  struct Rule {
+    const char* sql;
+    const char* what;
+  };
+  static constexpr Rule kRules[] = {
+      {"SELECT o.ns, o.name, t.name, t.digest FROM tags t JOIN volumes o ON o.id=t.volume_id "
+       "LEFT JOIN versions v ON v.volume_id=t.volume_id AND v.digest=t.digest "
+       "WHERE v.digest IS NULL OR v.lifecycle<>'ALIVE'",
+       "tag"},
+      {"SELECT o.ns, o.name, 'head', o.head FROM volumes o LEFT JOIN versions v ON "
+       "v.volume_id=o.id AND v.digest=o.head WHERE o.head IS NOT NULL AND "
+       "(v.digest IS NULL OR v.lifecycle<>'ALIVE')",
+       "head"},
+      {"SELECT o.ns, o.name, v.lifecycle, v.digest FROM versions v JOIN volumes o ON "
+       "o.id=v.volume_id WHERE (v.lifecycle='DELETED' AND v.delete_after_ms IS NULL) OR "
+       "v.lifecycle NOT IN ('ALIVE','DELETED') OR v.sequence>o.sequence",
+       "version"},
+  };
+  for (const Rule& r : kRules) {
+    Stmt s(impl_->db, r.sql);
+    while (true) {
+      BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      const std::string vol = "bdn:" + s.Text(0) + "/" + s.Text(1);
+      const std::string what = r.what;
+      if (what == "tag") {
+        out.push_back("tag \"" + s.Text(2) + "\" of " + vol + " names b3:" + s.Text(3) +
+                      ", which is not a live version of the volume");
+      } else if (what == "head") {
+        out.push_back("head of " + vol + " names b3:" + s.Text(3) +
+                      ", which is not a live version of the volume");
+      } else {
+        out.push_back("version " + vol + "@b3:" + s.Text(3) +
+                      ": lifecycle, delete_after or sequence out of order (" + s.Text(2) + ")");
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace bdn
 
 namespace bdn {

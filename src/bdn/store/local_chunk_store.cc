@@ -694,7 +694,13 @@ Status LocalChunkStore::RecoverPack(uint64_t pack, int fd) {
   // Seal what is whole: the torn tail goes, the footer follows the last good record.
   std::vector<uint8_t> footer = pack::EncodeFooter(scan->blobs, scan->valid_bytes);
   if (::ftruncate(fd, static_cast<off_t>(scan->valid_bytes)) != 0) return ErrnoError(what + ": truncate", errno);
-  BDN_RETURN_IF_ERROR(WriteAt(fd, footer, scan->valid_bytes, what));
+  if (Status w = WriteAt(fd, footer, scan->valid_bytes, what); !w.ok()) {
+    if (w.code() != StatusCode::kFailedPrecondition) return w;
+    // A full disk: its whole records stay readable as they are, and a later open seals it.
+    (void)::ftruncate(fd, static_cast<off_t>(scan->valid_bytes));
+    AddLoose(pack, std::move(file), scan->blobs);
+    return Status::Ok();
+  }
   if (options_.durability == Durability::kDurable && ::fdatasync(fd) != 0) {
     return ErrnoError(what + ": fdatasync", errno);
   }
@@ -1553,6 +1559,13 @@ Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
   const fs::path dir = root_ / "gc" / "claims";
   BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "gc claims"));
   for (const std::string& name : names) {
+    if (name.ends_with(".new")) {
+      // A process that died between creating its claims file and naming it: nothing in it.
+      int fd = ::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlink((dir / name).c_str());
+      if (fd >= 0) ::close(fd);
+      continue;
+    }
     if (!name.ends_with(".claims")) continue;
     const fs::path path = dir / name;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

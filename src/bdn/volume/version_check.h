@@ -106,6 +106,9 @@ class CommitCheckingRegistry : public Registry {
   Result<std::vector<VersionRecord>> ListRetainedVersions() override {
     return inner_->ListRetainedVersions();
   }
+  Result<std::vector<std::string>> CheckConsistency() override {
+    return inner_->CheckConsistency();
+  }
 
  private:
   std::shared_ptr<Registry> inner_;

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# A full disk (docs/spec.md §8): a store on a small tmpfs that the test mounts. A push that does
+# not fit fails with exit 8 and "no space left on device", leaves the store consistent (fsck
+# clean, every version verifies, reads and mounts keep working), and the same push succeeds once
+# space is freed. The same for bdn serve's data directory, and for a gc that runs out of space
+# while it repacks (nothing is deleted; after freeing space it completes).
+source "$(dirname "$0")/lib.sh"
+
+if [ "$(id -u)" != 0 ]; then echo "SKIP: mounting a tmpfs needs root"; exit 77; fi
+small="$WORK/small"
+mkdir -p "$small"
+if ! mount -t tmpfs -o size=24m tmpfs "$small" 2>"$WORK/mount.err"; then
+  echo "SKIP: cannot mount a tmpfs here: $(cat "$WORK/mount.err")"; exit 77
+fi
+# Unmounted first (lazily: a killed server may still hold files there), then lib.sh's cleanup.
+trap 'rc=$?; for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; umount -l "$small" 2>/dev/null; (exit $rc); cleanup' EXIT
+cleanup_mounts() { umount -l "$small" 2>/dev/null || true; }
+
+export BDN_HOME="$small/home"
+export BDN_RETENTION=0s
+mkdir -p "$WORK/fits" "$WORK/big"
+random_file "$WORK/fits/a.bin" 3000000 1
+random_file "$WORK/big/b.bin" 30000000 2   # more than the tmpfs holds
+
+step "embedded: a push that does not fit fails cleanly and the store stays whole"
+fits=$("$BDN" volume push "$WORK/fits" bdn:df/fits --json | json_field digest)
+rc=0; err=$("$BDN" volume push "$WORK/big" bdn:df/big 2>&1 >/dev/null) || rc=$?
+echo "$err"
+assert_eq 8 "$rc" "exit code of a push into a full store"
+assert_contains "$err" "no space left on device"
+run_fails 3 "bdn: error: volume bdn:df/big: not found" "$BDN" volume versions bdn:df/big
+"$BDN" volume verify "bdn:df/fits@$fits" >/dev/null || fail "the version before does not verify"
+"$BDN" volume cat "bdn:df/fits@$fits/a.bin" | cmp - "$WORK/fits/a.bin" || fail "cat from a full store"
+"$BDN" fsck >/dev/null || fail "fsck of the store after the failed push: $("$BDN" fsck)"
+if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
+  mount_volume "bdn:df/fits@$fits" "$WORK/mnt"
+  cmp "$WORK/mnt/a.bin" "$WORK/fits/a.bin" || fail "a mount of a full store"
+  "$BDN" volume umount "$WORK/mnt" >/dev/null
+else
+  echo "(no FUSE here: the mount step is left out)"
+fi
+# Free the space the test filled on purpose; the failed push's partial pack is reclaimed by gc.
+"$BDN" gc --grace 0s >/dev/null || fail "gc after the failed push"
+df -B1 --output=avail "$small" | tail -n 1
+mkdir -p "$WORK/mid"; random_file "$WORK/mid/m.bin" 12000000 3
+"$BDN" volume push "$WORK/mid" bdn:df/mid >/dev/null || fail "a push that fits after freeing space"
+"$BDN" volume verify bdn:df/mid >/dev/null || fail "the push after freeing space does not verify"
+
+step "gc that runs out of space while it repacks deletes nothing and completes once there is room"
+# A version whose pack is mostly garbage after the delete: its small file must be copied out.
+mkdir -p "$WORK/mix"; random_file "$WORK/mix/keep.bin" 2000000 4; random_file "$WORK/mix/drop.bin" 3000000 5
+"$BDN" volume push "$WORK/mix" bdn:df/mix >/dev/null
+mkdir -p "$WORK/keep"; cp "$WORK/mix/keep.bin" "$WORK/keep/"
+keep=$("$BDN" volume push "$WORK/keep" bdn:df/keep --json | json_field digest)
+mix=$("$BDN" volume versions bdn:df/mix --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["versions"][0]["digest"])')
+"$BDN" volume rm --yes "bdn:df/mix@$mix" >/dev/null
+"$BDN" volume rm --yes --recursive bdn:df/mid >/dev/null
+# Fill the disk so that the 2 MB of keep.bin cannot be copied.
+avail=$(df -B1 --output=avail "$small" | tail -n 1)
+head -c $((avail - 200000)) /dev/zero > "$small/filler" 2>/dev/null || true
+rc=0; err=$("$BDN" gc --grace 0s --max-repack-fraction 0.9 2>&1 >/dev/null) || rc=$?
+echo "$err"
+assert_eq 8 "$rc" "exit code of gc out of space"
+assert_contains "$err" "no space left on device"
+[ ! -e "$BDN_HOME/store/gc/doomed" ] || fail "the doom of a failed gc is left behind"
+"$BDN" volume verify "bdn:df/keep@$keep" >/dev/null || fail "keep after the failed gc"
+rm -f "$small/filler"
+out=$("$BDN" gc --grace 0s --max-repack-fraction 0.9 --json) || fail "gc once there is room"
+[ "$(json_field packs_repacked <<<"$out")" -ge 1 ] || fail "gc repacked nothing: $out"
+"$BDN" volume verify "bdn:df/keep@$keep" >/dev/null || fail "keep after gc"
+"$BDN" fsck >/dev/null || fail "fsck after gc"
+
+step "bdn serve: a full data directory answers 412, keeps serving reads, and takes the push once there is room"
+rm -rf "$BDN_HOME"
+export BDN_HOME="$WORK/client"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
+start_bdn serve serve --listen 127.0.0.1:0 --data "$small/srv" --insecure-no-auth --gc-interval 0s
+SERVER_PID=$STARTED_PID; export BDN_REMOTE=$STARTED_URL
+fits=$("$BDN" volume push "$WORK/fits" bdn:df/fits --json | json_field digest)
+rc=0; err=$("$BDN" volume push "$WORK/big" bdn:df/big --retry-deadline 2s 2>&1 >/dev/null) || rc=$?
+echo "$err"
+assert_eq 8 "$rc" "exit code of a push into a full server"
+assert_contains "$err" "no space left on device"
+"$BDN" volume cat "bdn:df/fits@$fits/a.bin" | cmp - "$WORK/fits/a.bin" || fail "a read from the full server"
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+unset BDN_REMOTE
+"$BDN" gc --data "$small/srv" --grace 0s >/dev/null || fail "gc of the server's directory"
+"$BDN" fsck --data "$small/srv" >/dev/null || fail "fsck of the server's directory: $("$BDN" fsck --data "$small/srv")"
+start_bdn serve2 serve --listen 127.0.0.1:0 --data "$small/srv" --insecure-no-auth --gc-interval 0s
+SERVER_PID=$STARTED_PID; export BDN_REMOTE=$STARTED_URL
+"$BDN" volume push "$WORK/mid" bdn:df/mid >/dev/null || fail "a push to the server after freeing space"
+"$BDN" volume verify bdn:df/mid >/dev/null || fail "that push does not verify"
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+cleanup_mounts
+echo PASS
