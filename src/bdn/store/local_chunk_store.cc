@@ -372,6 +372,22 @@ Status LocalChunkStore::Init() {
   }
   // The index is derived data: a failure to write it leaves the packs readable from their footers.
   if (publish) (void)PublishIndex(true);
+  // A GC that died between deleting packs and rewriting the index left entries of packs that are
+  // gone (readers skip them): the first open after it rewrites those tables.
+  if (writable_ && options_.index_tables) {
+    if (auto names = ListDir(root_ / "packs", "chunk store packs")) {
+      std::unordered_set<uint64_t> present;
+      for (const auto& n : *names) {
+        if (auto id = pack::ParseHex16Name(n, ".pack")) present.insert(*id);
+      }
+      bool stale = false;
+      {
+        std::shared_lock l(mu_);
+        for (uint64_t p : indexed_) stale = stale || !present.contains(p);
+      }
+      if (stale) (void)CompactIndex();
+    }
+  }
   return Status::Ok();
 }
 
