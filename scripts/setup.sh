@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config git
       libcpp-httplib-dev libboost1.81-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev curl
       b3sum casync python3 attr
       wrk  # bench/http_load.sh
+      awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it
       clang-16 libclang-rt-16-dev llvm-16 ccache)  # scripts/fuzz.sh: libFuzzer, symbolizer
 missing=()
 for p in "${pkgs[@]}"; do
@@ -18,4 +19,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The servers the sync tests start on 127.0.0.1 (s3rver for s3://, r2://, cw://, gs:// HMAC;
+# azurite for azure://), pinned by tests/npm/package-lock.json. `npm ci` installs exactly the
+# lockfile, again whenever it changes.
+npm_dir="$(cd "$(dirname "$0")/../tests/npm" && pwd)"
+if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.bdn-installed-lock" 2>/dev/null; then
+  echo "setup: npm ci in tests/npm" >&2
+  (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$npm_dir/package-lock.json" "$npm_dir/node_modules/.bdn-installed-lock"
 fi

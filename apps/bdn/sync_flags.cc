@@ -23,7 +23,9 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
   auto& start = start_args->start;
   auto* c = sync->add_subcommand("start", "start (or resume) a sync job");
   c->add_option("--source", start.source,
-                "hf://org/repo[@revision], file:///abs/path or https://host/path")
+                "hf://org/repo[@revision], s3://bucket/prefix, gs://bucket/prefix, "
+                "azure://account/container/prefix, r2://account_id.bucket/prefix, "
+                "cw://bucket/prefix, file:///abs/path or https://host/path")
       ->required();
   c->add_option("--dest", start.dest, "bdn:<namespace>/<volume>[:tag]")->required();
   c->add_option("--include", start.includes,
@@ -31,6 +33,12 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
   c->add_option("--exclude", start.excludes, "leave out paths matching this glob (repeatable)");
   c->add_option("--auth-secret-name", start.auth_secret_name,
                 "the secret (bdn secret set) holding the source's credentials");
+  c->add_option("--endpoint", start.endpoint,
+                "the object store's URL instead of the provider's (an S3-compatible store, an "
+                "emulator); {bucket} in it asks for virtual-hosted addressing");
+  c->add_option("--region", start.region,
+                "the region S3 requests are signed for (default: the secret's, else us-east-1; "
+                "auto for r2:// and gs://)");
   c->add_flag("--wait", start.wait,
               "with --remote: wait for the job, showing progress, and print the pinned ref "
               "(embedded, the job always runs in this process)");

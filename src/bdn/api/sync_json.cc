@@ -33,7 +33,9 @@ json SyncJobSpecToJson(const SyncJobSpec& s) {
           {"includes", s.includes},
           {"excludes", s.excludes},
           {"auth_secret_name", s.auth_secret_name},
-          {"retry_deadline_ms", s.retry_deadline_ms}};
+          {"retry_deadline_ms", s.retry_deadline_ms},
+          {"endpoint", s.endpoint},
+          {"region", s.region}};
 }
 
 Result<SyncJobSpec> SyncJobSpecFromJson(const json& j) {
@@ -47,6 +49,8 @@ Result<SyncJobSpec> SyncJobSpecFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(s.auth_secret_name, Field<std::string>(j, "auth_secret_name", std::string()));
   BDN_ASSIGN_OR_RETURN(s.retry_deadline_ms,
                        Field<int64_t>(j, "retry_deadline_ms", SyncJobSpec{}.retry_deadline_ms));
+  BDN_ASSIGN_OR_RETURN(s.endpoint, Field<std::string>(j, "endpoint", std::string()));
+  BDN_ASSIGN_OR_RETURN(s.region, Field<std::string>(j, "region", std::string()));
   return s;
 }
 

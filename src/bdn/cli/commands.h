@@ -254,6 +254,8 @@ struct SyncStartArgs {
   std::string dest;    // bdn:ns/vol[:tag]
   std::vector<std::string> includes, excludes;
   std::string auth_secret_name;
+  std::string endpoint;  // --endpoint: the object store's URL instead of the provider's
+  std::string region;    // --region: the region S3 requests are signed for
   bool wait = false;
   // How long transient source errors are retried before the job fails.
   std::chrono::milliseconds retry_deadline{300'000};

@@ -191,6 +191,8 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
   spec.excludes = args.excludes;
   spec.auth_secret_name = args.auth_secret_name;
   spec.retry_deadline_ms = args.retry_deadline.count();
+  spec.endpoint = args.endpoint;
+  spec.region = args.region;
   BDN_RETURN_IF_ERROR(sync::ValidateSpec(spec));
   if (!IsRemote(ctx)) {
     // Embedded: the job runs here, to its end (re-running the command resumes it).
@@ -239,6 +241,8 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
   for (const auto& p : job.spec.includes) line("include", p);
   for (const auto& p : job.spec.excludes) line("exclude", p);
   if (!job.spec.auth_secret_name.empty()) line("auth secret", job.spec.auth_secret_name);
+  if (!job.spec.endpoint.empty()) line("endpoint", job.spec.endpoint);
+  if (!job.spec.region.empty()) line("region", job.spec.region);
   if (!job.source_revision.empty()) line("revision", job.source_revision);
   line("progress", ProgressText(job) + " (" + FormatBytes(job.progress.bytes_fetched) + " fetched)");
   if (job.version) line("version", VersionRef(job) + (job.unchanged ? " (unchanged)" : ""));

@@ -118,6 +118,11 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) try {
   return 0;
 }
 
+// How messages show the request's path: without its query when that holds a credential.
+std::string ShownPath(const Request& req) {
+  return req.secret_query ? req.path.substr(0, req.path.find('?')) : req.path;
+}
+
 // The Status of a libcurl failure, named by the server and (for deadlines) the request.
 Status TransportError(const std::string& who, const Request& req, CURL* h, CURLcode rc,
                       const char* errbuf, std::chrono::milliseconds connect_timeout,
@@ -146,11 +151,11 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
       curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &total_us);
       if (req.stall_timeout && total_us / 1000 < deadline.count()) {
         return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
-                                     req.path + ": stalled: no bytes for " +
+                                     ShownPath(req) + ": stalled: no bytes for " +
                                      std::to_string(req.stall_timeout->count()) + " ms");
       }
       return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
-                                   req.path + ": no response within " +
+                                   ShownPath(req) + ": no response within " +
                                    std::to_string(deadline.count()) + " ms");
     }
     case CURLE_SEND_ERROR:
@@ -161,10 +166,10 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
-      return UnavailableError(who + ": " + std::string(MethodName(req.method)) + " " + req.path +
+      return UnavailableError(who + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                               ": " + detail);
     default:
-      return InternalError(who + ": " + std::string(MethodName(req.method)) + " " + req.path +
+      return InternalError(who + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                            ": " + detail);
   }
 }
@@ -321,7 +326,10 @@ Result<Response> HttpClient::Send(const Request& req) {
     content_type = "Content-Type: " + req.content_type;
     headers = curl_slist_append(headers, content_type.c_str());
   }
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  if (!req.body.empty() || req.method == Method::kPost || req.method == Method::kPut) {
+    // No 100-continue round trip. Only with a body: a SigV4 signer would sign the empty header.
+    headers = curl_slist_append(headers, "Expect:");
+  }
   std::vector<std::string> extra;
   extra.reserve(req.headers.size());
   for (const auto& [k, v] : req.headers) {
@@ -329,6 +337,12 @@ Result<Response> HttpClient::Send(const Request& req) {
     headers = curl_slist_append(headers, extra.back().c_str());
   }
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  if (req.aws_sigv4) {
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);  // the signed path is the one sent
+    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, req.aws_sigv4->provider.c_str());
+    curl_easy_setopt(h, CURLOPT_USERNAME, req.aws_sigv4->access_key_id.c_str());
+    curl_easy_setopt(h, CURLOPT_PASSWORD, req.aws_sigv4->secret_access_key.c_str());
+  }
 
   CURLcode rc = curl_easy_perform(h);
   // The slist and the token string must not outlive the request in the handle's options.
@@ -337,18 +351,18 @@ Result<Response> HttpClient::Send(const Request& req) {
   std::fill(auth.begin(), auth.end(), '\0');
   if (rc != CURLE_OK && sink.too_large) {
     curl_easy_cleanup(h);
-    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                              ": response larger than " +
                              std::to_string(options_.max_response_bytes) + " bytes"));
   }
   if (rc != CURLE_OK && sink.refused) {
     curl_easy_cleanup(h);
-    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                              (sink.refused_headers ? ": response refused" : ": response body refused")));
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK) {
     curl_easy_cleanup(h);
-    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + req.path +
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                              ": aborted"));
   }
   if (rc != CURLE_OK) {
@@ -369,7 +383,7 @@ Status HttpClient::ErrorOf(const Request& req, const Response& r) const {
   if (auto s = ParseErrorBody(r.text())) return std::move(*s);
   // Not the API's error shape (a proxy's page, say): name the server and the request.
   return Status(StatusCodeForHttp(r.status), Name() + ": " + std::string(MethodName(req.method)) +
-                                                 " " + req.path + ": HTTP " +
+                                                 " " + ShownPath(req) + ": HTTP " +
                                                  std::to_string(r.status));
 }
 

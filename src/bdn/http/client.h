@@ -58,6 +58,20 @@ struct Request {
   // at once, and Send fails with Internal "...: aborted". Lets a cancelled operation end a
   // request that waits on a slow server without waiting for its deadline.
   std::function<bool()> should_abort;
+  // If set, libcurl signs the request with AWS Signature Version 4 (CURLOPT_AWS_SIGV4; the
+  // algorithm of https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html),
+  // covering the method, the path and query exactly as given (sent as is: CURLOPT_PATH_AS_IS),
+  // host, x-amz-date and every header in `headers`. libcurl 7.88 neither sorts the query nor adds
+  // x-amz-content-sha256: the caller passes the query in canonical order and encoding and adds
+  // the header itself (sync/s3_source.cc does). Never logged.
+  struct AwsSigV4 {
+    std::string provider;  // "aws:amz:<region>:<service>", e.g. "aws:amz:us-east-1:s3"
+    std::string access_key_id;
+    std::string secret_access_key;
+  };
+  std::optional<AwsSigV4> aws_sigv4;
+  // The query holds a credential (an Azure SAS token): messages show the path without it.
+  bool secret_query = false;
 };
 
 struct Response {

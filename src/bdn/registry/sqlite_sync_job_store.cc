@@ -42,7 +42,9 @@ CREATE TABLE IF NOT EXISTS sync_jobs(
   updated_ms INTEGER NOT NULL,
   started_ms INTEGER NOT NULL DEFAULT 0,
   finished_ms INTEGER NOT NULL DEFAULT 0,
-  runs INTEGER NOT NULL DEFAULT 0);
+  runs INTEGER NOT NULL DEFAULT 0,
+  endpoint TEXT NOT NULL DEFAULT '',
+  region TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS sync_jobs_by_dest ON sync_jobs(ns, volume);
 CREATE TABLE IF NOT EXISTS sync_job_files(
   job_id TEXT NOT NULL,
@@ -60,7 +62,7 @@ constexpr const char* kColumns =
     "id, source_uri, ns, volume, tag, includes, excludes, auth_secret_name, retry_deadline_ms, "
     "state, cancel_requested, source_revision, listing_digest, objects_total, objects_done, "
     "bytes_total, bytes_done, bytes_fetched, version, unchanged, error_code, error_message, "
-    "created_ms, updated_ms, started_ms, finished_ms, runs";
+    "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region";
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -129,6 +131,8 @@ SyncJobRecord RowToJob(Stmt& s) {
   j.started_unix_ms = s.Int(24);
   j.finished_unix_ms = s.Int(25);
   j.runs = static_cast<int>(s.Int(26));
+  j.spec.endpoint = s.Text(27);
+  j.spec.region = s.Text(28);
   return j;
 }
 
@@ -175,6 +179,31 @@ struct SqliteSyncJobStore::Impl {
     if (db) sqlite3_close(db);
   }
 
+  // A job table made before object-store sources lacks their endpoint and region: adds them
+  // (empty for its jobs).
+  Status AddColumnsOfEndpoints() {
+    {
+      Stmt s(db, "SELECT name FROM pragma_table_info('sync_jobs')");
+      while (true) {
+        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        if (s.Text(0) == "endpoint") return Status::Ok();
+      }
+    }
+    for (const char* sql : {"ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''",
+                            "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"}) {
+      char* err = nullptr;
+      if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string msg = err ? err : "unknown error";
+        sqlite3_free(err);
+        // Another process added them meanwhile.
+        if (msg.find("duplicate column") != std::string::npos) return Status::Ok();
+        return InternalError("sync job store " + path.string() + ": " + msg);
+      }
+    }
+    return Status::Ok();
+  }
+
   // Requires mu.
   Result<SyncJobRecord> ReadLocked(const std::string& id) {
     Stmt s(db, (std::string("SELECT ") + kColumns + " FROM sync_jobs WHERE id=?1").c_str());
@@ -207,6 +236,7 @@ Result<std::unique_ptr<SqliteSyncJobStore>> SqliteSyncJobStore::Open(
   auto impl = std::make_unique<Impl>();
   impl->path = db_path;
   BDN_ASSIGN_OR_RETURN(impl->db, internal::OpenDatabase(db_path, "sync job store", kSchema));
+  BDN_RETURN_IF_ERROR(impl->AddColumnsOfEndpoints());
   return std::unique_ptr<SqliteSyncJobStore>(new SqliteSyncJobStore(std::move(impl)));
 }
 
@@ -217,8 +247,8 @@ Result<SyncJobRecord> SqliteSyncJobStore::Create(const SyncJobSpec& spec) {
   std::lock_guard lock(impl_->mu);
   Stmt s(impl_->db,
          "INSERT INTO sync_jobs(id, source_uri, ns, volume, tag, includes, excludes, "
-         "auth_secret_name, retry_deadline_ms, state, created_ms, updated_ms) "
-         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,'PENDING',?10,?10)");
+         "auth_secret_name, retry_deadline_ms, state, created_ms, updated_ms, endpoint, region) "
+         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,'PENDING',?10,?10,?11,?12)");
   s.Bind(1, id)
       .Bind(2, spec.source_uri)
       .Bind(3, spec.ns)
@@ -228,7 +258,9 @@ Result<SyncJobRecord> SqliteSyncJobStore::Create(const SyncJobSpec& spec) {
       .Bind(7, JoinLines(spec.excludes))
       .Bind(8, spec.auth_secret_name)
       .Bind(9, spec.retry_deadline_ms)
-      .Bind(10, now);
+      .Bind(10, now)
+      .Bind(11, spec.endpoint)
+      .Bind(12, spec.region);
   BDN_RETURN_IF_ERROR(s.Run());
   return impl_->ReadLocked(id);
 }

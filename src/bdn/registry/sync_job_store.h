@@ -40,6 +40,10 @@ struct SyncJobSpec {
   std::string auth_secret_name;  // "" = anonymous
   // How long transient source errors are retried before the job fails (milliseconds).
   int64_t retry_deadline_ms = 300'000;
+  // The object store's URL instead of the provider's (`sync start --endpoint`); "" = the
+  // provider's. The region requests are signed for (`--region`); "" = the default.
+  std::string endpoint;
+  std::string region;
 
   bool operator==(const SyncJobSpec&) const = default;
 };

@@ -20,17 +20,6 @@ bool IsRedirect(int status) {
 
 bool Canceled(const SourceOptions& o) { return o.cancel != nullptr && o.cancel->load(); }
 
-// A decimal of at most 19 digits (no sign, no spaces).
-std::optional<uint64_t> ParseUint(std::string_view s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  uint64_t n = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return n;
-}
-
 // "bytes a-b/total" → (a, total); nullopt if malformed.
 std::optional<std::pair<uint64_t, uint64_t>> ParseContentRange(std::string_view v) {
   if (!v.starts_with("bytes ")) return std::nullopt;
@@ -39,13 +28,23 @@ std::optional<std::pair<uint64_t, uint64_t>> ParseContentRange(std::string_view 
   if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) {
     return std::nullopt;
   }
-  auto first = ParseUint(v.substr(0, dash));
-  auto total = ParseUint(v.substr(slash + 1));
+  auto first = ParseByteCount(v.substr(0, dash));
+  auto total = ParseByteCount(v.substr(slash + 1));
   if (!first || !total) return std::nullopt;
   return std::make_pair(*first, *total);
 }
 
 }  // namespace
+
+std::optional<uint64_t> ParseByteCount(std::string_view s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
 
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name) {
   for (const auto& [k, v] : headers) {
@@ -88,7 +87,7 @@ std::string ResolveLocation(const std::string& base, const std::string& location
 
 std::optional<std::chrono::milliseconds> RetryAfterOf(const Headers& headers) {
   if (auto v = FindHeader(headers, "retry-after")) {
-    if (auto n = ParseUint(*v)) return std::chrono::milliseconds(*n * 1000);
+    if (auto n = ParseByteCount(*v)) return std::chrono::milliseconds(*n * 1000);
   }
   // The IETF draft RateLimit header, as the Hub sends it: "api";r=0;t=55.
   if (auto v = FindHeader(headers, "ratelimit")) {
@@ -97,7 +96,7 @@ std::optional<std::chrono::milliseconds> RetryAfterOf(const Headers& headers) {
       std::string_view rest = v->substr(t + 3);
       size_t end = 0;
       while (end < rest.size() && rest[end] >= '0' && rest[end] <= '9') ++end;
-      if (auto n = ParseUint(rest.substr(0, end))) {
+      if (auto n = ParseByteCount(rest.substr(0, end))) {
         return std::chrono::milliseconds((*n + 1) * 1000);
       }
     }
@@ -142,7 +141,7 @@ Status CheckObjectSize(const std::string& source, const SourceObject& object, in
       if (auto parsed = ParseContentRange(*range)) total = parsed->second;
     }
   } else if (auto len = FindHeader(headers, "content-length")) {
-    total = ParseUint(*len);
+    total = ParseByteCount(*len);
   }
   if (total && *total != object.size_bytes) {
     return WithCode(FailedPreconditionError(source + ": object \"" + object.path +
@@ -185,8 +184,17 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     req.method = call.method;
     req.path = path;
     req.headers = call.headers;
-    if (!options_.authorization.empty() && origin == options_.auth_origin) {
-      req.headers.emplace_back("Authorization", options_.authorization);
+    if (!call.body.empty()) {
+      req.body = {reinterpret_cast<const uint8_t*>(call.body.data()), call.body.size()};
+      req.content_type = call.content_type;
+    }
+    if (origin == options_.auth_origin) {
+      if (!options_.authorization.empty()) {
+        req.headers.emplace_back("Authorization", options_.authorization);
+      }
+      if (options_.sign) {
+        if (Status s = options_.sign(req); !s.ok()) return Err(s);
+      }
     }
     req.connect_timeout = options_.connect_timeout;
     if (call.long_transfer) {
@@ -245,8 +253,7 @@ Result<http::Response> HttpFetcher::Fetch(const Call& call, std::string* final_u
                                return r;
                              }
                              auto split = SplitUrl(at);
-                             bool sent = !options_.authorization.empty() && split &&
-                                         split->first == options_.auth_origin;
+                             bool sent = split && SendsCredentialsTo(split->first);
                              std::string what = std::string(http::MethodName(call.method)) + " " +
                                                 (split ? split->second : at);
                              return Err(Classify(what, r, sent, a));
@@ -275,16 +282,24 @@ HttpObjectStream::~HttpObjectStream() {
   if (thread_.joinable()) thread_.join();
 }
 
-Result<size_t> HttpObjectStream::Read(std::span<uint8_t> out) {
-  if (!started_) {
-    started_ = true;
-    // Empty objects are fetched too: the answer's headers say whether the object is still what
-    // the listing said.
-    if (request_.offset >= request_.object.size_bytes && request_.object.size_bytes > 0) {
-      return size_t{0};
-    }
-    thread_ = std::thread([this] { Run(); });
+void HttpObjectStream::Start() {
+  if (started_) return;
+  started_ = true;
+  if (request_.end == 0 || request_.end > request_.object.size_bytes) {
+    request_.end = request_.object.size_bytes;
   }
+  // Empty objects are fetched too: the answer's headers say whether the object is still what
+  // the listing said.
+  if (request_.offset >= request_.end && request_.object.size_bytes > 0) {
+    std::lock_guard lock(pipe_->mu);
+    pipe_->done = true;
+    return;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+Result<size_t> HttpObjectStream::Read(std::span<uint8_t> out) {
+  Start();
   Pipe& p = *pipe_;
   std::unique_lock lock(p.mu);
   p.cv.wait(lock, [&] { return p.bytes > 0 || p.done; });
@@ -326,13 +341,21 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
   const std::string what = "object \"" + obj.path + "\" of " + fetcher_->options().source;
   // Where the last try stopped: every byte before it is in the pipe already.
   const uint64_t offset = request_.offset;
+  const uint64_t end = request_.end;
   HttpFetcher::Call call;
   call.url = request_.url;
   call.headers = request_.headers;
   call.long_transfer = true;
   call.on_redirect = request_.on_redirect;
-  if (offset > 0) call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-");
+  if (end < obj.size_bytes) {
+    call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
+                                           std::to_string(end - 1));
+  } else if (offset > 0) {
+    call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-");
+  }
   uint64_t skip = 0;
+  bool whole = false;        // a 200 answer: the whole object, whatever was asked
+  bool reached_end = false;  // a whole answer delivered up to `end`: the rest is not wanted
   Status header_error;
   call.on_headers = [&](int status, const Headers& headers) {
     if (status == 206) {
@@ -344,7 +367,8 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
                                      std::string(range.value_or("")) + "\"");
         return false;
       }
-    } else if (offset > 0) {
+    } else {
+      whole = true;
       skip = offset;  // the whole object again: drop what was delivered already
     }
     Status s = request_.check ? request_.check(status, headers)
@@ -364,12 +388,16 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
       data = data.subspan(drop);
     }
     if (data.empty()) return true;
-    if (request_.offset + data.size() > obj.size_bytes) {
-      header_error = WithCode(FailedPreconditionError(what + ": changed during the sync (more than "
-                                                      "the " + std::to_string(obj.size_bytes) +
-                                                      " bytes listed)"),
-                              kSourceChanged);
-      return false;
+    if (request_.offset + data.size() > end) {
+      if (!whole || end == obj.size_bytes) {
+        header_error = WithCode(
+            FailedPreconditionError(what + ": changed during the sync (more than the " +
+                                    std::to_string(obj.size_bytes) + " bytes listed)"),
+            kSourceChanged);
+        return false;
+      }
+      data = data.first(static_cast<size_t>(end - request_.offset));
+      reached_end = true;
     }
     std::unique_lock lock(p.mu);
     p.cv.wait(lock, [&] { return p.bytes < kPipeBytes || stop_.load() || Canceled(so); });
@@ -379,10 +407,11 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
     request_.offset += data.size();
     lock.unlock();
     p.cv.notify_all();
-    return true;
+    return !reached_end;
   };
   std::string at = request_.url;
   auto r = fetcher_->SendOnce(call, a, &at);
+  if (reached_end && request_.offset == end) return Status::Ok();
   if (!header_error.ok()) {
     a.transient = false;
     return header_error;
@@ -391,18 +420,48 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
   if (stop_) return InternalError(what + ": read stopped");
   if (!r) return r.error();
   if (r->status < 200 || r->status >= 300) {
+    if (request_.on_error) {
+      if (auto s = request_.on_error(*r)) return *s;
+    }
     auto split = SplitUrl(at);
-    const FetcherOptions& fo = fetcher_->options();
-    bool sent = !fo.authorization.empty() && split && split->first == fo.auth_origin;
+    bool sent = split && fetcher_->SendsCredentialsTo(split->first);
     return fetcher_->Classify("GET " + (split ? split->second : at), *r, sent, a);
   }
-  if (request_.offset != obj.size_bytes) {
+  if (request_.offset != end) {
     a.transient = true;  // the body ended early: resume from where it stopped
     return UnavailableError(what + ": the body ended after byte " +
                             std::to_string(request_.offset) + " of " +
                             std::to_string(obj.size_bytes));
   }
   return Status::Ok();
+}
+
+// ---- RangedObjectStream ----
+
+RangedObjectStream::RangedObjectStream(std::shared_ptr<HttpFetcher> fetcher,
+                                       ObjectRequest request, uint64_t part_bytes, int in_flight)
+    : fetcher_(std::move(fetcher)),
+      request_(std::move(request)),
+      part_bytes_(std::max<uint64_t>(part_bytes, 1)),
+      in_flight_(static_cast<size_t>(std::max(in_flight, 1))),
+      next_(request_.offset) {}
+
+Result<size_t> RangedObjectStream::Read(std::span<uint8_t> out) {
+  const uint64_t size = request_.object.size_bytes;
+  while (true) {
+    while (parts_.size() < in_flight_ && next_ < size) {
+      ObjectRequest part = request_;
+      part.offset = next_;
+      part.end = std::min(size, next_ + part_bytes_);
+      next_ = part.end;
+      parts_.push_back(std::make_unique<HttpObjectStream>(fetcher_, std::move(part)));
+      parts_.back()->Start();
+    }
+    if (parts_.empty()) return size_t{0};
+    BDN_ASSIGN_OR_RETURN(size_t n, parts_.front()->Read(out));
+    if (n > 0 || out.empty()) return n;
+    parts_.pop_front();  // this part is whole: go on with the next
+  }
 }
 
 }  // namespace bdn::sync

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +26,10 @@
 namespace bdn::sync {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A decimal count of at most 19 digits, no sign or spaces (Content-Length, an S3 <Size>, a GCS
+// "size"); nullopt for anything else.
+std::optional<uint64_t> ParseByteCount(std::string_view s);
 
 // The value of header `name` (lower case) in `headers`, if present.
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name);
@@ -62,6 +67,11 @@ struct FetcherOptions {
   // host, as the Hub's clients do for signed CDN URLs); "" for none. Never logged.
   std::string authorization;
   std::string auth_origin;  // "scheme://host[:port]"
+  // Signs every request to `auth_origin` just before it is sent (and again at each retry), for
+  // credentials that depend on the request or on time: SigV4 (setting Request::aws_sigv4 and
+  // its headers), Azure Shared Key, a SAS token appended to the query, a refreshed OAuth2 token.
+  // Its errors end the call (classified as they are). Unset: only `authorization` is sent.
+  std::function<Status(http::Request& req)> sign;
   SourceOptions source_options;
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds request_deadline{60'000};  // listings and other small requests
@@ -83,6 +93,8 @@ class HttpFetcher {
     http::Method method = http::Method::kGet;
     std::string url;
     Headers headers;
+    std::string body;  // sent with its content_type (a token request's form)
+    std::string content_type = "application/x-www-form-urlencoded";
     // Streamed bodies (HttpObjectStream): see http::Request.
     std::function<bool(int, const Headers&)> on_headers;
     std::function<bool(std::span<const uint8_t>)> on_body;
@@ -100,6 +112,11 @@ class HttpFetcher {
   // `call` with retries (WithSourceRetries), its body collected; a non-2xx answer becomes its
   // classified Status. For listings and metadata.
   Result<http::Response> Fetch(const Call& call, std::string* final_url = nullptr);
+
+  // Whether requests to `origin` ("scheme://host[:port]") carry credentials.
+  bool SendsCredentialsTo(const std::string& origin) const {
+    return (!options_.authorization.empty() || options_.sign) && origin == options_.auth_origin;
+  }
 
   // The classified Status of a non-2xx answer to `what`.
   Status Classify(const std::string& what, const http::Response& r, bool sent_credentials,
@@ -120,16 +137,22 @@ struct ObjectRequest {
   std::string url;
   SourceObject object;
   uint64_t offset = 0;  // the first byte delivered
-  Headers headers;      // extra request headers (a Range header is added after `offset` > 0)
+  // One past the last byte delivered; 0 = the object's end. A part of an object [offset, end)
+  // is asked for with a Range header.
+  uint64_t end = 0;
+  Headers headers;  // extra request headers (a Range header is added for a part or a resumption)
   // As HttpFetcher::Call::on_redirect.
   std::function<Status(const http::Response&)> on_redirect;
   // Checks the final 2xx answer's status and headers against `object` before its body is used
   // (etag, size); returns FailedPrecondition with reason source_changed when they differ.
   // Default: CheckObjectSize.
   std::function<Status(int status, const Headers& headers)> check;
+  // The source's reading of a non-2xx answer to the object's GET, tried before the fetcher's
+  // (a 404 or 412 there means the object changed or went away since it was listed).
+  std::function<std::optional<Status>(const http::Response& r)> on_error;
 };
 
-// The bytes [offset, size) of one object, fetched by a thread of its own and handed over through
+// The bytes [offset, end) of one object, fetched by a thread of its own and handed over through
 // a buffer of at most 8 MiB, so that an object of any size is streamed, never held. A transfer
 // that breaks (reset, stall, 5xx) is resumed with Range: bytes=<reached>- (a server answering a
 // resumed request with the whole object has its first bytes skipped), within the retry
@@ -138,6 +161,9 @@ class HttpObjectStream : public ByteStream {
  public:
   HttpObjectStream(std::shared_ptr<HttpFetcher> fetcher, ObjectRequest request);
   ~HttpObjectStream() override;
+  // Starts fetching now rather than at the first Read (RangedObjectStream keeps several parts
+  // in flight this way). Idempotent.
+  void Start();
   Result<size_t> Read(std::span<uint8_t> out) override;
 
  private:
@@ -152,6 +178,26 @@ class HttpObjectStream : public ByteStream {
   std::atomic<bool> stop_{false};
   bool started_ = false;
   std::thread thread_;
+};
+
+// An object read as consecutive parts of `part_bytes`, up to `in_flight` of them fetched at once
+// (each an HttpObjectStream with its own connection and bounded buffer), delivered in order: a
+// large object arrives at the speed of several connections while at most in_flight * 8 MiB of it
+// is buffered. Parts of an object that changed fail as HttpObjectStream does (the request's
+// `check`, e.g. against the listed etag). Each Read is called by one thread at a time.
+class RangedObjectStream : public ByteStream {
+ public:
+  RangedObjectStream(std::shared_ptr<HttpFetcher> fetcher, ObjectRequest request,
+                     uint64_t part_bytes, int in_flight);
+  Result<size_t> Read(std::span<uint8_t> out) override;
+
+ private:
+  std::shared_ptr<HttpFetcher> fetcher_;
+  const ObjectRequest request_;
+  const uint64_t part_bytes_;
+  const size_t in_flight_;
+  uint64_t next_ = 0;  // the first byte of the next part to open
+  std::deque<std::unique_ptr<HttpObjectStream>> parts_;
 };
 
 }  // namespace bdn::sync

@@ -190,6 +190,8 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, Source
     source_options.secret_name = spec.auth_secret_name;
   }
   source_options.pinned_revision = job.source_revision;
+  source_options.endpoint = spec.endpoint;
+  source_options.region = spec.region;
   auto open = deps.open_source ? deps.open_source : OpenSource;
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, open(spec.source_uri, source_options));
   BDN_ASSIGN_OR_RETURN(SourceListing listing, source->List());

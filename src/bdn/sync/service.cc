@@ -1,10 +1,12 @@
 #include "bdn/base/log.h"
 #include "bdn/sync/service.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "bdn/format/ref.h"
 #include "bdn/sync/glob.h"
+#include "bdn/sync/object_store_internal.h"  // CheckEndpoint
 #include "bdn/sync/source.h"
 
 namespace bdn::sync {
@@ -26,6 +28,34 @@ Status ValidateSpec(const SyncJobSpec& spec) {
   }
   if (spec.retry_deadline_ms < 1000 || spec.retry_deadline_ms > 24 * 3'600'000) {
     return InvalidArgumentError("--retry-deadline: must be between 1s and 24h");
+  }
+  const bool object_store = spec.source_uri.starts_with("s3://") ||
+                            spec.source_uri.starts_with("r2://") ||
+                            spec.source_uri.starts_with("cw://") ||
+                            spec.source_uri.starts_with("gs://") ||
+                            spec.source_uri.starts_with("azure://");
+  if (!spec.endpoint.empty()) {
+    if (!object_store) {
+      return InvalidArgumentError("--endpoint: only for s3://, r2://, cw://, gs:// and azure:// "
+                                  "sources (hf:// takes HF_ENDPOINT on the machine that runs "
+                                  "the job)");
+    }
+    if (auto e = CheckEndpoint("source \"" + spec.source_uri + "\"", spec.endpoint); !e) {
+      return e.error();
+    }
+  }
+  if (!spec.region.empty()) {
+    if (!object_store || spec.source_uri.starts_with("azure://")) {
+      return InvalidArgumentError("--region: only for s3://, r2://, cw:// and gs:// sources");
+    }
+    if (spec.region.size() > 64 ||
+        !std::all_of(spec.region.begin(), spec.region.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '_';
+        })) {
+      return InvalidArgumentError("--region \"" + spec.region +
+                                  "\": letters, digits, '-' and '_' only (e.g. eu-west-1)");
+    }
   }
   return Status::Ok();
 }

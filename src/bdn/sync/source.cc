@@ -6,6 +6,7 @@
 #include "bdn/sync/file_source.h"
 #include "bdn/sync/hf_source.h"
 #include "bdn/sync/https_source.h"
+#include "bdn/sync/object_store_sources.h"
 #include "bdn/sync/source_uri.h"
 
 namespace bdn::sync {
@@ -13,6 +14,17 @@ namespace {
 
 bool IsRepoNamePart(const std::string& s) {
   if (s.empty() || s.size() > 96 || s == "." || s == "..") return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.';
+  });
+}
+
+// A bucket or container name as object stores allow them (S3, R2, CoreWeave: [a-z0-9.-]; GCS
+// also '_'; Azure [a-z0-9-]; upper case for legacy S3 buckets): the store itself refuses the
+// ones it does not know.
+bool IsBucketName(const std::string& s) {
+  if (s.empty() || s.size() > 222) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '-' || c == '_' || c == '.';
@@ -73,7 +85,59 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
     }
     return SourceUri(HttpsUri{uri});
   }
-  return bad("unknown scheme (expected hf://, file://, https:// or http://)");
+  for (const char* scheme : {"s3", "r2", "cw", "gs"}) {
+    const std::string lead = std::string(scheme) + "://";
+    if (!uri.starts_with(lead)) continue;
+    BucketUri out;
+    out.scheme = scheme;
+    std::string rest = uri.substr(lead.size());
+    size_t slash = rest.find('/');
+    out.bucket = rest.substr(0, slash);
+    out.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    if (out.scheme == "r2") {
+      size_t dot = out.bucket.find('.');
+      if (dot == std::string::npos || dot == 0) {
+        return bad("expected r2://account_id.bucket[/prefix]");
+      }
+      out.account = out.bucket.substr(0, dot);
+      out.bucket.erase(0, dot + 1);
+      if (!std::all_of(out.account.begin(), out.account.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+          })) {
+        return bad("the account id \"" + out.account + "\" must be letters and digits");
+      }
+    }
+    if (!IsBucketName(out.bucket)) {
+      return bad("expected " + lead + (out.scheme == "r2" ? "account_id." : "") +
+                 "bucket[/prefix] (a bucket name of letters, digits, '.', '-' and '_')");
+    }
+    if (out.prefix.find('\0') != std::string::npos) return bad("the prefix holds a NUL byte");
+    return SourceUri(out);
+  }
+  if (uri.starts_with("azure://")) {
+    std::string rest = uri.substr(8);
+    AzureUri out;
+    size_t a = rest.find('/');
+    size_t c = a == std::string::npos ? std::string::npos : rest.find('/', a + 1);
+    out.account = rest.substr(0, a);
+    out.container = a == std::string::npos ? "" : rest.substr(a + 1, c - a - 1);
+    out.prefix = c == std::string::npos ? "" : rest.substr(c + 1);
+    auto lower_alnum = [](const std::string& s, bool dash) {
+      return !s.empty() && std::all_of(s.begin(), s.end(), [dash](char ch) {
+        return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || (dash && ch == '-');
+      });
+    };
+    if (!lower_alnum(out.account, false) || out.account.size() > 24 ||
+        !(lower_alnum(out.container, true) || out.container == "$root") ||
+        out.container.size() > 63) {
+      return bad("expected azure://account/container[/prefix] (an account of lower-case letters "
+                 "and digits, a container of lower-case letters, digits and '-')");
+    }
+    if (out.prefix.find('\0') != std::string::npos) return bad("the prefix holds a NUL byte");
+    return SourceUri(out);
+  }
+  return bad("unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, "
+             "https:// or http://)");
 }
 
 Status ValidateSourceUri(const std::string& uri) {
@@ -85,6 +149,11 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceO
   BDN_ASSIGN_OR_RETURN(SourceUri parsed, ParseSourceUri(uri));
   if (auto* hf = std::get_if<HfUri>(&parsed)) return OpenHfSource(uri, *hf, options);
   if (auto* file = std::get_if<FileUri>(&parsed)) return OpenFileSource(uri, *file, options);
+  if (auto* bucket = std::get_if<BucketUri>(&parsed)) {
+    if (bucket->scheme == "gs") return OpenGcsSource(uri, *bucket, options);
+    return OpenS3Source(uri, *bucket, options);
+  }
+  if (auto* azure = std::get_if<AzureUri>(&parsed)) return OpenAzureSource(uri, *azure, options);
   return OpenHttpsSource(uri, std::get<HttpsUri>(parsed), options);
 }
 

@@ -104,6 +104,11 @@ struct SourceOptions {
   std::string secret_name;  // how messages name the secret
   // A resumed job's pinned revision: List resolves to it instead of the URI's ref.
   std::string pinned_revision;
+  // `sync start --endpoint`: the object store's URL instead of the provider's (an S3-compatible
+  // store, an emulator); "" for the provider's own. See docs/sync.md, "Endpoints".
+  std::string endpoint;
+  // `sync start --region`: the region requests are signed for (S3); "" for the default.
+  std::string region;
   RetryOptions retry;
   // Counts object bytes received from the source (all tries); may be null.
   std::atomic<uint64_t>* bytes_fetched = nullptr;
@@ -134,7 +139,9 @@ class Source {
 
 // Checks the syntax of a source URI without any I/O, so `sync start` can refuse a malformed one
 // before a job exists: hf://org/repo[@revision] (also hf://datasets/… and hf://spaces/…),
-// file:///abs/path, https://host/path (and http://). Errors: InvalidArgument "source \"uri\":
+// s3://bucket[/prefix], r2://account_id.bucket[/prefix], cw://bucket[/prefix],
+// gs://bucket[/prefix], azure://account/container[/prefix], file:///abs/path,
+// https://host/path (and http://). Errors: InvalidArgument "source \"uri\":
 // <what is wrong>".
 Status ValidateSourceUri(const std::string& uri);
 

@@ -25,10 +25,28 @@ struct HttpsUri {
   std::string url;
 };
 
-using SourceUri = std::variant<HfUri, FileUri, HttpsUri>;
+// s3://bucket/prefix, r2://account_id.bucket/prefix, cw://bucket/prefix, gs://bucket/prefix: a
+// bucket of an object store and the prefix (taken literally, no percent-decoding) under which
+// its objects are mirrored.
+struct BucketUri {
+  std::string scheme;   // "s3", "r2", "cw" or "gs"
+  std::string account;  // r2: the Cloudflare account id; "" otherwise
+  std::string bucket;
+  std::string prefix;  // "" = the whole bucket
+};
+
+// azure://account/container/prefix
+struct AzureUri {
+  std::string account;
+  std::string container;
+  std::string prefix;
+};
+
+using SourceUri = std::variant<HfUri, FileUri, HttpsUri, BucketUri, AzureUri>;
 
 // Parses a source URI. Errors: InvalidArgument "source \"uri\": <what is wrong>", e.g. "unknown
-// scheme (expected hf://, file://, https://)", "expected hf://org/repo[@revision]", "file://
+// scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file:// or https://)", "expected
+// s3://bucket[/prefix]", "expected r2://account_id.bucket[/prefix]", "expected hf://org/repo[@revision]", "file://
 // needs an absolute path (file:///abs/path)", "https:// needs a file path (https://host/path)".
 Result<SourceUri> ParseSourceUri(const std::string& uri);
 

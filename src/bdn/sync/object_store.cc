@@ -1,0 +1,124 @@
+#include <algorithm>
+
+#include "bdn/base/text.h"
+#include "bdn/sync/https_source.h"  // NormalizeEtag
+#include "bdn/sync/object_store_internal.h"
+
+namespace bdn::sync {
+
+std::string FolderPrefix(const std::string& prefix) {
+  if (prefix.empty() || prefix.back() == '/') return prefix;
+  return prefix + "/";
+}
+
+Result<std::string> CheckEndpoint(const std::string& uri, const std::string& endpoint) {
+  std::string e = endpoint;
+  while (!e.empty() && e.back() == '/') e.pop_back();
+  auto bad = [&] {
+    return Err(InvalidArgumentError(uri + ": --endpoint \"" + endpoint +
+                                    "\": must be http(s)://host[:port][/path] without "
+                                    "credentials or query"));
+  };
+  auto split = SplitUrl(e);
+  if (!split) return bad();
+  size_t host = split->first.find("://") + 3;
+  if (split->first.find('@', host) != std::string::npos ||
+      e.find_first_of("?# ") != std::string::npos) {
+    return bad();
+  }
+  return e;
+}
+
+Status CheckListingSize(const std::string& uri, size_t objects) {
+  if (objects > kMaxListedObjects) {
+    return InternalError(uri + ": more than " + std::to_string(kMaxListedObjects) +
+                         " objects; sync a narrower prefix");
+  }
+  return Status::Ok();
+}
+
+Status SortUnique(const std::string& uri, std::vector<SourceObject>& objects) {
+  std::sort(objects.begin(), objects.end(),
+            [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });
+  for (size_t i = 1; i < objects.size(); ++i) {
+    if (objects[i].path == objects[i - 1].path) {
+      return InternalError(uri + ": the listing names \"" + EscapeName(objects[i].path) +
+                           "\" twice");
+    }
+  }
+  return Status::Ok();
+}
+
+Status NothingUnder(const std::string& uri, const std::string& list_prefix) {
+  return WithCode(NotFoundError(uri + ": " + (list_prefix.empty()
+                                                  ? std::string("the bucket is empty")
+                                                  : "no objects under the prefix \"" +
+                                                        EscapeName(list_prefix) + "\"")),
+                  kSourceNotFound);
+}
+
+Status ChangedEtag(const std::string& uri, const SourceObject& object, const std::string& now) {
+  return WithCode(FailedPreconditionError(uri + ": object \"" + EscapeName(object.path) +
+                                          "\": changed during the sync (etag " + object.etag +
+                                          " listed, " + EscapeName(now) + " now)"),
+                  kSourceChanged);
+}
+
+std::optional<Status> ObjectGone(const std::string& uri, const SourceObject& object, int status) {
+  const std::string what = uri + ": object \"" + EscapeName(object.path) + "\": ";
+  if (status == 404) {
+    return WithCode(FailedPreconditionError(what + "removed during the sync"), kSourceChanged);
+  }
+  if (status == 412) {
+    return WithCode(FailedPreconditionError(what + "changed during the sync (its etag " +
+                                            object.etag + " no longer matches)"),
+                    kSourceChanged);
+  }
+  return std::nullopt;
+}
+
+ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
+                                 const SourceObject& object, uint64_t offset) {
+  ObjectRequest req;
+  req.url = std::move(url);
+  req.object = object;
+  req.offset = offset;
+  if (!object.etag.empty()) req.headers.emplace_back("If-Match", "\"" + object.etag + "\"");
+  req.check = [uri, object](int status, const Headers& headers) -> Status {
+    auto etag = FindHeader(headers, "etag");
+    if (!object.etag.empty() && etag && NormalizeEtag(*etag) != object.etag) {
+      return ChangedEtag(uri, object, NormalizeEtag(*etag));
+    }
+    return CheckObjectSize(uri, object, status, headers);
+  };
+  req.on_error = [uri, object](const http::Response& r) { return ObjectGone(uri, object, r.status); };
+  return req;
+}
+
+Status AddListed(const std::string& uri, const std::string& from, const std::string& list_prefix,
+                 ListedObject o, std::vector<SourceObject>& out) {
+  if (!o.key.starts_with(list_prefix)) {
+    return InternalError(uri + ": unexpected listing from " + from + ": key \"" +
+                         EscapeName(o.key) + "\" is not under the prefix \"" +
+                         EscapeName(list_prefix) + "\"");
+  }
+  if (o.key.back() == '/') return Status::Ok();  // a "folder" marker
+  out.push_back({o.key.substr(list_prefix.size()), o.size_bytes, NormalizeEtag(o.etag), 0644});
+  return Status::Ok();
+}
+
+std::string SecretNamed(const SourceOptions& options) {
+  return options.secret_name.empty() ? std::string("the credentials")
+                                     : "the credentials in secret \"" + options.secret_name + "\"";
+}
+
+std::unique_ptr<ByteStream> OpenObjectStream(std::shared_ptr<HttpFetcher> fetcher,
+                                             ObjectRequest req) {
+  if (req.object.size_bytes - std::min(req.offset, req.object.size_bytes) >= kRangedObjectBytes) {
+    return std::make_unique<RangedObjectStream>(std::move(fetcher), std::move(req), kPartBytes,
+                                                kPartsInFlight);
+  }
+  return std::make_unique<HttpObjectStream>(std::move(fetcher), std::move(req));
+}
+
+}  // namespace bdn::sync

@@ -1,0 +1,71 @@
+// Pieces the object-store sources (s3_source.cc, gcs_source.cc, azure_source.cc) share: the
+// prefix-as-folder rule, endpoint checks, listing limits, the errors of an object that changed or
+// went away, and the choice between one stream and ranged parts for an object's bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdn/sync/http_fetch.h"
+#include "bdn/sync/source.h"
+#include "bdn/sync/xml_listing.h"  // ListedObject
+
+namespace bdn::sync {
+
+// Objects at least this large are read as ranged parts, several in flight.
+inline constexpr uint64_t kRangedObjectBytes = uint64_t{64} << 20;
+inline constexpr uint64_t kPartBytes = uint64_t{8} << 20;
+inline constexpr int kPartsInFlight = 4;
+// A listing with more objects is refused (its records would take gigabytes).
+inline constexpr size_t kMaxListedObjects = 10'000'000;
+
+// The key prefix a source prefix lists: "" for the whole bucket, else the prefix with one '/'.
+std::string FolderPrefix(const std::string& prefix);
+
+// `endpoint` (SourceOptions::endpoint) without a trailing '/'. Errors: InvalidArgument
+// "<uri>: --endpoint \"x\": must be http(s)://host[:port][/path] without credentials or query".
+Result<std::string> CheckEndpoint(const std::string& uri, const std::string& endpoint);
+
+// Errors: Internal "<uri>: more than 10000000 objects" past kMaxListedObjects.
+Status CheckListingSize(const std::string& uri, size_t objects);
+
+// Sorts `objects` bytewise by path. Errors: Internal "<uri>: the listing names \"p\" twice".
+Status SortUnique(const std::string& uri, std::vector<SourceObject>& objects);
+
+// NotFound (source_not_found) "<uri>: no objects under the prefix \"p\"" (or "the bucket is
+// empty").
+Status NothingUnder(const std::string& uri, const std::string& list_prefix);
+
+// FailedPrecondition (source_changed) "<uri>: object \"p\": changed during the sync (etag X
+// listed, Y now)".
+Status ChangedEtag(const std::string& uri, const SourceObject& object, const std::string& now);
+
+// What a 404 or 412 to an object's GET means: the object was removed or rewritten since it was
+// listed (source_changed); nullopt for other statuses.
+std::optional<Status> ObjectGone(const std::string& uri, const SourceObject& object, int status);
+
+// The GET of `object` at `url` from `offset`, as S3 and Azure answer it: If-Match its listed
+// etag, its answer's ETag and size checked against the listing (ChangedEtag, CheckObjectSize),
+// a 404 or 412 read as ObjectGone.
+ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
+                                 const SourceObject& object, uint64_t offset);
+
+// Adds the listed `o` under `list_prefix` to `out` as the object at its path below the prefix,
+// leaving out "folder" markers (keys ending in '/'). Errors: Internal "<uri>: unexpected listing
+// from <from>: key \"k\" is not under the prefix \"p\"" for a store that lists outside it.
+Status AddListed(const std::string& uri, const std::string& from, const std::string& list_prefix,
+                 ListedObject o, std::vector<SourceObject>& out);
+
+// How messages name the job's credentials: "the credentials in secret \"name\"".
+std::string SecretNamed(const SourceOptions& options);
+
+// The stream of `req`'s object: ranged parts (RangedObjectStream) from kRangedObjectBytes on,
+// else one HttpObjectStream.
+std::unique_ptr<ByteStream> OpenObjectStream(std::shared_ptr<HttpFetcher> fetcher,
+                                             ObjectRequest req);
+
+}  // namespace bdn::sync

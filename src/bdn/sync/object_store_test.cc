@@ -1,0 +1,156 @@
+// The object-store sources' pieces without a server: URIs, the canonical query of SigV4, the
+// secrets' formats, and the crypto primitives against published test vectors.
+#include <gtest/gtest.h>
+
+#include "bdn/sync/crypto.h"
+#include "bdn/sync/object_store_internal.h"
+#include "bdn/sync/object_store_sources.h"
+#include "bdn/sync/source_uri.h"
+#include "bdn/testing/status_matchers.h"
+
+namespace bdn::sync {
+namespace {
+
+std::string Hex(std::string_view raw) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+TEST(ParseSourceUri, BucketsAndContainers) {
+  auto s3 = ParseSourceUri("s3://my-bucket/models/qwen 3/a+b%c#d?e");
+  ASSERT_OK(s3);
+  const auto& b = std::get<BucketUri>(*s3);
+  EXPECT_EQ("s3", b.scheme);
+  EXPECT_EQ("my-bucket", b.bucket);
+  EXPECT_EQ("models/qwen 3/a+b%c#d?e", b.prefix);  // literal: no decoding, '?' and '#' kept
+
+  auto whole = ParseSourceUri("gs://bucket_1");
+  ASSERT_OK(whole);
+  EXPECT_EQ("", std::get<BucketUri>(*whole).prefix);
+
+  auto r2 = ParseSourceUri("r2://0123abcd.weights/ckpt/");
+  ASSERT_OK(r2);
+  EXPECT_EQ("0123abcd", std::get<BucketUri>(*r2).account);
+  EXPECT_EQ("weights", std::get<BucketUri>(*r2).bucket);
+  EXPECT_EQ("ckpt/", std::get<BucketUri>(*r2).prefix);
+
+  auto az = ParseSourceUri("azure://devstoreaccount1/models/llama/7b");
+  ASSERT_OK(az);
+  EXPECT_EQ("devstoreaccount1", std::get<AzureUri>(*az).account);
+  EXPECT_EQ("models", std::get<AzureUri>(*az).container);
+  EXPECT_EQ("llama/7b", std::get<AzureUri>(*az).prefix);
+}
+
+TEST(ParseSourceUri, RefusesMalformedBucketUris) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"s3://", "source \"s3://\": expected s3://bucket[/prefix] (a bucket name of letters, "
+                "digits, '.', '-' and '_')"},
+      {"s3:///prefix", "source \"s3:///prefix\": expected s3://bucket[/prefix] (a bucket name of "
+                       "letters, digits, '.', '-' and '_')"},
+      {"cw://b@d/x", "source \"cw://b@d/x\": expected cw://bucket[/prefix] (a bucket name of "
+                     "letters, digits, '.', '-' and '_')"},
+      {"r2://bucket/x", "source \"r2://bucket/x\": expected r2://account_id.bucket[/prefix]"},
+      {"r2://.bucket/x", "source \"r2://.bucket/x\": expected r2://account_id.bucket[/prefix]"},
+      {"azure://acct", "source \"azure://acct\": expected azure://account/container[/prefix] (an "
+                       "account of lower-case letters and digits, a container of lower-case "
+                       "letters, digits and '-')"},
+      {"azure://Acct/c", "source \"azure://Acct/c\": expected azure://account/container[/prefix] "
+                         "(an account of lower-case letters and digits, a container of "
+                         "lower-case letters, digits and '-')"},
+      {"ftp://x/y", "source \"ftp://x/y\": unknown scheme (expected hf://, s3://, gs://, "
+                    "azure://, r2://, cw://, file://, https:// or http://)"},
+  };
+  for (const auto& [uri, message] : cases) {
+    auto r = ParseSourceUri(uri);
+    ASSERT_FALSE(r.has_value()) << uri;
+    EXPECT_EQ(message, r.error().message());
+  }
+}
+
+TEST(FolderPrefix, APrefixNamesAFolder) {
+  EXPECT_EQ("", FolderPrefix(""));
+  EXPECT_EQ("models/", FolderPrefix("models"));
+  EXPECT_EQ("models/", FolderPrefix("models/"));
+}
+
+TEST(CanonicalQuery, EncodesEveryNameAndValueAndSortsThem) {
+  // The SigV4 canonical query: RFC 3986 unreserved characters kept, everything else %XX
+  // (upper-case), '/' and '=' in a continuation token too, sorted by name.
+  EXPECT_EQ("continuation-token=1ue%2Fabc%2B%3D&list-type=2&prefix=a%20b%2Bc%25d%23e%3Ff%2F%E6%97%A5",
+            CanonicalQuery({{"prefix", "a b+c%d#e?f/日"},
+                            {"list-type", "2"},
+                            {"continuation-token", "1ue/abc+="}}));
+  EXPECT_EQ("", CanonicalQuery({}));
+  EXPECT_EQ("a=&b=1", CanonicalQuery({{"b", "1"}, {"a", ""}}));
+}
+
+TEST(ParseAwsSecret, KeyPairsInEverySpelling) {
+  auto c = ParseAwsSecret(R"({"access_key_id": "AKIDEXAMPLE", "secret_access_key": "wJalr/K7MDENG",
+                             "region": "eu-west-1"})",
+                          "aws");
+  ASSERT_OK(c);
+  EXPECT_EQ("AKIDEXAMPLE", c->access_key_id);
+  EXPECT_EQ("wJalr/K7MDENG", c->secret_access_key);
+  EXPECT_EQ("eu-west-1", c->region);
+  auto exported = ParseAwsSecret(
+      R"({"Version": 1, "AccessKeyId": "ASIA1", "SecretAccessKey": "s", "SessionToken": "t"})", "x");
+  ASSERT_OK(exported);
+  EXPECT_EQ("t", exported->session_token);
+  auto hmac = ParseAwsSecret(R"({"access_id": "GOOG1E", "secret": "bGoa+V7g"})", "gcs-hmac");
+  ASSERT_OK(hmac);
+  EXPECT_EQ("GOOG1E", hmac->access_key_id);
+}
+
+TEST(ParseAwsSecret, RefusesOtherShapesWithoutShowingTheValue) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"AKIDEXAMPLE:topsecret",
+       "secret \"aws\": not a JSON object (expected {\"access_key_id\": ..., "
+       "\"secret_access_key\": ...})"},
+      {R"({"secret_access_key": "topsecret"})", "secret \"aws\": no \"access_key_id\""},
+      {R"({"access_key_id": "AKID"})", "secret \"aws\": no \"secret_access_key\""},
+      {R"({"access_key_id": "AKID", "secret_access_key": "top secret"})",
+       "secret \"aws\": a key holds spaces or control characters"},
+  };
+  for (const auto& [value, message] : cases) {
+    auto r = ParseAwsSecret(value, "aws");
+    ASSERT_FALSE(r.has_value()) << value;
+    EXPECT_EQ(message, r.error().message());
+    EXPECT_EQ("invalid_secret", r.error().reason());
+    EXPECT_EQ(std::string::npos, r.error().message().find("topsecret"));
+  }
+}
+
+TEST(Crypto, PublishedTestVectors) {
+  // FIPS 180-2 / RFC 4231 test case 2 / RFC 4648 §10.
+  EXPECT_EQ("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", Sha256Hex(""));
+  EXPECT_EQ("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", Sha256Hex("abc"));
+  EXPECT_EQ("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+            Hex(HmacSha256("Jefe", "what do ya want for nothing?")));
+  const std::vector<std::pair<std::string, std::string>> b64 = {
+      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="},
+      {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  for (const auto& [raw, text] : b64) {
+    EXPECT_EQ(text, Base64Encode(raw));
+    auto back = Base64Decode(text);
+    ASSERT_OK(back);
+    EXPECT_EQ(raw, *back);
+  }
+  EXPECT_EQ("-_8", Base64UrlEncode("\xfb\xff"));
+  for (const char* bad : {"Zg=", "Zg=a", "Z===", "Zm9v!A==", "Zm 9v", "=Zm9"}) {
+    EXPECT_FALSE(Base64Decode(bad).has_value()) << bad;
+  }
+}
+
+TEST(Crypto, Rs256SignRefusesWhatIsNotAKey) {
+  auto r = Rs256Sign("-----BEGIN PRIVATE KEY-----\nnotakey\n-----END PRIVATE KEY-----\n", "data");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("not a PEM RSA private key", r.error().message());
+}
+
+}  // namespace
+}  // namespace bdn::sync

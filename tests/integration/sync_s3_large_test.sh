@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A 2 GiB object synced from s3rver (uploaded by Debian's awscli, multipart) is streamed through
+# the chunker as ranged GETs, four in flight, never held or staged: the sync's peak RSS stays
+# under 256 MiB, no file of its size appears under BDN_HOME's temporary space, and the sealed
+# file's digest is the b3sum of the uploaded file. The object is sparse with random blocks
+# (zeros elsewhere), so it costs little disk locally.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/object_stores.sh"
+
+step "a 2 GiB object in s3rver"
+start_s3rver
+aws_direct s3 mb s3://big >/dev/null
+truncate -s 2G "$WORK/ckpt.bin"
+for off in 0 1 700 1024 1500 2047; do  # random MiB blocks here and there, the last one at the end
+  head -c 1048576 /dev/urandom | dd of="$WORK/ckpt.bin" bs=1M seek="$off" conv=notrunc status=none
+done
+aws_direct s3 cp --quiet "$WORK/ckpt.bin" s3://big/run/ckpt.bin
+want=$(b3sum --no-names "$WORK/ckpt.bin")
+rm "$WORK/ckpt.bin"
+printf '{"access_key_id": "S3RVER", "secret_access_key": "S3RVER"}' | "$BDN" secret set s3
+
+step "sync it; peak RSS under 256 MiB"
+python3 - "$WORK/rss" "$BDN" --json volume sync start --source s3://big/run --endpoint "$S3" \
+  --auth-secret-name s3 --dest bdn:big/ckpt >"$WORK/out.json" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[2:])
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(r.returncode)
+PY
+out=$(cat "$WORK/out.json")
+assert_eq "READY" "$(jf "$out" state)" "state ($(jf "$out" error))"
+rss_kib=$(cat "$WORK/rss")
+echo "peak RSS of the sync: $((rss_kib / 1024)) MiB"
+[ "$rss_kib" -lt $((256 * 1024)) ] || fail "peak RSS $((rss_kib / 1024)) MiB is not under 256 MiB"
+assert_eq "2147483648" "$(jf "$out" progress bytes_total)" "bytes_total"
+assert_eq "2147483648" "$(jf "$out" progress bytes_fetched)" "bytes fetched (each byte once)"
+stat_out=$("$BDN" --json volume stat "$(jf "$out" version_ref)/ckpt.bin")
+assert_eq "b3:$want" "$(jf "$stat_out" digest)" "digest of the sealed file (b3sum of the upload)"
+echo PASS
