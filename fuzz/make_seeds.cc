@@ -236,5 +236,26 @@ int main(int argc, char** argv) {
   TextSeeds("units", "duration", {"30s", "500ms", "1.5m", "24h", "0.0015s", "999999999999999h"},
             std::string(1, '\0'));
   Write("units", "bounded", "\x02" "100ms");
+  // listings: the decoder byte (0 S3, 1 Azure, 2 <Error>), then XML as the stores send it.
+  TextSeeds("listings", "s3",
+            {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3."
+             "amazonaws.com/doc/2006-03-01/\"><Name>b</Name><Prefix>m/</Prefix><KeyCount>2</KeyCount>"
+             "<IsTruncated>true</IsTruncated><NextContinuationToken>1ue/X+Y=</NextContinuationToken>"
+             "<Contents><Key>m/a b+c%d#e?f</Key><ETag>&quot;9b2c&quot;</ETag><Size>12</Size>"
+             "</Contents><Contents><Key>m/\xe6\x97\xa5</Key><Size>0</Size></Contents>"
+             "</ListBucketResult>",
+             "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>",
+             "<!DOCTYPE x [<!ENTITY a \"b\">]><ListBucketResult>&a;</ListBucketResult>"},
+            std::string(1, '\0'));
+  TextSeeds("listings", "azure",
+            {"<EnumerationResults ContainerName=\"c\"><Blobs><Blob><Name>p/a b</Name><Properties>"
+             "<Etag>0x8DB</Etag><Content-Length>42</Content-Length></Properties></Blob><Blob>"
+             "<Name Encoded=\"true\">p/%EF%BF%BE</Name><Properties><Content-Length>1"
+             "</Content-Length><ResourceType>directory</ResourceType></Properties></Blob></Blobs>"
+             "<NextMarker>2!72!MDAw</NextMarker></EnumerationResults>"},
+            std::string(1, '\1'));
+  TextSeeds("listings", "error",
+            {"<?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>"},
+            std::string(1, '\2'));
   return 0;
 }
