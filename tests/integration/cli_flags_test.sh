@@ -32,9 +32,9 @@ assert_contains "$(cat "$WORK/info.h")" '#define BDN_GIT_COMMIT "0123456789ab"'
 
 step "every duration flag refuses what the one parser refuses, with the same message"
 mkdir -p "$WORK/mnt"
-for bad in 0 -1s 10x 1e3 nan inf '1 s' 5d; do
+for bad in 0 -1s 10x 1e3 nan inf '1 s' 5w 5d; do
   case "$bad" in
-    0) why='must be between 100ms and 1h' ;;
+    0|5d) why='must be between 100ms and 1h' ;;
     *) why='expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number is seconds)' ;;
   esac
   run_fails 2 "bdn: error: --read-timeout: duration \"$bad\": $why" \

@@ -75,7 +75,8 @@ struct NodeCacheStats {
 // that one pass over a volume larger than the cache does not flush the chunks that are reused.
 // ~64 files per GiB instead of one per chunk. Eviction runs in the Get that stores a chunk, under
 // a lock file shared by the processes on the directory; it keeps the region files within
-// capacity_bytes, except by regions other processes are filling at the same moment.
+// capacity_bytes, except by regions other processes are filling at the same moment and by the
+// chunks this process's other threads write while one evicts (one chunk each at most).
 //
 // Persistent across restarts: the regions are found again at Open (their footers; a region being
 // filled when its process died keeps its whole records, verified, and loses the torn tail).
