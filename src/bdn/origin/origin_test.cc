@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -32,11 +33,18 @@ using nlohmann::json;
 // A MemChunkStore that remembers what was put, so a sealed version can be uploaded blob by blob.
 class RecordingStore : public MemChunkStore {
  public:
+  // The seal puts from several threads at once.
   Status Put(const Digest& id, std::span<const uint8_t> data) override {
-    blobs[id] = std::string(reinterpret_cast<const char*>(data.data()), data.size());
+    {
+      std::lock_guard lock(mu_);
+      blobs[id] = std::string(reinterpret_cast<const char*>(data.data()), data.size());
+    }
     return MemChunkStore::Put(id, data);
   }
-  std::map<Digest, std::string> blobs;
+  std::map<Digest, std::string> blobs;  // read only once the seal has returned
+
+ private:
+  std::mutex mu_;
 };
 
 std::string ReadAll(const fs::path& p) {

@@ -359,7 +359,9 @@ TEST(RemoteRegistry, AClaimLostToAnotherPusherFailsTheCommit) {
   auto claim = reg->ClaimPush("weights", "qwen");
   ASSERT_TRUE(claim.has_value());
   server.GiveClaimToAnother("weights/qwen");
-  ASSERT_TRUE(WaitFor([&] { return server.claim_conflicts >= 1; }))
+  // The renewal thread handles one answer before it sends the next request: once the server has
+  // refused a second re-claim, the client has recorded the first refusal (the claim is lost).
+  ASSERT_TRUE(WaitFor([&] { return server.claim_conflicts >= 2; }))
       << "the first pusher tries to claim the volume again";
   auto r = reg->Commit(Req(1));
   ASSERT_FALSE(r.has_value());
