@@ -88,6 +88,12 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--sync-runners", serve->sync_runners, "sync jobs that run at once")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  c->add_option("--sync-file-root", serve->sync_file_roots,
+                "a directory whose files sync jobs may read as file:// sources (repeatable; "
+                "none: file:// sources are refused; never the data directory)");
+  c->add_flag("--sync-allow-private-addresses", serve->sync_allow_private_addresses,
+              "let sync jobs reach loopback, private and link-local addresses (by default "
+              "http(s) sources and endpoints must be public)");
   c->callback([&app, &inv, serve] {
     inv.run_standalone = [&app, serve] { return cli::Serve(*serve, GlobalOption(app, "--home")); };
   });

@@ -110,18 +110,32 @@ random_file() {
   python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(int(sys.argv[2])).randbytes(int(sys.argv[1])))' "$2" "$3" > "$1"
 }
 
-# start_origin: `bdn serve` without authentication on a free port with its data in $WORK/srv,
-# for the remote commands of this test: sets SERVER_PID and URL, exports BDN_REMOTE, and unsets
-# BDN_TOKEN, BDN_CLUSTER_CACHE and the proxy variables.
+# start_origin [ARGS...]: `bdn serve` without authentication on a free port with its data in
+# $WORK/srv (and ARGS, e.g. --sync-allow-private-addresses for sync tests whose sources listen on
+# 127.0.0.1), for the remote commands of this test: sets SERVER_PID and URL, exports BDN_REMOTE,
+# and unsets BDN_TOKEN, BDN_CLUSTER_CACHE and the proxy variables.
 start_origin() {
   unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
-  start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+  start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth "$@"
   SERVER_PID=$STARTED_PID
   URL=$STARTED_URL
   export BDN_REMOTE="$URL"
 }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# wait_sync_job ID STATE: polls `bdn --json volume sync describe ID` (up to 20 s) until the job is
+# in STATE, and prints its JSON as last read (the caller asserts the state it holds).
+wait_sync_job() {
+  local out="" state=""
+  for _ in $(seq 1 400); do
+    out=$("$BDN" --json volume sync describe "$1")
+    state=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["state"])' "$out")
+    [ "$state" = "$2" ] && break
+    sleep 0.05
+  done
+  printf '%s\n' "$out"
+}
 
 # wait_gone PID LIMIT_MS: polls until process PID has exited (no /proc entry, or a zombie left
 # for its parent to reap); fails if it is still running after LIMIT_MS.

@@ -102,6 +102,33 @@ fs::path ServerDir(const std::string& given, const std::string& home, const char
   return dir;
 }
 
+// What the sync jobs of a server with data directory `data` may read: file:// sources only
+// under --sync-file-root (canonical; none given: no file:// at all) and never in `data`; public
+// addresses only, unless --sync-allow-private-addresses. Errors: a root that is missing, not a
+// directory, or inside `data`, naming the flag.
+Result<sync::SourceAccess> ServerSourceAccess(const ServeArgs& args, const fs::path& data) {
+  sync::SourceAccess access;
+  std::error_code ec;
+  const std::string data_dir = fs::weakly_canonical(data, ec).string();
+  if (ec) return Err(ErrnoError("--data " + data.string(), ec.value()));
+  access.forbidden_dirs.push_back(data_dir);
+  access.file_roots.emplace();
+  for (const std::string& given : args.sync_file_roots) {
+    const std::string what = "--sync-file-root \"" + given + "\"";
+    fs::path root = fs::canonical(fs::absolute(given), ec);
+    if (ec) return Err(ErrnoError(what, ec.value()));
+    if (!fs::is_directory(root, ec)) return Err(InvalidArgumentError(what + ": not a directory"));
+    const std::string r = root.string();
+    if (r == data_dir || r.starts_with(data_dir + "/")) {
+      return Err(InvalidArgumentError(what + ": inside the data directory (--data " +
+                                      data.string() + "), which is never a sync source"));
+    }
+    access.file_roots->push_back(r);
+  }
+  access.public_addresses_only = !args.sync_allow_private_addresses;
+  return access;
+}
+
 // A server bound to its addresses (not serving yet). Both servers bind before they create
 // anything on disk, so one that cannot listen (a busy port) leaves no trace.
 // Errors: Server::Bind's.
@@ -315,6 +342,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
   BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
   const fs::path data = ServerDir(args.data, home, "server", "<data>");
+  BDN_ASSIGN_OR_RETURN(sync::SourceAccess source_access, ServerSourceAccess(args, data));
   const sigset_t stop_signals = BlockStopSignals();
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
   http::Server& server = *bound;
@@ -364,6 +392,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
                        SqliteSecretStore::Open(data / "registry.db"));
   BDN_ASSIGN_OR_RETURN(sync_deps.secrets,
                        sync::SecretVault::Open(secret_store, data / "secrets.key"));
+  sync_deps.access = source_access;
   sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
     return origin.ClaimForSync(ns, volume);
   };

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "bdn/base/status.h"
 
@@ -36,6 +37,11 @@ struct ServeArgs {
   std::string claim_ttl = "30s";
   std::string retention = "7d";  // deleted versions stay restorable this long
   int sync_runners = 2;  // sync jobs run at once
+  // What sync jobs may read (docs/sync.md, "Sources on a server"): file:// sources only under
+  // these directories (none: file:// is refused), never in the data directory; http(s) sources
+  // and --endpoint hosts only at public addresses unless sync_allow_private_addresses.
+  std::vector<std::string> sync_file_roots;
+  bool sync_allow_private_addresses = false;
   // Periodic garbage collection (RunGc) in the server: every gc_interval ("0s": never), with
   // gc_grace between the doom and the sweep, repacking packs needed below the fraction.
   std::string gc_interval = "1h";
@@ -48,7 +54,9 @@ struct ServeArgs {
 // (printed once and written to <data>/admin.token, 0600) unless keys exist or auth is off, and
 // serves until SIGINT/SIGTERM, collecting garbage every --gc-interval on its own thread
 // (bdn_gc_* metrics). `home` is the --home flag ("": DefaultHome()).
-// Errors: InvalidArgument naming the flag for a malformed value ("--claim-ttl: duration ...");
+// Errors: InvalidArgument naming the flag for a malformed value ("--claim-ttl: duration ...",
+// "--sync-file-root \"D\": not a directory", "--sync-file-root \"D\": inside the data
+// directory ..."); NotFound "--sync-file-root \"D\": No such file or directory";
 // Unavailable "listen H:P: cannot bind ..." (nothing is created then); FailedPrecondition
 // "--data D: in use by another bdn serve (pid N); ..."; those of opening the store, registry and
 // key store. Not thread-safe (one per process: it blocks SIGINT/SIGTERM in every thread).

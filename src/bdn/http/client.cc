@@ -1,11 +1,13 @@
 #include "bdn/http/client.h"
 
 #include <curl/curl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -116,6 +118,37 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) try {
   return size * n;
 } catch (...) {
   return 0;
+}
+
+// What the opening of sockets saw under PeerAddresses::kPublicOnly: the first address refused.
+struct PeerCheck {
+  std::string refused;  // numeric address, "" while none was refused
+  std::string_view kind;
+};
+
+// CURLOPT_OPENSOCKETFUNCTION under PeerAddresses::kPublicOnly: opens the socket only for a public
+// address; CURL_SOCKET_BAD for another makes libcurl try the name's next address or fail the
+// connect (CURLE_COULDNT_CONNECT).
+curl_socket_t OpenPublicSocket(void* user, curlsocktype, curl_sockaddr* a) {
+  auto* check = static_cast<PeerCheck*>(user);
+  if (auto kind = NonPublicKind(&a->addr)) {
+    if (check->refused.empty()) {
+      check->refused = AddressText(&a->addr);
+      check->kind = *kind;
+    }
+    return CURL_SOCKET_BAD;
+  }
+  return ::socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+// $SSL_CERT_FILE, read once: the CA bundle that replaces libcurl's built-in one (a private CA, a
+// test's self-signed certificate); "" for the built-in one.
+const std::string& CaFile() {
+  static const std::string file = [] {
+    const char* f = std::getenv("SSL_CERT_FILE");
+    return std::string(f != nullptr ? f : "");
+  }();
+  return file;
 }
 
 // How messages show the request's path: without its query when that holds a credential.
@@ -286,6 +319,12 @@ Result<Response> HttpClient::Send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "bdn/0.1");
+  if (!CaFile().empty()) curl_easy_setopt(h, CURLOPT_CAINFO, CaFile().c_str());
+  PeerCheck peer_check;
+  if (options_.peers == PeerAddresses::kPublicOnly) {
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, OpenPublicSocket);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &peer_check);
+  }
   if (req.should_abort) {
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, &req.should_abort);
@@ -364,6 +403,14 @@ Result<Response> HttpClient::Send(const Request& req) {
     curl_easy_cleanup(h);
     return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                              ": aborted"));
+  }
+  if (rc != CURLE_OK && !peer_check.refused.empty()) {
+    curl_easy_cleanup(h);
+    return Err(PermissionDeniedError(Name() + ": " + std::string(MethodName(req.method)) + " " +
+                                     ShownPath(req) + ": connecting to " + peer_check.refused + " refused (" +
+                                     std::string(peer_check.kind) +
+                                     " address; only public addresses are allowed)")
+                   .WithReason(std::string(kAddressNotAllowed)));
   }
   if (rc != CURLE_OK) {
     Status s = TransportError(Name(), req, h, rc, errbuf, connect_timeout, deadline);

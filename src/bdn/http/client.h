@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bdn/base/status.h"
+#include "bdn/http/peer_address.h"
 
 namespace bdn::http {
 
@@ -103,9 +104,15 @@ struct ClientOptions {
   size_t max_idle_connections = 64;
   // A larger response body fails the request (Internal) instead of exhausting memory.
   uint64_t max_response_bytes = uint64_t{1} << 30;
+  // kPublicOnly: every address a connection would be opened to is checked first (each address
+  // the name resolves to, at the moment of connecting, so a name that resolves differently
+  // later is judged by what it resolves to then), and a non-public one (NonPublicKind) is never
+  // connected to. Behind a proxy (http_proxy and friends) the proxy's address is the one checked.
+  PeerAddresses peers = PeerAddresses::kAny;
 };
 
-// One client per server. Each request borrows an idle keep-alive connection from the pool (or
+// One client per server. HTTPS peers are verified against libcurl's CA bundle, or the file
+// $SSL_CERT_FILE names (read once per process). Each request borrows an idle keep-alive connection from the pool (or
 // opens a new one) and returns it afterwards, so concurrent requests use separate connections.
 //
 // Fork safety: connections opened before a fork(2) are never used in the child (nor closed:
@@ -123,7 +130,10 @@ class HttpClient {
 
   // Sends `req` and returns the response whatever its HTTP status.
   // Errors (transport only): Unavailable "<label> <url>: connection refused" (or another reason:
-  // cannot resolve host, connect timed out, connection reset, TLS failure); DeadlineExceeded
+  // cannot resolve host, connect timed out, connection reset, TLS failure); PermissionDenied
+  // "<label> <url>: <METHOD> <path>: connecting to 127.0.0.1 refused (loopback address; only
+  // public addresses are allowed)" with reason kAddressNotAllowed when PeerAddresses::
+  // kPublicOnly left no address to connect to; DeadlineExceeded
   // "<label> <url>: GET /path: no response within N ms"; Internal for a body over
   // max_response_bytes and for other libcurl failures.
   Result<Response> Send(const Request& req);

@@ -118,8 +118,10 @@ class FileSource : public Source {
 
   Result<SourceListing> List() override {
     SourceListing out;
+    // On a server: the canonical path, checked against its file roots and data directory.
+    BDN_ASSIGN_OR_RETURN(read_path_, CheckFileAccess(uri_, path_, options_.access));
     struct stat st;
-    if (::stat(path_.c_str(), &st) != 0) {
+    if (::stat(read_path_.c_str(), &st) != 0) {
       Status s = ErrnoError(uri_, errno);
       return Err(s.code() == StatusCode::kNotFound ? WithCode(s, kSourceNotFound)
                  : s.code() == StatusCode::kPermissionDenied ? WithCode(s, kAccessDenied)
@@ -136,7 +138,7 @@ class FileSource : public Source {
       return Err(WithCode(InvalidArgumentError(uri_ + ": neither a directory nor a regular file"),
                           kSourceNotFound));
     }
-    auto scanned = ScanDirectory(path_);
+    auto scanned = ScanDirectory(read_path_);
     if (!scanned) return Err(scanned.error().WithPrefix(uri_));
     for (const ScannedEntry& e : *scanned) {
       if (!S_ISREG(e.st.st_mode)) continue;
@@ -148,12 +150,13 @@ class FileSource : public Source {
 
   Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object, uint64_t offset) override {
     return std::unique_ptr<ByteStream>(
-        std::make_unique<FileStream>(path_, object, offset, single_file_, uri_, options_));
+        std::make_unique<FileStream>(read_path_, object, offset, single_file_, uri_, options_));
   }
 
  private:
   std::string uri_;
-  std::string path_;
+  std::string path_;       // as the URI gives it
+  std::string read_path_;  // what List read: path_, or its canonical form on a server
   SourceOptions options_;
   bool single_file_ = false;
 };

@@ -10,6 +10,9 @@
 #include "bdn/sync/retry.h"
 
 namespace bdn::sync {
+
+static_assert(kAddressNotAllowed == http::kAddressNotAllowed);
+
 namespace {
 
 constexpr size_t kPipeBytes = 8 * 1024 * 1024;
@@ -168,6 +171,9 @@ Result<std::shared_ptr<http::HttpClient>> HttpFetcher::ClientFor(const std::stri
   o.deadline = options_.request_deadline;
   // Listing pages are small; a larger answer is refused rather than held.
   o.max_response_bytes = uint64_t{256} << 20;
+  if (options_.source_options.access.public_addresses_only) {
+    o.peers = http::PeerAddresses::kPublicOnly;
+  }
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(o));
   clients_.emplace(origin, client);
   return client;
@@ -213,6 +219,12 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     auto r = client->Send(req);
     if (!r) {
       if (Canceled(so)) return Err(CanceledError(options_.source));
+      if (r.error().reason() == kAddressNotAllowed) {
+        return Err(Status(r.error().code(), r.error().message() +
+                                                "; bdn serve --sync-allow-private-addresses "
+                                                "allows others")
+                       .WithReason(std::string(kAddressNotAllowed)));
+      }
       const StatusCode c = r.error().code();
       a.transient = c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded;
       return Err(r.error());

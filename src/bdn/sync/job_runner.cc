@@ -175,6 +175,8 @@ struct Outcome {
 Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, SourceOptions source_options,
                         TransferCounters& counters) {
   const SyncJobSpec& spec = job.spec;
+  // Again at each run: a job created before the server's access rules narrowed obeys them too.
+  BDN_RETURN_IF_ERROR(CheckSourceAccess(spec.source_uri, spec.endpoint, deps.access));
   BDN_ASSIGN_OR_RETURN(PathFilter filter, PathFilter::Create(spec.includes, spec.excludes));
   auto claim = deps.claim ? deps.claim(spec.ns, spec.volume)
                           : deps.registry->ClaimPush(spec.ns, spec.volume);
@@ -192,6 +194,7 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, Source
   source_options.pinned_revision = job.source_revision;
   source_options.endpoint = spec.endpoint;
   source_options.region = spec.region;
+  source_options.access = deps.access;
   auto open = deps.open_source ? deps.open_source : OpenSource;
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, open(spec.source_uri, source_options));
   BDN_ASSIGN_OR_RETURN(SourceListing listing, source->List());
@@ -318,7 +321,8 @@ Status JobStatus(const SyncJobRecord& job) {
   if (c == kSourceNotFound || c == kRevisionNotFound || c == kIncludeMatchedNothing ||
       c == kSecretNotFound) {
     code = StatusCode::kNotFound;
-  } else if (c == kAccessDenied || c == kBadCredentials) {
+  } else if (c == kAccessDenied || c == kBadCredentials || c == kFileNotAllowed ||
+             c == kAddressNotAllowed) {
     code = StatusCode::kPermissionDenied;
   } else if (c == kSourceUnavailable) {
     code = StatusCode::kUnavailable;

@@ -35,6 +35,9 @@ struct RunnerDeps {
   // Opens the job's source. Unset: OpenSource.
   std::function<Result<std::unique_ptr<Source>>(const std::string& uri, const SourceOptions&)>
       open_source;
+  // Where sources may read from: anywhere (the embedded CLI), or what bdn serve allows. Checked
+  // when a job is started (LocalSyncService::Start) and again each time it runs.
+  SourceAccess access;
   int files_in_parallel = 4;  // objects fetched at once
   std::chrono::milliseconds progress_interval{1000};  // how often progress reaches the job store
   // Options of every source call (the retry deadline comes from the job).

@@ -70,6 +70,7 @@ Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
 
 Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec) {
   BDN_RETURN_IF_ERROR(ValidateSpec(spec));
+  BDN_RETURN_IF_ERROR(CheckSourceAccess(spec.source_uri, spec.endpoint, deps_.access));
   if (!spec.auth_secret_name.empty()) {
     BDN_ASSIGN_OR_RETURN(auto vault, Vault());
     BDN_ASSIGN_OR_RETURN(auto secrets, vault->List());

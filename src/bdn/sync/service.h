@@ -36,8 +36,10 @@ class SyncService {
   virtual ~SyncService() = default;
   // Creates a PENDING job for `spec` (after ValidateSpec), or returns the unfinished job with
   // exactly this spec, so that running the same `sync start` again resumes it. Errors:
-  // InvalidArgument from ValidateSpec; NotFound "secret \"name\": not found" (reason
-  // secret_not_found) for a secret that does not exist.
+  // InvalidArgument from ValidateSpec; PermissionDenied (reason file_not_allowed or
+  // address_not_allowed) for a source the service's SourceAccess refuses (CheckSourceAccess);
+  // NotFound "secret \"name\": not found" (reason secret_not_found) for a secret that does not
+  // exist.
   virtual Result<StartedJob> Start(const SyncJobSpec& spec) = 0;
   // Errors: NotFound "sync job <id>: not found".
   virtual Result<SyncJobRecord> Get(const std::string& id) = 0;

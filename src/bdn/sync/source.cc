@@ -2,9 +2,13 @@
 #include "bdn/sync/source.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
+#include "bdn/http/peer_address.h"
 #include "bdn/sync/file_source.h"
 #include "bdn/sync/hf_source.h"
+#include "bdn/sync/http_fetch.h"  // SplitUrl
 #include "bdn/sync/https_source.h"
 #include "bdn/sync/object_store_sources.h"
 #include "bdn/sync/source_uri.h"
@@ -31,7 +35,83 @@ bool IsBucketName(const std::string& s) {
   });
 }
 
+// Whether `path` is `dir` or lies below it (both absolute and normal).
+bool Within(const std::string& path, const std::string& dir) {
+  if (dir == "/") return true;
+  return path == dir || (path.starts_with(dir) && path[dir.size()] == '/');
+}
+
+// The host of an http(s) URL ("127.0.0.1", "[::1]"), "" if it has none.
+std::string HostOf(const std::string& url) {
+  auto split = SplitUrl(url);
+  if (!split) return "";
+  std::string host = split->first.substr(split->first.find("://") + 3);
+  if (size_t at = host.rfind('@'); at != std::string::npos) host.erase(0, at + 1);
+  if (host.starts_with("[")) return host.substr(0, host.find(']') + 1);
+  return host.substr(0, host.find(':'));
+}
+
+Status CheckHost(const std::string& what, const std::string& url) {
+  const std::string host = HostOf(url);
+  auto kind = http::NonPublicKindOfLiteral(host);
+  if (!kind) return Status::Ok();
+  return WithCode(PermissionDeniedError(what + ": " + host + " is a " + std::string(*kind) +
+                                        " address; this server syncs only from public "
+                                        "addresses (bdn serve --sync-allow-private-addresses "
+                                        "allows others)"),
+                  kAddressNotAllowed);
+}
+
 }  // namespace
+
+Result<std::string> CheckFileAccess(const std::string& uri, const std::string& path,
+                                    const SourceAccess& access) {
+  if (!access.file_roots && access.forbidden_dirs.empty()) return path;
+  auto refuse = [&](const std::string& why) {
+    return Err(WithCode(PermissionDeniedError("source \"" + uri + "\": " + why), kFileNotAllowed));
+  };
+  if (access.file_roots && access.file_roots->empty()) {
+    return refuse("file:// sources are not allowed on this server (bdn serve --sync-file-root "
+                  "DIR allows the files under DIR)");
+  }
+  std::error_code ec;
+  // Symlinks resolved as far as the path exists; the rest taken lexically ("..", ".").
+  const std::string real = std::filesystem::weakly_canonical(path, ec).string();
+  if (ec) return Err(ErrnoError(uri, ec.value()));
+  for (const std::string& dir : access.forbidden_dirs) {
+    if (Within(real, dir)) return refuse("the server's data directory is never a sync source");
+    if (Within(dir, real)) {
+      return refuse("holds the server's data directory, which is never a sync source");
+    }
+  }
+  if (access.file_roots) {
+    const bool inside = std::any_of(access.file_roots->begin(), access.file_roots->end(),
+                                    [&](const std::string& root) { return Within(real, root); });
+    if (!inside) {
+      return refuse(path + " is outside the directories bdn serve --sync-file-root allows "
+                    "(symlinks are resolved first)");
+    }
+  }
+  return real;
+}
+
+Status CheckSourceAccess(const std::string& uri, const std::string& endpoint,
+                         const SourceAccess& access) {
+  BDN_ASSIGN_OR_RETURN(SourceUri parsed, ParseSourceUri(uri));
+  if (auto* file = std::get_if<FileUri>(&parsed)) {
+    auto checked = CheckFileAccess(uri, file->path, access);
+    return checked ? Status::Ok() : checked.error();
+  }
+  if (!access.public_addresses_only) return Status::Ok();
+  if (auto* https = std::get_if<HttpsUri>(&parsed)) {
+    BDN_RETURN_IF_ERROR(CheckHost("source \"" + uri + "\"", https->url));
+  }
+  if (!endpoint.empty()) {
+    BDN_RETURN_IF_ERROR(CheckHost("source \"" + uri + "\": --endpoint \"" + endpoint + "\"",
+                                  endpoint));
+  }
+  return Status::Ok();
+}
 
 Result<SourceUri> ParseSourceUri(const std::string& uri) {
   auto bad = [&](const std::string& why) {

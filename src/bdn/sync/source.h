@@ -41,6 +41,10 @@ inline constexpr std::string_view kCanceled = "canceled";
 inline constexpr std::string_view kVolumeBusy = "volume_busy";  // another push or sync holds it
 inline constexpr std::string_view kStoreFailed = "store_failed";  // storing or committing failed
 inline constexpr std::string_view kInternal = "internal";
+// Refused by the server's source access rules (SourceAccess): a file:// path outside its
+// --sync-file-root directories or in its data directory, and a host that is not public.
+inline constexpr std::string_view kFileNotAllowed = "file_not_allowed";
+inline constexpr std::string_view kAddressNotAllowed = "address_not_allowed";  // = http::'s
 
 // `s` with `reason` (Status::WithReason), for one-line construction in sources.
 inline Status WithCode(Status s, std::string_view reason) {
@@ -94,6 +98,45 @@ struct Attempt {
   std::optional<std::chrono::milliseconds> retry_after;  // the server's Retry-After
 };
 
+// ---- Access ----
+
+// Where the sources of a job may read from. The defaults (anywhere) are the embedded CLI's: the
+// job runs as the user who asked for it. bdn serve narrows them (docs/sync.md, "Sources on a
+// server"), as its jobs run with the server's rights for a client that has only a key.
+struct SourceAccess {
+  // file:// sources are taken only at or under one of these directories (absolute, symlinks
+  // resolved; bdn serve --sync-file-root); nullopt: anywhere.
+  std::optional<std::vector<std::string>> file_roots;
+  // file:// sources at, under or above one of these directories (absolute, symlinks resolved:
+  // the server's data directory, with its database and secrets key) are refused, whatever
+  // file_roots says.
+  std::vector<std::string> forbidden_dirs;
+  // HTTP(S) sources, endpoints and everything they redirect to are reached only at public
+  // addresses (http::PeerAddresses::kPublicOnly); bdn serve without
+  // --sync-allow-private-addresses.
+  bool public_addresses_only = false;
+};
+
+// The directory file:///`path` is read from under `access`: `path` itself when file:// is not
+// restricted, else its canonical form (symlinks resolved, as far as the path exists), which
+// must lie at or under a file root and neither at, under nor above a forbidden directory.
+// Errors: PermissionDenied, reason file_not_allowed, "source \"<uri>\": ..." naming the rule
+// (file:// not allowed on this server, outside the --sync-file-root directories, the server's
+// data directory).
+Result<std::string> CheckFileAccess(const std::string& uri, const std::string& path,
+                                    const SourceAccess& access);
+
+// What a job's source and endpoint may reach, checked before the job is created or run, without
+// network I/O: a file:// URI by CheckFileAccess; an http(s):// URI or `endpoint` whose host is
+// an IP literal that is not public (127.0.0.1, [::1], 169.254.169.254, 10.0.0.1) when
+// public_addresses_only. Host names are judged when a connection is opened (the job then fails
+// with the same code). Errors: PermissionDenied with reason file_not_allowed or
+// address_not_allowed, e.g. "source \"http://169.254.169.254/x\": 169.254.169.254 is a
+// link-local address; this server syncs only from public addresses (bdn serve
+// --sync-allow-private-addresses allows others)".
+Status CheckSourceAccess(const std::string& uri, const std::string& endpoint,
+                         const SourceAccess& access);
+
 // ---- Sources ----
 
 // What every source gets from the job that opens it.
@@ -109,6 +152,8 @@ struct SourceOptions {
   std::string endpoint;
   // `sync start --region`: the region requests are signed for (S3); "" for the default.
   std::string region;
+  // Where the source may read from (file paths, peer addresses).
+  SourceAccess access;
   RetryOptions retry;
   // Counts object bytes received from the source (all tries); may be null.
   std::atomic<uint64_t>* bytes_fetched = nullptr;
