@@ -5,7 +5,13 @@
 # and removed; an hf:// source on the Hub fixture (tests/fixtures/hf_hub.py) synced on the server
 # with --wait prints the pinned ref, and its files pull back byte for byte; a re-sync of the same
 # commit is READY by the metadata check with zero object GETs at the Hub; failures end FAILED with
-# their stable codes and exit codes; cancel ends a held job CANCELED.
+# their stable codes and exit codes; a gated repo is refused without a token and with a token that
+# has no access, and synced with one that has; revisions (a branch with '/', a tag, refs/pr/1, a
+# commit) pin their commits; a 429's Retry-After is waited (timed at the Hub) and one past the
+# retry deadline fails at once; a file rewritten mid-sync fails source_changed; Ctrl-C during
+# --wait leaves the job running; an https:// file (the fixture over TLS) is synced with its
+# certificate checked; an embedded sync interrupted by Ctrl-C or kill -9 resumes, fetching only
+# the file it had not sealed; cancel ends a held job CANCELED.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 FIXTURES="$(cd "$(dirname "$0")/../fixtures" && pwd)"
@@ -76,8 +82,24 @@ run_fails 2 'bdn: error: secret "hf-token": empty value on stdin' \
 step "start the Hub fixture and the origin"
 cat > "$WORK/hub.json" <<'EOF'
 {"page_size": 2,
- "tokens": {"hf_good": ["org/private"]},
+ "tokens": {"hf_good": ["org/private", "org/gated"], "hf_other": []},
  "repos": {
+  "org/gated": {"gated": true, "refs": {"main": "3333333333333333333333333333333333333333"},
+    "commits": {"3333333333333333333333333333333333333333": {"files": {
+      "weights.bin": {"text": "gated weights\n"}}}}},
+  "org/revs": {"refs": {"main": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                        "feature/long-ctx": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                        "v1.0": "cccccccccccccccccccccccccccccccccccccccc",
+                        "refs/pr/1": "dddddddddddddddddddddddddddddddddddddddd"},
+    "commits": {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa": {"files": {"which.txt": {"text": "main\n"}}},
+                "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb": {"files": {"which.txt": {"text": "branch feature/long-ctx\n"}}},
+                "cccccccccccccccccccccccccccccccccccccccc": {"files": {"which.txt": {"text": "tag v1.0\n"}}},
+                "dddddddddddddddddddddddddddddddddddddddd": {"files": {"which.txt": {"text": "pull request 1\n"}}},
+                "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee": {"files": {"which.txt": {"text": "an older commit\n"}}}}},
+  "org/mutable": {"refs": {"main": "4444444444444444444444444444444444444444"},
+    "commits": {"4444444444444444444444444444444444444444": {"files": {
+      "config.json": {"text": "{\"hidden\": 64}\n"},
+      "weights.bin": {"gen": {"size": 2000000, "seed": 7}, "lfs": true}}}}},
   "org/model": {"refs": {"main": "1111111111111111111111111111111111111111"},
     "commits": {"1111111111111111111111111111111111111111": {"files": {
       "config.json": {"text": "{\"hidden\": 64}\n"},
@@ -96,9 +118,9 @@ for _ in $(seq 1 100); do [ -s "$WORK/hub.port" ] && break; sleep 0.05; done
 [ -s "$WORK/hub.port" ] || fail "the Hub fixture did not start: $(cat "$WORK/hub.log")"
 HUB="http://127.0.0.1:$(cat "$WORK/hub.port")"
 export HF_ENDPOINT="$HUB"
-start_origin
+start_origin --sync-allow-private-addresses  # the Hub fixture listens on 127.0.0.1
 export BDN_HOME="$WORK/home-unused"
-hub_stat() { curl -sf "$HUB/_stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+hub_stat() { curl -sf "$HUB/_stats" | python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print(json.dumps(v) if isinstance(v,dict) else v)' "$1"; }
 
 step "remote: hf:// with --wait prints the pinned ref; the files pull back byte for byte"
 curl -sf -X POST "$HUB/_stats/reset" >/dev/null
@@ -149,6 +171,172 @@ assert_eq "bad_credentials" "$(jf "$out" error code)" "code of a bad token"
 ! grep -qa 'hf_good\|hf_bad' "$WORK/serve.log" "$WORK/srv/registry.db" || fail "a secret's value is in the server's log or database"
 metrics=$(curl -sf "$URL/metrics") || fail "GET /metrics failed"
 [[ $metrics != *hf_good* ]] || fail "a secret's value is in /metrics"
+
+step "remote: a gated repo: refused without a token and with a token without access; synced with one"
+printf 'hf_other' | "$BDN" secret set hf-other
+out=$("$BDN" --json volume sync start --source hf://org/gated --dest bdn:hf/gated --wait) && fail "gated repo without a token: exit 0"
+assert_eq "access_denied" "$(jf "$out" error code)" "code of a gated repo without a token"
+assert_eq "hf://org/gated: a gated repository: give a token of an account that was granted access (--auth-secret-name)" \
+  "$(jf "$out" error message)" "message of a gated repo without a token"
+rc=0; "$BDN" volume sync start --source hf://org/gated --dest bdn:hf/gated --auth-secret-name hf-other --wait \
+  >/dev/null 2>"$WORK/err" || rc=$?
+assert_eq "6" "$rc" "exit code of a gated repo with a token without access"
+[[ "$(tail -1 "$WORK/err")" =~ ^"bdn: error: sync job sync_"[0-9a-f]{16}": FAILED (access_denied): hf://org/gated: a gated repository: the token in secret \"hf-other\" has no access to it (request access on the Hub)"$ ]] ||
+  fail "stderr of a gated repo with a token without access: $(cat "$WORK/err")"
+ref=$("$BDN" volume sync start --source hf://org/gated --dest bdn:hf/gated --auth-secret-name hf-good --wait 2>/dev/null)
+assert_eq "gated weights" "$("$BDN" volume cat "$ref/weights.bin")" "bytes of a gated file with a granted token"
+
+step "remote: revisions: a branch with '/', a tag, refs/pr/1 and a commit each pin their commit"
+check_rev() {  # check_rev REVISION COMMIT TEXT: hf://org/revs@REVISION is COMMIT, holding TEXT
+  local out
+  out=$("$BDN" --json volume sync start --source "hf://org/revs@$1" --dest bdn:hf/revs --wait)
+  assert_eq "READY" "$(jf "$out" state)" "state of @$1"
+  assert_eq "$2" "$(jf "$out" source_revision)" "commit of @$1"
+  assert_eq "$3" "$("$BDN" volume cat "$(jf "$out" version_ref)/which.txt")" "which.txt of @$1"
+}
+check_rev main aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "main"
+check_rev feature/long-ctx bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb "branch feature/long-ctx"
+check_rev v1.0 cccccccccccccccccccccccccccccccccccccccc "tag v1.0"
+check_rev refs/pr/1 dddddddddddddddddddddddddddddddddddddddd "pull request 1"
+check_rev eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee "an older commit"
+
+step "remote: a 429's Retry-After is waited, and one past the retry deadline fails at once"
+# tree_calls: the number of tree listing calls since the reset, and the ms between the first two.
+tree_calls() { curl -sf "$HUB/_stats" | python3 -c 'import json,sys; t=json.load(sys.stdin)["api_times"]["tree"]
+print(len(t), int((t[1] - t[0]) * 1000) if len(t) > 1 else -1)'; }
+curl -sf -X POST "$HUB/_stats/reset" >/dev/null
+curl -sf -X POST "$HUB/_faults" -d '[{"kind": "tree", "path": "org/revs", "count": 1, "status": 429, "retry_after": 2}]' >/dev/null
+out=$("$BDN" --json volume sync start --source hf://org/revs@v1.0 --dest bdn:hf/limited --wait)
+assert_eq "READY" "$(jf "$out" state)" "state after a 429"
+read -r calls gap_ms <<<"$(tree_calls)"
+assert_eq "2" "$calls" "tree calls (the 429 and its retry)"
+[ "$gap_ms" -ge 2000 ] || fail "the retry came ${gap_ms} ms after a 429 with Retry-After: 2"
+[ "$gap_ms" -lt 4000 ] || fail "the retry came ${gap_ms} ms after a 429 with Retry-After: 2 (too late)"
+curl -sf -X POST "$HUB/_stats/reset" >/dev/null
+curl -sf -X POST "$HUB/_faults" -d '[{"kind": "tree", "path": "org/revs", "count": 1, "status": 429, "retry_after": 3600}]' >/dev/null
+rc=0; out=$("$BDN" --json volume sync start --source hf://org/revs@main --dest bdn:hf/limited2 --retry-deadline 5s --wait) || rc=$?
+assert_eq "7" "$rc" "exit code of a 429 whose Retry-After passes the deadline"
+assert_eq "source_unavailable" "$(jf "$out" error code)" "code"
+assert_contains "$(jf "$out" error message)" "hf://org/revs@main: GET /api/models/org/revs/tree/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa?recursive=true&expand=false: HTTP 429"
+read -r calls gap_ms <<<"$(tree_calls)"
+assert_eq "1" "$calls" "tree calls (no retry that would end past the deadline)"
+took=$(( $(jf "$out" finished_unix_ms) - $(jf "$out" started_unix_ms) ))
+[ "$took" -lt 3000 ] || fail "the job took ${took} ms to fail on a Retry-After past its 5s deadline"
+curl -sf -X POST "$HUB/_faults" -d '[]' >/dev/null
+
+step "remote: a file rewritten during the sync fails the job (source_changed), sealing nothing"
+curl -sf -X POST "$HUB/_stats/reset" >/dev/null
+curl -sf -X POST "$HUB/_faults" -d '[{"kind": "resolve", "path": "config.json", "count": 1, "hold": true}]' >/dev/null
+id=$("$BDN" volume sync start --source hf://org/mutable --dest bdn:hf/changed 2>/dev/null)
+for _ in $(seq 1 200); do [ "$(hub_stat held)" -ge 1 ] && break; sleep 0.05; done
+assert_eq "1" "$(hub_stat held)" "requests held at the Hub"
+curl -sf -X POST "$HUB/_mutate" -d '{"repo": "org/mutable", "commit": "4444444444444444444444444444444444444444", "path": "config.json", "text": "{\"hidden\": 128}\n"}' >/dev/null
+curl -sf -X POST "$HUB/_release" >/dev/null
+out=$(wait_sync_job "$id" FAILED)
+assert_eq "FAILED" "$(jf "$out" state)" "state of a job whose file changed"
+assert_eq "source_changed" "$(jf "$out" error code)" "code"
+git_oid() { python3 -c 'import hashlib,sys; b=sys.argv[1].encode(); print(hashlib.sha1(b"blob %d\0" % len(b) + b).hexdigest())' "$1"; }
+assert_eq "hf://org/mutable: file \"config.json\": changed during the sync (etag $(git_oid $'{"hidden": 64}\n') listed, $(git_oid $'{"hidden": 128}\n') now)" \
+  "$(jf "$out" error message)" "message"
+run_fails 3 'bdn: error: volume bdn:hf/changed: not found' "$BDN" volume versions bdn:hf/changed
+
+step "remote: Ctrl-C during --wait stops waiting, says how to follow or cancel, and the job goes on"
+curl -sf -X POST "$HUB/_stats/reset" >/dev/null
+curl -sf -X POST "$HUB/_faults" -d '[{"kind": "cdn", "path": "model-00001", "count": 1, "hold": true}]' >/dev/null
+"$BDN" volume sync start --source hf://org/model --dest bdn:hf/waited --wait >"$WORK/waited.out" 2>"$WORK/waited.err" &
+wait_pid=$!
+# Held at the Hub, and the client is waiting (it says so just before it polls).
+for _ in $(seq 1 200); do
+  [ "$(hub_stat held)" -ge 1 ] && [[ "$(cat "$WORK/waited.err")" == *"started on the server"* ]] && break
+  sleep 0.05
+done
+assert_eq "1" "$(hub_stat held)" "requests held at the Hub"
+kill -INT "$wait_pid"
+rc=0; wait "$wait_pid" || rc=$?
+assert_eq "1" "$rc" "exit code of an interrupted --wait"
+id=$(jf "$("$BDN" --json volume sync list --dest bdn:hf/waited)" jobs 0 id)
+err=$(tail -1 "$WORK/waited.err")
+follow=": follow it with \`bdn volume sync describe $id\`, stop it with \`bdn volume sync cancel $id\`"
+[[ "$err" == "bdn: error: sync job $id: stopped waiting; the job goes on (SYNCING)$follow" ||
+   "$err" == "bdn: error: sync job $id: stopped waiting; the job goes on (PENDING)$follow" ]] ||
+  fail "stderr of an interrupted --wait: $(cat "$WORK/waited.err")"
+assert_eq "" "$(cat "$WORK/waited.out")" "stdout of an interrupted --wait"
+out=$("$BDN" --json volume sync describe "$id")
+assert_eq "SYNCING" "$(jf "$out" state)" "state after the client stopped waiting"
+assert_eq "false" "$(jf "$out" cancel_requested)" "cancel_requested after the client stopped waiting"
+curl -sf -X POST "$HUB/_release" >/dev/null
+out=$(wait_sync_job "$id" READY)
+assert_eq "READY" "$(jf "$out" state)" "state of the job the client stopped waiting for"
+mkdir -p "$WORK/pull3"
+"$BDN" volume pull "$(jf "$out" version_ref)" "$WORK/pull3" >/dev/null
+assert_eq "$(b3sum --no-names "$WORK/pull2/model-00001.safetensors")" "$(b3sum --no-names "$WORK/pull3/model-00001.safetensors")" "b3sum of the held file"
+
+step "embedded: https:// single file, its certificate checked (SSL_CERT_FILE names the test's CA)"
+emb() { env -u BDN_REMOTE BDN_HOME="$WORK/home" "$BDN" "$@"; }
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/tls.key" -out "$WORK/tls.crt" -days 2 \
+  -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>"$WORK/openssl.log"
+printf '{"files": {"weights.bin": {"gen": {"size": 3000000, "seed": 5}}}}' >"$WORK/files.json"
+FIXTURE_TLS="$WORK/tls.crt:$WORK/tls.key" python3 "$FIXTURES/hf_hub.py" "$WORK/files.json" "$WORK/tls.port" 2>"$WORK/tls.log" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/tls.port" ] && break; sleep 0.05; done
+[ -s "$WORK/tls.port" ] || fail "the TLS file server did not start: $(cat "$WORK/tls.log")"
+WEB="https://127.0.0.1:$(cat "$WORK/tls.port")"
+out=$(SSL_CERT_FILE="$WORK/tls.crt" emb --json volume sync start --source "$WEB/files/weights.bin" --dest bdn:web/weights)
+assert_eq "READY" "$(jf "$out" state)" "state of an https:// sync"
+assert_eq "1" "$(jf "$out" progress objects_total)" "objects of an https:// sync"
+assert_eq "3000000" "$(jf "$out" progress bytes_fetched)" "bytes fetched"
+want=$(curl -sf --cacert "$WORK/tls.crt" "$WEB/files/weights.bin" | b3sum --no-names)
+assert_eq "$want" "$(emb volume cat "$(jf "$out" version_ref)/weights.bin" | b3sum --no-names)" "b3sum of the https:// file"
+out=$(SSL_CERT_FILE="$WORK/tls.crt" emb --json volume sync start --source "$WEB/files/weights.bin" --dest bdn:web/weights)
+assert_eq "true" "$(jf "$out" unchanged)" "a re-sync of the same file (same ETag)"
+assert_eq "0" "$(jf "$out" progress bytes_fetched)" "bytes fetched by the re-sync"
+rc=0; out=$(emb --json volume sync start --source "$WEB/files/weights.bin" --dest bdn:web/untrusted --retry-deadline 2s) || rc=$?
+assert_eq "7" "$rc" "exit code of an https:// source whose certificate is not trusted"
+assert_eq "source_unavailable" "$(jf "$out" error code)" "code"
+assert_contains "$(jf "$out" error message)" "SSL certificate problem"
+
+step "embedded: a sync interrupted (Ctrl-C, kill -9) resumes when run again, fetching only what it had not sealed"
+for how in INT KILL; do
+  dest="bdn:hf/embedded-${how,,}"
+  curl -sf -X POST "$HUB/_stats/reset" >/dev/null
+  curl -sf -X POST "$HUB/_faults" -d '[{"kind": "cdn", "path": "model-00002", "count": 1, "hold": true}]' >/dev/null
+  # Not through emb: $! must be bdn itself (env execs it), not a subshell that ignores SIGINT.
+  env -u BDN_REMOTE BDN_HOME="$WORK/home" "$BDN" volume sync start --source hf://org/model --dest "$dest" \
+    >"$WORK/emb.out" 2>"$WORK/emb.err" &
+  pid=$!
+  done_now=""
+  for _ in $(seq 1 400); do
+    done_now=$(jf "$(emb --json volume sync list --dest "$dest" 2>/dev/null)" jobs 0 progress objects_done 2>/dev/null) || true
+    [ "$done_now" = 4 ] && break
+    sleep 0.05
+  done
+  assert_eq "4" "$done_now" "objects sealed before the $how"
+  assert_eq "4" "$(hub_stat object_gets)" "object GETs before the $how (the fifth is held)"
+  id=$(jf "$(emb --json volume sync list --dest "$dest")" jobs 0 id)
+  kill "-$how" "$pid"
+  rc=0; wait "$pid" || rc=$?
+  if [ "$how" = INT ]; then
+    assert_eq "1" "$rc" "exit code of an interrupted embedded sync"
+    [[ "$(tail -1 "$WORK/emb.err")" =~ ^"bdn: error: sync job $id: interrupted (4/5 objects, "[^\)]*"); run the same command again to resume it, or \`bdn volume sync cancel $id\`"$ ]] ||
+      fail "stderr of an interrupted embedded sync: $(cat "$WORK/emb.err")"
+  else
+    assert_eq "137" "$rc" "exit status of a killed embedded sync"
+  fi
+  assert_eq "SYNCING" "$(jf "$(emb --json volume sync describe "$id")" state)" "state after the $how"
+  curl -sf -X POST "$HUB/_release" >/dev/null
+  curl -sf -X POST "$HUB/_stats/reset" >/dev/null
+  emb volume sync start --source hf://org/model --dest "$dest" >"$WORK/emb.out" 2>"$WORK/emb.err"
+  assert_contains "$(cat "$WORK/emb.err")" "sync $id: resuming (hf://org/model -> $dest)"
+  out=$(emb --json volume sync describe "$id")
+  assert_eq "READY" "$(jf "$out" state)" "state of the resumed job"
+  assert_eq "2" "$(jf "$out" runs)" "runs of the resumed job"
+  assert_eq "1" "$(hub_stat object_gets)" "object GETs of the resumed run (only the file not sealed before)"
+  assert_eq '{"model-00002.safetensors": 1}' "$(hub_stat gets)" "files fetched by the resumed run"
+  assert_eq "$(b3sum --no-names "$WORK/pull2/model-00002.safetensors")" \
+    "$(emb volume cat "$(cat "$WORK/emb.out")/model-00002.safetensors" | b3sum --no-names)" "b3sum of the file fetched after the $how"
+  assert_eq "$(b3sum --no-names "$WORK/pull2/model-00001.safetensors")" \
+    "$(emb volume cat "$(cat "$WORK/emb.out")/model-00001.safetensors" | b3sum --no-names)" "b3sum of a file sealed before the $how"
+done
 
 step "remote: cancel a job that waits on the source"
 curl -sf -X POST "$HUB/_faults" -d '[{"kind": "cdn", "path": "", "count": 1, "hold": true}]' >/dev/null
