@@ -7,7 +7,9 @@
 # it too. Cases: keys with spaces, +, %, #, ? and unicode pulled back byte for byte; empty
 # objects; nested prefixes and a prefix that is also a key; a prefix that names one object; 1,100
 # objects (two listing pages); include/exclude; the metadata check with zero object GETs at the
-# proxy; missing bucket and prefix, access denied, bad credentials with their codes; transient
+# proxy; --region is the region every request is signed for (the proxy records the scopes it
+# verified), and a bucket in another region is named; missing bucket and prefix, access denied,
+# bad credentials with their codes; transient
 # 503s retried; an object rewritten mid-sync fails the job; cancel and resume after kill -9 of
 # a server.
 source "$(dirname "$0")/lib.sh"
@@ -19,7 +21,7 @@ SECRET_VALUE="bdn-s3-secret-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n'
 step "start s3rver and the proxy; populate with awscli"
 start_s3rver
 start_s3_proxy "{\"upstream\": \"$S3\", \"keys\": {\"S3RVER\": \"S3RVER\", \"AKIDBDNTEST\": \"$SECRET_VALUE\"},
-  \"regions\": [\"us-east-1\", \"auto\"], \"deny\": [\"locked\"]}"
+  \"regions\": [\"us-east-1\", \"auto\", \"eu-west-1\"], \"deny\": [\"locked\"]}"
 aws_direct s3 mb s3://models >/dev/null
 aws_direct s3 mb s3://locked >/dev/null
 SRC="$WORK/src"
@@ -109,14 +111,32 @@ assert_eq "config.json" "$("$BDN" volume ls -R "$(jf "$out" version_ref)" | grep
 
 step "r2://, cw:// and gs:// (HMAC) map onto the same API through --endpoint"
 for src in r2://0123abcd.models/qwen cw://models/qwen; do
+  curl -sf -X POST "$PROXY/_stats/reset" >/dev/null
   out=$(sync_s3 --source "$src" --dest bdn:s3/other --auth-secret-name s3)
   assert_eq "READY" "$(jf "$out" state)" "state of $src"
+  want_region='["us-east-1"]'
+  if [[ $src == r2://* ]]; then want_region='["auto"]'; fi
+  assert_eq "$want_region" "$(proxy_stat signed_regions)" "regions $src signed for"
   assert_eq "$(b3sum --no-names "$SRC/qwen/model.safetensors")" \
     "$("$BDN" volume cat "$(jf "$out" version_ref)/model.safetensors" | b3sum --no-names)" "model of $src"
 done
 out=$(sync_s3 --source gs://models/qwen --dest bdn:s3/gs --auth-secret-name gcs-hmac)
 assert_eq "READY" "$(jf "$out" state)" "state of gs:// with HMAC keys"
 assert_eq "0" "$(proxy_stat refused)" "refused requests ($(proxy_stat refusals))"
+
+step "--region is the region every request is signed for; a bucket in another region is named"
+curl -sf -X POST "$PROXY/_stats/reset" >/dev/null
+out=$(sync_s3 --source s3://models/qwen --region eu-west-1 --dest bdn:s3/region --auth-secret-name s3)
+assert_eq "READY" "$(jf "$out" state)" "state with --region eu-west-1"
+assert_eq '["eu-west-1"]' "$(proxy_stat signed_regions)" "regions signed for with --region eu-west-1"
+assert_eq "0" "$(proxy_stat refused)" "refused requests ($(proxy_stat refusals))"
+[ "$(proxy_stat object_gets)" -gt 0 ] || fail "no object GET was signed for eu-west-1"
+assert_eq "${ref#*@}" "$(jf "$out" version)" "the version synced with --region (the same tree)"
+curl -sf -X POST "$PROXY/_stats/reset" >/dev/null
+out=$(sync_s3 --source s3://models/qwen --dest bdn:s3/region --auth-secret-name s3)
+assert_eq '["us-east-1"]' "$(proxy_stat signed_regions)" "regions signed for without --region"
+expect_failed source_not_found 3 's3://models/qwen: bucket "models" is in region us-east-1, not ap-south-1: give --region us-east-1' \
+  --source s3://models/qwen --region ap-south-1 --dest bdn:s3/f0 --auth-secret-name s3
 
 step "failures end FAILED with stable codes naming the source"
 expect_failed source_not_found 3 's3://nobucket/x: bucket "nobucket" not found (NoSuchBucket' \
@@ -162,7 +182,7 @@ assert_contains "$(jf "$out" error message)" 's3://models/qwen: object "config.j
 run_fails 3 'bdn: error: volume bdn:s3/changed: not found' "$BDN" volume versions bdn:s3/changed
 
 step "remote: cancel a job held at the source; resume after kill -9 of the server"
-start_origin
+start_origin --sync-allow-private-addresses  # the proxy listens on 127.0.0.1
 export BDN_HOME="$WORK/home-remote"
 printf '{"access_key_id": "AKIDBDNTEST", "secret_access_key": "%s"}' "$SECRET_VALUE" | "$BDN" secret set s3
 curl -sf -X POST "$PROXY/_faults" -d '[{"kind": "get", "path": "", "count": 1, "hold": true}]' >/dev/null
@@ -189,14 +209,9 @@ wait_gone "$SERVER_PID" 5000
 curl -sf -X POST "$PROXY/_faults" -d '[]' >/dev/null
 curl -sf -X POST "$PROXY/_release" >/dev/null
 curl -sf -X POST "$PROXY/_stats/reset" >/dev/null
-start_bdn serve2 serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
+start_bdn serve2 serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth --sync-allow-private-addresses
 export BDN_REMOTE="$STARTED_URL"
-out=$("$BDN" --json volume sync describe "$id")
-for _ in $(seq 1 400); do
-  out=$("$BDN" --json volume sync describe "$id")
-  [ "$(jf "$out" state)" = READY ] && break
-  sleep 0.05
-done
+out=$(wait_sync_job "$id" READY)
 assert_eq "READY" "$(jf "$out" state)" "state of the resumed job"
 assert_eq "1" "$(proxy_stat object_gets)" "object GETs after the restart (only the object not sealed before)"
 rref=$(jf "$out" version_ref)
