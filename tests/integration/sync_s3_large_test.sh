@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A 2 GiB object synced from s3rver (uploaded by Debian's awscli, multipart) is streamed through
 # the chunker as ranged GETs, four in flight, never held or staged: the sync's peak RSS stays
-# under 256 MiB, no file of its size appears under BDN_HOME's temporary space, and the sealed
+# under 256 MiB, it runs with a file size limit of 512 MiB (ulimit -f: a process that writes
+# past it is killed by SIGXFSZ), so no copy of the object can be written anywhere, and the sealed
 # file's digest is the b3sum of the uploaded file. The object is sparse with random blocks
 # (zeros elsewhere), so it costs little disk locally.
 source "$(dirname "$0")/lib.sh"
@@ -19,14 +20,25 @@ want=$(b3sum --no-names "$WORK/ckpt.bin")
 rm "$WORK/ckpt.bin"
 printf '{"access_key_id": "S3RVER", "secret_access_key": "S3RVER"}' | "$BDN" secret set s3
 
-step "sync it; peak RSS under 256 MiB"
-python3 - "$WORK/rss" "$BDN" --json volume sync start --source s3://big/run --endpoint "$S3" \
-  --auth-secret-name s3 --dest bdn:big/ckpt >"$WORK/out.json" <<'PY'
+step "sync it under a 512 MiB file size limit; peak RSS under 256 MiB"
+(
+  ulimit -f $((512 * 1024))  # 1 KiB blocks
+  # The limit is in force: a 600 MiB file cannot be written under it.
+  if dd if=/dev/zero of="$WORK/probe" bs=1M count=600 status=none 2>/dev/null; then
+    fail "a 600 MiB file was written under ulimit -f 512 MiB"
+  fi
+  rm -f "$WORK/probe"
+  exec python3 - "$WORK/rss" "$WORK/rc" "$BDN" --json volume sync start --source s3://big/run \
+    --endpoint "$S3" --auth-secret-name s3 --dest bdn:big/ckpt >"$WORK/out.json" <<'PY'
 import resource, subprocess, sys
-r = subprocess.run(sys.argv[2:])
+r = subprocess.run(sys.argv[3:])
 open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-sys.exit(r.returncode)
+open(sys.argv[2], "w").write(str(r.returncode))
 PY
+)
+rc=$(cat "$WORK/rc")
+[ "$rc" != "-25" ] || fail "the sync wrote a file past 512 MiB (killed by SIGXFSZ): a staging copy?"
+assert_eq "0" "$rc" "exit status of the sync"
 out=$(cat "$WORK/out.json")
 assert_eq "READY" "$(jf "$out" state)" "state ($(jf "$out" error))"
 rss_kib=$(cat "$WORK/rss")
