@@ -19,7 +19,6 @@
 #include "bdn/cli/progress.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sync_job_store.h"
-#include "bdn/remote/remote_chunk_store.h"
 #include "bdn/remote/remote_sync.h"
 #include "bdn/sync/job_runner.h"
 #include "bdn/sync/secrets.h"
@@ -59,10 +58,6 @@ Status Interrupted(const std::string& message) {
   return Status(StatusCode::kInternal, message).WithReason("interrupted");
 }
 
-bool IsRemote(const Context& ctx) {
-  return dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get()) != nullptr;
-}
-
 // The embedded service: the job table and the secrets in the registry's database under
 // ctx.home, the secrets' key in ctx.home/secrets.key.
 Result<std::shared_ptr<sync::LocalSyncService>> OpenLocal(const Context& ctx) {
@@ -77,10 +72,12 @@ Result<std::shared_ptr<sync::LocalSyncService>> OpenLocal(const Context& ctx) {
   return std::make_shared<sync::LocalSyncService>(std::move(deps));
 }
 
+// The jobs and secrets of the context's origin when it has one (Context::origin), else the
+// embedded ones.
 Result<std::shared_ptr<sync::SyncService>> OpenService(const Context& ctx) {
-  if (auto* store = dynamic_cast<remote::RemoteChunkStore*>(ctx.store.get())) {
+  if (ctx.origin) {
     return std::shared_ptr<sync::SyncService>(
-        std::make_shared<remote::RemoteSyncService>(store->shared_client()));
+        std::make_shared<remote::RemoteSyncService>(ctx.origin));
   }
   BDN_ASSIGN_OR_RETURN(auto local, OpenLocal(ctx));
   return std::shared_ptr<sync::SyncService>(std::move(local));
@@ -194,7 +191,7 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
   spec.endpoint = args.endpoint;
   spec.region = args.region;
   BDN_RETURN_IF_ERROR(sync::ValidateSpec(spec));
-  if (!IsRemote(ctx)) {
+  if (!ctx.origin) {
     // Embedded: the job runs here, to its end (re-running the command resumes it).
     BDN_ASSIGN_OR_RETURN(auto service, OpenLocal(ctx));
     BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec));
