@@ -1,0 +1,134 @@
+// The selection of a sync and its identity without a source: PathFilter (--include/--exclude as
+// docs/sync.md documents them), Select's failure naming an include that matches nothing, and
+// ListingDigest (the metadata check), pinned to a b3sum of its documented text.
+#include "bdn/sync/listing.h"
+
+#include <gtest/gtest.h>
+
+#include "bdn/sync/glob.h"
+#include "bdn/testing/status_matchers.h"
+
+namespace bdn::sync {
+namespace {
+
+PathFilter Filter(std::vector<std::string> includes, std::vector<std::string> excludes = {}) {
+  auto f = PathFilter::Create(std::move(includes), std::move(excludes));
+  EXPECT_OK(f);
+  return *f;
+}
+
+TEST(GlobMatches, StarAndQuestionMarkCrossSlashesAndDots) {
+  struct Case {
+    const char* pattern;
+    const char* path;
+    bool matches;
+  } cases[] = {
+      {"*.json", "config.json", true},
+      {"*.json", "tokenizer/vocab.json", true},  // * also matches '/'
+      {"*.json", "config.json.bak", false},     // the whole path must match
+      {"*", ".hidden/x", true},                  // and a leading '.'
+      {"tokenizer/*", "tokenizer/a/b.txt", true},
+      {"tokenizer/*", "other/tokenizer/a", false},
+      {"model-?????.safetensors", "model-00001.safetensors", true},
+      {"model-?????.safetensors", "model-0001.safetensors", false},
+      {"a?b", "a/b", true},
+      {"shard-[0-3].bin", "shard-2.bin", true},
+      {"shard-[0-3].bin", "shard-7.bin", false},
+      {"shard-[!0-3].bin", "shard-7.bin", true},
+      {"[abc]*", "b/x", true},
+      {"\\*.bin", "*.bin", true},  // '\' quotes the next character
+      {"\\*.bin", "x.bin", false},
+      {"README*", "README.md", true},
+      {"README*", "docs/README.md", false},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.matches, GlobMatches(c.pattern, c.path)) << c.pattern << " vs " << c.path;
+  }
+}
+
+TEST(PathFilter, TakesAnyIncludeAndNoExcludeAndExcludeWins) {
+  EXPECT_TRUE(Filter({}).Selects("anything/at/all"));
+  PathFilter f = Filter({"*.safetensors", "*.json"}, {"tokenizer/*", "*.bak.json"});
+  EXPECT_TRUE(f.Selects("model-00001.safetensors"));
+  EXPECT_TRUE(f.Selects("config.json"));
+  EXPECT_TRUE(f.Selects("sub/config.json"));
+  EXPECT_FALSE(f.Selects("tokenizer/vocab.json"));  // included, and excluded: exclude wins
+  EXPECT_FALSE(f.Selects("old.bak.json"));
+  EXPECT_FALSE(f.Selects("README.md"));  // matches no include
+  PathFilter only_excludes = Filter({}, {"*.bin", "original/*"});
+  EXPECT_TRUE(only_excludes.Selects("model.safetensors"));
+  EXPECT_FALSE(only_excludes.Selects("pytorch_model.bin"));
+  EXPECT_FALSE(only_excludes.Selects("original/consolidated.pth"));
+}
+
+TEST(PathFilter, UnmatchedIncludesInTheOrderGiven) {
+  PathFilter f = Filter({"*.gguf", "*.json", "*.onnx"});
+  std::vector<std::string_view> paths = {"config.json", "model.safetensors"};
+  EXPECT_EQ((std::vector<std::string>{"*.gguf", "*.onnx"}), f.UnmatchedIncludes(paths));
+  EXPECT_EQ(std::vector<std::string>{}, Filter({}).UnmatchedIncludes(paths));
+}
+
+TEST(PathFilter, RefusesPatternsNoFlagCanMean) {
+  EXPECT_STATUS(PathFilter::Create({""}, {}), kInvalidArgument, "--include \"\": empty pattern");
+  EXPECT_STATUS(PathFilter::Create({}, {"a\nb"}), kInvalidArgument,
+                "--exclude \"a\nb\": a pattern cannot hold a newline");
+  EXPECT_STATUS(PathFilter::Create({std::string("a\0b", 3)}, {}), kInvalidArgument,
+                "--include \"a");
+}
+
+SourceListing Listing() {
+  SourceListing l;
+  l.revision = "1111111111111111111111111111111111111111";
+  l.objects = {{"README.md", 8, "r1"}, {"config.json", 12, "abc"}, {"w/model.bin", 0, ""}};
+  return l;
+}
+
+TEST(Select, KeepsListingOrderAndNamesEveryIncludeThatMatchesNothing) {
+  auto picked = Select(Listing(), Filter({"*.json", "w/*"}), "hf://org/repo");
+  ASSERT_OK(picked);
+  ASSERT_EQ(2u, picked->size());
+  EXPECT_EQ("config.json", (*picked)[0].path);
+  EXPECT_EQ("w/model.bin", (*picked)[1].path);
+
+  auto one = Select(Listing(), Filter({"*.gguf", "*.json"}), "hf://org/repo");
+  EXPECT_STATUS(one, kNotFound,
+                "--include \"*.gguf\": matches nothing in hf://org/repo at "
+                "1111111111111111111111111111111111111111 (3 objects)");
+  EXPECT_EQ("include_matched_nothing", one.error().reason());
+  SourceListing files = Listing();
+  files.revision.clear();
+  auto two = Select(files, Filter({"*.gguf", "*.onnx"}), "file:///d");
+  EXPECT_STATUS(two, kNotFound, "--include \"*.gguf\", \"*.onnx\": match nothing in file:///d (3 objects)");
+}
+
+TEST(ListingDigest, IsTheBlake3OfTheDocumentedText) {
+  // printf 'bdn sync listing v1\nhf://org/repo\n1111…\nconfig.json\t12\tabc\nw/model.bin\t0\t\n' | b3sum
+  std::vector<SourceObject> objects = {{"config.json", 12, "abc"}, {"w/model.bin", 0, ""}};
+  EXPECT_EQ("061d4795a9f62293eaef37f48a100c4d6fb8db0ab90f3afbbdd21c0c911ace3e",
+            ListingDigest("hf://org/repo", "1111111111111111111111111111111111111111", objects)
+                .Hex());
+  // printf 'bdn sync listing v1\nfile:///d\n\n' | b3sum
+  EXPECT_EQ("bee88d690ecc975617646d8555297377de875392eaf893e33d26edefa194422f",
+            ListingDigest("file:///d", "", {}).Hex());
+}
+
+TEST(ListingDigest, ChangesWithEveryFieldThatNamesContent) {
+  const std::vector<SourceObject> base = {{"a.bin", 5, "e1"}, {"b.bin", 7, "e2"}};
+  const Digest d = ListingDigest("s3://b/p", "", base);
+  EXPECT_EQ(d, ListingDigest("s3://b/p", "", base));
+  EXPECT_NE(d, ListingDigest("s3://b/q", "", base));       // another source
+  EXPECT_NE(d, ListingDigest("s3://b/p", "rev", base));    // another revision
+  auto changed = base;
+  changed[1].etag = "e3";
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));    // an etag
+  changed = base;
+  changed[0].size_bytes = 6;
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));    // a size
+  changed = base;
+  changed[0].path = "c.bin";
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));    // a path
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", {base[0]}));  // one object fewer
+}
+
+}  // namespace
+}  // namespace bdn::sync
