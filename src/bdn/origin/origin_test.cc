@@ -730,6 +730,11 @@ TEST_F(OriginTest, ScopeTable) {
   std::string chunk_hex = Digest::Of(chunk).Hex();
 
   std::string pull = Key("weights", "pull");
+  // For each scope, a key of this namespace with every other scope but admin: the scope an
+  // endpoint needs is not implied by the others (admin implies every scope).
+  std::map<Scope, std::string> all_but = {{Scope::kPush, Key("weights", "pull,tag")},
+                                          {Scope::kTag, Key("weights", "pull,push")},
+                                          {Scope::kAdmin, Key("weights", "pull,push,tag")}};
   std::string other_ns_push = Key("other", "push,tag");
   std::string revoked = Key("*", "admin");
   ASSERT_TRUE(keys_->Revoke(SplitToken(revoked)->first));
@@ -759,6 +764,11 @@ TEST_F(OriginTest, ScopeTable) {
       {"POST", "/v1/volumes/weights/model/claims", "", Scope::kPush, true},
       {"PUT", "/v1/volumes/weights/model/claims/abc", "", Scope::kPush, true},
       {"DELETE", "/v1/volumes/weights/model/claims/abc", "", Scope::kPush, true},
+      // Lifecycle (docs/http-api.md): a soft delete drops tags and lets the data go, so it needs
+      // admin; a restore only brings a version back (without tags), so push is enough.
+      {"DELETE", "/v1/volumes/weights/model/versions/" + d, "", Scope::kAdmin, true},
+      {"DELETE", "/v1/volumes/weights/model/versions?all=1", "", Scope::kAdmin, true},
+      {"POST", "/v1/volumes/weights/model/versions/" + d + "/restore", "{}", Scope::kPush, true},
       {"POST", "/v1/keys", json{{"namespace", "weights"}, {"scopes", {"pull"}}}.dump(),
        Scope::kAdmin, false},
       {"GET", "/v1/keys", "", Scope::kAdmin, false},
@@ -803,6 +813,17 @@ TEST_F(OriginTest, ScopeTable) {
           << what;
       expect_only_error(r, what);
     }
+    if (e.needs != Scope::kPull) {
+      const std::string& key = all_but.at(e.needs);
+      r = Call(e.method, e.path, key, e.body);
+      EXPECT_EQ(r->status, 403) << what << " with every scope but " << ScopeName(e.needs);
+      std::string where = e.namespaced ? "namespace \"weights\"" : "any namespace";
+      EXPECT_EQ(Body(r)["error"]["message"], "key bdn_" + SplitToken(key)->first + ": no \"" +
+                                                 std::string(ScopeName(e.needs)) + "\" scope for " +
+                                                 where)
+          << what;
+      expect_only_error(r, what);
+    }
     if (e.namespaced) {
       r = Call(e.method, e.path, other_ns_push, e.body);
       EXPECT_EQ(r->status, 403) << what;
@@ -811,6 +832,10 @@ TEST_F(OriginTest, ScopeTable) {
   }
   // A key of another namespace does not see this one in the listing.
   EXPECT_EQ(Body(Call("GET", "/v1/namespaces", other_ns_push))["namespaces"], json::array());
+  // None of the refused deletes took effect: the version is live and still tagged.
+  json version = Body(Call("GET", "/v1/volumes/weights/model/versions/" + d, pull));
+  EXPECT_EQ(version["lifecycle"], "ALIVE") << version.dump();
+  EXPECT_EQ(Body(Call("GET", "/v1/volumes/weights/model", pull))["tags"]["prod"], d);
 }
 
 // A commit that applies tags moves them like PUT .../tags/{tag}: it needs "tag" as well as
