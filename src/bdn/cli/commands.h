@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "bdn/base/status.h"
 #include "bdn/format/ref.h"
 #include "bdn/http/client.h"
+#include "bdn/maintenance/gc.h"
 #include "bdn/registry/registry.h"
 #include "bdn/remote/retry.h"
 #include "bdn/store/chunk_store.h"
@@ -97,6 +99,15 @@ struct GcArgs {
 // FailedPrecondition "--data D: in use by bdn serve (pid N); its GC runs inside it
 // (--gc-interval)"; those of opening the store and registry and of RunGc.
 Status Gc(const std::filesystem::path& data, const GcArgs& args, bool json);
+
+// For tests that kill a GC at an exact point (tests/integration/lifecycle_crash_loop_test.sh):
+// with BDN_TEST_GC_STOP_AT set to phases as GcPhaseName spells them, comma-separated (e.g.
+// "doomed" or "copied,swept"), the returned hook calls `hook` and, at each of those phases,
+// writes "gc: stopped at <phase> (BDN_TEST_GC_STOP_AT)" to stderr and stops the whole process
+// (SIGSTOP), so that the test kills it there or lets it go on (SIGCONT). Unset or empty: `hook`
+// itself. Used by bdn gc and bdn serve's periodic GC.
+// Errors: InvalidArgument "BDN_TEST_GC_STOP_AT \"…\": \"x\" is not a gc phase (planned, …)".
+Result<std::function<void(GcPhase)>> WithGcStopFromEnvironment(std::function<void(GcPhase)> hook);
 
 // bdn fsck [--repair]: RunFsck of the data directory `data` (the embedded store's home, or a
 // stopped bdn serve's --data); prints each problem with the versions it affects (and, with

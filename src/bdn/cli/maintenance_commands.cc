@@ -1,10 +1,13 @@
 // bdn gc and bdn fsck: maintenance of the local pack store of a data directory (the embedded
 // store, or a bdn serve --data directory while no server runs on it).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -56,6 +59,32 @@ Result<Opened> OpenData(const fs::path& data) {
 
 }  // namespace
 
+Result<std::function<void(GcPhase)>> WithGcStopFromEnvironment(std::function<void(GcPhase)> hook) {
+  const char* env = std::getenv("BDN_TEST_GC_STOP_AT");
+  if (!env || !*env) return hook;
+  std::set<GcPhase> stops;
+  std::string_view rest = env;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view name = rest.substr(0, comma);
+    auto phase = ParseGcPhase(name);
+    if (!phase) {
+      return Err(InvalidArgumentError(
+          "BDN_TEST_GC_STOP_AT \"" + std::string(env) + "\": \"" + std::string(name) +
+          "\" is not a gc phase (planned, doomed, copied, sweeping, deleted, swept)"));
+    }
+    stops.insert(*phase);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return [hook = std::move(hook), stops = std::move(stops)](GcPhase p) {
+    if (hook) hook(p);
+    if (!stops.contains(p)) return;
+    std::fprintf(stderr, "gc: stopped at %s (BDN_TEST_GC_STOP_AT)\n", GcPhaseName(p));
+    std::fflush(stderr);
+    ::raise(SIGSTOP);
+  };
+}
+
 Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   if (!(args.max_repack_fraction >= 0 && args.max_repack_fraction <= 1)) {
     return InvalidArgumentError("--max-repack-fraction " +
@@ -66,7 +95,6 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   if (!grace) return grace.error().WithPrefix("--grace");
   BDN_RETURN_IF_ERROR(
       CheckNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
-  BDN_ASSIGN_OR_RETURN(Opened o, OpenData(data));
   GcOptions options;
   options.mode = args.dry_run ? GcMode::kDryRun : GcMode::kRun;
   options.max_repack_fraction = args.max_repack_fraction;
@@ -79,6 +107,8 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
       }
     };
   }
+  BDN_ASSIGN_OR_RETURN(options.hook, WithGcStopFromEnvironment(std::move(options.hook)));
+  BDN_ASSIGN_OR_RETURN(Opened o, OpenData(data));
   BDN_ASSIGN_OR_RETURN(GcReport r, RunGc(*o.registry, *o.store, options));
   for (const std::string& w : r.warnings) std::cerr << "gc: warning: " << w << "\n";
   auto pack_path = [&](uint64_t id) { return (data / "store" / "packs" / (pack::Hex16(id) + ".pack")).string(); };

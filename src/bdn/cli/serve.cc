@@ -334,6 +334,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   if (!gc_interval) return gc_interval.error().WithPrefix("--gc-interval");
   auto gc_grace = ParseDuration(args.gc_grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!gc_grace) return gc_grace.error().WithPrefix("--gc-grace");
+  auto gc_hook = WithGcStopFromEnvironment(nullptr);
+  if (!gc_hook) return gc_hook.error();
   if (!(args.gc_max_repack_fraction >= 0 && args.gc_max_repack_fraction <= 1)) {
     return InvalidArgumentError("--gc-max-repack-fraction " +
                                 std::to_string(args.gc_max_repack_fraction) +
@@ -403,6 +405,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   GcOptions gc_options;
   gc_options.grace = *gc_grace;
   gc_options.max_repack_fraction = args.gc_max_repack_fraction;
+  gc_options.hook = std::move(*gc_hook);
   PeriodicGc gc(*registry, *local_store, server.metrics(), *gc_interval, gc_options);
   BDN_RETURN_IF_ERROR(server.Start());
   if (Status s = scheduler.Start(); !s.ok()) {

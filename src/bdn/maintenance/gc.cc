@@ -73,6 +73,26 @@ Status CopyBlob(GcStore& store, const BlobLocation& loc, GcReport& report) {
 
 }  // namespace
 
+const char* GcPhaseName(GcPhase phase) {
+  switch (phase) {
+    case GcPhase::kPlanned: return "planned";
+    case GcPhase::kDoomed: return "doomed";
+    case GcPhase::kCopied: return "copied";
+    case GcPhase::kSweeping: return "sweeping";
+    case GcPhase::kDeleted: return "deleted";
+    case GcPhase::kSwept: return "swept";
+  }
+  return "?";
+}
+
+std::optional<GcPhase> ParseGcPhase(std::string_view name) {
+  for (GcPhase p : {GcPhase::kPlanned, GcPhase::kDoomed, GcPhase::kCopied, GcPhase::kSweeping,
+                    GcPhase::kDeleted, GcPhase::kSwept}) {
+    if (name == GcPhaseName(p)) return p;
+  }
+  return std::nullopt;
+}
+
 Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& options) {
   const auto& clock = options.clock ? options.clock : Clock::Real();
   const SteadyTime started = clock->SteadyNow();
@@ -148,8 +168,13 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
     a.needed_blobs = needed_count[i];
     if (needed_count[i] == 0) {
       a.kind = GcPackAction::Kind::kDelete;
-    } else if (static_cast<double>(needed_bytes[i]) <
-               options.max_repack_fraction * static_cast<double>(packs[i].bytes)) {
+    } else if (needed_count[i] < packs[i].blobs.size() &&
+               static_cast<double>(needed_bytes[i]) <
+                   options.max_repack_fraction * static_cast<double>(packs[i].bytes)) {
+      // Only a pack that holds a blob no one needs: in a small pack of needed blobs the header
+      // and footer alone can outweigh them, and its repack would be as small (a churn of
+      // copies at every run that reclaims nothing).
+
       a.kind = GcPackAction::Kind::kRepack;
     } else {
       continue;
@@ -230,6 +255,10 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   Hook(options, GcPhase::kSweeping);
   Status deleted = store.DeletePacks(doomed);
   if (!deleted.ok()) return fail(deleted);
+  Hook(options, GcPhase::kDeleted);
+  // A crash here leaves index entries of deleted packs, which readers skip and the next open of
+  // the store drops (docs/format.md, "Garbage collection").
+  if (Status s = store.CompactIndex(); !s.ok()) return fail(s.WithPrefix("gc: index"));
   BDN_RETURN_IF_ERROR(store.ClearDoom());
   sweep_hold->reset();
   uint64_t freed = 0;

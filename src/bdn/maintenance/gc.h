@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bdn/base/clock.h"
@@ -26,8 +28,15 @@ enum class GcPhase {
   kDoomed,    // the doom is published: writers now store doomed blobs again
   kCopied,    // the needed blobs of repacked packs are copied and durable
   kSweeping,  // holding the sweep lock, the second mark done, just before packs are deleted
-  kSwept,     // packs deleted, doom cleared
+  kDeleted,   // the doomed packs deleted, the index tables naming them not yet rewritten
+  kSwept,     // index rewritten, doom cleared
 };
+
+// The phase's name as tests and BDN_TEST_GC_STOP_AT spell it: "planned", "doomed", "copied",
+// "sweeping", "deleted", "swept".
+const char* GcPhaseName(GcPhase phase);
+// The phase named `name` (as GcPhaseName spells it), or nullopt.
+std::optional<GcPhase> ParseGcPhase(std::string_view name);
 
 // Whether a run changes anything.
 enum class GcMode { kRun, kDryRun };
@@ -80,14 +89,16 @@ struct GcReport {
 // Runs one garbage collection of `store` against `registry`'s versions:
 //  1. lists the sealed packs, marks the blobs of every version ListRetainedVersions returns
 //     (manifest, chunk indexes, chunks) and the store's live claims;
-//  2. classifies each pack: no needed blob → delete; needed bytes < max_repack_fraction of it →
-//     repack; else keep (a blob stored in several packs is needed in one, the densest);
+//  2. classifies each pack: no needed blob → delete; a blob not needed and needed bytes <
+//     max_repack_fraction of it → repack; else keep (a blob stored in several packs is needed in
+//     one, the densest; a pack of needed blobs only is kept however small);
 //  3. (a dry run returns here) takes the store's GC lock, publishes the doom of every pack to
 //     delete or repack, copies the needed blobs of packs to repack into new packs and syncs;
 //  4. waits `grace`;
 //  5. holding the sweep lock (no commit meanwhile): reads the live claims again, marks again
 //     (versions committed or restored since), copies any doomed blob now needed that has no
-//     other copy, deletes the doomed packs and clears the doom.
+//     other copy, deletes the doomed packs, rewrites the index tables that named them and
+//     clears the doom.
 // A crash at any point loses nothing needed: copies are durable before any pack goes, and a
 // doom left by a dead run is dropped. Errors: Conflict when another GC runs; Corruption
 // "gc: version bdn:…: …; nothing was deleted (bdn fsck finds what is damaged)" when a version's

@@ -5,13 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "bdn/maintenance/fsck.h"
 #include "bdn/store/local_chunk_store.h"
+#include "bdn/store/pack_index.h"
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
@@ -179,6 +182,27 @@ TEST_F(GcTest, AMostlyDeadPackIsRepackedAndItsNeededBlobsStay) {
   EXPECT_TRUE(again->actions.empty());
 }
 
+// A pack whose every blob is needed is kept whatever the fraction, however small: its header
+// and footer outweigh a small blob, but a repack would make as small a pack, copied again at
+// every run (the churn lifecycle_crash_loop_test found: a pack holding one manifest was repacked
+// by each GC).
+TEST_F(GcTest, APackOfNeededBlobsOnlyIsNeverRepacked) {
+  Digest v1 = PushFiles({{"s", small_}});
+  Digest v2 = PushFiles({{"s", small_}, {"t", std::vector<uint8_t>{'t'}}});  // a tiny pack
+  GcOptions o;
+  o.max_repack_fraction = 1;  // repack every pack that holds any garbage
+  for (int run = 0; run < 2; ++run) {
+    auto r = Gc(o);
+    ASSERT_OK(r);
+    EXPECT_EQ(r->versions, 2u);
+    EXPECT_TRUE(r->actions.empty()) << "run " << run << ": pack " << pack::Hex16(r->actions[0].pack)
+                                    << " of " << r->actions[0].bytes << " bytes, "
+                                    << r->actions[0].needed_bytes << " needed";
+  }
+  ExpectReadable(v1);
+  ExpectReadable(v2);
+}
+
 TEST_F(GcTest, ZeroRepackFractionOnlyDeletesDeadPacks) {
   Digest v1 = PushFiles({{"a", a_}, {"s", small_}});
   PushFiles({{"s", small_}});
@@ -248,7 +272,9 @@ TEST_F(GcTest, ClaimsInMemoryKeepWhatTheyClaim) {
   clock_->Advance(hours(25));  // claims older than 10 minutes are dropped
   GcOptions o;
   o.hook = [&](GcPhase p) {
-    if (p == GcPhase::kPlanned) EXPECT_OK(store_->Contains(v1));
+    if (p == GcPhase::kPlanned) {
+      EXPECT_OK(store_->Contains(v1));
+    }
   };
   auto r = Gc(o);
   ASSERT_OK(r);
@@ -277,6 +303,150 @@ TEST_F(GcTest, AVersionCommittedDuringTheGraceKeepsItsBlobs) {
   ASSERT_OK(r);
   EXPECT_GE(r->blobs_rescued, 2u);  // the manifest and the file's chunks
   ExpectReadable(v1);
+}
+
+// Readers that opened the store before a GC (other processes: their own LocalChunkStore) keep
+// reading the right bytes across a repack and a pack deletion (docs/format.md, "Garbage
+// collection", readers). During the grace every doomed copy is still there. After the sweep, a
+// reader that had a doomed pack open keeps reading it (the file lives on while it is open), one
+// that had not finds a repacked blob in its new pack, and a blob no retained version needs is
+// gone for it: NotFound, as for any blob not in the store.
+TEST_F(GcTest, ReadersOpenedBeforeGcKeepReadingAcrossARepackAndAPackDeletion) {
+  Digest mixed = PushFiles({{"a", a_}, {"s", small_}});  // pack 1: repacked (only s is needed)
+  Digest keep = PushFiles({{"s", small_}});
+  Digest dead = PushFiles({{"b", b_}});  // pack 3: deleted with this version
+  ASSERT_OK(registry_->DeleteVersions("w", "v", mixed, std::nullopt));
+  ASSERT_OK(registry_->DeleteVersions("w", "v", dead, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  auto open_reader = [&]() -> std::shared_ptr<LocalChunkStore> {
+    LocalChunkStore::Options o;
+    o.durability = LocalChunkStore::Durability::kNone;
+    auto s = LocalChunkStore::Open(dir_.path() / "store", o);
+    EXPECT_OK(s);
+    return s ? std::shared_ptr<LocalChunkStore>(std::move(*s)) : nullptr;
+  };
+  // `held` read from both doomed packs before the GC (it has them open); `late` opened the store
+  // before the GC but reads only after the sweep; `during` reads in the grace.
+  std::shared_ptr<LocalChunkStore> held = open_reader(), late = open_reader(),
+                                   during = open_reader();
+  ASSERT_TRUE(held && late && during);
+  // Bytes of file `name` of `version` as `store` reads them.
+  auto read = [](std::shared_ptr<ChunkStore> store, const Digest& version,
+                 const std::string& name) -> Result<std::vector<uint8_t>> {
+    BDN_ASSIGN_OR_RETURN(auto view, VersionView::Open(std::move(store), version));
+    const Entry* e = view->Find(name);
+    if (!e) return Err(NotFoundError(name));
+    std::vector<uint8_t> out(e->size_bytes);
+    BDN_ASSIGN_OR_RETURN(size_t n, view->Read(*e, 0, out));
+    out.resize(n);
+    return out;
+  };
+  auto held_keep = VersionView::Open(held, keep);
+  ASSERT_OK(held_keep);
+  auto held_dead = VersionView::Open(held, dead);
+  ASSERT_OK(held_dead);
+  std::vector<uint8_t> first(1000);
+  ASSERT_OK((*held_keep)->Read(*(*held_keep)->Find("s"), 0, first));
+  ASSERT_OK((*held_dead)->Read(*(*held_dead)->Find("b"), 0, first));
+
+  size_t packs_in_grace = 0;
+  GcOptions o;
+  o.grace = std::chrono::minutes(10);
+  o.hook = [&](GcPhase p) {
+    if (p != GcPhase::kCopied) return;
+    packs_in_grace = PackCount();
+    // Doomed and copied, nothing deleted: every reader reads every copy.
+    for (auto store : {std::static_pointer_cast<ChunkStore>(held),
+                       std::static_pointer_cast<ChunkStore>(during)}) {
+      auto s = read(store, keep, "s");
+      ASSERT_OK(s);
+      EXPECT_EQ(*s, small_);
+      auto b = read(store, dead, "b");
+      ASSERT_OK(b);
+      EXPECT_EQ(*b, b_);
+    }
+  };
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->packs_repacked, 1u);
+  EXPECT_EQ(r->packs_deleted, 2u);
+  EXPECT_EQ(PackCount(), packs_in_grace - 2);
+
+  // The views opened before the GC read on, from the packs they hold open.
+  std::vector<uint8_t> s(small_.size()), b(b_.size());
+  auto n = (*held_keep)->Read(*(*held_keep)->Find("s"), 0, s);
+  ASSERT_OK(n);
+  EXPECT_EQ(s, small_);
+  n = (*held_dead)->Read(*(*held_dead)->Find("b"), 0, b);
+  ASSERT_OK(n);
+  EXPECT_EQ(b, b_);
+  // A reader that had not opened the repacked pack finds the copy in its new pack.
+  auto late_s = read(late, keep, "s");
+  ASSERT_OK(late_s);
+  EXPECT_EQ(*late_s, small_);
+  // The collected version is gone for a reader that did not hold its pack.
+  auto late_b = read(late, dead, "b");
+  EXPECT_STATUS(late_b, kCorruption, "manifest " + dead.ToString() + ": not in the store");
+  EXPECT_STATUS(late->Get(dead), kNotFound, "chunk " + dead.ToString() + ": not in store");
+}
+
+// A GC that dies after deleting its packs and before rewriting the index (GcPhase::kDeleted)
+// leaves index entries of packs that are gone: readers skip them, the next open of the store
+// drops them, and fsck does not count them as a problem.
+TEST_F(GcTest, AGcDeadBeforeItRewroteTheIndexLeavesEntriesTheNextOpenDrops) {
+  Digest v1 = PushFiles({{"a", a_}});
+  Digest v2 = PushFiles({{"b", b_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();  // its open writes one index table over both packs
+  auto located = store_->Locate(v1);
+  ASSERT_OK(located);
+  ASSERT_TRUE(located->has_value());
+  auto dead_pack = pack::ParseHex16Name((*located)->pack_path.filename().string(), ".pack");
+  ASSERT_TRUE(dead_pack.has_value());
+  auto tables_naming = [&](uint64_t p) {
+    int n = 0;
+    for (const auto& f : fs::directory_iterator(dir_.path() / "store" / "index")) {
+      if (f.path().extension() != ".idx") continue;
+      auto t = pack::IndexTable::Open(f.path());
+      EXPECT_OK(t);
+      if (t && std::ranges::find((*t)->packs(), p) != (*t)->packs().end()) ++n;
+    }
+    return n;
+  };
+  ASSERT_EQ(tables_naming(*dead_pack), 1);
+  bool reached = false;
+  GcOptions o;
+  o.hook = [&](GcPhase p) {
+    if (p != GcPhase::kDeleted) return;
+    reached = true;
+    // As if the GC died here: the pack is gone, the index still names it.
+    EXPECT_FALSE(fs::exists(dir_.path() / "store" / "packs" / (pack::Hex16(*dead_pack) + ".pack")));
+    EXPECT_EQ(tables_naming(*dead_pack), 1);
+    LocalChunkStore::Options next_options;
+    next_options.durability = LocalChunkStore::Durability::kNone;
+    next_options.claims = ClaimMode::kProcessFile;
+    auto fsck = RunFsck(dir_.path() / "store", *registry_, FsckMode::kCheck, next_options);
+    ASSERT_OK(fsck);
+    EXPECT_TRUE(fsck->problems.empty()) << fsck->problems.front().message;
+    auto next = LocalChunkStore::Open(dir_.path() / "store", next_options);  // the next process
+    ASSERT_OK(next);
+    EXPECT_EQ(tables_naming(*dead_pack), 0);
+    std::shared_ptr<ChunkStore> next_store = std::move(*next);
+    auto view = VersionView::Open(next_store, v2);
+    ASSERT_OK(view);
+    std::vector<uint8_t> got(b_.size());
+    auto n = (*view)->Read(*(*view)->Find("b"), 0, got);
+    ASSERT_OK(n);
+    EXPECT_EQ(got, b_);
+    EXPECT_STATUS(next_store->Get(v1), kNotFound, "chunk " + v1.ToString() + ": not in store");
+  };
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_TRUE(reached);
+  EXPECT_EQ(r->packs_deleted, 1u);
+  ExpectReadable(v2);
 }
 
 TEST_F(GcTest, OneGcAtATime) {

@@ -57,9 +57,13 @@ class GcStore {
   virtual Result<std::vector<Digest>> LiveClaims() = 0;
   // Whether a good copy of `id` is stored outside the doomed packs.
   virtual Result<bool> HasLiveCopy(const Digest& id) = 0;
-  // Deletes `packs` (doomed ones) and drops them from the index. A reader that has a pack open
-  // finishes its read. Errors: I/O errors naming the pack.
+  // Deletes `packs` (doomed ones), durably, and forgets their blobs in this process. Index
+  // entries that name them stay until CompactIndex (readers skip a pack that is gone). A reader
+  // that has a pack open finishes its read. Errors: I/O errors naming the pack.
   virtual Status DeletePacks(std::span<const uint64_t> packs) = 0;
+  // Rewrites the index so that it names no deleted pack (after DeletePacks). Errors: I/O errors
+  // (ENOSPC → FailedPrecondition); the store stays readable (the next open retries).
+  virtual Status CompactIndex() = 0;
   // The blobs themselves: Get to read a copy, Put to copy it (Put stores it again when only
   // doomed copies exist), Sync to make copies durable.
   virtual ChunkStore& blobs() = 0;

@@ -1638,8 +1638,7 @@ Status LocalChunkStore::DeletePacks(std::span<const uint64_t> packs) {
     std::lock_guard l(pool_mu_);
     dir_dirty_ = true;
   }
-  BDN_RETURN_IF_ERROR(SyncPacksDir());
-  return CompactIndex();
+  return SyncPacksDir();
 }
 
 Status LocalChunkStore::CompactIndex() {

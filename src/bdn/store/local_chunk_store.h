@@ -224,13 +224,12 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // are deleted); kMemory: those recorded since claims_retain_since.
   Result<std::vector<Digest>> LiveClaims() override;
   Result<bool> HasLiveCopy(const Digest& id) override;
-  // Unlinks each pack, forgets its blobs, syncs the directory, then rewrites the index tables
-  // that covered a pack that no longer exists (CompactIndex).
+  // Unlinks each pack, forgets its blobs, and syncs the directory.
   Status DeletePacks(std::span<const uint64_t> packs) override;
   ChunkStore& blobs() override { return *this; }
   // Rewrites every index table that covers a pack no longer in packs/ without it, and deletes
   // tables left over from an interrupted merge or rewrite (under index/lock). Errors: I/O.
-  Status CompactIndex();
+  Status CompactIndex() override;
 
   std::filesystem::path PackPath(uint64_t pack, bool sealed = true) const;
   const std::filesystem::path& root() const { return root_; }
