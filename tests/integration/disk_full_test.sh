@@ -2,7 +2,8 @@
 # A full disk (docs/spec.md §8): a store on a small tmpfs that the test mounts. A push that does
 # not fit fails with exit 8 and "no space left on device", leaves the store consistent (fsck
 # clean, every version verifies, reads and mounts keep working), and the same push succeeds once
-# space is freed. The same for bdn serve's data directory, and for a gc that runs out of space
+# space is freed. The same for bdn serve's data directory (a mount of the server reads while its
+# disk is full), and for a gc that runs out of space
 # while it repacks (nothing is deleted; after freeing space it completes).
 source "$(dirname "$0")/lib.sh"
 
@@ -80,14 +81,33 @@ head -c 8000000 /dev/zero > "$small/filler"
 start_bdn serve serve --listen 127.0.0.1:0 --data "$small/srv" --insecure-no-auth --gc-interval 0s
 SERVER_PID=$STARTED_PID; export BDN_REMOTE=$STARTED_URL
 fits=$("$BDN" volume push "$WORK/fits" bdn:df/fits --json | json_field digest)
+# A mount of the server, opened before the disk fills; it reads nothing yet (its node cache is in
+# the client's home, not on the full disk, so each byte it reads later comes from the server).
+have_fuse=0
+if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
+  have_fuse=1
+  mount_volume "bdn:df/fits@$fits" "$WORK/srv-mnt"
+fi
 rc=0; err=$("$BDN" volume push "$WORK/big" bdn:df/big --retry-deadline 2s 2>&1 >/dev/null) || rc=$?
 echo "$err"
 assert_eq 8 "$rc" "exit code of a push into a full server"
 assert_contains "${err,,}" "no space left on device"
+# Whatever the failed push left free is filled too: the reads below run on a disk with no byte free.
+cat /dev/zero > "$small/filler2" 2>/dev/null || true
+free_bytes() { local n; n=$(df -B1 --output=avail "$small" | tail -n 1); echo $((n)); }
+assert_eq 0 "$(free_bytes)" "free bytes on the server's disk"
+# The mount first: nothing of a.bin is in the client's node cache yet.
+if [ "$have_fuse" = 1 ]; then
+  cmp "$WORK/srv-mnt/a.bin" "$WORK/fits/a.bin" || fail "a mount reading from the full server"
+  assert_eq 0 "$(free_bytes)" "free bytes after the mount read"
+  "$BDN" volume umount "$WORK/srv-mnt" >/dev/null
+else
+  echo "(no FUSE here: the mount of the full server is left out)"
+fi
 "$BDN" volume cat "bdn:df/fits@$fits/a.bin" | cmp - "$WORK/fits/a.bin" || fail "a read from the full server"
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
 unset BDN_REMOTE
-rm -f "$small/filler"
+rm -f "$small/filler" "$small/filler2"
 "$BDN" gc --data "$small/srv" --grace 0s >/dev/null || fail "gc of the server's directory"
 "$BDN" fsck --data "$small/srv" >/dev/null || fail "fsck of the server's directory: $("$BDN" fsck --data "$small/srv")"
 start_bdn serve2 serve --listen 127.0.0.1:0 --data "$small/srv" --insecure-no-auth --gc-interval 0s
