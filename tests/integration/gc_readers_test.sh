@@ -69,6 +69,7 @@ finish_cat() {
   : >"$WORK/$1.go"
   wait "$3" || fail "the reader $1 failed"
   wait "$2" || fail "bdn volume cat ($1) failed after the gc: $(cat "$WORK/$1.err")"
+  untrack "$2"; untrack "$3"
   cmp "$WORK/$1.out" "$4" || fail "bdn volume cat ($1) read other bytes than $4"
 }
 # wait_gc_stop PHASE: the gc has stopped itself at PHASE.
@@ -134,6 +135,7 @@ assert_eq 5 "$rc" "exit code of a new reader of the collected version"
 assert_contains "$err" "manifest $dead: not in the store"
 kill -CONT "$GC_PID"
 wait "$GC_PID" || fail "gc failed: $(cat "$WORK/gc.err")"
+untrack "$GC_PID"
 assert_eq "$(wc -w <<<"$repacked")" "$(json_field packs_repacked <"$WORK/gc.json")" "packs repacked"
 assert_eq "$actions" "$(json_field packs_deleted <"$WORK/gc.json")" "packs deleted"
 "$BDN" volume umount "$WORK/mnt-keep" >/dev/null

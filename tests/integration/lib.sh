@@ -149,3 +149,33 @@ wait_gone() {
     sleep 0.01
   done
 }
+
+# pack_bytes DATA: bytes of the pack files (open or sealed) of the store in DATA.
+pack_bytes() { (find "$1/store/packs" -type f -printf '%s\n' 2>/dev/null || true) | awk '{s += $1} END {print s + 0}'; }
+
+# kill_when PID DATA BYTES [CLIENT]: kills PID (kill -9) once the packs of DATA have grown by
+# BYTES since the call, or once PID or the push CLIENT (when given: PID is then the server it
+# writes to) has ended by itself: the kill lands while the push writes, at a random place in its
+# data, in its sync, or after its commit. Without the CLIENT check, a push that ended before
+# writing BYTES left the server running and this loop waiting for bytes that never came.
+# Sets KILL_LANDED (1 if PID and CLIENT were both still running when PID was killed) and KILL_RC
+# (PID's exit status: 137 when the kill ended it).
+kill_when() {
+  local start; start=$(pack_bytes "$2")
+  local client=${4:-$1}
+  while kill -0 "$1" 2>/dev/null && kill -0 "$client" 2>/dev/null &&
+        [ "$(pack_bytes "$2")" -lt $((start + $3)) ]; do sleep 0.002; done
+  KILL_LANDED=0
+  if kill -0 "$1" 2>/dev/null && kill -0 "$client" 2>/dev/null; then KILL_LANDED=1; fi
+  kill -9 "$1" 2>/dev/null || true
+  KILL_RC=0; wait "$1" 2>/dev/null || KILL_RC=$?
+  untrack "$1"
+}
+
+# untrack PID: PID was reaped (wait): it leaves PIDS, so that the cleanup never kills another
+# process that got its number since (a test that runs many processes).
+untrack() {
+  local p keep=()
+  for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
+}

@@ -30,23 +30,6 @@ check_store() {
   python3 "$(dirname "$0")/packs.py" list "$1/store" >/dev/null || fail "a pack with an invalid footer"
 }
 
-# pack_bytes DATA: bytes of the pack files (open or sealed) of the store in DATA.
-pack_bytes() { (find "$1/store/packs" -type f -printf '%s\n' 2>/dev/null || true) | awk '{s += $1} END {print s + 0}'; }
-
-# kill_when PID DATA BYTES [CLIENT]: kills PID (kill -9) once the packs of DATA have grown by
-# BYTES since the call, or once PID or the push CLIENT (when given: PID is then the server it
-# writes to) has ended by itself: the kill lands while the push writes, at a random place in its
-# data, in its sync, or after its commit. Without the CLIENT check, a push that ended before
-# writing BYTES left the server running and this loop waiting for bytes that never came.
-kill_when() {
-  local start; start=$(pack_bytes "$2")
-  local client=${4:-$1}
-  while kill -0 "$1" 2>/dev/null && kill -0 "$client" 2>/dev/null &&
-        [ "$(pack_bytes "$2")" -lt $((start + $3)) ]; do sleep 0.002; done
-  kill -9 "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-}
-
 step "embedded"
 base_chunks=$("$BDN" volume push "$WORK/base" bdn:test/base --json | json_field chunks)
 make_round 0

@@ -184,7 +184,7 @@ TEST_F(GcTest, AMostlyDeadPackIsRepackedAndItsNeededBlobsStay) {
 
 // A pack whose every blob is needed is kept whatever the fraction, however small: its header
 // and footer outweigh a small blob, but a repack would make as small a pack, copied again at
-// every run (the churn lifecycle_crash_loop_test found: a pack holding one manifest was repacked
+// every run (found by ReadersOpenedBeforeGc...: a pack holding one manifest was repacked
 // by each GC).
 TEST_F(GcTest, APackOfNeededBlobsOnlyIsNeverRepacked) {
   Digest v1 = PushFiles({{"s", small_}});
