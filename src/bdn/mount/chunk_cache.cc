@@ -161,6 +161,13 @@ void ChunkCache::Request(std::span<const ChunkRef> refs, AccessPattern pattern) 
   core_->Request(items);
 }
 
+void ChunkCache::RequestBlobs(std::span<const Digest> ids) {
+  std::vector<FetchCore::Item> items;
+  items.reserve(ids.size());
+  for (const Digest& id : ids) items.push_back({id, 0, Hints(AccessPattern::kRandom, false)});
+  core_->Request(items);
+}
+
 void ChunkCache::Prefetch(std::span<const ChunkRef> refs) {
   std::vector<FetchCore::Item> items;
   items.reserve(refs.size());

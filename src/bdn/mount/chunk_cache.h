@@ -149,6 +149,12 @@ class ChunkCache : private FetchCore::Keeper {
   // of them at once. Never blocks on I/O.
   void Request(std::span<const ChunkRef> refs, AccessPattern pattern = AccessPattern::kRandom);
 
+  // As Request for blobs of unknown length that GetBlob will read (the pieces of a chunk
+  // index): queued as demand fetches whose bytes are not kept, so that the GetBlobs that follow
+  // wait for all of them at once (one batch to a store that prefers batches). Never blocks on
+  // I/O.
+  void RequestBlobs(std::span<const Digest> ids);
+
   // Queues background fetches of those `refs` that are neither cached, in flight nor queued,
   // in order, as AccessPattern::kSequential. Never blocks on I/O; drops what does not fit in
   // the queue. Errors are not reported (the demand Get that needs the chunk will see them).
