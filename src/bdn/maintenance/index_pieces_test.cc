@@ -198,6 +198,8 @@ TEST_F(IndexPiecesTest, AMissingOrDamagedPieceIsNamedByEveryReader) {
   ASSERT_NE(view, nullptr);
   const Digest piece = Root(*view, "big").pieces[3].id;
   const std::string version = "version " + view->digest().ToString();
+  auto listed = view->ChunksOf(*view->Find("big"));  // read while every piece is sound
+  ASSERT_TRUE(listed.has_value()) << listed.error().ToString();
 
   // Damaged: the store refuses its bytes; each reader says so naming the piece and the file.
   store->CorruptForTest(piece, {'B', 'D', 'N', 'I'});
@@ -229,13 +231,14 @@ TEST_F(IndexPiecesTest, AMissingOrDamagedPieceIsNamedByEveryReader) {
   auto copy = [&](const Digest& id) {
     if (id == piece) return;
     auto bytes = store->Get(id);
-    if (bytes) ASSERT_TRUE(lacking->Put(id, *bytes).ok());
+    ASSERT_TRUE(bytes.has_value()) << bytes.error().ToString();
+    ASSERT_TRUE(lacking->Put(id, *bytes).ok());
   };
   copy(view->digest());
   copy(view->Find("small")->digest);
   copy(view->Find("big")->index);
   for (const ChunkIndexPiece& p : Root(*view, "big").pieces) copy(p.id);
-  for (const ChunkRef& c : (*view->ChunksOf(*view->Find("big")))->chunks) copy(c.id);
+  for (const ChunkRef& c : (*listed)->chunks) copy(c.id);
   auto missing = CheckVersionStored(*lacking, view->digest());
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code(), StatusCode::kFailedPrecondition);
