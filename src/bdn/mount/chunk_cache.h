@@ -140,6 +140,15 @@ class ChunkCache : private FetchCore::Keeper {
   Result<ChunkBytes> GetBlob(const Digest& id, SteadyTime deadline = SteadyTime::max(),
                              std::stop_token stop = {});
 
+  // GetBlob of several blobs at once (the pieces of a chunk index): all are queued before any
+  // is waited for, so they go out together (one batch to a store that prefers batches), and
+  // each result is held for this caller until it takes it. In the order of `ids`. A blob whose
+  // fetch failed with a transient error is fetched again alone as GetBlob does (retries until
+  // `deadline`). Errors: the first blob's error in order, as GetBlob's.
+  Result<std::vector<ChunkBytes>> GetBlobs(std::span<const Digest> ids,
+                                           SteadyTime deadline = SteadyTime::max(),
+                                           std::stop_token stop = {});
+
   // The bytes of `ref` if they are in memory now (a hit, as for Get), else nullptr. Never
   // blocks on I/O.
   ChunkBytes Peek(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom);
@@ -148,12 +157,6 @@ class ChunkCache : private FetchCore::Keeper {
   // queued prefetches of them to the demand queue), so that the Gets that follow wait for all
   // of them at once. Never blocks on I/O.
   void Request(std::span<const ChunkRef> refs, AccessPattern pattern = AccessPattern::kRandom);
-
-  // As Request for blobs of unknown length that GetBlob will read (the pieces of a chunk
-  // index): queued as demand fetches whose bytes are not kept, so that the GetBlobs that follow
-  // wait for all of them at once (one batch to a store that prefers batches). Never blocks on
-  // I/O.
-  void RequestBlobs(std::span<const Digest> ids);
 
   // Queues background fetches of those `refs` that are neither cached, in flight nor queued,
   // in order, as AccessPattern::kSequential. Never blocks on I/O; drops what does not fit in

@@ -59,22 +59,13 @@ Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& e,
   return view_->ChunksOf(e, [&](IndexPart, std::span<const Digest> ids)
                                 -> Result<std::vector<IndexBlob>> {
     // Every piece asked for at once: one batch to a remote tier rather than a round trip each.
-    if (ids.size() > 1) cache_.RequestBlobs(ids);
-    std::vector<IndexBlob> out;
-    out.reserve(ids.size());
-    for (const Digest& id : ids) {
-      auto blob = cache_.GetBlob(id, deadline, stop);
-      if (!blob) {
-        if (stop.stop_requested()) {
-          std::vector<ChunkRef> refs;
-          for (const Digest& d : ids) refs.push_back({d, 0});
-          cache_.Withdraw(refs);
-        }
-        return Err(blob.error());
-      }
-      out.push_back(std::move(*blob));
+    auto blobs = cache_.GetBlobs(ids, deadline, stop);
+    if (!blobs && stop.stop_requested()) {
+      std::vector<ChunkRef> refs;
+      for (const Digest& d : ids) refs.push_back({d, 0});
+      cache_.Withdraw(refs);
     }
-    return out;
+    return blobs;
   });
 }
 
