@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 
 namespace {
@@ -79,6 +80,17 @@ void ManifestSeeds() {
   m.entries.push_back(sym);
   Write("manifest", "tree", Encode(m));
 
+  // A file of more than 1,024 chunks: its index is a version-2 object (a list of pieces); the
+  // manifest entry has the same fields either way.
+  Manifest large;
+  Entry big = File("model.safetensors", "");
+  big.size_bytes = 1ull << 30;
+  big.layout = FileLayout::kIndexed;
+  big.digest = Digest::Of(std::string_view("1 GiB of weights"));
+  big.index = Digest::Of(std::string_view("version-2 chunk index"));
+  large.entries.push_back(big);
+  Write("manifest", "indexed-large", Encode(large));
+
   Manifest timed = m;
   timed.has_mtimes = true;
   int64_t t = -1;
@@ -96,17 +108,59 @@ void ManifestSeeds() {
   Write("manifest", "bad-magic", "BDNX" + tree.substr(4));
 }
 
+// u64 file size | u16 root length | root | (u16 length | piece)... as chunk_index_fuzz.cc reads
+// it (pieces are fetched in the order listed).
+std::string IndexInput(uint64_t file_size, const std::string& root,
+                       const std::vector<std::string>& pieces = {}) {
+  std::string in = Le(file_size, 8) + Le(root.size(), 2) + root;
+  for (const std::string& p : pieces) in += Le(p.size(), 2) + p;
+  return in;
+}
+
 void ChunkIndexSeeds() {
-  Write("chunk_index", "empty", EncodeChunkIndex({}));
+  Write("chunk_index", "empty", IndexInput(0, EncodeChunkIndex({})));
   std::vector<ChunkRef> chunks;
   for (uint32_t i = 1; i <= 3; ++i) {
-    chunks.push_back({Digest::Of(std::to_string(i)), i * 65'536});
+    chunks.push_back({Digest::Of(std::to_string(i)), i * 300});
   }
-  Write("chunk_index", "three", EncodeChunkIndex(chunks));
   std::string three = EncodeChunkIndex(chunks);
-  Write("chunk_index", "short", three.substr(0, three.size() - 4));
-  chunks[1].size_bytes = 0;
-  Write("chunk_index", "empty-chunk", EncodeChunkIndex(chunks));
+  Write("chunk_index", "three", IndexInput(1800, three));
+  Write("chunk_index", "short", IndexInput(1800, three.substr(0, three.size() - 4)));
+  std::vector<ChunkRef> empty_chunk = chunks;
+  empty_chunk[1].size_bytes = 0;
+  Write("chunk_index", "empty-chunk", IndexInput(1500, EncodeChunkIndex(empty_chunk)));
+
+  // Version 2: two pieces, as EncodeFileIndex writes them (cut by hand: the rule needs > 1024
+  // chunks, more than a short seed holds).
+  auto piece = [](std::span<const ChunkRef> run) {
+    uint64_t bytes = 0;
+    for (const ChunkRef& c : run) bytes += c.size_bytes;
+    std::string blob = EncodeChunkIndex(run);
+    return std::make_pair(ChunkIndexPiece{Digest::Of(blob), run.size(), bytes}, blob);
+  };
+  std::vector<ChunkRef> more = chunks;
+  more.push_back({Digest::Of(std::string_view("4")), 1024});
+  more.push_back({Digest::Of(std::string_view("5")), 1});
+  auto [p1, b1] = piece(std::span<const ChunkRef>(more).subspan(0, 3));
+  auto [p2, b2] = piece(std::span<const ChunkRef>(more).subspan(3));
+  using Table = std::vector<ChunkIndexPiece>;
+  const uint64_t total = p1.size_bytes + p2.size_bytes;
+  const std::string table = EncodePieceTable(Table{p1, p2});
+  Write("chunk_index", "v2-two-pieces", IndexInput(total, table, {b1, b2}));
+  Write("chunk_index", "v2-repeated-piece",
+        IndexInput(2 * p1.size_bytes + p2.size_bytes, EncodePieceTable(Table{p1, p2, p1}),
+                   {b1, b2}));
+  Write("chunk_index", "v2-missing-piece", IndexInput(total, table, {b1}));
+  ChunkIndexPiece wrong = p2;
+  wrong.chunk_count = 1;
+  Write("chunk_index", "v2-wrong-count",
+        IndexInput(total, EncodePieceTable(Table{p1, wrong}), {b1, b2}));
+  const std::string nested = EncodePieceTable(Table{p1});
+  const ChunkIndexPiece nested_piece{Digest::Of(nested), 3, p1.size_bytes};
+  Write("chunk_index", "v2-nested",
+        IndexInput(total, EncodePieceTable(Table{nested_piece, p2}), {nested, b2}));
+  Write("chunk_index", "v2-truncated",
+        IndexInput(total, table.substr(0, table.size() - 8), {b1, b2}));
 }
 
 // [n ids][piece size][ids][body] as batch_response_fuzz.cc reads it.

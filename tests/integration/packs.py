@@ -6,6 +6,10 @@ which bdn must then read like its own. BLAKE3 comes from b3sum.
   packs.py list STORE          every blob of every sealed pack, one line each:
                                <pack path> <record offset> <payload offset> <stored> <raw> <codec> <id hex>
   packs.py find STORE HEX      the line of one blob (exit 1 if no sealed pack holds it)
+  packs.py blobs STORE OUT HEX...
+                               writes the raw bytes of each blob HEX (decoded, checked against
+                               its id) to OUT/<HEX>, from the sealed packs whose footer checksum
+                               holds (exit 1 naming a blob no sealed pack holds)
   packs.py write PACK FILE...  writes PACK, a sealed pack holding each FILE's bytes (codec none)
   packs.py extract STORE HEX OUT
                                moves blob HEX out of the store: its pack is rewritten without it,
@@ -69,6 +73,39 @@ def list_store(store):
     for p in sealed_packs(store):
         for e in read_footer(p):
             yield (p,) + e
+
+
+def blobs(store, out, hexes):
+    want = set(hexes)
+    os.makedirs(out, exist_ok=True)
+    for path in sealed_packs(store):
+        if not want:
+            break
+        with open(path, "rb") as f:
+            data = f.read()
+        footer_offset, count = struct.unpack_from("<QQ", data, len(data) - 64)
+        footer = data[footer_offset:]
+        if data[-40:-32] != TRAILER_MAGIC or len(footer) != count * 64 + 64 or \
+                b3(footer[:-32]) != footer[-32:]:
+            continue
+        for i in range(count):
+            e = footer[i * 64:(i + 1) * 64]
+            if e[:32].hex() not in want:
+                continue
+            offset, stored, raw = struct.unpack_from("<QQQ", e, 32)
+            payload = data[offset + 64:offset + 64 + stored]
+            if CODECS[e[56]] == "zstd":
+                payload = subprocess.run(["zstd", "-d", "-c"], input=payload, capture_output=True,
+                                         check=True).stdout
+            if len(payload) != raw or b3(payload) != e[:32]:
+                raise ValueError(f"{path}: blob {e[:32].hex()} does not match its id")
+            with open(os.path.join(out, e[:32].hex()), "wb") as f:
+                f.write(payload)
+            want.discard(e[:32].hex())
+    if want:
+        print(f"packs.py: no sealed pack holds {sorted(want)[0]}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def record_header(blob_id, stored, raw, codec):
@@ -180,6 +217,8 @@ def main():
                 print(*row)
                 return 0
         return 1
+    elif cmd == "blobs":
+        return blobs(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif cmd == "write":
         write_pack(sys.argv[2], sys.argv[3:])
     elif cmd == "corrupt":

@@ -6,80 +6,18 @@
 #include <unordered_map>
 
 #include "bdn/base/text.h"
+#include "bdn/format/byte_codec.h"
 
 namespace bdn {
 namespace {
 
+using format_internal::Reader;
+using format_internal::Writer;
+
 constexpr char kManifestMagic[4] = {'B', 'D', 'N', 'M'};
-constexpr char kIndexMagic[4] = {'B', 'D', 'N', 'I'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr uint8_t kAlgorithmFastCdc2020 = 1;
 constexpr uint8_t kFlagMtimes = 1;
-constexpr uint32_t kMaxString = 64 * 1024;
-
-class Writer {
- public:
-  void Bytes(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
-  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void U16(uint16_t v) { Le(v, 2); }
-  void U32(uint32_t v) { Le(v, 4); }
-  void U64(uint64_t v) { Le(v, 8); }
-  void Str(std::string_view s) {
-    U32(static_cast<uint32_t>(s.size()));
-    Bytes(s.data(), s.size());
-  }
-  void Dig(const Digest& d) { Bytes(d.data(), Digest::kSize); }
-  std::string Take() { return std::move(out_); }
-
- private:
-  void Le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  }
-  std::string out_;
-};
-
-class Reader {
- public:
-  Reader(std::span<const uint8_t> b, std::string what) : b_(b), what_(std::move(what)) {}
-  Status Fail(const std::string& why) const {
-    return CorruptionError(what_ + ": " + why + ", at byte " + std::to_string(pos_));
-  }
-  bool Need(size_t n) const { return b_.size() - pos_ >= n; }
-  Result<uint64_t> Le(int n) {
-    if (!Need(n)) return Err(Fail("truncated"));
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; --i) v = (v << 8) | b_[pos_ + i];
-    pos_ += n;
-    return v;
-  }
-  Result<std::string> Str() {
-    BDN_ASSIGN_OR_RETURN(uint64_t n, Le(4));
-    if (n > kMaxString) return Err(Fail("string of " + std::to_string(n) + " bytes is too long"));
-    if (!Need(n)) return Err(Fail("truncated"));
-    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), n);
-    pos_ += n;
-    return s;
-  }
-  Result<Digest> Dig() {
-    if (!Need(Digest::kSize)) return Err(Fail("truncated"));
-    std::array<uint8_t, Digest::kSize> a;
-    std::memcpy(a.data(), b_.data() + pos_, a.size());
-    pos_ += a.size();
-    return Digest(a);
-  }
-  Status Magic(const char (&m)[4]) {
-    if (!Need(4) || std::memcmp(b_.data() + pos_, m, 4) != 0) return Fail("bad magic");
-    pos_ += 4;
-    return Status::Ok();
-  }
-  bool AtEnd() const { return pos_ == b_.size(); }
-  size_t pos() const { return pos_; }
-
- private:
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  std::string what_;
-};
 
 std::string_view Parent(std::string_view path) {
   size_t slash = path.rfind('/');
@@ -281,80 +219,6 @@ Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes) {
     return CorruptionError("manifest: " + why);
   }));
   return m;
-}
-
-std::string EncodeChunkIndex(std::span<const ChunkRef> chunks) {
-  Writer w;
-  w.Bytes(kIndexMagic, 4);
-  w.U32(kFormatVersion);
-  w.U64(chunks.size());
-  for (const ChunkRef& c : chunks) {
-    w.Dig(c.id);
-    w.U32(c.size_bytes);
-  }
-  return w.Take();
-}
-
-Result<std::vector<ChunkRef>> DecodeChunkIndex(std::span<const uint8_t> bytes) {
-  Reader r(bytes, "chunk index");
-  BDN_RETURN_IF_ERROR(r.Magic(kIndexMagic));
-  BDN_ASSIGN_OR_RETURN(uint64_t version, r.Le(4));
-  if (version != kFormatVersion) {
-    return Err(r.Fail("unsupported format version " + std::to_string(version)));
-  }
-  BDN_ASSIGN_OR_RETURN(uint64_t count, r.Le(8));
-  if (count > bytes.size() / 36 || count * 36 != bytes.size() - r.pos()) return Err(r.Fail("length does not match count"));
-  std::vector<ChunkRef> out(count);
-  for (auto& c : out) {
-    BDN_ASSIGN_OR_RETURN(c.id, r.Dig());
-    BDN_ASSIGN_OR_RETURN(uint64_t n, r.Le(4));
-    if (n == 0) return Err(r.Fail("empty chunk"));
-    c.size_bytes = static_cast<uint32_t>(n);
-  }
-  return out;
-}
-
-Result<std::vector<ChunkRef>> FileChunkList(const ChunkerParams& chunker, const Entry& e,
-                                            std::span<const uint8_t> index_bytes) {
-  const std::string file = "file \"" + e.path + "\"";
-  std::vector<ChunkRef> chunks;
-  switch (e.layout) {
-    case FileLayout::kEmpty:
-      break;
-    case FileLayout::kSingleChunk:
-      // Checked before the narrowing below: the length must fit a chunk.
-      if (e.size_bytes > chunker.max_bytes) {
-        return Err(CorruptionError(file + ": chunk " + e.digest.ToString() + " of " +
-                                   std::to_string(e.size_bytes) +
-                                   " bytes is longer than the chunker maximum " +
-                                   std::to_string(chunker.max_bytes)));
-      }
-      chunks.push_back({e.digest, static_cast<uint32_t>(e.size_bytes)});
-      break;
-    case FileLayout::kIndexed: {
-      auto decoded = DecodeChunkIndex(index_bytes);
-      if (!decoded) return Err(decoded.error().WithPrefix(file));
-      chunks = std::move(*decoded);
-      break;
-    }
-  }
-  uint64_t total = 0;
-  bool overflow = false;
-  for (const ChunkRef& c : chunks) {
-    if (c.size_bytes > chunker.max_bytes) {
-      return Err(CorruptionError(file + ": chunk " + c.id.ToString() + " of " +
-                                 std::to_string(c.size_bytes) +
-                                 " bytes is longer than the chunker maximum " +
-                                 std::to_string(chunker.max_bytes)));
-    }
-    overflow = overflow || __builtin_add_overflow(total, uint64_t{c.size_bytes}, &total);
-  }
-  if (overflow || total != e.size_bytes) {
-    return Err(CorruptionError(file + ": chunks add up to " +
-                               (overflow ? "more than 2^64-1" : std::to_string(total)) +
-                               " bytes, the file has " + std::to_string(e.size_bytes)));
-  }
-  return chunks;
 }
 
 Status CheckChunkLength(const ChunkRef& ref, uint64_t real_bytes) {

@@ -1,5 +1,5 @@
 // Manifest: the canonical, byte-exact description of a sealed version; its BLAKE3 is the
-// version digest. Also the chunk index object that lists a large file's chunks.
+// version digest. A large file's chunk list is in chunk index objects (format/chunk_index.h).
 // The byte layout is specified in docs/format.md.
 #pragma once
 
@@ -24,6 +24,7 @@ enum class FileLayout : uint8_t {
   kEmpty = 0,        // size 0, no chunks
   kSingleChunk = 1,  // one chunk whose id is the file digest
   kIndexed = 2,      // chunk list in a chunk index object, referenced by its digest
+                     // (format/chunk_index.h)
 };
 
 // One chunk of a file: its id (BLAKE3 of its raw bytes) and its length in bytes.
@@ -73,24 +74,6 @@ Result<std::string> EncodeManifest(const Manifest& m);
 // parents, dangling hardlinks, a file size over kMaxFileBytes, or a single-chunk file longer
 // than the chunker maximum.
 Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes);
-
-// Encodes a file's chunk list as a chunk index object (docs/format.md, "Chunk index").
-std::string EncodeChunkIndex(std::span<const ChunkRef> chunks);
-
-// Decodes a chunk index object. Errors: Corruption "chunk index: <what>".
-Result<std::vector<ChunkRef>> DecodeChunkIndex(std::span<const uint8_t> bytes);
-
-// The chunks of file entry `e` (a kFile entry of a manifest whose chunker parameters are
-// `chunker`), in file order: none for an empty file, the one chunk whose id is the file digest
-// for a single-chunk file, else the chunk index object `index_bytes` decoded (`index_bytes` is
-// ignored for the other layouts). Checks what every reader relies on before it sizes or indexes
-// memory with these numbers (docs/format.md, "Rules a reader enforces"): each chunk is 1 to
-// chunker.max_bytes long, and the lengths add up to the entry's size.
-// Errors: Corruption "file \"p\": …": the index's decode error, "chunk b3:… of N bytes is longer
-// than the chunker maximum M", "chunks add up to N bytes, the file has M" (N is given as
-// "more than 2^64-1" if the sum overflows).
-Result<std::vector<ChunkRef>> FileChunkList(const ChunkerParams& chunker, const Entry& e,
-                                            std::span<const uint8_t> index_bytes);
 
 // Checks the length of chunk `ref`'s real bytes (as stored or received) against the length the
 // version gives it. Every reader calls it before using the bytes at the version's offsets; a

@@ -1,5 +1,6 @@
-// Tests for the manifest and chunk index encodings: canonical bytes, round trips, and every way
-// the decoders and encoders refuse bad input.
+// Tests for the manifest and version-1 chunk index encodings: canonical bytes, round trips, and
+// every way the decoders and encoders refuse bad input (version 2: chunk_index_test.cc).
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 
 #include <gtest/gtest.h>
@@ -613,22 +614,31 @@ TEST(Manifest, DecodeOfAHugeEntryCountFailsWithoutReservingForIt) {
   EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
 }
 
+// A fetch that answers every id with `index` (a version-1 object needs no other blob).
+IndexFetch Serving(const std::string& index) {
+  return [index](IndexPart, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+    return std::vector<IndexBlob>(
+        ids.size(), std::make_shared<const std::vector<uint8_t>>(index.begin(), index.end()));
+  };
+}
+
 // FileChunkList: the chunk list every reader and the commit check build for a file, checked.
+// (Version-2 chunk indexes: chunk_index_test.cc.)
 TEST(FileChunkList, LayoutsGiveTheirChunks) {
   const ChunkerParams p = ChunkerParams::Default();
-  auto none = FileChunkList(p, EmptyFile("e"), {});
+  auto none = FileChunkList(p, EmptyFile("e"), NoIndexFetch());
   ASSERT_TRUE(none.has_value()) << none.error().message();
   EXPECT_TRUE(none->empty());
 
   Entry one = SmallFile("one", "hello");
-  auto single = FileChunkList(p, one, {});
+  auto single = FileChunkList(p, one, NoIndexFetch());
   ASSERT_TRUE(single.has_value()) << single.error().message();
   EXPECT_EQ(*single, (std::vector<ChunkRef>{{Digest::Of(std::string_view("hello")), 5}}));
 
   std::string index = EncodeChunkIndex(SampleChunks());
   Entry big = IndexedFile("big", 262144 + 70000 + 1, Digest::Of(std::string_view("w")),
                           Digest::Of(index));
-  auto indexed = FileChunkList(p, big, AsBytes(index));
+  auto indexed = FileChunkList(p, big, Serving(index));
   ASSERT_TRUE(indexed.has_value()) << indexed.error().message();
   EXPECT_EQ(*indexed, SampleChunks());
 }
@@ -636,7 +646,7 @@ TEST(FileChunkList, LayoutsGiveTheirChunks) {
 TEST(FileChunkList, RefusesListsThatDisagreeWithTheFile) {
   const ChunkerParams p = ChunkerParams::Default();
   auto expect = [&](const Entry& e, const std::string& index, const std::string& message) {
-    auto r = FileChunkList(p, e, AsBytes(index));
+    auto r = FileChunkList(p, e, Serving(index));
     ASSERT_FALSE(r.has_value()) << message;
     EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
     EXPECT_EQ(r.error().message(), message);
@@ -646,7 +656,7 @@ TEST(FileChunkList, RefusesListsThatDisagreeWithTheFile) {
   // the list (only the chunk's real length shows the lie: CheckChunkLength).
   std::string twice = EncodeChunkIndex(std::vector<ChunkRef>{{six, 10}, {six, 10}});
   Entry f = IndexedFile("f", 20, six, Digest::Of(twice));
-  EXPECT_TRUE(FileChunkList(p, f, AsBytes(twice)).has_value());
+  EXPECT_TRUE(FileChunkList(p, f, Serving(twice)).has_value());
   f.size_bytes = 21;
   expect(f, twice, "file \"f\": chunks add up to 20 bytes, the file has 21");
   // A chunk longer than the chunker allows, in an index.
@@ -661,6 +671,12 @@ TEST(FileChunkList, RefusesListsThatDisagreeWithTheFile) {
                     " of 4294967296 bytes is longer than the chunker maximum 262144");
   // An index that does not decode.
   expect(f, "BDNX", "file \"f\": chunk index: bad magic, at byte 0");
+  // A version-2 index where a version-1 piece belongs is caught where the piece is read
+  // (chunk_index_test.cc); as a root it must list pieces.
+  std::string no_pieces = "BDNI";
+  PutLe(no_pieces, 2, 4);
+  PutLe(no_pieces, 0, 8);
+  expect(f, no_pieces, "file \"f\": chunk index: no pieces, at byte 16");
 }
 
 TEST(CheckChunkLength, NamesTheChunkAndBothLengths) {
@@ -710,6 +726,9 @@ TEST(ChunkIndex, DecodeRejectsMalformedInput) {
   std::string b = good;
   b[4] = 9;
   expect(b, "chunk index: unsupported format version 9, at byte 8");
+  b[4] = 2;
+  expect(b, "chunk index: version 2 (a list of pieces) where a list of chunks (version 1) "
+            "belongs, at byte 8");
   for (size_t n = 16; n < good.size(); ++n) {
     expect(good.substr(0, n), "chunk index: length does not match count, at byte 16");
   }

@@ -11,8 +11,10 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "bdn/base/private_files.h"
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/format/ref.h"
 #include "bdn/store/pack_file.h"
@@ -237,17 +239,36 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
       if (e.layout == FileLayout::kSingleChunk) {
         need(e.digest, where);
       } else if (e.layout == FileLayout::kIndexed) {
-        if (!need(e.index, where)) continue;
-        auto ibytes = ReadGood(scan, e.index);
-        Result<std::vector<ChunkRef>> chunks = Err(CorruptionError("unreadable"));
-        if (ibytes) chunks = FileChunkList(manifest->chunker, e, *ibytes);
-        if (!chunks) {
-          report.problems.push_back({FsckProblem::Kind::kChunkIndex,
-                                     "chunk index " + e.index.ToString(),
-                                     chunks.error().message(), {ref + where}, ""});
+        // A blob the index needs and the store lacks is reported by need() (as missing, or
+        // with its bad copies); the walk of this file stops there.
+        bool lacking = false;
+        auto fetch = [&](IndexPart, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+          std::vector<IndexBlob> blobs;
+          for (const Digest& id : ids) {
+            std::optional<std::vector<uint8_t>> bytes;
+            if (need(id, where)) bytes = ReadGood(scan, id);
+            if (!bytes) {
+              lacking = true;
+              return Err(NotFoundError("blob " + id.ToString() + ": no good copy"));
+            }
+            blobs.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(*bytes)));
+          }
+          return blobs;
+        };
+        auto index = ReadFileChunkIndex(manifest->chunker, e, fetch);
+        if (!index) {
+          if (!lacking) {
+            report.problems.push_back({FsckProblem::Kind::kChunkIndex,
+                                       "chunk index " + e.index.ToString(),
+                                       index.error().message(), {ref + where}, ""});
+          }
           continue;
         }
-        for (const ChunkRef& c : *chunks) need(c.id, where);
+        std::unordered_set<const std::vector<ChunkRef>*> walked;
+        for (const auto& run : index->runs) {
+          if (!walked.insert(run.get()).second) continue;  // a piece listed again
+          for (const ChunkRef& c : *run) need(c.id, where);
+        }
       }
     }
   }

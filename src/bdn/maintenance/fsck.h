@@ -23,7 +23,8 @@ struct FsckProblem {
     kBlob,        // a stored copy that does not hash to its id, or does not decode
     kMissing,     // a blob a version needs with no good copy
     kManifest,    // a version's manifest that does not decode
-    kChunkIndex,  // a chunk index that does not decode
+    kChunkIndex,  // a chunk index (or a piece of one) that does not decode or lists what its
+                  // file is not
     kIndex,       // an index table that fails its checksum, or whose entries the packs deny
     kRegistry,    // the registry disagrees with itself
   };

@@ -1,5 +1,8 @@
 #include "bdn/maintenance/version_blobs.h"
 
+#include <unordered_set>
+
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 
 namespace bdn {
@@ -17,27 +20,28 @@ Status CollectVersionBlobs(ChunkStore& store, const Digest& version, std::vector
   out.push_back(version);
   for (const Entry& e : manifest->entries) {
     if (e.kind != EntryKind::kFile) continue;
-    switch (e.layout) {
-      case FileLayout::kEmpty:
-        break;
-      case FileLayout::kSingleChunk:
-        out.push_back(e.digest);
-        break;
-      case FileLayout::kIndexed: {
-        out.push_back(e.index);
-        auto index = store.Get(e.index);
-        if (!index) {
-          if (index.error().code() == StatusCode::kNotFound) {
-            return NotFoundError("chunk index " + e.index.ToString() + " of file \"" + e.path +
-                                 "\": not in the store");
+    auto fetch = [&](IndexPart part, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+      std::vector<IndexBlob> blobs;
+      for (const Digest& id : ids) {
+        auto got = store.Get(id);
+        if (!got) {
+          const std::string what =
+              (part == IndexPart::kRoot ? "chunk index " : "chunk index piece ") + id.ToString();
+          if (got.error().code() == StatusCode::kNotFound) {
+            return Err(NotFoundError(what + " of file \"" + e.path + "\": not in the store"));
           }
-          return index.error().WithPrefix("file \"" + e.path + "\"");
+          return Err(got.error().WithPrefix("file \"" + e.path + "\": " + what));
         }
-        auto chunks = DecodeChunkIndex(*index);
-        if (!chunks) return chunks.error().WithPrefix("file \"" + e.path + "\"");
-        for (const ChunkRef& c : *chunks) out.push_back(c.id);
-        break;
+        blobs.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(*got)));
       }
+      return blobs;
+    };
+    BDN_ASSIGN_OR_RETURN(FileChunkIndex index, ReadFileChunkIndex(manifest->chunker, e, fetch));
+    out.insert(out.end(), index.blobs.begin(), index.blobs.end());
+    std::unordered_set<const std::vector<ChunkRef>*> walked;
+    for (const auto& run : index.runs) {
+      if (!walked.insert(run.get()).second) continue;  // a piece listed again adds no chunk
+      for (const ChunkRef& c : *run) out.push_back(c.id);
     }
   }
   return Status::Ok();

@@ -141,6 +141,33 @@ Result<ChunkBytes> ChunkCache::GetBlob(const Digest& id, SteadyTime deadline,
                  std::move(stop));
 }
 
+Result<std::vector<ChunkBytes>> ChunkCache::GetBlobs(std::span<const Digest> ids,
+                                                     SteadyTime deadline, std::stop_token stop) {
+  std::vector<FetchCore::Item> items;
+  items.reserve(ids.size());
+  for (const Digest& id : ids) items.push_back({id, 0, Hints(AccessPattern::kRandom, false)});
+  // Held, not just queued: a blob's bytes are not kept, so a flight that completes before its
+  // turn to be waited for would otherwise be lost and fetched again.
+  std::vector<FetchCore::Ticket> tickets = core_->Hold(items);
+  std::vector<ChunkBytes> out;
+  out.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Result<ChunkBytes> bytes = Err(InternalError("unset"));
+    if (tickets[i]) {
+      FetchCore::Answer answer = core_->Await(tickets[i], deadline, stop);
+      bytes = std::move(answer.bytes);
+      if (!bytes && answer.end == FetchCore::End::kFetched && IsTransient(bytes.error())) {
+        bytes = GetBlob(ids[i], deadline, stop);  // with GetBlob's retries
+      }
+    } else {
+      bytes = GetBlob(ids[i], deadline, stop);  // shut down: GetBlob says so
+    }
+    if (!bytes) return Err(bytes.error());  // the tickets' flights are dropped by Withdraw
+    out.push_back(std::move(*bytes));
+  }
+  return out;
+}
+
 void ChunkCache::Withdraw(std::span<const ChunkRef> refs) {
   std::vector<Digest> ids;
   ids.reserve(refs.size());

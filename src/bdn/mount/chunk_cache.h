@@ -140,6 +140,15 @@ class ChunkCache : private FetchCore::Keeper {
   Result<ChunkBytes> GetBlob(const Digest& id, SteadyTime deadline = SteadyTime::max(),
                              std::stop_token stop = {});
 
+  // GetBlob of several blobs at once (the pieces of a chunk index): all are queued before any
+  // is waited for, so they go out together (one batch to a store that prefers batches), and
+  // each result is held for this caller until it takes it. In the order of `ids`. A blob whose
+  // fetch failed with a transient error is fetched again alone as GetBlob does (retries until
+  // `deadline`). Errors: the first blob's error in order, as GetBlob's.
+  Result<std::vector<ChunkBytes>> GetBlobs(std::span<const Digest> ids,
+                                           SteadyTime deadline = SteadyTime::max(),
+                                           std::stop_token stop = {});
+
   // The bytes of `ref` if they are in memory now (a hit, as for Get), else nullptr. Never
   // blocks on I/O.
   ChunkBytes Peek(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom);

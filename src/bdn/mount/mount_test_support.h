@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bdn/testing/test_util.h"
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/mount/fuse_mount.h"
 #include "bdn/store/chunk_store.h"
@@ -46,7 +47,8 @@ inline std::span<const uint8_t> Bytes(std::string_view s) {
 }
 
 // Builds a version by hand: files are cut into fixed pieces of the given lengths (cycled), which
-// is as valid a chunking as any.
+// is as valid a chunking as any; chunk indexes are written as a push writes them
+// (EncodeFileIndex).
 class VersionBuilder {
  public:
   explicit VersionBuilder(ChunkStore& store) : store_(store) {}
@@ -82,9 +84,11 @@ class VersionBuilder {
       e.layout = FileLayout::kSingleChunk;
     } else {
       e.layout = FileLayout::kIndexed;
-      std::string index = EncodeChunkIndex(chunks);
-      e.index = Digest::Of(index);
-      EXPECT_TRUE(store_.Put(e.index, Bytes(index)).ok());
+      // As a push writes it: one version-1 object, or pieces for more than 1,024 chunks.
+      FileIndexBlobs index = EncodeFileIndex(chunks);
+      for (const auto& [id, blob] : index.pieces) EXPECT_TRUE(store_.Put(id, Bytes(blob)).ok());
+      e.index = Digest::Of(index.root);
+      EXPECT_TRUE(store_.Put(e.index, Bytes(index.root)).ok());
     }
     contents[path] = content;
     chunk_lists[path] = chunks;

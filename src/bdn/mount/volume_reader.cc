@@ -56,13 +56,16 @@ SteadyTime VolumeReader::Deadline() const { return cache_.clock().SteadyNow() + 
 Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& e,
                                                                  SteadyTime deadline,
                                                                  std::stop_token stop) {
-  return view_->ChunksOf(e, [&](const Digest& index) -> Result<SharedBytes> {
-    auto blob = cache_.GetBlob(index, deadline, stop);
-    if (!blob && stop.stop_requested()) {
-      ChunkRef ref{index, 0};
-      cache_.Withdraw({&ref, 1});
+  return view_->ChunksOf(e, [&](IndexPart, std::span<const Digest> ids)
+                                -> Result<std::vector<IndexBlob>> {
+    // Every piece asked for at once: one batch to a remote tier rather than a round trip each.
+    auto blobs = cache_.GetBlobs(ids, deadline, stop);
+    if (!blobs && stop.stop_requested()) {
+      std::vector<ChunkRef> refs;
+      for (const Digest& d : ids) refs.push_back({d, 0});
+      cache_.Withdraw(refs);
     }
-    return blob;
+    return blobs;
   });
 }
 

@@ -42,16 +42,17 @@ class VolumeReader {
   // The chunk list of file entry `e` if it is known without I/O (VersionView::KnownChunks).
   std::shared_ptr<const FileChunks> KnownChunks(const Entry& e) { return view_->KnownChunks(e); }
 
-  // The chunk list of file entry `e` (hardlinks resolved), its chunk index loaded through the
-  // ChunkCache (concurrent opens of one file share the fetch) into the view's chunk-list cache
-  // (VersionView::ChunksOf, the one loader). Errors: InvalidArgument if `e` is not a file; the
-  // ChunkCache's errors (DeadlineExceeded at `deadline`, NotFound, Unavailable, ...) prefixed
-  // "file \"path\": chunk index"; Corruption "file \"path\": …" from FileChunkList (the index
-  // does not decode, a chunk is longer than the chunker maximum, or the lengths do not add up to
-  // the entry's size); every list returned passed those checks, so offsets within the file's
-  // size index it safely. Once `stop` is requested the wait ends at once (Unavailable "... the
-  // wait was cancelled") and the index fetch is withdrawn if it has not started and nobody else
-  // waits for it.
+  // The chunk list of file entry `e` (hardlinks resolved), its chunk index (and the pieces of a
+  // version-2 index, requested all at once) loaded through the ChunkCache (concurrent opens of
+  // one file share the fetches) into the view's chunk-list cache (VersionView::ChunksOf, the
+  // one loader). Errors: InvalidArgument if `e` is not a file; the ChunkCache's errors
+  // (DeadlineExceeded at `deadline`, NotFound, Unavailable, ...) prefixed "file \"path\": chunk
+  // index" or "file \"path\": chunk index piece"; Corruption "file \"path\": …" from
+  // ReadFileChunkIndex (the index or a piece does not decode, a chunk is longer than the
+  // chunker maximum, or the lengths do not add up to the entry's size); every list returned
+  // passed those checks, so offsets within the file's size index it safely. Once `stop` is
+  // requested the wait ends at once (Unavailable "... the wait was cancelled") and the index
+  // fetches are withdrawn if they have not started and nobody else waits for them.
   Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, SteadyTime deadline,
                                                      std::stop_token stop = {});
 

@@ -5,7 +5,9 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/sync/glob.h"
 #include "bdn/sync/listing.h"
@@ -21,30 +23,42 @@ Status StoreFailure(const Status& s) {
   return s.WithReason(std::string(s.code() == StatusCode::kConflict ? kVolumeBusy : kStoreFailed));
 }
 
-// Whether the store holds every blob of a file sealed by an earlier run.
-Result<bool> StoreHolds(ChunkStore& store, const SyncFileRecord& f) {
-  switch (static_cast<FileLayout>(f.layout)) {
-    case FileLayout::kEmpty: return true;
-    case FileLayout::kSingleChunk: return store.Contains(f.digest);
-    case FileLayout::kIndexed: {
-      auto index = store.Get(f.index);
-      if (!index) {
-        if (index.error().code() == StatusCode::kNotFound ||
-            index.error().code() == StatusCode::kCorruption) {
-          return false;
-        }
-        return Err(index.error());
-      }
-      auto refs = DecodeChunkIndex(*index);
-      if (!refs) return false;
-      std::vector<Digest> ids;
-      ids.reserve(refs->size());
-      for (const ChunkRef& r : *refs) ids.push_back(r.id);
-      BDN_ASSIGN_OR_RETURN(auto missing, store.FindMissing(ids));
-      return missing.empty();
+// Whether the store holds every blob of a file sealed by an earlier run: its chunk index (and
+// the pieces of a version-2 one), read with the one loader, and every chunk. A blob missing or
+// damaged, or an index that does not describe the file, means no: the file is sealed again.
+Result<bool> StoreHolds(ChunkStore& store, const SyncFileRecord& f, const ChunkerParams& chunker) {
+  Entry e;
+  e.path = f.path;
+  e.kind = EntryKind::kFile;
+  e.size_bytes = f.size_bytes;
+  e.digest = f.digest;
+  e.layout = static_cast<FileLayout>(f.layout);
+  e.index = f.index;
+  if (e.layout == FileLayout::kEmpty) return true;
+  if (e.layout == FileLayout::kSingleChunk) return store.Contains(f.digest);
+  auto fetch = [&](IndexPart, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+    std::vector<IndexBlob> blobs;
+    for (const Digest& id : ids) {
+      BDN_ASSIGN_OR_RETURN(auto bytes, store.Get(id));
+      blobs.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
     }
+    return blobs;
+  };
+  auto index = ReadFileChunkIndex(chunker, e, fetch);
+  if (!index) {
+    const StatusCode code = index.error().code();
+    if (code == StatusCode::kNotFound || code == StatusCode::kCorruption) return false;
+    return Err(index.error());
   }
-  return false;
+  std::vector<Digest> ids;
+  ids.reserve(index->chunk_count);
+  std::unordered_set<const std::vector<ChunkRef>*> walked;
+  for (const auto& run : index->runs) {
+    if (!walked.insert(run.get()).second) continue;  // a piece listed again
+    for (const ChunkRef& r : *run) ids.push_back(r.id);
+  }
+  BDN_ASSIGN_OR_RETURN(auto missing, store.FindMissing(ids));
+  return missing.empty();
 }
 
 // The objects of a job as SealEntries reads them: each opened from the source, or re-used when
@@ -54,8 +68,8 @@ class JobEntrySource : public EntrySource {
  public:
   JobEntrySource(Source& source, const std::vector<SourceObject>& objects,
                  std::vector<SyncFileRecord> recorded, ChunkStore& store, SyncJobStore& jobs,
-                 std::string job_id)
-      : source_(source), store_(store), jobs_(jobs), job_id_(std::move(job_id)) {
+                 std::string job_id, const ChunkerParams& chunker)
+      : source_(source), store_(store), jobs_(jobs), job_id_(std::move(job_id)), chunker_(chunker) {
     for (const SourceObject& o : objects) objects_.emplace(o.path, &o);
     for (SyncFileRecord& r : recorded) recorded_.emplace(r.path, std::move(r));
   }
@@ -72,7 +86,7 @@ class JobEntrySource : public EntrySource {
       return std::optional<SealedFile>();
     }
     const SyncFileRecord& r = it->second;
-    auto held = StoreHolds(store_, r);
+    auto held = StoreHolds(store_, r, chunker_);
     if (!held) return Err(StoreFailure(held.error()));
     if (!*held) return std::optional<SealedFile>();
     return std::optional<SealedFile>(
@@ -91,6 +105,7 @@ class JobEntrySource : public EntrySource {
   ChunkStore& store_;
   SyncJobStore& jobs_;
   const std::string job_id_;
+  const ChunkerParams chunker_;  // the seal's: what a recorded file's chunks may be
   std::unordered_map<std::string, const SourceObject*> objects_;
   std::unordered_map<std::string, SyncFileRecord> recorded_;
 };
@@ -244,9 +259,10 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, Source
   }
 
   BDN_ASSIGN_OR_RETURN(std::vector<SyncFileRecord> recorded, deps.jobs->Files(job.id));
-  JobEntrySource entries(*source, objects, std::move(recorded), *deps.store, *deps.jobs, job.id);
   SealOptions seal;
   seal.jobs = deps.files_in_parallel;
+  JobEntrySource entries(*source, objects, std::move(recorded), *deps.store, *deps.jobs, job.id,
+                         seal.chunker);
   BDN_ASSIGN_OR_RETURN(SealResult sealed, SealEntries(items, entries, seal, *deps.store, &counters));
   if (Status s = deps.store->Sync(); !s.ok()) return Err(StoreFailure(s));
   commit.digest = sealed.digest;

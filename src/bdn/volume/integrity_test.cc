@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bdn/format/chunk_index.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/crafted_versions_test_util.h"
 #include "bdn/volume/pull.h"

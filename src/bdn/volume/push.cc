@@ -15,6 +15,7 @@
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/text.h"  // IsValidUtf8
 #include "bdn/base/thread_pool.h"
+#include "bdn/format/chunk_index.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -92,6 +93,10 @@ Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out) {
   std::sort(out.begin(), out.end(),
             [](const ScannedEntry& a, const ScannedEntry& b) { return a.path < b.path; });
   return Status::Ok();
+}
+
+std::span<const uint8_t> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
 struct Tally {
@@ -236,6 +241,34 @@ class Sealer {
     return Status::Ok();
   }
 
+  // Stores the pieces of a version-2 chunk index that neither this seal nor the store holds:
+  // one FindMissing for all of them (one request to a remote store), then a Put each.
+  Status PutPieces(const std::vector<std::pair<Digest, std::string>>& pieces, Tally& tally) {
+    std::vector<Digest> fresh;
+    std::vector<size_t> fresh_at;
+    {
+      std::lock_guard lock(mu_);
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        if (seen_.insert(pieces[i].first).second) {
+          fresh.push_back(pieces[i].first);
+          fresh_at.push_back(i);
+        }
+      }
+    }
+    if (fresh.empty()) return Status::Ok();
+    BDN_ASSIGN_OR_RETURN(std::vector<Digest> missing, store_.FindMissing(fresh));
+    std::unordered_set<Digest> want(missing.begin(), missing.end());
+    for (size_t i : fresh_at) {
+      const auto& [id, blob] = pieces[i];
+      if (!want.contains(id)) continue;
+      BDN_RETURN_IF_ERROR(store_.Put(id, AsBytes(blob)));
+      tally.metadata_bytes_uploaded += blob.size();
+      tally.bytes_uploaded += blob.size();
+      if (counters_) counters_->bytes_uploaded += blob.size();
+    }
+    return Status::Ok();
+  }
+
   // Reads, chunks and hashes one file's stream; fills the entry's digest and layout. `item` names
   // the file and gives the size the stream must deliver.
   Result<Tally> SealFile(ByteStream& stream, const SealItem& item, Entry& entry,
@@ -326,8 +359,9 @@ class Sealer {
       entry.layout = FileLayout::kSingleChunk;
     } else {
       entry.layout = FileLayout::kIndexed;
-      std::string index = EncodeChunkIndex(refs);
-      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(index.data()), index.size());
+      FileIndexBlobs index = EncodeFileIndex(refs);
+      BDN_RETURN_IF_ERROR(PutPieces(index.pieces, tally));
+      std::span<const uint8_t> bytes = AsBytes(index.root);
       entry.index = Digest::Of(bytes);
       BDN_RETURN_IF_ERROR(PutMetadata(entry.index, bytes, tally));
     }

@@ -1,11 +1,13 @@
-// CheckVersionStored: walks a manifest and its chunk indexes, then asks the store for every
-// chunk's stored length.
+// CheckVersionStored: walks a manifest and its chunk indexes (with their pieces), then asks the
+// store for every chunk's stored length.
 #include "bdn/volume/version_check.h"
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 
 namespace bdn {
@@ -13,15 +15,16 @@ namespace {
 
 constexpr size_t kSizesBatch = 4096;
 
-// Get, with NotFound turned into the commit precondition failure.
+// Get, with NotFound turned into the commit precondition failure "<what> is not stored"; other
+// errors are prefixed with `what`.
 Result<std::vector<uint8_t>> GetRequired(ChunkStore& store, const Digest& id,
-                                         const std::string& version, const std::string& what) {
+                                         const std::string& what) {
   auto bytes = store.Get(id);
   if (bytes) return bytes;
   if (bytes.error().code() == StatusCode::kNotFound) {
-    return Err(FailedPreconditionError(version + ": " + what + " is not stored"));
+    return Err(FailedPreconditionError(what + " is not stored"));
   }
-  return Err(bytes.error().WithPrefix(version + ": " + what));
+  return Err(bytes.error().WithPrefix(what));
 }
 
 // What the version says of one distinct chunk: its length, and the first file that lists it.
@@ -34,8 +37,9 @@ struct Listed {
 
 Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest) {
   const std::string version = "version " + digest.ToString();
-  BDN_ASSIGN_OR_RETURN(auto manifest_bytes, GetRequired(store, digest, version, "manifest"));
-  auto manifest = DecodeManifest(manifest_bytes);
+  auto manifest_bytes = GetRequired(store, digest, "manifest");
+  if (!manifest_bytes) return Err(manifest_bytes.error().WithPrefix(version));
+  auto manifest = DecodeManifest(*manifest_bytes);
   if (!manifest) return Err(manifest.error().WithPrefix(version));
   auto corrupt = [&](const Entry& e, const std::string& why) {
     return Err(CorruptionError(version + ": file \"" + e.path + "\": " + why));
@@ -57,25 +61,35 @@ Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest)
   std::unordered_map<Digest, Listed> listed;
   for (const Entry& e : manifest->entries) {
     if (e.kind != EntryKind::kFile) continue;
-    std::vector<uint8_t> index_bytes;
-    if (e.layout == FileLayout::kIndexed) {
-      BDN_ASSIGN_OR_RETURN(index_bytes,
-                           GetRequired(store, e.index, version,
-                                       "chunk index " + e.index.ToString() + " of \"" + e.path +
-                                           "\""));
-    }
-    auto chunks = FileChunkList(manifest->chunker, e, index_bytes);
-    if (!chunks) return Err(chunks.error().WithPrefix(version));
-    stats.chunks += chunks->size();
-    for (const ChunkRef& c : *chunks) {
-      auto [it, fresh] = listed.try_emplace(c.id, Listed{c.size_bytes, &e.path});
-      if (fresh) {
-        order.push_back(c.id);
-      } else if (it->second.size_bytes != c.size_bytes) {
-        return corrupt(e, "chunk " + c.id.ToString() + ": the version says " +
-                              std::to_string(c.size_bytes) + " bytes here and " +
-                              std::to_string(it->second.size_bytes) + " in file \"" +
-                              *it->second.path + "\"");
+    auto fetch = [&](IndexPart part, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+      std::vector<IndexBlob> out;
+      for (const Digest& id : ids) {
+        BDN_ASSIGN_OR_RETURN(auto bytes,
+                             GetRequired(store, id,
+                                         std::string(part == IndexPart::kRoot ? "chunk index "
+                                                                              : "chunk index piece ") +
+                                             id.ToString() + " of \"" + e.path + "\""));
+        out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
+      }
+      return out;
+    };
+    auto index = ReadFileChunkIndex(manifest->chunker, e, fetch);
+    if (!index) return Err(index.error().WithPrefix(version));
+    stats.chunks += index->chunk_count;
+    std::unordered_set<const std::vector<ChunkRef>*> walked;
+    for (const auto& run : index->runs) {
+      // A piece listed again (runs of identical content) lists nothing new.
+      if (!walked.insert(run.get()).second) continue;
+      for (const ChunkRef& c : *run) {
+        auto [it, fresh] = listed.try_emplace(c.id, Listed{c.size_bytes, &e.path});
+        if (fresh) {
+          order.push_back(c.id);
+        } else if (it->second.size_bytes != c.size_bytes) {
+          return corrupt(e, "chunk " + c.id.ToString() + ": the version says " +
+                                std::to_string(c.size_bytes) + " bytes here and " +
+                                std::to_string(it->second.size_bytes) + " in file \"" +
+                                *it->second.path + "\"");
+        }
       }
     }
   }

@@ -15,14 +15,16 @@ namespace bdn {
 
 // Checks that version `digest` is complete and consistent in `store` and returns its stats,
 // computed from the manifest (files, bytes, chunk references, entries: as push computes them).
-// Reads the manifest and every chunk index; learns each distinct chunk's stored length with
-// ChunkStore::Sizes (4096 ids per call), reading no chunk.
+// Reads the manifest and every chunk index with its pieces (ReadFileChunkIndex, each distinct
+// piece of a file once); learns each distinct chunk's stored length with ChunkStore::Sizes
+// (4096 ids per call), reading no chunk.
 // Checks, in this order: the manifest decodes (docs/format.md, "Rules a reader enforces");
 // the files' sizes add up to at most 2^63-1 bytes; for each file in path order, its chunk
-// index is stored and decodes, each chunk is 1 to chunker-maximum bytes and the chunks add up
-// to the file's size (FileChunkList), and no two files give one chunk two lengths; then that
-// each chunk is stored with exactly the length the version gives it (single-chunk files
-// included).
+// index and every piece of it are stored and decode, the pieces' lengths add up to the file's
+// size and each lists what the index says, each chunk is 1 to chunker-maximum bytes and the
+// chunks add up to the file's size (ReadFileChunkIndex), and no two files give one chunk two
+// lengths; then that each chunk is stored with exactly the length the version gives it
+// (single-chunk files included).
 // Errors (each names the version first, "version b3:…: ", then the file where there is one):
 //  - Corruption (HTTP 422): the manifest does not decode ("manifest: …"); "file \"p\": the
 //    files' sizes add up to more than 2^63-1 bytes"; "file \"p\": chunk index: …"; "file
@@ -31,8 +33,11 @@ namespace bdn {
 //    here and M in file \"q\""; "file \"p\": chunk b3:…: is N bytes, the version says M"
 //    (the stored length differs: reported before any missing chunk); a stored manifest or
 //    index that fails verification.
+//    Version-2 chunk indexes add "file \"p\": chunk index pieces add up to N bytes, the file has
+//    M", "file \"p\": chunk index piece b3:…: …" (ReadFileChunkIndex).
 //  - FailedPrecondition (HTTP 412): "manifest is not stored", "chunk index b3:… of \"p\" is not
-//    stored", "chunk b3:… is not stored" (plus " (N chunks are missing)" when several are).
+//    stored", "chunk index piece b3:… of \"p\" is not stored", "chunk b3:… is not stored"
+//    (plus " (N chunks are missing)" when several are).
 //  - Internal/Unavailable from the store.
 // Thread-safe if `store` is.
 Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest);

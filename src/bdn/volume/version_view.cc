@@ -96,19 +96,33 @@ std::shared_ptr<const FileChunks> VersionView::KnownChunks(const Entry& entry) c
   // Built from the entry alone, so not kept: a mount of a million small files would otherwise
   // hold a list per file it ever opened. A list that fails its checks is not known: ChunksOf
   // reports why.
-  auto chunks = FileChunkList(manifest_.chunker, e, {});
+  auto chunks = FileChunkList(manifest_.chunker, e, NoIndexFetch());
   return chunks ? MakeFileChunks(std::move(*chunks)) : nullptr;
 }
 
 Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& entry) const {
-  return ChunksOf(entry, [this](const Digest& id) -> Result<SharedBytes> {
-    BDN_ASSIGN_OR_RETURN(auto bytes, store_->Get(id));
-    return std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return ChunksOf(entry, [this](IndexPart part, std::span<const Digest> ids)
+                             -> Result<std::vector<IndexBlob>> {
+    std::vector<IndexBlob> out;
+    out.reserve(ids.size());
+    if (part == IndexPart::kRoot) {
+      for (const Digest& id : ids) {
+        BDN_ASSIGN_OR_RETURN(auto bytes, store_->Get(id));
+        out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
+      }
+      return out;
+    }
+    // One GetMany per batch of pieces from a store that prefers batches (a remote tier).
+    for (auto& got : ReadBlobs(*store_, ids, BatchFailure::kReadEachAlone)) {
+      if (!got) return Err(got.error());
+      out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(*got)));
+    }
+    return out;
   });
 }
 
 Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& entry,
-                                                                const BlobLoader& load) const {
+                                                                const IndexFetch& fetch) const {
   const Entry& e = Resolve(entry);
   if (e.kind != EntryKind::kFile) {
     return Err(InvalidArgumentError("path \"" + e.path + "\": is a " +
@@ -116,12 +130,18 @@ Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& ent
   }
   if (auto known = KnownChunks(e)) return known;
   if (e.layout != FileLayout::kIndexed) {
-    BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, {}));
+    BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, NoIndexFetch()));
     return MakeFileChunks(std::move(chunks));
   }
-  auto bytes = load(e.index);
-  if (!bytes) return Err(bytes.error().WithPrefix("file \"" + e.path + "\": chunk index"));
-  BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, **bytes));
+  auto named = [&](IndexPart part, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+    auto blobs = fetch(part, ids);
+    if (!blobs) {
+      return Err(blobs.error().WithPrefix("file \"" + e.path + "\": chunk index" +
+                                          (part == IndexPart::kPieces ? " piece" : "")));
+    }
+    return blobs;
+  };
+  BDN_ASSIGN_OR_RETURN(auto chunks, FileChunkList(manifest_.chunker, e, named));
   return KeepChunks(IndexOf(e), MakeFileChunks(std::move(chunks)));
 }
 

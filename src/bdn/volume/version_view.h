@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bdn/base/status.h"
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/store/chunk_store.h"
 #include "bdn/store/fetch_core.h"
@@ -52,26 +53,26 @@ class VersionView {
   // Entry index of `e` (which must belong to this view).
   size_t IndexOf(const Entry& e) const { return static_cast<size_t>(&e - manifest_.entries.data()); }
 
-  // Loads one blob (a file's chunk index) for ChunksOf: its verified bytes, or the error.
-  using BlobLoader = std::function<Result<SharedBytes>(const Digest& id)>;
-
-  // Chunk list of a file entry (hardlinks resolved); loads its chunk index object with `load`
-  // (default: store().Get) and keeps the list, so each index is decoded once per view (the one
-  // chunk-index cache: pull, cat, verify and the mount all read lists through it); the list of
-  // an empty or single-chunk file is built from the entry each time. The list is
-  // checked by FileChunkList (each chunk 1 to chunker-maximum bytes, the lengths add up to the
-  // entry's size), so offsets into it stay inside the file. Concurrent first calls for one file
-  // may each load the index (a loader that shares fetches, as the mount's ChunkCache, fetches
-  // it once); all of them return the list kept first.
-  // Errors: InvalidArgument "path \"p\": is a <kind>, not a file"; the loader's (the store's),
-  // prefixed "file \"path\": chunk index"; Corruption "file \"path\": …" from FileChunkList.
+  // Chunk list of a file entry (hardlinks resolved), read with ReadFileChunkIndex (the one
+  // loader: its chunk index, and for a version-2 index its pieces, fetched with `fetch`;
+  // default: the store, pieces as one ReadBlobs batch per kPieceFetchBatch) and kept, so each
+  // index is read once per view (the one chunk-index cache: pull, cat, verify, diff and the mount
+  // all read lists through it); the list of an empty or single-chunk file is built from the
+  // entry each time. The list is checked by ReadFileChunkIndex (each chunk 1 to
+  // chunker-maximum bytes, the lengths add up to the entry's size, the pieces agree with the
+  // index), so offsets into it stay inside the file. Concurrent first calls for one file may
+  // each load the index (a fetch that shares fetches, as the mount's ChunkCache, fetches it
+  // once); all of them return the list kept first.
+  // Errors: InvalidArgument "path \"p\": is a <kind>, not a file"; the fetch's (the store's),
+  // prefixed "file \"path\": chunk index" (the root) or "file \"path\": chunk index piece";
+  // Corruption "file \"path\": …" from ReadFileChunkIndex.
   Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e) const;
-  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, const BlobLoader& load) const;
+  Result<std::shared_ptr<const FileChunks>> ChunksOf(const Entry& e, const IndexFetch& fetch) const;
 
   // The chunk list of file entry `e` (hardlinks resolved) if it is known without I/O: empty and
-  // single-chunk files (built anew), and indexed files whose index ChunksOf loaded. Else nullptr (also for
-  // entries that are not files, and for a list that fails FileChunkList's checks: ChunksOf
-  // says why).
+  // single-chunk files (built anew), and indexed files whose index ChunksOf loaded. Else nullptr
+  // (also for entries that are not files, and for a list that fails ReadFileChunkIndex's checks:
+  // ChunksOf says why).
   std::shared_ptr<const FileChunks> KnownChunks(const Entry& e) const;
 
   // Reads [offset, offset + out.size()) of a file entry into `out`, stopping at EOF; returns the

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "bdn/format/chunk_index.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
