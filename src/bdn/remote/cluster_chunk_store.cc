@@ -71,6 +71,7 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     http::ClientOptions co;
     co.base_url = url;
     co.label = "cache node";
+    co.token = options.token;
     co.connect_timeout = options.node_connect_timeout;
     co.deadline = options.node_deadline;
     BDN_ASSIGN_OR_RETURN(auto client, http::HttpClient::Create(co));
@@ -81,7 +82,9 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     // node_deadline to move, but a node that sends nothing for that long is given up.
     n->store = std::make_unique<RemoteChunkStore>(
         std::shared_ptr<http::HttpClient>(std::move(client)),
-        RemoteStoreOptions{.retry = {.attempts = 1}, .batch_stall_timeout = options.node_deadline});
+        RemoteStoreOptions{.retry = {.attempts = 1},
+                           .batch_stall_timeout = options.node_deadline,
+                           .read_version = options.read_version});
     c->seeds_.push_back(n->seed);
     c->nodes_.push_back(std::move(n));
   }

@@ -22,6 +22,11 @@ struct ClusterOptions {
   // An unhealthy node is left alone this long, then re-probed with GET /healthz.
   std::chrono::milliseconds probe_interval{5000};
   std::chrono::milliseconds probe_deadline{1000};
+  // Sent to every node as the caller's credentials ("Authorization: Bearer <token>"; empty:
+  // none) and as the Bdn-Version of every read (RemoteStoreOptions::read_version): a node checks
+  // with the origin that the caller may read that version before it answers.
+  std::string token;
+  std::string read_version;
 };
 
 // Splits a node list as --cluster-cache and BDN_CLUSTER_CACHE give it: "URL,URL,..." (blanks
@@ -44,7 +49,8 @@ std::vector<std::string> ParseNodeList(std::string_view list);
 // thread at a time; the others skip the node meanwhile) and uses it again if the probe answers
 // 200. Contains, FindMissing, Sizes, Put and Sync go straight to the upstream.
 //
-// No credentials are sent to cache nodes (they use their own towards the origin).
+// The caller's token and version go to the nodes (options.token, options.read_version), which
+// check them with the origin (docs/http-api.md, "Chunks").
 // Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
 class ClusterChunkStore : public ChunkStore {
  public:
