@@ -74,7 +74,14 @@ assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX")" "no token"
 assert_eq unauthenticated "$(body_code)" "401 error code"
 [[ "$(cat "$WORK/body")" != *"some chunk"* ]] || fail "401 leaked data"
 assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" bdn_0123_4567)" "unknown key"
-assert_eq 200 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "pull key reads a chunk"
+# A key of one namespace reads the chunks of a version of it, which its reads name
+# (docs/http-api.md, "Chunks: scoped to namespaces"): here a one-chunk file holding the chunk.
+mkdir -p "$WORK/one"
+printf 'some chunk' > "$WORK/one/c.txt"
+ONE=$("$BDN" volume push "$WORK/one" bdn:weights/one)
+assert_eq 403 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "pull key reads a chunk without a version"
+assert_contains "$(cat "$WORK/body")" "key bdn_$PULL_ID: a key for namespace \\\"weights\\\" reads chunks of a version"
+assert_eq 200 "$(curl -s -o "$WORK/body" -w '%{http_code}' -H "Authorization: Bearer $PULL" -H "Bdn-Version: $ONE" "$URL/v1/chunks/$CHUNK_HEX")" "pull key reads a chunk of its version"
 assert_eq "some chunk" "$(cat "$WORK/body")" "chunk bytes"
 assert_eq 403 "$(http_status POST /v1/volumes/weights/model/claims "$PULL")" "pull key claims"
 assert_eq permission_denied "$(body_code)" "403 error code"

@@ -155,20 +155,37 @@ Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
 }
 
 FetchResults NodeCache::FetchManyAndStore(std::span<const Digest> ids) {
+  // Chunks stored since this thread's miss are read here, not fetched again: another thread's
+  // fetch of them may have ended (stored, no longer in flight) between the look in GetMany and
+  // the FetchHere that made this thread their leader. Concurrent readers of the same chunks
+  // (cold mounts through one cache node) hit that window often, and each such chunk would cost
+  // the origin a second send.
+  FetchResults results(ids.size());
+  std::vector<size_t> fetch;
+  std::vector<Digest> want;
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (auto hit = ReadCached(ids[j])) {
+      results[j] = std::move(*hit);
+    } else {
+      fetch.push_back(j);
+      want.push_back(ids[j]);
+    }
+  }
+  if (want.empty()) return results;
   uint64_t calls = 0;
   // A batch that fails as a whole (one bad chunk) is asked again chunk by chunk, so the good
   // chunks still arrive and are cached; an unreachable upstream fails them all at once.
-  FetchResults results =
-      ReadBlobs(*upstream_, ids, BatchFailure::kReadEachAloneUnlessTransient, &calls);
+  FetchResults got = ReadBlobs(*upstream_, want, BatchFailure::kReadEachAloneUnlessTransient, &calls);
   counters_.upstream_fetches += calls;
   // Verified and written to the directory by a few threads: file creation dominates.
-  ParallelFor(ids.size(), 4, [&](size_t j) {
-    if (results[j]) {
-      results[j] = Admit(ids[j], std::move(*results[j]));
-    } else if (results[j].error().code() != StatusCode::kNotFound) {
+  ParallelFor(want.size(), 4, [&](size_t i) {
+    if (got[i]) {
+      got[i] = Admit(want[i], std::move(*got[i]));
+    } else if (got[i].error().code() != StatusCode::kNotFound) {
       ++counters_.upstream_errors;
     }
   });
+  for (size_t i = 0; i < fetch.size(); ++i) results[fetch[i]] = std::move(got[i]);
   return results;
 }
 

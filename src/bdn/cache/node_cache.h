@@ -137,8 +137,9 @@ class NodeCache : public ChunkStore {
   // The verified cached bytes of `id`, or nullopt if absent, unreadable or corrupt (set aside).
   std::optional<std::vector<uint8_t>> ReadCached(const Digest& id);
   Result<std::vector<uint8_t>> FetchAndStore(const Digest& id);
-  // The misses of a GetMany this thread leads: one upstream GetMany (ReadBlobs), then verified
-  // and written to the directory by 4 threads.
+  // The misses of a GetMany this thread leads: those stored since the miss (another thread's
+  // fetch ended meanwhile) read from the directory, the others in one upstream GetMany
+  // (ReadBlobs), then verified and written to the directory by 4 threads.
   FetchResults FetchManyAndStore(std::span<const Digest> ids);
   // Checks bytes from the upstream and writes them to the directory; the bytes to return.
   Result<std::vector<uint8_t>> Admit(const Digest& id, std::vector<uint8_t> bytes);

@@ -326,6 +326,38 @@ TEST_F(NodeCacheTest, SixteenConcurrentMissesMakeOneUpstreamFetch) {
   EXPECT_EQ(cache->stats().upstream_fetches, 1u);
 }
 
+// Issue 12 item 5: readers that miss a chunk while another reader's fetch of it ends (stored,
+// no longer in flight) must not fetch it again: the leader of a batch looks in the cache again
+// before it asks the upstream. Eight readers go over the same chunks, a few at a time, as
+// concurrent cold mounts through one cache node do.
+TEST_F(NodeCacheTest, ConcurrentReadersOfTheSameChunksFetchEachOnce) {
+  Chunks c = MakeChunks(upstream_->inner, 512, 21);
+  // One region for all of them (~17 MiB): no region is sealed while they are read.
+  auto opened = NodeCache::Open(
+      upstream_, {.dir = CacheDir(), .capacity_bytes = 256ull << 20, .region_bytes = 64ull << 20});
+  ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
+  auto cache = std::move(*opened);
+  constexpr int kReaders = 8;
+  std::barrier start(kReaders);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      for (size_t k = 0; k < c.ids.size(); k += 4) {
+        auto part = std::span<const Digest>(c.ids).subspan(k, 4);
+        auto got = cache->GetMany(part);
+        for (size_t j = 0; j < part.size(); ++j) {
+          if (!got || !(*got)[j] || *(*got)[j] != ToBytes(c.contents[k + j])) ++bad;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(upstream_->gets, 512) << "chunks fetched from the upstream more than once";
+}
+
 TEST_F(NodeCacheTest, UpstreamErrorsAreReturnedAndNotRemembered) {
   Chunks c = MakeChunks(upstream_->inner, 1, 9);
   auto cache = Open();

@@ -81,7 +81,7 @@ Result<std::pair<Ref, PinnedRef>> ParseAndResolve(Context& ctx, const std::strin
 }
 
 Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pinned) {
-  return VersionView::Open(ctx.store, pinned.digest);
+  return VersionView::Open(ReadStore(ctx, pinned), pinned.digest);
 }
 
 }  // namespace
@@ -661,8 +661,10 @@ Status Mount(Context& ctx, const MountArgs& args) {
 namespace {
 // What a mount reads through: for a remote origin, the node cache over the cluster tier (if any
 // nodes are given) over the origin (docs/spec.md §5); the embedded store as it is.
-Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountArgs& args) {
+Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedRef& pinned,
+                                               const MountArgs& args) {
   if (!ctx.origin) return ctx.store;
+  std::shared_ptr<ChunkStore> origin = ReadStore(ctx, pinned);
   std::vector<std::string> lists = args.cluster_cache;
   if (const char* env = std::getenv("BDN_CLUSTER_CACHE"); lists.empty() && env && *env) {
     lists.push_back(env);
@@ -673,7 +675,8 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountAr
   }
   std::shared_ptr<ChunkStore> cluster;
   if (!urls.empty()) {
-    auto c = remote::ClusterChunkStore::Create(urls, ctx.store);
+    auto c = remote::ClusterChunkStore::Create(
+        urls, origin, {.token = ctx.token, .read_version = pinned.ToString()});
     if (!c) return Err(c.error().WithPrefix("--cluster-cache"));
     cluster = std::move(*c);
   }
@@ -681,7 +684,7 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountAr
   options.cache_dir =
       args.cache_dir.empty() ? DefaultNodeCacheDir(ctx.home) : fs::path(args.cache_dir);
   if (args.cache_size_bytes) options.cache_size_bytes = args.cache_size_bytes;
-  auto built = BuildMountStore(ctx.store, cluster, options);
+  auto built = BuildMountStore(origin, cluster, options);
   // A node cache that cannot be written (a read-only file system, no permission, a full disk)
   // costs speed, not the mount: read straight from the cluster or origin instead.
   if (!built && (built.error().code() == StatusCode::kPermissionDenied ||
@@ -690,7 +693,7 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const MountAr
               << "; mounting without the node cache (every read goes to the "
               << (cluster ? "cache nodes and the origin" : "origin") << ")\n";
     options.cache_dir.clear();
-    built = BuildMountStore(ctx.store, std::move(cluster), options);
+    built = BuildMountStore(origin, std::move(cluster), options);
   }
   return built;
 }
@@ -716,8 +719,9 @@ fs::path MountLogFile(const fs::path& home, const fs::path& mountpoint) {
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                    pid_t* daemon_pid) {
   Context mount_ctx = ctx;
-  BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, args));
-  BDN_ASSIGN_OR_RETURN(auto view, OpenView(mount_ctx, pinned));
+  BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, pinned, args));
+  // Not OpenView: the mount's store already names the version in its reads.
+  BDN_ASSIGN_OR_RETURN(auto view, VersionView::Open(mount_ctx.store, pinned.digest));
   MountOptions opts;
   opts.mountpoint = fs::absolute(args.mountpoint);
   // Asked before anything stats the path: stat of a mount whose daemon is stopped or hung never

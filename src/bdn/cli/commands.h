@@ -34,6 +34,9 @@ struct Context {
   // The client of the `bdn serve` origin that store and registry talk to (OpenRemote); null for
   // the embedded store. Whether a command works against an origin is this, never the store's type.
   std::shared_ptr<http::HttpClient> origin;
+  // The bearer token of `origin` (may be empty), also sent to cache nodes, which check with the
+  // origin what it may read.
+  std::string token;
   // The retry budget the store and registry share, in a context made by UnderRetryBudget.
   std::shared_ptr<remote::RetryBudget> retry_budget;
 };
@@ -63,6 +66,11 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
 // result.retry_budget), so that a dead origin fails the operation once, after that deadline,
 // however many requests are pending; an embedded context as it is.
 Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline);
+
+// The store that reads the blobs of version `pinned`: for an origin, a RemoteChunkStore over
+// ctx.origin (and ctx.retry_budget) whose reads name the version (Bdn-Version), which a key
+// scoped to a namespace needs (docs/http-api.md, "Chunks"); the embedded store as it is.
+std::shared_ptr<ChunkStore> ReadStore(const Context& ctx, const PinnedRef& pinned);
 
 // Whether a command already printed its JSON result (e.g. verify, which then fails): main prints
 // a JSON error only when it did not.

@@ -1,4 +1,5 @@
-// OpenRemote: a Context whose store and registry are a bdn serve origin; UnderRetryBudget.
+// OpenRemote: a Context whose store and registry are a bdn serve origin; UnderRetryBudget;
+// ReadStore.
 #include "bdn/cli/commands.h"
 #include "bdn/http/client.h"
 #include "bdn/remote/remote_chunk_store.h"
@@ -17,11 +18,19 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   ctx.home = DefaultHome();
   ctx.json = json;
   ctx.origin = shared;
+  ctx.token = token;
   // One client (one connection pool) serves both: its connections are created lazily and never
   // carried across the fork of a mount daemon.
   ctx.store = std::make_shared<remote::RemoteChunkStore>(shared);
   ctx.registry = std::make_shared<remote::RemoteRegistry>(shared);
   return ctx;
+}
+
+std::shared_ptr<ChunkStore> ReadStore(const Context& ctx, const PinnedRef& pinned) {
+  if (!ctx.origin) return ctx.store;
+  return std::make_shared<remote::RemoteChunkStore>(
+      ctx.origin,
+      remote::RemoteStoreOptions{.budget = ctx.retry_budget, .read_version = pinned.ToString()});
 }
 
 Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline) {

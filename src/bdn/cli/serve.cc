@@ -526,6 +526,15 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<NodeCache> cache, NodeCache::Open(upstream, nopts));
 
   options.role = origin::Role::kCache;
+  // Each caller's credentials and version are checked with the origin (once per caller and
+  // version per scope_ttl, 30 s), through a client of its own that sends no token of the node's.
+  http::ClientOptions check_options;
+  check_options.base_url = args.upstream;
+  check_options.label = "origin";
+  check_options.deadline = std::chrono::milliseconds(10000);
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
+                       http::HttpClient::Create(check_options));
+  options.read_authority = origin::UpstreamReadAuthority(std::move(check_client), options.scope_ttl);
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);
   ExportCacheMetrics(server.metrics(), cache);

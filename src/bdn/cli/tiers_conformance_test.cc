@@ -73,6 +73,11 @@ struct CacheNodeServer {
     cache = std::move(*c);
     origin::OriginOptions options;
     options.role = origin::Role::kCache;
+    // Callers are checked with the origin, as `bdn cache serve` does (it has auth off: all pass).
+    auto check = http::HttpClient::Create({.base_url = upstream_url});
+    EXPECT_TRUE(check.has_value()) << check.error().ToString();
+    options.read_authority =
+        origin::UpstreamReadAuthority(std::move(*check), std::chrono::milliseconds(30000));
     node = std::make_unique<origin::Origin>(options, cache, nullptr, nullptr);
     server = StartedServer([this](http::Server& s) { node->Register(s); });
   }

@@ -7,7 +7,7 @@
 
 #include "bdn/format/manifest.h"
 #include "bdn/format/ref.h"
-#include "bdn/maintenance/version_blobs.h"
+#include "bdn/volume/version_blobs.h"
 #include "bdn/store/pack_format.h"
 #include "bdn/store/pack_index.h"
 

@@ -13,7 +13,7 @@
 #include <iterator>
 
 #include "bdn/format/chunk_index.h"
-#include "bdn/maintenance/version_blobs.h"
+#include "bdn/volume/version_blobs.h"
 #include "bdn/testing/test_util.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"

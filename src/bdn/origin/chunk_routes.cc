@@ -11,7 +11,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kImmutable = "public, max-age=31536000, immutable";
+// A shared cache may keep a blob for everyone only where the server checks no credentials;
+// elsewhere what a request may read depends on its key and version (chunk_scope.h).
+constexpr const char* kImmutablePublic = "public, max-age=31536000, immutable";
+constexpr const char* kImmutablePrivate = "private, max-age=31536000, immutable";
 constexpr const char* kBinary = "application/octet-stream";
 constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 constexpr uint8_t kBatchFound = 0;
@@ -70,9 +73,13 @@ void Origin::RegisterChunks() {
   const Access push_any{Scope::kPush, Where::kAnyNamespace};
   Route(
       "POST", "/v1/chunks/missing", "/v1/chunks/missing", push_any,
-      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) -> Status {
+      [this](const http::ServerRequest& req, http::ServerResponse& res,
+             const ApiKey& key) -> Status {
         BDN_ASSIGN_OR_RETURN(auto ids, ParseIdsBody(req.body, options_.max_missing_ids));
-        BDN_ASSIGN_OR_RETURN(auto missing, store_->FindMissing(ids));
+        // A key of one namespace learns only about blobs that namespace may read: any other
+        // reads as missing (its upload then stores nothing new).
+        BDN_ASSIGN_OR_RETURN(auto missing,
+                             PushStore(key, Freshness::kRecent)->FindMissing(ids));
         json list = json::array();
         for (const Digest& d : missing) list.push_back(d.Hex());
         http::SetJson(res, json{{"missing", list}}.dump());
@@ -81,9 +88,10 @@ void Origin::RegisterChunks() {
       IdsBodyLimit(options_.max_missing_ids));
   Route(
       "POST", "/v1/chunks/sizes", "/v1/chunks/sizes", push_any,
-      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) -> Status {
+      [this](const http::ServerRequest& req, http::ServerResponse& res,
+             const ApiKey& key) -> Status {
         BDN_ASSIGN_OR_RETURN(auto ids, ParseIdsBody(req.body, options_.max_missing_ids));
-        BDN_ASSIGN_OR_RETURN(BlobSizes sizes, store_->Sizes(ids));
+        BDN_ASSIGN_OR_RETURN(BlobSizes sizes, PushStore(key, Freshness::kRecent)->Sizes(ids));
         json list = json::array();
         for (const auto& n : sizes) list.push_back(n ? json(*n) : json(nullptr));
         http::SetJson(res, json{{"sizes", list}}.dump());
@@ -92,19 +100,20 @@ void Origin::RegisterChunks() {
       IdsBodyLimit(options_.max_missing_ids));
   Route(
       "PUT", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", push_any,
-      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
-        return PutChunk(req, res);
+      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key) {
+        return PutChunk(req, res, key);
       },
       options_.max_blob_bytes,
       [this](const http::ServerRequest& req) -> Result<std::unique_ptr<http::BodySink>> {
         BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
-        BDN_ASSIGN_OR_RETURN(auto writer, store_->StartPut(id));
+        const ApiKey& key = std::any_cast<const Authorized&>(req.context).key;
+        BDN_ASSIGN_OR_RETURN(auto writer, PushStore(key, Freshness::kRecent)->StartPut(id));
         return std::unique_ptr<http::BodySink>(std::make_unique<ChunkUpload>(std::move(writer)));
       });
 }
 
 void Origin::RegisterChunkReads() {
-  const Access pull_any{Scope::kPull, Where::kAnyNamespace};
+  const Access pull_any{Scope::kPull, Where::kChunkRead};
   Route(
       "POST", "/v1/chunks/batch", "/v1/chunks/batch", pull_any,
       [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
@@ -117,14 +126,22 @@ void Origin::RegisterChunkReads() {
         });
 }
 
-Status Origin::PutChunk(const http::ServerRequest& req, http::ServerResponse& res) {
+Status Origin::PutChunk(const http::ServerRequest& req, http::ServerResponse& res,
+                        const ApiKey& key) {
   BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
   // The body went into the store's writer as it arrived; the bytes are checked against the id
   // here, and nothing is stored if they do not match.
   auto* upload = dynamic_cast<ChunkUpload*>(req.body_sink.get());
   if (!upload) return InternalError("chunk " + id.ToString() + ": no upload");
+  // A key of one namespace is not told that a blob it could not read was stored already.
+  bool visible = true;
+  if (!SeesEveryNamespace(key) && namespaces_) {
+    BDN_ASSIGN_OR_RETURN(auto readable,
+                         namespaces_->Readable(key.ns, std::span(&id, 1), Freshness::kRecent));
+    visible = readable[0];
+  }
   BDN_ASSIGN_OR_RETURN(PutOutcome outcome, upload->writer().Commit());
-  bool had = outcome == PutOutcome::kAlreadyStored;
+  bool had = outcome == PutOutcome::kAlreadyStored && visible;
   auto& m = server_->metrics();
   m.Add("bdn_chunks_received_total", {}, 1);
   m.Add("bdn_chunk_bytes_received_total", {}, static_cast<double>(upload->size_bytes()));
@@ -143,13 +160,21 @@ void Origin::ReportCorruption(const Status& s) {
 
 Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& res) {
   BDN_ASSIGN_OR_RETURN(Digest id, ChunkIdOf(req));
+  // Before anything that tells whether the blob is stored (304, 404, 422).
+  const ReadGrant& grant = GrantOf(req);
+  if (!grant.Allows(id)) {
+    return NotFoundError("chunk " + id.ToString() + ": not in " + grant.version);
+  }
+  const char* cache_control = options_.auth == AuthMode::kDisabled && options_.role == Role::kOrigin
+                                  ? kImmutablePublic
+                                  : kImmutablePrivate;
   const std::string etag = "\"" + id.Hex() + "\"";
   if (req.has_header("If-None-Match") && EtagMatches(req.get_header_value("If-None-Match"), etag)) {
     BDN_ASSIGN_OR_RETURN(bool have, store_->Contains(id));
     if (!have) return NotFoundError("chunk " + id.ToString() + ": not in store");
     res.status = 304;
     res.set_header("ETag", etag);
-    res.set_header("Cache-Control", kImmutable);
+    res.set_header("Cache-Control", cache_control);
     return Status::Ok();
   }
   auto got = store_->Get(id);
@@ -175,7 +200,7 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
     }
   }
   res.set_header("ETag", etag);
-  res.set_header("Cache-Control", kImmutable);
+  res.set_header("Cache-Control", cache_control);
   res.set_header("Accept-Ranges", "bytes");
   res.set_content(reinterpret_cast<const char*>(bytes.data()) + offset, length, kBinary);
   if (req.method != "HEAD") {
@@ -198,6 +223,7 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
   // response reads one chunk at a time.
   struct State {
     std::vector<Digest> ids;
+    ReadGrant grant;  // ids it does not allow are answered missing, never read
     size_t next = 0;
     bool started = false;
     BlobBatch group;  // blobs of ids [group_begin, group_begin + group.size())
@@ -212,6 +238,7 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
   };
   auto st = std::make_shared<State>();
   st->ids = std::move(ids);
+  st->grant = GrantOf(req);
   st->readahead = readahead_bytes_;
   http::Metrics* metrics = &server_->metrics();
   res.status = 200;
@@ -240,17 +267,28 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
           *st->readahead += estimate;
         }
         st->held += estimate;
-        auto group = std::span<const Digest>(st->ids).subspan(k, n);
-        auto got = store_->GetMany(group);
+        std::vector<Digest> group;
+        for (size_t j = k; j < k + n; ++j) {
+          if (st->grant.Allows(st->ids[j])) group.push_back(st->ids[j]);
+        }
+        auto got = group.empty() ? Result<BlobBatch>(BlobBatch{}) : store_->GetMany(group);
         if (!got && got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
         st->group_begin = k;
         // A failed group (a bad chunk in it) is read chunk by chunk below instead.
-        st->group = got ? std::move(*got) : BlobBatch{};
+        st->group.clear();
+        if (got) {
+          st->group.resize(n);
+          for (size_t j = k, g = 0; j < k + n; ++j) {
+            if (st->grant.Allows(st->ids[j])) st->group[j - k] = std::move((*got)[g++]);
+          }
+        }
         st->Hold(-estimate);
         for (const auto& blob : st->group) st->Hold(blob ? static_cast<int64_t>(blob->size()) : 0);
       }
       Result<std::vector<uint8_t>> bytes = Err(Status());
-      if (k < st->group_begin + st->group.size()) {
+      if (!st->grant.Allows(id)) {
+        bytes = Err(NotFoundError("chunk " + id.ToString() + ": not in " + st->grant.version));
+      } else if (k < st->group_begin + st->group.size()) {
         auto& blob = st->group[k - st->group_begin];
         if (blob) st->Hold(-static_cast<int64_t>(blob->size()));
         bytes = blob ? Result<std::vector<uint8_t>>(std::move(*blob))

@@ -22,7 +22,27 @@ Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
       store_(std::move(store)),
       registry_(std::move(registry)),
       keys_(std::move(keys)),
-      claims_(options.claim_ttl) {}
+      claims_(options.claim_ttl),
+      version_blobs_(std::make_shared<VersionBlobCache>(store_, options.version_blobs_max_ids)) {
+  ReadAuthority authority = options_.read_authority;
+  if (!authority && options_.role == Role::kOrigin) {
+    authority = RegistryReadAuthority(registry_, options_.scope_ttl);
+  }
+  if (!authority) {
+    authority = [](const ApiKey&, std::string_view, const std::optional<PinnedRef>&) {
+      return AccessVerdict{InternalError("cache node: no access check configured")};
+    };
+  }
+  read_scope_ = std::make_unique<ReadScope>(std::move(authority), version_blobs_);
+  if (options_.role == Role::kOrigin) {
+    namespaces_ = std::make_unique<NamespaceIndex>(store_, registry_, options_.namespace_index);
+  }
+}
+
+std::shared_ptr<ChunkStore> Origin::PushStore(const ApiKey& key, Freshness freshness) {
+  if (SeesEveryNamespace(key) || !namespaces_) return store_;
+  return std::make_shared<NamespaceView>(store_, *namespaces_, key.ns, freshness);
+}
 
 void Origin::Register(http::Server& server) {
   server_ = &server;
@@ -98,7 +118,21 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
                                                 "\" scope for " + where));
       return false;
     }
-    req.context = *key;
+    Authorized authorized{*key, {}};
+    if (access.where == Where::kChunkRead) {
+      // Before the body, like the scope check: a caller without access never makes the server
+      // read its request body or a version's blobs.
+      bool unauthenticated = false;
+      auto grant = read_scope_->Check(*key, req.get_header_value("Authorization"),
+                                      req.get_header_value(kVersionHeader), &unauthenticated);
+      if (!grant) {
+        http::SetError(res, grant.error(),
+                       unauthenticated ? http::Credentials::kRejected : http::Credentials::kAccepted);
+        return false;
+      }
+      authorized.grant = std::move(*grant);
+    }
+    req.context = std::move(authorized);
     if (make_sink) {
       auto sink = make_sink(req);
       if (!sink) {
@@ -111,7 +145,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
   };
   auto run = [handler = std::move(handler)](const http::ServerRequest& req,
                                             http::ServerResponse& res) {
-    Status s = handler(req, res, std::any_cast<const ApiKey&>(req.context));
+    Status s = handler(req, res, std::any_cast<const Authorized&>(req.context).key);
     if (!s.ok()) http::SetError(res, s);
   };
   if (method == "GET") {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bdn/http/server.h"
+#include "bdn/origin/chunk_scope.h"
 #include "bdn/origin/claims.h"
 #include "bdn/registry/key_store.h"
 #include "bdn/registry/registry.h"
@@ -29,7 +30,8 @@ enum class AuthMode {
 // What a server built on Origin serves.
 enum class Role {
   kOrigin,  // everything in docs/http-api.md
-  kCache,   // an in-cluster cache node: chunk GET and batch only, no auth (`bdn cache serve`)
+  kCache,   // an in-cluster cache node: chunk GET and batch only (`bdn cache serve`); the
+            // caller's access is checked by OriginOptions::read_authority
 };
 
 struct OriginOptions {
@@ -47,6 +49,17 @@ struct OriginOptions {
   // at once, server-wide, stay within this (past it, each response reads one chunk at a time),
   // so slow readers cannot make the server hold connections x 64 chunks.
   uint64_t batch_readahead_bytes = 256ull * 1024 * 1024;
+  // Who decides whether a chunk read may go ahead (chunk_scope.h). Null: the origin's own
+  // (RegistryReadAuthority over the registry, with scope_ttl); a cache node must be given one
+  // (UpstreamReadAuthority), else it refuses every read with Internal "cache node: no access
+  // check configured".
+  ReadAuthority read_authority;
+  // How long the origin trusts that a version named by a read exists (one registry lookup per
+  // version per this).
+  std::chrono::milliseconds scope_ttl{30000};
+  // Bound of the version blob sets kept for scoped reads, in ids (32 bytes each): 256 MiB.
+  size_t version_blobs_max_ids = 8u << 20;
+  NamespaceIndexOptions namespace_index;
 };
 
 // The body limit of an endpoint taking {"ids": [...]} of at most `max_ids` ids: 128 bytes per
@@ -79,8 +92,9 @@ class Origin {
   Result<std::unique_ptr<PushClaim>> ClaimForSync(const std::string& ns, const std::string& volume);
 
  private:
-  // What an endpoint needs: a scope, for the namespace in the path (req.matches[1]) or for any.
-  enum class Where { kAnyNamespace, kPathNamespace };
+  // What an endpoint needs: a scope, for the namespace in the path (req.matches[1]) or for any;
+  // kChunkRead also runs the read scope (the request's Bdn-Version) before the body is read.
+  enum class Where { kAnyNamespace, kPathNamespace, kChunkRead };
   struct Access {
     Scope scope;
     Where where;
@@ -102,6 +116,17 @@ class Origin {
   // The key of the request's bearer token (or the anonymous admin with auth disabled).
   // Errors: PermissionDenied, to be answered with 401.
   Result<ApiKey> Authenticate(const http::ServerRequest& req);
+  // What a request holds after the admission step (ServerRequest::context).
+  struct Authorized {
+    ApiKey key;
+    ReadGrant grant;  // of a kChunkRead endpoint
+  };
+  static const ReadGrant& GrantOf(const http::ServerRequest& req) {
+    return std::any_cast<const Authorized&>(req.context).grant;
+  }
+  // The store as `key` sees it for the push side (missing- and sizes-queries, uploads, the
+  // commit check): the store itself for a key of every namespace, else a NamespaceView.
+  std::shared_ptr<ChunkStore> PushStore(const ApiKey& key, Freshness freshness);
 
   void RegisterChunks();      // missing- and sizes-query, upload
   void RegisterChunkReads();  // download and batch
@@ -110,7 +135,7 @@ class Origin {
   void RegisterKeys();
   void RegisterSync();  // sync jobs and secrets
 
-  Status PutChunk(const http::ServerRequest& req, http::ServerResponse& res);
+  Status PutChunk(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key);
   Status GetChunk(const http::ServerRequest& req, http::ServerResponse& res);
   Status BatchChunks(const http::ServerRequest& req, http::ServerResponse& res);
   // A stored chunk failed verification (the store moved it aside): says so on stderr and counts
@@ -120,7 +145,8 @@ class Origin {
   Status Commit(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key);
   // RestoreVersion after the commit check of the version (CommitCheckingRegistry): a version
   // comes back only with every blob it needs stored.
-  Result<RestoreResult> RestoreChecked(const std::string& ns, const std::string& volume,
+  Result<RestoreResult> RestoreChecked(const ApiKey& key, const std::string& ns,
+                                       const std::string& volume,
                                        const Digest& digest, std::optional<int64_t> expected,
                                        const std::string& idempotency_key);
 
@@ -129,6 +155,9 @@ class Origin {
   std::shared_ptr<Registry> registry_;
   std::shared_ptr<KeyStore> keys_;
   ClaimTable claims_;
+  std::shared_ptr<VersionBlobCache> version_blobs_;  // over store_
+  std::unique_ptr<ReadScope> read_scope_;
+  std::unique_ptr<NamespaceIndex> namespaces_;  // the origin role's push side
   std::shared_ptr<sync::SyncService> sync_;
   http::Server* server_ = nullptr;
   // Bytes of chunks read ahead by batch responses, not yet sent (batch_readahead_bytes).

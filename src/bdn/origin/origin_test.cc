@@ -20,6 +20,7 @@
 
 #include "bdn/origin/raw_http_test_util.h"
 #include "bdn/origin/request_json.h"
+#include "bdn/remote/remote_chunk_store.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/store_test_util.h"
 #include "bdn/volume/push.h"
@@ -61,6 +62,38 @@ std::string RandomBytes(size_t n, uint32_t seed) {
   return s;
 }
 
+// One record of a POST /v1/chunks/batch answer.
+struct BatchRecord {
+  Digest id;
+  uint8_t status;
+  std::string bytes;
+};
+
+// The records of a batch answer (BDNB framing); fails the test on bad framing.
+std::vector<BatchRecord> DecodeBatch(const std::string& body) {
+  std::vector<BatchRecord> records;
+  EXPECT_GE(body.size(), 4u);
+  if (body.size() < 4) return records;
+  EXPECT_EQ(body.substr(0, 4), "BDNB");
+  size_t pos = 4;
+  while (pos < body.size()) {
+    EXPECT_LE(pos + 37, body.size());
+    if (pos + 37 > body.size()) break;
+    std::array<uint8_t, 32> raw;
+    std::memcpy(raw.data(), body.data() + pos, 32);
+    uint8_t status = static_cast<uint8_t>(body[pos + 32]);
+    uint32_t len = 0;
+    for (int i = 0; i < 4; ++i)
+      len |= static_cast<uint32_t>(static_cast<uint8_t>(body[pos + 33 + i])) << (8 * i);
+    pos += 37;
+    EXPECT_LE(pos + len, body.size());
+    if (pos + len > body.size()) break;
+    records.push_back({Digest(raw), status, body.substr(pos, len)});
+    pos += len;
+  }
+  return records;
+}
+
 class OriginTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServer(AuthMode::kRequired); }
@@ -83,7 +116,10 @@ class OriginTest : public ::testing::Test {
     OriginOptions options;
     options.auth = mode;
     options.claim_ttl = std::chrono::milliseconds(400);
-    origin_ = std::make_unique<Origin>(options, store_, std::move(*registry), keys_);
+    // Namespace views refreshed at every question, so a commit is seen by the next request.
+    options.namespace_index.refresh_interval = std::chrono::milliseconds(0);
+    registry_ = std::move(*registry);
+    origin_ = std::make_unique<Origin>(options, store_, registry_, keys_);
     server_options.listen = "127.0.0.1:0";
     server_options.threads = 8;
     server_ = std::make_unique<http::Server>(server_options);
@@ -101,6 +137,7 @@ class OriginTest : public ::testing::Test {
     if (server_) server_->Stop();
     server_.reset();
     origin_.reset();
+    registry_.reset();
     keys_.reset();
     store_.reset();
     fs::remove_all(dir_);
@@ -156,6 +193,7 @@ class OriginTest : public ::testing::Test {
   fs::path dir_;
   std::shared_ptr<LocalChunkStore> store_;
   std::shared_ptr<SqliteKeyStore> keys_;
+  std::shared_ptr<Registry> registry_;
   std::unique_ptr<Origin> origin_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<httplib::Client> client_;
@@ -257,7 +295,8 @@ TEST_F(OriginTest, DownloadWithRangeEtagAndCacheHeaders) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, bytes);
   EXPECT_EQ(r->get_header_value("ETag"), etag);
-  EXPECT_EQ(r->get_header_value("Cache-Control"), "public, max-age=31536000, immutable");
+  // What a request may read depends on its key: no shared cache may keep it for others.
+  EXPECT_EQ(r->get_header_value("Cache-Control"), "private, max-age=31536000, immutable");
   EXPECT_EQ(r->get_header_value("Content-Length"), "10");
   EXPECT_EQ(r->get_header_value("Content-Type"), "application/octet-stream");
 
@@ -367,29 +406,7 @@ TEST_F(OriginTest, BatchDownloadFraming) {
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200);
   EXPECT_EQ(r->get_header_value("Content-Type"), "application/octet-stream");
-  const std::string& body = r->body;
-  ASSERT_GE(body.size(), 4u);
-  EXPECT_EQ(body.substr(0, 4), "BDNB");
-  size_t pos = 4;
-  struct Record {
-    Digest id;
-    uint8_t status;
-    std::string bytes;
-  };
-  std::vector<Record> records;
-  while (pos < body.size()) {
-    ASSERT_LE(pos + 37, body.size());
-    std::array<uint8_t, 32> raw;
-    std::memcpy(raw.data(), body.data() + pos, 32);
-    uint8_t status = static_cast<uint8_t>(body[pos + 32]);
-    uint32_t len = 0;
-    for (int i = 0; i < 4; ++i)
-      len |= static_cast<uint32_t>(static_cast<uint8_t>(body[pos + 33 + i])) << (8 * i);
-    pos += 37;
-    ASSERT_LE(pos + len, body.size());
-    records.push_back({Digest(raw), status, body.substr(pos, len)});
-    pos += len;
-  }
+  std::vector<BatchRecord> records = DecodeBatch(r->body);
   ASSERT_EQ(records.size(), 4u);
   EXPECT_EQ(records[0].id, Digest::Of(a));
   EXPECT_EQ(records[0].status, 0);
@@ -743,15 +760,18 @@ TEST_F(OriginTest, ScopeTable) {
     std::string method, path, body;
     Scope needs;
     bool namespaced;
+    httplib::Headers headers;
   };
   std::string ids = json{{"ids", {chunk_hex}}}.dump();
   std::string d = seal.digest.Hex();
+  // A pull key of one namespace reads the chunks of a version it names: here the manifest.
+  const httplib::Headers version = {{"Bdn-Version", "bdn:weights/model@" + seal.digest.ToString()}};
   std::vector<Endpoint> table = {
       {"POST", "/v1/chunks/missing", ids, Scope::kPush, false},
       {"POST", "/v1/chunks/sizes", ids, Scope::kPush, false},
       {"PUT", "/v1/chunks/" + chunk_hex, chunk, Scope::kPush, false},
-      {"GET", "/v1/chunks/" + chunk_hex, "", Scope::kPull, false},
-      {"POST", "/v1/chunks/batch", ids, Scope::kPull, false},
+      {"GET", "/v1/chunks/" + d, "", Scope::kPull, false, version},
+      {"POST", "/v1/chunks/batch", json{{"ids", {d}}}.dump(), Scope::kPull, false, version},
       {"GET", "/v1/namespaces", "", Scope::kPull, false},
       {"GET", "/v1/namespaces/weights/volumes", "", Scope::kPull, true},
       {"GET", "/v1/volumes/weights/model", "", Scope::kPull, true},
@@ -784,22 +804,22 @@ TEST_F(OriginTest, ScopeTable) {
   };
   for (const Endpoint& e : table) {
     std::string what = e.method + " " + e.path;
-    auto r = Call(e.method, e.path, "", e.body);
+    auto r = Call(e.method, e.path, "", e.body, e.headers);
     ASSERT_TRUE(r) << what;
     EXPECT_EQ(r->status, 401) << what;
     EXPECT_EQ(Body(r)["error"]["code"], "unauthenticated") << what;
     EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer realm=\"bdn\"") << what;
     expect_only_error(r, what);
 
-    r = Call(e.method, e.path, revoked, e.body);
+    r = Call(e.method, e.path, revoked, e.body, e.headers);
     EXPECT_EQ(r->status, 401) << what;
     EXPECT_EQ(Body(r)["error"]["message"], "key bdn_" + SplitToken(revoked)->first + ": revoked");
     expect_only_error(r, what);
 
-    r = Call(e.method, e.path, "bdn_0123_4567", e.body);
+    r = Call(e.method, e.path, "bdn_0123_4567", e.body, e.headers);
     EXPECT_EQ(r->status, 401) << what;
 
-    r = Call(e.method, e.path, pull, e.body);
+    r = Call(e.method, e.path, pull, e.body, e.headers);
     if (e.needs == Scope::kPull) {
       EXPECT_TRUE(r->status == 200 || r->status == 206)
           << what << ": " << r->status << " " << r->body;
@@ -825,7 +845,7 @@ TEST_F(OriginTest, ScopeTable) {
       expect_only_error(r, what);
     }
     if (e.namespaced) {
-      r = Call(e.method, e.path, other_ns_push, e.body);
+      r = Call(e.method, e.path, other_ns_push, e.body, e.headers);
       EXPECT_EQ(r->status, 403) << what;
       expect_only_error(r, what);
     }
@@ -842,9 +862,13 @@ TEST_F(OriginTest, ScopeTable) {
 // "push", and a refused one commits nothing.
 TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
   SealResult seal = Seal(5);
-  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
   std::string d = seal.digest.Hex();
   std::string push = Key("weights", "push");
+  // Uploaded by the pusher (a key of one namespace commits only what that namespace uploaded or
+  // already holds).
+  for (const auto& [id, bytes] : sealed_->blobs) {
+    ASSERT_EQ(Call("PUT", "/v1/chunks/" + id.Hex(), push, bytes)->status, 201);
+  }
   auto r = Call("POST", "/v1/volumes/weights/model/commit", push,
                 json{{"digest", d}, {"tags", {"prod"}}}.dump());
   ASSERT_TRUE(r);
@@ -864,6 +888,309 @@ TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
            json{{"digest", d}, {"tags", {"prod"}}}.dump());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_NE(Call("GET", "/v1/volumes/weights/model", admin_)->body.find("prod"), std::string::npos);
+}
+
+// A version sealed, uploaded by the admin key and committed: its digest and blobs.
+struct Published {
+  Digest digest;
+  std::map<Digest, std::string> blobs;
+  std::string ref;  // "bdn:ns/vol@b3:…", a Bdn-Version value
+  // A data chunk of the version (the first over 1000 bytes that is not its manifest).
+  Digest data_chunk() const {
+    for (const auto& [id, bytes] : blobs) {
+      if (id != digest && bytes.size() > 1000) return id;
+    }
+    return Digest();
+  }
+};
+
+// Issue 12 item 4: a pull key of one namespace reads only the blobs of a version of that
+// namespace that its request names; nothing tells it whether another namespace's blob is stored.
+TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
+  auto publish = [&](uint32_t seed, const std::string& ns) {
+    SealResult seal = Seal(seed);
+    for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+    auto r = Call("POST", "/v1/volumes/" + ns + "/model/commit", admin_,
+                  json{{"digest", seal.digest.Hex()}}.dump());
+    EXPECT_EQ(r->status, 200) << r->body;
+    return Published{seal.digest, sealed_->blobs,
+                     "bdn:" + ns + "/model@" + seal.digest.ToString()};
+  };
+  Published a = publish(21, "a"), b = publish(22, "b");
+  const Digest a_chunk = a.data_chunk(), b_chunk = b.data_chunk();
+  ASSERT_NE(a_chunk, Digest());
+  ASSERT_NE(b_chunk, Digest());
+  ASSERT_FALSE(a.blobs.contains(b_chunk));
+  const std::string pull_a = Key("a", "pull");
+  const std::string key_a = "key bdn_" + SplitToken(pull_a)->first;
+  auto get = [&](const Digest& id, const std::string& version, httplib::Headers h = {}) {
+    if (!version.empty()) h.emplace("Bdn-Version", version);
+    return Call("GET", "/v1/chunks/" + id.Hex(), pull_a, "", h);
+  };
+
+  // Its own version's blobs: the manifest, a chunk index, a data chunk, with Range and ETag.
+  for (const auto& [id, bytes] : a.blobs) {
+    auto r = get(id, a.ref);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->body, bytes);
+    EXPECT_EQ(r->get_header_value("Cache-Control"), "private, max-age=31536000, immutable");
+  }
+  auto r = get(a_chunk, a.ref, {{"Range", "bytes=0-9"}});
+  EXPECT_EQ(r->status, 206);
+  EXPECT_EQ(r->body, a.blobs.at(a_chunk).substr(0, 10));
+
+  // Without a version: refused, with the header it needs named.
+  r = get(a_chunk, "");
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(Body(r)["error"]["message"],
+            key_a + ": a key for namespace \"a\" reads chunks of a version: send Bdn-Version: "
+                    "bdn:<ns>/<vol>@b3:<hex>");
+  // Another namespace's version: refused before anything is looked up.
+  r = get(b_chunk, b.ref);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(Body(r)["error"]["message"], key_a + ": no \"pull\" scope for namespace \"b\"");
+  // Another namespace's chunk under its own version: 404 however it is asked, the same as for a
+  // chunk no one stored, so the answer tells nothing of namespace b.
+  const Digest nowhere = Digest::Of("stored nowhere");
+  for (const Digest& id : {b_chunk, nowhere}) {
+    for (const httplib::Headers& h :
+         std::vector<httplib::Headers>{{},
+                                       {{"Range", "bytes=0-9"}},
+                                       {{"If-None-Match", "\"" + id.Hex() + "\""}},
+                                       {{"If-None-Match", "*"}}}) {
+      r = get(id, a.ref, h);
+      EXPECT_EQ(r->status, 404) << id.ToString();
+      EXPECT_EQ(Body(r)["error"]["message"], "chunk " + id.ToString() + ": not in " + a.ref);
+      EXPECT_EQ(r->get_header_value("ETag"), "");
+    }
+    auto head = client_->Head("/v1/chunks/" + id.Hex(),
+                              {{"Authorization", "Bearer " + pull_a}, {"Bdn-Version", a.ref}});
+    ASSERT_TRUE(head);
+    EXPECT_EQ(head->status, 404);
+  }
+  // A version the registry does not hold, and a malformed header.
+  const std::string unknown = "bdn:a/model@" + Digest::Of("no such version").ToString();
+  r = get(a_chunk, unknown);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["error"]["message"], "version " + unknown + ": not found");
+  r = get(a_chunk, "bdn:a/model:latest");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["error"]["message"],
+            "header Bdn-Version: \"bdn:a/model:latest\" must name a version by its full digest "
+            "(bdn:<ns>/<vol>@b3:<64 hex>)");
+
+  // A batch: the version's blobs found, the others missing, in order.
+  json ids = {{"ids", {a_chunk.Hex(), b_chunk.Hex(), a.digest.Hex(), nowhere.Hex()}}};
+  r = Call("POST", "/v1/chunks/batch", pull_a, ids.dump(), {{"Bdn-Version", a.ref}});
+  ASSERT_EQ(r->status, 200);
+  std::vector<BatchRecord> records = DecodeBatch(r->body);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].status, 0);
+  EXPECT_EQ(records[0].bytes, a.blobs.at(a_chunk));
+  EXPECT_EQ(records[1].id, b_chunk);
+  EXPECT_EQ(records[1].status, 1);
+  EXPECT_EQ(records[1].bytes, "");
+  EXPECT_EQ(records[2].bytes, a.blobs.at(a.digest));
+  EXPECT_EQ(records[3].status, 1);
+  r = Call("POST", "/v1/chunks/batch", pull_a, ids.dump());
+  EXPECT_EQ(r->status, 403);
+  r = Call("POST", "/v1/chunks/batch", pull_a, ids.dump(), {{"Bdn-Version", b.ref}});
+  EXPECT_EQ(r->status, 403);
+
+  // A chunk both versions hold is namespace a's as well.
+  const std::string shared = "shared by both namespaces";
+  fs::create_directories(dir_ / "shared");
+  std::ofstream(dir_ / "shared" / "s.txt") << shared;
+  RecordingStore sealed;
+  auto s = SealDirectory(dir_ / "shared", SealOptions{}, sealed, nullptr);
+  ASSERT_TRUE(s);
+  for (const auto& [id, bytes] : sealed.blobs) Upload(bytes);
+  for (const char* ns : {"a", "b"}) {
+    ASSERT_EQ(Call("POST", std::string("/v1/volumes/") + ns + "/shared/commit", admin_,
+                   json{{"digest", s->digest.Hex()}}.dump())
+                  ->status,
+              200);
+  }
+  r = get(Digest::Of(shared), "bdn:a/shared@" + s->digest.ToString());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, shared);
+
+  // A key for every namespace reads without naming a version, and checks one it names.
+  const std::string pull_all = Key("*", "pull");
+  EXPECT_EQ(Call("GET", "/v1/chunks/" + b_chunk.Hex(), pull_all)->status, 200);
+  EXPECT_EQ(Call("GET", "/v1/chunks/" + b_chunk.Hex(), pull_all, "", {{"Bdn-Version", a.ref}})
+                ->status,
+            404);
+}
+
+// Issue 12 item 4: a key of one namespace pushes as if the store held only what that namespace
+// may read: another namespace's blobs read as missing (so its uploads store nothing new), and it
+// cannot commit a version naming a blob it neither may read nor uploaded.
+TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
+  SealResult theirs = Seal(31);
+  std::map<Digest, std::string> their_blobs = sealed_->blobs;
+  for (const auto& [id, bytes] : their_blobs) Upload(bytes);
+  ASSERT_EQ(Call("POST", "/v1/volumes/b/model/commit", admin_,
+                 json{{"digest", theirs.digest.Hex()}}.dump())
+                ->status,
+            200);
+  Digest their_chunk;
+  for (const auto& [id, bytes] : their_blobs) {
+    if (id != theirs.digest && bytes.size() > 1000) their_chunk = id;
+  }
+  ASSERT_NE(their_chunk, Digest());
+  const std::string push_a = Key("a", "push");
+  const std::string own = "uploaded by a";
+  const Digest nowhere = Digest::Of("stored nowhere");
+  auto r = Call("PUT", "/v1/chunks/" + Digest::Of(own).Hex(), push_a, own);
+  EXPECT_EQ(r->status, 201);
+
+  // Missing- and sizes-queries: namespace b's chunk reads as missing, a's own upload as stored.
+  json ids = {{"ids", {their_chunk.Hex(), Digest::Of(own).Hex(), nowhere.Hex()}}};
+  r = Call("POST", "/v1/chunks/missing", push_a, ids.dump());
+  EXPECT_EQ(Body(r)["missing"], json({their_chunk.Hex(), nowhere.Hex()}));
+  r = Call("POST", "/v1/chunks/sizes", push_a, ids.dump());
+  EXPECT_EQ(Body(r), json({{"sizes", {nullptr, own.size(), nullptr}}}));
+  // The admin key (every namespace) sees the store as it is.
+  r = Call("POST", "/v1/chunks/missing", admin_, ids.dump());
+  EXPECT_EQ(Body(r)["missing"], json({nowhere.Hex()}));
+
+  // A commit naming b's blobs by digest alone (only the manifest uploaded) is refused as for
+  // blobs never stored, and nothing is committed.
+  r = Call("PUT", "/v1/chunks/" + theirs.digest.Hex(), push_a, their_blobs.at(theirs.digest));
+  EXPECT_EQ(r->status, 201) << "the answer tells whether another namespace stored it";
+  EXPECT_EQ(Body(r)["stored"], true);
+  r = Call("POST", "/v1/volumes/a/copy/commit", push_a, json{{"digest", theirs.digest.Hex()}}.dump());
+  EXPECT_EQ(r->status, 412);
+  EXPECT_EQ(Body(r)["error"]["code"], "failed_precondition");
+  EXPECT_TRUE(Body(r)["error"]["message"].get<std::string>().starts_with(
+      "version " + theirs.digest.ToString() + ": chunk index "))
+      << r->body;
+  EXPECT_EQ(Call("GET", "/v1/volumes/a/copy", admin_)->status, 404);
+
+  // Uploading the bytes (as a pusher that has them does) makes them a's: the commit passes, and
+  // a pull key of a reads them through its version.
+  for (const auto& [id, bytes] : their_blobs) {
+    r = Call("PUT", "/v1/chunks/" + id.Hex(), push_a, bytes);
+    EXPECT_EQ(r->status, id == theirs.digest ? 200 : 201) << "a uploaded only the manifest before";
+  }
+  r = Call("POST", "/v1/volumes/a/copy/commit", push_a, json{{"digest", theirs.digest.Hex()}}.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string pull_a = Key("a", "pull");
+  r = Call("GET", "/v1/chunks/" + their_chunk.Hex(), pull_a, "",
+           {{"Bdn-Version", "bdn:a/copy@" + theirs.digest.ToString()}});
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, their_blobs.at(their_chunk));
+
+  // A version committed to namespace a by another key counts for a's pushers at once: its
+  // blobs are a's without being uploaded by them.
+  SealResult mine = Seal(32);
+  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+  ASSERT_EQ(Call("POST", "/v1/volumes/a/other/commit", admin_,
+                 json{{"digest", mine.digest.Hex()}}.dump())
+                ->status,
+            200);
+  json mine_ids = {{"ids", json::array()}};
+  for (const auto& [id, bytes] : sealed_->blobs) mine_ids["ids"].push_back(id.Hex());
+  r = Call("POST", "/v1/chunks/missing", push_a, mine_ids.dump());
+  EXPECT_EQ(Body(r)["missing"], json::array());
+  const std::string push_c = Key("c", "push");
+  r = Call("POST", "/v1/chunks/missing", push_c, mine_ids.dump());
+  EXPECT_EQ(Body(r)["missing"].size(), sealed_->blobs.size());
+}
+
+// Issue 12 item 4 on the cache tier: a cache node (the cache role over a store that reads the
+// origin with the node's own key for every namespace) answers each caller only what the origin
+// would: it asks the origin once per caller and version (POST /v1/chunks/batch without ids,
+// with the caller's credentials), then checks each chunk against the version's blobs itself.
+TEST_F(OriginTest, ACacheNodeChecksEachCallerWithTheOrigin) {
+  auto publish = [&](uint32_t seed, const std::string& ns) {
+    SealResult seal = Seal(seed);
+    for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+    EXPECT_EQ(Call("POST", "/v1/volumes/" + ns + "/model/commit", admin_,
+                   json{{"digest", seal.digest.Hex()}}.dump())
+                  ->status,
+              200);
+    return Published{seal.digest, sealed_->blobs,
+                     "bdn:" + ns + "/model@" + seal.digest.ToString()};
+  };
+  Published a = publish(41, "a"), b = publish(42, "b");
+  const Digest a_chunk = a.data_chunk(), b_chunk = b.data_chunk();
+  const std::string origin_url = "http://127.0.0.1:" + std::to_string(server_->port());
+
+  // The node: its own key reads every namespace; callers are checked through a client without
+  // a token. A long ttl: a verdict is reused for the whole test.
+  auto node_client = http::HttpClient::Create({.base_url = origin_url, .token = Key("*", "pull")});
+  ASSERT_TRUE(node_client);
+  auto check_client = http::HttpClient::Create({.base_url = origin_url});
+  ASSERT_TRUE(check_client);
+  OriginOptions node_options;
+  node_options.role = Role::kCache;
+  node_options.read_authority =
+      UpstreamReadAuthority(std::move(*check_client), std::chrono::hours(1));
+  Origin node(node_options, std::make_shared<remote::RemoteChunkStore>(std::move(*node_client)),
+              nullptr, nullptr);
+  http::Server node_server({.listen = "127.0.0.1:0", .threads = 4});
+  node.Register(node_server);
+  ASSERT_TRUE(node_server.Start().ok());
+  httplib::Client c("127.0.0.1", node_server.port());
+  const std::string pull_a = Key("a", "pull");
+  const std::string key_a = "key bdn_" + SplitToken(pull_a)->first;
+  auto get = [&](const Digest& id, const std::string& token, const std::string& version) {
+    httplib::Headers h;
+    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+    if (!version.empty()) h.emplace("Bdn-Version", version);
+    return c.Get("/v1/chunks/" + id.Hex(), h);
+  };
+  auto origin_checks = [&] {
+    return server_->metrics().Value(
+        "bdn_http_requests_total",
+        {{"method", "POST"}, {"route", "/v1/chunks/batch"}, {"status", "200"}});
+  };
+
+  // Its version's blobs, each read through the node; the origin was asked once.
+  const double checks0 = origin_checks();
+  for (const auto& [id, bytes] : a.blobs) {
+    auto r = get(id, pull_a, a.ref);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->body, bytes);
+    EXPECT_EQ(r->get_header_value("Cache-Control"), "private, max-age=31536000, immutable");
+  }
+  EXPECT_EQ(origin_checks() - checks0, 1);
+
+  // What the origin would refuse, the node refuses with the origin's words.
+  auto r = get(b_chunk, pull_a, a.ref);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"]["message"],
+            "chunk " + b_chunk.ToString() + ": not in " + a.ref);
+  r = get(b_chunk, pull_a, b.ref);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(json::parse(r->body)["error"]["message"],
+            key_a + ": no \"pull\" scope for namespace \"b\"");
+  r = get(b_chunk, pull_a, "");
+  EXPECT_EQ(r->status, 403);
+  r = get(a_chunk, "", a.ref);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(json::parse(r->body)["error"]["message"],
+            "request: no credentials (send Authorization: Bearer bdn_<id>_<secret>)");
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer realm=\"bdn\"");
+  r = get(a_chunk, "bdn_0123456789abcdef_0123456789abcdef0123456789abcdef", a.ref);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(json::parse(r->body)["error"]["message"], "key bdn_0123456789abcdef: invalid token");
+
+  // A batch: a's blobs found, b's missing (the node never fetched it for this caller).
+  json ids = {{"ids", {a_chunk.Hex(), b_chunk.Hex()}}};
+  auto batch = c.Post("/v1/chunks/batch",
+                      {{"Authorization", "Bearer " + pull_a}, {"Bdn-Version", a.ref}}, ids.dump(),
+                      "application/json");
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->status, 200);
+  auto records = DecodeBatch(batch->body);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].bytes, a.blobs.at(a_chunk));
+  EXPECT_EQ(records[1].status, 1);
+  node_server.Stop();
 }
 
 TEST_F(OriginTest, ConcurrentUploadsAndDownloads) {

@@ -152,7 +152,7 @@ void Origin::RegisterRegistry() {
         });
   Route("POST", vol + "/versions/([^/]+)/restore",
         "/v1/volumes/{ns}/{vol}/versions/{digest}/restore", push,
-        [this](Req req, Res res, const ApiKey&) -> Status {
+        [this](Req req, Res res, const ApiKey& key) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           BDN_ASSIGN_OR_RETURN(Digest d, FullDigestOf(req.matches[3].str()));
           std::optional<int64_t> expected;
@@ -160,7 +160,7 @@ void Origin::RegisterRegistry() {
             BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
             BDN_ASSIGN_OR_RETURN(expected, OptionalIntField(body, "expected_sequence"));
           }
-          BDN_ASSIGN_OR_RETURN(RestoreResult r, RestoreChecked(p.ns, p.volume, d, expected,
+          BDN_ASSIGN_OR_RETURN(RestoreResult r, RestoreChecked(key, p.ns, p.volume, d, expected,
                                                                IdempotencyKeyOf(req)));
           Reply(res, api::RestoreResultToJson(r));
           return Status::Ok();
@@ -241,19 +241,22 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   // The visibility rule: nothing is committed unless every blob it needs is stored and durable,
   // and no GC sweeps between the check and the commit (store/gc_store.h).
   // The stats come from the manifest, not from the request.
+  // A key of one namespace commits only blobs that namespace may read or has uploaded: knowing a
+  // blob's digest is not enough to make another namespace's blob one's own (NamespaceView).
+  std::shared_ptr<ChunkStore> seen = PushStore(key, Freshness::kNow);
   BDN_ASSIGN_OR_RETURN(auto hold, store_->HoldForCommit());
-  BDN_ASSIGN_OR_RETURN(c.stats, CheckVersionStored(*store_, c.digest));
+  BDN_ASSIGN_OR_RETURN(c.stats, CheckVersionStored(*seen, c.digest));
   BDN_RETURN_IF_ERROR(store_->Sync());
   BDN_ASSIGN_OR_RETURN(CommitResult r, registry_->Commit(c));
   Reply(res, api::CommitResultToJson(r));
   return Status::Ok();
 }
 
-Result<RestoreResult> Origin::RestoreChecked(const std::string& ns, const std::string& volume,
-                                             const Digest& digest,
+Result<RestoreResult> Origin::RestoreChecked(const ApiKey& key, const std::string& ns,
+                                             const std::string& volume, const Digest& digest,
                                              std::optional<int64_t> expected,
                                              const std::string& idempotency_key) {
-  CommitCheckingRegistry checked(registry_, store_);
+  CommitCheckingRegistry checked(registry_, PushStore(key, Freshness::kNow));
   return checked.RestoreVersion(ns, volume, digest, expected, idempotency_key);
 }
 

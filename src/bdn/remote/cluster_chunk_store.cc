@@ -71,6 +71,7 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     http::ClientOptions co;
     co.base_url = url;
     co.label = "cache node";
+    co.token = options.token;
     co.connect_timeout = options.node_connect_timeout;
     co.deadline = options.node_deadline;
     BDN_ASSIGN_OR_RETURN(auto client, http::HttpClient::Create(co));
@@ -81,7 +82,9 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     // node_deadline to move, but a node that sends nothing for that long is given up.
     n->store = std::make_unique<RemoteChunkStore>(
         std::shared_ptr<http::HttpClient>(std::move(client)),
-        RemoteStoreOptions{.retry = {.attempts = 1}, .batch_stall_timeout = options.node_deadline});
+        RemoteStoreOptions{.retry = {.attempts = 1},
+                           .batch_stall_timeout = options.node_deadline,
+                           .read_version = options.read_version});
     c->seeds_.push_back(n->seed);
     c->nodes_.push_back(std::move(n));
   }
@@ -131,55 +134,105 @@ bool ClusterChunkStore::Usable(Node& n) {
   return ok;
 }
 
-int ClusterChunkStore::Choose(const Digest& id) {
+int ClusterChunkStore::Choose(const Digest& id, const std::vector<uint8_t>& failed) {
   if (nodes_.empty()) return -1;
   for (size_t i : RankBySeeds(seeds_, id)) {
-    if (Usable(*nodes_[i])) return static_cast<int>(i);
+    if (!failed[i] && Usable(*nodes_[i])) return static_cast<int>(i);
   }
   return -1;
 }
 
+bool ClusterChunkStore::Alive(Node& n) {
+  auto r = n.store->client().Send({.path = "/healthz",
+                                   .connect_timeout = options_.probe_deadline,
+                                   .deadline = options_.probe_deadline});
+  return r && r->status == 200;
+}
+
+ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error,
+                                                    Clock::time_point give_up) {
+  switch (error.code()) {
+    case StatusCode::kNotFound:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+      return Verdict::kRefused;
+    case StatusCode::kDeadlineExceeded:
+      // Busy (its fetch from the origin under way) or hung: only a hung node is bypassed.
+      if (Clock::now() < give_up && Alive(n)) return Verdict::kRetry;
+      break;
+    default:
+      break;
+  }
+  MarkUnhealthy(n);
+  return Verdict::kFailed;
+}
+
 Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
-  if (int i = Choose(id); i >= 0) {
+  const auto give_up = Clock::now() + options_.slow_node_patience;
+  std::vector<uint8_t> failed(nodes_.size(), 0);
+  for (int i = Choose(id, failed); i >= 0;) {
     Node& n = *nodes_[static_cast<size_t>(i)];
     auto r = n.store->Get(id);  // verified against the id
     if (r) return r;
-    if (r.error().code() != StatusCode::kNotFound) MarkUnhealthy(n);
+    Verdict v = Judge(n, r.error(), give_up);
+    if (v == Verdict::kRefused) break;
+    if (v == Verdict::kFailed) {
+      failed[static_cast<size_t>(i)] = 1;
+      i = Choose(id, failed);
+    }
   }
   return upstream_->Get(id);
 }
 
 Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
+  const auto give_up = Clock::now() + options_.slow_node_patience;
   BlobBatch out(ids.size());
   std::vector<uint8_t> done(ids.size(), 0);  // not vector<bool>: threads write distinct slots
-  // Group by chosen node.
-  std::vector<std::vector<size_t>> by_node(nodes_.size());
-  for (size_t k = 0; k < ids.size(); ++k) {
-    if (int i = Choose(ids[k]); i >= 0) by_node[static_cast<size_t>(i)].push_back(k);
-  }
-  // The nodes' parts are fetched at once, one thread per node asked (the threads end with the
-  // call, so none exist when a mount daemon forks).
-  std::vector<size_t> asked;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (!by_node[i].empty()) asked.push_back(i);
-  }
-  ParallelFor(asked.size(), asked.size(), [&](size_t a) {
-    size_t i = asked[a];
-    std::vector<Digest> want;
-    for (size_t k : by_node[i]) want.push_back(ids[k]);
-    auto got = nodes_[i]->store->GetBatch(want);
-    if (!got) {
-      MarkUnhealthy(*nodes_[i]);
-      return;
+  std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
+  std::vector<size_t> pending(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) pending[k] = k;
+  // Each round asks every chosen node for its part at once; the part of a node that failed is
+  // chosen again (the next node by weight) in the next round. At most one round per node.
+  while (!pending.empty()) {
+    std::vector<std::vector<size_t>> by_node(nodes_.size());
+    for (size_t k : pending) {
+      if (int i = Choose(ids[k], failed); i >= 0) by_node[static_cast<size_t>(i)].push_back(k);
     }
-    // Each thread writes only its own node's slots of `out` and `done`.
-    for (size_t j = 0; j < by_node[i].size(); ++j) {
-      if ((*got)[j]) {
-        out[by_node[i][j]] = std::move((*got)[j]);
-        done[by_node[i][j]] = 1;
+    std::vector<size_t> asked;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (!by_node[i].empty()) asked.push_back(i);
+    }
+    if (asked.empty()) break;
+    // One thread per node asked (the threads end with the call, so none exist when a mount
+    // daemon forks). Each writes only its own node's slots of `out`, `done` and `failed`.
+    ParallelFor(asked.size(), asked.size(), [&](size_t a) {
+      size_t i = asked[a];
+      Node& n = *nodes_[i];
+      std::vector<Digest> want;
+      for (size_t k : by_node[i]) want.push_back(ids[k]);
+      for (;;) {
+        auto got = n.store->GetBatch(want);
+        if (got) {
+          for (size_t j = 0; j < by_node[i].size(); ++j) {
+            if ((*got)[j]) {
+              out[by_node[i][j]] = std::move((*got)[j]);
+              done[by_node[i][j]] = 1;
+            }
+          }
+          return;  // what it lacks goes to the upstream
+        }
+        Verdict v = Judge(n, got.error(), give_up);
+        if (v == Verdict::kFailed) failed[i] = 1;
+        if (v != Verdict::kRetry) return;
       }
+    });
+    std::vector<size_t> again;
+    for (size_t i : asked) {
+      if (failed[i]) again.insert(again.end(), by_node[i].begin(), by_node[i].end());
     }
-  });
+    pending = std::move(again);
+  }
   std::vector<size_t> rest;
   for (size_t k = 0; k < ids.size(); ++k) {
     if (!done[k]) rest.push_back(k);

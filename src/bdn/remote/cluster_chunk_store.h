@@ -16,12 +16,23 @@ namespace bdn::remote {
 
 struct ClusterOptions {
   std::chrono::milliseconds node_connect_timeout{1000};
-  // A node that has not answered a read within this is skipped (and marked unhealthy); for a
-  // batch read, one that sent no byte for this long (libcurl notices up to ~5 s later).
+  // A node that has not answered a read within this (for a batch read: sent no byte for this
+  // long; libcurl notices up to ~5 s later) is asked whether it is alive (GET /healthz, which a
+  // node answers on its I/O thread even while every worker waits on the origin). Alive, the read
+  // is sent to it again: its fetch from the origin is still under way and the retry joins it.
+  // Not alive, it is marked unhealthy and the next node by weight is asked.
   std::chrono::milliseconds node_deadline{10000};
+  // How long in all a read waits on a node that is alive but slow, before it marks the node
+  // unhealthy and asks the next one.
+  std::chrono::milliseconds slow_node_patience{60000};
   // An unhealthy node is left alone this long, then re-probed with GET /healthz.
   std::chrono::milliseconds probe_interval{5000};
   std::chrono::milliseconds probe_deadline{1000};
+  // Sent to every node as the caller's credentials ("Authorization: Bearer <token>"; empty:
+  // none) and as the Bdn-Version of every read (RemoteStoreOptions::read_version): a node checks
+  // with the origin that the caller may read that version before it answers.
+  std::string token;
+  std::string read_version;
 };
 
 // Splits a node list as --cluster-cache and BDN_CLUSTER_CACHE give it: "URL,URL,..." (blanks
@@ -35,16 +46,23 @@ std::vector<std::string> ParseNodeList(std::string_view list);
 // evenly; every client with the same node list picks the same owner whatever the list's order;
 // adding or removing one node of n moves only ~1/n of the chunks.
 //
-// Get goes to the highest-weight node that is healthy (normally the owner; when the owner is
-// down, the node that would own the chunk without it), once; if that node is down, slower than
-// node_deadline, answers an error, or returns bytes that do not match the id, it is marked
-// unhealthy and the chunk is read from the upstream. A NotFound from a node also falls through
-// to the upstream (without marking the node). An unhealthy node gets no reads until
-// probe_interval has passed; then the first read that would pick it probes GET /healthz (one
-// thread at a time; the others skip the node meanwhile) and uses it again if the probe answers
-// 200. Contains, FindMissing, Sizes, Put and Sync go straight to the upstream.
+// A read goes to the highest-weight node that is healthy (normally the owner), so that every
+// client sends each chunk to the same node and the cluster fetches it from the origin once. A
+// node that fails (refuses connections, answers 5xx, sends bytes that do not match the id, or is
+// slow and no longer answers /healthz) is marked unhealthy and the read goes to the next node by
+// weight (the node that would own the chunk without it: every client picks the same one), and
+// to the upstream only when no node is left; a node that is slow but alive is waited for (see
+// ClusterOptions::node_deadline), never bypassed, since a bypass fetches the chunk from the
+// origin a second time. A node's NotFound or refusal (PermissionDenied, InvalidArgument) goes to
+// the upstream without marking the node, as does a chunk a batch answer lists as missing. An
+// unhealthy node gets no reads until probe_interval has passed; then the first read that would
+// pick it probes GET /healthz (one thread at a time; the others skip the node meanwhile) and uses
+// it again if the probe answers 200. Contains, FindMissing, Sizes, Put and Sync go straight to the
+// upstream.
 //
-// No credentials are sent to cache nodes (they use their own towards the origin).
+// The caller's token and version go to the nodes (options.token, options.read_version), which
+// check them with the origin (docs/http-api.md, "Chunks"); a node's refusal (PermissionDenied,
+// NotFound) does not mark it unhealthy, and the upstream gives the authoritative answer.
 // Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
 class ClusterChunkStore : public ChunkStore {
  public:
@@ -67,8 +85,9 @@ class ClusterChunkStore : public ChunkStore {
   // (NotFound, Corruption, Unavailable, ...); a node's failure alone is never an error.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
 
-  // Many chunks at once: one POST /v1/chunks/batch per chosen node (the nodes in parallel),
-  // then the upstream's GetMany for what the nodes did not deliver.
+  // Many chunks at once: one POST /v1/chunks/batch per chosen node (the nodes in parallel); the
+  // chunks of a node that failed go to the next node by weight, in another round; then the
+  // upstream's GetMany for what the nodes did not deliver.
   // Result in request order; nullopt where the upstream lacks a chunk too.
   Result<BlobBatch> GetBatch(std::span<const Digest> ids);
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
@@ -93,10 +112,20 @@ class ClusterChunkStore : public ChunkStore {
 
   ClusterChunkStore(std::shared_ptr<ChunkStore> upstream, ClusterOptions options)
       : upstream_(std::move(upstream)), options_(options) {}
-  // The node a read of `id` goes to, or -1 for none (all unhealthy). May probe one node.
-  int Choose(const Digest& id);
+  // The node a read of `id` goes to, or -1 for none (all unhealthy, or `failed` in this call).
+  // May probe one node.
+  int Choose(const Digest& id, const std::vector<uint8_t>& failed);
   bool Usable(Node& n);
   void MarkUnhealthy(Node& n);
+  // Whether `n` answers GET /healthz within probe_deadline.
+  bool Alive(Node& n);
+  // What a node's failed read means for it.
+  enum class Verdict {
+    kRefused,  // the node's answer stands for the cluster's: ask the upstream, node stays healthy
+    kRetry,    // slow but alive: ask it again
+    kFailed,   // marked unhealthy: ask the next node
+  };
+  Verdict Judge(Node& n, const Status& error, std::chrono::steady_clock::time_point give_up);
 
   std::shared_ptr<ChunkStore> upstream_;
   ClusterOptions options_;

@@ -111,10 +111,10 @@ Status RemoteChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
 }
 
 Result<std::vector<uint8_t>> RemoteChunkStore::Get(const Digest& id) {
-  BDN_ASSIGN_OR_RETURN(
-      http::Response r,
-      CallWithRetries(*client_, {.method = http::Method::kGet, .path = ChunkPath(id)},
-                      options_.retry, options_.budget.get()));
+  http::Request req{.method = http::Method::kGet, .path = ChunkPath(id)};
+  if (!options_.read_version.empty()) req.headers.emplace_back("Bdn-Version", options_.read_version);
+  BDN_ASSIGN_OR_RETURN(http::Response r,
+                       CallWithRetries(*client_, req, options_.retry, options_.budget.get()));
   Digest got = Digest::Of(r.body);
   if (got != id) {
     return Err(CorruptionError("chunk " + id.ToString() + ": digest mismatch (bytes from " +
@@ -138,15 +138,15 @@ Result<BlobBatch> RemoteChunkStore::GetBatch(std::span<const Digest> ids) {
 Result<BlobBatch> RemoteChunkStore::GetBatchOnce(std::span<const Digest> ids, Try& t) {
   std::string body = IdsBody(ids);
   BatchResponseDecoder decoder(ids, client_->Name());
-  auto sent =
-      CallOnce(*client_,
-               {.method = http::Method::kPost,
-                .path = "/v1/chunks/batch",
-                .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
-                .deadline = options_.batch_deadline,
-                .stall_timeout = options_.batch_stall_timeout,
-                .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }},
-               t);
+  http::Request req{
+      .method = http::Method::kPost,
+      .path = "/v1/chunks/batch",
+      .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+      .deadline = options_.batch_deadline,
+      .stall_timeout = options_.batch_stall_timeout,
+      .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }};
+  if (!options_.read_version.empty()) req.headers.emplace_back("Bdn-Version", options_.read_version);
+  auto sent = CallOnce(*client_, req, t);
   // A bad blob or a malformed body aborts the transfer: report why, not the abort.
   if (decoder.error()) return Err(*decoder.error());
   if (!sent) return Err(sent.error());

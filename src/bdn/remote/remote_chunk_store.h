@@ -28,6 +28,11 @@ struct RemoteStoreOptions {
   // arrives for batch_stall_timeout.
   std::chrono::milliseconds batch_deadline{600'000};
   std::chrono::milliseconds batch_stall_timeout{30'000};
+  // The version the reads belong to, "bdn:<ns>/<vol>@b3:<hex>" (PinnedRef::ToString), sent as
+  // the Bdn-Version header of every GET and batch request: a key scoped to a namespace may read
+  // only the blobs of a version it names (docs/http-api.md, "Chunks"). Empty: none sent (a key
+  // for every namespace).
+  std::string read_version;
 };
 
 // Each call is one or a few HTTP requests on the shared client. Idempotent calls (all of them:
@@ -52,7 +57,7 @@ class RemoteChunkStore : public ChunkStore {
   // PUT /v1/chunks/<hex>. The bytes are not re-hashed here: the server hashes what it receives
   // and refuses a mismatch with Corruption "chunk b3:…: received bytes hash to b3:…".
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
-  // GET /v1/chunks/<hex>, then verified. Errors: NotFound (the server's message); Corruption
+  // GET /v1/chunks/<hex> (with options.read_version), then verified. Errors: NotFound (the server's message); Corruption
   // "chunk b3:…: digest mismatch (bytes from <label> <url> hash to b3:…)" — bad bytes are never
   // returned; transport errors.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;

@@ -1,0 +1,374 @@
+// Chunk reads scoped to versions, pushes scoped to namespaces: the authorities (registry, or the
+// origin for a cache node), the per-namespace index, and the store as one namespace sees it.
+#include "bdn/origin/chunk_scope.h"
+
+#include <algorithm>
+#include <map>
+
+#include "bdn/base/clock.h"
+#include "bdn/base/log.h"
+#include "bdn/format/ref.h"
+
+namespace bdn::origin {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string KeyLabel(const ApiKey& key) { return "key " + key.Name(); }
+
+// A bounded map of verdicts with expiry; past max_entries, expired ones are dropped first, then
+// everything (a burst of distinct callers costs one more check each, never unbounded memory).
+template <typename V>
+class ExpiringMap {
+ public:
+  explicit ExpiringMap(size_t max_entries) : max_entries_(max_entries) {}
+  struct Entry {
+    V value;
+    SteadyClock::time_point expires;
+  };
+  std::optional<Entry> Find(const std::string& k) {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Put(const std::string& k, V v, SteadyClock::time_point expires) {
+    std::lock_guard lock(mu_);
+    if (map_.size() >= max_entries_ && !map_.contains(k)) {
+      auto now = SteadyClock::now();
+      std::erase_if(map_, [&](const auto& kv) { return kv.second.expires <= now; });
+      if (map_.size() >= max_entries_) map_.clear();
+    }
+    map_[k] = Entry{std::move(v), expires};
+  }
+
+ private:
+  const size_t max_entries_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> map_;
+};
+
+constexpr size_t kMaxVerdicts = 65536;
+
+}  // namespace
+
+Result<PinnedRef> ParseVersionHeader(std::string_view value) {
+  auto ref = ParseRef(value);
+  if (!ref) return Err(ref.error().WithPrefix(std::string("header ") + kVersionHeader));
+  if (!ref->digest || ref->digest->size() != 64 || ref->tag || !ref->path.empty()) {
+    return Err(InvalidArgumentError(std::string("header ") + kVersionHeader + ": \"" +
+                                    std::string(value) +
+                                    "\" must name a version by its full digest "
+                                    "(bdn:<ns>/<vol>@b3:<64 hex>)"));
+  }
+  BDN_ASSIGN_OR_RETURN(Digest d, Digest::Parse(*ref->digest));
+  return PinnedRef{ref->ns, ref->volume, d};
+}
+
+bool SeesEveryNamespace(const ApiKey& key) {
+  return key.ns == kAllNamespaces && key.Allows(Scope::kPull, std::nullopt);
+}
+
+ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
+                                    std::chrono::milliseconds ttl) {
+  // Versions found in the registry: "bdn:ns/vol@b3:…" → when to look again. Only successes are
+  // kept: a version that appears later is found at once.
+  auto found = std::make_shared<ExpiringMap<bool>>(kMaxVerdicts);
+  return [registry = std::move(registry), ttl, found](
+             const ApiKey& key, std::string_view,
+             const std::optional<PinnedRef>& version) -> AccessVerdict {
+    if (!version) {
+      if (SeesEveryNamespace(key)) return {};
+      return {PermissionDeniedError(KeyLabel(key) + ": a key for namespace \"" + key.ns +
+                                    "\" reads chunks of a version: send " + kVersionHeader +
+                                    ": bdn:<ns>/<vol>@b3:<hex>")};
+    }
+    if (!key.Allows(Scope::kPull, version->ns)) {
+      return {PermissionDeniedError(KeyLabel(key) + ": no \"pull\" scope for namespace \"" +
+                                    version->ns + "\"")};
+    }
+    const std::string name = version->ToString();
+    auto now = SteadyClock::now();
+    if (auto hit = found->Find(name); hit && hit->expires > now) return {};
+    auto v = registry->GetVersion(version->ns, version->volume, version->digest);
+    if (!v) return {v.error()};
+    found->Put(name, true, now + ttl);
+    return {};
+  };
+}
+
+ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
+                                    std::chrono::milliseconds ttl) {
+  auto verdicts = std::make_shared<ExpiringMap<AccessVerdict>>(kMaxVerdicts);
+  return [origin = std::move(origin), ttl, verdicts](
+             const ApiKey&, std::string_view authorization,
+             const std::optional<PinnedRef>& version) -> AccessVerdict {
+    // Keyed by a digest of the credentials, so the map never holds a token.
+    const std::string version_text = version ? version->ToString() : "";
+    const std::string key =
+        Digest::Of(std::string(authorization) + "\n" + version_text).Hex();
+    auto now = SteadyClock::now();
+    auto hit = verdicts->Find(key);
+    if (hit && hit->expires > now) return hit->value;
+    static constexpr std::string_view kNoIds = R"({"ids": []})";
+    http::Request req{.method = http::Method::kPost,
+                      .path = "/v1/chunks/batch",
+                      .body = std::span(reinterpret_cast<const uint8_t*>(kNoIds.data()),
+                                        kNoIds.size())};
+    if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
+    if (version) req.headers.emplace_back(kVersionHeader, version_text);
+    auto r = origin->Send(req);
+    if (!r) {
+      // The origin cannot be asked: a caller it allowed before keeps reading what is cached here.
+      if (hit && hit->value.status.ok()) return hit->value;
+      return {UnavailableError("cache node: cannot check access with the origin: " +
+                               r.error().message())};
+    }
+    AccessVerdict verdict;
+    if (r->status >= 500) {
+      if (hit && hit->value.status.ok()) return hit->value;
+      return {UnavailableError("cache node: cannot check access with the origin: " +
+                               origin->ErrorOf(req, *r).message())};
+    }
+    if (r->status / 100 != 2) {
+      verdict.status = origin->ErrorOf(req, *r);
+      verdict.unauthenticated = r->status == 401;
+    }
+    verdicts->Put(key, verdict, now + ttl);
+    return verdict;
+  };
+}
+
+Result<ReadGrant> ReadScope::Check(const ApiKey& key, std::string_view authorization,
+                                   std::string_view version_header, bool* unauthenticated) {
+  *unauthenticated = false;
+  std::optional<PinnedRef> version;
+  if (!version_header.empty()) {
+    BDN_ASSIGN_OR_RETURN(version, ParseVersionHeader(version_header));
+  }
+  AccessVerdict verdict = authority_(key, authorization, version);
+  if (!verdict.status.ok()) {
+    *unauthenticated = verdict.unauthenticated;
+    return Err(verdict.status);
+  }
+  ReadGrant grant;
+  if (!version) return grant;
+  grant.version = version->ToString();
+  auto set = blobs_->Get(version->digest);
+  if (!set) return Err(set.error().WithPrefix("version " + grant.version));
+  grant.blobs = std::move(*set);
+  return grant;
+}
+
+// ---- NamespaceIndex ----
+
+struct NamespaceIndex::Ns {
+  // Guards blobs and uploaded; held only for lookups and inserts, never across I/O.
+  std::shared_mutex mu;
+  std::unordered_set<Digest> blobs;
+  std::unordered_set<Digest> uploaded[2];  // [0] current, [1] the older half
+  // Keeps refreshes one at a time, and guards what they keep between runs.
+  std::mutex refresh_mu;
+  bool built = false;
+  std::unordered_set<Digest> versions;     // versions whose blobs are in `blobs`
+  std::unordered_set<Digest> indexes;      // chunk indexes already read
+  std::map<std::string, int64_t> sequence; // volume → its sequence at the last refresh
+  std::atomic<int64_t> refreshed_ns{0};    // steady clock, nanoseconds; 0: never
+};
+
+NamespaceIndex::NamespaceIndex(std::shared_ptr<ChunkStore> store,
+                               std::shared_ptr<Registry> registry, NamespaceIndexOptions options)
+    : store_(std::move(store)), registry_(std::move(registry)), options_(options) {}
+
+NamespaceIndex::~NamespaceIndex() = default;
+
+NamespaceIndex::Ns& NamespaceIndex::Of(const std::string& ns) {
+  std::lock_guard lock(mu_);
+  auto& slot = namespaces_[ns];
+  if (!slot) slot = std::make_unique<Ns>();
+  return *slot;
+}
+
+Status NamespaceIndex::Refresh(const std::string& ns, Ns& n) {
+  // Called with n.refresh_mu held.
+  const int64_t started = SteadyClock::now().time_since_epoch().count();
+  auto volumes = registry_->ListVolumes(ns);
+  if (!volumes && volumes.error().code() != StatusCode::kNotFound) return volumes.error();
+  std::vector<Digest> found;
+  if (volumes) {
+    for (const VolumeRecord& vol : *volumes) {
+      auto seen = n.sequence.find(vol.name);
+      if (seen != n.sequence.end() && seen->second == vol.sequence) continue;
+      auto versions = registry_->ListVersions(ns, vol.name, /*include_deleted=*/true);
+      if (!versions) {
+        if (versions.error().code() == StatusCode::kNotFound) continue;  // deleted meanwhile
+        return versions.error();
+      }
+      bool complete = true;
+      for (const VersionRecord& v : *versions) {
+        if (n.versions.contains(v.digest)) continue;
+        if (Status s = CollectVersionBlobs(*store_, v.digest, found, n.indexes); !s.ok()) {
+          // Its blobs read as missing to this namespace (never as present): logged, and tried
+          // again at the next refresh.
+          static log::RateLimiter limiter(20, std::chrono::minutes(1));
+          limiter.Write(log::Level::kError, "namespace \"" + ns + "\": version " +
+                                                PinnedRef{ns, vol.name, v.digest}.ToString() +
+                                                ": " + s.message());
+          complete = false;
+          continue;
+        }
+        n.versions.insert(v.digest);
+      }
+      if (complete) n.sequence[vol.name] = vol.sequence;
+    }
+  }
+  {
+    std::unique_lock lock(n.mu);
+    n.blobs.insert(found.begin(), found.end());
+  }
+  n.built = true;
+  n.refreshed_ns.store(started);
+  return Status::Ok();
+}
+
+Result<std::vector<bool>> NamespaceIndex::Readable(const std::string& ns,
+                                                   std::span<const Digest> ids,
+                                                   Freshness freshness) {
+  Ns& n = Of(ns);
+  auto lookup = [&] {
+    std::vector<bool> out(ids.size());
+    std::shared_lock lock(n.mu);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      out[i] = n.blobs.contains(ids[i]) || n.uploaded[0].contains(ids[i]) ||
+               n.uploaded[1].contains(ids[i]);
+    }
+    return out;
+  };
+  const int64_t now = SteadyClock::now().time_since_epoch().count();
+  const int64_t interval =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.refresh_interval).count();
+  const int64_t last = n.refreshed_ns.load();
+  if (freshness == Freshness::kNow) {
+    std::lock_guard lock(n.refresh_mu);
+    // A refresh that started after this call began is fresh enough.
+    if (n.refreshed_ns.load() < now) BDN_RETURN_IF_ERROR(Refresh(ns, n));
+  } else if (last == 0 || now - last >= interval) {
+    std::unique_lock lock(n.refresh_mu, std::defer_lock);
+    if (last == 0) {
+      lock.lock();  // never built: wait for the first build
+    } else if (!lock.try_lock()) {
+      return lookup();  // another thread refreshes: answer from what is known
+    }
+    if (!n.built || SteadyClock::now().time_since_epoch().count() - n.refreshed_ns.load() >=
+                        interval) {
+      BDN_RETURN_IF_ERROR(Refresh(ns, n));
+    }
+  }
+  return lookup();
+}
+
+void NamespaceIndex::RecordUpload(const std::string& ns, const Digest& id) {
+  Ns& n = Of(ns);
+  std::unique_lock lock(n.mu);
+  if (n.uploaded[0].size() >= options_.max_uploaded / 2) {
+    n.uploaded[1] = std::move(n.uploaded[0]);
+    n.uploaded[0].clear();
+  }
+  n.uploaded[0].insert(id);
+}
+
+// ---- NamespaceView ----
+
+namespace {
+
+// Records the blob as the namespace's upload once it is stored.
+class RecordingWriter : public BlobWriter {
+ public:
+  RecordingWriter(std::unique_ptr<BlobWriter> inner, NamespaceIndex& index, std::string ns,
+                  const Digest& id)
+      : inner_(std::move(inner)), index_(index), ns_(std::move(ns)), id_(id) {}
+  Status Append(std::span<const uint8_t> piece) override { return inner_->Append(piece); }
+  Result<PutOutcome> Commit() override {
+    BDN_ASSIGN_OR_RETURN(PutOutcome outcome, inner_->Commit());
+    index_.RecordUpload(ns_, id_);
+    return outcome;
+  }
+
+ private:
+  std::unique_ptr<BlobWriter> inner_;
+  NamespaceIndex& index_;
+  const std::string ns_;
+  const Digest id_;
+};
+
+}  // namespace
+
+Result<std::vector<bool>> NamespaceView::Readable(std::span<const Digest> ids) {
+  BDN_ASSIGN_OR_RETURN(auto ok, index_.Readable(ns_, ids, Freshness::kRecent));
+  bool refused = std::find(ok.begin(), ok.end(), false) != ok.end();
+  if (refused && freshness_ == Freshness::kNow && !refreshed_.exchange(true)) {
+    BDN_ASSIGN_OR_RETURN(ok, index_.Readable(ns_, ids, Freshness::kNow));
+  }
+  return ok;
+}
+
+Result<bool> NamespaceView::Contains(const Digest& id) {
+  BDN_ASSIGN_OR_RETURN(bool have, store_->Contains(id));
+  if (!have) return false;
+  BDN_ASSIGN_OR_RETURN(auto ok, Readable(std::span(&id, 1)));
+  return bool(ok[0]);
+}
+
+Result<std::vector<Digest>> NamespaceView::FindMissing(std::span<const Digest> ids) {
+  BDN_ASSIGN_OR_RETURN(auto missing, store_->FindMissing(ids));
+  BDN_ASSIGN_OR_RETURN(auto ok, Readable(ids));
+  std::unordered_set<Digest> absent(missing.begin(), missing.end());
+  std::vector<Digest> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!ok[i] || absent.contains(ids[i])) out.push_back(ids[i]);
+  }
+  return out;
+}
+
+Result<BlobSizes> NamespaceView::Sizes(std::span<const Digest> ids) {
+  BDN_ASSIGN_OR_RETURN(BlobSizes sizes, store_->Sizes(ids));
+  BDN_ASSIGN_OR_RETURN(auto ok, Readable(ids));
+  for (size_t i = 0; i < ids.size() && i < sizes.size(); ++i) {
+    if (!ok[i]) sizes[i].reset();
+  }
+  return sizes;
+}
+
+Status NamespaceView::Put(const Digest& id, std::span<const uint8_t> data) {
+  BDN_RETURN_IF_ERROR(store_->Put(id, data));
+  index_.RecordUpload(ns_, id);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<BlobWriter>> NamespaceView::StartPut(const Digest& id) {
+  BDN_ASSIGN_OR_RETURN(auto inner, store_->StartPut(id));
+  return std::unique_ptr<BlobWriter>(
+      std::make_unique<RecordingWriter>(std::move(inner), index_, ns_, id));
+}
+
+Result<std::vector<uint8_t>> NamespaceView::Get(const Digest& id) {
+  BDN_ASSIGN_OR_RETURN(auto ok, Readable(std::span(&id, 1)));
+  if (!ok[0]) return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+  return store_->Get(id);
+}
+
+Result<BlobBatch> NamespaceView::GetMany(std::span<const Digest> ids) {
+  BDN_ASSIGN_OR_RETURN(auto ok, Readable(ids));
+  std::vector<Digest> want;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ok[i]) want.push_back(ids[i]);
+  }
+  BDN_ASSIGN_OR_RETURN(BlobBatch got, store_->GetMany(want));
+  BlobBatch out(ids.size());
+  for (size_t i = 0, j = 0; i < ids.size(); ++i) {
+    if (ok[i]) out[i] = std::move(got[j++]);
+  }
+  return out;
+}
+
+}  // namespace bdn::origin
