@@ -25,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bdn/base/hex.h"
 #include "bdn/base/log.h"
 #include "bdn/base/thread_pool.h"
 
@@ -63,20 +64,13 @@ std::string_view MethodLabel(std::string_view m) {
 
 bool IEquals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Percent-decodes `s` (and '+' as a space in query strings). Invalid escapes stay as they are.
 std::string Decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
-      out += static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2]));
+    if (s[i] == '%' && i + 2 < s.size() && HexDigitValue(s[i + 1]) >= 0 && HexDigitValue(s[i + 2]) >= 0) {
+      out += static_cast<char>(HexDigitValue(s[i + 1]) * 16 + HexDigitValue(s[i + 2]));
       i += 2;
     } else if (s[i] == '+' && plus_is_space) {
       out += ' ';

@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/units.h"
 #include "bdn/mount/chunk_cache.h"
 #include "bdn/mount/volume_reader.h"
@@ -95,15 +96,14 @@ bool ThreadIsDying(pid_t tid) {
   if (tid <= 0) return false;
   const std::string path =
       "/proc/" + std::to_string(tid) + "/task/" + std::to_string(tid) + "/status";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
   // The signal lines come early (about 600 bytes in); 4 KiB holds them on every kernel.
   char buf[4096];
   ssize_t n;
   do {
-    n = ::read(fd, buf, sizeof buf);
+    n = ::read(fd.get(), buf, sizeof buf);
   } while (n < 0 && errno == EINTR);
-  ::close(fd);
   return n > 0 && StatusShowsSigkillPending(std::string_view(buf, static_cast<size_t>(n)));
 }
 
@@ -777,12 +777,11 @@ std::string EscapeOptionValue(std::string_view v) {
 void SetBdiReadAhead(dev_t dev, uint32_t read_ahead_kb, const fs::path& mp) {
   std::string path = "/sys/class/bdi/" + std::to_string(major(dev)) + ":" +
                      std::to_string(minor(dev)) + "/read_ahead_kb";
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   std::string value = std::to_string(read_ahead_kb);
-  if (fd < 0 || ::write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+  if (!fd || ::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
     log::Warn("mount " + mp.string() + ": cannot set " + path + ": " + std::strerror(errno));
   }
-  if (fd >= 0) ::close(fd);
 }
 
 // The ready_fd handshake: written at most once, closed exactly once.
@@ -791,14 +790,12 @@ class ReadySignal {
   explicit ReadySignal(int fd) : fd_(fd) {}
   ~ReadySignal() { Finish(false); }
   void Finish(bool ready) {
-    int fd = fd_.exchange(-1);
-    if (fd < 0) return;
+    UniqueFd fd(fd_.exchange(-1));
+    if (!fd) return;
     if (ready) {
-      char one = '1';
-      while (::write(fd, &one, 1) < 0 && errno == EINTR) {
-      }
+      const uint8_t one = '1';
+      (void)WriteAll(fd.get(), std::span(&one, 1), "ready fd");
     }
-    ::close(fd);
   }
 
  private:
@@ -911,40 +908,6 @@ MountInfo MountAt(const fs::path& mp) {
 }
 
 std::string MountTypeAt(const fs::path& mp) { return MountAt(mp).type; }
-
-bool ReadFull(int fd, void* buf, size_t n, std::chrono::steady_clock::time_point deadline,
-              bool* timed_out) {
-  auto* p = static_cast<uint8_t*>(buf);
-  size_t got = 0;
-  while (got < n) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      *timed_out = true;
-      return false;
-    }
-    pollfd pfd{.fd = fd, .events = POLLIN, .revents = 0};
-    int r = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    ssize_t k = ::read(fd, p + got, n - got);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    got += static_cast<size_t>(k);
-  }
-  return true;
-}
-
-void WriteAllFd(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    ssize_t k = ::write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
 
 }  // namespace
 
@@ -1203,21 +1166,18 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError(what + ": pipe", errno);
+  UniqueFd from_daemon(fds[0]);
+  UniqueFd to_parent(fds[1]);
   pid_t middle = ::fork();
-  if (middle < 0) {
-    int err = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return ErrnoError(what + ": fork", err);
-  }
+  if (middle < 0) return ErrnoError(what + ": fork", errno);
   if (middle == 0) {
     // The intermediate child: a new session, then a grandchild that init adopts.
     ::setsid();
     pid_t daemon = ::fork();
     if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
-    ::close(fds[0]);
+    from_daemon.Reset();
     pid_t me = ::getpid();
-    WriteAllFd(fds[1], &me, sizeof me);
+    (void)WriteAll(to_parent.get(), AsBytes(me), "pipe");
     if (::chdir("/") != 0) {
       // Not fatal: the mountpoint is absolute.
     }
@@ -1236,31 +1196,40 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
     (void)log::Init(options.log_level);  // the log's stderr is now the log file
     MountOptions daemon_options = options;
     daemon_options.mountpoint = mp;
-    daemon_options.ready_fd = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 0);
+    daemon_options.ready_fd = ::fcntl(to_parent.get(), F_DUPFD_CLOEXEC, 0);
     Status s = ServeMount(std::move(view), daemon_options);
     if (!s.ok()) {
       log::Error("mount " + mp.string() + ": " + s.ToString());
       std::string msg = "E";
       msg.push_back(static_cast<char>(s.code()));
       msg += s.message();
-      WriteAllFd(fds[1], msg.data(), msg.size());
+      (void)WriteAll(to_parent.get(), AsBytes(msg), "pipe");
       ::_exit(1);
     }
     ::_exit(0);
   }
 
-  ::close(fds[1]);
+  to_parent.Reset();
   int wstatus;
   while (::waitpid(middle, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const Clock& clock = *Clock::Real();
+  const SteadyTime deadline = clock.SteadyNow() + std::chrono::seconds(30);
   bool timed_out = false;
+  // Reads `n` bytes into `into` from the daemon before the deadline; false (and timed_out set
+  // when it passed) if they did not come.
+  auto read = [&](void* into, size_t n) {
+    Status got = ReadFullBefore(from_daemon.get(), {static_cast<uint8_t*>(into), n}, deadline,
+                                clock, what);
+    timed_out = timed_out || got.code() == StatusCode::kDeadlineExceeded;
+    return got.ok();
+  };
   pid_t pid = -1;
   Status result;
   char tag = 0;
-  if (!ReadFull(fds[0], &pid, sizeof pid, deadline, &timed_out)) {
+  if (!read(&pid, sizeof pid)) {
     result = InternalError(what + ": the mount daemon did not start");
-  } else if (!ReadFull(fds[0], &tag, 1, deadline, &timed_out)) {
+  } else if (!read(&tag, 1)) {
     if (timed_out) {
       ::kill(pid, SIGKILL);
       result = DeadlineExceededError(what + ": the mount did not answer within 30 s");
@@ -1270,11 +1239,12 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
   } else if (tag == 'E') {
     char code = 0;
     std::string message;
-    if (ReadFull(fds[0], &code, 1, deadline, &timed_out)) {
-      char buf[4096];
-      ssize_t k;
-      while ((k = ::read(fds[0], buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR)) {
-        if (k > 0) message.append(buf, static_cast<size_t>(k));
+    if (read(&code, 1)) {
+      // The rest, up to the daemon's exit (which closes the pipe).
+      uint8_t buf[4096];
+      while (auto k = ReadFull(from_daemon.get(), buf, what)) {
+        message.append(reinterpret_cast<const char*>(buf), *k);
+        if (*k < sizeof buf) break;
       }
     }
     result = Status(code > 0 && code <= static_cast<char>(StatusCode::kInternal)
@@ -1284,7 +1254,7 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
   } else if (tag != '1') {
     result = InternalError(what + ": unexpected reply from the mount daemon");
   }
-  ::close(fds[0]);
+  from_daemon.Reset();
   if (timed_out) (void)CleanDeadMount(mp);
   if (result.ok() && daemon_pid != nullptr) *daemon_pid = pid;
   return result;

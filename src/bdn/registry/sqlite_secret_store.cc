@@ -1,7 +1,9 @@
 // SqliteSecretStore: sealed secret values by name in the registry's SQLite file.
 #include <chrono>
 #include <mutex>
+#include <optional>
 
+#include "bdn/base/hex.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sqlite_util.h"
 
@@ -23,26 +25,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string ToHex(const std::string& bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
-std::string FromHex(const std::string& hex) {
-  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
-  }
-  return out;
 }
 
 Status NotFound(const std::string& name) {
@@ -89,7 +71,7 @@ Status SqliteSecretStore::Put(const std::string& name, const std::string& sealed
          "INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms) VALUES(?1,?2,?3,?3) "
          "ON CONFLICT(name) DO UPDATE SET sealed_hex=excluded.sealed_hex, "
          "updated_ms=excluded.updated_ms");
-  s.Bind(1, name).Bind(2, ToHex(sealed)).Bind(3, now);
+  s.Bind(1, name).Bind(2, HexEncode(sealed)).Bind(3, now);
   return s.Run();
 }
 
@@ -99,7 +81,9 @@ Result<std::string> SqliteSecretStore::Get(const std::string& name) {
   s.Bind(1, name);
   BDN_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return Err(NotFound(name));
-  return FromHex(s.Text(0));
+  std::optional<std::string> sealed = HexDecode(s.Text(0));
+  if (!sealed) return Err(CorruptionError("secret \"" + name + "\": the stored value is not hex"));
+  return std::move(*sealed);
 }
 
 Result<std::vector<SecretInfo>> SqliteSecretStore::List() {

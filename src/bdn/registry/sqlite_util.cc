@@ -35,37 +35,22 @@ Result<sqlite3*> OpenDatabase(const std::filesystem::path& db_path, std::string_
   return db;
 }
 
-LockFile& LockFile::operator=(LockFile&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    holder_pid_ = std::move(o.holder_pid_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-LockFile::~LockFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Result<LockFile> LockFile::TryLock(const std::filesystem::path& path, std::string_view what) {
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(path.parent_path(), what));
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return Err(ErrnoError(std::string(what) + " " + path.string(), errno));
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
+  if (!fd) return Err(ErrnoError(std::string(what) + " " + path.string(), errno));
   LockFile out;
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
     char buf[32] = {0};
-    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    ::close(fd);
+    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
     if (e != EWOULDBLOCK) return Err(ErrnoError(std::string(what) + " " + path.string(), e));
     if (n > 0) out.holder_pid_.assign(buf, static_cast<size_t>(n));
     return out;
   }
   std::string pid = std::to_string(::getpid());
-  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
-  out.fd_ = fd;
+  if (::ftruncate(fd.get(), 0) == 0) (void)!::pwrite(fd.get(), pid.data(), pid.size(), 0);
+  out.fd_ = std::move(fd);
   return out;
 }
 

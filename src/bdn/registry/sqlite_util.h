@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/status.h"
 
 namespace bdn::internal {
@@ -88,20 +89,17 @@ Result<sqlite3*> OpenDatabase(const std::filesystem::path& db_path, std::string_
 class LockFile {
  public:
   LockFile() = default;
-  LockFile(LockFile&& o) noexcept : fd_(o.fd_), holder_pid_(std::move(o.holder_pid_)) { o.fd_ = -1; }
-  LockFile& operator=(LockFile&& o) noexcept;
-  ~LockFile();
 
   // Tries to take the lock without waiting: held() tells whether it was taken; if not,
   // holder_pid() is the pid the holder wrote ("" if unknown). The directory of `path` is
   // created private (0700) if missing. Errors: ErrnoError "<what> <path>".
   static Result<LockFile> TryLock(const std::filesystem::path& path, std::string_view what);
 
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return fd_.valid(); }
   const std::string& holder_pid() const { return holder_pid_; }
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string holder_pid_;
 };
 

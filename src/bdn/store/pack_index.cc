@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
 
 namespace bdn::pack {
@@ -77,23 +78,14 @@ bool IndexOrder(const IndexedBlob& a, const IndexedBlob& b) {
 
 Result<std::shared_ptr<const IndexTable>> IndexTable::Open(const fs::path& path) {
   const std::string what = "index table " + path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(ErrnoError(what, errno));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Err(ErrnoError(what, errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return Err(ErrnoError(what, e));
-  }
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(what, errno));
   const auto bytes = static_cast<uint64_t>(st.st_size);
-  if (bytes < TableBytes(0, 0)) {
-    ::close(fd);
-    return Err(CorruptionError(what + ": too short"));
-  }
-  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return Err(ErrnoError(what + ": mmap", e));
+  if (bytes < TableBytes(0, 0)) return Err(CorruptionError(what + ": too short"));
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (map == MAP_FAILED) return Err(ErrnoError(what + ": mmap", errno));
   std::shared_ptr<IndexTable> t(new IndexTable());
   t->path_ = path;
   t->map_ = static_cast<const uint8_t*>(map);
@@ -250,23 +242,9 @@ uint64_t RandomId() {
   return v;
 }
 
-std::string Hex16(uint64_t n) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, n >>= 4) s[static_cast<size_t>(i)] = kDigits[n & 15];
-  return s;
-}
-
 std::optional<uint64_t> ParseHex16Name(std::string_view name, std::string_view suffix) {
-  if (name.size() != 16 + suffix.size() || !name.ends_with(suffix)) return std::nullopt;
-  uint64_t v = 0;
-  for (size_t i = 0; i < 16; ++i) {
-    char c = name[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return std::nullopt;
-    v = (v << 4) | static_cast<uint64_t>(d);
-  }
-  return v;
+  if (!name.ends_with(suffix)) return std::nullopt;
+  return ParseHex16(name.substr(0, name.size() - suffix.size()));
 }
 
 }  // namespace bdn::pack

@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
 #include "bdn/sync/source.h"  // kSecretNotFound
 
@@ -29,14 +30,12 @@ const unsigned char* U(const std::string& s) {
 }
 
 Result<std::string> ReadKeyFile(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Err(ErrnoError("secret key file " + path.string(), errno));
+  const std::string what = "secret key file " + path.string();
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return Err(ErrnoError(what, errno));
   std::string key(kKeyBytes + 1, '\0');
-  ssize_t n = ::read(fd, key.data(), key.size());
-  int e = errno;
-  ::close(fd);
-  if (n < 0) return Err(ErrnoError("secret key file " + path.string(), e));
-  if (static_cast<size_t>(n) != kKeyBytes) {
+  BDN_ASSIGN_OR_RETURN(size_t n, ReadFull(fd.get(), {reinterpret_cast<uint8_t*>(key.data()), key.size()}, what));
+  if (n != kKeyBytes) {
     return Err(InternalError("secret key file " + path.string() + ": must hold exactly 32 bytes"));
   }
   key.resize(kKeyBytes);

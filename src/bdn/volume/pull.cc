@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "bdn/base/dir_fd.h"
+#include "bdn/base/fd.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
 
@@ -23,19 +24,6 @@ bool Under(const std::string& path, const std::string& prefix) {
   if (prefix.empty()) return true;
   return path == prefix || (path.size() > prefix.size() && path.starts_with(prefix) &&
                             path[prefix.size()] == '/');
-}
-
-Status WriteAll(int fd, const uint8_t* p, size_t n, const std::string& what) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
 }
 
 // The times to set for entry `e` (utimensat/futimens): its recorded mtime, atime left alone;
@@ -68,20 +56,16 @@ bool AllZero(std::span<const uint8_t> b) {
 
 // BLAKE3 of the regular file `name` in directory `dir`, or nullopt if it cannot be read.
 std::optional<Digest> HashLocal(int dir, const std::string& name) {
-  int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return std::nullopt;
   Blake3Hasher h;
   std::vector<uint8_t> buf(1 << 20);
   while (true) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    h.Update(buf.data(), static_cast<size_t>(n));
+    auto n = ReadFull(fd.get(), buf, name);
+    if (!n) return std::nullopt;
+    h.Update(buf.data(), *n);
+    if (*n < buf.size()) break;
   }
-  ::close(fd);
   return h.Finalize();
 }
 
@@ -119,7 +103,7 @@ Status CatFile(const VersionView& view, const std::string& path, int fd,
       reader.Read(fc->chunks, [&](size_t, Result<std::span<const uint8_t>> bytes) -> Status {
         if (!bytes) return bytes.error().WithPrefix("file \"" + path + "\"");
         whole.Update(*bytes);
-        return WriteAll(fd, bytes->data(), bytes->size(), "stdout");
+        return WriteAll(fd, *bytes, "stdout");
       }));
   // Every chunk matched its id and length, so only a manifest that lies about the file's digest
   // gets here with other bytes; they are already written, and the error says so.
@@ -287,42 +271,37 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     if (!fc) return Err(fc.error());
     const std::string tmp = PartialFileName(name);
     const std::string tmp_shown = shown.substr(0, shown.size() - name.size()) + tmp;
-    int fd = -1;
+    UniqueFd owned;
     while (true) {
-      fd = ::openat(dir, tmp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd < 0) return Err(ErrnoError("file \"" + tmp_shown + "\"", errno));
-      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        ::close(fd);
+      owned.Reset(::openat(dir, tmp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!owned) return Err(ErrnoError("file \"" + tmp_shown + "\"", errno));
+      if (::flock(owned.get(), LOCK_EX | LOCK_NB) != 0) {
         return Err(ConflictError("file \"" + shown + "\": another pull is writing it"));
       }
       // Another pull may have renamed this partial file into place between our open and our
       // lock; then it is that file now, and we start a partial file of our own.
       struct stat opened, named;
-      if (::fstat(fd, &opened) != 0) {
-        int err = errno;
-        ::close(fd);
-        return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
+      if (::fstat(owned.get(), &opened) != 0) {
+        return Err(ErrnoError("file \"" + tmp_shown + "\"", errno));
       }
+      errno = 0;
       if (::fstatat(dir, tmp.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
           named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
         break;
       }
       int err = errno;
-      ::close(fd);
       if (err != ENOENT && err != 0) return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
     }
+    const int fd = owned.get();
     struct stat partial;
     const uint64_t partial_bytes =
         ::fstat(fd, &partial) == 0 ? static_cast<uint64_t>(partial.st_size) : 0;
     // On a read failure the partial file stays (its chunks are verified again when the next
     // pull of this path resumes from it).
-    auto fail = [&](Status s) {
-      ::close(fd);
-      return Err(std::move(s));
-    };
+    auto fail = [&](Status s) { return Err(std::move(s)); };
     // A file whose size or digest is wrong is not worth resuming from.
     auto refuse = [&](Status s) {
-      ::close(fd);
+      owned.Reset();
       ::unlinkat(dir, tmp.c_str(), 0);
       return Err(std::move(s));
     };
@@ -365,18 +344,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
               (off < partial_bytes &&
                ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
                            static_cast<off_t>(bytes->size())) != 0);
-          if (write) {
-            size_t done = 0;
-            while (done < bytes->size()) {
-              ssize_t n = ::pwrite(fd, bytes->data() + done, bytes->size() - done,
-                                   static_cast<off_t>(off + done));
-              if (n < 0) {
-                if (errno == EINTR) continue;
-                return ErrnoError("file \"" + tmp_shown + "\"", errno);
-              }
-              done += static_cast<size_t>(n);
-            }
-          }
+          if (write) BDN_RETURN_IF_ERROR(PWriteAll(fd, *bytes, off, "file \"" + tmp_shown + "\""));
           off += bytes->size();
           if (counters) counters->bytes_done += bytes->size();
           return Status::Ok();
@@ -398,10 +366,9 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         (times && ::futimens(fd, times->data()) != 0)) {
       return fail(ErrnoError("file \"" + tmp_shown + "\"", errno));
     }
-    if (::close(fd) != 0) {
-      int err = errno;
+    if (Status closed = owned.Close("file \"" + tmp_shown + "\""); !closed.ok()) {
       ::unlinkat(dir, tmp.c_str(), 0);
-      return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
+      return Err(closed);
     }
     if (::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
       int err = errno;
