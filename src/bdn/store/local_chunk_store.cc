@@ -17,6 +17,7 @@
 
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/store/atomic_file.h"
 #include "bdn/store/pack_file.h"
 
 namespace bdn {
@@ -127,10 +128,8 @@ class LocalChunkStore::ClaimLog {
         retain_since_(std::move(retain_since)),
         clock_(clock ? std::move(clock) : Clock::Real()) {}
   ~ClaimLog() {
-    if (fd_ < 0) return;
     // This process is done with its claims; a forked child that inherited the file leaves it.
-    if (owner_ == ::getpid()) ::unlink(path_.c_str());
-    ::close(fd_);
+    if (fd_ && owner_ == ::getpid()) ::unlink(path_.c_str());
   }
 
   Status Record(std::span<const Digest> ids) {
@@ -142,12 +141,12 @@ class LocalChunkStore::ClaimLog {
       PruneLocked(now);
       return Status::Ok();
     }
-    if (fd_ < 0 || owner_ != ::getpid()) BDN_RETURN_IF_ERROR(CreateLocked());
+    if (!fd_ || owner_ != ::getpid()) BDN_RETURN_IF_ERROR(CreateLocked());
     std::vector<uint8_t> buf(ids.size() * Digest::kSize);
     for (size_t i = 0; i < ids.size(); ++i) {
       std::memcpy(buf.data() + i * Digest::kSize, ids[i].data(), Digest::kSize);
     }
-    return WriteAll(fd_, buf.data(), buf.size(), "gc claims " + path_.string());
+    return WriteAll(fd_.get(), buf, "gc claims " + path_.string() + ": write");
   }
 
   // kMemory: the ids recorded since retain_since.
@@ -166,22 +165,14 @@ class LocalChunkStore::ClaimLog {
   // A new claims file, locked (LOCK_SH) under a temporary name before it gets its final one, so
   // that no GC takes it for a dead process's file.
   Status CreateLocked() {
-    if (fd_ >= 0) ::close(fd_);  // a fork's inherited file is the parent's
-    fd_ = -1;
+    fd_.Reset();  // a fork's inherited file is the parent's
     const std::string base = std::to_string(::getpid()) + "-" + Hex16(pack::RandomId());
-    const fs::path fresh = dir_ / (base + ".new");
-    int fd = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-                    kPrivateFileMode);
-    if (fd < 0) return ErrnoError("gc claims " + fresh.string(), errno);
-    ::flock(fd, LOCK_SH);
     path_ = dir_ / (base + ".claims");
-    if (::rename(fresh.c_str(), path_.c_str()) != 0) {
-      int e = errno;
-      ::unlink(fresh.c_str());
-      ::close(fd);
-      return ErrnoError("gc claims " + path_.string() + ": rename", e);
-    }
-    fd_ = fd;
+    BDN_ASSIGN_OR_RETURN(AtomicFileWriter fresh,
+                         AtomicFileWriter::Create(path_, "gc claims " + path_.string(),
+                                                  {.tmp_name = base + ".new"}));
+    ::flock(fresh.fd(), LOCK_SH);
+    BDN_ASSIGN_OR_RETURN(fd_, fresh.CommitKeepingOpen());
     owner_ = ::getpid();
     return Status::Ok();
   }
@@ -199,7 +190,7 @@ class LocalChunkStore::ClaimLog {
   const std::function<SteadyTime()> retain_since_;
   const std::shared_ptr<Clock> clock_;
   std::mutex mu_;
-  int fd_ = -1;
+  UniqueFd fd_;
   pid_t owner_ = 0;
   fs::path path_;
   std::deque<std::pair<SteadyTime, Digest>> mem_;
@@ -1457,21 +1448,11 @@ Status LocalChunkStore::PublishDoom(std::span<const uint64_t> packs) {
   if (!writable_) return PermissionDeniedError("chunk store " + root_.string() + " is read-only");
   std::string text;
   for (uint64_t p : packs) text += Hex16(p) + "\n";
-  const fs::path tmp = root_ / "gc" / ".doomed.tmp";
   const fs::path path = root_ / "gc" / "doomed";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return ErrnoError("gc doom " + tmp.string(), errno);
-  Status w = WriteAll(fd, text.data(), text.size(), "gc doom " + tmp.string());
-  ::close(fd);
-  if (!w.ok()) {
-    ::unlink(tmp.c_str());
-    return w;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("gc doom " + path.string() + ": rename", e);
-  }
+  // One GC at a time (BeginGc's lock): a fixed temporary name.
+  auto written = WriteFileAtomically(path, AsBytes(text), "gc doom " + path.string(),
+                                     {.tmp_name = ".doomed.tmp"});
+  if (!written) return written.error();
   RefreshDoom();
   return Status::Ok();
 }

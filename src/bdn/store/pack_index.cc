@@ -12,6 +12,7 @@
 
 #include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
+#include "bdn/store/atomic_file.h"
 
 namespace bdn::pack {
 namespace fs = std::filesystem;
@@ -26,10 +27,10 @@ uint64_t TableBytes(uint64_t entries, uint64_t packs) {
          kChecksumBytes;
 }
 
-// Writes through a buffer while hashing everything written.
+// Writes into an AtomicFileWriter through a buffer while hashing everything written.
 class HashingWriter {
  public:
-  HashingWriter(int fd, std::string what) : fd_(fd), what_(std::move(what)) { buf_.reserve(kBuf); }
+  explicit HashingWriter(AtomicFileWriter& out) : out_(out) { buf_.reserve(kBuf); }
   Status Write(const uint8_t* p, size_t n) {
     hasher_.Update(p, n);
     while (n > 0) {
@@ -50,20 +51,11 @@ class HashingWriter {
  private:
   static constexpr size_t kBuf = 1 << 20;
   Status Flush() {
-    size_t off = 0;
-    while (off < buf_.size()) {
-      ssize_t n = ::write(fd_, buf_.data() + off, buf_.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError(what_ + ": write", errno);
-      }
-      off += static_cast<size_t>(n);
-    }
+    BDN_RETURN_IF_ERROR(out_.Append(buf_));
     buf_.clear();
     return Status::Ok();
   }
-  int fd_;
-  std::string what_;
+  AtomicFileWriter& out_;
   std::vector<uint8_t> buf_;
   Blake3Hasher hasher_;
 };
@@ -181,31 +173,27 @@ Result<fs::path> WriteIndexTable(const fs::path& dir, std::vector<IndexedBlob> b
   packs.erase(std::unique(packs.begin(), packs.end()), packs.end());
   const std::string name = Hex16(RandomId()) + ".idx";
   const fs::path final_path = dir / name;
-  const fs::path tmp = dir / (".tmp-" + name);
-  const std::string what = "index table " + final_path.string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return Err(ErrnoError(what + ": create " + tmp.string(), errno));
-  ::fchmod(fd, kPrivateFileMode);
-  auto fail = [&](Status s) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Err(std::move(s));
-  };
-  HashingWriter w(fd, what);
+  // ".tmp-" names a temporary table: the store's opener removes those dead writers left.
+  BDN_ASSIGN_OR_RETURN(
+      AtomicFileWriter out,
+      AtomicFileWriter::Create(final_path, "index table " + final_path.string(),
+                               {.tmp_name = ".tmp-" + name,
+                                .sync = durable ? FileSync::kData : FileSync::kNone}));
+  HashingWriter w(out);
   uint8_t header[kIndexHeaderBytes] = {};
   std::memcpy(header, kIndexMagic, 8);
   PutU64(header + 8, blobs.size());
   PutU64(header + 16, packs.size());
   Digest check = Digest::Of(std::span<const uint8_t>(header, 32));
   std::memcpy(header + 32, check.data(), 32);
-  if (Status s = w.Write(header, sizeof header); !s.ok()) return fail(s);
+  BDN_RETURN_IF_ERROR(w.Write(header, sizeof header));
   uint8_t fanout[kIndexFanoutBytes];
   size_t k = 0;
   for (int b = 0; b < 256; ++b) {
     while (k < blobs.size() && blobs[k].loc.id.data()[0] <= b) ++k;
     PutU64(fanout + 8 * b, k);
   }
-  if (Status s = w.Write(fanout, sizeof fanout); !s.ok()) return fail(s);
+  BDN_RETURN_IF_ERROR(w.Write(fanout, sizeof fanout));
   for (const IndexedBlob& b : blobs) {
     uint8_t e[kIndexEntryBytes];
     std::memcpy(e, b.loc.id.data(), Digest::kSize);
@@ -213,25 +201,15 @@ Result<fs::path> WriteIndexTable(const fs::path& dir, std::vector<IndexedBlob> b
     PutU64(e + 40, b.loc.offset);
     PutU64(e + 48, b.loc.stored_bytes);
     PutU64(e + 56, b.loc.raw_bytes | (static_cast<uint64_t>(b.loc.codec) << 56));
-    if (Status s = w.Write(e, sizeof e); !s.ok()) return fail(s);
+    BDN_RETURN_IF_ERROR(w.Write(e, sizeof e));
   }
   for (uint64_t p : packs) {
     uint8_t e[8];
     PutU64(e, p);
-    if (Status s = w.Write(e, sizeof e); !s.ok()) return fail(s);
+    BDN_RETURN_IF_ERROR(w.Write(e, sizeof e));
   }
-  if (Status s = w.Finish(); !s.ok()) return fail(s);
-  if (durable && ::fdatasync(fd) != 0) return fail(ErrnoError(what + ": fdatasync", errno));
-  if (::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return Err(ErrnoError(what + ": close", e));
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return Err(ErrnoError(what + ": rename", e));
-  }
+  BDN_RETURN_IF_ERROR(w.Finish());
+  if (auto committed = out.Commit(); !committed) return Err(committed.error());
   return final_path;
 }
 
