@@ -23,6 +23,7 @@ std::string_view LifecycleName(Lifecycle l) { return l == Lifecycle::kAlive ? "A
 
 namespace {
 
+using internal::DbHandle;
 using internal::LockFile;
 using internal::Stmt;
 
@@ -127,69 +128,29 @@ std::vector<std::string> SplitLines(const std::string& text) {
 
 struct SqliteRegistry::Impl {
   RegistryOptions options;
-  sqlite3* db = nullptr;
+  DbHandle db;
   bool read_only = false;  // opened read-only: every mutation is PermissionDenied
-  std::filesystem::path dir;
+  std::filesystem::path path;
   std::mutex mu;
 
   int64_t NowMs() const { return WallNowMs(*options.clock); }
 
-  // Also on the failure paths of Open: sqlite3_open_v2 hands back a handle (holding the file
-  // open) even when it fails, and a later PRAGMA can fail too.
-  ~Impl() {
-    if (db) sqlite3_close(db);
-  }
-
   Status Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string msg = err ? err : "unknown error";
-      sqlite3_free(err);
-      if (msg.find("locked") != std::string::npos || msg.find("busy") != std::string::npos) {
-        return UnavailableError("registry: " + msg);
-      }
-      if (msg.find("readonly") != std::string::npos || read_only) {
-        return PermissionDeniedError("registry " + (dir / "registry.db").string() +
-                                     ": read-only (" + msg + ")");
-      }
-      if (msg.find("disk is full") != std::string::npos) {
-        return FailedPreconditionError("registry " + (dir / "registry.db").string() +
-                                       ": no space left on device");
-      }
-      return InternalError("registry: " + msg);
-    }
-    return Status::Ok();
+    return internal::Exec(db.get(), sql, "registry " + path.string(), read_only);
   }
 
   // A registry made before sync existed lacks the columns of a version's source identity, and
   // one made before delete and restore the detail of a recorded write: adds them (empty).
   Status AddColumnsOfSync() {
-    bool has_revision = false;
-    {
-      Stmt s(db, "SELECT name FROM pragma_table_info('versions')");
-      while (true) {
-        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
-        if (!row) break;
-        if (s.Text(0) == "source_revision") has_revision = true;
-      }
-    }
-    bool has_detail = false;
-    {
-      Stmt s(db, "SELECT name FROM pragma_table_info('idempotency_keys')");
-      while (true) {
-        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
-        if (!row) break;
-        if (s.Text(0) == "detail") has_detail = true;
-      }
-    }
-    if (!has_detail) {
-      BDN_RETURN_IF_ERROR(
-          Exec("ALTER TABLE idempotency_keys ADD COLUMN detail TEXT NOT NULL DEFAULT ''"));
-    }
-    if (has_revision) return Status::Ok();
-    BDN_RETURN_IF_ERROR(
-        Exec("ALTER TABLE versions ADD COLUMN source_revision TEXT NOT NULL DEFAULT ''"));
-    return Exec("ALTER TABLE versions ADD COLUMN source_listing_digest TEXT NOT NULL DEFAULT ''");
+    BDN_RETURN_IF_ERROR(internal::AddColumnIfMissing(db.get(), "idempotency_keys", "detail",
+                                                     "detail TEXT NOT NULL DEFAULT ''",
+                                                     "registry"));
+    BDN_RETURN_IF_ERROR(internal::AddColumnIfMissing(db.get(), "versions", "source_revision",
+                                                     "source_revision TEXT NOT NULL DEFAULT ''",
+                                                     "registry"));
+    return internal::AddColumnIfMissing(db.get(), "versions", "source_listing_digest",
+                                        "source_listing_digest TEXT NOT NULL DEFAULT ''",
+                                        "registry");
   }
 
   // Runs `body` inside BEGIN IMMEDIATE … COMMIT, rolling back on error.
@@ -343,16 +304,13 @@ SqliteRegistry::~SqliteRegistry() = default;
 
 namespace {
 
-// Opens `uri` (an SQLite URI) with `flags`; on failure returns the message and closes the handle.
-Result<sqlite3*> OpenDb(const std::string& uri, int flags) {
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(uri.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return Err(InternalError(msg));
-  }
-  sqlite3_busy_timeout(db, 30000);
+// Opens `uri` (an SQLite URI) with `flags`. Errors: Internal with SQLite's message.
+Result<DbHandle> OpenDb(const std::string& uri, int flags) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &raw, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
+  DbHandle db(raw);
+  if (rc != SQLITE_OK) return Err(InternalError(db ? sqlite3_errmsg(db.get()) : "out of memory"));
+  sqlite3_busy_timeout(db.get(), 30000);
   return db;
 }
 
@@ -377,20 +335,19 @@ Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesyst
   auto impl = std::make_unique<Impl>();
   if (!options.clock) options.clock = Clock::Real();
   impl->options = std::move(options);
-  impl->dir = db_path.parent_path();
+  impl->path = db_path;
   MakeDatabasePrivate(db_path, "registry");
   auto rw = OpenDb(UriPath(db_path), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   Status rw_error;
   if (rw) {
-    impl->db = *rw;
+    impl->db = std::move(*rw);
     rw_error = impl->Exec("PRAGMA journal_mode=WAL");
     if (rw_error.ok()) rw_error = impl->Exec("PRAGMA synchronous=FULL");
     if (rw_error.ok()) rw_error = impl->Exec("PRAGMA foreign_keys=ON");
     if (rw_error.ok()) rw_error = impl->Exec(kSchema);
     if (rw_error.ok()) rw_error = impl->AddColumnsOfSync();
     if (rw_error.ok()) return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
-    sqlite3_close(impl->db);
-    impl->db = nullptr;
+    impl->db.reset();
   } else {
     rw_error = rw.error();
   }
@@ -401,18 +358,18 @@ Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesyst
     for (const char* mode : {"?mode=ro", "?immutable=1"}) {
       auto ro = OpenDb(UriPath(db_path) + mode, SQLITE_OPEN_READONLY);
       if (!ro) continue;
-      impl->db = *ro;
+      impl->db = std::move(*ro);
       impl->read_only = true;
       if (impl->Exec("SELECT count(*) FROM volumes").ok()) {
         return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
       }
-      sqlite3_close(impl->db);
-      impl->db = nullptr;
+      impl->db.reset();
     }
   }
   std::string why = rw_error.message();
-  if (why.starts_with("registry: ")) why = why.substr(10);
-  return Err(InternalError("registry " + db_path.string() + ": " + why));
+  const std::string name = "registry " + db_path.string();
+  if (why.starts_with(name + ": ")) why = why.substr(name.size() + 2);
+  return Err(InternalError(name + ": " + why));
 }
 
 Result<std::vector<std::string>> SqliteRegistry::ListNamespaces() {
@@ -554,7 +511,7 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
       Stmt ins(im.db, "INSERT INTO volumes(ns, name, sequence, created_ms) VALUES(?1, ?2, 0, ?3)");
       ins.Bind(1, req.ns).Bind(2, req.volume).Bind(3, im.NowMs());
       BDN_RETURN_IF_ERROR(ins.Run());
-      vid = sqlite3_last_insert_rowid(im.db);
+      vid = sqlite3_last_insert_rowid(im.db.get());
     }
     const std::string what = VolumeName(req.ns, req.volume);
     BDN_RETURN_IF_ERROR(im.CheckExpected(vid, what, req.expected_sequence));
@@ -1019,7 +976,7 @@ class FlockClaim : public PushClaim {
 
 Result<std::unique_ptr<PushClaim>> SqliteRegistry::ClaimPush(const std::string& ns,
                                                              const std::string& volume) {
-  std::filesystem::path p = impl_->dir / "locks" / (ns + "~" + volume + ".lock");
+  std::filesystem::path p = impl_->path.parent_path() / "locks" / (ns + "~" + volume + ".lock");
   BDN_ASSIGN_OR_RETURN(LockFile lock, LockFile::TryLock(p, "push claim"));
   if (!lock.held()) {
     std::string holder = lock.holder_pid().empty() ? "" : " by pid " + lock.holder_pid();

@@ -46,11 +46,8 @@ Status ValidateSecretName(const std::string& name) {
 }
 
 struct SqliteSecretStore::Impl {
-  sqlite3* db = nullptr;
+  internal::DbHandle db;
   std::mutex mu;
-  ~Impl() {
-    if (db) sqlite3_close(db);
-  }
 };
 
 SqliteSecretStore::SqliteSecretStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -103,7 +100,7 @@ Status SqliteSecretStore::Remove(const std::string& name) {
   Stmt s(impl_->db, "DELETE FROM secrets WHERE name=?1");
   s.Bind(1, name);
   BDN_RETURN_IF_ERROR(s.Run());
-  if (sqlite3_changes(impl_->db) == 0) return NotFound(name);
+  if (sqlite3_changes(impl_->db.get()) == 0) return NotFound(name);
   return Status::Ok();
 }
 

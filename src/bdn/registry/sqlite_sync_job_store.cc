@@ -171,37 +171,17 @@ Result<SyncState> ParseSyncState(std::string_view name) {
 }
 
 struct SqliteSyncJobStore::Impl {
-  sqlite3* db = nullptr;
+  internal::DbHandle db;
   std::filesystem::path path;
   std::mutex mu;
-
-  ~Impl() {
-    if (db) sqlite3_close(db);
-  }
 
   // A job table made before object-store sources lacks their endpoint and region: adds them
   // (empty for its jobs).
   Status AddColumnsOfEndpoints() {
-    {
-      Stmt s(db, "SELECT name FROM pragma_table_info('sync_jobs')");
-      while (true) {
-        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
-        if (!row) break;
-        if (s.Text(0) == "endpoint") return Status::Ok();
-      }
-    }
-    for (const char* sql : {"ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''",
-                            "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"}) {
-      char* err = nullptr;
-      if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-        std::string msg = err ? err : "unknown error";
-        sqlite3_free(err);
-        // Another process added them meanwhile.
-        if (msg.find("duplicate column") != std::string::npos) return Status::Ok();
-        return InternalError("sync job store " + path.string() + ": " + msg);
-      }
-    }
-    return Status::Ok();
+    BDN_RETURN_IF_ERROR(internal::AddColumnIfMissing(
+        db.get(), "sync_jobs", "endpoint", "endpoint TEXT NOT NULL DEFAULT ''", "sync job store"));
+    return internal::AddColumnIfMissing(db.get(), "sync_jobs", "region",
+                                        "region TEXT NOT NULL DEFAULT ''", "sync job store");
   }
 
   // Requires mu.
