@@ -149,7 +149,7 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
   return upstream_->Get(id);
 }
 
-Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
+Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   BlobBatch out(ids.size());
   std::vector<uint8_t> done(ids.size(), 0);  // not vector<bool>: threads write distinct slots
   // Group by chosen node.
@@ -167,7 +167,7 @@ Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
     size_t i = asked[a];
     std::vector<Digest> want;
     for (size_t k : by_node[i]) want.push_back(ids[k]);
-    auto got = nodes_[i]->store->GetBatch(want);
+    auto got = nodes_[i]->store->GetMany(want);
     if (!got) {
       MarkUnhealthy(*nodes_[i]);
       return;

@@ -70,8 +70,7 @@ class ClusterChunkStore : public ChunkStore {
   // Many chunks at once: one POST /v1/chunks/batch per chosen node (the nodes in parallel),
   // then the upstream's GetMany for what the nodes did not deliver.
   // Result in request order; nullopt where the upstream lacks a chunk too.
-  Result<BlobBatch> GetBatch(std::span<const Digest> ids);
-  Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   bool PrefersBatches() const override { return true; }
 
   // Node indexes ordered by weight for `id`, highest (the owner) first. A pure function of the

@@ -220,7 +220,7 @@ TEST(ClusterChunkStore, MissingOnNodeFallsThroughWithoutMarkingIt) {
   EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
 }
 
-TEST(ClusterChunkStore, GetBatchUsesNodesThenUpstream) {
+TEST(ClusterChunkStore, GetManyUsesNodesThenUpstream) {
   FakeOrigin a, origin;
   a.Start();
   origin.Start();
@@ -241,7 +241,7 @@ TEST(ClusterChunkStore, GetBatchUsesNodesThenUpstream) {
     }
     want.push_back(i % 3 == 2 ? std::nullopt : std::optional(data));
   }
-  auto got = (*store)->GetBatch(ids);
+  auto got = (*store)->GetMany(ids);
   ASSERT_TRUE(got.has_value()) << got.error().message();
   EXPECT_EQ(*got, want);
   EXPECT_EQ(a.batch_requests, 1);

@@ -270,7 +270,7 @@ TEST(RemoteChunkStore, ServerErrorsOfEveryKindAreRetriedButClientErrorsAreNot) {
     });
     origin.Start();
     RemoteChunkStore store(Client(origin.url()), FastRetries());
-    auto batch = store.GetBatch(std::vector<Digest>{IdOf(1)});
+    auto batch = store.GetMany(std::vector<Digest>{IdOf(1)});
     ASSERT_FALSE(batch.has_value()) << status;
     EXPECT_EQ(batch.error().message(),
               "origin " + origin.url() + ": POST /v1/chunks/batch: HTTP " + std::to_string(status));
@@ -333,7 +333,7 @@ TEST(RemoteChunkStore, FindMissingAndSizesBatchAt4096IdsInInputOrder) {
   EXPECT_EQ(origin.sizes_requests, 3);
 }
 
-TEST(RemoteChunkStore, GetBatchReturnsVerifiedBlobsAndMissingOnes) {
+TEST(RemoteChunkStore, GetManyReturnsVerifiedBlobsAndMissingOnes) {
   FakeOrigin origin;
   origin.Start();
   std::vector<Digest> ids;
@@ -350,18 +350,18 @@ TEST(RemoteChunkStore, GetBatchReturnsVerifiedBlobsAndMissingOnes) {
     }
   }
   RemoteChunkStore store(Client(origin.url()));
-  auto got = store.GetBatch(ids);
+  auto got = store.GetMany(ids);
   ASSERT_TRUE(got.has_value()) << got.error().message();
   EXPECT_EQ(*got, want);
   EXPECT_EQ(origin.batch_requests, 3);  // 1024 + 1024 + 452
 
   origin.wrong_bytes = true;
-  auto bad = store.GetBatch(std::span<const Digest>(ids).subspan(1, 3));
+  auto bad = store.GetMany(std::span<const Digest>(ids).subspan(1, 3));
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().code(), StatusCode::kCorruption);
 }
 
-TEST(RemoteChunkStore, GetBatchRejectsAMalformedAnswer) {
+TEST(RemoteChunkStore, GetManyRejectsAMalformedAnswer) {
   TestServer s;
   s.http().Post("/v1/chunks/batch", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("BDNB\x01", "application/octet-stream");
@@ -369,14 +369,14 @@ TEST(RemoteChunkStore, GetBatchRejectsAMalformedAnswer) {
   s.Start();
   RemoteChunkStore store(Client(s.url()));
   Digest id = IdOf(1);
-  auto r = store.GetBatch(std::span<const Digest>(&id, 1));
+  auto r = store.GetMany(std::span<const Digest>(&id, 1));
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
   EXPECT_EQ(r.error().message(),
             "origin " + s.url() + ": POST /v1/chunks/batch: truncated at chunk " + id.ToString());
 }
 
-TEST(RemoteChunkStore, GetBatchNamesWhatIsWrongWithAnAnswer) {
+TEST(RemoteChunkStore, GetManyNamesWhatIsWrongWithAnAnswer) {
   Digest id = IdOf(1);
   Digest other = IdOf(2);
   auto record = [](const Digest& d, uint8_t status, const std::string& bytes) {
@@ -406,14 +406,14 @@ TEST(RemoteChunkStore, GetBatchNamesWhatIsWrongWithAnAnswer) {
     });
     s.Start();
     RemoteChunkStore store(Client(s.url()));
-    auto r = store.GetBatch(std::span<const Digest>(&id, 1));
+    auto r = store.GetMany(std::span<const Digest>(&id, 1));
     ASSERT_FALSE(r.has_value()) << c.why;
     EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
     EXPECT_EQ(r.error().message(), "origin " + s.url() + ": POST /v1/chunks/batch: " + c.why);
   }
 }
 
-TEST(RemoteChunkStore, GetBatchRefusesBytesThatDoNotMatchTheirId) {
+TEST(RemoteChunkStore, GetManyRefusesBytesThatDoNotMatchTheirId) {
   Digest id = IdOf(1);
   std::string body = "BDNB";
   body.append(reinterpret_cast<const char*>(id.data()), Digest::kSize);
@@ -424,7 +424,7 @@ TEST(RemoteChunkStore, GetBatchRefusesBytesThatDoNotMatchTheirId) {
   });
   s.Start();
   RemoteChunkStore store(Client(s.url()));
-  auto r = store.GetBatch(std::span<const Digest>(&id, 1));
+  auto r = store.GetMany(std::span<const Digest>(&id, 1));
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().message(), "chunk " + id.ToString() + ": digest mismatch (bytes from origin " +
                                      s.url() + " hash to " + Digest::Of(std::string_view("abc")).ToString() + ")");
