@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/text.h"
@@ -735,9 +736,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   const int64_t created_ms =
       args.version_created_unix_ms > 0
           ? args.version_created_unix_ms
-          : std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count();
+          : WallNowMs(*Clock::Real());
   opts.unrecorded_mtime_ns = created_ms * 1'000'000;
   opts.log_level = args.log_level;
   if (args.foreground) {

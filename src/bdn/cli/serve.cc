@@ -1,5 +1,6 @@
 // bdn serve and bdn cache serve (serve.h): flags to options, the data directory's lock, the
 // server's signals, and the wiring of the origin or the cache node onto an http::Server.
+#include "bdn/base/clock.h"
 #include "bdn/base/fd.h"
 #include "bdn/base/log.h"
 #include "bdn/cli/serve.h"
@@ -261,7 +262,7 @@ class PeriodicGc {
       metrics_.Add("bdn_gc_packs_deleted_total", {}, static_cast<double>(r->packs_deleted));
       metrics_.Add("bdn_gc_packs_repacked_total", {}, static_cast<double>(r->packs_repacked));
       metrics_.Set("bdn_gc_last_run_timestamp_seconds", {},
-                   static_cast<double>(UnixMs(std::chrono::system_clock::now())) / 1000.0);
+                   static_cast<double>(WallNowMs(*Clock::Real())) / 1000.0);
       metrics_.Set("bdn_gc_last_duration_seconds", {},
                    static_cast<double>(r->duration.count()) / 1000.0);
       metrics_.Set("bdn_gc_last_bytes_reclaimed", {}, static_cast<double>(r->bytes_reclaimed));
@@ -328,7 +329,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   auto live_origin = std::make_shared<std::atomic<origin::Origin*>>(nullptr);
   const std::chrono::milliseconds claim_window = *gc_grace;
   store_options.claims_retain_since = [live_origin, claim_window] {
-    SteadyTime since = std::chrono::steady_clock::now() - claim_window;
+    SteadyTime since = Clock::Real()->SteadyNow() - claim_window;
     if (origin::Origin* o = live_origin->load()) {
       if (auto oldest = o->claims().OldestLiveAcquired()) since = std::min(since, *oldest);
     }

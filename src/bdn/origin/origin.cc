@@ -19,7 +19,7 @@ Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
       store_(std::move(store)),
       registry_(std::move(registry)),
       keys_(std::move(keys)),
-      claims_(options.claim_ttl) {}
+      claims_(options.claim_ttl, options.clock) {}
 
 void Origin::Register(http::Server& server) {
   server_ = &server;

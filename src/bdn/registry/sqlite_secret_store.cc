@@ -3,6 +3,7 @@
 #include <mutex>
 #include <optional>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/hex.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sqlite_util.h"
@@ -20,12 +21,6 @@ CREATE TABLE IF NOT EXISTS secrets(
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL);
 )sql";
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Status NotFound(const std::string& name) {
   return NotFoundError("secret \"" + name + "\": not found");
@@ -62,7 +57,7 @@ Result<std::unique_ptr<SqliteSecretStore>> SqliteSecretStore::Open(
 
 Status SqliteSecretStore::Put(const std::string& name, const std::string& sealed) {
   BDN_RETURN_IF_ERROR(ValidateSecretName(name));
-  const int64_t now = NowMs();
+  const int64_t now = WallNowMs(*Clock::Real());
   std::lock_guard lock(impl_->mu);
   Stmt s(impl_->db,
          "INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms) VALUES(?1,?2,?3,?3) "

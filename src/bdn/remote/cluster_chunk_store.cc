@@ -9,10 +9,10 @@
 namespace bdn::remote {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+// `clock`'s steady time in nanoseconds, as Node::unhealthy_until_ns holds it.
+int64_t NowNs(const Clock& clock) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             clock.SteadyNow().time_since_epoch())
       .count();
 }
 
@@ -66,6 +66,7 @@ std::vector<std::string> ParseNodeList(std::string_view list) {
 Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     const std::vector<std::string>& node_urls, std::shared_ptr<ChunkStore> upstream,
     ClusterOptions options) {
+  if (!options.clock) options.clock = Clock::Real();
   std::unique_ptr<ClusterChunkStore> c(new ClusterChunkStore(std::move(upstream), options));
   for (const auto& url : node_urls) {
     http::ClientOptions co;
@@ -107,7 +108,7 @@ bool ClusterChunkStore::IsHealthy(size_t node) const {
 
 void ClusterChunkStore::MarkUnhealthy(Node& n) {
   const int64_t until =
-      NowNs() +
+      NowNs(*options_.clock) +
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.probe_interval).count();
   n.unhealthy_until_ns.store(std::max<int64_t>(until, 1));
 }
@@ -115,7 +116,7 @@ void ClusterChunkStore::MarkUnhealthy(Node& n) {
 bool ClusterChunkStore::Usable(Node& n) {
   int64_t until = n.unhealthy_until_ns.load();
   if (until == 0) return true;
-  if (NowNs() < until) return false;
+  if (NowNs(*options_.clock) < until) return false;
   bool expected = false;
   if (!n.probing.compare_exchange_strong(expected, true)) return false;  // another thread probes
   auto r = n.store->client().Send({.path = "/healthz",

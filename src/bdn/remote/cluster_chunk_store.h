@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bdn/base/clock.h"
 #include "bdn/remote/remote_chunk_store.h"
 #include "bdn/store/chunk_store.h"
 
@@ -22,6 +23,9 @@ struct ClusterOptions {
   // An unhealthy node is left alone this long, then re-probed with GET /healthz.
   std::chrono::milliseconds probe_interval{5000};
   std::chrono::milliseconds probe_deadline{1000};
+  // The time of the health bookkeeping (when an unhealthy node is probed again). Null:
+  // Clock::Real().
+  std::shared_ptr<Clock> clock;
 };
 
 // Splits a node list as --cluster-cache and BDN_CLUSTER_CACHE give it: "URL,URL,..." (blanks
@@ -86,7 +90,7 @@ class ClusterChunkStore : public ChunkStore {
     std::string url;
     uint64_t seed = 0;
     std::unique_ptr<RemoteChunkStore> store;
-    std::atomic<int64_t> unhealthy_until_ns{0};  // 0: healthy; else steady_clock ns
+    std::atomic<int64_t> unhealthy_until_ns{0};  // 0: healthy; else options_.clock's steady ns
     std::atomic<bool> probing{false};
   };
 

@@ -44,9 +44,11 @@ int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
+// Wall time now in ns since the epoch, as directory mtimes are compared with it: the real
+// clock, whatever options.clock is (file systems stamp with real time).
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+             Clock::Real()->WallNow().time_since_epoch())
       .count();
 }
 
