@@ -142,7 +142,17 @@ struct TagArgs {
   std::string tag;
   std::optional<int64_t> expected_sequence;
 };
+// bdn volume tag set --volume-ref REF --tag T: points tag T of REF's volume at the version REF
+// resolves to (head when it names none). Prints "bdn:ns/vol:T -> <pinned ref>"; JSON: tag,
+// version_ref, sequence (the volume's, after the change; unchanged if T already named it).
+// Errors: InvalidArgument for a tag that is not valid (ValidateTag) or "head" (reserved);
+// FailedPrecondition "version …: is deleted"; Conflict "…: sequence is N, expected M" when
+// expected_sequence is given and stale.
 Status TagSet(Context& ctx, const TagArgs& args);
+// bdn volume tag delete --volume-ref REF --tag T: removes tag T of REF's volume. Prints
+// "deleted tag T of bdn:ns/vol"; JSON: tag, volume, sequence.
+// Errors: InvalidArgument as TagSet; NotFound "tag \"T\" of bdn:ns/vol: not found"; Conflict as
+// TagSet.
 Status TagDelete(Context& ctx, const TagArgs& args);
 
 // bdn volume rm REF@digest | --recursive REF (docs/spec.md §8): soft-deletes one version, or
@@ -182,10 +192,29 @@ struct PullArgs {
   bool overwrite = false;
   int jobs = 0;
 };
+// bdn volume pull REF DIR: bdn::Pull of REF's version (or REF's path in it) into args.dir, with
+// a progress display on stderr. Each include has trailing slashes dropped and must be a valid
+// entry path. Prints the pinned ref (stderr: "pulled N files (SIZE), M already present");
+// JSON: version_ref, files_written, files_skipped, bytes_written.
+// Errors: InvalidArgument for an include that is not a valid path (ValidateEntryPath); those
+// of bdn::Pull (volume/pull.h: NotFound, AlreadyExists without overwrite, Conflict, Corruption).
 Status Pull(Context& ctx, const PullArgs& args);
 
+// bdn volume cat REF/path: the file's bytes on stdout, each chunk verified before it is written
+// (CatFile). Errors: InvalidArgument "ref \"…\": cat needs a file path"; those of CatFile
+// (NotFound, InvalidArgument for a non-file, Corruption "…(the bytes written are not the
+// file's)").
 Status Cat(Context& ctx, const std::string& ref);
+// bdn volume diff A B: the paths added, removed and changed from version A to B (DiffVersions)
+// and what moving from A to B fetches. Text: "--- A" and "+++ B", then "A path", "D path", "M
+// path" lines and a summary; JSON: from, to, added, removed, changed, fetch_bytes,
+// fetch_chunks.
 Status Diff(Context& ctx, const std::string& ref_a, const std::string& ref_b);
+// bdn volume verify REF: reads and checks every chunk and file of the version (VerifyVersion,
+// `jobs` at once; 0 = all cores). Prints each problem ("<code>: file \"p\": <message>") and a
+// summary; JSON: version_ref, files, chunks, bytes, ok, problems: [{path, chunk, error,
+// message}]. Errors: Corruption "version bdn:…: N problems" when any were found (exit 5; the
+// result is printed first).
 Status Verify(Context& ctx, const std::string& ref, int jobs);
 
 struct MountArgs {
@@ -244,7 +273,16 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 Status MountsApply(Context& ctx, const std::string& config_path);
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,
 // changing only those values (comments and layout kept).
+// The file is rewritten through a temporary file renamed into place (WriteFileAtomically),
+// keeping its permission bits; a symlink is followed and its target replaced. Prints each
+// change "FILE:LINE: SOURCE -> PINNED" (or that every source is already pinned); JSON: config,
+// changes: [{line, from, to}]. Errors: InvalidArgument "FILE:LINE: …" as MountsApply; those of
+// resolving each source (prefixed "FILE:LINE"); ErrnoError "config FILE" for reading or
+// writing it.
 Status MountsLock(Context& ctx, const std::string& config_path);
+// bdn volume umount MOUNTPOINT: Unmount (mount_table.h) of the absolute path. Prints
+// "unmounted P"; JSON: mountpoint, unmounted. Errors: those of Unmount (InvalidArgument "…: not a
+// bdn mount", FailedPrecondition "…: busy (…)").
 Status Umount(Context& ctx, const std::string& mountpoint);
 
 // ---- Sync jobs and secrets (docs/spec.md §6, docs/sync.md; sync_commands.cc) ----
