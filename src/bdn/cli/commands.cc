@@ -138,10 +138,15 @@ int ExitCode(const Status& s) {
   }
 }
 
+Result<Ref> ParseWriteRef(const std::string& text, const std::string& what) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(text));
+  if (ref.digest) return Err(InvalidArgumentError(what + " takes a volume, not a digest"));
+  if (!ref.path.empty()) return Err(InvalidArgumentError(what + " takes no path"));
+  return ref;
+}
+
 Status Push(Context& ctx, const PushArgs& args) {
-  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref));
-  if (ref.digest) return InvalidArgumentError("ref \"" + args.ref + "\": push takes a volume, not a digest");
-  if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": push takes no path");
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.ref, "ref \"" + args.ref + "\": push"));
   PushOptions opts;
   opts.dir = args.dir;
   opts.ns = ref.ns;

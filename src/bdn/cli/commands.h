@@ -109,6 +109,18 @@ Status Fsck(const std::filesystem::path& data, bool repair, bool json);
 // 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.
 int ExitCode(const Status& s);
 
+// Parses `text` as the target of a write: bdn:ns/vol or bdn:ns/vol:tag, no digest and no path
+// (push's REF, volume sync start's --dest). `what` starts the messages, e.g. "ref \"<text>\":
+// push" or "--dest \"<text>\":". Errors: those of ParseRef; InvalidArgument "<what> takes a
+// volume, not a digest" and "<what> takes no path".
+Result<Ref> ParseWriteRef(const std::string& text, const std::string& what);
+
+// Every command below prints its result on stdout: text for people, or with ctx.json one JSON
+// object (JsonText) whose keys are named at each command; progress and notes go to stderr.
+// Besides the errors named, each returns those of parsing its refs (InvalidArgument, ParseRef)
+// and resolving them (ResolveRef: NotFound "volume bdn:ns/vol: not found", "tag …", "version
+// …"), and those of the store and registry it reads (Unavailable, Corruption, Internal).
+
 struct PushArgs {
   std::string dir;
   std::string ref;
@@ -121,20 +133,50 @@ struct PushArgs {
   // continuously this long (RetryBudget).
   std::chrono::milliseconds retry_deadline{60000};
 };
+// bdn volume push DIR REF: seals args.dir (SealDirectory) and commits it to REF's volume, moving
+// head and setting REF's tag and args.tags, with a progress display on stderr. Prints the
+// pinned ref (stderr: "sealed: N files, SIZE, C chunks (U new, B stored)", or "unchanged: …"
+// when the version was already head); JSON: version_ref, digest, sequence, head_updated,
+// tags_applied, files, bytes, chunks, chunks_uploaded, bytes_uploaded, chunks_reused,
+// metadata_bytes_uploaded, unchanged.
+// Errors: ParseWriteRef's ("ref \"…\": push takes …"); InvalidArgument for a tag that is not
+// valid (ValidateTag), "tag \"head\": reserved; push always moves head", "--source-uri \"…\":
+// not valid UTF-8"; those of bdn::Push (the directory's: NotFound, PermissionDenied; Conflict
+// "…: sequence is N, expected M" with expected_sequence); Unavailable once a remote origin has
+// failed for retry_deadline ("… (gave up after retrying for 1m; --retry-deadline 1m)").
 Status Push(Context& ctx, const PushArgs& args);
 
 struct LsArgs {
   std::string ref;  // "" lists namespaces
   bool recursive = false;
 };
+// bdn ls [REF]: with no ref the namespaces (JSON: namespaces: [name]); "bdn:ns" its volumes
+// (JSON: volumes: [{volume, head, versions}]); a volume or version ref with an optional path the
+// entries of that directory, in path order (all below it with `recursive`; the entry itself for
+// a file): text "<mode> <size> <path>" ("/" after directories, "-> target" after symlinks,
+// "=> target" after hardlinks; names escaped, EscapeName) with the pinned ref on stderr; JSON:
+// version_ref, entries: [{path, kind, mode, size, digest, target, mtime_ns}].
+// Errors: NotFound "path \"p\": not in bdn:…@b3:…".
 Status Ls(Context& ctx, const LsArgs& args);
 
+// bdn volume stat REF: a volume (no tag, digest or path: head, sequence, tags, live and deleted
+// version counts, created; JSON: volume, head, head_ref, sequence, tags {name: digest},
+// versions, deleted_versions, created), a version (its record and chunker; JSON as `volume
+// versions` plus chunker) or an entry of a version (REF with a path: path, kind, mode, size,
+// digest, target, mtime_ns, version_ref, and for a file chunks and chunk_index when it has one;
+// text "key: value" lines, the mode in octal).
+// Errors: NotFound "path \"p\": not in bdn:…"; those of loading the file's chunk list.
 Status Stat(Context& ctx, const std::string& ref);
 
 struct VersionsArgs {
   std::string ref;
   bool include_deleted = false;
 };
+// bdn volume versions REF: the volume's versions, newest first (Registry::ListVersions), deleted
+// ones too with include_deleted: a table SEQUENCE DIGEST SIZE LIFECYCLE HEAD CREATED
+// [DELETE_AFTER] TAGS; JSON: volume, versions: [{version_ref, digest, sequence, lifecycle,
+// head, tags, created, files, bytes, chunks, entries, source_uri, delete_after}].
+// Errors: NotFound "volume bdn:ns/vol: not found".
 Status Versions(Context& ctx, const VersionsArgs& args);
 
 struct TagArgs {

@@ -10,28 +10,14 @@
 #include <vector>
 
 #include "bdn/mount/mount_test_support.h"
+#include "bdn/testing/fake_clock.h"
 
 namespace bdn {
 namespace {
 
-// A MemChunkStore that counts Get calls and can be made slow, to observe sharing.
-class CountingStore : public ChunkStore {
- public:
-  Result<bool> Contains(const Digest& id) override { return inner.Contains(id); }
-  Result<BlobSizes> Sizes(std::span<const Digest> ids) override { return inner.Sizes(ids); }
-  Status Put(const Digest& id, std::span<const uint8_t> data) override {
-    return inner.Put(id, data);
-  }
-  Result<std::vector<uint8_t>> Get(const Digest& id) override {
-    ++gets;
-    if (delay.count() > 0) std::this_thread::sleep_for(delay);
-    return inner.Get(id);
-  }
-
-  MemChunkStore inner;
-  std::atomic<int> gets{0};
-  std::chrono::milliseconds delay{0};
-};
+// A MemChunkStore that counts Get calls and can be made slow, to observe sharing (the fault
+// modes of mount_test_support.h's FaultyStore stay off).
+using CountingStore = mount_testing::FaultyStore;
 
 // A MemChunkStore that answers batches (as a remote tier does) and counts them.
 class BatchingStore : public ChunkStore {

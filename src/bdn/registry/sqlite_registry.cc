@@ -170,6 +170,30 @@ struct SqliteRegistry::Impl {
     return r;
   }
 
+  // The shape of the tag writes: in one transaction, a request recorded under
+  // `idempotency_key` before answers its recorded sequence; else the volume must exist at
+  // `expected_sequence` (if given), `change` runs on its id and returns the sequence after it,
+  // which is recorded under the key. Takes mu.
+  template <typename F>
+  Result<int64_t> IdempotentVolumeWrite(const std::string& ns, const std::string& volume,
+                                        const std::string& request,
+                                        std::optional<int64_t> expected_sequence,
+                                        const std::string& idempotency_key, F change) {
+    std::lock_guard lock(mu);
+    return Transaction<int64_t>([&]() -> Result<int64_t> {
+      if (!idempotency_key.empty()) {
+        BDN_ASSIGN_OR_RETURN(auto recorded, Recorded(idempotency_key, request));
+        if (recorded) return recorded->sequence;
+      }
+      BDN_ASSIGN_OR_RETURN(int64_t vid, RequireVolume(ns, volume));
+      BDN_RETURN_IF_ERROR(CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
+      CommitResult out;
+      BDN_ASSIGN_OR_RETURN(out.sequence, change(vid));
+      if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(Record(idempotency_key, request, out));
+      return out.sequence;
+    });
+  }
+
   Result<std::optional<int64_t>> VolumeId(const std::string& ns, const std::string& volume) {
     Stmt s(db, "SELECT id FROM volumes WHERE ns=?1 AND name=?2");
     s.Bind(1, ns).Bind(2, volume);
@@ -606,33 +630,21 @@ Result<int64_t> SqliteRegistry::SetTag(const std::string& ns, const std::string&
   const std::string request = "tag set bdn:" + ns + "/" + volume + ":" + tag + " -> " +
                               digest.ToString() +
                               " expected_sequence=" + ExpectedText(expected_sequence);
-  std::lock_guard lock(impl_->mu);
-  return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
-    Impl& im = *impl_;
-    if (!idempotency_key.empty()) {
-      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request));
-      if (recorded) return recorded->sequence;
-    }
-    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
-    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
-    BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, digest));
-    if (v.lifecycle != Lifecycle::kAlive) {
-      return Err(FailedPreconditionError("version bdn:" + ns + "/" + volume + "@" +
-                                         digest.ToString() + ": is deleted"));
-    }
-    CommitResult out;
-    if (std::find(v.tags.begin(), v.tags.end(), tag) != v.tags.end()) {
-      // Already there: nothing changes, so neither does the sequence.
-      BDN_ASSIGN_OR_RETURN(out.sequence, im.Sequence(vid));
-    } else {
-      Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
-      up.Bind(1, vid).Bind(2, tag).Bind(3, digest.Hex());
-      BDN_RETURN_IF_ERROR(up.Run());
-      BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
-    }
-    if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, out));
-    return out.sequence;
-  });
+  Impl& im = *impl_;
+  return im.IdempotentVolumeWrite(ns, volume, request, expected_sequence, idempotency_key,
+                                  [&](int64_t vid) -> Result<int64_t> {
+        BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, digest));
+        if (v.lifecycle != Lifecycle::kAlive) {
+          return Err(FailedPreconditionError("version bdn:" + ns + "/" + volume + "@" +
+                                             digest.ToString() + ": is deleted"));
+        }
+        // Already there: nothing changes, so neither does the sequence.
+        if (std::find(v.tags.begin(), v.tags.end(), tag) != v.tags.end()) return im.Sequence(vid);
+        Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
+        up.Bind(1, vid).Bind(2, tag).Bind(3, digest.Hex());
+        BDN_RETURN_IF_ERROR(up.Run());
+        return im.Bump(vid);
+      });
 }
 
 Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::string& volume,
@@ -644,26 +656,18 @@ Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::stri
   }
   const std::string request = "tag delete bdn:" + ns + "/" + volume + ":" + tag +
                               " expected_sequence=" + ExpectedText(expected_sequence);
-  std::lock_guard lock(impl_->mu);
-  return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
-    Impl& im = *impl_;
-    if (!idempotency_key.empty()) {
-      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request));
-      if (recorded) return recorded->sequence;
-    }
-    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
-    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
-    Stmt del(im.db, "DELETE FROM tags WHERE volume_id=?1 AND name=?2");
-    del.Bind(1, vid).Bind(2, tag);
-    BDN_RETURN_IF_ERROR(del.Run());
-    if (sqlite3_changes(im.db) == 0) {
-      return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume + ": not found"));
-    }
-    CommitResult out;
-    BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
-    if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, out));
-    return out.sequence;
-  });
+  Impl& im = *impl_;
+  return im.IdempotentVolumeWrite(ns, volume, request, expected_sequence, idempotency_key,
+                                  [&](int64_t vid) -> Result<int64_t> {
+        Stmt del(im.db, "DELETE FROM tags WHERE volume_id=?1 AND name=?2");
+        del.Bind(1, vid).Bind(2, tag);
+        BDN_RETURN_IF_ERROR(del.Run());
+        if (sqlite3_changes(im.db.get()) == 0) {
+          return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume +
+                                   ": not found"));
+        }
+        return im.Bump(vid);
+      });
 }
 
 

@@ -536,11 +536,10 @@ Status LocalChunkStore::LoadLoosePacks() {
       BDN_RETURN_IF_ERROR(RecoverPack(id, std::move(fd)));
       continue;
     }
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return ErrnoError("pack " + (dir / name).string(), errno);
-    auto file = std::make_shared<PackFile>(std::move(fd));
-    auto blobs = pack::ReadFooter(file->fd(), static_cast<uint64_t>(st.st_size),
-                                  "pack " + (dir / name).string());
+    const std::string what = "pack " + (dir / name).string();
+    BDN_ASSIGN_OR_RETURN(auto adopted, AdoptPackFile(std::move(fd), what));
+    auto& [file, size] = adopted;
+    auto blobs = pack::ReadFooter(file->fd(), size, what);
     if (blobs) {
       AddLoose(id, std::move(file), *blobs);
       continue;
@@ -555,14 +554,19 @@ Status LocalChunkStore::LoadLoosePacks() {
   return Status::Ok();
 }
 
+Result<std::pair<std::shared_ptr<LocalChunkStore::PackFile>, uint64_t>>
+LocalChunkStore::AdoptPackFile(UniqueFd fd, const std::string& what) {
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(what, errno));
+  return std::pair(std::make_shared<PackFile>(std::move(fd)), static_cast<uint64_t>(st.st_size));
+}
+
 Status LocalChunkStore::RepairSealedPack(uint64_t pack, UniqueFd owned) {
   const fs::path path = PackPath(pack);
   const std::string what = "pack " + path.string();
-  const int fd = owned.get();
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoError(what, errno);
-  auto file = std::make_shared<PackFile>(std::move(owned));
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  BDN_ASSIGN_OR_RETURN(auto adopted, AdoptPackFile(std::move(owned), what));
+  auto& [file, size] = adopted;
+  const int fd = file->fd();
   // Another process may have repaired it between our read of the footer and our lock.
   if (auto blobs = pack::ReadFooter(fd, size, what)) {
     AddLoose(pack, std::move(file), *blobs);
@@ -604,11 +608,10 @@ Status LocalChunkStore::RepairSealedPack(uint64_t pack, UniqueFd owned) {
 Status LocalChunkStore::RecoverPack(uint64_t pack, UniqueFd owned) {
   const fs::path path = PackPath(pack, false);
   const std::string what = "pack " + path.string();
-  const int fd = owned.get();
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoError(what, errno);
-  auto file = std::make_shared<PackFile>(std::move(owned));
-  auto scan = pack::ScanRecords(fd, static_cast<uint64_t>(st.st_size), what);
+  BDN_ASSIGN_OR_RETURN(auto adopted, AdoptPackFile(std::move(owned), what));
+  auto& [file, size] = adopted;
+  const int fd = file->fd();
+  auto scan = pack::ScanRecords(fd, size, what);
   if (!scan) {
     if (scan.error().code() != StatusCode::kCorruption) return scan.error();
     // Not a pack at all (its header never reached the disk): nothing in it can be used.

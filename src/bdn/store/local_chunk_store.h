@@ -274,6 +274,10 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // sealed again when writable (the torn tail is cut off, never committed to). `fd` is open with
   // an exclusive flock; the store keeps it (the pack's reading descriptor).
   Status RecoverPack(uint64_t pack, UniqueFd fd);
+  // Takes the open pack file `fd` as a PackFile, with the file's size in bytes.
+  // Errors: ErrnoError "`what`" (fstat).
+  static Result<std::pair<std::shared_ptr<PackFile>, uint64_t>> AdoptPackFile(
+      UniqueFd fd, const std::string& what);
   // Repairs a sealed .pack whose footer is damaged without cutting anything: every whole record
   // (SalvageRecords: bad records skipped, the scan resynced past damaged headers) is listed in a
   // new footer appended at the end of the file. `fd` is open with an exclusive flock; the store
