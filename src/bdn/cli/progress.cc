@@ -36,17 +36,23 @@ ProgressReporter::~ProgressReporter() {
   cv_.notify_all();
   thread_.join();
   if (tty_ && drew_) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double s = std::chrono::duration<double>(Clock::Real()->SteadyNow() - start_).count();
     std::fprintf(stderr, "\r%s\033[K\n", Line(s).c_str());
   }
 }
 
 std::string ProgressReporter::Line(double elapsed_s) const {
-  uint64_t done = counters_.bytes_done.load();
-  uint64_t total = counters_.bytes_total.load();
+  return ProgressLine(label_, counters_, elapsed_s, tty_ ? ProgressStyle::kBar : ProgressStyle::kPlain,
+                      note_ ? note_() : std::string());
+}
+
+std::string ProgressLine(const std::string& label, const TransferCounters& counters,
+                         double elapsed_s, ProgressStyle style, const std::string& note) {
+  uint64_t done = counters.bytes_done.load();
+  uint64_t total = counters.bytes_total.load();
   double rate = elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0;
-  std::string out = label_ + " ";
-  if (tty_) {
+  std::string out = label + " ";
+  if (style == ProgressStyle::kBar) {
     constexpr int kWidth = 24;
     int fill = total ? static_cast<int>(kWidth * static_cast<double>(done) / static_cast<double>(total)) : 0;
     if (fill > kWidth) fill = kWidth;
