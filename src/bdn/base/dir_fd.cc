@@ -12,19 +12,6 @@
 namespace bdn {
 namespace fs = std::filesystem;
 
-DirFd::~DirFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-DirFd& DirFd::operator=(DirFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
 Result<DirFd> DirFd::Open(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Err(ErrnoError("directory \"" + path.string() + "\"", errno));
@@ -42,14 +29,11 @@ Result<DirFd> DirFd::OpenAt(int parent, const std::string& name, const std::stri
 }
 
 Result<std::vector<std::string>> ListNames(int dir, const std::string& display) {
-  int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Err(ErrnoError("directory \"" + display + "\"", errno));
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    int err = errno;
-    ::close(fd);
-    return Err(ErrnoError("directory \"" + display + "\"", err));
-  }
+  UniqueFd fd(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return Err(ErrnoError("directory \"" + display + "\"", errno));
+  DIR* d = ::fdopendir(fd.get());
+  if (!d) return Err(ErrnoError("directory \"" + display + "\"", errno));
+  fd.Release();  // the DIR owns it now
   std::vector<std::string> names;
   while (true) {
     errno = 0;

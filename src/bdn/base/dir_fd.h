@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/status.h"
 
 namespace bdn {
@@ -22,13 +23,8 @@ class DirFd {
  public:
   DirFd() = default;
   explicit DirFd(int fd) : fd_(fd) {}
-  ~DirFd();
-  DirFd(DirFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  DirFd& operator=(DirFd&& o) noexcept;
-  DirFd(const DirFd&) = delete;
-  DirFd& operator=(const DirFd&) = delete;
 
-  int get() const { return fd_; }
+  int get() const { return fd_.get(); }
 
   // Opens the directory at `path` (a path a user named: symlinks in it are followed).
   // Errors: ErrnoError "directory \"path\"" (NotFound, PermissionDenied, Internal for ENOTDIR...).
@@ -40,7 +36,7 @@ class DirFd {
   static Result<DirFd> OpenAt(int parent, const std::string& name, const std::string& display);
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 // The names in directory `dir` except "." and "..", sorted bytewise.

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "bdn/base/fd.h"
+
 namespace bdn {
 namespace fs = std::filesystem;
 
@@ -41,10 +43,9 @@ void MakePrivate(const fs::path& path, std::string_view what) {
 }
 
 void CreatePrivateFile(const fs::path& file, std::string_view what) {
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
-  if (fd >= 0) {
-    ::fchmod(fd, kPrivateFileMode);
-    ::close(fd);
+  UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode));
+  if (fd) {
+    ::fchmod(fd.get(), kPrivateFileMode);
     return;
   }
   if (errno == EEXIST) MakePrivate(file, what);

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "bdn/base/hex.h"
+
 namespace bdn {
 namespace {
 
@@ -98,12 +100,7 @@ std::string PercentEncode(std::string_view s, std::string_view safe) {
 }
 
 std::string PercentDecode(std::string_view s) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
+  const auto hex = HexDigitValue;
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {

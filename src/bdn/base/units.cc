@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bdn/base/hex.h"
+
 namespace bdn {
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
@@ -146,16 +148,6 @@ std::string FormatBytes(uint64_t bytes) {
   if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
   else std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
   return buf;
-}
-
-std::string HexEncode(const uint8_t* data, size_t size) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out(size * 2, '0');
-  for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = kHex[data[i] >> 4];
-    out[2 * i + 1] = kHex[data[i] & 15];
-  }
-  return out;
 }
 
 Result<std::string> RandomHex(size_t bytes) {

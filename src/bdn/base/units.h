@@ -48,9 +48,6 @@ std::string FormatDuration(std::chrono::milliseconds d);
 // Nanoseconds since the epoch (negative before 1970) as a timespec: tv_nsec in [0, 1e9).
 timespec ToTimespec(int64_t unix_ns);
 
-// Lower-case hex of `data[0, size)`.
-std::string HexEncode(const uint8_t* data, size_t size);
-
 // `bytes` random bytes from getrandom(2), as 2 * bytes lower-case hex characters (ids, secrets,
 // keys). Errors: Internal "getrandom: <reason>" if the kernel refuses.
 Result<std::string> RandomHex(size_t bytes);

@@ -65,7 +65,6 @@ NodeCache::NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions opti
 
 NodeCache::~NodeCache() {
   store_.reset();  // seals the region being filled, so that the next Open finds it whole
-  if (evict_lock_fd_ >= 0) ::close(evict_lock_fd_);
 }
 
 Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> upstream,
@@ -81,9 +80,9 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
   std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
   // A cache that cannot be written (a read-only file system, another owner) is refused here, so
   // that the caller goes without it rather than with one that never keeps anything.
-  cache->evict_lock_fd_ =
-      ::open((options.dir / "evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
-  if (cache->evict_lock_fd_ < 0) return Err(ErrnoError(what, errno));
+  cache->evict_lock_fd_.Reset(
+      ::open((options.dir / "evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
+  if (!cache->evict_lock_fd_) return Err(ErrnoError(what, errno));
   BDN_ASSIGN_OR_RETURN(cache->store_,
                        LocalChunkStore::Open(options.dir, NodeCacheStoreOptions(options)));
   // The old layout's accounting file and temporary directory, once migrated.
@@ -243,7 +242,7 @@ Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
 void NodeCache::MakeRoom(bool force) {
   // Waits for another thread's eviction, then looks again: its own write may not be counted.
   std::lock_guard local(evict_mu_);
-  FileLock shared(evict_lock_fd_);  // and no other process at once
+  FileLock shared(evict_lock_fd_.get());  // and no other process at once
   const auto capacity = static_cast<int64_t>(options_.capacity_bytes);
   const auto region = static_cast<int64_t>(RegionBytes(options_));
   auto packs = store_->ListPacks();

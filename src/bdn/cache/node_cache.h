@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/store/fetch_core.h"
@@ -152,7 +153,7 @@ class NodeCache : public ChunkStore {
   std::shared_ptr<ChunkStore> upstream_;
   NodeCacheOptions options_;
   std::unique_ptr<LocalChunkStore> store_;
-  int evict_lock_fd_ = -1;  // flock'ed by the process evicting
+  UniqueFd evict_lock_fd_;  // flock'ed by the process evicting
 
   FetchCore fetches_;  // single-flight of the misses; no threads (NodeCache starts none)
   std::mutex evict_mu_;  // one evicting thread per process

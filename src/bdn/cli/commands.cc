@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/text.h"
@@ -137,10 +138,15 @@ int ExitCode(const Status& s) {
   }
 }
 
+Result<Ref> ParseWriteRef(const std::string& text, const std::string& what) {
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(text));
+  if (ref.digest) return Err(InvalidArgumentError(what + " takes a volume, not a digest"));
+  if (!ref.path.empty()) return Err(InvalidArgumentError(what + " takes no path"));
+  return ref;
+}
+
 Status Push(Context& ctx, const PushArgs& args) {
-  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref));
-  if (ref.digest) return InvalidArgumentError("ref \"" + args.ref + "\": push takes a volume, not a digest");
-  if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": push takes no path");
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.ref, "ref \"" + args.ref + "\": push"));
   PushOptions opts;
   opts.dir = args.dir;
   opts.ns = ref.ns;
@@ -739,9 +745,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   const int64_t created_ms =
       args.version_created_unix_ms > 0
           ? args.version_created_unix_ms
-          : std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count();
+          : WallNowMs(*Clock::Real());
   opts.unrecorded_mtime_ns = created_ms * 1'000'000;
   opts.log_level = args.log_level;
   if (args.foreground) {

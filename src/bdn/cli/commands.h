@@ -128,6 +128,18 @@ Status Fsck(const std::filesystem::path& data, bool repair, bool json);
 // 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.
 int ExitCode(const Status& s);
 
+// Parses `text` as the target of a write: bdn:ns/vol or bdn:ns/vol:tag, no digest and no path
+// (push's REF, volume sync start's --dest). `what` starts the messages, e.g. "ref \"<text>\":
+// push" or "--dest \"<text>\":". Errors: those of ParseRef; InvalidArgument "<what> takes a
+// volume, not a digest" and "<what> takes no path".
+Result<Ref> ParseWriteRef(const std::string& text, const std::string& what);
+
+// Every command below prints its result on stdout: text for people, or with ctx.json one JSON
+// object (JsonText) whose keys are named at each command; progress and notes go to stderr.
+// Besides the errors named, each returns those of parsing its refs (InvalidArgument, ParseRef)
+// and resolving them (ResolveRef: NotFound "volume bdn:ns/vol: not found", "tag …", "version
+// …"), and those of the store and registry it reads (Unavailable, Corruption, Internal).
+
 struct PushArgs {
   std::string dir;
   std::string ref;
@@ -140,20 +152,50 @@ struct PushArgs {
   // continuously this long (RetryBudget).
   std::chrono::milliseconds retry_deadline{60000};
 };
+// bdn volume push DIR REF: seals args.dir (SealDirectory) and commits it to REF's volume, moving
+// head and setting REF's tag and args.tags, with a progress display on stderr. Prints the
+// pinned ref (stderr: "sealed: N files, SIZE, C chunks (U new, B stored)", or "unchanged: …"
+// when the version was already head); JSON: version_ref, digest, sequence, head_updated,
+// tags_applied, files, bytes, chunks, chunks_uploaded, bytes_uploaded, chunks_reused,
+// metadata_bytes_uploaded, unchanged.
+// Errors: ParseWriteRef's ("ref \"…\": push takes …"); InvalidArgument for a tag that is not
+// valid (ValidateTag), "tag \"head\": reserved; push always moves head", "--source-uri \"…\":
+// not valid UTF-8"; those of bdn::Push (the directory's: NotFound, PermissionDenied; Conflict
+// "…: sequence is N, expected M" with expected_sequence); Unavailable once a remote origin has
+// failed for retry_deadline ("… (gave up after retrying for 1m; --retry-deadline 1m)").
 Status Push(Context& ctx, const PushArgs& args);
 
 struct LsArgs {
   std::string ref;  // "" lists namespaces
   bool recursive = false;
 };
+// bdn ls [REF]: with no ref the namespaces (JSON: namespaces: [name]); "bdn:ns" its volumes
+// (JSON: volumes: [{volume, head, versions}]); a volume or version ref with an optional path the
+// entries of that directory, in path order (all below it with `recursive`; the entry itself for
+// a file): text "<mode> <size> <path>" ("/" after directories, "-> target" after symlinks,
+// "=> target" after hardlinks; names escaped, EscapeName) with the pinned ref on stderr; JSON:
+// version_ref, entries: [{path, kind, mode, size, digest, target, mtime_ns}].
+// Errors: NotFound "path \"p\": not in bdn:…@b3:…".
 Status Ls(Context& ctx, const LsArgs& args);
 
+// bdn volume stat REF: a volume (no tag, digest or path: head, sequence, tags, live and deleted
+// version counts, created; JSON: volume, head, head_ref, sequence, tags {name: digest},
+// versions, deleted_versions, created), a version (its record and chunker; JSON as `volume
+// versions` plus chunker) or an entry of a version (REF with a path: path, kind, mode, size,
+// digest, target, mtime_ns, version_ref, and for a file chunks and chunk_index when it has one;
+// text "key: value" lines, the mode in octal).
+// Errors: NotFound "path \"p\": not in bdn:…"; those of loading the file's chunk list.
 Status Stat(Context& ctx, const std::string& ref);
 
 struct VersionsArgs {
   std::string ref;
   bool include_deleted = false;
 };
+// bdn volume versions REF: the volume's versions, newest first (Registry::ListVersions), deleted
+// ones too with include_deleted: a table SEQUENCE DIGEST SIZE LIFECYCLE HEAD CREATED
+// [DELETE_AFTER] TAGS; JSON: volume, versions: [{version_ref, digest, sequence, lifecycle,
+// head, tags, created, files, bytes, chunks, entries, source_uri, delete_after}].
+// Errors: NotFound "volume bdn:ns/vol: not found".
 Status Versions(Context& ctx, const VersionsArgs& args);
 
 struct TagArgs {
@@ -161,7 +203,17 @@ struct TagArgs {
   std::string tag;
   std::optional<int64_t> expected_sequence;
 };
+// bdn volume tag set --volume-ref REF --tag T: points tag T of REF's volume at the version REF
+// resolves to (head when it names none). Prints "bdn:ns/vol:T -> <pinned ref>"; JSON: tag,
+// version_ref, sequence (the volume's, after the change; unchanged if T already named it).
+// Errors: InvalidArgument for a tag that is not valid (ValidateTag) or "head" (reserved);
+// FailedPrecondition "version …: is deleted"; Conflict "…: sequence is N, expected M" when
+// expected_sequence is given and stale.
 Status TagSet(Context& ctx, const TagArgs& args);
+// bdn volume tag delete --volume-ref REF --tag T: removes tag T of REF's volume. Prints
+// "deleted tag T of bdn:ns/vol"; JSON: tag, volume, sequence.
+// Errors: InvalidArgument as TagSet; NotFound "tag \"T\" of bdn:ns/vol: not found"; Conflict as
+// TagSet.
 Status TagDelete(Context& ctx, const TagArgs& args);
 
 // bdn volume rm REF@digest | --recursive REF (docs/spec.md §8): soft-deletes one version, or
@@ -201,10 +253,29 @@ struct PullArgs {
   bool overwrite = false;
   int jobs = 0;
 };
+// bdn volume pull REF DIR: bdn::Pull of REF's version (or REF's path in it) into args.dir, with
+// a progress display on stderr. Each include has trailing slashes dropped and must be a valid
+// entry path. Prints the pinned ref (stderr: "pulled N files (SIZE), M already present");
+// JSON: version_ref, files_written, files_skipped, bytes_written.
+// Errors: InvalidArgument for an include that is not a valid path (ValidateEntryPath); those
+// of bdn::Pull (volume/pull.h: NotFound, AlreadyExists without overwrite, Conflict, Corruption).
 Status Pull(Context& ctx, const PullArgs& args);
 
+// bdn volume cat REF/path: the file's bytes on stdout, each chunk verified before it is written
+// (CatFile). Errors: InvalidArgument "ref \"…\": cat needs a file path"; those of CatFile
+// (NotFound, InvalidArgument for a non-file, Corruption "…(the bytes written are not the
+// file's)").
 Status Cat(Context& ctx, const std::string& ref);
+// bdn volume diff A B: the paths added, removed and changed from version A to B (DiffVersions)
+// and what moving from A to B fetches. Text: "--- A" and "+++ B", then "A path", "D path", "M
+// path" lines and a summary; JSON: from, to, added, removed, changed, fetch_bytes,
+// fetch_chunks.
 Status Diff(Context& ctx, const std::string& ref_a, const std::string& ref_b);
+// bdn volume verify REF: reads and checks every chunk and file of the version (VerifyVersion,
+// `jobs` at once; 0 = all cores). Prints each problem ("<code>: file \"p\": <message>") and a
+// summary; JSON: version_ref, files, chunks, bytes, ok, problems: [{path, chunk, error,
+// message}]. Errors: Corruption "version bdn:…: N problems" when any were found (exit 5; the
+// result is printed first).
 Status Verify(Context& ctx, const std::string& ref, int jobs);
 
 struct MountArgs {
@@ -263,7 +334,16 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 Status MountsApply(Context& ctx, const std::string& config_path);
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,
 // changing only those values (comments and layout kept).
+// The file is rewritten through a temporary file renamed into place (WriteFileAtomically),
+// keeping its permission bits; a symlink is followed and its target replaced. Prints each
+// change "FILE:LINE: SOURCE -> PINNED" (or that every source is already pinned); JSON: config,
+// changes: [{line, from, to}]. Errors: InvalidArgument "FILE:LINE: …" as MountsApply; those of
+// resolving each source (prefixed "FILE:LINE"); ErrnoError "config FILE" for reading or
+// writing it.
 Status MountsLock(Context& ctx, const std::string& config_path);
+// bdn volume umount MOUNTPOINT: Unmount (mount_table.h) of the absolute path. Prints
+// "unmounted P"; JSON: mountpoint, unmounted. Errors: those of Unmount (InvalidArgument "…: not a
+// bdn mount", FailedPrecondition "…: busy (…)").
 Status Umount(Context& ctx, const std::string& mountpoint);
 
 // ---- Sync jobs and secrets (docs/spec.md §6, docs/sync.md; sync_commands.cc) ----

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/units.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/output.h"
@@ -28,19 +29,18 @@ namespace {
 // Refuses a data directory a bdn serve holds (its <data>/serve.lock), whose own GC runs in it.
 Status CheckNotServed(const fs::path& data, const char* command) {
   const fs::path lock = data / "serve.lock";
-  int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Ok();
+  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Status::Ok();
   Status out;
-  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
     char buf[32] = {};
-    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
     std::string pid;
     for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
     out = FailedPreconditionError("--data " + data.string() + ": in use by bdn serve" +
                                   (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " +
                                   command);
   }
-  ::close(fd);
   return out;
 }
 
@@ -111,11 +111,11 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   BDN_ASSIGN_OR_RETURN(Opened o, OpenData(data));
   BDN_ASSIGN_OR_RETURN(GcReport r, RunGc(*o.registry, *o.store, options));
   for (const std::string& w : r.warnings) std::cerr << "gc: warning: " << w << "\n";
-  auto pack_path = [&](uint64_t id) { return (data / "store" / "packs" / (pack::Hex16(id) + ".pack")).string(); };
+  auto pack_path = [&](uint64_t id) { return (data / "store" / "packs" / (Hex16(id) + ".pack")).string(); };
   if (json_output) {
     json actions = json::array();
     for (const GcPackAction& a : r.actions) {
-      actions.push_back({{"pack", pack::Hex16(a.pack)},
+      actions.push_back({{"pack", Hex16(a.pack)},
                          {"action", a.kind == GcPackAction::Kind::kDelete ? "delete" : "repack"},
                          {"bytes", a.bytes},
                          {"needed_bytes", a.needed_bytes},

@@ -9,6 +9,7 @@
 #include "bdn/cli/mounts_config.h"
 #include "bdn/cli/output.h"
 #include "bdn/mount/fuse_mount.h"
+#include "bdn/store/atomic_file.h"
 #include "bdn/volume/resolve.h"
 
 namespace bdn::cli {
@@ -137,19 +138,13 @@ Status MountsLock(Context& ctx, const std::string& config_path) {
     std::error_code ec;
     fs::path target = fs::canonical(config_path, ec);
     if (ec) return ErrnoError("config " + config_path, ec.value());
-    fs::path tmp = target.string() + ".bdn-lock.tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f << out;
-      if (!f.flush()) return ErrnoError("config " + tmp.string(), errno);
-    }
-    fs::permissions(tmp, fs::status(target).permissions(), ec);
-    if (!ec) fs::rename(tmp, target, ec);
-    if (ec) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      return ErrnoError("config " + target.string(), ec.value());
-    }
+    const fs::perms perms = fs::status(target, ec).permissions();
+    if (ec) return ErrnoError("config " + target.string(), ec.value());
+    auto written = WriteFileAtomically(
+        target, AsBytes(out), "config " + target.string(),
+        {.tmp_name = target.filename().string() + ".bdn-lock.tmp",
+         .mode = static_cast<unsigned>(perms & fs::perms::mask)});
+    if (!written) return written.error();
   }
   if (ctx.json) {
     std::cout << JsonText({{"config", config_path}, {"changes", changes}}) << std::endl;

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/units.h"
 
 namespace bdn::cli {
@@ -24,7 +25,7 @@ ProgressReporter::ProgressReporter(std::string label, const TransferCounters& co
       plain_interval_(plain_interval),
       note_(std::move(note)),
       tty_(::isatty(STDERR_FILENO) == 1),
-      start_(std::chrono::steady_clock::now()),
+      start_(Clock::Real()->SteadyNow()),
       thread_([this] { Run(); }) {}
 
 ProgressReporter::~ProgressReporter() {
@@ -35,17 +36,23 @@ ProgressReporter::~ProgressReporter() {
   cv_.notify_all();
   thread_.join();
   if (tty_ && drew_) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double s = std::chrono::duration<double>(Clock::Real()->SteadyNow() - start_).count();
     std::fprintf(stderr, "\r%s\033[K\n", Line(s).c_str());
   }
 }
 
 std::string ProgressReporter::Line(double elapsed_s) const {
-  uint64_t done = counters_.bytes_done.load();
-  uint64_t total = counters_.bytes_total.load();
+  return ProgressLine(label_, counters_, elapsed_s, tty_ ? ProgressStyle::kBar : ProgressStyle::kPlain,
+                      note_ ? note_() : std::string());
+}
+
+std::string ProgressLine(const std::string& label, const TransferCounters& counters,
+                         double elapsed_s, ProgressStyle style, const std::string& note) {
+  uint64_t done = counters.bytes_done.load();
+  uint64_t total = counters.bytes_total.load();
   double rate = elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0;
-  std::string out = label_ + " ";
-  if (tty_) {
+  std::string out = label + " ";
+  if (style == ProgressStyle::kBar) {
     constexpr int kWidth = 24;
     int fill = total ? static_cast<int>(kWidth * static_cast<double>(done) / static_cast<double>(total)) : 0;
     if (fill > kWidth) fill = kWidth;
@@ -54,9 +61,8 @@ std::string ProgressReporter::Line(double elapsed_s) const {
   }
   out += FormatBytes(done) + "/" + FormatBytes(total) + "  " +
          FormatBytes(static_cast<uint64_t>(rate)) + "/s  files " +
-         std::to_string(counters_.files_done.load()) + "/" +
-         std::to_string(counters_.files_total.load());
-  std::string note = note_ ? note_() : std::string();
+         std::to_string(counters.files_done.load()) + "/" +
+         std::to_string(counters.files_total.load());
   if (!note.empty()) {
     out += "  " + note;
   } else if (rate > 0 && total > done) {
@@ -68,11 +74,11 @@ std::string ProgressReporter::Line(double elapsed_s) const {
 void ProgressReporter::Run() {
   // Plain output also gets a line as soon as retrying starts, not only every plain_interval_.
   constexpr auto kTick = std::chrono::milliseconds(200);
-  auto last_plain = std::chrono::steady_clock::now();
+  auto last_plain = Clock::Real()->SteadyNow();
   bool was_retrying = false;
   std::unique_lock lock(mu_);
   while (!cv_.wait_for(lock, kTick, [&] { return stop_; })) {
-    auto now = std::chrono::steady_clock::now();
+    auto now = Clock::Real()->SteadyNow();
     double s = std::chrono::duration<double>(now - start_).count();
     if (tty_) {
       std::fprintf(stderr, "\r%s\033[K", Line(s).c_str());

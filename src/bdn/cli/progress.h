@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "bdn/base/clock.h"
 #include "bdn/remote/retry.h"
 #include "bdn/volume/push.h"
 
@@ -17,6 +18,16 @@ namespace bdn::cli {
 // What a progress line says while `budget` sees the origin failing, instead of an ETA:
 // "retrying for 12s (gives up at 60s): <last error>"; "" while the origin answers.
 std::string RetryNote(const remote::RetryBudget& budget);
+
+// Whether a progress line draws a bar (on a terminal) or is a plain line (a log, a pipe).
+enum class ProgressStyle { kBar, kPlain };
+
+// One progress line for `counters` after `elapsed_s` seconds: "<label> [####----] DONE/TOTAL
+// RATE/s  files F/FT" (the 24-character bar only with kBar; sizes as FormatBytes), then two
+// blanks and `note` when it is not empty, else "  ETA Ns" while the rate is known and bytes are
+// left. Thread-safe.
+std::string ProgressLine(const std::string& label, const TransferCounters& counters,
+                         double elapsed_s, ProgressStyle style, const std::string& note);
 
 // Polls `counters` on its own thread and draws to stderr until destroyed.
 // On a terminal: "\r<label> [#####-----] 1.20 GiB/2.00 GiB  310 MiB/s  ETA 3s"; otherwise one
@@ -38,7 +49,7 @@ class ProgressReporter {
   std::chrono::seconds plain_interval_;
   std::function<std::string()> note_;
   bool tty_;
-  std::chrono::steady_clock::time_point start_;
+  SteadyTime start_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

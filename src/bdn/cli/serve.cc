@@ -1,5 +1,7 @@
 // bdn serve and bdn cache serve (serve.h): flags to options, the data directory's lock, the
 // server's signals, and the wiring of the origin or the cache node onto an http::Server.
+#include "bdn/base/clock.h"
+#include "bdn/base/fd.h"
 #include "bdn/base/log.h"
 #include "bdn/cli/serve.h"
 
@@ -48,31 +50,28 @@ namespace fs = std::filesystem;
 // then holds this process's pid) and returns its descriptor, to be kept open while serving: push
 // claims live in the serving process, so two servers over one directory could both commit to a
 // volume. Errors: FailedPrecondition when another process holds the lock; I/O errors.
-Result<int> LockDataDir(const fs::path& data) {
+Result<UniqueFd> LockDataDir(const fs::path& data) {
   fs::path path = data / "serve.lock";
   MakePrivate(path, "--data");
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
+  if (!fd) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
     std::string pid;
     if (e == EWOULDBLOCK) {
       char buf[32] = {};
-      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
       for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
     }
-    ::close(fd);
     if (e != EWOULDBLOCK) return Err(ErrnoError("--data " + data.string() + ": lock", e));
     return Err(FailedPreconditionError("--data " + data.string() + ": in use by another bdn serve" +
                                        (pid.empty() ? std::string() : " (pid " + pid + ")") +
                                        "; stop it or give another --data directory"));
   }
   std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    int e = errno;
-    ::close(fd);
-    return Err(ErrnoError("--data " + data.string() + ": " + path.string(), e));
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
   }
   return fd;
 }
@@ -290,7 +289,7 @@ class PeriodicGc {
       metrics_.Add("bdn_gc_packs_deleted_total", {}, static_cast<double>(r->packs_deleted));
       metrics_.Add("bdn_gc_packs_repacked_total", {}, static_cast<double>(r->packs_repacked));
       metrics_.Set("bdn_gc_last_run_timestamp_seconds", {},
-                   static_cast<double>(UnixMs(std::chrono::system_clock::now())) / 1000.0);
+                   static_cast<double>(WallNowMs(*Clock::Real())) / 1000.0);
       metrics_.Set("bdn_gc_last_duration_seconds", {},
                    static_cast<double>(r->duration.count()) / 1000.0);
       metrics_.Set("bdn_gc_last_bytes_reclaimed", {}, static_cast<double>(r->bytes_reclaimed));
@@ -351,8 +350,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   // Private to the owner (0700, files 0600): it holds every chunk and the key table.
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(data, "--data"));
   // Before anything else touches the directory; held (never closed) until the process exits.
-  BDN_ASSIGN_OR_RETURN(int lock_fd, LockDataDir(data));
-  (void)lock_fd;
+  BDN_ASSIGN_OR_RETURN(UniqueFd data_lock, LockDataDir(data));  // held until the server stops
 
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(data));
   // This process's GC sees its writers' claims in memory: what each push or sync under a live
@@ -361,7 +359,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   auto live_origin = std::make_shared<std::atomic<origin::Origin*>>(nullptr);
   const std::chrono::milliseconds claim_window = *gc_grace;
   store_options.claims_retain_since = [live_origin, claim_window] {
-    SteadyTime since = std::chrono::steady_clock::now() - claim_window;
+    SteadyTime since = Clock::Real()->SteadyNow() - claim_window;
     if (origin::Origin* o = live_origin->load()) {
       if (auto oldest = o->claims().OldestLiveAcquired()) since = std::min(since, *oldest);
     }

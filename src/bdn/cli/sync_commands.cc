@@ -176,9 +176,7 @@ Status RunHere(const Context& ctx, sync::LocalSyncService& service, const SyncJo
 }  // namespace
 
 Status SyncStart(Context& ctx, const SyncStartArgs& args) {
-  BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.dest));
-  if (ref.digest) return InvalidArgumentError("--dest \"" + args.dest + "\": takes a volume, not a digest");
-  if (!ref.path.empty()) return InvalidArgumentError("--dest \"" + args.dest + "\": takes no path");
+  BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.dest, "--dest \"" + args.dest + "\":"));
   SyncJobSpec spec;
   spec.source_uri = args.source;
   spec.ns = ref.ns;

@@ -1,8 +1,6 @@
 #include "bdn/digest/digest.h"
 
-#include <cctype>
-
-#include "bdn/base/units.h"
+#include "bdn/base/hex.h"
 #include "blake3.h"
 
 namespace bdn {
@@ -53,11 +51,8 @@ Result<Digest> Digest::Parse(std::string_view text) {
   for (size_t i = 0; i < kSize; ++i) {
     int v = 0;
     for (int k = 0; k < 2; ++k) {
-      char c = static_cast<char>(std::tolower(static_cast<unsigned char>(hex[2 * i + k])));
-      int d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else return bad("'" + std::string(1, hex[2 * i + k]) + "' is not a hex character");
+      int d = HexDigitValue(hex[2 * i + k]);
+      if (d < 0) return bad("'" + std::string(1, hex[2 * i + k]) + "' is not a hex character");
       v = v * 16 + d;
     }
     bytes[i] = static_cast<uint8_t>(v);

@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bdn/base/hex.h"
 #include "bdn/base/units.h"
 
 namespace bdn {

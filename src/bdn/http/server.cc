@@ -25,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bdn/base/hex.h"
 #include "bdn/base/log.h"
 #include "bdn/base/thread_pool.h"
 
@@ -34,7 +35,8 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+// Asio's timers run on the real steady clock; connection deadlines are measured on it too.
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -63,20 +65,13 @@ std::string_view MethodLabel(std::string_view m) {
 
 bool IEquals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Percent-decodes `s` (and '+' as a space in query strings). Invalid escapes stay as they are.
 std::string Decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
-      out += static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2]));
+    if (s[i] == '%' && i + 2 < s.size() && HexDigitValue(s[i + 1]) >= 0 && HexDigitValue(s[i + 2]) >= 0) {
+      out += static_cast<char>(HexDigitValue(s[i + 1]) * 16 + HexDigitValue(s[i + 2]));
       i += 2;
     } else if (s[i] == '+' && plus_is_space) {
       out += ' ';
@@ -305,7 +300,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnHeader(beast::error_code ec) {
     first_ = false;
-    start_ = Clock::now();
+    start_ = SteadyClock::now();
     if (ec) {
       if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
         // The request line alone over the limit is 414, else the header block is 431 (the
@@ -412,7 +407,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void StartBody() {
     if (parser_->is_done()) return RunHandler();
     phase_ = Phase::kBody;
-    body_start_ = Clock::now();
+    body_start_ = SteadyClock::now();
     if (IEquals(req_->get_header_value("Expect"), "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream_.expires_after(o().write_timeout);
@@ -447,7 +442,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto allowed = std::chrono::duration<double>(static_cast<double>(body_bytes_) /
                                                  static_cast<double>(o().min_body_rate));
     stream_.expires_at(body_start_ + o().header_timeout +
-                       std::chrono::duration_cast<Clock::duration>(allowed));
+                       std::chrono::duration_cast<SteadyClock::duration>(allowed));
     bhttp::async_read_some(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
@@ -541,7 +536,7 @@ class Session : public std::enable_shared_from_this<Session> {
                   {{"method", method}, {"route", route}, {"status", std::to_string(res.status)}},
                   1);
     metrics().Observe("bdn_http_request_duration_seconds", {{"route", route}},
-                      std::chrono::duration<double>(Clock::now() - start_).count());
+                      std::chrono::duration<double>(SteadyClock::now() - start_).count());
     if (body_bytes_ > 0) {
       metrics().Add("bdn_http_request_bytes_total", {{"route", route}},
                     static_cast<double>(body_bytes_));
@@ -568,7 +563,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const size_t bytes = chunked_ || res_->provider ? sent_ : response_bytes_;
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f",
-                  std::chrono::duration<double, std::milli>(Clock::now() - start_).count());
+                  std::chrono::duration<double, std::milli>(SteadyClock::now() - start_).count());
     log::Info("access " + addr_ + " " + Printable(req_->method, 16) + " " +
               Printable(req_->path) + " " + std::to_string(res_->status) + " " +
               std::to_string(bytes) + " B " + ms + " ms key=" +
@@ -695,7 +690,7 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return Close();
-    if (linger_until_ == Clock::time_point()) linger_until_ = Clock::now() + kLingerTime;
+    if (linger_until_ == SteadyClock::time_point()) linger_until_ = SteadyClock::now() + kLingerTime;
     buffer_.clear();
     buffer_.shrink_to_fit();
     if (discard_.empty()) discard_.resize(16 * 1024);
@@ -734,9 +729,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<ServerRequest> req_;
   std::unique_ptr<ServerResponse> res_;
   const RouteEntry* route_ = nullptr;
-  Clock::time_point start_;
-  Clock::time_point body_start_;
-  Clock::time_point linger_until_;
+  SteadyClock::time_point start_;
+  SteadyClock::time_point body_start_;
+  SteadyClock::time_point linger_until_;
   uint64_t body_bytes_ = 0;
   std::vector<uint8_t> piece_;  // the body piece being read
   size_t piece_fill_ = 0;       // bytes of piece_ filled (streamed bodies)

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
 #include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
@@ -58,11 +59,12 @@ struct Scan {
 void ScanPack(uint64_t id, const fs::path& path, Scan& scan, FsckReport& report,
               std::map<Digest, FsckProblem>& bad_blobs) {
   const std::string what = "pack " + path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file) {
     report.problems.push_back({FsckProblem::Kind::kPack, what, ErrnoError("open", errno).message(), {}, ""});
     return;
   }
+  const int fd = file.get();
   struct stat st;
   ::fstat(fd, &st);
   ++report.packs;
@@ -100,7 +102,6 @@ void ScanPack(uint64_t id, const fs::path& path, Scan& scan, FsckReport& report,
       }
     }
   }
-  ::close(fd);
 }
 
 // The bytes of a good copy of `id`, or nullopt.
@@ -111,10 +112,9 @@ std::optional<std::vector<uint8_t>> ReadGood(const Scan& scan, const Digest& id)
     if (!c.good) continue;
     auto p = scan.pack_paths.find(c.pack);
     if (p == scan.pack_paths.end()) continue;
-    int fd = ::open(p->second.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    auto bytes = pack::ReadBlob(fd, c.loc, "pack " + p->second.string());
-    ::close(fd);
+    UniqueFd fd(::open(p->second.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) continue;
+    auto bytes = pack::ReadBlob(fd.get(), c.loc, "pack " + p->second.string());
     if (bytes) return std::move(*bytes);
   }
   return std::nullopt;
@@ -190,7 +190,7 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
       if (!scan.pack_paths.contains(b.pack)) continue;
       if (first.empty()) {
         first = "blob " + b.loc.id.ToString() + " at offset " + std::to_string(b.loc.offset) +
-                " of pack " + pack::Hex16(b.pack);
+                " of pack " + Hex16(b.pack);
       }
       ++wrong;
     }
@@ -293,7 +293,7 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
     for (const auto& [id, copies] : scan.copies) {
       for (const Copy& c : copies) {
         if (!c.good && !scan.quarantined.contains({c.pack, c.loc.offset})) {
-          lines += pack::Hex16(c.pack) + " " + std::to_string(c.loc.offset) + " " + id.Hex() + "\n";
+          lines += Hex16(c.pack) + " " + std::to_string(c.loc.offset) + " " + id.Hex() + "\n";
         }
       }
     }

@@ -204,7 +204,7 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   for (uint32_t i : doomed_index) {
     for (uint32_t k : keepers[i]) {
       Status s = CopyBlob(store, packs[i].blobs[k], report);
-      if (!s.ok()) return fail(s.WithPrefix("gc: repack " + pack::Hex16(packs[i].id)));
+      if (!s.ok()) return fail(s.WithPrefix("gc: repack " + Hex16(packs[i].id)));
     }
   }
   if (Status s = store.blobs().Sync(); !s.ok()) return fail(s.WithPrefix("gc: repack"));

@@ -1,6 +1,8 @@
 // The FUSE adapter: serves one sealed version read-only at a mountpoint (libfuse3 low-level API),
-// reading bytes lazily through a ChunkCache; plus mounting in a daemon, unmounting and cleaning
-// up the mounts of killed daemons.
+// reading bytes lazily through a ChunkCache, in this process (ServeMount) or in a daemon
+// (MountInBackground). Its parts: the FUSE operations (fuse_ops.h), the mount table: what is
+// mounted where, unmounting, cleaning up after killed daemons (mount_table.h), and the session
+// and daemon (fuse_mount.cc). This header includes the other two.
 #pragma once
 
 #include <sys/types.h>
@@ -14,6 +16,8 @@
 
 #include "bdn/base/log.h"
 #include "bdn/base/status.h"
+#include "bdn/mount/fuse_ops.h"
+#include "bdn/mount/mount_table.h"
 #include "bdn/volume/version_view.h"
 
 namespace bdn {
@@ -68,28 +72,6 @@ struct MountOptions {
   // Lines of this level and above are logged.
   log::Level log_level = log::Level::kInfo;
 };
-
-// Maps a Status to the errno a FUSE reply carries: NotFound -> ENOENT, InvalidArgument -> EINVAL,
-// everything else (Corruption, Unavailable, DeadlineExceeded, Internal, ...) -> EIO. The one
-// Status->errno mapping of the mount, except that a read or open that fails to get bytes from
-// the store is always EIO (a chunk missing from the store is not a missing file).
-int ErrnoFromStatus(const Status& status);
-
-// Whether the text of a /proc/<pid>/task/<tid>/status file shows SIGKILL (signal 9: bit 8,
-// mask 0x100) pending in its SigPnd (the thread's own pending signals) or ShdPnd (its
-// process's) line. The kernel adds SIGKILL to every thread's pending set once their process is
-// dying (kill -9; a fatal signal with no handler, such as SIGTERM or SIGINT; exit_group from
-// another thread), so this tells a dying thread from one that merely got a signal it handles.
-// Each line is "Name:<blanks><hex mask>", the mask 16 or more hex digits, lowest signals last;
-// a missing line or a value that is not hex counts as no signal pending.
-bool StatusShowsSigkillPending(std::string_view proc_status_text);
-
-// Whether thread `tid` (a FUSE request's fuse_req_ctx()->pid: the calling thread's id, in the
-// daemon's pid namespace) is dying, i.e. StatusShowsSigkillPending for its
-// /proc/<tid>/task/<tid>/status. False when that cannot be read: tid 0 (a caller outside the
-// daemon's pid namespace), a /proc that hides other users' processes (hidepid), or a thread
-// that is gone. Reads one /proc file (microseconds); thread-safe.
-bool ThreadIsDying(pid_t tid);
 
 // Serves `view` read-only at options.mountpoint and blocks until the file system is unmounted
 // (Unmount, umount, fusermount3 -u) or the process gets SIGTERM/SIGINT/SIGHUP (then it unmounts
@@ -146,58 +128,5 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
 // of their own (their file descriptors are inherited).
 Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& options,
                          pid_t* daemon_pid = nullptr);
-
-// Unmounts the bdn mount at `mountpoint` (umount2 as root, else fusermount3 -u); its daemon
-// then exits. Errors: InvalidArgument "mountpoint X: not a bdn mount" when no fuse.bdn mount is
-// there; FailedPrecondition "mountpoint X: busy (…)" when files are open on it; Internal
-// otherwise.
-Status Unmount(const std::filesystem::path& mountpoint);
-
-// What a mountpoint holds: the one answer to "is this a live bdn mount of version X, a dead
-// mount, or something else" for every command that mounts.
-struct MountpointState {
-  enum class Kind {
-    kNone,     // nothing is mounted there (or the path does not exist)
-    kLiveBdn,  // a bdn mount whose daemon answers
-    kDead,     // a FUSE mount whose daemon is gone (ENOTCONN); CleanDeadMount detaches it
-    kOther,    // another live file system
-  };
-  Kind kind = Kind::kNone;
-  std::string type;          // of the topmost mount, e.g. "fuse.bdn"; "" for kNone
-  std::string source;        // its source; for bdn the version ref (MountOptions::fsname)
-  bool allow_other = false;  // it was mounted with allow_other
-};
-
-// How long InspectMountpoint waits for the file system at a mountpoint to answer stat/statfs.
-inline constexpr std::chrono::milliseconds kMountpointAnswerDeadline{5000};
-
-// Inspects the topmost mount at `mountpoint` (made absolute; /proc/self/mountinfo, then stat
-// and, for a fuse.bdn mount, statfs: a dead daemon's mount fails them with ENOTCONN, and statfs
-// is asked even while stat is still answered from cached attributes). Asks a live bdn daemon
-// one statfs, which it answers from memory. Never waits longer than kMountpointAnswerDeadline: a
-// daemon that is stopped (SIGSTOP) or hung leaves a mount whose stat never returns; the thread
-// that asked is left blocked until it does (or the process exits).
-// Errors: from stat, except that a path that does not exist is kNone (so is a dead mount's
-// ENOTCONN, which is kDead); FailedPrecondition "mountpoint P: the fuse.bdn mount there of SRC
-// does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume
-// umount P)" when nothing answers in time. Thread-safe.
-Result<MountpointState> InspectMountpoint(const std::filesystem::path& mountpoint);
-
-// If `mountpoint` is a dead FUSE mount (InspectMountpoint: kDead), detaches it lazily (umount2
-// MNT_DETACH as root, else fusermount3 -uz) and returns true; the directory beneath is usable
-// again. Returns false if it is not a dead mount (or does not exist).
-// Errors: from InspectMountpoint, or from the detach (Internal).
-Result<bool> CleanDeadMount(const std::filesystem::path& mountpoint);
-
-// Whether the text of a fuse.conf lets users mount with allow_other, by fusermount3's rule: a
-// line that is "user_allow_other" once a '#' comment and surrounding blanks are dropped; a last
-// line without its newline does not count (fusermount3 skips it).
-bool FuseConfAllowsOther(std::string_view fuse_conf_text);
-
-// Ok if this process may mount with allow_other: as root, or when /etc/fuse.conf allows it
-// (FuseConfAllowsOther). Else PermissionDenied "allow_other: not permitted for uid N:
-// /etc/fuse.conf has no user_allow_other line (needed when not mounting as root)". Reads the
-// file on every call.
-Status CheckAllowOtherPermitted();
 
 }  // namespace bdn

@@ -12,10 +12,10 @@ std::string VolumeText(const std::pair<std::string, std::string>& key) {
 
 }  // namespace
 
-ClaimTable::ClaimTable(std::chrono::milliseconds ttl, std::function<Clock::time_point()> now)
-    : ttl_(ttl), now_(std::move(now)) {}
+ClaimTable::ClaimTable(std::chrono::milliseconds ttl, std::shared_ptr<Clock> clock)
+    : ttl_(ttl), clock_(clock ? std::move(clock) : Clock::Real()) {}
 
-ClaimTable::Claim* ClaimTable::LiveLocked(const Key& key, Clock::time_point now) {
+ClaimTable::Claim* ClaimTable::LiveLocked(const Key& key, SteadyTime now) {
   auto it = claims_.find(key);
   if (it == claims_.end()) return nullptr;
   if (it->second.expires <= now) {
@@ -25,7 +25,7 @@ ClaimTable::Claim* ClaimTable::LiveLocked(const Key& key, Clock::time_point now)
   return &it->second;
 }
 
-Status ClaimTable::ConflictLocked(const Key& key, const Claim& c, Clock::time_point now) const {
+Status ClaimTable::ConflictLocked(const Key& key, const Claim& c, SteadyTime now) const {
   auto left = std::chrono::ceil<std::chrono::seconds>(c.expires - now).count();
   return ConflictError("volume " + VolumeText(key) + ": push in progress (claimed by " + c.holder +
                        ", expires in " + std::to_string(left) + " s)");
@@ -41,7 +41,7 @@ Result<std::string> ClaimTable::Acquire(const std::string& ns, const std::string
                                         const std::string& idempotency_key) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
-  auto now = now_();
+  auto now = clock_->SteadyNow();
   if (Claim* c = LiveLocked(key, now)) {
     // The retry of an Acquire whose answer was lost gets the claim it already holds.
     if (!idempotency_key.empty() && c->idempotency_key == idempotency_key && c->holder == holder) {
@@ -59,7 +59,7 @@ Result<std::string> ClaimTable::Acquire(const std::string& ns, const std::string
 Status ClaimTable::Renew(const std::string& ns, const std::string& vol, const std::string& id) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
-  auto now = now_();
+  auto now = clock_->SteadyNow();
   Claim* c = LiveLocked(key, now);
   if (!c || c->id != id) return NotFoundLocked(key, id);
   c->expires = now + ttl_;
@@ -69,7 +69,7 @@ Status ClaimTable::Renew(const std::string& ns, const std::string& vol, const st
 Status ClaimTable::Release(const std::string& ns, const std::string& vol, const std::string& id) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
-  Claim* c = LiveLocked(key, now_());
+  Claim* c = LiveLocked(key, clock_->SteadyNow());
   if (!c || c->id != id) return NotFoundLocked(key, id);
   claims_.erase(key);
   return Status::Ok();
@@ -79,16 +79,16 @@ Status ClaimTable::CheckCommit(const std::string& ns, const std::string& vol,
                                const std::optional<std::string>& claim_id) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
-  auto now = now_();
+  auto now = clock_->SteadyNow();
   Claim* c = LiveLocked(key, now);
   if (!c || (claim_id && *claim_id == c->id)) return Status::Ok();
   return ConflictLocked(key, *c, now);
 }
 
-std::optional<ClaimTable::Clock::time_point> ClaimTable::OldestLiveAcquired() {
+std::optional<SteadyTime> ClaimTable::OldestLiveAcquired() {
   std::lock_guard lock(mu_);
-  const auto now = now_();
-  std::optional<Clock::time_point> oldest;
+  const auto now = clock_->SteadyNow();
+  std::optional<SteadyTime> oldest;
   for (const auto& [key, c] : claims_) {
     if (c.expires <= now) continue;
     if (!oldest || c.acquired < *oldest) oldest = c.acquired;

@@ -3,13 +3,14 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/status.h"
 
 namespace bdn::origin {
@@ -18,11 +19,8 @@ namespace bdn::origin {
 // Thread-safe.
 class ClaimTable {
  public:
-  using Clock = std::chrono::steady_clock;
-
-  // `now` is for tests; by default the steady clock.
-  explicit ClaimTable(std::chrono::milliseconds ttl,
-                      std::function<Clock::time_point()> now = Clock::now);
+  // Claims expire on `clock`'s steady time (tests move a FakeClock); null: Clock::Real().
+  explicit ClaimTable(std::chrono::milliseconds ttl, std::shared_ptr<Clock> clock = nullptr);
 
   std::chrono::milliseconds ttl() const { return ttl_; }
 
@@ -45,24 +43,24 @@ class ClaimTable {
                      const std::optional<std::string>& claim_id);
   // When the oldest live claim was acquired, or nullopt when none is live: what a writer under
   // a claim relied on since then is still claimed (bdn serve's GC keeps it).
-  std::optional<Clock::time_point> OldestLiveAcquired();
+  std::optional<SteadyTime> OldestLiveAcquired();
 
  private:
   struct Claim {
     std::string id;
     std::string holder;
-    Clock::time_point expires;
+    SteadyTime expires;
     std::string idempotency_key;  // of the Acquire that created it; may be empty
-    Clock::time_point acquired{};
+    SteadyTime acquired{};
   };
   using Key = std::pair<std::string, std::string>;
   // The live claim on `key`, erasing an expired one. Requires mu_.
-  Claim* LiveLocked(const Key& key, Clock::time_point now);
-  Status ConflictLocked(const Key& key, const Claim& c, Clock::time_point now) const;
+  Claim* LiveLocked(const Key& key, SteadyTime now);
+  Status ConflictLocked(const Key& key, const Claim& c, SteadyTime now) const;
   Status NotFoundLocked(const Key& key, const std::string& id) const;
 
   const std::chrono::milliseconds ttl_;
-  const std::function<Clock::time_point()> now_;
+  const std::shared_ptr<Clock> clock_;
   std::mutex mu_;
   std::map<Key, Claim> claims_;
 };

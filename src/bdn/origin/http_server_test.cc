@@ -269,10 +269,19 @@ std::string RawExchange(int port, const std::string& raw) {
   return out;
 }
 
+// Options whose deadlines are longer than any test runs: a server that waited for one instead
+// of answering at once would fail the test (no close within RawConnection's 10 s read: eof()
+// false; a blocking exchange runs into ctest's timeout) rather than pass late, so these tests
+// need no wall-clock bound.
+ServerOptions WithoutDeadlines(ServerOptions o = {}) {
+  o.header_timeout = o.idle_timeout = o.write_timeout = std::chrono::hours(1);
+  return o;
+}
+
 // Regression: cpp-httplib read a bodiless POST/PUT without Content-Length until the I/O timeout
 // and then answered 400.
 TEST(HttpServer, BodilessPostWithoutContentLengthIsAnsweredAtOnce) {
-  ServerOptions o;
+  ServerOptions o = WithoutDeadlines();
   o.listen = "127.0.0.1:0";
   o.threads = 2;
   Server server(o);
@@ -280,10 +289,8 @@ TEST(HttpServer, BodilessPostWithoutContentLengthIsAnsweredAtOnce) {
     res.set_content("body=[" + req.body + "]", "text/plain");
   });
   ASSERT_TRUE(server.Start().ok());
-  auto start = std::chrono::steady_clock::now();
   std::string r =
       RawExchange(server.port(), "POST /p HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_TRUE(r.starts_with("HTTP/1.1 200")) << r;
   EXPECT_NE(r.find("body=[]"), std::string::npos) << r;
   r = RawExchange(
@@ -395,7 +402,7 @@ TEST_F(ProtocolTest, PipelinedRequestsAreAnsweredInOrder) {
 // Each malformed framing gets one 400 with Connection: close, and the connection closes: the
 // request after it (which a lenient parser might take from the body) is never answered.
 TEST_F(ProtocolTest, MalformedFramingGets400AndClose) {
-  Start();
+  Start(WithoutDeadlines());
   struct Case {
     std::string headers;
     std::string message;
@@ -422,9 +429,7 @@ TEST_F(ProtocolTest, MalformedFramingGets400AndClose) {
     RawConnection c(port());
     ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\n" + k.headers +
                        "\r\nhelloGET /a HTTP/1.1\r\nHost: x\r\n\r\n"));
-    auto start = std::chrono::steady_clock::now();
-    std::string raw = c.ReadUntilClose();
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3)) << k.headers;
+    std::string raw = c.ReadUntilClose();  // the server closes it, with no deadline to wait for
     EXPECT_TRUE(c.eof()) << k.headers;
     auto rs = ParseResponses(raw);
     ASSERT_EQ(rs.size(), 1u) << k.headers << raw;
@@ -478,14 +483,12 @@ TEST_F(ProtocolTest, ARefusedRequestsBodyIsNeverParsedAsARequest) {
 // Issue 14 item 2: a Content-Length over the route's limit gets 413 at once (nothing of the
 // body is read), and a chunked body is cut off at the limit.
 TEST_F(ProtocolTest, BodiesOverTheLimitGet413BeforeTheyAreRead) {
-  ServerOptions o;
+  ServerOptions o = WithoutDeadlines();
   o.max_body_bytes = 1000;
   Start(o);
   RawConnection c(port());
-  auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000000\r\n\r\n"));
-  std::string raw = c.ReadUntilClose();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  std::string raw = c.ReadUntilClose();  // no byte of the body is ever sent
   EXPECT_TRUE(c.eof());
   auto rs = ParseResponses(raw);
   ASSERT_EQ(rs.size(), 1u) << raw;
@@ -647,8 +650,8 @@ TEST_F(ProtocolTest, AClientThatStopsReadingIsDroppedAfterTheWriteDeadline) {
       std::this_thread::sleep_for(milliseconds(20));
     }
     auto took = std::chrono::steady_clock::now() - start;
+    // Within the 10 s waited, far from the 60 s idle timeout: the write deadline dropped it.
     EXPECT_EQ(Gauge("bdn_http_connections"), 0);
-    EXPECT_LT(took, std::chrono::seconds(3));
     std::printf("a stalled reader was dropped after %.2f s (write deadline 0.5 s)\n",
                 std::chrono::duration<double>(took).count());
   }

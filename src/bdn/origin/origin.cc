@@ -2,15 +2,12 @@
 // and the first-start admin key.
 #include "bdn/origin/origin.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 
 #include "bdn/api/records_json.h"
 #include "bdn/origin/request_json.h"
+#include "bdn/store/atomic_file.h"
 
 namespace bdn::origin {
 
@@ -22,7 +19,7 @@ Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
       store_(std::move(store)),
       registry_(std::move(registry)),
       keys_(std::move(keys)),
-      claims_(options.claim_ttl),
+      claims_(options.claim_ttl, options.clock),
       version_blobs_(std::make_shared<VersionBlobCache>(store_, options.version_blobs_max_ids)) {
   ReadAuthority authority = options_.read_authority;
   if (!authority && options_.role == Role::kOrigin) {
@@ -247,23 +244,15 @@ Result<std::optional<std::string>> BootstrapAdminKey(KeyStore& keys,
   if (!existing.empty()) return std::optional<std::string>();
   BDN_ASSIGN_OR_RETURN(CreatedKey created,
                        keys.Create(std::string(kAllNamespaces), {Scope::kAdmin}));
-  std::filesystem::path tmp = token_path;
-  tmp += ".tmp";
-  auto fail = [&](std::string_view what, int e) {
-    ::unlink(tmp.c_str());
+  const std::string line = created.token + "\n";
+  // One server holds the data directory: a fixed temporary name, reused after a crash.
+  auto written = WriteFileAtomically(
+      token_path, AsBytes(line), "admin token " + token_path.string(),
+      {.tmp_name = token_path.filename().string() + ".tmp", .sync = FileSync::kAll});
+  if (!written) {
     (void)keys.Revoke(created.key.id);
-    return Err(ErrnoError(std::string(what) + " " + tmp.string(), e));
-  };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return fail("admin token", errno);
-  std::string line = created.token + "\n";
-  bool ok = ::fchmod(fd, 0600) == 0 &&
-            ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
-            ::fsync(fd) == 0;
-  int e = errno;
-  ::close(fd);
-  if (!ok) return fail("admin token: write", e);
-  if (::rename(tmp.c_str(), token_path.c_str()) != 0) return fail("admin token: rename", errno);
+    return Err(written.error());
+  }
   return std::optional<std::string>(created.token);
 }
 

@@ -38,6 +38,8 @@ struct OriginOptions {
   Role role = Role::kOrigin;
   AuthMode auth = AuthMode::kRequired;
   std::chrono::milliseconds claim_ttl{30000};
+  // The time push claims expire on (tests move a FakeClock); null: Clock::Real().
+  std::shared_ptr<Clock> clock;
   size_t max_missing_ids = 4096;
   size_t max_batch_ids = 1024;
   // Largest blob accepted by PUT /v1/chunks (chunks are at most 16 MiB; manifests and chunk

@@ -23,6 +23,7 @@
 #include "bdn/remote/remote_chunk_store.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/store_test_util.h"
+#include "bdn/testing/fake_clock.h"
 #include "bdn/volume/push.h"
 
 namespace bdn::origin {
@@ -116,6 +117,7 @@ class OriginTest : public ::testing::Test {
     OriginOptions options;
     options.auth = mode;
     options.claim_ttl = std::chrono::milliseconds(400);
+    options.clock = clock_;  // claims expire only when a test moves it
     // Namespace views refreshed at every question, so a commit is seen by the next request.
     options.namespace_index.refresh_interval = std::chrono::milliseconds(0);
     registry_ = std::move(*registry);
@@ -194,6 +196,7 @@ class OriginTest : public ::testing::Test {
   std::shared_ptr<LocalChunkStore> store_;
   std::shared_ptr<SqliteKeyStore> keys_;
   std::shared_ptr<Registry> registry_;
+  std::shared_ptr<testutil::FakeClock> clock_ = std::make_shared<testutil::FakeClock>();
   std::unique_ptr<Origin> origin_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<httplib::Client> client_;
@@ -556,14 +559,15 @@ TEST_F(OriginTest, PushClaimsConflictExpireAndRenew) {
 
   // Renewing keeps it alive past the original expiry.
   for (int i = 0; i < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    clock_->Advance(std::chrono::milliseconds(300));
     r = Call("PUT", claims + "/" + first, admin_);
     ASSERT_EQ(r->status, 200) << r->body;
   }
-  EXPECT_EQ(Call("POST", claims, pusher)->status, 409);
+  clock_->Advance(std::chrono::milliseconds(399));
+  EXPECT_EQ(Call("POST", claims, pusher)->status, 409) << "1 ms before it lapses";
 
   // Without renewal it lapses; then another client may claim.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  clock_->Advance(std::chrono::milliseconds(1));
   r = Call("POST", claims, pusher);
   ASSERT_EQ(r->status, 201);
   std::string second = Body(r)["claim"];

@@ -80,7 +80,8 @@ class KeyStore {
 class SqliteKeyStore : public KeyStore {
  public:
   // Opens or creates the database and table (the file private to its owner, 0600:
-  // MakeDatabasePrivate). Errors: Internal naming the file.
+  // MakeDatabasePrivate). Errors: Internal "key store <file>: <reason>" when it cannot be
+  // opened; the mapping of internal::SqliteError when a PRAGMA or the schema fails on it.
   static Result<std::unique_ptr<SqliteKeyStore>> Open(const std::filesystem::path& db_path);
   ~SqliteKeyStore() override;
 

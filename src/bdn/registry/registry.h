@@ -232,7 +232,10 @@ struct RegistryOptions {
 class SqliteRegistry : public Registry {
  public:
   // Opens or creates the database (the file private to its owner, 0600: MakeDatabasePrivate).
-  // Errors: Internal naming the file.
+  // A database that exists but cannot be opened for writing (a read-only file system, another
+  // owner, a full disk) is opened read-only instead: reads work, and every write fails with
+  // PermissionDenied "registry <file>: read-only (…)". Errors: Internal "registry <file>:
+  // <reason>" when it can be opened neither way.
   static Result<std::unique_ptr<SqliteRegistry>> Open(const std::filesystem::path& db_path,
                                                       RegistryOptions options = {});
   ~SqliteRegistry() override;

@@ -42,7 +42,9 @@ class SecretStore {
 // Secrets in the table `secrets` of an SQLite database (the registry's file, which is 0600).
 class SqliteSecretStore : public SecretStore {
  public:
-  // Opens or creates the database and table. Errors: Internal naming the file.
+  // Opens or creates the database and table. Errors: Internal "secret store <file>: <reason>"
+  // when it cannot be opened; the mapping of internal::SqliteError (sqlite_util.h) when a
+  // PRAGMA or the schema fails.
   static Result<std::unique_ptr<SqliteSecretStore>> Open(const std::filesystem::path& db_path);
   ~SqliteSecretStore() override;
 

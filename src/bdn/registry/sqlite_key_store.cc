@@ -1,16 +1,14 @@
 // SqliteKeyStore: API keys in one SQLite table, secrets stored only as their BLAKE3.
-#include <sqlite3.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <mutex>
+#include <optional>
 
+#include "bdn/base/clock.h"
+#include "bdn/base/names.h"
 #include "bdn/base/units.h"
 #include "bdn/registry/key_store.h"
-
-#include "bdn/base/names.h"
-#include "bdn/base/private_files.h"
+#include "bdn/registry/sqlite_util.h"
 
 namespace bdn {
 namespace {
@@ -28,12 +26,6 @@ CREATE TABLE IF NOT EXISTS api_keys(
   created_ms INTEGER NOT NULL,
   revoked_ms INTEGER);
 )sql";
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool IsHex(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
@@ -117,68 +109,43 @@ Result<std::pair<std::string, std::string>> SplitToken(std::string_view token) {
 }
 
 struct SqliteKeyStore::Impl {
-  sqlite3* db = nullptr;
+  internal::DbHandle db;
   std::filesystem::path path;
   std::mutex mu;
 
-  ~Impl() {
-    if (db) sqlite3_close(db);
-  }
-
-  // The Status of the last SQLite error: Unavailable when busy or locked; FailedPrecondition on
-  // a full disk (as the registry and the chunk store: HTTP 412, exit 8); PermissionDenied on a
-  // read-only database; else Internal.
+  // SqliteError of the last failure, named "key store <file>: <what>" (a full disk is
+  // FailedPrecondition, as the registry's and the chunk store's: HTTP 412, exit 8).
   Status Error(std::string_view what) const {
-    std::string msg =
-        "key store " + path.string() + ": " + std::string(what) + ": " + sqlite3_errmsg(db);
-    int rc = sqlite3_errcode(db);
-    int sys = sqlite3_system_errno(db);
-    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return UnavailableError(msg);
-    if ((rc & 0xff) == SQLITE_FULL || ((rc & 0xff) == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
-      return FailedPreconditionError("key store " + path.string() + ": " + std::string(what) +
-                                     ": no space left on device");
-    }
-    if ((rc & 0xff) == SQLITE_READONLY) return PermissionDeniedError(msg);
-    return InternalError(msg);
+    return internal::SqliteError(db.get(), "key store " + path.string() + ": " + std::string(what));
   }
 
-  Status Exec(const char* sql) {
-    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return Error("exec");
-    return Status::Ok();
+  // Steps `s` to its end. Errors: Error(what).
+  Status Run(internal::Stmt& s, std::string_view what) {
+    return s.Step() ? Status::Ok() : Error(what);
   }
 
   // Reads the key `id` and its stored secret digest (hex); nullopt when there is none.
   Result<std::optional<std::pair<ApiKey, std::string>>> Read(const std::string& id) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT ns, scopes, secret_b3, created_ms, revoked_ms FROM api_keys "
-                           "WHERE id=?1",
-                           -1, &st, nullptr) != SQLITE_OK) {
-      return Err(Error("prepare"));
-    }
-    sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    std::optional<std::pair<ApiKey, std::string>> out;
-    if (rc == SQLITE_ROW) out = RowToKey(st, id, 0);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Err(Error("read"));
-    return out;
+    internal::Stmt s(db, "SELECT ns, scopes, secret_b3, created_ms, revoked_ms FROM api_keys "
+                         "WHERE id=?1");
+    s.Bind(1, id);
+    auto row = s.Step();
+    if (!row) return Err(Error("read"));
+    if (!*row) return std::optional<std::pair<ApiKey, std::string>>();
+    return std::optional(RowToKey(s, id, 0));
   }
 
   // Columns from `col`: ns, scopes, secret_b3, created_ms, revoked_ms.
-  static std::pair<ApiKey, std::string> RowToKey(sqlite3_stmt* st, const std::string& id, int col) {
-    auto text = [&](int c) {
-      const unsigned char* t = sqlite3_column_text(st, c);
-      return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-    };
+  static std::pair<ApiKey, std::string> RowToKey(internal::Stmt& s, const std::string& id,
+                                                 int col) {
     ApiKey k;
     k.id = id;
-    k.ns = text(col);
-    auto scopes = ParseScopes(text(col + 1));
+    k.ns = s.Text(col);
+    auto scopes = ParseScopes(s.Text(col + 1));
     if (scopes) k.scopes = *scopes;
-    k.created_unix_ms = sqlite3_column_int64(st, col + 3);
-    k.revoked = sqlite3_column_type(st, col + 4) != SQLITE_NULL;
-    return {std::move(k), text(col + 2)};
+    k.created_unix_ms = s.Int(col + 3);
+    k.revoked = !s.IsNull(col + 4);
+    return {std::move(k), s.Text(col + 2)};
   }
 };
 
@@ -188,18 +155,7 @@ SqliteKeyStore::~SqliteKeyStore() = default;
 Result<std::unique_ptr<SqliteKeyStore>> SqliteKeyStore::Open(const std::filesystem::path& db_path) {
   auto impl = std::make_unique<Impl>();
   impl->path = db_path;
-  MakeDatabasePrivate(db_path, "key store");
-  int rc =
-      sqlite3_open_v2(db_path.c_str(), &impl->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = impl->db ? sqlite3_errmsg(impl->db) : "out of memory";
-    return Err(InternalError("key store " + db_path.string() + ": " + msg));
-  }
-  sqlite3_busy_timeout(impl->db, 30000);
-  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA journal_mode=WAL"));
-  BDN_RETURN_IF_ERROR(impl->Exec("PRAGMA synchronous=FULL"));
-  BDN_RETURN_IF_ERROR(impl->Exec(kSchema));
+  BDN_ASSIGN_OR_RETURN(impl->db, internal::OpenDatabase(db_path, "key store", kSchema));
   return std::unique_ptr<SqliteKeyStore>(new SqliteKeyStore(std::move(impl)));
 }
 
@@ -218,48 +174,34 @@ Result<CreatedKey> SqliteKeyStore::Create(const std::string& ns, std::vector<Sco
   out.key.id = id;
   out.key.ns = ns;
   out.key.scopes = std::move(scopes);
-  out.key.created_unix_ms = NowMs();
+  out.key.created_unix_ms = WallNowMs(*Clock::Real());
   out.token = "bdn_" + id + "_" + secret;
-  std::string secret_b3 = Digest::Of(secret).Hex();
-  std::string scope_text = JoinScopes(out.key.scopes);
 
   std::lock_guard lock(impl_->mu);
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(impl_->db,
-                         "INSERT INTO api_keys(id, ns, scopes, secret_b3, created_ms) "
-                         "VALUES(?1, ?2, ?3, ?4, ?5)",
-                         -1, &st, nullptr) != SQLITE_OK) {
-    return Err(impl_->Error("prepare"));
-  }
-  sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, ns.data(), static_cast<int>(ns.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 3, scope_text.data(), static_cast<int>(scope_text.size()),
-                    SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 4, secret_b3.data(), static_cast<int>(secret_b3.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 5, out.key.created_unix_ms);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return Err(impl_->Error("create key"));
+  internal::Stmt s(impl_->db,
+                   "INSERT INTO api_keys(id, ns, scopes, secret_b3, created_ms) "
+                   "VALUES(?1, ?2, ?3, ?4, ?5)");
+  s.Bind(1, id)
+      .Bind(2, ns)
+      .Bind(3, JoinScopes(out.key.scopes))
+      .Bind(4, Digest::Of(secret).Hex())
+      .Bind(5, out.key.created_unix_ms);
+  BDN_RETURN_IF_ERROR(impl_->Run(s, "create key"));
   return out;
 }
 
 Result<std::vector<ApiKey>> SqliteKeyStore::List() {
   std::lock_guard lock(impl_->mu);
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(impl_->db,
-                         "SELECT id, ns, scopes, secret_b3, created_ms, revoked_ms FROM api_keys "
-                         "ORDER BY rowid",
-                         -1, &st, nullptr) != SQLITE_OK) {
-    return Err(impl_->Error("prepare"));
-  }
+  internal::Stmt s(impl_->db,
+                   "SELECT id, ns, scopes, secret_b3, created_ms, revoked_ms FROM api_keys "
+                   "ORDER BY rowid");
   std::vector<ApiKey> out;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const unsigned char* id = sqlite3_column_text(st, 0);
-    out.push_back(Impl::RowToKey(st, id ? reinterpret_cast<const char*>(id) : "", 1).first);
+  while (true) {
+    auto row = s.Step();
+    if (!row) return Err(impl_->Error("list keys"));
+    if (!*row) break;
+    out.push_back(Impl::RowToKey(s, s.Text(0), 1).first);
   }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return Err(impl_->Error("list keys"));
   return out;
 }
 
@@ -275,20 +217,12 @@ Result<ApiKey> SqliteKeyStore::Revoke(const std::string& id) {
   BDN_ASSIGN_OR_RETURN(auto row, impl_->Read(id));
   if (!row) return Err(NotFoundError("key bdn_" + id + ": not found"));
   if (row->first.revoked) return row->first;
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(impl_->db, "UPDATE api_keys SET revoked_ms=?2 WHERE id=?1", -1, &st,
-                         nullptr) != SQLITE_OK) {
-    return Err(impl_->Error("prepare"));
-  }
-  sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 2, NowMs());
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return Err(impl_->Error("revoke key"));
+  internal::Stmt s(impl_->db, "UPDATE api_keys SET revoked_ms=?2 WHERE id=?1");
+  s.Bind(1, id).Bind(2, WallNowMs(*Clock::Real()));
+  BDN_RETURN_IF_ERROR(impl_->Run(s, "revoke key"));
   row->first.revoked = true;
   return row->first;
 }
-
 Result<ApiKey> SqliteKeyStore::Authenticate(std::string_view token) {
   auto parts = SplitToken(token);
   if (!parts) return Err(PermissionDeniedError(parts.error().message()));

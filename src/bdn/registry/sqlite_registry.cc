@@ -23,6 +23,7 @@ std::string_view LifecycleName(Lifecycle l) { return l == Lifecycle::kAlive ? "A
 
 namespace {
 
+using internal::DbHandle;
 using internal::LockFile;
 using internal::Stmt;
 
@@ -127,69 +128,29 @@ std::vector<std::string> SplitLines(const std::string& text) {
 
 struct SqliteRegistry::Impl {
   RegistryOptions options;
-  sqlite3* db = nullptr;
+  DbHandle db;
   bool read_only = false;  // opened read-only: every mutation is PermissionDenied
-  std::filesystem::path dir;
+  std::filesystem::path path;
   std::mutex mu;
 
   int64_t NowMs() const { return WallNowMs(*options.clock); }
 
-  // Also on the failure paths of Open: sqlite3_open_v2 hands back a handle (holding the file
-  // open) even when it fails, and a later PRAGMA can fail too.
-  ~Impl() {
-    if (db) sqlite3_close(db);
-  }
-
   Status Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string msg = err ? err : "unknown error";
-      sqlite3_free(err);
-      if (msg.find("locked") != std::string::npos || msg.find("busy") != std::string::npos) {
-        return UnavailableError("registry: " + msg);
-      }
-      if (msg.find("readonly") != std::string::npos || read_only) {
-        return PermissionDeniedError("registry " + (dir / "registry.db").string() +
-                                     ": read-only (" + msg + ")");
-      }
-      if (msg.find("disk is full") != std::string::npos) {
-        return FailedPreconditionError("registry " + (dir / "registry.db").string() +
-                                       ": no space left on device");
-      }
-      return InternalError("registry: " + msg);
-    }
-    return Status::Ok();
+    return internal::Exec(db.get(), sql, "registry " + path.string(), read_only);
   }
 
   // A registry made before sync existed lacks the columns of a version's source identity, and
   // one made before delete and restore the detail of a recorded write: adds them (empty).
   Status AddColumnsOfSync() {
-    bool has_revision = false;
-    {
-      Stmt s(db, "SELECT name FROM pragma_table_info('versions')");
-      while (true) {
-        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
-        if (!row) break;
-        if (s.Text(0) == "source_revision") has_revision = true;
-      }
-    }
-    bool has_detail = false;
-    {
-      Stmt s(db, "SELECT name FROM pragma_table_info('idempotency_keys')");
-      while (true) {
-        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
-        if (!row) break;
-        if (s.Text(0) == "detail") has_detail = true;
-      }
-    }
-    if (!has_detail) {
-      BDN_RETURN_IF_ERROR(
-          Exec("ALTER TABLE idempotency_keys ADD COLUMN detail TEXT NOT NULL DEFAULT ''"));
-    }
-    if (has_revision) return Status::Ok();
-    BDN_RETURN_IF_ERROR(
-        Exec("ALTER TABLE versions ADD COLUMN source_revision TEXT NOT NULL DEFAULT ''"));
-    return Exec("ALTER TABLE versions ADD COLUMN source_listing_digest TEXT NOT NULL DEFAULT ''");
+    BDN_RETURN_IF_ERROR(internal::AddColumnIfMissing(db.get(), "idempotency_keys", "detail",
+                                                     "detail TEXT NOT NULL DEFAULT ''",
+                                                     "registry"));
+    BDN_RETURN_IF_ERROR(internal::AddColumnIfMissing(db.get(), "versions", "source_revision",
+                                                     "source_revision TEXT NOT NULL DEFAULT ''",
+                                                     "registry"));
+    return internal::AddColumnIfMissing(db.get(), "versions", "source_listing_digest",
+                                        "source_listing_digest TEXT NOT NULL DEFAULT ''",
+                                        "registry");
   }
 
   // Runs `body` inside BEGIN IMMEDIATE … COMMIT, rolling back on error.
@@ -207,6 +168,30 @@ struct SqliteRegistry::Impl {
       Exec("ROLLBACK");
     }
     return r;
+  }
+
+  // The shape of the tag writes: in one transaction, a request recorded under
+  // `idempotency_key` before answers its recorded sequence; else the volume must exist at
+  // `expected_sequence` (if given), `change` runs on its id and returns the sequence after it,
+  // which is recorded under the key. Takes mu.
+  template <typename F>
+  Result<int64_t> IdempotentVolumeWrite(const std::string& ns, const std::string& volume,
+                                        const std::string& request,
+                                        std::optional<int64_t> expected_sequence,
+                                        const std::string& idempotency_key, F change) {
+    std::lock_guard lock(mu);
+    return Transaction<int64_t>([&]() -> Result<int64_t> {
+      if (!idempotency_key.empty()) {
+        BDN_ASSIGN_OR_RETURN(auto recorded, Recorded(idempotency_key, request));
+        if (recorded) return recorded->sequence;
+      }
+      BDN_ASSIGN_OR_RETURN(int64_t vid, RequireVolume(ns, volume));
+      BDN_RETURN_IF_ERROR(CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
+      CommitResult out;
+      BDN_ASSIGN_OR_RETURN(out.sequence, change(vid));
+      if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(Record(idempotency_key, request, out));
+      return out.sequence;
+    });
   }
 
   Result<std::optional<int64_t>> VolumeId(const std::string& ns, const std::string& volume) {
@@ -343,16 +328,13 @@ SqliteRegistry::~SqliteRegistry() = default;
 
 namespace {
 
-// Opens `uri` (an SQLite URI) with `flags`; on failure returns the message and closes the handle.
-Result<sqlite3*> OpenDb(const std::string& uri, int flags) {
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(uri.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return Err(InternalError(msg));
-  }
-  sqlite3_busy_timeout(db, 30000);
+// Opens `uri` (an SQLite URI) with `flags`. Errors: Internal with SQLite's message.
+Result<DbHandle> OpenDb(const std::string& uri, int flags) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &raw, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
+  DbHandle db(raw);
+  if (rc != SQLITE_OK) return Err(InternalError(db ? sqlite3_errmsg(db.get()) : "out of memory"));
+  sqlite3_busy_timeout(db.get(), 30000);
   return db;
 }
 
@@ -377,20 +359,19 @@ Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesyst
   auto impl = std::make_unique<Impl>();
   if (!options.clock) options.clock = Clock::Real();
   impl->options = std::move(options);
-  impl->dir = db_path.parent_path();
+  impl->path = db_path;
   MakeDatabasePrivate(db_path, "registry");
   auto rw = OpenDb(UriPath(db_path), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   Status rw_error;
   if (rw) {
-    impl->db = *rw;
+    impl->db = std::move(*rw);
     rw_error = impl->Exec("PRAGMA journal_mode=WAL");
     if (rw_error.ok()) rw_error = impl->Exec("PRAGMA synchronous=FULL");
     if (rw_error.ok()) rw_error = impl->Exec("PRAGMA foreign_keys=ON");
     if (rw_error.ok()) rw_error = impl->Exec(kSchema);
     if (rw_error.ok()) rw_error = impl->AddColumnsOfSync();
     if (rw_error.ok()) return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
-    sqlite3_close(impl->db);
-    impl->db = nullptr;
+    impl->db.reset();
   } else {
     rw_error = rw.error();
   }
@@ -401,18 +382,18 @@ Result<std::unique_ptr<SqliteRegistry>> SqliteRegistry::Open(const std::filesyst
     for (const char* mode : {"?mode=ro", "?immutable=1"}) {
       auto ro = OpenDb(UriPath(db_path) + mode, SQLITE_OPEN_READONLY);
       if (!ro) continue;
-      impl->db = *ro;
+      impl->db = std::move(*ro);
       impl->read_only = true;
       if (impl->Exec("SELECT count(*) FROM volumes").ok()) {
         return std::unique_ptr<SqliteRegistry>(new SqliteRegistry(std::move(impl)));
       }
-      sqlite3_close(impl->db);
-      impl->db = nullptr;
+      impl->db.reset();
     }
   }
   std::string why = rw_error.message();
-  if (why.starts_with("registry: ")) why = why.substr(10);
-  return Err(InternalError("registry " + db_path.string() + ": " + why));
+  const std::string name = "registry " + db_path.string();
+  if (why.starts_with(name + ": ")) why = why.substr(name.size() + 2);
+  return Err(InternalError(name + ": " + why));
 }
 
 Result<std::vector<std::string>> SqliteRegistry::ListNamespaces() {
@@ -554,7 +535,7 @@ Result<CommitResult> SqliteRegistry::Commit(const CommitRequest& req) {
       Stmt ins(im.db, "INSERT INTO volumes(ns, name, sequence, created_ms) VALUES(?1, ?2, 0, ?3)");
       ins.Bind(1, req.ns).Bind(2, req.volume).Bind(3, im.NowMs());
       BDN_RETURN_IF_ERROR(ins.Run());
-      vid = sqlite3_last_insert_rowid(im.db);
+      vid = sqlite3_last_insert_rowid(im.db.get());
     }
     const std::string what = VolumeName(req.ns, req.volume);
     BDN_RETURN_IF_ERROR(im.CheckExpected(vid, what, req.expected_sequence));
@@ -649,33 +630,21 @@ Result<int64_t> SqliteRegistry::SetTag(const std::string& ns, const std::string&
   const std::string request = "tag set bdn:" + ns + "/" + volume + ":" + tag + " -> " +
                               digest.ToString() +
                               " expected_sequence=" + ExpectedText(expected_sequence);
-  std::lock_guard lock(impl_->mu);
-  return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
-    Impl& im = *impl_;
-    if (!idempotency_key.empty()) {
-      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request));
-      if (recorded) return recorded->sequence;
-    }
-    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
-    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
-    BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, digest));
-    if (v.lifecycle != Lifecycle::kAlive) {
-      return Err(FailedPreconditionError("version bdn:" + ns + "/" + volume + "@" +
-                                         digest.ToString() + ": is deleted"));
-    }
-    CommitResult out;
-    if (std::find(v.tags.begin(), v.tags.end(), tag) != v.tags.end()) {
-      // Already there: nothing changes, so neither does the sequence.
-      BDN_ASSIGN_OR_RETURN(out.sequence, im.Sequence(vid));
-    } else {
-      Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
-      up.Bind(1, vid).Bind(2, tag).Bind(3, digest.Hex());
-      BDN_RETURN_IF_ERROR(up.Run());
-      BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
-    }
-    if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, out));
-    return out.sequence;
-  });
+  Impl& im = *impl_;
+  return im.IdempotentVolumeWrite(ns, volume, request, expected_sequence, idempotency_key,
+                                  [&](int64_t vid) -> Result<int64_t> {
+        BDN_ASSIGN_OR_RETURN(VersionRecord v, im.ReadVersion(vid, ns, volume, digest));
+        if (v.lifecycle != Lifecycle::kAlive) {
+          return Err(FailedPreconditionError("version bdn:" + ns + "/" + volume + "@" +
+                                             digest.ToString() + ": is deleted"));
+        }
+        // Already there: nothing changes, so neither does the sequence.
+        if (std::find(v.tags.begin(), v.tags.end(), tag) != v.tags.end()) return im.Sequence(vid);
+        Stmt up(im.db, "INSERT OR REPLACE INTO tags(volume_id, name, digest) VALUES(?1,?2,?3)");
+        up.Bind(1, vid).Bind(2, tag).Bind(3, digest.Hex());
+        BDN_RETURN_IF_ERROR(up.Run());
+        return im.Bump(vid);
+      });
 }
 
 Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::string& volume,
@@ -687,26 +656,18 @@ Result<int64_t> SqliteRegistry::DeleteTag(const std::string& ns, const std::stri
   }
   const std::string request = "tag delete bdn:" + ns + "/" + volume + ":" + tag +
                               " expected_sequence=" + ExpectedText(expected_sequence);
-  std::lock_guard lock(impl_->mu);
-  return impl_->Transaction<int64_t>([&]() -> Result<int64_t> {
-    Impl& im = *impl_;
-    if (!idempotency_key.empty()) {
-      BDN_ASSIGN_OR_RETURN(auto recorded, im.Recorded(idempotency_key, request));
-      if (recorded) return recorded->sequence;
-    }
-    BDN_ASSIGN_OR_RETURN(int64_t vid, im.RequireVolume(ns, volume));
-    BDN_RETURN_IF_ERROR(im.CheckExpected(vid, VolumeName(ns, volume), expected_sequence));
-    Stmt del(im.db, "DELETE FROM tags WHERE volume_id=?1 AND name=?2");
-    del.Bind(1, vid).Bind(2, tag);
-    BDN_RETURN_IF_ERROR(del.Run());
-    if (sqlite3_changes(im.db) == 0) {
-      return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume + ": not found"));
-    }
-    CommitResult out;
-    BDN_ASSIGN_OR_RETURN(out.sequence, im.Bump(vid));
-    if (!idempotency_key.empty()) BDN_RETURN_IF_ERROR(im.Record(idempotency_key, request, out));
-    return out.sequence;
-  });
+  Impl& im = *impl_;
+  return im.IdempotentVolumeWrite(ns, volume, request, expected_sequence, idempotency_key,
+                                  [&](int64_t vid) -> Result<int64_t> {
+        Stmt del(im.db, "DELETE FROM tags WHERE volume_id=?1 AND name=?2");
+        del.Bind(1, vid).Bind(2, tag);
+        BDN_RETURN_IF_ERROR(del.Run());
+        if (sqlite3_changes(im.db.get()) == 0) {
+          return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume +
+                                   ": not found"));
+        }
+        return im.Bump(vid);
+      });
 }
 
 
@@ -1019,7 +980,7 @@ class FlockClaim : public PushClaim {
 
 Result<std::unique_ptr<PushClaim>> SqliteRegistry::ClaimPush(const std::string& ns,
                                                              const std::string& volume) {
-  std::filesystem::path p = impl_->dir / "locks" / (ns + "~" + volume + ".lock");
+  std::filesystem::path p = impl_->path.parent_path() / "locks" / (ns + "~" + volume + ".lock");
   BDN_ASSIGN_OR_RETURN(LockFile lock, LockFile::TryLock(p, "push claim"));
   if (!lock.held()) {
     std::string holder = lock.holder_pid().empty() ? "" : " by pid " + lock.holder_pid();

@@ -1,7 +1,10 @@
 // SqliteSecretStore: sealed secret values by name in the registry's SQLite file.
 #include <chrono>
 #include <mutex>
+#include <optional>
 
+#include "bdn/base/clock.h"
+#include "bdn/base/hex.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sqlite_util.h"
 
@@ -18,32 +21,6 @@ CREATE TABLE IF NOT EXISTS secrets(
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL);
 )sql";
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string ToHex(const std::string& bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
-std::string FromHex(const std::string& hex) {
-  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
-  }
-  return out;
-}
 
 Status NotFound(const std::string& name) {
   return NotFoundError("secret \"" + name + "\": not found");
@@ -64,11 +41,8 @@ Status ValidateSecretName(const std::string& name) {
 }
 
 struct SqliteSecretStore::Impl {
-  sqlite3* db = nullptr;
+  internal::DbHandle db;
   std::mutex mu;
-  ~Impl() {
-    if (db) sqlite3_close(db);
-  }
 };
 
 SqliteSecretStore::SqliteSecretStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -83,13 +57,13 @@ Result<std::unique_ptr<SqliteSecretStore>> SqliteSecretStore::Open(
 
 Status SqliteSecretStore::Put(const std::string& name, const std::string& sealed) {
   BDN_RETURN_IF_ERROR(ValidateSecretName(name));
-  const int64_t now = NowMs();
+  const int64_t now = WallNowMs(*Clock::Real());
   std::lock_guard lock(impl_->mu);
   Stmt s(impl_->db,
          "INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms) VALUES(?1,?2,?3,?3) "
          "ON CONFLICT(name) DO UPDATE SET sealed_hex=excluded.sealed_hex, "
          "updated_ms=excluded.updated_ms");
-  s.Bind(1, name).Bind(2, ToHex(sealed)).Bind(3, now);
+  s.Bind(1, name).Bind(2, HexEncode(sealed)).Bind(3, now);
   return s.Run();
 }
 
@@ -99,7 +73,9 @@ Result<std::string> SqliteSecretStore::Get(const std::string& name) {
   s.Bind(1, name);
   BDN_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return Err(NotFound(name));
-  return FromHex(s.Text(0));
+  std::optional<std::string> sealed = HexDecode(s.Text(0));
+  if (!sealed) return Err(CorruptionError("secret \"" + name + "\": the stored value is not hex"));
+  return std::move(*sealed);
 }
 
 Result<std::vector<SecretInfo>> SqliteSecretStore::List() {
@@ -119,7 +95,7 @@ Status SqliteSecretStore::Remove(const std::string& name) {
   Stmt s(impl_->db, "DELETE FROM secrets WHERE name=?1");
   s.Bind(1, name);
   BDN_RETURN_IF_ERROR(s.Run());
-  if (sqlite3_changes(impl_->db) == 0) return NotFound(name);
+  if (sqlite3_changes(impl_->db.get()) == 0) return NotFound(name);
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/units.h"  // RandomHex
 #include "bdn/registry/sqlite_util.h"
 #include "bdn/registry/sync_job_store.h"
@@ -63,12 +64,6 @@ constexpr const char* kColumns =
     "state, cancel_requested, source_revision, listing_digest, objects_total, objects_done, "
     "bytes_total, bytes_done, bytes_fetched, version, unchanged, error_code, error_message, "
     "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region";
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Globs never hold a newline (sync::ValidateGlob refuses them), so a list is one per line.
 std::string JoinLines(const std::vector<std::string>& items) {
@@ -171,37 +166,17 @@ Result<SyncState> ParseSyncState(std::string_view name) {
 }
 
 struct SqliteSyncJobStore::Impl {
-  sqlite3* db = nullptr;
+  internal::DbHandle db;
   std::filesystem::path path;
   std::mutex mu;
-
-  ~Impl() {
-    if (db) sqlite3_close(db);
-  }
 
   // A job table made before object-store sources lacks their endpoint and region: adds them
   // (empty for its jobs).
   Status AddColumnsOfEndpoints() {
-    {
-      Stmt s(db, "SELECT name FROM pragma_table_info('sync_jobs')");
-      while (true) {
-        BDN_ASSIGN_OR_RETURN(bool row, s.Step());
-        if (!row) break;
-        if (s.Text(0) == "endpoint") return Status::Ok();
-      }
-    }
-    for (const char* sql : {"ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''",
-                            "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"}) {
-      char* err = nullptr;
-      if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-        std::string msg = err ? err : "unknown error";
-        sqlite3_free(err);
-        // Another process added them meanwhile.
-        if (msg.find("duplicate column") != std::string::npos) return Status::Ok();
-        return InternalError("sync job store " + path.string() + ": " + msg);
-      }
-    }
-    return Status::Ok();
+    BDN_RETURN_IF_ERROR(internal::AddColumnIfMissing(
+        db.get(), "sync_jobs", "endpoint", "endpoint TEXT NOT NULL DEFAULT ''", "sync job store"));
+    return internal::AddColumnIfMissing(db.get(), "sync_jobs", "region",
+                                        "region TEXT NOT NULL DEFAULT ''", "sync job store");
   }
 
   // Requires mu.
@@ -243,7 +218,7 @@ Result<std::unique_ptr<SqliteSyncJobStore>> SqliteSyncJobStore::Open(
 Result<SyncJobRecord> SqliteSyncJobStore::Create(const SyncJobSpec& spec) {
   BDN_ASSIGN_OR_RETURN(std::string hex, RandomHex(8));
   const std::string id = "sync_" + hex;
-  const int64_t now = NowMs();
+  const int64_t now = WallNowMs(*Clock::Real());
   std::lock_guard lock(impl_->mu);
   Stmt s(impl_->db,
          "INSERT INTO sync_jobs(id, source_uri, ns, volume, tag, includes, excludes, "
@@ -300,7 +275,7 @@ Result<SyncJobRecord> SqliteSyncJobStore::StartRun(const std::string& id) {
   std::lock_guard lock(impl_->mu);
   BDN_ASSIGN_OR_RETURN(SyncJobRecord j, impl_->ReadLocked(id));
   if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
-  const int64_t now = NowMs();
+  const int64_t now = WallNowMs(*Clock::Real());
   Stmt s(impl_->db,
          "UPDATE sync_jobs SET state='SYNCING', runs=runs+1, updated_ms=?2, "
          "started_ms=CASE WHEN started_ms=0 THEN ?2 ELSE started_ms END WHERE id=?1");
@@ -321,7 +296,7 @@ Status SqliteSyncJobStore::SetSource(const std::string& id, const std::string& r
       .Bind(3, listing_digest.Hex())
       .Bind(4, static_cast<int64_t>(objects_total))
       .Bind(5, static_cast<int64_t>(bytes_total))
-      .Bind(6, NowMs());
+      .Bind(6, WallNowMs(*Clock::Real()));
   return s.Run();
 }
 
@@ -336,7 +311,7 @@ Status SqliteSyncJobStore::SetProgress(const std::string& id, const SyncProgress
       .Bind(4, static_cast<int64_t>(p.bytes_total))
       .Bind(5, static_cast<int64_t>(p.bytes_done))
       .Bind(6, static_cast<int64_t>(p.bytes_fetched))
-      .Bind(7, NowMs());
+      .Bind(7, WallNowMs(*Clock::Real()));
   return s.Run();
 }
 
@@ -350,7 +325,7 @@ Result<SyncJobRecord> SqliteSyncJobStore::Finish(const std::string& id, SyncStat
   std::lock_guard lock(impl_->mu);
   BDN_ASSIGN_OR_RETURN(SyncJobRecord j, impl_->ReadLocked(id));
   if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
-  const int64_t now = NowMs();
+  const int64_t now = WallNowMs(*Clock::Real());
   Stmt s(impl_->db,
          "UPDATE sync_jobs SET state=?2, version=?3, unchanged=?4, error_code=?5, "
          "error_message=?6, updated_ms=?7, finished_ms=?7 WHERE id=?1");
@@ -374,7 +349,7 @@ Result<SyncJobRecord> SqliteSyncJobStore::RequestCancel(const std::string& id) {
   BDN_ASSIGN_OR_RETURN(SyncJobRecord j, impl_->ReadLocked(id));
   if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
   Stmt s(impl_->db, "UPDATE sync_jobs SET cancel_requested=1, updated_ms=?2 WHERE id=?1");
-  s.Bind(1, id).Bind(2, NowMs());
+  s.Bind(1, id).Bind(2, WallNowMs(*Clock::Real()));
   BDN_RETURN_IF_ERROR(s.Run());
   return impl_->ReadLocked(id);
 }

@@ -149,7 +149,8 @@ class SyncJobStore {
 class SqliteSyncJobStore : public SyncJobStore {
  public:
   // Opens or creates the database and tables (the file private to its owner, 0600).
-  // Errors: Internal naming the file.
+  // Errors: Internal "sync job store <file>: <reason>" when it cannot be opened; the mapping of
+  // internal::SqliteError (sqlite_util.h) when a PRAGMA, the schema or its upgrade fails.
   static Result<std::unique_ptr<SqliteSyncJobStore>> Open(const std::filesystem::path& db_path);
   ~SqliteSyncJobStore() override;
 

@@ -9,10 +9,10 @@
 namespace bdn::remote {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+// `clock`'s steady time in nanoseconds, as Node::unhealthy_until_ns holds it.
+int64_t NowNs(const Clock& clock) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             clock.SteadyNow().time_since_epoch())
       .count();
 }
 
@@ -66,6 +66,7 @@ std::vector<std::string> ParseNodeList(std::string_view list) {
 Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     const std::vector<std::string>& node_urls, std::shared_ptr<ChunkStore> upstream,
     ClusterOptions options) {
+  if (!options.clock) options.clock = Clock::Real();
   std::unique_ptr<ClusterChunkStore> c(new ClusterChunkStore(std::move(upstream), options));
   for (const auto& url : node_urls) {
     http::ClientOptions co;
@@ -110,7 +111,7 @@ bool ClusterChunkStore::IsHealthy(size_t node) const {
 
 void ClusterChunkStore::MarkUnhealthy(Node& n) {
   const int64_t until =
-      NowNs() +
+      NowNs(*options_.clock) +
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.probe_interval).count();
   n.unhealthy_until_ns.store(std::max<int64_t>(until, 1));
 }
@@ -118,7 +119,7 @@ void ClusterChunkStore::MarkUnhealthy(Node& n) {
 bool ClusterChunkStore::Usable(Node& n) {
   int64_t until = n.unhealthy_until_ns.load();
   if (until == 0) return true;
-  if (NowNs() < until) return false;
+  if (NowNs(*options_.clock) < until) return false;
   bool expected = false;
   if (!n.probing.compare_exchange_strong(expected, true)) return false;  // another thread probes
   auto r = n.store->client().Send({.path = "/healthz",
@@ -150,7 +151,7 @@ bool ClusterChunkStore::Alive(Node& n) {
 }
 
 ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error,
-                                                    Clock::time_point give_up) {
+                                                    SteadyTime give_up) {
   switch (error.code()) {
     case StatusCode::kNotFound:
     case StatusCode::kPermissionDenied:
@@ -159,7 +160,7 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
       return Verdict::kRefused;
     case StatusCode::kDeadlineExceeded:
       // Busy (its fetch from the origin under way) or hung: only a hung node is bypassed.
-      if (Clock::now() < give_up && Alive(n)) return Verdict::kRetry;
+      if (options_.clock->SteadyNow() < give_up && Alive(n)) return Verdict::kRetry;
       break;
     default:
       break;
@@ -169,7 +170,7 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
 }
 
 Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
-  const auto give_up = Clock::now() + options_.slow_node_patience;
+  const auto give_up = options_.clock->SteadyNow() + options_.slow_node_patience;
   std::vector<uint8_t> failed(nodes_.size(), 0);
   for (int i = Choose(id, failed); i >= 0;) {
     Node& n = *nodes_[static_cast<size_t>(i)];
@@ -185,8 +186,8 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
   return upstream_->Get(id);
 }
 
-Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
-  const auto give_up = Clock::now() + options_.slow_node_patience;
+Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
+  const auto give_up = options_.clock->SteadyNow() + options_.slow_node_patience;
   BlobBatch out(ids.size());
   std::vector<uint8_t> done(ids.size(), 0);  // not vector<bool>: threads write distinct slots
   std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
@@ -212,7 +213,7 @@ Result<BlobBatch> ClusterChunkStore::GetBatch(std::span<const Digest> ids) {
       std::vector<Digest> want;
       for (size_t k : by_node[i]) want.push_back(ids[k]);
       for (;;) {
-        auto got = n.store->GetBatch(want);
+        auto got = n.store->GetMany(want);
         if (got) {
           for (size_t j = 0; j < by_node[i].size(); ++j) {
             if ((*got)[j]) {

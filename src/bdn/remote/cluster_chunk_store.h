@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bdn/base/clock.h"
 #include "bdn/remote/remote_chunk_store.h"
 #include "bdn/store/chunk_store.h"
 
@@ -33,6 +34,9 @@ struct ClusterOptions {
   // with the origin that the caller may read that version before it answers.
   std::string token;
   std::string read_version;
+  // The time of the health bookkeeping (when an unhealthy node is probed again). Null:
+  // Clock::Real().
+  std::shared_ptr<Clock> clock;
 };
 
 // Splits a node list as --cluster-cache and BDN_CLUSTER_CACHE give it: "URL,URL,..." (blanks
@@ -89,8 +93,7 @@ class ClusterChunkStore : public ChunkStore {
   // chunks of a node that failed go to the next node by weight, in another round; then the
   // upstream's GetMany for what the nodes did not deliver.
   // Result in request order; nullopt where the upstream lacks a chunk too.
-  Result<BlobBatch> GetBatch(std::span<const Digest> ids);
-  Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   bool PrefersBatches() const override { return true; }
 
   // Node indexes ordered by weight for `id`, highest (the owner) first. A pure function of the
@@ -106,7 +109,7 @@ class ClusterChunkStore : public ChunkStore {
     std::string url;
     uint64_t seed = 0;
     std::unique_ptr<RemoteChunkStore> store;
-    std::atomic<int64_t> unhealthy_until_ns{0};  // 0: healthy; else steady_clock ns
+    std::atomic<int64_t> unhealthy_until_ns{0};  // 0: healthy; else options_.clock's steady ns
     std::atomic<bool> probing{false};
   };
 
@@ -125,7 +128,7 @@ class ClusterChunkStore : public ChunkStore {
     kRetry,    // slow but alive: ask it again
     kFailed,   // marked unhealthy: ask the next node
   };
-  Verdict Judge(Node& n, const Status& error, std::chrono::steady_clock::time_point give_up);
+  Verdict Judge(Node& n, const Status& error, SteadyTime give_up);
 
   std::shared_ptr<ChunkStore> upstream_;
   ClusterOptions options_;

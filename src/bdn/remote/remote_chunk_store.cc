@@ -123,19 +123,19 @@ Result<std::vector<uint8_t>> RemoteChunkStore::Get(const Digest& id) {
   return std::move(r.body);
 }
 
-Result<BlobBatch> RemoteChunkStore::GetBatch(std::span<const Digest> ids) {
+Result<BlobBatch> RemoteChunkStore::GetMany(std::span<const Digest> ids) {
   BlobBatch out;
   out.reserve(ids.size());
   for (size_t start = 0; start < ids.size(); start += options_.get_batch_ids) {
     auto part = ids.subspan(start, std::min(options_.get_batch_ids, ids.size() - start));
     BDN_ASSIGN_OR_RETURN(BlobBatch got, WithRetries(options_.retry, options_.budget.get(),
-                                                    [&](Try& t) { return GetBatchOnce(part, t); }));
+                                                    [&](Try& t) { return GetManyOnce(part, t); }));
     for (auto& b : got) out.push_back(std::move(b));
   }
   return out;
 }
 
-Result<BlobBatch> RemoteChunkStore::GetBatchOnce(std::span<const Digest> ids, Try& t) {
+Result<BlobBatch> RemoteChunkStore::GetManyOnce(std::span<const Digest> ids, Try& t) {
   std::string body = IdsBody(ids);
   BatchResponseDecoder decoder(ids, client_->Name());
   http::Request req{

@@ -70,15 +70,14 @@ class RemoteChunkStore : public ChunkStore {
   // decoded as it arrives; memory: the blobs of the call. Each request may take up to
   // options.batch_deadline, but fails (DeadlineExceeded) once no byte came for
   // options.batch_stall_timeout.
-  Result<BlobBatch> GetBatch(std::span<const Digest> ids);
-  Result<BlobBatch> GetMany(std::span<const Digest> ids) override { return GetBatch(ids); }
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   bool PrefersBatches() const override { return true; }
 
   http::HttpClient& client() { return *client_; }
   const std::shared_ptr<http::HttpClient>& shared_client() const { return client_; }
 
  private:
-  Result<BlobBatch> GetBatchOnce(std::span<const Digest> ids, Try& t);
+  Result<BlobBatch> GetManyOnce(std::span<const Digest> ids, Try& t);
   // POSTs {"ids": [...]} to `path` in parts of options_.missing_batch_ids (one request each,
   // retried per options_.retry or the budget) and gives each part's parsed answer (discarded if not JSON) to
   // `take`, in order. Errors: transport/HTTP errors; the first error of `take`.

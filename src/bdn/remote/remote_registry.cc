@@ -14,7 +14,6 @@ namespace bdn::remote {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 // Percent-encodes everything but RFC 3986 unreserved characters (names and tags are already
 // restricted to those; this keeps a bad one from changing the route).

@@ -1,31 +1,12 @@
-// RetryBudget, the real RetryClock, and the HTTP try of the retry loops.
+// RetryBudget and the HTTP try of the retry loops.
 #include "bdn/remote/retry.h"
-
-#include <random>
-#include <thread>
 
 #include "bdn/base/units.h"
 
 namespace bdn::remote {
-namespace {
-
-class SteadyRetryClock : public RetryClock {
- public:
-  TimePoint Now() override { return std::chrono::steady_clock::now(); }
-  void Sleep(std::chrono::milliseconds d) override {
-    if (d.count() > 0) std::this_thread::sleep_for(d);
-  }
-};
-
-}  // namespace
-
-std::shared_ptr<RetryClock> RetryClock::Real() {
-  static const std::shared_ptr<RetryClock> clock = std::make_shared<SteadyRetryClock>();
-  return clock;
-}
 
 RetryBudget::RetryBudget(Options options)
-    : options_(std::move(options)), clock_(options_.clock ? options_.clock : RetryClock::Real()) {}
+    : options_(std::move(options)), clock_(options_.clock ? options_.clock : Clock::Real()) {}
 
 std::optional<RetryBudget::Outage> RetryBudget::CurrentOutage() const {
   std::lock_guard lock(mu_);
@@ -36,7 +17,7 @@ std::optional<RetryBudget::Outage> RetryBudget::CurrentOutage() const {
   o.tripped = tripped_.has_value();
   if (outage_start_) {
     o.elapsed =
-        std::chrono::duration_cast<std::chrono::milliseconds>(clock_->Now() - *outage_start_);
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - *outage_start_);
   }
   return o;
 }
@@ -58,10 +39,10 @@ Status RetryBudget::GiveUpLocked(const Status& error) const {
 }
 
 RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error,
-                                                     RetryClock::TimePoint call_start) {
+                                                     SteadyTime call_start) {
   std::lock_guard lock(mu_);
   if (tripped_) return {.give_up = tripped_};
-  const auto now = clock_->Now();
+  const SteadyTime now = clock_->SteadyNow();
   if (!outage_start_) outage_start_ = now;
   last_error_ = error;
   const auto outage = now - *outage_start_;

@@ -14,22 +14,11 @@
 #include <type_traits>
 
 #include "bdn/base/backoff.h"
+#include "bdn/base/clock.h"
 #include "bdn/base/status.h"
 #include "bdn/http/client.h"
 
 namespace bdn::remote {
-
-// The time source and the sleep of every retry loop: the seam that lets tests run retries and
-// deadlines without waiting. Implementations are thread-safe.
-class RetryClock {
- public:
-  using TimePoint = std::chrono::steady_clock::time_point;
-  virtual ~RetryClock() = default;
-  virtual TimePoint Now() = 0;
-  virtual void Sleep(std::chrono::milliseconds d) = 0;
-  // The steady clock and std::this_thread::sleep_for (one shared instance).
-  static std::shared_ptr<RetryClock> Real();
-};
 
 struct RetryPolicy {
   // Tries in all per call, >= 1. Ignored when the call runs under a RetryBudget, whose deadline
@@ -37,7 +26,9 @@ struct RetryPolicy {
   int attempts = 4;
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{2000};
-  std::shared_ptr<RetryClock> clock;  // null: RetryClock::Real()
+  // Time and sleeps of the loop (base/clock.h: tests run retries without waiting). Null:
+  // Clock::Real().
+  std::shared_ptr<Clock> clock;
 };
 
 // Whether an error is worth another try by its code alone: only Unavailable (connection refused
@@ -64,7 +55,7 @@ class RetryBudget {
  public:
   struct Options {
     std::chrono::milliseconds deadline{60000};
-    std::shared_ptr<RetryClock> clock;      // null: RetryClock::Real()
+    std::shared_ptr<Clock> clock;           // null: Clock::Real()
     std::string flag = "--retry-deadline";  // how messages name the limit
   };
   explicit RetryBudget(Options options);
@@ -90,18 +81,18 @@ class RetryBudget {
     std::optional<Status> give_up;
     std::chrono::milliseconds wait_cap{0};
   };
-  Verdict OnTransientFailure(const Status& error, RetryClock::TimePoint call_start);
+  Verdict OnTransientFailure(const Status& error, SteadyTime call_start);
 
-  RetryClock& clock() const { return *clock_; }
+  const Clock& clock() const { return *clock_; }
   std::chrono::milliseconds deadline() const { return options_.deadline; }
 
  private:
   Status GiveUpLocked(const Status& error) const;
 
   const Options options_;
-  const std::shared_ptr<RetryClock> clock_;
+  const std::shared_ptr<Clock> clock_;
   mutable std::mutex mu_;
-  std::optional<RetryClock::TimePoint> outage_start_;
+  std::optional<SteadyTime> outage_start_;
   Status last_error_;
   std::optional<Status> tripped_;
 };
@@ -116,9 +107,9 @@ class RetryBudget {
 // fails the call before its first try. Thread-safe if `fn` is.
 template <typename F>
 auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
-  RetryClock& clock = budget ? budget->clock() : policy.clock ? *policy.clock : *RetryClock::Real();
+  const Clock& clock = budget ? budget->clock() : policy.clock ? *policy.clock : *Clock::Real();
   auto backoff = policy.initial_backoff;
-  const auto call_start = clock.Now();
+  const SteadyTime call_start = clock.SteadyNow();
   for (Try t;; ++t.number) {
     t.transient = false;
     auto outcome = [&] {
@@ -147,7 +138,7 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
     } else if (t.number >= policy.attempts) {
       return out;
     }
-    clock.Sleep(wait);
+    clock.SleepFor(wait);
     backoff = std::min(backoff * 2, policy.max_backoff);
   }
 }

@@ -8,33 +8,28 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/testing/fake_clock.h"
+
 namespace bdn::remote {
 namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
-// Time stands still until someone sleeps: Sleep(d) moves it on by d and returns at once.
-class FakeClock : public RetryClock {
- public:
-  TimePoint Now() override { return TimePoint(milliseconds(now_ms_.load())); }
-  void Sleep(milliseconds d) override {
-    now_ms_ += d.count();
-    std::lock_guard lock(mu_);
-    sleeps_.push_back(d);
-  }
-  void Advance(milliseconds d) { now_ms_ += d.count(); }
-  int64_t now_ms() const { return now_ms_.load(); }
-  std::vector<milliseconds> sleeps() {
-    std::lock_guard lock(mu_);
-    return sleeps_;
-  }
+// Time stands still until someone sleeps: SleepFor(d) moves it on by d and returns at once.
+using testutil::FakeClock;
 
- private:
-  std::atomic<int64_t> now_ms_{1'000'000};
-  std::mutex mu_;
-  std::vector<milliseconds> sleeps_;
-};
+// The fake clock's steady time in milliseconds (for differences).
+int64_t NowMs(const FakeClock& clock) {
+  return std::chrono::duration_cast<milliseconds>(clock.SteadyNow().time_since_epoch()).count();
+}
+
+// The sleeps of the loops under test, in milliseconds.
+std::vector<milliseconds> Sleeps(const FakeClock& clock) {
+  std::vector<milliseconds> out;
+  for (auto d : clock.sleep_durations()) out.push_back(std::chrono::ceil<milliseconds>(d));
+  return out;
+}
 
 const Status kRefused = UnavailableError("origin http://127.0.0.1:9: connection refused");
 
@@ -48,7 +43,7 @@ TEST(WithRetries, BoundedAttemptsWithDoublingJitteredBackoff) {
   });
   EXPECT_EQ(s.message(), kRefused.message());
   EXPECT_EQ(tries, 4);
-  auto sleeps = clock->sleeps();
+  auto sleeps = Sleeps(*clock);
   ASSERT_EQ(sleeps.size(), 3u);
   const milliseconds caps[] = {100ms, 200ms, 300ms};
   for (size_t i = 0; i < 3; ++i) {
@@ -72,7 +67,7 @@ TEST(WithRetries, FinalErrorsAreNotRetried) {
     EXPECT_EQ(r.error().message(), final.message());
     EXPECT_EQ(tries, 1) << final.message();
   }
-  EXPECT_TRUE(clock->sleeps().empty());
+  EXPECT_TRUE(Sleeps(*clock).empty());
 }
 
 TEST(WithRetries, ATryMarkedTransientIsRetriedWhateverItsCode) {
@@ -95,7 +90,7 @@ TEST(WithRetries, ATryMarkedTransientIsRetriedWhateverItsCode) {
 TEST(RetryBudget, ADeadOriginFailsTheCallAtTheDeadlineThenEveryCallAtOnce) {
   auto clock = std::make_shared<FakeClock>();
   RetryBudget budget({.deadline = 60s, .clock = clock});
-  const int64_t start = clock->now_ms();
+  const int64_t start = NowMs(*clock);
   int tries = 0;
   Status s = WithRetries(RetryPolicy{}, &budget, [&] {
     ++tries;
@@ -105,7 +100,7 @@ TEST(RetryBudget, ADeadOriginFailsTheCallAtTheDeadlineThenEveryCallAtOnce) {
   EXPECT_EQ(s.message(),
             "origin http://127.0.0.1:9: connection refused (gave up after retrying for 1m; "
             "--retry-deadline 1m)");
-  EXPECT_EQ(clock->now_ms() - start, 60'000) << "sleeps stop exactly at the deadline";
+  EXPECT_EQ(NowMs(*clock) - start, 60'000) << "sleeps stop exactly at the deadline";
   EXPECT_GT(tries, 30) << "backoff is capped at 2 s, so ~30 tries fit in 60 s";
   EXPECT_LT(tries, 80);
   ASSERT_TRUE(budget.Tripped().has_value());
@@ -126,8 +121,9 @@ TEST(RetryBudget, AnAnswerEndsTheOutage) {
   auto clock = std::make_shared<FakeClock>();
   RetryBudget budget({.deadline = 10s, .clock = clock});
   // 8 s of refusals, then an answer: the budget is whole again.
+  const int64_t begin = NowMs(*clock);
   Status first = WithRetries(RetryPolicy{}, &budget,
-                             [&] { return clock->now_ms() < 1'008'000 ? kRefused : Status::Ok(); });
+                             [&] { return NowMs(*clock) < begin + 8'000 ? kRefused : Status::Ok(); });
   EXPECT_TRUE(first.ok()) << first.message();
   EXPECT_FALSE(budget.CurrentOutage().has_value());
   // A 404 is an answer too: the origin is up.
@@ -139,16 +135,16 @@ TEST(RetryBudget, AnAnswerEndsTheOutage) {
   EXPECT_EQ(nf.code(), StatusCode::kNotFound);
   EXPECT_FALSE(budget.CurrentOutage().has_value());
   // So a new outage gets the whole deadline again.
-  const int64_t start = clock->now_ms();
+  const int64_t start = NowMs(*clock);
   Status s = WithRetries(RetryPolicy{}, &budget, [&] { return kRefused; });
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-  EXPECT_EQ(clock->now_ms() - start, 10'000);
+  EXPECT_EQ(NowMs(*clock) - start, 10'000);
 }
 
 TEST(RetryBudget, OneCallFailingWhileOthersAreAnsweredGivesUpAfterItsOwnDeadline) {
   auto clock = std::make_shared<FakeClock>();
   RetryBudget budget({.deadline = 5s, .clock = clock});
-  const int64_t start = clock->now_ms();
+  const int64_t start = NowMs(*clock);
   Status s = WithRetries(RetryPolicy{}, &budget, [&](Try& t) {
     budget.OnAnswer();  // another request of the same push got through just now
     t.transient = true;
@@ -157,7 +153,7 @@ TEST(RetryBudget, OneCallFailingWhileOthersAreAnsweredGivesUpAfterItsOwnDeadline
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_EQ(s.message(),
             "chunk b3:ab: HTTP 500 (gave up after retrying for 5s; --retry-deadline 5s)");
-  EXPECT_EQ(clock->now_ms() - start, 5'000);
+  EXPECT_EQ(NowMs(*clock) - start, 5'000);
   EXPECT_FALSE(budget.Tripped().has_value()) << "the origin answers: only this call gave up";
 }
 
@@ -165,7 +161,7 @@ TEST(RetryBudget, ReportsTheOngoingOutageForProgressDisplays) {
   auto clock = std::make_shared<FakeClock>();
   RetryBudget budget({.deadline = 60s, .clock = clock});
   EXPECT_FALSE(budget.CurrentOutage().has_value());
-  auto v = budget.OnTransientFailure(kRefused, clock->Now());
+  auto v = budget.OnTransientFailure(kRefused, clock->SteadyNow());
   EXPECT_FALSE(v.give_up.has_value());
   EXPECT_EQ(v.wait_cap, 60s);
   clock->Advance(12s);
@@ -181,7 +177,7 @@ TEST(RetryBudget, ManyConcurrentCallsShareOneDeadline) {
   // 1,000 uploads against a dead origin: together they wait one deadline, not one each.
   auto clock = std::make_shared<FakeClock>();
   RetryBudget budget({.deadline = 60s, .clock = clock});
-  const int64_t start = clock->now_ms();
+  const int64_t start = NowMs(*clock);
   std::atomic<int> failed{0}, tries{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 16; ++t) {
@@ -200,7 +196,7 @@ TEST(RetryBudget, ManyConcurrentCallsShareOneDeadline) {
   // Each sleep moves the shared fake clock, so 16 sleepers make it run up to 16x fast; what
   // counts is that the budget tripped once and every later call failed without a try.
   EXPECT_LT(tries, 16 * 80);
-  EXPECT_GE(clock->now_ms() - start, 60'000);
+  EXPECT_GE(NowMs(*clock) - start, 60'000);
   ASSERT_TRUE(budget.Tripped().has_value());
 }
 

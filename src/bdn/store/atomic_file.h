@@ -1,22 +1,24 @@
 // Writing a file whole or not at all: the bytes go to a temporary file that is then renamed into
 // place, so a reader of the final path sees no file or the complete one, and a writer killed
-// midway leaves only a temporary file behind (ccache's util/ atomic file does the same).
+// midway leaves only a temporary file behind (ccache's util/ atomic file does the same). Every
+// file bdn writes into place goes through here: the origin's admin token, `bdn mounts lock`'s
+// config, the secret key file, the store's index tables, doom and GC claims files.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
-#include <memory>
 #include <span>
 #include <string>
 
+#include "bdn/base/fd.h"
+#include "bdn/base/private_files.h"
 #include "bdn/base/status.h"
 
 namespace bdn {
 
-// What WriteFileAtomically does when the final path already exists.
+// What the write does when the final path already exists.
 enum class ExistingFile {
-  // rename(2) over it. For content-addressed files both hold the same bytes.
+  // rename(2) over it.
   kReplace,
   // Never replace it: renameat2(RENAME_NOREPLACE), or link(2) on a file system without that flag.
   // The existing file stays, and the write reports WriteOutcome::kAlreadyExisted.
@@ -24,71 +26,92 @@ enum class ExistingFile {
 };
 
 enum class WriteOutcome {
-  kWritten,         // final_path now holds the new file
-  kAlreadyExisted,  // (ExistingFile::kKeep only) final_path was there first and is unchanged
+  kWritten,         // the final path now holds the new file
+  kAlreadyExisted,  // (ExistingFile::kKeep only) the final path was there first and is unchanged
+};
+
+// How durable the file is once it has its final name.
+enum class FileSync {
+  kNone,  // nothing is synced: derived data, or a file whose loss a crash may take
+  kData,  // fdatasync(2) of the temporary file before the rename (its bytes and size)
+  kAll,   // fsync(2) of the temporary file before the rename (its metadata too)
 };
 
 struct AtomicWriteOptions {
-  // Where the temporary file is made; on the final path's file system. Its name is
-  // "<final file name>.<pid>.<n>", so that a cleaner can tell the temporaries of dead writers.
+  // Where the temporary file is made; on the final path's file system. Empty: the final path's
+  // directory. The directory must exist.
   std::filesystem::path tmp_dir;
+  // The temporary file's name. Empty: "<final file name>.<pid>.<n>", new for every write
+  // (created O_EXCL), so any number of threads and processes may write the same final path at
+  // once. A fixed name is for one writer at a time (the caller holds a lock or is the only
+  // writer, or the name is itself random): a stale one a killed writer left is truncated and
+  // reused, so temporaries do not pile up; a cleaner can also look for it by name.
+  std::string tmp_name;
+  // The file's permission bits, set with fchmod(2), so the umask changes nothing.
+  unsigned mode = kPrivateFileMode;
   ExistingFile existing = ExistingFile::kReplace;
-  // Called with the temporary file open for writing, after all of `data` is written and before
-  // it is closed (to set its times, or to start writeback). A non-OK status fails the write and
-  // is returned as is. May be empty.
-  std::function<Status(int fd)> before_close;
-  // Called once the temporary file is complete and closed, just before it is renamed into place
-  // (to account for it before it can be seen). Not called when an earlier step failed. May be
-  // empty.
-  std::function<void()> before_rename;
+  FileSync sync = FileSync::kNone;
 };
 
-// Writes `data` (all of it, or nothing visible) to `final_path` through a temporary file in
-// `options.tmp_dir`, created with mode 0600 (private: stores and caches hold every namespace's
-// data). The final path's directory is created (mode 0700) if it is missing; the directory above it must exist. `what` names the object in messages, e.g.
-// "chunk b3:3fa9…". The temporary file is removed on every outcome but kWritten; nothing is
-// fsynced (callers own durability).
+// Writes `data` (all of it, or nothing visible) to `final_path` through a temporary file as
+// `options` say. `what` names the object in messages, e.g. "admin token /d/admin.token". The
+// temporary file is removed on every outcome but kWritten; the directory is not synced.
 //
 // Returns kWritten, or kAlreadyExisted as described for ExistingFile::kKeep. Errors (from
 // ErrnoError, so ENOENT → NotFound, EACCES/EPERM/EROFS → PermissionDenied, ENOSPC/EDQUOT →
 // FailedPrecondition, others → Internal): "<what>: create <tmp>: <reason>", "<what>: write
-// <tmp>: …", "<what>: close: …", "<what>: rename into <final_path>: …"; or before_close's
-// status.
+// <tmp>: …", "<what>: fsync: …" (or fdatasync), "<what>: close: …", "<what>: rename into
+// <final_path>: …".
 //
-// Thread-safe; any number of threads and processes may write the same final path at once.
+// Thread-safe as the tmp_name option says.
 Result<WriteOutcome> WriteFileAtomically(const std::filesystem::path& final_path,
                                          std::span<const uint8_t> data, const std::string& what,
                                          const AtomicWriteOptions& options);
 
-// The same write piece by piece, for data that arrives over time and should not be held whole
-// (an upload): Create makes the temporary file, Append adds bytes, Commit does the rest of
-// WriteFileAtomically (before_close, close, before_rename, rename). Destroying an uncommitted
-// writer removes its temporary file. Errors as WriteFileAtomically. Not thread-safe (one writer,
-// one thread at a time); any number of writers may target the same final path.
+// The same write piece by piece, for data that is produced as it is written and should not be
+// held whole (an index table): Create makes the temporary file, Append adds bytes, Commit does
+// the rest of WriteFileAtomically (sync, close, rename). Destroying an uncommitted writer, or
+// any failed step, removes the temporary file. Errors as WriteFileAtomically. Move-only; not
+// thread-safe (one writer, one thread at a time); any number of writers may target one final
+// path as the tmp_name option says.
 class AtomicFileWriter {
  public:
-  static Result<std::unique_ptr<AtomicFileWriter>> Create(std::filesystem::path final_path,
-                                                          std::string what,
-                                                          AtomicWriteOptions options);
+  static Result<AtomicFileWriter> Create(std::filesystem::path final_path, std::string what,
+                                         AtomicWriteOptions options);
   ~AtomicFileWriter();
-  AtomicFileWriter(const AtomicFileWriter&) = delete;
-  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  AtomicFileWriter(AtomicFileWriter&&) noexcept = default;
+  AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
+
+  // The temporary file, open for reading and writing (to lock it before it is named); -1 once
+  // committed or failed.
+  int fd() const { return fd_.get(); }
+  // The temporary file's path.
+  const std::filesystem::path& tmp_path() const { return tmp_; }
 
   Status Append(std::span<const uint8_t> data);
   // Once only; afterwards the writer is spent.
   Result<WriteOutcome> Commit();
+  // Commit for a file that is named at once and written on afterwards (a claims log): the
+  // options' `existing` must be kReplace; the file is synced as the options say and renamed, and
+  // stays open: its descriptor is returned, its offset at the end of what was appended. Once
+  // only.
+  Result<UniqueFd> CommitKeepingOpen();
 
  private:
   AtomicFileWriter(std::filesystem::path final_path, std::filesystem::path tmp, std::string what,
-                   AtomicWriteOptions options, int fd);
+                   AtomicWriteOptions options, UniqueFd fd);
   // Closes and removes the temporary file (a failed or abandoned write).
   void Discard();
+  // The sync the options ask for. Errors: "<what>: fsync: …" / "fdatasync".
+  Status Sync();
+  // Renames the temporary file into place as the options say; 0 or -1 with errno, as rename(2).
+  int MoveIntoPlace();
 
   std::filesystem::path final_path_;
   std::filesystem::path tmp_;
   std::string what_;
   AtomicWriteOptions options_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 }  // namespace bdn

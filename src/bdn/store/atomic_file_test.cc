@@ -1,128 +1,162 @@
-// Tests for WriteFileAtomically: the file appears whole, an existing file is replaced or kept as
-// asked, the hooks run in their places, and no temporary file outlives a call.
+// Tests for WriteFileAtomically and AtomicFileWriter: the file appears whole with the mode asked
+// for, an existing file is replaced or kept as asked, a fixed temporary name is reused, a file
+// can stay open once named, and no temporary file outlives a call.
 #include "bdn/store/atomic_file.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "bdn/testing/status_matchers.h"
+#include "bdn/testing/test_util.h"
+
 namespace bdn {
 namespace {
 namespace fs = std::filesystem;
-
-std::span<const uint8_t> Bytes(std::string_view s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
 
 std::string ReadFile(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+unsigned ModeOf(const fs::path& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+}
+
 class AtomicFileTest : public ::testing::Test {
  protected:
-  AtomicFileTest() {
-    std::string t = (fs::temp_directory_path() / "bdn_atomic_file_test.XXXXXX").string();
-    dir_ = ::mkdtemp(t.data());
-    fs::create_directories(dir_ / "tmp");
-  }
-  ~AtomicFileTest() override { fs::remove_all(dir_); }
+  AtomicFileTest() { fs::create_directories(dir_.path() / "tmp"); }
 
+  const fs::path& dir() const { return dir_.path(); }
   AtomicWriteOptions Options(ExistingFile existing = ExistingFile::kReplace) {
-    return {.tmp_dir = dir_ / "tmp", .existing = existing};
+    return {.tmp_dir = dir() / "tmp", .existing = existing};
   }
-  bool TmpIsEmpty() const { return fs::is_empty(dir_ / "tmp"); }
+  bool TmpIsEmpty() const { return fs::is_empty(dir() / "tmp"); }
   // Writes `text` to `p` and expects it there whole, with no temporary file left.
   void ExpectWritten(const fs::path& p, const std::string& text,
                      const AtomicWriteOptions& options) {
-    auto r = WriteFileAtomically(p, Bytes(text), "file x", options);
-    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    auto r = WriteFileAtomically(p, AsBytes(text), "file x", options);
+    ASSERT_OK(r);
     EXPECT_EQ(*r, WriteOutcome::kWritten);
     EXPECT_EQ(ReadFile(p), text);
     EXPECT_TRUE(TmpIsEmpty());
   }
 
-  fs::path dir_;
+  testutil::TempDir dir_{"bdn_atomic_file_test"};
 };
 
-TEST_F(AtomicFileTest, WritesTheFileAndCreatesItsDirectory) {
-  ExpectWritten(dir_ / "ab" / "file", "hello", Options());
+TEST_F(AtomicFileTest, WritesTheFilePrivateByDefault) {
+  const mode_t old = ::umask(0);
+  ExpectWritten(dir() / "file", "hello", Options());
+  ::umask(old);
+  EXPECT_EQ(ModeOf(dir() / "file"), 0600u);
+}
+
+TEST_F(AtomicFileTest, TheModeIsExactlyTheOneAskedForWhateverTheUmask) {
+  AtomicWriteOptions options = Options();
+  options.mode = 0644;
+  const mode_t old = ::umask(077);
+  ExpectWritten(dir() / "config", "x = 1\n", options);
+  ::umask(old);
+  EXPECT_EQ(ModeOf(dir() / "config"), 0644u);
 }
 
 TEST_F(AtomicFileTest, ReplaceOverwritesAnExistingFile) {
-  ExpectWritten(dir_ / "file", "old", Options());
-  ExpectWritten(dir_ / "file", "new", Options());
+  ExpectWritten(dir() / "file", "old", Options());
+  ExpectWritten(dir() / "file", "new", Options());
 }
 
 TEST_F(AtomicFileTest, KeepLeavesAnExistingFileAndSaysSo) {
-  fs::path p = dir_ / "file";
+  fs::path p = dir() / "file";
   ExpectWritten(p, "first", Options(ExistingFile::kKeep));
-  bool renamed = false;
-  AtomicWriteOptions options = Options(ExistingFile::kKeep);
-  options.before_rename = [&] { renamed = true; };
-  auto r = WriteFileAtomically(p, Bytes("second"), "file x", options);
-  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  auto r = WriteFileAtomically(p, AsBytes("second"), "file x", Options(ExistingFile::kKeep));
+  ASSERT_OK(r);
   EXPECT_EQ(*r, WriteOutcome::kAlreadyExisted);
-  EXPECT_TRUE(renamed) << "the hook runs before the rename is tried";
   EXPECT_EQ(ReadFile(p), "first");
   EXPECT_TRUE(TmpIsEmpty());
 }
 
-TEST_F(AtomicFileTest, HooksRunInOrderWithTheFileComplete) {
-  fs::path p = dir_ / "file";
-  std::vector<std::string> calls;
-  AtomicWriteOptions options = Options();
-  options.before_close = [&](int fd) {
-    calls.push_back("close:" + std::to_string(::lseek(fd, 0, SEEK_END)));
-    EXPECT_FALSE(fs::exists(p)) << "not visible before the rename";
-    return Status::Ok();
-  };
-  options.before_rename = [&] {
-    calls.push_back("rename");
-    EXPECT_FALSE(fs::exists(p));
-  };
-  ASSERT_TRUE(WriteFileAtomically(p, Bytes("12345"), "file x", options).has_value());
-  EXPECT_EQ(calls, (std::vector<std::string>{"close:5", "rename"}));
+TEST_F(AtomicFileTest, WithoutATemporaryDirectoryTheTemporaryFileSitsBesideTheFinalOne) {
+  AtomicWriteOptions options;
+  options.sync = FileSync::kAll;
+  auto w = AtomicFileWriter::Create(dir() / "token", "admin token", options);
+  ASSERT_OK(w);
+  EXPECT_EQ(w->tmp_path().parent_path(), dir());
+  EXPECT_TRUE(w->tmp_path().filename().string().starts_with("token." + std::to_string(::getpid()) + "."))
+      << w->tmp_path();
+  ASSERT_OK(w->Append(AsBytes("secret\n")));
+  EXPECT_FALSE(fs::exists(dir() / "token")) << "not visible before the commit";
+  auto r = w->Commit();
+  ASSERT_OK(r);
+  EXPECT_EQ(ReadFile(dir() / "token"), "secret\n");
+  EXPECT_EQ(std::vector<fs::path>(fs::directory_iterator(dir()), {}).size(), 2u);  // tmp/, token
 }
 
-TEST_F(AtomicFileTest, AFailingBeforeCloseFailsTheWriteAndLeavesNothing) {
-  fs::path p = dir_ / "file";
-  bool renamed = false;
+TEST_F(AtomicFileTest, AFixedTemporaryNameLeftByADeadWriterIsReused) {
   AtomicWriteOptions options = Options();
-  options.before_close = [](int) { return InternalError("file x: set times: test"); };
-  options.before_rename = [&] { renamed = true; };
-  auto r = WriteFileAtomically(p, Bytes("data"), "file x", options);
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message(), "file x: set times: test");
-  EXPECT_FALSE(renamed);
-  EXPECT_FALSE(fs::exists(p));
+  options.tmp_name = ".doomed.tmp";
+  options.sync = FileSync::kData;
+  {
+    std::ofstream stale(dir() / "tmp" / ".doomed.tmp");
+    stale << "a killed writer's half-written bytes, longer than the new ones";
+  }
+  ExpectWritten(dir() / "doomed", "0000000000000001\n", options);
+}
+
+TEST_F(AtomicFileTest, AnAbandonedWriterLeavesNothing) {
+  {
+    auto w = AtomicFileWriter::Create(dir() / "file", "file x", Options());
+    ASSERT_OK(w);
+    ASSERT_OK(w->Append(AsBytes("part")));
+    EXPECT_FALSE(TmpIsEmpty());
+  }
   EXPECT_TRUE(TmpIsEmpty());
+  EXPECT_FALSE(fs::exists(dir() / "file"));
+}
+
+TEST_F(AtomicFileTest, CommitKeepingOpenNamesTheFileAndKeepsWritingToIt) {
+  AtomicWriteOptions options = Options();
+  options.tmp_name = "123-ab.new";
+  auto w = AtomicFileWriter::Create(dir() / "123-ab.claims", "gc claims", options);
+  ASSERT_OK(w);
+  ASSERT_EQ(::flock(w->fd(), LOCK_SH), 0);  // what the claims log does before naming it
+  auto fd = w->CommitKeepingOpen();
+  ASSERT_OK(fd);
+  EXPECT_EQ(w->fd(), -1);
+  EXPECT_TRUE(fs::exists(dir() / "123-ab.claims"));
+  EXPECT_TRUE(TmpIsEmpty());
+  ASSERT_OK(WriteAll(fd->get(), AsBytes("id1"), "claims"));
+  ASSERT_OK(WriteAll(fd->get(), AsBytes("id2"), "claims"));
+  EXPECT_EQ(ReadFile(dir() / "123-ab.claims"), "id1id2");
+  // The lock taken before the rename is still held on the named file.
+  UniqueFd other(::open((dir() / "123-ab.claims").c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_NE(::flock(other.get(), LOCK_EX | LOCK_NB), 0);
+  EXPECT_STATUS(w->Commit(), kInternal, "gc claims: commit after a failed write or commit");
 }
 
 TEST_F(AtomicFileTest, AMissingTemporaryDirectoryIsACreateError) {
   AtomicWriteOptions options = Options();
-  options.tmp_dir = dir_ / "absent";
-  auto r = WriteFileAtomically(dir_ / "file", Bytes("data"), "file x", options);
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(
-      r.error().message().starts_with("file x: create " + (dir_ / "absent").string() + "/file."))
-      << r.error().message();
+  options.tmp_dir = dir() / "absent";
+  auto r = WriteFileAtomically(dir() / "file", AsBytes("data"), "file x", options);
+  EXPECT_STATUS(r, kNotFound, "file x: create " + (dir() / "absent").string() + "/file.");
 }
 
 TEST_F(AtomicFileTest, ARenameFailureNamesTheFinalPath) {
-  // The final path's grandparent does not exist: only one level is created.
-  fs::path p = dir_ / "no" / "such" / "file";
-  auto r = WriteFileAtomically(p, Bytes("data"), "file x", Options(ExistingFile::kKeep));
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(r.error().message().starts_with("file x: rename into " + p.string() + ": "))
-      << r.error().message();
-  EXPECT_TRUE(TmpIsEmpty());
+  fs::path p = dir() / "no" / "such" / "file";
+  for (ExistingFile existing : {ExistingFile::kReplace, ExistingFile::kKeep}) {
+    auto r = WriteFileAtomically(p, AsBytes("data"), "file x", Options(existing));
+    EXPECT_STATUS(r, kNotFound, "file x: rename into " + p.string() + ": ");
+    EXPECT_TRUE(TmpIsEmpty());
+  }
 }
 
 }  // namespace

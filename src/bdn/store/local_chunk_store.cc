@@ -17,6 +17,7 @@
 
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/store/atomic_file.h"
 #include "bdn/store/pack_file.h"
 
 namespace bdn {
@@ -43,9 +44,11 @@ int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
+// Wall time now in ns since the epoch, as directory mtimes are compared with it: the real
+// clock, whatever options.clock is (file systems stamp with real time).
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+             Clock::Real()->WallNow().time_since_epoch())
       .count();
 }
 
@@ -66,54 +69,11 @@ Result<std::vector<std::string>> ListDir(const fs::path& dir, const std::string&
 }
 
 Status FsyncDir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("directory " + dir.string(), errno);
-  int rc = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoError("directory " + dir.string() + ": fsync", e);
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return ErrnoError("directory " + dir.string(), errno);
+  if (::fsync(fd.get()) != 0) return ErrnoError("directory " + dir.string() + ": fsync", errno);
   return Status::Ok();
 }
-
-// Writes all of `bytes` at `offset` of `fd`. Errors: ErrnoError "`what`: write".
-Status WriteAt(int fd, std::span<const uint8_t> bytes, uint64_t offset, const std::string& what) {
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::pwrite(fd, bytes.data() + off, bytes.size() - off,
-                         static_cast<off_t>(offset + off));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what + ": write", errno);
-    }
-    off += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-// Holds index/lock (flock) for as long as it lives.
-class IndexLock {
- public:
-  static Result<IndexLock> Take(const fs::path& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
-    if (fd < 0) return Err(ErrnoError("index lock " + path.string(), errno));
-    while (::flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR) {
-        int e = errno;
-        ::close(fd);
-        return Err(ErrnoError("index lock " + path.string() + ": flock", e));
-      }
-    }
-    return IndexLock(fd);
-  }
-  IndexLock(IndexLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  ~IndexLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
- private:
-  explicit IndexLock(int fd) : fd_(fd) {}
-  int fd_;
-};
 
 // Whether the old layout's chunks/ directory holds any file (its fan-out directories may exist
 // empty: the old code made chunks/ on every open).
@@ -130,42 +90,31 @@ bool HoldsAnyFile(const fs::path& dir) {
 // hold opens its own).
 class FlockHold : public StoreHold {
  public:
-  explicit FlockHold(int fd) : fd_(fd) {}
-  ~FlockHold() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
+  explicit FlockHold(UniqueFd fd) : fd_(std::move(fd)) {}
 
  private:
-  int fd_;
+  UniqueFd fd_;
 };
 
 // Takes `how` (LOCK_SH, LOCK_EX, optionally | LOCK_NB) on `path` (created if missing). Returns the
-// descriptor, or -1 with errno (EWOULDBLOCK: held elsewhere, with LOCK_NB).
-int LockPath(const fs::path& path, int how) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return -1;
-  while (::flock(fd, how) != 0) {
+// descriptor, or an empty one with errno set (EWOULDBLOCK: held elsewhere, with LOCK_NB).
+UniqueFd LockPath(const fs::path& path, int how) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
+  if (!fd) return fd;
+  while (::flock(fd.get(), how) != 0) {
     if (errno == EINTR) continue;
-    int e = errno;
-    ::close(fd);
-    errno = e;
-    return -1;
+    fd.Reset();  // keeps errno
+    break;
   }
   return fd;
 }
 
-Status WriteAll(int fd, const void* data, size_t size, const std::string& what) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what + ": write", errno);
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
+// Holds index/lock (flock) for as long as the descriptor lives. Errors: ErrnoError "index lock
+// <path>".
+Result<UniqueFd> TakeIndexLock(const fs::path& path) {
+  UniqueFd fd = LockPath(path, LOCK_EX);
+  if (!fd) return Err(ErrnoError("index lock " + path.string(), errno));
+  return fd;
 }
 
 }  // namespace
@@ -181,10 +130,8 @@ class LocalChunkStore::ClaimLog {
         retain_since_(std::move(retain_since)),
         clock_(clock ? std::move(clock) : Clock::Real()) {}
   ~ClaimLog() {
-    if (fd_ < 0) return;
     // This process is done with its claims; a forked child that inherited the file leaves it.
-    if (owner_ == ::getpid()) ::unlink(path_.c_str());
-    ::close(fd_);
+    if (fd_ && owner_ == ::getpid()) ::unlink(path_.c_str());
   }
 
   Status Record(std::span<const Digest> ids) {
@@ -196,12 +143,12 @@ class LocalChunkStore::ClaimLog {
       PruneLocked(now);
       return Status::Ok();
     }
-    if (fd_ < 0 || owner_ != ::getpid()) BDN_RETURN_IF_ERROR(CreateLocked());
+    if (!fd_ || owner_ != ::getpid()) BDN_RETURN_IF_ERROR(CreateLocked());
     std::vector<uint8_t> buf(ids.size() * Digest::kSize);
     for (size_t i = 0; i < ids.size(); ++i) {
       std::memcpy(buf.data() + i * Digest::kSize, ids[i].data(), Digest::kSize);
     }
-    return WriteAll(fd_, buf.data(), buf.size(), "gc claims " + path_.string());
+    return WriteAll(fd_.get(), buf, "gc claims " + path_.string() + ": write");
   }
 
   // kMemory: the ids recorded since retain_since.
@@ -220,22 +167,14 @@ class LocalChunkStore::ClaimLog {
   // A new claims file, locked (LOCK_SH) under a temporary name before it gets its final one, so
   // that no GC takes it for a dead process's file.
   Status CreateLocked() {
-    if (fd_ >= 0) ::close(fd_);  // a fork's inherited file is the parent's
-    fd_ = -1;
-    const std::string base = std::to_string(::getpid()) + "-" + pack::Hex16(pack::RandomId());
-    const fs::path fresh = dir_ / (base + ".new");
-    int fd = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-                    kPrivateFileMode);
-    if (fd < 0) return ErrnoError("gc claims " + fresh.string(), errno);
-    ::flock(fd, LOCK_SH);
+    fd_.Reset();  // a fork's inherited file is the parent's
+    const std::string base = std::to_string(::getpid()) + "-" + Hex16(pack::RandomId());
     path_ = dir_ / (base + ".claims");
-    if (::rename(fresh.c_str(), path_.c_str()) != 0) {
-      int e = errno;
-      ::unlink(fresh.c_str());
-      ::close(fd);
-      return ErrnoError("gc claims " + path_.string() + ": rename", e);
-    }
-    fd_ = fd;
+    BDN_ASSIGN_OR_RETURN(AtomicFileWriter fresh,
+                         AtomicFileWriter::Create(path_, "gc claims " + path_.string(),
+                                                  {.tmp_name = base + ".new"}));
+    ::flock(fresh.fd(), LOCK_SH);
+    BDN_ASSIGN_OR_RETURN(fd_, fresh.CommitKeepingOpen());
     owner_ = ::getpid();
     return Status::Ok();
   }
@@ -253,7 +192,7 @@ class LocalChunkStore::ClaimLog {
   const std::function<SteadyTime()> retain_since_;
   const std::shared_ptr<Clock> clock_;
   std::mutex mu_;
-  int fd_ = -1;
+  UniqueFd fd_;
   pid_t owner_ = 0;
   fs::path path_;
   std::deque<std::pair<SteadyTime, Digest>> mem_;
@@ -261,11 +200,10 @@ class LocalChunkStore::ClaimLog {
 };
 
 struct LocalChunkStore::PackFile {
-  explicit PackFile(int f, bool open_pack = false) : fd(f), pinned(open_pack), sealed(!open_pack) {}
-  ~PackFile() {
-    if (fd >= 0) ::close(fd);
-  }
-  int fd;
+  explicit PackFile(UniqueFd f, bool open_pack = false)
+      : file(std::move(f)), pinned(open_pack), sealed(!open_pack) {}
+  int fd() const { return file.get(); }
+  const UniqueFd file;
   std::atomic<bool> pinned;  // a pack this process writes: never closed to make room
   std::atomic<bool> sealed;
 };
@@ -327,17 +265,15 @@ Status LocalChunkStore::Init() {
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_, "chunk store"));
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "packs", "chunk store"));
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "index", "chunk store"));
-  packs_dir_fd_ = ::open((root_ / "packs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (packs_dir_fd_ < 0) return ErrnoError(what + ": packs", errno);
-  int lock = ::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
-                    kPrivateFileMode);
-  if (lock < 0) {
+  packs_dir_.Reset(::open((root_ / "packs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!packs_dir_) return ErrnoError(what + ": packs", errno);
+  UniqueFd lock(::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
+                       kPrivateFileMode));
+  if (!lock) {
     if (errno != EROFS && errno != EACCES && errno != EPERM) {
       return ErrnoError(what + ": index lock", errno);
     }
     writable_ = false;
-  } else {
-    ::close(lock);
   }
   // Copies found damaged earlier stay out of use.
   std::ifstream q(root_ / "quarantine");
@@ -353,10 +289,8 @@ Status LocalChunkStore::Init() {
     // A doom left by a GC that died (no process holds gc/running) ends here.
     std::error_code exists_ec;
     if (fs::exists(root_ / "gc" / "doomed", exists_ec)) {
-      int fd = LockPath(root_ / "gc" / "running", LOCK_EX | LOCK_NB);
-      if (fd >= 0) {
+      if (UniqueFd running = LockPath(root_ / "gc" / "running", LOCK_EX | LOCK_NB)) {
         ::unlink((root_ / "gc" / "doomed").c_str());
-        ::close(fd);
       }
     }
   }
@@ -400,11 +334,10 @@ LocalChunkStore::~LocalChunkStore() {
   for (auto& p : take) {
     if (p->owner == ::getpid()) (void)SealPack(*p, false);
   }
-  if (packs_dir_fd_ >= 0) ::close(packs_dir_fd_);
 }
 
 fs::path LocalChunkStore::PackPath(uint64_t pack, bool sealed) const {
-  return root_ / "packs" / (pack::Hex16(pack) + (sealed ? ".pack" : ".open"));
+  return root_ / "packs" / (Hex16(pack) + (sealed ? ".pack" : ".open"));
 }
 
 // ---- lookup ----
@@ -449,7 +382,7 @@ std::optional<IndexedBlob> LocalChunkStore::Lookup(const Digest& id, Copies copi
 
 bool LocalChunkStore::RefreshIfChanged() {
   struct stat a, b;
-  if (::fstat(packs_dir_fd_, &a) != 0 || ::stat((root_ / "index").c_str(), &b) != 0) return false;
+  if (::fstat(packs_dir_.get(), &a) != 0 || ::stat((root_ / "index").c_str(), &b) != 0) return false;
   int64_t mtime = std::max(MtimeNs(a), MtimeNs(b));
   std::lock_guard l(refresh_mu_);
   // Directory times are coarse (a clock tick): a change in the tick of the last look may not have
@@ -467,7 +400,7 @@ Status LocalChunkStore::Refresh() {
   std::lock_guard l(refresh_mu_);
   struct stat a, b;
   int64_t mtime = 0;
-  if (::fstat(packs_dir_fd_, &a) == 0 && ::stat((root_ / "index").c_str(), &b) == 0) {
+  if (::fstat(packs_dir_.get(), &a) == 0 && ::stat((root_ / "index").c_str(), &b) == 0) {
     mtime = std::max(MtimeNs(a), MtimeNs(b));
   }
   const int64_t now = NowNs();
@@ -580,40 +513,33 @@ Status LocalChunkStore::LoadLoosePacks() {
       std::shared_lock l(mu_);
       if (indexed_.contains(id) || loose_.contains(id) || open_ids_.contains(id)) continue;
     }
-    int fd = ::openat(packs_dir_fd_, name.c_str(), (sealed ? O_RDONLY : mode) | O_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::openat(packs_dir_.get(), name.c_str(), (sealed ? O_RDONLY : mode) | O_CLOEXEC));
+    if (!fd) {
       if (errno == ENOENT) continue;  // sealed or recovered by its writer or another process
       return ErrnoError("pack " + (dir / name).string(), errno);
     }
     if (fresh) {
       // A writer that died before its first record: nothing to keep.
-      if (writable_ && ::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlinkat(packs_dir_fd_, name.c_str(), 0);
-      ::close(fd);
+      if (writable_ && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+        ::unlinkat(packs_dir_.get(), name.c_str(), 0);
+      }
       continue;
     }
     if (open) {
-      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        ::close(fd);  // its writer is alive
-        continue;
-      }
+      if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its writer is alive
       // The name may have moved on between the listing and the lock (sealed, recovered).
       struct stat by_fd, by_name;
-      if (::fstatat(packs_dir_fd_, name.c_str(), &by_name, 0) != 0 || ::fstat(fd, &by_fd) != 0 ||
-          by_fd.st_ino != by_name.st_ino) {
-        ::close(fd);
+      if (::fstatat(packs_dir_.get(), name.c_str(), &by_name, 0) != 0 ||
+          ::fstat(fd.get(), &by_fd) != 0 || by_fd.st_ino != by_name.st_ino) {
         continue;
       }
-      BDN_RETURN_IF_ERROR(RecoverPack(id, fd));
+      BDN_RETURN_IF_ERROR(RecoverPack(id, std::move(fd)));
       continue;
     }
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      int e = errno;
-      ::close(fd);
-      return ErrnoError("pack " + (dir / name).string(), e);
-    }
-    auto file = std::make_shared<PackFile>(fd);
-    auto blobs = pack::ReadFooter(fd, static_cast<uint64_t>(st.st_size), "pack " + (dir / name).string());
+    const std::string what = "pack " + (dir / name).string();
+    BDN_ASSIGN_OR_RETURN(auto adopted, AdoptPackFile(std::move(fd), what));
+    auto& [file, size] = adopted;
+    auto blobs = pack::ReadFooter(file->fd(), size, what);
     if (blobs) {
       AddLoose(id, std::move(file), *blobs);
       continue;
@@ -621,28 +547,26 @@ Status LocalChunkStore::LoadLoosePacks() {
     if (blobs.error().code() != StatusCode::kCorruption) return blobs.error();
     // A sealed pack whose footer did not survive (a power cut before the fdatasync of a pack that
     // was never committed to, or damage): every whole record in it is still good, wherever it is.
-    int rw = ::openat(packs_dir_fd_, name.c_str(), mode | O_CLOEXEC);
-    if (rw < 0) continue;
-    if (::flock(rw, LOCK_EX | LOCK_NB) != 0) {
-      ::close(rw);
-      continue;
-    }
-    BDN_RETURN_IF_ERROR(RepairSealedPack(id, rw));
+    UniqueFd rw(::openat(packs_dir_.get(), name.c_str(), mode | O_CLOEXEC));
+    if (!rw || ::flock(rw.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    BDN_RETURN_IF_ERROR(RepairSealedPack(id, std::move(rw)));
   }
   return Status::Ok();
 }
 
-Status LocalChunkStore::RepairSealedPack(uint64_t pack, int fd) {
+Result<std::pair<std::shared_ptr<LocalChunkStore::PackFile>, uint64_t>>
+LocalChunkStore::AdoptPackFile(UniqueFd fd, const std::string& what) {
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(what, errno));
+  return std::pair(std::make_shared<PackFile>(std::move(fd)), static_cast<uint64_t>(st.st_size));
+}
+
+Status LocalChunkStore::RepairSealedPack(uint64_t pack, UniqueFd owned) {
   const fs::path path = PackPath(pack);
   const std::string what = "pack " + path.string();
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return ErrnoError(what, e);
-  }
-  auto file = std::make_shared<PackFile>(fd);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  BDN_ASSIGN_OR_RETURN(auto adopted, AdoptPackFile(std::move(owned), what));
+  auto& [file, size] = adopted;
+  const int fd = file->fd();
   // Another process may have repaired it between our read of the footer and our lock.
   if (auto blobs = pack::ReadFooter(fd, size, what)) {
     AddLoose(pack, std::move(file), *blobs);
@@ -664,14 +588,14 @@ Status LocalChunkStore::RepairSealedPack(uint64_t pack, int fd) {
   if (found.blobs.empty()) {
     // Nothing in it can be used; kept, not deleted, in case a person can do more with it.
     std::fprintf(stderr, "%s; set aside as %s.damaged\n", note.c_str(), path.string().c_str());
-    ::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
+    ::renameat(packs_dir_.get(), path.filename().c_str(), packs_dir_.get(),
                (path.filename().string() + ".damaged").c_str());
     return Status::Ok();
   }
   // A committed pack is never cut: its records stay where they are (a reader of another
   // process may be reading them), and the new footer goes after every byte of the file,
   // the damaged old footer included.
-  BDN_RETURN_IF_ERROR(WriteAt(fd, pack::EncodeFooter(found.blobs, size), size, what));
+  BDN_RETURN_IF_ERROR(PWriteAll(fd, pack::EncodeFooter(found.blobs, size), size, what + ": write"));
   if (options_.durability == Durability::kDurable && ::fdatasync(fd) != 0) {
     return ErrnoError(what + ": fdatasync", errno);
   }
@@ -681,21 +605,17 @@ Status LocalChunkStore::RepairSealedPack(uint64_t pack, int fd) {
   return Status::Ok();
 }
 
-Status LocalChunkStore::RecoverPack(uint64_t pack, int fd) {
+Status LocalChunkStore::RecoverPack(uint64_t pack, UniqueFd owned) {
   const fs::path path = PackPath(pack, false);
   const std::string what = "pack " + path.string();
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return ErrnoError(what, e);
-  }
-  auto file = std::make_shared<PackFile>(fd);
-  auto scan = pack::ScanRecords(fd, static_cast<uint64_t>(st.st_size), what);
+  BDN_ASSIGN_OR_RETURN(auto adopted, AdoptPackFile(std::move(owned), what));
+  auto& [file, size] = adopted;
+  const int fd = file->fd();
+  auto scan = pack::ScanRecords(fd, size, what);
   if (!scan) {
     if (scan.error().code() != StatusCode::kCorruption) return scan.error();
     // Not a pack at all (its header never reached the disk): nothing in it can be used.
-    if (writable_) ::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
+    if (writable_) ::renameat(packs_dir_.get(), path.filename().c_str(), packs_dir_.get(),
                               (path.filename().string() + ".damaged").c_str());
     return Status::Ok();
   }
@@ -704,13 +624,13 @@ Status LocalChunkStore::RecoverPack(uint64_t pack, int fd) {
     return Status::Ok();
   }
   if (scan->blobs.empty()) {
-    ::unlinkat(packs_dir_fd_, path.filename().c_str(), 0);
+    ::unlinkat(packs_dir_.get(), path.filename().c_str(), 0);
     return Status::Ok();
   }
   // Seal what is whole: the torn tail goes, the footer follows the last good record.
   std::vector<uint8_t> footer = pack::EncodeFooter(scan->blobs, scan->valid_bytes);
   if (::ftruncate(fd, static_cast<off_t>(scan->valid_bytes)) != 0) return ErrnoError(what + ": truncate", errno);
-  if (Status w = WriteAt(fd, footer, scan->valid_bytes, what); !w.ok()) {
+  if (Status w = PWriteAll(fd, footer, scan->valid_bytes, what + ": write"); !w.ok()) {
     if (w.code() != StatusCode::kFailedPrecondition) return w;
     // A full disk: its whole records stay readable as they are, and a later open seals it.
     (void)::ftruncate(fd, static_cast<off_t>(scan->valid_bytes));
@@ -720,11 +640,11 @@ Status LocalChunkStore::RecoverPack(uint64_t pack, int fd) {
   if (options_.durability == Durability::kDurable && ::fdatasync(fd) != 0) {
     return ErrnoError(what + ": fdatasync", errno);
   }
-  if (::renameat(packs_dir_fd_, path.filename().c_str(), packs_dir_fd_,
+  if (::renameat(packs_dir_.get(), path.filename().c_str(), packs_dir_.get(),
                  PackPath(pack).filename().c_str()) != 0) {
     return ErrnoError(what + ": rename", errno);
   }
-  if (options_.durability == Durability::kDurable && ::fsync(packs_dir_fd_) != 0) {
+  if (options_.durability == Durability::kDurable && ::fsync(packs_dir_.get()) != 0) {
     return ErrnoError("chunk store " + root_.string() + ": packs: fsync", errno);
   }
   ++packs_recovered_;
@@ -736,17 +656,18 @@ std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack
   std::lock_guard l(files_mu_);
   auto it = files_.find(pack);
   if (it != files_.end()) return it->second;
-  int fd = ::openat(packs_dir_fd_, PackPath(pack).filename().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
-    fd = ::openat(packs_dir_fd_, PackPath(pack, false).filename().c_str(), O_RDONLY | O_CLOEXEC);
+  UniqueFd fd(::openat(packs_dir_.get(), PackPath(pack).filename().c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd && errno == ENOENT) {
+    fd.Reset(::openat(packs_dir_.get(), PackPath(pack, false).filename().c_str(),
+                      O_RDONLY | O_CLOEXEC));
   }
-  if (fd < 0) return nullptr;
+  if (!fd) return nullptr;
   if (files_.size() >= kMaxOpenFiles) {
     for (auto i = files_.begin(); i != files_.end() && files_.size() >= kMaxOpenFiles * 3 / 4;) {
       i = i->second->pinned ? std::next(i) : files_.erase(i);
     }
   }
-  auto f = std::make_shared<PackFile>(fd);
+  auto f = std::make_shared<PackFile>(std::move(fd));
   files_[pack] = f;
   return f;
 }
@@ -776,7 +697,7 @@ Result<std::vector<LocalChunkStore::PackInfo>> LocalChunkStore::ListPacks() {
     auto open = pack::ParseHex16Name(name, ".open");
     if (!sealed && !open) continue;
     struct stat st;
-    if (::fstatat(packs_dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
+    if (::fstatat(packs_dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
     out.push_back({sealed ? *sealed : *open, static_cast<uint64_t>(st.st_size), MtimeNs(st),
                    sealed.has_value()});
   }
@@ -792,27 +713,21 @@ Result<std::vector<BlobLocation>> LocalChunkStore::PackBlobs(uint64_t pack) {
     if (auto it = loose_.find(pack); it != loose_.end()) return it->second;
   }
   const fs::path path = PackPath(pack);
-  int fd = ::openat(packs_dir_fd_, path.filename().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(::openat(packs_dir_.get(), path.filename().c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
     if (errno == ENOENT) return Err(NotFoundError("pack " + path.string() + ": gone"));
     return Err(ErrnoError("pack " + path.string(), errno));
   }
   struct stat st;
-  Result<std::vector<BlobLocation>> blobs = Err(ErrnoError("pack " + path.string(), EIO));
-  if (::fstat(fd, &st) == 0) {
-    blobs = pack::ReadFooter(fd, static_cast<uint64_t>(st.st_size), "pack " + path.string());
-  } else {
-    blobs = Err(ErrnoError("pack " + path.string(), errno));
-  }
-  ::close(fd);
-  return blobs;
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError("pack " + path.string(), errno));
+  return pack::ReadFooter(fd.get(), static_cast<uint64_t>(st.st_size), "pack " + path.string());
 }
 
 Status LocalChunkStore::DropPack(uint64_t pack) {
   const fs::path path = PackPath(pack);
   if (!writable_) return PermissionDeniedError("pack " + path.string() + ": read-only store");
   ForgetPack(pack);
-  if (::unlinkat(packs_dir_fd_, path.filename().c_str(), 0) != 0 && errno != ENOENT) {
+  if (::unlinkat(packs_dir_.get(), path.filename().c_str(), 0) != 0 && errno != ENOENT) {
     return ErrnoError("pack " + path.string() + ": delete", errno);
   }
   return Status::Ok();
@@ -898,7 +813,7 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
       continue;
     }
     if (!file) return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), errno));
-    auto bytes = pack::ReadBlob(file->fd, b->loc, "pack " + path.string());
+    auto bytes = pack::ReadBlob(file->fd(), b->loc, "pack " + path.string());
     if (bytes || bytes.error().code() != StatusCode::kCorruption) return bytes;
     corrupt = CorruptionError(bytes.error().message() + "; set aside, push the data again to repair");
     (void)Quarantine(*b, bytes.error().message());
@@ -931,15 +846,15 @@ Status LocalChunkStore::Quarantine(const IndexedBlob& b, const std::string& why)
   }
   if (!writable_) return Status::Ok();
   const fs::path q = root_ / "quarantine";
-  int fd = ::open(q.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return ErrnoError("chunk store quarantine " + q.string(), errno);
-  std::string line = pack::Hex16(b.pack) + " " + std::to_string(b.loc.offset) + " " +
+  UniqueFd fd(::open(q.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, kPrivateFileMode));
+  if (!fd) return ErrnoError("chunk store quarantine " + q.string(), errno);
+  std::string line = Hex16(b.pack) + " " + std::to_string(b.loc.offset) + " " +
                      b.loc.id.Hex() + "\n";
   (void)why;
-  ssize_t n = ::write(fd, line.data(), line.size());
-  int e = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(line.size())) return ErrnoError("chunk store quarantine " + q.string(), e);
+  ssize_t n = ::write(fd.get(), line.data(), line.size());
+  if (n != static_cast<ssize_t>(line.size())) {
+    return ErrnoError("chunk store quarantine " + q.string(), n < 0 ? errno : ENOSPC);
+  }
   return Status::Ok();
 }
 
@@ -960,36 +875,34 @@ Result<std::optional<StoredBlob>> LocalChunkStore::Locate(const Digest& id) {
 Result<std::unique_ptr<LocalChunkStore::OpenPack>> LocalChunkStore::CreatePack() {
   for (;;) {
     const uint64_t id = pack::RandomId();
-    const std::string fresh = pack::Hex16(id) + ".new";
-    int fd = ::openat(packs_dir_fd_, fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-                      kPrivateFileMode);
-    if (fd < 0) {
+    const std::string fresh = Hex16(id) + ".new";
+    UniqueFd fd(::openat(packs_dir_.get(), fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+                         kPrivateFileMode));
+    if (!fd) {
       if (errno == EEXIST) continue;
       return Err(ErrnoError("chunk store " + root_.string() + ": create pack", errno));
     }
-    ::fchmod(fd, kPrivateFileMode);  // exactly 0600, whatever the umask
+    ::fchmod(fd.get(), kPrivateFileMode);  // exactly 0600, whatever the umask
     // Locked before it has its .open name, so that no other process takes it for a dead
     // writer's pack.
-    ::flock(fd, LOCK_EX);
+    ::flock(fd.get(), LOCK_EX);
     auto fail = [&](Status s) {
-      ::unlinkat(packs_dir_fd_, fresh.c_str(), 0);
-      ::close(fd);
+      ::unlinkat(packs_dir_.get(), fresh.c_str(), 0);
       return Err(std::move(s));
     };
-    auto writer = pack::PackWriter::Start(fd, "pack " + PackPath(id, false).string());
+    auto writer = pack::PackWriter::Start(fd.get(), "pack " + PackPath(id, false).string());
     if (!writer) return fail(writer.error());
-    if (::renameat2(packs_dir_fd_, fresh.c_str(), packs_dir_fd_,
+    if (::renameat2(packs_dir_.get(), fresh.c_str(), packs_dir_.get(),
                     PackPath(id, false).filename().c_str(), RENAME_NOREPLACE) != 0) {
       if (errno == EEXIST) {
-        ::unlinkat(packs_dir_fd_, fresh.c_str(), 0);
-        ::close(fd);
+        ::unlinkat(packs_dir_.get(), fresh.c_str(), 0);
         continue;
       }
       return fail(ErrnoError("chunk store " + root_.string() + ": create pack", errno));
     }
     auto p = std::make_unique<OpenPack>();
     p->id = id;
-    p->file = std::make_shared<PackFile>(fd, true);
+    p->file = std::make_shared<PackFile>(std::move(fd), true);
     p->writer.emplace(std::move(*writer));
     {
       std::unique_lock l(mu_);
@@ -1048,16 +961,16 @@ Status LocalChunkStore::SealPack(OpenPack& p, bool sync) {
     files_.erase(p.id);
   };
   if (p.writer->blobs().empty()) {
-    ::unlinkat(packs_dir_fd_, open_name.c_str(), 0);
+    ::unlinkat(packs_dir_.get(), open_name.c_str(), 0);
     forget();
     return Status::Ok();
   }
   const std::string what = "pack " + PackPath(p.id).string();
   BDN_RETURN_IF_ERROR(p.writer->Seal());
-  if (sync && options_.durability == Durability::kDurable && ::fdatasync(p.file->fd) != 0) {
+  if (sync && options_.durability == Durability::kDurable && ::fdatasync(p.file->fd()) != 0) {
     return ErrnoError(what + ": fdatasync", errno);
   }
-  if (::renameat(packs_dir_fd_, open_name.c_str(), packs_dir_fd_,
+  if (::renameat(packs_dir_.get(), open_name.c_str(), packs_dir_.get(),
                  PackPath(p.id).filename().c_str()) != 0) {
     return ErrnoError(what + ": rename", errno);
   }
@@ -1080,7 +993,7 @@ Status LocalChunkStore::SyncPacksDir() {
     dir_dirty_ = false;
   }
   if (options_.durability == Durability::kNone) return Status::Ok();
-  if (::fsync(packs_dir_fd_) != 0) {
+  if (::fsync(packs_dir_.get()) != 0) {
     int e = errno;
     std::lock_guard l(pool_mu_);
     dir_dirty_ = true;
@@ -1139,7 +1052,7 @@ Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLo
   }
   const uint64_t bytes = p->writer->bytes();
   if (options_.durability == Durability::kDurable && bytes - p->written_back >= kWritebackBytes) {
-    ::sync_file_range(p->file->fd, static_cast<off_t>(p->written_back),
+    ::sync_file_range(p->file->fd(), static_cast<off_t>(p->written_back),
                       static_cast<off_t>(bytes - p->written_back), SYNC_FILE_RANGE_WRITE);
     p->written_back = bytes;
   }
@@ -1199,7 +1112,7 @@ Status LocalChunkStore::Sync() {
     if (!s.ok() && first.ok()) first = s;
   }
   for (auto& f : streamed) {
-    if (::fdatasync(f->fd) != 0 && first.ok()) {
+    if (::fdatasync(f->fd()) != 0 && first.ok()) {
       first = ErrnoError("chunk store " + root_.string() + ": pack being uploaded to: fdatasync", errno);
     }
   }
@@ -1317,7 +1230,7 @@ Status LocalChunkStore::PublishIndex(bool force) {
     }
   }
   const fs::path dir = root_ / "index";
-  BDN_ASSIGN_OR_RETURN(IndexLock lock, IndexLock::Take(dir / "lock"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
   // Temporary tables are written under the lock: any left now belong to a dead writer.
   if (auto names = ListDir(dir, "chunk store index")) {
     for (const auto& n : *names) {
@@ -1375,7 +1288,7 @@ Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
   }
   BDN_RETURN_IF_ERROR(Sync());
   const fs::path dir = root_ / "index";
-  BDN_ASSIGN_OR_RETURN(IndexLock lock, IndexLock::Take(dir / "lock"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
   std::lock_guard refresh(refresh_mu_);
   IndexRebuildReport report;
   // Every pack's footer, read again; packs without a valid one are recovered.
@@ -1418,15 +1331,14 @@ Result<StoreStats> LocalChunkStore::Stats() {
   for (const auto& n : names) {
     if (!pack::ParseHex16Name(n, ".pack")) continue;
     const fs::path p = root_ / "packs" / n;
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
       if (errno == ENOENT) continue;
       return Err(ErrnoError("pack " + p.string(), errno));
     }
     struct stat s;
-    ::fstat(fd, &s);
-    auto blobs = pack::ReadFooter(fd, static_cast<uint64_t>(s.st_size), "pack " + p.string());
-    ::close(fd);
+    ::fstat(fd.get(), &s);
+    auto blobs = pack::ReadFooter(fd.get(), static_cast<uint64_t>(s.st_size), "pack " + p.string());
     if (!blobs) return Err(blobs.error());
     ++st.packs;
     st.pack_bytes += static_cast<uint64_t>(s.st_size);
@@ -1480,16 +1392,16 @@ bool LocalChunkStore::RefreshDoom() {
 Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForCommit() {
   if (!writable_ || claims_->mode() == ClaimMode::kNone) return std::make_unique<StoreHold>();
   const fs::path path = root_ / "gc" / "lock";
-  int fd = LockPath(path, LOCK_SH);
-  if (fd < 0) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
-  return std::unique_ptr<StoreHold>(new FlockHold(fd));
+  UniqueFd fd = LockPath(path, LOCK_SH);
+  if (!fd) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
+  return std::unique_ptr<StoreHold>(new FlockHold(std::move(fd)));
 }
 
 Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForSweep() {
   const fs::path path = root_ / "gc" / "lock";
-  int fd = LockPath(path, LOCK_EX);
-  if (fd < 0) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
-  return std::unique_ptr<StoreHold>(new FlockHold(fd));
+  UniqueFd fd = LockPath(path, LOCK_EX);
+  if (!fd) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
+  return std::unique_ptr<StoreHold>(new FlockHold(std::move(fd)));
 }
 
 Result<std::unique_ptr<StoreHold>> LocalChunkStore::BeginGc() {
@@ -1499,8 +1411,8 @@ Result<std::unique_ptr<StoreHold>> LocalChunkStore::BeginGc() {
     return Err(FailedPreconditionError(what + ": not opened for garbage collection"));
   }
   const fs::path path = root_ / "gc" / "running";
-  int fd = LockPath(path, LOCK_EX | LOCK_NB);
-  if (fd < 0) {
+  UniqueFd fd = LockPath(path, LOCK_EX | LOCK_NB);
+  if (!fd) {
     if (errno != EWOULDBLOCK) return Err(ErrnoError(what + ": gc lock " + path.string(), errno));
     std::ifstream in(path);
     std::string pid;
@@ -1509,8 +1421,8 @@ Result<std::unique_ptr<StoreHold>> LocalChunkStore::BeginGc() {
                              (pid.empty() ? std::string() : " (pid " + pid + ")")));
   }
   std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) == 0) (void)::pwrite(fd, pid.data(), pid.size(), 0);
-  return std::unique_ptr<StoreHold>(new FlockHold(fd));
+  if (::ftruncate(fd.get(), 0) == 0) (void)::pwrite(fd.get(), pid.data(), pid.size(), 0);
+  return std::unique_ptr<StoreHold>(new FlockHold(std::move(fd)));
 }
 
 Result<std::vector<GcPack>> LocalChunkStore::ListSealedPacks(uint64_t* skipped) {
@@ -1540,22 +1452,12 @@ bool LocalChunkStore::IsQuarantined(uint64_t pack, uint64_t offset) {
 Status LocalChunkStore::PublishDoom(std::span<const uint64_t> packs) {
   if (!writable_) return PermissionDeniedError("chunk store " + root_.string() + " is read-only");
   std::string text;
-  for (uint64_t p : packs) text += pack::Hex16(p) + "\n";
-  const fs::path tmp = root_ / "gc" / ".doomed.tmp";
+  for (uint64_t p : packs) text += Hex16(p) + "\n";
   const fs::path path = root_ / "gc" / "doomed";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return ErrnoError("gc doom " + tmp.string(), errno);
-  Status w = WriteAll(fd, text.data(), text.size(), "gc doom " + tmp.string());
-  ::close(fd);
-  if (!w.ok()) {
-    ::unlink(tmp.c_str());
-    return w;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("gc doom " + path.string() + ": rename", e);
-  }
+  // One GC at a time (BeginGc's lock): a fixed temporary name.
+  auto written = WriteFileAtomically(path, AsBytes(text), "gc doom " + path.string(),
+                                     {.tmp_name = ".doomed.tmp"});
+  if (!written) return written.error();
   RefreshDoom();
   return Status::Ok();
 }
@@ -1577,45 +1479,33 @@ Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
   for (const std::string& name : names) {
     if (name.ends_with(".new")) {
       // A process that died between creating its claims file and naming it: nothing in it.
-      int fd = ::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlink((dir / name).c_str());
-      if (fd >= 0) ::close(fd);
+      UniqueFd fd(::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC));
+      if (fd && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) ::unlink((dir / name).c_str());
       continue;
     }
     if (!name.ends_with(".claims")) continue;
     const fs::path path = dir / name;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
       if (errno == ENOENT) continue;
       return Err(ErrnoError("gc claims " + path.string(), errno));
     }
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
       // Its process is gone: it commits nothing any more.
       ::unlink(path.c_str());
-      ::close(fd);
       continue;
     }
-    std::vector<uint8_t> buf(1 << 16);
-    std::vector<uint8_t> partial;
+    // Whole ids only: the file's writer may be appending one right now.
+    std::vector<uint8_t> buf(size_t{2048} * Digest::kSize);
     for (;;) {
-      ssize_t n = ::read(fd, buf.data(), buf.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int e = errno;
-        ::close(fd);
-        return Err(ErrnoError("gc claims " + path.string() + ": read", e));
-      }
-      if (n == 0) break;
-      partial.insert(partial.end(), buf.begin(), buf.begin() + n);
-      size_t whole = partial.size() / Digest::kSize * Digest::kSize;
-      for (size_t off = 0; off < whole; off += Digest::kSize) {
+      BDN_ASSIGN_OR_RETURN(size_t n, ReadFull(fd.get(), buf, "gc claims " + path.string() + ": read"));
+      for (size_t off = 0; off + Digest::kSize <= n; off += Digest::kSize) {
         std::array<uint8_t, Digest::kSize> b;
-        std::memcpy(b.data(), partial.data() + off, Digest::kSize);
+        std::memcpy(b.data(), buf.data() + off, Digest::kSize);
         out.emplace_back(b);
       }
-      partial.erase(partial.begin(), partial.begin() + static_cast<std::ptrdiff_t>(whole));
+      if (n < buf.size()) break;
     }
-    ::close(fd);
   }
   return out;
 }
@@ -1630,7 +1520,7 @@ Status LocalChunkStore::DeletePacks(std::span<const uint64_t> packs) {
   for (uint64_t p : packs) {
     ForgetPack(p);
     const fs::path path = PackPath(p);
-    if (::unlinkat(packs_dir_fd_, path.filename().c_str(), 0) != 0 && errno != ENOENT) {
+    if (::unlinkat(packs_dir_.get(), path.filename().c_str(), 0) != 0 && errno != ENOENT) {
       return ErrnoError("pack " + path.string() + ": delete", errno);
     }
   }
@@ -1644,7 +1534,7 @@ Status LocalChunkStore::DeletePacks(std::span<const uint64_t> packs) {
 Status LocalChunkStore::CompactIndex() {
   if (!writable_ || !options_.index_tables) return Status::Ok();
   const fs::path dir = root_ / "index";
-  BDN_ASSIGN_OR_RETURN(IndexLock lock, IndexLock::Take(dir / "lock"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
   std::lock_guard refresh(refresh_mu_);
   BDN_RETURN_IF_ERROR(LoadTables());
   BDN_ASSIGN_OR_RETURN(auto names, ListDir(root_ / "packs", "chunk store packs"));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/fd.h"
 #include "bdn/store/chunk_store.h"
 #include "bdn/store/gc_store.h"
 #include "bdn/store/pack_format.h"
@@ -270,12 +271,17 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Status LoadLoosePacks();
   // Recovers a dead writer's .open pack: its records up to the first one that is not whole,
   // sealed again when writable (the torn tail is cut off, never committed to). `fd` is open with
-  // an exclusive flock.
-  Status RecoverPack(uint64_t pack, int fd);
+  // an exclusive flock; the store keeps it (the pack's reading descriptor).
+  Status RecoverPack(uint64_t pack, UniqueFd fd);
+  // Takes the open pack file `fd` as a PackFile, with the file's size in bytes.
+  // Errors: ErrnoError "`what`" (fstat).
+  static Result<std::pair<std::shared_ptr<PackFile>, uint64_t>> AdoptPackFile(
+      UniqueFd fd, const std::string& what);
   // Repairs a sealed .pack whose footer is damaged without cutting anything: every whole record
   // (SalvageRecords: bad records skipped, the scan resynced past damaged headers) is listed in a
-  // new footer appended at the end of the file. `fd` is open with an exclusive flock.
-  Status RepairSealedPack(uint64_t pack, int fd);
+  // new footer appended at the end of the file. `fd` is open with an exclusive flock; the store
+  // keeps it.
+  Status RepairSealedPack(uint64_t pack, UniqueFd fd);
   void AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
                 const std::vector<pack::BlobLocation>& blobs);
   std::shared_ptr<PackFile> FileOf(uint64_t pack);
@@ -305,7 +311,7 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::filesystem::path root_;
   Options options_;
   bool writable_ = true;
-  int packs_dir_fd_ = -1;
+  UniqueFd packs_dir_;
 
   // Guards the lookup state below.
   mutable std::shared_mutex mu_;

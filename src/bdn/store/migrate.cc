@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
 
@@ -24,29 +25,13 @@ struct OldFile {
 };
 
 Result<std::vector<uint8_t>> ReadWhole(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(ErrnoError("chunk file " + p.string(), errno));
+  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Err(ErrnoError("chunk file " + p.string(), errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return Err(ErrnoError("chunk file " + p.string(), e));
-  }
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError("chunk file " + p.string(), errno));
   std::vector<uint8_t> buf(static_cast<size_t>(st.st_size));
-  size_t off = 0;
-  while (off < buf.size()) {
-    ssize_t n = ::read(fd, buf.data() + off, buf.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return Err(ErrnoError("chunk file " + p.string() + ": read", e));
-    }
-    if (n == 0) break;
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  buf.resize(off);
+  BDN_ASSIGN_OR_RETURN(size_t got, ReadFull(fd.get(), buf, "chunk file " + p.string() + ": read"));
+  buf.resize(got);
   return buf;
 }
 

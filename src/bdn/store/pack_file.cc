@@ -8,59 +8,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bdn/base/fd.h"
 #include "bdn/store/chunk_store.h"  // VerifyChunk
 
 namespace bdn::pack {
 namespace {
-
-// Moves `iov`/`count` past `n` transferred bytes.
-void Advance(struct iovec*& iov, int& count, size_t n) {
-  while (count > 0 && n >= iov->iov_len) {
-    n -= iov->iov_len;
-    ++iov;
-    --count;
-  }
-  if (count > 0) {
-    iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + n;
-    iov->iov_len -= n;
-  }
-}
-
-// Reads into `iov` (modified) from `offset` until full or end of file; returns bytes read or -1
-// with errno set.
-ssize_t PreadvFull(int fd, struct iovec* iov, int count, uint64_t offset) {
-  size_t total = 0;
-  while (count > 0) {
-    ssize_t n = ::preadv(fd, iov, count, static_cast<off_t>(offset + total));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (n == 0) break;
-    total += static_cast<size_t>(n);
-    Advance(iov, count, static_cast<size_t>(n));
-  }
-  return static_cast<ssize_t>(total);
-}
-
-ssize_t PreadFull(int fd, void* buf, size_t len, uint64_t offset) {
-  struct iovec iov = {buf, len};
-  return PreadvFull(fd, &iov, 1, offset);
-}
-
-Status PwriteAll(int fd, struct iovec* iov, int count, uint64_t offset, const std::string& what) {
-  uint64_t at = offset;
-  while (count > 0) {
-    ssize_t n = ::pwritev(fd, iov, count, static_cast<off_t>(at));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what + ": write", errno);
-    }
-    at += static_cast<uint64_t>(n);
-    Advance(iov, count, static_cast<size_t>(n));
-  }
-  return Status::Ok();
-}
 
 std::string InPack(std::string_view pack_what, uint64_t offset) {
   return " in " + std::string(pack_what) + " at offset " + std::to_string(offset);
@@ -70,8 +22,7 @@ std::string InPack(std::string_view pack_what, uint64_t offset) {
 
 Result<PackWriter> PackWriter::Start(int fd, std::string what) {
   auto header = EncodePackHeader();
-  struct iovec iov = {header.data(), header.size()};
-  BDN_RETURN_IF_ERROR(PwriteAll(fd, &iov, 1, 0, what));
+  BDN_RETURN_IF_ERROR(PWriteAll(fd, header, 0, what + ": write"));
   return PackWriter(fd, std::move(what));
 }
 
@@ -86,7 +37,7 @@ Result<BlobLocation> PackWriter::Append(const Digest& id, uint64_t raw_bytes, Co
   auto header = EncodeRecordHeader(loc);
   struct iovec iov[2] = {{header.data(), header.size()},
                          {const_cast<uint8_t*>(stored.data()), stored.size()}};
-  Status s = PwriteAll(fd_, iov, stored.empty() ? 1 : 2, end_, what_);
+  Status s = PWritevAll(fd_, iov, stored.empty() ? 1 : 2, end_, what_ + ": write");
   if (!s.ok()) {
     // A partial record must not stay behind the last whole one.
     if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) {
@@ -103,8 +54,7 @@ Status PackWriter::BeginRecord() {
   if (sealed_ || streaming_) return InternalError(what_ + ": record begun while another is open");
   // A zeroed header slot: the records scan stops there until FinishRecord fills it.
   std::array<uint8_t, kRecordHeaderBytes> zero{};
-  struct iovec iov = {zero.data(), zero.size()};
-  Status s = PwriteAll(fd_, &iov, 1, end_, what_);
+  Status s = PWriteAll(fd_, zero, end_, what_ + ": write");
   if (!s.ok()) {
     AbandonRecord();
     return s;
@@ -120,8 +70,7 @@ Status PackWriter::AppendPayload(std::span<const uint8_t> piece) {
     AbandonRecord();
     return InvalidArgumentError(what_ + ": record too large for a pack");
   }
-  struct iovec iov = {const_cast<uint8_t*>(piece.data()), piece.size()};
-  Status s = PwriteAll(fd_, &iov, 1, end_ + kRecordHeaderBytes + stream_bytes_, what_);
+  Status s = PWriteAll(fd_, piece, end_ + kRecordHeaderBytes + stream_bytes_, what_ + ": write");
   if (!s.ok()) {
     AbandonRecord();
     return s;
@@ -134,8 +83,7 @@ Result<BlobLocation> PackWriter::FinishRecord(const Digest& id) {
   if (!streaming_) return Err(InternalError(what_ + ": no record begun"));
   BlobLocation loc{id, end_, stream_bytes_, stream_bytes_, Codec::kNone};
   auto header = EncodeRecordHeader(loc);
-  struct iovec iov = {header.data(), header.size()};
-  Status s = PwriteAll(fd_, &iov, 1, end_, what_);
+  Status s = PWriteAll(fd_, header, end_, what_ + ": write");
   if (!s.ok()) {
     AbandonRecord();
     return Err(s);
@@ -158,8 +106,7 @@ Status PackWriter::Seal() {
   if (streaming_) return InternalError(what_ + ": seal while a record is open");
   if (sealed_) return Status::Ok();
   std::vector<uint8_t> footer = EncodeFooter(blobs_, end_);
-  struct iovec iov = {footer.data(), footer.size()};
-  BDN_RETURN_IF_ERROR(PwriteAll(fd_, &iov, 1, end_, what_));
+  BDN_RETURN_IF_ERROR(PWriteAll(fd_, footer, end_, what_ + ": write"));
   end_ += footer.size();
   sealed_ = true;
   return Status::Ok();
@@ -171,16 +118,14 @@ Result<std::vector<BlobLocation>> ReadFooter(int fd, uint64_t file_bytes, std::s
   if (file_bytes < kPackHeaderBytes + kTrailerBytes) {
     return Err(CorruptionError(w + ": no valid trailer (file too short)"));
   }
-  ssize_t n = PreadFull(fd, tail, sizeof tail, file_bytes - kTrailerBytes);
-  if (n < 0) return Err(ErrnoError(w + ": read", errno));
-  if (static_cast<size_t>(n) != sizeof tail) {
+  BDN_ASSIGN_OR_RETURN(size_t n, PReadFull(fd, tail, file_bytes - kTrailerBytes, w + ": read"));
+  if (n != sizeof tail) {
     return Err(CorruptionError(w + ": no valid trailer (file shorter than its size)"));
   }
   BDN_ASSIGN_OR_RETURN(Trailer t, DecodeTrailer(tail, file_bytes, what));
   std::vector<uint8_t> footer(file_bytes - t.footer_offset);
-  n = PreadFull(fd, footer.data(), footer.size(), t.footer_offset);
-  if (n < 0) return Err(ErrnoError(w + ": read", errno));
-  if (static_cast<size_t>(n) != footer.size()) {
+  BDN_ASSIGN_OR_RETURN(n, PReadFull(fd, footer, t.footer_offset, w + ": read"));
+  if (n != footer.size()) {
     return Err(CorruptionError(w + ": footer: file shorter than its size"));
   }
   return DecodeFooter(footer, t, what);
@@ -210,9 +155,8 @@ Result<RecordAt> ReadRecordAt(int fd, uint64_t at, uint64_t file_bytes, std::str
   const std::string here = "record at offset " + std::to_string(at);
   RecordAt out;
   uint8_t header[kRecordHeaderBytes];
-  ssize_t n = PreadFull(fd, header, sizeof header, at);
-  if (n < 0) return Err(ErrnoError(w + ": read", errno));
-  if (static_cast<size_t>(n) < sizeof header) {
+  BDN_ASSIGN_OR_RETURN(size_t n, PReadFull(fd, header, at, w + ": read"));
+  if (n < sizeof header) {
     out.state = RecordState::kCutOff;
     out.why = here + ": cut off";
     return out;
@@ -229,9 +173,8 @@ Result<RecordAt> ReadRecordAt(int fd, uint64_t at, uint64_t file_bytes, std::str
     return out;
   }
   stored.resize(loc->stored_bytes);
-  n = PreadFull(fd, stored.data(), stored.size(), loc->payload_offset());
-  if (n < 0) return Err(ErrnoError(w + ": read", errno));
-  if (static_cast<size_t>(n) != stored.size()) {
+  BDN_ASSIGN_OR_RETURN(n, PReadFull(fd, stored, loc->payload_offset(), w + ": read"));
+  if (n != stored.size()) {
     out.state = RecordState::kCutOff;
     out.why = here + ": cut off";
     return out;
@@ -267,9 +210,8 @@ Result<uint64_t> NextRecordHeader(int fd, uint64_t from, uint64_t file_bytes,
   for (uint64_t base = from; base + kRecordHeaderBytes <= file_bytes; base += kBlock) {
     const size_t want = static_cast<size_t>(
         std::min<uint64_t>(buf.size(), file_bytes - base));
-    ssize_t n = PreadFull(fd, buf.data(), want, base);
-    if (n < 0) return Err(ErrnoError(w + ": read", errno));
-    const size_t got = static_cast<size_t>(n);
+    BDN_ASSIGN_OR_RETURN(const size_t got,
+                         PReadFull(fd, std::span(buf.data(), want), base, w + ": read"));
     // A header starting in this block (at most kBlock starts) lies wholly in buf.
     const size_t starts = std::min(got, kBlock);
     for (size_t i = 0; i < starts;) {
@@ -289,15 +231,20 @@ Result<uint64_t> NextRecordHeader(int fd, uint64_t from, uint64_t file_bytes,
   return file_bytes;
 }
 
+// The check of the pack header at the start of the file: Ok, or the Corruption CheckPackHeader
+// gives for it (a short file included). Errors (I/O only): ErrnoError "`what`: read".
+Result<Status> ReadPackHeader(int fd, std::string_view what) {
+  uint8_t head[kPackHeaderBytes];
+  BDN_ASSIGN_OR_RETURN(size_t n, PReadFull(fd, head, 0, std::string(what) + ": read"));
+  return CheckPackHeader(std::span<const uint8_t>(head, n), what);
+}
+
 }  // namespace
 
 Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what) {
-  const std::string w(what);
   ScanResult out;
-  uint8_t head[kPackHeaderBytes];
-  ssize_t n = PreadFull(fd, head, sizeof head, 0);
-  if (n < 0) return Err(ErrnoError(w + ": read", errno));
-  BDN_RETURN_IF_ERROR(CheckPackHeader(std::span<const uint8_t>(head, static_cast<size_t>(n)), what));
+  BDN_ASSIGN_OR_RETURN(Status header, ReadPackHeader(fd, what));
+  BDN_RETURN_IF_ERROR(header);
   uint64_t at = kPackHeaderBytes;
   out.valid_bytes = at;
   std::vector<uint8_t> stored, raw;
@@ -315,13 +262,9 @@ Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view wha
 }
 
 Result<SalvageResult> SalvageRecords(int fd, uint64_t file_bytes, std::string_view what) {
-  const std::string w(what);
   SalvageResult out;
-  uint8_t head[kPackHeaderBytes];
-  ssize_t n = PreadFull(fd, head, sizeof head, 0);
-  if (n < 0) return Err(ErrnoError(w + ": read", errno));
-  out.pack_header_damaged =
-      !CheckPackHeader(std::span<const uint8_t>(head, static_cast<size_t>(n)), what).ok();
+  BDN_ASSIGN_OR_RETURN(Status header, ReadPackHeader(fd, what));
+  out.pack_header_damaged = !header.ok();
   std::vector<uint8_t> stored, raw;
   uint64_t at = kPackHeaderBytes;
   while (at + kRecordHeaderBytes <= file_bytes) {
@@ -360,9 +303,9 @@ Result<std::vector<uint8_t>> ReadBlob(int fd, const BlobLocation& loc, std::stri
     payload = std::span<uint8_t>(scratch.data(), loc.stored_bytes);
   }
   struct iovec iov[2] = {{header, sizeof header}, {payload.data(), payload.size()}};
-  ssize_t n = PreadvFull(fd, iov, payload.empty() ? 1 : 2, loc.offset);
-  if (n < 0) return Err(ErrnoError(chunk + ": read " + std::string(pack_what), errno));
-  if (static_cast<uint64_t>(n) != kRecordHeaderBytes + loc.stored_bytes) {
+  BDN_ASSIGN_OR_RETURN(size_t n, PReadvFull(fd, iov, payload.empty() ? 1 : 2, loc.offset,
+                                            chunk + ": read " + std::string(pack_what)));
+  if (n != kRecordHeaderBytes + loc.stored_bytes) {
     return Err(CorruptionError(chunk + ": " + std::string(pack_what) +
                                " ends inside the record at offset " + std::to_string(loc.offset)));
   }

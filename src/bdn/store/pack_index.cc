@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
+#include "bdn/store/atomic_file.h"
 
 namespace bdn::pack {
 namespace fs = std::filesystem;
@@ -25,10 +27,10 @@ uint64_t TableBytes(uint64_t entries, uint64_t packs) {
          kChecksumBytes;
 }
 
-// Writes through a buffer while hashing everything written.
+// Writes into an AtomicFileWriter through a buffer while hashing everything written.
 class HashingWriter {
  public:
-  HashingWriter(int fd, std::string what) : fd_(fd), what_(std::move(what)) { buf_.reserve(kBuf); }
+  explicit HashingWriter(AtomicFileWriter& out) : out_(out) { buf_.reserve(kBuf); }
   Status Write(const uint8_t* p, size_t n) {
     hasher_.Update(p, n);
     while (n > 0) {
@@ -49,20 +51,11 @@ class HashingWriter {
  private:
   static constexpr size_t kBuf = 1 << 20;
   Status Flush() {
-    size_t off = 0;
-    while (off < buf_.size()) {
-      ssize_t n = ::write(fd_, buf_.data() + off, buf_.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError(what_ + ": write", errno);
-      }
-      off += static_cast<size_t>(n);
-    }
+    BDN_RETURN_IF_ERROR(out_.Append(buf_));
     buf_.clear();
     return Status::Ok();
   }
-  int fd_;
-  std::string what_;
+  AtomicFileWriter& out_;
   std::vector<uint8_t> buf_;
   Blake3Hasher hasher_;
 };
@@ -77,23 +70,14 @@ bool IndexOrder(const IndexedBlob& a, const IndexedBlob& b) {
 
 Result<std::shared_ptr<const IndexTable>> IndexTable::Open(const fs::path& path) {
   const std::string what = "index table " + path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(ErrnoError(what, errno));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Err(ErrnoError(what, errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return Err(ErrnoError(what, e));
-  }
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(what, errno));
   const auto bytes = static_cast<uint64_t>(st.st_size);
-  if (bytes < TableBytes(0, 0)) {
-    ::close(fd);
-    return Err(CorruptionError(what + ": too short"));
-  }
-  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return Err(ErrnoError(what + ": mmap", e));
+  if (bytes < TableBytes(0, 0)) return Err(CorruptionError(what + ": too short"));
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (map == MAP_FAILED) return Err(ErrnoError(what + ": mmap", errno));
   std::shared_ptr<IndexTable> t(new IndexTable());
   t->path_ = path;
   t->map_ = static_cast<const uint8_t*>(map);
@@ -189,31 +173,27 @@ Result<fs::path> WriteIndexTable(const fs::path& dir, std::vector<IndexedBlob> b
   packs.erase(std::unique(packs.begin(), packs.end()), packs.end());
   const std::string name = Hex16(RandomId()) + ".idx";
   const fs::path final_path = dir / name;
-  const fs::path tmp = dir / (".tmp-" + name);
-  const std::string what = "index table " + final_path.string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
-  if (fd < 0) return Err(ErrnoError(what + ": create " + tmp.string(), errno));
-  ::fchmod(fd, kPrivateFileMode);
-  auto fail = [&](Status s) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Err(std::move(s));
-  };
-  HashingWriter w(fd, what);
+  // ".tmp-" names a temporary table: the store's opener removes those dead writers left.
+  BDN_ASSIGN_OR_RETURN(
+      AtomicFileWriter out,
+      AtomicFileWriter::Create(final_path, "index table " + final_path.string(),
+                               {.tmp_name = ".tmp-" + name,
+                                .sync = durable ? FileSync::kData : FileSync::kNone}));
+  HashingWriter w(out);
   uint8_t header[kIndexHeaderBytes] = {};
   std::memcpy(header, kIndexMagic, 8);
   PutU64(header + 8, blobs.size());
   PutU64(header + 16, packs.size());
   Digest check = Digest::Of(std::span<const uint8_t>(header, 32));
   std::memcpy(header + 32, check.data(), 32);
-  if (Status s = w.Write(header, sizeof header); !s.ok()) return fail(s);
+  BDN_RETURN_IF_ERROR(w.Write(header, sizeof header));
   uint8_t fanout[kIndexFanoutBytes];
   size_t k = 0;
   for (int b = 0; b < 256; ++b) {
     while (k < blobs.size() && blobs[k].loc.id.data()[0] <= b) ++k;
     PutU64(fanout + 8 * b, k);
   }
-  if (Status s = w.Write(fanout, sizeof fanout); !s.ok()) return fail(s);
+  BDN_RETURN_IF_ERROR(w.Write(fanout, sizeof fanout));
   for (const IndexedBlob& b : blobs) {
     uint8_t e[kIndexEntryBytes];
     std::memcpy(e, b.loc.id.data(), Digest::kSize);
@@ -221,25 +201,15 @@ Result<fs::path> WriteIndexTable(const fs::path& dir, std::vector<IndexedBlob> b
     PutU64(e + 40, b.loc.offset);
     PutU64(e + 48, b.loc.stored_bytes);
     PutU64(e + 56, b.loc.raw_bytes | (static_cast<uint64_t>(b.loc.codec) << 56));
-    if (Status s = w.Write(e, sizeof e); !s.ok()) return fail(s);
+    BDN_RETURN_IF_ERROR(w.Write(e, sizeof e));
   }
   for (uint64_t p : packs) {
     uint8_t e[8];
     PutU64(e, p);
-    if (Status s = w.Write(e, sizeof e); !s.ok()) return fail(s);
+    BDN_RETURN_IF_ERROR(w.Write(e, sizeof e));
   }
-  if (Status s = w.Finish(); !s.ok()) return fail(s);
-  if (durable && ::fdatasync(fd) != 0) return fail(ErrnoError(what + ": fdatasync", errno));
-  if (::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return Err(ErrnoError(what + ": close", e));
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return Err(ErrnoError(what + ": rename", e));
-  }
+  BDN_RETURN_IF_ERROR(w.Finish());
+  if (auto committed = out.Commit(); !committed) return Err(committed.error());
   return final_path;
 }
 
@@ -250,23 +220,9 @@ uint64_t RandomId() {
   return v;
 }
 
-std::string Hex16(uint64_t n) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, n >>= 4) s[static_cast<size_t>(i)] = kDigits[n & 15];
-  return s;
-}
-
 std::optional<uint64_t> ParseHex16Name(std::string_view name, std::string_view suffix) {
-  if (name.size() != 16 + suffix.size() || !name.ends_with(suffix)) return std::nullopt;
-  uint64_t v = 0;
-  for (size_t i = 0; i < 16; ++i) {
-    char c = name[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return std::nullopt;
-    v = (v << 4) | static_cast<uint64_t>(d);
-  }
-  return v;
+  if (!name.ends_with(suffix)) return std::nullopt;
+  return ParseHex16(name.substr(0, name.size() - suffix.size()));
 }
 
 }  // namespace bdn::pack

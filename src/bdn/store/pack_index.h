@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bdn/base/hex.h"  // Hex16, the pack and table names
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/store/pack_format.h"
@@ -90,8 +91,6 @@ Result<std::filesystem::path> WriteIndexTable(const std::filesystem::path& dir,
 
 // A random 64-bit number (getrandom), for pack and table names.
 uint64_t RandomId();
-// `n` as 16 lower-case hex digits.
-std::string Hex16(uint64_t n);
 // Parses "<16 hex digits><suffix>" (lower case), e.g. "00ab….pack"; nullopt otherwise.
 std::optional<uint64_t> ParseHex16Name(std::string_view name, std::string_view suffix);
 

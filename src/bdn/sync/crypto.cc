@@ -6,6 +6,9 @@
 #include <openssl/pem.h>
 
 #include <memory>
+#include <span>
+
+#include "bdn/base/hex.h"
 
 namespace bdn::sync {
 namespace {
@@ -18,14 +21,7 @@ std::string Sha256Hex(std::string_view data) {
   unsigned char md[32];
   unsigned int n = 0;
   EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (unsigned int i = 0; i < n; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
+  return HexEncode(std::span<const uint8_t>(md, n));
 }
 
 std::string HmacSha256(std::string_view key, std::string_view data) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "bdn/base/dir_fd.h"
+#include "bdn/base/fd.h"
 #include "bdn/sync/retry.h"
 
 namespace bdn::sync {
@@ -29,15 +30,12 @@ class FileStream : public ByteStream {
         source_(std::move(source)),
         cancel_(options.cancel),
         fetched_(options.bytes_fetched) {}
-  ~FileStream() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
 
   Result<size_t> Read(std::span<uint8_t> out) override {
     if (cancel_ && cancel_->load()) return Err(CanceledError(source_));
-    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    if (!fd_) BDN_RETURN_IF_ERROR(OpenFile());
     for (;;) {
-      ssize_t n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(offset_));
+      ssize_t n = ::pread(fd_.get(), out.data(), out.size(), static_cast<off_t>(offset_));
       if (n < 0) {
         if (errno == EINTR) continue;
         return Err(ErrnoError(What() + ": read", errno));
@@ -51,9 +49,9 @@ class FileStream : public ByteStream {
   }
 
   Status Finish() override {
-    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    if (!fd_) BDN_RETURN_IF_ERROR(OpenFile());
     struct stat st;
-    if (::fstat(fd_, &st) != 0) return ErrnoError(What(), errno);
+    if (::fstat(fd_.get(), &st) != 0) return ErrnoError(What(), errno);
     if (EtagOf(st) != object_.etag) return Changed("it was written while being read");
     return Status::Ok();
   }
@@ -67,7 +65,7 @@ class FileStream : public ByteStream {
 
   Status OpenFile() {
     if (single_file_) {
-      fd_ = ::open(root_.c_str(), O_RDONLY | O_CLOEXEC);
+      fd_.Reset(::open(root_.c_str(), O_RDONLY | O_CLOEXEC));
     } else {
       // Step down from the root one component at a time, never through a symlink.
       BDN_ASSIGN_OR_RETURN(DirFd dir, DirFd::Open(root_));
@@ -85,16 +83,16 @@ class FileStream : public ByteStream {
         dir = std::move(*next);
         rest.remove_prefix(slash + 1);
       }
-      fd_ = ::openat(dir.get(), std::string(rest).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      fd_.Reset(::openat(dir.get(), std::string(rest).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     }
-    if (fd_ < 0) {
+    if (!fd_) {
       if (errno == ENOENT || errno == ELOOP) return Changed("it was replaced or removed");
       return ErrnoError(What(), errno);
     }
     struct stat st;
-    if (::fstat(fd_, &st) != 0) return ErrnoError(What(), errno);
+    if (::fstat(fd_.get(), &st) != 0) return ErrnoError(What(), errno);
     if (EtagOf(st) != object_.etag) return Changed("it differs from the listing");
-    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     return Status::Ok();
   }
 
@@ -105,7 +103,7 @@ class FileStream : public ByteStream {
   std::string source_;
   const std::atomic<bool>* cancel_;
   std::atomic<uint64_t>* fetched_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 class FileSource : public Source {

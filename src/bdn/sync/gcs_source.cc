@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/text.h"
 #include "bdn/sync/crypto.h"
 #include "bdn/sync/http_fetch.h"
@@ -86,7 +87,7 @@ class TokenSource {
   // "Bearer <token>".
   Result<std::string> Authorization() {
     std::lock_guard lock(mu_);
-    const auto now = std::chrono::system_clock::now();
+    const WallTime now = Clock::Real()->WallNow();
     if (!token_.empty() && now + std::chrono::minutes(5) < expiry_) return "Bearer " + token_;
     const int64_t iat = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
     const std::string header = Base64UrlEncode(R"({"alg":"RS256","typ":"JWT"})");

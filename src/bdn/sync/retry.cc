@@ -1,19 +1,16 @@
 #include "bdn/sync/retry.h"
 
-#include <random>
-#include <thread>
-
 namespace bdn::sync {
 
 namespace internal {
 
-void SleepUnlessCanceled(std::chrono::milliseconds d, const std::atomic<bool>* cancel) {
-  const auto end = std::chrono::steady_clock::now() + d;
+void SleepUnlessCanceled(const Clock& clock, std::chrono::milliseconds d,
+                         const std::atomic<bool>* cancel) {
+  const SteadyTime end = clock.SteadyNow() + d;
   while (!(cancel && cancel->load())) {
-    auto left = end - std::chrono::steady_clock::now();
-    if (left <= std::chrono::steady_clock::duration::zero()) return;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-        left, std::chrono::milliseconds(50)));
+    const auto left = end - clock.SteadyNow();
+    if (left <= SteadyTime::duration::zero()) return;
+    clock.SleepFor(std::min<SteadyTime::duration>(left, std::chrono::milliseconds(50)));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "bdn/base/backoff.h"
+#include "bdn/base/clock.h"
 #include "bdn/base/status.h"
 #include "bdn/base/units.h"  // FormatDuration
 #include "bdn/sync/source.h"
@@ -16,8 +17,10 @@
 namespace bdn::sync {
 
 namespace internal {
-// Sleeps `d`, waking every 50 ms to see whether `cancel` is set (then returns at once).
-void SleepUnlessCanceled(std::chrono::milliseconds d, const std::atomic<bool>* cancel);
+// Sleeps `d` on `clock`, in steps of at most 50 ms, returning after the step in which `cancel`
+// is set.
+void SleepUnlessCanceled(const Clock& clock, std::chrono::milliseconds d,
+                         const std::atomic<bool>* cancel);
 }  // namespace internal
 
 // The error every source call fails with once `cancel` is set: Conflict "<what>: canceled"
@@ -34,16 +37,8 @@ Status CanceledError(const std::string& what);
 template <typename F>
 auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* cancel,
                        const std::string& what, F&& fn) {
-  using Clock = std::chrono::steady_clock;
-  auto now = [&] { return options.now ? options.now() : Clock::now(); };
-  auto sleep = [&](std::chrono::milliseconds d) {
-    if (options.sleep) {
-      options.sleep(d);
-    } else {
-      internal::SleepUnlessCanceled(d, cancel);
-    }
-  };
-  const auto start = now();
+  const Clock& clock = options.clock ? *options.clock : *Clock::Real();
+  const SteadyTime start = clock.SteadyNow();
   auto backoff = options.initial_backoff;
   for (Attempt a;; ++a.number) {
     a.transient = false;
@@ -54,13 +49,14 @@ auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* can
     const Status* err = backoff::ErrorOf(out);
     if (err == nullptr || !a.transient) return out;
     auto wait = std::max(backoff::Jitter(backoff), a.retry_after.value_or(std::chrono::milliseconds(0)));
-    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(now() - start);
+    const auto spent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock.SteadyNow() - start);
     if (spent + wait > options.deadline) {
       Status s = Status(err->code(), err->message() + " (retried for " + FormatDuration(spent) + ")")
                      .WithReason(std::string(kSourceUnavailable));
       return backoff::Failure<Outcome>(std::move(s));
     }
-    sleep(wait);
+    internal::SleepUnlessCanceled(clock, wait, cancel);
     if (cancel && cancel->load()) return backoff::Failure<Outcome>(CanceledError(what));
     backoff = std::min(backoff * 2, options.max_backoff);
   }

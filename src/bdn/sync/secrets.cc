@@ -8,7 +8,9 @@
 
 #include <memory>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
+#include "bdn/store/atomic_file.h"
 #include "bdn/sync/source.h"  // kSecretNotFound
 
 namespace bdn::sync {
@@ -29,14 +31,12 @@ const unsigned char* U(const std::string& s) {
 }
 
 Result<std::string> ReadKeyFile(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Err(ErrnoError("secret key file " + path.string(), errno));
+  const std::string what = "secret key file " + path.string();
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return Err(ErrnoError(what, errno));
   std::string key(kKeyBytes + 1, '\0');
-  ssize_t n = ::read(fd, key.data(), key.size());
-  int e = errno;
-  ::close(fd);
-  if (n < 0) return Err(ErrnoError("secret key file " + path.string(), e));
-  if (static_cast<size_t>(n) != kKeyBytes) {
+  BDN_ASSIGN_OR_RETURN(size_t n, ReadFull(fd.get(), {reinterpret_cast<uint8_t*>(key.data()), key.size()}, what));
+  if (n != kKeyBytes) {
     return Err(InternalError("secret key file " + path.string() + ": must hold exactly 32 bytes"));
   }
   key.resize(kKeyBytes);
@@ -57,23 +57,12 @@ Result<std::shared_ptr<SecretVault>> SecretVault::Open(std::shared_ptr<SecretSto
     if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), kKeyBytes) != 1) {
       return Err(InternalError("secret key file " + key_path.string() + ": no random bytes"));
     }
-    std::filesystem::path tmp = key_path;
-    tmp += ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
-    if (fd < 0) return Err(ErrnoError("secret key file " + tmp.string(), errno));
-    bool ok = ::fchmod(fd, kPrivateFileMode) == 0 &&
-              ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
-              ::fsync(fd) == 0;
-    int e = errno;
-    ::close(fd);
-    // link(2) never replaces: when two processes create the key at once, the first one wins and
-    // the other reads it.
-    if (ok && ::link(tmp.c_str(), key_path.c_str()) != 0 && errno != EEXIST) {
-      ok = false;
-      e = errno;
-    }
-    ::unlink(tmp.c_str());
-    if (!ok) return Err(ErrnoError("secret key file " + key_path.string(), e));
+    // Never replaces: when two processes create the key at once, the first one wins and the
+    // other reads it.
+    auto written = WriteFileAtomically(key_path, AsBytes(key),
+                                       "secret key file " + key_path.string(),
+                                       {.existing = ExistingFile::kKeep, .sync = FileSync::kAll});
+    if (!written) return Err(written.error());
   } else {
     MakePrivate(key_path, "secret key file");
   }

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/status.h"
 #include "bdn/volume/push.h"  // ByteStream
 
@@ -85,10 +86,10 @@ struct RetryOptions {
   std::chrono::milliseconds deadline{300'000};
   std::chrono::milliseconds initial_backoff{500};
   std::chrono::milliseconds max_backoff{30'000};
-  // The time source and sleep: the seam that lets tests run retries without waiting. Null: the
-  // steady clock and a sleep that wakes early when `cancel` is set.
-  std::function<std::chrono::steady_clock::time_point()> now;
-  std::function<void(std::chrono::milliseconds)> sleep;
+  // The time of the deadline and the waits (base/clock.h: tests run retries on a FakeClock
+  // without waiting). Waits are slept in steps of at most 50 ms, so a cancel ends them at once.
+  // Null: Clock::Real().
+  std::shared_ptr<Clock> clock;
 };
 
 // What one try tells the retry loop beyond its result.

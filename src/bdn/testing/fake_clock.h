@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "bdn/base/clock.h"
 
@@ -29,6 +30,10 @@ class FakeClock final : public Clock {
   }
   void SleepFor(std::chrono::nanoseconds d) const override {
     sleeps_.fetch_add(1);
+    {
+      std::lock_guard lock(mu_);
+      slept_.push_back(d);
+    }
     if (d > std::chrono::nanoseconds::zero()) const_cast<FakeClock*>(this)->Advance(d);
   }
 
@@ -41,6 +46,11 @@ class FakeClock final : public Clock {
   }
   // How many times SleepFor was called.
   int sleeps() const { return sleeps_.load(); }
+  // The durations SleepFor was called with, in order.
+  std::vector<std::chrono::nanoseconds> sleep_durations() const {
+    std::lock_guard lock(mu_);
+    return slept_;
+  }
 
  protected:
   void WaitSome(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
@@ -61,6 +71,7 @@ class FakeClock final : public Clock {
   mutable std::atomic<int> sleeps_{0};
   mutable std::mutex mu_;
   mutable std::multiset<std::condition_variable*> waiting_;
+  mutable std::vector<std::chrono::nanoseconds> slept_;
 };
 
 }  // namespace bdn::testutil

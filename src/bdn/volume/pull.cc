@@ -9,9 +9,11 @@
 #include <array>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <optional>
 
 #include "bdn/base/dir_fd.h"
+#include "bdn/base/fd.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
 
@@ -23,19 +25,6 @@ bool Under(const std::string& path, const std::string& prefix) {
   if (prefix.empty()) return true;
   return path == prefix || (path.size() > prefix.size() && path.starts_with(prefix) &&
                             path[prefix.size()] == '/');
-}
-
-Status WriteAll(int fd, const uint8_t* p, size_t n, const std::string& what) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(what, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
 }
 
 // The times to set for entry `e` (utimensat/futimens): its recorded mtime, atime left alone;
@@ -68,20 +57,16 @@ bool AllZero(std::span<const uint8_t> b) {
 
 // BLAKE3 of the regular file `name` in directory `dir`, or nullopt if it cannot be read.
 std::optional<Digest> HashLocal(int dir, const std::string& name) {
-  int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return std::nullopt;
   Blake3Hasher h;
   std::vector<uint8_t> buf(1 << 20);
   while (true) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    h.Update(buf.data(), static_cast<size_t>(n));
+    auto n = ReadFull(fd.get(), buf, name);
+    if (!n) return std::nullopt;
+    h.Update(buf.data(), *n);
+    if (*n < buf.size()) break;
   }
-  ::close(fd);
   return h.Finalize();
 }
 
@@ -95,6 +80,437 @@ Place PlaceOf(const std::string& rel) {
   size_t slash = rel.rfind('/');
   if (slash == std::string::npos) return {"", rel};
   return {rel.substr(0, slash), rel.substr(slash + 1)};
+}
+
+
+// What a pull writes, decided before anything is written: the selected entries in path order
+// (parents before children) and where each lands, relative to dest.
+struct PullPlan {
+  // Directories, symlinks, files and hardlinks to write, in path order.
+  std::vector<const Entry*> entries;
+  // The regular files to write, in path order: files, and hardlinks whose target is not pulled
+  // (made plain files; they point into `detached`).
+  std::vector<const Entry*> files;
+  std::deque<Entry> detached;  // a deque: pointers to its elements stay valid
+  // The hardlinks whose target is pulled too (linked once the files exist).
+  std::vector<const Entry*> links;
+  // Where entry path `p` lands, relative to dest.
+  std::function<std::string(const std::string&)> local;
+};
+
+bool Selected(const Entry& e, const std::string& path, const std::vector<std::string>& includes) {
+  if (!Under(e.path, path)) return false;
+  if (includes.empty()) return true;
+  for (const auto& inc : includes) {
+    if (Under(e.path, inc) || Under(inc, e.path)) return true;  // ancestors of includes too
+  }
+  return false;
+}
+
+// The plan of Pull(view, …, options). Errors: NotFound for options.path or an --include that
+// names no entry.
+Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
+  const Entry* top = view.Find(options.path);
+  if (!top) {
+    return Err(NotFoundError("path \"" + options.path + "\": not in version " +
+                             view.digest().ToString()));
+  }
+  // --include paths are relative to the pulled path; each must name an entry.
+  std::vector<std::string> includes;
+  for (const auto& inc : options.includes) {
+    std::string full = options.path.empty() ? inc : options.path + "/" + inc;
+    if (!view.Find(full)) {
+      return Err(NotFoundError("--include \"" + inc + "\": no such path under \"" +
+                               (options.path.empty() ? "/" : options.path) + "\" in version " +
+                               view.digest().ToString()));
+    }
+    includes.push_back(std::move(full));
+  }
+  auto selected = [&](const Entry& e) { return Selected(e, options.path, includes); };
+  PullPlan plan;
+  plan.local = [path = options.path, layout = options.layout](const std::string& p) {
+    if (layout == PullOptions::Layout::kFullPaths || path.empty()) return p;
+    if (p == path) {
+      size_t slash = p.rfind('/');
+      return slash == std::string::npos ? p : p.substr(slash + 1);
+    }
+    return p.substr(path.size() + 1);
+  };
+  // Parent directories of a stripped single path are not created; the top entry itself is.
+  if (top->kind != EntryKind::kDirectory || !options.path.empty()) {
+    if (options.layout == PullOptions::Layout::kFullPaths) {
+      for (const auto& e : view.manifest().entries) {
+        if (Under(options.path, e.path) && e.path != options.path) plan.entries.push_back(&e);
+      }
+    }
+  }
+  for (const auto& e : view.manifest().entries) {
+    if (!selected(e)) continue;
+    if (options.layout == PullOptions::Layout::kStripPrefix && e.path == options.path &&
+        e.kind == EntryKind::kDirectory) {
+      continue;  // its contents go straight into dest
+    }
+    plan.entries.push_back(&e);
+  }
+  for (const Entry* e : plan.entries) {
+    if (e->kind == EntryKind::kFile) {
+      plan.files.push_back(e);
+    } else if (e->kind == EntryKind::kHardlink) {
+      if (selected(view.Resolve(*e))) {
+        plan.links.push_back(e);
+        continue;
+      }
+      Entry copy = view.Resolve(*e);
+      copy.path = e->path;
+      plan.detached.push_back(std::move(copy));
+      plan.files.push_back(&plan.detached.back());
+    }
+  }
+  return plan;
+}
+
+// A file's partial file (PartialFileName, beside the file): opened (created if missing) and
+// locked, written, and either renamed into place by Commit or left for a later pull to resume
+// from (the default when the writer goes: its chunks are verified again then), or removed by
+// Discard (a file not worth resuming from). Owns the descriptor: every path closes it once.
+class PartialFile {
+ public:
+  // Opens and locks the partial file of `name` in directory `dir`; `shown` names the file in
+  // messages. Errors: ErrnoError "file \"<partial shown>\""; Conflict "file \"shown\": another
+  // pull is writing it" while another process holds its lock.
+  static Result<PartialFile> Open(int dir, const std::string& name, const std::string& shown) {
+    PartialFile p(dir, name, shown);
+    while (true) {
+      p.fd_.Reset(::openat(dir, p.tmp_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!p.fd_) return Err(p.Error(errno));
+      if (::flock(p.fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+        return Err(ConflictError("file \"" + shown + "\": another pull is writing it"));
+      }
+      // Another pull may have renamed this partial file into place between our open and our
+      // lock; then it is that file now, and we start a partial file of our own.
+      struct stat opened, named;
+      if (::fstat(p.fd_.get(), &opened) != 0) return Err(p.Error(errno));
+      errno = 0;
+      if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+          named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
+        break;
+      }
+      if (errno != ENOENT && errno != 0) return Err(p.Error(errno));
+    }
+    struct stat st;
+    p.bytes_ = ::fstat(p.fd_.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    return p;
+  }
+
+  PartialFile(PartialFile&&) noexcept = default;
+
+  int fd() const { return fd_.get(); }
+  // Its size when opened: the bytes a previous pull left.
+  uint64_t bytes() const { return bytes_; }
+  // How messages name the partial file: "file \"<dest>/…/.bdn-partial-…\"".
+  std::string what() const { return "file \"" + tmp_shown_ + "\""; }
+  // ErrnoError naming the partial file.
+  Status Error(int err) const { return ErrnoError(what(), err); }
+
+  // Removes it: its content is not worth resuming from.
+  void Discard() {
+    fd_.Reset();
+    ::unlinkat(dir_, tmp_.c_str(), 0);
+  }
+
+  // Gives it `size_bytes`, entry `e`'s mode and recorded times, closes it and renames it into
+  // place as the file. Errors: Error(errno) (the partial file is kept, but for a failed close
+  // or rename, which remove it); ErrnoError "file \"shown\"" for the rename.
+  Status Commit(const Entry& e) {
+    auto times = TimesOf(e);
+    if (::ftruncate(fd_.get(), static_cast<off_t>(e.size_bytes)) != 0 ||
+        ::fchmod(fd_.get(), e.mode) != 0 || (times && ::futimens(fd_.get(), times->data()) != 0)) {
+      return Error(errno);
+    }
+    if (Status closed = fd_.Close(what()); !closed.ok()) {
+      ::unlinkat(dir_, tmp_.c_str(), 0);
+      return closed;
+    }
+    if (::renameat(dir_, tmp_.c_str(), dir_, name_.c_str()) != 0) {
+      int err = errno;
+      ::unlinkat(dir_, tmp_.c_str(), 0);
+      return ErrnoError("file \"" + shown_ + "\"", err);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  PartialFile(int dir, const std::string& name, const std::string& shown)
+      : dir_(dir),
+        name_(name),
+        shown_(shown),
+        tmp_(PartialFileName(name)),
+        tmp_shown_(shown.substr(0, shown.size() - name.size()) + tmp_) {}
+
+  int dir_;
+  std::string name_, shown_, tmp_, tmp_shown_;
+  UniqueFd fd_;
+  uint64_t bytes_ = 0;
+};
+
+// Writes the regular files of a pull (WriteFile), several at once.
+class FileWriter {
+ public:
+  FileWriter(const VersionView& view, const PullOptions& options, TransferCounters* counters)
+      : view_(view),
+        overwrite_(options.existing == PullOptions::Existing::kOverwrite),
+        reader_(view.store(), options.reads),
+        counters_(counters) {}
+
+  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages. Returns
+  // whether it was written (false: already there with the right content). Nothing is renamed
+  // into place before its size and whole-file BLAKE3 are the entry's. Errors: those of Pull.
+  Result<bool> WriteFile(const Entry& e, int dir, const std::string& name,
+                         const std::string& shown) {
+    struct stat st;
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes) {
+        auto d = HashLocal(dir, name);
+        if (d && *d == e.digest) {
+          ::fchmodat(dir, name.c_str(), e.mode, 0);
+          BDN_RETURN_IF_ERROR(RestoreMtime(e, dir, name, "file", shown));
+          if (counters_) {
+            counters_->bytes_done += e.size_bytes;
+            ++counters_->files_done;
+          }
+          return false;
+        }
+      }
+      if (!overwrite_) {
+        return Err(AlreadyExistsError("file \"" + shown +
+                                      "\": exists with other content (use --overwrite)"));
+      }
+    }
+    // The chunk list first: a file whose list is missing, corrupt or unreachable gets no partial
+    // file (an empty one would be no help to a later pull).
+    BDN_ASSIGN_OR_RETURN(auto fc, view_.ChunksOf(e));
+    BDN_ASSIGN_OR_RETURN(PartialFile partial, PartialFile::Open(dir, name, shown));
+    BDN_ASSIGN_OR_RETURN(uint64_t written, Fill(e, fc->chunks, partial));
+    if (written != e.size_bytes) {
+      partial.Discard();  // a file whose size or digest is wrong is not worth resuming from
+      return Err(CorruptionError("file \"" + e.path + "\": its chunks hold " +
+                                 std::to_string(written) + " bytes, not its size " +
+                                 std::to_string(e.size_bytes)));
+    }
+    BDN_RETURN_IF_ERROR(partial.Commit(e));
+    if (counters_) ++counters_->files_done;
+    return true;
+  }
+
+ private:
+  // Brings `partial` to the content of `chunks` (entry `e`'s): keeps its leading chunks that
+  // hash to their ids, fetches the rest, and checks the whole-file BLAKE3 over exactly the
+  // bytes it holds. Returns the bytes it holds. On a failed read the partial file stays for a
+  // later pull (unless it holds nothing); on a digest mismatch it is discarded.
+  Result<uint64_t> Fill(const Entry& e, const std::vector<ChunkRef>& chunks, PartialFile& partial) {
+    const int fd = partial.fd();
+    const uint64_t partial_bytes = partial.bytes();
+    Blake3Hasher h;
+    uint64_t off = 0;
+    // The leading chunks already in the partial file are kept if they hash to their ids; from
+    // the first that does not, everything is fetched and rewritten.
+    size_t first_fetch = 0;
+    std::vector<uint8_t> have;
+    for (; first_fetch < chunks.size(); ++first_fetch) {
+      const ChunkRef& c = chunks[first_fetch];
+      if (off + c.size_bytes > partial_bytes || off + c.size_bytes > e.size_bytes) break;
+      have.resize(c.size_bytes);
+      if (::pread(fd, have.data(), have.size(), static_cast<off_t>(off)) !=
+              static_cast<ssize_t>(have.size()) ||
+          Digest::Of(have) != c.id) {
+        break;
+      }
+      h.Update(have);
+      off += c.size_bytes;
+      if (counters_) counters_->bytes_done += c.size_bytes;
+    }
+    Status read = reader_.Read(
+        std::span(chunks).subspan(first_fetch),
+        [&](size_t, Result<std::span<const uint8_t>> bytes) -> Status {
+          if (!bytes) return bytes.error().WithPrefix("file \"" + e.path + "\"");
+          if (bytes->size() > e.size_bytes - off) {
+            return CorruptionError("file \"" + e.path + "\": its chunks hold more than its size " +
+                                   std::to_string(e.size_bytes) + " bytes");
+          }
+          h.Update(*bytes);
+          // An all-zero chunk is left a hole; over old partial bytes (kept or not: those after
+          // the first mismatch may hold anything) it is punched out, or written where the file
+          // system cannot punch.
+          const bool write =
+              !AllZero(*bytes) ||
+              (off < partial_bytes &&
+               ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
+                           static_cast<off_t>(bytes->size())) != 0);
+          if (write) BDN_RETURN_IF_ERROR(PWriteAll(fd, *bytes, off, partial.what()));
+          off += bytes->size();
+          if (counters_) counters_->bytes_done += bytes->size();
+          return Status::Ok();
+        });
+    if (!read.ok()) {
+      // A partial file that holds nothing (the first chunk failed, e.g. shorter than the version
+      // says) is no help to a later pull.
+      if (off == 0 && partial_bytes == 0) partial.Discard();
+      return Err(read);
+    }
+    if (off == e.size_bytes && h.Finalize() != e.digest) {
+      partial.Discard();
+      return Err(CorruptionError("file \"" + e.path + "\": content does not match its digest " +
+                                 e.digest.ToString()));
+    }
+    return off;
+  }
+
+  const VersionView& view_;
+  const bool overwrite_;
+  ChunkReader reader_;
+  TransferCounters* counters_;
+};
+
+// Creates the directories and symlinks of `plan` under the cursor's root, in path order (parents
+// before children). A symlink or file where a directory is needed stops the cursor (it never
+// goes through a symlink). Errors: those of Pull.
+Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool overwrite) {
+  for (const Entry* e : plan.entries) {
+    if (e->kind != EntryKind::kDirectory && e->kind != EntryKind::kSymlink) continue;
+    const Place at = PlaceOf(plan.local(e->path));
+    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
+    const int dir = cursor.fd();
+    struct stat st;
+    bool exists = ::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (e->kind == EntryKind::kDirectory) {
+      if (exists && !S_ISDIR(st.st_mode)) {
+        if (!overwrite) {
+          return AlreadyExistsError("path \"" + cursor.Display(at.name) +
+                                    "\": exists and is not a directory (use --overwrite)");
+        }
+        BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
+        exists = false;
+      }
+      if (!exists && ::mkdirat(cursor.fd(), at.name.c_str(), e->mode | 0700) != 0) {
+        return ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno);
+      }
+      continue;
+    }
+    if (exists) {
+      std::string cur(static_cast<size_t>(st.st_size) + 1, '\0');
+      ssize_t n =
+          S_ISLNK(st.st_mode) ? ::readlinkat(dir, at.name.c_str(), cur.data(), cur.size()) : -1;
+      if (n >= 0 && std::string(cur.data(), static_cast<size_t>(n)) == e->target) {
+        BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
+        continue;
+      }
+      if (!overwrite) {
+        return AlreadyExistsError("path \"" + cursor.Display(at.name) +
+                                  "\": exists with other content (use --overwrite)");
+      }
+      BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
+    }
+    if (::symlinkat(e->target.c_str(), cursor.fd(), at.name.c_str()) != 0) {
+      return ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", errno);
+    }
+    BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
+  }
+  return Status::Ok();
+}
+
+// Writes the files of `plan`, up to `jobs` at once, in path order; the files of one directory
+// share one descriptor of it, and this thread owns the cursor. Adds to `result`. Errors: the
+// first of the files' (the others still finish).
+Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, int jobs,
+                  bool overwrite, PullResult& result) {
+  ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
+  std::vector<std::future<Result<bool>>> futures;
+  Status first;
+  for (const Entry* f : plan.files) {
+    Place at = PlaceOf(plan.local(f->path));
+    auto here = cursor.Share(at.parent);
+    if (!here) {
+      first = here.error();
+      break;
+    }
+    std::string shown = cursor.Display(at.name);
+    // A directory in the way is removed here, by the cursor's owner, before the file task.
+    struct stat st;
+    if (::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(st.st_mode)) {
+      first = overwrite ? RemoveTree(cursor, at.name)
+                        : AlreadyExistsError("file \"" + shown +
+                                             "\": exists with other content (use --overwrite)");
+      if (!first.ok()) break;
+    }
+    futures.push_back(pool.Submit([&writer, f, here = *here, name = std::move(at.name),
+                                   shown = std::move(shown)] {
+      return writer.WriteFile(*f, here->get(), name, shown);
+    }));
+  }
+  for (size_t i = 0; i < futures.size(); ++i) {
+    auto r = futures[i].get();
+    if (!r) {
+      if (first.ok()) first = r.error();
+    } else if (*r) {
+      ++result.files_written;
+      result.bytes_written += plan.files[i]->size_bytes;
+    } else {
+      ++result.files_skipped;
+    }
+  }
+  return first;
+}
+
+// Links the hardlinks of `plan` to their targets (a second cursor goes to each target's
+// directory). Errors: those of Pull.
+Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& cursor,
+                     bool overwrite) {
+  std::optional<DirCursor> targets;
+  for (const Entry* e : plan.links) {
+    if (!targets) {
+      BDN_ASSIGN_OR_RETURN(auto t, DirCursor::Open(dest));
+      targets.emplace(std::move(t));
+    }
+    const Place at = PlaceOf(plan.local(e->path));
+    const Place target = PlaceOf(plan.local(e->target));
+    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
+    BDN_RETURN_IF_ERROR(targets->MoveTo(target.parent));
+    struct stat a, b;
+    const bool exists = ::fstatat(cursor.fd(), at.name.c_str(), &a, AT_SYMLINK_NOFOLLOW) == 0;
+    if (exists &&
+        ::fstatat(targets->fd(), target.name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+      continue;
+    }
+    if (exists) {
+      if (!overwrite) {
+        return AlreadyExistsError("file \"" + cursor.Display(at.name) +
+                                  "\": exists with other content (use --overwrite)");
+      }
+      BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
+    }
+    if (::linkat(targets->fd(), target.name.c_str(), cursor.fd(), at.name.c_str(), 0) != 0) {
+      return ErrnoError("hardlink \"" + cursor.Display(at.name) + "\"", errno);
+    }
+  }
+  return Status::Ok();
+}
+
+// Directory modes and recorded mtimes, deepest first, so read-only directories do not block
+// their children and no later write inside moves a directory's mtime.
+Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
+  for (auto it = plan.entries.rbegin(); it != plan.entries.rend(); ++it) {
+    if ((*it)->kind != EntryKind::kDirectory) continue;
+    const Place at = PlaceOf(plan.local((*it)->path));
+    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
+    BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(cursor.fd(), at.name, cursor.Display(at.name)));
+    auto times = TimesOf(**it);
+    if (::fchmod(d.get(), (*it)->mode) != 0 || (times && ::futimens(d.get(), times->data()) != 0)) {
+      return ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -119,7 +535,7 @@ Status CatFile(const VersionView& view, const std::string& path, int fd,
       reader.Read(fc->chunks, [&](size_t, Result<std::span<const uint8_t>> bytes) -> Status {
         if (!bytes) return bytes.error().WithPrefix("file \"" + path + "\"");
         whole.Update(*bytes);
-        return WriteAll(fd, bytes->data(), bytes->size(), "stdout");
+        return WriteAll(fd, *bytes, "stdout");
       }));
   // Every chunk matched its id and length, so only a manifest that lies about the file's digest
   // gets here with other bytes; they are already written, and the error says so.
@@ -130,371 +546,32 @@ Status CatFile(const VersionView& view, const std::string& path, int fd,
 
 Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const PullOptions& options,
                         TransferCounters* counters) {
-  const Entry* top = view.Find(options.path);
-  if (!top) {
-    return Err(NotFoundError("path \"" + options.path + "\": not in version " +
-                             view.digest().ToString()));
-  }
-  // --include paths are relative to the pulled path; each must name an entry.
-  std::vector<std::string> includes;
-  for (const auto& inc : options.includes) {
-    std::string full = options.path.empty() ? inc : options.path + "/" + inc;
-    if (!view.Find(full)) {
-      return Err(NotFoundError("--include \"" + inc + "\": no such path under \"" +
-                               (options.path.empty() ? "/" : options.path) + "\" in version " +
-                               view.digest().ToString()));
-    }
-    includes.push_back(std::move(full));
-  }
-  auto selected = [&](const Entry& e) {
-    if (!Under(e.path, options.path)) return false;
-    if (includes.empty()) return true;
-    for (const auto& inc : includes) {
-      if (Under(e.path, inc) || Under(inc, e.path)) return true;  // ancestors of includes too
-    }
-    return false;
-  };
-  // Where entry `p` lands, relative to dest.
-  auto local = [&](const std::string& p) -> std::string {
-    if (options.layout == PullOptions::Layout::kFullPaths || options.path.empty()) return p;
-    if (p == options.path) {
-      size_t slash = p.rfind('/');
-      return slash == std::string::npos ? p : p.substr(slash + 1);
-    }
-    return p.substr(options.path.size() + 1);
-  };
-  // Parent directories of a stripped single path are not created; the top entry itself is.
-  std::vector<const Entry*> entries;
-  if (top->kind != EntryKind::kDirectory || !options.path.empty()) {
-    if (options.layout == PullOptions::Layout::kFullPaths) {
-      for (const auto& e : view.manifest().entries) {
-        if (Under(options.path, e.path) && e.path != options.path) entries.push_back(&e);
-      }
-    }
-  }
-  for (const auto& e : view.manifest().entries) {
-    if (selected(e)) {
-      if (options.layout == PullOptions::Layout::kStripPrefix && e.path == options.path &&
-          e.kind == EntryKind::kDirectory)
-        continue;  // its contents go straight into dest
-      entries.push_back(&e);
-    }
-  }
-
+  BDN_ASSIGN_OR_RETURN(PullPlan plan, PlanPull(view, options));
+  const bool overwrite = options.existing == PullOptions::Existing::kOverwrite;
   std::error_code ec;
   fs::create_directories(dest, ec);
   if (ec) return Err(ErrnoError("directory \"" + dest.string() + "\"", ec.value()));
   // Every step below is relative to a directory handle: paths of any length work, and walking
   // the entries in path order (each subtree one run) costs time linear in the tree.
   BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dest));
-  PullResult result;
-  const bool overwrite = options.existing == PullOptions::Existing::kOverwrite;
   if (counters) {
-    for (const Entry* e : entries) {
+    for (const Entry* e : plan.entries) {
       if (e->kind == EntryKind::kFile) {
         counters->bytes_total += e->size_bytes;
         ++counters->files_total;
       }
     }
   }
-
-  // Directories and symlinks first, in path order (parents before children). A symlink or file
-  // where a directory is needed stops the cursor (it never goes through a symlink).
-  for (const Entry* e : entries) {
-    if (e->kind != EntryKind::kDirectory && e->kind != EntryKind::kSymlink) continue;
-    const Place at = PlaceOf(local(e->path));
-    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
-    const int dir = cursor.fd();
-    struct stat st;
-    bool exists = ::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
-    if (e->kind == EntryKind::kDirectory) {
-      if (exists && !S_ISDIR(st.st_mode)) {
-        if (!overwrite) {
-          return Err(AlreadyExistsError("path \"" + cursor.Display(at.name) +
-                                        "\": exists and is not a directory (use --overwrite)"));
-        }
-        BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
-        exists = false;
-      }
-      if (!exists && ::mkdirat(cursor.fd(), at.name.c_str(), e->mode | 0700) != 0) {
-        return Err(ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno));
-      }
-    } else {
-      if (exists) {
-        std::string cur(static_cast<size_t>(st.st_size) + 1, '\0');
-        ssize_t n = S_ISLNK(st.st_mode) ? ::readlinkat(dir, at.name.c_str(), cur.data(), cur.size())
-                                        : -1;
-        if (n >= 0 && std::string(cur.data(), static_cast<size_t>(n)) == e->target) {
-          BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
-          continue;
-        }
-        if (!overwrite) {
-          return Err(AlreadyExistsError("path \"" + cursor.Display(at.name) +
-                                        "\": exists with other content (use --overwrite)"));
-        }
-        BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
-      }
-      if (::symlinkat(e->target.c_str(), cursor.fd(), at.name.c_str()) != 0) {
-        return Err(ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", errno));
-      }
-      BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
-    }
-  }
-
-  // Regular files, in parallel, in path order; hardlinks whose target is not pulled become
-  // plain files (a deque: the pointers to them stay valid).
-  std::vector<const Entry*> files;
-  std::deque<Entry> detached;
-  for (const Entry* e : entries) {
-    if (e->kind == EntryKind::kFile) {
-      files.push_back(e);
-    } else if (e->kind == EntryKind::kHardlink && !selected(view.Resolve(*e))) {
-      Entry copy = view.Resolve(*e);
-      copy.path = e->path;
-      detached.push_back(std::move(copy));
-      files.push_back(&detached.back());
-    }
-  }
-  // Declared before the pool below, so that it outlives the tasks that read through it.
-  ChunkReader reader(view.store(), options.reads);
-  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages. Returns
-  // whether it was written (false: already there with the right content). Nothing is renamed
-  // into place before its size and whole-file BLAKE3 are the entry's.
-  auto write_file = [&](const Entry& e, int dir, const std::string& name,
-                        const std::string& shown) -> Result<bool> {
-    struct stat st;
-    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-      if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes) {
-        auto d = HashLocal(dir, name);
-        if (d && *d == e.digest) {
-          ::fchmodat(dir, name.c_str(), e.mode, 0);
-          BDN_RETURN_IF_ERROR(RestoreMtime(e, dir, name, "file", shown));
-          if (counters) {
-            counters->bytes_done += e.size_bytes;
-            ++counters->files_done;
-          }
-          return false;
-        }
-      }
-      if (!overwrite) {
-        return Err(AlreadyExistsError("file \"" + shown +
-                                      "\": exists with other content (use --overwrite)"));
-      }
-    }
-    // The chunk list first: a file whose list is missing, corrupt or unreachable gets no partial
-    // file (an empty one would be no help to a later pull).
-    auto fc = view.ChunksOf(e);
-    if (!fc) return Err(fc.error());
-    const std::string tmp = PartialFileName(name);
-    const std::string tmp_shown = shown.substr(0, shown.size() - name.size()) + tmp;
-    int fd = -1;
-    while (true) {
-      fd = ::openat(dir, tmp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd < 0) return Err(ErrnoError("file \"" + tmp_shown + "\"", errno));
-      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        ::close(fd);
-        return Err(ConflictError("file \"" + shown + "\": another pull is writing it"));
-      }
-      // Another pull may have renamed this partial file into place between our open and our
-      // lock; then it is that file now, and we start a partial file of our own.
-      struct stat opened, named;
-      if (::fstat(fd, &opened) != 0) {
-        int err = errno;
-        ::close(fd);
-        return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
-      }
-      if (::fstatat(dir, tmp.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
-          named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
-        break;
-      }
-      int err = errno;
-      ::close(fd);
-      if (err != ENOENT && err != 0) return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
-    }
-    struct stat partial;
-    const uint64_t partial_bytes =
-        ::fstat(fd, &partial) == 0 ? static_cast<uint64_t>(partial.st_size) : 0;
-    // On a read failure the partial file stays (its chunks are verified again when the next
-    // pull of this path resumes from it).
-    auto fail = [&](Status s) {
-      ::close(fd);
-      return Err(std::move(s));
-    };
-    // A file whose size or digest is wrong is not worth resuming from.
-    auto refuse = [&](Status s) {
-      ::close(fd);
-      ::unlinkat(dir, tmp.c_str(), 0);
-      return Err(std::move(s));
-    };
-    const std::vector<ChunkRef>& chunks = (*fc)->chunks;
-    // The whole file's BLAKE3 over exactly the bytes it will hold: those kept from the partial
-    // file (read back from disk) and those written.
-    Blake3Hasher h;
-    uint64_t off = 0;
-    // The leading chunks already in the partial file are kept if they hash to their ids; from
-    // the first that does not, everything is fetched and rewritten.
-    size_t first_fetch = 0;
-    std::vector<uint8_t> have;
-    for (; first_fetch < chunks.size(); ++first_fetch) {
-      const ChunkRef& c = chunks[first_fetch];
-      if (off + c.size_bytes > partial_bytes || off + c.size_bytes > e.size_bytes) break;
-      have.resize(c.size_bytes);
-      if (::pread(fd, have.data(), have.size(), static_cast<off_t>(off)) !=
-              static_cast<ssize_t>(have.size()) ||
-          Digest::Of(have) != c.id) {
-        break;
-      }
-      h.Update(have);
-      off += c.size_bytes;
-      if (counters) counters->bytes_done += c.size_bytes;
-    }
-    Status read = reader.Read(
-        std::span(chunks).subspan(first_fetch),
-        [&](size_t, Result<std::span<const uint8_t>> bytes) -> Status {
-          if (!bytes) return bytes.error().WithPrefix("file \"" + e.path + "\"");
-          if (bytes->size() > e.size_bytes - off) {
-            return CorruptionError("file \"" + e.path + "\": its chunks hold more than its size " +
-                                   std::to_string(e.size_bytes) + " bytes");
-          }
-          h.Update(*bytes);
-          // An all-zero chunk is left a hole; over old partial bytes (kept or not: those after
-          // the first mismatch may hold anything) it is punched out, or written where the file
-          // system cannot punch.
-          const bool write =
-              !AllZero(*bytes) ||
-              (off < partial_bytes &&
-               ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
-                           static_cast<off_t>(bytes->size())) != 0);
-          if (write) {
-            size_t done = 0;
-            while (done < bytes->size()) {
-              ssize_t n = ::pwrite(fd, bytes->data() + done, bytes->size() - done,
-                                   static_cast<off_t>(off + done));
-              if (n < 0) {
-                if (errno == EINTR) continue;
-                return ErrnoError("file \"" + tmp_shown + "\"", errno);
-              }
-              done += static_cast<size_t>(n);
-            }
-          }
-          off += bytes->size();
-          if (counters) counters->bytes_done += bytes->size();
-          return Status::Ok();
-        });
-    // A partial file that holds nothing (the first chunk failed, e.g. shorter than the version
-    // says) is no help to a later pull.
-    if (!read.ok()) return off == 0 && partial_bytes == 0 ? refuse(read) : fail(read);
-    if (off != e.size_bytes) {
-      return refuse(CorruptionError("file \"" + e.path + "\": its chunks hold " +
-                                    std::to_string(off) + " bytes, not its size " +
-                                    std::to_string(e.size_bytes)));
-    }
-    if (h.Finalize() != e.digest) {
-      return refuse(CorruptionError("file \"" + e.path + "\": content does not match its digest " +
-                                    e.digest.ToString()));
-    }
-    auto times = TimesOf(e);
-    if (::ftruncate(fd, static_cast<off_t>(e.size_bytes)) != 0 || ::fchmod(fd, e.mode) != 0 ||
-        (times && ::futimens(fd, times->data()) != 0)) {
-      return fail(ErrnoError("file \"" + tmp_shown + "\"", errno));
-    }
-    if (::close(fd) != 0) {
-      int err = errno;
-      ::unlinkat(dir, tmp.c_str(), 0);
-      return Err(ErrnoError("file \"" + tmp_shown + "\"", err));
-    }
-    if (::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
-      int err = errno;
-      ::unlinkat(dir, tmp.c_str(), 0);
-      return Err(ErrnoError("file \"" + shown + "\"", err));
-    }
-    if (counters) ++counters->files_done;
-    return true;
-  };
+  PullResult result;
+  BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite));
   {
-    int jobs = options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads();
-    ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
-    std::vector<std::future<Result<bool>>> futures;
-    Status first;
-    // The files of one directory share one descriptor of it; this thread owns the cursor.
-    for (const Entry* f : files) {
-      Place at = PlaceOf(local(f->path));
-      auto here = cursor.Share(at.parent);
-      if (!here) {
-        first = here.error();
-        break;
-      }
-      std::string shown = cursor.Display(at.name);
-      // A directory in the way is removed here, by the cursor's owner, before the file task.
-      struct stat st;
-      if (::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISDIR(st.st_mode)) {
-        first = overwrite ? RemoveTree(cursor, at.name)
-                          : AlreadyExistsError("file \"" + shown +
-                                               "\": exists with other content (use --overwrite)");
-        if (!first.ok()) break;
-      }
-      futures.push_back(pool.Submit([&, f, here = *here, name = std::move(at.name),
-                                     shown = std::move(shown)] {
-        return write_file(*f, here->get(), name, shown);
-      }));
-    }
-    for (size_t i = 0; i < futures.size(); ++i) {
-      auto r = futures[i].get();
-      if (!r) {
-        if (first.ok()) first = r.error();
-      } else if (*r) {
-        ++result.files_written;
-        result.bytes_written += files[i]->size_bytes;
-      } else {
-        ++result.files_skipped;
-      }
-    }
-    if (!first.ok()) return Err(first);
+    // The writer (and its ChunkReader) outlives the pool inside WriteFiles.
+    FileWriter writer(view, options, counters);
+    const int jobs = options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads();
+    BDN_RETURN_IF_ERROR(WriteFiles(plan, cursor, writer, jobs, overwrite, result));
   }
-
-  // Hardlinks, once their targets exist; a second cursor goes to each target's directory.
-  std::optional<DirCursor> targets;
-  for (const Entry* e : entries) {
-    if (e->kind != EntryKind::kHardlink || !selected(view.Resolve(*e))) continue;
-    if (!targets) {
-      BDN_ASSIGN_OR_RETURN(auto t, DirCursor::Open(dest));
-      targets.emplace(std::move(t));
-    }
-    const Place at = PlaceOf(local(e->path));
-    const Place target = PlaceOf(local(e->target));
-    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
-    BDN_RETURN_IF_ERROR(targets->MoveTo(target.parent));
-    struct stat a, b;
-    const bool exists = ::fstatat(cursor.fd(), at.name.c_str(), &a, AT_SYMLINK_NOFOLLOW) == 0;
-    if (exists &&
-        ::fstatat(targets->fd(), target.name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-        a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-      continue;
-    }
-    if (exists) {
-      if (!overwrite) {
-        return Err(AlreadyExistsError("file \"" + cursor.Display(at.name) +
-                                      "\": exists with other content (use --overwrite)"));
-      }
-      BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
-    }
-    if (::linkat(targets->fd(), target.name.c_str(), cursor.fd(), at.name.c_str(), 0) != 0) {
-      return Err(ErrnoError("hardlink \"" + cursor.Display(at.name) + "\"", errno));
-    }
-  }
-  // Directory modes and recorded mtimes last, deepest first, so read-only directories do not
-  // block their children and no later write inside moves a directory's mtime.
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    if ((*it)->kind != EntryKind::kDirectory) continue;
-    const Place at = PlaceOf(local((*it)->path));
-    BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
-    BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(cursor.fd(), at.name, cursor.Display(at.name)));
-    auto times = TimesOf(**it);
-    if (::fchmod(d.get(), (*it)->mode) != 0 || (times && ::futimens(d.get(), times->data()) != 0)) {
-      return Err(ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno));
-    }
-  }
+  BDN_RETURN_IF_ERROR(LinkHardlinks(plan, dest, cursor, overwrite));
+  BDN_RETURN_IF_ERROR(SetDirectoryModesAndTimes(plan, cursor));
   return result;
 }
 

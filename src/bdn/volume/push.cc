@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "bdn/base/dir_fd.h"
+#include "bdn/base/fd.h"
 #include "bdn/base/text.h"  // IsValidUtf8
 #include "bdn/base/thread_pool.h"
 #include "bdn/format/chunk_index.h"
@@ -524,14 +525,11 @@ class DirectoryFileStream : public ByteStream {
         name_(std::move(name)),
         what_("file \"" + shown + "\""),
         scanned_(scanned) {}
-  ~DirectoryFileStream() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
 
   Result<size_t> Read(std::span<uint8_t> out) override {
-    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    if (!fd_) BDN_RETURN_IF_ERROR(OpenFile());
     for (;;) {
-      ssize_t n = ::read(fd_, out.data(), out.size());
+      ssize_t n = ::read(fd_.get(), out.data(), out.size());
       if (n < 0) {
         if (errno == EINTR) continue;
         return Err(ErrnoError(what_ + ": read", errno));
@@ -543,9 +541,9 @@ class DirectoryFileStream : public ByteStream {
   }
 
   Status Finish() override {
-    if (fd_ < 0) BDN_RETURN_IF_ERROR(OpenFile());
+    if (!fd_) BDN_RETURN_IF_ERROR(OpenFile());
     struct stat after;
-    if (::fstat(fd_, &after) != 0) return ErrnoError(what_, errno);
+    if (::fstat(fd_.get(), &after) != 0) return ErrnoError(what_, errno);
     if (read_ != static_cast<uint64_t>(before_.st_size) || after.st_size != before_.st_size ||
         after.st_mtim.tv_sec != before_.st_mtim.tv_sec ||
         after.st_mtim.tv_nsec != before_.st_mtim.tv_nsec ||
@@ -562,19 +560,19 @@ class DirectoryFileStream : public ByteStream {
   }
 
   Status OpenFile() {
-    fd_ = ::openat(dir_->get(), name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd_ < 0) {
+    fd_.Reset(::openat(dir_->get(), name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd_) {
       if (errno == ENOENT || errno == ELOOP) return Changed("it was replaced or removed");
       return ErrnoError(what_, errno);
     }
-    if (::fstat(fd_, &before_) != 0) return ErrnoError(what_, errno);
+    if (::fstat(fd_.get(), &before_) != 0) return ErrnoError(what_, errno);
     if (before_.st_ino != scanned_.st_ino || before_.st_dev != scanned_.st_dev ||
         before_.st_size != scanned_.st_size ||
         before_.st_mtim.tv_nsec != scanned_.st_mtim.tv_nsec ||
         before_.st_mtim.tv_sec != scanned_.st_mtim.tv_sec) {
       return Changed("it differs from when the directory was scanned");
     }
-    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     return Status::Ok();
   }
 
@@ -583,7 +581,7 @@ class DirectoryFileStream : public ByteStream {
   std::string what_;
   struct stat scanned_;
   struct stat before_ {};
-  int fd_ = -1;
+  UniqueFd fd_;
   uint64_t read_ = 0;
 };
 

@@ -1,0 +1,266 @@
+// The mount table as bdn sees it: what is mounted where (/proc/self/mountinfo and a stat that
+// cannot hang), detaching dead mounts, unmounting, and whether allow_other is permitted.
+#include "bdn/mount/mount_table.h"
+
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace bdn {
+namespace fs = std::filesystem;
+
+std::string MountpointPrefix(const fs::path& mp) { return "mountpoint " + mp.string(); }
+
+// `p` made absolute with its parent canonical; the last component is not resolved, since
+// stat on a dead mount fails with ENOTCONN.
+fs::path AbsoluteMountpoint(const fs::path& p) {
+  fs::path abs = fs::absolute(p).lexically_normal();
+  if (abs.has_parent_path() && !abs.has_filename()) abs = abs.parent_path();
+  std::error_code ec;
+  fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
+  if (ec || abs == abs.root_path()) return abs;
+  return parent / abs.filename();
+}
+
+bool IsRoot() { return ::geteuid() == 0; }
+
+namespace {
+
+// Runs `argv` (searched in PATH) and waits. Returns its exit status, or -1 if it could not run.
+int RunProgram(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// "\040" and friends in /proc/self/mountinfo back to bytes.
+std::string UnescapeMountField(std::string_view s) {
+  auto oct = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && oct(s[i + 1]) && oct(s[i + 2]) && oct(s[i + 3])) {
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+      continue;
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+// The topmost mount at `mp`, per /proc/self/mountinfo.
+struct MountInfo {
+  std::string type;  // "" if nothing is mounted there
+  std::string source;
+  std::vector<std::string> super_options;  // e.g. "default_permissions", "allow_other"
+};
+
+MountInfo MountAt(const fs::path& mp) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  MountInfo found;
+  while (std::getline(in, line)) {
+    // id parent maj:min root mountpoint options [optional fields...] - fstype source superopts
+    std::vector<std::string_view> fields;
+    std::string_view rest = line;
+    while (!rest.empty()) {
+      size_t sp = rest.find(' ');
+      fields.push_back(rest.substr(0, sp));
+      if (sp == std::string_view::npos) break;
+      rest.remove_prefix(sp + 1);
+    }
+    if (fields.size() < 7 || UnescapeMountField(fields[4]) != mp.string()) continue;
+    auto dash = std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
+    if (dash == fields.end() || dash + 1 == fields.end()) continue;
+    // Later lines are mounted on top of earlier ones.
+    found = {std::string(*(dash + 1)),
+             dash + 2 == fields.end() ? std::string() : UnescapeMountField(*(dash + 2)),
+             {}};
+    if (dash + 3 < fields.end()) {
+      std::string_view opts = *(dash + 3);
+      for (size_t at = 0; at <= opts.size();) {
+        size_t comma = std::min(opts.find(',', at), opts.size());
+        found.super_options.emplace_back(opts.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
+  }
+  return found;
+}
+
+std::string MountTypeAt(const fs::path& mp) { return MountAt(mp).type; }
+
+// What stat (and statvfs, when asked) of a path answered: 0 or the errno of each.
+struct PathProbe {
+  int stat_errno = 0;
+  int statvfs_errno = 0;
+};
+
+// stat, then statvfs if `with_statvfs` and stat succeeded, of `path` on a helper thread, waited
+// for at most `deadline`. A FUSE daemon that is stopped or hung never answers, and a thread
+// blocked on it cannot be woken; it is left behind (detached) and ends when the daemon answers,
+// the mount is detached, or this process exits. nullopt if it did not answer in time.
+std::optional<PathProbe> ProbePath(const fs::path& path, bool with_statvfs,
+                                   std::chrono::milliseconds deadline) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    PathProbe probe;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([shared, path = path.string(), with_statvfs] {
+    PathProbe probe;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      probe.stat_errno = errno;
+    } else if (with_statvfs) {
+      struct statvfs vfs;
+      if (::statvfs(path.c_str(), &vfs) != 0) probe.statvfs_errno = errno;
+    }
+    std::lock_guard lock(shared->mu);
+    shared->probe = probe;
+    shared->done = true;
+    shared->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(shared->mu);
+  if (!shared->cv.wait_for(lock, deadline, [&] { return shared->done; })) return std::nullopt;
+  return shared->probe;
+}
+
+
+}  // namespace
+
+Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
+  fs::path mp = AbsoluteMountpoint(mountpoint);
+  MountInfo info = MountAt(mp);
+  MountpointState state;
+  state.type = info.type;
+  state.source = info.source;
+  state.allow_other =
+      std::ranges::find(info.super_options, "allow_other") != info.super_options.end();
+  // stat may be answered from cached attributes; statfs always asks a bdn daemon.
+  auto probe = ProbePath(mp, info.type == "fuse.bdn", kMountpointAnswerDeadline);
+  if (!probe) {
+    return Err(FailedPreconditionError(
+        MountpointPrefix(mp) + ": the " + (info.type.empty() ? "file system" : info.type) +
+        " mount there" + (info.source.empty() ? "" : " of " + info.source) + " does not answer within " +
+        std::to_string(kMountpointAnswerDeadline.count() / 1000) +
+        " s (its daemon is stopped or hung); unmount it first (bdn volume umount " + mp.string() +
+        ")"));
+  }
+  if (probe->stat_errno != 0) {
+    if (probe->stat_errno == ENOTCONN) {
+      state.kind = MountpointState::Kind::kDead;
+      return state;
+    }
+    if (probe->stat_errno == ENOENT && info.type.empty()) return state;
+    return Err(ErrnoError(MountpointPrefix(mp), probe->stat_errno));
+  }
+  if (info.type.empty()) return state;
+  if (info.type != "fuse.bdn") {
+    state.kind = MountpointState::Kind::kOther;
+    return state;
+  }
+  bool dead = probe->statvfs_errno == ENOTCONN;
+  state.kind = dead ? MountpointState::Kind::kDead : MountpointState::Kind::kLiveBdn;
+  return state;
+}
+
+bool FuseConfAllowsOther(std::string_view text) {
+  constexpr std::string_view kBlanks = " \t\r\f\v";
+  for (size_t at = 0; at < text.size();) {
+    size_t newline = text.find('\n', at);
+    if (newline == std::string_view::npos) break;  // fusermount3 ignores an unterminated line
+    std::string_view line = text.substr(at, newline - at);
+    at = newline + 1;
+    line = line.substr(0, line.find('#'));
+    size_t first = line.find_first_not_of(kBlanks);
+    if (first == std::string_view::npos) continue;
+    line = line.substr(first, line.find_last_not_of(kBlanks) - first + 1);
+    if (line == "user_allow_other") return true;
+  }
+  return false;
+}
+
+Status CheckAllowOtherPermitted() {
+  if (IsRoot()) return Status::Ok();
+  std::ifstream in("/etc/fuse.conf", std::ios::binary);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  if (FuseConfAllowsOther(text)) return Status::Ok();
+  return PermissionDeniedError("allow_other: not permitted for uid " + std::to_string(::geteuid()) +
+                               ": /etc/fuse.conf has no user_allow_other line (needed when not "
+                               "mounting as root)");
+}
+
+Result<bool> CleanDeadMount(const fs::path& mountpoint) {
+  fs::path mp = AbsoluteMountpoint(mountpoint);
+  const std::string what = MountpointPrefix(mp);
+  BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(mp));
+  if (state.kind != MountpointState::Kind::kDead) return false;
+  if (IsRoot()) {
+    if (::umount2(mp.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+      return Err(ErrnoError(what + ": detach dead mount", errno));
+    }
+  } else {
+    int rc = RunProgram({"fusermount3", "-u", "-z", "-q", mp.string()});
+    if (rc != 0) {
+      return Err(
+          InternalError(what + ": fusermount3 -uz failed (exit " + std::to_string(rc) + ")"));
+    }
+  }
+  return true;
+}
+
+Status Unmount(const fs::path& mountpoint) {
+  fs::path mp = AbsoluteMountpoint(mountpoint);
+  const std::string what = MountpointPrefix(mp);
+  // Only /proc/self/mountinfo, not InspectMountpoint: a hung daemon must not hang its unmount.
+  std::string type = MountTypeAt(mp);
+  if (type != "fuse.bdn") {
+    return InvalidArgumentError(what + ": not a bdn mount" +
+                                (type.empty() ? std::string() : " (it is " + type + ")"));
+  }
+  if (IsRoot()) {
+    if (::umount2(mp.c_str(), UMOUNT_NOFOLLOW) != 0) {
+      if (errno == EBUSY) {
+        return FailedPreconditionError(what + ": busy (files or directories are open on it)");
+      }
+      return ErrnoError(what + ": unmount", errno);
+    }
+    return Status::Ok();
+  }
+  int rc = RunProgram({"fusermount3", "-u", mp.string()});
+  if (rc != 0) {
+    return FailedPreconditionError(what + ": fusermount3 -u failed (exit " + std::to_string(rc) +
+                                   "; busy?)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace bdn

@@ -1,0 +1,77 @@
+// The mount table as bdn sees it (mount_table.cc): whether a mountpoint holds a live bdn mount,
+// a dead one or something else, detaching dead mounts, unmounting, and whether this user may
+// mount with allow_other.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "bdn/base/status.h"
+
+namespace bdn {
+
+// Unmounts the bdn mount at `mountpoint` (umount2 as root, else fusermount3 -u); its daemon
+// then exits. Errors: InvalidArgument "mountpoint X: not a bdn mount" when no fuse.bdn mount is
+// there; FailedPrecondition "mountpoint X: busy (…)" when files are open on it; Internal
+// otherwise.
+Status Unmount(const std::filesystem::path& mountpoint);
+
+// What a mountpoint holds: the one answer to "is this a live bdn mount of version X, a dead
+// mount, or something else" for every command that mounts.
+struct MountpointState {
+  enum class Kind {
+    kNone,     // nothing is mounted there (or the path does not exist)
+    kLiveBdn,  // a bdn mount whose daemon answers
+    kDead,     // a FUSE mount whose daemon is gone (ENOTCONN); CleanDeadMount detaches it
+    kOther,    // another live file system
+  };
+  Kind kind = Kind::kNone;
+  std::string type;          // of the topmost mount, e.g. "fuse.bdn"; "" for kNone
+  std::string source;        // its source; for bdn the version ref (MountOptions::fsname)
+  bool allow_other = false;  // it was mounted with allow_other
+};
+
+// How long InspectMountpoint waits for the file system at a mountpoint to answer stat/statfs.
+inline constexpr std::chrono::milliseconds kMountpointAnswerDeadline{5000};
+
+// Inspects the topmost mount at `mountpoint` (made absolute; /proc/self/mountinfo, then stat
+// and, for a fuse.bdn mount, statfs: a dead daemon's mount fails them with ENOTCONN, and statfs
+// is asked even while stat is still answered from cached attributes). Asks a live bdn daemon
+// one statfs, which it answers from memory. Never waits longer than kMountpointAnswerDeadline: a
+// daemon that is stopped (SIGSTOP) or hung leaves a mount whose stat never returns; the thread
+// that asked is left blocked until it does (or the process exits).
+// Errors: from stat, except that a path that does not exist is kNone (so is a dead mount's
+// ENOTCONN, which is kDead); FailedPrecondition "mountpoint P: the fuse.bdn mount there of SRC
+// does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume
+// umount P)" when nothing answers in time. Thread-safe.
+Result<MountpointState> InspectMountpoint(const std::filesystem::path& mountpoint);
+
+// If `mountpoint` is a dead FUSE mount (InspectMountpoint: kDead), detaches it lazily (umount2
+// MNT_DETACH as root, else fusermount3 -uz) and returns true; the directory beneath is usable
+// again. Returns false if it is not a dead mount (or does not exist).
+// Errors: from InspectMountpoint, or from the detach (Internal).
+Result<bool> CleanDeadMount(const std::filesystem::path& mountpoint);
+
+// Whether the text of a fuse.conf lets users mount with allow_other, by fusermount3's rule: a
+// line that is "user_allow_other" once a '#' comment and surrounding blanks are dropped; a last
+// line without its newline does not count (fusermount3 skips it).
+bool FuseConfAllowsOther(std::string_view fuse_conf_text);
+
+// Ok if this process may mount with allow_other: as root, or when /etc/fuse.conf allows it
+// (FuseConfAllowsOther). Else PermissionDenied "allow_other: not permitted for uid N:
+// /etc/fuse.conf has no user_allow_other line (needed when not mounting as root)". Reads the
+// file on every call.
+Status CheckAllowOtherPermitted();
+
+// `p` made absolute with its parent canonical; the last component is not resolved (stat on a
+// dead mount fails with ENOTCONN). How every function here names a mountpoint.
+std::filesystem::path AbsoluteMountpoint(const std::filesystem::path& p);
+// "mountpoint <mp>": the start of messages about `mp`.
+std::string MountpointPrefix(const std::filesystem::path& mp);
+// Whether this process runs as root (then it mounts and unmounts with the system calls, else
+// through fusermount3).
+bool IsRoot();
+
+}  // namespace bdn

@@ -1,0 +1,87 @@
+// WithSourceRetries on a FakeClock: the deadline of a call, the server's Retry-After, and a
+// cancel, all without waiting.
+#include "bdn/sync/retry.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "bdn/testing/fake_clock.h"
+#include "bdn/testing/status_matchers.h"
+
+namespace bdn::sync {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(WithSourceRetries, TransientFailuresAreRetriedUntilTheDeadlineThenNamed) {
+  auto clock = std::make_shared<testutil::FakeClock>();
+  RetryOptions options{.deadline = 10s, .initial_backoff = 500ms, .max_backoff = 2s,
+                       .clock = clock};
+  const SteadyTime start = clock->SteadyNow();
+  int tries = 0;
+  Status s = WithSourceRetries(options, nullptr, "hf://org/model", [&](Attempt& a) {
+    ++tries;
+    a.transient = true;
+    return UnavailableError("hf://org/model: HTTP 503");
+  });
+  EXPECT_STATUS(s, kUnavailable, "hf://org/model: HTTP 503 (retried for ");
+  EXPECT_EQ(s.reason(), "source_unavailable");
+  // No wait passes the deadline: the call gives up before sleeping past it.
+  EXPECT_LE(clock->SteadyNow() - start, 10s);
+  EXPECT_GT(tries, 5);
+}
+
+TEST(WithSourceRetries, RetryAfterIsHonouredAndFinalErrorsReturnAtOnce) {
+  auto clock = std::make_shared<testutil::FakeClock>();
+  RetryOptions options{.deadline = 60s, .initial_backoff = 100ms, .clock = clock};
+  int tries = 0;
+  Result<int> r = WithSourceRetries(options, nullptr, "s3://b/k", [&](Attempt& a) -> Result<int> {
+    if (++tries == 1) {
+      a.transient = true;
+      a.retry_after = 7s;
+      return Err(UnavailableError("s3://b/k: HTTP 429"));
+    }
+    return 5;
+  });
+  ASSERT_OK(r);
+  EXPECT_EQ(*r, 5);
+  EXPECT_EQ(tries, 2);
+  // 7 s slept in steps of at most 50 ms.
+  std::chrono::nanoseconds slept{0};
+  for (auto d : clock->sleep_durations()) {
+    EXPECT_LE(d, 50ms);
+    slept += d;
+  }
+  EXPECT_EQ(slept, 7s);
+
+  tries = 0;
+  Status final = WithSourceRetries(options, nullptr, "s3://b/k", [&](Attempt&) {
+    ++tries;
+    return NotFoundError("s3://b/k: not found");
+  });
+  EXPECT_STATUS(final, kNotFound, "s3://b/k: not found");
+  EXPECT_EQ(tries, 1);
+}
+
+TEST(WithSourceRetries, ACancelEndsTheWaitAndTheCall) {
+  auto clock = std::make_shared<testutil::FakeClock>();
+  RetryOptions options{.deadline = 600s, .initial_backoff = 30s, .max_backoff = 30s,
+                       .clock = clock};
+  std::atomic<bool> cancel{false};
+  int tries = 0;
+  Status s = WithSourceRetries(options, &cancel, "sync job sync_1", [&](Attempt& a) {
+    ++tries;
+    a.transient = true;
+    cancel = true;  // cancelled while the first failure is being handled
+    return UnavailableError("connection reset");
+  });
+  EXPECT_STATUS(s, kConflict, "sync job sync_1: canceled");
+  EXPECT_EQ(s.reason(), "canceled");
+  EXPECT_EQ(tries, 1);
+  EXPECT_LE(clock->sleep_durations().size(), 1u) << "one 50 ms step at most, not 30 s";
+}
+
+}  // namespace
+}  // namespace bdn::sync
