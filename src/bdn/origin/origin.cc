@@ -17,12 +17,14 @@ namespace bdn::origin {
 using nlohmann::json;
 
 Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
-               std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys)
+               std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys,
+               std::shared_ptr<PushClaims> claims)
     : options_(options),
       store_(std::move(store)),
       registry_(std::move(registry)),
       keys_(std::move(keys)),
-      claims_(options.claim_ttl) {}
+      claims_(claims ? std::move(claims)
+                     : std::make_shared<MemoryPushClaims>(options.claim_ttl)) {}
 
 void Origin::Register(http::Server& server) {
   server_ = &server;
@@ -209,10 +211,12 @@ void Origin::RegisterKeys() {
 
 Result<std::optional<std::string>> BootstrapAdminKey(KeyStore& keys,
                                                      const std::filesystem::path& token_path) {
-  BDN_ASSIGN_OR_RETURN(auto existing, keys.List());
-  if (!existing.empty()) return std::optional<std::string>();
-  BDN_ASSIGN_OR_RETURN(CreatedKey created,
-                       keys.Create(std::string(kAllNamespaces), {Scope::kAdmin}));
+  // One transaction decides: of several servers sharing a key store and starting at once,
+  // exactly one creates the key (and writes the token).
+  BDN_ASSIGN_OR_RETURN(std::optional<CreatedKey> first,
+                       keys.CreateIfNone(std::string(kAllNamespaces), {Scope::kAdmin}));
+  if (!first) return std::optional<std::string>();
+  const CreatedKey& created = *first;
   std::filesystem::path tmp = token_path;
   tmp += ".tmp";
   auto fail = [&](std::string_view what, int e) {
