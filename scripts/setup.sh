@@ -5,6 +5,8 @@ pkgs=(build-essential cmake pkg-config git
       libfuse3-dev fuse3 librust-blake3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
       libzstd-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
       libcpp-httplib-dev libboost1.81-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev curl
+      libpq-dev  # bdn serve --db: the PostgreSQL client
+      postgresql  # the server the --db tests start themselves (initdb, as the postgres user)
       b3sum casync python3 attr
       wrk  # bench/http_load.sh
       awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it

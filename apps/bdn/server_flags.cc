@@ -94,6 +94,18 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   c->add_flag("--sync-allow-private-addresses", serve->sync_allow_private_addresses,
               "let sync jobs reach loopback, private and link-local addresses (by default "
               "http(s) sources and endpoints must be public)");
+  c->add_option("--db", serve->db,
+                "keep the registry, keys, sync jobs, secrets and push claims in PostgreSQL "
+                "(postgresql://user@host:5432/dbname; the password in PGPASSWORD or ~/.pgpass) "
+                "instead of <data>/registry.db; replicas given the same URL share them")
+      ->envname("BDN_DB");
+  c->add_option("--db-connections", serve->db_connections,
+                "connections to --db this server keeps at most")
+      ->capture_default_str();
+  c->add_option("--secrets-key-file", serve->secrets_key_file,
+                "the 32-byte key that seals sync secrets (the same file on every replica; "
+                "never created by the server); default <data>/secrets.key, and with --db none")
+      ->envname("BDN_SECRETS_KEY_FILE");
   c->callback([&app, &inv, serve] {
     inv.run_standalone = [&app, serve] { return cli::Serve(*serve, GlobalOption(app, "--home")); };
   });

@@ -15,6 +15,11 @@ cleanup() {
     "$BDN" volume umount "$m" >/dev/null 2>&1 || fusermount3 -u -z "$m" >/dev/null 2>&1 || umount -l "$m" >/dev/null 2>&1 || true
   done
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  if [ -n "${PG_DIR:-}" ]; then
+    pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+    cp "$PG_DIR/log" "$WORK/postgres.log" 2>/dev/null || true
+    rm -rf "$PG_DIR"
+  fi
   if [ $rc -eq 0 ] || [ $rc -eq 77 ]; then rm -rf "$WORK"; else echo "FAILED: work dir kept at $WORK" >&2; fi
   exit $rc
 }
@@ -122,6 +127,22 @@ start_origin() {
   export BDN_REMOTE="$URL"
 }
 
+# start_fault_proxy NAME UPSTREAM ARGS...: fault_proxy.py (--rule, --gate: see there) in front of
+# UPSTREAM, its log in $WORK/NAME.log; waits until it listens and sets PROXY_URL.
+start_fault_proxy() {
+  local name=$1 upstream=$2; shift 2
+  : >"$WORK/$name.log"  # before the child opens it: the loop below reads it at once
+  python3 "$(dirname "${BASH_SOURCE[0]}")/fault_proxy.py" --upstream "$upstream" "$@" 2>>"$WORK/$name.log" &
+  PIDS+=("$!")
+  PROXY_URL=""
+  for _ in $(seq 1 100); do
+    PROXY_URL=$(sed -n 's/^fault_proxy listening on \(http:\/\/[^ ]*\)$/\1/p' "$WORK/$name.log")
+    [ -n "$PROXY_URL" ] && return 0
+    sleep 0.1
+  done
+  fail "no 'listening on' line from $name: $(cat "$WORK/$name.log")"
+}
+
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # wait_sync_job ID STATE: polls `bdn --json volume sync describe ID` (up to 20 s) until the job is
@@ -178,4 +199,54 @@ untrack() {
   local p keep=()
   for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
   PIDS=("${keep[@]}")
+}
+
+# ---- PostgreSQL (bdn serve --db) ----
+# The server of a test runs from its own directory outside $WORK (which only its owner may
+# enter), as the postgres OS user when the test runs as root (PostgreSQL refuses root; Debian's
+# postgresql package creates that user), on a free port of 127.0.0.1 with trust authentication
+# and fsync off. Stopped and removed on exit (its log kept in $WORK/postgres.log).
+
+# pg_as CMD...: runs CMD as the server's user.
+pg_as() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# start_postgres: initdb and start; sets PG_BIN, PG_DIR, PG_PORT and PG_URL_BASE
+# (postgresql://postgres@127.0.0.1:PORT). Skips the test (exit 77) when PostgreSQL is missing.
+start_postgres() {
+  PG_BIN=""
+  local d
+  for d in /usr/lib/postgresql/*/bin; do [ -x "$d/postgres" ] && PG_BIN=$d; done
+  if [ -z "$PG_BIN" ]; then
+    echo "SKIP: PostgreSQL is not installed (apt-get install postgresql); $TEST_NAME needs it"
+    exit 77
+  fi
+  if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+    echo "SKIP: no postgres OS user to run PostgreSQL as (apt-get install postgresql creates it)"
+    exit 77
+  fi
+  PG_DIR=$(mktemp -d "/tmp/bdn-pg-${TEST_NAME}.XXXXXX")
+  [ "$(id -u)" = 0 ] && chown postgres: "$PG_DIR"
+  pg_as "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust --no-sync -E UTF8 \
+    --locale=C >"$WORK/initdb.log" 2>&1 || fail "initdb: $(cat "$WORK/initdb.log")"
+  PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  PG_URL_BASE="postgresql://postgres@127.0.0.1:$PG_PORT"
+  pg_start
+}
+
+# pg_start, pg_stop: start (waiting until it accepts connections) and stop (fast shutdown: every
+# connection ended) the test's server.
+pg_start() {
+  pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w -t 60 \
+    -o "-p $PG_PORT -k $PG_DIR -h 127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null \
+    || fail "postgres did not start: $(cat "$PG_DIR/log")"
+}
+pg_stop() {
+  pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w -t 60 stop >/dev/null || fail "pg_ctl stop failed"
+}
+
+# psql_c DB SQL: runs SQL on database DB and prints the result unaligned, without headers.
+psql_c() {
+  "$PG_BIN/psql" -X -q -t -A -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$1" -c "$2"
 }

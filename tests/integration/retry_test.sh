@@ -10,7 +10,6 @@
 # - a push rides out an origin restart: it retries, claims the volume again and commits.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-PROXY_PY="$(dirname "$0")/fault_proxy.py"
 
 step "start the origin"
 start_bdn serve serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth
@@ -25,16 +24,7 @@ start_proxy() {
   local args=()
   for r in "$@"; do args+=(--rule "$r"); done
   [ -z "${GATE:-}" ] || args+=(--gate "$GATE")
-  : >"$WORK/$name.log"  # before the child opens it: the loop below reads it at once
-  python3 "$PROXY_PY" --upstream "${UPSTREAM:-$ORIGIN}" "${args[@]}" 2>>"$WORK/$name.log" &
-  PIDS+=("$!")
-  PROXY_URL=""
-  for _ in $(seq 1 100); do
-    PROXY_URL=$(sed -n 's/^fault_proxy listening on \(http:\/\/[^ ]*\)$/\1/p' "$WORK/$name.log")
-    [ -n "$PROXY_URL" ] && return 0
-    sleep 0.1
-  done
-  fail "no 'listening on' line from $name: $(cat "$WORK/$name.log")"
+  start_fault_proxy "$name" "${UPSTREAM:-$ORIGIN}" "${args[@]}"
 }
 # proxied NAME PATTERN: how many requests the proxy NAME logged that match the grep PATTERN.
 proxied() { grep -c -E "$2" "$WORK/$1.log" || true; }

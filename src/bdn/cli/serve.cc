@@ -35,8 +35,11 @@
 #include "bdn/registry/registry.h"
 #include "bdn/store/chunk_store.h"
 #include "bdn/remote/remote_chunk_store.h"
+#include "bdn/registry/pg_metadata.h"
+#include "bdn/registry/push_claims.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sync_job_store.h"
+#include "bdn/sql/database.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/sync/secrets.h"
 #include "bdn/sync/service.h"
@@ -233,19 +236,27 @@ Result<http::ServerOptions> ServerOptionsFrom(const HttpServerArgs& a) {
 }
 
 // The server's periodic garbage collection: one RunGc every interval on its own thread, its
-// outcome in the bdn_gc_* metrics (docs/http-api.md, "Health and metrics").
+// outcome in the bdn_gc_* metrics (docs/http-api.md, "Health and metrics"). With `cluster` (the
+// metadata database replicas share), each run first takes that database's lock "gc" and is
+// skipped while another replica's run holds it (bdn_gc_skipped_total), so replicas over one
+// store never collect it at once.
 class PeriodicGc {
  public:
-  PeriodicGc(Registry& registry, LocalChunkStore& store, http::Metrics& metrics,
-             std::chrono::milliseconds interval, GcOptions options)
+  PeriodicGc(Registry& registry, GcStore& store, http::Metrics& metrics,
+             std::chrono::milliseconds interval, GcOptions options,
+             std::shared_ptr<sql::Database> cluster = nullptr)
       : registry_(registry),
         store_(store),
         metrics_(metrics),
         interval_(interval),
-        options_(std::move(options)) {
+        options_(std::move(options)),
+        cluster_(std::move(cluster)) {
     using T = http::Metrics::Type;
     metrics_.Declare("bdn_gc_runs_total", T::kCounter, "Garbage collection runs that completed.");
     metrics_.Declare("bdn_gc_failures_total", T::kCounter, "Garbage collection runs that failed.");
+    metrics_.Declare("bdn_gc_skipped_total", T::kCounter,
+                     "Garbage collection runs skipped because another replica's run held the "
+                     "database lock \"gc\".");
     metrics_.Declare("bdn_gc_bytes_reclaimed_total", T::kCounter,
                      "Pack bytes deleted by garbage collection, less the bytes it copied.");
     metrics_.Declare("bdn_gc_packs_deleted_total", T::kCounter,
@@ -277,7 +288,24 @@ class PeriodicGc {
         std::unique_lock l(mu_);
         if (cv_.wait_for(l, interval_, [this] { return stop_.load(); })) return;
       }
+      std::unique_ptr<sql::HeldLock> held;
+      if (cluster_) {
+        auto lock = cluster_->TryLock("gc");
+        if (!lock) {
+          metrics_.Add("bdn_gc_failures_total", {}, 1);
+          std::fprintf(stderr, "bdn serve: gc: %s\n", lock.error().message().c_str());
+          continue;
+        }
+        if (!lock->held) {
+          metrics_.Add("bdn_gc_skipped_total", {}, 1);
+          log::Info("gc: skipped; another replica is collecting (" +
+                    (lock->holder.empty() ? std::string("holder unknown") : lock->holder) + ")");
+          continue;
+        }
+        held = std::move(lock->held);
+      }
       auto r = RunGc(registry_, store_, options_);
+      held.reset();
       if (stop_) return;
       if (!r) {
         metrics_.Add("bdn_gc_failures_total", {}, 1);
@@ -307,15 +335,104 @@ class PeriodicGc {
   }
 
   Registry& registry_;
-  LocalChunkStore& store_;
+  GcStore& store_;
   http::Metrics& metrics_;
   const std::chrono::milliseconds interval_;
   GcOptions options_;
+  const std::shared_ptr<sql::Database> cluster_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// How far back the store's in-memory writer claims must reach (LocalChunkStore::Options::
+// claims_retain_since): to the oldest live push claim, which a database of claims answers on a
+// thread of its own every second, so that a writer never waits for the database (nor stalls
+// when it is down: then everything is retained until it answers again).
+class ClaimHorizon {
+ public:
+  explicit ClaimHorizon(std::shared_ptr<PushClaims> claims) : claims_(std::move(claims)) {
+    Refresh();
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~ClaimHorizon() {
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // The oldest live claim's acquisition; SteadyTime::min() when unknown; max() when none.
+  SteadyTime Oldest() const { return SteadyTime(SteadyTime::duration(oldest_.load())); }
+
+ private:
+  void Refresh() {
+    auto r = claims_->OldestLiveAcquired();
+    SteadyTime t = !r ? SteadyTime::min() : *r ? **r : SteadyTime::max();
+    oldest_ = t.time_since_epoch().count();
+  }
+  void Loop() {
+    std::unique_lock l(mu_);
+    while (!cv_.wait_for(l, std::chrono::seconds(1), [this] { return stop_; })) {
+      l.unlock();
+      Refresh();
+      l.lock();
+    }
+  }
+
+  const std::shared_ptr<PushClaims> claims_;
+  std::atomic<SteadyTime::rep> oldest_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Where `bdn serve` keeps its metadata: the data directory's SQLite file, or PostgreSQL (--db).
+struct Metadata {
+  std::shared_ptr<Registry> registry;
+  std::shared_ptr<KeyStore> keys;
+  std::shared_ptr<SyncJobStore> jobs;
+  std::shared_ptr<SecretStore> secrets;
+  std::shared_ptr<PushClaims> claims;    // null: the origin's memory
+  // With --db: the pool (for other components' tables, e.g. an object store's pack index, which
+  // migrate their own component with PgPool::Migrate) and the database replicas coordinate in
+  // (its lock "gc" around each periodic GC run).
+  std::shared_ptr<sql::PgPool> pool;
+  std::shared_ptr<sql::Database> cluster;
+};
+
+Result<Metadata> OpenMetadata(const ServeArgs& args, const fs::path& data,
+                              RegistryOptions registry_options, std::chrono::milliseconds ttl) {
+  Metadata m;
+  if (args.db.empty()) {
+    const fs::path db = data / "registry.db";
+    BDN_ASSIGN_OR_RETURN(m.registry, SqliteRegistry::Open(db, std::move(registry_options)));
+    BDN_ASSIGN_OR_RETURN(m.keys, SqliteKeyStore::Open(db));
+    BDN_ASSIGN_OR_RETURN(m.jobs, SqliteSyncJobStore::Open(db));
+    BDN_ASSIGN_OR_RETURN(m.secrets, SqliteSecretStore::Open(db));
+    return m;
+  }
+  if (args.db_connections < 1 || args.db_connections > 1000) {
+    return Err(InvalidArgumentError("--db-connections " + std::to_string(args.db_connections) +
+                                    ": must be 1 to 1000"));
+  }
+  sql::PgOptions options;
+  options.url = args.db;
+  options.max_connections = static_cast<size_t>(args.db_connections);
+  BDN_ASSIGN_OR_RETURN(PgMetadata pg, OpenPgMetadata(options, std::move(registry_options), ttl));
+  log::Info("metadata in " + pg.pool->name());
+  m.registry = pg.registry;
+  m.keys = pg.keys;
+  m.jobs = pg.jobs;
+  m.secrets = pg.secrets;
+  m.claims = pg.claims;
+  m.pool = pg.pool;
+  m.cluster = pg.pool->Use("cluster");
+  return m;
+}
 
 }  // namespace
 
@@ -352,51 +469,67 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   // Before anything else touches the directory; held (never closed) until the process exits.
   BDN_ASSIGN_OR_RETURN(UniqueFd data_lock, LockDataDir(data));  // held until the server stops
 
+  // Before the store: with --db, a server that cannot reach its database creates nothing more.
+  BDN_ASSIGN_OR_RETURN(Metadata meta, OpenMetadata(args, data, registry_options, *ttl));
+  std::shared_ptr<Registry> registry = meta.registry;
+  std::shared_ptr<KeyStore> keys = meta.keys;
+
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(data));
   // This process's GC sees its writers' claims in memory: what each push or sync under a live
   // claim relied on, and what any client was told in the last --gc-grace.
   store_options.claims = ClaimMode::kMemory;
   auto live_origin = std::make_shared<std::atomic<origin::Origin*>>(nullptr);
   const std::chrono::milliseconds claim_window = *gc_grace;
-  store_options.claims_retain_since = [live_origin, claim_window] {
+  std::shared_ptr<ClaimHorizon> horizon;
+  if (meta.claims) horizon = std::make_shared<ClaimHorizon>(meta.claims);
+  store_options.claims_retain_since = [live_origin, claim_window, horizon] {
     SteadyTime since = Clock::Real()->SteadyNow() - claim_window;
+    if (horizon) return std::min(since, horizon->Oldest());
     if (origin::Origin* o = live_origin->load()) {
-      if (auto oldest = o->claims().OldestLiveAcquired()) since = std::min(since, *oldest);
+      auto oldest = o->claims().OldestLiveAcquired();
+      if (oldest && *oldest) since = std::min(since, **oldest);
     }
     return since;
   };
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<LocalChunkStore> local_store,
                        LocalChunkStore::Open(data / "store", store_options));
   std::shared_ptr<ChunkStore> store = local_store;
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<Registry> registry,
-                       SqliteRegistry::Open(data / "registry.db", registry_options));
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<KeyStore> keys, SqliteKeyStore::Open(data / "registry.db"));
 
   options.claim_ttl = *ttl;
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
 
-  origin::Origin origin(options, store, registry, keys);
+  origin::Origin origin(options, store, registry, keys, meta.claims);
   live_origin->store(&origin);
   struct Unset {  // before the origin goes, on every way out
     std::shared_ptr<std::atomic<origin::Origin*>> p;
     ~Unset() { p->store(nullptr); }
   } unset{live_origin};
   // Sync jobs run in this server (docs/spec.md §6): durable in the registry's database, resumed by
-  // the next start after a crash or a stop.
+  // the next start after a crash or a stop (with --db, by any replica: each polls for them).
   sync::RunnerDeps sync_deps;
   sync_deps.store = store;
   // A sync's commit is checked and held against a sweep like a push's (CommitCheckingRegistry).
   sync_deps.registry = std::make_shared<CommitCheckingRegistry>(registry, store);
-  BDN_ASSIGN_OR_RETURN(sync_deps.jobs, SqliteSyncJobStore::Open(data / "registry.db"));
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<SecretStore> secret_store,
-                       SqliteSecretStore::Open(data / "registry.db"));
-  BDN_ASSIGN_OR_RETURN(sync_deps.secrets,
-                       sync::SecretVault::Open(secret_store, data / "secrets.key"));
+  sync_deps.jobs = meta.jobs;
+  if (!args.secrets_key_file.empty()) {
+    BDN_ASSIGN_OR_RETURN(sync_deps.secrets,
+                         sync::SecretVault::OpenShared(meta.secrets, args.secrets_key_file));
+  } else if (args.db.empty()) {
+    BDN_ASSIGN_OR_RETURN(sync_deps.secrets,
+                         sync::SecretVault::Open(meta.secrets, data / "secrets.key"));
+  } else {
+    sync_deps.secrets_unavailable =
+        "bdn serve --db keeps them in the shared database, sealed with the key of "
+        "--secrets-key-file, which this server was not given (every replica needs the same "
+        "file)";
+  }
   sync_deps.access = source_access;
   sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
     return origin.ClaimForSync(ns, volume);
   };
-  sync::JobScheduler scheduler(sync_deps, args.sync_runners);
+  sync::JobScheduler scheduler(sync_deps, args.sync_runners,
+                               args.db.empty() ? std::chrono::milliseconds(0)
+                                               : std::chrono::milliseconds(10'000));
   origin.EnableSync(std::make_shared<sync::LocalSyncService>(
       sync_deps, [&scheduler](const std::string& id) { scheduler.Enqueue(id); }));
   origin.Register(server);
@@ -404,7 +537,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   gc_options.grace = *gc_grace;
   gc_options.max_repack_fraction = args.gc_max_repack_fraction;
   gc_options.hook = std::move(*gc_hook);
-  PeriodicGc gc(*registry, *local_store, server.metrics(), *gc_interval, gc_options);
+  PeriodicGc gc(*registry, *local_store, server.metrics(), *gc_interval, gc_options, meta.cluster);
   BDN_RETURN_IF_ERROR(server.Start());
   if (Status s = scheduler.Start(); !s.ok()) {
     server.Stop();

@@ -47,19 +47,32 @@ struct ServeArgs {
   std::string gc_interval = "1h";
   std::string gc_grace = "10m";
   double gc_max_repack_fraction = 0.5;
+  // The metadata (registry, keys, sync jobs, secrets, push claims) in PostgreSQL instead of
+  // <data>/registry.db: a libpq URL ("postgresql://user@host:5432/bdn"; "": SQLite). Replicas
+  // given the same URL serve one registry (docs/postgresql.md).
+  std::string db;
+  int db_connections = 16;  // the pool of connections to --db
+  // The AES-256 key that seals sync secrets: a file of 32 bytes, never created by the server
+  // (replicas must share one). "": <data>/secrets.key, created at first use, and with --db no
+  // secrets at all.
+  std::string secrets_key_file;
 };
 
 // bdn serve: binds the address, then takes the data directory (created private, 0700; locked
-// against a second server), opens its store, registry and key table, creates the first admin key
-// (printed once and written to <data>/admin.token, 0600) unless keys exist or auth is off, and
-// serves until SIGINT/SIGTERM, collecting garbage every --gc-interval on its own thread
-// (bdn_gc_* metrics). `home` is the --home flag ("": DefaultHome()).
+// against a second server), opens its store, registry and key table (with --db: connects to
+// PostgreSQL and applies its migrations instead, and keeps push claims there), creates the first
+// admin key (printed once and written to <data>/admin.token, 0600) unless keys exist or auth is
+// off (with --db: by exactly one of the replicas starting at once), and serves until
+// SIGINT/SIGTERM, collecting garbage every --gc-interval on its own thread (bdn_gc_* metrics;
+// with --db a run is skipped while another replica's holds the database lock "gc").
+// `home` is the --home flag ("": DefaultHome()).
 // Errors: InvalidArgument naming the flag for a malformed value ("--claim-ttl: duration ...",
 // "--sync-file-root \"D\": not a directory", "--sync-file-root \"D\": inside the data
 // directory ..."); NotFound "--sync-file-root \"D\": No such file or directory";
 // Unavailable "listen H:P: cannot bind ..." (nothing is created then); FailedPrecondition
-// "--data D: in use by another bdn serve (pid N); ..."; those of opening the store, registry and
-// key store. Not thread-safe (one per process: it blocks SIGINT/SIGTERM in every thread).
+// "--data D: in use by another bdn serve (pid N); ..."; InvalidArgument "--db: ..." for a
+// malformed URL; Unavailable "database postgresql://...: cannot connect: ..."; those of opening
+// the store, registry and key store, and of the migrations. Not thread-safe (one per process: it blocks SIGINT/SIGTERM in every thread).
 Status Serve(const ServeArgs& args, const std::string& home);
 
 struct CacheServeArgs {

@@ -14,12 +14,17 @@ namespace bdn::origin {
 using nlohmann::json;
 
 Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
-               std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys)
+               std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys,
+               std::shared_ptr<PushClaims> claims)
     : options_(options),
       store_(std::move(store)),
       registry_(std::move(registry)),
       keys_(std::move(keys)),
-      claims_(options.claim_ttl, options.clock),
+      claims_(claims ? std::move(claims)
+                     : std::make_shared<MemoryPushClaims>(
+                           options.claim_ttl, [clock = options.clock ? options.clock : Clock::Real()] {
+                             return clock->SteadyNow();
+                           })),
       version_blobs_(std::make_shared<VersionBlobCache>(store_, options.version_blobs_max_ids)) {
   ReadAuthority authority = options_.read_authority;
   if (!authority && options_.role == Role::kOrigin) {
@@ -240,10 +245,12 @@ void Origin::RegisterKeys() {
 
 Result<std::optional<std::string>> BootstrapAdminKey(KeyStore& keys,
                                                      const std::filesystem::path& token_path) {
-  BDN_ASSIGN_OR_RETURN(auto existing, keys.List());
-  if (!existing.empty()) return std::optional<std::string>();
-  BDN_ASSIGN_OR_RETURN(CreatedKey created,
-                       keys.Create(std::string(kAllNamespaces), {Scope::kAdmin}));
+  // One transaction decides: of several servers sharing a key store and starting at once,
+  // exactly one creates the key (and writes the token).
+  BDN_ASSIGN_OR_RETURN(std::optional<CreatedKey> first,
+                       keys.CreateIfNone(std::string(kAllNamespaces), {Scope::kAdmin}));
+  if (!first) return std::optional<std::string>();
+  const CreatedKey& created = *first;
   const std::string line = created.token + "\n";
   // One server holds the data directory: a fixed temporary name, reused after a crash.
   auto written = WriteFileAtomically(

@@ -14,8 +14,8 @@
 
 #include "bdn/http/server.h"
 #include "bdn/origin/chunk_scope.h"
-#include "bdn/origin/claims.h"
 #include "bdn/registry/key_store.h"
+#include "bdn/registry/push_claims.h"
 #include "bdn/registry/registry.h"
 #include "bdn/store/chunk_store.h"
 #include "bdn/sync/service.h"
@@ -74,15 +74,18 @@ constexpr uint64_t IdsBodyLimit(size_t max_ids) { return 4096 + 128 * uint64_t{m
 // thread-safe.
 class Origin {
  public:
-  // `keys` may be null only with AuthMode::kDisabled.
+  // `keys` may be null only with AuthMode::kDisabled. `claims`: where push claims live
+  // (PgPushClaims for replicas sharing a database); null: this process's memory
+  // (MemoryPushClaims with options.claim_ttl).
   Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
-         std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys);
+         std::shared_ptr<Registry> registry, std::shared_ptr<KeyStore> keys,
+         std::shared_ptr<PushClaims> claims = nullptr);
 
   // Adds every endpoint of docs/http-api.md to `server` and declares the origin's metrics
   // (bdn_chunks_{sent,received}_total, bdn_chunk_bytes_{sent,received}_total) on it.
   void Register(http::Server& server);
 
-  ClaimTable& claims() { return claims_; }
+  PushClaims& claims() { return *claims_; }
 
   // Serves the sync job and secret endpoints (docs/http-api.md, "Sync jobs", "Secrets") over
   // `sync`; call before Register. Without it those endpoints are not registered (404).
@@ -156,7 +159,7 @@ class Origin {
   std::shared_ptr<ChunkStore> store_;
   std::shared_ptr<Registry> registry_;
   std::shared_ptr<KeyStore> keys_;
-  ClaimTable claims_;
+  std::shared_ptr<PushClaims> claims_;
   std::shared_ptr<VersionBlobCache> version_blobs_;  // over store_
   std::unique_ptr<ReadScope> read_scope_;
   std::unique_ptr<NamespaceIndex> namespaces_;  // the origin role's push side
@@ -169,8 +172,10 @@ class Origin {
 
 // On a server whose key store holds no key at all (first start), creates an admin key for "*",
 // writes its token to `token_path` (mode 0600, written to a temporary name and renamed) and
-// returns it; returns nullopt when keys already exist. Errors: from the key store, or I/O
-// errors writing the file (the key is then revoked).
+// returns it; returns nullopt when keys already exist. The check and the creation are one
+// transaction (KeyStore::CreateIfNone): of replicas sharing a key store and starting at once,
+// exactly one creates a key. Errors: from the key store, or I/O errors writing the file (the
+// key is then revoked).
 Result<std::optional<std::string>> BootstrapAdminKey(KeyStore& keys,
                                                      const std::filesystem::path& token_path);
 

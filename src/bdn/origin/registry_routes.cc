@@ -237,7 +237,7 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
     Reply(res, api::CommitResultToJson(*applied));
     return Status::Ok();
   }
-  BDN_RETURN_IF_ERROR(claims_.CheckCommit(p.ns, p.volume, claim));
+  BDN_RETURN_IF_ERROR(claims_->CheckCommit(p.ns, p.volume, claim));
   // The visibility rule: nothing is committed unless every blob it needs is stored and durable,
   // and no GC sweeps between the check and the commit (store/gc_store.h).
   // The stats come from the manifest, not from the request.
@@ -265,12 +265,12 @@ void Origin::RegisterClaims() {
   using Req = const http::ServerRequest&;
   using Res = http::ServerResponse&;
   const std::string claims = "/v1/volumes/([^/]+)/([^/]+)/claims";
-  auto ttl_ms = static_cast<int64_t>(claims_.ttl().count());
+  auto ttl_ms = static_cast<int64_t>(claims_->ttl().count());
 
   Route("POST", claims, "/v1/volumes/{ns}/{vol}/claims", push,
         [this, ttl_ms](Req req, Res res, const ApiKey& key) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
-          BDN_ASSIGN_OR_RETURN(std::string id, claims_.Acquire(p.ns, p.volume, HolderOf(key),
+          BDN_ASSIGN_OR_RETURN(std::string id, claims_->Acquire(p.ns, p.volume, HolderOf(key),
                                                                IdempotencyKeyOf(req)));
           Reply(res, {{"claim", id}, {"ttl_ms", ttl_ms}}, 201);
           return Status::Ok();
@@ -279,7 +279,7 @@ void Origin::RegisterClaims() {
         [this, ttl_ms](Req req, Res res, const ApiKey&) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           std::string id = req.matches[3].str();
-          BDN_RETURN_IF_ERROR(claims_.Renew(p.ns, p.volume, id));
+          BDN_RETURN_IF_ERROR(claims_->Renew(p.ns, p.volume, id));
           Reply(res, {{"claim", id}, {"ttl_ms", ttl_ms}});
           return Status::Ok();
         });
@@ -287,7 +287,7 @@ void Origin::RegisterClaims() {
         [this](Req req, Res res, const ApiKey&) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           std::string id = req.matches[3].str();
-          BDN_RETURN_IF_ERROR(claims_.Release(p.ns, p.volume, id));
+          BDN_RETURN_IF_ERROR(claims_->Release(p.ns, p.volume, id));
           Reply(res, {{"claim", id}, {"released", true}});
           return Status::Ok();
         });

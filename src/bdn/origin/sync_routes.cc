@@ -1,5 +1,7 @@
 // Origin endpoints of sync jobs and secrets (docs/http-api.md, "Sync jobs" and "Secrets"): jobs
 // are created here and run by the server's JobScheduler; secrets are write-only.
+#include <unistd.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -35,7 +37,7 @@ Status NeedSecretAdmin(const ApiKey& key) {
 // A claim in the table, renewed every third of the TTL until destroyed.
 class TableClaim : public PushClaim {
  public:
-  TableClaim(ClaimTable& table, std::string ns, std::string volume, std::string id)
+  TableClaim(PushClaims& table, std::string ns, std::string volume, std::string id)
       : table_(table), ns_(std::move(ns)), volume_(std::move(volume)), id_(std::move(id)),
         thread_([this] { Renew(); }) {}
   ~TableClaim() override {
@@ -56,7 +58,7 @@ class TableClaim : public PushClaim {
     }
   }
 
-  ClaimTable& table_;
+  PushClaims& table_;
   const std::string ns_, volume_, id_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -68,8 +70,15 @@ class TableClaim : public PushClaim {
 
 Result<std::unique_ptr<PushClaim>> Origin::ClaimForSync(const std::string& ns,
                                                         const std::string& volume) {
-  BDN_ASSIGN_OR_RETURN(std::string id, claims_.Acquire(ns, volume, "a sync job of this server"));
-  return std::unique_ptr<PushClaim>(std::make_unique<TableClaim>(claims_, ns, volume, id));
+  // Named so that a conflict seen through another replica (claims shared in a database) says
+  // which server runs the job.
+  static const std::string holder = [] {
+    char host[256] = {0};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+    return "a sync job of bdn serve pid " + std::to_string(::getpid()) + " on " + host;
+  }();
+  BDN_ASSIGN_OR_RETURN(std::string id, claims_->Acquire(ns, volume, holder));
+  return std::unique_ptr<PushClaim>(std::make_unique<TableClaim>(*claims_, ns, volume, id));
 }
 
 void Origin::RegisterSync() {

@@ -14,6 +14,9 @@
 #include "bdn/digest/digest.h"
 
 namespace bdn {
+namespace sql {
+class Database;
+}  // namespace sql
 
 // What a key may do. kPush and kTag include kPull; kAdmin includes everything.
 enum class Scope : uint8_t { kPull, kPush, kTag, kAdmin };
@@ -64,6 +67,12 @@ class KeyStore {
   // FailedPrecondition "key store <file>: create key: no space left on device" on a full disk;
   // PermissionDenied for a read-only store; Unavailable when the database stays locked.
   virtual Result<CreatedKey> Create(const std::string& ns, std::vector<Scope> scopes) = 0;
+  // Creates a key as Create does, but only while the store holds no key at all (revoked ones
+  // count), in one transaction: of any number of callers at once, in any number of processes
+  // sharing the store (replicas starting together), exactly one gets the key and the others
+  // nullopt. Errors: as Create's.
+  virtual Result<std::optional<CreatedKey>> CreateIfNone(const std::string& ns,
+                                                         std::vector<Scope> scopes) = 0;
   // Every key, revoked ones included, oldest first.
   virtual Result<std::vector<ApiKey>> List() = 0;
   // Errors: NotFound "key bdn_<id>: not found".
@@ -75,26 +84,37 @@ class KeyStore {
   virtual Result<ApiKey> Authenticate(std::string_view token) = 0;
 };
 
-// Keys in the table api_keys of an SQLite database (which may be the registry's file): id,
-// namespace, scopes, BLAKE3 of the secret, created and revoked times. Thread-safe.
-class SqliteKeyStore : public KeyStore {
+// Keys in the table api_keys of an sql::Database (SQLite: the registry's file; PostgreSQL: the
+// shared metadata database): id, namespace, scopes, BLAKE3 of the secret, created and revoked
+// times. Errors beyond KeyStore's: the database's ("key store <db>: <op>: ..."). Thread-safe.
+class SqlKeyStore : public KeyStore {
  public:
-  // Opens or creates the database and table (the file private to its owner, 0600:
-  // MakeDatabasePrivate). Errors: Internal "key store <file>: <reason>" when it cannot be
-  // opened; the mapping of internal::SqliteError when a PRAGMA or the schema fails on it.
-  static Result<std::unique_ptr<SqliteKeyStore>> Open(const std::filesystem::path& db_path);
-  ~SqliteKeyStore() override;
+  // `db` must hold the table (SqliteKeyStore::Open, or PostgreSQL migrated by
+  // MigratePgMetadata).
+  explicit SqlKeyStore(std::shared_ptr<sql::Database> db);
+  ~SqlKeyStore() override;
 
   Result<CreatedKey> Create(const std::string& ns, std::vector<Scope> scopes) override;
+  Result<std::optional<CreatedKey>> CreateIfNone(const std::string& ns,
+                                                 std::vector<Scope> scopes) override;
   Result<std::vector<ApiKey>> List() override;
   Result<ApiKey> Get(const std::string& id) override;
   Result<ApiKey> Revoke(const std::string& id) override;
   Result<ApiKey> Authenticate(std::string_view token) override;
 
  private:
-  struct Impl;
-  explicit SqliteKeyStore(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<sql::Database> db_;
+};
+
+// Keys in an SQLite database file (which may be the registry's).
+class SqliteKeyStore : public SqlKeyStore {
+ public:
+  // Opens or creates the database and table (the file private to its owner, 0600:
+  // MakeDatabasePrivate). Errors: Internal naming the file.
+  static Result<std::unique_ptr<SqliteKeyStore>> Open(const std::filesystem::path& db_path);
+
+ private:
+  using SqlKeyStore::SqlKeyStore;
 };
 
 }  // namespace bdn

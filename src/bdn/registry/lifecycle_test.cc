@@ -1,4 +1,4 @@
-// Tests for the lifecycle of versions in SqliteRegistry (docs/spec.md §8): soft delete drops
+// Tests for the lifecycle of versions in SqlRegistry, on SQLite and PostgreSQL (docs/spec.md §8): soft delete drops
 // tags and moves head, restore within the retention window (time moved with a FakeClock, never
 // slept), the sequence bumps, idempotent retries, and what garbage collection must keep.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bdn/registry/registry.h"
+#include "bdn/registry/backends_test_util.h"
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
@@ -29,15 +30,20 @@ Digest D(uint8_t fill) {
   return Digest(b);
 }
 
+template <typename Backend>
 class LifecycleTest : public ::testing::Test {
  protected:
-  void SetUp() override { Open(); }
+  void SetUp() override {
+    std::string why = backend_.Prepare();
+    if (!why.empty()) GTEST_SKIP() << why;
+    Open();
+  }
   void Open(milliseconds retention = hours(7 * 24)) {
     reg_.reset();
     RegistryOptions o;
     o.retention = retention;
     o.clock = clock_;
-    auto r = SqliteRegistry::Open(dir_.path() / "registry.db", o);
+    auto r = backend_.OpenRegistry(o);
     ASSERT_OK(r);
     reg_ = std::move(*r);
   }
@@ -62,17 +68,19 @@ class LifecycleTest : public ::testing::Test {
     return v.value_or(VersionRecord{});
   }
 
-  testutil::TempDir dir_;
+  Backend backend_;
   std::shared_ptr<testutil::FakeClock> clock_ = std::make_shared<testutil::FakeClock>();
-  std::unique_ptr<SqliteRegistry> reg_;
+  std::unique_ptr<Registry> reg_;
 };
 
-TEST_F(LifecycleTest, DeleteDropsTagsSetsDeleteAfterMovesHeadAndBumpsTheSequence) {
-  Commit(D(1), {"stable"});
-  Commit(D(2), {"prod", "candidate"});
-  const int64_t before = Volume().sequence;
-  const int64_t now = WallNowMs(*clock_);
-  auto r = reg_->DeleteVersions("w", "v", D(2), std::nullopt);
+TYPED_TEST_SUITE(LifecycleTest, testutil::Backends, testutil::BackendName);
+
+TYPED_TEST(LifecycleTest, DeleteDropsTagsSetsDeleteAfterMovesHeadAndBumpsTheSequence) {
+  this->Commit(D(1), {"stable"});
+  this->Commit(D(2), {"prod", "candidate"});
+  const int64_t before = this->Volume().sequence;
+  const int64_t now = WallNowMs(*this->clock_);
+  auto r = this->reg_->DeleteVersions("w", "v", D(2), std::nullopt);
   ASSERT_OK(r);
   EXPECT_EQ(r->sequence, before + 1);
   ASSERT_EQ(r->deleted.size(), 1u);
@@ -83,28 +91,28 @@ TEST_F(LifecycleTest, DeleteDropsTagsSetsDeleteAfterMovesHeadAndBumpsTheSequence
   EXPECT_TRUE(r->head_moved);
   EXPECT_EQ(r->head, D(1));
 
-  VolumeRecord v = Volume();
+  VolumeRecord v = this->Volume();
   EXPECT_EQ(v.head, D(1));
   EXPECT_EQ(v.tags.size(), 1u);  // only "stable" is left
   EXPECT_EQ(v.live_versions, 1u);
   EXPECT_EQ(v.deleted_versions, 1u);
-  VersionRecord gone = Version(D(2));
+  VersionRecord gone = this->Version(D(2));
   EXPECT_EQ(gone.lifecycle, Lifecycle::kDeleted);
   EXPECT_EQ(gone.delete_after_unix_ms, now + 7 * 86'400'000LL);
   EXPECT_TRUE(gone.tags.empty());
   // Listed only with include_deleted.
-  auto alive = reg_->ListVersions("w", "v", false);
+  auto alive = this->reg_->ListVersions("w", "v", false);
   ASSERT_OK(alive);
   EXPECT_EQ(alive->size(), 1u);
-  auto all = reg_->ListVersions("w", "v", true);
+  auto all = this->reg_->ListVersions("w", "v", true);
   ASSERT_OK(all);
   EXPECT_EQ(all->size(), 2u);
 }
 
-TEST_F(LifecycleTest, DeletingADeletedVersionIsAConflict) {
-  Commit(D(1));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
-  auto again = reg_->DeleteVersions("w", "v", D(1), std::nullopt);
+TYPED_TEST(LifecycleTest, DeletingADeletedVersionIsAConflict) {
+  this->Commit(D(1));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  auto again = this->reg_->DeleteVersions("w", "v", D(1), std::nullopt);
   EXPECT_STATUS(again, kConflict, "");
   EXPECT_EQ(again.error().message(),
             "version bdn:w/v@" + D(1).ToString() +
@@ -112,127 +120,127 @@ TEST_F(LifecycleTest, DeletingADeletedVersionIsAConflict) {
                 "2026-01-08T00:00:00Z)");
 }
 
-TEST_F(LifecycleTest, DeletingTheLastVersionLeavesNoHead) {
-  Commit(D(1));
-  auto r = reg_->DeleteVersions("w", "v", D(1), std::nullopt);
+TYPED_TEST(LifecycleTest, DeletingTheLastVersionLeavesNoHead) {
+  this->Commit(D(1));
+  auto r = this->reg_->DeleteVersions("w", "v", D(1), std::nullopt);
   ASSERT_OK(r);
   EXPECT_TRUE(r->head_moved);
   EXPECT_FALSE(r->head.has_value());
-  EXPECT_FALSE(Volume().head.has_value());
+  EXPECT_FALSE(this->Volume().head.has_value());
 }
 
-TEST_F(LifecycleTest, RecursiveDeleteTakesEveryLiveVersionInOneStep) {
-  Commit(D(1), {"a"});
-  Commit(D(2), {"b"});
-  Commit(D(3));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
-  const int64_t before = Volume().sequence;
-  auto r = reg_->DeleteVersions("w", "v", std::nullopt, std::nullopt);
+TYPED_TEST(LifecycleTest, RecursiveDeleteTakesEveryLiveVersionInOneStep) {
+  this->Commit(D(1), {"a"});
+  this->Commit(D(2), {"b"});
+  this->Commit(D(3));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  const int64_t before = this->Volume().sequence;
+  auto r = this->reg_->DeleteVersions("w", "v", std::nullopt, std::nullopt);
   ASSERT_OK(r);
   EXPECT_EQ(r->sequence, before + 1);
   ASSERT_EQ(r->deleted.size(), 2u);  // D(1) was deleted already
   EXPECT_EQ(r->deleted[0].digest, D(3));
   EXPECT_EQ(r->deleted[1].digest, D(2));
   EXPECT_EQ(r->deleted[1].tags_dropped, std::vector<std::string>{"b"});
-  EXPECT_FALSE(Volume().head.has_value());
-  EXPECT_TRUE(Volume().tags.empty());
-  auto none = reg_->DeleteVersions("w", "v", std::nullopt, std::nullopt);
+  EXPECT_FALSE(this->Volume().head.has_value());
+  EXPECT_TRUE(this->Volume().tags.empty());
+  auto none = this->reg_->DeleteVersions("w", "v", std::nullopt, std::nullopt);
   EXPECT_STATUS(none, kNotFound, "");
   EXPECT_EQ(none.error().message(), "volume bdn:w/v: has no live versions");
 }
 
-TEST_F(LifecycleTest, RestoreWithinTheWindowBringsTheVersionBackWithoutTags) {
-  Commit(D(1));
-  Commit(D(2), {"prod"});
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(2), std::nullopt));
-  clock_->Advance(hours(7 * 24) - milliseconds(1));  // the last millisecond of the window
-  const int64_t before = Volume().sequence;
-  auto r = reg_->RestoreVersion("w", "v", D(2), std::nullopt);
+TYPED_TEST(LifecycleTest, RestoreWithinTheWindowBringsTheVersionBackWithoutTags) {
+  this->Commit(D(1));
+  this->Commit(D(2), {"prod"});
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(2), std::nullopt));
+  this->clock_->Advance(hours(7 * 24) - milliseconds(1));  // the last millisecond of the window
+  const int64_t before = this->Volume().sequence;
+  auto r = this->reg_->RestoreVersion("w", "v", D(2), std::nullopt);
   ASSERT_OK(r);
   EXPECT_EQ(r->sequence, before + 1);
   // D(2) is newer than head D(1): head moves back to it.
   EXPECT_TRUE(r->head_updated);
-  EXPECT_EQ(Volume().head, D(2));
-  VersionRecord v = Version(D(2));
+  EXPECT_EQ(this->Volume().head, D(2));
+  VersionRecord v = this->Version(D(2));
   EXPECT_EQ(v.lifecycle, Lifecycle::kAlive);
   EXPECT_FALSE(v.delete_after_unix_ms.has_value());
   EXPECT_FALSE(v.deleted_unix_ms.has_value());
   EXPECT_TRUE(v.tags.empty());  // tags are not restored
 }
 
-TEST_F(LifecycleTest, RestoringAnOlderVersionLeavesHeadAlone) {
-  Commit(D(1));
-  Commit(D(2));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
-  auto r = reg_->RestoreVersion("w", "v", D(1), std::nullopt);
+TYPED_TEST(LifecycleTest, RestoringAnOlderVersionLeavesHeadAlone) {
+  this->Commit(D(1));
+  this->Commit(D(2));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  auto r = this->reg_->RestoreVersion("w", "v", D(1), std::nullopt);
   ASSERT_OK(r);
   EXPECT_FALSE(r->head_updated);
-  EXPECT_EQ(Volume().head, D(2));
+  EXPECT_EQ(this->Volume().head, D(2));
 }
 
-TEST_F(LifecycleTest, RestoreAfterTheWindowIsAClearError) {
-  Commit(D(1));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
-  clock_->Advance(hours(7 * 24));
-  auto r = reg_->RestoreVersion("w", "v", D(1), std::nullopt);
+TYPED_TEST(LifecycleTest, RestoreAfterTheWindowIsAClearError) {
+  this->Commit(D(1));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  this->clock_->Advance(hours(7 * 24));
+  auto r = this->reg_->RestoreVersion("w", "v", D(1), std::nullopt);
   EXPECT_STATUS(r, kFailedPrecondition, "");
   EXPECT_EQ(r.error().message(),
             "version bdn:w/v@" + D(1).ToString() +
                 ": deleted at 2026-01-01T00:00:00Z; its retention ended at "
                 "2026-01-08T00:00:00Z, so it can no longer be restored (its data may be gone; "
                 "push the same tree again to make it a new version)");
-  auto alive = reg_->RestoreVersion("w", "v", D(9), std::nullopt);
+  auto alive = this->reg_->RestoreVersion("w", "v", D(9), std::nullopt);
   EXPECT_STATUS(alive, kNotFound, "");
 }
 
-TEST_F(LifecycleTest, RestoringALiveVersionIsAConflict) {
-  Commit(D(1));
-  auto r = reg_->RestoreVersion("w", "v", D(1), std::nullopt);
+TYPED_TEST(LifecycleTest, RestoringALiveVersionIsAConflict) {
+  this->Commit(D(1));
+  auto r = this->reg_->RestoreVersion("w", "v", D(1), std::nullopt);
   EXPECT_STATUS(r, kConflict, "");
   EXPECT_EQ(r.error().message(), "version bdn:w/v@" + D(1).ToString() + ": is not deleted");
 }
 
-TEST_F(LifecycleTest, CommitOfADeletedVersionNeedsARestoreUntilTheWindowEnds) {
-  Commit(D(1));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+TYPED_TEST(LifecycleTest, CommitOfADeletedVersionNeedsARestoreUntilTheWindowEnds) {
+  this->Commit(D(1));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(1), std::nullopt));
   CommitRequest req;
   req.ns = "w";
   req.volume = "v";
   req.digest = D(1);
-  auto r = reg_->Commit(req);
+  auto r = this->reg_->Commit(req);
   EXPECT_STATUS(r, kFailedPrecondition, "");
   EXPECT_EQ(r.error().message(), "version bdn:w/v@" + D(1).ToString() +
                                      ": is deleted; restore it first (bdn volume restore "
                                      "bdn:w/v@" + D(1).ToString() + ")");
   // Past the window the same tree pushed again is a new version.
-  clock_->Advance(hours(8 * 24));
-  auto again = reg_->Commit(req);
+  this->clock_->Advance(hours(8 * 24));
+  auto again = this->reg_->Commit(req);
   ASSERT_OK(again);
   EXPECT_FALSE(again->unchanged);
-  EXPECT_EQ(Version(D(1)).lifecycle, Lifecycle::kAlive);
-  EXPECT_EQ(Version(D(1)).created_unix_ms, WallNowMs(*clock_));
-  EXPECT_EQ(Volume().head, D(1));
+  EXPECT_EQ(this->Version(D(1)).lifecycle, Lifecycle::kAlive);
+  EXPECT_EQ(this->Version(D(1)).created_unix_ms, WallNowMs(*this->clock_));
+  EXPECT_EQ(this->Volume().head, D(1));
 }
 
-TEST_F(LifecycleTest, StaleExpectedSequenceRefusesDeleteAndRestore) {
-  Commit(D(1));
-  const int64_t seq = Volume().sequence;
-  auto del = reg_->DeleteVersions("w", "v", D(1), seq + 1);
+TYPED_TEST(LifecycleTest, StaleExpectedSequenceRefusesDeleteAndRestore) {
+  this->Commit(D(1));
+  const int64_t seq = this->Volume().sequence;
+  auto del = this->reg_->DeleteVersions("w", "v", D(1), seq + 1);
   EXPECT_STATUS(del, kConflict, "");
   EXPECT_EQ(del.error().message(), "volume bdn:w/v: sequence is " + std::to_string(seq) +
                                        ", expected " + std::to_string(seq + 1));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), seq));
-  EXPECT_STATUS(reg_->RestoreVersion("w", "v", D(1), seq), kConflict, "");
-  EXPECT_OK(reg_->RestoreVersion("w", "v", D(1), seq + 1));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(1), seq));
+  EXPECT_STATUS(this->reg_->RestoreVersion("w", "v", D(1), seq), kConflict, "");
+  EXPECT_OK(this->reg_->RestoreVersion("w", "v", D(1), seq + 1));
 }
 
-TEST_F(LifecycleTest, RetriedDeleteAndRestoreWithTheirKeyReturnTheFirstResult) {
-  Commit(D(1), {"prod"});
-  Commit(D(2));
-  auto first = reg_->DeleteVersions("w", "v", D(1), std::nullopt, "del-key");
+TYPED_TEST(LifecycleTest, RetriedDeleteAndRestoreWithTheirKeyReturnTheFirstResult) {
+  this->Commit(D(1), {"prod"});
+  this->Commit(D(2));
+  auto first = this->reg_->DeleteVersions("w", "v", D(1), std::nullopt, "del-key");
   ASSERT_OK(first);
-  clock_->Advance(hours(1));
-  auto retry = reg_->DeleteVersions("w", "v", D(1), std::nullopt, "del-key");
+  this->clock_->Advance(hours(1));
+  auto retry = this->reg_->DeleteVersions("w", "v", D(1), std::nullopt, "del-key");
   ASSERT_OK(retry);  // not "already deleted"
   EXPECT_EQ(retry->sequence, first->sequence);
   ASSERT_EQ(retry->deleted.size(), 1u);
@@ -240,29 +248,29 @@ TEST_F(LifecycleTest, RetriedDeleteAndRestoreWithTheirKeyReturnTheFirstResult) {
   EXPECT_EQ(retry->deleted[0].delete_after_unix_ms, first->deleted[0].delete_after_unix_ms);
   EXPECT_EQ(retry->deleted[0].tags_dropped, std::vector<std::string>{"prod"});
   EXPECT_EQ(retry->head, first->head);
-  EXPECT_EQ(Volume().sequence, first->sequence);
+  EXPECT_EQ(this->Volume().sequence, first->sequence);
 
-  auto restored = reg_->RestoreVersion("w", "v", D(1), std::nullopt, "restore-key");
+  auto restored = this->reg_->RestoreVersion("w", "v", D(1), std::nullopt, "restore-key");
   ASSERT_OK(restored);
-  auto again = reg_->RestoreVersion("w", "v", D(1), std::nullopt, "restore-key");
+  auto again = this->reg_->RestoreVersion("w", "v", D(1), std::nullopt, "restore-key");
   ASSERT_OK(again);
   EXPECT_EQ(again->sequence, restored->sequence);
-  EXPECT_EQ(Volume().sequence, restored->sequence);
+  EXPECT_EQ(this->Volume().sequence, restored->sequence);
 }
 
-TEST_F(LifecycleTest, RetainedVersionsAreTheLiveAndTheRestorableOnes) {
-  Commit(D(1));
-  Commit(D(2));
-  Commit(D(3));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(2), std::nullopt));
-  clock_->Advance(hours(24));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(3), std::nullopt));
-  auto kept = reg_->ListRetainedVersions();
+TYPED_TEST(LifecycleTest, RetainedVersionsAreTheLiveAndTheRestorableOnes) {
+  this->Commit(D(1));
+  this->Commit(D(2));
+  this->Commit(D(3));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(2), std::nullopt));
+  this->clock_->Advance(hours(24));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(3), std::nullopt));
+  auto kept = this->reg_->ListRetainedVersions();
   ASSERT_OK(kept);
   EXPECT_EQ(kept->size(), 3u);
   // D(2)'s window ends a day before D(3)'s.
-  clock_->Advance(hours(6 * 24));
-  kept = reg_->ListRetainedVersions();
+  this->clock_->Advance(hours(6 * 24));
+  kept = this->reg_->ListRetainedVersions();
   ASSERT_OK(kept);
   ASSERT_EQ(kept->size(), 2u);
   EXPECT_EQ((*kept)[0].digest, D(1));
@@ -270,12 +278,12 @@ TEST_F(LifecycleTest, RetainedVersionsAreTheLiveAndTheRestorableOnes) {
   EXPECT_EQ((*kept)[1].lifecycle, Lifecycle::kDeleted);
 }
 
-TEST_F(LifecycleTest, ZeroRetentionMakesADeleteFinalAtOnce) {
-  Open(milliseconds(0));
-  Commit(D(1));
-  ASSERT_OK(reg_->DeleteVersions("w", "v", D(1), std::nullopt));
-  EXPECT_STATUS(reg_->RestoreVersion("w", "v", D(1), std::nullopt), kFailedPrecondition, "");
-  auto kept = reg_->ListRetainedVersions();
+TYPED_TEST(LifecycleTest, ZeroRetentionMakesADeleteFinalAtOnce) {
+  this->Open(milliseconds(0));
+  this->Commit(D(1));
+  ASSERT_OK(this->reg_->DeleteVersions("w", "v", D(1), std::nullopt));
+  EXPECT_STATUS(this->reg_->RestoreVersion("w", "v", D(1), std::nullopt), kFailedPrecondition, "");
+  auto kept = this->reg_->ListRetainedVersions();
   ASSERT_OK(kept);
   EXPECT_TRUE(kept->empty());
 }
@@ -285,9 +293,9 @@ TEST_F(LifecycleTest, ZeroRetentionMakesADeleteFinalAtOnce) {
 // every success is based on a distinct sequence, the successes form one unbroken chain from the
 // start (each moved the sequence by exactly one), and every refused writer got a conflict naming
 // the newer sequence it missed.
-TEST_F(LifecycleTest, EightConcurrentTagWritersLoseNoUpdate) {
-  for (uint8_t i = 1; i <= 8; ++i) Commit(D(i));
-  const int64_t start = Volume().sequence;
+TYPED_TEST(LifecycleTest, EightConcurrentTagWritersLoseNoUpdate) {
+  for (uint8_t i = 1; i <= 8; ++i) this->Commit(D(i));
+  const int64_t start = this->Volume().sequence;
   constexpr int kTries = 30;
   std::mutex mu;
   std::vector<int64_t> based_on;  // the expected_sequence of every successful write
@@ -295,7 +303,7 @@ TEST_F(LifecycleTest, EightConcurrentTagWritersLoseNoUpdate) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 8; ++w) {
     writers.emplace_back([&, w] {
-      auto own = SqliteRegistry::Open(dir_.path() / "registry.db", RegistryOptions{});
+      auto own = this->backend_.OpenRegistry();
       ASSERT_OK(own);
       for (int i = 0; i < kTries; ++i) {
         auto v = (*own)->GetVolume("w", "v");
@@ -327,11 +335,11 @@ TEST_F(LifecycleTest, EightConcurrentTagWritersLoseNoUpdate) {
   for (size_t i = 0; i < based_on.size(); ++i) {
     ASSERT_EQ(based_on[i], start + static_cast<int64_t>(i)) << "two writes based on one state";
   }
-  EXPECT_EQ(Volume().sequence, start + static_cast<int64_t>(based_on.size()));
+  EXPECT_EQ(this->Volume().sequence, start + static_cast<int64_t>(based_on.size()));
   EXPECT_EQ(based_on.size() + static_cast<size_t>(conflicts.load()), 8u * kTries);
   EXPECT_GT(conflicts.load(), 0);  // the writers did race
   // The tag is there exactly when an odd number of writes succeeded (set, delete, set, ...).
-  EXPECT_EQ(Volume().tags.contains("t"), based_on.size() % 2 == 1);
+  EXPECT_EQ(this->Volume().tags.contains("t"), based_on.size() % 2 == 1);
 }
 
 }  // namespace

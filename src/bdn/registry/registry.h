@@ -15,6 +15,9 @@
 #include "bdn/digest/digest.h"
 
 namespace bdn {
+namespace sql {
+class Database;
+}  // namespace sql
 
 enum class Lifecycle { kAlive, kDeleted };
 std::string_view LifecycleName(Lifecycle l);  // "ALIVE" / "DELETED"
@@ -220,7 +223,7 @@ class Registry {
                                                        const std::string& volume) = 0;
 };
 
-// How a SqliteRegistry keeps time and lifecycle.
+// How a SqlRegistry keeps time and lifecycle.
 struct RegistryOptions {
   // How long a deleted version stays restorable (0: not at all; GC may reclaim it at once).
   std::chrono::milliseconds retention = kDefaultRetention;
@@ -228,17 +231,20 @@ struct RegistryOptions {
   std::shared_ptr<Clock> clock = Clock::Real();
 };
 
-// SQLite registry in one database file (WAL mode, busy timeout), safe for several processes.
-class SqliteRegistry : public Registry {
+// The Registry over an sql::Database: the same statements on SQLite (SqliteRegistry: one file,
+// safe for several processes) and PostgreSQL (OpenPgRegistry: any number of servers). Each
+// mutation is one write transaction that locks the volume's row first (after the idempotency
+// key's lock, when it has a key), so two servers committing to one volume take turns: both
+// succeed with distinct sequences, or one gets Conflict on its expected_sequence; no update is
+// lost. Errors beyond Registry's: the database's (sql::Database): Unavailable while the database
+// is busy or unreachable, FailedPrecondition "<what> <db>: no space left on device",
+// PermissionDenied "registry <db>: read-only (...)" for every mutation of a read-only database.
+class SqlRegistry : public Registry {
  public:
-  // Opens or creates the database (the file private to its owner, 0600: MakeDatabasePrivate).
-  // A database that exists but cannot be opened for writing (a read-only file system, another
-  // owner, a full disk) is opened read-only instead: reads work, and every write fails with
-  // PermissionDenied "registry <file>: read-only (…)". Errors: Internal "registry <file>:
-  // <reason>" when it can be opened neither way.
-  static Result<std::unique_ptr<SqliteRegistry>> Open(const std::filesystem::path& db_path,
-                                                      RegistryOptions options = {});
-  ~SqliteRegistry() override;
+  // `db` must hold the registry's tables (SqliteRegistry::Open, or PostgreSQL migrated by
+  // MigratePgMetadata).
+  SqlRegistry(std::shared_ptr<sql::Database> db, RegistryOptions options);
+  ~SqlRegistry() override;
 
   Result<std::vector<std::string>> ListNamespaces() override;
   Result<std::vector<VolumeRecord>> ListVolumes(const std::string& ns) override;
@@ -266,16 +272,31 @@ class SqliteRegistry : public Registry {
                                        std::optional<int64_t> expected_sequence,
                                        const std::string& idempotency_key = "") override;
   Result<std::vector<VersionRecord>> ListRetainedVersions() override;
-  // PRAGMA integrity_check, then the rules of Registry::CheckConsistency.
+  // The database's own check (SQLite: PRAGMA integrity_check), then the rules of
+  // Registry::CheckConsistency.
   Result<std::vector<std::string>> CheckConsistency() override;
-  // An flock(2) on <db dir>/locks/<ns>~<volume>.lock: the kernel drops it when the holder dies.
+  // The database's lock "<ns>~<volume>" (sql::Database::TryLock): SQLite, an flock(2) on
+  // <db dir>/locks/<ns>~<volume>.lock; PostgreSQL, a session advisory lock. Either is dropped
+  // when the holder dies. The Conflict names the holder when known ("... by pid 123").
   Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
                                                const std::string& volume) override;
 
  private:
   struct Impl;
-  explicit SqliteRegistry(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// The registry in one SQLite database file (WAL mode, busy timeout), safe for several processes.
+class SqliteRegistry : public SqlRegistry {
+ public:
+  // Opens or creates the database (the file private to its owner, 0600: MakeDatabasePrivate).
+  // A file that cannot be written but exists opens read-only (every mutation PermissionDenied).
+  // Errors: Internal naming the file.
+  static Result<std::unique_ptr<SqliteRegistry>> Open(const std::filesystem::path& db_path,
+                                                      RegistryOptions options = {});
+
+ private:
+  using SqlRegistry::SqlRegistry;
 };
 
 }  // namespace bdn

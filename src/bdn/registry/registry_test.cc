@@ -1,14 +1,21 @@
-// Tests for SqliteRegistry: commits, head, tags, the volume sequence and compare-and-swap,
-// lookups, push claims, and persistence across reopening.
+// Tests for SqlRegistry on SQLite and PostgreSQL (the same typed suite): commits, head, tags, the
+// volume sequence and compare-and-swap, lookups, push claims, persistence across reopening, and
+// two servers writing one volume at once; then SQLite's own open errors.
 #include "bdn/registry/registry.h"
+
+#include "bdn/registry/backends_test_util.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bdn {
@@ -31,22 +38,17 @@ int64_t NowMs() {
       .count();
 }
 
+template <typename Backend>
 class RegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string t = (fs::temp_directory_path() / "bdn_registry_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(t.data()), nullptr);
-    dir_ = t;
+    std::string why = backend_.Prepare();
+    if (!why.empty()) GTEST_SKIP() << why;
     Reopen();
-  }
-  void TearDown() override {
-    reg_.reset();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
   void Reopen() {
     reg_.reset();
-    auto r = SqliteRegistry::Open(dir_ / "registry.db");
+    auto r = backend_.OpenRegistry();
     ASSERT_TRUE(r.has_value()) << r.error().message();
     reg_ = std::move(*r);
   }
@@ -74,47 +76,49 @@ class RegistryTest : public ::testing::Test {
     return v ? v->sequence : -1;
   }
 
-  fs::path dir_;
-  std::unique_ptr<SqliteRegistry> reg_;
+  Backend backend_;
+  std::unique_ptr<Registry> reg_;
   const Digest d1_ = MakeDigest("abcd01", 0x11);
   const Digest d2_ = MakeDigest("abce02", 0x22);
   const Digest d3_ = MakeDigest("ff", 0x33);
 };
 
-TEST_F(RegistryTest, FirstCommitCreatesNamespaceVolumeAndVersion) {
+TYPED_TEST_SUITE(RegistryTest, testutil::Backends, testutil::BackendName);
+
+TYPED_TEST(RegistryTest, FirstCommitCreatesNamespaceVolumeAndVersion) {
   const int64_t before = NowMs();
-  CommitResult c = MustCommit(Request(d1_, {"prod", "candidate"}));
+  CommitResult c = this->MustCommit(this->Request(this->d1_, {"prod", "candidate"}));
   EXPECT_EQ(c.sequence, 1);
   EXPECT_FALSE(c.unchanged);
   EXPECT_TRUE(c.head_updated);
   EXPECT_EQ(c.tags_applied, (std::vector<std::string>{"prod", "candidate"}));
 
-  auto namespaces = reg_->ListNamespaces();
+  auto namespaces = this->reg_->ListNamespaces();
   ASSERT_TRUE(namespaces.has_value()) << namespaces.error().message();
   EXPECT_EQ(*namespaces, std::vector<std::string>{"weights"});
 
-  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
   ASSERT_TRUE(vol.has_value()) << vol.error().message();
   EXPECT_EQ(vol->ns, "weights");
   EXPECT_EQ(vol->name, "qwen3-8b");
-  EXPECT_EQ(vol->head, d1_);
+  EXPECT_EQ(vol->head, this->d1_);
   EXPECT_EQ(vol->sequence, 1);
-  EXPECT_EQ(vol->tags, (std::map<std::string, Digest>{{"candidate", d1_}, {"prod", d1_}}));
+  EXPECT_EQ(vol->tags, (std::map<std::string, Digest>{{"candidate", this->d1_}, {"prod", this->d1_}}));
   EXPECT_EQ(vol->live_versions, 1u);
   EXPECT_EQ(vol->deleted_versions, 0u);
   EXPECT_GE(vol->created_unix_ms, before);
   EXPECT_LE(vol->created_unix_ms, NowMs());
 
-  auto vols = reg_->ListVolumes("weights");
+  auto vols = this->reg_->ListVolumes("weights");
   ASSERT_TRUE(vols.has_value()) << vols.error().message();
   ASSERT_EQ(vols->size(), 1u);
   EXPECT_EQ((*vols)[0].name, "qwen3-8b");
 
-  auto v = reg_->GetVersion("weights", "qwen3-8b", d1_);
+  auto v = this->reg_->GetVersion("weights", "qwen3-8b", this->d1_);
   ASSERT_TRUE(v.has_value()) << v.error().message();
   EXPECT_EQ(v->ns, "weights");
   EXPECT_EQ(v->volume, "qwen3-8b");
-  EXPECT_EQ(v->digest, d1_);
+  EXPECT_EQ(v->digest, this->d1_);
   EXPECT_EQ(v->sequence, 1);
   EXPECT_EQ(v->lifecycle, Lifecycle::kAlive);
   EXPECT_EQ(LifecycleName(v->lifecycle), "ALIVE");
@@ -130,134 +134,134 @@ TEST_F(RegistryTest, FirstCommitCreatesNamespaceVolumeAndVersion) {
   EXPECT_GE(v->created_unix_ms, before);
 }
 
-TEST_F(RegistryTest, RecommittingTheSameDigestChangesNothing) {
-  MustCommit(Request(d1_, {"prod"}));
-  CommitResult again = MustCommit(Request(d1_, {"prod"}));
+TYPED_TEST(RegistryTest, RecommittingTheSameDigestChangesNothing) {
+  this->MustCommit(this->Request(this->d1_, {"prod"}));
+  CommitResult again = this->MustCommit(this->Request(this->d1_, {"prod"}));
   EXPECT_TRUE(again.unchanged);
   EXPECT_FALSE(again.head_updated);
   EXPECT_EQ(again.sequence, 1);
   EXPECT_EQ(again.tags_applied, std::vector<std::string>{"prod"});
-  EXPECT_EQ(Sequence(), 1);
+  EXPECT_EQ(this->Sequence(), 1);
 
-  CommitResult no_tags = MustCommit(Request(d1_));
+  CommitResult no_tags = this->MustCommit(this->Request(this->d1_));
   EXPECT_TRUE(no_tags.unchanged);
   EXPECT_EQ(no_tags.sequence, 1);
 
-  auto versions = reg_->ListVersions("weights", "qwen3-8b", false);
+  auto versions = this->reg_->ListVersions("weights", "qwen3-8b", false);
   ASSERT_TRUE(versions.has_value()) << versions.error().message();
   EXPECT_EQ(versions->size(), 1u);
 }
 
-TEST_F(RegistryTest, RecommitWithANewTagBumpsTheSequenceOnce) {
-  MustCommit(Request(d1_));
-  CommitResult tagged = MustCommit(Request(d1_, {"new"}));
+TYPED_TEST(RegistryTest, RecommitWithANewTagBumpsTheSequenceOnce) {
+  this->MustCommit(this->Request(this->d1_));
+  CommitResult tagged = this->MustCommit(this->Request(this->d1_, {"new"}));
   EXPECT_TRUE(tagged.unchanged);
   EXPECT_FALSE(tagged.head_updated);
   EXPECT_EQ(tagged.sequence, 2);
   EXPECT_EQ(tagged.tags_applied, std::vector<std::string>{"new"});
   // The version keeps the sequence it was committed at.
-  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d1_)->sequence, 1);
+  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d1_)->sequence, 1);
 }
 
-TEST_F(RegistryTest, SecondVersionIsListedFirstAndBecomesHead) {
-  MustCommit(Request(d1_, {"prod"}));
-  CommitResult c2 = MustCommit(Request(d2_));
+TYPED_TEST(RegistryTest, SecondVersionIsListedFirstAndBecomesHead) {
+  this->MustCommit(this->Request(this->d1_, {"prod"}));
+  CommitResult c2 = this->MustCommit(this->Request(this->d2_));
   EXPECT_FALSE(c2.unchanged);
   EXPECT_TRUE(c2.head_updated);
   EXPECT_EQ(c2.sequence, 2);
 
-  auto versions = reg_->ListVersions("weights", "qwen3-8b", false);
+  auto versions = this->reg_->ListVersions("weights", "qwen3-8b", false);
   ASSERT_TRUE(versions.has_value()) << versions.error().message();
   ASSERT_EQ(versions->size(), 2u);
-  EXPECT_EQ((*versions)[0].digest, d2_);
+  EXPECT_EQ((*versions)[0].digest, this->d2_);
   EXPECT_EQ((*versions)[0].sequence, 2);
   EXPECT_TRUE((*versions)[0].is_head);
   EXPECT_TRUE((*versions)[0].tags.empty());
-  EXPECT_EQ((*versions)[1].digest, d1_);
+  EXPECT_EQ((*versions)[1].digest, this->d1_);
   EXPECT_EQ((*versions)[1].sequence, 1);
   EXPECT_FALSE((*versions)[1].is_head);
   EXPECT_EQ((*versions)[1].tags, std::vector<std::string>{"prod"});
-  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->live_versions, 2u);
+  EXPECT_EQ(this->reg_->GetVolume("weights", "qwen3-8b")->live_versions, 2u);
 
   // Re-committing the older version moves head back without a new version.
-  CommitResult back = MustCommit(Request(d1_));
+  CommitResult back = this->MustCommit(this->Request(this->d1_));
   EXPECT_TRUE(back.unchanged);
   EXPECT_TRUE(back.head_updated);
   EXPECT_EQ(back.sequence, 3);
-  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->head, d1_);
-  versions = reg_->ListVersions("weights", "qwen3-8b", true);
+  EXPECT_EQ(this->reg_->GetVolume("weights", "qwen3-8b")->head, this->d1_);
+  versions = this->reg_->ListVersions("weights", "qwen3-8b", true);
   ASSERT_TRUE(versions.has_value());
   ASSERT_EQ(versions->size(), 2u);
-  EXPECT_EQ((*versions)[0].digest, d2_);  // still ordered by commit sequence
+  EXPECT_EQ((*versions)[0].digest, this->d2_);  // still ordered by commit sequence
   EXPECT_TRUE((*versions)[1].is_head);
 }
 
-TEST_F(RegistryTest, SetTagAndDeleteTagBumpTheSequence) {
-  MustCommit(Request(d1_));
-  MustCommit(Request(d2_));
-  ASSERT_EQ(Sequence(), 2);
+TYPED_TEST(RegistryTest, SetTagAndDeleteTagBumpTheSequence) {
+  this->MustCommit(this->Request(this->d1_));
+  this->MustCommit(this->Request(this->d2_));
+  ASSERT_EQ(this->Sequence(), 2);
 
-  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt);
+  auto s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt);
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 3);
-  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), d1_);
+  EXPECT_EQ(this->reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), this->d1_);
 
   // Moving the tag is one atomic update.
-  s = reg_->SetTag("weights", "qwen3-8b", "prod", d2_, 3);
+  s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d2_, 3);
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 4);
-  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), d2_);
-  EXPECT_TRUE(reg_->GetVersion("weights", "qwen3-8b", d1_)->tags.empty());
-  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d2_)->tags, std::vector<std::string>{"prod"});
+  EXPECT_EQ(this->reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), this->d2_);
+  EXPECT_TRUE(this->reg_->GetVersion("weights", "qwen3-8b", this->d1_)->tags.empty());
+  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d2_)->tags, std::vector<std::string>{"prod"});
 
   // Tags are case-sensitive.
-  s = reg_->SetTag("weights", "qwen3-8b", "Prod", d1_, std::nullopt);
+  s = this->reg_->SetTag("weights", "qwen3-8b", "Prod", this->d1_, std::nullopt);
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 5);
-  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.size(), 2u);
+  EXPECT_EQ(this->reg_->GetVolume("weights", "qwen3-8b")->tags.size(), 2u);
 
-  auto d = reg_->DeleteTag("weights", "qwen3-8b", "prod", std::nullopt);
+  auto d = this->reg_->DeleteTag("weights", "qwen3-8b", "prod", std::nullopt);
   ASSERT_TRUE(d.has_value()) << d.error().message();
   EXPECT_EQ(*d, 6);
-  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
   EXPECT_FALSE(vol->tags.contains("prod"));
   EXPECT_TRUE(vol->tags.contains("Prod"));
   // The version stays.
-  EXPECT_TRUE(reg_->GetVersion("weights", "qwen3-8b", d2_).has_value());
+  EXPECT_TRUE(this->reg_->GetVersion("weights", "qwen3-8b", this->d2_).has_value());
 
-  d = reg_->DeleteTag("weights", "qwen3-8b", "prod", std::nullopt);
+  d = this->reg_->DeleteTag("weights", "qwen3-8b", "prod", std::nullopt);
   ASSERT_FALSE(d.has_value());
   EXPECT_EQ(d.error().code(), StatusCode::kNotFound);
   EXPECT_EQ(d.error().message(), "tag \"prod\" of bdn:weights/qwen3-8b: not found");
-  EXPECT_EQ(Sequence(), 6);
+  EXPECT_EQ(this->Sequence(), 6);
 }
 
-TEST_F(RegistryTest, ATagSetToTheVersionItPointsAtChangesNothing) {
-  MustCommit(Request(d1_, {"prod"}));
-  ASSERT_EQ(Sequence(), 1);
-  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt);
+TYPED_TEST(RegistryTest, ATagSetToTheVersionItPointsAtChangesNothing) {
+  this->MustCommit(this->Request(this->d1_, {"prod"}));
+  ASSERT_EQ(this->Sequence(), 1);
+  auto s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt);
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 1);
-  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 1);
+  s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, 1);
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 1);
-  EXPECT_EQ(Sequence(), 1);
+  EXPECT_EQ(this->Sequence(), 1);
   // A stale expected_sequence is still a conflict, no-op or not.
-  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 0);
+  s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, 0);
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().message(), "volume bdn:weights/qwen3-8b: sequence is 1, expected 0");
 }
 
-TEST_F(RegistryTest, ARetriedCommitWithItsKeyReturnsTheFirstResult) {
-  MustCommit(Request(d1_));
-  CommitRequest req = Request(d2_, {"prod"});
+TYPED_TEST(RegistryTest, ARetriedCommitWithItsKeyReturnsTheFirstResult) {
+  this->MustCommit(this->Request(this->d1_));
+  CommitRequest req = this->Request(this->d2_, {"prod"});
   req.expected_sequence = 1;
   req.idempotency_key = "0123456789abcdef0123456789abcdef";
-  auto before = reg_->FindCommit(req);
+  auto before = this->reg_->FindCommit(req);
   ASSERT_TRUE(before.has_value()) << before.error().message();
   EXPECT_FALSE(before->has_value());
 
-  CommitResult first = MustCommit(req);
+  CommitResult first = this->MustCommit(req);
   EXPECT_EQ(first.sequence, 2);
   EXPECT_FALSE(first.unchanged);
   EXPECT_TRUE(first.head_updated);
@@ -266,256 +270,256 @@ TEST_F(RegistryTest, ARetriedCommitWithItsKeyReturnsTheFirstResult) {
   // The retry: expected_sequence 1 is stale now, and d2 already is head, yet it reports what the
   // first try did and changes nothing.
   for (int i = 0; i < 2; ++i) {
-    CommitResult again = MustCommit(req);
+    CommitResult again = this->MustCommit(req);
     EXPECT_EQ(again.sequence, 2);
     EXPECT_FALSE(again.unchanged);
     EXPECT_TRUE(again.head_updated);
     EXPECT_EQ(again.tags_applied, std::vector<std::string>{"prod"});
   }
-  auto found = reg_->FindCommit(req);
+  auto found = this->reg_->FindCommit(req);
   ASSERT_TRUE(found.has_value() && found->has_value());
   EXPECT_EQ((*found)->sequence, 2);
   EXPECT_TRUE((*found)->head_updated);
-  EXPECT_EQ(Sequence(), 2);
-  EXPECT_EQ(reg_->ListVersions("weights", "qwen3-8b", false)->size(), 2u);
+  EXPECT_EQ(this->Sequence(), 2);
+  EXPECT_EQ(this->reg_->ListVersions("weights", "qwen3-8b", false)->size(), 2u);
 
   // Also after other writes moved the volume on, and after a restart.
-  ASSERT_TRUE(reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt).has_value());
-  Reopen();
-  CommitResult later = MustCommit(req);
+  ASSERT_TRUE(this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt).has_value());
+  this->Reopen();
+  CommitResult later = this->MustCommit(req);
   EXPECT_EQ(later.sequence, 2);
   EXPECT_TRUE(later.head_updated);
-  EXPECT_EQ(Sequence(), 3);
-  EXPECT_EQ(reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), d1_)
+  EXPECT_EQ(this->Sequence(), 3);
+  EXPECT_EQ(this->reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), this->d1_)
       << "a replay applies nothing";
 
   // Without the key the same request is a new write: a conflict on the stale sequence.
   req.idempotency_key.clear();
-  auto r = reg_->Commit(req);
+  auto r = this->reg_->Commit(req);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
 }
 
-TEST_F(RegistryTest, AnIdempotencyKeyIsBoundToItsRequest) {
-  CommitRequest req = Request(d1_);
+TYPED_TEST(RegistryTest, AnIdempotencyKeyIsBoundToItsRequest) {
+  CommitRequest req = this->Request(this->d1_);
   req.idempotency_key = "k-1";
-  MustCommit(req);
-  CommitRequest other = Request(d2_);
+  this->MustCommit(req);
+  CommitRequest other = this->Request(this->d2_);
   other.idempotency_key = "k-1";
-  auto r = reg_->Commit(other);
+  auto r = this->reg_->Commit(other);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.error().message(),
             "idempotency key \"k-1\": already used for another request (commit "
             "bdn:weights/qwen3-8b@" +
-                d1_.ToString() + " tags=[] expected_sequence=none source_uri=\"file:///src\")");
-  auto t = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, std::nullopt, "k-1");
+                this->d1_.ToString() + " tags=[] expected_sequence=none source_uri=\"file:///src\")");
+  auto t = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt, "k-1");
   ASSERT_FALSE(t.has_value());
   EXPECT_EQ(t.error().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Sequence(), 1);
+  EXPECT_EQ(this->Sequence(), 1);
 
   for (const std::string& bad :
        std::vector<std::string>{"has space", "slash/", std::string(65, 'a'), "\xff"}) {
-    CommitRequest b = Request(d2_);
+    CommitRequest b = this->Request(this->d2_);
     b.idempotency_key = bad;
-    auto br = reg_->Commit(b);
+    auto br = this->reg_->Commit(b);
     ASSERT_FALSE(br.has_value()) << bad;
     EXPECT_EQ(br.error().message(),
               "idempotency key \"" + bad +
                   "\": must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'");
   }
-  EXPECT_EQ(Sequence(), 1);
+  EXPECT_EQ(this->Sequence(), 1);
 }
 
-TEST_F(RegistryTest, RetriedTagWritesWithTheirKeyReturnTheFirstSequence) {
-  MustCommit(Request(d1_));
-  MustCommit(Request(d2_));
-  ASSERT_EQ(Sequence(), 2);
-  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 2, "set-1");
+TYPED_TEST(RegistryTest, RetriedTagWritesWithTheirKeyReturnTheFirstSequence) {
+  this->MustCommit(this->Request(this->d1_));
+  this->MustCommit(this->Request(this->d2_));
+  ASSERT_EQ(this->Sequence(), 2);
+  auto s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, 2, "set-1");
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 3);
-  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 2, "set-1");
+  s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, 2, "set-1");
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 3) << "not a conflict against its own move";
-  auto d = reg_->DeleteTag("weights", "qwen3-8b", "prod", 3, "del-1");
+  auto d = this->reg_->DeleteTag("weights", "qwen3-8b", "prod", 3, "del-1");
   ASSERT_TRUE(d.has_value()) << d.error().message();
   EXPECT_EQ(*d, 4);
-  d = reg_->DeleteTag("weights", "qwen3-8b", "prod", 3, "del-1");
+  d = this->reg_->DeleteTag("weights", "qwen3-8b", "prod", 3, "del-1");
   ASSERT_TRUE(d.has_value()) << d.error().message();
   EXPECT_EQ(*d, 4) << "not NotFound for its own delete";
-  EXPECT_EQ(Sequence(), 4);
-  EXPECT_FALSE(reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
+  EXPECT_EQ(this->Sequence(), 4);
+  EXPECT_FALSE(this->reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
 }
 
-TEST_F(RegistryTest, SetTagNeedsAnExistingVolumeAndVersion) {
-  MustCommit(Request(d1_));
-  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d3_, std::nullopt);
+TYPED_TEST(RegistryTest, SetTagNeedsAnExistingVolumeAndVersion) {
+  this->MustCommit(this->Request(this->d1_));
+  auto s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d3_, std::nullopt);
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().code(), StatusCode::kNotFound);
-  EXPECT_EQ(s.error().message(), "version bdn:weights/qwen3-8b@" + d3_.ToString() + ": not found");
+  EXPECT_EQ(s.error().message(), "version bdn:weights/qwen3-8b@" + this->d3_.ToString() + ": not found");
 
-  s = reg_->SetTag("weights", "other", "prod", d1_, std::nullopt);
+  s = this->reg_->SetTag("weights", "other", "prod", this->d1_, std::nullopt);
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().code(), StatusCode::kNotFound);
   EXPECT_EQ(s.error().message(), "volume bdn:weights/other: not found");
 
-  auto d = reg_->DeleteTag("nope", "qwen3-8b", "prod", std::nullopt);
+  auto d = this->reg_->DeleteTag("nope", "qwen3-8b", "prod", std::nullopt);
   ASSERT_FALSE(d.has_value());
   EXPECT_EQ(d.error().message(), "volume bdn:nope/qwen3-8b: not found");
-  EXPECT_EQ(Sequence(), 1);
+  EXPECT_EQ(this->Sequence(), 1);
 }
 
-TEST_F(RegistryTest, StaleExpectedSequenceIsAConflict) {
-  MustCommit(Request(d1_));
-  MustCommit(Request(d2_));
+TYPED_TEST(RegistryTest, StaleExpectedSequenceIsAConflict) {
+  this->MustCommit(this->Request(this->d1_));
+  this->MustCommit(this->Request(this->d2_));
 
-  auto s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 1);
+  auto s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, 1);
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().code(), StatusCode::kConflict);
   EXPECT_EQ(s.error().message(), "volume bdn:weights/qwen3-8b: sequence is 2, expected 1");
-  EXPECT_FALSE(reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
+  EXPECT_FALSE(this->reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
 
-  s = reg_->SetTag("weights", "qwen3-8b", "prod", d1_, 2);
+  s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, 2);
   ASSERT_TRUE(s.has_value()) << s.error().message();
   EXPECT_EQ(*s, 3);
 
-  auto d = reg_->DeleteTag("weights", "qwen3-8b", "prod", 2);
+  auto d = this->reg_->DeleteTag("weights", "qwen3-8b", "prod", 2);
   ASSERT_FALSE(d.has_value());
   EXPECT_EQ(d.error().code(), StatusCode::kConflict);
   EXPECT_EQ(d.error().message(), "volume bdn:weights/qwen3-8b: sequence is 3, expected 2");
-  EXPECT_TRUE(reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
+  EXPECT_TRUE(this->reg_->GetVolume("weights", "qwen3-8b")->tags.contains("prod"));
 
-  CommitRequest req = Request(d3_, {"next"});
+  CommitRequest req = this->Request(this->d3_, {"next"});
   req.expected_sequence = 2;
-  auto c = reg_->Commit(req);
+  auto c = this->reg_->Commit(req);
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code(), StatusCode::kConflict);
   EXPECT_EQ(c.error().message(), "volume bdn:weights/qwen3-8b: sequence is 3, expected 2");
   // The failed commit left nothing behind.
-  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d3_).error().code(), StatusCode::kNotFound);
-  auto vol = reg_->GetVolume("weights", "qwen3-8b");
-  EXPECT_EQ(vol->head, d2_);
+  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d3_).error().code(), StatusCode::kNotFound);
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
+  EXPECT_EQ(vol->head, this->d2_);
   EXPECT_EQ(vol->sequence, 3);
   EXPECT_FALSE(vol->tags.contains("next"));
 
   req.expected_sequence = 3;
-  CommitResult ok = MustCommit(req);
+  CommitResult ok = this->MustCommit(req);
   EXPECT_EQ(ok.sequence, 4);
 }
 
-TEST_F(RegistryTest, ConflictingFirstCommitCreatesNoVolume) {
-  CommitRequest req = Request(d1_);
+TYPED_TEST(RegistryTest, ConflictingFirstCommitCreatesNoVolume) {
+  CommitRequest req = this->Request(this->d1_);
   req.expected_sequence = 5;
-  auto c = reg_->Commit(req);
+  auto c = this->reg_->Commit(req);
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code(), StatusCode::kConflict);
   EXPECT_EQ(c.error().message(), "volume bdn:weights/qwen3-8b: sequence is 0, expected 5");
-  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
   ASSERT_FALSE(vol.has_value());
   EXPECT_EQ(vol.error().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(reg_->ListNamespaces()->empty());
+  EXPECT_TRUE(this->reg_->ListNamespaces()->empty());
 
   // Expecting 0 for a volume that does not exist yet is the create-only-if-absent form.
   req.expected_sequence = 0;
-  EXPECT_EQ(MustCommit(req).sequence, 1);
+  EXPECT_EQ(this->MustCommit(req).sequence, 1);
 }
 
-TEST_F(RegistryTest, HeadTagIsReserved) {
-  MustCommit(Request(d1_));
-  auto s = reg_->SetTag("weights", "qwen3-8b", "head", d1_, std::nullopt);
+TYPED_TEST(RegistryTest, HeadTagIsReserved) {
+  this->MustCommit(this->Request(this->d1_));
+  auto s = this->reg_->SetTag("weights", "qwen3-8b", "head", this->d1_, std::nullopt);
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.error().message(), "tag \"head\": reserved; head moves only with a push or sync");
-  auto d = reg_->DeleteTag("weights", "qwen3-8b", "head", std::nullopt);
+  auto d = this->reg_->DeleteTag("weights", "qwen3-8b", "head", std::nullopt);
   ASSERT_FALSE(d.has_value());
   EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(d.error().message(), "tag \"head\": reserved; it cannot be deleted");
-  EXPECT_EQ(Sequence(), 1);
-  EXPECT_TRUE(reg_->GetVolume("weights", "qwen3-8b")->tags.empty());
+  EXPECT_EQ(this->Sequence(), 1);
+  EXPECT_TRUE(this->reg_->GetVolume("weights", "qwen3-8b")->tags.empty());
 }
 
-TEST_F(RegistryTest, CommitRefusesTheHeadTag) {
+TYPED_TEST(RegistryTest, CommitRefusesTheHeadTag) {
   // A "head" tag row would show up in VolumeRecord::tags, which never lists head, and could not
   // be deleted (DeleteTag refuses "head").
-  MustCommit(Request(d1_));
-  auto c = reg_->Commit(Request(d2_, {"prod", "head"}));
+  this->MustCommit(this->Request(this->d1_));
+  auto c = this->reg_->Commit(this->Request(this->d2_, {"prod", "head"}));
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(c.error().message(), "tag \"head\": reserved; head moves only with a push or sync");
-  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
   EXPECT_EQ(vol->sequence, 1);
-  EXPECT_EQ(vol->head, d1_);
+  EXPECT_EQ(vol->head, this->d1_);
   EXPECT_TRUE(vol->tags.empty());
-  EXPECT_EQ(reg_->GetVersion("weights", "qwen3-8b", d2_).error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d2_).error().code(), StatusCode::kNotFound);
 }
 
-TEST_F(RegistryTest, FindVersionsByHexPrefix) {
-  MustCommit(Request(d1_));
-  MustCommit(Request(d2_));
-  MustCommit(Request(d3_));
-  auto all = reg_->FindVersions("weights", "qwen3-8b", "");
+TYPED_TEST(RegistryTest, FindVersionsByHexPrefix) {
+  this->MustCommit(this->Request(this->d1_));
+  this->MustCommit(this->Request(this->d2_));
+  this->MustCommit(this->Request(this->d3_));
+  auto all = this->reg_->FindVersions("weights", "qwen3-8b", "");
   ASSERT_TRUE(all.has_value()) << all.error().message();
-  EXPECT_EQ(*all, (std::vector<Digest>{d1_, d2_, d3_}));  // ordered by digest
+  EXPECT_EQ(*all, (std::vector<Digest>{this->d1_, this->d2_, this->d3_}));  // ordered by digest
 
-  auto abc = reg_->FindVersions("weights", "qwen3-8b", "abc");
+  auto abc = this->reg_->FindVersions("weights", "qwen3-8b", "abc");
   ASSERT_TRUE(abc.has_value());
-  EXPECT_EQ(*abc, (std::vector<Digest>{d1_, d2_}));
+  EXPECT_EQ(*abc, (std::vector<Digest>{this->d1_, this->d2_}));
 
-  auto one = reg_->FindVersions("weights", "qwen3-8b", d1_.ShortHex(12));
+  auto one = this->reg_->FindVersions("weights", "qwen3-8b", this->d1_.ShortHex(12));
   ASSERT_TRUE(one.has_value());
-  EXPECT_EQ(*one, std::vector<Digest>{d1_});
+  EXPECT_EQ(*one, std::vector<Digest>{this->d1_});
 
-  auto full = reg_->FindVersions("weights", "qwen3-8b", d3_.Hex());
+  auto full = this->reg_->FindVersions("weights", "qwen3-8b", this->d3_.Hex());
   ASSERT_TRUE(full.has_value());
-  EXPECT_EQ(*full, std::vector<Digest>{d3_});
+  EXPECT_EQ(*full, std::vector<Digest>{this->d3_});
 
-  auto none = reg_->FindVersions("weights", "qwen3-8b", "0000");
+  auto none = this->reg_->FindVersions("weights", "qwen3-8b", "0000");
   ASSERT_TRUE(none.has_value());
   EXPECT_TRUE(none->empty());
 
-  auto missing = reg_->FindVersions("weights", "nope", "ab");
+  auto missing = this->reg_->FindVersions("weights", "nope", "ab");
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
   EXPECT_EQ(missing.error().message(), "volume bdn:weights/nope: not found");
 }
 
-TEST_F(RegistryTest, LookupsOfMissingThingsAreNotFound) {
-  MustCommit(Request(d1_));
-  auto v = reg_->GetVersion("weights", "qwen3-8b", d2_);
+TYPED_TEST(RegistryTest, LookupsOfMissingThingsAreNotFound) {
+  this->MustCommit(this->Request(this->d1_));
+  auto v = this->reg_->GetVersion("weights", "qwen3-8b", this->d2_);
   ASSERT_FALSE(v.has_value());
   EXPECT_EQ(v.error().code(), StatusCode::kNotFound);
-  EXPECT_EQ(v.error().message(), "version bdn:weights/qwen3-8b@" + d2_.ToString() + ": not found");
+  EXPECT_EQ(v.error().message(), "version bdn:weights/qwen3-8b@" + this->d2_.ToString() + ": not found");
 
-  v = reg_->GetVersion("weights", "nope", d1_);
+  v = this->reg_->GetVersion("weights", "nope", this->d1_);
   ASSERT_FALSE(v.has_value());
   EXPECT_EQ(v.error().message(), "volume bdn:weights/nope: not found");
 
-  auto vol = reg_->GetVolume("other", "qwen3-8b");
+  auto vol = this->reg_->GetVolume("other", "qwen3-8b");
   ASSERT_FALSE(vol.has_value());
   EXPECT_EQ(vol.error().code(), StatusCode::kNotFound);
   EXPECT_EQ(vol.error().message(), "volume bdn:other/qwen3-8b: not found");
 
-  auto vols = reg_->ListVolumes("other");
+  auto vols = this->reg_->ListVolumes("other");
   ASSERT_FALSE(vols.has_value());
   EXPECT_EQ(vols.error().code(), StatusCode::kNotFound);
   EXPECT_EQ(vols.error().message(), "namespace \"other\": not found");
 
-  auto versions = reg_->ListVersions("weights", "nope", true);
+  auto versions = this->reg_->ListVersions("weights", "nope", true);
   ASSERT_FALSE(versions.has_value());
   EXPECT_EQ(versions.error().message(), "volume bdn:weights/nope: not found");
 }
 
-TEST_F(RegistryTest, NamespacesAndVolumesAreListedInOrder) {
+TYPED_TEST(RegistryTest, NamespacesAndVolumesAreListedInOrder) {
   for (const char* ns : {"zeta", "alpha"}) {
     for (const char* vol : {"b", "a"}) {
-      CommitRequest req = Request(d1_);
+      CommitRequest req = this->Request(this->d1_);
       req.ns = ns;
       req.volume = vol;
-      MustCommit(req);
+      this->MustCommit(req);
     }
   }
-  EXPECT_EQ(*reg_->ListNamespaces(), (std::vector<std::string>{"alpha", "zeta"}));
-  auto vols = reg_->ListVolumes("zeta");
+  EXPECT_EQ(*this->reg_->ListNamespaces(), (std::vector<std::string>{"alpha", "zeta"}));
+  auto vols = this->reg_->ListVolumes("zeta");
   ASSERT_TRUE(vols.has_value()) << vols.error().message();
   ASSERT_EQ(vols->size(), 2u);
   EXPECT_EQ((*vols)[0].name, "a");
@@ -525,53 +529,167 @@ TEST_F(RegistryTest, NamespacesAndVolumesAreListedInOrder) {
   EXPECT_EQ((*vols)[1].sequence, 1);
 }
 
-TEST_F(RegistryTest, DataPersistsAfterReopening) {
-  MustCommit(Request(d1_, {"prod"}));
-  MustCommit(Request(d2_));
-  ASSERT_TRUE(reg_->SetTag("weights", "qwen3-8b", "stable", d1_, std::nullopt).has_value());
-  Reopen();
-  auto vol = reg_->GetVolume("weights", "qwen3-8b");
+TYPED_TEST(RegistryTest, DataPersistsAfterReopening) {
+  this->MustCommit(this->Request(this->d1_, {"prod"}));
+  this->MustCommit(this->Request(this->d2_));
+  ASSERT_TRUE(this->reg_->SetTag("weights", "qwen3-8b", "stable", this->d1_, std::nullopt).has_value());
+  this->Reopen();
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
   ASSERT_TRUE(vol.has_value()) << vol.error().message();
-  EXPECT_EQ(vol->head, d2_);
+  EXPECT_EQ(vol->head, this->d2_);
   EXPECT_EQ(vol->sequence, 3);
-  EXPECT_EQ(vol->tags, (std::map<std::string, Digest>{{"prod", d1_}, {"stable", d1_}}));
-  auto versions = reg_->ListVersions("weights", "qwen3-8b", false);
+  EXPECT_EQ(vol->tags, (std::map<std::string, Digest>{{"prod", this->d1_}, {"stable", this->d1_}}));
+  auto versions = this->reg_->ListVersions("weights", "qwen3-8b", false);
   ASSERT_TRUE(versions.has_value()) << versions.error().message();
   ASSERT_EQ(versions->size(), 2u);
-  EXPECT_EQ((*versions)[0].digest, d2_);
-  EXPECT_EQ((*versions)[1].digest, d1_);
+  EXPECT_EQ((*versions)[0].digest, this->d2_);
+  EXPECT_EQ((*versions)[1].digest, this->d1_);
   EXPECT_EQ((*versions)[1].tags, (std::vector<std::string>{"prod", "stable"}));
   EXPECT_EQ((*versions)[1].source_uri, "file:///src");
   // And it keeps working after reopening.
-  EXPECT_EQ(MustCommit(Request(d3_)).sequence, 4);
+  EXPECT_EQ(this->MustCommit(this->Request(this->d3_)).sequence, 4);
 }
 
-TEST_F(RegistryTest, TwoHandlesOnOneDatabaseSeeEachOther) {
-  auto other = SqliteRegistry::Open(dir_ / "registry.db");
+TYPED_TEST(RegistryTest, TwoHandlesOnOneDatabaseSeeEachOther) {
+  auto other = this->backend_.OpenRegistry();
   ASSERT_TRUE(other.has_value()) << other.error().message();
-  MustCommit(Request(d1_));
+  this->MustCommit(this->Request(this->d1_));
   auto vol = (*other)->GetVolume("weights", "qwen3-8b");
   ASSERT_TRUE(vol.has_value()) << vol.error().message();
-  EXPECT_EQ(vol->head, d1_);
-  auto s = (*other)->SetTag("weights", "qwen3-8b", "prod", d1_, 1);
+  EXPECT_EQ(vol->head, this->d1_);
+  auto s = (*other)->SetTag("weights", "qwen3-8b", "prod", this->d1_, 1);
   ASSERT_TRUE(s.has_value()) << s.error().message();
-  EXPECT_EQ(Sequence(), 2);
+  EXPECT_EQ(this->Sequence(), 2);
 }
 
-TEST_F(RegistryTest, PushClaimIsExclusiveUntilReleased) {
-  auto first = reg_->ClaimPush("weights", "qwen3-8b");
+TYPED_TEST(RegistryTest, PushClaimIsExclusiveUntilReleased) {
+  auto first = this->reg_->ClaimPush("weights", "qwen3-8b");
   ASSERT_TRUE(first.has_value()) << first.error().message();
-  auto second = reg_->ClaimPush("weights", "qwen3-8b");
+  auto second = this->reg_->ClaimPush("weights", "qwen3-8b");
   ASSERT_FALSE(second.has_value());
   EXPECT_EQ(second.error().code(), StatusCode::kConflict);
   EXPECT_TRUE(second.error().message().starts_with("volume bdn:weights/qwen3-8b: push in progress"))
       << second.error().message();
   // Another volume is independent.
-  auto elsewhere = reg_->ClaimPush("weights", "other");
+  auto elsewhere = this->reg_->ClaimPush("weights", "other");
   EXPECT_TRUE(elsewhere.has_value());
   first->reset();
-  auto third = reg_->ClaimPush("weights", "qwen3-8b");
+  auto third = this->reg_->ClaimPush("weights", "qwen3-8b");
   EXPECT_TRUE(third.has_value()) << third.error().message();
+}
+
+// Two servers (two handles: two SQLite connections, two PostgreSQL pools) committing new
+// versions to one volume at once: every commit succeeds, each with a sequence of its own, and
+// the volume ends with all of them.
+TYPED_TEST(RegistryTest, ConcurrentCommitsToOneVolumeGetDistinctSequences) {
+  auto other = this->backend_.OpenRegistry();
+  ASSERT_TRUE(other.has_value()) << other.error().message();
+  Registry* handles[] = {this->reg_.get(), other->get()};
+  constexpr int kThreads = 8, kEach = 10;
+  std::mutex mu;
+  std::map<int64_t, Digest> by_sequence;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const Digest d = MakeDigest("", static_cast<uint8_t>(t * kEach + i + 1));
+        auto r = handles[t % 2]->Commit(this->Request(d));
+        std::lock_guard lock(mu);
+        if (!r) {
+          errors.push_back(r.error().ToString());
+        } else if (!by_sequence.emplace(r->sequence, d).second) {
+          errors.push_back("sequence " + std::to_string(r->sequence) + " given twice");
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors, std::vector<std::string>{});
+  ASSERT_EQ(by_sequence.size(), size_t{kThreads * kEach});
+  EXPECT_EQ(by_sequence.begin()->first, 1);
+  EXPECT_EQ(by_sequence.rbegin()->first, kThreads * kEach);
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
+  ASSERT_TRUE(vol.has_value()) << vol.error().message();
+  EXPECT_EQ(vol->sequence, kThreads * kEach);
+  EXPECT_EQ(vol->live_versions, uint64_t{kThreads * kEach});
+  EXPECT_EQ(vol->head, by_sequence.rbegin()->second);  // the last commit's version
+  auto versions = this->reg_->ListVersions("weights", "qwen3-8b", false);
+  ASSERT_TRUE(versions.has_value()) << versions.error().message();
+  for (const VersionRecord& v : *versions) EXPECT_EQ(by_sequence.at(v.sequence), v.digest);
+}
+
+// Commits that all expect the sequence they last read: exactly one of each race wins, the others
+// get a clean Conflict, and the sequence counts exactly the winners (no lost update).
+TYPED_TEST(RegistryTest, RacingExpectedSequencesGiveOneWinnerAndCleanConflicts) {
+  auto other = this->backend_.OpenRegistry();
+  ASSERT_TRUE(other.has_value()) << other.error().message();
+  Registry* handles[] = {this->reg_.get(), other->get()};
+  this->MustCommit(this->Request(this->d1_));
+  constexpr int kThreads = 6, kWins = 5;
+  std::atomic<int> wins{0}, conflicts{0};
+  std::mutex mu;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Registry& reg = *handles[t % 2];
+      for (int won = 0, n = 0; won < kWins; ++n) {
+        auto vol = reg.GetVolume("weights", "qwen3-8b");
+        if (!vol) {
+          std::lock_guard lock(mu);
+          errors.push_back(vol.error().ToString());
+          return;
+        }
+        CommitRequest req = this->Request(MakeDigest("", static_cast<uint8_t>(100 + t)),
+                                          {"t" + std::to_string(t) + "-" + std::to_string(n)});
+        req.expected_sequence = vol->sequence;
+        auto r = reg.Commit(req);
+        if (r) {
+          EXPECT_EQ(r->sequence, vol->sequence + 1);
+          ++won;
+          ++wins;
+        } else if (r.error().code() == StatusCode::kConflict) {
+          EXPECT_TRUE(r.error().message().starts_with("volume bdn:weights/qwen3-8b: sequence is "))
+              << r.error().message();
+          ++conflicts;
+        } else {
+          std::lock_guard lock(mu);
+          errors.push_back(r.error().ToString());
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors, std::vector<std::string>{});
+  EXPECT_EQ(wins.load(), kThreads * kWins);
+  EXPECT_EQ(this->Sequence(), 1 + kThreads * kWins);
+  auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
+  ASSERT_TRUE(vol.has_value());
+  EXPECT_EQ(vol->tags.size(), size_t{kThreads * kWins});  // every winner's tag is there
+}
+
+// A retry sent to another server while the first try still runs (the same idempotency key):
+// applied once, and both get the same answer.
+TYPED_TEST(RegistryTest, ARetryRacingItsFirstTryIsAppliedOnce) {
+  auto other = this->backend_.OpenRegistry();
+  ASSERT_TRUE(other.has_value()) << other.error().message();
+  for (int round = 0; round < 10; ++round) {
+    CommitRequest req = this->Request(MakeDigest("", static_cast<uint8_t>(round + 1)),
+                                      {"r" + std::to_string(round)});
+    req.idempotency_key = "retry-" + std::to_string(round);
+    Result<CommitResult> a, b;
+    std::thread t1([&] { a = this->reg_->Commit(req); });
+    std::thread t2([&] { b = (*other)->Commit(req); });
+    t1.join();
+    t2.join();
+    ASSERT_TRUE(a.has_value()) << a.error().message();
+    ASSERT_TRUE(b.has_value()) << b.error().message();
+    EXPECT_EQ(a->sequence, b->sequence);
+    EXPECT_EQ(a->unchanged, b->unchanged);
+    EXPECT_EQ(this->Sequence(), round + 1);
+  }
 }
 
 TEST(SqliteRegistry, OpenFailsForAnUnwritableLocation) {

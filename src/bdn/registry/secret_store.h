@@ -12,6 +12,9 @@
 #include "bdn/base/status.h"
 
 namespace bdn {
+namespace sql {
+class Database;
+}  // namespace sql
 
 struct SecretInfo {
   std::string name;
@@ -39,14 +42,15 @@ class SecretStore {
   virtual Status Remove(const std::string& name) = 0;
 };
 
-// Secrets in the table `secrets` of an SQLite database (the registry's file, which is 0600).
-class SqliteSecretStore : public SecretStore {
+// Secrets in the table `secrets` of an sql::Database (SQLite: the registry's file, which is 0600;
+// PostgreSQL: the shared metadata database), as hex text. Errors beyond SecretStore's: the
+// database's. Thread-safe.
+class SqlSecretStore : public SecretStore {
  public:
-  // Opens or creates the database and table. Errors: Internal "secret store <file>: <reason>"
-  // when it cannot be opened; the mapping of internal::SqliteError (sqlite_util.h) when a
-  // PRAGMA or the schema fails.
-  static Result<std::unique_ptr<SqliteSecretStore>> Open(const std::filesystem::path& db_path);
-  ~SqliteSecretStore() override;
+  // `db` must hold the table (SqliteSecretStore::Open, or PostgreSQL migrated by
+  // MigratePgMetadata).
+  explicit SqlSecretStore(std::shared_ptr<sql::Database> db);
+  ~SqlSecretStore() override;
 
   Status Put(const std::string& name, const std::string& sealed) override;
   Result<std::string> Get(const std::string& name) override;
@@ -54,9 +58,17 @@ class SqliteSecretStore : public SecretStore {
   Status Remove(const std::string& name) override;
 
  private:
-  struct Impl;
-  explicit SqliteSecretStore(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<sql::Database> db_;
+};
+
+// Secrets in an SQLite database file (the registry's).
+class SqliteSecretStore : public SqlSecretStore {
+ public:
+  // Opens or creates the database and table. Errors: Internal naming the file.
+  static Result<std::unique_ptr<SqliteSecretStore>> Open(const std::filesystem::path& db_path);
+
+ private:
+  using SqlSecretStore::SqlSecretStore;
 };
 
 }  // namespace bdn

@@ -17,6 +17,9 @@
 #include "bdn/digest/digest.h"
 
 namespace bdn {
+namespace sql {
+class Database;
+}  // namespace sql
 
 enum class SyncState { kPending, kSyncing, kReady, kFailed, kCanceled };
 
@@ -143,16 +146,17 @@ class SyncJobStore {
   virtual Result<std::unique_ptr<SyncJobLease>> TryLease(const std::string& id) = 0;
 };
 
-// Jobs in the tables sync_jobs and sync_job_files of an SQLite database (the registry's file);
-// leases are flock(2)s on <db dir>/locks/sync-<id>.lock, which the kernel drops when the holder
-// dies. Thread-safe; several processes may share the file.
-class SqliteSyncJobStore : public SyncJobStore {
+// Jobs in the tables sync_jobs and sync_job_files of an sql::Database (SQLite: the registry's
+// file; PostgreSQL: the shared metadata database); a lease is the database's lock "sync-<id>"
+// (sql::Database::TryLock: an flock(2) on <db dir>/locks/sync-<id>.lock, or a PostgreSQL session
+// advisory lock), which ends when its holder dies. Thread-safe; several processes (servers) may
+// share the database.
+class SqlSyncJobStore : public SyncJobStore {
  public:
-  // Opens or creates the database and tables (the file private to its owner, 0600).
-  // Errors: Internal "sync job store <file>: <reason>" when it cannot be opened; the mapping of
-  // internal::SqliteError (sqlite_util.h) when a PRAGMA, the schema or its upgrade fails.
-  static Result<std::unique_ptr<SqliteSyncJobStore>> Open(const std::filesystem::path& db_path);
-  ~SqliteSyncJobStore() override;
+  // `db` must hold the tables (SqliteSyncJobStore::Open, or PostgreSQL migrated by
+  // MigratePgMetadata).
+  explicit SqlSyncJobStore(std::shared_ptr<sql::Database> db);
+  ~SqlSyncJobStore() override;
 
   Result<SyncJobRecord> Create(const SyncJobSpec& spec) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
@@ -175,9 +179,18 @@ class SqliteSyncJobStore : public SyncJobStore {
   Result<std::unique_ptr<SyncJobLease>> TryLease(const std::string& id) override;
 
  private:
-  struct Impl;
-  explicit SqliteSyncJobStore(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<sql::Database> db_;
+};
+
+// Jobs in an SQLite database file (the registry's).
+class SqliteSyncJobStore : public SqlSyncJobStore {
+ public:
+  // Opens or creates the database and tables (the file private to its owner, 0600).
+  // Errors: Internal naming the file.
+  static Result<std::unique_ptr<SqliteSyncJobStore>> Open(const std::filesystem::path& db_path);
+
+ private:
+  using SqlSyncJobStore::SqlSyncJobStore;
 };
 
 }  // namespace bdn

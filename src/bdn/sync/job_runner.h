@@ -28,6 +28,9 @@ struct RunnerDeps {
   std::shared_ptr<SyncJobStore> jobs;
   // Null: a job naming a secret fails with secret_not_found.
   std::shared_ptr<SecretVault> secrets;
+  // When `secrets` is null: why, for the FailedPrecondition of the secret calls ("" : "not
+  // available here").
+  std::string secrets_unavailable;
   // Takes the volume's push claim for the whole run (the origin uses its claim table). Unset:
   // registry->ClaimPush.
   std::function<Result<std::unique_ptr<PushClaim>>(const std::string& ns, const std::string& volume)>

@@ -30,9 +30,13 @@ const unsigned char* U(const std::string& s) {
   return reinterpret_cast<const unsigned char*>(s.data());
 }
 
-Result<std::string> ReadKeyFile(const std::filesystem::path& path) {
+// Links followed or not: a server's own <data>/secrets.key is never a link; a shared key file
+// given by flag often is (a mounted Kubernetes secret).
+enum class Links { kFollow, kRefuse };
+
+Result<std::string> ReadKeyFile(const std::filesystem::path& path, Links links = Links::kRefuse) {
   const std::string what = "secret key file " + path.string();
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0)));
   if (!fd) return Err(ErrnoError(what, errno));
   std::string key(kKeyBytes + 1, '\0');
   BDN_ASSIGN_OR_RETURN(size_t n, ReadFull(fd.get(), {reinterpret_cast<uint8_t*>(key.data()), key.size()}, what));
@@ -67,6 +71,18 @@ Result<std::shared_ptr<SecretVault>> SecretVault::Open(std::shared_ptr<SecretSto
     MakePrivate(key_path, "secret key file");
   }
   BDN_ASSIGN_OR_RETURN(std::string key, ReadKeyFile(key_path));
+  return std::shared_ptr<SecretVault>(new SecretVault(std::move(store), std::move(key)));
+}
+
+Result<std::shared_ptr<SecretVault>> SecretVault::OpenShared(std::shared_ptr<SecretStore> store,
+                                                             const std::filesystem::path& key_path) {
+  struct stat st;
+  if (::stat(key_path.c_str(), &st) != 0 && errno == ENOENT) {
+    return Err(NotFoundError("secret key file " + key_path.string() +
+                             ": not found (create it once, e.g. head -c 32 /dev/urandom > " +
+                             key_path.string() + ", and give every server the same file)"));
+  }
+  BDN_ASSIGN_OR_RETURN(std::string key, ReadKeyFile(key_path, Links::kFollow));
   return std::shared_ptr<SecretVault>(new SecretVault(std::move(store), std::move(key)));
 }
 

@@ -26,6 +26,14 @@ class SecretVault {
   static Result<std::shared_ptr<SecretVault>> Open(std::shared_ptr<SecretStore> store,
                                                    const std::filesystem::path& key_path);
 
+  // Opens a vault over `store` with the key in `key_path`, a file of exactly 32 bytes that must
+  // exist (links followed): the key that servers sharing one secret store (bdn serve --db) all
+  // use, so none may make its own. Errors: NotFound "secret key file <path>: not found (create
+  // it once, e.g. head -c 32 /dev/urandom > <path>, and give every server the same file)";
+  // Internal for a file that is not 32 bytes; the open's errors.
+  static Result<std::shared_ptr<SecretVault>> OpenShared(std::shared_ptr<SecretStore> store,
+                                                         const std::filesystem::path& key_path);
+
   // Encrypts and stores `value` under `name` (replacing an older value). Errors:
   // InvalidArgument for the name (ValidateSecretName) or an empty value; the store's.
   Status Set(const std::string& name, const std::string& value);

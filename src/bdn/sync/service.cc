@@ -64,7 +64,11 @@ LocalSyncService::LocalSyncService(RunnerDeps deps, std::function<void(const std
     : deps_(std::move(deps)), on_created_(std::move(on_created)) {}
 
 Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
-  if (!deps_.secrets) return Err(FailedPreconditionError("secrets: not available here"));
+  if (!deps_.secrets) {
+    return Err(FailedPreconditionError(
+        "secrets: " + (deps_.secrets_unavailable.empty() ? std::string("not available here")
+                                                         : deps_.secrets_unavailable)));
+  }
   return deps_.secrets;
 }
 
@@ -128,22 +132,44 @@ Status LocalSyncService::RemoveSecret(const std::string& name) {
 
 // ---- JobScheduler ----
 
-JobScheduler::JobScheduler(RunnerDeps deps, int runners)
-    : deps_(std::move(deps)), runners_(std::max(1, runners)) {}
+JobScheduler::JobScheduler(RunnerDeps deps, int runners, std::chrono::milliseconds poll)
+    : deps_(std::move(deps)), runners_(std::max(1, runners)), poll_(poll) {}
 
 JobScheduler::~JobScheduler() { Stop(); }
 
-Status JobScheduler::Start() {
+Status JobScheduler::EnqueueUnfinished(bool log_resumes) {
   BDN_ASSIGN_OR_RETURN(auto unfinished, deps_.jobs->ListUnfinished());
   for (const auto& job : unfinished) {
-    if (job.state == SyncState::kSyncing) {
+    {
+      std::lock_guard lock(mu_);
+      if (running_.contains(job.id)) continue;
+    }
+    if (log_resumes && job.state == SyncState::kSyncing) {
       log::Info("sync job " + job.id + ": resuming (" + job.spec.source_uri + " into bdn:" +
                 job.spec.ns + "/" + job.spec.volume + ")");
     }
     Enqueue(job.id);
   }
-  for (int i = 0; i < runners_; ++i) threads_.emplace_back([this] { Work(); });
   return Status::Ok();
+}
+
+Status JobScheduler::Start() {
+  BDN_RETURN_IF_ERROR(EnqueueUnfinished(true));
+  for (int i = 0; i < runners_; ++i) threads_.emplace_back([this] { Work(); });
+  if (poll_.count() > 0) threads_.emplace_back([this] { Poll(); });
+  return Status::Ok();
+}
+
+void JobScheduler::Poll() {
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, poll_, [&] { return shutdown_.load(); })) return;
+    }
+    if (Status s = EnqueueUnfinished(false); !s.ok()) {
+      log::Warn("sync jobs: listing the unfinished ones: " + s.message());
+    }
+  }
 }
 
 void JobScheduler::Enqueue(const std::string& id) {
@@ -152,7 +178,7 @@ void JobScheduler::Enqueue(const std::string& id) {
     if (!queued_.insert(id).second) return;
     queue_.push_back(id);
   }
-  cv_.notify_one();
+  cv_.notify_all();
 }
 
 void JobScheduler::Stop() {
@@ -172,11 +198,19 @@ void JobScheduler::Work() {
       id = queue_.front();
       queue_.pop_front();
       queued_.erase(id);
+      running_.insert(id);
     }
     RunOptions options;
     options.shutdown = &shutdown_;
     auto job = RunJob(id, deps_, options);
-    if (!job) {
+    {
+      std::lock_guard lock(mu_);
+      running_.erase(id);
+    }
+    if (!job && job.error().code() == StatusCode::kConflict) {
+      // Its lease is held by another runner (another replica's, when jobs are polled).
+      log::Debug("sync job " + id + ": " + job.error().message());
+    } else if (!job) {
       log::Error("sync job " + id + ": " + job.error().message());
     } else if (job->state == SyncState::kReady) {
       log::Info("sync job " + id + ": READY bdn:" + job->spec.ns + "/" + job->spec.volume + "@" +

@@ -82,11 +82,15 @@ class LocalSyncService : public SyncService {
 };
 
 // Runs the jobs of a server on `runners` threads: every unfinished job at Start (a restarted
-// server resumes the jobs the last one left), then each job Enqueue'd. Stop interrupts the
-// running jobs, which stay SYNCING for the next start. Thread-safe.
+// server resumes the jobs the last one left), then each job Enqueue'd, and, with a `poll`
+// interval, every unfinished job the store lists then that is not queued or running here (a
+// replica sharing the job store with others picks up the jobs another created, or left when it
+// died; the job's lease keeps one runner per job). Stop interrupts the running jobs, which stay
+// SYNCING for the next start. Thread-safe.
 class JobScheduler {
  public:
-  JobScheduler(RunnerDeps deps, int runners);
+  JobScheduler(RunnerDeps deps, int runners,
+               std::chrono::milliseconds poll = std::chrono::milliseconds(0));
   ~JobScheduler();  // Stop()
 
   // Queues the unfinished jobs and starts the threads. Errors: the job store's.
@@ -96,9 +100,14 @@ class JobScheduler {
 
  private:
   void Work();
+  void Poll();
+  // Queues every unfinished job that is neither queued nor running here.
+  Status EnqueueUnfinished(bool log_resumes);
 
   RunnerDeps deps_;
   const int runners_;
+  const std::chrono::milliseconds poll_;
+  std::set<std::string> running_;
   std::atomic<bool> shutdown_{false};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,0 +1,123 @@
+// SqlSecretStore: sealed secret values by name, in the registry's SQLite file or the shared
+// PostgreSQL database.
+#include <chrono>
+
+#include "bdn/registry/secret_store.h"
+#include "bdn/sql/database.h"
+#include "bdn/sql/sqlite_database.h"
+
+namespace bdn {
+namespace {
+
+// Values are sealed bytes (any byte); the table holds them as hex text.
+constexpr const char* kSqliteSchema = R"sql(
+CREATE TABLE IF NOT EXISTS secrets(
+  name TEXT PRIMARY KEY,
+  sealed_hex TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL);
+)sql";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ToHex(const std::string& bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+std::string FromHex(const std::string& hex) {
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  }
+  return out;
+}
+
+Status NotFound(const std::string& name) {
+  return NotFoundError("secret \"" + name + "\": not found");
+}
+
+}  // namespace
+
+Status ValidateSecretName(const std::string& name) {
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  bool ok = !name.empty() && name.size() <= 128 && alnum(name[0]);
+  for (char c : name) ok = ok && (alnum(c) || c == '.' || c == '_' || c == '-');
+  if (ok) return Status::Ok();
+  return InvalidArgumentError("secret name \"" + name +
+                              "\": must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and "
+                              "'-', starting with a letter or digit");
+}
+
+SqlSecretStore::SqlSecretStore(std::shared_ptr<sql::Database> db) : db_(std::move(db)) {}
+SqlSecretStore::~SqlSecretStore() = default;
+
+Result<std::unique_ptr<SqliteSecretStore>> SqliteSecretStore::Open(
+    const std::filesystem::path& db_path) {
+  sql::SqliteOptions o;
+  o.what = "secret store";
+  o.schema = kSqliteSchema;
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<sql::Database> db, sql::OpenSqlite(db_path, std::move(o)));
+  return std::unique_ptr<SqliteSecretStore>(new SqliteSecretStore(std::move(db)));
+}
+
+Status SqlSecretStore::Put(const std::string& name, const std::string& sealed) {
+  BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+  const int64_t now = NowMs();
+  return db_->Write([&](sql::Session& s) {
+    return sql::ToStatus(
+        s.Exec("INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms) VALUES(?1,?2,?3,?3) "
+               "ON CONFLICT(name) DO UPDATE SET sealed_hex=excluded.sealed_hex, "
+               "updated_ms=excluded.updated_ms",
+               {name, ToHex(sealed), now}));
+  });
+}
+
+Result<std::string> SqlSecretStore::Get(const std::string& name) {
+  return sql::ReadValue<std::string>(
+      *db_,
+      [&](sql::Session& s) -> Result<std::string> {
+        BDN_ASSIGN_OR_RETURN(sql::Rows r,
+                             s.Query("SELECT sealed_hex FROM secrets WHERE name=?1", {name}));
+        if (r.empty()) return Err(NotFound(name));
+        return FromHex(r.Text(0, 0));
+      },
+      sql::Consistency::kStatement);
+}
+
+Result<std::vector<SecretInfo>> SqlSecretStore::List() {
+  return sql::ReadValue<std::vector<SecretInfo>>(
+      *db_,
+      [](sql::Session& s) -> Result<std::vector<SecretInfo>> {
+        BDN_ASSIGN_OR_RETURN(
+            sql::Rows r,
+            s.Query("SELECT name, created_ms, updated_ms FROM secrets ORDER BY name"));
+        std::vector<SecretInfo> out;
+        for (size_t i = 0; i < r.size(); ++i) out.push_back({r.Text(i, 0), r.Int(i, 1), r.Int(i, 2)});
+        return out;
+      },
+      sql::Consistency::kStatement);
+}
+
+Status SqlSecretStore::Remove(const std::string& name) {
+  return db_->Write([&](sql::Session& s) -> Status {
+    BDN_ASSIGN_OR_RETURN(int64_t n, s.Exec("DELETE FROM secrets WHERE name=?1", {name}));
+    if (n == 0) return NotFound(name);
+    return Status::Ok();
+  });
+}
+
+}  // namespace bdn

@@ -1,0 +1,392 @@
+// SqlSyncJobStore: sync jobs and the files they sealed, in the registry's SQLite file or the
+// shared PostgreSQL database; leases are the database's locks.
+#include <chrono>
+
+#include "bdn/base/units.h"  // RandomHex
+#include "bdn/registry/sync_job_store.h"
+#include "bdn/sql/database.h"
+#include "bdn/sql/sqlite_database.h"
+
+namespace bdn {
+namespace {
+
+using sql::Rows;
+using sql::Session;
+
+constexpr const char* kSqliteSchema = R"sql(
+CREATE TABLE IF NOT EXISTS sync_jobs(
+  id TEXT PRIMARY KEY,
+  source_uri TEXT NOT NULL,
+  ns TEXT NOT NULL,
+  volume TEXT NOT NULL,
+  tag TEXT NOT NULL,
+  includes TEXT NOT NULL,
+  excludes TEXT NOT NULL,
+  auth_secret_name TEXT NOT NULL,
+  retry_deadline_ms INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  source_revision TEXT NOT NULL DEFAULT '',
+  listing_digest TEXT NOT NULL DEFAULT '',
+  objects_total INTEGER NOT NULL DEFAULT 0,
+  objects_done INTEGER NOT NULL DEFAULT 0,
+  bytes_total INTEGER NOT NULL DEFAULT 0,
+  bytes_done INTEGER NOT NULL DEFAULT 0,
+  bytes_fetched INTEGER NOT NULL DEFAULT 0,
+  version TEXT NOT NULL DEFAULT '',
+  unchanged INTEGER NOT NULL DEFAULT 0,
+  error_code TEXT NOT NULL DEFAULT '',
+  error_message TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL DEFAULT 0,
+  finished_ms INTEGER NOT NULL DEFAULT 0,
+  runs INTEGER NOT NULL DEFAULT 0,
+  endpoint TEXT NOT NULL DEFAULT '',
+  region TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS sync_jobs_by_dest ON sync_jobs(ns, volume);
+CREATE TABLE IF NOT EXISTS sync_job_files(
+  job_id TEXT NOT NULL,
+  path TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  etag TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  layout INTEGER NOT NULL,
+  index_digest TEXT NOT NULL,
+  chunks INTEGER NOT NULL,
+  PRIMARY KEY(job_id, path));
+)sql";
+
+constexpr const char* kColumns =
+    "id, source_uri, ns, volume, tag, includes, excludes, auth_secret_name, retry_deadline_ms, "
+    "state, cancel_requested, source_revision, listing_digest, objects_total, objects_done, "
+    "bytes_total, bytes_done, bytes_fetched, version, unchanged, error_code, error_message, "
+    "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Globs never hold a newline (sync::ValidateGlob refuses them), so a list is one per line.
+std::string JoinLines(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? "\n" : "") + items[i];
+  return out;
+}
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find('\n', start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::optional<Digest> OptionalDigest(const std::string& hex) {
+  if (hex.empty()) return std::nullopt;
+  auto d = Digest::Parse(hex);
+  return d ? std::optional<Digest>(*d) : std::nullopt;
+}
+
+Digest StoredDigest(const std::string& hex) {
+  auto d = Digest::Parse(hex);
+  return d ? *d : Digest();
+}
+
+// Row i of a query of kColumns.
+SyncJobRecord RowToJob(const Rows& r, size_t i) {
+  auto Text = [&](int c) { return r.Text(i, c); };
+  auto Int = [&](int c) { return r.Int(i, c); };
+  SyncJobRecord j;
+  j.id = Text(0);
+  j.spec.source_uri = Text(1);
+  j.spec.ns = Text(2);
+  j.spec.volume = Text(3);
+  j.spec.tag = Text(4);
+  j.spec.includes = SplitLines(Text(5));
+  j.spec.excludes = SplitLines(Text(6));
+  j.spec.auth_secret_name = Text(7);
+  j.spec.retry_deadline_ms = Int(8);
+  auto state = ParseSyncState(Text(9));
+  j.state = state ? *state : SyncState::kFailed;
+  j.cancel_requested = Int(10) != 0;
+  j.source_revision = Text(11);
+  j.listing_digest = OptionalDigest(Text(12));
+  j.progress.objects_total = static_cast<uint64_t>(Int(13));
+  j.progress.objects_done = static_cast<uint64_t>(Int(14));
+  j.progress.bytes_total = static_cast<uint64_t>(Int(15));
+  j.progress.bytes_done = static_cast<uint64_t>(Int(16));
+  j.progress.bytes_fetched = static_cast<uint64_t>(Int(17));
+  j.version = OptionalDigest(Text(18));
+  j.unchanged = Int(19) != 0;
+  j.error_code = Text(20);
+  j.error_message = Text(21);
+  j.created_unix_ms = Int(22);
+  j.updated_unix_ms = Int(23);
+  j.started_unix_ms = Int(24);
+  j.finished_unix_ms = Int(25);
+  j.runs = static_cast<int>(Int(26));
+  j.spec.endpoint = Text(27);
+  j.spec.region = Text(28);
+  return j;
+}
+
+Status AlreadyTerminal(const SyncJobRecord& j) {
+  return FailedPreconditionError("sync job " + j.id + ": already " +
+                                 std::string(SyncStateName(j.state)));
+}
+
+class LockLease : public SyncJobLease {
+ public:
+  explicit LockLease(std::unique_ptr<sql::HeldLock> lock) : lock_(std::move(lock)) {}
+
+ private:
+  std::unique_ptr<sql::HeldLock> lock_;
+};
+
+// A job table made before object-store sources lacks their endpoint and region: adds them
+// (empty for its jobs).
+Status AddSqliteColumns(Session& s) {
+  BDN_ASSIGN_OR_RETURN(bool has, sql::HasColumn(s, "sync_jobs", "endpoint"));
+  if (has) return Status::Ok();
+  for (const char* sql : {"ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''",
+                          "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"}) {
+    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql)));
+  }
+  return Status::Ok();
+}
+
+Result<SyncJobRecord> ReadJob(Session& s, const std::string& id) {
+  BDN_ASSIGN_OR_RETURN(
+      Rows r, s.Query(std::string("SELECT ") + kColumns + " FROM sync_jobs WHERE id=?1", {id}));
+  if (r.empty()) return Err(NotFoundError("sync job " + id + ": not found"));
+  return RowToJob(r, 0);
+}
+
+Result<std::vector<SyncJobRecord>> QueryJobs(Session& s, const std::string& where_order,
+                                             const std::vector<sql::Param>& args) {
+  BDN_ASSIGN_OR_RETURN(
+      Rows r, s.Query(std::string("SELECT ") + kColumns + " FROM sync_jobs " + where_order, args));
+  std::vector<SyncJobRecord> out;
+  for (size_t i = 0; i < r.size(); ++i) out.push_back(RowToJob(r, i));
+  return out;
+}
+
+}  // namespace
+
+std::string_view SyncStateName(SyncState s) {
+  switch (s) {
+    case SyncState::kPending: return "PENDING";
+    case SyncState::kSyncing: return "SYNCING";
+    case SyncState::kReady: return "READY";
+    case SyncState::kFailed: return "FAILED";
+    case SyncState::kCanceled: return "CANCELED";
+  }
+  return "FAILED";
+}
+
+Result<SyncState> ParseSyncState(std::string_view name) {
+  for (SyncState s : {SyncState::kPending, SyncState::kSyncing, SyncState::kReady,
+                      SyncState::kFailed, SyncState::kCanceled}) {
+    if (SyncStateName(s) == name) return s;
+  }
+  return Err(InvalidArgumentError("sync state \"" + std::string(name) + "\": unknown"));
+}
+
+SqlSyncJobStore::SqlSyncJobStore(std::shared_ptr<sql::Database> db) : db_(std::move(db)) {}
+SqlSyncJobStore::~SqlSyncJobStore() = default;
+
+Result<std::unique_ptr<SqliteSyncJobStore>> SqliteSyncJobStore::Open(
+    const std::filesystem::path& db_path) {
+  sql::SqliteOptions o;
+  o.what = "sync job store";
+  o.schema = kSqliteSchema;
+  o.upgrade = AddSqliteColumns;
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<sql::Database> db, sql::OpenSqlite(db_path, std::move(o)));
+  return std::unique_ptr<SqliteSyncJobStore>(new SqliteSyncJobStore(std::move(db)));
+}
+
+Result<SyncJobRecord> SqlSyncJobStore::Create(const SyncJobSpec& spec) {
+  BDN_ASSIGN_OR_RETURN(std::string hex, RandomHex(8));
+  const std::string id = "sync_" + hex;
+  const int64_t now = NowMs();
+  return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
+    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(
+        "INSERT INTO sync_jobs(id, source_uri, ns, volume, tag, includes, excludes, "
+        "auth_secret_name, retry_deadline_ms, state, created_ms, updated_ms, endpoint, region) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,'PENDING',?10,?10,?11,?12)",
+        {id, spec.source_uri, spec.ns, spec.volume, spec.tag, JoinLines(spec.includes),
+         JoinLines(spec.excludes), spec.auth_secret_name, spec.retry_deadline_ms, now,
+         spec.endpoint, spec.region})));
+    return ReadJob(s, id);
+  });
+}
+
+Result<SyncJobRecord> SqlSyncJobStore::Get(const std::string& id) {
+  return sql::ReadValue<SyncJobRecord>(
+      *db_, [&](Session& s) { return ReadJob(s, id); }, sql::Consistency::kStatement);
+}
+
+Result<std::vector<SyncJobRecord>> SqlSyncJobStore::List(const std::string& ns,
+                                                         const std::string& volume) {
+  using Jobs = std::vector<SyncJobRecord>;
+  return sql::ReadValue<Jobs>(
+      *db_,
+      [&](Session& s) -> Result<Jobs> {
+        if (ns.empty()) return QueryJobs(s, "ORDER BY created_ms DESC, rowid DESC", {});
+        if (volume.empty()) {
+          return QueryJobs(s, "WHERE ns=?1 ORDER BY created_ms DESC, rowid DESC", {ns});
+        }
+        return QueryJobs(s, "WHERE ns=?1 AND volume=?2 ORDER BY created_ms DESC, rowid DESC",
+                         {ns, volume});
+      },
+      sql::Consistency::kStatement);
+}
+
+Result<std::optional<SyncJobRecord>> SqlSyncJobStore::FindUnfinished(const SyncJobSpec& spec) {
+  BDN_ASSIGN_OR_RETURN(
+      auto jobs, sql::ReadValue<std::vector<SyncJobRecord>>(
+                     *db_,
+                     [&](Session& s) {
+                       return QueryJobs(s,
+                                        "WHERE ns=?1 AND volume=?2 AND state IN "
+                                        "('PENDING','SYNCING') ORDER BY created_ms DESC, rowid DESC",
+                                        {spec.ns, spec.volume});
+                     },
+                     sql::Consistency::kStatement));
+  for (auto& j : jobs) {
+    if (j.spec == spec) return std::optional<SyncJobRecord>(std::move(j));
+  }
+  return std::optional<SyncJobRecord>();
+}
+
+Result<std::vector<SyncJobRecord>> SqlSyncJobStore::ListUnfinished() {
+  return sql::ReadValue<std::vector<SyncJobRecord>>(
+      *db_,
+      [](Session& s) {
+        return QueryJobs(s, "WHERE state IN ('PENDING','SYNCING') ORDER BY created_ms, rowid", {});
+      },
+      sql::Consistency::kStatement);
+}
+
+Result<SyncJobRecord> SqlSyncJobStore::StartRun(const std::string& id) {
+  return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));
+    if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
+    BDN_RETURN_IF_ERROR(sql::ToStatus(
+        s.Exec("UPDATE sync_jobs SET state='SYNCING', runs=runs+1, updated_ms=?2, "
+               "started_ms=CASE WHEN started_ms=0 THEN ?2 ELSE started_ms END WHERE id=?1",
+               {id, NowMs()})));
+    return ReadJob(s, id);
+  });
+}
+
+Status SqlSyncJobStore::SetSource(const std::string& id, const std::string& revision,
+                                  const Digest& listing_digest, uint64_t objects_total,
+                                  uint64_t bytes_total) {
+  return db_->Write([&](Session& s) {
+    return sql::ToStatus(
+        s.Exec("UPDATE sync_jobs SET source_revision=?2, listing_digest=?3, objects_total=?4, "
+               "bytes_total=?5, updated_ms=?6 WHERE id=?1",
+               {id, revision, listing_digest.Hex(), static_cast<int64_t>(objects_total),
+                static_cast<int64_t>(bytes_total), NowMs()}));
+  });
+}
+
+Status SqlSyncJobStore::SetProgress(const std::string& id, const SyncProgress& p) {
+  return db_->Write([&](Session& s) {
+    return sql::ToStatus(s.Exec(
+        "UPDATE sync_jobs SET objects_total=?2, objects_done=?3, bytes_total=?4, bytes_done=?5, "
+        "bytes_fetched=?6, updated_ms=?7 WHERE id=?1",
+        {id, static_cast<int64_t>(p.objects_total), static_cast<int64_t>(p.objects_done),
+         static_cast<int64_t>(p.bytes_total), static_cast<int64_t>(p.bytes_done),
+         static_cast<int64_t>(p.bytes_fetched), NowMs()}));
+  });
+}
+
+Result<SyncJobRecord> SqlSyncJobStore::Finish(const std::string& id, SyncState state,
+                                              std::optional<Digest> version, bool unchanged,
+                                              const std::string& error_code,
+                                              const std::string& error_message) {
+  if (!IsTerminal(state)) {
+    return Err(InternalError("sync job " + id + ": Finish needs a terminal state"));
+  }
+  return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord j,
+                         ReadJob(s, id));
+    if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
+    BDN_RETURN_IF_ERROR(sql::ToStatus(
+        s.Exec("UPDATE sync_jobs SET state=?2, version=?3, unchanged=?4, error_code=?5, "
+               "error_message=?6, updated_ms=?7, finished_ms=?7 WHERE id=?1",
+               {id, std::string(SyncStateName(state)),
+                version ? version->Hex() : std::string(), int64_t{unchanged}, error_code,
+                error_message, NowMs()})));
+    // A finished job's file records have served their purpose: its version holds them now.
+    BDN_RETURN_IF_ERROR(
+        sql::ToStatus(s.Exec("DELETE FROM sync_job_files WHERE job_id=?1", {id})));
+    return ReadJob(s, id);
+  });
+}
+
+Result<SyncJobRecord> SqlSyncJobStore::RequestCancel(const std::string& id) {
+  return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));
+    if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
+    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(
+        "UPDATE sync_jobs SET cancel_requested=1, updated_ms=?2 WHERE id=?1", {id, NowMs()})));
+    return ReadJob(s, id);
+  });
+}
+
+Status SqlSyncJobStore::RecordFile(const std::string& id, const SyncFileRecord& f) {
+  return db_->Write([&](Session& s) {
+    return sql::ToStatus(s.Exec(
+        "INSERT INTO sync_job_files(job_id, path, size, etag, digest, layout, index_digest, "
+        "chunks) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(job_id, path) DO UPDATE SET "
+        "size=excluded.size, etag=excluded.etag, digest=excluded.digest, "
+        "layout=excluded.layout, index_digest=excluded.index_digest, chunks=excluded.chunks",
+        {id, f.path, static_cast<int64_t>(f.size_bytes), f.etag, f.digest.Hex(),
+         int64_t{f.layout}, f.index.Hex(), static_cast<int64_t>(f.chunks)}));
+  });
+}
+
+Result<std::vector<SyncFileRecord>> SqlSyncJobStore::Files(const std::string& id) {
+  using Files = std::vector<SyncFileRecord>;
+  return sql::ReadValue<Files>(
+      *db_,
+      [&](Session& s) -> Result<Files> {
+        BDN_ASSIGN_OR_RETURN(
+            Rows r, s.Query("SELECT path, size, etag, digest, layout, index_digest, chunks FROM "
+                            "sync_job_files WHERE job_id=?1 ORDER BY path",
+                            {id}));
+        Files out;
+        for (size_t i = 0; i < r.size(); ++i) {
+          SyncFileRecord f;
+          f.path = r.Text(i, 0);
+          f.size_bytes = static_cast<uint64_t>(r.Int(i, 1));
+          f.etag = r.Text(i, 2);
+          f.digest = StoredDigest(r.Text(i, 3));
+          f.layout = static_cast<int>(r.Int(i, 4));
+          f.index = StoredDigest(r.Text(i, 5));
+          f.chunks = static_cast<uint64_t>(r.Int(i, 6));
+          out.push_back(std::move(f));
+        }
+        return out;
+      },
+      sql::Consistency::kStatement);
+}
+
+Result<std::unique_ptr<SyncJobLease>> SqlSyncJobStore::TryLease(const std::string& id) {
+  BDN_ASSIGN_OR_RETURN(sql::LockAttempt lock, db_->TryLock("sync-" + id));
+  if (!lock.held) return std::unique_ptr<SyncJobLease>();
+  return std::unique_ptr<SyncJobLease>(new LockLease(std::move(lock.held)));
+}
+
+}  // namespace bdn

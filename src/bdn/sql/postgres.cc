@@ -1,0 +1,515 @@
+// PgPool and the Database over it: libpq connections, the error mapping, transactions with
+// retries, advisory locks and migrations.
+#include "bdn/sql/postgres.h"
+
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "bdn/base/backoff.h"
+#include "bdn/base/log.h"
+#include "bdn/base/text.h"
+
+namespace bdn::sql {
+
+// ---- Names ----
+
+namespace {
+
+// libpq's messages span lines ("...failed: Connection refused\n\tIs the server running...");
+// messages here are one line.
+std::string OneLine(std::string_view text) {
+  std::string out;
+  bool space = false;
+  for (char c : text) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+struct ConninfoFree {
+  void operator()(PQconninfoOption* o) const { PQconninfoFree(o); }
+};
+
+}  // namespace
+
+Result<std::string> RedactedDatabaseName(const std::string& url) {
+  char* err = nullptr;
+  std::unique_ptr<PQconninfoOption, ConninfoFree> opts(PQconninfoParse(url.c_str(), &err));
+  if (!opts) {
+    std::string why = err ? OneLine(err) : "cannot be parsed";
+    PQfreemem(err);
+    return Err(InvalidArgumentError("--db: " + why));
+  }
+  std::string host, hostaddr, port, dbname;
+  for (PQconninfoOption* o = opts.get(); o->keyword; ++o) {
+    if (!o->val) continue;
+    std::string_view k = o->keyword;
+    if (k == "host") host = o->val;
+    if (k == "hostaddr") hostaddr = o->val;
+    if (k == "port") port = o->val;
+    if (k == "dbname") dbname = o->val;
+  }
+  if (host.empty()) host = hostaddr;
+  std::string out = "postgresql://";
+  if (!host.empty() && host[0] == '/') {
+    out += "/" + dbname + "?host=" + host;
+    if (!port.empty()) out += "&port=" + port;
+    return out;
+  }
+  out += host;
+  if (!port.empty()) out += ":" + port;
+  out += "/" + dbname;
+  return out;
+}
+
+std::string PostgresParameters(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size());
+  char quote = 0;  // ' or " while inside one
+  for (size_t i = 0; i < sql.size(); ++i) {
+    const char c = sql[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      out += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      out += c;
+    } else if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
+      size_t end = sql.find('\n', i);
+      if (end == std::string_view::npos) end = sql.size();
+      out.append(sql.substr(i, end - i));
+      i = end - 1;
+    } else if (c == '?' && i + 1 < sql.size() && sql[i + 1] >= '0' && sql[i + 1] <= '9') {
+      out += '$';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// ---- The pool ----
+
+struct PgPool::Impl {
+  PgOptions options;
+  std::string name;
+  std::string application_name;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<PGconn*> idle;
+  size_t open = 0;  // idle plus in use
+
+  ~Impl() {
+    for (PGconn* c : idle) PQfinish(c);
+  }
+
+  // "<what> <name>: [<op>: ]"
+  std::string Prefix(std::string_view what, std::string_view op) const {
+    std::string out = std::string(what) + " " + name + ": ";
+    if (!op.empty()) out += std::string(op) + ": ";
+    return out;
+  }
+
+  // A new connection (not counted in the pool). Errors: Unavailable with libpq's message.
+  Result<PGconn*> Connect(std::string_view what, std::string_view op) const {
+    const std::string timeout = std::to_string(std::max<int64_t>(2, options.connect_timeout.count()));
+    // Defaults first: the URL's own settings, expanded from dbname, override them.
+    const char* keys[] = {"connect_timeout",     "application_name", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count", "dbname",
+                          "client_encoding",     nullptr};
+    // client_encoding after dbname: text is UTF-8 whatever the URL or the server say.
+    const char* values[] = {timeout.c_str(), application_name.c_str(), "30", "10", "3",
+                            options.url.c_str(), "UTF8", nullptr};
+    PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+    if (!conn) return Err(UnavailableError(Prefix(what, op) + "cannot connect: out of memory"));
+    if (PQstatus(conn) != CONNECTION_OK) {
+      std::string why = OneLine(PQerrorMessage(conn));
+      PQfinish(conn);
+      return Err(UnavailableError(Prefix(what, op) + "cannot connect: " + why));
+    }
+    // NOTICEs ("relation ... already exists, skipping") are the server talking to a person.
+    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+    return conn;
+  }
+
+  // A pooled connection: an idle one, a new one while fewer than max_connections are open, or
+  // the next one released within acquire_timeout.
+  Result<PGconn*> Acquire(std::string_view what, std::string_view op) {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, options.acquire_timeout,
+                     [&] { return !idle.empty() || open < options.max_connections; })) {
+      return Err(UnavailableError(Prefix(what, op) + "all " +
+                                  std::to_string(options.max_connections) +
+                                  " database connections stayed busy"));
+    }
+    if (!idle.empty()) {
+      PGconn* c = idle.back();
+      idle.pop_back();
+      return c;
+    }
+    ++open;
+    lock.unlock();
+    auto c = Connect(what, op);
+    if (!c) {
+      lock.lock();
+      --open;
+      cv.notify_one();
+    }
+    return c;
+  }
+
+  // Returns a connection to the pool. A broken one is closed, and so is every idle one: a
+  // connection lost means the server restarted or failed over, which ended them all.
+  void Release(PGconn* c, bool broken) {
+    std::vector<PGconn*> close;
+    {
+      std::lock_guard lock(mu);
+      if (broken || PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE) {
+        close.push_back(c);
+        --open;
+        if (broken) {
+          close.insert(close.end(), idle.begin(), idle.end());
+          open -= idle.size();
+          idle.clear();
+        }
+      } else {
+        idle.push_back(c);
+      }
+    }
+    cv.notify_all();
+    for (PGconn* x : close) PQfinish(x);
+  }
+};
+
+PgPool::PgPool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PgPool::~PgPool() = default;
+
+const std::string& PgPool::name() const { return impl_->name; }
+
+Result<std::shared_ptr<PgPool>> PgPool::Open(PgOptions options) {
+  auto impl = std::make_unique<Impl>();
+  BDN_ASSIGN_OR_RETURN(impl->name, RedactedDatabaseName(options.url));
+  if (options.max_connections == 0) options.max_connections = 1;
+  impl->options = std::move(options);
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  impl->application_name = "bdn pid " + std::to_string(::getpid()) + " on " + host;
+  BDN_ASSIGN_OR_RETURN(PGconn * first, impl->Acquire("database", ""));
+  impl->Release(first, false);
+  return std::shared_ptr<PgPool>(new PgPool(std::move(impl)));
+}
+
+// ---- Statements ----
+
+namespace {
+
+struct ResultFree {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultFree>;
+
+// What an error means for the transaction that met it.
+struct Failure {
+  bool lost = false;       // the connection is gone
+  bool retryable = false;  // serialization failure or deadlock: the transaction may run again
+};
+
+class PgSession : public Session {
+ public:
+  PgSession(PgPool::Impl& pool, PGconn* conn, std::string_view what, std::string_view op)
+      : pool_(pool), conn_(conn), what_(what), op_(op) {}
+
+  Result<Rows> Query(std::string_view sql, const std::vector<Param>& params = {}) override {
+    BDN_ASSIGN_OR_RETURN(PgResult r, Run(sql, params));
+    const int rows = PQntuples(r.get()), cols = PQnfields(r.get());
+    Rows out(cols);
+    for (int i = 0; i < rows; ++i) {
+      for (int c = 0; c < cols; ++c) {
+        if (PQgetisnull(r.get(), i, c)) {
+          out.Add(std::nullopt);
+        } else {
+          out.Add(std::string(PQgetvalue(r.get(), i, c),
+                              static_cast<size_t>(PQgetlength(r.get(), i, c))));
+        }
+      }
+    }
+    return out;
+  }
+
+  Result<int64_t> Exec(std::string_view sql, const std::vector<Param>& params = {}) override {
+    BDN_ASSIGN_OR_RETURN(PgResult r, Run(sql, params));
+    const char* n = PQcmdTuples(r.get());
+    return n && *n ? std::strtoll(n, nullptr, 10) : int64_t{0};
+  }
+
+  std::string_view ForUpdate() const override { return " FOR UPDATE"; }
+
+  Status LockForTransaction(std::string_view name) override {
+    return ToStatus(
+        Query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", {"bdn/" + std::string(name)}));
+  }
+
+  // A statement without parameters (BEGIN, COMMIT, a migration's SQL).
+  Status Command(const char* sql) {
+    PgResult r(PQexec(conn_, sql));
+    return Check(r);
+  }
+
+  const Failure& failure() const { return failure_; }
+  std::string Prefix() const { return pool_.Prefix(what_, op_); }
+
+ private:
+  Result<PgResult> Run(std::string_view sql, const std::vector<Param>& params) {
+    std::vector<std::string> ints;
+    ints.reserve(params.size());
+    std::vector<const char*> values(params.size(), nullptr);
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (const auto* t = std::get_if<std::string>(&params[i])) {
+        if (t->find('\0') != std::string::npos || !IsValidUtf8(*t)) {
+          return Err(InvalidArgumentError(Prefix() + "text is not valid UTF-8 without NUL bytes "
+                                                     "(PostgreSQL stores text as UTF-8)"));
+        }
+        values[i] = t->c_str();
+      } else if (const auto* v = std::get_if<int64_t>(&params[i])) {
+        ints.push_back(std::to_string(*v));
+        values[i] = ints.back().c_str();
+      }
+    }
+    const std::string text = PostgresParameters(sql);
+    PgResult r(PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()), nullptr,
+                            values.data(), nullptr, nullptr, 0));
+    BDN_RETURN_IF_ERROR(Check(r));
+    return r;
+  }
+
+  // The Status of a result (OK for commands and rows), noting what the failure means.
+  Status Check(const PgResult& r) {
+    const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY) {
+      return Status::Ok();
+    }
+    const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
+    const std::string code = state ? state : "";
+    const char* primary = r ? PQresultErrorField(r.get(), PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+    const std::string msg = OneLine(primary ? primary : PQerrorMessage(conn_));
+    const std::string prefix = Prefix();
+    if (PQstatus(conn_) == CONNECTION_BAD || code.starts_with("08") || code == "57P01" ||
+        code == "57P02" || code == "57P03") {
+      failure_.lost = true;
+      return UnavailableError(prefix + "connection lost (" + msg + ")");
+    }
+    if (code == "40001" || code == "40P01") {
+      failure_.retryable = true;
+      return UnavailableError(prefix + msg);
+    }
+    if (code == "53100") return FailedPreconditionError(prefix + "no space left on device");
+    if (code.starts_with("53") || code == "57014") return UnavailableError(prefix + msg);
+    if (code == "25006" || code == "42501") {
+      return PermissionDeniedError(prefix + "read-only (" + msg + ")");
+    }
+    if (code == "22021") return InvalidArgumentError(prefix + msg);
+    return InternalError(prefix + msg);
+  }
+
+  PgPool::Impl& pool_;
+  PGconn* conn_;
+  const std::string_view what_, op_;
+  Failure failure_;
+};
+
+// A session advisory lock, held by its own connection.
+class PgLock : public HeldLock {
+ public:
+  explicit PgLock(PGconn* conn) : conn_(conn) {}
+  ~PgLock() override { PQfinish(conn_); }
+
+ private:
+  PGconn* conn_;
+};
+
+// How many times a transaction runs at most after serialization failures and deadlocks, and
+// after lost connections (each of which also replaces the pool's connections).
+constexpr int kMaxConflictTries = 8;
+constexpr int kMaxLostTries = 2;
+
+class PgDatabase : public Database {
+ public:
+  PgDatabase(std::shared_ptr<PgPool::Impl> pool, std::string what)
+      : pool_(std::move(pool)), what_(std::move(what)) {}
+
+  Engine engine() const override { return Engine::kPostgres; }
+  const std::string& name() const override { return pool_->name; }
+  const std::string& what() const override { return what_; }
+
+  Status Read(const std::function<Status(Session&)>& body, Consistency consistency,
+              std::string_view op) override {
+    for (int attempt = 1;; ++attempt) {
+      BDN_ASSIGN_OR_RETURN(PGconn * conn, pool_->Acquire(what_, op));
+      PgSession session(*pool_, conn, what_, op);
+      const bool tx = consistency == Consistency::kSnapshot;
+      Status s = tx ? session.Command("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    : Status::Ok();
+      if (s.ok()) s = body(session);
+      if (tx && !session.failure().lost) {
+        Status end = session.Command(s.ok() ? "COMMIT" : "ROLLBACK");
+        if (s.ok()) s = end;
+      }
+      pool_->Release(conn, session.failure().lost);
+      if (session.failure().lost && attempt < kMaxLostTries) continue;
+      if (session.failure().retryable && attempt < kMaxConflictTries) continue;
+      return s;
+    }
+  }
+
+  Status Write(const std::function<Status(Session&)>& body, std::string_view op) override {
+    int lost = 0;
+    for (int attempt = 1;; ++attempt) {
+      BDN_ASSIGN_OR_RETURN(PGconn * conn, pool_->Acquire(what_, op));
+      PgSession session(*pool_, conn, what_, op);
+      Status s = session.Command("BEGIN ISOLATION LEVEL READ COMMITTED");
+      if (s.ok()) s = body(session);
+      bool committing = false;
+      if (s.ok()) {
+        committing = true;
+        s = session.Command("COMMIT");
+        if (s.ok()) {
+          pool_->Release(conn, false);
+          return s;
+        }
+      }
+      const Failure f = session.failure();
+      if (!f.lost && !committing) (void)session.Command("ROLLBACK");
+      pool_->Release(conn, f.lost);
+      if (f.lost && committing) {
+        return UnavailableError(session.Prefix() +
+                                "connection lost while committing; the write may or may not "
+                                "have been applied (" + s.message() + ")");
+      }
+      if (f.lost && ++lost < kMaxLostTries) continue;
+      if (f.retryable && attempt < kMaxConflictTries) {
+        std::this_thread::sleep_for(backoff::Jitter(std::chrono::milliseconds(5 << attempt)));
+        continue;
+      }
+      return s;
+    }
+  }
+
+  Result<LockAttempt> TryLock(std::string_view name) override {
+    if (!IsValidLockName(name)) {
+      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
+    }
+    const std::string key = "bdn/" + std::string(name);
+    const std::string op = "lock " + std::string(name);
+    BDN_ASSIGN_OR_RETURN(PGconn * conn, pool_->Connect(what_, op));
+    PgSession session(*pool_, conn, what_, op);
+    auto taken = session.Query("SELECT pg_try_advisory_lock(hashtextextended(?1, 0))", {key});
+    if (!taken) {
+      PQfinish(conn);
+      return Err(taken.error());
+    }
+    LockAttempt out;
+    if (taken->Text(0, 0) == "t") {
+      out.held = std::make_unique<PgLock>(conn);
+      return out;
+    }
+    auto holder = session.Query(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND "
+        "((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(?1, 0)",
+        {key});
+    if (holder && !holder->empty()) out.holder = holder->Text(0, 0);
+    PQfinish(conn);
+    return out;
+  }
+
+  Result<std::vector<std::string>> CheckIntegrity() override {
+    return std::vector<std::string>();
+  }
+
+ private:
+  std::shared_ptr<PgPool::Impl> pool_;
+  const std::string what_;
+};
+
+}  // namespace
+
+std::shared_ptr<Database> PgPool::Use(std::string what) {
+  return std::make_shared<PgDatabase>(impl_, std::move(what));
+}
+
+// ---- Migrations ----
+
+Status PgPool::Migrate(std::string_view component, std::span<const Migration> migrations) {
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    if (migrations[i].version != static_cast<int>(i + 1)) {
+      return InvalidArgumentError("migrations of " + std::string(component) + ": version " +
+                                  std::to_string(migrations[i].version) + " at position " +
+                                  std::to_string(i + 1) + " (expected 1, 2, ... without gaps)");
+    }
+  }
+  const std::string what = "database";
+  BDN_ASSIGN_OR_RETURN(PGconn * conn, impl_->Connect(what, ""));
+  struct Close {
+    PGconn* c;
+    ~Close() { PQfinish(c); }  // also ends the advisory lock
+  } close{conn};
+  PgSession session(*impl_, conn, what, "");
+  BDN_RETURN_IF_ERROR(
+      ToStatus(session.Query("SELECT pg_advisory_lock(hashtextextended('bdn/migrate', 0))")));
+  BDN_RETURN_IF_ERROR(session.Command(
+      "CREATE TABLE IF NOT EXISTS bdn_schema_migrations("
+      "component TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL, "
+      "applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY(component, version))"));
+  BDN_ASSIGN_OR_RETURN(
+      Rows rows, session.Query("SELECT COALESCE(max(version), 0) FROM bdn_schema_migrations "
+                               "WHERE component = ?1",
+                               {std::string(component)}));
+  const int64_t current = rows.Int(0, 0);
+  const int64_t known = static_cast<int64_t>(migrations.size());
+  if (current > known) {
+    return FailedPreconditionError(
+        "database " + impl_->name + ": the " + std::string(component) + " schema is at version " +
+        std::to_string(current) + ", newer than this bdn knows (" + std::to_string(known) +
+        "); run a bdn at least as new as the one that migrated it");
+  }
+  for (const Migration& m : migrations) {
+    if (m.version <= current) continue;
+    Status s = session.Command("BEGIN");
+    if (s.ok()) s = session.Command(m.sql.c_str());
+    if (s.ok()) {
+      s = ToStatus(session.Exec("INSERT INTO bdn_schema_migrations(component, version, name) "
+                                "VALUES(?1, ?2, ?3)",
+                                {std::string(component), int64_t{m.version}, m.name}));
+    }
+    if (s.ok()) s = session.Command("COMMIT");
+    if (!s.ok()) {
+      (void)session.Command("ROLLBACK");
+      std::string why = s.message();
+      const std::string prefix = session.Prefix();
+      if (why.starts_with(prefix)) why = why.substr(prefix.size());
+      Status failed(s.code() == StatusCode::kUnavailable ? s.code() : StatusCode::kInternal,
+                    "database " + impl_->name + ": migration " + std::string(component) + " " +
+                        std::to_string(m.version) + " (" + m.name + "): " + why);
+      return failed;
+    }
+    log::Info("database " + impl_->name + ": applied migration " + std::string(component) + " " +
+              std::to_string(m.version) + " (" + m.name + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace bdn::sql

@@ -1,0 +1,265 @@
+// Tests for PgPool and the Database over it, against a real PostgreSQL the test starts
+// (testing/pg_server.h): URL redaction, parameter rewriting, migrations (once, also when several
+// processes start at once; a newer schema refused), reconnection after a server restart, the
+// clear error while the server is down, advisory locks that die with their connection, and text
+// PostgreSQL cannot store.
+#include "bdn/sql/postgres.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "bdn/testing/pg_server.h"
+#include "bdn/testing/status_matchers.h"
+
+namespace bdn::sql {
+namespace {
+
+TEST(RedactedDatabaseName, KeepsHostPortAndDatabaseOnly) {
+  struct Case {
+    const char* url;
+    const char* shown;
+  };
+  for (const Case& c : {
+           Case{"postgresql://alice:s3cret@db.example.com:6543/bdn?sslmode=require",
+                "postgresql://db.example.com:6543/bdn"},
+           Case{"postgres://db/bdn", "postgresql://db/bdn"},
+           Case{"host=10.0.0.5 port=5432 dbname=meta user=bdn password=hunter2",
+                "postgresql://10.0.0.5:5432/meta"},
+           Case{"postgresql:///bdn?host=/var/run/postgresql", "postgresql:///bdn?host=/var/run/postgresql"},
+       }) {
+    auto r = RedactedDatabaseName(c.url);
+    ASSERT_OK(r);
+    EXPECT_EQ(*r, c.shown) << c.url;
+  }
+  auto bad = RedactedDatabaseName("postgresql://db/x?nosuchoption=1");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().message(), "--db: invalid URI query parameter: \"nosuchoption\"");
+  EXPECT_EQ(bad.error().message().find('\n'), std::string::npos);
+}
+
+TEST(PostgresParameters, RewritesPlaceholdersOutsideQuotesAndComments) {
+  EXPECT_EQ(PostgresParameters("SELECT a FROM t WHERE x=?1 AND y=?12"),
+            "SELECT a FROM t WHERE x=$1 AND y=$12");
+  EXPECT_EQ(PostgresParameters("SELECT '?1', \"?2\" -- ?3\nFROM t WHERE z=?4"),
+            "SELECT '?1', \"?2\" -- ?3\nFROM t WHERE z=$4");
+  EXPECT_EQ(PostgresParameters("SELECT ? , ?x"), "SELECT ? , ?x");
+}
+
+// One server for the whole binary; each test gets a database of its own.
+class PostgresTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    server_ = testutil::PgServer::Start(&why).release();
+    if (!server_) why_ = why;
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!server_) GTEST_SKIP() << "no PostgreSQL: " << why_;
+    auto admin = PgPool::Open({.url = server_->Url("postgres")});
+    ASSERT_OK(admin);
+    db_name_ = "t" + std::to_string(next_++);
+    // CREATE DATABASE cannot run inside a transaction: Read with kStatement runs it bare.
+    ASSERT_OK(admin.value()->Use("test")->Read(
+        [&](Session& s) { return ToStatus(s.Exec("CREATE DATABASE " + db_name_)); },
+        Consistency::kStatement));
+  }
+  Result<std::shared_ptr<PgPool>> Open(size_t connections = 4) {
+    PgOptions o;
+    o.url = server_->Url(db_name_);
+    o.max_connections = connections;
+    return PgPool::Open(o);
+  }
+
+  static testutil::PgServer* server_;
+  static std::string why_;
+  static int next_;
+  std::string db_name_;
+};
+testutil::PgServer* PostgresTest::server_ = nullptr;
+std::string PostgresTest::why_;
+int PostgresTest::next_ = 0;
+
+const Migration kTwo[] = {
+    {1, "first", "CREATE TABLE a(x BIGINT); INSERT INTO a VALUES (1);"},
+    {2, "second", "ALTER TABLE a ADD COLUMN y TEXT NOT NULL DEFAULT 'y';"},
+};
+
+TEST_F(PostgresTest, MigrationsApplyOnceAndInOrder) {
+  auto pool = Open();
+  ASSERT_OK(pool);
+  ASSERT_OK((*pool)->Migrate("demo", std::span(kTwo).first(1)));
+  ASSERT_OK((*pool)->Migrate("demo", kTwo));
+  ASSERT_OK((*pool)->Migrate("demo", kTwo));  // again: nothing to do
+  auto db = (*pool)->Use("test");
+  auto rows = ReadValue<Rows>(*db, [](Session& s) {
+    return s.Query("SELECT version, name FROM bdn_schema_migrations WHERE component='demo' "
+                   "ORDER BY version");
+  });
+  ASSERT_OK(rows);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ(rows->Text(1, 1), "second");
+  auto a = ReadValue<Rows>(*db, [](Session& s) { return s.Query("SELECT x, y FROM a"); });
+  ASSERT_OK(a);
+  ASSERT_EQ(a->size(), 1u);  // the INSERT of migration 1 ran once
+  EXPECT_EQ(a->Text(0, 1), "y");
+}
+
+TEST_F(PostgresTest, ReplicasMigratingAtOnceApplyEachMigrationOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      auto pool = Open(1);
+      if (pool && (*pool)->Migrate("demo", kTwo).ok()) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  auto pool = Open();
+  ASSERT_OK(pool);
+  auto n = ReadValue<Rows>(*(*pool)->Use("test"),
+                           [](Session& s) { return s.Query("SELECT count(*) FROM a"); });
+  ASSERT_OK(n);
+  EXPECT_EQ(n->Int(0, 0), 1);
+}
+
+TEST_F(PostgresTest, ASchemaNewerThanTheBinaryIsRefused) {
+  auto pool = Open();
+  ASSERT_OK(pool);
+  ASSERT_OK((*pool)->Migrate("demo", kTwo));
+  Status s = (*pool)->Migrate("demo", std::span(kTwo).first(1));
+  EXPECT_STATUS(s, kFailedPrecondition,
+                "database postgresql://127.0.0.1:" + std::to_string(server_->port()) + "/" +
+                    db_name_ +
+                    ": the demo schema is at version 2, newer than this bdn knows (1); run a bdn "
+                    "at least as new as the one that migrated it");
+}
+
+TEST_F(PostgresTest, AFailedMigrationIsRolledBackAndNamed) {
+  auto pool = Open();
+  ASSERT_OK(pool);
+  const Migration bad[] = {{1, "broken", "CREATE TABLE b(x BIGINT); SELECT nosuchcolumn FROM b;"}};
+  Status s = (*pool)->Migrate("demo", bad);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "database " + (*pool)->name() +
+                             ": migration demo 1 (broken): column \"nosuchcolumn\" does not exist");
+  auto b = ReadValue<Rows>(*(*pool)->Use("test"), [](Session& s) {
+    return s.Query("SELECT count(*) FROM pg_tables WHERE tablename='b'");
+  });
+  ASSERT_OK(b);
+  EXPECT_EQ(b->Int(0, 0), 0);
+}
+
+TEST_F(PostgresTest, ARestartedServerIsReconnectedToWithoutAnError) {
+  auto pool = Open(2);
+  ASSERT_OK(pool);
+  auto db = (*pool)->Use("test");
+  ASSERT_OK(db->Write([](Session& s) { return ToStatus(s.Exec("CREATE TABLE c(x BIGINT)")); }));
+  // Both pooled connections in use once, so both are idle (and then dead) after the restart.
+  std::string why;
+  ASSERT_TRUE(server_->Restart(&why)) << why;
+  ASSERT_OK(db->Write([](Session& s) { return ToStatus(s.Exec("INSERT INTO c VALUES (7)")); }));
+  auto r = ReadValue<Rows>(*db, [](Session& s) { return s.Query("SELECT x FROM c"); });
+  ASSERT_OK(r);
+  EXPECT_EQ(r->Int(0, 0), 7);
+}
+
+TEST_F(PostgresTest, AServerThatIsDownGivesAClearRetryableError) {
+  auto pool = Open();
+  ASSERT_OK(pool);
+  auto db = (*pool)->Use("registry");
+  server_->Stop();
+  Status s = db->Write([](Session& s) { return ToStatus(s.Exec("SELECT 1")); }, "commit");
+  std::string why;
+  ASSERT_TRUE(server_->Restart(&why)) << why;
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  const std::string prefix = "registry " + (*pool)->name() + ": commit: cannot connect: ";
+  EXPECT_TRUE(s.message().starts_with(prefix)) << s.message();
+  EXPECT_NE(s.message().find("Connection refused"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos);
+  // And once it is back, the same pool works.
+  ASSERT_OK(db->Write([](Session& s) { return ToStatus(s.Exec("SELECT 1")); }));
+}
+
+TEST_F(PostgresTest, LocksAreExclusiveNamedAndDieWithTheirConnection) {
+  auto a = Open();
+  auto b = Open();
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  auto first = (*a)->Use("registry")->TryLock("gc");
+  ASSERT_OK(first);
+  ASSERT_NE(first->held, nullptr);
+  auto second = (*b)->Use("registry")->TryLock("gc");
+  ASSERT_OK(second);
+  EXPECT_EQ(second->held, nullptr);
+  EXPECT_EQ(second->holder, "bdn pid " + std::to_string(::getpid()) + " on " + [] {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    return std::string(host);
+  }());
+  auto other = (*b)->Use("registry")->TryLock("gc-other");
+  ASSERT_OK(other);
+  EXPECT_NE(other->held, nullptr);
+  first->held.reset();  // closes its connection
+  auto third = (*b)->Use("registry")->TryLock("gc");
+  ASSERT_OK(third);
+  EXPECT_NE(third->held, nullptr);
+  auto bad = (*b)->Use("registry")->TryLock("no spaces");
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(PostgresTest, TextThatIsNotUtf8IsRefusedByName) {
+  auto pool = Open();
+  ASSERT_OK(pool);
+  auto db = (*pool)->Use("sync job store");
+  Status s = db->Write([](Session& s) {
+    return ToStatus(s.Query("SELECT ?1", {std::string("caf\xe9")}));
+  }, "record file");
+  EXPECT_STATUS(s, kInvalidArgument,
+                "sync job store " + (*pool)->name() +
+                    ": record file: text is not valid UTF-8 without NUL bytes (PostgreSQL stores "
+                    "text as UTF-8)");
+}
+
+TEST_F(PostgresTest, SerializationFailuresAreRetried) {
+  auto pool = Open(8);
+  ASSERT_OK(pool);
+  auto db = (*pool)->Use("test");
+  ASSERT_OK(db->Write([](Session& s) -> Status {
+    BDN_RETURN_IF_ERROR(ToStatus(s.Exec("CREATE TABLE n(id BIGINT PRIMARY KEY, v BIGINT)")));
+    return ToStatus(s.Exec("INSERT INTO n VALUES (1, 0)"));
+  }));
+  // Each body reads, then writes what it read plus one, under SERIALIZABLE: the losers of each
+  // race fail with 40001 and run again, so no increment is lost.
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        Status s = db->Write([](Session& s) -> Status {
+          BDN_RETURN_IF_ERROR(
+              ToStatus(s.Exec("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")));
+          BDN_ASSIGN_OR_RETURN(Rows r, s.Query("SELECT v FROM n WHERE id=1"));
+          return ToStatus(s.Exec("UPDATE n SET v=?1 WHERE id=1", {r.Int(0, 0) + 1}));
+        });
+        if (!s.ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto r = ReadValue<Rows>(*db, [](Session& s) { return s.Query("SELECT v FROM n"); });
+  ASSERT_OK(r);
+  EXPECT_EQ(r->Int(0, 0), 40);
+}
+
+}  // namespace
+}  // namespace bdn::sql

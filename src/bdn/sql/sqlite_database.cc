@@ -1,0 +1,297 @@
+// SqliteDatabase: sql::Database over one SQLite connection (serialized by a mutex) and flock(2)
+// lock files.
+#include "bdn/sql/sqlite_database.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+
+#include "bdn/base/private_files.h"
+
+namespace bdn::sql {
+namespace {
+
+namespace fs = std::filesystem;
+
+// "file:<path>" with the characters an SQLite URI gives a meaning escaped.
+std::string UriPath(const fs::path& p) {
+  std::string out = "file:";
+  for (char c : p.string()) {
+    if (c == '?' || c == '#' || c == '%') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Opens `uri` with `flags`; on failure returns SQLite's message and closes the handle (which
+// sqlite3_open_v2 hands back, holding the file open, even when it fails).
+Result<sqlite3*> OpenHandle(const std::string& uri, int flags) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Err(InternalError(msg));
+  }
+  sqlite3_busy_timeout(db, 30000);
+  return db;
+}
+
+// An exclusive flock(2) on a file (created 0600), released when this object is destroyed or
+// its process dies. The holder writes its pid into the file.
+class FlockLock : public HeldLock {
+ public:
+  explicit FlockLock(int fd) : fd_(fd) {}
+  ~FlockLock() override { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
+class SqliteDatabase;
+
+class SqliteSession : public Session {
+ public:
+  explicit SqliteSession(SqliteDatabase& db) : db_(db) {}
+  Result<Rows> Query(std::string_view sql, const std::vector<Param>& params = {}) override;
+  Result<int64_t> Exec(std::string_view sql, const std::vector<Param>& params = {}) override;
+  std::string_view ForUpdate() const override { return ""; }
+  Status LockForTransaction(std::string_view) override { return Status::Ok(); }
+
+ private:
+  // Prepares, binds and steps `sql`, collecting rows into `out` when given.
+  Status Run(std::string_view sql, const std::vector<Param>& params, Rows* out);
+  SqliteDatabase& db_;
+};
+
+class SqliteDatabase : public Database {
+ public:
+  SqliteDatabase(std::string what, fs::path path) : what_(std::move(what)), path_(std::move(path)) {
+    name_ = path_.string();
+  }
+  ~SqliteDatabase() override {
+    if (db_) sqlite3_close(db_);
+  }
+
+  Engine engine() const override { return Engine::kSqlite; }
+  const std::string& name() const override { return name_; }
+  const std::string& what() const override { return what_; }
+
+  Status Read(const std::function<Status(Session&)>& body, Consistency consistency,
+              std::string_view op) override {
+    std::lock_guard lock(mu_);
+    op_ = op;
+    SqliteSession session(*this);
+    if (consistency == Consistency::kStatement) return body(session);
+    BDN_RETURN_IF_ERROR(ExecRaw("BEGIN"));
+    Status s = body(session);
+    (void)ExecRaw(s.ok() ? "COMMIT" : "ROLLBACK");
+    return s;
+  }
+
+  Status Write(const std::function<Status(Session&)>& body, std::string_view op) override {
+    std::lock_guard lock(mu_);
+    op_ = op;
+    BDN_RETURN_IF_ERROR(ExecRaw("BEGIN IMMEDIATE"));
+    SqliteSession session(*this);
+    Status s = body(session);
+    if (s.ok()) {
+      s = ExecRaw("COMMIT");
+      if (s.ok()) return s;
+    }
+    (void)ExecRaw("ROLLBACK");
+    return s;
+  }
+
+  Result<LockAttempt> TryLock(std::string_view name) override {
+    if (!IsValidLockName(name)) {
+      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
+    }
+    const std::string what = std::string(what_) + " lock";
+    fs::path path = path_.parent_path() / "locks" / (std::string(name) + ".lock");
+    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(path.parent_path(), what));
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
+    if (fd < 0) return Err(ErrnoError(what + " " + path.string(), errno));
+    LockAttempt out;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int e = errno;
+      char buf[32] = {0};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      if (e != EWOULDBLOCK) return Err(ErrnoError(what + " " + path.string(), e));
+      if (n > 0) out.holder = "pid " + std::string(buf, static_cast<size_t>(n));
+      return out;
+    }
+    std::string pid = std::to_string(::getpid());
+    if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+    out.held = std::make_unique<FlockLock>(fd);
+    return out;
+  }
+
+  Result<std::vector<std::string>> CheckIntegrity() override {
+    std::lock_guard lock(mu_);
+    op_ = "";
+    SqliteSession session(*this);
+    BDN_ASSIGN_OR_RETURN(Rows rows, session.Query("PRAGMA integrity_check"));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows.Text(i, 0) != "ok") out.push_back("database: " + rows.Text(i, 0));
+    }
+    return out;
+  }
+
+  // The Status of SQLite result `rc` (with the connection's message and errno).
+  Status Error(int rc) const {
+    const int sys = sqlite3_system_errno(db_);
+    const std::string prefix = what_ + " " + name_ + ": " + (op_.empty() ? "" : op_ + ": ");
+    const std::string msg = sqlite3_errmsg(db_);
+    const int primary = rc & 0xff;
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+      return UnavailableError(prefix + "database is busy");
+    }
+    if (primary == SQLITE_FULL ||
+        (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
+      return FailedPreconditionError(prefix + "no space left on device");
+    }
+    if (primary == SQLITE_READONLY || (read_only_ && primary != SQLITE_OK)) {
+      return PermissionDeniedError(prefix + "read-only (" + msg + ")");
+    }
+    return InternalError(prefix + msg);
+  }
+
+  // Runs SQL without parameters (several statements allowed). Requires mu_ (or Open).
+  Status ExecRaw(const char* sql) {
+    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    return rc == SQLITE_OK ? Status::Ok() : Error(sqlite3_extended_errcode(db_));
+  }
+
+  Status Open(const SqliteOptions& options) {
+    MakeDatabasePrivate(path_, what_);
+    auto rw = OpenHandle(UriPath(path_), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    Status rw_error;
+    if (rw) {
+      // Nothing else uses the handle yet: the statements below need no lock (Write takes it).
+      db_ = *rw;
+      rw_error = ExecRaw("PRAGMA journal_mode=WAL");
+      if (rw_error.ok()) rw_error = ExecRaw("PRAGMA synchronous=FULL");
+      if (rw_error.ok()) rw_error = ExecRaw("PRAGMA foreign_keys=ON");
+      if (rw_error.ok()) rw_error = ExecRaw(options.schema.c_str());
+      if (rw_error.ok() && options.upgrade) rw_error = Write(options.upgrade, "");
+      if (rw_error.ok()) return Status::Ok();
+      sqlite3_close(db_);
+      db_ = nullptr;
+    } else {
+      rw_error = rw.error();
+    }
+    std::error_code ec;
+    if (!options.read_only_probe.empty() && fs::exists(path_, ec)) {
+      for (const char* mode : {"?mode=ro", "?immutable=1"}) {
+        auto ro = OpenHandle(UriPath(path_) + mode, SQLITE_OPEN_READONLY);
+        if (!ro) continue;
+        db_ = *ro;
+        read_only_ = true;
+        if (sqlite3_exec(db_, options.read_only_probe.c_str(), nullptr, nullptr, nullptr) ==
+            SQLITE_OK) {
+          return Status::Ok();
+        }
+        sqlite3_close(db_);
+        db_ = nullptr;
+        read_only_ = false;
+      }
+    }
+    // "<what> <path>: <reason>", whichever step failed.
+    std::string why = rw_error.message();
+    const std::string prefix = what_ + " " + name_ + ": ";
+    if (why.starts_with(prefix)) why = why.substr(prefix.size());
+    return InternalError(prefix + why);
+  }
+
+  sqlite3* handle() const { return db_; }
+
+ private:
+  friend class SqliteSession;
+  const std::string what_;
+  const fs::path path_;
+  std::string name_;
+  sqlite3* db_ = nullptr;
+  bool read_only_ = false;
+  std::mutex mu_;
+  std::string op_;  // the operation of the call in progress (for messages); requires mu_
+};
+
+Status SqliteSession::Run(std::string_view sql, const std::vector<Param>& params, Rows* out) {
+  sqlite3* db = db_.handle();
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &st, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(st);
+    return db_.Error(rc);
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int n = static_cast<int>(i + 1);
+    if (const auto* t = std::get_if<std::string>(&params[i])) {
+      sqlite3_bind_text(st, n, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
+    } else if (const auto* v = std::get_if<int64_t>(&params[i])) {
+      sqlite3_bind_int64(st, n, *v);
+    } else {
+      sqlite3_bind_null(st, n);
+    }
+  }
+  const int columns = sqlite3_column_count(st);
+  if (out) *out = Rows(columns);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (!out) continue;
+    for (int c = 0; c < columns; ++c) {
+      if (sqlite3_column_type(st, c) == SQLITE_NULL) {
+        out->Add(std::nullopt);
+      } else {
+        const unsigned char* t = sqlite3_column_text(st, c);
+        out->Add(std::string(reinterpret_cast<const char*>(t),
+                             static_cast<size_t>(sqlite3_column_bytes(st, c))));
+      }
+    }
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return db_.Error(sqlite3_extended_errcode(db));
+  return Status::Ok();
+}
+
+Result<Rows> SqliteSession::Query(std::string_view sql, const std::vector<Param>& params) {
+  Rows rows;
+  BDN_RETURN_IF_ERROR(Run(sql, params, &rows));
+  return rows;
+}
+
+Result<int64_t> SqliteSession::Exec(std::string_view sql, const std::vector<Param>& params) {
+  BDN_RETURN_IF_ERROR(Run(sql, params, nullptr));
+  return static_cast<int64_t>(sqlite3_changes(db_.handle()));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Database>> OpenSqlite(const fs::path& path, SqliteOptions options) {
+  auto db = std::make_shared<SqliteDatabase>(options.what, path);
+  BDN_RETURN_IF_ERROR(db->Open(options));
+  return std::shared_ptr<Database>(std::move(db));
+}
+
+Result<bool> HasColumn(Session& session, const std::string& table, const std::string& column) {
+  BDN_ASSIGN_OR_RETURN(Rows rows, session.Query("SELECT name FROM pragma_table_info(?1)", {table}));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows.Text(i, 0) == column) return true;
+  }
+  return false;
+}
+
+}  // namespace bdn::sql
