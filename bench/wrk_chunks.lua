@@ -1,6 +1,7 @@
 -- wrk script for bench/http_load.sh: each request is GET /v1/chunks/<id> of a random chunk, or
 -- with BDN_BATCH=N a POST /v1/chunks/batch of N random chunk ids. Ids come from the file
--- $BDN_IDS (one 64-hex id per line); BDN_TOKEN is sent as the bearer token. At the end it prints
+-- $BDN_IDS (one 64-hex id per line); BDN_TOKEN is sent as the bearer token, BDN_VERSION (if set)
+-- as Bdn-Version. At the end it prints
 -- one line: RESULT requests=… bytes=… duration_us=… errors=… p50_us=… p99_us=…
 -- With BDN_RATE=R and BDN_CONNS=C (the -c given to wrk), each connection waits about C/R
 -- seconds (jittered ±50 %) after each answer, so the C connections together offer about R
@@ -12,6 +13,9 @@ for line in io.lines(os.getenv("BDN_IDS")) do
 end
 local batch = tonumber(os.getenv("BDN_BATCH") or "0")
 local headers = {["Authorization"] = "Bearer " .. os.getenv("BDN_TOKEN")}
+-- With BDN_VERSION (bdn:<ns>/<vol>@b3:<hex>), every request names the version it reads.
+local version = os.getenv("BDN_VERSION")
+if version and version ~= "" then headers["Bdn-Version"] = version end
 local rate = tonumber(os.getenv("BDN_RATE") or "0")
 local conns = tonumber(os.getenv("BDN_CONNS") or "1")
 if rate > 0 then
@@ -32,7 +36,8 @@ function request()
   for i = 1, batch do
     parts[i] = '"' .. ids[math.random(#ids)] .. '"'
   end
-  local h = {["Authorization"] = headers["Authorization"], ["Content-Type"] = "application/json"}
+  local h = {["Authorization"] = headers["Authorization"], ["Content-Type"] = "application/json",
+             ["Bdn-Version"] = headers["Bdn-Version"]}
   return wrk.format("POST", "/v1/chunks/batch", h, '{"ids":[' .. table.concat(parts, ",") .. "]}")
 end
 
