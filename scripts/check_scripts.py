@@ -3,7 +3,8 @@
 
 Every script here runs under `set -o pipefail`, so a pipeline whose reader may exit before its
 writer has finished (`| grep -q`, `| head`, `| sed ...q`) fails at random when the writer dies of
-SIGPIPE, and a negated one (`! a | grep -q x`) then passes when it should fail. `pgrep -f` finds
+SIGPIPE, and a negated one (`! a | grep -q x`) then passes when it should fail. A negated grep
+(`! grep -q x f`) passes when grep itself fails, e.g. on a missing file. `pgrep -f` finds
 any process whose command line matches, including another test's. Capture the output first
 (`out=$(cmd)`, then `[[ $out == *x* ]]`) and track the PIDs a script starts.
 Usage: scripts/check_scripts.py [REPO_ROOT]   (exit 0: clean, 1: lines to fix, named)
@@ -22,6 +23,8 @@ rules = [
     (re.compile(r"\|\s*head\b"), "a pipeline into head"),
     (re.compile(r"\|\s*sed\s+(-n\s+)?'?[0-9]*q"), "a pipeline into sed ...q"),
     (re.compile(r"\bpgrep\s+(-[A-Za-z]*\s+)*-[A-Za-z]*f"), "pgrep -f"),
+    # `! grep -q x file` also passes when grep fails (a missing file, exit 2): use assert_absent.
+    (re.compile(r"!\s*grep\b"), "a negated grep (passes on a missing file; use assert_absent)"),
 ]
 problems = []
 for f in files:

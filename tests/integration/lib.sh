@@ -48,6 +48,14 @@ step() { echo "--- $*"; }
 # assert_eq EXPECTED ACTUAL [what]
 assert_eq() { [ "$1" == "$2" ] || fail "${3:-value}: expected [$1], got [$2]"; }
 # assert_contains HAYSTACK NEEDLE
+# assert_absent TEXT WHAT PATH...: fails unless every PATH exists and no file under them holds TEXT
+# (grep's "not found" exactly: a missing path or a read error is a failure, not a pass).
+assert_absent() {
+  local text=$1 what=$2 rc=0; shift 2
+  local p; for p in "$@"; do [ -e "$p" ] || fail "$what: $p does not exist"; done
+  grep -rqaF -- "$text" "$@" || rc=$?
+  [ "$rc" -eq 1 ] || fail "$what (grep exit $rc in $*)"
+}
 assert_contains() { [[ "$1" == *"$2"* ]] || fail "expected output to contain [$2], got [$1]"; }
 
 # run_fails EXPECTED_EXIT EXPECTED_STDERR cmd...: the command must fail with that exit code and

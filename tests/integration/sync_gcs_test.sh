@@ -104,7 +104,7 @@ expect_failed invalid_secret 2 "secret \"gcs-junk\": the service-account key's p
   --source gs://models/qwen --dest bdn:gs/f5 --auth-secret-name gcs-junk
 key_line=$(sed -n 2p "$WORK/sa.pem")
 for f in "$WORK"/bdn-stderr.log "$WORK"/gcs.log; do
-  ! grep -qaF -- "$key_line" "$f" || fail "the private key is in $f"
+  assert_absent "$key_line" "the private key is in $f" "$f"
 done
-! grep -rqaF -- "$key_line" "$WORK/home" || fail "the private key is stored in plaintext"
+assert_absent "$key_line" "the private key is stored in plaintext" "$WORK/home"
 echo PASS

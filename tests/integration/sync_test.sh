@@ -70,7 +70,7 @@ printf 'hf_topsecretvalue\n' | "$BDN" secret set hf-token
 ls_out=$("$BDN" secret ls)
 assert_contains "$ls_out" "hf-token"
 [[ "$ls_out" != *topsecret* ]] || fail "secret ls printed the value"
-! grep -rqa topsecret "$BDN_HOME" || fail "the secret's value is stored in plaintext under BDN_HOME"
+assert_absent topsecret "the secret's value is stored in plaintext under BDN_HOME" "$BDN_HOME"
 assert_eq "600" "$(stat -c %a "$BDN_HOME/secrets.key")" "mode of secrets.key"
 "$BDN" secret rm hf-token 2>/dev/null
 run_fails 3 'bdn: error: secret "hf-token": not found' "$BDN" secret rm hf-token
@@ -168,7 +168,9 @@ assert_eq "private weights" "$("$BDN" volume cat "$ref/weights.bin")" "bytes of 
 out=$("$BDN" --json volume sync start --source hf://org/private --dest bdn:hf/private2 --auth-secret-name hf-bad --wait) && fail "bad token: exit 0"
 assert_eq "bad_credentials" "$(jf "$out" error code)" "code of a bad token"
 "$BDN" secret rm hf-bad 2>/dev/null
-! grep -qa 'hf_good\|hf_bad' "$WORK/serve.log" "$WORK/srv/registry.db" || fail "a secret's value is in the server's log or database"
+for v in hf_good hf_bad; do
+  assert_absent "$v" "a secret's value is in the server's log or database" "$WORK/serve.log" "$WORK/srv/registry.db"
+done
 metrics=$(curl -sf "$URL/metrics") || fail "GET /metrics failed"
 [[ $metrics != *hf_good* ]] || fail "a secret's value is in /metrics"
 
