@@ -23,8 +23,6 @@ using pack::IndexedBlob;
 // Reads as many bytes of a pack's tail as hold its footer in one GET for packs of up to ~2,000
 // blobs (64 bytes of footer each).
 constexpr uint64_t kTailBytes = uint64_t{128} << 10;
-// A read from a pack's first record at least this long counts as the start of a sequential read.
-constexpr uint64_t kSequentialStartBytes = uint64_t{1} << 20;
 // Footers read at once (at Open and at a refresh).
 constexpr size_t kFootersInFlight = 16;
 
@@ -801,7 +799,7 @@ void ObjectPackStore::DropCached(uint64_t pack) {
 }
 
 Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
-    uint64_t pack, uint64_t begin, uint64_t end, bool bypass_cache) {
+    uint64_t pack, uint64_t begin, uint64_t end, bool bulk, bool bypass_cache) {
   const std::string key = PackKey(pack);
   if (bypass_cache || options_.read_cache_bytes == 0) {
     auto seg = std::make_shared<Segment>();
@@ -839,26 +837,33 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
       }
       cache_cv_.wait(l);
     }
-    // Sequential: the first long read of a pack, or one that goes on where another ended.
-    bool sequential = begin <= pack::kPackHeaderBytes + options_.coalesce_gap_bytes &&
-                      end - begin >= kSequentialStartBytes;
-    if (auto it = segments_.find(pack); it != segments_.end()) {
-      for (const auto& s : it->second) {
-        sequential = sequential || (s->begin < begin &&
-                                    s->end + options_.coalesce_gap_bytes >= begin && s->end <= end);
+    // A bulk read (a batch of a pull or of a cache node's misses) takes the whole pack, which the
+    // batches that follow read from (concurrent ones wait for it); a small read that goes on
+    // where another of the pack ended reads ahead.
+    uint64_t fetch_begin = begin, fetch_end = end;
+    if (bulk && pack_bytes > 0 && pack_bytes <= options_.whole_pack_bytes) {
+      fetch_begin = 0;
+      fetch_end = pack_bytes;
+    } else if (pack_bytes > end) {
+      bool sequential = false;
+      if (auto it = segments_.find(pack); it != segments_.end()) {
+        for (const auto& s : it->second) {
+          sequential = sequential || (s->begin < begin &&
+                                      s->end + options_.coalesce_gap_bytes >= begin &&
+                                      s->end <= end);
+        }
       }
-    }
-    uint64_t fetch_end = end;
-    if (sequential && pack_bytes > end) {
-      fetch_end = std::min(pack_bytes, std::max(end, begin + options_.readahead_bytes));
+      if (sequential) {
+        fetch_end = std::min(pack_bytes, std::max(end, begin + options_.readahead_bytes));
+      }
     }
     seg = std::make_shared<Segment>();
     seg->pack = pack;
-    seg->begin = begin;
+    seg->begin = fetch_begin;
     seg->end = fetch_end;
     segments_[pack].push_back(seg);
   }
-  auto got = client_->GetRange(key, begin, seg->end - begin);
+  auto got = client_->GetRange(key, seg->begin, seg->end - seg->begin);
   std::unique_lock l(cache_mu_);
   seg->ready = true;
   if (got) {
@@ -922,6 +927,9 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
     std::vector<std::pair<size_t, IndexedBlob>> members;
   };
   std::vector<Run> runs;
+  uint64_t batch_bytes = 0;
+  for (const auto& w : want) batch_bytes += pack::kRecordHeaderBytes + w.second.loc.stored_bytes;
+  const bool bulk = batch_bytes >= options_.bulk_read_bytes;
   for (auto& w : want) {
     const IndexedBlob& b = w.second;
     if (runs.empty() || runs.back().pack != b.pack ||
@@ -935,7 +943,7 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
   std::vector<std::vector<std::pair<size_t, IndexedBlob>>> lost(runs.size());
   ParallelFor(runs.size(), static_cast<size_t>(std::max(1, options_.gets_in_flight)), [&](size_t i) {
     Run& run = runs[i];
-    auto seg = Range(run.pack, run.begin, run.end, false);
+    auto seg = Range(run.pack, run.begin, run.end, bulk, false);
     if (!seg) {
       if (seg.error().code() == StatusCode::kNotFound &&
           seg.error().message().find("bucket") == std::string::npos) {
@@ -953,7 +961,7 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
       if (!blob && blob.error().code() == StatusCode::kCorruption) {
         // Damaged on the way or in memory? Read the record alone once more.
         DropCached(b.pack);
-        auto again = Range(b.pack, b.loc.offset, b.loc.end(), true);
+        auto again = Range(b.pack, b.loc.offset, b.loc.end(), false, true);
         if (again) blob = DecodeRecord(b, (*again)->bytes);
         if (!blob && blob.error().code() == StatusCode::kCorruption) {
           std::unique_lock l(mu_);

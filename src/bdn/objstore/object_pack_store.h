@@ -54,11 +54,17 @@ struct ObjectPackStoreOptions {
   // Reads: records of one pack this close are read with one GET (the bytes between are read and
   // dropped).
   uint64_t coalesce_gap_bytes = uint64_t{1} << 20;
-  // A read that continues where an earlier one of the same pack ended (or a read of at least
-  // 1 MiB from the pack's first record) fetches this much more of the pack, kept in the cache.
+  // A batch (GetMany) of records adding up to at least this many bytes (a batch of a pull, or
+  // of a cache node's misses: the origin reads 64 chunks at a time) reads each pack it touches
+  // whole, if the pack is at most whole_pack_bytes: the batches that follow read the rest from
+  // memory (concurrent ones wait for it), so a sequential read costs about one GET per pack.
+  uint64_t bulk_read_bytes = uint64_t{1} << 20;
+  uint64_t whole_pack_bytes = uint64_t{96} << 20;
+  // A smaller read that continues where an earlier one of the same pack ended fetches this much
+  // more of the pack, kept in the cache.
   uint64_t readahead_bytes = uint64_t{32} << 20;
-  // Bytes of fetched pack ranges kept in memory for later reads (0: none).
-  uint64_t read_cache_bytes = uint64_t{256} << 20;
+  // Bytes of fetched pack ranges kept in memory for later reads (0: none, and no read-ahead).
+  uint64_t read_cache_bytes = uint64_t{512} << 20;
   int gets_in_flight = 8;
   // Uploaded packs not yet in an index table are written into one once this many accumulate.
   size_t loose_packs_per_table = 64;
@@ -205,9 +211,11 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // Reads the blobs of `want` (index into `out`, and where) from their packs.
   Status ReadObjects(std::vector<std::pair<size_t, pack::IndexedBlob>> want, BlobBatch& out,
                      bool retry_missing);
-  // The bytes [begin, end) of `pack`, from the cache or fetched (with read-ahead) and cached.
+  // The bytes [begin, end) of `pack`, from the cache or fetched and cached: the whole pack for a
+  // `bulk` batch, with read-ahead for a small read that goes on where another ended; exactly
+  // those bytes, not cached, with `bypass_cache`.
   Result<std::shared_ptr<const Segment>> Range(uint64_t pack, uint64_t begin, uint64_t end,
-                                               bool bypass_cache);
+                                               bool bulk, bool bypass_cache);
   Result<std::vector<uint8_t>> DecodeRecord(const pack::IndexedBlob& b, std::span<const uint8_t> rec);
   void DropCached(uint64_t pack);
 

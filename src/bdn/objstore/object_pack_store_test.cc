@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bdn/maintenance/gc.h"
@@ -248,6 +249,43 @@ TEST_F(ObjectPackStoreTest, ASequentialReadReadsAheadIntoTheCache) {
   }
   EXPECT_EQ(4u, ProxyCount("get"));
   EXPECT_GT(b->stats().cache_hit_bytes, 3u << 20);
+}
+
+TEST_F(ObjectPackStoreTest, ABulkReadTakesTheWholePackForTheBatchesThatFollow) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 64, 65536, 25);  // one pack of 4 MiB
+  ASSERT_OK(a->Sync());
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  server_.ResetStats();
+  const uint64_t fetched_before = b->stats().fetched_bytes;  // the footer, read at open
+  // Four batches of 1 MiB at once, in any order: the first to ask fetches the pack, the others
+  // wait for it (or find it in memory).
+  std::vector<std::thread> readers;
+  std::atomic<int> wrong{0};
+  for (size_t part : {2, 0, 3, 1}) {
+    readers.emplace_back([&, part] {
+      std::vector<Digest> batch;
+      for (size_t k = part * 16; k < part * 16 + 16; ++k) batch.push_back(blobs[k].first);
+      auto got = b->GetMany(batch);
+      if (!got) {
+        ++wrong;
+        return;
+      }
+      for (size_t k = 0; k < 16; ++k) wrong += *(*got)[k] != blobs[part * 16 + k].second;
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(0, wrong.load());
+  EXPECT_EQ(1u, ProxyCount("get"));
+  EXPECT_EQ(server_.GetObject(kBucket, std::string(kPrefix) + "/" +
+                                            PackKey(b->Locate(blobs[0].first)->pack))
+                ->size(),
+            b->stats().fetched_bytes - fetched_before);
 }
 
 TEST_F(ObjectPackStoreTest, ALargePackIsUploadedInParts) {
