@@ -1,12 +1,12 @@
-// Fuzzes the object-store listing decoders (sync/xml_listing.h). Input: one byte that picks the
-// decoder (S3 ListObjectsV2 page, Azure List Blobs page, <Error> body), then the XML. A decoder
+// Fuzzes the object-store listing decoders (objstore/xml_listing.h). Input: one byte that picks
+// the decoder (S3 ListObjectsV2 page, Azure List Blobs page, <Error> body), then the XML. A decoder
 // either fails with InvalidArgument, or gives a page whose every entry has a non-empty key (and,
 // for S3, a token whenever the page is truncated); that page written back as XML (text escaped,
 // Azure names percent-encoded with Encoded="true") decodes to the same entries.
 #include <string>
 
 #include "bdn/base/text.h"
-#include "bdn/sync/xml_listing.h"
+#include "bdn/objstore/xml_listing.h"
 #include "fuzz_check.h"
 
 namespace {
@@ -28,7 +28,7 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-bool Same(const std::vector<bdn::sync::ListedObject>& a, const std::vector<bdn::sync::ListedObject>& b) {
+bool Same(const std::vector<bdn::objstore::ListedObject>& a, const std::vector<bdn::objstore::ListedObject>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].key != b[i].key || a[i].size_bytes != b[i].size_bytes || a[i].etag != b[i].etag) {
@@ -42,7 +42,7 @@ bool Same(const std::vector<bdn::sync::ListedObject>& a, const std::vector<bdn::
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bdn;
-  using namespace bdn::sync;
+  using namespace bdn::objstore;
   if (size < 1) return 0;
   const std::string_view xml = fuzz::Text(data + 1, size - 1);
   switch (data[0] % 3) {

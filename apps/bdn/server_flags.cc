@@ -67,6 +67,15 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   auto* c = app.add_subcommand("serve", "run the origin server (docs/http-api.md)");
   AddHttpServerFlags(c, serve->http);
   c->add_option("--data", serve->data, "data directory (default $BDN_HOME/server)");
+  c->add_option("--store", serve->store,
+                "keep chunks in packs in an S3-compatible object store: s3://bucket[/prefix] "
+                "(credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+                "~/.aws/credentials); default: <data>/store");
+  c->add_option("--s3-endpoint", serve->s3_endpoint,
+                "the object store's URL, http(s)://host[:port] (MinIO, Ceph RGW, R2, s3rver); "
+                "default: AWS S3");
+  c->add_option("--s3-region", serve->s3_region, "the bucket's region (signs requests)")
+      ->capture_default_str();
   c->add_flag("--insecure-no-auth", serve->insecure_no_auth,
               "disable authentication (local experiments only)");
   c->add_option("--claim-ttl", serve->claim_ttl,

@@ -113,4 +113,14 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
+std::optional<uint64_t> ParseByteCount(std::string_view s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
 }  // namespace bdn

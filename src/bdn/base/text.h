@@ -3,6 +3,8 @@
 // C escapes, so a name can neither break a line nor a terminal).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,5 +30,9 @@ std::string EscapeName(std::string_view s, Backslashes backslashes = Backslashes
 std::string PercentEncode(std::string_view s, std::string_view safe = "");
 // Decodes %XX escapes (a malformed escape is kept as it is; '+' stays '+'). Thread-safe.
 std::string PercentDecode(std::string_view s);
+
+// A decimal count of at most 19 digits, no sign or spaces (a Content-Length, an S3 <Size>, a GCS
+// "size"); nullopt for anything else. Thread-safe.
+std::optional<uint64_t> ParseByteCount(std::string_view s);
 
 }  // namespace bdn

@@ -17,9 +17,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "bdn/base/private_files.h"
 #include "bdn/base/units.h"
@@ -29,6 +32,9 @@
 #include "bdn/http/errors.h"
 #include "bdn/http/server.h"
 #include "bdn/maintenance/gc.h"
+#include "bdn/maintenance/version_blobs.h"
+#include "bdn/objstore/object_pack_store.h"
+#include "bdn/format/ref.h"
 #include "bdn/origin/origin.h"
 #include "bdn/volume/version_check.h"
 #include "bdn/registry/key_store.h"
@@ -434,6 +440,184 @@ Result<Metadata> OpenMetadata(const ServeArgs& args, const fs::path& data,
   return m;
 }
 
+// Names the versions a pack found missing from the object store held blobs of, in the log and
+// in bdn_objstore_missing_pack_versions: on its own thread, since it reads every retained
+// version's manifest and chunk indexes (a missing pack is rare, and the reader that found it must
+// not wait for this).
+class MissingPackReporter {
+ public:
+  MissingPackReporter() : thread_([this] { Loop(); }) {}
+  ~MissingPackReporter() {
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Attach(std::shared_ptr<Registry> registry, std::shared_ptr<ChunkStore> store,
+              std::function<std::string(uint64_t)> pack_uri) {
+    std::lock_guard l(mu_);
+    registry_ = std::move(registry);
+    store_ = std::move(store);
+    pack_uri_ = std::move(pack_uri);
+    cv_.notify_all();
+  }
+  void Report(uint64_t pack, const std::vector<Digest>& blobs) {
+    std::lock_guard l(mu_);
+    queue_.emplace_back(pack, std::unordered_set<Digest>(blobs.begin(), blobs.end()));
+    cv_.notify_all();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::pair<uint64_t, std::unordered_set<Digest>> job;
+      std::shared_ptr<Registry> registry;
+      std::shared_ptr<ChunkStore> store;
+      std::function<std::string(uint64_t)> pack_uri;
+      {
+        std::unique_lock l(mu_);
+        cv_.wait(l, [&] { return stop_ || (!queue_.empty() && registry_); });
+        if (stop_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        registry = registry_;
+        store = store_;
+        pack_uri = pack_uri_;
+      }
+      auto versions = registry->ListRetainedVersions();
+      if (!versions) {
+        log::Error(
+            "object store: pack " + pack_uri(job.first) +
+            " is missing; the versions that need it are unknown: " + versions.error().message());
+        continue;
+      }
+      std::vector<std::string> affected;
+      for (const VersionRecord& v : *versions) {
+        std::vector<Digest> blobs;
+        // A version whose manifest or chunk index was in the pack cannot even be listed.
+        bool hit = !CollectVersionBlobs(*store, v.digest, blobs).ok();
+        for (size_t i = 0; i < blobs.size() && !hit; ++i) hit = job.second.contains(blobs[i]);
+        if (hit) affected.push_back(PinnedRef{v.ns, v.volume, v.digest}.ToString());
+      }
+      std::string list;
+      for (const std::string& a : affected) list += (list.empty() ? "" : ", ") + a;
+      log::Error("object store: pack " + pack_uri(job.first) + " is missing; " +
+                 (affected.empty() ? std::string("no retained version needs its blobs")
+                                   : std::to_string(affected.size()) +
+                                         " versions cannot be read whole: " + list +
+                                         " (push them again to repair)"));
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::deque<std::pair<uint64_t, std::unordered_set<Digest>>> queue_;
+  std::shared_ptr<Registry> registry_;
+  std::shared_ptr<ChunkStore> store_;
+  std::function<std::string(uint64_t)> pack_uri_;
+  std::thread thread_;
+};
+
+// Exports an object pack store's counters as bdn_objstore_* metrics, sampled at each scrape.
+void ExportObjectStoreMetrics(http::Metrics& m,
+                              std::shared_ptr<const objstore::ObjectPackStore> s) {
+  using T = http::Metrics::Type;
+  using Stats = objstore::ObjectPackStoreStats;
+  struct Counter {
+    const char* name;
+    const char* help;
+    std::function<uint64_t(const Stats&)> get;
+  };
+  static const Counter kCounters[] = {
+      {"bdn_objstore_requests_total", "Requests sent to the object store (each try counts).",
+       [](const Stats& x) { return x.s3.requests(); }},
+      {"bdn_objstore_put_requests_total", "PutObject and UploadPart requests.",
+       [](const Stats& x) { return x.s3.puts; }},
+      {"bdn_objstore_get_requests_total", "GetObject requests (ranged reads).",
+       [](const Stats& x) { return x.s3.gets; }},
+      {"bdn_objstore_list_requests_total", "ListObjectsV2 pages.",
+       [](const Stats& x) { return x.s3.lists; }},
+      {"bdn_objstore_retries_total", "Requests sent again after a transient failure.",
+       [](const Stats& x) { return x.s3.retries; }},
+      {"bdn_objstore_sent_bytes_total", "Request body bytes sent to the object store.",
+       [](const Stats& x) { return x.s3.bytes_sent; }},
+      {"bdn_objstore_received_bytes_total", "Response body bytes read from the object store.",
+       [](const Stats& x) { return x.s3.bytes_received; }},
+      {"bdn_objstore_packs_uploaded_total", "Packs uploaded whole.",
+       [](const Stats& x) { return x.packs_uploaded; }},
+      {"bdn_objstore_upload_failures_total", "Pack uploads that failed after their retries.",
+       [](const Stats& x) { return x.upload_failures; }},
+      {"bdn_objstore_cache_hit_bytes_total", "Record bytes served from ranges read ahead.",
+       [](const Stats& x) { return x.cache_hit_bytes; }},
+      {"bdn_objstore_missing_packs_total", "Packs found missing from the object store.",
+       [](const Stats& x) { return x.missing_packs; }},
+      {"bdn_objstore_damaged_copies_total", "Records that failed verification twice.",
+       [](const Stats& x) { return x.damaged_copies; }},
+  };
+  for (const Counter& c : kCounters) m.Declare(c.name, T::kCounter, c.help);
+  m.OnScrape([s = std::move(s)](http::Metrics& out) {
+    const Stats st = s->stats();
+    for (const Counter& c : kCounters) out.Set(c.name, {}, static_cast<double>(c.get(st)));
+  });
+}
+
+// The store `bdn serve` keeps chunks in, and its side of garbage collection.
+struct ServerStore {
+  std::shared_ptr<ChunkStore> chunks;
+  GcStore* gc = nullptr;
+  std::shared_ptr<objstore::ObjectPackStore> object;  // with --store s3://
+};
+
+// The local pack store under <data>/store, or (--store s3://…) packs in an object store with
+// their spool and index under <data>/objstore. Claims are kept from `retain_since()` on.
+Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
+                                    std::function<SteadyTime()> retain_since,
+                                    std::shared_ptr<MissingPackReporter> reporter) {
+  ServerStore out;
+  if (args.store.empty()) {
+    if (!args.s3_endpoint.empty()) {
+      return Err(InvalidArgumentError("--s3-endpoint: needs --store s3://bucket[/prefix]"));
+    }
+    BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(data));
+    // This process's GC sees its writers' claims in memory: what each push or sync under a live
+    // claim relied on, and what any client was told in the last --gc-grace.
+    store_options.claims = ClaimMode::kMemory;
+    store_options.claims_retain_since = std::move(retain_since);
+    BDN_ASSIGN_OR_RETURN(std::shared_ptr<LocalChunkStore> local,
+                         LocalChunkStore::Open(data / "store", store_options));
+    out.gc = local.get();
+    out.chunks = std::move(local);
+    return out;
+  }
+  BDN_ASSIGN_OR_RETURN(objstore::S3Location location, objstore::ParseS3Uri(args.store));
+  location.endpoint = args.s3_endpoint;
+  location.region = args.s3_region;
+  objstore::S3ClientOptions co;
+  co.location = location;
+  auto creds = objstore::AwsCredentialsFromEnvironment();
+  if (!creds) return Err(creds.error().WithPrefix("--store " + args.store));
+  co.credentials = std::move(*creds);
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<objstore::S3Client> client,
+                       objstore::S3Client::Create(std::move(co)));
+  objstore::ObjectPackStoreOptions o;
+  o.dir = data / "objstore";
+  o.claims_retain_since = std::move(retain_since);
+  o.on_missing_pack = [reporter](uint64_t pack, const std::vector<Digest>& blobs) {
+    reporter->Report(pack, blobs);
+  };
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<objstore::ObjectPackStore> object,
+                       objstore::ObjectPackStore::Open(client, std::move(o)));
+  log::Info("chunks in " + object->uri() +
+            (location.endpoint.empty() ? "" : " at " + location.endpoint));
+  out.gc = object.get();
+  out.chunks = object;
+  out.object = std::move(object);
+  return out;
+}
+
 }  // namespace
 
 Status Serve(const ServeArgs& args, const std::string& home) {
@@ -474,15 +658,11 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   std::shared_ptr<Registry> registry = meta.registry;
   std::shared_ptr<KeyStore> keys = meta.keys;
 
-  BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(data));
-  // This process's GC sees its writers' claims in memory: what each push or sync under a live
-  // claim relied on, and what any client was told in the last --gc-grace.
-  store_options.claims = ClaimMode::kMemory;
   auto live_origin = std::make_shared<std::atomic<origin::Origin*>>(nullptr);
   const std::chrono::milliseconds claim_window = *gc_grace;
   std::shared_ptr<ClaimHorizon> horizon;
   if (meta.claims) horizon = std::make_shared<ClaimHorizon>(meta.claims);
-  store_options.claims_retain_since = [live_origin, claim_window, horizon] {
+  auto retain_since = [live_origin, claim_window, horizon] {
     SteadyTime since = Clock::Real()->SteadyNow() - claim_window;
     if (horizon) return std::min(since, horizon->Oldest());
     if (origin::Origin* o = live_origin->load()) {
@@ -491,9 +671,16 @@ Status Serve(const ServeArgs& args, const std::string& home) {
     }
     return since;
   };
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<LocalChunkStore> local_store,
-                       LocalChunkStore::Open(data / "store", store_options));
-  std::shared_ptr<ChunkStore> store = local_store;
+  auto missing_packs = std::make_shared<MissingPackReporter>();
+  BDN_ASSIGN_OR_RETURN(ServerStore server_store,
+                       OpenServerStore(args, data, retain_since, missing_packs));
+  std::shared_ptr<ChunkStore> store = server_store.chunks;
+  if (server_store.object) {
+    missing_packs->Attach(registry, store, [object = server_store.object](uint64_t pack) {
+      return object->PackUri(pack);
+    });
+    ExportObjectStoreMetrics(server.metrics(), server_store.object);
+  }
 
   options.claim_ttl = *ttl;
   if (args.insecure_no_auth) options.auth = origin::AuthMode::kDisabled;
@@ -537,7 +724,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   gc_options.grace = *gc_grace;
   gc_options.max_repack_fraction = args.gc_max_repack_fraction;
   gc_options.hook = std::move(*gc_hook);
-  PeriodicGc gc(*registry, *local_store, server.metrics(), *gc_interval, gc_options, meta.cluster);
+  PeriodicGc gc(*registry, *server_store.gc, server.metrics(), *gc_interval, gc_options, meta.cluster);
   BDN_RETURN_IF_ERROR(server.Start());
   if (Status s = scheduler.Start(); !s.ok()) {
     server.Stop();

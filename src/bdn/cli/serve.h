@@ -33,6 +33,14 @@ struct HttpServerArgs {
 struct ServeArgs {
   HttpServerArgs http{.listen = "127.0.0.1:8440"};
   std::string data;  // "": <home>/server
+  // Where chunks live: "" for the pack store in <data>/store; "s3://bucket[/prefix]" for packs
+  // in an S3-compatible object store (docs/format.md, "Packs in an object store"; its local
+  // spool and index in <data>/objstore), reached at `s3_endpoint` ("": AWS S3 in `s3_region`)
+  // with the standard AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/
+  // AWS_SESSION_TOKEN, or the shared credentials file), never a flag.
+  std::string store;
+  std::string s3_endpoint;
+  std::string s3_region = "us-east-1";
   bool insecure_no_auth = false;
   std::string claim_ttl = "30s";
   std::string retention = "7d";  // deleted versions stay restorable this long
@@ -59,7 +67,8 @@ struct ServeArgs {
 };
 
 // bdn serve: binds the address, then takes the data directory (created private, 0700; locked
-// against a second server), opens its store, registry and key table (with --db: connects to
+// against a second server), opens its store (the local pack store, or packs in an object store
+// with --store s3://), registry and key table (with --db: connects to
 // PostgreSQL and applies its migrations instead, and keeps push claims there), creates the first
 // admin key (printed once and written to <data>/admin.token, 0600) unless keys exist or auth is
 // off (with --db: by exactly one of the replicas starting at once), and serves until
@@ -71,7 +80,9 @@ struct ServeArgs {
 // directory ..."); NotFound "--sync-file-root \"D\": No such file or directory";
 // Unavailable "listen H:P: cannot bind ..." (nothing is created then); FailedPrecondition
 // "--data D: in use by another bdn serve (pid N); ..."; InvalidArgument "--db: ..." for a
-// malformed URL; Unavailable "database postgresql://...: cannot connect: ..."; those of opening
+// malformed URL; Unavailable "database postgresql://...: cannot connect: ..."; InvalidArgument
+// "--store \"x\": ..." and "--s3-endpoint: needs --store s3://..."; those of finding AWS
+// credentials (objstore::AwsCredentialsFromEnvironment) and of opening
 // the store, registry and key store, and of the migrations. Not thread-safe (one per process: it blocks SIGINT/SIGTERM in every thread).
 Status Serve(const ServeArgs& args, const std::string& home);
 

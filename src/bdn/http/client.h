@@ -64,7 +64,7 @@ struct Request {
   // covering the method, the path and query exactly as given (sent as is: CURLOPT_PATH_AS_IS),
   // host, x-amz-date and every header in `headers`. libcurl 7.88 neither sorts the query nor adds
   // x-amz-content-sha256: the caller passes the query in canonical order and encoding and adds
-  // the header itself (sync/s3_source.cc does). Never logged.
+  // the header itself (objstore/s3_sign.h SignS3Request does). Never logged.
   struct AwsSigV4 {
     std::string provider;  // "aws:amz:<region>:<service>", e.g. "aws:amz:us-east-1:s3"
     std::string access_key_id;

@@ -19,6 +19,7 @@
 #include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
 #include "bdn/volume/push.h"
+#include "bdn/volume/push_test_util.h"
 #include "bdn/volume/version_check.h"
 #include "bdn/volume/version_view.h"
 
@@ -54,33 +55,15 @@ class GcTest : public ::testing::Test {
 
   // Pushes files {name: bytes} as a new version of w/v and returns its digest.
   Digest PushFiles(const std::vector<std::pair<std::string, std::vector<uint8_t>>>& files) {
-    const fs::path src = dir_.path() / ("src-" + std::to_string(++pushes_));
-    fs::create_directories(src);
-    for (const auto& [name, bytes] : files) {
-      std::ofstream(src / name, std::ios::binary)
-          .write(reinterpret_cast<const char*>(bytes.data()),
-                 static_cast<std::streamsize>(bytes.size()));
-    }
-    PushOptions o;
-    o.dir = src;
-    o.ns = "w";
-    o.volume = "v";
-    auto r = Push(o, *store_, *registry_, nullptr);
+    auto r = ::bdn::testing::PushFilesForTest(
+        *store_, *registry_, dir_.path() / ("src-" + std::to_string(++pushes_)), files);
     EXPECT_OK(r);
-    return r ? r->ref.digest : Digest();
+    return r ? *r : Digest();
   }
 
   // Every file of `version` reads back whole and verified.
   void ExpectReadable(const Digest& version) {
-    auto view = VersionView::Open(store_, version);
-    ASSERT_OK(view);
-    for (const Entry& e : (*view)->manifest().entries) {
-      if (e.kind != EntryKind::kFile) continue;
-      std::vector<uint8_t> buf(e.size_bytes);
-      auto n = (*view)->Read(e, 0, buf);
-      ASSERT_OK(n);
-      EXPECT_EQ(*n, e.size_bytes);
-    }
+    EXPECT_OK(::bdn::testing::ReadVersionForTest(store_, version));
   }
 
   size_t PackCount() {

@@ -2,13 +2,16 @@
 // each keyed by the BLAKE3 of its bytes.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bdn/base/status.h"
@@ -144,6 +147,51 @@ class HashingBlobWriter : public BlobWriter {
   Blake3Hasher hasher_;
 };
 
+
+// The blobs some writer of a store is storing now, so that concurrent Puts of one blob write it
+// once: the first takes the turn and stores it; the others wait until its turn ends, then find it
+// stored. Guarded by the store's own mutex, under which the store also looks blobs up. For
+// ChunkStore implementations.
+class PendingPuts {
+ public:
+  // Marks one id pending for as long as it lives; its end (under the store's mutex) wakes the
+  // writers waiting for that id.
+  class Turn {
+   public:
+    Turn(PendingPuts* pending, std::shared_mutex* mu, const Digest& id)
+        : pending_(pending), mu_(mu), id_(id) {}
+    Turn(Turn&& o) noexcept : pending_(o.pending_), mu_(o.mu_), id_(o.id_) { o.pending_ = nullptr; }
+    Turn& operator=(Turn&&) = delete;
+    ~Turn() {
+      if (!pending_) return;
+      std::unique_lock l(*mu_);
+      pending_->ids_.erase(id_);
+      pending_->cv_.notify_all();
+    }
+
+   private:
+    PendingPuts* pending_;
+    std::shared_mutex* mu_;
+    Digest id_;
+  };
+  // With `lock` held on the store's mutex: waits while another writer stores `id`; returns
+  // nullopt once `stored()` (asked under the lock) holds, else the caller's turn to store it.
+  template <typename Stored>
+  std::optional<Turn> WaitOrBegin(std::unique_lock<std::shared_mutex>& lock, const Digest& id,
+                                  Stored stored) {
+    for (;;) {
+      if (stored()) return std::nullopt;
+      if (!ids_.contains(id)) break;
+      cv_.wait(lock);
+    }
+    ids_.insert(id);
+    return std::optional<Turn>(std::in_place, this, lock.mutex(), id);
+  }
+
+ private:
+  std::unordered_set<Digest> ids_;
+  std::condition_variable_any cv_;
+};
 
 // In-memory reference implementation for tests. Thread-safe.
 class MemChunkStore : public ChunkStore {

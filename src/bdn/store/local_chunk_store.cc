@@ -1012,24 +1012,11 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
     auto claimed = ClaimThenRefreshDoom(std::span<const Digest>(&id, 1));
     if (!claimed) return Status(claimed.error().code(), chunk + ": " + claimed.error().message());
   }
-  {
+  std::optional<PendingPuts::Turn> turn = [&] {
     std::unique_lock l(mu_);
-    for (;;) {
-      if (LookupLocked(id, Copies::kLive)) return Status::Ok();
-      if (!pending_.contains(id)) break;
-      pending_cv_.wait(l);
-    }
-    pending_.insert(id);
-  }
-  struct Done {
-    LocalChunkStore* s;
-    const Digest& id;
-    ~Done() {
-      std::unique_lock l(s->mu_);
-      s->pending_.erase(id);
-      s->pending_cv_.notify_all();
-    }
-  } done{this, id};
+    return pending_.WaitOrBegin(l, id, [&] { return LookupLocked(id, Copies::kLive).has_value(); });
+  }();
+  if (!turn) return Status::Ok();
 
   pack::EncodedBlob enc = pack::EncodeBlob(data, options_.codec);
   std::span<const uint8_t> stored = enc.codec == pack::Codec::kNone ? data : enc.stored;

@@ -323,8 +323,7 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::unordered_set<uint64_t> gone_;                 // packs deleted (DropPack) that tables_ name
   std::set<std::pair<uint64_t, uint64_t>> bad_;       // quarantined (pack, offset)
   std::unordered_set<uint64_t> doomed_;               // packs of gc/doomed
-  std::unordered_set<Digest> pending_;                // Puts in flight
-  std::condition_variable_any pending_cv_;
+  PendingPuts pending_;                               // Puts in flight
 
   // Open packs: each idle or held by one writer.
   std::mutex pool_mu_;

@@ -309,20 +309,28 @@ Result<std::vector<uint8_t>> ReadBlob(int fd, const BlobLocation& loc, std::stri
     return Err(CorruptionError(chunk + ": " + std::string(pack_what) +
                                " ends inside the record at offset " + std::to_string(loc.offset)));
   }
-  auto got = DecodeRecordHeader(std::span<const uint8_t>(header, sizeof header), loc.offset, "");
+  BDN_RETURN_IF_ERROR(
+      CheckRecord(std::span<const uint8_t>(header, sizeof header), payload, raw, loc, pack_what));
+  return raw;
+}
+
+Status CheckRecord(std::span<const uint8_t> header, std::span<const uint8_t> payload,
+                   std::span<uint8_t> raw, const BlobLocation& loc, std::string_view pack_what) {
+  const std::string chunk = "chunk " + loc.id.ToString();
+  auto got = DecodeRecordHeader(header, loc.offset, "");
   if (!got || *got != loc) {
     std::string why = !got ? got.error().message().substr(2) : "it describes another blob";
-    return Err(CorruptionError(chunk + ": damaged record header" + InPack(pack_what, loc.offset) +
-                               " (" + why + ")"));
+    return CorruptionError(chunk + ": damaged record header" + InPack(pack_what, loc.offset) +
+                           " (" + why + ")");
   }
   if (loc.codec != Codec::kNone) {
     Status s = DecodeBlob(loc.codec, payload, raw, chunk);
-    if (!s.ok()) return Err(CorruptionError(s.message() + InPack(pack_what, loc.offset)));
+    if (!s.ok()) return CorruptionError(s.message() + InPack(pack_what, loc.offset));
   }
   if (Status s = VerifyChunk(loc.id, raw); !s.ok()) {
-    return Err(CorruptionError(s.message() + InPack(pack_what, loc.offset)));
+    return CorruptionError(s.message() + InPack(pack_what, loc.offset));
   }
-  return raw;
+  return Status::Ok();
 }
 
 }  // namespace bdn::pack

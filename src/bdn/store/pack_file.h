@@ -121,4 +121,12 @@ Result<SalvageResult> SalvageRecords(int fd, uint64_t file_bytes, std::string_vi
 // on I/O errors. Thread-safe (pread only).
 Result<std::vector<uint8_t>> ReadBlob(int fd, const BlobLocation& loc, std::string_view pack_what);
 
+// The checks of ReadBlob on a record already in memory (read from an object store): its 64-byte
+// record `header` describes `loc`, the `payload` (loc.stored_bytes) decodes into `raw`
+// (loc.raw_bytes; for Codec::kNone the caller has put the payload there), and `raw` hashes to
+// loc.id. Errors: Corruption as ReadBlob's, naming the chunk, `pack_what` and the offset.
+// Thread-safe.
+Status CheckRecord(std::span<const uint8_t> header, std::span<const uint8_t> payload,
+                   std::span<uint8_t> raw, const BlobLocation& loc, std::string_view pack_what);
+
 }  // namespace bdn::pack

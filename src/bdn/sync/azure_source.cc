@@ -10,7 +10,7 @@
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 #include "bdn/sync/object_store_sources.h"
-#include "bdn/sync/xml_listing.h"
+#include "bdn/objstore/xml_listing.h"
 
 namespace bdn::sync {
 namespace {

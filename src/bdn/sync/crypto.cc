@@ -17,13 +17,6 @@ const unsigned char* U(std::string_view s) { return reinterpret_cast<const unsig
 
 }  // namespace
 
-std::string Sha256Hex(std::string_view data) {
-  unsigned char md[32];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-  return HexEncode(std::span<const uint8_t>(md, n));
-}
-
 std::string HmacSha256(std::string_view key, std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;

@@ -1,6 +1,7 @@
-// The few primitives the cloud sources' authentication needs, over OpenSSL's EVP API: SHA-256,
-// HMAC-SHA256 (Azure Shared Key), base64 and base64url (RFC 4648), and RS256 signatures (RFC 7518
-// §3.3: RSASSA-PKCS1-v1_5 with SHA-256) for the OAuth2 JWT bearer flow of GCS service accounts.
+// The few primitives the cloud sources' authentication needs, over OpenSSL's EVP API (SHA-256
+// is objstore/s3_sign.h's Sha256Hex): HMAC-SHA256 (Azure Shared Key), base64 and base64url (RFC
+// 4648), and RS256 signatures (RFC 7518 §3.3: RSASSA-PKCS1-v1_5 with SHA-256) for the OAuth2 JWT
+// bearer flow of GCS service accounts.
 #pragma once
 
 #include <string>
@@ -9,9 +10,6 @@
 #include "bdn/base/status.h"
 
 namespace bdn::sync {
-
-// SHA-256 of `data` as 64 lower-case hex digits.
-std::string Sha256Hex(std::string_view data);
 
 // HMAC-SHA256 of `data` under `key`: 32 raw bytes.
 std::string HmacSha256(std::string_view key, std::string_view data);

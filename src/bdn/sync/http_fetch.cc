@@ -39,16 +39,6 @@ std::optional<std::pair<uint64_t, uint64_t>> ParseContentRange(std::string_view 
 
 }  // namespace
 
-std::optional<uint64_t> ParseByteCount(std::string_view s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  uint64_t n = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return n;
-}
-
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name) {
   for (const auto& [k, v] : headers) {
     if (k == name) return v;

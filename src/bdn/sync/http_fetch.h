@@ -19,17 +19,13 @@
 #include <utility>
 #include <vector>
 
-#include "bdn/base/text.h"  // PercentEncode, PercentDecode
+#include "bdn/base/text.h"  // PercentEncode, PercentDecode, ParseByteCount
 #include "bdn/http/client.h"
 #include "bdn/sync/source.h"
 
 namespace bdn::sync {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
-
-// A decimal count of at most 19 digits, no sign or spaces (Content-Length, an S3 <Size>, a GCS
-// "size"); nullopt for anything else.
-std::optional<uint64_t> ParseByteCount(std::string_view s);
 
 // The value of header `name` (lower case) in `headers`, if present.
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name);

@@ -12,9 +12,15 @@
 
 #include "bdn/sync/http_fetch.h"
 #include "bdn/sync/source.h"
-#include "bdn/sync/xml_listing.h"  // ListedObject
+#include "bdn/objstore/xml_listing.h"
 
 namespace bdn::sync {
+
+// The decoders of the stores' XML (objstore/xml_listing.h).
+using objstore::ListedObject;
+using objstore::ParseAzureListPage;
+using objstore::ParseS3ListPage;
+using objstore::ParseStoreError;
 
 // Objects at least this large are read as ranged parts, several in flight.
 inline constexpr uint64_t kRangedObjectBytes = uint64_t{64} << 20;

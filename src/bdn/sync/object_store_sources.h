@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "bdn/objstore/s3_sign.h"
 #include "bdn/sync/source.h"
 #include "bdn/sync/source_uri.h"
 
@@ -57,19 +58,9 @@ Result<std::unique_ptr<Source>> OpenAzureSource(const std::string& uri, const Az
 
 // ---- Pieces, exposed for tests ----
 
-// The query string of a SigV4-signed request in canonical form: every name and value
-// percent-encoded (RFC 3986 unreserved characters kept, '/' too encoded), sorted by name then
-// value, joined with '&' and '='. libcurl 7.88 signs the query as it is sent, so sending this form
-// is what makes its signature the one S3 computes.
-std::string CanonicalQuery(std::vector<std::pair<std::string, std::string>> params);
-
-// An AWS-style key pair (docs/sync.md, "Secrets").
-struct AwsCredentials {
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token;  // "" for long-term keys
-  std::string region;         // "" = not given
-};
+// The SigV4 pieces (objstore/s3_sign.h), shared with the object pack store.
+using objstore::AwsCredentials;  // an AWS-style key pair (docs/sync.md, "Secrets")
+using objstore::CanonicalQuery;
 // Reads {"access_key_id", "secret_access_key", "session_token"?, "region"?} (also the spellings
 // `aws configure export-credentials` prints: AccessKeyId, SecretAccessKey, SessionToken), or for
 // GCS HMAC keys {"access_id", "secret"}. Errors: InvalidArgument "secret \"name\": <what is

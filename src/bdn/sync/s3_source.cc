@@ -8,19 +8,15 @@
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 #include "bdn/sync/object_store_sources.h"
-#include "bdn/sync/xml_listing.h"
+#include "bdn/objstore/xml_listing.h"
 
 namespace bdn::sync {
 namespace {
-
-// SHA-256 of the empty payload: the x-amz-content-sha256 of a GET, HEAD or list request.
-constexpr char kEmptySha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 struct S3Target {
   std::string bucket_url;  // the bucket's URL without a trailing '/'
   bool virtual_hosted = false;
   std::string region;
-  std::string service = "s3";
 };
 
 Result<S3Target> TargetOf(const std::string& uri, const BucketUri& b, const SourceOptions& o,
@@ -73,13 +69,8 @@ class S3Source : public Source {
     if (creds) {
       auto split = SplitUrl(target_.bucket_url);
       fo.auth_origin = split ? split->first : "";
-      http::Request::AwsSigV4 sig{"aws:amz:" + target_.region + ":" + target_.service,
-                                  creds->access_key_id, creds->secret_access_key};
-      fo.sign = [sig, token = creds->session_token](http::Request& req) {
-        // libcurl 7.88 does not add the payload's hash; S3 refuses a request without it.
-        req.headers.emplace_back("x-amz-content-sha256", kEmptySha256);
-        if (!token.empty()) req.headers.emplace_back("x-amz-security-token", token);
-        req.aws_sigv4 = sig;
+      fo.sign = [creds = *creds, region = target_.region](http::Request& req) {
+        objstore::SignS3Request(req, creds, region);
         return Status::Ok();
       };
     }
@@ -210,17 +201,6 @@ std::string JsonString(const nlohmann::json& j, std::initializer_list<const char
 }
 
 }  // namespace
-
-std::string CanonicalQuery(std::vector<std::pair<std::string, std::string>> params) {
-  for (auto& [k, v] : params) {
-    k = PercentEncode(k);
-    v = PercentEncode(v);
-  }
-  std::sort(params.begin(), params.end());
-  std::string out;
-  for (const auto& [k, v] : params) out += (out.empty() ? "" : "&") + k + "=" + v;
-  return out;
-}
 
 Result<AwsCredentials> ParseAwsSecret(std::string_view secret, const std::string& secret_name) {
   auto bad = [&](const std::string& why) {

@@ -1,14 +1,13 @@
-#include "bdn/sync/xml_listing.h"
+#include "bdn/objstore/xml_listing.h"
 
 #include <expat.h>
 
 #include <functional>
 #include <memory>
 
-#include "bdn/base/text.h"  // PercentDecode
-#include "bdn/sync/http_fetch.h"  // ParseByteCount
+#include "bdn/base/text.h"  // PercentDecode, ParseByteCount
 
-namespace bdn::sync {
+namespace bdn::objstore {
 namespace {
 
 constexpr size_t kMaxDepth = 32;
@@ -288,4 +287,28 @@ std::optional<StoreError> ParseStoreError(std::string_view xml) {
   return out;
 }
 
-}  // namespace bdn::sync
+Result<std::string> ParseUploadId(std::string_view xml) {
+  std::optional<std::string> id;
+  bool saw_root = false;
+  XmlWalker w;
+  w.on_start = [&](const std::vector<XmlWalker::Element>& path) -> Status {
+    BDN_RETURN_IF_ERROR(ExpectRoot(path, "InitiateMultipartUploadResult"));
+    saw_root = true;
+    return Status::Ok();
+  };
+  w.on_end = [&](const std::vector<XmlWalker::Element>& path) -> Status {
+    if (At(path, {"InitiateMultipartUploadResult", "UploadId"})) {
+      if (id) return InvalidArgumentError("two <UploadId>");
+      id = path.back().text;
+    }
+    return Status::Ok();
+  };
+  BDN_RETURN_IF_ERROR(w.Parse(xml));
+  if (!saw_root) {
+    return Err(InvalidArgumentError("expected <InitiateMultipartUploadResult>, got an empty document"));
+  }
+  if (!id || id->empty()) return Err(InvalidArgumentError("no <UploadId>"));
+  return *id;
+}
+
+}  // namespace bdn::objstore

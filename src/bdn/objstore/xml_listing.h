@@ -1,7 +1,8 @@
 // Decoders of the XML that object stores answer with, over expat: a page of an S3 ListObjectsV2
 // listing (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html, also what R2,
 // CoreWeave, GCS's XML API and s3rver send), a page of Azure's List Blobs
-// (https://learn.microsoft.com/rest/api/storageservices/list-blobs), and the <Error> body both use.
+// (https://learn.microsoft.com/rest/api/storageservices/list-blobs), the <Error> body both use, and
+// the upload id of an S3 multipart upload.
 // Input is outside input: a document type declaration (and so every entity declaration) is
 // refused, nesting is limited to 32 levels, a text field to 64 KiB, and every field an entry must
 // have is checked, so a hostile or truncated page is an error naming what was wrong, never a
@@ -16,7 +17,7 @@
 
 #include "bdn/base/status.h"
 
-namespace bdn::sync {
+namespace bdn::objstore {
 
 // One object of a listing page, as the store names it.
 struct ListedObject {
@@ -54,4 +55,9 @@ struct StoreError {
 };
 std::optional<StoreError> ParseStoreError(std::string_view xml);
 
-}  // namespace bdn::sync
+// The <UploadId> of S3's InitiateMultipartUploadResult (the answer to CreateMultipartUpload).
+// Errors: InvalidArgument as ParseS3ListPage ("expected <InitiateMultipartUploadResult>, got
+// <Foo>", "no <UploadId>").
+Result<std::string> ParseUploadId(std::string_view xml);
+
+}  // namespace bdn::objstore

@@ -1,12 +1,12 @@
 // The listing decoders against well-formed pages (as S3, s3rver and Azure send them) and hostile
 // ones: truncated, lying, huge, deeply nested, with entity declarations.
-#include "bdn/sync/xml_listing.h"
+#include "bdn/objstore/xml_listing.h"
 
 #include <gtest/gtest.h>
 
 #include "bdn/testing/status_matchers.h"
 
-namespace bdn::sync {
+namespace bdn::objstore {
 namespace {
 
 constexpr char kS3Page[] = R"(<?xml version="1.0" encoding="UTF-8"?>
@@ -186,5 +186,26 @@ TEST(ParseStoreError, ReadsCodeAndMessageOfS3AndAzureErrors) {
   EXPECT_FALSE(ParseStoreError("<Error><Code>x</Code>").has_value());  // truncated
 }
 
+TEST(ParseUploadId, ReadsTheIdOfACreatedMultipartUpload) {
+  auto id = ParseUploadId(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUploadResult "
+      "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket><Key>packs/x.pack</Key>"
+      "<UploadId>VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA</UploadId>"
+      "</InitiateMultipartUploadResult>");
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+  EXPECT_EQ("VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA", *id);
+  EXPECT_EQ("no <UploadId>",
+            ParseUploadId("<InitiateMultipartUploadResult><Key>k</Key></InitiateMultipartUploadResult>")
+                .error()
+                .message());
+  EXPECT_EQ("expected <InitiateMultipartUploadResult>, got <Error>",
+            ParseUploadId("<Error><Code>AccessDenied</Code></Error>").error().message());
+  EXPECT_EQ("two <UploadId>",
+            ParseUploadId("<InitiateMultipartUploadResult><UploadId>a</UploadId><UploadId>b</UploadId>"
+                          "</InitiateMultipartUploadResult>")
+                .error()
+                .message());
+}
+
 }  // namespace
-}  // namespace bdn::sync
+}  // namespace bdn::objstore

@@ -1,0 +1,1209 @@
+#include "bdn/objstore/object_pack_store.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "bdn/base/log.h"
+#include "bdn/base/private_files.h"
+#include "bdn/base/thread_pool.h"
+#include "bdn/store/pack_file.h"
+
+namespace bdn::objstore {
+namespace {
+
+namespace fs = std::filesystem;
+using pack::BlobLocation;
+using pack::IndexedBlob;
+
+// Reads as many bytes of a pack's tail as hold its footer in one GET for packs of up to ~2,000
+// blobs (64 bytes of footer each).
+constexpr uint64_t kTailBytes = uint64_t{128} << 10;
+// Footers read at once (at Open and at a refresh).
+constexpr size_t kFootersInFlight = 16;
+
+// A read-only mapping of a file, unmapped when it goes.
+class Mapping {
+ public:
+  static Result<Mapping> Of(int fd, uint64_t bytes, const std::string& what) {
+    Mapping m;
+    m.bytes_ = bytes;
+    if (bytes == 0) return m;
+    void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return Err(ErrnoError(what + ": mmap", errno));
+    m.data_ = static_cast<const uint8_t*>(p);
+    return m;
+  }
+  Mapping() = default;
+  Mapping(Mapping&& o) noexcept : data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; }
+  Mapping& operator=(Mapping&&) = delete;
+  ~Mapping() {
+    if (data_) ::munmap(const_cast<uint8_t*>(data_), bytes_);
+  }
+  std::span<const uint8_t> span() const { return {data_, data_ ? bytes_ : 0}; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.has_value() ? Status::Ok() : r.error();
+}
+
+}  // namespace
+
+// A pack in the spool: open (written by one writer at a time), then sealed and waiting for its
+// upload, then gone from the spool once uploaded and indexed.
+struct ObjectPackStore::SpoolPack {
+  enum class State { kOpen, kSealed, kUploading, kFailed, kUploaded };
+  ~SpoolPack() {
+    if (fd >= 0) ::close(fd);
+  }
+  uint64_t id = 0;
+  int fd = -1;
+  fs::path path;
+  std::optional<pack::PackWriter> writer;  // while open
+  std::vector<BlobLocation> blobs;         // once sealed: what the footer lists
+  uint64_t bytes = 0;                      // once sealed: the file's size
+  bool in_use = false;                     // held by a writer
+  bool retiring = false;                   // Sync takes it: no new writer
+  State state = State::kOpen;
+  Status error;  // kFailed: why
+};
+
+// A range of a pack fetched with one GET: being fetched, or ready (with its bytes or an error).
+struct ObjectPackStore::Segment {
+  uint64_t pack = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  bool ready = false;
+  Status error;
+  std::vector<uint8_t> bytes;
+  uint64_t last_use = 0;
+};
+
+ObjectPackStore::ObjectPackStore(std::shared_ptr<S3Client> client, ObjectPackStoreOptions options)
+    : client_(std::move(client)), options_(std::move(options)), catalog_(options_.catalog) {
+  if (!catalog_) {
+    catalog_ = std::make_shared<BucketCatalog>(client_, options_.claims_retain_since, options_.clock);
+  }
+}
+
+Result<std::unique_ptr<ObjectPackStore>> ObjectPackStore::Open(std::shared_ptr<S3Client> client,
+                                                               ObjectPackStoreOptions options) {
+  std::unique_ptr<ObjectPackStore> store(new ObjectPackStore(std::move(client), std::move(options)));
+  BDN_RETURN_IF_ERROR(store->Init());
+  return store;
+}
+
+Status ObjectPackStore::Init() {
+  const fs::path& dir = options_.dir;
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(dir, "object store cache"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(dir / "spool", "object store spool"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(dir / "index", "object store index"));
+  // The index tables this directory kept: what the packs they cover hold.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir / "index", ec)) {
+    const std::string name = e.path().filename().string();
+    if (!pack::ParseHex16Name(name, ".idx")) {
+      if (name.ends_with(".tmp") || name.find(".idx.") != std::string::npos) fs::remove(e.path(), ec);
+      continue;
+    }
+    auto t = pack::IndexTable::Open(e.path());
+    if (!t) {
+      // Derived data: drop it, the footers are read again.
+      log::Warn("object store index: " + t.error().message() + "; rebuilding it from the footers");
+      fs::remove(e.path(), ec);
+      continue;
+    }
+    for (uint64_t p : (*t)->packs()) indexed_.insert(p);
+    tables_.push_back(std::move(*t));
+  }
+  if (ec) return ErrnoError("object store index " + (dir / "index").string(), ec.value());
+  BDN_RETURN_IF_ERROR(RefreshPacks());
+  {
+    std::lock_guard l(refresh_mu_);
+    last_refresh_start_ = options_.clock->SteadyNow();
+    refreshed_once_ = true;
+  }
+  BDN_RETURN_IF_ERROR(RecoverSpool());
+  for (int i = 0; i < std::max(1, options_.uploads_in_flight); ++i) {
+    uploaders_.emplace_back([this] { UploadLoop(); });
+  }
+  return Status::Ok();
+}
+
+ObjectPackStore::~ObjectPackStore() {
+  {
+    std::lock_guard l(spool_mu_);
+    stopping_ = true;
+    // Open packs are sealed, so that the next Open uploads them as they are.
+    for (auto& p : open_) {
+      if (!p->in_use && p->state == SpoolPack::State::kOpen) (void)SealLocked(*p);
+    }
+  }
+  spool_cv_.notify_all();
+  for (auto& t : uploaders_) t.join();
+}
+
+std::string ObjectPackStore::PackUri(uint64_t pack) const { return client_->UriOf(PackKey(pack)); }
+
+// ---- the index ----
+
+ObjectPackStore::Where ObjectPackStore::Lookup(const Digest& id, Copies copies) const {
+  std::shared_lock l(mu_);
+  return LookupLocked(id, copies);
+}
+
+ObjectPackStore::Where ObjectPackStore::LookupLocked(const Digest& id, Copies copies) const {
+  Where w;
+  if (auto it = spool_blobs_.find(id); it != spool_blobs_.end()) {
+    w.kind = Where::Kind::kSpool;
+    w.spool = it->second.first;
+    w.blob = {it->second.first->id, it->second.second};
+    return w;
+  }
+  bool in_missing = false;
+  auto usable = [&](const IndexedBlob& b) {
+    if (gone_.contains(b.pack) || bad_.contains({b.pack, b.loc.offset})) return false;
+    if (missing_.contains(b.pack)) {
+      in_missing = true;
+      return false;
+    }
+    return copies == Copies::kAny || !doomed_.contains(b.pack);
+  };
+  if (auto it = loose_blobs_.find(id); it != loose_blobs_.end() && usable(it->second)) {
+    w.kind = Where::Kind::kObject;
+    w.blob = it->second;
+    return w;
+  }
+  for (auto t = tables_.rbegin(); t != tables_.rend(); ++t) {
+    bool found = (*t)->Find(id, [&](const IndexedBlob& b) {
+      if (!usable(b)) return false;
+      w.blob = b;
+      return true;
+    });
+    if (found) {
+      w.kind = Where::Kind::kObject;
+      return w;
+    }
+  }
+  if (in_missing && copies == Copies::kAny) {
+    // Say which missing pack held it (the one a loose entry or a table names).
+    if (auto it = loose_blobs_.find(id); it != loose_blobs_.end()) {
+      w.blob = it->second;
+    } else {
+      for (const auto& t : tables_) {
+        if (t->Find(id, [&](const IndexedBlob& b) {
+              if (!missing_.contains(b.pack)) return false;
+              w.blob = b;
+              return true;
+            })) {
+          break;
+        }
+      }
+    }
+    w.kind = Where::Kind::kMissing;
+  }
+  return w;
+}
+
+Status ObjectPackStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
+  BDN_RETURN_IF_ERROR(catalog_->RecordClaims(ids));
+  BDN_ASSIGN_OR_RETURN(std::vector<uint64_t> doom, catalog_->Doom());
+  std::unique_lock l(mu_);
+  doomed_ = std::unordered_set<uint64_t>(doom.begin(), doom.end());
+  return Status::Ok();
+}
+
+Result<std::vector<BlobLocation>> ObjectPackStore::ReadPackFooter(uint64_t pack, uint64_t bytes) {
+  const std::string what = "pack " + PackUri(pack);
+  const std::string key = PackKey(pack);
+  if (bytes < pack::kPackHeaderBytes + pack::kTrailerBytes) {
+    return Err(CorruptionError(what + ": no valid trailer (object too short)"));
+  }
+  const uint64_t tail_start = bytes - std::min(bytes, kTailBytes);
+  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> tail, client_->GetRange(key, tail_start, bytes - tail_start));
+  counters_.fetched_bytes += tail.size();
+  BDN_ASSIGN_OR_RETURN(
+      pack::Trailer t,
+      pack::DecodeTrailer(std::span<const uint8_t>(tail).last(pack::kTrailerBytes), bytes, what));
+  if (t.footer_offset >= tail_start) {
+    return pack::DecodeFooter(std::span<const uint8_t>(tail).subspan(t.footer_offset - tail_start),
+                              t, what);
+  }
+  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> footer,
+                       client_->GetRange(key, t.footer_offset, bytes - t.footer_offset));
+  counters_.fetched_bytes += footer.size();
+  return pack::DecodeFooter(footer, t, what);
+}
+
+void ObjectPackStore::AddUploaded(uint64_t pack, uint64_t bytes, std::vector<BlobLocation> blobs,
+                                  bool from_this_process) {
+  std::unique_lock l(mu_);
+  pack_bytes_[pack] = bytes;
+  pack_gen_[pack] = gen_;
+  missing_.erase(pack);
+  gone_.erase(pack);
+  for (const BlobLocation& b : blobs) {
+    loose_blobs_[b.id] = IndexedBlob{pack, b};
+    if (from_this_process) {
+      // The spool copy goes; the uploaded one takes its place (no moment without either).
+      if (auto it = spool_blobs_.find(b.id);
+          it != spool_blobs_.end() && it->second.first->id == pack) {
+        spool_blobs_.erase(it);
+      }
+    }
+  }
+  loose_[pack] = std::move(blobs);
+}
+
+void ObjectPackStore::MarkMissing(uint64_t pack, const std::string& why) {
+  std::vector<Digest> blobs;
+  {
+    std::unique_lock l(mu_);
+    if (!missing_.insert(pack).second) return;
+    if (auto it = loose_.find(pack); it != loose_.end()) {
+      for (const BlobLocation& b : it->second) blobs.push_back(b.id);
+    } else {
+      for (const auto& t : tables_) {
+        for (uint64_t i = 0; i < t->size(); ++i) {
+          IndexedBlob b = t->At(i);
+          if (b.pack == pack) blobs.push_back(b.loc.id);
+        }
+      }
+    }
+  }
+  ++counters_.missing_packs;
+  log::Error("object store: pack " + PackUri(pack) + " is missing (" + why + "); its " +
+             std::to_string(blobs.size()) +
+             " blobs cannot be read from it (deleted outside bdn?)");
+  DropCached(pack);
+  if (options_.on_missing_pack) options_.on_missing_pack(pack, blobs);
+}
+
+Status ObjectPackStore::RefreshPacks() {
+  uint64_t gen;
+  std::unordered_set<uint64_t> known;
+  {
+    std::unique_lock l(mu_);
+    gen = ++gen_;
+    for (const auto& [p, b] : pack_bytes_) known.insert(p);
+  }
+  BDN_ASSIGN_OR_RETURN(std::vector<CatalogPack> listed, catalog_->ListPacks());
+  std::vector<CatalogPack> fresh;
+  std::unordered_set<uint64_t> listed_ids;
+  for (const CatalogPack& p : listed) {
+    listed_ids.insert(p.id);
+    if (known.contains(p.id)) continue;
+    bool indexed;
+    {
+      std::shared_lock l(mu_);
+      indexed = indexed_.contains(p.id) && !gone_.contains(p.id);
+    }
+    if (indexed) {
+      std::unique_lock l(mu_);
+      pack_bytes_[p.id] = p.bytes;
+      pack_gen_[p.id] = gen;
+      continue;
+    }
+    fresh.push_back(p);
+  }
+  // The footers of packs no table covers, several at once.
+  std::vector<Result<std::vector<BlobLocation>>> footers(fresh.size());
+  ParallelFor(fresh.size(), kFootersInFlight,
+              [&](size_t i) { footers[i] = ReadPackFooter(fresh[i].id, fresh[i].bytes); });
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    if (!footers[i]) {
+      const Status& s = footers[i].error();
+      if (s.code() == StatusCode::kNotFound) continue;  // deleted since the listing
+      if (s.code() == StatusCode::kCorruption) {
+        // Kept out of the index: its blobs are stored again by the next push that needs them.
+        log::Error("object store: " + s.message() + "; the pack is left out of the index");
+        continue;
+      }
+      return s;
+    }
+    AddUploaded(fresh[i].id, fresh[i].bytes, std::move(*footers[i]), false);
+  }
+  // Packs this process knew before the listing began that it no longer shows were deleted by
+  // something other than this store's GC.
+  std::vector<uint64_t> vanished;
+  {
+    std::shared_lock l(mu_);
+    for (const auto& [p, b] : pack_bytes_) {
+      auto g = pack_gen_.find(p);
+      if (g != pack_gen_.end() && g->second < gen && !listed_ids.contains(p) &&
+          !missing_.contains(p)) {
+        vanished.push_back(p);
+      }
+    }
+    for (uint64_t p : indexed_) {
+      if (!listed_ids.contains(p) && !pack_bytes_.contains(p) && !gone_.contains(p) &&
+          !missing_.contains(p) && gen == 1) {
+        vanished.push_back(p);  // at Open: covered by a table, not in the bucket
+      }
+    }
+  }
+  for (uint64_t p : vanished) MarkMissing(p, "no longer listed in the bucket");
+  return PublishIndex(false);
+}
+
+Status ObjectPackStore::RefreshAfter(SteadyTime since) {
+  std::unique_lock l(refresh_mu_);
+  for (;;) {
+    if (refreshed_once_ && last_refresh_start_ >= since && !refreshing_) return last_refresh_;
+    if (!refreshing_) break;
+    refresh_cv_.wait(l);
+  }
+  refreshing_ = true;
+  const SteadyTime earliest = last_refresh_start_ + options_.min_refresh_interval;
+  l.unlock();
+  if (SteadyTime now = options_.clock->SteadyNow(); now < earliest) {
+    options_.clock->SleepFor(earliest - now);
+  }
+  const SteadyTime started = options_.clock->SteadyNow();
+  ++counters_.refreshes;
+  Status s = RefreshPacks();
+  l.lock();
+  refreshing_ = false;
+  last_refresh_start_ = started;
+  last_refresh_ = s;
+  refresh_cv_.notify_all();
+  return s;
+}
+
+Status ObjectPackStore::PublishIndex(bool force) {
+  std::lock_guard write_lock(index_write_mu_);
+  std::vector<IndexedBlob> blobs;
+  std::vector<uint64_t> packs;
+  {
+    std::shared_lock l(mu_);
+    if (loose_.empty() || (!force && loose_.size() < options_.loose_packs_per_table)) {
+      return Status::Ok();
+    }
+    for (const auto& [p, locs] : loose_) {
+      packs.push_back(p);
+      for (const BlobLocation& b : locs) blobs.push_back({p, b});
+    }
+  }
+  BDN_ASSIGN_OR_RETURN(fs::path path,
+                       pack::WriteIndexTable(options_.dir / "index", std::move(blobs), packs, false));
+  BDN_ASSIGN_OR_RETURN(std::shared_ptr<const pack::IndexTable> table, pack::IndexTable::Open(path));
+  std::unique_lock l(mu_);
+  tables_.push_back(table);
+  for (uint64_t p : packs) {
+    indexed_.insert(p);
+    auto it = loose_.find(p);
+    if (it == loose_.end()) continue;
+    for (const BlobLocation& b : it->second) {
+      auto lb = loose_blobs_.find(b.id);
+      if (lb != loose_blobs_.end() && lb->second.pack == p) loose_blobs_.erase(lb);
+    }
+    loose_.erase(it);
+  }
+  const bool many = tables_.size() > 16;
+  l.unlock();
+  return many ? CompactLocked(true) : Status::Ok();
+}
+
+Status ObjectPackStore::CompactIndex(bool force) {
+  std::lock_guard write_lock(index_write_mu_);
+  return CompactLocked(force);
+}
+
+Status ObjectPackStore::CompactLocked(bool force) {
+  std::vector<std::shared_ptr<const pack::IndexTable>> old;
+  std::vector<IndexedBlob> blobs;
+  std::vector<uint64_t> packs;
+  {
+    std::shared_lock l(mu_);
+    bool stale = force;
+    for (const auto& t : tables_) {
+      for (uint64_t p : t->packs()) stale = stale || gone_.contains(p);
+    }
+    if (!stale || tables_.empty()) return Status::Ok();
+    old = tables_;
+    for (const auto& t : tables_) {
+      for (uint64_t p : t->packs()) {
+        if (!gone_.contains(p)) packs.push_back(p);
+      }
+      for (uint64_t i = 0; i < t->size(); ++i) {
+        IndexedBlob b = t->At(i);
+        if (!gone_.contains(b.pack)) blobs.push_back(b);
+      }
+    }
+  }
+  std::shared_ptr<const pack::IndexTable> merged;
+  if (!packs.empty()) {
+    BDN_ASSIGN_OR_RETURN(fs::path path,
+                         pack::WriteIndexTable(options_.dir / "index", std::move(blobs), packs, false));
+    BDN_ASSIGN_OR_RETURN(merged, pack::IndexTable::Open(path));
+  }
+  {
+    std::unique_lock l(mu_);
+    std::erase_if(tables_, [&](const auto& t) {
+      return std::find(old.begin(), old.end(), t) != old.end();
+    });
+    if (merged) tables_.push_back(merged);
+    indexed_.clear();
+    for (const auto& t : tables_) indexed_.insert(t->packs().begin(), t->packs().end());
+    for (uint64_t p : gone_) {
+      if (!indexed_.contains(p)) pack_gen_.erase(p);
+    }
+    std::erase_if(gone_, [&](uint64_t p) { return !indexed_.contains(p) && !loose_.contains(p); });
+  }
+  std::error_code ec;
+  for (const auto& t : old) fs::remove(t->path(), ec);
+  return Status::Ok();
+}
+
+// ---- writing ----
+
+Result<std::shared_ptr<ObjectPackStore::SpoolPack>> ObjectPackStore::CreateSpoolPack() {
+  auto p = std::make_shared<SpoolPack>();
+  p->id = pack::RandomId();
+  p->path = options_.dir / "spool" / (pack::Hex16(p->id) + ".pack");
+  p->fd = ::open(p->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
+  if (p->fd < 0) return Err(ErrnoError("object store spool " + p->path.string(), errno));
+  BDN_ASSIGN_OR_RETURN(pack::PackWriter w,
+                       pack::PackWriter::Start(p->fd, "spool pack " + p->path.string()));
+  p->writer.emplace(std::move(w));
+  return p;
+}
+
+Result<std::shared_ptr<ObjectPackStore::SpoolPack>> ObjectPackStore::AcquirePack() {
+  std::unique_lock l(spool_mu_);
+  for (;;) {
+    size_t active = 0;
+    for (auto& p : open_) {
+      if (p->retiring) continue;
+      if (!p->in_use) {
+        p->in_use = true;
+        return p;
+      }
+      ++active;
+    }
+    if (active < static_cast<size_t>(std::max(1, options_.max_open_packs))) {
+      BDN_ASSIGN_OR_RETURN(auto p, CreateSpoolPack());
+      p->in_use = true;
+      open_.push_back(p);
+      return p;
+    }
+    spool_cv_.wait(l);
+  }
+}
+
+Status ObjectPackStore::SealLocked(SpoolPack& p) {
+  BDN_RETURN_IF_ERROR(p.writer->Seal());
+  p.blobs = p.writer->blobs();
+  p.bytes = p.writer->bytes();
+  p.state = SpoolPack::State::kSealed;
+  return Status::Ok();
+}
+
+void ObjectPackStore::ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full) {
+  std::lock_guard l(spool_mu_);
+  p->in_use = false;
+  if (full && p->state == SpoolPack::State::kOpen) {
+    Status s = SealLocked(*p);
+    if (s.ok()) {
+      std::erase(open_, p);
+      queue_.push_back(p);
+    } else {
+      log::Error("object store: " + s.message());
+    }
+  }
+  spool_cv_.notify_all();
+}
+
+Result<PutOutcome> ObjectPackStore::StoreBlob(const Digest& id, std::span<const uint8_t> raw) {
+  const std::string chunk = "chunk " + id.ToString();
+  {
+    Status s = ClaimThenRefreshDoom(std::span<const Digest>(&id, 1));
+    if (!s.ok()) return Err(Status(s.code(), chunk + ": " + s.message()));
+  }
+  std::optional<PendingPuts::Turn> turn = [&] {
+    std::unique_lock l(mu_);
+    return pending_.WaitOrBegin(l, id, [&] {
+      Where::Kind k = LookupLocked(id, Copies::kLive).kind;
+      return k == Where::Kind::kSpool || k == Where::Kind::kObject;
+    });
+  }();
+  if (!turn) return PutOutcome::kAlreadyStored;
+  pack::EncodedBlob enc = pack::EncodeBlob(raw, options_.codec);
+  std::span<const uint8_t> stored = enc.codec == pack::Codec::kNone ? raw : enc.stored;
+  auto acquired = AcquirePack();
+  if (!acquired) return Err(Status(acquired.error().code(), chunk + ": " + acquired.error().message()));
+  std::shared_ptr<SpoolPack> p = *acquired;
+  auto loc = p->writer->Append(id, raw.size(), enc.codec, stored);
+  if (!loc) {
+    ReleasePack(p, false);
+    return Err(Status(loc.error().code(), chunk + ": " + loc.error().message()));
+  }
+  {
+    std::unique_lock l(mu_);
+    spool_blobs_[id] = {p, *loc};
+  }
+  ReleasePack(p, p->writer->bytes() >= options_.pack_target_bytes);
+  return PutOutcome::kStored;
+}
+
+Status ObjectPackStore::Put(const Digest& id, std::span<const uint8_t> data) {
+  if (!VerifyChunk(id, data).ok()) {
+    return InvalidArgumentError("chunk " + id.ToString() + ": bytes do not match the id");
+  }
+  return StatusOf(StoreBlob(id, data));
+}
+
+// An upload held in memory up to spill_bytes, then in an unnamed file of the spool; appended to a
+// spool pack at Commit, once the bytes hash to the id.
+class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
+ public:
+  SpoolWriter(ObjectPackStore& store, const Digest& id) : HashingBlobWriter(id), store_(store) {}
+  ~SpoolWriter() override { Drop(); }
+
+ private:
+  Status Keep(std::span<const uint8_t> piece) override {
+    const std::string chunk = "chunk " + id_.ToString();
+    if (fd_ < 0 && mem_.size() + piece.size() <= store_.options_.spill_bytes) {
+      mem_.insert(mem_.end(), piece.begin(), piece.end());
+      return Status::Ok();
+    }
+    if (fd_ < 0) {
+      const fs::path dir = store_.options_.dir / "spool";
+      fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, kPrivateFileMode);
+      if (fd_ < 0) return ErrnoError(chunk + ": object store spool " + dir.string(), errno);
+      BDN_RETURN_IF_ERROR(Write(mem_));
+      mem_.clear();
+      mem_.shrink_to_fit();
+    }
+    return Write(piece);
+  }
+  void Drop() override {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    mem_.clear();
+  }
+  Result<PutOutcome> Store() override {
+    if (fd_ < 0) return store_.StoreBlob(id_, mem_);
+    BDN_ASSIGN_OR_RETURN(Mapping m,
+                         Mapping::Of(fd_, written_, "chunk " + id_.ToString() + ": spool file"));
+    return store_.StoreBlob(id_, m.span());
+  }
+  Status Write(std::span<const uint8_t> bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(written_));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError("chunk " + id_.ToString() + ": object store spool: write", errno);
+      }
+      written_ += static_cast<uint64_t>(n);
+      bytes = bytes.subspan(static_cast<size_t>(n));
+    }
+    return Status::Ok();
+  }
+
+  ObjectPackStore& store_;
+  std::vector<uint8_t> mem_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+};
+
+Result<std::unique_ptr<BlobWriter>> ObjectPackStore::StartPut(const Digest& id) {
+  return std::unique_ptr<BlobWriter>(std::make_unique<SpoolWriter>(*this, id));
+}
+
+Status ObjectPackStore::Upload(SpoolPack& p) {
+  const std::string key = PackKey(p.id);
+  BDN_ASSIGN_OR_RETURN(Mapping m, Mapping::Of(p.fd, p.bytes, "spool pack " + p.path.string()));
+  Status s = p.bytes > options_.multipart_bytes
+                 ? client_->PutMultipart(key, m.span(), options_.part_bytes, options_.parts_in_flight)
+                 : client_->Put(key, m.span());
+  if (s.ok()) s = catalog_->AddPack({p.id, p.bytes}, p.blobs);
+  if (!s.ok()) return s.WithPrefix("pack " + PackUri(p.id));
+  counters_.packs_uploaded += 1;
+  counters_.bytes_uploaded += p.bytes;
+  AddUploaded(p.id, p.bytes, p.blobs, true);
+  std::error_code ec;
+  fs::remove(p.path, ec);  // readers that hold it finish from the open descriptor
+  return Status::Ok();
+}
+
+void ObjectPackStore::UploadLoop() {
+  for (;;) {
+    std::shared_ptr<SpoolPack> p;
+    {
+      std::unique_lock l(spool_mu_);
+      spool_cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      p = queue_.front();
+      queue_.pop_front();
+      p->state = SpoolPack::State::kUploading;
+      uploading_.push_back(p);
+    }
+    Status s = Upload(*p);
+    {
+      std::lock_guard l(spool_mu_);
+      std::erase(uploading_, p);
+      if (s.ok()) {
+        p->state = SpoolPack::State::kUploaded;
+      } else {
+        p->state = SpoolPack::State::kFailed;
+        p->error = s;
+        failed_.push_back(p);
+        ++counters_.upload_failures;
+        log::Warn("object store: upload failed, kept for the next sync: " + s.message());
+      }
+    }
+    spool_cv_.notify_all();
+    if (s.ok()) (void)PublishIndex(false);
+  }
+}
+
+Status ObjectPackStore::Sync() {
+  std::lock_guard sync_lock(sync_mu_);
+  std::unique_lock l(spool_mu_);
+  // The open packs are sealed once their writers let go (new writers get other packs meanwhile).
+  for (auto& p : open_) p->retiring = true;
+  spool_cv_.wait(l, [&] {
+    return std::none_of(open_.begin(), open_.end(),
+                        [](const auto& p) { return p->retiring && p->in_use; });
+  });
+  Status first;
+  for (auto it = open_.begin(); it != open_.end();) {
+    auto p = *it;
+    if (!p->retiring) {
+      ++it;
+      continue;
+    }
+    it = open_.erase(it);
+    if (p->writer->blobs().empty()) {
+      std::error_code ec;
+      fs::remove(p->path, ec);
+      continue;
+    }
+    if (Status s = SealLocked(*p); !s.ok()) {
+      if (first.ok()) first = s;
+      continue;
+    }
+    queue_.push_back(p);
+  }
+  BDN_RETURN_IF_ERROR(first);
+  for (auto& p : failed_) {
+    p->state = SpoolPack::State::kSealed;
+    queue_.push_back(p);
+  }
+  failed_.clear();
+  // Every pack sealed so far: queued, or being uploaded.
+  std::vector<std::shared_ptr<SpoolPack>> wait_for(queue_.begin(), queue_.end());
+  wait_for.insert(wait_for.end(), uploading_.begin(), uploading_.end());
+  spool_cv_.notify_all();
+  spool_cv_.wait(l, [&] {
+    return std::all_of(wait_for.begin(), wait_for.end(), [](const auto& p) {
+      return p->state == SpoolPack::State::kUploaded || p->state == SpoolPack::State::kFailed;
+    });
+  });
+  for (const auto& p : wait_for) {
+    if (p->state == SpoolPack::State::kFailed) return p->error;
+  }
+  return Status::Ok();
+}
+
+Status ObjectPackStore::RecoverSpool() {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(options_.dir / "spool", ec)) files.push_back(e.path());
+  if (ec) return ErrnoError("object store spool " + (options_.dir / "spool").string(), ec.value());
+  for (const fs::path& path : files) {
+    auto id = pack::ParseHex16Name(path.filename().string(), ".pack");
+    if (!id) {
+      fs::remove(path, ec);
+      continue;
+    }
+    const std::string what = "spool pack " + path.string();
+    auto p = std::make_shared<SpoolPack>();
+    p->id = *id;
+    p->path = path;
+    p->fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (p->fd < 0) return ErrnoError(what, errno);
+    struct stat st;
+    if (::fstat(p->fd, &st) != 0) return ErrnoError(what + ": stat", errno);
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    auto footer = pack::ReadFooter(p->fd, size, what);
+    if (footer) {
+      p->blobs = std::move(*footer);
+      p->bytes = size;
+    } else {
+      // A pack this directory's last process was writing: its whole records, sealed now.
+      auto scan = pack::ScanRecords(p->fd, size, what);
+      if (!scan || scan->blobs.empty()) {
+        fs::remove(path, ec);
+        continue;
+      }
+      if (::ftruncate(p->fd, static_cast<off_t>(scan->valid_bytes)) != 0) {
+        return ErrnoError(what + ": truncate", errno);
+      }
+      std::vector<uint8_t> f = pack::EncodeFooter(scan->blobs, scan->valid_bytes);
+      if (::pwrite(p->fd, f.data(), f.size(), static_cast<off_t>(scan->valid_bytes)) !=
+          static_cast<ssize_t>(f.size())) {
+        return ErrnoError(what + ": write", errno);
+      }
+      p->blobs = std::move(scan->blobs);
+      p->bytes = scan->valid_bytes + f.size();
+    }
+    p->state = SpoolPack::State::kSealed;
+    bool uploaded;
+    {
+      std::shared_lock l(mu_);
+      uploaded = pack_bytes_.contains(p->id);
+    }
+    if (uploaded) {  // the previous process uploaded it, then stopped before removing it
+      fs::remove(path, ec);
+      continue;
+    }
+    log::Info("object store: uploading " + std::to_string(p->blobs.size()) +
+              " blobs a previous process left in " + path.string());
+    {
+      std::unique_lock l(mu_);
+      for (const BlobLocation& b : p->blobs) spool_blobs_[b.id] = {p, b};
+    }
+    std::lock_guard l(spool_mu_);
+    queue_.push_back(p);
+  }
+  return Status::Ok();
+}
+
+// ---- reading ----
+
+Result<std::vector<uint8_t>> ObjectPackStore::ReadSpool(const Where& w, const Digest& id) {
+  (void)id;
+  return pack::ReadBlob(w.spool->fd, w.blob.loc, "spool pack " + w.spool->path.string());
+}
+
+void ObjectPackStore::DropCached(uint64_t pack) {
+  std::lock_guard l(cache_mu_);
+  auto it = segments_.find(pack);
+  if (it == segments_.end()) return;
+  for (auto& s : it->second) {
+    if (s->ready) cached_bytes_ -= s->bytes.size();
+  }
+  std::erase_if(it->second, [](const auto& s) { return s->ready; });
+  if (it->second.empty()) segments_.erase(it);
+}
+
+Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
+    uint64_t pack, uint64_t begin, uint64_t end, bool bulk, bool bypass_cache) {
+  const std::string key = PackKey(pack);
+  if (bypass_cache || options_.read_cache_bytes == 0) {
+    auto seg = std::make_shared<Segment>();
+    seg->pack = pack;
+    seg->begin = begin;
+    seg->end = end;
+    BDN_ASSIGN_OR_RETURN(seg->bytes, client_->GetRange(key, begin, end - begin));
+    counters_.fetched_bytes += seg->bytes.size();
+    seg->ready = true;
+    return std::shared_ptr<const Segment>(seg);
+  }
+  uint64_t pack_bytes = 0;
+  {
+    std::shared_lock l(mu_);
+    if (auto it = pack_bytes_.find(pack); it != pack_bytes_.end()) pack_bytes = it->second;
+  }
+  std::shared_ptr<Segment> seg;
+  {
+    std::unique_lock l(cache_mu_);
+    for (;;) {
+      std::shared_ptr<Segment> cover;
+      if (auto it = segments_.find(pack); it != segments_.end()) {
+        for (const auto& s : it->second) {
+          if (s->begin <= begin && s->end >= end) {
+            cover = s;
+            if (s->ready) break;
+          }
+        }
+      }
+      if (!cover) break;
+      if (cover->ready) {
+        cover->last_use = ++use_clock_;
+        counters_.cache_hit_bytes += end - begin;
+        return std::shared_ptr<const Segment>(cover);
+      }
+      cache_cv_.wait(l);
+    }
+    // A bulk read (a batch of a pull or of a cache node's misses) takes the whole pack, which the
+    // batches that follow read from (concurrent ones wait for it); a small read that goes on
+    // where another of the pack ended reads ahead.
+    uint64_t fetch_begin = begin, fetch_end = end;
+    if (bulk && pack_bytes > 0 && pack_bytes <= options_.whole_pack_bytes) {
+      fetch_begin = 0;
+      fetch_end = pack_bytes;
+    } else if (pack_bytes > end) {
+      bool sequential = false;
+      if (auto it = segments_.find(pack); it != segments_.end()) {
+        for (const auto& s : it->second) {
+          sequential = sequential || (s->begin < begin &&
+                                      s->end + options_.coalesce_gap_bytes >= begin &&
+                                      s->end <= end);
+        }
+      }
+      if (sequential) {
+        fetch_end = std::min(pack_bytes, std::max(end, begin + options_.readahead_bytes));
+      }
+    }
+    seg = std::make_shared<Segment>();
+    seg->pack = pack;
+    seg->begin = fetch_begin;
+    seg->end = fetch_end;
+    segments_[pack].push_back(seg);
+  }
+  auto got = client_->GetRange(key, seg->begin, seg->end - seg->begin);
+  std::unique_lock l(cache_mu_);
+  seg->ready = true;
+  if (got) {
+    counters_.fetched_bytes += got->size();
+    seg->bytes = std::move(*got);
+    seg->last_use = ++use_clock_;
+    cached_bytes_ += seg->bytes.size();
+    // Least recently used ranges go first.
+    while (cached_bytes_ > options_.read_cache_bytes) {
+      std::shared_ptr<Segment> oldest;
+      for (const auto& [p, list] : segments_) {
+        for (const auto& s : list) {
+          if (s->ready && (!oldest || s->last_use < oldest->last_use)) oldest = s;
+        }
+      }
+      if (!oldest) break;
+      cached_bytes_ -= oldest->bytes.size();
+      auto& list = segments_[oldest->pack];
+      std::erase(list, oldest);
+      if (list.empty()) segments_.erase(oldest->pack);
+    }
+  } else {
+    seg->error = got.error();
+    auto& list = segments_[pack];
+    std::erase(list, seg);
+    if (list.empty()) segments_.erase(pack);
+  }
+  cache_cv_.notify_all();
+  if (!got) return Err(seg->error);
+  return std::shared_ptr<const Segment>(seg);
+}
+
+Result<std::vector<uint8_t>> ObjectPackStore::DecodeRecord(const IndexedBlob& b,
+                                                          std::span<const uint8_t> rec) {
+  const std::string what = "pack " + PackUri(b.pack);
+  const uint64_t want = pack::kRecordHeaderBytes + b.loc.stored_bytes;
+  if (rec.size() < want) {
+    return Err(CorruptionError("chunk " + b.loc.id.ToString() + ": " + what +
+                               " ends inside the record at offset " +
+                               std::to_string(b.loc.offset)));
+  }
+  std::vector<uint8_t> raw(b.loc.raw_bytes);
+  std::span<const uint8_t> payload = rec.subspan(pack::kRecordHeaderBytes, b.loc.stored_bytes);
+  if (b.loc.codec == pack::Codec::kNone && !payload.empty()) {
+    std::memcpy(raw.data(), payload.data(), std::min(payload.size(), raw.size()));
+  }
+  BDN_RETURN_IF_ERROR(pack::CheckRecord(rec.first(pack::kRecordHeaderBytes), payload, raw, b.loc,
+                                        what));
+  return raw;
+}
+
+Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> want,
+                                    BlobBatch& out, bool retry_missing) {
+  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+    return a.second.pack != b.second.pack ? a.second.pack < b.second.pack
+                                          : a.second.loc.offset < b.second.loc.offset;
+  });
+  // Runs: records of one pack close together, read with one GET.
+  struct Run {
+    uint64_t pack = 0, begin = 0, end = 0;
+    std::vector<std::pair<size_t, IndexedBlob>> members;
+  };
+  std::vector<Run> runs;
+  uint64_t batch_bytes = 0;
+  for (const auto& w : want) batch_bytes += pack::kRecordHeaderBytes + w.second.loc.stored_bytes;
+  const bool bulk = batch_bytes >= options_.bulk_read_bytes;
+  for (auto& w : want) {
+    const IndexedBlob& b = w.second;
+    if (runs.empty() || runs.back().pack != b.pack ||
+        b.loc.offset > runs.back().end + options_.coalesce_gap_bytes) {
+      runs.push_back({b.pack, b.loc.offset, b.loc.end(), {}});
+    }
+    runs.back().end = std::max(runs.back().end, b.loc.end());
+    runs.back().members.push_back(std::move(w));
+  }
+  std::vector<Status> errors(runs.size());
+  std::vector<std::vector<std::pair<size_t, IndexedBlob>>> lost(runs.size());
+  ParallelFor(runs.size(), static_cast<size_t>(std::max(1, options_.gets_in_flight)), [&](size_t i) {
+    Run& run = runs[i];
+    auto seg = Range(run.pack, run.begin, run.end, bulk, false);
+    if (!seg) {
+      if (seg.error().code() == StatusCode::kNotFound &&
+          seg.error().message().find("bucket") == std::string::npos) {
+        lost[i] = run.members;  // the pack is gone: looked at again below
+        return;
+      }
+      errors[i] = seg.error();
+      return;
+    }
+    for (const auto& [index, b] : run.members) {
+      auto rec = std::span<const uint8_t>((*seg)->bytes)
+                     .subspan(b.loc.offset - (*seg)->begin,
+                              std::min<uint64_t>(b.loc.end(), (*seg)->end) - b.loc.offset);
+      auto blob = DecodeRecord(b, rec);
+      if (!blob && blob.error().code() == StatusCode::kCorruption) {
+        // Damaged on the way or in memory? Read the record alone once more.
+        DropCached(b.pack);
+        auto again = Range(b.pack, b.loc.offset, b.loc.end(), false, true);
+        if (again) blob = DecodeRecord(b, (*again)->bytes);
+        if (!blob && blob.error().code() == StatusCode::kCorruption) {
+          std::unique_lock l(mu_);
+          if (bad_.insert({b.pack, b.loc.offset}).second) ++counters_.damaged_copies;
+          log::Error("object store: " + blob.error().message() + "; set aside");
+        }
+      }
+      if (!blob) {
+        if (errors[i].ok()) errors[i] = blob.error();
+        continue;
+      }
+      out[index] = std::move(*blob);
+    }
+  });
+  // Corruption first: it names a chunk.
+  Status first;
+  for (const Status& s : errors) {
+    if (!s.ok() && (first.ok() || (s.code() == StatusCode::kCorruption &&
+                                   first.code() != StatusCode::kCorruption))) {
+      first = s;
+    }
+  }
+  BDN_RETURN_IF_ERROR(first);
+  std::vector<std::pair<size_t, IndexedBlob>> again;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (lost[i].empty()) continue;
+    MarkMissing(runs[i].pack, "GET answered 404");
+    for (auto& m : lost[i]) again.push_back(std::move(m));
+  }
+  if (again.empty()) return Status::Ok();
+  // Another copy (a repack by a GC elsewhere) may hold them: look at the catalog, then at the
+  // index again.
+  if (retry_missing) BDN_RETURN_IF_ERROR(RefreshAfter(options_.clock->SteadyNow()));
+  std::vector<std::pair<size_t, IndexedBlob>> elsewhere;
+  for (const auto& [index, b] : again) {
+    Where w = Lookup(b.loc.id, Copies::kAny);
+    if (w.kind == Where::Kind::kObject && retry_missing) {
+      elsewhere.emplace_back(index, w.blob);
+    } else if (w.kind == Where::Kind::kSpool) {
+      BDN_ASSIGN_OR_RETURN(out[index], ReadSpool(w, b.loc.id));
+    } else {
+      return CorruptionError("chunk " + b.loc.id.ToString() + ": pack " + PackUri(b.pack) +
+                             " is missing from the object store (deleted outside bdn?)");
+    }
+  }
+  return ReadObjects(std::move(elsewhere), out, false);
+}
+
+Result<BlobBatch> ObjectPackStore::GetMany(std::span<const Digest> ids) {
+  const SteadyTime started = options_.clock->SteadyNow();
+  BlobBatch out(ids.size());
+  std::vector<std::pair<size_t, IndexedBlob>> objects;
+  std::vector<size_t> misses;
+  auto resolve = [&](size_t i) -> Status {
+    Where w = Lookup(ids[i], Copies::kAny);
+    switch (w.kind) {
+      case Where::Kind::kSpool: {
+        BDN_ASSIGN_OR_RETURN(out[i], ReadSpool(w, ids[i]));
+        return Status::Ok();
+      }
+      case Where::Kind::kObject:
+        objects.emplace_back(i, w.blob);
+        return Status::Ok();
+      case Where::Kind::kMissing:
+        return CorruptionError("chunk " + ids[i].ToString() + ": pack " + PackUri(w.blob.pack) +
+                               " is missing from the object store (deleted outside bdn?)");
+      case Where::Kind::kNone:
+        misses.push_back(i);
+        return Status::Ok();
+    }
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < ids.size(); ++i) BDN_RETURN_IF_ERROR(resolve(i));
+  if (!misses.empty()) {
+    // Another replica may have uploaded them since this process last looked.
+    BDN_RETURN_IF_ERROR(RefreshAfter(started));
+    std::vector<size_t> retry;
+    retry.swap(misses);
+    for (size_t i : retry) BDN_RETURN_IF_ERROR(resolve(i));
+  }
+  BDN_RETURN_IF_ERROR(ReadObjects(std::move(objects), out, true));
+  return out;
+}
+
+Result<std::vector<uint8_t>> ObjectPackStore::Get(const Digest& id) {
+  BDN_ASSIGN_OR_RETURN(BlobBatch got, GetMany(std::span<const Digest>(&id, 1)));
+  if (!got[0]) return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+  return std::move(*got[0]);
+}
+
+Result<BlobSizes> ObjectPackStore::Sizes(std::span<const Digest> ids) {
+  const SteadyTime started = options_.clock->SteadyNow();
+  BlobSizes out(ids.size());
+  bool missed = false;
+  auto fill = [&] {
+    missed = false;
+    std::shared_lock l(mu_);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (out[i]) continue;
+      Where w = LookupLocked(ids[i], Copies::kAny);
+      if (w.kind == Where::Kind::kSpool || w.kind == Where::Kind::kObject) {
+        out[i] = w.blob.loc.raw_bytes;
+      } else {
+        missed = true;
+      }
+    }
+  };
+  fill();
+  if (missed) {
+    BDN_RETURN_IF_ERROR(RefreshAfter(started));
+    fill();
+  }
+  return out;
+}
+
+Result<std::vector<Digest>> ObjectPackStore::FindMissing(std::span<const Digest> ids) {
+  BDN_RETURN_IF_ERROR(ClaimThenRefreshDoom(ids));
+  std::vector<Digest> missing;
+  std::shared_lock l(mu_);
+  for (const Digest& id : ids) {
+    Where::Kind k = LookupLocked(id, Copies::kLive).kind;
+    if (k != Where::Kind::kSpool && k != Where::Kind::kObject) missing.push_back(id);
+  }
+  return missing;
+}
+
+Result<bool> ObjectPackStore::Contains(const Digest& id) {
+  BDN_ASSIGN_OR_RETURN(std::vector<Digest> missing, FindMissing(std::span<const Digest>(&id, 1)));
+  return missing.empty();
+}
+
+// ---- garbage collection ----
+
+Result<std::vector<GcPack>> ObjectPackStore::ListSealedPacks(uint64_t* skipped) {
+  if (skipped) *skipped = 0;
+  BDN_RETURN_IF_ERROR(RefreshAfter(options_.clock->SteadyNow()));
+  std::unordered_map<uint64_t, GcPack> packs;
+  std::shared_lock l(mu_);
+  for (const auto& [p, bytes] : pack_bytes_) {
+    if (gone_.contains(p) || missing_.contains(p)) continue;
+    packs[p] = GcPack{p, bytes, {}};
+  }
+  for (const auto& [p, locs] : loose_) {
+    if (auto it = packs.find(p); it != packs.end()) it->second.blobs = locs;
+  }
+  for (const auto& t : tables_) {
+    for (uint64_t i = 0; i < t->size(); ++i) {
+      IndexedBlob b = t->At(i);
+      if (loose_.contains(b.pack)) continue;
+      if (auto it = packs.find(b.pack); it != packs.end()) it->second.blobs.push_back(b.loc);
+    }
+  }
+  std::vector<GcPack> out;
+  out.reserve(packs.size());
+  for (auto& [p, g] : packs) {
+    std::sort(g.blobs.begin(), g.blobs.end(),
+              [](const BlobLocation& a, const BlobLocation& b) { return a.offset < b.offset; });
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const GcPack& a, const GcPack& b) { return a.id < b.id; });
+  return out;
+}
+
+bool ObjectPackStore::IsQuarantined(uint64_t pack, uint64_t offset) {
+  std::shared_lock l(mu_);
+  return bad_.contains({pack, offset});
+}
+
+Status ObjectPackStore::PublishDoom(std::span<const uint64_t> packs) {
+  BDN_RETURN_IF_ERROR(catalog_->PublishDoom(packs));
+  std::unique_lock l(mu_);
+  doomed_ = std::unordered_set<uint64_t>(packs.begin(), packs.end());
+  return Status::Ok();
+}
+
+Status ObjectPackStore::ClearDoom() {
+  BDN_RETURN_IF_ERROR(catalog_->ClearDoom());
+  std::unique_lock l(mu_);
+  doomed_.clear();
+  return Status::Ok();
+}
+
+Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id) {
+  Where::Kind k = Lookup(id, Copies::kLive).kind;
+  return k == Where::Kind::kSpool || k == Where::Kind::kObject;
+}
+
+Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
+  for (uint64_t p : packs) {
+    BDN_RETURN_IF_ERROR(client_->Delete(PackKey(p)).WithPrefix("gc: delete pack"));
+  }
+  BDN_RETURN_IF_ERROR(catalog_->RemovePacks(packs));
+  {
+    std::unique_lock l(mu_);
+    for (uint64_t p : packs) {
+      gone_.insert(p);
+      pack_bytes_.erase(p);
+      doomed_.erase(p);
+      if (auto it = loose_.find(p); it != loose_.end()) {
+        for (const BlobLocation& b : it->second) {
+          auto lb = loose_blobs_.find(b.id);
+          if (lb != loose_blobs_.end() && lb->second.pack == p) loose_blobs_.erase(lb);
+        }
+        loose_.erase(it);
+      }
+    }
+  }
+  for (uint64_t p : packs) DropCached(p);
+  return CompactIndex(false);
+}
+
+std::optional<IndexedBlob> ObjectPackStore::Locate(const Digest& id) const {
+  std::shared_lock l(mu_);
+  auto usable = [&](const IndexedBlob& b) {
+    return !gone_.contains(b.pack) && !missing_.contains(b.pack) &&
+           !bad_.contains({b.pack, b.loc.offset});
+  };
+  if (auto it = loose_blobs_.find(id); it != loose_blobs_.end() && usable(it->second)) {
+    return it->second;
+  }
+  std::optional<IndexedBlob> out;
+  for (auto t = tables_.rbegin(); t != tables_.rend() && !out; ++t) {
+    (*t)->Find(id, [&](const IndexedBlob& b) {
+      if (usable(b)) out = b;
+      return out.has_value();
+    });
+  }
+  return out;
+}
+
+ObjectPackStoreStats ObjectPackStore::stats() const {
+  ObjectPackStoreStats s;
+  s.s3 = client_->stats();
+  s.packs_uploaded = counters_.packs_uploaded.load();
+  s.bytes_uploaded = counters_.bytes_uploaded.load();
+  s.upload_failures = counters_.upload_failures.load();
+  s.cache_hit_bytes = counters_.cache_hit_bytes.load();
+  s.fetched_bytes = counters_.fetched_bytes.load();
+  s.refreshes = counters_.refreshes.load();
+  s.missing_packs = counters_.missing_packs.load();
+  s.damaged_copies = counters_.damaged_copies.load();
+  return s;
+}
+
+}  // namespace bdn::objstore

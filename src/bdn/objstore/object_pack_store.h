@@ -1,0 +1,277 @@
+// ObjectPackStore: the pack store on an S3-compatible object store (`bdn serve --store
+// s3://bucket/prefix`; docs/format.md, "Packs in an object store"). Blobs are appended to packs
+// in a local spool directory; a pack is uploaded whole, as one object <prefix>/packs/<16
+// hex>.pack in the pack format (records, footer, trailer: the same bytes a local pack holds), once
+// it reaches pack_target_bytes or at Sync; the index is derived from the packs' footers and kept
+// on local disk as mmapped index tables (store/pack_index.h); reads are ranged GETs of the records
+// a batch needs, neighbours in one pack coalesced into one GET, sequential reads served by
+// read-ahead into a bounded cache, every blob verified (BLAKE3) before it is returned.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bdn/base/clock.h"
+#include "bdn/objstore/pack_catalog.h"
+#include "bdn/objstore/s3_client.h"
+#include "bdn/store/chunk_store.h"
+#include "bdn/store/gc_store.h"
+#include "bdn/store/pack_format.h"
+#include "bdn/store/pack_index.h"
+
+namespace bdn::objstore {
+
+struct ObjectPackStoreOptions {
+  // Local, private (0700): spool/ (packs being written, sealed packs waiting for their upload)
+  // and index/ (the index tables). Never the only copy of anything committed.
+  std::filesystem::path dir;
+  pack::CodecOptions codec;
+  // A pack is sealed and uploaded once it holds this many bytes (64 MiB: 16 objects per GiB).
+  uint64_t pack_target_bytes = uint64_t{64} << 20;
+  int max_open_packs = 4;
+  int uploads_in_flight = 4;
+  // A pack larger than this is uploaded in parts of part_bytes, parts_in_flight at once.
+  uint64_t multipart_bytes = uint64_t{128} << 20;
+  uint64_t part_bytes = uint64_t{32} << 20;
+  int parts_in_flight = 4;
+  // An upload (StartPut) is kept in memory up to this many bytes, then in a spool file.
+  uint64_t spill_bytes = uint64_t{4} << 20;
+  // Reads: records of one pack this close are read with one GET (the bytes between are read and
+  // dropped).
+  uint64_t coalesce_gap_bytes = uint64_t{1} << 20;
+  // A batch (GetMany) of records adding up to at least this many bytes (a batch of a pull, or
+  // of a cache node's misses: the origin reads 64 chunks at a time) reads each pack it touches
+  // whole, if the pack is at most whole_pack_bytes: the batches that follow read the rest from
+  // memory (concurrent ones wait for it), so a sequential read costs about one GET per pack.
+  uint64_t bulk_read_bytes = uint64_t{1} << 20;
+  uint64_t whole_pack_bytes = uint64_t{96} << 20;
+  // A smaller read that continues where an earlier one of the same pack ended fetches this much
+  // more of the pack, kept in the cache.
+  uint64_t readahead_bytes = uint64_t{32} << 20;
+  // Bytes of fetched pack ranges kept in memory for later reads (0: none, and no read-ahead).
+  uint64_t read_cache_bytes = uint64_t{512} << 20;
+  int gets_in_flight = 8;
+  // Uploaded packs not yet in an index table are written into one once this many accumulate.
+  size_t loose_packs_per_table = 64;
+  // A read that misses a blob looks at the catalog again (another replica may have uploaded it),
+  // at most once per this interval.
+  std::chrono::milliseconds min_refresh_interval{1000};
+  // Null: a BucketCatalog over the client (one bdn serve per bucket) keeping claims from
+  // claims_retain_since() on.
+  std::shared_ptr<PackCatalog> catalog;
+  std::function<SteadyTime()> claims_retain_since;
+  // Called once per pack found missing from the object store (a 404, or gone from the listing
+  // without a GC of this store deleting it), with the blobs its footer listed: bdn serve names
+  // the versions that need them. On a thread of the reader; must not block long.
+  std::function<void(uint64_t pack, const std::vector<Digest>& blobs)> on_missing_pack;
+  std::shared_ptr<Clock> clock = Clock::Real();
+};
+
+// Counters since Open (bdn_objstore_* metrics).
+struct ObjectPackStoreStats {
+  S3Stats s3;
+  uint64_t packs_uploaded = 0;
+  uint64_t bytes_uploaded = 0;
+  uint64_t upload_failures = 0;  // uploads that failed after their retries (retried at Sync)
+  uint64_t cache_hit_bytes = 0;  // record bytes served from fetched ranges kept in memory
+  uint64_t fetched_bytes = 0;    // bytes of ranged GETs
+  uint64_t refreshes = 0;        // looks at the catalog after a miss
+  uint64_t missing_packs = 0;    // packs found missing from the object store
+  uint64_t damaged_copies = 0;   // records that failed verification twice (set aside)
+};
+
+// Thread-safe. One process per `dir`.
+class ObjectPackStore : public ChunkStore, public GcStore {
+ public:
+  // Creates `dir` (private), uploads the packs a previous process left in its spool (sealing the
+  // whole records of a pack it was writing), lists the catalog's packs and reads the footers of
+  // those no index table in `dir` covers (one ranged GET each, several at once), and starts the
+  // uploaders. Errors: those of the catalog and the client (Unavailable, PermissionDenied,
+  // NotFound "<uri>: bucket \"b\" not found"); ErrnoError naming the local path.
+  static Result<std::unique_ptr<ObjectPackStore>> Open(std::shared_ptr<S3Client> client,
+                                                       ObjectPackStoreOptions options);
+  // Stops the uploaders after their current upload; packs not uploaded stay in the spool for the
+  // next Open.
+  ~ObjectPackStore() override;
+
+  // Writers: a blob counts as stored when an uploaded, undoomed pack or this process's spool
+  // holds a good copy; the ids are claimed first (PackCatalog::RecordClaims). Errors: as the
+  // catalog's.
+  Result<bool> Contains(const Digest& id) override;
+  Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override;
+  // From the index; on a miss the catalog is looked at again (rate-limited). A blob whose only
+  // copy is in a missing pack is nullopt (not stored: the next push stores it again).
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
+  // Appends the blob (zstd if Options::codec says so) to an open spool pack. Errors:
+  // InvalidArgument "chunk b3:…: bytes do not match the id"; ErrnoError naming the spool file
+  // (ENOSPC → FailedPrecondition).
+  Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  // Held in memory up to spill_bytes, then in an unnamed spool file; appended at Commit.
+  Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
+  // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: <why> in pack
+  // s3://…/packs/<hex>.pack at offset N" for a record that fails verification twice (the copy is
+  // set aside), and "chunk b3:…: pack s3://…/packs/<hex>.pack is missing from the object store
+  // (deleted outside bdn?)" for a pack that is gone; Unavailable when the object store cannot be
+  // reached after retries.
+  Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  // The blobs of one pack that lie close together are read with one ranged GET; up to
+  // gets_in_flight GETs at once. Errors: as Get (NotFound is a nullopt).
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
+  bool PrefersBatches() const override { return true; }
+  // Seals every open pack and waits until every pack sealed so far is uploaded (retrying those
+  // whose upload failed before) and recorded in the catalog. Errors: the upload's (Unavailable
+  // after retries), naming the pack; the packs stay in the spool and the next Sync tries again.
+  Status Sync() override;
+  Result<std::unique_ptr<StoreHold>> HoldForCommit() override { return catalog_->HoldForCommit(); }
+
+  // ---- GcStore: packs are deleted and repacked as objects ----
+  Result<std::unique_ptr<StoreHold>> BeginGc() override { return catalog_->BeginGc(); }
+  // Every uploaded pack the index knows (after looking at the catalog again), with its blobs.
+  Result<std::vector<GcPack>> ListSealedPacks(uint64_t* skipped) override;
+  bool IsQuarantined(uint64_t pack, uint64_t offset) override;
+  Status PublishDoom(std::span<const uint64_t> packs) override;
+  Status ClearDoom() override;
+  Result<std::unique_ptr<StoreHold>> HoldForSweep() override { return catalog_->HoldForSweep(); }
+  Result<std::vector<Digest>> LiveClaims() override { return catalog_->LiveClaims(); }
+  Result<bool> HasLiveCopy(const Digest& id) override;
+  // Deletes each pack's object, forgets it in the catalog and the index (the index tables that
+  // covered it are rewritten without it).
+  Status DeletePacks(std::span<const uint64_t> packs) override;
+  ChunkStore& blobs() override { return *this; }
+
+  // Where the uploaded copy of `id` that reads use is (nullopt: none, or only in the spool).
+  std::optional<pack::IndexedBlob> Locate(const Digest& id) const;
+
+  ObjectPackStoreStats stats() const;
+  // "s3://bucket/prefix/packs/<hex>.pack".
+  std::string PackUri(uint64_t pack) const;
+  const std::string& uri() const { return client_->uri(); }
+
+ private:
+  struct SpoolPack;
+  struct Segment;
+  class SpoolWriter;
+  // Where a blob is.
+  struct Where {
+    enum class Kind { kNone, kSpool, kObject, kMissing } kind = Kind::kNone;
+    pack::IndexedBlob blob;
+    std::shared_ptr<SpoolPack> spool;
+  };
+  enum class Copies { kAny, kLive };
+
+  ObjectPackStore(std::shared_ptr<S3Client> client, ObjectPackStoreOptions options);
+  Status Init();
+
+  Where Lookup(const Digest& id, Copies copies) const;
+  Where LookupLocked(const Digest& id, Copies copies) const;
+  Status ClaimThenRefreshDoom(std::span<const Digest> ids);
+  // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
+  // at most one per min_refresh_interval).
+  Status RefreshAfter(SteadyTime since);
+  Status RefreshPacks();
+  Result<std::vector<pack::BlobLocation>> ReadPackFooter(uint64_t pack, uint64_t bytes);
+  void AddUploaded(uint64_t pack, uint64_t bytes, std::vector<pack::BlobLocation> blobs,
+                   bool from_this_process);
+  void MarkMissing(uint64_t pack, const std::string& why);
+  // Writes an index table for the loose packs once there are loose_packs_per_table of them (or
+  // any, with `force`), then merges the tables into one when there are more than 16.
+  Status PublishIndex(bool force);
+  // Rewrites the index tables as one, without the packs in gone_, if any table names one (or
+  // always, with `force`).
+  Status CompactIndex(bool force);
+  Status CompactLocked(bool force);  // index_write_mu_ held
+
+  // Writing.
+  Result<PutOutcome> StoreBlob(const Digest& id, std::span<const uint8_t> raw);
+  Result<std::shared_ptr<SpoolPack>> AcquirePack();
+  void ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full);
+  Result<std::shared_ptr<SpoolPack>> CreateSpoolPack();
+  Status SealLocked(SpoolPack& p);
+  void UploadLoop();
+  Status Upload(SpoolPack& p);
+  Status RecoverSpool();
+
+  // Reading.
+  Result<std::vector<uint8_t>> ReadSpool(const Where& w, const Digest& id);
+  // Reads the blobs of `want` (index into `out`, and where) from their packs.
+  Status ReadObjects(std::vector<std::pair<size_t, pack::IndexedBlob>> want, BlobBatch& out,
+                     bool retry_missing);
+  // The bytes [begin, end) of `pack`, from the cache or fetched and cached: the whole pack for a
+  // `bulk` batch, with read-ahead for a small read that goes on where another ended; exactly
+  // those bytes, not cached, with `bypass_cache`.
+  Result<std::shared_ptr<const Segment>> Range(uint64_t pack, uint64_t begin, uint64_t end,
+                                               bool bulk, bool bypass_cache);
+  Result<std::vector<uint8_t>> DecodeRecord(const pack::IndexedBlob& b, std::span<const uint8_t> rec);
+  void DropCached(uint64_t pack);
+
+  const std::shared_ptr<S3Client> client_;
+  const ObjectPackStoreOptions options_;
+  std::shared_ptr<PackCatalog> catalog_;
+
+  // The index (guarded by mu_).
+  mutable std::shared_mutex mu_;
+  // Blobs in the spool: their pack and where in it.
+  std::unordered_map<Digest, std::pair<std::shared_ptr<SpoolPack>, pack::BlobLocation>> spool_blobs_;
+  std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_;  // uploaded, not in a table
+  std::unordered_map<Digest, pack::IndexedBlob> loose_blobs_;
+  std::vector<std::shared_ptr<const pack::IndexTable>> tables_;
+  std::unordered_set<uint64_t> indexed_;  // packs covered by tables_
+  std::unordered_map<uint64_t, uint64_t> pack_bytes_;  // every uploaded pack known: its size
+  std::unordered_map<uint64_t, uint64_t> pack_gen_;    // refresh generation it became known in
+  uint64_t gen_ = 0;
+  std::unordered_set<uint64_t> gone_;     // deleted by a GC of this store; tables may name them
+  std::unordered_set<uint64_t> missing_;  // found missing from the object store
+  std::set<std::pair<uint64_t, uint64_t>> bad_;  // damaged copies (pack, record offset)
+  std::unordered_set<uint64_t> doomed_;
+  PendingPuts pending_;  // Puts in flight
+
+  // The spool (guarded by spool_mu_).
+  std::mutex spool_mu_;
+  std::condition_variable spool_cv_;
+  std::vector<std::shared_ptr<SpoolPack>> open_;     // being written, each by one writer at a time
+  std::deque<std::shared_ptr<SpoolPack>> queue_;     // sealed, waiting for an uploader
+  std::vector<std::shared_ptr<SpoolPack>> uploading_;  // taken by an uploader
+  std::vector<std::shared_ptr<SpoolPack>> failed_;   // sealed, upload failed: retried at Sync
+  bool stopping_ = false;
+  std::vector<std::thread> uploaders_;
+  std::mutex sync_mu_;  // one Sync at a time
+  std::mutex index_write_mu_;  // one PublishIndex or CompactIndex at a time
+
+  // Refreshes.
+  std::mutex refresh_mu_;
+  std::condition_variable refresh_cv_;
+  bool refreshing_ = false;
+  SteadyTime last_refresh_start_{};
+  bool refreshed_once_ = false;
+  Status last_refresh_;
+
+  // The read cache (guarded by cache_mu_).
+  std::mutex cache_mu_;
+  std::condition_variable cache_cv_;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<Segment>>> segments_;
+  uint64_t cached_bytes_ = 0;
+  uint64_t use_clock_ = 0;
+
+  struct Counters {
+    std::atomic<uint64_t> packs_uploaded{0}, bytes_uploaded{0}, upload_failures{0},
+        cache_hit_bytes{0}, fetched_bytes{0}, refreshes{0}, missing_packs{0}, damaged_copies{0};
+  };
+  mutable Counters counters_;
+};
+
+}  // namespace bdn::objstore

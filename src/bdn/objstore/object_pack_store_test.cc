@@ -1,0 +1,559 @@
+// ObjectPackStore against a real S3 server (s3rver behind the SigV4-checking proxy, both started
+// per test): the ChunkStore conformance suite, and what the object store adds: packs uploaded
+// whole and found again from their footers by another process, reads coalesced into few ranged
+// GETs, multipart uploads, server errors ridden out, a pack deleted behind the store's back
+// reported as corruption naming it, and garbage collection deleting and repacking packs as
+// objects.
+#include "bdn/objstore/object_pack_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bdn/maintenance/gc.h"
+#include "bdn/objstore/s3rver_test_util.h"
+#include "bdn/registry/registry.h"
+#include "bdn/store/chunk_store_conformance_test_util.h"
+#include "bdn/testing/fake_clock.h"
+#include "bdn/testing/status_matchers.h"
+#include "bdn/testing/test_util.h"
+#include "bdn/volume/push_test_util.h"
+#include "bdn/volume/version_check.h"
+
+namespace bdn::objstore {
+namespace {
+
+namespace fs = std::filesystem;
+using ::bdn::testutil::RandomBytes;
+using ::bdn::testutil::TempDir;
+using testutil::S3rver;
+
+constexpr char kBucket[] = "bdn-objstore";
+constexpr char kPrefix[] = "team/store";
+
+std::shared_ptr<S3Client> ClientFor(const S3rver& server, int max_attempts = 10) {
+  S3ClientOptions o = server.ClientOptions(kBucket, kPrefix);
+  o.max_attempts = max_attempts;
+  auto c = S3Client::Create(o);
+  EXPECT_TRUE(c.has_value()) << c.error().ToString();
+  return c ? std::shared_ptr<S3Client>(std::move(*c)) : nullptr;
+}
+
+ObjectPackStoreOptions SmallPacks(const fs::path& dir) {
+  ObjectPackStoreOptions o;
+  o.dir = dir;
+  o.codec.min_saving = 1;  // raw: record sizes are the data sizes
+  o.pack_target_bytes = 256 << 10;
+  o.min_refresh_interval = std::chrono::milliseconds(0);
+  return o;
+}
+
+std::shared_ptr<ObjectPackStore> OpenStore(std::shared_ptr<S3Client> client,
+                                           ObjectPackStoreOptions o) {
+  auto s = ObjectPackStore::Open(std::move(client), std::move(o));
+  EXPECT_TRUE(s.has_value()) << s.error().ToString();
+  return s ? std::shared_ptr<ObjectPackStore>(std::move(*s)) : nullptr;
+}
+
+// ---- the conformance suite ----
+
+struct ObjectStoreEnv {
+  explicit ObjectStoreEnv(const fs::path& dir) : server(dir / "server") {
+    if (!server.ok()) return;
+    server.MakeBucket(kBucket);
+    client = ClientFor(server);
+    store_ = OpenStore(client, SmallPacks(dir / "cache"));
+  }
+  ChunkStore* store() { return store_.get(); }
+  // Damages the uploaded copy of `id` in the bucket (uploading it first).
+  void FlipByte(const Digest& id, size_t offset) {
+    ASSERT_OK(store_->Sync());
+    auto where = store_->Locate(id);
+    ASSERT_TRUE(where.has_value()) << id.ToString();
+    const std::string key = std::string(kPrefix) + "/" + PackKey(where->pack);
+    auto bytes = server.GetObject(kBucket, key);
+    ASSERT_TRUE(bytes.has_value()) << key;
+    (*bytes)[where->loc.payload_offset() + offset] ^= 0x40;
+    server.PutObject(kBucket, key, *bytes);
+  }
+  S3rver server;
+  std::shared_ptr<S3Client> client;
+  std::shared_ptr<ObjectPackStore> store_;
+};
+
+using namespace conformance;  // the suite's registration names, for INSTANTIATE below
+INSTANTIATE_TYPED_TEST_SUITE_P(ObjectStore, ChunkStoreConformance, ::testing::Types<ObjectStoreEnv>);
+
+// ---- what the object store adds ----
+
+class ObjectPackStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.ok());
+    server_.MakeBucket(kBucket);
+  }
+  // The pack objects in the bucket.
+  std::vector<std::string> PackKeys() {
+    std::vector<std::string> out;
+    for (const std::string& k : server_.Keys(kBucket)) {
+      if (k.starts_with(std::string(kPrefix) + "/packs/")) out.push_back(k);
+    }
+    return out;
+  }
+  std::vector<std::pair<Digest, std::vector<uint8_t>>> PutBlobs(ChunkStore& store, int n,
+                                                                size_t size, uint64_t seed) {
+    std::vector<std::pair<Digest, std::vector<uint8_t>>> out;
+    for (int i = 0; i < n; ++i) {
+      auto data = RandomBytes(size, seed + static_cast<uint64_t>(i));
+      Digest id = Digest::Of(data);
+      EXPECT_OK(store.Put(id, data));
+      out.emplace_back(id, std::move(data));
+    }
+    return out;
+  }
+  uint64_t ProxyCount(const std::string& kind) {
+    auto s = server_.Stats();
+    return s["kinds"].contains(kind) ? s["kinds"][kind].get<uint64_t>() : 0;
+  }
+
+  TempDir dir_{"bdn_objstore"};
+  S3rver server_{dir_.path() / "server"};
+};
+
+TEST_F(ObjectPackStoreTest, PacksAreUploadedWholeAndAnotherProcessFindsThemFromTheirFooters) {
+  auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 40, 20000, 1);
+  auto big = PutBlobs(*a, 2, 300000, 100);
+  blobs.insert(blobs.end(), big.begin(), big.end());
+  ASSERT_OK(a->Sync());
+  // 1.4 MB in packs of at least 256 KiB: each object a whole pack, no more than 6 of them.
+  const auto keys = PackKeys();
+  EXPECT_GE(keys.size(), 2u);
+  EXPECT_LE(keys.size(), 6u);
+  EXPECT_EQ(a->stats().packs_uploaded, keys.size());
+  for (const std::string& k : keys) {
+    auto bytes = server_.GetObject(kBucket, k);
+    ASSERT_TRUE(bytes.has_value());
+    EXPECT_EQ(0, std::memcmp(bytes->data(), "BDNPACK", 7)) << k;
+  }
+  // Another process with its own (empty) directory: one listing, one footer read per pack.
+  server_.ResetStats();
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(1u, ProxyCount("list"));
+  EXPECT_EQ(keys.size(), ProxyCount("get"));
+  std::vector<Digest> ids;
+  for (const auto& [id, data] : blobs) ids.push_back(id);
+  auto got = b->GetMany(ids);
+  ASSERT_OK(got);
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    ASSERT_TRUE((*got)[i].has_value()) << i;
+    EXPECT_EQ(*(*got)[i], blobs[i].second) << i;
+  }
+  auto sizes = b->Sizes(ids);
+  ASSERT_OK(sizes);
+  EXPECT_EQ((*sizes)[0], std::optional<uint64_t>(20000));
+  // Its index tables are kept: opened again, it reads no footer.
+  b.reset();
+  ObjectPackStoreOptions again = SmallPacks(dir_.path() / "c");
+  again.loose_packs_per_table = 1;
+  auto c = OpenStore(ClientFor(server_), again);  // writes a table for the packs it read
+  c.reset();
+  server_.ResetStats();
+  c = OpenStore(ClientFor(server_), again);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(1u, ProxyCount("list"));
+  EXPECT_EQ(0u, ProxyCount("get"));
+  EXPECT_EQ(*c->Get(blobs[3].first), blobs[3].second);
+}
+
+TEST_F(ObjectPackStoreTest, NothingIsVisibleToAnotherReplicaBeforeSyncAndAllOfItAfter) {
+  auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(a && b);
+  auto blobs = PutBlobs(*a, 5, 10000, 7);  // under one pack: nothing uploaded yet
+  EXPECT_TRUE(PackKeys().empty());
+  auto before = b->Get(blobs[0].first);
+  EXPECT_STATUS(before, kNotFound, "chunk " + blobs[0].first.ToString() + ": not in store");
+  ASSERT_OK(a->Sync());
+  // b looks at the bucket again on its miss and finds the new pack.
+  for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
+  EXPECT_GE(b->stats().refreshes, 1u);
+}
+
+TEST_F(ObjectPackStoreTest, NeighbouringBlobsOfAPackAreReadWithOneGet) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 64, 65536, 11);
+  ASSERT_OK(a->Sync());
+  ASSERT_EQ(1u, PackKeys().size());
+  std::vector<Digest> all, every_other;
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    all.push_back(blobs[i].first);
+    if (i % 2 == 0) every_other.push_back(blobs[i].first);
+  }
+  auto cold = [&](uint64_t gap) {
+    ObjectPackStoreOptions r = SmallPacks(dir_.path() / ("r" + std::to_string(gap)));
+    r.coalesce_gap_bytes = gap;
+    r.read_cache_bytes = 0;
+    return OpenStore(ClientFor(server_), r);
+  };
+  auto b = cold(1 << 20);
+  server_.ResetStats();
+  auto got = b->GetMany(all);
+  ASSERT_OK(got);
+  EXPECT_EQ(1u, ProxyCount("get"));  // 64 blobs, one ranged GET
+  EXPECT_EQ(*(*got)[63], blobs[63].second);
+  server_.ResetStats();
+  ASSERT_OK(b->GetMany(every_other));
+  EXPECT_EQ(1u, ProxyCount("get"));  // the 64 KiB gaps are read and dropped
+  auto c = cold(0);
+  server_.ResetStats();
+  ASSERT_OK(c->GetMany(every_other));
+  EXPECT_EQ(32u, ProxyCount("get"));  // without coalescing: one GET per blob
+}
+
+TEST_F(ObjectPackStoreTest, ASequentialReadReadsAheadIntoTheCache) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 64, 65536, 21);  // one pack of 4 MiB
+  ASSERT_OK(a->Sync());
+  ObjectPackStoreOptions r = SmallPacks(dir_.path() / "r");
+  r.readahead_bytes = 2 << 20;
+  auto b = OpenStore(ClientFor(server_), r);
+  ASSERT_TRUE(b);
+  server_.ResetStats();
+  // 16 batches of 4 blobs (256 KiB) in order: the first batch is read as asked; the second goes
+  // on where it ended and reads 2 MiB ahead, which serves it and the next 6; the ninth (not
+  // wholly in that range) reads 2 MiB ahead again, and the last the rest: 4 GETs, not 16.
+  for (size_t i = 0; i < blobs.size(); i += 4) {
+    std::vector<Digest> batch;
+    for (size_t k = i; k < i + 4; ++k) batch.push_back(blobs[k].first);
+    auto got = b->GetMany(batch);
+    ASSERT_OK(got);
+    for (size_t k = 0; k < 4; ++k) ASSERT_EQ(*(*got)[k], blobs[i + k].second);
+  }
+  EXPECT_EQ(4u, ProxyCount("get"));
+  EXPECT_GT(b->stats().cache_hit_bytes, 3u << 20);
+}
+
+TEST_F(ObjectPackStoreTest, ABulkReadTakesTheWholePackForTheBatchesThatFollow) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 64, 65536, 25);  // one pack of 4 MiB
+  ASSERT_OK(a->Sync());
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  server_.ResetStats();
+  const uint64_t fetched_before = b->stats().fetched_bytes;  // the footer, read at open
+  // Four batches of 1 MiB at once, in any order: the first to ask fetches the pack, the others
+  // wait for it (or find it in memory).
+  std::vector<std::thread> readers;
+  std::atomic<int> wrong{0};
+  for (size_t part : {2, 0, 3, 1}) {
+    readers.emplace_back([&, part] {
+      std::vector<Digest> batch;
+      for (size_t k = part * 16; k < part * 16 + 16; ++k) batch.push_back(blobs[k].first);
+      auto got = b->GetMany(batch);
+      if (!got) {
+        ++wrong;
+        return;
+      }
+      for (size_t k = 0; k < 16; ++k) wrong += *(*got)[k] != blobs[part * 16 + k].second;
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(0, wrong.load());
+  EXPECT_EQ(1u, ProxyCount("get"));
+  EXPECT_EQ(server_.GetObject(kBucket, std::string(kPrefix) + "/" +
+                                            PackKey(b->Locate(blobs[0].first)->pack))
+                ->size(),
+            b->stats().fetched_bytes - fetched_before);
+}
+
+TEST_F(ObjectPackStoreTest, ALargePackIsUploadedInParts) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 1 << 20;
+  o.max_open_packs = 1;
+  o.multipart_bytes = 512 << 10;
+  o.part_bytes = 400 << 10;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  server_.ResetStats();
+  auto blobs = PutBlobs(*a, 9, 120000, 31);  // 1.08 MB: sealed once past 1 MiB
+  ASSERT_OK(a->Sync());
+  ASSERT_EQ(1u, PackKeys().size());
+  EXPECT_EQ(2u, ProxyCount("post"));  // CreateMultipartUpload, CompleteMultipartUpload
+  EXPECT_EQ(3u, ProxyCount("put"));   // three parts
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
+}
+
+TEST_F(ObjectPackStoreTest, ServerErrorsAndResetsAreRetried) {
+  auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
+  ASSERT_TRUE(a);
+  server_.SetFaults({{{"kind", "put"}, {"count", 3}, {"status", 503}},
+                     {{"kind", "put"}, {"count", 1}, {"reset", true}},
+                     {{"kind", "list"}, {"count", 2}, {"status", 503}},
+                     {{"kind", "get"}, {"count", 2}, {"status", 500}},
+                     {{"kind", "get"}, {"count", 1}, {"drop_after", 1000}}});
+  auto blobs = PutBlobs(*a, 12, 50000, 41);  // full packs are uploaded as they fill
+  ASSERT_OK(a->Sync());
+  // Every fault took one PUT: three 503s and a connection closed without an answer.
+  EXPECT_EQ(PackKeys().size() + 4, ProxyCount("put"));
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  std::vector<Digest> ids;
+  for (const auto& [id, data] : blobs) ids.push_back(id);
+  auto got = b->GetMany(ids);
+  ASSERT_OK(got);
+  for (size_t i = 0; i < blobs.size(); ++i) EXPECT_EQ(*(*got)[i], blobs[i].second);
+  // The three 503s, and the reset unless libcurl itself sent the request again (it does once when
+  // a connection it reused turns out closed).
+  EXPECT_GE(a->stats().s3.retries, 3u);
+  EXPECT_LE(a->stats().s3.retries, 4u);
+  EXPECT_EQ(5u, b->stats().s3.retries);  // two 503s listing, two 500s and a cut body reading
+}
+
+TEST_F(ObjectPackStoreTest, AnUploadThatKeepsFailingFailsSyncAndTheNextSyncUploadsIt) {
+  auto a = OpenStore(ClientFor(server_, 3), SmallPacks(dir_.path() / "a"));
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 3, 1000, 51);
+  server_.SetFaults({{{"kind", "put"}, {"count", 3}, {"status", 503}}});
+  Status s = a->Sync();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_TRUE(s.message().starts_with("pack s3://bdn-objstore/team/store/packs/")) << s.message();
+  EXPECT_NE(s.message().find(": HTTP 503 (SlowDown: injected) (tried 3 times over"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(PackKeys().empty());
+  EXPECT_EQ(*a->Get(blobs[0].first), blobs[0].second);  // still read from the spool
+  ASSERT_OK(a->Sync());
+  EXPECT_EQ(1u, PackKeys().size());
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
+}
+
+TEST_F(ObjectPackStoreTest, APackDeletedBehindTheStoresBackIsCorruptionNamingIt) {
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, std::vector<Digest>>> reported;
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.on_missing_pack = [&](uint64_t pack, const std::vector<Digest>& blobs) {
+    std::lock_guard l(mu);
+    reported.emplace_back(pack, blobs);
+  };
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 3, 1000, 61);
+  ASSERT_OK(a->Sync());
+  auto keys = PackKeys();
+  ASSERT_EQ(1u, keys.size());
+  const uint64_t pack = a->Locate(blobs[1].first)->pack;
+  server_.DeleteObject(kBucket, keys[0]);
+  const std::string uri = "s3://bdn-objstore/team/store/packs/" + pack::Hex16(pack) + ".pack";
+  auto got = a->Get(blobs[1].first);
+  EXPECT_STATUS(got, kCorruption,
+                "chunk " + blobs[1].first.ToString() + ": pack " + uri +
+                    " is missing from the object store (deleted outside bdn?)");
+  {
+    std::lock_guard l(mu);
+    ASSERT_EQ(1u, reported.size());
+    EXPECT_EQ(pack, reported[0].first);
+    EXPECT_EQ(3u, reported[0].second.size());
+  }
+  // Still corruption on the next read (not "not found"), and missing for writers, so that the
+  // next push stores the blobs again.
+  EXPECT_STATUS(a->Get(blobs[0].first), kCorruption, "chunk " + blobs[0].first.ToString());
+  auto missing = a->FindMissing(std::vector<Digest>{blobs[0].first, blobs[2].first});
+  ASSERT_OK(missing);
+  EXPECT_EQ(2u, missing->size());
+  for (const auto& [id, data] : blobs) ASSERT_OK(a->Put(id, data));
+  ASSERT_OK(a->Sync());
+  for (const auto& [id, data] : blobs) EXPECT_EQ(*a->Get(id), data);
+  // Another process that opens after the deletion finds the pack gone from the listing only if
+  // it had indexed it: a fresh one never knew it, and reads the new pack.
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  EXPECT_EQ(*b->Get(blobs[1].first), blobs[1].second);
+}
+
+TEST_F(ObjectPackStoreTest, ADamagedRecordIsCorruptionAndSetAside) {
+  auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 3, 5000, 71);
+  ASSERT_OK(a->Sync());
+  auto where = a->Locate(blobs[2].first);
+  ASSERT_TRUE(where.has_value());
+  const std::string key = std::string(kPrefix) + "/" + PackKey(where->pack);
+  auto bytes = server_.GetObject(kBucket, key);
+  (*bytes)[where->loc.payload_offset() + 100] ^= 1;
+  server_.PutObject(kBucket, key, *bytes);
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  auto got = b->Get(blobs[2].first);
+  EXPECT_STATUS(got, kCorruption, "chunk " + blobs[2].first.ToString() + ": digest mismatch");
+  EXPECT_NE(got.error().message().find(" in pack s3://bdn-objstore/team/store/" + PackKey(where->pack) +
+                                        " at offset " + std::to_string(where->loc.offset)),
+            std::string::npos)
+      << got.error().message();
+  EXPECT_TRUE(b->IsQuarantined(where->pack, where->loc.offset));
+  EXPECT_EQ(1u, b->stats().damaged_copies);
+  EXPECT_EQ(*b->Get(blobs[1].first), blobs[1].second);  // its neighbours are fine
+  // Set aside: a writer stores it again, and reads use the new copy.
+  ASSERT_OK(b->Put(blobs[2].first, blobs[2].second));
+  ASSERT_OK(b->Sync());
+  EXPECT_EQ(*b->Get(blobs[2].first), blobs[2].second);
+}
+
+TEST_F(ObjectPackStoreTest, PacksLeftInTheSpoolAreUploadedByTheNextOpen) {
+  std::vector<std::pair<Digest, std::vector<uint8_t>>> blobs;
+  {
+    auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
+    ASSERT_TRUE(a);
+    blobs = PutBlobs(*a, 4, 3000, 81);
+  }  // stopped without a Sync: its open pack stays in the spool
+  ASSERT_TRUE(PackKeys().empty());
+  // A torn tail, as a crash mid-append leaves: cut off at the next open.
+  for (const auto& e : fs::directory_iterator(dir_.path() / "a" / "spool")) {
+    std::ofstream(e.path(), std::ios::app) << "half a record";
+  }
+  auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
+  ASSERT_TRUE(a);
+  ASSERT_OK(a->Sync());
+  EXPECT_EQ(1u, PackKeys().size());
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
+}
+
+TEST_F(ObjectPackStoreTest, StreamedUploadsLargerThanTheSpillAreStoredFromAFile) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.spill_bytes = 10000;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto data = RandomBytes(100000, 91);
+  Digest id = Digest::Of(data);
+  auto w = a->StartPut(id);
+  ASSERT_OK(w);
+  for (size_t off = 0; off < data.size(); off += 7000) {
+    ASSERT_OK((*w)->Append(std::span<const uint8_t>(data).subspan(off, std::min<size_t>(7000, data.size() - off))));
+  }
+  auto outcome = (*w)->Commit();
+  ASSERT_OK(outcome);
+  EXPECT_EQ(*outcome, PutOutcome::kStored);
+  ASSERT_OK(a->Sync());
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  EXPECT_EQ(*b->Get(id), data);
+}
+
+// ---- garbage collection over the object store ----
+
+class ObjectStoreGcTest : public ObjectPackStoreTest {
+ protected:
+  void SetUp() override {
+    ObjectPackStoreTest::SetUp();
+    NewProcess();
+    RegistryOptions r;
+    r.retention = std::chrono::hours(24);
+    r.clock = clock_;
+    auto reg = SqliteRegistry::Open(dir_.path() / "registry.db", r);
+    ASSERT_OK(reg);
+    registry_ = std::move(*reg);
+  }
+  // The store opened anew: the writers of the pushes so far are gone with their claims.
+  void NewProcess() {
+    store_.reset();
+    ObjectPackStoreOptions o = SmallPacks(dir_.path() / "cache");
+    o.pack_target_bytes = 64 << 20;
+    o.max_open_packs = 1;  // one push, one pack
+    store_ = OpenStore(ClientFor(server_), o);
+    ASSERT_TRUE(store_);
+  }
+  Digest PushFiles(const std::vector<std::pair<std::string, std::vector<uint8_t>>>& files) {
+    CommitCheckingRegistry checked(registry_, store_, clock_);
+    auto r = ::bdn::testing::PushFilesForTest(
+        *store_, checked, dir_.path() / ("src-" + std::to_string(++pushes_)), files);
+    EXPECT_OK(r);
+    return r ? *r : Digest();
+  }
+  void ExpectReadable(std::shared_ptr<ChunkStore> store, const Digest& version) {
+    EXPECT_OK(::bdn::testing::ReadVersionForTest(std::move(store), version));
+  }
+  Result<GcReport> Gc() {
+    GcOptions o;
+    o.clock = clock_;
+    return RunGc(*registry_, *store_, o);
+  }
+
+  std::shared_ptr<::bdn::testutil::FakeClock> clock_ =
+      std::make_shared<::bdn::testutil::FakeClock>();
+  std::shared_ptr<ObjectPackStore> store_;
+  std::shared_ptr<Registry> registry_;
+  int pushes_ = 0;
+  const std::vector<uint8_t> a_ = RandomBytes(3 << 20, 1);
+  const std::vector<uint8_t> b_ = RandomBytes(1 << 20, 2);
+  const std::vector<uint8_t> small_ = RandomBytes(20000, 3);
+};
+
+TEST_F(ObjectStoreGcTest, APackNoVersionNeedsIsDeletedAsAnObject) {
+  Digest v1 = PushFiles({{"a", a_}});
+  Digest v2 = PushFiles({{"b", b_}});
+  ASSERT_EQ(2u, PackKeys().size());
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(std::chrono::hours(25));
+  NewProcess();
+  auto r = Gc();
+  ASSERT_OK(r);
+  EXPECT_EQ(1u, r->packs_deleted);
+  EXPECT_EQ(0u, r->packs_repacked);
+  EXPECT_EQ(1u, PackKeys().size());
+  ExpectReadable(store_, v2);
+  EXPECT_STATUS(store_->Get(v1), kNotFound, "chunk " + v1.ToString() + ": not in store");
+  // Another process reads the bucket as the GC left it.
+  auto other = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "other"));
+  ExpectReadable(other, v2);
+  EXPECT_STATUS(other->Get(v1), kNotFound, "chunk " + v1.ToString() + ": not in store");
+}
+
+TEST_F(ObjectStoreGcTest, AMostlyDeadPackIsRepackedIntoANewObject) {
+  // One push: a big file and a small one share a pack; the next version keeps only the small one.
+  Digest v1 = PushFiles({{"a", a_}, {"s", small_}});
+  Digest v2 = PushFiles({{"s", small_}});
+  const auto before = PackKeys();
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(std::chrono::hours(25));
+  NewProcess();
+  auto r = Gc();
+  ASSERT_OK(r);
+  EXPECT_GE(r->packs_repacked, 1u);
+  EXPECT_GT(r->blobs_copied, 0u);
+  EXPECT_GT(r->bytes_reclaimed, a_.size());
+  const auto after = PackKeys();
+  for (const std::string& k : after) {
+    EXPECT_EQ(std::find(before.begin(), before.end(), k), before.end()) << k << " was kept";
+  }
+  ExpectReadable(store_, v2);
+  auto other = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "other"));
+  ExpectReadable(other, v2);
+  // A second run finds nothing more to do.
+  auto again = Gc();
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->actions.empty());
+}
+
+}  // namespace
+}  // namespace bdn::objstore

@@ -1,0 +1,376 @@
+#include "bdn/objstore/s3_client.h"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "bdn/base/backoff.h"
+#include "bdn/base/text.h"
+#include "bdn/base/thread_pool.h"
+#include "bdn/base/units.h"  // FormatDuration
+
+namespace bdn::objstore {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool ValidBucket(std::string_view b) {
+  if (b.size() < 3 || b.size() > 63) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(b.front()) || !alnum(b.back())) return false;
+  return std::all_of(b.begin(), b.end(), [&](char c) { return alnum(c) || c == '.' || c == '-'; });
+}
+
+// "scheme://host[:port]" and the rest of an http(s) URL; nullopt if it is not one.
+std::optional<std::pair<std::string, std::string>> SplitOrigin(const std::string& url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return std::nullopt;
+  const std::string s = url.substr(0, scheme);
+  if (s != "http" && s != "https") return std::nullopt;
+  size_t path = url.find('/', scheme + 3);
+  if (path == std::string::npos) path = url.size();
+  if (path == scheme + 3) return std::nullopt;
+  return std::make_pair(url.substr(0, path), url.substr(path));
+}
+
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.has_value() ? Status::Ok() : r.error();
+}
+
+std::string RangeText(uint64_t offset, uint64_t length) {
+  return std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+}
+
+}  // namespace
+
+Result<S3Location> ParseS3Uri(std::string_view uri) {
+  auto bad = [&](const std::string& why) {
+    return Err(InvalidArgumentError("--store \"" + EscapeName(uri) + "\": " + why));
+  };
+  if (!uri.starts_with("s3://")) return bad("must be s3://bucket[/prefix]");
+  std::string_view rest = uri.substr(5);
+  S3Location loc;
+  size_t slash = rest.find('/');
+  loc.bucket = std::string(rest.substr(0, slash));
+  if (!ValidBucket(loc.bucket)) {
+    return bad("bucket \"" + EscapeName(loc.bucket) +
+               "\": must be 3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter "
+               "or digit");
+  }
+  std::string prefix = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  if (!prefix.empty()) {
+    size_t start = 0;
+    while (start <= prefix.size()) {
+      size_t end = prefix.find('/', start);
+      if (end == std::string::npos) end = prefix.size();
+      std::string_view seg = std::string_view(prefix).substr(start, end - start);
+      if (seg.empty()) return bad("the prefix has an empty segment");
+      if (seg == "." || seg == "..") return bad("the prefix has a \"" + std::string(seg) + "\" segment");
+      start = end + 1;
+    }
+  }
+  loc.prefix = std::move(prefix);
+  return loc;
+}
+
+std::string S3UriOf(const S3Location& location) {
+  return "s3://" + location.bucket + (location.prefix.empty() ? "" : "/" + location.prefix);
+}
+
+struct S3Client::Call {
+  http::Method method = http::Method::kGet;
+  std::string key;    // relative to the prefix; "" for the bucket itself (a listing)
+  std::string query;  // canonical (CanonicalQuery)
+  std::span<const uint8_t> body;
+  std::string content_type = "application/octet-stream";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string what;  // "GET packs/x.pack", for messages
+  std::atomic<uint64_t>* counter = nullptr;
+  bool large = false;  // a large body in either direction: a stall timeout, a longer deadline
+  uint64_t expect_bytes = 0;  // of the answer, for the deadline
+};
+
+S3Client::S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
+                   std::string base_path)
+    : options_(std::move(options)),
+      http_(std::move(http)),
+      base_path_(std::move(base_path)),
+      key_prefix_(options_.location.prefix.empty() ? "" : options_.location.prefix + "/"),
+      uri_(S3UriOf(options_.location)) {}
+
+Result<std::unique_ptr<S3Client>> S3Client::Create(S3ClientOptions options) {
+  const S3Location& loc = options.location;
+  std::string base_url, base_path;
+  if (loc.endpoint.empty()) {
+    if (loc.bucket.find('.') != std::string::npos) {
+      base_url = "https://s3." + loc.region + ".amazonaws.com";
+      base_path = "/" + loc.bucket;
+    } else {
+      base_url = "https://" + loc.bucket + ".s3." + loc.region + ".amazonaws.com";
+    }
+  } else {
+    std::string e = loc.endpoint;
+    while (!e.empty() && e.back() == '/') e.pop_back();
+    auto split = SplitOrigin(e);
+    if (!split || split->first.find('@') != std::string::npos ||
+        e.find_first_of("?# ") != std::string::npos) {
+      return Err(InvalidArgumentError("--s3-endpoint \"" + EscapeName(loc.endpoint) +
+                                      "\": must be http(s)://host[:port][/path] without "
+                                      "credentials or query"));
+    }
+    if (size_t at = e.find("{bucket}"); at != std::string::npos) {
+      base_url = e.replace(at, 8, loc.bucket);
+    } else {
+      base_url = split->first;
+      base_path = split->second + "/" + loc.bucket;
+    }
+  }
+  http::ClientOptions co;
+  co.base_url = base_url;
+  co.label = "object store";
+  co.connect_timeout = options.connect_timeout;
+  co.deadline = options.request_deadline;
+  co.max_response_bytes = uint64_t{4} << 30;
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::HttpClient> http, http::HttpClient::Create(co));
+  return std::unique_ptr<S3Client>(new S3Client(std::move(options), std::move(http), base_path));
+}
+
+std::string S3Client::PathOf(const std::string& key, const std::string& query) const {
+  std::string path = base_path_ + "/" + (key.empty() ? "" : PercentEncode(key_prefix_ + key, "/"));
+  return query.empty() ? path : path + "?" + query;
+}
+
+Status S3Client::ErrorOf(const Call& call, const http::Response& r, bool* transient) const {
+  auto err = ParseStoreError(r.text());
+  const std::string code = err ? err->code : "";
+  const std::string detail =
+      code.empty() ? "" : " (" + code + (err->message.empty() ? "" : ": " + err->message) + ")";
+  const std::string what = uri_ + ": " + call.what + ": ";
+  *transient = r.status >= 500 || r.status == 429 || r.status == 408 || code == "SlowDown" ||
+               code == "RequestTimeout" || code == "InternalError";
+  if (code == "NoSuchBucket") {
+    return NotFoundError(uri_ + ": bucket \"" + options_.location.bucket + "\" not found" + detail);
+  }
+  if (r.status == 404) return NotFoundError(what + "not found" + detail);
+  if (r.status == 401 || r.status == 403) {
+    return PermissionDeniedError(what + "HTTP " + std::to_string(r.status) + detail);
+  }
+  if (*transient) return UnavailableError(what + "HTTP " + std::to_string(r.status) + detail);
+  return InternalError(what + "HTTP " + std::to_string(r.status) + detail);
+}
+
+Result<http::Response> S3Client::Send(const Call& call) {
+  const std::string payload_sha = call.body.empty() ? kEmptySha256 : Sha256Hex(call.body);
+  const Clock& clock = *options_.clock;
+  const SteadyTime start = clock.SteadyNow();
+  milliseconds backoff = options_.initial_backoff;
+  for (int attempt = 1;; ++attempt) {
+    http::Request req;
+    req.method = call.method;
+    req.path = PathOf(call.key, call.query);
+    req.body = call.body;
+    req.content_type = call.content_type;
+    req.headers = call.headers;
+    if (call.large) {
+      const uint64_t bytes = std::max<uint64_t>(call.body.size(), call.expect_bytes);
+      req.deadline = options_.request_deadline + milliseconds(1000 * (bytes >> 18));
+      req.stall_timeout = options_.stall_timeout;
+    }
+    SignS3Request(req, options_.credentials, options_.location.region, payload_sha);
+    if (call.counter) call.counter->fetch_add(1, std::memory_order_relaxed);
+    if (attempt > 1) counters_.retries.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_sent.fetch_add(call.body.size(), std::memory_order_relaxed);
+    auto r = http_->Send(req);
+    Status failure;
+    bool transient = false;
+    std::optional<milliseconds> retry_after;
+    if (!r) {
+      // Refused, reset, timed out, a body cut off: the request may be sent again (every call here
+      // is idempotent: a PUT of the same bytes, a GET, a DELETE).
+      transient = r.error().code() == StatusCode::kUnavailable ||
+                  r.error().code() == StatusCode::kDeadlineExceeded;
+      failure = Status(r.error().code(), uri_ + ": " + call.what + ": " + r.error().message());
+    } else if (r->status >= 200 && r->status < 300) {
+      return std::move(*r);
+    } else {
+      failure = ErrorOf(call, *r, &transient);
+      if (auto ra = r->Header("retry-after")) {
+        if (auto secs = ParseByteCount(*ra)) retry_after = milliseconds(*secs * 1000);
+      }
+    }
+    if (!transient) return Err(std::move(failure));
+    const milliseconds wait =
+        std::max(backoff::Jitter(backoff), retry_after.value_or(milliseconds(0)));
+    const auto spent = std::chrono::duration_cast<milliseconds>(clock.SteadyNow() - start);
+    if (attempt >= options_.max_attempts || spent + wait > options_.retry_deadline) {
+      return Err(Status(failure.code(), failure.message() + " (tried " + std::to_string(attempt) +
+                                            " times over " + FormatDuration(spent) + ")"));
+    }
+    clock.SleepFor(wait);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+Status S3Client::Put(const std::string& key, std::span<const uint8_t> data) {
+  Call c{.method = http::Method::kPut, .key = key, .body = data, .what = "PUT " + key,
+         .counter = &counters_.puts, .large = true};
+  return StatusOf(Send(c));
+}
+
+Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> data,
+                              uint64_t part_bytes, int parallel) {
+  part_bytes = std::max<uint64_t>(part_bytes, 1);
+  Call create{.method = http::Method::kPost, .key = key, .query = CanonicalQuery({{"uploads", ""}}),
+              .what = "CreateMultipartUpload " + key, .counter = &counters_.posts};
+  BDN_ASSIGN_OR_RETURN(http::Response created, Send(create));
+  auto upload_id = ParseUploadId(created.text());
+  if (!upload_id) {
+    return InternalError(uri_ + ": CreateMultipartUpload " + key + ": unexpected answer: " +
+                         upload_id.error().message());
+  }
+  const size_t parts = static_cast<size_t>((data.size() + part_bytes - 1) / part_bytes);
+  std::vector<std::string> etags(std::max<size_t>(parts, 1));
+  std::vector<Status> results(etags.size());
+  ParallelFor(etags.size(), static_cast<size_t>(std::max(parallel, 1)), [&](size_t i) {
+    const uint64_t off = i * part_bytes;
+    std::span<const uint8_t> part =
+        data.subspan(off, std::min<uint64_t>(part_bytes, data.size() - off));
+    const std::string n = std::to_string(i + 1);
+    Call c{.method = http::Method::kPut, .key = key,
+           .query = CanonicalQuery({{"partNumber", n}, {"uploadId", *upload_id}}), .body = part,
+           .what = "UploadPart " + n + " of " + key, .counter = &counters_.puts, .large = true};
+    auto r = Send(c);
+    if (!r) {
+      results[i] = r.error();
+      return;
+    }
+    auto etag = r->Header("etag");
+    if (!etag || etag->empty()) {
+      results[i] = InternalError(uri_ + ": " + c.what + ": the answer has no ETag");
+      return;
+    }
+    etags[i] = std::string(*etag);
+  });
+  Status failed;
+  for (const Status& s : results) {
+    if (!s.ok()) {
+      failed = s;
+      break;
+    }
+  }
+  if (failed.ok()) {
+    std::string xml = "<CompleteMultipartUpload>";
+    for (size_t i = 0; i < etags.size(); ++i) {
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] +
+             "</ETag></Part>";
+    }
+    xml += "</CompleteMultipartUpload>";
+    Call complete{.method = http::Method::kPost, .key = key,
+                  .query = CanonicalQuery({{"uploadId", *upload_id}}),
+                  .body = {reinterpret_cast<const uint8_t*>(xml.data()), xml.size()},
+                  .content_type = "application/xml", .what = "CompleteMultipartUpload " + key,
+                  .counter = &counters_.posts};
+    auto r = Send(complete);
+    if (!r) {
+      failed = r.error();
+    } else if (auto err = ParseStoreError(r->text())) {
+      // S3 may answer 200 and still fail the completion: the error is in the body.
+      failed = UnavailableError(uri_ + ": " + complete.what + ": " + err->code +
+                                (err->message.empty() ? "" : ": " + err->message));
+    }
+  }
+  if (!failed.ok()) {
+    Call abort{.method = http::Method::kDelete, .key = key,
+               .query = CanonicalQuery({{"uploadId", *upload_id}}),
+               .what = "AbortMultipartUpload " + key, .counter = &counters_.deletes};
+    (void)Send(abort);  // best effort: a lifecycle rule cleans up what is left
+  }
+  return failed;
+}
+
+Result<std::vector<uint8_t>> S3Client::GetRange(const std::string& key, uint64_t offset,
+                                                 uint64_t length) {
+  if (length == 0) return std::vector<uint8_t>();
+  const std::string range = RangeText(offset, length);
+  Call c{.method = http::Method::kGet, .key = key, .headers = {{"Range", "bytes=" + range}},
+         .what = "GET " + key, .counter = &counters_.gets, .large = true, .expect_bytes = length};
+  BDN_ASSIGN_OR_RETURN(http::Response r, Send(c));
+  counters_.bytes_received.fetch_add(r.body.size(), std::memory_order_relaxed);
+  if (r.status == 206) {
+    const std::string want = "bytes " + range + "/";
+    auto got = r.Header("content-range");
+    if (!got || !got->starts_with(want) || r.body.size() != length) {
+      return Err(InternalError(uri_ + ": GET " + key + ": asked bytes " + range + ", got " +
+                               (got ? "\"" + EscapeName(*got) + "\"" : std::string("no range")) +
+                               " with " + std::to_string(r.body.size()) + " bytes"));
+    }
+    return std::move(r.body);
+  }
+  // A server that ignores Range answers 200 with the whole object.
+  if (r.body.size() < offset + length) {
+    return Err(InternalError(uri_ + ": GET " + key + ": asked bytes " + range + ", got " +
+                             std::to_string(r.body.size()) + " bytes of the whole object"));
+  }
+  return std::vector<uint8_t>(r.body.begin() + static_cast<ptrdiff_t>(offset),
+                              r.body.begin() + static_cast<ptrdiff_t>(offset + length));
+}
+
+Status S3Client::Delete(const std::string& key) {
+  Call c{.method = http::Method::kDelete, .key = key, .what = "DELETE " + key,
+         .counter = &counters_.deletes};
+  auto r = Send(c);
+  if (!r && r.error().code() == StatusCode::kNotFound &&
+      r.error().message().find("bucket") == std::string::npos) {
+    return Status::Ok();
+  }
+  return StatusOf(r);
+}
+
+Result<std::vector<ListedObject>> S3Client::List(const std::string& key_prefix) {
+  std::vector<ListedObject> out;
+  std::string token;
+  const std::string full = key_prefix_ + key_prefix;
+  for (int page_no = 0;; ++page_no) {
+    std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"},
+                                                               {"prefix", full}};
+    if (!token.empty()) params.emplace_back("continuation-token", token);
+    Call c{.method = http::Method::kGet, .query = CanonicalQuery(params),
+           .what = "LIST " + key_prefix, .counter = &counters_.lists};
+    BDN_ASSIGN_OR_RETURN(http::Response r, Send(c));
+    auto page = ParseS3ListPage(r.text());
+    if (!page) {
+      return Err(InternalError(uri_ + ": unexpected listing: " + page.error().message()));
+    }
+    for (ListedObject& o : page->objects) {
+      if (!o.key.starts_with(full)) {
+        return Err(InternalError(uri_ + ": unexpected listing: key \"" + EscapeName(o.key) +
+                                 "\" is not under \"" + EscapeName(full) + "\""));
+      }
+      o.key = o.key.substr(key_prefix_.size());
+      out.push_back(std::move(o));
+    }
+    if (!page->truncated) break;
+    if (page->next_token == token) {
+      return Err(InternalError(uri_ + ": unexpected listing: the continuation token repeats"));
+    }
+    token = page->next_token;
+  }
+  return out;
+}
+
+S3Stats S3Client::stats() const {
+  S3Stats s;
+  s.puts = counters_.puts.load();
+  s.gets = counters_.gets.load();
+  s.lists = counters_.lists.load();
+  s.deletes = counters_.deletes.load();
+  s.posts = counters_.posts.load();
+  s.retries = counters_.retries.load();
+  s.bytes_sent = counters_.bytes_sent.load();
+  s.bytes_received = counters_.bytes_received.load();
+  return s;
+}
+
+}  // namespace bdn::objstore

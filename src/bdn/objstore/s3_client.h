@@ -1,0 +1,138 @@
+// S3Client: the few S3 operations the object pack store needs (PutObject, multipart upload,
+// ranged GetObject, DeleteObject, ListObjectsV2) on one bucket and key prefix, signed with SigV4
+// (s3_sign.h), with deadlines and retries: jittered exponential back-off on 5xx (503 SlowDown
+// included), 429, S3's 400 RequestTimeout and transport failures (refused, reset, timed out,
+// cut-off bodies), Retry-After honoured, up to a deadline per call.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdn/base/clock.h"
+#include "bdn/base/status.h"
+#include "bdn/http/client.h"
+#include "bdn/objstore/s3_sign.h"
+#include "bdn/objstore/xml_listing.h"
+
+namespace bdn::objstore {
+
+// Where a bucket is: `bdn serve --store s3://bucket/prefix --s3-endpoint URL --s3-region R`.
+struct S3Location {
+  std::string bucket;
+  std::string prefix;  // "" or "a/b": keys go under "a/b/"; no leading or trailing '/'
+  // "http(s)://host[:port][/path]": path-style requests to <endpoint>/<bucket>/<key>; with
+  // "{bucket}" in it, virtual-hosted ("https://{bucket}.s3.example.com"). "": AWS S3 in `region`
+  // (https://<bucket>.s3.<region>.amazonaws.com).
+  std::string endpoint;
+  std::string region = "us-east-1";
+};
+
+// Parses "s3://bucket[/prefix]" into `bucket` and `prefix` of a location (a trailing '/' of the
+// prefix is dropped). Errors: InvalidArgument "--store \"<uri>\": <why>" for another scheme, a
+// bucket name S3 does not allow (3-63 of a-z 0-9 . -, starting and ending with a letter or
+// digit), an empty path segment ("a//b") or a "." or ".." segment.
+Result<S3Location> ParseS3Uri(std::string_view uri);
+
+// "s3://bucket/prefix" (how messages name the store).
+std::string S3UriOf(const S3Location& location);
+
+struct S3ClientOptions {
+  S3Location location;
+  AwsCredentials credentials;
+  std::chrono::milliseconds connect_timeout{5000};
+  // A request without a large body must finish in this time.
+  std::chrono::milliseconds request_deadline{30'000};
+  // A request with a large body (an upload, a ranged read) fails once no byte has moved for this
+  // long, and in any case after request_deadline plus one second per 256 KiB of body.
+  std::chrono::milliseconds stall_timeout{30'000};
+  // Retries of one call: at most this many tries, and none started after retry_deadline.
+  int max_attempts = 10;
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  std::chrono::milliseconds retry_deadline{120'000};
+  // Back-off waits. Never null.
+  std::shared_ptr<Clock> clock = Clock::Real();
+};
+
+// Requests sent (each try counts), by kind, and bytes moved; for metrics and the tests that count
+// requests per GiB.
+struct S3Stats {
+  uint64_t puts = 0;       // PutObject and UploadPart
+  uint64_t gets = 0;       // GetObject (ranged or whole)
+  uint64_t lists = 0;      // ListObjectsV2 pages
+  uint64_t deletes = 0;    // DeleteObject and AbortMultipartUpload
+  uint64_t posts = 0;      // CreateMultipartUpload and CompleteMultipartUpload
+  uint64_t retries = 0;    // tries after a transient failure
+  uint64_t bytes_sent = 0;      // request bodies
+  uint64_t bytes_received = 0;  // response bodies of GETs
+  uint64_t requests() const { return puts + gets + lists + deletes + posts; }
+};
+
+// One bucket and key prefix. Keys given to the methods are relative to the prefix. Thread-safe.
+class S3Client {
+ public:
+  // Errors: InvalidArgument "--s3-endpoint \"x\": must be http(s)://host[:port][/path] without
+  // credentials or query".
+  static Result<std::unique_ptr<S3Client>> Create(S3ClientOptions options);
+
+  // PutObject of `data` under `key` (x-amz-content-sha256 is the body's SHA-256, so S3 refuses
+  // bytes damaged on the way). Errors: Unavailable "<uri>: PUT <key>: <why> (tried N times over
+  // T)" once retries are spent; PermissionDenied for 403; Internal for other answers.
+  Status Put(const std::string& key, std::span<const uint8_t> data);
+
+  // A multipart upload of `data` under `key`: parts of `part_bytes` (the last one shorter), up to
+  // `parallel` in flight, each retried on its own; the upload is aborted when a part or the
+  // completion fails for good. Errors: as Put, naming the part.
+  Status PutMultipart(const std::string& key, std::span<const uint8_t> data, uint64_t part_bytes,
+                      int parallel);
+
+  // Bytes [offset, offset + length) of `key` (a ranged GET; the answer's length is checked).
+  // Errors: NotFound "<uri>: object <key> not found" for 404 (NoSuchKey); NotFound "<uri>:
+  // bucket not found" for NoSuchBucket; Internal "<uri>: GET <key>: asked bytes a-b, got …" for
+  // a short or misplaced answer; as Put for the rest.
+  Result<std::vector<uint8_t>> GetRange(const std::string& key, uint64_t offset, uint64_t length);
+
+  // DeleteObject; deleting a key that does not exist succeeds (as S3 answers). Errors: as Put.
+  Status Delete(const std::string& key);
+
+  // Every object whose key starts with `key_prefix`, following continuation tokens, keys
+  // relative to the client's prefix. Errors: as Put; Internal "<uri>: unexpected listing: …" for
+  // a page that does not decode or a key outside the prefix.
+  Result<std::vector<ListedObject>> List(const std::string& key_prefix);
+
+  S3Stats stats() const;
+  // "s3://bucket/prefix".
+  const std::string& uri() const { return uri_; }
+  // "s3://bucket/prefix/<key>".
+  std::string UriOf(const std::string& key) const { return uri_ + "/" + key; }
+
+ private:
+  struct Call;
+  explicit S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
+                    std::string base_path);
+  // Sends `call` with retries; returns a 2xx answer, or the error of the last try.
+  Result<http::Response> Send(const Call& call);
+  // The path of `key` with `query` (canonical), as sent and signed.
+  std::string PathOf(const std::string& key, const std::string& query = "") const;
+  Status ErrorOf(const Call& call, const http::Response& r, bool* transient) const;
+
+  const S3ClientOptions options_;
+  const std::unique_ptr<http::HttpClient> http_;
+  const std::string base_path_;  // "/bucket" (path-style) or "" (virtual-hosted)
+  const std::string key_prefix_;  // "prefix/" or ""
+  const std::string uri_;
+  struct Counters {
+    std::atomic<uint64_t> puts{0}, gets{0}, lists{0}, deletes{0}, posts{0}, retries{0},
+        bytes_sent{0}, bytes_received{0};
+  };
+  mutable Counters counters_;
+};
+
+}  // namespace bdn::objstore
