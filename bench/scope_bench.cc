@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/store/chunk_store.h"
 #include "bdn/volume/version_blobs.h"

@@ -32,7 +32,7 @@
 #include "bdn/http/errors.h"
 #include "bdn/http/server.h"
 #include "bdn/maintenance/gc.h"
-#include "bdn/maintenance/version_blobs.h"
+#include "bdn/volume/version_blobs.h"
 #include "bdn/objstore/object_pack_store.h"
 #include "bdn/format/ref.h"
 #include "bdn/origin/origin.h"

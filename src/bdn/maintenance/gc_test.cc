@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bdn/base/hex.h"
 #include "bdn/maintenance/fsck.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/pack_index.h"
@@ -178,7 +179,7 @@ TEST_F(GcTest, APackOfNeededBlobsOnlyIsNeverRepacked) {
     auto r = Gc(o);
     ASSERT_OK(r);
     EXPECT_EQ(r->versions, 2u);
-    EXPECT_TRUE(r->actions.empty()) << "run " << run << ": pack " << pack::Hex16(r->actions[0].pack)
+    EXPECT_TRUE(r->actions.empty()) << "run " << run << ": pack " << Hex16(r->actions[0].pack)
                                     << " of " << r->actions[0].bytes << " bytes, "
                                     << r->actions[0].needed_bytes << " needed";
   }
@@ -405,7 +406,7 @@ TEST_F(GcTest, AGcDeadBeforeItRewroteTheIndexLeavesEntriesTheNextOpenDrops) {
     if (p != GcPhase::kDeleted) return;
     reached = true;
     // As if the GC died here: the pack is gone, the index still names it.
-    EXPECT_FALSE(fs::exists(dir_.path() / "store" / "packs" / (pack::Hex16(*dead_pack) + ".pack")));
+    EXPECT_FALSE(fs::exists(dir_.path() / "store" / "packs" / (Hex16(*dead_pack) + ".pack")));
     EXPECT_EQ(tables_naming(*dead_pack), 1);
     LocalChunkStore::Options next_options;
     next_options.durability = LocalChunkStore::Durability::kNone;

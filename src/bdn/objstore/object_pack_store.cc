@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bdn/base/hex.h"
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
@@ -469,7 +470,7 @@ Status ObjectPackStore::CompactLocked(bool force) {
 Result<std::shared_ptr<ObjectPackStore::SpoolPack>> ObjectPackStore::CreateSpoolPack() {
   auto p = std::make_shared<SpoolPack>();
   p->id = pack::RandomId();
-  p->path = options_.dir / "spool" / (pack::Hex16(p->id) + ".pack");
+  p->path = options_.dir / "spool" / (Hex16(p->id) + ".pack");
   p->fd = ::open(p->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
   if (p->fd < 0) return Err(ErrnoError("object store spool " + p->path.string(), errno));
   BDN_ASSIGN_OR_RETURN(pack::PackWriter w,

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/hex.h"
 #include "bdn/maintenance/gc.h"
 #include "bdn/objstore/s3rver_test_util.h"
 #include "bdn/registry/registry.h"
@@ -367,7 +368,7 @@ TEST_F(ObjectPackStoreTest, APackDeletedBehindTheStoresBackIsCorruptionNamingIt)
   ASSERT_EQ(1u, keys.size());
   const uint64_t pack = a->Locate(blobs[1].first)->pack;
   server_.DeleteObject(kBucket, keys[0]);
-  const std::string uri = "s3://bdn-objstore/team/store/packs/" + pack::Hex16(pack) + ".pack";
+  const std::string uri = "s3://bdn-objstore/team/store/packs/" + Hex16(pack) + ".pack";
   auto got = a->Get(blobs[1].first);
   EXPECT_STATUS(got, kCorruption,
                 "chunk " + blobs[1].first.ToString() + ": pack " + uri +

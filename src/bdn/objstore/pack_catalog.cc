@@ -1,5 +1,6 @@
 #include "bdn/objstore/pack_catalog.h"
 
+#include "bdn/base/hex.h"
 #include "bdn/store/pack_index.h"  // Hex16, ParseHex16Name
 
 namespace bdn::objstore {
@@ -17,7 +18,7 @@ class LockHold : public StoreHold {
 
 }  // namespace
 
-std::string PackKey(uint64_t id) { return "packs/" + pack::Hex16(id) + ".pack"; }
+std::string PackKey(uint64_t id) { return "packs/" + Hex16(id) + ".pack"; }
 
 BucketCatalog::BucketCatalog(std::shared_ptr<S3Client> client,
                              std::function<SteadyTime()> retain_since,

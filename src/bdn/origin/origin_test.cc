@@ -857,8 +857,8 @@ TEST_F(OriginTest, ScopeTable) {
   // A key of another namespace does not see this one in the listing.
   EXPECT_EQ(Body(Call("GET", "/v1/namespaces", other_ns_push))["namespaces"], json::array());
   // None of the refused deletes took effect: the version is live and still tagged.
-  json version = Body(Call("GET", "/v1/volumes/weights/model/versions/" + d, pull));
-  EXPECT_EQ(version["lifecycle"], "ALIVE") << version.dump();
+  json record = Body(Call("GET", "/v1/volumes/weights/model/versions/" + d, pull));
+  EXPECT_EQ(record["lifecycle"], "ALIVE") << record.dump();
   EXPECT_EQ(Body(Call("GET", "/v1/volumes/weights/model", pull))["tags"]["prod"], d);
 }
 
