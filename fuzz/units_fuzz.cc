@@ -71,7 +71,7 @@ void CheckDuration(std::string_view text, milliseconds min, milliseconds max) {
   FUZZ_CHECK(n.has_value(), std::string(text));
   std::string_view unit = text.substr(n->second);
   long double per = unit == "ms" ? 1 : unit == "s" || unit.empty() ? 1000 : unit == "m" ? 60000
-                    : unit == "h" ? 3600000 : 0;
+                    : unit == "h" ? 3600000 : unit == "d" ? 86400000 : 0;
   FUZZ_CHECK(per != 0, std::string(text));
   long double want = n->first * per;
   FUZZ_CHECK(std::fabs(static_cast<long double>(got->count()) - want) <= 0.5L + want * 1e-15L,
