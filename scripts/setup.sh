@@ -7,7 +7,6 @@ pkgs=(build-essential cmake pkg-config git
       libcpp-httplib-dev libboost1.81-dev libcurl4-openssl-dev libyaml-cpp-dev libssl-dev curl
       libpq-dev  # bdn serve --db: the PostgreSQL client
       postgresql  # the server the --db tests start themselves (initdb, as the postgres user)
-      haproxy  # the load balancer before the origins: cluster_ha_test, scripts/cluster.sh
       b3sum casync python3 attr
       wrk  # bench/http_load.sh
       awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it
