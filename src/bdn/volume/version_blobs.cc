@@ -8,8 +8,10 @@
 namespace bdn {
 namespace {
 
+// With `lenient`, a file whose chunk list does not check out (Corruption from
+// ReadFileChunkIndex) adds its chunk index (or its one chunk) alone, and the walk goes on.
 Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& out,
-               std::unordered_set<Digest>* skip_indexes) {
+               std::unordered_set<Digest>* skip_indexes, bool lenient = false) {
   auto bytes = store.Get(version);
   if (!bytes) {
     if (bytes.error().code() == StatusCode::kNotFound) {
@@ -44,6 +46,11 @@ Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& ou
     };
     auto index = ReadFileChunkIndex(manifest->chunker, e, fetch);
     if (!index) {
+      if (lenient && index.error().code() == StatusCode::kCorruption) {
+        if (e.layout == FileLayout::kIndexed && !skip_indexes) out.push_back(e.index);
+        if (e.layout == FileLayout::kSingleChunk) out.push_back(e.digest);
+        continue;
+      }
       if (e.layout == FileLayout::kIndexed && skip_indexes) skip_indexes->erase(e.index);
       return index.error();
     }
@@ -104,7 +111,9 @@ Result<std::shared_ptr<const BlobSet>> VersionBlobCache::Get(const Digest& versi
     }
   }
   std::vector<Digest> ids;
-  Status s = CollectVersionBlobs(*store_, version, ids);
+  // Lenient: a reader of the version is served a lying file's chunk index, and reports that
+  // file's problem itself (exit 5 naming it), while the version's other files stay readable.
+  Status s = Collect(*store_, version, ids, nullptr, /*lenient=*/true);
   std::shared_ptr<const BlobSet> set;
   if (s.ok()) set = std::make_shared<const BlobSet>(std::move(ids));
   {
