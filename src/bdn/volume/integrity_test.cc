@@ -14,6 +14,7 @@
 #include "bdn/volume/crafted_versions_test_util.h"
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
+#include "bdn/volume/version_blobs.h"
 #include "bdn/volume/version_check.h"
 
 namespace bdn {
@@ -409,6 +410,48 @@ TEST(ReadersOpen, SizesNoReaderCanHoldAreRefusedAtOpen) {
   auto read = view->Read(*view->Find("a.bin"), (1ull << 62) - 8, buf);
   ASSERT_FALSE(read.has_value());
   EXPECT_EQ(read.error().code(), StatusCode::kCorruption);
+}
+
+// The blob set that scopes reads of a version (VersionBlobCache) takes a file whose chunk list
+// cannot be read whole as the index blobs it names, so readers report that file themselves and
+// the rest of the version stays readable; such a set is not kept, so a repaired version is read
+// again. CollectVersionBlobs (GC's mark, fsck) stays strict.
+TEST(VersionBlobCacheTest, ALyingOrMissingIndexLeavesTheRestOfTheVersionReadable) {
+  const Digest fine = Digest::Of(std::string("fine\n"));
+  const Digest hello = Digest::Of(std::string("hello\n"));
+  {
+    auto store = std::make_shared<MemChunkStore>();
+    CraftedVersion v = Craft("short-index");
+    ASSERT_TRUE(StoreCrafted(*store, v).ok());
+    const Digest index = v.blobs[v.blobs.size() - 2].first;
+    std::vector<Digest> strict;
+    EXPECT_EQ(CollectVersionBlobs(*store, v.digest, strict).code(), StatusCode::kCorruption);
+    VersionBlobCache cache(store, 1 << 20);
+    auto set = cache.Get(v.digest);
+    ASSERT_TRUE(set.has_value()) << set.error().ToString();
+    EXPECT_TRUE((*set)->Contains(v.digest));
+    EXPECT_TRUE((*set)->Contains(fine));
+    EXPECT_TRUE((*set)->Contains(index));
+    EXPECT_EQ(cache.stats().versions, 0u);
+  }
+  auto store = std::make_shared<MemChunkStore>();
+  CraftedVersion v = Craft("good");
+  const Digest index = v.blobs[v.blobs.size() - 2].first;
+  ASSERT_TRUE(StoreCrafted(*store, v, {index}).ok());
+  VersionBlobCache cache(store, 1 << 20);
+  auto set = cache.Get(v.digest);
+  ASSERT_TRUE(set.has_value()) << set.error().ToString();
+  EXPECT_TRUE((*set)->Contains(fine));
+  EXPECT_TRUE((*set)->Contains(index));
+  EXPECT_FALSE((*set)->Contains(hello));  // named only by the missing index
+  EXPECT_EQ(cache.stats().loads, 0u);
+  // Repaired: the next read builds the whole set, and keeps it.
+  ASSERT_TRUE(StoreCrafted(*store, v).ok());
+  set = cache.Get(v.digest);
+  ASSERT_TRUE(set.has_value()) << set.error().ToString();
+  EXPECT_TRUE((*set)->Contains(hello));
+  EXPECT_EQ(cache.stats().loads, 1u);
+  EXPECT_EQ(cache.stats().versions, 1u);
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 namespace bdn {
 namespace {
 
-// With `lenient`, a file whose chunk list does not check out (Corruption from
-// ReadFileChunkIndex) adds its chunk index (or its one chunk) alone, and the walk goes on.
+// With `degraded` (lenient), a file whose chunk list cannot be read whole (a chunk index or piece
+// not in the store, or one that does not check out: ReadFileChunkIndex's NotFound and
+// Corruption) adds the index blobs it asked for (or its one chunk) and the walk goes on; then
+// *degraded is set.
 Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& out,
-               std::unordered_set<Digest>* skip_indexes, bool lenient = false) {
+               std::unordered_set<Digest>* skip_indexes, bool* degraded = nullptr) {
   auto bytes = store.Get(version);
   if (!bytes) {
     if (bytes.error().code() == StatusCode::kNotFound) {
@@ -28,9 +30,11 @@ Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& ou
       out.push_back(e.index);
       if (!skip_indexes->insert(e.index).second) continue;  // read for an earlier version
     }
+    std::vector<Digest> asked;  // the index blobs fetched for this file
     auto fetch = [&](IndexPart part, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
       std::vector<IndexBlob> blobs;
       for (const Digest& id : ids) {
+        if (degraded) asked.push_back(id);
         auto got = store.Get(id);
         if (!got) {
           const std::string what =
@@ -46,8 +50,10 @@ Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& ou
     };
     auto index = ReadFileChunkIndex(manifest->chunker, e, fetch);
     if (!index) {
-      if (lenient && index.error().code() == StatusCode::kCorruption) {
-        if (e.layout == FileLayout::kIndexed && !skip_indexes) out.push_back(e.index);
+      const StatusCode code = index.error().code();
+      if (degraded && (code == StatusCode::kCorruption || code == StatusCode::kNotFound)) {
+        *degraded = true;
+        out.insert(out.end(), asked.begin(), asked.end());
         if (e.layout == FileLayout::kSingleChunk) out.push_back(e.digest);
         continue;
       }
@@ -111,14 +117,16 @@ Result<std::shared_ptr<const BlobSet>> VersionBlobCache::Get(const Digest& versi
     }
   }
   std::vector<Digest> ids;
-  // Lenient: a reader of the version is served a lying file's chunk index, and reports that
+  // Lenient: a reader of the version is served a damaged file's chunk index, and reports that
   // file's problem itself (exit 5 naming it), while the version's other files stay readable.
-  Status s = Collect(*store_, version, ids, nullptr, /*lenient=*/true);
+  // Such a set is not kept: a push may restore what was missing.
+  bool degraded = false;
+  Status s = Collect(*store_, version, ids, nullptr, &degraded);
   std::shared_ptr<const BlobSet> set;
   if (s.ok()) set = std::make_shared<const BlobSet>(std::move(ids));
   {
     std::lock_guard lock(mu_);
-    if (!set) {
+    if (!set || degraded) {
       slots_.erase(version);
     } else {
       ++stats_.loads;

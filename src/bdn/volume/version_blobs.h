@@ -58,9 +58,11 @@ struct VersionBlobCacheStats {
 // The blob set of each version read recently, built from `store` (CollectVersionBlobs) on first
 // use and kept, least recently used dropped first, within max_ids ids in all (32 bytes each), so
 // that a check of "is this chunk part of that version" costs one lookup in memory, not a read.
-// A file whose chunk list does not check out (ReadFileChunkIndex's Corruption) adds its chunk
-// index only: a reader fetches that and reports the file's problem itself, and the version's
-// other files stay readable. A version is immutable, so a kept set never goes stale. Concurrent Gets of one version share
+// A file whose chunk list cannot be read whole (an index blob missing or not checking out:
+// ReadFileChunkIndex's NotFound and Corruption) adds the index blobs it names only: a reader
+// fetches those and reports the file's problem itself, and the version's other files stay
+// readable; such a set is answered but not kept (a push may restore what was missing). A version
+// is immutable, so a kept set never goes stale. Concurrent Gets of one version share
 // one load; a failed load is not kept (the next Get tries again).
 // Thread-safe; the store is read without any lock held.
 class VersionBlobCache {
