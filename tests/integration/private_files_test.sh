@@ -85,7 +85,8 @@ step "bdn cache serve --cache-dir is private"
 start_bdn cache cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "$WORK/cn"
 CACHE_URL=$STARTED_URL
 id=$(b3sum --no-names "$WORK/src/sub/a.txt")
-assert_eq hello "$(curl -sf "$CACHE_URL/v1/chunks/$id")" "chunk through the cache node"
+# (a cache node answers only callers the origin lets read the chunk: the admin key here)
+assert_eq hello "$(curl -sf -H "Authorization: Bearer $BDN_TOKEN" "$CACHE_URL/v1/chunks/$id")" "chunk through the cache node"
 [ -n "$(region_of "$WORK/cn")" ] || fail "the cache node holds no region"
 assert_private "$WORK/cn" "cache serve --cache-dir"
 
@@ -96,7 +97,7 @@ chmod -R go+rX "$WORK/cn" "$WORK/nc"
 start_bdn cache2 cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "$WORK/cn"
 assert_contains "$(cat "$WORK/cache2.log")" "warning: node cache $WORK/cn: was readable by other users (mode 0755); changed to 0700"
 assert_eq "" "$(readable_by_nobody "$WORK/cn")" "paths under the tightened cache serve --cache-dir that nobody can read"
-assert_eq hello "$(curl -sf "$STARTED_URL/v1/chunks/$id")" "the tightened cache node still serves"
+assert_eq hello "$(curl -sf -H "Authorization: Bearer $BDN_TOKEN" "$STARTED_URL/v1/chunks/$id")" "the tightened cache node still serves"
 err=$("$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nc/node" 2>&1 >/dev/null)
 MOUNTS+=("$WORK/mnt")
 assert_contains "$err" "warning: node cache $WORK/nc/node: was readable by other users (mode 0755); changed to 0700"
