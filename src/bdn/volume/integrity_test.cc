@@ -434,6 +434,16 @@ TEST(VersionBlobCacheTest, ALyingOrMissingIndexLeavesTheRestOfTheVersionReadable
     EXPECT_TRUE((*set)->Contains(index));
     EXPECT_EQ(cache.stats().versions, 0u);
   }
+  {
+    auto store = std::make_shared<MemChunkStore>();
+    CraftedVersion v = Craft("huge-single");  // the manifest itself does not decode
+    ASSERT_TRUE(StoreCrafted(*store, v).ok());
+    VersionBlobCache cache(store, 1 << 20);
+    auto set = cache.Get(v.digest);
+    ASSERT_TRUE(set.has_value()) << set.error().ToString();
+    EXPECT_TRUE((*set)->Contains(v.digest));
+    EXPECT_EQ((*set)->size(), 1u);
+  }
   auto store = std::make_shared<MemChunkStore>();
   CraftedVersion v = Craft("good");
   const Digest index = v.blobs[v.blobs.size() - 2].first;

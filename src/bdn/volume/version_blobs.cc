@@ -8,7 +8,8 @@
 namespace bdn {
 namespace {
 
-// With `degraded` (lenient), a file whose chunk list cannot be read whole (a chunk index or piece
+// With `degraded` (lenient), a manifest that does not decode adds itself alone, and a file whose
+// chunk list cannot be read whole (a chunk index or piece
 // not in the store, or one that does not check out: ReadFileChunkIndex's NotFound and
 // Corruption) adds the index blobs it asked for (or its one chunk) and the walk goes on; then
 // *degraded is set.
@@ -22,6 +23,11 @@ Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& ou
     return bytes.error();
   }
   auto manifest = DecodeManifest(*bytes);
+  if (!manifest && degraded && manifest.error().code() == StatusCode::kCorruption) {
+    *degraded = true;  // the reader fetches the manifest and reports what is wrong with it
+    out.push_back(version);
+    return Status::Ok();
+  }
   if (!manifest) return manifest.error().WithPrefix("manifest " + version.ToString());
   out.push_back(version);
   for (const Entry& e : manifest->entries) {

@@ -58,7 +58,8 @@ struct VersionBlobCacheStats {
 // The blob set of each version read recently, built from `store` (CollectVersionBlobs) on first
 // use and kept, least recently used dropped first, within max_ids ids in all (32 bytes each), so
 // that a check of "is this chunk part of that version" costs one lookup in memory, not a read.
-// A file whose chunk list cannot be read whole (an index blob missing or not checking out:
+// A manifest that does not decode is a set of itself alone (its reader reports why), and a
+// file whose chunk list cannot be read whole (an index blob missing or not checking out:
 // ReadFileChunkIndex's NotFound and Corruption) adds the index blobs it names only: a reader
 // fetches those and reports the file's problem itself, and the version's other files stay
 // readable; such a set is answered but not kept (a push may restore what was missing). A version
