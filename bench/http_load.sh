@@ -35,10 +35,12 @@ cleanup() {
 trap cleanup EXIT
 ulimit -n 65536 2>/dev/null || true
 
-# start_server BIN NAME [flags]: serves $work/data on a free port; sets url and server_pid.
+# start_server BIN NAME [flags]: serves $work/data-NAME on a free port; sets url and server_pid.
+# Each server has a data directory of its own, filled by itself (populate): the store's layout
+# changed between builds (packs, issue 9), and a server reads only its own.
 start_server() {
   local bin=$1 name=$2; shift 2
-  "$bin" serve --listen 127.0.0.1:0 --data "$work/data" "$@" 2>"$work/$name.log" &
+  "$bin" serve --listen 127.0.0.1:0 --data "$work/data-$name" "$@" 2>"$work/$name.log" &
   server_pid=$!
   url=""
   for _ in $(seq 1 100); do
@@ -51,28 +53,41 @@ start_server() {
 stop_server() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""; }
 
 # --- data: 2,048 random 64 KiB chunks (128 MiB, warm in the page cache), a pull key ---
-start_server "$bdn" setup
-token=$(cat "$work/data/admin.token")
-python3 - "$url" "$token" "$work/ids" <<'EOF'
-import hashlib, os, subprocess, sys, urllib.request
-url, token, ids_file = sys.argv[1:4]
+python3 - "$work/chunks" "$work/ids" <<'EOF'
+import os, subprocess, sys
+chunks, ids_file = sys.argv[1:3]
+os.makedirs(chunks)
 ids = []
-tmp = ids_file + ".chunk"
 for i in range(2048):
-    data = os.urandom(64 << 10)
-    open(tmp, "wb").write(data)
+    tmp = os.path.join(chunks, "tmp")
+    open(tmp, "wb").write(os.urandom(64 << 10))
     digest = subprocess.run(["b3sum", "--no-names", tmp], capture_output=True, text=True,
                             check=True).stdout.strip()
+    os.rename(tmp, os.path.join(chunks, digest))
+    ids.append(digest)
+open(ids_file, "w").write("\n".join(ids) + "\n")
+EOF
+# populate BIN NAME: the chunks uploaded through server BIN into its own data directory, and a
+# pull key of that server in $work/pull-NAME.
+populate() {
+  start_server "$1" "$2"
+  local token; token=$(cat "$work/data-$2/admin.token")
+  python3 - "$url" "$token" "$work/chunks" "$work/ids" <<'EOF'
+import os, sys, urllib.request
+url, token, chunks, ids_file = sys.argv[1:5]
+for digest in open(ids_file).read().split():
+    data = open(os.path.join(chunks, digest), "rb").read()
     req = urllib.request.Request(f"{url}/v1/chunks/{digest}", data=data, method="PUT",
                                  headers={"Authorization": "Bearer " + token,
                                           "Content-Type": "application/octet-stream"})
     urllib.request.urlopen(req).read()
-    ids.append(digest)
-os.unlink(tmp)
-open(ids_file, "w").write("\n".join(ids) + "\n")
 EOF
-pull=$(BDN_REMOTE="$url" BDN_TOKEN="$token" "$bdn" key create --namespace '*' --scope pull)
-stop_server
+  BDN_REMOTE="$url" BDN_TOKEN="$token" "$1" key create --namespace '*' --scope pull >"$work/pull-$2"
+  stop_server
+}
+populate "$bdn" new
+[ -z "$prev" ] || populate "$prev" previous
+rm -rf "$work/chunks"
 
 echo "## HTTP load benchmark"
 echo
@@ -92,7 +107,7 @@ run() {
     slow_pid=$!
     sleep 2
   fi
-  out=$(BDN_IDS="$work/ids" BDN_TOKEN="$pull" BDN_BATCH="$batch" BDN_RATE="$r" BDN_CONNS="$c" \
+  out=$(BDN_IDS="$work/ids" BDN_TOKEN="$(cat "$work/pull-$name")" BDN_BATCH="$batch" BDN_RATE="$r" BDN_CONNS="$c" \
         wrk -t"$wrk_threads" -c"$c" -d"${d}s" --timeout 10s \
         -s "$repo/bench/wrk_chunks.lua" "$url" 2>&1 | grep '^RESULT' || true)
   if [ -n "$slow_pid" ]; then kill "$slow_pid" 2>/dev/null || true; wait "$slow_pid" 2>/dev/null || true; slow_pid=""; fi

@@ -82,12 +82,22 @@ echo
 # --- the reference: curl downloading the file's chunks from the origin ---
 index=$("$bdn" volume stat "$ref/model.safetensors" --json | json chunk_index)
 curl -sf "$url/v1/chunks/${index#b3:}" -o "$work/index.bdni"
-python3 - "$work/index.bdni" "$work/bodies" <<'EOF'
-import json, os, struct, sys
-data = open(sys.argv[1], "rb").read()
-assert data[:4] == b"BDNI", "not a chunk index"
-(count,) = struct.unpack_from("<Q", data, 8)
-ids = [data[16 + k * 36:16 + k * 36 + 32].hex() for k in range(count)]
+python3 - "$work/index.bdni" "$work/bodies" "$url" <<'EOF'
+# docs/format.md "Chunk index object": version 1 lists the chunks (id, length); version 2 lists
+# pieces (id, chunk count, bytes), each a version-1 object listing its chunks.
+import json, os, struct, sys, urllib.request
+def decode(data):
+    assert data[:4] == b"BDNI", "not a chunk index"
+    version, count = struct.unpack_from("<IQ", data, 4)
+    width = {1: 36, 2: 48}[version]
+    return version, [data[16 + k * width:16 + k * width + 32].hex() for k in range(count)]
+version, listed = decode(open(sys.argv[1], "rb").read())
+ids = listed
+if version == 2:
+    ids = []
+    for piece in listed:
+        with urllib.request.urlopen(f"{sys.argv[3]}/v1/chunks/{piece}") as r:
+            ids += decode(r.read())[1]
 os.makedirs(sys.argv[2])
 for n, start in enumerate(range(0, len(ids), 1024)):
     with open(os.path.join(sys.argv[2], f"{n:04d}.json"), "w") as f:

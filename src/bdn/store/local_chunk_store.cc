@@ -302,7 +302,7 @@ Status LocalChunkStore::Init() {
   {
     std::shared_lock l(mu_);
     publish = options_.index_tables && !loose_.empty() &&
-              (tables_.empty() || loose_.size() >= options_.loose_packs_per_table);
+              (tables_.empty() || TableDue());
   }
   // The index is derived data: a failure to write it leaves the packs readable from their footers.
   if (publish) (void)PublishIndex(true);
@@ -1208,13 +1208,18 @@ void LocalChunkStore::LooseBlobs(std::vector<IndexedBlob>& blobs, std::vector<ui
   }
 }
 
+bool LocalChunkStore::TableDue() const {
+  if (loose_.size() >= options_.loose_packs_per_table) return true;
+  size_t blobs = 0;
+  for (const auto& [pack, locs] : loose_) blobs += locs.size();
+  return blobs >= options_.loose_blobs_per_table;
+}
+
 Status LocalChunkStore::PublishIndex(bool force) {
   if (!writable_ || !options_.index_tables) return Status::Ok();
   {
     std::shared_lock l(mu_);
-    if (loose_.empty() || (!force && loose_.size() < options_.loose_packs_per_table)) {
-      return Status::Ok();
-    }
+    if (loose_.empty() || (!force && !TableDue())) return Status::Ok();
   }
   const fs::path dir = root_ / "index";
   BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));

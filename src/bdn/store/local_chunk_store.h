@@ -104,8 +104,10 @@ class LocalChunkStore : public ChunkStore, public GcStore {
     // Packs written at once; each is written by one thread at a time.
     int max_open_packs = 4;
     // Sealed packs that no index table covers yet are read from their footers at Open; once this
-    // many accumulate, Sync writes a table for them.
+    // many accumulate, or packs holding loose_blobs_per_table blobs (small blobs: reading 10^6
+    // footer entries takes seconds, docs/benchmarks.md "Opening a store"), Sync writes a table.
     size_t loose_packs_per_table = 8;
+    size_t loose_blobs_per_table = 65536;
     // Named in the error Open gives for a store in the old one-file-per-chunk layout, e.g.
     // "bdn store migrate --data /srv/bdn".
     std::string migrate_command = "bdn store migrate";
@@ -310,6 +312,9 @@ class LocalChunkStore : public ChunkStore, public GcStore {
 
   std::filesystem::path root_;
   Options options_;
+  // Whether the loose packs are enough for a table (loose_packs_per_table or
+  // loose_blobs_per_table). Requires mu_ (shared).
+  bool TableDue() const;
   bool writable_ = true;
   UniqueFd packs_dir_;
 

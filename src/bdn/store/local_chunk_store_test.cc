@@ -236,6 +236,28 @@ TEST_F(LocalStore, DeletedIndexIsRebuiltFromThePackFootersOnOpen) {
   ExpectAllReadable(*s, blobs);
 }
 
+TEST_F(LocalStore, APackOfManySmallBlobsGetsItsTableAtSyncNotAtTheNextOpen) {
+  // One pack is below loose_packs_per_table, but its 200 blobs reach loose_blobs_per_table: the
+  // table is written by the Sync, so the next Open reads no footer.
+  LocalChunkStore::Options o;
+  o.loose_blobs_per_table = 200;
+  auto s = Open(o);
+  auto blobs = Blobs(200, 100, 77);
+  for (const auto& b : blobs) ASSERT_TRUE(s->Put(Digest::Of(b), b).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  EXPECT_EQ(Names(root() / "packs", ".pack").size(), 1u);
+  EXPECT_EQ(Names(root() / "index", ".idx").size(), 1u);
+  // 199 blobs in a second pack: not yet.
+  auto more = Blobs(199, 100, 5000);
+  for (const auto& b : more) ASSERT_TRUE(s->Put(Digest::Of(b), b).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  EXPECT_EQ(Names(root() / "index", ".idx").size(), 1u);
+  s.reset();
+  s = Open(o);
+  ExpectAllReadable(*s, blobs);
+  ExpectAllReadable(*s, more);
+}
+
 TEST_F(LocalStore, ManyPublishesMergeIntoFewTables) {
   LocalChunkStore::Options o;
   o.loose_packs_per_table = 1;
