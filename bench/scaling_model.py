@@ -85,9 +85,9 @@ CLAIM_RENEW_S = 10
 PACK_BYTES = 64 * MiB
 S3_GET_BYTES = 32 * MiB
 S3_GETS_IN_FLIGHT = 8
-# src/bdn/cache/node_cache.h: regions of 16 MiB; eviction down to 0.9 of --cache-size; the
+# src/bdn/cache/node_cache.h: regions of 32 MiB; eviction down to 0.9 of --cache-size; the
 # default --cache-size is 10 GiB.
-REGION_BYTES = 16 * MiB
+REGION_BYTES = 32 * MiB
 CACHE_LOW_WATERMARK = 0.9
 DEFAULT_CACHE_SIZE = 10 * GiB
 

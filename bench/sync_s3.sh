@@ -35,22 +35,40 @@ want=$(b3sum --no-names "$work/ckpt-0")
 rm "$work/ckpt-0"
 
 now() { date +%s.%N; }
-best_aws=""; best_sync=""; rss=0
+# CPU seconds (user + system) s3rver has used so far, from /proc/PID/stat.
+s3rver_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/${pids[0]}/stat"; }
+# rusage CMD...: runs CMD, stdout discarded; prints "maxrss_kib cpu_seconds" of it.
+rusage() {
+  python3 -c 'import resource,subprocess,sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(u.ru_maxrss, u.ru_utime + u.ru_stime); sys.exit(r.returncode)' "$@"
+}
+best_aws=""; best_sync=""; rss=0; cpu_aws=""; cpu_sync=""; s3_aws=""; s3_sync=""
 for i in $(seq 1 "$runs"); do
   rm -f "$work/copy"
-  t0=$(now); $aws --endpoint-url "$s3" s3 cp --quiet s3://bench/ckpt-0 "$work/copy"; t1=$(now)
+  c0=$(s3rver_cpu)
+  t0=$(now); u=$(rusage $aws --endpoint-url "$s3" s3 cp --quiet s3://bench/ckpt-0 "$work/copy"); t1=$(now)
+  c1=$(s3rver_cpu)
   [ "$(b3sum --no-names "$work/copy")" = "$want" ] || { echo "aws s3 cp: wrong bytes" >&2; exit 1; }
   rm -f "$work/copy"
   t=$(python3 -c "print($t1 - $t0)")
+  if [ -z "$best_aws" ] || python3 -c "import sys; sys.exit(0 if $t < $best_aws else 1)"; then
+    cpu_aws=${u#* }; s3_aws=$(python3 -c "print(round($c1 - $c0, 2))")
+  fi
   best_aws=$(python3 -c "print(min(x for x in [$t, ${best_aws:-$t}]))")
   rm -rf "$work/home"
+  c0=$(s3rver_cpu)
   t0=$(now)
-  r=$(BDN_HOME="$work/home" python3 -c 'import resource,subprocess,sys
-r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)' \
-    "$bdn" volume sync start --source s3://bench/ckpt-0 --endpoint "$s3" --dest bdn:bench/ckpt)
+  u=$(BDN_HOME="$work/home" rusage "$bdn" volume sync start --source s3://bench/ckpt-0 \
+      --endpoint "$s3" --dest bdn:bench/ckpt)
   t1=$(now)
+  c1=$(s3rver_cpu)
+  r=${u% *}
   t=$(python3 -c "print($t1 - $t0)")
+  if [ -z "$best_sync" ] || python3 -c "import sys; sys.exit(0 if $t < $best_sync else 1)"; then
+    cpu_sync=${u#* }; s3_sync=$(python3 -c "print(round($c1 - $c0, 2))")
+  fi
   best_sync=$(python3 -c "print(min(x for x in [$t, ${best_sync:-$t}]))")
   rss=$(python3 -c "print(max($rss, $r))")
 done
@@ -58,10 +76,10 @@ digest=$(BDN_HOME="$work/home" "$bdn" --json volume stat bdn:bench/ckpt/ckpt-0 |
 [ "$digest" = "b3:$want" ] || { echo "sync: wrong digest $digest" >&2; exit 1; }
 mib=$(python3 -c "print(f'{$bytes / 1048576:.0f}')")
 cat <<MD
-| ${mib} MiB object from s3rver (best of $runs) | seconds | MiB/s |
-|---|---|---|
-| \`aws s3 cp\` | $(python3 -c "print(f'{$best_aws:.2f}')") | $(python3 -c "print(f'{$bytes / 1048576 / $best_aws:.0f}')") |
-| \`bdn volume sync\` (embedded) | $(python3 -c "print(f'{$best_sync:.2f}')") | $(python3 -c "print(f'{$bytes / 1048576 / $best_sync:.0f}')") |
+| ${mib} MiB object from s3rver (best of $runs) | seconds | MiB/s | CPU seconds of the tool | CPU seconds of s3rver meanwhile |
+|---|---|---|---|---|
+| \`aws s3 cp\` | $(python3 -c "print(f'{$best_aws:.2f}')") | $(python3 -c "print(f'{$bytes / 1048576 / $best_aws:.0f}')") | $(python3 -c "print(f'{$cpu_aws:.2f}')") | $s3_aws |
+| \`bdn volume sync\` (embedded) | $(python3 -c "print(f'{$best_sync:.2f}')") | $(python3 -c "print(f'{$bytes / 1048576 / $best_sync:.0f}')") | $(python3 -c "print(f'{$cpu_sync:.2f}')") | $s3_sync |
 
 ratio (aws time / sync time): $(python3 -c "print(f'{$best_aws / $best_sync:.2f}')") (target >= 1.0); sync peak RSS: $(python3 -c "print(f'{$rss / 1024:.0f}')") MiB
 MD

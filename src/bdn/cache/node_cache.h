@@ -27,8 +27,8 @@ struct NodeCacheOptions {
   std::filesystem::path dir;
   // Bound of the bytes of the region files (sealed and being filled).
   uint64_t capacity_bytes = 10ull << 30;
-  // Size of a region: it is sealed once it holds this many bytes. 0: 16 MiB (CacheLib Navy's
-  // default), or capacity_bytes / 16 for a cache under 256 MiB (at least 64 KiB), so that a
+  // Size of a region: it is sealed once it holds this many bytes. 0: 32 MiB (twice CacheLib
+  // Navy's default), or capacity_bytes / 16 for a cache under 512 MiB (at least 64 KiB), so that a
   // dropped region is a small part of the cache.
   uint64_t region_bytes = 0;
   // Once the regions reach capacity_bytes, eviction drops whole regions, oldest first, down to
