@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Where the CPU goes (issue 9 item 3): `perf record -g` of a durable push of ckpt-0
+# (bench/gen_checkpoints.py seed 42, 1 GiB) into a fresh embedded store, then of the mount daemon
+# during the first read of a fresh mount with the packs in page cache, `strace -c -f` of the
+# daemon during the same read, and a system-wide `perf record` of it (kernel side included).
+# Usage: bench/profile_read.sh [WORKDIR] [OUTDIR]   (needs perf and strace; ~3 GiB of free disk)
+# Writes OUTDIR/perf_push.txt, perf_first_read.txt, perf_sys_first_read.txt (perf report, by
+# symbol), strace_first_read.txt and info.txt (the timings); OUTDIR defaults to WORKDIR/out.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bdn=${BDN:-$repo/build/apps/bdn/bdn}
+w=${1:-/tmp/bdn-profile}
+out=${2:-$w/out}
+rm -rf "$w/run"; mkdir -p "$w/run/mnt" "$out"
+export BDN_HOME="$w/run/home"
+mnt="$w/run/mnt"
+trap '"$bdn" volume umount "$mnt" >/dev/null 2>&1 || true' EXIT
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
+report() { perf report -i "$1" --no-children --sort "$2" --stdio -g none 2>/dev/null | grep -E '^ +[0-9.]+%' | head -40; }
+daemon_pid() { pgrep -n -f "bdn volume mount .* $mnt" || pgrep -n -f "$mnt"; }
+
+python3 "$repo/bench/gen_checkpoints.py" --out "$w/run/gen" >/dev/null
+mkdir -p "$w/run/dir" && mv "$w/run/gen/ckpt-0/model.safetensors" "$w/run/dir/" && rm -rf "$w/run/gen"
+cat "$w/run/dir/model.safetensors" >/dev/null
+: >"$out/info.txt"
+
+# 1. the push
+t0=$(now)
+perf record -F 999 -g -o "$out/perf_push.data" -- "$bdn" volume push "$w/run/dir" bdn:prof/v --json \
+  >"$w/run/push.json" 2>/dev/null
+t1=$(now)
+echo "push (perf attached): $(secs $t0 $t1) s" >>"$out/info.txt"
+{ report "$out/perf_push.data" dso; echo; report "$out/perf_push.data" symbol; } >"$out/perf_push.txt"
+ref=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version_ref"])' "$w/run/push.json")
+find "$BDN_HOME/store" -type f -print0 | xargs -0 cat >/dev/null
+
+# 2. the first read, perf attached to the daemon
+"$bdn" volume mount "$ref" "$mnt" >/dev/null
+pid=$(daemon_pid)
+perf record -F 999 -g -p "$pid" -o "$out/perf_first_read.data" -- sleep 8 >/dev/null 2>&1 &
+pp=$!; sleep 0.5
+t0=$(now); cat "$mnt/model.safetensors" >/dev/null; t1=$(now)
+echo "first read (perf attached to the daemon): $(secs $t0 $t1) s" >>"$out/info.txt"
+wait $pp
+"$bdn" volume umount "$mnt" >/dev/null
+{ report "$out/perf_first_read.data" dso; echo; report "$out/perf_first_read.data" symbol; } >"$out/perf_first_read.txt"
+
+# 3. the same read, strace -c -f attached
+"$bdn" volume mount "$ref" "$mnt" >/dev/null
+pid=$(daemon_pid)
+timeout 120 strace -c -f -p "$pid" -o "$out/strace_first_read.txt" &
+sp=$!; sleep 1
+t0=$(now); cat "$mnt/model.safetensors" >/dev/null; t1=$(now)
+echo "first read (strace attached): $(secs $t0 $t1) s" >>"$out/info.txt"
+kill -INT $sp; wait $sp
+"$bdn" volume umount "$mnt" >/dev/null
+
+# 4. system-wide, kernel included
+"$bdn" volume mount "$ref" "$mnt" >/dev/null
+perf record -F 999 -a -g -o "$out/perf_sys.data" -- cat "$mnt/model.safetensors" >/dev/null 2>&1
+"$bdn" volume umount "$mnt" >/dev/null
+report "$out/perf_sys.data" comm,dso,symbol >"$out/perf_sys_first_read.txt"
+rm -rf "$w/run"
+cat "$out/info.txt"
