@@ -285,7 +285,8 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
     Call abort{.method = http::Method::kDelete, .key = key,
                .query = CanonicalQuery({{"uploadId", *upload_id}}),
                .what = "AbortMultipartUpload " + key, .counter = &counters_.deletes};
-    (void)Send(abort);  // best effort: a lifecycle rule cleans up what is left
+    // Best effort on an error path: a lifecycle rule cleans up what is left.
+    Send(abort).IgnoreError();
   }
   return failed;
 }
