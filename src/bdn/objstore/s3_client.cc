@@ -333,7 +333,7 @@ Result<std::vector<ListedObject>> S3Client::List(const std::string& key_prefix) 
   std::vector<ListedObject> out;
   std::string token;
   const std::string full = key_prefix_ + key_prefix;
-  for (int page_no = 0;; ++page_no) {
+  for (;;) {
     std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"},
                                                                {"prefix", full}};
     if (!token.empty()) params.emplace_back("continuation-token", token);
