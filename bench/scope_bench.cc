@@ -4,8 +4,11 @@
 // Run: build/bench/scope_bench
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "bdn/format/chunk_index.h"
@@ -14,6 +17,16 @@
 #include "bdn/volume/version_blobs.h"
 
 namespace {
+
+// Stores `bytes`; a store that fails leaves nothing worth measuring, so the bench stops.
+void PutOrDie(bdn::ChunkStore& store, const bdn::Digest& id, std::string_view bytes) {
+  const bdn::Status s =
+      store.Put(id, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+  if (!s.ok()) {
+    std::fprintf(stderr, "scope_bench: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
 
 // A store holding a version of `files` files of `chunks_per_file` chunks each (64 KiB a chunk,
 // the chunker's average): its manifest and chunk indexes, not the chunks. Sets `version` and
@@ -33,7 +46,7 @@ std::vector<bdn::Digest> MakeVersion(bdn::ChunkStore& store, int files, int chun
     }
     std::string index = bdn::EncodeChunkIndex(refs);
     bdn::Digest index_id = bdn::Digest::Of(index);
-    (void)store.Put(index_id, {reinterpret_cast<const uint8_t*>(index.data()), index.size()});
+    PutOrDie(store, index_id, index);
     bdn::Entry e;
     char name[32];
     std::snprintf(name, sizeof name, "shard-%05d.bin", f);
@@ -47,7 +60,7 @@ std::vector<bdn::Digest> MakeVersion(bdn::ChunkStore& store, int files, int chun
   }
   std::string bytes = *bdn::EncodeManifest(m);
   version = bdn::Digest::Of(bytes);
-  (void)store.Put(version, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+  PutOrDie(store, version, bytes);
   return chunks;
 }
 

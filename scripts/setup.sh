@@ -10,7 +10,8 @@ pkgs=(build-essential cmake pkg-config git
       b3sum casync python3 attr
       wrk  # bench/http_load.sh
       awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it
-      clang-16 libclang-rt-16-dev llvm-16 ccache)  # scripts/fuzz.sh: libFuzzer, symbolizer
+      clang-16 libclang-rt-16-dev llvm-16 ccache  # scripts/fuzz.sh: libFuzzer, symbolizer
+      clang-format-16)  # scripts/format.sh; scripts/test.sh checks the tree with it
 missing=()
 for p in "${pkgs[@]}"; do
   [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == *"install ok installed"* ]] || missing+=("$p")

@@ -186,7 +186,8 @@ Status RemoveTree(DirCursor& cursor, const std::string& name) {
     return Status::Ok();
   };
   Status s = remove();
-  if (!s.ok()) (void)cursor.MoveTo(start);  // best effort; the first error is what counts
+  // Best effort on an error path: the first error is what counts.
+  if (!s.ok()) cursor.MoveTo(start).IgnoreError();
   return s;
 }
 

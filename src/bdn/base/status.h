@@ -26,8 +26,10 @@ enum class StatusCode {
 std::string_view StatusCodeName(StatusCode code);
 
 // A success or an error code with a message. Messages name the object first, then the reason:
-// "chunk b3:3fa9…: digest mismatch". Immutable; thread-compatible.
-class Status {
+// "chunk b3:3fa9…: digest mismatch". [[nodiscard]]: a call whose Status is dropped does not
+// compile (-Werror); where dropping it is right, say so with IgnoreError() and a comment.
+// Immutable; thread-compatible.
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -46,6 +48,10 @@ class Status {
   const std::string& reason() const { return reason_; }
   // Returns a copy carrying `reason`.
   Status WithReason(std::string reason) const;
+
+  // Drops this status on purpose (best-effort cleanup, a destructor): the one greppable way to
+  // ignore an error. Each caller says in a comment why ignoring it is right.
+  void IgnoreError() const {}
 
  private:
   StatusCode code_ = StatusCode::kOk;
@@ -67,9 +73,20 @@ Status InternalError(std::string message);
 // EACCES/EPERM, FailedPrecondition for ENOSPC), message "`what`: strerror(errnum)".
 Status ErrnoError(std::string_view what, int errnum);
 
-// A value or a Status. Result<void> holds only a Status.
+// A value or a Status. Result<void> holds only a Status. A std::expected in all but name: a
+// class only so that it can be [[nodiscard]] (an alias cannot carry the attribute).
 template <typename T>
-using Result = std::expected<T, Status>;
+class [[nodiscard]] Result : public std::expected<T, Status> {
+ public:
+  using Base = std::expected<T, Status>;
+  using Base::Base;
+  Result() = default;
+  // From the std::expected that the monadic operations (and_then, transform, ...) return.
+  Result(Base e) : Base(std::move(e)) {}
+
+  // Drops this result on purpose; see Status::IgnoreError.
+  void IgnoreError() const {}
+};
 
 // Lets `return SomeError(...)` work in functions returning Result<T>.
 inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(std::move(s)); }
@@ -80,7 +97,7 @@ struct Propagate {
   Status status;
   operator Status() const { return status; }
   template <typename T>
-  operator std::expected<T, Status>() const {
+  operator Result<T>() const {
     return std::unexpected<Status>(status);
   }
 };

@@ -59,7 +59,9 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   }
   if (__builtin_mul_overflow(bytes, mult, &bytes)) return too_large();
   // 18 fraction digits are exact to far below a byte for any unit (mult <= 2^40).
-  unsigned __int128 num = 0, den = 1;
+  // __extension__: -Wpedantic (-Werror) rejects the GNU 128-bit integer otherwise.
+  __extension__ typedef unsigned __int128 Uint128;
+  Uint128 num = 0, den = 1;
   for (char c : fraction.substr(0, 18)) {
     num = num * 10 + static_cast<unsigned>(c - '0');
     den *= 10;

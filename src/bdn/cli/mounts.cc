@@ -95,7 +95,8 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
       args.version_created_unix_ms = created_ms[i];
       Status s = MountPinned(ctx, pinned[i], args, &daemon_pid);
       if (!s.ok()) {
-        for (const auto& m : done) (void)Unmount(m);
+        // Best-effort rollback of this run's mounts: the error that stopped it is what counts.
+        for (const auto& m : done) Unmount(m).IgnoreError();
         return s.WithPrefix(at_line(e.line));
       }
       done.push_back(e.path);

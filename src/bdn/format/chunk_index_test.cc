@@ -117,7 +117,9 @@ TEST(PieceEnds, CutsAfterAQualifyingChunkOnceAPieceHas16) {
     const size_t end = ends[i];
     ASSERT_GE(end - start, kPieceMinChunks);
     ASSERT_LE(end - start, kPieceMaxChunks);
-    if (end - start < kPieceMaxChunks) EXPECT_TRUE(Qualifies(chunks[end - 1])) << "piece " << i;
+    if (end - start < kPieceMaxChunks) {
+      EXPECT_TRUE(Qualifies(chunks[end - 1])) << "piece " << i;
+    }
     for (size_t k = start + kPieceMinChunks - 1; k + 1 < end; ++k) {
       EXPECT_FALSE(Qualifies(chunks[k])) << "chunk " << k << " should have ended piece " << i;
     }

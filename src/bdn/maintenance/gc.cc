@@ -197,7 +197,9 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   BDN_RETURN_IF_ERROR(store.PublishDoom(doomed));
   // From here on every way out clears the doom (a crash leaves it to the next open).
   auto fail = [&](const Status& s) -> Result<GcReport> {
-    (void)store.ClearDoom();
+    // Best effort on an error path: a doom left behind ends at the store's next open with no GC
+    // running, as after a crash.
+    store.ClearDoom().IgnoreError();
     return Err(s);
   };
   Hook(options, GcPhase::kDoomed);

@@ -67,7 +67,8 @@ class ReadySignal {
     if (!fd) return;
     if (ready) {
       const uint8_t one = '1';
-      (void)WriteAll(fd.get(), std::span(&one, 1), "ready fd");
+      // Nothing to do if the reader is gone; one still waiting sees EOF without '1', a failure.
+      WriteAll(fd.get(), std::span(&one, 1), "ready fd").IgnoreError();
     }
   }
 
@@ -227,7 +228,8 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
     if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
     from_daemon.Reset();
     pid_t me = ::getpid();
-    (void)WriteAll(to_parent.get(), AsBytes(me), "pipe");
+    // A parent that reads no pid reports "the mount daemon did not start".
+    WriteAll(to_parent.get(), AsBytes(me), "pipe").IgnoreError();
     if (::chdir("/") != 0) {
       // Not fatal: the mountpoint is absolute.
     }
@@ -243,7 +245,8 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
       ::dup2(err_fd, STDERR_FILENO);
     }
     ::signal(SIGPIPE, SIG_IGN);
-    (void)log::Init(options.log_level);  // the log's stderr is now the log file
+    // The log's stderr is now the log file. With no file, Init cannot fail (log.h).
+    log::Init(options.log_level).IgnoreError();
     MountOptions daemon_options = options;
     daemon_options.mountpoint = mp;
     daemon_options.ready_fd = ::fcntl(to_parent.get(), F_DUPFD_CLOEXEC, 0);
@@ -253,7 +256,8 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
       std::string msg = "E";
       msg.push_back(static_cast<char>(s.code()));
       msg += s.message();
-      (void)WriteAll(to_parent.get(), AsBytes(msg), "pipe");
+      // Already logged; a parent that reads no reply reports the daemon's early exit.
+      WriteAll(to_parent.get(), AsBytes(msg), "pipe").IgnoreError();
       ::_exit(1);
     }
     ::_exit(0);
@@ -305,7 +309,9 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
     result = InternalError(what + ": unexpected reply from the mount daemon");
   }
   from_daemon.Reset();
-  if (timed_out) (void)CleanDeadMount(mp);
+  // Best effort on an error path: the timeout is what counts; a mount left behind is cleaned by
+  // the next mount of this mountpoint (a dead mount is mounted again).
+  if (timed_out) CleanDeadMount(mp).IgnoreError();
   if (result.ok() && daemon_pid != nullptr) *daemon_pid = pid;
   return result;
 }

@@ -146,7 +146,12 @@ ObjectPackStore::~ObjectPackStore() {
     stopping_ = true;
     // Open packs are sealed, so that the next Open uploads them as they are.
     for (auto& p : open_) {
-      if (!p->in_use && p->state == SpoolPack::State::kOpen) (void)SealLocked(*p);
+      if (!p->in_use && p->state == SpoolPack::State::kOpen) {
+        // A destructor cannot return it: say so, and the next Open finds the pack as it is.
+        if (Status s = SealLocked(*p); !s.ok()) {
+          log::Warn("object store: sealing a spool pack at close: " + s.message());
+        }
+      }
     }
   }
   spool_cv_.notify_all();
@@ -664,7 +669,13 @@ void ObjectPackStore::UploadLoop() {
       }
     }
     spool_cv_.notify_all();
-    if (s.ok()) (void)PublishIndex(false);
+    // The index is derived from the packs' footers: a failure to write it costs reads of
+    // footers, not data, and the next upload tries again; it is logged, not returned.
+    if (s.ok()) {
+      if (Status published = PublishIndex(false); !published.ok()) {
+        log::Warn("object store: index tables not written: " + published.message());
+      }
+    }
   }
 }
 

@@ -285,7 +285,8 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
     Call abort{.method = http::Method::kDelete, .key = key,
                .query = CanonicalQuery({{"uploadId", *upload_id}}),
                .what = "AbortMultipartUpload " + key, .counter = &counters_.deletes};
-    (void)Send(abort);  // best effort: a lifecycle rule cleans up what is left
+    // Best effort on an error path: a lifecycle rule cleans up what is left.
+    Send(abort).IgnoreError();
   }
   return failed;
 }
@@ -332,7 +333,7 @@ Result<std::vector<ListedObject>> S3Client::List(const std::string& key_prefix) 
   std::vector<ListedObject> out;
   std::string token;
   const std::string full = key_prefix_ + key_prefix;
-  for (int page_no = 0;; ++page_no) {
+  for (;;) {
     std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"},
                                                                {"prefix", full}};
     if (!token.empty()) params.emplace_back("continuation-token", token);

@@ -135,7 +135,11 @@ class S3rver {
     auto r = Proxy().Call({.path = "/_stats"});
     return r ? nlohmann::json::parse(r->text()) : nlohmann::json::object();
   }
-  void ResetStats() { (void)Proxy().Call({.method = http::Method::kPost, .path = "/_stats/reset"}); }
+  void ResetStats() {
+    auto reset = Proxy().Call({.method = http::Method::kPost, .path = "/_stats/reset"});
+    // The counts a test reads next would be wrong.
+    if (!reset) ADD_FAILURE() << "s3rver: resetting its stats: " << reset.error().ToString();
+  }
   void SetFaults(const nlohmann::json& rules) {
     const std::string body = rules.dump();
     auto r = Proxy().Call({.method = http::Method::kPost,

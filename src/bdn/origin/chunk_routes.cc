@@ -178,8 +178,13 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
     return Status::Ok();
   }
   auto got = store_->Get(id);
-  if (!got && got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
-  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, std::move(got));
+  if (!got) {
+    if (got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
+    return got.error();
+  }
+  // Moved out of `got` itself, not through BDN_ASSIGN_OR_RETURN's copy of the Result: GCC 12
+  // sees std::expected's moved union there as maybe uninitialized (-Werror).
+  std::vector<uint8_t> bytes = std::move(*got);
   uint64_t offset = 0, length = bytes.size();
   res.status = 200;
   // A Range applies unless If-Range names another validator; another unit is ignored.

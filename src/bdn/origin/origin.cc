@@ -257,7 +257,14 @@ Result<std::optional<std::string>> BootstrapAdminKey(KeyStore& keys,
       token_path, AsBytes(line), "admin token " + token_path.string(),
       {.tmp_name = token_path.filename().string() + ".tmp", .sync = FileSync::kAll});
   if (!written) {
-    (void)keys.Revoke(created.key.id);
+    // A key left behind whose token nobody holds would stop CreateIfNone from ever making the
+    // admin key again: the operator must hear of it.
+    auto revoked = keys.Revoke(created.key.id);
+    if (!revoked) {
+      return Err(Status(written.error().code(),
+                        written.error().message() + "; the admin key bdn_" + created.key.id +
+                            " made for it could not be revoked: " + revoked.error().message()));
+    }
     return Err(written.error());
   }
   return std::optional<std::string>(created.token);

@@ -47,14 +47,17 @@ class TableClaim : public PushClaim {
     }
     cv_.notify_all();
     thread_.join();
-    (void)table_.Release(ns_, volume_, id_);
+    // Best effort in a destructor: a claim that is not released lapses after its TTL.
+    table_.Release(ns_, volume_, id_).IgnoreError();
   }
 
  private:
   void Renew() {
     std::unique_lock lock(mu_);
     while (!cv_.wait_for(lock, table_.ttl() / 3, [&] { return done_; })) {
-      (void)table_.Renew(ns_, volume_, id_);
+      // A failed renewal is retried at the next third of the TTL; the claim lapses only if
+      // every renewal within the TTL fails, and then another runner may take the job.
+      table_.Renew(ns_, volume_, id_).IgnoreError();
     }
   }
 

@@ -149,7 +149,7 @@ class FakeOrigin {
                                        Digest::Of(body).ToString()));
             }
             bool had = *store.Contains(id);
-            (void)store.Put(id, body);
+            if (Status put = store.Put(id, body); !put.ok()) return SendError(res, put);
             res.status = had ? 200 : 201;
           });
     s.Get(R"(/v1/chunks/([0-9a-f]{64}))",

@@ -82,9 +82,11 @@ class RemotePushClaim : public PushClaim {
     cv_.notify_all();
     thread_.join();
     // Best effort: a claim that is not released lapses after its TTL anyway.
-    (void)client_->Call({.method = http::Method::kDelete,
-                         .path = IdPath(),
-                         .deadline = std::chrono::milliseconds(5000)});
+    client_
+        ->Call({.method = http::Method::kDelete,
+                .path = IdPath(),
+                .deadline = std::chrono::milliseconds(5000)})
+        .IgnoreError();
     std::lock_guard lock(claims_->mu);
     auto it = claims_->by_volume.find(key_);
     if (it != claims_->by_volume.end() && it->second == state_) claims_->by_volume.erase(it);

@@ -392,7 +392,11 @@ class PgDatabase : public Database {
         }
       }
       const Failure f = session.failure();
-      if (!f.lost && !committing) (void)session.Command("ROLLBACK");
+      if (!f.lost && !committing) {
+        // The body's error is what counts; a ROLLBACK that fails leaves the connection outside
+        // PQTRANS_IDLE, and Release closes such a one instead of pooling it.
+        session.Command("ROLLBACK").IgnoreError();
+      }
       pool_->Release(conn, f.lost);
       if (f.lost && committing) {
         return UnavailableError(session.Prefix() +
@@ -497,7 +501,8 @@ Status PgPool::Migrate(std::string_view component, std::span<const Migration> mi
     }
     if (s.ok()) s = session.Command("COMMIT");
     if (!s.ok()) {
-      (void)session.Command("ROLLBACK");
+      // The migration's error is what counts; this connection is closed on return either way.
+      session.Command("ROLLBACK").IgnoreError();
       std::string why = s.message();
       const std::string prefix = session.Prefix();
       if (why.starts_with(prefix)) why = why.substr(prefix.size());

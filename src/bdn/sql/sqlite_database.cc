@@ -96,7 +96,15 @@ class SqliteDatabase : public Database {
     if (consistency == Consistency::kStatement) return body(session);
     BDN_RETURN_IF_ERROR(ExecRaw("BEGIN"));
     Status s = body(session);
-    (void)ExecRaw(s.ok() ? "COMMIT" : "ROLLBACK");
+    if (s.ok()) {
+      // What was read stands; but a COMMIT that failed (SQLITE_BUSY) leaves the transaction
+      // open, and the next BEGIN on this connection would fail: ROLLBACK ends it instead.
+      if (ExecRaw("COMMIT").ok()) return s;
+      return ExecRaw("ROLLBACK");
+    }
+    // The body's error is what counts; a ROLLBACK that fails too leaves the transaction open,
+    // and the next BEGIN on this connection reports that.
+    ExecRaw("ROLLBACK").IgnoreError();
     return s;
   }
 
@@ -110,7 +118,9 @@ class SqliteDatabase : public Database {
       s = ExecRaw("COMMIT");
       if (s.ok()) return s;
     }
-    (void)ExecRaw("ROLLBACK");
+    // The body's (or COMMIT's) error is what counts; a ROLLBACK that fails too leaves the
+    // transaction open, and the next BEGIN on this connection reports that.
+    ExecRaw("ROLLBACK").IgnoreError();
     return s;
   }
 

@@ -305,7 +305,7 @@ Status LocalChunkStore::Init() {
               (tables_.empty() || TableDue());
   }
   // The index is derived data: a failure to write it leaves the packs readable from their footers.
-  if (publish) (void)PublishIndex(true);
+  if (publish) PublishIndex(true).IgnoreError();
   // A GC that died between deleting packs and rewriting the index left entries of packs that are
   // gone (readers skip them): the first open after it rewrites those tables.
   if (writable_ && options_.index_tables) {
@@ -319,7 +319,8 @@ Status LocalChunkStore::Init() {
         std::shared_lock l(mu_);
         for (uint64_t p : indexed_) stale = stale || !present.contains(p);
       }
-      if (stale) (void)CompactIndex();
+      // Derived data as above: readers skip the stale entries, and the next open tries again.
+      if (stale) CompactIndex().IgnoreError();
     }
   }
   return Status::Ok();
@@ -332,7 +333,8 @@ LocalChunkStore::~LocalChunkStore() {
     take = std::move(open_);
   }
   for (auto& p : take) {
-    if (p->owner == ::getpid()) (void)SealPack(*p, false);
+    // Best effort in a destructor: a pack left unsealed is recovered by the next open.
+    if (p->owner == ::getpid()) SealPack(*p, false).IgnoreError();
   }
 }
 
@@ -816,7 +818,9 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
     auto bytes = pack::ReadBlob(file->fd(), b->loc, "pack " + path.string());
     if (bytes || bytes.error().code() != StatusCode::kCorruption) return bytes;
     corrupt = CorruptionError(bytes.error().message() + "; set aside, push the data again to repair");
-    (void)Quarantine(*b, bytes.error().message());
+    // The Corruption error is returned either way; a copy that could not be set aside is found
+    // damaged again by the next read, which tries again.
+    Quarantine(*b, bytes.error().message()).IgnoreError();
   }
   return Err(*corrupt);
 }
@@ -1110,7 +1114,7 @@ Status LocalChunkStore::Sync() {
   BDN_RETURN_IF_ERROR(first);
   BDN_RETURN_IF_ERROR(SyncPacksDir());
   // Derived data: if it cannot be written, the packs stay readable from their footers.
-  (void)PublishIndex(false);
+  PublishIndex(false).IgnoreError();
   return Status::Ok();
 }
 

@@ -157,7 +157,9 @@ class Watcher {
       }
       if (done_) break;
       lock.unlock();
-      (void)deps_.jobs->SetProgress(id_, Progress());
+      // Progress is advisory and written again at the next tick; a job store that fails for
+      // good is reported by Finish, which records the job's outcome.
+      deps_.jobs->SetProgress(id_, Progress()).IgnoreError();
       auto job = deps_.jobs->Get(id_);
       if (job && job->cancel_requested) {
         canceled_ = true;
@@ -307,7 +309,8 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
     outcome = Execute(job, deps, source_options, counters);
     progress = watcher.Progress();
   }
-  (void)deps.jobs->SetProgress(id, progress);
+  // Advisory, as in the watcher: Finish below records the job's state and reports its failure.
+  deps.jobs->SetProgress(id, progress).IgnoreError();
   if (!outcome && options.shutdown && options.shutdown->load() && !canceled) {
     return deps.jobs->Get(id);  // left SYNCING: the next start of the server resumes it
   }
