@@ -17,8 +17,16 @@ mnt="$w/run/mnt"
 trap '"$bdn" volume umount "$mnt" >/dev/null 2>&1 || true' EXIT
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
-report() { perf report -i "$1" --no-children --sort "$2" --stdio -g none 2>/dev/null | grep -E '^ +[0-9.]+%' | head -40; }
-daemon_pid() { pgrep -n -f "bdn volume mount .* $mnt" || pgrep -n -f "$mnt"; }
+# report DATA SORT: the 40 heaviest lines of `perf report` (awk reads to the end: no SIGPIPE).
+report() {
+  perf report -i "$1" --no-children --sort "$2" --stdio -g none 2>/dev/null |
+    awk '/^ +[0-9.]+%/ && ++n <= 40'
+}
+# mount_ref: mounts $ref on $mnt; prints the daemon's pid.
+mount_ref() {
+  "$bdn" volume mount "$ref" "$mnt" --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["daemon_pid"])'
+}
 
 python3 "$repo/bench/gen_checkpoints.py" --out "$w/run/gen" >/dev/null
 mkdir -p "$w/run/dir" && mv "$w/run/gen/ckpt-0/model.safetensors" "$w/run/dir/" && rm -rf "$w/run/gen"
@@ -36,8 +44,7 @@ ref=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version_r
 find "$BDN_HOME/store" -type f -print0 | xargs -0 cat >/dev/null
 
 # 2. the first read, perf attached to the daemon
-"$bdn" volume mount "$ref" "$mnt" >/dev/null
-pid=$(daemon_pid)
+pid=$(mount_ref)
 perf record -F 999 -g -p "$pid" -o "$out/perf_first_read.data" -- sleep 8 >/dev/null 2>&1 &
 pp=$!; sleep 0.5
 t0=$(now); cat "$mnt/model.safetensors" >/dev/null; t1=$(now)
@@ -47,8 +54,7 @@ wait $pp
 { report "$out/perf_first_read.data" dso; echo; report "$out/perf_first_read.data" symbol; } >"$out/perf_first_read.txt"
 
 # 3. the same read, strace -c -f attached
-"$bdn" volume mount "$ref" "$mnt" >/dev/null
-pid=$(daemon_pid)
+pid=$(mount_ref)
 timeout 120 strace -c -f -p "$pid" -o "$out/strace_first_read.txt" &
 sp=$!; sleep 1
 t0=$(now); cat "$mnt/model.safetensors" >/dev/null; t1=$(now)
@@ -57,7 +63,7 @@ kill -INT $sp; wait $sp
 "$bdn" volume umount "$mnt" >/dev/null
 
 # 4. system-wide, kernel included
-"$bdn" volume mount "$ref" "$mnt" >/dev/null
+mount_ref >/dev/null
 perf record -F 999 -a -g -o "$out/perf_sys.data" -- cat "$mnt/model.safetensors" >/dev/null 2>&1
 "$bdn" volume umount "$mnt" >/dev/null
 report "$out/perf_sys.data" comm,dso,symbol >"$out/perf_sys_first_read.txt"
