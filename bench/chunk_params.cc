@@ -31,7 +31,8 @@ Mapped Map(const std::string& path) {
   }
   struct stat st;
   ::fstat(fd, &st);
-  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE,
+                   fd, 0);
   ::close(fd);
   return {static_cast<const uint8_t*>(p), static_cast<size_t>(st.st_size)};
 }
@@ -62,10 +63,12 @@ int main(int argc, char** argv) {
   Mapped files[3] = {Map(dir + "/ckpt-0/model.safetensors"), Map(dir + "/ckpt-1/model.safetensors"),
                      Map(dir + "/ckpt-2/model.safetensors")};
   const uint32_t K = 1024;
-  std::vector<bdn::ChunkerParams> sets = {{4 * K, 16 * K, 64 * K},    {8 * K, 32 * K, 128 * K},
-                                          {16 * K, 64 * K, 256 * K},  {32 * K, 128 * K, 512 * K},
-                                          {64 * K, 256 * K, 1024 * K}, {256 * K, 1024 * K, 4096 * K}};
-  std::printf("| min/avg/max KiB | chunking MiB/s (1 core) | chunks in ckpt-0 | mean chunk KiB | ckpt-1 new bytes | ckpt-2 new bytes | chunk index bytes per GiB |\n");
+  std::vector<bdn::ChunkerParams> sets = {
+      {4 * K, 16 * K, 64 * K},    {8 * K, 32 * K, 128 * K},    {16 * K, 64 * K, 256 * K},
+      {32 * K, 128 * K, 512 * K}, {64 * K, 256 * K, 1024 * K}, {256 * K, 1024 * K, 4096 * K}};
+  std::printf(
+      "| min/avg/max KiB | chunking MiB/s (1 core) | chunks in ckpt-0 | mean chunk KiB | ckpt-1 "
+      "new bytes | ckpt-2 new bytes | chunk index bytes per GiB |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const auto& p : sets) {
     bdn::Chunker chunker(p);
@@ -83,12 +86,14 @@ int main(int argc, char** argv) {
         if (store.insert(id).second) added[f] += c.length;
       }
     }
-    double total_mib = static_cast<double>(files[0].size + files[1].size + files[2].size) / (1 << 20);
-    std::printf("| %u/%u/%u | %.0f | %zu | %.1f | %llu | %llu | %.0f |\n", p.min_bytes / K,
-                p.avg_bytes / K, p.max_bytes / K, total_mib / chunk_seconds, count0,
-                static_cast<double>(files[0].size) / static_cast<double>(count0) / 1024,
-                static_cast<unsigned long long>(added[1]), static_cast<unsigned long long>(added[2]),
-                36.0 * static_cast<double>(count0) * (1 << 30) / static_cast<double>(files[0].size));
+    double total_mib =
+        static_cast<double>(files[0].size + files[1].size + files[2].size) / (1 << 20);
+    std::printf(
+        "| %u/%u/%u | %.0f | %zu | %.1f | %llu | %llu | %.0f |\n", p.min_bytes / K, p.avg_bytes / K,
+        p.max_bytes / K, total_mib / chunk_seconds, count0,
+        static_cast<double>(files[0].size) / static_cast<double>(count0) / 1024,
+        static_cast<unsigned long long>(added[1]), static_cast<unsigned long long>(added[2]),
+        36.0 * static_cast<double>(count0) * (1 << 30) / static_cast<double>(files[0].size));
   }
   return 0;
 }

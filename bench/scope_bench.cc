@@ -79,13 +79,17 @@ void BM_BuildVersionBlobSet(benchmark::State& state) {
   }
   state.counters["chunks"] = static_cast<double>(files) * per_file;
 }
-BENCHMARK(BM_BuildVersionBlobSet)->Args({1, 16384})->Args({50, 32768})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BuildVersionBlobSet)
+    ->Args({1, 16384})
+    ->Args({50, 32768})
+    ->Unit(benchmark::kMillisecond);
 
 // One chunk read's check: a lookup of a chunk of the version (hit) or of another (miss).
 void BM_BlobSetContains(benchmark::State& state) {
   auto store = std::make_shared<bdn::MemChunkStore>();
   bdn::Digest version;
-  auto chunks = MakeVersion(*store, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), version);
+  auto chunks = MakeVersion(*store, static_cast<int>(state.range(0)),
+                            static_cast<int>(state.range(1)), version);
   bdn::VersionBlobCache cache(store, 64u << 20);
   auto set = *cache.Get(version);
   size_t i = 0;

@@ -97,8 +97,9 @@ int main(int argc, char** argv) {
   };
   std::printf("Store of %llu blobs in %zu packs (written in %.1f s)\n\n",
               static_cast<unsigned long long>(n), packs, write_s);
-  std::printf("| run | Open, index present (s) | first Get after it (ms) | Open, index deleted: "
-              "rebuilt from footers (s) |\n|---|---|---|---|\n");
+  std::printf(
+      "| run | Open, index present (s) | first Get after it (ms) | Open, index deleted: "
+      "rebuilt from footers (s) |\n|---|---|---|---|\n");
   for (int run = 1; run <= 3; ++run) {
     double open_s = 0, get_s = 0, rebuild_s = 0, unused = 0;
     if (!open_and_get(&open_s, &get_s)) return 1;

@@ -10,8 +10,7 @@ namespace {
 
 using namespace bdn;
 
-Result<BlobBatch> Decode(std::span<const Digest> ids, std::span<const uint8_t> body,
-                         size_t piece) {
+Result<BlobBatch> Decode(std::span<const Digest> ids, std::span<const uint8_t> body, size_t piece) {
   remote::BatchResponseDecoder d(ids, "origin http://fuzz");
   bool fed = true;
   for (size_t at = 0; at < body.size(); at += piece) {
@@ -46,9 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(whole.error().ToString() == pieces.error().ToString(),
                whole.error().ToString() + " vs " + pieces.error().ToString());
     const Status& s = whole.error();
-    FUZZ_CHECK(fuzz::IsError(s, StatusCode::kCorruption, "origin http://fuzz: POST /v1/chunks/batch: ") ||
-                   fuzz::IsError(s, StatusCode::kCorruption, "chunk b3:"),
-               s.ToString());
+    FUZZ_CHECK(
+        fuzz::IsError(s, StatusCode::kCorruption, "origin http://fuzz: POST /v1/chunks/batch: ") ||
+            fuzz::IsError(s, StatusCode::kCorruption, "chunk b3:"),
+        s.ToString());
     return 0;
   }
   FUZZ_CHECK(*whole == *pieces, "piece size changes the blobs");

@@ -8,12 +8,12 @@
 //    small chunker (max 1024): fails with Corruption "file \"f\": …" or the fetch's NotFound,
 //    or gives a list whose chunks are 1 to 1024 bytes, add up to the file size, and number
 //    chunk_count.
-#include "bdn/format/chunk_index.h"
-#include "fuzz_check.h"
-
 #include <algorithm>
 #include <string>
 #include <vector>
+
+#include "bdn/format/chunk_index.h"
+#include "fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bdn;

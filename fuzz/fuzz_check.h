@@ -36,7 +36,7 @@ inline bool IsError(const Status& s, StatusCode code, std::string_view prefix) {
 }  // namespace bdn::fuzz
 
 // Aborts with `detail` (a std::string expression) unless `cond` holds.
-#define FUZZ_CHECK(cond, detail)                                         \
-  do {                                                                   \
+#define FUZZ_CHECK(cond, detail)                                             \
+  do {                                                                       \
     if (!(cond)) ::bdn::fuzz::Violated(__FILE__, __LINE__, #cond, (detail)); \
   } while (0)

@@ -1,8 +1,9 @@
 // Fuzzes the decoders of the JSON bodies the HTTP API carries: the origin's request-body readers
 // (origin/request_json.h), the record codecs both sides use (api/records_json.h,
-// api/sync_json.h) and the error body a client reads (http/errors.h). Every error is InvalidArgument; a decoded record encodes
-// to JSON that decodes to the same record, and every number it took from the input is that
-// number exactly (no float read as an integer, no wrap, no clamp).
+// api/sync_json.h) and the error body a client reads (http/errors.h). Every error is
+// InvalidArgument; a decoded record encodes to JSON that decodes to the same record, and every
+// number it took from the input is that number exactly (no float read as an integer, no wrap, no
+// clamp).
 #include "bdn/api/records_json.h"
 #include "bdn/api/sync_json.h"
 #include "bdn/http/errors.h"
@@ -65,8 +66,8 @@ void RoundTrip(const char* what, const json& j, From from, To to) {
   json out = to(*r);
   FUZZ_CHECK(Agrees(j, out), std::string(what) + ": " + j.dump() + " -> " + out.dump());
   auto again = from(out);
-  FUZZ_CHECK(again.has_value(), std::string(what) + ": " + out.dump() + ": " +
-                                    again.error().ToString());
+  FUZZ_CHECK(again.has_value(),
+             std::string(what) + ": " + out.dump() + ": " + again.error().ToString());
   FUZZ_CHECK(to(*again) == out, std::string(what) + ": " + out.dump());
 }
 
@@ -77,8 +78,7 @@ void CheckRecords(const json& j) {
   RoundTrip("commit result", j, api::CommitResultFromJson, api::CommitResultToJson);
   std::optional<std::string> claim;
   RoundTrip(
-      "commit request", j,
-      [&](const json& in) { return api::CommitRequestFromJson(in, &claim); },
+      "commit request", j, [&](const json& in) { return api::CommitRequestFromJson(in, &claim); },
       [&](const CommitRequest& req) { return api::CommitRequestToJson(req, claim); });
 }
 

@@ -17,18 +17,30 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\r': out += "&#13;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
 }
 
-bool Same(const std::vector<bdn::objstore::ListedObject>& a, const std::vector<bdn::objstore::ListedObject>& b) {
+bool Same(const std::vector<bdn::objstore::ListedObject>& a,
+          const std::vector<bdn::objstore::ListedObject>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].key != b[i].key || a[i].size_bytes != b[i].size_bytes || a[i].etag != b[i].etag) {
@@ -82,10 +94,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(!o.key.empty(), "an empty name");
         again += "<Blob><Name Encoded=\"true\">" + PercentEncode(o.key) +
                  "</Name><Properties><Content-Length>" + std::to_string(o.size_bytes) +
-                 "</Content-Length>" + (o.etag.empty() ? "" : "<Etag>" + Escape(o.etag) + "</Etag>") +
+                 "</Content-Length>" +
+                 (o.etag.empty() ? "" : "<Etag>" + Escape(o.etag) + "</Etag>") +
                  "</Properties></Blob>";
       }
-      again += "</Blobs><NextMarker>" + Escape(page->next_marker) + "</NextMarker></EnumerationResults>";
+      again +=
+          "</Blobs><NextMarker>" + Escape(page->next_marker) + "</NextMarker></EnumerationResults>";
       auto back = ParseAzureListPage(again);
       FUZZ_CHECK(back && Same(back->blobs, page->blobs) && back->next_marker == page->next_marker,
                  again);

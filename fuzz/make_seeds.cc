@@ -23,7 +23,9 @@ void Write(const std::string& target, const std::string& name, const std::string
   std::ofstream(dir / ("seed-" + name), std::ios::binary) << bytes;
 }
 
-std::string Raw(const Digest& d) { return {reinterpret_cast<const char*>(d.data()), Digest::kSize}; }
+std::string Raw(const Digest& d) {
+  return {reinterpret_cast<const char*>(d.data()), Digest::kSize};
+}
 
 std::string Le(uint64_t v, int n) {
   std::string s;
@@ -147,9 +149,9 @@ void ChunkIndexSeeds() {
   const uint64_t total = p1.size_bytes + p2.size_bytes;
   const std::string table = EncodePieceTable(Table{p1, p2});
   Write("chunk_index", "v2-two-pieces", IndexInput(total, table, {b1, b2}));
-  Write("chunk_index", "v2-repeated-piece",
-        IndexInput(2 * p1.size_bytes + p2.size_bytes, EncodePieceTable(Table{p1, p2, p1}),
-                   {b1, b2}));
+  Write(
+      "chunk_index", "v2-repeated-piece",
+      IndexInput(2 * p1.size_bytes + p2.size_bytes, EncodePieceTable(Table{p1, p2, p1}), {b1, b2}));
   Write("chunk_index", "v2-missing-piece", IndexInput(total, table, {b1}));
   ChunkIndexPiece wrong = p2;
   wrong.chunk_count = 1;
@@ -186,7 +188,8 @@ void BatchSeeds() {
   BatchSeed("found-missing-found", {ida, idm, idb}, 64,
             "BDNB" + Record(ida, 0, a) + Record(idm, 1, "") + Record(idb, 0, b));
   BatchSeed("empty-blob", {ide, ide}, 3, "BDNB" + Record(ide, 0, "") + Record(ide, 0, ""));
-  BatchSeed("truncated", {ida, idb}, 5, "BDNB" + Record(ida, 0, a) + Record(idb, 0, b).substr(0, 50));
+  BatchSeed("truncated", {ida, idb}, 5,
+            "BDNB" + Record(ida, 0, a) + Record(idb, 0, b).substr(0, 50));
   BatchSeed("out-of-order", {ida, idb}, 2, "BDNB" + Record(idb, 0, b) + Record(ida, 0, a));
   BatchSeed("missing-with-length", {idm}, 1, "BDNB" + Raw(idm) + '\1' + Le(5, 4) + "xxxxx");
 }
@@ -203,61 +206,74 @@ void RangeSeeds() {
   struct Case {
     uint64_t size;
     const char* value;
-  } cases[] = {{100, "bytes=0-99"},   {100, "bytes=5-"},        {100, "bytes=-10"},
-               {100, "bytes=90-200"}, {0, "bytes=0-"},          {100, "bytes=0-0,5-6"},
-               {7, "bytes= 1-2 "},    {UINT64_MAX, "bytes=18446744073709551614-"},
-               {100, "bytes=-0"},     {1, "bytes=-18446744073709551615"}};
+  } cases[] = {{100, "bytes=0-99"}, {100, "bytes=5-"},
+               {100, "bytes=-10"},  {100, "bytes=90-200"},
+               {0, "bytes=0-"},     {100, "bytes=0-0,5-6"},
+               {7, "bytes= 1-2 "},  {UINT64_MAX, "bytes=18446744073709551614-"},
+               {100, "bytes=-0"},   {1, "bytes=-18446744073709551615"}};
   int i = 0;
-  for (const Case& c : cases) Write("range", "range-" + std::to_string(i++), Le(c.size, 8) + c.value);
+  for (const Case& c : cases)
+    Write("range", "range-" + std::to_string(i++), Le(c.size, 8) + c.value);
 }
 
 void MountsSeeds() {
-  TextSeeds("mounts_config", "config",
-            {"bdn:\n  mounts:\n    - source: bdn:weights/qwen3-8b@b3:9f3c1a2b4c5d\n"
-             "      path: /mnt/weights/qwen3-8b\n"
-             "    - source: bdn:weights/tokenizers:prod   # a tag\n      path: /mnt/tok\n",
-             "other: 1\nbdn: {mounts: [{source: 'bdn:a/b:x', path: \"/m/a\"}, "
-             "{path: /m/b/, source: \"bdn:a/c\"}]}\n",
-             "bdn:\n  mounts: []\n",
-             "x: &s bdn:w/v:prod\nbdn:\n  mounts:\n  - source: *s\n    path: /a/./b\n",
-             "bdn:\n  mounts:\n  - source: bdn:w/v\n    path: /m\n  - source: bdn:w/v\n    path: /m/n\n",
-             "bdn:\n  mounts:\n  - source: bdn:w/v\n    source: bdn:w/x\n    path: /m\n",
-             "bdn:\r\n  mounts:\r\n  - {source: bdn:w/v, path: /m}\r\n",
-             "bdn:\n  mounts:\n  - source: \"bdn:w/v:t\"\n    path: /\n  - ? [a]\n    : b\n",
-             "bdn:\n  mounts:\n  - source: bdn:w/v\n    path: /m\n    allow_other: yes\n"});
+  TextSeeds(
+      "mounts_config", "config",
+      {"bdn:\n  mounts:\n    - source: bdn:weights/qwen3-8b@b3:9f3c1a2b4c5d\n"
+       "      path: /mnt/weights/qwen3-8b\n"
+       "    - source: bdn:weights/tokenizers:prod   # a tag\n      path: /mnt/tok\n",
+       "other: 1\nbdn: {mounts: [{source: 'bdn:a/b:x', path: \"/m/a\"}, "
+       "{path: /m/b/, source: \"bdn:a/c\"}]}\n",
+       "bdn:\n  mounts: []\n",
+       "x: &s bdn:w/v:prod\nbdn:\n  mounts:\n  - source: *s\n    path: /a/./b\n",
+       "bdn:\n  mounts:\n  - source: bdn:w/v\n    path: /m\n  - source: bdn:w/v\n    path: /m/n\n",
+       "bdn:\n  mounts:\n  - source: bdn:w/v\n    source: bdn:w/x\n    path: /m\n",
+       "bdn:\r\n  mounts:\r\n  - {source: bdn:w/v, path: /m}\r\n",
+       "bdn:\n  mounts:\n  - source: \"bdn:w/v:t\"\n    path: /\n  - ? [a]\n    : b\n",
+       "bdn:\n  mounts:\n  - source: bdn:w/v\n    path: /m\n    allow_other: yes\n"});
 }
 
 void JsonSeeds() {
   const std::string hex = Digest::Of(std::string_view("x")).Hex();
-  TextSeeds("json_bodies", "body",
-            {"{\"ids\": [\"" + hex + "\", \"b3:" + hex + "\"]}",
-             "{\"digest\": \"" + hex + "\", \"stats\": {\"files\": 1, \"bytes\": 5, \"chunks\": 1, "
-             "\"entries\": 2}, \"source_uri\": \"file:///m\", \"tags\": [\"prod\"], "
-             "\"expected_sequence\": 3, \"claim\": \"c1\"}",
-             "{\"namespace\": \"w\", \"volume\": \"v\", \"digest\": \"" + hex + "\", \"sequence\": 2, "
-             "\"lifecycle\": \"DELETED\", \"created_unix_ms\": 1, \"deleted_unix_ms\": 2, "
-             "\"delete_after_unix_ms\": null, \"stats\": {\"files\": 0, \"bytes\": 0, \"chunks\": 0, "
-             "\"entries\": 0}, \"source_uri\": \"\", \"tags\": [], \"is_head\": true}",
-             "{\"namespace\": \"w\", \"volume\": \"v\", \"head\": \"" + hex + "\", \"sequence\": 9, "
-             "\"tags\": {\"prod\": \"" + hex + "\"}, \"live_versions\": 1, \"deleted_versions\": 0, "
-             "\"created_unix_ms\": 1700000000000}",
-             "{\"sequence\": 4, \"unchanged\": false, \"head_updated\": true, \"tags_applied\": [\"a\"]}",
-             "{\"error\": {\"code\": \"not_found\", \"message\": \"chunk b3:00: not in store\"}}",
-             "{\"ids\": [], \"sequence\": -9223372036854775808, \"expected_sequence\": 1e3}",
-             "[1, {\"a\": null}]",
-             "{\"id\": \"sync_0123abcd\", \"state\": \"READY\", \"source\": \"hf://a/b@main\", "
-             "\"namespace\": \"w\", \"volume\": \"v\", \"tag\": \"prod\", \"dest\": \"bdn:w/v:prod\", "
-             "\"includes\": [\"*.json\"], \"excludes\": [], \"auth_secret_name\": \"hf\", "
-             "\"retry_deadline_ms\": 300000, \"cancel_requested\": false, \"source_revision\": "
-             "\"abc\", \"listing_digest\": \"b3:" + hex + "\", \"progress\": {\"objects_total\": 2, "
-             "\"objects_done\": 2, \"bytes_total\": 10, \"bytes_done\": 10, \"bytes_fetched\": 10}, "
-             "\"version\": \"b3:" + hex + "\", \"version_ref\": \"bdn:w/v@b3:" + hex + "\", "
-             "\"unchanged\": false, \"error\": null, \"created_unix_ms\": 1, \"updated_unix_ms\": 2, "
-             "\"started_unix_ms\": 1, \"finished_unix_ms\": 2, \"runs\": 1}",
-             "{\"id\": \"sync_1\", \"state\": \"FAILED\", \"source\": \"file:///m\", "
-             "\"namespace\": \"w\", \"volume\": \"v\", \"error\": {\"code\": \"source_not_found\", "
-             "\"message\": \"404\"}, \"progress\": {}}",
-             "{\"name\": \"hf\", \"created_unix_ms\": 1, \"updated_unix_ms\": 2}"});
+  TextSeeds(
+      "json_bodies", "body",
+      {"{\"ids\": [\"" + hex + "\", \"b3:" + hex + "\"]}",
+       "{\"digest\": \"" + hex +
+           "\", \"stats\": {\"files\": 1, \"bytes\": 5, \"chunks\": 1, "
+           "\"entries\": 2}, \"source_uri\": \"file:///m\", \"tags\": [\"prod\"], "
+           "\"expected_sequence\": 3, \"claim\": \"c1\"}",
+       "{\"namespace\": \"w\", \"volume\": \"v\", \"digest\": \"" + hex +
+           "\", \"sequence\": 2, "
+           "\"lifecycle\": \"DELETED\", \"created_unix_ms\": 1, \"deleted_unix_ms\": 2, "
+           "\"delete_after_unix_ms\": null, \"stats\": {\"files\": 0, \"bytes\": 0, \"chunks\": 0, "
+           "\"entries\": 0}, \"source_uri\": \"\", \"tags\": [], \"is_head\": true}",
+       "{\"namespace\": \"w\", \"volume\": \"v\", \"head\": \"" + hex +
+           "\", \"sequence\": 9, "
+           "\"tags\": {\"prod\": \"" +
+           hex +
+           "\"}, \"live_versions\": 1, \"deleted_versions\": 0, "
+           "\"created_unix_ms\": 1700000000000}",
+       "{\"sequence\": 4, \"unchanged\": false, \"head_updated\": true, \"tags_applied\": [\"a\"]}",
+       "{\"error\": {\"code\": \"not_found\", \"message\": \"chunk b3:00: not in store\"}}",
+       "{\"ids\": [], \"sequence\": -9223372036854775808, \"expected_sequence\": 1e3}",
+       "[1, {\"a\": null}]",
+       "{\"id\": \"sync_0123abcd\", \"state\": \"READY\", \"source\": \"hf://a/b@main\", "
+       "\"namespace\": \"w\", \"volume\": \"v\", \"tag\": \"prod\", \"dest\": \"bdn:w/v:prod\", "
+       "\"includes\": [\"*.json\"], \"excludes\": [], \"auth_secret_name\": \"hf\", "
+       "\"retry_deadline_ms\": 300000, \"cancel_requested\": false, \"source_revision\": "
+       "\"abc\", \"listing_digest\": \"b3:" +
+           hex +
+           "\", \"progress\": {\"objects_total\": 2, "
+           "\"objects_done\": 2, \"bytes_total\": 10, \"bytes_done\": 10, \"bytes_fetched\": 10}, "
+           "\"version\": \"b3:" +
+           hex + "\", \"version_ref\": \"bdn:w/v@b3:" + hex +
+           "\", "
+           "\"unchanged\": false, \"error\": null, \"created_unix_ms\": 1, \"updated_unix_ms\": 2, "
+           "\"started_unix_ms\": 1, \"finished_unix_ms\": 2, \"runs\": 1}",
+       "{\"id\": \"sync_1\", \"state\": \"FAILED\", \"source\": \"file:///m\", "
+       "\"namespace\": \"w\", \"volume\": \"v\", \"error\": {\"code\": \"source_not_found\", "
+       "\"message\": \"404\"}, \"progress\": {}}",
+       "{\"name\": \"hf\", \"created_unix_ms\": 1, \"updated_unix_ms\": 2}"});
 }
 
 }  // namespace
@@ -275,32 +291,37 @@ int main(int argc, char** argv) {
   MountsSeeds();
   JsonSeeds();
   const std::string hex = Digest::Of(std::string_view("x")).Hex();
-  TextSeeds("ref", "volume", {"bdn:weights/qwen3-8b", "bdn:weights/qwen3-8b:prod",
-                    "bdn:w/v@b3:" + hex, "bdn:w/v@9F3C1A2B4C5D/tokenizer/config.json",
-                    "bdn:W/V:Tag_1.x/a/b", "weights/x", "bdn:w/v:prod@abc", "bdn:w/v/a/../b"},
+  TextSeeds("ref", "volume",
+            {"bdn:weights/qwen3-8b", "bdn:weights/qwen3-8b:prod", "bdn:w/v@b3:" + hex,
+             "bdn:w/v@9F3C1A2B4C5D/tokenizer/config.json", "bdn:W/V:Tag_1.x/a/b", "weights/x",
+             "bdn:w/v:prod@abc", "bdn:w/v/a/../b"},
             std::string(1, '\0'));
   TextSeeds("ref", "namespace", {"bdn:weights", "bdn:weights/"}, std::string(1, '\1'));
   Write("ref", "ns-with-tag", "\1bdn:w:t");
-  TextSeeds("listen_address", "address", {":8440", "0.0.0.0:8440", "[::1]:0", "localhost:65535",
-                               "host:65536", "::1:80", "[]:80", "h:+1", "h:"});
-  TextSeeds("node_list", "list", {"http://a:1,http://b:2", " http://a , ,http://b\t", "", ",,,",
-                          "http://only"});
+  TextSeeds("listen_address", "address",
+            {":8440", "0.0.0.0:8440", "[::1]:0", "localhost:65535", "host:65536", "::1:80", "[]:80",
+             "h:+1", "h:"});
+  TextSeeds("node_list", "list",
+            {"http://a:1,http://b:2", " http://a , ,http://b\t", "", ",,,", "http://only"});
   TextSeeds("units", "size", {"64KiB", "1.5G", "18446744073709551615", "16777216T", ".5k", "1.2.3"},
             std::string(1, '\1'));
   TextSeeds("units", "duration", {"30s", "500ms", "1.5m", "24h", "0.0015s", "999999999999999h"},
             std::string(1, '\0'));
-  Write("units", "bounded", "\x02" "100ms");
+  Write("units", "bounded",
+        "\x02"
+        "100ms");
   // listings: the decoder byte (0 S3, 1 Azure, 2 <Error>), then XML as the stores send it.
-  TextSeeds("listings", "s3",
-            {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3."
-             "amazonaws.com/doc/2006-03-01/\"><Name>b</Name><Prefix>m/</Prefix><KeyCount>2</KeyCount>"
-             "<IsTruncated>true</IsTruncated><NextContinuationToken>1ue/X+Y=</NextContinuationToken>"
-             "<Contents><Key>m/a b+c%d#e?f</Key><ETag>&quot;9b2c&quot;</ETag><Size>12</Size>"
-             "</Contents><Contents><Key>m/\xe6\x97\xa5</Key><Size>0</Size></Contents>"
-             "</ListBucketResult>",
-             "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>",
-             "<!DOCTYPE x [<!ENTITY a \"b\">]><ListBucketResult>&a;</ListBucketResult>"},
-            std::string(1, '\0'));
+  TextSeeds(
+      "listings", "s3",
+      {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3."
+       "amazonaws.com/doc/2006-03-01/\"><Name>b</Name><Prefix>m/</Prefix><KeyCount>2</KeyCount>"
+       "<IsTruncated>true</IsTruncated><NextContinuationToken>1ue/X+Y=</NextContinuationToken>"
+       "<Contents><Key>m/a b+c%d#e?f</Key><ETag>&quot;9b2c&quot;</ETag><Size>12</Size>"
+       "</Contents><Contents><Key>m/\xe6\x97\xa5</Key><Size>0</Size></Contents>"
+       "</ListBucketResult>",
+       "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>",
+       "<!DOCTYPE x [<!ENTITY a \"b\">]><ListBucketResult>&a;</ListBucketResult>"},
+      std::string(1, '\0'));
   TextSeeds("listings", "azure",
             {"<EnumerationResults ContainerName=\"c\"><Blobs><Blob><Name>p/a b</Name><Properties>"
              "<Etag>0x8DB</Etag><Content-Length>42</Content-Length></Properties></Blob><Blob>"
@@ -308,8 +329,9 @@ int main(int argc, char** argv) {
              "</Content-Length><ResourceType>directory</ResourceType></Properties></Blob></Blobs>"
              "<NextMarker>2!72!MDAw</NextMarker></EnumerationResults>"},
             std::string(1, '\1'));
-  TextSeeds("listings", "error",
-            {"<?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>"},
-            std::string(1, '\2'));
+  TextSeeds(
+      "listings", "error",
+      {"<?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>"},
+      std::string(1, '\2'));
   return 0;
 }

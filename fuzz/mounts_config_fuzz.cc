@@ -59,8 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   auto again = cli::ParseMountsConfig(kFile, *locked);
-  FUZZ_CHECK(again.has_value(), "the rewritten config does not parse: " +
-                                    again.error().ToString() + "\n--- rewritten:\n" + *locked);
+  FUZZ_CHECK(again.has_value(), "the rewritten config does not parse: " + again.error().ToString() +
+                                    "\n--- rewritten:\n" + *locked);
   FUZZ_CHECK(again->size() == entries->size(), *locked);
   for (size_t i = 0; i < again->size(); ++i) {
     const MountEntry& a = (*entries)[i];
@@ -72,10 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         column += static_cast<int>(PinnedFor(o).size()) - static_cast<int>(o.source.size());
       }
     }
-    FUZZ_CHECK(b.source == PinnedFor(a) && b.path == a.path && b.line == a.line &&
-                   b.column == column,
-               "entry " + std::to_string(i) + " changed: " + b.source + " at " + b.path +
-                   "\n--- rewritten:\n" + *locked);
+    FUZZ_CHECK(
+        b.source == PinnedFor(a) && b.path == a.path && b.line == a.line && b.column == column,
+        "entry " + std::to_string(i) + " changed: " + b.source + " at " + b.path +
+            "\n--- rewritten:\n" + *locked);
   }
   std::vector<cli::SourceRewrite> same;
   for (const MountEntry& e : *again) same.push_back({&e, e.source});

@@ -29,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(r->length > 0, got);
   FUZZ_CHECK(r->offset < size_bytes, got);
   FUZZ_CHECK(r->length <= size_bytes - r->offset, got);
-  const std::string canonical = "bytes=" + std::to_string(r->offset) + "-" +
-                                std::to_string(r->offset + r->length - 1);
+  const std::string canonical =
+      "bytes=" + std::to_string(r->offset) + "-" + std::to_string(r->offset + r->length - 1);
   auto again = http::ParseRange(canonical, size_bytes);
   FUZZ_CHECK(again && *again && (*again)->offset == r->offset && (*again)->length == r->length,
              canonical + " vs " + got);

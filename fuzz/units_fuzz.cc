@@ -45,7 +45,7 @@ void CheckByteSize(std::string_view text) {
   FUZZ_CHECK(n.has_value(), std::string(text));
   std::string unit;
   for (char c : text.substr(n->second)) unit += static_cast<char>(std::toupper(c));
-  long double mult = unit.empty() || unit == "B"                      ? 1
+  long double mult = unit.empty() || unit == "B"                    ? 1
                      : unit == "K" || unit == "KB" || unit == "KIB" ? 1024.0L
                      : unit == "M" || unit == "MB" || unit == "MIB" ? 1024.0L * 1024
                      : unit == "G" || unit == "GB" || unit == "GIB" ? 1024.0L * 1024 * 1024
@@ -70,8 +70,12 @@ void CheckDuration(std::string_view text, milliseconds min, milliseconds max) {
   auto n = Number(text);
   FUZZ_CHECK(n.has_value(), std::string(text));
   std::string_view unit = text.substr(n->second);
-  long double per = unit == "ms" ? 1 : unit == "s" || unit.empty() ? 1000 : unit == "m" ? 60000
-                    : unit == "h" ? 3600000 : unit == "d" ? 86400000 : 0;
+  long double per = unit == "ms"                  ? 1
+                    : unit == "s" || unit.empty() ? 1000
+                    : unit == "m"                 ? 60000
+                    : unit == "h"                 ? 3600000
+                    : unit == "d"                 ? 86400000
+                                                  : 0;
   FUZZ_CHECK(per != 0, std::string(text));
   long double want = n->first * per;
   FUZZ_CHECK(std::fabs(static_cast<long double>(got->count()) - want) <= 0.5L + want * 1e-15L,

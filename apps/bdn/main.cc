@@ -2,7 +2,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "bdn/base/text.h"
@@ -14,7 +13,8 @@ namespace {
 
 bool g_json = false;
 
-// Prints the one-line reason (and, with --json, the error as JSON on stdout); returns the exit code.
+// Prints the one-line reason (and, with --json, the error as JSON on stdout); returns the exit
+// code.
 int Fail(const bdn::Status& s) {
   // Always one line of valid UTF-8: control bytes and bytes that are not UTF-8 (a name may hold
   // them) escaped. The JSON message is the same text.
@@ -25,9 +25,8 @@ int Fail(const bdn::Status& s) {
     for (char& c : code) {
       if (c == ' ') c = '_';
     }
-    nlohmann::json j = {{"error", {{"code", code},
-                                   {"message", line},
-                                   {"exit_code", bdn::cli::ExitCode(s)}}}};
+    nlohmann::json j = {
+        {"error", {{"code", code}, {"message", line}, {"exit_code", bdn::cli::ExitCode(s)}}}};
     if (!s.reason().empty()) j["error"]["reason"] = s.reason();
     std::printf("%s\n", bdn::cli::JsonText(j).c_str());
   }

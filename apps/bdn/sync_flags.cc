@@ -1,11 +1,11 @@
 // Flags of `bdn volume sync` and `bdn secret` (docs/spec.md §6, docs/sync.md). Each command's flag
 // values land in its own options struct, owned by the command's callback.
-#include "bdn/base/units.h"
-#include "flags.h"
-
 #include <chrono>
 #include <memory>
 #include <string>
+
+#include "bdn/base/units.h"
+#include "flags.h"
 
 namespace bdn::app {
 
@@ -101,7 +101,8 @@ void AddSecretFlags(CLI::App& app, Invocation& inv) {
     inv.run = [set_name](bdn::cli::Context& ctx) { return bdn::cli::SecretSet(ctx, *set_name); };
   });
   c = secret->add_subcommand("ls", "list secrets (names only, never values)");
-  c->callback([&inv] { inv.run = [](bdn::cli::Context& ctx) { return bdn::cli::SecretList(ctx); }; });
+  c->callback(
+      [&inv] { inv.run = [](bdn::cli::Context& ctx) { return bdn::cli::SecretList(ctx); }; });
   auto rm_name = std::make_shared<std::string>();
   c = secret->add_subcommand("rm", "remove a secret");
   c->add_option("NAME", *rm_name)->required();

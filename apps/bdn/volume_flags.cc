@@ -130,9 +130,9 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   tag->fallthrough();
   for (const bool is_set : {true, false}) {
     auto flags = std::make_shared<TagFlags>();
-    c = tag->add_subcommand(is_set ? "set" : "delete", is_set
-                                                          ? "point a tag at the version REF selects"
-                                                          : "remove a tag; the version stays");
+    c = tag->add_subcommand(
+        is_set ? "set" : "delete",
+        is_set ? "point a tag at the version REF selects" : "remove a tag; the version stays");
     c->add_option("--volume-ref", flags->args.volume_ref)->required();
     c->add_option("--tag", flags->args.tag)->required();
     c->add_option("--expected-sequence", flags->expected_sequence)->check(CLI::NonNegativeNumber);
@@ -150,13 +150,15 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   };
   auto rm = std::make_shared<RmFlags>();
   c = volume->add_subcommand(
-      "rm", "soft-delete a version (REF@digest) or every live version (--recursive REF); tags "
-            "are dropped; restorable until the printed delete_after");
+      "rm",
+      "soft-delete a version (REF@digest) or every live version (--recursive REF); tags "
+      "are dropped; restorable until the printed delete_after");
   c->add_option("REF", rm->args.ref, "bdn:<ns>/<vol>@<digest>, or bdn:<ns>/<vol> with --recursive")
       ->required();
   c->add_flag("-r,--recursive", rm->args.recursive, "every live version of the volume");
   c->add_flag("-y,--yes", rm->args.yes, "do not ask (needed when stdin is not a terminal)");
-  c->add_option("--expected-sequence", rm->expected_sequence, "fail unless the volume sequence is N")
+  c->add_option("--expected-sequence", rm->expected_sequence,
+                "fail unless the volume sequence is N")
       ->check(CLI::NonNegativeNumber);
   c->callback([&inv, rm] {
     if (rm->expected_sequence >= 0) rm->args.expected_sequence = rm->expected_sequence;

@@ -19,7 +19,8 @@ using nlohmann::json;
 // would cast a float (1e300: undefined behaviour) or wrap 2^64-1 to -1.
 template <typename T>
 Result<T> IntegerValue(const json& v, const char* key) {
-  if (!v.is_number_integer()) return Err(InvalidArgumentError(std::string(key) + ": not an integer"));
+  if (!v.is_number_integer())
+    return Err(InvalidArgumentError(std::string(key) + ": not an integer"));
   const bool fits = v.is_number_unsigned() ? std::in_range<T>(v.get<uint64_t>())
                                            : std::in_range<T>(v.get<int64_t>());
   if (!fits) {
@@ -54,8 +55,8 @@ Result<T> Field(const json& j, const char* key, std::optional<T> fallback = std:
 // number) is "<key>: not an object"; a missing or null key is an error unless `optional`, when it
 // reads as an empty object.
 inline Result<json> ObjectField(const json& j, const char* key, bool optional) {
-  BDN_ASSIGN_OR_RETURN(json v, Field<json>(j, key, optional ? std::optional<json>(json::object())
-                                                            : std::nullopt));
+  BDN_ASSIGN_OR_RETURN(
+      json v, Field<json>(j, key, optional ? std::optional<json>(json::object()) : std::nullopt));
   if (!v.is_object()) return Err(InvalidArgumentError(std::string(key) + ": not an object"));
   return v;
 }

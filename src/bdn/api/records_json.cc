@@ -4,12 +4,12 @@
 #include "bdn/api/json_fields.h"
 
 namespace bdn::api {
-using nlohmann::json;
 using internal::DigestField;
-using internal::IntegerValue;
 using internal::Field;
-using internal::OptionalInt;
+using internal::IntegerValue;
 using internal::ObjectField;
+using internal::OptionalInt;
+using nlohmann::json;
 
 json StatsToJson(const VersionStats& s) {
   return {{"files", s.files}, {"bytes", s.bytes}, {"chunks", s.chunks}, {"entries", s.entries}};
@@ -120,8 +120,7 @@ Result<VersionRecord> VersionFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(json stats, ObjectField(j, "stats", /*optional=*/false));
   BDN_ASSIGN_OR_RETURN(v.stats, StatsFromJson(stats));
   BDN_ASSIGN_OR_RETURN(v.source_uri, Field<std::string>(j, "source_uri", std::string()));
-  BDN_ASSIGN_OR_RETURN(v.source_revision,
-                       Field<std::string>(j, "source_revision", std::string()));
+  BDN_ASSIGN_OR_RETURN(v.source_revision, Field<std::string>(j, "source_revision", std::string()));
   BDN_ASSIGN_OR_RETURN(v.source_listing_digest,
                        Field<std::string>(j, "source_listing_digest", std::string()));
   BDN_ASSIGN_OR_RETURN(v.tags,

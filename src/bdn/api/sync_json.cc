@@ -46,7 +46,8 @@ Result<SyncJobSpec> SyncJobSpecFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(s.tag, Field<std::string>(j, "tag", std::string()));
   BDN_ASSIGN_OR_RETURN(s.includes, Field<Strings>(j, "includes", Strings()));
   BDN_ASSIGN_OR_RETURN(s.excludes, Field<Strings>(j, "excludes", Strings()));
-  BDN_ASSIGN_OR_RETURN(s.auth_secret_name, Field<std::string>(j, "auth_secret_name", std::string()));
+  BDN_ASSIGN_OR_RETURN(s.auth_secret_name,
+                       Field<std::string>(j, "auth_secret_name", std::string()));
   BDN_ASSIGN_OR_RETURN(s.retry_deadline_ms,
                        Field<int64_t>(j, "retry_deadline_ms", SyncJobSpec{}.retry_deadline_ms));
   BDN_ASSIGN_OR_RETURN(s.endpoint, Field<std::string>(j, "endpoint", std::string()));
@@ -92,7 +93,8 @@ Result<SyncJobRecord> SyncJobFromJson(const json& j) {
   if (!parsed) return Err(InvalidArgumentError("state: " + parsed.error().message()));
   job.state = *parsed;
   BDN_ASSIGN_OR_RETURN(job.cancel_requested, Field<bool>(j, "cancel_requested", false));
-  BDN_ASSIGN_OR_RETURN(job.source_revision, Field<std::string>(j, "source_revision", std::string()));
+  BDN_ASSIGN_OR_RETURN(job.source_revision,
+                       Field<std::string>(j, "source_revision", std::string()));
   BDN_ASSIGN_OR_RETURN(job.listing_digest, OptionalDigest(j, "listing_digest"));
   BDN_ASSIGN_OR_RETURN(json p, ObjectField(j, "progress", /*optional=*/true));
   BDN_ASSIGN_OR_RETURN(job.progress.objects_total, Field<uint64_t>(p, "objects_total", 0));
@@ -118,7 +120,8 @@ Result<SyncJobRecord> SyncJobFromJson(const json& j) {
 }
 
 json SecretInfoToJson(const SecretInfo& s) {
-  return {{"name", s.name}, {"created_unix_ms", s.created_unix_ms},
+  return {{"name", s.name},
+          {"created_unix_ms", s.created_unix_ms},
           {"updated_unix_ms", s.updated_unix_ms}};
 }
 

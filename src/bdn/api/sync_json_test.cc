@@ -25,7 +25,10 @@ SyncJobRecord AJob() {
   job.cancel_requested = true;
   job.source_revision = "abc123";
   job.listing_digest = Digest::Of(std::string_view("listing"));
-  job.progress = {.objects_total = 3, .objects_done = 2, .bytes_total = 30, .bytes_done = 20,
+  job.progress = {.objects_total = 3,
+                  .objects_done = 2,
+                  .bytes_total = 30,
+                  .bytes_done = 20,
                   .bytes_fetched = 25};
   job.version = Digest::Of(std::string_view("version"));
   job.error_code = "source_not_found";
@@ -83,8 +86,7 @@ TEST(SyncJson, MalformedJobsFailNamingTheField) {
       {"error code empty", [](json& j) { j["error"]["code"] = ""; }, "error: code is empty"},
       {"error an empty object", [](json& j) { j["error"] = json::object(); }, "code: missing"},
       {"error a string", [](json& j) { j["error"] = "boom"; }, "error: not an object"},
-      {"error without message", [](json& j) { j["error"].erase("message"); },
-       "message: missing"},
+      {"error without message", [](json& j) { j["error"].erase("message"); }, "message: missing"},
       {"listing digest empty", [](json& j) { j["listing_digest"] = ""; },
        "listing_digest: digest \"\": expected 64 hex characters, got 0"},
       {"version a number", [](json& j) { j["version"] = 5; }, "version: "},

@@ -77,7 +77,8 @@ std::string DirCursor::Display(std::string_view name) const {
 Status DirCursor::Down(const std::string& name) {
   BDN_ASSIGN_OR_RETURN(DirFd child, DirFd::OpenAt(fd_.get(), name, Display(name)));
   struct stat st;
-  if (::fstat(child.get(), &st) != 0) return ErrnoError("directory \"" + Display(name) + "\"", errno);
+  if (::fstat(child.get(), &st) != 0)
+    return ErrnoError("directory \"" + Display(name) + "\"", errno);
   levels_.push_back({dev_, ino_, rel_.size()});
   shared_.reset();
   if (!rel_.empty()) rel_ += '/';
@@ -139,7 +140,8 @@ Result<std::shared_ptr<const DirFd>> DirCursor::Share(std::string_view rel) {
 Status RemoveTree(DirCursor& cursor, const std::string& name) {
   struct stat st;
   if (::fstatat(cursor.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return errno == ENOENT ? Status::Ok() : ErrnoError("path \"" + cursor.Display(name) + "\"", errno);
+    return errno == ENOENT ? Status::Ok()
+                           : ErrnoError("path \"" + cursor.Display(name) + "\"", errno);
   }
   if (!S_ISDIR(st.st_mode)) {
     if (::unlinkat(cursor.fd(), name.c_str(), 0) != 0 && errno != ENOENT) {

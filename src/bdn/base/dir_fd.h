@@ -83,7 +83,7 @@ class DirCursor {
   dev_t dev_ = 0;  // the current directory's identity
   ino_t ino_ = 0;
   struct Level {
-    dev_t dev;        // the parent's identity, checked by Up
+    dev_t dev;  // the parent's identity, checked by Up
     ino_t ino;
     size_t rel_size;  // rel_.size() in the parent
   };

@@ -3,11 +3,10 @@
 #include "bdn/base/dir_fd.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -114,11 +113,13 @@ TEST_F(DirFdTest, UpDetectsADirectoryMovedMeanwhile) {
   ASSERT_EQ(::rename((root_ / "a/b").c_str(), (root_ / "other/b").c_str()), 0);
   Status s = c->Up();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(), "directory \"" + (root_ / "a/b").string() + "\": moved during the operation");
+  EXPECT_EQ(s.message(),
+            "directory \"" + (root_ / "a/b").string() + "\": moved during the operation");
 }
 
 TEST_F(DirFdTest, ListNamesIsSortedBytewise) {
-  for (std::string n : {"b", "a-b", "a", "\xc3\xbc", "A"}) WriteAt(AT_FDCWD, (root_ / n).string(), n);
+  for (std::string n : {"b", "a-b", "a", "\xc3\xbc", "A"})
+    WriteAt(AT_FDCWD, (root_ / n).string(), n);
   auto d = DirFd::Open(root_);
   ASSERT_TRUE(d.has_value());
   auto names = ListNames(d->get(), root_.string());

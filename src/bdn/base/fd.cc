@@ -126,8 +126,8 @@ Status ReadFullBefore(int fd, std::span<uint8_t> buf, SteadyTime deadline, const
       return ErrnoError(what, errno);
     }
     if (k == 0) {
-      return UnavailableError(std::string(what) + ": closed after " + std::to_string(got) +
-                              " of " + std::to_string(buf.size()) + " bytes");
+      return UnavailableError(std::string(what) + ": closed after " + std::to_string(got) + " of " +
+                              std::to_string(buf.size()) + " bytes");
     }
     got += static_cast<size_t>(k);
   }

@@ -41,8 +41,8 @@ TEST(Hex, SixteenDigitNumbersRoundTripAndOnlyLowerCaseParses) {
   EXPECT_EQ(Hex16(~uint64_t{0}), "ffffffffffffffff");
   EXPECT_EQ(ParseHex16("0123456789abcdef"), 0x0123456789abcdefULL);
   EXPECT_EQ(ParseHex16("ffffffffffffffff"), ~uint64_t{0});
-  for (std::string_view bad : {"", "0123456789abcde", "0123456789abcdef0", "0123456789ABCDEF",
-                               "0123456789abcdeg"}) {
+  for (std::string_view bad :
+       {"", "0123456789abcde", "0123456789abcdef0", "0123456789ABCDEF", "0123456789abcdeg"}) {
     EXPECT_EQ(ParseHex16(bad), std::nullopt) << bad;
   }
 }

@@ -32,8 +32,8 @@ TEST(LogLevel, ParsesEveryNameAndRefusesOthers) {
   for (const char* bad : {"", "INFO", "trace", "verbose"}) {
     auto l = ParseLevel(bad);
     ASSERT_FALSE(l) << bad;
-    EXPECT_EQ(l.error().message(), "log level \"" + std::string(bad) +
-                                       "\": expected debug, info, warn, error or off");
+    EXPECT_EQ(l.error().message(),
+              "log level \"" + std::string(bad) + "\": expected debug, info, warn, error or off");
   }
 }
 
@@ -47,8 +47,7 @@ TEST(Log, LinesInAFileHaveATimestampALevelAndOneLineEach) {
   Error("bad");
   ASSERT_TRUE(Init(Level::kInfo).ok());  // back to stderr for the other tests
   const std::string text = ReadAll(file);
-  const std::regex line(
-      R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (info|warning|error) [^\n]*\n)");
+  const std::regex line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (info|warning|error) [^\n]*\n)");
   std::string rest = text;
   int lines = 0;
   for (std::smatch m; std::regex_search(rest, m, line) && m.position() == 0; rest = m.suffix()) {

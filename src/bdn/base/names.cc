@@ -46,7 +46,8 @@ Status ValidateTag(std::string_view tag) {
   if (tag.size() > 128) return bad("longer than 128 characters");
   if (tag[0] == '.' || tag[0] == '-') return bad("must start with a letter, digit or '_'");
   for (char c : tag) {
-    if (!TagChar(c)) return bad("invalid character " + QuoteChar(c) + " (allowed: A-Z a-z 0-9 . _ -)");
+    if (!TagChar(c))
+      return bad("invalid character " + QuoteChar(c) + " (allowed: A-Z a-z 0-9 . _ -)");
   }
   return Status::Ok();
 }

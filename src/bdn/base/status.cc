@@ -7,17 +7,28 @@ namespace bdn {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kAlreadyExists: return "already exists";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kConflict: return "conflict";
-    case StatusCode::kPermissionDenied: return "permission denied";
-    case StatusCode::kUnavailable: return "unavailable";
-    case StatusCode::kDeadlineExceeded: return "deadline exceeded";
-    case StatusCode::kCorruption: return "corruption";
-    case StatusCode::kInternal: return "internal";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kAlreadyExists:
+      return "already exists";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
+    case StatusCode::kConflict:
+      return "conflict";
+    case StatusCode::kPermissionDenied:
+      return "permission denied";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "deadline exceeded";
+    case StatusCode::kCorruption:
+      return "corruption";
+    case StatusCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }
@@ -60,14 +71,19 @@ Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m
 Status ErrnoError(std::string_view what, int errnum) {
   std::string msg = std::string(what) + ": " + std::strerror(errnum);
   switch (errnum) {
-    case ENOENT: return NotFoundError(std::move(msg));
+    case ENOENT:
+      return NotFoundError(std::move(msg));
     case EACCES:
     case EPERM:
-    case EROFS: return PermissionDeniedError(std::move(msg));
+    case EROFS:
+      return PermissionDeniedError(std::move(msg));
     case ENOSPC:
-    case EDQUOT: return FailedPreconditionError(std::move(msg));
-    case EEXIST: return AlreadyExistsError(std::move(msg));
-    default: return InternalError(std::move(msg));
+    case EDQUOT:
+      return FailedPreconditionError(std::move(msg));
+    case EEXIST:
+      return AlreadyExistsError(std::move(msg));
+    default:
+      return InternalError(std::move(msg));
   }
 }
 

@@ -109,16 +109,16 @@ struct Propagate {
 #define BDN_CONCAT(a, b) BDN_CONCAT_INNER(a, b)
 
 // Returns early with the error of a Status-returning expression.
-#define BDN_RETURN_IF_ERROR(expr)                          \
-  do {                                                     \
-    ::bdn::Status bdn_status_ = (expr);                    \
+#define BDN_RETURN_IF_ERROR(expr)                                          \
+  do {                                                                     \
+    ::bdn::Status bdn_status_ = (expr);                                    \
     if (!bdn_status_.ok()) return ::bdn::internal::Propagate{bdn_status_}; \
   } while (0)
 
 // `BDN_ASSIGN_OR_RETURN(auto x, F())`: x = *F(), or returns F()'s error.
 #define BDN_ASSIGN_OR_RETURN(lhs, expr) \
   BDN_ASSIGN_OR_RETURN_IMPL(BDN_CONCAT(bdn_result_, __LINE__), lhs, expr)
-#define BDN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)       \
-  auto tmp = (expr);                                    \
+#define BDN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)                       \
+  auto tmp = (expr);                                                    \
   if (!tmp.has_value()) return ::bdn::internal::Propagate{tmp.error()}; \
   lhs = std::move(*tmp)

@@ -7,8 +7,8 @@ namespace bdn {
 namespace {
 
 TEST(IsValidUtf8, AcceptsWellFormedAndRejectsEveryMalformedShape) {
-  for (std::string_view s : {"", "abc", "模型-权重 ünïcødé", "\x7f", "\xf0\x9f\x98\x80",
-                             "\xf4\x8f\xbf\xbf", "a\nb"}) {
+  for (std::string_view s :
+       {"", "abc", "模型-权重 ünïcødé", "\x7f", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf", "a\nb"}) {
     EXPECT_TRUE(IsValidUtf8(s)) << s;
   }
   for (std::string_view s : {"a\xff", "\xc0\xaf", "\xed\xa0\x80", "\xe6\xa8", "\xf4\x90\x80\x80",
@@ -26,7 +26,9 @@ TEST(EscapeName, ControlAndInvalidBytesBecomeCEscapesUtf8Stays) {
       {"new\nline", "new\\nline", "new\\nline"},
       {"tab\tcr\r", "tab\\tcr\\r", "tab\\tcr\\r"},
       {"back\\slash", "back\\\\slash", "back\\slash"},
-      {"a\xff" "b", "a\\xffb", "a\\xffb"},
+      {"a\xff"
+       "b",
+       "a\\xffb", "a\\xffb"},
       {"\x1b[31mred", "\\x1b[31mred", "\\x1b[31mred"},
       {std::string_view("nul\0x", 5), "nul\\x00x", "nul\\x00x"},
       {"del\x7f", "del\\x7f", "del\\x7f"},

@@ -1,7 +1,5 @@
 #include "bdn/base/units.h"
 
-#include <ctime>
-
 #include <sys/random.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include "bdn/base/hex.h"
 
@@ -34,14 +33,21 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   }
   if (digits == 0) return bad();
   std::string unit;
-  for (char c : text.substr(i)) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char c : text.substr(i))
+    unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   uint64_t mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KB" || unit == "KIB") mult = kKiB;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") mult = kMiB;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") mult = kGiB;
-  else if (unit == "T" || unit == "TB" || unit == "TIB") mult = kGiB * 1024;
-  else return bad();
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB")
+    mult = kKiB;
+  else if (unit == "M" || unit == "MB" || unit == "MIB")
+    mult = kMiB;
+  else if (unit == "G" || unit == "GB" || unit == "GIB")
+    mult = kGiB;
+  else if (unit == "T" || unit == "TB" || unit == "TIB")
+    mult = kGiB * 1024;
+  else
+    return bad();
   // Exact integer arithmetic: whole * mult + round(0.fraction * mult), refusing overflow.
   auto too_large = [&] {
     return Err(InvalidArgumentError("size \"" + std::string(text) +
@@ -147,8 +153,10 @@ std::string FormatBytes(uint64_t bytes) {
     ++u;
   }
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  else std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
   return buf;
 }
 

@@ -58,8 +58,8 @@ TEST(ParseByteSize, RefusesMalformedTextNamingIt) {
 
 // Sizes past 2^64-1 wrapped around (or came out as 2^63) through a double.
 TEST(ParseByteSize, RefusesSizesPast2To64) {
-  for (const char* text : {"18446744073709551616", "16777216T", "17179869184G", "16777215.9999999999999999T",
-                           "99999999999999999999999T"}) {
+  for (const char* text : {"18446744073709551616", "16777216T", "17179869184G",
+                           "16777215.9999999999999999T", "99999999999999999999999T"}) {
     auto n = ParseByteSize(text);
     ASSERT_FALSE(n.has_value()) << text << " = " << *n;
     EXPECT_EQ(n.error().message(),
@@ -72,10 +72,10 @@ TEST(ParseDuration, AcceptsEveryUnitAndPlainSeconds) {
     const char* text;
     int64_t ms;
   } cases[] = {
-      {"500ms", 500},   {"30s", 30'000},     {"2m", 120'000},   {"1h", 3'600'000},
-      {"30", 30'000},   {"0.5", 500},        {"1.5s", 1'500},   {".25s", 250},
-      {"1.", 1'000},    {"0.1", 100},        {"1.5m", 90'000},  {"007s", 7'000},
-      {"1ms", 1},       {"0.0015s", 2},      {"24h", 86'400'000}, {"1440m", 86'400'000},
+      {"500ms", 500},     {"30s", 30'000},      {"2m", 120'000},     {"1h", 3'600'000},
+      {"30", 30'000},     {"0.5", 500},         {"1.5s", 1'500},     {".25s", 250},
+      {"1.", 1'000},      {"0.1", 100},         {"1.5m", 90'000},    {"007s", 7'000},
+      {"1ms", 1},         {"0.0015s", 2},       {"24h", 86'400'000}, {"1440m", 86'400'000},
       {"1d", 86'400'000}, {"0.5d", 43'200'000},
   };
   for (const Case& c : cases) {
@@ -86,9 +86,10 @@ TEST(ParseDuration, AcceptsEveryUnitAndPlainSeconds) {
 }
 
 TEST(ParseDuration, RefusesMalformedTextNamingIt) {
-  for (const char* text : {"", "s", "ms", ".", "-1s", "+1s", "1 s", " 1s", "1s ", "1S", "1sec",
-                           "1e3", "1e3ms", "nan", "inf", "0x10", "1..2", "1.2.3", "10D", "1m30s",
-                           "1234567890123456", "30s\n"}) {
+  for (const char* text : {"",     "s",    "ms",   ".",     "-1s", "+1s",   "1 s",
+                           " 1s",  "1s ",  "1S",   "1sec",  "1e3", "1e3ms", "nan",
+                           "inf",  "0x10", "1..2", "1.2.3", "10D", "1m30s", "1234567890123456",
+                           "30s\n"}) {
     auto d = ParseDuration(text, kMin, kMax);
     ASSERT_FALSE(d.has_value()) << text;
     EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument) << text;

@@ -106,9 +106,7 @@ Result<std::vector<Digest>> NodeCache::FindMissing(std::span<const Digest> ids) 
   return upstream_->FindMissing(ids);
 }
 
-Result<BlobSizes> NodeCache::Sizes(std::span<const Digest> ids) {
-  return upstream_->Sizes(ids);
-}
+Result<BlobSizes> NodeCache::Sizes(std::span<const Digest> ids) { return upstream_->Sizes(ids); }
 
 Status NodeCache::Put(const Digest& id, std::span<const uint8_t> data) {
   return upstream_->Put(id, data);
@@ -141,8 +139,8 @@ Result<BlobBatch> NodeCache::GetMany(std::span<const Digest> ids) {
     want.push_back(ids[k]);
   }
   if (want.empty()) return out;
-  FetchResults got =
-      fetches_.FetchHere(want, [this](std::span<const Digest> led) { return FetchManyAndStore(led); });
+  FetchResults got = fetches_.FetchHere(
+      want, [this](std::span<const Digest> led) { return FetchManyAndStore(led); });
   std::optional<Status> first_error;
   for (size_t j = 0; j < missed.size(); ++j) {
     if (got[j]) {
@@ -176,7 +174,8 @@ FetchResults NodeCache::FetchManyAndStore(std::span<const Digest> ids) {
   uint64_t calls = 0;
   // A batch that fails as a whole (one bad chunk) is asked again chunk by chunk, so the good
   // chunks still arrive and are cached; an unreachable upstream fails them all at once.
-  FetchResults got = ReadBlobs(*upstream_, want, BatchFailure::kReadEachAloneUnlessTransient, &calls);
+  FetchResults got =
+      ReadBlobs(*upstream_, want, BatchFailure::kReadEachAloneUnlessTransient, &calls);
   counters_.upstream_fetches += calls;
   // Verified and written to the directory by a few threads: file creation dominates.
   ParallelFor(want.size(), 4, [&](size_t i) {

@@ -155,7 +155,7 @@ class NodeCache : public ChunkStore {
   std::unique_ptr<LocalChunkStore> store_;
   UniqueFd evict_lock_fd_;  // flock'ed by the process evicting
 
-  FetchCore fetches_;  // single-flight of the misses; no threads (NodeCache starts none)
+  FetchCore fetches_;    // single-flight of the misses; no threads (NodeCache starts none)
   std::mutex evict_mu_;  // one evicting thread per process
   // Chunks read from the cache since they were written (by this process): reinserted on eviction.
   std::mutex hot_mu_;
@@ -164,9 +164,9 @@ class NodeCache : public ChunkStore {
   std::atomic<int64_t> approx_bytes_{0};
 
   struct Counters {
-    std::atomic<uint64_t> hits{0}, misses{0}, upstream_fetches{0}, upstream_errors{0},
-        hit_bytes{0}, fetched_bytes{0}, evictions{0}, evicted_bytes{0}, reinserted{0},
-        corrupt_dropped{0}, write_errors{0};
+    std::atomic<uint64_t> hits{0}, misses{0}, upstream_fetches{0}, upstream_errors{0}, hit_bytes{0},
+        fetched_bytes{0}, evictions{0}, evicted_bytes{0}, reinserted{0}, corrupt_dropped{0},
+        write_errors{0};
   };
   mutable Counters counters_;
 };

@@ -483,8 +483,8 @@ TEST_F(NodeCacheTest, AChunkSpanningARegionEdgeStaysWholeInItsRegion) {
   EXPECT_EQ(upstream_->gets, gets);  // every chunk, the edge-crossing ones too, from the regions
   // Evicting down to a smaller bound drops whole regions: both chunks of a region go together.
   cache->reset();
-  auto small = NodeCache::Open(upstream_, {.dir = CacheDir(), .capacity_bytes = 3 * kRegion,
-                                           .region_bytes = kRegion});
+  auto small = NodeCache::Open(
+      upstream_, {.dir = CacheDir(), .capacity_bytes = 3 * kRegion, .region_bytes = kRegion});
   ASSERT_TRUE(small.has_value()) << small.error().ToString();
   for (size_t i = 0; i + 1 < ids.size(); i += 2) {
     EXPECT_EQ((*small)->IsCached(ids[i]), (*small)->IsCached(ids[i + 1])) << i;
@@ -519,7 +519,8 @@ TEST_F(NodeCacheTest, ACacheOfTheOldLayoutNamesTheMigrateCommand) {
   EXPECT_EQ(cache.error().message(),
             "chunk store " + CacheDir().string() +
                 ": in the old one-file-per-chunk layout (chunks/); convert it with: "
-                "bdn store migrate --cache-dir " + CacheDir().string());
+                "bdn store migrate --cache-dir " +
+                CacheDir().string());
 }
 
 TEST_F(NodeCacheTest, TwoInstancesOnOneDirectoryStayConsistent) {

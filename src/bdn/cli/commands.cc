@@ -124,17 +124,26 @@ Result<std::chrono::milliseconds> EmbeddedRetention() {
 
 int ExitCode(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kInvalidArgument: return 2;
-    case StatusCode::kNotFound: return 3;
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kInvalidArgument:
+      return 2;
+    case StatusCode::kNotFound:
+      return 3;
     case StatusCode::kConflict:
-    case StatusCode::kAlreadyExists: return 4;
-    case StatusCode::kCorruption: return 5;
-    case StatusCode::kPermissionDenied: return 6;
+    case StatusCode::kAlreadyExists:
+      return 4;
+    case StatusCode::kCorruption:
+      return 5;
+    case StatusCode::kPermissionDenied:
+      return 6;
     case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded: return 7;
-    case StatusCode::kFailedPrecondition: return 8;
-    default: return 1;
+    case StatusCode::kDeadlineExceeded:
+      return 7;
+    case StatusCode::kFailedPrecondition:
+      return 8;
+    default:
+      return 1;
   }
 }
 
@@ -154,13 +163,15 @@ Status Push(Context& ctx, const PushArgs& args) {
   if (ref.tag && *ref.tag != kHeadTag) opts.tags.push_back(*ref.tag);
   for (const auto& t : args.tags) {
     BDN_RETURN_IF_ERROR(ValidateTag(t));
-    if (t == kHeadTag) return InvalidArgumentError("tag \"head\": reserved; push always moves head");
+    if (t == kHeadTag)
+      return InvalidArgumentError("tag \"head\": reserved; push always moves head");
     opts.tags.push_back(t);
   }
   std::sort(opts.tags.begin(), opts.tags.end());
   opts.tags.erase(std::unique(opts.tags.begin(), opts.tags.end()), opts.tags.end());
   if (!IsValidUtf8(args.source_uri)) {
-    return InvalidArgumentError("--source-uri \"" + EscapeName(args.source_uri, Backslashes::kKeep) +
+    return InvalidArgumentError("--source-uri \"" +
+                                EscapeName(args.source_uri, Backslashes::kKeep) +
                                 "\": not valid UTF-8");
   }
   opts.source_uri = args.source_uri;
@@ -285,13 +296,15 @@ Status Stat(Context& ctx, const std::string& text) {
                 << "sequence:  " << v.sequence << "\n"
                 << "versions:  " << v.live_versions << " alive, " << v.deleted_versions
                 << " deleted\n";
-      for (const auto& [name, d] : v.tags) std::cout << "tag:       " << name << " -> " << d.ToString() << "\n";
+      for (const auto& [name, d] : v.tags)
+        std::cout << "tag:       " << name << " -> " << d.ToString() << "\n";
     }
     return Status::Ok();
   }
   BDN_ASSIGN_OR_RETURN(PinnedRef pinned, ResolveRef(*ctx.registry, ref));
   if (ref.path.empty()) {
-    BDN_ASSIGN_OR_RETURN(VersionRecord v, ctx.registry->GetVersion(ref.ns, ref.volume, pinned.digest));
+    BDN_ASSIGN_OR_RETURN(VersionRecord v,
+                         ctx.registry->GetVersion(ref.ns, ref.volume, pinned.digest));
     BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
     json j = VersionJson(v);
     j["chunker"] = view->manifest().chunker.ToString();
@@ -338,7 +351,8 @@ Status Stat(Context& ctx, const std::string& text) {
         std::cout << k << ": " << octal << "\n";
         continue;
       }
-      std::cout << k << ": " << (v.is_string() ? EscapeName(v.get<std::string>()) : v.dump()) << "\n";
+      std::cout << k << ": " << (v.is_string() ? EscapeName(v.get<std::string>()) : v.dump())
+                << "\n";
     }
   }
   return Status::Ok();
@@ -346,7 +360,8 @@ Status Stat(Context& ctx, const std::string& text) {
 
 Status Versions(Context& ctx, const VersionsArgs& args) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref));
-  BDN_ASSIGN_OR_RETURN(auto list, ctx.registry->ListVersions(ref.ns, ref.volume, args.include_deleted));
+  BDN_ASSIGN_OR_RETURN(auto list,
+                       ctx.registry->ListVersions(ref.ns, ref.volume, args.include_deleted));
   if (ctx.json) {
     json arr = json::array();
     for (const auto& v : list) arr.push_back(VersionJson(v));
@@ -399,8 +414,8 @@ Status TagSet(Context& ctx, const TagArgs& args) {
 Status TagDelete(Context& ctx, const TagArgs& args) {
   BDN_RETURN_IF_ERROR(ValidateTag(args.tag));
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.volume_ref));
-  BDN_ASSIGN_OR_RETURN(int64_t seq, ctx.registry->DeleteTag(ref.ns, ref.volume, args.tag,
-                                                            args.expected_sequence));
+  BDN_ASSIGN_OR_RETURN(
+      int64_t seq, ctx.registry->DeleteTag(ref.ns, ref.volume, args.tag, args.expected_sequence));
   if (ctx.json) {
     PrintJson({{"tag", args.tag}, {"volume", ref.VolumeString()}, {"sequence", seq}});
   } else {
@@ -416,8 +431,7 @@ namespace {
 Result<PinnedRef> ResolveDigestRef(Context& ctx, const std::string& text, const char* command) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(text));
   if (!ref.digest || ref.tag || !ref.path.empty()) {
-    return Err(InvalidArgumentError("ref \"" + text + "\": " + command +
-                                    " takes REF@digest" +
+    return Err(InvalidArgumentError("ref \"" + text + "\": " + command + " takes REF@digest" +
                                     (std::string(command) == "rm" ? " (or --recursive REF)" : "")));
   }
   return ResolveRef(*ctx.registry, ref);
@@ -459,10 +473,10 @@ Status Rm(Context& ctx, const RmArgs& args) {
     digest = pinned.digest;
   }
   if (!args.yes) {
-    BDN_RETURN_IF_ERROR(Confirm(
-        digest ? "delete " + PinnedRef{ns, volume, *digest}.ToString() + " (its tags are dropped)?"
-               : "delete every live version of bdn:" + ns + "/" + volume +
-                     " (their tags are dropped)?"));
+    BDN_RETURN_IF_ERROR(Confirm(digest ? "delete " + PinnedRef{ns, volume, *digest}.ToString() +
+                                             " (its tags are dropped)?"
+                                       : "delete every live version of bdn:" + ns + "/" + volume +
+                                             " (their tags are dropped)?"));
   }
   BDN_ASSIGN_OR_RETURN(DeleteResult r,
                        ctx.registry->DeleteVersions(ns, volume, digest, args.expected_sequence));
@@ -495,8 +509,7 @@ Status Rm(Context& ctx, const RmArgs& args) {
   }
   if (r.head_moved) {
     std::cerr << "head of bdn:" << ns << "/" << volume << " is now "
-              << (r.head ? PinnedRef{ns, volume, *r.head}.ToString() : std::string("none"))
-              << "\n";
+              << (r.head ? PinnedRef{ns, volume, *r.head}.ToString() : std::string("none")) << "\n";
   }
   return Status::Ok();
 }
@@ -609,8 +622,8 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
                {"problems", probs}});
   } else {
     for (const auto& p : r.problems) {
-      std::cout << StatusCodeName(p.status.code()) << ": file \"" << EscapeName(p.path) << "\": "
-                << EscapeName(p.status.message(), Backslashes::kKeep) << "\n";
+      std::cout << StatusCodeName(p.status.code()) << ": file \"" << EscapeName(p.path)
+                << "\": " << EscapeName(p.status.message(), Backslashes::kKeep) << "\n";
     }
     std::cout << pinned.ToString() << ": " << r.files << " files, " << r.chunks << " chunks, "
               << FormatBytes(r.bytes) << " checked, " << r.problems.size() << " problems\n";
@@ -642,7 +655,8 @@ Status Mount(Context& ctx, const MountArgs& args) {
   }
   if (!resolved) return resolved.error();
   const auto& [ref, pinned] = *resolved;
-  if (!ref.path.empty()) return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
+  if (!ref.path.empty())
+    return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
   MountArgs with_time = args;
   with_time.version_created_unix_ms = VersionCreatedUnixMs(ctx, pinned);
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
@@ -714,8 +728,8 @@ int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned) {
 fs::path MountLogFile(const fs::path& home, const fs::path& mountpoint) {
   std::string name;
   for (char c : mountpoint.filename().string().substr(0, 64)) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '_' || c == '-';
     name += plain ? c : '_';
   }
   return home / "logs" /
@@ -743,9 +757,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   if (args.read_timeout_ms > 0) opts.read_timeout = std::chrono::milliseconds(args.read_timeout_ms);
   opts.allow_other = args.allow_other;
   const int64_t created_ms =
-      args.version_created_unix_ms > 0
-          ? args.version_created_unix_ms
-          : WallNowMs(*Clock::Real());
+      args.version_created_unix_ms > 0 ? args.version_created_unix_ms : WallNowMs(*Clock::Real());
   opts.unrecorded_mtime_ns = created_ms * 1'000'000;
   opts.log_level = args.log_level;
   if (args.foreground) {
@@ -754,8 +766,8 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
               << " (foreground)\n";
     return ServeMount(view, opts);
   }
-  opts.log_file = args.log_file.empty() ? MountLogFile(ctx.home, opts.mountpoint)
-                                        : fs::path(args.log_file);
+  opts.log_file =
+      args.log_file.empty() ? MountLogFile(ctx.home, opts.mountpoint) : fs::path(args.log_file);
   // The daemon appends to it; created private (it names files and chunks of the version).
   if (Status s = CreatePrivateDirectory(opts.log_file.parent_path(), "log directory"); !s.ok()) {
     std::cerr << "bdn: warning: " << s.message() << "; the mount daemon logs nowhere\n";

@@ -29,8 +29,8 @@ Status KeyCreate(Context& ctx, const KeyCreateArgs& args);
 Status KeyList(Context& ctx);
 
 // bdn key revoke ID: revokes the key `id` ("bdn_<hex>" or "<hex>"); prints "revoked key
-// bdn_<id>" (with ctx.json, the origin's answer). Errors: InvalidArgument "key \"x\": expected a key
-// id such as bdn_0123abcd" (before anything is sent); otherwise as KeyList's (NotFound for an
+// bdn_<id>" (with ctx.json, the origin's answer). Errors: InvalidArgument "key \"x\": expected a
+// key id such as bdn_0123abcd" (before anything is sent); otherwise as KeyList's (NotFound for an
 // unknown key, FailedPrecondition for the last admin key of every namespace).
 Status KeyRevoke(Context& ctx, const std::string& id);
 

@@ -7,9 +7,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bdn/base/fd.h"
 #include "bdn/base/units.h"
@@ -93,8 +93,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   }
   auto grace = ParseDuration(args.grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!grace) return grace.error().WithPrefix("--grace");
-  BDN_RETURN_IF_ERROR(
-      CheckNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
+  BDN_RETURN_IF_ERROR(CheckNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
   GcOptions options;
   options.mode = args.dry_run ? GcMode::kDryRun : GcMode::kRun;
   options.max_repack_fraction = args.max_repack_fraction;
@@ -111,7 +110,9 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   BDN_ASSIGN_OR_RETURN(Opened o, OpenData(data));
   BDN_ASSIGN_OR_RETURN(GcReport r, RunGc(*o.registry, *o.store, options));
   for (const std::string& w : r.warnings) std::cerr << "gc: warning: " << w << "\n";
-  auto pack_path = [&](uint64_t id) { return (data / "store" / "packs" / (Hex16(id) + ".pack")).string(); };
+  auto pack_path = [&](uint64_t id) {
+    return (data / "store" / "packs" / (Hex16(id) + ".pack")).string();
+  };
   if (json_output) {
     json actions = json::array();
     for (const GcPackAction& a : r.actions) {
@@ -144,8 +145,8 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
     (del ? deletes : repacks)++;
     std::cout << (args.dry_run ? "would " : "") << (del ? "delete " : "repack ")
               << pack_path(a.pack) << " (" << a.bytes << " bytes"
-              << (del ? ", no needed blob" : ", " + std::to_string(a.needed_bytes) +
-                                                 " bytes needed")
+              << (del ? ", no needed blob"
+                      : ", " + std::to_string(a.needed_bytes) + " bytes needed")
               << ")\n";
   }
   if (args.dry_run) {
@@ -155,9 +156,9 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
               << " live or restorable versions need " << r.needed_blobs << " blobs\n";
   } else {
     std::cout << "reclaimed " << r.bytes_reclaimed << " bytes (" << FormatBytes(r.bytes_reclaimed)
-              << "): " << r.packs_deleted << " packs deleted (" << r.packs_repacked
-              << " repacked, " << r.bytes_copied << " bytes copied), of " << r.packs
-              << " packs, in " << FormatDuration(r.duration) << "\n";
+              << "): " << r.packs_deleted << " packs deleted (" << r.packs_repacked << " repacked, "
+              << r.bytes_copied << " bytes copied), of " << r.packs << " packs, in "
+              << FormatDuration(r.duration) << "\n";
   }
   return Status::Ok();
 }
@@ -169,9 +170,9 @@ Status Fsck(const fs::path& data, bool repair, bool json_output) {
   }
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   BDN_ASSIGN_OR_RETURN(auto registry, SqliteRegistry::Open(data / "registry.db"));
-  BDN_ASSIGN_OR_RETURN(FsckReport r, RunFsck(data / "store", *registry,
-                                              repair ? FsckMode::kRepair : FsckMode::kCheck,
-                                              options));
+  BDN_ASSIGN_OR_RETURN(
+      FsckReport r,
+      RunFsck(data / "store", *registry, repair ? FsckMode::kRepair : FsckMode::kCheck, options));
   if (json_output) {
     json problems = json::array();
     for (const FsckProblem& p : r.problems) {

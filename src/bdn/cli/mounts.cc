@@ -130,7 +130,8 @@ Status MountsLock(Context& ctx, const std::string& config_path) {
     if (e.source == pinned) continue;
     rewrites.push_back({&e, pinned});
     changes.push_back({{"line", e.line}, {"from", e.source}, {"to", pinned}});
-    if (!ctx.json) std::cout << config_path << ":" << e.line << ": " << e.source << " -> " << pinned << "\n";
+    if (!ctx.json)
+      std::cout << config_path << ":" << e.line << ": " << e.source << " -> " << pinned << "\n";
   }
   if (!changes.empty()) {
     BDN_ASSIGN_OR_RETURN(std::string out,
@@ -141,10 +142,9 @@ Status MountsLock(Context& ctx, const std::string& config_path) {
     if (ec) return ErrnoError("config " + config_path, ec.value());
     const fs::perms perms = fs::status(target, ec).permissions();
     if (ec) return ErrnoError("config " + target.string(), ec.value());
-    auto written = WriteFileAtomically(
-        target, AsBytes(out), "config " + target.string(),
-        {.tmp_name = target.filename().string() + ".bdn-lock.tmp",
-         .mode = static_cast<unsigned>(perms & fs::perms::mask)});
+    auto written = WriteFileAtomically(target, AsBytes(out), "config " + target.string(),
+                                       {.tmp_name = target.filename().string() + ".bdn-lock.tmp",
+                                        .mode = static_cast<unsigned>(perms & fs::perms::mask)});
     if (!written) return written.error();
   }
   if (ctx.json) {

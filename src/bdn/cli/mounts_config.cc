@@ -33,7 +33,8 @@ Result<std::vector<MountEntry>> ParseUnguarded(const std::string& file, const st
   if (!bdn.IsMap()) return at(bdn, "\"bdn\" must be a mapping");
   for (auto it = bdn.begin(); it != bdn.end(); ++it) {
     BDN_ASSIGN_OR_RETURN(std::string key, key_of(it->first, "bdn"));
-    if (key != "mounts") return at(it->first, "unknown key \"" + key + "\" in bdn (allowed: mounts)");
+    if (key != "mounts")
+      return at(it->first, "unknown key \"" + key + "\" in bdn (allowed: mounts)");
   }
   YAML::Node mounts = bdn["mounts"];
   if (!mounts) return at(bdn, "bdn.mounts is missing");
@@ -62,7 +63,8 @@ Result<std::vector<MountEntry>> ParseUnguarded(const std::string& file, const st
     e.path = m["path"].as<std::string>();
     auto ref = ParseRef(e.source);
     if (!ref) return at(m["source"], where + ".source: " + ref.error().message());
-    if (!ref->path.empty()) return at(m["source"], where + ".source \"" + e.source + "\": a mount source takes no path");
+    if (!ref->path.empty())
+      return at(m["source"], where + ".source \"" + e.source + "\": a mount source takes no path");
     e.ref = *ref;
     if (YAML::Node ao = m["allow_other"]) {
       bool value = false;
@@ -83,8 +85,8 @@ Result<std::vector<MountEntry>> ParseUnguarded(const std::string& file, const st
       bool inside = norm.starts_with(other + "/");
       bool contains = other.starts_with(norm + "/");
       if (inside || contains) {
-        return at(m["path"], where + ".path \"" + e.path + "\": " +
-                                 (inside ? "inside" : "contains") + " mounts[" +
+        return at(m["path"], where + ".path \"" + e.path +
+                                 "\": " + (inside ? "inside" : "contains") + " mounts[" +
                                  std::to_string(j) + "].path \"" + other + "\"");
       }
     }

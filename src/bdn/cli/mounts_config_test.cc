@@ -62,9 +62,9 @@ TEST(MountsConfig, RewriteChangesOnlyTheSourcesEvenSeveralOnOneLine) {
   auto entries = ParseMountsConfig("c.yaml", text);
   ASSERT_TRUE(entries.has_value()) << entries.error().message();
   ASSERT_EQ(entries->size(), 2u);
-  auto out = RewriteMountSources("c.yaml", text,
-                                 {{&(*entries)[0], "bdn:a/b@b3:" + kHex},
-                                  {&(*entries)[1], "bdn:a/c@b3:" + kHex}});
+  auto out = RewriteMountSources(
+      "c.yaml", text,
+      {{&(*entries)[0], "bdn:a/b@b3:" + kHex}, {&(*entries)[1], "bdn:a/c@b3:" + kHex}});
   ASSERT_TRUE(out.has_value()) << out.error().message();
   EXPECT_EQ(*out, "# keep\nbdn: {mounts: [{source: 'bdn:a/b@b3:" + kHex +
                       "', path: /m/a}, {path: /m/b, source: \"bdn:a/c@b3:" + kHex + "\"}]}");
@@ -75,7 +75,8 @@ TEST(MountsConfig, RewriteChangesOnlyTheSourcesEvenSeveralOnOneLine) {
 TEST(MountsConfig, RewriteRefusesAPlaceThatDoesNotHoldTheSource) {
   MountEntry e;
   e.source = "bdn:a/b";
-  for (auto [line, column] : {std::pair(1, 40), std::pair(3, 0), std::pair(0, 0), std::pair(1, 2)}) {
+  for (auto [line, column] :
+       {std::pair(1, 40), std::pair(3, 0), std::pair(0, 0), std::pair(1, 2)}) {
     e.line = line;
     e.column = column;
     auto out = RewriteMountSources("c.yaml", "x: bdn:a/b\n", {{&e, "bdn:a/b@b3:" + kHex}});

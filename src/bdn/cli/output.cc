@@ -1,9 +1,9 @@
 #include "bdn/cli/output.h"
 
-#include "bdn/base/units.h"
-
 #include <ctime>
 #include <iostream>
+
+#include "bdn/base/units.h"
 
 namespace bdn::cli {
 namespace {

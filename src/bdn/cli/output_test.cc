@@ -1,13 +1,14 @@
 // Unit tests of the CLI's one-place mappings and texts: ExitCode (Status → exit code), JsonText
 // (results and errors as JSON, whatever the bytes), FormatUnixMs, ParseWriteRef, the progress
 // line and the retry note a progress line shows.
+#include "bdn/cli/output.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
 #include "bdn/cli/commands.h"
-#include "bdn/cli/output.h"
 #include "bdn/cli/progress.h"
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
@@ -86,8 +87,9 @@ TEST(ProgressLine, ANoteTakesThePlaceOfTheEtaAndNothingDoneHasNoEta) {
   EXPECT_EQ(ProgressLine("push", c, 0.0, ProgressStyle::kBar, ""),
             "push [------------------------] 0 B/1000 B  0 B/s  files 0/0");
   c.bytes_done = 500;
-  EXPECT_EQ(ProgressLine("push", c, 1.0, ProgressStyle::kPlain, "retrying for 3s (gives up at 1m): x"),
-            "push 500 B/1000 B  500 B/s  files 0/0  retrying for 3s (gives up at 1m): x");
+  EXPECT_EQ(
+      ProgressLine("push", c, 1.0, ProgressStyle::kPlain, "retrying for 3s (gives up at 1m): x"),
+      "push 500 B/1000 B  500 B/s  files 0/0  retrying for 3s (gives up at 1m): x");
   // Done (or more than the total, as a resumed file counts twice): a full bar, no ETA.
   c.bytes_done = 1500;
   EXPECT_EQ(ProgressLine("push", c, 1.0, ProgressStyle::kBar, ""),

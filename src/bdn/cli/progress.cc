@@ -42,7 +42,8 @@ ProgressReporter::~ProgressReporter() {
 }
 
 std::string ProgressReporter::Line(double elapsed_s) const {
-  return ProgressLine(label_, counters_, elapsed_s, tty_ ? ProgressStyle::kBar : ProgressStyle::kPlain,
+  return ProgressLine(label_, counters_, elapsed_s,
+                      tty_ ? ProgressStyle::kBar : ProgressStyle::kPlain,
                       note_ ? note_() : std::string());
 }
 
@@ -54,7 +55,9 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
   std::string out = label + " ";
   if (style == ProgressStyle::kBar) {
     constexpr int kWidth = 24;
-    int fill = total ? static_cast<int>(kWidth * static_cast<double>(done) / static_cast<double>(total)) : 0;
+    int fill =
+        total ? static_cast<int>(kWidth * static_cast<double>(done) / static_cast<double>(total))
+              : 0;
     if (fill > kWidth) fill = kWidth;
     out += "[" + std::string(static_cast<size_t>(fill), '#') +
            std::string(static_cast<size_t>(kWidth - fill), '-') + "] ";
@@ -66,7 +69,8 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
   if (!note.empty()) {
     out += "  " + note;
   } else if (rate > 0 && total > done) {
-    out += "  ETA " + std::to_string(static_cast<int>(static_cast<double>(total - done) / rate)) + "s";
+    out +=
+        "  ETA " + std::to_string(static_cast<int>(static_cast<double>(total - done) / rate)) + "s";
   }
   return out;
 }

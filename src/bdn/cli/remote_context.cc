@@ -40,8 +40,8 @@ Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline)
       std::make_shared<remote::RetryBudget>(remote::RetryBudget::Options{.deadline = deadline});
   out.store = std::make_shared<remote::RemoteChunkStore>(
       ctx.origin, remote::RemoteStoreOptions{.budget = out.retry_budget});
-  out.registry = std::make_shared<remote::RemoteRegistry>(ctx.origin,
-                                                          remote::RetryPolicy{}, out.retry_budget);
+  out.registry =
+      std::make_shared<remote::RemoteRegistry>(ctx.origin, remote::RetryPolicy{}, out.retry_budget);
   return out;
 }
 

@@ -1,8 +1,5 @@
 // bdn serve and bdn cache serve (serve.h): flags to options, the data directory's lock, the
 // server's signals, and the wiring of the origin or the cache node onto an http::Server.
-#include "bdn/base/clock.h"
-#include "bdn/base/fd.h"
-#include "bdn/base/log.h"
 #include "bdn/cli/serve.h"
 
 #include <fcntl.h>
@@ -24,31 +21,34 @@
 #include <thread>
 #include <unordered_set>
 
+#include "bdn/base/clock.h"
+#include "bdn/base/fd.h"
+#include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
 #include "bdn/cli/commands.h"
+#include "bdn/format/ref.h"
 #include "bdn/http/client.h"
 #include "bdn/http/errors.h"
 #include "bdn/http/server.h"
 #include "bdn/maintenance/gc.h"
-#include "bdn/volume/version_blobs.h"
 #include "bdn/objstore/object_pack_store.h"
-#include "bdn/format/ref.h"
 #include "bdn/origin/origin.h"
-#include "bdn/volume/version_check.h"
 #include "bdn/registry/key_store.h"
-#include "bdn/registry/registry.h"
-#include "bdn/store/chunk_store.h"
-#include "bdn/remote/remote_chunk_store.h"
 #include "bdn/registry/pg_metadata.h"
 #include "bdn/registry/push_claims.h"
+#include "bdn/registry/registry.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sync_job_store.h"
+#include "bdn/remote/remote_chunk_store.h"
 #include "bdn/sql/database.h"
+#include "bdn/store/chunk_store.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/sync/secrets.h"
 #include "bdn/sync/service.h"
+#include "bdn/volume/version_blobs.h"
+#include "bdn/volume/version_check.h"
 
 namespace bdn::cli {
 namespace {
@@ -402,7 +402,7 @@ struct Metadata {
   std::shared_ptr<KeyStore> keys;
   std::shared_ptr<SyncJobStore> jobs;
   std::shared_ptr<SecretStore> secrets;
-  std::shared_ptr<PushClaims> claims;    // null: the origin's memory
+  std::shared_ptr<PushClaims> claims;  // null: the origin's memory
   // With --db: the pool (for other components' tables, e.g. an object store's pack index, which
   // migrate their own component with PgPool::Migrate) and the database replicas coordinate in
   // (its lock "gc" around each periodic GC run).
@@ -632,7 +632,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   auto gc_interval = ParseDuration(args.gc_interval, std::chrono::milliseconds(0),
                                    std::chrono::milliseconds(int64_t{365} * 86'400'000));
   if (!gc_interval) return gc_interval.error().WithPrefix("--gc-interval");
-  auto gc_grace = ParseDuration(args.gc_grace, std::chrono::milliseconds(0), std::chrono::hours(24));
+  auto gc_grace =
+      ParseDuration(args.gc_grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!gc_grace) return gc_grace.error().WithPrefix("--gc-grace");
   auto gc_hook = WithGcStopFromEnvironment(nullptr);
   if (!gc_hook) return gc_hook.error();
@@ -714,9 +715,9 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
     return origin.ClaimForSync(ns, volume);
   };
-  sync::JobScheduler scheduler(sync_deps, args.sync_runners,
-                               args.db.empty() ? std::chrono::milliseconds(0)
-                                               : std::chrono::milliseconds(10'000));
+  sync::JobScheduler scheduler(
+      sync_deps, args.sync_runners,
+      args.db.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10'000));
   origin.EnableSync(std::make_shared<sync::LocalSyncService>(
       sync_deps, [&scheduler](const std::string& id) { scheduler.Enqueue(id); }));
   origin.Register(server);
@@ -724,7 +725,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   gc_options.grace = *gc_grace;
   gc_options.max_repack_fraction = args.gc_max_repack_fraction;
   gc_options.hook = std::move(*gc_hook);
-  PeriodicGc gc(*registry, *server_store.gc, server.metrics(), *gc_interval, gc_options, meta.cluster);
+  PeriodicGc gc(*registry, *server_store.gc, server.metrics(), *gc_interval, gc_options,
+                meta.cluster);
   BDN_RETURN_IF_ERROR(server.Start());
   if (Status s = scheduler.Start(); !s.ok()) {
     server.Stop();
@@ -852,7 +854,8 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   check_options.deadline = std::chrono::milliseconds(10000);
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
                        http::HttpClient::Create(check_options));
-  options.read_authority = origin::UpstreamReadAuthority(std::move(check_client), options.scope_ttl);
+  options.read_authority =
+      origin::UpstreamReadAuthority(std::move(check_client), options.scope_ttl);
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);
   ExportCacheMetrics(server.metrics(), cache);

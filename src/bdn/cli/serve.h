@@ -44,7 +44,7 @@ struct ServeArgs {
   bool insecure_no_auth = false;
   std::string claim_ttl = "30s";
   std::string retention = "7d";  // deleted versions stay restorable this long
-  int sync_runners = 2;  // sync jobs run at once
+  int sync_runners = 2;          // sync jobs run at once
   // What sync jobs may read (docs/sync.md, "Sources on a server"): file:// sources only under
   // these directories (none: file:// is refused), never in the data directory; http(s) sources
   // and --endpoint hosts only at public addresses unless sync_allow_private_addresses.
@@ -83,7 +83,8 @@ struct ServeArgs {
 // malformed URL; Unavailable "database postgresql://...: cannot connect: ..."; InvalidArgument
 // "--store \"x\": ..." and "--s3-endpoint: needs --store s3://..."; those of finding AWS
 // credentials (objstore::AwsCredentialsFromEnvironment) and of opening
-// the store, registry and key store, and of the migrations. Not thread-safe (one per process: it blocks SIGINT/SIGTERM in every thread).
+// the store, registry and key store, and of the migrations. Not thread-safe (one per process: it
+// blocks SIGINT/SIGTERM in every thread).
 Status Serve(const ServeArgs& args, const std::string& home);
 
 struct CacheServeArgs {

@@ -77,7 +77,8 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
   }
   if (r->ignored > 0) {
     std::printf("%llu files that are not chunks were kept in %s\n",
-                static_cast<unsigned long long>(r->ignored), (root / "chunks.not-migrated").c_str());
+                static_cast<unsigned long long>(r->ignored),
+                (root / "chunks.not-migrated").c_str());
   }
   return Status::Ok();
 }

@@ -86,7 +86,8 @@ Result<std::shared_ptr<sync::SyncService>> OpenService(const Context& ctx) {
 std::string FormatTime(int64_t unix_ms) { return unix_ms == 0 ? "-" : FormatUnixMs(unix_ms); }
 
 std::string Dest(const SyncJobRecord& job) {
-  return "bdn:" + job.spec.ns + "/" + job.spec.volume + (job.spec.tag.empty() ? "" : ":" + job.spec.tag);
+  return "bdn:" + job.spec.ns + "/" + job.spec.volume +
+         (job.spec.tag.empty() ? "" : ":" + job.spec.tag);
 }
 
 std::string VersionRef(const SyncJobRecord& job) {
@@ -105,8 +106,9 @@ Status Report(const Context& ctx, const SyncJobRecord& job) {
   if (ctx.json) PrintJson(api::SyncJobToJson(job));
   if (job.state == SyncState::kReady) {
     if (!ctx.json) {
-      std::cerr << "sync " << job.id << ": READY" << (job.unchanged ? " (unchanged: already mirrored, nothing fetched)" : "")
-                << ": " << job.progress.objects_total << " objects, "
+      std::cerr << "sync " << job.id << ": READY"
+                << (job.unchanged ? " (unchanged: already mirrored, nothing fetched)" : "") << ": "
+                << job.progress.objects_total << " objects, "
                 << FormatBytes(job.progress.bytes_total) << ", "
                 << FormatBytes(job.progress.bytes_fetched) << " fetched\n";
       std::cout << VersionRef(job) << std::endl;
@@ -139,8 +141,9 @@ Status WaitRemote(const Context& ctx, sync::SyncService& service, SyncJobRecord 
     if (g_interrupted) {
       progress.reset();
       return Interrupted("sync job " + job.id + ": stopped waiting; the job goes on (" +
-                         std::string(SyncStateName(job.state)) + "): follow it with `bdn volume sync describe " +
-                         job.id + "`, stop it with `bdn volume sync cancel " + job.id + "`");
+                         std::string(SyncStateName(job.state)) +
+                         "): follow it with `bdn volume sync describe " + job.id +
+                         "`, stop it with `bdn volume sync cancel " + job.id + "`");
     }
     poll_interval = std::min(poll_interval * 2, std::chrono::milliseconds(1000));
     BDN_ASSIGN_OR_RETURN(job, service.Get(job.id));
@@ -207,7 +210,8 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
       j["created"] = started.created;
       PrintJson(j);
     } else {
-      std::cerr << "sync " << started.job.id << ": " << (started.created ? "started" : "already running")
+      std::cerr << "sync " << started.job.id << ": "
+                << (started.created ? "started" : "already running")
                 << " on the server; follow it with `bdn volume sync describe " << started.job.id
                 << "`\n";
       std::cout << started.job.id << std::endl;
@@ -215,8 +219,9 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
     return Status::Ok();
   }
   if (!ctx.json) {
-    std::cerr << "sync " << started.job.id << ": " << (started.created ? "started" : "already running")
-              << " on the server (" << spec.source_uri << " -> " << Dest(started.job) << ")\n";
+    std::cerr << "sync " << started.job.id << ": "
+              << (started.created ? "started" : "already running") << " on the server ("
+              << spec.source_uri << " -> " << Dest(started.job) << ")\n";
   }
   return WaitRemote(ctx, *service, started.job);
 }
@@ -230,7 +235,8 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
   }
   auto line = [](const char* k, const std::string& v) { std::cout << k << ": " << v << "\n"; };
   line("id", job.id);
-  line("state", std::string(SyncStateName(job.state)) + (job.cancel_requested && !IsTerminal(job.state) ? " (cancel requested)" : ""));
+  line("state", std::string(SyncStateName(job.state)) +
+                    (job.cancel_requested && !IsTerminal(job.state) ? " (cancel requested)" : ""));
   line("source", job.spec.source_uri);
   line("dest", Dest(job));
   for (const auto& p : job.spec.includes) line("include", p);
@@ -239,7 +245,8 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
   if (!job.spec.endpoint.empty()) line("endpoint", job.spec.endpoint);
   if (!job.spec.region.empty()) line("region", job.spec.region);
   if (!job.source_revision.empty()) line("revision", job.source_revision);
-  line("progress", ProgressText(job) + " (" + FormatBytes(job.progress.bytes_fetched) + " fetched)");
+  line("progress",
+       ProgressText(job) + " (" + FormatBytes(job.progress.bytes_fetched) + " fetched)");
   if (job.version) line("version", VersionRef(job) + (job.unchanged ? " (unchanged)" : ""));
   if (!job.error_code.empty()) line("error", job.error_code + ": " + job.error_message);
   line("created", FormatTime(job.created_unix_ms));
@@ -288,8 +295,9 @@ Status SyncCancel(Context& ctx, const std::string& id, bool wait) {
   if (ctx.json) {
     PrintJson(api::SyncJobToJson(job));
   } else {
-    std::cout << job.id << ": " << (IsTerminal(job.state) ? std::string(SyncStateName(job.state))
-                                                         : "cancel requested")
+    std::cout << job.id << ": "
+              << (IsTerminal(job.state) ? std::string(SyncStateName(job.state))
+                                        : "cancel requested")
               << std::endl;
   }
   return Status::Ok();

@@ -106,8 +106,8 @@ struct ClusterEnv {
       : origin(dir / "origin"),
         node_a(dir / "node-a", origin.server->url()),
         node_b(dir / "node-b", origin.server->url()) {
-    auto c = remote::ClusterChunkStore::Create(
-        {node_a.server->url(), node_b.server->url()}, ClientOf(origin.server->url()));
+    auto c = remote::ClusterChunkStore::Create({node_a.server->url(), node_b.server->url()},
+                                               ClientOf(origin.server->url()));
     EXPECT_TRUE(c.has_value()) << c.error().ToString();
     cluster = std::move(*c);
   }

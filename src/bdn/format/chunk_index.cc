@@ -95,10 +95,9 @@ Result<std::optional<uint64_t>> CheckRun(const ChunkerParams& chunker, const std
   bool overflow = false;
   for (const ChunkRef& c : chunks) {
     if (c.size_bytes > chunker.max_bytes) {
-      return Err(CorruptionError(file + ": chunk " + c.id.ToString() + " of " +
-                                 std::to_string(c.size_bytes) +
-                                 " bytes is longer than the chunker maximum " +
-                                 std::to_string(chunker.max_bytes)));
+      return Err(CorruptionError(
+          file + ": chunk " + c.id.ToString() + " of " + std::to_string(c.size_bytes) +
+          " bytes is longer than the chunker maximum " + std::to_string(chunker.max_bytes)));
     }
     overflow = overflow || __builtin_add_overflow(total, uint64_t{c.size_bytes}, &total);
   }
@@ -284,10 +283,9 @@ Result<FileChunkIndex> ReadFileChunkIndex(const ChunkerParams& chunker, const En
     case FileLayout::kSingleChunk:
       // Checked before the narrowing below: the length must fit a chunk.
       if (e.size_bytes > chunker.max_bytes) {
-        return Err(CorruptionError(file + ": chunk " + e.digest.ToString() + " of " +
-                                   std::to_string(e.size_bytes) +
-                                   " bytes is longer than the chunker maximum " +
-                                   std::to_string(chunker.max_bytes)));
+        return Err(CorruptionError(
+            file + ": chunk " + e.digest.ToString() + " of " + std::to_string(e.size_bytes) +
+            " bytes is longer than the chunker maximum " + std::to_string(chunker.max_bytes)));
       }
       whole.push_back({e.digest, static_cast<uint32_t>(e.size_bytes)});
       break;
@@ -307,11 +305,12 @@ Result<FileChunkIndex> ReadFileChunkIndex(const ChunkerParams& chunker, const En
   }
   BDN_ASSIGN_OR_RETURN(std::optional<uint64_t> total, CheckRun(chunker, file, whole));
   if (!total || *total != e.size_bytes) {
-    return Err(CorruptionError(file + ": chunks add up to " + Sum(total) +
-                               " bytes, the file has " + std::to_string(e.size_bytes)));
+    return Err(CorruptionError(file + ": chunks add up to " + Sum(total) + " bytes, the file has " +
+                               std::to_string(e.size_bytes)));
   }
   out.chunk_count = whole.size();
-  if (!whole.empty()) out.runs.push_back(std::make_shared<const std::vector<ChunkRef>>(std::move(whole)));
+  if (!whole.empty())
+    out.runs.push_back(std::make_shared<const std::vector<ChunkRef>>(std::move(whole)));
   return out;
 }
 

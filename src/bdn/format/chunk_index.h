@@ -35,7 +35,7 @@ inline constexpr uint8_t kPieceCutMask = 0x3f;
 
 // One entry of a version-2 chunk index: a piece, and what it must list.
 struct ChunkIndexPiece {
-  Digest id;                // BLAKE3 of the piece's version-1 chunk index object
+  Digest id;                 // BLAKE3 of the piece's version-1 chunk index object
   uint64_t chunk_count = 0;  // chunks it lists: 1 to kPieceMaxChunks
   uint64_t size_bytes = 0;   // the sum of their lengths
   bool operator==(const ChunkIndexPiece&) const = default;

@@ -29,7 +29,8 @@ void PutDigest(std::string& out, const Digest& d) {
 std::vector<ChunkRef> Chunks(size_t n, const std::string& seed = "c") {
   std::vector<ChunkRef> out;
   for (size_t i = 0; i < n; ++i) {
-    out.push_back({Digest::Of(seed + "/" + std::to_string(i)), static_cast<uint32_t>(1000 + i % 7000)});
+    out.push_back(
+        {Digest::Of(seed + "/" + std::to_string(i)), static_cast<uint32_t>(1000 + i % 7000)});
   }
   return out;
 }
@@ -74,8 +75,10 @@ struct Blobs {
       std::vector<IndexBlob> out;
       for (const Digest& id : ids) {
         auto it = by_id.find(id);
-        if (it == by_id.end()) return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
-        out.push_back(std::make_shared<const std::vector<uint8_t>>(it->second.begin(), it->second.end()));
+        if (it == by_id.end())
+          return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+        out.push_back(
+            std::make_shared<const std::vector<uint8_t>>(it->second.begin(), it->second.end()));
       }
       return out;
     };
@@ -151,7 +154,8 @@ TEST(EncodeFileIndex, VersionTwoBytesAreThePiecesInOrder) {
   ASSERT_EQ(b.pieces.size(), ends.size());  // distinct chunks: distinct pieces
   size_t start = 0;
   for (size_t i = 0; i < ends.size(); ++i) {
-    std::span<const ChunkRef> run = std::span<const ChunkRef>(chunks).subspan(start, ends[i] - start);
+    std::span<const ChunkRef> run =
+        std::span<const ChunkRef>(chunks).subspan(start, ends[i] - start);
     const std::string piece = EncodeChunkIndex(run);
     PutDigest(expected, Digest::Of(piece));
     PutLe(expected, run.size(), 8);
@@ -199,8 +203,8 @@ TEST(ReadFileChunkIndex, APieceListedTwiceIsFetchedOnceAndSharesItsRun) {
   std::vector<ChunkRef> same(3000, {Digest::Of(std::string_view("x")), 7});
   Blobs blobs;
   const Digest root = blobs.AddFile(same);
-  auto index = ReadFileChunkIndex(ChunkerParams::Default(), IndexedFile("z", 21000, root),
-                                  blobs.Fetch());
+  auto index =
+      ReadFileChunkIndex(ChunkerParams::Default(), IndexedFile("z", 21000, root), blobs.Fetch());
   ASSERT_TRUE(index.has_value()) << index.error().message();
   EXPECT_EQ(index->chunk_count, 3000u);
   ASSERT_EQ(index->runs.size(), 3u);
@@ -244,7 +248,9 @@ TEST(ReadFileChunkIndex, RefusesPiecesThatDisagreeWithTheIndexOrTheFile) {
   Blobs blobs;
   const std::string a = EncodeChunkIndex(first), b = EncodeChunkIndex(second);
   const Digest ida = blobs.Add(a), idb = blobs.Add(b);
-  auto table = [&](std::vector<ChunkIndexPiece> pieces) { return blobs.Add(EncodePieceTable(pieces)); };
+  auto table = [&](std::vector<ChunkIndexPiece> pieces) {
+    return blobs.Add(EncodePieceTable(pieces));
+  };
   const uint64_t size = Bytes(first) + Bytes(second);
   auto expect = [&](const Digest& root, uint64_t file_size, const std::string& message,
                     StatusCode code = StatusCode::kCorruption) {
@@ -256,8 +262,9 @@ TEST(ReadFileChunkIndex, RefusesPiecesThatDisagreeWithTheIndexOrTheFile) {
   const Digest good = table({{ida, 100, Bytes(first)}, {idb, 50, Bytes(second)}});
   ASSERT_TRUE(ReadFileChunkIndex(p, IndexedFile("f", size, good), blobs.Fetch()).has_value());
 
-  expect(good, size + 1, "file \"f\": chunk index pieces add up to " + std::to_string(size) +
-                             " bytes, the file has " + std::to_string(size + 1));
+  expect(good, size + 1,
+         "file \"f\": chunk index pieces add up to " + std::to_string(size) +
+             " bytes, the file has " + std::to_string(size + 1));
   expect(table({{ida, 100, UINT64_MAX}, {idb, 50, 2}}), 5,
          "file \"f\": chunk index pieces add up to more than 2^64-1 bytes, the file has 5");
   // Sizes moved from one piece to the other: the total is right, each piece is not.
@@ -274,9 +281,10 @@ TEST(ReadFileChunkIndex, RefusesPiecesThatDisagreeWithTheIndexOrTheFile) {
              std::to_string(Bytes(first)) + " bytes");
   // A piece that is itself a list of pieces: pieces do not nest.
   const Digest nested = table({{ida, 100, Bytes(first)}});
-  expect(table({{nested, 100, Bytes(first)}, {idb, 50, Bytes(second)}}), size,
-         "file \"f\": chunk index piece " + nested.ToString() +
-             ": version 2 (a list of pieces) where a list of chunks (version 1) belongs, at byte 8");
+  expect(
+      table({{nested, 100, Bytes(first)}, {idb, 50, Bytes(second)}}), size,
+      "file \"f\": chunk index piece " + nested.ToString() +
+          ": version 2 (a list of pieces) where a list of chunks (version 1) belongs, at byte 8");
   // A piece that does not decode.
   const Digest junk = blobs.Add(std::string("BDNI\x07\0\0\0", 8));
   expect(table({{junk, 100, Bytes(first)}, {idb, 50, Bytes(second)}}), size,
@@ -298,19 +306,22 @@ TEST(ReadFileChunkIndex, RefusesPiecesThatDisagreeWithTheIndexOrTheFile) {
 TEST(ReadFileChunkIndex, ALieAboutSizesCostsNoPieceFetch) {
   Blobs blobs;
   const Digest ida = blobs.Add(EncodeChunkIndex(Chunks(10)));
-  const Digest root = blobs.Add(EncodePieceTable(std::vector<ChunkIndexPiece>{{ida, 10, 1}, {ida, 10, 1}}));
+  const Digest root =
+      blobs.Add(EncodePieceTable(std::vector<ChunkIndexPiece>{{ida, 10, 1}, {ida, 10, 1}}));
   auto r = ReadFileChunkIndex(ChunkerParams::Default(), IndexedFile("f", 3, root), blobs.Fetch());
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message(), "file \"f\": chunk index pieces add up to 2 bytes, the file has 3");
+  EXPECT_EQ(r.error().message(),
+            "file \"f\": chunk index pieces add up to 2 bytes, the file has 3");
   EXPECT_EQ(blobs.calls.size(), 1u);  // the root only
 }
 
 TEST(ReadFileChunkIndex, AFetchThatAnswersTheWrongNumberOfBlobsIsInternal) {
   Entry e = IndexedFile("f", 10, Digest::Of(std::string_view("i")));
-  auto r = ReadFileChunkIndex(ChunkerParams::Default(), e,
-                              [](IndexPart, std::span<const Digest>) -> Result<std::vector<IndexBlob>> {
-                                return std::vector<IndexBlob>{};
-                              });
+  auto r =
+      ReadFileChunkIndex(ChunkerParams::Default(), e,
+                         [](IndexPart, std::span<const Digest>) -> Result<std::vector<IndexBlob>> {
+                           return std::vector<IndexBlob>{};
+                         });
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kInternal);
   EXPECT_EQ(r.error().message(), "chunk index fetch: asked for 1 blobs, got 0 (or a null one)");

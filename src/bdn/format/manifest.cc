@@ -91,10 +91,14 @@ Status CheckEntries(const Manifest& m, Fail fail) {
 
 std::string_view EntryKindName(EntryKind kind) {
   switch (kind) {
-    case EntryKind::kDirectory: return "directory";
-    case EntryKind::kFile: return "file";
-    case EntryKind::kSymlink: return "symlink";
-    case EntryKind::kHardlink: return "hardlink";
+    case EntryKind::kDirectory:
+      return "directory";
+    case EntryKind::kFile:
+      return "file";
+    case EntryKind::kSymlink:
+      return "symlink";
+    case EntryKind::kHardlink:
+      return "hardlink";
   }
   return "unknown";
 }
@@ -110,8 +114,8 @@ Status ValidateEntryPath(std::string_view path) {
   size_t start = 0;
   while (true) {
     size_t slash = path.find('/', start);
-    std::string_view seg = path.substr(start, slash == std::string_view::npos ? std::string_view::npos
-                                                                              : slash - start);
+    std::string_view seg = path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (seg.empty()) return bad("empty segment");
     if (seg == ".") return bad("\".\" segment not allowed");
     if (seg == "..") return bad("\"..\" segment not allowed");
@@ -123,9 +127,8 @@ Status ValidateEntryPath(std::string_view path) {
 
 Result<std::string> EncodeManifest(const Manifest& m) {
   BDN_RETURN_IF_ERROR(m.chunker.Validate());
-  BDN_RETURN_IF_ERROR(CheckEntries(m, [](const std::string& why) {
-    return InvalidArgumentError("manifest: " + why);
-  }));
+  BDN_RETURN_IF_ERROR(CheckEntries(
+      m, [](const std::string& why) { return InvalidArgumentError("manifest: " + why); }));
   Writer w;
   w.Bytes(kManifestMagic, 4);
   w.U32(kFormatVersion);
@@ -140,7 +143,8 @@ Result<std::string> EncodeManifest(const Manifest& m) {
     w.U16(e.mode);
     w.Str(e.path);
     switch (e.kind) {
-      case EntryKind::kDirectory: break;
+      case EntryKind::kDirectory:
+        break;
       case EntryKind::kFile:
         w.U64(e.size_bytes);
         w.U8(static_cast<uint8_t>(e.layout));
@@ -148,7 +152,9 @@ Result<std::string> EncodeManifest(const Manifest& m) {
         if (e.layout == FileLayout::kIndexed) w.Dig(e.index);
         break;
       case EntryKind::kSymlink:
-      case EntryKind::kHardlink: w.Str(e.target); break;
+      case EntryKind::kHardlink:
+        w.Str(e.target);
+        break;
     }
     if (m.has_mtimes) w.U64(static_cast<uint64_t>(*e.mtime_ns));
   }
@@ -177,7 +183,8 @@ Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes) {
   m.has_mtimes = flags & kFlagMtimes;
   BDN_ASSIGN_OR_RETURN(uint64_t count, r.Le(8));
   // Each entry takes at least 7 bytes; refuse counts the input cannot hold before reserving.
-  if (count > bytes.size() / 7) return Err(r.Fail("entry count " + std::to_string(count) + " exceeds the input"));
+  if (count > bytes.size() / 7)
+    return Err(r.Fail("entry count " + std::to_string(count) + " exceeds the input"));
   // An Entry is far larger than its 7 encoded bytes: reserve only a little ahead of the input,
   // so that a count the input does not hold costs no memory before the decode fails.
   m.entries.reserve(std::min<uint64_t>(count, 4096));
@@ -190,7 +197,8 @@ Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes) {
     e.mode = static_cast<uint16_t>(mode);
     BDN_ASSIGN_OR_RETURN(e.path, r.Str());
     switch (e.kind) {
-      case EntryKind::kDirectory: break;
+      case EntryKind::kDirectory:
+        break;
       case EntryKind::kFile: {
         BDN_ASSIGN_OR_RETURN(e.size_bytes, r.Le(8));
         BDN_ASSIGN_OR_RETURN(uint64_t layout, r.Le(1));
@@ -215,9 +223,8 @@ Result<Manifest> DecodeManifest(std::span<const uint8_t> bytes) {
     m.entries.push_back(std::move(e));
   }
   if (!r.AtEnd()) return Err(r.Fail("trailing bytes"));
-  BDN_RETURN_IF_ERROR(CheckEntries(m, [](const std::string& why) {
-    return CorruptionError("manifest: " + why);
-  }));
+  BDN_RETURN_IF_ERROR(
+      CheckEntries(m, [](const std::string& why) { return CorruptionError("manifest: " + why); }));
   return m;
 }
 

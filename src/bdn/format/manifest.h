@@ -3,8 +3,8 @@
 // The byte layout is specified in docs/format.md.
 #pragma once
 
-#include <cstdint>
 #include <climits>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>

@@ -1,14 +1,14 @@
 // Tests for the manifest and version-1 chunk index encodings: canonical bytes, round trips, and
 // every way the decoders and encoders refuse bad input (version 2: chunk_index_test.cc).
-#include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 
 #include <gtest/gtest.h>
 
-#include "bdn/format/crafted_test_util.h"
-
 #include <string>
 #include <vector>
+
+#include "bdn/format/chunk_index.h"
+#include "bdn/format/crafted_test_util.h"
 
 namespace bdn {
 namespace {
@@ -569,8 +569,8 @@ TEST(Manifest, DecodeRejectsFileSizesOver2To63) {
   std::string b = testing::EncodeWithFileSizes(m, {{"a", UINT64_MAX}, {"b", UINT64_MAX}});
   ExpectCorrupt(b, "manifest: path \"a\": file size 18446744073709551615 is over 2^63-1 bytes");
 
-  m.entries = {IndexedFile("big", 1, Digest::Of(std::string_view("x")),
-                           Digest::Of(std::string_view("i")))};
+  m.entries = {
+      IndexedFile("big", 1, Digest::Of(std::string_view("x")), Digest::Of(std::string_view("i")))};
   b = testing::EncodeWithFileSizes(m, {{"big", kMaxFileBytes + 1}});
   ExpectCorrupt(b, "manifest: path \"big\": file size 9223372036854775808 is over 2^63-1 bytes");
   // 2^63-1 itself is a valid size (its chunk index must then cover it).
@@ -582,24 +582,28 @@ TEST(Manifest, DecodeRejectsFileSizesOver2To63) {
   Entry e = SmallFile("a", "hello");
   e.size_bytes = kMaxFileBytes + 1;
   m.entries = {e};
-  ExpectEncodeRejects(m, "manifest: path \"a\": file size 9223372036854775808 is over 2^63-1 bytes");
+  ExpectEncodeRejects(m,
+                      "manifest: path \"a\": file size 9223372036854775808 is over 2^63-1 bytes");
 }
 
 TEST(Manifest, DecodeRejectsSingleChunkFileLongerThanTheChunkerMaximum) {
   Manifest m;
   m.entries = {SmallFile("big", "hello")};
   std::string b = testing::EncodeWithFileSizes(m, {{"big", 4ull << 30}});
-  ExpectCorrupt(b, "manifest: path \"big\": single-chunk file of 4294967296 bytes is longer than "
-                   "the chunker maximum 262144");
+  ExpectCorrupt(b,
+                "manifest: path \"big\": single-chunk file of 4294967296 bytes is longer than "
+                "the chunker maximum 262144");
   b = testing::EncodeWithFileSizes(m, {{"big", 262145}});
-  ExpectCorrupt(b, "manifest: path \"big\": single-chunk file of 262145 bytes is longer than "
-                   "the chunker maximum 262144");
+  ExpectCorrupt(b,
+                "manifest: path \"big\": single-chunk file of 262145 bytes is longer than "
+                "the chunker maximum 262144");
   b = testing::EncodeWithFileSizes(m, {{"big", 262144}});
   EXPECT_TRUE(DecodeManifest(AsBytes(b)).has_value());
 
   m.entries[0].size_bytes = 262145;
-  ExpectEncodeRejects(m, "manifest: path \"big\": single-chunk file of 262145 bytes is longer "
-                         "than the chunker maximum 262144");
+  ExpectEncodeRejects(m,
+                      "manifest: path \"big\": single-chunk file of 262145 bytes is longer "
+                      "than the chunker maximum 262144");
 }
 
 TEST(Manifest, DecodeOfAHugeEntryCountFailsWithoutReservingForIt) {
@@ -636,8 +640,8 @@ TEST(FileChunkList, LayoutsGiveTheirChunks) {
   EXPECT_EQ(*single, (std::vector<ChunkRef>{{Digest::Of(std::string_view("hello")), 5}}));
 
   std::string index = EncodeChunkIndex(SampleChunks());
-  Entry big = IndexedFile("big", 262144 + 70000 + 1, Digest::Of(std::string_view("w")),
-                          Digest::Of(index));
+  Entry big =
+      IndexedFile("big", 262144 + 70000 + 1, Digest::Of(std::string_view("w")), Digest::Of(index));
   auto indexed = FileChunkList(p, big, Serving(index));
   ASSERT_TRUE(indexed.has_value()) << indexed.error().message();
   EXPECT_EQ(*indexed, SampleChunks());
@@ -662,13 +666,15 @@ TEST(FileChunkList, RefusesListsThatDisagreeWithTheFile) {
   // A chunk longer than the chunker allows, in an index.
   std::string huge = EncodeChunkIndex(std::vector<ChunkRef>{{six, 0xffffffff}, {six, 1}});
   f.size_bytes = 0x100000000ull;
-  expect(f, huge, "file \"f\": chunk " + six.ToString() +
-                      " of 4294967295 bytes is longer than the chunker maximum 262144");
+  expect(f, huge,
+         "file \"f\": chunk " + six.ToString() +
+             " of 4294967295 bytes is longer than the chunker maximum 262144");
   // A single-chunk entry that bypassed the decoder (a 4 GiB chunk would truncate to 0 bytes).
   Entry s = SmallFile("s", "hello");
   s.size_bytes = 4ull << 30;
-  expect(s, "", "file \"s\": chunk " + s.digest.ToString() +
-                    " of 4294967296 bytes is longer than the chunker maximum 262144");
+  expect(s, "",
+         "file \"s\": chunk " + s.digest.ToString() +
+             " of 4294967296 bytes is longer than the chunker maximum 262144");
   // An index that does not decode.
   expect(f, "BDNX", "file \"f\": chunk index: bad magic, at byte 0");
   // A version-2 index where a version-1 piece belongs is caught where the piece is read
@@ -727,8 +733,9 @@ TEST(ChunkIndex, DecodeRejectsMalformedInput) {
   b[4] = 9;
   expect(b, "chunk index: unsupported format version 9, at byte 8");
   b[4] = 2;
-  expect(b, "chunk index: version 2 (a list of pieces) where a list of chunks (version 1) "
-            "belongs, at byte 8");
+  expect(b,
+         "chunk index: version 2 (a list of pieces) where a list of chunks (version 1) "
+         "belongs, at byte 8");
   for (size_t n = 16; n < good.size(); ++n) {
     expect(good.substr(0, n), "chunk index: length does not match count, at byte 16");
   }
@@ -767,8 +774,8 @@ TEST(EntryPath, InvalidPathsWithExactMessages) {
       {"a/..", "path \"a/..\": \"..\" segment not allowed"},
       {"../a", "path \"../a\": \"..\" segment not allowed"},
       {"a/../b", "path \"a/../b\": \"..\" segment not allowed"},
-      {"a\xff", "path \"a\\xff\": not valid UTF-8"},  // names are escaped in messages
-      {"\xc0\xaf", "path \"\\xc0\\xaf\": not valid UTF-8"},                    // overlong '/'
+      {"a\xff", "path \"a\\xff\": not valid UTF-8"},         // names are escaped in messages
+      {"\xc0\xaf", "path \"\\xc0\\xaf\": not valid UTF-8"},  // overlong '/'
       {"\xed\xa0\x80", "path \"\\xed\\xa0\\x80\": not valid UTF-8"},           // surrogate
       {"\xe6\xa8", "path \"\\xe6\\xa8\": not valid UTF-8"},                    // truncated sequence
       {"\xf4\x90\x80\x80", "path \"\\xf4\\x90\\x80\\x80\": not valid UTF-8"},  // over U+10FFFF

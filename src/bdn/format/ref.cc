@@ -70,7 +70,8 @@ Result<Ref> ParseRef(std::string_view text, RefForm form) {
       }
       if (d.empty()) return bad("digest is empty");
       if (d.size() < 12) {
-        return bad("digest \"" + std::string(sel) + "\": too short, need at least 12 hex characters");
+        return bad("digest \"" + std::string(sel) +
+                   "\": too short, need at least 12 hex characters");
       }
       if (d.size() > 64) {
         return bad("digest \"" + std::string(sel) + "\": longer than 64 hex characters");

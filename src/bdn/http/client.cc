@@ -199,8 +199,8 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
-      return UnavailableError(who + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
-                              ": " + detail);
+      return UnavailableError(who + ": " + std::string(MethodName(req.method)) + " " +
+                              ShownPath(req) + ": " + detail);
     default:
       return InternalError(who + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                            ": " + detail);
@@ -393,25 +393,26 @@ Result<Response> HttpClient::Send(const Request& req) {
   std::fill(auth.begin(), auth.end(), '\0');
   if (rc != CURLE_OK && sink.too_large) {
     curl_easy_cleanup(h);
-    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
-                             ": response larger than " +
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " +
+                             ShownPath(req) + ": response larger than " +
                              std::to_string(options_.max_response_bytes) + " bytes"));
   }
   if (rc != CURLE_OK && sink.refused) {
     curl_easy_cleanup(h);
-    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
-                             (sink.refused_headers ? ": response refused" : ": response body refused")));
+    return Err(
+        InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
+                      (sink.refused_headers ? ": response refused" : ": response body refused")));
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK) {
     curl_easy_cleanup(h);
-    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
-                             ": aborted"));
+    return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " +
+                             ShownPath(req) + ": aborted"));
   }
   if (rc != CURLE_OK && !peer_check.refused.empty()) {
     curl_easy_cleanup(h);
     return Err(PermissionDeniedError(Name() + ": " + std::string(MethodName(req.method)) + " " +
-                                     ShownPath(req) + ": connecting to " + peer_check.refused + " refused (" +
-                                     std::string(peer_check.kind) +
+                                     ShownPath(req) + ": connecting to " + peer_check.refused +
+                                     " refused (" + std::string(peer_check.kind) +
                                      " address; only public addresses are allowed)")
                    .WithReason(std::string(kAddressNotAllowed)));
   }

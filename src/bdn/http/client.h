@@ -60,7 +60,8 @@ struct Request {
   // request that waits on a slow server without waiting for its deadline.
   std::function<bool()> should_abort;
   // If set, libcurl signs the request with AWS Signature Version 4 (CURLOPT_AWS_SIGV4; the
-  // algorithm of https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html),
+  // algorithm of
+  // https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html),
   // covering the method, the path and query exactly as given (sent as is: CURLOPT_PATH_AS_IS),
   // host, x-amz-date and every header in `headers`. libcurl 7.88 neither sorts the query nor adds
   // x-amz-content-sha256: the caller passes the query in canonical order and encoding and adds
@@ -112,8 +113,9 @@ struct ClientOptions {
 };
 
 // One client per server. HTTPS peers are verified against libcurl's CA bundle, or the file
-// $SSL_CERT_FILE names (read once per process). Each request borrows an idle keep-alive connection from the pool (or
-// opens a new one) and returns it afterwards, so concurrent requests use separate connections.
+// $SSL_CERT_FILE names (read once per process). Each request borrows an idle keep-alive connection
+// from the pool (or opens a new one) and returns it afterwards, so concurrent requests use separate
+// connections.
 //
 // Fork safety: connections opened before a fork(2) are never used in the child (nor closed:
 // they are the parent's); the child opens its own on first use. So a client may be created

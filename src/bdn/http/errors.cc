@@ -1,5 +1,4 @@
 // Status <-> HTTP error mapping (docs/http-api.md, "Errors").
-#include "bdn/base/log.h"
 #include "bdn/http/errors.h"
 
 #include <algorithm>
@@ -8,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
+
+#include "bdn/base/log.h"
 
 namespace bdn::http {
 namespace {
@@ -38,8 +39,8 @@ std::vector<std::pair<std::string, std::string>> g_hidden;
 
 // Whether `c` may continue a file name, so that "/srv/bdn" is not found inside "/srv/bdn2".
 bool ContinuesName(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '-' || c == '~' || c == '+' || c == '@';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == '~' || c == '+' || c == '@';
 }
 
 }  // namespace

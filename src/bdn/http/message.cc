@@ -166,8 +166,7 @@ Result<std::optional<ByteRange>> ParseRange(std::string_view value, uint64_t siz
       std::any_of(specs.begin(), specs.end(), [](const auto& r) { return r.has_value(); });
   if (!any_satisfiable) {
     return Err(InvalidArgumentError("range \"" + std::string(value) +
-                                    "\": not satisfiable for size " +
-                                    std::to_string(size_bytes)));
+                                    "\": not satisfiable for size " + std::to_string(size_bytes)));
   }
   // Several ranges (a multipart answer) are ignored, as RFC 9110 §14.2 lets a server do.
   if (specs.size() > 1) return ignore;

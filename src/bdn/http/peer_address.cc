@@ -35,11 +35,11 @@ std::optional<std::string_view> KindOfV6(const uint8_t* b) {
   if (std::memcmp(b, kZero, 16) == 0) return "unspecified";
   if (std::memcmp(b, kZero, 15) == 0 && b[15] == 1) return "loopback";
   if (first_80_zero && b[10] == 0xFF && b[11] == 0xFF) return KindOfV4(V4At(b + 12));  // mapped
-  if (first_80_zero && b[10] == 0 && b[11] == 0) return KindOfV4(V4At(b + 12));  // compatible
+  if (first_80_zero && b[10] == 0 && b[11] == 0) return KindOfV4(V4At(b + 12));        // compatible
   static constexpr uint8_t kNat64[12] = {0x00, 0x64, 0xFF, 0x9B};
   if (std::memcmp(b, kNat64, 12) == 0) return KindOfV4(V4At(b + 12));
   if (b[0] == 0x20 && b[1] == 0x02) return KindOfV4(V4At(b + 2));  // 6to4
-  if ((b[0] & 0xFE) == 0xFC) return "private";                       // unique local
+  if ((b[0] & 0xFE) == 0xFC) return "private";                     // unique local
   if (b[0] == 0xFE && (b[1] & 0xC0) == 0x80) return "link-local";
   if (b[0] == 0xFE && (b[1] & 0xC0) == 0xC0) return "private";  // site-local (deprecated)
   if (b[0] == 0xFF) return "multicast";

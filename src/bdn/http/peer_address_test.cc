@@ -54,11 +54,11 @@ TEST(NonPublicKind, NamesEveryRangeAServerMustNotBeSteeredAt) {
       {"fc00::1", "private"},
       {"fec0::1", "private"},
       {"ff02::1", "multicast"},
-      {"::ffff:127.0.0.1", "loopback"},        // IPv4-mapped
+      {"::ffff:127.0.0.1", "loopback"},  // IPv4-mapped
       {"::ffff:169.254.169.254", "link-local"},
-      {"::10.1.2.3", "private"},               // IPv4-compatible
-      {"64:ff9b::7f00:1", "loopback"},         // NAT64 of 127.0.0.1
-      {"2002:a9fe:a9fe::", "link-local"},      // 6to4 of 169.254.169.254
+      {"::10.1.2.3", "private"},           // IPv4-compatible
+      {"64:ff9b::7f00:1", "loopback"},     // NAT64 of 127.0.0.1
+      {"2002:a9fe:a9fe::", "link-local"},  // 6to4 of 169.254.169.254
       // Public: the neighbours of each range.
       {"8.8.8.8", "public"},
       {"11.0.0.1", "public"},

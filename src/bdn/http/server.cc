@@ -70,7 +70,8 @@ std::string Decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && HexDigitValue(s[i + 1]) >= 0 && HexDigitValue(s[i + 2]) >= 0) {
+    if (s[i] == '%' && i + 2 < s.size() && HexDigitValue(s[i + 1]) >= 0 &&
+        HexDigitValue(s[i + 2]) >= 0) {
       out += static_cast<char>(HexDigitValue(s[i + 1]) * 16 + HexDigitValue(s[i + 2]));
       i += 2;
     } else if (s[i] == '+' && plus_is_space) {
@@ -564,10 +565,10 @@ class Session : public std::enable_shared_from_this<Session> {
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f",
                   std::chrono::duration<double, std::milli>(SteadyClock::now() - start_).count());
-    log::Info("access " + addr_ + " " + Printable(req_->method, 16) + " " +
-              Printable(req_->path) + " " + std::to_string(res_->status) + " " +
-              std::to_string(bytes) + " B " + ms + " ms key=" +
-              (req_->key_name.empty() ? "-" : req_->key_name) + (complete ? "" : " aborted"));
+    log::Info("access " + addr_ + " " + Printable(req_->method, 16) + " " + Printable(req_->path) +
+              " " + std::to_string(res_->status) + " " + std::to_string(bytes) + " B " + ms +
+              " ms key=" + (req_->key_name.empty() ? "-" : req_->key_name) +
+              (complete ? "" : " aborted"));
   }
 
   void WriteResponse() {
@@ -690,7 +691,8 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return Close();
-    if (linger_until_ == SteadyClock::time_point()) linger_until_ = SteadyClock::now() + kLingerTime;
+    if (linger_until_ == SteadyClock::time_point())
+      linger_until_ = SteadyClock::now() + kLingerTime;
     buffer_.clear();
     buffer_.shrink_to_fit();
     if (discard_.empty()) discard_.resize(16 * 1024);

@@ -27,13 +27,20 @@ using pack::BlobLocation;
 
 std::string_view FsckKindName(FsckProblem::Kind k) {
   switch (k) {
-    case FsckProblem::Kind::kPack: return "pack";
-    case FsckProblem::Kind::kBlob: return "blob";
-    case FsckProblem::Kind::kMissing: return "missing";
-    case FsckProblem::Kind::kManifest: return "manifest";
-    case FsckProblem::Kind::kChunkIndex: return "chunk-index";
-    case FsckProblem::Kind::kIndex: return "index";
-    case FsckProblem::Kind::kRegistry: return "registry";
+    case FsckProblem::Kind::kPack:
+      return "pack";
+    case FsckProblem::Kind::kBlob:
+      return "blob";
+    case FsckProblem::Kind::kMissing:
+      return "missing";
+    case FsckProblem::Kind::kManifest:
+      return "manifest";
+    case FsckProblem::Kind::kChunkIndex:
+      return "chunk-index";
+    case FsckProblem::Kind::kIndex:
+      return "index";
+    case FsckProblem::Kind::kRegistry:
+      return "registry";
   }
   return "?";
 }
@@ -49,7 +56,7 @@ struct Copy {
 // What the packs hold: every record found, by blob id.
 struct Scan {
   std::unordered_map<Digest, std::vector<Copy>> copies;
-  std::map<uint64_t, fs::path> pack_paths;  // sealed (and unsealed) packs read
+  std::map<uint64_t, fs::path> pack_paths;          // sealed (and unsealed) packs read
   std::set<std::pair<uint64_t, uint64_t>> records;  // (pack, offset) of every record found
   std::set<std::pair<uint64_t, uint64_t>> quarantined;
 };
@@ -61,7 +68,8 @@ void ScanPack(uint64_t id, const fs::path& path, Scan& scan, FsckReport& report,
   const std::string what = "pack " + path.string();
   UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file) {
-    report.problems.push_back({FsckProblem::Kind::kPack, what, ErrnoError("open", errno).message(), {}, ""});
+    report.problems.push_back(
+        {FsckProblem::Kind::kPack, what, ErrnoError("open", errno).message(), {}, ""});
     return;
   }
   const int fd = file.get();
@@ -77,9 +85,9 @@ void ScanPack(uint64_t id, const fs::path& path, Scan& scan, FsckReport& report,
     std::string why = footer.error().message();
     if (why.starts_with(what + ": ")) why = why.substr(what.size() + 2);
     auto whole = pack::ScanRecords(fd, static_cast<uint64_t>(st.st_size), what);
-    std::string found = whole ? "; its first " + std::to_string(whole->blobs.size()) +
-                                    " records are whole"
-                              : "; " + whole.error().message();
+    std::string found =
+        whole ? "; its first " + std::to_string(whole->blobs.size()) + " records are whole"
+              : "; " + whole.error().message();
     report.problems.push_back({FsckProblem::Kind::kPack, what, why + found, {}, ""});
     if (whole) locs = whole->blobs;
   }
@@ -159,8 +167,11 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
         report.problems.pop_back();
       }
     } else if (name.ends_with(".damaged")) {
-      report.problems.push_back({FsckProblem::Kind::kPack, "pack " + path.string(),
-                                 "set aside: its pack header never reached the disk", {}, ""});
+      report.problems.push_back({FsckProblem::Kind::kPack,
+                                 "pack " + path.string(),
+                                 "set aside: its pack header never reached the disk",
+                                 {},
+                                 ""});
     }
   }
 
@@ -195,10 +206,14 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
       ++wrong;
     }
     if (wrong > 0) {
-      report.problems.push_back({FsckProblem::Kind::kIndex, what,
-                                 std::to_string(wrong) + " entries name records the packs do "
-                                 "not hold (the first: " + first + ")",
-                                 {}, ""});
+      report.problems.push_back({FsckProblem::Kind::kIndex,
+                                 what,
+                                 std::to_string(wrong) +
+                                     " entries name records the packs do "
+                                     "not hold (the first: " +
+                                     first + ")",
+                                 {},
+                                 ""});
     }
   }
 
@@ -216,8 +231,8 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
       if (fresh) {
         it->second.kind = FsckProblem::Kind::kMissing;
         it->second.object = "blob " + id.ToString();
-        it->second.message = bad_blobs.contains(id) ? "no good copy is stored (only damaged ones)"
-                                                    : "not stored";
+        it->second.message =
+            bad_blobs.contains(id) ? "no good copy is stored (only damaged ones)" : "not stored";
       }
       it->second.affects.push_back(ref + where);
       return false;
@@ -227,10 +242,12 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
     Result<Manifest> manifest = Err(CorruptionError("unreadable"));
     if (mbytes) manifest = DecodeManifest(*mbytes);
     if (!manifest) {
-      report.problems.push_back({FsckProblem::Kind::kManifest, "version " + ref,
-                                 "manifest " + v.digest.ToString() + ": " +
-                                     manifest.error().message(),
-                                 {ref}, ""});
+      report.problems.push_back(
+          {FsckProblem::Kind::kManifest,
+           "version " + ref,
+           "manifest " + v.digest.ToString() + ": " + manifest.error().message(),
+           {ref},
+           ""});
       continue;
     }
     for (const Entry& e : manifest->entries) {
@@ -260,7 +277,9 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
           if (!lacking) {
             report.problems.push_back({FsckProblem::Kind::kChunkIndex,
                                        "chunk index " + e.index.ToString(),
-                                       index.error().message(), {ref + where}, ""});
+                                       index.error().message(),
+                                       {ref + where},
+                                       ""});
           }
           continue;
         }
@@ -300,7 +319,9 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
     if (!lines.empty()) {
       std::ofstream q(store_root / "quarantine", std::ios::app);
       q << lines;
-      if (!q) return Err(InternalError("quarantine " + (store_root / "quarantine").string() + ": write failed"));
+      if (!q)
+        return Err(
+            InternalError("quarantine " + (store_root / "quarantine").string() + ": write failed"));
     }
   }
   BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(store_root, options));

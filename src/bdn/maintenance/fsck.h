@@ -32,7 +32,7 @@ struct FsckProblem {
   std::string object;   // what is wrong: "pack <path>", "blob b3:…", "version bdn:…", …
   std::string message;  // why
   std::vector<std::string> affects;  // versions (and files) it affects, sorted
-  std::string repair;   // what --repair did about it ("" when nothing)
+  std::string repair;                // what --repair did about it ("" when nothing)
 };
 
 // "pack", "blob", "missing", "manifest", "chunk-index", "index", "registry".
@@ -40,10 +40,10 @@ std::string_view FsckKindName(FsckProblem::Kind k);
 
 struct FsckReport {
   uint64_t packs = 0;
-  uint64_t blobs = 0;       // records read and hashed
-  uint64_t bytes = 0;       // their stored bytes
+  uint64_t blobs = 0;  // records read and hashed
+  uint64_t bytes = 0;  // their stored bytes
   uint64_t index_tables = 0;
-  uint64_t versions = 0;    // live and restorable versions checked
+  uint64_t versions = 0;  // live and restorable versions checked
   std::vector<FsckProblem> problems;
 };
 

@@ -7,9 +7,9 @@
 
 #include "bdn/format/manifest.h"
 #include "bdn/format/ref.h"
-#include "bdn/volume/version_blobs.h"
 #include "bdn/store/pack_format.h"
 #include "bdn/store/pack_index.h"
+#include "bdn/volume/version_blobs.h"
 
 namespace bdn {
 namespace {
@@ -75,12 +75,18 @@ Status CopyBlob(GcStore& store, const BlobLocation& loc, GcReport& report) {
 
 const char* GcPhaseName(GcPhase phase) {
   switch (phase) {
-    case GcPhase::kPlanned: return "planned";
-    case GcPhase::kDoomed: return "doomed";
-    case GcPhase::kCopied: return "copied";
-    case GcPhase::kSweeping: return "sweeping";
-    case GcPhase::kDeleted: return "deleted";
-    case GcPhase::kSwept: return "swept";
+    case GcPhase::kPlanned:
+      return "planned";
+    case GcPhase::kDoomed:
+      return "doomed";
+    case GcPhase::kCopied:
+      return "copied";
+    case GcPhase::kSweeping:
+      return "sweeping";
+    case GcPhase::kDeleted:
+      return "deleted";
+    case GcPhase::kSwept:
+      return "swept";
   }
   return "?";
 }
@@ -141,9 +147,9 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
     }
   }
   auto density = [&](uint32_t i) {
-    return packs[i].bytes == 0 ? 0.0
-                               : static_cast<double>(needed_all[i]) /
-                                     static_cast<double>(packs[i].bytes);
+    return packs[i].bytes == 0
+               ? 0.0
+               : static_cast<double>(needed_all[i]) / static_cast<double>(packs[i].bytes);
   };
   std::sort(copies.begin(), copies.end(), [&](const Copy& a, const Copy& b) {
     if (a.id != b.id) return a.id < b.id;

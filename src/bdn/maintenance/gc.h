@@ -69,11 +69,11 @@ struct GcPackAction {
 };
 
 struct GcReport {
-  uint64_t versions = 0;      // live and restorable versions marked
-  uint64_t needed_blobs = 0;  // distinct blobs they need
-  uint64_t packs = 0;         // sealed packs looked at
-  uint64_t pack_bytes = 0;    // their bytes
-  uint64_t packs_skipped = 0; // packs whose footer could not be read (kept)
+  uint64_t versions = 0;              // live and restorable versions marked
+  uint64_t needed_blobs = 0;          // distinct blobs they need
+  uint64_t packs = 0;                 // sealed packs looked at
+  uint64_t pack_bytes = 0;            // their bytes
+  uint64_t packs_skipped = 0;         // packs whose footer could not be read (kept)
   std::vector<GcPackAction> actions;  // the plan, by pack number
   uint64_t reclaimable_bytes = 0;     // the plan's gain: deleted packs' bytes minus copied bytes
   uint64_t packs_deleted = 0;         // packs removed (with no needed blob, or repacked)

@@ -179,9 +179,9 @@ TEST_F(GcTest, APackOfNeededBlobsOnlyIsNeverRepacked) {
     auto r = Gc(o);
     ASSERT_OK(r);
     EXPECT_EQ(r->versions, 2u);
-    EXPECT_TRUE(r->actions.empty()) << "run " << run << ": pack " << Hex16(r->actions[0].pack)
-                                    << " of " << r->actions[0].bytes << " bytes, "
-                                    << r->actions[0].needed_bytes << " needed";
+    EXPECT_TRUE(r->actions.empty())
+        << "run " << run << ": pack " << Hex16(r->actions[0].pack) << " of " << r->actions[0].bytes
+        << " bytes, " << r->actions[0].needed_bytes << " needed";
   }
   ExpectReadable(v1);
   ExpectReadable(v2);
@@ -453,7 +453,7 @@ TEST_F(GcTest, ADoomLeftByADeadGcIsDroppedAtOpen) {
   auto missing = store_->FindMissing(std::vector<Digest>{v1});
   ASSERT_OK(missing);
   EXPECT_EQ(missing->size(), 1u);
-  EXPECT_OK(store_->Get(v1));  // readers still read it
+  EXPECT_OK(store_->Get(v1));     // readers still read it
   Open(ClaimMode::kProcessFile);  // no GC holds gc/running
   EXPECT_FALSE(fs::exists(dir_.path() / "store" / "gc" / "doomed"));
   missing = store_->FindMissing(std::vector<Digest>{v1});

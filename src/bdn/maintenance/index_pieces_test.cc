@@ -13,11 +13,11 @@
 #include <iterator>
 
 #include "bdn/format/chunk_index.h"
-#include "bdn/volume/version_blobs.h"
 #include "bdn/testing/test_util.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
+#include "bdn/volume/version_blobs.h"
 #include "bdn/volume/version_check.h"
 
 namespace bdn {
@@ -214,9 +214,9 @@ TEST_F(IndexPiecesTest, AMissingOrDamagedPieceIsNamedByEveryReader) {
   auto checked = CheckVersionStored(*store, view->digest());
   ASSERT_FALSE(checked.has_value());
   EXPECT_EQ(checked.error().code(), StatusCode::kCorruption);
-  EXPECT_TRUE(checked.error().message().starts_with(
-      version + ": chunk index piece " + piece.ToString() + " of \"big\": chunk " +
-      piece.ToString() + ": digest mismatch"))
+  EXPECT_TRUE(checked.error().message().starts_with(version + ": chunk index piece " +
+                                                    piece.ToString() + " of \"big\": chunk " +
+                                                    piece.ToString() + ": digest mismatch"))
       << checked.error().message();
   auto verified = VerifyVersion(**fresh_view, 2);
   ASSERT_TRUE(verified.has_value()) << verified.error().message();

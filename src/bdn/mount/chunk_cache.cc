@@ -30,8 +30,8 @@ ChunkCache::ChunkCache(ChunkStore& store, Options options)
   core.name = "chunk cache";
   core.demand_threads = std::max(1, options_.fetch_threads);
   core.background_threads = std::max(0, options_.prefetch_threads);
-  core.max_batch_chunks = store_.PrefersBatches() ? std::max<size_t>(1, options_.max_batch_chunks)
-                                                  : 1;
+  core.max_batch_chunks =
+      store_.PrefersBatches() ? std::max<size_t>(1, options_.max_batch_chunks) : 1;
   core.max_batch_bytes = options_.max_batch_bytes;
   core.max_demand_batch_bytes = std::min(options_.max_batch_bytes, options_.max_demand_batch_bytes);
   core.background_inflight_bytes = options_.prefetch_inflight_bytes;

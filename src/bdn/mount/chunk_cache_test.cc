@@ -222,7 +222,6 @@ using mount_testing::FaultyStore;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-
 TEST(ChunkCache, GetGivesUpAtItsDeadlineAndTheFetchStillFillsTheCache) {
   FaultyStore store;
   ChunkRef a = PutChunk(store, "slow chunk");
@@ -431,9 +430,7 @@ TEST(ChunkCache, GetBlobDoesNotKeepTheBytes) {
 class MovesCorruptAside : public ChunkStore {
  public:
   Result<bool> Contains(const Digest&) override { return false; }
-  Result<BlobSizes> Sizes(std::span<const Digest> ids) override {
-    return BlobSizes(ids.size());
-  }
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override { return BlobSizes(ids.size()); }
   Status Put(const Digest&, std::span<const uint8_t>) override { return Status::Ok(); }
   Result<std::vector<uint8_t>> Get(const Digest& id) override {
     if (gets++ == 0) return Err(CorruptionError("chunk " + id.ToString() + ": digest mismatch"));
@@ -545,7 +542,8 @@ TEST(ChunkCacheBatches, PrefetchBatchesInFlightStayWithinTheirBudget) {
   BatchingStore store;
   store.delay = std::chrono::milliseconds(30);
   std::vector<ChunkRef> refs;
-  for (int i = 0; i < 64; ++i) refs.push_back(PutChunk(store, std::string(1000, 'a' + i % 26) + std::to_string(i)));
+  for (int i = 0; i < 64; ++i)
+    refs.push_back(PutChunk(store, std::string(1000, 'a' + i % 26) + std::to_string(i)));
   // Batches of ~4 chunks, at most ~8 chunks' bytes in flight: two batches at a time, not eight.
   ChunkCache cache(store, {.capacity_bytes = 1 << 20,
                            .prefetch_threads = 8,

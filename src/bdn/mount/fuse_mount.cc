@@ -135,8 +135,8 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   // Setting these turns off glibc's adaptive mmap threshold, which would otherwise have risen
   // above the chunk size: without M_MMAP_THRESHOLD every chunk buffer over 128 KiB would be a
   // fresh mmap, faulted in and zeroed page by page.
-  ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<uint64_t>(options.memory_cache_bytes,
-                                                                   1ull << 30)));
+  ::mallopt(M_TRIM_THRESHOLD,
+            static_cast<int>(std::min<uint64_t>(options.memory_cache_bytes, 1ull << 30)));
   ::mallopt(M_TOP_PAD, 16 << 20);
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
@@ -234,10 +234,9 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
       // Not fatal: the mountpoint is absolute.
     }
     int null_fd = ::open("/dev/null", O_RDWR);
-    int err_fd = options.log_file.empty()
-                     ? null_fd
-                     : ::open(options.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-                              0600);
+    int err_fd = options.log_file.empty() ? null_fd
+                                          : ::open(options.log_file.c_str(),
+                                                   O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (err_fd < 0) err_fd = null_fd;
     if (null_fd >= 0) {
       ::dup2(null_fd, STDIN_FILENO);
@@ -273,8 +272,8 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
   // Reads `n` bytes into `into` from the daemon before the deadline; false (and timed_out set
   // when it passed) if they did not come.
   auto read = [&](void* into, size_t n) {
-    Status got = ReadFullBefore(from_daemon.get(), {static_cast<uint8_t*>(into), n}, deadline,
-                                clock, what);
+    Status got =
+        ReadFullBefore(from_daemon.get(), {static_cast<uint8_t*>(into), n}, deadline, clock, what);
     timed_out = timed_out || got.code() == StatusCode::kDeadlineExceeded;
     return got.ok();
   };

@@ -163,8 +163,8 @@ class MountedFs final : public FuseFileSystem {
         }
       } else if (e.kind == EntryKind::kFile) {
         // Saturating: sizes come from the manifest.
-        total_bytes_ = e.size_bytes > UINT64_MAX - total_bytes_ ? UINT64_MAX
-                                                                : total_bytes_ + e.size_bytes;
+        total_bytes_ =
+            e.size_bytes > UINT64_MAX - total_bytes_ ? UINT64_MAX : total_bytes_ + e.size_bytes;
       }
     }
   }

@@ -153,7 +153,6 @@ std::optional<PathProbe> ProbePath(const fs::path& path, bool with_statvfs,
   return shared->probe;
 }
 
-
 }  // namespace
 
 Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
@@ -169,8 +168,8 @@ Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
   if (!probe) {
     return Err(FailedPreconditionError(
         MountpointPrefix(mp) + ": the " + (info.type.empty() ? "file system" : info.type) +
-        " mount there" + (info.source.empty() ? "" : " of " + info.source) + " does not answer within " +
-        std::to_string(kMountpointAnswerDeadline.count() / 1000) +
+        " mount there" + (info.source.empty() ? "" : " of " + info.source) +
+        " does not answer within " + std::to_string(kMountpointAnswerDeadline.count() / 1000) +
         " s (its daemon is stopped or hung); unmount it first (bdn volume umount " + mp.string() +
         ")"));
   }

@@ -123,10 +123,9 @@ INSTANTIATE_TEST_SUITE_P(Stores, MountedTreeTest,
 TEST_P(MountedTreeTest, ReaddirListsEachDirectory) {
   EXPECT_EQ(ListDir(mountpoint_),
             (std::set<std::string>{".", "..", "bin", "data", "models", "readme.md"}));
-  EXPECT_EQ(ListDir(P("data")),
-            (std::set<std::string>{".", "..", "big.bin", "dup.bin", "empty.txt", "empty_dir",
-                                   "link_to_big", "medium.bin", "pieces.bin",
-                                   "\xc3\xbcn\xc3\xaf.txt"}));
+  EXPECT_EQ(ListDir(P("data")), (std::set<std::string>{".", "..", "big.bin", "dup.bin", "empty.txt",
+                                                       "empty_dir", "link_to_big", "medium.bin",
+                                                       "pieces.bin", "\xc3\xbcn\xc3\xaf.txt"}));
   EXPECT_EQ(ListDir(P("data/empty_dir")), (std::set<std::string>{".", ".."}));
   EXPECT_EQ(ListDir(P("models")), (std::set<std::string>{".", "..", "abs", "latest"}));
 }
@@ -561,7 +560,8 @@ bool WaitGone(pid_t pid, std::chrono::seconds limit) {
                   (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X');
     if (zombie) {
       std::error_code ec;
-      auto tasks = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
+      auto tasks =
+          std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec);
       if (ec || std::distance(tasks, std::filesystem::directory_iterator()) <= 1) return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

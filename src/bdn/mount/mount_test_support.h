@@ -30,11 +30,11 @@
 #include <thread>
 #include <vector>
 
-#include "bdn/testing/test_util.h"
 #include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/mount/fuse_mount.h"
 #include "bdn/store/chunk_store.h"
+#include "bdn/testing/test_util.h"
 #include "bdn/volume/version_view.h"
 
 namespace bdn::mount_testing {

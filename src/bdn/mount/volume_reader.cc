@@ -56,17 +56,17 @@ SteadyTime VolumeReader::Deadline() const { return cache_.clock().SteadyNow() + 
 Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& e,
                                                                  SteadyTime deadline,
                                                                  std::stop_token stop) {
-  return view_->ChunksOf(e, [&](IndexPart, std::span<const Digest> ids)
-                                -> Result<std::vector<IndexBlob>> {
-    // Every piece asked for at once: one batch to a remote tier rather than a round trip each.
-    auto blobs = cache_.GetBlobs(ids, deadline, stop);
-    if (!blobs && stop.stop_requested()) {
-      std::vector<ChunkRef> refs;
-      for (const Digest& d : ids) refs.push_back({d, 0});
-      cache_.Withdraw(refs);
-    }
-    return blobs;
-  });
+  return view_->ChunksOf(
+      e, [&](IndexPart, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+        // Every piece asked for at once: one batch to a remote tier rather than a round trip each.
+        auto blobs = cache_.GetBlobs(ids, deadline, stop);
+        if (!blobs && stop.stop_requested()) {
+          std::vector<ChunkRef> refs;
+          for (const Digest& d : ids) refs.push_back({d, 0});
+          cache_.Withdraw(refs);
+        }
+        return blobs;
+      });
 }
 
 std::optional<std::vector<ChunkBytes>> VolumeReader::CachedChunks(const FileChunks& fc,
@@ -99,8 +99,7 @@ void VolumeReader::RequestChunks(const FileChunks& fc, uint64_t begin, uint64_t 
 
 Result<std::vector<ChunkBytes>> VolumeReader::Chunks(const FileChunks& fc, uint64_t begin,
                                                      uint64_t end, AccessPattern pattern,
-                                                     SteadyTime deadline,
-                                                     std::stop_token stop) {
+                                                     SteadyTime deadline, std::stop_token stop) {
   std::span<const ChunkRef> refs = Covering(fc, begin, end);
   // All of them at once: a 1 MiB read of 64 KiB chunks is one round trip, not sixteen.
   cache_.Request(refs, pattern);

@@ -92,13 +92,15 @@ struct ObjectPackStore::Segment {
 ObjectPackStore::ObjectPackStore(std::shared_ptr<S3Client> client, ObjectPackStoreOptions options)
     : client_(std::move(client)), options_(std::move(options)), catalog_(options_.catalog) {
   if (!catalog_) {
-    catalog_ = std::make_shared<BucketCatalog>(client_, options_.claims_retain_since, options_.clock);
+    catalog_ =
+        std::make_shared<BucketCatalog>(client_, options_.claims_retain_since, options_.clock);
   }
 }
 
 Result<std::unique_ptr<ObjectPackStore>> ObjectPackStore::Open(std::shared_ptr<S3Client> client,
                                                                ObjectPackStoreOptions options) {
-  std::unique_ptr<ObjectPackStore> store(new ObjectPackStore(std::move(client), std::move(options)));
+  std::unique_ptr<ObjectPackStore> store(
+      new ObjectPackStore(std::move(client), std::move(options)));
   BDN_RETURN_IF_ERROR(store->Init());
   return store;
 }
@@ -113,7 +115,8 @@ Status ObjectPackStore::Init() {
   for (const auto& e : fs::directory_iterator(dir / "index", ec)) {
     const std::string name = e.path().filename().string();
     if (!pack::ParseHex16Name(name, ".idx")) {
-      if (name.ends_with(".tmp") || name.find(".idx.") != std::string::npos) fs::remove(e.path(), ec);
+      if (name.ends_with(".tmp") || name.find(".idx.") != std::string::npos)
+        fs::remove(e.path(), ec);
       continue;
     }
     auto t = pack::IndexTable::Open(e.path());
@@ -235,7 +238,8 @@ Result<std::vector<BlobLocation>> ObjectPackStore::ReadPackFooter(uint64_t pack,
     return Err(CorruptionError(what + ": no valid trailer (object too short)"));
   }
   const uint64_t tail_start = bytes - std::min(bytes, kTailBytes);
-  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> tail, client_->GetRange(key, tail_start, bytes - tail_start));
+  BDN_ASSIGN_OR_RETURN(std::vector<uint8_t> tail,
+                       client_->GetRange(key, tail_start, bytes - tail_start));
   counters_.fetched_bytes += tail.size();
   BDN_ASSIGN_OR_RETURN(
       pack::Trailer t,
@@ -288,8 +292,7 @@ void ObjectPackStore::MarkMissing(uint64_t pack, const std::string& why) {
   }
   ++counters_.missing_packs;
   log::Error("object store: pack " + PackUri(pack) + " is missing (" + why + "); its " +
-             std::to_string(blobs.size()) +
-             " blobs cannot be read from it (deleted outside bdn?)");
+             std::to_string(blobs.size()) + " blobs cannot be read from it (deleted outside bdn?)");
   DropCached(pack);
   if (options_.on_missing_pack) options_.on_missing_pack(pack, blobs);
 }
@@ -399,8 +402,8 @@ Status ObjectPackStore::PublishIndex(bool force) {
       for (const BlobLocation& b : locs) blobs.push_back({p, b});
     }
   }
-  BDN_ASSIGN_OR_RETURN(fs::path path,
-                       pack::WriteIndexTable(options_.dir / "index", std::move(blobs), packs, false));
+  BDN_ASSIGN_OR_RETURN(
+      fs::path path, pack::WriteIndexTable(options_.dir / "index", std::move(blobs), packs, false));
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<const pack::IndexTable> table, pack::IndexTable::Open(path));
   std::unique_lock l(mu_);
   tables_.push_back(table);
@@ -448,15 +451,14 @@ Status ObjectPackStore::CompactLocked(bool force) {
   }
   std::shared_ptr<const pack::IndexTable> merged;
   if (!packs.empty()) {
-    BDN_ASSIGN_OR_RETURN(fs::path path,
-                         pack::WriteIndexTable(options_.dir / "index", std::move(blobs), packs, false));
+    BDN_ASSIGN_OR_RETURN(fs::path path, pack::WriteIndexTable(options_.dir / "index",
+                                                              std::move(blobs), packs, false));
     BDN_ASSIGN_OR_RETURN(merged, pack::IndexTable::Open(path));
   }
   {
     std::unique_lock l(mu_);
-    std::erase_if(tables_, [&](const auto& t) {
-      return std::find(old.begin(), old.end(), t) != old.end();
-    });
+    std::erase_if(tables_,
+                  [&](const auto& t) { return std::find(old.begin(), old.end(), t) != old.end(); });
     if (merged) tables_.push_back(merged);
     indexed_.clear();
     for (const auto& t : tables_) indexed_.insert(t->packs().begin(), t->packs().end());
@@ -546,7 +548,8 @@ Result<PutOutcome> ObjectPackStore::StoreBlob(const Digest& id, std::span<const 
   pack::EncodedBlob enc = pack::EncodeBlob(raw, options_.codec);
   std::span<const uint8_t> stored = enc.codec == pack::Codec::kNone ? raw : enc.stored;
   auto acquired = AcquirePack();
-  if (!acquired) return Err(Status(acquired.error().code(), chunk + ": " + acquired.error().message()));
+  if (!acquired)
+    return Err(Status(acquired.error().code(), chunk + ": " + acquired.error().message()));
   std::shared_ptr<SpoolPack> p = *acquired;
   auto loc = p->writer->Append(id, raw.size(), enc.codec, stored);
   if (!loc) {
@@ -629,9 +632,10 @@ Result<std::unique_ptr<BlobWriter>> ObjectPackStore::StartPut(const Digest& id) 
 Status ObjectPackStore::Upload(SpoolPack& p) {
   const std::string key = PackKey(p.id);
   BDN_ASSIGN_OR_RETURN(Mapping m, Mapping::Of(p.fd, p.bytes, "spool pack " + p.path.string()));
-  Status s = p.bytes > options_.multipart_bytes
-                 ? client_->PutMultipart(key, m.span(), options_.part_bytes, options_.parts_in_flight)
-                 : client_->Put(key, m.span());
+  Status s =
+      p.bytes > options_.multipart_bytes
+          ? client_->PutMultipart(key, m.span(), options_.part_bytes, options_.parts_in_flight)
+          : client_->Put(key, m.span());
   if (s.ok()) s = catalog_->AddPack({p.id, p.bytes}, p.blobs);
   if (!s.ok()) return s.WithPrefix("pack " + PackUri(p.id));
   counters_.packs_uploaded += 1;
@@ -731,7 +735,8 @@ Status ObjectPackStore::Sync() {
 Status ObjectPackStore::RecoverSpool() {
   std::error_code ec;
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(options_.dir / "spool", ec)) files.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(options_.dir / "spool", ec))
+    files.push_back(e.path());
   if (ec) return ErrnoError("object store spool " + (options_.dir / "spool").string(), ec.value());
   for (const fs::path& path : files) {
     auto id = pack::ParseHex16Name(path.filename().string(), ".pack");
@@ -860,9 +865,9 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
       bool sequential = false;
       if (auto it = segments_.find(pack); it != segments_.end()) {
         for (const auto& s : it->second) {
-          sequential = sequential || (s->begin < begin &&
-                                      s->end + options_.coalesce_gap_bytes >= begin &&
-                                      s->end <= end);
+          sequential =
+              sequential ||
+              (s->begin < begin && s->end + options_.coalesce_gap_bytes >= begin && s->end <= end);
         }
       }
       if (sequential) {
@@ -909,7 +914,7 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
 }
 
 Result<std::vector<uint8_t>> ObjectPackStore::DecodeRecord(const IndexedBlob& b,
-                                                          std::span<const uint8_t> rec) {
+                                                           std::span<const uint8_t> rec) {
   const std::string what = "pack " + PackUri(b.pack);
   const uint64_t want = pack::kRecordHeaderBytes + b.loc.stored_bytes;
   if (rec.size() < want) {
@@ -922,8 +927,8 @@ Result<std::vector<uint8_t>> ObjectPackStore::DecodeRecord(const IndexedBlob& b,
   if (b.loc.codec == pack::Codec::kNone && !payload.empty()) {
     std::memcpy(raw.data(), payload.data(), std::min(payload.size(), raw.size()));
   }
-  BDN_RETURN_IF_ERROR(pack::CheckRecord(rec.first(pack::kRecordHeaderBytes), payload, raw, b.loc,
-                                        what));
+  BDN_RETURN_IF_ERROR(
+      pack::CheckRecord(rec.first(pack::kRecordHeaderBytes), payload, raw, b.loc, what));
   return raw;
 }
 
@@ -953,41 +958,42 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
   }
   std::vector<Status> errors(runs.size());
   std::vector<std::vector<std::pair<size_t, IndexedBlob>>> lost(runs.size());
-  ParallelFor(runs.size(), static_cast<size_t>(std::max(1, options_.gets_in_flight)), [&](size_t i) {
-    Run& run = runs[i];
-    auto seg = Range(run.pack, run.begin, run.end, bulk, false);
-    if (!seg) {
-      if (seg.error().code() == StatusCode::kNotFound &&
-          seg.error().message().find("bucket") == std::string::npos) {
-        lost[i] = run.members;  // the pack is gone: looked at again below
-        return;
-      }
-      errors[i] = seg.error();
-      return;
-    }
-    for (const auto& [index, b] : run.members) {
-      auto rec = std::span<const uint8_t>((*seg)->bytes)
-                     .subspan(b.loc.offset - (*seg)->begin,
-                              std::min<uint64_t>(b.loc.end(), (*seg)->end) - b.loc.offset);
-      auto blob = DecodeRecord(b, rec);
-      if (!blob && blob.error().code() == StatusCode::kCorruption) {
-        // Damaged on the way or in memory? Read the record alone once more.
-        DropCached(b.pack);
-        auto again = Range(b.pack, b.loc.offset, b.loc.end(), false, true);
-        if (again) blob = DecodeRecord(b, (*again)->bytes);
-        if (!blob && blob.error().code() == StatusCode::kCorruption) {
-          std::unique_lock l(mu_);
-          if (bad_.insert({b.pack, b.loc.offset}).second) ++counters_.damaged_copies;
-          log::Error("object store: " + blob.error().message() + "; set aside");
+  ParallelFor(
+      runs.size(), static_cast<size_t>(std::max(1, options_.gets_in_flight)), [&](size_t i) {
+        Run& run = runs[i];
+        auto seg = Range(run.pack, run.begin, run.end, bulk, false);
+        if (!seg) {
+          if (seg.error().code() == StatusCode::kNotFound &&
+              seg.error().message().find("bucket") == std::string::npos) {
+            lost[i] = run.members;  // the pack is gone: looked at again below
+            return;
+          }
+          errors[i] = seg.error();
+          return;
         }
-      }
-      if (!blob) {
-        if (errors[i].ok()) errors[i] = blob.error();
-        continue;
-      }
-      out[index] = std::move(*blob);
-    }
-  });
+        for (const auto& [index, b] : run.members) {
+          auto rec = std::span<const uint8_t>((*seg)->bytes)
+                         .subspan(b.loc.offset - (*seg)->begin,
+                                  std::min<uint64_t>(b.loc.end(), (*seg)->end) - b.loc.offset);
+          auto blob = DecodeRecord(b, rec);
+          if (!blob && blob.error().code() == StatusCode::kCorruption) {
+            // Damaged on the way or in memory? Read the record alone once more.
+            DropCached(b.pack);
+            auto again = Range(b.pack, b.loc.offset, b.loc.end(), false, true);
+            if (again) blob = DecodeRecord(b, (*again)->bytes);
+            if (!blob && blob.error().code() == StatusCode::kCorruption) {
+              std::unique_lock l(mu_);
+              if (bad_.insert({b.pack, b.loc.offset}).second) ++counters_.damaged_copies;
+              log::Error("object store: " + blob.error().message() + "; set aside");
+            }
+          }
+          if (!blob) {
+            if (errors[i].ok()) errors[i] = blob.error();
+            continue;
+          }
+          out[index] = std::move(*blob);
+        }
+      });
   // Corruption first: it names a chunk.
   Status first;
   for (const Status& s : errors) {

@@ -219,7 +219,8 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // those bytes, not cached, with `bypass_cache`.
   Result<std::shared_ptr<const Segment>> Range(uint64_t pack, uint64_t begin, uint64_t end,
                                                bool bulk, bool bypass_cache);
-  Result<std::vector<uint8_t>> DecodeRecord(const pack::IndexedBlob& b, std::span<const uint8_t> rec);
+  Result<std::vector<uint8_t>> DecodeRecord(const pack::IndexedBlob& b,
+                                            std::span<const uint8_t> rec);
   void DropCached(uint64_t pack);
 
   const std::shared_ptr<S3Client> client_;
@@ -229,11 +230,12 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // The index (guarded by mu_).
   mutable std::shared_mutex mu_;
   // Blobs in the spool: their pack and where in it.
-  std::unordered_map<Digest, std::pair<std::shared_ptr<SpoolPack>, pack::BlobLocation>> spool_blobs_;
+  std::unordered_map<Digest, std::pair<std::shared_ptr<SpoolPack>, pack::BlobLocation>>
+      spool_blobs_;
   std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_;  // uploaded, not in a table
   std::unordered_map<Digest, pack::IndexedBlob> loose_blobs_;
   std::vector<std::shared_ptr<const pack::IndexTable>> tables_;
-  std::unordered_set<uint64_t> indexed_;  // packs covered by tables_
+  std::unordered_set<uint64_t> indexed_;               // packs covered by tables_
   std::unordered_map<uint64_t, uint64_t> pack_bytes_;  // every uploaded pack known: its size
   std::unordered_map<uint64_t, uint64_t> pack_gen_;    // refresh generation it became known in
   uint64_t gen_ = 0;
@@ -246,13 +248,13 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // The spool (guarded by spool_mu_).
   std::mutex spool_mu_;
   std::condition_variable spool_cv_;
-  std::vector<std::shared_ptr<SpoolPack>> open_;     // being written, each by one writer at a time
-  std::deque<std::shared_ptr<SpoolPack>> queue_;     // sealed, waiting for an uploader
+  std::vector<std::shared_ptr<SpoolPack>> open_;  // being written, each by one writer at a time
+  std::deque<std::shared_ptr<SpoolPack>> queue_;  // sealed, waiting for an uploader
   std::vector<std::shared_ptr<SpoolPack>> uploading_;  // taken by an uploader
-  std::vector<std::shared_ptr<SpoolPack>> failed_;   // sealed, upload failed: retried at Sync
+  std::vector<std::shared_ptr<SpoolPack>> failed_;     // sealed, upload failed: retried at Sync
   bool stopping_ = false;
   std::vector<std::thread> uploaders_;
-  std::mutex sync_mu_;  // one Sync at a time
+  std::mutex sync_mu_;         // one Sync at a time
   std::mutex index_write_mu_;  // one PublishIndex or CompactIndex at a time
 
   // Refreshes.

@@ -90,7 +90,8 @@ struct ObjectStoreEnv {
 };
 
 using namespace conformance;  // the suite's registration names, for INSTANTIATE below
-INSTANTIATE_TYPED_TEST_SUITE_P(ObjectStore, ChunkStoreConformance, ::testing::Types<ObjectStoreEnv>);
+INSTANTIATE_TYPED_TEST_SUITE_P(ObjectStore, ChunkStoreConformance,
+                               ::testing::Types<ObjectStoreEnv>);
 
 // ---- what the object store adds ----
 
@@ -283,10 +284,11 @@ TEST_F(ObjectPackStoreTest, ABulkReadTakesTheWholePackForTheBatchesThatFollow) {
   for (auto& t : readers) t.join();
   EXPECT_EQ(0, wrong.load());
   EXPECT_EQ(1u, ProxyCount("get"));
-  EXPECT_EQ(server_.GetObject(kBucket, std::string(kPrefix) + "/" +
-                                            PackKey(b->Locate(blobs[0].first)->pack))
-                ->size(),
-            b->stats().fetched_bytes - fetched_before);
+  EXPECT_EQ(
+      server_
+          .GetObject(kBucket, std::string(kPrefix) + "/" + PackKey(b->Locate(blobs[0].first)->pack))
+          ->size(),
+      b->stats().fetched_bytes - fetched_before);
 }
 
 TEST_F(ObjectPackStoreTest, ALargePackIsUploadedInParts) {
@@ -408,9 +410,10 @@ TEST_F(ObjectPackStoreTest, ADamagedRecordIsCorruptionAndSetAside) {
   auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
   auto got = b->Get(blobs[2].first);
   EXPECT_STATUS(got, kCorruption, "chunk " + blobs[2].first.ToString() + ": digest mismatch");
-  EXPECT_NE(got.error().message().find(" in pack s3://bdn-objstore/team/store/" + PackKey(where->pack) +
-                                        " at offset " + std::to_string(where->loc.offset)),
-            std::string::npos)
+  EXPECT_NE(
+      got.error().message().find(" in pack s3://bdn-objstore/team/store/" + PackKey(where->pack) +
+                                 " at offset " + std::to_string(where->loc.offset)),
+      std::string::npos)
       << got.error().message();
   EXPECT_TRUE(b->IsQuarantined(where->pack, where->loc.offset));
   EXPECT_EQ(1u, b->stats().damaged_copies);
@@ -451,7 +454,8 @@ TEST_F(ObjectPackStoreTest, StreamedUploadsLargerThanTheSpillAreStoredFromAFile)
   auto w = a->StartPut(id);
   ASSERT_OK(w);
   for (size_t off = 0; off < data.size(); off += 7000) {
-    ASSERT_OK((*w)->Append(std::span<const uint8_t>(data).subspan(off, std::min<size_t>(7000, data.size() - off))));
+    ASSERT_OK((*w)->Append(
+        std::span<const uint8_t>(data).subspan(off, std::min<size_t>(7000, data.size() - off))));
   }
   auto outcome = (*w)->Commit();
   ASSERT_OK(outcome);

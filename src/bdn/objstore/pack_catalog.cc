@@ -21,8 +21,7 @@ class LockHold : public StoreHold {
 std::string PackKey(uint64_t id) { return "packs/" + Hex16(id) + ".pack"; }
 
 BucketCatalog::BucketCatalog(std::shared_ptr<S3Client> client,
-                             std::function<SteadyTime()> retain_since,
-                             std::shared_ptr<Clock> clock)
+                             std::function<SteadyTime()> retain_since, std::shared_ptr<Clock> clock)
     : client_(std::move(client)),
       retain_since_(std::move(retain_since)),
       clock_(clock ? std::move(clock) : Clock::Real()) {}

@@ -67,7 +67,8 @@ Result<S3Location> ParseS3Uri(std::string_view uri) {
       if (end == std::string::npos) end = prefix.size();
       std::string_view seg = std::string_view(prefix).substr(start, end - start);
       if (seg.empty()) return bad("the prefix has an empty segment");
-      if (seg == "." || seg == "..") return bad("the prefix has a \"" + std::string(seg) + "\" segment");
+      if (seg == "." || seg == "..")
+        return bad("the prefix has a \"" + std::string(seg) + "\" segment");
       start = end + 1;
     }
   }
@@ -214,21 +215,28 @@ Result<http::Response> S3Client::Send(const Call& call) {
 }
 
 Status S3Client::Put(const std::string& key, std::span<const uint8_t> data) {
-  Call c{.method = http::Method::kPut, .key = key, .body = data, .what = "PUT " + key,
-         .counter = &counters_.puts, .large = true};
+  Call c{.method = http::Method::kPut,
+         .key = key,
+         .body = data,
+         .what = "PUT " + key,
+         .counter = &counters_.puts,
+         .large = true};
   return StatusOf(Send(c));
 }
 
 Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> data,
                               uint64_t part_bytes, int parallel) {
   part_bytes = std::max<uint64_t>(part_bytes, 1);
-  Call create{.method = http::Method::kPost, .key = key, .query = CanonicalQuery({{"uploads", ""}}),
-              .what = "CreateMultipartUpload " + key, .counter = &counters_.posts};
+  Call create{.method = http::Method::kPost,
+              .key = key,
+              .query = CanonicalQuery({{"uploads", ""}}),
+              .what = "CreateMultipartUpload " + key,
+              .counter = &counters_.posts};
   BDN_ASSIGN_OR_RETURN(http::Response created, Send(create));
   auto upload_id = ParseUploadId(created.text());
   if (!upload_id) {
-    return InternalError(uri_ + ": CreateMultipartUpload " + key + ": unexpected answer: " +
-                         upload_id.error().message());
+    return InternalError(uri_ + ": CreateMultipartUpload " + key +
+                         ": unexpected answer: " + upload_id.error().message());
   }
   const size_t parts = static_cast<size_t>((data.size() + part_bytes - 1) / part_bytes);
   std::vector<std::string> etags(std::max<size_t>(parts, 1));
@@ -238,9 +246,13 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
     std::span<const uint8_t> part =
         data.subspan(off, std::min<uint64_t>(part_bytes, data.size() - off));
     const std::string n = std::to_string(i + 1);
-    Call c{.method = http::Method::kPut, .key = key,
-           .query = CanonicalQuery({{"partNumber", n}, {"uploadId", *upload_id}}), .body = part,
-           .what = "UploadPart " + n + " of " + key, .counter = &counters_.puts, .large = true};
+    Call c{.method = http::Method::kPut,
+           .key = key,
+           .query = CanonicalQuery({{"partNumber", n}, {"uploadId", *upload_id}}),
+           .body = part,
+           .what = "UploadPart " + n + " of " + key,
+           .counter = &counters_.puts,
+           .large = true};
     auto r = Send(c);
     if (!r) {
       results[i] = r.error();
@@ -267,10 +279,12 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
              "</ETag></Part>";
     }
     xml += "</CompleteMultipartUpload>";
-    Call complete{.method = http::Method::kPost, .key = key,
+    Call complete{.method = http::Method::kPost,
+                  .key = key,
                   .query = CanonicalQuery({{"uploadId", *upload_id}}),
                   .body = {reinterpret_cast<const uint8_t*>(xml.data()), xml.size()},
-                  .content_type = "application/xml", .what = "CompleteMultipartUpload " + key,
+                  .content_type = "application/xml",
+                  .what = "CompleteMultipartUpload " + key,
                   .counter = &counters_.posts};
     auto r = Send(complete);
     if (!r) {
@@ -282,9 +296,11 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
     }
   }
   if (!failed.ok()) {
-    Call abort{.method = http::Method::kDelete, .key = key,
+    Call abort{.method = http::Method::kDelete,
+               .key = key,
                .query = CanonicalQuery({{"uploadId", *upload_id}}),
-               .what = "AbortMultipartUpload " + key, .counter = &counters_.deletes};
+               .what = "AbortMultipartUpload " + key,
+               .counter = &counters_.deletes};
     // Best effort on an error path: a lifecycle rule cleans up what is left.
     Send(abort).IgnoreError();
   }
@@ -292,11 +308,16 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
 }
 
 Result<std::vector<uint8_t>> S3Client::GetRange(const std::string& key, uint64_t offset,
-                                                 uint64_t length) {
+                                                uint64_t length) {
   if (length == 0) return std::vector<uint8_t>();
   const std::string range = RangeText(offset, length);
-  Call c{.method = http::Method::kGet, .key = key, .headers = {{"Range", "bytes=" + range}},
-         .what = "GET " + key, .counter = &counters_.gets, .large = true, .expect_bytes = length};
+  Call c{.method = http::Method::kGet,
+         .key = key,
+         .headers = {{"Range", "bytes=" + range}},
+         .what = "GET " + key,
+         .counter = &counters_.gets,
+         .large = true,
+         .expect_bytes = length};
   BDN_ASSIGN_OR_RETURN(http::Response r, Send(c));
   counters_.bytes_received.fetch_add(r.body.size(), std::memory_order_relaxed);
   if (r.status == 206) {
@@ -319,7 +340,9 @@ Result<std::vector<uint8_t>> S3Client::GetRange(const std::string& key, uint64_t
 }
 
 Status S3Client::Delete(const std::string& key) {
-  Call c{.method = http::Method::kDelete, .key = key, .what = "DELETE " + key,
+  Call c{.method = http::Method::kDelete,
+         .key = key,
+         .what = "DELETE " + key,
          .counter = &counters_.deletes};
   auto r = Send(c);
   if (!r && r.error().code() == StatusCode::kNotFound &&
@@ -337,8 +360,10 @@ Result<std::vector<ListedObject>> S3Client::List(const std::string& key_prefix) 
     std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"},
                                                                {"prefix", full}};
     if (!token.empty()) params.emplace_back("continuation-token", token);
-    Call c{.method = http::Method::kGet, .query = CanonicalQuery(params),
-           .what = "LIST " + key_prefix, .counter = &counters_.lists};
+    Call c{.method = http::Method::kGet,
+           .query = CanonicalQuery(params),
+           .what = "LIST " + key_prefix,
+           .counter = &counters_.lists};
     BDN_ASSIGN_OR_RETURN(http::Response r, Send(c));
     auto page = ParseS3ListPage(r.text());
     if (!page) {

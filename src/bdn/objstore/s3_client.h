@@ -64,12 +64,12 @@ struct S3ClientOptions {
 // Requests sent (each try counts), by kind, and bytes moved; for metrics and the tests that count
 // requests per GiB.
 struct S3Stats {
-  uint64_t puts = 0;       // PutObject and UploadPart
-  uint64_t gets = 0;       // GetObject (ranged or whole)
-  uint64_t lists = 0;      // ListObjectsV2 pages
-  uint64_t deletes = 0;    // DeleteObject and AbortMultipartUpload
-  uint64_t posts = 0;      // CreateMultipartUpload and CompleteMultipartUpload
-  uint64_t retries = 0;    // tries after a transient failure
+  uint64_t puts = 0;            // PutObject and UploadPart
+  uint64_t gets = 0;            // GetObject (ranged or whole)
+  uint64_t lists = 0;           // ListObjectsV2 pages
+  uint64_t deletes = 0;         // DeleteObject and AbortMultipartUpload
+  uint64_t posts = 0;           // CreateMultipartUpload and CompleteMultipartUpload
+  uint64_t retries = 0;         // tries after a transient failure
   uint64_t bytes_sent = 0;      // request bodies
   uint64_t bytes_received = 0;  // response bodies of GETs
   uint64_t requests() const { return puts + gets + lists + deletes + posts; }
@@ -125,7 +125,7 @@ class S3Client {
 
   const S3ClientOptions options_;
   const std::unique_ptr<http::HttpClient> http_;
-  const std::string base_path_;  // "/bucket" (path-style) or "" (virtual-hosted)
+  const std::string base_path_;   // "/bucket" (path-style) or "" (virtual-hosted)
   const std::string key_prefix_;  // "prefix/" or ""
   const std::string uri_;
   struct Counters {

@@ -25,8 +25,8 @@ inline constexpr char kEmptySha256[] =
 // SHA-256 of `data` as 64 lower-case hex digits (OpenSSL). Thread-safe.
 std::string Sha256Hex(std::span<const uint8_t> data);
 inline std::string Sha256Hex(std::string_view data) {
-  return Sha256Hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()),
-                                            data.size()));
+  return Sha256Hex(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
 }
 
 // The query string of a SigV4-signed request in canonical form: every name and value

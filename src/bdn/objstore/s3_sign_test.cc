@@ -22,13 +22,14 @@ TEST(Sha256Hex, PublishedTestVectors) {
 TEST(CanonicalQuery, EncodesEveryNameAndValueAndSortsThem) {
   // The SigV4 canonical query: RFC 3986 unreserved characters kept, everything else %XX
   // (upper-case), '/' and '=' in a continuation token too, sorted by name.
-  EXPECT_EQ("continuation-token=1ue%2Fabc%2B%3D&list-type=2&prefix=a%20b%2Bc%25d%23e%3Ff%2F%E6%97%A5",
-            CanonicalQuery({{"prefix", "a b+c%d#e?f/日"},
-                            {"list-type", "2"},
-                            {"continuation-token", "1ue/abc+="}}));
+  EXPECT_EQ(
+      "continuation-token=1ue%2Fabc%2B%3D&list-type=2&prefix=a%20b%2Bc%25d%23e%3Ff%2F%E6%97%A5",
+      CanonicalQuery(
+          {{"prefix", "a b+c%d#e?f/日"}, {"list-type", "2"}, {"continuation-token", "1ue/abc+="}}));
   EXPECT_EQ("", CanonicalQuery({}));
   EXPECT_EQ("a=&b=1", CanonicalQuery({{"b", "1"}, {"a", ""}}));
-  EXPECT_EQ("partNumber=2&uploadId=a%2Fb", CanonicalQuery({{"uploadId", "a/b"}, {"partNumber", "2"}}));
+  EXPECT_EQ("partNumber=2&uploadId=a%2Fb",
+            CanonicalQuery({{"uploadId", "a/b"}, {"partNumber", "2"}}));
 }
 
 TEST(SignS3Request, AddsThePayloadHashTheTokenAndTheSigner) {
@@ -58,16 +59,16 @@ CredentialSources Env(std::map<std::string, std::string> vars) {
 }
 
 TEST(AwsCredentialsFromEnvironment, TheVariablesComeFirst) {
-  auto c = AwsCredentialsFromEnvironment(
-      Env({{"AWS_ACCESS_KEY_ID", "AKID"}, {"AWS_SECRET_ACCESS_KEY", "s"}, {"AWS_SESSION_TOKEN", "t"},
-           {"AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"}}));
+  auto c = AwsCredentialsFromEnvironment(Env({{"AWS_ACCESS_KEY_ID", "AKID"},
+                                              {"AWS_SECRET_ACCESS_KEY", "s"},
+                                              {"AWS_SESSION_TOKEN", "t"},
+                                              {"AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"}}));
   ASSERT_OK(c);
   EXPECT_EQ("AKID", c->access_key_id);
   EXPECT_EQ("s", c->secret_access_key);
   EXPECT_EQ("t", c->session_token);
   auto half = AwsCredentialsFromEnvironment(Env({{"AWS_ACCESS_KEY_ID", "AKID"}}));
-  EXPECT_STATUS(half, kInvalidArgument,
-                "AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY");
+  EXPECT_STATUS(half, kInvalidArgument, "AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY");
   auto other_half = AwsCredentialsFromEnvironment(Env({{"AWS_SECRET_ACCESS_KEY", "topsecret"}}));
   EXPECT_STATUS(other_half, kInvalidArgument,
                 "AWS_SECRET_ACCESS_KEY is set without AWS_ACCESS_KEY_ID");
@@ -92,8 +93,7 @@ TEST(AwsCredentialsFromEnvironment, ThenTheSharedCredentialsFile) {
   EXPECT_EQ("tteam", team->session_token);
   auto broken = AwsCredentialsFromEnvironment(
       Env({{"AWS_SHARED_CREDENTIALS_FILE", file}, {"AWS_PROFILE", "broken"}}));
-  EXPECT_STATUS(broken, kInvalidArgument,
-                file + ": profile \"broken\": no aws_secret_access_key");
+  EXPECT_STATUS(broken, kInvalidArgument, file + ": profile \"broken\": no aws_secret_access_key");
   auto missing = AwsCredentialsFromEnvironment(
       Env({{"AWS_SHARED_CREDENTIALS_FILE", file}, {"AWS_PROFILE", "nope"}}));
   EXPECT_STATUS(missing, kInvalidArgument, file + ": no profile \"nope\" (AWS_PROFILE)");

@@ -62,11 +62,11 @@ class S3rver {
       ADD_FAILURE() << "s3rver did not start: " << Slurp(dir_ / "s3rver.log");
       return;
     }
-    std::ofstream(dir_ / "proxy.json")
-        << nlohmann::json{{"upstream", s3rver_url_},
-                          {"keys", {{kAccessKey, kSecretKey}}},
-                          {"regions", {"us-east-1", "eu-west-1"}}}
-               .dump();
+    std::ofstream(dir_ / "proxy.json") << nlohmann::json{
+        {"upstream", s3rver_url_},
+        {"keys", {{kAccessKey, kSecretKey}}},
+        {"regions",
+         {"us-east-1", "eu-west-1"}}}.dump();
     proxy_pid_ = Spawn({"python3", (src / "tests/fixtures/s3_proxy.py").string(),
                         (dir_ / "proxy.json").string(), (dir_ / "proxy.port").string()},
                        dir_ / "proxy.log");

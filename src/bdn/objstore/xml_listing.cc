@@ -115,7 +115,8 @@ class XmlWalker {
 };
 
 // Whether `path` is exactly the element names `names` (outermost first).
-bool At(const std::vector<XmlWalker::Element>& path, std::initializer_list<std::string_view> names) {
+bool At(const std::vector<XmlWalker::Element>& path,
+        std::initializer_list<std::string_view> names) {
   if (path.size() != names.size()) return false;
   size_t i = 0;
   for (std::string_view n : names) {
@@ -148,9 +149,8 @@ Result<ListedObject> Finish(const Pending& p, size_t entry, std::string_view ent
   };
   if (!p.key) return missing(key_name);
   if (p.key->empty()) {
-    return Err(InvalidArgumentError("<" + std::string(entry_name) + "> #" +
-                                    std::to_string(entry) + " has an empty <" +
-                                    std::string(key_name) + ">"));
+    return Err(InvalidArgumentError("<" + std::string(entry_name) + "> #" + std::to_string(entry) +
+                                    " has an empty <" + std::string(key_name) + ">"));
   }
   if (!p.size) return missing(size_name);
   auto size = ParseByteCount(*p.size);
@@ -189,9 +189,12 @@ Result<S3ListPage> ParseS3ListPage(std::string_view xml) {
   };
   w.on_end = [&](const std::vector<XmlWalker::Element>& path) -> Status {
     const XmlWalker::Element& e = path.back();
-    if (At(path, {"ListBucketResult", "Contents", "Key"})) return SetOnce(entry.key, e, entries, "Contents");
-    if (At(path, {"ListBucketResult", "Contents", "Size"})) return SetOnce(entry.size, e, entries, "Contents");
-    if (At(path, {"ListBucketResult", "Contents", "ETag"})) return SetOnce(entry.etag, e, entries, "Contents");
+    if (At(path, {"ListBucketResult", "Contents", "Key"}))
+      return SetOnce(entry.key, e, entries, "Contents");
+    if (At(path, {"ListBucketResult", "Contents", "Size"}))
+      return SetOnce(entry.size, e, entries, "Contents");
+    if (At(path, {"ListBucketResult", "Contents", "ETag"}))
+      return SetOnce(entry.etag, e, entries, "Contents");
     if (At(path, {"ListBucketResult", "Contents"})) {
       BDN_ASSIGN_OR_RETURN(ListedObject o, Finish(entry, entries, "Contents", "Key", "Size"));
       page.objects.push_back(std::move(o));
@@ -208,7 +211,8 @@ Result<S3ListPage> ParseS3ListPage(std::string_view xml) {
     return Status::Ok();
   };
   BDN_RETURN_IF_ERROR(w.Parse(xml));
-  if (!saw_root) return Err(InvalidArgumentError("expected <ListBucketResult>, got an empty document"));
+  if (!saw_root)
+    return Err(InvalidArgumentError("expected <ListBucketResult>, got an empty document"));
   if (truncated && *truncated != "true" && *truncated != "false") {
     return Err(InvalidArgumentError("<IsTruncated> \"" + EscapeName(*truncated) +
                                     "\" is neither true nor false"));
@@ -241,7 +245,8 @@ Result<AzureListPage> ParseAzureListPage(std::string_view xml) {
   };
   w.on_end = [&](const std::vector<XmlWalker::Element>& path) -> Status {
     const XmlWalker::Element& e = path.back();
-    if (At(path, {"EnumerationResults", "Blobs", "Blob", "Name"})) return SetOnce(entry.key, e, entries, "Blob");
+    if (At(path, {"EnumerationResults", "Blobs", "Blob", "Name"}))
+      return SetOnce(entry.key, e, entries, "Blob");
     if (At(path, {"EnumerationResults", "Blobs", "Blob", "Properties", "Content-Length"})) {
       return SetOnce(entry.size, e, entries, "Blob");
     }
@@ -252,7 +257,8 @@ Result<AzureListPage> ParseAzureListPage(std::string_view xml) {
       entry.directory = e.text == "directory";
     }
     if (At(path, {"EnumerationResults", "Blobs", "Blob"})) {
-      BDN_ASSIGN_OR_RETURN(ListedObject o, Finish(entry, entries, "Blob", "Name", "Content-Length"));
+      BDN_ASSIGN_OR_RETURN(ListedObject o,
+                           Finish(entry, entries, "Blob", "Name", "Content-Length"));
       if (!entry.directory) page.blobs.push_back(std::move(o));
       return Status::Ok();
     }
@@ -263,7 +269,8 @@ Result<AzureListPage> ParseAzureListPage(std::string_view xml) {
     return Status::Ok();
   };
   BDN_RETURN_IF_ERROR(w.Parse(xml));
-  if (!saw_root) return Err(InvalidArgumentError("expected <EnumerationResults>, got an empty document"));
+  if (!saw_root)
+    return Err(InvalidArgumentError("expected <EnumerationResults>, got an empty document"));
   page.next_marker = marker.value_or("");
   return page;
 }
@@ -305,7 +312,8 @@ Result<std::string> ParseUploadId(std::string_view xml) {
   };
   BDN_RETURN_IF_ERROR(w.Parse(xml));
   if (!saw_root) {
-    return Err(InvalidArgumentError("expected <InitiateMultipartUploadResult>, got an empty document"));
+    return Err(
+        InvalidArgumentError("expected <InitiateMultipartUploadResult>, got an empty document"));
   }
   if (!id || id->empty()) return Err(InvalidArgumentError("no <UploadId>"));
   return *id;

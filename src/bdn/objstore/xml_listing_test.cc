@@ -79,7 +79,8 @@ TEST(ParseS3ListPage, RefusesBadPagesNamingWhatIsWrong) {
        "<IsTruncated> \"yes\" is neither true nor false"},
       {"<!DOCTYPE x [<!ENTITY a \"aaaa\">]><ListBucketResult>&a;</ListBucketResult>",
        "a document type declaration is refused"},
-      {"<ListBucketResult><Contents><Key>&unknown;</Key><Size>1</Size></Contents></ListBucketResult>",
+      {"<ListBucketResult><Contents><Key>&unknown;</Key><Size>1</Size></Contents></"
+       "ListBucketResult>",
        "not XML: undefined entity at line 1"},
   };
   for (const Case& c : cases) {
@@ -194,17 +195,19 @@ TEST(ParseUploadId, ReadsTheIdOfACreatedMultipartUpload) {
       "</InitiateMultipartUploadResult>");
   ASSERT_TRUE(id.has_value()) << id.error().message();
   EXPECT_EQ("VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA", *id);
-  EXPECT_EQ("no <UploadId>",
-            ParseUploadId("<InitiateMultipartUploadResult><Key>k</Key></InitiateMultipartUploadResult>")
-                .error()
-                .message());
+  EXPECT_EQ(
+      "no <UploadId>",
+      ParseUploadId("<InitiateMultipartUploadResult><Key>k</Key></InitiateMultipartUploadResult>")
+          .error()
+          .message());
   EXPECT_EQ("expected <InitiateMultipartUploadResult>, got <Error>",
             ParseUploadId("<Error><Code>AccessDenied</Code></Error>").error().message());
-  EXPECT_EQ("two <UploadId>",
-            ParseUploadId("<InitiateMultipartUploadResult><UploadId>a</UploadId><UploadId>b</UploadId>"
-                          "</InitiateMultipartUploadResult>")
-                .error()
-                .message());
+  EXPECT_EQ(
+      "two <UploadId>",
+      ParseUploadId("<InitiateMultipartUploadResult><UploadId>a</UploadId><UploadId>b</UploadId>"
+                    "</InitiateMultipartUploadResult>")
+          .error()
+          .message());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Origin chunk endpoints: missing- and sizes-query, verified upload, download with Range/ETag, and the
-// BDNB batch download (docs/http-api.md, "Chunks").
+// Origin chunk endpoints: missing- and sizes-query, verified upload, download with Range/ETag, and
+// the BDNB batch download (docs/http-api.md, "Chunks").
 #include <cstring>
 
 #include "bdn/base/log.h"
@@ -78,8 +78,7 @@ void Origin::RegisterChunks() {
         BDN_ASSIGN_OR_RETURN(auto ids, ParseIdsBody(req.body, options_.max_missing_ids));
         // A key of one namespace learns only about blobs that namespace may read: any other
         // reads as missing (its upload then stores nothing new).
-        BDN_ASSIGN_OR_RETURN(auto missing,
-                             PushStore(key, Freshness::kRecent)->FindMissing(ids));
+        BDN_ASSIGN_OR_RETURN(auto missing, PushStore(key, Freshness::kRecent)->FindMissing(ids));
         json list = json::array();
         for (const Digest& d : missing) list.push_back(d.Hex());
         http::SetJson(res, json{{"missing", list}}.dump());

@@ -105,16 +105,15 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
              const std::optional<PinnedRef>& version) -> AccessVerdict {
     // Keyed by a digest of the credentials, so the map never holds a token.
     const std::string version_text = version ? version->ToString() : "";
-    const std::string key =
-        Digest::Of(std::string(authorization) + "\n" + version_text).Hex();
+    const std::string key = Digest::Of(std::string(authorization) + "\n" + version_text).Hex();
     auto now = SteadyClock::now();
     auto hit = verdicts->Find(key);
     if (hit && hit->expires > now) return hit->value;
     static constexpr std::string_view kNoIds = R"({"ids": []})";
-    http::Request req{.method = http::Method::kPost,
-                      .path = "/v1/chunks/batch",
-                      .body = std::span(reinterpret_cast<const uint8_t*>(kNoIds.data()),
-                                        kNoIds.size())};
+    http::Request req{
+        .method = http::Method::kPost,
+        .path = "/v1/chunks/batch",
+        .body = std::span(reinterpret_cast<const uint8_t*>(kNoIds.data()), kNoIds.size())};
     if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
     if (version) req.headers.emplace_back(kVersionHeader, version_text);
     auto r = origin->Send(req);
@@ -170,10 +169,10 @@ struct NamespaceIndex::Ns {
   // Keeps refreshes one at a time, and guards what they keep between runs.
   std::mutex refresh_mu;
   bool built = false;
-  std::unordered_set<Digest> versions;     // versions whose blobs are in `blobs`
-  std::unordered_set<Digest> indexes;      // chunk indexes already read
-  std::map<std::string, int64_t> sequence; // volume → its sequence at the last refresh
-  std::atomic<int64_t> refreshed_ns{0};    // steady clock, nanoseconds; 0: never
+  std::unordered_set<Digest> versions;      // versions whose blobs are in `blobs`
+  std::unordered_set<Digest> indexes;       // chunk indexes already read
+  std::map<std::string, int64_t> sequence;  // volume → its sequence at the last refresh
+  std::atomic<int64_t> refreshed_ns{0};     // steady clock, nanoseconds; 0: never
 };
 
 NamespaceIndex::NamespaceIndex(std::shared_ptr<ChunkStore> store,
@@ -259,8 +258,8 @@ Result<std::vector<bool>> NamespaceIndex::Readable(const std::string& ns,
     } else if (!lock.try_lock()) {
       return lookup();  // another thread refreshes: answer from what is known
     }
-    if (!n.built || SteadyClock::now().time_since_epoch().count() - n.refreshed_ns.load() >=
-                        interval) {
+    if (!n.built ||
+        SteadyClock::now().time_since_epoch().count() - n.refreshed_ns.load() >= interval) {
       BDN_RETURN_IF_ERROR(Refresh(ns, n));
     }
   }

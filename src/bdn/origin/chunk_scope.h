@@ -48,8 +48,8 @@ struct AccessVerdict {
 // Decides whether a chunk read may go ahead: `version` is the request's Bdn-Version, if any;
 // `authorization` its Authorization header ("" when absent); `key` the key the server
 // authenticated (the anonymous admin where the server checks no credentials itself).
-using ReadAuthority = std::function<AccessVerdict(
-    const ApiKey& key, std::string_view authorization, const std::optional<PinnedRef>& version)>;
+using ReadAuthority = std::function<AccessVerdict(const ApiKey& key, std::string_view authorization,
+                                                  const std::optional<PinnedRef>& version)>;
 
 // The origin's authority: a read without a version needs a key with pull on every namespace
 // ("*"; auth off counts as such); with a version, the key needs pull on its namespace and the
@@ -59,7 +59,8 @@ using ReadAuthority = std::function<AccessVerdict(
 // \"<ns>\"" / "key bdn_<id>: a key for namespace \"<ns>\" reads chunks of a version: send
 // Bdn-Version: bdn:<ns>/<vol>@b3:<hex>"; the registry's NotFound for an unknown version or volume;
 // its other errors. Thread-safe.
-ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry, std::chrono::milliseconds ttl);
+ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
+                                    std::chrono::milliseconds ttl);
 
 // A cache node's authority (`bdn cache serve`): asks the origin whether the caller may read,
 // sending POST /v1/chunks/batch with no ids and the caller's Authorization and Bdn-Version

@@ -102,10 +102,10 @@ TEST(HttpRange, Table) {
   // Ignored (RFC 9110 §14.2), the whole resource sent: another unit, a value that is not a range
   // set, a last byte before the first, and several ranges of which one is satisfiable.
   for (const char* value :
-       {"items=0-1", "pages=1-", "none=0-0", "bytesx=0-1", "bytes", "bytes=", "bytes=a-b",
-        "bytes=5", "bytes=-", "bytes=+1-2", "bytes=5-2", "bytes=1-2-3", "bytes=0x1-2",
-        "bytes=0-1,3-4", "bytes=0-1, 20-30", "bytes=20-30,-2", "bytes=0-1,a-b", "bytes=,",
-        "=0-1", ""}) {
+       {"items=0-1",      "pages=1-",      "none=0-0",    "bytesx=0-1",    "bytes",
+        "bytes=",         "bytes=a-b",     "bytes=5",     "bytes=-",       "bytes=+1-2",
+        "bytes=5-2",      "bytes=1-2-3",   "bytes=0x1-2", "bytes=0-1,3-4", "bytes=0-1, 20-30",
+        "bytes=20-30,-2", "bytes=0-1,a-b", "bytes=,",     "=0-1",          ""}) {
     auto r = ParseRange(value, 10);
     ASSERT_TRUE(r) << value << ": " << r.error().ToString();
     EXPECT_FALSE(r->has_value()) << value;

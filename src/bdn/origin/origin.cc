@@ -22,7 +22,8 @@ Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
       keys_(std::move(keys)),
       claims_(claims ? std::move(claims)
                      : std::make_shared<MemoryPushClaims>(
-                           options.claim_ttl, [clock = options.clock ? options.clock : Clock::Real()] {
+                           options.claim_ttl,
+                           [clock = options.clock ? options.clock : Clock::Real()] {
                              return clock->SteadyNow();
                            })),
       version_blobs_(std::make_shared<VersionBlobCache>(store_, options.version_blobs_max_ids)) {
@@ -128,8 +129,9 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
       auto grant = read_scope_->Check(*key, req.get_header_value("Authorization"),
                                       req.get_header_value(kVersionHeader), &unauthenticated);
       if (!grant) {
-        http::SetError(res, grant.error(),
-                       unauthenticated ? http::Credentials::kRejected : http::Credentials::kAccepted);
+        http::SetError(
+            res, grant.error(),
+            unauthenticated ? http::Credentials::kRejected : http::Credentials::kAccepted);
         return false;
       }
       authorized.grant = std::move(*grant);

@@ -151,8 +151,8 @@ class Origin {
   // RestoreVersion after the commit check of the version (CommitCheckingRegistry): a version
   // comes back only with every blob it needs stored.
   Result<RestoreResult> RestoreChecked(const ApiKey& key, const std::string& ns,
-                                       const std::string& volume,
-                                       const Digest& digest, std::optional<int64_t> expected,
+                                       const std::string& volume, const Digest& digest,
+                                       std::optional<int64_t> expected,
                                        const std::string& idempotency_key);
 
   OriginOptions options_;

@@ -917,8 +917,7 @@ TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
     auto r = Call("POST", "/v1/volumes/" + ns + "/model/commit", admin_,
                   json{{"digest", seal.digest.Hex()}}.dump());
     EXPECT_EQ(r->status, 200) << r->body;
-    return Published{seal.digest, sealed_->blobs,
-                     "bdn:" + ns + "/model@" + seal.digest.ToString()};
+    return Published{seal.digest, sealed_->blobs, "bdn:" + ns + "/model@" + seal.digest.ToString()};
   };
   Published a = publish(21, "a"), b = publish(22, "b");
   const Digest a_chunk = a.data_chunk(), b_chunk = b.data_chunk();
@@ -947,8 +946,9 @@ TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
   r = get(a_chunk, "");
   EXPECT_EQ(r->status, 403);
   EXPECT_EQ(Body(r)["error"]["message"],
-            key_a + ": a key for namespace \"a\" reads chunks of a version: send Bdn-Version: "
-                    "bdn:<ns>/<vol>@b3:<hex>");
+            key_a +
+                ": a key for namespace \"a\" reads chunks of a version: send Bdn-Version: "
+                "bdn:<ns>/<vol>@b3:<hex>");
   // Another namespace's version: refused before anything is looked up.
   r = get(b_chunk, b.ref);
   EXPECT_EQ(r->status, 403);
@@ -1022,9 +1022,9 @@ TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
   // A key for every namespace reads without naming a version, and checks one it names.
   const std::string pull_all = Key("*", "pull");
   EXPECT_EQ(Call("GET", "/v1/chunks/" + b_chunk.Hex(), pull_all)->status, 200);
-  EXPECT_EQ(Call("GET", "/v1/chunks/" + b_chunk.Hex(), pull_all, "", {{"Bdn-Version", a.ref}})
-                ->status,
-            404);
+  EXPECT_EQ(
+      Call("GET", "/v1/chunks/" + b_chunk.Hex(), pull_all, "", {{"Bdn-Version", a.ref}})->status,
+      404);
 }
 
 // Issue 12 item 4: a key of one namespace pushes as if the store held only what that namespace
@@ -1064,7 +1064,8 @@ TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
   r = Call("PUT", "/v1/chunks/" + theirs.digest.Hex(), push_a, their_blobs.at(theirs.digest));
   EXPECT_EQ(r->status, 201) << "the answer tells whether another namespace stored it";
   EXPECT_EQ(Body(r)["stored"], true);
-  r = Call("POST", "/v1/volumes/a/copy/commit", push_a, json{{"digest", theirs.digest.Hex()}}.dump());
+  r = Call("POST", "/v1/volumes/a/copy/commit", push_a,
+           json{{"digest", theirs.digest.Hex()}}.dump());
   EXPECT_EQ(r->status, 412);
   EXPECT_EQ(Body(r)["error"]["code"], "failed_precondition");
   EXPECT_TRUE(Body(r)["error"]["message"].get<std::string>().starts_with(
@@ -1078,7 +1079,8 @@ TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
     r = Call("PUT", "/v1/chunks/" + id.Hex(), push_a, bytes);
     EXPECT_EQ(r->status, id == theirs.digest ? 200 : 201) << "a uploaded only the manifest before";
   }
-  r = Call("POST", "/v1/volumes/a/copy/commit", push_a, json{{"digest", theirs.digest.Hex()}}.dump());
+  r = Call("POST", "/v1/volumes/a/copy/commit", push_a,
+           json{{"digest", theirs.digest.Hex()}}.dump());
   ASSERT_EQ(r->status, 200) << r->body;
   const std::string pull_a = Key("a", "pull");
   r = Call("GET", "/v1/chunks/" + their_chunk.Hex(), pull_a, "",
@@ -1090,10 +1092,10 @@ TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
   // blobs are a's without being uploaded by them.
   SealResult mine = Seal(32);
   for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
-  ASSERT_EQ(Call("POST", "/v1/volumes/a/other/commit", admin_,
-                 json{{"digest", mine.digest.Hex()}}.dump())
-                ->status,
-            200);
+  ASSERT_EQ(
+      Call("POST", "/v1/volumes/a/other/commit", admin_, json{{"digest", mine.digest.Hex()}}.dump())
+          ->status,
+      200);
   json mine_ids = {{"ids", json::array()}};
   for (const auto& [id, bytes] : sealed_->blobs) mine_ids["ids"].push_back(id.Hex());
   r = Call("POST", "/v1/chunks/missing", push_a, mine_ids.dump());
@@ -1115,8 +1117,7 @@ TEST_F(OriginTest, ACacheNodeChecksEachCallerWithTheOrigin) {
                    json{{"digest", seal.digest.Hex()}}.dump())
                   ->status,
               200);
-    return Published{seal.digest, sealed_->blobs,
-                     "bdn:" + ns + "/model@" + seal.digest.ToString()};
+    return Published{seal.digest, sealed_->blobs, "bdn:" + ns + "/model@" + seal.digest.ToString()};
   };
   Published a = publish(41, "a"), b = publish(42, "b");
   const Digest a_chunk = a.data_chunk(), b_chunk = b.data_chunk();
@@ -1185,9 +1186,9 @@ TEST_F(OriginTest, ACacheNodeChecksEachCallerWithTheOrigin) {
 
   // A batch: a's blobs found, b's missing (the node never fetched it for this caller).
   json ids = {{"ids", {a_chunk.Hex(), b_chunk.Hex()}}};
-  auto batch = c.Post("/v1/chunks/batch",
-                      {{"Authorization", "Bearer " + pull_a}, {"Bdn-Version", a.ref}}, ids.dump(),
-                      "application/json");
+  auto batch =
+      c.Post("/v1/chunks/batch", {{"Authorization", "Bearer " + pull_a}, {"Bdn-Version", a.ref}},
+             ids.dump(), "application/json");
   ASSERT_TRUE(batch);
   ASSERT_EQ(batch->status, 200);
   auto records = DecodeBatch(batch->body);
@@ -1328,19 +1329,18 @@ TEST_F(OriginTest, SlowHeaderConnectionsDoNotStopOtherClients) {
 // The same class as fuzz/json_bodies_fuzz.cc found in api/records_json.cc: an expected_sequence
 // past 2^63-1 was read as a negative number.
 TEST(RequestJson, AnIntegerPastInt64IsRefusedNotWrapped) {
-  auto big = OptionalIntField(json{{"expected_sequence", 18446744073709551615ull}},
-                              "expected_sequence");
+  auto big =
+      OptionalIntField(json{{"expected_sequence", 18446744073709551615ull}}, "expected_sequence");
   ASSERT_FALSE(big.has_value());
   EXPECT_EQ(big.error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(big.error().message(), "expected_sequence: 18446744073709551615 is out of range");
-  auto max = OptionalIntField(json{{"expected_sequence", 9223372036854775807ull}},
-                              "expected_sequence");
+  auto max =
+      OptionalIntField(json{{"expected_sequence", 9223372036854775807ull}}, "expected_sequence");
   ASSERT_TRUE(max.has_value());
   EXPECT_EQ(**max, INT64_MAX);
-  EXPECT_EQ(OptionalIntField(json{{"expected_sequence", 1.5}}, "expected_sequence")
-                .error()
-                .message(),
-            "expected_sequence: must be an integer or null");
+  EXPECT_EQ(
+      OptionalIntField(json{{"expected_sequence", 1.5}}, "expected_sequence").error().message(),
+      "expected_sequence: must be an integer or null");
 }
 
 }  // namespace

@@ -149,8 +149,7 @@ class RawConnection {
   // Reads until `n` whole responses arrived (see ParseResponses), or as ReadUntilClose.
   std::string ReadResponses(size_t n,
                             std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    return Read([n](const std::string& got) { return ParseResponses(got).size() >= n; },
-                timeout);
+    return Read([n](const std::string& got) { return ParseResponses(got).size() >= n; }, timeout);
   }
 
   bool eof() const { return eof_; }      // the server closed the connection (FIN)

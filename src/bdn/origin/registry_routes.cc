@@ -129,9 +129,9 @@ void Origin::RegisterRegistry() {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           BDN_ASSIGN_OR_RETURN(Digest d, FullDigestOf(req.matches[3].str()));
           BDN_ASSIGN_OR_RETURN(auto expected, ExpectedSequenceParam(req));
-          BDN_ASSIGN_OR_RETURN(DeleteResult r, registry_->DeleteVersions(
-                                                   p.ns, p.volume, d, expected,
-                                                   IdempotencyKeyOf(req)));
+          BDN_ASSIGN_OR_RETURN(
+              DeleteResult r,
+              registry_->DeleteVersions(p.ns, p.volume, d, expected, IdempotencyKeyOf(req)));
           Reply(res, api::DeleteResultToJson(r));
           return Status::Ok();
         });
@@ -139,9 +139,8 @@ void Origin::RegisterRegistry() {
         [this](Req req, Res res, const ApiKey&) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           if (!req.has_param("all") || req.get_param_value("all") != "1") {
-            return InvalidArgumentError(
-                "DELETE /v1/volumes/" + p.ns + "/" + p.volume +
-                "/versions: deleting every live version needs ?all=1");
+            return InvalidArgumentError("DELETE /v1/volumes/" + p.ns + "/" + p.volume +
+                                        "/versions: deleting every live version needs ?all=1");
           }
           BDN_ASSIGN_OR_RETURN(auto expected, ExpectedSequenceParam(req));
           BDN_ASSIGN_OR_RETURN(DeleteResult r,
@@ -211,7 +210,8 @@ void Origin::RegisterRegistry() {
         });
 }
 
-Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key) {
+Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
+                      const ApiKey& key) {
   BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
   BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
   CommitRequest c;
@@ -271,7 +271,7 @@ void Origin::RegisterClaims() {
         [this, ttl_ms](Req req, Res res, const ApiKey& key) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
           BDN_ASSIGN_OR_RETURN(std::string id, claims_->Acquire(p.ns, p.volume, HolderOf(key),
-                                                               IdempotencyKeyOf(req)));
+                                                                IdempotencyKeyOf(req)));
           Reply(res, {{"claim", id}, {"ttl_ms", ttl_ms}}, 201);
           return Status::Ok();
         });

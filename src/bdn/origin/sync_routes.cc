@@ -38,7 +38,10 @@ Status NeedSecretAdmin(const ApiKey& key) {
 class TableClaim : public PushClaim {
  public:
   TableClaim(PushClaims& table, std::string ns, std::string volume, std::string id)
-      : table_(table), ns_(std::move(ns)), volume_(std::move(volume)), id_(std::move(id)),
+      : table_(table),
+        ns_(std::move(ns)),
+        volume_(std::move(volume)),
+        id_(std::move(id)),
         thread_([this] { Renew(); }) {}
   ~TableClaim() override {
     {

@@ -114,7 +114,8 @@ TYPED_TEST(KeyStoreTest, CreateAuthenticateRevoke) {
 }
 
 TYPED_TEST(KeyStoreTest, RejectsBadNamespaceAndNoScopes) {
-  EXPECT_EQ(this->store_->Create("Weights", {Scope::kPull}).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(this->store_->Create("Weights", {Scope::kPull}).error().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(this->store_->Create("weights", {}).error().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(this->store_->Create("*", {Scope::kAdmin}));
 }

@@ -1,19 +1,20 @@
-// Tests for the lifecycle of versions in SqlRegistry, on SQLite and PostgreSQL (docs/spec.md §8): soft delete drops
-// tags and moves head, restore within the retention window (time moved with a FakeClock, never
-// slept), the sequence bumps, idempotent retries, and what garbage collection must keep.
+// Tests for the lifecycle of versions in SqlRegistry, on SQLite and PostgreSQL (docs/spec.md §8):
+// soft delete drops tags and moves head, restore within the retention window (time moved with a
+// FakeClock, never slept), the sequence bumps, idempotent retries, and what garbage collection must
+// keep.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "bdn/registry/registry.h"
 #include "bdn/registry/backends_test_util.h"
+#include "bdn/registry/registry.h"
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
@@ -211,7 +212,8 @@ TYPED_TEST(LifecycleTest, CommitOfADeletedVersionNeedsARestoreUntilTheWindowEnds
   EXPECT_STATUS(r, kFailedPrecondition, "");
   EXPECT_EQ(r.error().message(), "version bdn:w/v@" + D(1).ToString() +
                                      ": is deleted; restore it first (bdn volume restore "
-                                     "bdn:w/v@" + D(1).ToString() + ")");
+                                     "bdn:w/v@" +
+                                     D(1).ToString() + ")");
   // Past the window the same tree pushed again is a new version.
   this->clock_->Advance(hours(8 * 24));
   auto again = this->reg_->Commit(req);
@@ -308,10 +310,10 @@ TYPED_TEST(LifecycleTest, EightConcurrentTagWritersLoseNoUpdate) {
       for (int i = 0; i < kTries; ++i) {
         auto v = (*own)->GetVolume("w", "v");
         ASSERT_OK(v);
-        Result<int64_t> r = v->tags.contains("t")
-                                ? (*own)->DeleteTag("w", "v", "t", v->sequence)
-                                : (*own)->SetTag("w", "v", "t", D(static_cast<uint8_t>(w + 1)),
-                                                 v->sequence);
+        Result<int64_t> r =
+            v->tags.contains("t")
+                ? (*own)->DeleteTag("w", "v", "t", v->sequence)
+                : (*own)->SetTag("w", "v", "t", D(static_cast<uint8_t>(w + 1)), v->sequence);
         if (r) {
           EXPECT_EQ(*r, v->sequence + 1);
           std::lock_guard l(mu);

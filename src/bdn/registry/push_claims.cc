@@ -39,7 +39,8 @@ MemoryPushClaims::Claim* MemoryPushClaims::LiveLocked(const Key& key, Clock::tim
   return &it->second;
 }
 
-Status MemoryPushClaims::ConflictLocked(const Key& key, const Claim& c, Clock::time_point now) const {
+Status MemoryPushClaims::ConflictLocked(const Key& key, const Claim& c,
+                                        Clock::time_point now) const {
   return ClaimConflict(key, c.holder,
                        std::chrono::ceil<std::chrono::seconds>(c.expires - now).count());
 }
@@ -49,8 +50,8 @@ Status MemoryPushClaims::NotFoundLocked(const Key& key, const std::string& id) c
 }
 
 Result<std::string> MemoryPushClaims::Acquire(const std::string& ns, const std::string& vol,
-                                        const std::string& holder,
-                                        const std::string& idempotency_key) {
+                                              const std::string& holder,
+                                              const std::string& idempotency_key) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
   auto now = now_();
@@ -68,7 +69,8 @@ Result<std::string> MemoryPushClaims::Acquire(const std::string& ns, const std::
   return id;
 }
 
-Status MemoryPushClaims::Renew(const std::string& ns, const std::string& vol, const std::string& id) {
+Status MemoryPushClaims::Renew(const std::string& ns, const std::string& vol,
+                               const std::string& id) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
   auto now = now_();
@@ -78,7 +80,8 @@ Status MemoryPushClaims::Renew(const std::string& ns, const std::string& vol, co
   return Status::Ok();
 }
 
-Status MemoryPushClaims::Release(const std::string& ns, const std::string& vol, const std::string& id) {
+Status MemoryPushClaims::Release(const std::string& ns, const std::string& vol,
+                                 const std::string& id) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
   Claim* c = LiveLocked(key, now_());
@@ -88,7 +91,7 @@ Status MemoryPushClaims::Release(const std::string& ns, const std::string& vol, 
 }
 
 Status MemoryPushClaims::CheckCommit(const std::string& ns, const std::string& vol,
-                               const std::optional<std::string>& claim_id) {
+                                     const std::optional<std::string>& claim_id) {
   Key key{ns, vol};
   std::lock_guard lock(mu_);
   auto now = now_();
@@ -137,17 +140,17 @@ Result<std::string> PgPushClaims::Acquire(const std::string& ns, const std::stri
         // concurrent Acquire after this read makes the INSERT below wait for it and then do
         // nothing, and the second read then sees it.
         for (int round = 0; round < 2; ++round) {
-          BDN_ASSIGN_OR_RETURN(sql::Rows live,
-                               s.Query(std::string(kLiveClaim) + std::string(s.ForUpdate()),
-                                       {ns, vol}));
+          BDN_ASSIGN_OR_RETURN(
+              sql::Rows live,
+              s.Query(std::string(kLiveClaim) + std::string(s.ForUpdate()), {ns, vol}));
           if (!live.empty()) {
             // The retry of an Acquire whose answer was lost gets the claim it already holds.
             if (!idempotency_key.empty() && live.Text(0, 2) == idempotency_key &&
                 live.Text(0, 1) == holder) {
-              BDN_RETURN_IF_ERROR(sql::ToStatus(
-                  s.Exec("UPDATE push_claims SET expires_at = clock_timestamp() + "
-                         "CAST(?3 AS interval) WHERE ns=?1 AND volume=?2",
-                         {ns, vol, ttl})));
+              BDN_RETURN_IF_ERROR(
+                  sql::ToStatus(s.Exec("UPDATE push_claims SET expires_at = clock_timestamp() + "
+                                       "CAST(?3 AS interval) WHERE ns=?1 AND volume=?2",
+                                       {ns, vol, ttl})));
               return live.Text(0, 0);
             }
             return Err(ClaimConflict(key, live.Text(0, 1), live.Int(0, 3)));
@@ -174,18 +177,17 @@ Status PgPushClaims::Renew(const std::string& ns, const std::string& vol, const 
   const std::string ttl = std::to_string(ttl_.count()) + " milliseconds";
   return db_->Write(
       [&](sql::Session& s) -> Status {
-        BDN_ASSIGN_OR_RETURN(
-            int64_t n, s.Exec("UPDATE push_claims SET expires_at = clock_timestamp() + "
-                              "CAST(?4 AS interval) WHERE ns=?1 AND volume=?2 AND id=?3 AND "
-                              "expires_at > clock_timestamp()",
-                              {ns, vol, id, ttl}));
+        BDN_ASSIGN_OR_RETURN(int64_t n,
+                             s.Exec("UPDATE push_claims SET expires_at = clock_timestamp() + "
+                                    "CAST(?4 AS interval) WHERE ns=?1 AND volume=?2 AND id=?3 AND "
+                                    "expires_at > clock_timestamp()",
+                                    {ns, vol, id, ttl}));
         return n == 1 ? Status::Ok() : ClaimNotFound({ns, vol}, id);
       },
       "push claim");
 }
 
-Status PgPushClaims::Release(const std::string& ns, const std::string& vol,
-                             const std::string& id) {
+Status PgPushClaims::Release(const std::string& ns, const std::string& vol, const std::string& id) {
   return db_->Write(
       [&](sql::Session& s) -> Status {
         BDN_ASSIGN_OR_RETURN(

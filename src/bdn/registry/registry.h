@@ -24,10 +24,10 @@ std::string_view LifecycleName(Lifecycle l);  // "ALIVE" / "DELETED"
 
 // Totals of a version's tree, stored with it.
 struct VersionStats {
-  uint64_t files = 0;       // regular files (hardlinks not counted)
-  uint64_t bytes = 0;       // sum of regular file sizes
-  uint64_t chunks = 0;      // chunk references over all files
-  uint64_t entries = 0;     // all manifest entries
+  uint64_t files = 0;    // regular files (hardlinks not counted)
+  uint64_t bytes = 0;    // sum of regular file sizes
+  uint64_t chunks = 0;   // chunk references over all files
+  uint64_t entries = 0;  // all manifest entries
 };
 
 struct VersionRecord {
@@ -78,7 +78,7 @@ struct CommitRequest {
 inline constexpr std::chrono::hours kIdempotencyKeyRetention{24};
 
 struct CommitResult {
-  int64_t sequence = 0;  // the volume's sequence after the commit
+  int64_t sequence = 0;    // the volume's sequence after the commit
   bool unchanged = false;  // the version already existed (alive); no new version was created
   bool head_updated = false;
   std::vector<std::string> tags_applied;
@@ -88,13 +88,13 @@ struct CommitResult {
 struct DeletedVersion {
   Digest digest;
   int64_t deleted_unix_ms = 0;
-  int64_t delete_after_unix_ms = 0;  // restorable until then (deleted + the retention)
+  int64_t delete_after_unix_ms = 0;       // restorable until then (deleted + the retention)
   std::vector<std::string> tags_dropped;  // sorted
 };
 
 // What Registry::DeleteVersions did.
 struct DeleteResult {
-  int64_t sequence = 0;  // the volume's sequence after the delete (bumped once)
+  int64_t sequence = 0;                 // the volume's sequence after the delete (bumped once)
   std::vector<DeletedVersion> deleted;  // newest first
   // Head after the delete: when a deleted version was head, head moved to the newest version
   // still alive (nullopt when none is left).
@@ -213,9 +213,7 @@ class Registry {
   // naming a version that does not exist or is deleted, a deleted version without
   // delete_after, a version sequence past its volume's, damage the database reports. Default:
   // nothing is checked (a registry that cannot look at itself, e.g. a remote one).
-  virtual Result<std::vector<std::string>> CheckConsistency() {
-    return std::vector<std::string>();
-  }
+  virtual Result<std::vector<std::string>> CheckConsistency() { return std::vector<std::string>(); }
 
   // Claims the right to push to a volume (which need not exist yet). A claim whose holder dies is
   // released. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".

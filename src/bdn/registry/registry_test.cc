@@ -3,8 +3,6 @@
 // two servers writing one volume at once; then SQLite's own open errors.
 #include "bdn/registry/registry.h"
 
-#include "bdn/registry/backends_test_util.h"
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -17,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bdn/registry/backends_test_util.h"
 
 namespace bdn {
 namespace {
@@ -103,7 +103,8 @@ TYPED_TEST(RegistryTest, FirstCommitCreatesNamespaceVolumeAndVersion) {
   EXPECT_EQ(vol->name, "qwen3-8b");
   EXPECT_EQ(vol->head, this->d1_);
   EXPECT_EQ(vol->sequence, 1);
-  EXPECT_EQ(vol->tags, (std::map<std::string, Digest>{{"candidate", this->d1_}, {"prod", this->d1_}}));
+  EXPECT_EQ(vol->tags,
+            (std::map<std::string, Digest>{{"candidate", this->d1_}, {"prod", this->d1_}}));
   EXPECT_EQ(vol->live_versions, 1u);
   EXPECT_EQ(vol->deleted_versions, 0u);
   EXPECT_GE(vol->created_unix_ms, before);
@@ -212,7 +213,8 @@ TYPED_TEST(RegistryTest, SetTagAndDeleteTagBumpTheSequence) {
   EXPECT_EQ(*s, 4);
   EXPECT_EQ(this->reg_->GetVolume("weights", "qwen3-8b")->tags.at("prod"), this->d2_);
   EXPECT_TRUE(this->reg_->GetVersion("weights", "qwen3-8b", this->d1_)->tags.empty());
-  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d2_)->tags, std::vector<std::string>{"prod"});
+  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d2_)->tags,
+            std::vector<std::string>{"prod"});
 
   // Tags are case-sensitive.
   s = this->reg_->SetTag("weights", "qwen3-8b", "Prod", this->d1_, std::nullopt);
@@ -284,7 +286,8 @@ TYPED_TEST(RegistryTest, ARetriedCommitWithItsKeyReturnsTheFirstResult) {
   EXPECT_EQ(this->reg_->ListVersions("weights", "qwen3-8b", false)->size(), 2u);
 
   // Also after other writes moved the volume on, and after a restart.
-  ASSERT_TRUE(this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt).has_value());
+  ASSERT_TRUE(
+      this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt).has_value());
   this->Reopen();
   CommitResult later = this->MustCommit(req);
   EXPECT_EQ(later.sequence, 2);
@@ -312,7 +315,8 @@ TYPED_TEST(RegistryTest, AnIdempotencyKeyIsBoundToItsRequest) {
   EXPECT_EQ(r.error().message(),
             "idempotency key \"k-1\": already used for another request (commit "
             "bdn:weights/qwen3-8b@" +
-                this->d1_.ToString() + " tags=[] expected_sequence=none source_uri=\"file:///src\")");
+                this->d1_.ToString() +
+                " tags=[] expected_sequence=none source_uri=\"file:///src\")");
   auto t = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt, "k-1");
   ASSERT_FALSE(t.has_value());
   EXPECT_EQ(t.error().code(), StatusCode::kInvalidArgument);
@@ -356,7 +360,8 @@ TYPED_TEST(RegistryTest, SetTagNeedsAnExistingVolumeAndVersion) {
   auto s = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d3_, std::nullopt);
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().code(), StatusCode::kNotFound);
-  EXPECT_EQ(s.error().message(), "version bdn:weights/qwen3-8b@" + this->d3_.ToString() + ": not found");
+  EXPECT_EQ(s.error().message(),
+            "version bdn:weights/qwen3-8b@" + this->d3_.ToString() + ": not found");
 
   s = this->reg_->SetTag("weights", "other", "prod", this->d1_, std::nullopt);
   ASSERT_FALSE(s.has_value());
@@ -396,7 +401,8 @@ TYPED_TEST(RegistryTest, StaleExpectedSequenceIsAConflict) {
   EXPECT_EQ(c.error().code(), StatusCode::kConflict);
   EXPECT_EQ(c.error().message(), "volume bdn:weights/qwen3-8b: sequence is 3, expected 2");
   // The failed commit left nothing behind.
-  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d3_).error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d3_).error().code(),
+            StatusCode::kNotFound);
   auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
   EXPECT_EQ(vol->head, this->d2_);
   EXPECT_EQ(vol->sequence, 3);
@@ -450,7 +456,8 @@ TYPED_TEST(RegistryTest, CommitRefusesTheHeadTag) {
   EXPECT_EQ(vol->sequence, 1);
   EXPECT_EQ(vol->head, this->d1_);
   EXPECT_TRUE(vol->tags.empty());
-  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d2_).error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(this->reg_->GetVersion("weights", "qwen3-8b", this->d2_).error().code(),
+            StatusCode::kNotFound);
 }
 
 TYPED_TEST(RegistryTest, FindVersionsByHexPrefix) {
@@ -488,7 +495,8 @@ TYPED_TEST(RegistryTest, LookupsOfMissingThingsAreNotFound) {
   auto v = this->reg_->GetVersion("weights", "qwen3-8b", this->d2_);
   ASSERT_FALSE(v.has_value());
   EXPECT_EQ(v.error().code(), StatusCode::kNotFound);
-  EXPECT_EQ(v.error().message(), "version bdn:weights/qwen3-8b@" + this->d2_.ToString() + ": not found");
+  EXPECT_EQ(v.error().message(),
+            "version bdn:weights/qwen3-8b@" + this->d2_.ToString() + ": not found");
 
   v = this->reg_->GetVersion("weights", "nope", this->d1_);
   ASSERT_FALSE(v.has_value());
@@ -532,7 +540,8 @@ TYPED_TEST(RegistryTest, NamespacesAndVolumesAreListedInOrder) {
 TYPED_TEST(RegistryTest, DataPersistsAfterReopening) {
   this->MustCommit(this->Request(this->d1_, {"prod"}));
   this->MustCommit(this->Request(this->d2_));
-  ASSERT_TRUE(this->reg_->SetTag("weights", "qwen3-8b", "stable", this->d1_, std::nullopt).has_value());
+  ASSERT_TRUE(
+      this->reg_->SetTag("weights", "qwen3-8b", "stable", this->d1_, std::nullopt).has_value());
   this->Reopen();
   auto vol = this->reg_->GetVolume("weights", "qwen3-8b");
   ASSERT_TRUE(vol.has_value()) << vol.error().message();

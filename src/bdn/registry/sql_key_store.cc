@@ -212,9 +212,8 @@ Result<std::vector<ApiKey>> SqlKeyStore::List() {
   return sql::ReadValue<std::vector<ApiKey>>(
       *db_,
       [](sql::Session& s) -> Result<std::vector<ApiKey>> {
-        BDN_ASSIGN_OR_RETURN(
-            sql::Rows r,
-            s.Query(std::string("SELECT ") + kKeyColumns + " FROM api_keys ORDER BY rowid"));
+        BDN_ASSIGN_OR_RETURN(sql::Rows r, s.Query(std::string("SELECT ") + kKeyColumns +
+                                                  " FROM api_keys ORDER BY rowid"));
         std::vector<ApiKey> out;
         for (size_t i = 0; i < r.size(); ++i) out.push_back(RowToKey(r, i).first);
         return out;
@@ -224,10 +223,9 @@ Result<std::vector<ApiKey>> SqlKeyStore::List() {
 
 Result<ApiKey> SqlKeyStore::Get(const std::string& id) {
   using Row = std::optional<std::pair<ApiKey, std::string>>;
-  BDN_ASSIGN_OR_RETURN(
-      Row row, sql::ReadValue<Row>(
-                   *db_, [&](sql::Session& s) { return ReadKey(s, id); },
-                   sql::Consistency::kStatement, "read key"));
+  BDN_ASSIGN_OR_RETURN(Row row, sql::ReadValue<Row>(
+                                    *db_, [&](sql::Session& s) { return ReadKey(s, id); },
+                                    sql::Consistency::kStatement, "read key"));
   if (!row) return Err(NotFoundError("key bdn_" + id + ": not found"));
   return row->first;
 }
@@ -239,8 +237,8 @@ Result<ApiKey> SqlKeyStore::Revoke(const std::string& id) {
         BDN_ASSIGN_OR_RETURN(auto row, ReadKey(s, id));
         if (!row) return Err(NotFoundError("key bdn_" + id + ": not found"));
         if (row->first.revoked) return row->first;
-        BDN_RETURN_IF_ERROR(sql::ToStatus(
-            s.Exec("UPDATE api_keys SET revoked_ms=?2 WHERE id=?1", {id, NowMs()})));
+        BDN_RETURN_IF_ERROR(
+            sql::ToStatus(s.Exec("UPDATE api_keys SET revoked_ms=?2 WHERE id=?1", {id, NowMs()})));
         row->first.revoked = true;
         return row->first;
       },
@@ -252,10 +250,9 @@ Result<ApiKey> SqlKeyStore::Authenticate(std::string_view token) {
   if (!parts) return Err(PermissionDeniedError(parts.error().message()));
   const auto& [id, secret] = *parts;
   using Row = std::optional<std::pair<ApiKey, std::string>>;
-  BDN_ASSIGN_OR_RETURN(
-      Row row, sql::ReadValue<Row>(
-                   *db_, [&](sql::Session& s) { return ReadKey(s, id); },
-                   sql::Consistency::kStatement, "read key"));
+  BDN_ASSIGN_OR_RETURN(Row row, sql::ReadValue<Row>(
+                                    *db_, [&](sql::Session& s) { return ReadKey(s, id); },
+                                    sql::Consistency::kStatement, "read key"));
   std::string name = "key bdn_" + id;
   // Unknown key and wrong secret read the same, so a caller cannot probe for key ids.
   if (!row || !SameBytes(Digest::Of(secret).Hex(), row->second)) {

@@ -6,12 +6,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "bdn/base/names.h"
+#include "bdn/base/units.h"
 #include "bdn/registry/registry.h"
 #include "bdn/sql/database.h"
 #include "bdn/sql/sqlite_database.h"
-
-#include "bdn/base/names.h"
-#include "bdn/base/units.h"
 
 namespace bdn {
 
@@ -112,7 +111,8 @@ std::string DescribeCommit(const CommitRequest& req) {
   std::string tags;
   for (const auto& t : req.tags) tags += (tags.empty() ? "" : ",") + t;
   std::string out = "commit bdn:" + req.ns + "/" + req.volume + "@" + req.digest.ToString() +
-                    " tags=[" + tags + "] expected_sequence=" + ExpectedText(req.expected_sequence) +
+                    " tags=[" + tags +
+                    "] expected_sequence=" + ExpectedText(req.expected_sequence) +
                     " source_uri=\"" + req.source_uri + "\"";
   if (!req.source_revision.empty()) out += " source_revision=\"" + req.source_revision + "\"";
   if (!req.source_listing_digest.empty()) {
@@ -151,8 +151,7 @@ std::string EncodeDelete(const DeleteResult& r) {
     out += d.digest.Hex() + " " + std::to_string(d.deleted_unix_ms) + " " +
            std::to_string(d.delete_after_unix_ms) + " " + tags + "\n";
   }
-  out += "head " + (r.head ? r.head->Hex() : std::string("-")) + " " +
-         (r.head_moved ? "1" : "0");
+  out += "head " + (r.head ? r.head->Hex() : std::string("-")) + " " + (r.head_moved ? "1" : "0");
   return out;
 }
 
@@ -210,8 +209,8 @@ class Tx {
   }
 
   Result<std::optional<int64_t>> VolumeId(const std::string& ns, const std::string& volume) {
-    BDN_ASSIGN_OR_RETURN(Rows r, Query("SELECT id FROM volumes WHERE ns=?1 AND name=?2",
-                                       {ns, volume}));
+    BDN_ASSIGN_OR_RETURN(Rows r,
+                         Query("SELECT id FROM volumes WHERE ns=?1 AND name=?2", {ns, volume}));
     if (r.empty()) return std::optional<int64_t>();
     return std::optional<int64_t>(r.Int(0, 0));
   }
@@ -225,9 +224,10 @@ class Tx {
   // In a write: the volume's id, its row locked until the transaction ends (every write of a
   // volume takes this lock first, after the idempotency key's, so they take turns in one order).
   Result<int64_t> LockVolume(const std::string& ns, const std::string& volume) {
-    BDN_ASSIGN_OR_RETURN(Rows r, Query(std::string("SELECT id FROM volumes WHERE ns=?1 AND name=?2") +
-                                           std::string(s_.ForUpdate()),
-                                       {ns, volume}));
+    BDN_ASSIGN_OR_RETURN(Rows r,
+                         Query(std::string("SELECT id FROM volumes WHERE ns=?1 AND name=?2") +
+                                   std::string(s_.ForUpdate()),
+                               {ns, volume}));
     if (r.empty()) return Err(NotFoundError(VolumeName(ns, volume) + ": not found"));
     return r.Int(0, 0);
   }
@@ -250,7 +250,8 @@ class Tx {
 
   Result<int64_t> Bump(int64_t vid) {
     BDN_ASSIGN_OR_RETURN(
-        Rows r, Query("UPDATE volumes SET sequence=sequence+1 WHERE id=?1 RETURNING sequence", {vid}));
+        Rows r,
+        Query("UPDATE volumes SET sequence=sequence+1 WHERE id=?1 RETURNING sequence", {vid}));
     if (r.empty()) return Err(InternalError("registry: volume row vanished"));
     return r.Int(0, 0);
   }
@@ -280,9 +281,10 @@ class Tx {
                                                std::string* detail = nullptr) {
     BDN_RETURN_IF_ERROR(ValidateIdempotencyKey(key));
     BDN_ASSIGN_OR_RETURN(
-        Rows r, Query("SELECT request, sequence, unchanged, head_updated, tags_applied, detail FROM "
-                      "idempotency_keys WHERE key=?1 AND created_ms>=?2",
-                      {key, NowMs() - IdempotencyRetentionMs()}));
+        Rows r,
+        Query("SELECT request, sequence, unchanged, head_updated, tags_applied, detail FROM "
+              "idempotency_keys WHERE key=?1 AND created_ms>=?2",
+              {key, NowMs() - IdempotencyRetentionMs()}));
     if (r.empty()) return std::optional<CommitResult>();
     if (r.Text(0, 0) != request) {
       return Err(InvalidArgumentError("idempotency key \"" + key +
@@ -318,9 +320,10 @@ class Tx {
 
   // Points `tag` of the volume at `digest`, creating it if missing.
   Status PointTag(int64_t vid, const std::string& tag, const Digest& digest) {
-    return Exec("INSERT INTO tags(volume_id, name, digest) VALUES(?1,?2,?3) "
-                "ON CONFLICT(volume_id, name) DO UPDATE SET digest=excluded.digest",
-                {vid, tag, digest.Hex()});
+    return Exec(
+        "INSERT INTO tags(volume_id, name, digest) VALUES(?1,?2,?3) "
+        "ON CONFLICT(volume_id, name) DO UPDATE SET digest=excluded.digest",
+        {vid, tag, digest.Hex()});
   }
 
   Result<std::vector<std::string>> TagsOf(int64_t vid, const Digest& digest) {
@@ -444,7 +447,8 @@ Result<std::vector<std::string>> SqlRegistry::ListNamespaces() {
 
 Result<std::vector<VolumeRecord>> SqlRegistry::ListVolumes(const std::string& ns) {
   return impl_->Read<std::vector<VolumeRecord>>([&](Tx& tx) -> Result<std::vector<VolumeRecord>> {
-    BDN_ASSIGN_OR_RETURN(Rows r, tx.Query("SELECT name FROM volumes WHERE ns=?1 ORDER BY name", {ns}));
+    BDN_ASSIGN_OR_RETURN(Rows r,
+                         tx.Query("SELECT name FROM volumes WHERE ns=?1 ORDER BY name", {ns}));
     if (r.empty()) return Err(NotFoundError("namespace \"" + ns + "\": not found"));
     std::vector<VolumeRecord> out;
     for (size_t i = 0; i < r.size(); ++i) {
@@ -465,11 +469,12 @@ Result<std::vector<VersionRecord>> SqlRegistry::ListVersions(const std::string& 
   return impl_->Read<std::vector<VersionRecord>>([&](Tx& tx) -> Result<std::vector<VersionRecord>> {
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.RequireVolume(ns, volume));
     BDN_ASSIGN_OR_RETURN(
-        Rows r, tx.Query(include_deleted
-                             ? "SELECT digest FROM versions WHERE volume_id=?1 ORDER BY sequence DESC"
-                             : "SELECT digest FROM versions WHERE volume_id=?1 AND "
-                               "lifecycle='ALIVE' ORDER BY sequence DESC",
-                         {vid}));
+        Rows r,
+        tx.Query(include_deleted
+                     ? "SELECT digest FROM versions WHERE volume_id=?1 ORDER BY sequence DESC"
+                     : "SELECT digest FROM versions WHERE volume_id=?1 AND "
+                       "lifecycle='ALIVE' ORDER BY sequence DESC",
+                 {vid}));
     std::vector<VersionRecord> out;
     for (size_t i = 0; i < r.size(); ++i) {
       BDN_ASSIGN_OR_RETURN(auto v, tx.ReadVersion(vid, ns, volume, ParseStored(r.Text(i, 0))));
@@ -492,9 +497,10 @@ Result<std::vector<Digest>> SqlRegistry::FindVersions(const std::string& ns,
                                                       const std::string& hex_prefix) {
   return impl_->Read<std::vector<Digest>>([&](Tx& tx) -> Result<std::vector<Digest>> {
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.RequireVolume(ns, volume));
-    BDN_ASSIGN_OR_RETURN(Rows r, tx.Query("SELECT digest FROM versions WHERE volume_id=?1 AND "
-                                          "substr(digest,1,?2)=?3 ORDER BY digest",
-                                          {vid, static_cast<int64_t>(hex_prefix.size()), hex_prefix}));
+    BDN_ASSIGN_OR_RETURN(Rows r,
+                         tx.Query("SELECT digest FROM versions WHERE volume_id=?1 AND "
+                                  "substr(digest,1,?2)=?3 ORDER BY digest",
+                                  {vid, static_cast<int64_t>(hex_prefix.size()), hex_prefix}));
     std::vector<Digest> out;
     for (size_t i = 0; i < r.size(); ++i) out.push_back(ParseStored(r.Text(i, 0)));
     return out;
@@ -515,10 +521,10 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
     BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(req.idempotency_key, request));
     if (recorded) return std::move(*recorded);
     // Created if missing (a concurrent creator's row is waited for and then used), then locked.
-    BDN_RETURN_IF_ERROR(tx.Exec(
-        "INSERT INTO volumes(ns, name, sequence, created_ms) VALUES(?1, ?2, 0, ?3) "
-        "ON CONFLICT(ns, name) DO NOTHING",
-        {req.ns, req.volume, tx.NowMs()}));
+    BDN_RETURN_IF_ERROR(
+        tx.Exec("INSERT INTO volumes(ns, name, sequence, created_ms) VALUES(?1, ?2, 0, ?3) "
+                "ON CONFLICT(ns, name) DO NOTHING",
+                {req.ns, req.volume, tx.NowMs()}));
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockVolume(req.ns, req.volume));
     const std::string what = VolumeName(req.ns, req.volume);
     BDN_RETURN_IF_ERROR(tx.CheckExpected(vid, what, req.expected_sequence));
@@ -536,9 +542,8 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
       expired = found.IsNull(0, 1) || found.Int(0, 1) <= tx.NowMs();
       if (!expired) {
         const std::string ref = VersionRef(req.ns, req.volume, req.digest);
-        return Err(FailedPreconditionError("version " + ref +
-                                           ": is deleted; restore it first (bdn volume restore " +
-                                           ref + ")"));
+        return Err(FailedPreconditionError(
+            "version " + ref + ": is deleted; restore it first (bdn volume restore " + ref + ")"));
       }
       BDN_RETURN_IF_ERROR(tx.Exec("DELETE FROM versions WHERE volume_id=?1 AND digest=?2",
                                   {vid, req.digest.Hex()}));
@@ -546,14 +551,14 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
     if (exists && !expired) {
       out.unchanged = true;
     } else {
-      BDN_RETURN_IF_ERROR(tx.Exec(
-          "INSERT INTO versions(volume_id, digest, sequence, lifecycle, created_ms, files, "
-          "bytes, chunks, entries, source_uri, source_revision, source_listing_digest) "
-          "VALUES(?1,?2,?3,'ALIVE',?4,?5,?6,?7,?8,?9,?10,?11)",
-          {vid, req.digest.Hex(), seq + 1, tx.NowMs(), static_cast<int64_t>(req.stats.files),
-           static_cast<int64_t>(req.stats.bytes), static_cast<int64_t>(req.stats.chunks),
-           static_cast<int64_t>(req.stats.entries), req.source_uri, req.source_revision,
-           req.source_listing_digest}));
+      BDN_RETURN_IF_ERROR(
+          tx.Exec("INSERT INTO versions(volume_id, digest, sequence, lifecycle, created_ms, files, "
+                  "bytes, chunks, entries, source_uri, source_revision, source_listing_digest) "
+                  "VALUES(?1,?2,?3,'ALIVE',?4,?5,?6,?7,?8,?9,?10,?11)",
+                  {vid, req.digest.Hex(), seq + 1, tx.NowMs(),
+                   static_cast<int64_t>(req.stats.files), static_cast<int64_t>(req.stats.bytes),
+                   static_cast<int64_t>(req.stats.chunks), static_cast<int64_t>(req.stats.entries),
+                   req.source_uri, req.source_revision, req.source_listing_digest}));
       changed = true;
     }
     BDN_ASSIGN_OR_RETURN(Rows head, tx.Query("SELECT head FROM volumes WHERE id=?1", {vid}));
@@ -604,8 +609,8 @@ Result<int64_t> SqlRegistry::SetTag(const std::string& ns, const std::string& vo
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockChecked(ns, volume, expected_sequence));
     BDN_ASSIGN_OR_RETURN(VersionRecord v, tx.ReadVersion(vid, ns, volume, digest));
     if (v.lifecycle != Lifecycle::kAlive) {
-      return Err(FailedPreconditionError("version " + VersionRef(ns, volume, digest) +
-                                         ": is deleted"));
+      return Err(
+          FailedPreconditionError("version " + VersionRef(ns, volume, digest) + ": is deleted"));
     }
     CommitResult out;
     if (std::find(v.tags.begin(), v.tags.end(), tag) != v.tags.end()) {
@@ -633,9 +638,9 @@ Result<int64_t> SqlRegistry::DeleteTag(const std::string& ns, const std::string&
     BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(idempotency_key, request));
     if (recorded) return recorded->sequence;
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockChecked(ns, volume, expected_sequence));
-    BDN_ASSIGN_OR_RETURN(int64_t deleted, tx.session().Exec(
-                                              "DELETE FROM tags WHERE volume_id=?1 AND name=?2",
-                                              {vid, tag}));
+    BDN_ASSIGN_OR_RETURN(
+        int64_t deleted,
+        tx.session().Exec("DELETE FROM tags WHERE volume_id=?1 AND name=?2", {vid, tag}));
     if (deleted == 0) {
       return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume + ": not found"));
     }
@@ -663,10 +668,10 @@ Result<DeleteResult> SqlRegistry::DeleteVersions(const std::string& ns, const st
     if (digest) {
       BDN_ASSIGN_OR_RETURN(VersionRecord v, tx.ReadVersion(vid, ns, volume, *digest));
       if (v.lifecycle == Lifecycle::kDeleted) {
-        return Err(ConflictError(
-            "version " + VersionRef(ns, volume, *digest) + ": already deleted (at " +
-            FormatTime(v.deleted_unix_ms.value_or(0)) + "; restorable until " +
-            FormatTime(v.delete_after_unix_ms.value_or(0)) + ")"));
+        return Err(ConflictError("version " + VersionRef(ns, volume, *digest) +
+                                 ": already deleted (at " +
+                                 FormatTime(v.deleted_unix_ms.value_or(0)) + "; restorable until " +
+                                 FormatTime(v.delete_after_unix_ms.value_or(0)) + ")"));
       }
       targets.push_back(*digest);
     } else {
@@ -689,10 +694,10 @@ Result<DeleteResult> SqlRegistry::DeleteVersions(const std::string& ns, const st
       BDN_ASSIGN_OR_RETURN(dv.tags_dropped, tx.TagsOf(vid, d));
       BDN_RETURN_IF_ERROR(
           tx.Exec("DELETE FROM tags WHERE volume_id=?1 AND digest=?2", {vid, d.Hex()}));
-      BDN_RETURN_IF_ERROR(tx.Exec(
-          "UPDATE versions SET lifecycle='DELETED', deleted_ms=?3, delete_after_ms=?4 "
-          "WHERE volume_id=?1 AND digest=?2",
-          {vid, d.Hex(), now, after}));
+      BDN_RETURN_IF_ERROR(
+          tx.Exec("UPDATE versions SET lifecycle='DELETED', deleted_ms=?3, delete_after_ms=?4 "
+                  "WHERE volume_id=?1 AND digest=?2",
+                  {vid, d.Hex(), now, after}));
       out.deleted.push_back(std::move(dv));
     }
     BDN_ASSIGN_OR_RETURN(Rows h, tx.Query("SELECT head FROM volumes WHERE id=?1", {vid}));
@@ -743,16 +748,16 @@ Result<RestoreResult> SqlRegistry::RestoreVersion(const std::string& ns, const s
           ", so it can no longer be restored (its data may be gone; push the same tree again to "
           "make it a new version)"));
     }
-    BDN_RETURN_IF_ERROR(tx.Exec(
-        "UPDATE versions SET lifecycle='ALIVE', deleted_ms=NULL, delete_after_ms=NULL "
-        "WHERE volume_id=?1 AND digest=?2",
-        {vid, digest.Hex()}));
+    BDN_RETURN_IF_ERROR(
+        tx.Exec("UPDATE versions SET lifecycle='ALIVE', deleted_ms=NULL, delete_after_ms=NULL "
+                "WHERE volume_id=?1 AND digest=?2",
+                {vid, digest.Hex()}));
     RestoreResult out;
     // Head moves back only to a version newer than the current head (or when there is none).
-    BDN_ASSIGN_OR_RETURN(
-        Rows h, tx.Query("SELECT v.sequence FROM volumes o LEFT JOIN versions v ON "
-                         "v.volume_id=o.id AND v.digest=o.head WHERE o.id=?1",
-                         {vid}));
+    BDN_ASSIGN_OR_RETURN(Rows h,
+                         tx.Query("SELECT v.sequence FROM volumes o LEFT JOIN versions v ON "
+                                  "v.volume_id=o.id AND v.digest=o.head WHERE o.id=?1",
+                                  {vid}));
     if (h.empty() || h.IsNull(0, 0) || h.Int(0, 0) < v.sequence) {
       BDN_RETURN_IF_ERROR(tx.Exec("UPDATE volumes SET head=?2 WHERE id=?1", {vid, digest.Hex()}));
       out.head_updated = true;
@@ -811,8 +816,8 @@ Result<std::vector<std::string>> SqlRegistry::CheckConsistency() {
        "v.lifecycle NOT IN ('ALIVE','DELETED') OR v.sequence>o.sequence",
        "version"},
   };
-  auto problems = impl_->Read<std::vector<std::string>>(
-      [](Tx& tx) -> Result<std::vector<std::string>> {
+  auto problems =
+      impl_->Read<std::vector<std::string>>([](Tx& tx) -> Result<std::vector<std::string>> {
         std::vector<std::string> found;
         for (const Rule& rule : kRules) {
           BDN_ASSIGN_OR_RETURN(Rows r, tx.Query(rule.sql));

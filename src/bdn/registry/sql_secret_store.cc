@@ -103,10 +103,10 @@ Result<std::vector<SecretInfo>> SqlSecretStore::List() {
       *db_,
       [](sql::Session& s) -> Result<std::vector<SecretInfo>> {
         BDN_ASSIGN_OR_RETURN(
-            sql::Rows r,
-            s.Query("SELECT name, created_ms, updated_ms FROM secrets ORDER BY name"));
+            sql::Rows r, s.Query("SELECT name, created_ms, updated_ms FROM secrets ORDER BY name"));
         std::vector<SecretInfo> out;
-        for (size_t i = 0; i < r.size(); ++i) out.push_back({r.Text(i, 0), r.Int(i, 1), r.Int(i, 2)});
+        for (size_t i = 0; i < r.size(); ++i)
+          out.push_back({r.Text(i, 0), r.Int(i, 1), r.Int(i, 2)});
         return out;
       },
       sql::Consistency::kStatement);

@@ -183,11 +183,16 @@ Result<std::vector<SyncJobRecord>> QueryJobs(Session& s, const std::string& wher
 
 std::string_view SyncStateName(SyncState s) {
   switch (s) {
-    case SyncState::kPending: return "PENDING";
-    case SyncState::kSyncing: return "SYNCING";
-    case SyncState::kReady: return "READY";
-    case SyncState::kFailed: return "FAILED";
-    case SyncState::kCanceled: return "CANCELED";
+    case SyncState::kPending:
+      return "PENDING";
+    case SyncState::kSyncing:
+      return "SYNCING";
+    case SyncState::kReady:
+      return "READY";
+    case SyncState::kFailed:
+      return "FAILED";
+    case SyncState::kCanceled:
+      return "CANCELED";
   }
   return "FAILED";
 }
@@ -251,16 +256,17 @@ Result<std::vector<SyncJobRecord>> SqlSyncJobStore::List(const std::string& ns,
 }
 
 Result<std::optional<SyncJobRecord>> SqlSyncJobStore::FindUnfinished(const SyncJobSpec& spec) {
-  BDN_ASSIGN_OR_RETURN(
-      auto jobs, sql::ReadValue<std::vector<SyncJobRecord>>(
-                     *db_,
-                     [&](Session& s) {
-                       return QueryJobs(s,
-                                        "WHERE ns=?1 AND volume=?2 AND state IN "
-                                        "('PENDING','SYNCING') ORDER BY created_ms DESC, rowid DESC",
-                                        {spec.ns, spec.volume});
-                     },
-                     sql::Consistency::kStatement));
+  BDN_ASSIGN_OR_RETURN(auto jobs,
+                       sql::ReadValue<std::vector<SyncJobRecord>>(
+                           *db_,
+                           [&](Session& s) {
+                             return QueryJobs(
+                                 s,
+                                 "WHERE ns=?1 AND volume=?2 AND state IN "
+                                 "('PENDING','SYNCING') ORDER BY created_ms DESC, rowid DESC",
+                                 {spec.ns, spec.volume});
+                           },
+                           sql::Consistency::kStatement));
   for (auto& j : jobs) {
     if (j.spec == spec) return std::optional<SyncJobRecord>(std::move(j));
   }
@@ -319,18 +325,15 @@ Result<SyncJobRecord> SqlSyncJobStore::Finish(const std::string& id, SyncState s
     return Err(InternalError("sync job " + id + ": Finish needs a terminal state"));
   }
   return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
-    BDN_ASSIGN_OR_RETURN(SyncJobRecord j,
-                         ReadJob(s, id));
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));
     if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
     BDN_RETURN_IF_ERROR(sql::ToStatus(
         s.Exec("UPDATE sync_jobs SET state=?2, version=?3, unchanged=?4, error_code=?5, "
                "error_message=?6, updated_ms=?7, finished_ms=?7 WHERE id=?1",
-               {id, std::string(SyncStateName(state)),
-                version ? version->Hex() : std::string(), int64_t{unchanged}, error_code,
-                error_message, NowMs()})));
+               {id, std::string(SyncStateName(state)), version ? version->Hex() : std::string(),
+                int64_t{unchanged}, error_code, error_message, NowMs()})));
     // A finished job's file records have served their purpose: its version holds them now.
-    BDN_RETURN_IF_ERROR(
-        sql::ToStatus(s.Exec("DELETE FROM sync_job_files WHERE job_id=?1", {id})));
+    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec("DELETE FROM sync_job_files WHERE job_id=?1", {id})));
     return ReadJob(s, id);
   });
 }
@@ -347,13 +350,13 @@ Result<SyncJobRecord> SqlSyncJobStore::RequestCancel(const std::string& id) {
 
 Status SqlSyncJobStore::RecordFile(const std::string& id, const SyncFileRecord& f) {
   return db_->Write([&](Session& s) {
-    return sql::ToStatus(s.Exec(
-        "INSERT INTO sync_job_files(job_id, path, size, etag, digest, layout, index_digest, "
-        "chunks) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(job_id, path) DO UPDATE SET "
-        "size=excluded.size, etag=excluded.etag, digest=excluded.digest, "
-        "layout=excluded.layout, index_digest=excluded.index_digest, chunks=excluded.chunks",
-        {id, f.path, static_cast<int64_t>(f.size_bytes), f.etag, f.digest.Hex(),
-         int64_t{f.layout}, f.index.Hex(), static_cast<int64_t>(f.chunks)}));
+    return sql::ToStatus(
+        s.Exec("INSERT INTO sync_job_files(job_id, path, size, etag, digest, layout, index_digest, "
+               "chunks) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(job_id, path) DO UPDATE SET "
+               "size=excluded.size, etag=excluded.etag, digest=excluded.digest, "
+               "layout=excluded.layout, index_digest=excluded.index_digest, chunks=excluded.chunks",
+               {id, f.path, static_cast<int64_t>(f.size_bytes), f.etag, f.digest.Hex(),
+                int64_t{f.layout}, f.index.Hex(), static_cast<int64_t>(f.chunks)}));
   });
 }
 

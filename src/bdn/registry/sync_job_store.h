@@ -165,9 +165,8 @@ class SqlSyncJobStore : public SyncJobStore {
   Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) override;
   Result<std::vector<SyncJobRecord>> ListUnfinished() override;
   Result<SyncJobRecord> StartRun(const std::string& id) override;
-  Status SetSource(const std::string& id, const std::string& revision,
-                   const Digest& listing_digest, uint64_t objects_total,
-                   uint64_t bytes_total) override;
+  Status SetSource(const std::string& id, const std::string& revision, const Digest& listing_digest,
+                   uint64_t objects_total, uint64_t bytes_total) override;
   Status SetProgress(const std::string& id, const SyncProgress& progress) override;
   Result<SyncJobRecord> Finish(const std::string& id, SyncState state,
                                std::optional<Digest> version, bool unchanged,

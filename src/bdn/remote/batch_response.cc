@@ -84,8 +84,8 @@ void BatchResponseDecoder::FinishBlob() {
   const Digest& id = ids_[out_.size()];
   Digest got = Digest::Of(blob_);
   if (got != id) {
-    error_ = CorruptionError("chunk " + id.ToString() + ": digest mismatch (bytes from " +
-                             source_ + " hash to " + got.ToString() + ")");
+    error_ = CorruptionError("chunk " + id.ToString() + ": digest mismatch (bytes from " + source_ +
+                             " hash to " + got.ToString() + ")");
     return;
   }
   out_.emplace_back(std::move(blob_));

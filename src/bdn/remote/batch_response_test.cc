@@ -10,7 +10,9 @@ namespace {
 
 const std::string kSource = "origin http://o";
 
-std::string Raw(const Digest& d) { return {reinterpret_cast<const char*>(d.data()), Digest::kSize}; }
+std::string Raw(const Digest& d) {
+  return {reinterpret_cast<const char*>(d.data()), Digest::kSize};
+}
 
 std::string Record(const Digest& id, uint8_t status, uint32_t length, const std::string& bytes) {
   std::string r = Raw(id) + static_cast<char>(status);

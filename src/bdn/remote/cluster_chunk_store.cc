@@ -11,8 +11,7 @@ namespace {
 
 // `clock`'s steady time in nanoseconds, as Node::unhealthy_until_ns holds it.
 int64_t NowNs(const Clock& clock) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             clock.SteadyNow().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock.SteadyNow().time_since_epoch())
       .count();
 }
 
@@ -189,7 +188,7 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
 Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   const auto give_up = options_.clock->SteadyNow() + options_.slow_node_patience;
   BlobBatch out(ids.size());
-  std::vector<uint8_t> done(ids.size(), 0);  // not vector<bool>: threads write distinct slots
+  std::vector<uint8_t> done(ids.size(), 0);       // not vector<bool>: threads write distinct slots
   std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
   std::vector<size_t> pending(ids.size());
   for (size_t k = 0; k < ids.size(); ++k) pending[k] = k;

@@ -142,8 +142,8 @@ TEST(ClusterChunkStore, FailedProbeKeepsTheNodeOut) {
   });
   node.healthy = false;
   auto clock = std::make_shared<testutil::FakeClock>();
-  auto store = ClusterChunkStore::Create({node.url()}, upstream,
-                                         {.probe_interval = 100ms, .clock = clock});
+  auto store =
+      ClusterChunkStore::Create({node.url()}, upstream, {.probe_interval = 100ms, .clock = clock});
   ASSERT_TRUE((*store)->Get(id).has_value());
   EXPECT_EQ(node.get_requests, 1);
   clock->Advance(100ms);

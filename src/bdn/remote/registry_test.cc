@@ -137,24 +137,22 @@ class FakeRegistryServer {
       if (LoseAnswer()) return SendError(res, UnavailableError("fake: answer lost"));
       Answer(res, result, CommitResultToJson);
     });
-    s.Put(vol + "/tags/([A-Za-z0-9_.-]+)",
-          [this](const httplib::Request& req, httplib::Response& res) {
-            json in = json::parse(req.body);
-            std::optional<int64_t> expected;
-            if (!in["expected_sequence"].is_null())
-              expected = in["expected_sequence"].get<int64_t>();
-            std::string key = req.get_header_value("Idempotency-Key");
-            {
-              std::lock_guard lock(mu_);
-              write_keys.push_back(key);
-            }
-            ++writes;
-            auto seq =
-                registry_->SetTag(req.matches[1], req.matches[2], req.matches[3],
-                                  *Digest::Parse(in["digest"].get<std::string>()), expected, key);
-            if (LoseAnswer()) return SendError(res, UnavailableError("fake: answer lost"));
-            Answer(res, seq, [](int64_t s) { return json{{"sequence", s}}; });
-          });
+    s.Put(vol + "/tags/([A-Za-z0-9_.-]+)", [this](const httplib::Request& req,
+                                                  httplib::Response& res) {
+      json in = json::parse(req.body);
+      std::optional<int64_t> expected;
+      if (!in["expected_sequence"].is_null()) expected = in["expected_sequence"].get<int64_t>();
+      std::string key = req.get_header_value("Idempotency-Key");
+      {
+        std::lock_guard lock(mu_);
+        write_keys.push_back(key);
+      }
+      ++writes;
+      auto seq = registry_->SetTag(req.matches[1], req.matches[2], req.matches[3],
+                                   *Digest::Parse(in["digest"].get<std::string>()), expected, key);
+      if (LoseAnswer()) return SendError(res, UnavailableError("fake: answer lost"));
+      Answer(res, seq, [](int64_t s) { return json{{"sequence", s}}; });
+    });
     s.Delete(vol + "/tags/([A-Za-z0-9_.-]+)", [this](const httplib::Request& req,
                                                      httplib::Response& res) {
       std::optional<int64_t> expected;

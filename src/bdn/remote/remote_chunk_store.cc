@@ -112,7 +112,8 @@ Status RemoteChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
 
 Result<std::vector<uint8_t>> RemoteChunkStore::Get(const Digest& id) {
   http::Request req{.method = http::Method::kGet, .path = ChunkPath(id)};
-  if (!options_.read_version.empty()) req.headers.emplace_back("Bdn-Version", options_.read_version);
+  if (!options_.read_version.empty())
+    req.headers.emplace_back("Bdn-Version", options_.read_version);
   BDN_ASSIGN_OR_RETURN(http::Response r,
                        CallWithRetries(*client_, req, options_.retry, options_.budget.get()));
   Digest got = Digest::Of(r.body);
@@ -138,14 +139,14 @@ Result<BlobBatch> RemoteChunkStore::GetMany(std::span<const Digest> ids) {
 Result<BlobBatch> RemoteChunkStore::GetManyOnce(std::span<const Digest> ids, Try& t) {
   std::string body = IdsBody(ids);
   BatchResponseDecoder decoder(ids, client_->Name());
-  http::Request req{
-      .method = http::Method::kPost,
-      .path = "/v1/chunks/batch",
-      .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
-      .deadline = options_.batch_deadline,
-      .stall_timeout = options_.batch_stall_timeout,
-      .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }};
-  if (!options_.read_version.empty()) req.headers.emplace_back("Bdn-Version", options_.read_version);
+  http::Request req{.method = http::Method::kPost,
+                    .path = "/v1/chunks/batch",
+                    .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+                    .deadline = options_.batch_deadline,
+                    .stall_timeout = options_.batch_stall_timeout,
+                    .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }};
+  if (!options_.read_version.empty())
+    req.headers.emplace_back("Bdn-Version", options_.read_version);
   auto sent = CallOnce(*client_, req, t);
   // A bad blob or a malformed body aborts the transfer: report why, not the abort.
   if (decoder.error()) return Err(*decoder.error());

@@ -57,9 +57,9 @@ class RemoteChunkStore : public ChunkStore {
   // PUT /v1/chunks/<hex>. The bytes are not re-hashed here: the server hashes what it receives
   // and refuses a mismatch with Corruption "chunk b3:…: received bytes hash to b3:…".
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
-  // GET /v1/chunks/<hex> (with options.read_version), then verified. Errors: NotFound (the server's message); Corruption
-  // "chunk b3:…: digest mismatch (bytes from <label> <url> hash to b3:…)" — bad bytes are never
-  // returned; transport errors.
+  // GET /v1/chunks/<hex> (with options.read_version), then verified. Errors: NotFound (the server's
+  // message); Corruption "chunk b3:…: digest mismatch (bytes from <label> <url> hash to b3:…)" —
+  // bad bytes are never returned; transport errors.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
   // The server makes every blob durable before it answers a PUT: nothing to do.
   Status Sync() override { return Status::Ok(); }
@@ -79,8 +79,8 @@ class RemoteChunkStore : public ChunkStore {
  private:
   Result<BlobBatch> GetManyOnce(std::span<const Digest> ids, Try& t);
   // POSTs {"ids": [...]} to `path` in parts of options_.missing_batch_ids (one request each,
-  // retried per options_.retry or the budget) and gives each part's parsed answer (discarded if not JSON) to
-  // `take`, in order. Errors: transport/HTTP errors; the first error of `take`.
+  // retried per options_.retry or the budget) and gives each part's parsed answer (discarded if not
+  // JSON) to `take`, in order. Errors: transport/HTTP errors; the first error of `take`.
   Status PostIds(const std::string& path, std::span<const Digest> ids,
                  const std::function<Status(const nlohmann::json&)>& take);
 

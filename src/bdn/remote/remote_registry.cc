@@ -367,8 +367,7 @@ Result<RestoreResult> RemoteRegistry::RestoreVersion(const std::string& ns,
                                                      std::optional<int64_t> expected_sequence,
                                                      const std::string& idempotency_key) {
   const std::string path = VolumePath(ns, volume) + "/versions/" + digest.Hex() + "/restore";
-  json body = {
-      {"expected_sequence", expected_sequence ? json(*expected_sequence) : json(nullptr)}};
+  json body = {{"expected_sequence", expected_sequence ? json(*expected_sequence) : json(nullptr)}};
   BDN_ASSIGN_OR_RETURN(http::Response r,
                        SendWrite(*client_, retry_, budget_.get(), http::Method::kPost, path,
                                  body.dump(), idempotency_key));

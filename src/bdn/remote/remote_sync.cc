@@ -15,7 +15,8 @@ Status CheckJobId(const std::string& id) {
   bool ok = !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
   });
-  return ok ? Status::Ok() : InvalidArgumentError("sync job \"" + id + "\": not a job id (sync_<hex>)");
+  return ok ? Status::Ok()
+            : InvalidArgumentError("sync job \"" + id + "\": not a job id (sync_<hex>)");
 }
 }  // namespace
 
@@ -28,8 +29,8 @@ Result<json> RemoteSyncService::Call(http::Method method, const std::string& pat
   req.method = method;
   req.path = path;
   req.body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()};
-  Result<http::Response> r = retry ? CallWithRetries(*client_, req, policy_, nullptr)
-                                   : client_->Call(req);
+  Result<http::Response> r =
+      retry ? CallWithRetries(*client_, req, policy_, nullptr) : client_->Call(req);
   if (!r) return Err(r.error());
   json j = json::parse(r->text(), nullptr, false);
   if (j.is_discarded()) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "bdn/http/client.h"

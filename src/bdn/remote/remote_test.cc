@@ -424,8 +424,9 @@ TEST(RemoteChunkStore, GetManyRefusesBytesThatDoNotMatchTheirId) {
   RemoteChunkStore store(Client(s.url()));
   auto r = store.GetMany(std::span<const Digest>(&id, 1));
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message(), "chunk " + id.ToString() + ": digest mismatch (bytes from origin " +
-                                     s.url() + " hash to " + Digest::Of(std::string_view("abc")).ToString() + ")");
+  EXPECT_EQ(r.error().message(),
+            "chunk " + id.ToString() + ": digest mismatch (bytes from origin " + s.url() +
+                " hash to " + Digest::Of(std::string_view("abc")).ToString() + ")");
 }
 
 TEST(RemoteChunkStore, AStalledBatchFailsAfterTheStallTimeoutNotTheDeadline) {

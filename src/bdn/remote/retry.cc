@@ -38,8 +38,7 @@ Status RetryBudget::GiveUpLocked(const Status& error) const {
                                   FormatDuration(options_.deadline) + ")");
 }
 
-RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error,
-                                                     SteadyTime call_start) {
+RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error, SteadyTime call_start) {
   std::lock_guard lock(mu_);
   if (tripped_) return {.give_up = tripped_};
   const SteadyTime now = clock_->SteadyNow();

@@ -97,7 +97,6 @@ class RetryBudget {
   std::optional<Status> tripped_;
 };
 
-
 // Calls `fn` until it succeeds or fails for good, and returns its last outcome. `fn` returns
 // Status or Result<T>, and takes either nothing or a Try& (to mark a failure transient). A
 // failure is retried if IsRetryable(status) or the try marked it transient; between tries the

@@ -122,8 +122,9 @@ TEST(RetryBudget, AnAnswerEndsTheOutage) {
   RetryBudget budget({.deadline = 10s, .clock = clock});
   // 8 s of refusals, then an answer: the budget is whole again.
   const int64_t begin = NowMs(*clock);
-  Status first = WithRetries(RetryPolicy{}, &budget,
-                             [&] { return NowMs(*clock) < begin + 8'000 ? kRefused : Status::Ok(); });
+  Status first = WithRetries(RetryPolicy{}, &budget, [&] {
+    return NowMs(*clock) < begin + 8'000 ? kRefused : Status::Ok();
+  });
   EXPECT_TRUE(first.ok()) << first.message();
   EXPECT_FALSE(budget.CurrentOutage().has_value());
   // A 404 is an answer too: the origin is up.

@@ -126,14 +126,16 @@ struct PgPool::Impl {
 
   // A new connection (not counted in the pool). Errors: Unavailable with libpq's message.
   Result<PGconn*> Connect(std::string_view what, std::string_view op) const {
-    const std::string timeout = std::to_string(std::max<int64_t>(2, options.connect_timeout.count()));
+    const std::string timeout =
+        std::to_string(std::max<int64_t>(2, options.connect_timeout.count()));
     // Defaults first: the URL's own settings, expanded from dbname, override them.
-    const char* keys[] = {"connect_timeout",     "application_name", "keepalives_idle",
-                          "keepalives_interval", "keepalives_count", "dbname",
-                          "client_encoding",     nullptr};
+    const char* keys[] = {
+        "connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "dbname",           "client_encoding", nullptr};
     // client_encoding after dbname: text is UTF-8 whatever the URL or the server say.
-    const char* values[] = {timeout.c_str(), application_name.c_str(), "30", "10", "3",
-                            options.url.c_str(), "UTF8", nullptr};
+    const char* values[] = {
+        timeout.c_str(), application_name.c_str(), "30", "10", "3", options.url.c_str(), "UTF8",
+        nullptr};
     PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
     if (!conn) return Err(UnavailableError(Prefix(what, op) + "cannot connect: out of memory"));
     if (PQstatus(conn) != CONNECTION_OK) {
@@ -142,7 +144,8 @@ struct PgPool::Impl {
       return Err(UnavailableError(Prefix(what, op) + "cannot connect: " + why));
     }
     // NOTICEs ("relation ... already exists, skipping") are the server talking to a person.
-    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn, [](void*, const char*) {}, nullptr);
     return conn;
   }
 
@@ -259,8 +262,8 @@ class PgSession : public Session {
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }
 
   Status LockForTransaction(std::string_view name) override {
-    return ToStatus(
-        Query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", {"bdn/" + std::string(name)}));
+    return ToStatus(Query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
+                          {"bdn/" + std::string(name)}));
   }
 
   // A statement without parameters (BEGIN, COMMIT, a migration's SQL).
@@ -361,8 +364,8 @@ class PgDatabase : public Database {
       BDN_ASSIGN_OR_RETURN(PGconn * conn, pool_->Acquire(what_, op));
       PgSession session(*pool_, conn, what_, op);
       const bool tx = consistency == Consistency::kSnapshot;
-      Status s = tx ? session.Command("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    : Status::Ok();
+      Status s =
+          tx ? session.Command("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") : Status::Ok();
       if (s.ok()) s = body(session);
       if (tx && !session.failure().lost) {
         Status end = session.Command(s.ok() ? "COMMIT" : "ROLLBACK");
@@ -401,7 +404,8 @@ class PgDatabase : public Database {
       if (f.lost && committing) {
         return UnavailableError(session.Prefix() +
                                 "connection lost while committing; the write may or may not "
-                                "have been applied (" + s.message() + ")");
+                                "have been applied (" +
+                                s.message() + ")");
       }
       if (f.lost && ++lost < kMaxLostTries) continue;
       if (f.retryable && attempt < kMaxConflictTries) {
@@ -440,9 +444,7 @@ class PgDatabase : public Database {
     return out;
   }
 
-  Result<std::vector<std::string>> CheckIntegrity() override {
-    return std::vector<std::string>();
-  }
+  Result<std::vector<std::string>> CheckIntegrity() override { return std::vector<std::string>(); }
 
  private:
   std::shared_ptr<PgPool::Impl> pool_;
@@ -478,24 +480,25 @@ Status PgPool::Migrate(std::string_view component, std::span<const Migration> mi
       "CREATE TABLE IF NOT EXISTS bdn_schema_migrations("
       "component TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL, "
       "applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY(component, version))"));
-  BDN_ASSIGN_OR_RETURN(
-      Rows rows, session.Query("SELECT COALESCE(max(version), 0) FROM bdn_schema_migrations "
-                               "WHERE component = ?1",
-                               {std::string(component)}));
+  BDN_ASSIGN_OR_RETURN(Rows rows,
+                       session.Query("SELECT COALESCE(max(version), 0) FROM bdn_schema_migrations "
+                                     "WHERE component = ?1",
+                                     {std::string(component)}));
   const int64_t current = rows.Int(0, 0);
   const int64_t known = static_cast<int64_t>(migrations.size());
   if (current > known) {
-    return FailedPreconditionError(
-        "database " + impl_->name + ": the " + std::string(component) + " schema is at version " +
-        std::to_string(current) + ", newer than this bdn knows (" + std::to_string(known) +
-        "); run a bdn at least as new as the one that migrated it");
+    return FailedPreconditionError("database " + impl_->name + ": the " + std::string(component) +
+                                   " schema is at version " + std::to_string(current) +
+                                   ", newer than this bdn knows (" + std::to_string(known) +
+                                   "); run a bdn at least as new as the one that migrated it");
   }
   for (const Migration& m : migrations) {
     if (m.version <= current) continue;
     Status s = session.Command("BEGIN");
     if (s.ok()) s = session.Command(m.sql.c_str());
     if (s.ok()) {
-      s = ToStatus(session.Exec("INSERT INTO bdn_schema_migrations(component, version, name) "
+      s =
+          ToStatus(session.Exec("INSERT INTO bdn_schema_migrations(component, version, name) "
                                 "VALUES(?1, ?2, ?3)",
                                 {std::string(component), int64_t{m.version}, m.name}));
     }

@@ -28,7 +28,8 @@ TEST(RedactedDatabaseName, KeepsHostPortAndDatabaseOnly) {
            Case{"postgres://db/bdn", "postgresql://db/bdn"},
            Case{"host=10.0.0.5 port=5432 dbname=meta user=bdn password=hunter2",
                 "postgresql://10.0.0.5:5432/meta"},
-           Case{"postgresql:///bdn?host=/var/run/postgresql", "postgresql:///bdn?host=/var/run/postgresql"},
+           Case{"postgresql:///bdn?host=/var/run/postgresql",
+                "postgresql:///bdn?host=/var/run/postgresql"},
        }) {
     auto r = RedactedDatabaseName(c.url);
     ASSERT_OK(r);
@@ -100,8 +101,9 @@ TEST_F(PostgresTest, MigrationsApplyOnceAndInOrder) {
   ASSERT_OK((*pool)->Migrate("demo", kTwo));  // again: nothing to do
   auto db = (*pool)->Use("test");
   auto rows = ReadValue<Rows>(*db, [](Session& s) {
-    return s.Query("SELECT version, name FROM bdn_schema_migrations WHERE component='demo' "
-                   "ORDER BY version");
+    return s.Query(
+        "SELECT version, name FROM bdn_schema_migrations WHERE component='demo' "
+        "ORDER BY version");
   });
   ASSERT_OK(rows);
   ASSERT_EQ(rows->size(), 2u);
@@ -200,11 +202,12 @@ TEST_F(PostgresTest, LocksAreExclusiveNamedAndDieWithTheirConnection) {
   auto second = (*b)->Use("registry")->TryLock("gc");
   ASSERT_OK(second);
   EXPECT_EQ(second->held, nullptr);
-  EXPECT_EQ(second->holder, "bdn pid " + std::to_string(::getpid()) + " on " + [] {
-    char host[256] = {0};
-    ::gethostname(host, sizeof host - 1);
-    return std::string(host);
-  }());
+  EXPECT_EQ(
+      second->holder, "bdn pid " + std::to_string(::getpid()) + " on " + [] {
+        char host[256] = {0};
+        ::gethostname(host, sizeof host - 1);
+        return std::string(host);
+      }());
   auto other = (*b)->Use("registry")->TryLock("gc-other");
   ASSERT_OK(other);
   EXPECT_NE(other->held, nullptr);
@@ -220,9 +223,9 @@ TEST_F(PostgresTest, TextThatIsNotUtf8IsRefusedByName) {
   auto pool = Open();
   ASSERT_OK(pool);
   auto db = (*pool)->Use("sync job store");
-  Status s = db->Write([](Session& s) {
-    return ToStatus(s.Query("SELECT ?1", {std::string("caf\xe9")}));
-  }, "record file");
+  Status s =
+      db->Write([](Session& s) { return ToStatus(s.Query("SELECT ?1", {std::string("caf\xe9")})); },
+                "record file");
   EXPECT_STATUS(s, kInvalidArgument,
                 "sync job store " + (*pool)->name() +
                     ": record file: text is not valid UTF-8 without NUL bytes (PostgreSQL stores "
@@ -245,8 +248,7 @@ TEST_F(PostgresTest, SerializationFailuresAreRetried) {
     threads.emplace_back([&] {
       for (int i = 0; i < 10; ++i) {
         Status s = db->Write([](Session& s) -> Status {
-          BDN_RETURN_IF_ERROR(
-              ToStatus(s.Exec("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")));
+          BDN_RETURN_IF_ERROR(ToStatus(s.Exec("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")));
           BDN_ASSIGN_OR_RETURN(Rows r, s.Query("SELECT v FROM n WHERE id=1"));
           return ToStatus(s.Exec("UPDATE n SET v=?1 WHERE id=1", {r.Int(0, 0) + 1}));
         });

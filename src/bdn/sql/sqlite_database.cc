@@ -37,8 +37,8 @@ std::string UriPath(const fs::path& p) {
 // sqlite3_open_v2 hands back, holding the file open, even when it fails).
 Result<sqlite3*> OpenHandle(const std::string& uri, int flags) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(uri.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(uri.c_str(), &db, flags | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
@@ -170,8 +170,7 @@ class SqliteDatabase : public Database {
     if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
       return UnavailableError(prefix + "database is busy");
     }
-    if (primary == SQLITE_FULL ||
-        (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
+    if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
       return FailedPreconditionError(prefix + "no space left on device");
     }
     if (primary == SQLITE_READONLY || (read_only_ && primary != SQLITE_OK)) {

@@ -18,8 +18,8 @@ Result<AtomicFileWriter> AtomicFileWriter::Create(fs::path final_path, std::stri
   static std::atomic<uint64_t> counter{0};
   const fs::path dir = options.tmp_dir.empty() ? final_path.parent_path() : options.tmp_dir;
   const bool unique = options.tmp_name.empty();
-  fs::path tmp = dir / (unique ? final_path.filename().string() + "." +
-                                     std::to_string(::getpid()) + "." + std::to_string(counter++)
+  fs::path tmp = dir / (unique ? final_path.filename().string() + "." + std::to_string(::getpid()) +
+                                     "." + std::to_string(counter++)
                                : options.tmp_name);
   UniqueFd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (unique ? O_EXCL : O_TRUNC),
                      options.mode));
@@ -120,7 +120,8 @@ Result<UniqueFd> AtomicFileWriter::CommitKeepingOpen() {
 Result<WriteOutcome> WriteFileAtomically(const fs::path& final_path, std::span<const uint8_t> data,
                                          const std::string& what,
                                          const AtomicWriteOptions& options) {
-  BDN_ASSIGN_OR_RETURN(AtomicFileWriter writer, AtomicFileWriter::Create(final_path, what, options));
+  BDN_ASSIGN_OR_RETURN(AtomicFileWriter writer,
+                       AtomicFileWriter::Create(final_path, what, options));
   BDN_RETURN_IF_ERROR(writer.Append(data));
   return writer.Commit();
 }

@@ -4,11 +4,10 @@
 #include "bdn/store/atomic_file.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -91,7 +90,8 @@ TEST_F(AtomicFileTest, WithoutATemporaryDirectoryTheTemporaryFileSitsBesideTheFi
   auto w = AtomicFileWriter::Create(dir() / "token", "admin token", options);
   ASSERT_OK(w);
   EXPECT_EQ(w->tmp_path().parent_path(), dir());
-  EXPECT_TRUE(w->tmp_path().filename().string().starts_with("token." + std::to_string(::getpid()) + "."))
+  EXPECT_TRUE(
+      w->tmp_path().filename().string().starts_with("token." + std::to_string(::getpid()) + "."))
       << w->tmp_path();
   ASSERT_OK(w->Append(AsBytes("secret\n")));
   EXPECT_FALSE(fs::exists(dir() / "token")) << "not visible before the commit";

@@ -56,7 +56,8 @@ Result<BlobSizes> MemChunkStore::Sizes(std::span<const Digest> ids) {
   out.reserve(ids.size());
   for (const Digest& id : ids) {
     auto it = blobs_.find(id);
-    out.emplace_back(it == blobs_.end() ? std::nullopt : std::optional<uint64_t>(it->second.size()));
+    out.emplace_back(it == blobs_.end() ? std::nullopt
+                                        : std::optional<uint64_t>(it->second.size()));
   }
   return out;
 }

@@ -147,7 +147,6 @@ class HashingBlobWriter : public BlobWriter {
   Blake3Hasher hasher_;
 };
 
-
 // The blobs some writer of a store is storing now, so that concurrent Puts of one blob write it
 // once: the first takes the turn and stores it; the others wait until its turn ends, then find it
 // stored. Guarded by the store's own mutex, under which the store also looks blobs up. For

@@ -172,7 +172,8 @@ TYPED_TEST_P(ChunkStoreConformance, DamagedBytesAreNeverReturned) {
     ids.push_back(Digest::Of(blobs.back()));
     ASSERT_TRUE(this->store()->Put(ids.back(), blobs.back()).ok());
   }
-  for (const Digest& id : ids) ASSERT_TRUE(this->store()->Get(id).has_value());  // cached, if a cache
+  for (const Digest& id : ids)
+    ASSERT_TRUE(this->store()->Get(id).has_value());  // cached, if a cache
   this->FlipByte(ids[2], 12345);
   this->FlipByte(ids[4], 10);
   auto many = this->store()->GetMany(ids);
@@ -286,17 +287,12 @@ TYPED_TEST_P(ChunkStoreConformance, StartPutStoresPiecesOnlyWhenTheyHashToTheId)
   EXPECT_FALSE(*this->store()->Contains(Digest::Of(other)));
 }
 
-REGISTER_TYPED_TEST_SUITE_P(ChunkStoreConformance,
-                            PutThenGetReturnsTheBytes,
-                            EmptyBlobIsStorable,
-                            PutIsIdempotent,
-                            ContainsReflectsPuts,
-                            GetOfMissingChunkIsNotFound,
+REGISTER_TYPED_TEST_SUITE_P(ChunkStoreConformance, PutThenGetReturnsTheBytes, EmptyBlobIsStorable,
+                            PutIsIdempotent, ContainsReflectsPuts, GetOfMissingChunkIsNotFound,
                             PutWithWrongIdIsRefusedAndStoresNothing,
                             GetManyAnswersInOrderWithMissingBlobsAsNullopt,
                             SizesGivesStoredLengthsInOrderWithMissingAsNullopt,
-                            DamagedBytesAreNeverReturned,
-                            ConcurrentPutsOfTheSameChunk,
+                            DamagedBytesAreNeverReturned, ConcurrentPutsOfTheSameChunk,
                             ConcurrentPutsOfDifferentChunks,
                             StartPutStoresPiecesOnlyWhenTheyHashToTheId);
 

@@ -1,9 +1,7 @@
 // Tests for ChunkStore: the conformance suite (chunk_store_conformance_test_util.h) over
 // LocalChunkStore and the in-memory MemChunkStore, how each reports a damaged copy, and what only
 // the local pack store promises (its files).
-#include "bdn/testing/test_util.h"
 #include "bdn/store/chunk_store.h"
-
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -20,6 +18,7 @@
 #include "bdn/store/chunk_store_conformance_test_util.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/store_test_util.h"
+#include "bdn/testing/test_util.h"
 
 namespace bdn {
 namespace {
@@ -31,7 +30,6 @@ void ExpectContains(ChunkStore* store, const Digest& id, bool expected) {
   ASSERT_TRUE(r.has_value()) << r.error().message();
   EXPECT_EQ(*r, expected) << id.ToString();
 }
-
 
 // Each implementation: how to make one, and how to damage a stored blob behind its back.
 struct LocalStoreTraits {
@@ -101,8 +99,7 @@ struct EnvOf {
 };
 INSTANTIATE_TYPED_TEST_SUITE_P(Local, ChunkStoreConformance,
                                ::testing::Types<EnvOf<LocalStoreTraits>>);
-INSTANTIATE_TYPED_TEST_SUITE_P(Mem, ChunkStoreConformance,
-                               ::testing::Types<EnvOf<MemStoreTraits>>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Mem, ChunkStoreConformance, ::testing::Types<EnvOf<MemStoreTraits>>);
 
 // How each reports a damaged copy.
 

@@ -182,8 +182,7 @@ class LocalChunkStore::ClaimLog {
   void PruneLocked(SteadyTime now, bool force = false) {
     if (!force && now - last_prune_ < std::chrono::seconds(1)) return;
     last_prune_ = now;
-    const SteadyTime since =
-        retain_since_ ? retain_since_() : now - std::chrono::minutes(10);
+    const SteadyTime since = retain_since_ ? retain_since_() : now - std::chrono::minutes(10);
     while (!mem_.empty() && mem_.front().first < since) mem_.pop_front();
   }
 
@@ -213,7 +212,7 @@ struct LocalChunkStore::OpenPack {
   std::shared_ptr<PackFile> file;
   std::optional<pack::PackWriter> writer;
   bool in_use = false;
-  bool retiring = false;  // Sync takes it: no new writer
+  bool retiring = false;   // Sync takes it: no new writer
   bool streaming = false;  // held by an upload (StartPut) for as long as its bytes arrive
   uint64_t written_back = 0;
   // The process that created it. After a fork (bdn volume mount daemonizes with the store open)
@@ -267,8 +266,8 @@ Status LocalChunkStore::Init() {
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "index", "chunk store"));
   packs_dir_.Reset(::open((root_ / "packs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!packs_dir_) return ErrnoError(what + ": packs", errno);
-  UniqueFd lock(::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
-                       kPrivateFileMode));
+  UniqueFd lock(
+      ::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
   if (!lock) {
     if (errno != EROFS && errno != EACCES && errno != EPERM) {
       return ErrnoError(what + ": index lock", errno);
@@ -301,8 +300,7 @@ Status LocalChunkStore::Init() {
   bool publish;
   {
     std::shared_lock l(mu_);
-    publish = options_.index_tables && !loose_.empty() &&
-              (tables_.empty() || TableDue());
+    publish = options_.index_tables && !loose_.empty() && (tables_.empty() || TableDue());
   }
   // The index is derived data: a failure to write it leaves the packs readable from their footers.
   if (publish) PublishIndex(true).IgnoreError();
@@ -384,13 +382,15 @@ std::optional<IndexedBlob> LocalChunkStore::Lookup(const Digest& id, Copies copi
 
 bool LocalChunkStore::RefreshIfChanged() {
   struct stat a, b;
-  if (::fstat(packs_dir_.get(), &a) != 0 || ::stat((root_ / "index").c_str(), &b) != 0) return false;
+  if (::fstat(packs_dir_.get(), &a) != 0 || ::stat((root_ / "index").c_str(), &b) != 0)
+    return false;
   int64_t mtime = std::max(MtimeNs(a), MtimeNs(b));
   std::lock_guard l(refresh_mu_);
   // Directory times are coarse (a clock tick): a change in the tick of the last look may not have
   // moved them, so a look that soon after a change proves nothing.
   constexpr int64_t kCoarse = 100'000'000;
-  if (mtime == seen_dirs_mtime_ns_ && refreshed_at_ns_ - seen_dirs_mtime_ns_ > kCoarse) return false;
+  if (mtime == seen_dirs_mtime_ns_ && refreshed_at_ns_ - seen_dirs_mtime_ns_ > kCoarse)
+    return false;
   const int64_t now = NowNs();
   if (!LoadTables().ok() || !LoadLoosePacks().ok()) return false;
   seen_dirs_mtime_ns_ = mtime;
@@ -433,7 +433,7 @@ Status LocalChunkStore::LoadTables() {
     }
     auto t = pack::IndexTable::Open(dir / name);
     if (!t) {
-      if (t.error().code() == StatusCode::kNotFound) continue;  // replaced by a merge meanwhile
+      if (t.error().code() == StatusCode::kNotFound) continue;    // replaced by a merge meanwhile
       if (t.error().code() == StatusCode::kCorruption) continue;  // its packs stay loose
       return t.error();
     }
@@ -617,8 +617,9 @@ Status LocalChunkStore::RecoverPack(uint64_t pack, UniqueFd owned) {
   if (!scan) {
     if (scan.error().code() != StatusCode::kCorruption) return scan.error();
     // Not a pack at all (its header never reached the disk): nothing in it can be used.
-    if (writable_) ::renameat(packs_dir_.get(), path.filename().c_str(), packs_dir_.get(),
-                              (path.filename().string() + ".damaged").c_str());
+    if (writable_)
+      ::renameat(packs_dir_.get(), path.filename().c_str(), packs_dir_.get(),
+                 (path.filename().string() + ".damaged").c_str());
     return Status::Ok();
   }
   if (!writable_) {
@@ -631,7 +632,8 @@ Status LocalChunkStore::RecoverPack(uint64_t pack, UniqueFd owned) {
   }
   // Seal what is whole: the torn tail goes, the footer follows the last good record.
   std::vector<uint8_t> footer = pack::EncodeFooter(scan->blobs, scan->valid_bytes);
-  if (::ftruncate(fd, static_cast<off_t>(scan->valid_bytes)) != 0) return ErrnoError(what + ": truncate", errno);
+  if (::ftruncate(fd, static_cast<off_t>(scan->valid_bytes)) != 0)
+    return ErrnoError(what + ": truncate", errno);
   if (Status w = PWriteAll(fd, footer, scan->valid_bytes, what + ": write"); !w.ok()) {
     if (w.code() != StatusCode::kFailedPrecondition) return w;
     // A full disk: its whole records stay readable as they are, and a later open seals it.
@@ -660,8 +662,8 @@ std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack
   if (it != files_.end()) return it->second;
   UniqueFd fd(::openat(packs_dir_.get(), PackPath(pack).filename().c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd && errno == ENOENT) {
-    fd.Reset(::openat(packs_dir_.get(), PackPath(pack, false).filename().c_str(),
-                      O_RDONLY | O_CLOEXEC));
+    fd.Reset(
+        ::openat(packs_dir_.get(), PackPath(pack, false).filename().c_str(), O_RDONLY | O_CLOEXEC));
   }
   if (!fd) return nullptr;
   if (files_.size() >= kMaxOpenFiles) {
@@ -814,10 +816,12 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
       ForgetPack(b->pack);
       continue;
     }
-    if (!file) return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), errno));
+    if (!file)
+      return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), errno));
     auto bytes = pack::ReadBlob(file->fd(), b->loc, "pack " + path.string());
     if (bytes || bytes.error().code() != StatusCode::kCorruption) return bytes;
-    corrupt = CorruptionError(bytes.error().message() + "; set aside, push the data again to repair");
+    corrupt =
+        CorruptionError(bytes.error().message() + "; set aside, push the data again to repair");
     // The Corruption error is returned either way; a copy that could not be set aside is found
     // damaged again by the next read, which tries again.
     Quarantine(*b, bytes.error().message()).IgnoreError();
@@ -852,8 +856,8 @@ Status LocalChunkStore::Quarantine(const IndexedBlob& b, const std::string& why)
   const fs::path q = root_ / "quarantine";
   UniqueFd fd(::open(q.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, kPrivateFileMode));
   if (!fd) return ErrnoError("chunk store quarantine " + q.string(), errno);
-  std::string line = Hex16(b.pack) + " " + std::to_string(b.loc.offset) + " " +
-                     b.loc.id.Hex() + "\n";
+  std::string line =
+      Hex16(b.pack) + " " + std::to_string(b.loc.offset) + " " + b.loc.id.Hex() + "\n";
   (void)why;
   ssize_t n = ::write(fd.get(), line.data(), line.size());
   if (n != static_cast<ssize_t>(line.size())) {
@@ -1008,7 +1012,8 @@ Status LocalChunkStore::SyncPacksDir() {
 
 Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   const std::string chunk = "chunk " + id.ToString();
-  if (!VerifyChunk(id, data).ok()) return InvalidArgumentError(chunk + ": bytes do not match the id");
+  if (!VerifyChunk(id, data).ok())
+    return InvalidArgumentError(chunk + ": bytes do not match the id");
   if (!writable_) {
     return PermissionDeniedError(chunk + ": chunk store " + root_.string() + " is read-only");
   }
@@ -1081,9 +1086,8 @@ Status LocalChunkStore::Sync() {
     std::erase_if(open_, [](const auto& p) { return p->owner != ::getpid() && !p->in_use; });
     for (auto& p : open_) p->retiring = !(p->in_use && p->streaming);
     pool_cv_.wait(l, [&] {
-      return sealing_ == 0 && std::none_of(open_.begin(), open_.end(), [](const auto& p) {
-               return p->retiring && p->in_use;
-             });
+      return sealing_ == 0 && std::none_of(open_.begin(), open_.end(),
+                                           [](const auto& p) { return p->retiring && p->in_use; });
     });
     for (auto it = open_.begin(); it != open_.end();) {
       if (!(*it)->retiring) {
@@ -1104,7 +1108,8 @@ Status LocalChunkStore::Sync() {
   }
   for (auto& f : streamed) {
     if (::fdatasync(f->fd()) != 0 && first.ok()) {
-      first = ErrnoError("chunk store " + root_.string() + ": pack being uploaded to: fdatasync", errno);
+      first = ErrnoError("chunk store " + root_.string() + ": pack being uploaded to: fdatasync",
+                         errno);
     }
   }
   if (!streamed.empty()) {
@@ -1169,7 +1174,8 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
     auto loc = p->writer->FinishRecord(id_);
     if (!loc) {
       store_.ReleasePack(p);
-      return Err(Status(loc.error().code(), "chunk " + id_.ToString() + ": " + loc.error().message()));
+      return Err(
+          Status(loc.error().code(), "chunk " + id_.ToString() + ": " + loc.error().message()));
     }
     {
       std::lock_guard l(store_.pool_mu_);
@@ -1204,7 +1210,8 @@ Result<std::unique_ptr<BlobWriter>> LocalChunkStore::StartPut(const Digest& id) 
 
 // ---- the index ----
 
-void LocalChunkStore::LooseBlobs(std::vector<IndexedBlob>& blobs, std::vector<uint64_t>& packs) const {
+void LocalChunkStore::LooseBlobs(std::vector<IndexedBlob>& blobs,
+                                 std::vector<uint64_t>& packs) const {
   std::shared_lock l(mu_);
   for (const auto& [pack, locs] : loose_) {
     packs.push_back(pack);
@@ -1240,7 +1247,8 @@ Status LocalChunkStore::PublishIndex(bool force) {
   LooseBlobs(blobs, packs);
   if (packs.empty()) return Status::Ok();
   const bool durable = options_.durability == Durability::kDurable;
-  BDN_RETURN_IF_ERROR(StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
+  BDN_RETURN_IF_ERROR(
+      StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
   if (durable) BDN_RETURN_IF_ERROR(FsyncDir(dir));
   BDN_RETURN_IF_ERROR(LoadTables());
   return MergeTables();
@@ -1270,7 +1278,8 @@ Status LocalChunkStore::MergeTables() {
       for (uint64_t i = 0; i < t->size(); ++i) blobs.push_back(t->At(i));
       packs.insert(packs.end(), t->packs().begin(), t->packs().end());
     }
-    BDN_RETURN_IF_ERROR(StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
+    BDN_RETURN_IF_ERROR(
+        StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
     if (durable) BDN_RETURN_IF_ERROR(FsyncDir(dir));
     ::unlink(a->path().c_str());
     ::unlink(b->path().c_str());
@@ -1308,7 +1317,8 @@ Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
   report.blobs = blobs.size();
   const bool durable = options_.durability == Durability::kDurable;
   if (!packs.empty()) {
-    BDN_RETURN_IF_ERROR(StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
+    BDN_RETURN_IF_ERROR(
+        StatusOf(pack::WriteIndexTable(dir, std::move(blobs), std::move(packs), durable)));
   }
   for (const auto& n : old_tables) {
     if (pack::ParseHex16Name(n, ".idx") || n.starts_with(".tmp-")) {
@@ -1494,7 +1504,8 @@ Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
     // Whole ids only: the file's writer may be appending one right now.
     std::vector<uint8_t> buf(size_t{2048} * Digest::kSize);
     for (;;) {
-      BDN_ASSIGN_OR_RETURN(size_t n, ReadFull(fd.get(), buf, "gc claims " + path.string() + ": read"));
+      BDN_ASSIGN_OR_RETURN(size_t n,
+                           ReadFull(fd.get(), buf, "gc claims " + path.string() + ": read"));
       for (size_t off = 0; off + Digest::kSize <= n; off += Digest::kSize) {
         std::array<uint8_t, Digest::kSize> b;
         std::memcpy(b.data(), buf.data() + off, Digest::kSize);

@@ -28,9 +28,9 @@ namespace bdn {
 
 // What RebuildIndex found.
 struct IndexRebuildReport {
-  uint64_t packs = 0;          // packs now indexed
-  uint64_t blobs = 0;          // index entries written
-  uint64_t packs_repaired = 0; // packs whose footer was missing or damaged, sealed again
+  uint64_t packs = 0;           // packs now indexed
+  uint64_t blobs = 0;           // index entries written
+  uint64_t packs_repaired = 0;  // packs whose footer was missing or damaged, sealed again
   uint64_t tables_replaced = 0;
 };
 
@@ -129,9 +129,9 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // One pack file (ListPacks).
   struct PackInfo {
     uint64_t id = 0;
-    uint64_t bytes = 0;     // file size
-    int64_t mtime_ns = 0;   // last write: for a sealed pack, when it was sealed
-    bool sealed = false;    // .pack (else .open: being written, by this or another process)
+    uint64_t bytes = 0;    // file size
+    int64_t mtime_ns = 0;  // last write: for a sealed pack, when it was sealed
+    bool sealed = false;   // .pack (else .open: being written, by this or another process)
   };
 
   // Opens the store, creating its directories private to the owner (0700, files 0600; an existing
@@ -322,13 +322,13 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   mutable std::shared_mutex mu_;
   std::unordered_map<Digest, pack::IndexedBlob> recent_;  // blobs of open and loose packs
   std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_;  // sealed, not in a table
-  std::unordered_set<uint64_t> open_ids_;             // packs this process writes
+  std::unordered_set<uint64_t> open_ids_;  // packs this process writes
   std::vector<std::shared_ptr<const pack::IndexTable>> tables_;
-  std::unordered_set<uint64_t> indexed_;              // packs covered by tables_
-  std::unordered_set<uint64_t> gone_;                 // packs deleted (DropPack) that tables_ name
-  std::set<std::pair<uint64_t, uint64_t>> bad_;       // quarantined (pack, offset)
-  std::unordered_set<uint64_t> doomed_;               // packs of gc/doomed
-  PendingPuts pending_;                               // Puts in flight
+  std::unordered_set<uint64_t> indexed_;         // packs covered by tables_
+  std::unordered_set<uint64_t> gone_;            // packs deleted (DropPack) that tables_ name
+  std::set<std::pair<uint64_t, uint64_t>> bad_;  // quarantined (pack, offset)
+  std::unordered_set<uint64_t> doomed_;          // packs of gc/doomed
+  PendingPuts pending_;                          // Puts in flight
 
   // Open packs: each idle or held by one writer.
   std::mutex pool_mu_;
@@ -340,14 +340,14 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::mutex files_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<PackFile>> files_;
 
-  std::mutex sync_mu_;     // one Sync at a time
-  std::mutex refresh_mu_;  // one Refresh at a time
+  std::mutex sync_mu_;                        // one Sync at a time
+  std::mutex refresh_mu_;                     // one Refresh at a time
   std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
 
   class ClaimLog;
   std::unique_ptr<ClaimLog> claims_;
-  std::mutex doom_mu_;        // one RefreshDoom at a time
-  std::string doom_stamp_;    // identity of the gc/doomed last read ("" = none)
+  std::mutex doom_mu_;      // one RefreshDoom at a time
+  std::string doom_stamp_;  // identity of the gc/doomed last read ("" = none)
   int64_t seen_dirs_mtime_ns_ = 0;
   int64_t refreshed_at_ns_ = 0;
 };

@@ -1,7 +1,6 @@
 // Tests of the local pack store's own promises: packs and their sealing, recovery after a writer
 // dies (killed children), torn tails, the derived index (deleted and rebuilt), quarantined copies,
 // compression, and several store objects (as several processes) on one directory.
-#include "bdn/testing/test_util.h"
 #include "bdn/store/local_chunk_store.h"
 
 #include <fcntl.h>
@@ -18,12 +17,12 @@
 
 #include "bdn/store/pack_file.h"
 #include "bdn/store/store_test_util.h"
+#include "bdn/testing/test_util.h"
 
 namespace bdn {
 namespace {
 namespace fs = std::filesystem;
 using testutil::RandomBytes;
-
 
 std::vector<std::string> Names(const fs::path& dir, const std::string& suffix) {
   std::vector<std::string> out;
@@ -48,7 +47,8 @@ class LocalStore : public ::testing::Test {
     for (size_t i = 0; i < n; ++i) out.push_back(RandomBytes(size + i, seed + i));
     return out;
   }
-  static void ExpectAllReadable(LocalChunkStore& s, const std::vector<std::vector<uint8_t>>& blobs) {
+  static void ExpectAllReadable(LocalChunkStore& s,
+                                const std::vector<std::vector<uint8_t>>& blobs) {
     for (const auto& b : blobs) {
       auto got = s.Get(Digest::Of(b));
       ASSERT_TRUE(got.has_value()) << got.error().message();
@@ -287,8 +287,9 @@ TEST_F(LocalStore, ACorruptCopyIsSetAsideForGoodAndThePushOfTheSameDataRepairsIt
   auto got = s->Get(id);
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
-  EXPECT_TRUE(got.error().message().ends_with(" in pack " + bad->pack_path.string() +
-                                              " at offset 16; set aside, push the data again to repair"))
+  EXPECT_TRUE(
+      got.error().message().ends_with(" in pack " + bad->pack_path.string() +
+                                      " at offset 16; set aside, push the data again to repair"))
       << got.error().message();
   EXPECT_FALSE(*s->Contains(id));
   EXPECT_EQ(s->Get(id).error().code(), StatusCode::kNotFound);
@@ -335,7 +336,8 @@ TEST_F(LocalStore, WithTwoCopiesADamagedOneFallsBackToTheOther) {
 TEST_F(LocalStore, CompressibleBlobsAreStoredWithZstd) {
   auto s = Open();
   std::string text;
-  for (int i = 0; i < 2000; ++i) text += "{\"layer\": " + std::to_string(i % 40) + ", \"dtype\": \"bf16\"}\n";
+  for (int i = 0; i < 2000; ++i)
+    text += "{\"layer\": " + std::to_string(i % 40) + ", \"dtype\": \"bf16\"}\n";
   std::vector<uint8_t> data(text.begin(), text.end());
   const Digest id = Digest::Of(data);
   ASSERT_TRUE(s->Put(id, data).ok());
@@ -361,7 +363,8 @@ TEST_F(LocalStore, SizesAreRawLengthsFromTheIndexWithoutReadingTheBlobs) {
   for (int i = 0; i < 2000; ++i) text += "{\"layer\": " + std::to_string(i % 40) + "}\n";
   std::vector<uint8_t> zipped(text.begin(), text.end());  // stored with zstd: raw length counts
   auto plain = RandomBytes(30000, 77);
-  const Digest zid = Digest::Of(zipped), pid = Digest::Of(plain), absent = Digest::Of(RandomBytes(5, 1));
+  const Digest zid = Digest::Of(zipped), pid = Digest::Of(plain),
+               absent = Digest::Of(RandomBytes(5, 1));
   ASSERT_TRUE(s->Put(zid, zipped).ok());
   ASSERT_TRUE(s->Put(pid, plain).ok());
   ASSERT_TRUE(s->Sync().ok());
@@ -390,7 +393,8 @@ TEST_F(LocalStore, AnUploadStreamsIntoAPackWithoutBlockingPutsOrSync) {
   // Half arrived: in a pack already (no temporary file), invisible, and neither a Put nor a Sync
   // waits for the rest.
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(root() / "packs")) files.push_back(e.path().extension());
+  for (const auto& e : fs::directory_iterator(root() / "packs"))
+    files.push_back(e.path().extension());
   EXPECT_EQ(files, std::vector<std::string>{".open"});
   EXPECT_FALSE(fs::exists(root() / "tmp"));
   EXPECT_FALSE(*s->Contains(id));

@@ -15,8 +15,9 @@ struct MigrationReport {
   bool was_old_layout = false;  // false: nothing to do, the store was in packs already
   uint64_t blobs = 0;           // chunk files now in packs (stored, or found stored already)
   uint64_t bytes = 0;           // their bytes
-  uint64_t corrupt = 0;         // chunk files whose bytes do not hash to their name: moved to corrupt/
-  uint64_t ignored = 0;         // files under chunks/ whose name is not a blob id: kept in chunks.not-migrated/
+  uint64_t corrupt = 0;  // chunk files whose bytes do not hash to their name: moved to corrupt/
+  uint64_t ignored =
+      0;  // files under chunks/ whose name is not a blob id: kept in chunks.not-migrated/
 };
 
 // Moves every blob of the old layout under `root` into packs: each chunk file is read and

@@ -30,8 +30,8 @@ Result<BlobLocation> PackWriter::Append(const Digest& id, uint64_t raw_bytes, Co
                                         std::span<const uint8_t> stored) {
   if (sealed_) return Err(InternalError(what_ + ": append after seal"));
   if (stored.size() > kMaxBlobBytes || raw_bytes > kMaxBlobBytes) {
-    return Err(InvalidArgumentError("chunk " + id.ToString() + ": " +
-                                    std::to_string(raw_bytes) + " bytes, too large for a pack"));
+    return Err(InvalidArgumentError("chunk " + id.ToString() + ": " + std::to_string(raw_bytes) +
+                                    " bytes, too large for a pack"));
   }
   BlobLocation loc{id, end_, stored.size(), raw_bytes, codec};
   auto header = EncodeRecordHeader(loc);
@@ -167,7 +167,8 @@ Result<RecordAt> ReadRecordAt(int fd, uint64_t at, uint64_t file_bytes, std::str
     return out;
   }
   out.loc = *loc;
-  if (loc->payload_offset() > file_bytes || loc->stored_bytes > file_bytes - loc->payload_offset()) {
+  if (loc->payload_offset() > file_bytes ||
+      loc->stored_bytes > file_bytes - loc->payload_offset()) {
     out.state = RecordState::kCutOff;
     out.why = here + ": cut off";
     return out;
@@ -208,8 +209,7 @@ Result<uint64_t> NextRecordHeader(int fd, uint64_t from, uint64_t file_bytes,
   const std::string w(what);
   std::vector<uint8_t> buf(kBlock + kRecordHeaderBytes);
   for (uint64_t base = from; base + kRecordHeaderBytes <= file_bytes; base += kBlock) {
-    const size_t want = static_cast<size_t>(
-        std::min<uint64_t>(buf.size(), file_bytes - base));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), file_bytes - base));
     BDN_ASSIGN_OR_RETURN(const size_t got,
                          PReadFull(fd, std::span(buf.data(), want), base, w + ": read"));
     // A header starting in this block (at most kBlock starts) lies wholly in buf.
@@ -220,8 +220,8 @@ Result<uint64_t> NextRecordHeader(int fd, uint64_t from, uint64_t file_bytes,
       const size_t k = static_cast<size_t>(static_cast<const uint8_t*>(hit) - buf.data());
       if (k >= starts) break;
       if (k + kRecordHeaderBytes <= got &&
-          DecodeRecordHeader(std::span<const uint8_t>(buf.data() + k, kRecordHeaderBytes),
-                             base + k, what)) {
+          DecodeRecordHeader(std::span<const uint8_t>(buf.data() + k, kRecordHeaderBytes), base + k,
+                             what)) {
         return base + k;
       }
       i = k + 1;

@@ -61,8 +61,10 @@ ZSTD_DCtx* ThreadDCtx() {
 
 std::string CodecName(Codec codec) {
   switch (codec) {
-    case Codec::kNone: return "none";
-    case Codec::kZstd: return "zstd";
+    case Codec::kNone:
+      return "none";
+    case Codec::kZstd:
+      return "zstd";
   }
   return "codec " + std::to_string(static_cast<int>(codec));
 }
@@ -205,7 +207,8 @@ EncodedBlob EncodeBlob(std::span<const uint8_t> raw, const CodecOptions& options
   EncodedBlob out;
   if (options.min_saving >= 1.0 || raw.size() < 64) return out;
   // Worth storing compressed only below this many bytes.
-  const auto limit = static_cast<size_t>(static_cast<double>(raw.size()) * (1.0 - options.min_saving));
+  const auto limit =
+      static_cast<size_t>(static_cast<double>(raw.size()) * (1.0 - options.min_saving));
   if (limit == 0) return out;
   out.stored.resize(ZSTD_compressBound(raw.size()));
   ZSTD_CCtx* ctx = ThreadCCtx();

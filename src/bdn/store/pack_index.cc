@@ -21,7 +21,6 @@ namespace {
 constexpr char kIndexMagic[8] = {'B', 'D', 'N', 'P', 'I', 'D', 'X', '\x01'};
 constexpr size_t kChecksumBytes = 32;
 
-
 uint64_t TableBytes(uint64_t entries, uint64_t packs) {
   return kIndexHeaderBytes + kIndexFanoutBytes + entries * kIndexEntryBytes + packs * 8 +
          kChecksumBytes;
@@ -120,8 +119,8 @@ uint64_t IndexTable::Fanout(int b) const {
 }
 
 bool IndexTable::IdEquals(uint64_t i, const Digest& id) const {
-  return std::memcmp(map_ + kIndexHeaderBytes + kIndexFanoutBytes + i * kIndexEntryBytes,
-                     id.data(), Digest::kSize) == 0;
+  return std::memcmp(map_ + kIndexHeaderBytes + kIndexFanoutBytes + i * kIndexEntryBytes, id.data(),
+                     Digest::kSize) == 0;
 }
 
 uint64_t IndexTable::LowerBound(const Digest& id, uint64_t lo, uint64_t hi) const {
@@ -176,9 +175,9 @@ Result<fs::path> WriteIndexTable(const fs::path& dir, std::vector<IndexedBlob> b
   // ".tmp-" names a temporary table: the store's opener removes those dead writers left.
   BDN_ASSIGN_OR_RETURN(
       AtomicFileWriter out,
-      AtomicFileWriter::Create(final_path, "index table " + final_path.string(),
-                               {.tmp_name = ".tmp-" + name,
-                                .sync = durable ? FileSync::kData : FileSync::kNone}));
+      AtomicFileWriter::Create(
+          final_path, "index table " + final_path.string(),
+          {.tmp_name = ".tmp-" + name, .sync = durable ? FileSync::kData : FileSync::kNone}));
   HashingWriter w(out);
   uint8_t header[kIndexHeaderBytes] = {};
   std::memcpy(header, kIndexMagic, 8);

@@ -5,22 +5,21 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "bdn/testing/test_util.h"
 #include "bdn/store/pack_file.h"
 #include "bdn/store/pack_format.h"
 #include "bdn/store/pack_index.h"
+#include "bdn/testing/test_util.h"
 
 namespace bdn::pack {
 namespace {
 namespace fs = std::filesystem;
 using testutil::RandomBytes;
-
 
 // A file open for reading and writing, closed at the end.
 class File {
@@ -114,7 +113,8 @@ TEST(PackFormat, FooterEntriesMustNotOverlap) {
   ASSERT_TRUE(t.has_value());
   auto r = DecodeFooter(footer, *t, "p");
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message(), "p: footer: record at offset 100: overlaps another record or the footer");
+  EXPECT_EQ(r.error().message(),
+            "p: footer: record at offset 100: overlaps another record or the footer");
 }
 
 TEST(PackCodec, ZstdOnlyWhenItSavesTheConfiguredFraction) {
@@ -155,7 +155,8 @@ TEST(PackCodec, DamagedZstdBytesAreCorruption) {
   cut.resize(cut.size() / 2);
   s = DecodeBlob(Codec::kZstd, cut, out, "chunk x");
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
-  EXPECT_TRUE(s.message().starts_with("chunk x: stored bytes do not decompress (zstd: ")) << s.message();
+  EXPECT_TRUE(s.message().starts_with("chunk x: stored bytes do not decompress (zstd: "))
+      << s.message();
 }
 
 // A pack of `blobs` written with PackWriter to `path`.
@@ -171,7 +172,8 @@ WrittenPack WritePack(int fd, const std::vector<std::vector<uint8_t>>& blobs, bo
   EXPECT_TRUE(w.has_value());
   for (const auto& b : blobs) {
     EncodedBlob enc = EncodeBlob(b, {});
-    std::span<const uint8_t> stored = enc.codec == Codec::kNone ? std::span<const uint8_t>(b) : enc.stored;
+    std::span<const uint8_t> stored =
+        enc.codec == Codec::kNone ? std::span<const uint8_t>(b) : enc.stored;
     auto loc = w->Append(Digest::Of(b), b.size(), enc.codec, stored);
     EXPECT_TRUE(loc.has_value());
     out.locs.push_back(*loc);
@@ -184,8 +186,9 @@ WrittenPack WritePack(int fd, const std::vector<std::vector<uint8_t>>& blobs, bo
 }
 
 std::vector<std::vector<uint8_t>> SampleBlobs() {
-  return {RandomBytes(1000, 1), {}, std::vector<uint8_t>(70000, 7), RandomBytes(65536, 2),
-          {}, RandomBytes(1, 3), RandomBytes(300000, 4)};
+  return {RandomBytes(1000, 1),  {}, std::vector<uint8_t>(70000, 7),
+          RandomBytes(65536, 2), {}, RandomBytes(1, 3),
+          RandomBytes(300000, 4)};
 }
 
 TEST(PackFile, WrittenBlobsReadBackThroughTheFooter) {
@@ -213,8 +216,11 @@ TEST(PackFile, WrittenBlobsReadBackThroughTheFooter) {
 TEST(PackFile, ATornTailKeepsEveryWholeRecord) {
   testutil::TempDir dir{"bdn_pack_test"};
   const fs::path path = dir.path() / "p.open";
-  std::vector<std::vector<uint8_t>> blobs = {RandomBytes(500, 1), {}, RandomBytes(200, 2),
-                                             std::vector<uint8_t>(3000, 9), RandomBytes(100, 3)};
+  std::vector<std::vector<uint8_t>> blobs = {RandomBytes(500, 1),
+                                             {},
+                                             RandomBytes(200, 2),
+                                             std::vector<uint8_t>(3000, 9),
+                                             RandomBytes(100, 3)};
   uint64_t full;
   std::vector<BlobLocation> locs;
   {
@@ -239,7 +245,8 @@ TEST(PackFile, ATornTailKeepsEveryWholeRecord) {
     while (whole < locs.size() && locs[whole].end() <= cut) ++whole;
     ASSERT_EQ(scan->blobs.size(), whole) << "cut at " << cut;
     EXPECT_EQ(scan->valid_bytes, whole == 0 ? kPackHeaderBytes : locs[whole - 1].end());
-    EXPECT_EQ(scan->stop_reason.empty(), scan->valid_bytes == cut) << cut << " " << scan->stop_reason;
+    EXPECT_EQ(scan->stop_reason.empty(), scan->valid_bytes == cut)
+        << cut << " " << scan->stop_reason;
     // And no footer to read.
     EXPECT_EQ(ReadFooter(f.fd(), cut, "pack t").error().code(), StatusCode::kCorruption);
   }
@@ -251,12 +258,14 @@ TEST(PackFile, ZeroedTailAfterRecordsIsNotARecord) {
   WrittenPack w = WritePack(f.fd(), {RandomBytes(100, 1)}, false);
   // Preallocated or never-written blocks read as zeros.
   std::vector<uint8_t> zeros(8192, 0);
-  ASSERT_EQ(::pwrite(f.fd(), zeros.data(), zeros.size(), static_cast<off_t>(w.locs[0].end())), 8192);
+  ASSERT_EQ(::pwrite(f.fd(), zeros.data(), zeros.size(), static_cast<off_t>(w.locs[0].end())),
+            8192);
   auto scan = ScanRecords(f.fd(), f.size(), "pack p");
   ASSERT_TRUE(scan.has_value());
   EXPECT_EQ(scan->blobs.size(), 1u);
   EXPECT_EQ(scan->valid_bytes, w.locs[0].end());
-  EXPECT_EQ(scan->stop_reason, "record at offset " + std::to_string(w.locs[0].end()) + ": bad magic");
+  EXPECT_EQ(scan->stop_reason,
+            "record at offset " + std::to_string(w.locs[0].end()) + ": bad magic");
 }
 
 TEST(PackFile, ABadFooterChecksumIsDetectedAndTheRecordsStillScan) {
@@ -286,9 +295,9 @@ TEST(PackFile, SalvageOfASealedPackSkipsARottenPayloadAndResyncsPastARottenHeade
   blobs.push_back({});
   WrittenPack w = WritePack(f.fd(), blobs, true);
   const uint64_t footer_at = w.locs.back().end();
-  f.Flip(footer_at + 100);           // the footer: ReadFooter refuses the pack
+  f.Flip(footer_at + 100);                 // the footer: ReadFooter refuses the pack
   f.Flip(w.locs[3].payload_offset() + 7);  // record 3's payload: its header still checks
-  f.Flip(w.locs[8].offset + 30);     // record 8's header (inside the id): no longer checks
+  f.Flip(w.locs[8].offset + 30);           // record 8's header (inside the id): no longer checks
   ASSERT_FALSE(ReadFooter(f.fd(), f.size(), "pack p").has_value());
   // The scan of a dead writer's pack stops at record 3, losing everything after it.
   auto scan = ScanRecords(f.fd(), f.size(), "pack p");
@@ -351,17 +360,18 @@ TEST(PackFile, ACorruptBlobIsReportedNamingTheChunkThePackAndTheOffset) {
   auto got = ReadBlob(f.fd(), raw, "pack /s/p.pack");
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
-  EXPECT_EQ(got.error().message(), "chunk " + raw.id.ToString() +
-                                       ": digest mismatch (stored bytes hash to " +
-                                       Digest::Of(damaged).ToString() + ") in pack /s/p.pack at offset " +
-                                       std::to_string(raw.offset));
+  EXPECT_EQ(got.error().message(),
+            "chunk " + raw.id.ToString() + ": digest mismatch (stored bytes hash to " +
+                Digest::Of(damaged).ToString() + ") in pack /s/p.pack at offset " +
+                std::to_string(raw.offset));
   // A compressed blob whose bytes are damaged.
   const BlobLocation& z = w.locs[2];
   f.Flip(z.payload_offset() + z.stored_bytes / 2);
   got = ReadBlob(f.fd(), z, "pack q");
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error().code(), StatusCode::kCorruption);
-  EXPECT_TRUE(got.error().message().starts_with("chunk " + z.id.ToString() + ": ")) << got.error().message();
+  EXPECT_TRUE(got.error().message().starts_with("chunk " + z.id.ToString() + ": "))
+      << got.error().message();
   EXPECT_TRUE(got.error().message().ends_with(" in pack q at offset " + std::to_string(z.offset)));
   // A damaged record header.
   const BlobLocation& h = w.locs[0];
@@ -432,7 +442,8 @@ TEST(IndexTable, FindsEveryCopyOfEveryBlob) {
       EXPECT_EQ(found[1].pack, 99u);
     }
   }
-  bool any = (*t)->Find(Digest::Of(std::string_view("absent")), [](const IndexedBlob&) { return true; });
+  bool any =
+      (*t)->Find(Digest::Of(std::string_view("absent")), [](const IndexedBlob&) { return true; });
   EXPECT_FALSE(any);
 }
 
@@ -448,7 +459,8 @@ TEST(IndexTable, EmptyTableOpens) {
 
 TEST(IndexTable, DamageIsCorruption) {
   testutil::TempDir dir{"bdn_pack_test"};
-  std::vector<IndexedBlob> blobs = {{1, {Digest::Of(std::string_view("a")), 16, 1, 1, Codec::kNone}}};
+  std::vector<IndexedBlob> blobs = {
+      {1, {Digest::Of(std::string_view("a")), 16, 1, 1, Codec::kNone}}};
   auto path = WriteIndexTable(dir.path(), blobs, {1}, false);
   ASSERT_TRUE(path.has_value());
   const uint64_t bytes = fs::file_size(*path);
@@ -468,12 +480,14 @@ TEST(IndexTable, DamageIsCorruption) {
   ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(kIndexHeaderBytes + kIndexFanoutBytes + 40)), 1);
   t = IndexTable::Open(*path);
   ASSERT_TRUE(t.has_value());
-  EXPECT_EQ((*t)->VerifyChecksum().message(), "index table " + path->string() + ": checksum mismatch");
+  EXPECT_EQ((*t)->VerifyChecksum().message(),
+            "index table " + path->string() + ": checksum mismatch");
   ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes - 1)), 0);
   ::close(fd);
   t = IndexTable::Open(*path);
   ASSERT_FALSE(t.has_value());
-  EXPECT_EQ(t.error().message(), "index table " + path->string() + ": length does not match its counts");
+  EXPECT_EQ(t.error().message(),
+            "index table " + path->string() + ": length does not match its counts");
 }
 
 TEST(PackNames, Hex16RoundTrips) {

@@ -37,9 +37,9 @@ inline Status OverwriteStoredBlob(LocalChunkStore& store, const Digest& id, uint
   int fd = ::open(where->pack_path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return ErrnoError(where->pack_path.string(), errno);
   std::vector<uint8_t> bytes(where->loc.stored_bytes, fill);
-  bool ok = ::pwrite(fd, bytes.data(), bytes.size(),
-                     static_cast<off_t>(where->loc.payload_offset())) ==
-            static_cast<ssize_t>(bytes.size());
+  bool ok =
+      ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(where->loc.payload_offset())) ==
+      static_cast<ssize_t>(bytes.size());
   ::close(fd);
   return ok ? Status::Ok() : ErrnoError(where->pack_path.string(), errno);
 }

@@ -1,16 +1,16 @@
 // azure://account/container/prefix: List Blobs and Get Blob, with Shared Key or a SAS token.
 #include <ctime>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "bdn/base/text.h"
+#include "bdn/objstore/xml_listing.h"
 #include "bdn/sync/crypto.h"
 #include "bdn/sync/http_fetch.h"
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 #include "bdn/sync/object_store_sources.h"
-#include "bdn/objstore/xml_listing.h"
 
 namespace bdn::sync {
 namespace {
@@ -39,8 +39,8 @@ struct AzureCredentials {
 
 Result<AzureCredentials> ParseAzureSecret(std::string value, const std::string& secret_name) {
   auto bad = [&](const std::string& why) {
-    return Err(WithCode(InvalidArgumentError("secret \"" + secret_name + "\": " + why),
-                        kInvalidSecret));
+    return Err(
+        WithCode(InvalidArgumentError("secret \"" + secret_name + "\": " + why), kInvalidSecret));
   };
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.pop_back();
   std::string key, sas;
@@ -118,10 +118,11 @@ class AzureSource : public Source {
       }
       req.headers.emplace_back("x-ms-date", HttpDate());
       const std::string path = req.path.substr(0, req.path.find('?'));
-      const std::string to_sign =
-          AzureStringToSign(http::MethodName(req.method), account, path, QueryOf(req.path), req.headers);
-      req.headers.emplace_back("Authorization", "SharedKey " + account + ":" +
-                                                    Base64Encode(HmacSha256(creds->account_key, to_sign)));
+      const std::string to_sign = AzureStringToSign(http::MethodName(req.method), account, path,
+                                                    QueryOf(req.path), req.headers);
+      req.headers.emplace_back(
+          "Authorization",
+          "SharedKey " + account + ":" + Base64Encode(HmacSha256(creds->account_key, to_sign)));
       return Status::Ok();
     };
     sends_credentials_ = creds.has_value();
@@ -150,7 +151,8 @@ class AzureSource : public Source {
       if (!page) return Err(Malformed(page.error().message()));
       for (ListedObject& o : page->blobs) {
         ++blobs_seen;
-        BDN_RETURN_IF_ERROR(AddListed(uri_, container_url_, list_prefix_, std::move(o), out.objects));
+        BDN_RETURN_IF_ERROR(
+            AddListed(uri_, container_url_, list_prefix_, std::move(o), out.objects));
       }
       BDN_RETURN_IF_ERROR(CheckListingSize(uri_, out.objects.size()));
       if (page->next_marker.empty()) break;
@@ -222,18 +224,19 @@ class AzureSource : public Source {
     // AuthorizationFailure, with Azure's message for it.
     if (code == "AuthenticationFailed" || code == "InvalidAuthenticationInfo" ||
         message.starts_with("Server failed to authenticate the request")) {
-      return WithCode(PermissionDeniedError(uri_ + ": " + SecretNamed(options_) + " were refused" +
-                                            detail),
-                      kBadCredentials);
+      return WithCode(
+          PermissionDeniedError(uri_ + ": " + SecretNamed(options_) + " were refused" + detail),
+          kBadCredentials);
     }
     if (code.starts_with("Authorization") || code == "NoAuthenticationInformation" ||
         code == "AccountIsDisabled" || code == "InsufficientAccountPermissions" ||
         r.status == 401 || r.status == 403) {
-      return WithCode(PermissionDeniedError(
-                          uri_ + ": " + what + ": access denied" + detail +
-                          (sends_credentials_ ? "" : " (anonymous: give a key or SAS with "
-                                                     "--auth-secret-name)")),
-                      kAccessDenied);
+      return WithCode(
+          PermissionDeniedError(uri_ + ": " + what + ": access denied" + detail +
+                                (sends_credentials_ ? ""
+                                                    : " (anonymous: give a key or SAS with "
+                                                      "--auth-secret-name)")),
+          kAccessDenied);
     }
     return std::nullopt;
   }

@@ -13,7 +13,9 @@
 namespace bdn::sync {
 namespace {
 
-const unsigned char* U(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
+const unsigned char* U(std::string_view s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
+}
 
 }  // namespace
 

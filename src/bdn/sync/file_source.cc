@@ -121,7 +121,7 @@ class FileSource : public Source {
     struct stat st;
     if (::stat(read_path_.c_str(), &st) != 0) {
       Status s = ErrnoError(uri_, errno);
-      return Err(s.code() == StatusCode::kNotFound ? WithCode(s, kSourceNotFound)
+      return Err(s.code() == StatusCode::kNotFound           ? WithCode(s, kSourceNotFound)
                  : s.code() == StatusCode::kPermissionDenied ? WithCode(s, kAccessDenied)
                                                              : s);
     }

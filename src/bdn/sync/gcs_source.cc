@@ -28,8 +28,8 @@ struct ServiceAccount {
 
 Result<ServiceAccount> ParseServiceAccount(const json& j, const std::string& secret_name) {
   auto bad = [&](const std::string& why) {
-    return Err(WithCode(InvalidArgumentError("secret \"" + secret_name + "\": " + why),
-                        kInvalidSecret));
+    return Err(
+        WithCode(InvalidArgumentError("secret \"" + secret_name + "\": " + why), kInvalidSecret));
   };
   ServiceAccount sa;
   auto str = [&](const char* name) {
@@ -71,13 +71,13 @@ class TokenSource {
                                     ? body["error_description"].get<std::string>()
                                     : "";
       if (r.status == 400 || r.status == 401 || r.status == 403) {
-        return WithCode(PermissionDeniedError(
-                            uri_ + ": " + SecretNamed(options_) + " (service account " +
-                            sa_.client_email + ") were refused by " + sa_.token_uri + " (" +
-                            what + ": HTTP " + std::to_string(r.status) +
-                            (error.empty() ? "" : ", " + error) +
-                            (description.empty() ? "" : ": " + description) + ")"),
-                        kBadCredentials);
+        return WithCode(
+            PermissionDeniedError(uri_ + ": " + SecretNamed(options_) + " (service account " +
+                                  sa_.client_email + ") were refused by " + sa_.token_uri + " (" +
+                                  what + ": HTTP " + std::to_string(r.status) +
+                                  (error.empty() ? "" : ", " + error) +
+                                  (description.empty() ? "" : ": " + description) + ")"),
+            kBadCredentials);
       }
       return std::nullopt;
     };
@@ -89,14 +89,15 @@ class TokenSource {
     std::lock_guard lock(mu_);
     const WallTime now = Clock::Real()->WallNow();
     if (!token_.empty() && now + std::chrono::minutes(5) < expiry_) return "Bearer " + token_;
-    const int64_t iat = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+    const int64_t iat =
+        std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
     const std::string header = Base64UrlEncode(R"({"alg":"RS256","typ":"JWT"})");
-    const std::string claims = Base64UrlEncode(json{{"iss", sa_.client_email},
-                                                    {"scope", kScope},
-                                                    {"aud", sa_.token_uri},
-                                                    {"iat", iat},
-                                                    {"exp", iat + 3600}}
-                                                   .dump());
+    const std::string claims = Base64UrlEncode(json{
+        {"iss", sa_.client_email},
+        {"scope", kScope},
+        {"aud", sa_.token_uri},
+        {"iat", iat},
+        {"exp", iat + 3600}}.dump());
     auto signature = Rs256Sign(sa_.private_key, header + "." + claims);
     if (!signature) {
       return Err(WithCode(InvalidArgumentError("secret \"" + options_.secret_name +
@@ -104,8 +105,9 @@ class TokenSource {
                                                signature.error().message()),
                           kInvalidSecret));
     }
-    const std::string form = "grant_type=" + PercentEncode("urn:ietf:params:oauth:grant-type:jwt-bearer") +
-                             "&assertion=" + header + "." + claims + "." + Base64UrlEncode(*signature);
+    const std::string form =
+        "grant_type=" + PercentEncode("urn:ietf:params:oauth:grant-type:jwt-bearer") +
+        "&assertion=" + header + "." + claims + "." + Base64UrlEncode(*signature);
     HttpFetcher::Call call;
     call.method = http::Method::kPost;
     call.url = sa_.token_uri;
@@ -158,8 +160,9 @@ class GcsSource : public Source {
         return Status::Ok();
       };
     }
-    fo.classify = [this](const std::string& what, const http::Response& r, bool,
-                         Attempt&) { return ClassifyGcs(what, r); };
+    fo.classify = [this](const std::string& what, const http::Response& r, bool, Attempt&) {
+      return ClassifyGcs(what, r);
+    };
     fetcher_ = std::make_shared<HttpFetcher>(std::move(fo));
   }
 
@@ -174,8 +177,8 @@ class GcsSource : public Source {
     std::set<std::string> tokens;
     uint64_t items_seen = 0;
     while (true) {
-      std::string url = Bucket() + "/o?fields=" +
-                        PercentEncode("items(name,size,generation),nextPageToken") +
+      std::string url = Bucket() +
+                        "/o?fields=" + PercentEncode("items(name,size,generation),nextPageToken") +
                         "&maxResults=1000&prefix=" + PercentEncode(list_prefix_);
       if (!token.empty()) url += "&pageToken=" + PercentEncode(token);
       BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
@@ -222,8 +225,8 @@ class GcsSource : public Source {
     const std::string name = single_name_.empty() ? list_prefix_ + object.path : single_name_;
     ObjectRequest req;
     // Asking for the listed generation: a rewritten object is a 404, never other bytes.
-    req.url = Bucket() + "/o/" + PercentEncode(name) + "?alt=media&generation=" +
-              PercentEncode(object.etag);
+    req.url = Bucket() + "/o/" + PercentEncode(name) +
+              "?alt=media&generation=" + PercentEncode(object.etag);
     req.object = object;
     req.offset = offset;
     req.check = [this, object](int status, const Headers& headers) -> Status {
@@ -237,7 +240,8 @@ class GcsSource : public Source {
       if (r.status == 404) {
         return WithCode(FailedPreconditionError(uri_ + ": object \"" + EscapeName(object.path) +
                                                 "\": changed or removed during the sync "
-                                                "(generation " + object.etag + " is gone)"),
+                                                "(generation " +
+                                                object.etag + " is gone)"),
                         kSourceChanged);
       }
       return ObjectGone(uri_, object, r.status);
@@ -246,7 +250,9 @@ class GcsSource : public Source {
   }
 
  private:
-  std::string Bucket() const { return endpoint_ + "/storage/v1/b/" + PercentEncode(parsed_.bucket); }
+  std::string Bucket() const {
+    return endpoint_ + "/storage/v1/b/" + PercentEncode(parsed_.bucket);
+  }
 
   Status Malformed(const std::string& what) const {
     return InternalError(uri_ + ": unexpected listing from " + endpoint_ + ": " + what);
@@ -292,19 +298,22 @@ class GcsSource : public Source {
     }
     const std::string detail = message.empty() ? "" : " (" + message + ")";
     if (r.status == 404 && what.find("/o?") != std::string::npos) {
-      return WithCode(NotFoundError(uri_ + ": bucket \"" + parsed_.bucket + "\" not found" + detail),
-                      kSourceNotFound);
+      return WithCode(
+          NotFoundError(uri_ + ": bucket \"" + parsed_.bucket + "\" not found" + detail),
+          kSourceNotFound);
     }
     if (r.status == 401 && sends_credentials_) {
-      return WithCode(PermissionDeniedError(uri_ + ": " + SecretNamed(options_) + " were refused" + detail),
-                      kBadCredentials);
+      return WithCode(
+          PermissionDeniedError(uri_ + ": " + SecretNamed(options_) + " were refused" + detail),
+          kBadCredentials);
     }
     if (r.status == 401 || r.status == 403) {
-      return WithCode(PermissionDeniedError(
-                          uri_ + ": " + what + ": access denied" + detail +
-                          (sends_credentials_ ? "" : " (anonymous: give a service-account key "
-                                                     "with --auth-secret-name)")),
-                      kAccessDenied);
+      return WithCode(
+          PermissionDeniedError(uri_ + ": " + what + ": access denied" + detail +
+                                (sends_credentials_ ? ""
+                                                    : " (anonymous: give a service-account key "
+                                                      "with --auth-secret-name)")),
+          kAccessDenied);
     }
     return std::nullopt;
   }
@@ -327,11 +336,11 @@ Result<std::unique_ptr<Source>> OpenGcsSource(const std::string& uri, const Buck
   if (!options.secret.empty()) {
     json j = json::parse(options.secret, nullptr, false);
     if (!j.is_object()) {
-      return Err(WithCode(InvalidArgumentError(
-                              "secret \"" + options.secret_name +
-                              "\": not a JSON object (expected a service-account key or "
-                              "{\"access_id\": ..., \"secret\": ...})"),
-                          kInvalidSecret));
+      return Err(
+          WithCode(InvalidArgumentError("secret \"" + options.secret_name +
+                                        "\": not a JSON object (expected a service-account key or "
+                                        "{\"access_id\": ..., \"secret\": ...})"),
+                   kInvalidSecret));
     }
     if (!j.contains("type") && !j.contains("private_key")) {
       return OpenS3Source(uri, parsed, options);  // an HMAC key pair: the XML API

@@ -41,8 +41,9 @@ class HfSource : public Source {
       auto split = SplitUrl(endpoint_);
       fo.auth_origin = split ? split->first : "";
     }
-    fo.classify = [this](const std::string& what, const http::Response& r, bool sent,
-                         Attempt& a) { return ClassifyHub(what, r, sent, a); };
+    fo.classify = [this](const std::string& what, const http::Response& r, bool sent, Attempt& a) {
+      return ClassifyHub(what, r, sent, a);
+    };
     fetcher_ = std::make_shared<HttpFetcher>(std::move(fo));
   }
 
@@ -84,11 +85,10 @@ class HfSource : public Source {
     }
     std::sort(out.objects.begin(), out.objects.end(),
               [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });
-    out.objects.erase(std::unique(out.objects.begin(), out.objects.end(),
-                                  [](const SourceObject& a, const SourceObject& b) {
-                                    return a.path == b.path;
-                                  }),
-                      out.objects.end());
+    out.objects.erase(
+        std::unique(out.objects.begin(), out.objects.end(),
+                    [](const SourceObject& a, const SourceObject& b) { return a.path == b.path; }),
+        out.objects.end());
     commit_ = out.revision;
     return out;
   }
@@ -124,7 +124,9 @@ class HfSource : public Source {
   }
 
  private:
-  std::string Api() const { return endpoint_ + "/api/" + parsed_.repo_type + "/" + parsed_.repo_id; }
+  std::string Api() const {
+    return endpoint_ + "/api/" + parsed_.repo_type + "/" + parsed_.repo_id;
+  }
   std::string FilePrefix() const {
     return parsed_.repo_type == "models" ? std::string() : parsed_.repo_type + "/";
   }
@@ -156,7 +158,8 @@ class HfSource : public Source {
 
   // The commit the job works from: the pinned one, or what the URI's revision points to now.
   Result<std::string> ResolveRevision() {
-    const std::string rev = options_.pinned_revision.empty() ? Revision() : options_.pinned_revision;
+    const std::string rev =
+        options_.pinned_revision.empty() ? Revision() : options_.pinned_revision;
     BDN_ASSIGN_OR_RETURN(http::Response r,
                          fetcher_->Fetch({.url = Api() + "/revision/" + PercentEncode(rev)}));
     json info = json::parse(r.text(), nullptr, false);
@@ -186,18 +189,20 @@ class HfSource : public Source {
     std::string message(r.Header("x-error-message").value_or(""));
     const std::string hint =
         sent ? "" : " (or private or gated: give a token with --auth-secret-name)";
-    const std::string token_name =
-        options_.secret_name.empty() ? "the token" : "the token in secret \"" + options_.secret_name + "\"";
+    const std::string token_name = options_.secret_name.empty()
+                                       ? "the token"
+                                       : "the token in secret \"" + options_.secret_name + "\"";
     if (r.status == 401 && message == "Invalid credentials in Authorization header") {
-      return WithCode(PermissionDeniedError(uri_ + ": " + token_name + " was refused (" + message + ")"),
-                      kBadCredentials);
+      return WithCode(
+          PermissionDeniedError(uri_ + ": " + token_name + " was refused (" + message + ")"),
+          kBadCredentials);
     }
     if (code == "RevisionNotFound") {
-      return WithCode(NotFoundError(uri_ + ": revision \"" +
-                                    (options_.pinned_revision.empty() ? Revision()
-                                                                      : options_.pinned_revision) +
-                                    "\" not found"),
-                      kRevisionNotFound);
+      return WithCode(
+          NotFoundError(uri_ + ": revision \"" +
+                        (options_.pinned_revision.empty() ? Revision() : options_.pinned_revision) +
+                        "\" not found"),
+          kRevisionNotFound);
     }
     if (code == "GatedRepo") {
       return WithCode(PermissionDeniedError(
@@ -246,7 +251,8 @@ std::optional<std::string> NextPageLink(std::string_view link) {
     if (lt == std::string_view::npos || gt == std::string_view::npos) return std::nullopt;
     std::string_view url = link.substr(lt + 1, gt - lt - 1);
     size_t comma = link.find(',', gt);
-    std::string_view params = link.substr(gt + 1, comma == std::string_view::npos ? std::string_view::npos : comma - gt - 1);
+    std::string_view params = link.substr(
+        gt + 1, comma == std::string_view::npos ? std::string_view::npos : comma - gt - 1);
     if (params.find("rel=\"next\"") != std::string_view::npos ||
         params.find("rel=next") != std::string_view::npos) {
       return std::string(url);
@@ -263,7 +269,8 @@ Result<std::unique_ptr<Source>> OpenHfSource(const std::string& uri, const HfUri
   if (const char* env = std::getenv("HF_ENDPOINT"); env && *env) endpoint = env;
   while (endpoint.size() > 1 && endpoint.back() == '/') endpoint.pop_back();
   if (auto split = SplitUrl(endpoint); !split) {
-    return Err(InvalidArgumentError("HF_ENDPOINT \"" + endpoint + "\": must be http:// or https://"));
+    return Err(
+        InvalidArgumentError("HF_ENDPOINT \"" + endpoint + "\": must be http:// or https://"));
   }
   return std::unique_ptr<Source>(std::make_unique<HfSource>(uri, parsed, endpoint, options));
 }

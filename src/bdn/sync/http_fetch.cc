@@ -56,7 +56,8 @@ Result<std::pair<std::string, std::string>> SplitUrl(const std::string& url) {
   }
   size_t path_start = url.find_first_of("/?#", scheme_end + 3);
   std::string origin = url.substr(0, path_start);
-  if (origin.size() == scheme_end + 3) return Err(InvalidArgumentError("url \"" + url + "\": no host"));
+  if (origin.size() == scheme_end + 3)
+    return Err(InvalidArgumentError("url \"" + url + "\": no host"));
   std::string rest = path_start == std::string::npos ? "/" : url.substr(path_start);
   if (size_t hash = rest.find('#'); hash != std::string::npos) rest.erase(hash);
   if (rest.empty() || rest[0] != '/') rest.insert(0, "/");
@@ -202,7 +203,8 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     req.on_body = call.on_body;
     if (call.on_headers) {
       req.on_headers = [&](int status, const Headers& headers) {
-        return IsRedirect(status) || status < 200 || status >= 300 || call.on_headers(status, headers);
+        return IsRedirect(status) || status < 200 || status >= 300 ||
+               call.on_headers(status, headers);
       };
     }
     req.should_abort = [&so] { return Canceled(so); };
@@ -246,20 +248,20 @@ Status HttpFetcher::Classify(const std::string& what, const http::Response& r,
 
 Result<http::Response> HttpFetcher::Fetch(const Call& call, std::string* final_url) {
   const SourceOptions& so = options_.source_options;
-  return WithSourceRetries(so.retry, so.cancel, options_.source,
-                           [&](Attempt& a) -> Result<http::Response> {
-                             std::string at;
-                             BDN_ASSIGN_OR_RETURN(http::Response r, SendOnce(call, a, &at));
-                             if (r.status >= 200 && r.status < 300) {
-                               if (final_url) *final_url = at;
-                               return r;
-                             }
-                             auto split = SplitUrl(at);
-                             bool sent = split && SendsCredentialsTo(split->first);
-                             std::string what = std::string(http::MethodName(call.method)) + " " +
-                                                (split ? split->second : at);
-                             return Err(Classify(what, r, sent, a));
-                           });
+  return WithSourceRetries(
+      so.retry, so.cancel, options_.source, [&](Attempt& a) -> Result<http::Response> {
+        std::string at;
+        BDN_ASSIGN_OR_RETURN(http::Response r, SendOnce(call, a, &at));
+        if (r.status >= 200 && r.status < 300) {
+          if (final_url) *final_url = at;
+          return r;
+        }
+        auto split = SplitUrl(at);
+        bool sent = split && SendsCredentialsTo(split->first);
+        std::string what =
+            std::string(http::MethodName(call.method)) + " " + (split ? split->second : at);
+        return Err(Classify(what, r, sent, a));
+      });
 }
 
 // ---- HttpObjectStream ----
@@ -350,8 +352,8 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
   call.long_transfer = true;
   call.on_redirect = request_.on_redirect;
   if (end < obj.size_bytes) {
-    call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
-                                           std::to_string(end - 1));
+    call.headers.emplace_back("Range",
+                              "bytes=" + std::to_string(offset) + "-" + std::to_string(end - 1));
   } else if (offset > 0) {
     call.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-");
   }
@@ -364,9 +366,9 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
       auto range = FindHeader(headers, "content-range");
       auto parsed = range ? ParseContentRange(*range) : std::nullopt;
       if (!parsed || parsed->first != offset) {
-        header_error = InternalError(what + ": asked for bytes from " + std::to_string(offset) +
-                                     ", got Content-Range \"" +
-                                     std::string(range.value_or("")) + "\"");
+        header_error =
+            InternalError(what + ": asked for bytes from " + std::to_string(offset) +
+                          ", got Content-Range \"" + std::string(range.value_or("")) + "\"");
         return false;
       }
     } else {
@@ -392,10 +394,10 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
     if (data.empty()) return true;
     if (request_.offset + data.size() > end) {
       if (!whole || end == obj.size_bytes) {
-        header_error = WithCode(
-            FailedPreconditionError(what + ": changed during the sync (more than the " +
-                                    std::to_string(obj.size_bytes) + " bytes listed)"),
-            kSourceChanged);
+        header_error =
+            WithCode(FailedPreconditionError(what + ": changed during the sync (more than the " +
+                                             std::to_string(obj.size_bytes) + " bytes listed)"),
+                     kSourceChanged);
         return false;
       }
       data = data.first(static_cast<size_t>(end - request_.offset));
@@ -440,8 +442,8 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
 
 // ---- RangedObjectStream ----
 
-RangedObjectStream::RangedObjectStream(std::shared_ptr<HttpFetcher> fetcher,
-                                       ObjectRequest request, uint64_t part_bytes, int in_flight)
+RangedObjectStream::RangedObjectStream(std::shared_ptr<HttpFetcher> fetcher, ObjectRequest request,
+                                       uint64_t part_bytes, int in_flight)
     : fetcher_(std::move(fetcher)),
       request_(std::move(request)),
       part_bytes_(std::max<uint64_t>(part_bytes, 1)),

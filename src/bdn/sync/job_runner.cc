@@ -150,8 +150,8 @@ class Watcher {
     std::unique_lock lock(mu_);
     while (!done_) {
       // Shutdown is looked at often; the job store only every interval.
-      for (auto waited = std::chrono::milliseconds(0);
-           !done_ && waited < deps_.progress_interval; waited += std::chrono::milliseconds(50)) {
+      for (auto waited = std::chrono::milliseconds(0); !done_ && waited < deps_.progress_interval;
+           waited += std::chrono::milliseconds(50)) {
         cv_.wait_for(lock, std::chrono::milliseconds(50));
         if (options_.shutdown && options_.shutdown->load()) stop_ = true;
       }
@@ -189,8 +189,8 @@ struct Outcome {
 };
 
 // The work of one run; every failure comes back as a Status with its stable code (reason).
-Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, SourceOptions source_options,
-                        TransferCounters& counters) {
+Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
+                        SourceOptions source_options, TransferCounters& counters) {
   const SyncJobSpec& spec = job.spec;
   // Again at each run: a job created before the server's access rules narrowed obeys them too.
   BDN_RETURN_IF_ERROR(CheckSourceAccess(spec.source_uri, spec.endpoint, deps.access));
@@ -201,9 +201,9 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, Source
 
   if (!spec.auth_secret_name.empty()) {
     if (!deps.secrets) {
-      return Err(WithCode(NotFoundError("secret \"" + spec.auth_secret_name +
-                                        "\": not found (no secrets here)"),
-                          kSecretNotFound));
+      return Err(WithCode(
+          NotFoundError("secret \"" + spec.auth_secret_name + "\": not found (no secrets here)"),
+          kSecretNotFound));
     }
     BDN_ASSIGN_OR_RETURN(source_options.secret, deps.secrets->Reveal(spec.auth_secret_name));
     source_options.secret_name = spec.auth_secret_name;
@@ -215,8 +215,7 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, Source
   auto open = deps.open_source ? deps.open_source : OpenSource;
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, open(spec.source_uri, source_options));
   BDN_ASSIGN_OR_RETURN(SourceListing listing, source->List());
-  BDN_ASSIGN_OR_RETURN(std::vector<SourceObject> objects,
-                       Select(listing, filter, source->uri()));
+  BDN_ASSIGN_OR_RETURN(std::vector<SourceObject> objects, Select(listing, filter, source->uri()));
   const Digest digest = ListingDigest(source->Identity(), listing.revision, objects);
   if (job.listing_digest && *job.listing_digest != digest) {
     return Err(WithCode(FailedPreconditionError(
@@ -227,7 +226,8 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, Source
   BDN_ASSIGN_OR_RETURN(std::vector<SealItem> items, ItemsOf(objects, source->uri()));
   uint64_t bytes_total = 0;
   for (const SourceObject& o : objects) bytes_total += o.size_bytes;
-  if (Status s = deps.jobs->SetSource(job.id, listing.revision, digest, objects.size(), bytes_total);
+  if (Status s =
+          deps.jobs->SetSource(job.id, listing.revision, digest, objects.size(), bytes_total);
       !s.ok()) {
     return Err(StoreFailure(s));
   }
@@ -265,7 +265,8 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps, Source
   seal.jobs = deps.files_in_parallel;
   JobEntrySource entries(*source, objects, std::move(recorded), *deps.store, *deps.jobs, job.id,
                          seal.chunker);
-  BDN_ASSIGN_OR_RETURN(SealResult sealed, SealEntries(items, entries, seal, *deps.store, &counters));
+  BDN_ASSIGN_OR_RETURN(SealResult sealed,
+                       SealEntries(items, entries, seal, *deps.store, &counters));
   if (Status s = deps.store->Sync(); !s.ok()) return Err(StoreFailure(s));
   commit.digest = sealed.digest;
   commit.stats = sealed.stats;
@@ -321,12 +322,12 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
     canceled = now && now->cancel_requested;
   }
   Result<SyncJobRecord> finished =
-      outcome ? deps.jobs->Finish(id, SyncState::kReady, outcome->version, outcome->unchanged, "", "")
-      : canceled
-          ? deps.jobs->Finish(id, SyncState::kCanceled, std::nullopt, false, std::string(kCanceled),
-                              "sync job " + id + ": canceled")
-          : deps.jobs->Finish(id, SyncState::kFailed, std::nullopt, false,
-                              ErrorCodeOf(outcome.error()), outcome.error().message());
+      outcome
+          ? deps.jobs->Finish(id, SyncState::kReady, outcome->version, outcome->unchanged, "", "")
+      : canceled ? deps.jobs->Finish(id, SyncState::kCanceled, std::nullopt, false,
+                                     std::string(kCanceled), "sync job " + id + ": canceled")
+                 : deps.jobs->Finish(id, SyncState::kFailed, std::nullopt, false,
+                                     ErrorCodeOf(outcome.error()), outcome.error().message());
   if (!finished && finished.error().code() == StatusCode::kFailedPrecondition) {
     return deps.jobs->Get(id);  // finished meanwhile by someone else: that outcome stands
   }

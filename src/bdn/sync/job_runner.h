@@ -33,7 +33,8 @@ struct RunnerDeps {
   std::string secrets_unavailable;
   // Takes the volume's push claim for the whole run (the origin uses its claim table). Unset:
   // registry->ClaimPush.
-  std::function<Result<std::unique_ptr<PushClaim>>(const std::string& ns, const std::string& volume)>
+  std::function<Result<std::unique_ptr<PushClaim>>(const std::string& ns,
+                                                   const std::string& volume)>
       claim;
   // Opens the job's source. Unset: OpenSource.
   std::function<Result<std::unique_ptr<Source>>(const std::string& uri, const SourceOptions&)>
@@ -41,7 +42,7 @@ struct RunnerDeps {
   // Where sources may read from: anywhere (the embedded CLI), or what bdn serve allows. Checked
   // when a job is started (LocalSyncService::Start) and again each time it runs.
   SourceAccess access;
-  int files_in_parallel = 4;  // objects fetched at once
+  int files_in_parallel = 4;                          // objects fetched at once
   std::chrono::milliseconds progress_interval{1000};  // how often progress reaches the job store
   // Options of every source call (the retry deadline comes from the job).
   RetryOptions retry;

@@ -20,13 +20,12 @@ Result<std::vector<SourceObject>> Select(const SourceListing& listing, const Pat
   if (!unmatched.empty()) {
     std::string names;
     for (const auto& p : unmatched) names += (names.empty() ? "" : ", ") + ("\"" + p + "\"");
-    const std::string at =
-        source + (listing.revision.empty() ? "" : " at " + listing.revision) + " (" +
-        std::to_string(listing.objects.size()) + " objects)";
-    return Err(WithCode(NotFoundError("--include " + names + ": " +
-                                      (unmatched.size() == 1 ? "matches" : "match") +
-                                      " nothing in " + at),
-                        kIncludeMatchedNothing));
+    const std::string at = source + (listing.revision.empty() ? "" : " at " + listing.revision) +
+                           " (" + std::to_string(listing.objects.size()) + " objects)";
+    return Err(
+        WithCode(NotFoundError("--include " + names + ": " +
+                               (unmatched.size() == 1 ? "matches" : "match") + " nothing in " + at),
+                 kIncludeMatchedNothing));
   }
   return out;
 }
@@ -58,8 +57,8 @@ Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
   for (const SourceObject& o : objects) {
     if (Status s = ValidateEntryPath(o.path); !s.ok()) {
       return Err(WithCode(InvalidArgumentError(source + ": object \"" + o.path +
-                                               "\": cannot be a file of a version (" +
-                                               s.message() + "); --exclude it"),
+                                               "\": cannot be a file of a version (" + s.message() +
+                                               "); --exclude it"),
                           kInvalidObject));
     }
     files.insert(o.path);

@@ -25,7 +25,7 @@ TEST(GlobMatches, StarAndQuestionMarkCrossSlashesAndDots) {
   } cases[] = {
       {"*.json", "config.json", true},
       {"*.json", "tokenizer/vocab.json", true},  // * also matches '/'
-      {"*.json", "config.json.bak", false},     // the whole path must match
+      {"*.json", "config.json.bak", false},      // the whole path must match
       {"*", ".hidden/x", true},                  // and a leading '.'
       {"tokenizer/*", "tokenizer/a/b.txt", true},
       {"tokenizer/*", "other/tokenizer/a", false},
@@ -98,15 +98,17 @@ TEST(Select, KeepsListingOrderAndNamesEveryIncludeThatMatchesNothing) {
   SourceListing files = Listing();
   files.revision.clear();
   auto two = Select(files, Filter({"*.gguf", "*.onnx"}), "file:///d");
-  EXPECT_STATUS(two, kNotFound, "--include \"*.gguf\", \"*.onnx\": match nothing in file:///d (3 objects)");
+  EXPECT_STATUS(two, kNotFound,
+                "--include \"*.gguf\", \"*.onnx\": match nothing in file:///d (3 objects)");
 }
 
 TEST(ListingDigest, IsTheBlake3OfTheDocumentedText) {
-  // printf 'bdn sync listing v1\nhf://org/repo\n1111…\nconfig.json\t12\tabc\nw/model.bin\t0\t\n' | b3sum
+  // printf 'bdn sync listing v1\nhf://org/repo\n1111…\nconfig.json\t12\tabc\nw/model.bin\t0\t\n' |
+  // b3sum
   std::vector<SourceObject> objects = {{"config.json", 12, "abc"}, {"w/model.bin", 0, ""}};
-  EXPECT_EQ("061d4795a9f62293eaef37f48a100c4d6fb8db0ab90f3afbbdd21c0c911ace3e",
-            ListingDigest("hf://org/repo", "1111111111111111111111111111111111111111", objects)
-                .Hex());
+  EXPECT_EQ(
+      "061d4795a9f62293eaef37f48a100c4d6fb8db0ab90f3afbbdd21c0c911ace3e",
+      ListingDigest("hf://org/repo", "1111111111111111111111111111111111111111", objects).Hex());
   // printf 'bdn sync listing v1\nfile:///d\n\n' | b3sum
   EXPECT_EQ("bee88d690ecc975617646d8555297377de875392eaf893e33d26edefa194422f",
             ListingDigest("file:///d", "", {}).Hex());
@@ -116,14 +118,14 @@ TEST(ListingDigest, ChangesWithEveryFieldThatNamesContent) {
   const std::vector<SourceObject> base = {{"a.bin", 5, "e1"}, {"b.bin", 7, "e2"}};
   const Digest d = ListingDigest("s3://b/p", "", base);
   EXPECT_EQ(d, ListingDigest("s3://b/p", "", base));
-  EXPECT_NE(d, ListingDigest("s3://b/q", "", base));       // another source
-  EXPECT_NE(d, ListingDigest("s3://b/p", "rev", base));    // another revision
+  EXPECT_NE(d, ListingDigest("s3://b/q", "", base));     // another source
+  EXPECT_NE(d, ListingDigest("s3://b/p", "rev", base));  // another revision
   auto changed = base;
   changed[1].etag = "e3";
-  EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));    // an etag
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));  // an etag
   changed = base;
   changed[0].size_bytes = 6;
-  EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));    // a size
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));  // a size
   changed = base;
   changed[0].path = "c.bin";
   EXPECT_NE(d, ListingDigest("s3://b/p", "", changed));    // a path

@@ -50,10 +50,10 @@ Status SortUnique(const std::string& uri, std::vector<SourceObject>& objects) {
 }
 
 Status NothingUnder(const std::string& uri, const std::string& list_prefix) {
-  return WithCode(NotFoundError(uri + ": " + (list_prefix.empty()
-                                                  ? std::string("the bucket is empty")
-                                                  : "no objects under the prefix \"" +
-                                                        EscapeName(list_prefix) + "\"")),
+  return WithCode(NotFoundError(uri + ": " +
+                                (list_prefix.empty() ? std::string("the bucket is empty")
+                                                     : "no objects under the prefix \"" +
+                                                           EscapeName(list_prefix) + "\"")),
                   kSourceNotFound);
 }
 
@@ -91,7 +91,9 @@ ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
     }
     return CheckObjectSize(uri, object, status, headers);
   };
-  req.on_error = [uri, object](const http::Response& r) { return ObjectGone(uri, object, r.status); };
+  req.on_error = [uri, object](const http::Response& r) {
+    return ObjectGone(uri, object, r.status);
+  };
   return req;
 }
 

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "bdn/objstore/xml_listing.h"
 #include "bdn/sync/http_fetch.h"
 #include "bdn/sync/source.h"
-#include "bdn/objstore/xml_listing.h"
 
 namespace bdn::sync {
 

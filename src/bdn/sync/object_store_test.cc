@@ -48,22 +48,28 @@ TEST(ParseSourceUri, BucketsAndContainers) {
 
 TEST(ParseSourceUri, RefusesMalformedBucketUris) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"s3://", "source \"s3://\": expected s3://bucket[/prefix] (a bucket name of letters, "
-                "digits, '.', '-' and '_')"},
-      {"s3:///prefix", "source \"s3:///prefix\": expected s3://bucket[/prefix] (a bucket name of "
-                       "letters, digits, '.', '-' and '_')"},
-      {"cw://b@d/x", "source \"cw://b@d/x\": expected cw://bucket[/prefix] (a bucket name of "
-                     "letters, digits, '.', '-' and '_')"},
+      {"s3://",
+       "source \"s3://\": expected s3://bucket[/prefix] (a bucket name of letters, "
+       "digits, '.', '-' and '_')"},
+      {"s3:///prefix",
+       "source \"s3:///prefix\": expected s3://bucket[/prefix] (a bucket name of "
+       "letters, digits, '.', '-' and '_')"},
+      {"cw://b@d/x",
+       "source \"cw://b@d/x\": expected cw://bucket[/prefix] (a bucket name of "
+       "letters, digits, '.', '-' and '_')"},
       {"r2://bucket/x", "source \"r2://bucket/x\": expected r2://account_id.bucket[/prefix]"},
       {"r2://.bucket/x", "source \"r2://.bucket/x\": expected r2://account_id.bucket[/prefix]"},
-      {"azure://acct", "source \"azure://acct\": expected azure://account/container[/prefix] (an "
-                       "account of lower-case letters and digits, a container of lower-case "
-                       "letters, digits and '-')"},
-      {"azure://Acct/c", "source \"azure://Acct/c\": expected azure://account/container[/prefix] "
-                         "(an account of lower-case letters and digits, a container of "
-                         "lower-case letters, digits and '-')"},
-      {"ftp://x/y", "source \"ftp://x/y\": unknown scheme (expected hf://, s3://, gs://, "
-                    "azure://, r2://, cw://, file://, https:// or http://)"},
+      {"azure://acct",
+       "source \"azure://acct\": expected azure://account/container[/prefix] (an "
+       "account of lower-case letters and digits, a container of lower-case "
+       "letters, digits and '-')"},
+      {"azure://Acct/c",
+       "source \"azure://Acct/c\": expected azure://account/container[/prefix] "
+       "(an account of lower-case letters and digits, a container of "
+       "lower-case letters, digits and '-')"},
+      {"ftp://x/y",
+       "source \"ftp://x/y\": unknown scheme (expected hf://, s3://, gs://, "
+       "azure://, r2://, cw://, file://, https:// or http://)"},
   };
   for (const auto& [uri, message] : cases) {
     auto r = ParseSourceUri(uri);
@@ -87,7 +93,8 @@ TEST(ParseAwsSecret, KeyPairsInEverySpelling) {
   EXPECT_EQ("wJalr/K7MDENG", c->secret_access_key);
   EXPECT_EQ("eu-west-1", c->region);
   auto exported = ParseAwsSecret(
-      R"({"Version": 1, "AccessKeyId": "ASIA1", "SecretAccessKey": "s", "SessionToken": "t"})", "x");
+      R"({"Version": 1, "AccessKeyId": "ASIA1", "SecretAccessKey": "s", "SessionToken": "t"})",
+      "x");
   ASSERT_OK(exported);
   EXPECT_EQ("t", exported->session_token);
   auto hmac = ParseAwsSecret(R"({"access_id": "GOOG1E", "secret": "bGoa+V7g"})", "gcs-hmac");
@@ -118,9 +125,13 @@ TEST(Crypto, PublishedTestVectors) {
   // RFC 4231 test case 2 / RFC 4648 §10.
   EXPECT_EQ("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
             Hex(HmacSha256("Jefe", "what do ya want for nothing?")));
-  const std::vector<std::pair<std::string, std::string>> b64 = {
-      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="},
-      {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  const std::vector<std::pair<std::string, std::string>> b64 = {{"", ""},
+                                                                {"f", "Zg=="},
+                                                                {"fo", "Zm8="},
+                                                                {"foo", "Zm9v"},
+                                                                {"foob", "Zm9vYg=="},
+                                                                {"fooba", "Zm9vYmE="},
+                                                                {"foobar", "Zm9vYmFy"}};
   for (const auto& [raw, text] : b64) {
     EXPECT_EQ(text, Base64Encode(raw));
     auto back = Base64Decode(text);

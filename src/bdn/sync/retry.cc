@@ -23,13 +23,18 @@ Status CanceledError(const std::string& what) {
 std::string ErrorCodeOf(const Status& s) {
   if (!s.reason().empty()) return s.reason();
   switch (s.code()) {
-    case StatusCode::kNotFound: return std::string(kSourceNotFound);
-    case StatusCode::kPermissionDenied: return std::string(kAccessDenied);
+    case StatusCode::kNotFound:
+      return std::string(kSourceNotFound);
+    case StatusCode::kPermissionDenied:
+      return std::string(kAccessDenied);
     case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded: return std::string(kSourceUnavailable);
+    case StatusCode::kDeadlineExceeded:
+      return std::string(kSourceUnavailable);
     case StatusCode::kFailedPrecondition:
-    case StatusCode::kCorruption: return std::string(kStoreFailed);
-    default: return std::string(kInternal);
+    case StatusCode::kCorruption:
+      return std::string(kStoreFailed);
+    default:
+      return std::string(kInternal);
   }
 }
 

@@ -48,12 +48,14 @@ auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* can
     Outcome out = fn(a);
     const Status* err = backoff::ErrorOf(out);
     if (err == nullptr || !a.transient) return out;
-    auto wait = std::max(backoff::Jitter(backoff), a.retry_after.value_or(std::chrono::milliseconds(0)));
+    auto wait =
+        std::max(backoff::Jitter(backoff), a.retry_after.value_or(std::chrono::milliseconds(0)));
     const auto spent =
         std::chrono::duration_cast<std::chrono::milliseconds>(clock.SteadyNow() - start);
     if (spent + wait > options.deadline) {
-      Status s = Status(err->code(), err->message() + " (retried for " + FormatDuration(spent) + ")")
-                     .WithReason(std::string(kSourceUnavailable));
+      Status s =
+          Status(err->code(), err->message() + " (retried for " + FormatDuration(spent) + ")")
+              .WithReason(std::string(kSourceUnavailable));
       return backoff::Failure<Outcome>(std::move(s));
     }
     internal::SleepUnlessCanceled(clock, wait, cancel);

@@ -17,8 +17,8 @@ using namespace std::chrono_literals;
 
 TEST(WithSourceRetries, TransientFailuresAreRetriedUntilTheDeadlineThenNamed) {
   auto clock = std::make_shared<testutil::FakeClock>();
-  RetryOptions options{.deadline = 10s, .initial_backoff = 500ms, .max_backoff = 2s,
-                       .clock = clock};
+  RetryOptions options{
+      .deadline = 10s, .initial_backoff = 500ms, .max_backoff = 2s, .clock = clock};
   const SteadyTime start = clock->SteadyNow();
   int tries = 0;
   Status s = WithSourceRetries(options, nullptr, "hf://org/model", [&](Attempt& a) {
@@ -67,8 +67,8 @@ TEST(WithSourceRetries, RetryAfterIsHonouredAndFinalErrorsReturnAtOnce) {
 
 TEST(WithSourceRetries, ACancelEndsTheWaitAndTheCall) {
   auto clock = std::make_shared<testutil::FakeClock>();
-  RetryOptions options{.deadline = 600s, .initial_backoff = 30s, .max_backoff = 30s,
-                       .clock = clock};
+  RetryOptions options{
+      .deadline = 600s, .initial_backoff = 30s, .max_backoff = 30s, .clock = clock};
   std::atomic<bool> cancel{false};
   int tries = 0;
   Status s = WithSourceRetries(options, &cancel, "sync job sync_1", [&](Attempt& a) {

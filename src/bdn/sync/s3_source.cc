@@ -4,11 +4,11 @@
 #include <set>
 
 #include "bdn/base/text.h"
+#include "bdn/objstore/xml_listing.h"
 #include "bdn/sync/http_fetch.h"
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 #include "bdn/sync/object_store_sources.h"
-#include "bdn/objstore/xml_listing.h"
 
 namespace bdn::sync {
 namespace {
@@ -23,9 +23,10 @@ Result<S3Target> TargetOf(const std::string& uri, const BucketUri& b, const Sour
                           const std::string& secret_region) {
   S3Target t;
   const bool aws_like = b.scheme == "s3" || b.scheme == "cw";
-  t.region = !o.region.empty() ? o.region : !secret_region.empty() ? secret_region
-             : aws_like                   ? "us-east-1"
-                                          : "auto";
+  t.region = !o.region.empty()        ? o.region
+             : !secret_region.empty() ? secret_region
+             : aws_like               ? "us-east-1"
+                                      : "auto";
   if (!o.endpoint.empty()) {
     BDN_ASSIGN_OR_RETURN(std::string endpoint, CheckEndpoint(uri, o.endpoint));
     if (size_t at = endpoint.find("{bucket}"); at != std::string::npos) {
@@ -56,8 +57,8 @@ Result<S3Target> TargetOf(const std::string& uri, const BucketUri& b, const Sour
 
 class S3Source : public Source {
  public:
-  S3Source(std::string uri, BucketUri parsed, S3Target target,
-           std::optional<AwsCredentials> creds, SourceOptions options)
+  S3Source(std::string uri, BucketUri parsed, S3Target target, std::optional<AwsCredentials> creds,
+           SourceOptions options)
       : uri_(std::move(uri)),
         parsed_(std::move(parsed)),
         target_(std::move(target)),
@@ -74,8 +75,9 @@ class S3Source : public Source {
         return Status::Ok();
       };
     }
-    fo.classify = [this](const std::string& what, const http::Response& r, bool sent,
-                         Attempt& a) { return ClassifyS3(what, r, sent, a); };
+    fo.classify = [this](const std::string& what, const http::Response& r, bool sent, Attempt& a) {
+      return ClassifyS3(what, r, sent, a);
+    };
     fetcher_ = std::make_shared<HttpFetcher>(std::move(fo));
   }
 
@@ -122,9 +124,9 @@ class S3Source : public Source {
 
   Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object, uint64_t offset) override {
     const std::string key = single_key_.empty() ? list_prefix_ + object.path : single_key_;
-    return OpenObjectStream(fetcher_, EtagCheckedRequest(uri_, target_.bucket_url + "/" +
-                                                                   PercentEncode(key, "/"),
-                                                               object, offset));
+    return OpenObjectStream(
+        fetcher_, EtagCheckedRequest(uri_, target_.bucket_url + "/" + PercentEncode(key, "/"),
+                                     object, offset));
   }
 
  private:
@@ -158,21 +160,22 @@ class S3Source : public Source {
     const std::string bucket = "bucket \"" + parsed_.bucket + "\"";
     if (auto region = r.Header("x-amz-bucket-region");
         region && *region != target_.region &&
-        (r.status == 301 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed")) {
-      return WithCode(NotFoundError(uri_ + ": " + bucket + " is in region " + std::string(*region) +
-                                    ", not " + target_.region + ": give --region " +
-                                    std::string(*region)),
-                      kSourceNotFound);
+        (r.status == 301 || code == "PermanentRedirect" ||
+         code == "AuthorizationHeaderMalformed")) {
+      return WithCode(
+          NotFoundError(uri_ + ": " + bucket + " is in region " + std::string(*region) + ", not " +
+                        target_.region + ": give --region " + std::string(*region)),
+          kSourceNotFound);
     }
     if (code == "NoSuchBucket") {
       return WithCode(NotFoundError(uri_ + ": " + bucket + " not found" + detail), kSourceNotFound);
     }
-    if (code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
-        code == "InvalidToken" || code == "ExpiredToken" || code == "TokenRefreshRequired" ||
-        code == "InvalidSecurity" || (r.status == 401 && sent)) {
-      return WithCode(PermissionDeniedError(uri_ + ": " + SecretNamed(options_) +
-                                            " were refused" + detail),
-                      kBadCredentials);
+    if (code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "InvalidToken" ||
+        code == "ExpiredToken" || code == "TokenRefreshRequired" || code == "InvalidSecurity" ||
+        (r.status == 401 && sent)) {
+      return WithCode(
+          PermissionDeniedError(uri_ + ": " + SecretNamed(options_) + " were refused" + detail),
+          kBadCredentials);
     }
     if (code == "AccessDenied" || code == "AllAccessDisabled" || r.status == 401 ||
         r.status == 403) {
@@ -204,15 +207,16 @@ std::string JsonString(const nlohmann::json& j, std::initializer_list<const char
 
 Result<AwsCredentials> ParseAwsSecret(std::string_view secret, const std::string& secret_name) {
   auto bad = [&](const std::string& why) {
-    return Err(WithCode(InvalidArgumentError("secret \"" + secret_name + "\": " + why),
-                        kInvalidSecret));
+    return Err(
+        WithCode(InvalidArgumentError("secret \"" + secret_name + "\": " + why), kInvalidSecret));
   };
   nlohmann::json j = nlohmann::json::parse(secret, nullptr, false);
   if (!j.is_object()) {
     return bad("not a JSON object (expected {\"access_key_id\": ..., \"secret_access_key\": ...})");
   }
   AwsCredentials c;
-  c.access_key_id = JsonString(j, {"access_key_id", "AccessKeyId", "aws_access_key_id", "access_id", "accessId"});
+  c.access_key_id =
+      JsonString(j, {"access_key_id", "AccessKeyId", "aws_access_key_id", "access_id", "accessId"});
   c.secret_access_key =
       JsonString(j, {"secret_access_key", "SecretAccessKey", "aws_secret_access_key", "secret"});
   c.session_token = JsonString(j, {"session_token", "SessionToken", "aws_session_token"});

@@ -36,10 +36,12 @@ enum class Links { kFollow, kRefuse };
 
 Result<std::string> ReadKeyFile(const std::filesystem::path& path, Links links = Links::kRefuse) {
   const std::string what = "secret key file " + path.string();
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0)));
+  UniqueFd fd(
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (links == Links::kRefuse ? O_NOFOLLOW : 0)));
   if (!fd) return Err(ErrnoError(what, errno));
   std::string key(kKeyBytes + 1, '\0');
-  BDN_ASSIGN_OR_RETURN(size_t n, ReadFull(fd.get(), {reinterpret_cast<uint8_t*>(key.data()), key.size()}, what));
+  BDN_ASSIGN_OR_RETURN(
+      size_t n, ReadFull(fd.get(), {reinterpret_cast<uint8_t*>(key.data()), key.size()}, what));
   if (n != kKeyBytes) {
     return Err(InternalError("secret key file " + path.string() + ": must hold exactly 32 bytes"));
   }
@@ -63,9 +65,9 @@ Result<std::shared_ptr<SecretVault>> SecretVault::Open(std::shared_ptr<SecretSto
     }
     // Never replaces: when two processes create the key at once, the first one wins and the
     // other reads it.
-    auto written = WriteFileAtomically(key_path, AsBytes(key),
-                                       "secret key file " + key_path.string(),
-                                       {.existing = ExistingFile::kKeep, .sync = FileSync::kAll});
+    auto written =
+        WriteFileAtomically(key_path, AsBytes(key), "secret key file " + key_path.string(),
+                            {.existing = ExistingFile::kKeep, .sync = FileSync::kAll});
     if (!written) return Err(written.error());
   } else {
     MakePrivate(key_path, "secret key file");
@@ -74,8 +76,8 @@ Result<std::shared_ptr<SecretVault>> SecretVault::Open(std::shared_ptr<SecretSto
   return std::shared_ptr<SecretVault>(new SecretVault(std::move(store), std::move(key)));
 }
 
-Result<std::shared_ptr<SecretVault>> SecretVault::OpenShared(std::shared_ptr<SecretStore> store,
-                                                             const std::filesystem::path& key_path) {
+Result<std::shared_ptr<SecretVault>> SecretVault::OpenShared(
+    std::shared_ptr<SecretStore> store, const std::filesystem::path& key_path) {
   struct stat st;
   if (::stat(key_path.c_str(), &st) != 0 && errno == ENOENT) {
     return Err(NotFoundError("secret key file " + key_path.string() +
@@ -99,12 +101,12 @@ Status SecretVault::Set(const std::string& name, const std::string& value) {
   out.replace(1, kNonceBytes, nonce);
   auto* cipher = reinterpret_cast<unsigned char*>(out.data() + 1 + kNonceBytes);
   int len = 0, fin = 0;
-  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key_), U(nonce)) == 1 &&
-            EVP_EncryptUpdate(ctx.get(), nullptr, &len, U(name), static_cast<int>(name.size())) == 1 &&
-            EVP_EncryptUpdate(ctx.get(), cipher, &len, U(value), static_cast<int>(value.size())) == 1 &&
-            EVP_EncryptFinal_ex(ctx.get(), cipher + len, &fin) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes,
-                                cipher + value.size()) == 1;
+  bool ok =
+      ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key_), U(nonce)) == 1 &&
+      EVP_EncryptUpdate(ctx.get(), nullptr, &len, U(name), static_cast<int>(name.size())) == 1 &&
+      EVP_EncryptUpdate(ctx.get(), cipher, &len, U(value), static_cast<int>(value.size())) == 1 &&
+      EVP_EncryptFinal_ex(ctx.get(), cipher + len, &fin) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, cipher + value.size()) == 1;
   if (!ok) return InternalError("secret \"" + name + "\": encryption failed");
   return store_->Put(name, out);
 }
@@ -130,13 +132,14 @@ Result<std::string> SecretVault::Reveal(const std::string& name) {
   std::string plain(n, '\0');
   Ctx ctx(EVP_CIPHER_CTX_new());
   int len = 0, fin = 0;
-  bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key_), nonce) == 1 &&
-            EVP_DecryptUpdate(ctx.get(), nullptr, &len, U(name), static_cast<int>(name.size())) == 1 &&
-            EVP_DecryptUpdate(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()), &len,
-                              cipher, static_cast<int>(n)) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag.data()) == 1 &&
-            EVP_DecryptFinal_ex(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()) + len,
-                                &fin) == 1;
+  bool ok =
+      ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, U(key_), nonce) == 1 &&
+      EVP_DecryptUpdate(ctx.get(), nullptr, &len, U(name), static_cast<int>(name.size())) == 1 &&
+      EVP_DecryptUpdate(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()), &len, cipher,
+                        static_cast<int>(n)) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, tag.data()) == 1 &&
+      EVP_DecryptFinal_ex(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()) + len, &fin) ==
+          1;
   if (!ok) return corrupt();
   return plain;
 }

@@ -3,10 +3,10 @@
 // with the key file that sealed them; the key file made once, 32 bytes, mode 0600.
 #include "bdn/sync/secrets.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <fstream>
-#include <gtest/gtest.h>
 #include <map>
 #include <mutex>
 
@@ -145,8 +145,7 @@ TEST(SecretVault, RefusesAKeyFileOfAnotherSize) {
   Fixture f;
   std::ofstream(f.key) << "too short";
   auto v = SecretVault::Open(f.store, f.key);
-  EXPECT_STATUS(v, kInternal,
-                "secret key file " + f.key.string() + ": must hold exactly 32 bytes");
+  EXPECT_STATUS(v, kInternal, "secret key file " + f.key.string() + ": must hold exactly 32 bytes");
 }
 
 TEST(SecretVault, ErrorsNameTheSecret) {
@@ -156,7 +155,8 @@ TEST(SecretVault, ErrorsNameTheSecret) {
   EXPECT_STATUS(missing, kNotFound, "secret \"nope\": not found");
   EXPECT_EQ("secret_not_found", missing.error().reason());
   EXPECT_STATUS(vault->Set("empty", ""), kInvalidArgument, "secret \"empty\": the value is empty");
-  EXPECT_STATUS(vault->Set("-bad", "v"), kInvalidArgument, "secret name \"-bad\": must be 1 to 128");
+  EXPECT_STATUS(vault->Set("-bad", "v"), kInvalidArgument,
+                "secret name \"-bad\": must be 1 to 128");
   EXPECT_TRUE(f.store->sealed_.empty());
   EXPECT_STATUS(vault->Remove("nope"), kNotFound, "secret \"nope\": not found");
 }

@@ -1,9 +1,9 @@
-#include "bdn/base/log.h"
 #include "bdn/sync/service.h"
 
 #include <algorithm>
 #include <cstdio>
 
+#include "bdn/base/log.h"
 #include "bdn/format/ref.h"
 #include "bdn/sync/glob.h"
 #include "bdn/sync/object_store_internal.h"  // CheckEndpoint
@@ -29,16 +29,16 @@ Status ValidateSpec(const SyncJobSpec& spec) {
   if (spec.retry_deadline_ms < 1000 || spec.retry_deadline_ms > 24 * 3'600'000) {
     return InvalidArgumentError("--retry-deadline: must be between 1s and 24h");
   }
-  const bool object_store = spec.source_uri.starts_with("s3://") ||
-                            spec.source_uri.starts_with("r2://") ||
-                            spec.source_uri.starts_with("cw://") ||
-                            spec.source_uri.starts_with("gs://") ||
-                            spec.source_uri.starts_with("azure://");
+  const bool object_store =
+      spec.source_uri.starts_with("s3://") || spec.source_uri.starts_with("r2://") ||
+      spec.source_uri.starts_with("cw://") || spec.source_uri.starts_with("gs://") ||
+      spec.source_uri.starts_with("azure://");
   if (!spec.endpoint.empty()) {
     if (!object_store) {
-      return InvalidArgumentError("--endpoint: only for s3://, r2://, cw://, gs:// and azure:// "
-                                  "sources (hf:// takes HF_ENDPOINT on the machine that runs "
-                                  "the job)");
+      return InvalidArgumentError(
+          "--endpoint: only for s3://, r2://, cw://, gs:// and azure:// "
+          "sources (hf:// takes HF_ENDPOINT on the machine that runs "
+          "the job)");
     }
     if (auto e = CheckEndpoint("source \"" + spec.source_uri + "\"", spec.endpoint); !e) {
       return e.error();
@@ -48,8 +48,7 @@ Status ValidateSpec(const SyncJobSpec& spec) {
     if (!object_store || spec.source_uri.starts_with("azure://")) {
       return InvalidArgumentError("--region: only for s3://, r2://, cw:// and gs:// sources");
     }
-    if (spec.region.size() > 64 ||
-        !std::all_of(spec.region.begin(), spec.region.end(), [](char c) {
+    if (spec.region.size() > 64 || !std::all_of(spec.region.begin(), spec.region.end(), [](char c) {
           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                  c == '-' || c == '_';
         })) {
@@ -60,14 +59,15 @@ Status ValidateSpec(const SyncJobSpec& spec) {
   return Status::Ok();
 }
 
-LocalSyncService::LocalSyncService(RunnerDeps deps, std::function<void(const std::string&)> on_created)
+LocalSyncService::LocalSyncService(RunnerDeps deps,
+                                   std::function<void(const std::string&)> on_created)
     : deps_(std::move(deps)), on_created_(std::move(on_created)) {}
 
 Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
   if (!deps_.secrets) {
-    return Err(FailedPreconditionError(
-        "secrets: " + (deps_.secrets_unavailable.empty() ? std::string("not available here")
-                                                         : deps_.secrets_unavailable)));
+    return Err(FailedPreconditionError("secrets: " + (deps_.secrets_unavailable.empty()
+                                                          ? std::string("not available here")
+                                                          : deps_.secrets_unavailable)));
   }
   return deps_.secrets;
 }
@@ -145,8 +145,8 @@ Status JobScheduler::EnqueueUnfinished(bool log_resumes) {
       if (running_.contains(job.id)) continue;
     }
     if (log_resumes && job.state == SyncState::kSyncing) {
-      log::Info("sync job " + job.id + ": resuming (" + job.spec.source_uri + " into bdn:" +
-                job.spec.ns + "/" + job.spec.volume + ")");
+      log::Info("sync job " + job.id + ": resuming (" + job.spec.source_uri +
+                " into bdn:" + job.spec.ns + "/" + job.spec.volume + ")");
     }
     Enqueue(job.id);
   }

@@ -19,8 +19,8 @@ namespace {
 bool IsRepoNamePart(const std::string& s) {
   if (s.empty() || s.size() > 96 || s == "." || s == "..") return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
   });
 }
 
@@ -30,8 +30,8 @@ bool IsRepoNamePart(const std::string& s) {
 bool IsBucketName(const std::string& s) {
   if (s.empty() || s.size() > 222) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
   });
 }
 
@@ -71,8 +71,9 @@ Result<std::string> CheckFileAccess(const std::string& uri, const std::string& p
     return Err(WithCode(PermissionDeniedError("source \"" + uri + "\": " + why), kFileNotAllowed));
   };
   if (access.file_roots && access.file_roots->empty()) {
-    return refuse("file:// sources are not allowed on this server (bdn serve --sync-file-root "
-                  "DIR allows the files under DIR)");
+    return refuse(
+        "file:// sources are not allowed on this server (bdn serve --sync-file-root "
+        "DIR allows the files under DIR)");
   }
   std::error_code ec;
   // Symlinks resolved as far as the path exists; the rest taken lexically ("..", ".").
@@ -88,7 +89,8 @@ Result<std::string> CheckFileAccess(const std::string& uri, const std::string& p
     const bool inside = std::any_of(access.file_roots->begin(), access.file_roots->end(),
                                     [&](const std::string& root) { return Within(real, root); });
     if (!inside) {
-      return refuse(path + " is outside the directories bdn serve --sync-file-root allows "
+      return refuse(path +
+                    " is outside the directories bdn serve --sync-file-root allows "
                     "(symlinks are resolved first)");
     }
   }
@@ -107,8 +109,8 @@ Status CheckSourceAccess(const std::string& uri, const std::string& endpoint,
     BDN_RETURN_IF_ERROR(CheckHost("source \"" + uri + "\"", https->url));
   }
   if (!endpoint.empty()) {
-    BDN_RETURN_IF_ERROR(CheckHost("source \"" + uri + "\": --endpoint \"" + endpoint + "\"",
-                                  endpoint));
+    BDN_RETURN_IF_ERROR(
+        CheckHost("source \"" + uri + "\": --endpoint \"" + endpoint + "\"", endpoint));
   }
   return Status::Ok();
 }
@@ -144,8 +146,9 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
   if (uri.starts_with("file://")) {
     std::string path = uri.substr(7);
     if (!path.starts_with("/")) {
-      return bad("file:// needs an absolute path on the machine that runs the job "
-                 "(file:///abs/path)");
+      return bad(
+          "file:// needs an absolute path on the machine that runs the job "
+          "(file:///abs/path)");
     }
     if (path.find('\0') != std::string::npos) return bad("the path holds a NUL byte");
     while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -210,14 +213,16 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
     if (!lower_alnum(out.account, false) || out.account.size() > 24 ||
         !(lower_alnum(out.container, true) || out.container == "$root") ||
         out.container.size() > 63) {
-      return bad("expected azure://account/container[/prefix] (an account of lower-case letters "
-                 "and digits, a container of lower-case letters, digits and '-')");
+      return bad(
+          "expected azure://account/container[/prefix] (an account of lower-case letters "
+          "and digits, a container of lower-case letters, digits and '-')");
     }
     if (out.prefix.find('\0') != std::string::npos) return bad("the prefix holds a NUL byte");
     return SourceUri(out);
   }
-  return bad("unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, "
-             "https:// or http://)");
+  return bad(
+      "unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, "
+      "https:// or http://)");
 }
 
 Status ValidateSourceUri(const std::string& uri) {

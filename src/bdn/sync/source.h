@@ -30,7 +30,7 @@ namespace bdn::sync {
 // ---- Stable error codes (docs/sync.md, "Error codes"), carried as Status::reason ----
 inline constexpr std::string_view kSourceNotFound = "source_not_found";      // repo, bucket, path
 inline constexpr std::string_view kRevisionNotFound = "revision_not_found";  // branch, tag, commit
-inline constexpr std::string_view kAccessDenied = "access_denied";    // private, gated, forbidden
+inline constexpr std::string_view kAccessDenied = "access_denied";      // private, gated, forbidden
 inline constexpr std::string_view kBadCredentials = "bad_credentials";  // the secret is refused
 inline constexpr std::string_view kSourceUnavailable = "source_unavailable";  // retries ran out
 inline constexpr std::string_view kSourceChanged = "source_changed";  // size/etag moved mid-sync
@@ -39,7 +39,7 @@ inline constexpr std::string_view kInvalidObject = "invalid_object";  // a name 
 inline constexpr std::string_view kSecretNotFound = "secret_not_found";
 inline constexpr std::string_view kInvalidSecret = "invalid_secret";  // not the provider's format
 inline constexpr std::string_view kCanceled = "canceled";
-inline constexpr std::string_view kVolumeBusy = "volume_busy";  // another push or sync holds it
+inline constexpr std::string_view kVolumeBusy = "volume_busy";    // another push or sync holds it
 inline constexpr std::string_view kStoreFailed = "store_failed";  // storing or committing failed
 inline constexpr std::string_view kInternal = "internal";
 // Refused by the server's source access rules (SourceAccess): a file:// path outside its
@@ -179,8 +179,7 @@ class Source {
   // connects at its first Read and fails with source_changed (FailedPrecondition) when the
   // source now holds other content (size or etag differ); transient failures mid-stream are
   // retried by resuming at the offset reached. Errors: as List, plus source_changed.
-  virtual Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object,
-                                                   uint64_t offset) = 0;
+  virtual Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object, uint64_t offset) = 0;
 };
 
 // Checks the syntax of a source URI without any I/O, so `sync start` can refuse a malformed one

@@ -89,9 +89,9 @@ TEST(CheckFileAccess, NeverTheDataDirectoryNorAnythingAboveIt) {
   for (const fs::path& p : {t.data, t.data / "secrets.key", t.data / "store", t.root / "to-data",
                             t.root / "to-data" / "secrets.key"}) {
     auto r = CheckFileAccess(t.Uri(p), p.string(), a);
-    EXPECT_STATUS(r, kPermissionDenied,
-                  "source \"" + t.Uri(p) +
-                      "\": the server's data directory is never a sync source");
+    EXPECT_STATUS(
+        r, kPermissionDenied,
+        "source \"" + t.Uri(p) + "\": the server's data directory is never a sync source");
     EXPECT_EQ("file_not_allowed", r.error().reason()) << p;
   }
   auto above = CheckFileAccess(t.Uri(t.base), t.base.string(), a);
@@ -129,8 +129,10 @@ TEST(CheckSourceAccess, RefusesNonPublicIpLiteralsInSourcesAndEndpoints) {
        "--sync-allow-private-addresses allows others)"},
       {"https://127.0.0.1:8443/f.bin", "",
        "source \"https://127.0.0.1:8443/f.bin\": 127.0.0.1 is a loopback address"},
-      {"http://[::1]:80/f.bin", "", "source \"http://[::1]:80/f.bin\": [::1] is a loopback address"},
-      {"http://10.0.0.7/f.bin", "", "source \"http://10.0.0.7/f.bin\": 10.0.0.7 is a private address"},
+      {"http://[::1]:80/f.bin", "",
+       "source \"http://[::1]:80/f.bin\": [::1] is a loopback address"},
+      {"http://10.0.0.7/f.bin", "",
+       "source \"http://10.0.0.7/f.bin\": 10.0.0.7 is a private address"},
       {"s3://bucket/p", "http://127.0.0.1:9000",
        "source \"s3://bucket/p\": --endpoint \"http://127.0.0.1:9000\": 127.0.0.1 is a loopback "
        "address"},

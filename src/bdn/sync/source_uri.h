@@ -46,8 +46,9 @@ using SourceUri = std::variant<HfUri, FileUri, HttpsUri, BucketUri, AzureUri>;
 
 // Parses a source URI. Errors: InvalidArgument "source \"uri\": <what is wrong>", e.g. "unknown
 // scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file:// or https://)", "expected
-// s3://bucket[/prefix]", "expected r2://account_id.bucket[/prefix]", "expected hf://org/repo[@revision]", "file://
-// needs an absolute path (file:///abs/path)", "https:// needs a file path (https://host/path)".
+// s3://bucket[/prefix]", "expected r2://account_id.bucket[/prefix]", "expected
+// hf://org/repo[@revision]", "file:// needs an absolute path (file:///abs/path)", "https:// needs a
+// file path (https://host/path)".
 Result<SourceUri> ParseSourceUri(const std::string& uri);
 
 }  // namespace bdn::sync

@@ -9,9 +9,9 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <pwd.h>
-#include <sys/prctl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,8 +128,9 @@ class PgServer {
   bool Init(std::string* why) {
     bin_ = BinDir();
     if (bin_.empty()) {
-      *why = "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres; "
-             "apt-get install postgresql, or set BDN_PG_BINDIR)";
+      *why =
+          "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres; "
+          "apt-get install postgresql, or set BDN_PG_BINDIR)";
       return false;
     }
     std::string t = (std::filesystem::temp_directory_path() / "bdn-pg.XXXXXX").string();
@@ -141,8 +142,9 @@ class PgServer {
     if (::geteuid() == 0) {
       struct passwd* pw = ::getpwnam("postgres");
       if (!pw) {
-        *why = "running as root, and there is no `postgres` OS user to run PostgreSQL as "
-               "(apt-get install postgresql creates it)";
+        *why =
+            "running as root, and there is no `postgres` OS user to run PostgreSQL as "
+            "(apt-get install postgresql creates it)";
         return false;
       }
       uid_ = static_cast<int>(pw->pw_uid);
@@ -186,10 +188,10 @@ class PgServer {
   // Starts postgres and waits until its postmaster.pid says "ready" (PostgreSQL 10 and later
   // write the state as the file's eighth line).
   bool Launch(std::string* why) {
-    pid_ = Spawn({bin_ + "/postgres", "-D", (dir_ / "data").string(), "-p",
-                  std::to_string(port_), "-k", dir_.string(), "-h", "127.0.0.1", "-c",
-                  "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                  "-c", "max_connections=300"});
+    pid_ = Spawn({bin_ + "/postgres", "-D", (dir_ / "data").string(), "-p", std::to_string(port_),
+                  "-k", dir_.string(), "-h", "127.0.0.1", "-c", "fsync=off", "-c",
+                  "synchronous_commit=off", "-c", "full_page_writes=off", "-c",
+                  "max_connections=300"});
     if (pid_ < 0) {
       *why = "fork failed";
       return false;

@@ -41,8 +41,8 @@ template <typename T>
   const Status s = StatusOf(v);
   if (s.code() == code && s.message().starts_with(prefix)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
-         << text << " is " << Describe(s) << ", expected code "
-         << StatusCodeName(code) << " and a message starting \"" << prefix << "\"";
+         << text << " is " << Describe(s) << ", expected code " << StatusCodeName(code)
+         << " and a message starting \"" << prefix << "\"";
 }
 
 }  // namespace bdn::testutil

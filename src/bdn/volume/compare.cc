@@ -67,9 +67,8 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
   // prefix (the chunk list's and the digest check's) is dropped, so it is said once.
   auto note = [&](const std::string& path, const Digest& id, const Status& s) {
     const std::string prefix = "file \"" + path + "\": ";
-    Status own = s.message().starts_with(prefix)
-                     ? Status(s.code(), s.message().substr(prefix.size()))
-                     : s;
+    Status own =
+        s.message().starts_with(prefix) ? Status(s.code(), s.message().substr(prefix.size())) : s;
     std::lock_guard lock(mu);
     out.problems.push_back({path, id, std::move(own)});
   };

@@ -14,7 +14,7 @@ struct DiffResult {
   std::vector<std::string> added;    // paths in B only
   std::vector<std::string> removed;  // paths in A only
   std::vector<std::string> changed;  // in both, with other kind, mode, content or target
-  uint64_t fetch_bytes = 0;   // bytes of distinct chunks of B that A does not have
+  uint64_t fetch_bytes = 0;          // bytes of distinct chunks of B that A does not have
   uint64_t fetch_chunks = 0;
 };
 
@@ -23,7 +23,7 @@ struct DiffResult {
 Result<DiffResult> DiffVersions(const VersionView& a, const VersionView& b);
 
 struct VerifyProblem {
-  std::string path;   // file path ("" for the manifest itself)
+  std::string path;  // file path ("" for the manifest itself)
   // The chunk that is missing or corrupt; for a chunk list that cannot be had, the chunk index
   // (the one chunk of a single-chunk file); for a whole-file mismatch, the file's digest.
   Digest chunk;

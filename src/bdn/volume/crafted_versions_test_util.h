@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "bdn/format/crafted_test_util.h"
 #include "bdn/format/chunk_index.h"
+#include "bdn/format/crafted_test_util.h"
 #include "bdn/format/manifest.h"
 #include "bdn/store/chunk_store.h"
 

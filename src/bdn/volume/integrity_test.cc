@@ -86,8 +86,9 @@ TEST(CommitCheck, OneChunkGivenTwoLengthsIsCorruption) {
   ASSERT_TRUE(store.Put(kHello, {reinterpret_cast<const uint8_t*>("hello\n"), 6}).ok());
   Manifest m;
   std::string index = EncodeChunkIndex(std::vector<ChunkRef>{{kHello, 6}, {kHello, 4}});
-  ASSERT_TRUE(store.Put(Digest::Of(index), {reinterpret_cast<const uint8_t*>(index.data()),
-                                            index.size()}).ok());
+  ASSERT_TRUE(
+      store.Put(Digest::Of(index), {reinterpret_cast<const uint8_t*>(index.data()), index.size()})
+          .ok());
   Entry a;
   a.path = "a";
   a.kind = EntryKind::kFile;
@@ -178,10 +179,10 @@ TEST(CommitCheck, EmbeddedRegistryRefusesACraftedCommitAndAcceptsAPush) {
 class Readers : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("bdn-integrity-readers-" + std::to_string(::getpid()) + "-" +
-            std::to_string(GetParam()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        fs::temp_directory_path() /
+        ("bdn-integrity-readers-" + std::to_string(::getpid()) + "-" + std::to_string(GetParam()) +
+         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     if (GetParam()) {
@@ -255,7 +256,8 @@ TEST_P(Readers, ChunksListedLongerThanStoredAreCorruptionEverywhere) {
     EXPECT_EQ(p.path, "f.bin");
     EXPECT_EQ(p.chunk, kHello);
     EXPECT_EQ(p.status.code(), StatusCode::kCorruption);
-    EXPECT_EQ(p.status.message(), "chunk " + kHello.ToString() + ": is 6 bytes, the version says 10");
+    EXPECT_EQ(p.status.message(),
+              "chunk " + kHello.ToString() + ": is 6 bytes, the version says 10");
   }
 }
 

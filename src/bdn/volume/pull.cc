@@ -23,8 +23,8 @@ namespace {
 
 bool Under(const std::string& path, const std::string& prefix) {
   if (prefix.empty()) return true;
-  return path == prefix || (path.size() > prefix.size() && path.starts_with(prefix) &&
-                            path[prefix.size()] == '/');
+  return path == prefix ||
+         (path.size() > prefix.size() && path.starts_with(prefix) && path[prefix.size()] == '/');
 }
 
 // The times to set for entry `e` (utimensat/futimens): its recorded mtime, atime left alone;
@@ -82,7 +82,6 @@ Place PlaceOf(const std::string& rel) {
   return {rel.substr(0, slash), rel.substr(slash + 1)};
 }
 
-
 // What a pull writes, decided before anything is written: the selected entries in path order
 // (parents before children) and where each lands, relative to dest.
 struct PullPlan {
@@ -112,8 +111,8 @@ bool Selected(const Entry& e, const std::string& path, const std::vector<std::st
 Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
   const Entry* top = view.Find(options.path);
   if (!top) {
-    return Err(NotFoundError("path \"" + options.path + "\": not in version " +
-                             view.digest().ToString()));
+    return Err(
+        NotFoundError("path \"" + options.path + "\": not in version " + view.digest().ToString()));
   }
   // --include paths are relative to the pulled path; each must name an entry.
   std::vector<std::string> includes;
@@ -443,10 +442,10 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
                                              "\": exists with other content (use --overwrite)");
       if (!first.ok()) break;
     }
-    futures.push_back(pool.Submit([&writer, f, here = *here, name = std::move(at.name),
-                                   shown = std::move(shown)] {
-      return writer.WriteFile(*f, here->get(), name, shown);
-    }));
+    futures.push_back(pool.Submit(
+        [&writer, f, here = *here, name = std::move(at.name), shown = std::move(shown)] {
+          return writer.WriteFile(*f, here->get(), name, shown);
+        }));
   }
   for (size_t i = 0; i < futures.size(); ++i) {
     auto r = futures[i].get();
@@ -478,8 +477,7 @@ Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& curs
     BDN_RETURN_IF_ERROR(targets->MoveTo(target.parent));
     struct stat a, b;
     const bool exists = ::fstatat(cursor.fd(), at.name.c_str(), &a, AT_SYMLINK_NOFOLLOW) == 0;
-    if (exists &&
-        ::fstatat(targets->fd(), target.name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+    if (exists && ::fstatat(targets->fd(), target.name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 &&
         a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
       continue;
     }
@@ -525,8 +523,8 @@ Status CatFile(const VersionView& view, const std::string& path, int fd,
   if (!e) return NotFoundError("path \"" + path + "\": not in version " + view.digest().ToString());
   const Entry& f = view.Resolve(*e);
   if (f.kind != EntryKind::kFile) {
-    return InvalidArgumentError("path \"" + path + "\": is a " + std::string(EntryKindName(f.kind)) +
-                                ", not a file");
+    return InvalidArgumentError("path \"" + path + "\": is a " +
+                                std::string(EntryKindName(f.kind)) + ", not a file");
   }
   BDN_ASSIGN_OR_RETURN(auto fc, view.ChunksOf(f));
   ChunkReader reader(view.store(), reads);

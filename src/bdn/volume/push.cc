@@ -29,7 +29,6 @@ constexpr size_t kMaxBlocksInFlight = 4;
 // instead of one after another; a local store gets parallel writes.
 constexpr int kUploadThreads = 16;
 
-
 // Lists the tree below `root` (never following symlinks) into `out`, sorted bytewise by path
 // (the manifest's order). Every step is relative to a directory handle, so any depth and path
 // length the file system holds works, in time linear in the tree. Names and symlink targets
@@ -61,8 +60,8 @@ Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out) {
       return InvalidArgumentError("path \"" + shown() + "\": name is not valid UTF-8");
     }
     mode_t t = item.st.st_mode & S_IFMT;
-    const char* refused = t == S_IFSOCK ? "a socket"
-                          : t == S_IFIFO ? "a FIFO"
+    const char* refused = t == S_IFSOCK                    ? "a socket"
+                          : t == S_IFIFO                   ? "a FIFO"
                           : (t == S_IFCHR || t == S_IFBLK) ? "a device"
                                                            : nullptr;
     if (refused) {
@@ -113,7 +112,6 @@ struct Tally {
   }
 };
 
-
 // A read buffer whose bytes are not zero-initialized; recycled through BufferPool.
 struct Block {
   std::unique_ptr<uint8_t[]> bytes;
@@ -142,7 +140,8 @@ class BufferPool {
       b->capacity = capacity;
     }
     b->size = 0;
-    return std::shared_ptr<Block>(b.release(), [this](Block* p) { Put(std::unique_ptr<Block>(p)); });
+    return std::shared_ptr<Block>(b.release(),
+                                  [this](Block* p) { Put(std::unique_ptr<Block>(p)); });
   }
 
  private:
@@ -596,10 +595,9 @@ class DirectorySource : public EntrySource {
   Result<std::unique_ptr<ByteStream>> Open(size_t index, const SealItem& item) override {
     const std::string& path = item.path;
     const size_t slash = path.rfind('/');
-    BDN_ASSIGN_OR_RETURN(auto here,
-                         cursor_.Share(slash == std::string::npos
-                                           ? std::string_view()
-                                           : std::string_view(path).substr(0, slash)));
+    BDN_ASSIGN_OR_RETURN(auto here, cursor_.Share(slash == std::string::npos
+                                                      ? std::string_view()
+                                                      : std::string_view(path).substr(0, slash)));
     std::string name = path.substr(slash + 1);  // npos + 1 == 0
     std::string shown = cursor_.Display(name);
     return std::unique_ptr<ByteStream>(std::make_unique<DirectoryFileStream>(
@@ -620,11 +618,12 @@ Result<std::vector<ScannedEntry>> ScanDirectory(const fs::path& dir) {
   return scanned;
 }
 
-Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options,
-                                 ChunkStore& store, TransferCounters* counters) {
+Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options, ChunkStore& store,
+                                 TransferCounters* counters) {
   BDN_RETURN_IF_ERROR(options.chunker.Validate());
   struct stat root_st;
-  if (::stat(dir.c_str(), &root_st) != 0) return Err(ErrnoError("directory \"" + dir.string() + "\"", errno));
+  if (::stat(dir.c_str(), &root_st) != 0)
+    return Err(ErrnoError("directory \"" + dir.string() + "\"", errno));
   if (!S_ISDIR(root_st.st_mode)) {
     return Err(InvalidArgumentError("directory \"" + dir.string() + "\": not a directory"));
   }
@@ -641,7 +640,9 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
     e.mode = static_cast<uint16_t>(it.st.st_mode & 0777);
     e.mtime_ns = static_cast<int64_t>(it.st.st_mtim.tv_sec) * 1000000000 + it.st.st_mtim.tv_nsec;
     switch (it.st.st_mode & S_IFMT) {
-      case S_IFDIR: e.kind = EntryKind::kDirectory; break;
+      case S_IFDIR:
+        e.kind = EntryKind::kDirectory;
+        break;
       case S_IFLNK:
         e.kind = EntryKind::kSymlink;
         e.target = it.target;

@@ -114,8 +114,8 @@ Result<SealResult> SealEntries(std::span<const SealItem> items, EntrySource& sou
 
 // One entry of a walked directory tree.
 struct ScannedEntry {
-  std::string path;  // relative, '/'-separated
-  struct stat st;    // lstat: a symlink is not followed
+  std::string path;    // relative, '/'-separated
+  struct stat st;      // lstat: a symlink is not followed
   std::string target;  // symlink target
 };
 

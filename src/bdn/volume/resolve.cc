@@ -7,8 +7,8 @@ Result<PinnedRef> ResolveRef(Registry& registry, const Ref& ref) {
   if (ref.digest) {
     BDN_ASSIGN_OR_RETURN(auto found, registry.FindVersions(ref.ns, ref.volume, *ref.digest));
     if (found.empty()) {
-      return Err(NotFoundError("version " + ref.VolumeString() + "@b3:" + *ref.digest +
-                               ": not found"));
+      return Err(
+          NotFoundError("version " + ref.VolumeString() + "@b3:" + *ref.digest + ": not found"));
     }
     if (found.size() > 1) {
       std::string names;
@@ -23,7 +23,8 @@ Result<PinnedRef> ResolveRef(Registry& registry, const Ref& ref) {
   if (ref.tag && *ref.tag != kHeadTag) {
     auto it = vol.tags.find(*ref.tag);
     if (it == vol.tags.end()) {
-      return Err(NotFoundError("tag \"" + *ref.tag + "\" of " + ref.VolumeString() + ": not found"));
+      return Err(
+          NotFoundError("tag \"" + *ref.tag + "\" of " + ref.VolumeString() + ": not found"));
     }
     pinned.digest = it->second;
     return pinned;

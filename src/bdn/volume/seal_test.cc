@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -81,8 +81,9 @@ std::vector<SealItem> ItemsOf(const std::map<std::string, std::string>& files) {
 class SealTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("bdn-seal-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("bdn-seal-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "d");
     files_ = {{"d/big", Random(5'000'000, 1)}, {"d/empty", ""}, {"d/small", "hello\n"}};

@@ -37,7 +37,8 @@ Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& ou
       if (!skip_indexes->insert(e.index).second) continue;  // read for an earlier version
     }
     std::vector<Digest> asked;  // the index blobs fetched for this file
-    auto fetch = [&](IndexPart part, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+    auto fetch = [&](IndexPart part,
+                     std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
       std::vector<IndexBlob> blobs;
       for (const Digest& id : ids) {
         if (degraded) asked.push_back(id);
@@ -68,7 +69,8 @@ Status Collect(ChunkStore& store, const Digest& version, std::vector<Digest>& ou
     }
     if (e.layout == FileLayout::kIndexed && skip_indexes) {
       // The root is already in `out`; its pieces and chunks follow.
-      out.insert(out.end(), index->blobs.begin() + (index->blobs.empty() ? 0 : 1), index->blobs.end());
+      out.insert(out.end(), index->blobs.begin() + (index->blobs.empty() ? 0 : 1),
+                 index->blobs.end());
     } else {
       out.insert(out.end(), index->blobs.begin(), index->blobs.end());
     }

@@ -20,12 +20,12 @@
 namespace bdn {
 
 // Appends to `out` the manifest `version`, the chunk index of each kIndexed file and each chunk
-// of every file, with a version-2 index's pieces (ids may repeat), reading the manifest and the chunk indexes from `store`
-// (verified) with ReadFileChunkIndex, which also checks them. Errors: NotFound "manifest b3:…:
-// not in the store" / "chunk index b3:… of file \"p\": not in the store" / "chunk index piece
-// b3:… of file \"p\": not in the store"; Corruption for a manifest, chunk index or piece that
-// does not verify or decode, or lists what its file is not (ReadFileChunkIndex's errors),
-// naming it; the store's other errors.
+// of every file, with a version-2 index's pieces (ids may repeat), reading the manifest and the
+// chunk indexes from `store` (verified) with ReadFileChunkIndex, which also checks them. Errors:
+// NotFound "manifest b3:…: not in the store" / "chunk index b3:… of file \"p\": not in the store" /
+// "chunk index piece b3:… of file \"p\": not in the store"; Corruption for a manifest, chunk index
+// or piece that does not verify or decode, or lists what its file is not (ReadFileChunkIndex's
+// errors), naming it; the store's other errors.
 Status CollectVersionBlobs(ChunkStore& store, const Digest& version, std::vector<Digest>& out);
 
 // The same, skipping the chunk indexes in `skip_indexes` (and their chunks: a chunk index names

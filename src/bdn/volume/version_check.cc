@@ -61,14 +61,15 @@ Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest)
   std::unordered_map<Digest, Listed> listed;
   for (const Entry& e : manifest->entries) {
     if (e.kind != EntryKind::kFile) continue;
-    auto fetch = [&](IndexPart part, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+    auto fetch = [&](IndexPart part,
+                     std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
       std::vector<IndexBlob> out;
       for (const Digest& id : ids) {
-        BDN_ASSIGN_OR_RETURN(auto bytes,
-                             GetRequired(store, id,
-                                         std::string(part == IndexPart::kRoot ? "chunk index "
-                                                                              : "chunk index piece ") +
-                                             id.ToString() + " of \"" + e.path + "\""));
+        BDN_ASSIGN_OR_RETURN(
+            auto bytes, GetRequired(store, id,
+                                    std::string(part == IndexPart::kRoot ? "chunk index "
+                                                                         : "chunk index piece ") +
+                                        id.ToString() + " of \"" + e.path + "\""));
         out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
       }
       return out;

@@ -78,8 +78,8 @@ const std::vector<size_t>& VersionView::Children(std::string_view dir_path) cons
   return it == children_.end() ? no_children_ : it->second;
 }
 
-std::shared_ptr<const FileChunks> VersionView::KeepChunks(size_t key,
-                                                         std::shared_ptr<const FileChunks> fc) const {
+std::shared_ptr<const FileChunks> VersionView::KeepChunks(
+    size_t key, std::shared_ptr<const FileChunks> fc) const {
   std::lock_guard lock(mu_);
   return chunks_cache_.try_emplace(key, std::move(fc)).first->second;
 }
@@ -101,24 +101,24 @@ std::shared_ptr<const FileChunks> VersionView::KnownChunks(const Entry& entry) c
 }
 
 Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& entry) const {
-  return ChunksOf(entry, [this](IndexPart part, std::span<const Digest> ids)
-                             -> Result<std::vector<IndexBlob>> {
-    std::vector<IndexBlob> out;
-    out.reserve(ids.size());
-    if (part == IndexPart::kRoot) {
-      for (const Digest& id : ids) {
-        BDN_ASSIGN_OR_RETURN(auto bytes, store_->Get(id));
-        out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
-      }
-      return out;
-    }
-    // One GetMany per batch of pieces from a store that prefers batches (a remote tier).
-    for (auto& got : ReadBlobs(*store_, ids, BatchFailure::kReadEachAlone)) {
-      if (!got) return Err(got.error());
-      out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(*got)));
-    }
-    return out;
-  });
+  return ChunksOf(
+      entry, [this](IndexPart part, std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
+        std::vector<IndexBlob> out;
+        out.reserve(ids.size());
+        if (part == IndexPart::kRoot) {
+          for (const Digest& id : ids) {
+            BDN_ASSIGN_OR_RETURN(auto bytes, store_->Get(id));
+            out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
+          }
+          return out;
+        }
+        // One GetMany per batch of pieces from a store that prefers batches (a remote tier).
+        for (auto& got : ReadBlobs(*store_, ids, BatchFailure::kReadEachAlone)) {
+          if (!got) return Err(got.error());
+          out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(*got)));
+        }
+        return out;
+      });
 }
 
 Result<std::shared_ptr<const FileChunks>> VersionView::ChunksOf(const Entry& entry,

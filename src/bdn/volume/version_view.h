@@ -51,7 +51,9 @@ class VersionView {
   // Indexes into manifest().entries of the direct children of directory `path`, in path order.
   const std::vector<size_t>& Children(std::string_view dir_path) const;
   // Entry index of `e` (which must belong to this view).
-  size_t IndexOf(const Entry& e) const { return static_cast<size_t>(&e - manifest_.entries.data()); }
+  size_t IndexOf(const Entry& e) const {
+    return static_cast<size_t>(&e - manifest_.entries.data());
+  }
 
   // Chunk list of a file entry (hardlinks resolved), read with ReadFileChunkIndex (the one
   // loader: its chunk index, and for a version-2 index its pieces, fetched with `fetch`;
@@ -91,7 +93,8 @@ class VersionView {
   std::unordered_map<std::string_view, std::vector<size_t>> children_;
   std::vector<size_t> no_children_;
   // Keeps `fc` as the list of entry `key` unless one is kept already; returns the kept one.
-  std::shared_ptr<const FileChunks> KeepChunks(size_t key, std::shared_ptr<const FileChunks> fc) const;
+  std::shared_ptr<const FileChunks> KeepChunks(size_t key,
+                                               std::shared_ptr<const FileChunks> fc) const;
   mutable std::mutex mu_;
   mutable std::unordered_map<size_t, std::shared_ptr<const FileChunks>> chunks_cache_;  // by entry
 };

@@ -62,8 +62,9 @@ class CountingStore : public ChunkStore {
 class VolumeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("bdn-volume-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("bdn-volume-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "src");
     registry_ = std::move(*SqliteRegistry::Open(dir_ / "registry.db"));
@@ -125,9 +126,9 @@ TEST_F(VolumeTest, ResolveAmbiguousPrefixNamesTheCandidates) {
   auto r = ResolveRef(*registry_, *ref);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.error().message(), "digest prefix \"abcdef012345\" of bdn:w/v is ambiguous: matches " +
-                                     Fake("abcdef0123451").ToString() + ", " +
-                                     Fake("abcdef0123452").ToString());
+  EXPECT_EQ(r.error().message(),
+            "digest prefix \"abcdef012345\" of bdn:w/v is ambiguous: matches " +
+                Fake("abcdef0123451").ToString() + ", " + Fake("abcdef0123452").ToString());
   auto one = ResolveRef(*registry_, *ParseRef("bdn:w/v@abcdef0123452"));
   ASSERT_TRUE(one.has_value());
   EXPECT_EQ(one->digest, Fake("abcdef0123452"));
@@ -169,7 +170,8 @@ TEST_F(VolumeTest, PushPullRoundTripInMemory) {
     ASSERT_TRUE(n.has_value());
     size_t want = std::min<size_t>(20, src.size() - std::min<size_t>(off, src.size()));
     ASSERT_EQ(*n, want);
-    EXPECT_EQ(std::string(buf.begin(), buf.begin() + static_cast<long>(want)), src.substr(off, want));
+    EXPECT_EQ(std::string(buf.begin(), buf.begin() + static_cast<long>(want)),
+              src.substr(off, want));
   }
 
   auto pulled = Pull(**view, dir_ / "out", PullOptions{}, nullptr);
@@ -194,7 +196,9 @@ TEST_F(VolumeTest, CorruptChunkIsReportedWithChunkAndFileAndNeverServed) {
   auto r = view->Read(*e, 0, buf);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
-  EXPECT_EQ(r.error().message().rfind("file \"w.bin\": chunk " + bad.ToString() + ": digest mismatch", 0), 0u)
+  EXPECT_EQ(
+      r.error().message().rfind("file \"w.bin\": chunk " + bad.ToString() + ": digest mismatch", 0),
+      0u)
       << r.error().message();
   auto v = VerifyVersion(*view, 2);
   ASSERT_TRUE(v.has_value());
@@ -389,8 +393,7 @@ TEST_F(VolumeTest, ResumeOverDamagedPartialFileZeroesItsHoles) {
   fs::create_directories(dir_ / "out");
   std::string partial = content.substr(0, fc->chunks[0].size_bytes) +
                         std::string(content.size() - fc->chunks[0].size_bytes, '\x5a');
-  std::ofstream(dir_ / "out" / PartialFileName("z.bin"), std::ios::binary)
-      << partial;
+  std::ofstream(dir_ / "out" / PartialFileName("z.bin"), std::ios::binary) << partial;
   auto p = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
   ASSERT_TRUE(p.has_value()) << p.error().message();
   EXPECT_TRUE(ReadFile(dir_ / "out/z.bin") == content);
@@ -447,7 +450,8 @@ TEST_F(VolumeTest, PullOfIdenticalContentWritesEveryEntry) {
 }
 
 TEST_F(VolumeTest, PartialFileNamesDifferPerNameAndFitNameMax) {
-  EXPECT_EQ(PartialFileName("a"), ".bdn-partial-" + Digest::Of(std::string_view("a")).Hex().substr(0, 32));
+  EXPECT_EQ(PartialFileName("a"),
+            ".bdn-partial-" + Digest::Of(std::string_view("a")).Hex().substr(0, 32));
   EXPECT_NE(PartialFileName("a"), PartialFileName("b"));
   EXPECT_EQ(PartialFileName(std::string(255, 'n')).size(), 13u + 32u);
 }
@@ -459,13 +463,15 @@ TEST_F(VolumeTest, PullRefusesAFileAnotherPullIsWriting) {
   ASSERT_TRUE(pushed.has_value());
   auto view = *VersionView::Open(store_, pushed->ref.digest);
   fs::create_directories(dir_ / "out");
-  int held = ::open((dir_ / "out" / PartialFileName("f")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int held =
+      ::open((dir_ / "out" / PartialFileName("f")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   ASSERT_GE(held, 0);
   ASSERT_EQ(::flock(held, LOCK_EX), 0);
   auto p = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().code(), StatusCode::kConflict);
-  EXPECT_EQ(p.error().message(), "file \"" + (dir_ / "out/f").string() + "\": another pull is writing it");
+  EXPECT_EQ(p.error().message(),
+            "file \"" + (dir_ / "out/f").string() + "\": another pull is writing it");
   ::close(held);
   auto again = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
   ASSERT_TRUE(again.has_value()) << again.error().message();
@@ -481,7 +487,9 @@ TEST_F(VolumeTest, PullPutsNothingInPlaceThatDoesNotMatchTheEntry) {
   ASSERT_TRUE(store_->Put(chunk, std::span(reinterpret_cast<const uint8_t*>(six.data()), 6)).ok());
   auto put = [&](const std::string& bytes) {
     Digest id = Digest::Of(bytes);
-    EXPECT_TRUE(store_->Put(id, std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())).ok());
+    EXPECT_TRUE(
+        store_->Put(id, std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()))
+            .ok());
     return id;
   };
   std::vector<ChunkRef> twice_as_ten = {{chunk, 10}, {chunk, 10}};
