@@ -34,6 +34,7 @@
 #include "bdn/http/server.h"
 #include "bdn/maintenance/gc.h"
 #include "bdn/objstore/object_pack_store.h"
+#include "bdn/objstore/pg_catalog.h"
 #include "bdn/origin/origin.h"
 #include "bdn/registry/key_store.h"
 #include "bdn/registry/pg_metadata.h"
@@ -575,7 +576,8 @@ struct ServerStore {
 // their spool and index under <data>/objstore. Claims are kept from `retain_since()` on.
 Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
                                     std::function<SteadyTime()> retain_since,
-                                    std::shared_ptr<MissingPackReporter> reporter) {
+                                    std::shared_ptr<MissingPackReporter> reporter,
+                                    std::shared_ptr<sql::PgPool> pool) {
   ServerStore out;
   if (args.store.empty()) {
     if (!args.s3_endpoint.empty()) {
@@ -604,6 +606,10 @@ Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
                        objstore::S3Client::Create(std::move(co)));
   objstore::ObjectPackStoreOptions o;
   o.dir = data / "objstore";
+  if (pool) {
+    // Replicas over one bucket and one database: the GC's coordination lives in the database.
+    BDN_ASSIGN_OR_RETURN(o.catalog, objstore::PgCatalog::Open(client, pool, retain_since));
+  }
   o.claims_retain_since = std::move(retain_since);
   o.on_missing_pack = [reporter](uint64_t pack, const std::vector<Digest>& blobs) {
     reporter->Report(pack, blobs);
@@ -674,7 +680,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   };
   auto missing_packs = std::make_shared<MissingPackReporter>();
   BDN_ASSIGN_OR_RETURN(ServerStore server_store,
-                       OpenServerStore(args, data, retain_since, missing_packs));
+                       OpenServerStore(args, data, retain_since, missing_packs, meta.pool));
   std::shared_ptr<ChunkStore> store = server_store.chunks;
   if (server_store.object) {
     missing_packs->Attach(registry, store, [object = server_store.object](uint64_t pack) {

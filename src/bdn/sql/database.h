@@ -5,6 +5,7 @@
 // same, and runs them in transactions whose isolation and retries the engine supplies.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,6 +129,16 @@ class Database {
   // advisory lock on a connection of its own, which the server drops when the connection ends.
   // Errors: I/O errors; Unavailable when PostgreSQL cannot be reached.
   virtual Result<LockAttempt> TryLock(std::string_view name) = 0;
+  // Waits up to `wait` for the lock named `name` (as TryLock's) in `mode` and holds it while the
+  // returned object lives: any number of kShared holders at once, or one kExclusive holder (the
+  // two lock spaces are TryLock's). PostgreSQL: a session advisory lock (shared or not) on a
+  // connection of its own, waited for under lock_timeout; SQLite: flock(2) LOCK_SH or LOCK_EX
+  // on the same file TryLock uses, polled. Errors: InvalidArgument for a bad name; Unavailable
+  // "<what> <name>: lock <name>: not granted within <wait> ms" when the wait ends first, or when
+  // PostgreSQL cannot be reached; I/O errors.
+  enum class LockMode { kShared, kExclusive };
+  virtual Result<std::unique_ptr<HeldLock>> Lock(std::string_view name, LockMode mode,
+                                                 std::chrono::milliseconds wait) = 0;
   // Problems the engine finds in its own files, one line each (SQLite: PRAGMA integrity_check;
   // PostgreSQL: none, it checks itself).
   virtual Result<std::vector<std::string>> CheckIntegrity() = 0;

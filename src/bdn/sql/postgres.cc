@@ -227,8 +227,9 @@ using PgResult = std::unique_ptr<PGresult, ResultFree>;
 
 // What an error means for the transaction that met it.
 struct Failure {
-  bool lost = false;       // the connection is gone
-  bool retryable = false;  // serialization failure or deadlock: the transaction may run again
+  bool lost = false;          // the connection is gone
+  bool retryable = false;     // serialization failure or deadlock: the transaction may run again
+  bool lock_timeout = false;  // a lock was not granted within lock_timeout
 };
 
 class PgSession : public Session {
@@ -320,6 +321,10 @@ class PgSession : public Session {
       return UnavailableError(prefix + msg);
     }
     if (code == "53100") return FailedPreconditionError(prefix + "no space left on device");
+    if (code == "55P03") {  // lock_not_available: a lock_timeout ran out
+      failure_.lock_timeout = true;
+      return UnavailableError(prefix + msg);
+    }
     if (code.starts_with("53") || code == "57014") return UnavailableError(prefix + msg);
     if (code == "25006" || code == "42501") {
       return PermissionDeniedError(prefix + "read-only (" + msg + ")");
@@ -442,6 +447,37 @@ class PgDatabase : public Database {
     if (holder && !holder->empty()) out.holder = holder->Text(0, 0);
     PQfinish(conn);
     return out;
+  }
+
+  Result<std::unique_ptr<HeldLock>> Lock(std::string_view name, LockMode mode,
+                                         std::chrono::milliseconds wait) override {
+    if (!IsValidLockName(name)) {
+      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
+    }
+    const std::string key = "bdn/" + std::string(name);
+    const std::string op = "lock " + std::string(name);
+    BDN_ASSIGN_OR_RETURN(PGconn * conn, pool_->Connect(what_, op));
+    PgSession session(*pool_, conn, what_, op);
+    // lock_timeout 0 would mean "wait for ever": at least 1 ms.
+    const std::string timeout =
+        "SET lock_timeout = " + std::to_string(std::max<int64_t>(1, wait.count()));
+    Status s = session.Command(timeout.c_str());
+    if (s.ok()) {
+      s = ToStatus(session.Query(mode == LockMode::kShared
+                                     ? "SELECT pg_advisory_lock_shared(hashtextextended(?1, 0))"
+                                     : "SELECT pg_advisory_lock(hashtextextended(?1, 0))",
+                                 {key}));
+    }
+    if (!s.ok()) {
+      const bool timed_out = session.failure().lock_timeout;
+      PQfinish(conn);
+      if (timed_out) {
+        return Err(UnavailableError(session.Prefix() + "not granted within " +
+                                    std::to_string(wait.count()) + " ms"));
+      }
+      return Err(s);
+    }
+    return std::unique_ptr<HeldLock>(std::make_unique<PgLock>(conn));
   }
 
   Result<std::vector<std::string>> CheckIntegrity() override { return std::vector<std::string>(); }

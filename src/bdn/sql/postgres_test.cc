@@ -219,6 +219,48 @@ TEST_F(PostgresTest, LocksAreExclusiveNamedAndDieWithTheirConnection) {
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(PostgresTest, SharedLocksCoexistAndKeepAnExclusiveOneWaitingUntilTheyEnd) {
+  auto a = Open();
+  auto b = Open();
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  auto da = (*a)->Use("pack catalog");
+  auto db = (*b)->Use("pack catalog");
+  using Mode = Database::LockMode;
+  auto shared_a = da->Lock("sweep", Mode::kShared, std::chrono::seconds(5));
+  ASSERT_OK(shared_a);
+  auto shared_b = db->Lock("sweep", Mode::kShared, std::chrono::seconds(5));
+  ASSERT_OK(shared_b);
+  auto exclusive = db->Lock("sweep", Mode::kExclusive, std::chrono::milliseconds(200));
+  ASSERT_FALSE(exclusive);
+  EXPECT_EQ(exclusive.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(exclusive.error().message(),
+            "pack catalog " + db->name() + ": lock sweep: not granted within 200 ms");
+  // Another name is another lock; TryLock's space is the same.
+  EXPECT_OK(db->Lock("sweep-other", Mode::kExclusive, std::chrono::milliseconds(200)));
+  auto attempt = db->TryLock("sweep");
+  ASSERT_OK(attempt);
+  EXPECT_EQ(attempt->held, nullptr);
+  // An exclusive waiter is granted once the last shared holder ends (its connection closes).
+  shared_a->reset();
+  std::atomic<bool> released{false};
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    released = true;
+    shared_b->reset();
+  });
+  auto granted = da->Lock("sweep", Mode::kExclusive, std::chrono::seconds(10));
+  EXPECT_TRUE(released.load());
+  release.join();
+  ASSERT_OK(granted);
+  auto shared_late = db->Lock("sweep", Mode::kShared, std::chrono::milliseconds(100));
+  EXPECT_EQ(shared_late.error().code(), StatusCode::kUnavailable);
+  granted->reset();
+  EXPECT_OK(db->Lock("sweep", Mode::kShared, std::chrono::milliseconds(1000)));
+  EXPECT_EQ(db->Lock("no spaces", Mode::kShared, std::chrono::seconds(1)).error().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_F(PostgresTest, TextThatIsNotUtf8IsRefusedByName) {
   auto pool = Open();
   ASSERT_OK(pool);

@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <thread>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
 
 namespace bdn::sql {
@@ -147,6 +150,32 @@ class SqliteDatabase : public Database {
     if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
     out.held = std::make_unique<FlockLock>(fd);
     return out;
+  }
+
+  Result<std::unique_ptr<HeldLock>> Lock(std::string_view name, LockMode mode,
+                                         std::chrono::milliseconds wait) override {
+    if (!IsValidLockName(name)) {
+      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
+    }
+    const std::string what = std::string(what_) + " lock";
+    fs::path path = path_.parent_path() / "locks" / (std::string(name) + ".lock");
+    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(path.parent_path(), what));
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
+    if (!fd) return Err(ErrnoError(what + " " + path.string(), errno));
+    const int op = (mode == LockMode::kShared ? LOCK_SH : LOCK_EX) | LOCK_NB;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (::flock(fd.get(), op) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        return Err(ErrnoError(what + " " + path.string(), errno));
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Err(UnavailableError(what_ + " " + name_ + ": lock " + std::string(name) +
+                                    ": not granted within " + std::to_string(wait.count()) +
+                                    " ms"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return std::unique_ptr<HeldLock>(std::make_unique<FlockLock>(fd.Release()));
   }
 
   Result<std::vector<std::string>> CheckIntegrity() override {

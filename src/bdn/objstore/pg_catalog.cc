@@ -1,0 +1,192 @@
+#include "bdn/objstore/pg_catalog.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bdn/base/hex.h"
+
+namespace bdn::objstore {
+namespace {
+
+// The schema of the component "objstore" (PgPool::Migrate: applied once, in order).
+const sql::Migration kMigrations[] = {
+    {1, "gc coordination",
+     "CREATE TABLE objstore_doom ("
+     "  store TEXT NOT NULL,"
+     "  pack BIGINT NOT NULL,"
+     "  PRIMARY KEY (store, pack));"
+     "CREATE TABLE objstore_claims ("
+     "  store TEXT NOT NULL,"
+     "  blob TEXT NOT NULL,"
+     "  claimed_at TIMESTAMPTZ NOT NULL,"
+     "  PRIMARY KEY (store, blob));"
+     "CREATE INDEX objstore_claims_by_age ON objstore_claims (store, claimed_at);"},
+};
+
+// Ids per upsert statement in RecordClaims.
+constexpr size_t kClaimsPerStatement = 500;
+
+// A database lock held for as long as the hold lives.
+class DbLockHold : public StoreHold {
+ public:
+  explicit DbLockHold(std::unique_ptr<sql::HeldLock> lock) : lock_(std::move(lock)) {}
+
+ private:
+  std::unique_ptr<sql::HeldLock> lock_;
+};
+
+// Pack ids are any 64-bit value; BIGINT holds them bit for bit.
+int64_t ToBigint(uint64_t v) {
+  int64_t out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
+}
+uint64_t FromBigint(int64_t v) {
+  uint64_t out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<PgCatalog>> PgCatalog::Open(std::shared_ptr<S3Client> client,
+                                                   std::shared_ptr<sql::PgPool> pool,
+                                                   std::function<SteadyTime()> retain_since,
+                                                   std::shared_ptr<Clock> clock) {
+  BDN_RETURN_IF_ERROR(pool->Migrate("objstore", kMigrations));
+  return std::shared_ptr<PgCatalog>(new PgCatalog(std::move(client), pool->Use("pack catalog"),
+                                                  std::move(retain_since), std::move(clock)));
+}
+
+PgCatalog::PgCatalog(std::shared_ptr<S3Client> client, std::shared_ptr<sql::Database> db,
+                     std::function<SteadyTime()> retain_since, std::shared_ptr<Clock> clock)
+    : store_(client->uri()),
+      tag_(Hex16([&] {
+        uint64_t v;
+        std::memcpy(&v, Digest::Of(client->uri()).bytes().data(), sizeof v);
+        return v;
+      }())),
+      bucket_(client, retain_since, clock),
+      db_(std::move(db)),
+      retain_since_(std::move(retain_since)),
+      clock_(clock ? std::move(clock) : Clock::Real()) {}
+
+Result<std::unique_ptr<StoreHold>> PgCatalog::BeginGc() {
+  BDN_ASSIGN_OR_RETURN(sql::LockAttempt a, db_->TryLock("objstore-gc." + tag_));
+  if (!a.held) {
+    return Err(ConflictError("chunk store " + store_ + ": another gc is running" +
+                             (a.holder.empty() ? "" : " (" + a.holder + ")")));
+  }
+  return std::unique_ptr<StoreHold>(std::make_unique<DbLockHold>(std::move(a.held)));
+}
+
+Result<std::unique_ptr<StoreHold>> PgCatalog::HoldForCommit() {
+  BDN_ASSIGN_OR_RETURN(
+      std::unique_ptr<sql::HeldLock> l,
+      db_->Lock("objstore-sweep." + tag_, sql::Database::LockMode::kShared, kSweepLockWait));
+  return std::unique_ptr<StoreHold>(std::make_unique<DbLockHold>(std::move(l)));
+}
+
+Result<std::unique_ptr<StoreHold>> PgCatalog::HoldForSweep() {
+  BDN_ASSIGN_OR_RETURN(
+      std::unique_ptr<sql::HeldLock> l,
+      db_->Lock("objstore-sweep." + tag_, sql::Database::LockMode::kExclusive, kSweepLockWait));
+  return std::unique_ptr<StoreHold>(std::make_unique<DbLockHold>(std::move(l)));
+}
+
+Status PgCatalog::PublishDoom(std::span<const uint64_t> packs) {
+  return db_->Write(
+      [&](sql::Session& s) -> Status {
+        BDN_RETURN_IF_ERROR(
+            sql::ToStatus(s.Exec("DELETE FROM objstore_doom WHERE store = ?1", {store_})));
+        for (uint64_t p : packs) {
+          BDN_RETURN_IF_ERROR(sql::ToStatus(
+              s.Exec("INSERT INTO objstore_doom (store, pack) VALUES (?1, ?2) "
+                     "ON CONFLICT (store, pack) DO NOTHING",
+                     {store_, ToBigint(p)})));
+        }
+        return Status::Ok();
+      },
+      "publish doom");
+}
+
+Status PgCatalog::ClearDoom() {
+  return db_->Write(
+      [&](sql::Session& s) {
+        return sql::ToStatus(s.Exec("DELETE FROM objstore_doom WHERE store = ?1", {store_}));
+      },
+      "clear doom");
+}
+
+Result<std::vector<uint64_t>> PgCatalog::Doom() {
+  return sql::ReadValue<std::vector<uint64_t>>(
+      *db_,
+      [&](sql::Session& s) -> Result<std::vector<uint64_t>> {
+        BDN_ASSIGN_OR_RETURN(sql::Rows rows,
+                             s.Query("SELECT pack FROM objstore_doom WHERE store = ?1", {store_}));
+        std::vector<uint64_t> out;
+        out.reserve(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) out.push_back(FromBigint(rows.Int(i, 0)));
+        return out;
+      },
+      sql::Consistency::kStatement, "doom");
+}
+
+Status PgCatalog::RecordClaims(std::span<const Digest> ids) {
+  if (ids.empty()) return Status::Ok();
+  return db_->Write(
+      [&](sql::Session& s) -> Status {
+        for (size_t at = 0; at < ids.size(); at += kClaimsPerStatement) {
+          const size_t n = std::min(kClaimsPerStatement, ids.size() - at);
+          std::string sql = "INSERT INTO objstore_claims (store, blob, claimed_at) VALUES ";
+          std::vector<sql::Param> params = {store_};
+          for (size_t i = 0; i < n; ++i) {
+            params.push_back(ids[at + i].Hex());
+            sql += (i ? ", " : "") + std::string("(?1, ?") + std::to_string(i + 2) +
+                   ", clock_timestamp())";
+          }
+          sql += " ON CONFLICT (store, blob) DO UPDATE SET claimed_at = excluded.claimed_at";
+          BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql, params)));
+        }
+        return Status::Ok();
+      },
+      "record claims");
+}
+
+std::optional<int64_t> PgCatalog::HorizonMs() const {
+  const SteadyTime now = clock_->SteadyNow();
+  const SteadyTime since = retain_since_ ? retain_since_() : now - std::chrono::minutes(10);
+  if (since == SteadyTime::min()) return std::nullopt;  // unknown: every claim counts
+  if (since >= now) return int64_t{0};
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count();
+}
+
+Result<std::vector<Digest>> PgCatalog::LiveClaims() {
+  const std::optional<int64_t> horizon = HorizonMs();
+  if (horizon) {
+    BDN_RETURN_IF_ERROR(db_->Write(
+        [&](sql::Session& s) {
+          return sql::ToStatus(s.Exec(
+              "DELETE FROM objstore_claims WHERE store = ?1 AND "
+              "claimed_at < clock_timestamp() - ?2::bigint * interval '1 millisecond'",
+              {store_, *horizon}));
+        },
+        "prune claims"));
+  }
+  return sql::ReadValue<std::vector<Digest>>(
+      *db_,
+      [&](sql::Session& s) -> Result<std::vector<Digest>> {
+        BDN_ASSIGN_OR_RETURN(sql::Rows rows,
+                             s.Query("SELECT blob FROM objstore_claims WHERE store = ?1", {store_}));
+        std::vector<Digest> out;
+        out.reserve(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+          BDN_ASSIGN_OR_RETURN(Digest d, Digest::Parse(rows.Text(i, 0)));
+          out.push_back(d);
+        }
+        return out;
+      },
+      sql::Consistency::kStatement, "live claims");
+}
+
+}  // namespace bdn::objstore

@@ -1,0 +1,74 @@
+// PgCatalog: the PackCatalog of `bdn serve` replicas that share one bucket and one PostgreSQL
+// (--store s3://… --db postgresql://…). Which packs exist stays the bucket's listing (as in
+// BucketCatalog: the uploaded objects are the record); the garbage collector's coordination,
+// which BucketCatalog keeps in one process, lives in the database, so that a collection on one
+// replica sees what writers on every replica rely on:
+//   - the run's lock (BeginGc): a session advisory lock, "objstore-gc.<store tag>";
+//   - the lock between sweeps and commits: one advisory lock, taken shared by every commit's
+//     check-to-write (HoldForCommit) and exclusive by a sweep (HoldForSweep), on any replica;
+//   - the doom: rows of objstore_doom;
+//   - writers' claims: rows of objstore_claims stamped with the database's clock (so replicas'
+//     clocks never disagree about a claim's age), kept from the caller's retain_since() on.
+// Rows carry the store's URI, so stores of several buckets may share one database. The schema is
+// the component "objstore" of PgPool::Migrate (pg_catalog.cc).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bdn/objstore/pack_catalog.h"
+#include "bdn/sql/postgres.h"
+
+namespace bdn::objstore {
+
+class PgCatalog : public PackCatalog {
+ public:
+  // Applies the objstore schema to `pool`'s database (once across replicas) and returns the
+  // catalog of `client`'s bucket and prefix. `retain_since` as BucketCatalog's (null: claims are
+  // kept 10 minutes). Errors: Unavailable when the database cannot be reached; the migration's.
+  static Result<std::shared_ptr<PgCatalog>> Open(std::shared_ptr<S3Client> client,
+                                                 std::shared_ptr<sql::PgPool> pool,
+                                                 std::function<SteadyTime()> retain_since,
+                                                 std::shared_ptr<Clock> clock = Clock::Real());
+
+  // How long a commit waits for a sweep to end (and a sweep for commits), before Unavailable.
+  static constexpr std::chrono::milliseconds kSweepLockWait{60000};
+
+  Result<std::vector<CatalogPack>> ListPacks() override { return bucket_.ListPacks(); }
+  Status AddPack(const CatalogPack& pack, std::span<const pack::BlobLocation> blobs) override {
+    return bucket_.AddPack(pack, blobs);
+  }
+  Status RemovePacks(std::span<const uint64_t> packs) override {
+    return bucket_.RemovePacks(packs);
+  }
+  // Errors: Conflict "chunk store <uri>: another gc is running (<holder>)"; Unavailable.
+  Result<std::unique_ptr<StoreHold>> BeginGc() override;
+  // Errors: Unavailable (the database, or "not granted within 60000 ms").
+  Result<std::unique_ptr<StoreHold>> HoldForCommit() override;
+  Result<std::unique_ptr<StoreHold>> HoldForSweep() override;
+  Status PublishDoom(std::span<const uint64_t> packs) override;
+  Status ClearDoom() override;
+  Result<std::vector<uint64_t>> Doom() override;
+  // One upsert per 500 ids, stamped clock_timestamp(). Errors: Unavailable.
+  Status RecordClaims(std::span<const Digest> ids) override;
+  // Also deletes the claims older than the horizon. Errors: Unavailable.
+  Result<std::vector<Digest>> LiveClaims() override;
+
+ private:
+  PgCatalog(std::shared_ptr<S3Client> client, std::shared_ptr<sql::Database> db,
+            std::function<SteadyTime()> retain_since, std::shared_ptr<Clock> clock);
+  // How old a claim may be and still count, in milliseconds (none: every claim counts).
+  std::optional<int64_t> HorizonMs() const;
+
+  const std::string store_;  // the bucket and prefix, as rows name it
+  const std::string tag_;    // 16 hex digits of the store's digest, for lock names
+  BucketCatalog bucket_;
+  const std::shared_ptr<sql::Database> db_;
+  const std::function<SteadyTime()> retain_since_;
+  const std::shared_ptr<Clock> clock_;
+};
+
+}  // namespace bdn::objstore

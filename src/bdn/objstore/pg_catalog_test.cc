@@ -1,0 +1,177 @@
+// Tests for PgCatalog against a real PostgreSQL the test starts (testing/pg_server.h): two
+// catalogs over two pools stand for two `bdn serve` replicas sharing a bucket. What one records
+// (claims, the doom, the gc run, a sweep) the other sees; two buckets in one database do not.
+// No object store is needed: the catalog lists packs through the bucket, which no test here does.
+#include "bdn/objstore/pg_catalog.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "bdn/testing/pg_server.h"
+#include "bdn/testing/status_matchers.h"
+
+namespace bdn::objstore {
+namespace {
+
+class PgCatalogTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    server_ = testutil::PgServer::Start(&why).release();
+    if (!server_) why_ = why;
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!server_) GTEST_SKIP() << "no PostgreSQL: " << why_;
+    auto admin = sql::PgPool::Open({.url = server_->Url("postgres")});
+    ASSERT_OK(admin);
+    db_name_ = "c" + std::to_string(next_++);
+    ASSERT_OK(admin.value()->Use("test")->Read(
+        [&](sql::Session& s) { return sql::ToStatus(s.Exec("CREATE DATABASE " + db_name_)); },
+        sql::Consistency::kStatement));
+  }
+
+  // A replica's catalog of s3://`bucket`/models, claims kept from `retain_since()` on.
+  std::shared_ptr<PgCatalog> Replica(const std::string& bucket = "shared",
+                                     std::function<SteadyTime()> retain_since = nullptr) {
+    S3ClientOptions o;
+    o.location.bucket = bucket;
+    o.location.prefix = "models";
+    o.location.endpoint = "http://127.0.0.1:9";  // never contacted
+    o.credentials.access_key_id = "k";
+    o.credentials.secret_access_key = "s";
+    auto client = S3Client::Create(o);
+    EXPECT_OK(client);
+    if (!client) return nullptr;
+    auto pool = sql::PgPool::Open({.url = server_->Url(db_name_)});
+    EXPECT_OK(pool);
+    if (!pool) return nullptr;
+    auto c = PgCatalog::Open(std::shared_ptr<S3Client>(std::move(*client)), *pool,
+                             std::move(retain_since));
+    EXPECT_OK(c);
+    return c ? *c : nullptr;
+  }
+
+  static testutil::PgServer* server_;
+  static std::string why_;
+  static int next_;
+  std::string db_name_;
+};
+testutil::PgServer* PgCatalogTest::server_ = nullptr;
+std::string PgCatalogTest::why_;
+int PgCatalogTest::next_ = 0;
+
+std::vector<Digest> Sorted(std::vector<Digest> v) {
+  std::sort(v.begin(), v.end(), [](const Digest& a, const Digest& b) { return a.Hex() < b.Hex(); });
+  return v;
+}
+
+TEST_F(PgCatalogTest, ClaimsRecordedOnOneReplicaAreLiveOnTheOther) {
+  auto a = Replica();
+  auto b = Replica();
+  ASSERT_TRUE(a && b);
+  std::vector<Digest> ids;
+  for (int i = 0; i < 1200; ++i) ids.push_back(Digest::Of("blob " + std::to_string(i)));
+  ASSERT_OK(a->RecordClaims(ids));
+  ASSERT_OK(b->RecordClaims(std::span(ids).first(3)));  // again: one row each
+  auto live = b->LiveClaims();
+  ASSERT_OK(live);
+  EXPECT_EQ(Sorted(*live), Sorted(ids));
+}
+
+TEST_F(PgCatalogTest, ClaimsOlderThanTheHorizonAreDropped) {
+  std::atomic<int64_t> keep_ms{3600'000};
+  auto retain = [&] { return Clock::Real()->SteadyNow() - std::chrono::milliseconds(keep_ms); };
+  auto a = Replica("shared", retain);
+  ASSERT_TRUE(a);
+  const Digest old = Digest::Of("old"), fresh = Digest::Of("fresh");
+  ASSERT_OK(a->RecordClaims(std::span(&old, 1)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_OK(a->RecordClaims(std::span(&fresh, 1)));
+  auto both = a->LiveClaims();
+  ASSERT_OK(both);
+  EXPECT_EQ(both->size(), 2u);
+  keep_ms = 750;  // the first claim is 1.5 s older than the second: it falls out
+  auto one = a->LiveClaims();
+  ASSERT_OK(one);
+  EXPECT_EQ(*one, std::vector<Digest>{fresh});
+}
+
+TEST_F(PgCatalogTest, TheDoomIsSharedPerBucketAndKeepsEveryBitOfAPackId) {
+  auto a = Replica();
+  auto b = Replica();
+  auto other = Replica("other-bucket");
+  ASSERT_TRUE(a && b && other);
+  const std::vector<uint64_t> doom = {1, 0xfedcba9876543210ull, 0xffffffffffffffffull};
+  ASSERT_OK(a->PublishDoom(doom));
+  auto seen = b->Doom();
+  ASSERT_OK(seen);
+  std::sort(seen->begin(), seen->end());
+  EXPECT_EQ(*seen, doom);
+  auto none = other->Doom();
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
+  ASSERT_OK(b->PublishDoom(std::vector<uint64_t>{7}));  // replaces the doom
+  EXPECT_EQ(a->Doom().value(), std::vector<uint64_t>{7});
+  ASSERT_OK(a->ClearDoom());
+  EXPECT_TRUE(b->Doom().value().empty());
+}
+
+TEST_F(PgCatalogTest, OneGcRunAtATimeAcrossReplicas) {
+  auto a = Replica();
+  auto b = Replica();
+  auto other = Replica("other-bucket");
+  ASSERT_TRUE(a && b && other);
+  auto run = a->BeginGc();
+  ASSERT_OK(run);
+  auto second = b->BeginGc();
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code(), StatusCode::kConflict);
+  EXPECT_TRUE(second.error().message().starts_with(
+      "chunk store s3://shared/models: another gc is running (bdn pid "))
+      << second.error().message();
+  EXPECT_OK(other->BeginGc());  // another bucket: another lock
+  run->reset();
+  EXPECT_OK(b->BeginGc());
+}
+
+TEST_F(PgCatalogTest, ASweepWaitsForCommitsOnEveryReplica) {
+  auto a = Replica();
+  auto b = Replica();
+  ASSERT_TRUE(a && b);
+  auto commit_a = a->HoldForCommit();
+  auto commit_b = b->HoldForCommit();  // commits do not exclude each other
+  ASSERT_OK(commit_a);
+  ASSERT_OK(commit_b);
+  std::atomic<bool> commits_done{false};
+  std::thread finish([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    commit_a->reset();
+    commits_done = true;
+    commit_b->reset();
+  });
+  auto sweep = a->HoldForSweep();
+  EXPECT_TRUE(commits_done.load());
+  finish.join();
+  ASSERT_OK(sweep);
+  // And a commit waits for the sweep: granted once it ends.
+  std::atomic<bool> sweep_done{false};
+  std::thread end_sweep([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    sweep_done = true;
+    sweep->reset();
+  });
+  auto late = b->HoldForCommit();
+  EXPECT_TRUE(sweep_done.load());
+  end_sweep.join();
+  EXPECT_OK(late);
+}
+
+}  // namespace
+}  // namespace bdn::objstore
