@@ -100,10 +100,10 @@ Status PgCatalog::PublishDoom(std::span<const uint64_t> packs) {
         BDN_RETURN_IF_ERROR(
             sql::ToStatus(s.Exec("DELETE FROM objstore_doom WHERE store = ?1", {store_})));
         for (uint64_t p : packs) {
-          BDN_RETURN_IF_ERROR(sql::ToStatus(
-              s.Exec("INSERT INTO objstore_doom (store, pack) VALUES (?1, ?2) "
-                     "ON CONFLICT (store, pack) DO NOTHING",
-                     {store_, ToBigint(p)})));
+          BDN_RETURN_IF_ERROR(
+              sql::ToStatus(s.Exec("INSERT INTO objstore_doom (store, pack) VALUES (?1, ?2) "
+                                   "ON CONFLICT (store, pack) DO NOTHING",
+                                   {store_, ToBigint(p)})));
         }
         return Status::Ok();
       },
@@ -166,18 +166,18 @@ Result<std::vector<Digest>> PgCatalog::LiveClaims() {
   if (horizon) {
     BDN_RETURN_IF_ERROR(db_->Write(
         [&](sql::Session& s) {
-          return sql::ToStatus(s.Exec(
-              "DELETE FROM objstore_claims WHERE store = ?1 AND "
-              "claimed_at < clock_timestamp() - ?2::bigint * interval '1 millisecond'",
-              {store_, *horizon}));
+          return sql::ToStatus(
+              s.Exec("DELETE FROM objstore_claims WHERE store = ?1 AND "
+                     "claimed_at < clock_timestamp() - ?2::bigint * interval '1 millisecond'",
+                     {store_, *horizon}));
         },
         "prune claims"));
   }
   return sql::ReadValue<std::vector<Digest>>(
       *db_,
       [&](sql::Session& s) -> Result<std::vector<Digest>> {
-        BDN_ASSIGN_OR_RETURN(sql::Rows rows,
-                             s.Query("SELECT blob FROM objstore_claims WHERE store = ?1", {store_}));
+        BDN_ASSIGN_OR_RETURN(
+            sql::Rows rows, s.Query("SELECT blob FROM objstore_claims WHERE store = ?1", {store_}));
         std::vector<Digest> out;
         out.reserve(rows.size());
         for (size_t i = 0; i < rows.size(); ++i) {

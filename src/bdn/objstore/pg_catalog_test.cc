@@ -1,4 +1,4 @@
-// Tests for PgCatalog against a real PostgreSQL the test starts (testing/pg_server.h): two
+// Tests for PgCatalog against a real PostgreSQL the test starts (sql/pg_test_util.h): two
 // catalogs over two pools stand for two `bdn serve` replicas sharing a bucket. What one records
 // (claims, the doom, the gc run, a sweep) the other sees; two buckets in one database do not.
 // No object store is needed: the catalog lists packs through the bucket, which no test here does.
@@ -10,7 +10,7 @@
 #include <atomic>
 #include <thread>
 
-#include "bdn/testing/pg_server.h"
+#include "bdn/sql/pg_test_util.h"
 #include "bdn/testing/status_matchers.h"
 
 namespace bdn::objstore {
@@ -18,23 +18,10 @@ namespace {
 
 class PgCatalogTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    std::string why;
-    server_ = testutil::PgServer::Start(&why).release();
-    if (!server_) why_ = why;
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    if (!server_) GTEST_SKIP() << "no PostgreSQL: " << why_;
-    auto admin = sql::PgPool::Open({.url = server_->Url("postgres")});
-    ASSERT_OK(admin);
-    db_name_ = "c" + std::to_string(next_++);
-    ASSERT_OK(admin.value()->Use("test")->Read(
-        [&](sql::Session& s) { return sql::ToStatus(s.Exec("CREATE DATABASE " + db_name_)); },
-        sql::Consistency::kStatement));
+    std::string why;
+    url_ = testutil::SharedPgServer::Get().NewDatabase(&why);
+    if (url_.empty()) GTEST_SKIP() << "no PostgreSQL: " << why;
   }
 
   // A replica's catalog of s3://`bucket`/models, claims kept from `retain_since()` on.
@@ -49,7 +36,7 @@ class PgCatalogTest : public ::testing::Test {
     auto client = S3Client::Create(o);
     EXPECT_OK(client);
     if (!client) return nullptr;
-    auto pool = sql::PgPool::Open({.url = server_->Url(db_name_)});
+    auto pool = sql::PgPool::Open({.url = url_});
     EXPECT_OK(pool);
     if (!pool) return nullptr;
     auto c = PgCatalog::Open(std::shared_ptr<S3Client>(std::move(*client)), *pool,
@@ -58,14 +45,8 @@ class PgCatalogTest : public ::testing::Test {
     return c ? *c : nullptr;
   }
 
-  static testutil::PgServer* server_;
-  static std::string why_;
-  static int next_;
-  std::string db_name_;
+  std::string url_;  // a schema of this test's own
 };
-testutil::PgServer* PgCatalogTest::server_ = nullptr;
-std::string PgCatalogTest::why_;
-int PgCatalogTest::next_ = 0;
 
 std::vector<Digest> Sorted(std::vector<Digest> v) {
   std::sort(v.begin(), v.end(), [](const Digest& a, const Digest& b) { return a.Hex() < b.Hex(); });

@@ -23,4 +23,9 @@ bool IsValidLockName(std::string_view name) {
   return true;
 }
 
+Status CheckLockName(std::string_view name) {
+  if (IsValidLockName(name)) return Status::Ok();
+  return InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name");
+}
+
 }  // namespace bdn::sql

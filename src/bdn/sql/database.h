@@ -187,5 +187,7 @@ Status ToStatus(const Result<T>& r) {
 
 // Whether `name` may name a lock (TryLock): 1 to 200 characters of A-Z a-z 0-9 . _ ~ -.
 bool IsValidLockName(std::string_view name);
+// OK when IsValidLockName(name), else InvalidArgument "lock \"<name>\": not a valid name".
+Status CheckLockName(std::string_view name);
 
 }  // namespace bdn::sql

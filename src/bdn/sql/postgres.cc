@@ -422,12 +422,8 @@ class PgDatabase : public Database {
   }
 
   Result<LockAttempt> TryLock(std::string_view name) override {
-    if (!IsValidLockName(name)) {
-      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
-    }
-    const std::string key = "bdn/" + std::string(name);
-    const std::string op = "lock " + std::string(name);
-    BDN_ASSIGN_OR_RETURN(PGconn * conn, pool_->Connect(what_, op));
+    std::string key, op;
+    BDN_ASSIGN_OR_RETURN(PGconn * conn, ConnectForLock(name, &key, &op));
     PgSession session(*pool_, conn, what_, op);
     auto taken = session.Query("SELECT pg_try_advisory_lock(hashtextextended(?1, 0))", {key});
     if (!taken) {
@@ -451,12 +447,8 @@ class PgDatabase : public Database {
 
   Result<std::unique_ptr<HeldLock>> Lock(std::string_view name, LockMode mode,
                                          std::chrono::milliseconds wait) override {
-    if (!IsValidLockName(name)) {
-      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
-    }
-    const std::string key = "bdn/" + std::string(name);
-    const std::string op = "lock " + std::string(name);
-    BDN_ASSIGN_OR_RETURN(PGconn * conn, pool_->Connect(what_, op));
+    std::string key, op;
+    BDN_ASSIGN_OR_RETURN(PGconn * conn, ConnectForLock(name, &key, &op));
     PgSession session(*pool_, conn, what_, op);
     // lock_timeout 0 would mean "wait for ever": at least 1 ms.
     const std::string timeout =
@@ -483,6 +475,15 @@ class PgDatabase : public Database {
   Result<std::vector<std::string>> CheckIntegrity() override { return std::vector<std::string>(); }
 
  private:
+  // A connection of its own for the session advisory lock `name`, which lives as long as it
+  // does; sets the lock's `key` (hashed by the server) and the `op` messages name.
+  Result<PGconn*> ConnectForLock(std::string_view name, std::string* key, std::string* op) {
+    BDN_RETURN_IF_ERROR(CheckLockName(name));
+    *key = "bdn/" + std::string(name);
+    *op = "lock " + std::string(name);
+    return pool_->Connect(what_, *op);
+  }
+
   std::shared_ptr<PgPool::Impl> pool_;
   const std::string what_;
 };

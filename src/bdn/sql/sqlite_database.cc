@@ -128,9 +128,7 @@ class SqliteDatabase : public Database {
   }
 
   Result<LockAttempt> TryLock(std::string_view name) override {
-    if (!IsValidLockName(name)) {
-      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
-    }
+    BDN_RETURN_IF_ERROR(CheckLockName(name));
     const std::string what = std::string(what_) + " lock";
     fs::path path = path_.parent_path() / "locks" / (std::string(name) + ".lock");
     BDN_RETURN_IF_ERROR(CreatePrivateDirectory(path.parent_path(), what));
@@ -154,9 +152,7 @@ class SqliteDatabase : public Database {
 
   Result<std::unique_ptr<HeldLock>> Lock(std::string_view name, LockMode mode,
                                          std::chrono::milliseconds wait) override {
-    if (!IsValidLockName(name)) {
-      return Err(InvalidArgumentError("lock \"" + std::string(name) + "\": not a valid name"));
-    }
+    BDN_RETURN_IF_ERROR(CheckLockName(name));
     const std::string what = std::string(what_) + " lock";
     fs::path path = path_.parent_path() / "locks" / (std::string(name) + ".lock");
     BDN_RETURN_IF_ERROR(CreatePrivateDirectory(path.parent_path(), what));
