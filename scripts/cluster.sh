@@ -3,7 +3,8 @@
 # with free ports:
 #   PostgreSQL (Debian's, initdb'd here)      the registry, keys and push claims (--db)
 #   s3rver (tests/npm, pinned)                the packs (--store s3://bdn/cluster)
-#   two `bdn serve` origins over both         stateless replicas
+#   two `bdn serve` origins over both         stateless replicas (periodic GC off: README,
+#                                             "Scaled out", says why)
 #   HAProxy (Debian's), round robin           the one address clients use
 #   one `bdn cache serve` node                a cache tier in front of HAProxy
 #
@@ -118,7 +119,7 @@ EOF
     port=$p1; [ "$n" = 2 ] && port=$p2
     [ -f "$DIR/logs/origin$n.log" ] && mv "$DIR/logs/origin$n.log" "$DIR/logs/origin$n.log.prev"
     "$BDN" serve --listen "127.0.0.1:$port" --data "$DIR/origin$n" --db "$db" \
-      --store "s3://$BUCKET/$PREFIX" --s3-endpoint "$s3" --s3-region us-east-1 \
+      --store "s3://$BUCKET/$PREFIX" --s3-endpoint "$s3" --s3-region us-east-1 --gc-interval 0s \
       </dev/null >>"$DIR/logs/origin$n.log" 2>&1 &
     echo $! >"$DIR/pids/origin$n.pid"
   done
