@@ -524,6 +524,7 @@ void ObjectPackStore::ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full
   std::lock_guard l(spool_mu_);
   p->in_use = false;
   p->last_write = options_.clock->SteadyNow();
+  last_append_ = p->last_write;
   if (full && p->state == SpoolPack::State::kOpen) {
     Status s = SealLocked(*p);
     if (s.ok()) {
@@ -696,9 +697,14 @@ void ObjectPackStore::IdleSealLoop() {
     const SteadyTime now = options_.clock->SteadyNow();
     SteadyTime next = now + idle;
     bool queued = false;
-    // Open packs no writer holds and none has touched for `idle`: sealed and queued as at Sync
-    // (a pack Sync is retiring is left to Sync).
-    for (auto it = open_.begin(); it != open_.end();) {
+    // Once no writer has appended to any open pack for `idle` (while writes go on, packs fill up
+    // to pack_target_bytes, or the commit's Sync seals them): the open packs no writer holds are
+    // sealed and queued as at Sync (a pack Sync is retiring is left to Sync).
+    const bool store_idle =
+        now - last_append_ >= idle &&
+        std::none_of(open_.begin(), open_.end(), [](const auto& p) { return p->in_use; });
+    if (!store_idle) next = std::min(next, std::max(now, last_append_) + idle);
+    for (auto it = open_.begin(); store_idle && it != open_.end();) {
       auto p = *it;
       if (p->in_use || p->retiring || p->state != SpoolPack::State::kOpen ||
           p->writer->blobs().empty()) {
