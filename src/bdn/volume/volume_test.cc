@@ -83,13 +83,17 @@ class VolumeTest : public ::testing::Test {
     for (auto& c : s) c = static_cast<char>(rng());
     return s;
   }
-  Result<PushResult> PushSrc(const std::string& volume, std::vector<std::string> tags = {}) {
+  // A push of src/ to bdn:test/<volume>.
+  PushOptions SrcOptions(const std::string& volume, std::vector<std::string> tags = {}) {
     PushOptions o;
     o.dir = dir_ / "src";
     o.ns = "test";
     o.volume = volume;
     o.tags = std::move(tags);
-    return Push(o, *store_, *registry_, nullptr);
+    return o;
+  }
+  Result<PushResult> PushSrc(const std::string& volume, std::vector<std::string> tags = {}) {
+    return Push(SrcOptions(volume, std::move(tags)), *store_, *registry_, nullptr);
   }
   Digest Fake(const std::string& hex_prefix) {
     std::string hex = hex_prefix + std::string(64 - hex_prefix.size(), '0');
@@ -268,10 +272,7 @@ TEST_F(VolumeTest, ACommitRefusedAsNotStoredIsFollowedByStoringWhatIsMissingAndC
   auto store = std::make_shared<ForgetfulReplica>();
   std::shared_ptr<Registry> inner = std::move(registry_);
   CommitCheckingRegistry checked(inner, store);
-  PushOptions o;
-  o.dir = dir_ / "src";
-  o.ns = "test";
-  o.volume = "v";
+  PushOptions o = SrcOptions("v");
   auto r = Push(o, *store, checked, nullptr);
   ASSERT_TRUE(r.has_value()) << r.error().message();
   EXPECT_GT(r->chunks_uploaded, 0u);  // all of them, in the second round
