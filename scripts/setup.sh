@@ -10,6 +10,7 @@ pkgs=(build-essential cmake pkg-config git
       b3sum casync python3 attr
       wrk  # bench/http_load.sh
       awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it
+      haproxy  # scripts/cluster.sh and ha_origins_test.sh: the load balancer before the origins
       clang-16 libclang-rt-16-dev llvm-16 ccache  # scripts/fuzz.sh: libFuzzer, symbolizer
       clang-format-16)  # scripts/format.sh; scripts/test.sh checks the tree with it
 missing=()

@@ -687,6 +687,9 @@ Status Serve(const ServeArgs& args, const std::string& home) {
       return object->PackUri(pack);
     });
     ExportObjectStoreMetrics(server.metrics(), server_store.object);
+    // Replicas sharing the bucket: a push's chunks may have gone to another replica, whose idle
+    // spool pack is uploaded within ObjectPackStoreOptions::idle_seal; a commit waits that out.
+    options.commit_wait = std::chrono::milliseconds(3000);
   }
 
   options.claim_ttl = *ttl;

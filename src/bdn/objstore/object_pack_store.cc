@@ -74,6 +74,8 @@ struct ObjectPackStore::SpoolPack {
   uint64_t bytes = 0;                      // once sealed: the file's size
   bool in_use = false;                     // held by a writer
   bool retiring = false;                   // Sync takes it: no new writer
+  SteadyTime last_write{};                 // while open: when a writer last let go of it
+  SteadyTime failed_at{};                  // kFailed: when
   State state = State::kOpen;
   Status error;  // kFailed: why
 };
@@ -140,6 +142,7 @@ Status ObjectPackStore::Init() {
   for (int i = 0; i < std::max(1, options_.uploads_in_flight); ++i) {
     uploaders_.emplace_back([this] { UploadLoop(); });
   }
+  if (options_.idle_seal.count() > 0) idle_sealer_ = std::thread([this] { IdleSealLoop(); });
   return Status::Ok();
 }
 
@@ -159,6 +162,7 @@ ObjectPackStore::~ObjectPackStore() {
   }
   spool_cv_.notify_all();
   for (auto& t : uploaders_) t.join();
+  if (idle_sealer_.joinable()) idle_sealer_.join();
 }
 
 std::string ObjectPackStore::PackUri(uint64_t pack) const { return client_->UriOf(PackKey(pack)); }
@@ -519,6 +523,8 @@ Status ObjectPackStore::SealLocked(SpoolPack& p) {
 void ObjectPackStore::ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full) {
   std::lock_guard l(spool_mu_);
   p->in_use = false;
+  p->last_write = options_.clock->SteadyNow();
+  last_append_ = p->last_write;
   if (full && p->state == SpoolPack::State::kOpen) {
     Status s = SealLocked(*p);
     if (s.ok()) {
@@ -666,6 +672,7 @@ void ObjectPackStore::UploadLoop() {
         p->state = SpoolPack::State::kUploaded;
       } else {
         p->state = SpoolPack::State::kFailed;
+        p->failed_at = options_.clock->SteadyNow();
         p->error = s;
         failed_.push_back(p);
         ++counters_.upload_failures;
@@ -680,6 +687,61 @@ void ObjectPackStore::UploadLoop() {
         log::Warn("object store: index tables not written: " + published.message());
       }
     }
+  }
+}
+
+void ObjectPackStore::IdleSealLoop() {
+  const auto idle = options_.idle_seal;
+  std::unique_lock l(spool_mu_);
+  while (!stopping_) {
+    const SteadyTime now = options_.clock->SteadyNow();
+    SteadyTime next = now + idle;
+    bool queued = false;
+    // Once no writer has appended to any open pack for `idle` (while writes go on, packs fill up
+    // to pack_target_bytes, or the commit's Sync seals them): the open packs no writer holds are
+    // sealed and queued as at Sync (a pack Sync is retiring is left to Sync).
+    const bool store_idle =
+        now - last_append_ >= idle &&
+        std::none_of(open_.begin(), open_.end(), [](const auto& p) { return p->in_use; });
+    if (!store_idle) next = std::min(next, std::max(now, last_append_) + idle);
+    for (auto it = open_.begin(); store_idle && it != open_.end();) {
+      auto p = *it;
+      if (p->in_use || p->retiring || p->state != SpoolPack::State::kOpen ||
+          p->writer->blobs().empty()) {
+        ++it;
+        continue;
+      }
+      if (now - p->last_write < idle) {
+        next = std::min(next, p->last_write + idle);
+        ++it;
+        continue;
+      }
+      if (Status s = SealLocked(*p); !s.ok()) {
+        // Left open: the next Sync seals it or reports the error.
+        log::Warn("object store: sealing an idle spool pack: " + s.message());
+        p->last_write = now;
+        ++it;
+        continue;
+      }
+      it = open_.erase(it);
+      queue_.push_back(p);
+      queued = true;
+    }
+    // Uploads that failed are tried again after `idle` (Sync also retries them at once).
+    for (auto it = failed_.begin(); it != failed_.end();) {
+      auto p = *it;
+      if (now - p->failed_at < idle) {
+        next = std::min(next, p->failed_at + idle);
+        ++it;
+        continue;
+      }
+      p->state = SpoolPack::State::kSealed;
+      queue_.push_back(p);
+      it = failed_.erase(it);
+      queued = true;
+    }
+    if (queued) spool_cv_.notify_all();
+    options_.clock->WaitUntil(spool_cv_, l, next, [&] { return stopping_; });
   }
 }
 

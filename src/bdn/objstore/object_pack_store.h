@@ -44,6 +44,11 @@ struct ObjectPackStoreOptions {
   // A pack is sealed and uploaded once it holds this many bytes (64 MiB: 16 objects per GiB).
   uint64_t pack_target_bytes = uint64_t{64} << 20;
   int max_open_packs = 4;
+  // Once no writer has appended to any open pack for this long, the open packs are sealed and
+  // uploaded without waiting for a Sync, so that a commit on another replica sharing the bucket
+  // finds their blobs (0: only at pack_target_bytes or Sync). While writes go on, packs fill up
+  // as before (no small objects). A pack whose upload failed is tried again after this long too.
+  std::chrono::milliseconds idle_seal{500};
   int uploads_in_flight = 4;
   // A pack larger than this is uploaded in parts of part_bytes, parts_in_flight at once.
   uint64_t multipart_bytes = uint64_t{128} << 20;
@@ -206,6 +211,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Result<std::shared_ptr<SpoolPack>> CreateSpoolPack();
   Status SealLocked(SpoolPack& p);
   void UploadLoop();
+  // Seals open packs idle for options_.idle_seal and queues them, and queues failed uploads
+  // again, until the store stops.
+  void IdleSealLoop();
   Status Upload(SpoolPack& p);
   Status RecoverSpool();
 
@@ -254,6 +262,8 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   std::vector<std::shared_ptr<SpoolPack>> failed_;     // sealed, upload failed: retried at Sync
   bool stopping_ = false;
   std::vector<std::thread> uploaders_;
+  std::thread idle_sealer_;
+  SteadyTime last_append_{};   // when a writer last let go of an open pack
   std::mutex sync_mu_;         // one Sync at a time
   std::mutex index_write_mu_;  // one PublishIndex or CompactIndex at a time
 

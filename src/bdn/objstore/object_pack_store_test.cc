@@ -53,6 +53,7 @@ ObjectPackStoreOptions SmallPacks(const fs::path& dir) {
   o.codec.min_saving = 1;  // raw: record sizes are the data sizes
   o.pack_target_bytes = 256 << 10;
   o.min_refresh_interval = std::chrono::milliseconds(0);
+  o.idle_seal = std::chrono::milliseconds(0);  // packs go up at pack_target_bytes or Sync only
   return o;
 }
 
@@ -189,6 +190,39 @@ TEST_F(ObjectPackStoreTest, NothingIsVisibleToAnotherReplicaBeforeSyncAndAllOfIt
   // b looks at the bucket again on its miss and finds the new pack.
   for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
   EXPECT_GE(b->stats().refreshes, 1u);
+}
+
+TEST_F(ObjectPackStoreTest, AnIdleOpenPackIsUploadedWithoutASyncAndAnotherReplicaFindsIt) {
+  auto clock = std::make_shared<::bdn::testutil::FakeClock>();
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.idle_seal = std::chrono::milliseconds(500);
+  o.clock = clock;
+  auto a = OpenStore(ClientFor(server_), o);
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(a && b);
+  auto blobs = PutBlobs(*a, 5, 10000, 7);  // under one pack
+  clock->Advance(std::chrono::milliseconds(400));
+  EXPECT_TRUE(PackKeys().empty());  // not idle long enough yet
+  EXPECT_EQ(0u, a->stats().packs_uploaded);
+  clock->Advance(std::chrono::milliseconds(200));
+  // The sealer uploads it on its own thread: waited for in real time, bounded.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (a->stats().packs_uploaded == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(1u, a->stats().packs_uploaded);
+  EXPECT_EQ(1u, PackKeys().size());
+  std::vector<Digest> ids;
+  for (const auto& [id, data] : blobs) ids.push_back(id);
+  auto sizes = b->Sizes(ids);  // a miss looks at the bucket again
+  ASSERT_OK(sizes);
+  for (const auto& size : *sizes) EXPECT_EQ(size, std::optional<uint64_t>(10000));
+  for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
+  // Blobs written afterwards go to a new pack; Sync still uploads everything at once.
+  auto more = PutBlobs(*a, 2, 10000, 70);
+  ASSERT_OK(a->Sync());
+  EXPECT_EQ(2u, PackKeys().size());
+  for (const auto& [id, data] : more) EXPECT_EQ(*b->Get(id), data);
 }
 
 TEST_F(ObjectPackStoreTest, NeighbouringBlobsOfAPackAreReadWithOneGet) {

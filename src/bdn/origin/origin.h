@@ -62,6 +62,13 @@ struct OriginOptions {
   // Bound of the version blob sets kept for scoped reads, in ids (32 bytes each): 256 MiB.
   size_t version_blobs_max_ids = 8u << 20;
   NamespaceIndexOptions namespace_index;
+  // A commit whose blobs are not all stored checks again, every commit_recheck_pause, for this
+  // long before it answers 412 "… is not stored": with replicas sharing an object store, the
+  // chunks of one push may have been accepted by another replica that is still uploading the
+  // pack holding them (each check looks at the store's pack catalog again). 0: answer at once
+  // (one server: nothing it has not stored will appear by itself).
+  std::chrono::milliseconds commit_wait{0};
+  std::chrono::milliseconds commit_recheck_pause{250};
 };
 
 // The body limit of an endpoint taking {"ids": [...]} of at most `max_ids` ids: 128 bytes per

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -99,7 +100,8 @@ class OriginTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServer(AuthMode::kRequired); }
 
-  void StartServer(AuthMode mode, http::ServerOptions server_options = {}) {
+  void StartServer(AuthMode mode, http::ServerOptions server_options = {},
+                   std::function<void(OriginOptions&)> tweak = nullptr) {
     char tmpl[] = "/tmp/bdn-origin-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
     auto store = LocalChunkStore::Open(dir_ / "store", LocalChunkStore::Durability::kNone);
@@ -120,6 +122,7 @@ class OriginTest : public ::testing::Test {
     options.clock = clock_;  // claims expire only when a test moves it
     // Namespace views refreshed at every question, so a commit is seen by the next request.
     options.namespace_index.refresh_interval = std::chrono::milliseconds(0);
+    if (tweak) tweak(options);
     registry_ = std::move(*registry);
     origin_ = std::make_unique<Origin>(options, store_, registry_, keys_);
     server_options.listen = "127.0.0.1:0";
@@ -423,6 +426,43 @@ TEST_F(OriginTest, BatchDownloadFraming) {
   json too_many = {{"ids", json::array()}};
   for (int i = 0; i < 1025; ++i) too_many["ids"].push_back(missing.Hex());
   EXPECT_EQ(Call("POST", "/v1/chunks/batch", admin_, too_many.dump())->status, 400);
+}
+
+TEST_F(OriginTest, ACommitMissingBlobsChecksAgainForCommitWaitBeforeAnswering412) {
+  TearDown();
+  StartServer(AuthMode::kRequired, {}, [](OriginOptions& o) {
+    o.commit_wait = std::chrono::milliseconds(3000);
+    o.commit_recheck_pause = std::chrono::milliseconds(250);
+  });
+  SealResult seal = Seal(2);
+  Digest held_back;
+  for (const auto& [id, bytes] : sealed_->blobs) {
+    if (id != seal.digest && bytes.size() > 1000 && held_back == Digest()) {
+      held_back = id;
+      continue;
+    }
+    Upload(bytes);
+  }
+  ASSERT_NE(held_back, Digest());
+  const std::string path = "/v1/volumes/weights/model/commit";
+  const std::string commit = json{{"digest", seal.digest.Hex()}}.dump();
+  const int sleeps_before = clock_->sleeps();
+  auto r = Call("POST", path, admin_, commit);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 412);
+  EXPECT_EQ(Body(r)["error"]["message"], "version " + seal.digest.ToString() + ": chunk " +
+                                             held_back.ToString() + " is not stored");
+  // Checked again every 250 ms for 3 s (the fake clock's sleeps), then refused.
+  const auto slept = clock_->sleep_durations();
+  std::chrono::nanoseconds waited{0};
+  for (size_t i = static_cast<size_t>(sleeps_before); i < slept.size(); ++i) waited += slept[i];
+  EXPECT_EQ(clock_->sleeps() - sleeps_before, 12);
+  EXPECT_EQ(waited, std::chrono::milliseconds(3000));
+  // Once the blob is stored, the commit passes without waiting.
+  Upload(sealed_->blobs[held_back]);
+  r = Call("POST", path, admin_, commit);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(clock_->sleeps() - sleeps_before, 12);
 }
 
 TEST_F(OriginTest, CommitRefusedUntilEveryBlobIsStored) {

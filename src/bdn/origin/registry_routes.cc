@@ -245,7 +245,19 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   // blob's digest is not enough to make another namespace's blob one's own (NamespaceView).
   std::shared_ptr<ChunkStore> seen = PushStore(key, Freshness::kNow);
   BDN_ASSIGN_OR_RETURN(auto hold, store_->HoldForCommit());
-  BDN_ASSIGN_OR_RETURN(c.stats, CheckVersionStored(*seen, c.digest));
+  // Blobs another replica accepted may still be on their way into the shared store: asked again
+  // for up to commit_wait (the store looks at its catalog again on each miss).
+  const std::shared_ptr<Clock>& clock = options_.clock ? options_.clock : Clock::Real();
+  const SteadyTime deadline = clock->SteadyNow() + options_.commit_wait;
+  Result<VersionStats> stats = CheckVersionStored(*seen, c.digest);
+  while (!stats && IsNotStoredError(stats.error())) {
+    const SteadyTime now = clock->SteadyNow();
+    if (now >= deadline) break;
+    clock->SleepFor(std::min<SteadyTime::duration>(options_.commit_recheck_pause, deadline - now));
+    stats = CheckVersionStored(*seen, c.digest);
+  }
+  if (!stats) return stats.error();
+  c.stats = *stats;
   BDN_RETURN_IF_ERROR(store_->Sync());
   BDN_ASSIGN_OR_RETURN(CommitResult r, registry_->Commit(c));
   Reply(res, api::CommitResultToJson(r));

@@ -14,9 +14,11 @@
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
+#include "bdn/base/log.h"
 #include "bdn/base/text.h"  // IsValidUtf8
 #include "bdn/base/thread_pool.h"
 #include "bdn/format/chunk_index.h"
+#include "bdn/volume/version_check.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -678,7 +680,28 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
   req.source_uri = options.source_uri;
   req.tags = options.tags;
   req.expected_sequence = options.expected_sequence;
-  BDN_ASSIGN_OR_RETURN(CommitResult commit, registry.Commit(req));
+  Result<CommitResult> committed = registry.Commit(req);
+  // Replicas behind one address: a replica that accepted some of the chunks may have died
+  // before they were durable, so the commit is refused as "not stored". Sealing again stores
+  // exactly what the store now reports missing (the rest is found and skipped), then commits.
+  for (int round = 0;
+       !committed && IsNotStoredError(committed.error()) && round < options.max_commit_rounds;
+       ++round) {
+    log::Warn("push: " + committed.error().message() + "; storing what is missing again");
+    BDN_ASSIGN_OR_RETURN(SealResult again,
+                         SealDirectory(options.dir, options.seal, store, counters));
+    BDN_RETURN_IF_ERROR(store.Sync());
+    seal.digest = again.digest;
+    seal.stats = again.stats;
+    seal.chunks_uploaded += again.chunks_uploaded;
+    seal.bytes_uploaded += again.bytes_uploaded;
+    seal.metadata_bytes_uploaded += again.metadata_bytes_uploaded;
+    req.digest = again.digest;
+    req.stats = again.stats;
+    committed = registry.Commit(req);
+  }
+  if (!committed) return Err(committed.error());
+  const CommitResult& commit = *committed;
   PushResult out;
   out.ref = {options.ns, options.volume, seal.digest};
   out.sequence = commit.sequence;

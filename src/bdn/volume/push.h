@@ -142,6 +142,10 @@ struct PushOptions {
   std::string source_uri;
   std::optional<int64_t> expected_sequence;
   SealOptions seal;
+  // A commit refused as "… is not stored" (IsNotStoredError: a replica that accepted chunks died
+  // before they were durable) is followed by this many rounds of sealing again (storing what is
+  // missing) and committing again.
+  int max_commit_rounds = 3;
 };
 
 struct PushResult {
@@ -159,6 +163,7 @@ struct PushResult {
 
 // Claims the volume, seals options.dir into `store`, makes the store durable, and commits the
 // version with its tags in one registry transaction: the only point where it becomes visible.
+// A commit refused as not stored is retried after sealing again (PushOptions::max_commit_rounds).
 // Errors: Conflict "volume …: push in progress" when another push holds the claim; the errors of
 // SealDirectory and Registry::Commit. On any error nothing is committed.
 Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry& registry,

@@ -121,6 +121,13 @@ Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest)
   return stats;
 }
 
+bool IsNotStoredError(const Status& s) {
+  // CheckVersionStored's FailedPrecondition errors are exactly the "… is not stored" ones; the
+  // message is checked too because a commit answers other 412s (a deleted version).
+  return s.code() == StatusCode::kFailedPrecondition &&
+         s.message().find(" is not stored") != std::string::npos;
+}
+
 Result<CommitResult> CommitCheckingRegistry::Commit(const CommitRequest& req) {
   BDN_ASSIGN_OR_RETURN(auto applied, inner_->FindCommit(req));
   if (applied) return *applied;

@@ -42,6 +42,11 @@ namespace bdn {
 // Thread-safe if `store` is.
 Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest);
 
+// Whether `s` is CheckVersionStored's (and so a commit's) FailedPrecondition "… is not stored":
+// blobs the version needs are missing, and storing them and committing again may succeed (as
+// opposed to, say, 412 "is deleted").
+bool IsNotStoredError(const Status& s);
+
 // A Registry whose Commit first runs CheckVersionStored(store, req.digest) and records the
 // stats it computes (the request's are ignored, as bdn serve does); every other call goes to
 // `inner` unchanged. The embedded store's registry, so that a version committed without a

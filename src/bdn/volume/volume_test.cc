@@ -16,6 +16,7 @@
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
 #include "bdn/volume/resolve.h"
+#include "bdn/volume/version_check.h"
 
 namespace bdn {
 namespace {
@@ -82,13 +83,17 @@ class VolumeTest : public ::testing::Test {
     for (auto& c : s) c = static_cast<char>(rng());
     return s;
   }
-  Result<PushResult> PushSrc(const std::string& volume, std::vector<std::string> tags = {}) {
+  // A push of src/ to bdn:test/<volume>.
+  PushOptions SrcOptions(const std::string& volume, std::vector<std::string> tags = {}) {
     PushOptions o;
     o.dir = dir_ / "src";
     o.ns = "test";
     o.volume = volume;
     o.tags = std::move(tags);
-    return Push(o, *store_, *registry_, nullptr);
+    return o;
+  }
+  Result<PushResult> PushSrc(const std::string& volume, std::vector<std::string> tags = {}) {
+    return Push(SrcOptions(volume, std::move(tags)), *store_, *registry_, nullptr);
   }
   Digest Fake(const std::string& hex_prefix) {
     std::string hex = hex_prefix + std::string(64 - hex_prefix.size(), '0');
@@ -238,6 +243,51 @@ TEST_F(VolumeTest, SecondConcurrentPushIsRefused) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
   EXPECT_EQ(r.error().message().rfind("volume bdn:test/v: push in progress", 0), 0u);
+}
+
+// A replica that said it held every blob (in a spool it never uploaded) and then died: its
+// missing-queries answer "nothing missing" until the commit check first reads from it.
+class ForgetfulReplica : public MemChunkStore {
+ public:
+  Result<bool> Contains(const Digest& id) override {
+    if (lying_) return true;
+    return MemChunkStore::Contains(id);
+  }
+  Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override {
+    if (lying_) return std::vector<Digest>();
+    return MemChunkStore::FindMissing(ids);
+  }
+  Result<std::vector<uint8_t>> Get(const Digest& id) override {
+    lying_ = false;
+    return MemChunkStore::Get(id);
+  }
+
+ private:
+  std::atomic<bool> lying_{true};
+};
+
+TEST_F(VolumeTest, ACommitRefusedAsNotStoredIsFollowedByStoringWhatIsMissingAndCommittingAgain) {
+  Write("a.bin", Random(300'000, 31));
+  Write("b.txt", "small");
+  auto store = std::make_shared<ForgetfulReplica>();
+  std::shared_ptr<Registry> inner = std::move(registry_);
+  CommitCheckingRegistry checked(inner, store);
+  PushOptions o = SrcOptions("v");
+  auto r = Push(o, *store, checked, nullptr);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_GT(r->chunks_uploaded, 0u);  // all of them, in the second round
+  auto stored = CheckVersionStored(*store, r->ref.digest);
+  EXPECT_TRUE(stored.has_value()) << stored.error().ToString();
+  EXPECT_TRUE(inner->GetVersion("test", "v", r->ref.digest).has_value());
+
+  // With no rounds allowed, the 412 is the push's answer.
+  auto again = std::make_shared<ForgetfulReplica>();
+  CommitCheckingRegistry checked_again(inner, again);
+  o.volume = "w";
+  o.max_commit_rounds = 0;
+  auto refused = Push(o, *again, checked_again, nullptr);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_TRUE(IsNotStoredError(refused.error())) << refused.error().ToString();
 }
 
 // Pull, cat and verify from a store that prefers batches (a remote tier) fetch a file's chunks

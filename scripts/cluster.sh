@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# A local scaled-out bdn deployment for trying it (README, "Scaled out"; SPEC §7), on 127.0.0.1
+# with free ports:
+#   PostgreSQL (Debian's, initdb'd here)      the registry, keys and push claims (--db)
+#   s3rver (tests/npm, pinned)                the packs (--store s3://bdn/cluster)
+#   two `bdn serve` origins over both         stateless replicas (periodic GC off: README,
+#                                             "Scaled out", says why)
+#   HAProxy (Debian's), round robin           the one address clients use
+#   one `bdn cache serve` node                a cache tier in front of HAProxy
+#
+#   scripts/cluster.sh up       start everything, print the addresses and the admin token's file
+#   scripts/cluster.sh status   what runs (exit 1 if something that should run does not)
+#   scripts/cluster.sh down     stop everything (the state directory is kept; rm -rf it to reset)
+#
+# State (logs, data, pid files, addresses in cluster.env) goes to --dir DIR, else $BDN_CLUSTER_DIR,
+# else /tmp/bdn-cluster-$USER. The bdn binary is $BDN, else build/apps/bdn/bdn of this checkout.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+usage() { echo "usage: $0 [--dir DIR] up|down|status" >&2; exit 2; }
+DIR="${BDN_CLUSTER_DIR:-/tmp/bdn-cluster-${USER:-$(id -un)}}"
+CMD=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dir) [ $# -ge 2 ] || usage; DIR=$2; shift 2 ;;
+    --dir=*) DIR=${1#--dir=}; shift ;;
+    up|down|status) [ -z "$CMD" ] || usage; CMD=$1; shift ;;
+    *) usage ;;
+  esac
+done
+[ -n "$CMD" ] || usage
+mkdir -p "$DIR"
+chmod 700 "$DIR"  # it holds the admin token
+DIR="$(cd "$DIR" && pwd)"
+BDN="${BDN:-$ROOT/build/apps/bdn/bdn}"
+SERVICES=(s3rver origin1 origin2 haproxy cache)
+BUCKET=bdn
+PREFIX=cluster
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+
+die() { echo "cluster: $*" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_port PORT NAME: until something accepts on 127.0.0.1:PORT (60 s), else dies with NAME's log.
+wait_port() {
+  for _ in $(seq 1 600); do
+    python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "$2 did not start listening on 127.0.0.1:$1: see $DIR/logs/$2.log"
+}
+# running NAME: whether the process of NAME's pid file is alive.
+running() { [ -s "$DIR/pids/$1.pid" ] && kill -0 "$(cat "$DIR/pids/$1.pid")" 2>/dev/null; }
+pg_bin() {
+  local d found=""
+  for d in /usr/lib/postgresql/*/bin; do [ -x "$d/postgres" ] && found=$d; done
+  [ -n "$found" ] || die "PostgreSQL is not installed (scripts/setup.sh: Debian package postgresql)"
+  echo "$found"
+}
+# pg_as CMD...: as the postgres OS user when run as root (PostgreSQL refuses root).
+pg_as() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+haproxy_bin() { command -v haproxy || { [ -x /usr/sbin/haproxy ] && echo /usr/sbin/haproxy; } || die "HAProxy is not installed (scripts/setup.sh: Debian package haproxy)"; }
+
+up() {
+  [ -x "$BDN" ] || die "no bdn binary at $BDN (build it, or set BDN)"
+  local js="$ROOT/tests/npm/node_modules/s3rver/bin/s3rver.js"
+  [ -f "$js" ] || die "s3rver is not installed: run scripts/setup.sh (npm ci in tests/npm)"
+  [ -x /usr/bin/aws ] || die "/usr/bin/aws is missing: run scripts/setup.sh (Debian package awscli)"
+  local haproxy; haproxy=$(haproxy_bin)
+  local s; for s in "${SERVICES[@]}"; do running "$s" && die "$s is running already ($DIR): $0 down first"; done
+  mkdir -p "$DIR/logs" "$DIR/pids"
+
+  # PostgreSQL: in a directory of its own the postgres user may enter (DIR may be private).
+  local pgbin pgdir pgport
+  pgbin=$(pg_bin)
+  if [ -s "$DIR/pg.dir" ] && [ -d "$(cat "$DIR/pg.dir")/data" ]; then
+    pgdir=$(cat "$DIR/pg.dir")
+  else
+    pgdir=$(mktemp -d /tmp/bdn-cluster-pg.XXXXXX)
+    [ "$(id -u)" = 0 ] && chown postgres: "$pgdir"
+    pg_as "$pgbin/initdb" -D "$pgdir/data" -U postgres --auth=trust -E UTF8 --locale=C \
+      >"$DIR/logs/initdb.log" 2>&1 || die "initdb failed: see $DIR/logs/initdb.log"
+    echo "$pgdir" >"$DIR/pg.dir"
+  fi
+  pgport=$(free_port)
+  pg_as "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w -t 60 \
+    -o "-p $pgport -k $pgdir -h 127.0.0.1 -c max_connections=200" start >/dev/null \
+    || die "PostgreSQL did not start: see $pgdir/log"
+  "$pgbin/psql" -X -q -t -A -h 127.0.0.1 -p "$pgport" -U postgres -d postgres \
+    -c "SELECT 1 FROM pg_database WHERE datname='bdn'" >"$DIR/logs/psql.out"
+  if [ ! -s "$DIR/logs/psql.out" ]; then
+    "$pgbin/psql" -X -q -h 127.0.0.1 -p "$pgport" -U postgres -d postgres -c "CREATE DATABASE bdn" >/dev/null
+  fi
+  local db="postgresql://postgres@127.0.0.1:$pgport/bdn"
+
+  # s3rver, and the bucket.
+  local s3port; s3port=$(free_port)
+  mkdir -p "$DIR/s3rver"
+  node --openssl-legacy-provider "$js" -d "$DIR/s3rver" -a 127.0.0.1 -p "$s3port" -s \
+    --no-vhost-buckets </dev/null >"$DIR/logs/s3rver.log" 2>&1 &
+  echo $! >"$DIR/pids/s3rver.pid"
+  wait_port "$s3port" s3rver
+  local s3="http://127.0.0.1:$s3port"
+  cat >"$DIR/aws.env" <<EOF
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
+EOF
+  # shellcheck disable=SC1091
+  source "$DIR/aws.env"
+  local mb=0
+  AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true AWS_PAGER="" \
+    /usr/bin/aws --endpoint-url "$s3" s3 mb "s3://$BUCKET" >"$DIR/logs/aws.log" 2>&1 || mb=$?
+  if [ "$mb" -ne 0 ] && [[ "$(cat "$DIR/logs/aws.log")" != *BucketAlreadyOwnedByYou* && "$(cat "$DIR/logs/aws.log")" != *BucketAlreadyExists* ]]; then
+    die "creating the bucket failed: see $DIR/logs/aws.log"
+  fi
+
+  # Two origins at once (the first admin key is created exactly once, through the database).
+  local p1 p2 n port
+  p1=$(free_port); p2=$(free_port)
+  for n in 1 2; do
+    port=$p1; [ "$n" = 2 ] && port=$p2
+    [ -f "$DIR/logs/origin$n.log" ] && mv "$DIR/logs/origin$n.log" "$DIR/logs/origin$n.log.prev"
+    "$BDN" serve --listen "127.0.0.1:$port" --data "$DIR/origin$n" --db "$db" \
+      --store "s3://$BUCKET/$PREFIX" --s3-endpoint "$s3" --s3-region us-east-1 \
+      </dev/null >>"$DIR/logs/origin$n.log" 2>&1 &
+    echo $! >"$DIR/pids/origin$n.pid"
+  done
+  # Each says "listening on" once bound and past the first-admin-key bootstrap.
+  for n in 1 2; do
+    for _ in $(seq 1 600); do
+      grep -qs "listening on http:" "$DIR/logs/origin$n.log" && break
+      running "origin$n" || die "origin$n exited: see $DIR/logs/origin$n.log"
+      sleep 0.1
+    done
+    grep -qs "listening on http:" "$DIR/logs/origin$n.log" || die "origin$n did not start: see $DIR/logs/origin$n.log"
+  done
+
+  # HAProxy: round robin, /healthz checks every 500 ms, a request whose connection to a replica
+  # fails goes to the other one.
+  local lbport; lbport=$(free_port)
+  cat >"$DIR/haproxy.cfg" <<EOF
+global
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 300s
+  timeout server 300s
+  retries 3
+  option redispatch 1
+  retry-on conn-failure empty-response
+frontend bdn
+  bind 127.0.0.1:$lbport
+  default_backend origins
+backend origins
+  balance roundrobin
+  option httpchk GET /healthz
+  default-server inter 500ms fall 2 rise 1
+  server origin1 127.0.0.1:$p1 check
+  server origin2 127.0.0.1:$p2 check
+EOF
+  "$haproxy" -c -q -f "$DIR/haproxy.cfg" >"$DIR/logs/haproxy.log" 2>&1 \
+    || die "HAProxy refused its configuration: see $DIR/logs/haproxy.log"
+  "$haproxy" -W -db -f "$DIR/haproxy.cfg" </dev/null >>"$DIR/logs/haproxy.log" 2>&1 &
+  echo $! >"$DIR/pids/haproxy.pid"
+  wait_port "$lbport" haproxy
+  local lb="http://127.0.0.1:$lbport"
+
+  # The admin token: written by whichever origin created the first key (the first `up` only).
+  for n in 1 2; do
+    [ -s "$DIR/origin$n/admin.token" ] && install -m 600 "$DIR/origin$n/admin.token" "$DIR/admin.token"
+  done
+  [ -s "$DIR/admin.token" ] || die "no admin token in $DIR/origin1 or $DIR/origin2"
+  # The cache node's own key, pull on every namespace (kept across restarts).
+  if [ ! -s "$DIR/cache.token" ]; then
+    BDN_REMOTE=$lb BDN_TOKEN=$(cat "$DIR/admin.token") BDN_HOME="$DIR/home" \
+      "$BDN" --json key create --namespace '*' --scope pull >"$DIR/logs/cache-key.json" \
+      || die "creating the cache node's key failed"
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' \
+      "$DIR/logs/cache-key.json" >"$DIR/cache.token.tmp"
+    chmod 600 "$DIR/cache.token.tmp"
+    mv "$DIR/cache.token.tmp" "$DIR/cache.token"
+    rm -f "$DIR/logs/cache-key.json"
+  fi
+
+  # One cache node in front of the load balancer.
+  local cport; cport=$(free_port)
+  BDN_TOKEN=$(cat "$DIR/cache.token") BDN_HOME="$DIR/home" "$BDN" cache serve --upstream "$lb" --listen "127.0.0.1:$cport" --cache-dir "$DIR/cache" \
+    --cache-size 2G </dev/null >>"$DIR/logs/cache.log" 2>&1 &
+  echo $! >"$DIR/pids/cache.pid"
+  wait_port "$cport" cache
+
+  cat >"$DIR/cluster.env" <<EOF
+# source this file: the cluster's addresses ($DIR)
+export BDN_CLUSTER_LB=$lb
+export BDN_CLUSTER_ORIGIN1=http://127.0.0.1:$p1
+export BDN_CLUSTER_ORIGIN2=http://127.0.0.1:$p2
+export BDN_CLUSTER_CACHE_NODE=http://127.0.0.1:$cport
+export BDN_CLUSTER_S3=$s3
+export BDN_CLUSTER_DB=$db
+export BDN_CLUSTER_PG_DIR=$pgdir
+export BDN_CLUSTER_PG_BIN=$pgbin
+EOF
+  status
+  echo
+  echo "Try it:"
+  echo "  export BDN_REMOTE=$lb BDN_TOKEN=\$(cat $DIR/admin.token)"
+  echo "  bdn volume push ./some-dir bdn:team/model:v1"
+  echo "  BDN_CLUSTER_CACHE=http://127.0.0.1:$cport bdn volume mount bdn:team/model:v1 /mnt/model"
+}
+
+status() {
+  [ -s "$DIR/cluster.env" ] || { echo "cluster: never started in $DIR"; return 1; }
+  # shellcheck disable=SC1091
+  source "$DIR/cluster.env"
+  local bad=0 s pid state
+  printf '%-9s %-8s %-7s %s\n' SERVICE STATE PID ADDRESS
+  for s in "${SERVICES[@]}"; do
+    pid=$(cat "$DIR/pids/$s.pid" 2>/dev/null || echo -)
+    state=stopped; running "$s" && state=running
+    [ "$state" = running ] || bad=1
+    local addr=""
+    case "$s" in
+      s3rver) addr="$BDN_CLUSTER_S3 (bucket s3://$BUCKET/$PREFIX)" ;;
+      origin1) addr=$BDN_CLUSTER_ORIGIN1 ;;
+      origin2) addr=$BDN_CLUSTER_ORIGIN2 ;;
+      haproxy) addr="$BDN_CLUSTER_LB (round robin over origin1, origin2: use this one)" ;;
+      cache) addr="$BDN_CLUSTER_CACHE_NODE (cache node over the load balancer)" ;;
+    esac
+    printf '%-9s %-8s %-7s %s\n' "$s" "$state" "$pid" "$addr"
+  done
+  state=stopped
+  pg_as "$BDN_CLUSTER_PG_BIN/pg_ctl" -D "$BDN_CLUSTER_PG_DIR/data" status >/dev/null 2>&1 && state=running
+  [ "$state" = running ] || bad=1
+  printf '%-9s %-8s %-7s %s\n' postgres "$state" - "$BDN_CLUSTER_DB"
+  echo "admin token: $DIR/admin.token"
+  echo "addresses:   $DIR/cluster.env; logs: $DIR/logs/"
+  return $bad
+}
+
+down() {
+  local s pid
+  for s in cache haproxy origin1 origin2 s3rver; do
+    if running "$s"; then
+      pid=$(cat "$DIR/pids/$s.pid")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$DIR/pids/$s.pid"
+  done
+  if [ -s "$DIR/pg.dir" ]; then
+    local pgdir; pgdir=$(cat "$DIR/pg.dir")
+    if [ -d "$pgdir/data" ]; then
+      pg_as "$(pg_bin)/pg_ctl" -D "$pgdir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+    fi
+  fi
+  echo "cluster: stopped ($DIR kept)"
+}
+
+case "$CMD" in
+  up) up ;;
+  status) status ;;
+  down) down ;;
+esac

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Stateless origins behind a real load balancer (issue 12 item 3; README "Scaled out"), started
+# by scripts/cluster.sh: PostgreSQL, s3rver, two `bdn serve --store s3:// --db postgresql://`
+# replicas, HAProxy in round robin in front of them and one cache node. Everything goes through
+# HAProxy:
+# - both replicas started at once create exactly one admin key (one row, one admin.token, the
+#   token works on both);
+# - a push whose chunk uploads land on both replicas and whose commit lands on either one
+#   succeeds; pull (and a mount through the cache node, where FUSE works) give the same bytes
+#   (cmp, b3sum); tags move; `bdn volume verify` passes;
+# - two concurrent pushers to one volume: each succeeds or gets a clean "push in progress"
+#   conflict, and once the loser pushes again both versions are there with distinct sequences;
+#   two pushers to two volumes at once both succeed;
+# - `kill -9` of one replica in the middle of a push: the client's retries go to the other
+#   replica, the push completes, the version pulls back whole, `bdn volume verify` passes for
+#   every version listed (nothing half-visible).
+source "$(dirname "$0")/lib.sh"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN BDN_REMOTE
+CLUSTER="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster.sh"
+[ -f "$(dirname "$0")/../npm/node_modules/s3rver/bin/s3rver.js" ] \
+  || fail "s3rver is not installed: run scripts/setup.sh (npm ci in tests/npm)"
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] \
+  || fail "HAProxy is not installed: run scripts/setup.sh (Debian package haproxy)"
+CDIR="$WORK/cluster"
+export BDN_CLUSTER_DIR="$CDIR"
+
+# The cluster goes down (and its PostgreSQL directory away) before lib.sh's cleanup.
+ha_cleanup() {
+  local rc=$?
+  bash "$CLUSTER" down >/dev/null 2>&1 || true
+  if [ -s "$CDIR/pg.dir" ]; then
+    cp "$(cat "$CDIR/pg.dir")/log" "$WORK/postgres.log" 2>/dev/null || true
+    rm -rf "$(cat "$CDIR/pg.dir")"
+  fi
+  (exit "$rc")
+  cleanup
+}
+trap ha_cleanup EXIT
+
+step "scripts/cluster.sh up: both replicas start at once, exactly one admin key"
+bash "$CLUSTER" up >"$WORK/up.out" 2>&1 || fail "cluster.sh up: $(cat "$WORK/up.out")"
+# shellcheck disable=SC1091
+source "$CDIR/cluster.env"
+LB=$BDN_CLUSTER_LB
+O1=$BDN_CLUSTER_ORIGIN1
+O2=$BDN_CLUSTER_ORIGIN2
+status_out=$(bash "$CLUSTER" status) || fail "cluster.sh status: $status_out"
+for s in s3rver origin1 origin2 haproxy cache postgres; do
+  [[ "$status_out" =~ (^|$'\n')"$s"\ +running ]] || fail "$s is not running: $status_out"
+done
+psql_ha() { "$BDN_CLUSTER_PG_BIN/psql" -X -q -t -A -v ON_ERROR_STOP=1 "$BDN_CLUSTER_DB" -c "$1"; }
+# The admin key, and the cache node's pull key that cluster.sh created with it.
+assert_eq 1 "$(psql_ha "SELECT count(*) FROM api_keys WHERE scopes LIKE '%admin%'")" "admin keys in the database"
+assert_eq "admin pull" "$(psql_ha "SELECT string_agg(CASE WHEN scopes LIKE '%admin%' THEN 'admin' ELSE scopes END, ' ' ORDER BY rowid) FROM api_keys")" \
+  "keys in the database"
+created=0
+for n in 1 2; do
+  if [ -f "$CDIR/origin$n/admin.token" ]; then
+    created=$((created + 1))
+    assert_contains "$(cat "$CDIR/logs/origin$n.log")" "created the first admin key"
+  fi
+done
+assert_eq 1 "$created" "replicas that created the first admin key"
+TOKEN=$(cat "$CDIR/admin.token")
+for url in "$O1" "$O2" "$LB"; do
+  assert_eq 200 "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$url/v1/keys")" \
+    "the admin token on $url"
+done
+export BDN_TOKEN="$TOKEN" BDN_REMOTE="$LB"
+
+# puts N: chunk uploads origin N has logged so far.
+puts() { grep -c -E 'PUT /v1/chunks/[0-9a-f]{64} 20[01]' "$CDIR/logs/origin$1.log" || true; }
+# commits N: commits origin N has answered 200.
+commits() { grep -c -E 'POST /v1/volumes/[^ ]+/commit 200' "$CDIR/logs/origin$1.log" || true; }
+# same_tree A B: every file of A is in B with the same bytes (cmp) and digest (b3sum), and B has no
+# other file.
+same_tree() {
+  local f
+  assert_eq "$(cd "$1" && find . -type f | sort)" "$(cd "$2" && find . -type f | sort)" "files of $2"
+  while IFS= read -r f; do
+    cmp "$1/$f" "$2/$f" || fail "$2/$f differs from $1/$f"
+    assert_eq "$(b3sum --no-names "$1/$f")" "$(b3sum --no-names "$2/$f")" "b3sum of $2/$f"
+  done < <(cd "$1" && find . -type f)
+}
+# verify_all REF: `bdn volume verify` passes for every version of REF.
+verify_all() {
+  local d
+  for d in $("$BDN" volume versions "$1" --json | python3 -c 'import json,sys; print(" ".join(v["digest"] for v in json.load(sys.stdin)["versions"]))'); do
+    "$BDN" volume verify "$1@$d" >/dev/null 2>"$WORK/verify.err" || fail "verify $1@$d: $(cat "$WORK/verify.err")"
+  done
+}
+
+step "push through HAProxy: uploads on both replicas, one commit"
+mkdir -p "$WORK/src/sub"
+random_file "$WORK/src/model.bin" $((24 << 20)) 1
+random_file "$WORK/src/sub/shard.bin" $((6 << 20)) 2
+printf '{"hidden": 64}\n' >"$WORK/src/config.json"
+p1=$(puts 1) p2=$(puts 2) c1=$(commits 1) c2=$(commits 2)
+ref=$("$BDN" volume push "$WORK/src" bdn:ha/model --tag prod 2>"$WORK/push1.err") \
+  || fail "push: $(cat "$WORK/push1.err")"
+[ "$(puts 1)" -gt "$p1" ] || fail "no chunk upload went to origin1"
+[ "$(puts 2)" -gt "$p2" ] || fail "no chunk upload went to origin2"
+assert_eq 1 $(($(commits 1) + $(commits 2) - c1 - c2)) "commits answered 200"
+
+step "pull and verify through HAProxy; the tag moves"
+"$BDN" volume pull bdn:ha/model:prod "$WORK/pulled" >/dev/null
+same_tree "$WORK/src" "$WORK/pulled"
+"$BDN" volume verify bdn:ha/model:prod >/dev/null
+"$BDN" volume tag set --volume-ref "$ref" --tag stable >/dev/null
+for url in "$O1" "$O2"; do
+  assert_eq "${ref#*@}" "$(BDN_REMOTE="$url" "$BDN" --json volume stat bdn:ha/model:stable | json_field digest)" \
+    "tag stable through $url"
+done
+
+if [ -c /dev/fuse ] && { : <>/dev/fuse; } 2>/dev/null && command -v fusermount3 >/dev/null; then
+  step "mount through the cache node, in front of HAProxy"
+  BDN_CLUSTER_CACHE=$BDN_CLUSTER_CACHE_NODE mount_volume bdn:ha/model:stable "$WORK/mnt"
+  same_tree "$WORK/src" "$WORK/mnt"
+  "$BDN" volume umount "$WORK/mnt" >/dev/null
+else
+  step "no FUSE here: the mount is left out"
+fi
+
+step "two pushers to one volume at once: one may lose the claim cleanly, then both versions land"
+for i in 1 2; do
+  mkdir -p "$WORK/c$i"
+  random_file "$WORK/c$i/w.bin" $((5 << 20)) $((10 + i))
+done
+"$BDN" --json volume push "$WORK/c1" bdn:ha/shared >"$WORK/c1.out" 2>"$WORK/c1.err" &
+P1=$!
+"$BDN" --json volume push "$WORK/c2" bdn:ha/shared >"$WORK/c2.out" 2>"$WORK/c2.err" &
+P2=$!
+r1=0; wait "$P1" || r1=$?
+r2=0; wait "$P2" || r2=$?
+for i in 1 2; do
+  rc=$r1; [ "$i" = 2 ] && rc=$r2
+  if [ "$rc" -ne 0 ]; then
+    assert_eq 4 "$rc" "exit code of pusher $i ($(cat "$WORK/c$i.err"))"
+    assert_contains "$(cat "$WORK/c$i.err")" "push in progress"
+    for _ in $(seq 1 100); do
+      rc=0
+      "$BDN" --json volume push "$WORK/c$i" bdn:ha/shared >"$WORK/c$i.out" 2>"$WORK/c$i.err" || rc=$?
+      [ "$rc" -ne 4 ] && break
+      sleep 0.2
+    done
+    assert_eq 0 "$rc" "pusher $i pushing again ($(cat "$WORK/c$i.err"))"
+  fi
+done
+s1=$(json_field sequence <"$WORK/c1.out")
+s2=$(json_field sequence <"$WORK/c2.out")
+[ "$s1" != "$s2" ] || fail "both pushes got sequence $s1"
+assert_eq 2 "$("$BDN" volume versions bdn:ha/shared --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))')" \
+  "versions of bdn:ha/shared"
+verify_all bdn:ha/shared
+
+step "two pushers to two volumes at once"
+"$BDN" volume push "$WORK/c1" bdn:ha/one >"$WORK/one.out" 2>"$WORK/one.err" &
+P1=$!
+"$BDN" volume push "$WORK/c2" bdn:ha/two >"$WORK/two.out" 2>"$WORK/two.err" &
+P2=$!
+wait "$P1" || fail "push to bdn:ha/one: $(cat "$WORK/one.err")"
+wait "$P2" || fail "push to bdn:ha/two: $(cat "$WORK/two.err")"
+"$BDN" volume pull bdn:ha/one "$WORK/one" >/dev/null
+same_tree "$WORK/c1" "$WORK/one"
+"$BDN" volume pull bdn:ha/two "$WORK/two" >/dev/null
+same_tree "$WORK/c2" "$WORK/two"
+
+step "kill -9 of one replica in the middle of a push: the push completes through the other"
+mkdir -p "$WORK/big"
+for i in 1 2 3 4; do random_file "$WORK/big/part$i.bin" $((16 << 20)) $((20 + i)); done
+VICTIM_PID=$(cat "$CDIR/pids/origin1.pid")
+before=$(puts 1)
+"$BDN" volume push "$WORK/big" bdn:ha/big --tag prod >"$WORK/big.out" 2>"$WORK/big.err" &
+PUSH=$!
+PIDS+=("$PUSH")
+# Once origin1 has taken a few of this push's uploads (and while the push still runs).
+landed=0
+for _ in $(seq 1 3000); do
+  kill -0 "$PUSH" 2>/dev/null || break
+  if [ "$(puts 1)" -ge $((before + 3)) ]; then landed=1; break; fi
+  sleep 0.01
+done
+assert_eq 1 "$landed" "origin1 took uploads while the push ran ($(cat "$WORK/big.err"))"
+kill -9 "$VICTIM_PID"
+wait_gone "$VICTIM_PID" 10000
+rc=0; wait "$PUSH" || rc=$?
+untrack "$PUSH"
+assert_eq 0 "$rc" "exit code of the push that lost a replica ($(cat "$WORK/big.err"))"
+rounds=$(grep -c "storing what is missing again" "$WORK/big.err" || true)
+echo "the push committed after $rounds round(s) of storing what the killed replica had not uploaded"
+bigref=$(cat "$WORK/big.out")
+"$BDN" volume verify "$bigref" >/dev/null
+"$BDN" volume pull bdn:ha/big:prod "$WORK/bigpulled" >/dev/null
+same_tree "$WORK/big" "$WORK/bigpulled"
+assert_eq 1 "$("$BDN" volume versions bdn:ha/big --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["versions"]))')" \
+  "versions of bdn:ha/big"
+verify_all bdn:ha/big
+verify_all bdn:ha/model
+status_out=$(bash "$CLUSTER" status) && fail "status says all is well with origin1 killed: $status_out"
+[[ "$status_out" =~ (^|$'\n')origin1\ +stopped ]] || fail "status after the kill: $status_out"
+[[ "$status_out" =~ (^|$'\n')origin2\ +running ]] || fail "status after the kill: $status_out"
+
+step "cluster.sh down stops everything"
+bash "$CLUSTER" down >/dev/null
+status_out=$(bash "$CLUSTER" status) && fail "status after down: $status_out"
+[[ "$status_out" != *running* ]] || fail "still running after down: $status_out"
+echo "PASS"
