@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/private_files.h"
 
 namespace bdn::sql {
@@ -90,7 +91,7 @@ class SqliteDatabase : public Database {
 
   Status Read(const std::function<Status(Session&)>& body, Consistency consistency,
               std::string_view op) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     op_ = op;
     SqliteSession session(*this);
     if (consistency == Consistency::kStatement) return body(session);
@@ -109,7 +110,7 @@ class SqliteDatabase : public Database {
   }
 
   Status Write(const std::function<Status(Session&)>& body, std::string_view op) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     op_ = op;
     BDN_RETURN_IF_ERROR(ExecRaw("BEGIN IMMEDIATE"));
     SqliteSession session(*this);
@@ -150,7 +151,7 @@ class SqliteDatabase : public Database {
   }
 
   Result<std::vector<std::string>> CheckIntegrity() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     op_ = "";
     SqliteSession session(*this);
     BDN_ASSIGN_OR_RETURN(Rows rows, session.Query("PRAGMA integrity_check"));
@@ -235,7 +236,7 @@ class SqliteDatabase : public Database {
   std::string name_;
   sqlite3* db_ = nullptr;
   bool read_only_ = false;
-  std::mutex mu_;
+  Mutex mu_;
   std::string op_;  // the operation of the call in progress (for messages); requires mu_
 };
 
