@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 
+#include "bdn/base/mutex.h"
+
 namespace bdn {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -28,10 +30,12 @@ class Clock {
   virtual void SleepFor(std::chrono::nanoseconds d) const = 0;
   // Waits on `cv` (with `lock` held, as std::condition_variable::wait_until) until `pred()` holds
   // or `deadline` (steady time) has passed; returns pred(). A fake clock wakes such waiters when
-  // its time is moved, so a deadline in a test passes without waiting.
+  // its time is moved, so a deadline in a test passes without waiting. `pred` may be a lambda
+  // marked REQUIRES(the caller's mutex): the thread-safety analysis cannot see that `lock` holds
+  // it, so it is not run on this body.
   template <typename Pred>
   bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 SteadyTime deadline, Pred pred) const {
+                 SteadyTime deadline, Pred pred) const NO_THREAD_SAFETY_ANALYSIS {
     while (!pred()) {
       if (SteadyNow() >= deadline) return pred();
       WaitSome(cv, lock, deadline);

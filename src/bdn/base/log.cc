@@ -35,15 +35,16 @@ std::shared_ptr<spdlog::logger> MakeLogger(spdlog::sink_ptr sink, Level level) {
   return logger;
 }
 
-std::mutex g_mu;
-std::shared_ptr<spdlog::logger>& Logger() {
+Mutex g_mu;
+// The process's logger; read and replaced under g_mu.
+std::shared_ptr<spdlog::logger>& Logger() REQUIRES(g_mu) {
   static std::shared_ptr<spdlog::logger> logger =
       MakeLogger(std::make_shared<spdlog::sinks::stderr_sink_mt>(), Level::kInfo);
   return logger;
 }
 
 std::shared_ptr<spdlog::logger> Current() {
-  std::lock_guard lock(g_mu);
+  MutexLock lock(g_mu);
   return Logger();
 }
 
@@ -75,7 +76,7 @@ Status Init(Level level, const std::filesystem::path& file) {
     }
   }
   auto logger = MakeLogger(std::move(sink), level);
-  std::lock_guard lock(g_mu);
+  MutexLock lock(g_mu);
   Logger() = std::move(logger);
   return Status::Ok();
 }
@@ -96,7 +97,7 @@ RateLimiter::RateLimiter(int burst, std::chrono::milliseconds interval,
 bool RateLimiter::Write(Level level, std::string_view message) {
   uint64_t suppressed = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const SteadyTime now = clock_->SteadyNow();
     if (written_ == 0 || now - window_start_ >= interval_) {
       window_start_ = now;

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 
 namespace bdn::log {
@@ -55,10 +56,10 @@ class RateLimiter {
   const int burst_;
   const std::chrono::milliseconds interval_;
   const std::shared_ptr<Clock> clock_;
-  std::mutex mu_;
-  SteadyTime window_start_{};
-  int written_ = 0;
-  uint64_t suppressed_ = 0;
+  Mutex mu_;
+  SteadyTime window_start_ GUARDED_BY(mu_){};
+  int written_ GUARDED_BY(mu_) = 0;
+  uint64_t suppressed_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace bdn::log

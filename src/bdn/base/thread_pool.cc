@@ -11,7 +11,7 @@ ThreadPool::ThreadPool(int threads, size_t max_queued) : max_queued_(max_queued 
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   not_empty_.notify_all();
@@ -24,10 +24,10 @@ int ThreadPool::DefaultThreads() {
 }
 
 void ThreadPool::Enqueue(std::function<void()> fn) {
-  std::unique_lock lock(mu_);
-  not_full_.wait(lock, [&] { return queue_.size() < max_queued_; });
+  MutexLock lock(mu_);
+  not_full_.wait(lock.native(), [&]() REQUIRES(mu_) { return queue_.size() < max_queued_; });
   queue_.push_back(std::move(fn));
-  lock.unlock();
+  lock.Unlock();
   not_empty_.notify_one();
 }
 
@@ -35,8 +35,8 @@ void ThreadPool::Work() {
   while (true) {
     std::function<void()> fn;
     {
-      std::unique_lock lock(mu_);
-      not_empty_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      not_empty_.wait(lock.native(), [&]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
       fn = std::move(queue_.front());
       queue_.pop_front();

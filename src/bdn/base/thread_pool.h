@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/mutex.h"
+
 namespace bdn {
 
 // Runs submitted tasks on `threads` workers. Thread-safe. The destructor finishes queued tasks.
@@ -33,15 +35,15 @@ class ThreadPool {
   static int DefaultThreads();
 
  private:
-  void Enqueue(std::function<void()> fn);
-  void Work();
+  void Enqueue(std::function<void()> fn) EXCLUDES(mu_);
+  void Work() EXCLUDES(mu_);
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable not_empty_;
   std::condition_variable not_full_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
   size_t max_queued_;
-  bool stopping_ = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

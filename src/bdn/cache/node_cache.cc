@@ -197,7 +197,7 @@ std::optional<std::vector<uint8_t>> NodeCache::ReadCached(const Digest& id) {
     return std::nullopt;
   }
   {
-    std::lock_guard l(hot_mu_);
+    MutexLock l(hot_mu_);
     hot_.insert(id);
   }
   ++counters_.hits;
@@ -242,7 +242,7 @@ Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
 
 void NodeCache::MakeRoom(bool force) {
   // Waits for another thread's eviction, then looks again: its own write may not be counted.
-  std::lock_guard local(evict_mu_);
+  MutexLock local(evict_mu_);
   FileLock shared(evict_lock_fd_.get());  // and no other process at once
   const auto capacity = static_cast<int64_t>(options_.capacity_bytes);
   const auto region = static_cast<int64_t>(RegionBytes(options_));
@@ -267,7 +267,7 @@ void NodeCache::MakeRoom(bool force) {
     if (auto blobs = store_->PackBlobs(victim.id)) {
       std::vector<Digest> hot;
       {
-        std::lock_guard l(hot_mu_);
+        MutexLock l(hot_mu_);
         for (const auto& b : *blobs) {
           if (hot_.erase(b.id) > 0) hot.push_back(b.id);
         }

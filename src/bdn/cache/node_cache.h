@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/store/fetch_core.h"
@@ -155,11 +156,11 @@ class NodeCache : public ChunkStore {
   std::unique_ptr<LocalChunkStore> store_;
   UniqueFd evict_lock_fd_;  // flock'ed by the process evicting
 
-  FetchCore fetches_;    // single-flight of the misses; no threads (NodeCache starts none)
-  std::mutex evict_mu_;  // one evicting thread per process
+  FetchCore fetches_;  // single-flight of the misses; no threads (NodeCache starts none)
+  Mutex evict_mu_;     // one evicting thread per process
   // Chunks read from the cache since they were written (by this process): reinserted on eviction.
-  std::mutex hot_mu_;
-  std::unordered_set<Digest> hot_;
+  Mutex hot_mu_;
+  std::unordered_set<Digest> hot_ GUARDED_BY(hot_mu_);
   // Bytes of the region files at the last look plus what this process wrote since.
   std::atomic<int64_t> approx_bytes_{0};
 

@@ -30,7 +30,7 @@ ProgressReporter::ProgressReporter(std::string label, const TransferCounters& co
 
 ProgressReporter::~ProgressReporter() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -80,8 +80,8 @@ void ProgressReporter::Run() {
   constexpr auto kTick = std::chrono::milliseconds(200);
   auto last_plain = Clock::Real()->SteadyNow();
   bool was_retrying = false;
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, kTick, [&] { return stop_; })) {
+  MutexLock lock(mu_);
+  while (!cv_.wait_for(lock.native(), kTick, [&]() REQUIRES(mu_) { return stop_; })) {
     auto now = Clock::Real()->SteadyNow();
     double s = std::chrono::duration<double>(now - start_).count();
     if (tty_) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/remote/retry.h"
 #include "bdn/volume/push.h"
 
@@ -50,10 +51,10 @@ class ProgressReporter {
   std::function<std::string()> note_;
   bool tty_;
   SteadyTime start_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;
-  bool drew_ = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool drew_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

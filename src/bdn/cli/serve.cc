@@ -281,7 +281,7 @@ class PeriodicGc {
   }
   ~PeriodicGc() {
     {
-      std::lock_guard l(mu_);
+      MutexLock l(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -292,8 +292,8 @@ class PeriodicGc {
   void Loop() {
     for (;;) {
       {
-        std::unique_lock l(mu_);
-        if (cv_.wait_for(l, interval_, [this] { return stop_.load(); })) return;
+        MutexLock l(mu_);
+        if (cv_.wait_for(l.native(), interval_, [this] { return stop_.load(); })) return;
       }
       std::unique_ptr<sql::HeldLock> held;
       if (cluster_) {
@@ -347,7 +347,7 @@ class PeriodicGc {
   const std::chrono::milliseconds interval_;
   GcOptions options_;
   const std::shared_ptr<sql::Database> cluster_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -365,7 +365,7 @@ class ClaimHorizon {
   }
   ~ClaimHorizon() {
     {
-      std::lock_guard l(mu_);
+      MutexLock l(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -381,17 +381,17 @@ class ClaimHorizon {
     oldest_ = t.time_since_epoch().count();
   }
   void Loop() {
-    std::unique_lock l(mu_);
-    while (!cv_.wait_for(l, std::chrono::seconds(1), [this] { return stop_; })) {
-      l.unlock();
+    MutexLock l(mu_);
+    while (!cv_.wait_for(l.native(), std::chrono::seconds(1), [this] { return stop_; })) {
+      l.Unlock();
       Refresh();
-      l.lock();
+      l.Lock();
     }
   }
 
   const std::shared_ptr<PushClaims> claims_;
   std::atomic<SteadyTime::rep> oldest_{0};
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
@@ -450,7 +450,7 @@ class MissingPackReporter {
   MissingPackReporter() : thread_([this] { Loop(); }) {}
   ~MissingPackReporter() {
     {
-      std::lock_guard l(mu_);
+      MutexLock l(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -458,14 +458,14 @@ class MissingPackReporter {
   }
   void Attach(std::shared_ptr<Registry> registry, std::shared_ptr<ChunkStore> store,
               std::function<std::string(uint64_t)> pack_uri) {
-    std::lock_guard l(mu_);
+    MutexLock l(mu_);
     registry_ = std::move(registry);
     store_ = std::move(store);
     pack_uri_ = std::move(pack_uri);
     cv_.notify_all();
   }
   void Report(uint64_t pack, const std::vector<Digest>& blobs) {
-    std::lock_guard l(mu_);
+    MutexLock l(mu_);
     queue_.emplace_back(pack, std::unordered_set<Digest>(blobs.begin(), blobs.end()));
     cv_.notify_all();
   }
@@ -478,8 +478,8 @@ class MissingPackReporter {
       std::shared_ptr<ChunkStore> store;
       std::function<std::string(uint64_t)> pack_uri;
       {
-        std::unique_lock l(mu_);
-        cv_.wait(l, [&] { return stop_ || (!queue_.empty() && registry_); });
+        MutexLock l(mu_);
+        cv_.wait(l.native(), [&] { return stop_ || (!queue_.empty() && registry_); });
         if (stop_) return;
         job = std::move(queue_.front());
         queue_.pop_front();
@@ -512,7 +512,7 @@ class MissingPackReporter {
     }
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::deque<std::pair<uint64_t, std::unordered_set<Digest>>> queue_;

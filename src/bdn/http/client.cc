@@ -264,7 +264,7 @@ HttpClient::~HttpClient() {
 
 void* HttpClient::Acquire() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (pid_ != ::getpid()) {
       idle_.clear();  // inherited across fork: never used, never closed here
       pid_ = ::getpid();
@@ -280,7 +280,7 @@ void* HttpClient::Acquire() {
 
 void HttpClient::Release(void* h) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (pid_ == ::getpid() && idle_.size() < options_.max_idle_connections) {
       idle_.push_back(h);
       return;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/http/peer_address.h"
 
@@ -166,9 +167,10 @@ class HttpClient {
   void Release(void* curl);  // back to the pool (or cleaned up)
 
   ClientOptions options_;
-  std::mutex mu_;
-  std::vector<void*> idle_;  // CURL* handles, each keeping its own keep-alive connection
-  pid_t pid_;                // the process the idle handles belong to
+  Mutex mu_;
+  std::vector<void*> idle_
+      GUARDED_BY(mu_);         // CURL* handles, each keeping its own keep-alive connection
+  pid_t pid_ GUARDED_BY(mu_);  // the process the idle handles belong to
 };
 
 }  // namespace bdn::http

@@ -34,7 +34,7 @@ bool IsRejected(const Status& s, Credentials credentials) {
 }
 
 // HideServerPath's directories (without a trailing '/') and their placeholders, longest first.
-std::mutex g_hidden_mu;
+Mutex g_hidden_mu;
 std::vector<std::pair<std::string, std::string>> g_hidden;
 
 // Whether `c` may continue a file name, so that "/srv/bdn" is not found inside "/srv/bdn2".
@@ -49,7 +49,7 @@ void HideServerPath(const std::filesystem::path& dir, const std::string& shown_a
   std::error_code ec;
   std::vector<std::filesystem::path> forms = {dir, std::filesystem::absolute(dir, ec)};
   forms.push_back(std::filesystem::weakly_canonical(dir, ec));
-  std::lock_guard lock(g_hidden_mu);
+  MutexLock lock(g_hidden_mu);
   for (const auto& form : forms) {
     std::string text = form.lexically_normal().string();
     while (text.size() > 1 && text.back() == '/') text.pop_back();
@@ -68,7 +68,7 @@ std::string ClientMessage(std::string_view message) {
   std::string out(message);
   bool changed = false;
   {
-    std::lock_guard lock(g_hidden_mu);
+    MutexLock lock(g_hidden_mu);
     for (const auto& [dir, shown_as] : g_hidden) {
       for (size_t at = out.find(dir); at != std::string::npos; at = out.find(dir, at)) {
         size_t end = at + dir.size();

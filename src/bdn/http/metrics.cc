@@ -60,7 +60,7 @@ Metrics::Family& Metrics::FamilyLocked(const std::string& name) {
 
 void Metrics::Declare(const std::string& name, Type type, std::string help,
                       std::vector<double> buckets) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, inserted] = families_.try_emplace(name);
   if (!inserted && !it->second.help.empty()) return;
   it->second.type = type;
@@ -70,19 +70,19 @@ void Metrics::Declare(const std::string& name, Type type, std::string help,
 
 void Metrics::Add(const std::string& name, const Labels& labels, double delta) {
   std::string key = LabelText(labels);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   FamilyLocked(name).samples[key].value += delta;
 }
 
 void Metrics::Set(const std::string& name, const Labels& labels, double value) {
   std::string key = LabelText(labels);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   FamilyLocked(name).samples[key].value = value;
 }
 
 void Metrics::Observe(const std::string& name, const Labels& labels, double value) {
   std::string key = LabelText(labels);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Family& f = FamilyLocked(name);
   Sample& s = f.samples[key];
   if (s.buckets.size() != f.bounds.size()) s.buckets.assign(f.bounds.size(), 0);
@@ -97,7 +97,7 @@ void Metrics::Observe(const std::string& name, const Labels& labels, double valu
 }
 
 double Metrics::Value(const std::string& name, const Labels& labels) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto f = families_.find(name);
   if (f == families_.end()) return 0;
   auto s = f->second.samples.find(LabelText(labels));
@@ -105,16 +105,16 @@ double Metrics::Value(const std::string& name, const Labels& labels) const {
 }
 
 void Metrics::OnScrape(std::function<void(Metrics&)> sample) {
-  std::lock_guard lock(scrape_mu_);
+  MutexLock lock(scrape_mu_);
   on_scrape_.push_back(std::move(sample));
 }
 
 std::string Metrics::Render() {
   {
-    std::lock_guard scrape_lock(scrape_mu_);
+    MutexLock scrape_lock(scrape_mu_);
     for (const auto& sample : on_scrape_) sample(*this);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {
     if (!f.help.empty()) out += "# HELP " + name + " " + f.help + "\n";

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "bdn/base/mutex.h"
+
 namespace bdn::http {
 
 // Labels of one metric sample, in order: {{"method", "GET"}, {"route", "/v1/chunks/{id}"}}.
@@ -54,12 +56,12 @@ class Metrics {
     std::vector<double> bounds;
     std::map<std::string, Sample> samples;  // by rendered label text
   };
-  Family& FamilyLocked(const std::string& name);
+  Family& FamilyLocked(const std::string& name) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, Family> families_;
-  std::mutex scrape_mu_;  // guards on_scrape_ (not held with mu_)
-  std::vector<std::function<void(Metrics&)>> on_scrape_;
+  mutable Mutex mu_;
+  std::map<std::string, Family> families_ GUARDED_BY(mu_);
+  Mutex scrape_mu_;  // guards on_scrape_ (not held with mu_)
+  std::vector<std::function<void(Metrics&)>> on_scrape_ GUARDED_BY(scrape_mu_);
 };
 
 }  // namespace bdn::http

@@ -177,12 +177,12 @@ struct Server::Impl {
   };
   std::vector<std::unique_ptr<Acceptor>> acceptors;
 
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
   size_t open = 0;
-  std::unordered_map<std::string, size_t> per_client;
-  std::map<Session*, std::weak_ptr<Session>> sessions;
-  bool stopping = false;
+  std::unordered_map<std::string, size_t> per_client GUARDED_BY(mu);
+  std::map<Session*, std::weak_ptr<Session>> sessions GUARDED_BY(mu);
+  bool stopping GUARDED_BY(mu) = false;
 
   Impl(Server& s, const ServerOptions& options) : server(s), o(options) {}
 
@@ -749,7 +749,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
 bool Server::Impl::Register(const std::shared_ptr<Session>& s, const std::string& addr,
                             std::string* why) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   sessions[s.get()] = s;
   size_t& mine = per_client[addr];
   ++open;
@@ -767,7 +767,7 @@ bool Server::Impl::Register(const std::shared_ptr<Session>& s, const std::string
 }
 
 void Server::Impl::Unregister(Session* s, const std::string& addr) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   sessions.erase(s);
   --open;
   auto it = per_client.find(addr);
@@ -831,7 +831,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
   metrics_.OnScrape([impl = impl_.get()](Metrics& m) {
     size_t open;
     {
-      std::lock_guard lock(impl->mu);
+      MutexLock lock(impl->mu);
       open = impl->open;
     }
     m.Set("bdn_http_connections", {}, static_cast<double>(open));
@@ -946,7 +946,7 @@ Status Server::Start() {
   if (started_) return FailedPreconditionError("server: already started");
   if (!bound_) BDN_RETURN_IF_ERROR(Bind());
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->stopping = false;
   }
   int threads = std::max(1, options_.threads);
@@ -981,7 +981,7 @@ void Server::Stop() {
   auto for_each_session = [&m](auto fn) {
     std::vector<std::shared_ptr<Session>> live;
     {
-      std::lock_guard lock(m.mu);
+      MutexLock lock(m.mu);
       m.stopping = true;
       for (auto& [p, w] : m.sessions) {
         if (auto s = w.lock()) live.push_back(std::move(s));
@@ -991,13 +991,13 @@ void Server::Stop() {
   };
   for_each_session([](Session& s) { s.OnStop(); });
   {
-    std::unique_lock lock(m.mu);
-    m.cv.wait_for(lock, kStopGrace, [&m] { return m.open == 0; });
+    MutexLock lock(m.mu);
+    m.cv.wait_for(lock.native(), kStopGrace, [&m] { return m.open == 0; });
   }
   for_each_session([](Session& s) { s.ForceClose(); });
   {
-    std::unique_lock lock(m.mu);
-    m.cv.wait_for(lock, std::chrono::seconds(1), [&m] { return m.open == 0; });
+    MutexLock lock(m.mu);
+    m.cv.wait_for(lock.native(), std::chrono::seconds(1), [&m] { return m.open == 0; });
   }
   m.work.reset();
   m.ioc->stop();

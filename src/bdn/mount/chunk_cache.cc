@@ -53,7 +53,7 @@ ChunkCache::~ChunkCache() {
 
 void ChunkCache::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   stop_cv_.notify_all();
@@ -65,17 +65,17 @@ uint32_t ChunkCache::Hints(AccessPattern pattern, bool keep) {
 }
 
 SharedBytes ChunkCache::Lookup(const Digest& id, uint32_t hints) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return HitLocked(id, hints & kRandom ? AccessPattern::kRandom : AccessPattern::kSequential);
 }
 
 bool ChunkCache::Holds(const Digest& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return index_.contains(id);
 }
 
 void ChunkCache::Fetched(const Digest& id, const SharedBytes& bytes, uint32_t hints) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   gave_up_.erase(id);
   if (hints & kKeep) {
     InsertLocked(id, bytes, hints & kRandom ? AccessPattern::kRandom : AccessPattern::kSequential);
@@ -93,7 +93,7 @@ Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, uint64_t size_bytes, ui
   auto backoff = options_.retry_backoff;
   for (;;) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       // A reader just gave up on this chunk at its deadline: the kernel retries a failed read
       // (readahead, then the read itself), and each retry must not wait a whole deadline again.
       if (auto it = gave_up_.find(id); it != gave_up_.end()) {
@@ -106,22 +106,22 @@ Result<ChunkBytes> ChunkCache::GetImpl(const Digest& id, uint64_t size_bytes, ui
     }
     FetchCore::Answer answer = core_->Fetch({id, size_bytes, hints}, deadline, stop);
     if (answer.end == FetchCore::End::kDeadline) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       RememberGaveUpLocked(id);
     }
     if (answer.end != FetchCore::End::kFetched) return std::move(answer.bytes);
     Result<ChunkBytes> result = std::move(answer.bytes);
     if (result || !IsTransient(result.error())) return result;
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (clock.SteadyNow() + backoff >= deadline) {
       RememberGaveUpLocked(id);
       return result;
     }
     ++stats_.retries;
     // The back-off ends early at Shutdown and at a stop request.
-    WaitUntilOrStopped(clock, stop_cv_, lock, clock.SteadyNow() + backoff, stop,
-                       [&] { return stopping_; });
-    lock.unlock();
+    WaitUntilOrStopped(clock, stop_cv_, lock.native(), clock.SteadyNow() + backoff, stop,
+                       [&]() REQUIRES(mu_) { return stopping_; });
+    lock.Unlock();
     if (stop.stop_requested()) {
       return Err(UnavailableError("chunk " + id.ToString() + ": the wait was cancelled"));
     }
@@ -176,7 +176,7 @@ void ChunkCache::Withdraw(std::span<const ChunkRef> refs) {
 }
 
 ChunkBytes ChunkCache::Peek(const ChunkRef& ref, AccessPattern pattern) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ChunkBytes bytes = HitLocked(ref.id, pattern);
   return bytes && bytes->size() == ref.size_bytes ? bytes : nullptr;
 }
@@ -226,7 +226,7 @@ void ChunkCache::InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern 
 }
 
 void ChunkCache::EvictLocked() {
-  auto evict_back = [this](NodeList& list) {
+  auto evict_back = [this](NodeList& list) REQUIRES(mu_) {
     Node& victim = list.back();
     uint64_t size = victim.bytes->size();
     stats_.cached_bytes -= size;
@@ -244,13 +244,13 @@ void ChunkCache::EvictLocked() {
 }
 
 bool ChunkCache::Contains(const Digest& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return index_.contains(id);
 }
 
 ChunkCacheStats ChunkCache::stats() const {
   FetchCore::Stats core = core_->stats();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ChunkCacheStats s = stats_;
   s.joined = core.joined;
   s.fetches = core.fetches;

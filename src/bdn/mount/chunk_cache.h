@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/format/manifest.h"
@@ -203,29 +204,30 @@ class ChunkCache : private FetchCore::Keeper {
   Result<ChunkBytes> GetImpl(const Digest& id, uint64_t size_bytes, uint32_t hints,
                              SteadyTime deadline, std::stop_token stop);
   // Under mu_: the cached bytes of `id` (moved per `pattern`) or nullptr.
-  ChunkBytes HitLocked(const Digest& id, AccessPattern pattern);
-  void InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern);
-  void EvictLocked();
-  void RememberGaveUpLocked(const Digest& id);
+  ChunkBytes HitLocked(const Digest& id, AccessPattern pattern) REQUIRES(mu_);
+  void InsertLocked(const Digest& id, ChunkBytes bytes, AccessPattern pattern) REQUIRES(mu_);
+  void EvictLocked() REQUIRES(mu_);
+  void RememberGaveUpLocked(const Digest& id) REQUIRES(mu_);
 
   ChunkStore& store_;
   const Options options_;
 
-  mutable std::mutex mu_;
-  uint64_t streaming_limit_bytes_;
-  NodeList lru_;        // most recently used first
-  NodeList streaming_;  // newest first
-  std::unordered_map<Digest, NodeList::iterator> index_;
+  mutable Mutex mu_;
+  uint64_t streaming_limit_bytes_ GUARDED_BY(mu_);
+  NodeList lru_ GUARDED_BY(mu_);        // most recently used first
+  NodeList streaming_ GUARDED_BY(mu_);  // newest first
+  std::unordered_map<Digest, NodeList::iterator> index_ GUARDED_BY(mu_);
   // Chunks a Get gave up on at its deadline (when): for kGaveUpMemory, a Get of one of them
   // waits at most kRetryAfterGiveUp.
   static constexpr size_t kMaxGaveUp = 1024;
   static constexpr auto kGaveUpMemory = std::chrono::seconds(2);
   static constexpr auto kRetryAfterGiveUp = std::chrono::seconds(1);
-  std::unordered_map<Digest, SteadyTime> gave_up_;
+  std::unordered_map<Digest, SteadyTime> gave_up_ GUARDED_BY(mu_);
   // Shutdown was called (ends back-off waits; the core answers the rest).
   std::condition_variable stop_cv_;
-  bool stopping_ = false;
-  ChunkCacheStats stats_;  // hits, retries and the cached_* fields; the rest is the core's
+  bool stopping_ GUARDED_BY(mu_) = false;
+  ChunkCacheStats stats_
+      GUARDED_BY(mu_);  // hits, retries and the cached_* fields; the rest is the core's
 
   // Last: destroyed first, so its threads stop before the state they update goes.
   std::unique_ptr<FetchCore> core_;

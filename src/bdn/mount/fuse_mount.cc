@@ -82,7 +82,7 @@ std::atomic<bool> g_signal_handlers_taken{false};
 // libfuse's log messages go to stderr as before, and the last one is kept: a daemon's stderr
 // may be /dev/null, so a failed mount reports libfuse's reason ("fuse: failed to open
 // /dev/fuse: Permission denied") in its Status.
-std::mutex g_fuse_log_mu;
+Mutex g_fuse_log_mu;
 std::string g_fuse_last_log;
 
 void FuseLog(enum fuse_log_level, const char* fmt, va_list ap) {
@@ -91,7 +91,7 @@ void FuseLog(enum fuse_log_level, const char* fmt, va_list ap) {
   std::fputs(buf, stderr);
   std::string line(buf);
   while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
-  std::lock_guard lock(g_fuse_log_mu);
+  MutexLock lock(g_fuse_log_mu);
   g_fuse_last_log = std::move(line);
 }
 
@@ -99,13 +99,13 @@ void FuseLog(enum fuse_log_level, const char* fmt, va_list ap) {
 void StartFuseLogCapture() {
   static std::once_flag installed;
   std::call_once(installed, [] { fuse_set_log_func(FuseLog); });
-  std::lock_guard lock(g_fuse_log_mu);
+  MutexLock lock(g_fuse_log_mu);
   g_fuse_last_log.clear();
 }
 
 // ": <libfuse's last message>" if it logged one since StartFuseLogCapture, else "".
 std::string FuseLogReason() {
-  std::lock_guard lock(g_fuse_log_mu);
+  MutexLock lock(g_fuse_log_mu);
   return g_fuse_last_log.empty() ? std::string() : ": " + g_fuse_last_log;
 }
 

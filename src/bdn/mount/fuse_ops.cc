@@ -119,7 +119,7 @@ constexpr size_t kMaxReplyIov = 256;
 struct OpenFile {
   const Entry* entry = nullptr;  // the kFile entry (hardlinks resolved)
   std::shared_ptr<const FileChunks> chunks;
-  std::mutex mu;
+  Mutex mu;
   uint64_t next_offset = 0;    // where the last sequential read ended
   uint64_t prefetched_to = 0;  // prefetch was requested for [.., prefetched_to)
   int streak = 0;              // sequential reads in a row
@@ -177,7 +177,7 @@ class MountedFs final : public FuseFileSystem {
   // Idempotent.
   void Stop() override {
     {
-      std::lock_guard lock(watch_mu_);
+      MutexLock lock(watch_mu_);
       watch_stopping_ = true;
     }
     watch_cv_.notify_all();
@@ -390,7 +390,7 @@ class MountedFs final : public FuseFileSystem {
   // Whoever gets true (the waiting task or the interrupt) replies to w.req, exactly once.
   bool Claim(WaitingRequest& w) {
     if (w.answered.exchange(true)) return false;
-    std::lock_guard lock(waiting_mu_);
+    MutexLock lock(waiting_mu_);
     waiting_.erase(w.req);
     return true;
   }
@@ -403,13 +403,13 @@ class MountedFs final : public FuseFileSystem {
     auto* self = static_cast<MountedFs*>(data);
     std::shared_ptr<WaitingRequest> w;
     {
-      std::lock_guard lock(self->waiting_mu_);
+      MutexLock lock(self->waiting_mu_);
       auto it = self->waiting_.find(req);
       if (it == self->waiting_.end()) return;
       w = it->second;
     }
     {
-      std::lock_guard lock(self->watch_mu_);
+      MutexLock lock(self->watch_mu_);
       if (self->watch_stopping_) return;  // Stop answers every waiting request
       self->watched_.push_back({std::move(w), std::chrono::steady_clock::now(), kFirstWatchPeriod});
     }
@@ -422,10 +422,10 @@ class MountedFs final : public FuseFileSystem {
   // behind other waits); any other caller's request goes on as if it had not been interrupted.
   void WatchInterrupted() {
     using SteadyClock = std::chrono::steady_clock;
-    std::unique_lock lock(watch_mu_);
+    MutexLock lock(watch_mu_);
     while (!watch_stopping_) {
       if (watched_.empty()) {
-        watch_cv_.wait(lock, [&] { return watch_stopping_ || !watched_.empty(); });
+        watch_cv_.wait(lock.native(), [&] { return watch_stopping_ || !watched_.empty(); });
         continue;
       }
       auto now = SteadyClock::now();
@@ -441,7 +441,7 @@ class MountedFs final : public FuseFileSystem {
         next = std::min(next, x.next);
       }
       if (!due.empty()) {
-        lock.unlock();
+        lock.Unlock();
         for (const auto& w : due) {
           if (w->answered || !ThreadIsDying(w->tid)) continue;
           // Claimed first, so the woken task (its wait "cancelled") does not answer it EIO.
@@ -449,11 +449,11 @@ class MountedFs final : public FuseFileSystem {
           w->stop.request_stop();
           fuse_reply_err(w->req, EINTR);
         }
-        lock.lock();
+        lock.Lock();
         continue;
       }
       // A newly interrupted request (due at once) wakes this early.
-      if (next != SteadyClock::time_point::max()) watch_cv_.wait_until(lock, next);
+      if (next != SteadyClock::time_point::max()) watch_cv_.wait_until(lock.native(), next);
     }
   }
 
@@ -465,7 +465,7 @@ class MountedFs final : public FuseFileSystem {
   void Offload(fuse_req_t req, F fn) {
     auto w = std::make_shared<WaitingRequest>(req, fuse_req_ctx(req)->pid);
     {
-      std::lock_guard lock(waiting_mu_);
+      MutexLock lock(waiting_mu_);
       waiting_[req] = w;
     }
     // Calls OnInterrupt at once if the interrupt came first.
@@ -607,7 +607,7 @@ class MountedFs final : public FuseFileSystem {
     uint64_t from = 0;
     uint64_t to = 0;
     {
-      std::lock_guard lock(of.mu);
+      MutexLock lock(of.mu);
       bool sequential = begin + kSequentialSlackBytes >= of.next_offset &&
                         begin <= of.next_offset + kSequentialSlackBytes;
       if (!sequential) {
@@ -647,7 +647,7 @@ class MountedFs final : public FuseFileSystem {
   uint64_t total_bytes_ = 0;
 
   // Requests waiting on the store that no one has answered yet, for OnInterrupt.
-  std::mutex waiting_mu_;
+  Mutex waiting_mu_;
   std::unordered_map<fuse_req_t, std::shared_ptr<WaitingRequest>> waiting_;
 
   // Read errors other than corruption (an origin away: every read fails, and kernel readahead
@@ -655,7 +655,7 @@ class MountedFs final : public FuseFileSystem {
   log::RateLimiter read_errors_{20, std::chrono::seconds(10)};
 
   // Interrupted requests whose callers the watcher checks (WatchInterrupted).
-  std::mutex watch_mu_;
+  Mutex watch_mu_;
   std::condition_variable watch_cv_;
   std::vector<Watched> watched_;
   bool watch_stopping_ = false;

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/mutex.h"
+
 extern char** environ;
 
 namespace bdn {
@@ -128,7 +130,7 @@ struct PathProbe {
 std::optional<PathProbe> ProbePath(const fs::path& path, bool with_statvfs,
                                    std::chrono::milliseconds deadline) {
   struct Shared {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
     bool done = false;
     PathProbe probe;
@@ -143,13 +145,14 @@ std::optional<PathProbe> ProbePath(const fs::path& path, bool with_statvfs,
       struct statvfs vfs;
       if (::statvfs(path.c_str(), &vfs) != 0) probe.statvfs_errno = errno;
     }
-    std::lock_guard lock(shared->mu);
+    MutexLock lock(shared->mu);
     shared->probe = probe;
     shared->done = true;
     shared->cv.notify_all();
   }).detach();
-  std::unique_lock lock(shared->mu);
-  if (!shared->cv.wait_for(lock, deadline, [&] { return shared->done; })) return std::nullopt;
+  MutexLock lock(shared->mu);
+  if (!shared->cv.wait_for(lock.native(), deadline, [&] { return shared->done; }))
+    return std::nullopt;
   return shared->probe;
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/objstore/pack_catalog.h"
 #include "bdn/objstore/s3_client.h"
 #include "bdn/store/chunk_store.h"
@@ -186,7 +187,7 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Status Init();
 
   Where Lookup(const Digest& id, Copies copies) const;
-  Where LookupLocked(const Digest& id, Copies copies) const;
+  Where LookupLocked(const Digest& id, Copies copies) const REQUIRES_SHARED(mu_);
   Status ClaimThenRefreshDoom(std::span<const Digest> ids);
   // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
   // at most one per min_refresh_interval).
@@ -202,7 +203,7 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // Rewrites the index tables as one, without the packs in gone_, if any table names one (or
   // always, with `force`).
   Status CompactIndex(bool force);
-  Status CompactLocked(bool force);  // index_write_mu_ held
+  Status CompactLocked(bool force) REQUIRES(index_write_mu_);
 
   // Writing.
   Result<PutOutcome> StoreBlob(const Digest& id, std::span<const uint8_t> raw);
@@ -236,51 +237,60 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   std::shared_ptr<PackCatalog> catalog_;
 
   // The index (guarded by mu_).
-  mutable std::shared_mutex mu_;
+  mutable SharedMutex mu_;
   // Blobs in the spool: their pack and where in it.
-  std::unordered_map<Digest, std::pair<std::shared_ptr<SpoolPack>, pack::BlobLocation>>
-      spool_blobs_;
-  std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_;  // uploaded, not in a table
-  std::unordered_map<Digest, pack::IndexedBlob> loose_blobs_;
-  std::vector<std::shared_ptr<const pack::IndexTable>> tables_;
-  std::unordered_set<uint64_t> indexed_;               // packs covered by tables_
-  std::unordered_map<uint64_t, uint64_t> pack_bytes_;  // every uploaded pack known: its size
-  std::unordered_map<uint64_t, uint64_t> pack_gen_;    // refresh generation it became known in
-  uint64_t gen_ = 0;
-  std::unordered_set<uint64_t> gone_;     // deleted by a GC of this store; tables may name them
-  std::unordered_set<uint64_t> missing_;  // found missing from the object store
-  std::set<std::pair<uint64_t, uint64_t>> bad_;  // damaged copies (pack, record offset)
-  std::unordered_set<uint64_t> doomed_;
-  PendingPuts pending_;  // Puts in flight
+  std::unordered_map<Digest, std::pair<std::shared_ptr<SpoolPack>, pack::BlobLocation>> spool_blobs_
+      GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_
+      GUARDED_BY(mu_);  // uploaded, not in a table
+  std::unordered_map<Digest, pack::IndexedBlob> loose_blobs_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const pack::IndexTable>> tables_ GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> indexed_ GUARDED_BY(mu_);  // packs covered by tables_
+  std::unordered_map<uint64_t, uint64_t> pack_bytes_
+      GUARDED_BY(mu_);  // every uploaded pack known: its size
+  std::unordered_map<uint64_t, uint64_t> pack_gen_
+      GUARDED_BY(mu_);  // refresh generation it became known in
+  uint64_t gen_ GUARDED_BY(mu_) = 0;
+  std::unordered_set<uint64_t> gone_
+      GUARDED_BY(mu_);  // deleted by a GC of this store; tables may name them
+  std::unordered_set<uint64_t> missing_ GUARDED_BY(mu_);  // found missing from the object store
+  std::set<std::pair<uint64_t, uint64_t>> bad_
+      GUARDED_BY(mu_);  // damaged copies (pack, record offset)
+  std::unordered_set<uint64_t> doomed_ GUARDED_BY(mu_);
+  PendingPuts pending_ GUARDED_BY(mu_);  // Puts in flight
 
   // The spool (guarded by spool_mu_).
-  std::mutex spool_mu_;
+  Mutex spool_mu_;
   std::condition_variable spool_cv_;
-  std::vector<std::shared_ptr<SpoolPack>> open_;  // being written, each by one writer at a time
-  std::deque<std::shared_ptr<SpoolPack>> queue_;  // sealed, waiting for an uploader
-  std::vector<std::shared_ptr<SpoolPack>> uploading_;  // taken by an uploader
-  std::vector<std::shared_ptr<SpoolPack>> failed_;     // sealed, upload failed: retried at Sync
-  bool stopping_ = false;
+  std::vector<std::shared_ptr<SpoolPack>> open_
+      GUARDED_BY(spool_mu_);  // being written, each by one writer at a time
+  std::deque<std::shared_ptr<SpoolPack>> queue_
+      GUARDED_BY(spool_mu_);  // sealed, waiting for an uploader
+  std::vector<std::shared_ptr<SpoolPack>> uploading_ GUARDED_BY(spool_mu_);  // taken by an uploader
+  std::vector<std::shared_ptr<SpoolPack>> failed_
+      GUARDED_BY(spool_mu_);  // sealed, upload failed: retried at Sync
+  bool stopping_ GUARDED_BY(spool_mu_) = false;
   std::vector<std::thread> uploaders_;
   std::thread idle_sealer_;
-  SteadyTime last_append_{};   // when a writer last let go of an open pack
-  std::mutex sync_mu_;         // one Sync at a time
-  std::mutex index_write_mu_;  // one PublishIndex or CompactIndex at a time
+  SteadyTime last_append_ GUARDED_BY(spool_mu_){};  // when a writer last let go of an open pack
+  Mutex sync_mu_;                                   // one Sync at a time
+  Mutex index_write_mu_;                            // one PublishIndex or CompactIndex at a time
 
   // Refreshes.
-  std::mutex refresh_mu_;
+  Mutex refresh_mu_;
   std::condition_variable refresh_cv_;
-  bool refreshing_ = false;
-  SteadyTime last_refresh_start_{};
-  bool refreshed_once_ = false;
-  Status last_refresh_;
+  bool refreshing_ GUARDED_BY(refresh_mu_) = false;
+  SteadyTime last_refresh_start_ GUARDED_BY(refresh_mu_){};
+  bool refreshed_once_ GUARDED_BY(refresh_mu_) = false;
+  Status last_refresh_ GUARDED_BY(refresh_mu_);
 
   // The read cache (guarded by cache_mu_).
-  std::mutex cache_mu_;
+  Mutex cache_mu_;
   std::condition_variable cache_cv_;
-  std::unordered_map<uint64_t, std::vector<std::shared_ptr<Segment>>> segments_;
-  uint64_t cached_bytes_ = 0;
-  uint64_t use_clock_ = 0;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<Segment>>> segments_
+      GUARDED_BY(cache_mu_);
+  uint64_t cached_bytes_ GUARDED_BY(cache_mu_) = 0;
+  uint64_t use_clock_ GUARDED_BY(cache_mu_) = 0;
 
   struct Counters {
     std::atomic<uint64_t> packs_uploaded{0}, bytes_uploaded{0}, upload_failures{0},

@@ -38,7 +38,7 @@ Result<std::vector<CatalogPack>> BucketCatalog::ListPacks() {
 }
 
 Result<std::unique_ptr<StoreHold>> BucketCatalog::BeginGc() {
-  std::unique_lock lock(gc_running_, std::try_to_lock);
+  std::unique_lock lock(gc_running_.native(), std::try_to_lock);
   if (!lock.owns_lock()) {
     return Err(ConflictError("chunk store " + client_->uri() + ": another gc is running"));
   }
@@ -48,28 +48,28 @@ Result<std::unique_ptr<StoreHold>> BucketCatalog::BeginGc() {
 
 Result<std::unique_ptr<StoreHold>> BucketCatalog::HoldForCommit() {
   return std::unique_ptr<StoreHold>(std::make_unique<LockHold<std::shared_lock<std::shared_mutex>>>(
-      std::shared_lock<std::shared_mutex>(sweep_)));
+      std::shared_lock<std::shared_mutex>(sweep_.native())));
 }
 
 Result<std::unique_ptr<StoreHold>> BucketCatalog::HoldForSweep() {
   return std::unique_ptr<StoreHold>(std::make_unique<LockHold<std::unique_lock<std::shared_mutex>>>(
-      std::unique_lock<std::shared_mutex>(sweep_)));
+      std::unique_lock<std::shared_mutex>(sweep_.native())));
 }
 
 Status BucketCatalog::PublishDoom(std::span<const uint64_t> packs) {
-  std::lock_guard l(mu_);
+  MutexLock l(mu_);
   doom_.assign(packs.begin(), packs.end());
   return Status::Ok();
 }
 
 Status BucketCatalog::ClearDoom() {
-  std::lock_guard l(mu_);
+  MutexLock l(mu_);
   doom_.clear();
   return Status::Ok();
 }
 
 Result<std::vector<uint64_t>> BucketCatalog::Doom() {
-  std::lock_guard l(mu_);
+  MutexLock l(mu_);
   return doom_;
 }
 
@@ -82,7 +82,7 @@ void BucketCatalog::PruneLocked(SteadyTime now, bool force) {
 
 Status BucketCatalog::RecordClaims(std::span<const Digest> ids) {
   if (ids.empty()) return Status::Ok();
-  std::lock_guard l(mu_);
+  MutexLock l(mu_);
   const SteadyTime now = clock_->SteadyNow();
   for (const Digest& id : ids) claims_.emplace_back(now, id);
   PruneLocked(now, false);
@@ -90,7 +90,7 @@ Status BucketCatalog::RecordClaims(std::span<const Digest> ids) {
 }
 
 Result<std::vector<Digest>> BucketCatalog::LiveClaims() {
-  std::lock_guard l(mu_);
+  MutexLock l(mu_);
   PruneLocked(clock_->SteadyNow(), true);
   std::vector<Digest> out;
   out.reserve(claims_.size());

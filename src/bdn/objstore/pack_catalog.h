@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/objstore/s3_client.h"
@@ -89,17 +90,17 @@ class BucketCatalog : public PackCatalog {
   Result<std::vector<Digest>> LiveClaims() override;
 
  private:
-  void PruneLocked(SteadyTime now, bool force);
+  void PruneLocked(SteadyTime now, bool force) REQUIRES(mu_);
 
   const std::shared_ptr<S3Client> client_;
   const std::function<SteadyTime()> retain_since_;
   const std::shared_ptr<Clock> clock_;
-  std::mutex gc_running_;
-  std::shared_mutex sweep_;
-  std::mutex mu_;
-  std::vector<uint64_t> doom_;
-  std::deque<std::pair<SteadyTime, Digest>> claims_;
-  SteadyTime last_prune_{};
+  Mutex gc_running_;
+  SharedMutex sweep_;
+  Mutex mu_;
+  std::vector<uint64_t> doom_ GUARDED_BY(mu_);
+  std::deque<std::pair<SteadyTime, Digest>> claims_ GUARDED_BY(mu_);
+  SteadyTime last_prune_ GUARDED_BY(mu_){};
 };
 
 }  // namespace bdn::objstore

@@ -27,13 +27,13 @@ class ExpiringMap {
     SteadyClock::time_point expires;
   };
   std::optional<Entry> Find(const std::string& k) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = map_.find(k);
     if (it == map_.end()) return std::nullopt;
     return it->second;
   }
   void Put(const std::string& k, V v, SteadyClock::time_point expires) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (map_.size() >= max_entries_ && !map_.contains(k)) {
       auto now = SteadyClock::now();
       std::erase_if(map_, [&](const auto& kv) { return kv.second.expires <= now; });
@@ -44,8 +44,8 @@ class ExpiringMap {
 
  private:
   const size_t max_entries_;
-  std::mutex mu_;
-  std::unordered_map<std::string, Entry> map_;
+  Mutex mu_;
+  std::unordered_map<std::string, Entry> map_ GUARDED_BY(mu_);
 };
 
 constexpr size_t kMaxVerdicts = 65536;
@@ -163,11 +163,12 @@ Result<ReadGrant> ReadScope::Check(const ApiKey& key, std::string_view authoriza
 
 struct NamespaceIndex::Ns {
   // Guards blobs and uploaded; held only for lookups and inserts, never across I/O.
-  std::shared_mutex mu;
+  SharedMutex mu;
   std::unordered_set<Digest> blobs;
-  std::unordered_set<Digest> uploaded[2];  // [0] current, [1] the older half
-  // Keeps refreshes one at a time, and guards what they keep between runs.
-  std::mutex refresh_mu;
+  std::unordered_set<Digest> uploaded[2] GUARDED_BY(mu);  // [0] current, [1] the older half
+  // Keeps refreshes one at a time, and guards what they keep between runs (not annotated: Refresh
+  // is declared in the header, where Ns is incomplete, and one caller holds it by try_lock).
+  Mutex refresh_mu;
   bool built = false;
   std::unordered_set<Digest> versions;      // versions whose blobs are in `blobs`
   std::unordered_set<Digest> indexes;       // chunk indexes already read
@@ -182,7 +183,7 @@ NamespaceIndex::NamespaceIndex(std::shared_ptr<ChunkStore> store,
 NamespaceIndex::~NamespaceIndex() = default;
 
 NamespaceIndex::Ns& NamespaceIndex::Of(const std::string& ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = namespaces_[ns];
   if (!slot) slot = std::make_unique<Ns>();
   return *slot;
@@ -222,7 +223,7 @@ Status NamespaceIndex::Refresh(const std::string& ns, Ns& n) {
     }
   }
   {
-    std::unique_lock lock(n.mu);
+    WriterLock lock(n.mu);
     n.blobs.insert(found.begin(), found.end());
   }
   n.built = true;
@@ -236,7 +237,7 @@ Result<std::vector<bool>> NamespaceIndex::Readable(const std::string& ns,
   Ns& n = Of(ns);
   auto lookup = [&] {
     std::vector<bool> out(ids.size());
-    std::shared_lock lock(n.mu);
+    ReaderLock lock(n.mu);
     for (size_t i = 0; i < ids.size(); ++i) {
       out[i] = n.blobs.contains(ids[i]) || n.uploaded[0].contains(ids[i]) ||
                n.uploaded[1].contains(ids[i]);
@@ -248,7 +249,7 @@ Result<std::vector<bool>> NamespaceIndex::Readable(const std::string& ns,
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.refresh_interval).count();
   const int64_t last = n.refreshed_ns.load();
   if (freshness == Freshness::kNow) {
-    std::lock_guard lock(n.refresh_mu);
+    MutexLock lock(n.refresh_mu);
     // A refresh that started after this call began is fresh enough.
     if (n.refreshed_ns.load() < now) BDN_RETURN_IF_ERROR(Refresh(ns, n));
   } else if (last == 0 || now - last >= interval) {
@@ -268,7 +269,7 @@ Result<std::vector<bool>> NamespaceIndex::Readable(const std::string& ns,
 
 void NamespaceIndex::RecordUpload(const std::string& ns, const Digest& id) {
   Ns& n = Of(ns);
-  std::unique_lock lock(n.mu);
+  WriterLock lock(n.mu);
   if (n.uploaded[0].size() >= options_.max_uploaded / 2) {
     n.uploaded[1] = std::move(n.uploaded[0]);
     n.uploaded[0].clear();

@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/format/ref.h"
 #include "bdn/http/client.h"
 #include "bdn/http/message.h"
@@ -146,8 +147,8 @@ class NamespaceIndex {
   std::shared_ptr<ChunkStore> store_;
   std::shared_ptr<Registry> registry_;
   NamespaceIndexOptions options_;
-  std::mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<Ns>> namespaces_;
+  Mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<Ns>> namespaces_ GUARDED_BY(mu_);
 };
 
 // `store` as a key of namespace `ns` sees it: blobs the namespace may not read (NamespaceIndex)

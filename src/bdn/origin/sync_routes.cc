@@ -45,7 +45,7 @@ class TableClaim : public PushClaim {
         thread_([this] { Renew(); }) {}
   ~TableClaim() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       done_ = true;
     }
     cv_.notify_all();
@@ -56,8 +56,8 @@ class TableClaim : public PushClaim {
 
  private:
   void Renew() {
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, table_.ttl() / 3, [&] { return done_; })) {
+    MutexLock lock(mu_);
+    while (!cv_.wait_for(lock.native(), table_.ttl() / 3, [&]() REQUIRES(mu_) { return done_; })) {
       // A failed renewal is retried at the next third of the TTL; the claim lapses only if
       // every renewal within the TTL fails, and then another runner may take the job.
       table_.Renew(ns_, volume_, id_).IgnoreError();
@@ -66,9 +66,9 @@ class TableClaim : public PushClaim {
 
   PushClaims& table_;
   const std::string ns_, volume_, id_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool done_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -53,7 +53,7 @@ Result<std::string> MemoryPushClaims::Acquire(const std::string& ns, const std::
                                               const std::string& holder,
                                               const std::string& idempotency_key) {
   Key key{ns, vol};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto now = now_();
   if (Claim* c = LiveLocked(key, now)) {
     // The retry of an Acquire whose answer was lost gets the claim it already holds.
@@ -72,7 +72,7 @@ Result<std::string> MemoryPushClaims::Acquire(const std::string& ns, const std::
 Status MemoryPushClaims::Renew(const std::string& ns, const std::string& vol,
                                const std::string& id) {
   Key key{ns, vol};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto now = now_();
   Claim* c = LiveLocked(key, now);
   if (!c || c->id != id) return NotFoundLocked(key, id);
@@ -83,7 +83,7 @@ Status MemoryPushClaims::Renew(const std::string& ns, const std::string& vol,
 Status MemoryPushClaims::Release(const std::string& ns, const std::string& vol,
                                  const std::string& id) {
   Key key{ns, vol};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Claim* c = LiveLocked(key, now_());
   if (!c || c->id != id) return NotFoundLocked(key, id);
   claims_.erase(key);
@@ -93,7 +93,7 @@ Status MemoryPushClaims::Release(const std::string& ns, const std::string& vol,
 Status MemoryPushClaims::CheckCommit(const std::string& ns, const std::string& vol,
                                      const std::optional<std::string>& claim_id) {
   Key key{ns, vol};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto now = now_();
   Claim* c = LiveLocked(key, now);
   if (!c || (claim_id && *claim_id == c->id)) return Status::Ok();
@@ -101,7 +101,7 @@ Status MemoryPushClaims::CheckCommit(const std::string& ns, const std::string& v
 }
 
 Result<std::optional<PushClaims::Clock::time_point>> MemoryPushClaims::OldestLiveAcquired() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto now = now_();
   std::optional<Clock::time_point> oldest;
   for (const auto& [key, c] : claims_) {

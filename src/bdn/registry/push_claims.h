@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 
 namespace bdn {
@@ -82,14 +83,14 @@ class MemoryPushClaims : public PushClaims {
   };
   using Key = std::pair<std::string, std::string>;
   // The live claim on `key`, erasing an expired one. Requires mu_.
-  Claim* LiveLocked(const Key& key, Clock::time_point now);
-  Status ConflictLocked(const Key& key, const Claim& c, Clock::time_point now) const;
-  Status NotFoundLocked(const Key& key, const std::string& id) const;
+  Claim* LiveLocked(const Key& key, Clock::time_point now) REQUIRES(mu_);
+  Status ConflictLocked(const Key& key, const Claim& c, Clock::time_point now) const REQUIRES(mu_);
+  Status NotFoundLocked(const Key& key, const std::string& id) const REQUIRES(mu_);
 
   const std::chrono::milliseconds ttl_;
   const std::function<Clock::time_point()> now_;
-  std::mutex mu_;
-  std::map<Key, Claim> claims_;
+  Mutex mu_;
+  std::map<Key, Claim> claims_ GUARDED_BY(mu_);
 };
 
 // Claims in the table push_claims of a PostgreSQL database (migrated by MigratePgMetadata),

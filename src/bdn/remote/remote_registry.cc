@@ -33,11 +33,11 @@ std::string VolumeName(const std::string& ns, const std::string& volume) {
 struct internal::ClaimTable {
   struct State {
     std::string id;
-    std::mutex mu;
+    Mutex mu;
     Status lost;  // set once the claim can no longer be trusted to be ours
   };
-  std::mutex mu;
-  std::map<std::string, std::shared_ptr<State>> by_volume;
+  Mutex mu;
+  std::map<std::string, std::shared_ptr<State>> by_volume GUARDED_BY(mu);
 };
 using Claims = internal::ClaimTable;
 
@@ -76,7 +76,7 @@ class RemotePushClaim : public PushClaim {
 
   ~RemotePushClaim() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
@@ -87,14 +87,14 @@ class RemotePushClaim : public PushClaim {
                 .path = IdPath(),
                 .deadline = std::chrono::milliseconds(5000)})
         .IgnoreError();
-    std::lock_guard lock(claims_->mu);
+    MutexLock lock(claims_->mu);
     auto it = claims_->by_volume.find(key_);
     if (it != claims_->by_volume.end() && it->second == state_) claims_->by_volume.erase(it);
   }
 
  private:
   std::string IdPath() {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     return claims_path_ + "/" + Escape(state_->id);
   }
 
@@ -102,14 +102,14 @@ class RemotePushClaim : public PushClaim {
     const auto period = std::max(ttl_ / 3, std::chrono::milliseconds(10));
     const auto deadline = std::max(period, std::chrono::milliseconds(1000));
     std::string reclaim_key;  // one Idempotency-Key for the re-claim until it gets an answer
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
-      lock.unlock();
+    MutexLock lock(mu_);
+    while (!cv_.wait_for(lock.native(), period, [this]() REQUIRES(mu_) { return stopping_; })) {
+      lock.Unlock();
       auto r =
           client_->Call({.method = http::Method::kPut, .path = IdPath(), .deadline = deadline});
       if (!r && r.error().code() == StatusCode::kNotFound)
         Reclaim(r.error(), reclaim_key, deadline);
-      lock.lock();
+      lock.Lock();
     }
   }
 
@@ -124,7 +124,7 @@ class RemotePushClaim : public PushClaim {
     if (!c && c.error().code() != StatusCode::kConflict) return;  // try again next period
     key.clear();
     Result<std::string> id = c ? ClaimIdOf(*client_, claims_path_, *c) : Err(c.error());
-    std::lock_guard state_lock(state_->mu);
+    MutexLock state_lock(state_->mu);
     if (id) {
       state_->id = *id;
     } else if (state_->lost.ok()) {
@@ -140,9 +140,9 @@ class RemotePushClaim : public PushClaim {
   std::shared_ptr<Claims::State> state_;
   std::string volume_name_;
   std::chrono::milliseconds ttl_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -289,12 +289,12 @@ Result<CommitResult> RemoteRegistry::Commit(const CommitRequest& req) {
   {
     std::shared_ptr<Claims::State> state;
     {
-      std::lock_guard lock(claims_->mu);
+      MutexLock lock(claims_->mu);
       auto it = claims_->by_volume.find(req.ns + "/" + req.volume);
       if (it != claims_->by_volume.end()) state = it->second;
     }
     if (state) {
-      std::lock_guard lock(state->mu);
+      MutexLock lock(state->mu);
       if (!state->lost.ok()) return Err(state->lost);
       claim = state->id;
     }
@@ -394,7 +394,7 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
       j.contains("ttl_ms") && j["ttl_ms"].is_number_integer() ? j["ttl_ms"].get<int64_t>() : 30000;
   const std::string key = ns + "/" + volume;
   {
-    std::lock_guard lock(claims_->mu);
+    MutexLock lock(claims_->mu);
     claims_->by_volume[key] = state;
   }
   return std::unique_ptr<PushClaim>(

@@ -9,7 +9,7 @@ RetryBudget::RetryBudget(Options options)
     : options_(std::move(options)), clock_(options_.clock ? options_.clock : Clock::Real()) {}
 
 std::optional<RetryBudget::Outage> RetryBudget::CurrentOutage() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!outage_start_ && !tripped_) return std::nullopt;
   Outage o;
   o.deadline = options_.deadline;
@@ -23,12 +23,12 @@ std::optional<RetryBudget::Outage> RetryBudget::CurrentOutage() const {
 }
 
 std::optional<Status> RetryBudget::Tripped() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return tripped_;
 }
 
 void RetryBudget::OnAnswer() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   outage_start_.reset();
 }
 
@@ -39,7 +39,7 @@ Status RetryBudget::GiveUpLocked(const Status& error) const {
 }
 
 RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error, SteadyTime call_start) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (tripped_) return {.give_up = tripped_};
   const SteadyTime now = clock_->SteadyNow();
   if (!outage_start_) outage_start_ = now;

@@ -15,6 +15,7 @@
 
 #include "bdn/base/backoff.h"
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/http/client.h"
 
@@ -87,14 +88,14 @@ class RetryBudget {
   std::chrono::milliseconds deadline() const { return options_.deadline; }
 
  private:
-  Status GiveUpLocked(const Status& error) const;
+  Status GiveUpLocked(const Status& error) const REQUIRES(mu_);
 
   const Options options_;
   const std::shared_ptr<Clock> clock_;
-  mutable std::mutex mu_;
-  std::optional<SteadyTime> outage_start_;
-  Status last_error_;
-  std::optional<Status> tripped_;
+  mutable Mutex mu_;
+  std::optional<SteadyTime> outage_start_ GUARDED_BY(mu_);
+  Status last_error_ GUARDED_BY(mu_);
+  std::optional<Status> tripped_ GUARDED_BY(mu_);
 };
 
 // Calls `fn` until it succeeds or fails for good, and returns its last outcome. `fn` returns

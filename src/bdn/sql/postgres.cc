@@ -108,7 +108,7 @@ struct PgPool::Impl {
   std::string name;
   std::string application_name;
 
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
   std::vector<PGconn*> idle;
   size_t open = 0;  // idle plus in use
@@ -152,8 +152,8 @@ struct PgPool::Impl {
   // A pooled connection: an idle one, a new one while fewer than max_connections are open, or
   // the next one released within acquire_timeout.
   Result<PGconn*> Acquire(std::string_view what, std::string_view op) {
-    std::unique_lock lock(mu);
-    if (!cv.wait_for(lock, options.acquire_timeout,
+    MutexLock lock(mu);
+    if (!cv.wait_for(lock.native(), options.acquire_timeout,
                      [&] { return !idle.empty() || open < options.max_connections; })) {
       return Err(UnavailableError(Prefix(what, op) + "all " +
                                   std::to_string(options.max_connections) +
@@ -165,10 +165,10 @@ struct PgPool::Impl {
       return c;
     }
     ++open;
-    lock.unlock();
+    lock.Unlock();
     auto c = Connect(what, op);
     if (!c) {
-      lock.lock();
+      lock.Lock();
       --open;
       cv.notify_one();
     }
@@ -180,7 +180,7 @@ struct PgPool::Impl {
   void Release(PGconn* c, bool broken) {
     std::vector<PGconn*> close;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (broken || PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE) {
         close.push_back(c);
         --open;

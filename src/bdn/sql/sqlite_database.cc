@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/private_files.h"
 
 namespace bdn::sql {
@@ -93,7 +94,7 @@ class SqliteDatabase : public Database {
 
   Status Read(const std::function<Status(Session&)>& body, Consistency consistency,
               std::string_view op) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     op_ = op;
     SqliteSession session(*this);
     if (consistency == Consistency::kStatement) return body(session);
@@ -112,7 +113,7 @@ class SqliteDatabase : public Database {
   }
 
   Status Write(const std::function<Status(Session&)>& body, std::string_view op) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     op_ = op;
     BDN_RETURN_IF_ERROR(ExecRaw("BEGIN IMMEDIATE"));
     SqliteSession session(*this);
@@ -175,7 +176,7 @@ class SqliteDatabase : public Database {
   }
 
   Result<std::vector<std::string>> CheckIntegrity() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     op_ = "";
     SqliteSession session(*this);
     BDN_ASSIGN_OR_RETURN(Rows rows, session.Query("PRAGMA integrity_check"));
@@ -260,7 +261,7 @@ class SqliteDatabase : public Database {
   std::string name_;
   sqlite3* db_ = nullptr;
   bool read_only_ = false;
-  std::mutex mu_;
+  Mutex mu_;
   std::string op_;  // the operation of the call in progress (for messages); requires mu_
 };
 

@@ -46,12 +46,12 @@ Status VerifyChunk(const Digest& id, std::span<const uint8_t> data) {
 }
 
 Result<bool> MemChunkStore::Contains(const Digest& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return blobs_.contains(id);
 }
 
 Result<BlobSizes> MemChunkStore::Sizes(std::span<const Digest> ids) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   BlobSizes out;
   out.reserve(ids.size());
   for (const Digest& id : ids) {
@@ -66,7 +66,7 @@ Status MemChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   if (!VerifyChunk(id, data).ok()) {
     return InvalidArgumentError("chunk " + id.ToString() + ": bytes do not match the id");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   blobs_.try_emplace(id, data.begin(), data.end());
   return Status::Ok();
 }
@@ -74,7 +74,7 @@ Status MemChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
 Result<std::vector<uint8_t>> MemChunkStore::Get(const Digest& id) {
   std::vector<uint8_t> copy;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = blobs_.find(id);
     if (it == blobs_.end()) return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
     copy = it->second;
@@ -84,12 +84,12 @@ Result<std::vector<uint8_t>> MemChunkStore::Get(const Digest& id) {
 }
 
 void MemChunkStore::CorruptForTest(const Digest& id, std::vector<uint8_t> bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   blobs_[id] = std::move(bytes);
 }
 
 size_t MemChunkStore::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return blobs_.size();
 }
 

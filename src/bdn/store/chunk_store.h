@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/store/atomic_file.h"
@@ -175,9 +176,10 @@ class PendingPuts {
   };
   // With `lock` held on the store's mutex: waits while another writer stores `id`; returns
   // nullopt once `stored()` (asked under the lock) holds, else the caller's turn to store it.
+  // `stored` may be marked REQUIRES(the store's mutex), which the analysis cannot see `lock` hold.
   template <typename Stored>
   std::optional<Turn> WaitOrBegin(std::unique_lock<std::shared_mutex>& lock, const Digest& id,
-                                  Stored stored) {
+                                  Stored stored) NO_THREAD_SAFETY_ANALYSIS {
     for (;;) {
       if (stored()) return std::nullopt;
       if (!ids_.contains(id)) break;
@@ -204,8 +206,8 @@ class MemChunkStore : public ChunkStore {
   size_t size() const;
 
  private:
-  mutable std::mutex mu_;
-  std::unordered_map<Digest, std::vector<uint8_t>> blobs_;
+  mutable Mutex mu_;
+  std::unordered_map<Digest, std::vector<uint8_t>> blobs_ GUARDED_BY(mu_);
 };
 
 }  // namespace bdn

@@ -108,7 +108,7 @@ FetchCore::Ticket::~Ticket() { Reset(); }
 void FetchCore::Ticket::Reset() {
   if (flight_ == nullptr) return;
   {
-    std::lock_guard lock(core_->mu_);
+    MutexLock lock(core_->mu_);
     --flight_->holders;
   }
   flight_.reset();
@@ -136,7 +136,7 @@ Status FetchCore::ShutdownError() const {
 }
 
 void FetchCore::Shutdown() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   stopping_ = true;
   demand_queue_.clear();
@@ -146,7 +146,7 @@ void FetchCore::Shutdown() {
 }
 
 FetchCore::Stats FetchCore::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
@@ -181,7 +181,7 @@ FetchCore::Answer FetchCore::WaitLocked(std::unique_lock<std::mutex>& lock,
                                         const std::shared_ptr<Flight>& flight, SteadyTime deadline,
                                         const std::stop_token& stop) {
   WaitUntilOrStopped(*options_.clock, flight->cv, lock, deadline, stop,
-                     [&] { return flight->done || stopping_; });
+                     [&]() REQUIRES(mu_) { return flight->done || stopping_; });
   --flight->waiters;
   Answer answer{End::kFetched, flight->result};
   if (flight->done) {
@@ -200,7 +200,7 @@ FetchCore::Answer FetchCore::WaitLocked(std::unique_lock<std::mutex>& lock,
 }
 
 FetchCore::Answer FetchCore::Fetch(const Item& item, SteadyTime deadline, std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return {End::kShutdown, Err(ShutdownError())};
   if (options_.keeper != nullptr) {
     if (SharedBytes bytes = options_.keeper->Lookup(item.id, item.hints)) {
@@ -223,11 +223,11 @@ FetchCore::Answer FetchCore::Fetch(const Item& item, SteadyTime deadline, std::s
   std::shared_ptr<Flight> flight = DemandLocked(item, &joined);
   if (joined) ++stats_.joined;
   ++flight->waiters;
-  return WaitLocked(lock, flight, deadline, stop);
+  return WaitLocked(lock.native(), flight, deadline, stop);
 }
 
 void FetchCore::Request(std::span<const Item> items) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   for (const Item& item : items) {
     if (options_.keeper == nullptr || !options_.keeper->Holds(item.id)) DemandLocked(item, nullptr);
@@ -236,7 +236,7 @@ void FetchCore::Request(std::span<const Item> items) {
 
 std::vector<FetchCore::Ticket> FetchCore::Hold(std::span<const Item> items) {
   std::vector<Ticket> tickets(items.size());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return tickets;
   for (size_t i = 0; i < items.size(); ++i) {
     if (options_.keeper != nullptr && options_.keeper->Holds(items[i].id)) continue;
@@ -250,15 +250,15 @@ std::vector<FetchCore::Ticket> FetchCore::Hold(std::span<const Item> items) {
 FetchCore::Answer FetchCore::Await(const Ticket& ticket, SteadyTime deadline,
                                    std::stop_token stop) {
   if (!ticket) return {End::kFetched, Err(InternalError("fetch core: await of no flight"))};
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   ++ticket.flight_->waiters;
-  return WaitLocked(lock, ticket.flight_, deadline, stop);
+  return WaitLocked(lock.native(), ticket.flight_, deadline, stop);
 }
 
 void FetchCore::Release(std::vector<Ticket>& tickets) {
   std::vector<std::shared_ptr<Flight>> running;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (Ticket& ticket : tickets) {
       if (!ticket) continue;
       std::shared_ptr<Flight> flight = std::move(ticket.flight_);
@@ -279,8 +279,8 @@ void FetchCore::Release(std::vector<Ticket>& tickets) {
     }
     for (const auto& flight : running) {
       ++flight->waiters;
-      options_.clock->WaitUntil(flight->cv, lock, SteadyTime::max(),
-                                [&] { return flight->done || stopping_; });
+      options_.clock->WaitUntil(flight->cv, lock.native(), SteadyTime::max(),
+                                [&]() REQUIRES(mu_) { return flight->done || stopping_; });
       --flight->waiters;
     }
   }
@@ -291,7 +291,7 @@ void FetchCore::Background(std::span<const Item> items) {
   if (options_.background_threads <= 0 || items.empty()) return;
   bool queued_any = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     const SteadyTime now = options_.clock->SteadyNow();
     for (const Item& item : items) {
@@ -320,7 +320,7 @@ void FetchCore::Background(std::span<const Item> items) {
 }
 
 void FetchCore::Withdraw(std::span<const Digest> ids) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const Digest& id : ids) {
     auto it = flights_.find(id);
     if (it == flights_.end()) continue;
@@ -398,12 +398,12 @@ void FetchCore::Worker(bool background) {
     bool demand = false;
     uint64_t bytes = 0;
     {
-      std::unique_lock lock(mu_);
-      auto background_room = [&] {
+      MutexLock lock(mu_);
+      auto background_room = [&]() REQUIRES(mu_) {
         return options_.background_inflight_bytes == 0 ||
                background_inflight_ < options_.background_inflight_bytes;
       };
-      work_cv_.wait(lock, [&] {
+      work_cv_.wait(lock.native(), [&]() REQUIRES(mu_) {
         return stopping_ || !demand_queue_.empty() ||
                (background && !background_queue_.empty() && background_room());
       });
@@ -439,7 +439,7 @@ void FetchCore::Worker(bool background) {
     std::vector<Result<SharedBytes>> shared;
     shared.reserve(got.size());
     for (auto& r : got) shared.push_back(Share(std::move(r)));  // outside the lock: no copy
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (size_t i = 0; i < batch.size(); ++i) {
       const uint64_t size = shared[i] ? (*shared[i])->size() : 0;
       CompleteLocked(batch[i], std::move(shared[i]), size);
@@ -458,7 +458,7 @@ FetchResults FetchCore::FetchHere(std::span<const Digest> ids, const BatchFetch&
   std::vector<std::shared_ptr<Flight>> led;
   std::vector<std::pair<size_t, std::shared_ptr<Flight>>> joined;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (size_t k = 0; k < ids.size(); ++k) {
       if (auto it = flights_.find(ids[k]); it != flights_.end()) {
         ++it->second->waiters;
@@ -480,7 +480,7 @@ FetchResults FetchCore::FetchHere(std::span<const Digest> ids, const BatchFetch&
   }
   if (!led.empty()) {
     FetchResults got = RunFetch(fetch, led_ids);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (size_t j = 0; j < led.size(); ++j) {
       // Joining happens under mu_ while the flight is listed, so nobody joins after this: the
       // bytes are copied only for those who already did (or hold a ticket, or for the Keeper).
@@ -497,9 +497,9 @@ FetchResults FetchCore::FetchHere(std::span<const Digest> ids, const BatchFetch&
     }
   }
   for (auto& [k, flight] : joined) {
-    std::unique_lock lock(mu_);
-    options_.clock->WaitUntil(flight->cv, lock, SteadyTime::max(),
-                              [&] { return flight->done || stopping_; });
+    MutexLock lock(mu_);
+    options_.clock->WaitUntil(flight->cv, lock.native(), SteadyTime::max(),
+                              [&]() REQUIRES(mu_) { return flight->done || stopping_; });
     --flight->waiters;
     if (!flight->done) {
       out[k] = Err(ShutdownError());

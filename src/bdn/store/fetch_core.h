@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/store/chunk_store.h"
@@ -79,11 +80,12 @@ struct NotifyOnStop {
 // Clock::WaitUntil on `cv` (with `lock` held) that also ends as soon as `stop` is requested:
 // returns once pred() holds (true), or at `deadline` or a stop request (pred() then). `lock` is
 // released for a moment before and after the wait (to register and unregister the stop
-// callback), so what it guards may change then; `pred` is always evaluated with it held.
+// callback), so what it guards may change then; `pred` is always evaluated with it held (and may
+// be marked REQUIRES(the mutex): the analysis, which cannot see `lock` hold it, skips this body).
 template <typename Pred>
 bool WaitUntilOrStopped(const Clock& clock, std::condition_variable& cv,
                         std::unique_lock<std::mutex>& lock, SteadyTime deadline,
-                        const std::stop_token& stop, Pred pred) {
+                        const std::stop_token& stop, Pred pred) NO_THREAD_SAFETY_ANALYSIS {
   std::optional<std::stop_callback<internal::NotifyOnStop>> on_stop;
   if (stop.stop_possible()) {
     // Registered without the lock held: a stop already requested runs the callback here.
@@ -91,7 +93,8 @@ bool WaitUntilOrStopped(const Clock& clock, std::condition_variable& cv,
     on_stop.emplace(stop, internal::NotifyOnStop{lock.mutex(), &cv});
     lock.lock();
   }
-  clock.WaitUntil(cv, lock, deadline, [&] { return pred() || stop.stop_requested(); });
+  clock.WaitUntil(cv, lock, deadline,
+                  [&]() NO_THREAD_SAFETY_ANALYSIS { return pred() || stop.stop_requested(); });
   const bool ok = pred();
   if (on_stop) {
     // Unregistered without the lock held: a callback running now waits for it.
@@ -297,15 +300,15 @@ class FetchCore {
 
  private:
   // Under mu_: the flight of `item` (joined) or a new one on the demand queue.
-  std::shared_ptr<Flight> DemandLocked(const Item& item, bool* joined);
+  std::shared_ptr<Flight> DemandLocked(const Item& item, bool* joined) REQUIRES(mu_);
   // Waits with mu_ held in `lock` (the caller counted itself in flight->waiters, which this
   // undoes) until the flight is done, `deadline`, `stop` or shutdown.
   Answer WaitLocked(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Flight>& flight,
-                    SteadyTime deadline, const std::stop_token& stop);
+                    SteadyTime deadline, const std::stop_token& stop) REQUIRES(mu_);
   // Under mu_: records `result` (of `size_bytes` when ok) as the flight's, tells the Keeper,
   // keeps an error nobody waited for, unlists the flight and wakes its waiters.
   void CompleteLocked(const std::shared_ptr<Flight>& flight, Result<SharedBytes> result,
-                      uint64_t size_bytes);
+                      uint64_t size_bytes) REQUIRES(mu_);
   // Runs `fetch` over `ids`, turning a throw or a wrong count into errors for every id.
   static FetchResults RunFetch(const BatchFetch& fetch, std::span<const Digest> ids);
   void Worker(bool background);
@@ -314,20 +317,22 @@ class FetchCore {
   const BatchFetch fetch_;
   const Options options_;
 
-  mutable std::mutex mu_;
-  std::unordered_map<Digest, std::shared_ptr<Flight>> flights_;  // queued or running
-  std::deque<std::shared_ptr<Flight>> demand_queue_;
-  std::deque<std::shared_ptr<Flight>> background_queue_;
+  mutable Mutex mu_;
+  std::unordered_map<Digest, std::shared_ptr<Flight>> flights_
+      GUARDED_BY(mu_);  // queued or running
+  std::deque<std::shared_ptr<Flight>> demand_queue_ GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Flight>> background_queue_ GUARDED_BY(mu_);
   struct UnclaimedError {
     Status status;
     SteadyTime when;
   };
   static constexpr size_t kMaxUnclaimedErrors = 1024;
-  std::unordered_map<Digest, UnclaimedError> unclaimed_;
+  std::unordered_map<Digest, UnclaimedError> unclaimed_ GUARDED_BY(mu_);
   std::condition_variable work_cv_;  // a queue got work, room for background work, or stopping
-  bool stopping_ = false;
-  uint64_t background_inflight_ = 0;  // bytes of the background batches being fetched
-  Stats stats_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t background_inflight_ GUARDED_BY(mu_) =
+      0;  // bytes of the background batches being fetched
+  Stats stats_ GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 

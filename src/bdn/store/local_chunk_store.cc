@@ -136,7 +136,7 @@ class LocalChunkStore::ClaimLog {
 
   Status Record(std::span<const Digest> ids) {
     if (ids.empty() || mode_ == ClaimMode::kNone) return Status::Ok();
-    std::lock_guard l(mu_);
+    MutexLock l(mu_);
     if (mode_ == ClaimMode::kMemory) {
       const SteadyTime now = clock_->SteadyNow();
       for (const Digest& id : ids) mem_.emplace_back(now, id);
@@ -153,7 +153,7 @@ class LocalChunkStore::ClaimLog {
 
   // kMemory: the ids recorded since retain_since.
   std::vector<Digest> InMemory() {
-    std::lock_guard l(mu_);
+    MutexLock l(mu_);
     PruneLocked(clock_->SteadyNow(), /*force=*/true);
     std::vector<Digest> out;
     out.reserve(mem_.size());
@@ -166,7 +166,7 @@ class LocalChunkStore::ClaimLog {
  private:
   // A new claims file, locked (LOCK_SH) under a temporary name before it gets its final one, so
   // that no GC takes it for a dead process's file.
-  Status CreateLocked() {
+  Status CreateLocked() REQUIRES(mu_) {
     fd_.Reset();  // a fork's inherited file is the parent's
     const std::string base = std::to_string(::getpid()) + "-" + Hex16(pack::RandomId());
     path_ = dir_ / (base + ".claims");
@@ -179,7 +179,7 @@ class LocalChunkStore::ClaimLog {
     return Status::Ok();
   }
 
-  void PruneLocked(SteadyTime now, bool force = false) {
+  void PruneLocked(SteadyTime now, bool force = false) REQUIRES(mu_) {
     if (!force && now - last_prune_ < std::chrono::seconds(1)) return;
     last_prune_ = now;
     const SteadyTime since = retain_since_ ? retain_since_() : now - std::chrono::minutes(10);
@@ -190,12 +190,12 @@ class LocalChunkStore::ClaimLog {
   const ClaimMode mode_;
   const std::function<SteadyTime()> retain_since_;
   const std::shared_ptr<Clock> clock_;
-  std::mutex mu_;
-  UniqueFd fd_;
-  pid_t owner_ = 0;
-  fs::path path_;
-  std::deque<std::pair<SteadyTime, Digest>> mem_;
-  SteadyTime last_prune_{};
+  Mutex mu_;
+  UniqueFd fd_ GUARDED_BY(mu_);
+  pid_t owner_ GUARDED_BY(mu_) = 0;
+  fs::path path_ GUARDED_BY(mu_);
+  std::deque<std::pair<SteadyTime, Digest>> mem_ GUARDED_BY(mu_);
+  SteadyTime last_prune_ GUARDED_BY(mu_){};
 };
 
 struct LocalChunkStore::PackFile {
@@ -278,8 +278,11 @@ Status LocalChunkStore::Init() {
   std::ifstream q(root_ / "quarantine");
   std::string pack_hex, id_hex;
   uint64_t offset;
-  while (q >> pack_hex >> offset >> id_hex) {
-    if (auto p = pack::ParseHex16Name(pack_hex, "")) bad_.insert({*p, offset});
+  {
+    WriterLock l(mu_);  // not shared yet; for the analysis
+    while (q >> pack_hex >> offset >> id_hex) {
+      if (auto p = pack::ParseHex16Name(pack_hex, "")) bad_.insert({*p, offset});
+    }
   }
   ClaimMode claim_mode = writable_ ? options_.claims : ClaimMode::kNone;
   if (claim_mode != ClaimMode::kNone) {
@@ -299,7 +302,7 @@ Status LocalChunkStore::Init() {
   BDN_RETURN_IF_ERROR(Refresh());
   bool publish;
   {
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     publish = options_.index_tables && !loose_.empty() && (tables_.empty() || TableDue());
   }
   // The index is derived data: a failure to write it leaves the packs readable from their footers.
@@ -314,7 +317,7 @@ Status LocalChunkStore::Init() {
       }
       bool stale = false;
       {
-        std::shared_lock l(mu_);
+        ReaderLock l(mu_);
         for (uint64_t p : indexed_) stale = stale || !present.contains(p);
       }
       // Derived data as above: readers skip the stale entries, and the next open tries again.
@@ -327,7 +330,7 @@ Status LocalChunkStore::Init() {
 LocalChunkStore::~LocalChunkStore() {
   std::vector<std::unique_ptr<OpenPack>> take;
   {
-    std::lock_guard l(pool_mu_);
+    MutexLock l(pool_mu_);
     take = std::move(open_);
   }
   for (auto& p : take) {
@@ -348,14 +351,15 @@ bool LocalChunkStore::IsBadLocked(const IndexedBlob& b) const {
 
 std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id, Copies copies) const {
   const bool live = copies == Copies::kLive && !doomed_.empty();
-  auto usable = [&](const IndexedBlob& b) {
+  auto usable = [&](const IndexedBlob& b) REQUIRES_SHARED(mu_) {
     return !IsBadLocked(b) && !(live && doomed_.contains(b.pack));
   };
   auto it = recent_.find(id);
   if (it != recent_.end() && usable(it->second)) return it->second;
   std::optional<IndexedBlob> found;
   for (const auto& t : tables_) {
-    if (t->Find(id, [&](const IndexedBlob& b) {
+    // Find calls this here, with mu_ held; the analysis does not follow a lock into a template.
+    if (t->Find(id, [&](const IndexedBlob& b) NO_THREAD_SAFETY_ANALYSIS {
           if (!usable(b) || (!gone_.empty() && gone_.contains(b.pack))) return false;
           found = b;
           return true;
@@ -376,7 +380,7 @@ std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id, Copie
 }
 
 std::optional<IndexedBlob> LocalChunkStore::Lookup(const Digest& id, Copies copies) const {
-  std::shared_lock l(mu_);
+  ReaderLock l(mu_);
   return LookupLocked(id, copies);
 }
 
@@ -385,7 +389,7 @@ bool LocalChunkStore::RefreshIfChanged() {
   if (::fstat(packs_dir_.get(), &a) != 0 || ::stat((root_ / "index").c_str(), &b) != 0)
     return false;
   int64_t mtime = std::max(MtimeNs(a), MtimeNs(b));
-  std::lock_guard l(refresh_mu_);
+  MutexLock l(refresh_mu_);
   // Directory times are coarse (a clock tick): a change in the tick of the last look may not have
   // moved them, so a look that soon after a change proves nothing.
   constexpr int64_t kCoarse = 100'000'000;
@@ -399,7 +403,7 @@ bool LocalChunkStore::RefreshIfChanged() {
 }
 
 Status LocalChunkStore::Refresh() {
-  std::lock_guard l(refresh_mu_);
+  MutexLock l(refresh_mu_);
   struct stat a, b;
   int64_t mtime = 0;
   if (::fstat(packs_dir_.get(), &a) == 0 && ::stat((root_ / "index").c_str(), &b) == 0) {
@@ -418,7 +422,7 @@ Status LocalChunkStore::LoadTables() {
   BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store index"));
   std::vector<std::shared_ptr<const pack::IndexTable>> now;
   {
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     for (const auto& t : tables_) {
       if (std::find(names.begin(), names.end(), t->path().filename().string()) != names.end()) {
         now.push_back(t);
@@ -453,7 +457,7 @@ Status LocalChunkStore::LoadTables() {
   }
   std::unordered_set<uint64_t> indexed;
   for (const auto& t : keep) indexed.insert(t->packs().begin(), t->packs().end());
-  std::unique_lock l(mu_);
+  WriterLock l(mu_);
   tables_ = std::move(keep);
   indexed_ = std::move(indexed);
   // Packs now in a table are found there.
@@ -474,7 +478,7 @@ Status LocalChunkStore::LoadTables() {
 void LocalChunkStore::AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
                                const std::vector<BlobLocation>& blobs) {
   {
-    std::unique_lock l(mu_);
+    WriterLock l(mu_);
     if (indexed_.contains(pack)) return;
     for (const BlobLocation& b : blobs) {
       IndexedBlob ib{pack, b};
@@ -484,7 +488,7 @@ void LocalChunkStore::AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
     loose_[pack] = blobs;
   }
   if (file) {
-    std::lock_guard l(files_mu_);
+    MutexLock l(files_mu_);
     files_[pack] = std::move(file);
   }
 }
@@ -497,7 +501,7 @@ Status LocalChunkStore::LoadLoosePacks() {
     std::unordered_set<std::string> present(names.begin(), names.end());
     std::vector<uint64_t> vanished;
     {
-      std::shared_lock l(mu_);
+      ReaderLock l(mu_);
       for (const auto& [id, blobs] : loose_) {
         if (!present.contains(PackPath(id).filename().string())) vanished.push_back(id);
       }
@@ -512,7 +516,7 @@ Status LocalChunkStore::LoadLoosePacks() {
     if (!sealed && !open && !fresh) continue;
     const uint64_t id = sealed ? *sealed : open ? *open : *fresh;
     {
-      std::shared_lock l(mu_);
+      ReaderLock l(mu_);
       if (indexed_.contains(id) || loose_.contains(id) || open_ids_.contains(id)) continue;
     }
     UniqueFd fd(::openat(packs_dir_.get(), name.c_str(), (sealed ? O_RDONLY : mode) | O_CLOEXEC));
@@ -657,7 +661,7 @@ Status LocalChunkStore::RecoverPack(uint64_t pack, UniqueFd owned) {
 }
 
 std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack) {
-  std::lock_guard l(files_mu_);
+  MutexLock l(files_mu_);
   auto it = files_.find(pack);
   if (it != files_.end()) return it->second;
   UniqueFd fd(::openat(packs_dir_.get(), PackPath(pack).filename().c_str(), O_RDONLY | O_CLOEXEC));
@@ -678,7 +682,7 @@ std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack
 
 void LocalChunkStore::ForgetPack(uint64_t pack) {
   {
-    std::unique_lock l(mu_);
+    WriterLock l(mu_);
     if (auto it = loose_.find(pack); it != loose_.end()) {
       for (const BlobLocation& b : it->second) {
         auto r = recent_.find(b.id);
@@ -688,7 +692,7 @@ void LocalChunkStore::ForgetPack(uint64_t pack) {
     }
     if (indexed_.contains(pack)) gone_.insert(pack);
   }
-  std::lock_guard l(files_mu_);
+  MutexLock l(files_mu_);
   files_.erase(pack);
 }
 
@@ -713,7 +717,7 @@ Result<std::vector<LocalChunkStore::PackInfo>> LocalChunkStore::ListPacks() {
 
 Result<std::vector<BlobLocation>> LocalChunkStore::PackBlobs(uint64_t pack) {
   {
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     if (auto it = loose_.find(pack); it != loose_.end()) return it->second;
   }
   const fs::path path = PackPath(pack);
@@ -752,7 +756,7 @@ Result<std::vector<Digest>> LocalChunkStore::FindMissing(std::span<const Digest>
   std::vector<char> present(ids.size(), 0);
   std::vector<Digest> claimed;
   {
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     for (size_t k = 0; k < ids.size(); ++k) {
       present[k] = LookupLocked(ids[k], Copies::kLive).has_value();
       if (present[k] && gc_aware) claimed.push_back(ids[k]);
@@ -761,7 +765,7 @@ Result<std::vector<Digest>> LocalChunkStore::FindMissing(std::span<const Digest>
   if (gc_aware && !claimed.empty()) {
     BDN_ASSIGN_OR_RETURN(bool changed, ClaimThenRefreshDoom(claimed));
     if (changed) {
-      std::shared_lock l(mu_);
+      ReaderLock l(mu_);
       for (size_t k = 0; k < ids.size(); ++k) {
         if (present[k]) present[k] = LookupLocked(ids[k], Copies::kLive).has_value();
       }
@@ -779,7 +783,7 @@ Result<BlobSizes> LocalChunkStore::Sizes(std::span<const Digest> ids) {
   bool missed = false;
   auto look = [&] {
     missed = false;
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     for (size_t k = 0; k < ids.size(); ++k) {
       if (out[k]) continue;
       if (auto b = LookupLocked(ids[k])) {
@@ -837,7 +841,7 @@ Result<BlobBatch> LocalChunkStore::GetMany(std::span<const Digest> ids) {
 
 Status LocalChunkStore::Quarantine(const IndexedBlob& b, const std::string& why) {
   {
-    std::unique_lock l(mu_);
+    WriterLock l(mu_);
     if (!bad_.insert({b.pack, b.loc.offset}).second) return Status::Ok();
     // Another copy in a loose pack takes its place among the recent ones.
     auto it = recent_.find(b.loc.id);
@@ -872,7 +876,7 @@ Result<std::optional<StoredBlob>> LocalChunkStore::Locate(const Digest& id) {
   if (!b) return std::optional<StoredBlob>();
   bool sealed;
   {
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     sealed = !open_ids_.contains(b->pack);
   }
   return std::optional<StoredBlob>(StoredBlob{PackPath(b->pack, sealed), b->loc});
@@ -913,11 +917,11 @@ Result<std::unique_ptr<LocalChunkStore::OpenPack>> LocalChunkStore::CreatePack()
     p->file = std::make_shared<PackFile>(std::move(fd), true);
     p->writer.emplace(std::move(*writer));
     {
-      std::unique_lock l(mu_);
+      WriterLock l(mu_);
       open_ids_.insert(id);
     }
     {
-      std::lock_guard l(files_mu_);
+      MutexLock l(files_mu_);
       files_[id] = p->file;
     }
     return p;
@@ -925,7 +929,7 @@ Result<std::unique_ptr<LocalChunkStore::OpenPack>> LocalChunkStore::CreatePack()
 }
 
 Result<LocalChunkStore::OpenPack*> LocalChunkStore::AcquirePack(bool streaming) {
-  std::unique_lock l(pool_mu_);
+  MutexLock l(pool_mu_);
   for (;;) {
     // Packs held by uploads (streaming) do not count: a slow upload never makes Puts wait.
     // Packs another process created before a fork are its own to write (OpenPack::owner).
@@ -947,12 +951,12 @@ Result<LocalChunkStore::OpenPack*> LocalChunkStore::AcquirePack(bool streaming) 
       open_.push_back(std::move(p));
       return open_.back().get();
     }
-    pool_cv_.wait(l);
+    pool_cv_.wait(l.native());
   }
 }
 
 void LocalChunkStore::ReleasePack(OpenPack* p) {
-  std::lock_guard l(pool_mu_);
+  MutexLock l(pool_mu_);
   p->in_use = false;
   p->streaming = false;
   pool_cv_.notify_all();
@@ -962,10 +966,10 @@ Status LocalChunkStore::SealPack(OpenPack& p, bool sync) {
   const std::string open_name = PackPath(p.id, false).filename().string();
   auto forget = [&] {
     {
-      std::unique_lock l(mu_);
+      WriterLock l(mu_);
       open_ids_.erase(p.id);
     }
-    std::lock_guard l(files_mu_);
+    MutexLock l(files_mu_);
     files_.erase(p.id);
   };
   if (p.writer->blobs().empty()) {
@@ -985,25 +989,25 @@ Status LocalChunkStore::SealPack(OpenPack& p, bool sync) {
   p.file->sealed = true;
   p.file->pinned = false;
   {
-    std::unique_lock l(mu_);
+    WriterLock l(mu_);
     open_ids_.erase(p.id);
     loose_[p.id] = p.writer->blobs();
   }
-  std::lock_guard l(pool_mu_);
+  MutexLock l(pool_mu_);
   dir_dirty_ = true;
   return Status::Ok();
 }
 
 Status LocalChunkStore::SyncPacksDir() {
   {
-    std::lock_guard l(pool_mu_);
+    MutexLock l(pool_mu_);
     if (!dir_dirty_) return Status::Ok();
     dir_dirty_ = false;
   }
   if (options_.durability == Durability::kNone) return Status::Ok();
   if (::fsync(packs_dir_.get()) != 0) {
     int e = errno;
-    std::lock_guard l(pool_mu_);
+    MutexLock l(pool_mu_);
     dir_dirty_ = true;
     return ErrnoError("chunk store " + root_.string() + ": packs: fsync", e);
   }
@@ -1022,8 +1026,10 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
     if (!claimed) return Status(claimed.error().code(), chunk + ": " + claimed.error().message());
   }
   std::optional<PendingPuts::Turn> turn = [&] {
-    std::unique_lock l(mu_);
-    return pending_.WaitOrBegin(l, id, [&] { return LookupLocked(id, Copies::kLive).has_value(); });
+    WriterLock l(mu_);
+    return pending_.WaitOrBegin(l.native(), id, [&]() REQUIRES(mu_) {
+      return LookupLocked(id, Copies::kLive).has_value();
+    });
   }();
   if (!turn) return Status::Ok();
 
@@ -1043,7 +1049,7 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
 Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLocation& loc,
                                      const std::string& chunk) {
   {
-    std::unique_lock l(mu_);
+    WriterLock l(mu_);
     recent_[id] = IndexedBlob{p->id, loc};
   }
   const uint64_t bytes = p->writer->bytes();
@@ -1059,7 +1065,7 @@ Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLo
   // Full: seal it here (one fdatasync); the other writers carry on with the other packs.
   std::unique_ptr<OpenPack> full;
   {
-    std::lock_guard l(pool_mu_);
+    MutexLock l(pool_mu_);
     auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& o) { return o.get() == p; });
     full = std::move(*it);
     open_.erase(it);
@@ -1067,7 +1073,7 @@ Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLo
   }
   Status s = SealPack(*full, true);
   {
-    std::lock_guard l(pool_mu_);
+    MutexLock l(pool_mu_);
     --sealing_;
     pool_cv_.notify_all();
   }
@@ -1076,16 +1082,16 @@ Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLo
 }
 
 Status LocalChunkStore::Sync() {
-  std::lock_guard sync_lock(sync_mu_);
+  MutexLock sync_lock(sync_mu_);
   std::vector<std::unique_ptr<OpenPack>> take;
   std::vector<std::shared_ptr<PackFile>> streamed;
   {
-    std::unique_lock l(pool_mu_);
+    MutexLock l(pool_mu_);
     // A pack an upload holds (StartPut) stays open: its records before the upload's are made
     // durable by an fdatasync below, and the upload's is not committed to by anyone yet.
     std::erase_if(open_, [](const auto& p) { return p->owner != ::getpid() && !p->in_use; });
     for (auto& p : open_) p->retiring = !(p->in_use && p->streaming);
-    pool_cv_.wait(l, [&] {
+    pool_cv_.wait(l.native(), [&]() REQUIRES(pool_mu_) {
       return sealing_ == 0 && std::none_of(open_.begin(), open_.end(),
                                            [](const auto& p) { return p->retiring && p->in_use; });
     });
@@ -1113,7 +1119,7 @@ Status LocalChunkStore::Sync() {
     }
   }
   if (!streamed.empty()) {
-    std::lock_guard l(pool_mu_);
+    MutexLock l(pool_mu_);
     dir_dirty_ = true;  // their .open names must be durable too
   }
   BDN_RETURN_IF_ERROR(first);
@@ -1178,7 +1184,7 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
           Status(loc.error().code(), "chunk " + id_.ToString() + ": " + loc.error().message()));
     }
     {
-      std::lock_guard l(store_.pool_mu_);
+      MutexLock l(store_.pool_mu_);
       p->streaming = false;  // from here on an ordinary append
     }
     BDN_RETURN_IF_ERROR(store_.FinishAppend(p, id_, *loc, "chunk " + id_.ToString()));
@@ -1212,7 +1218,7 @@ Result<std::unique_ptr<BlobWriter>> LocalChunkStore::StartPut(const Digest& id) 
 
 void LocalChunkStore::LooseBlobs(std::vector<IndexedBlob>& blobs,
                                  std::vector<uint64_t>& packs) const {
-  std::shared_lock l(mu_);
+  ReaderLock l(mu_);
   for (const auto& [pack, locs] : loose_) {
     packs.push_back(pack);
     for (const BlobLocation& b : locs) blobs.push_back({pack, b});
@@ -1229,7 +1235,7 @@ bool LocalChunkStore::TableDue() const {
 Status LocalChunkStore::PublishIndex(bool force) {
   if (!writable_ || !options_.index_tables) return Status::Ok();
   {
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     if (loose_.empty() || (!force && !TableDue())) return Status::Ok();
   }
   const fs::path dir = root_ / "index";
@@ -1240,7 +1246,7 @@ Status LocalChunkStore::PublishIndex(bool force) {
       if (n.starts_with(".tmp-")) ::unlink((dir / n).c_str());
     }
   }
-  std::lock_guard refresh(refresh_mu_);
+  MutexLock refresh(refresh_mu_);
   BDN_RETURN_IF_ERROR(LoadTables());
   std::vector<IndexedBlob> blobs;
   std::vector<uint64_t> packs;
@@ -1260,7 +1266,7 @@ Status LocalChunkStore::MergeTables() {
   for (;;) {
     std::vector<std::shared_ptr<const pack::IndexTable>> tables;
     {
-      std::shared_lock l(mu_);
+      ReaderLock l(mu_);
       tables = tables_;
     }
     if (tables.size() < 2) return Status::Ok();
@@ -1294,11 +1300,11 @@ Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
   BDN_RETURN_IF_ERROR(Sync());
   const fs::path dir = root_ / "index";
   BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
-  std::lock_guard refresh(refresh_mu_);
+  MutexLock refresh(refresh_mu_);
   IndexRebuildReport report;
   // Every pack's footer, read again; packs without a valid one are recovered.
   {
-    std::unique_lock l(mu_);
+    WriterLock l(mu_);
     indexed_.clear();
     tables_.clear();
     loose_.clear();
@@ -1355,7 +1361,7 @@ Result<StoreStats> LocalChunkStore::Stats() {
       if (b.codec == pack::Codec::kZstd) ++st.zstd_blobs;
     }
   }
-  std::shared_lock l(mu_);
+  ReaderLock l(mu_);
   st.index_tables = tables_.size();
   return st;
 }
@@ -1376,7 +1382,7 @@ bool LocalChunkStore::RefreshDoom() {
     return std::to_string(st.st_ino) + ":" + std::to_string(MtimeNs(st)) + ":" +
            std::to_string(st.st_size);
   };
-  std::lock_guard g(doom_mu_);
+  MutexLock g(doom_mu_);
   std::string stamp = stamp_of();
   if (stamp == doom_stamp_) return false;
   std::unordered_set<uint64_t> packs;
@@ -1388,7 +1394,7 @@ bool LocalChunkStore::RefreshDoom() {
     }
   }
   {
-    std::unique_lock l(mu_);
+    WriterLock l(mu_);
     doomed_ = std::move(packs);
   }
   doom_stamp_ = stamp;
@@ -1451,7 +1457,7 @@ Result<std::vector<GcPack>> LocalChunkStore::ListSealedPacks(uint64_t* skipped) 
 }
 
 bool LocalChunkStore::IsQuarantined(uint64_t pack, uint64_t offset) {
-  std::shared_lock l(mu_);
+  ReaderLock l(mu_);
   return bad_.contains({pack, offset});
 }
 
@@ -1532,7 +1538,7 @@ Status LocalChunkStore::DeletePacks(std::span<const uint64_t> packs) {
     }
   }
   {
-    std::lock_guard l(pool_mu_);
+    MutexLock l(pool_mu_);
     dir_dirty_ = true;
   }
   return SyncPacksDir();
@@ -1542,7 +1548,7 @@ Status LocalChunkStore::CompactIndex() {
   if (!writable_ || !options_.index_tables) return Status::Ok();
   const fs::path dir = root_ / "index";
   BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
-  std::lock_guard refresh(refresh_mu_);
+  MutexLock refresh(refresh_mu_);
   BDN_RETURN_IF_ERROR(LoadTables());
   BDN_ASSIGN_OR_RETURN(auto names, ListDir(root_ / "packs", "chunk store packs"));
   std::unordered_set<uint64_t> sealed;
@@ -1551,7 +1557,7 @@ Status LocalChunkStore::CompactIndex() {
   }
   std::vector<std::shared_ptr<const pack::IndexTable>> tables;
   {
-    std::shared_lock l(mu_);
+    ReaderLock l(mu_);
     tables = tables_;
   }
   const bool durable = options_.durability == Durability::kDurable;
@@ -1593,8 +1599,8 @@ Status LocalChunkStore::CompactIndex() {
   if (durable) BDN_RETURN_IF_ERROR(FsyncDir(dir));
   BDN_RETURN_IF_ERROR(LoadTables());
   {
-    std::unique_lock l(mu_);
-    std::erase_if(gone_, [&](uint64_t p) { return !indexed_.contains(p); });
+    WriterLock l(mu_);
+    std::erase_if(gone_, [&](uint64_t p) REQUIRES(mu_) { return !indexed_.contains(p); });
   }
   // Packs of a table dropped as damaged are read from their footers again.
   return LoadLoosePacks();

@@ -19,6 +19,7 @@
 
 #include "bdn/base/clock.h"
 #include "bdn/base/fd.h"
+#include "bdn/base/mutex.h"
 #include "bdn/store/chunk_store.h"
 #include "bdn/store/gc_store.h"
 #include "bdn/store/pack_format.h"
@@ -255,14 +256,15 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // A good copy of `id` (not quarantined), from this process's packs or the index tables.
   std::optional<pack::IndexedBlob> Lookup(const Digest& id, Copies copies = Copies::kAny) const;
   std::optional<pack::IndexedBlob> LookupLocked(const Digest& id,
-                                                Copies copies = Copies::kAny) const;
+                                                Copies copies = Copies::kAny) const
+      REQUIRES_SHARED(mu_);
   // Before a writer relies on `ids` being stored: records them as claims, then takes up a doom
   // published since the last look. Returns whether the doom changed.
   // Errors: I/O errors recording the claims (ENOSPC → FailedPrecondition).
   Result<bool> ClaimThenRefreshDoom(std::span<const Digest> ids);
   // Re-reads gc/doomed if it changed since the last look; returns whether it did.
   bool RefreshDoom();
-  bool IsBadLocked(const pack::IndexedBlob& b) const;
+  bool IsBadLocked(const pack::IndexedBlob& b) const REQUIRES_SHARED(mu_);
   // Re-reads the index and packs directories if they may have changed since the last look (a
   // blob was missed); returns whether anything new was found.
   bool RefreshIfChanged();
@@ -314,39 +316,41 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Options options_;
   // Whether the loose packs are enough for a table (loose_packs_per_table or
   // loose_blobs_per_table). Requires mu_ (shared).
-  bool TableDue() const;
+  bool TableDue() const REQUIRES_SHARED(mu_);
   bool writable_ = true;
   UniqueFd packs_dir_;
 
   // Guards the lookup state below.
-  mutable std::shared_mutex mu_;
-  std::unordered_map<Digest, pack::IndexedBlob> recent_;  // blobs of open and loose packs
-  std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_;  // sealed, not in a table
-  std::unordered_set<uint64_t> open_ids_;  // packs this process writes
-  std::vector<std::shared_ptr<const pack::IndexTable>> tables_;
-  std::unordered_set<uint64_t> indexed_;         // packs covered by tables_
-  std::unordered_set<uint64_t> gone_;            // packs deleted (DropPack) that tables_ name
-  std::set<std::pair<uint64_t, uint64_t>> bad_;  // quarantined (pack, offset)
-  std::unordered_set<uint64_t> doomed_;          // packs of gc/doomed
-  PendingPuts pending_;                          // Puts in flight
+  mutable SharedMutex mu_;
+  std::unordered_map<Digest, pack::IndexedBlob> recent_
+      GUARDED_BY(mu_);  // blobs of open and loose packs
+  std::unordered_map<uint64_t, std::vector<pack::BlobLocation>> loose_
+      GUARDED_BY(mu_);                                     // sealed, not in a table
+  std::unordered_set<uint64_t> open_ids_ GUARDED_BY(mu_);  // packs this process writes
+  std::vector<std::shared_ptr<const pack::IndexTable>> tables_ GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> indexed_ GUARDED_BY(mu_);  // packs covered by tables_
+  std::unordered_set<uint64_t> gone_ GUARDED_BY(mu_);  // packs deleted (DropPack) that tables_ name
+  std::set<std::pair<uint64_t, uint64_t>> bad_ GUARDED_BY(mu_);  // quarantined (pack, offset)
+  std::unordered_set<uint64_t> doomed_ GUARDED_BY(mu_);          // packs of gc/doomed
+  PendingPuts pending_ GUARDED_BY(mu_);                          // Puts in flight
 
   // Open packs: each idle or held by one writer.
-  std::mutex pool_mu_;
+  Mutex pool_mu_;
   std::condition_variable pool_cv_;
-  std::vector<std::unique_ptr<OpenPack>> open_;
-  int sealing_ = 0;
-  bool dir_dirty_ = false;
+  std::vector<std::unique_ptr<OpenPack>> open_ GUARDED_BY(pool_mu_);
+  int sealing_ GUARDED_BY(pool_mu_) = 0;
+  bool dir_dirty_ GUARDED_BY(pool_mu_) = false;
 
-  std::mutex files_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<PackFile>> files_;
+  Mutex files_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<PackFile>> files_ GUARDED_BY(files_mu_);
 
-  std::mutex sync_mu_;                        // one Sync at a time
-  std::mutex refresh_mu_;                     // one Refresh at a time
+  Mutex sync_mu_;                             // one Sync at a time
+  Mutex refresh_mu_;                          // one Refresh at a time
   std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
 
   class ClaimLog;
   std::unique_ptr<ClaimLog> claims_;
-  std::mutex doom_mu_;      // one RefreshDoom at a time
+  Mutex doom_mu_;           // one RefreshDoom at a time
   std::string doom_stamp_;  // identity of the gc/doomed last read ("" = none)
   int64_t seen_dirs_mtime_ns_ = 0;
   int64_t refreshed_at_ns_ = 0;

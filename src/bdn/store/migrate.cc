@@ -67,7 +67,7 @@ Result<MigrationReport> MigrateOldLayout(const fs::path& root, LocalChunkStore::
 
   options.allow_old_layout = true;
   BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(root, options));
-  std::mutex mu;
+  Mutex mu;
   Status failed;
   size_t next = 0;
   while (next < files.size()) {
@@ -92,14 +92,14 @@ Result<MigrationReport> MigrateOldLayout(const fs::path& root, LocalChunkStore::
         } else if (::rename(f.path.c_str(), bad.c_str()) != 0) {
           s = ErrnoError("chunk file " + f.path.string() + ": move to " + bad.string(), errno);
         } else {
-          std::lock_guard l(mu);
+          MutexLock l(mu);
           ++report.corrupt;
         }
       } else {
         s = store->Put(f.id, *bytes);
         if (s.ok()) stored[k] = 1;
       }
-      std::lock_guard l(mu);
+      MutexLock l(mu);
       if (!s.ok() && failed.ok()) failed = s;
       if (progress) {
         ++progress->files_done;
@@ -117,7 +117,7 @@ Result<MigrationReport> MigrateOldLayout(const fs::path& root, LocalChunkStore::
       if (s.ok() && ::unlink(f.path.c_str()) != 0 && errno != ENOENT) {
         s = ErrnoError("chunk file " + f.path.string() + ": remove", errno);
       }
-      std::lock_guard l(mu);
+      MutexLock l(mu);
       if (!s.ok() && failed.ok()) failed = s;
       if (s.ok()) {
         ++report.blobs;

@@ -86,7 +86,7 @@ class TokenSource {
 
   // "Bearer <token>".
   Result<std::string> Authorization() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const WallTime now = Clock::Real()->WallNow();
     if (!token_.empty() && now + std::chrono::minutes(5) < expiry_) return "Bearer " + token_;
     const int64_t iat =
@@ -133,7 +133,7 @@ class TokenSource {
   const ServiceAccount sa_;
   const SourceOptions options_;
   std::shared_ptr<HttpFetcher> fetcher_;
-  std::mutex mu_;
+  Mutex mu_;
   std::string token_;
   std::chrono::system_clock::time_point expiry_;
 };

@@ -152,7 +152,7 @@ Status CheckObjectSize(const std::string& source, const SourceObject& object, in
 HttpFetcher::HttpFetcher(FetcherOptions options) : options_(std::move(options)) {}
 
 Result<std::shared_ptr<http::HttpClient>> HttpFetcher::ClientFor(const std::string& origin) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = clients_.find(origin);
   if (it != clients_.end()) return it->second;
   http::ClientOptions o;
@@ -268,7 +268,7 @@ Result<http::Response> HttpFetcher::Fetch(const Call& call, std::string* final_u
 
 // The buffer between the fetching thread and Read.
 struct HttpObjectStream::Pipe {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable cv;
   std::deque<std::vector<uint8_t>> chunks;
   size_t front_pos = 0;
@@ -295,7 +295,7 @@ void HttpObjectStream::Start() {
   // Empty objects are fetched too: the answer's headers say whether the object is still what
   // the listing said.
   if (request_.offset >= request_.end && request_.object.size_bytes > 0) {
-    std::lock_guard lock(pipe_->mu);
+    MutexLock lock(pipe_->mu);
     pipe_->done = true;
     return;
   }
@@ -305,8 +305,8 @@ void HttpObjectStream::Start() {
 Result<size_t> HttpObjectStream::Read(std::span<uint8_t> out) {
   Start();
   Pipe& p = *pipe_;
-  std::unique_lock lock(p.mu);
-  p.cv.wait(lock, [&] { return p.bytes > 0 || p.done; });
+  MutexLock lock(p.mu);
+  p.cv.wait(lock.native(), [&] { return p.bytes > 0 || p.done; });
   if (p.bytes == 0) {
     if (!p.error.ok()) return Err(p.error);
     return size_t{0};
@@ -324,7 +324,7 @@ Result<size_t> HttpObjectStream::Read(std::span<uint8_t> out) {
     }
   }
   p.bytes -= n;
-  lock.unlock();
+  lock.Unlock();
   p.cv.notify_all();
   return n;
 }
@@ -333,7 +333,7 @@ void HttpObjectStream::Run() {
   const SourceOptions& so = fetcher_->options().source_options;
   Status s = WithSourceRetries(so.retry, so.cancel, fetcher_->options().source,
                                [&](Attempt& a) { return FetchOnce(a); });
-  std::lock_guard lock(pipe_->mu);
+  MutexLock lock(pipe_->mu);
   pipe_->done = true;
   pipe_->error = s;
   pipe_->cv.notify_all();
@@ -403,13 +403,13 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
       data = data.first(static_cast<size_t>(end - request_.offset));
       reached_end = true;
     }
-    std::unique_lock lock(p.mu);
-    p.cv.wait(lock, [&] { return p.bytes < kPipeBytes || stop_.load() || Canceled(so); });
+    MutexLock lock(p.mu);
+    p.cv.wait(lock.native(), [&] { return p.bytes < kPipeBytes || stop_.load() || Canceled(so); });
     if (stop_ || Canceled(so)) return false;
     p.chunks.emplace_back(data.begin(), data.end());
     p.bytes += data.size();
     request_.offset += data.size();
-    lock.unlock();
+    lock.Unlock();
     p.cv.notify_all();
     return !reached_end;
   };

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/text.h"  // PercentEncode, PercentDecode, ParseByteCount
 #include "bdn/http/client.h"
 #include "bdn/sync/source.h"
@@ -124,8 +125,8 @@ class HttpFetcher {
   Result<std::shared_ptr<http::HttpClient>> ClientFor(const std::string& origin);
 
   const FetcherOptions options_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<http::HttpClient>> clients_;
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<http::HttpClient>> clients_ GUARDED_BY(mu_);
 };
 
 // What HttpObjectStream fetches.

@@ -128,7 +128,7 @@ class Watcher {
         thread_([this] { Run(); }) {}
   ~Watcher() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       done_ = true;
     }
     cv_.notify_all();
@@ -147,16 +147,16 @@ class Watcher {
 
  private:
   void Run() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!done_) {
       // Shutdown is looked at often; the job store only every interval.
       for (auto waited = std::chrono::milliseconds(0); !done_ && waited < deps_.progress_interval;
            waited += std::chrono::milliseconds(50)) {
-        cv_.wait_for(lock, std::chrono::milliseconds(50));
+        cv_.wait_for(lock.native(), std::chrono::milliseconds(50));
         if (options_.shutdown && options_.shutdown->load()) stop_ = true;
       }
       if (done_) break;
-      lock.unlock();
+      lock.Unlock();
       // Progress is advisory and written again at the next tick; a job store that fails for
       // good is reported by Finish, which records the job's outcome.
       deps_.jobs->SetProgress(id_, Progress()).IgnoreError();
@@ -165,7 +165,7 @@ class Watcher {
         canceled_ = true;
         stop_ = true;
       }
-      lock.lock();
+      lock.Lock();
     }
   }
 
@@ -177,9 +177,9 @@ class Watcher {
   const uint64_t fetched_before_;
   std::atomic<bool>& stop_;
   std::atomic<bool>& canceled_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool done_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -141,7 +141,7 @@ Status JobScheduler::EnqueueUnfinished(bool log_resumes) {
   BDN_ASSIGN_OR_RETURN(auto unfinished, deps_.jobs->ListUnfinished());
   for (const auto& job : unfinished) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (running_.contains(job.id)) continue;
     }
     if (log_resumes && job.state == SyncState::kSyncing) {
@@ -163,8 +163,8 @@ Status JobScheduler::Start() {
 void JobScheduler::Poll() {
   while (true) {
     {
-      std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, poll_, [&] { return shutdown_.load(); })) return;
+      MutexLock lock(mu_);
+      if (cv_.wait_for(lock.native(), poll_, [&] { return shutdown_.load(); })) return;
     }
     if (Status s = EnqueueUnfinished(false); !s.ok()) {
       log::Warn("sync jobs: listing the unfinished ones: " + s.message());
@@ -174,7 +174,7 @@ void JobScheduler::Poll() {
 
 void JobScheduler::Enqueue(const std::string& id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!queued_.insert(id).second) return;
     queue_.push_back(id);
   }
@@ -192,8 +192,8 @@ void JobScheduler::Work() {
   while (true) {
     std::string id;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return shutdown_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return shutdown_ || !queue_.empty(); });
       if (shutdown_) return;
       id = queue_.front();
       queue_.pop_front();
@@ -204,7 +204,7 @@ void JobScheduler::Work() {
     options.shutdown = &shutdown_;
     auto job = RunJob(id, deps_, options);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       running_.erase(id);
     }
     if (!job && job.error().code() == StatusCode::kConflict) {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sync_job_store.h"
@@ -107,12 +108,12 @@ class JobScheduler {
   RunnerDeps deps_;
   const int runners_;
   const std::chrono::milliseconds poll_;
-  std::set<std::string> running_;
+  std::set<std::string> running_ GUARDED_BY(mu_);
   std::atomic<bool> shutdown_{false};
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> queue_;
-  std::set<std::string> queued_;
+  std::deque<std::string> queue_ GUARDED_BY(mu_);
+  std::set<std::string> queued_ GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 

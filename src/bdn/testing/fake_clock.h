@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 
 namespace bdn::testutil {
 
@@ -31,7 +32,7 @@ class FakeClock final : public Clock {
   void SleepFor(std::chrono::nanoseconds d) const override {
     sleeps_.fetch_add(1);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       slept_.push_back(d);
     }
     if (d > std::chrono::nanoseconds::zero()) const_cast<FakeClock*>(this)->Advance(d);
@@ -41,14 +42,14 @@ class FakeClock final : public Clock {
   // sees the new time.
   void Advance(std::chrono::nanoseconds d) {
     elapsed_ns_.fetch_add(d.count());
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto* cv : waiting_) cv->notify_all();
   }
   // How many times SleepFor was called.
   int sleeps() const { return sleeps_.load(); }
   // The durations SleepFor was called with, in order.
   std::vector<std::chrono::nanoseconds> sleep_durations() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return slept_;
   }
 
@@ -56,22 +57,22 @@ class FakeClock final : public Clock {
   void WaitSome(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
                 SteadyTime) const override {
     {
-      std::lock_guard g(mu_);
+      MutexLock g(mu_);
       waiting_.insert(&cv);
     }
     // A short real wait: an Advance that lands between the caller's time check and this wait
     // is seen at the next turn instead of being lost.
     cv.wait_for(lock, std::chrono::milliseconds(2));
-    std::lock_guard g(mu_);
+    MutexLock g(mu_);
     waiting_.erase(&cv);
   }
 
  private:
   std::atomic<int64_t> elapsed_ns_{0};
   mutable std::atomic<int> sleeps_{0};
-  mutable std::mutex mu_;
-  mutable std::multiset<std::condition_variable*> waiting_;
-  mutable std::vector<std::chrono::nanoseconds> slept_;
+  mutable Mutex mu_;
+  mutable std::multiset<std::condition_variable*> waiting_ GUARDED_BY(mu_);
+  mutable std::vector<std::chrono::nanoseconds> slept_ GUARDED_BY(mu_);
 };
 
 }  // namespace bdn::testutil

@@ -36,16 +36,16 @@ ChunkReader::ChunkReader(ChunkStore& store, ChunkReaderOptions options)
 ChunkReader::~ChunkReader() = default;
 
 bool ChunkReader::Reserve(uint64_t bytes, bool wait) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   // One part always fits when nothing is pending, so an oversized part cannot wait forever.
-  auto fits = [&] {
+  auto fits = [&]() REQUIRES(mu_) {
     return pending_bytes_ == 0 || pending_bytes_ + bytes <= options_.max_pending_bytes;
   };
   if (!wait) {
     if (waiting_for_room_ > 0 || !fits()) return false;
   } else {
     ++waiting_for_room_;
-    room_cv_.wait(lock, fits);
+    room_cv_.wait(lock.native(), fits);
     --waiting_for_room_;
   }
   pending_bytes_ += bytes;
@@ -54,7 +54,7 @@ bool ChunkReader::Reserve(uint64_t bytes, bool wait) {
 
 void ChunkReader::Release(uint64_t bytes) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     pending_bytes_ -= bytes;
   }
   room_cv_.notify_all();

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/format/manifest.h"
 #include "bdn/store/chunk_store.h"
@@ -72,10 +73,10 @@ class ChunkReader {
   const ChunkReaderOptions options_;
   std::unique_ptr<FetchCore> core_;  // null if the store does not prefer batches
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable room_cv_;  // pending_bytes_ went down
-  uint64_t pending_bytes_ = 0;
-  int waiting_for_room_ = 0;
+  uint64_t pending_bytes_ GUARDED_BY(mu_) = 0;
+  int waiting_for_room_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace bdn

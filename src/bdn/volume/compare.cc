@@ -61,7 +61,7 @@ Result<DiffResult> DiffVersions(const VersionView& a, const VersionView& b) {
 Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
                                    const ChunkReaderOptions& reads) {
   VerifyResult out;
-  std::mutex mu;
+  Mutex mu;
   std::unordered_set<Digest> checked;
   // A problem's message is about its file, which the problem names: the readers' "file \"p\": "
   // prefix (the chunk list's and the digest check's) is dropped, so it is said once.
@@ -69,7 +69,7 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
     const std::string prefix = "file \"" + path + "\": ";
     Status own =
         s.message().starts_with(prefix) ? Status(s.code(), s.message().substr(prefix.size())) : s;
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     out.problems.push_back({path, id, std::move(own)});
   };
   ChunkReader reader(view.store(), reads);  // outlives the pool below
@@ -100,7 +100,7 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
             return Status::Ok();
           }
           whole.Update(*bytes);
-          std::lock_guard lock(mu);
+          MutexLock lock(mu);
           if (checked.insert(id).second) {
             ++out.chunks;
             out.bytes += bytes->size();

@@ -130,7 +130,7 @@ class BufferPool {
   std::shared_ptr<Block> Get(size_t capacity) {
     std::unique_ptr<Block> b;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!free_.empty()) {
         b = std::move(free_.back());
         free_.pop_back();
@@ -148,11 +148,11 @@ class BufferPool {
 
  private:
   void Put(std::unique_ptr<Block> b) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (free_.size() < 64) free_.push_back(std::move(b));
   }
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Block>> free_;
+  Mutex mu_;
+  std::vector<std::unique_ptr<Block>> free_ GUARDED_BY(mu_);
 };
 
 // Shared state of one seal operation. Thread-safe.
@@ -188,7 +188,7 @@ class Sealer {
     std::vector<Digest> fresh;
     std::vector<size_t> fresh_at;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (size_t i = 0; i < n; ++i) {
         if (seen_.insert(out.refs[i].id).second) {
           fresh.push_back(out.refs[i].id);
@@ -231,7 +231,7 @@ class Sealer {
   // Stores a metadata blob (chunk index) unless this seal or the store already has it.
   Status PutMetadata(const Digest& id, std::span<const uint8_t> data, Tally& tally) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!seen_.insert(id).second) return Status::Ok();
     }
     BDN_ASSIGN_OR_RETURN(bool has, store_.Contains(id));
@@ -249,7 +249,7 @@ class Sealer {
     std::vector<Digest> fresh;
     std::vector<size_t> fresh_at;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (size_t i = 0; i < pieces.size(); ++i) {
         if (seen_.insert(pieces[i].first).second) {
           fresh.push_back(pieces[i].first);
@@ -381,8 +381,8 @@ class Sealer {
   // chunk_pool_ tasks submit to upload_pool_, so upload_pool_ is destroyed last.
   ThreadPool upload_pool_;
   ThreadPool chunk_pool_;
-  std::mutex mu_;
-  std::unordered_set<Digest> seen_;
+  Mutex mu_;
+  std::unordered_set<Digest> seen_ GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -439,11 +439,11 @@ Result<SealResult> SealEntries(std::span<const SealItem> items, EntrySource& sou
     futures.reserve(files.size());
     // The first failure stops the seal: files not yet started are skipped, so a seal of many
     // files fails as soon as one does instead of trying (and failing) each of them.
-    std::mutex error_mu;
+    Mutex error_mu;
     Status first_error;
     std::atomic<bool> failed{false};
     auto fail = [&](const Status& s) {
-      std::lock_guard lock(error_mu);
+      MutexLock lock(error_mu);
       if (first_error.ok()) first_error = s;
       failed = true;
     };

@@ -109,7 +109,7 @@ VersionBlobCache::VersionBlobCache(std::shared_ptr<ChunkStore> store, size_t max
 
 Result<std::shared_ptr<const BlobSet>> VersionBlobCache::Get(const Digest& version) {
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (;;) {
       auto it = slots_.find(version);
       if (it == slots_.end()) {
@@ -121,7 +121,8 @@ Result<std::shared_ptr<const BlobSet>> VersionBlobCache::Get(const Digest& versi
         ++stats_.hits;
         return it->second.set;
       }
-      loaded_.wait(lock);  // another thread is loading it (or failed: then the slot is gone)
+      loaded_.wait(
+          lock.native());  // another thread is loading it (or failed: then the slot is gone)
     }
   }
   std::vector<Digest> ids;
@@ -133,7 +134,7 @@ Result<std::shared_ptr<const BlobSet>> VersionBlobCache::Get(const Digest& versi
   std::shared_ptr<const BlobSet> set;
   if (s.ok()) set = std::make_shared<const BlobSet>(std::move(ids));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!set || degraded) {
       slots_.erase(version);
     } else {
@@ -159,7 +160,7 @@ Result<std::shared_ptr<const BlobSet>> VersionBlobCache::Get(const Digest& versi
 }
 
 VersionBlobCacheStats VersionBlobCache::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   VersionBlobCacheStats s = stats_;
   s.ids = ids_;
   s.versions = lru_.size();

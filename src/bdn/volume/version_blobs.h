@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
 #include "bdn/store/chunk_store.h"
@@ -84,12 +85,12 @@ class VersionBlobCache {
   };
   std::shared_ptr<ChunkStore> store_;
   const size_t max_ids_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable loaded_;
-  std::unordered_map<Digest, Slot> slots_;
-  std::list<Digest> lru_;  // loaded versions, most recently used first
-  size_t ids_ = 0;
-  VersionBlobCacheStats stats_;
+  std::unordered_map<Digest, Slot> slots_ GUARDED_BY(mu_);
+  std::list<Digest> lru_ GUARDED_BY(mu_);  // loaded versions, most recently used first
+  size_t ids_ GUARDED_BY(mu_) = 0;
+  VersionBlobCacheStats stats_ GUARDED_BY(mu_);
 };
 
 }  // namespace bdn

@@ -80,7 +80,7 @@ const std::vector<size_t>& VersionView::Children(std::string_view dir_path) cons
 
 std::shared_ptr<const FileChunks> VersionView::KeepChunks(
     size_t key, std::shared_ptr<const FileChunks> fc) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return chunks_cache_.try_emplace(key, std::move(fc)).first->second;
 }
 
@@ -89,7 +89,7 @@ std::shared_ptr<const FileChunks> VersionView::KnownChunks(const Entry& entry) c
   if (e.kind != EntryKind::kFile) return nullptr;
   const size_t key = IndexOf(e);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = chunks_cache_.find(key); it != chunks_cache_.end()) return it->second;
   }
   if (e.layout == FileLayout::kIndexed) return nullptr;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
@@ -95,8 +96,9 @@ class VersionView {
   // Keeps `fc` as the list of entry `key` unless one is kept already; returns the kept one.
   std::shared_ptr<const FileChunks> KeepChunks(size_t key,
                                                std::shared_ptr<const FileChunks> fc) const;
-  mutable std::mutex mu_;
-  mutable std::unordered_map<size_t, std::shared_ptr<const FileChunks>> chunks_cache_;  // by entry
+  mutable Mutex mu_;
+  mutable std::unordered_map<size_t, std::shared_ptr<const FileChunks>> chunks_cache_
+      GUARDED_BY(mu_);  // by entry
 };
 
 // Checks a file's whole-content BLAKE3 `got` (what b3sum prints) against `want`, the entry's
