@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The unit tests of the modules that run threads (label "tsan": thread pool, FetchCore, the pack
-# store, ChunkReader and push, NodeCache, ChunkCache and VolumeReader, RemoteChunkStore and
-# ClusterChunkStore, the HTTP server and origin, ObjectPackStore, push claims, sync) under
-# ThreadSanitizer: builds ./build-tsan with clang 16 (-DBDN_SANITIZE=thread; clang also checks the
-# thread-safety annotations with -Wthread-safety -Werror) with only the targets they need
-# (bdn_tsan_targets) and runs `ctest -L tsan`; any report fails its test.
+# The unit tests labelled "tsan" under ThreadSanitizer (a module's TSAN in bdn_module: base's
+# thread pool, clock and log, store's FetchCore and pack store, the registry's push claims; the
+# other modules that run threads join once they have run clean): builds ./build-tsan with clang
+# 16 (-DBDN_SANITIZE=thread; clang also checks the thread-safety annotations with
+# -Wthread-safety -Werror) with only the targets they need (bdn_tsan_targets) and runs
+# `ctest -L tsan`; any report fails its test.
 # Not run here: the tests that mount FUSE (they need /dev/fuse and the fusermount3 helper, and a
 # FUSE request served by a TSan-instrumented daemon in the test process itself is not what this
 # checks); the FetchCore, ChunkCache and VolumeReader logic under them runs in the other tests.
