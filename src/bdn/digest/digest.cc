@@ -4,6 +4,21 @@
 #include "blake3.h"
 
 namespace bdn {
+namespace {
+
+// The official C BLAKE3 detects the CPU's SIMD features on its first hash and caches them in a
+// plain global (blake3_dispatch.c, g_cpu_features), so two threads making the first hashes race
+// on it (ThreadSanitizer reports it). One hash during static initialization, before any thread
+// exists, does the detection once.
+[[maybe_unused]] const bool kCpuFeaturesDetected = [] {
+  blake3_hasher h;
+  blake3_hasher_init(&h);
+  uint8_t out[BLAKE3_OUT_LEN];
+  blake3_hasher_finalize(&h, out, sizeof out);
+  return true;
+}();
+
+}  // namespace
 
 struct Blake3Hasher::State {
   blake3_hasher h;
