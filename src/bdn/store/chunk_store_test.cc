@@ -226,6 +226,40 @@ TEST_F(LocalChunkStoreTest, NoOpenPacksLeftAfterSyncEvenWithConcurrentWriters) {
   EXPECT_EQ(stats->blobs, 161u);  // the shared blob once
 }
 
+// A writer's new pack is visible under its .new name for a moment before its creator locks it
+// (CreatePack): a look at the directory then (another thread's miss, another process) must not
+// take it for a dead writer's and delete it, which failed the writer's Put with "create pack:
+// No such file or directory". Only an old .new is a dead writer's.
+TEST_F(LocalChunkStoreTest, AYoungNewPackIsLeftToItsWriterAndAnOldOneRemoved) {
+  const fs::path packs = store_->root() / "packs";
+  const fs::path young = packs / "00000000000000a1.new";
+  const fs::path old = packs / "00000000000000a2.new";
+  for (const fs::path& p : {young, old}) std::ofstream(p).put('x');
+  fs::last_write_time(old, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  auto again = LocalChunkStore::Open(store_->root());  // opening looks at every pack
+  ASSERT_TRUE(again.has_value()) << again.error().ToString();
+  EXPECT_TRUE(fs::exists(young));
+  EXPECT_FALSE(fs::exists(old));
+}
+
+// The same for a writer's claims file: a GC listing the claims between its creation and its
+// lock must not delete it (the writer's Put failed); an old unlocked one is a dead process's.
+TEST(LocalChunkStoreClaims, AYoungNewClaimsFileIsLeftToItsWriterAndAnOldOneRemoved) {
+  testutil::TempDir dir{"bdn_chunk_store_test"};
+  auto store = LocalChunkStore::Open(dir.path() / "store", {.claims = ClaimMode::kProcessFile});
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  const fs::path claims = dir.path() / "store" / "gc" / "claims";
+  const fs::path young = claims / "1-00000000000000a1.new";
+  const fs::path old = claims / "2-00000000000000a2.new";
+  for (const fs::path& p : {young, old}) std::ofstream(p).put('x');
+  fs::last_write_time(old, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  auto live = (*store)->LiveClaims();
+  ASSERT_TRUE(live.has_value()) << live.error().ToString();
+  EXPECT_TRUE(live->empty());
+  EXPECT_TRUE(fs::exists(young));
+  EXPECT_FALSE(fs::exists(old));
+}
+
 TEST_F(LocalChunkStoreTest, TruncatedPackIsCorruption) {
   std::vector<uint8_t> data = RandomBytes(10000, 9);
   Digest id = Digest::Of(data);

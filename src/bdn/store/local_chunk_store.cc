@@ -52,6 +52,18 @@ int64_t NowNs() {
       .count();
 }
 
+// Whether `fd`, a file still under its temporary .new name (a pack before CreatePack names it
+// .open, a claims file before CreateLocked names it .claims), is a dead writer's, so that it may
+// be deleted. Its creator locks it just after creating it, so a lock taken now proves nothing
+// about a young one: only one unchanged for a minute (its creator names it microseconds after
+// creating it) whose lock is free is a dead writer's.
+bool IsDeadWritersNewFile(int fd) {
+  constexpr int64_t kDeadAgeNs = 60'000'000'000;
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && NowNs() - MtimeNs(st) > kDeadAgeNs &&
+         ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+}
+
 // Names in `dir` (no "." or ".."). Errors: ErrnoError naming `what`.
 Result<std::vector<std::string>> ListDir(const fs::path& dir, const std::string& what) {
   DIR* d = ::opendir(dir.c_str());
@@ -526,7 +538,7 @@ Status LocalChunkStore::LoadLoosePacks() {
     }
     if (fresh) {
       // A writer that died before its first record: nothing to keep.
-      if (writable_ && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+      if (writable_ && IsDeadWritersNewFile(fd.get())) {
         ::unlinkat(packs_dir_.get(), name.c_str(), 0);
       }
       continue;
@@ -1492,7 +1504,7 @@ Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
     if (name.ends_with(".new")) {
       // A process that died between creating its claims file and naming it: nothing in it.
       UniqueFd fd(::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC));
-      if (fd && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) ::unlink((dir / name).c_str());
+      if (fd && IsDeadWritersNewFile(fd.get())) ::unlink((dir / name).c_str());
       continue;
     }
     if (!name.ends_with(".claims")) continue;
