@@ -13,7 +13,10 @@
 #   two pushers to two volumes at once both succeed;
 # - `kill -9` of one replica in the middle of a push: the client's retries go to the other
 #   replica, the push completes, the version pulls back whole, `bdn volume verify` passes for
-#   every version listed (nothing half-visible).
+#   every version listed (nothing half-visible);
+# - a GC on one replica (restarted collecting every 2 s) deletes the packs of a removed version;
+#   a push of the same data through the other replica stores it again and verifies (the other
+#   replica must not answer from an index that still names the deleted packs).
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN BDN_REMOTE
 CLUSTER="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster.sh"
@@ -199,6 +202,53 @@ verify_all bdn:ha/model
 status_out=$(bash "$CLUSTER" status) && fail "status says all is well with origin1 killed: $status_out"
 [[ "$status_out" =~ (^|$'\n')origin1\ +stopped ]] || fail "status after the kill: $status_out"
 [[ "$status_out" =~ (^|$'\n')origin2\ +running ]] || fail "status after the kill: $status_out"
+
+step "a GC on one replica deletes packs; a push of that data through the other stores it again"
+# origin1 again, collecting every 2 s with nothing retained (cluster.sh's origins collect hourly).
+# shellcheck disable=SC1091
+source "$CDIR/aws.env"
+"$BDN" serve --listen "${O1#http://}" --data "$CDIR/origin1" --db "$BDN_CLUSTER_DB" \
+  --store s3://bdn/cluster --s3-endpoint "$BDN_CLUSTER_S3" --s3-region us-east-1 \
+  --gc-interval 2s --gc-grace 1s --retention 0s </dev/null >>"$CDIR/logs/origin1.log" 2>&1 &
+echo $! >"$CDIR/pids/origin1.pid"  # cluster.sh down stops it
+up=0
+for _ in $(seq 1 300); do
+  if curl -sf "$O1/healthz" >/dev/null; then up=1; break; fi
+  sleep 0.1
+done
+assert_eq 1 "$up" "origin1 restarted"
+mkdir -p "$WORK/gc1" "$WORK/gc2"
+random_file "$WORK/gc1/A.bin" $((12 << 20)) 41
+random_file "$WORK/gc2/tail" $((1 << 20)) 42
+cat "$WORK/gc1/A.bin" "$WORK/gc2/tail" >"$WORK/gc2/A.bin"  # the same chunks, and one more
+rm "$WORK/gc2/tail"
+# Pushed through origin2 only, so that origin2's index is the one that knows these packs.
+gcref=$(BDN_REMOTE=$O2 "$BDN" volume push "$WORK/gc1" bdn:ha/gc 2>"$WORK/gc1.err") \
+  || fail "push of gc1: $(cat "$WORK/gc1.err")"
+# Collections of at least 10 MB: the removed version's 12 MiB (not the orphans of the killed push).
+reclaimed() { grep -c -E 'gc: reclaimed [1-9][0-9]{7,} bytes' "$CDIR/logs/origin1.log" || true; }
+before=$(reclaimed)
+BDN_REMOTE=$O1 "$BDN" volume rm "$gcref" --yes >/dev/null
+collected=0
+for _ in $(seq 1 600); do
+  if [ "$(reclaimed)" -gt "$before" ]; then collected=1; break; fi
+  sleep 0.1
+done
+assert_eq 1 "$collected" "origin1's GC reclaimed the removed version's packs"
+# origin2 must not answer from its index that the collected chunks are stored.
+gcref2=$(BDN_REMOTE=$O2 "$BDN" volume push "$WORK/gc2" bdn:ha/gc 2>"$WORK/gc2.err") \
+  || fail "push of gc2 through origin2: $(cat "$WORK/gc2.err")"
+for url in "$O2" "$O1"; do
+  BDN_REMOTE=$url "$BDN" volume verify "$gcref2" >/dev/null 2>"$WORK/verify.err" \
+    || fail "verify $gcref2 through $url: $(cat "$WORK/verify.err")"
+done
+BDN_REMOTE=$O2 "$BDN" volume pull "$gcref2" "$WORK/gc2pulled" >/dev/null
+same_tree "$WORK/gc2" "$WORK/gc2pulled"
+# What the collections repacked on origin1 stays whole through both replicas.
+for url in "$O1" "$O2"; do
+  BDN_REMOTE=$url verify_all bdn:ha/big
+  BDN_REMOTE=$url verify_all bdn:ha/model
+done
 
 step "cluster.sh down stops everything"
 bash "$CLUSTER" down >/dev/null

@@ -133,6 +133,8 @@ Status ObjectPackStore::Init() {
     tables_.push_back(std::move(*t));
   }
   if (ec) return ErrnoError("object store index " + (dir / "index").string(), ec.value());
+  // Packs deleted before the listing below are not in it; those the tables name are forgotten.
+  BDN_RETURN_IF_ERROR(RefreshDeleted());
   BDN_RETURN_IF_ERROR(RefreshPacks());
   {
     MutexLock l(refresh_mu_);
@@ -232,9 +234,49 @@ ObjectPackStore::Where ObjectPackStore::LookupLocked(const Digest& id, Copies co
 Status ObjectPackStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
   BDN_RETURN_IF_ERROR(catalog_->RecordClaims(ids));
   BDN_ASSIGN_OR_RETURN(std::vector<uint64_t> doom, catalog_->Doom());
-  WriterLock l(mu_);
-  doomed_ = std::unordered_set<uint64_t>(doom.begin(), doom.end());
+  {
+    WriterLock l(mu_);
+    doomed_ = std::unordered_set<uint64_t>(doom.begin(), doom.end());
+  }
+  return RefreshDeleted();
+}
+
+Status ObjectPackStore::RefreshDeleted() {
+  bool complete;
+  std::vector<uint64_t> forgotten;
+  {
+    MutexLock seen(deleted_mu_);
+    BDN_ASSIGN_OR_RETURN(PackCatalog::Deleted d, catalog_->DeletedSince(deleted_seen_));
+    {
+      WriterLock l(mu_);
+      for (uint64_t p : d.packs) {
+        if (gone_.contains(p)) continue;
+        if (pack_bytes_.contains(p) || indexed_.contains(p) || loose_.contains(p)) {
+          ForgetDeletedLocked(p);
+          forgotten.push_back(p);
+        }
+      }
+    }
+    deleted_seen_ = d.next;
+    complete = d.complete;
+  }
+  for (uint64_t p : forgotten) DropCached(p);
+  if (!complete) return RefreshAfter(options_.clock->SteadyNow());
   return Status::Ok();
+}
+
+void ObjectPackStore::ForgetDeletedLocked(uint64_t p) {
+  gone_.insert(p);
+  pack_bytes_.erase(p);
+  doomed_.erase(p);
+  missing_.erase(p);
+  if (auto it = loose_.find(p); it != loose_.end()) {
+    for (const BlobLocation& b : it->second) {
+      auto lb = loose_blobs_.find(b.id);
+      if (lb != loose_blobs_.end() && lb->second.pack == p) loose_blobs_.erase(lb);
+    }
+    loose_.erase(it);
+  }
 }
 
 Result<std::vector<BlobLocation>> ObjectPackStore::ReadPackFooter(uint64_t pack, uint64_t bytes) {
@@ -1072,9 +1114,20 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
   }
   BDN_RETURN_IF_ERROR(first);
   std::vector<std::pair<size_t, IndexedBlob>> again;
+  // A pack another replica's GC deleted is not missing: its blobs were either copied on (looked
+  // for below) or no longer referenced. The catalog says which (if it cannot be asked, the pack
+  // counts as missing).
+  if (std::any_of(lost.begin(), lost.end(), [](const auto& l) { return !l.empty(); })) {
+    RefreshDeleted().IgnoreError();
+  }
   for (size_t i = 0; i < runs.size(); ++i) {
     if (lost[i].empty()) continue;
-    MarkMissing(runs[i].pack, "GET answered 404");
+    bool deleted;
+    {
+      ReaderLock l(mu_);
+      deleted = gone_.contains(runs[i].pack);
+    }
+    if (!deleted) MarkMissing(runs[i].pack, "GET answered 404");
     for (auto& m : lost[i]) again.push_back(std::move(m));
   }
   if (again.empty()) return Status::Ok();
@@ -1089,6 +1142,15 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
     } else if (w.kind == Where::Kind::kSpool) {
       BDN_ASSIGN_OR_RETURN(out[index], ReadSpool(w, b.loc.id));
     } else {
+      bool deleted;
+      {
+        ReaderLock l(mu_);
+        deleted = gone_.contains(b.pack);
+      }
+      if (deleted) {
+        return NotFoundError("chunk " + b.loc.id.ToString() + ": not in store (pack " +
+                             PackUri(b.pack) + " was collected)");
+      }
       return CorruptionError("chunk " + b.loc.id.ToString() + ": pack " + PackUri(b.pack) +
                              " is missing from the object store (deleted outside bdn?)");
     }
@@ -1140,6 +1202,8 @@ Result<std::vector<uint8_t>> ObjectPackStore::Get(const Digest& id) {
 
 Result<BlobSizes> ObjectPackStore::Sizes(std::span<const Digest> ids) {
   const SteadyTime started = options_.clock->SteadyNow();
+  // A commit's check asks this: never from an index naming packs another replica deleted.
+  BDN_RETURN_IF_ERROR(RefreshDeleted());
   BlobSizes out(ids.size());
   bool missed = false;
   auto fill = [&] {
@@ -1242,18 +1306,7 @@ Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
   BDN_RETURN_IF_ERROR(catalog_->RemovePacks(packs));
   {
     WriterLock l(mu_);
-    for (uint64_t p : packs) {
-      gone_.insert(p);
-      pack_bytes_.erase(p);
-      doomed_.erase(p);
-      if (auto it = loose_.find(p); it != loose_.end()) {
-        for (const BlobLocation& b : it->second) {
-          auto lb = loose_blobs_.find(b.id);
-          if (lb != loose_blobs_.end() && lb->second.pack == p) loose_blobs_.erase(lb);
-        }
-        loose_.erase(it);
-      }
-    }
+    for (uint64_t p : packs) ForgetDeletedLocked(p);
   }
   for (uint64_t p : packs) DropCached(p);
   return CompactIndex(false);

@@ -188,7 +188,15 @@ class ObjectPackStore : public ChunkStore, public GcStore {
 
   Where Lookup(const Digest& id, Copies copies) const;
   Where LookupLocked(const Digest& id, Copies copies) const REQUIRES_SHARED(mu_);
+  // Records `ids` as claims, then takes up the doom and the packs another replica's GC deleted
+  // (RefreshDeleted).
   Status ClaimThenRefreshDoom(std::span<const Digest> ids);
+  // Forgets the packs that the catalog says were deleted since the last look (PackCatalog::
+  // DeletedSince), so that nothing is answered from an index that still names them; looks at the
+  // whole pack list again if the catalog pruned some unseen. Single-flight.
+  Status RefreshDeleted();
+  // Forgets pack `p`, deleted: its blobs are no longer found in it.
+  void ForgetDeletedLocked(uint64_t p) REQUIRES(mu_);
   // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
   // at most one per min_refresh_interval).
   Status RefreshAfter(SteadyTime since);
@@ -252,11 +260,14 @@ class ObjectPackStore : public ChunkStore, public GcStore {
       GUARDED_BY(mu_);  // refresh generation it became known in
   uint64_t gen_ GUARDED_BY(mu_) = 0;
   std::unordered_set<uint64_t> gone_
-      GUARDED_BY(mu_);  // deleted by a GC of this store; tables may name them
+      GUARDED_BY(mu_);  // deleted by a GC of this store or another replica; tables may name them
   std::unordered_set<uint64_t> missing_ GUARDED_BY(mu_);  // found missing from the object store
   std::set<std::pair<uint64_t, uint64_t>> bad_
       GUARDED_BY(mu_);  // damaged copies (pack, record offset)
   std::unordered_set<uint64_t> doomed_ GUARDED_BY(mu_);
+  // RefreshDeleted's position in the catalog's deleted packs.
+  Mutex deleted_mu_;
+  uint64_t deleted_seen_ GUARDED_BY(deleted_mu_) = 0;
   PendingPuts pending_ GUARDED_BY(mu_);  // Puts in flight
 
   // The spool (guarded by spool_mu_).

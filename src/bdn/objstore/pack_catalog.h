@@ -47,8 +47,22 @@ class PackCatalog {
   // Records a pack whose object is uploaded whole, with the blobs its footer lists; the store
   // calls it before any commit can name them. Errors: Unavailable.
   virtual Status AddPack(const CatalogPack& pack, std::span<const pack::BlobLocation> blobs) = 0;
-  // Forgets packs whose objects were deleted. Errors: Unavailable.
+  // Forgets packs whose objects were deleted (by this store's GC), and tells the other stores
+  // of the catalog (DeletedSince). Errors: Unavailable.
   virtual Status RemovePacks(std::span<const uint64_t> packs) = 0;
+
+  // The packs RemovePacks was given since position `after` (0: the start), by any store of the
+  // catalog, and the position to ask from next time. A replica that answered from an index
+  // still naming them would tell a writer that blobs are stored which no longer are.
+  // `complete` is false when positions after `after` (not 0: a store that has just opened looks
+  // at the whole pack list anyway) were pruned unseen (the catalog keeps 30 days): the caller
+  // must then look at the whole pack list again. Errors: Unavailable.
+  struct Deleted {
+    std::vector<uint64_t> packs;
+    uint64_t next = 0;
+    bool complete = true;
+  };
+  virtual Result<Deleted> DeletedSince(uint64_t after) = 0;
 
   // GcStore::BeginGc. Errors: Conflict "<uri>: another gc is running".
   virtual Result<std::unique_ptr<StoreHold>> BeginGc() = 0;
@@ -80,6 +94,8 @@ class BucketCatalog : public PackCatalog {
     return Status::Ok();  // the uploaded object is the record
   }
   Status RemovePacks(std::span<const uint64_t>) override { return Status::Ok(); }
+  // Nothing: the one store of the bucket forgets the packs its own GC deletes.
+  Result<Deleted> DeletedSince(uint64_t after) override { return Deleted{{}, after, true}; }
   Result<std::unique_ptr<StoreHold>> BeginGc() override;
   Result<std::unique_ptr<StoreHold>> HoldForCommit() override;
   Result<std::unique_ptr<StoreHold>> HoldForSweep() override;

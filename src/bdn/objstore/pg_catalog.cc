@@ -21,6 +21,13 @@ const sql::Migration kMigrations[] = {
      "  claimed_at TIMESTAMPTZ NOT NULL,"
      "  PRIMARY KEY (store, blob));"
      "CREATE INDEX objstore_claims_by_age ON objstore_claims (store, claimed_at);"},
+    {2, "deleted packs",
+     "CREATE TABLE objstore_deleted_packs ("
+     "  seq BIGSERIAL PRIMARY KEY,"
+     "  store TEXT NOT NULL,"
+     "  pack BIGINT NOT NULL,"
+     "  deleted_at TIMESTAMPTZ NOT NULL);"
+     "CREATE INDEX objstore_deleted_packs_by_store ON objstore_deleted_packs (store, seq);"},
 };
 
 // Ids per upsert statement in RecordClaims.
@@ -108,6 +115,59 @@ Status PgCatalog::PublishDoom(std::span<const uint64_t> packs) {
         return Status::Ok();
       },
       "publish doom");
+}
+
+Status PgCatalog::RemovePacks(std::span<const uint64_t> packs) {
+  if (packs.empty()) return Status::Ok();
+  const int64_t kept_s =
+      std::chrono::duration_cast<std::chrono::seconds>(kDeletedPacksKept).count();
+  BDN_RETURN_IF_ERROR(db_->Write(
+      [&](sql::Session& s) -> Status {
+        for (uint64_t p : packs) {
+          BDN_RETURN_IF_ERROR(
+              sql::ToStatus(s.Exec("INSERT INTO objstore_deleted_packs (store, pack, deleted_at) "
+                                   "VALUES (?1, ?2, clock_timestamp())",
+                                   {store_, ToBigint(p)})));
+        }
+        return sql::ToStatus(
+            s.Exec("DELETE FROM objstore_deleted_packs WHERE store = ?1 AND "
+                   "deleted_at < clock_timestamp() - make_interval(secs => ?2)",
+                   {store_, kept_s}));
+      },
+      "record deleted packs"));
+  return bucket_.RemovePacks(packs);
+}
+
+Result<PackCatalog::Deleted> PgCatalog::DeletedSince(uint64_t after) {
+  return sql::ReadValue<Deleted>(
+      *db_,
+      [&](sql::Session& s) -> Result<Deleted> {
+        // The first row kept, then the rows after `after`, in one statement.
+        BDN_ASSIGN_OR_RETURN(
+            sql::Rows rows,
+            s.Query("SELECT 0, COALESCE(MIN(seq), 0) FROM objstore_deleted_packs "
+                    "WHERE store = ?1 "
+                    "UNION ALL "
+                    "SELECT seq, pack FROM (SELECT seq, pack FROM objstore_deleted_packs "
+                    "WHERE store = ?1 AND seq > ?2 ORDER BY seq) AS later",
+                    {store_, ToBigint(after)}));
+        Deleted out;
+        out.next = after;
+        uint64_t first_kept = 0;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          const int64_t seq = rows.Int(i, 0);
+          if (seq == 0) {
+            first_kept = static_cast<uint64_t>(rows.Int(i, 1));
+            continue;
+          }
+          out.packs.push_back(FromBigint(rows.Int(i, 1)));
+          out.next = std::max(out.next, static_cast<uint64_t>(seq));
+        }
+        // Rows between `after` and the first one kept were pruned before this store saw them.
+        out.complete = after == 0 || first_kept == 0 || first_kept <= after + 1;
+        return out;
+      },
+      sql::Consistency::kStatement, "deleted packs");
 }
 
 Status PgCatalog::ClearDoom() {

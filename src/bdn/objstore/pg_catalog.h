@@ -7,6 +7,9 @@
 //   - the lock between sweeps and commits: one advisory lock, taken shared by every commit's
 //     check-to-write (HoldForCommit) and exclusive by a sweep (HoldForSweep), on any replica;
 //   - the doom: rows of objstore_doom;
+//   - the packs a collection deleted: rows of objstore_deleted_packs, which every replica reads
+//     before it tells a writer what is stored (DeletedSince), so that none answers from an index
+//     that still names them;
 //   - writers' claims: rows of objstore_claims stamped with the database's clock (so replicas'
 //     clocks never disagree about a claim's age), kept from the caller's retain_since() on.
 // Rows carry the store's URI, so stores of several buckets may share one database. The schema is
@@ -41,9 +44,12 @@ class PgCatalog : public PackCatalog {
   Status AddPack(const CatalogPack& pack, std::span<const pack::BlobLocation> blobs) override {
     return bucket_.AddPack(pack, blobs);
   }
-  Status RemovePacks(std::span<const uint64_t> packs) override {
-    return bucket_.RemovePacks(packs);
-  }
+  // Records the packs in objstore_deleted_packs (rows older than kDeletedPacksKept go).
+  Status RemovePacks(std::span<const uint64_t> packs) override;
+  // From objstore_deleted_packs: one query. Errors: Unavailable.
+  Result<Deleted> DeletedSince(uint64_t after) override;
+  // How long a deleted pack's row is kept for replicas that have not seen it yet.
+  static constexpr std::chrono::hours kDeletedPacksKept{24 * 30};
   // Errors: Conflict "chunk store <uri>: another gc is running (<holder>)"; Unavailable.
   Result<std::unique_ptr<StoreHold>> BeginGc() override;
   // Errors: Unavailable (the database, or "not granted within 60000 ms").

@@ -104,6 +104,50 @@ TEST_F(PgCatalogTest, TheDoomIsSharedPerBucketAndKeepsEveryBitOfAPackId) {
   EXPECT_TRUE(b->Doom().value().empty());
 }
 
+// A replica whose index still names packs another replica's GC deleted would tell writers that
+// blobs are stored which are not: the deletions are read back from any replica, in order, from
+// where it last looked.
+TEST_F(PgCatalogTest, PacksDeletedOnOneReplicaAreSeenOnTheOtherFromWhereItLastLooked) {
+  auto a = Replica();
+  auto b = Replica();
+  auto other = Replica("other-bucket");
+  ASSERT_TRUE(a && b && other);
+  auto start = b->DeletedSince(0);
+  ASSERT_OK(start);
+  EXPECT_TRUE(start->packs.empty());
+  EXPECT_TRUE(start->complete);
+  const std::vector<uint64_t> first = {5, 0xffffffffffffffffull};
+  ASSERT_OK(a->RemovePacks(first));
+  auto seen = b->DeletedSince(start->next);
+  ASSERT_OK(seen);
+  EXPECT_EQ(seen->packs, first);
+  EXPECT_TRUE(seen->complete);
+  EXPECT_GT(seen->next, start->next);
+  auto none = b->DeletedSince(seen->next);
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->packs.empty());
+  EXPECT_EQ(none->next, seen->next);
+  EXPECT_TRUE(other->DeletedSince(0).value().packs.empty());
+  ASSERT_OK(a->RemovePacks(std::vector<uint64_t>{9}));
+  EXPECT_EQ(b->DeletedSince(seen->next).value().packs, std::vector<uint64_t>{9});
+  // Rows pruned before a replica saw them: it is told to look at the whole pack list again.
+  auto pool = sql::PgPool::Open({.url = url_});
+  ASSERT_OK(pool);
+  ASSERT_OK((*pool)->Use("test")->Write(
+      [](sql::Session& s) {
+        return sql::ToStatus(
+            s.Exec("DELETE FROM objstore_deleted_packs WHERE seq < (SELECT MAX(seq) FROM "
+                   "objstore_deleted_packs)",
+                   {}));
+      },
+      "prune"));
+  // (A replica that last looked after the first of the first two: the second was pruned unseen.)
+  auto behind = b->DeletedSince(seen->next - 1);
+  ASSERT_OK(behind);
+  EXPECT_FALSE(behind->complete);
+  EXPECT_EQ(behind->packs, std::vector<uint64_t>{9});
+}
+
 TEST_F(PgCatalogTest, OneGcRunAtATimeAcrossReplicas) {
   auto a = Replica();
   auto b = Replica();
