@@ -3,8 +3,8 @@
 # with free ports:
 #   PostgreSQL (Debian's, initdb'd here)      the registry, keys and push claims (--db)
 #   s3rver (tests/npm, pinned)                the packs (--store s3://bdn/cluster)
-#   two `bdn serve` origins over both         stateless replicas (periodic GC off: README,
-#                                             "Scaled out", says why)
+#   two `bdn serve` origins over both         stateless replicas (periodic GC, hourly, runs on one
+#                                             at a time: README, "Scaled out")
 #   HAProxy (Debian's), round robin           the one address clients use
 #   one `bdn cache serve` node                a cache tier in front of HAProxy
 #
@@ -29,8 +29,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$CMD" ] || usage
-mkdir -p "$DIR"
-chmod 700 "$DIR"  # it holds the admin token
+if [ ! -d "$DIR" ]; then
+  [ "$CMD" = up ] || { echo "cluster: never started in $DIR"; [ "$CMD" = down ]; exit; }
+  mkdir -p "$DIR"
+  chmod 700 "$DIR"  # it holds the admin token and every replica's data
+fi
 DIR="$(cd "$DIR" && pwd)"
 BDN="${BDN:-$ROOT/build/apps/bdn/bdn}"
 SERVICES=(s3rver origin1 origin2 haproxy cache)
@@ -48,8 +51,15 @@ wait_port() {
   done
   die "$2 did not start listening on 127.0.0.1:$1: see $DIR/logs/$2.log"
 }
-# running NAME: whether the process of NAME's pid file is alive.
-running() { [ -s "$DIR/pids/$1.pid" ] && kill -0 "$(cat "$DIR/pids/$1.pid")" 2>/dev/null; }
+# running NAME: whether the process of NAME's pid file is alive and is this cluster's (its command
+# line names $DIR: a pid file left behind may name an unrelated process by now).
+running() {
+  local pid
+  [ -s "$DIR/pids/$1.pid" ] || return 1
+  pid=$(cat "$DIR/pids/$1.pid")
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *"$DIR/"* ]]
+}
 pg_bin() {
   local d found=""
   for d in /usr/lib/postgresql/*/bin; do [ -x "$d/postgres" ] && found=$d; done
@@ -67,6 +77,8 @@ up() {
   [ -x /usr/bin/aws ] || die "/usr/bin/aws is missing: run scripts/setup.sh (Debian package awscli)"
   local haproxy; haproxy=$(haproxy_bin)
   local s; for s in "${SERVICES[@]}"; do running "$s" && die "$s is running already ($DIR): $0 down first"; done
+  [ -z "$(find "$DIR" -maxdepth 0 -perm /077)" ] \
+    || die "$DIR is open to other users and would hold the admin token: use a private directory (chmod 700) or a new one"
   mkdir -p "$DIR/logs" "$DIR/pids"
 
   # PostgreSQL: in a directory of its own the postgres user may enter (DIR may be private).

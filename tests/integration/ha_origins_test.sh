@@ -254,4 +254,13 @@ step "cluster.sh down stops everything"
 bash "$CLUSTER" down >/dev/null
 status_out=$(bash "$CLUSTER" status) && fail "status after down: $status_out"
 [[ "$status_out" != *running* ]] || fail "still running after down: $status_out"
+# A pid file left behind that names an unrelated process by now: not reported, not killed.
+sleep 600 &
+DECOY=$!
+PIDS+=("$DECOY")
+echo "$DECOY" >"$CDIR/pids/origin2.pid"
+status_out=$(bash "$CLUSTER" status) && fail "status with a stale pid file: $status_out"
+[[ "$status_out" =~ (^|$'\n')origin2\ +stopped ]] || fail "status with a stale pid file: $status_out"
+bash "$CLUSTER" down >/dev/null
+kill -0 "$DECOY" 2>/dev/null || fail "cluster.sh down killed pid $DECOY, which was not the cluster's"
 echo "PASS"

@@ -176,7 +176,11 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
     case CURLE_COULDNT_RESOLVE_PROXY:
       return UnavailableError(who + ": cannot resolve host");
     case CURLE_OPERATION_TIMEDOUT: {
-      if (connected_us == 0) {
+      // A reused connection has no connect time either: only a transfer that never got as far
+      // as sending (no pre-transfer time) timed out connecting.
+      curl_off_t pretransfer_us = 0;
+      curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
+      if (connected_us == 0 && pretransfer_us == 0) {
         return UnavailableError(who + ": connect timed out after " +
                                 std::to_string(connect_timeout.count()) + " ms");
       }

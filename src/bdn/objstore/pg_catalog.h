@@ -37,8 +37,10 @@ class PgCatalog : public PackCatalog {
                                                  std::function<SteadyTime()> retain_since,
                                                  std::shared_ptr<Clock> clock = Clock::Real());
 
-  // How long a commit waits for a sweep to end (and a sweep for commits), before Unavailable.
-  static constexpr std::chrono::milliseconds kSweepLockWait{60000};
+  // How long a commit waits for a sweep to end (and a sweep for commits), before Unavailable:
+  // half the client's per-request deadline (60 s), so that the client gets this answer (503,
+  // retried) rather than a timeout of its own.
+  static constexpr std::chrono::milliseconds kSweepLockWait{30000};
 
   Result<std::vector<CatalogPack>> ListPacks() override { return bucket_.ListPacks(); }
   Status AddPack(const CatalogPack& pack, std::span<const pack::BlobLocation> blobs) override {
@@ -52,7 +54,7 @@ class PgCatalog : public PackCatalog {
   static constexpr std::chrono::hours kDeletedPacksKept{24 * 30};
   // Errors: Conflict "chunk store <uri>: another gc is running (<holder>)"; Unavailable.
   Result<std::unique_ptr<StoreHold>> BeginGc() override;
-  // Errors: Unavailable (the database, or "not granted within 60000 ms").
+  // Errors: Unavailable (the database, or "not granted within 30000 ms").
   Result<std::unique_ptr<StoreHold>> HoldForCommit() override;
   Result<std::unique_ptr<StoreHold>> HoldForSweep() override;
   Status PublishDoom(std::span<const uint64_t> packs) override;

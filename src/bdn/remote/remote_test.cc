@@ -105,6 +105,26 @@ TEST(HttpClient, DeadlineExceededOnAServerThatSleeps) {
   EXPECT_EQ(r.error().message(), "origin " + s.url() + ": GET /slow: no response within 200 ms");
 }
 
+// The same on a connection kept alive from an earlier request (no connect time of its own): the
+// error is the response's deadline, not "connect timed out".
+TEST(HttpClient, DeadlineExceededOnAReusedConnectionIsNotAConnectTimeout) {
+  TestServer s;
+  s.http().Get("/fast", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  s.http().Get("/slow", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(1500ms);
+    res.set_content("late", "text/plain");
+  });
+  s.Start();
+  auto c = Client(s.url(), {.deadline = 200ms});
+  ASSERT_TRUE(c->Get("/fast").has_value());
+  auto r = c->Get("/slow");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.error().message(), "origin " + s.url() + ": GET /slow: no response within 200 ms");
+}
+
 TEST(HttpClient, RefusesResponsesOverTheSizeLimit) {
   TestServer s;
   s.http().Get("/big", [](const httplib::Request&, httplib::Response& res) {
