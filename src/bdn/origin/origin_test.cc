@@ -653,13 +653,12 @@ TEST_F(OriginTest, ARetriedCommitGetsTheFirstAnswerEvenOnceItsClaimIsGone) {
   // The same body without the key is a new commit: refused by the other pusher's claim.
   r = Call("POST", path, admin_, commit);
   EXPECT_EQ(r->status, 409);
-  // The key of another request is refused, naming what it was used for.
+  // The key of another request is refused, without naming that request (it may be another
+  // namespace's: a key holder of one namespace must learn nothing of another's commits).
   r = Call("POST", path, admin_, json{{"digest", seal.digest.Hex()}}.dump(), key);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(Body(r)["error"]["message"],
-            "idempotency key \"c0ffee\": already used for another request (commit "
-            "bdn:weights/model@" +
-                seal.digest.ToString() + " tags=[prod] expected_sequence=0 source_uri=\"\")");
+            "idempotency key \"c0ffee\": already used for another request");
   r = Call("GET", "/v1/volumes/weights/model", admin_);
   EXPECT_EQ(Body(r)["sequence"], 1);
 }

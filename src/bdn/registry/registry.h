@@ -127,7 +127,8 @@ class PushClaim {
 // retry of a write whose answer was lost reports exactly what the first try did, even with a
 // now-stale expected_sequence). Errors of any keyed write: InvalidArgument "idempotency key
 // \"k\": must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'", and InvalidArgument
-// "idempotency key \"k\": already used for another request (<that request>)".
+// "idempotency key \"k\": already used for another request" (which one is not said: it may be
+// another namespace's).
 class Registry {
  public:
   virtual ~Registry() = default;

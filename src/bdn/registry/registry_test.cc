@@ -312,11 +312,7 @@ TYPED_TEST(RegistryTest, AnIdempotencyKeyIsBoundToItsRequest) {
   auto r = this->reg_->Commit(other);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.error().message(),
-            "idempotency key \"k-1\": already used for another request (commit "
-            "bdn:weights/qwen3-8b@" +
-                this->d1_.ToString() +
-                " tags=[] expected_sequence=none source_uri=\"file:///src\")");
+  EXPECT_EQ(r.error().message(), "idempotency key \"k-1\": already used for another request");
   auto t = this->reg_->SetTag("weights", "qwen3-8b", "prod", this->d1_, std::nullopt, "k-1");
   ASSERT_FALSE(t.has_value());
   EXPECT_EQ(t.error().code(), StatusCode::kInvalidArgument);

@@ -287,9 +287,9 @@ class Tx {
               {key, NowMs() - IdempotencyRetentionMs()}));
     if (r.empty()) return std::optional<CommitResult>();
     if (r.Text(0, 0) != request) {
+      // The other request is not named: it may be another namespace's (keys are global).
       return Err(InvalidArgumentError("idempotency key \"" + key +
-                                      "\": already used for another request (" + r.Text(0, 0) +
-                                      ")"));
+                                      "\": already used for another request"));
     }
     CommitResult out;
     out.sequence = r.Int(0, 1);
