@@ -92,6 +92,14 @@ run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID)
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
 unset BDN_REMOTE
 "$BDN" fsck --data "$WORK/srv" >/dev/null || fail "fsck of a sound server directory"
+# The directory of a bdn serve --store s3://… (its objstore/ spool) holds no store: refused, and
+# nothing is created in it.
+mkdir -p "$WORK/replica/objstore"
+for cmd in fsck gc; do
+  run_fails 8 "bdn: error: --data $WORK/replica: the spool of a bdn serve --store s3://…, whose packs are in the object store: its GC runs inside it (bdn serve --gc-interval); check its versions with bdn volume verify" \
+    "$BDN" "$cmd" --data "$WORK/replica"
+done
+assert_eq "objstore" "$(ls "$WORK/replica")" "files in the replica's directory after fsck and gc"
 flip_payload_in() { local row; row=$($PACKS find "$1/store" "${2#b3:}"); read -r p _ o _ <<<"$row"
   python3 -c 'import sys; f=open(sys.argv[1],"r+b"); o=int(sys.argv[2]); f.seek(o); b=f.read(1); f.seek(o); f.write(bytes([b[0]^0xff]))' "$p" "$o"; }
 flip_payload_in "$WORK/srv" "$small1"

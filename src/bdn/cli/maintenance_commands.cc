@@ -44,6 +44,17 @@ Status CheckNotServed(const fs::path& data, const char* command) {
   return out;
 }
 
+// Refuses the data directory of a bdn serve whose store is an object store (--store s3://…,
+// alone or as a replica with --db): what it holds is a spool, not the store, and gc or fsck of it
+// would report on (and create) an empty local store.
+Status CheckNotObjectStoreSpool(const fs::path& data) {
+  if (!fs::is_directory(data / "objstore")) return Status::Ok();
+  return FailedPreconditionError(
+      "--data " + data.string() +
+      ": the spool of a bdn serve --store s3://…, whose packs are in the object store: its GC "
+      "runs inside it (bdn serve --gc-interval); check its versions with bdn volume verify");
+}
+
 struct Opened {
   std::shared_ptr<LocalChunkStore> store;
   std::shared_ptr<Registry> registry;
@@ -93,6 +104,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   }
   auto grace = ParseDuration(args.grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!grace) return grace.error().WithPrefix("--grace");
+  BDN_RETURN_IF_ERROR(CheckNotObjectStoreSpool(data));
   BDN_RETURN_IF_ERROR(CheckNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
   GcOptions options;
   options.mode = args.dry_run ? GcMode::kDryRun : GcMode::kRun;
@@ -164,6 +176,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
 }
 
 Status Fsck(const fs::path& data, bool repair, bool json_output) {
+  BDN_RETURN_IF_ERROR(CheckNotObjectStoreSpool(data));
   BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
   if (!fs::is_directory(data / "store" / "packs")) {
     return NotFoundError("--data " + data.string() + ": no store (no store/packs directory)");
