@@ -242,6 +242,12 @@ Status ObjectPackStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
 }
 
 Status ObjectPackStore::RefreshDeleted() {
+  BDN_ASSIGN_OR_RETURN(bool complete, ApplyDeleted());
+  if (!complete) return RefreshAfter(options_.clock->SteadyNow());
+  return Status::Ok();
+}
+
+Result<bool> ObjectPackStore::ApplyDeleted() {
   bool complete;
   std::vector<uint64_t> forgotten;
   {
@@ -261,8 +267,7 @@ Status ObjectPackStore::RefreshDeleted() {
     complete = d.complete;
   }
   for (uint64_t p : forgotten) DropCached(p);
-  if (!complete) return RefreshAfter(options_.clock->SteadyNow());
-  return Status::Ok();
+  return complete;
 }
 
 void ObjectPackStore::ForgetDeletedLocked(uint64_t p) {
@@ -390,7 +395,9 @@ Status ObjectPackStore::RefreshPacks() {
     AddUploaded(fresh[i].id, fresh[i].bytes, std::move(*footers[i]), false);
   }
   // Packs this process knew before the listing began that it no longer shows were deleted by
-  // something other than this store's GC.
+  // something other than a GC of this bucket's stores (those a GC deleted are forgotten first; if
+  // the catalog cannot say, they count as missing).
+  ApplyDeleted().IgnoreError();
   std::vector<uint64_t> vanished;
   {
     ReaderLock l(mu_);

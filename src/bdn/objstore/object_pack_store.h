@@ -195,6 +195,10 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // DeletedSince), so that nothing is answered from an index that still names them; looks at the
   // whole pack list again if the catalog pruned some unseen. Single-flight.
   Status RefreshDeleted();
+  // The part of RefreshDeleted that only reads the catalog's deleted packs; returns whether the
+  // catalog had every position since the last look (RefreshPacks uses it: no listing from inside
+  // a listing).
+  Result<bool> ApplyDeleted();
   // Forgets pack `p`, deleted: its blobs are no longer found in it.
   void ForgetDeletedLocked(uint64_t p) REQUIRES(mu_);
   // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
