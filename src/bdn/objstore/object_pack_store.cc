@@ -247,12 +247,13 @@ Status ObjectPackStore::RefreshDeleted() {
   return Status::Ok();
 }
 
-Result<bool> ObjectPackStore::ApplyDeleted() {
+Result<bool> ObjectPackStore::ApplyDeleted(std::optional<uint64_t> from) {
   bool complete;
   std::vector<uint64_t> forgotten;
   {
     MutexLock seen(deleted_mu_);
-    BDN_ASSIGN_OR_RETURN(PackCatalog::Deleted d, catalog_->DeletedSince(deleted_seen_));
+    const uint64_t after = from ? std::min(*from, deleted_seen_) : deleted_seen_;
+    BDN_ASSIGN_OR_RETURN(PackCatalog::Deleted d, catalog_->DeletedSince(after));
     {
       WriterLock l(mu_);
       for (uint64_t p : d.packs) {
@@ -263,7 +264,7 @@ Result<bool> ObjectPackStore::ApplyDeleted() {
         }
       }
     }
-    deleted_seen_ = d.next;
+    deleted_seen_ = std::max(deleted_seen_, d.next);
     complete = d.complete;
   }
   for (uint64_t p : forgotten) DropCached(p);
@@ -351,6 +352,13 @@ void ObjectPackStore::MarkMissing(uint64_t pack, const std::string& why) {
 }
 
 Status ObjectPackStore::RefreshPacks() {
+  // Deletions from here on are applied again once the listing's packs are added: a pack listed
+  // now and deleted while its footer is read must not come back.
+  uint64_t deleted_from;
+  {
+    MutexLock l(deleted_mu_);
+    deleted_from = deleted_seen_;
+  }
   uint64_t gen;
   std::unordered_set<uint64_t> known;
   {
@@ -397,7 +405,7 @@ Status ObjectPackStore::RefreshPacks() {
   // Packs this process knew before the listing began that it no longer shows were deleted by
   // something other than a GC of this bucket's stores (those a GC deleted are forgotten first; if
   // the catalog cannot say, they count as missing).
-  ApplyDeleted().IgnoreError();
+  ApplyDeleted(deleted_from).IgnoreError();
   std::vector<uint64_t> vanished;
   {
     ReaderLock l(mu_);
@@ -1307,15 +1315,18 @@ Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id) {
 }
 
 Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
-  for (uint64_t p : packs) {
-    BDN_RETURN_IF_ERROR(client_->Delete(PackKey(p)).WithPrefix("gc: delete pack"));
-  }
+  // Recorded as deleted (and forgotten here) before any object goes, so that no replica goes on
+  // answering from a pack whose deletion failed half-way; a pack recorded but not deleted is
+  // found again by the next listing and collected by the next run.
   BDN_RETURN_IF_ERROR(catalog_->RemovePacks(packs));
   {
     WriterLock l(mu_);
     for (uint64_t p : packs) ForgetDeletedLocked(p);
   }
   for (uint64_t p : packs) DropCached(p);
+  for (uint64_t p : packs) {
+    BDN_RETURN_IF_ERROR(client_->Delete(PackKey(p)).WithPrefix("gc: delete pack"));
+  }
   return CompactIndex(false);
 }
 

@@ -197,8 +197,8 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Status RefreshDeleted();
   // The part of RefreshDeleted that only reads the catalog's deleted packs; returns whether the
   // catalog had every position since the last look (RefreshPacks uses it: no listing from inside
-  // a listing).
-  Result<bool> ApplyDeleted();
+  // a listing). With `from`, reads from that position (if earlier than the last look) again.
+  Result<bool> ApplyDeleted(std::optional<uint64_t> from = std::nullopt);
   // Forgets pack `p`, deleted: its blobs are no longer found in it.
   void ForgetDeletedLocked(uint64_t p) REQUIRES(mu_);
   // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
