@@ -34,7 +34,8 @@ if [ ! -d "$DIR" ]; then
   mkdir -p "$DIR"
   chmod 700 "$DIR"  # it holds the admin token and every replica's data
 fi
-DIR="$(cd "$DIR" && pwd)"
+DIR="$(cd "$DIR" && pwd -P)"  # the real path: pid checks compare it with command lines
+[ "$DIR" != / ] || { echo "cluster: --dir /: use a directory of the cluster's own" >&2; exit 2; }
 BDN="${BDN:-$ROOT/build/apps/bdn/bdn}"
 SERVICES=(s3rver origin1 origin2 haproxy cache)
 BUCKET=bdn
