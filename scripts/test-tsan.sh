@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The unit tests labelled "tsan" under ThreadSanitizer (a module's TSAN in bdn_module: base's
-# thread pool, clock and log, store's FetchCore and pack store, the registry's push claims; the
-# other modules that run threads join once they have run clean): builds ./build-tsan with clang
+# The unit tests labelled "tsan" under ThreadSanitizer (a module's TSAN in bdn_module: every module
+# that runs threads, from base's thread pool to the origin, the cache nodes and sync; the registry's
+# push claims): builds ./build-tsan with clang
 # 16 (-DBDN_SANITIZE=thread; clang also checks the thread-safety annotations with
 # -Wthread-safety -Werror) with only the targets they need (bdn_tsan_targets) and runs
 # `ctest -L tsan`; any report fails its test.
@@ -18,8 +18,9 @@ fi
 CC=clang-16 CXX=clang++-16 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBDN_SANITIZE=thread "${launcher[@]}" >/dev/null
 cmake --build build-tsan -j"$(nproc)" --target bdn_tsan_targets
-# A report fails the test (exitcode 66); second_deadlock_stack names both lock orders.
-export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4}"
+# A report fails the test (exitcode 66); second_deadlock_stack names both lock orders;
+# scripts/tsan.supp says what is not ours to report.
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$PWD/scripts/tsan.supp}"
 cd build-tsan
 # The FUSE mounts (see above) and the tests that fork a mount daemon (fork of a threaded TSan
 # process): MountedTreeTest, Mount.*, MountFaultTest, NodeCacheMountTest.

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/mount/fuse_mount.h"
@@ -265,10 +266,10 @@ class FaultyStore : public ChunkStore {
     if (delay.load().count() > 0) std::this_thread::sleep_for(delay.load());
     Mode mode;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (mode_ == Mode::kHang) {
         ++hanging;
-        cv_.wait(lock, [&] { return mode_ != Mode::kHang; });
+        cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return mode_ != Mode::kHang; });
         --hanging;
       }
       mode = mode_;
@@ -302,14 +303,14 @@ class FaultyStore : public ChunkStore {
 
   void set_mode(Mode mode) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       mode_ = mode;
     }
     cv_.notify_all();
   }
   // The next `n` Gets fail with Unavailable (after any hang).
   void FailNext(int n) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     fail_next_ = n;
   }
   // Waits up to `limit` until `n` Gets are hanging.
@@ -331,10 +332,10 @@ class FaultyStore : public ChunkStore {
   std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  Mode mode_ = Mode::kNormal;
-  int fail_next_ = 0;
+  Mode mode_ GUARDED_BY(mu_) = Mode::kNormal;
+  int fail_next_ GUARDED_BY(mu_) = 0;
 };
 
 // A fixture for tests that mount versions held by a FaultyStore: skipped where /dev/fuse is not

@@ -248,27 +248,53 @@ Status ObjectPackStore::RefreshDeleted() {
 }
 
 Result<bool> ObjectPackStore::ApplyDeleted(std::optional<uint64_t> from) {
-  bool complete;
+  if (from) return LookAtDeleted(from);  // RefreshPacks' own look, from where its listing began
+  MutexLock l(deleted_mu_);
+  const uint64_t need = deleted_started_ + 1;  // a look that begins after this call did
+  while (deleted_ended_ < need) {
+    if (deleted_running_) {
+      deleted_cv_.wait(l.native());
+      continue;
+    }
+    deleted_running_ = true;
+    const uint64_t mine = ++deleted_started_;
+    l.Unlock();
+    Result<bool> r = LookAtDeleted(std::nullopt);
+    l.Lock();
+    deleted_running_ = false;
+    deleted_ended_ = mine;
+    deleted_status_ = r ? Status::Ok() : r.error();
+    deleted_complete_ = r && *r;
+    deleted_cv_.notify_all();
+  }
+  if (!deleted_status_.ok()) return Err(deleted_status_);
+  return deleted_complete_;
+}
+
+Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
+  uint64_t after;
+  {
+    MutexLock l(deleted_mu_);
+    after = from ? std::min(*from, deleted_seen_) : deleted_seen_;
+  }
+  BDN_ASSIGN_OR_RETURN(PackCatalog::Deleted d, catalog_->DeletedSince(after));
   std::vector<uint64_t> forgotten;
   {
-    MutexLock seen(deleted_mu_);
-    const uint64_t after = from ? std::min(*from, deleted_seen_) : deleted_seen_;
-    BDN_ASSIGN_OR_RETURN(PackCatalog::Deleted d, catalog_->DeletedSince(after));
-    {
-      WriterLock l(mu_);
-      for (uint64_t p : d.packs) {
-        if (gone_.contains(p)) continue;
-        if (pack_bytes_.contains(p) || indexed_.contains(p) || loose_.contains(p)) {
-          ForgetDeletedLocked(p);
-          forgotten.push_back(p);
-        }
+    WriterLock l(mu_);
+    for (uint64_t p : d.packs) {
+      if (gone_.contains(p)) continue;
+      if (pack_bytes_.contains(p) || indexed_.contains(p) || loose_.contains(p)) {
+        ForgetDeletedLocked(p);
+        forgotten.push_back(p);
       }
     }
+  }
+  {
+    MutexLock l(deleted_mu_);
     deleted_seen_ = std::max(deleted_seen_, d.next);
-    complete = d.complete;
   }
   for (uint64_t p : forgotten) DropCached(p);
-  return complete;
+  return d.complete;
 }
 
 void ObjectPackStore::ForgetDeletedLocked(uint64_t p) {

@@ -199,6 +199,8 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // catalog had every position since the last look (RefreshPacks uses it: no listing from inside
   // a listing). With `from`, reads from that position (if earlier than the last look) again.
   Result<bool> ApplyDeleted(std::optional<uint64_t> from = std::nullopt);
+  // One look of ApplyDeleted (from `from`, else from the last look's end).
+  Result<bool> LookAtDeleted(std::optional<uint64_t> from);
   // Forgets pack `p`, deleted: its blobs are no longer found in it.
   void ForgetDeletedLocked(uint64_t p) REQUIRES(mu_);
   // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
@@ -269,9 +271,17 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   std::set<std::pair<uint64_t, uint64_t>> bad_
       GUARDED_BY(mu_);  // damaged copies (pack, record offset)
   std::unordered_set<uint64_t> doomed_ GUARDED_BY(mu_);
-  // RefreshDeleted's position in the catalog's deleted packs.
+  // RefreshDeleted's position in the catalog's deleted packs, and its single flight: a caller
+  // needs a look that began after it arrived; one look runs at a time, and the callers waiting
+  // when it ends take its answer if it began after them (so a burst costs at most two queries).
   Mutex deleted_mu_;
+  std::condition_variable deleted_cv_;
   uint64_t deleted_seen_ GUARDED_BY(deleted_mu_) = 0;
+  bool deleted_running_ GUARDED_BY(deleted_mu_) = false;
+  uint64_t deleted_started_ GUARDED_BY(deleted_mu_) = 0;  // looks begun
+  uint64_t deleted_ended_ GUARDED_BY(deleted_mu_) = 0;    // the last look that ended
+  Status deleted_status_ GUARDED_BY(deleted_mu_);         // its answer
+  bool deleted_complete_ GUARDED_BY(deleted_mu_) = true;
   PendingPuts pending_ GUARDED_BY(mu_);  // Puts in flight
 
   // The spool (guarded by spool_mu_).

@@ -178,6 +178,93 @@ TEST_F(ObjectPackStoreTest, PacksAreUploadedWholeAndAnotherProcessFindsThemFromT
   EXPECT_EQ(*c->Get(blobs[3].first), blobs[3].second);
 }
 
+// A catalog (BucketCatalog underneath) whose DeletedSince is slow, counted, and fails on demand:
+// as a PostgreSQL catalog over a slow network.
+class SlowDeletedCatalog : public PackCatalog {
+ public:
+  explicit SlowDeletedCatalog(std::shared_ptr<S3Client> client)
+      : inner_(std::move(client), nullptr) {}
+  Result<std::vector<CatalogPack>> ListPacks() override { return inner_.ListPacks(); }
+  Status AddPack(const CatalogPack& p, std::span<const pack::BlobLocation> b) override {
+    return inner_.AddPack(p, b);
+  }
+  Status RemovePacks(std::span<const uint64_t> p) override { return inner_.RemovePacks(p); }
+  Result<Deleted> DeletedSince(uint64_t after) override {
+    const int now = ++running;
+    int most = most_running.load();
+    while (now > most && !most_running.compare_exchange_weak(most, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ++calls;
+    --running;
+    if (fail) return Err(UnavailableError("pack catalog: connection refused (test)"));
+    return inner_.DeletedSince(after);
+  }
+  Result<std::unique_ptr<StoreHold>> BeginGc() override { return inner_.BeginGc(); }
+  Result<std::unique_ptr<StoreHold>> HoldForCommit() override { return inner_.HoldForCommit(); }
+  Result<std::unique_ptr<StoreHold>> HoldForSweep() override { return inner_.HoldForSweep(); }
+  Status PublishDoom(std::span<const uint64_t> p) override { return inner_.PublishDoom(p); }
+  Status ClearDoom() override { return inner_.ClearDoom(); }
+  Result<std::vector<uint64_t>> Doom() override { return inner_.Doom(); }
+  Status RecordClaims(std::span<const Digest> ids) override { return inner_.RecordClaims(ids); }
+  Result<std::vector<Digest>> LiveClaims() override { return inner_.LiveClaims(); }
+
+  std::atomic<int> calls{0}, running{0}, most_running{0};
+  std::atomic<bool> fail{false};
+
+ private:
+  BucketCatalog inner_;
+};
+
+// A commit's check (Sizes) asks the catalog which packs were deleted; sixteen asking at once share
+// looks (one running at a time, each answering every caller that arrived before it began) instead
+// of queueing one query each, and
+// when the catalog cannot answer every one of them gets its error.
+TEST_F(ObjectPackStoreTest, ConcurrentChecksShareTheirLooksAtTheDeletedPacks) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.catalog = catalog;
+  auto a = OpenStore(client, o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 3, 1000, 71);
+  std::vector<Digest> ids;
+  for (const auto& [id, data] : blobs) ids.push_back(id);
+  auto burst = [&] {
+    std::vector<Status> got(16);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < got.size(); ++t) {
+      threads.emplace_back([&, t] {
+        ++ready;
+        while (ready.load() < static_cast<int>(got.size())) std::this_thread::yield();
+        auto sizes = a->Sizes(ids);
+        got[t] = sizes ? Status::Ok() : sizes.error();
+        if (sizes) {
+          for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(1000u, (*sizes)[i].value_or(0));
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    return got;
+  };
+  const int before = catalog->calls.load();
+  for (const Status& s : burst()) EXPECT_OK(s);
+  // Two when all sixteen arrive within the first look (100 ms); a thread the scheduler holds back
+  // past a look's start needs one more.
+  EXPECT_LE(catalog->calls.load() - before, 4);
+  EXPECT_GE(catalog->calls.load() - before, 1);
+  EXPECT_EQ(1, catalog->most_running.load());
+
+  catalog->fail = true;
+  for (const Status& s : burst()) {
+    EXPECT_EQ(StatusCode::kUnavailable, s.code());
+    EXPECT_EQ("pack catalog: connection refused (test)", s.message());
+  }
+  catalog->fail = false;
+  for (const Status& s : burst()) EXPECT_OK(s);  // a failed look is not remembered
+}
+
 TEST_F(ObjectPackStoreTest, NothingIsVisibleToAnotherReplicaBeforeSyncAndAllOfItAfter) {
   auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
   auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));

@@ -164,16 +164,18 @@ Result<ReadGrant> ReadScope::Check(const ApiKey& key, std::string_view authoriza
 struct NamespaceIndex::Ns {
   // Guards blobs and uploaded; held only for lookups and inserts, never across I/O.
   SharedMutex mu;
-  std::unordered_set<Digest> blobs;
+  std::unordered_set<Digest> blobs GUARDED_BY(mu);
   std::unordered_set<Digest> uploaded[2] GUARDED_BY(mu);  // [0] current, [1] the older half
-  // Keeps refreshes one at a time, and guards what they keep between runs (not annotated: Refresh
-  // is declared in the header, where Ns is incomplete, and one caller holds it by try_lock).
+  // Keeps refreshes one at a time, and guards what they keep between runs (Refresh, declared in
+  // the header where Ns is incomplete, asserts it).
   Mutex refresh_mu;
-  bool built = false;
-  std::unordered_set<Digest> versions;      // versions whose blobs are in `blobs`
-  std::unordered_set<Digest> indexes;       // chunk indexes already read
-  std::map<std::string, int64_t> sequence;  // volume → its sequence at the last refresh
-  std::atomic<int64_t> refreshed_ns{0};     // steady clock, nanoseconds; 0: never
+  bool built GUARDED_BY(refresh_mu) = false;
+  // Versions whose blobs are in `blobs`, chunk indexes already read, and each volume's sequence
+  // at the last refresh.
+  std::unordered_set<Digest> versions GUARDED_BY(refresh_mu);
+  std::unordered_set<Digest> indexes GUARDED_BY(refresh_mu);
+  std::map<std::string, int64_t> sequence GUARDED_BY(refresh_mu);
+  std::atomic<int64_t> refreshed_ns{0};  // steady clock, nanoseconds; 0: never
 };
 
 NamespaceIndex::NamespaceIndex(std::shared_ptr<ChunkStore> store,
@@ -190,7 +192,7 @@ NamespaceIndex::Ns& NamespaceIndex::Of(const std::string& ns) {
 }
 
 Status NamespaceIndex::Refresh(const std::string& ns, Ns& n) {
-  // Called with n.refresh_mu held.
+  n.refresh_mu.AssertHeld();  // every caller holds it
   const int64_t started = SteadyClock::now().time_since_epoch().count();
   auto volumes = registry_->ListVolumes(ns);
   if (!volumes && volumes.error().code() != StatusCode::kNotFound) return volumes.error();
@@ -253,16 +255,18 @@ Result<std::vector<bool>> NamespaceIndex::Readable(const std::string& ns,
     // A refresh that started after this call began is fresh enough.
     if (n.refreshed_ns.load() < now) BDN_RETURN_IF_ERROR(Refresh(ns, n));
   } else if (last == 0 || now - last >= interval) {
-    std::unique_lock lock(n.refresh_mu, std::defer_lock);
     if (last == 0) {
-      lock.lock();  // never built: wait for the first build
-    } else if (!lock.try_lock()) {
+      n.refresh_mu.lock();  // never built: wait for the first build
+    } else if (!n.refresh_mu.try_lock()) {
       return lookup();  // another thread refreshes: answer from what is known
     }
+    Status refreshed = Status::Ok();
     if (!n.built ||
         SteadyClock::now().time_since_epoch().count() - n.refreshed_ns.load() >= interval) {
-      BDN_RETURN_IF_ERROR(Refresh(ns, n));
+      refreshed = Refresh(ns, n);
     }
+    n.refresh_mu.unlock();
+    BDN_RETURN_IF_ERROR(refreshed);
   }
   return lookup();
 }

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bdn/base/mutex.h"
 #include "bdn/origin/raw_http_test_util.h"
 #include "bdn/origin/request_json.h"
 #include "bdn/remote/remote_chunk_store.h"
@@ -39,7 +40,7 @@ class RecordingStore : public MemChunkStore {
   // The seal puts from several threads at once.
   Status Put(const Digest& id, std::span<const uint8_t> data) override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       blobs[id] = std::string(reinterpret_cast<const char*>(data.data()), data.size());
     }
     return MemChunkStore::Put(id, data);
@@ -47,7 +48,7 @@ class RecordingStore : public MemChunkStore {
   std::map<Digest, std::string> blobs;  // read only once the seal has returned
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 std::string ReadAll(const fs::path& p) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "bdn/base/mutex.h"
 #include "bdn/http/errors.h"
 #include "bdn/store/chunk_store.h"
 
@@ -78,23 +79,23 @@ class FakeOrigin {
   httplib::Server& http() { return server_.http(); }
   // The Authorization header of the last chunk request.
   std::string LastAuthorization() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return last_authorization_;
   }
   void SetFault(Fault f) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     fault_ = std::move(f);
   }
 
  private:
   bool Faulted(const httplib::Request& req, httplib::Response& res) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       last_authorization_ = req.get_header_value("Authorization");
     }
     Fault f;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       f = fault_;
     }
     return f && f(req, res);
@@ -192,9 +193,9 @@ class FakeOrigin {
   }
 
   TestServer server_;
-  std::mutex mu_;
-  Fault fault_;
-  std::string last_authorization_;
+  Mutex mu_;
+  Fault fault_ GUARDED_BY(mu_);
+  std::string last_authorization_ GUARDED_BY(mu_);
 };
 
 }  // namespace bdn::remote::testing

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "bdn/api/records_json.h"
+#include "bdn/base/mutex.h"
 #include "bdn/remote/fake_origin_test_util.h"
 #include "bdn/remote/remote_registry.h"
 
@@ -49,17 +50,17 @@ class FakeRegistryServer {
   SqliteRegistry& registry() { return *registry_; }
   // The id of the last claim renewal (whether the claim was known or not).
   std::string LastRenewed() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return last_renewed_;
   }
   // Forgets every claim, as if they had expired.
   void ExpireClaims() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     claims_.clear();
   }
   // Lets the claim on ns/vol lapse and another client take the volume, in one step.
   void GiveClaimToAnother(const std::string& ns_vol) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     claims_[ns_vol] = "other";
   }
 
@@ -123,7 +124,7 @@ class FakeRegistryServer {
       cr->volume = req.matches[2];
       cr->idempotency_key = req.get_header_value("Idempotency-Key");
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         last_commit_claim = claim.value_or("");
         write_keys.push_back(cr->idempotency_key);
         auto it = claims_.find(cr->ns + "/" + cr->volume);
@@ -144,7 +145,7 @@ class FakeRegistryServer {
       if (!in["expected_sequence"].is_null()) expected = in["expected_sequence"].get<int64_t>();
       std::string key = req.get_header_value("Idempotency-Key");
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         write_keys.push_back(key);
       }
       ++writes;
@@ -165,7 +166,7 @@ class FakeRegistryServer {
     });
     s.Post(vol + "/claims", [this](const httplib::Request& req, httplib::Response& res) {
       std::string key = req.matches[1].str() + "/" + req.matches[2].str();
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++claim_posts;
       if (claims_.contains(key)) {
         ++claim_conflicts;
@@ -180,7 +181,7 @@ class FakeRegistryServer {
     });
     s.Put(vol + "/claims/([a-z0-9]+)", [this](const httplib::Request& req, httplib::Response& res) {
       ++renewals;
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       last_renewed_ = req.matches[3];
       auto it = claims_.find(req.matches[1].str() + "/" + req.matches[2].str());
       if (it == claims_.end() || it->second != req.matches[3]) {
@@ -191,7 +192,7 @@ class FakeRegistryServer {
     s.Delete(vol + "/claims/([a-z0-9]+)",
              [this](const httplib::Request& req, httplib::Response& res) {
                ++releases;
-               std::lock_guard lock(mu_);
+               MutexLock lock(mu_);
                auto it = claims_.find(req.matches[1].str() + "/" + req.matches[2].str());
                if (it != claims_.end() && it->second == req.matches[3]) claims_.erase(it);
                res.set_content("{}", "application/json");
@@ -208,10 +209,10 @@ class FakeRegistryServer {
   fs::path dir_;
   std::unique_ptr<SqliteRegistry> registry_;
   TestServer server_;
-  std::mutex mu_;
-  std::map<std::string, std::string> claims_;
-  std::string last_renewed_;
-  int next_claim_ = 0;
+  Mutex mu_;
+  std::map<std::string, std::string> claims_ GUARDED_BY(mu_);
+  std::string last_renewed_ GUARDED_BY(mu_);
+  int next_claim_ GUARDED_BY(mu_) = 0;
 };
 
 std::unique_ptr<RemoteRegistry> Connect(const std::string& url) {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "bdn/base/mutex.h"
 #include "bdn/sql/postgres.h"
 #include "bdn/testing/pg_server.h"
 
@@ -26,7 +27,7 @@ class SharedPgServer {
   // find their tables through the search_path the URL sets; a schema is made at once, where a
   // database takes a second); "" when there is no server.
   std::string NewDatabase(std::string* why) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!server_) {
       *why = why_;
       return "";
@@ -52,10 +53,10 @@ class SharedPgServer {
     auto s = PgServer::Start(&why_);
     server_.reset(s.release());
   }
-  std::mutex mu_;
-  std::unique_ptr<PgServer> server_;
+  Mutex mu_;
+  std::unique_ptr<PgServer> server_;  // set once, by the constructor
   std::string why_;
-  int count_ = 0;
+  int count_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace bdn::testutil

@@ -189,6 +189,7 @@ class SqliteDatabase : public Database {
 
   // The Status of SQLite result `rc` (with the connection's message and errno).
   Status Error(int rc) const {
+    mu_.AssertHeld();  // a session's (inside Read, Write or CheckIntegrity) or ExecRaw's caller
     const int sys = sqlite3_system_errno(db_);
     const std::string prefix = what_ + " " + name_ + ": " + (op_.empty() ? "" : op_ + ": ");
     const std::string msg = sqlite3_errmsg(db_);
@@ -205,8 +206,8 @@ class SqliteDatabase : public Database {
     return InternalError(prefix + msg);
   }
 
-  // Runs SQL without parameters (several statements allowed). Requires mu_ (or Open).
-  Status ExecRaw(const char* sql) {
+  // Runs SQL without parameters (several statements allowed).
+  Status ExecRaw(const char* sql) REQUIRES(mu_) {
     int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
     return rc == SQLITE_OK ? Status::Ok() : Error(sqlite3_extended_errcode(db_));
   }
@@ -216,12 +217,15 @@ class SqliteDatabase : public Database {
     auto rw = OpenHandle(UriPath(path_), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     Status rw_error;
     if (rw) {
-      // Nothing else uses the handle yet: the statements below need no lock (Write takes it).
       db_ = *rw;
-      rw_error = ExecRaw("PRAGMA journal_mode=WAL");
-      if (rw_error.ok()) rw_error = ExecRaw("PRAGMA synchronous=FULL");
-      if (rw_error.ok()) rw_error = ExecRaw("PRAGMA foreign_keys=ON");
-      if (rw_error.ok()) rw_error = ExecRaw(options.schema.c_str());
+      {
+        MutexLock lock(mu_);  // nothing else uses the handle yet; ExecRaw's contract (Write below
+                              // takes it itself)
+        rw_error = ExecRaw("PRAGMA journal_mode=WAL");
+        if (rw_error.ok()) rw_error = ExecRaw("PRAGMA synchronous=FULL");
+        if (rw_error.ok()) rw_error = ExecRaw("PRAGMA foreign_keys=ON");
+        if (rw_error.ok()) rw_error = ExecRaw(options.schema.c_str());
+      }
       if (rw_error.ok() && options.upgrade) rw_error = Write(options.upgrade, "");
       if (rw_error.ok()) return Status::Ok();
       sqlite3_close(db_);
@@ -262,7 +266,7 @@ class SqliteDatabase : public Database {
   sqlite3* db_ = nullptr;
   bool read_only_ = false;
   Mutex mu_;
-  std::string op_;  // the operation of the call in progress (for messages); requires mu_
+  std::string op_ GUARDED_BY(mu_);  // the operation of the call in progress (for messages)
 };
 
 Status SqliteSession::Run(std::string_view sql, const std::vector<Param>& params, Rows* out) {

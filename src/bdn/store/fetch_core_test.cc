@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/mutex.h"
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
 
@@ -49,11 +50,11 @@ class Fetcher {
  public:
   BatchFetch fn() {
     return [this](std::span<const Digest> ids) {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       calls_.emplace_back(ids.begin(), ids.end());
       most_running_ = std::max(most_running_, ++running_);
       cv_.notify_all();
-      cv_.wait(lock, [&] { return open_; });
+      cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return open_; });
       FetchResults out;
       for (const Digest& id : ids) out.push_back(answer ? answer(id) : Answer(id));
       --running_;
@@ -62,30 +63,31 @@ class Fetcher {
     };
   }
   void Open() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     open_ = true;
     cv_.notify_all();
   }
   void Close() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     open_ = false;
   }
   // Waits until `n` calls have started.
   bool WaitCalls(size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return calls_.size() >= n; });
+    MutexLock lock(mu_);
+    return cv_.wait_for(lock.native(), std::chrono::seconds(10),
+                        [&]() REQUIRES(mu_) { return calls_.size() >= n; });
   }
   std::vector<std::vector<Digest>> calls() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return calls_;
   }
   // Calls that have returned; the most calls running at once.
   int returned() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return returned_;
   }
   int most_running() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return most_running_;
   }
   std::function<Result<std::vector<uint8_t>>(const Digest&)> answer;
@@ -97,11 +99,11 @@ class Fetcher {
     }
     return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
   }
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool open_ = false;
-  std::vector<std::vector<Digest>> calls_;
-  int running_ = 0, most_running_ = 0, returned_ = 0;
+  bool open_ GUARDED_BY(mu_) = false;
+  std::vector<std::vector<Digest>> calls_ GUARDED_BY(mu_);
+  int running_ GUARDED_BY(mu_) = 0, most_running_ = 0, returned_ = 0;
 };
 
 // A Keeper over a map, as the mount's LRU is.

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include "bdn/base/mutex.h"
 #include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
 
@@ -20,31 +21,31 @@ namespace {
 class MemorySecretStore : public SecretStore {
  public:
   Status Put(const std::string& name, const std::string& sealed) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sealed_[name] = sealed;
     return Status::Ok();
   }
   Result<std::string> Get(const std::string& name) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = sealed_.find(name);
     if (it == sealed_.end()) return Err(NotFoundError("secret \"" + name + "\": not found"));
     return it->second;
   }
   Result<std::vector<SecretInfo>> List() override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::vector<SecretInfo> out;
     for (const auto& [name, _] : sealed_) out.push_back({name, 1, 2});
     return out;
   }
   Status Remove(const std::string& name) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (sealed_.erase(name) == 0) return NotFoundError("secret \"" + name + "\": not found");
     return Status::Ok();
   }
   std::map<std::string, std::string> sealed_;
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 struct Fixture {

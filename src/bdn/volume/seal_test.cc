@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 
+#include "bdn/base/mutex.h"
 #include "bdn/volume/push.h"
 
 namespace bdn {
@@ -53,7 +54,7 @@ class MapSource : public EntrySource {
     return std::optional<SealedFile>(it->second);
   }
   Status OnSealed(size_t, const SealItem& item, const SealedFile& file) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sealed[item.path] = file;
     return Status::Ok();
   }
@@ -63,7 +64,7 @@ class MapSource : public EntrySource {
 
  private:
   std::map<std::string, std::string> files_;
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 std::vector<SealItem> ItemsOf(const std::map<std::string, std::string>& files) {
