@@ -123,11 +123,23 @@ Status PgCatalog::RemovePacks(std::span<const uint64_t> packs) {
       std::chrono::duration_cast<std::chrono::seconds>(kDeletedPacksKept).count();
   BDN_RETURN_IF_ERROR(db_->Write(
       [&](sql::Session& s) -> Status {
-        for (uint64_t p : packs) {
-          BDN_RETURN_IF_ERROR(
-              sql::ToStatus(s.Exec("INSERT INTO objstore_deleted_packs (store, pack, deleted_at) "
-                                   "VALUES (?1, ?2, clock_timestamp())",
-                                   {store_, ToBigint(p)})));
+        // One writer at a time (SELECTs are not blocked): a row's seq is drawn under the lock
+        // and committed before the next writer draws one, so rows become visible in seq order
+        // and a reader's position (DeletedSince's `next`) never passes a row still uncommitted.
+        BDN_RETURN_IF_ERROR(sql::ToStatus(
+            s.Exec("LOCK TABLE objstore_deleted_packs IN SHARE ROW EXCLUSIVE MODE", {})));
+        constexpr size_t kRowsPerInsert = 500;
+        for (size_t at = 0; at < packs.size(); at += kRowsPerInsert) {
+          const size_t n = std::min(kRowsPerInsert, packs.size() - at);
+          std::string sql = "INSERT INTO objstore_deleted_packs (store, pack, deleted_at) VALUES ";
+          std::vector<sql::Param> params;
+          params.reserve(n + 1);
+          params.emplace_back(store_);
+          for (size_t i = 0; i < n; ++i) {
+            sql += (i ? ", (?1, ?" : "(?1, ?") + std::to_string(i + 2) + ", clock_timestamp())";
+            params.emplace_back(std::in_place_type<int64_t>, ToBigint(packs[at + i]));
+          }
+          BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql, params)));
         }
         return sql::ToStatus(
             s.Exec("DELETE FROM objstore_deleted_packs WHERE store = ?1 AND "
@@ -199,7 +211,9 @@ Status PgCatalog::RecordClaims(std::span<const Digest> ids) {
         for (size_t at = 0; at < ids.size(); at += kClaimsPerStatement) {
           const size_t n = std::min(kClaimsPerStatement, ids.size() - at);
           std::string sql = "INSERT INTO objstore_claims (store, blob, claimed_at) VALUES ";
-          std::vector<sql::Param> params = {store_};
+          std::vector<sql::Param> params;
+          params.reserve(n + 1);
+          params.emplace_back(store_);
           for (size_t i = 0; i < n; ++i) {
             params.push_back(ids[at + i].Hex());
             sql += (i ? ", " : "") + std::string("(?1, ?") + std::to_string(i + 2) +

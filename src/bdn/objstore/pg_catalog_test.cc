@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "bdn/sql/pg_test_util.h"
@@ -146,6 +147,49 @@ TEST_F(PgCatalogTest, PacksDeletedOnOneReplicaAreSeenOnTheOtherFromWhereItLastLo
   ASSERT_OK(behind);
   EXPECT_FALSE(behind->complete);
   EXPECT_EQ(behind->packs, std::vector<uint64_t>{9});
+}
+
+// GCs on several replicas recording deleted packs at once while another replica follows them
+// from where it last looked: it sees every pack (a position never passes a row committed later
+// with a smaller seq), and a GC deleting more packs than one statement takes records them all.
+TEST_F(PgCatalogTest, AFollowerOfConcurrentGcsMissesNoDeletedPack) {
+  auto follower = Replica();
+  ASSERT_TRUE(follower);
+  constexpr int kWriters = 4, kRuns = 25;
+  std::vector<std::thread> writers;
+  std::atomic<int> done{0};
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      auto gc = Replica();
+      for (int r = 0; gc && r < kRuns; ++r) {
+        const uint64_t base = static_cast<uint64_t>((w * kRuns + r) * 3 + 1);
+        EXPECT_OK(gc->RemovePacks(std::vector<uint64_t>{base, base + 1, base + 2}));
+      }
+      ++done;
+    });
+  }
+  std::set<uint64_t> seen;
+  uint64_t next = 0;
+  auto follow = [&] {
+    auto d = follower->DeletedSince(next);
+    ASSERT_OK(d);
+    EXPECT_TRUE(d->complete);
+    seen.insert(d->packs.begin(), d->packs.end());
+    next = d->next;
+  };
+  while (done.load() < kWriters) follow();
+  for (auto& t : writers) t.join();
+  follow();
+  EXPECT_EQ(seen.size(), size_t{kWriters * kRuns * 3});
+  EXPECT_EQ(*seen.begin(), 1u);
+  EXPECT_EQ(*seen.rbegin(), uint64_t{kWriters * kRuns * 3});
+
+  std::vector<uint64_t> many;
+  for (uint64_t p = 0; p < 1234; ++p) many.push_back(100000 + p);
+  ASSERT_OK(follower->RemovePacks(many));
+  auto all = follower->DeletedSince(next);
+  ASSERT_OK(all);
+  EXPECT_EQ(all->packs, many);
 }
 
 TEST_F(PgCatalogTest, OneGcRunAtATimeAcrossReplicas) {
