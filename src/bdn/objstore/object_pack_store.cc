@@ -1156,10 +1156,20 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
   BDN_RETURN_IF_ERROR(first);
   std::vector<std::pair<size_t, IndexedBlob>> again;
   // A pack another replica's GC deleted is not missing: its blobs were either copied on (looked
-  // for below) or no longer referenced. The catalog says which (if it cannot be asked, the pack
-  // counts as missing).
+  // for below) or no longer referenced. The catalog says which; if it cannot be asked, nothing is
+  // called missing (no corruption reported for what may be a GC's deletion): the read fails as
+  // Unavailable, and a later one asks again.
   if (std::any_of(lost.begin(), lost.end(), [](const auto& l) { return !l.empty(); })) {
-    RefreshDeleted().IgnoreError();
+    if (Status s = RefreshDeleted(); !s.ok()) {
+      for (size_t i = 0; i < runs.size(); ++i) {
+        if (lost[i].empty()) continue;
+        return UnavailableError("chunk " + lost[i].front().second.loc.id.ToString() + ": pack " +
+                                PackUri(runs[i].pack) +
+                                " answered 404 and the pack catalog cannot say whether a GC "
+                                "deleted it (" +
+                                s.message() + ")");
+      }
+    }
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     if (lost[i].empty()) continue;

@@ -475,6 +475,38 @@ TEST_F(ObjectPackStoreTest, AnUploadThatKeepsFailingFailsSyncAndTheNextSyncUploa
   for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
 }
 
+// A pack that answers 404 while the catalog cannot be asked whether a GC deleted it is not called
+// missing (that would report corruption for what may be another replica's GC): the read fails as
+// Unavailable naming the chunk, the pack and why; once the catalog answers, it is corruption.
+TEST_F(ObjectPackStoreTest, A404WhileTheCatalogIsUnreachableIsUnavailableNotCorruption) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
+  std::atomic<int> reported{0};
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.catalog = catalog;
+  o.on_missing_pack = [&](uint64_t, const std::vector<Digest>&) { ++reported; };
+  auto a = OpenStore(client, o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 2, 1000, 81);
+  ASSERT_OK(a->Sync());
+  auto keys = PackKeys();
+  ASSERT_EQ(1u, keys.size());
+  const uint64_t pack = a->Locate(blobs[0].first)->pack;
+  server_.DeleteObject(kBucket, keys[0]);
+  const std::string uri = "s3://bdn-objstore/team/store/packs/" + Hex16(pack) + ".pack";
+  catalog->fail = true;
+  EXPECT_STATUS(a->Get(blobs[0].first), kUnavailable,
+                "chunk " + blobs[0].first.ToString() + ": pack " + uri +
+                    " answered 404 and the pack catalog cannot say whether a GC deleted it "
+                    "(pack catalog: connection refused (test))");
+  EXPECT_EQ(0, reported.load());
+  catalog->fail = false;
+  EXPECT_STATUS(a->Get(blobs[0].first), kCorruption,
+                "chunk " + blobs[0].first.ToString() + ": pack " + uri +
+                    " is missing from the object store (deleted outside bdn?)");
+  EXPECT_EQ(1, reported.load());
+}
+
 TEST_F(ObjectPackStoreTest, APackDeletedBehindTheStoresBackIsCorruptionNamingIt) {
   std::mutex mu;
   std::vector<std::pair<uint64_t, std::vector<Digest>>> reported;
