@@ -9,28 +9,41 @@
 #   one `bdn cache serve` node                a cache tier in front of HAProxy
 #
 #   scripts/cluster.sh up       start everything, print the addresses and the admin token's file
-#   scripts/cluster.sh status   what runs (exit 1 if something that should run does not)
-#   scripts/cluster.sh down     stop everything (the state directory is kept; rm -rf it to reset)
+#   scripts/cluster.sh status   what runs (exit 1 if something that should run does not; after an
+#                               `up` that failed half-way, what it had started)
+#   scripts/cluster.sh stop originN / start originN
+#                               stop one origin (SIGTERM), or start it again on its address (to try
+#                               a replica going away and coming back behind HAProxy)
+#   scripts/cluster.sh down     stop everything (the state is kept: the next `up` starts it again)
+#   scripts/cluster.sh reset    down, then delete the state: DIR and the PostgreSQL directory
 #
 # State (logs, data, pid files, addresses in cluster.env) goes to --dir DIR, else $BDN_CLUSTER_DIR,
 # else /tmp/bdn-cluster-$USER. The bdn binary is $BDN, else build/apps/bdn/bdn of this checkout.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-usage() { echo "usage: $0 [--dir DIR] up|down|status" >&2; exit 2; }
+usage() { echo "usage: $0 [--dir DIR] up|status|down|reset|stop originN|start originN" >&2; exit 2; }
 DIR="${BDN_CLUSTER_DIR:-/tmp/bdn-cluster-${USER:-$(id -un)}}"
 CMD=""
+TARGET=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) [ $# -ge 2 ] || usage; DIR=$2; shift 2 ;;
     --dir=*) DIR=${1#--dir=}; shift ;;
-    up|down|status) [ -z "$CMD" ] || usage; CMD=$1; shift ;;
+    up|down|status|reset) [ -z "$CMD" ] || usage; CMD=$1; shift ;;
+    start|stop)
+      { [ -z "$CMD" ] && [ $# -ge 2 ]; } || usage
+      case "$2" in
+        origin1|origin2) ;;
+        *) echo "cluster: $1 takes origin1 or origin2, not \"$2\"" >&2; exit 2 ;;
+      esac
+      CMD=$1; TARGET=$2; shift 2 ;;
     *) usage ;;
   esac
 done
 [ -n "$CMD" ] || usage
 if [ ! -d "$DIR" ]; then
-  [ "$CMD" = up ] || { echo "cluster: never started in $DIR"; [ "$CMD" = down ]; exit; }
+  [ "$CMD" = up ] || { echo "cluster: never started in $DIR"; [ "$CMD" = down ] || [ "$CMD" = reset ]; exit; }
   mkdir -p "$DIR"
   chmod 700 "$DIR"  # it holds the admin token and every replica's data
 fi
@@ -43,6 +56,9 @@ PREFIX=cluster
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 
 die() { echo "cluster: $*" >&2; exit 1; }
+# env_add NAME VALUE: records an address in cluster.env as soon as it is known (so that status
+# can say what a failed `up` had started).
+env_add() { printf 'export %s=%q\n' "$1" "$2" >>"$DIR/cluster.env"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # wait_port PORT NAME: until something accepts on 127.0.0.1:PORT (60 s), else dies with NAME's log.
 wait_port() {
@@ -81,6 +97,7 @@ up() {
   [ -z "$(find "$DIR" -maxdepth 0 -perm /077)" ] \
     || die "$DIR is open to other users and would hold the admin token: use a private directory (chmod 700) or a new one"
   mkdir -p "$DIR/logs" "$DIR/pids"
+  printf '# source this file: the cluster addresses (%s)\n' "$DIR" >"$DIR/cluster.env"
 
   # PostgreSQL: in a directory of its own the postgres user may enter (DIR may be private).
   local pgbin pgdir pgport
@@ -95,6 +112,8 @@ up() {
     echo "$pgdir" >"$DIR/pg.dir"
   fi
   pgport=$(free_port)
+  env_add BDN_CLUSTER_PG_DIR "$pgdir"
+  env_add BDN_CLUSTER_PG_BIN "$pgbin"
   pg_as "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w -t 60 \
     -o "-p $pgport -k $pgdir -h 127.0.0.1 -c max_connections=200" start >/dev/null \
     || die "PostgreSQL did not start: see $pgdir/log"
@@ -104,6 +123,7 @@ up() {
     "$pgbin/psql" -X -q -h 127.0.0.1 -p "$pgport" -U postgres -d postgres -c "CREATE DATABASE bdn" >/dev/null
   fi
   local db="postgresql://postgres@127.0.0.1:$pgport/bdn"
+  env_add BDN_CLUSTER_DB "$db"
 
   # s3rver, and the bucket.
   local s3port; s3port=$(free_port)
@@ -113,6 +133,7 @@ up() {
   echo $! >"$DIR/pids/s3rver.pid"
   wait_port "$s3port" s3rver
   local s3="http://127.0.0.1:$s3port"
+  env_add BDN_CLUSTER_S3 "$s3"
   cat >"$DIR/aws.env" <<EOF
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
 EOF
@@ -126,25 +147,13 @@ EOF
   fi
 
   # Two origins at once (the first admin key is created exactly once, through the database).
-  local p1 p2 n port
+  local p1 p2 n
   p1=$(free_port); p2=$(free_port)
-  for n in 1 2; do
-    port=$p1; [ "$n" = 2 ] && port=$p2
-    [ -f "$DIR/logs/origin$n.log" ] && mv "$DIR/logs/origin$n.log" "$DIR/logs/origin$n.log.prev"
-    "$BDN" serve --listen "127.0.0.1:$port" --data "$DIR/origin$n" --db "$db" \
-      --store "s3://$BUCKET/$PREFIX" --s3-endpoint "$s3" --s3-region us-east-1 \
-      </dev/null >>"$DIR/logs/origin$n.log" 2>&1 &
-    echo $! >"$DIR/pids/origin$n.pid"
-  done
-  # Each says "listening on" once bound and past the first-admin-key bootstrap.
-  for n in 1 2; do
-    for _ in $(seq 1 600); do
-      grep -qs "listening on http:" "$DIR/logs/origin$n.log" && break
-      running "origin$n" || die "origin$n exited: see $DIR/logs/origin$n.log"
-      sleep 0.1
-    done
-    grep -qs "listening on http:" "$DIR/logs/origin$n.log" || die "origin$n did not start: see $DIR/logs/origin$n.log"
-  done
+  env_add BDN_CLUSTER_ORIGIN1 "http://127.0.0.1:$p1"
+  env_add BDN_CLUSTER_ORIGIN2 "http://127.0.0.1:$p2"
+  spawn_origin 1 "$p1" "$db" "$s3"
+  spawn_origin 2 "$p2" "$db" "$s3"
+  for n in 1 2; do wait_origin "$n"; done
 
   # HAProxy: round robin, /healthz checks every 500 ms, a request whose connection to a replica
   # fails goes to the other one.
@@ -176,6 +185,7 @@ EOF
   echo $! >"$DIR/pids/haproxy.pid"
   wait_port "$lbport" haproxy
   local lb="http://127.0.0.1:$lbport"
+  env_add BDN_CLUSTER_LB "$lb"
 
   # The admin token: written by whichever origin created the first key (the first `up` only).
   for n in 1 2; do
@@ -198,32 +208,75 @@ EOF
   local cport; cport=$(free_port)
   BDN_TOKEN=$(cat "$DIR/cache.token") BDN_HOME="$DIR/home" "$BDN" cache serve --upstream "$lb" --listen "127.0.0.1:$cport" --cache-dir "$DIR/cache" \
     --cache-size 2G </dev/null >>"$DIR/logs/cache.log" 2>&1 &
+  env_add BDN_CLUSTER_CACHE_NODE "http://127.0.0.1:$cport"
   echo $! >"$DIR/pids/cache.pid"
   wait_port "$cport" cache
 
-  cat >"$DIR/cluster.env" <<EOF
-# source this file: the cluster's addresses ($DIR)
-export BDN_CLUSTER_LB=$lb
-export BDN_CLUSTER_ORIGIN1=http://127.0.0.1:$p1
-export BDN_CLUSTER_ORIGIN2=http://127.0.0.1:$p2
-export BDN_CLUSTER_CACHE_NODE=http://127.0.0.1:$cport
-export BDN_CLUSTER_S3=$s3
-export BDN_CLUSTER_DB=$db
-export BDN_CLUSTER_PG_DIR=$pgdir
-export BDN_CLUSTER_PG_BIN=$pgbin
-EOF
   status
   echo
   echo "Try it:"
-  echo "  export BDN_REMOTE=$lb BDN_TOKEN=\$(cat $DIR/admin.token)"
+  echo "  export BDN_REMOTE=$lb BDN_TOKEN=\"\$(cat $(printf '%q' "$DIR/admin.token"))\""
   echo "  bdn volume push ./some-dir bdn:team/model:v1"
   echo "  BDN_CLUSTER_CACHE=http://127.0.0.1:$cport bdn volume mount bdn:team/model:v1 /mnt/model"
+}
+
+# spawn_origin N PORT DB S3: starts origin N (`bdn serve` over the database and the bucket) on
+# 127.0.0.1:PORT. wait_origin N: until it says "listening on" (bound, and past the
+# first-admin-key bootstrap), else dies naming its log.
+spawn_origin() {
+  [ -f "$DIR/logs/origin$1.log" ] && mv "$DIR/logs/origin$1.log" "$DIR/logs/origin$1.log.prev"
+  "$BDN" serve --listen "127.0.0.1:$2" --data "$DIR/origin$1" --db "$3" \
+    --store "s3://$BUCKET/$PREFIX" --s3-endpoint "$4" --s3-region us-east-1 \
+    </dev/null >>"$DIR/logs/origin$1.log" 2>&1 &
+  echo $! >"$DIR/pids/origin$1.pid"
+}
+wait_origin() {
+  for _ in $(seq 1 600); do
+    grep -qs "listening on http:" "$DIR/logs/origin$1.log" && return 0
+    running "origin$1" || die "origin$1 exited: see $DIR/logs/origin$1.log"
+    sleep 0.1
+  done
+  die "origin$1 did not start: see $DIR/logs/origin$1.log"
+}
+
+# stop_service NAME: SIGTERM (SIGKILL after 10 s) if it runs and is this cluster's.
+stop_service() {
+  local pid
+  if running "$1"; then
+    pid=$(cat "$DIR/pids/$1.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$DIR/pids/$1.pid"
+}
+
+# start_one: origin $TARGET again, on its address, over the running database and bucket.
+start_one() {
+  [ -s "$DIR/cluster.env" ] || die "never started in $DIR: $0 up first"
+  # shellcheck disable=SC1091
+  source "$DIR/cluster.env"
+  running "$TARGET" && die "$TARGET is running already"
+  running s3rver || die "s3rver is not running: $0 up"
+  local n=${TARGET#origin} url
+  url=BDN_CLUSTER_ORIGIN$n
+  url=${!url:-}
+  { [ -n "$url" ] && [ -n "${BDN_CLUSTER_DB:-}" ]; } || die "$TARGET never started in $DIR: $0 up"
+  [ -x "$BDN" ] || die "no bdn binary at $BDN (build it, or set BDN)"
+  # shellcheck disable=SC1091
+  source "$DIR/aws.env"
+  spawn_origin "$n" "${url##*:}" "$BDN_CLUSTER_DB" "$BDN_CLUSTER_S3"
+  wait_origin "$n"
+  echo "cluster: $TARGET started on $url"
 }
 
 status() {
   [ -s "$DIR/cluster.env" ] || { echo "cluster: never started in $DIR"; return 1; }
   # shellcheck disable=SC1091
   source "$DIR/cluster.env"
+  # After an `up` that failed half-way, the addresses it never got are shown as "-".
+  : "${BDN_CLUSTER_S3:=-}" "${BDN_CLUSTER_ORIGIN1:=-}" "${BDN_CLUSTER_ORIGIN2:=-}"
+  : "${BDN_CLUSTER_LB:=-}" "${BDN_CLUSTER_CACHE_NODE:=-}" "${BDN_CLUSTER_DB:=-}"
   local bad=0 s pid state
   printf '%-9s %-8s %-7s %s\n' SERVICE STATE PID ADDRESS
   for s in "${SERVICES[@]}"; do
@@ -241,7 +294,9 @@ status() {
     printf '%-9s %-8s %-7s %s\n' "$s" "$state" "$pid" "$addr"
   done
   state=stopped
-  pg_as "$BDN_CLUSTER_PG_BIN/pg_ctl" -D "$BDN_CLUSTER_PG_DIR/data" status >/dev/null 2>&1 && state=running
+  if [ -n "${BDN_CLUSTER_PG_BIN:-}" ]; then
+    pg_as "$BDN_CLUSTER_PG_BIN/pg_ctl" -D "$BDN_CLUSTER_PG_DIR/data" status >/dev/null 2>&1 && state=running
+  fi
   [ "$state" = running ] || bad=1
   printf '%-9s %-8s %-7s %s\n' postgres "$state" - "$BDN_CLUSTER_DB"
   echo "admin token: $DIR/admin.token"
@@ -250,16 +305,8 @@ status() {
 }
 
 down() {
-  local s pid
-  for s in cache haproxy origin1 origin2 s3rver; do
-    if running "$s"; then
-      pid=$(cat "$DIR/pids/$s.pid")
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$DIR/pids/$s.pid"
-  done
+  local s
+  for s in cache haproxy origin1 origin2 s3rver; do stop_service "$s"; done
   if [ -s "$DIR/pg.dir" ]; then
     local pgdir; pgdir=$(cat "$DIR/pg.dir")
     if [ -d "$pgdir/data" ]; then
@@ -269,8 +316,23 @@ down() {
   echo "cluster: stopped ($DIR kept)"
 }
 
+reset() {
+  down >/dev/null
+  if [ -s "$DIR/pg.dir" ]; then
+    local pgdir
+    pgdir=$(cat "$DIR/pg.dir")
+    # Only a directory up made (mktemp), never one a pg.dir edited by hand names.
+    if [[ "$pgdir" == /tmp/bdn-cluster-pg.* ]]; then rm -rf "$pgdir"; fi
+  fi
+  rm -rf "$DIR"
+  echo "cluster: stopped; $DIR and its PostgreSQL directory deleted"
+}
+
 case "$CMD" in
   up) up ;;
   status) status ;;
   down) down ;;
+  reset) reset ;;
+  stop) stop_service "$TARGET"; echo "cluster: $TARGET stopped" ;;
+  start) start_one ;;
 esac

@@ -30,6 +30,7 @@ export BDN_CLUSTER_DIR="$CDIR"
 # The cluster goes down (and its PostgreSQL directory away) before lib.sh's cleanup.
 ha_cleanup() {
   local rc=$?
+  BDN_CLUSTER_DIR="$WORK/cluster-bad" bash "$CLUSTER" reset >/dev/null 2>&1 || true
   bash "$CLUSTER" down >/dev/null 2>&1 || true
   if [ -s "$CDIR/pg.dir" ]; then
     cp "$(cat "$CDIR/pg.dir")/log" "$WORK/postgres.log" 2>/dev/null || true
@@ -250,7 +251,21 @@ for url in "$O1" "$O2"; do
   BDN_REMOTE=$url verify_all bdn:ha/model
 done
 
-step "cluster.sh down stops everything"
+step "cluster.sh stop origin2 / start origin2: one replica away and back on its address"
+out=$(bash "$CLUSTER" stop origin2) || fail "cluster.sh stop origin2: $out"
+assert_eq "cluster: origin2 stopped" "$out" "stop's answer"
+status_out=$(bash "$CLUSTER" status) && fail "status says all is well with origin2 stopped: $status_out"
+[[ "$status_out" =~ (^|$'\n')origin2\ +stopped ]] || fail "status after stop origin2: $status_out"
+curl -s --max-time 2 "$O2/healthz" >/dev/null && fail "origin2 still answers after stop"
+BDN_REMOTE=$LB verify_all bdn:ha/model  # through HAProxy, on origin1 alone
+out=$(bash "$CLUSTER" start origin2 2>&1) || fail "cluster.sh start origin2: $out"
+assert_eq "cluster: origin2 started on $O2" "$out" "start's answer"
+status_out=$(bash "$CLUSTER" status) || fail "status after start origin2: $status_out"
+BDN_REMOTE=$O2 verify_all bdn:ha/model
+run_fails 1 "cluster: origin2 is running already" bash "$CLUSTER" start origin2
+run_fails 2 'cluster: stop takes origin1 or origin2, not "haproxy"' bash "$CLUSTER" stop haproxy
+
+step "cluster.sh down stops everything; reset deletes the state"
 bash "$CLUSTER" down >/dev/null
 status_out=$(bash "$CLUSTER" status) && fail "status after down: $status_out"
 [[ "$status_out" != *running* ]] || fail "still running after down: $status_out"
@@ -263,4 +278,25 @@ status_out=$(bash "$CLUSTER" status) && fail "status with a stale pid file: $sta
 [[ "$status_out" =~ (^|$'\n')origin2\ +stopped ]] || fail "status with a stale pid file: $status_out"
 bash "$CLUSTER" down >/dev/null
 kill -0 "$DECOY" 2>/dev/null || fail "cluster.sh down killed pid $DECOY, which was not the cluster's"
+pgdir=$(cat "$CDIR/pg.dir")
+[ -d "$pgdir/data" ] || fail "no PostgreSQL directory at $pgdir"
+out=$(bash "$CLUSTER" reset) || fail "cluster.sh reset: $out"
+[ ! -e "$CDIR" ] || fail "reset left $CDIR"
+[ ! -e "$pgdir" ] || fail "reset left $pgdir"
+assert_eq "cluster: never started in $CDIR" "$(bash "$CLUSTER" status)" "status after reset"
+
+step "an up that fails half-way: status says what it started, reset stops and deletes it"
+BAD="$WORK/cluster-bad"
+run_fails 1 "cluster: origin1 exited: see $BAD/logs/origin1.log" \
+  env BDN_CLUSTER_DIR="$BAD" BDN=/bin/false bash "$CLUSTER" up
+status_out=$(BDN_CLUSTER_DIR="$BAD" bash "$CLUSTER" status) && fail "status after a failed up: $status_out"
+[[ "$status_out" =~ (^|$'\n')s3rver\ +running\ +[0-9]+\ +http://127 ]] || fail "status after a failed up: $status_out"
+[[ "$status_out" =~ (^|$'\n')origin1\ +stopped ]] || fail "status after a failed up: $status_out"
+[[ "$status_out" =~ (^|$'\n')haproxy\ +stopped\ +-\ +-($'\n') ]] || fail "status after a failed up: $status_out"
+[[ "$status_out" =~ (^|$'\n')postgres\ +running ]] || fail "status after a failed up: $status_out"
+s3pid=$(cat "$BAD/pids/s3rver.pid")
+badpg=$(cat "$BAD/pg.dir")
+BDN_CLUSTER_DIR="$BAD" bash "$CLUSTER" reset >/dev/null
+kill -0 "$s3pid" 2>/dev/null && fail "reset left s3rver (pid $s3pid) running"
+[ ! -e "$BAD" ] && [ ! -e "$badpg" ] || fail "reset left $BAD or $badpg"
 echo "PASS"
