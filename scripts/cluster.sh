@@ -54,6 +54,10 @@ SERVICES=(s3rver origin1 origin2 haproxy cache)
 BUCKET=bdn
 PREFIX=cluster
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+# The addresses come from this cluster's cluster.env only, never from another one's sourced in the
+# caller's shell.
+unset BDN_CLUSTER_LB BDN_CLUSTER_ORIGIN1 BDN_CLUSTER_ORIGIN2 BDN_CLUSTER_CACHE_NODE BDN_CLUSTER_S3 \
+  BDN_CLUSTER_DB BDN_CLUSTER_PG_DIR BDN_CLUSTER_PG_BIN
 
 die() { echo "cluster: $*" >&2; exit 1; }
 # env_add NAME VALUE: records an address in cluster.env as soon as it is known (so that status
@@ -291,6 +295,7 @@ status() {
       haproxy) addr="$BDN_CLUSTER_LB (round robin over origin1, origin2: use this one)" ;;
       cache) addr="$BDN_CLUSTER_CACHE_NODE (cache node over the load balancer)" ;;
     esac
+    [[ "$addr" != "- "* ]] || addr=-  # never started: no address, nothing to say about it
     printf '%-9s %-8s %-7s %s\n' "$s" "$state" "$pid" "$addr"
   done
   state=stopped
