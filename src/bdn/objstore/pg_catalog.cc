@@ -33,6 +33,27 @@ const sql::Migration kMigrations[] = {
 // Ids per upsert statement in RecordClaims.
 constexpr size_t kClaimsPerStatement = 500;
 
+// Inserts one row (?1 = `store`, the value, clock_timestamp()) per entry of `values` into `into`
+// ("table (store, column, time column)"), kClaimsPerStatement rows per statement, each statement
+// ending with `suffix` (e.g. an ON CONFLICT clause).
+Status InsertStampedRows(sql::Session& s, const std::string& into, const std::string& store,
+                         std::vector<sql::Param> values, const std::string& suffix) {
+  for (size_t at = 0; at < values.size(); at += kClaimsPerStatement) {
+    const size_t n = std::min(kClaimsPerStatement, values.size() - at);
+    std::string sql = "INSERT INTO " + into + " VALUES ";
+    std::vector<sql::Param> params;
+    params.reserve(n + 1);
+    params.emplace_back(store);
+    for (size_t i = 0; i < n; ++i) {
+      params.push_back(std::move(values[at + i]));
+      sql +=
+          (i ? ", " : "") + std::string("(?1, ?") + std::to_string(i + 2) + ", clock_timestamp())";
+    }
+    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql + suffix, params)));
+  }
+  return Status::Ok();
+}
+
 // A database lock held for as long as the hold lives.
 class DbLockHold : public StoreHold {
  public:
@@ -128,19 +149,11 @@ Status PgCatalog::RemovePacks(std::span<const uint64_t> packs) {
         // and a reader's position (DeletedSince's `next`) never passes a row still uncommitted.
         BDN_RETURN_IF_ERROR(sql::ToStatus(
             s.Exec("LOCK TABLE objstore_deleted_packs IN SHARE ROW EXCLUSIVE MODE", {})));
-        constexpr size_t kRowsPerInsert = 500;
-        for (size_t at = 0; at < packs.size(); at += kRowsPerInsert) {
-          const size_t n = std::min(kRowsPerInsert, packs.size() - at);
-          std::string sql = "INSERT INTO objstore_deleted_packs (store, pack, deleted_at) VALUES ";
-          std::vector<sql::Param> params;
-          params.reserve(n + 1);
-          params.emplace_back(store_);
-          for (size_t i = 0; i < n; ++i) {
-            sql += (i ? ", (?1, ?" : "(?1, ?") + std::to_string(i + 2) + ", clock_timestamp())";
-            params.emplace_back(std::in_place_type<int64_t>, ToBigint(packs[at + i]));
-          }
-          BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql, params)));
-        }
+        std::vector<sql::Param> values;
+        values.reserve(packs.size());
+        for (uint64_t p : packs) values.emplace_back(std::in_place_type<int64_t>, ToBigint(p));
+        BDN_RETURN_IF_ERROR(InsertStampedRows(s, "objstore_deleted_packs (store, pack, deleted_at)",
+                                              store_, std::move(values), ""));
         return sql::ToStatus(
             s.Exec("DELETE FROM objstore_deleted_packs WHERE store = ?1 AND "
                    "deleted_at < clock_timestamp() - make_interval(secs => ?2)",
@@ -208,20 +221,12 @@ Status PgCatalog::RecordClaims(std::span<const Digest> ids) {
   if (ids.empty()) return Status::Ok();
   return db_->Write(
       [&](sql::Session& s) -> Status {
-        for (size_t at = 0; at < ids.size(); at += kClaimsPerStatement) {
-          const size_t n = std::min(kClaimsPerStatement, ids.size() - at);
-          std::string sql = "INSERT INTO objstore_claims (store, blob, claimed_at) VALUES ";
-          std::vector<sql::Param> params;
-          params.reserve(n + 1);
-          params.emplace_back(store_);
-          for (size_t i = 0; i < n; ++i) {
-            params.push_back(ids[at + i].Hex());
-            sql += (i ? ", " : "") + std::string("(?1, ?") + std::to_string(i + 2) +
-                   ", clock_timestamp())";
-          }
-          sql += " ON CONFLICT (store, blob) DO UPDATE SET claimed_at = excluded.claimed_at";
-          BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql, params)));
-        }
+        std::vector<sql::Param> values;
+        values.reserve(ids.size());
+        for (const Digest& id : ids) values.emplace_back(id.Hex());
+        BDN_RETURN_IF_ERROR(InsertStampedRows(
+            s, "objstore_claims (store, blob, claimed_at)", store_, std::move(values),
+            " ON CONFLICT (store, blob) DO UPDATE SET claimed_at = excluded.claimed_at"));
         return Status::Ok();
       },
       "record claims");
