@@ -120,15 +120,15 @@ class PushClaim {
 // The metadata store. Implementations are thread-safe and make each mutation atomic.
 //
 // Idempotency keys: a write (Commit, SetTag, DeleteTag) may carry a client-chosen key, 1 to 64
-// characters of [A-Za-z0-9_-]. The registry records the key with the write's result in the same
+// characters of [A-Za-z0-9_-], scoped by the write's namespace (namespaces never see or block
+// each other's keys). The registry records the key with the write's result in the same
 // transaction, and keeps it for kIdempotencyKeyRetention. A write whose key is recorded for the
 // same request (same operation, volume, digest, tags, tag name, expected_sequence, source_uri)
 // is not applied again: it returns the recorded result, whatever the volume's state now (so the
 // retry of a write whose answer was lost reports exactly what the first try did, even with a
 // now-stale expected_sequence). Errors of any keyed write: InvalidArgument "idempotency key
 // \"k\": must be 1 to 64 characters of A-Z, a-z, 0-9, '-' and '_'", and InvalidArgument
-// "idempotency key \"k\": already used for another request" (which one is not said: it may be
-// another namespace's).
+// "idempotency key \"k\": already used for another request" (of the same namespace).
 class Registry {
  public:
   virtual ~Registry() = default;

@@ -303,6 +303,34 @@ TYPED_TEST(RegistryTest, ARetriedCommitWithItsKeyReturnsTheFirstResult) {
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
 }
 
+TYPED_TEST(RegistryTest, IdempotencyKeysAreScopedByNamespace) {
+  CommitRequest req = this->Request(this->d1_);
+  req.idempotency_key = "shared-key";
+  CommitResult first = this->MustCommit(req);
+  EXPECT_EQ(first.sequence, 1);
+
+  // Another namespace's write with the same key is its own write: applied, not refused as
+  // "already used", and not answered with the first namespace's result.
+  CommitRequest other = req;
+  other.ns = "other-team";
+  other.digest = this->d2_;
+  CommitResult theirs = this->MustCommit(other);
+  EXPECT_EQ(theirs.sequence, 1);
+  EXPECT_FALSE(theirs.unchanged);
+  EXPECT_EQ(this->reg_->GetVolume("other-team", "qwen3-8b")->head, this->d2_);
+  auto tag = this->reg_->SetTag("third", "qwen3-8b", "prod", this->d1_, std::nullopt, "shared-key");
+  ASSERT_FALSE(tag.has_value());
+  EXPECT_EQ(tag.error().code(), StatusCode::kNotFound) << tag.error().message();
+
+  // Each namespace's retry still gets its own recorded answer.
+  CommitResult again = this->MustCommit(req);
+  EXPECT_EQ(again.sequence, first.sequence);
+  CommitResult theirs_again = this->MustCommit(other);
+  EXPECT_EQ(theirs_again.sequence, theirs.sequence);
+  EXPECT_EQ(this->Sequence(), 1);
+  EXPECT_EQ(this->reg_->GetVolume("other-team", "qwen3-8b")->sequence, 1);
+}
+
 TYPED_TEST(RegistryTest, AnIdempotencyKeyIsBoundToItsRequest) {
   CommitRequest req = this->Request(this->d1_);
   req.idempotency_key = "k-1";

@@ -106,6 +106,12 @@ std::string ExpectedText(std::optional<int64_t> expected) {
   return expected ? std::to_string(*expected) : std::string("none");
 }
 
+// The row key of idempotency key `key` of a write to namespace `ns`: keys are scoped by
+// namespace, so one namespace's keys neither block nor reveal another's. "/" appears in neither a
+// namespace name nor a key, so the pair is unambiguous. (Rows recorded before keys were scoped
+// hold the bare key: a retry across that upgrade is applied as a new write.)
+std::string ScopedKey(const std::string& ns, const std::string& key) { return ns + "/" + key; }
+
 // What an idempotency key is recorded for: every field of the request that shapes its result.
 std::string DescribeCommit(const CommitRequest& req) {
   std::string tags;
@@ -256,15 +262,17 @@ class Tx {
     return r.Int(0, 0);
   }
 
-  // At the start of a write with idempotency key `key` ("" : none, nullopt): holds the key until
+  // At the start of a write to namespace `ns` with idempotency key `key` ("" : none, nullopt):
+  // holds the key until
   // the transaction ends, so two writes with one key (a retry sent to another replica while the
   // first try still runs) take turns, then returns the result recorded for it (Recorded).
-  Result<std::optional<CommitResult>> Replay(const std::string& key, const std::string& request,
+  Result<std::optional<CommitResult>> Replay(const std::string& ns, const std::string& key,
+                                             const std::string& request,
                                              std::string* detail = nullptr) {
     if (key.empty()) return std::optional<CommitResult>();
     BDN_RETURN_IF_ERROR(ValidateIdempotencyKey(key));
-    BDN_RETURN_IF_ERROR(s_.LockForTransaction("idempotency-" + key));
-    return Recorded(key, request, detail);
+    BDN_RETURN_IF_ERROR(s_.LockForTransaction("idempotency-" + ScopedKey(ns, key)));
+    return Recorded(ns, key, request, detail);
   }
 
   // LockVolume, then CheckExpected against `expected`.
@@ -277,17 +285,17 @@ class Tx {
 
   // The result recorded for `key`, if a request described as `request` recorded it within the
   // retention. Errors: InvalidArgument for a malformed key or one recorded for another request.
-  Result<std::optional<CommitResult>> Recorded(const std::string& key, const std::string& request,
+  Result<std::optional<CommitResult>> Recorded(const std::string& ns, const std::string& key,
+                                               const std::string& request,
                                                std::string* detail = nullptr) {
     BDN_RETURN_IF_ERROR(ValidateIdempotencyKey(key));
     BDN_ASSIGN_OR_RETURN(
         Rows r,
         Query("SELECT request, sequence, unchanged, head_updated, tags_applied, detail FROM "
               "idempotency_keys WHERE key=?1 AND created_ms>=?2",
-              {key, NowMs() - IdempotencyRetentionMs()}));
+              {ScopedKey(ns, key), NowMs() - IdempotencyRetentionMs()}));
     if (r.empty()) return std::optional<CommitResult>();
     if (r.Text(0, 0) != request) {
-      // The other request is not named: it may be another namespace's (keys are global).
       return Err(InvalidArgumentError("idempotency key \"" + key +
                                       "\": already used for another request"));
     }
@@ -302,8 +310,8 @@ class Tx {
 
   // Records `result` for `key` (inside the write's transaction; "" : nothing) and drops keys
   // past retention.
-  Status Record(const std::string& key, const std::string& request, const CommitResult& result,
-                const std::string& detail = "") {
+  Status Record(const std::string& ns, const std::string& key, const std::string& request,
+                const CommitResult& result, const std::string& detail = "") {
     if (key.empty()) return Status::Ok();
     BDN_RETURN_IF_ERROR(Exec("DELETE FROM idempotency_keys WHERE created_ms<?1",
                              {NowMs() - IdempotencyRetentionMs()}));
@@ -314,8 +322,8 @@ class Tx {
         "unchanged=excluded.unchanged, head_updated=excluded.head_updated, "
         "tags_applied=excluded.tags_applied, created_ms=excluded.created_ms, "
         "detail=excluded.detail",
-        {key, request, result.sequence, int64_t{result.unchanged}, int64_t{result.head_updated},
-         JoinLines(result.tags_applied), NowMs(), detail});
+        {ScopedKey(ns, key), request, result.sequence, int64_t{result.unchanged},
+         int64_t{result.head_updated}, JoinLines(result.tags_applied), NowMs(), detail});
   }
 
   // Points `tag` of the volume at `digest`, creating it if missing.
@@ -518,7 +526,7 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
   }
   const std::string request = DescribeCommit(req);
   return impl_->Write<CommitResult>([&](Tx& tx) -> Result<CommitResult> {
-    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(req.idempotency_key, request));
+    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(req.ns, req.idempotency_key, request));
     if (recorded) return std::move(*recorded);
     // Created if missing (a concurrent creator's row is waited for and then used), then locked.
     BDN_RETURN_IF_ERROR(
@@ -581,7 +589,7 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
       BDN_ASSIGN_OR_RETURN(seq, tx.Bump(vid));
     }
     out.sequence = seq;
-    BDN_RETURN_IF_ERROR(tx.Record(req.idempotency_key, request, out));
+    BDN_RETURN_IF_ERROR(tx.Record(req.ns, req.idempotency_key, request, out));
     return out;
   });
 }
@@ -590,7 +598,7 @@ Result<std::optional<CommitResult>> SqlRegistry::FindCommit(const CommitRequest&
   if (req.idempotency_key.empty()) return std::optional<CommitResult>();
   const std::string request = DescribeCommit(req);
   return impl_->Read<std::optional<CommitResult>>(
-      [&](Tx& tx) { return tx.Recorded(req.idempotency_key, request); });
+      [&](Tx& tx) { return tx.Recorded(req.ns, req.idempotency_key, request); });
 }
 
 Result<int64_t> SqlRegistry::SetTag(const std::string& ns, const std::string& volume,
@@ -604,7 +612,7 @@ Result<int64_t> SqlRegistry::SetTag(const std::string& ns, const std::string& vo
                               digest.ToString() +
                               " expected_sequence=" + ExpectedText(expected_sequence);
   return impl_->Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
-    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(idempotency_key, request));
+    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(ns, idempotency_key, request));
     if (recorded) return recorded->sequence;
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockChecked(ns, volume, expected_sequence));
     BDN_ASSIGN_OR_RETURN(VersionRecord v, tx.ReadVersion(vid, ns, volume, digest));
@@ -620,7 +628,7 @@ Result<int64_t> SqlRegistry::SetTag(const std::string& ns, const std::string& vo
       BDN_RETURN_IF_ERROR(tx.PointTag(vid, tag, digest));
       BDN_ASSIGN_OR_RETURN(out.sequence, tx.Bump(vid));
     }
-    BDN_RETURN_IF_ERROR(tx.Record(idempotency_key, request, out));
+    BDN_RETURN_IF_ERROR(tx.Record(ns, idempotency_key, request, out));
     return out.sequence;
   });
 }
@@ -635,7 +643,7 @@ Result<int64_t> SqlRegistry::DeleteTag(const std::string& ns, const std::string&
   const std::string request = "tag delete bdn:" + ns + "/" + volume + ":" + tag +
                               " expected_sequence=" + ExpectedText(expected_sequence);
   return impl_->Write<int64_t>([&](Tx& tx) -> Result<int64_t> {
-    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(idempotency_key, request));
+    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(ns, idempotency_key, request));
     if (recorded) return recorded->sequence;
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockChecked(ns, volume, expected_sequence));
     BDN_ASSIGN_OR_RETURN(
@@ -646,7 +654,7 @@ Result<int64_t> SqlRegistry::DeleteTag(const std::string& ns, const std::string&
     }
     CommitResult out;
     BDN_ASSIGN_OR_RETURN(out.sequence, tx.Bump(vid));
-    BDN_RETURN_IF_ERROR(tx.Record(idempotency_key, request, out));
+    BDN_RETURN_IF_ERROR(tx.Record(ns, idempotency_key, request, out));
     return out.sequence;
   });
 }
@@ -661,7 +669,7 @@ Result<DeleteResult> SqlRegistry::DeleteVersions(const std::string& ns, const st
   const int64_t retention_ms = impl_->options.retention.count();
   return impl_->Write<DeleteResult>([&](Tx& tx) -> Result<DeleteResult> {
     std::string detail;
-    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(idempotency_key, request, &detail));
+    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(ns, idempotency_key, request, &detail));
     if (recorded) return DecodeDelete(recorded->sequence, detail);
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockChecked(ns, volume, expected_sequence));
     std::vector<Digest> targets;
@@ -720,7 +728,7 @@ Result<DeleteResult> SqlRegistry::DeleteVersions(const std::string& ns, const st
     BDN_ASSIGN_OR_RETURN(out.sequence, tx.Bump(vid));
     CommitResult rec;
     rec.sequence = out.sequence;
-    BDN_RETURN_IF_ERROR(tx.Record(idempotency_key, request, rec, EncodeDelete(out)));
+    BDN_RETURN_IF_ERROR(tx.Record(ns, idempotency_key, request, rec, EncodeDelete(out)));
     return out;
   });
 }
@@ -732,7 +740,7 @@ Result<RestoreResult> SqlRegistry::RestoreVersion(const std::string& ns, const s
   const std::string request = "restore " + VersionRef(ns, volume, digest) +
                               " expected_sequence=" + ExpectedText(expected_sequence);
   return impl_->Write<RestoreResult>([&](Tx& tx) -> Result<RestoreResult> {
-    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(idempotency_key, request));
+    BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(ns, idempotency_key, request));
     if (recorded) return RestoreResult{recorded->sequence, recorded->head_updated};
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockChecked(ns, volume, expected_sequence));
     BDN_ASSIGN_OR_RETURN(VersionRecord v, tx.ReadVersion(vid, ns, volume, digest));
@@ -766,7 +774,7 @@ Result<RestoreResult> SqlRegistry::RestoreVersion(const std::string& ns, const s
     CommitResult rec;
     rec.sequence = out.sequence;
     rec.head_updated = out.head_updated;
-    BDN_RETURN_IF_ERROR(tx.Record(idempotency_key, request, rec));
+    BDN_RETURN_IF_ERROR(tx.Record(ns, idempotency_key, request, rec));
     return out;
   });
 }
