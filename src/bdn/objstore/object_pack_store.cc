@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "bdn/base/hex.h"
 #include "bdn/base/log.h"
@@ -243,7 +244,17 @@ Status ObjectPackStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
 
 Status ObjectPackStore::RefreshDeleted() {
   BDN_ASSIGN_OR_RETURN(bool complete, ApplyDeleted());
-  if (!complete) return RefreshAfter(options_.clock->SteadyNow());
+  uint64_t gap = 0;
+  {
+    MutexLock l(deleted_mu_);
+    // A look that found rows pruned unseen (this one or any earlier one, whoever ran it) is
+    // answered only by a whole listing that succeeded after it: until then every call lists.
+    if (complete && deleted_gaps_ == deleted_gaps_listed_) return Status::Ok();
+    gap = deleted_gaps_;
+  }
+  BDN_RETURN_IF_ERROR(RefreshAfter(options_.clock->SteadyNow()));
+  MutexLock l(deleted_mu_);
+  deleted_gaps_listed_ = std::max(deleted_gaps_listed_, gap);
   return Status::Ok();
 }
 
@@ -259,8 +270,15 @@ Result<bool> ObjectPackStore::ApplyDeleted(std::optional<uint64_t> from) {
     deleted_running_ = true;
     const uint64_t mine = ++deleted_started_;
     l.Unlock();
-    Result<bool> r = LookAtDeleted(std::nullopt);
+    Result<bool> r = Err(InternalError("looking at the deleted packs failed"));
+    try {
+      r = LookAtDeleted(std::nullopt);
+    } catch (const std::exception& e) {
+      // Whoever waits for this look must not wait for ever: the look ends, failed.
+      r = Err(InternalError(std::string("looking at the deleted packs: ") + e.what()));
+    }
     l.Lock();
+    if (r && !*r) ++deleted_gaps_;
     deleted_running_ = false;
     deleted_ended_ = mine;
     deleted_status_ = r ? Status::Ok() : r.error();

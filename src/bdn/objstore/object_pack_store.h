@@ -282,6 +282,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   uint64_t deleted_ended_ GUARDED_BY(deleted_mu_) = 0;    // the last look that ended
   Status deleted_status_ GUARDED_BY(deleted_mu_);         // its answer
   bool deleted_complete_ GUARDED_BY(deleted_mu_) = true;
+  // Looks that found rows pruned unseen, and how many of them a whole listing has answered since.
+  uint64_t deleted_gaps_ GUARDED_BY(deleted_mu_) = 0;
+  uint64_t deleted_gaps_listed_ GUARDED_BY(deleted_mu_) = 0;
   PendingPuts pending_ GUARDED_BY(mu_);  // Puts in flight
 
   // The spool (guarded by spool_mu_).

@@ -178,13 +178,17 @@ TEST_F(ObjectPackStoreTest, PacksAreUploadedWholeAndAnotherProcessFindsThemFromT
   EXPECT_EQ(*c->Get(blobs[3].first), blobs[3].second);
 }
 
-// A catalog (BucketCatalog underneath) whose DeletedSince is slow, counted, and fails on demand:
+// A catalog (BucketCatalog underneath) whose DeletedSince is slow, counted, fails on demand or
+// reports rows pruned unseen, and whose listing fails on demand:
 // as a PostgreSQL catalog over a slow network.
 class SlowDeletedCatalog : public PackCatalog {
  public:
   explicit SlowDeletedCatalog(std::shared_ptr<S3Client> client)
       : inner_(std::move(client), nullptr) {}
-  Result<std::vector<CatalogPack>> ListPacks() override { return inner_.ListPacks(); }
+  Result<std::vector<CatalogPack>> ListPacks() override {
+    if (list_fail) return Err(UnavailableError("listing: connection refused (test)"));
+    return inner_.ListPacks();
+  }
   Status AddPack(const CatalogPack& p, std::span<const pack::BlobLocation> b) override {
     return inner_.AddPack(p, b);
   }
@@ -194,10 +198,12 @@ class SlowDeletedCatalog : public PackCatalog {
     int most = most_running.load();
     while (now > most && !most_running.compare_exchange_weak(most, now)) {
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
     ++calls;
     --running;
     if (fail) return Err(UnavailableError("pack catalog: connection refused (test)"));
+    // As after rows were pruned before this store saw them (the catalog keeps 30 days).
+    if (gap.exchange(false)) return Deleted{{}, after + 5, false};
     return inner_.DeletedSince(after);
   }
   Result<std::unique_ptr<StoreHold>> BeginGc() override { return inner_.BeginGc(); }
@@ -209,8 +215,8 @@ class SlowDeletedCatalog : public PackCatalog {
   Status RecordClaims(std::span<const Digest> ids) override { return inner_.RecordClaims(ids); }
   Result<std::vector<Digest>> LiveClaims() override { return inner_.LiveClaims(); }
 
-  std::atomic<int> calls{0}, running{0}, most_running{0};
-  std::atomic<bool> fail{false};
+  std::atomic<int> calls{0}, running{0}, most_running{0}, delay_ms{100};
+  std::atomic<bool> fail{false}, gap{false}, list_fail{false};
 
  private:
   BucketCatalog inner_;
@@ -713,6 +719,40 @@ TEST_F(ObjectStoreGcTest, AMostlyDeadPackIsRepackedIntoANewObject) {
   auto again = Gc();
   ASSERT_OK(again);
   EXPECT_TRUE(again->actions.empty());
+}
+
+// Rows of deleted packs pruned before this store saw them mean a whole listing is due; while the
+// listing fails, every call fails, and the gap is not forgotten once a later look finds none: the
+// deleted pack's blobs are never answered as stored.
+TEST_F(ObjectPackStoreTest, PrunedDeletionsKeepEveryCallListingUntilAListingSucceeds) {
+  auto client = ClientFor(server_, 1);
+  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
+  catalog->delay_ms = 0;
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.catalog = catalog;
+  auto a = OpenStore(client, o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 3, 1000, 71);
+  ASSERT_OK(a->Sync());
+  std::vector<Digest> ids;
+  for (const auto& [id, data] : blobs) ids.push_back(id);
+  // Another replica's GC deletes the pack; its row is pruned before this one looks.
+  for (const std::string& k : PackKeys()) server_.DeleteObject(kBucket, k);
+  catalog->gap = true;
+  catalog->list_fail = true;
+  auto first = a->Sizes(ids);
+  ASSERT_FALSE(first.has_value());
+  EXPECT_EQ(first.error().message(), "listing: connection refused (test)");
+  auto again = a->FindMissing(ids);  // the next look finds no gap: the listing is still due
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().message(), "listing: connection refused (test)");
+  catalog->list_fail = false;
+  auto second = a->Sizes(ids);
+  ASSERT_OK(second);
+  for (const auto& s : *second) EXPECT_FALSE(s.has_value()) << "answered from a deleted pack";
+  auto missing = a->FindMissing(ids);
+  ASSERT_OK(missing);
+  EXPECT_EQ(missing->size(), ids.size());
 }
 
 }  // namespace

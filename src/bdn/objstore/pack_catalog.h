@@ -54,9 +54,11 @@ class PackCatalog {
   // The packs RemovePacks was given since position `after` (0: the start), by any store of the
   // catalog, and the position to ask from next time. A replica that answered from an index
   // still naming them would tell a writer that blobs are stored which no longer are.
-  // `complete` is false when positions after `after` (not 0: a store that has just opened looks
-  // at the whole pack list anyway) were pruned unseen (the catalog keeps 30 days): the caller
-  // must then look at the whole pack list again. Errors: Unavailable.
+  // `complete` is false when positions after `after` were pruned unseen (the catalog keeps 30
+  // days): the caller must then look at the whole pack list again (a store that has just opened
+  // does anyway, and may ignore it). The position advances past every position the catalog has
+  // handed out so far, also when none is this store's, so that a store with nothing to read never
+  // stays at 0. Errors: Unavailable.
   struct Deleted {
     std::vector<uint64_t> packs;
     uint64_t next = 0;

@@ -167,11 +167,16 @@ Result<PackCatalog::Deleted> PgCatalog::DeletedSince(uint64_t after) {
   return sql::ReadValue<Deleted>(
       *db_,
       [&](sql::Session& s) -> Result<Deleted> {
-        // The first row kept, then the rows after `after`, in one statement.
+        // The first row kept, the last position of any store, then the rows after `after`, in
+        // one statement (one snapshot). Writers draw and commit their positions in turn
+        // (RemovePacks' table lock), so every row at or below the last committed position is in
+        // the snapshot: advancing to it skips nothing of this store's.
         BDN_ASSIGN_OR_RETURN(
             sql::Rows rows,
             s.Query("SELECT 0, COALESCE(MIN(seq), 0) FROM objstore_deleted_packs "
                     "WHERE store = ?1 "
+                    "UNION ALL "
+                    "SELECT -1, COALESCE(MAX(seq), 0) FROM objstore_deleted_packs "
                     "UNION ALL "
                     "SELECT seq, pack FROM (SELECT seq, pack FROM objstore_deleted_packs "
                     "WHERE store = ?1 AND seq > ?2 ORDER BY seq) AS later",
@@ -185,11 +190,15 @@ Result<PackCatalog::Deleted> PgCatalog::DeletedSince(uint64_t after) {
             first_kept = static_cast<uint64_t>(rows.Int(i, 1));
             continue;
           }
+          if (seq == -1) {
+            out.next = std::max(out.next, static_cast<uint64_t>(rows.Int(i, 1)));
+            continue;
+          }
           out.packs.push_back(FromBigint(rows.Int(i, 1)));
           out.next = std::max(out.next, static_cast<uint64_t>(seq));
         }
         // Rows between `after` and the first one kept were pruned before this store saw them.
-        out.complete = after == 0 || first_kept == 0 || first_kept <= after + 1;
+        out.complete = first_kept == 0 || first_kept <= after + 1;
         return out;
       },
       sql::Consistency::kStatement, "deleted packs");
@@ -221,9 +230,16 @@ Status PgCatalog::RecordClaims(std::span<const Digest> ids) {
   if (ids.empty()) return Status::Ok();
   return db_->Write(
       [&](sql::Session& s) -> Status {
+        // Each id once: one upsert statement may not touch a row twice (a caller's list may
+        // repeat an id, e.g. a file whose content repeats a chunk).
+        std::vector<std::string> hex;
+        hex.reserve(ids.size());
+        for (const Digest& id : ids) hex.push_back(id.Hex());
+        std::sort(hex.begin(), hex.end());
+        hex.erase(std::unique(hex.begin(), hex.end()), hex.end());
         std::vector<sql::Param> values;
-        values.reserve(ids.size());
-        for (const Digest& id : ids) values.emplace_back(id.Hex());
+        values.reserve(hex.size());
+        for (std::string& h : hex) values.emplace_back(std::move(h));
         BDN_RETURN_IF_ERROR(InsertStampedRows(
             s, "objstore_claims (store, blob, claimed_at)", store_, std::move(values),
             " ON CONFLICT (store, blob) DO UPDATE SET claimed_at = excluded.claimed_at"));

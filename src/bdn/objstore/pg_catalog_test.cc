@@ -67,6 +67,20 @@ TEST_F(PgCatalogTest, ClaimsRecordedOnOneReplicaAreLiveOnTheOther) {
   EXPECT_EQ(Sorted(*live), Sorted(ids));
 }
 
+TEST_F(PgCatalogTest, AClaimListThatRepeatsAnIdIsRecordedOnce) {
+  // A file whose content repeats a chunk lists its id more than once; one upsert statement may
+  // not touch a row twice, so this failed with "ON CONFLICT DO UPDATE command cannot affect row a
+  // second time" (a 500 from POST /v1/chunks/missing).
+  auto a = Replica();
+  ASSERT_TRUE(a);
+  const Digest x = Digest::Of("zeros"), y = Digest::Of("other");
+  std::vector<Digest> ids = {x, y, x, x};
+  ASSERT_OK(a->RecordClaims(ids));
+  auto live = a->LiveClaims();
+  ASSERT_OK(live);
+  EXPECT_EQ(Sorted(*live), Sorted({x, y}));
+}
+
 TEST_F(PgCatalogTest, ClaimsOlderThanTheHorizonAreDropped) {
   std::atomic<int64_t> keep_ms{3600'000};
   auto retain = [&] { return Clock::Real()->SteadyNow() - std::chrono::milliseconds(keep_ms); };
@@ -147,6 +161,35 @@ TEST_F(PgCatalogTest, PacksDeletedOnOneReplicaAreSeenOnTheOtherFromWhereItLastLo
   ASSERT_OK(behind);
   EXPECT_FALSE(behind->complete);
   EXPECT_EQ(behind->packs, std::vector<uint64_t>{9});
+}
+
+// A replica that looked while its store had no deleted packs must not stay at position 0 (which
+// used to mean "just opened", and so "complete"): rows recorded and pruned before its next look
+// are reported as missed.
+TEST_F(PgCatalogTest, AReplicaThatSawNoRowsStillLearnsThatRowsWerePrunedUnseen) {
+  auto a = Replica();
+  auto b = Replica();
+  auto other = Replica("other-bucket");
+  ASSERT_TRUE(a && b && other);
+  ASSERT_OK(other->RemovePacks(std::vector<uint64_t>{77}));  // another store's position
+  auto empty = b->DeletedSince(0);
+  ASSERT_OK(empty);
+  EXPECT_TRUE(empty->packs.empty());
+  EXPECT_GT(empty->next, 0u) << "the position moves past every position handed out";
+  ASSERT_OK(a->RemovePacks(std::vector<uint64_t>{1}));
+  ASSERT_OK(a->RemovePacks(std::vector<uint64_t>{2}));
+  auto pool = sql::PgPool::Open({.url = url_});
+  ASSERT_OK(pool);
+  ASSERT_OK((*pool)->Use("test")->Write(
+      [](sql::Session& s) {
+        return sql::ToStatus(
+            s.Exec("DELETE FROM objstore_deleted_packs WHERE pack IN (1, 77)", {}));  // pruned
+      },
+      "prune"));
+  auto later = b->DeletedSince(empty->next);
+  ASSERT_OK(later);
+  EXPECT_EQ(later->packs, std::vector<uint64_t>{2});
+  EXPECT_FALSE(later->complete) << "pack 1 was pruned before this replica saw it";
 }
 
 // GCs on several replicas recording deleted packs at once while another replica follows them
