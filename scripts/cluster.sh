@@ -42,6 +42,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$CMD" ] || usage
+[ ! -L "$DIR" ] || { echo "cluster: --dir $DIR is a symbolic link: name the directory itself" >&2; exit 2; }
 if [ ! -d "$DIR" ]; then
   [ "$CMD" = up ] || { echo "cluster: never started in $DIR"; [ "$CMD" = down ] || [ "$CMD" = reset ]; exit; }
   mkdir -p "$DIR"
@@ -49,6 +50,35 @@ if [ ! -d "$DIR" ]; then
 fi
 DIR="$(cd "$DIR" && pwd -P)"  # the real path: pid checks compare it with command lines
 [ "$DIR" != / ] || { echo "cluster: --dir /: use a directory of the cluster's own" >&2; exit 2; }
+# Another user's directory (say one made in /tmp before this user's first `up`) could feed this
+# script files to source and links to write through: only the caller's own is used.
+[ -O "$DIR" ] || { echo "cluster: $DIR belongs to another user: use a directory of your own" >&2; exit 2; }
+for sub in logs pids; do
+  if [ -e "$DIR/$sub" ] || [ -L "$DIR/$sub" ]; then
+    { [ -d "$DIR/$sub" ] && [ ! -L "$DIR/$sub" ] && [ -O "$DIR/$sub" ]; } \
+      || { echo "cluster: $DIR/$sub is not a directory of this user's" >&2; exit 2; }
+  fi
+done
+# A cluster's directory: what `up` made (cluster.env), or empty before the first `up`. reset
+# deletes it, so it refuses any other directory.
+is_cluster_dir() { [ -f "$DIR/cluster.env" ] && [ -d "$DIR/pids" ]; }
+has_other_files() {
+  local f
+  for f in "$DIR"/* "$DIR"/.[!.]* "$DIR"/..?*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    [ "$f" = "$DIR/.lock" ] || return 0
+  done
+  return 1
+}
+if [ "$CMD" = up ] && ! is_cluster_dir && has_other_files; then
+  echo "cluster: $DIR is not empty and holds no cluster: use a new or empty directory" >&2; exit 2
+fi
+if [ "$CMD" = reset ] && ! is_cluster_dir; then
+  echo "cluster: $DIR holds no cluster (no cluster.env and pids/): not deleting it" >&2; exit 2
+fi
+# One command at a time per cluster (two `start origin1` at once would both start one).
+exec 9>>"$DIR/.lock"
+flock -n 9 || { echo "cluster: another $0 is running on $DIR; try again when it ends" >&2; exit 1; }
 BDN="${BDN:-$ROOT/build/apps/bdn/bdn}"
 SERVICES=(s3rver origin1 origin2 haproxy cache)
 BUCKET=bdn
@@ -119,7 +149,7 @@ up() {
   env_add BDN_CLUSTER_PG_DIR "$pgdir"
   env_add BDN_CLUSTER_PG_BIN "$pgbin"
   pg_as "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w -t 60 \
-    -o "-p $pgport -k $pgdir -h 127.0.0.1 -c max_connections=200" start >/dev/null \
+    -o "-p $pgport -k $pgdir -h 127.0.0.1 -c max_connections=200" start >/dev/null 9>&- \
     || die "PostgreSQL did not start: see $pgdir/log"
   "$pgbin/psql" -X -q -t -A -h 127.0.0.1 -p "$pgport" -U postgres -d postgres \
     -c "SELECT 1 FROM pg_database WHERE datname='bdn'" >"$DIR/logs/psql.out"
@@ -133,7 +163,7 @@ up() {
   local s3port; s3port=$(free_port)
   mkdir -p "$DIR/s3rver"
   node --openssl-legacy-provider "$js" -d "$DIR/s3rver" -a 127.0.0.1 -p "$s3port" -s \
-    --no-vhost-buckets </dev/null >"$DIR/logs/s3rver.log" 2>&1 &
+    --no-vhost-buckets </dev/null >"$DIR/logs/s3rver.log" 2>&1 9>&- &
   echo $! >"$DIR/pids/s3rver.pid"
   wait_port "$s3port" s3rver
   local s3="http://127.0.0.1:$s3port"
@@ -185,7 +215,7 @@ backend origins
 EOF
   "$haproxy" -c -q -f "$DIR/haproxy.cfg" >"$DIR/logs/haproxy.log" 2>&1 \
     || die "HAProxy refused its configuration: see $DIR/logs/haproxy.log"
-  "$haproxy" -W -db -f "$DIR/haproxy.cfg" </dev/null >>"$DIR/logs/haproxy.log" 2>&1 &
+  "$haproxy" -W -db -f "$DIR/haproxy.cfg" </dev/null >>"$DIR/logs/haproxy.log" 2>&1 9>&- &
   echo $! >"$DIR/pids/haproxy.pid"
   wait_port "$lbport" haproxy
   local lb="http://127.0.0.1:$lbport"
@@ -211,7 +241,7 @@ EOF
   # One cache node in front of the load balancer.
   local cport; cport=$(free_port)
   BDN_TOKEN=$(cat "$DIR/cache.token") BDN_HOME="$DIR/home" "$BDN" cache serve --upstream "$lb" --listen "127.0.0.1:$cport" --cache-dir "$DIR/cache" \
-    --cache-size 2G </dev/null >>"$DIR/logs/cache.log" 2>&1 &
+    --cache-size 2G </dev/null >>"$DIR/logs/cache.log" 2>&1 9>&- &
   env_add BDN_CLUSTER_CACHE_NODE "http://127.0.0.1:$cport"
   echo $! >"$DIR/pids/cache.pid"
   wait_port "$cport" cache
@@ -231,7 +261,7 @@ spawn_origin() {
   [ -f "$DIR/logs/origin$1.log" ] && mv "$DIR/logs/origin$1.log" "$DIR/logs/origin$1.log.prev"
   "$BDN" serve --listen "127.0.0.1:$2" --data "$DIR/origin$1" --db "$3" \
     --store "s3://$BUCKET/$PREFIX" --s3-endpoint "$4" --s3-region us-east-1 \
-    </dev/null >>"$DIR/logs/origin$1.log" 2>&1 &
+    </dev/null >>"$DIR/logs/origin$1.log" 2>&1 9>&- &
   echo $! >"$DIR/pids/origin$1.pid"
 }
 wait_origin() {
@@ -326,8 +356,11 @@ reset() {
   if [ -s "$DIR/pg.dir" ]; then
     local pgdir
     pgdir=$(cat "$DIR/pg.dir")
-    # Only a directory up made (mktemp), never one a pg.dir edited by hand names.
-    if [[ "$pgdir" == /tmp/bdn-cluster-pg.* ]]; then rm -rf "$pgdir"; fi
+    # Only a directory up made (mktemp: one name, no "..", no link), never one a pg.dir edited by
+    # hand names.
+    if [[ "$pgdir" =~ ^/tmp/bdn-cluster-pg\.[A-Za-z0-9]{6}$ ]] && [ -d "$pgdir" ] && [ ! -L "$pgdir" ]; then
+      rm -rf "$pgdir"
+    fi
   fi
   rm -rf "$DIR"
   echo "cluster: stopped; $DIR and its PostgreSQL directory deleted"

@@ -301,4 +301,39 @@ badpg=$(cat "$BAD/pg.dir")
 BDN_CLUSTER_DIR="$BAD" bash "$CLUSTER" reset >/dev/null
 kill -0 "$s3pid" 2>/dev/null && fail "reset left s3rver (pid $s3pid) running"
 [ ! -e "$BAD" ] && [ ! -e "$badpg" ] || fail "reset left $BAD or $badpg"
+
+step "cluster.sh deletes and writes only a cluster directory of the caller's own"
+# A directory that holds no cluster is not deleted, nor used by up, nor named through a link.
+PRECIOUS="$WORK/precious"
+mkdir -p "$PRECIOUS/data"; echo keep >"$PRECIOUS/data/f"
+run_fails 2 "cluster: $PRECIOUS holds no cluster (no cluster.env and pids/): not deleting it" \
+  bash "$CLUSTER" --dir "$PRECIOUS" reset
+run_fails 2 "cluster: $PRECIOUS is not empty and holds no cluster: use a new or empty directory" \
+  bash "$CLUSTER" --dir "$PRECIOUS" up
+ln -s "$PRECIOUS" "$WORK/link"
+run_fails 2 "cluster: --dir $WORK/link is a symbolic link: name the directory itself" \
+  bash "$CLUSTER" --dir "$WORK/link" reset
+assert_eq keep "$(cat "$PRECIOUS/data/f")" "the unrelated directory's file"
+# A pg.dir naming a directory outside what up made ("..") is not deleted by reset.
+FAKE="$WORK/fake-cluster"
+mkdir -p "$FAKE/pids" "$WORK/victim"; chmod 700 "$FAKE"; touch "$FAKE/cluster.env"
+mkdir "/tmp/bdn-cluster-pg.x$$"  # so that the path resolves
+echo "/tmp/bdn-cluster-pg.x$$/../${WORK#/tmp/}/victim" >"$FAKE/pg.dir"
+bash "$CLUSTER" --dir "$FAKE" reset >/dev/null
+rmdir "/tmp/bdn-cluster-pg.x$$"
+[ -d "$WORK/victim" ] || fail "reset followed a pg.dir with .. to $WORK/victim"
+[ ! -e "$FAKE" ] || fail "reset left $FAKE"
+# One command at a time per cluster directory.
+mkdir -p "$FAKE/pids"; chmod 700 "$FAKE"; touch "$FAKE/cluster.env"
+exec 8>>"$FAKE/.lock"; flock 8
+run_fails 1 "cluster: another $CLUSTER is running on $FAKE; try again when it ends" \
+  bash "$CLUSTER" --dir "$FAKE" status
+exec 8>&-
+# Another user's directory (one made in /tmp before this user's first up) is refused.
+if [ "$(id -u)" = 0 ]; then
+  chown nobody "$FAKE"
+  run_fails 2 "cluster: $FAKE belongs to another user: use a directory of your own" \
+    bash "$CLUSTER" --dir "$FAKE" up
+  chown root "$FAKE"
+fi
 echo "PASS"
