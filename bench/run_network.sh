@@ -11,6 +11,8 @@
 # Prints a markdown report to stdout. The bdn binary is build/apps/bdn/bdn (scripts/build.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 work=${1:-/tmp/bdn-bench-net}
 rm -rf "$work"; mkdir -p "$work"
@@ -57,13 +59,7 @@ rm -rf "$work/embedded"
 BDN_HOME="$work/server-home" "$bdn" serve --listen 127.0.0.1:0 --data "$work/origin" \
   --insecure-no-auth 2>"$work/origin.log" &
 server_pid=$!
-url=""
-for _ in $(seq 1 100); do
-  url=$(sed -n '/listening on http:/{s/.*listening on \(http:\/\/[^ ]*\).*/\1/p;q}' "$work/origin.log")
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "origin did not start: $(cat "$work/origin.log")" >&2; exit 1; }
+url=$(wait_listening "$work/origin.log")
 export BDN_REMOTE="$url"
 export BDN_HOME="$work/client-home"
 

@@ -11,6 +11,8 @@
 # Env: BDN (default build/apps/bdn/bdn), DURATION (default 10), CONNS (default 16).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 work=${1:-/tmp/bdn-bench-scope}
 duration=${DURATION:-10}
@@ -22,13 +24,7 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUS
 
 "$bdn" serve --listen 127.0.0.1:0 --data "$work/data" 2>"$work/serve.log" &
 server_pid=$!
-url=""
-for _ in $(seq 1 100); do
-  url=$(sed -n '/listening on http:/{s/.*listening on \(http:\/\/[^ ]*\).*/\1/p;q}' "$work/serve.log")
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "server did not start: $(cat "$work/serve.log")" >&2; exit 1; }
+url=$(wait_listening "$work/serve.log")
 export BDN_REMOTE="$url"
 admin=$(cat "$work/data/admin.token")
 head -c $((128 << 20)) /dev/urandom > "$work/src/w.bin"

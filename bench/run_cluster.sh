@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Scale-out benchmark (issue 12 item 8), one run on one machine over loopback, with the real
+# components of scripts/cluster.sh (PostgreSQL, s3rver, two `bdn serve` origins on the object
+# store, HAProxy):
+#  - push of ckpt-0 through the load balancer to the two origins vs the same push to one
+#    `bdn serve --data DIR` (the single-server data directory), input warm, both durable;
+#  - cold read of the pushed file through mount -> node cache -> load balancer -> origin ->
+#    object store (origins restarted so that nothing is in their memory, page cache dropped) vs
+#    `aws s3 cp --recursive` of the packs from the same s3rver (page cache dropped);
+#  - requests to the object store per GiB written (the push) and read (the cold read), from the
+#    origins' bdn_objstore_requests_total.
+# Usage: bench/run_cluster.sh [WORKDIR]   (BDN_BENCH_SIZE_MIB=32 for a quick check that it runs;
+# ~4 GiB of free disk; "cold" drops the page cache as root, else evicts the files involved with
+# posix_fadvise(DONTNEED)). Needs scripts/setup.sh (PostgreSQL, HAProxy, awscli, s3rver).
+# Prints a markdown report to stdout. The bdn binary is $BDN, else build/apps/bdn/bdn.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
+export BDN=${BDN:-$repo/build/apps/bdn/bdn}
+bdn=$BDN
+work=${1:-/tmp/bdn-bench-cluster}
+cluster="$work/cluster"
+rm -rf "$work"; mkdir -p "$work"; chmod 700 "$work"
+mnt="$work/mnt"; mkdir -p "$mnt"
+server_pid=""
+cleanup() {
+  "$bdn" volume umount "$mnt" >/dev/null 2>&1 || true
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  [ -d "$cluster" ] && "$repo/scripts/cluster.sh" --dir "$cluster" reset >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+mib_s() { python3 -c "print(f'{$1 / $2 / 1048576:.0f}')"; }
+per_gib() { python3 -c "print(f'{$1 / ($2 / 2**30):.1f}')"; }
+json() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+drop() {
+  sync
+  if ! { echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
+    python3 "$repo/bench/evict.py" "$@"
+  fi
+}
+# metric NAME: the sum of NAME over both origins' /metrics.
+metric() {
+  local sum=0 u v
+  for u in "$BDN_CLUSTER_ORIGIN1" "$BDN_CLUSTER_ORIGIN2"; do
+    v=$(curl -sf "$u/metrics" | awk -v m="$1" '$1 == m {s += $NF} END {printf "%d\n", s}')
+    sum=$((sum + v))
+  done
+  echo "$sum"
+}
+
+python3 "$repo/bench/gen_checkpoints.py" --out "$work/gen" --size-mib "${BDN_BENCH_SIZE_MIB:-1024}" >/dev/null
+src="$work/gen/ckpt-0"; c0="$src/model.safetensors"; size=$(du -sb "$src" | awk '{print $1}')
+want=$(b3sum --no-names "$c0")
+
+echo "## Scale-out benchmark"
+echo
+echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem/ {print $2}') GiB RAM, kernel $(uname -r); PostgreSQL, s3rver, two origins, HAProxy, client and mount on one machine over loopback"
+echo "- input: bench/gen_checkpoints.py seed 42: ckpt-0, $size bytes"
+echo "- load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+# --- single server: `bdn serve --data DIR` ---
+BDN_HOME="$work/server-home" "$bdn" serve --listen 127.0.0.1:0 --data "$work/origin" \
+  --insecure-no-auth 2>"$work/origin.log" &
+server_pid=$!
+url=$(wait_listening "$work/origin.log")
+cat "$c0" >/dev/null; cat "$c0" >/dev/null
+t0=$(now)
+BDN_REMOTE="$url" BDN_HOME="$work/client-single" "$bdn" volume push "$src" bdn:bench/ckpt --json >/dev/null
+t1=$(now); push_single=$(secs $t0 $t1)
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+rm -rf "$work/origin"
+
+# --- the cluster ---
+"$repo/scripts/cluster.sh" --dir "$cluster" up >"$work/cluster-up.log" 2>&1 \
+  || { cat "$work/cluster-up.log" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "$cluster/cluster.env"
+# shellcheck disable=SC1091
+source "$cluster/aws.env"
+export BDN_REMOTE="$BDN_CLUSTER_LB" BDN_HOME="$work/client-cluster"
+BDN_TOKEN=$(cat "$cluster/admin.token"); export BDN_TOKEN
+aws() { AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true AWS_PAGER="" /usr/bin/aws --endpoint-url "$BDN_CLUSTER_S3" "$@"; }
+
+cat "$c0" >/dev/null
+w0=$(metric bdn_objstore_requests_total); p0=$(metric bdn_objstore_put_requests_total)
+t0=$(now); out=$("$bdn" volume push "$src" bdn:bench/ckpt --json); t1=$(now)
+push_cluster=$(secs $t0 $t1)
+w1=$(metric bdn_objstore_requests_total); p1=$(metric bdn_objstore_put_requests_total)
+ref=$(json version_ref <<<"$out")
+stored=$(aws s3 ls --recursive "s3://bdn/cluster/packs/" | awk '{s += $3; n++} END {printf "%d %d\n", s, n}')
+packs_bytes=${stored% *}; packs=${stored#* }
+
+# --- cold read: origins restarted (nothing in their memory), page cache dropped ---
+for o in origin1 origin2; do
+  "$repo/scripts/cluster.sh" --dir "$cluster" stop "$o" >/dev/null
+  "$repo/scripts/cluster.sh" --dir "$cluster" start "$o" >/dev/null
+done
+for _ in $(seq 1 100); do  # HAProxy marks both up again (checks every 500 ms)
+  curl -sf "$BDN_CLUSTER_LB/healthz" >/dev/null && curl -sf "$BDN_CLUSTER_LB/healthz" >/dev/null && break
+  sleep 0.1
+done
+cache="$work/node-cache"
+"$bdn" volume mount "$ref" "$mnt" --cache-dir "$cache" --cache-size 4G >/dev/null
+sleep 1  # the mount loads every chunk index in the background; not part of the read
+drop "$cluster" "$cache" "$c0"
+r0=$(metric bdn_objstore_requests_total); g0=$(metric bdn_objstore_get_requests_total)
+b0=$(metric bdn_objstore_received_bytes_total)
+t0=$(now); cat "$mnt/model.safetensors" >/dev/null; t1=$(now); cold_mnt=$(secs $t0 $t1)
+r1=$(metric bdn_objstore_requests_total); g1=$(metric bdn_objstore_get_requests_total)
+b1=$(metric bdn_objstore_received_bytes_total)
+got=$(b3sum --no-names "$mnt/model.safetensors")
+[ "$got" = "$want" ] || { echo "the mount served wrong bytes: $got, want $want" >&2; exit 1; }
+"$bdn" volume umount "$mnt" >/dev/null
+file_size=$(stat -c %s "$c0")
+
+# --- the reference: aws s3 cp of the packs from the same server ---
+drop "$cluster" "$cache" "$c0"
+t0=$(now); aws s3 cp --quiet --recursive "s3://bdn/cluster/packs/" "$work/awscp"; t1=$(now)
+aws_s=$(secs $t0 $t1)
+aws_bytes=$(du -sb "$work/awscp" | awk '{print $1}')
+
+echo "### Push of ckpt-0 (input warm in page cache; both durable)"
+echo
+echo "| push | seconds | MiB/s | ratio (single-server time / this time) | target |"
+echo "|---|---|---|---|---|"
+echo "| \`bdn volume push\` to one \`bdn serve --data DIR\` | $push_single | $(mib_s $size $push_single) | 1.00 | |"
+echo "| \`bdn volume push\` through HAProxy to two origins on s3rver + PostgreSQL | $push_cluster | $(mib_s $size $push_cluster) | **$(ratio $push_single $push_cluster)** | ≥ 0.7 |"
+echo
+echo "### Cold read of the $file_size-byte file"
+echo
+echo "| read | seconds | MiB/s of the file | bytes from the object store | ratio (aws time / this time) | target |"
+echo "|---|---|---|---|---|---|"
+echo "| \`aws s3 cp --recursive\` of the $packs packs | $aws_s | $(mib_s $file_size $aws_s) | $aws_bytes | 1.00 | |"
+echo "| \`cat\` through the mount → node cache → HAProxy → origin → s3rver | $cold_mnt | $(mib_s $file_size $cold_mnt) | $((b1 - b0)) | **$(ratio $aws_s $cold_mnt)** | ≥ 0.7 |"
+echo
+echo "### Object-store requests"
+echo
+echo "| direction | requests | of which PUT / GET | per GiB | target |"
+echo "|---|---|---|---|---|"
+echo "| written (the push; $packs packs, $packs_bytes bytes stored) | $((w1 - w0)) | $((p1 - p0)) PUT | **$(per_gib $((w1 - w0)) $size)** | ≤ 64 |"
+echo "| read (the cold read) | $((r1 - r0)) | $((g1 - g0)) GET | **$(per_gib $((r1 - r0)) $file_size)** | ≤ 64 |"
+echo
+echo "b3sum of the file read through the mount matched the source ($want)."
