@@ -94,10 +94,13 @@ die() { echo "cluster: $*" >&2; exit 1; }
 # can say what a failed `up` had started).
 env_add() { printf 'export %s=%q\n' "$1" "$2" >>"$DIR/cluster.env"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# wait_port PORT NAME: until something accepts on 127.0.0.1:PORT (60 s), else dies with NAME's log.
+# wait_port PORT NAME: until something accepts on 127.0.0.1:PORT (60 s by the clock), else dies
+# with NAME's log; dies at once if NAME's process has exited.
 wait_port() {
-  for _ in $(seq 1 600); do
+  local deadline=$((SECONDS + 60))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1" 2>/dev/null && return 0
+    running "$2" || die "$2 exited: see $DIR/logs/$2.log"
     sleep 0.1
   done
   die "$2 did not start listening on 127.0.0.1:$1: see $DIR/logs/$2.log"
@@ -145,6 +148,8 @@ up() {
       >"$DIR/logs/initdb.log" 2>&1 || die "initdb failed: see $DIR/logs/initdb.log"
     echo "$pgdir" >"$DIR/pg.dir"
   fi
+  pg_as "$pgbin/pg_ctl" -D "$pgdir/data" status >/dev/null 2>&1 \
+    && die "PostgreSQL of this cluster is running already (after an up that failed?): $0 down first"
   pgport=$(free_port)
   env_add BDN_CLUSTER_PG_DIR "$pgdir"
   env_add BDN_CLUSTER_PG_BIN "$pgbin"

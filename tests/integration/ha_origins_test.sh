@@ -31,6 +31,7 @@ export BDN_CLUSTER_DIR="$CDIR"
 ha_cleanup() {
   local rc=$?
   BDN_CLUSTER_DIR="$WORK/cluster-bad" bash "$CLUSTER" reset >/dev/null 2>&1 || true
+  BDN_CLUSTER_DIR="$WORK/cluster-dead" bash "$CLUSTER" reset >/dev/null 2>&1 || true
   bash "$CLUSTER" down >/dev/null 2>&1 || true
   if [ -s "$CDIR/pg.dir" ]; then
     cp "$(cat "$CDIR/pg.dir")/log" "$WORK/postgres.log" 2>/dev/null || true
@@ -296,10 +297,14 @@ status_out=$(BDN_CLUSTER_DIR="$BAD" bash "$CLUSTER" status) && fail "status afte
 [[ "$status_out" =~ (^|$'\n')origin1\ +stopped ]] || fail "status after a failed up: $status_out"
 [[ "$status_out" =~ (^|$'\n')haproxy\ +stopped\ +-\ +-($'\n') ]] || fail "status after a failed up: $status_out"
 [[ "$status_out" =~ (^|$'\n')postgres\ +running ]] || fail "status after a failed up: $status_out"
+run_fails 1 "cluster: s3rver is running already ($BAD): $CLUSTER down first" \
+  env BDN_CLUSTER_DIR="$BAD" bash "$CLUSTER" up
 s3pid=$(cat "$BAD/pids/s3rver.pid")
+kill "$s3pid"
+run_fails 1 "cluster: PostgreSQL of this cluster is running already (after an up that failed?): $CLUSTER down first" \
+  env BDN_CLUSTER_DIR="$BAD" bash "$CLUSTER" up
 badpg=$(cat "$BAD/pg.dir")
 BDN_CLUSTER_DIR="$BAD" bash "$CLUSTER" reset >/dev/null
-kill -0 "$s3pid" 2>/dev/null && fail "reset left s3rver (pid $s3pid) running"
 [ ! -e "$BAD" ] && [ ! -e "$badpg" ] || fail "reset left $BAD or $badpg"
 
 step "cluster.sh deletes and writes only a cluster directory of the caller's own"
@@ -329,6 +334,13 @@ exec 8>>"$FAKE/.lock"; flock 8
 run_fails 1 "cluster: another $CLUSTER is running on $FAKE; try again when it ends" \
   bash "$CLUSTER" --dir "$FAKE" status
 exec 8>&-
+# A service that exits at once is reported at once, not after the 60 s wait.
+mkdir -p "$WORK/fakebin"; printf '#!/bin/sh\nexit 3\n' >"$WORK/fakebin/node"; chmod +x "$WORK/fakebin/node"
+DEAD="$WORK/cluster-dead"
+run_fails 1 "cluster: s3rver exited: see $DEAD/logs/s3rver.log" \
+  env PATH="$WORK/fakebin:$PATH" bash "$CLUSTER" --dir "$DEAD" up
+bash "$CLUSTER" --dir "$DEAD" reset >/dev/null
+[ ! -e "$DEAD" ] || fail "reset left $DEAD"
 # Another user's directory (one made in /tmp before this user's first up) is refused.
 if [ "$(id -u)" = 0 ]; then
   chown nobody "$FAKE"
