@@ -194,8 +194,12 @@ EOF
   spawn_origin 2 "$p2" "$db" "$s3"
   for n in 1 2; do wait_origin "$n"; done
 
-  # HAProxy: round robin, /healthz checks every 500 ms, a request whose connection to a replica
-  # fails goes to the other one.
+  # HAProxy: reads of one version (the Bdn-Version header a mount or pull sends) go to one
+  # origin, chosen by a consistent hash of the version, so that the object store sends each pack
+  # once: an origin reads a pack whole for a bulk batch and serves the batches that follow from
+  # memory, which only works if they come to it. Requests without the header (pushes, tags) go
+  # round robin. /healthz checks every 500 ms; a request whose connection to a replica fails goes
+  # to the other one, and a version's reads move to the other one while its origin is down.
   local lbport; lbport=$(free_port)
   cat >"$DIR/haproxy.cfg" <<EOF
 global
@@ -212,7 +216,8 @@ frontend bdn
   bind 127.0.0.1:$lbport
   default_backend origins
 backend origins
-  balance roundrobin
+  balance hdr(Bdn-Version)
+  hash-type consistent
   option httpchk GET /healthz
   default-server inter 500ms fall 2 rise 1
   server origin1 127.0.0.1:$p1 check
