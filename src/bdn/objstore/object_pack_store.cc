@@ -82,18 +82,77 @@ struct ObjectPackStore::SpoolPack {
 };
 
 // A range of a pack fetched with one GET: being fetched, or ready (with its bytes or an error).
+// Buffers for fetched pack ranges, kept once their segment is dropped so that the next fetch
+// writes into memory already mapped: a fresh 64 MiB buffer costs 16,384 page faults. Only
+// buffers of at least kMinBytes are kept, up to `limit` bytes in all. Thread-safe.
+class ObjectPackStore::BufferPool {
+ public:
+  static constexpr uint64_t kMinBytes = uint64_t{1} << 20;
+  explicit BufferPool(uint64_t limit) : limit_(limit) {}
+
+  // A buffer of at least n bytes: the smallest kept one of at most 2n bytes, else a new one of
+  // exactly n. Only its first n bytes are meant to be used.
+  std::vector<uint8_t> Take(uint64_t n) {
+    if (n >= kMinBytes) {
+      MutexLock l(mu_);
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it) {
+        if (it->size() >= n && it->size() <= 2 * n &&
+            (best == free_.end() || it->size() < best->size())) {
+          best = it;
+        }
+      }
+      if (best != free_.end()) {
+        std::vector<uint8_t> v = std::move(*best);
+        free_.erase(best);
+        free_bytes_ -= v.size();
+        return v;
+      }
+    }
+    return std::vector<uint8_t>(n);
+  }
+
+  // Keeps `v` for a later Take if it is large enough and there is room; else frees it.
+  void Give(std::vector<uint8_t> v) {
+    if (v.size() < kMinBytes) return;
+    MutexLock l(mu_);
+    if (free_bytes_ + v.size() > limit_) return;
+    free_bytes_ += v.size();
+    free_.push_back(std::move(v));
+  }
+
+ private:
+  const uint64_t limit_;
+  Mutex mu_;
+  std::vector<std::vector<uint8_t>> free_ GUARDED_BY(mu_);
+  uint64_t free_bytes_ GUARDED_BY(mu_) = 0;
+};
+
 struct ObjectPackStore::Segment {
   uint64_t pack = 0;
   uint64_t begin = 0;
   uint64_t end = 0;
   bool ready = false;
   Status error;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t>
+      bytes;  // [begin, end) of the pack at its start; may be longer (a reused buffer)
   uint64_t last_use = 0;
+  std::shared_ptr<BufferPool> pool;  // where `bytes` goes back to, if anywhere
+
+  std::span<const uint8_t> data() const {
+    return std::span<const uint8_t>(bytes).first(end - begin);
+  }
+  ~Segment() {
+    if (pool) pool->Give(std::move(bytes));
+  }
 };
 
 ObjectPackStore::ObjectPackStore(std::shared_ptr<S3Client> client, ObjectPackStoreOptions options)
-    : client_(std::move(client)), options_(std::move(options)), catalog_(options_.catalog) {
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      catalog_(options_.catalog),
+      buffers_(std::make_shared<BufferPool>(
+          std::min(options_.read_cache_bytes, 2 * options_.whole_pack_bytes))) {
   if (!catalog_) {
     catalog_ =
         std::make_shared<BucketCatalog>(client_, options_.claims_retain_since, options_.clock);
@@ -992,7 +1051,8 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
     seg->pack = pack;
     seg->begin = begin;
     seg->end = end;
-    BDN_ASSIGN_OR_RETURN(seg->bytes, client_->GetRange(key, begin, end - begin));
+    seg->bytes.resize(end - begin);
+    BDN_RETURN_IF_ERROR(client_->GetRangeInto(key, begin, seg->bytes));
     counters_.fetched_bytes += seg->bytes.size();
     seg->ready = true;
     return std::shared_ptr<const Segment>(seg);
@@ -1049,12 +1109,15 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
     seg->end = fetch_end;
     segments_[pack].push_back(seg);
   }
-  auto got = client_->GetRange(key, seg->begin, seg->end - seg->begin);
+  std::vector<uint8_t> buffer = buffers_->Take(seg->end - seg->begin);
+  Status got = client_->GetRangeInto(key, seg->begin,
+                                     std::span<uint8_t>(buffer).first(seg->end - seg->begin));
   MutexLock l(cache_mu_);
   seg->ready = true;
-  if (got) {
-    counters_.fetched_bytes += got->size();
-    seg->bytes = std::move(*got);
+  if (got.ok()) {
+    counters_.fetched_bytes += seg->end - seg->begin;
+    seg->bytes = std::move(buffer);
+    seg->pool = buffers_;
     seg->last_use = ++use_clock_;
     cached_bytes_ += seg->bytes.size();
     // Least recently used ranges go first.
@@ -1072,13 +1135,14 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
       if (list.empty()) segments_.erase(oldest->pack);
     }
   } else {
-    seg->error = got.error();
+    buffers_->Give(std::move(buffer));
+    seg->error = got;
     auto& list = segments_[pack];
     std::erase(list, seg);
     if (list.empty()) segments_.erase(pack);
   }
   cache_cv_.notify_all();
-  if (!got) return Err(seg->error);
+  if (!got.ok()) return Err(seg->error);
   return std::shared_ptr<const Segment>(seg);
 }
 
@@ -1145,15 +1209,15 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
           return;
         }
         for (const auto& [index, b] : run.members) {
-          auto rec = std::span<const uint8_t>((*seg)->bytes)
-                         .subspan(b.loc.offset - (*seg)->begin,
-                                  std::min<uint64_t>(b.loc.end(), (*seg)->end) - b.loc.offset);
+          auto rec =
+              (*seg)->data().subspan(b.loc.offset - (*seg)->begin,
+                                     std::min<uint64_t>(b.loc.end(), (*seg)->end) - b.loc.offset);
           auto blob = DecodeRecord(b, rec);
           if (!blob && blob.error().code() == StatusCode::kCorruption) {
             // Damaged on the way or in memory? Read the record alone once more.
             DropCached(b.pack);
             auto again = Range(b.pack, b.loc.offset, b.loc.end(), false, true);
-            if (again) blob = DecodeRecord(b, (*again)->bytes);
+            if (again) blob = DecodeRecord(b, (*again)->data());
             if (!blob && blob.error().code() == StatusCode::kCorruption) {
               WriterLock l(mu_);
               if (bad_.insert({b.pack, b.loc.offset}).second) ++counters_.damaged_copies;

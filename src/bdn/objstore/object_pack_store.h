@@ -70,6 +70,10 @@ struct ObjectPackStoreOptions {
   // more of the pack, kept in the cache.
   uint64_t readahead_bytes = uint64_t{32} << 20;
   // Bytes of fetched pack ranges kept in memory for later reads (0: none, and no read-ahead).
+  // Besides these, the buffers of up to two whole packs (2 x whole_pack_bytes, at most
+  // read_cache_bytes) are kept after their ranges are dropped, for the next fetches to write
+  // into: memory already mapped costs no page faults (they were most of an origin's CPU in a
+  // cold read, bench/run_cluster.sh).
   uint64_t read_cache_bytes = uint64_t{512} << 20;
   int gets_in_flight = 8;
   // Uploaded packs not yet in an index table are written into one once this many accumulate.
@@ -174,6 +178,7 @@ class ObjectPackStore : public ChunkStore, public GcStore {
  private:
   struct SpoolPack;
   struct Segment;
+  class BufferPool;
   class SpoolWriter;
   // Where a blob is.
   struct Where {
@@ -319,6 +324,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
       GUARDED_BY(cache_mu_);
   uint64_t cached_bytes_ GUARDED_BY(cache_mu_) = 0;
   uint64_t use_clock_ GUARDED_BY(cache_mu_) = 0;
+  // Buffers of dropped segments, for the next fetches (shared with the segments, which give their
+  // buffer back when the last reader lets go).
+  std::shared_ptr<BufferPool> buffers_;
 
   struct Counters {
     std::atomic<uint64_t> packs_uploaded{0}, bytes_uploaded{0}, upload_failures{0},

@@ -121,6 +121,15 @@ class ObjectPackStoreTest : public ::testing::Test {
     }
     return out;
   }
+  // One GetMany of every blob in `blobs` answers their bytes.
+  void ExpectBatchReadsBack(ChunkStore& store,
+                            const std::vector<std::pair<Digest, std::vector<uint8_t>>>& blobs) {
+    std::vector<Digest> ids;
+    for (const auto& [id, data] : blobs) ids.push_back(id);
+    auto got = store.GetMany(ids);
+    ASSERT_OK(got);
+    for (size_t i = 0; i < blobs.size(); ++i) EXPECT_EQ(*(*got)[i], blobs[i].second) << i;
+  }
   uint64_t ProxyCount(const std::string& kind) {
     auto s = server_.Stats();
     return s["kinds"].contains(kind) ? s["kinds"][kind].get<uint64_t>() : 0;
@@ -418,6 +427,33 @@ TEST_F(ObjectPackStoreTest, ABulkReadTakesTheWholePackForTheBatchesThatFollow) {
       b->stats().fetched_bytes - fetched_before);
 }
 
+TEST_F(ObjectPackStoreTest, AServerThatIgnoresRangeStillGivesTheRightBytes) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 24, 65536, 27);
+  ASSERT_OK(a->Sync());
+  ObjectPackStoreOptions r = SmallPacks(dir_.path() / "b");
+  r.read_cache_bytes = 0;  // every read is a ranged GET of its own
+  auto b = OpenStore(ClientFor(server_), r);
+  ASSERT_TRUE(b);
+  // Every GET from here on is answered 200 with the whole pack: the bytes before and after the
+  // asked range are dropped.
+  server_.SetFaults({{{"kind", "get"}, {"count", 1000}, {"ignore_range", true}}});
+  server_.ResetStats();
+  for (size_t i : {size_t{0}, size_t{7}, size_t{23}}) {
+    auto got = b->Get(blobs[i].first);
+    ASSERT_OK(got);
+    EXPECT_EQ(*got, blobs[i].second) << i;
+  }
+  EXPECT_EQ(3u, ProxyCount("get"));
+  // A bulk batch reads whole packs the same way.
+  auto c = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "c"));
+  ASSERT_TRUE(c);
+  ExpectBatchReadsBack(*c, blobs);
+}
+
 TEST_F(ObjectPackStoreTest, ALargePackIsUploadedInParts) {
   ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
   o.pack_target_bytes = 1 << 20;
@@ -450,11 +486,7 @@ TEST_F(ObjectPackStoreTest, ServerErrorsAndResetsAreRetried) {
   EXPECT_EQ(PackKeys().size() + 4, ProxyCount("put"));
   auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
   ASSERT_TRUE(b);
-  std::vector<Digest> ids;
-  for (const auto& [id, data] : blobs) ids.push_back(id);
-  auto got = b->GetMany(ids);
-  ASSERT_OK(got);
-  for (size_t i = 0; i < blobs.size(); ++i) EXPECT_EQ(*(*got)[i], blobs[i].second);
+  ExpectBatchReadsBack(*b, blobs);
   // The three 503s, and the reset unless libcurl itself sent the request again (it does once when
   // a connection it reused turns out closed).
   EXPECT_GE(a->stats().s3.retries, 3u);

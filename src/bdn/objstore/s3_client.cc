@@ -1,6 +1,7 @@
 #include "bdn/objstore/s3_client.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -91,6 +92,9 @@ struct S3Client::Call {
   std::atomic<uint64_t>* counter = nullptr;
   bool large = false;  // a large body in either direction: a stall timeout, a longer deadline
   uint64_t expect_bytes = 0;  // of the answer, for the deadline
+  // Passed on to http::Request (a 2xx body streamed to on_body; called again on a retry).
+  std::function<bool(int, const std::vector<std::pair<std::string, std::string>>&)> on_headers;
+  std::function<bool(std::span<const uint8_t>)> on_body;
 };
 
 S3Client::S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
@@ -179,6 +183,8 @@ Result<http::Response> S3Client::Send(const Call& call) {
       req.deadline = options_.request_deadline + milliseconds(1000 * (bytes >> 18));
       req.stall_timeout = options_.stall_timeout;
     }
+    req.on_headers = call.on_headers;
+    req.on_body = call.on_body;
     SignS3Request(req, options_.credentials, options_.location.region, payload_sha);
     if (call.counter) call.counter->fetch_add(1, std::memory_order_relaxed);
     if (attempt > 1) counters_.retries.fetch_add(1, std::memory_order_relaxed);
@@ -309,8 +315,20 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
 
 Result<std::vector<uint8_t>> S3Client::GetRange(const std::string& key, uint64_t offset,
                                                 uint64_t length) {
-  if (length == 0) return std::vector<uint8_t>();
+  std::vector<uint8_t> out(length);
+  BDN_RETURN_IF_ERROR(GetRangeInto(key, offset, out));
+  return out;
+}
+
+Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out) {
+  if (out.empty()) return Status::Ok();
+  const uint64_t length = out.size();
   const std::string range = RangeText(offset, length);
+  // Where the answer's bytes go: a 206 starts at `offset`; a server that ignores Range answers
+  // 200 with the whole object, whose bytes before `offset` are skipped.
+  uint64_t seen = 0, filled = 0;
+  bool partial = false;  // a 206
+  std::string refused;   // why the answer was refused, "" if it was not
   Call c{.method = http::Method::kGet,
          .key = key,
          .headers = {{"Range", "bytes=" + range}},
@@ -318,25 +336,52 @@ Result<std::vector<uint8_t>> S3Client::GetRange(const std::string& key, uint64_t
          .counter = &counters_.gets,
          .large = true,
          .expect_bytes = length};
-  BDN_ASSIGN_OR_RETURN(http::Response r, Send(c));
-  counters_.bytes_received.fetch_add(r.body.size(), std::memory_order_relaxed);
-  if (r.status == 206) {
+  c.on_headers = [&](int status, const std::vector<std::pair<std::string, std::string>>& h) {
+    seen = filled = 0;  // a retry starts over
+    partial = status == 206;
+    if (!partial) return true;  // a 200 is checked by its length below; others are errors
     const std::string want = "bytes " + range + "/";
-    auto got = r.Header("content-range");
-    if (!got || !got->starts_with(want) || r.body.size() != length) {
-      return Err(InternalError(uri_ + ": GET " + key + ": asked bytes " + range + ", got " +
-                               (got ? "\"" + EscapeName(*got) + "\"" : std::string("no range")) +
-                               " with " + std::to_string(r.body.size()) + " bytes"));
+    const std::string* got = nullptr;
+    for (const auto& [name, value] : h) {
+      if (name == "content-range") got = &value;
     }
-    return std::move(r.body);
+    if (got == nullptr || !got->starts_with(want)) {
+      refused = "asked bytes " + range + ", got " +
+                (got ? "\"" + EscapeName(*got) + "\"" : std::string("no range"));
+      return false;
+    }
+    return true;
+  };
+  c.on_body = [&](std::span<const uint8_t> piece) {
+    const uint64_t piece_begin = seen;
+    seen += piece.size();
+    if (partial) {
+      if (filled + piece.size() > length) {
+        refused = "asked bytes " + range + ", got more than " + std::to_string(length);
+        return false;
+      }
+      std::memcpy(out.data() + filled, piece.data(), piece.size());
+      filled += piece.size();
+      return true;
+    }
+    // The whole object: keep [offset, offset + length).
+    const uint64_t lo = std::max(piece_begin, offset), hi = std::min(seen, offset + length);
+    if (lo < hi) {
+      std::memcpy(out.data() + (lo - offset), piece.data() + (lo - piece_begin), hi - lo);
+      filled += hi - lo;
+    }
+    return true;
+  };
+  auto r = Send(c);
+  if (!refused.empty()) return InternalError(uri_ + ": GET " + key + ": " + refused);
+  if (!r) return r.error();
+  counters_.bytes_received.fetch_add(seen, std::memory_order_relaxed);
+  if (filled != length) {
+    return InternalError(uri_ + ": GET " + key + ": asked bytes " + range + ", got " +
+                         std::to_string(seen) +
+                         (partial ? " bytes" : " bytes of the whole object"));
   }
-  // A server that ignores Range answers 200 with the whole object.
-  if (r.body.size() < offset + length) {
-    return Err(InternalError(uri_ + ": GET " + key + ": asked bytes " + range + ", got " +
-                             std::to_string(r.body.size()) + " bytes of the whole object"));
-  }
-  return std::vector<uint8_t>(r.body.begin() + static_cast<ptrdiff_t>(offset),
-                              r.body.begin() + static_cast<ptrdiff_t>(offset + length));
+  return Status::Ok();
 }
 
 Status S3Client::Delete(const std::string& key) {

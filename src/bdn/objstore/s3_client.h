@@ -98,6 +98,11 @@ class S3Client {
   // bucket not found" for NoSuchBucket; Internal "<uri>: GET <key>: asked bytes a-b, got …" for
   // a short or misplaced answer; as Put for the rest.
   Result<std::vector<uint8_t>> GetRange(const std::string& key, uint64_t offset, uint64_t length);
+  // The same ranged GET, written into `out` (bytes [offset, offset + out.size()) of `key`) as
+  // they arrive, with no buffer of the client's own: a caller that reuses `out` reads a pack
+  // without touching fresh memory. A retry rewrites `out` from its start; after an error its
+  // contents are unspecified. Errors: as GetRange.
+  Status GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out);
 
   // DeleteObject; deleting a key that does not exist succeeds (as S3 answers). Errors: as Put.
   Status Delete(const std::string& key);
