@@ -7,13 +7,18 @@
 # own, so the figure does not come from the GC being measured).
 # Usage: bench/gc_bench.sh [WORKDIR]   BDN_BENCH_SIZE_MIB (default 1024) sizes each checkpoint,
 # GC_FRACTION (default 0.5) is --max-repack-fraction. Prints a markdown report to stdout.
+# WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
+# deleted at the end unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 work=${1:-/tmp/bdn-gc-bench}
 size=${BDN_BENCH_SIZE_MIB:-1024}
 fraction=${GC_FRACTION:-0.5}
-rm -rf "$work"; mkdir -p "$work"
+trap release_workdir EXIT
+claim_workdir "$work"
 export BDN_RETENTION=0s
 
 # record_bytes HOME: bytes of every blob record (64-byte header + stored bytes) in HOME's packs.

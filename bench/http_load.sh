@@ -15,8 +15,12 @@
 # Env: DURATION (seconds per GET run, default 10), BATCH_DURATION (batch runs, default 30),
 # CONNS (default "16 256 2000"), WRK_THREADS (2), RATE (default 1000), BATCH_RATE (default 20).
 # Prints a markdown report to stdout.
+# WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
+# deleted at the end unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 prev=${1:-}
 work=${2:-/tmp/bdn-bench-http}
@@ -26,13 +30,14 @@ rate=${RATE:-1000}
 batch_rate=${BATCH_RATE:-20}
 conns=${CONNS:-16 256 2000}
 wrk_threads=${WRK_THREADS:-2}
-rm -rf "$work"; mkdir -p "$work"
 server_pid=""; slow_pid=""
 cleanup() {
   [ -n "$slow_pid" ] && kill "$slow_pid" 2>/dev/null || true
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  release_workdir
 }
 trap cleanup EXIT
+claim_workdir "$work"
 ulimit -n 65536 2>/dev/null || true
 
 # start_server BIN NAME [flags]: serves $work/data-NAME on a free port; sets url and server_pid.

@@ -6,18 +6,22 @@
 # Usage: bench/objstore_index.sh [WORKDIR]   PACKS (default 2000), PER_PACK (default 64),
 # PG_SECONDS (how long pgbench runs, default 10).
 # Prints the measurements to stdout (for docs/benchmarks.md; not yet measured at full size).
+# WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
+# deleted at the end unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bin=${OBJSTORE_INDEX:-$repo/build/bench/objstore_index}
 work=${1:-/tmp/bdn-objstore-index-bench}
 packs=${PACKS:-2000}
 per_pack=${PER_PACK:-64}
 pg_seconds=${PG_SECONDS:-10}
-rm -rf "$work"; mkdir -p "$work"
 pids=()
 # PostgreSQL refuses to run as root: as root, its commands run as Debian's postgres user.
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-trap 'for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; [ -n "${pgdata:-}" ] && as_pg /usr/lib/postgresql/15/bin/pg_ctl -D "$pgdata" -m immediate stop >/dev/null 2>&1; true' EXIT
+trap 'for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; [ -n "${pgdata:-}" ] && as_pg /usr/lib/postgresql/15/bin/pg_ctl -D "$pgdata" -m immediate stop >/dev/null 2>&1; release_workdir; true' EXIT
+claim_workdir "$work"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$work/s3rver"

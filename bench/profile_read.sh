@@ -6,15 +6,20 @@
 # Usage: bench/profile_read.sh [WORKDIR] [OUTDIR]   (needs perf and strace; ~3 GiB of free disk)
 # Writes OUTDIR/perf_push.txt, perf_first_read.txt, perf_sys_first_read.txt (perf report, by
 # symbol), strace_first_read.txt and info.txt (the timings); OUTDIR defaults to WORKDIR/out.
+# WORKDIR/run (the store, the mount): missing, empty or one a bench run made (bench/lib.sh
+# claim_workdir), one run at a time; deleted at the end unless BDN_BENCH_KEEP=1.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 w=${1:-/tmp/bdn-profile}
 out=${2:-$w/out}
-rm -rf "$w/run"; mkdir -p "$w/run/mnt" "$out"
 export BDN_HOME="$w/run/home"
 mnt="$w/run/mnt"
-trap '"$bdn" volume umount "$mnt" >/dev/null 2>&1 || true' EXIT
+trap '"$bdn" volume umount "$mnt" >/dev/null 2>&1 || true; release_workdir' EXIT
+claim_workdir "$w/run"
+mkdir -p "$w/run/mnt" "$out"
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 # report DATA SORT: the 40 heaviest lines of `perf report` (awk reads to the end: no SIGPIPE).
@@ -67,5 +72,5 @@ mount_ref >/dev/null
 perf record -F 999 -a -g -o "$out/perf_sys.data" -- cat "$mnt/model.safetensors" >/dev/null 2>&1
 "$bdn" volume umount "$mnt" >/dev/null
 report "$out/perf_sys.data" comm,dso,symbol >"$out/perf_sys_first_read.txt"
-rm -rf "$w/run"
+release_workdir
 cat "$out/info.txt"

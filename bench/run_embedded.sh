@@ -4,14 +4,19 @@
 # Usage: bench/run_embedded.sh [WORKDIR]   (~6 GiB of free disk; "cold" drops the page cache with
 # drop_caches as root, else evicts the files involved with posix_fadvise(DONTNEED))
 # Prints a markdown report to stdout. The bdn binary is build/apps/bdn/bdn (scripts/build.sh).
+# WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
+# deleted at the end unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 work=${1:-/tmp/bdn-bench}
-rm -rf "$work"; mkdir -p "$work"
 export BDN_HOME="$work/home"
-mnt="$work/mnt"; mkdir -p "$mnt"
-trap '"$bdn" volume umount "$mnt" >/dev/null 2>&1 || true' EXIT
+mnt="$work/mnt"
+trap '"$bdn" volume umount "$mnt" >/dev/null 2>&1 || true; release_workdir' EXIT
+claim_workdir "$work"
+mkdir -p "$mnt"
 
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }

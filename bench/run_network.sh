@@ -9,20 +9,24 @@
 # ~5 GiB of free disk; "cold" drops the page cache with
 # drop_caches as root, else evicts the files involved with posix_fadvise(DONTNEED))
 # Prints a markdown report to stdout. The bdn binary is build/apps/bdn/bdn (scripts/build.sh).
+# WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
+# deleted at the end unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 work=${1:-/tmp/bdn-bench-net}
-rm -rf "$work"; mkdir -p "$work"
-mnt="$work/mnt"; mkdir -p "$mnt"
+mnt="$work/mnt"
 server_pid=""
 cleanup() {
   "$bdn" volume umount "$mnt" >/dev/null 2>&1 || true
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  release_workdir
 }
 trap cleanup EXIT
+claim_workdir "$work"
+mkdir -p "$mnt"
 
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }

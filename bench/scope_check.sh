@@ -9,6 +9,8 @@
 #
 # Usage: bench/scope_check.sh [WORKDIR]   (needs wrk, curl, b3sum, python3; ~2 minutes)
 # Env: BDN (default build/apps/bdn/bdn), DURATION (default 10), CONNS (default 16).
+# WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
+# deleted at the end unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
@@ -17,9 +19,10 @@ bdn=${BDN:-$repo/build/apps/bdn/bdn}
 work=${1:-/tmp/bdn-bench-scope}
 duration=${DURATION:-10}
 conns=${CONNS:-16}
-rm -rf "$work"; mkdir -p "$work/src"
 server_pid=""
-trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true' EXIT
+trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; release_workdir' EXIT
+claim_workdir "$work"
+mkdir -p "$work/src"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE
 
 "$bdn" serve --listen 127.0.0.1:0 --data "$work/data" 2>"$work/serve.log" &

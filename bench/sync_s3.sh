@@ -6,15 +6,19 @@
 # and the best time counts. Needs scripts/setup.sh (s3rver from tests/npm, awscli).
 # Usage: bench/sync_s3.sh [WORKDIR]   env: BENCH_BYTES (default 1073741824), RUNS
 # Prints a markdown report to stdout.
+# WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
+# deleted at the end unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 bdn=${BDN:-$repo/build/apps/bdn/bdn}
 work=${1:-/tmp/bdn-bench-sync}
 bytes=${BENCH_BYTES:-1073741824}
 runs=${RUNS:-3}
-rm -rf "$work"; mkdir -p "$work"
 pids=()
-trap 'for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done' EXIT
+trap 'for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; release_workdir' EXIT
+claim_workdir "$work"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY AWS_PROFILE
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
 export AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
