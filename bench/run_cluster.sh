@@ -13,6 +13,9 @@
 # ~4 GiB of free disk; "cold" drops the page cache as root, else evicts the files involved with
 # posix_fadvise(DONTNEED)). Needs scripts/setup.sh (PostgreSQL, HAProxy, awscli, s3rver).
 # Prints a markdown report to stdout. The bdn binary is $BDN, else build/apps/bdn/bdn.
+# WORKDIR (default /tmp/bdn-bench-cluster) must be missing, empty or one a bench run made
+# (bench/lib.sh claim_workdir); one run at a time uses it. A cluster a killed run left there is
+# reset first. WORKDIR is deleted at the end (cluster reset, ~5 GiB freed) unless BDN_BENCH_KEEP=1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
@@ -21,15 +24,37 @@ export BDN=${BDN:-$repo/build/apps/bdn/bdn}
 bdn=$BDN
 work=${1:-/tmp/bdn-bench-cluster}
 cluster="$work/cluster"
-rm -rf "$work"; mkdir -p "$work"; chmod 700 "$work"
-mnt="$work/mnt"; mkdir -p "$mnt"
+mnt="$work/mnt"
 server_pid=""
+# cluster_sh ARGS...: scripts/cluster.sh on this run's cluster, without the work directory's lock
+# (the services it starts must not hold it: after a killed run, the next one resets them).
+cluster_sh() { "$repo/scripts/cluster.sh" --dir "$cluster" "$@" {BENCH_LOCK_FD}>&-; }
+# stop_leftovers: stops what a run (this one, or a killed one) leaves in $work: its mount, its
+# cluster (reset: PostgreSQL's directory is outside $work). Fails if the reset fails.
+stop_leftovers() {
+  if [ -d "$mnt" ]; then "$bdn" volume umount "$mnt" >/dev/null 2>&1 || true; fi
+  if [ -f "$cluster/cluster.env" ] && [ -d "$cluster/pids" ]; then
+    cluster_sh reset >/dev/null || { echo "bench: could not reset the cluster in $cluster" >&2; return 1; }
+  fi
+}
 cleanup() {
-  "$bdn" volume umount "$mnt" >/dev/null 2>&1 || true
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  [ -d "$cluster" ] && "$repo/scripts/cluster.sh" --dir "$cluster" reset >/dev/null 2>&1 || true
+  [ "${BENCH_WORKDIR:-}" = "$work" ] || return 0  # refused $work: nothing there is this run's
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
+  if [ "${BDN_BENCH_KEEP:-0}" = 1 ]; then
+    "$bdn" volume umount "$mnt" >/dev/null 2>&1 || true
+    if [ -f "$cluster/cluster.env" ]; then cluster_sh down >/dev/null || true; fi
+    release_workdir  # says where it is
+  elif stop_leftovers; then
+    release_workdir
+  else
+    echo "bench: $work kept: reset its cluster with scripts/cluster.sh --dir $cluster reset" >&2
+  fi
 }
 trap cleanup EXIT
+stop_leftovers_or_exit() { stop_leftovers || exit 1; }
+claim_workdir "$work" stop_leftovers_or_exit
+chmod 700 "$work"  # the cluster's admin token is in it
+mkdir -p "$mnt"
 
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.3f}')"; }
@@ -43,11 +68,14 @@ drop() {
     python3 "$repo/bench/evict.py" "$@"
   fi
 }
-# metric NAME: the sum of NAME over both origins' /metrics.
+# metric NAME: the sum of NAME over both origins' /metrics. Exits 1 (the run with it: `x=$(metric
+# NAME)` fails) if an origin's /metrics cannot be read or has no NAME line, rather than count 0.
 metric() {
-  local sum=0 u v
+  local sum=0 u page v
   for u in "$BDN_CLUSTER_ORIGIN1" "$BDN_CLUSTER_ORIGIN2"; do
-    v=$(curl -sf "$u/metrics" | awk -v m="$1" '$1 == m {s += $NF} END {printf "%d\n", s}')
+    page=$(curl -sSf --max-time 30 "$u/metrics") || { echo "bench: cannot read $u/metrics" >&2; exit 1; }
+    v=$(awk -v m="$1" '$1 == m {s += $NF; n++} END {if (!n) exit 1; printf "%d\n", s}' <<<"$page") \
+      || { echo "bench: $u/metrics has no $1 line" >&2; exit 1; }
     sum=$((sum + v))
   done
   echo "$sum"
@@ -77,7 +105,7 @@ kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 rm -rf "$work/origin"
 
 # --- the cluster ---
-"$repo/scripts/cluster.sh" --dir "$cluster" up >"$work/cluster-up.log" 2>&1 \
+cluster_sh up >"$work/cluster-up.log" 2>&1 \
   || { cat "$work/cluster-up.log" >&2; exit 1; }
 # shellcheck disable=SC1091
 source "$cluster/cluster.env"
@@ -98,8 +126,8 @@ packs_bytes=${stored% *}; packs=${stored#* }
 
 # --- cold read: origins restarted (nothing in their memory), page cache dropped ---
 for o in origin1 origin2; do
-  "$repo/scripts/cluster.sh" --dir "$cluster" stop "$o" >/dev/null
-  "$repo/scripts/cluster.sh" --dir "$cluster" start "$o" >/dev/null
+  cluster_sh stop "$o" >/dev/null
+  cluster_sh start "$o" >/dev/null
 done
 for _ in $(seq 1 100); do  # HAProxy marks both up again (checks every 500 ms)
   curl -sf "$BDN_CLUSTER_LB/healthz" >/dev/null && curl -sf "$BDN_CLUSTER_LB/healthz" >/dev/null && break
