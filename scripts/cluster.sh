@@ -5,7 +5,8 @@
 #   s3rver (tests/npm, pinned)                the packs (--store s3://bdn/cluster)
 #   two `bdn serve` origins over both         stateless replicas (periodic GC, hourly, runs on one
 #                                             at a time: README, "Scaled out")
-#   HAProxy (Debian's), round robin           the one address clients use
+#   HAProxy (Debian's)                        the one address clients use (reads of one version
+#                                             go to one origin, the rest round robin)
 #   one `bdn cache serve` node                a cache tier in front of HAProxy
 #
 #   scripts/cluster.sh up       start everything, print the addresses and the admin token's file
@@ -19,6 +20,13 @@
 #
 # State (logs, data, pid files, addresses in cluster.env) goes to --dir DIR, else $BDN_CLUSTER_DIR,
 # else /tmp/bdn-cluster-$USER. The bdn binary is $BDN, else build/apps/bdn/bdn of this checkout.
+# DIR must be the caller's own, named by its real path (no symbolic link in any component, no
+# control character), and new, empty or one `up` made (cluster.env and pids/): every command but
+# `up` refuses any other directory. PostgreSQL's directory (/tmp/bdn-cluster-pg.*, named in
+# DIR/pg.dir) holds bdn-cluster-owner naming DIR: no command starts, stops or deletes one that
+# does not. A pid file's process counts as this cluster's only if it runs as the caller and its
+# arguments hold the exact pair this script gave it (--data DIR/originN, -f DIR/haproxy.cfg,
+# -d DIR/s3rver, --cache-dir DIR/cache).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,14 +50,30 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$CMD" ] || usage
+# A control character (a newline, say) in DIR would end up in files that are sourced and parsed.
+if [ -z "$DIR" ] || [[ "$DIR" == *[[:cntrl:]]* ]]; then
+  echo "cluster: --dir $(printf '%q' "$DIR"): empty or holds a control character: use a plain path" >&2; exit 2
+fi
+# No symbolic link anywhere in DIR: not the last component (with or without trailing slashes),
+# not a parent one. A link could send `reset` or the services' data elsewhere.
+while [[ "$DIR" == */ && "$DIR" != / ]]; do DIR=${DIR%/}; done
 [ ! -L "$DIR" ] || { echo "cluster: --dir $DIR is a symbolic link: name the directory itself" >&2; exit 2; }
+LEX=$(realpath -s -m -- "$DIR")  # absolute, "." and ".." folded, no link followed
+# The deepest part of it that exists (all of it, but for an `up` that creates DIR) has no link.
+EXISTING=$LEX
+while [ ! -e "$EXISTING" ] && [ ! -L "$EXISTING" ]; do EXISTING=$(dirname "$EXISTING"); done
+if [ -L "$EXISTING" ] || { [ -d "$EXISTING" ] && [ "$(cd "$EXISTING" && pwd -P)" != "$EXISTING" ]; }; then
+  echo "cluster: --dir $DIR goes through a symbolic link ($EXISTING is $(realpath -m -- "$EXISTING")): name the directory by its real path" >&2
+  exit 2
+fi
+DIR=$LEX  # the real path: ownership checks compare it with command lines
+[ "$DIR" != / ] || { echo "cluster: --dir /: use a directory of the cluster's own" >&2; exit 2; }
 if [ ! -d "$DIR" ]; then
+  [ ! -e "$DIR" ] || { echo "cluster: $DIR is not a directory" >&2; exit 2; }
   [ "$CMD" = up ] || { echo "cluster: never started in $DIR"; [ "$CMD" = down ] || [ "$CMD" = reset ]; exit; }
   mkdir -p "$DIR"
   chmod 700 "$DIR"  # it holds the admin token and every replica's data
 fi
-DIR="$(cd "$DIR" && pwd -P)"  # the real path: pid checks compare it with command lines
-[ "$DIR" != / ] || { echo "cluster: --dir /: use a directory of the cluster's own" >&2; exit 2; }
 # Another user's directory (say one made in /tmp before this user's first `up`) could feed this
 # script files to source and links to write through: only the caller's own is used.
 [ -O "$DIR" ] || { echo "cluster: $DIR belongs to another user: use a directory of your own" >&2; exit 2; }
@@ -61,7 +85,9 @@ for sub in logs pids; do
 done
 # A cluster's directory: what `up` made (cluster.env), or empty before the first `up`. reset
 # deletes it, so it refuses any other directory.
-is_cluster_dir() { [ -f "$DIR/cluster.env" ] && [ -d "$DIR/pids" ]; }
+is_cluster_dir() {
+  [ -f "$DIR/cluster.env" ] && [ ! -L "$DIR/cluster.env" ] && [ -O "$DIR/cluster.env" ] && [ -d "$DIR/pids" ]
+}
 has_other_files() {
   local f
   for f in "$DIR"/* "$DIR"/.[!.]* "$DIR"/..?*; do
@@ -70,11 +96,19 @@ has_other_files() {
   done
   return 1
 }
-if [ "$CMD" = up ] && ! is_cluster_dir && has_other_files; then
-  echo "cluster: $DIR is not empty and holds no cluster: use a new or empty directory" >&2; exit 2
-fi
-if [ "$CMD" = reset ] && ! is_cluster_dir; then
-  echo "cluster: $DIR holds no cluster (no cluster.env and pids/): not deleting it" >&2; exit 2
+# Only `up` makes a cluster directory; every other command (reset deletes one, down and stop kill
+# the processes its pid files name, start and status source its cluster.env) refuses any other
+# directory, and says "never started" of an empty one.
+if ! is_cluster_dir; then
+  if has_other_files; then
+    case "$CMD" in
+      up) echo "cluster: $DIR is not empty and holds no cluster: use a new or empty directory" >&2 ;;
+      reset) echo "cluster: $DIR holds no cluster (no cluster.env and pids/): not deleting it" >&2 ;;
+      *) echo "cluster: $DIR holds no cluster (no cluster.env and pids/): not using it" >&2 ;;
+    esac
+    exit 2
+  fi
+  [ "$CMD" = up ] || { echo "cluster: never started in $DIR"; [ "$CMD" = down ] || [ "$CMD" = reset ]; exit; }
 fi
 # One command at a time per cluster (two `start origin1` at once would both start one).
 exec 9>>"$DIR/.lock"
@@ -94,25 +128,45 @@ die() { echo "cluster: $*" >&2; exit 1; }
 # can say what a failed `up` had started).
 env_add() { printf 'export %s=%q\n' "$1" "$2" >>"$DIR/cluster.env"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# wait_port PORT NAME: until something accepts on 127.0.0.1:PORT (60 s by the clock), else dies
-# with NAME's log; dies at once if NAME's process has exited.
+# wait_port PORT NAME: until something accepts on 127.0.0.1:PORT while NAME's process runs (60 s
+# by the clock), else dies with NAME's log; dies at once if NAME's process has exited (another
+# program on the port is not NAME listening).
 wait_port() {
   local deadline=$((SECONDS + 60))
   while [ "$SECONDS" -lt "$deadline" ]; do
-    python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1" 2>/dev/null && return 0
     running "$2" || die "$2 exited: see $DIR/logs/$2.log"
+    if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1" 2>/dev/null; then
+      running "$2" || die "$2 exited: see $DIR/logs/$2.log"
+      return 0
+    fi
     sleep 0.1
   done
   die "$2 did not start listening on 127.0.0.1:$1: see $DIR/logs/$2.log"
 }
-# running NAME: whether the process of NAME's pid file is alive and is this cluster's (its command
-# line names $DIR: a pid file left behind may name an unrelated process by now).
+# owned NAME PID: whether PID is alive, runs as the caller, and its arguments (/proc/PID/cmdline,
+# split on NUL) hold, as two exact arguments in a row, the pair this script started NAME with. A
+# pid file left behind may name an unrelated process by now, one whose command line merely
+# mentions DIR included.
+owned() {
+  local flag val i args=()
+  case "$1" in
+    s3rver) flag=-d; val=$DIR/s3rver ;;
+    origin1|origin2) flag=--data; val=$DIR/$1 ;;
+    haproxy) flag=-f; val=$DIR/haproxy.cfg ;;
+    cache) flag=--cache-dir; val=$DIR/cache ;;
+    *) return 1 ;;
+  esac
+  [[ "$2" =~ ^[1-9][0-9]*$ ]] && kill -0 "$2" 2>/dev/null && [ -O "/proc/$2" ] || return 1
+  mapfile -d '' -t args 2>/dev/null <"/proc/$2/cmdline" || return 1
+  for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+    [ "${args[i]}" = "$flag" ] && [ "${args[i + 1]}" = "$val" ] && return 0
+  done
+  return 1
+}
+# running NAME: whether the process of NAME's pid file runs and is this cluster's NAME (owned).
 running() {
-  local pid
-  [ -s "$DIR/pids/$1.pid" ] || return 1
-  pid=$(cat "$DIR/pids/$1.pid")
-  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
-  [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *"$DIR/"* ]]
+  [ -s "$DIR/pids/$1.pid" ] && [ ! -L "$DIR/pids/$1.pid" ] || return 1
+  owned "$1" "$(cat "$DIR/pids/$1.pid")"
 }
 pg_bin() {
   local d found=""
@@ -122,6 +176,31 @@ pg_bin() {
 }
 # pg_as CMD...: as the postgres OS user when run as root (PostgreSQL refuses root).
 pg_as() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+PG_OWNER_FILE=bdn-cluster-owner
+# pg_dir_ours PGDIR: whether PGDIR is the PostgreSQL directory `up` made for this cluster: a name
+# mktemp gave (/tmp/bdn-cluster-pg.XXXXXX: no "..", not a link), owned by whoever runs PostgreSQL
+# (the caller, or postgres when the caller is root: pg_as), holding the caller's bdn-cluster-owner
+# (not a link) that names DIR. Another cluster's is not started, stopped or deleted by this one.
+pg_dir_ours() {
+  local uid=$UID
+  [ "$uid" != 0 ] || uid=$(id -u postgres 2>/dev/null) || return 1
+  [[ "$1" =~ ^/tmp/bdn-cluster-pg\.[A-Za-z0-9]{6}$ ]] && [ -d "$1" ] && [ ! -L "$1" ] || return 1
+  [ "$(stat -c %u -- "$1")" = "$uid" ] || return 1
+  [ -f "$1/$PG_OWNER_FILE" ] && [ ! -L "$1/$PG_OWNER_FILE" ] && [ -O "$1/$PG_OWNER_FILE" ] || return 1
+  [ "$(cat -- "$1/$PG_OWNER_FILE")" = "$DIR" ]
+}
+# pg_dir: prints the PostgreSQL directory DIR/pg.dir names; returns 0 if it is this cluster's
+# (pg_dir_ours), 1 if pg.dir names none or one that is gone, 2 if it names one that is not.
+pg_dir() {
+  local d
+  [ -s "$DIR/pg.dir" ] && [ ! -L "$DIR/pg.dir" ] || return 1
+  d=$(cat "$DIR/pg.dir")
+  echo "$d"
+  pg_dir_ours "$d" && return 0
+  { [ -e "$d" ] || [ -L "$d" ]; } && return 2
+  return 1
+}
+not_ours() { echo "$DIR/pg.dir names $1, which is not this cluster's PostgreSQL directory (no $PG_OWNER_FILE naming $DIR in it, or not its owner's)"; }
 haproxy_bin() { command -v haproxy || { [ -x /usr/sbin/haproxy ] && echo /usr/sbin/haproxy; } || die "HAProxy is not installed (scripts/setup.sh: Debian package haproxy)"; }
 
 up() {
@@ -134,19 +213,26 @@ up() {
   [ -z "$(find "$DIR" -maxdepth 0 -perm /077)" ] \
     || die "$DIR is open to other users and would hold the admin token: use a private directory (chmod 700) or a new one"
   mkdir -p "$DIR/logs" "$DIR/pids"
-  printf '# source this file: the cluster addresses (%s)\n' "$DIR" >"$DIR/cluster.env"
+  printf '# source this file: the cluster addresses (%q)\n' "$DIR" >"$DIR/cluster.env"
 
   # PostgreSQL: in a directory of its own the postgres user may enter (DIR may be private).
   local pgbin pgdir pgport
   pgbin=$(pg_bin)
-  if [ -s "$DIR/pg.dir" ] && [ -d "$(cat "$DIR/pg.dir")/data" ]; then
-    pgdir=$(cat "$DIR/pg.dir")
-  else
+  # The one pg.dir names if it is this cluster's (pg_dir_ours); a new one if pg.dir names none or
+  # a directory that is gone; never another one.
+  local rc=0
+  pgdir=$(pg_dir) || rc=$?
+  [ "$rc" != 2 ] || die "$(not_ours "$pgdir"): remove $DIR/pg.dir for a new one"
+  [ "$rc" = 0 ] || pgdir=""
+  if [ -z "$pgdir" ]; then
     pgdir=$(mktemp -d /tmp/bdn-cluster-pg.XXXXXX)
-    [ "$(id -u)" = 0 ] && chown postgres: "$pgdir"
+    printf '%s\n' "$DIR" >"$pgdir/$PG_OWNER_FILE"
+    if [ "$(id -u)" = 0 ]; then chown postgres: "$pgdir"; fi
+    echo "$pgdir" >"$DIR/pg.dir"  # before initdb: reset deletes it even if initdb fails
+  fi
+  if [ ! -d "$pgdir/data" ]; then
     pg_as "$pgbin/initdb" -D "$pgdir/data" -U postgres --auth=trust -E UTF8 --locale=C \
       >"$DIR/logs/initdb.log" 2>&1 || die "initdb failed: see $DIR/logs/initdb.log"
-    echo "$pgdir" >"$DIR/pg.dir"
   fi
   pg_as "$pgbin/pg_ctl" -D "$pgdir/data" status >/dev/null 2>&1 \
     && die "PostgreSQL of this cluster is running already (after an up that failed?): $0 down first"
@@ -283,14 +369,15 @@ wait_origin() {
   die "origin$1 did not start: see $DIR/logs/origin$1.log"
 }
 
-# stop_service NAME: SIGTERM (SIGKILL after 10 s) if it runs and is this cluster's.
+# stop_service NAME: SIGTERM if it runs and is this cluster's; SIGKILL after 10 s only if that
+# same process still runs and is still this cluster's (its pid may be another process's by then).
 stop_service() {
   local pid
   if running "$1"; then
     pid=$(cat "$DIR/pids/$1.pid")
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do owned "$1" "$pid" || break; sleep 0.1; done
+    if owned "$1" "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$DIR/pids/$1.pid"
 }
@@ -332,7 +419,7 @@ status() {
       s3rver) addr="$BDN_CLUSTER_S3 (bucket s3://$BUCKET/$PREFIX)" ;;
       origin1) addr=$BDN_CLUSTER_ORIGIN1 ;;
       origin2) addr=$BDN_CLUSTER_ORIGIN2 ;;
-      haproxy) addr="$BDN_CLUSTER_LB (round robin over origin1, origin2: use this one)" ;;
+      haproxy) addr="$BDN_CLUSTER_LB (over origin1, origin2: use this one)" ;;
       cache) addr="$BDN_CLUSTER_CACHE_NODE (cache node over the load balancer)" ;;
     esac
     [[ "$addr" != "- "* ]] || addr=-  # never started: no address, nothing to say about it
@@ -340,6 +427,7 @@ status() {
   done
   state=stopped
   if [ -n "${BDN_CLUSTER_PG_BIN:-}" ]; then
+    # shellcheck disable=SC2153  # set by cluster.env with BDN_CLUSTER_PG_BIN
     pg_as "$BDN_CLUSTER_PG_BIN/pg_ctl" -D "$BDN_CLUSTER_PG_DIR/data" status >/dev/null 2>&1 && state=running
   fi
   [ "$state" = running ] || bad=1
@@ -352,27 +440,23 @@ status() {
 down() {
   local s
   for s in cache haproxy origin1 origin2 s3rver; do stop_service "$s"; done
-  if [ -s "$DIR/pg.dir" ]; then
-    local pgdir; pgdir=$(cat "$DIR/pg.dir")
-    if [ -d "$pgdir/data" ]; then
-      pg_as "$(pg_bin)/pg_ctl" -D "$pgdir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
-    fi
+  local pgdir rc=0
+  pgdir=$(pg_dir) || rc=$?
+  if [ "$rc" = 0 ] && [ -d "$pgdir/data" ]; then
+    pg_as "$(pg_bin)/pg_ctl" -D "$pgdir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+  elif [ "$rc" = 2 ]; then
+    echo "cluster: $(not_ours "$pgdir"): not stopping or deleting it" >&2
   fi
   echo "cluster: stopped ($DIR kept)"
 }
 
 reset() {
   down >/dev/null
-  if [ -s "$DIR/pg.dir" ]; then
-    local pgdir
-    pgdir=$(cat "$DIR/pg.dir")
-    # Only a directory up made (mktemp: one name, no "..", no link), never one a pg.dir edited by
-    # hand names.
-    if [[ "$pgdir" =~ ^/tmp/bdn-cluster-pg\.[A-Za-z0-9]{6}$ ]] && [ -d "$pgdir" ] && [ ! -L "$pgdir" ]; then
-      rm -rf "$pgdir"
-    fi
-  fi
-  rm -rf "$DIR"
+  # Only the directory up made for this cluster (pg_dir_ours), never one a pg.dir edited by hand
+  # or copied from another cluster names (down has said so).
+  local pgdir
+  if pgdir=$(pg_dir); then rm -rf --one-file-system "$pgdir"; fi
+  rm -rf --one-file-system "$DIR"
   echo "cluster: stopped; $DIR and its PostgreSQL directory deleted"
 }
 

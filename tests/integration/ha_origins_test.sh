@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stateless origins behind a real load balancer (issue 12 item 3; README "Scaled out"), started
 # by scripts/cluster.sh: PostgreSQL, s3rver, two `bdn serve --store s3:// --db postgresql://`
-# replicas, HAProxy in round robin in front of them and one cache node. Everything goes through
+# replicas, HAProxy in front of them and one cache node. Everything goes through
 # HAProxy:
 # - both replicas started at once create exactly one admin key (one row, one admin.token, the
 #   token works on both);
@@ -16,7 +16,14 @@
 #   every version listed (nothing half-visible);
 # - a GC on one replica (restarted collecting every 2 s) deletes the packs of a removed version;
 #   a push of the same data through the other replica stores it again and verifies (the other
-#   replica must not answer from an index that still names the deleted packs).
+#   replica must not answer from an index that still names the deleted packs);
+# - cluster.sh's guards: only a cluster directory of the caller's own, named without a link in
+#   any component or a control character, is used (every command but up refuses another one);
+#   a pid file's process is the cluster's only with the exact arguments cluster.sh gave it; a
+#   PostgreSQL directory is started, stopped or deleted only if its bdn-cluster-owner names this
+#   cluster; bench/run_cluster.sh claims its work directory (bench/lib.sh claim_workdir: not a
+#   directory of other files, not while another run holds it), resets a cluster a killed run left
+#   there first, and deletes the directory at the end.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN BDN_REMOTE
 CLUSTER="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster.sh"
@@ -33,6 +40,7 @@ ha_cleanup() {
   BDN_CLUSTER_DIR="$WORK/cluster-bad" bash "$CLUSTER" reset >/dev/null 2>&1 || true
   BDN_CLUSTER_DIR="$WORK/cluster-dead" bash "$CLUSTER" reset >/dev/null 2>&1 || true
   bash "$CLUSTER" down >/dev/null 2>&1 || true
+  rm -rf "${OTHERPG:-}" "${BWPG:-}"
   if [ -s "$CDIR/pg.dir" ]; then
     cp "$(cat "$CDIR/pg.dir")/log" "$WORK/postgres.log" 2>/dev/null || true
     rm -rf "$(cat "$CDIR/pg.dir")"
@@ -46,6 +54,8 @@ step "scripts/cluster.sh up: both replicas start at once, exactly one admin key"
 bash "$CLUSTER" up >"$WORK/up.out" 2>&1 || fail "cluster.sh up: $(cat "$WORK/up.out")"
 # shellcheck disable=SC1091
 source "$CDIR/cluster.env"
+assert_eq "# source this file: the cluster addresses ($(printf '%q' "$CDIR"))" "$(sed -n 1p "$CDIR/cluster.env")" \
+  "cluster.env's first line"
 LB=$BDN_CLUSTER_LB
 O1=$BDN_CLUSTER_ORIGIN1
 O2=$BDN_CLUSTER_ORIGIN2
@@ -279,8 +289,19 @@ PIDS+=("$DECOY")
 echo "$DECOY" >"$CDIR/pids/origin2.pid"
 status_out=$(bash "$CLUSTER" status) && fail "status with a stale pid file: $status_out"
 [[ "$status_out" =~ (^|$'\n')origin2\ +stopped ]] || fail "status with a stale pid file: $status_out"
+# Nor one whose arguments merely mention the cluster's directory, or a near miss of the exact pair
+# cluster.sh gave the service (--data DIR/origin1, -f DIR/haproxy.cfg).
+python3 -c 'import time; time.sleep(600)' --data "$CDIR/origin1x" -f "$CDIR/" "$CDIR/haproxy.cfg" &
+DECOY2=$!
+PIDS+=("$DECOY2")
+echo "$DECOY2" >"$CDIR/pids/origin1.pid"
+echo "$DECOY2" >"$CDIR/pids/haproxy.pid"
+status_out=$(bash "$CLUSTER" status) && fail "status with pid files of near misses: $status_out"
+[[ "$status_out" =~ (^|$'\n')origin1\ +stopped ]] || fail "status with a near-miss pid file: $status_out"
+[[ "$status_out" =~ (^|$'\n')haproxy\ +stopped ]] || fail "status with a near-miss pid file: $status_out"
 bash "$CLUSTER" down >/dev/null
 kill -0 "$DECOY" 2>/dev/null || fail "cluster.sh down killed pid $DECOY, which was not the cluster's"
+kill -0 "$DECOY2" 2>/dev/null || fail "cluster.sh down killed pid $DECOY2, whose arguments only mention $CDIR"
 pgdir=$(cat "$CDIR/pg.dir")
 [ -d "$pgdir/data" ] || fail "no PostgreSQL directory at $pgdir"
 out=$(bash "$CLUSTER" reset) || fail "cluster.sh reset: $out"
@@ -315,19 +336,62 @@ run_fails 2 "cluster: $PRECIOUS holds no cluster (no cluster.env and pids/): not
   bash "$CLUSTER" --dir "$PRECIOUS" reset
 run_fails 2 "cluster: $PRECIOUS is not empty and holds no cluster: use a new or empty directory" \
   bash "$CLUSTER" --dir "$PRECIOUS" up
+for cmd in down status "stop origin1" "start origin1"; do
+  # shellcheck disable=SC2086  # cmd is one or two words
+  run_fails 2 "cluster: $PRECIOUS holds no cluster (no cluster.env and pids/): not using it" \
+    bash "$CLUSTER" --dir "$PRECIOUS" $cmd
+done
+[ ! -e "$PRECIOUS/.lock" ] || fail "cluster.sh wrote $PRECIOUS/.lock in a directory that holds no cluster"
 ln -s "$PRECIOUS" "$WORK/link"
 run_fails 2 "cluster: --dir $WORK/link is a symbolic link: name the directory itself" \
   bash "$CLUSTER" --dir "$WORK/link" reset
+# Nor with a trailing slash, nor through a link in a parent component (an up there would create
+# the directory in the link's target).
+for d in "$WORK/link/" "$WORK/link//"; do
+  run_fails 2 "cluster: --dir $WORK/link is a symbolic link: name the directory itself" bash "$CLUSTER" --dir "$d" reset
+done
+run_fails 2 "cluster: --dir $WORK/link/data goes through a symbolic link ($WORK/link/data is $PRECIOUS/data): name the directory by its real path" \
+  bash "$CLUSTER" --dir "$WORK/link/data" down
+run_fails 2 "cluster: --dir $WORK/link/new goes through a symbolic link ($WORK/link is $PRECIOUS): name the directory by its real path" \
+  bash "$CLUSTER" --dir "$WORK/link/new" up
+[ ! -e "$PRECIOUS/new" ] || fail "up through $WORK/link created $PRECIOUS/new"
 assert_eq keep "$(cat "$PRECIOUS/data/f")" "the unrelated directory's file"
+# A control character in the directory (a newline would inject commands into cluster.env).
+NL_DIR="$WORK/a"$'\n'"touch $WORK/injected"
+run_fails 2 "cluster: --dir $(printf '%q' "$NL_DIR"): empty or holds a control character: use a plain path" \
+  bash "$CLUSTER" --dir "$NL_DIR" up
+run_fails 2 "cluster: --dir $(printf '%q' "$WORK/t"$'\t'"ab"): empty or holds a control character: use a plain path" \
+  env BDN_CLUSTER_DIR="$WORK/t"$'\t'"ab" bash "$CLUSTER" status
+[ ! -e "$WORK/a" ] || fail "up made $WORK/a for a directory with a newline in its name"
 # A pg.dir naming a directory outside what up made ("..") is not deleted by reset.
 FAKE="$WORK/fake-cluster"
 mkdir -p "$FAKE/pids" "$WORK/victim"; chmod 700 "$FAKE"; touch "$FAKE/cluster.env"
 mkdir "/tmp/bdn-cluster-pg.x$$"  # so that the path resolves
 echo "/tmp/bdn-cluster-pg.x$$/../${WORK#/tmp/}/victim" >"$FAKE/pg.dir"
-bash "$CLUSTER" --dir "$FAKE" reset >/dev/null
+bash "$CLUSTER" --dir "$FAKE" reset >/dev/null 2>&1
 rmdir "/tmp/bdn-cluster-pg.x$$"
 [ -d "$WORK/victim" ] || fail "reset followed a pg.dir with .. to $WORK/victim"
 [ ! -e "$FAKE" ] || fail "reset left $FAKE"
+# Another cluster's PostgreSQL directory (a name up made, but its bdn-cluster-owner names that
+# cluster) is not deleted by reset nor started by up: pg.dir copied from elsewhere or edited.
+# Whoever runs PostgreSQL owns the directory (postgres when root); the owner file is the caller's.
+pg_owned_dir() {
+  local d; d=$(mktemp -d /tmp/bdn-cluster-pg.XXXXXX)
+  echo "$1" >"$d/bdn-cluster-owner"
+  if [ "$(id -u)" = 0 ]; then chown postgres: "$d"; fi
+  echo "$d"
+}
+OTHERPG=$(pg_owned_dir "$WORK/some-other-cluster")
+mkdir -p "$FAKE/pids"; chmod 700 "$FAKE"; touch "$FAKE/cluster.env"
+echo "$OTHERPG" >"$FAKE/pg.dir"
+run_fails 1 "cluster: $FAKE/pg.dir names $OTHERPG, which is not this cluster's PostgreSQL directory (no bdn-cluster-owner naming $FAKE in it, or not its owner's): remove $FAKE/pg.dir for a new one" \
+  bash "$CLUSTER" --dir "$FAKE" up
+out=$(bash "$CLUSTER" --dir "$FAKE" reset 2>&1 >/dev/null) || fail "reset of $FAKE: $out"
+assert_eq "cluster: $FAKE/pg.dir names $OTHERPG, which is not this cluster's PostgreSQL directory (no bdn-cluster-owner naming $FAKE in it, or not its owner's): not stopping or deleting it" \
+  "$out" "reset's word on another cluster's PostgreSQL directory"
+[ -f "$OTHERPG/bdn-cluster-owner" ] || fail "reset of $FAKE deleted $OTHERPG, another cluster's"
+[ ! -e "$FAKE" ] || fail "reset left $FAKE"
+rm -rf "$OTHERPG"
 # One command at a time per cluster directory.
 mkdir -p "$FAKE/pids"; chmod 700 "$FAKE"; touch "$FAKE/cluster.env"
 exec 8>>"$FAKE/.lock"; flock 8
@@ -341,6 +405,31 @@ run_fails 1 "cluster: s3rver exited: see $DEAD/logs/s3rver.log" \
   env PATH="$WORK/fakebin:$PATH" bash "$CLUSTER" --dir "$DEAD" up
 bash "$CLUSTER" --dir "$DEAD" reset >/dev/null
 [ ! -e "$DEAD" ] || fail "reset left $DEAD"
+
+step "bench/run_cluster.sh claims its work directory, resets what a killed run left, deletes it"
+RUN_CLUSTER="$(dirname "$CLUSTER")/../bench/run_cluster.sh"
+run_fails 2 "bench: work directory $PRECIOUS is not empty and no bench run made it (no .bdn-bench): name a new or empty directory" \
+  bash "$RUN_CLUSTER" "$PRECIOUS"
+run_fails 2 "bench: work directory $WORK/link is a symbolic link: name the directory itself" \
+  bash "$RUN_CLUSTER" "$WORK/link/"
+assert_eq keep "$(cat "$PRECIOUS/data/f")" "the unrelated directory's file"
+# What a killed run leaves: its work directory with a cluster in it, whose PostgreSQL directory
+# is outside. Another run on it at the same time is refused; the next one resets that cluster
+# (its PostgreSQL directory goes) and deletes the directory at the end (here: at once, the
+# checkpoint generator refusing the size).
+BW="$WORK/bench-work"
+mkdir -p "$BW/cluster/pids" "$BW/gen"; chmod 700 "$BW/cluster"; touch "$BW/.bdn-bench" "$BW/cluster/cluster.env"
+BWPG=$(pg_owned_dir "$BW/cluster")
+echo "$BWPG" >"$BW/cluster/pg.dir"
+exec 8>>"$BW/.bdn-bench"; flock 8
+run_fails 1 "bench: work directory $BW is in use by another run (or by a process one left running: fuser -v $BW/.bdn-bench)" \
+  bash "$RUN_CLUSTER" "$BW"
+exec 8>&-
+[ -d "$BW/gen" ] && [ -d "$BWPG" ] || fail "a refused run of bench/run_cluster.sh deleted $BW/gen or $BWPG"
+rc=0; BDN_BENCH_SIZE_MIB=none bash "$RUN_CLUSTER" "$BW" >/dev/null 2>"$WORK/bench.err" || rc=$?
+[ "$rc" -ne 0 ] || fail "bench/run_cluster.sh with BDN_BENCH_SIZE_MIB=none succeeded"
+[ ! -e "$BWPG" ] || fail "bench/run_cluster.sh did not reset the cluster left in $BW (its $BWPG is there)"
+[ ! -e "$BW" ] || fail "bench/run_cluster.sh left $BW: $(cat "$WORK/bench.err")"
 # Another user's directory (one made in /tmp before this user's first up) is refused.
 if [ "$(id -u)" = 0 ]; then
   chown nobody "$FAKE"
