@@ -128,20 +128,29 @@ die() { echo "cluster: $*" >&2; exit 1; }
 # can say what a failed `up` had started).
 env_add() { printf 'export %s=%q\n' "$1" "$2" >>"$DIR/cluster.env"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# wait_port PORT NAME: until something accepts on 127.0.0.1:PORT while NAME's process runs (60 s
-# by the clock), else dies with NAME's log; dies at once if NAME's process has exited (another
-# program on the port is not NAME listening).
+# wait_port PORT NAME: until something accepts on 127.0.0.1:PORT while the process NAME's pid file
+# names runs as NAME (owned: another program on the port is not NAME listening), 60 s by the
+# clock, else dies with NAME's log; dies at once if that process has exited.
 wait_port() {
-  local deadline=$((SECONDS + 60))
+  local deadline=$((SECONDS + 60)) pid
+  pid=$(cat "$DIR/pids/$2.pid")
   while [ "$SECONDS" -lt "$deadline" ]; do
-    running "$2" || die "$2 exited: see $DIR/logs/$2.log"
-    if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1" 2>/dev/null; then
-      running "$2" || die "$2 exited: see $DIR/logs/$2.log"
+    alive "$pid" || die "$2 exited: see $DIR/logs/$2.log"
+    # (owned is false for the moment between fork and exec: not an exit)
+    if owned "$2" "$pid" \
+      && python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1" 2>/dev/null; then
+      owned "$2" "$pid" || die "$2 exited: see $DIR/logs/$2.log"
       return 0
     fi
     sleep 0.1
   done
   die "$2 did not start listening on 127.0.0.1:$1: see $DIR/logs/$2.log"
+}
+# alive PID: whether PID exists and is not a zombie (a service just spawned: whatever it runs).
+alive() {
+  local state
+  [[ "$1" =~ ^[1-9][0-9]*$ ]] || return 1
+  state=$(awk '$1 == "State:" {print $2}' "/proc/$1/status" 2>/dev/null) && [ -n "$state" ] && [ "$state" != Z ]
 }
 # owned NAME PID: whether PID is alive, runs as the caller, and its arguments (/proc/PID/cmdline,
 # split on NUL) hold, as two exact arguments in a row, the pair this script started NAME with. A
@@ -361,9 +370,10 @@ spawn_origin() {
   echo $! >"$DIR/pids/origin$1.pid"
 }
 wait_origin() {
+  local pid; pid=$(cat "$DIR/pids/origin$1.pid")
   for _ in $(seq 1 600); do
-    grep -qs "listening on http:" "$DIR/logs/origin$1.log" && return 0
-    running "origin$1" || die "origin$1 exited: see $DIR/logs/origin$1.log"
+    grep -qs "listening on http:" "$DIR/logs/origin$1.log" && owned "origin$1" "$pid" && return 0
+    alive "$pid" || die "origin$1 exited: see $DIR/logs/origin$1.log"
     sleep 0.1
   done
   die "origin$1 did not start: see $DIR/logs/origin$1.log"
