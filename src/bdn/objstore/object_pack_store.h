@@ -72,8 +72,8 @@ struct ObjectPackStoreOptions {
   // Bytes of fetched pack ranges kept in memory for later reads (0: none, and no read-ahead).
   // Besides these, the buffers of up to two whole packs (2 x whole_pack_bytes, at most
   // read_cache_bytes) are kept after their ranges are dropped, for the next fetches to write
-  // into: memory already mapped costs no page faults (they were most of an origin's CPU in a
-  // cold read, bench/run_cluster.sh).
+  // into: on a virtual machine, touching fresh memory (page faults, the host mapping the page)
+  // was the largest share of an origin's CPU in a cold read (bench/run_cluster.sh).
   uint64_t read_cache_bytes = uint64_t{512} << 20;
   int gets_in_flight = 8;
   // Uploaded packs not yet in an index table are written into one once this many accumulate.
