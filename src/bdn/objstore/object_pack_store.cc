@@ -29,6 +29,10 @@ using pack::IndexedBlob;
 constexpr uint64_t kTailBytes = uint64_t{128} << 10;
 // Footers read at once (at Open and at a refresh).
 constexpr size_t kFootersInFlight = 16;
+// RecentlyClaimed: how long a claim this process recorded stands for a Put of the same chunk,
+// and how many such claims it remembers (a push of 1 GiB claims ~14,000 chunks).
+constexpr std::chrono::seconds kClaimReuse{60};
+constexpr size_t kClaimedMax = 1 << 20;
 
 // A read-only mapping of a file, unmapped when it goes.
 class Mapping {
@@ -340,13 +344,33 @@ ObjectPackStore::Where ObjectPackStore::LookupLocked(const Digest& id, Copies co
 }
 
 Status ObjectPackStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
+  const SteadyTime started = options_.clock->SteadyNow();
   BDN_RETURN_IF_ERROR(catalog_->RecordClaims(ids));
   BDN_ASSIGN_OR_RETURN(std::vector<uint64_t> doom, catalog_->Doom());
   {
     WriterLock l(mu_);
     doomed_ = std::unordered_set<uint64_t>(doom.begin(), doom.end());
   }
-  return RefreshDeleted();
+  BDN_RETURN_IF_ERROR(RefreshDeleted());
+  MutexLock l(claimed_mu_);
+  if (claimed_.size() + ids.size() > kClaimedMax) {
+    std::erase_if(claimed_, [&](const auto& e) { return started - e.second > kClaimReuse; });
+    if (claimed_.size() + ids.size() > kClaimedMax) claimed_.clear();
+  }
+  for (const Digest& id : ids) claimed_[id] = started;
+  return Status::Ok();
+}
+
+bool ObjectPackStore::RecentlyClaimed(const Digest& id) {
+  SteadyTime at;
+  {
+    MutexLock l(claimed_mu_);
+    auto it = claimed_.find(id);
+    if (it == claimed_.end()) return false;
+    at = it->second;
+  }
+  if (options_.clock->SteadyNow() - at > kClaimReuse) return false;
+  return !options_.claims_retain_since || at >= options_.claims_retain_since();
 }
 
 Status ObjectPackStore::RefreshDeleted() {
@@ -751,7 +775,7 @@ void ObjectPackStore::ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full
 
 Result<PutOutcome> ObjectPackStore::StoreBlob(const Digest& id, std::span<const uint8_t> raw) {
   const std::string chunk = "chunk " + id.ToString();
-  {
+  if (!RecentlyClaimed(id)) {
     Status s = ClaimThenRefreshDoom(std::span<const Digest>(&id, 1));
     if (!s.ok()) return Err(Status(s.code(), chunk + ": " + s.message()));
   }

@@ -194,8 +194,14 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Where Lookup(const Digest& id, Copies copies) const;
   Where LookupLocked(const Digest& id, Copies copies) const REQUIRES_SHARED(mu_);
   // Records `ids` as claims, then takes up the doom and the packs another replica's GC deleted
-  // (RefreshDeleted).
+  // (RefreshDeleted); remembers the ids as claimed (RecentlyClaimed).
   Status ClaimThenRefreshDoom(std::span<const Digest> ids);
+  // Whether this process claimed `id` (and then looked at the doom) at most kClaimReuse ago and
+  // that claim is still kept (claimed at or after claims_retain_since()): a Put of a chunk that
+  // the push's FindMissing just claimed needs no claim of its own (a database transaction per
+  // chunk, most of PostgreSQL's load in a push). Safe as the claim a GC reads either covers the
+  // chunk or was recorded before the doom this process then saw.
+  bool RecentlyClaimed(const Digest& id);
   // Forgets the packs that the catalog says were deleted since the last look (PackCatalog::
   // DeletedSince), so that nothing is answered from an index that still names them; looks at the
   // whole pack list again if the catalog pruned some unseen. Single-flight.
@@ -316,6 +322,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   SteadyTime last_refresh_start_ GUARDED_BY(refresh_mu_){};
   bool refreshed_once_ GUARDED_BY(refresh_mu_) = false;
   Status last_refresh_ GUARDED_BY(refresh_mu_);
+
+  Mutex claimed_mu_;
+  std::unordered_map<Digest, SteadyTime> claimed_ GUARDED_BY(claimed_mu_);
 
   // The read cache (guarded by cache_mu_).
   Mutex cache_mu_;

@@ -221,15 +221,62 @@ class SlowDeletedCatalog : public PackCatalog {
   Status PublishDoom(std::span<const uint64_t> p) override { return inner_.PublishDoom(p); }
   Status ClearDoom() override { return inner_.ClearDoom(); }
   Result<std::vector<uint64_t>> Doom() override { return inner_.Doom(); }
-  Status RecordClaims(std::span<const Digest> ids) override { return inner_.RecordClaims(ids); }
+  Status RecordClaims(std::span<const Digest> ids) override {
+    ++claim_calls;
+    return inner_.RecordClaims(ids);
+  }
   Result<std::vector<Digest>> LiveClaims() override { return inner_.LiveClaims(); }
 
-  std::atomic<int> calls{0}, running{0}, most_running{0}, delay_ms{100};
+  std::atomic<int> calls{0}, running{0}, most_running{0}, delay_ms{100}, claim_calls{0};
   std::atomic<bool> fail{false}, gap{false}, list_fail{false};
 
  private:
   BucketCatalog inner_;
 };
+
+// A push asks which chunks are missing (FindMissing claims them all at once), then uploads each:
+// the Put of a chunk claimed moments ago records no claim of its own, while a claim older than a
+// minute, or one the catalog no longer keeps (before claims_retain_since), does not stand for it.
+TEST_F(ObjectPackStoreTest, APutOfAChunkJustClaimedByFindMissingRecordsNoSecondClaim) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
+  catalog->delay_ms = 0;
+  auto clock = std::make_shared<bdn::testutil::FakeClock>();
+  std::atomic<int64_t> retain_since_ns{0};
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.catalog = catalog;
+  o.clock = clock;
+  o.claims_retain_since = [&] { return SteadyTime(std::chrono::nanoseconds(retain_since_ns)); };
+  auto a = OpenStore(client, o);
+  ASSERT_TRUE(a);
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<Digest> ids;
+  for (uint64_t i = 0; i < 4; ++i) {
+    data.push_back(RandomBytes(5000, 90 + i));
+    ids.push_back(Digest::Of(data.back()));
+  }
+  const int before = catalog->claim_calls;
+  auto missing = a->FindMissing(std::span<const Digest>(ids).first(3));
+  ASSERT_OK(missing);
+  EXPECT_EQ(3u, missing->size());
+  EXPECT_EQ(before + 1, catalog->claim_calls.load());
+  ASSERT_OK(a->Put(ids[0], data[0]));
+  ASSERT_OK(a->Put(ids[1], data[1]));
+  EXPECT_EQ(before + 1, catalog->claim_calls.load());
+  ASSERT_OK(a->Put(ids[3], data[3]));  // never claimed
+  EXPECT_EQ(before + 2, catalog->claim_calls.load());
+  clock->Advance(std::chrono::seconds(61));
+  ASSERT_OK(a->Put(ids[2], data[2]));  // claimed 61 s ago
+  EXPECT_EQ(before + 3, catalog->claim_calls.load());
+  // Claimed just now, but the catalog keeps only claims from a later time on.
+  const std::vector<uint8_t> more = RandomBytes(5000, 99);
+  ASSERT_OK(a->FindMissing(std::vector<Digest>{Digest::Of(more)}));
+  const int claims = catalog->claim_calls;
+  retain_since_ns = (clock->SteadyNow() + std::chrono::seconds(1)).time_since_epoch().count();
+  ASSERT_OK(a->Put(Digest::Of(more), more));
+  EXPECT_EQ(claims + 1, catalog->claim_calls.load());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(*a->Get(ids[i]), data[i]) << i;
+}
 
 // A commit's check (Sizes) asks the catalog which packs were deleted; sixteen asking at once share
 // looks (one running at a time, each answering every caller that arrived before it began) instead
