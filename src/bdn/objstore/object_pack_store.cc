@@ -361,6 +361,43 @@ Status ObjectPackStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
   return Status::Ok();
 }
 
+struct ObjectPackStore::ClaimGroup {
+  std::vector<Digest> ids;
+  bool done = false;
+  Status status;
+};
+
+Status ObjectPackStore::ClaimForPut(const Digest& id) {
+  if (RecentlyClaimed(id)) return Status::Ok();
+  MutexLock l(group_mu_);
+  if (!open_group_) open_group_ = std::make_shared<ClaimGroup>();
+  std::shared_ptr<ClaimGroup> mine = open_group_;
+  mine->ids.push_back(id);
+  while (!mine->done) {
+    if (group_running_) {
+      group_cv_.wait(l.native());
+      continue;
+    }
+    // Nobody is recording: this thread records the open group (its own).
+    group_running_ = true;
+    std::shared_ptr<ClaimGroup> group = std::move(open_group_);
+    open_group_.reset();
+    l.Unlock();
+    Status s;
+    try {
+      s = ClaimThenRefreshDoom(group->ids);
+    } catch (const std::exception& e) {
+      s = InternalError(std::string("recording claims: ") + e.what());
+    }
+    l.Lock();
+    group->status = s;
+    group->done = true;
+    group_running_ = false;
+    group_cv_.notify_all();
+  }
+  return mine->status;
+}
+
 bool ObjectPackStore::RecentlyClaimed(const Digest& id) {
   SteadyTime at;
   {
@@ -775,9 +812,8 @@ void ObjectPackStore::ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full
 
 Result<PutOutcome> ObjectPackStore::StoreBlob(const Digest& id, std::span<const uint8_t> raw) {
   const std::string chunk = "chunk " + id.ToString();
-  if (!RecentlyClaimed(id)) {
-    Status s = ClaimThenRefreshDoom(std::span<const Digest>(&id, 1));
-    if (!s.ok()) return Err(Status(s.code(), chunk + ": " + s.message()));
+  if (Status s = ClaimForPut(id); !s.ok()) {
+    return Err(Status(s.code(), chunk + ": " + s.message()));
   }
   std::optional<PendingPuts::Turn> turn = [&] {
     WriterLock l(mu_);

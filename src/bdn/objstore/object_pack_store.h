@@ -202,6 +202,11 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // chunk, most of PostgreSQL's load in a push). Safe as the claim a GC reads either covers the
   // chunk or was recorded before the doom this process then saw.
   bool RecentlyClaimed(const Digest& id);
+  // A Put's claim (unless RecentlyClaimed): the claims of concurrent Puts go to the catalog
+  // together, one ClaimThenRefreshDoom for all that arrived while the previous one ran (group
+  // commit), so that a push's uploads to a replica that did not answer its FindMissing cost a
+  // transaction per group, not per chunk. Errors: ClaimThenRefreshDoom's for the group.
+  Status ClaimForPut(const Digest& id);
   // Forgets the packs that the catalog says were deleted since the last look (PackCatalog::
   // DeletedSince), so that nothing is answered from an index that still names them; looks at the
   // whole pack list again if the catalog pruned some unseen. Single-flight.
@@ -325,6 +330,12 @@ class ObjectPackStore : public ChunkStore, public GcStore {
 
   Mutex claimed_mu_;
   std::unordered_map<Digest, SteadyTime> claimed_ GUARDED_BY(claimed_mu_);
+  // ClaimForPut's groups: the one filling up, and whether one is being recorded.
+  struct ClaimGroup;
+  Mutex group_mu_;
+  std::condition_variable group_cv_;
+  std::shared_ptr<ClaimGroup> open_group_ GUARDED_BY(group_mu_);
+  bool group_running_ GUARDED_BY(group_mu_) = false;
 
   // The read cache (guarded by cache_mu_).
   Mutex cache_mu_;

@@ -223,12 +223,15 @@ class SlowDeletedCatalog : public PackCatalog {
   Result<std::vector<uint64_t>> Doom() override { return inner_.Doom(); }
   Status RecordClaims(std::span<const Digest> ids) override {
     ++claim_calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(claim_delay_ms.load()));
+    if (claim_fail) return UnavailableError("claims: connection refused (test)");
     return inner_.RecordClaims(ids);
   }
   Result<std::vector<Digest>> LiveClaims() override { return inner_.LiveClaims(); }
 
-  std::atomic<int> calls{0}, running{0}, most_running{0}, delay_ms{100}, claim_calls{0};
-  std::atomic<bool> fail{false}, gap{false}, list_fail{false};
+  std::atomic<int> calls{0}, running{0}, most_running{0}, delay_ms{100}, claim_calls{0},
+      claim_delay_ms{0};
+  std::atomic<bool> fail{false}, gap{false}, list_fail{false}, claim_fail{false};
 
  private:
   BucketCatalog inner_;
@@ -276,6 +279,46 @@ TEST_F(ObjectPackStoreTest, APutOfAChunkJustClaimedByFindMissingRecordsNoSecondC
   ASSERT_OK(a->Put(Digest::Of(more), more));
   EXPECT_EQ(claims + 1, catalog->claim_calls.load());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(*a->Get(ids[i]), data[i]) << i;
+}
+
+// Uploads that reach a replica which did not answer their FindMissing claim their chunks there:
+// sixteen at once share a few claim transactions (those arriving while one runs go together), and
+// when the catalog fails, every Put of the group fails naming its own chunk.
+TEST_F(ObjectPackStoreTest, ConcurrentPutsRecordTheirClaimsTogether) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
+  catalog->delay_ms = 0;
+  catalog->claim_delay_ms = 100;
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.catalog = catalog;
+  auto a = OpenStore(client, o);
+  ASSERT_TRUE(a);
+  auto put_all = [&](uint64_t seed) {
+    std::vector<std::vector<uint8_t>> data(16);
+    std::vector<Status> got(16);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < data.size(); ++i) data[i] = RandomBytes(3000, seed + i);
+    for (size_t i = 0; i < data.size(); ++i) {
+      threads.emplace_back([&, i] { got[i] = a->Put(Digest::Of(data[i]), data[i]); });
+    }
+    for (auto& t : threads) t.join();
+    return std::make_pair(std::move(data), std::move(got));
+  };
+  const int before = catalog->claim_calls;
+  auto [data, got] = put_all(300);
+  for (size_t i = 0; i < data.size(); ++i) {
+    ASSERT_OK(got[i]);
+    EXPECT_EQ(*a->Get(Digest::Of(data[i])), data[i]) << i;
+  }
+  EXPECT_LE(catalog->claim_calls - before, 3);  // the first alone, the rest in one or two groups
+  catalog->claim_fail = true;
+  auto [bad, failed] = put_all(400);
+  for (size_t i = 0; i < bad.size(); ++i) {
+    EXPECT_STATUS(failed[i], kUnavailable, "chunk " + Digest::Of(bad[i]).ToString() + ": claims: ");
+    EXPECT_EQ(failed[i].message(),
+              "chunk " + Digest::Of(bad[i]).ToString() + ": claims: connection refused (test)");
+    EXPECT_FALSE(*a->Contains(Digest::Of(bad[i]))) << i;
+  }
 }
 
 // A commit's check (Sizes) asks the catalog which packs were deleted; sixteen asking at once share
