@@ -143,7 +143,9 @@ class RangeBuffer {
 // are kept, up to `limit` bytes in all. Thread-safe.
 class ObjectPackStore::BufferPool {
  public:
-  explicit BufferPool(uint64_t limit) : limit_(limit) {}
+  explicit BufferPool(uint64_t limit) : limit_(limit) {
+    free_.reserve(limit / RangeBuffer::kMapBytes + 1);  // Give never allocates
+  }
 
   // A buffer of at least n bytes: the smallest kept one of at most 2n bytes, else a new one of
   // exactly n. Only its first n bytes are meant to be used.
@@ -168,10 +170,11 @@ class ObjectPackStore::BufferPool {
   }
 
   // Keeps `b` for a later Take if it is large enough and there is room; else frees it.
-  void Give(RangeBuffer b) {
+  // Never throws (a segment's destructor calls it): without room in the list, `b` is freed.
+  void Give(RangeBuffer b) noexcept {
     if (b.size() < RangeBuffer::kMapBytes) return;
     MutexLock l(mu_);
-    if (free_bytes_ + b.size() > limit_) return;
+    if (free_bytes_ + b.size() > limit_ || free_.size() == free_.capacity()) return;
     free_bytes_ += b.size();
     free_.push_back(std::move(b));
   }
@@ -188,6 +191,7 @@ struct ObjectPackStore::Segment {
   uint64_t begin = 0;
   uint64_t end = 0;
   bool ready = false;
+  uint64_t filled = 0;  // bytes of [begin, end) in `bytes` already (all of them once ready)
   Status error;
   RangeBuffer bytes;  // [begin, end) of the pack at its start; may be longer (a reused buffer)
   uint64_t last_use = 0;
@@ -204,7 +208,8 @@ ObjectPackStore::ObjectPackStore(std::shared_ptr<S3Client> client, ObjectPackSto
       options_(std::move(options)),
       catalog_(options_.catalog),
       buffers_(std::make_shared<BufferPool>(
-          std::min(options_.read_cache_bytes, 2 * options_.whole_pack_bytes))) {
+          std::min(options_.read_cache_bytes, 2 * options_.whole_pack_bytes))),
+      fetches_(std::max(1, options_.gets_in_flight), 1024) {
   if (!catalog_) {
     catalog_ =
         std::make_shared<BucketCatalog>(client_, options_.claims_retain_since, options_.clock);
@@ -345,18 +350,28 @@ ObjectPackStore::Where ObjectPackStore::LookupLocked(const Digest& id, Copies co
 
 Status ObjectPackStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
   const SteadyTime started = options_.clock->SteadyNow();
-  BDN_RETURN_IF_ERROR(catalog_->RecordClaims(ids));
+  if (!ids.empty()) BDN_RETURN_IF_ERROR(catalog_->RecordClaims(ids));
+  uint64_t ticket;
+  {
+    WriterLock l(mu_);
+    ticket = ++doom_tickets_;
+  }
   BDN_ASSIGN_OR_RETURN(std::vector<uint64_t> doom, catalog_->Doom());
   {
     WriterLock l(mu_);
-    doomed_ = std::unordered_set<uint64_t>(doom.begin(), doom.end());
+    if (ticket > doom_applied_) {
+      doomed_ = std::unordered_set<uint64_t>(doom.begin(), doom.end());
+      doom_applied_ = ticket;
+    }
   }
   BDN_RETURN_IF_ERROR(RefreshDeleted());
+  if (ids.empty()) return Status::Ok();
   MutexLock l(claimed_mu_);
-  if (claimed_.size() + ids.size() > kClaimedMax) {
+  if (started - claimed_pruned_ > kClaimReuse) {
     std::erase_if(claimed_, [&](const auto& e) { return started - e.second > kClaimReuse; });
-    if (claimed_.size() + ids.size() > kClaimedMax) claimed_.clear();
+    claimed_pruned_ = started;
   }
+  if (claimed_.size() + ids.size() > kClaimedMax) claimed_.clear();
   for (const Digest& id : ids) claimed_[id] = started;
   return Status::Ok();
 }
@@ -368,7 +383,6 @@ struct ObjectPackStore::ClaimGroup {
 };
 
 Status ObjectPackStore::ClaimForPut(const Digest& id) {
-  if (RecentlyClaimed(id)) return Status::Ok();
   MutexLock l(group_mu_);
   if (!open_group_) open_group_ = std::make_shared<ClaimGroup>();
   std::shared_ptr<ClaimGroup> mine = open_group_;
@@ -385,7 +399,11 @@ Status ObjectPackStore::ClaimForPut(const Digest& id) {
     l.Unlock();
     Status s;
     try {
-      s = ClaimThenRefreshDoom(group->ids);
+      std::vector<Digest> claim;
+      for (const Digest& d : group->ids) {
+        if (!RecentlyClaimed(d)) claim.push_back(d);
+      }
+      s = ClaimThenRefreshDoom(claim);
     } catch (const std::exception& e) {
       s = InternalError(std::string("recording claims: ") + e.what());
     }
@@ -1142,13 +1160,17 @@ Result<std::vector<uint8_t>> ObjectPackStore::ReadSpool(const Where& w, const Di
 
 void ObjectPackStore::DropCached(uint64_t pack) {
   MutexLock l(cache_mu_);
+  std::vector<std::shared_ptr<Segment>> dropped;  // released after the lock (munmap)
   auto it = segments_.find(pack);
   if (it == segments_.end()) return;
   for (auto& s : it->second) {
-    if (s->ready) cached_bytes_ -= s->bytes.size();
+    if (!s->ready) continue;
+    cached_bytes_ -= s->bytes.size();
+    dropped.push_back(s);
   }
   std::erase_if(it->second, [](const auto& s) { return s->ready; });
   if (it->second.empty()) segments_.erase(it);
+  l.Unlock();
 }
 
 Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
@@ -1159,7 +1181,12 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
     seg->pack = pack;
     seg->begin = begin;
     seg->end = end;
-    seg->bytes = RangeBuffer(end - begin);
+    try {
+      seg->bytes = RangeBuffer(end - begin);
+    } catch (const std::bad_alloc&) {
+      return Err(UnavailableError(PackUri(pack) + ": no memory to read bytes " +
+                                  std::to_string(begin) + "-" + std::to_string(end)));
+    }
     BDN_RETURN_IF_ERROR(client_->GetRangeInto(key, begin, seg->bytes.first(end - begin)));
     counters_.fetched_bytes += seg->bytes.size();
     seg->ready = true;
@@ -1174,21 +1201,26 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
   {
     MutexLock l(cache_mu_);
     for (;;) {
-      std::shared_ptr<Segment> cover;
+      // A range that holds [begin, end) already (one still arriving, if those bytes are in);
+      // else one that will once it arrives.
+      std::shared_ptr<Segment> cover, usable;
       if (auto it = segments_.find(pack); it != segments_.end()) {
         for (const auto& s : it->second) {
           if (s->begin <= begin && s->end >= end) {
             cover = s;
-            if (s->ready) break;
+            if (s->ready || s->filled >= end - s->begin) {
+              usable = s;
+              break;
+            }
           }
         }
       }
-      if (!cover) break;
-      if (cover->ready) {
-        cover->last_use = ++use_clock_;
+      if (usable) {
+        usable->last_use = ++use_clock_;
         counters_.cache_hit_bytes += end - begin;
-        return std::shared_ptr<const Segment>(cover);
+        return std::shared_ptr<const Segment>(usable);
       }
+      if (!cover) break;
       cache_cv_.wait(l.native());
     }
     // A bulk read (a batch of a pull or of a cache node's misses) takes the whole pack, which the
@@ -1217,14 +1249,53 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
     seg->end = fetch_end;
     segments_[pack].push_back(seg);
   }
-  RangeBuffer buffer = buffers_->Take(seg->end - seg->begin);
-  Status got = client_->GetRangeInto(key, seg->begin, buffer.first(seg->end - seg->begin));
+  if (seg->begin == begin && seg->end == end) {
+    Fetch(seg);  // exactly what this caller needs: no one to hand the rest to
+  } else {
+    // More than this caller needs: it goes on once its own bytes are in, the rest arrives for
+    // the batches that follow. (The future is dropped: Fetch reports through the segment.)
+    (void)fetches_.Submit([this, seg] { Fetch(seg); });
+  }
+  MutexLock l(cache_mu_);
+  while (!seg->ready && seg->filled < end - seg->begin) cache_cv_.wait(l.native());
+  if (seg->filled < end - seg->begin) return Err(seg->error);
+  return std::shared_ptr<const Segment>(seg);
+}
+
+void ObjectPackStore::Fetch(const std::shared_ptr<Segment>& seg) {
+  const uint64_t n = seg->end - seg->begin;
+  Status got;
+  try {
+    {
+      // The buffer is in place before any byte is published; it stays the segment's (given back
+      // to the pool only when the last reader lets go), even if the GET fails half way.
+      RangeBuffer buffer = buffers_->Take(n);
+      MutexLock l(cache_mu_);
+      seg->bytes = std::move(buffer);
+      seg->pool = buffers_;
+    }
+    uint64_t woke = 0;  // filled at the last wake-up: waiters are woken every 1 MiB, not per piece
+    got = client_->GetRangeInto(PackKey(seg->pack), seg->begin, seg->bytes.first(n),
+                                [&](uint64_t filled) {
+                                  MutexLock l(cache_mu_);
+                                  seg->filled = filled;
+                                  if (filled - woke >= (uint64_t{1} << 20) || filled == n) {
+                                    woke = filled;
+                                    cache_cv_.notify_all();
+                                  }
+                                });
+  } catch (const std::exception& e) {
+    // No memory for the range (or a failure of the same kind): the waiters get an error, never
+    // a segment that stays unready.
+    got = UnavailableError(PackUri(seg->pack) + ": reading bytes " + std::to_string(seg->begin) +
+                           "-" + std::to_string(seg->end) + ": " + e.what());
+  }
+  std::vector<std::shared_ptr<Segment>> dropped;  // released after the lock (munmap)
   MutexLock l(cache_mu_);
   seg->ready = true;
   if (got.ok()) {
-    counters_.fetched_bytes += seg->end - seg->begin;
-    seg->bytes = std::move(buffer);
-    seg->pool = buffers_;
+    counters_.fetched_bytes += n;
+    seg->filled = n;
     seg->last_use = ++use_clock_;
     cached_bytes_ += seg->bytes.size();
     // Least recently used ranges go first.
@@ -1240,17 +1311,17 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
       auto& list = segments_[oldest->pack];
       std::erase(list, oldest);
       if (list.empty()) segments_.erase(oldest->pack);
+      dropped.push_back(std::move(oldest));
     }
   } else {
-    buffers_->Give(std::move(buffer));
     seg->error = got;
-    auto& list = segments_[pack];
+    auto& list = segments_[seg->pack];
     std::erase(list, seg);
-    if (list.empty()) segments_.erase(pack);
+    if (list.empty()) segments_.erase(seg->pack);
   }
   cache_cv_.notify_all();
-  if (!got.ok()) return Err(seg->error);
-  return std::shared_ptr<const Segment>(seg);
+  l.Unlock();
+  dropped.clear();
 }
 
 Result<std::vector<uint8_t>> ObjectPackStore::DecodeRecord(const IndexedBlob& b,
@@ -1528,6 +1599,7 @@ Status ObjectPackStore::PublishDoom(std::span<const uint64_t> packs) {
   BDN_RETURN_IF_ERROR(catalog_->PublishDoom(packs));
   WriterLock l(mu_);
   doomed_ = std::unordered_set<uint64_t>(packs.begin(), packs.end());
+  doom_applied_ = ++doom_tickets_;  // a look that began before this one is not applied
   return Status::Ok();
 }
 
@@ -1535,6 +1607,7 @@ Status ObjectPackStore::ClearDoom() {
   BDN_RETURN_IF_ERROR(catalog_->ClearDoom());
   WriterLock l(mu_);
   doomed_.clear();
+  doom_applied_ = ++doom_tickets_;
   return Status::Ok();
 }
 

@@ -28,6 +28,7 @@
 
 #include "bdn/base/clock.h"
 #include "bdn/base/mutex.h"
+#include "bdn/base/thread_pool.h"
 #include "bdn/objstore/pack_catalog.h"
 #include "bdn/objstore/s3_client.h"
 #include "bdn/store/chunk_store.h"
@@ -193,19 +194,20 @@ class ObjectPackStore : public ChunkStore, public GcStore {
 
   Where Lookup(const Digest& id, Copies copies) const;
   Where LookupLocked(const Digest& id, Copies copies) const REQUIRES_SHARED(mu_);
-  // Records `ids` as claims, then takes up the doom and the packs another replica's GC deleted
-  // (RefreshDeleted); remembers the ids as claimed (RecentlyClaimed).
+  // Records `ids` as claims (none if empty), then takes up the doom and the packs another
+  // replica's GC deleted (RefreshDeleted); remembers the ids as claimed (RecentlyClaimed).
   Status ClaimThenRefreshDoom(std::span<const Digest> ids);
-  // Whether this process claimed `id` (and then looked at the doom) at most kClaimReuse ago and
-  // that claim is still kept (claimed at or after claims_retain_since()): a Put of a chunk that
-  // the push's FindMissing just claimed needs no claim of its own (a database transaction per
-  // chunk, most of PostgreSQL's load in a push). Safe as the claim a GC reads either covers the
-  // chunk or was recorded before the doom this process then saw.
+  // Whether this process claimed `id` at most kClaimReuse ago and that claim is still kept
+  // (claimed at or after claims_retain_since(); replicas sharing a catalog must keep claims
+  // alike, the same --gc-grace): a Put of a chunk that the push's FindMissing just claimed needs
+  // no claim of its own (a database transaction per chunk, most of PostgreSQL's load in a push).
+  // It still looks at the doom and the deleted packs (a GC's copy of a doomed blob is such a Put).
   bool RecentlyClaimed(const Digest& id);
-  // A Put's claim (unless RecentlyClaimed): the claims of concurrent Puts go to the catalog
-  // together, one ClaimThenRefreshDoom for all that arrived while the previous one ran (group
-  // commit), so that a push's uploads to a replica that did not answer its FindMissing cost a
-  // transaction per group, not per chunk. Errors: ClaimThenRefreshDoom's for the group.
+  // A Put's claim and look at the doom: those of concurrent Puts go to the catalog together, one
+  // ClaimThenRefreshDoom for all that arrived while the previous one ran (group commit), which
+  // claims the ids not RecentlyClaimed, so that a push's uploads cost a look per group, and a
+  // claim transaction per group only where they reach a replica that did not answer their
+  // FindMissing. Errors: ClaimThenRefreshDoom's for the group.
   Status ClaimForPut(const Digest& id);
   // Forgets the packs that the catalog says were deleted since the last look (PackCatalog::
   // DeletedSince), so that nothing is answered from an index that still names them; looks at the
@@ -258,6 +260,10 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // those bytes, not cached, with `bypass_cache`.
   Result<std::shared_ptr<const Segment>> Range(uint64_t pack, uint64_t begin, uint64_t end,
                                                bool bulk, bool bypass_cache);
+  // Fetches `seg` (listed in segments_, not ready) into a buffer of its own, publishing its
+  // bytes as they arrive (Segment::filled), then marks it ready (cached, the least recently used
+  // ranges dropped past read_cache_bytes) or failed (no longer listed) and wakes the waiters.
+  void Fetch(const std::shared_ptr<Segment>& seg);
   Result<std::vector<uint8_t>> DecodeRecord(const pack::IndexedBlob& b,
                                             std::span<const uint8_t> rec);
   void DropCached(uint64_t pack);
@@ -287,6 +293,11 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   std::set<std::pair<uint64_t, uint64_t>> bad_
       GUARDED_BY(mu_);  // damaged copies (pack, record offset)
   std::unordered_set<uint64_t> doomed_ GUARDED_BY(mu_);
+  // Looks at the doom in the order they began: each takes a ticket before asking the catalog,
+  // and its answer replaces doomed_ only if no later look (or PublishDoom, ClearDoom) was applied
+  // first, so a slow answer never undoes a newer one.
+  uint64_t doom_tickets_ GUARDED_BY(mu_) = 0;
+  uint64_t doom_applied_ GUARDED_BY(mu_) = 0;
   // RefreshDeleted's position in the catalog's deleted packs, and its single flight: a caller
   // needs a look that began after it arrived; one look runs at a time, and the callers waiting
   // when it ends take its answer if it began after them (so a burst costs at most two queries).
@@ -330,6 +341,7 @@ class ObjectPackStore : public ChunkStore, public GcStore {
 
   Mutex claimed_mu_;
   std::unordered_map<Digest, SteadyTime> claimed_ GUARDED_BY(claimed_mu_);
+  SteadyTime claimed_pruned_ GUARDED_BY(claimed_mu_){};  // when claimed_ last dropped old entries
   // ClaimForPut's groups: the one filling up, and whether one is being recorded.
   struct ClaimGroup;
   Mutex group_mu_;
@@ -353,6 +365,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
         cache_hit_bytes{0}, fetched_bytes{0}, refreshes{0}, missing_packs{0}, damaged_copies{0};
   };
   mutable Counters counters_;
+  // Runs the GETs that read more than their caller asked (a whole pack, a read-ahead), so that
+  // the caller goes on once its own bytes are in. Last: destroyed (joined) first.
+  ThreadPool fetches_;
 };
 
 }  // namespace bdn::objstore

@@ -315,20 +315,34 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
 
 Result<std::vector<uint8_t>> S3Client::GetRange(const std::string& key, uint64_t offset,
                                                 uint64_t length) {
-  std::vector<uint8_t> out(length);
+  // The length may come from a pack's own trailer: refuse one no pack has before allocating.
+  if (length > kMaxGetRangeBytes) {
+    return Err(InvalidArgumentError(uri_ + ": GET " + key + ": " + std::to_string(length) +
+                                    " bytes asked at once (at most " +
+                                    std::to_string(kMaxGetRangeBytes) + ")"));
+  }
+  std::vector<uint8_t> out;
+  try {
+    out.resize(length);
+  } catch (const std::bad_alloc&) {
+    return Err(UnavailableError(uri_ + ": GET " + key + ": no memory for " +
+                                std::to_string(length) + " bytes"));
+  }
   BDN_RETURN_IF_ERROR(GetRangeInto(key, offset, out));
   return out;
 }
 
-Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out) {
+Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out,
+                              const std::function<void(uint64_t)>& progress) {
   if (out.empty()) return Status::Ok();
   const uint64_t length = out.size();
   const std::string range = RangeText(offset, length);
   // Where the answer's bytes go: a 206 starts at `offset`; a server that ignores Range answers
   // 200 with the whole object, whose bytes before `offset` are skipped.
   uint64_t seen = 0, filled = 0;
-  bool partial = false;  // a 206
-  std::string refused;   // why the answer was refused, "" if it was not
+  uint64_t final_bytes = 0;  // [0, final_bytes) of `out` handed to `progress`: never rewritten
+  bool partial = false;      // a 206
+  std::string refused;       // why the answer was refused, "" if it was not
   Call c{.method = http::Method::kGet,
          .key = key,
          .headers = {{"Range", "bytes=" + range}},
@@ -352,6 +366,16 @@ Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span
     }
     return true;
   };
+  // Puts `n` bytes from `from` at `at` of `out`, skipping what is final already.
+  auto place = [&](uint64_t at, const uint8_t* from, uint64_t n) {
+    const uint64_t skip = std::min(n, final_bytes > at ? final_bytes - at : 0);
+    if (n > skip) std::memcpy(out.data() + at + skip, from + skip, n - skip);
+    filled += n;
+    if (progress && filled > final_bytes) {
+      final_bytes = filled;
+      progress(final_bytes);
+    }
+  };
   c.on_body = [&](std::span<const uint8_t> piece) {
     const uint64_t piece_begin = seen;
     seen += piece.size();
@@ -360,16 +384,12 @@ Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span
         refused = "asked bytes " + range + ", got more than " + std::to_string(length);
         return false;
       }
-      std::memcpy(out.data() + filled, piece.data(), piece.size());
-      filled += piece.size();
+      place(filled, piece.data(), piece.size());
       return true;
     }
     // The whole object: keep [offset, offset + length).
     const uint64_t lo = std::max(piece_begin, offset), hi = std::min(seen, offset + length);
-    if (lo < hi) {
-      std::memcpy(out.data() + (lo - offset), piece.data() + (lo - piece_begin), hi - lo);
-      filled += hi - lo;
-    }
+    if (lo < hi) place(lo - offset, piece.data() + (lo - piece_begin), hi - lo);
     return true;
   };
   auto r = Send(c);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -97,12 +98,19 @@ class S3Client {
   // Errors: NotFound "<uri>: object <key> not found" for 404 (NoSuchKey); NotFound "<uri>:
   // bucket not found" for NoSuchBucket; Internal "<uri>: GET <key>: asked bytes a-b, got …" for
   // a short or misplaced answer; as Put for the rest.
+  // Also InvalidArgument for a length over kMaxGetRangeBytes, Unavailable if it cannot be
+  // allocated.
   Result<std::vector<uint8_t>> GetRange(const std::string& key, uint64_t offset, uint64_t length);
+  static constexpr uint64_t kMaxGetRangeBytes = uint64_t{4} << 30;
   // The same ranged GET, written into `out` (bytes [offset, offset + out.size()) of `key`) as
   // they arrive, with no buffer of the client's own: a caller that reuses `out` reads a pack
   // without touching fresh memory. A retry rewrites `out` from its start; after an error its
-  // contents are unspecified. Errors: as GetRange.
-  Status GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out);
+  // contents are unspecified. With `progress`, it is called (on this thread) each time the
+  // bytes of `out` known to be final grow, with their count n: bytes [0, n) are then never
+  // written again (a retry skips them), so another thread may read them while the rest arrives.
+  // Errors: as GetRange.
+  Status GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out,
+                      const std::function<void(uint64_t)>& progress = nullptr);
 
   // DeleteObject; deleting a key that does not exist succeeds (as S3 answers). Errors: as Put.
   Status Delete(const std::string& key);
