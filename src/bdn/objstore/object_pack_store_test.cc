@@ -659,6 +659,50 @@ TEST_F(ObjectPackStoreTest, ABulkReadTakesTheWholePackForTheBatchesThatFollow) {
       b->stats().fetched_bytes - fetched_before);
 }
 
+// A bulk batch reads the whole pack, but goes on as soon as its own records are in: with the
+// object store holding the rest of the pack back, a batch of the pack's first records is answered;
+// one of its last records waits for the rest, and both come from the same single GET.
+TEST_F(ObjectPackStoreTest, ABatchOfTheFirstRecordsOfAPackReadWholeDoesNotWaitForTheRest) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 64, 65536, 29);  // one pack of 4 MiB
+  ASSERT_OK(a->Sync());
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  server_.ResetStats();
+  server_.SetFaults({{{"kind", "get"}, {"count", 1}, {"hold_after", 2 << 20}}});
+  std::vector<Digest> first, last;
+  for (size_t k = 0; k < 16; ++k) first.push_back(blobs[k].first);  // the first MiB
+  for (size_t k = 48; k < 64; ++k) last.push_back(blobs[k].first);  // the last MiB
+  std::atomic<bool> first_done{false}, last_done{false};
+  std::thread reader([&] {
+    auto got = b->GetMany(first);
+    EXPECT_OK(got);
+    for (size_t k = 0; got && k < first.size(); ++k) EXPECT_EQ(*(*got)[k], blobs[k].second);
+    first_done = true;
+  });
+  for (int i = 0; i < 300 && !first_done; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::thread tail([&] {
+    auto got = b->GetMany(last);
+    EXPECT_OK(got);
+    for (size_t k = 0; got && k < last.size(); ++k) EXPECT_EQ(*(*got)[k], blobs[48 + k].second);
+    last_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const bool first_before_release = first_done, last_before_release = last_done;
+  server_.Release();
+  reader.join();
+  tail.join();
+  EXPECT_TRUE(first_before_release) << "the first records waited for the whole pack";
+  EXPECT_FALSE(last_before_release) << "the last records came before the object store sent them";
+  EXPECT_EQ(1u, ProxyCount("get"));
+}
+
 TEST_F(ObjectPackStoreTest, AServerThatIgnoresRangeStillGivesTheRightBytes) {
   ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
   o.max_open_packs = 1;

@@ -148,6 +148,12 @@ class S3rver {
     ASSERT_TRUE(r.has_value()) << r.error().ToString();
   }
 
+  // Lets requests held by a "hold" or "hold_after" fault go on.
+  void Release() {
+    auto r = Proxy().Call({.method = http::Method::kPost, .path = "/_release"});
+    if (!r) ADD_FAILURE() << "s3rver: releasing held requests: " << r.error().ToString();
+  }
+
   // Client options for `bucket`/`prefix` through the proxy with the proxy's key pair.
   S3ClientOptions ClientOptions(const std::string& bucket, const std::string& prefix = "") const {
     S3ClientOptions o;
