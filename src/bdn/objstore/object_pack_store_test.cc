@@ -412,7 +412,16 @@ TEST_F(ObjectPackStoreTest, AGcCopyOfAJustClaimedBlobSeesTheDoomAStaleLookMissed
   EXPECT_EQ(*b->Get(X), x);
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // RLIMIT_AS breaks them
+// RLIMIT_AS does not mix with the sanitizers' shadow memory: this test is built without them.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define BDN_UNDER_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define BDN_UNDER_SANITIZER 1
+#endif
+#ifndef BDN_UNDER_SANITIZER
 // No memory for a range being fetched (RangeBuffer's mmap fails under RLIMIT_AS): that read fails,
 // and the next read of the same range fetches it again instead of waiting for ever.
 TEST_F(ObjectPackStoreTest, ARangeThatCouldNotBeAllocatedIsFetchedAgainByTheNextRead) {
