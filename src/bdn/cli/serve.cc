@@ -24,6 +24,7 @@
 #include "bdn/base/clock.h"
 #include "bdn/base/fd.h"
 #include "bdn/base/log.h"
+#include "bdn/base/memory.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
@@ -627,6 +628,7 @@ Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
 }  // namespace
 
 Status Serve(const ServeArgs& args, const std::string& home) {
+  KeepFreedMemory();
   BDN_RETURN_IF_ERROR(InitLog(args.http));
   auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
   if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
@@ -833,6 +835,7 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
 // Serves chunk GET and batch from a NodeCache over the origin: each chunk is fetched from the
 // origin once (concurrent misses share one fetch) and kept on disk within --cache-size.
 Status CacheServe(const CacheServeArgs& args, const std::string& home) {
+  KeepFreedMemory();
   BDN_RETURN_IF_ERROR(InitLog(args.http));
   if (args.upstream.empty()) return InvalidArgumentError("--upstream: the origin URL is required");
   BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));

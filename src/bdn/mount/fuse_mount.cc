@@ -29,6 +29,7 @@
 
 #include "bdn/base/fd.h"
 #include "bdn/base/log.h"
+#include "bdn/base/memory.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -112,6 +113,7 @@ std::string FuseLogReason() {
 }  // namespace
 
 Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options) {
+  KeepFreedMemory();
   ReadySignal ready(options.ready_fd);
   fs::path mp = AbsoluteMountpoint(options.mountpoint);
   const std::string what = MountpointPrefix(mp);
