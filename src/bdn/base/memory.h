@@ -13,6 +13,9 @@ namespace bdn {
 // (docs/benchmarks.md, "Scale-out", third round). Costs up to `bytes` of resident memory per arena
 // after a burst. Call once, early, before the threads start. No error: a libc without mallopt
 // keeps its defaults.
+// It also sets M_MMAP_THRESHOLD to kMmapThresholdBytes (32 MiB, the most glibc raises it to by
+// itself): allocations below that come from the arenas.
 void KeepFreedMemory(size_t bytes = size_t{128} << 20);
+inline constexpr int kMmapThresholdBytes = 32 << 20;
 
 }  // namespace bdn

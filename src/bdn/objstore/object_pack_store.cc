@@ -192,6 +192,10 @@ struct ObjectPackStore::Segment {
   uint64_t end = 0;
   bool ready = false;
   uint64_t filled = 0;  // bytes of [begin, end) in `bytes` already (all of them once ready)
+  // The least `filled` a waiter waits for (waiters are woken when it is reached), and whether the
+  // segment was dropped while it arrived (then it is not cached when it ends).
+  uint64_t wake_at = UINT64_MAX;
+  bool dropped = false;
   Status error;
   RangeBuffer bytes;  // [begin, end) of the pack at its start; may be longer (a reused buffer)
   uint64_t last_use = 0;
@@ -208,8 +212,7 @@ ObjectPackStore::ObjectPackStore(std::shared_ptr<S3Client> client, ObjectPackSto
       options_(std::move(options)),
       catalog_(options_.catalog),
       buffers_(std::make_shared<BufferPool>(
-          std::min(options_.read_cache_bytes, 2 * options_.whole_pack_bytes))),
-      fetches_(std::max(1, options_.gets_in_flight), 1024) {
+          std::min(options_.read_cache_bytes, 2 * options_.whole_pack_bytes))) {
   if (!catalog_) {
     catalog_ =
         std::make_shared<BucketCatalog>(client_, options_.claims_retain_since, options_.clock);
@@ -267,6 +270,12 @@ Status ObjectPackStore::Init() {
 }
 
 ObjectPackStore::~ObjectPackStore() {
+  fetch_stop_ = true;  // background fetches end within about a second (libcurl polls the abort)
+  {
+    MutexLock l(fetch_mu_);
+    for (auto& t : fetch_threads_) t.thread.join();
+    fetch_threads_.clear();
+  }
   {
     MutexLock l(spool_mu_);
     stopping_ = true;
@@ -1164,12 +1173,14 @@ void ObjectPackStore::DropCached(uint64_t pack) {
   auto it = segments_.find(pack);
   if (it == segments_.end()) return;
   for (auto& s : it->second) {
-    if (!s->ready) continue;
-    cached_bytes_ -= s->bytes.size();
+    if (s->ready) {
+      cached_bytes_ -= s->bytes.size();
+    } else {
+      s->dropped = true;  // still arriving: its waiters get it, no later reader does
+    }
     dropped.push_back(s);
   }
-  std::erase_if(it->second, [](const auto& s) { return s->ready; });
-  if (it->second.empty()) segments_.erase(it);
+  segments_.erase(it);
   l.Unlock();
 }
 
@@ -1221,6 +1232,7 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
         return std::shared_ptr<const Segment>(usable);
       }
       if (!cover) break;
+      cover->wake_at = std::min(cover->wake_at, end - cover->begin);
       cache_cv_.wait(l.native());
     }
     // A bulk read (a batch of a pull or of a cache node's misses) takes the whole pack, which the
@@ -1253,13 +1265,47 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
     Fetch(seg);  // exactly what this caller needs: no one to hand the rest to
   } else {
     // More than this caller needs: it goes on once its own bytes are in, the rest arrives for
-    // the batches that follow. (The future is dropped: Fetch reports through the segment.)
-    (void)fetches_.Submit([this, seg] { Fetch(seg); });
+    // the batches that follow.
+    StartFetch(seg);
   }
   MutexLock l(cache_mu_);
-  while (!seg->ready && seg->filled < end - seg->begin) cache_cv_.wait(l.native());
+  while (!seg->ready && seg->filled < end - seg->begin) {
+    seg->wake_at = std::min(seg->wake_at, end - seg->begin);
+    cache_cv_.wait(l.native());
+  }
   if (seg->filled < end - seg->begin) return Err(seg->error);
   return std::shared_ptr<const Segment>(seg);
+}
+
+void ObjectPackStore::StartFetch(const std::shared_ptr<Segment>& seg) {
+  try {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    MutexLock l(fetch_mu_);
+    // Threads whose fetch ended are joined here (at once: they have returned or are returning).
+    std::erase_if(fetch_threads_, [](FetchThread& t) {
+      if (!*t.done) return false;
+      t.thread.join();
+      return true;
+    });
+    fetch_threads_.push_back({std::thread([this, seg, done] {
+                                Fetch(seg);
+                                *done = true;
+                              }),
+                              done});
+  } catch (const std::exception& e) {
+    FailSegment(seg, UnavailableError(PackUri(seg->pack) + ": starting a read: " + e.what()));
+  }
+}
+
+void ObjectPackStore::FailSegment(const std::shared_ptr<Segment>& seg, const Status& why) {
+  MutexLock l(cache_mu_);
+  seg->ready = true;
+  seg->error = why;
+  if (auto it = segments_.find(seg->pack); it != segments_.end()) {
+    std::erase(it->second, seg);
+    if (it->second.empty()) segments_.erase(it);
+  }
+  cache_cv_.notify_all();
 }
 
 void ObjectPackStore::Fetch(const std::shared_ptr<Segment>& seg) {
@@ -1274,16 +1320,17 @@ void ObjectPackStore::Fetch(const std::shared_ptr<Segment>& seg) {
       seg->bytes = std::move(buffer);
       seg->pool = buffers_;
     }
-    uint64_t woke = 0;  // filled at the last wake-up: waiters are woken every 1 MiB, not per piece
-    got = client_->GetRangeInto(PackKey(seg->pack), seg->begin, seg->bytes.first(n),
-                                [&](uint64_t filled) {
-                                  MutexLock l(cache_mu_);
-                                  seg->filled = filled;
-                                  if (filled - woke >= (uint64_t{1} << 20) || filled == n) {
-                                    woke = filled;
-                                    cache_cv_.notify_all();
-                                  }
-                                });
+    got = client_->GetRangeInto(
+        PackKey(seg->pack), seg->begin, seg->bytes.first(n),
+        [&](uint64_t filled) {
+          MutexLock l(cache_mu_);
+          seg->filled = filled;
+          if (filled >= seg->wake_at) {  // some waiter's bytes are in
+            seg->wake_at = UINT64_MAX;   // the others set it again before they wait
+            cache_cv_.notify_all();
+          }
+        },
+        [this] { return fetch_stop_.load(); });
   } catch (const std::exception& e) {
     // No memory for the range (or a failure of the same kind): the waiters get an error, never
     // a segment that stays unready.
@@ -1293,7 +1340,10 @@ void ObjectPackStore::Fetch(const std::shared_ptr<Segment>& seg) {
   std::vector<std::shared_ptr<Segment>> dropped;  // released after the lock (munmap)
   MutexLock l(cache_mu_);
   seg->ready = true;
-  if (got.ok()) {
+  if (got.ok() && seg->dropped) {
+    counters_.fetched_bytes += n;
+    seg->filled = n;  // for the readers waiting on it; no longer listed, so not cached
+  } else if (got.ok()) {
     counters_.fetched_bytes += n;
     seg->filled = n;
     seg->last_use = ++use_clock_;
@@ -1315,9 +1365,10 @@ void ObjectPackStore::Fetch(const std::shared_ptr<Segment>& seg) {
     }
   } else {
     seg->error = got;
-    auto& list = segments_[seg->pack];
-    std::erase(list, seg);
-    if (list.empty()) segments_.erase(seg->pack);
+    if (auto it = segments_.find(seg->pack); it != segments_.end()) {
+      std::erase(it->second, seg);
+      if (it->second.empty()) segments_.erase(it);
+    }
   }
   cache_cv_.notify_all();
   l.Unlock();

@@ -28,7 +28,6 @@
 
 #include "bdn/base/clock.h"
 #include "bdn/base/mutex.h"
-#include "bdn/base/thread_pool.h"
 #include "bdn/objstore/pack_catalog.h"
 #include "bdn/objstore/s3_client.h"
 #include "bdn/store/chunk_store.h"
@@ -365,9 +364,20 @@ class ObjectPackStore : public ChunkStore, public GcStore {
         cache_hit_bytes{0}, fetched_bytes{0}, refreshes{0}, missing_packs{0}, damaged_copies{0};
   };
   mutable Counters counters_;
-  // Runs the GETs that read more than their caller asked (a whole pack, a read-ahead), so that
-  // the caller goes on once its own bytes are in. Last: destroyed (joined) first.
-  ThreadPool fetches_;
+  // The GETs that read more than their caller asked (a whole pack, a read-ahead) run on threads
+  // of their own, so that the caller goes on once its own bytes are in and a stalled pack holds
+  // up no other; the destructor aborts them (fetch_stop_) and joins them.
+  struct FetchThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  // Starts Fetch(seg) on a thread of its own; if no thread can be started, fails `seg`.
+  void StartFetch(const std::shared_ptr<Segment>& seg);
+  // Marks `seg` (not ready) failed with `why`, unlisted, and wakes its waiters.
+  void FailSegment(const std::shared_ptr<Segment>& seg, const Status& why);
+  Mutex fetch_mu_;
+  std::vector<FetchThread> fetch_threads_ GUARDED_BY(fetch_mu_);
+  std::atomic<bool> fetch_stop_{false};
 };
 
 }  // namespace bdn::objstore

@@ -712,6 +712,112 @@ TEST_F(ObjectPackStoreTest, ABatchOfTheFirstRecordsOfAPackReadWholeDoesNotWaitFo
   EXPECT_EQ(1u, ProxyCount("get"));
 }
 
+// Whether `done` is set within `ms` milliseconds.
+bool WaitFor(const std::atomic<bool>& done, int ms) {
+  for (int i = 0; i < ms / 20 && !done; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done;
+}
+
+// A batch's records are in (512 KiB of the pack arrived, then the object store holds the rest
+// back): the batch is answered then, not once more bytes come.
+TEST_F(ObjectPackStoreTest, ABatchWhoseRecordsAreInIsAnsweredBeforeTheNextMiBArrives) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 64, 65536, 29);  // one pack of 4 MiB
+  ASSERT_OK(a->Sync());
+  ObjectPackStoreOptions ob = SmallPacks(dir_.path() / "b");
+  ob.bulk_read_bytes = 128 << 10;
+  auto b = OpenStore(ClientFor(server_), ob);
+  ASSERT_TRUE(b);
+  server_.SetFaults({{{"kind", "get"}, {"count", 1}, {"hold_after", 512 << 10}}});
+  std::vector<Digest> first;
+  for (size_t k = 0; k < 4; ++k) first.push_back(blobs[k].first);  // ~256 KiB
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    auto got = b->GetMany(first);
+    EXPECT_OK(got);
+    done = true;
+  });
+  const bool before_release = WaitFor(done, 5000);
+  server_.Release();
+  reader.join();
+  EXPECT_TRUE(before_release) << "the first 4 records (256 KiB, all in at 512 KiB) waited for the "
+                                 "rest of the pack";
+}
+
+// Two packs whose GETs the object store holds back half way (more than gets_in_flight) hold up no
+// bulk read of a third pack: each whole-pack fetch runs on a thread of its own.
+TEST_F(ObjectPackStoreTest, PacksHeldBackByTheObjectStoreHoldUpNoReadOfAnotherPack) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  std::vector<std::vector<std::pair<Digest, std::vector<uint8_t>>>> packs;
+  for (int p = 0; p < 3; ++p) {
+    packs.push_back(PutBlobs(*a, 48, 65536, 1000 * (p + 1)));  // 3 MiB packs
+    ASSERT_OK(a->Sync());
+  }
+  ObjectPackStoreOptions ob = SmallPacks(dir_.path() / "b");
+  ob.bulk_read_bytes = 64 << 10;
+  ob.gets_in_flight = 2;
+  auto b = OpenStore(ClientFor(server_), ob);
+  ASSERT_TRUE(b);
+  server_.ResetStats();  // b's Open read the packs' footers
+  server_.SetFaults({{{"kind", "get"}, {"count", 2}, {"hold_after", 3 << 19}}});  // 1.5 MiB
+  std::atomic<bool> done[3] = {false, false, false};
+  std::vector<std::thread> threads;
+  bool in_time[3];
+  for (int p = 0; p < 3; ++p) {
+    threads.emplace_back([&, p] {
+      std::vector<Digest> ids{packs[p][0].first, packs[p][1].first};
+      auto got = b->GetMany(ids);
+      EXPECT_OK(got);
+      done[p] = true;
+    });
+    in_time[p] = WaitFor(done[p], 5000);
+  }
+  const uint64_t gets_before_release = ProxyCount("get");
+  server_.Release();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(3u, gets_before_release) << "one whole-pack GET per pack, all three sent at once";
+  EXPECT_TRUE(in_time[0]);
+  EXPECT_TRUE(in_time[1]);
+  EXPECT_TRUE(in_time[2]) << "a bulk read of an unstalled pack waited for two other packs' GETs";
+}
+
+// Closing the store while a whole-pack GET it started for readers long gone is held back ends
+// that GET instead of waiting for the object store.
+TEST_F(ObjectPackStoreTest, ClosingTheStoreEndsAFetchNoReaderWaitsFor) {
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.pack_target_bytes = 16 << 20;
+  o.max_open_packs = 1;
+  auto a = OpenStore(ClientFor(server_), o);
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 64, 65536, 29);
+  ASSERT_OK(a->Sync());
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  server_.SetFaults({{{"kind", "get"}, {"count", 1}, {"hold_after", 2 << 20}}});
+  std::vector<Digest> first;
+  for (size_t k = 0; k < 16; ++k) first.push_back(blobs[k].first);
+  ASSERT_OK(b->GetMany(first));
+  std::atomic<bool> closed{false};
+  std::thread closer([&] {
+    b.reset();
+    closed = true;
+  });
+  const bool closed_before_release = WaitFor(closed, 3000);
+  server_.Release();
+  closer.join();
+  EXPECT_TRUE(closed_before_release) << "the store's destructor waited for the held GET";
+}
+
 TEST_F(ObjectPackStoreTest, AServerThatIgnoresRangeStillGivesTheRightBytes) {
   ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
   o.max_open_packs = 1;

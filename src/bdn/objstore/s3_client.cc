@@ -95,6 +95,7 @@ struct S3Client::Call {
   // Passed on to http::Request (a 2xx body streamed to on_body; called again on a retry).
   std::function<bool(int, const std::vector<std::pair<std::string, std::string>>&)> on_headers;
   std::function<bool(std::span<const uint8_t>)> on_body;
+  std::function<bool()> should_abort;
 };
 
 S3Client::S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
@@ -185,6 +186,7 @@ Result<http::Response> S3Client::Send(const Call& call) {
     }
     req.on_headers = call.on_headers;
     req.on_body = call.on_body;
+    req.should_abort = call.should_abort;
     SignS3Request(req, options_.credentials, options_.location.region, payload_sha);
     if (call.counter) call.counter->fetch_add(1, std::memory_order_relaxed);
     if (attempt > 1) counters_.retries.fetch_add(1, std::memory_order_relaxed);
@@ -333,7 +335,8 @@ Result<std::vector<uint8_t>> S3Client::GetRange(const std::string& key, uint64_t
 }
 
 Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out,
-                              const std::function<void(uint64_t)>& progress) {
+                              const std::function<void(uint64_t)>& progress,
+                              const std::function<bool()>& should_abort) {
   if (out.empty()) return Status::Ok();
   const uint64_t length = out.size();
   const std::string range = RangeText(offset, length);
@@ -350,6 +353,7 @@ Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span
          .counter = &counters_.gets,
          .large = true,
          .expect_bytes = length};
+  c.should_abort = should_abort;
   c.on_headers = [&](int status, const std::vector<std::pair<std::string, std::string>>& h) {
     seen = filled = 0;  // a retry starts over
     partial = status == 206;
