@@ -125,6 +125,19 @@ class ObjectPackStoreTest : public ::testing::Test {
     }
     return out;
   }
+  // Writes 64 random blobs of 64 KiB (seeds `seed`...) into one pack (4 MiB) in the bucket, with
+  // a store of its own (in "a"), and returns them.
+  std::vector<std::pair<Digest, std::vector<uint8_t>>> OnePackOf64Blobs(uint64_t seed) {
+    ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+    o.pack_target_bytes = 16 << 20;
+    o.max_open_packs = 1;
+    auto a = OpenStore(ClientFor(server_), o);
+    EXPECT_TRUE(a);
+    if (!a) return {};
+    auto blobs = PutBlobs(*a, 64, 65536, seed);
+    EXPECT_OK(a->Sync());
+    return blobs;
+  }
   // One GetMany of every blob in `blobs` answers their bytes.
   void ExpectBatchReadsBack(ChunkStore& store,
                             const std::vector<std::pair<Digest, std::vector<uint8_t>>>& blobs) {
@@ -604,13 +617,7 @@ TEST_F(ObjectPackStoreTest, NeighbouringBlobsOfAPackAreReadWithOneGet) {
 }
 
 TEST_F(ObjectPackStoreTest, ASequentialReadReadsAheadIntoTheCache) {
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.pack_target_bytes = 16 << 20;
-  o.max_open_packs = 1;
-  auto a = OpenStore(ClientFor(server_), o);
-  ASSERT_TRUE(a);
-  auto blobs = PutBlobs(*a, 64, 65536, 21);  // one pack of 4 MiB
-  ASSERT_OK(a->Sync());
+  auto blobs = OnePackOf64Blobs(21);
   ObjectPackStoreOptions r = SmallPacks(dir_.path() / "r");
   r.readahead_bytes = 2 << 20;
   auto b = OpenStore(ClientFor(server_), r);
@@ -631,13 +638,7 @@ TEST_F(ObjectPackStoreTest, ASequentialReadReadsAheadIntoTheCache) {
 }
 
 TEST_F(ObjectPackStoreTest, ABulkReadTakesTheWholePackForTheBatchesThatFollow) {
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.pack_target_bytes = 16 << 20;
-  o.max_open_packs = 1;
-  auto a = OpenStore(ClientFor(server_), o);
-  ASSERT_TRUE(a);
-  auto blobs = PutBlobs(*a, 64, 65536, 25);  // one pack of 4 MiB
-  ASSERT_OK(a->Sync());
+  auto blobs = OnePackOf64Blobs(25);
   auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
   ASSERT_TRUE(b);
   server_.ResetStats();
@@ -672,13 +673,7 @@ TEST_F(ObjectPackStoreTest, ABulkReadTakesTheWholePackForTheBatchesThatFollow) {
 // object store holding the rest of the pack back, a batch of the pack's first records is answered;
 // one of its last records waits for the rest, and both come from the same single GET.
 TEST_F(ObjectPackStoreTest, ABatchOfTheFirstRecordsOfAPackReadWholeDoesNotWaitForTheRest) {
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.pack_target_bytes = 16 << 20;
-  o.max_open_packs = 1;
-  auto a = OpenStore(ClientFor(server_), o);
-  ASSERT_TRUE(a);
-  auto blobs = PutBlobs(*a, 64, 65536, 29);  // one pack of 4 MiB
-  ASSERT_OK(a->Sync());
+  auto blobs = OnePackOf64Blobs(29);
   auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
   ASSERT_TRUE(b);
   server_.ResetStats();
@@ -723,13 +718,7 @@ bool WaitFor(const std::atomic<bool>& done, int ms) {
 // A batch's records are in (512 KiB of the pack arrived, then the object store holds the rest
 // back): the batch is answered then, not once more bytes come.
 TEST_F(ObjectPackStoreTest, ABatchWhoseRecordsAreInIsAnsweredBeforeTheNextMiBArrives) {
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.pack_target_bytes = 16 << 20;
-  o.max_open_packs = 1;
-  auto a = OpenStore(ClientFor(server_), o);
-  ASSERT_TRUE(a);
-  auto blobs = PutBlobs(*a, 64, 65536, 29);  // one pack of 4 MiB
-  ASSERT_OK(a->Sync());
+  auto blobs = OnePackOf64Blobs(29);
   ObjectPackStoreOptions ob = SmallPacks(dir_.path() / "b");
   ob.bulk_read_bytes = 128 << 10;
   auto b = OpenStore(ClientFor(server_), ob);
@@ -794,13 +783,7 @@ TEST_F(ObjectPackStoreTest, PacksHeldBackByTheObjectStoreHoldUpNoReadOfAnotherPa
 // Closing the store while a whole-pack GET it started for readers long gone is held back ends
 // that GET instead of waiting for the object store.
 TEST_F(ObjectPackStoreTest, ClosingTheStoreEndsAFetchNoReaderWaitsFor) {
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.pack_target_bytes = 16 << 20;
-  o.max_open_packs = 1;
-  auto a = OpenStore(ClientFor(server_), o);
-  ASSERT_TRUE(a);
-  auto blobs = PutBlobs(*a, 64, 65536, 29);
-  ASSERT_OK(a->Sync());
+  auto blobs = OnePackOf64Blobs(29);
   auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
   ASSERT_TRUE(b);
   server_.SetFaults({{{"kind", "get"}, {"count", 1}, {"hold_after", 2 << 20}}});
