@@ -74,7 +74,12 @@ struct ObjectPackStoreOptions {
   // read_cache_bytes) are kept after their ranges are dropped, for the next fetches to write
   // into: on a virtual machine, touching fresh memory (page faults, the host mapping the page)
   // was the largest share of an origin's CPU in a cold read (bench/run_cluster.sh).
+  // Ranges still arriving are not counted: each is held by a reader waiting for it, at most one
+  // whole pack per pack being read.
   uint64_t read_cache_bytes = uint64_t{512} << 20;
+  // GETs one GetMany runs at once. A GET that reads more than its caller asked (a whole pack, a
+  // read-ahead) runs on a thread of its own and may outlive the call, so no stalled pack holds up
+  // the reads of another.
   int gets_in_flight = 8;
   // Uploaded packs not yet in an index table are written into one once this many accumulate.
   size_t loose_packs_per_table = 64;
