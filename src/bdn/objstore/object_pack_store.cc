@@ -196,6 +196,9 @@ struct ObjectPackStore::Segment {
   // segment was dropped while it arrived (then it is not cached when it ends).
   uint64_t wake_at = UINT64_MAX;
   bool dropped = false;
+  // Fetched on a thread of its own for readers that may be gone (counted in
+  // background_bytes_ and background_fetches_ until it ends).
+  bool background = false;
   Status error;
   RangeBuffer bytes;  // [begin, end) of the pack at its start; may be longer (a reused buffer)
   uint64_t last_use = 0;
@@ -1255,13 +1258,26 @@ Result<std::shared_ptr<const ObjectPackStore::Segment>> ObjectPackStore::Range(
         fetch_end = std::min(pack_bytes, std::max(end, begin + options_.readahead_bytes));
       }
     }
+    // The rest of such a range arrives after this caller has gone on, so those in flight are
+    // bounded (read_cache_bytes, kMaxBackgroundFetches); past that, the caller reads its own bytes.
+    const bool more = fetch_begin != begin || fetch_end != end;
+    if (more && (background_fetches_ >= kMaxBackgroundFetches ||
+                 fetch_end - fetch_begin > options_.read_cache_bytes - background_bytes_)) {
+      fetch_begin = begin;
+      fetch_end = end;
+    }
     seg = std::make_shared<Segment>();
     seg->pack = pack;
     seg->begin = fetch_begin;
     seg->end = fetch_end;
+    if (fetch_begin != begin || fetch_end != end) {
+      seg->background = true;
+      background_bytes_ += fetch_end - fetch_begin;
+      ++background_fetches_;
+    }
     segments_[pack].push_back(seg);
   }
-  if (seg->begin == begin && seg->end == end) {
+  if (!seg->background) {
     Fetch(seg);  // exactly what this caller needs: no one to hand the rest to
   } else {
     // More than this caller needs: it goes on once its own bytes are in, the rest arrives for
@@ -1299,6 +1315,7 @@ void ObjectPackStore::StartFetch(const std::shared_ptr<Segment>& seg) {
 
 void ObjectPackStore::FailSegment(const std::shared_ptr<Segment>& seg, const Status& why) {
   MutexLock l(cache_mu_);
+  EndBackgroundLocked(*seg);
   seg->ready = true;
   seg->error = why;
   if (auto it = segments_.find(seg->pack); it != segments_.end()) {
@@ -1306,6 +1323,13 @@ void ObjectPackStore::FailSegment(const std::shared_ptr<Segment>& seg, const Sta
     if (it->second.empty()) segments_.erase(it);
   }
   cache_cv_.notify_all();
+}
+
+void ObjectPackStore::EndBackgroundLocked(Segment& seg) {
+  if (!seg.background) return;
+  seg.background = false;
+  background_bytes_ -= seg.end - seg.begin;
+  --background_fetches_;
 }
 
 void ObjectPackStore::Fetch(const std::shared_ptr<Segment>& seg) {
@@ -1339,6 +1363,7 @@ void ObjectPackStore::Fetch(const std::shared_ptr<Segment>& seg) {
   }
   std::vector<std::shared_ptr<Segment>> dropped;  // released after the lock (munmap)
   MutexLock l(cache_mu_);
+  EndBackgroundLocked(*seg);
   seg->ready = true;
   if (got.ok() && seg->dropped) {
     counters_.fetched_bytes += n;

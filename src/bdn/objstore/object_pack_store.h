@@ -74,8 +74,10 @@ struct ObjectPackStoreOptions {
   // read_cache_bytes) are kept after their ranges are dropped, for the next fetches to write
   // into: on a virtual machine, touching fresh memory (page faults, the host mapping the page)
   // was the largest share of an origin's CPU in a cold read (bench/run_cluster.sh).
-  // Ranges still arriving are not counted: each is held by a reader waiting for it, at most one
-  // whole pack per pack being read.
+  // Ranges still arriving are not counted here. Those fetched for readers that may have gone on
+  // (the rest of a whole pack, a read-ahead) are bounded apart: at most read_cache_bytes of them
+  // in 32 fetches at once (ObjectPackStore::kMaxBackgroundFetches); past that, a read fetches
+  // just its own bytes.
   uint64_t read_cache_bytes = uint64_t{512} << 20;
   // GETs one GetMany runs at once. A GET that reads more than its caller asked (a whole pack, a
   // read-ahead) runs on a thread of its own and may outlive the call, so no stalled pack holds up
@@ -378,6 +380,13 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   };
   // Starts Fetch(seg) on a thread of its own; if no thread can be started, fails `seg`.
   void StartFetch(const std::shared_ptr<Segment>& seg);
+  // Takes `seg`, if it is a background one, off background_bytes_ and background_fetches_.
+  void EndBackgroundLocked(Segment& seg) REQUIRES(cache_mu_);
+  // Background fetches (Segment::background) at once, at most; their bytes are held within
+  // read_cache_bytes.
+  static constexpr int kMaxBackgroundFetches = 32;
+  uint64_t background_bytes_ GUARDED_BY(cache_mu_) = 0;
+  int background_fetches_ GUARDED_BY(cache_mu_) = 0;
   // Marks `seg` (not ready) failed with `why`, unlisted, and wakes its waiters.
   void FailSegment(const std::shared_ptr<Segment>& seg, const Status& why);
   Mutex fetch_mu_;

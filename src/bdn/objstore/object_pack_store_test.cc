@@ -138,6 +138,22 @@ class ObjectPackStoreTest : public ::testing::Test {
     EXPECT_OK(a->Sync());
     return blobs;
   }
+  // Writes `count` packs of 48 random blobs of 64 KiB (3 MiB; pack p's seeds `seed` * (p + 1)...)
+  // into the bucket, with a store of its own (in "a"), and returns each pack's blobs.
+  std::vector<std::vector<std::pair<Digest, std::vector<uint8_t>>>> PacksOf48Blobs(int count,
+                                                                                   uint64_t seed) {
+    ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+    o.pack_target_bytes = 16 << 20;
+    o.max_open_packs = 1;
+    auto a = OpenStore(ClientFor(server_), o);
+    EXPECT_TRUE(a);
+    std::vector<std::vector<std::pair<Digest, std::vector<uint8_t>>>> packs;
+    for (int p = 0; a && p < count; ++p) {
+      packs.push_back(PutBlobs(*a, 48, 65536, seed * static_cast<uint64_t>(p + 1)));
+      EXPECT_OK(a->Sync());
+    }
+    return packs;
+  }
   // One GetMany of every blob in `blobs` answers their bytes.
   void ExpectBatchReadsBack(ChunkStore& store,
                             const std::vector<std::pair<Digest, std::vector<uint8_t>>>& blobs) {
@@ -742,16 +758,8 @@ TEST_F(ObjectPackStoreTest, ABatchWhoseRecordsAreInIsAnsweredBeforeTheNextMiBArr
 // Two packs whose GETs the object store holds back half way (more than gets_in_flight) hold up no
 // bulk read of a third pack: each whole-pack fetch runs on a thread of its own.
 TEST_F(ObjectPackStoreTest, PacksHeldBackByTheObjectStoreHoldUpNoReadOfAnotherPack) {
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.pack_target_bytes = 16 << 20;
-  o.max_open_packs = 1;
-  auto a = OpenStore(ClientFor(server_), o);
-  ASSERT_TRUE(a);
-  std::vector<std::vector<std::pair<Digest, std::vector<uint8_t>>>> packs;
-  for (int p = 0; p < 3; ++p) {
-    packs.push_back(PutBlobs(*a, 48, 65536, 1000 * (p + 1)));  // 3 MiB packs
-    ASSERT_OK(a->Sync());
-  }
+  const auto packs = PacksOf48Blobs(3, 1000);
+  ASSERT_EQ(3u, packs.size());
   ObjectPackStoreOptions ob = SmallPacks(dir_.path() / "b");
   ob.bulk_read_bytes = 64 << 10;
   ob.gets_in_flight = 2;
@@ -778,6 +786,49 @@ TEST_F(ObjectPackStoreTest, PacksHeldBackByTheObjectStoreHoldUpNoReadOfAnotherPa
   EXPECT_TRUE(in_time[0]);
   EXPECT_TRUE(in_time[1]);
   EXPECT_TRUE(in_time[2]) << "a bulk read of an unstalled pack waited for two other packs' GETs";
+}
+
+// Whole-pack GETs that outlive their readers are bounded: with the object store holding each
+// pack back after 1.5 MiB, bulk reads of the first records of four 3 MiB packs start a whole-pack
+// GET only while those fit in read_cache_bytes (two); the others read just their own records.
+TEST_F(ObjectPackStoreTest, WholePackGetsOutlivingTheirReadersStayWithinReadCacheBytes) {
+  const auto packs = PacksOf48Blobs(4, 2000);
+  ASSERT_EQ(4u, packs.size());
+  ObjectPackStoreOptions ob = SmallPacks(dir_.path() / "b");
+  ob.bulk_read_bytes = 64 << 10;
+  ob.read_cache_bytes = 7 << 20;
+  auto b = OpenStore(ClientFor(server_), ob);
+  ASSERT_TRUE(b);
+  server_.ResetStats();
+  server_.SetFaults({{{"kind", "get"}, {"count", 4}, {"hold_after", 3 << 19}}});
+  std::atomic<bool> done[4] = {false, false, false, false};
+  bool in_time[4];
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 4; ++p) {
+    threads.emplace_back([&, p] {
+      std::vector<Digest> ids{packs[p][0].first, packs[p][1].first};
+      auto got = b->GetMany(ids);
+      EXPECT_OK(got);
+      for (size_t k = 0; got && k < ids.size(); ++k) EXPECT_EQ(*(*got)[k], packs[p][k].second);
+      done[p] = true;
+    });
+    in_time[p] = WaitFor(done[p], 5000);
+  }
+  const nlohmann::json stats = server_.Stats();
+  int whole = 0;  // GETs of more than 1 MiB: the whole packs
+  for (const auto& r : stats["get_ranges"]) {
+    unsigned long long first = 0, last = 0;
+    const std::string range = r.get<std::string>();
+    if (std::sscanf(range.substr(range.find(' ') + 1).c_str(), "bytes=%llu-%llu", &first, &last) ==
+            2 &&
+        last - first >= 1 << 20) {
+      ++whole;
+    }
+  }
+  server_.Release();
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 4; ++p) EXPECT_TRUE(in_time[p]) << p;
+  EXPECT_EQ(2, whole) << "whole-pack GETs in flight past read_cache_bytes";
 }
 
 // Closing the store while a whole-pack GET it started for readers long gone is held back ends
