@@ -852,6 +852,35 @@ TEST_F(ObjectPackStoreTest, ClosingTheStoreEndsAFetchNoReaderWaitsFor) {
   EXPECT_TRUE(closed_before_release) << "the store's destructor waited for the held GET";
 }
 
+// Closing the store while a whole-pack GET it started for readers long gone waits to be tried
+// again (the object store cut it off, then answered 503 with Retry-After: 8) ends that GET
+// instead of waiting out the back-off.
+TEST_F(ObjectPackStoreTest, ClosingTheStoreEndsAFetchWaitingToBeTriedAgain) {
+  auto blobs = OnePackOf64Blobs(29);
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  server_.ResetStats();
+  server_.SetFaults({{{"kind", "get"}, {"count", 1}, {"drop_after", 2 << 20}},
+                     {{"kind", "get"}, {"count", 1}, {"status", 503}, {"retry_after", 8}}});
+  std::vector<Digest> first;
+  for (size_t k = 0; k < 16; ++k) first.push_back(blobs[k].first);
+  ASSERT_OK(b->GetMany(first));
+  // The 503 is answered as soon as the proxy counts its GET; the fetch then waits to try again.
+  for (int i = 0; i < 250 && ProxyCount("get") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(2u, ProxyCount("get"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::atomic<bool> closed{false};
+  std::thread closer([&] {
+    b.reset();
+    closed = true;
+  });
+  const bool closed_in_time = WaitFor(closed, 3000);
+  closer.join();
+  EXPECT_TRUE(closed_in_time) << "the store's destructor waited out the GET's back-off";
+}
+
 TEST_F(ObjectPackStoreTest, AServerThatIgnoresRangeStillGivesTheRightBytes) {
   ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
   o.max_open_packs = 1;

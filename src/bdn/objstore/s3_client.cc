@@ -39,6 +39,23 @@ Status StatusOf(const Result<T>& r) {
   return r.has_value() ? Status::Ok() : r.error();
 }
 
+// Sleeps `d` on `clock`; with `should_abort`, in steps of at most 100 ms, returning false as soon
+// as it answers true (a back-off of seconds, or a Retry-After, then holds up no abort).
+bool SleepUnlessAborted(const Clock& clock, milliseconds d,
+                        const std::function<bool()>& should_abort) {
+  if (!should_abort) {
+    clock.SleepFor(d);
+    return true;
+  }
+  const SteadyTime until = clock.SteadyNow() + d;
+  for (;;) {
+    if (should_abort()) return false;
+    const SteadyTime now = clock.SteadyNow();
+    if (now >= until) return true;
+    clock.SleepFor(std::min<std::chrono::nanoseconds>(until - now, milliseconds(100)));
+  }
+}
+
 std::string RangeText(uint64_t offset, uint64_t length) {
   return std::to_string(offset) + "-" + std::to_string(offset + length - 1);
 }
@@ -217,7 +234,9 @@ Result<http::Response> S3Client::Send(const Call& call) {
       return Err(Status(failure.code(), failure.message() + " (tried " + std::to_string(attempt) +
                                             " times over " + FormatDuration(spent) + ")"));
     }
-    clock.SleepFor(wait);
+    if (!SleepUnlessAborted(clock, wait, call.should_abort)) {
+      return Err(InternalError(uri_ + ": " + call.what + ": aborted"));
+    }
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
 }

@@ -109,8 +109,9 @@ class S3Client {
   // bytes of `out` known to be final grow, with their count n: bytes [0, n) are then never
   // written again (a retry skips them), so another thread may read them while the rest arrives.
   // Errors: as GetRange.
-  // `should_abort`, if set, is polled while the GET runs (about once a second while it waits):
-  // true ends it (Internal "...: aborted"), with no retry.
+  // `should_abort`, if set, is polled while the GET runs (about once a second while it waits)
+  // and while it waits to try again (every 100 ms): true ends it (Internal "...: aborted"), with
+  // no retry.
   Status GetRangeInto(const std::string& key, uint64_t offset, std::span<uint8_t> out,
                       const std::function<void(uint64_t)>& progress = nullptr,
                       const std::function<bool()>& should_abort = nullptr);
