@@ -908,6 +908,32 @@ TEST_F(ObjectPackStoreTest, AServerThatIgnoresRangeStillGivesTheRightBytes) {
   ExpectBatchReadsBack(*c, blobs);
 }
 
+// An object store that answers a ranged GET with 200 and just the range's bytes (as if they were
+// the whole object) gives no bytes from the wrong place: a sequential read's read-ahead and the
+// re-read of its record so answered fail the read, and no good copy is set aside as damaged.
+TEST_F(ObjectPackStoreTest, A200WithJustTheRangesBytesIsAnErrorNotADamagedCopy) {
+  auto blobs = OnePackOf64Blobs(37);
+  ObjectPackStoreOptions ob = SmallPacks(dir_.path() / "b");
+  ob.readahead_bytes = 1 << 20;
+  auto b = OpenStore(ClientFor(server_), ob);
+  ASSERT_TRUE(b);
+  auto got = b->Get(blobs[0].first);
+  ASSERT_OK(got);
+  EXPECT_EQ(*got, blobs[0].second);
+  // The next record goes on where the first ended: a read-ahead of 1 MiB from 64 KiB in.
+  server_.SetFaults({{{"kind", "get"}, {"count", 2}, {"range_as_200", true}}});
+  got = b->Get(blobs[1].first);
+  EXPECT_FALSE(got.has_value());
+  if (!got) {
+    EXPECT_NE(StatusCode::kCorruption, got.error().code()) << got.error().ToString();
+  }
+  EXPECT_EQ(0u, b->stats().damaged_copies);
+  server_.SetFaults(nlohmann::json::array());  // the object store answers right again
+  got = b->Get(blobs[1].first);
+  ASSERT_OK(got);
+  EXPECT_EQ(*got, blobs[1].second);
+}
+
 TEST_F(ObjectPackStoreTest, ALargePackIsUploadedInParts) {
   ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
   o.pack_target_bytes = 1 << 20;

@@ -376,12 +376,23 @@ Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span
   c.on_headers = [&](int status, const std::vector<std::pair<std::string, std::string>>& h) {
     seen = filled = 0;  // a retry starts over
     partial = status == 206;
-    if (!partial) return true;  // a 200 is checked by its length below; others are errors
-    const std::string want = "bytes " + range + "/";
-    const std::string* got = nullptr;
+    const std::string* got = nullptr;  // Content-Range of a 206, Content-Length of a 2xx else
     for (const auto& [name, value] : h) {
-      if (name == "content-range") got = &value;
+      if (name == (partial ? "content-range" : "content-length")) got = &value;
     }
+    if (!partial) {
+      // The whole object, if the answer is one; a body too short to hold the range is not (a
+      // server that sends just the range's bytes with 200): none of it may reach `out`, where
+      // bytes from the wrong place would be published as final.
+      if (status < 200 || status >= 300 || got == nullptr) return true;  // checked below
+      const std::optional<uint64_t> bytes = ParseByteCount(*got);
+      if (bytes && *bytes >= offset + length) return true;
+      refused = "asked bytes " + range + ", got " + std::to_string(status) + " with " +
+                (bytes ? std::to_string(*bytes) : "\"" + EscapeName(*got) + "\"") +
+                " bytes, not the whole object";
+      return false;
+    }
+    const std::string want = "bytes " + range + "/";
     if (got == nullptr || !got->starts_with(want)) {
       refused = "asked bytes " + range + ", got " +
                 (got ? "\"" + EscapeName(*got) + "\"" : std::string("no range"));

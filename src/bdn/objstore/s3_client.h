@@ -108,6 +108,8 @@ class S3Client {
   // contents are unspecified. With `progress`, it is called (on this thread) each time the
   // bytes of `out` known to be final grow, with their count n: bytes [0, n) are then never
   // written again (a retry skips them), so another thread may read them while the rest arrives.
+  // A 200 (a server that ignores Range) is taken as the whole object, trimmed to the range; one
+  // whose Content-Length is too short to hold the range is refused before any of it is written.
   // Errors: as GetRange.
   // `should_abort`, if set, is polled while the GET runs (about once a second while it waits)
   // and while it waits to try again (every 100 ms): true ends it (Internal "...: aborted"), with
