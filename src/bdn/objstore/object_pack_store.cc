@@ -1471,7 +1471,17 @@ Status ObjectPackStore::ReadObjects(std::vector<std::pair<size_t, IndexedBlob>> 
             // Damaged on the way or in memory? Read the record alone once more.
             DropCached(b.pack);
             auto again = Range(b.pack, b.loc.offset, b.loc.end(), false, true);
-            if (again) blob = DecodeRecord(b, (*again)->data());
+            if (again) {
+              blob = DecodeRecord(b, (*again)->data());
+            } else {
+              // Not verified a second time: the copy may be good, so it is not set aside, and
+              // the read fails as the second read did (a 404 too: a GC may have deleted the pack
+              // since; the next read looks).
+              const Status& s = again.error();
+              blob = Err(
+                  Status(s.code() == StatusCode::kNotFound ? StatusCode::kUnavailable : s.code(),
+                         blob.error().message() + "; reading it again: " + s.message()));
+            }
             if (!blob && blob.error().code() == StatusCode::kCorruption) {
               WriterLock l(mu_);
               if (bad_.insert({b.pack, b.loc.offset}).second) ++counters_.damaged_copies;

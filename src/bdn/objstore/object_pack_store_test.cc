@@ -1095,6 +1095,32 @@ TEST_F(ObjectPackStoreTest, ADamagedRecordIsCorruptionAndSetAside) {
   EXPECT_EQ(*b->Get(blobs[2].first), blobs[2].second);
 }
 
+// A record damaged on the way whose second read fails (503, with no retry left) has not failed
+// verification twice: the read fails with the second read's error, the copy is not set aside,
+// and the next read gets the blob.
+TEST_F(ObjectPackStoreTest, ARecordDamagedOnTheWayIsNotSetAsideWhenItCannotBeReadAgain) {
+  auto a = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "a"));
+  ASSERT_TRUE(a);
+  auto blobs = PutBlobs(*a, 3, 5000, 73);
+  ASSERT_OK(a->Sync());
+  auto b = OpenStore(ClientFor(server_, /*max_attempts=*/1), SmallPacks(dir_.path() / "b"));
+  ASSERT_TRUE(b);
+  server_.SetFaults({{{"kind", "get"}, {"count", 1}, {"corrupt_at", 100}},
+                     {{"kind", "get"}, {"count", 1}, {"status", 503}}});
+  auto got = b->Get(blobs[2].first);
+  EXPECT_FALSE(got.has_value());
+  if (!got) {
+    EXPECT_NE(StatusCode::kCorruption, got.error().code()) << got.error().ToString();
+  }
+  auto where = b->Locate(blobs[2].first);
+  ASSERT_TRUE(where.has_value()) << "the copy was set aside";
+  EXPECT_FALSE(b->IsQuarantined(where->pack, where->loc.offset));
+  EXPECT_EQ(0u, b->stats().damaged_copies);
+  got = b->Get(blobs[2].first);
+  ASSERT_OK(got);
+  EXPECT_EQ(*got, blobs[2].second);
+}
+
 TEST_F(ObjectPackStoreTest, PacksLeftInTheSpoolAreUploadedByTheNextOpen) {
   std::vector<std::pair<Digest, std::vector<uint8_t>>> blobs;
   {
