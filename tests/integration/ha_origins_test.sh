@@ -83,8 +83,8 @@ for url in "$O1" "$O2" "$LB"; do
 done
 export BDN_TOKEN="$TOKEN" BDN_REMOTE="$LB"
 
-# puts N: chunk uploads origin N has logged so far.
-puts() { grep -c -E 'PUT /v1/chunks/[0-9a-f]{64} 20[01]' "$CDIR/logs/origin$1.log" || true; }
+# puts N: chunk uploads (one chunk each, or a batch of chunks) origin N has logged so far.
+puts() { grep -c -E '(PUT /v1/chunks/[0-9a-f]{64}|POST /v1/chunks/upload) 20[01]' "$CDIR/logs/origin$1.log" || true; }
 # commits N: commits origin N has answered 200.
 commits() { grep -c -E 'POST /v1/volumes/[^ ]+/commit 200' "$CDIR/logs/origin$1.log" || true; }
 # same_tree A B: every file of A is in B with the same bytes (cmp) and digest (b3sum), and B has no

@@ -139,7 +139,7 @@ assert_eq 7 "$(BDN_REMOTE="$B" "$BDN" --json volume stat bdn:w/target | json_fie
 # wait_held NAME: until the proxy NAME holds an upload.
 wait_held() {
   for _ in $(seq 1 300); do
-    [ "$(grep -c -E '^PUT /v1/chunks/[0-9a-f]{64} -> held' "$WORK/$1.log" || true)" -gt 0 ] && return 0
+    [ "$(grep -c -E '^(PUT /v1/chunks/[0-9a-f]{64}|POST /v1/chunks/upload) -> held' "$WORK/$1.log" || true)" -gt 0 ] && return 0
     sleep 0.05
   done
   fail "the push through $1 uploaded nothing: $(cat "$WORK/$1.log")"
@@ -151,7 +151,7 @@ random_file "$WORK/big/b.bin" 1000000 12
 random_file "$WORK/big2/c.bin" 2000000 13
 
 step "PostgreSQL restarted during a push: the push completes"
-start_fault_proxy p1 "$A" --gate "$WORK/gate1" --rule 'PUT ^/v1/chunks/ hold 1000000'
+start_fault_proxy p1 "$A" --gate "$WORK/gate1" --rule '* ^/v1/chunks/(upload|[0-9a-f]{64})$ hold 1000000'
 BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/big" bdn:w/restarted >"$WORK/p1.out" 2>"$WORK/p1.err" &
 PUSH=$!
 PIDS+=("$PUSH")
@@ -166,7 +166,7 @@ BDN_REMOTE="$A" "$BDN" volume cat "bdn:w/restarted/a.bin" | cmp - "$WORK/big/a.b
 BDN_REMOTE="$A" "$BDN" volume verify "$(json_field version_ref <"$WORK/p1.out")" >/dev/null || fail "verify after the restart"
 
 step "PostgreSQL down during a push: a clear error, then the same push succeeds"
-start_fault_proxy p2 "$A" --gate "$WORK/gate2" --rule 'PUT ^/v1/chunks/ hold 1000000'
+start_fault_proxy p2 "$A" --gate "$WORK/gate2" --rule '* ^/v1/chunks/(upload|[0-9a-f]{64})$ hold 1000000'
 BDN_REMOTE="$PROXY_URL" "$BDN" volume push --retry-deadline 3s "$WORK/big2" bdn:w/down >"$WORK/p2.out" 2>"$WORK/p2.err" &
 PUSH=$!
 PIDS+=("$PUSH")

@@ -92,12 +92,13 @@ BDN_REMOTE= BDN_HOME="$WORK/e1" "$BDN" volume tag set --volume-ref "$d1" --tag x
 out=$(BDN_REMOTE= BDN_HOME="$WORK/e1" "$BDN" --json volume tag set --volume-ref "$d1" --tag x)
 assert_eq 3 "$(json_field sequence <<<"$out")" "sequence of a no-op tag set (embedded)"
 
-step "a 500 on a chunk upload is retried"
-start_proxy p4 'PUT ^/v1/chunks/ 500 1'
+step "a 500 on a batch of chunk uploads is retried"
+start_proxy p4 'POST ^/v1/chunks/upload$ 500 1'
 out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src3" bdn:t/a)
 assert_eq false "$(json_field unchanged <<<"$out")" "unchanged"
 assert_eq 5 "$(json_field sequence <<<"$out")" "sequence"
-assert_eq 1 "$(proxied p4 '^PUT /v1/chunks/[0-9a-f]{64} -> 500')" "injected 500s"
+assert_eq 1 "$(proxied p4 '^POST /v1/chunks/upload -> 500')" "injected 500s"
+[ "$(proxied p4 '^POST /v1/chunks/upload -> forwarded')" -gt 0 ] || fail "no batch upload after the 500"
 d3=$(json_field version_ref <<<"$out")
 assert_eq 3 "$(version_count)" "versions"
 direct volume cat "$d3/big.bin" | cmp - "$WORK/src3/big.bin" || fail "bytes of the pushed file"
@@ -138,15 +139,15 @@ start_bdn serve2 serve --listen 127.0.0.1:0 --data "$WORK/srv2" --insecure-no-au
 ORIGIN2=$STARTED_URL
 SERVE2_PID=$STARTED_PID
 GATE="$WORK/gate"  # held chunk uploads go on once it exists
-UPSTREAM="$ORIGIN2" start_proxy p6 'PUT ^/v1/chunks/ hold 1000000'
+UPSTREAM="$ORIGIN2" start_proxy p6 '* ^/v1/chunks/(upload|[0-9a-f]{64})$ hold 1000000'
 BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src1" bdn:t/restart >"$WORK/p6.out" 2>"$WORK/p6.err" &
 PUSH_PID=$!
 PIDS+=("$PUSH_PID")
 for _ in $(seq 1 200); do
-  [ "$(proxied p6 '^PUT /v1/chunks/[0-9a-f]{64} -> held')" -gt 0 ] && break
+  [ "$(proxied p6 '^(PUT /v1/chunks/[0-9a-f]{64}|POST /v1/chunks/upload) -> held')" -gt 0 ] && break
   sleep 0.05
 done
-[ "$(proxied p6 '^PUT /v1/chunks/[0-9a-f]{64} -> held')" -gt 0 ] || fail "the push uploaded nothing"
+[ "$(proxied p6 '^(PUT /v1/chunks/[0-9a-f]{64}|POST /v1/chunks/upload) -> held')" -gt 0 ] || fail "the push uploaded nothing"
 kill -9 "$SERVE2_PID"
 wait "$SERVE2_PID" 2>/dev/null || true
 start_bdn serve3 serve --listen "127.0.0.1:${ORIGIN2##*:}" --data "$WORK/srv2" --insecure-no-auth --claim-ttl 1s

@@ -394,11 +394,11 @@ struct ObjectPackStore::ClaimGroup {
   Status status;
 };
 
-Status ObjectPackStore::ClaimForPut(const Digest& id) {
+Status ObjectPackStore::ClaimForPut(std::span<const Digest> ids) {
   MutexLock l(group_mu_);
   if (!open_group_) open_group_ = std::make_shared<ClaimGroup>();
   std::shared_ptr<ClaimGroup> mine = open_group_;
-  mine->ids.push_back(id);
+  mine->ids.insert(mine->ids.end(), ids.begin(), ids.end());
   while (!mine->done) {
     if (group_running_) {
       group_cv_.wait(l.native());
@@ -840,9 +840,10 @@ void ObjectPackStore::ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full
   spool_cv_.notify_all();
 }
 
-Result<PutOutcome> ObjectPackStore::StoreBlob(const Digest& id, std::span<const uint8_t> raw) {
+Result<PutOutcome> ObjectPackStore::StoreBlob(const Digest& id, std::span<const uint8_t> raw,
+                                              bool claimed) {
   const std::string chunk = "chunk " + id.ToString();
-  if (Status s = ClaimForPut(id); !s.ok()) {
+  if (Status s = claimed ? Status::Ok() : ClaimForPut(std::span(&id, 1)); !s.ok()) {
     return Err(Status(s.code(), chunk + ": " + s.message()));
   }
   std::optional<PendingPuts::Turn> turn = [&] {
@@ -883,7 +884,9 @@ Status ObjectPackStore::Put(const Digest& id, std::span<const uint8_t> data) {
 // spool pack at Commit, once the bytes hash to the id.
 class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
  public:
-  SpoolWriter(ObjectPackStore& store, const Digest& id) : HashingBlobWriter(id), store_(store) {}
+  // `claimed`: an UploadBatch's writer, whose claim the batch recorded.
+  SpoolWriter(ObjectPackStore& store, const Digest& id, bool claimed = false)
+      : HashingBlobWriter(id), store_(store), claimed_(claimed) {}
   ~SpoolWriter() override { Drop(); }
 
  private:
@@ -909,10 +912,10 @@ class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
     mem_.clear();
   }
   Result<PutOutcome> Store() override {
-    if (fd_ < 0) return store_.StoreBlob(id_, mem_);
+    if (fd_ < 0) return store_.StoreBlob(id_, mem_, claimed_);
     BDN_ASSIGN_OR_RETURN(Mapping m,
                          Mapping::Of(fd_, written_, "chunk " + id_.ToString() + ": spool file"));
-    return store_.StoreBlob(id_, m.span());
+    return store_.StoreBlob(id_, m.span(), claimed_);
   }
   Status Write(std::span<const uint8_t> bytes) {
     while (!bytes.empty()) {
@@ -928,6 +931,7 @@ class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
   }
 
   ObjectPackStore& store_;
+  const bool claimed_;
   std::vector<uint8_t> mem_;
   int fd_ = -1;
   uint64_t written_ = 0;
@@ -935,6 +939,38 @@ class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
 
 Result<std::unique_ptr<BlobWriter>> ObjectPackStore::StartPut(const Digest& id) {
   return std::unique_ptr<BlobWriter>(std::make_unique<SpoolWriter>(*this, id));
+}
+
+namespace {
+
+// StartUploads' batch: the ids were claimed together; each writer skips its own claim.
+class ClaimedUploads : public UploadBatch {
+ public:
+  ClaimedUploads(std::function<std::unique_ptr<BlobWriter>(const Digest&)> start,
+                 std::span<const Digest> ids)
+      : start_(std::move(start)), ids_(ids.begin(), ids.end()) {}
+  Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) override { return start_(ids_.at(i)); }
+
+ private:
+  std::function<std::unique_ptr<BlobWriter>(const Digest&)> start_;
+  std::vector<Digest> ids_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<UploadBatch>> ObjectPackStore::StartUploads(std::span<const Digest> ids) {
+  if (Status s = ClaimForPut(ids); !s.ok()) {
+    return Err(s.WithPrefix("upload of " + std::to_string(ids.size()) + " blobs"));
+  }
+  // A writer started more than kClaimReuse after the claims (a very slow upload) claims again,
+  // as a Put of a chunk claimed that long ago would.
+  const SteadyTime claimed_at = options_.clock->SteadyNow();
+  return std::unique_ptr<UploadBatch>(std::make_unique<ClaimedUploads>(
+      [this, claimed_at](const Digest& id) {
+        const bool fresh = options_.clock->SteadyNow() - claimed_at <= kClaimReuse;
+        return std::unique_ptr<BlobWriter>(std::make_unique<SpoolWriter>(*this, id, fresh));
+      },
+      ids));
 }
 
 Status ObjectPackStore::Upload(SpoolPack& p) {

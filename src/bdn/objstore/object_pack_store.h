@@ -140,6 +140,10 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
   // Held in memory up to spill_bytes, then in an unnamed spool file; appended at Commit.
   Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
+  // Claims `ids` and looks at the doom once for the whole batch (ClaimForPut, joining any group
+  // of Puts then forming); its writers then store as StartPut's do, without a claim of their
+  // own. A doom published after that look is answered by the claims, as for a group of Puts.
+  Result<std::unique_ptr<UploadBatch>> StartUploads(std::span<const Digest> ids) override;
   // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: <why> in pack
   // s3://…/packs/<hex>.pack at offset N" for a record that fails verification twice (the copy is
   // set aside), and "chunk b3:…: pack s3://…/packs/<hex>.pack is missing from the object store
@@ -213,8 +217,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // ClaimThenRefreshDoom for all that arrived while the previous one ran (group commit), which
   // claims the ids not RecentlyClaimed, so that a push's uploads cost a look per group, and a
   // claim transaction per group only where they reach a replica that did not answer their
-  // FindMissing. Errors: ClaimThenRefreshDoom's for the group.
-  Status ClaimForPut(const Digest& id);
+  // FindMissing. Errors: ClaimThenRefreshDoom's for the group. Several ids (an UploadBatch's)
+  // join one group together.
+  Status ClaimForPut(std::span<const Digest> ids);
   // Forgets the packs that the catalog says were deleted since the last look (PackCatalog::
   // DeletedSince), so that nothing is answered from an index that still names them; looks at the
   // whole pack list again if the catalog pruned some unseen. Single-flight.
@@ -244,7 +249,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Status CompactLocked(bool force) REQUIRES(index_write_mu_);
 
   // Writing.
-  Result<PutOutcome> StoreBlob(const Digest& id, std::span<const uint8_t> raw);
+  // `claimed`: the caller's ClaimForPut covered `id` already (an UploadBatch's writer).
+  Result<PutOutcome> StoreBlob(const Digest& id, std::span<const uint8_t> raw,
+                               bool claimed = false);
   Result<std::shared_ptr<SpoolPack>> AcquirePack();
   void ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full);
   Result<std::shared_ptr<SpoolPack>> CreateSpoolPack();

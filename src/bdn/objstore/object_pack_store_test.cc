@@ -253,7 +253,10 @@ class SlowDeletedCatalog : public PackCatalog {
   Result<std::unique_ptr<StoreHold>> HoldForSweep() override { return inner_.HoldForSweep(); }
   Status PublishDoom(std::span<const uint64_t> p) override { return inner_.PublishDoom(p); }
   Status ClearDoom() override { return inner_.ClearDoom(); }
-  Result<std::vector<uint64_t>> Doom() override { return inner_.Doom(); }
+  Result<std::vector<uint64_t>> Doom() override {
+    ++doom_calls;
+    return inner_.Doom();
+  }
   Status RecordClaims(std::span<const Digest> ids) override {
     ++claim_calls;
     std::this_thread::sleep_for(std::chrono::milliseconds(claim_delay_ms.load()));
@@ -263,7 +266,7 @@ class SlowDeletedCatalog : public PackCatalog {
   Result<std::vector<Digest>> LiveClaims() override { return inner_.LiveClaims(); }
 
   std::atomic<int> calls{0}, running{0}, most_running{0}, delay_ms{100}, claim_calls{0},
-      claim_delay_ms{0};
+      claim_delay_ms{0}, doom_calls{0};
   std::atomic<bool> fail{false}, gap{false}, list_fail{false}, claim_fail{false};
 
  private:
@@ -312,6 +315,56 @@ TEST_F(ObjectPackStoreTest, APutOfAChunkJustClaimedByFindMissingRecordsNoSecondC
   ASSERT_OK(a->Put(Digest::Of(more), more));
   EXPECT_EQ(claims + 1, catalog->claim_calls.load());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(*a->Get(ids[i]), data[i]) << i;
+}
+
+// POST /v1/chunks/upload announces its blobs before their bytes (StartUploads): one claim
+// transaction and one look at the doom for the batch, none per blob; a writer started more than
+// a minute later claims again; bytes that do not match their id are not stored.
+TEST_F(ObjectPackStoreTest, AnUploadBatchClaimsAndLooksAtTheDoomOnceForAllItsBlobs) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
+  catalog->delay_ms = 0;
+  auto clock = std::make_shared<bdn::testutil::FakeClock>();
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.catalog = catalog;
+  o.clock = clock;
+  auto a = OpenStore(client, o);
+  ASSERT_TRUE(a);
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<Digest> ids;
+  for (uint64_t i = 0; i < 64; ++i) {
+    data.push_back(RandomBytes(3000 + i, 500 + i));
+    ids.push_back(Digest::Of(data.back()));
+  }
+  ids.push_back(Digest::Of("what the client says"));  // sent with data[0]'s bytes
+  const int claims = catalog->claim_calls, dooms = catalog->doom_calls;
+  auto batch = a->StartUploads(ids);
+  ASSERT_OK(batch);
+  EXPECT_EQ(claims + 1, catalog->claim_calls.load());
+  EXPECT_EQ(dooms + 1, catalog->doom_calls.load());
+  auto store = [&](size_t i, std::span<const uint8_t> bytes) -> Result<PutOutcome> {
+    BDN_ASSIGN_OR_RETURN(auto w, (*batch)->StartPut(i));
+    BDN_RETURN_IF_ERROR(w->Append(bytes.first(bytes.size() / 2)));
+    BDN_RETURN_IF_ERROR(w->Append(bytes.subspan(bytes.size() / 2)));
+    return w->Commit();
+  };
+  for (size_t i = 0; i < 63; ++i) ASSERT_OK(store(i, data[i])) << i;
+  EXPECT_EQ(claims + 1, catalog->claim_calls.load());
+  EXPECT_EQ(dooms + 1, catalog->doom_calls.load());
+  auto bad = store(64, data[0]);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(),
+            "chunk " + ids[64].ToString() + ": received bytes hash to " + ids[0].ToString());
+  EXPECT_FALSE(a->Locate(ids[64]).has_value());
+  clock->Advance(std::chrono::seconds(61));
+  ASSERT_OK(store(63, data[63]));  // the batch's claims are a minute old: it claims again
+  EXPECT_EQ(claims + 2, catalog->claim_calls.load());
+  ASSERT_OK(a->Sync());
+  for (size_t i = 0; i < 64; ++i) EXPECT_EQ(*a->Get(ids[i]), data[i]) << i;
+  catalog->claim_fail = true;
+  auto refused = a->StartUploads(std::vector<Digest>{Digest::Of("x"), Digest::Of("y")});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message(), "upload of 2 blobs: claims: connection refused (test)");
 }
 
 // Uploads that reach a replica which did not answer their FindMissing claim their chunks there:

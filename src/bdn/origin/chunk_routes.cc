@@ -1,5 +1,6 @@
 // Origin chunk endpoints: missing- and sizes-query, verified upload, download with Range/ETag, and
 // the BDNB batch download (docs/http-api.md, "Chunks").
+#include <array>
 #include <cstring>
 
 #include "bdn/base/log.h"
@@ -67,6 +68,152 @@ class ChunkUpload : public http::BodySink {
   uint64_t size_bytes_ = 0;
 };
 
+// The body of POST /v1/chunks/upload, parsed as it arrives: "BDNU", the blob count (u32 LE), a
+// table of (id: 32 bytes, length: u32 LE) per blob, then the blobs' bytes in table order. Once
+// the table is in, the store is told of the whole batch (StartUploads: one claim transaction on
+// an object store); each blob streams into its own writer and is committed (verified against its
+// id) as soon as its last byte arrives, so the batch is never held whole.
+class UploadSink : public http::BodySink {
+ public:
+  static constexpr size_t kPrefixBytes = 8;
+  static constexpr size_t kEntryBytes = Digest::kSize + 4;
+
+  UploadSink(std::shared_ptr<ChunkStore> store, size_t max_ids, uint64_t max_blob_bytes,
+             uint64_t max_body_bytes)
+      : store_(std::move(store)),
+        max_ids_(max_ids),
+        max_blob_bytes_(max_blob_bytes),
+        max_body_bytes_(max_body_bytes) {}
+
+  Status Write(std::span<const uint8_t> piece) override {
+    while (!piece.empty()) {
+      if (!batch_) {
+        BDN_RETURN_IF_ERROR(TakeTable(piece));
+        continue;
+      }
+      if (next_ == ids_.size()) {
+        return InvalidArgumentError(std::string(kWhat) +
+                                    ": the body goes on after the table's last blob");
+      }
+      const uint64_t left = lengths_[next_] - written_;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, piece.size()));
+      BDN_RETURN_IF_ERROR(writer_->Append(piece.first(n)));
+      written_ += n;
+      piece = piece.subspan(n);
+      if (written_ == lengths_[next_]) BDN_RETURN_IF_ERROR(Finish());
+    }
+    return Status::Ok();
+  }
+
+  // Whether the body held the whole batch. Errors: InvalidArgument naming where it ended.
+  Status Complete() const {
+    if (!batch_) {
+      return InvalidArgumentError(std::string(kWhat) + ": the body ends inside its table (" +
+                                  std::to_string(head_.size()) + " bytes)");
+    }
+    if (next_ < ids_.size()) {
+      return InvalidArgumentError(std::string(kWhat) + ": the body ends inside blob " +
+                                  std::to_string(next_) + " (chunk " + ids_[next_].ToString() +
+                                  ", " + std::to_string(written_) + " of " +
+                                  std::to_string(lengths_[next_]) + " bytes)");
+    }
+    return Status::Ok();
+  }
+  size_t blobs() const { return ids_.size(); }
+  uint64_t size_bytes() const { return size_bytes_; }
+
+ private:
+  static constexpr const char* kWhat = "POST /v1/chunks/upload";
+
+  static uint32_t U32(const uint8_t* p) {
+    return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  }
+
+  // Collects the prefix and the table from the front of `piece`; once both are in, checks them
+  // and starts the batch.
+  Status TakeTable(std::span<const uint8_t>& piece) {
+    size_t want = kPrefixBytes;
+    if (head_.size() >= kPrefixBytes) want += kEntryBytes * size_t{U32(head_.data() + 4)};
+    const size_t n = std::min(want - head_.size(), piece.size());
+    head_.insert(head_.end(), piece.begin(), piece.begin() + static_cast<ptrdiff_t>(n));
+    piece = piece.subspan(n);
+    if (head_.size() == kPrefixBytes) {
+      if (std::memcmp(head_.data(), "BDNU", 4) != 0) {
+        return InvalidArgumentError(std::string(kWhat) + ": the body does not start with BDNU");
+      }
+      const uint32_t count = U32(head_.data() + 4);
+      if (count > max_ids_) {
+        return InvalidArgumentError(std::string(kWhat) + ": " + std::to_string(count) +
+                                    " blobs, at most " + std::to_string(max_ids_) + " per request");
+      }
+      head_.reserve(kPrefixBytes + kEntryBytes * count);
+      if (count > 0) return Status::Ok();
+    }
+    if (head_.size() < want) return Status::Ok();
+    return StartBatch();
+  }
+
+  Status StartBatch() {
+    const size_t count = (head_.size() - kPrefixBytes) / kEntryBytes;
+    uint64_t total = head_.size();
+    ids_.reserve(count);
+    lengths_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      const uint8_t* e = head_.data() + kPrefixBytes + i * kEntryBytes;
+      std::array<uint8_t, Digest::kSize> id;
+      std::memcpy(id.data(), e, Digest::kSize);
+      ids_.emplace_back(id);
+      const uint32_t length = U32(e + Digest::kSize);
+      if (length > max_blob_bytes_) {
+        return InvalidArgumentError(std::string(kWhat) + ": blob " + std::to_string(i) +
+                                    " (chunk " + ids_.back().ToString() + ") is " +
+                                    std::to_string(length) + " bytes, at most " +
+                                    std::to_string(max_blob_bytes_));
+      }
+      lengths_.push_back(length);
+      total += length;
+    }
+    if (total > max_body_bytes_) {
+      return InvalidArgumentError(std::string(kWhat) + ": the table's blobs make a body of " +
+                                  std::to_string(total) + " bytes, larger than " +
+                                  std::to_string(max_body_bytes_) + " bytes");
+    }
+    head_ = {};
+    BDN_ASSIGN_OR_RETURN(batch_, store_->StartUploads(ids_));
+    return Begin();
+  }
+
+  // Starts the next blob's writer; a blob of length 0 is finished at once.
+  Status Begin() {
+    if (next_ == ids_.size()) return Status::Ok();
+    BDN_ASSIGN_OR_RETURN(writer_, batch_->StartPut(next_));
+    written_ = 0;
+    if (lengths_[next_] == 0) return Finish();
+    return Status::Ok();
+  }
+
+  Status Finish() {
+    if (auto stored = writer_->Commit(); !stored) return stored.error();
+    writer_.reset();
+    size_bytes_ += lengths_[next_];
+    ++next_;
+    return Begin();
+  }
+
+  std::shared_ptr<ChunkStore> store_;
+  const size_t max_ids_;
+  const uint64_t max_blob_bytes_;
+  const uint64_t max_body_bytes_;
+  std::vector<uint8_t> head_;  // the prefix and table, until the batch starts
+  std::vector<Digest> ids_;
+  std::vector<uint32_t> lengths_;
+  std::unique_ptr<UploadBatch> batch_;
+  size_t next_ = 0;  // the blob arriving now
+  std::unique_ptr<BlobWriter> writer_;
+  uint64_t written_ = 0;  // of blob next_
+  uint64_t size_bytes_ = 0;
+};
+
 }  // namespace
 
 void Origin::RegisterChunks() {
@@ -109,6 +256,20 @@ void Origin::RegisterChunks() {
         BDN_ASSIGN_OR_RETURN(auto writer, PushStore(key, Freshness::kRecent)->StartPut(id));
         return std::unique_ptr<http::BodySink>(std::make_unique<ChunkUpload>(std::move(writer)));
       });
+  const uint64_t upload_limit = UploadBodyLimit(options_.max_upload_ids, options_.max_blob_bytes);
+  Route(
+      "POST", "/v1/chunks/upload", "/v1/chunks/upload", push_any,
+      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
+        return UploadChunks(req, res);
+      },
+      upload_limit,
+      [this,
+       upload_limit](const http::ServerRequest& req) -> Result<std::unique_ptr<http::BodySink>> {
+        const ApiKey& key = std::any_cast<const Authorized&>(req.context).key;
+        return std::unique_ptr<http::BodySink>(std::make_unique<UploadSink>(
+            PushStore(key, Freshness::kRecent), options_.max_upload_ids, options_.max_blob_bytes,
+            upload_limit));
+      });
 }
 
 void Origin::RegisterChunkReads() {
@@ -147,6 +308,21 @@ Status Origin::PutChunk(const http::ServerRequest& req, http::ServerResponse& re
   http::SetJson(
       res, json{{"id", id.Hex()}, {"size_bytes", upload->size_bytes()}, {"stored", !had}}.dump(),
       had ? 200 : 201);
+  return Status::Ok();
+}
+
+Status Origin::UploadChunks(const http::ServerRequest& req, http::ServerResponse& res) {
+  // Each blob was verified and stored as its last byte arrived; what is left is whether the body
+  // held the whole batch.
+  auto* upload = dynamic_cast<UploadSink*>(req.body_sink.get());
+  if (!upload) return InternalError("POST /v1/chunks/upload: no upload");
+  BDN_RETURN_IF_ERROR(upload->Complete());
+  auto& m = server_->metrics();
+  m.Add("bdn_chunks_received_total", {}, static_cast<double>(upload->blobs()));
+  m.Add("bdn_chunk_bytes_received_total", {}, static_cast<double>(upload->size_bytes()));
+  // No per-blob answer: whether a blob was stored already would tell a key of one namespace
+  // about another's (chunk_scope.h).
+  http::SetJson(res, json{{"blobs", upload->blobs()}, {"size_bytes", upload->size_bytes()}}.dump());
   return Status::Ok();
 }
 

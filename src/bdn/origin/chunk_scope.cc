@@ -305,6 +305,25 @@ class RecordingWriter : public BlobWriter {
   const Digest id_;
 };
 
+// The store's batch, each writer wrapped in a RecordingWriter.
+class RecordingUploads : public UploadBatch {
+ public:
+  RecordingUploads(std::unique_ptr<UploadBatch> inner, NamespaceIndex& index, std::string ns,
+                   std::span<const Digest> ids)
+      : inner_(std::move(inner)), index_(index), ns_(std::move(ns)), ids_(ids.begin(), ids.end()) {}
+  Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) override {
+    BDN_ASSIGN_OR_RETURN(auto writer, inner_->StartPut(i));
+    return std::unique_ptr<BlobWriter>(
+        std::make_unique<RecordingWriter>(std::move(writer), index_, ns_, ids_.at(i)));
+  }
+
+ private:
+  std::unique_ptr<UploadBatch> inner_;
+  NamespaceIndex& index_;
+  const std::string ns_;
+  const std::vector<Digest> ids_;
+};
+
 }  // namespace
 
 Result<std::vector<bool>> NamespaceView::Readable(std::span<const Digest> ids) {
@@ -353,6 +372,12 @@ Result<std::unique_ptr<BlobWriter>> NamespaceView::StartPut(const Digest& id) {
   BDN_ASSIGN_OR_RETURN(auto inner, store_->StartPut(id));
   return std::unique_ptr<BlobWriter>(
       std::make_unique<RecordingWriter>(std::move(inner), index_, ns_, id));
+}
+
+Result<std::unique_ptr<UploadBatch>> NamespaceView::StartUploads(std::span<const Digest> ids) {
+  BDN_ASSIGN_OR_RETURN(auto inner, store_->StartUploads(ids));
+  return std::unique_ptr<UploadBatch>(
+      std::make_unique<RecordingUploads>(std::move(inner), index_, ns_, ids));
 }
 
 Result<std::vector<uint8_t>> NamespaceView::Get(const Digest& id) {

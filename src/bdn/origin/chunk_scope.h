@@ -168,6 +168,8 @@ class NamespaceView : public ChunkStore {
   Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
   Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
+  // The store's own batch (one claim transaction on an object store); each upload is recorded.
+  Result<std::unique_ptr<UploadBatch>> StartUploads(std::span<const Digest> ids) override;
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   Status Sync() override { return store_->Sync(); }

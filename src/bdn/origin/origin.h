@@ -42,6 +42,7 @@ struct OriginOptions {
   std::shared_ptr<Clock> clock;
   size_t max_missing_ids = 4096;
   size_t max_batch_ids = 1024;
+  size_t max_upload_ids = 1024;  // blobs per POST /v1/chunks/upload
   // Largest blob accepted by PUT /v1/chunks (chunks are at most 16 MiB; manifests and chunk
   // indexes of very large versions may be bigger).
   uint64_t max_blob_bytes = 64ull * 1024 * 1024;
@@ -75,6 +76,11 @@ struct OriginOptions {
 // id (an id is 64 to 69 characters with its quotes, b3: prefix and comma, so room for
 // whitespace) plus 4 KiB.
 constexpr uint64_t IdsBodyLimit(size_t max_ids) { return 4096 + 128 * uint64_t{max_ids}; }
+// The body limit of POST /v1/chunks/upload: its table of ids and lengths, and blob bytes up to
+// one largest blob (a batch of smaller blobs may hold any number of them up to that size).
+constexpr uint64_t UploadBodyLimit(size_t max_ids, uint64_t max_blob_bytes) {
+  return 8 + 36 * uint64_t{max_ids} + max_blob_bytes;
+}
 
 // The origin's endpoints. Register them on a Server, which must be stopped before the Origin is
 // destroyed. Thread-safe: handlers run concurrently; the store, registry and key store must be
@@ -148,6 +154,7 @@ class Origin {
   void RegisterSync();  // sync jobs and secrets
 
   Status PutChunk(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key);
+  Status UploadChunks(const http::ServerRequest& req, http::ServerResponse& res);
   Status GetChunk(const http::ServerRequest& req, http::ServerResponse& res);
   Status BatchChunks(const http::ServerRequest& req, http::ServerResponse& res);
   // A stored chunk failed verification (the store moved it aside): says so on stderr and counts

@@ -256,6 +256,128 @@ TEST_F(OriginTest, UploadVerifiesBytesAndNeverStoresBadOnes) {
   EXPECT_EQ(r->status, 400);
 }
 
+// A POST /v1/chunks/upload body: "BDNU", the count, (id, length) per blob, then the bytes. `ids`
+// overrides the id of a blob where given (a body whose bytes do not match).
+std::string UploadBody(const std::vector<std::string>& blobs, std::vector<Digest> ids = {}) {
+  auto u32 = [](uint64_t v) {
+    std::string out(4, '\0');
+    for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (8 * i));
+    return out;
+  };
+  std::string body = "BDNU" + u32(blobs.size());
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    const Digest id = i < ids.size() ? ids[i] : Digest::Of(blobs[i]);
+    body.append(reinterpret_cast<const char*>(id.data()), Digest::kSize);
+    body += u32(blobs[i].size());
+  }
+  for (const std::string& b : blobs) body += b;
+  return body;
+}
+
+TEST_F(OriginTest, UploadBatchStoresEveryBlobVerified) {
+  const std::vector<std::string> blobs = {"", RandomBytes(300 * 1024, 1), "small", "small",
+                                          RandomBytes(70000, 2)};
+  auto r = Call("POST", "/v1/chunks/upload", admin_, UploadBody(blobs));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const uint64_t total = 300 * 1024 + 5 + 5 + 70000;
+  EXPECT_EQ(Body(r), json({{"blobs", 5}, {"size_bytes", total}}));
+  for (const std::string& b : blobs) {
+    auto got = store_->Get(Digest::Of(b));
+    ASSERT_TRUE(got) << got.error().ToString();
+    EXPECT_EQ(std::string(got->begin(), got->end()), b);
+  }
+  // Again: nothing new, the same answer (blobs are content-addressed; a retry is harmless).
+  r = Call("POST", "/v1/chunks/upload", admin_, UploadBody(blobs));
+  EXPECT_EQ(r->status, 200);
+  // No blobs at all.
+  r = Call("POST", "/v1/chunks/upload", admin_, UploadBody({}));
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r), json({{"blobs", 0}, {"size_bytes", 0}}));
+  auto m = client_->Get("/metrics");
+  EXPECT_NE(m->body.find("bdn_chunks_received_total 10\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("bdn_chunk_bytes_received_total " + std::to_string(2 * total) + "\n"),
+            std::string::npos);
+  // A pull key may not upload; nothing is read from the body.
+  r = Call("POST", "/v1/chunks/upload", Key("*", "pull"), UploadBody({"x"}));
+  EXPECT_EQ(r->status, 403);
+  EXPECT_FALSE(*store_->Contains(Digest::Of("x")));
+}
+
+TEST_F(OriginTest, UploadBatchRefusesBadFramingAndStoresNoBadBlob) {
+  auto expect = [&](const std::string& body, int status, const std::string& message) {
+    auto r = Call("POST", "/v1/chunks/upload", admin_, body);
+    ASSERT_TRUE(r) << message;
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_EQ(Body(r)["error"]["message"], message) << r->body;
+  };
+  const std::string what = "POST /v1/chunks/upload: ";
+  expect("", 400, what + "the body ends inside its table (0 bytes)");
+  expect(std::string("BDNB\x01\0\0\0", 8), 400, what + "the body does not start with BDNU");
+  expect(std::string("BDNU\x01\x04\0\0", 8), 400, what + "1025 blobs, at most 1024 per request");
+  expect(std::string("BDNU\xff\xff\xff\xff", 8), 400,
+         what + "4294967295 blobs, at most 1024 per request");
+  const std::string a = RandomBytes(5000, 3), b = RandomBytes(6000, 4), c = RandomBytes(7000, 5);
+  const std::string full = UploadBody({a, b});
+  // Cut inside the table, then inside blob 1.
+  expect(full.substr(0, 20), 400, what + "the body ends inside its table (20 bytes)");
+  expect(full.substr(0, full.size() - 10), 400,
+         what + "the body ends inside blob 1 (chunk " + Digest::Of(b).ToString() +
+             ", 5990 of 6000 bytes)");
+  EXPECT_TRUE(*store_->Contains(Digest::Of(a))) << "blob 0 was whole and verified";
+  EXPECT_FALSE(*store_->Contains(Digest::Of(b)));
+  expect(full + "x", 400, what + "the body goes on after the table's last blob");
+  EXPECT_TRUE(*store_->Contains(Digest::Of(b))) << "both blobs were whole and verified";
+  // A blob over the largest a blob may be, and a table adding up to more than the body limit.
+  std::string big = UploadBody({"x"});
+  big[8 + 32] = '\0';
+  big[8 + 33] = '\0';
+  big[8 + 34] = '\0';
+  big[8 + 35] = '\x05';  // 80 MiB
+  expect(big, 400,
+         what + "blob 0 (chunk " + Digest::Of("x").ToString() + ") is 83886080 bytes, at most " +
+             std::to_string(64 << 20));
+  std::string two = UploadBody({"x", "y"});
+  two[8 + 35] = '\x04';       // 64 MiB + 1
+  two[8 + 36 + 35] = '\x04';  // and 64 MiB + 1
+  two[8 + 32] = two[8 + 36 + 32] = '\0';
+  two[8 + 33] = two[8 + 36 + 33] = '\0';
+  two[8 + 34] = two[8 + 36 + 34] = '\0';
+  expect(two, 400,
+         what + "the table's blobs make a body of " + std::to_string(8 + 72 + (2ull << 26)) +
+             " bytes, larger than " + std::to_string(UploadBodyLimit(1024, 64 << 20)) + " bytes");
+  // Blob 1's bytes are not its id's: 422 naming it; blob 0 is stored, blob 2 never read.
+  const Digest claimed = Digest::Of("what the client says");
+  expect(UploadBody({a, b, c}, {Digest::Of(a), claimed}), 422,
+         "chunk " + claimed.ToString() + ": received bytes hash to " + Digest::Of(b).ToString());
+  EXPECT_FALSE(*store_->Contains(claimed));
+  EXPECT_FALSE(*store_->Contains(Digest::Of(c)));
+  // The server answers the next request (the connection that sent the bad body was closed).
+  auto r = Call("POST", "/v1/chunks/upload", admin_, UploadBody({c}));
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(*store_->Contains(Digest::Of(c)));
+}
+
+// A namespace key's batch upload makes the blobs its own, as PUTs do: its commit of a version
+// whose blobs another namespace stored first passes once it has uploaded them.
+TEST_F(OriginTest, UploadBatchOfANamespaceKeyRecordsItsUploads) {
+  SealResult theirs = Seal(41);
+  std::vector<std::string> blobs;
+  for (const auto& [id, bytes] : sealed_->blobs) blobs.push_back(bytes);
+  ASSERT_EQ(Call("POST", "/v1/chunks/upload", admin_, UploadBody(blobs))->status, 200);
+  ASSERT_EQ(Call("POST", "/v1/volumes/b/model/commit", admin_,
+                 json{{"digest", theirs.digest.Hex()}}.dump())
+                ->status,
+            200);
+  const std::string push_a = Key("a", "push");
+  const json commit = {{"digest", theirs.digest.Hex()}};
+  EXPECT_EQ(Call("POST", "/v1/volumes/a/copy/commit", push_a, commit.dump())->status, 412);
+  auto r = Call("POST", "/v1/chunks/upload", push_a, UploadBody(blobs));
+  ASSERT_EQ(r->status, 200) << r->body;
+  r = Call("POST", "/v1/volumes/a/copy/commit", push_a, commit.dump());
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST_F(OriginTest, MissingQueryAnswersInInputOrder) {
   std::string a = "a", b = "b", c = "c";
   Upload(b);

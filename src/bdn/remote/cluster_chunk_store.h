@@ -61,8 +61,8 @@ std::vector<std::string> ParseNodeList(std::string_view list);
 // the upstream without marking the node, as does a chunk a batch answer lists as missing. An
 // unhealthy node gets no reads until probe_interval has passed; then the first read that would
 // pick it probes GET /healthz (one thread at a time; the others skip the node meanwhile) and uses
-// it again if the probe answers 200. Contains, FindMissing, Sizes, Put and Sync go straight to the
-// upstream.
+// it again if the probe answers 200. Contains, FindMissing, Sizes, Put, PutMany and Sync go
+// straight to the upstream.
 //
 // The caller's token and version go to the nodes (options.token, options.read_version), which
 // check them with the origin (docs/http-api.md, "Chunks"); a node's refusal (PermissionDenied,
@@ -83,6 +83,8 @@ class ClusterChunkStore : public ChunkStore {
   Status Put(const Digest& id, std::span<const uint8_t> data) override {
     return upstream_->Put(id, data);
   }
+  Status PutMany(std::span<const BlobPut> blobs) override { return upstream_->PutMany(blobs); }
+  size_t PutBatchBytes() const override { return upstream_->PutBatchBytes(); }
   Status Sync() override { return upstream_->Sync(); }
 
   // The verified bytes of `id` from its node or else the upstream. Errors: the upstream's

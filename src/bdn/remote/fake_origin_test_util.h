@@ -5,6 +5,7 @@
 
 #include <httplib.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -66,7 +67,9 @@ class FakeOrigin {
 
   MemChunkStore store;
   std::atomic<int> missing_requests{0}, sizes_requests{0}, put_requests{0}, get_requests{0},
-      batch_requests{0}, health_requests{0};
+      batch_requests{0}, health_requests{0}, upload_requests{0};
+  // false: POST /v1/chunks/upload answers 404, as a server older than that endpoint does.
+  std::atomic<bool> accepts_uploads{true};
   std::atomic<bool> healthy{true};
   std::atomic<bool> wrong_bytes{false};  // GET/batch answer with one byte flipped
   std::atomic<int> delay_ms{0};          // sleep before answering chunk reads
@@ -81,6 +84,10 @@ class FakeOrigin {
   std::string LastAuthorization() {
     MutexLock lock(mu_);
     return last_authorization_;
+  }
+  std::vector<size_t> UploadSizes() {
+    MutexLock lock(mu_);
+    return upload_sizes;
   }
   void SetFault(Fault f) {
     MutexLock lock(mu_);
@@ -153,6 +160,47 @@ class FakeOrigin {
             if (Status put = store.Put(id, body); !put.ok()) return SendError(res, put);
             res.status = had ? 200 : 201;
           });
+    // BDNU framing (docs/http-api.md); the whole body parsed at once, each blob verified.
+    s.Post("/v1/chunks/upload", [this](const httplib::Request& req, httplib::Response& res) {
+      ++upload_requests;
+      if (!accepts_uploads) {
+        return SendError(res, NotFoundError("no route POST /v1/chunks/upload"));
+      }
+      if (Faulted(req, res)) return;
+      const std::string& b = req.body;
+      auto u32 = [&](size_t at) {
+        uint32_t v = 0;
+        for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(b[at + i])} << (8 * i);
+        return v;
+      };
+      if (b.size() < 8 || b.compare(0, 4, "BDNU") != 0)
+        return SendError(res, InvalidArgumentError("upload: bad prefix"));
+      const size_t n = u32(4);
+      if (b.size() < 8 + 36 * n) return SendError(res, InvalidArgumentError("upload: short"));
+      size_t at = 8 + 36 * n;
+      for (size_t i = 0; i < n; ++i) {
+        std::array<uint8_t, Digest::kSize> raw;
+        std::memcpy(raw.data(), b.data() + 8 + 36 * i, Digest::kSize);
+        const Digest id(raw);
+        const size_t len = u32(8 + 36 * i + 32);
+        if (b.size() < at + len) return SendError(res, InvalidArgumentError("upload: short"));
+        std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(b.data()) + at, len);
+        if (Digest::Of(bytes) != id) {
+          return SendError(res,
+                           CorruptionError("chunk " + id.ToString() + ": received bytes hash to " +
+                                           Digest::Of(bytes).ToString()));
+        }
+        if (Status put = store.Put(id, bytes); !put.ok()) return SendError(res, put);
+        at += len;
+      }
+      if (at != b.size()) return SendError(res, InvalidArgumentError("upload: trailing bytes"));
+      {
+        MutexLock lock(mu_);
+        upload_sizes.push_back(n);
+      }
+      res.set_content(json{{"blobs", n}, {"size_bytes", at - 8 - 36 * n}}.dump(),
+                      "application/json");
+    });
     s.Get(R"(/v1/chunks/([0-9a-f]{64}))",
           [this](const httplib::Request& req, httplib::Response& res) {
             ++get_requests;
@@ -196,6 +244,8 @@ class FakeOrigin {
   Mutex mu_;
   Fault fault_ GUARDED_BY(mu_);
   std::string last_authorization_ GUARDED_BY(mu_);
+  // Blob counts of each POST /v1/chunks/upload answered 200, in order.
+  std::vector<size_t> upload_sizes GUARDED_BY(mu_);
 };
 
 }  // namespace bdn::remote::testing

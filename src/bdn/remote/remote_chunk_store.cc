@@ -110,6 +110,58 @@ Status RemoteChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
   return r ? Status::Ok() : r.error();
 }
 
+Status RemoteChunkStore::PutMany(std::span<const BlobPut> blobs) {
+  size_t start = 0;
+  while (start < blobs.size()) {
+    if (no_upload_route_.load(std::memory_order_relaxed)) {
+      for (const BlobPut& b : blobs.subspan(start)) BDN_RETURN_IF_ERROR(Put(b.id, b.data));
+      return Status::Ok();
+    }
+    size_t end = start, bytes = 0;
+    while (end < blobs.size() && end - start < options_.put_batch_ids &&
+           (end == start || bytes + blobs[end].data.size() <= options_.put_batch_bytes)) {
+      bytes += blobs[end++].data.size();
+    }
+    Status s = Upload(blobs.subspan(start, end - start));
+    if (s.code() == StatusCode::kNotFound) {
+      no_upload_route_.store(true, std::memory_order_relaxed);
+      continue;  // the same blobs, one PUT each
+    }
+    BDN_RETURN_IF_ERROR(s);
+    start = end;
+  }
+  return Status::Ok();
+}
+
+Status RemoteChunkStore::Upload(std::span<const BlobPut> blobs) {
+  // "BDNU" | count (u32 LE) | (id, length u32 LE) per blob | the blobs' bytes (docs/http-api.md).
+  size_t total = 8 + blobs.size() * (Digest::kSize + 4);
+  for (const BlobPut& b : blobs) total += b.data.size();
+  std::vector<uint8_t> body;
+  body.reserve(total);
+  auto u32 = [&](uint64_t v) {
+    for (int i = 0; i < 4; ++i) body.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  body.insert(body.end(), {'B', 'D', 'N', 'U'});
+  u32(blobs.size());
+  for (const BlobPut& b : blobs) {
+    if (b.data.size() > UINT32_MAX) {
+      return InvalidArgumentError("chunk " + b.id.ToString() + ": " +
+                                  std::to_string(b.data.size()) + " bytes, too large to upload");
+    }
+    body.insert(body.end(), b.id.data(), b.id.data() + Digest::kSize);
+    u32(b.data.size());
+  }
+  for (const BlobPut& b : blobs) body.insert(body.end(), b.data.begin(), b.data.end());
+  auto r = CallWithRetries(*client_,
+                           {.method = http::Method::kPost,
+                            .path = "/v1/chunks/upload",
+                            .body = body,
+                            .content_type = "application/octet-stream"},
+                           options_.retry, options_.budget.get());
+  return r ? Status::Ok() : r.error();
+}
+
 Result<std::vector<uint8_t>> RemoteChunkStore::Get(const Digest& id) {
   http::Request req{.method = http::Method::kGet, .path = ChunkPath(id)};
   if (!options_.read_version.empty())

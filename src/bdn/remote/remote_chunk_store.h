@@ -2,6 +2,7 @@
 // (docs/http-api.md, "Chunks"). Every blob read is verified here against its id.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -23,6 +24,9 @@ struct RemoteStoreOptions {
   std::shared_ptr<RetryBudget> budget;
   size_t missing_batch_ids = 4096;  // ids per POST /v1/chunks/missing and /sizes (the API's max)
   size_t get_batch_ids = 1024;      // ids per POST /v1/chunks/batch (the API's maximum)
+  size_t put_batch_ids = 1024;      // blobs per POST /v1/chunks/upload (the API's maximum)
+  // Blob bytes per POST /v1/chunks/upload (a larger blob goes alone); PutBatchBytes.
+  size_t put_batch_bytes = 1 << 20;
   // A batch read may carry tens of MiB, more than a slow link moves within the client's
   // whole-request deadline: it gets this deadline instead, and fails early only if no byte
   // arrives for batch_stall_timeout.
@@ -57,6 +61,12 @@ class RemoteChunkStore : public ChunkStore {
   // PUT /v1/chunks/<hex>. The bytes are not re-hashed here: the server hashes what it receives
   // and refuses a mismatch with Corruption "chunk b3:…: received bytes hash to b3:…".
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  // POST /v1/chunks/upload, one request per options.put_batch_bytes of blobs (or
+  // put_batch_ids), sent one after another; each retried whole (blobs are content-addressed). A
+  // server without that endpoint (404: an older bdn) gets a PUT per blob, from then on. Errors:
+  // as Put; the server's Corruption names the first blob whose bytes do not match its id.
+  Status PutMany(std::span<const BlobPut> blobs) override;
+  size_t PutBatchBytes() const override { return options_.put_batch_bytes; }
   // GET /v1/chunks/<hex> (with options.read_version), then verified. Errors: NotFound (the server's
   // message); Corruption "chunk b3:…: digest mismatch (bytes from <label> <url> hash to b3:…)" —
   // bad bytes are never returned; transport errors.
@@ -84,8 +94,12 @@ class RemoteChunkStore : public ChunkStore {
   Status PostIds(const std::string& path, std::span<const Digest> ids,
                  const std::function<Status(const nlohmann::json&)>& take);
 
+  // One POST /v1/chunks/upload of `blobs`.
+  Status Upload(std::span<const BlobPut> blobs);
+
   std::shared_ptr<http::HttpClient> client_;
   RemoteStoreOptions options_;
+  std::atomic<bool> no_upload_route_{false};  // the server answered 404 to /v1/chunks/upload
 };
 
 }  // namespace bdn::remote

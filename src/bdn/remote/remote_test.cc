@@ -9,6 +9,7 @@
 
 #include "bdn/remote/fake_origin_test_util.h"
 #include "bdn/remote/remote_chunk_store.h"
+#include "bdn/testing/status_matchers.h"
 
 namespace bdn::remote {
 namespace {
@@ -198,6 +199,51 @@ TEST(RemoteChunkStore, PutGetContainsRoundTrip) {
   EXPECT_EQ(*got, data);
   auto empty = store.Put(Digest::Of(std::span<const uint8_t>()), {});
   EXPECT_TRUE(empty.ok()) << empty.message();
+}
+
+TEST(RemoteChunkStore, PutManySendsBatchesOfPutBatchBytes) {
+  FakeOrigin origin;
+  origin.Start();
+  RemoteStoreOptions o;
+  o.put_batch_bytes = 10000;
+  o.put_batch_ids = 3;
+  RemoteChunkStore store(Client(origin.url()), o);
+  EXPECT_EQ(store.PutBatchBytes(), 10000u);
+  // 4000-byte blobs: two per request by bytes; then one blob larger than a batch alone; then
+  // five small ones: three per request by count.
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < 4; ++i) data.push_back(RandomBytes(4000, 10 + i));
+  data.push_back(RandomBytes(25000, 20));
+  for (int i = 0; i < 5; ++i) data.push_back(RandomBytes(10, 30 + i));
+  std::vector<BlobPut> blobs;
+  for (const auto& d : data) blobs.push_back({Digest::Of(d), d});
+  ASSERT_OK(store.PutMany(blobs));
+  EXPECT_EQ(origin.UploadSizes(), (std::vector<size_t>{2, 2, 1, 3, 2}));
+  EXPECT_EQ(origin.put_requests, 0);
+  for (const auto& d : data) EXPECT_EQ(*origin.store.Get(Digest::Of(d)), d);
+  // A blob whose bytes are not its id's: the server's Corruption, naming it.
+  const auto bad = RandomBytes(100, 40);
+  std::vector<BlobPut> wrong = {{Digest::Of(data[0]), data[0]}, {IdOf(7), bad}};
+  Status s = store.PutMany(wrong);
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(s.message(), "chunk " + IdOf(7).ToString() + ": received bytes hash to " +
+                             Digest::Of(bad).ToString());
+}
+
+TEST(RemoteChunkStore, PutManyToAServerWithoutBatchUploadsPutsEachBlob) {
+  FakeOrigin origin;
+  origin.accepts_uploads = false;
+  origin.Start();
+  RemoteChunkStore store(Client(origin.url()), FastRetries());
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < 5; ++i) data.push_back(RandomBytes(1000 + i, 50 + i));
+  std::vector<BlobPut> blobs;
+  for (const auto& d : data) blobs.push_back({Digest::Of(d), d});
+  ASSERT_OK(store.PutMany(std::span(blobs).first(3)));
+  ASSERT_OK(store.PutMany(std::span(blobs).subspan(3)));
+  EXPECT_EQ(origin.upload_requests, 1) << "asked once, then PUT per blob";
+  EXPECT_EQ(origin.put_requests, 5);
+  for (const auto& d : data) EXPECT_EQ(*origin.store.Get(Digest::Of(d)), d);
 }
 
 TEST(RemoteChunkStore, PutOfMismatchedBytesIsRefusedByTheServer) {

@@ -123,6 +123,33 @@ Result<std::unique_ptr<BlobWriter>> ChunkStore::StartPut(const Digest& id) {
   return std::unique_ptr<BlobWriter>(std::make_unique<BufferedBlobWriter>(*this, id));
 }
 
+Status ChunkStore::PutMany(std::span<const BlobPut> blobs) {
+  for (const BlobPut& b : blobs) BDN_RETURN_IF_ERROR(Put(b.id, b.data));
+  return Status::Ok();
+}
+
+namespace {
+
+// The default batch: each writer is the store's own StartPut.
+class SeparateUploads : public UploadBatch {
+ public:
+  SeparateUploads(ChunkStore& store, std::span<const Digest> ids)
+      : store_(store), ids_(ids.begin(), ids.end()) {}
+  Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) override {
+    return store_.StartPut(ids_.at(i));
+  }
+
+ private:
+  ChunkStore& store_;
+  std::vector<Digest> ids_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<UploadBatch>> ChunkStore::StartUploads(std::span<const Digest> ids) {
+  return std::unique_ptr<UploadBatch>(std::make_unique<SeparateUploads>(*this, ids));
+}
+
 Result<std::unique_ptr<StoreHold>> ChunkStore::HoldForCommit() {
   return std::make_unique<StoreHold>();
 }

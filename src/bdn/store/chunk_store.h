@@ -53,6 +53,21 @@ class BlobWriter {
   virtual Result<PutOutcome> Commit() = 0;
 };
 
+// One blob of ChunkStore::PutMany: its id and its bytes (held by the caller for the call).
+struct BlobPut {
+  Digest id;
+  std::span<const uint8_t> data;
+};
+
+// Uploads announced together (ChunkStore::StartUploads): the writer of each, started in any
+// order, each at most once, within a minute of the announcement. Not thread-safe: one thread.
+class UploadBatch {
+ public:
+  virtual ~UploadBatch() = default;
+  // The writer of the i-th id the batch was started with (see ChunkStore::StartPut).
+  virtual Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) = 0;
+};
+
 // Implementations must be thread-safe.
 class ChunkStore {
  public:
@@ -81,6 +96,23 @@ class ChunkStore {
   // the bytes are collected in memory and Put at Commit; LocalChunkStore writes them to a
   // temporary file as they come, so an upload is never held whole. Errors: as Put.
   virtual Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id);
+
+  // Stores several blobs, each as Put would (verified against its id), letting the store do once
+  // for all of them what each Put would do on its own: a remote store sends them in requests of
+  // up to PutBatchBytes (POST /v1/chunks/upload) instead of one request each. Errors: the first
+  // failing blob's, naming it (the blobs before it may be stored). Default: Put per blob.
+  virtual Status PutMany(std::span<const BlobPut> blobs);
+
+  // How many bytes of blobs a caller should hand one PutMany call: a remote store answers a
+  // batch in one round trip. 0 (the default): PutMany saves nothing; call Put per blob, in
+  // parallel.
+  virtual size_t PutBatchBytes() const { return 0; }
+
+  // Announces uploads of `ids` that the caller then streams in (POST /v1/chunks/upload lists its
+  // ids before their bytes), so that the store does once what each StartPut's Commit would do:
+  // ObjectPackStore records the push claims and looks at the doom in one transaction for the whole
+  // batch. Errors: as StartPut, and those of that transaction. Default: StartPut per blob.
+  virtual Result<std::unique_ptr<UploadBatch>> StartUploads(std::span<const Digest> ids);
 
   // Returns the blob's bytes after checking they hash to `id`.
   // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: digest mismatch …"

@@ -204,21 +204,35 @@ class Sealer {
       return out;
     }
     std::unordered_set<Digest> want(missing->begin(), missing->end());
-    std::vector<std::future<Status>> puts;
+    std::vector<BlobPut> upload;
     for (size_t k = 0; k < fresh.size(); ++k) {
       if (!want.erase(fresh[k])) {
         ++out.tally.chunks_reused;
         continue;
       }
       size_t i = fresh_at[k];
-      std::span<const uint8_t> chunk(buf.data() + cuts[i], cuts[i + 1] - cuts[i]);
-      puts.push_back(upload_pool_.Submit([this, id = fresh[k], chunk] {
-        Status s = store_.Put(id, chunk);
-        if (s.ok() && counters_) counters_->bytes_uploaded += chunk.size();
+      upload.push_back({fresh[k], {buf.data() + cuts[i], cuts[i + 1] - cuts[i]}});
+      ++out.tally.chunks_uploaded;
+      out.tally.bytes_uploaded += upload.back().data.size();
+    }
+    // A store that takes many blobs per round trip (a remote one) gets them in groups of its
+    // PutBatchBytes, several groups at once; any other, one Put per chunk, many at once.
+    const size_t group_bytes = store_.PutBatchBytes();
+    std::vector<std::future<Status>> puts;
+    for (size_t start = 0; start < upload.size();) {
+      size_t end = start + 1, bytes = upload[start].data.size();
+      while (group_bytes > 0 && end < upload.size() &&
+             bytes + upload[end].data.size() <= group_bytes) {
+        bytes += upload[end++].data.size();
+      }
+      std::span<const BlobPut> group(upload.data() + start, end - start);
+      puts.push_back(upload_pool_.Submit([this, group, bytes] {
+        Status s =
+            group.size() == 1 ? store_.Put(group[0].id, group[0].data) : store_.PutMany(group);
+        if (s.ok() && counters_) counters_->bytes_uploaded += bytes;
         return s;
       }));
-      ++out.tally.chunks_uploaded;
-      out.tally.bytes_uploaded += chunk.size();
+      start = end;
     }
     // Every Put reads `buf`: wait for all of them, even after a failure.
     for (auto& p : puts) {
@@ -244,7 +258,7 @@ class Sealer {
   }
 
   // Stores the pieces of a version-2 chunk index that neither this seal nor the store holds:
-  // one FindMissing for all of them (one request to a remote store), then a Put each.
+  // one FindMissing for all of them (one request to a remote store), then one PutMany.
   Status PutPieces(const std::vector<std::pair<Digest, std::string>>& pieces, Tally& tally) {
     std::vector<Digest> fresh;
     std::vector<size_t> fresh_at;
@@ -260,14 +274,18 @@ class Sealer {
     if (fresh.empty()) return Status::Ok();
     BDN_ASSIGN_OR_RETURN(std::vector<Digest> missing, store_.FindMissing(fresh));
     std::unordered_set<Digest> want(missing.begin(), missing.end());
+    std::vector<BlobPut> upload;
+    uint64_t bytes = 0;
     for (size_t i : fresh_at) {
       const auto& [id, blob] = pieces[i];
       if (!want.contains(id)) continue;
-      BDN_RETURN_IF_ERROR(store_.Put(id, AsBytes(blob)));
-      tally.metadata_bytes_uploaded += blob.size();
-      tally.bytes_uploaded += blob.size();
-      if (counters_) counters_->bytes_uploaded += blob.size();
+      upload.push_back({id, AsBytes(blob)});
+      bytes += blob.size();
     }
+    BDN_RETURN_IF_ERROR(store_.PutMany(upload));
+    tally.metadata_bytes_uploaded += bytes;
+    tally.bytes_uploaded += bytes;
+    if (counters_) counters_->bytes_uploaded += bytes;
     return Status::Ok();
   }
 
