@@ -193,7 +193,10 @@ class S3rver {
     }
     return false;
   }
-  static pid_t Spawn(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+  // Runs `argv` under `setpriv --pdeathsig KILL` (util-linux, in every Debian): a test that dies
+  // without its destructor running (an abort, a timeout's SIGKILL) takes its servers with it.
+  static pid_t Spawn(std::vector<std::string> argv, const std::filesystem::path& log) {
+    argv.insert(argv.begin(), {"setpriv", "--pdeathsig", "KILL", "--"});
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
