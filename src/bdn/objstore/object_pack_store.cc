@@ -436,6 +436,10 @@ bool ObjectPackStore::RecentlyClaimed(const Digest& id) {
     if (it == claimed_.end()) return false;
     at = it->second;
   }
+  return ClaimStands(at);
+}
+
+bool ObjectPackStore::ClaimStands(SteadyTime at) const {
   if (options_.clock->SteadyNow() - at > kClaimReuse) return false;
   return !options_.claims_retain_since || at >= options_.claims_retain_since();
 }
@@ -841,8 +845,11 @@ void ObjectPackStore::ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full
 }
 
 Result<PutOutcome> ObjectPackStore::StoreBlob(const Digest& id, std::span<const uint8_t> raw,
-                                              bool claimed) {
+                                              std::optional<SteadyTime> claimed_at) {
   const std::string chunk = "chunk " + id.ToString();
+  // A batch's claims stand for its blob as a recent claim stands for a Put: judged now, as the
+  // blob is stored, however long its bytes took to arrive.
+  const bool claimed = claimed_at && ClaimStands(*claimed_at);
   if (Status s = claimed ? Status::Ok() : ClaimForPut(std::span(&id, 1)); !s.ok()) {
     return Err(Status(s.code(), chunk + ": " + s.message()));
   }
@@ -884,9 +891,10 @@ Status ObjectPackStore::Put(const Digest& id, std::span<const uint8_t> data) {
 // spool pack at Commit, once the bytes hash to the id.
 class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
  public:
-  // `claimed`: an UploadBatch's writer, whose claim the batch recorded.
-  SpoolWriter(ObjectPackStore& store, const Digest& id, bool claimed = false)
-      : HashingBlobWriter(id), store_(store), claimed_(claimed) {}
+  // `claimed_at`: an UploadBatch's writer, whose claim the batch recorded then.
+  SpoolWriter(ObjectPackStore& store, const Digest& id,
+              std::optional<SteadyTime> claimed_at = std::nullopt)
+      : HashingBlobWriter(id), store_(store), claimed_at_(claimed_at) {}
   ~SpoolWriter() override { Drop(); }
 
  private:
@@ -912,10 +920,10 @@ class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
     mem_.clear();
   }
   Result<PutOutcome> Store() override {
-    if (fd_ < 0) return store_.StoreBlob(id_, mem_, claimed_);
+    if (fd_ < 0) return store_.StoreBlob(id_, mem_, claimed_at_);
     BDN_ASSIGN_OR_RETURN(Mapping m,
                          Mapping::Of(fd_, written_, "chunk " + id_.ToString() + ": spool file"));
-    return store_.StoreBlob(id_, m.span(), claimed_);
+    return store_.StoreBlob(id_, m.span(), claimed_at_);
   }
   Status Write(std::span<const uint8_t> bytes) {
     while (!bytes.empty()) {
@@ -931,7 +939,7 @@ class ObjectPackStore::SpoolWriter : public HashingBlobWriter {
   }
 
   ObjectPackStore& store_;
-  const bool claimed_;
+  const std::optional<SteadyTime> claimed_at_;
   std::vector<uint8_t> mem_;
   int fd_ = -1;
   uint64_t written_ = 0;
@@ -959,16 +967,16 @@ class ClaimedUploads : public UploadBatch {
 }  // namespace
 
 Result<std::unique_ptr<UploadBatch>> ObjectPackStore::StartUploads(std::span<const Digest> ids) {
+  // Taken before the claims are recorded, so that it is never later than they are.
+  const SteadyTime claimed_at = options_.clock->SteadyNow();
   if (Status s = ClaimForPut(ids); !s.ok()) {
     return Err(s.WithPrefix("upload of " + std::to_string(ids.size()) + " blobs"));
   }
-  // A writer started more than kClaimReuse after the claims (a very slow upload) claims again,
-  // as a Put of a chunk claimed that long ago would.
-  const SteadyTime claimed_at = options_.clock->SteadyNow();
+  // A blob stored when the claims no longer stand (kClaimReuse after them: a very slow upload,
+  // or before claims_retain_since) claims again, as a Put of a chunk claimed then would.
   return std::unique_ptr<UploadBatch>(std::make_unique<ClaimedUploads>(
       [this, claimed_at](const Digest& id) {
-        const bool fresh = options_.clock->SteadyNow() - claimed_at <= kClaimReuse;
-        return std::unique_ptr<BlobWriter>(std::make_unique<SpoolWriter>(*this, id, fresh));
+        return std::unique_ptr<BlobWriter>(std::make_unique<SpoolWriter>(*this, id, claimed_at));
       },
       ids));
 }

@@ -142,7 +142,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
   // Claims `ids` and looks at the doom once for the whole batch (ClaimForPut, joining any group
   // of Puts then forming); its writers then store as StartPut's do, without a claim of their
-  // own. A doom published after that look is answered by the claims, as for a group of Puts.
+  // own while the batch's claims stand when a blob's last byte is in (ClaimStands; else that
+  // blob claims and looks again). A doom published after that look is answered by the claims, as
+  // for a group of Puts.
   Result<std::unique_ptr<UploadBatch>> StartUploads(std::span<const Digest> ids) override;
   // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: <why> in pack
   // s3://…/packs/<hex>.pack at offset N" for a record that fails verification twice (the copy is
@@ -213,6 +215,9 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // no claim of its own (a database transaction per chunk, most of PostgreSQL's load in a push).
   // It still looks at the doom and the deleted packs (a GC's copy of a doomed blob is such a Put).
   bool RecentlyClaimed(const Digest& id);
+  // Whether a claim this process recorded at `at` still stands for a Put now: at most
+  // kClaimReuse ago, and at or after claims_retain_since().
+  bool ClaimStands(SteadyTime at) const;
   // A Put's claim and look at the doom: those of concurrent Puts go to the catalog together, one
   // ClaimThenRefreshDoom for all that arrived while the previous one ran (group commit), which
   // claims the ids not RecentlyClaimed, so that a push's uploads cost a look per group, and a
@@ -249,9 +254,10 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Status CompactLocked(bool force) REQUIRES(index_write_mu_);
 
   // Writing.
-  // `claimed`: the caller's ClaimForPut covered `id` already (an UploadBatch's writer).
+  // `claimed_at`: when the caller's ClaimForPut covered `id` (an UploadBatch's writer); it stands
+  // for this Put's claim if it still does now (ClaimStands), else the Put claims.
   Result<PutOutcome> StoreBlob(const Digest& id, std::span<const uint8_t> raw,
-                               bool claimed = false);
+                               std::optional<SteadyTime> claimed_at = std::nullopt);
   Result<std::shared_ptr<SpoolPack>> AcquirePack();
   void ReleasePack(const std::shared_ptr<SpoolPack>& p, bool full);
   Result<std::shared_ptr<SpoolPack>> CreateSpoolPack();

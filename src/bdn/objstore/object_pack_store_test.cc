@@ -273,20 +273,34 @@ class SlowDeletedCatalog : public PackCatalog {
   BucketCatalog inner_;
 };
 
+// A store whose catalog counts its claim transactions and looks at the doom, on a fake clock,
+// keeping claims from retain_since_ns on.
+struct ClaimCounting {
+  ClaimCounting(std::shared_ptr<S3Client> client, const fs::path& dir)
+      : catalog(std::make_shared<SlowDeletedCatalog>(client)),
+        clock(std::make_shared<bdn::testutil::FakeClock>()),
+        retain_since_ns(std::make_shared<std::atomic<int64_t>>(0)) {
+    catalog->delay_ms = 0;
+    ObjectPackStoreOptions o = SmallPacks(dir);
+    o.catalog = catalog;
+    o.clock = clock;
+    o.claims_retain_since = [ns = retain_since_ns] {
+      return SteadyTime(std::chrono::nanoseconds(ns->load()));
+    };
+    store = OpenStore(client, o);
+  }
+  std::shared_ptr<SlowDeletedCatalog> catalog;
+  std::shared_ptr<bdn::testutil::FakeClock> clock;
+  std::shared_ptr<std::atomic<int64_t>> retain_since_ns;
+  std::shared_ptr<ObjectPackStore> store;
+};
+
 // A push asks which chunks are missing (FindMissing claims them all at once), then uploads each:
 // the Put of a chunk claimed moments ago records no claim of its own, while a claim older than a
 // minute, or one the catalog no longer keeps (before claims_retain_since), does not stand for it.
 TEST_F(ObjectPackStoreTest, APutOfAChunkJustClaimedByFindMissingRecordsNoSecondClaim) {
-  auto client = ClientFor(server_);
-  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
-  catalog->delay_ms = 0;
-  auto clock = std::make_shared<bdn::testutil::FakeClock>();
-  std::atomic<int64_t> retain_since_ns{0};
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.catalog = catalog;
-  o.clock = clock;
-  o.claims_retain_since = [&] { return SteadyTime(std::chrono::nanoseconds(retain_since_ns)); };
-  auto a = OpenStore(client, o);
+  ClaimCounting c(ClientFor(server_), dir_.path() / "a");
+  auto& [catalog, clock, retain_since_ns, a] = c;
   ASSERT_TRUE(a);
   std::vector<std::vector<uint8_t>> data;
   std::vector<Digest> ids;
@@ -311,7 +325,7 @@ TEST_F(ObjectPackStoreTest, APutOfAChunkJustClaimedByFindMissingRecordsNoSecondC
   const std::vector<uint8_t> more = RandomBytes(5000, 99);
   ASSERT_OK(a->FindMissing(std::vector<Digest>{Digest::Of(more)}));
   const int claims = catalog->claim_calls;
-  retain_since_ns = (clock->SteadyNow() + std::chrono::seconds(1)).time_since_epoch().count();
+  *retain_since_ns = (clock->SteadyNow() + std::chrono::seconds(1)).time_since_epoch().count();
   ASSERT_OK(a->Put(Digest::Of(more), more));
   EXPECT_EQ(claims + 1, catalog->claim_calls.load());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(*a->Get(ids[i]), data[i]) << i;
@@ -365,6 +379,48 @@ TEST_F(ObjectPackStoreTest, AnUploadBatchClaimsAndLooksAtTheDoomOnceForAllItsBlo
   auto refused = a->StartUploads(std::vector<Digest>{Digest::Of("x"), Digest::Of("y")});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().message(), "upload of 2 blobs: claims: connection refused (test)");
+}
+
+// The batch's claims stand for a blob as they would for a Put at the moment the blob is stored
+// (its last byte in), not when its writer started: a 64 MiB blob may take many minutes to
+// arrive. A blob whose writer started moments after the batch but whose bytes end more than a
+// minute later, or after the catalog stopped keeping the batch's claims (claims_retain_since),
+// claims again and looks at the doom before it is stored.
+TEST_F(ObjectPackStoreTest, AnUploadBatchBlobThatEndsLateClaimsAgainWhenItIsStored) {
+  ClaimCounting c(ClientFor(server_), dir_.path() / "a");
+  auto& [catalog, clock, retain_since_ns, a] = c;
+  ASSERT_TRUE(a);
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<Digest> ids;
+  for (uint64_t i = 0; i < 3; ++i) {
+    data.push_back(RandomBytes(4000, 700 + i));
+    ids.push_back(Digest::Of(data.back()));
+  }
+  auto batch = a->StartUploads(ids);
+  ASSERT_OK(batch);
+  const int claims = catalog->claim_calls, dooms = catalog->doom_calls;
+  // Started at once, its last byte in 61 s later.
+  auto slow = (*batch)->StartPut(0);
+  ASSERT_OK(slow);
+  ASSERT_OK((*slow)->Append(std::span(data[0]).first(100)));
+  clock->Advance(std::chrono::seconds(61));
+  ASSERT_OK((*slow)->Append(std::span(data[0]).subspan(100)));
+  ASSERT_OK((*slow)->Commit());
+  EXPECT_EQ(claims + 1, catalog->claim_calls.load());
+  EXPECT_EQ(dooms + 1, catalog->doom_calls.load());
+  // A fresh batch, whose claims the catalog stops keeping while a blob arrives.
+  auto batch2 = a->StartUploads(std::span<const Digest>(ids).subspan(1));
+  ASSERT_OK(batch2);
+  const int claims2 = catalog->claim_calls;
+  auto late = (*batch2)->StartPut(0);
+  ASSERT_OK(late);
+  ASSERT_OK((*late)->Append(data[1]));
+  *retain_since_ns = (clock->SteadyNow() + std::chrono::seconds(1)).time_since_epoch().count();
+  ASSERT_OK((*late)->Commit());
+  EXPECT_EQ(claims2 + 1, catalog->claim_calls.load());
+  ASSERT_OK(a->Sync());
+  EXPECT_EQ(*a->Get(ids[0]), data[0]);
+  EXPECT_EQ(*a->Get(ids[1]), data[1]);
 }
 
 // Uploads that reach a replica which did not answer their FindMissing claim their chunks there:
