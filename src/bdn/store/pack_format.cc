@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <vector>
 
 namespace bdn::pack {
 namespace {
@@ -210,17 +211,25 @@ EncodedBlob EncodeBlob(std::span<const uint8_t> raw, const CodecOptions& options
   const auto limit =
       static_cast<size_t>(static_cast<double>(raw.size()) * (1.0 - options.min_saving));
   if (limit == 0) return out;
-  out.stored.resize(ZSTD_compressBound(raw.size()));
   ZSTD_CCtx* ctx = ThreadCCtx();
   if (ctx == nullptr) return {};
   ZSTD_CCtx_reset(ctx, ZSTD_reset_session_and_parameters);
   ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, options.zstd_level);
   ZSTD_CCtx_setParameter(ctx, ZSTD_c_checksumFlag, 0);
   ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, 1);
-  size_t n = ZSTD_compress2(ctx, out.stored.data(), out.stored.size(), raw.data(), raw.size());
+  // Into this thread's scratch buffer, at most `limit` bytes: most blobs (weights) do not
+  // compress, and a blob that does not is then neither copied nor given a zero-filled buffer of
+  // its own. zstd stops with an error once the output would pass the limit.
+  // The scratch kept per thread is at most 1 MiB (chunks average 64 KiB); a larger blob gets a
+  // buffer for this call.
+  constexpr size_t kKeptScratch = 1 << 20;
+  thread_local std::vector<uint8_t> kept;
+  std::vector<uint8_t> once;
+  std::vector<uint8_t>& scratch = limit <= kKeptScratch ? kept : once;
+  if (scratch.size() < limit) scratch.resize(limit);
+  size_t n = ZSTD_compress2(ctx, scratch.data(), limit, raw.data(), raw.size());
   if (ZSTD_isError(n) || n > limit) return {};
-  out.stored.resize(n);
-  out.stored.shrink_to_fit();
+  out.stored.assign(scratch.begin(), scratch.begin() + static_cast<ptrdiff_t>(n));
   out.codec = Codec::kZstd;
   return out;
 }
