@@ -470,9 +470,12 @@ class Session : public std::enable_shared_from_this<Session> {
     size_t fill = std::exchange(piece_fill_, 0);
     impl_->Submit([self = shared_from_this(), fill, done] {
       Status s = Status::Ok();
-      self->Guard([&] {
-        s = self->req_->body_sink->Write(std::span<const uint8_t>(self->piece_.data(), fill));
-      });
+      // A sink that throws stops the upload as an error would (Guard set the 500).
+      if (!self->Guard([&] {
+            s = self->req_->body_sink->Write(std::span<const uint8_t>(self->piece_.data(), fill));
+          })) {
+        s = InternalError("body sink threw");
+      }
       asio::post(self->stream_.get_executor(), [self, s, done] {
         if (!s.ok()) {
           if (self->res_->status < 400) SetError(*self->res_, s);
@@ -492,9 +495,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Runs `fn` (a handler or an admission step); an exception becomes a 500 JSON error.
-  void Guard(const std::function<void()>& fn) {
+  // Returns whether `fn` returned (false: it threw, and res_ holds the 500).
+  bool Guard(const std::function<void()>& fn) {
     try {
       fn();
+      return true;
     } catch (const std::exception& e) {
       *res_ = ServerResponse();
       SetError(*res_, InternalError(req_->method + " " + req_->path + ": " + e.what()));
@@ -502,6 +507,7 @@ class Session : public std::enable_shared_from_this<Session> {
       *res_ = ServerResponse();
       SetError(*res_, InternalError(req_->method + " " + req_->path + ": unknown exception"));
     }
+    return false;
   }
 
   void RunHandler() {

@@ -304,6 +304,36 @@ TEST(HttpServer, BodilessPostWithoutContentLengthIsAnsweredAtOnce) {
   EXPECT_NE(r.find("body=[abc]"), std::string::npos) << r;
 }
 
+// A body sink that throws stops the upload as one returning an error would: a 500 naming the
+// request, the connection closed, the rest of the body unread, the handler never run.
+TEST(HttpServer, ASinkThatThrowsStopsTheUpload) {
+  class Throwing : public bdn::http::BodySink {
+   public:
+    Status Write(std::span<const uint8_t>) override { throw std::runtime_error("sink kaboom"); }
+  };
+  ServerOptions o = WithoutDeadlines();
+  o.listen = "127.0.0.1:0";
+  o.threads = 2;
+  Server server(o);
+  std::atomic<int> handled{0};
+  Server::RouteOptions ro;
+  ro.max_body_bytes = 64 << 20;
+  ro.admit = [](ServerRequest& req, ServerResponse&) {
+    req.body_sink = std::make_unique<Throwing>();
+    return true;
+  };
+  server.Post(
+      "/up", "/up", [&](const ServerRequest&, ServerResponse&) { ++handled; }, ro);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string body(1 << 20, 'x');
+  std::string r = RawExchange(
+      server.port(), "POST /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 500")) << r.substr(0, 200);
+  EXPECT_NE(r.find("POST /up: sink kaboom"), std::string::npos) << r;
+  EXPECT_EQ(handled, 0);
+}
+
 TEST(HttpServer, OversizedBodyGets413WithJson) {
   ServerOptions o;
   o.listen = "127.0.0.1:0";

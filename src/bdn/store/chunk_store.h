@@ -60,7 +60,8 @@ struct BlobPut {
 };
 
 // Uploads announced together (ChunkStore::StartUploads): the writer of each, started in any
-// order, each at most once, within a minute of the announcement. Not thread-safe: one thread.
+// order, each at most once, at any time (a slow body may take minutes; what the announcement did
+// for a blob is judged again when it is stored). Not thread-safe: one thread.
 class UploadBatch {
  public:
   virtual ~UploadBatch() = default;
