@@ -295,6 +295,18 @@ struct ClaimCounting {
   std::shared_ptr<ObjectPackStore> store;
 };
 
+// `n` blobs of random bytes, blob i `size + i * grow` bytes from seed `seed + i`, and their ids.
+struct RandomBlobs {
+  RandomBlobs(size_t n, size_t size, uint64_t seed, size_t grow = 0) {
+    for (size_t i = 0; i < n; ++i) {
+      data.push_back(RandomBytes(size + i * grow, seed + i));
+      ids.push_back(Digest::Of(data.back()));
+    }
+  }
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<Digest> ids;
+};
+
 // A push asks which chunks are missing (FindMissing claims them all at once), then uploads each:
 // the Put of a chunk claimed moments ago records no claim of its own, while a claim older than a
 // minute, or one the catalog no longer keeps (before claims_retain_since), does not stand for it.
@@ -302,12 +314,7 @@ TEST_F(ObjectPackStoreTest, APutOfAChunkJustClaimedByFindMissingRecordsNoSecondC
   ClaimCounting c(ClientFor(server_), dir_.path() / "a");
   auto& [catalog, clock, retain_since_ns, a] = c;
   ASSERT_TRUE(a);
-  std::vector<std::vector<uint8_t>> data;
-  std::vector<Digest> ids;
-  for (uint64_t i = 0; i < 4; ++i) {
-    data.push_back(RandomBytes(5000, 90 + i));
-    ids.push_back(Digest::Of(data.back()));
-  }
+  auto [data, ids] = RandomBlobs(4, 5000, 90);
   const int before = catalog->claim_calls;
   auto missing = a->FindMissing(std::span<const Digest>(ids).first(3));
   ASSERT_OK(missing);
@@ -335,21 +342,10 @@ TEST_F(ObjectPackStoreTest, APutOfAChunkJustClaimedByFindMissingRecordsNoSecondC
 // transaction and one look at the doom for the batch, none per blob; a writer started more than
 // a minute later claims again; bytes that do not match their id are not stored.
 TEST_F(ObjectPackStoreTest, AnUploadBatchClaimsAndLooksAtTheDoomOnceForAllItsBlobs) {
-  auto client = ClientFor(server_);
-  auto catalog = std::make_shared<SlowDeletedCatalog>(client);
-  catalog->delay_ms = 0;
-  auto clock = std::make_shared<bdn::testutil::FakeClock>();
-  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
-  o.catalog = catalog;
-  o.clock = clock;
-  auto a = OpenStore(client, o);
+  ClaimCounting c(ClientFor(server_), dir_.path() / "a");
+  auto& [catalog, clock, retain_since_ns, a] = c;
   ASSERT_TRUE(a);
-  std::vector<std::vector<uint8_t>> data;
-  std::vector<Digest> ids;
-  for (uint64_t i = 0; i < 64; ++i) {
-    data.push_back(RandomBytes(3000 + i, 500 + i));
-    ids.push_back(Digest::Of(data.back()));
-  }
+  auto [data, ids] = RandomBlobs(64, 3000, 500, 1);
   ids.push_back(Digest::Of("what the client says"));  // sent with data[0]'s bytes
   const int claims = catalog->claim_calls, dooms = catalog->doom_calls;
   auto batch = a->StartUploads(ids);
@@ -390,12 +386,7 @@ TEST_F(ObjectPackStoreTest, AnUploadBatchBlobThatEndsLateClaimsAgainWhenItIsStor
   ClaimCounting c(ClientFor(server_), dir_.path() / "a");
   auto& [catalog, clock, retain_since_ns, a] = c;
   ASSERT_TRUE(a);
-  std::vector<std::vector<uint8_t>> data;
-  std::vector<Digest> ids;
-  for (uint64_t i = 0; i < 3; ++i) {
-    data.push_back(RandomBytes(4000, 700 + i));
-    ids.push_back(Digest::Of(data.back()));
-  }
+  auto [data, ids] = RandomBlobs(3, 4000, 700);
   auto batch = a->StartUploads(ids);
   ASSERT_OK(batch);
   const int claims = catalog->claim_calls, dooms = catalog->doom_calls;
