@@ -949,23 +949,6 @@ Result<std::unique_ptr<BlobWriter>> ObjectPackStore::StartPut(const Digest& id) 
   return std::unique_ptr<BlobWriter>(std::make_unique<SpoolWriter>(*this, id));
 }
 
-namespace {
-
-// StartUploads' batch: the ids were claimed together; each writer skips its own claim.
-class ClaimedUploads : public UploadBatch {
- public:
-  ClaimedUploads(std::function<std::unique_ptr<BlobWriter>(const Digest&)> start,
-                 std::span<const Digest> ids)
-      : start_(std::move(start)), ids_(ids.begin(), ids.end()) {}
-  Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) override { return start_(ids_.at(i)); }
-
- private:
-  std::function<std::unique_ptr<BlobWriter>(const Digest&)> start_;
-  std::vector<Digest> ids_;
-};
-
-}  // namespace
-
 Result<std::unique_ptr<UploadBatch>> ObjectPackStore::StartUploads(std::span<const Digest> ids) {
   // Taken before the claims are recorded, so that it is never later than they are.
   const SteadyTime claimed_at = options_.clock->SteadyNow();
@@ -974,8 +957,8 @@ Result<std::unique_ptr<UploadBatch>> ObjectPackStore::StartUploads(std::span<con
   }
   // A blob stored when the claims no longer stand (kClaimReuse after them: a very slow upload,
   // or before claims_retain_since) claims again, as a Put of a chunk claimed then would.
-  return std::unique_ptr<UploadBatch>(std::make_unique<ClaimedUploads>(
-      [this, claimed_at](const Digest& id) {
+  return std::unique_ptr<UploadBatch>(std::make_unique<UploadsVia>(
+      [this, claimed_at](const Digest& id) -> Result<std::unique_ptr<BlobWriter>> {
         return std::unique_ptr<BlobWriter>(std::make_unique<SpoolWriter>(*this, id, claimed_at));
       },
       ids));

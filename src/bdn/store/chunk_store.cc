@@ -128,26 +128,10 @@ Status ChunkStore::PutMany(std::span<const BlobPut> blobs) {
   return Status::Ok();
 }
 
-namespace {
-
-// The default batch: each writer is the store's own StartPut.
-class SeparateUploads : public UploadBatch {
- public:
-  SeparateUploads(ChunkStore& store, std::span<const Digest> ids)
-      : store_(store), ids_(ids.begin(), ids.end()) {}
-  Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) override {
-    return store_.StartPut(ids_.at(i));
-  }
-
- private:
-  ChunkStore& store_;
-  std::vector<Digest> ids_;
-};
-
-}  // namespace
-
 Result<std::unique_ptr<UploadBatch>> ChunkStore::StartUploads(std::span<const Digest> ids) {
-  return std::unique_ptr<UploadBatch>(std::make_unique<SeparateUploads>(*this, ids));
+  // Each writer is the store's own StartPut.
+  return std::unique_ptr<UploadBatch>(
+      std::make_unique<UploadsVia>([this](const Digest& id) { return StartPut(id); }, ids));
 }
 
 Result<std::unique_ptr<StoreHold>> ChunkStore::HoldForCommit() {

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -67,6 +68,19 @@ class UploadBatch {
   virtual ~UploadBatch() = default;
   // The writer of the i-th id the batch was started with (see ChunkStore::StartPut).
   virtual Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) = 0;
+};
+
+// An UploadBatch whose i-th writer is start(ids[i]). For ChunkStore implementations.
+class UploadsVia : public UploadBatch {
+ public:
+  using Start = std::function<Result<std::unique_ptr<BlobWriter>>(const Digest&)>;
+  UploadsVia(Start start, std::span<const Digest> ids)
+      : start_(std::move(start)), ids_(ids.begin(), ids.end()) {}
+  Result<std::unique_ptr<BlobWriter>> StartPut(size_t i) override { return start_(ids_.at(i)); }
+
+ private:
+  Start start_;
+  std::vector<Digest> ids_;
 };
 
 // Implementations must be thread-safe.
