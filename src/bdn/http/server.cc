@@ -356,9 +356,17 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(limit);
     if (!route_->options.admit) return StartBody();
     phase_ = Phase::kAdmit;
-    impl_->Submit([self = shared_from_this()] {
+    // A request without a body (a GET, say) is admitted and handled in one task on one worker:
+    // one hand-off to the pool and one back per request, not two of each.
+    const bool handle_here = parser_->is_done() && !route_->on_io_thread;
+    impl_->Submit([self = shared_from_this(), handle_here] {
       bool admitted = false;
       self->Guard([&] { admitted = self->route_->options.admit(*self->req_, *self->res_); });
+      if (admitted && handle_here && !self->req_->body_sink) {
+        self->Guard([&] { self->route_->handler(*self->req_, *self->res_); });
+        asio::post(self->stream_.get_executor(), [self] { self->Finish(); });
+        return;
+      }
       asio::post(self->stream_.get_executor(), [self, admitted] {
         if (!admitted) return self->Finish();
         self->StartBody();
