@@ -9,7 +9,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 "$repo/scripts/setup.sh"
-"$repo/scripts/build.sh"
+BDN_BUILD_TARGETS=bdn "$repo/scripts/build.sh"  # the binary; scripts/test.sh builds the rest
 bdn="$repo/build/apps/bdn/bdn"
 
 work=${BDN_QUICKSTART_DIR:-$repo/work/quickstart}

@@ -203,6 +203,10 @@ untrack "$PUSH"
 assert_eq 0 "$rc" "exit code of the push that lost a replica ($(cat "$WORK/big.err"))"
 rounds=$(grep -c "storing what is missing again" "$WORK/big.err" || true)
 echo "the push committed after $rounds round(s) of storing what the killed replica had not uploaded"
+# Its summary counts chunks stored again apart: "N new" never exceeds the version's chunks.
+summary=$(sed -n '/^sealed: /p' "$WORK/big.err")
+read -r nchunks nnew <<<"$(sed -n 's/^sealed: .*, \([0-9]*\) chunks (\([0-9]*\) new, .*/\1 \2/p' <<<"$summary")"
+[ -n "$nnew" ] && [ "$nnew" -le "$nchunks" ] || fail "push summary: $summary"
 bigref=$(cat "$WORK/big.out")
 "$BDN" volume verify "$bigref" >/dev/null
 "$BDN" volume pull bdn:ha/big:prod "$WORK/bigpulled" >/dev/null

@@ -202,11 +202,17 @@ Status Push(Context& ctx, const PushArgs& args) {
                {"bytes_uploaded", r->bytes_uploaded},
                {"chunks_reused", r->chunks_reused},
                {"metadata_bytes_uploaded", r->metadata_bytes_uploaded},
+               {"chunks_uploaded_again", r->chunks_uploaded_again},
                {"unchanged", r->unchanged}});
   } else {
     std::cerr << (r->unchanged ? "unchanged: " : "sealed: ") << r->stats.files << " files, "
               << FormatBytes(r->stats.bytes) << ", " << r->stats.chunks << " chunks ("
-              << r->chunks_uploaded << " new, " << FormatBytes(r->bytes_uploaded) << " stored)\n";
+              << r->chunks_uploaded - r->chunks_uploaded_again << " new, "
+              << FormatBytes(r->bytes_uploaded) << " stored";
+    if (r->chunks_uploaded_again > 0) {
+      std::cerr << "; " << r->chunks_uploaded_again << " stored again after the store lost them";
+    }
+    std::cerr << ")\n";
     std::cout << r->ref.ToString() << std::endl;
   }
   return Status::Ok();

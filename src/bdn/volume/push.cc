@@ -699,6 +699,7 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
   req.tags = options.tags;
   req.expected_sequence = options.expected_sequence;
   Result<CommitResult> committed = registry.Commit(req);
+  uint64_t uploaded_again = 0;
   // Replicas behind one address: a replica that accepted some of the chunks may have died
   // before they were durable, so the commit is refused as "not stored". Sealing again stores
   // exactly what the store now reports missing (the rest is found and skipped), then commits.
@@ -706,12 +707,17 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
        !committed && IsNotStoredError(committed.error()) && round < options.max_commit_rounds;
        ++round) {
     log::Warn("push: " + committed.error().message() + "; storing what is missing again");
+    if (counters) {  // the progress of the new pass over the directory, not a sum of passes
+      counters->bytes_done = 0;
+      counters->files_done = 0;
+    }
     BDN_ASSIGN_OR_RETURN(SealResult again,
                          SealDirectory(options.dir, options.seal, store, counters));
     BDN_RETURN_IF_ERROR(store.Sync());
     seal.digest = again.digest;
     seal.stats = again.stats;
     seal.chunks_uploaded += again.chunks_uploaded;
+    uploaded_again += again.chunks_uploaded;
     seal.bytes_uploaded += again.bytes_uploaded;
     seal.metadata_bytes_uploaded += again.metadata_bytes_uploaded;
     req.digest = again.digest;
@@ -730,6 +736,7 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
   out.bytes_uploaded = seal.bytes_uploaded;
   out.chunks_reused = seal.chunks_reused;
   out.metadata_bytes_uploaded = seal.metadata_bytes_uploaded;
+  out.chunks_uploaded_again = uploaded_again;
   out.unchanged = commit.unchanged;
   return out;
 }

@@ -154,10 +154,14 @@ struct PushResult {
   bool head_updated = false;
   std::vector<std::string> tags_applied;
   VersionStats stats;
+  // Uploads, counting those of later commit rounds too (chunks stored again after the store lost
+  // them: a replica that died before they were durable).
   uint64_t chunks_uploaded = 0;
   uint64_t bytes_uploaded = 0;
   uint64_t chunks_reused = 0;
   uint64_t metadata_bytes_uploaded = 0;
+  // The part of chunks_uploaded that later commit rounds stored again (0 in a push of one round).
+  uint64_t chunks_uploaded_again = 0;
   bool unchanged = false;
 };
 
