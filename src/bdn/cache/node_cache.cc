@@ -196,13 +196,23 @@ std::optional<std::vector<uint8_t>> NodeCache::ReadCached(const Digest& id) {
     if (got.error().code() == StatusCode::kCorruption) ++counters_.corrupt_dropped;
     return std::nullopt;
   }
+  CountHit(id, got->size());
+  return std::move(*got);
+}
+
+std::optional<std::vector<uint8_t>> NodeCache::GetNow(const Digest& id, uint64_t max_bytes) {
+  auto got = store_->GetNow(id, max_bytes);
+  if (got) CountHit(id, got->size());
+  return got;
+}
+
+void NodeCache::CountHit(const Digest& id, size_t bytes) {
   {
     MutexLock l(hot_mu_);
     hot_.insert(id);
   }
   ++counters_.hits;
-  counters_.hit_bytes += got->size();
-  return std::move(*got);
+  counters_.hit_bytes += bytes;
 }
 
 Result<std::vector<uint8_t>> NodeCache::FetchAndStore(const Digest& id) {

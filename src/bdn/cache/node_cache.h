@@ -116,6 +116,9 @@ class NodeCache : public ChunkStore {
   // Corruption "chunk b3:…: digest mismatch …" if the upstream's bytes do not hash to `id`
   // (they are neither returned nor cached). Blocks for as long as the upstream's Get does.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  // A hit whose region record is in the page cache, counted as Get counts hits; nullopt for
+  // anything else (a miss, a record on disk only, a corrupt copy: Get handles those).
+  std::optional<std::vector<uint8_t>> GetNow(const Digest& id, uint64_t max_bytes) override;
 
   // Many chunks at once: those in the cache directory are read there (by up to 8 threads at
   // once), and the misses this process is not already fetching go to the upstream in one
@@ -138,6 +141,8 @@ class NodeCache : public ChunkStore {
   NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions options);
   // The verified cached bytes of `id`, or nullopt if absent, unreadable or corrupt (set aside).
   std::optional<std::vector<uint8_t>> ReadCached(const Digest& id);
+  // Counts a hit of `bytes` bytes on `id` (hits keep a chunk's region data on eviction).
+  void CountHit(const Digest& id, size_t bytes);
   Result<std::vector<uint8_t>> FetchAndStore(const Digest& id);
   // The misses of a GetMany this thread leads: those stored since the miss (another thread's
   // fetch ended meanwhile) read from the directory, the others in one upstream GetMany

@@ -354,6 +354,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return Refuse(413, TooLarge(limit));
     }
     parser_->body_limit(limit);
+    if (route_->options.try_inline && parser_->is_done() && TryInline()) return;
     if (!route_->options.admit) return StartBody();
     phase_ = Phase::kAdmit;
     // A request without a body (a GET, say) is admitted and handled in one task on one worker:
@@ -372,6 +373,22 @@ class Session : public std::enable_shared_from_this<Session> {
         self->StartBody();
       });
     });
+  }
+
+  // RouteOptions::try_inline; true when it answered (the response is then under way).
+  bool TryInline() {
+    bool answered = false;
+    // A handler that throws has answered: with the 500 Guard wrote.
+    if (!Guard([&] { answered = route_->options.try_inline(*req_, *res_); })) answered = true;
+    if (!answered) {
+      *res_ = ServerResponse();
+      req_->context.reset();
+      req_->key_name.clear();
+      return false;
+    }
+    metrics().Add("bdn_http_inline_requests_total", {{"route", route_->name}}, 1);
+    Finish();
+    return true;
   }
 
   Status TooLarge(uint64_t limit) const {
@@ -834,6 +851,9 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
                    "ServerRequest body bytes received, by route.");
   metrics_.Declare("bdn_http_response_bytes_total", Metrics::Type::kCounter,
                    "ServerResponse body bytes sent, by route.");
+  metrics_.Declare("bdn_http_inline_requests_total", Metrics::Type::kCounter,
+                   "Requests answered on an I/O thread without a worker (a chunk in the page "
+                   "cache), by route.");
   metrics_.Declare("bdn_http_connections", Metrics::Type::kGauge, "Open connections.");
   metrics_.Declare("bdn_http_connections_accepted_total", Metrics::Type::kCounter,
                    "Connections accepted.");

@@ -57,12 +57,23 @@ struct ServerOptions {
 // after the response if the request has one.
 using Admission = std::function<bool(ServerRequest& req, ServerResponse& res)>;
 
+// Runs on the I/O thread that read a request without a body, before its admission: answers it
+// there, with no hand-off to a worker and back, when that needs no waiting (no disk read that
+// may miss the page cache, no database, no network, no lock held across any of them). Returns
+// true when `res` is the answer; false to decline, and the request then takes the usual path
+// (admission, then the handler, on a worker) as if this had not run (`res` and req.context are
+// reset). Must be cheap: every I/O thread serves many connections.
+using InlineHandler = std::function<bool(ServerRequest& req, ServerResponse& res)>;
+
 // What a route adds to its handler.
 struct RouteOptions {
   // Larger bodies get 413 before any of it is read (a chunked body is cut off at the limit);
   // 0 uses ServerOptions::max_body_bytes.
   uint64_t max_body_bytes = 0;
   Admission admit;
+  // Tried first for requests without a body (counted in bdn_http_inline_requests_total when it
+  // answers).
+  InlineHandler try_inline;
 };
 
 // An HTTP/1.1 server. Register routes, then Start. Every route gets: its metrics

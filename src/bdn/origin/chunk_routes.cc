@@ -280,10 +280,15 @@ void Origin::RegisterChunkReads() {
         return BatchChunks(req, res);
       },
       IdsBodyLimit(options_.max_batch_ids));
-  Route("GET", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", pull_any,
-        [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
-          return GetChunk(req, res);
-        });
+  Route(
+      "GET", "/v1/chunks/([^/]+)", "/v1/chunks/{id}", pull_any,
+      [this](const http::ServerRequest& req, http::ServerResponse& res, const ApiKey&) {
+        return GetChunk(req, res);
+      },
+      0, nullptr,
+      [this](http::ServerRequest& req, http::ServerResponse& res) {
+        return GetChunkNow(req, res);
+      });
 }
 
 Status Origin::PutChunk(const http::ServerRequest& req, http::ServerResponse& res,
@@ -340,9 +345,7 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
   if (!grant.Allows(id)) {
     return NotFoundError("chunk " + id.ToString() + ": not in " + grant.version);
   }
-  const char* cache_control = options_.auth == AuthMode::kDisabled && options_.role == Role::kOrigin
-                                  ? kImmutablePublic
-                                  : kImmutablePrivate;
+  const char* cache_control = ChunkCacheControl();
   const std::string etag = "\"" + id.Hex() + "\"";
   if (req.has_header("If-None-Match") && EtagMatches(req.get_header_value("If-None-Match"), etag)) {
     BDN_ASSIGN_OR_RETURN(bool have, store_->Contains(id));
@@ -357,9 +360,37 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
     if (got.error().code() == StatusCode::kCorruption) ReportCorruption(got.error());
     return got.error();
   }
-  // Moved out of `got` itself, not through BDN_ASSIGN_OR_RETURN's copy of the Result: GCC 12
-  // sees std::expected's moved union there as maybe uninitialized (-Werror).
-  std::vector<uint8_t> bytes = std::move(*got);
+  AnswerChunk(req, res, id, *got);
+  return Status::Ok();
+}
+
+const char* Origin::ChunkCacheControl() const {
+  // Public only where anyone may read every chunk: an origin without authentication.
+  return options_.auth == AuthMode::kDisabled && options_.role == Role::kOrigin ? kImmutablePublic
+                                                                                : kImmutablePrivate;
+}
+
+bool Origin::GetChunkNow(http::ServerRequest& req, http::ServerResponse& res) {
+  // Larger chunks are hashed on a worker: an I/O thread serves many connections.
+  constexpr uint64_t kMaxInlineBytes = 1 << 20;
+  auto admitted = read_admissions_->Find(req.get_header_value("Authorization"),
+                                         req.get_header_value(kVersionHeader));
+  if (!admitted) return false;
+  auto id = ChunkIdOf(req);
+  // Errors and refusals (400, 404 "not in <version>") and revalidation are GetChunk's.
+  if (!id || !admitted->grant.Allows(*id) || req.has_header("If-None-Match")) return false;
+  auto bytes = store_->GetNow(*id, kMaxInlineBytes);
+  if (!bytes) return false;
+  req.key_name = admitted->key.Name();
+  req.context = Authorized{std::move(admitted->key), std::move(admitted->grant)};
+  AnswerChunk(req, res, *id, *bytes);
+  return true;
+}
+
+void Origin::AnswerChunk(const http::ServerRequest& req, http::ServerResponse& res,
+                         const Digest& id, const std::vector<uint8_t>& bytes) {
+  const char* cache_control = ChunkCacheControl();
+  const std::string etag = "\"" + id.Hex() + "\"";
   uint64_t offset = 0, length = bytes.size();
   res.status = 200;
   // A Range applies unless If-Range names another validator; another unit is ignored.
@@ -368,7 +399,7 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
     if (!range) {
       res.set_header("Content-Range", "bytes */" + std::to_string(bytes.size()));
       http::SetError(res, range.error().WithPrefix("chunk " + id.ToString()), 416);
-      return Status::Ok();
+      return;
     }
     if (*range) {
       offset = (*range)->offset;
@@ -388,7 +419,6 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
     m.Add("bdn_chunks_sent_total", {}, 1);
     m.Add("bdn_chunk_bytes_sent_total", {}, static_cast<double>(length));
   }
-  return Status::Ok();
 }
 
 Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse& res) {

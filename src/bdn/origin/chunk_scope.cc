@@ -7,6 +7,7 @@
 
 #include "bdn/base/clock.h"
 #include "bdn/base/log.h"
+#include "bdn/digest/digest.h"
 #include "bdn/format/ref.h"
 
 namespace bdn::origin {
@@ -136,6 +137,46 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     verdicts->Put(key, verdict, now + ttl);
     return verdict;
   };
+}
+
+Digest ReadAdmissions::KeyOf(std::string_view authorization, std::string_view version) {
+  Blake3Hasher h;
+  const uint64_t n = authorization.size();  // the split between the two is part of the key
+  h.Update(&n, sizeof n);
+  h.Update(authorization.data(), authorization.size());
+  h.Update(version.data(), version.size());
+  return h.Finalize();
+}
+
+std::optional<ReadAdmissions::Entry> ReadAdmissions::Find(std::string_view authorization,
+                                                          std::string_view version) const {
+  if (ttl_.count() <= 0) return std::nullopt;
+  const Digest k = KeyOf(authorization, version);
+  ReaderLock l(mu_);
+  auto it = map_.find(k);
+  if (it == map_.end() || it->second.expires <= SteadyClock::now()) return std::nullopt;
+  return it->second.entry;
+}
+
+void ReadAdmissions::Put(std::string_view authorization, std::string_view version,
+                         uint64_t generation, Entry entry) {
+  if (ttl_.count() <= 0) return;
+  const Digest k = KeyOf(authorization, version);
+  const auto now = SteadyClock::now();
+  WriterLock l(mu_);
+  // Under the lock, which Clear takes too: a Clear either came first (seen here) or comes after.
+  if (generation != generation_.load()) return;
+  if (map_.size() >= max_entries_ && !map_.contains(k)) {
+    std::erase_if(map_, [&](const auto& kv) { return kv.second.expires <= now; });
+    if (map_.size() >= max_entries_) map_.clear();
+  }
+  map_[k] = Kept{std::move(entry), now + ttl_};
+}
+
+void ReadAdmissions::Clear() {
+  WriterLock l(mu_);
+  ++generation_;
+  map_.clear();
 }
 
 Result<ReadGrant> ReadScope::Check(const ApiKey& key, std::string_view authorization,

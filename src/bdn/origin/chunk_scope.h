@@ -102,6 +102,45 @@ class ReadScope {
   std::shared_ptr<VersionBlobCache> blobs_;
 };
 
+// Chunk-read admissions granted recently (the key and its ReadGrant), so that a chunk read can
+// be admitted on a server's I/O thread without the key store or the registry
+// (http::RouteOptions::try_inline). Keyed by a digest of the request's Authorization and
+// Bdn-Version headers, so no token is held. An entry serves for `ttl` after the admission that
+// made it; Clear() (a key revoked through this server) drops every entry, and an admission that
+// began before a Clear is not kept (the generation it read is stale). Past `max_entries`,
+// expired entries are dropped, then all. Thread-safe.
+class ReadAdmissions {
+ public:
+  ReadAdmissions(std::chrono::milliseconds ttl, size_t max_entries)
+      : ttl_(ttl), max_entries_(max_entries) {}
+
+  struct Entry {
+    ApiKey key;
+    ReadGrant grant;
+  };
+  // The generation an admission reads before it authenticates, to pass to Put.
+  uint64_t generation() const { return generation_.load(); }
+  // The unexpired admission of these headers ("" for one not sent), or nullopt.
+  std::optional<Entry> Find(std::string_view authorization, std::string_view version) const;
+  // Keeps an admission that began at `generation`; a no-op with ttl 0 or after a Clear since.
+  void Put(std::string_view authorization, std::string_view version, uint64_t generation,
+           Entry entry);
+  void Clear();
+
+ private:
+  static Digest KeyOf(std::string_view authorization, std::string_view version);
+
+  const std::chrono::milliseconds ttl_;
+  const size_t max_entries_;
+  std::atomic<uint64_t> generation_{0};
+  mutable SharedMutex mu_;
+  struct Kept {
+    Entry entry;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::unordered_map<Digest, Kept> map_ GUARDED_BY(mu_);
+};
+
 struct NamespaceIndexOptions {
   // A namespace's view is brought up to date (one ListVolumes, then ListVersions of the volumes
   // whose sequence moved) when it is older than this at a missing- or sizes-query.

@@ -334,6 +334,71 @@ TEST(HttpServer, ASinkThatThrowsStopsTheUpload) {
   EXPECT_EQ(handled, 0);
 }
 
+// RouteOptions::try_inline: a request it answers never reaches admission or the handler (and
+// is counted); one it declines goes through both with a fresh response and no context, as if it
+// had not run; a request with a body never meets it; one that throws is a 500. Pipelined
+// requests answered either way keep their order.
+TEST(HttpServer, AnInlineHandlerAnswersOrDeclinesBeforeAdmission) {
+  ServerOptions o = WithoutDeadlines();
+  o.listen = "127.0.0.1:0";
+  o.threads = 2;
+  Server server(o);
+  std::atomic<int> inline_calls{0}, admitted{0}, handled{0};
+  Server::RouteOptions ro;
+  ro.try_inline = [&](ServerRequest& req, ServerResponse& res) {
+    ++inline_calls;
+    if (req.path == "/r/boom") throw std::runtime_error("inline kaboom");
+    // Left behind by a decline: the usual path must not see it.
+    req.context = std::string("inline");
+    res.set_header("X-Inline", "1");
+    if (req.path != "/r/fast") return false;
+    res.set_content("fast", "text/plain");
+    return true;
+  };
+  ro.admit = [&](ServerRequest& req, ServerResponse&) {
+    ++admitted;
+    EXPECT_FALSE(req.context.has_value());
+    return true;
+  };
+  server.Get(
+      "/r/([a-z]+)", "/r/{x}",
+      [&](const ServerRequest& req, ServerResponse& res) {
+        ++handled;
+        res.set_content("slow " + req.matches[1].str() + (res.has_header("X-Inline") ? " !" : ""),
+                        "text/plain");
+      },
+      ro);
+  server.Post(
+      "/r/([a-z]+)", "/r/{x}",
+      [&](const ServerRequest& req, ServerResponse& res) {
+        ++handled;
+        res.set_content("posted " + req.body, "text/plain");
+      },
+      ro);
+  ASSERT_TRUE(server.Start().ok());
+  bdn::testing::RawConnection c(server.port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(
+      c.Send("GET /r/fast HTTP/1.1\r\nHost: x\r\n\r\n"
+             "GET /r/slow HTTP/1.1\r\nHost: x\r\n\r\n"
+             "POST /r/fast HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+             "GET /r/boom HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  std::string raw = c.ReadUntilClose();
+  auto rs = bdn::testing::ParseResponses(raw);
+  ASSERT_EQ(rs.size(), 4u) << raw;
+  EXPECT_EQ(rs[0].body, "fast");
+  EXPECT_EQ(rs[0].Header("x-inline"), "1");
+  EXPECT_EQ(rs[1].body, "slow slow");  // the declined response's header is gone
+  EXPECT_EQ(rs[1].Count("x-inline"), 0u);
+  EXPECT_EQ(rs[2].body, "posted hi");
+  EXPECT_EQ(rs[3].status, 500);
+  EXPECT_NE(rs[3].body.find("GET /r/boom: inline kaboom"), std::string::npos) << rs[3].body;
+  EXPECT_EQ(inline_calls, 3);  // not for the POST
+  EXPECT_EQ(admitted, 2);      // the declined GET and the POST
+  EXPECT_EQ(handled, 2);
+  EXPECT_EQ(server.metrics().Value("bdn_http_inline_requests_total", {{"route", "/r/{x}"}}), 2);
+}
+
 TEST(HttpServer, OversizedBodyGets413WithJson) {
   ServerOptions o;
   o.listen = "127.0.0.1:0";

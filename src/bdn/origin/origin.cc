@@ -37,6 +37,7 @@ Origin::Origin(OriginOptions options, std::shared_ptr<ChunkStore> store,
     };
   }
   read_scope_ = std::make_unique<ReadScope>(std::move(authority), version_blobs_);
+  read_admissions_ = std::make_unique<ReadAdmissions>(options_.read_admission_ttl, 65536);
   if (options_.role == Role::kOrigin) {
     namespaces_ = std::make_unique<NamespaceIndex>(store_, registry_, options_.namespace_index);
   }
@@ -99,13 +100,17 @@ Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {
 }
 
 void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,
-                   Access access, Handler handler, uint64_t max_body_bytes, SinkFactory make_sink) {
+                   Access access, Handler handler, uint64_t max_body_bytes, SinkFactory make_sink,
+                   http::InlineHandler try_inline) {
   // Authentication and the scope check come before the request body is read (POST/PUT), so an
   // unauthenticated or out-of-scope client cannot make the server receive and buffer a body.
   http::Server::RouteOptions options;
   options.max_body_bytes = max_body_bytes > 0 ? max_body_bytes : options_.max_json_body_bytes;
+  options.try_inline = std::move(try_inline);
   options.admit = [this, access, make_sink = std::move(make_sink)](http::ServerRequest& req,
                                                                    http::ServerResponse& res) {
+    // Read before the key is looked up: a key revoked meanwhile is not kept (ReadAdmissions).
+    const uint64_t generation = read_admissions_->generation();
     auto key = Authenticate(req);
     if (!key) {
       http::SetError(res, key.error(), http::Credentials::kRejected);
@@ -135,6 +140,9 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
         return false;
       }
       authorized.grant = std::move(*grant);
+      read_admissions_->Put(req.get_header_value("Authorization"),
+                            req.get_header_value(kVersionHeader), generation,
+                            {authorized.key, authorized.grant});
     }
     req.context = std::move(authorized);
     if (make_sink) {
@@ -238,6 +246,7 @@ void Origin::RegisterKeys() {
             }
           }
           BDN_ASSIGN_OR_RETURN(ApiKey revoked, keys_->Revoke(id));
+          read_admissions_->Clear();  // its reads end here at once, not after the TTL
           http::SetJson(res, json{{"id", revoked.id}, {"revoked", true}}.dump());
           return Status::Ok();
         });

@@ -60,6 +60,11 @@ struct OriginOptions {
   // How long the origin trusts that a version named by a read exists (one registry lookup per
   // version per this).
   std::chrono::milliseconds scope_ttl{30000};
+  // How long a chunk-read admission (the key and its read grant) is reused for later reads
+  // with the same Authorization and Bdn-Version, which a chunk in the page cache is then
+  // answered on the I/O thread without (ReadAdmissions): a key revoked on another replica reads
+  // for at most this long; 0 turns it off.
+  std::chrono::milliseconds read_admission_ttl{1000};
   // Bound of the version blob sets kept for scoped reads, in ids (32 bytes each): 256 MiB.
   size_t version_blobs_max_ids = 8u << 20;
   NamespaceIndexOptions namespace_index;
@@ -128,9 +133,10 @@ class Origin {
 
   // Registers `handler` behind the authentication and scope check of `access` (which run
   // before the body is read); a body over `max_body_bytes` (0: max_json_body_bytes) gets 413.
+  // A kChunkRead route's admissions are kept in read_admissions_, for its `try_inline`.
   void Route(const std::string& method, const std::string& pattern, const std::string& route,
              Access access, Handler handler, uint64_t max_body_bytes = 0,
-             SinkFactory make_sink = nullptr);
+             SinkFactory make_sink = nullptr, http::InlineHandler try_inline = nullptr);
   // The key of the request's bearer token (or the anonymous admin with auth disabled).
   // Errors: PermissionDenied, to be answered with 401.
   Result<ApiKey> Authenticate(const http::ServerRequest& req);
@@ -156,6 +162,16 @@ class Origin {
   Status PutChunk(const http::ServerRequest& req, http::ServerResponse& res, const ApiKey& key);
   Status UploadChunks(const http::ServerRequest& req, http::ServerResponse& res);
   Status GetChunk(const http::ServerRequest& req, http::ServerResponse& res);
+  // GetChunk on the I/O thread (http::InlineHandler): answers only a read admitted recently
+  // (read_admissions_) of a chunk its grant allows that the store has in the page cache, with
+  // no If-None-Match; false for anything else, which GetChunk then answers.
+  bool GetChunkNow(http::ServerRequest& req, http::ServerResponse& res);
+  // The answer to a GET of chunk `id` whose verified bytes are `bytes`: 200, or 206/416 for a
+  // Range; the ETag and cache headers; the sent-chunk metrics.
+  void AnswerChunk(const http::ServerRequest& req, http::ServerResponse& res, const Digest& id,
+                   const std::vector<uint8_t>& bytes);
+  // The Cache-Control of a chunk answer.
+  const char* ChunkCacheControl() const;
   Status BatchChunks(const http::ServerRequest& req, http::ServerResponse& res);
   // A stored chunk failed verification (the store moved it aside): says so on stderr and counts
   // it in bdn_chunks_corrupt_total, so an operator sees it even when the client only sees a
@@ -176,6 +192,7 @@ class Origin {
   std::shared_ptr<PushClaims> claims_;
   std::shared_ptr<VersionBlobCache> version_blobs_;  // over store_
   std::unique_ptr<ReadScope> read_scope_;
+  std::unique_ptr<ReadAdmissions> read_admissions_;
   std::unique_ptr<NamespaceIndex> namespaces_;  // the origin role's push side
   std::shared_ptr<sync::SyncService> sync_;
   http::Server* server_ = nullptr;

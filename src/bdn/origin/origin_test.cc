@@ -1189,6 +1189,107 @@ TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
       404);
 }
 
+// Issue 13: a chunk read admitted recently, of a chunk in the page cache, is answered on the I/O
+// thread (counted in bdn_http_inline_requests_total) with the same bytes and headers; what the
+// admission would refuse is still refused, and a key revoked through this server reads nothing
+// more at once. With read_admission_ttl 0 nothing is answered there.
+TEST_F(OriginTest, RepeatedChunkReadsAreAnsweredOnTheIoThreadUntilTheKeyIsRevoked) {
+  SealResult seal = Seal(41);
+  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+  ASSERT_EQ(
+      Call("POST", "/v1/volumes/a/model/commit", admin_, json{{"digest", seal.digest.Hex()}}.dump())
+          ->status,
+      200);
+  const std::map<Digest, std::string> blobs = sealed_->blobs;
+  const std::string version = "bdn:a/model@" + seal.digest.ToString();
+  const std::string pull_a = Key("a", "pull");
+  auto get = [&](const Digest& id, httplib::Headers h = {}) {
+    h.emplace("Bdn-Version", version);
+    return Call("GET", "/v1/chunks/" + id.Hex(), pull_a, "", h);
+  };
+  auto answered_inline = [&] {
+    return server_->metrics().Value("bdn_http_inline_requests_total",
+                                    {{"route", "/v1/chunks/{id}"}});
+  };
+  for (const auto& [id, bytes] : blobs) {
+    auto first = get(id);  // admitted on a worker; reads the chunk in
+    ASSERT_EQ(first->status, 200) << first->body;
+    const double before = answered_inline();
+    auto again = get(id);
+    ASSERT_EQ(again->status, 200) << again->body;
+    EXPECT_EQ(answered_inline(), before + 1) << id.ToString();
+    EXPECT_EQ(again->body, bytes);
+    for (const char* h : {"ETag", "Cache-Control", "Accept-Ranges", "Content-Type"}) {
+      EXPECT_EQ(again->get_header_value(h), first->get_header_value(h)) << h;
+    }
+  }
+  const Digest chunk = [&] {
+    for (const auto& [id, bytes] : blobs) {
+      if (bytes.size() > 1000 && id != seal.digest) return id;
+    }
+    return Digest();
+  }();
+  double before = answered_inline();
+  auto r = get(chunk, {{"Range", "bytes=5-14"}});
+  EXPECT_EQ(r->status, 206);
+  EXPECT_EQ(r->body, blobs.at(chunk).substr(5, 10));
+  r = get(chunk, {{"Range", "bytes=999999999-"}});
+  EXPECT_EQ(r->status, 416);
+  EXPECT_EQ(answered_inline(), before + 2);
+  // Revalidation, and a chunk the version does not hold: answered by a worker, as before.
+  r = get(chunk, {{"If-None-Match", "\"" + chunk.Hex() + "\""}});
+  EXPECT_EQ(r->status, 304);
+  const Digest other = Digest::Of("not in the version");
+  r = get(other);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(Body(r)["error"]["message"], "chunk " + other.ToString() + ": not in " + version);
+  EXPECT_EQ(answered_inline(), before + 2);
+  // Another caller's credentials are never served from this key's admission.
+  r = Call("GET", "/v1/chunks/" + chunk.Hex(), pull_a + "x", "", {{"Bdn-Version", version}});
+  EXPECT_EQ(r->status, 401);
+  // Revoked through this server: refused at the next read.
+  ASSERT_EQ(Call("DELETE", "/v1/keys/bdn_" + SplitToken(pull_a)->first, admin_)->status, 200);
+  r = get(chunk);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Body(r)["error"]["message"], "key bdn_" + SplitToken(pull_a)->first + ": revoked");
+
+  // Admissions not kept: every read goes through a worker.
+  TearDown();
+  StartServer(AuthMode::kRequired, {},
+              [](OriginOptions& o) { o.read_admission_ttl = std::chrono::milliseconds(0); });
+  for (const auto& [id, bytes] : blobs) Upload(bytes);
+  ASSERT_EQ(
+      Call("POST", "/v1/volumes/a/model/commit", admin_, json{{"digest", seal.digest.Hex()}}.dump())
+          ->status,
+      200);
+  const std::string pull = Key("a", "pull");
+  for (int i = 0; i < 3; ++i) {
+    r = Call("GET", "/v1/chunks/" + chunk.Hex(), pull, "", {{"Bdn-Version", version}});
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, blobs.at(chunk));
+  }
+  EXPECT_EQ(answered_inline(), 0);
+}
+
+// A key revoked on another replica (straight in the shared key store) reads for at most
+// read_admission_ttl more.
+TEST_F(OriginTest, AKeyRevokedElsewhereStopsReadingWithinTheAdmissionTtl) {
+  TearDown();
+  StartServer(AuthMode::kRequired, {},
+              [](OriginOptions& o) { o.read_admission_ttl = std::chrono::milliseconds(300); });
+  const std::string bytes = RandomBytes(5000, 7);
+  Upload(bytes);
+  const Digest id = Digest::Of(bytes);
+  const std::string pull = Key("*", "pull");
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Call("GET", "/v1/chunks/" + id.Hex(), pull)->status, 200);
+  }
+  ASSERT_TRUE(keys_->Revoke(SplitToken(pull)->first));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto r = Call("GET", "/v1/chunks/" + id.Hex(), pull);
+  EXPECT_EQ(r->status, 401);
+}
+
 // Issue 12 item 4: a key of one namespace pushes as if the store held only what that namespace
 // may read: another namespace's blobs read as missing (so its uploads store nothing new), and it
 // cannot commit a version naming a blob it neither may read nor uploaded.

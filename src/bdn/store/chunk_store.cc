@@ -128,6 +128,10 @@ Status ChunkStore::PutMany(std::span<const BlobPut> blobs) {
   return Status::Ok();
 }
 
+std::optional<std::vector<uint8_t>> ChunkStore::GetNow(const Digest&, uint64_t) {
+  return std::nullopt;
+}
+
 Result<std::unique_ptr<UploadBatch>> ChunkStore::StartUploads(std::span<const Digest> ids) {
   // Each writer is the store's own StartPut.
   return std::unique_ptr<UploadBatch>(

@@ -134,6 +134,14 @@ class ChunkStore {
   // (the bytes are never returned); Internal on I/O errors.
   virtual Result<std::vector<uint8_t>> Get(const Digest& id) = 0;
 
+  // Get, but only when it can answer at once: from memory or the page cache, without waiting on
+  // a disk, the network, or a lock held across either. Returns the verified bytes, or nullopt
+  // when it cannot answer that way or the blob is larger than `max_bytes` (the caller then
+  // calls Get on a thread that may wait), and also on any error: Get reports errors, with their
+  // side effects (a corrupt copy set aside). For a server's I/O thread (docs/http-api.md,
+  // "Chunks"). Thread-safe. Default: nullopt.
+  virtual std::optional<std::vector<uint8_t>> GetNow(const Digest& id, uint64_t max_bytes);
+
   // Many blobs at once, verified, in request order (nullopt where the store lacks one), so that
   // a remote tier answers a whole read window in one request (POST /v1/chunks/batch) rather than
   // one per chunk. Memory: every blob of the answer at once; callers bound `ids` (the mount asks

@@ -58,7 +58,16 @@ TYPED_TEST_P(ChunkStoreConformance, PutThenGetReturnsTheBytes) {
     auto got = this->store()->Get(id);
     ASSERT_TRUE(got.has_value()) << got.error().message();
     EXPECT_EQ(*got, data) << "size " << size;
+    // GetNow may decline, but what it returns is the blob.
+    auto now = this->store()->GetNow(id, 1 << 20);
+    if (now) {
+      EXPECT_EQ(*now, data) << "size " << size;
+    }
+    if (size > 1 << 20) {
+      EXPECT_FALSE(now.has_value()) << "over max_bytes";
+    }
   }
+  EXPECT_FALSE(this->store()->GetNow(Digest::Of("never stored"), 1 << 20).has_value());
 }
 
 TYPED_TEST_P(ChunkStoreConformance, EmptyBlobIsStorable) {
@@ -190,6 +199,10 @@ TYPED_TEST_P(ChunkStoreConformance, DamagedBytesAreNeverReturned) {
         << many.error().message();
   }
   for (size_t i : {2, 4}) {
+    auto now = this->store()->GetNow(ids[i], 1 << 20);
+    if (now) {
+      EXPECT_EQ(*now, blobs[i]) << "GetNow returned damaged bytes";
+    }
     auto got = this->store()->Get(ids[i]);
     if (got.has_value()) {
       EXPECT_EQ(*got, blobs[i]) << "returned damaged bytes";

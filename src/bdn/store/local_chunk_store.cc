@@ -692,6 +692,12 @@ std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack
   return f;
 }
 
+std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::OpenFileOf(uint64_t pack) {
+  MutexLock l(files_mu_);
+  auto it = files_.find(pack);
+  return it == files_.end() ? nullptr : it->second;
+}
+
 void LocalChunkStore::ForgetPack(uint64_t pack) {
   {
     WriterLock l(mu_);
@@ -843,6 +849,14 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
     Quarantine(*b, bytes.error().message()).IgnoreError();
   }
   return Err(*corrupt);
+}
+
+std::optional<std::vector<uint8_t>> LocalChunkStore::GetNow(const Digest& id, uint64_t max_bytes) {
+  auto b = Lookup(id);
+  if (!b || b->loc.raw_bytes > max_bytes || b->loc.stored_bytes > max_bytes) return std::nullopt;
+  auto file = OpenFileOf(b->pack);
+  if (!file) return std::nullopt;
+  return pack::ReadBlobNow(file->fd(), b->loc);
 }
 
 Result<BlobBatch> LocalChunkStore::GetMany(std::span<const Digest> ids) {

@@ -180,6 +180,9 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // offset N; set aside, push the data again to repair" (the copy is quarantined);
   // Internal on I/O errors.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
+  // The blob's newest copy when its pack is open in this process and its record is in the page
+  // cache (pack::ReadBlobNow); nullopt otherwise, and for a blob not indexed here.
+  std::optional<std::vector<uint8_t>> GetNow(const Digest& id, uint64_t max_bytes) override;
   // Get per id, by up to 8 threads at once.
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   // Seals every open pack (footer; fdatasync when durable; renamed to .pack), waits for packs
@@ -289,6 +292,8 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   void AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
                 const std::vector<pack::BlobLocation>& blobs);
   std::shared_ptr<PackFile> FileOf(uint64_t pack);
+  // The pack's file if this process has it open already (never opens one); else null.
+  std::shared_ptr<PackFile> OpenFileOf(uint64_t pack);
   // Forgets every blob of `pack` (deleted by DropPack here or in another process).
   void ForgetPack(uint64_t pack);
 

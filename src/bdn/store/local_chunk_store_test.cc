@@ -313,6 +313,35 @@ TEST_F(LocalStore, ACorruptCopyIsSetAsideForGoodAndThePushOfTheSameDataRepairsIt
   EXPECT_EQ((*s->Locate(id))->pack_path, good->pack_path);
 }
 
+// GetNow: Get's bytes once this process has the pack open and the record in the page cache;
+// nullopt for a blob it does not hold, one over max_bytes, and a damaged copy (which Get then
+// reports and sets aside); compressed blobs come back decoded.
+TEST_F(LocalStore, GetNowAnswersFromOpenPacksInThePageCacheOnly) {
+  auto s = Open();
+  auto data = RandomBytes(20000, 70);
+  std::vector<uint8_t> zeros(50000, 0);  // stored with zstd
+  const Digest id = Digest::Of(data), zid = Digest::Of(zeros);
+  ASSERT_TRUE(s->Put(id, data).ok());
+  ASSERT_TRUE(s->Put(zid, zeros).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();
+  ASSERT_TRUE(s->Get(id).has_value());  // opens the pack, if the open did not
+  auto got = s->GetNow(id, 1 << 20);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, data);
+  got = s->GetNow(zid, 1 << 20);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, zeros);
+  EXPECT_FALSE(s->GetNow(id, 19999).has_value());
+  EXPECT_FALSE(s->GetNow(Digest::Of("absent"), 1 << 20).has_value());
+  ASSERT_TRUE(FlipStoredByte(*s, id, 100).ok());
+  EXPECT_FALSE(s->GetNow(id, 1 << 20).has_value());
+  EXPECT_EQ(s->Get(id).error().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(s->GetNow(id, 1 << 20).has_value());  // set aside
+  EXPECT_EQ(s->Get(id).error().code(), StatusCode::kNotFound);
+}
+
 TEST_F(LocalStore, WithTwoCopiesADamagedOneFallsBackToTheOther) {
   auto data = RandomBytes(9000, 60);
   const Digest id = Digest::Of(data);

@@ -290,28 +290,64 @@ Result<SalvageResult> SalvageRecords(int fd, uint64_t file_bytes, std::string_vi
   return out;
 }
 
+namespace {
+
+// The buffers one read of the record at `loc` fills: its header, then the payload, straight into
+// `raw` when it is stored uncompressed, else into this thread's scratch buffer.
+struct RecordRead {
+  uint8_t header[kRecordHeaderBytes];
+  std::vector<uint8_t> raw;
+  std::span<uint8_t> payload;
+  struct iovec iov[2];
+  int iov_count = 0;
+
+  explicit RecordRead(const BlobLocation& loc) : raw(loc.raw_bytes) {
+    thread_local std::vector<uint8_t> scratch;
+    if (loc.codec == Codec::kNone) {
+      payload = raw;
+    } else {
+      if (scratch.size() < loc.stored_bytes) scratch.resize(loc.stored_bytes);
+      payload = std::span<uint8_t>(scratch.data(), loc.stored_bytes);
+    }
+    iov[0] = {header, sizeof header};
+    iov[1] = {payload.data(), payload.size()};
+    iov_count = payload.empty() ? 1 : 2;
+  }
+  RecordRead(const RecordRead&) = delete;
+  RecordRead& operator=(const RecordRead&) = delete;
+};
+
+}  // namespace
+
 Result<std::vector<uint8_t>> ReadBlob(int fd, const BlobLocation& loc, std::string_view pack_what) {
   const std::string chunk = "chunk " + loc.id.ToString();
-  uint8_t header[kRecordHeaderBytes];
-  std::vector<uint8_t> raw(loc.raw_bytes);
-  thread_local std::vector<uint8_t> scratch;
-  std::span<uint8_t> payload;
-  if (loc.codec == Codec::kNone) {
-    payload = raw;
-  } else {
-    if (scratch.size() < loc.stored_bytes) scratch.resize(loc.stored_bytes);
-    payload = std::span<uint8_t>(scratch.data(), loc.stored_bytes);
-  }
-  struct iovec iov[2] = {{header, sizeof header}, {payload.data(), payload.size()}};
-  BDN_ASSIGN_OR_RETURN(size_t n, PReadvFull(fd, iov, payload.empty() ? 1 : 2, loc.offset,
+  RecordRead r(loc);
+  BDN_ASSIGN_OR_RETURN(size_t n, PReadvFull(fd, r.iov, r.iov_count, loc.offset,
                                             chunk + ": read " + std::string(pack_what)));
   if (n != kRecordHeaderBytes + loc.stored_bytes) {
     return Err(CorruptionError(chunk + ": " + std::string(pack_what) +
                                " ends inside the record at offset " + std::to_string(loc.offset)));
   }
-  BDN_RETURN_IF_ERROR(
-      CheckRecord(std::span<const uint8_t>(header, sizeof header), payload, raw, loc, pack_what));
-  return raw;
+  BDN_RETURN_IF_ERROR(CheckRecord(std::span<const uint8_t>(r.header, sizeof r.header), r.payload,
+                                  r.raw, loc, pack_what));
+  return std::move(r.raw);
+}
+
+std::optional<std::vector<uint8_t>> ReadBlobNow(int fd, const BlobLocation& loc) {
+  RecordRead r(loc);
+  ssize_t n;
+  do {
+    n = ::preadv2(fd, r.iov, r.iov_count, static_cast<off_t>(loc.offset), RWF_NOWAIT);
+  } while (n < 0 && errno == EINTR);
+  // EAGAIN (a page not in the page cache), a short read (some of them) or any error: not now.
+  if (n < 0 || static_cast<uint64_t>(n) != kRecordHeaderBytes + loc.stored_bytes) {
+    return std::nullopt;
+  }
+  if (!CheckRecord(std::span<const uint8_t>(r.header, sizeof r.header), r.payload, r.raw, loc, "")
+           .ok()) {
+    return std::nullopt;
+  }
+  return std::move(r.raw);
 }
 
 Status CheckRecord(std::span<const uint8_t> header, std::span<const uint8_t> payload,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -120,6 +121,12 @@ Result<SalvageResult> SalvageRecords(int fd, uint64_t file_bytes, std::string_vi
 // "chunk b3:…: pack … ends inside the record at offset N"; ErrnoError "chunk b3:…: read pack …"
 // on I/O errors. Thread-safe (pread only).
 Result<std::vector<uint8_t>> ReadBlob(int fd, const BlobLocation& loc, std::string_view pack_what);
+
+// ReadBlob, but only from the page cache: one preadv2 with RWF_NOWAIT (Linux 4.14), which fails
+// rather than wait for the disk. Returns the checked bytes, or nullopt when any part of the
+// record is not in the page cache, on an I/O error, and when the record does not check
+// (ReadBlob then reports it). Thread-safe (pread only).
+std::optional<std::vector<uint8_t>> ReadBlobNow(int fd, const BlobLocation& loc);
 
 // The checks of ReadBlob on a record already in memory (read from an object store): its 64-byte
 // record `header` describes `loc`, the `payload` (loc.stored_bytes) decodes into `raw`

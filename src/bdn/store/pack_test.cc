@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -388,6 +389,57 @@ TEST(PackFile, ACorruptBlobIsReportedNamingTheChunkThePackAndTheOffset) {
   EXPECT_EQ(got.error().message(), "chunk " + w.locs[6].id.ToString() +
                                        ": pack q ends inside the record at offset " +
                                        std::to_string(w.locs[6].offset));
+}
+
+// Whether every page of [offset, offset + n) of `fd` is in the page cache (mincore over a map).
+bool Resident(int fd, uint64_t file_bytes, uint64_t offset, uint64_t n) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  EXPECT_NE(map, MAP_FAILED);
+  const uint64_t first = offset / page, last = (offset + n - 1) / page;
+  std::vector<unsigned char> in(last + 1);
+  EXPECT_EQ(::mincore(map, file_bytes, in.data()), 0);
+  ::munmap(map, file_bytes);
+  for (uint64_t p = first; p <= last; ++p) {
+    if (!(in[p] & 1)) return false;
+  }
+  return true;
+}
+
+// ReadBlobNow: ReadBlob's bytes for records in the page cache; nullopt, never bytes, for a
+// record any page of which is only on disk, and for a damaged or cut-off record.
+TEST(PackFile, ReadBlobNowReadsOnlyFromThePageCache) {
+  testutil::TempDir dir{"bdn_pack_test"};
+  File f(dir.path() / "p.pack");
+  WrittenPack w = WritePack(f.fd(), SampleBlobs(), true);
+  for (size_t i = 0; i < w.blobs.size(); ++i) {
+    auto got = ReadBlobNow(f.fd(), w.locs[i]);  // just written: in the page cache
+    ASSERT_TRUE(got.has_value()) << i;
+    EXPECT_EQ(*got, w.blobs[i]) << i;
+  }
+  // Written back, then dropped from the page cache.
+  ASSERT_EQ(::fdatasync(f.fd()), 0);
+  ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED), 0);
+  const BlobLocation& big = w.locs[6];  // 300,000 random bytes: many pages
+  const bool resident = Resident(f.fd(), f.size(), big.offset, big.end() - big.offset);
+  auto got = ReadBlobNow(f.fd(), big);
+  // A file system that keeps every page (tmpfs) answers from memory; any other must decline.
+  EXPECT_EQ(got.has_value(), resident);
+  if (got) {
+    EXPECT_EQ(*got, w.blobs[6]);
+  }
+  auto slow = ReadBlob(f.fd(), big, "pack p");  // reads it in
+  ASSERT_TRUE(slow.has_value());
+  got = ReadBlobNow(f.fd(), big);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, w.blobs[6]);
+  // Damaged bytes are never returned (ReadBlob reports them).
+  f.Flip(w.locs[3].payload_offset() + 10);
+  EXPECT_FALSE(ReadBlobNow(f.fd(), w.locs[3]).has_value());
+  EXPECT_EQ(ReadBlob(f.fd(), w.locs[3], "pack p").error().code(), StatusCode::kCorruption);
+  // Cut off by the end of the file.
+  ASSERT_EQ(::ftruncate(f.fd(), static_cast<off_t>(big.payload_offset() + 5)), 0);
+  EXPECT_FALSE(ReadBlobNow(f.fd(), big).has_value());
 }
 
 TEST(PackFile, AppendAfterAFailedWriteLeavesNoPartialRecord) {
