@@ -348,7 +348,16 @@ Status Origin::GetChunk(const http::ServerRequest& req, http::ServerResponse& re
   const char* cache_control = ChunkCacheControl();
   const std::string etag = "\"" + id.Hex() + "\"";
   if (req.has_header("If-None-Match") && EtagMatches(req.get_header_value("If-None-Match"), etag)) {
-    BDN_ASSIGN_OR_RETURN(bool have, store_->Contains(id));
+    bool have = false;
+    if (options_.role == Role::kCache) {
+      // A node's key may only read the origin (pull), not ask its push-side queries: the node
+      // reads the chunk (into its cache) to know it exists.
+      auto got = store_->Get(id);
+      if (!got && got.error().code() != StatusCode::kNotFound) return got.error();
+      have = got.has_value();
+    } else {
+      BDN_ASSIGN_OR_RETURN(have, store_->Contains(id));
+    }
     if (!have) return NotFoundError("chunk " + id.ToString() + ": not in store");
     res.status = 304;
     res.set_header("ETag", etag);

@@ -109,6 +109,7 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     const std::string key = Digest::Of(std::string(authorization) + "\n" + version_text).Hex();
     auto now = SteadyClock::now();
     auto hit = verdicts->Find(key);
+    if (hit) hit->value.valid_until = hit->expires;
     if (hit && hit->expires > now) return hit->value;
     static constexpr std::string_view kNoIds = R"({"ids": []})";
     http::Request req{
@@ -134,7 +135,8 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
       verdict.status = origin->ErrorOf(req, *r);
       verdict.unauthenticated = r->status == 401;
     }
-    verdicts->Put(key, verdict, now + ttl);
+    verdict.valid_until = now + ttl;
+    verdicts->Put(key, verdict, verdict.valid_until);
     return verdict;
   };
 }
@@ -159,10 +161,12 @@ std::optional<ReadAdmissions::Entry> ReadAdmissions::Find(std::string_view autho
 }
 
 void ReadAdmissions::Put(std::string_view authorization, std::string_view version,
-                         uint64_t generation, Entry entry) {
+                         uint64_t generation, SteadyClock::time_point started, Entry entry) {
   if (ttl_.count() <= 0) return;
-  const Digest k = KeyOf(authorization, version);
   const auto now = SteadyClock::now();
+  const auto expires = std::min(started + ttl_, entry.grant.valid_until);
+  if (expires <= now) return;
+  const Digest k = KeyOf(authorization, version);
   WriterLock l(mu_);
   // Under the lock, which Clear takes too: a Clear either came first (seen here) or comes after.
   if (generation != generation_.load()) return;
@@ -170,7 +174,7 @@ void ReadAdmissions::Put(std::string_view authorization, std::string_view versio
     std::erase_if(map_, [&](const auto& kv) { return kv.second.expires <= now; });
     if (map_.size() >= max_entries_) map_.clear();
   }
-  map_[k] = Kept{std::move(entry), now + ttl_};
+  map_[k] = Kept{std::move(entry), expires};
 }
 
 void ReadAdmissions::Clear() {
@@ -192,6 +196,7 @@ Result<ReadGrant> ReadScope::Check(const ApiKey& key, std::string_view authoriza
     return Err(verdict.status);
   }
   ReadGrant grant;
+  grant.valid_until = verdict.valid_until;
   if (!version) return grant;
   grant.version = version->ToString();
   auto set = blobs_->Get(version->digest);

@@ -44,6 +44,9 @@ Result<PinnedRef> ParseVersionHeader(std::string_view value);
 struct AccessVerdict {
   Status status;
   bool unauthenticated = false;
+  // Until when the authority would give this verdict again without asking anew (a cache node's
+  // kept answer from the origin); max when it asks nothing that can change (the origin's own).
+  std::chrono::steady_clock::time_point valid_until = std::chrono::steady_clock::time_point::max();
 };
 
 // Decides whether a chunk read may go ahead: `version` is the request's Bdn-Version, if any;
@@ -77,6 +80,8 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
 struct ReadGrant {
   std::shared_ptr<const BlobSet> blobs;
   std::string version;  // "bdn:ns/vol@b3:…", for messages; empty with blobs null
+  // The verdict's AccessVerdict::valid_until: a kept admission must not outlive it.
+  std::chrono::steady_clock::time_point valid_until = std::chrono::steady_clock::time_point::max();
 
   bool Allows(const Digest& id) const { return !blobs || blobs->Contains(id); }
 };
@@ -105,9 +110,10 @@ class ReadScope {
 // Chunk-read admissions granted recently (the key and its ReadGrant), so that a chunk read can
 // be admitted on a server's I/O thread without the key store or the registry
 // (http::RouteOptions::try_inline). Keyed by a digest of the request's Authorization and
-// Bdn-Version headers, so no token is held. An entry serves for `ttl` after the admission that
-// made it; Clear() (a key revoked through this server) drops every entry, and an admission that
-// began before a Clear is not kept (the generation it read is stale). Past `max_entries`,
+// Bdn-Version headers, so no token is held. An entry serves for `ttl` from the start of the
+// admission that made it (before its key was looked up), and never past its grant's
+// valid_until; Clear() (a key revoked through this server) drops every entry, and an admission
+// that began before a Clear is not kept (the generation it read is stale). Past `max_entries`,
 // expired entries are dropped, then all. Thread-safe.
 class ReadAdmissions {
  public:
@@ -122,9 +128,10 @@ class ReadAdmissions {
   uint64_t generation() const { return generation_.load(); }
   // The unexpired admission of these headers ("" for one not sent), or nullopt.
   std::optional<Entry> Find(std::string_view authorization, std::string_view version) const;
-  // Keeps an admission that began at `generation`; a no-op with ttl 0 or after a Clear since.
+  // Keeps an admission that began at `started`, when the generation was `generation`; a no-op
+  // with ttl 0, after a Clear since, or when it would expire at once.
   void Put(std::string_view authorization, std::string_view version, uint64_t generation,
-           Entry entry);
+           std::chrono::steady_clock::time_point started, Entry entry);
   void Clear();
 
  private:

@@ -109,8 +109,10 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
   options.try_inline = std::move(try_inline);
   options.admit = [this, access, make_sink = std::move(make_sink)](http::ServerRequest& req,
                                                                    http::ServerResponse& res) {
-    // Read before the key is looked up: a key revoked meanwhile is not kept (ReadAdmissions).
+    // Read before the key is looked up: a key revoked meanwhile is not kept, and a kept
+    // admission is counted from before the lookup (ReadAdmissions).
     const uint64_t generation = read_admissions_->generation();
+    const auto started = std::chrono::steady_clock::now();
     auto key = Authenticate(req);
     if (!key) {
       http::SetError(res, key.error(), http::Credentials::kRejected);
@@ -141,7 +143,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
       }
       authorized.grant = std::move(*grant);
       read_admissions_->Put(req.get_header_value("Authorization"),
-                            req.get_header_value(kVersionHeader), generation,
+                            req.get_header_value(kVersionHeader), generation, started,
                             {authorized.key, authorized.grant});
     }
     req.context = std::move(authorized);

@@ -1458,6 +1458,15 @@ TEST_F(OriginTest, ACacheNodeChecksEachCallerWithTheOrigin) {
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].bytes, a.blobs.at(a_chunk));
   EXPECT_EQ(records[1].status, 1);
+
+  // Revalidation through the node, whose key has pull only: 304, never the origin's refusal of
+  // a push-side query made with the node's key.
+  auto inm = c.Get("/v1/chunks/" + a_chunk.Hex(), {{"Authorization", "Bearer " + pull_a},
+                                                   {"Bdn-Version", a.ref},
+                                                   {"If-None-Match", "\"" + a_chunk.Hex() + "\""}});
+  ASSERT_TRUE(inm);
+  EXPECT_EQ(inm->status, 304) << inm->body;
+  EXPECT_EQ(inm->get_header_value("ETag"), "\"" + a_chunk.Hex() + "\"");
   node_server.Stop();
 }
 
@@ -1591,6 +1600,43 @@ TEST_F(OriginTest, SlowHeaderConnectionsDoNotStopOtherClients) {
 
 // The same class as fuzz/json_bodies_fuzz.cc found in api/records_json.cc: an expected_sequence
 // past 2^63-1 was read as a negative number.
+// ReadAdmissions: kept per exact pair of header values, for the TTL counted from the admission's
+// start, never past the grant's valid_until, and not at all once a Clear came after its start.
+TEST(ReadAdmissions, KeptForTheTtlFromTheStartAndNeverPastTheVerdict) {
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  ReadAdmissions kept(milliseconds(10'000), 16);
+  ReadAdmissions::Entry entry{ApiKey{"k1", "a", {Scope::kPull}, 0, false}, ReadGrant{}};
+  auto now = steady_clock::now();
+  kept.Put("Bearer t", "bdn:a/v@b3:x", kept.generation(), now, entry);
+  ASSERT_TRUE(kept.Find("Bearer t", "bdn:a/v@b3:x").has_value());
+  EXPECT_EQ(kept.Find("Bearer t", "bdn:a/v@b3:x")->key.id, "k1");
+  EXPECT_FALSE(kept.Find("Bearer t ", "bdn:a/v@b3:x").has_value());
+  EXPECT_FALSE(kept.Find("Bearer t", "bdn:a/v@b3:y").has_value());
+  // The split between the two values is part of the key.
+  EXPECT_FALSE(kept.Find("Bearer tbdn:a/v@b3:", "x").has_value());
+  // Begun longer ago than the TTL: not kept.
+  kept.Put("Bearer old", "", kept.generation(), now - milliseconds(10'001), entry);
+  EXPECT_FALSE(kept.Find("Bearer old", "").has_value());
+  // A verdict valid for 100 ms more: kept for that long only.
+  ReadAdmissions::Entry brief = entry;
+  brief.grant.valid_until = steady_clock::now() + milliseconds(100);
+  kept.Put("Bearer brief", "", kept.generation(), steady_clock::now(), brief);
+  EXPECT_TRUE(kept.Find("Bearer brief", "").has_value());
+  std::this_thread::sleep_for(milliseconds(150));
+  EXPECT_FALSE(kept.Find("Bearer brief", "").has_value());
+  // Cleared: everything goes, and an admission begun before the Clear is not kept.
+  const uint64_t before = kept.generation();
+  kept.Clear();
+  EXPECT_FALSE(kept.Find("Bearer t", "bdn:a/v@b3:x").has_value());
+  kept.Put("Bearer t", "bdn:a/v@b3:x", before, steady_clock::now(), entry);
+  EXPECT_FALSE(kept.Find("Bearer t", "bdn:a/v@b3:x").has_value());
+  // A TTL of 0 keeps nothing.
+  ReadAdmissions off(milliseconds(0), 16);
+  off.Put("Bearer t", "", off.generation(), steady_clock::now(), entry);
+  EXPECT_FALSE(off.Find("Bearer t", "").has_value());
+}
+
 TEST(RequestJson, AnIntegerPastInt64IsRefusedNotWrapped) {
   auto big =
       OptionalIntField(json{{"expected_sequence", 18446744073709551615ull}}, "expected_sequence");
