@@ -97,6 +97,20 @@ std::vector<BatchRecord> DecodeBatch(const std::string& body) {
   return records;
 }
 
+// A version sealed, uploaded by the admin key and committed: its digest and blobs.
+struct Published {
+  Digest digest;
+  std::map<Digest, std::string> blobs;
+  std::string ref;  // "bdn:ns/vol@b3:…", a Bdn-Version value
+  // A data chunk of the version (the first over 1000 bytes that is not its manifest).
+  Digest data_chunk() const {
+    for (const auto& [id, bytes] : blobs) {
+      if (id != digest && bytes.size() > 1000) return id;
+    }
+    return Digest();
+  }
+};
+
 class OriginTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServer(AuthMode::kRequired); }
@@ -192,6 +206,18 @@ class OriginTest : public ::testing::Test {
     auto r = SealDirectory(src, SealOptions{}, *sealed_, nullptr);
     EXPECT_TRUE(r) << r.error().ToString();
     return *r;
+  }
+
+  // Seals tree `seed` (Seal), uploads its blobs with the admin key and commits it as
+  // ns/`volume`.
+  Published Publish(uint32_t seed, const std::string& ns, const std::string& volume = "model") {
+    SealResult seal = Seal(seed);
+    for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
+    auto r = Call("POST", "/v1/volumes/" + ns + "/" + volume + "/commit", admin_,
+                  json{{"digest", seal.digest.Hex()}}.dump());
+    EXPECT_EQ(r->status, 200) << r->body;
+    return Published{seal.digest, sealed_->blobs,
+                     "bdn:" + ns + "/" + volume + "@" + seal.digest.ToString()};
   }
 
   static json Body(const httplib::Result& r) { return json::parse(r->body); }
@@ -1056,32 +1082,10 @@ TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
   EXPECT_NE(Call("GET", "/v1/volumes/weights/model", admin_)->body.find("prod"), std::string::npos);
 }
 
-// A version sealed, uploaded by the admin key and committed: its digest and blobs.
-struct Published {
-  Digest digest;
-  std::map<Digest, std::string> blobs;
-  std::string ref;  // "bdn:ns/vol@b3:…", a Bdn-Version value
-  // A data chunk of the version (the first over 1000 bytes that is not its manifest).
-  Digest data_chunk() const {
-    for (const auto& [id, bytes] : blobs) {
-      if (id != digest && bytes.size() > 1000) return id;
-    }
-    return Digest();
-  }
-};
-
 // Issue 12 item 4: a pull key of one namespace reads only the blobs of a version of that
 // namespace that its request names; nothing tells it whether another namespace's blob is stored.
 TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
-  auto publish = [&](uint32_t seed, const std::string& ns) {
-    SealResult seal = Seal(seed);
-    for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
-    auto r = Call("POST", "/v1/volumes/" + ns + "/model/commit", admin_,
-                  json{{"digest", seal.digest.Hex()}}.dump());
-    EXPECT_EQ(r->status, 200) << r->body;
-    return Published{seal.digest, sealed_->blobs, "bdn:" + ns + "/model@" + seal.digest.ToString()};
-  };
-  Published a = publish(21, "a"), b = publish(22, "b");
+  Published a = Publish(21, "a"), b = Publish(22, "b");
   const Digest a_chunk = a.data_chunk(), b_chunk = b.data_chunk();
   ASSERT_NE(a_chunk, Digest());
   ASSERT_NE(b_chunk, Digest());
@@ -1194,14 +1198,9 @@ TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
 // admission would refuse is still refused, and a key revoked through this server reads nothing
 // more at once. With read_admission_ttl 0 nothing is answered there.
 TEST_F(OriginTest, RepeatedChunkReadsAreAnsweredOnTheIoThreadUntilTheKeyIsRevoked) {
-  SealResult seal = Seal(41);
-  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
-  ASSERT_EQ(
-      Call("POST", "/v1/volumes/a/model/commit", admin_, json{{"digest", seal.digest.Hex()}}.dump())
-          ->status,
-      200);
-  const std::map<Digest, std::string> blobs = sealed_->blobs;
-  const std::string version = "bdn:a/model@" + seal.digest.ToString();
+  const Published published = Publish(41, "a");
+  const std::map<Digest, std::string>& blobs = published.blobs;
+  const std::string& version = published.ref;
   const std::string pull_a = Key("a", "pull");
   auto get = [&](const Digest& id, httplib::Headers h = {}) {
     h.emplace("Bdn-Version", version);
@@ -1223,12 +1222,7 @@ TEST_F(OriginTest, RepeatedChunkReadsAreAnsweredOnTheIoThreadUntilTheKeyIsRevoke
       EXPECT_EQ(again->get_header_value(h), first->get_header_value(h)) << h;
     }
   }
-  const Digest chunk = [&] {
-    for (const auto& [id, bytes] : blobs) {
-      if (bytes.size() > 1000 && id != seal.digest) return id;
-    }
-    return Digest();
-  }();
+  const Digest chunk = published.data_chunk();
   double before = answered_inline();
   auto r = get(chunk, {{"Range", "bytes=5-14"}});
   EXPECT_EQ(r->status, 206);
@@ -1257,16 +1251,13 @@ TEST_F(OriginTest, RepeatedChunkReadsAreAnsweredOnTheIoThreadUntilTheKeyIsRevoke
   TearDown();
   StartServer(AuthMode::kRequired, {},
               [](OriginOptions& o) { o.read_admission_ttl = std::chrono::milliseconds(0); });
-  for (const auto& [id, bytes] : blobs) Upload(bytes);
-  ASSERT_EQ(
-      Call("POST", "/v1/volumes/a/model/commit", admin_, json{{"digest", seal.digest.Hex()}}.dump())
-          ->status,
-      200);
+  const Published again = Publish(41, "a");
   const std::string pull = Key("a", "pull");
   for (int i = 0; i < 3; ++i) {
-    r = Call("GET", "/v1/chunks/" + chunk.Hex(), pull, "", {{"Bdn-Version", version}});
+    r = Call("GET", "/v1/chunks/" + again.data_chunk().Hex(), pull, "",
+             {{"Bdn-Version", again.ref}});
     EXPECT_EQ(r->status, 200);
-    EXPECT_EQ(r->body, blobs.at(chunk));
+    EXPECT_EQ(r->body, again.blobs.at(again.data_chunk()));
   }
   EXPECT_EQ(answered_inline(), 0);
 }
@@ -1294,13 +1285,8 @@ TEST_F(OriginTest, AKeyRevokedElsewhereStopsReadingWithinTheAdmissionTtl) {
 // may read: another namespace's blobs read as missing (so its uploads store nothing new), and it
 // cannot commit a version naming a blob it neither may read nor uploaded.
 TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
-  SealResult theirs = Seal(31);
-  std::map<Digest, std::string> their_blobs = sealed_->blobs;
-  for (const auto& [id, bytes] : their_blobs) Upload(bytes);
-  ASSERT_EQ(Call("POST", "/v1/volumes/b/model/commit", admin_,
-                 json{{"digest", theirs.digest.Hex()}}.dump())
-                ->status,
-            200);
+  const Published theirs = Publish(31, "b");
+  const std::map<Digest, std::string>& their_blobs = theirs.blobs;
   Digest their_chunk;
   for (const auto& [id, bytes] : their_blobs) {
     if (id != theirs.digest && bytes.size() > 1000) their_chunk = id;
@@ -1353,12 +1339,7 @@ TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
 
   // A version committed to namespace a by another key counts for a's pushers at once: its
   // blobs are a's without being uploaded by them.
-  SealResult mine = Seal(32);
-  for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
-  ASSERT_EQ(
-      Call("POST", "/v1/volumes/a/other/commit", admin_, json{{"digest", mine.digest.Hex()}}.dump())
-          ->status,
-      200);
+  Publish(32, "a", "other");
   json mine_ids = {{"ids", json::array()}};
   for (const auto& [id, bytes] : sealed_->blobs) mine_ids["ids"].push_back(id.Hex());
   r = Call("POST", "/v1/chunks/missing", push_a, mine_ids.dump());
@@ -1373,16 +1354,7 @@ TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
 // would: it asks the origin once per caller and version (POST /v1/chunks/batch without ids,
 // with the caller's credentials), then checks each chunk against the version's blobs itself.
 TEST_F(OriginTest, ACacheNodeChecksEachCallerWithTheOrigin) {
-  auto publish = [&](uint32_t seed, const std::string& ns) {
-    SealResult seal = Seal(seed);
-    for (const auto& [id, bytes] : sealed_->blobs) Upload(bytes);
-    EXPECT_EQ(Call("POST", "/v1/volumes/" + ns + "/model/commit", admin_,
-                   json{{"digest", seal.digest.Hex()}}.dump())
-                  ->status,
-              200);
-    return Published{seal.digest, sealed_->blobs, "bdn:" + ns + "/model@" + seal.digest.ToString()};
-  };
-  Published a = publish(41, "a"), b = publish(42, "b");
+  Published a = Publish(41, "a"), b = Publish(42, "b");
   const Digest a_chunk = a.data_chunk(), b_chunk = b.data_chunk();
   const std::string origin_url = "http://127.0.0.1:" + std::to_string(server_->port());
 
