@@ -17,6 +17,16 @@ using SteadyClock = std::chrono::steady_clock;
 
 std::string KeyLabel(const ApiKey& key) { return "key " + key.Name(); }
 
+// Before `k` is added to `map` (values with an `expires` time) holding `max_entries`: drops the
+// expired entries, then, if it is still full, all of them.
+template <typename Map>
+void MakeRoom(Map& map, size_t max_entries, const typename Map::key_type& k,
+              SteadyClock::time_point now) {
+  if (map.size() < max_entries || map.contains(k)) return;
+  std::erase_if(map, [&](const auto& kv) { return kv.second.expires <= now; });
+  if (map.size() >= max_entries) map.clear();
+}
+
 // A bounded map of verdicts with expiry; past max_entries, expired ones are dropped first, then
 // everything (a burst of distinct callers costs one more check each, never unbounded memory).
 template <typename V>
@@ -35,11 +45,7 @@ class ExpiringMap {
   }
   void Put(const std::string& k, V v, SteadyClock::time_point expires) {
     MutexLock lock(mu_);
-    if (map_.size() >= max_entries_ && !map_.contains(k)) {
-      auto now = SteadyClock::now();
-      std::erase_if(map_, [&](const auto& kv) { return kv.second.expires <= now; });
-      if (map_.size() >= max_entries_) map_.clear();
-    }
+    MakeRoom(map_, max_entries_, k, SteadyClock::now());
     map_[k] = Entry{std::move(v), expires};
   }
 
@@ -170,10 +176,7 @@ void ReadAdmissions::Put(std::string_view authorization, std::string_view versio
   WriterLock l(mu_);
   // Under the lock, which Clear takes too: a Clear either came first (seen here) or comes after.
   if (generation != generation_.load()) return;
-  if (map_.size() >= max_entries_ && !map_.contains(k)) {
-    std::erase_if(map_, [&](const auto& kv) { return kv.second.expires <= now; });
-    if (map_.size() >= max_entries_) map_.clear();
-  }
+  MakeRoom(map_, max_entries_, k, now);
   map_[k] = Kept{std::move(entry), expires};
 }
 
