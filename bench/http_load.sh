@@ -13,7 +13,12 @@
 # for batches; bench/wrk_chunks.lua spaces each connection's requests), so p99 at 2,000
 # connections is compared with p99 at 16 under the same load.
 # Env: DURATION (seconds per GET run, default 10), BATCH_DURATION (batch runs, default 30),
-# CONNS (default "16 256 2000"), WRK_THREADS (2), RATE (default 1000), BATCH_RATE (default 20).
+# CONNS (default "16 256 2000"), WRK_THREADS (2), RATE (default 1000), BATCH_RATE (default 20),
+# MODES (default "closed fixed": which of the two tables), KINDS (default "get batch").
+# At a fixed load each connection waits CONNS/RATE seconds between requests (100 s for batches
+# at 2,000 connections), longer than the servers' idle deadlines: this build is started with
+# --header-timeout and --idle-timeout of 600s for those runs, so that the deadlines do not
+# close the waiting connections; the previous server has no such flags.
 # Prints a markdown report to stdout.
 # WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
 # deleted at the end unless BDN_BENCH_KEEP=1.
@@ -29,6 +34,12 @@ batch_duration=${BATCH_DURATION:-30}
 rate=${RATE:-1000}
 batch_rate=${BATCH_RATE:-20}
 conns=${CONNS:-16 256 2000}
+modes=${MODES:-closed fixed}
+kinds=${KINDS:-get batch}
+batches=""
+for k in $kinds; do
+  case $k in get) batches+=" 0" ;; batch) batches+=" 64" ;; *) echo "KINDS: get or batch, not $k" >&2; exit 2 ;; esac
+done
 wrk_threads=${WRK_THREADS:-2}
 server_pid=""; slow_pid=""
 cleanup() {
@@ -112,7 +123,7 @@ run() {
     slow_pid=$!
     sleep 2
   fi
-  out=$(BDN_IDS="$work/ids" BDN_TOKEN="$(cat "$work/pull-$name")" BDN_BATCH="$batch" BDN_RATE="$r" BDN_CONNS="$c" \
+  out=$(BDN_IDS="$work/ids" BDN_TOKEN="$(cat "$work/pull-$name")" BDN_BATCH="$batch" BDN_RATE="$r" BDN_CONNS="$c" BDN_WRK_THREADS="$wrk_threads" \
         wrk -t"$wrk_threads" -c"$c" -d"${d}s" --timeout 10s \
         -s "$repo/bench/wrk_chunks.lua" "$url" 2>&1 | grep '^RESULT' || true)
   if [ -n "$slow_pid" ]; then kill "$slow_pid" 2>/dev/null || true; wait "$slow_pid" 2>/dev/null || true; slow_pid=""; fi
@@ -133,23 +144,25 @@ print(f"| {name} | {kind} | {c} | {slow} | {rps:,.0f} | {mbs:,.0f} | "
 EOF
 }
 
-# start NAME BIN: starts that server with the benchmark's connection limits.
+# start NAME BIN [flags]: starts that server with the benchmark's connection limits; flags go to
+# this build only.
 start() {
   if [ "$1" = new ]; then
     # Every wrk connection comes from 127.0.0.1: allow them all from one address.
-    start_server "$2" "$1" --max-connections 8192 --max-connections-per-client 8192
+    start_server "$2" "$1" --max-connections 8192 --max-connections-per-client 8192 "${@:3}"
   else
     start_server "$2" "$1"
   fi
 }
 
+servers=("new:$bdn")
+[ -n "$prev" ] && servers+=("previous:$prev")
+if [[ " $modes " == *" closed "* ]]; then
 echo "### Closed loop: each connection sends its next request when the last is answered"
 echo
 echo "| server | requests | connections | 1,000 slow-header conns | req/s | MB/s | p50 ms | p99 ms | errors |"
 echo "|---|---|---|---|---|---|---|---|---|"
-servers=("new:$bdn")
-[ -n "$prev" ] && servers+=("previous:$prev")
-for batch in 0 64; do
+for batch in $batches; do
   for slow in no yes; do
     for c in $conns; do
       for entry in "${servers[@]}"; do
@@ -163,18 +176,22 @@ for batch in 0 64; do
 done
 
 echo
+fi
+
+if [[ " $modes " == *" fixed "* ]]; then
 echo "### Fixed offered load: about $rate GET/s or $batch_rate batches/s in all, whatever the connection count"
 echo
 echo "| server | requests | connections | 1,000 slow-header conns | req/s | MB/s | p50 ms | p99 ms | errors |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for batch in 0 64; do
+for batch in $batches; do
   r=$rate; [ "$batch" = 0 ] || r=$batch_rate
   for c in $conns; do
     for entry in "${servers[@]}"; do
       name=${entry%%:*}; bin=${entry#*:}
-      start "$name" "$bin"
+      start "$name" "$bin" --header-timeout 600s --idle-timeout 600s
       run "$name" "$batch" "$c" no "$r"
       stop_server
     done
   done
 done
+fi

@@ -18,9 +18,19 @@ local version = os.getenv("BDN_VERSION")
 if version and version ~= "" then headers["Bdn-Version"] = version end
 local rate = tonumber(os.getenv("BDN_RATE") or "0")
 local conns = tonumber(os.getenv("BDN_CONNS") or "1")
+-- wrk delays each connection's first request too (before it is written), and calls delay() of a
+-- thread's Lua state once per connection at the start: the first BDN_CONNS / BDN_WRK_THREADS
+-- calls spread the first requests evenly over one interval, so the run starts at the offered
+-- rate instead of a burst of C requests (or, at long intervals, nothing for a whole interval).
+local first_delays = math.floor(conns / tonumber(os.getenv("BDN_WRK_THREADS") or "1"))
 if rate > 0 then
   function delay()
-    return conns * 1000 / rate * (0.5 + math.random())
+    local interval = conns * 1000 / rate
+    if first_delays > 0 then
+      first_delays = first_delays - 1
+      return interval * math.random()
+    end
+    return interval * (0.5 + math.random())
   end
 end
 

@@ -26,7 +26,7 @@ void AddHttpServerFlags(CLI::App* c, cli::HttpServerArgs& a) {
   c->add_option("--threads", a.threads, "worker threads that run requests (disk, hashing)")
       ->capture_default_str();
   c->add_option("--io-threads", a.io_threads,
-                "threads that own the connections; 0: half the cores, 1 to 4")
+                "threads that own the connections; 0: one per core, 1 to 4")
       ->capture_default_str();
   c->add_option("--header-timeout", a.header_timeout,
                 "a request line and header must arrive within this, else the connection closes")

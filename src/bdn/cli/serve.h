@@ -17,7 +17,7 @@ struct HttpServerArgs {
   std::string listen;          // HOST:PORT; port 0 picks a free one
   std::string metrics_listen;  // "": /metrics on `listen`
   int threads = 64;
-  int io_threads = 0;  // 0: half the cores, 1 to 4
+  int io_threads = 0;  // 0: one per core, 1 to 4
   std::string header_timeout = "10s";
   std::string idle_timeout = "60s";
   std::string write_timeout = "30s";

@@ -27,7 +27,8 @@ struct ServerOptions {
   // Threads that run handlers (disk reads, hashing, the registry). Each runs one request at a
   // time; connections waiting for bytes hold none.
   int threads = 64;
-  // Threads that own the sockets (parse, route, write); 0 picks half the cores, 1 to 4.
+  // Threads that own the sockets (parse, route, write, and chunk GETs answered inline); 0 picks
+  // one per core, 1 to 4.
   int io_threads = 0;
   // Body limit of routes that set none (RouteOptions::max_body_bytes); larger bodies get 413.
   uint64_t max_body_bytes = 1 << 20;
