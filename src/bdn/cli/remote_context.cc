@@ -11,6 +11,7 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   http::ClientOptions options;
   options.base_url = url;
   options.token = token;
+  options.name_server_in_rejections = true;
   auto client = http::HttpClient::Create(std::move(options));
   if (!client) return Err(client.error().WithPrefix("--remote"));
   std::shared_ptr<http::HttpClient> shared(std::move(*client));

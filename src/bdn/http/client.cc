@@ -435,7 +435,12 @@ Result<Response> HttpClient::Send(const Request& req) {
 }
 
 Status HttpClient::ErrorOf(const Request& req, const Response& r) const {
-  if (auto s = ParseErrorBody(r.text())) return std::move(*s);
+  if (auto s = ParseErrorBody(r.text())) {
+    if (options_.name_server_in_rejections && r.status == 401) {  // code "unauthenticated"
+      return s->WithPrefix(Name());
+    }
+    return std::move(*s);
+  }
   // Not the API's error shape (a proxy's page, say): name the server and the request.
   return Status(StatusCodeForHttp(r.status), Name() + ": " + std::string(MethodName(req.method)) +
                                                  " " + ShownPath(req) + ": HTTP " +

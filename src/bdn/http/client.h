@@ -111,6 +111,11 @@ struct ClientOptions {
   // later is judged by what it resolves to then), and a non-public one (NonPublicKind) is never
   // connected to. Behind a proxy (http_proxy and friends) the proxy's address is the one checked.
   PeerAddresses peers = PeerAddresses::kAny;
+  // Prefix "<label> <url>: " to the message of a 401 answer (error code "unauthenticated": a token
+  // the server does not accept, or none), so that a user with several servers sees which one
+  // refused it. For clients that report to a person (the CLI); a server relaying errors to its own
+  // clients keeps this off, so its upstream's address stays private.
+  bool name_server_in_rejections = false;
 };
 
 // One client per server. HTTPS peers are verified against libcurl's CA bundle, or the file
@@ -142,7 +147,8 @@ class HttpClient {
   Result<Response> Send(const Request& req);
 
   // Send, then maps a non-2xx response to its Status: the JSON error body's code and message,
-  // verbatim (ParseErrorBody in errors.h); a body without that shape gives the code
+  // verbatim (ParseErrorBody in errors.h; "<label> <url>: " first for a 401 with
+  // name_server_in_rejections); a body without that shape gives the code
   // StatusCodeForHttp(status) with the message "<label> <url>: <METHOD> <path>: HTTP <code>".
   Result<Response> Call(const Request& req);
 

@@ -91,6 +91,34 @@ TEST(HttpClient, ErrorBodyKeepsCodeAndMessageVerbatim) {
   EXPECT_EQ(r.error().message(), "volume bdn:w/x: not found");
 }
 
+TEST(HttpClient, ARejectedTokenNamesTheServerOnlyWhereAskedTo) {
+  TestServer s;
+  s.http().Get("/v1/volumes", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content(
+        http::ErrorBody(PermissionDeniedError("key bdn_0123456789abcdef: invalid token"),
+                        http::Credentials::kRejected),
+        "application/json");
+  });
+  s.http().Get("/v1/volumes/w/x", [](const httplib::Request&, httplib::Response& res) {
+    testing::SendError(res, PermissionDeniedError("key bdn_0123456789abcdef may not pull w"));
+  });
+  s.Start();
+  auto cli = Client(s.url(), {.name_server_in_rejections = true});
+  auto r = cli->Get("/v1/volumes");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(r.error().message(), "origin " + s.url() + ": key bdn_0123456789abcdef: invalid token");
+  // A 403 (the token is good, the scope is not) is about the key, not the server: verbatim.
+  r = cli->Get("/v1/volumes/w/x");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message(), "key bdn_0123456789abcdef may not pull w");
+  // Off (a server relaying errors): the message as the server wrote it.
+  r = Client(s.url())->Get("/v1/volumes");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message(), "key bdn_0123456789abcdef: invalid token");
+}
+
 TEST(HttpClient, DeadlineExceededOnAServerThatSleeps) {
   TestServer s;
   s.http().Get("/slow", [](const httplib::Request&, httplib::Response& res) {
