@@ -712,6 +712,52 @@ TEST_F(ProtocolTest, ConnectionLimitsAnswer503WithRetryAfter) {
   EXPECT_EQ(rs[0].status, 200);
 }
 
+// Connections that arrive while the I/O thread is busy wait in the listen backlog; the next accept
+// takes them all in one burst (Server::Impl::Accept), each counted against the limits in arrival
+// order and each answered.
+TEST_F(ProtocolTest, ConnectionsThatQueuedWhileTheServerWasBusyAreTakenInTogether) {
+  ServerOptions o;
+  o.io_threads = 1;
+  o.max_connections_per_client = 100;
+  o.listen = "127.0.0.1:0";
+  o.threads = 2;
+  server_ = std::make_unique<Server>(o);
+  std::atomic<bool> stalled{false};
+  Server::RouteOptions stall;
+  stall.try_inline = [&](ServerRequest&, ServerResponse& res) {  // holds the only I/O thread
+    stalled = true;
+    std::this_thread::sleep_for(milliseconds(500));
+    res.set_content("stalled", "text/plain");
+    return true;
+  };
+  server_->Get(
+      "/stall", "/stall", [](const ServerRequest&, ServerResponse&) {}, stall);
+  server_->Get("/a", "/a", [](const ServerRequest&, ServerResponse& res) {
+    res.set_content("a", "text/plain");
+  });
+  ASSERT_TRUE(server_->Start().ok());
+
+  RawConnection staller(port());
+  staller.Send("GET /stall HTTP/1.1\r\nHost: x\r\n\r\n");
+  while (!stalled) std::this_thread::sleep_for(milliseconds(1));
+  // 150 connections complete their handshakes in the kernel while nothing accepts.
+  std::vector<std::unique_ptr<RawConnection>> conns;
+  for (int i = 0; i < 150; ++i) {
+    conns.push_back(std::make_unique<RawConnection>(port()));
+    ASSERT_TRUE(conns.back()->connected()) << i;
+    ASSERT_TRUE(conns.back()->Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")) << i;
+  }
+  EXPECT_EQ(ParseResponses(staller.ReadResponses(1)).at(0).body, "stalled");
+  // Arrival order: the staller and the next 99 are admitted, the last 50 refused.
+  for (int i = 0; i < 150; ++i) {
+    auto rs = ParseResponses(conns[i]->ReadResponses(1));
+    ASSERT_EQ(rs.size(), 1u) << i;
+    EXPECT_EQ(rs[0].status, i < 99 ? 200 : 503) << i;
+  }
+  EXPECT_EQ(server_->metrics().Value("bdn_http_connections_accepted_total", {}), 100);
+  EXPECT_EQ(server_->metrics().Value("bdn_http_connections_refused_total", {}), 51);
+}
+
 // Issue 13 item 4/6: a client that stops reading a large streamed response is dropped after the
 // write deadline, and what the response held is freed.
 TEST_F(ProtocolTest, AClientThatStopsReadingIsDroppedAfterTheWriteDeadline) {
