@@ -154,6 +154,31 @@ assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
   "$("$BDN" --json volume stat bdn:test/busy/blob | json_field digest | sed 's/^b3://')" "big push"
 # The claim was released: pushing again works at once.
 "$BDN" volume push "$WORK/src" bdn:test/busy >/dev/null || fail "push after release"
+[ -z "$(ls -A "$BDN_HOME/push-claims")" ] || fail "released claims left records: $(ls "$BDN_HOME/push-claims")"
+
+step "a push killed with kill -9 is taken over at once by the next push from this machine"
+# The killed push's claim lives on in the origin for its TTL (30 s); without the takeover the
+# re-push fails with "push in progress" right away.
+c0=$(claims_201)
+"$BDN" volume push "$WORK/huge" bdn:test/killed >"$WORK/push2.out" 2>"$WORK/push2.err" &
+push2=$!
+PIDS+=("$push2")
+for _ in $(seq 1 200); do
+  [ "$(claims_201)" -gt "$c0" ] && break
+  sleep 0.05
+done
+[ "$(claims_201)" -gt "$c0" ] || fail "the push to be killed never claimed the volume"
+kill -9 "$push2"
+wait "$push2" 2>/dev/null || true
+ls "$BDN_HOME/push-claims"/* >/dev/null 2>&1 || fail "the killed push left no claim record"
+grep -q "\"pid\":$push2," "$BDN_HOME"/push-claims/* || fail "claim record: $(cat "$BDN_HOME"/push-claims/*)"
+start=$(date +%s)
+out=$("$BDN" --json volume push "$WORK/huge" bdn:test/killed) || fail "re-push after kill -9 failed"
+elapsed=$(( $(date +%s) - start ))
+[ "$elapsed" -lt 25 ] || fail "re-push after kill -9 took ${elapsed} s (waited out the claim?)"
+assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
+  "$("$BDN" --json volume stat bdn:test/killed/blob | json_field digest | sed 's/^b3://')" "re-pushed blob"
+[ -z "$(ls -A "$BDN_HOME/push-claims")" ] || fail "the re-push left a claim record"
 
 step "an unreachable origin is a clear, quick error"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -6,6 +6,20 @@
 #include "bdn/remote/remote_registry.h"
 
 namespace bdn::cli {
+namespace {
+
+// The registry of `origin` for a CLI whose home is `home`: a push re-run after its process died
+// takes the dead process's claim over at once (remote/claim_journal.h).
+std::shared_ptr<Registry> RemoteRegistryOf(std::shared_ptr<http::HttpClient> origin,
+                                           const std::filesystem::path& home,
+                                           std::shared_ptr<remote::RetryBudget> budget = nullptr) {
+  auto registry = std::make_shared<remote::RemoteRegistry>(std::move(origin), remote::RetryPolicy{},
+                                                           std::move(budget));
+  registry->SetClaimJournal(std::make_shared<remote::ClaimJournal>(home / "push-claims"));
+  return registry;
+}
+
+}  // namespace
 
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json) {
   http::ClientOptions options;
@@ -23,7 +37,7 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   // One client (one connection pool) serves both: its connections are created lazily and never
   // carried across the fork of a mount daemon.
   ctx.store = std::make_shared<remote::RemoteChunkStore>(shared);
-  ctx.registry = std::make_shared<remote::RemoteRegistry>(shared);
+  ctx.registry = RemoteRegistryOf(shared, ctx.home);
   return ctx;
 }
 
@@ -41,8 +55,7 @@ Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline)
       std::make_shared<remote::RetryBudget>(remote::RetryBudget::Options{.deadline = deadline});
   out.store = std::make_shared<remote::RemoteChunkStore>(
       ctx.origin, remote::RemoteStoreOptions{.budget = out.retry_budget});
-  out.registry =
-      std::make_shared<remote::RemoteRegistry>(ctx.origin, remote::RetryPolicy{}, out.retry_budget);
+  out.registry = RemoteRegistryOf(ctx.origin, ctx.home, out.retry_budget);
   return out;
 }
 

@@ -61,16 +61,20 @@ Result<std::string> ClaimIdOf(http::HttpClient& client, const std::string& path,
 // next period: the origin checks the claim at commit anyway.
 class RemotePushClaim : public PushClaim {
  public:
+  // `journal` (may be null) holds `claim_key`, the Idempotency-Key the claim was made with.
   RemotePushClaim(std::shared_ptr<http::HttpClient> client, std::shared_ptr<Claims> claims,
                   std::string key, std::string claims_path, std::shared_ptr<Claims::State> state,
-                  std::string volume_name, std::chrono::milliseconds ttl)
+                  std::string volume_name, std::chrono::milliseconds ttl,
+                  std::shared_ptr<const ClaimJournal> journal, std::string claim_key)
       : client_(std::move(client)),
         claims_(std::move(claims)),
         key_(std::move(key)),
         claims_path_(std::move(claims_path)),
         state_(std::move(state)),
         volume_name_(std::move(volume_name)),
-        ttl_(ttl) {
+        ttl_(ttl),
+        journal_(std::move(journal)),
+        claim_key_(std::move(claim_key)) {
     thread_ = std::thread([this] { Renew(); });
   }
 
@@ -87,6 +91,10 @@ class RemotePushClaim : public PushClaim {
                 .path = IdPath(),
                 .deadline = std::chrono::milliseconds(5000)})
         .IgnoreError();
+    if (journal_) {
+      MutexLock state_lock(state_->mu);
+      journal_->Forget(client_->base_url(), key_, claim_key_);
+    }
     MutexLock lock(claims_->mu);
     auto it = claims_->by_volume.find(key_);
     if (it != claims_->by_volume.end() && it->second == state_) claims_->by_volume.erase(it);
@@ -122,11 +130,17 @@ class RemotePushClaim : public PushClaim {
                             .headers = {{"Idempotency-Key", key}},
                             .deadline = deadline});
     if (!c && c.error().code() != StatusCode::kConflict) return;  // try again next period
+    const std::string reclaim_key_used = key;
     key.clear();
     Result<std::string> id = c ? ClaimIdOf(*client_, claims_path_, *c) : Err(c.error());
     MutexLock state_lock(state_->mu);
     if (id) {
       state_->id = *id;
+      if (journal_) {  // the claim a successor would take over is this one now
+        journal_->Forget(client_->base_url(), key_, claim_key_);
+        claim_key_ = reclaim_key_used;
+        journal_->Record(client_->base_url(), key_, claim_key_);
+      }
     } else if (state_->lost.ok()) {
       state_->lost = ConflictError(volume_name_ + ": push claim lost (" + gone.message() + "; " +
                                    id.error().message() + ")");
@@ -140,6 +154,8 @@ class RemotePushClaim : public PushClaim {
   std::shared_ptr<Claims::State> state_;
   std::string volume_name_;
   std::chrono::milliseconds ttl_;
+  std::shared_ptr<const ClaimJournal> journal_;
+  std::string claim_key_ GUARDED_BY(state_->mu);  // the key the journal records
   Mutex mu_;
   std::condition_variable cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
@@ -385,21 +401,24 @@ Result<std::vector<VersionRecord>> RemoteRegistry::ListRetainedVersions() {
 Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& ns,
                                                              const std::string& volume) {
   const std::string path = VolumePath(ns, volume) + "/claims";
+  const std::string key = ns + "/" + volume;
+  // With a journal: the key of a dead process's claim (taken over), or a fresh one to record.
+  std::string claim_key = journal_ ? journal_->KeyFor(client_->base_url(), key) : "";
   BDN_ASSIGN_OR_RETURN(http::Response r, SendWrite(*client_, retry_, budget_.get(),
-                                                   http::Method::kPost, path, "{}", ""));
+                                                   http::Method::kPost, path, "{}", claim_key));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
   auto state = std::make_shared<Claims::State>();
   BDN_ASSIGN_OR_RETURN(state->id, ClaimIdOf(*client_, path, r));
   int64_t ttl_ms =
       j.contains("ttl_ms") && j["ttl_ms"].is_number_integer() ? j["ttl_ms"].get<int64_t>() : 30000;
-  const std::string key = ns + "/" + volume;
+  if (journal_) journal_->Record(client_->base_url(), key, claim_key);
   {
     MutexLock lock(claims_->mu);
     claims_->by_volume[key] = state;
   }
-  return std::unique_ptr<PushClaim>(
-      new RemotePushClaim(client_, claims_, key, path, state, VolumeName(ns, volume),
-                          std::chrono::milliseconds(std::max<int64_t>(ttl_ms, 30))));
+  return std::unique_ptr<PushClaim>(new RemotePushClaim(
+      client_, claims_, key, path, state, VolumeName(ns, volume),
+      std::chrono::milliseconds(std::max<int64_t>(ttl_ms, 30)), journal_, claim_key));
 }
 
 }  // namespace bdn::remote

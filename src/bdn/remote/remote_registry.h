@@ -9,6 +9,7 @@
 
 #include "bdn/http/client.h"
 #include "bdn/registry/registry.h"
+#include "bdn/remote/claim_journal.h"
 #include "bdn/remote/retry.h"
 
 namespace bdn::remote {
@@ -32,7 +33,9 @@ struct ClaimTable;  // the claims this process holds, by volume
 // or the claim lapsed while it was unreachable), the volume is claimed again and Commit sends the
 // new id; if another client holds the volume by then, the claim is lost and Commit fails with
 // Conflict "volume bdn:ns/vol: push claim lost (…)" instead of committing a push that was not
-// exclusive. The registry must outlive its claims.
+// exclusive. The registry must outlive its claims. With a ClaimJournal (SetClaimJournal; the CLI
+// sets BDN_HOME/push-claims), the claim's Idempotency-Key is recorded while it is held, and a
+// claim whose recorded holder process is gone is taken over at once (claim_journal.h).
 // Thread-safe.
 class RemoteRegistry : public Registry {
  public:
@@ -76,12 +79,17 @@ class RemoteRegistry : public Registry {
   // (claimed by …)" from the server when another client holds the claim.
   Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
                                                const std::string& volume) override;
+  // Claims made after this call use `journal` (see above). Not thread-safe with ClaimPush.
+  void SetClaimJournal(std::shared_ptr<const ClaimJournal> journal) {
+    journal_ = std::move(journal);
+  }
 
  private:
   std::shared_ptr<http::HttpClient> client_;
   RetryPolicy retry_;
   std::shared_ptr<RetryBudget> budget_;
   std::shared_ptr<internal::ClaimTable> claims_;
+  std::shared_ptr<const ClaimJournal> journal_;
 };
 
 }  // namespace bdn::remote

@@ -1,0 +1,123 @@
+#include "bdn/remote/claim_journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bdn/base/fd.h"
+#include "bdn/base/private_files.h"
+#include "bdn/digest/digest.h"
+#include "bdn/remote/retry.h"
+
+namespace bdn::remote {
+namespace {
+
+std::string ReadSmall(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return "";
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+std::string BootId() {
+  std::string id = ReadSmall("/proc/sys/kernel/random/boot_id");
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+// Field 22 (starttime) of /proc/<pid>/stat; 0 when the process is gone or the line is odd. The
+// command name (field 2) may hold spaces and parentheses: fields are counted after its last ')'.
+unsigned long long StartTimeOf(long pid) {
+  std::string stat = ReadSmall("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  // After ')': field 3 (state) is the first; starttime is field 22, the 20th from here.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return 0;
+  }
+  try {
+    return std::stoull(field);
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+ProcessIdentity SelfIdentity() {
+  ProcessIdentity id;
+  id.boot = BootId();
+  id.pid = static_cast<long>(::getpid());
+  id.start = StartTimeOf(id.pid);
+  return id;
+}
+
+bool StillRunning(const ProcessIdentity& id) {
+  if (id.boot.empty() || id.pid <= 0 || id.boot != BootId()) return true;
+  unsigned long long now = StartTimeOf(id.pid);
+  if (now == 0) {
+    // No /proc/<pid>: gone, unless /proc itself cannot be read (then we cannot tell).
+    return ::access("/proc/self/stat", R_OK) != 0;
+  }
+  return now == id.start;
+}
+
+std::filesystem::path ClaimJournal::FileOf(const std::string& server,
+                                           const std::string& volume) const {
+  return dir_ / Digest::Of(server + "\n" + volume).Hex().substr(0, 32);
+}
+
+std::string ClaimJournal::KeyFor(const std::string& server, const std::string& volume,
+                                 bool* taken_over) const {
+  if (taken_over) *taken_over = false;
+  auto j = nlohmann::json::parse(ReadSmall(FileOf(server, volume)), nullptr, false);
+  if (j.is_object() && j["boot"].is_string() && j["pid"].is_number_integer() &&
+      j["start"].is_number_unsigned() && j["key"].is_string() &&
+      !j["key"].get<std::string>().empty()) {
+    ProcessIdentity holder{j["boot"].get<std::string>(), j["pid"].get<long>(),
+                           j["start"].get<unsigned long long>()};
+    if (!StillRunning(holder)) {
+      if (taken_over) *taken_over = true;
+      return j["key"].get<std::string>();
+    }
+  }
+  return NewIdempotencyKey().value_or("");
+}
+
+void ClaimJournal::Record(const std::string& server, const std::string& volume,
+                          const std::string& key) const {
+  if (key.empty() || !CreatePrivateDirectory(dir_, "push claim journal").ok()) return;
+  ProcessIdentity self = SelfIdentity();
+  nlohmann::json j = {{"boot", self.boot}, {"pid", self.pid}, {"start", self.start}, {"key", key}};
+  const std::string text = j.dump() + "\n";
+  const std::filesystem::path file = FileOf(server, volume);
+  const std::filesystem::path tmp = file.string() + "." + std::to_string(self.pid) + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  bool ok = WriteAll(fd, AsBytes(text), tmp.string()).ok();
+  ok = ::close(fd) == 0 && ok;
+  std::error_code ec;
+  if (ok) std::filesystem::rename(tmp, file, ec);
+  if (!ok || ec) std::filesystem::remove(tmp, ec);
+}
+
+void ClaimJournal::Forget(const std::string& server, const std::string& volume,
+                          const std::string& key) const {
+  const std::filesystem::path file = FileOf(server, volume);
+  auto j = nlohmann::json::parse(ReadSmall(file), nullptr, false);
+  if (!j.is_object() || !j["key"].is_string() || j["key"].get<std::string>() != key ||
+      !j["pid"].is_number_integer() || j["pid"].get<long>() != static_cast<long>(::getpid())) {
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::remove(file, ec);
+}
+
+}  // namespace bdn::remote

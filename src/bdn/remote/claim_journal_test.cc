@@ -1,0 +1,130 @@
+#include "bdn/remote/claim_journal.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bdn/testing/test_util.h"
+
+namespace bdn::remote {
+namespace {
+
+const std::string kServer = "http://127.0.0.1:8440";
+
+// A process that has exited: its pid and the start time it had.
+ProcessIdentity DeadChild() {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ProcessIdentity me = SelfIdentity();
+    (void)!::write(fds[1], &me.start, sizeof me.start);
+    ::_exit(0);
+  }
+  ProcessIdentity id = SelfIdentity();
+  id.pid = pid;
+  EXPECT_EQ(::read(fds[0], &id.start, sizeof id.start), static_cast<ssize_t>(sizeof id.start));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return id;
+}
+
+void WriteRecord(const std::filesystem::path& file, const ProcessIdentity& id,
+                 const std::string& key) {
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << nlohmann::json{
+      {"boot", id.boot}, {"pid", id.pid}, {"start", id.start}, {"key", key}}.dump();
+}
+
+TEST(ClaimJournal, StillRunningTellsDeadAndReusedPidsFromLiveOnes) {
+  ProcessIdentity self = SelfIdentity();
+  ASSERT_FALSE(self.boot.empty());
+  ASSERT_NE(self.start, 0u);
+  EXPECT_TRUE(StillRunning(self));
+  EXPECT_FALSE(StillRunning(DeadChild()));
+  ProcessIdentity reused = self;  // this pid, but a process that started at another time
+  reused.start += 1;
+  EXPECT_FALSE(StillRunning(reused));
+  ProcessIdentity other_boot = DeadChild();  // another boot: maybe another machine's process
+  other_boot.boot = "00000000-0000-0000-0000-000000000000";
+  EXPECT_TRUE(StillRunning(other_boot));
+}
+
+TEST(ClaimJournal, ADeadHoldersKeyIsTakenOverAndALiveHoldersNever) {
+  testutil::TempDir dir;
+  ClaimJournal journal(dir.path() / "push-claims");
+  const auto file = journal.FileOf(kServer, "w/model");
+  EXPECT_EQ(file.filename().string().size(), 32u);
+  EXPECT_NE(journal.FileOf(kServer, "w/other"), file);
+  EXPECT_NE(journal.FileOf("http://127.0.0.1:8441", "w/model"), file);
+
+  // No record: a fresh key each time.
+  bool taken = true;
+  std::string fresh = journal.KeyFor(kServer, "w/model", &taken);
+  EXPECT_FALSE(taken);
+  EXPECT_FALSE(fresh.empty());
+  EXPECT_NE(journal.KeyFor(kServer, "w/model"), fresh);
+
+  // This (live) process's record: never reused.
+  journal.Record(kServer, "w/model", "key-live");
+  struct stat st{};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(file.parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_NE(journal.KeyFor(kServer, "w/model", &taken), "key-live");
+  EXPECT_FALSE(taken);
+
+  // A dead process's record: its key.
+  WriteRecord(file, DeadChild(), "key-dead");
+  EXPECT_EQ(journal.KeyFor(kServer, "w/model", &taken), "key-dead");
+  EXPECT_TRUE(taken);
+  EXPECT_NE(journal.KeyFor(kServer, "w/other"), "key-dead");  // only for its own volume
+
+  // Another boot's record, a malformed one, one without a key: fresh keys.
+  ProcessIdentity other_boot = DeadChild();
+  other_boot.boot = "00000000-0000-0000-0000-000000000000";
+  WriteRecord(file, other_boot, "key-other-boot");
+  EXPECT_NE(journal.KeyFor(kServer, "w/model"), "key-other-boot");
+  std::ofstream(file) << "{\"pid\": ";
+  EXPECT_FALSE(journal.KeyFor(kServer, "w/model", &taken).empty());
+  EXPECT_FALSE(taken);
+  WriteRecord(file, DeadChild(), "");
+  EXPECT_FALSE(journal.KeyFor(kServer, "w/model", &taken).empty());
+  EXPECT_FALSE(taken);
+}
+
+TEST(ClaimJournal, ForgetRemovesOnlyThisProcesssOwnRecord) {
+  testutil::TempDir dir;
+  ClaimJournal journal(dir.path() / "push-claims");
+  const auto file = journal.FileOf(kServer, "w/model");
+  journal.Record(kServer, "w/model", "mine");
+  journal.Forget(kServer, "w/model", "not-mine");
+  EXPECT_TRUE(std::filesystem::exists(file));
+  journal.Forget(kServer, "w/model", "mine");
+  EXPECT_FALSE(std::filesystem::exists(file));
+  // A record another process wrote (a later push took the claim over): left alone.
+  WriteRecord(file, DeadChild(), "mine");
+  journal.Forget(kServer, "w/model", "mine");
+  EXPECT_TRUE(std::filesystem::exists(file));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(file.parent_path()),
+                          std::filesystem::directory_iterator()),
+            1);  // no temporary file left behind
+}
+
+TEST(ClaimJournal, AnUnwritableDirectoryFallsBackToFreshKeys) {
+  testutil::TempDir dir;
+  std::ofstream(dir.path() / "file") << "in the way";
+  ClaimJournal journal(dir.path() / "file" / "push-claims");
+  journal.Record(kServer, "w/model", "k");  // no error, nothing written
+  EXPECT_FALSE(journal.KeyFor(kServer, "w/model").empty());
+}
+
+}  // namespace
+}  // namespace bdn::remote
