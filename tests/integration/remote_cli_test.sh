@@ -138,15 +138,21 @@ python3 -c 'import random,sys; r=random.Random(9); sys.stdout.buffer.write(r.ran
 claims_201() {
   curl -sf "$URL/metrics" | awk '/^bdn_http_requests_total\{/ && /method="POST"/ && /claims"/ && /status="201"/ {s += $2} END {print s + 0}'
 }
-c0=$(claims_201)
-"$BDN" volume push "$WORK/huge" bdn:test/busy >"$WORK/push1.out" 2>"$WORK/push1.err" &
-push1=$!
-PIDS+=("$push1")
-for _ in $(seq 1 200); do
-  [ "$(claims_201)" -gt "$c0" ] && break
-  sleep 0.05
-done
-[ "$(claims_201)" -gt "$c0" ] || fail "the first push never claimed the volume"
+# push_claimed NAME VOLUME: pushes $WORK/huge to VOLUME in the background (output in
+# $WORK/NAME.out and .err) and returns once the origin has granted its claim; the pid in PUSHED.
+push_claimed() {
+  local c0; c0=$(claims_201)
+  "$BDN" volume push "$WORK/huge" "$2" >"$WORK/$1.out" 2>"$WORK/$1.err" &
+  PUSHED=$!
+  PIDS+=("$PUSHED")
+  for _ in $(seq 1 200); do
+    [ "$(claims_201)" -gt "$c0" ] && return 0
+    sleep 0.05
+  done
+  fail "push $1 never claimed $2: $(cat "$WORK/$1.err")"
+}
+push_claimed push1 bdn:test/busy
+push1=$PUSHED
 err=$("$BDN" volume push "$WORK/src" bdn:test/busy 2>&1 >/dev/null) && fail "second pusher succeeded"
 assert_contains "$err" "bdn: error: volume bdn:test/busy: push in progress"
 wait "$push1" || fail "first push failed: $(cat "$WORK/push1.err")"
@@ -159,15 +165,8 @@ assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
 step "a push killed with kill -9 is taken over at once by the next push from this machine"
 # The killed push's claim lives on in the origin for its TTL (30 s); without the takeover the
 # re-push fails with "push in progress" right away.
-c0=$(claims_201)
-"$BDN" volume push "$WORK/huge" bdn:test/killed >"$WORK/push2.out" 2>"$WORK/push2.err" &
-push2=$!
-PIDS+=("$push2")
-for _ in $(seq 1 200); do
-  [ "$(claims_201)" -gt "$c0" ] && break
-  sleep 0.05
-done
-[ "$(claims_201)" -gt "$c0" ] || fail "the push to be killed never claimed the volume"
+push_claimed push2 bdn:test/killed
+push2=$PUSHED
 kill -9 "$push2"
 wait "$push2" 2>/dev/null || true
 ls "$BDN_HOME/push-claims"/* >/dev/null 2>&1 || fail "the killed push left no claim record"
