@@ -160,7 +160,9 @@ assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
   "$("$BDN" --json volume stat bdn:test/busy/blob | json_field digest | sed 's/^b3://')" "big push"
 # The claim was released: pushing again works at once.
 "$BDN" volume push "$WORK/src" bdn:test/busy >/dev/null || fail "push after release"
-[ -z "$(ls -A "$BDN_HOME/push-claims")" ] || fail "released claims left records: $(ls "$BDN_HOME/push-claims")"
+# claim_records: the push-claim records in BDN_HOME (each with an empty .lock file beside it).
+claim_records() { find "$BDN_HOME/push-claims" -type f ! -name '*.lock'; }
+[ -z "$(claim_records)" ] || fail "released claims left records: $(claim_records)"
 
 step "a push killed with kill -9 is taken over at once by the next push from this machine"
 # The killed push's claim lives on in the origin for its TTL (30 s); without the takeover the
@@ -169,15 +171,16 @@ push_claimed push2 bdn:test/killed
 push2=$PUSHED
 kill -9 "$push2"
 wait "$push2" 2>/dev/null || true
-ls "$BDN_HOME/push-claims"/* >/dev/null 2>&1 || fail "the killed push left no claim record"
-grep -q "\"pid\":$push2," "$BDN_HOME"/push-claims/* || fail "claim record: $(cat "$BDN_HOME"/push-claims/*)"
+record=$(claim_records)
+[ -n "$record" ] || fail "the killed push left no claim record"
+grep -q "\"pid\":$push2," "$record" || fail "claim record: $(cat "$record")"
 start=$(date +%s)
 out=$("$BDN" --json volume push "$WORK/huge" bdn:test/killed) || fail "re-push after kill -9 failed"
 elapsed=$(( $(date +%s) - start ))
 [ "$elapsed" -lt 25 ] || fail "re-push after kill -9 took ${elapsed} s (waited out the claim?)"
 assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
   "$("$BDN" --json volume stat bdn:test/killed/blob | json_field digest | sed 's/^b3://')" "re-pushed blob"
-[ -z "$(ls -A "$BDN_HOME/push-claims")" ] || fail "the re-push left a claim record"
+[ -z "$(claim_records)" ] || fail "the re-push left a claim record"
 
 step "an unreachable origin is a clear, quick error"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

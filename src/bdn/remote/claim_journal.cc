@@ -1,9 +1,10 @@
 #include "bdn/remote/claim_journal.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,12 +16,15 @@
 namespace bdn::remote {
 namespace {
 
+// At most 4 KiB of `file` if it is a regular file; "" otherwise (missing, a FIFO or device, a
+// symlink, unreadable). Never blocks on what it opens.
 std::string ReadSmall(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return "";
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
   std::string text(4096, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  auto n = ReadFull(fd.get(), {reinterpret_cast<uint8_t*>(text.data()), text.size()}, "");
+  text.resize(n ? *n : 0);
   return text;
 }
 
@@ -74,21 +78,36 @@ std::filesystem::path ClaimJournal::FileOf(const std::string& server,
   return dir_ / Digest::Of(server + "\n" + volume).Hex().substr(0, 32);
 }
 
-std::string ClaimJournal::KeyFor(const std::string& server, const std::string& volume,
-                                 bool* taken_over) const {
-  if (taken_over) *taken_over = false;
-  auto j = nlohmann::json::parse(ReadSmall(FileOf(server, volume)), nullptr, false);
+ClaimJournal::Attempt ClaimJournal::Begin(const std::string& server,
+                                          const std::string& volume) const {
+  Attempt a;
+  const std::filesystem::path file = FileOf(server, volume);
+  if (CreatePrivateDirectory(dir_, "push claim journal").ok()) {
+    const std::string lock = file.string() + ".lock";
+    a.lock = UniqueFd(::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (a.lock.valid()) {
+      int rc;
+      do {
+        rc = ::flock(a.lock.get(), LOCK_EX);
+      } while (rc != 0 && errno == EINTR);
+      if (rc != 0) a.lock = UniqueFd();
+    }
+  }
+  // Without the lock another push may take the same record over at once: take nothing over.
+  auto j = nlohmann::json::parse(a.lock.valid() ? ReadSmall(file) : "", nullptr, false);
   if (j.is_object() && j["boot"].is_string() && j["pid"].is_number_integer() &&
       j["start"].is_number_unsigned() && j["key"].is_string() &&
       !j["key"].get<std::string>().empty()) {
     ProcessIdentity holder{j["boot"].get<std::string>(), j["pid"].get<long>(),
                            j["start"].get<unsigned long long>()};
     if (!StillRunning(holder)) {
-      if (taken_over) *taken_over = true;
-      return j["key"].get<std::string>();
+      a.taken_over = true;
+      a.key = j["key"].get<std::string>();
+      return a;
     }
   }
-  return NewIdempotencyKey().value_or("");
+  a.key = NewIdempotencyKey().value_or("");
+  return a;
 }
 
 void ClaimJournal::Record(const std::string& server, const std::string& volume,

@@ -12,12 +12,18 @@
 // (/proc/<pid>/stat field 22), "key"}. A record is taken over only when it was written on this
 // boot by a process that is gone (no /proc/<pid>, or a pid reused by a process that started at
 // another time); a live holder's key is never reused, so two pushes from one machine still
-// conflict. The journal is an optimisation: every failure to read or write it falls back to a
-// fresh key (and the TTL wait), never to an error.
+// conflict. From reading the record to recording the claim's holder, a push holds an flock on
+// "<record>.lock", so of two pushes that find the same dead holder only the first takes over and
+// the second then finds the first alive. Only regular files are read (opened with O_NONBLOCK
+// and O_NOFOLLOW, at most 4 KiB): a FIFO, a device or a symlink in the directory is no record.
+// The journal is an optimisation: every failure to read or write it falls back to a fresh key
+// (and the TTL wait), never to an error.
 #pragma once
 
 #include <filesystem>
 #include <string>
+
+#include "bdn/base/fd.h"
 
 namespace bdn::remote {
 
@@ -39,13 +45,19 @@ class ClaimJournal {
  public:
   explicit ClaimJournal(std::filesystem::path dir) : dir_(std::move(dir)) {}
 
-  // The Idempotency-Key to claim `volume` ("ns/vol") on `server` with: the key recorded by a
-  // process that is gone, else a fresh one (NewIdempotencyKey; "" if none can be drawn, which
-  // makes the caller draw its own). `taken_over` (optional) says which.
-  std::string KeyFor(const std::string& server, const std::string& volume,
-                     bool* taken_over = nullptr) const;
+  // A claim about to be made: the record's lock (held until destruction; none when the lock file
+  // cannot be opened) and the Idempotency-Key to claim with.
+  struct Attempt {
+    UniqueFd lock;
+    std::string key;          // "" if no key could be drawn: the caller draws its own
+    bool taken_over = false;  // `key` is a dead process's
+  };
+  // Waits for the lock of the record of `volume` ("ns/vol") on `server`, then picks the key: the
+  // one recorded by a process that is gone, else a fresh one (NewIdempotencyKey). Keep the
+  // Attempt until Record (or until the claim failed).
+  Attempt Begin(const std::string& server, const std::string& volume) const;
   // Records that this process holds the claim made with `key` (0600 file, written whole, then
-  // renamed into place).
+  // renamed into place). Call it while holding the Attempt.
   void Record(const std::string& server, const std::string& volume, const std::string& key) const;
   // Removes the record if it is still this process's with `key` (a later push may have taken
   // it over meanwhile).

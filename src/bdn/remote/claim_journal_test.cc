@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 
 #include "bdn/testing/test_util.h"
 
@@ -39,7 +42,10 @@ void WriteRecord(const std::filesystem::path& file, const ProcessIdentity& id,
                  const std::string& key) {
   std::filesystem::create_directories(file.parent_path());
   std::ofstream(file) << nlohmann::json{
-      {"boot", id.boot}, {"pid", id.pid}, {"start", id.start}, {"key", key}}.dump();
+      {"boot", id.boot},
+      {"pid", id.pid},
+      {"start", id.start},
+      {"key", key}}.dump();
 }
 
 TEST(ClaimJournal, StillRunningTellsDeadAndReusedPidsFromLiveOnes) {
@@ -64,39 +70,46 @@ TEST(ClaimJournal, ADeadHoldersKeyIsTakenOverAndALiveHoldersNever) {
   EXPECT_NE(journal.FileOf(kServer, "w/other"), file);
   EXPECT_NE(journal.FileOf("http://127.0.0.1:8441", "w/model"), file);
 
-  // No record: a fresh key each time.
+  // KeyFor: Begin, the lock released at once.
   bool taken = true;
-  std::string fresh = journal.KeyFor(kServer, "w/model", &taken);
+  auto KeyFor = [&](const std::string& volume, bool* taken_over = nullptr) {
+    ClaimJournal::Attempt a = journal.Begin(kServer, volume);
+    EXPECT_TRUE(a.lock.valid());
+    if (taken_over) *taken_over = a.taken_over;
+    return a.key;
+  };
+  // No record: a fresh key each time.
+  std::string fresh = KeyFor("w/model", &taken);
   EXPECT_FALSE(taken);
   EXPECT_FALSE(fresh.empty());
-  EXPECT_NE(journal.KeyFor(kServer, "w/model"), fresh);
+  EXPECT_NE(KeyFor("w/model"), fresh);
 
   // This (live) process's record: never reused.
   journal.Record(kServer, "w/model", "key-live");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(::stat(file.parent_path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_NE(journal.KeyFor(kServer, "w/model", &taken), "key-live");
+  EXPECT_NE(KeyFor("w/model", &taken), "key-live");
   EXPECT_FALSE(taken);
 
   // A dead process's record: its key.
   WriteRecord(file, DeadChild(), "key-dead");
-  EXPECT_EQ(journal.KeyFor(kServer, "w/model", &taken), "key-dead");
+  EXPECT_EQ(KeyFor("w/model", &taken), "key-dead");
   EXPECT_TRUE(taken);
-  EXPECT_NE(journal.KeyFor(kServer, "w/other"), "key-dead");  // only for its own volume
+  EXPECT_NE(KeyFor("w/other"), "key-dead");  // only for its own volume
 
   // Another boot's record, a malformed one, one without a key: fresh keys.
   ProcessIdentity other_boot = DeadChild();
   other_boot.boot = "00000000-0000-0000-0000-000000000000";
   WriteRecord(file, other_boot, "key-other-boot");
-  EXPECT_NE(journal.KeyFor(kServer, "w/model"), "key-other-boot");
+  EXPECT_NE(KeyFor("w/model"), "key-other-boot");
   std::ofstream(file) << "{\"pid\": ";
-  EXPECT_FALSE(journal.KeyFor(kServer, "w/model", &taken).empty());
+  EXPECT_FALSE(KeyFor("w/model", &taken).empty());
   EXPECT_FALSE(taken);
   WriteRecord(file, DeadChild(), "");
-  EXPECT_FALSE(journal.KeyFor(kServer, "w/model", &taken).empty());
+  EXPECT_FALSE(KeyFor("w/model", &taken).empty());
   EXPECT_FALSE(taken);
 }
 
@@ -123,7 +136,55 @@ TEST(ClaimJournal, AnUnwritableDirectoryFallsBackToFreshKeys) {
   std::ofstream(dir.path() / "file") << "in the way";
   ClaimJournal journal(dir.path() / "file" / "push-claims");
   journal.Record(kServer, "w/model", "k");  // no error, nothing written
-  EXPECT_FALSE(journal.KeyFor(kServer, "w/model").empty());
+  ClaimJournal::Attempt a = journal.Begin(kServer, "w/model");
+  EXPECT_FALSE(a.lock.valid());
+  EXPECT_FALSE(a.key.empty());
+  EXPECT_FALSE(a.taken_over);
+}
+
+// Of two pushes that find the same dead holder, the second waits for the first's record and
+// then finds its holder alive: only one takes the claim over.
+TEST(ClaimJournal, OnlyOneOfTwoAttemptsTakesADeadHoldersClaimOver) {
+  testutil::TempDir dir;
+  ClaimJournal journal(dir.path() / "push-claims");
+  WriteRecord(journal.FileOf(kServer, "w/model"), DeadChild(), "key-dead");
+  std::optional<ClaimJournal::Attempt> first = journal.Begin(kServer, "w/model");
+  ASSERT_TRUE(first->taken_over);
+  std::atomic<bool> second_done{false};
+  ClaimJournal::Attempt second;
+  std::thread t([&] {
+    second = journal.Begin(kServer, "w/model");  // its own open file: flock excludes it
+    second_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(second_done) << "the second attempt did not wait for the first";
+  journal.Record(kServer, "w/model", first->key);  // the first claimed: this process holds it
+  first.reset();
+  t.join();
+  EXPECT_FALSE(second.taken_over);
+  EXPECT_NE(second.key, "key-dead");
+}
+
+// Only a regular file is a record: a FIFO (whose open would wait for a writer), a symlink or a
+// device is ignored at once.
+TEST(ClaimJournal, AFifoOrSymlinkAtTheRecordPathIsNoRecord) {
+  testutil::TempDir dir;
+  ClaimJournal journal(dir.path() / "push-claims");
+  const auto file = journal.FileOf(kServer, "w/model");
+  std::filesystem::create_directories(file.parent_path());
+  ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+  ClaimJournal::Attempt a = journal.Begin(kServer, "w/model");  // returns: no writer needed
+  EXPECT_FALSE(a.taken_over);
+  EXPECT_FALSE(a.key.empty());
+  a = ClaimJournal::Attempt();
+  journal.Forget(kServer, "w/model", "k");  // does not block either
+  std::filesystem::remove(file);
+  const auto target = dir.path() / "elsewhere";
+  WriteRecord(target, DeadChild(), "key-dead");
+  std::filesystem::create_symlink(target, file);
+  a = journal.Begin(kServer, "w/model");
+  EXPECT_FALSE(a.taken_over);
+  EXPECT_NE(a.key, "key-dead");
 }
 
 }  // namespace

@@ -402,8 +402,11 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
                                                              const std::string& volume) {
   const std::string path = VolumePath(ns, volume) + "/claims";
   const std::string key = ns + "/" + volume;
-  // With a journal: the key of a dead process's claim (taken over), or a fresh one to record.
-  std::string claim_key = journal_ ? journal_->KeyFor(client_->base_url(), key) : "";
+  // With a journal: the key of a dead process's claim (taken over), or a fresh one to record;
+  // its lock keeps another push of this machine from taking the same claim over meanwhile.
+  ClaimJournal::Attempt attempt;
+  if (journal_) attempt = journal_->Begin(client_->base_url(), key);
+  const std::string claim_key = attempt.key;
   BDN_ASSIGN_OR_RETURN(http::Response r, SendWrite(*client_, retry_, budget_.get(),
                                                    http::Method::kPost, path, "{}", claim_key));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
