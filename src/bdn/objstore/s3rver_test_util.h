@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -81,6 +82,14 @@ class S3rver {
     ok_ = true;
   }
   ~S3rver() {
+    // A failed test shows what the servers said (tracebacks, a crash), which is gone with `dir`.
+    if (::testing::Test::HasFailure()) {
+      for (const char* log : {"proxy.log", "s3rver.log"}) {
+        std::string text = Slurp(dir_ / log);
+        if (text.size() > 8192) text = "..." + text.substr(text.size() - 8192);
+        if (!text.empty()) std::cerr << "---- " << log << " ----\n" << text << "\n";
+      }
+    }
     for (pid_t pid : {proxy_pid_, s3rver_pid_}) {
       if (pid <= 0) continue;
       ::kill(pid, SIGTERM);
