@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <functional>
 
 #include "bdn/base/status.h"
@@ -24,6 +25,11 @@ struct Invocation {
   // Commands that work on a Context.
   std::function<Status(cli::Context&)> run;
   Needs needs = Needs::kStore;
+  // Commands that stream gigabytes through short-lived buffers in this process (an embedded
+  // sync) set how many freed bytes each malloc arena keeps: main calls KeepFreedMemory
+  // (base/memory.h) with it before anything is opened, so that freed buffers are reused instead
+  // of being given back to the kernel and faulted in again. 0: glibc's defaults.
+  size_t keep_freed_bytes = 0;
   // Commands that open what they need themselves (servers).
   std::function<Status()> run_standalone;
 };

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/memory.h"
 #include "bdn/base/text.h"
 #include "bdn/cli/output.h"
 #include "build_info.h"
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     if (inv.check) {
       if (bdn::Status s = inv.check(); !s.ok()) return Fail(s);
     }
+    if (inv.keep_freed_bytes > 0) bdn::KeepFreedMemory(inv.keep_freed_bytes);
     if (inv.run_standalone) {
       bdn::Status s = inv.run_standalone();
       return s.ok() ? 0 : Fail(s);

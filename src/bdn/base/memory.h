@@ -1,4 +1,5 @@
-// Allocator settings for long-running processes (bdn serve, bdn cache serve, the mount daemon).
+// Allocator settings for processes that stream bulk data (bdn serve, bdn cache serve, the mount
+// daemon, an embedded `bdn volume sync start`).
 #pragma once
 
 #include <cstddef>
