@@ -4,7 +4,9 @@
 # as a ratio (aws time / sync time: >= 1.0 means the sync is at least as fast, which it can be
 # since it writes no staging copy), and the sync's peak RSS. Each side runs RUNS times (default 3)
 # and the best time counts. Needs scripts/setup.sh (s3rver from tests/npm, awscli).
-# Usage: bench/sync_s3.sh [WORKDIR]   env: BENCH_BYTES (default 1073741824), RUNS
+# Usage: bench/sync_s3.sh [WORKDIR]   env: BENCH_BYTES (default 1073741824), RUNS, BENCH_INPUT
+# (a file to upload instead of random bytes, e.g. the model.safetensors of bench/gen_checkpoints.py's
+# ckpt-0, whose bytes zstd compresses by ~20 %; BENCH_BYTES is then its size)
 # Prints a markdown report to stdout.
 # WORKDIR: missing, empty or one a bench run made (bench/lib.sh claim_workdir), one run at a time;
 # deleted at the end unless BDN_BENCH_KEEP=1.
@@ -30,13 +32,19 @@ node --openssl-legacy-provider "$repo/tests/npm/node_modules/s3rver/bin/s3rver.j
 pids+=($!)
 s3="http://127.0.0.1:$port"
 for _ in $(seq 1 100); do curl -s "$s3" >/dev/null && break; sleep 0.1; done
-python3 -c 'import os,sys; f=open(sys.argv[1],"wb"); n=int(sys.argv[2])
+if [ -n "${BENCH_INPUT:-}" ]; then
+  input=$BENCH_INPUT
+  bytes=$(stat -c %s "$input")
+else
+  input=$work/ckpt-0
+  python3 -c 'import os,sys; f=open(sys.argv[1],"wb"); n=int(sys.argv[2])
 while n > 0:
-    k = min(n, 1 << 24); f.write(os.urandom(k)); n -= k' "$work/ckpt-0" "$bytes"
+    k = min(n, 1 << 24); f.write(os.urandom(k)); n -= k' "$input" "$bytes"
+fi
 $aws --endpoint-url "$s3" s3 mb s3://bench >/dev/null
-$aws --endpoint-url "$s3" s3 cp --quiet "$work/ckpt-0" s3://bench/ckpt-0
-want=$(b3sum --no-names "$work/ckpt-0")
-rm "$work/ckpt-0"
+$aws --endpoint-url "$s3" s3 cp --quiet "$input" s3://bench/ckpt-0
+want=$(b3sum --no-names "$input")
+[ -n "${BENCH_INPUT:-}" ] || rm "$input"
 
 now() { date +%s.%N; }
 # CPU seconds (user + system) s3rver has used so far, from /proc/PID/stat.
