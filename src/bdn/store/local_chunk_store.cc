@@ -1051,25 +1051,33 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
     auto claimed = ClaimThenRefreshDoom(std::span<const Digest>(&id, 1));
     if (!claimed) return Status(claimed.error().code(), chunk + ": " + claimed.error().message());
   }
+  return StatusOf(AppendBlob(id, data, chunk));
+}
+
+Result<PutOutcome> LocalChunkStore::AppendBlob(const Digest& id, std::span<const uint8_t> data,
+                                               const std::string& chunk) {
   std::optional<PendingPuts::Turn> turn = [&] {
     WriterLock l(mu_);
     return pending_.WaitOrBegin(l.native(), id, [&]() REQUIRES(mu_) {
       return LookupLocked(id, Copies::kLive).has_value();
     });
   }();
-  if (!turn) return Status::Ok();
+  if (!turn) return PutOutcome::kAlreadyStored;
 
   pack::EncodedBlob enc = pack::EncodeBlob(data, options_.codec);
   std::span<const uint8_t> stored = enc.codec == pack::Codec::kNone ? data : enc.stored;
   auto acquired = AcquirePack();
-  if (!acquired) return Status(acquired.error().code(), chunk + ": " + acquired.error().message());
+  if (!acquired) {
+    return Err(Status(acquired.error().code(), chunk + ": " + acquired.error().message()));
+  }
   OpenPack* p = *acquired;
   auto loc = p->writer->Append(id, data.size(), enc.codec, stored);
   if (!loc) {
     ReleasePack(p);
-    return Status(loc.error().code(), chunk + ": " + loc.error().message());
+    return Err(Status(loc.error().code(), chunk + ": " + loc.error().message()));
   }
-  return FinishAppend(p, id, *loc, chunk);
+  BDN_RETURN_IF_ERROR(FinishAppend(p, id, *loc, chunk));
+  return PutOutcome::kStored;
 }
 
 Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLocation& loc,
@@ -1157,10 +1165,15 @@ Status LocalChunkStore::Sync() {
 
 // ---- uploads (StartPut) ----
 
-// Streams an upload into a pack this writer holds: payload after a reserved header slot, the
-// header written by Commit once the bytes hash to the id (PackWriter::BeginRecord).
+// Takes an upload: a blob of up to kHeldBytes (every chunk: the chunker's bound is 256 KiB) is
+// held in memory and stored by Commit as a Put stores it, compressed where the codec saves;
+// a larger one (a manifest or chunk index past that size) is streamed raw into a pack this writer
+// holds: payload after a reserved header slot, the header written by Commit once the bytes hash
+// to the id (PackWriter::BeginRecord).
 class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
  public:
+  static constexpr size_t kHeldBytes = 256 * 1024;
+
   PackBlobWriter(LocalChunkStore& store, const Digest& id, bool already)
       : HashingBlobWriter(id), store_(store), already_(already) {}
   ~PackBlobWriter() override { Drop(); }
@@ -1170,6 +1183,10 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
     if (already_) return Status::Ok();
     const std::string chunk = "chunk " + id_.ToString();
     if (spent_) return InternalError(chunk + ": upload failed earlier");
+    if (pack_ == nullptr && held_.size() + piece.size() <= kHeldBytes) {
+      held_.insert(held_.end(), piece.begin(), piece.end());
+      return Status::Ok();
+    }
     if (pack_ == nullptr) {
       auto p = store_.AcquirePack(true);
       if (!p) return Fail(Status(p.error().code(), chunk + ": " + p.error().message()));
@@ -1177,6 +1194,10 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
       if (Status s = pack_->writer->BeginRecord(); !s.ok()) {
         return Fail(Status(s.code(), chunk + ": " + s.message()));
       }
+      if (Status s = pack_->writer->AppendPayload(held_); !s.ok()) {
+        return Fail(Status(s.code(), chunk + ": " + s.message()));
+      }
+      held_ = {};
     }
     if (Status s = pack_->writer->AppendPayload(piece); !s.ok()) {
       return Fail(Status(s.code(), chunk + ": " + s.message()));
@@ -1184,6 +1205,7 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
     return Status::Ok();
   }
   void Drop() override {
+    held_ = {};
     if (pack_ == nullptr) return;
     if (pack_->writer->streaming()) pack_->writer->AbandonRecord();
     store_.ReleasePack(pack_);
@@ -1192,10 +1214,11 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
   Result<PutOutcome> Store() override {
     if (already_) return PutOutcome::kAlreadyStored;
     if (spent_) return Err(InternalError("chunk " + id_.ToString() + ": upload failed earlier"));
-    if (pack_ == nullptr) {  // no bytes: the empty blob
+    if (pack_ == nullptr) {  // held whole (or no bytes: the empty blob); StartPut claimed it
       if (store_.Lookup(id_, Copies::kLive)) return PutOutcome::kAlreadyStored;
-      BDN_RETURN_IF_ERROR(store_.Put(id_, {}));
-      return PutOutcome::kStored;
+      auto stored = store_.AppendBlob(id_, held_, "chunk " + id_.ToString());
+      held_ = {};
+      return stored;
     }
     if (store_.Lookup(id_, Copies::kLive)) {  // stored by another writer meanwhile
       Drop();
@@ -1225,6 +1248,7 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
   LocalChunkStore& store_;
   const bool already_;  // a good copy was stored when the upload began: nothing is written
   bool spent_ = false;
+  std::vector<uint8_t> held_;  // the blob's bytes so far, while it fits kHeldBytes
   OpenPack* pack_ = nullptr;
 };
 

@@ -302,6 +302,11 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // held by Puts (`streaming`: for an upload; always gets one at once).
   Result<OpenPack*> AcquirePack(bool streaming = false);
   void ReleasePack(OpenPack* p);
+  // Put after the checks (the bytes hash to `id`, the store is writable, the claim is made):
+  // one writer per blob (pending_), compressed where the codec saves, appended to a pack.
+  // kAlreadyStored when another writer stored it meanwhile.
+  Result<PutOutcome> AppendBlob(const Digest& id, std::span<const uint8_t> data,
+                                const std::string& chunk);
   // After a record was appended to `p` (held): indexes it, releases `p`, seals it if full.
   Status FinishAppend(OpenPack* p, const Digest& id, const pack::BlobLocation& loc,
                       const std::string& chunk);

@@ -418,9 +418,9 @@ TEST_F(LocalStore, AnUploadStreamsIntoAPackWithoutBlockingPutsOrSync) {
   const Digest id = Digest::Of(data);
   auto w = s->StartPut(id);
   ASSERT_TRUE(w.has_value()) << w.error().message();
-  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).first(250000)).ok());
-  // Half arrived: in a pack already (no temporary file), invisible, and neither a Put nor a Sync
-  // waits for the rest.
+  // More than an upload holds in memory (a chunk's bound) arrived: in a pack already (no
+  // temporary file), invisible, and neither a Put nor a Sync waits for the rest.
+  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).first(270000)).ok());
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(root() / "packs"))
     files.push_back(e.path().extension());
@@ -431,7 +431,7 @@ TEST_F(LocalStore, AnUploadStreamsIntoAPackWithoutBlockingPutsOrSync) {
   ASSERT_TRUE(s->Put(Digest::Of(other), other).ok());
   ASSERT_TRUE(s->Sync().ok());
   EXPECT_EQ(*s->Get(Digest::Of(other)), other);
-  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).subspan(250000)).ok());
+  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(data).subspan(270000)).ok());
   EXPECT_EQ(*(*w)->Commit(), PutOutcome::kStored);
   EXPECT_EQ(*s->Get(id), data);
   ASSERT_TRUE(s->Sync().ok());
@@ -439,6 +439,42 @@ TEST_F(LocalStore, AnUploadStreamsIntoAPackWithoutBlockingPutsOrSync) {
   s = Open();
   EXPECT_EQ(*s->Get(id), data);
   EXPECT_EQ((*s->Locate(id))->loc.codec, pack::Codec::kNone);
+}
+
+// An upload of a chunk (up to the chunker's 256 KiB bound) is stored as a Put stores it:
+// compressed where zstd saves enough, in pieces or not; nothing of it is written before Commit,
+// and bytes that do not hash to the id write nothing at all.
+TEST_F(LocalStore, AnUploadedChunkIsCompressedLikeAPut) {
+  auto s = Open();
+  std::vector<uint8_t> text;
+  for (int i = 0; text.size() < 200000; ++i) {
+    std::string line = "tensor " + std::to_string(i % 97) + " weight bias\n";
+    text.insert(text.end(), line.begin(), line.end());
+  }
+  const Digest id = Digest::Of(text);
+  auto w = s->StartPut(id);
+  ASSERT_TRUE(w.has_value()) << w.error().message();
+  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(text).first(70000)).ok());
+  ASSERT_TRUE((*w)->Append(std::span<const uint8_t>(text).subspan(70000)).ok());
+  EXPECT_FALSE(fs::exists(root() / "packs") && !fs::is_empty(root() / "packs"));
+  EXPECT_EQ(*(*w)->Commit(), PutOutcome::kStored);
+  EXPECT_EQ(*s->Get(id), text);
+  auto where = s->Locate(id);
+  ASSERT_TRUE(where.has_value() && *where);
+  EXPECT_EQ((*where)->loc.codec, pack::Codec::kZstd);
+  EXPECT_LT((*where)->loc.stored_bytes, text.size() / 4);
+
+  auto random = RandomBytes(100000, 94);
+  auto bad = s->StartPut(Digest::Of(random));
+  random[5] ^= 1;
+  ASSERT_TRUE((*bad)->Append(random).ok());
+  EXPECT_EQ((*bad)->Commit().error().code(), StatusCode::kCorruption);
+  random[5] ^= 1;
+  EXPECT_FALSE(*s->Contains(Digest::Of(random)));
+  ASSERT_TRUE(s->Sync().ok());
+  s.reset();
+  s = Open();
+  EXPECT_EQ(*s->Get(id), text);
 }
 
 TEST_F(LocalStore, AnUploadCutOffByADeadWriterLeavesATornTailThatOpenDrops) {
@@ -451,7 +487,7 @@ TEST_F(LocalStore, AnUploadCutOffByADeadWriterLeavesATornTailThatOpenDrops) {
     auto s = LocalChunkStore::Open(root());
     bool ok = s.has_value() && (*s)->Put(Digest::Of(before), before).ok();
     auto w = ok ? (*s)->StartPut(id) : Result<std::unique_ptr<BlobWriter>>(Err(InternalError("x")));
-    ok = ok && w.has_value() && (*w)->Append(std::span<const uint8_t>(data).first(200000)).ok();
+    ok = ok && w.has_value() && (*w)->Append(std::span<const uint8_t>(data).first(270000)).ok();
     ::_exit(ok ? 0 : 1);  // dies mid-upload, as kill -9 would
   }
   int status = 0;
