@@ -292,9 +292,13 @@ EOF
   # HAProxy: reads of one version (the Bdn-Version header a mount or pull sends) go to one
   # origin, chosen by a consistent hash of the version, so that the object store sends each pack
   # once: an origin reads a pack whole for a bulk batch and serves the batches that follow from
-  # memory, which only works if they come to it. Requests without the header (pushes, tags) go
-  # round robin. /healthz checks every 500 ms; a request whose connection to a replica fails goes
-  # to the other one, and a version's reads move to the other one while its origin is down.
+  # memory, which only works if they come to it. Other requests are hashed by the Bdn-Session
+  # header the CLI sends (one random id per invocation), so that a push's uploads and its commit
+  # reach one origin: the commit then finds every blob in that origin's own spool and uploads it
+  # itself, instead of waiting for the other origin's packs (or storing them again after a 412).
+  # Requests with neither header go round robin. /healthz checks every 500 ms; a request whose
+  # connection to a replica fails goes to the other one, and what hashed to a replica that is
+  # down moves to the other one.
   local lbport; lbport=$(free_port)
   cat >"$DIR/haproxy.cfg" <<EOF
 global
@@ -311,7 +315,9 @@ frontend bdn
   bind 127.0.0.1:$lbport
   default_backend origins
 backend origins
-  balance hdr(Bdn-Version)
+  http-request set-var(txn.route) req.hdr(Bdn-Version)
+  http-request set-var(txn.route) req.hdr(Bdn-Session) unless { var(txn.route) -m found }
+  balance hash var(txn.route)
   hash-type consistent
   option httpchk GET /healthz
   default-server inter 500ms fall 2 rise 1

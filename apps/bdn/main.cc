@@ -86,7 +86,10 @@ int main(int argc, char** argv) {
         home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home);
     bdn::Result<bdn::cli::Context> ctx;
     if (!remote.empty()) {
-      ctx = bdn::cli::OpenRemote(remote, token ? token : "", json);
+      // BDN_SESSION set (even empty) replaces the random Bdn-Session of this process.
+      const char* session = std::getenv("BDN_SESSION");
+      ctx = bdn::cli::OpenRemote(remote, token ? token : "", json,
+                                 session ? std::optional<std::string>(session) : std::nullopt);
     } else if (inv.needs == bdn::app::Needs::kOrigin) {
       ctx = bdn::cli::Context{.home = home_dir, .json = json};
     } else {

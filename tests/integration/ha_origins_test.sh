@@ -105,17 +105,35 @@ verify_all() {
   done
 }
 
-step "push through HAProxy: uploads on both replicas, one commit"
+step "push through HAProxy without a session: uploads on both replicas, one commit"
 mkdir -p "$WORK/src/sub"
 random_file "$WORK/src/model.bin" $((24 << 20)) 1
 random_file "$WORK/src/sub/shard.bin" $((6 << 20)) 2
 printf '{"hidden": 64}\n' >"$WORK/src/config.json"
 p1=$(puts 1) p2=$(puts 2) c1=$(commits 1) c2=$(commits 2)
-ref=$("$BDN" volume push "$WORK/src" bdn:ha/model --tag prod 2>"$WORK/push1.err") \
+# BDN_SESSION= sends no Bdn-Session: HAProxy spreads the push over both replicas, and the commit
+# needs the other replica's packs.
+ref=$(BDN_SESSION= "$BDN" volume push "$WORK/src" bdn:ha/model --tag prod 2>"$WORK/push1.err") \
   || fail "push: $(cat "$WORK/push1.err")"
 [ "$(puts 1)" -gt "$p1" ] || fail "no chunk upload went to origin1"
 [ "$(puts 2)" -gt "$p2" ] || fail "no chunk upload went to origin2"
 assert_eq 1 $(($(commits 1) + $(commits 2) - c1 - c2)) "commits answered 200"
+
+step "a push's session keeps its uploads and its commit on one replica"
+mkdir -p "$WORK/sess"
+random_file "$WORK/sess/model.bin" $((12 << 20)) 3
+p1=$(puts 1) p2=$(puts 2) c1=$(commits 1) c2=$(commits 2)
+"$BDN" volume push "$WORK/sess" bdn:ha/session >/dev/null 2>"$WORK/sess.err" \
+  || fail "push: $(cat "$WORK/sess.err")"
+d1=$(($(puts 1) - p1)) d2=$(($(puts 2) - p2))
+{ [ "$d1" -gt 0 ] && [ "$d2" = 0 ]; } || { [ "$d1" = 0 ] && [ "$d2" -gt 0 ]; } \
+  || fail "uploads of one push went to both replicas: $d1 to origin1, $d2 to origin2"
+on=1 c_on=$c1
+if [ "$d2" -gt 0 ]; then on=2 c_on=$c2; fi
+assert_eq 1 $(($(commits "$on") - c_on)) "commits on origin$on, the replica of the uploads"
+assert_eq $((c1 + c2 + 1)) $(($(commits 1) + $(commits 2))) "commits answered 200"
+assert_eq 0 "$(grep -c "storing what is missing again" "$WORK/sess.err" || true)" \
+  "rounds of storing again ($(cat "$WORK/sess.err"))"
 
 step "pull and verify through HAProxy; the tag moves"
 "$BDN" volume pull bdn:ha/model:prod "$WORK/pulled" >/dev/null
@@ -183,9 +201,18 @@ same_tree "$WORK/c2" "$WORK/two"
 step "kill -9 of one replica in the middle of a push: the push completes through the other"
 mkdir -p "$WORK/big"
 for i in 1 2 3 4; do random_file "$WORK/big/part$i.bin" $((16 << 20)) $((20 + i)); done
+# A session HAProxy sends to origin1, the replica killed: found by asking with a few ids.
+requests() { grep -c ' access .* /v1/' "$CDIR/logs/origin$1.log" || true; }
+session=""
+for k in $(seq 1 64); do
+  r1=$(requests 1)
+  BDN_SESSION="ha-$k" "$BDN" volume versions bdn:ha/model >/dev/null
+  if [ "$(requests 1)" -gt "$r1" ]; then session="ha-$k"; break; fi
+done
+[ -n "$session" ] || fail "no session of 64 was sent to origin1"
 VICTIM_PID=$(cat "$CDIR/pids/origin1.pid")
-before=$(puts 1)
-"$BDN" volume push "$WORK/big" bdn:ha/big --tag prod >"$WORK/big.out" 2>"$WORK/big.err" &
+before=$(puts 1) before2=$(puts 2)
+BDN_SESSION=$session "$BDN" volume push "$WORK/big" bdn:ha/big --tag prod >"$WORK/big.out" 2>"$WORK/big.err" &
 PUSH=$!
 PIDS+=("$PUSH")
 # Once origin1 has taken a few of this push's uploads (and while the push still runs).
@@ -196,11 +223,13 @@ for _ in $(seq 1 3000); do
   sleep 0.01
 done
 assert_eq 1 "$landed" "origin1 took uploads while the push ran ($(cat "$WORK/big.err"))"
+assert_eq "$before2" "$(puts 2)" "uploads of the push on origin2 before the kill"
 kill -9 "$VICTIM_PID"
 wait_gone "$VICTIM_PID" 10000
 rc=0; wait "$PUSH" || rc=$?
 untrack "$PUSH"
 assert_eq 0 "$rc" "exit code of the push that lost a replica ($(cat "$WORK/big.err"))"
+[ "$(puts 2)" -gt "$before2" ] || fail "no upload of the push went to origin2 after the kill"
 rounds=$(grep -c "storing what is missing again" "$WORK/big.err" || true)
 echo "the push committed after $rounds round(s) of storing what the killed replica had not uploaded"
 # Its summary counts chunks stored again apart: "N new" never exceeds the version's chunks.

@@ -3,8 +3,8 @@
 # `bdn serve` and `bdn cache serve` (--max-connections, --max-connections-per-client: 503 with
 # Retry-After: 1 and the exact message, then close; another address is still served; a freed
 # slot is served again), the minimum body rate (--min-body-rate: a stalled upload is closed and
-# stores nothing, a slow one above the rate is stored), and 1,000 slow-header connections to a
-# cache node while its /healthz and chunk reads still answer within 1 s.
+# stores nothing, a slow one above the rate is stored), and 1,000 slow-header connections to an
+# origin and to a cache node while their /healthz and chunk reads still answer within 1 s.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 
@@ -156,17 +156,24 @@ connection_limits(cache, "cache node")
 min_body_rate()
 EOF
 
-step "1,000 slow-header connections to a cache node: /healthz and chunk reads answer within 1 s"
+step "1,000 slow-header connections to an origin and to a cache node: /healthz and chunk reads answer within 1 s"
 random_file "$WORK/chunk" 65536 7
 ID=$(b3sum --no-names "$WORK/chunk")
 curl -sf -X PUT -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/octet-stream' \
   --data-binary @"$WORK/chunk" "$ORIGIN/v1/chunks/$ID" >/dev/null
+start_bdn origin2 serve --listen 127.0.0.1:0 --data "$WORK/srv2" \
+  --max-connections-per-client 2000 --header-timeout 5s
+ORIGIN2=$STARTED_URL
+ADMIN2=$(cat "$WORK/srv2/admin.token")
+curl -sf -X PUT -H "Authorization: Bearer $ADMIN2" -H 'Content-Type: application/octet-stream' \
+  --data-binary @"$WORK/chunk" "$ORIGIN2/v1/chunks/$ID" >/dev/null
 start_bdn cache2 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/cache2" \
   --max-connections-per-client 2000 --header-timeout 5s
 CACHE2=$STARTED_URL
-python3 - "$CACHE2" "$ID" "$WORK/chunk" "$ADMIN" <<'EOF'
+slow_headers() {  # LABEL URL TOKEN
+python3 - "$1" "$2" "$ID" "$WORK/chunk" "$3" <<'EOF'
 import resource, socket, sys, time, urllib.parse, urllib.request
-url, chunk_id, chunk_file, token = sys.argv[1:5]
+label, url, chunk_id, chunk_file, token = sys.argv[1:6]
 want = open(chunk_file, "rb").read()
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
@@ -190,14 +197,14 @@ for i in range(1000):
 deadline = time.monotonic() + 10
 while metric("bdn_http_connections") < 1000:
     if time.monotonic() > deadline:
-        fail(f"the cache node holds {metric('bdn_http_connections')} connections, want 1000")
+        fail(f"the {label} holds {metric('bdn_http_connections')} connections, want 1000")
     time.sleep(0.05)
 worst = 0.0
 for i in range(5):
     start = time.monotonic()
     h = urllib.request.urlopen(url + "/healthz", timeout=5).read()
-    # A cache node answers a chunk read only to a caller the origin lets read it (the admin key
-    # reads every namespace's blobs).
+    # A chunk read is answered only to a caller allowed to read it (the admin key reads every
+    # namespace's blobs; a cache node asks its origin).
     c = urllib.request.urlopen(urllib.request.Request(
         f"{url}/v1/chunks/{chunk_id}", headers={"Authorization": "Bearer " + token}), timeout=5).read()
     took = time.monotonic() - start
@@ -208,7 +215,7 @@ for i in range(5):
         fail(f"chunk {chunk_id}: {len(c)} bytes that differ from what was uploaded")
     if took >= 1.0:
         fail(f"/healthz and a chunk read took {took:.2f} s with 1,000 slow connections open")
-print(f"cache node with 1,000 slow-header connections: /healthz + a 64 KiB chunk in at most {worst:.3f} s")
+print(f"{label} with 1,000 slow-header connections: /healthz + a 64 KiB chunk in at most {worst:.3f} s")
 # The header deadline (5 s) closes them all.
 deadline = time.monotonic() + 15
 closed = 0
@@ -221,7 +228,10 @@ for s in slow:
         pass
     s.close()
 if closed != 1000:
-    fail(f"{closed} of 1,000 slow-header connections were closed by the header deadline")
-print("the header deadline closed all 1,000")
+    fail(f"{label}: {closed} of 1,000 slow-header connections were closed by the header deadline")
+print(f"{label}: the header deadline closed all 1,000")
 EOF
+}
+slow_headers origin "$ORIGIN2" "$ADMIN2"
+slow_headers "cache node" "$CACHE2" "$ADMIN"
 echo PASS

@@ -58,8 +58,13 @@ Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 
 // Connects to a `bdn serve` origin at `url` with `token` (may be empty): remote store and
 // registry behind the same interfaces; each request is retried on its own (a few tries).
-// Errors: InvalidArgument for a malformed URL.
-Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json);
+// `session`: sent as the Bdn-Session header of every request, which a load balancer in front of
+// several replicas may hash so that one invocation's requests (a push's uploads and its commit)
+// reach one replica (docs/http-api.md, "Sessions"); nullopt: 16 random bytes in hex, new for each
+// process; empty: no header.
+// Errors: InvalidArgument for a malformed URL or a session holding control characters.
+Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
+                           std::optional<std::string> session = std::nullopt);
 
 // The context of one long operation (a push): for a remote origin, a store and registry over
 // the same connections whose requests all share one new RetryBudget of `deadline` (set as

@@ -1,5 +1,9 @@
 // OpenRemote: a Context whose store and registry are a bdn serve origin; UnderRetryBudget;
 // ReadStore.
+#include <algorithm>
+#include <cctype>
+
+#include "bdn/base/units.h"
 #include "bdn/cli/commands.h"
 #include "bdn/http/client.h"
 #include "bdn/remote/remote_chunk_store.h"
@@ -21,11 +25,20 @@ std::shared_ptr<Registry> RemoteRegistryOf(std::shared_ptr<http::HttpClient> ori
 
 }  // namespace
 
-Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json) {
+Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
+                           std::optional<std::string> session) {
   http::ClientOptions options;
   options.base_url = url;
   options.token = token;
   options.name_server_in_rejections = true;
+  if (!session) {
+    BDN_ASSIGN_OR_RETURN(session, RandomHex(16));
+  }
+  if (std::ranges::any_of(*session,
+                          [](char c) { return std::iscntrl(static_cast<unsigned char>(c)); })) {
+    return Err(InvalidArgumentError("BDN_SESSION: must not hold control characters"));
+  }
+  if (!session->empty()) options.headers.emplace_back("Bdn-Session", *session);
   auto client = http::HttpClient::Create(std::move(options));
   if (!client) return Err(client.error().WithPrefix("--remote"));
   std::shared_ptr<http::HttpClient> shared(std::move(*client));

@@ -254,6 +254,15 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
                                     "\": must be scheme://host[:port][/prefix], without "
                                     "credentials, query or fragment"));
   }
+  for (const auto& [name, value] : options.headers) {
+    auto bad = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
+    if (name.empty() || name.find_first_of(": ") != std::string::npos ||
+        std::ranges::any_of(name, bad) || std::ranges::any_of(value, bad)) {
+      return Err(InvalidArgumentError("header \"" + name +
+                                      "\": a name must be a non-empty token, and neither it nor "
+                                      "its value may hold control characters"));
+    }
+  }
   std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   return std::unique_ptr<HttpClient>(new HttpClient(std::move(options)));
 }
@@ -377,7 +386,11 @@ Result<Response> HttpClient::Send(const Request& req) {
     headers = curl_slist_append(headers, "Expect:");
   }
   std::vector<std::string> extra;
-  extra.reserve(req.headers.size());
+  extra.reserve(options_.headers.size() + req.headers.size());
+  for (const auto& [k, v] : options_.headers) {
+    extra.push_back(k + ": " + v);
+    headers = curl_slist_append(headers, extra.back().c_str());
+  }
   for (const auto& [k, v] : req.headers) {
     extra.push_back(k + ": " + v);
     headers = curl_slist_append(headers, extra.back().c_str());

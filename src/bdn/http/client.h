@@ -96,6 +96,10 @@ struct ClientOptions {
   std::string base_url;
   // Sent as "Authorization: Bearer <token>" when not empty. Never logged or put in a message.
   std::string token;
+  // Sent with every request, before the request's own headers: (name, value), e.g. the CLI's
+  // ("Bdn-Session", id) that a load balancer may hash (docs/http-api.md, "Sessions"). Names and
+  // values must hold no CR or LF (Create refuses them: InvalidArgument).
+  std::vector<std::pair<std::string, std::string>> headers;
   // How messages name the server: "<label> <base_url>: <reason>", e.g. "origin http://…: …".
   std::string label = "origin";
   // Time to establish a connection; a request that cannot connect in time is Unavailable.

@@ -79,6 +79,46 @@ TEST(HttpClient, SendsBearerTokenButNeverPutsItInMessages) {
   EXPECT_EQ(r.error().message().find("s3cret"), std::string::npos);
 }
 
+TEST(HttpClient, SendsTheHeadersOfItsOptionsWithEveryRequest) {
+  FakeOrigin origin;
+  Mutex mu;
+  std::vector<std::string> sessions;
+  origin.SetFault([&](const httplib::Request& req, httplib::Response&) {
+    MutexLock l(mu);
+    sessions.push_back(req.has_header("Bdn-Session") ? req.get_header_value("Bdn-Session")
+                                                     : "(none)");
+    return false;  // answered as usual
+  });
+  origin.Start();
+  auto c = Client(origin.url(), {.headers = {{"Bdn-Session", "0123abcd"}}});
+  const std::string path = "/v1/chunks/" + IdOf(1).Hex();
+  ASSERT_FALSE(c->Get(path).has_value());  // 404
+  ASSERT_FALSE(c->Get(path).has_value());
+  auto plain = Client(origin.url());
+  ASSERT_FALSE(plain->Get(path).has_value());
+  MutexLock l(mu);
+  EXPECT_EQ(sessions, (std::vector<std::string>{"0123abcd", "0123abcd", "(none)"}));
+}
+
+TEST(HttpClient, RefusesHeadersThatCouldSplitARequest) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"Bdn-Session", "a\r\nX-Evil: 1"},
+                                                        {"Bdn-Session", "a\nb"},
+                                                        {"Bdn:Session", "a"},
+                                                        {"", "a"},
+                                                        {"Bdn Session", "a"},
+                                                        {"Bdn-Session\r\n", "a"}}) {
+    auto c =
+        http::HttpClient::Create({.base_url = "http://127.0.0.1:1", .headers = {{name, value}}});
+    ASSERT_FALSE(c.has_value()) << name;
+    EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.error().message(),
+              "header \"" + name +
+                  "\": a name must be a non-empty token, and neither it nor its value may hold "
+                  "control characters");
+  }
+}
+
 TEST(HttpClient, ErrorBodyKeepsCodeAndMessageVerbatim) {
   TestServer s;
   s.http().Get("/v1/volumes/w/x", [](const httplib::Request&, httplib::Response& res) {
