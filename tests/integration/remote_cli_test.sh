@@ -189,4 +189,13 @@ run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused" \
 run_fails 2 'bdn: error: --remote: url "http://": no host' "$BDN" --remote "http://" volume ls
 run_fails 2 "bdn: error: --remote: url \"localhost:1\": must start with http:// or https://" \
   "$BDN" --remote "localhost:1" volume ls
+
+step "BDN_SESSION: a header value or nothing; anything else is refused before a request"
+session_err="bdn: error: BDN_SESSION: must be at most 128 visible ASCII characters (no space, control character or other byte)"
+for bad in $'a\r\nX-Evil: 1' "a b" "$(printf 'x%.0s' $(seq 1 129))" $'caf\xc3\xa9'; do
+  run_fails 2 "$session_err" env BDN_SESSION="$bad" "$BDN" --remote "http://127.0.0.1:$port" volume ls
+done
+for ok in "" "$(printf 'x%.0s' $(seq 1 128))" "team-a/job:42"; do
+  BDN_SESSION="$ok" "$BDN" volume ls >/dev/null || fail "BDN_SESSION=\"$ok\" refused"
+done
 echo "PASS"

@@ -62,7 +62,8 @@ Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 // several replicas may hash so that one invocation's requests (a push's uploads and its commit)
 // reach one replica (docs/http-api.md, "Sessions"); nullopt: 16 random bytes in hex, new for each
 // process; empty: no header.
-// Errors: InvalidArgument for a malformed URL or a session holding control characters.
+// Errors: InvalidArgument for a malformed URL, or a session of more than 128 characters or one
+// holding anything but visible ASCII.
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
                            std::optional<std::string> session = std::nullopt);
 

@@ -1,7 +1,6 @@
 // OpenRemote: a Context whose store and registry are a bdn serve origin; UnderRetryBudget;
 // ReadStore.
 #include <algorithm>
-#include <cctype>
 
 #include "bdn/base/units.h"
 #include "bdn/cli/commands.h"
@@ -34,9 +33,12 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   if (!session) {
     BDN_ASSIGN_OR_RETURN(session, RandomHex(16));
   }
-  if (std::ranges::any_of(*session,
-                          [](char c) { return std::iscntrl(static_cast<unsigned char>(c)); })) {
-    return Err(InvalidArgumentError("BDN_SESSION: must not hold control characters"));
+  if (session->size() > 128 || std::ranges::any_of(*session, [](char c) {
+        return static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f;
+      })) {
+    return Err(InvalidArgumentError(
+        "BDN_SESSION: must be at most 128 visible ASCII characters (no space, control character "
+        "or other byte)"));
   }
   if (!session->empty()) options.headers.emplace_back("Bdn-Session", *session);
   auto client = http::HttpClient::Create(std::move(options));
