@@ -460,12 +460,16 @@ class Session : public std::enable_shared_from_this<Session> {
   void ReadBody() {
     if (piece_.empty()) {
       // A streamed body fills whole pieces before each hand-off to the sink; a body read whole
-      // is appended to req.body as it comes, through a piece no larger than it.
+      // is appended to req.body as it comes. Either way the piece is no larger than a body of
+      // known length (a 1-byte upload holds 1 byte, not kPieceBytes, while it arrives).
+      const auto length = parser_->content_length();  // boost::optional
       size_t size = kPieceBytes;
-      if (!req_->body_sink) {
-        size = std::min<size_t>(kPieceBytes, parser_->content_length().value_or(16 * 1024));
-        size = std::max<size_t>(size, 1);
+      if (length) {
+        size = std::min<size_t>(kPieceBytes, *length);
+      } else if (!req_->body_sink) {
+        size = 16 * 1024;
       }
+      size = std::max<size_t>(size, 1);
       piece_.resize(size);
       piece_fill_ = 0;
     }
