@@ -68,6 +68,40 @@ drop() {
     python3 "$repo/bench/evict.py" "$@"
   fi
 }
+# CPU accounting: clock ticks (user + system) used so far by processes, from /proc/PID/stat
+# (fields 14-17: the process's own and its waited-for children's; 0 for a PID that is gone).
+hz=$(getconf CLK_TCK)
+ticks() {
+  local s=0 p t
+  for p in "$@"; do
+    t=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null) || t=0
+    s=$((s + ${t:-0}))
+  done
+  echo "$s"
+}
+# component_pids NAME: the processes of one part of the cluster (origins; s3rver; haproxy: master
+# and workers; postgres: postmaster and backends; mount: the daemon serving $mnt).
+component_pids() {
+  local m p
+  case $1 in
+    origins) cat "$cluster/pids/origin1.pid" "$cluster/pids/origin2.pid" ;;
+    s3rver) cat "$cluster/pids/s3rver.pid" ;;
+    haproxy) m=$(cat "$cluster/pids/haproxy.pid"); echo "$m"; pgrep -P "$m" || true ;;
+    postgres) m=$(sed -n 1p "$(cat "$cluster/pg.dir")/data/postmaster.pid"); echo "$m"; pgrep -P "$m" || true ;;
+    mount)
+      for p in $(pgrep -x bdn || true); do
+        if tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -Fx -- "$mnt" >/dev/null; then echo "$p"; fi
+      done ;;
+  esac
+}
+# cpu_mark NAME...: remembers the ticks of each component now; cpu_since NAME: CPU seconds it has
+# used since its mark. The client (the shell's children) is read from bash's `times`, which must run in
+# this shell: mark_client / client_since.
+declare -A cpu0
+cpu_mark() { local c; for c in "$@"; do cpu0[$c]=$(ticks $(component_pids "$c")); done; }
+cpu_since() { python3 -c "print(f'{($(ticks $(component_pids "$1")) - ${cpu0[$1]}) / $hz:.2f}')"; }
+client_secs() { awk 'NR == 2 {split($1, u, /[ms]/); split($2, s, /[ms]/); print u[1] * 60 + u[2] + s[1] * 60 + s[2]}' "$1"; }
+
 # metric NAME: the sum of NAME over both origins' /metrics. Exits 1 (the run with it: `x=$(metric
 # NAME)` fails) if an origin's /metrics cannot be read or has no NAME line, rather than count 0.
 metric() {
@@ -98,9 +132,12 @@ BDN_HOME="$work/server-home" "$bdn" serve --listen 127.0.0.1:0 --data "$work/ori
 server_pid=$!
 url=$(wait_listening "$work/origin.log")
 cat "$c0" >/dev/null; cat "$c0" >/dev/null
+single0=$(ticks "$server_pid"); times >"$work/times0"
 t0=$(now)
 BDN_REMOTE="$url" BDN_HOME="$work/client-single" "$bdn" volume push "$src" bdn:bench/ckpt --json >/dev/null
 t1=$(now); push_single=$(secs $t0 $t1)
+times >"$work/times1"; single_server_cpu=$(python3 -c "print(f'{($(ticks "$server_pid") - $single0) / $hz:.2f}')")
+single_client_cpu=$(python3 -c "print(f'{$(client_secs "$work/times1") - $(client_secs "$work/times0"):.2f}')")
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 rm -rf "$work/origin"
 
@@ -117,8 +154,13 @@ aws() { AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true AWS
 
 cat "$c0" >/dev/null
 w0=$(metric bdn_objstore_requests_total); p0=$(metric bdn_objstore_put_requests_total)
-t0=$(now); out=$("$bdn" volume push "$src" bdn:bench/ckpt --json); t1=$(now)
+cpu_mark origins s3rver postgres haproxy; times >"$work/times0"
+t0=$(now); "$bdn" volume push "$src" bdn:bench/ckpt --json >"$work/push.json"; t1=$(now)
 push_cluster=$(secs $t0 $t1)
+times >"$work/times1"; out=$(cat "$work/push.json")
+declare -A push_cpu
+for c in origins s3rver postgres haproxy; do push_cpu[$c]=$(cpu_since "$c"); done
+push_cpu[client]=$(python3 -c "print(f'{$(client_secs "$work/times1") - $(client_secs "$work/times0"):.2f}')")
 w1=$(metric bdn_objstore_requests_total); p1=$(metric bdn_objstore_put_requests_total)
 ref=$(json version_ref <<<"$out")
 stored=$(aws s3 ls --recursive "s3://bdn/cluster/packs/" | awk '{s += $3; n++} END {printf "%d %d\n", s, n}')
@@ -139,7 +181,10 @@ sleep 1  # the mount loads every chunk index in the background; not part of the 
 drop "$cluster" "$cache" "$c0"
 r0=$(metric bdn_objstore_requests_total); g0=$(metric bdn_objstore_get_requests_total)
 b0=$(metric bdn_objstore_received_bytes_total)
+cpu_mark origins s3rver postgres haproxy mount
 t0=$(now); cat "$mnt/model.safetensors" >/dev/null; t1=$(now); cold_mnt=$(secs $t0 $t1)
+declare -A read_cpu
+for c in origins s3rver postgres haproxy mount; do read_cpu[$c]=$(cpu_since "$c"); done
 r1=$(metric bdn_objstore_requests_total); g1=$(metric bdn_objstore_get_requests_total)
 b1=$(metric bdn_objstore_received_bytes_total)
 got=$(b3sum --no-names "$mnt/model.safetensors")
@@ -149,8 +194,11 @@ file_size=$(stat -c %s "$c0")
 
 # --- the reference: aws s3 cp of the packs from the same server ---
 drop "$cluster" "$cache" "$c0"
+cpu_mark s3rver; times >"$work/times0"
 t0=$(now); aws s3 cp --quiet --recursive "s3://bdn/cluster/packs/" "$work/awscp"; t1=$(now)
 aws_s=$(secs $t0 $t1)
+times >"$work/times1"; aws_s3rver_cpu=$(cpu_since s3rver)
+aws_cpu=$(python3 -c "print(f'{$(client_secs "$work/times1") - $(client_secs "$work/times0"):.2f}')")
 aws_bytes=$(du -sb "$work/awscp" | awk '{print $1}')
 
 echo "### Push of ckpt-0 (input warm in page cache; both durable)"
@@ -173,5 +221,17 @@ echo "| direction | requests | of which PUT / GET | per GiB | target |"
 echo "|---|---|---|---|---|"
 echo "| written (the push; $packs packs, $packs_bytes bytes stored) | $((w1 - w0)) | $((p1 - p0)) PUT | **$(per_gib $((w1 - w0)) $size)** | ≤ 64 |"
 echo "| read (the cold read) | $((r1 - r0)) | $((g1 - g0)) GET | **$(per_gib $((r1 - r0)) $file_size)** | ≤ 64 |"
+echo
+echo "### CPU seconds (user + system) of each process, over each measured span"
+echo
+echo "All of them share the machine's $(nproc) cores: a span's wall time is at least its CPU seconds / $(nproc)."
+echo
+total() { python3 -c "print(f'{sum([$(IFS=,; echo "$*")]):.2f}')"; }
+echo "| span | wall s | client | origin(s) | s3rver | PostgreSQL | HAProxy | total |"
+echo "|---|---|---|---|---|---|---|---|"
+echo "| push to one \`bdn serve --data DIR\` | $push_single | $single_client_cpu | $single_server_cpu | | | | $(total "$single_client_cpu" "$single_server_cpu") |"
+echo "| push through HAProxy to two origins | $push_cluster | ${push_cpu[client]} | ${push_cpu[origins]} | ${push_cpu[s3rver]} | ${push_cpu[postgres]} | ${push_cpu[haproxy]} | $(total "${push_cpu[client]}" "${push_cpu[origins]}" "${push_cpu[s3rver]}" "${push_cpu[postgres]}" "${push_cpu[haproxy]}") |"
+echo "| cold read (client: the mount's daemon) | $cold_mnt | ${read_cpu[mount]} | ${read_cpu[origins]} | ${read_cpu[s3rver]} | ${read_cpu[postgres]} | ${read_cpu[haproxy]} | $(total "${read_cpu[mount]}" "${read_cpu[origins]}" "${read_cpu[s3rver]}" "${read_cpu[postgres]}" "${read_cpu[haproxy]}") |"
+echo "| \`aws s3 cp\` (client: aws) | $aws_s | $aws_cpu | | $aws_s3rver_cpu | | | $(total "$aws_cpu" "$aws_s3rver_cpu") |"
 echo
 echo "b3sum of the file read through the mount matched the source ($want)."
