@@ -76,6 +76,13 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
                 "default: AWS S3");
   c->add_option("--s3-region", serve->s3_region, "the bucket's region (signs requests)")
       ->capture_default_str();
+  c->add_option("--idle-seal", serve->idle_seal,
+                "with --store s3://: upload an open spool pack no writer has touched for this "
+                "long (10ms to 1m; default 500ms)");
+  c->add_option("--commit-wait", serve->commit_wait,
+                "with --store s3://: a commit whose blobs are not all in the object store looks "
+                "for other replicas' packs this long before it answers 412 (0s to 1m; default "
+                "3s)");
   c->add_flag("--insecure-no-auth", serve->insecure_no_auth,
               "disable authentication (local experiments only)");
   c->add_option("--claim-ttl", serve->claim_ttl,

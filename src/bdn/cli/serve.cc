@@ -571,6 +571,7 @@ struct ServerStore {
   std::shared_ptr<ChunkStore> chunks;
   GcStore* gc = nullptr;
   std::shared_ptr<objstore::ObjectPackStore> object;  // with --store s3://
+  std::chrono::milliseconds commit_wait{3000};        // --commit-wait, with --store s3://
 };
 
 // The local pack store under <data>/store, or (--store s3://…) packs in an object store with
@@ -581,8 +582,13 @@ Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
                                     std::shared_ptr<sql::PgPool> pool) {
   ServerStore out;
   if (args.store.empty()) {
-    if (!args.s3_endpoint.empty()) {
-      return Err(InvalidArgumentError("--s3-endpoint: needs --store s3://bucket[/prefix]"));
+    for (const auto& [flag, value] :
+         {std::pair{"--s3-endpoint", &args.s3_endpoint}, std::pair{"--idle-seal", &args.idle_seal},
+          std::pair{"--commit-wait", &args.commit_wait}}) {
+      if (!value->empty()) {
+        return Err(
+            InvalidArgumentError(std::string(flag) + ": needs --store s3://bucket[/prefix]"));
+      }
     }
     BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options store_options, LocalStoreOptions(data));
     // This process's GC sees its writers' claims in memory: what each push or sync under a live
@@ -607,6 +613,18 @@ Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
                        objstore::S3Client::Create(std::move(co)));
   objstore::ObjectPackStoreOptions o;
   o.dir = data / "objstore";
+  if (!args.idle_seal.empty()) {
+    auto idle =
+        ParseDuration(args.idle_seal, std::chrono::milliseconds(10), std::chrono::minutes(1));
+    if (!idle) return Err(idle.error().WithPrefix("--idle-seal"));
+    o.idle_seal = *idle;
+  }
+  if (!args.commit_wait.empty()) {
+    auto wait =
+        ParseDuration(args.commit_wait, std::chrono::milliseconds(0), std::chrono::minutes(1));
+    if (!wait) return Err(wait.error().WithPrefix("--commit-wait"));
+    out.commit_wait = *wait;
+  }
   if (pool) {
     // Replicas over one bucket and one database: the GC's coordination lives in the database.
     BDN_ASSIGN_OR_RETURN(o.catalog, objstore::PgCatalog::Open(client, pool, retain_since));
@@ -691,7 +709,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
     ExportObjectStoreMetrics(server.metrics(), server_store.object);
     // Replicas sharing the bucket: a push's chunks may have gone to another replica, whose idle
     // spool pack is uploaded within ObjectPackStoreOptions::idle_seal; a commit waits that out.
-    options.commit_wait = std::chrono::milliseconds(3000);
+    options.commit_wait = server_store.commit_wait;
   }
 
   options.claim_ttl = *ttl;

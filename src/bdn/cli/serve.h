@@ -41,6 +41,13 @@ struct ServeArgs {
   std::string store;
   std::string s3_endpoint;
   std::string s3_region = "us-east-1";
+  // With --store s3:// only ("" elsewhere: the defaults). idle_seal: an open spool pack no
+  // writer has touched this long is sealed and uploaded (ObjectPackStoreOptions::idle_seal;
+  // 10ms to 1m). commit_wait: how long a commit whose blobs are not all in the object store looks
+  // again for packs other replicas upload before it answers 412 (OriginOptions::commit_wait; 0s
+  // to 1m).
+  std::string idle_seal;
+  std::string commit_wait;
   bool insecure_no_auth = false;
   std::string claim_ttl = "30s";
   std::string retention = "7d";  // deleted versions stay restorable this long
@@ -81,7 +88,8 @@ struct ServeArgs {
 // Unavailable "listen H:P: cannot bind ..." (nothing is created then); FailedPrecondition
 // "--data D: in use by another bdn serve (pid N); ..."; InvalidArgument "--db: ..." for a
 // malformed URL; Unavailable "database postgresql://...: cannot connect: ..."; InvalidArgument
-// "--store \"x\": ..." and "--s3-endpoint: needs --store s3://..."; those of finding AWS
+// "--store \"x\": ..." and "--s3-endpoint: needs --store s3://..." (also --idle-seal,
+// --commit-wait); those of finding AWS
 // credentials (objstore::AwsCredentialsFromEnvironment) and of opening
 // the store, registry and key store, and of the migrations. Not thread-safe (one per process: it
 // blocks SIGINT/SIGTERM in every thread).
