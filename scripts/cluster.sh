@@ -296,7 +296,8 @@ EOF
   # header the CLI sends (one random id per invocation), so that a push's uploads and its commit
   # reach one origin: the commit then finds every blob in that origin's own spool and uploads it
   # itself, instead of waiting for the other origin's packs (or storing them again after a 412).
-  # Requests with neither header go round robin. /healthz checks every 500 ms; a request whose
+  # (req.fhdr: the whole value; req.hdr would hash only what follows its last comma.) Requests
+  # with neither header go round robin. /healthz checks every 500 ms; a request whose
   # connection to a replica fails goes to the other one, and what hashed to a replica that is
   # down moves to the other one.
   local lbport; lbport=$(free_port)
@@ -315,8 +316,8 @@ frontend bdn
   bind 127.0.0.1:$lbport
   default_backend origins
 backend origins
-  http-request set-var(txn.route) req.hdr(Bdn-Version)
-  http-request set-var(txn.route) req.hdr(Bdn-Session) unless { var(txn.route) -m found }
+  http-request set-var(txn.route) req.fhdr(Bdn-Version)
+  http-request set-var(txn.route) req.fhdr(Bdn-Session) unless { var(txn.route) -m found }
   balance hash var(txn.route)
   hash-type consistent
   option httpchk GET /healthz

@@ -98,7 +98,8 @@ struct ClientOptions {
   std::string token;
   // Sent with every request, before the request's own headers: (name, value), e.g. the CLI's
   // ("Bdn-Session", id) that a load balancer may hash (docs/http-api.md, "Sessions"). Names and
-  // values must hold no CR or LF (Create refuses them: InvalidArgument).
+  // values must hold no control character (below 0x20, or 0x7f), and a name must be a non-empty
+  // token without ':' or space (Create refuses others: InvalidArgument).
   std::vector<std::pair<std::string, std::string>> headers;
   // How messages name the server: "<label> <base_url>: <reason>", e.g. "origin http://…: …".
   std::string label = "origin";

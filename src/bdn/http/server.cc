@@ -12,9 +12,11 @@
 // response is not lost to a reset.
 #include "bdn/http/server.h"
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -43,8 +45,26 @@ namespace {
 const std::vector<double> kDurationBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                               0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
-// Pieces in which a request body is read (and handed to a BodySink).
+// Whether a Transfer-Encoding value names the one coding "chunked" (any case, optional white
+// space), and nothing else ("gzip, chunked" and "chunked, chunked" do not).
+bool OnlyChunked(std::string_view value) {
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+  };
+  if (value.find(',') != std::string_view::npos) return false;
+  std::string_view v = trim(value);
+  return v.size() == 7 && std::equal(v.begin(), v.end(), "chunked", [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+
+// Pieces in which a request body is read (and handed to a BodySink): the first is at most
+// kFirstPieceBytes, and a piece doubles each time the body fills it, up to kPieceBytes, so that
+// a connection holds about as much as it was sent (a stalled upload does not hold kPieceBytes).
 constexpr size_t kPieceBytes = 256 * 1024;
+constexpr size_t kFirstPieceBytes = 16 * 1024;
 // Reads for the first byte of the next request on an idle connection.
 constexpr size_t kIdleReadBytes = 1024;
 // The read buffer's capacity while a body arrives. Beast reads at most the buffer's free
@@ -349,9 +369,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!target.starts_with("/")) {
       return Refuse(400, InvalidArgumentError("request: target must be a path starting with /"));
     }
-    if (msg.count(bhttp::field::transfer_encoding) > 0 && !parser_->chunked()) {
-      return Refuse(400, InvalidArgumentError(
-                             "request: Transfer-Encoding: only chunked (last) is supported"));
+    if (msg.count(bhttp::field::transfer_encoding) > 0 &&
+        (!parser_->chunked() || !OnlyChunked(msg[bhttp::field::transfer_encoding]))) {
+      // "gzip, chunked" is framed by Beast as chunked, but its body would be stored as sent.
+      return Refuse(400,
+                    InvalidArgumentError("request: Transfer-Encoding: only chunked is supported"));
     }
     route_ = impl_->Match(req_->method, req_->path, kind_, &req_->matches);
     if (!route_) {
@@ -460,17 +482,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void ReadBody() {
     if (piece_.empty()) {
       // A streamed body fills whole pieces before each hand-off to the sink; a body read whole
-      // is appended to req.body as it comes. Either way the piece is no larger than a body of
-      // known length (a 1-byte upload holds 1 byte, not kPieceBytes, while it arrives).
-      const auto length = parser_->content_length();  // boost::optional
-      size_t size = kPieceBytes;
-      if (length) {
-        size = std::min<size_t>(kPieceBytes, *length);
-      } else if (!req_->body_sink) {
-        size = 16 * 1024;
-      }
-      size = std::max<size_t>(size, 1);
-      piece_.resize(size);
+      // is appended to req.body as it comes. The first piece is no larger than a body of known
+      // length either (a 1-byte upload holds 1 byte while it arrives); GrowPiece does the rest.
+      size_t size = kFirstPieceBytes;
+      if (const auto length = parser_->content_length()) size = std::min<uint64_t>(size, *length);
+      piece_.resize(std::max<size_t>(size, 1));
       piece_fill_ = 0;
     }
     size_t want = kBodyReadBytes;  // no more than the rest of a body of known length needs
@@ -507,12 +523,19 @@ class Session : public std::enable_shared_from_this<Session> {
     if (done) buffer_.shrink_to_fit();  // keeps a pipelined request's bytes, frees the rest
     if (!req_->body_sink) {
       req_->body.append(reinterpret_cast<const char*>(piece_.data()), got);
-      if (!done) return ReadBody();
+      if (!done) {
+        if (got == piece_.size()) GrowPiece(0);
+        return ReadBody();
+      }
       piece_ = {};
       return RunHandler();
     }
     piece_fill_ += got;
     if (!done && piece_fill_ < piece_.size()) return ReadBody();
+    if (!done && piece_.size() < kPieceBytes) {  // filled while the body keeps coming: grow it
+      GrowPiece(piece_fill_);
+      return ReadBody();
+    }
     size_t fill = std::exchange(piece_fill_, 0);
     impl_->Submit([self = shared_from_this(), fill, done] {
       Status s = Status::Ok();
@@ -533,6 +556,16 @@ class Session : public std::enable_shared_from_this<Session> {
         self->RunHandler();
       });
     });
+  }
+
+  // Doubles piece_ (up to kPieceBytes, and no more than `kept` bytes plus the rest of a body of
+  // known length), keeping its first `kept` bytes.
+  void GrowPiece(size_t kept) {
+    uint64_t next = std::min(piece_.size() * 2, kPieceBytes);
+    if (const auto length = parser_->content_length()) {
+      next = std::min<uint64_t>(next, kept + (*length - std::min<uint64_t>(*length, body_bytes_)));
+    }
+    if (next > piece_.size()) piece_.resize(next);
   }
 
   std::optional<uint64_t> LimitOf() const {

@@ -516,9 +516,15 @@ TEST_F(ProtocolTest, MalformedFramingGets400AndClose) {
       {"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
        "invalid_argument: request: Transfer-Encoding repeated or combined with Content-Length"},
       {"Transfer-Encoding: gzip\r\n",
-       "invalid_argument: request: Transfer-Encoding: only chunked (last) is supported"},
+       "invalid_argument: request: Transfer-Encoding: only chunked is supported"},
       {"Transfer-Encoding: chunked, gzip\r\n",
-       "invalid_argument: request: Transfer-Encoding: only chunked (last) is supported"},
+       "invalid_argument: request: Transfer-Encoding: only chunked is supported"},
+      {"Transfer-Encoding: gzip, chunked\r\n",
+       "invalid_argument: request: Transfer-Encoding: only chunked is supported"},
+      {"Transfer-Encoding: chunked, chunked\r\n",
+       "invalid_argument: request: Transfer-Encoding: only chunked is supported"},
+      {"Transfer-Encoding: identity\r\n",
+       "invalid_argument: request: Transfer-Encoding: only chunked is supported"},
   };
   for (const Case& k : cases) {
     RawConnection c(port());
