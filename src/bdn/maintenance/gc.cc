@@ -269,9 +269,6 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   if (Status s = store.CompactIndex(); !s.ok()) return fail(s.WithPrefix("gc: index"));
   BDN_RETURN_IF_ERROR(store.ClearDoom());
   sweep_hold->reset();
-  // The packs are gone for every reader and writer; removing their bytes (an object store's
-  // DeleteObject per pack) needs no exclusion of commits.
-  BDN_RETURN_IF_ERROR(store.RemoveDeletedPacks(doomed));
   uint64_t freed = 0;
   for (const GcPackAction& a : report.actions) {
     ++report.packs_deleted;

@@ -1739,14 +1739,10 @@ Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
     for (uint64_t p : packs) ForgetDeletedLocked(p);
   }
   for (uint64_t p : packs) DropCached(p);
-  return CompactIndex(false);
-}
-
-Status ObjectPackStore::RemoveDeletedPacks(std::span<const uint64_t> packs) {
   for (uint64_t p : packs) {
     BDN_RETURN_IF_ERROR(client_->Delete(PackKey(p)).WithPrefix("gc: delete pack"));
   }
-  return Status::Ok();
+  return CompactIndex(false);
 }
 
 std::optional<IndexedBlob> ObjectPackStore::Locate(const Digest& id) const {

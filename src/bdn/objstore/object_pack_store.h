@@ -174,10 +174,7 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Result<bool> HasLiveCopy(const Digest& id) override;
   // Deletes each pack's object, forgets it in the catalog and the index (the index tables that
   // covered it are rewritten without it).
-  // Records the packs as deleted in the catalog and forgets them here; their objects stay until
-  // RemoveDeletedPacks (after the sweep's hold: one DeleteObject per pack).
   Status DeletePacks(std::span<const uint64_t> packs) override;
-  Status RemoveDeletedPacks(std::span<const uint64_t> packs) override;
   // DeletePacks has rewritten the local index tables already (they are a cache of the packs'
   // footers here, rebuilt from the bucket when missing, so there is no crash window to close).
   Status CompactIndex() override { return Status::Ok(); }

@@ -1331,38 +1331,6 @@ TEST_F(ObjectStoreGcTest, APackNoVersionNeedsIsDeletedAsAnObject) {
   EXPECT_STATUS(other->Get(v1), kNotFound, "chunk " + v1.ToString() + ": not in store");
 }
 
-// The sweep's hold (which commits wait for) covers recording the packs as deleted, not the
-// DeleteObject of each: those come after it, so a sweep of many packs on a slow object store does
-// not hold commits up.
-TEST_F(ObjectStoreGcTest, PackObjectsAreDeletedAfterTheSweepLetsCommitsIn) {
-  Digest v1 = PushFiles({{"a", a_}});
-  Digest v2 = PushFiles({{"b", b_}});
-  ASSERT_EQ(2u, PackKeys().size());
-  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
-  clock_->Advance(std::chrono::hours(25));
-  NewProcess();
-  const uint64_t deletes_before = store_->stats().s3.deletes;
-  std::optional<uint64_t> deletes_in_sweep;
-  size_t objects_in_sweep = 0;
-  GcOptions o;
-  o.clock = clock_;
-  o.hook = [&](GcPhase phase) {
-    if (phase != GcPhase::kDeleted) return;  // under the sweep's hold
-    deletes_in_sweep = store_->stats().s3.deletes - deletes_before;
-    objects_in_sweep = PackKeys().size();
-  };
-  auto r = RunGc(*registry_, *store_, o);
-  ASSERT_OK(r);
-  EXPECT_EQ(1u, r->packs_deleted);
-  ASSERT_TRUE(deletes_in_sweep.has_value());
-  EXPECT_EQ(0u, *deletes_in_sweep);
-  EXPECT_EQ(2u, objects_in_sweep);
-  EXPECT_EQ(1u, store_->stats().s3.deletes - deletes_before);
-  EXPECT_EQ(1u, PackKeys().size());
-  ExpectReadable(store_, v2);
-  EXPECT_STATUS(store_->Get(v1), kNotFound, "chunk " + v1.ToString() + ": not in store");
-}
-
 TEST_F(ObjectStoreGcTest, AMostlyDeadPackIsRepackedIntoANewObject) {
   // One push: a big file and a small one share a pack; the next version keeps only the small one.
   // The packs of v1 hold its dead bytes; v2 adds a pack of its manifest alone, which every

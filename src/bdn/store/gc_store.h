@@ -61,15 +61,6 @@ class GcStore {
   // entries that name them stay until CompactIndex (readers skip a pack that is gone). A reader
   // that has a pack open finishes its read. Errors: I/O errors naming the pack.
   virtual Status DeletePacks(std::span<const uint64_t> packs) = 0;
-  // What DeletePacks leaves for after the sweep's hold, called once the hold is released: by
-  // default nothing. A store whose DeletePacks only makes the packs gone for every process (an
-  // object store records them as deleted in its catalog, which every replica reads before it
-  // answers from its index) removes their bytes here, so that commits do not wait for one
-  // request per pack. Errors: I/O errors naming the pack (what is left goes at the next run).
-  virtual Status RemoveDeletedPacks(std::span<const uint64_t> packs) {
-    (void)packs;
-    return Status::Ok();
-  }
   // Rewrites the index so that it names no deleted pack (after DeletePacks). Errors: I/O errors
   // (ENOSPC → FailedPrecondition); the store stays readable (the next open retries).
   virtual Status CompactIndex() = 0;
