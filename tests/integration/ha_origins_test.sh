@@ -201,13 +201,20 @@ same_tree "$WORK/c2" "$WORK/two"
 step "kill -9 of one replica in the middle of a push: the push completes through the other"
 mkdir -p "$WORK/big"
 for i in 1 2 3 4; do random_file "$WORK/big/part$i.bin" $((16 << 20)) $((20 + i)); done
-# A session HAProxy sends to origin1, the replica killed: found by asking with a few ids.
+# A session HAProxy sends to origin1, the replica killed: found by asking with a few ids. An
+# origin logs a request once its answer is written, which may be after the client has exited:
+# wait for the probe's line on either origin before judging.
 requests() { grep -c ' access .* /v1/' "$CDIR/logs/origin$1.log" || true; }
 session=""
 for k in $(seq 1 64); do
-  r1=$(requests 1)
+  r1=$(requests 1) r2=$(requests 2)
   BDN_SESSION="ha-$k" "$BDN" volume versions bdn:ha/model >/dev/null
-  if [ "$(requests 1)" -gt "$r1" ]; then session="ha-$k"; break; fi
+  for _ in $(seq 1 250); do
+    [ $(($(requests 1) + $(requests 2))) -gt $((r1 + r2)) ] && break
+    sleep 0.02
+  done
+  sleep 0.2  # the probe's other requests, if any
+  if [ "$(requests 1)" -gt "$r1" ] && [ "$(requests 2)" = "$r2" ]; then session="ha-$k"; break; fi
 done
 [ -n "$session" ] || fail "no session of 64 was sent to origin1"
 VICTIM_PID=$(cat "$CDIR/pids/origin1.pid")
