@@ -16,7 +16,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cctype>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -46,18 +45,12 @@ const std::vector<double> kDurationBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01
                                               0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
 // Whether a Transfer-Encoding value names the one coding "chunked" (any case, optional white
-// space), and nothing else ("gzip, chunked" and "chunked, chunked" do not).
+// space) and nothing else ("gzip, chunked" and "chunked, chunked" do not), by Beast's own
+// token-list parser.
 bool OnlyChunked(std::string_view value) {
-  auto trim = [](std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    return v;
-  };
-  if (value.find(',') != std::string_view::npos) return false;
-  std::string_view v = trim(value);
-  return v.size() == 7 && std::equal(v.begin(), v.end(), "chunked", [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == b;
-         });
+  bhttp::token_list codings{value};
+  auto it = codings.begin();
+  return it != codings.end() && beast::iequals(*it, "chunked") && ++it == codings.end();
 }
 
 // Pieces in which a request body is read (and handed to a BodySink): the first is at most
