@@ -519,6 +519,7 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
 
 void ObjectPackStore::ForgetDeletedLocked(uint64_t p) {
   gone_.insert(p);
+  relist_after_[p] = options_.clock->SteadyNow() + kRelistDeletedAfter;
   pack_bytes_.erase(p);
   doomed_.erase(p);
   missing_.erase(p);
@@ -618,6 +619,11 @@ Status ObjectPackStore::RefreshPacks() {
   for (const CatalogPack& p : listed) {
     listed_ids.insert(p.id);
     if (known.contains(p.id)) continue;
+    {
+      ReaderLock l(mu_);
+      auto it = relist_after_.find(p.id);
+      if (it != relist_after_.end() && options_.clock->SteadyNow() < it->second) continue;
+    }
     bool indexed;
     {
       ReaderLock l(mu_);
@@ -630,6 +636,13 @@ Status ObjectPackStore::RefreshPacks() {
       continue;
     }
     fresh.push_back(p);
+  }
+  {
+    WriterLock l(mu_);
+    const SteadyTime now = options_.clock->SteadyNow();
+    std::erase_if(relist_after_, [&](const auto& e) {
+      return !listed_ids.contains(e.first) || now >= e.second;  // its object is gone, or time up
+    });
   }
   // The footers of packs no table covers, several at once.
   std::vector<Result<std::vector<BlobLocation>>> footers(fresh.size());

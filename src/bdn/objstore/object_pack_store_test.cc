@@ -493,6 +493,68 @@ class GatedDoomCatalog : public PackCatalog {
   BucketCatalog inner_;
 };
 
+// A pack another replica's GC recorded as deleted is not indexed again by a listing while its
+// object is still in the bucket (the deleter's DeleteObject may come at any moment: a writer told
+// its blobs are stored could commit just before they go). Once kRelistDeletedAfter has passed, an
+// object still listed is a deletion that failed: it is indexed again, for a later run to collect.
+// A catalog shared by two stores (replicas) that keeps the deletions, as PgCatalog's rows do.
+class SharedDeletionsCatalog : public SlowDeletedCatalog {
+ public:
+  using SlowDeletedCatalog::SlowDeletedCatalog;
+  Status RemovePacks(std::span<const uint64_t> packs) override {
+    std::lock_guard l(rows_mu_);
+    rows_.insert(rows_.end(), packs.begin(), packs.end());
+    return Status::Ok();
+  }
+  Result<Deleted> DeletedSince(uint64_t after) override {
+    std::lock_guard l(rows_mu_);
+    Deleted d;
+    for (uint64_t i = after; i < rows_.size(); ++i) d.packs.push_back(rows_[i]);
+    d.next = rows_.size();
+    return d;
+  }
+
+ private:
+  std::mutex rows_mu_;
+  std::vector<uint64_t> rows_;
+};
+
+TEST_F(ObjectPackStoreTest, APackRecordedAsDeletedIsNotListedAgainWhileItsObjectMayStillGo) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<SharedDeletionsCatalog>(client);  // two replicas' catalog
+  catalog->delay_ms = 0;
+  auto clock = std::make_shared<bdn::testutil::FakeClock>();
+  ObjectPackStoreOptions oa = SmallPacks(dir_.path() / "a"), ob = SmallPacks(dir_.path() / "b");
+  oa.catalog = ob.catalog = catalog;
+  oa.clock = ob.clock = clock;
+  auto a = OpenStore(client, oa);
+  ASSERT_TRUE(a);
+  const auto x = RandomBytes(5000, 21);
+  const Digest X = Digest::Of(x);
+  ASSERT_OK(a->Put(X, x));
+  ASSERT_OK(a->Sync());
+  auto b = OpenStore(client, ob);
+  ASSERT_TRUE(b);
+  ASSERT_EQ(*b->Get(X), x);
+  const uint64_t P = b->Locate(X)->pack;
+  // A's GC records P as deleted; its DeleteObject has not happened yet.
+  ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));
+  clock->Advance(std::chrono::seconds(2));
+  for (int i = 0; i < 3; ++i) {  // each miss looks at the deletions and the listing again
+    auto missing = b->FindMissing(std::vector<Digest>{X});
+    ASSERT_OK(missing);
+    EXPECT_EQ(*missing, std::vector<Digest>{X}) << "try " << i;
+    EXPECT_STATUS(b->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");
+    clock->Advance(std::chrono::seconds(2));
+  }
+  // The deleter died: the object is still there after kRelistDeletedAfter.
+  clock->Advance(std::chrono::minutes(11));
+  EXPECT_EQ(*b->Get(X), x);  // a read's miss looks at the listing again
+  auto missing = b->FindMissing(std::vector<Digest>{X});
+  ASSERT_OK(missing);
+  EXPECT_TRUE(missing->empty());
+}
+
 // A GC in this process, while a pusher's FindMissing of X (a blob the GC must keep, in pack P,
 // being repacked) has read the doom just before PublishDoom: its stale answer must not undo the
 // newer doom, and the GC's copy of X (a Put of a blob claimed seconds ago, which records no claim
