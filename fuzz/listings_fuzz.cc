@@ -1,5 +1,6 @@
 // Fuzzes the object-store listing decoders (objstore/xml_listing.h). Input: one byte that picks
-// the decoder (S3 ListObjectsV2 page, Azure List Blobs page, <Error> body), then the XML. A decoder
+// the decoder (S3 ListObjectsV2 page, Azure List Blobs page, <Error> body, DeleteObjects
+// DeleteResult), then the XML. A decoder
 // either fails with InvalidArgument, or gives a page whose every entry has a non-empty key (and,
 // for S3, a token whenever the page is truncated); that page written back as XML (text escaped,
 // Azure names percent-encoded with Encoded="true") decodes to the same entries.
@@ -10,34 +11,6 @@
 #include "fuzz_check.h"
 
 namespace {
-
-// XML character data for `s`: the five predefined entities, and CR as a reference (a raw CR
-// would come back as LF).
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\r':
-        out += "&#13;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 bool Same(const std::vector<bdn::objstore::ListedObject>& a,
           const std::vector<bdn::objstore::ListedObject>& b) {
@@ -57,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bdn::objstore;
   if (size < 1) return 0;
   const std::string_view xml = fuzz::Text(data + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: {
       auto page = ParseS3ListPage(xml);
       if (!page) {
@@ -68,13 +41,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string again = "<ListBucketResult><IsTruncated>" +
                           std::string(page->truncated ? "true" : "false") + "</IsTruncated>";
       if (page->truncated) {
-        again += "<NextContinuationToken>" + Escape(page->next_token) + "</NextContinuationToken>";
+        again +=
+            "<NextContinuationToken>" + XmlEscape(page->next_token) + "</NextContinuationToken>";
       }
       for (const ListedObject& o : page->objects) {
         FUZZ_CHECK(!o.key.empty(), "an empty key");
-        again += "<Contents><Key>" + Escape(o.key) + "</Key><Size>" + std::to_string(o.size_bytes) +
-                 "</Size>" + (o.etag.empty() ? "" : "<ETag>" + Escape(o.etag) + "</ETag>") +
-                 "</Contents>";
+        again += "<Contents><Key>" + XmlEscape(o.key) + "</Key><Size>" +
+                 std::to_string(o.size_bytes) + "</Size>" +
+                 (o.etag.empty() ? "" : "<ETag>" + XmlEscape(o.etag) + "</ETag>") + "</Contents>";
       }
       again += "</ListBucketResult>";
       auto back = ParseS3ListPage(again);
@@ -95,14 +69,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         again += "<Blob><Name Encoded=\"true\">" + PercentEncode(o.key) +
                  "</Name><Properties><Content-Length>" + std::to_string(o.size_bytes) +
                  "</Content-Length>" +
-                 (o.etag.empty() ? "" : "<Etag>" + Escape(o.etag) + "</Etag>") +
+                 (o.etag.empty() ? "" : "<Etag>" + XmlEscape(o.etag) + "</Etag>") +
                  "</Properties></Blob>";
       }
-      again +=
-          "</Blobs><NextMarker>" + Escape(page->next_marker) + "</NextMarker></EnumerationResults>";
+      again += "</Blobs><NextMarker>" + XmlEscape(page->next_marker) +
+               "</NextMarker></EnumerationResults>";
       auto back = ParseAzureListPage(again);
       FUZZ_CHECK(back && Same(back->blobs, page->blobs) && back->next_marker == page->next_marker,
                  again);
+      return 0;
+    }
+    case 3: {
+      auto failures = ParseDeleteResult(xml);
+      if (!failures) {
+        FUZZ_CHECK(failures.error().code() == StatusCode::kInvalidArgument,
+                   failures.error().ToString());
+        return 0;
+      }
+      std::string again = "<DeleteResult>";
+      for (const DeleteFailure& f : *failures) {
+        again += "<Error><Key>" + XmlEscape(f.key) + "</Key><Code>" + XmlEscape(f.code) +
+                 "</Code><Message>" + XmlEscape(f.message) + "</Message></Error>";
+      }
+      again += "</DeleteResult>";
+      auto back = ParseDeleteResult(again);
+      bool same = back && back->size() == failures->size();
+      for (size_t i = 0; same && i < back->size(); ++i) {
+        same = (*back)[i].key == (*failures)[i].key && (*back)[i].code == (*failures)[i].code &&
+               (*back)[i].message == (*failures)[i].message;
+      }
+      FUZZ_CHECK(same, again);
       return 0;
     }
     default: {

@@ -310,7 +310,8 @@ int main(int argc, char** argv) {
   Write("units", "bounded",
         "\x02"
         "100ms");
-  // listings: the decoder byte (0 S3, 1 Azure, 2 <Error>), then XML as the stores send it.
+  // listings: the decoder byte (0 S3, 1 Azure, 2 <Error>, 3 DeleteResult), then XML as the
+  // stores send it.
   TextSeeds(
       "listings", "s3",
       {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3."
@@ -333,5 +334,10 @@ int main(int argc, char** argv) {
       "listings", "error",
       {"<?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>"},
       std::string(1, '\2'));
+  TextSeeds("listings", "delete",
+            {"<?xml version=\"1.0\"?><DeleteResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/"
+             "\"><Deleted><Key>p/a</Key></Deleted><Error><Key>p/b&amp;c</Key><Code>AccessDenied"
+             "</Code><Message>Access Denied</Message></Error></DeleteResult>"},
+            std::string(1, '\3'));
   return 0;
 }

@@ -501,11 +501,16 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
   std::vector<uint64_t> forgotten;
   {
     WriterLock l(mu_);
+    const SteadyTime relist = options_.clock->SteadyNow() + kRelistDeletedAfter;
     for (uint64_t p : d.packs) {
       if (gone_.contains(p)) continue;
       if (pack_bytes_.contains(p) || indexed_.contains(p) || loose_.contains(p)) {
         ForgetDeletedLocked(p);
         forgotten.push_back(p);
+      } else {
+        // Never known here (pushed by another replica since this one's last listing): a
+        // listing before its DeleteObject must not index it either.
+        relist_after_.try_emplace(p, relist);
       }
     }
   }
@@ -1745,16 +1750,19 @@ Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id) {
 Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
   // Recorded as deleted (and forgotten here) before any object goes, so that no replica goes on
   // answering from a pack whose deletion failed half-way; a pack recorded but not deleted is
-  // found again by the next listing and collected by the next run.
+  // found again by a listing kRelistDeletedAfter later and collected by a later run. The objects
+  // go with DeleteObjects, up to 1,000 per request, so that the sweep (which commits wait for)
+  // is short.
   BDN_RETURN_IF_ERROR(catalog_->RemovePacks(packs));
   {
     WriterLock l(mu_);
     for (uint64_t p : packs) ForgetDeletedLocked(p);
   }
   for (uint64_t p : packs) DropCached(p);
-  for (uint64_t p : packs) {
-    BDN_RETURN_IF_ERROR(client_->Delete(PackKey(p)).WithPrefix("gc: delete pack"));
-  }
+  std::vector<std::string> keys;
+  keys.reserve(packs.size());
+  for (uint64_t p : packs) keys.push_back(PackKey(p));
+  BDN_RETURN_IF_ERROR(client_->DeleteMany(keys).WithPrefix("gc: delete packs"));
   return CompactIndex(false);
 }
 

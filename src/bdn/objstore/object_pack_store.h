@@ -308,11 +308,12 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   uint64_t gen_ GUARDED_BY(mu_) = 0;
   std::unordered_set<uint64_t> gone_
       GUARDED_BY(mu_);  // deleted by a GC of this store or another replica; tables may name them
-  // Packs recorded as deleted (by this process's GC or another replica's, through the catalog)
-  // and when a listing may index them again: until then a listing that still shows the object
-  // (its DeleteObject not done yet) skips it, so no writer is told its blobs are stored just
-  // before it goes. After kRelistDeletedAfter an object still listed is one whose deletion
-  // failed or whose deleter died: it is indexed again and collected by a later run.
+  // Packs recorded as deleted (by this process's GC or another replica's, through the catalog,
+  // whether this process knew them or not) and when a listing may index them again: until then a
+  // listing that still shows the object (its DeleteObject not done yet) skips it, so no writer is
+  // told its blobs are stored just before it goes. After kRelistDeletedAfter an object still listed
+  // is one whose deletion failed or whose deleter died: it is indexed again and collected by a
+  // later run.
   std::unordered_map<uint64_t, SteadyTime> relist_after_ GUARDED_BY(mu_);
   static constexpr std::chrono::minutes kRelistDeletedAfter{10};
   std::unordered_set<uint64_t> missing_ GUARDED_BY(mu_);  // found missing from the object store

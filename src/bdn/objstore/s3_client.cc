@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "bdn/base/backoff.h"
+#include "bdn/base/log.h"
 #include "bdn/base/text.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"  // FormatDuration
@@ -113,6 +114,9 @@ struct S3Client::Call {
   std::function<bool(int, const std::vector<std::pair<std::string, std::string>>&)> on_headers;
   std::function<bool(std::span<const uint8_t>)> on_body;
   std::function<bool()> should_abort;
+  // If set: the HTTP status of an answer that ended the call with an error (0 for none).
+  int* failed_status = nullptr;
+  std::string* failed_code = nullptr;  // and the <Code> of its <Error> body
 };
 
 S3Client::S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
@@ -171,8 +175,9 @@ Status S3Client::ErrorOf(const Call& call, const http::Response& r, bool* transi
   const std::string detail =
       code.empty() ? "" : " (" + code + (err->message.empty() ? "" : ": " + err->message) + ")";
   const std::string what = uri_ + ": " + call.what + ": ";
-  *transient = r.status >= 500 || r.status == 429 || r.status == 408 || code == "SlowDown" ||
-               code == "RequestTimeout" || code == "InternalError";
+  // 501 Not Implemented is an answer about the request, not the server's state.
+  *transient = (r.status >= 500 && r.status != 501) || r.status == 429 || r.status == 408 ||
+               code == "SlowDown" || code == "RequestTimeout" || code == "InternalError";
   if (code == "NoSuchBucket") {
     return NotFoundError(uri_ + ": bucket \"" + options_.location.bucket + "\" not found" + detail);
   }
@@ -222,6 +227,11 @@ Result<http::Response> S3Client::Send(const Call& call) {
       return std::move(*r);
     } else {
       failure = ErrorOf(call, *r, &transient);
+      if (call.failed_status) *call.failed_status = r->status;
+      if (call.failed_code) {
+        auto err = ParseStoreError(r->text());
+        *call.failed_code = err ? err->code : "";
+      }
       if (auto ra = r->Header("retry-after")) {
         if (auto secs = ParseByteCount(*ra)) retry_after = milliseconds(*secs * 1000);
       }
@@ -302,8 +312,8 @@ Status S3Client::PutMultipart(const std::string& key, std::span<const uint8_t> d
   if (failed.ok()) {
     std::string xml = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < etags.size(); ++i) {
-      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] +
-             "</ETag></Part>";
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+             XmlEscape(etags[i]) + "</ETag></Part>";
     }
     xml += "</CompleteMultipartUpload>";
     Call complete{.method = http::Method::kPost,
@@ -449,6 +459,67 @@ Status S3Client::Delete(const std::string& key) {
     return Status::Ok();
   }
   return StatusOf(r);
+}
+
+Status S3Client::DeleteBatch(std::span<const std::string> keys, bool* unsupported) {
+  std::string xml = "<Delete><Quiet>true</Quiet>";
+  for (const std::string& k : keys) {
+    xml += "<Object><Key>" + XmlEscape(key_prefix_ + k) + "</Key></Object>";
+  }
+  xml += "</Delete>";
+  const std::span<const uint8_t> body(reinterpret_cast<const uint8_t*>(xml.data()), xml.size());
+  int failed_status = 0;
+  std::string failed_code;
+  Call c{.method = http::Method::kPost,
+         .query = CanonicalQuery({{"delete", ""}}),
+         .body = body,
+         .content_type = "application/xml",
+         .headers = {{"Content-MD5", Md5Base64(body)}},
+         .what = "DeleteObjects",
+         .counter = &counters_.deletes};
+  c.failed_status = &failed_status;
+  c.failed_code = &failed_code;
+  auto r = Send(c);
+  if (!r) {
+    *unsupported = failed_status == 501 || failed_code == "NotImplemented";
+    return r.error();
+  }
+  auto failures = ParseDeleteResult(r->text());
+  if (!failures) {
+    return InternalError(uri_ +
+                         ": DeleteObjects: unexpected answer: " + failures.error().message());
+  }
+  std::erase_if(*failures, [](const DeleteFailure& f) { return f.code == "NoSuchKey"; });
+  if (failures->empty()) return Status::Ok();
+  const DeleteFailure& f = failures->front();
+  const std::string key = f.key.starts_with(key_prefix_) ? f.key.substr(key_prefix_.size()) : f.key;
+  return InternalError(uri_ + ": DeleteObjects: " + std::to_string(failures->size()) + " of " +
+                       std::to_string(keys.size()) +
+                       " keys not deleted; first: " + EscapeName(key) + ": " + f.code +
+                       (f.message.empty() ? "" : ": " + f.message));
+}
+
+Status S3Client::DeleteMany(std::span<const std::string> keys, int parallel) {
+  for (size_t at = 0; at < keys.size(); at += kMaxDeleteKeys) {
+    std::span<const std::string> batch =
+        keys.subspan(at, std::min(kMaxDeleteKeys, keys.size() - at));
+    if (!no_delete_objects_.load(std::memory_order_relaxed)) {
+      bool unsupported = false;
+      Status s = DeleteBatch(batch, &unsupported);
+      if (!unsupported) {
+        BDN_RETURN_IF_ERROR(s);
+        continue;
+      }
+      no_delete_objects_.store(true, std::memory_order_relaxed);
+      log::Warn(uri_ + ": the object store does not implement DeleteObjects (" + s.message() +
+                "); deleting one object per request from now on");
+    }
+    std::vector<Status> results(batch.size());
+    ParallelFor(batch.size(), static_cast<size_t>(std::max(parallel, 1)),
+                [&](size_t i) { results[i] = Delete(batch[i]); });
+    for (const Status& s : results) BDN_RETURN_IF_ERROR(s);
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<ListedObject>> S3Client::List(const std::string& key_prefix) {

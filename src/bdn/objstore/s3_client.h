@@ -1,8 +1,8 @@
 // S3Client: the few S3 operations the object pack store needs (PutObject, multipart upload,
-// ranged GetObject, DeleteObject, ListObjectsV2) on one bucket and key prefix, signed with SigV4
-// (s3_sign.h), with deadlines and retries: jittered exponential back-off on 5xx (503 SlowDown
-// included), 429, S3's 400 RequestTimeout and transport failures (refused, reset, timed out,
-// cut-off bodies), Retry-After honoured, up to a deadline per call.
+// ranged GetObject, DeleteObject(s), ListObjectsV2) on one bucket and key prefix, signed with SigV4
+// (s3_sign.h), with deadlines and retries: jittered exponential back-off on 5xx but 501 (503
+// SlowDown included), 429, S3's 400 RequestTimeout and transport failures (refused, reset, timed
+// out, cut-off bodies), Retry-After honoured, up to a deadline per call.
 #pragma once
 
 #include <atomic>
@@ -68,7 +68,7 @@ struct S3Stats {
   uint64_t puts = 0;            // PutObject and UploadPart
   uint64_t gets = 0;            // GetObject (ranged or whole)
   uint64_t lists = 0;           // ListObjectsV2 pages
-  uint64_t deletes = 0;         // DeleteObject and AbortMultipartUpload
+  uint64_t deletes = 0;         // DeleteObject, DeleteObjects and AbortMultipartUpload
   uint64_t posts = 0;           // CreateMultipartUpload and CompleteMultipartUpload
   uint64_t retries = 0;         // tries after a transient failure
   uint64_t bytes_sent = 0;      // request bodies
@@ -121,6 +121,18 @@ class S3Client {
   // DeleteObject; deleting a key that does not exist succeeds (as S3 answers). Errors: as Put.
   Status Delete(const std::string& key);
 
+  // Deletes every key of `keys` with DeleteObjects
+  // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html): up to
+  // kMaxDeleteKeys per request, quiet (the answer lists only the keys it failed), with the
+  // Content-MD5 S3 requires; a key that does not exist counts as deleted. A store that does not
+  // implement it (HTTP 501 or NotImplemented: GCS's XML API) gets one DeleteObject per key,
+  // `parallel` at once, from then on. Errors: as Put for a request that fails; Internal "<uri>:
+  // DeleteObjects: N of M keys not deleted; first: <key>: <code>: <message>" for the failures
+  // an answer lists; Internal "<uri>: DeleteObjects: unexpected answer: …" for one that does not
+  // decode.
+  Status DeleteMany(std::span<const std::string> keys, int parallel = 8);
+  static constexpr size_t kMaxDeleteKeys = 1000;  // S3's limit per request
+
   // Every object whose key starts with `key_prefix`, following continuation tokens, keys
   // relative to the client's prefix. Errors: as Put; Internal "<uri>: unexpected listing: …" for
   // a page that does not decode or a key outside the prefix.
@@ -133,6 +145,9 @@ class S3Client {
   std::string UriOf(const std::string& key) const { return uri_ + "/" + key; }
 
  private:
+  // One DeleteObjects request of at most kMaxDeleteKeys keys; sets *unsupported (and returns its
+  // error) when the store answers that it does not implement it.
+  Status DeleteBatch(std::span<const std::string> keys, bool* unsupported);
   struct Call;
   explicit S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
                     std::string base_path);
@@ -152,6 +167,7 @@ class S3Client {
         bytes_sent{0}, bytes_received{0};
   };
   mutable Counters counters_;
+  std::atomic<bool> no_delete_objects_{false};  // the store answered DeleteObjects with 501
 };
 
 }  // namespace bdn::objstore

@@ -29,6 +29,9 @@ inline std::string Sha256Hex(std::string_view data) {
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
 }
 
+// MD5 of `data` in base64 (OpenSSL): the Content-MD5 header S3 requires on DeleteObjects.
+std::string Md5Base64(std::span<const uint8_t> data);
+
 // The query string of a SigV4-signed request in canonical form: every name and value
 // percent-encoded (RFC 3986 unreserved characters kept, '/' too encoded), sorted by name then
 // value, joined with '&' and '='. libcurl 7.88 signs the query as it is sent, so sending this form

@@ -294,6 +294,73 @@ std::optional<StoreError> ParseStoreError(std::string_view xml) {
   return out;
 }
 
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+Result<std::vector<DeleteFailure>> ParseDeleteResult(std::string_view xml) {
+  std::vector<DeleteFailure> out;
+  std::optional<DeleteFailure> cur;
+  bool saw_root = false, has_key = false;
+  XmlWalker w;
+  w.on_start = [&](const std::vector<XmlWalker::Element>& path) -> Status {
+    BDN_RETURN_IF_ERROR(ExpectRoot(path, "DeleteResult"));
+    saw_root = true;
+    if (At(path, {"DeleteResult", "Error"})) {
+      cur.emplace();
+      has_key = false;
+    }
+    return Status::Ok();
+  };
+  w.on_end = [&](const std::vector<XmlWalker::Element>& path) -> Status {
+    if (!cur) return Status::Ok();
+    if (At(path, {"DeleteResult", "Error", "Key"})) {
+      cur->key = path.back().text;
+      has_key = true;
+    } else if (At(path, {"DeleteResult", "Error", "Code"})) {
+      cur->code = path.back().text;
+    } else if (At(path, {"DeleteResult", "Error", "Message"})) {
+      cur->message = path.back().text;
+    } else if (At(path, {"DeleteResult", "Error"})) {
+      if (!has_key) {
+        return InvalidArgumentError("<Error> #" + std::to_string(out.size() + 1) + " has no <Key>");
+      }
+      out.push_back(std::move(*cur));
+      cur.reset();
+    }
+    return Status::Ok();
+  };
+  BDN_RETURN_IF_ERROR(w.Parse(xml));
+  if (!saw_root) return Err(InvalidArgumentError("expected <DeleteResult>, got an empty document"));
+  return out;
+}
+
 Result<std::string> ParseUploadId(std::string_view xml) {
   std::optional<std::string> id;
   bool saw_root = false;

@@ -55,6 +55,23 @@ struct StoreError {
 };
 std::optional<StoreError> ParseStoreError(std::string_view xml);
 
+// One key a DeleteObjects request did not delete (an <Error> of its DeleteResult).
+struct DeleteFailure {
+  std::string key;
+  std::string code;  // e.g. "AccessDenied"
+  std::string message;
+};
+
+// The failures listed by S3's DeleteResult, the answer to DeleteObjects
+// (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html); <Deleted> entries are
+// skipped. Errors: InvalidArgument as ParseS3ListPage ("expected <DeleteResult>, got <Foo>",
+// "<Error> #2 has no <Key>").
+Result<std::vector<DeleteFailure>> ParseDeleteResult(std::string_view xml);
+
+// `text` as XML character data: the five predefined entities, and CR as a reference (a raw CR
+// would be read back as LF). For the bodies sent to the store (DeleteObjects' keys).
+std::string XmlEscape(std::string_view text);
+
 // The <UploadId> of S3's InitiateMultipartUploadResult (the answer to CreateMultipartUpload).
 // Errors: InvalidArgument as ParseS3ListPage ("expected <InitiateMultipartUploadResult>, got
 // <Foo>", "no <UploadId>").

@@ -187,6 +187,39 @@ TEST(ParseStoreError, ReadsCodeAndMessageOfS3AndAzureErrors) {
   EXPECT_FALSE(ParseStoreError("<Error><Code>x</Code>").has_value());  // truncated
 }
 
+TEST(XmlEscape, EscapesWhatXmlWouldReadOtherwise) {
+  EXPECT_EQ("a&amp;b&lt;c&gt;d&quot;e&apos;f&#13;g\n\xe6\x97\xa5",
+            XmlEscape("a&b<c>d\"e'f\rg\n\xe6\x97\xa5"));
+  auto back = ParseDeleteResult("<DeleteResult><Error><Key>" + XmlEscape("k&<>\"'\r") +
+                                "</Key><Code>c</Code></Error></DeleteResult>");
+  ASSERT_OK(back);
+  ASSERT_EQ(1u, back->size());
+  EXPECT_EQ("k&<>\"'\r", (*back)[0].key);
+}
+
+TEST(ParseDeleteResult, ReadsTheKeysNotDeleted) {
+  auto r = ParseDeleteResult(
+      "<?xml version=\"1.0\"?><DeleteResult><Deleted><Key>a</Key></Deleted>"
+      "<Error><Key>b&amp;c</Key><Code>AccessDenied</Code><Message>no</Message></Error>"
+      "<Error><Key>d</Key><Code>InternalError</Code></Error></DeleteResult>");
+  ASSERT_OK(r);
+  ASSERT_EQ(2u, r->size());
+  EXPECT_EQ("b&c", (*r)[0].key);
+  EXPECT_EQ("AccessDenied", (*r)[0].code);
+  EXPECT_EQ("no", (*r)[0].message);
+  EXPECT_EQ("d", (*r)[1].key);
+  EXPECT_EQ("", (*r)[1].message);
+  auto quiet = ParseDeleteResult("<DeleteResult/>");
+  ASSERT_OK(quiet);
+  EXPECT_TRUE(quiet->empty());
+  EXPECT_STATUS(ParseDeleteResult("<Error><Code>x</Code></Error>"), kInvalidArgument,
+                "expected <DeleteResult>, got <Error>");
+  EXPECT_STATUS(ParseDeleteResult("<DeleteResult><Error><Code>x</Code></Error></DeleteResult>"),
+                kInvalidArgument, "<Error> #1 has no <Key>");
+  EXPECT_STATUS(ParseDeleteResult(""), kInvalidArgument, "not XML: no element found");
+  EXPECT_STATUS(ParseDeleteResult("<DeleteResult><Error>"), kInvalidArgument, "not XML");
+}
+
 TEST(ParseUploadId, ReadsTheIdOfACreatedMultipartUpload) {
   auto id = ParseUploadId(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUploadResult "
