@@ -15,6 +15,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/base/units.h"  // FormatDuration
 #include "bdn/store/pack_file.h"
 
 namespace bdn::objstore {
@@ -501,16 +502,15 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
   std::vector<uint64_t> forgotten;
   {
     WriterLock l(mu_);
-    const SteadyTime relist = options_.clock->SteadyNow() + kRelistDeletedAfter;
     for (uint64_t p : d.packs) {
+      // Every row counts, for packs known here or not (pushed by another replica since this
+      // one's last listing) and for packs forgotten already (a later run recording one again):
+      // no listing indexes the pack before its DeleteObject.
+      HoldOffRelistLocked(p);
       if (gone_.contains(p)) continue;
       if (pack_bytes_.contains(p) || indexed_.contains(p) || loose_.contains(p)) {
         ForgetDeletedLocked(p);
         forgotten.push_back(p);
-      } else {
-        // Never known here (pushed by another replica since this one's last listing): a
-        // listing before its DeleteObject must not index it either.
-        relist_after_.try_emplace(p, relist);
       }
     }
   }
@@ -522,9 +522,19 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
   return d.complete;
 }
 
+void ObjectPackStore::HoldOffRelistLocked(uint64_t p) {
+  SteadyTime& until = relist_after_[p];
+  until = std::max(until, options_.clock->SteadyNow() + kRelistDeletedAfter);
+}
+
+bool ObjectPackStore::RelistHeldOffLocked(uint64_t p) const {
+  auto it = relist_after_.find(p);
+  return it != relist_after_.end() && options_.clock->SteadyNow() < it->second;
+}
+
 void ObjectPackStore::ForgetDeletedLocked(uint64_t p) {
   gone_.insert(p);
-  relist_after_[p] = options_.clock->SteadyNow() + kRelistDeletedAfter;
+  HoldOffRelistLocked(p);
   pack_bytes_.erase(p);
   doomed_.erase(p);
   missing_.erase(p);
@@ -563,6 +573,8 @@ Result<std::vector<BlobLocation>> ObjectPackStore::ReadPackFooter(uint64_t pack,
 void ObjectPackStore::AddUploaded(uint64_t pack, uint64_t bytes, std::vector<BlobLocation> blobs,
                                   bool from_this_process) {
   WriterLock l(mu_);
+  // A listed pack recorded as deleted while its footer was read stays out.
+  if (!from_this_process && RelistHeldOffLocked(pack)) return;
   pack_bytes_[pack] = bytes;
   pack_gen_[pack] = gen_;
   missing_.erase(pack);
@@ -626,8 +638,7 @@ Status ObjectPackStore::RefreshPacks() {
     if (known.contains(p.id)) continue;
     {
       ReaderLock l(mu_);
-      auto it = relist_after_.find(p.id);
-      if (it != relist_after_.end() && options_.clock->SteadyNow() < it->second) continue;
+      if (RelistHeldOffLocked(p.id)) continue;
     }
     bool indexed;
     {
@@ -645,9 +656,8 @@ Status ObjectPackStore::RefreshPacks() {
   {
     WriterLock l(mu_);
     const SteadyTime now = options_.clock->SteadyNow();
-    std::erase_if(relist_after_, [&](const auto& e) {
-      return !listed_ids.contains(e.first) || now >= e.second;  // its object is gone, or time up
-    });
+    // Only expired entries: one a listing did not show may be a pack uploaded after it began.
+    std::erase_if(relist_after_, [&](const auto& e) { return now >= e.second; });
   }
   // The footers of packs no table covers, several at once.
   std::vector<Result<std::vector<BlobLocation>>> footers(fresh.size());
@@ -1748,21 +1758,34 @@ Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id) {
 }
 
 Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
-  // Recorded as deleted (and forgotten here) before any object goes, so that no replica goes on
-  // answering from a pack whose deletion failed half-way; a pack recorded but not deleted is
-  // found again by a listing kRelistDeletedAfter later and collected by a later run. The objects
-  // go with DeleteObjects, up to 1,000 per request, so that the sweep (which commits wait for)
-  // is short.
-  BDN_RETURN_IF_ERROR(catalog_->RemovePacks(packs));
-  {
-    WriterLock l(mu_);
-    for (uint64_t p : packs) ForgetDeletedLocked(p);
+  // Batch by batch, each recorded as deleted (and forgotten here) before its objects go, so that
+  // no replica goes on answering from a pack whose deletion failed half-way. No object goes later
+  // than kDeleteWithin (plus one request's retries) after its record, well before replicas may
+  // list it again (kRelistDeletedAfter): what is left then stays for a later run, unrecorded. A
+  // pack recorded but not deleted is listed again kRelistDeletedAfter later and collected by a
+  // later run. DeleteObjects takes 1,000 objects per request: the sweep (which commits wait
+  // for) is short.
+  const SteadyTime started = options_.clock->SteadyNow();
+  for (size_t at = 0; at < packs.size(); at += S3Client::kMaxDeleteKeys) {
+    if (options_.clock->SteadyNow() - started >= kDeleteWithin) {
+      return DeadlineExceededError("gc: delete packs: " + std::to_string(packs.size() - at) +
+                                   " of " + std::to_string(packs.size()) +
+                                   " packs left for the next run (deleting took over " +
+                                   FormatDuration(kDeleteWithin) + ")");
+    }
+    std::span<const uint64_t> batch =
+        packs.subspan(at, std::min(S3Client::kMaxDeleteKeys, packs.size() - at));
+    BDN_RETURN_IF_ERROR(catalog_->RemovePacks(batch));
+    {
+      WriterLock l(mu_);
+      for (uint64_t p : batch) ForgetDeletedLocked(p);
+    }
+    for (uint64_t p : batch) DropCached(p);
+    std::vector<std::string> keys;
+    keys.reserve(batch.size());
+    for (uint64_t p : batch) keys.push_back(PackKey(p));
+    BDN_RETURN_IF_ERROR(client_->DeleteMany(keys, kDeleteWithin).WithPrefix("gc: delete packs"));
   }
-  for (uint64_t p : packs) DropCached(p);
-  std::vector<std::string> keys;
-  keys.reserve(packs.size());
-  for (uint64_t p : packs) keys.push_back(PackKey(p));
-  BDN_RETURN_IF_ERROR(client_->DeleteMany(keys).WithPrefix("gc: delete packs"));
   return CompactIndex(false);
 }
 

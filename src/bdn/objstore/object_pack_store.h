@@ -237,6 +237,10 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Result<bool> LookAtDeleted(std::optional<uint64_t> from);
   // Forgets pack `p`, deleted: its blobs are no longer found in it.
   void ForgetDeletedLocked(uint64_t p) REQUIRES(mu_);
+  // Keeps listings from indexing pack `p` for kRelistDeletedAfter from now (or longer, if
+  // already so); whether that still holds.
+  void HoldOffRelistLocked(uint64_t p) REQUIRES(mu_);
+  bool RelistHeldOffLocked(uint64_t p) const REQUIRES_SHARED(mu_);
   // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
   // at most one per min_refresh_interval).
   Status RefreshAfter(SteadyTime since);
@@ -313,9 +317,12 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // listing that still shows the object (its DeleteObject not done yet) skips it, so no writer is
   // told its blobs are stored just before it goes. After kRelistDeletedAfter an object still listed
   // is one whose deletion failed or whose deleter died: it is indexed again and collected by a
-  // later run.
+  // later run. A deleter deletes no object later than kDeleteWithin (plus one request's retries)
+  // after recording it (DeletePacks), well inside this window. Entries go only once expired
+  // (memory: the deletions of kRelistDeletedAfter, plus every row an Open reads).
   std::unordered_map<uint64_t, SteadyTime> relist_after_ GUARDED_BY(mu_);
   static constexpr std::chrono::minutes kRelistDeletedAfter{10};
+  static constexpr std::chrono::minutes kDeleteWithin{5};
   std::unordered_set<uint64_t> missing_ GUARDED_BY(mu_);  // found missing from the object store
   std::set<std::pair<uint64_t, uint64_t>> bad_
       GUARDED_BY(mu_);  // damaged copies (pack, record offset)

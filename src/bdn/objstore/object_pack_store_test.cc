@@ -596,6 +596,101 @@ TEST_F(ObjectPackStoreTest, APackNeverKnownAndRecordedAsDeletedIsNotListed) {
   EXPECT_EQ(*b->Get(X), x);
 }
 
+// A pack whose first recorded deletion failed (its object still there after kRelistDeletedAfter,
+// while this replica listed nothing) is recorded again by a later run: that row holds listings
+// off again, whether this replica knew the pack (then it is forgotten already) or not.
+TEST_F(ObjectPackStoreTest, ADeletionRecordedAgainHoldsListingsOffAgain) {
+  for (bool knew : {false, true}) {
+    SCOPED_TRACE(knew ? "a pack this replica knew" : "a pack this replica never knew");
+    TwoReplicas r = TwoReplicasOf(ClientFor(server_), dir_.path() / (knew ? "knew" : "new"));
+    auto& [client, catalog, clock, oa, ob] = r;
+    auto a = OpenStore(client, oa);
+    ASSERT_TRUE(a);
+    std::shared_ptr<ObjectPackStore> b;
+    if (!knew) b = OpenStore(client, ob);  // lists before the pack exists
+    const auto x = RandomBytes(5000, knew ? 32 : 31);
+    const Digest X = Digest::Of(x);
+    ASSERT_OK(a->Put(X, x));
+    ASSERT_OK(a->Sync());
+    if (knew) {
+      b = OpenStore(client, ob);
+      ASSERT_EQ(*b->Get(X), x);
+    }
+    ASSERT_TRUE(b);
+    const uint64_t P = a->Locate(X)->pack;
+    auto expect_missing = [&](const std::string& when) {
+      auto m = b->FindMissing(std::vector<Digest>{X});
+      ASSERT_OK(m);
+      EXPECT_EQ(*m, std::vector<Digest>{X}) << when;
+    };
+    ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));  // a run whose delete fails
+    clock->Advance(std::chrono::seconds(2));
+    expect_missing("after the first record");
+    clock->Advance(std::chrono::minutes(11));                   // no listing by B meanwhile
+    ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));  // the next run: delete pending
+    clock->Advance(std::chrono::seconds(2));
+    expect_missing("after the second record");
+    clock->Advance(std::chrono::seconds(2));
+    EXPECT_STATUS(b->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");  // lists
+    expect_missing("after a listing that still shows the object");
+  }
+}
+
+// A catalog whose listing runs a hook once it has listed (what the hook writes comes after the
+// listing), and whose DeletedSince can fail (a PostgreSQL blip).
+class HookedCatalog : public SharedDeletionsCatalog {
+ public:
+  using SharedDeletionsCatalog::SharedDeletionsCatalog;
+  Result<std::vector<CatalogPack>> ListPacks() override {
+    auto listed = SharedDeletionsCatalog::ListPacks();
+    if (auto h = std::exchange(hook, nullptr)) h();
+    return listed;
+  }
+  Result<Deleted> DeletedSince(uint64_t after) override {
+    if (deleted_fails) return Err(UnavailableError("pack catalog: connection refused (test)"));
+    return SharedDeletionsCatalog::DeletedSince(after);
+  }
+  std::function<void()> hook;
+  std::atomic<bool> deleted_fails{false};
+};
+
+// A pack uploaded and recorded as deleted while a listing runs (so that listing does not show
+// it): the hold a concurrent look set stays although the listing did not show the pack, and
+// although the listing's own look at the deletions failed; the next listing leaves it out.
+TEST_F(ObjectPackStoreTest, AHoldSetDuringAListingThatMissedThePackStays) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<HookedCatalog>(client);
+  catalog->delay_ms = 0;
+  auto clock = std::make_shared<bdn::testutil::FakeClock>();
+  ObjectPackStoreOptions oa = SmallPacks(dir_.path() / "a"), ob = SmallPacks(dir_.path() / "b");
+  oa.catalog = ob.catalog = catalog;
+  oa.clock = ob.clock = clock;
+  auto a = OpenStore(client, oa);
+  ASSERT_TRUE(a);
+  auto b = OpenStore(client, ob);
+  ASSERT_TRUE(b);
+  const auto x = RandomBytes(5000, 33), y = RandomBytes(5000, 34);
+  const Digest X = Digest::Of(x), Y = Digest::Of(y);
+  uint64_t P = 0;
+  catalog->hook = [&] {
+    EXPECT_OK(a->Put(X, x));
+    EXPECT_OK(a->Sync());
+    P = a->Locate(X)->pack;
+    EXPECT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));  // another run; delete pending
+    EXPECT_OK(b->Put(Y, y));  // B's claim looks at the deletions: P held off
+    catalog->deleted_fails = true;
+  };
+  clock->Advance(std::chrono::seconds(2));
+  EXPECT_STATUS(b->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");
+  ASSERT_NE(P, 0u);
+  catalog->deleted_fails = false;
+  clock->Advance(std::chrono::seconds(2));
+  EXPECT_STATUS(b->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");  // lists
+  auto m = b->FindMissing(std::vector<Digest>{X});
+  ASSERT_OK(m);
+  EXPECT_EQ(*m, std::vector<Digest>{X});
+}
+
 // A GC in this process, while a pusher's FindMissing of X (a blob the GC must keep, in pack P,
 // being repacked) has read the doom just before PublishDoom: its stale answer must not undo the
 // newer doom, and the GC's copy of X (a Put of a blob claimed seconds ago, which records no claim
@@ -1189,37 +1284,63 @@ TEST_F(ObjectPackStoreTest, DeleteManyDeletesManyKeysWithOneRequest) {
   EXPECT_EQ(0u, ProxyCount("delete"));
   EXPECT_EQ(1u, client->stats().deletes);
 
-  // A key the answer lists as not deleted.
+  // A key the answer lists as not deleted gets a DELETE of its own (the answer here is made up:
+  // it lists keys[1] and says nothing of keys[0], which stays).
+  auto failed = [&](const std::string& key, const std::string& code) {
+    return nlohmann::json{
+        {"kind", "post"},
+        {"count", 1},
+        {"status", 200},
+        {"body", "<DeleteResult><Error><Key>" + XmlEscape(std::string(kPrefix) + "/" + key) +
+                     "</Key><Code>" + code +
+                     "</Code><Message>no</Message></Error></DeleteResult>"}};
+  };
   keys = put(2);
-  server_.SetFaults({{{"kind", "post"},
-                      {"count", 1},
-                      {"status", 200},
-                      {"body", "<DeleteResult><Deleted><Key>" + std::string(kPrefix) + "/d/x" +
-                                   "</Key></Deleted><Error><Key>" + std::string(kPrefix) +
-                                   "/d/y</Key><Code>AccessDenied</Code>"
-                                   "<Message>Access Denied</Message></Error></DeleteResult>"}}});
-  EXPECT_STATUS(client->DeleteMany(keys), kInternal,
-                "s3://bdn-objstore/team/store: DeleteObjects: 1 of 2 keys not deleted; first: "
-                "d/y: AccessDenied: Access Denied");
+  const std::string stays = keys[0];
+  server_.ResetStats();
+  server_.SetFaults(nlohmann::json::array({failed(keys[1], "InternalError")}));
+  ASSERT_OK(client->DeleteMany(keys));
+  EXPECT_EQ(1u, ProxyCount("post"));
+  EXPECT_EQ(1u, ProxyCount("delete"));
+  EXPECT_EQ(1u, left());
+  // ... and when that fails too, the call fails naming the key.
+  server_.SetFaults(nlohmann::json::array(
+      {failed(keys[0], "AccessDenied"),
+       nlohmann::json{
+           {"kind", "delete"}, {"count", 1}, {"status", 403}, {"code", "AccessDenied"}}}));
+  EXPECT_STATUS(
+      client->DeleteMany(keys), kPermissionDenied,
+      "s3://bdn-objstore/team/store: DELETE " + keys[0] + ": HTTP 403 (AccessDenied: injected)");
+  EXPECT_EQ(1u, left());
   server_.SetFaults({{{"kind", "post"}, {"count", 1}, {"status", 200}, {"body", "<Foo/>"}}});
   EXPECT_STATUS(client->DeleteMany(keys), kInternal,
                 "s3://bdn-objstore/team/store: DeleteObjects: unexpected answer: expected "
                 "<DeleteResult>, got <Foo>");
-  EXPECT_EQ(2u, left());
+  // No request starts after the deadline.
+  server_.ResetStats();
+  EXPECT_STATUS(client->DeleteMany(keys, std::chrono::milliseconds(0)), kDeadlineExceeded,
+                "s3://bdn-objstore/team/store: DeleteObjects: 2 of 2 keys not deleted by the "
+                "deadline");
+  EXPECT_EQ(0u, ProxyCount("post") + ProxyCount("delete"));
+  EXPECT_EQ(1u, left());
 
-  // A store without DeleteObjects: not retried, then one DELETE per key, now and later.
+  // A store without DeleteObjects: not retried, then one DELETE per key for the rest of the
+  // call; the next call asks again.
+  keys = put(2);
+  keys.push_back(stays);
+  ASSERT_EQ(3u, left());
   server_.ResetStats();
   server_.SetFaults(
       {{{"kind", "post"}, {"count", 1}, {"status", 501}, {"code", "NotImplemented"}}});
   ASSERT_OK(client->DeleteMany(keys));
   EXPECT_EQ(0u, left());
   EXPECT_EQ(1u, ProxyCount("post"));
-  EXPECT_EQ(2u, ProxyCount("delete"));
+  EXPECT_EQ(3u, ProxyCount("delete"));
   keys = put(3);
   ASSERT_OK(client->DeleteMany(keys));
   EXPECT_EQ(0u, left());
-  EXPECT_EQ(1u, ProxyCount("post"));
-  EXPECT_EQ(5u, ProxyCount("delete"));
+  EXPECT_EQ(2u, ProxyCount("post"));
+  EXPECT_EQ(3u, ProxyCount("delete"));
 }
 
 TEST_F(ObjectPackStoreTest, ServerErrorsAndResetsAreRetried) {

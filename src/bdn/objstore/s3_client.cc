@@ -461,7 +461,8 @@ Status S3Client::Delete(const std::string& key) {
   return StatusOf(r);
 }
 
-Status S3Client::DeleteBatch(std::span<const std::string> keys, bool* unsupported) {
+Result<std::vector<std::string>> S3Client::DeleteBatch(std::span<const std::string> keys,
+                                                       bool* unsupported) {
   std::string xml = "<Delete><Quiet>true</Quiet>";
   for (const std::string& k : keys) {
     xml += "<Object><Key>" + XmlEscape(key_prefix_ + k) + "</Key></Object>";
@@ -482,42 +483,68 @@ Status S3Client::DeleteBatch(std::span<const std::string> keys, bool* unsupporte
   auto r = Send(c);
   if (!r) {
     *unsupported = failed_status == 501 || failed_code == "NotImplemented";
-    return r.error();
+    return Err(r.error());
   }
   auto failures = ParseDeleteResult(r->text());
   if (!failures) {
-    return InternalError(uri_ +
-                         ": DeleteObjects: unexpected answer: " + failures.error().message());
+    return Err(
+        InternalError(uri_ + ": DeleteObjects: unexpected answer: " + failures.error().message()));
   }
-  std::erase_if(*failures, [](const DeleteFailure& f) { return f.code == "NoSuchKey"; });
-  if (failures->empty()) return Status::Ok();
-  const DeleteFailure& f = failures->front();
-  const std::string key = f.key.starts_with(key_prefix_) ? f.key.substr(key_prefix_.size()) : f.key;
-  return InternalError(uri_ + ": DeleteObjects: " + std::to_string(failures->size()) + " of " +
-                       std::to_string(keys.size()) +
-                       " keys not deleted; first: " + EscapeName(key) + ": " + f.code +
-                       (f.message.empty() ? "" : ": " + f.message));
+  std::vector<std::string> left;
+  for (const DeleteFailure& f : *failures) {
+    if (f.code == "NoSuchKey") continue;
+    // A key outside the prefix was not asked for: its own DELETE fails on it, named.
+    left.push_back(f.key.starts_with(key_prefix_) ? f.key.substr(key_prefix_.size()) : f.key);
+  }
+  return left;
 }
 
-Status S3Client::DeleteMany(std::span<const std::string> keys, int parallel) {
+Status S3Client::DeleteMany(std::span<const std::string> keys,
+                            std::optional<std::chrono::milliseconds> within, int parallel) {
+  const Clock& clock = *options_.clock;
+  const SteadyTime deadline = clock.SteadyNow() + within.value_or(milliseconds(0));
+  auto late = [&] { return within && clock.SteadyNow() >= deadline; };
+  // One DeleteObject per key, `parallel` at once; none started after the deadline.
+  auto one_by_one = [&](std::span<const std::string> these) -> Status {
+    std::vector<Status> results(these.size());
+    std::atomic<size_t> not_started{0};
+    ParallelFor(these.size(), static_cast<size_t>(std::max(parallel, 1)), [&](size_t i) {
+      if (late()) {
+        not_started.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      results[i] = Delete(these[i]);
+    });
+    for (const Status& s : results) BDN_RETURN_IF_ERROR(s);
+    if (size_t n = not_started.load(); n > 0) {
+      return DeadlineExceededError(uri_ + ": DeleteObjects: " + std::to_string(n) + " of " +
+                                   std::to_string(these.size()) +
+                                   " keys not deleted by the deadline");
+    }
+    return Status::Ok();
+  };
+  bool per_key = false;
   for (size_t at = 0; at < keys.size(); at += kMaxDeleteKeys) {
     std::span<const std::string> batch =
         keys.subspan(at, std::min(kMaxDeleteKeys, keys.size() - at));
-    if (!no_delete_objects_.load(std::memory_order_relaxed)) {
+    if (late()) {
+      return DeadlineExceededError(uri_ + ": DeleteObjects: " + std::to_string(keys.size() - at) +
+                                   " of " + std::to_string(keys.size()) +
+                                   " keys not deleted by the deadline");
+    }
+    if (!per_key) {
       bool unsupported = false;
-      Status s = DeleteBatch(batch, &unsupported);
-      if (!unsupported) {
-        BDN_RETURN_IF_ERROR(s);
+      auto left = DeleteBatch(batch, &unsupported);
+      if (left) {
+        BDN_RETURN_IF_ERROR(one_by_one(*left));
         continue;
       }
-      no_delete_objects_.store(true, std::memory_order_relaxed);
-      log::Warn(uri_ + ": the object store does not implement DeleteObjects (" + s.message() +
-                "); deleting one object per request from now on");
+      if (!unsupported) return left.error();
+      per_key = true;
+      log::Warn(uri_ + ": the object store does not implement DeleteObjects (" +
+                left.error().message() + "); deleting one object per request");
     }
-    std::vector<Status> results(batch.size());
-    ParallelFor(batch.size(), static_cast<size_t>(std::max(parallel, 1)),
-                [&](size_t i) { results[i] = Delete(batch[i]); });
-    for (const Status& s : results) BDN_RETURN_IF_ERROR(s);
+    BDN_RETURN_IF_ERROR(one_by_one(batch));
   }
   return Status::Ok();
 }

@@ -124,13 +124,18 @@ class S3Client {
   // Deletes every key of `keys` with DeleteObjects
   // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html): up to
   // kMaxDeleteKeys per request, quiet (the answer lists only the keys it failed), with the
-  // Content-MD5 S3 requires; a key that does not exist counts as deleted. A store that does not
-  // implement it (HTTP 501 or NotImplemented: GCS's XML API) gets one DeleteObject per key,
-  // `parallel` at once, from then on. Errors: as Put for a request that fails; Internal "<uri>:
-  // DeleteObjects: N of M keys not deleted; first: <key>: <code>: <message>" for the failures
-  // an answer lists; Internal "<uri>: DeleteObjects: unexpected answer: …" for one that does not
-  // decode.
-  Status DeleteMany(std::span<const std::string> keys, int parallel = 8);
+  // Content-MD5 S3 requires; a key that does not exist counts as deleted. A key the answer lists
+  // as failed gets a DeleteObject of its own (with its retries). A store that does not
+  // implement DeleteObjects (HTTP 501 or NotImplemented: GCS's XML API) gets one DeleteObject
+  // per key, `parallel` at once, for the rest of the call. No request starts once `within` has
+  // passed since the call began (one started before ends within its retry_deadline plus
+  // request_deadline).
+  // Errors: as Put for a request that fails (that of the first failed key's DeleteObject);
+  // Internal "<uri>: DeleteObjects: unexpected answer: …" for one that does not decode;
+  // DeadlineExceeded "<uri>: DeleteObjects: N of M keys not deleted by the deadline".
+  Status DeleteMany(std::span<const std::string> keys,
+                    std::optional<std::chrono::milliseconds> within = std::nullopt,
+                    int parallel = 8);
   static constexpr size_t kMaxDeleteKeys = 1000;  // S3's limit per request
 
   // Every object whose key starts with `key_prefix`, following continuation tokens, keys
@@ -145,9 +150,11 @@ class S3Client {
   std::string UriOf(const std::string& key) const { return uri_ + "/" + key; }
 
  private:
-  // One DeleteObjects request of at most kMaxDeleteKeys keys; sets *unsupported (and returns its
-  // error) when the store answers that it does not implement it.
-  Status DeleteBatch(std::span<const std::string> keys, bool* unsupported);
+  // One DeleteObjects request of at most kMaxDeleteKeys keys: the keys it did not delete
+  // (relative to the prefix). Sets *unsupported (and returns its error) when the store answers
+  // that it does not implement it.
+  Result<std::vector<std::string>> DeleteBatch(std::span<const std::string> keys,
+                                               bool* unsupported);
   struct Call;
   explicit S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
                     std::string base_path);
@@ -167,7 +174,6 @@ class S3Client {
         bytes_sent{0}, bytes_received{0};
   };
   mutable Counters counters_;
-  std::atomic<bool> no_delete_objects_{false};  // the store answered DeleteObjects with 501
 };
 
 }  // namespace bdn::objstore
