@@ -502,14 +502,20 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
   std::vector<uint64_t> forgotten;
   {
     WriterLock l(mu_);
-    for (uint64_t p : d.packs) {
-      // Every row counts, for packs known here or not (pushed by another replica since this
-      // one's last listing) and for packs forgotten already (a later run recording one again):
-      // no listing indexes the pack before its DeleteObject.
-      HoldOffRelistLocked(p);
+    for (size_t i = 0; i < d.packs.size(); ++i) {
+      const uint64_t p = d.packs[i];
+      // Every row recorded less than kRelistDeletedAfter ago counts, for packs known here or
+      // not (pushed by another replica since this one's last listing) and for packs forgotten
+      // already (a later run recording one again): no listing indexes the pack before its
+      // DeleteObject. An older row's deleter is done (DeletePacks): its object, if still there,
+      // is a deletion that failed, and may be indexed again.
+      const std::chrono::milliseconds age = i < d.ages.size() ? d.ages[i] : kZeroAge;
+      const std::chrono::milliseconds hold =
+          age < kRelistDeletedAfter ? kRelistDeletedAfter - age : kZeroAge;
+      HoldOffRelistLocked(p, hold);
       if (gone_.contains(p)) continue;
       if (pack_bytes_.contains(p) || indexed_.contains(p) || loose_.contains(p)) {
-        ForgetDeletedLocked(p);
+        ForgetDeletedLocked(p, hold);
         forgotten.push_back(p);
       }
     }
@@ -522,9 +528,10 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
   return d.complete;
 }
 
-void ObjectPackStore::HoldOffRelistLocked(uint64_t p) {
+void ObjectPackStore::HoldOffRelistLocked(uint64_t p, std::chrono::milliseconds hold) {
+  if (hold <= kZeroAge) return;
   SteadyTime& until = relist_after_[p];
-  until = std::max(until, options_.clock->SteadyNow() + kRelistDeletedAfter);
+  until = std::max(until, options_.clock->SteadyNow() + hold);
 }
 
 bool ObjectPackStore::RelistHeldOffLocked(uint64_t p) const {
@@ -532,9 +539,9 @@ bool ObjectPackStore::RelistHeldOffLocked(uint64_t p) const {
   return it != relist_after_.end() && options_.clock->SteadyNow() < it->second;
 }
 
-void ObjectPackStore::ForgetDeletedLocked(uint64_t p) {
+void ObjectPackStore::ForgetDeletedLocked(uint64_t p, std::chrono::milliseconds hold) {
   gone_.insert(p);
-  HoldOffRelistLocked(p);
+  HoldOffRelistLocked(p, hold);
   pack_bytes_.erase(p);
   doomed_.erase(p);
   missing_.erase(p);
@@ -1778,7 +1785,7 @@ Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
     BDN_RETURN_IF_ERROR(catalog_->RemovePacks(batch));
     {
       WriterLock l(mu_);
-      for (uint64_t p : batch) ForgetDeletedLocked(p);
+      for (uint64_t p : batch) ForgetDeletedLocked(p, kRelistDeletedAfter);
     }
     for (uint64_t p : batch) DropCached(p);
     std::vector<std::string> keys;

@@ -235,11 +235,11 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Result<bool> ApplyDeleted(std::optional<uint64_t> from = std::nullopt);
   // One look of ApplyDeleted (from `from`, else from the last look's end).
   Result<bool> LookAtDeleted(std::optional<uint64_t> from);
-  // Forgets pack `p`, deleted: its blobs are no longer found in it.
-  void ForgetDeletedLocked(uint64_t p) REQUIRES(mu_);
-  // Keeps listings from indexing pack `p` for kRelistDeletedAfter from now (or longer, if
-  // already so); whether that still holds.
-  void HoldOffRelistLocked(uint64_t p) REQUIRES(mu_);
+  // Forgets pack `p`, deleted: its blobs are no longer found in it; held off for `hold`.
+  void ForgetDeletedLocked(uint64_t p, std::chrono::milliseconds hold) REQUIRES(mu_);
+  // Keeps listings from indexing pack `p` for `hold` from now (or longer, if already so; nothing
+  // for a hold of 0); whether that still holds.
+  void HoldOffRelistLocked(uint64_t p, std::chrono::milliseconds hold) REQUIRES(mu_);
   bool RelistHeldOffLocked(uint64_t p) const REQUIRES_SHARED(mu_);
   // Looks at the catalog again unless a look that began after `since` has ended (single-flight,
   // at most one per min_refresh_interval).
@@ -319,10 +319,14 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // is one whose deletion failed or whose deleter died: it is indexed again and collected by a
   // later run. A deleter deletes no object later than kDeleteWithin (plus one request's retries)
   // after recording it (DeletePacks), well inside this window. Entries go only once expired
-  // (memory: the deletions of kRelistDeletedAfter, plus every row an Open reads).
+  // (memory: the deletions of kRelistDeletedAfter). The hold runs from the row's record, by the
+  // catalog's clock (PackCatalog::Deleted::ages), so rows older than the window (an Open reads
+  // 30 days of them) hold nothing off: a pack whose deletion failed, indexed again since and
+  // relied on by later versions, stays readable on a replica that restarts.
   std::unordered_map<uint64_t, SteadyTime> relist_after_ GUARDED_BY(mu_);
   static constexpr std::chrono::minutes kRelistDeletedAfter{10};
   static constexpr std::chrono::minutes kDeleteWithin{5};
+  static constexpr std::chrono::milliseconds kZeroAge{0};
   std::unordered_set<uint64_t> missing_ GUARDED_BY(mu_);  // found missing from the object store
   std::set<std::pair<uint64_t, uint64_t>> bad_
       GUARDED_BY(mu_);  // damaged copies (pack, record offset)

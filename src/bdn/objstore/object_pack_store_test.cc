@@ -498,25 +498,30 @@ class GatedDoomCatalog : public PackCatalog {
 // its blobs are stored could commit just before they go). Once kRelistDeletedAfter has passed, an
 // object still listed is a deletion that failed: it is indexed again, for a later run to collect.
 // A catalog shared by two stores (replicas) that keeps the deletions, as PgCatalog's rows do.
+// Rows are as old as `age` says when they are recorded (they do not age after).
 class SharedDeletionsCatalog : public SlowDeletedCatalog {
  public:
   using SlowDeletedCatalog::SlowDeletedCatalog;
   Status RemovePacks(std::span<const uint64_t> packs) override {
     std::lock_guard l(rows_mu_);
-    rows_.insert(rows_.end(), packs.begin(), packs.end());
+    for (uint64_t p : packs) rows_.emplace_back(p, age);
     return Status::Ok();
   }
   Result<Deleted> DeletedSince(uint64_t after) override {
     std::lock_guard l(rows_mu_);
     Deleted d;
-    for (uint64_t i = after; i < rows_.size(); ++i) d.packs.push_back(rows_[i]);
+    for (uint64_t i = after; i < rows_.size(); ++i) {
+      d.packs.push_back(rows_[i].first);
+      d.ages.push_back(rows_[i].second);
+    }
     d.next = rows_.size();
     return d;
   }
+  std::chrono::milliseconds age{0};  // set by the test between calls
 
  private:
   std::mutex rows_mu_;
-  std::vector<uint64_t> rows_;
+  std::vector<std::pair<uint64_t, std::chrono::milliseconds>> rows_;
 };
 
 // Options for two replicas (stores under `dir`/a and `dir`/b) sharing one client, a
@@ -634,6 +639,37 @@ TEST_F(ObjectPackStoreTest, ADeletionRecordedAgainHoldsListingsOffAgain) {
     EXPECT_STATUS(b->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");  // lists
     expect_missing("after a listing that still shows the object");
   }
+}
+
+// The hold runs from the row's record: a row older than kRelistDeletedAfter (an Open reads 30
+// days of them) is a deletion that failed, whose pack may have been indexed again since and be
+// relied on by later versions: it holds nothing off, and a replica opened later reads the pack.
+// A younger row holds it off for what is left of the window.
+TEST_F(ObjectPackStoreTest, ADeletionRowHoldsItsPackOffFromItsRecordNotFromItsReading) {
+  TwoReplicas r = TwoReplicasOf(ClientFor(server_), dir_.path());
+  auto& [client, catalog, clock, oa, ob] = r;
+  auto a = OpenStore(client, oa);
+  ASSERT_TRUE(a);
+  const auto x = RandomBytes(5000, 35);
+  const Digest X = Digest::Of(x);
+  ASSERT_OK(a->Put(X, x));
+  ASSERT_OK(a->Sync());
+  const uint64_t P = a->Locate(X)->pack;
+  catalog->age = std::chrono::minutes(11);
+  ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));  // failed 11 minutes ago
+  auto b = OpenStore(client, ob);                             // reads the row, then lists
+  ASSERT_TRUE(b);
+  EXPECT_EQ(*b->Get(X), x);
+  catalog->age = std::chrono::seconds(570);  // recorded again 9.5 minutes ago
+  ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));
+  clock->Advance(std::chrono::seconds(2));
+  auto m = b->FindMissing(std::vector<Digest>{X});
+  ASSERT_OK(m);
+  EXPECT_EQ(*m, std::vector<Digest>{X});
+  clock->Advance(std::chrono::seconds(20));  // 28 s of the hold left
+  EXPECT_STATUS(b->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");
+  clock->Advance(std::chrono::seconds(30));
+  EXPECT_EQ(*b->Get(X), x);
 }
 
 // A catalog whose listing runs a hook once it has listed (what the hook writes comes after the

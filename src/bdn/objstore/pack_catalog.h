@@ -7,6 +7,7 @@
 // advisory locks, doom and claims rows) takes its place without changing the store.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -63,6 +64,9 @@ class PackCatalog {
     std::vector<uint64_t> packs;
     uint64_t next = 0;
     bool complete = true;
+    // How long before this answer each of `packs` was recorded, by the catalog's clock, in the
+    // same order; a pack past the end (an empty list: all of them) was recorded just now.
+    std::vector<std::chrono::milliseconds> ages;
   };
   virtual Result<Deleted> DeletedSince(uint64_t after) = 0;
 

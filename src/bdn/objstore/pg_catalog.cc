@@ -173,12 +173,14 @@ Result<PackCatalog::Deleted> PgCatalog::DeletedSince(uint64_t after) {
         // the snapshot: advancing to it skips nothing of this store's.
         BDN_ASSIGN_OR_RETURN(
             sql::Rows rows,
-            s.Query("SELECT 0, COALESCE(MIN(seq), 0) FROM objstore_deleted_packs "
+            s.Query("SELECT 0, COALESCE(MIN(seq), 0), 0 FROM objstore_deleted_packs "
                     "WHERE store = ?1 "
                     "UNION ALL "
-                    "SELECT -1, COALESCE(MAX(seq), 0) FROM objstore_deleted_packs "
+                    "SELECT -1, COALESCE(MAX(seq), 0), 0 FROM objstore_deleted_packs "
                     "UNION ALL "
-                    "SELECT seq, pack FROM (SELECT seq, pack FROM objstore_deleted_packs "
+                    "SELECT seq, pack, age_ms FROM (SELECT seq, pack, "
+                    "GREATEST(0, FLOOR(EXTRACT(EPOCH FROM clock_timestamp() - deleted_at) * 1000))"
+                    "::bigint AS age_ms FROM objstore_deleted_packs "
                     "WHERE store = ?1 AND seq > ?2 ORDER BY seq) AS later",
                     {store_, ToBigint(after)}));
         Deleted out;
@@ -195,6 +197,7 @@ Result<PackCatalog::Deleted> PgCatalog::DeletedSince(uint64_t after) {
             continue;
           }
           out.packs.push_back(FromBigint(rows.Int(i, 1)));
+          out.ages.push_back(std::chrono::milliseconds(rows.Int(i, 2)));
           out.next = std::max(out.next, static_cast<uint64_t>(seq));
         }
         // Rows between `after` and the first one kept were pruned before this store saw them.

@@ -136,6 +136,13 @@ TEST_F(PgCatalogTest, PacksDeletedOnOneReplicaAreSeenOnTheOtherFromWhereItLastLo
   auto seen = b->DeletedSince(start->next);
   ASSERT_OK(seen);
   EXPECT_EQ(seen->packs, first);
+  // How long ago each was recorded, by the database's clock (a replica holds listings off from
+  // then).
+  ASSERT_EQ(seen->ages.size(), first.size());
+  for (std::chrono::milliseconds age : seen->ages) {
+    EXPECT_GE(age.count(), 0);
+    EXPECT_LT(age, std::chrono::seconds(30));
+  }
   EXPECT_TRUE(seen->complete);
   EXPECT_GT(seen->next, start->next);
   auto none = b->DeletedSince(seen->next);
