@@ -542,15 +542,21 @@ TwoReplicas TwoReplicasOf(std::shared_ptr<S3Client> client, const fs::path& dir)
   return r;
 }
 
+// Stores `bytes` through `store` and uploads them (Sync): their id.
+Digest PutAndSync(ObjectPackStore& store, const std::vector<uint8_t>& bytes) {
+  const Digest id = Digest::Of(bytes);
+  EXPECT_OK(store.Put(id, bytes));
+  EXPECT_OK(store.Sync());
+  return id;
+}
+
 TEST_F(ObjectPackStoreTest, APackRecordedAsDeletedIsNotListedAgainWhileItsObjectMayStillGo) {
   TwoReplicas r = TwoReplicasOf(ClientFor(server_), dir_.path());
   auto& [client, catalog, clock, oa, ob] = r;
   auto a = OpenStore(client, oa);
   ASSERT_TRUE(a);
   const auto x = RandomBytes(5000, 21);
-  const Digest X = Digest::Of(x);
-  ASSERT_OK(a->Put(X, x));
-  ASSERT_OK(a->Sync());
+  const Digest X = PutAndSync(*a, x);
   auto b = OpenStore(client, ob);
   ASSERT_TRUE(b);
   ASSERT_EQ(*b->Get(X), x);
@@ -584,9 +590,7 @@ TEST_F(ObjectPackStoreTest, APackNeverKnownAndRecordedAsDeletedIsNotListed) {
   auto b = OpenStore(client, ob);  // lists an empty bucket
   ASSERT_TRUE(b);
   const auto x = RandomBytes(5000, 22);
-  const Digest X = Digest::Of(x);
-  ASSERT_OK(a->Put(X, x));
-  ASSERT_OK(a->Sync());
+  const Digest X = PutAndSync(*a, x);
   const uint64_t P = a->Locate(X)->pack;
   ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));  // A's GC; no DeleteObject yet
   clock->Advance(std::chrono::seconds(2));
@@ -614,9 +618,7 @@ TEST_F(ObjectPackStoreTest, ADeletionRecordedAgainHoldsListingsOffAgain) {
     std::shared_ptr<ObjectPackStore> b;
     if (!knew) b = OpenStore(client, ob);  // lists before the pack exists
     const auto x = RandomBytes(5000, knew ? 32 : 31);
-    const Digest X = Digest::Of(x);
-    ASSERT_OK(a->Put(X, x));
-    ASSERT_OK(a->Sync());
+    const Digest X = PutAndSync(*a, x);
     if (knew) {
       b = OpenStore(client, ob);
       ASSERT_EQ(*b->Get(X), x);
@@ -651,9 +653,7 @@ TEST_F(ObjectPackStoreTest, ADeletionRowHoldsItsPackOffFromItsRecordNotFromItsRe
   auto a = OpenStore(client, oa);
   ASSERT_TRUE(a);
   const auto x = RandomBytes(5000, 35);
-  const Digest X = Digest::Of(x);
-  ASSERT_OK(a->Put(X, x));
-  ASSERT_OK(a->Sync());
+  const Digest X = PutAndSync(*a, x);
   const uint64_t P = a->Locate(X)->pack;
   catalog->age = std::chrono::minutes(11);
   ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));  // failed 11 minutes ago
