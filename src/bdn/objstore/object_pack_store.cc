@@ -1207,7 +1207,9 @@ Status ObjectPackStore::RecoverSpool() {
     bool uploaded;
     {
       ReaderLock l(mu_);
-      uploaded = pack_bytes_.contains(p->id);
+      // Listed, or recorded as deleted by a GC since (which only knows uploaded packs): an
+      // upload again under its key could land after the deleter's DeleteObject is sent.
+      uploaded = pack_bytes_.contains(p->id) || gone_.contains(p->id) || RelistHeldOffLocked(p->id);
     }
     if (uploaded) {  // the previous process uploaded it, then stopped before removing it
       fs::remove(path, ec);
@@ -1767,7 +1769,7 @@ Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id) {
 Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
   // Batch by batch, each recorded as deleted (and forgotten here) before its objects go, so that
   // no replica goes on answering from a pack whose deletion failed half-way. No object goes later
-  // than kDeleteWithin (plus one request's retries) after its record, well before replicas may
+  // than kDeleteWithin (plus one request's deadline) after its record, well before replicas may
   // list it again (kRelistDeletedAfter): what is left then stays for a later run, unrecorded. A
   // pack recorded but not deleted is listed again kRelistDeletedAfter later and collected by a
   // later run. DeleteObjects takes 1,000 objects per request: the sweep (which commits wait

@@ -172,8 +172,13 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Result<std::unique_ptr<StoreHold>> HoldForSweep() override { return catalog_->HoldForSweep(); }
   Result<std::vector<Digest>> LiveClaims() override { return catalog_->LiveClaims(); }
   Result<bool> HasLiveCopy(const Digest& id) override;
-  // Deletes each pack's object, forgets it in the catalog and the index (the index tables that
-  // covered it are rewritten without it).
+  // In batches of S3Client::kMaxDeleteKeys: records the packs as deleted in the catalog, forgets
+  // them here, then deletes their objects (one DeleteObjects each); at the end the index tables
+  // are rewritten without them. No request starts more than kDeleteWithin after its batch's
+  // record, and no batch is recorded once kDeleteWithin has passed since the call began.
+  // Errors: the catalog's and the object store's (a batch recorded whose objects are not all
+  // deleted is listed again after kRelistDeletedAfter); DeadlineExceeded "gc: delete packs: N of
+  // M packs left for the next run (deleting took over 5m)".
   Status DeletePacks(std::span<const uint64_t> packs) override;
   // DeletePacks has rewritten the local index tables already (they are a cache of the packs'
   // footers here, rebuilt from the bucket when missing, so there is no crash window to close).
@@ -317,7 +322,7 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   // listing that still shows the object (its DeleteObject not done yet) skips it, so no writer is
   // told its blobs are stored just before it goes. After kRelistDeletedAfter an object still listed
   // is one whose deletion failed or whose deleter died: it is indexed again and collected by a
-  // later run. A deleter deletes no object later than kDeleteWithin (plus one request's retries)
+  // later run. A deleter deletes no object later than kDeleteWithin (plus one request's deadline)
   // after recording it (DeletePacks), well inside this window. Entries go only once expired
   // (memory: the deletions of kRelistDeletedAfter). The hold runs from the row's record, by the
   // catalog's clock (PackCatalog::Deleted::ages), so rows older than the window (an Open reads

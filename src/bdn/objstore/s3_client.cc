@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "bdn/base/backoff.h"
 #include "bdn/base/log.h"
@@ -117,6 +118,8 @@ struct S3Client::Call {
   // If set: the HTTP status of an answer that ended the call with an error (0 for none).
   int* failed_status = nullptr;
   std::string* failed_code = nullptr;  // and the <Code> of its <Error> body
+  // If set: no try starts after it (besides retry_deadline).
+  std::optional<SteadyTime> give_up_at;
 };
 
 S3Client::S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
@@ -223,6 +226,8 @@ Result<http::Response> S3Client::Send(const Call& call) {
       transient = r.error().code() == StatusCode::kUnavailable ||
                   r.error().code() == StatusCode::kDeadlineExceeded;
       failure = Status(r.error().code(), uri_ + ": " + call.what + ": " + r.error().message());
+      if (call.failed_status) *call.failed_status = 0;  // no answer this time
+      if (call.failed_code) call.failed_code->clear();
     } else if (r->status >= 200 && r->status < 300) {
       return std::move(*r);
     } else {
@@ -240,7 +245,8 @@ Result<http::Response> S3Client::Send(const Call& call) {
     const milliseconds wait =
         std::max(backoff::Jitter(backoff), retry_after.value_or(milliseconds(0)));
     const auto spent = std::chrono::duration_cast<milliseconds>(clock.SteadyNow() - start);
-    if (attempt >= options_.max_attempts || spent + wait > options_.retry_deadline) {
+    if (attempt >= options_.max_attempts || spent + wait > options_.retry_deadline ||
+        (call.give_up_at && clock.SteadyNow() + wait > *call.give_up_at)) {
       return Err(Status(failure.code(), failure.message() + " (tried " + std::to_string(attempt) +
                                             " times over " + FormatDuration(spent) + ")"));
     }
@@ -448,11 +454,14 @@ Status S3Client::GetRangeInto(const std::string& key, uint64_t offset, std::span
   return Status::Ok();
 }
 
-Status S3Client::Delete(const std::string& key) {
+Status S3Client::Delete(const std::string& key) { return DeleteKey(key, std::nullopt); }
+
+Status S3Client::DeleteKey(const std::string& key, std::optional<SteadyTime> give_up_at) {
   Call c{.method = http::Method::kDelete,
          .key = key,
          .what = "DELETE " + key,
          .counter = &counters_.deletes};
+  c.give_up_at = give_up_at;
   auto r = Send(c);
   if (!r && r.error().code() == StatusCode::kNotFound &&
       r.error().message().find("bucket") == std::string::npos) {
@@ -462,24 +471,32 @@ Status S3Client::Delete(const std::string& key) {
 }
 
 Result<std::vector<std::string>> S3Client::DeleteBatch(std::span<const std::string> keys,
-                                                       bool* unsupported) {
+                                                       SteadyTime give_up_at, bool* unsupported) {
   std::string xml = "<Delete><Quiet>true</Quiet>";
+  std::unordered_set<std::string> asked;
   for (const std::string& k : keys) {
     xml += "<Object><Key>" + XmlEscape(key_prefix_ + k) + "</Key></Object>";
+    asked.insert(key_prefix_ + k);
   }
   xml += "</Delete>";
   const std::span<const uint8_t> body(reinterpret_cast<const uint8_t*>(xml.data()), xml.size());
+  auto md5 = Md5Base64(body);
+  if (!md5) {
+    *unsupported = true;
+    return Err(md5.error().WithPrefix(uri_ + ": DeleteObjects"));
+  }
   int failed_status = 0;
   std::string failed_code;
   Call c{.method = http::Method::kPost,
          .query = CanonicalQuery({{"delete", ""}}),
          .body = body,
          .content_type = "application/xml",
-         .headers = {{"Content-MD5", Md5Base64(body)}},
+         .headers = {{"Content-MD5", *md5}},
          .what = "DeleteObjects",
          .counter = &counters_.deletes};
   c.failed_status = &failed_status;
   c.failed_code = &failed_code;
+  c.give_up_at = give_up_at;
   auto r = Send(c);
   if (!r) {
     *unsupported = failed_status == 501 || failed_code == "NotImplemented";
@@ -492,9 +509,14 @@ Result<std::vector<std::string>> S3Client::DeleteBatch(std::span<const std::stri
   }
   std::vector<std::string> left;
   for (const DeleteFailure& f : *failures) {
+    if (!asked.contains(f.key)) {
+      // Not a key of this request: the answer is not about it, so none of its keys is known
+      // to be deleted or not.
+      return Err(InternalError(uri_ + ": DeleteObjects: unexpected answer: key \"" +
+                               EscapeName(f.key) + "\" was not asked for"));
+    }
     if (f.code == "NoSuchKey") continue;
-    // A key outside the prefix was not asked for: its own DELETE fails on it, named.
-    left.push_back(f.key.starts_with(key_prefix_) ? f.key.substr(key_prefix_.size()) : f.key);
+    left.push_back(f.key.substr(key_prefix_.size()));
   }
   return left;
 }
@@ -502,8 +524,10 @@ Result<std::vector<std::string>> S3Client::DeleteBatch(std::span<const std::stri
 Status S3Client::DeleteMany(std::span<const std::string> keys,
                             std::optional<std::chrono::milliseconds> within, int parallel) {
   const Clock& clock = *options_.clock;
-  const SteadyTime deadline = clock.SteadyNow() + within.value_or(milliseconds(0));
-  auto late = [&] { return within && clock.SteadyNow() >= deadline; };
+  const std::optional<SteadyTime> deadline =
+      within ? std::optional<SteadyTime>(clock.SteadyNow() + *within) : std::nullopt;
+  auto late = [&] { return deadline && clock.SteadyNow() >= *deadline; };
+  size_t not_deleted = 0;  // keys no request was started for, by the deadline
   // One DeleteObject per key, `parallel` at once; none started after the deadline.
   auto one_by_one = [&](std::span<const std::string> these) -> Status {
     std::vector<Status> results(these.size());
@@ -513,39 +537,41 @@ Status S3Client::DeleteMany(std::span<const std::string> keys,
         not_started.fetch_add(1, std::memory_order_relaxed);
         return;
       }
-      results[i] = Delete(these[i]);
+      results[i] = DeleteKey(these[i], deadline);
     });
     for (const Status& s : results) BDN_RETURN_IF_ERROR(s);
-    if (size_t n = not_started.load(); n > 0) {
-      return DeadlineExceededError(uri_ + ": DeleteObjects: " + std::to_string(n) + " of " +
-                                   std::to_string(these.size()) +
-                                   " keys not deleted by the deadline");
-    }
+    not_deleted += not_started.load();
     return Status::Ok();
+  };
+  auto past_deadline = [&] {
+    return DeadlineExceededError(uri_ + ": DeleteObjects: " + std::to_string(not_deleted) + " of " +
+                                 std::to_string(keys.size()) + " keys not deleted by the deadline");
   };
   bool per_key = false;
   for (size_t at = 0; at < keys.size(); at += kMaxDeleteKeys) {
     std::span<const std::string> batch =
         keys.subspan(at, std::min(kMaxDeleteKeys, keys.size() - at));
     if (late()) {
-      return DeadlineExceededError(uri_ + ": DeleteObjects: " + std::to_string(keys.size() - at) +
-                                   " of " + std::to_string(keys.size()) +
-                                   " keys not deleted by the deadline");
+      not_deleted += keys.size() - at;
+      return past_deadline();
     }
     if (!per_key) {
       bool unsupported = false;
-      auto left = DeleteBatch(batch, &unsupported);
+      auto left = DeleteBatch(batch, deadline.value_or(SteadyTime::max()), &unsupported);
       if (left) {
         BDN_RETURN_IF_ERROR(one_by_one(*left));
         continue;
       }
       if (!unsupported) return left.error();
       per_key = true;
-      log::Warn(uri_ + ": the object store does not implement DeleteObjects (" +
-                left.error().message() + "); deleting one object per request");
+      if (!warned_no_delete_objects_.exchange(true)) {
+        log::Warn(uri_ + ": the object store does not implement DeleteObjects (" +
+                  left.error().message() + "); deleting one object per request");
+      }
     }
     BDN_RETURN_IF_ERROR(one_by_one(batch));
   }
+  if (not_deleted > 0) return past_deadline();
   return Status::Ok();
 }
 

@@ -127,11 +127,12 @@ class S3Client {
   // Content-MD5 S3 requires; a key that does not exist counts as deleted. A key the answer lists
   // as failed gets a DeleteObject of its own (with its retries). A store that does not
   // implement DeleteObjects (HTTP 501 or NotImplemented: GCS's XML API) gets one DeleteObject
-  // per key, `parallel` at once, for the rest of the call. No request starts once `within` has
-  // passed since the call began (one started before ends within its retry_deadline plus
-  // request_deadline).
+  // per key, `parallel` at once, for the rest of the call (and DeleteObjects is asked again by
+  // the next call). No request, nor any retry, starts once `within` has passed since the call
+  // began (one started before ends within request_deadline).
   // Errors: as Put for a request that fails (that of the first failed key's DeleteObject);
-  // Internal "<uri>: DeleteObjects: unexpected answer: …" for one that does not decode;
+  // Internal "<uri>: DeleteObjects: unexpected answer: …" for one that does not decode or names
+  // a key it was not asked for;
   // DeadlineExceeded "<uri>: DeleteObjects: N of M keys not deleted by the deadline".
   Status DeleteMany(std::span<const std::string> keys,
                     std::optional<std::chrono::milliseconds> within = std::nullopt,
@@ -154,7 +155,9 @@ class S3Client {
   // (relative to the prefix). Sets *unsupported (and returns its error) when the store answers
   // that it does not implement it.
   Result<std::vector<std::string>> DeleteBatch(std::span<const std::string> keys,
-                                               bool* unsupported);
+                                               SteadyTime give_up_at, bool* unsupported);
+  // Delete with no try started after `give_up_at`.
+  Status DeleteKey(const std::string& key, std::optional<SteadyTime> give_up_at);
   struct Call;
   explicit S3Client(S3ClientOptions options, std::unique_ptr<http::HttpClient> http,
                     std::string base_path);
@@ -174,6 +177,7 @@ class S3Client {
         bytes_sent{0}, bytes_received{0};
   };
   mutable Counters counters_;
+  std::atomic<bool> warned_no_delete_objects_{false};  // said once per client
 };
 
 }  // namespace bdn::objstore

@@ -35,10 +35,12 @@ std::string Sha256Hex(std::span<const uint8_t> data) {
   return out;
 }
 
-std::string Md5Base64(std::span<const uint8_t> data) {
+Result<std::string> Md5Base64(std::span<const uint8_t> data) {
   unsigned char md[16];
   unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), md, &n, EVP_md5(), nullptr);
+  if (EVP_Digest(data.data(), data.size(), md, &n, EVP_md5(), nullptr) != 1 || n != sizeof md) {
+    return Err(InternalError("MD5 is not available (OpenSSL refused it: FIPS mode?)"));
+  }
   unsigned char b64[32];  // 4 * ceil(16 / 3) + NUL
   const int len = EVP_EncodeBlock(b64, md, static_cast<int>(n));
   return std::string(reinterpret_cast<const char*>(b64), static_cast<size_t>(len));

@@ -30,7 +30,8 @@ inline std::string Sha256Hex(std::string_view data) {
 }
 
 // MD5 of `data` in base64 (OpenSSL): the Content-MD5 header S3 requires on DeleteObjects.
-std::string Md5Base64(std::span<const uint8_t> data);
+// Errors: Internal "MD5 is not available (OpenSSL refused it: FIPS mode?)".
+Result<std::string> Md5Base64(std::span<const uint8_t> data);
 
 // The query string of a SigV4-signed request in canonical form: every name and value
 // percent-encoded (RFC 3986 unreserved characters kept, '/' too encoded), sorted by name then
