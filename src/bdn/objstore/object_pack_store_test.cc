@@ -1588,6 +1588,41 @@ TEST_F(ObjectPackStoreTest, PacksLeftInTheSpoolAreUploadedByTheNextOpen) {
   for (const auto& [id, data] : blobs) EXPECT_EQ(*b->Get(id), data);
 }
 
+// A process that uploaded a pack and stopped before removing it from its spool, whose pack a GC
+// (here another replica's) then recorded as deleted: the next Open drops the spool copy instead
+// of uploading it again under the same key, where the deleter's DeleteObject could still land.
+TEST_F(ObjectPackStoreTest, ASpoolPackAGcRecordedAsDeletedIsNotUploadedAgain) {
+  TwoReplicas r = TwoReplicasOf(ClientFor(server_), dir_.path());
+  auto& [client, catalog, clock, oa, ob] = r;
+  const fs::path spool = oa.dir / "spool", kept = dir_.path() / "kept";
+  fs::create_directories(kept);
+  uint64_t P = 0;
+  {
+    auto a = OpenStore(client, oa);
+    ASSERT_TRUE(a);
+    const auto x = RandomBytes(5000, 36);
+    const Digest X = Digest::Of(x);
+    ASSERT_OK(a->Put(X, x));
+    for (const auto& e : fs::directory_iterator(spool)) {
+      fs::copy_file(e.path(), kept / e.path().filename());
+    }
+    ASSERT_OK(a->Sync());
+    P = a->Locate(X)->pack;
+  }
+  ASSERT_EQ(1u, PackKeys().size());
+  ASSERT_OK(catalog->RemovePacks(std::vector<uint64_t>{P}));  // its DeleteObject pending
+  for (const auto& e : fs::directory_iterator(kept)) {
+    fs::copy_file(e.path(), spool / e.path().filename());  // as if never removed
+  }
+  ASSERT_FALSE(fs::is_empty(spool));
+  server_.ResetStats();
+  auto a = OpenStore(client, oa);
+  ASSERT_TRUE(a);
+  ASSERT_OK(a->Sync());
+  EXPECT_EQ(0u, ProxyCount("put"));
+  EXPECT_TRUE(fs::is_empty(spool));
+}
+
 TEST_F(ObjectPackStoreTest, StreamedUploadsLargerThanTheSpillAreStoredFromAFile) {
   ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
   o.spill_bytes = 10000;
