@@ -738,6 +738,55 @@ TEST_F(ObjectPackStoreTest, AHoldSetDuringAListingThatMissedThePackStays) {
   EXPECT_EQ(*m, std::vector<Digest>{X});
 }
 
+// A catalog whose RemovePacks moves the fake clock 5 minutes on once it has recorded a batch: as if
+// deleting that batch's objects had taken that long.
+class SlowBatchCatalog : public SharedDeletionsCatalog {
+ public:
+  using SharedDeletionsCatalog::SharedDeletionsCatalog;
+  Status RemovePacks(std::span<const uint64_t> packs) override {
+    batches.push_back(packs.size());  // DeletePacks runs on the test's thread
+    BDN_RETURN_IF_ERROR(SharedDeletionsCatalog::RemovePacks(packs));
+    clock->Advance(std::chrono::minutes(5));
+    return Status::Ok();
+  }
+  std::shared_ptr<bdn::testutil::FakeClock> clock;
+  std::vector<size_t> batches;
+};
+
+// DeletePacks records and deletes 1,000 packs at a time and records no batch once 5 minutes have
+// passed since it began (so that no object goes near the 10 minutes after which replicas list it
+// again): the packs of the batches it did not start stay, recorded as nothing, for the next run.
+TEST_F(ObjectPackStoreTest, DeletePacksLeavesTheRestForTheNextRunAfterFiveMinutes) {
+  auto client = ClientFor(server_);
+  auto catalog = std::make_shared<SlowBatchCatalog>(client);
+  catalog->delay_ms = 0;
+  catalog->clock = std::make_shared<bdn::testutil::FakeClock>();
+  ObjectPackStoreOptions o = SmallPacks(dir_.path() / "a");
+  o.catalog = catalog;
+  o.clock = catalog->clock;
+  auto a = OpenStore(client, o);
+  ASSERT_TRUE(a);
+  const auto x = RandomBytes(5000, 41), y = RandomBytes(5000, 42);
+  const Digest X = PutAndSync(*a, x), Y = PutAndSync(*a, y);
+  const uint64_t PX = a->Locate(X)->pack, PY = a->Locate(Y)->pack;
+  ASSERT_NE(PX, PY);
+  // PX in the first batch of 1,000, PY in the second; the others name no object (NoSuchKey is
+  // deleted as far as DeleteObjects goes).
+  std::vector<uint64_t> doomed{PX};
+  for (uint64_t i = 1; i < 1000; ++i) doomed.push_back((uint64_t{1} << 40) + i);
+  doomed.push_back(PY);
+  for (uint64_t i = 0; i < 10; ++i) doomed.push_back((uint64_t{1} << 41) + i);
+  EXPECT_STATUS(a->DeletePacks(doomed), kDeadlineExceeded,
+                "gc: delete packs: 11 of 1011 packs left for the next run (deleting took over 5m)");
+  EXPECT_EQ(catalog->batches, std::vector<size_t>{1000});
+  EXPECT_STATUS(a->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");
+  EXPECT_EQ(GotBytes(*a, Y), y);
+  auto b = OpenStore(ClientFor(server_), SmallPacks(dir_.path() / "b"));  // lists the bucket
+  ASSERT_TRUE(b);
+  EXPECT_EQ(GotBytes(*b, Y), y);
+  EXPECT_STATUS(b->Get(X), kNotFound, "chunk " + X.ToString() + ": not in store");
+}
+
 // A GC in this process, while a pusher's FindMissing of X (a blob the GC must keep, in pack P,
 // being repacked) has read the doom just before PublishDoom: its stale answer must not undo the
 // newer doom, and the GC's copy of X (a Put of a blob claimed seconds ago, which records no claim
