@@ -30,6 +30,10 @@ struct Invocation {
   // (base/memory.h) with it before anything is opened, so that freed buffers are reused instead
   // of being given back to the kernel and faulted in again. 0: glibc's defaults.
   size_t keep_freed_bytes = 0;
+  // Commands that touch gigabytes of fresh memory (push, pull, cat, verify, mount, mounts apply,
+  // serve, cache serve, sync start) set this: main re-executes the program once with huge pages
+  // under glibc's heap (ReexecWithHugePageHeap, base/memory.h) before anything else runs.
+  bool huge_page_heap = false;
   // Commands that open what they need themselves (servers).
   std::function<Status()> run_standalone;
 };

@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
     return bdn::cli::ExitCode(bdn::InvalidArgumentError(e.what()));
   }
   g_json = json;
+  // Does not return where it re-executes; the new process parses the same argv again.
+  if (inv.huge_page_heap) bdn::ReexecWithHugePageHeap(argv);
   try {
     if (inv.check) {
       if (bdn::Status s = inv.check(); !s.ok()) return Fail(s);

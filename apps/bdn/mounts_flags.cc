@@ -14,6 +14,7 @@ void AddMountsFlags(CLI::App& app, Invocation& inv) {
   auto* c = mounts->add_subcommand("apply", "mount every entry of bdn.mounts");
   c->add_option("-f,--file", *apply_file, "deployment config (YAML)")->required();
   c->callback([&inv, apply_file] {
+    inv.huge_page_heap = true;
     inv.run = [apply_file](cli::Context& ctx) { return cli::MountsApply(ctx, *apply_file); };
   });
   auto lock_file = std::make_shared<std::string>();

@@ -123,6 +123,7 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
                 "never created by the server); default <data>/secrets.key, and with --db none")
       ->envname("BDN_SECRETS_KEY_FILE");
   c->callback([&app, &inv, serve] {
+    inv.huge_page_heap = true;
     inv.run_standalone = [&app, serve] { return cli::Serve(*serve, GlobalOption(app, "--home")); };
   });
 
@@ -137,6 +138,7 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--cache-size", cache_serve->cache_size, "bound of the disk cache")
       ->capture_default_str();
   c->callback([&app, &inv, cache_serve] {
+    inv.huge_page_heap = true;
     inv.run_standalone = [&app, cache_serve] {
       return cli::CacheServe(*cache_serve, GlobalOption(app, "--home"));
     };

@@ -49,6 +49,7 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
     // An embedded sync of 1 GiB from s3rver: 4.4 CPU-s with glibc's defaults, 3.7-3.9 keeping
     // 128 MiB (docs/benchmarks.md, "Sync from S3"); peak RSS of sync_s3_large_test 136 -> 200 MiB.
     inv.keep_freed_bytes = size_t{128} << 20;
+    inv.huge_page_heap = true;
     inv.check = [start_args]() -> bdn::Status {
       auto deadline = bdn::ParseDuration(start_args->retry_deadline, std::chrono::seconds(1),
                                          std::chrono::hours(24));

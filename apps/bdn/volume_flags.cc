@@ -92,6 +92,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
       ->envname("BDN_RETRY_DEADLINE")
       ->capture_default_str();
   c->callback([&inv, push] {
+    inv.huge_page_heap = true;
     if (push->expected_sequence >= 0) push->args.expected_sequence = push->expected_sequence;
     inv.check = [push]() -> Status {
       auto deadline =
@@ -192,13 +193,16 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_flag("--strip-prefix", pull->strip_prefix, "put the selected subtree directly in DIR");
   c->add_flag("--overwrite", pull->overwrite, "replace existing files that differ");
   c->add_option("--jobs", pull->jobs)->check(CLI::PositiveNumber);
-  c->callback(
-      [&inv, pull] { inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); }; });
+  c->callback([&inv, pull] {
+    inv.huge_page_heap = true;
+    inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };
+  });
 
   auto cat_ref = std::make_shared<std::string>();
   c = volume->add_subcommand("cat", "write one file's bytes to stdout, verified");
   c->add_option("REF", *cat_ref, "bdn:<ns>/<vol>[:tag|@digest]/<path>")->required();
   c->callback([&inv, cat_ref] {
+    inv.huge_page_heap = true;
     inv.run = [cat_ref](cli::Context& ctx) { return cli::Cat(ctx, *cat_ref); };
   });
 
@@ -215,6 +219,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("REF", verify->ref)->required();
   c->add_option("--jobs", verify->jobs)->check(CLI::PositiveNumber);
   c->callback([&inv, verify] {
+    inv.huge_page_heap = true;
     inv.run = [verify](cli::Context& ctx) { return cli::Verify(ctx, verify->ref, verify->jobs); };
   });
 
@@ -244,6 +249,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "the mount daemon's log file (default $BDN_HOME/logs/mount-<name>-<hash>.log; "
                 "with --foreground, stderr)");
   c->callback([&inv, mount] {
+    inv.huge_page_heap = true;
     inv.check = [mount] { return ParseMountFlags(*mount); };
     inv.run = [mount](cli::Context& ctx) { return cli::Mount(ctx, mount->args); };
   });

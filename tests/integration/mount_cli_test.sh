@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bdn volume mount/umount from the CLI: a pinned, read-only mount whose bytes match b3sum; odd
 # offsets, chunk edges and EOF; concurrent and mmap readers; EROFS; clean umount; a mountpoint
-# left dead by a killed daemon is cleaned by the next mount.
+# left dead by a killed daemon is cleaned by the next mount; the daemon's heap asks for huge pages
+# where the kernel's THP mode is madvise, unless GLIBC_TUNABLES already says otherwise.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 mkdir -p "$WORK/src/d"
@@ -72,5 +73,34 @@ err=$(ls "$WORK/mnt" 2>&1) && fail "dead mount still answered"
 assert_contains "$err" "Transport endpoint is not connected"
 "$BDN" volume mount "$ref" "$WORK/mnt" >/dev/null
 assert_eq "small" "$(cat "$WORK/mnt/d/small.txt")" "remounted"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+
+step "the daemon's heap asks for huge pages (madvise THP mode), unless the user said otherwise"
+# huge_vmas PID: the daemon's mappings madvised MADV_HUGEPAGE ("hg" in VmFlags).
+huge_vmas() { awk '/^VmFlags:/ && / hg/ { n++ } END { print n + 0 }' "/proc/$1/smaps"; }
+# tunables PID: the daemon's GLIBC_TUNABLES. glibc parses it in place at start, writing a NUL over
+# each ":", so the tunables after the first show as entries of their own in /proc/PID/environ.
+tunables() {
+  tr '\0' '\n' <"/proc/$1/environ" |
+    awk '/^GLIBC_TUNABLES=/ { v = substr($0, 16); on = 1; next }
+         on && /^glibc\./ { v = v ":" $0; next }
+         { on = 0 }
+         END { print v }'
+}
+mode=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo none)
+pid=$(GLIBC_TUNABLES=glibc.malloc.arena_max=4 "$BDN" volume mount "$ref" "$WORK/mnt" --json | json_field daemon_pid)
+cat "$WORK/mnt/big.bin" >/dev/null
+if [[ "$mode" == *"[madvise]"* ]]; then
+  assert_eq "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1" "$(tunables "$pid")" "daemon's GLIBC_TUNABLES"
+  [ "$(huge_vmas "$pid")" -gt 0 ] || fail "no heap mapping of the daemon is madvised for huge pages"
+else
+  # under "always" the heap gets huge pages without asking, under "never" it cannot: no re-exec
+  assert_eq "glibc.malloc.arena_max=4" "$(tunables "$pid")" "daemon's GLIBC_TUNABLES (THP mode: $mode)"
+fi
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+pid=$(GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "$BDN" volume mount "$ref" "$WORK/mnt" --json | json_field daemon_pid)
+cat "$WORK/mnt/big.bin" >/dev/null
+assert_eq "glibc.malloc.hugetlb=0" "$(tunables "$pid")" "daemon's GLIBC_TUNABLES, user's choice kept"
+assert_eq 0 "$(huge_vmas "$pid")" "mappings madvised for huge pages with hugetlb=0"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 echo "PASS"
