@@ -8,6 +8,7 @@ pkgs=(build-essential cmake pkg-config git
       libpq-dev  # bdn serve --db: the PostgreSQL client
       postgresql  # the server the --db tests start themselves (initdb, as the postgres user)
       b3sum casync python3 attr
+      libcap2-bin  # secure_mode_test.sh: setcap
       wrk  # bench/http_load.sh
       awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it
       haproxy  # scripts/cluster.sh and ha_origins_test.sh: the load balancer before the origins

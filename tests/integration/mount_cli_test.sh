@@ -93,6 +93,10 @@ cat "$WORK/mnt/big.bin" >/dev/null
 if [[ "$mode" == *"[madvise]"* ]]; then
   assert_eq "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1" "$(tunables "$pid")" "daemon's GLIBC_TUNABLES"
   [ "$(huge_vmas "$pid")" -gt 0 ] || fail "no heap mapping of the daemon is madvised for huge pages"
+  # re-executed through /proc/self/exe, it still goes by its own name (the kernel would say "exe")
+  # and holds no descriptor of the file it read the THP mode from
+  assert_eq "$(basename "$BDN")" "$(cat "/proc/$pid/comm")" "re-executed daemon's name"
+  assert_eq "" "$(find "/proc/$pid/fd" -lname '*transparent_hugepage*' -printf '%l\n')" "daemon's descriptors of the THP mode file"
 else
   # under "always" the heap gets huge pages without asking, under "never" it cannot: no re-exec
   assert_eq "glibc.malloc.arena_max=4" "$(tunables "$pid")" "daemon's GLIBC_TUNABLES (THP mode: $mode)"
@@ -103,4 +107,10 @@ cat "$WORK/mnt/big.bin" >/dev/null
 assert_eq "glibc.malloc.hugetlb=0" "$(tunables "$pid")" "daemon's GLIBC_TUNABLES, user's choice kept"
 assert_eq 0 "$(huge_vmas "$pid")" "mappings madvised for huge pages with hugetlb=0"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
+
+step "run through the dynamic loader by hand, a command that would re-execute still works"
+# /proc/self/exe is the loader then, which would take the command's first word for the program
+loader=$(readelf -l "$BDN" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+[ -x "$loader" ] || fail "no program interpreter found in $BDN: [$loader]"
+"$loader" "$BDN" volume cat "$ref/big.bin" | cmp - "$WORK/src/big.bin" || fail "volume cat through $loader"
 echo "PASS"

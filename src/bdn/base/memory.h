@@ -25,9 +25,14 @@ inline constexpr int kMmapThresholdBytes = 32 << 20;
 // Re-executes the running program (/proc/self/exe, the same argv, the same environment plus
 // "glibc.malloc.hugetlb=1" in GLIBC_TUNABLES) so that glibc's malloc (2.35 and later) asks for
 // transparent huge pages under its heap (madvise MADV_HUGEPAGE on the memory it maps). Only where
-// TunablesForHugePageHeap says so; otherwise, and when the exec fails, it returns and the process
-// goes on as it is. On success it does not return. Call first thing in main, before any thread,
-// file or lock exists (the exec keeps the pid and the open descriptors, and parses argv again).
+// TunablesForHugePageHeap says so, and never in secure mode (setuid, file capabilities: glibc
+// ignores the tunable there), nor where the program has no interpreter (run through the dynamic
+// loader by hand, or linked statically); otherwise, and when the exec fails, it returns and the
+// process goes on as it is. On success it does not return. The re-executed process, marked by
+// BDN_HUGE_PAGE_REEXEC (the name it had), returns at once from its own call, so there is at most
+// one re-exec; it takes back its name (comm: "bdn", not "exe") and removes the marker from the
+// environment of what it starts. Call first thing in main, before any thread, file or lock
+// exists (the exec keeps the pid and the open descriptors, and parses argv again).
 // Why: on a virtual machine a page fault is a trip to the hypervisor, ~15 us per 4 KiB page here:
 // a fresh mount daemon reading its first GiB faulted ~54,000 times (0.8 of its 3.0 CPU-s), and
 // with 2 MiB pages the same read took 1.2 s instead of 1.7 s (docs/benchmarks.md, "Huge pages
