@@ -38,6 +38,12 @@ struct Invocation {
   std::function<Status()> run_standalone;
 };
 
+// A check for an integer flag: its value is at least `min`, else "must be at least N" (CLI11's
+// PositiveNumber and NonNegativeNumber name a range of doubles up to 1.8e308 in full).
+CLI::Validator AtLeast(long long min);
+// A check for a path argument: not "" (which the file system calls would answer with EINVAL).
+CLI::Validator NotEmpty();
+
 // bdn volume push|ls|stat|versions|tag|pull|cat|diff|verify|mount|umount.
 void AddVolumeFlags(CLI::App& app, Invocation& inv);
 // bdn serve, bdn cache serve, bdn key create|ls|revoke.

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "bdn/base/memory.h"
 #include "bdn/base/text.h"
@@ -68,6 +69,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);  // prints the version on stdout, exit code 0
   } catch (const CLI::ParseError& e) {
+    // --json may come after what failed to parse: any "--json" before a "--" counts, so that a
+    // script reading stdout gets {"error": ...} for a syntax error too.
+    for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+      if (std::string_view(argv[i]) == "--json") {
+        g_json = true;
+        return Fail(bdn::InvalidArgumentError(e.what()));
+      }
+    }
     app.exit(e);  // prints CLI11's message and usage hint
     return bdn::cli::ExitCode(bdn::InvalidArgumentError(e.what()));
   }

@@ -1,6 +1,7 @@
 // Flags of the `bdn volume` commands. Each command's flag values land in its own options struct,
 // owned (through a shared_ptr) by the command's callback; flags given as text (durations, sizes)
 // are parsed when the command runs, so that their errors name the flag.
+#include <charconv>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -68,6 +69,30 @@ Status ParseMountFlags(MountFlags& f) {
 
 }  // namespace
 
+CLI::Validator AtLeast(long long min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        long long value = 0;
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (ec == std::errc::result_out_of_range) return "\"" + text + "\" is out of range";
+        if (ec != std::errc() || ptr != end || text.empty()) {
+          return "\"" + text + "\" is not a whole number";
+        }
+        if (value < min) return "must be at least " + std::to_string(min);
+        return std::string();
+      },
+      "INT>=" + std::to_string(min));
+}
+
+CLI::Validator NotEmpty() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.empty() ? std::string("must not be empty") : std::string();
+      },
+      "");
+}
+
 void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   auto* volume = app.add_subcommand("volume", "push, inspect, pull and mount volumes");
   volume->require_subcommand(1);
@@ -75,17 +100,17 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto push = std::make_shared<PushFlags>();
   auto* c = volume->add_subcommand("push", "seal DIR as a new version of volume REF");
-  c->add_option("DIR", push->args.dir, "directory to push")->required();
+  c->add_option("DIR", push->args.dir, "directory to push")->required()->check(NotEmpty());
   c->add_option("REF", push->args.ref, "bdn:<namespace>/<volume>[:tag]")->required();
   c->add_option("--tag", push->args.tags, "tag to point at the new version (repeatable)");
   c->add_option("--source-uri", push->args.source_uri, "where the data came from (recorded)");
   c->add_option("--jobs", push->args.jobs, "hashing threads (default: all cores)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   c->add_flag("--preserve-mtime", push->args.preserve_mtime,
               "record mtimes (they become part of the digest)");
   c->add_option("--expected-sequence", push->expected_sequence,
                 "fail unless the volume sequence is N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   c->add_option("--retry-deadline", push->retry_deadline,
                 "with --remote: give up (exit 7) once the origin has failed this long (1s to "
                 "24h, e.g. 30s, 2m); all of the push's requests share it")
@@ -136,7 +161,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
         is_set ? "point a tag at the version REF selects" : "remove a tag; the version stays");
     c->add_option("--volume-ref", flags->args.volume_ref)->required();
     c->add_option("--tag", flags->args.tag)->required();
-    c->add_option("--expected-sequence", flags->expected_sequence)->check(CLI::NonNegativeNumber);
+    c->add_option("--expected-sequence", flags->expected_sequence)->check(AtLeast(0));
     c->callback([&inv, flags, is_set] {
       if (flags->expected_sequence >= 0) flags->args.expected_sequence = flags->expected_sequence;
       inv.run = [flags, is_set](cli::Context& ctx) {
@@ -160,7 +185,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_flag("-y,--yes", rm->args.yes, "do not ask (needed when stdin is not a terminal)");
   c->add_option("--expected-sequence", rm->expected_sequence,
                 "fail unless the volume sequence is N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   c->callback([&inv, rm] {
     if (rm->expected_sequence >= 0) rm->args.expected_sequence = rm->expected_sequence;
     inv.run = [rm](cli::Context& ctx) { return cli::Rm(ctx, rm->args); };
@@ -177,7 +202,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("REF", restore->args.ref, "bdn:<ns>/<vol>@<digest>")->required();
   c->add_option("--expected-sequence", restore->expected_sequence,
                 "fail unless the volume sequence is N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   c->callback([&inv, restore] {
     if (restore->expected_sequence >= 0) {
       restore->args.expected_sequence = restore->expected_sequence;
@@ -188,11 +213,11 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   auto pull = std::make_shared<cli::PullArgs>();
   c = volume->add_subcommand("pull", "materialize a version or subtree into DIR");
   c->add_option("REF", pull->ref)->required();
-  c->add_option("DIR", pull->dir)->required();
+  c->add_option("DIR", pull->dir)->required()->check(NotEmpty());
   c->add_option("--include", pull->includes, "only this path (repeatable)");
   c->add_flag("--strip-prefix", pull->strip_prefix, "put the selected subtree directly in DIR");
   c->add_flag("--overwrite", pull->overwrite, "replace existing files that differ");
-  c->add_option("--jobs", pull->jobs)->check(CLI::PositiveNumber);
+  c->add_option("--jobs", pull->jobs)->check(AtLeast(1));
   c->callback([&inv, pull] {
     inv.huge_page_heap = true;
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };
@@ -217,7 +242,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   auto verify = std::make_shared<VerifyFlags>();
   c = volume->add_subcommand("verify", "re-read and re-hash every chunk of a version");
   c->add_option("REF", verify->ref)->required();
-  c->add_option("--jobs", verify->jobs)->check(CLI::PositiveNumber);
+  c->add_option("--jobs", verify->jobs)->check(AtLeast(1));
   c->callback([&inv, verify] {
     inv.huge_page_heap = true;
     inv.run = [verify](cli::Context& ctx) { return cli::Verify(ctx, verify->ref, verify->jobs); };
@@ -226,7 +251,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   auto mount = std::make_shared<MountFlags>();
   c = volume->add_subcommand("mount", "read-only FUSE mount of the pinned version");
   c->add_option("REF", mount->args.ref)->required();
-  c->add_option("MOUNTPOINT", mount->args.mountpoint)->required();
+  c->add_option("MOUNTPOINT", mount->args.mountpoint)->required()->check(NotEmpty());
   c->add_flag("--foreground", mount->args.foreground, "serve in this process until unmounted");
   c->add_option("--memory-cache", mount->memory_cache, "in-memory chunk cache size (e.g. 256M)");
   c->add_option("--cache-dir", mount->args.cache_dir,
@@ -256,7 +281,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto umount_path = std::make_shared<std::string>();
   c = volume->add_subcommand("umount", "unmount cleanly");
-  c->add_option("MOUNTPOINT", *umount_path)->required();
+  c->add_option("MOUNTPOINT", *umount_path)->required()->check(NotEmpty());
   c->callback([&inv, umount_path] {
     inv.run = [umount_path](cli::Context& ctx) { return cli::Umount(ctx, *umount_path); };
   });

@@ -94,4 +94,42 @@ for t in 500ms 2.5 1m; do
   "$BDN" volume umount "$WORK/mnt" >/dev/null
   MOUNTS=()
 done
+
+step "counts and empty paths are refused with exit 2 and a clear message; --json reports syntax errors as JSON"
+hint="Run with --help for more information."
+run_fails 2 "$(printf '%s\n%s' '--jobs: must be at least 1' "$hint")" "$BDN" volume push "$WORK/data" bdn:t/v --jobs 0
+run_fails 2 "$(printf '%s\n%s' '--jobs: "abc" is not a whole number' "$hint")" "$BDN" volume push "$WORK/data" bdn:t/v --jobs abc
+run_fails 2 "$(printf '%s\n%s' '--jobs: "99999999999999999999" is out of range' "$hint")" \
+  "$BDN" volume pull "$ref" "$WORK/out" --jobs 99999999999999999999
+run_fails 2 "$(printf '%s\n%s' '--jobs: must be at least 1' "$hint")" "$BDN" volume verify "$ref" --jobs 0
+run_fails 2 "$(printf '%s\n%s' '--expected-sequence: must be at least 0' "$hint")" \
+  "$BDN" volume push "$WORK/data" bdn:t/v --expected-sequence -1
+run_fails 2 "$(printf '%s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume push "" bdn:t/v
+run_fails 2 "$(printf '%s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume pull "$ref" ""
+run_fails 2 "$(printf '%s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume mount "$ref" ""
+run_fails 2 "$(printf '%s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume umount ""
+for args in "--json volume push $WORK/data" "volume push $WORK/data bdn:t/v --json --bogus"; do
+  rc=0; out=$("$BDN" $args 2>"$WORK/err") || rc=$?
+  assert_eq 2 "$rc" "exit code of bdn $args"
+  assert_eq invalid_argument "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <<<"$out")" "JSON error code of bdn $args"
+  assert_eq "bdn: error: $(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["message"])' <<<"$out")" "$(cat "$WORK/err")" "stderr of bdn $args"
+done
+assert_contains "$(cat "$WORK/err")" "--bogus"
+
+step "text output escapes a mountpoint's control bytes; without HOME the default home is the user's own"
+odd="$WORK/m"$'\n'"x"$'\xff'
+mkdir "$odd"
+out=$("$BDN" volume mount "$ref" "$odd")
+MOUNTS+=("$odd")
+assert_eq "$ref mounted at $WORK/m\\nx\\xff" "$out" "mount's text output"
+assert_eq x "$(cat "$odd/f")" "read through the oddly named mountpoint"
+assert_eq "unmounted $WORK/m\\nx\\xff" "$("$BDN" volume umount "$odd")" "umount's text output"
+MOUNTS=()
+if [ "$(id -u)" = 0 ]; then
+  nobody_home=$(getent passwd 65534 | cut -d: -f6)
+  rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume ls 2>&1) || rc=$?
+  assert_contains "$err" "BDN_HOME $nobody_home/.local/share/bdn"
+else
+  echo "(not root: the default home of another user without HOME is not checked)"
+fi
 echo "PASS"

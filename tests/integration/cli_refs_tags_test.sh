@@ -62,6 +62,16 @@ run_fails 4 "bdn: error: volume bdn:weights/model: sequence is $((seq + 1)), exp
   "$BDN" volume tag set --volume-ref bdn:weights/model --tag Prod --expected-sequence "$seq"
 run_fails 2 'bdn: error: tag "head": reserved; head moves only with a push or sync' \
   "$BDN" volume tag set --volume-ref bdn:weights/model --tag head
+# a version, tag or path in tag delete's ref would be ignored: refused, and the tag stays
+run_fails 2 "bdn: error: ref \"bdn:weights/model@$short\": tag delete takes bdn:<ns>/<vol> (the tag is --tag)" \
+  "$BDN" volume tag delete --volume-ref "bdn:weights/model@$short" --tag candidate
+run_fails 2 'bdn: error: ref "bdn:weights/model:Prod": tag delete takes bdn:<ns>/<vol> (the tag is --tag)' \
+  "$BDN" volume tag delete --volume-ref bdn:weights/model:Prod --tag candidate
+run_fails 2 'bdn: error: ref "bdn:weights/model/dir/a.txt": tag delete takes bdn:<ns>/<vol> (the tag is --tag)' \
+  "$BDN" volume tag delete --volume-ref bdn:weights/model/dir/a.txt --tag candidate
+run_fails 2 'bdn: error: ref "bdn:weights/model:Prod/dir/a.txt": tag set takes a version, not a path in it' \
+  "$BDN" volume tag set --volume-ref bdn:weights/model:Prod/dir/a.txt --tag other
+assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:candidate --json | json_field digest)" "tag kept after refused deletes"
 "$BDN" volume tag delete --volume-ref bdn:weights/model --tag candidate >/dev/null
 run_fails 3 'bdn: error: tag "candidate" of bdn:weights/model: not found' \
   "$BDN" volume tag delete --volume-ref bdn:weights/model --tag candidate

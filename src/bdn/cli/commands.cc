@@ -1,5 +1,6 @@
 #include "bdn/cli/commands.h"
 
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "bdn/base/clock.h"
 #include "bdn/base/log.h"
@@ -90,8 +92,18 @@ Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pin
 fs::path DefaultHome() {
   if (const char* h = std::getenv("BDN_HOME"); h && *h) return h;
   if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return fs::path(x) / "bdn";
-  const char* home = std::getenv("HOME");
-  return fs::path(home ? home : "/root") / ".local/share/bdn";
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return fs::path(home) / ".local/share/bdn";
+  }
+  // No HOME (env -i, some service managers): the user's home from the password database.
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(::getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found &&
+      found->pw_dir && *found->pw_dir) {
+    return fs::path(found->pw_dir) / ".local/share/bdn";
+  }
+  return fs::path("/") / ".local/share/bdn";
 }
 
 Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
@@ -404,6 +416,11 @@ Status Versions(Context& ctx, const VersionsArgs& args) {
 
 Status TagSet(Context& ctx, const TagArgs& args) {
   BDN_RETURN_IF_ERROR(ValidateTag(args.tag));
+  BDN_ASSIGN_OR_RETURN(Ref given, ParseRef(args.volume_ref));
+  if (!given.path.empty()) {
+    return InvalidArgumentError("ref \"" + args.volume_ref +
+                                "\": tag set takes a version, not a path in it");
+  }
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.volume_ref));
   const PinnedRef& pinned = resolved.second;
   BDN_ASSIGN_OR_RETURN(int64_t seq, ctx.registry->SetTag(pinned.ns, pinned.volume, args.tag,
@@ -420,6 +437,11 @@ Status TagSet(Context& ctx, const TagArgs& args) {
 Status TagDelete(Context& ctx, const TagArgs& args) {
   BDN_RETURN_IF_ERROR(ValidateTag(args.tag));
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.volume_ref));
+  // The tag is --tag: a version, tag or path in the ref would be ignored, so it is refused.
+  if (ref.digest || ref.tag || !ref.path.empty()) {
+    return InvalidArgumentError("ref \"" + args.volume_ref +
+                                "\": tag delete takes bdn:<ns>/<vol> (the tag is --tag)");
+  }
   BDN_ASSIGN_OR_RETURN(
       int64_t seq, ctx.registry->DeleteTag(ref.ns, ref.volume, args.tag, args.expected_sequence));
   if (ctx.json) {
@@ -677,8 +699,8 @@ Status Mount(Context& ctx, const MountArgs& args) {
                  {"allow_other", args.allow_other},
                  {"daemon_pid", daemon_pid}});
     } else {
-      std::cout << pinned.ToString() << " mounted at " << fs::absolute(args.mountpoint).string()
-                << std::endl;
+      std::cout << pinned.ToString() << " mounted at "
+                << EscapeName(fs::absolute(args.mountpoint).string()) << std::endl;
     }
   }
   return Status::Ok();
@@ -768,7 +790,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   opts.log_level = args.log_level;
   if (args.foreground) {
     BDN_RETURN_IF_ERROR(log::Init(args.log_level, args.log_file));
-    std::cerr << pinned.ToString() << " mounting at " << opts.mountpoint.string()
+    std::cerr << pinned.ToString() << " mounting at " << EscapeName(opts.mountpoint.string())
               << " (foreground)\n";
     return ServeMount(view, opts);
   }
@@ -789,7 +811,7 @@ Status Umount(Context& ctx, const std::string& mountpoint) {
   if (ctx.json) {
     PrintJson({{"mountpoint", fs::absolute(mountpoint).string()}, {"unmounted", true}});
   } else {
-    std::cout << "unmounted " << fs::absolute(mountpoint).string() << "\n";
+    std::cout << "unmounted " << EscapeName(fs::absolute(mountpoint).string()) << "\n";
   }
   return Status::Ok();
 }

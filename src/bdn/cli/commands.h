@@ -82,7 +82,8 @@ std::shared_ptr<ChunkStore> ReadStore(const Context& ctx, const PinnedRef& pinne
 // a JSON error only when it did not.
 bool ResultPrinted();
 
-// The default $BDN_HOME: $BDN_HOME, else $XDG_DATA_HOME/bdn, else ~/.local/share/bdn.
+// The default $BDN_HOME: $BDN_HOME, else $XDG_DATA_HOME/bdn, else ~/.local/share/bdn (~: $HOME,
+// else the user's home in the password database).
 std::filesystem::path DefaultHome();
 
 // bdn store migrate|rebuild-index|stats: maintenance of the local pack store of the data
