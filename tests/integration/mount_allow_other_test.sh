@@ -123,4 +123,25 @@ else
     as_nobody "$BDN" mounts apply -f "$WORK/config.yaml"
   [ -z "$(findmnt -n --mountpoint "$WORK/mnt/by-nobody")" ] || fail "nobody mounted something"
 fi
+
+step "a user who cannot open /dev/fuse is told so, with the permission exit code (6)"
+# In a private mount namespace, /dev/fuse is covered by a copy of the device node only root may
+# open, whatever the machine's own /dev/fuse allows.
+mknod "$WORK/fuse-root-only" c 10 229
+chmod 0600 "$WORK/fuse-root-only"
+mkdir -m 0777 "$WORK/mnt-denied"
+mkdir "$WORK/denied-home"
+chown nobody "$WORK/denied-home"
+chmod 0700 "$WORK/denied-home"
+mkdir -m 0755 "$WORK/denied-src"
+printf 'x\n' > "$WORK/denied-src/f"
+chmod 0644 "$WORK/denied-src/f"
+BDN_HOME="$WORK/denied-home" as_nobody "$BDN" volume push "$WORK/denied-src" bdn:test/denied >/dev/null 2>&1
+rc=0
+err=$(unshare -m --propagation private sh -c 'mount --bind "$1" /dev/fuse && shift && exec "$@"' sh \
+  "$WORK/fuse-root-only" env BDN_HOME="$WORK/denied-home" setpriv --reuid=nobody --regid=nogroup \
+  --clear-groups "$BDN" volume mount bdn:test/denied "$WORK/mnt-denied" 2>&1) || rc=$?
+assert_eq 6 "$rc" "exit code of a mount without access to /dev/fuse"
+assert_eq "bdn: error: mountpoint $WORK/mnt-denied: mount failed: fuse: failed to open /dev/fuse: Permission denied" \
+  "$err" "stderr of a mount without access to /dev/fuse"
 echo "PASS"

@@ -173,8 +173,15 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   if (fuse_session_mount(se, mp.c_str()) != 0) {
     release_session();
     std::string reason = FuseLogReason();
-    return InternalError(what + ": mount failed" +
-                         (reason.empty() ? " (fusermount3 says why on stderr)" : reason));
+    std::string message =
+        what + ": mount failed" + (reason.empty() ? " (fusermount3 says why on stderr)" : reason);
+    // /dev/fuse or the mountpoint not open to this user: exit 6 like every other permission
+    // error, not 1.
+    if (reason.find("Permission denied") != std::string::npos ||
+        reason.find("Operation not permitted") != std::string::npos) {
+      return PermissionDeniedError(std::move(message));
+    }
+    return InternalError(std::move(message));
   }
 
   // stat on the mountpoint needs the session loop to answer INIT and GETATTR, so readiness is

@@ -110,8 +110,10 @@ struct MountOptions {
 //
 // Errors: NotFound if the mountpoint does not exist; InvalidArgument "mountpoint X: not a
 // directory"; AlreadyExists "mountpoint X: already a bdn mount" if a live one is there;
-// PermissionDenied "mountpoint X: allow_other: ..." (CheckAllowOtherPermitted); Internal
-// "mountpoint X: mount failed" (no /dev/fuse, not permitted, ...) or a failing session.
+// PermissionDenied "mountpoint X: allow_other: ..." (CheckAllowOtherPermitted), or "mountpoint
+// X: mount failed: ..." when libfuse says "Permission denied" or "Operation not permitted"
+// (/dev/fuse not open to this user); Internal "mountpoint X: mount failed" otherwise (no
+// /dev/fuse, ...) or a failing session.
 // Thread-safety: several ServeMount calls may run in one process; only the first one running
 // installs the signal handlers.
 Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options);
