@@ -3,6 +3,7 @@
 // are parsed when the command runs, so that their errors name the flag.
 #include <charconv>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -69,9 +70,9 @@ Status ParseMountFlags(MountFlags& f) {
 
 }  // namespace
 
-CLI::Validator AtLeast(long long min) {
+CLI::Validator AtLeast(long long min, long long max) {
   return CLI::Validator(
-      [min](std::string& text) -> std::string {
+      [min, max](std::string& text) -> std::string {
         long long value = 0;
         const char* end = text.data() + text.size();
         auto [ptr, ec] = std::from_chars(text.data(), end, value);
@@ -80,9 +81,12 @@ CLI::Validator AtLeast(long long min) {
           return "\"" + text + "\" is not a whole number";
         }
         if (value < min) return "must be at least " + std::to_string(min);
+        if (value > max) return "must be at most " + std::to_string(max);
         return std::string();
       },
-      "INT>=" + std::to_string(min));
+      max == std::numeric_limits<long long>::max()
+          ? "INT>=" + std::to_string(min)
+          : "INT in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
 }
 
 CLI::Validator NotEmpty() {
@@ -105,7 +109,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--tag", push->args.tags, "tag to point at the new version (repeatable)");
   c->add_option("--source-uri", push->args.source_uri, "where the data came from (recorded)");
   c->add_option("--jobs", push->args.jobs, "hashing threads (default: all cores)")
-      ->check(AtLeast(1));
+      ->check(AtLeast(1, kMaxJobs));
   c->add_flag("--preserve-mtime", push->args.preserve_mtime,
               "record mtimes (they become part of the digest)");
   c->add_option("--expected-sequence", push->expected_sequence,
@@ -217,7 +221,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--include", pull->includes, "only this path (repeatable)");
   c->add_flag("--strip-prefix", pull->strip_prefix, "put the selected subtree directly in DIR");
   c->add_flag("--overwrite", pull->overwrite, "replace existing files that differ");
-  c->add_option("--jobs", pull->jobs)->check(AtLeast(1));
+  c->add_option("--jobs", pull->jobs)->check(AtLeast(1, kMaxJobs));
   c->callback([&inv, pull] {
     inv.huge_page_heap = true;
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };
@@ -242,7 +246,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   auto verify = std::make_shared<VerifyFlags>();
   c = volume->add_subcommand("verify", "re-read and re-hash every chunk of a version");
   c->add_option("REF", verify->ref)->required();
-  c->add_option("--jobs", verify->jobs)->check(AtLeast(1));
+  c->add_option("--jobs", verify->jobs)->check(AtLeast(1, kMaxJobs));
   c->callback([&inv, verify] {
     inv.huge_page_heap = true;
     inv.run = [verify](cli::Context& ctx) { return cli::Verify(ctx, verify->ref, verify->jobs); };

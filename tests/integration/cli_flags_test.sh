@@ -102,6 +102,10 @@ run_fails 2 "$(printf '%s\n%s' '--jobs: "abc" is not a whole number' "$hint")" "
 run_fails 2 "$(printf '%s\n%s' '--jobs: "99999999999999999999" is out of range' "$hint")" \
   "$BDN" volume pull "$ref" "$WORK/out" --jobs 99999999999999999999
 run_fails 2 "$(printf '%s\n%s' '--jobs: must be at least 1' "$hint")" "$BDN" volume verify "$ref" --jobs 0
+# each job is a thread: a count the flag's int cannot hold, or just many, is refused up front
+for n in 1025 2147483648; do
+  run_fails 2 "$(printf '%s\n%s' '--jobs: must be at most 1024' "$hint")" "$BDN" volume verify "$ref" --jobs "$n"
+done
 run_fails 2 "$(printf '%s\n%s' '--expected-sequence: must be at least 0' "$hint")" \
   "$BDN" volume push "$WORK/data" bdn:t/v --expected-sequence -1
 run_fails 2 "$(printf '%s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume push "" bdn:t/v
@@ -124,6 +128,14 @@ MOUNTS+=("$odd")
 assert_eq "$ref mounted at $WORK/m\\nx\\xff" "$out" "mount's text output"
 assert_eq x "$(cat "$odd/f")" "read through the oddly named mountpoint"
 assert_eq "unmounted $WORK/m\\nx\\xff" "$("$BDN" volume umount "$odd")" "umount's text output"
+MOUNTS=()
+run_fails 2 "bdn: error: mountpoint /: not over the root directory" "$BDN" volume mount "$ref" /
+# "." and ".." steps and a trailing "/" are not part of the name a mount is known by
+mkdir "$WORK/dot"
+assert_eq "$ref mounted at $WORK/dot" "$(cd "$WORK/dot" && "$BDN" volume mount "$ref" .)" "mount . prints"
+MOUNTS+=("$WORK/dot")
+assert_eq x "$(cat "$WORK/dot/f")" "read through the mount made as ."
+assert_eq "unmounted $WORK/dot" "$("$BDN" volume umount "$WORK/dot/../dot/")" "umount of a path with .. and a trailing /"
 MOUNTS=()
 if [ "$(id -u)" = 0 ]; then
   nobody_home=$(getent passwd 65534 | cut -d: -f6)

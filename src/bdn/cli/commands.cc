@@ -87,6 +87,14 @@ Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pin
   return VersionView::Open(ReadStore(ctx, pinned), pinned.digest);
 }
 
+// `text` as an absolute path with no "." or ".." steps and no trailing "/": what a mount is known
+// by in its output, its log's name and /proc/mounts.
+fs::path NormalMountpoint(const std::string& text) {
+  fs::path p = fs::absolute(text).lexically_normal();
+  if (!p.has_filename() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+
 }  // namespace
 
 fs::path DefaultHome() {
@@ -695,12 +703,12 @@ Status Mount(Context& ctx, const MountArgs& args) {
   if (!args.foreground) {
     if (ctx.json) {
       PrintJson({{"version_ref", pinned.ToString()},
-                 {"mountpoint", fs::absolute(args.mountpoint).string()},
+                 {"mountpoint", NormalMountpoint(args.mountpoint).string()},
                  {"allow_other", args.allow_other},
                  {"daemon_pid", daemon_pid}});
     } else {
       std::cout << pinned.ToString() << " mounted at "
-                << EscapeName(fs::absolute(args.mountpoint).string()) << std::endl;
+                << EscapeName(NormalMountpoint(args.mountpoint).string()) << std::endl;
     }
   }
   return Status::Ok();
@@ -771,7 +779,11 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   // Not OpenView: the mount's store already names the version in its reads.
   BDN_ASSIGN_OR_RETURN(auto view, VersionView::Open(mount_ctx.store, pinned.digest));
   MountOptions opts;
-  opts.mountpoint = fs::absolute(args.mountpoint);
+  opts.mountpoint = NormalMountpoint(args.mountpoint);
+  if (opts.mountpoint == opts.mountpoint.root_path()) {
+    return InvalidArgumentError("mountpoint " + opts.mountpoint.string() +
+                                ": not over the root directory");
+  }
   // Asked before anything stats the path: stat of a mount whose daemon is stopped or hung never
   // returns, and InspectMountpoint gives up on it with an error that says so.
   BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(opts.mountpoint));
@@ -807,11 +819,11 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 }
 
 Status Umount(Context& ctx, const std::string& mountpoint) {
-  BDN_RETURN_IF_ERROR(Unmount(fs::absolute(mountpoint)));
+  BDN_RETURN_IF_ERROR(Unmount(NormalMountpoint(mountpoint)));
   if (ctx.json) {
-    PrintJson({{"mountpoint", fs::absolute(mountpoint).string()}, {"unmounted", true}});
+    PrintJson({{"mountpoint", NormalMountpoint(mountpoint).string()}, {"unmounted", true}});
   } else {
-    std::cout << "unmounted " << EscapeName(fs::absolute(mountpoint).string()) << "\n";
+    std::cout << "unmounted " << EscapeName(NormalMountpoint(mountpoint).string()) << "\n";
   }
   return Status::Ok();
 }
