@@ -42,7 +42,7 @@ struct Invocation {
 // A check for an integer flag: its value is at least `min` and at most `max`, else "must be at
 // least N" / "must be at most M" (CLI11's PositiveNumber and NonNegativeNumber name a range of
 // doubles up to 1.8e308 in full, and let through what the flag's int cannot hold).
-CLI::Validator AtLeast(long long min, long long max = std::numeric_limits<long long>::max());
+CLI::Validator IntInRange(long long min, long long max = std::numeric_limits<long long>::max());
 // The most --jobs threads a command starts (each is a thread of its own).
 inline constexpr long long kMaxJobs = 1024;
 // A check for a path argument: not "" (which the file system calls would answer with EINVAL).

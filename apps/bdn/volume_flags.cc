@@ -70,7 +70,7 @@ Status ParseMountFlags(MountFlags& f) {
 
 }  // namespace
 
-CLI::Validator AtLeast(long long min, long long max) {
+CLI::Validator IntInRange(long long min, long long max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {
         long long value = 0;
@@ -109,12 +109,12 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--tag", push->args.tags, "tag to point at the new version (repeatable)");
   c->add_option("--source-uri", push->args.source_uri, "where the data came from (recorded)");
   c->add_option("--jobs", push->args.jobs, "hashing threads (default: all cores)")
-      ->check(AtLeast(1, kMaxJobs));
+      ->check(IntInRange(1, kMaxJobs));
   c->add_flag("--preserve-mtime", push->args.preserve_mtime,
               "record mtimes (they become part of the digest)");
   c->add_option("--expected-sequence", push->expected_sequence,
                 "fail unless the volume sequence is N")
-      ->check(AtLeast(0));
+      ->check(IntInRange(0));
   c->add_option("--retry-deadline", push->retry_deadline,
                 "with --remote: give up (exit 7) once the origin has failed this long (1s to "
                 "24h, e.g. 30s, 2m); all of the push's requests share it")
@@ -165,7 +165,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
         is_set ? "point a tag at the version REF selects" : "remove a tag; the version stays");
     c->add_option("--volume-ref", flags->args.volume_ref)->required();
     c->add_option("--tag", flags->args.tag)->required();
-    c->add_option("--expected-sequence", flags->expected_sequence)->check(AtLeast(0));
+    c->add_option("--expected-sequence", flags->expected_sequence)->check(IntInRange(0));
     c->callback([&inv, flags, is_set] {
       if (flags->expected_sequence >= 0) flags->args.expected_sequence = flags->expected_sequence;
       inv.run = [flags, is_set](cli::Context& ctx) {
@@ -189,7 +189,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_flag("-y,--yes", rm->args.yes, "do not ask (needed when stdin is not a terminal)");
   c->add_option("--expected-sequence", rm->expected_sequence,
                 "fail unless the volume sequence is N")
-      ->check(AtLeast(0));
+      ->check(IntInRange(0));
   c->callback([&inv, rm] {
     if (rm->expected_sequence >= 0) rm->args.expected_sequence = rm->expected_sequence;
     inv.run = [rm](cli::Context& ctx) { return cli::Rm(ctx, rm->args); };
@@ -206,7 +206,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("REF", restore->args.ref, "bdn:<ns>/<vol>@<digest>")->required();
   c->add_option("--expected-sequence", restore->expected_sequence,
                 "fail unless the volume sequence is N")
-      ->check(AtLeast(0));
+      ->check(IntInRange(0));
   c->callback([&inv, restore] {
     if (restore->expected_sequence >= 0) {
       restore->args.expected_sequence = restore->expected_sequence;
@@ -221,7 +221,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--include", pull->includes, "only this path (repeatable)");
   c->add_flag("--strip-prefix", pull->strip_prefix, "put the selected subtree directly in DIR");
   c->add_flag("--overwrite", pull->overwrite, "replace existing files that differ");
-  c->add_option("--jobs", pull->jobs)->check(AtLeast(1, kMaxJobs));
+  c->add_option("--jobs", pull->jobs)->check(IntInRange(1, kMaxJobs));
   c->callback([&inv, pull] {
     inv.huge_page_heap = true;
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };
@@ -246,7 +246,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   auto verify = std::make_shared<VerifyFlags>();
   c = volume->add_subcommand("verify", "re-read and re-hash every chunk of a version");
   c->add_option("REF", verify->ref)->required();
-  c->add_option("--jobs", verify->jobs)->check(AtLeast(1, kMaxJobs));
+  c->add_option("--jobs", verify->jobs)->check(IntInRange(1, kMaxJobs));
   c->callback([&inv, verify] {
     inv.huge_page_heap = true;
     inv.run = [verify](cli::Context& ctx) { return cli::Verify(ctx, verify->ref, verify->jobs); };
