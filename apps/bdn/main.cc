@@ -1,5 +1,6 @@
 // bdn: parses the command line, opens the store, runs one command, maps its Status to an exit code.
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -33,6 +34,29 @@ int Fail(const bdn::Status& s) {
     std::printf("%s\n", bdn::cli::JsonText(j).c_str());
   }
   return bdn::cli::ExitCode(s);
+}
+
+// Whether argv asks for --json, read without the parser (which failed): "--json" and
+// "--json=VALUE" before a "--", the last one winning, with the values CLI11 takes for a flag
+// (true/1/yes/on/enable, false/0/no/off/disable; another value counts as not given).
+bool JsonRequested(int argc, char** argv) {
+  bool json = false;
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == "--json") {
+      json = true;
+    } else if (arg.starts_with("--json=")) {
+      std::string value(arg.substr(7));
+      for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (value == "true" || value == "1" || value == "yes" || value == "on" || value == "enable") {
+        json = true;
+      } else if (value == "false" || value == "0" || value == "no" || value == "off" ||
+                 value == "disable") {
+        json = false;
+      }
+    }
+  }
+  return json;
 }
 
 }  // namespace
@@ -69,13 +93,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);  // prints the version on stdout, exit code 0
   } catch (const CLI::ParseError& e) {
-    // --json may come after what failed to parse: any "--json" before a "--" counts, so that a
-    // script reading stdout gets {"error": ...} for a syntax error too.
-    for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
-      if (std::string_view(argv[i]) == "--json") {
-        g_json = true;
-        return Fail(bdn::InvalidArgumentError(e.what()));
-      }
+    // --json may come after what failed to parse: the last "--json" or "--json=VALUE" before a
+    // "--" counts, so that a script reading stdout gets {"error": ...} for a syntax error too.
+    if (JsonRequested(argc, argv)) {
+      g_json = true;
+      return Fail(bdn::InvalidArgumentError(e.what()));
     }
     app.exit(e);  // prints CLI11's message and usage hint
     return bdn::cli::ExitCode(bdn::InvalidArgumentError(e.what()));

@@ -112,13 +112,19 @@ run_fails 2 "$(printf '%s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume 
 run_fails 2 "$(printf '%s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume pull "$ref" ""
 run_fails 2 "$(printf '%s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume mount "$ref" ""
 run_fails 2 "$(printf '%s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume umount ""
-for args in "--json volume push $WORK/data" "volume push $WORK/data bdn:t/v --json --bogus"; do
+for args in "--json volume push $WORK/data" "--json=false --json=on volume push" \
+  "--json=true volume push $WORK/data bdn:t/v --bogus" "volume push $WORK/data bdn:t/v --json --bogus"; do
   rc=0; out=$("$BDN" $args 2>"$WORK/err") || rc=$?
   assert_eq 2 "$rc" "exit code of bdn $args"
   assert_eq invalid_argument "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <<<"$out")" "JSON error code of bdn $args"
   assert_eq "bdn: error: $(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["message"])' <<<"$out")" "$(cat "$WORK/err")" "stderr of bdn $args"
 done
 assert_contains "$(cat "$WORK/err")" "--bogus"
+# --json=false (the last word) keeps CLI11's text and prints nothing on stdout
+rc=0; out=$("$BDN" --json --json=false volume push "$WORK/data" 2>"$WORK/err") || rc=$?
+assert_eq 2 "$rc" "exit code with --json=false"
+assert_eq "" "$out" "stdout with --json=false"
+assert_contains "$(cat "$WORK/err")" "REF is required"
 
 step "text output escapes a mountpoint's control bytes; without HOME the default home is the user's own"
 odd="$WORK/m"$'\n'"x"$'\xff'
