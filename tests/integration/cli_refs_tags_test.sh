@@ -39,6 +39,12 @@ rn=$("$BDN" --home "$WORK/modes-home" volume push "$WORK/names" bdn:weights/name
 listing=$("$BDN" --home "$WORK/modes-home" volume ls "$rn" 2>/dev/null | awk '{print $3}')
 assert_eq "$(printf '%s\n%s' 'back\\slash' 'new\nline')" "$listing" "escaped names"
 
+step "ls text gives a symlink the size the mount's stat gives it: its target's length"
+mkdir -p "$WORK/links"; printf 'abc' > "$WORK/links/f"; ln -s "f" "$WORK/links/l"; ln -s "../far/away" "$WORK/links/m"
+rl=$("$BDN" --home "$WORK/modes-home" volume push "$WORK/links" bdn:weights/links)
+listing=$("$BDN" --home "$WORK/modes-home" volume ls "$rl" 2>/dev/null | awk '{$1=$1; print}')
+assert_eq "$(printf '%s\n%s\n%s' '-rw-r--r-- 3 f' 'lrwxrwxrwx 1 l -> f' 'lrwxrwxrwx 11 m -> ../far/away')" "$listing" "sizes"
+
 step "refs resolve once and print pinned"
 assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:Prod --json | json_field digest)" "tag Prod"
 run_fails 3 'bdn: error: tag "prod" of bdn:weights/model: not found' "$BDN" volume stat bdn:weights/model:prod

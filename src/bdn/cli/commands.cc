@@ -287,9 +287,12 @@ Status Ls(Context& ctx, const LsArgs& args) {
   std::cerr << pinned.ToString() << "\n";
   for (const Entry* e : list) {
     const Entry& f = view->Resolve(*e);
+    // A symlink's size is its target's length, as ls -l and the mount's stat give it.
+    const uint64_t bytes = f.kind == EntryKind::kFile       ? f.size_bytes
+                           : e->kind == EntryKind::kSymlink ? e->target.size()
+                                                            : 0;
     char size[32];
-    std::snprintf(size, sizeof size, "%12llu",
-                  static_cast<unsigned long long>(f.kind == EntryKind::kFile ? f.size_bytes : 0));
+    std::snprintf(size, sizeof size, "%12llu", static_cast<unsigned long long>(bytes));
     std::cout << ModeString(f.kind == EntryKind::kFile ? f : *e) << " " << size << " "
               << EscapeName(e->path);
     if (e->kind == EntryKind::kDirectory) std::cout << "/";
