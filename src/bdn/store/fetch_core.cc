@@ -142,7 +142,8 @@ void FetchCore::Shutdown() {
   demand_queue_.clear();
   background_queue_.clear();
   for (auto& [id, flight] : flights_) flight->cv.notify_all();
-  work_cv_.notify_all();
+  demand_cv_.notify_all();
+  background_cv_.notify_all();
 }
 
 FetchCore::Stats FetchCore::stats() const {
@@ -160,7 +161,7 @@ std::shared_ptr<FetchCore::Flight> FetchCore::DemandLocked(const Item& item, boo
       flight->demand = true;
       demand_queue_.push_back(flight);
       ++stats_.promoted;
-      work_cv_.notify_all();
+      WakeForDemandLocked();
     }
     if (joined) *joined = true;
     return flight;
@@ -172,9 +173,14 @@ std::shared_ptr<FetchCore::Flight> FetchCore::DemandLocked(const Item& item, boo
   flight->demand = true;
   flights_.emplace(item.id, flight);
   demand_queue_.push_back(flight);
-  work_cv_.notify_all();
+  WakeForDemandLocked();
   if (joined) *joined = false;
   return flight;
+}
+
+void FetchCore::WakeForDemandLocked() {
+  demand_cv_.notify_one();
+  background_cv_.notify_one();  // a background thread takes demand work when it is free
 }
 
 FetchCore::Answer FetchCore::WaitLocked(std::unique_lock<std::mutex>& lock,
@@ -316,7 +322,7 @@ void FetchCore::Background(std::span<const Item> items) {
       queued_any = true;
     }
   }
-  if (queued_any) work_cv_.notify_all();
+  if (queued_any) background_cv_.notify_one();  // it wakes the next if it leaves work behind
 }
 
 void FetchCore::Withdraw(std::span<const Digest> ids) {
@@ -403,7 +409,7 @@ void FetchCore::Worker(bool background) {
         return options_.background_inflight_bytes == 0 ||
                background_inflight_ < options_.background_inflight_bytes;
       };
-      work_cv_.wait(lock.native(), [&]() REQUIRES(mu_) {
+      (background ? background_cv_ : demand_cv_).wait(lock.native(), [&]() REQUIRES(mu_) {
         return stopping_ || !demand_queue_.empty() ||
                (background && !background_queue_.empty() && background_room());
       });
@@ -431,6 +437,12 @@ void FetchCore::Worker(bool background) {
       if (batch.empty()) continue;
       if (!demand) background_inflight_ += bytes;
       ++stats_.batches;
+      // Work left queued behind this batch wakes the next thread.
+      if (!demand_queue_.empty()) {
+        WakeForDemandLocked();
+      } else if (!background_queue_.empty() && background_room()) {
+        background_cv_.notify_one();
+      }
     }
     std::vector<Digest> ids;
     ids.reserve(batch.size());
@@ -446,7 +458,7 @@ void FetchCore::Worker(bool background) {
     }
     if (!demand) {
       background_inflight_ -= bytes;
-      work_cv_.notify_all();
+      background_cv_.notify_one();  // room for another background batch
     }
   }
 }

@@ -175,26 +175,54 @@ Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
 class PartialFile {
  public:
   // Opens and locks the partial file of `name` in directory `dir`; `shown` names the file in
-  // messages. Errors: ErrnoError "file \"<partial shown>\""; Conflict "file \"shown\": another
-  // pull is writing it" while another process holds its lock.
+  // messages. Only a regular file of this user's with one link is resumed from: anything else at
+  // the partial file's name (a hard link to a file elsewhere, another user's file in a shared
+  // directory, a symlink, a FIFO, an empty directory) is removed first, so that nothing is ever
+  // written, chmod-ed or renamed into place through it. Errors: ErrnoError "file \"shown\" (its
+  // partial file .bdn-partial-…)"; FailedPrecondition when what is in the way cannot be removed
+  // (a non-empty directory; another user's file in a sticky directory) or keeps coming back;
+  // Conflict "file \"shown\": another pull is writing it" while another process holds its lock.
   static Result<PartialFile> Open(int dir, const std::string& name, const std::string& shown) {
     PartialFile p(dir, name, shown);
-    while (true) {
-      p.fd_.Reset(::openat(dir, p.tmp_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (!p.fd_) return Err(p.Error(errno));
+    for (int attempt = 0;; ++attempt) {
+      if (attempt == 8) {
+        return Err(FailedPreconditionError(p.what() + ": something else keeps taking its name"));
+      }
+      struct stat named;
+      if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && !Resumable(named)) {
+        BDN_RETURN_IF_ERROR(p.RemoveStranger(named));
+        continue;
+      } else if (errno != ENOENT && errno != 0) {
+        return Err(p.Error(errno));
+      }
+      // O_NONBLOCK: a FIFO put here after the check does not hang the open (it is removed below).
+      p.fd_.Reset(::openat(dir, p.tmp_.c_str(),
+                           O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+      if (!p.fd_) {
+        if (errno == ELOOP || errno == EISDIR || errno == ENXIO) continue;  // replaced meanwhile
+        return Err(p.Error(errno));
+      }
+      struct stat opened;
+      if (::fstat(p.fd_.get(), &opened) != 0) return Err(p.Error(errno));
+      if (!Resumable(opened)) {
+        p.fd_.Reset();
+        continue;  // replaced between the check and the open: checked (and removed) again
+      }
       if (::flock(p.fd_.get(), LOCK_EX | LOCK_NB) != 0) {
         return Err(ConflictError("file \"" + shown + "\": another pull is writing it"));
       }
       // Another pull may have renamed this partial file into place between our open and our
       // lock; then it is that file now, and we start a partial file of our own.
-      struct stat opened, named;
-      if (::fstat(p.fd_.get(), &opened) != 0) return Err(p.Error(errno));
       errno = 0;
       if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
           named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
         break;
       }
       if (errno != ENOENT && errno != 0) return Err(p.Error(errno));
+    }
+    const int flags = ::fcntl(p.fd_.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(p.fd_.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      return Err(p.Error(errno));
     }
     struct stat st;
     p.bytes_ = ::fstat(p.fd_.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -206,8 +234,8 @@ class PartialFile {
   int fd() const { return fd_.get(); }
   // Its size when opened: the bytes a previous pull left.
   uint64_t bytes() const { return bytes_; }
-  // How messages name the partial file: "file \"<dest>/…/.bdn-partial-…\"".
-  std::string what() const { return "file \"" + tmp_shown_ + "\""; }
+  // How messages name the partial file: "file \"<dest>/…/x\" (its partial file .bdn-partial-…)".
+  std::string what() const { return "file \"" + shown_ + "\" (its partial file " + tmp_ + ")"; }
   // ErrnoError naming the partial file.
   Status Error(int err) const { return ErrnoError(what(), err); }
 
@@ -240,14 +268,35 @@ class PartialFile {
 
  private:
   PartialFile(int dir, const std::string& name, const std::string& shown)
-      : dir_(dir),
-        name_(name),
-        shown_(shown),
-        tmp_(PartialFileName(name)),
-        tmp_shown_(shown.substr(0, shown.size() - name.size()) + tmp_) {}
+      : dir_(dir), name_(name), shown_(shown), tmp_(PartialFileName(name)) {}
+
+  // A partial file a pull may resume from and write: a regular file of this user's, with no
+  // other name (writing or chmod-ing a hard link would change a file outside the destination).
+  static bool Resumable(const struct stat& st) {
+    return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid();
+  }
+
+  // Removes what is at the partial file's name but is not Resumable (`st`: its lstat).
+  Status RemoveStranger(const struct stat& st) const {
+    if (::unlinkat(dir_, tmp_.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0 ||
+        errno == ENOENT) {
+      return Status::Ok();
+    }
+    const int err = errno;
+    if (err == ENOTEMPTY || err == EEXIST) {
+      return FailedPreconditionError(what() + ": a directory is in the way; remove it");
+    }
+    if (err == EPERM || err == EACCES) {
+      return FailedPreconditionError(
+          what() + ": " +
+          (st.st_uid != ::geteuid() ? "another user's file" : "a file that is not ours to use") +
+          " is in the way and cannot be removed (" + std::strerror(err) + ")");
+    }
+    return ErrnoError(what(), err);
+  }
 
   int dir_;
-  std::string name_, shown_, tmp_, tmp_shown_;
+  std::string name_, shown_, tmp_;
   UniqueFd fd_;
   uint64_t bytes_ = 0;
 };
@@ -268,7 +317,11 @@ class FileWriter {
                          const std::string& shown) {
     struct stat st;
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-      if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes) {
+      // Kept only when it is this user's and has no other name: setting the mode and time of a
+      // hard link or of another user's file would change a file outside the destination (or
+      // hand it to that user); such a file is replaced by a fresh copy instead.
+      if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
+          st.st_nlink == 1 && st.st_uid == ::geteuid()) {
         auto d = HashLocal(dir, name);
         if (d && *d == e.digest) {
           ::fchmodat(dir, name.c_str(), e.mode, 0);
@@ -280,7 +333,14 @@ class FileWriter {
           return false;
         }
       }
-      if (!overwrite_) {
+      if (!overwrite_ && !SameContentElsewhere(st, e, dir, name)) {
+        if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
+            ::faccessat(dir, name.c_str(), R_OK, AT_EACCESS) != 0) {
+          return Err(AlreadyExistsError("file \"" + shown +
+                                        "\": exists and cannot be read to compare with the "
+                                        "version (" +
+                                        std::strerror(errno) + "; use --overwrite)"));
+        }
         return Err(AlreadyExistsError("file \"" + shown +
                                       "\": exists with other content (use --overwrite)"));
       }
@@ -302,6 +362,16 @@ class FileWriter {
   }
 
  private:
+  // Whether the file `name` (`st`: its lstat) has entry `e`'s content but is a hard link or
+  // another user's file: it is then replaced without --overwrite (nothing of it is lost).
+  static bool SameContentElsewhere(const struct stat& st, const Entry& e, int dir,
+                                   const std::string& name) {
+    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != e.size_bytes) return false;
+    if (st.st_nlink == 1 && st.st_uid == ::geteuid()) return false;  // checked by the caller
+    auto d = HashLocal(dir, name);
+    return d && *d == e.digest;
+  }
+
   // Brings `partial` to the content of `chunks` (entry `e`'s): keeps its leading chunks that
   // hash to their ids, fetches the rest, and checks the whole-file BLAKE3 over exactly the
   // bytes it holds. Returns the bytes it holds. On a failed read the partial file stays for a
@@ -370,6 +440,30 @@ class FileWriter {
   TransferCounters* counters_;
 };
 
+// --overwrite's removal of what stands where an entry goes, in the cursor's directory: a file or
+// symlink is unlinked, a directory only when it is empty, so that a pull never deletes files the
+// version does not name. A missing `name` is not an error. Errors: FailedPrecondition "path
+// \"dest/x\": a directory that is not empty is in the way (--overwrite replaces files and
+// symlinks, not a directory's contents)"; ErrnoError naming the path.
+Status RemoveInTheWay(DirCursor& cursor, const std::string& name) {
+  struct stat st;
+  if (::fstatat(cursor.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT ? Status::Ok()
+                           : ErrnoError("path \"" + cursor.Display(name) + "\"", errno);
+  }
+  if (::unlinkat(cursor.fd(), name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0 ||
+      errno == ENOENT) {
+    return Status::Ok();
+  }
+  if (errno == ENOTEMPTY || errno == EEXIST) {
+    return FailedPreconditionError("path \"" + cursor.Display(name) +
+                                   "\": a directory that is not empty is in the way "
+                                   "(--overwrite replaces files and symlinks, not a directory's "
+                                   "contents)");
+  }
+  return ErrnoError("path \"" + cursor.Display(name) + "\"", errno);
+}
+
 // Creates the directories and symlinks of `plan` under the cursor's root, in path order (parents
 // before children). A symlink or file where a directory is needed stops the cursor (it never
 // goes through a symlink). Errors: those of Pull.
@@ -387,7 +481,7 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
           return AlreadyExistsError("path \"" + cursor.Display(at.name) +
                                     "\": exists and is not a directory (use --overwrite)");
         }
-        BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
+        BDN_RETURN_IF_ERROR(RemoveInTheWay(cursor, at.name));
         exists = false;
       }
       if (!exists && ::mkdirat(cursor.fd(), at.name.c_str(), e->mode | 0700) != 0) {
@@ -407,7 +501,7 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
         return AlreadyExistsError("path \"" + cursor.Display(at.name) +
                                   "\": exists with other content (use --overwrite)");
       }
-      BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
+      BDN_RETURN_IF_ERROR(RemoveInTheWay(cursor, at.name));
     }
     if (::symlinkat(e->target.c_str(), cursor.fd(), at.name.c_str()) != 0) {
       return ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", errno);
@@ -437,7 +531,7 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
     struct stat st;
     if (::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         S_ISDIR(st.st_mode)) {
-      first = overwrite ? RemoveTree(cursor, at.name)
+      first = overwrite ? RemoveInTheWay(cursor, at.name)
                         : AlreadyExistsError("file \"" + shown +
                                              "\": exists with other content (use --overwrite)");
       if (!first.ok()) break;
@@ -486,7 +580,7 @@ Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& curs
         return AlreadyExistsError("file \"" + cursor.Display(at.name) +
                                   "\": exists with other content (use --overwrite)");
       }
-      BDN_RETURN_IF_ERROR(RemoveTree(cursor, at.name));
+      BDN_RETURN_IF_ERROR(RemoveInTheWay(cursor, at.name));
     }
     if (::linkat(targets->fd(), target.name.c_str(), cursor.fd(), at.name.c_str(), 0) != 0) {
       return ErrnoError("hardlink \"" + cursor.Display(at.name) + "\"", errno);

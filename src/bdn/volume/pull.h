@@ -37,17 +37,24 @@ struct PullResult {
 // renamed into place only once its size and whole-file BLAKE3 are the entry's. A file already at
 // its place with the right size and BLAKE3 is kept, so an interrupted pull resumes (the leading
 // chunks of its partial file that hash to their ids are kept too, and count in the whole-file
-// check). Up to options.jobs files are written at once; from a store that prefers batches (a
-// remote tier) their chunks are read in batches (ChunkReader, bounded by options.reads), else one
-// Get per chunk. Every file-system step is relative to a directory handle (base/dir_fd.h): paths
-// longer than PATH_MAX work, and the time is linear in the tree whatever its depth.
-// Layout kFullPaths puts entry "a/b" at dest/a/b; kStripPrefix drops options.path from the front.
-// Errors: NotFound "path \"p\": not in bdn:…"; AlreadyExists "file \"dest/x\": exists with other
-// content (use --overwrite)"; FailedPrecondition "path \"dest/x\": not a directory (a symlink or
-// file is in the way)" (never written through); Conflict "file \"dest/x\": another pull is
-// writing it" (another process holds its partial file); Corruption "file \"x\": its chunks hold N
-// bytes, not its size M" or "file \"x\": content does not match its digest b3:…" (nothing is put
-// in place and the partial file is removed); store errors (Corruption naming the chunk and file).
+// check). Only files of this user's with one link are kept, resumed from or given a mode: an
+// identical file that is a hard link or another user's is replaced by a copy of its own, and
+// anything else at a partial file's name is removed first, so a pull never writes, chmods or
+// renames a file that has a name outside the destination. --overwrite (kOverwrite) replaces
+// files and symlinks in the way, and directories only when empty. Up to options.jobs files are
+// written at once; from a store that prefers batches (a remote tier) their chunks are read in
+// batches (ChunkReader, bounded by options.reads), else one Get per chunk. Every file-system step
+// is relative to a directory handle (base/dir_fd.h): paths longer than PATH_MAX work, and the time
+// is linear in the tree whatever its depth. Layout kFullPaths puts entry "a/b" at dest/a/b;
+// kStripPrefix drops options.path from the front. Errors: NotFound "path \"p\": not in bdn:…";
+// AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)"; FailedPrecondition
+// "path \"dest/x\": not a directory (a symlink or file is in the way)" (never written through);
+// FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way (…)"
+// (kOverwrite) or "file \"dest/x\" (its partial file .bdn-partial-…): a directory is in the way;
+// remove it"; Conflict "file \"dest/x\": another pull is writing it" (another process holds its
+// partial file); Corruption "file \"x\": its chunks hold N bytes, not its size M" or "file \"x\":
+// content does not match its digest b3:…" (nothing is put in place and the partial file is
+// removed); store errors (Corruption naming the chunk and file).
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
 

@@ -499,6 +499,117 @@ TEST_F(VolumeTest, PullOfIdenticalContentWritesEveryEntry) {
   }
 }
 
+// From an attacking helper: a hard link planted at a file's partial-file name made pull write
+// the version's bytes and mode into the linked file outside the destination. Anything at that
+// name but a regular file of this user's with one link is removed, never written or renamed.
+TEST_F(VolumeTest, PullNeverWritesThroughWhatStandsAtAPartialFileName) {
+  Write("a.txt", "hello");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  const std::string partial = PartialFileName("a.txt");
+  auto fresh_out = [&](const std::string& name) {
+    fs::path out = dir_ / name;
+    fs::create_directories(out);
+    return out;
+  };
+  auto pulled = [&](const fs::path& out) {
+    auto p = Pull(*view, out, PullOptions{}, nullptr);
+    ASSERT_TRUE(p.has_value()) << out << ": " << p.error().message();
+    EXPECT_EQ(ReadFile(out / "a.txt"), "hello") << out;
+    EXPECT_EQ(fs::hard_link_count(out / "a.txt"), 1u) << out;
+    EXPECT_FALSE(fs::exists(fs::symlink_status(out / partial))) << out;
+  };
+  // A hard link to a file outside: the file keeps its bytes, mode and single other name.
+  fs::path victim = dir_ / "victim";
+  std::ofstream(victim) << "VICTIM";
+  fs::permissions(victim, fs::perms(0640));
+  fs::path out = fresh_out("out-link");
+  ASSERT_EQ(::link(victim.c_str(), (out / partial).c_str()), 0);
+  pulled(out);
+  EXPECT_EQ(ReadFile(victim), "VICTIM");
+  EXPECT_EQ(fs::status(victim).permissions(), fs::perms(0640));
+  EXPECT_EQ(fs::hard_link_count(victim), 1u);
+  // A symlink, a FIFO and an empty directory are removed; the symlink's target is untouched.
+  out = fresh_out("out-symlink");
+  fs::create_symlink(victim, out / partial);
+  pulled(out);
+  EXPECT_EQ(ReadFile(victim), "VICTIM");
+  out = fresh_out("out-fifo");
+  ASSERT_EQ(::mkfifo((out / partial).c_str(), 0600), 0);
+  pulled(out);
+  out = fresh_out("out-dir");
+  fs::create_directory(out / partial);
+  pulled(out);
+  // Another user's file (root only: chown).
+  if (::geteuid() == 0) {
+    out = fresh_out("out-other");
+    std::ofstream(out / partial) << "planted";
+    ASSERT_EQ(::chown((out / partial).c_str(), 65534, 65534), 0);
+    pulled(out);
+    struct stat st;
+    ASSERT_EQ(::stat((out / "a.txt").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u);
+  }
+  // A directory that holds something is not removed: the pull says so.
+  out = fresh_out("out-full-dir");
+  fs::create_directories(out / partial / "keep");
+  auto p = Pull(*view, out, PullOptions{}, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p.error().message(), "file \"" + (out / "a.txt").string() + "\" (its partial file " +
+                                     partial + "): a directory is in the way; remove it");
+  EXPECT_TRUE(fs::exists(out / partial / "keep"));
+}
+
+// A file already in place with the version's content but with another name elsewhere (a hard
+// link) is replaced by a copy of its own: its mode and time were set on the shared inode.
+TEST_F(VolumeTest, PullReplacesAnIdenticalHardLinkInsteadOfChangingItsInode) {
+  Write("a.txt", "hello\n");
+  fs::permissions(dir_ / "src/a.txt", fs::perms(0644));
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path outside = dir_ / "private";
+  std::ofstream(outside) << "hello\n";
+  fs::permissions(outside, fs::perms(0600));
+  fs::create_directories(dir_ / "out");
+  ASSERT_EQ(::link(outside.c_str(), (dir_ / "out/a.txt").c_str()), 0);
+  auto p = Pull(*view, dir_ / "out", PullOptions{}, nullptr);  // no --overwrite needed
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(p->files_written, 1u);
+  EXPECT_EQ(fs::status(outside).permissions(), fs::perms(0600));
+  EXPECT_EQ(fs::hard_link_count(outside), 1u);
+  EXPECT_EQ(fs::status(dir_ / "out/a.txt").permissions(), fs::perms(0644));
+  EXPECT_EQ(ReadFile(dir_ / "out/a.txt"), "hello\n");
+}
+
+// --overwrite replaces files and symlinks in the way, and an empty directory, but never deletes
+// a directory's contents (it removed a whole tree of the user's files without a word).
+TEST_F(VolumeTest, PullOverwriteNeverDeletesADirectorysContents) {
+  Write("a.txt", "hello");
+  Write("d/f", "x");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  PullOptions overwrite;
+  overwrite.existing = PullOptions::Existing::kOverwrite;
+  fs::create_directories(dir_ / "out/a.txt/precious");
+  std::ofstream(dir_ / "out/a.txt/precious/data") << "mine";
+  auto p = Pull(*view, dir_ / "out", overwrite, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p.error().message(),
+            "path \"" + (dir_ / "out/a.txt").string() +
+                "\": a directory that is not empty is in the way (--overwrite replaces files and "
+                "symlinks, not a directory's contents)");
+  EXPECT_EQ(ReadFile(dir_ / "out/a.txt/precious/data"), "mine");
+  fs::remove_all(dir_ / "out/a.txt/precious");  // now empty: replaced
+  p = Pull(*view, dir_ / "out", overwrite, nullptr);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(ReadFile(dir_ / "out/a.txt"), "hello");
+}
+
 TEST_F(VolumeTest, PartialFileNamesDifferPerNameAndFitNameMax) {
   EXPECT_EQ(PartialFileName("a"),
             ".bdn-partial-" + Digest::Of(std::string_view("a")).Hex().substr(0, 32));
