@@ -75,6 +75,16 @@ assert_contains "$err" "Transport endpoint is not connected"
 assert_eq "small" "$(cat "$WORK/mnt/d/small.txt")" "remounted"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 
+step "a mountpoint given as a symlink is the directory it names, for mount, the busy check and umount"
+# The kernel mounted on the target while bdn knew the mount by the link: umount of the link said
+# "not a bdn mount", and a second mount through the link stacked on the first.
+mkdir -p "$WORK/real-mp"; ln -s "$WORK/real-mp" "$WORK/link-mp"; ln -s link-mp "$WORK/link2-mp"
+assert_eq "$ref mounted at $WORK/real-mp" "$("$BDN" volume mount "$ref" "$WORK/link2-mp" 2>&1)" "mount through two links"
+assert_eq "small" "$(cat "$WORK/real-mp/d/small.txt")" "read at the target"
+run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount" "$BDN" volume mount "$ref" "$WORK/link-mp"
+assert_eq "unmounted $WORK/real-mp" "$("$BDN" volume umount "$WORK/link-mp")" "umount through the link"
+assert_absent "$WORK/real-mp fuse" "mount table after the umount" /proc/self/mounts
+
 step "the daemon's heap asks for huge pages (madvise THP mode), unless the user said otherwise"
 # huge_vmas PID: the daemon's mappings madvised MADV_HUGEPAGE ("hg" in VmFlags).
 huge_vmas() { awk '/^VmFlags:/ && / hg/ { n++ } END { print n + 0 }' "/proc/$1/smaps"; }

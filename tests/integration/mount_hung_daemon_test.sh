@@ -2,7 +2,7 @@
 # A mount whose daemon is stopped (SIGSTOP) or hung never answers stat: `mounts apply` and
 # `volume mount` over it hung forever (stat of the mountpoint). They now give up after 5 s
 # (kMountpointAnswerDeadline) with exit 8 naming the mount and saying how to clear it, and
-# `volume umount` still detaches it.
+# `volume umount` still detaches it, also while a process blocked on it keeps it busy.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 mkdir -p "$WORK/a" "$WORK/b"
@@ -41,9 +41,17 @@ took=$(($(now_ms) - start))
 echo "volume mount answered after $took ms"
 [ "$took" -lt 20000 ] || fail "volume mount took $took ms"
 
-step "volume umount detaches it; then the path mounts again"
-assert_eq "unmounted $MP" "$(timeout 60 "$BDN" volume umount "$MP")" "umount of the hung mount"
+step "volume umount detaches it even while a process is blocked on it; then the path mounts again"
+# The blocked stat keeps the mount busy, and only the daemon can release it: umount said "busy",
+# and mount said "does not answer; unmount it first".
+stat "$MP/f.txt" > "$WORK/blocked.out" 2>&1 &
+blocked=$!
+sleep 0.5
+kill -0 "$blocked" 2>/dev/null || fail "stat of the stopped mount did not block"
+assert_eq "unmounted $MP" "$(timeout 60 "$BDN" volume umount "$MP")" "umount of the hung, busy mount"
+assert_absent "$MP fuse.bdn" "mount table after the umount" /proc/self/mounts
 kill -CONT "$pid"
+wait "$blocked" || true
 wait_gone "$pid" 10000
 out=$("$BDN" mounts apply -f "$WORK/config.yaml")
 assert_eq "$ra mounted at $MP" "$out" "apply after the umount"

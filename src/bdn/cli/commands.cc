@@ -23,6 +23,7 @@
 #include "bdn/cli/progress.h"
 #include "bdn/format/ref.h"
 #include "bdn/mount/fuse_mount.h"
+#include "bdn/mount/mount_table.h"
 #include "bdn/remote/cluster_chunk_store.h"
 #include "bdn/remote/remote_chunk_store.h"
 #include "bdn/store/local_chunk_store.h"
@@ -87,13 +88,9 @@ Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pin
   return VersionView::Open(ReadStore(ctx, pinned), pinned.digest);
 }
 
-// `text` as an absolute path with no "." or ".." steps and no trailing "/": what a mount is known
-// by in its output, its log's name and /proc/mounts.
-fs::path NormalMountpoint(const std::string& text) {
-  fs::path p = fs::absolute(text).lexically_normal();
-  if (!p.has_filename() && p != p.root_path()) p = p.parent_path();
-  return p;
-}
+// `text` as AbsoluteMountpoint gives it: what a mount is known by in its output, its log's name
+// and /proc/mounts.
+fs::path NormalMountpoint(const std::string& text) { return AbsoluteMountpoint(text); }
 
 }  // namespace
 

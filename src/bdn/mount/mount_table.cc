@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <condition_variable>
 #include <fstream>
 #include <iterator>
@@ -28,17 +29,28 @@ extern char** environ;
 namespace bdn {
 namespace fs = std::filesystem;
 
+// How long umount of a busy mount waits for its daemon to answer before detaching it lazily.
+constexpr std::chrono::milliseconds kUnmountProbeDeadline{2000};
+
 std::string MountpointPrefix(const fs::path& mp) { return "mountpoint " + mp.string(); }
 
-// `p` made absolute with its parent canonical; the last component is not resolved, since
-// stat on a dead mount fails with ENOTCONN.
 fs::path AbsoluteMountpoint(const fs::path& p) {
   fs::path abs = fs::absolute(p).lexically_normal();
-  if (abs.has_parent_path() && !abs.has_filename()) abs = abs.parent_path();
-  std::error_code ec;
-  fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
-  if (ec || abs == abs.root_path()) return abs;
-  return parent / abs.filename();
+  // A symlink as the last component is followed (as mount(2) does), by readlink alone: it never
+  // asks a file system mounted there (stat of a stopped daemon's mount never returns).
+  for (int hops = 0; hops < 40; ++hops) {
+    if (abs.has_parent_path() && !abs.has_filename()) abs = abs.parent_path();
+    if (abs == abs.root_path()) return abs;
+    std::error_code ec;
+    fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
+    if (!ec) abs = parent / abs.filename();
+    std::string target(PATH_MAX, '\0');
+    ssize_t n = ::readlink(abs.c_str(), target.data(), target.size());
+    if (n < 0 || static_cast<size_t>(n) >= target.size()) return abs;
+    target.resize(static_cast<size_t>(n));
+    abs = (abs.parent_path() / target).lexically_normal();  // an absolute target replaces it
+  }
+  return abs;
 }
 
 bool IsRoot() { return ::geteuid() == 0; }
@@ -248,21 +260,29 @@ Status Unmount(const fs::path& mountpoint) {
     return InvalidArgumentError(what + ": not a bdn mount" +
                                 (type.empty() ? std::string() : " (it is " + type + ")"));
   }
+  int fusermount_rc = 0;
   if (IsRoot()) {
-    if (::umount2(mp.c_str(), UMOUNT_NOFOLLOW) != 0) {
-      if (errno == EBUSY) {
-        return FailedPreconditionError(what + ": busy (files or directories are open on it)");
-      }
-      return ErrnoError(what + ": unmount", errno);
+    if (::umount2(mp.c_str(), UMOUNT_NOFOLLOW) == 0) return Status::Ok();
+    if (errno != EBUSY) return ErrnoError(what + ": unmount", errno);
+  } else {
+    fusermount_rc = RunProgram({"fusermount3", "-u", "-q", mp.string()});
+    if (fusermount_rc == 0) return Status::Ok();
+  }
+  // Busy. If its daemon does not answer (stopped or hung), what keeps it busy may be only the
+  // processes blocked on it, which nothing but the daemon can release: detach it lazily instead
+  // of sending the user between "busy" and "does not answer; unmount it first".
+  if (!ProbePath(mp, /*with_statvfs=*/true, kUnmountProbeDeadline)) {
+    if (IsRoot() ? ::umount2(mp.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0
+                 : RunProgram({"fusermount3", "-u", "-z", "-q", mp.string()}) == 0) {
+      return Status::Ok();
     }
-    return Status::Ok();
+    return InternalError(what + ": its daemon does not answer and the lazy detach failed");
   }
-  int rc = RunProgram({"fusermount3", "-u", mp.string()});
-  if (rc != 0) {
-    return FailedPreconditionError(what + ": fusermount3 -u failed (exit " + std::to_string(rc) +
-                                   "; busy?)");
+  if (IsRoot()) {
+    return FailedPreconditionError(what + ": busy (files or directories are open on it)");
   }
-  return Status::Ok();
+  return FailedPreconditionError(what + ": fusermount3 -u failed (exit " +
+                                 std::to_string(fusermount_rc) + "; busy?)");
 }
 
 }  // namespace bdn

@@ -13,9 +13,12 @@
 namespace bdn {
 
 // Unmounts the bdn mount at `mountpoint` (umount2 as root, else fusermount3 -u); its daemon
-// then exits. Errors: InvalidArgument "mountpoint X: not a bdn mount" when no fuse.bdn mount is
-// there; FailedPrecondition "mountpoint X: busy (…)" when files are open on it; Internal
-// otherwise.
+// then exits. A busy mount whose daemon does not answer a statfs within 2 s (stopped or hung:
+// the processes blocked on it keep it busy, and only the daemon can release them) is detached
+// lazily instead (MNT_DETACH, fusermount3 -uz): gone from the tree at once, and released by the
+// kernel when its daemon ends. Errors: InvalidArgument "mountpoint X: not a bdn mount" when no
+// fuse.bdn mount is there; FailedPrecondition "mountpoint X: busy (…)" when files are open on a
+// mount whose daemon answers; Internal otherwise.
 Status Unmount(const std::filesystem::path& mountpoint);
 
 // What a mountpoint holds: the one answer to "is this a live bdn mount of version X, a dead
@@ -65,8 +68,11 @@ bool FuseConfAllowsOther(std::string_view fuse_conf_text);
 // file on every call.
 Status CheckAllowOtherPermitted();
 
-// `p` made absolute with its parent canonical; the last component is not resolved (stat on a
-// dead mount fails with ENOTCONN). How every function here names a mountpoint.
+// `p` made absolute, with no "." or ".." steps and no trailing "/", its parent canonical and a
+// symlink as its last component followed (up to 40 hops), as mount(2) follows it; found with
+// readlink only, never stat, which a stopped daemon's mount does not answer (and a dead one
+// fails with ENOTCONN). How every command names a mountpoint, so that a mount made through a
+// symlink is found, reported and unmounted under the path the kernel mounted on.
 std::filesystem::path AbsoluteMountpoint(const std::filesystem::path& p);
 // "mountpoint <mp>": the start of messages about `mp`.
 std::string MountpointPrefix(const std::filesystem::path& mp);
