@@ -126,6 +126,14 @@ assert_eq 2 "$rc" "exit code with --json=false"
 assert_eq "" "$out" "stdout with --json=false"
 assert_contains "$(cat "$WORK/err")" "REF is required"
 
+step "a push of a directory that holds the embedded store is refused (it sealed the store's own packs)"
+mkdir -p "$WORK/selfsrc/data"; printf 'x' > "$WORK/selfsrc/data/f"
+run_fails 2 "bdn: error: directory \"$WORK/selfsrc\": holds the embedded store $WORK/selfsrc/home (push a directory outside it, or give --home elsewhere)" \
+  "$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/selfsrc" bdn:t/self
+run_fails 2 "bdn: error: directory \"$WORK/selfsrc/.\": holds the embedded store $WORK/selfsrc/home (push a directory outside it, or give --home elsewhere)" \
+  env BDN_HOME="$WORK/selfsrc/home" "$BDN" volume push "$WORK/selfsrc/." bdn:t/self
+"$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/selfsrc/data" bdn:t/self >/dev/null 2>&1 || fail "push of a sibling of the home"
+
 step "text output escapes a mountpoint's control bytes; without HOME the default home is the user's own"
 odd="$WORK/m"$'\n'"x"$'\xff'
 mkdir "$odd"

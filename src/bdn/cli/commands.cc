@@ -173,6 +173,20 @@ Result<Ref> ParseWriteRef(const std::string& text, const std::string& what) {
 
 Status Push(Context& ctx, const PushArgs& args) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.ref, "ref \"" + args.ref + "\": push"));
+  if (!ctx.origin) {
+    // The embedded store inside the pushed tree: the version would hold the store's own packs
+    // and registry, changing while they are read (and each push would seal the last one's).
+    std::error_code ec1, ec2;
+    const fs::path dir = fs::canonical(args.dir, ec1), home = fs::weakly_canonical(ctx.home, ec2);
+    if (!ec1 && !ec2) {
+      auto [d, h] = std::mismatch(dir.begin(), dir.end(), home.begin(), home.end());
+      if (d == dir.end()) {
+        return InvalidArgumentError("directory \"" + EscapeName(args.dir) +
+                                    "\": holds the embedded store " + EscapeName(home.string()) +
+                                    " (push a directory outside it, or give --home elsewhere)");
+      }
+    }
+  }
   PushOptions opts;
   opts.dir = args.dir;
   opts.ns = ref.ns;
