@@ -18,6 +18,9 @@ Result<ChunkBytes> CheckSize(const ChunkRef& ref, Result<ChunkBytes> bytes) {
   return bytes;
 }
 
+// The largest blob PeekOrReadNow reads on the caller's thread (a chunk is at most 256 KiB).
+constexpr uint64_t kMaxReadNowBytes = 4ull << 20;
+
 }  // namespace
 
 ChunkCache::ChunkCache(ChunkStore& store, Options options)
@@ -179,6 +182,18 @@ ChunkBytes ChunkCache::Peek(const ChunkRef& ref, AccessPattern pattern) {
   MutexLock lock(mu_);
   ChunkBytes bytes = HitLocked(ref.id, pattern);
   return bytes && bytes->size() == ref.size_bytes ? bytes : nullptr;
+}
+
+ChunkBytes ChunkCache::PeekOrReadNow(const ChunkRef& ref, AccessPattern pattern) {
+  if (ChunkBytes held = Peek(ref, pattern)) return held;
+  if (core_->Busy(ref.id)) return nullptr;  // its fetch's waiters share it
+  auto bytes = store_.GetNow(ref.id, kMaxReadNowBytes);
+  if (!bytes || bytes->size() != ref.size_bytes) return nullptr;
+  auto shared = std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
+  MutexLock lock(mu_);
+  ++stats_.read_now;
+  InsertLocked(ref.id, shared, pattern);
+  return shared;
 }
 
 void ChunkCache::Request(std::span<const ChunkRef> refs, AccessPattern pattern) {

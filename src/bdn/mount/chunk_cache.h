@@ -39,6 +39,7 @@ struct ChunkCacheStats {
   uint64_t hits = 0;              // Get/Peek answered from memory
   uint64_t joined = 0;            // Get waited on a fetch already queued or running
   uint64_t fetches = 0;           // chunks fetched from the store (demand and prefetch)
+  uint64_t read_now = 0;          // chunks PeekOrReadNow read from the store on its thread
   uint64_t store_calls = 0;       // ChunkStore::Get and GetMany calls that fetched them
   uint64_t fetch_errors = 0;      // of which failed
   uint64_t fetched_bytes = 0;     // bytes returned by successful fetches
@@ -153,6 +154,13 @@ class ChunkCache : private FetchCore::Keeper {
   // The bytes of `ref` if they are in memory now (a hit, as for Get), else nullptr. Never
   // blocks on I/O.
   ChunkBytes Peek(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom);
+
+  // Peek, else the store's ChunkStore::GetNow on this thread (a local store answers from the
+  // page cache: read, decompressed and verified here, without the hand-offs to a fetch thread
+  // and back) when no fetch of it is under way; the bytes are then cached as a fetch's would
+  // be. nullptr when neither answers at once (or the blob is not ref.size_bytes long: Get
+  // reports that). Never blocks on a disk or the network.
+  ChunkBytes PeekOrReadNow(const ChunkRef& ref, AccessPattern pattern = AccessPattern::kRandom);
 
   // Queues demand fetches of those `refs` that are neither cached nor being fetched (and moves
   // queued prefetches of them to the demand queue), so that the Gets that follow wait for all

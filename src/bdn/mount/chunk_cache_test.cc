@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -414,6 +415,56 @@ TEST(ChunkCache, PeekNeverFetches) {
   ChunkRef wrong = a;
   wrong.size_bytes = 3;
   EXPECT_EQ(cache.Peek(wrong), nullptr);
+}
+
+// A FaultyStore whose GetNow answers from memory (as a local store answers from the page cache)
+// while `now` is set, and counts the calls.
+class ReadNowStore : public FaultyStore {
+ public:
+  std::optional<std::vector<uint8_t>> GetNow(const Digest& id, uint64_t max_bytes) override {
+    ++get_nows;
+    if (!now) return std::nullopt;
+    auto bytes = inner.Get(id);
+    if (!bytes || bytes->size() > max_bytes) return std::nullopt;
+    return std::move(*bytes);
+  }
+  std::atomic<bool> now{true};
+  std::atomic<int> get_nows{0};
+};
+
+// PeekOrReadNow reads a chunk the store has at once on the caller's thread (no fetch thread),
+// caches it, never reads one whose fetch is under way, and keeps nothing of the wrong length.
+TEST(ChunkCache, PeekOrReadNowReadsOnTheCallersThreadWhatTheStoreHasAtOnce) {
+  ReadNowStore store;
+  ChunkRef a = PutChunk(store, "read at once");
+  ChunkCache cache(store, {.capacity_bytes = 1 << 20, .prefetch_threads = 0});
+  ChunkRef wrong = a;
+  wrong.size_bytes = 3;
+  EXPECT_EQ(cache.PeekOrReadNow(wrong), nullptr);  // the store's bytes are not 3 long
+  EXPECT_EQ(cache.stats().cached_chunks, 0u);
+  ChunkBytes got = cache.PeekOrReadNow(a);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(AsString(got), "read at once");
+  EXPECT_EQ(store.gets, 0);  // no fetch thread, no Get
+  EXPECT_EQ(cache.stats().read_now, 1u);
+  EXPECT_NE(cache.Peek(a), nullptr);  // cached
+  EXPECT_EQ(store.get_nows, 2);
+  // A store that cannot answer at once: nothing, and no fetch is started.
+  ChunkRef b = PutChunk(store, "not now");
+  store.now = false;
+  EXPECT_EQ(cache.PeekOrReadNow(b), nullptr);
+  EXPECT_EQ(store.gets, 0);
+  // A fetch under way: its readers share it; GetNow is not asked.
+  store.now = true;
+  store.delay = std::chrono::milliseconds(300);
+  std::thread reader([&] { EXPECT_TRUE(cache.Get(b).has_value()); });
+  while (store.gets == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int asked = store.get_nows;
+  EXPECT_EQ(cache.PeekOrReadNow(b), nullptr);
+  EXPECT_EQ(store.get_nows, asked);
+  reader.join();
+  EXPECT_NE(cache.PeekOrReadNow(b), nullptr);  // fetched meanwhile: a hit
+  EXPECT_EQ(cache.stats().read_now, 1u);
 }
 
 TEST(ChunkCache, GetBlobDoesNotKeepTheBytes) {

@@ -321,7 +321,7 @@ class MountedFs final : public FuseFileSystem {
 
     Stream stream = DetectStream(of, begin, end);
     AccessPattern pattern = stream.pattern;
-    if (auto held = reader_.CachedChunks(*of.chunks, begin, end, pattern)) {
+    if (auto held = reader_.ChunksNow(*of.chunks, begin, end, pattern)) {
       reader_.cache().Prefetch(stream.ahead);
       return ReplyChunks(req, *of.chunks, *held, begin, end);
     }

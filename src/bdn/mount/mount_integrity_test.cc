@@ -107,7 +107,7 @@ TEST(MountIntegrity, AChunkShorterThanItsListingIsCorruptionNotAnOverflow) {
     EXPECT_EQ(held.error().message(),
               "chunk " + kHello.ToString() + ": is 6 bytes, the version says 10");
     // Nothing of the wrong length is ever held for a reader.
-    EXPECT_FALSE(reader.CachedChunks(**fc, 0, 20, pattern).has_value());
+    EXPECT_FALSE(reader.ChunksNow(**fc, 0, 20, pattern).has_value());
   }
 }
 

@@ -69,15 +69,15 @@ Result<std::shared_ptr<const FileChunks>> VolumeReader::ChunksOf(const Entry& e,
       });
 }
 
-std::optional<std::vector<ChunkBytes>> VolumeReader::CachedChunks(const FileChunks& fc,
-                                                                  uint64_t begin, uint64_t end,
-                                                                  AccessPattern pattern) {
+std::optional<std::vector<ChunkBytes>> VolumeReader::ChunksNow(const FileChunks& fc, uint64_t begin,
+                                                               uint64_t end,
+                                                               AccessPattern pattern) {
   size_t first = fc.ChunkAt(begin);
   size_t last = fc.ChunkAt(end - 1);
   std::vector<ChunkBytes> held;
   held.reserve(last - first + 1);
   for (size_t i = first; i <= last; ++i) {
-    ChunkBytes bytes = cache_.Peek(fc.chunks[i], pattern);
+    ChunkBytes bytes = cache_.PeekOrReadNow(fc.chunks[i], pattern);
     if (!bytes) return std::nullopt;
     held.push_back(std::move(bytes));
   }

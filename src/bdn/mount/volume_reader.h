@@ -57,9 +57,11 @@ class VolumeReader {
                                                      std::stop_token stop = {});
 
   // The chunks of `fc` covering the byte range [begin, end) (begin < end <= file size), in
-  // order, if all are in memory now; else nullopt. Never blocks on I/O.
-  std::optional<std::vector<ChunkBytes>> CachedChunks(const FileChunks& fc, uint64_t begin,
-                                                      uint64_t end, AccessPattern pattern);
+  // order, if all are in memory or readable at once from the store (ChunkCache::PeekOrReadNow:
+  // a local store's page cache, on this thread); else nullopt. Never blocks on a disk or the
+  // network.
+  std::optional<std::vector<ChunkBytes>> ChunksNow(const FileChunks& fc, uint64_t begin,
+                                                   uint64_t end, AccessPattern pattern);
 
   // Queues demand fetches of the chunks of `fc` covering [begin, end) that are not in memory
   // (ChunkCache::Request). Never blocks on I/O.

@@ -325,6 +325,11 @@ void FetchCore::Background(std::span<const Item> items) {
   if (queued_any) background_cv_.notify_one();  // it wakes the next if it leaves work behind
 }
 
+bool FetchCore::Busy(const Digest& id) const {
+  MutexLock lock(mu_);
+  return flights_.contains(id);
+}
+
 void FetchCore::Withdraw(std::span<const Digest> ids) {
   MutexLock lock(mu_);
   for (const Digest& id : ids) {

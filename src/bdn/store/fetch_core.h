@@ -278,6 +278,10 @@ class FetchCore {
   // the queue (Stats::background_dropped). Does nothing without background threads.
   void Background(std::span<const Item> items);
 
+  // Whether a fetch of `id` is queued or running now (its result is coming: a reader that can
+  // wait for it should, rather than read the blob a second time).
+  bool Busy(const Digest& id) const;
+
   // Drops the flights of `ids` that are on the demand queue, not started, and that nobody waits
   // for or holds a ticket of: what a reader that gave up had asked for. Running flights go on.
   // A later Fetch or Request queues a dropped blob again. Never blocks on I/O.
