@@ -142,6 +142,7 @@ class AzureSource : public Source {
     std::string marker;
     std::set<std::string> markers;
     uint64_t blobs_seen = 0;
+    ListingBudget budget(uri_, options_);
     while (true) {
       std::string url = container_url_ + "?restype=container&comp=list&maxresults=5000&prefix=" +
                         PercentEncode(list_prefix_);
@@ -154,7 +155,7 @@ class AzureSource : public Source {
         BDN_RETURN_IF_ERROR(
             AddListed(uri_, container_url_, list_prefix_, std::move(o), out.objects));
       }
-      BDN_RETURN_IF_ERROR(CheckListingSize(uri_, out.objects.size()));
+      BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->blobs.size(), out.objects.size()));
       if (page->next_marker.empty()) break;
       if (!markers.insert(page->next_marker).second) {
         return Err(Malformed("the marker repeats (the listing would never end)"));

@@ -143,6 +143,7 @@ class FileSource : public Source {
       out.objects.push_back({e.path, static_cast<uint64_t>(e.st.st_size), EtagOf(e.st),
                              static_cast<uint16_t>(e.st.st_mode & 0777)});
     }
+    BDN_RETURN_IF_ERROR(ListingBudget(uri_, options_).Objects(out.objects.size()));
     return out;
   }
 

@@ -176,7 +176,9 @@ class GcsSource : public Source {
     std::string token;
     std::set<std::string> tokens;
     uint64_t items_seen = 0;
+    ListingBudget budget(uri_, options_);
     while (true) {
+      const uint64_t items_before = items_seen;
       std::string url = Bucket() +
                         "/o?fields=" + PercentEncode("items(name,size,generation),nextPageToken") +
                         "&maxResults=1000&prefix=" + PercentEncode(list_prefix_);
@@ -193,7 +195,8 @@ class GcsSource : public Source {
           out.objects.push_back(std::move(o));
         }
       }
-      BDN_RETURN_IF_ERROR(CheckListingSize(uri_, out.objects.size()));
+      BDN_RETURN_IF_ERROR(
+          budget.Page(r.body.size(), items_seen - items_before, out.objects.size()));
       if (!page.contains("nextPageToken")) break;
       if (!page["nextPageToken"].is_string() || page["nextPageToken"].get<std::string>().empty()) {
         return Err(Malformed("\"nextPageToken\" is not a string"));

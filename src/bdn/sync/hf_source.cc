@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bdn/sync/http_fetch.h"
 #include "bdn/sync/https_source.h"  // NormalizeEtag
@@ -57,6 +58,8 @@ class HfSource : public Source {
     SourceListing out;
     BDN_ASSIGN_OR_RETURN(out.revision, ResolveRevision());
     std::string url = Api() + "/tree/" + out.revision + "?recursive=true&expand=false";
+    ListingBudget budget(uri_, options_);
+    std::set<std::string> pages = {url};  // a link back to one of them would never end
     while (true) {
       BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
       json page = json::parse(r.text(), nullptr, false);
@@ -80,8 +83,15 @@ class HfSource : public Source {
       }
       auto link = r.Header("link");
       auto next = link ? NextPageLink(*link) : std::nullopt;
+      BDN_RETURN_IF_ERROR(
+          budget.Page(r.body.size() + (next ? next->size() : 0), page.size(), out.objects.size()));
       if (!next) break;
       url = ResolveLocation(url, *next);
+      if (!pages.insert(url).second) {
+        return Err(
+            Malformed("the tree listing's next-page link repeats (the listing would "
+                      "never end)"));
+      }
     }
     std::sort(out.objects.begin(), out.objects.end(),
               [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });

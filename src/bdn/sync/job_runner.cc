@@ -1,6 +1,7 @@
 #include "bdn/sync/job_runner.h"
 
 #include <condition_variable>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -307,7 +308,14 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   SyncProgress progress;
   {
     Watcher watcher(deps, id, options, counters, fetched, fetched_before, stop, canceled);
-    outcome = Execute(job, deps, source_options, counters);
+    // A run that throws (std::bad_alloc from a source's answer that no limit caught) ends the
+    // job FAILED rather than the process: a job left SYNCING would be resumed into the same
+    // failure at every start of the server.
+    try {
+      outcome = Execute(job, deps, source_options, counters);
+    } catch (const std::exception& e) {
+      outcome = Err(InternalError(job.spec.source_uri + ": the sync failed: " + e.what()));
+    }
     progress = watcher.Progress();
   }
   // Advisory, as in the watcher: Finish below records the job's state and reports its failure.

@@ -29,14 +29,6 @@ Result<std::string> CheckEndpoint(const std::string& uri, const std::string& end
   return e;
 }
 
-Status CheckListingSize(const std::string& uri, size_t objects) {
-  if (objects > kMaxListedObjects) {
-    return InternalError(uri + ": more than " + std::to_string(kMaxListedObjects) +
-                         " objects; sync a narrower prefix");
-  }
-  return Status::Ok();
-}
-
 Status SortUnique(const std::string& uri, std::vector<SourceObject>& objects) {
   std::sort(objects.begin(), objects.end(),
             [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });

@@ -1,5 +1,5 @@
 // Pieces the object-store sources (s3_source.cc, gcs_source.cc, azure_source.cc) share: the
-// prefix-as-folder rule, endpoint checks, listing limits, the errors of an object that changed or
+// prefix-as-folder rule, endpoint checks, the errors of an object that changed or
 // went away, and the choice between one stream and ranged parts for an object's bytes.
 #pragma once
 
@@ -26,8 +26,6 @@ using objstore::ParseStoreError;
 inline constexpr uint64_t kRangedObjectBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kPartBytes = uint64_t{8} << 20;
 inline constexpr int kPartsInFlight = 4;
-// A listing with more objects is refused (its records would take gigabytes).
-inline constexpr size_t kMaxListedObjects = 10'000'000;
 
 // The key prefix a source prefix lists: "" for the whole bucket, else the prefix with one '/'.
 std::string FolderPrefix(const std::string& prefix);
@@ -35,9 +33,6 @@ std::string FolderPrefix(const std::string& prefix);
 // `endpoint` (SourceOptions::endpoint) without a trailing '/'. Errors: InvalidArgument
 // "<uri>: --endpoint \"x\": must be http(s)://host[:port][/path] without credentials or query".
 Result<std::string> CheckEndpoint(const std::string& uri, const std::string& endpoint);
-
-// Errors: Internal "<uri>: more than 10000000 objects" past kMaxListedObjects.
-Status CheckListingSize(const std::string& uri, size_t objects);
 
 // Sorts `objects` bytewise by path. Errors: Internal "<uri>: the listing names \"p\" twice".
 Status SortUnique(const std::string& uri, std::vector<SourceObject>& objects);

@@ -91,6 +91,7 @@ class S3Source : public Source {
     std::string token;
     std::set<std::string> tokens;
     uint64_t keys_seen = 0;
+    ListingBudget budget(uri_, options_);
     while (true) {
       std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"},
                                                                  {"prefix", list_prefix_}};
@@ -105,7 +106,7 @@ class S3Source : public Source {
         BDN_RETURN_IF_ERROR(
             AddListed(uri_, target_.bucket_url, list_prefix_, std::move(o), out.objects));
       }
-      BDN_RETURN_IF_ERROR(CheckListingSize(uri_, out.objects.size()));
+      BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->objects.size(), out.objects.size()));
       if (!page->truncated) break;
       if (!tokens.insert(page->next_token).second) {
         return Err(Malformed("the continuation token repeats (the listing would never end)"));

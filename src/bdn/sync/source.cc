@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "bdn/base/units.h"  // FormatBytes, FormatDuration
 #include "bdn/http/peer_address.h"
 #include "bdn/sync/file_source.h"
 #include "bdn/sync/hf_source.h"
@@ -63,6 +64,44 @@ Status CheckHost(const std::string& what, const std::string& url) {
 }
 
 }  // namespace
+
+ListingBudget::ListingBudget(std::string uri, const SourceOptions& options)
+    : uri_(std::move(uri)),
+      limits_(options.listing),
+      clock_(options.retry.clock ? options.retry.clock : Clock::Real()),
+      start_(clock_->SteadyNow()) {}
+
+Status ListingBudget::Objects(size_t objects) const {
+  if (objects > limits_.max_objects) {
+    return InternalError(uri_ + ": the listing exceeds " + std::to_string(limits_.max_objects) +
+                         " objects (the most one sync takes); sync a narrower prefix or "
+                         "--include less");
+  }
+  return Status::Ok();
+}
+
+Status ListingBudget::Page(uint64_t page_bytes, size_t entries, size_t objects) {
+  BDN_RETURN_IF_ERROR(Objects(objects));
+  bytes_ += page_bytes;
+  if (bytes_ > limits_.max_bytes) {
+    return InternalError(uri_ + ": the listing's answers exceed " + FormatBytes(limits_.max_bytes) +
+                         " (the most one sync reads); sync a narrower prefix");
+  }
+  empty_pages_ = entries == 0 ? empty_pages_ + 1 : 0;
+  if (empty_pages_ >= limits_.max_empty_pages) {
+    return InternalError(uri_ + ": " + std::to_string(empty_pages_) +
+                         " listing pages in a row listed nothing (the listing would never end)");
+  }
+  const auto spent =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - start_);
+  if (spent > limits_.deadline) {
+    return WithCode(DeadlineExceededError(uri_ + ": listing took longer than " +
+                                          FormatDuration(limits_.deadline) +
+                                          " (the most one listing may take)"),
+                    kSourceUnavailable);
+  }
+  return Status::Ok();
+}
 
 Result<std::string> CheckFileAccess(const std::string& uri, const std::string& path,
                                     const SourceAccess& access) {

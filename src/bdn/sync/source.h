@@ -99,6 +99,19 @@ struct Attempt {
   std::optional<std::chrono::milliseconds> retry_after;  // the server's Retry-After
 };
 
+// ---- Listing limits ----
+
+// Bounds on one List, so that a source that lists without end (a next-page link or token that
+// never runs out, pages that list nothing, keys of 60 KB each) fails the job with a message
+// naming the limit instead of exhausting the memory of the process that runs it
+// (docs/sync.md, "Listing limits").
+struct ListingLimits {
+  size_t max_objects = 1'000'000;                 // objects (files) listed
+  uint64_t max_bytes = uint64_t{256} << 20;       // listing answers' bytes, every page together
+  int max_empty_pages = 100;                      // pages in a row that list no entry at all
+  std::chrono::milliseconds deadline{3'600'000};  // from the listing's first request to its end
+};
+
 // ---- Access ----
 
 // Where the sources of a job may read from. The defaults (anywhere) are the embedded CLI's: the
@@ -156,6 +169,8 @@ struct SourceOptions {
   // Where the source may read from (file paths, peer addresses).
   SourceAccess access;
   RetryOptions retry;
+  // The bounds of List (the deadline runs on retry.clock).
+  ListingLimits listing;
   // Counts object bytes received from the source (all tries); may be null.
   std::atomic<uint64_t>* bytes_fetched = nullptr;
   // When set, reads, requests and retry waits stop with a `canceled` error; may be null.
@@ -180,6 +195,30 @@ class Source {
   // source now holds other content (size or etag differ); transient failures mid-stream are
   // retried by resuming at the offset reached. Errors: as List, plus source_changed.
   virtual Result<std::unique_ptr<ByteStream>> Open(const SourceObject& object, uint64_t offset) = 0;
+};
+
+// Counts one List's pages against SourceOptions::listing. Page() after each answer; its errors
+// end the listing: Internal "<uri>: the listing exceeds N objects (the most one sync takes);
+// sync a narrower prefix or --include less", "<uri>: the listing's answers exceed 256.00 MiB
+// (...)", "<uri>: N listing pages in a row listed nothing (the listing would never end)", and
+// DeadlineExceeded (source_unavailable) "<uri>: listing took longer than 1h (the most one
+// listing may take)". Not thread-safe: one per List.
+class ListingBudget {
+ public:
+  ListingBudget(std::string uri, const SourceOptions& options);
+  // One page: `page_bytes` of answer that listed `entries` entries (folders and markers too),
+  // after which the listing holds `objects` objects.
+  Status Page(uint64_t page_bytes, size_t entries, size_t objects);
+  // The objects alone (a listing without pages: a directory scanned whole).
+  Status Objects(size_t objects) const;
+
+ private:
+  const std::string uri_;
+  const ListingLimits limits_;
+  const std::shared_ptr<Clock> clock_;
+  const SteadyTime start_;
+  uint64_t bytes_ = 0;
+  int empty_pages_ = 0;
 };
 
 // Checks the syntax of a source URI without any I/O, so `sync start` can refuse a malformed one

@@ -1,0 +1,184 @@
+// The HTTP sources (hf://, s3://, https://) against fake servers in this process (http::Server on
+// 127.0.0.1): answers that are hostile or broken end the listing or the stream with a message
+// naming the source and what was wrong, never with a crash, a loop without end or other bytes.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "bdn/http/server.h"
+#include "bdn/sync/source.h"
+#include "bdn/testing/fake_clock.h"
+#include "bdn/testing/status_matchers.h"
+
+namespace bdn::sync {
+namespace {
+
+constexpr char kCommit[] = "0123456789abcdef0123456789abcdef01234567";
+
+// One fake server answering every GET (and HEAD) with `handler`; counts the requests.
+class FakeServer {
+ public:
+  using Handler = std::function<void(const http::ServerRequest&, http::ServerResponse&)>;
+  explicit FakeServer(Handler handler)
+      : handler_(std::move(handler)),
+        server_(http::ServerOptions{.listen = "127.0.0.1:0", .threads = 8, .io_threads = 1}) {
+    server_.Get(".*", "any", [this](const http::ServerRequest& req, http::ServerResponse& res) {
+      requests_++;
+      handler_(req, res);
+    });
+    EXPECT_OK(server_.Start());
+  }
+  std::string url() const { return server_.url(); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  Handler handler_;
+  http::Server server_;
+  std::atomic<int> requests_{0};
+};
+
+// Options that fail fast: no retry waits, a fake clock.
+SourceOptions FastOptions(std::shared_ptr<testutil::FakeClock> clock = nullptr) {
+  SourceOptions o;
+  o.retry.deadline = std::chrono::milliseconds(1);
+  o.retry.clock = clock ? clock : std::make_shared<testutil::FakeClock>();
+  return o;
+}
+
+// A Hub whose revision resolves to kCommit and whose tree pages `tree` answers.
+FakeServer::Handler Hub(FakeServer::Handler tree) {
+  return [tree](const http::ServerRequest& req, http::ServerResponse& res) {
+    if (req.path.starts_with("/api/models/org/repo/revision/")) {
+      res.set_content(std::string(R"({"sha": ")") + kCommit + R"("})", "application/json");
+      return;
+    }
+    if (req.path.starts_with("/api/models/org/repo/tree/")) return tree(req, res);
+    res.status = 404;
+  };
+}
+
+Result<SourceListing> ListHf(const FakeServer& hub, const SourceOptions& options) {
+  ::setenv("HF_ENDPOINT", hub.url().c_str(), 1);
+  BDN_ASSIGN_OR_RETURN(auto source, OpenSource("hf://org/repo", options));
+  return source->List();
+}
+
+Result<SourceListing> ListS3(const FakeServer& store, SourceOptions options) {
+  options.endpoint = store.url();
+  BDN_ASSIGN_OR_RETURN(auto source, OpenSource("s3://bucket/p", options));
+  return source->List();
+}
+
+std::string S3Page(const std::string& contents, const std::string& next_token) {
+  return "<ListBucketResult>" + contents + "<IsTruncated>" +
+         (next_token.empty() ? "false" : "true") + "</IsTruncated>" +
+         (next_token.empty()
+              ? ""
+              : "<NextContinuationToken>" + next_token + "</NextContinuationToken>") +
+         "</ListBucketResult>";
+}
+
+std::string S3Object(const std::string& key, uint64_t size, const std::string& etag) {
+  return "<Contents><Key>" + key + "</Key><Size>" + std::to_string(size) + "</Size><ETag>" + etag +
+         "</ETag></Contents>";
+}
+
+// ---- Listing limits ----
+
+TEST(HfListing, ANextLinkBackToAPageEndsTheListing) {
+  FakeServer hub(Hub([](const http::ServerRequest& req, http::ServerResponse& res) {
+    res.set_header("Link", "<" + req.path + "?cursor=1>; rel=\"next\"");
+    res.set_content("[]", "application/json");
+  }));
+  auto r = ListHf(hub, FastOptions());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(
+      "hf://org/repo: unexpected answer from the Hub: the tree listing's next-page link "
+      "repeats (the listing would never end)",
+      r.error().message());
+  EXPECT_EQ(3, hub.requests());  // revision, the first page, the page of cursor 1
+}
+
+TEST(HfListing, EverNewLinksStopAtTheObjectLimit) {
+  std::atomic<int> page{0};
+  FakeServer hub(Hub([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    const int n = page++;
+    res.set_header("Link", "<" + req.path + "?cursor=" + std::to_string(n + 1) + ">; rel=\"next\"");
+    res.set_content(R"([{"type": "file", "path": "f)" + std::to_string(n) + R"(", "size": 1}])",
+                    "application/json");
+  }));
+  SourceOptions o = FastOptions();
+  o.listing.max_objects = 5;
+  auto r = ListHf(hub, o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(
+      "hf://org/repo: the listing exceeds 5 objects (the most one sync takes); sync a narrower "
+      "prefix or --include less",
+      r.error().message());
+  EXPECT_EQ(6, page.load());
+}
+
+TEST(HfListing, TakesNoLongerThanItsDeadline) {
+  auto clock = std::make_shared<testutil::FakeClock>();
+  std::atomic<int> n{0};
+  FakeServer hub(Hub([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    clock->Advance(std::chrono::minutes(1));
+    res.set_header("Link", "<" + req.path + "?c=" + std::to_string(++n) + ">; rel=\"next\"");
+    res.set_content(R"([{"type": "directory", "path": "d"}])", "application/json");
+  }));
+  SourceOptions o = FastOptions(clock);
+  o.listing.deadline = std::chrono::minutes(10);
+  auto r = ListHf(hub, o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("hf://org/repo: listing took longer than 10m (the most one listing may take)",
+            r.error().message());
+  EXPECT_EQ("source_unavailable", r.error().reason());
+}
+
+TEST(S3Listing, EmptyPagesWithEverNewTokensEnd) {
+  std::atomic<int> n{0};
+  FakeServer store([&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(S3Page("", "t" + std::to_string(++n)), "application/xml");
+  });
+  SourceOptions o = FastOptions();
+  o.listing.max_empty_pages = 4;
+  auto r = ListS3(store, o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("s3://bucket/p: 4 listing pages in a row listed nothing (the listing would never end)",
+            r.error().message());
+  EXPECT_EQ(4, n.load());
+}
+
+TEST(S3Listing, LongKeysStopAtTheByteLimit) {
+  std::atomic<int> n{0};
+  const std::string long_name(60'000, 'k');
+  FakeServer store([&](const http::ServerRequest&, http::ServerResponse& res) {
+    const int i = ++n;
+    res.set_content(
+        S3Page(S3Object("p/" + long_name + std::to_string(i), 1, "\"e\""), "t" + std::to_string(i)),
+        "application/xml");
+  });
+  SourceOptions o = FastOptions();
+  o.listing.max_bytes = 1 << 20;
+  auto r = ListS3(store, o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(
+      "s3://bucket/p: the listing's answers exceed 1.00 MiB (the most one sync reads); sync a "
+      "narrower prefix",
+      r.error().message());
+  EXPECT_EQ(18, n.load());  // 17 pages of 60 KB fit in 1 MiB
+}
+
+TEST(ListingLimits, DefaultsAreDocumented) {
+  ListingLimits l;
+  EXPECT_EQ(1'000'000u, l.max_objects);
+  EXPECT_EQ(uint64_t{256} << 20, l.max_bytes);
+  EXPECT_EQ(100, l.max_empty_pages);
+  EXPECT_EQ(std::chrono::hours(1), l.deadline);
+}
+
+}  // namespace
+}  // namespace bdn::sync
