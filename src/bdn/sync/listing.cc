@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "bdn/base/text.h"        // EscapeName
 #include "bdn/format/manifest.h"  // ValidateEntryPath
 
 namespace bdn::sync {
@@ -33,19 +34,21 @@ Result<std::vector<SourceObject>> Select(const SourceListing& listing, const Pat
 Digest ListingDigest(const std::string& identity, const std::string& revision,
                      const std::vector<SourceObject>& objects) {
   Blake3Hasher h;
-  auto add = [&](std::string_view s) { h.Update(s.data(), s.size()); };
-  add("bdn sync listing v1\n");
-  add(identity);
-  add("\n");
-  add(revision);
-  add("\n");
+  // Each field as <decimal length>:<bytes>, so that no name, however odd, can end its field
+  // early and make two listings' texts equal.
+  auto field = [&](std::string_view s) {
+    const std::string len = std::to_string(s.size()) + ":";
+    h.Update(len.data(), len.size());
+    h.Update(s.data(), s.size());
+  };
+  constexpr std::string_view kMagic = "bdn sync listing v2\n";
+  h.Update(kMagic.data(), kMagic.size());
+  field(identity);
+  field(revision);
   for (const SourceObject& o : objects) {
-    add(o.path);
-    add("\t");
-    add(std::to_string(o.size_bytes));
-    add("\t");
-    add(o.etag);
-    add("\n");
+    field(o.path);
+    field(std::to_string(o.size_bytes));
+    field(o.etag);
   }
   return h.Finalize();
 }
@@ -60,6 +63,13 @@ Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
                                                "\": cannot be a file of a version (" + s.message() +
                                                "); --exclude it"),
                           kInvalidObject));
+    }
+    if (std::ranges::any_of(
+            o.etag, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+      return Err(WithCode(
+          InvalidArgumentError(source + ": object \"" + EscapeName(o.path) + "\": its etag \"" +
+                               EscapeName(o.etag) + "\" holds control characters; --exclude it"),
+          kInvalidObject));
     }
     files.insert(o.path);
     for (size_t slash = o.path.find('/'); slash != std::string::npos;

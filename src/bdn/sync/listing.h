@@ -21,9 +21,10 @@ namespace bdn::sync {
 Result<std::vector<SourceObject>> Select(const SourceListing& listing, const PathFilter& filter,
                                          const std::string& source);
 
-// The BLAKE3 of "bdn sync listing v1\n" + identity + "\n" + revision + "\n" and, per selected
-// object in order, path + "\t" + size + "\t" + etag + "\n": equal for two syncs exactly when
-// they would seal the same objects at the same content.
+// The BLAKE3 of "bdn sync listing v2\n" and the fields identity, revision and, per selected
+// object in order, path, size (decimal) and etag, each as <its length in bytes, decimal>:<its
+// bytes> ("13:hf://org/repo"): equal for two syncs exactly when they would seal the same objects
+// at the same content, whatever bytes the names hold.
 Digest ListingDigest(const std::string& identity, const std::string& revision,
                      const std::vector<SourceObject>& objects);
 
@@ -31,7 +32,9 @@ Digest ListingDigest(const std::string& identity, const std::string& revision,
 // directory above one (mode 0755), sorted bytewise. Errors: InvalidArgument with reason
 // invalid_object: "<source>: object \"p\": <why no version can hold it>" for a name that is not a
 // valid entry path (empty segments, "." or "..", not UTF-8) or an object whose path is also a
-// directory of another ("a" and "a/b").
+// directory of another ("a" and "a/b"); "<source>: object \"p\": its etag \"e\" holds control
+// characters; --exclude it" for an etag with a byte below 0x20 or 0x7f (it would be sent back in
+// a header).
 Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
                                       const std::string& source);
 

@@ -103,15 +103,39 @@ TEST(Select, KeepsListingOrderAndNamesEveryIncludeThatMatchesNothing) {
 }
 
 TEST(ListingDigest, IsTheBlake3OfTheDocumentedText) {
-  // printf 'bdn sync listing v1\nhf://org/repo\n1111…\nconfig.json\t12\tabc\nw/model.bin\t0\t\n' |
-  // b3sum
+  // printf 'bdn sync listing
+  // v2\n13:hf://org/repo40:1111…11:config.json2:123:abc11:w/model.bin1:00:' | b3sum
   std::vector<SourceObject> objects = {{"config.json", 12, "abc"}, {"w/model.bin", 0, ""}};
   EXPECT_EQ(
-      "061d4795a9f62293eaef37f48a100c4d6fb8db0ab90f3afbbdd21c0c911ace3e",
+      "b77ee497723fe00c2658029f558936a4c70073a58231dd3db98a404384ff53bd",
       ListingDigest("hf://org/repo", "1111111111111111111111111111111111111111", objects).Hex());
-  // printf 'bdn sync listing v1\nfile:///d\n\n' | b3sum
-  EXPECT_EQ("bee88d690ecc975617646d8555297377de875392eaf893e33d26edefa194422f",
+  // printf 'bdn sync listing v2\n9:file:///d0:' | b3sum
+  EXPECT_EQ("48aa33b6863af9f2ccfa18e31ce5696817236f2064012e20689955b238cb04d5",
             ListingDigest("file:///d", "", {}).Hex());
+}
+
+// v1 joined path\tsize\tetag\n: a key holding a TAB and a LF could spell two objects, and a
+// different bucket was "already mirrored".
+TEST(ListingDigest, NamesHoldingSeparatorsCannotSpellAnotherListing) {
+  const std::vector<SourceObject> two = {{"a", 1, "x"}, {"b", 2, "y"}};
+  const std::vector<SourceObject> one = {{"a", 1, "x\nb\t2\ty"}};
+  const std::vector<SourceObject> other = {{"a\t1\tx\nb", 2, "y"}};
+  const Digest d = ListingDigest("s3://b/p", "", two);
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", one));
+  EXPECT_NE(d, ListingDigest("s3://b/p", "", other));
+  EXPECT_NE(ListingDigest("s3://b/p\n", "", {}), ListingDigest("s3://b/p", "\n", {}));
+}
+
+TEST(ItemsOf, RefusesAnEtagWithControlCharacters) {
+  auto r = ItemsOf({{"ok", 1, "e"}, {"w/a.bin", 1, "\"e\"\r\nX-Injected: 1"}}, "s3://b/p");
+  EXPECT_STATUS(r, kInvalidArgument,
+                "s3://b/p: object \"w/a.bin\": its etag \"\"e\"\\r\\nX-Injected: 1\" holds "
+                "control characters; --exclude it");
+  EXPECT_EQ(
+      "s3://b/p: object \"w/a.bin\": its etag \"\"e\"\\r\\nX-Injected: 1\" holds control "
+      "characters; --exclude it",
+      r.error().message());
+  EXPECT_EQ("invalid_object", r.error().reason());
 }
 
 TEST(ListingDigest, ChangesWithEveryFieldThatNamesContent) {
