@@ -172,6 +172,14 @@ Result<std::shared_ptr<http::HttpClient>> HttpFetcher::ClientFor(const std::stri
 
 Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::string* final_url) {
   const SourceOptions& so = options_.source_options;
+  for (const auto& [name, value] : call.headers) {
+    if (std::ranges::any_of(name + value, [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        })) {
+      return Err(InternalError(options_.source + ": " + "header \"" + EscapeName(name) +
+                               "\" holds control characters; not sent"));
+    }
+  }
   std::string url = call.url;
   for (int hop = 0; hop <= options_.max_redirects; ++hop) {
     BDN_ASSIGN_OR_RETURN(auto split, SplitUrl(url));

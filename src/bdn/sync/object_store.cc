@@ -6,6 +6,13 @@
 
 namespace bdn::sync {
 
+bool IsEntityTag(std::string_view etag) {
+  return !etag.empty() && std::ranges::all_of(etag, [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u == 0x21 || (u >= 0x23 && u <= 0x7e) || u >= 0x80;
+  });
+}
+
 std::string FolderPrefix(const std::string& prefix) {
   if (prefix.empty() || prefix.back() == '/') return prefix;
   return prefix + "/";
@@ -75,7 +82,10 @@ ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
   req.url = std::move(url);
   req.object = object;
   req.offset = offset;
-  if (!object.etag.empty()) req.headers.emplace_back("If-Match", "\"" + object.etag + "\"");
+  // Listing data goes into a header only as a valid entity-tag (RFC 9110 §8.8.3): a CR or LF
+  // there would add headers of the listing's choosing. Another etag is still compared with the
+  // answer's ETag below.
+  if (IsEntityTag(object.etag)) req.headers.emplace_back("If-Match", "\"" + object.etag + "\"");
   req.check = [uri, object](int status, const Headers& headers) -> Status {
     auto etag = FindHeader(headers, "etag");
     if (!object.etag.empty() && etag && NormalizeEtag(*etag) != object.etag) {

@@ -49,9 +49,13 @@ Status ChangedEtag(const std::string& uri, const SourceObject& object, const std
 // listed (source_changed); nullopt for other statuses.
 std::optional<Status> ObjectGone(const std::string& uri, const SourceObject& object, int status);
 
+// Whether `etag` (without quotes) can be sent as "\"etag\"" in If-Match: not empty, and only
+// etagc characters (0x21, 0x23-0x7e, 0x80-0xff): no quote, blank or control character.
+bool IsEntityTag(std::string_view etag);
+
 // The GET of `object` at `url` from `offset`, as S3 and Azure answer it: If-Match its listed
-// etag, its answer's ETag and size checked against the listing (ChangedEtag, CheckObjectSize),
-// a 404 or 412 read as ObjectGone.
+// etag when IsEntityTag, its answer's ETag and size checked against the listing (ChangedEtag,
+// CheckObjectSize), a 404 or 412 read as ObjectGone.
 ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
                                  const SourceObject& object, uint64_t offset);
 

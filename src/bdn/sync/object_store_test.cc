@@ -121,6 +121,20 @@ TEST(ParseAwsSecret, RefusesOtherShapesWithoutShowingTheValue) {
   }
 }
 
+// A listed etag "e"\r\nX-Injected: 1 went into If-Match as it was: headers of the listing's
+// choosing.
+TEST(EtagCheckedRequest, SendsOnlyAValidEntityTagInIfMatch) {
+  auto ok = EtagCheckedRequest("s3://b/p", "http://h/b/p/a",
+                               {"a", 1, "9b2cf535f27731c974343645a3985328"}, 0);
+  ASSERT_EQ(1u, ok.headers.size());
+  EXPECT_EQ("If-Match", ok.headers[0].first);
+  EXPECT_EQ("\"9b2cf535f27731c974343645a3985328\"", ok.headers[0].second);
+  for (const char* bad : {"e\"\r\nX-Injected: 1", "a b", "a\"b", "", "e\x7f"}) {
+    EXPECT_TRUE(EtagCheckedRequest("s3://b/p", "http://h/b/p/a", {"a", 1, bad}, 0).headers.empty())
+        << bad;
+  }
+}
+
 TEST(Crypto, PublishedTestVectors) {
   // RFC 4231 test case 2 / RFC 4648 §10.
   EXPECT_EQ("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bdn/http/server.h"
+#include "bdn/sync/http_fetch.h"
 #include "bdn/sync/source.h"
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
@@ -170,6 +171,19 @@ TEST(S3Listing, LongKeysStopAtTheByteLimit) {
       "narrower prefix",
       r.error().message());
   EXPECT_EQ(18, n.load());  // 17 pages of 60 KB fit in 1 MiB
+}
+
+TEST(HttpFetcher, NeverSendsAHeaderWithControlCharacters) {
+  FakeServer server([](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content("x", "text/plain");
+  });
+  HttpFetcher fetcher(FetcherOptions{.source = "s3://b/p", .source_options = FastOptions()});
+  auto r = fetcher.Fetch(
+      {.url = server.url() + "/b/p/a", .headers = {{"If-Match", "\"e\"\r\nX-Injected: 1"}}});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("s3://b/p: header \"If-Match\" holds control characters; not sent",
+            r.error().message());
+  EXPECT_EQ(0, server.requests());
 }
 
 TEST(ListingLimits, DefaultsAreDocumented) {
