@@ -36,16 +36,17 @@ class HttpsSource : public Source {
     if (!length) {
       return Err(InternalError(uri_ + ": HEAD: the answer has no Content-Length"));
     }
-    uint64_t size = 0;
-    for (char c : *length) {
-      if (c < '0' || c > '9') return Err(InternalError(uri_ + ": HEAD: bad Content-Length"));
-      size = size * 10 + static_cast<uint64_t>(c - '0');
+    // At most 19 digits: 18446744073709551621 wrapped to 5 when added up digit by digit.
+    const std::optional<uint64_t> size = ParseByteCount(*length);
+    if (!size) {
+      return Err(InternalError(uri_ + ": HEAD: bad Content-Length \"" + EscapeName(*length) +
+                               "\" (expected a byte count of at most 19 digits)"));
     }
     auto path = SplitUrl(uri_);
     std::string name = path ? path->second.substr(0, path->second.find('?')) : "";
     name = PercentDecode(name.substr(name.rfind('/') + 1));
     SourceListing out;
-    out.objects.push_back({name, size, EtagOf(r.headers), 0644});
+    out.objects.push_back({name, *size, EtagOf(r.headers), 0644});
     return out;
   }
 

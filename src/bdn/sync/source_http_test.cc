@@ -1,12 +1,17 @@
 // The HTTP sources (hf://, s3://, https://) against fake servers in this process (http::Server on
 // 127.0.0.1): answers that are hostile or broken end the listing or the stream with a message
 // naming the source and what was wrong, never with a crash, a loop without end or other bytes.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "bdn/http/server.h"
 #include "bdn/sync/http_fetch.h"
@@ -39,6 +44,51 @@ class FakeServer {
   Handler handler_;
   http::Server server_;
   std::atomic<int> requests_{0};
+};
+
+// A server that answers every request with `response` as it is: headers http::Server would not
+// send (a Content-Length that is not the body's).
+class RawServer {
+ public:
+  explicit RawServer(std::string response) : response_(std::move(response)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(0, ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a));
+    EXPECT_EQ(0, ::listen(fd_, 8));
+    EXPECT_EQ(0, ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len));
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        std::string request;
+        char buf[4096];
+        while (request.find("\r\n\r\n") == std::string::npos) {
+          ssize_t n = ::read(c, buf, sizeof buf);
+          if (n <= 0) break;
+          request.append(buf, static_cast<size_t>(n));
+        }
+        EXPECT_EQ(static_cast<ssize_t>(response_.size()),
+                  ::write(c, response_.data(), response_.size()));
+        ::close(c);
+      }
+    });
+  }
+  ~RawServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  const std::string response_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
 };
 
 // Options that fail fast: no retry waits, a fake clock.
@@ -184,6 +234,21 @@ TEST(HttpFetcher, NeverSendsAHeaderWithControlCharacters) {
   EXPECT_EQ("s3://b/p: header \"If-Match\" holds control characters; not sent",
             r.error().message());
   EXPECT_EQ(0, server.requests());
+}
+
+// 18446744073709551621 was added up digit by digit and wrapped to 5.
+TEST(HttpsListing, RefusesAContentLengthPast64Bits) {
+  RawServer server(
+      "HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551621\r\nConnection: close\r\n\r\n");
+  const std::string uri = server.url() + "/f.bin";
+  auto source = OpenSource(uri, FastOptions());
+  ASSERT_OK(source);
+  auto r = (*source)->List();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(uri +
+                ": HEAD: bad Content-Length \"18446744073709551621\" (expected a byte count of at "
+                "most 19 digits)",
+            r.error().message());
 }
 
 TEST(ListingLimits, DefaultsAreDocumented) {
