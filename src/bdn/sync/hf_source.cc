@@ -1,10 +1,13 @@
 #include "bdn/sync/hf_source.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "bdn/base/text.h"  // EscapeName
 #include "bdn/sync/http_fetch.h"
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 
@@ -25,6 +28,60 @@ std::string Trim(std::string s) {
   while (start < s.size() && std::isspace(static_cast<unsigned char>(s[start]))) ++start;
   return s.substr(start);
 }
+
+bool IsSha256Hex(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// An LFS file's bytes, hashed as they pass: at their end, their SHA-256 must be the listed
+// lfs.oid, or the stream fails (a CDN serving other bytes under the right headers).
+class LfsCheckedStream : public ByteStream {
+ public:
+  LfsCheckedStream(std::unique_ptr<ByteStream> inner, std::string uri, SourceObject object)
+      : inner_(std::move(inner)),
+        uri_(std::move(uri)),
+        object_(std::move(object)),
+        ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) ctx_.reset();
+  }
+
+  Result<size_t> Read(std::span<uint8_t> out) override {
+    if (!ctx_) return Err(InternalError(uri_ + ": SHA-256 is not available"));
+    BDN_ASSIGN_OR_RETURN(size_t n, inner_->Read(out));
+    if (n > 0) {
+      EVP_DigestUpdate(ctx_.get(), out.data(), n);
+      return n;
+    }
+    if (out.empty() || checked_) return n;
+    checked_ = true;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_.get(), md, &len);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string hex;
+    for (unsigned int i = 0; i < len; ++i) {
+      hex += kHex[md[i] >> 4];
+      hex += kHex[md[i] & 15];
+    }
+    if (hex != object_.etag) {
+      return Err(WithCode(CorruptionError(uri_ + ": file \"" + EscapeName(object_.path) +
+                                          "\": its bytes have SHA-256 " + hex + ", not the " +
+                                          object_.etag + " the Hub lists (lfs.oid)"),
+                          kSourceChanged));
+    }
+    return n;
+  }
+  Status Finish() override { return inner_->Finish(); }
+
+ private:
+  std::unique_ptr<ByteStream> inner_;
+  const std::string uri_;
+  const SourceObject object_;
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
+  bool checked_ = false;
+};
 
 class HfSource : public Source {
  public:
@@ -130,7 +187,13 @@ class HfSource : public Source {
       }
       return CheckObjectSize(uri_, object, status, headers);
     };
-    return std::unique_ptr<ByteStream>(std::make_unique<HttpObjectStream>(fetcher_, req));
+    auto stream = std::make_unique<HttpObjectStream>(fetcher_, req);
+    // An LFS file's etag is its sha256: its bytes are checked against it when read whole.
+    if (offset == 0 && IsSha256Hex(object.etag)) {
+      return std::unique_ptr<ByteStream>(
+          std::make_unique<LfsCheckedStream>(std::move(stream), uri_, object));
+    }
+    return std::unique_ptr<ByteStream>(std::move(stream));
   }
 
  private:

@@ -251,6 +251,61 @@ TEST(HttpsListing, RefusesAContentLengthPast64Bits) {
             r.error().message());
 }
 
+// Reads `stream` to its end: the bytes, or the first error.
+Result<std::string> ReadAll(ByteStream& stream) {
+  std::string out;
+  uint8_t buf[65536];
+  while (true) {
+    BDN_ASSIGN_OR_RETURN(size_t n, stream.Read(buf));
+    if (n == 0) break;
+    out.append(reinterpret_cast<const char*>(buf), n);
+  }
+  BDN_RETURN_IF_ERROR(stream.Finish());
+  return out;
+}
+
+// The LFS sha256 was never checked: a CDN serving other bytes under the right headers was sealed.
+TEST(HfObject, BytesThatAreNotTheListedLfsSha256Fail) {
+  // printf good | sha256sum
+  const std::string good_sha = "770e607624d689265ca6c44884d0807d9b054d23c473c106c72be9de08b7376c";
+  std::atomic<bool> evil{true};
+  auto tree = [&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(R"([{"type": "file", "path": "w.bin", "size": 4, "oid": "x",
+                         "lfs": {"oid": ")" +
+                        good_sha + R"(", "size": 4}}])",
+                    "application/json");
+  };
+  auto hub = Hub(tree);
+  FakeServer server([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    if (!req.path.starts_with("/org/repo/resolve/")) return hub(req, res);
+    res.set_header("ETag", "\"" + good_sha + "\"");
+    res.set_content(evil ? "evil" : "good", "application/octet-stream");
+  });
+  ::setenv("HF_ENDPOINT", server.url().c_str(), 1);
+  auto source = OpenSource("hf://org/repo", FastOptions());
+  ASSERT_OK(source);
+  auto listing = (*source)->List();
+  ASSERT_OK(listing);
+  ASSERT_EQ(1u, listing->objects.size());
+  EXPECT_EQ(good_sha, listing->objects[0].etag);
+  auto stream = (*source)->Open(listing->objects[0], 0);
+  ASSERT_OK(stream);
+  auto bytes = ReadAll(**stream);
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ(
+      "hf://org/repo: file \"w.bin\": its bytes have SHA-256 "
+      "b5c1fb2efc6d6b4674c2fdcc48ce01b43a3b7c03763c0c3355de0099ee0f8c73, not the " +
+          good_sha + " the Hub lists (lfs.oid)",
+      bytes.error().message());
+  EXPECT_EQ("source_changed", bytes.error().reason());
+  evil = false;
+  stream = (*source)->Open(listing->objects[0], 0);
+  ASSERT_OK(stream);
+  bytes = ReadAll(**stream);
+  ASSERT_OK(bytes);
+  EXPECT_EQ("good", *bytes);
+}
+
 TEST(ListingLimits, DefaultsAreDocumented) {
   ListingLimits l;
   EXPECT_EQ(1'000'000u, l.max_objects);
