@@ -116,16 +116,26 @@ class HfSource : public Source {
     BDN_ASSIGN_OR_RETURN(out.revision, ResolveRevision());
     std::string url = Api() + "/tree/" + out.revision + "?recursive=true&expand=false";
     ListingBudget budget(uri_, options_);
+    uint64_t entries = 0;
     std::set<std::string> pages = {url};  // a link back to one of them would never end
     while (true) {
       BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
       json page = json::parse(r.text(), nullptr, false);
       if (!page.is_array()) return Err(Malformed("tree listing is not a JSON array"));
       for (const json& e : page) {
-        if (!e.is_object() || e.value("type", "") != "file") continue;
+        const std::string number = "tree entry #" + std::to_string(++entries);
+        if (!e.is_object()) return Err(Malformed(number + " is not an object"));
+        const std::string type =
+            e.contains("type") && e["type"].is_string() ? e["type"].get<std::string>() : "";
+        if (type == "directory") continue;
+        if (type != "file") {
+          return Err(Malformed(number + " has type " +
+                               (e.contains("type") ? e["type"].dump() : "(none)") +
+                               ", not \"file\" or \"directory\""));
+        }
         if (!e.contains("path") || !e["path"].is_string() || !e.contains("size") ||
             !e["size"].is_number_unsigned()) {
-          return Err(Malformed("tree entry without a path or size"));
+          return Err(Malformed(number + " is a file without a path or size"));
         }
         SourceObject o;
         o.path = e["path"].get<std::string>();
@@ -149,6 +159,12 @@ class HfSource : public Source {
             Malformed("the tree listing's next-page link repeats (the listing would "
                       "never end)"));
       }
+    }
+    // As the object stores' "no objects under the prefix": nothing to seal is not a version.
+    if (out.objects.empty()) {
+      return Err(
+          WithCode(NotFoundError(uri_ + ": the repository has no files at commit " + out.revision),
+                   kSourceNotFound));
     }
     std::sort(out.objects.begin(), out.objects.end(),
               [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });

@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bdn/http/server.h"
 #include "bdn/sync/http_fetch.h"
@@ -262,6 +263,44 @@ Result<std::string> ReadAll(ByteStream& stream) {
   }
   BDN_RETURN_IF_ERROR(stream.Finish());
   return out;
+}
+
+// A junk tree (entries that are not objects, other types, nothing at all) sealed an empty version
+// and moved the tag.
+TEST(HfListing, RefusesJunkEntriesAndAnEmptyTree) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"([{"type": "directory", "path": "d"}, 1])",
+       "hf://org/repo: unexpected answer from the Hub: tree entry #2 is not an object"},
+      {R"(["a.bin"])",
+       "hf://org/repo: unexpected answer from the Hub: tree entry #1 is not an object"},
+      {R"([{"type": "symlink", "path": "a", "size": 1}])",
+       "hf://org/repo: unexpected answer from the Hub: tree entry #1 has type \"symlink\", not "
+       "\"file\" or \"directory\""},
+      {R"([{"path": "a", "size": 1}])",
+       "hf://org/repo: unexpected answer from the Hub: tree entry #1 has type (none), not "
+       "\"file\" or \"directory\""},
+      {R"([{"type": "file", "path": "a", "size": -1}])",
+       "hf://org/repo: unexpected answer from the Hub: tree entry #1 is a file without a path or "
+       "size"},
+  };
+  for (const auto& [tree, message] : cases) {
+    FakeServer hub(Hub([&](const http::ServerRequest&, http::ServerResponse& res) {
+      res.set_content(tree, "application/json");
+    }));
+    auto r = ListHf(hub, FastOptions());
+    ASSERT_FALSE(r.has_value()) << tree;
+    EXPECT_EQ(message, r.error().message()) << tree;
+  }
+  for (const std::string tree : {"[]", R"([{"type": "directory", "path": "d"}])"}) {
+    FakeServer hub(Hub([&](const http::ServerRequest&, http::ServerResponse& res) {
+      res.set_content(tree, "application/json");
+    }));
+    auto r = ListHf(hub, FastOptions());
+    ASSERT_FALSE(r.has_value()) << tree;
+    EXPECT_EQ(std::string("hf://org/repo: the repository has no files at commit ") + kCommit,
+              r.error().message());
+    EXPECT_EQ("source_not_found", r.error().reason());
+  }
 }
 
 // The LFS sha256 was never checked: a CDN serving other bytes under the right headers was sealed.
