@@ -9,7 +9,8 @@
 
 #include "bdn/base/text.h"  // EscapeName
 #include "bdn/sync/http_fetch.h"
-#include "bdn/sync/https_source.h"  // NormalizeEtag
+#include "bdn/sync/https_source.h"           // NormalizeEtag
+#include "bdn/sync/object_store_internal.h"  // SortUnique
 
 namespace bdn::sync {
 namespace {
@@ -166,12 +167,9 @@ class HfSource : public Source {
           WithCode(NotFoundError(uri_ + ": the repository has no files at commit " + out.revision),
                    kSourceNotFound));
     }
-    std::sort(out.objects.begin(), out.objects.end(),
-              [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });
-    out.objects.erase(
-        std::unique(out.objects.begin(), out.objects.end(),
-                    [](const SourceObject& a, const SourceObject& b) { return a.path == b.path; }),
-        out.objects.end());
+    // A path listed twice is refused as the object stores refuse it: merging the two (an unstable
+    // sort kept either) made the survivor's etag look "changed during the sync".
+    BDN_RETURN_IF_ERROR(SortUnique(uri_, out.objects));
     commit_ = out.revision;
     return out;
   }

@@ -303,6 +303,19 @@ TEST(HfListing, RefusesJunkEntriesAndAnEmptyTree) {
   }
 }
 
+// Two entries of one path were merged (either kept), then blamed as "changed during the sync".
+TEST(HfListing, RefusesAPathListedTwice) {
+  FakeServer hub(Hub([](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(R"([{"type": "file", "path": "a", "size": 1, "oid": "1"},
+                        {"type": "file", "path": "b", "size": 1, "oid": "2"},
+                        {"type": "file", "path": "a", "size": 2, "oid": "3"}])",
+                    "application/json");
+  }));
+  auto r = ListHf(hub, FastOptions());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("hf://org/repo: the listing names \"a\" twice", r.error().message());
+}
+
 // The LFS sha256 was never checked: a CDN serving other bytes under the right headers was sealed.
 TEST(HfObject, BytesThatAreNotTheListedLfsSha256Fail) {
   // printf good | sha256sum
