@@ -389,6 +389,11 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
       header_error = s;
       return false;
     }
+    if (whole && request_.ranges_ignored && (offset > 0 || end < obj.size_bytes)) {
+      request_.ranges_ignored->store(true);
+      header_error = UnavailableError(what + ": the server ignores Range (answered 200)");
+      return false;
+    }
     return true;
   };
   Pipe& p = *pipe_;
@@ -456,22 +461,41 @@ RangedObjectStream::RangedObjectStream(std::shared_ptr<HttpFetcher> fetcher, Obj
       request_(std::move(request)),
       part_bytes_(std::max<uint64_t>(part_bytes, 1)),
       in_flight_(static_cast<size_t>(std::max(in_flight, 1))),
-      next_(request_.offset) {}
+      next_(request_.offset),
+      delivered_(request_.offset),
+      ranges_ignored_(std::make_shared<std::atomic<bool>>(false)) {}
 
 Result<size_t> RangedObjectStream::Read(std::span<uint8_t> out) {
   const uint64_t size = request_.object.size_bytes;
   while (true) {
+    if (whole_) {
+      BDN_ASSIGN_OR_RETURN(size_t n, whole_->Read(out));
+      delivered_ += n;
+      return n;
+    }
     while (parts_.size() < in_flight_ && next_ < size) {
       ObjectRequest part = request_;
       part.offset = next_;
       part.end = std::min(size, next_ + part_bytes_);
+      part.ranges_ignored = ranges_ignored_;
       next_ = part.end;
       parts_.push_back(std::make_unique<HttpObjectStream>(fetcher_, std::move(part)));
       parts_.back()->Start();
     }
     if (parts_.empty()) return size_t{0};
-    BDN_ASSIGN_OR_RETURN(size_t n, parts_.front()->Read(out));
-    if (n > 0 || out.empty()) return n;
+    auto n = parts_.front()->Read(out);
+    if (!n && ranges_ignored_->load()) {
+      // One stream for the rest: its server skips (once) what was delivered already.
+      parts_.clear();
+      ObjectRequest rest = request_;
+      rest.offset = delivered_;
+      rest.end = 0;
+      whole_ = std::make_unique<HttpObjectStream>(fetcher_, std::move(rest));
+      continue;
+    }
+    if (!n) return n;
+    delivered_ += *n;
+    if (*n > 0 || out.empty()) return *n;
     parts_.pop_front();  // this part is whole: go on with the next
   }
 }

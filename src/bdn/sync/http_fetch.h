@@ -146,7 +146,13 @@ struct ObjectRequest {
   std::function<Status(int status, const Headers& headers)> check;
   // The source's reading of a non-2xx answer to the object's GET, tried before the fetcher's
   // (a 404 or 412 there means the object changed or went away since it was listed).
-  std::function<std::optional<Status>(const http::Response& r)> on_error;
+  std::function<std::optional<Status>(const http::Response& r)>
+      on_error;  // Set by RangedObjectStream for its parts: a 200 (the whole object) to a request
+                 // with a Range
+  // header sets it and ends the part at once, before its body, so that the object is read as one
+  // stream instead of from byte 0 again for every part. Null: a 200 is read, its first bytes
+  // skipped.
+  std::shared_ptr<std::atomic<bool>> ranges_ignored;
 };
 
 // The bytes [offset, end) of one object, fetched by a thread of its own and handed over through
@@ -181,7 +187,10 @@ class HttpObjectStream : public ByteStream {
 // (each an HttpObjectStream with its own connection and bounded buffer), delivered in order: a
 // large object arrives at the speed of several connections while at most in_flight * 8 MiB of it
 // is buffered. Parts of an object that changed fail as HttpObjectStream does (the request's
-// `check`, e.g. against the listed etag). Each Read is called by one thread at a time.
+// `check`, e.g. against the listed etag). A server that answers a part's Range with the whole
+// object (200) has the parts dropped and the rest of the object read as one HttpObjectStream from
+// the first byte not yet delivered, so that an object costs its size once, not once per part.
+// Each Read is called by one thread at a time.
 class RangedObjectStream : public ByteStream {
  public:
   RangedObjectStream(std::shared_ptr<HttpFetcher> fetcher, ObjectRequest request,
@@ -193,8 +202,11 @@ class RangedObjectStream : public ByteStream {
   const ObjectRequest request_;
   const uint64_t part_bytes_;
   const size_t in_flight_;
-  uint64_t next_ = 0;  // the first byte of the next part to open
+  uint64_t next_ = 0;       // the first byte of the next part to open
+  uint64_t delivered_ = 0;  // the first byte Read has not returned yet
   std::deque<std::unique_ptr<HttpObjectStream>> parts_;
+  const std::shared_ptr<std::atomic<bool>> ranges_ignored_;
+  std::unique_ptr<HttpObjectStream> whole_;  // the rest of the object, once ranges are ignored
 };
 
 }  // namespace bdn::sync

@@ -358,6 +358,33 @@ TEST(HfObject, BytesThatAreNotTheListedLfsSha256Fail) {
   EXPECT_EQ("good", *bytes);
 }
 
+// A server answering every ranged GET of a part with 200 and the whole object had each part read
+// from byte 0 (a 72 MiB object: 360 MiB fetched).
+TEST(RangedObjectStream, AServerIgnoringRangeIsReadOnce) {
+  std::string body(64 * 1024, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 7 + i / 251);
+  std::atomic<int> ranged{0};
+  FakeServer server([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    if (req.has_header("Range")) ranged++;
+    res.set_content(body, "application/octet-stream");  // the whole object, whatever was asked
+  });
+  std::atomic<uint64_t> fetched{0};
+  SourceOptions o = FastOptions();
+  o.bytes_fetched = &fetched;
+  auto fetcher =
+      std::make_shared<HttpFetcher>(FetcherOptions{.source = "s3://b/p", .source_options = o});
+  ObjectRequest req;
+  req.url = server.url() + "/b/p/big.bin";
+  req.object = {"big.bin", body.size(), ""};
+  RangedObjectStream stream(fetcher, req, 4096, 4);
+  auto bytes = ReadAll(stream);
+  ASSERT_OK(bytes);
+  EXPECT_TRUE(*bytes == body);
+  EXPECT_EQ(body.size(), fetched.load());  // the parts stop at the 200's header
+  EXPECT_LE(ranged.load(), 4);
+  EXPECT_EQ(ranged.load() + 1, server.requests());
+}
+
 TEST(ListingLimits, DefaultsAreDocumented) {
   ListingLimits l;
   EXPECT_EQ(1'000'000u, l.max_objects);
