@@ -350,15 +350,26 @@ std::optional<std::string> NextPageLink(std::string_view link) {
   return std::nullopt;
 }
 
-Result<std::unique_ptr<Source>> OpenHfSource(const std::string& uri, const HfUri& parsed,
-                                             const SourceOptions& options) {
+Result<std::string> HfEndpoint() {
   std::string endpoint = "https://huggingface.co";
   if (const char* env = std::getenv("HF_ENDPOINT"); env && *env) endpoint = env;
   while (endpoint.size() > 1 && endpoint.back() == '/') endpoint.pop_back();
-  if (auto split = SplitUrl(endpoint); !split) {
-    return Err(
-        InvalidArgumentError("HF_ENDPOINT \"" + endpoint + "\": must be http:// or https://"));
+  auto split = SplitUrl(endpoint);
+  if (!split) {
+    return Err(InvalidArgumentError("HF_ENDPOINT \"" + RedactUrl(endpoint) +
+                                    "\": must be http:// or https://"));
   }
+  if (split->first.find('@') != std::string::npos) {
+    return Err(InvalidArgumentError("HF_ENDPOINT \"" + RedactUrl(endpoint) +
+                                    "\": credentials in the URL are refused (give a token "
+                                    "with --auth-secret-name)"));
+  }
+  return endpoint;
+}
+
+Result<std::unique_ptr<Source>> OpenHfSource(const std::string& uri, const HfUri& parsed,
+                                             const SourceOptions& options) {
+  BDN_ASSIGN_OR_RETURN(std::string endpoint, HfEndpoint());
   return std::unique_ptr<Source>(std::make_unique<HfSource>(uri, parsed, endpoint, options));
 }
 

@@ -30,6 +30,12 @@ namespace bdn::sync {
 Result<std::unique_ptr<Source>> OpenHfSource(const std::string& uri, const HfUri& parsed,
                                              const SourceOptions& options);
 
+// The Hub's URL: $HF_ENDPOINT without trailing '/', else https://huggingface.co. Checked when a
+// job is started and when its source is opened. Errors: InvalidArgument "HF_ENDPOINT \"x\": must
+// be http:// or https://", "HF_ENDPOINT \"http://***@host\": credentials in the URL are refused
+// (give a token with --auth-secret-name)" (messages never show the URL's user information).
+Result<std::string> HfEndpoint();
+
 // The URL of the next page in a Link header ("<url>; rel=\"next\", ..."), if any.
 std::optional<std::string> NextPageLink(std::string_view link_header);
 

@@ -46,18 +46,28 @@ std::optional<std::string_view> FindHeader(const Headers& headers, std::string_v
   return std::nullopt;
 }
 
+std::string RedactUrl(std::string_view url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(url);
+  const size_t host = scheme_end + 3;
+  const size_t end = std::min(url.find_first_of("/?#", host), url.size());
+  const size_t at = url.substr(host, end - host).rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  return std::string(url.substr(0, host)) + "***" + std::string(url.substr(host + at));
+}
+
 Result<std::pair<std::string, std::string>> SplitUrl(const std::string& url) {
   size_t scheme_end = url.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
   std::transform(scheme.begin(), scheme.end(), scheme.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (scheme != "http" && scheme != "https") {
-    return Err(InvalidArgumentError("url \"" + url + "\": must be http:// or https://"));
+    return Err(InvalidArgumentError("url \"" + RedactUrl(url) + "\": must be http:// or https://"));
   }
   size_t path_start = url.find_first_of("/?#", scheme_end + 3);
   std::string origin = url.substr(0, path_start);
   if (origin.size() == scheme_end + 3)
-    return Err(InvalidArgumentError("url \"" + url + "\": no host"));
+    return Err(InvalidArgumentError("url \"" + RedactUrl(url) + "\": no host"));
   std::string rest = path_start == std::string::npos ? "/" : url.substr(path_start);
   if (size_t hash = rest.find('#'); hash != std::string::npos) rest.erase(hash);
   if (rest.empty() || rest[0] != '/') rest.insert(0, "/");
@@ -184,6 +194,11 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
   for (int hop = 0; hop <= options_.max_redirects; ++hop) {
     BDN_ASSIGN_OR_RETURN(auto split, SplitUrl(url));
     const auto& [origin, path] = split;
+    if (origin.find('@') != std::string::npos) {
+      // Never a client for it: its messages would show the password.
+      return Err(InternalError(options_.source + ": " + RedactUrl(url) +
+                               ": a URL with credentials (user:password@) is refused"));
+    }
     BDN_ASSIGN_OR_RETURN(auto client, ClientFor(origin));
     http::Request req;
     req.method = call.method;
@@ -242,7 +257,7 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     if (final_url) *final_url = url;
     return r;
   }
-  return Err(InternalError(options_.source + ": " + call.url + ": more than " +
+  return Err(InternalError(options_.source + ": " + RedactUrl(call.url) + ": more than " +
                            std::to_string(options_.max_redirects) + " redirects"));
 }
 

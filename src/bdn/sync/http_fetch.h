@@ -32,8 +32,12 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name);
 
 // "scheme://host[:port]" and "/path?query" of an absolute http(s) URL ("/" if it has no path).
-// Errors: InvalidArgument "url \"x\": must be http:// or https://…".
+// Errors: InvalidArgument "url \"x\": must be http:// or https://…" (x as RedactUrl shows it).
 Result<std::pair<std::string, std::string>> SplitUrl(const std::string& url);
+
+// `url` as messages show it: the user information of its authority ("user:password@") replaced
+// by "***@" ("http://***@host/x"); other URLs unchanged.
+std::string RedactUrl(std::string_view url);
 
 // The URL a Location header value points to, relative to `base` (RFC 3986 §5.2, the cases
 // servers use: absolute, scheme-relative "//host/…", absolute-path "/…", and relative "x/y").

@@ -6,6 +6,7 @@
 #include "bdn/base/log.h"
 #include "bdn/format/ref.h"
 #include "bdn/sync/glob.h"
+#include "bdn/sync/hf_source.h"              // HfEndpoint
 #include "bdn/sync/object_store_internal.h"  // CheckEndpoint
 #include "bdn/sync/source.h"
 
@@ -75,6 +76,10 @@ Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
 Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec) {
   BDN_RETURN_IF_ERROR(ValidateSpec(spec));
   BDN_RETURN_IF_ERROR(CheckSourceAccess(spec.source_uri, spec.endpoint, deps_.access));
+  if (spec.source_uri.starts_with("hf://")) {
+    auto endpoint = HfEndpoint();  // this machine's: where the job runs
+    if (!endpoint) return Err(endpoint.error());
+  }
   if (!spec.auth_secret_name.empty()) {
     BDN_ASSIGN_OR_RETURN(auto vault, Vault());
     BDN_ASSIGN_OR_RETURN(auto secrets, vault->List());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bdn/http/server.h"
+#include "bdn/sync/hf_source.h"
 #include "bdn/sync/http_fetch.h"
 #include "bdn/sync/source.h"
 #include "bdn/testing/fake_clock.h"
@@ -383,6 +384,39 @@ TEST(RangedObjectStream, AServerIgnoringRangeIsReadOnce) {
   EXPECT_EQ(body.size(), fetched.load());  // the parts stop at the 200's header
   EXPECT_LE(ranged.load(), 4);
   EXPECT_EQ(ranged.load() + 1, server.requests());
+}
+
+// A password in HF_ENDPOINT was echoed into the job's stored error.
+TEST(HfEndpoint, RefusesCredentialsWithoutShowingThem) {
+  ::setenv("HF_ENDPOINT", "http://user:hunter2@127.0.0.1:1/", 1);
+  const std::string message =
+      "HF_ENDPOINT \"http://***@127.0.0.1:1\": credentials in the URL are refused (give a token "
+      "with --auth-secret-name)";
+  EXPECT_STATUS(HfEndpoint(), kInvalidArgument, message);
+  auto source = OpenSource("hf://org/repo", FastOptions());
+  ASSERT_FALSE(source.has_value());
+  EXPECT_EQ(message, source.error().message());
+  ::setenv("HF_ENDPOINT", "ftp://user:hunter2@h", 1);
+  EXPECT_EQ("HF_ENDPOINT \"ftp://***@h\": must be http:// or https://",
+            HfEndpoint().error().message());
+  ::unsetenv("HF_ENDPOINT");
+  EXPECT_EQ("https://huggingface.co", HfEndpoint().value_or(""));
+}
+
+TEST(HttpFetcher, ARedirectToAUrlWithCredentialsIsRefusedWithoutShowingThem) {
+  FakeServer server([](const http::ServerRequest&, http::ServerResponse& res) {
+    res.status = 302;
+    res.set_header("Location", "http://user:hunter2@127.0.0.1:1/x");
+  });
+  const std::string uri = server.url() + "/f.bin";
+  auto source = OpenSource(uri, FastOptions());
+  ASSERT_OK(source);
+  auto r = (*source)->List();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(uri + ": http://***@127.0.0.1:1/x: a URL with credentials (user:password@) is refused",
+            r.error().message());
+  EXPECT_EQ("http://***@h:1/p?q=a@b", RedactUrl("http://u:p@h:1/p?q=a@b"));
+  EXPECT_EQ("http://h/p@x", RedactUrl("http://h/p@x"));
 }
 
 TEST(ListingLimits, DefaultsAreDocumented) {
