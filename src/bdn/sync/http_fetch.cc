@@ -250,7 +250,14 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
         if (!s.ok()) return Err(s);
       }
       if (auto loc = r->Header("location")) {
-        url = ResolveLocation(url, std::string(*loc));
+        std::string next = ResolveLocation(url, std::string(*loc));
+        if (!SplitUrl(next)) {
+          return Err(InternalError(options_.source + ": " +
+                                   std::string(http::MethodName(call.method)) + " " + path +
+                                   ": redirected to \"" + EscapeName(RedactUrl(next)) +
+                                   "\", which is not an http:// or https:// URL"));
+        }
+        url = std::move(next);
         continue;
       }
     }

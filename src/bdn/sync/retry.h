@@ -31,9 +31,10 @@ Status CanceledError(const std::string& what);
 // its try did not mark transient, or the deadline of `options` passes, and returns the last
 // outcome. Between tries it sleeps a random time in [b/2, b], b = initial_backoff * 2^(try-1)
 // capped at max_backoff, or the try's retry_after if that is longer. A transient failure that
-// persists past the deadline (or whose Retry-After reaches past it) is returned with " (retried
-// for 5m)" appended and reason source_unavailable. With `cancel` set, returns CanceledError(what)
-// instead of trying or waiting again. Thread-safe if `fn` is.
+// persists past the deadline is returned with " (retried for 5m)" appended, one whose
+// Retry-After reaches past it with " (the server asked to retry after 1h, past the retry
+// deadline of 5m (--retry-deadline))", and reason source_unavailable. With `cancel` set, returns
+// CanceledError(what) instead of trying or waiting again. Thread-safe if `fn` is.
 template <typename F>
 auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* cancel,
                        const std::string& what, F&& fn) {
@@ -53,9 +54,16 @@ auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* can
     const auto spent =
         std::chrono::duration_cast<std::chrono::milliseconds>(clock.SteadyNow() - start);
     if (spent + wait > options.deadline) {
+      // A Retry-After that alone reaches past the deadline is what ended the call: say so, or
+      // "retried for 0ms" reads as if nothing was tried.
+      const bool asked = a.retry_after && spent + *a.retry_after > options.deadline;
+      const std::string why = asked ? " (the server asked to retry after " +
+                                          FormatDuration(*a.retry_after) +
+                                          ", past the retry deadline of " +
+                                          FormatDuration(options.deadline) + " (--retry-deadline))"
+                                    : " (retried for " + FormatDuration(spent) + ")";
       Status s =
-          Status(err->code(), err->message() + " (retried for " + FormatDuration(spent) + ")")
-              .WithReason(std::string(kSourceUnavailable));
+          Status(err->code(), err->message() + why).WithReason(std::string(kSourceUnavailable));
       return backoff::Failure<Outcome>(std::move(s));
     }
     internal::SleepUnlessCanceled(clock, wait, cancel);

@@ -65,6 +65,25 @@ TEST(WithSourceRetries, RetryAfterIsHonouredAndFinalErrorsReturnAtOnce) {
   EXPECT_EQ(tries, 1);
 }
 
+// A Retry-After past the deadline failed at once with "HTTP 429 (retried for 0ms)".
+TEST(WithSourceRetries, ARetryAfterPastTheDeadlineIsNamed) {
+  auto clock = std::make_shared<testutil::FakeClock>();
+  RetryOptions options{.deadline = 5s, .clock = clock};
+  int tries = 0;
+  Status s = WithSourceRetries(options, nullptr, "hf://org/model", [&](Attempt& a) {
+    ++tries;
+    a.transient = true;
+    a.retry_after = 3600s;
+    return UnavailableError("hf://org/model: GET /api/models/org/model/revision/main: HTTP 429");
+  });
+  EXPECT_EQ(
+      "hf://org/model: GET /api/models/org/model/revision/main: HTTP 429 (the server asked to "
+      "retry after 1h, past the retry deadline of 5s (--retry-deadline))",
+      s.message());
+  EXPECT_EQ("source_unavailable", s.reason());
+  EXPECT_EQ(1, tries);
+}
+
 TEST(WithSourceRetries, ACancelEndsTheWaitAndTheCall) {
   auto clock = std::make_shared<testutil::FakeClock>();
   RetryOptions options{

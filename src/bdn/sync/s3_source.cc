@@ -92,6 +92,7 @@ class S3Source : public Source {
     std::set<std::string> tokens;
     uint64_t keys_seen = 0;
     ListingBudget budget(uri_, options_);
+    uint64_t pages = 0;
     while (true) {
       std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"},
                                                                  {"prefix", list_prefix_}};
@@ -99,8 +100,19 @@ class S3Source : public Source {
       const std::string url =
           target_.bucket_url + (target_.virtual_hosted ? "/" : "") + "?" + CanonicalQuery(params);
       BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
+      ++pages;
       auto page = ParseS3ListPage(r.text());
-      if (!page) return Err(Malformed(page.error().message()));
+      if (!page) {
+        const std::string& why = page.error().message();
+        auto split = SplitUrl(url);
+        return Err(Malformed(
+            "page " + std::to_string(pages) + " (GET " + (split ? split->second : url) +
+            "): " + why +
+            (why.starts_with("not XML")
+                 ? "; a key there may hold a character XML cannot carry (a control character): "
+                   "sync a prefix that leaves it out"
+                 : "")));
+      }
       for (ListedObject& o : page->objects) {
         ++keys_seen;
         BDN_RETURN_IF_ERROR(

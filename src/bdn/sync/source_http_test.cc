@@ -419,6 +419,39 @@ TEST(HttpFetcher, ARedirectToAUrlWithCredentialsIsRefusedWithoutShowingThem) {
   EXPECT_EQ("http://h/p@x", RedactUrl("http://h/p@x"));
 }
 
+// A redirect to file:// failed with "url \"file:///etc/passwd\": must be http:// or https://",
+// naming neither the source nor the redirect.
+TEST(HttpFetcher, ARedirectToAnotherSchemeIsNamed) {
+  for (const std::string location : {"file:///etc/passwd", "gopher://h:70/x"}) {
+    FakeServer server([&](const http::ServerRequest&, http::ServerResponse& res) {
+      res.status = 302;
+      res.set_header("Location", location);
+    });
+    const std::string uri = server.url() + "/f.bin";
+    auto source = OpenSource(uri, FastOptions());
+    ASSERT_OK(source);
+    auto r = (*source)->List();
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(uri + ": HEAD /f.bin: redirected to \"" + location +
+                  "\", which is not an http:// or https:// URL",
+              r.error().message());
+  }
+}
+
+// "not XML: reference to invalid character number" named neither the request nor a way out.
+TEST(S3Listing, AKeyXmlCannotCarryNamesThePageAndAWayOut) {
+  FakeServer store([&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(S3Page(S3Object("p/a&#1;b", 1, "\"e\""), ""), "application/xml");
+  });
+  auto r = ListS3(store, FastOptions());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("s3://bucket/p: unexpected listing from " + store.url() +
+                "/bucket: page 1 (GET /bucket?list-type=2&prefix=p%2F): not XML: reference to "
+                "invalid character number at line 1; a key there may hold a character XML "
+                "cannot carry (a control character): sync a prefix that leaves it out",
+            r.error().message());
+}
+
 TEST(ListingLimits, DefaultsAreDocumented) {
   ListingLimits l;
   EXPECT_EQ(1'000'000u, l.max_objects);
