@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <unordered_map>
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
@@ -310,18 +311,20 @@ class FileWriter {
         reader_(view.store(), options.reads),
         counters_(counters) {}
 
-  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages. Returns
-  // whether it was written (false: already there with the right content). Nothing is renamed
-  // into place before its size and whole-file BLAKE3 are the entry's. Errors: those of Pull.
-  Result<bool> WriteFile(const Entry& e, int dir, const std::string& name,
-                         const std::string& shown) {
+  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages; `names`:
+  // how many names the version gives it in this pull (1 + its hardlinks). Returns whether it
+  // was written (false: already there with the right content). Nothing is renamed into place
+  // before its size and whole-file BLAKE3 are the entry's. Errors: those of Pull.
+  Result<bool> WriteFile(const Entry& e, int dir, const std::string& name, const std::string& shown,
+                         nlink_t names) {
     struct stat st;
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-      // Kept only when it is this user's and has no other name: setting the mode and time of a
-      // hard link or of another user's file would change a file outside the destination (or
+      // Kept only when it is this user's and has no more names than the version gives it (its
+      // own hardlinks, linked by an earlier pull): setting the mode and time of a hard link from
+      // elsewhere or of another user's file would change a file outside the destination (or
       // hand it to that user); such a file is replaced by a fresh copy instead.
       if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
-          st.st_nlink == 1 && st.st_uid == ::geteuid()) {
+          st.st_nlink <= names && st.st_uid == ::geteuid()) {
         auto d = HashLocal(dir, name);
         if (d && *d == e.digest) {
           ::fchmodat(dir, name.c_str(), e.mode, 0);
@@ -333,7 +336,7 @@ class FileWriter {
           return false;
         }
       }
-      if (!overwrite_ && !SameContentElsewhere(st, e, dir, name)) {
+      if (!overwrite_ && !SameContentElsewhere(st, e, dir, name, names)) {
         if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
             ::faccessat(dir, name.c_str(), R_OK, AT_EACCESS) != 0) {
           return Err(AlreadyExistsError("file \"" + shown +
@@ -365,9 +368,9 @@ class FileWriter {
   // Whether the file `name` (`st`: its lstat) has entry `e`'s content but is a hard link or
   // another user's file: it is then replaced without --overwrite (nothing of it is lost).
   static bool SameContentElsewhere(const struct stat& st, const Entry& e, int dir,
-                                   const std::string& name) {
+                                   const std::string& name, nlink_t names) {
     if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != e.size_bytes) return false;
-    if (st.st_nlink == 1 && st.st_uid == ::geteuid()) return false;  // checked by the caller
+    if (st.st_nlink <= names && st.st_uid == ::geteuid()) return false;  // checked by the caller
     auto d = HashLocal(dir, name);
     return d && *d == e.digest;
   }
@@ -517,6 +520,8 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
 Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, int jobs,
                   bool overwrite, PullResult& result) {
   ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
+  std::unordered_map<std::string, nlink_t> hardlinks;  // target path -> links to it pulled
+  for (const Entry* l : plan.links) ++hardlinks[l->target];
   std::vector<std::future<Result<bool>>> futures;
   Status first;
   for (const Entry* f : plan.files) {
@@ -536,10 +541,11 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
                                              "\": exists with other content (use --overwrite)");
       if (!first.ok()) break;
     }
-    futures.push_back(pool.Submit(
-        [&writer, f, here = *here, name = std::move(at.name), shown = std::move(shown)] {
-          return writer.WriteFile(*f, here->get(), name, shown);
-        }));
+    const auto linked = hardlinks.find(f->path);
+    const nlink_t names = 1 + (linked == hardlinks.end() ? 0 : linked->second);
+    futures.push_back(
+        pool.Submit([&writer, f, here = *here, name = std::move(at.name), shown = std::move(shown),
+                     names] { return writer.WriteFile(*f, here->get(), name, shown, names); }));
   }
   for (size_t i = 0; i < futures.size(); ++i) {
     auto r = futures[i].get();

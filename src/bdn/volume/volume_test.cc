@@ -584,6 +584,23 @@ TEST_F(VolumeTest, PullReplacesAnIdenticalHardLinkInsteadOfChangingItsInode) {
   EXPECT_EQ(ReadFile(dir_ / "out/a.txt"), "hello\n");
 }
 
+// The version's own hardlinks, linked by an earlier pull, are not names from elsewhere: a pull
+// again keeps the file and its links (it replaced the file and then found each link "with other
+// content").
+TEST_F(VolumeTest, PullAgainKeepsTheVersionsOwnHardLinks) {
+  Write("a", "linked bytes");
+  ASSERT_EQ(::link((dir_ / "src/a").c_str(), (dir_ / "src/b").c_str()), 0);
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  for (int run = 0; run < 2; ++run) {
+    auto p = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
+    ASSERT_TRUE(p.has_value()) << "run " << run << ": " << p.error().message();
+    EXPECT_EQ(p->files_written, run == 0 ? 1u : 0u) << "run " << run;
+    EXPECT_EQ(fs::hard_link_count(dir_ / "out/a"), 2u) << "run " << run;
+  }
+}
+
 // --overwrite replaces files and symlinks in the way, and an empty directory, but never deletes
 // a directory's contents (it removed a whole tree of the user's files without a word).
 TEST_F(VolumeTest, PullOverwriteNeverDeletesADirectorysContents) {
