@@ -37,8 +37,9 @@ struct PullResult {
 // renamed into place only once its size and whole-file BLAKE3 are the entry's. A file already at
 // its place with the right size and BLAKE3 is kept, so an interrupted pull resumes (the leading
 // chunks of its partial file that hash to their ids are kept too, and count in the whole-file
-// check). Only files of this user's with one link are kept, resumed from or given a mode: an
-// identical file that is a hard link or another user's is replaced by a copy of its own, and
+// check). Only files of this user's with no more links than the version's own hardlinks give
+// them are kept or given a mode, and only partial files with one link are resumed from: an
+// identical file with other names or another user's is replaced by a copy of its own, and
 // anything else at a partial file's name is removed first, so a pull never writes, chmods or
 // renames a file that has a name outside the destination. --overwrite (kOverwrite) replaces
 // files and symlinks in the way, and directories only when empty. Up to options.jobs files are
