@@ -8,20 +8,36 @@
 
 #include <atomic>
 #include <cerrno>
+#include <random>
 #include <utility>
+
+#include "bdn/base/hex.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
+namespace {
+
+// 16 hex digits from the kernel's random source.
+std::string RandomHex() {
+  std::random_device random;  // getrandom(2) on Linux
+  return Hex16((uint64_t{random()} << 32) | random());
+}
+
+}  // namespace
 
 Result<AtomicFileWriter> AtomicFileWriter::Create(fs::path final_path, std::string what,
                                                   AtomicWriteOptions options) {
   static std::atomic<uint64_t> counter{0};
   const fs::path dir = options.tmp_dir.empty() ? final_path.parent_path() : options.tmp_dir;
   const bool unique = options.tmp_name.empty();
+  // A unique name ends in random bits as well, so nobody can create it first (a file or symlink
+  // planted there makes the O_EXCL create fail, never write elsewhere).
   fs::path tmp = dir / (unique ? final_path.filename().string() + "." + std::to_string(::getpid()) +
-                                     "." + std::to_string(counter++)
+                                     "." + std::to_string(counter++) + "." + RandomHex()
                                : options.tmp_name);
-  UniqueFd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (unique ? O_EXCL : O_TRUNC),
+  // O_NOFOLLOW: a symlink at a fixed temporary name is refused (ELOOP), never written through.
+  UniqueFd fd(::open(tmp.c_str(),
+                     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (unique ? O_EXCL : O_TRUNC),
                      options.mode));
   if (!fd) return Err(ErrnoError(what + ": create " + tmp.string(), errno));
   if (::fchmod(fd.get(), options.mode) != 0) {

@@ -41,11 +41,13 @@ struct AtomicWriteOptions {
   // Where the temporary file is made; on the final path's file system. Empty: the final path's
   // directory. The directory must exist.
   std::filesystem::path tmp_dir;
-  // The temporary file's name. Empty: "<final file name>.<pid>.<n>", new for every write
-  // (created O_EXCL), so any number of threads and processes may write the same final path at
-  // once. A fixed name is for one writer at a time (the caller holds a lock or is the only
-  // writer, or the name is itself random): a stale one a killed writer left is truncated and
-  // reused, so temporaries do not pile up; a cleaner can also look for it by name.
+  // The temporary file's name. Empty: "<final file name>.<pid>.<n>.<16 random hex digits>", new
+  // for every write (created O_EXCL), so any number of threads and processes may write the same
+  // final path at once, and nobody can plant a file or symlink there first. A fixed name is for one
+  // writer at a time (the caller holds a lock or is the only writer, or the name is itself random):
+  // a stale one a killed writer left is truncated and reused, so temporaries do not pile up; a
+  // cleaner can also look for it by name. Either way a symlink at the temporary name is refused
+  // (O_NOFOLLOW: "create <tmp>: ...", ELOOP), not followed.
   std::string tmp_name;
   // The file's permission bits, set with fchmod(2), so the umask changes nothing.
   unsigned mode = kPrivateFileMode;

@@ -112,6 +112,47 @@ TEST_F(AtomicFileTest, AFixedTemporaryNameLeftByADeadWriterIsReused) {
   ExpectWritten(dir() / "doomed", "0000000000000001\n", options);
 }
 
+// bdn mounts lock, run as root, wrote through a symlink planted at its fixed temporary name
+// (opened O_CREAT|O_TRUNC) into any file the symlink named.
+TEST_F(AtomicFileTest, ASymlinkAtTheTemporaryNameIsNeverWrittenThrough) {
+  {
+    std::ofstream victim(dir() / "victim");
+    victim << "keep";
+  }
+  fs::create_symlink(dir() / "victim", dir() / "tmp" / "file.tmp");
+  AtomicWriteOptions options = Options();
+  options.tmp_name = "file.tmp";
+  auto r = WriteFileAtomically(dir() / "file", AsBytes("data"), "file x", options);
+  EXPECT_STATUS(r, kInternal,
+                "file x: create " + (dir() / "tmp" / "file.tmp").string() +
+                    ": Too many levels of symbolic links");
+  EXPECT_EQ(ReadFile(dir() / "victim"), "keep");
+  EXPECT_FALSE(fs::exists(dir() / "file"));
+  EXPECT_TRUE(fs::is_symlink(dir() / "tmp" / "file.tmp"));
+}
+
+// A unique temporary name ends in 16 random hex digits: nobody can create it first.
+TEST_F(AtomicFileTest, AUniqueTemporaryNameCannotBeGuessed) {
+  auto a = AtomicFileWriter::Create(dir() / "file", "file x", Options());
+  auto b = AtomicFileWriter::Create(dir() / "file", "file x", Options());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  const std::string prefix = "file." + std::to_string(::getpid()) + ".";
+  for (const auto* w : {&*a, &*b}) {
+    std::string name = w->tmp_path().filename().string();
+    ASSERT_TRUE(name.starts_with(prefix)) << name;
+    std::string rest = name.substr(prefix.size());
+    size_t dot = rest.find('.');
+    ASSERT_NE(dot, std::string::npos) << name;
+    EXPECT_EQ(rest.size() - dot - 1, 16u) << name;
+  }
+  auto random_part = [](const AtomicFileWriter& w) {
+    std::string name = w.tmp_path().filename().string();
+    return name.substr(name.size() - 16);
+  };
+  EXPECT_NE(random_part(*a), random_part(*b));
+}
+
 TEST_F(AtomicFileTest, AnAbandonedWriterLeavesNothing) {
   {
     auto w = AtomicFileWriter::Create(dir() / "file", "file x", Options());
