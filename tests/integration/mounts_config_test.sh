@@ -141,6 +141,13 @@ bdn:
 YAML
 [ ! -e /mnt/x ] || fail "a refused config mounted something"
 
+step "a NUL in a path is refused: it stacked two mounts on one mountpoint"
+printf 'bdn:\n  mounts:\n    - {source: %s, path: "%s"}\n    - {source: %s, path: "%s\\0x"}\n' \
+  "$ra" "$WORK/mnt/n" "$rb" "$WORK/mnt/n" > "$WORK/nul.yaml"
+run_fails 2 "bdn: error: $WORK/nul.yaml:4: mounts[1].path \"$WORK/mnt/n\\x00x\": control characters are not allowed" \
+  "$BDN" mounts apply -f "$WORK/nul.yaml"
+[ ! -e "$WORK/mnt/n" ] || fail "the refused config mounted something"
+
 step "lock rewrites only each source value, in flow style too, through a symlink, keeping the mode"
 printf 'bdn: {mounts: [{source: bdn:weights/b:latest, path: /x/f1}, {source: bdn:weights/b, path: /x/f2}, {path: /x/bdn:weights/b, source: "bdn:weights/b"}]}\n' > "$WORK/flow.yaml"
 chmod 0444 "$WORK/flow.yaml"

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 namespace bdn::cli {
 namespace {
 
@@ -46,6 +48,46 @@ TEST(MountsConfig, RefusesABadConfigNamingTheLine) {
        "c.yaml:3: mounts[0].source \"bdn:w/v/p\": a mount source takes no path"},
       {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /a/..}\n",
        "c.yaml:3: mounts[0].path \"/a/..\": cannot mount over /"},
+      // A NUL ended the path for the kernel but not for the duplicate check: two entries stacked
+      // on one mountpoint, and every apply stacked more.
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m}\n  - {source: bdn:w/v, path: "
+       "\"/m\\0x\"}\n",
+       "c.yaml:4: mounts[1].path \"/m\\x00x\": control characters are not allowed"},
+      {"bdn:\n  mounts:\n  - source: \"bdn:w/v\\t\"\n    path: /m\n",
+       "c.yaml:3: mounts[0].source \"bdn:w/v\\t\": control characters are not allowed"},
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: \"/m\\x7f\"}\n",
+       "c.yaml:3: mounts[0].path \"/m\\x7f\": control characters are not allowed"},
+      // Duplicate keys and further documents were read as the first one said, silently.
+      {"bdn:\n  mounts: []\nbdn:\n  mounts:\n  - {source: bdn:w/v, path: /m}\n",
+       "c.yaml:3: duplicate key \"bdn\""},
+      {"bdn:\n  mounts: []\n  mounts:\n  - {source: bdn:w/v, path: /m}\n",
+       "c.yaml:3: duplicate key \"mounts\" in bdn"},
+      {"bdn:\n  mounts: []\n---\nbdn:\n  mounts:\n  - {source: bdn:w/v, path: /m}\n",
+       "c.yaml:4: a second YAML document (---): the config is one"},
+      // yaml-cpp's booleans also took "true" quoted, yes/no, on/off, y/n.
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: \"true\"}\n",
+       "c.yaml:3: mounts[0].allow_other \"true\": must be true or false, not a quoted string"},
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: on}\n",
+       "c.yaml:3: mounts[0].allow_other \"on\": must be true or false"},
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: Yes}\n",
+       "c.yaml:3: mounts[0].allow_other \"Yes\": must be true or false"},
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: n}\n",
+       "c.yaml:3: mounts[0].allow_other \"n\": must be true or false"},
+      // Was "YAML syntax error: bad file".
+      {"x: " + std::string(3000, '[') + std::string(3000, ']') + "\nbdn: {mounts: []}\n",
+       "c.yaml:1: YAML nested too deeply"},
+      {"bdn: {mounts: []}\n#" + std::string(kMaxMountsConfigBytes, 'x') + "\n",
+       "c.yaml: larger than 1048576 bytes"},
+      // The nested-path check, by lookups of ancestors and the first descendant: the same entry
+      // named as when every earlier path was compared in order.
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /a}\n  - {source: bdn:w/v, path: /a!x}\n"
+       "  - {source: bdn:w/v, path: /a/b/c}\n",
+       "c.yaml:5: mounts[2].path \"/a/b/c\": inside mounts[0].path \"/a\""},
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /a/c}\n  - {source: bdn:w/v, path: /a!x}\n"
+       "  - {source: bdn:w/v, path: /a/b}\n  - {source: bdn:w/v, path: /a}\n",
+       "c.yaml:6: mounts[3].path \"/a\": contains mounts[2].path \"/a/b\""},
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /a/b}\n  - {source: bdn:w/v, path: /a/b/}\n",
+       "c.yaml:4: mounts[1].path \"/a/b/\": duplicate of mounts[0]"},
   };
   for (const Case& c : cases) {
     auto entries = ParseMountsConfig("c.yaml", c.text);
@@ -84,6 +126,44 @@ TEST(MountsConfig, RewriteRefusesAPlaceThatDoesNotHoldTheSource) {
     EXPECT_EQ(out.error().message(),
               "c.yaml:" + std::to_string(line) + ": cannot find the source text to rewrite");
   }
+}
+
+// The nested-path check compared each path with every earlier one: 20,000 entries took 27 s.
+TEST(MountsConfig, ManyEntriesParseInLinearithmicTime) {
+  std::string text = "bdn:\n  mounts:\n";
+  for (int i = 0; i < 20000; ++i) {
+    text += "  - {source: bdn:w/v, path: /m/" + std::to_string(i) + "/x}\n";
+  }
+  text += "  - {source: bdn:w/v, path: /m/19999}\n";
+  const auto start = std::chrono::steady_clock::now();
+  auto entries = ParseMountsConfig("c.yaml", text);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(entries.has_value());
+  EXPECT_EQ(entries.error().message(),
+            "c.yaml:20003: mounts[20000].path \"/m/19999\": contains mounts[19999].path "
+            "\"/m/19999/x\"");
+  EXPECT_LT(took, std::chrono::seconds(10));
+}
+
+// An aliased source has its anchor's place: messages named the anchor's line, and lock printed
+// a change it then could not make.
+TEST(MountsConfig, AnAliasedSourceIsNamedByItsKeyAndNotRewritten) {
+  const std::string text =
+      "defaults: &src bdn:a/b:x\n"
+      "bdn:\n"
+      "  mounts:\n"
+      "    - source: *src\n"
+      "      path: /m\n";
+  auto entries = ParseMountsConfig("c.yaml", text);
+  ASSERT_TRUE(entries.has_value()) << entries.error().message();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].line, 4);
+  EXPECT_TRUE((*entries)[0].source_aliased);
+  auto out = RewriteMountSources("c.yaml", text, {{&(*entries)[0], "bdn:a/b@b3:" + kHex}});
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error().message(),
+            "c.yaml:4: the source is a YAML alias (*name): cannot rewrite it; write the ref in its "
+            "place");
 }
 
 }  // namespace
