@@ -336,17 +336,25 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 // relative or duplicate paths, malformed refs, allow_other not a boolean); PermissionDenied
 // "FILE:LINE: mounts[i].allow_other: ..." if allow_other is not permitted; FailedPrecondition
 // "FILE:LINE: mountpoint P: already a bdn mount of REF ..." (another version, or another
-// allow_other), all before anything is mounted; the first mount error (mounts already made by
-// this call are unmounted again).
+// allow_other), all before anything is mounted; InvalidArgument "config FILE: is a directory,
+// not a file" / "not a regular file" / "larger than 1048576 bytes"; the first mount error (mounts
+// already made by this call are unmounted again).
 Status MountsApply(Context& ctx, const std::string& config_path);
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,
 // changing only those values (comments and layout kept).
-// The file is rewritten through a temporary file renamed into place (WriteFileAtomically),
-// keeping its permission bits; a symlink is followed and its target replaced. Prints each
-// change "FILE:LINE: SOURCE -> PINNED" (or that every source is already pinned); JSON: config,
-// changes: [{line, from, to}]. Errors: InvalidArgument "FILE:LINE: …" as MountsApply; those of
-// resolving each source (prefixed "FILE:LINE"); ErrnoError "config FILE" for reading or
-// writing it.
+// An exclusive flock(2) on the config is held from its read to its replacement (a second lock
+// of the file waits, saying so on stderr). The file is rewritten through a temporary file with a
+// unique random name beside it (AtomicFileWriter: O_EXCL|O_NOFOLLOW), given the config's owner,
+// group and permission bits, and renamed into place; a symlink is followed and its target
+// replaced. Prints each change "FILE:LINE: SOURCE -> PINNED" once the file holds it (or that
+// every source is already pinned); JSON: config, changes: [{line, from, to}]. Errors:
+// InvalidArgument "FILE:LINE: …" and "config FILE: …" as MountsApply, and those of
+// RewriteMountSources; those of resolving each source (prefixed "FILE:LINE"); Conflict "config
+// FILE: changed while being locked; nothing written; run it again" when the file's bytes or the
+// file at its name changed since it was read; FailedPrecondition "config FILE: has N hard links,
+// which replacing it would break; nothing written"; ErrnoError "config FILE: cannot keep its
+// owner U:G (run as its owner or root); nothing written: fchown"; ErrnoError "config FILE" for
+// reading or writing it. Nothing is written on any error.
 Status MountsLock(Context& ctx, const std::string& config_path);
 // bdn volume umount MOUNTPOINT: Unmount (mount_table.h) of the absolute path. Prints
 // "unmounted P"; JSON: mountpoint, unmounted. Errors: those of Unmount (InvalidArgument "…: not a

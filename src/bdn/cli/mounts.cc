@@ -1,9 +1,12 @@
 // bdn mounts apply|lock: the deployment config's bdn.mounts (docs/spec.md §5; parsed in
 // mounts_config.cc).
-#include <fstream>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "bdn/cli/commands.h"
 #include "bdn/cli/mounts_config.h"
@@ -16,12 +19,120 @@ namespace bdn::cli {
 namespace fs = std::filesystem;
 namespace {
 
+// An open config file: its descriptor, what fstat(2) said of it when opened, and its text.
+struct ConfigFile {
+  UniqueFd fd;
+  struct stat st {};
+  std::string text;
+};
+
+// Opens `path` (shown as `shown`) for reading without blocking on a FIFO, and refuses anything
+// but a regular file of at most kMaxMountsConfigBytes before reading a byte of it.
+Result<ConfigFile> OpenConfig(const std::string& shown, const fs::path& path) {
+  ConfigFile c;
+  c.fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!c.fd) return Err(ErrnoError("config " + shown, errno));
+  if (::fstat(c.fd.get(), &c.st) != 0) return Err(ErrnoError("config " + shown, errno));
+  if (S_ISDIR(c.st.st_mode)) {
+    return Err(InvalidArgumentError("config " + shown + ": is a directory, not a file"));
+  }
+  if (!S_ISREG(c.st.st_mode)) {
+    return Err(InvalidArgumentError("config " + shown + ": not a regular file"));
+  }
+  if (static_cast<uint64_t>(c.st.st_size) > kMaxMountsConfigBytes) {
+    return Err(InvalidArgumentError("config " + shown + ": larger than " +
+                                    std::to_string(kMaxMountsConfigBytes) + " bytes"));
+  }
+  return c;
+}
+
+// The whole file from offset 0, at most kMaxMountsConfigBytes (it may have grown since fstat).
+Result<std::string> ReadConfigText(const std::string& shown, int fd) {
+  std::string text(kMaxMountsConfigBytes + 1, '\0');
+  BDN_ASSIGN_OR_RETURN(
+      size_t n,
+      PReadFull(fd, {reinterpret_cast<uint8_t*>(text.data()), text.size()}, 0, "config " + shown));
+  if (n > kMaxMountsConfigBytes) {
+    return Err(InvalidArgumentError("config " + shown + ": larger than " +
+                                    std::to_string(kMaxMountsConfigBytes) + " bytes"));
+  }
+  text.resize(n);
+  return text;
+}
+
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Err(ErrnoError("config " + path, errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  BDN_ASSIGN_OR_RETURN(ConfigFile c, OpenConfig(path, path));
+  return ReadConfigText(path, c.fd.get());
+}
+
+// Opens the config `target` (shown as `shown`) and holds an exclusive flock(2) on it, so two
+// `bdn mounts lock` of one file take turns (the second waits, saying so once). The file a lock
+// replaced while this one waited is opened again: the lock is on the file, not its name.
+Result<ConfigFile> OpenConfigLocked(const std::string& shown, const fs::path& target) {
+  bool said = false;
+  for (;;) {
+    BDN_ASSIGN_OR_RETURN(ConfigFile c, OpenConfig(shown, target));
+    if (::flock(c.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return Err(ErrnoError("config " + shown + ": flock", errno));
+      if (!said) {
+        std::cerr << "config " << shown << ": another bdn mounts lock holds it; waiting\n";
+        said = true;
+      }
+      while (::flock(c.fd.get(), LOCK_EX) != 0) {
+        if (errno != EINTR) return Err(ErrnoError("config " + shown + ": flock", errno));
+      }
+    }
+    struct stat now {};
+    if (::stat(target.c_str(), &now) != 0) return Err(ErrnoError("config " + shown, errno));
+    if (now.st_dev == c.st.st_dev && now.st_ino == c.st.st_ino) {
+      if (::fstat(c.fd.get(), &c.st) != 0) return Err(ErrnoError("config " + shown, errno));
+      BDN_ASSIGN_OR_RETURN(c.text, ReadConfigText(shown, c.fd.get()));
+      return c;
+    }
+  }
+}
+
+// Whether `target` is still the file `c` read, with the same bytes: an edit made while lock
+// resolved the sources (an editor's rename or a write in place) is not overwritten.
+Status CheckUnchanged(const std::string& shown, const fs::path& target, const ConfigFile& c) {
+  const Status changed = ConflictError(
+      "config " + shown + ": changed while being locked; nothing written; run it again");
+  struct stat now {};
+  if (::stat(target.c_str(), &now) != 0) return changed;
+  if (now.st_dev != c.st.st_dev || now.st_ino != c.st.st_ino) return changed;
+  BDN_ASSIGN_OR_RETURN(std::string text, ReadConfigText(shown, c.fd.get()));
+  return text == c.text ? Status::Ok() : changed;
+}
+
+// Writes `text` over the config `target` as one rename: a temporary file with a unique, random
+// name beside it (created O_EXCL|O_NOFOLLOW by AtomicFileWriter), given the original's owner,
+// group and permission bits, written, checked against an edit made meanwhile, renamed.
+Status ReplaceConfig(const std::string& shown, const fs::path& target, const ConfigFile& c,
+                     const std::string& text) {
+  if (c.st.st_nlink > 1) {
+    return FailedPreconditionError("config " + shown + ": has " + std::to_string(c.st.st_nlink) +
+                                   " hard links, which replacing it would break; nothing written");
+  }
+  const unsigned mode = c.st.st_mode & 07777;
+  const std::string what = "config " + target.string();
+  BDN_ASSIGN_OR_RETURN(AtomicFileWriter writer,
+                       AtomicFileWriter::Create(target, what, {.mode = mode}));
+  struct stat tmp {};
+  if (::fstat(writer.fd(), &tmp) != 0) return ErrnoError(what + ": fstat", errno);
+  if (tmp.st_uid != c.st.st_uid || tmp.st_gid != c.st.st_gid) {
+    if (::fchown(writer.fd(), c.st.st_uid, c.st.st_gid) != 0) {
+      return ErrnoError("config " + shown + ": cannot keep its owner " +
+                            std::to_string(c.st.st_uid) + ":" + std::to_string(c.st.st_gid) +
+                            " (run as its owner or root); nothing written: fchown",
+                        errno);
+    }
+    // chown(2) clears the set-user-ID and set-group-ID bits.
+    if (::fchmod(writer.fd(), mode) != 0) return ErrnoError(what + ": fchmod", errno);
+  }
+  BDN_RETURN_IF_ERROR(writer.Append(AsBytes(text)));
+  BDN_RETURN_IF_ERROR(CheckUnchanged(shown, target, c));
+  auto written = writer.Commit();
+  return written ? Status::Ok() : written.error();
 }
 
 bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
@@ -119,8 +230,13 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
 }
 
 Status MountsLock(Context& ctx, const std::string& config_path) {
-  BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
-  BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, text));
+  // Replace the file a symlink points to (not the link).
+  std::error_code ec;
+  const fs::path target = fs::canonical(config_path, ec);
+  if (ec) return ErrnoError("config " + config_path, ec.value());
+  // Held from the read to the rename, so two locks of one file take turns.
+  BDN_ASSIGN_OR_RETURN(ConfigFile config, OpenConfigLocked(config_path, target));
+  BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, config.text));
   nlohmann::json changes = nlohmann::json::array();
   std::vector<SourceRewrite> rewrites;
   for (const auto& e : entries) {
@@ -130,27 +246,22 @@ Status MountsLock(Context& ctx, const std::string& config_path) {
     if (e.source == pinned) continue;
     rewrites.push_back({&e, pinned});
     changes.push_back({{"line", e.line}, {"from", e.source}, {"to", pinned}});
-    if (!ctx.json)
-      std::cout << config_path << ":" << e.line << ": " << e.source << " -> " << pinned << "\n";
   }
   if (!changes.empty()) {
     BDN_ASSIGN_OR_RETURN(std::string out,
-                         RewriteMountSources(config_path, text, std::move(rewrites)));
-    // Replace the file a symlink points to (not the link), keeping its permission bits.
-    std::error_code ec;
-    fs::path target = fs::canonical(config_path, ec);
-    if (ec) return ErrnoError("config " + config_path, ec.value());
-    const fs::perms perms = fs::status(target, ec).permissions();
-    if (ec) return ErrnoError("config " + target.string(), ec.value());
-    auto written = WriteFileAtomically(target, AsBytes(out), "config " + target.string(),
-                                       {.tmp_name = target.filename().string() + ".bdn-lock.tmp",
-                                        .mode = static_cast<unsigned>(perms & fs::perms::mask)});
-    if (!written) return written.error();
+                         RewriteMountSources(config_path, config.text, std::move(rewrites)));
+    BDN_RETURN_IF_ERROR(ReplaceConfig(config_path, target, config, out));
   }
+  // Printed only once the file holds them.
   if (ctx.json) {
     std::cout << JsonText({{"config", config_path}, {"changes", changes}}) << std::endl;
   } else if (changes.empty()) {
     std::cout << config_path << ": every source is already pinned\n";
+  } else {
+    for (const auto& c : changes) {
+      std::cout << config_path << ":" << c["line"].get<int>() << ": "
+                << c["from"].get<std::string>() << " -> " << c["to"].get<std::string>() << "\n";
+    }
   }
   return Status::Ok();
 }
