@@ -337,8 +337,9 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 // "FILE:LINE: mounts[i].allow_other: ..." if allow_other is not permitted; FailedPrecondition
 // "FILE:LINE: mountpoint P: already a bdn mount of REF ..." (another version, or another
 // allow_other), all before anything is mounted; InvalidArgument "config FILE: is a directory,
-// not a file" / "not a regular file" / "larger than 1048576 bytes"; the first mount error (mounts
-// already made by this call are unmounted again).
+// not a file" / "not a regular file" / "larger than 1048576 bytes"; the first mount error, after
+// the mounts already made by this call are unmounted again, as RollbackError (mounts_config.h)
+// says. The "REF mounted at P" lines are printed once every entry is mounted.
 Status MountsApply(Context& ctx, const std::string& config_path);
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,
 // changing only those values (comments and layout kept).

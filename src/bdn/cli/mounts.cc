@@ -135,6 +135,22 @@ Status ReplaceConfig(const std::string& shown, const fs::path& target, const Con
   return written ? Status::Ok() : written.error();
 }
 
+// Unmounts the mountpoints in `done` (this run's mounts), last first, after the error `failed`
+// stopped the run; returns it as RollbackError says.
+Status RollBack(const Status& failed, const std::vector<std::string>& done) {
+  std::vector<std::string> unmounted;
+  std::vector<Status> not_unmounted;
+  for (auto it = done.rbegin(); it != done.rend(); ++it) {
+    Status s = Unmount(*it);
+    if (s.ok()) {
+      unmounted.push_back(*it);
+    } else {
+      not_unmounted.push_back(std::move(s));
+    }
+  }
+  return RollbackError(failed, unmounted, not_unmounted);
+}
+
 bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
 
 }  // namespace
@@ -205,11 +221,7 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
       args.allow_other = e.allow_other;
       args.version_created_unix_ms = created_ms[i];
       Status s = MountPinned(ctx, pinned[i], args, &daemon_pid);
-      if (!s.ok()) {
-        // Best-effort rollback of this run's mounts: the error that stopped it is what counts.
-        for (const auto& m : done) Unmount(m).IgnoreError();
-        return s.WithPrefix(at_line(e.line));
-      }
+      if (!s.ok()) return RollBack(s.WithPrefix(at_line(e.line)), done);
       done.push_back(e.path);
     }
     nlohmann::json r = {{"source", e.source},
@@ -220,12 +232,17 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
                         {"already_mounted", mounted[i]}};
     if (!mounted[i]) r["daemon_pid"] = daemon_pid;
     results.push_back(std::move(r));
-    if (!ctx.json) {
-      std::cout << pinned[i].ToString() << (mounted[i] ? " already mounted at " : " mounted at ")
-                << e.path << "\n";
+  }
+  // Printed once every entry is mounted: a failed run rolls its mounts back (see RollBack).
+  if (ctx.json) {
+    std::cout << JsonText({{"mounts", results}}) << std::endl;
+  } else {
+    for (const auto& r : results) {
+      std::cout << r["version_ref"].get<std::string>()
+                << (r["already_mounted"].get<bool>() ? " already mounted at " : " mounted at ")
+                << r["path"].get<std::string>() << "\n";
     }
   }
-  if (ctx.json) std::cout << JsonText({{"mounts", results}}) << std::endl;
   return Status::Ok();
 }
 

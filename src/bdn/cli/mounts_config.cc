@@ -220,4 +220,17 @@ Result<std::string> RewriteMountSources(const std::string& file, std::string_vie
   return out;
 }
 
+Status RollbackError(const Status& failed, const std::vector<std::string>& unmounted,
+                     const std::vector<Status>& not_unmounted) {
+  std::string message = failed.message();
+  for (size_t i = 0; i < unmounted.size(); ++i) {
+    message += (i ? ", " : "; rolled back: unmounted ") + unmounted[i];
+  }
+  if (!unmounted.empty()) message += " again";
+  for (size_t i = 0; i < not_unmounted.size(); ++i) {
+    message += (i ? ", " : "; rollback failed, still mounted: ") + not_unmounted[i].message();
+  }
+  return Status(failed.code(), std::move(message));
+}
+
 }  // namespace bdn::cli

@@ -58,4 +58,11 @@ struct SourceRewrite {
 Result<std::string> RewriteMountSources(const std::string& file, std::string_view text,
                                         std::vector<SourceRewrite> rewrites);
 
+// The error of a `bdn mounts apply` stopped by `failed` after it mounted some entries and tried
+// to unmount them again: `failed` (its code kept) with "; rolled back: unmounted P1, P2 again"
+// when `unmounted` is not empty and "; rollback failed, still mounted: <message>, ..." with the
+// message of each failed unmount. Thread-safe.
+Status RollbackError(const Status& failed, const std::vector<std::string>& unmounted,
+                     const std::vector<Status>& not_unmounted);
+
 }  // namespace bdn::cli

@@ -166,5 +166,18 @@ TEST(MountsConfig, AnAliasedSourceIsNamedByItsKeyAndNotRewritten) {
             "place");
 }
 
+// A failed rollback left a mount behind silently, and a successful one was not mentioned.
+TEST(MountsConfig, RollbackErrorSaysWhatWasUnmountedAndWhatIsStillMounted) {
+  const Status failed = InternalError("c.yaml:9: mount /m/c: boom");
+  EXPECT_EQ(RollbackError(failed, {}, {}).message(), "c.yaml:9: mount /m/c: boom");
+  Status s = RollbackError(failed, {"/m/b", "/m/a"},
+                           {FailedPreconditionError("mountpoint /m/x: busy (files or directories "
+                                                    "are open on it)")});
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_EQ(s.message(),
+            "c.yaml:9: mount /m/c: boom; rolled back: unmounted /m/b, /m/a again; rollback "
+            "failed, still mounted: mountpoint /m/x: busy (files or directories are open on it)");
+}
+
 }  // namespace
 }  // namespace bdn::cli
