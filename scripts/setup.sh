@@ -9,6 +9,7 @@ pkgs=(build-essential cmake pkg-config git
       postgresql  # the server the --db tests start themselves (initdb, as the postgres user)
       b3sum casync python3 attr
       libcap2-bin  # secure_mode_test.sh: setcap
+      strace  # mounts_lock_file_test.sh: holds a lock mid-way (fault injection)
       wrk  # bench/http_load.sh
       awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it
       haproxy  # scripts/cluster.sh and ha_origins_test.sh: the load balancer before the origins

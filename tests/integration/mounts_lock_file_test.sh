@@ -97,7 +97,7 @@ if strace -o /dev/null -e trace=none true 2>/dev/null; then
   assert_eq "# renamed over" "$(head -1 "$cfg")" "renamed edit kept"
   assert_eq "config.yaml" "$(cd "$WORK" && echo config.yaml*)" "files left after the conflicts"
 else
-  echo "strace cannot trace here: the edit-while-locking step is left out"
+  no_strace=1  # the other steps still run; the test then counts as skipped, not passed
 fi
 
 step "lock keeps the owner, group and mode (set-id bits too) of the file"
@@ -145,4 +145,8 @@ for cmd in apply lock; do
   run_fails 2 "bdn: error: config /dev/zero: not a regular file" timeout 10 "$BDN" mounts "$cmd" -f /dev/zero
   run_fails 2 "bdn: error: config $WORK/big.yaml: larger than 1048576 bytes" "$BDN" mounts "$cmd" -f "$WORK/big.yaml"
 done
+if [ -n "${no_strace:-}" ]; then
+  echo "SKIP: strace cannot trace here (scripts/setup.sh installs it): the edit-while-locking step did not run"
+  exit 77
+fi
 echo "PASS"
