@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
@@ -315,8 +316,9 @@ class FileWriter {
   // how many names the version gives it in this pull (1 + its hardlinks). Returns whether it
   // was written (false: already there with the right content). Nothing is renamed into place
   // before its size and whole-file BLAKE3 are the entry's. Errors: those of Pull.
+  // `identical`: CheckConflicts hashed the file in place and found the entry's content.
   Result<bool> WriteFile(const Entry& e, int dir, const std::string& name, const std::string& shown,
-                         nlink_t names) {
+                         nlink_t names, bool identical = false) {
     struct stat st;
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
       // Kept only when it is this user's and has no more names than the version gives it (its
@@ -325,7 +327,7 @@ class FileWriter {
       // hand it to that user); such a file is replaced by a fresh copy instead.
       if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
           st.st_nlink <= names && st.st_uid == ::geteuid()) {
-        auto d = HashLocal(dir, name);
+        auto d = identical ? std::optional<Digest>(e.digest) : HashLocal(dir, name);
         if (d && *d == e.digest) {
           ::fchmodat(dir, name.c_str(), e.mode, 0);
           BDN_RETURN_IF_ERROR(RestoreMtime(e, dir, name, "file", shown));
@@ -467,6 +469,91 @@ Status RemoveInTheWay(DirCursor& cursor, const std::string& name) {
   return ErrnoError("path \"" + cursor.Display(name) + "\"", errno);
 }
 
+// Without --overwrite, what already stands where `plan` writes and differs from the version,
+// found before anything is written, so that a refused pull changes nothing (it wrote the files
+// before the first conflict). Adds the files found identical to `identical` (their hash is not
+// taken again). Errors: the first conflict's, as Pull gives it, followed by the next few paths
+// when there are more ("…; also in the way: \"p\", … (N in all)"); those of the cursor.
+Status CheckConflicts(const PullPlan& plan, DirCursor& cursor,
+                      std::unordered_set<const Entry*>& identical) {
+  std::vector<Status> found;
+  std::vector<std::string> paths;
+  auto conflict = [&](const char* kind, const std::string& path, const std::string& why) {
+    found.push_back(AlreadyExistsError(std::string(kind) + " \"" + path + "\": " + why));
+    paths.push_back(path);
+  };
+  // Whether something stands where `rel` goes; leaves the cursor in its parent and `st` filled.
+  auto look = [&](const std::string& rel, Place& at, struct stat& st) -> Result<bool> {
+    at = PlaceOf(plan.local(rel));
+    Status moved = cursor.MoveTo(at.parent);
+    if (moved.code() == StatusCode::kNotFound) return false;  // nothing below it is there yet
+    BDN_RETURN_IF_ERROR(moved);
+    return ::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  };
+  const std::string other = "exists with other content (use --overwrite)";
+  Place at;
+  struct stat st;
+  for (const Entry* e : plan.entries) {
+    if (e->kind != EntryKind::kDirectory && e->kind != EntryKind::kSymlink) continue;
+    BDN_ASSIGN_OR_RETURN(bool exists, look(e->path, at, st));
+    if (!exists) continue;
+    const std::string path = cursor.Display(at.name);
+    if (e->kind == EntryKind::kDirectory) {
+      if (!S_ISDIR(st.st_mode)) {
+        conflict("path", path, "exists and is not a directory (use --overwrite)");
+      }
+      continue;
+    }
+    std::string cur(static_cast<size_t>(st.st_size) + 1, '\0');
+    const ssize_t n = S_ISLNK(st.st_mode)
+                          ? ::readlinkat(cursor.fd(), at.name.c_str(), cur.data(), cur.size())
+                          : -1;
+    if (n < 0 || std::string(cur.data(), static_cast<size_t>(n)) != e->target) {
+      conflict("path", path, other);
+    }
+  }
+  for (const Entry* f : plan.files) {
+    BDN_ASSIGN_OR_RETURN(bool exists, look(f->path, at, st));
+    if (!exists) continue;
+    const std::string path = cursor.Display(at.name);
+    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == f->size_bytes) {
+      auto d = HashLocal(cursor.fd(), at.name);
+      if (d && *d == f->digest) {
+        identical.insert(f);
+        continue;
+      }
+      if (!d && ::faccessat(cursor.fd(), at.name.c_str(), R_OK, AT_EACCESS) != 0) {
+        conflict("file", path,
+                 std::string("exists and cannot be read to compare with the "
+                             "version (") +
+                     std::strerror(errno) + "; use --overwrite)");
+        continue;
+      }
+    }
+    conflict("file", path, other);
+  }
+  for (const Entry* l : plan.links) {
+    BDN_ASSIGN_OR_RETURN(bool exists, look(l->path, at, st));
+    if (!exists) continue;
+    const std::string path = cursor.Display(at.name);
+    const dev_t dev = st.st_dev;
+    const ino_t ino = st.st_ino;
+    Place target;
+    BDN_ASSIGN_OR_RETURN(bool target_exists, look(l->target, target, st));
+    if (target_exists && st.st_dev == dev && st.st_ino == ino) continue;  // linked already
+    conflict("file", path, other);
+  }
+  if (found.empty()) return Status::Ok();
+  if (found.size() == 1) return found.front();
+  std::string more;
+  for (size_t i = 1; i < found.size() && i <= 5; ++i) {
+    more += std::string(i > 1 ? ", " : "") + "\"" + paths[i] + "\"";
+  }
+  if (found.size() > 6) more += ", …";
+  return AlreadyExistsError(found.front().message() + "; also in the way: " + more + " (" +
+                            std::to_string(found.size()) + " in all)");
+}
+
 // Creates the directories and symlinks of `plan` under the cursor's root, in path order (parents
 // before children). A symlink or file where a directory is needed stops the cursor (it never
 // goes through a symlink). Errors: those of Pull.
@@ -518,7 +605,8 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
 // share one descriptor of it, and this thread owns the cursor. Adds to `result`. Errors: the
 // first of the files' (the others still finish).
 Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, int jobs,
-                  bool overwrite, PullResult& result) {
+                  bool overwrite, const std::unordered_set<const Entry*>& identical,
+                  PullResult& result) {
   ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
   std::unordered_map<std::string, nlink_t> hardlinks;  // target path -> links to it pulled
   for (const Entry* l : plan.links) ++hardlinks[l->target];
@@ -543,9 +631,10 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
     }
     const auto linked = hardlinks.find(f->path);
     const nlink_t names = 1 + (linked == hardlinks.end() ? 0 : linked->second);
-    futures.push_back(
-        pool.Submit([&writer, f, here = *here, name = std::move(at.name), shown = std::move(shown),
-                     names] { return writer.WriteFile(*f, here->get(), name, shown, names); }));
+    futures.push_back(pool.Submit([&writer, f, here = *here, name = std::move(at.name),
+                                   shown = std::move(shown), names, same = identical.contains(f)] {
+      return writer.WriteFile(*f, here->get(), name, shown, names, same);
+    }));
   }
   for (size_t i = 0; i < futures.size(); ++i) {
     auto r = futures[i].get();
@@ -661,12 +750,14 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     }
   }
   PullResult result;
+  std::unordered_set<const Entry*> identical;
+  if (!overwrite) BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, identical));
   BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite));
   {
     // The writer (and its ChunkReader) outlives the pool inside WriteFiles.
     FileWriter writer(view, options, counters);
     const int jobs = options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads();
-    BDN_RETURN_IF_ERROR(WriteFiles(plan, cursor, writer, jobs, overwrite, result));
+    BDN_RETURN_IF_ERROR(WriteFiles(plan, cursor, writer, jobs, overwrite, identical, result));
   }
   BDN_RETURN_IF_ERROR(LinkHardlinks(plan, dest, cursor, overwrite));
   BDN_RETURN_IF_ERROR(SetDirectoryModesAndTimes(plan, cursor));

@@ -601,6 +601,45 @@ TEST_F(VolumeTest, PullAgainKeepsTheVersionsOwnHardLinks) {
   }
 }
 
+// A pull refused for what stands in the way writes nothing: it wrote the new version's other
+// files before it met the first conflict, leaving the directory half one version, half another.
+// Every conflict is found first, and the message names the others too.
+TEST_F(VolumeTest, APullRefusedForAConflictChangesNothing) {
+  Write("config.json", "old config");
+  Write("weights.bin", "old weights");
+  Write("same.txt", "same");
+  auto v1 = PushSrc("v");
+  ASSERT_TRUE(v1.has_value());
+  Write("config.json", "new config!");
+  Write("weights.bin", "new weights!");
+  Write("added.txt", "added");
+  Write("sub/deep.txt", "deep");
+  auto v2 = PushSrc("v");
+  ASSERT_TRUE(v2.has_value());
+  auto old_view = *VersionView::Open(store_, v1->ref.digest);
+  auto new_view = *VersionView::Open(store_, v2->ref.digest);
+  ASSERT_TRUE(Pull(*old_view, dir_ / "out", PullOptions{}, nullptr).has_value());
+  auto p = Pull(*new_view, dir_ / "out", PullOptions{}, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(p.error().message(), "file \"" + (dir_ / "out/config.json").string() +
+                                     "\": exists with other content (use --overwrite); also in the "
+                                     "way: \"" +
+                                     (dir_ / "out/weights.bin").string() + "\" (2 in all)");
+  EXPECT_FALSE(fs::exists(dir_ / "out/added.txt"));
+  EXPECT_FALSE(fs::exists(dir_ / "out/sub"));
+  EXPECT_EQ(ReadFile(dir_ / "out/config.json"), "old config");
+  // With --overwrite it goes through; a pull again keeps every file (hashed once each).
+  PullOptions overwrite;
+  overwrite.existing = PullOptions::Existing::kOverwrite;
+  ASSERT_TRUE(Pull(*new_view, dir_ / "out", overwrite, nullptr).has_value());
+  auto again = Pull(*new_view, dir_ / "out", PullOptions{}, nullptr);
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_EQ(again->files_written, 0u);
+  EXPECT_EQ(again->files_skipped, 5u);
+  EXPECT_EQ(ReadFile(dir_ / "out/sub/deep.txt"), "deep");
+}
+
 // --overwrite replaces files and symlinks in the way, and an empty directory, but never deletes
 // a directory's contents (it removed a whole tree of the user's files without a word).
 TEST_F(VolumeTest, PullOverwriteNeverDeletesADirectorysContents) {
