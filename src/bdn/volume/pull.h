@@ -48,7 +48,9 @@ struct PullResult {
 // is relative to a directory handle (base/dir_fd.h): paths longer than PATH_MAX work, and the time
 // is linear in the tree whatever its depth. Layout kFullPaths puts entry "a/b" at dest/a/b;
 // kStripPrefix drops options.path from the front. Errors: NotFound "path \"p\": not in bdn:…";
-// AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)"; FailedPrecondition
+// AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
+// kOverwrite every such conflict is found before anything is written; more than one: "…; also
+// in the way: \"dest/y\", … (N in all)"); FailedPrecondition
 // "path \"dest/x\": not a directory (a symlink or file is in the way)" (never written through);
 // FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way (…)"
 // (kOverwrite) or "file \"dest/x\" (its partial file .bdn-partial-…): a directory is in the way;
