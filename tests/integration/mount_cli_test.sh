@@ -81,7 +81,8 @@ step "a mountpoint given as a symlink is the directory it names, for mount, the 
 mkdir -p "$WORK/real-mp"; ln -s "$WORK/real-mp" "$WORK/link-mp"; ln -s link-mp "$WORK/link2-mp"
 assert_eq "$ref mounted at $WORK/real-mp" "$("$BDN" volume mount "$ref" "$WORK/link2-mp" 2>&1)" "mount through two links"
 assert_eq "small" "$(cat "$WORK/real-mp/d/small.txt")" "read at the target"
-run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount" "$BDN" volume mount "$ref" "$WORK/link-mp"
+run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount of $ref; unmount it first (bdn volume umount $WORK/real-mp)" \
+  "$BDN" volume mount "$ref" "$WORK/link-mp"
 assert_eq "unmounted $WORK/real-mp" "$("$BDN" volume umount "$WORK/link-mp")" "umount through the link"
 assert_absent "$WORK/real-mp fuse" "mount table after the umount" /proc/self/mounts
 

@@ -28,6 +28,15 @@ MOUNTS+=("$WORK/mnt/a" "$WORK/mnt/b")
 assert_eq "$(printf '%s mounted at %s\n%s mounted at %s' "$ra" "$WORK/mnt/a" "$rb" "$WORK/mnt/b")" "$out" "apply output"
 assert_eq "warning: $WORK/config.yaml:9: source bdn:weights/b is not pinned to a digest; mounting $rb (pin it with: bdn mounts lock -f $WORK/config.yaml)" "$(cat "$WORK/err")" "warning"
 assert_eq alpha "$(cat "$WORK/mnt/a/f.txt")" "mount a"
+
+step "a source named by a digest prefix is mounted with a warning that says so"
+short="${ra%@*}@${ra#*@}"; short="${short:0:$(( ${#short} - 52 ))}"  # b3: and 12 hex digits
+printf 'bdn:\n  mounts:\n    - source: %s\n      path: %s\n' "$short" "$WORK/mnt/short" > "$WORK/short.yaml"
+out=$("$BDN" mounts apply -f "$WORK/short.yaml" 2>"$WORK/err")
+MOUNTS+=("$WORK/mnt/short")
+assert_eq "$ra mounted at $WORK/mnt/short" "$out" "apply output (digest prefix)"
+assert_eq "warning: $WORK/short.yaml:3: source $short names its version by a 12-digit digest prefix, not the whole digest; mounting $ra (pin it with: bdn mounts lock -f $WORK/short.yaml)" "$(cat "$WORK/err")" "warning (digest prefix)"
+"$BDN" volume umount "$WORK/mnt/short" >/dev/null
 assert_eq beta "$(cat "$WORK/mnt/b/f.txt")" "mount b"
 
 step "apply again is a no-op for what is mounted as the config says"

@@ -175,9 +175,14 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
     pinned.push_back(*p);
     created_ms.push_back(VersionCreatedUnixMs(ctx, *p));
     if (!Pinned(e.ref)) {
-      std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source
-                << " is not pinned to a digest; mounting " << p->ToString()
-                << " (pin it with: bdn mounts lock -f " << config_path << ")\n";
+      // A digest prefix names one version today, but a later version may share it.
+      const std::string why = e.ref.digest ? " names its version by a " +
+                                                 std::to_string(e.ref.digest->size()) +
+                                                 "-digit digest prefix, not the whole digest"
+                                           : " is not pinned to a digest";
+      std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source << why
+                << "; mounting " << p->ToString() << " (pin it with: bdn mounts lock -f "
+                << config_path << ")\n";
     }
   }
   // What each mountpoint holds, before mounting anything. Applying a config again is a no-op

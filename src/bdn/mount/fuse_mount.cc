@@ -124,7 +124,8 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   if (!cleaned) {
     BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(mp));
     if (state.kind == MountpointState::Kind::kLiveBdn) {
-      return AlreadyExistsError(what + ": already a bdn mount");
+      return AlreadyExistsError(what + ": already a bdn mount of " + state.source +
+                                "; unmount it first (bdn volume umount " + mp.string() + ")");
     }
   }
   struct stat st;

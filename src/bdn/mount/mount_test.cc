@@ -671,7 +671,11 @@ TEST(Mount, CleanDeadMountDetachesTheMountOfAKilledDaemon) {
   EXPECT_FALSE(*live);
   s = MountInBackground(SmallView(), {.mountpoint = mp});
   EXPECT_EQ(s.code(), StatusCode::kAlreadyExists) << s.ToString();
-  EXPECT_EQ(s.message(), "mountpoint " + mp.string() + ": already a bdn mount");
+  auto live_state = InspectMountpoint(mp);
+  ASSERT_TRUE(live_state.has_value());
+  EXPECT_EQ(s.message(), "mountpoint " + mp.string() + ": already a bdn mount of " +
+                             live_state->source + "; unmount it first (bdn volume umount " +
+                             mp.string() + ")");
 
   ASSERT_TRUE(Unmount(mp).ok());
   EXPECT_TRUE(WaitGone(pid2, std::chrono::seconds(10)));
