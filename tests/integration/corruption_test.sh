@@ -41,7 +41,7 @@ assert_contains "$(json_field problems <<<"$out")" "\"path\": \"weights.bin\""
 
 assert_contains "$(cat "$BDN_HOME/store/quarantine")" " $chunk" "the corrupt copy is set aside"
 err=$("$BDN" volume pull "$ref" "$WORK/out" 2>&1 >/dev/null) && fail "pull wrote a corrupt file"
-assert_contains "$err" "chunk b3:$chunk: not in store"
+assert_contains "$err" "chunk b3:$chunk: not in store (a copy found corrupt was set aside; push the data again to repair)"
 [ ! -e "$WORK/out/weights.bin" ] || fail "a corrupt file was materialized"
 
 mount_volume "$ref" "$WORK/mnt"
@@ -54,7 +54,7 @@ assert_eq "fine" "$(cat "$WORK/mnt/ok.txt")" "other file through the mount"
 mlog="$BDN_HOME/logs/mount-mnt-$(printf '%s' "$WORK/mnt" | b3sum --no-names | cut -c1-12).log"
 [ -f "$mlog" ] || fail "no mount daemon log at $mlog: $(ls -la "$BDN_HOME/logs" 2>&1)"
 assert_eq 600 "$(stat -c %a "$mlog")" "mode of the mount daemon's log"
-assert_contains "$(cat "$mlog")" "Z warning mount $WORK/mnt: file \"weights.bin\" [0, 1048576): chunk b3:$chunk: not in store"
+assert_contains "$(cat "$mlog")" "Z warning mount $WORK/mnt: file \"weights.bin\" [0, 1048576): chunk b3:$chunk: not in store (a copy found corrupt was set aside; push the data again to repair)"
 
 step "pushing the data again repairs the store"
 out=$("$BDN" volume push "$WORK/src" bdn:test/corrupt --json)

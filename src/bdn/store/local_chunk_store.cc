@@ -294,6 +294,7 @@ Status LocalChunkStore::Init() {
     WriterLock l(mu_);  // not shared yet; for the analysis
     while (q >> pack_hex >> offset >> id_hex) {
       if (auto p = pack::ParseHex16Name(pack_hex, "")) bad_.insert({*p, offset});
+      if (auto id = Digest::Parse(id_hex)) bad_ids_.insert(*id);
     }
   }
   ClaimMode claim_mode = writable_ ? options_.claims : ClaimMode::kNone;
@@ -829,7 +830,15 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
         refreshed = true;
         if (RefreshIfChanged()) continue;
       }
-      return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
+      bool set_aside;
+      {
+        ReaderLock l(mu_);
+        set_aside = bad_ids_.contains(id);
+      }
+      return Err(NotFoundError("chunk " + id.ToString() + ": not in store" +
+                               (set_aside ? " (a copy found corrupt was set aside; push the data "
+                                            "again to repair)"
+                                          : "")));
     }
     auto file = FileOf(b->pack);
     const fs::path path = PackPath(b->pack, !file || file->sealed.load());
@@ -869,6 +878,7 @@ Status LocalChunkStore::Quarantine(const IndexedBlob& b, const std::string& why)
   {
     WriterLock l(mu_);
     if (!bad_.insert({b.pack, b.loc.offset}).second) return Status::Ok();
+    bad_ids_.insert(b.loc.id);
     // Another copy in a loose pack takes its place among the recent ones.
     auto it = recent_.find(b.loc.id);
     if (it != recent_.end() && it->second.pack == b.pack && it->second.loc.offset == b.loc.offset) {

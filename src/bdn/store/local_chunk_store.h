@@ -341,8 +341,9 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::unordered_set<uint64_t> indexed_ GUARDED_BY(mu_);  // packs covered by tables_
   std::unordered_set<uint64_t> gone_ GUARDED_BY(mu_);  // packs deleted (DropPack) that tables_ name
   std::set<std::pair<uint64_t, uint64_t>> bad_ GUARDED_BY(mu_);  // quarantined (pack, offset)
-  std::unordered_set<uint64_t> doomed_ GUARDED_BY(mu_);          // packs of gc/doomed
-  PendingPuts pending_ GUARDED_BY(mu_);                          // Puts in flight
+  std::set<Digest> bad_ids_ GUARDED_BY(mu_);             // ids of those copies (a NotFound says so)
+  std::unordered_set<uint64_t> doomed_ GUARDED_BY(mu_);  // packs of gc/doomed
+  PendingPuts pending_ GUARDED_BY(mu_);                  // Puts in flight
 
   // Open packs: each idle or held by one writer.
   Mutex pool_mu_;
