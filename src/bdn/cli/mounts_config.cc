@@ -1,11 +1,13 @@
 #include "bdn/cli/mounts_config.h"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include "bdn/base/text.h"
 
@@ -36,6 +38,23 @@ Status CheckNoDuplicateKey(const YAML::Node& map, const std::string& key, const 
   return Status::Ok();
 }
 
+// Where each document of a YAML stream starts (the rest of the events are ignored).
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> marks;
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 Result<std::vector<MountEntry>> ParseUnguarded(const std::string& file, const std::string& text) {
   auto at = [&](const YAML::Node& n, const std::string& why) -> Result<std::vector<MountEntry>> {
     return Err(InvalidArgumentError(file + ":" + std::to_string(n.Mark().line + 1) + ": " + why));
@@ -49,9 +68,26 @@ Result<std::vector<MountEntry>> ParseUnguarded(const std::string& file, const st
     return Err(InvalidArgumentError(file + ": larger than " +
                                     std::to_string(kMaxMountsConfigBytes) + " bytes"));
   }
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    root = YAML::Load(text);
+    // yaml-cpp's Load reads the first document only: a second one would be ignored silently.
+    // Not LoadAll: on some malformed text (", \n    snu]m") yaml-cpp 0.7's parser reports a
+    // new document forever without moving on (a fuzzer found it), so the documents are
+    // counted here, and a "document" that starts where the first did is a syntax error.
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts) &&
+        starts.marks.size() == 2) {
+      const YAML::Mark& second = starts.marks[1];
+      if (second.pos <= starts.marks[0].pos) {
+        return Err(InvalidArgumentError(file + ":" + std::to_string(second.line + 1) +
+                                        ": YAML syntax error: text the YAML parser cannot read"));
+      }
+      return Err(InvalidArgumentError(file + ":" + std::to_string(second.line + 1) +
+                                      ": a second YAML document (---): the config is one"));
+    }
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own message is "bad file"; its limit counts parser recursion, not levels.
     return Err(InvalidArgumentError(file + ":" + std::to_string(e.mark.line + 1) +
@@ -60,9 +96,6 @@ Result<std::vector<MountEntry>> ParseUnguarded(const std::string& file, const st
     return Err(InvalidArgumentError(file + ":" + std::to_string(e.mark.line + 1) +
                                     ": YAML syntax error: " + e.msg));
   }
-  // yaml-cpp's Load reads the first document only: a second one would be ignored silently.
-  if (docs.size() > 1) return at(docs[1], "a second YAML document (---): the config is one");
-  YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
   if (!root.IsMap() || !root["bdn"]) {
     return Err(InvalidArgumentError(file + ":1: no \"bdn:\" section"));
   }
