@@ -32,7 +32,7 @@ readers_refuse() {
   assert_eq 5 "$RC" "verify exit code (overlong chunks)"
   assert_eq "corruption: file \"f.bin\": chunk $HELLO: is 6 bytes, the version says 10
 corruption: file \"f.bin\": chunk $HELLO: is 6 bytes, the version says 10" "$(head -n 2 "$WORK/verify.out")" "verify problems"
-  assert_contains "$(tail -n 1 "$WORK/verify.out")" ": 2 files, 1 chunks, 5 B checked, 2 problems"
+  assert_contains "$(tail -n 1 "$WORK/verify.out")" ": 2 files, 1 chunk, 5 B checked, 2 problems"
   run_cmd verify "$BDN" volume verify "$single" --json
   assert_eq 5 "$RC" "verify exit code (overlong single chunk)"
   assert_eq "chunk $HELLO: is 6 bytes, the version says 999" \
@@ -43,7 +43,7 @@ corruption: file \"f.bin\": chunk $HELLO: is 6 bytes, the version says 10" "$(he
   run_cmd verify "$BDN" volume verify "$short"
   assert_eq 5 "$RC" "verify exit code (chunk index short of the file)"
   assert_eq "corruption: file \"f.bin\": chunks add up to 6 bytes, the file has 12" "$(head -n 1 "$WORK/verify.out")" "verify chunk list problem"
-  assert_eq "bdn: error: version $short: 1 problems" "$(cat "$WORK/verify.err")" "verify stderr"
+  assert_eq "bdn: error: version $short: 1 problem" "$(cat "$WORK/verify.err")" "verify stderr"
 
   step "cat exits 5: nothing of a lying chunk is written; a wrong digest is said after the bytes"
   run_cmd cat "$BDN" volume cat "$overlong/f.bin"

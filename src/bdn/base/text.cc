@@ -50,6 +50,10 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
+std::string Counted(uint64_t n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
 std::string EscapeName(std::string_view s, Backslashes backslashes) {
   std::string out;
   out.reserve(s.size());

@@ -31,6 +31,10 @@ std::string PercentEncode(std::string_view s, std::string_view safe = "");
 // Decodes %XX escapes (a malformed escape is kept as it is; '+' stays '+'). Thread-safe.
 std::string PercentDecode(std::string_view s);
 
+// "1 file", "2 files", "0 files": `n` and `noun` ("file", "chunk": a noun whose plural takes
+// an "s"), for messages. Thread-safe.
+std::string Counted(uint64_t n, std::string_view noun);
+
 // A decimal count of at most 19 digits, no sign or spaces (a Content-Length, an S3 <Size>, a GCS
 // "size"); nullopt for anything else. Thread-safe.
 std::optional<uint64_t> ParseByteCount(std::string_view s);

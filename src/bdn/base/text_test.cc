@@ -17,6 +17,12 @@ TEST(IsValidUtf8, AcceptsWellFormedAndRejectsEveryMalformedShape) {
   }
 }
 
+TEST(Counted, OneIsSingularEveryOtherCountPlural) {
+  EXPECT_EQ(Counted(1, "file"), "1 file");
+  EXPECT_EQ(Counted(0, "file"), "0 files");
+  EXPECT_EQ(Counted(2, "problem"), "2 problems");
+}
+
 TEST(EscapeName, ControlAndInvalidBytesBecomeCEscapesUtf8Stays) {
   struct Case {
     std::string_view in, escaped, kept;

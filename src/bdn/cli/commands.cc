@@ -236,9 +236,9 @@ Status Push(Context& ctx, const PushArgs& args) {
                {"chunks_uploaded_again", r->chunks_uploaded_again},
                {"unchanged", r->unchanged}});
   } else {
-    std::cerr << (r->unchanged ? "unchanged: " : "sealed: ") << r->stats.files << " files, "
-              << FormatBytes(r->stats.bytes) << ", " << r->stats.chunks << " chunks ("
-              << r->chunks_uploaded - r->chunks_uploaded_again << " new, "
+    std::cerr << (r->unchanged ? "unchanged: " : "sealed: ") << Counted(r->stats.files, "file")
+              << ", " << FormatBytes(r->stats.bytes) << ", " << Counted(r->stats.chunks, "chunk")
+              << " (" << r->chunks_uploaded - r->chunks_uploaded_again << " new, "
               << FormatBytes(r->bytes_uploaded) << " stored";
     if (r->chunks_uploaded_again > 0) {
       std::cerr << "; " << r->chunks_uploaded_again << " stored again after the store lost them";
@@ -609,8 +609,8 @@ Status Pull(Context& ctx, const PullArgs& args) {
                {"files_skipped", r->files_skipped},
                {"bytes_written", r->bytes_written}});
   } else {
-    std::cerr << "pulled " << r->files_written << " files (" << FormatBytes(r->bytes_written)
-              << "), " << r->files_skipped << " already present\n";
+    std::cerr << "pulled " << Counted(r->files_written, "file") << " ("
+              << FormatBytes(r->bytes_written) << "), " << r->files_skipped << " already present\n";
     std::cout << pinned.ToString() << std::endl;
   }
   return Status::Ok();
@@ -675,12 +675,13 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
       std::cout << StatusCodeName(p.status.code()) << ": file \"" << EscapeName(p.path)
                 << "\": " << EscapeName(p.status.message(), Backslashes::kKeep) << "\n";
     }
-    std::cout << pinned.ToString() << ": " << r.files << " files, " << r.chunks << " chunks, "
-              << FormatBytes(r.bytes) << " checked, " << r.problems.size() << " problems\n";
+    std::cout << pinned.ToString() << ": " << Counted(r.files, "file") << ", "
+              << Counted(r.chunks, "chunk") << ", " << FormatBytes(r.bytes) << " checked, "
+              << Counted(r.problems.size(), "problem") << "\n";
   }
   if (!r.problems.empty()) {
     return CorruptionError("version " + pinned.ToString() + ": " +
-                           std::to_string(r.problems.size()) + " problems");
+                           Counted(r.problems.size(), "problem"));
   }
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/output.h"
@@ -163,14 +164,16 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   }
   if (args.dry_run) {
     std::cout << "would reclaim " << r.reclaimable_bytes << " bytes ("
-              << FormatBytes(r.reclaimable_bytes) << "): " << deletes << " packs deleted, "
-              << repacks << " repacked, of " << r.packs << " packs; " << r.versions
-              << " live or restorable versions need " << r.needed_blobs << " blobs\n";
+              << FormatBytes(r.reclaimable_bytes) << "): " << Counted(deletes, "pack")
+              << " deleted, " << repacks << " repacked, of " << Counted(r.packs, "pack") << "; "
+              << r.versions << " live or restorable "
+              << (r.versions == 1 ? "version needs " : "versions need ")
+              << Counted(r.needed_blobs, "blob") << "\n";
   } else {
     std::cout << "reclaimed " << r.bytes_reclaimed << " bytes (" << FormatBytes(r.bytes_reclaimed)
-              << "): " << r.packs_deleted << " packs deleted (" << r.packs_repacked << " repacked, "
-              << r.bytes_copied << " bytes copied), of " << r.packs << " packs, in "
-              << FormatDuration(r.duration) << "\n";
+              << "): " << Counted(r.packs_deleted, "pack") << " deleted (" << r.packs_repacked
+              << " repacked, " << r.bytes_copied << " bytes copied), of "
+              << Counted(r.packs, "pack") << ", in " << FormatDuration(r.duration) << "\n";
   }
   return Status::Ok();
 }
@@ -209,12 +212,13 @@ Status Fsck(const fs::path& data, bool repair, bool json_output) {
       for (const std::string& a : p.affects) std::cout << "  affects " << a << "\n";
       if (!p.repair.empty()) std::cout << "  repaired: " << p.repair << "\n";
     }
-    std::cout << "fsck: " << r.packs << " packs, " << r.blobs << " blobs (" << r.bytes
-              << " bytes) hashed, " << r.index_tables << " index tables, " << r.versions
-              << " versions checked; " << r.problems.size() << " problems\n";
+    std::cout << "fsck: " << Counted(r.packs, "pack") << ", " << Counted(r.blobs, "blob") << " ("
+              << r.bytes << " bytes) hashed, " << Counted(r.index_tables, "index table") << ", "
+              << Counted(r.versions, "version") << " checked; "
+              << Counted(r.problems.size(), "problem") << "\n";
   }
   if (!r.problems.empty()) {
-    return CorruptionError("fsck: " + std::to_string(r.problems.size()) + " problems" +
+    return CorruptionError("fsck: " + Counted(r.problems.size(), "problem") +
                            (repair ? " (repaired what can be; push the data again to restore "
                                      "what is missing)"
                                    : ""));
