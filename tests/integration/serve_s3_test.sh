@@ -192,7 +192,7 @@ for _ in $(seq 1 200); do
   sleep 0.05
 done
 assert_contains "$(cat "$WORK/serve2.log")" "object store: pack s3://$BUCKET/$PREFIX/packs/"
-assert_contains "$(cat "$WORK/serve2.log")" "is missing; 1 versions cannot be read whole: $ref3 (push them again to repair)"
+assert_contains "$(cat "$WORK/serve2.log")" "is missing; 1 version cannot be read whole: $ref3 (push it again to repair)"
 assert_contains "$(cat "$WORK/serve2.log")" "pack s3://$BUCKET/$named"
 "$BDN" volume push "$WORK/src3" bdn:test/lost >/dev/null
 "$BDN" volume cat "$ref3/lost.bin" | cmp - "$WORK/src3/lost.bin" || fail "lost.bin after the repair"

@@ -26,6 +26,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/memory.h"
 #include "bdn/base/private_files.h"
+#include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
 #include "bdn/cli/commands.h"
@@ -506,10 +507,11 @@ class MissingPackReporter {
       std::string list;
       for (const std::string& a : affected) list += (list.empty() ? "" : ", ") + a;
       log::Error("object store: pack " + pack_uri(job.first) + " is missing; " +
-                 (affected.empty() ? std::string("no retained version needs its blobs")
-                                   : std::to_string(affected.size()) +
-                                         " versions cannot be read whole: " + list +
-                                         " (push them again to repair)"));
+                 (affected.empty()
+                      ? std::string("no retained version needs its blobs")
+                      : Counted(affected.size(), "version") + " cannot be read whole: " + list +
+                            (affected.size() == 1 ? " (push it again to repair)"
+                                                  : " (push them again to repair)")));
     }
   }
 
