@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -179,10 +180,12 @@ TEST(CommitCheck, EmbeddedRegistryRefusesACraftedCommitAndAcceptsAPush) {
 class Readers : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    dir_ =
-        fs::temp_directory_path() /
-        ("bdn-integrity-readers-" + std::to_string(::getpid()) + "-" + std::to_string(GetParam()) +
-         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // A parameterized test's name is "Name/Param": the slash would make a nested directory that
+    // TearDown leaves behind in /tmp.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');
+    dir_ = fs::temp_directory_path() /
+           ("bdn-integrity-readers-" + std::to_string(::getpid()) + "-" + name);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     if (GetParam()) {
