@@ -158,7 +158,8 @@ class AzureSource : public Source {
       BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->blobs.size(), out.objects.size()));
       if (page->next_marker.empty()) break;
       if (!markers.insert(page->next_marker).second) {
-        return Err(Malformed("the marker repeats (the listing would never end)"));
+        return Err(WithCode(Malformed("the marker repeats (the listing would never end)"),
+                            kListingTooLarge));
       }
       marker = std::move(page->next_marker);
     }
@@ -198,7 +199,9 @@ class AzureSource : public Source {
     return container_url_ + "/" + PercentEncode(name, "/");
   }
   Status Malformed(const std::string& what) const {
-    return InternalError(uri_ + ": unexpected listing from " + container_url_ + ": " + what);
+    return WithCode(
+        FailedPreconditionError(uri_ + ": unexpected listing from " + container_url_ + ": " + what),
+        kInvalidAnswer);
   }
 
   std::optional<Status> ClassifyAzure(const std::string& what, const http::Response& r) const {

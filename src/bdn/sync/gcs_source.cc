@@ -203,7 +203,8 @@ class GcsSource : public Source {
       }
       token = page["nextPageToken"].get<std::string>();
       if (!tokens.insert(token).second) {
-        return Err(Malformed("the page token repeats (the listing would never end)"));
+        return Err(WithCode(Malformed("the page token repeats (the listing would never end)"),
+                            kListingTooLarge));
       }
     }
     BDN_RETURN_IF_ERROR(SortUnique(uri_, out.objects));
@@ -258,7 +259,9 @@ class GcsSource : public Source {
   }
 
   Status Malformed(const std::string& what) const {
-    return InternalError(uri_ + ": unexpected listing from " + endpoint_ + ": " + what);
+    return WithCode(
+        FailedPreconditionError(uri_ + ": unexpected listing from " + endpoint_ + ": " + what),
+        kInvalidAnswer);
   }
 
   // An objects resource ({"name", "size": "123", "generation": "456"}) as a SourceObject.

@@ -157,8 +157,9 @@ class HfSource : public Source {
       url = ResolveLocation(url, *next);
       if (!pages.insert(url).second) {
         return Err(
-            Malformed("the tree listing's next-page link repeats (the listing would "
-                      "never end)"));
+            WithCode(Malformed("the tree listing's next-page link repeats (the listing would "
+                               "never end)"),
+                     kListingTooLarge));
       }
     }
     // As the object stores' "no objects under the prefix": nothing to seal is not a version.
@@ -222,7 +223,8 @@ class HfSource : public Source {
   }
 
   Status Malformed(const std::string& what) const {
-    return InternalError(uri_ + ": unexpected answer from the Hub: " + what);
+    return WithCode(FailedPreconditionError(uri_ + ": unexpected answer from the Hub: " + what),
+                    kInvalidAnswer);
   }
 
   Status Compare(const SourceObject& object, const std::string& etag,

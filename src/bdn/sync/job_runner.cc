@@ -354,7 +354,8 @@ Status JobStatus(const SyncJobRecord& job) {
     code = StatusCode::kPermissionDenied;
   } else if (c == kSourceUnavailable) {
     code = StatusCode::kUnavailable;
-  } else if (c == kSourceChanged || c == kStoreFailed) {
+  } else if (c == kSourceChanged || c == kStoreFailed || c == kListingTooLarge ||
+             c == kInvalidAnswer) {
     code = StatusCode::kFailedPrecondition;
   } else if (c == kInvalidObject || c == kInvalidSecret) {
     code = StatusCode::kInvalidArgument;

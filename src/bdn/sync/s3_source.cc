@@ -121,7 +121,9 @@ class S3Source : public Source {
       BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->objects.size(), out.objects.size()));
       if (!page->truncated) break;
       if (!tokens.insert(page->next_token).second) {
-        return Err(Malformed("the continuation token repeats (the listing would never end)"));
+        return Err(
+            WithCode(Malformed("the continuation token repeats (the listing would never end)"),
+                     kListingTooLarge));
       }
       token = std::move(page->next_token);
     }
@@ -144,7 +146,9 @@ class S3Source : public Source {
 
  private:
   Status Malformed(const std::string& what) const {
-    return InternalError(uri_ + ": unexpected listing from " + target_.bucket_url + ": " + what);
+    return WithCode(FailedPreconditionError(uri_ + ": unexpected listing from " +
+                                            target_.bucket_url + ": " + what),
+                    kInvalidAnswer);
   }
 
   // The object the prefix names, when it names no folder.

@@ -73,9 +73,11 @@ ListingBudget::ListingBudget(std::string uri, const SourceOptions& options)
 
 Status ListingBudget::Objects(size_t objects) const {
   if (objects > limits_.max_objects) {
-    return InternalError(uri_ + ": the listing exceeds " + std::to_string(limits_.max_objects) +
-                         " objects (the most one sync takes); sync a narrower prefix or "
-                         "--include less");
+    return WithCode(FailedPreconditionError(
+                        uri_ + ": the listing exceeds " + std::to_string(limits_.max_objects) +
+                        " objects (the most one sync takes); sync a narrower prefix or "
+                        "--include less"),
+                    kListingTooLarge);
   }
   return Status::Ok();
 }
@@ -84,13 +86,17 @@ Status ListingBudget::Page(uint64_t page_bytes, size_t entries, size_t objects) 
   BDN_RETURN_IF_ERROR(Objects(objects));
   bytes_ += page_bytes;
   if (bytes_ > limits_.max_bytes) {
-    return InternalError(uri_ + ": the listing's answers exceed " + FormatBytes(limits_.max_bytes) +
-                         " (the most one sync reads); sync a narrower prefix");
+    return WithCode(FailedPreconditionError(uri_ + ": the listing's answers exceed " +
+                                            FormatBytes(limits_.max_bytes) +
+                                            " (the most one sync reads); sync a narrower prefix"),
+                    kListingTooLarge);
   }
   empty_pages_ = entries == 0 ? empty_pages_ + 1 : 0;
   if (empty_pages_ >= limits_.max_empty_pages) {
-    return InternalError(uri_ + ": " + std::to_string(empty_pages_) +
-                         " listing pages in a row listed nothing (the listing would never end)");
+    return WithCode(FailedPreconditionError(uri_ + ": " + std::to_string(empty_pages_) +
+                                            " listing pages in a row listed nothing (the listing "
+                                            "would never end)"),
+                    kListingTooLarge);
   }
   const auto spent =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - start_);

@@ -41,6 +41,11 @@ inline constexpr std::string_view kInvalidSecret = "invalid_secret";  // not the
 inline constexpr std::string_view kCanceled = "canceled";
 inline constexpr std::string_view kVolumeBusy = "volume_busy";    // another push or sync holds it
 inline constexpr std::string_view kStoreFailed = "store_failed";  // storing or committing failed
+// A listing past one of ListingLimits, or one that would never end (a repeating next-page link,
+// token or marker; pages in a row that list nothing).
+inline constexpr std::string_view kListingTooLarge = "listing_too_large";
+// The source answered with something its API does not define (a malformed listing).
+inline constexpr std::string_view kInvalidAnswer = "invalid_answer";
 inline constexpr std::string_view kInternal = "internal";
 // Refused by the server's source access rules (SourceAccess): a file:// path outside its
 // --sync-file-root directories or in its data directory, and a host that is not public.
@@ -198,8 +203,9 @@ class Source {
 };
 
 // Counts one List's pages against SourceOptions::listing. Page() after each answer; its errors
-// end the listing: Internal "<uri>: the listing exceeds N objects (the most one sync takes);
-// sync a narrower prefix or --include less", "<uri>: the listing's answers exceed 256.00 MiB
+// end the listing: FailedPrecondition, reason listing_too_large, "<uri>: the listing exceeds N
+// objects (the most one sync takes); sync a narrower prefix or --include less", "<uri>: the
+// listing's answers exceed 256.00 MiB
 // (...)", "<uri>: N listing pages in a row listed nothing (the listing would never end)", and
 // DeadlineExceeded (source_unavailable) "<uri>: listing took longer than 1h (the most one
 // listing may take)". Not thread-safe: one per List.

@@ -152,6 +152,7 @@ TEST(HfListing, ANextLinkBackToAPageEndsTheListing) {
       "hf://org/repo: unexpected answer from the Hub: the tree listing's next-page link "
       "repeats (the listing would never end)",
       r.error().message());
+  EXPECT_EQ("listing_too_large", r.error().reason());
   EXPECT_EQ(3, hub.requests());  // revision, the first page, the page of cursor 1
 }
 
@@ -171,6 +172,7 @@ TEST(HfListing, EverNewLinksStopAtTheObjectLimit) {
       "hf://org/repo: the listing exceeds 5 objects (the most one sync takes); sync a narrower "
       "prefix or --include less",
       r.error().message());
+  EXPECT_EQ("listing_too_large", r.error().reason());
   EXPECT_EQ(6, page.load());
 }
 
@@ -202,6 +204,7 @@ TEST(S3Listing, EmptyPagesWithEverNewTokensEnd) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ("s3://bucket/p: 4 listing pages in a row listed nothing (the listing would never end)",
             r.error().message());
+  EXPECT_EQ("listing_too_large", r.error().reason());
   EXPECT_EQ(4, n.load());
 }
 
@@ -222,6 +225,7 @@ TEST(S3Listing, LongKeysStopAtTheByteLimit) {
       "s3://bucket/p: the listing's answers exceed 1.00 MiB (the most one sync reads); sync a "
       "narrower prefix",
       r.error().message());
+  EXPECT_EQ("listing_too_large", r.error().reason());
   EXPECT_EQ(18, n.load());  // 17 pages of 60 KB fit in 1 MiB
 }
 
@@ -291,6 +295,7 @@ TEST(HfListing, RefusesJunkEntriesAndAnEmptyTree) {
     auto r = ListHf(hub, FastOptions());
     ASSERT_FALSE(r.has_value()) << tree;
     EXPECT_EQ(message, r.error().message()) << tree;
+    EXPECT_EQ("invalid_answer", r.error().reason()) << tree;
   }
   for (const std::string tree : {"[]", R"([{"type": "directory", "path": "d"}])"}) {
     FakeServer hub(Hub([&](const http::ServerRequest&, http::ServerResponse& res) {
@@ -450,6 +455,7 @@ TEST(S3Listing, AKeyXmlCannotCarryNamesThePageAndAWayOut) {
                 "invalid character number at line 1; a key there may hold a character XML "
                 "cannot carry (a control character): sync a prefix that leaves it out",
             r.error().message());
+  EXPECT_EQ("invalid_answer", r.error().reason());
 }
 
 TEST(ListingLimits, DefaultsAreDocumented) {
