@@ -58,6 +58,29 @@ err=$( (printf x >> "$WORK/mnt/big.bin") 2>&1 ) && fail "append succeeded"; asse
 err=$(mkdir "$WORK/mnt/x" 2>&1) && fail "mkdir succeeded"; assert_contains "$err" "Read-only file system"
 err=$(rm "$WORK/mnt/d/small.txt" 2>&1) && fail "unlink succeeded"; assert_contains "$err" "Read-only file system"
 
+step "umount of a busy mount names the processes that hold it (a mapped file counts)"
+python3 - "$WORK/mnt/big.bin" "$WORK/mapped" <<'PY' &
+import mmap, os, sys, time
+with open(sys.argv[1], 'rb') as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+open(sys.argv[2], 'w').close()  # the file is closed; only the mapping holds the mount
+time.sleep(600)
+PY
+mapper=$!
+(cd "$WORK/mnt/d" && exec sleep 600) &
+sleeper=$!
+PIDS+=("$mapper" "$sleeper")
+for _ in $(seq 1 500); do [ -e "$WORK/mapped" ] && break; sleep 0.02; done
+[ -e "$WORK/mapped" ] || fail "the mapping reader did not start"
+holders="pid $mapper (python3), pid $sleeper (sleep)"  # /proc lists pids in ascending order
+[ "$mapper" -lt "$sleeper" ] || holders="pid $sleeper (sleep), pid $mapper (python3)"
+run_fails 8 "bdn: error: mountpoint $WORK/mnt: busy: $holders have files or directories open on it (close them or stop the processes, then unmount again)" \
+  "$BDN" volume umount "$WORK/mnt"
+kill "$sleeper"; wait "$sleeper" 2>/dev/null || true
+run_fails 8 "bdn: error: mountpoint $WORK/mnt: busy: pid $mapper (python3) has files or directories open on it (close them or stop the processes, then unmount again)" \
+  "$BDN" volume umount "$WORK/mnt"
+kill "$mapper"; wait "$mapper" 2>/dev/null || true
+
 step "umount is clean"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 grep -q " $WORK/mnt fuse" /proc/mounts && fail "still mounted"

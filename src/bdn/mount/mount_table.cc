@@ -251,6 +251,69 @@ Result<bool> CleanDeadMount(const fs::path& mountpoint) {
   return true;
 }
 
+namespace {
+
+// The processes that hold `mp` or something under it (an open file, a working or root directory,
+// a mapped file such as an mmap'd weights file), as "pid N (comm)", from /proc/*/{cwd,root,fd,
+// maps}. None of these reads asks the file system mounted there. Processes this user may not
+// inspect are left out, and so is this process.
+std::vector<std::string> ProcessesUsing(const fs::path& mp) {
+  const std::string dir = mp.string();
+  auto under = [&](std::string_view p) {
+    return p == dir || (p.size() > dir.size() && p.starts_with(dir) && p[dir.size()] == '/');
+  };
+  auto link = [](const fs::path& p) {
+    std::error_code ec;
+    fs::path t = fs::read_symlink(p, ec);
+    return ec ? std::string() : t.string();
+  };
+  std::vector<std::string> out;
+  const std::string self = std::to_string(::getpid());
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string pid = it->path().filename().string();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit) || pid == self) continue;
+    const fs::path proc = it->path();
+    bool uses = under(link(proc / "cwd")) || under(link(proc / "root"));
+    std::error_code fd_ec;
+    for (fs::directory_iterator fd(proc / "fd", fd_ec), fd_end; !uses && !fd_ec && fd != fd_end;
+         fd.increment(fd_ec)) {
+      uses = under(link(fd->path()));
+    }
+    if (!uses) {
+      std::ifstream maps(proc / "maps");
+      for (std::string line; !uses && std::getline(maps, line);) {
+        const size_t slash = line.find('/');
+        if (slash != std::string::npos) uses = under(std::string_view(line).substr(slash));
+      }
+    }
+    if (!uses) continue;
+    std::ifstream comm_in(proc / "comm");
+    std::string comm;
+    std::getline(comm_in, comm);
+    out.push_back("pid " + pid + (comm.empty() ? "" : " (" + comm + ")"));
+  }
+  return out;
+}
+
+// "busy (...)" for a mount that would not unmount: who holds it, where this user can see.
+std::string BusyReason(const fs::path& mp) {
+  std::vector<std::string> holders = ProcessesUsing(mp);
+  if (holders.empty()) {
+    return "busy (files or directories are open on it, by processes this user cannot see)";
+  }
+  constexpr size_t kShown = 5;
+  std::string list;
+  for (size_t i = 0; i < std::min(holders.size(), kShown); ++i) {
+    list += (i == 0 ? "" : ", ") + holders[i];
+  }
+  if (holders.size() > kShown) list += " and " + std::to_string(holders.size() - kShown) + " more";
+  return "busy: " + list + (holders.size() == 1 ? " has" : " have") +
+         " files or directories open on it (close them or stop the processes, then unmount again)";
+}
+
+}  // namespace
+
 Status Unmount(const fs::path& mountpoint) {
   fs::path mp = AbsoluteMountpoint(mountpoint);
   const std::string what = MountpointPrefix(mp);
@@ -278,9 +341,9 @@ Status Unmount(const fs::path& mountpoint) {
     }
     return InternalError(what + ": its daemon does not answer and the lazy detach failed");
   }
-  if (IsRoot()) {
-    return FailedPreconditionError(what + ": busy (files or directories are open on it)");
-  }
+  if (IsRoot()) return FailedPreconditionError(what + ": " + BusyReason(mp));
+  std::vector<std::string> holders = ProcessesUsing(mp);
+  if (!holders.empty()) return FailedPreconditionError(what + ": " + BusyReason(mp));
   return FailedPreconditionError(what + ": fusermount3 -u failed (exit " +
                                  std::to_string(fusermount_rc) + "; busy?)");
 }

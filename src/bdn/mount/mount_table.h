@@ -17,8 +17,10 @@ namespace bdn {
 // the processes blocked on it keep it busy, and only the daemon can release them) is detached
 // lazily instead (MNT_DETACH, fusermount3 -uz): gone from the tree at once, and released by the
 // kernel when its daemon ends. Errors: InvalidArgument "mountpoint X: not a bdn mount" when no
-// fuse.bdn mount is there; FailedPrecondition "mountpoint X: busy (…)" when files are open on a
-// mount whose daemon answers; Internal otherwise.
+// fuse.bdn mount is there; FailedPrecondition when files are open on a mount whose daemon
+// answers, naming the processes that hold it as /proc shows them (open files, working
+// directories, mapped files): "mountpoint X: busy: pid 12 (python3) has files or directories
+// open on it (close them or stop the processes, then unmount again)"; Internal otherwise.
 Status Unmount(const std::filesystem::path& mountpoint);
 
 // What a mountpoint holds: the one answer to "is this a live bdn mount of version X, a dead
