@@ -87,6 +87,17 @@ grep -q " $WORK/mnt fuse" /proc/mounts && fail "still mounted"
 assert_eq "" "$(ls -A "$WORK/mnt")" "mountpoint empty after umount"
 run_fails 2 "bdn: error: mountpoint $WORK/mnt: not a bdn mount" "$BDN" volume umount "$WORK/mnt"
 
+step "a mount over a directory that is not empty warns that its files are hidden until the umount"
+mkdir -p "$WORK/full"; printf 'mine\n' > "$WORK/full/mine.txt"
+err=$("$BDN" volume mount "$ref" "$WORK/full" 2>&1 >/dev/null); MOUNTS+=("$WORK/full")
+assert_eq "bdn: warning: mountpoint $WORK/full is not empty: what it holds is hidden while the version is mounted there" "$err" "mount stderr"
+assert_eq "big.bin d" "$(ls "$WORK/full" | paste -sd' ')" "the version is what shows"
+"$BDN" volume umount "$WORK/full" >/dev/null
+assert_eq "mine" "$(cat "$WORK/full/mine.txt")" "the hidden file after the umount"
+err=$("$BDN" volume mount "$ref" "$WORK/mnt" 2>&1 >/dev/null)
+assert_eq "" "$err" "no warning over an empty directory"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+
 step "a dead mount left by kill -9 is cleaned by the next mount"
 pid=$("$BDN" volume mount "$ref" "$WORK/mnt" --json | json_field daemon_pid)
 kill -9 "$pid"

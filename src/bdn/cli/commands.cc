@@ -806,6 +806,11 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   if (state.kind == MountpointState::Kind::kNone && !fs::exists(opts.mountpoint, ec) && !ec) {
     fs::create_directories(opts.mountpoint, ec);
     if (ec) return ErrnoError("mountpoint " + opts.mountpoint.string(), ec.value());
+  } else if (state.kind == MountpointState::Kind::kNone && !fs::is_empty(opts.mountpoint, ec) &&
+             !ec) {
+    // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.
+    std::cerr << "bdn: warning: mountpoint " << EscapeName(opts.mountpoint.string())
+              << " is not empty: what it holds is hidden while the version is mounted there\n";
   }
   opts.fsname = pinned.ToString();
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
