@@ -143,6 +143,8 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
                {"packs_skipped", r.packs_skipped},
                {"actions", actions},
                {"reclaimable_bytes", r.reclaimable_bytes},
+               {"packs_kept_with_garbage", r.packs_kept_with_garbage},
+               {"garbage_bytes_kept", r.garbage_bytes_kept},
                {"packs_deleted", r.packs_deleted},
                {"packs_repacked", r.packs_repacked},
                {"blobs_copied", r.blobs_copied},
@@ -162,18 +164,30 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
                       : ", " + std::to_string(a.needed_bytes) + " bytes needed")
               << ")\n";
   }
+  // Why a run reclaims less than the versions deleted: packs mostly needed are kept whole.
+  std::string kept;
+  if (r.packs_kept_with_garbage > 0) {
+    std::ostringstream fraction;
+    fraction << args.max_repack_fraction;  // 0.5, 0.25, 1
+    kept =
+        "; " + Counted(r.packs_kept_with_garbage, "pack") + " kept with " +
+        FormatBytes(r.garbage_bytes_kept) + " no version needs (" +
+        (args.max_repack_fraction > 0
+             ? "at least " + fraction.str() + " of each is needed: --max-repack-fraction sets this)"
+             : "--max-repack-fraction 0 repacks nothing)");
+  }
   if (args.dry_run) {
     std::cout << "would reclaim " << r.reclaimable_bytes << " bytes ("
               << FormatBytes(r.reclaimable_bytes) << "): " << Counted(deletes, "pack")
               << " deleted, " << repacks << " repacked, of " << Counted(r.packs, "pack") << "; "
               << r.versions << " live or restorable "
               << (r.versions == 1 ? "version needs " : "versions need ")
-              << Counted(r.needed_blobs, "blob") << "\n";
+              << Counted(r.needed_blobs, "blob") << kept << "\n";
   } else {
     std::cout << "reclaimed " << r.bytes_reclaimed << " bytes (" << FormatBytes(r.bytes_reclaimed)
               << "): " << Counted(r.packs_deleted, "pack") << " deleted (" << r.packs_repacked
               << " repacked, " << r.bytes_copied << " bytes copied), of "
-              << Counted(r.packs, "pack") << ", in " << FormatDuration(r.duration) << "\n";
+              << Counted(r.packs, "pack") << ", in " << FormatDuration(r.duration) << kept << "\n";
   }
   return Status::Ok();
 }

@@ -180,9 +180,12 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
       // Only a pack that holds a blob no one needs: in a small pack of needed blobs the header
       // and footer alone can outweigh them, and its repack would be as small (a churn of
       // copies at every run that reclaims nothing).
-
       a.kind = GcPackAction::Kind::kRepack;
     } else {
+      if (needed_count[i] < packs[i].blobs.size()) {
+        ++report.packs_kept_with_garbage;
+        report.garbage_bytes_kept += a.bytes - std::min(a.bytes, a.needed_bytes);
+      }
       continue;
     }
     report.actions.push_back(a);

@@ -76,12 +76,17 @@ struct GcReport {
   uint64_t packs_skipped = 0;         // packs whose footer could not be read (kept)
   std::vector<GcPackAction> actions;  // the plan, by pack number
   uint64_t reclaimable_bytes = 0;     // the plan's gain: deleted packs' bytes minus copied bytes
-  uint64_t packs_deleted = 0;         // packs removed (with no needed blob, or repacked)
-  uint64_t packs_repacked = 0;        // of which repacked
-  uint64_t blobs_copied = 0;          // copied by repacks and rescues
-  uint64_t bytes_copied = 0;          // their record bytes
-  uint64_t blobs_rescued = 0;         // needed by the second mark: copied before the sweep
-  uint64_t bytes_reclaimed = 0;       // pack bytes deleted minus bytes copied
+  // Packs kept that hold blobs no version needs, as needed bytes are at least
+  // max_repack_fraction of each (or repacking is off), and the bytes of those unneeded blobs
+  // (pack size minus needed record bytes): what a higher --max-repack-fraction would reclaim.
+  uint64_t packs_kept_with_garbage = 0;
+  uint64_t garbage_bytes_kept = 0;
+  uint64_t packs_deleted = 0;    // packs removed (with no needed blob, or repacked)
+  uint64_t packs_repacked = 0;   // of which repacked
+  uint64_t blobs_copied = 0;     // copied by repacks and rescues
+  uint64_t bytes_copied = 0;     // their record bytes
+  uint64_t blobs_rescued = 0;    // needed by the second mark: copied before the sweep
+  uint64_t bytes_reclaimed = 0;  // pack bytes deleted minus bytes copied
   std::chrono::milliseconds duration{0};
   std::vector<std::string> warnings;
 };

@@ -198,6 +198,16 @@ TEST_F(GcTest, ZeroRepackFractionOnlyDeletesDeadPacks) {
   auto r = Gc(o);
   ASSERT_OK(r);
   EXPECT_TRUE(r->actions.empty());
+  // The report says what was held back, so a dry run that reclaims nothing explains itself.
+  EXPECT_EQ(r->packs_kept_with_garbage, 1u);
+  EXPECT_GT(r->garbage_bytes_kept, a_.size());
+  o.max_repack_fraction = 1;
+  o.mode = GcMode::kDryRun;
+  auto all = Gc(o);
+  ASSERT_OK(all);
+  EXPECT_EQ(all->actions.size(), 1u);
+  EXPECT_EQ(all->packs_kept_with_garbage, 0u);
+  EXPECT_EQ(all->garbage_bytes_kept, 0u);
 }
 
 // The interleaving of the issue: a blob GC has decided to delete is uploaded again (a push of
