@@ -119,6 +119,13 @@ run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount of $ref; 
   "$BDN" volume mount "$ref" "$WORK/link-mp"
 assert_eq "unmounted $WORK/real-mp" "$("$BDN" volume umount "$WORK/link-mp")" "umount through the link"
 assert_absent "$WORK/real-mp fuse" "mount table after the umount" /proc/self/mounts
+# ".." after a symlink is the parent of the link's target, as the kernel resolves it (it was
+# resolved by name first: "jump/../real" mounted at the "real" beside jump).
+mkdir -p "$WORK/far/deep" "$WORK/far/real"; ln -s "$WORK/far/deep" "$WORK/jump"; ln -s jump/../real "$WORK/tricky"
+assert_eq "$ref mounted at $WORK/far/real" "$("$BDN" volume mount "$ref" "$WORK/jump/../real" 2>&1)" "mount at jump/../real"
+assert_eq "small" "$(cat "$WORK/far/real/d/small.txt")" "read at jump/../real"
+assert_eq "unmounted $WORK/far/real" "$("$BDN" volume umount "$WORK/tricky")" "umount through a link to jump/../real"
+[ -e "$WORK/real" ] && fail "a directory was made at the lexical $WORK/real"
 
 step "the daemon's heap asks for huge pages (madvise THP mode), unless the user said otherwise"
 # huge_vmas PID: the daemon's mappings madvised MADV_HUGEPAGE ("hg" in VmFlags).

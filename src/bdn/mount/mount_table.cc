@@ -35,22 +35,33 @@ constexpr std::chrono::milliseconds kUnmountProbeDeadline{2000};
 std::string MountpointPrefix(const fs::path& mp) { return "mountpoint " + mp.string(); }
 
 fs::path AbsoluteMountpoint(const fs::path& p) {
-  fs::path abs = fs::absolute(p).lexically_normal();
+  // Not lexically_normal first: "jump/../real" with jump a symlink is where jump's target's
+  // parent holds "real" (as the kernel resolves it), not the "real" beside jump.
+  fs::path abs = fs::absolute(p);
   // A symlink as the last component is followed (as mount(2) does), by readlink alone: it never
   // asks a file system mounted there (stat of a stopped daemon's mount never returns).
   for (int hops = 0; hops < 40; ++hops) {
-    if (abs.has_parent_path() && !abs.has_filename()) abs = abs.parent_path();
+    while (abs.has_relative_path() && abs.filename().empty()) abs = abs.parent_path();  // "a/"
     if (abs == abs.root_path()) return abs;
+    const fs::path name = abs.filename();
     std::error_code ec;
+    if (name == ".") {
+      abs = abs.parent_path();
+      continue;
+    }
+    if (name == "..") {
+      fs::path c = fs::weakly_canonical(abs, ec);
+      return ec ? abs.lexically_normal() : c;
+    }
     fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
-    if (!ec) abs = parent / abs.filename();
+    abs = (ec ? abs.parent_path().lexically_normal() : parent) / name;
     std::string target(PATH_MAX, '\0');
     ssize_t n = ::readlink(abs.c_str(), target.data(), target.size());
     if (n < 0 || static_cast<size_t>(n) >= target.size()) return abs;
     target.resize(static_cast<size_t>(n));
-    abs = (abs.parent_path() / target).lexically_normal();  // an absolute target replaces it
+    abs = abs.parent_path() / target;  // an absolute target replaces it
   }
-  return abs;
+  return abs.lexically_normal();
 }
 
 bool IsRoot() { return ::geteuid() == 0; }

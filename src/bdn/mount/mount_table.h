@@ -70,8 +70,9 @@ bool FuseConfAllowsOther(std::string_view fuse_conf_text);
 // file on every call.
 Status CheckAllowOtherPermitted();
 
-// `p` made absolute, with no "." or ".." steps and no trailing "/", its parent canonical and a
-// symlink as its last component followed (up to 40 hops), as mount(2) follows it; found with
+// `p` made absolute, with no "." or ".." steps and no trailing "/", its parent canonical (a ".."
+// after a symlink goes up from the link's target, as the kernel resolves it) and a symlink as
+// its last component followed (up to 40 hops), as mount(2) follows it; found with
 // readlink only, never stat, which a stopped daemon's mount does not answer (and a dead one
 // fails with ENOTCONN). How every command names a mountpoint, so that a mount made through a
 // symlink is found, reported and unmounted under the path the kernel mounted on.
