@@ -796,7 +796,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   MountOptions opts;
   opts.mountpoint = NormalMountpoint(args.mountpoint);
   if (opts.mountpoint == opts.mountpoint.root_path()) {
-    return InvalidArgumentError("mountpoint " + opts.mountpoint.string() +
+    return InvalidArgumentError("mountpoint " + EscapeName(opts.mountpoint.string()) +
                                 ": not over the root directory");
   }
   // Asked before anything stats the path: stat of a mount whose daemon is stopped or hung never
@@ -805,7 +805,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   std::error_code ec;
   if (state.kind == MountpointState::Kind::kNone && !fs::exists(opts.mountpoint, ec) && !ec) {
     fs::create_directories(opts.mountpoint, ec);
-    if (ec) return ErrnoError("mountpoint " + opts.mountpoint.string(), ec.value());
+    if (ec) return ErrnoError("mountpoint " + EscapeName(opts.mountpoint.string()), ec.value());
   } else if (state.kind == MountpointState::Kind::kNone && !fs::is_empty(opts.mountpoint, ec) &&
              !ec) {
     // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.

@@ -30,6 +30,7 @@
 #include "bdn/base/fd.h"
 #include "bdn/base/log.h"
 #include "bdn/base/memory.h"
+#include "bdn/base/text.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -125,7 +126,8 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
     BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(mp));
     if (state.kind == MountpointState::Kind::kLiveBdn) {
       return AlreadyExistsError(what + ": already a bdn mount of " + state.source +
-                                "; unmount it first (bdn volume umount " + mp.string() + ")");
+                                "; unmount it first (bdn volume umount " + EscapeName(mp.string()) +
+                                ")");
     }
   }
   struct stat st;

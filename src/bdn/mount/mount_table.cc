@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bdn/base/mutex.h"
+#include "bdn/base/text.h"
 
 extern char** environ;
 
@@ -32,7 +33,7 @@ namespace fs = std::filesystem;
 // How long umount of a busy mount waits for its daemon to answer before detaching it lazily.
 constexpr std::chrono::milliseconds kUnmountProbeDeadline{2000};
 
-std::string MountpointPrefix(const fs::path& mp) { return "mountpoint " + mp.string(); }
+std::string MountpointPrefix(const fs::path& mp) { return "mountpoint " + EscapeName(mp.string()); }
 
 fs::path AbsoluteMountpoint(const fs::path& p) {
   // Not lexically_normal first: "jump/../real" with jump a symlink is where jump's target's
@@ -98,17 +99,20 @@ std::string UnescapeMountField(std::string_view s) {
   return out;
 }
 
-// The topmost mount at `mp`, per /proc/self/mountinfo.
+// One line of /proc/self/mountinfo.
 struct MountInfo {
+  std::string id, parent_id;
+  std::string mountpoint;
   std::string type;  // "" if nothing is mounted there
   std::string source;
   std::vector<std::string> super_options;  // e.g. "default_permissions", "allow_other"
 };
 
-MountInfo MountAt(const fs::path& mp) {
+// Every line of /proc/self/mountinfo, in its order (a later mount at one point is on top).
+std::vector<MountInfo> ReadMountInfo() {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  MountInfo found;
+  std::vector<MountInfo> out;
   while (std::getline(in, line)) {
     // id parent maj:min root mountpoint options [optional fields...] - fstype source superopts
     std::vector<std::string_view> fields;
@@ -119,23 +123,67 @@ MountInfo MountAt(const fs::path& mp) {
       if (sp == std::string_view::npos) break;
       rest.remove_prefix(sp + 1);
     }
-    if (fields.size() < 7 || UnescapeMountField(fields[4]) != mp.string()) continue;
+    if (fields.size() < 7) continue;
     auto dash = std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
     if (dash == fields.end() || dash + 1 == fields.end()) continue;
-    // Later lines are mounted on top of earlier ones.
-    found = {std::string(*(dash + 1)),
-             dash + 2 == fields.end() ? std::string() : UnescapeMountField(*(dash + 2)),
-             {}};
+    MountInfo m{std::string(fields[0]),
+                std::string(fields[1]),
+                UnescapeMountField(fields[4]),
+                std::string(*(dash + 1)),
+                dash + 2 == fields.end() ? std::string() : UnescapeMountField(*(dash + 2)),
+                {}};
     if (dash + 3 < fields.end()) {
       std::string_view opts = *(dash + 3);
       for (size_t at = 0; at <= opts.size();) {
         size_t comma = std::min(opts.find(',', at), opts.size());
-        found.super_options.emplace_back(opts.substr(at, comma - at));
+        m.super_options.emplace_back(opts.substr(at, comma - at));
         at = comma + 1;
       }
     }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// The topmost mount at `mp` (type "" if none).
+MountInfo MountAt(const fs::path& mp) {
+  MountInfo found;
+  for (MountInfo& m : ReadMountInfo()) {
+    if (m.mountpoint == mp.string()) found = std::move(m);  // later lines are on top
   }
   return found;
+}
+
+// The mount points of the mounts made on top of the topmost mount at `mp` or below it (its
+// subtree, which a lazy detach of it takes along), in mountinfo order.
+std::vector<std::string> MountsBelow(const fs::path& mp) {
+  std::vector<MountInfo> all = ReadMountInfo();
+  std::vector<std::string> tree;  // ids in the subtree
+  for (const MountInfo& m : all) {
+    if (m.mountpoint == mp.string()) tree = {m.id};
+  }
+  if (tree.empty()) return {};
+  std::vector<std::string> below;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const MountInfo& m : all) {
+      if (std::find(tree.begin(), tree.end(), m.parent_id) == tree.end() ||
+          std::find(tree.begin(), tree.end(), m.id) != tree.end()) {
+        continue;
+      }
+      tree.push_back(m.id);
+      below.push_back(m.mountpoint);
+      grew = true;
+    }
+  }
+  return below;
+}
+
+// "X is mounted below it" / "X and 2 more are mounted below it", X escaped.
+std::string MountedBelow(const std::vector<std::string>& below) {
+  return EscapeName(below.front()) +
+         (below.size() == 1 ? " is" : " and " + std::to_string(below.size() - 1) + " more are") +
+         " mounted below it";
 }
 
 std::string MountTypeAt(const fs::path& mp) { return MountAt(mp).type; }
@@ -342,7 +390,12 @@ Status Unmount(const fs::path& mountpoint) {
     fusermount_rc = RunProgram({"fusermount3", "-u", "-q", mp.string()});
     if (fusermount_rc == 0) return Status::Ok();
   }
-  // Busy. If its daemon does not answer (stopped or hung), what keeps it busy may be only the
+  // Busy. A mount below it keeps it busy, and a lazy detach would take that one along.
+  if (std::vector<std::string> below = MountsBelow(mp); !below.empty()) {
+    return FailedPreconditionError(what + ": busy: " + MountedBelow(below) +
+                                   " (unmount that first)");
+  }
+  // If its daemon does not answer (stopped or hung), what keeps it busy may be only the
   // processes blocked on it, which nothing but the daemon can release: detach it lazily instead
   // of sending the user between "busy" and "does not answer; unmount it first".
   if (!ProbePath(mp, /*with_statvfs=*/true, kUnmountProbeDeadline)) {
