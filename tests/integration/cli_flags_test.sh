@@ -128,11 +128,24 @@ assert_contains "$(cat "$WORK/err")" "REF is required"
 
 step "a push of a directory that holds the embedded store is refused (it sealed the store's own packs)"
 mkdir -p "$WORK/selfsrc/data"; printf 'x' > "$WORK/selfsrc/data/f"
-run_fails 2 "bdn: error: directory \"$WORK/selfsrc\": holds the embedded store $WORK/selfsrc/home (push a directory outside it, or give --home elsewhere)" \
-  "$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/selfsrc" bdn:t/self
-run_fails 2 "bdn: error: directory \"$WORK/selfsrc/.\": holds the embedded store $WORK/selfsrc/home (push a directory outside it, or give --home elsewhere)" \
-  env BDN_HOME="$WORK/selfsrc/home" "$BDN" volume push "$WORK/selfsrc/." bdn:t/self
 "$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/selfsrc/data" bdn:t/self >/dev/null 2>&1 || fail "push of a sibling of the home"
+hint="(push a directory outside it, or give --home elsewhere)"
+run_fails 2 "bdn: error: path \"$WORK/selfsrc/home\": is the embedded store $WORK/selfsrc/home $hint" \
+  "$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/selfsrc" bdn:t/self
+run_fails 2 "bdn: error: path \"$WORK/selfsrc/./home\": is the embedded store $WORK/selfsrc/home $hint" \
+  env BDN_HOME="$WORK/selfsrc/home" "$BDN" volume push "$WORK/selfsrc/." bdn:t/self
+# Known by inode: the store itself, a directory in it, and the store through a bind mount.
+run_fails 2 "bdn: error: directory \"$WORK/selfsrc/home/store\": is the store/ directory of the embedded store $WORK/selfsrc/home $hint" \
+  "$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/selfsrc/home/store" bdn:t/self
+run_fails 2 "bdn: error: directory \"$WORK/selfsrc/home/store/packs\": is inside the store/ directory of the embedded store $WORK/selfsrc/home $hint" \
+  "$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/selfsrc/home/store/packs" bdn:t/self
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$WORK/bound"; mount --bind "$WORK/selfsrc" "$WORK/bound"
+  rc=0; err=$("$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/bound" bdn:t/self 2>&1 >/dev/null) || rc=$?
+  umount "$WORK/bound"
+  assert_eq 2 "$rc" "exit code of a push of the store's directory through a bind mount"
+  assert_eq "bdn: error: path \"$WORK/bound/home\": is the embedded store $WORK/selfsrc/home $hint" "$err" "stderr"
+fi
 
 step "text output escapes a mountpoint's control bytes; without HOME the default home is the user's own"
 odd="$WORK/m"$'\n'"x"$'\xff'

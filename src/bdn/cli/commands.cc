@@ -173,21 +173,23 @@ Result<Ref> ParseWriteRef(const std::string& text, const std::string& what) {
 
 Status Push(Context& ctx, const PushArgs& args) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.ref, "ref \"" + args.ref + "\": push"));
+  PushOptions opts;
   if (!ctx.origin) {
-    // The embedded store inside the pushed tree: the version would hold the store's own packs
-    // and registry, changing while they are read (and each push would seal the last one's).
-    std::error_code ec1, ec2;
-    const fs::path dir = fs::canonical(args.dir, ec1), home = fs::weakly_canonical(ctx.home, ec2);
-    if (!ec1 && !ec2) {
-      auto [d, h] = std::mismatch(dir.begin(), dir.end(), home.begin(), home.end());
-      if (d == dir.end()) {
-        return InvalidArgumentError("directory \"" + EscapeName(args.dir) +
-                                    "\": holds the embedded store " + EscapeName(home.string()) +
-                                    " (push a directory outside it, or give --home elsewhere)");
-      }
+    // The embedded store at, above or below the pushed directory: the version would hold the
+    // store's own packs and registry, changing while they are read (and each push would seal
+    // the last one's). Known by inode, so a bind mount or another path to it is refused too.
+    for (const fs::path& d : {ctx.home, ctx.home / "store"}) {
+      struct stat st;
+      if (::stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+      std::error_code ec;
+      const fs::path shown = fs::weakly_canonical(ctx.home, ec);
+      opts.seal.refused_dirs.push_back(
+          {st.st_dev, st.st_ino,
+           (d == ctx.home ? "" : "the store/ directory of ") + std::string("the embedded store ") +
+               EscapeName((ec ? ctx.home : shown).string()),
+           " (push a directory outside it, or give --home elsewhere)"});
     }
   }
-  PushOptions opts;
   opts.dir = args.dir;
   opts.ns = ref.ns;
   opts.volume = ref.volume;

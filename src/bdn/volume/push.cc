@@ -35,7 +35,8 @@ constexpr int kUploadThreads = 16;
 // (the manifest's order). Every step is relative to a directory handle, so any depth and path
 // length the file system holds works, in time linear in the tree. Names and symlink targets
 // must be UTF-8 (docs/format.md); other file types are refused.
-Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out) {
+Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out,
+            const std::vector<RefusedDir>& refused_dirs = {}) {
   struct Level {
     std::vector<std::string> names;
     size_t next = 0;
@@ -84,6 +85,13 @@ Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out) {
       }
       item.target = std::move(target);
     }
+    if (t == S_IFDIR) {
+      for (const RefusedDir& r : refused_dirs) {
+        if (item.st.st_dev == r.dev && item.st.st_ino == r.ino) {
+          return InvalidArgumentError("path \"" + shown() + "\": is " + r.what + r.hint);
+        }
+      }
+    }
     out.push_back(std::move(item));
     if (t == S_IFDIR) {
       BDN_RETURN_IF_ERROR(cursor.Down(name));  // `level` dangles after the push_back below
@@ -94,6 +102,31 @@ Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out) {
   // Depth-first order puts "a/x" before "a-b" ('-' < '/'); the manifest wants plain byte order.
   std::sort(out.begin(), out.end(),
             [](const ScannedEntry& a, const ScannedEntry& b) { return a.path < b.path; });
+  return Status::Ok();
+}
+
+// InvalidArgument if the directory open at `fd` (named `dir`), or one above it (found through
+// "..", which is how the kernel goes up, whatever path led here), is a refused directory.
+Status CheckNotRefused(int fd, const fs::path& dir, const std::vector<RefusedDir>& refused) {
+  if (refused.empty()) return Status::Ok();
+  const std::string shown = "directory \"" + dir.string() + "\"";
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError(shown, errno);
+  UniqueFd up;  // the directory above the one `st` describes
+  for (int depth = 0; depth < 4096; ++depth) {
+    for (const RefusedDir& r : refused) {
+      if (st.st_dev == r.dev && st.st_ino == r.ino) {
+        return InvalidArgumentError(shown + ": is " + (depth == 0 ? "" : "inside ") + r.what +
+                                    r.hint);
+      }
+    }
+    UniqueFd parent(::openat(up.valid() ? up.get() : fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    struct stat pst;
+    if (!parent.valid() || ::fstat(parent.get(), &pst) != 0) return Status::Ok();  // unreadable
+    if (pst.st_dev == st.st_dev && pst.st_ino == st.st_ino) return Status::Ok();   // the root
+    st = pst;
+    up = std::move(parent);
+  }
   return Status::Ok();
 }
 
@@ -648,8 +681,9 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
     return Err(InvalidArgumentError("directory \"" + dir.string() + "\": not a directory"));
   }
   BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dir));
+  BDN_RETURN_IF_ERROR(CheckNotRefused(cursor.fd(), dir, options.refused_dirs));
   std::vector<ScannedEntry> scanned;
-  BDN_RETURN_IF_ERROR(Walk(cursor, scanned));
+  BDN_RETURN_IF_ERROR(Walk(cursor, scanned, options.refused_dirs));
 
   std::vector<SealItem> items(scanned.size());
   std::map<std::pair<dev_t, ino_t>, std::string> first_link;

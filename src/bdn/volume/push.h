@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -22,10 +23,22 @@
 
 namespace bdn {
 
+// A directory a push must not seal, known by identity (device and inode), so that no other
+// path to it (a bind mount, a symlinked parent, "..") gets past the check.
+struct RefusedDir {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string what;  // how messages name it, e.g. "the embedded store /home/u/.local/share/bdn"
+  std::string hint;  // appended to the message, e.g. " (push a directory outside it)"
+};
+
 struct SealOptions {
   ChunkerParams chunker = ChunkerParams::Default();
   int jobs = 0;  // threads; 0 = all cores
   enum class Mtimes { kIgnore, kPreserve } mtimes = Mtimes::kIgnore;
+  // SealDirectory: directories that may be neither the pushed directory, nor one above it, nor
+  // one below it (the embedded store: a version would seal its own packs as they change).
+  std::vector<RefusedDir> refused_dirs;
 };
 
 struct SealResult {
@@ -129,7 +142,9 @@ Result<std::vector<ScannedEntry>> ScanDirectory(const std::filesystem::path& dir
 
 // Walks `dir` (never following symlinks) into sealed entries and seals them with SealEntries.
 // Errors: InvalidArgument "path \"x\": is a socket|FIFO|device …" for other file types or names
-// that are not valid UTF-8; FailedPrecondition "file \"x\": changed while being pushed" when a
+// that are not valid UTF-8; InvalidArgument for a SealOptions::refused_dirs directory at, above
+// or below `dir`: "directory \"D\": is <what><hint>", "… is inside <what><hint>", "path \"x\": is
+// <what><hint>"; FailedPrecondition "file \"x\": changed while being pushed" when a
 // file's size, mtime or ctime moves during the read; store errors.
 Result<SealResult> SealDirectory(const std::filesystem::path& dir, const SealOptions& options,
                                  ChunkStore& store, TransferCounters* counters);
