@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/fd.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/mounts_config.h"
 #include "bdn/cli/output.h"
@@ -256,6 +257,20 @@ Status MountsLock(Context& ctx, const std::string& config_path) {
   std::error_code ec;
   const fs::path target = fs::canonical(config_path, ec);
   if (ec) return ErrnoError("config " + config_path, ec.value());
+  // canonical reads links without following them, so it would pass a link the kernel refuses to
+  // follow (fs.protected_symlinks: another user's link in a sticky directory). Opening the path
+  // as given lets the kernel judge, and the file it opens must be the one resolved.
+  {
+    UniqueFd through(::open(config_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    if (!through.valid()) return ErrnoError("config " + config_path, errno);
+    struct stat a {
+    }, b{};
+    if (::fstat(through.get(), &a) != 0 || ::stat(target.c_str(), &b) != 0 ||
+        a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+      return ConflictError("config " + config_path +
+                           ": changed while being locked; nothing written; run it again");
+    }
+  }
   // Held from the read to the rename, so two locks of one file take turns.
   BDN_ASSIGN_OR_RETURN(ConfigFile config, OpenConfigLocked(config_path, target));
   BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, config.text));

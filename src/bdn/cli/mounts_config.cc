@@ -163,8 +163,13 @@ Result<std::vector<MountEntry>> ParseUnguarded(const std::string& file, const st
       const bool plain = ao.IsScalar() && ao.Tag() == "?";
       if (!plain || (ao.Scalar() != "true" && ao.Scalar() != "false")) {
         std::string shown = ao.IsScalar() ? " \"" + EscapeName(ao.Scalar()) + "\"" : "";
-        return at(ao, where + ".allow_other" + shown + ": must be true or false" +
-                          (ao.IsScalar() && !plain ? ", not a quoted string" : ""));
+        // yaml-cpp tags a quoted scalar "!", an explicitly tagged one with its tag.
+        std::string how;
+        if (ao.IsScalar() && ao.Tag() == "!") how = ", not a quoted string";
+        if (ao.IsScalar() && ao.Tag() != "!" && ao.Tag() != "?") {
+          how = ", without a tag (" + EscapeName(ao.Tag()) + ")";
+        }
+        return at(ao, where + ".allow_other" + shown + ": must be true or false" + how);
       }
       e.allow_other = ao.Scalar() == "true";
       e.allow_other_line = ao.Mark().line + 1;
@@ -241,6 +246,13 @@ Result<std::string> RewriteMountSources(const std::string& file, std::string_vie
     }
     std::string& line = lines[static_cast<size_t>(e->line - 1)];
     size_t at = static_cast<size_t>(e->column);
+    // yaml-cpp counts columns of line 1 after a byte order mark.
+    if (e->line == 1 && line.starts_with("\xEF\xBB\xBF")) at += 3;
+    // A tag before the value ("!!str bdn:a/b"): the value starts after it and its spaces.
+    if (at < line.size() && line[at] == '!') {
+      while (at < line.size() && line[at] != ' ' && line[at] != '\t') ++at;
+      while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
+    }
     if (at < line.size() && (line[at] == '"' || line[at] == '\'')) ++at;
     if (at > line.size() || line.compare(at, e->source.size(), e->source) != 0) return not_found();
     line.replace(at, e->source.size(), to);

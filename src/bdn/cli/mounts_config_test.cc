@@ -69,6 +69,10 @@ TEST(MountsConfig, RefusesABadConfigNamingTheLine) {
       // yaml-cpp's booleans also took "true" quoted, yes/no, on/off, y/n.
       {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: \"true\"}\n",
        "c.yaml:3: mounts[0].allow_other \"true\": must be true or false, not a quoted string"},
+      // Was ", not a quoted string".
+      {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: !!bool true}\n",
+       "c.yaml:3: mounts[0].allow_other \"true\": must be true or false, without a tag "
+       "(tag:yaml.org,2002:bool)"},
       {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: on}\n",
        "c.yaml:3: mounts[0].allow_other \"on\": must be true or false"},
       {"bdn:\n  mounts:\n  - {source: bdn:w/v, path: /m, allow_other: Yes}\n",
@@ -112,6 +116,25 @@ TEST(MountsConfig, RewriteChangesOnlyTheSourcesEvenSeveralOnOneLine) {
   ASSERT_TRUE(out.has_value()) << out.error().message();
   EXPECT_EQ(*out, "# keep\nbdn: {mounts: [{source: 'bdn:a/b@b3:" + kHex +
                       "', path: /m/a}, {path: /m/b, source: \"bdn:a/c@b3:" + kHex + "\"}]}");
+}
+
+// A byte order mark before a source on line 1, and a tag before a source, made "cannot find the
+// source text to rewrite" of a config that parses.
+TEST(MountsConfig, RewriteFindsASourceAfterAByteOrderMarkOrATag) {
+  for (const std::string& text :
+       {std::string("\xEF\xBB\xBF{bdn: {mounts: [{source: bdn:a/b, path: /m/a}]}}\n"),
+        std::string("bdn:\n  mounts:\n  - source: !!str bdn:a/b\n    path: /m/a\n"),
+        std::string("bdn:\n  mounts:\n  - {path: /m/a, source: !custom  'bdn:a/b'}\n"),
+        std::string("bdn: {mounts: [{path: /m/\xC3\xA9\xC3\xA9, source: bdn:a/b}]}\n")}) {
+    auto entries = ParseMountsConfig("c.yaml", text);
+    ASSERT_TRUE(entries.has_value()) << entries.error().message();
+    ASSERT_EQ(entries->size(), 1u);
+    auto out = RewriteMountSources("c.yaml", text, {{&(*entries)[0], "bdn:a/b@b3:" + kHex}});
+    ASSERT_TRUE(out.has_value()) << text << ": " << out.error().message();
+    std::string want = text;
+    want.replace(want.find("bdn:a/b"), 7, "bdn:a/b@b3:" + kHex);
+    EXPECT_EQ(*out, want);
+  }
 }
 
 // Where an entry's place does not hold its source text, the rewrite says so; a column past the
