@@ -57,20 +57,79 @@ bool AllZero(std::span<const uint8_t> b) {
   return true;
 }
 
-// BLAKE3 of the regular file `name` in directory `dir`, or nullopt if it cannot be read.
-std::optional<Digest> HashLocal(int dir, const std::string& name) {
-  UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return std::nullopt;
+// What stands at an entry's place (`name` in a directory), looked at without following a
+// symlink. A regular file is opened (O_NOFOLLOW; O_NONBLOCK, so a FIFO swapped in meanwhile does
+// not hang the open) and every later check of it (type, owner, links, size, content) and every
+// change (mode, mtime) goes through that one descriptor: a name swapped for a symlink between a
+// check and a change (by a user who can write the directory) is never followed.
+struct InPlace {
+  bool exists = false;
+  struct stat st = {};  // of the descriptor when it is open, else the name's lstat
+  UniqueFd fd;          // open when a regular file could be opened for reading
+  int open_errno = 0;   // why a regular file could not be opened
+
+  bool Regular() const { return fd.valid(); }
+};
+
+// Looks at `name` in `dir` (`shown` names it in messages). Errors: ErrnoError "path \"shown\""
+// when it cannot be looked at (the directory cannot be searched).
+Result<InPlace> LookInPlace(int dir, const std::string& name, const std::string& shown) {
+  InPlace in;
+  if (::fstatat(dir, name.c_str(), &in.st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return in;
+    return Err(ErrnoError("path \"" + shown + "\"", errno));
+  }
+  in.exists = true;
+  if (!S_ISREG(in.st.st_mode)) return in;
+  in.fd.Reset(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!in.fd) {
+    in.open_errno = errno;
+    // Replaced by something else meanwhile (ELOOP, ENXIO...): what is there now.
+    if (::fstatat(dir, name.c_str(), &in.st, AT_SYMLINK_NOFOLLOW) != 0) in.exists = false;
+    return in;
+  }
+  if (::fstat(in.fd.get(), &in.st) != 0) return Err(ErrnoError("path \"" + shown + "\"", errno));
+  if (!S_ISREG(in.st.st_mode)) in.fd.Reset();  // replaced between the look and the open
+  return in;
+}
+
+// BLAKE3 of the file open at `fd` (from its start), or nullopt if it cannot be read.
+std::optional<Digest> HashFd(int fd) {
   Blake3Hasher h;
   std::vector<uint8_t> buf(1 << 20);
-  while (true) {
-    auto n = ReadFull(fd.get(), buf, name);
+  for (uint64_t off = 0;;) {
+    auto n = PReadFull(fd, buf, off, "file");
     if (!n) return std::nullopt;
     h.Update(buf.data(), *n);
+    off += *n;
     if (*n < buf.size()) break;
   }
   return h.Finalize();
 }
+
+// Gives the file kept in place (`in`, through its descriptor) entry `e`'s mode and recorded
+// mtime, each only where it differs, so that a file already right on a read-only file system
+// needs no change. Errors: ErrnoError "file \"shown\"".
+Status KeepInPlace(const Entry& e, const InPlace& in, const std::string& shown) {
+  if ((in.st.st_mode & 07777) != e.mode && ::fchmod(in.fd.get(), e.mode) != 0) {
+    return ErrnoError("file \"" + shown + "\"", errno);
+  }
+  auto times = TimesOf(e);
+  if (times && (in.st.st_mtim.tv_sec != (*times)[1].tv_sec ||
+                in.st.st_mtim.tv_nsec != (*times)[1].tv_nsec)) {
+    if (::futimens(in.fd.get(), times->data()) != 0) {
+      return ErrnoError("file \"" + shown + "\"", errno);
+    }
+  }
+  return Status::Ok();
+}
+
+// A file found identical by CheckConflicts: the inode that was hashed.
+struct Hashed {
+  dev_t dev;
+  ino_t ino;
+};
+using HashedFiles = std::unordered_map<const Entry*, Hashed>;
 
 // Where an entry lands: the name `name` in the directory `parent` (both relative to dest).
 struct Place {
@@ -312,25 +371,26 @@ class FileWriter {
         reader_(view.store(), options.reads),
         counters_(counters) {}
 
-  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages; `names`:
-  // how many names the version gives it in this pull (1 + its hardlinks). Returns whether it
-  // was written (false: already there with the right content). Nothing is renamed into place
-  // before its size and whole-file BLAKE3 are the entry's. Errors: those of Pull.
-  // `identical`: CheckConflicts hashed the file in place and found the entry's content.
+  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages; `in`: what
+  // stands there (LookInPlace); `names`: how many names the version gives it in this pull (1 +
+  // its hardlinks); `hashed`: the inode CheckConflicts found with the entry's content, if any.
+  // Returns whether it was written (false: already there with the right content). Nothing is
+  // renamed into place before its size and whole-file BLAKE3 are the entry's. Errors: those of
+  // Pull.
   Result<bool> WriteFile(const Entry& e, int dir, const std::string& name, const std::string& shown,
-                         nlink_t names, bool identical = false) {
-    struct stat st;
-    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                         const InPlace& in, nlink_t names, std::optional<Hashed> hashed) {
+    if (in.exists) {
+      const struct stat& st = in.st;
       // Kept only when it is this user's and has no more names than the version gives it (its
       // own hardlinks, linked by an earlier pull): setting the mode and time of a hard link from
       // elsewhere or of another user's file would change a file outside the destination (or
       // hand it to that user); such a file is replaced by a fresh copy instead.
-      if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
+      if (in.Regular() && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
           st.st_nlink <= names && st.st_uid == ::geteuid()) {
-        auto d = identical ? std::optional<Digest>(e.digest) : HashLocal(dir, name);
+        const bool same = hashed && hashed->dev == st.st_dev && hashed->ino == st.st_ino;
+        auto d = same ? std::optional<Digest>(e.digest) : HashFd(in.fd.get());
         if (d && *d == e.digest) {
-          ::fchmodat(dir, name.c_str(), e.mode, 0);
-          BDN_RETURN_IF_ERROR(RestoreMtime(e, dir, name, "file", shown));
+          BDN_RETURN_IF_ERROR(KeepInPlace(e, in, shown));
           if (counters_) {
             counters_->bytes_done += e.size_bytes;
             ++counters_->files_done;
@@ -338,13 +398,13 @@ class FileWriter {
           return false;
         }
       }
-      if (!overwrite_ && !SameContentElsewhere(st, e, dir, name, names)) {
+      if (!overwrite_ && !SameContentElsewhere(in, e, names)) {
         if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
-            ::faccessat(dir, name.c_str(), R_OK, AT_EACCESS) != 0) {
+            !in.Regular() && in.open_errno != 0) {
           return Err(AlreadyExistsError("file \"" + shown +
                                         "\": exists and cannot be read to compare with the "
                                         "version (" +
-                                        std::strerror(errno) + "; use --overwrite)"));
+                                        std::strerror(in.open_errno) + "; use --overwrite)"));
         }
         return Err(AlreadyExistsError("file \"" + shown +
                                       "\": exists with other content (use --overwrite)"));
@@ -367,13 +427,13 @@ class FileWriter {
   }
 
  private:
-  // Whether the file `name` (`st`: its lstat) has entry `e`'s content but is a hard link or
-  // another user's file: it is then replaced without --overwrite (nothing of it is lost).
-  static bool SameContentElsewhere(const struct stat& st, const Entry& e, int dir,
-                                   const std::string& name, nlink_t names) {
-    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != e.size_bytes) return false;
+  // Whether the file in place (`in`) has entry `e`'s content but is a hard link or another
+  // user's file: it is then replaced without --overwrite (nothing of it is lost).
+  static bool SameContentElsewhere(const InPlace& in, const Entry& e, nlink_t names) {
+    const struct stat& st = in.st;
+    if (!in.Regular() || static_cast<uint64_t>(st.st_size) != e.size_bytes) return false;
     if (st.st_nlink <= names && st.st_uid == ::geteuid()) return false;  // checked by the caller
-    auto d = HashLocal(dir, name);
+    auto d = HashFd(in.fd.get());
     return d && *d == e.digest;
   }
 
@@ -471,11 +531,11 @@ Status RemoveInTheWay(DirCursor& cursor, const std::string& name) {
 
 // Without --overwrite, what already stands where `plan` writes and differs from the version,
 // found before anything is written, so that a refused pull changes nothing (it wrote the files
-// before the first conflict). Adds the files found identical to `identical` (their hash is not
-// taken again). Errors: the first conflict's, as Pull gives it, followed by the next few paths
-// when there are more ("…; also in the way: \"p\", … (N in all)"); those of the cursor.
-Status CheckConflicts(const PullPlan& plan, DirCursor& cursor,
-                      std::unordered_set<const Entry*>& identical) {
+// before the first conflict). Adds the files found identical to `identical` with the inode
+// hashed (its hash is not taken again). Errors: the first conflict's, as Pull gives it, followed by
+// the next few paths when there are more ("…; also in the way: \"p\", … (N in all)"); those of the
+// cursor.
+Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, HashedFiles& identical) {
   std::vector<Status> found;
   std::vector<std::string> paths;
   auto conflict = [&](const char* kind, const std::string& path, const std::string& why) {
@@ -516,17 +576,18 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor,
     BDN_ASSIGN_OR_RETURN(bool exists, look(f->path, at, st));
     if (!exists) continue;
     const std::string path = cursor.Display(at.name);
-    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == f->size_bytes) {
-      auto d = HashLocal(cursor.fd(), at.name);
+    BDN_ASSIGN_OR_RETURN(InPlace in, LookInPlace(cursor.fd(), at.name, path));
+    if (S_ISREG(in.st.st_mode) && static_cast<uint64_t>(in.st.st_size) == f->size_bytes) {
+      auto d = in.Regular() ? HashFd(in.fd.get()) : std::nullopt;
       if (d && *d == f->digest) {
-        identical.insert(f);
+        identical[f] = Hashed{in.st.st_dev, in.st.st_ino};
         continue;
       }
-      if (!d && ::faccessat(cursor.fd(), at.name.c_str(), R_OK, AT_EACCESS) != 0) {
+      if (!in.Regular() && in.open_errno != 0) {
         conflict("file", path,
                  std::string("exists and cannot be read to compare with the "
                              "version (") +
-                     std::strerror(errno) + "; use --overwrite)");
+                     std::strerror(in.open_errno) + "; use --overwrite)");
         continue;
       }
     }
@@ -605,8 +666,7 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
 // share one descriptor of it, and this thread owns the cursor. Adds to `result`. Errors: the
 // first of the files' (the others still finish).
 Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, int jobs,
-                  bool overwrite, const std::unordered_set<const Entry*>& identical,
-                  PullResult& result) {
+                  bool overwrite, const HashedFiles& identical, PullResult& result) {
   ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
   std::unordered_map<std::string, nlink_t> hardlinks;  // target path -> links to it pulled
   for (const Entry* l : plan.links) ++hardlinks[l->target];
@@ -620,21 +680,29 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
       break;
     }
     std::string shown = cursor.Display(at.name);
-    // A directory in the way is removed here, by the cursor's owner, before the file task.
-    struct stat st;
-    if (::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISDIR(st.st_mode)) {
+    // What stands there is looked at (and a regular file opened) here, by the cursor's owner; a
+    // directory in the way is removed before the file task.
+    auto in = LookInPlace(cursor.fd(), at.name, shown);
+    if (!in) {
+      first = in.error();
+      break;
+    }
+    if (in->exists && S_ISDIR(in->st.st_mode)) {
       first = overwrite ? RemoveInTheWay(cursor, at.name)
                         : AlreadyExistsError("file \"" + shown +
                                              "\": exists with other content (use --overwrite)");
       if (!first.ok()) break;
+      in->exists = false;
     }
     const auto linked = hardlinks.find(f->path);
     const nlink_t names = 1 + (linked == hardlinks.end() ? 0 : linked->second);
-    futures.push_back(pool.Submit([&writer, f, here = *here, name = std::move(at.name),
-                                   shown = std::move(shown), names, same = identical.contains(f)] {
-      return writer.WriteFile(*f, here->get(), name, shown, names, same);
-    }));
+    const auto hashed = identical.find(f);
+    futures.push_back(pool.Submit(
+        [&writer, f, here = *here, name = std::move(at.name), shown = std::move(shown),
+         in = std::move(*in), names,
+         hashed = hashed == identical.end() ? std::nullopt : std::optional(hashed->second)] {
+          return writer.WriteFile(*f, here->get(), name, shown, in, names, hashed);
+        }));
   }
   for (size_t i = 0; i < futures.size(); ++i) {
     auto r = futures[i].get();
@@ -750,7 +818,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     }
   }
   PullResult result;
-  std::unordered_set<const Entry*> identical;
+  HashedFiles identical;
   if (!overwrite) BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, identical));
   BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite));
   {

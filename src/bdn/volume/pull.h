@@ -38,7 +38,9 @@ struct PullResult {
 // its place with the right size and BLAKE3 is kept, so an interrupted pull resumes (the leading
 // chunks of its partial file that hash to their ids are kept too, and count in the whole-file
 // check). Only files of this user's with no more links than the version's own hardlinks give
-// them are kept or given a mode, and only partial files with one link are resumed from: an
+// them are kept or given a mode (where it differs; every check and change of a kept file goes
+// through one descriptor opened without following a symlink, so a name swapped for a symlink
+// meanwhile is never followed), and only partial files with one link are resumed from: an
 // identical file with other names or another user's is replaced by a copy of its own, and
 // anything else at a partial file's name is removed first, so a pull never writes, chmods or
 // renames a file that has a name outside the destination. --overwrite (kOverwrite) replaces

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "bdn/format/chunk_index.h"
 #include "bdn/volume/compare.h"
@@ -560,6 +561,46 @@ TEST_F(VolumeTest, PullNeverWritesThroughWhatStandsAtAPartialFileName) {
   EXPECT_EQ(p.error().message(), "file \"" + (out / "a.txt").string() + "\" (its partial file " +
                                      partial + "): a directory is in the way; remove it");
   EXPECT_TRUE(fs::exists(out / partial / "keep"));
+}
+
+// From a tester: a file kept in place (identical) was checked and hashed by name and then
+// chmod-ed by name, following a symlink; a user who can write the directory swapped the name
+// for a symlink in between (renameat2 RENAME_EXCHANGE in a loop), and the pull chmod-ed the
+// symlink's target, any file. Every check and change of a file in place now goes through one
+// descriptor opened without following a symlink.
+TEST_F(VolumeTest, PullNeverChmodsThroughASymlinkSwappedIntoAFilesPlace) {
+  Write("a.txt", "hello");
+  fs::permissions(dir_ / "src/a.txt", fs::perms(0644));
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path victim = dir_ / "victim";
+  std::ofstream(victim) << "VICTIM";
+  fs::permissions(victim, fs::perms(0600));
+  fs::path out = dir_ / "out";
+  ASSERT_TRUE(Pull(*view, out, PullOptions{}, nullptr).has_value());
+  fs::create_symlink(victim, out / "swap");
+  std::atomic<bool> stop{false};
+  std::thread swapper([&] {
+    while (!stop) {
+      ::renameat2(AT_FDCWD, (out / "a.txt").c_str(), AT_FDCWD, (out / "swap").c_str(),
+                  RENAME_EXCHANGE);
+    }
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  int pulls = 0;
+  while (std::chrono::steady_clock::now() < until &&
+         fs::status(victim).permissions() == fs::perms(0600)) {
+    std::error_code ec;  // a symlink now and then
+    fs::permissions(out / "a.txt", fs::perms(0600),
+                    fs::perm_options::replace | fs::perm_options::nofollow, ec);
+    (void)Pull(*view, out, PullOptions{}, nullptr);  // refused whenever it meets the symlink
+    ++pulls;
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_EQ(fs::status(victim).permissions(), fs::perms(0600)) << "after " << pulls << " pulls";
+  EXPECT_EQ(ReadFile(victim), "VICTIM");
 }
 
 // A file already in place with the version's content but with another name elsewhere (a hard
