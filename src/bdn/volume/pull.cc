@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -372,21 +373,21 @@ class FileWriter {
         counters_(counters) {}
 
   // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages; `in`: what
-  // stands there (LookInPlace); `names`: how many names the version gives it in this pull (1 +
-  // its hardlinks); `hashed`: the inode CheckConflicts found with the entry's content, if any.
-  // Returns whether it was written (false: already there with the right content). Nothing is
-  // renamed into place before its size and whole-file BLAKE3 are the entry's. Errors: those of
-  // Pull.
+  // stands there (LookInPlace); `own_names`: how many of the names the version gives it in this
+  // pull (itself and its hardlinks) are names of the file in place; `hashed`: the inode
+  // CheckConflicts found with the entry's content, if any. Returns whether it was written (false:
+  // already there with the right content). Nothing is renamed into place before its size and
+  // whole-file BLAKE3 are the entry's. Errors: those of Pull.
   Result<bool> WriteFile(const Entry& e, int dir, const std::string& name, const std::string& shown,
-                         const InPlace& in, nlink_t names, std::optional<Hashed> hashed) {
+                         const InPlace& in, nlink_t own_names, std::optional<Hashed> hashed) {
     if (in.exists) {
       const struct stat& st = in.st;
-      // Kept only when it is this user's and has no more names than the version gives it (its
+      // Kept only when it is this user's and its only names are those the version gives it (its
       // own hardlinks, linked by an earlier pull): setting the mode and time of a hard link from
       // elsewhere or of another user's file would change a file outside the destination (or
       // hand it to that user); such a file is replaced by a fresh copy instead.
       if (in.Regular() && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
-          st.st_nlink <= names && st.st_uid == ::geteuid()) {
+          st.st_nlink == own_names && st.st_uid == ::geteuid()) {
         const bool same = hashed && hashed->dev == st.st_dev && hashed->ino == st.st_ino;
         auto d = same ? std::optional<Digest>(e.digest) : HashFd(in.fd.get());
         if (d && *d == e.digest) {
@@ -398,7 +399,7 @@ class FileWriter {
           return false;
         }
       }
-      if (!overwrite_ && !SameContentElsewhere(in, e, names)) {
+      if (!overwrite_ && !SameContentElsewhere(in, e, own_names)) {
         if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
             !in.Regular() && in.open_errno != 0) {
           return Err(AlreadyExistsError("file \"" + shown +
@@ -429,10 +430,10 @@ class FileWriter {
  private:
   // Whether the file in place (`in`) has entry `e`'s content but is a hard link or another
   // user's file: it is then replaced without --overwrite (nothing of it is lost).
-  static bool SameContentElsewhere(const InPlace& in, const Entry& e, nlink_t names) {
+  static bool SameContentElsewhere(const InPlace& in, const Entry& e, nlink_t own_names) {
     const struct stat& st = in.st;
     if (!in.Regular() || static_cast<uint64_t>(st.st_size) != e.size_bytes) return false;
-    if (st.st_nlink <= names && st.st_uid == ::geteuid()) return false;  // checked by the caller
+    if (st.st_nlink == own_names && st.st_uid == ::geteuid()) return false;  // the caller's
     auto d = HashFd(in.fd.get());
     return d && *d == e.digest;
   }
@@ -662,15 +663,50 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
   return Status::Ok();
 }
 
+// Inodes (device, inode number).
+using InodeSet = std::set<std::pair<dev_t, ino_t>>;
+
+// How many of `links` (the version's hardlinks to a file, pulled too) already name the inode
+// `st` in the destination, each looked at without following a symlink (the `others` cursor, opened
+// at `dest` when first needed, visits their directories). Errors: those of the cursor.
+Result<nlink_t> OwnLinksTo(const struct stat& st, const std::vector<const Entry*>& links,
+                           const PullPlan& plan, const fs::path& dest,
+                           std::optional<DirCursor>& others) {
+  nlink_t n = 0;
+  for (const Entry* l : links) {
+    if (!others) {
+      BDN_ASSIGN_OR_RETURN(auto c, DirCursor::Open(dest));
+      others.emplace(std::move(c));
+    }
+    const Place at = PlaceOf(plan.local(l->path));
+    Status moved = others->MoveTo(at.parent);
+    if (moved.code() == StatusCode::kNotFound || moved.code() == StatusCode::kFailedPrecondition) {
+      continue;  // its directory is not there (yet): not a name of this file
+    }
+    BDN_RETURN_IF_ERROR(moved);
+    struct stat ls;
+    if (::fstatat(others->fd(), at.name.c_str(), &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+        ls.st_dev == st.st_dev && ls.st_ino == st.st_ino) {
+      ++n;
+    }
+  }
+  return n;
+}
+
 // Writes the files of `plan`, up to `jobs` at once, in path order; the files of one directory
-// share one descriptor of it, and this thread owns the cursor. Adds to `result`. Errors: the
-// first of the files' (the others still finish).
-Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, int jobs,
-                  bool overwrite, const HashedFiles& identical, PullResult& result) {
+// share one descriptor of it, and this thread owns the cursor. Adds to `result`, and to
+// `replaced` the inodes of regular files that stood in place and were replaced by a copy.
+// Errors: the first of the files' (the others still finish).
+Status WriteFiles(const PullPlan& plan, const fs::path& dest, DirCursor& cursor, FileWriter& writer,
+                  int jobs, bool overwrite, const HashedFiles& identical, PullResult& result,
+                  InodeSet& replaced) {
   ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
-  std::unordered_map<std::string, nlink_t> hardlinks;  // target path -> links to it pulled
-  for (const Entry* l : plan.links) ++hardlinks[l->target];
+  // Target path -> its hardlinks pulled too.
+  std::unordered_map<std::string, std::vector<const Entry*>> hardlinks;
+  for (const Entry* l : plan.links) hardlinks[l->target].push_back(l);
+  std::optional<DirCursor> others;
   std::vector<std::future<Result<bool>>> futures;
+  std::vector<std::optional<std::pair<dev_t, ino_t>>> olds;  // a regular file in place, by future
   Status first;
   for (const Entry* f : plan.files) {
     Place at = PlaceOf(plan.local(f->path));
@@ -694,14 +730,26 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
       if (!first.ok()) break;
       in->exists = false;
     }
+    // The names of the file in place that the version gives it: a link is told by its inode,
+    // not counted (a name from outside must not pass for one of the version's hardlinks).
+    nlink_t own_names = 1;
     const auto linked = hardlinks.find(f->path);
-    const nlink_t names = 1 + (linked == hardlinks.end() ? 0 : linked->second);
+    if (in->Regular() && linked != hardlinks.end()) {
+      auto n = OwnLinksTo(in->st, linked->second, plan, dest, others);
+      if (!n) {
+        first = n.error();
+        break;
+      }
+      own_names += *n;
+    }
+    olds.push_back(in->Regular() ? std::optional(std::pair(in->st.st_dev, in->st.st_ino))
+                                 : std::nullopt);
     const auto hashed = identical.find(f);
     futures.push_back(pool.Submit(
         [&writer, f, here = *here, name = std::move(at.name), shown = std::move(shown),
-         in = std::move(*in), names,
+         in = std::move(*in), own_names,
          hashed = hashed == identical.end() ? std::nullopt : std::optional(hashed->second)] {
-          return writer.WriteFile(*f, here->get(), name, shown, in, names, hashed);
+          return writer.WriteFile(*f, here->get(), name, shown, in, own_names, hashed);
         }));
   }
   for (size_t i = 0; i < futures.size(); ++i) {
@@ -711,6 +759,7 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
     } else if (*r) {
       ++result.files_written;
       result.bytes_written += plan.files[i]->size_bytes;
+      if (olds[i]) replaced.insert(*olds[i]);
     } else {
       ++result.files_skipped;
     }
@@ -719,9 +768,11 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
 }
 
 // Links the hardlinks of `plan` to their targets (a second cursor goes to each target's
-// directory). Errors: those of Pull.
-Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& cursor,
-                     bool overwrite) {
+// directory). A name of an inode in `replaced` (a file this pull replaced by a copy of its own,
+// e.g. one with a name outside the destination) is linked to the copy without --overwrite.
+// Errors: those of Pull.
+Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& cursor, bool overwrite,
+                     const InodeSet& replaced) {
   std::optional<DirCursor> targets;
   for (const Entry* e : plan.links) {
     if (!targets) {
@@ -739,7 +790,7 @@ Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& curs
       continue;
     }
     if (exists) {
-      if (!overwrite) {
+      if (!overwrite && !(S_ISREG(a.st_mode) && replaced.contains({a.st_dev, a.st_ino}))) {
         return AlreadyExistsError("file \"" + cursor.Display(at.name) +
                                   "\": exists with other content (use --overwrite)");
       }
@@ -819,15 +870,17 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
   }
   PullResult result;
   HashedFiles identical;
+  InodeSet replaced;
   if (!overwrite) BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, identical));
   BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite));
   {
     // The writer (and its ChunkReader) outlives the pool inside WriteFiles.
     FileWriter writer(view, options, counters);
     const int jobs = options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads();
-    BDN_RETURN_IF_ERROR(WriteFiles(plan, cursor, writer, jobs, overwrite, identical, result));
+    BDN_RETURN_IF_ERROR(
+        WriteFiles(plan, dest, cursor, writer, jobs, overwrite, identical, result, replaced));
   }
-  BDN_RETURN_IF_ERROR(LinkHardlinks(plan, dest, cursor, overwrite));
+  BDN_RETURN_IF_ERROR(LinkHardlinks(plan, dest, cursor, overwrite, replaced));
   BDN_RETURN_IF_ERROR(SetDirectoryModesAndTimes(plan, cursor));
   return result;
 }

@@ -37,20 +37,20 @@ struct PullResult {
 // renamed into place only once its size and whole-file BLAKE3 are the entry's. A file already at
 // its place with the right size and BLAKE3 is kept, so an interrupted pull resumes (the leading
 // chunks of its partial file that hash to their ids are kept too, and count in the whole-file
-// check). Only files of this user's with no more links than the version's own hardlinks give
-// them are kept or given a mode (where it differs; every check and change of a kept file goes
-// through one descriptor opened without following a symlink, so a name swapped for a symlink
-// meanwhile is never followed), and only partial files with one link are resumed from: an
-// identical file with other names or another user's is replaced by a copy of its own, and
-// anything else at a partial file's name is removed first, so a pull never writes, chmods or
-// renames a file that has a name outside the destination. --overwrite (kOverwrite) replaces
-// files and symlinks in the way, and directories only when empty. Up to options.jobs files are
-// written at once; from a store that prefers batches (a remote tier) their chunks are read in
-// batches (ChunkReader, bounded by options.reads), else one Get per chunk. Every file-system step
-// is relative to a directory handle (base/dir_fd.h): paths longer than PATH_MAX work, and the time
-// is linear in the tree whatever its depth. Layout kFullPaths puts entry "a/b" at dest/a/b;
-// kStripPrefix drops options.path from the front. Errors: NotFound "path \"p\": not in bdn:…";
-// AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
+// check). Only files of this user's whose every name is one the version gives them here (told by
+// inode: the file's own path and its pulled hardlinks) are kept or given a mode (where it differs;
+// every check and change of a kept file goes through one descriptor opened without following a
+// symlink, so a name swapped for a symlink meanwhile is never followed), and only partial files
+// with one link are resumed from: an identical file with other names or another user's is replaced
+// by a copy of its own, and anything else at a partial file's name is removed first, so a pull
+// never writes, chmods or renames a file that has a name outside the destination. --overwrite
+// (kOverwrite) replaces files and symlinks in the way, and directories only when empty. Up to
+// options.jobs files are written at once; from a store that prefers batches (a remote tier) their
+// chunks are read in batches (ChunkReader, bounded by options.reads), else one Get per chunk. Every
+// file-system step is relative to a directory handle (base/dir_fd.h): paths longer than PATH_MAX
+// work, and the time is linear in the tree whatever its depth. Layout kFullPaths puts entry "a/b"
+// at dest/a/b; kStripPrefix drops options.path from the front. Errors: NotFound "path \"p\": not in
+// bdn:…"; AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
 // kOverwrite every such conflict is found before anything is written; more than one: "…; also
 // in the way: \"dest/y\", … (N in all)"); FailedPrecondition
 // "path \"dest/x\": not a directory (a symlink or file is in the way)" (never written through);

@@ -625,6 +625,46 @@ TEST_F(VolumeTest, PullReplacesAnIdenticalHardLinkInsteadOfChangingItsInode) {
   EXPECT_EQ(ReadFile(dir_ / "out/a.txt"), "hello\n");
 }
 
+// From a tester: a file with one name outside passed the "no more names than the version gives
+// it" count whenever the version gives it a hardlink; the pull then chmod-ed the outside file and
+// linked the version's other name to it. Links are told by their inode now: the file in place is
+// kept only when its every name is one the version gives it here.
+TEST_F(VolumeTest, PullReplacesAFileLinkedFromOutsideThoughTheVersionHardLinksIt) {
+  Write("small", "hello\n");
+  fs::permissions(dir_ / "src/small", fs::perms(0755));
+  ASSERT_EQ(::link((dir_ / "src/small").c_str(), (dir_ / "src/small2").c_str()), 0);
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path secret = dir_ / "secret";
+  std::ofstream(secret) << "hello\n";
+  fs::permissions(secret, fs::perms(0600));
+  fs::path out = dir_ / "out";
+  fs::create_directories(out);
+  ASSERT_EQ(::link(secret.c_str(), (out / "small").c_str()), 0);
+  auto unlinked = [&](const std::string& when) {
+    EXPECT_EQ(fs::status(secret).permissions(), fs::perms(0600)) << when;
+    EXPECT_EQ(fs::hard_link_count(secret), 1u) << when;
+    EXPECT_EQ(fs::hard_link_count(out / "small"), 2u) << when;
+    EXPECT_TRUE(fs::equivalent(out / "small", out / "small2")) << when;
+    EXPECT_EQ(fs::status(out / "small").permissions(), fs::perms(0755)) << when;
+    EXPECT_EQ(ReadFile(out / "small2"), "hello\n") << when;
+  };
+  auto p = Pull(*view, out, PullOptions{}, nullptr);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(p->files_written, 1u);
+  unlinked("one outside name");
+  // Both of the version's names linked to the outside file (what the bug left): both are
+  // replaced, without --overwrite.
+  fs::remove(out / "small");
+  fs::remove(out / "small2");
+  ASSERT_EQ(::link(secret.c_str(), (out / "small").c_str()), 0);
+  ASSERT_EQ(::link(secret.c_str(), (out / "small2").c_str()), 0);
+  p = Pull(*view, out, PullOptions{}, nullptr);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  unlinked("both names linked outside");
+}
+
 // The version's own hardlinks, linked by an earlier pull, are not names from elsewhere: a pull
 // again keeps the file and its links (it replaced the file and then found each link "with other
 // content").
