@@ -157,6 +157,8 @@ struct PullPlan {
   std::vector<const Entry*> links;
   // Where entry path `p` lands, relative to dest.
   std::function<std::string(const std::string&)> local;
+  // The name of each file's partial file (of plan.files; in the file's directory).
+  std::unordered_map<const Entry*, std::string> partials;
 };
 
 bool Selected(const Entry& e, const std::string& path, const std::vector<std::string>& includes) {
@@ -227,6 +229,25 @@ Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
       plan.files.push_back(&plan.detached.back());
     }
   }
+  // A version may hold any name, ".bdn-partial-…" too: a file's partial file is the first
+  // candidate (PartialFileName) that no entry of this pull has in that directory and no other
+  // file there uses, else it would be renamed over that entry (or removed as a stranger). The
+  // choice depends only on the names pulled, so a later pull of the same resumes from it.
+  std::unordered_map<std::string, std::unordered_set<std::string>> taken;  // parent -> names
+  for (const Entry* e : plan.entries) {
+    Place at = PlaceOf(plan.local(e->path));
+    taken[at.parent].insert(std::move(at.name));
+  }
+  for (const Entry* f : plan.files) {
+    const Place at = PlaceOf(plan.local(f->path));
+    auto& names = taken[at.parent];
+    std::string partial = PartialFileName(at.name);
+    for (int attempt = 1; names.contains(partial); ++attempt) {
+      partial = PartialFileName(at.name, attempt);
+    }
+    names.insert(partial);
+    plan.partials[f] = std::move(partial);
+  }
   return plan;
 }
 
@@ -236,16 +257,17 @@ Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
 // Discard (a file not worth resuming from). Owns the descriptor: every path closes it once.
 class PartialFile {
  public:
-  // Opens and locks the partial file of `name` in directory `dir`; `shown` names the file in
-  // messages. Only a regular file of this user's with one link is resumed from: anything else at
+  // Opens and locks the partial file `tmp` of `name` in directory `dir`; `shown` names the file
+  // in messages. Only a regular file of this user's with one link is resumed from: anything else at
   // the partial file's name (a hard link to a file elsewhere, another user's file in a shared
   // directory, a symlink, a FIFO, an empty directory) is removed first, so that nothing is ever
   // written, chmod-ed or renamed into place through it. Errors: ErrnoError "file \"shown\" (its
   // partial file .bdn-partial-…)"; FailedPrecondition when what is in the way cannot be removed
   // (a non-empty directory; another user's file in a sticky directory) or keeps coming back;
   // Conflict "file \"shown\": another pull is writing it" while another process holds its lock.
-  static Result<PartialFile> Open(int dir, const std::string& name, const std::string& shown) {
-    PartialFile p(dir, name, shown);
+  static Result<PartialFile> Open(int dir, const std::string& name, const std::string& tmp,
+                                  const std::string& shown) {
+    PartialFile p(dir, name, tmp, shown);
     for (int attempt = 0;; ++attempt) {
       if (attempt == 8) {
         return Err(FailedPreconditionError(p.what() + ": something else keeps taking its name"));
@@ -308,13 +330,22 @@ class PartialFile {
   }
 
   // Gives it `size_bytes`, entry `e`'s mode and recorded times, closes it and renames it into
-  // place as the file. Errors: Error(errno) (the partial file is kept, but for a failed close
-  // or rename, which remove it); ErrnoError "file \"shown\"" for the rename.
+  // place as the file, once its name still holds the inode written (checked while it is open
+  // and locked). Errors: Error(errno) (the partial file is kept, but for a failed close or
+  // rename, which remove it); FailedPrecondition "…: replaced while it was written" (nothing
+  // is put in place); ErrnoError "file \"shown\"" for the rename.
   Status Commit(const Entry& e) {
     auto times = TimesOf(e);
     if (::ftruncate(fd_.get(), static_cast<off_t>(e.size_bytes)) != 0 ||
         ::fchmod(fd_.get(), e.mode) != 0 || (times && ::futimens(fd_.get(), times->data()) != 0)) {
       return Error(errno);
+    }
+    struct stat held, named;
+    if (::fstat(fd_.get(), &held) != 0) return Error(errno);
+    if (::fstatat(dir_, tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+        named.st_dev != held.st_dev || named.st_ino != held.st_ino) {
+      return FailedPreconditionError(what() +
+                                     ": replaced while it was written; nothing was put in place");
     }
     if (Status closed = fd_.Close(what()); !closed.ok()) {
       ::unlinkat(dir_, tmp_.c_str(), 0);
@@ -329,8 +360,8 @@ class PartialFile {
   }
 
  private:
-  PartialFile(int dir, const std::string& name, const std::string& shown)
-      : dir_(dir), name_(name), shown_(shown), tmp_(PartialFileName(name)) {}
+  PartialFile(int dir, const std::string& name, const std::string& tmp, const std::string& shown)
+      : dir_(dir), name_(name), shown_(shown), tmp_(tmp) {}
 
   // A partial file a pull may resume from and write: a regular file of this user's, with no
   // other name (writing or chmod-ing a hard link would change a file outside the destination).
@@ -372,13 +403,15 @@ class FileWriter {
         reader_(view.store(), options.reads),
         counters_(counters) {}
 
-  // Writes entry `e` as `name` in the directory `dir`; `shown` names it in messages; `in`: what
+  // Writes entry `e` as `name` in the directory `dir`, assembled in its partial file
+  // `partial_name` there; `shown` names it in messages; `in`: what
   // stands there (LookInPlace); `own_names`: how many of the names the version gives it in this
   // pull (itself and its hardlinks) are names of the file in place; `hashed`: the inode
   // CheckConflicts found with the entry's content, if any. Returns whether it was written (false:
   // already there with the right content). Nothing is renamed into place before its size and
   // whole-file BLAKE3 are the entry's. Errors: those of Pull.
-  Result<bool> WriteFile(const Entry& e, int dir, const std::string& name, const std::string& shown,
+  Result<bool> WriteFile(const Entry& e, int dir, const std::string& name,
+                         const std::string& partial_name, const std::string& shown,
                          const InPlace& in, nlink_t own_names, std::optional<Hashed> hashed) {
     if (in.exists) {
       const struct stat& st = in.st;
@@ -414,7 +447,7 @@ class FileWriter {
     // The chunk list first: a file whose list is missing, corrupt or unreachable gets no partial
     // file (an empty one would be no help to a later pull).
     BDN_ASSIGN_OR_RETURN(auto fc, view_.ChunksOf(e));
-    BDN_ASSIGN_OR_RETURN(PartialFile partial, PartialFile::Open(dir, name, shown));
+    BDN_ASSIGN_OR_RETURN(PartialFile partial, PartialFile::Open(dir, name, partial_name, shown));
     BDN_ASSIGN_OR_RETURN(uint64_t written, Fill(e, fc->chunks, partial));
     if (written != e.size_bytes) {
       partial.Discard();  // a file whose size or digest is wrong is not worth resuming from
@@ -746,10 +779,10 @@ Status WriteFiles(const PullPlan& plan, const fs::path& dest, DirCursor& cursor,
                                  : std::nullopt);
     const auto hashed = identical.find(f);
     futures.push_back(pool.Submit(
-        [&writer, f, here = *here, name = std::move(at.name), shown = std::move(shown),
-         in = std::move(*in), own_names,
+        [&writer, f, here = *here, name = std::move(at.name), &partial = plan.partials.at(f),
+         shown = std::move(shown), in = std::move(*in), own_names,
          hashed = hashed == identical.end() ? std::nullopt : std::optional(hashed->second)] {
-          return writer.WriteFile(*f, here->get(), name, shown, in, own_names, hashed);
+          return writer.WriteFile(*f, here->get(), name, partial, shown, in, own_names, hashed);
         }));
   }
   for (size_t i = 0; i < futures.size(); ++i) {
@@ -821,8 +854,13 @@ Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
 
 }  // namespace
 
-std::string PartialFileName(std::string_view name) {
-  return ".bdn-partial-" + Digest::Of(name).Hex().substr(0, 32);
+std::string PartialFileName(std::string_view name, int attempt) {
+  if (attempt == 0) return ".bdn-partial-" + Digest::Of(name).Hex().substr(0, 32);
+  // A name holds no NUL, so no name and attempt give the bytes of another's.
+  std::string salted(name);
+  salted += '\0';
+  salted += std::to_string(attempt);
+  return ".bdn-partial-" + Digest::Of(salted).Hex().substr(0, 32);
 }
 
 Status CatFile(const VersionView& view, const std::string& path, int fd,

@@ -63,10 +63,15 @@ struct PullResult {
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
 
-// The name of the partial file in which Pull assembles the file `name` (one path component), in
-// the same directory: ".bdn-partial-" and the first 32 hex digits of BLAKE3(name). One per name,
-// so no two entries of a pull share one, and a later pull of the same path resumes from it.
-std::string PartialFileName(std::string_view name);
+// The name of a partial file in which Pull assembles the file `name` (one path component), in
+// the same directory: ".bdn-partial-" and the first 32 hex digits of BLAKE3(name) (attempt 0),
+// else of BLAKE3(name, NUL, attempt in decimal). Pull takes the first attempt that is the name of
+// no entry it writes in that directory and no other file's partial file there (a version may
+// hold names like these too: a partial file at one would be renamed over it): one per file, the
+// same in every pull of those names, so a later pull of the same path resumes from it. Partial
+// files stay beside their files rather than in a directory of their own, as resuming needs a
+// name that the next pull finds again and the rename into place needs the same file system.
+std::string PartialFileName(std::string_view name, int attempt = 0);
 
 // Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk (digest and
 // length) before each is written; from a store that prefers batches, the chunks are read in

@@ -747,6 +747,48 @@ TEST_F(VolumeTest, PullOverwriteNeverDeletesADirectorysContents) {
   EXPECT_EQ(ReadFile(dir_ / "out/a.txt"), "hello");
 }
 
+// From a tester: a version entry named like a sibling's partial file (".bdn-partial-" and 32
+// hex digits of BLAKE3("x")) shared its name: the pull put that entry's bytes at "x" and left no
+// entry of that name (a file), or removed the version's symlink or directory as a stranger. A
+// partial file takes a name no entry of the pull has in that directory.
+TEST_F(VolumeTest, PullNeverGivesAPartialFileTheNameOfAnEntry) {
+  const std::string p = PartialFileName("x");
+  Write("x", Random(300'000, 1));
+  Write(p, Random(100'000, 2));
+  auto files = PushSrc("files");
+  ASSERT_TRUE(files.has_value());
+  fs::remove(dir_ / "src" / p);
+  fs::create_symlink("target", dir_ / "src" / p);
+  auto symlink = PushSrc("symlink");
+  ASSERT_TRUE(symlink.has_value());
+  fs::remove(dir_ / "src" / p);
+  Write(p + "/inner", "inside");
+  auto directory = PushSrc("directory");
+  ASSERT_TRUE(directory.has_value());
+  for (const auto& [name, pushed] :
+       {std::pair{"files", *files}, {"symlink", *symlink}, {"directory", *directory}}) {
+    auto view = *VersionView::Open(store_, pushed.ref.digest);
+    fs::path out = dir_ / ("out-" + std::string(name));
+    PullOptions opts;
+    opts.jobs = 2;
+    auto pulled = Pull(*view, out, opts, nullptr);
+    ASSERT_TRUE(pulled.has_value()) << name << ": " << pulled.error().message();
+    EXPECT_TRUE(ReadFile(out / "x") == Random(300'000, 1)) << name;
+    if (std::string(name) == "files") {
+      EXPECT_TRUE(ReadFile(out / p) == Random(100'000, 2));
+    } else if (std::string(name) == "symlink") {
+      EXPECT_EQ(fs::read_symlink(out / p), "target");
+    } else {
+      EXPECT_EQ(ReadFile(out / p / "inner"), "inside");
+    }
+    for (const auto& f : fs::directory_iterator(out)) {
+      EXPECT_TRUE(f.path().filename() == "x" || f.path().filename() == p) << f.path();
+    }
+  }
+  EXPECT_NE(PartialFileName("x", 1), p);
+  EXPECT_EQ(PartialFileName("x", 1).size(), p.size());
+}
+
 TEST_F(VolumeTest, PartialFileNamesDifferPerNameAndFitNameMax) {
   EXPECT_EQ(PartialFileName("a"),
             ".bdn-partial-" + Digest::Of(std::string_view("a")).Hex().substr(0, 32));
