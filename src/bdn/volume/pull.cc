@@ -563,26 +563,97 @@ Status RemoveInTheWay(DirCursor& cursor, const std::string& name) {
   return ErrnoError("path \"" + cursor.Display(name) + "\"", errno);
 }
 
-// Without --overwrite, what already stands where `plan` writes and differs from the version,
-// found before anything is written, so that a refused pull changes nothing (it wrote the files
-// before the first conflict). Adds the files found identical to `identical` with the inode
-// hashed (its hash is not taken again). Errors: the first conflict's, as Pull gives it, followed by
-// the next few paths when there are more ("…; also in the way: \"p\", … (N in all)"); those of the
+// Whether the directory `name` in `dir` holds anything; looked at without following a symlink.
+// Errors: ErrnoError "path \"shown\"".
+Result<bool> HoldsAnything(int dir, const std::string& name, const std::string& shown) {
+  BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(dir, name, shown));
+  BDN_ASSIGN_OR_RETURN(auto names, ListNames(d.get(), shown));
+  return !names.empty();
+}
+
+// Whether this user can neither remove nor rename over `st` (an lstat) in a directory `parent`
+// (its fstat): another user's, in a sticky directory that is not this user's (root can).
+bool StuckInStickyDirectory(const struct stat& st, const struct stat& parent) {
+  const uid_t me = ::geteuid();
+  return me != 0 && st.st_uid != me && (parent.st_mode & S_ISVTX) != 0 && parent.st_uid != me;
+}
+
+// What already stands where `plan` writes and is in the way, found before anything is written,
+// so that a refused pull changes nothing (it wrote the files before the first conflict, or with
+// --overwrite removed and wrote entries before a directory that is not empty). Without
+// `overwrite`: whatever differs from the version. Either way: what --overwrite cannot replace
+// either: a directory that is not empty where a file, symlink or hardlink goes, and (not as root)
+// another user's file or symlink in a sticky directory that is not this user's, which would
+// have to be removed or replaced (an identical one too: it is not kept, being another user's).
+// Without `overwrite`, adds the files found identical to `identical` with the inode hashed (its
+// hash is not taken again). Errors: those that --overwrite cannot help first (FailedPrecondition
+// "path \"dest/x\": a directory that is not empty is in the way (…)", "file \"dest/x\": another
+// user's file in a sticky directory is in the way and cannot be replaced (…)"), then the
+// conflicts (AlreadyExists, as Pull gives them); the first one's message, followed by the next
+// few paths when there are more ("…; also in the way: \"p\", … (N in all)"); those of the
 // cursor.
-Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, HashedFiles& identical) {
-  std::vector<Status> found;
-  std::vector<std::string> paths;
+Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
+                      HashedFiles& identical) {
+  std::vector<std::pair<Status, std::string>> stuck, conflicts;  // the error, the path
   auto conflict = [&](const char* kind, const std::string& path, const std::string& why) {
-    found.push_back(AlreadyExistsError(std::string(kind) + " \"" + path + "\": " + why));
-    paths.push_back(path);
+    if (overwrite) return;
+    conflicts.emplace_back(AlreadyExistsError(std::string(kind) + " \"" + path + "\": " + why),
+                           path);
   };
-  // Whether something stands where `rel` goes; leaves the cursor in its parent and `st` filled.
+  auto not_empty = [&](const std::string& path) {
+    stuck.emplace_back(FailedPreconditionError(
+                           "path \"" + path +
+                           "\": a directory that is not empty is in the way (--overwrite replaces "
+                           "files and symlinks, not a directory's contents)"),
+                       path);
+  };
+  struct stat parent;
+  // Whether something stands where `rel` goes; leaves the cursor in its parent, `parent` and
+  // `st` filled. Nothing is there below a path where a file or symlink stands in a directory's
+  // way (reported as such): the cursor does not go through it.
   auto look = [&](const std::string& rel, Place& at, struct stat& st) -> Result<bool> {
     at = PlaceOf(plan.local(rel));
     Status moved = cursor.MoveTo(at.parent);
-    if (moved.code() == StatusCode::kNotFound) return false;  // nothing below it is there yet
+    if (moved.code() == StatusCode::kNotFound || moved.code() == StatusCode::kFailedPrecondition) {
+      return false;
+    }
     BDN_RETURN_IF_ERROR(moved);
+    if (::fstat(cursor.fd(), &parent) != 0) {
+      return Err(ErrnoError("directory \"" + cursor.Display() + "\"", errno));
+    }
     return ::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  };
+  // What stands at `at` (`st`) and must go: refused when it cannot (a directory that holds
+  // anything; another user's in a sticky directory); `kind` names it in messages.
+  auto must_go = [&](const char* kind, const Place& at, const struct stat& st) -> Status {
+    const std::string path = cursor.Display(at.name);
+    if (S_ISDIR(st.st_mode)) {
+      BDN_ASSIGN_OR_RETURN(bool full, HoldsAnything(cursor.fd(), at.name, path));
+      if (full) {
+        not_empty(path);
+        return Status::Ok();
+      }
+    }
+    if (StuckInStickyDirectory(st, parent)) {
+      stuck.emplace_back(
+          FailedPreconditionError(std::string(kind) + " \"" + path + "\": another user's " +
+                                  (S_ISDIR(st.st_mode)   ? "directory"
+                                   : S_ISLNK(st.st_mode) ? "symlink"
+                                                         : "file") +
+                                  " in a sticky directory is in the way and "
+                                  "cannot be replaced (remove it, or pull "
+                                  "elsewhere)"),
+          path);
+    }
+    return Status::Ok();
+  };
+  // A conflict unless what is there cannot go anyway (then it is reported as such).
+  auto refuse = [&](const char* kind, const Place& at, const struct stat& st,
+                    const std::string& why) -> Status {
+    const size_t before = stuck.size();
+    BDN_RETURN_IF_ERROR(must_go(kind, at, st));
+    if (stuck.size() == before) conflict(kind, cursor.Display(at.name), why);
+    return Status::Ok();
   };
   const std::string other = "exists with other content (use --overwrite)";
   Place at;
@@ -591,10 +662,10 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, HashedFiles& iden
     if (e->kind != EntryKind::kDirectory && e->kind != EntryKind::kSymlink) continue;
     BDN_ASSIGN_OR_RETURN(bool exists, look(e->path, at, st));
     if (!exists) continue;
-    const std::string path = cursor.Display(at.name);
     if (e->kind == EntryKind::kDirectory) {
       if (!S_ISDIR(st.st_mode)) {
-        conflict("path", path, "exists and is not a directory (use --overwrite)");
+        BDN_RETURN_IF_ERROR(
+            refuse("path", at, st, "exists and is not a directory (use --overwrite)"));
       }
       continue;
     }
@@ -603,13 +674,19 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, HashedFiles& iden
                           ? ::readlinkat(cursor.fd(), at.name.c_str(), cur.data(), cur.size())
                           : -1;
     if (n < 0 || std::string(cur.data(), static_cast<size_t>(n)) != e->target) {
-      conflict("path", path, other);
+      BDN_RETURN_IF_ERROR(refuse("path", at, st, other));
     }
   }
   for (const Entry* f : plan.files) {
     BDN_ASSIGN_OR_RETURN(bool exists, look(f->path, at, st));
     if (!exists) continue;
     const std::string path = cursor.Display(at.name);
+    if (st.st_uid != ::geteuid() || overwrite || S_ISDIR(st.st_mode)) {
+      // Another user's file is replaced even when identical; with --overwrite anything else.
+      const size_t before = stuck.size();
+      BDN_RETURN_IF_ERROR(must_go("file", at, st));
+      if (stuck.size() > before || overwrite) continue;
+    }
     BDN_ASSIGN_OR_RETURN(InPlace in, LookInPlace(cursor.fd(), at.name, path));
     if (S_ISREG(in.st.st_mode) && static_cast<uint64_t>(in.st.st_size) == f->size_bytes) {
       auto d = in.Regular() ? HashFd(in.fd.get()) : std::nullopt;
@@ -630,23 +707,24 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, HashedFiles& iden
   for (const Entry* l : plan.links) {
     BDN_ASSIGN_OR_RETURN(bool exists, look(l->path, at, st));
     if (!exists) continue;
-    const std::string path = cursor.Display(at.name);
-    const dev_t dev = st.st_dev;
-    const ino_t ino = st.st_ino;
+    const struct stat link = st;
     Place target;
     BDN_ASSIGN_OR_RETURN(bool target_exists, look(l->target, target, st));
-    if (target_exists && st.st_dev == dev && st.st_ino == ino) continue;  // linked already
-    conflict("file", path, other);
+    if (target_exists && st.st_dev == link.st_dev && st.st_ino == link.st_ino) continue;
+    BDN_ASSIGN_OR_RETURN(bool still, look(l->path, at, st));  // back in its directory
+    if (still) BDN_RETURN_IF_ERROR(refuse("file", at, st, other));
   }
-  if (found.empty()) return Status::Ok();
-  if (found.size() == 1) return found.front();
+  stuck.insert(stuck.end(), conflicts.begin(), conflicts.end());
+  if (stuck.empty()) return Status::Ok();
+  if (stuck.size() == 1) return stuck.front().first;
   std::string more;
-  for (size_t i = 1; i < found.size() && i <= 5; ++i) {
-    more += std::string(i > 1 ? ", " : "") + "\"" + paths[i] + "\"";
+  for (size_t i = 1; i < stuck.size() && i <= 5; ++i) {
+    more += std::string(i > 1 ? ", " : "") + "\"" + stuck[i].second + "\"";
   }
-  if (found.size() > 6) more += ", …";
-  return AlreadyExistsError(found.front().message() + "; also in the way: " + more + " (" +
-                            std::to_string(found.size()) + " in all)");
+  if (stuck.size() > 6) more += ", …";
+  return Status(stuck.front().first.code(), stuck.front().first.message() +
+                                                "; also in the way: " + more + " (" +
+                                                std::to_string(stuck.size()) + " in all)");
 }
 
 // Creates the directories and symlinks of `plan` under the cursor's root, in path order (parents
@@ -909,7 +987,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
   PullResult result;
   HashedFiles identical;
   InodeSet replaced;
-  if (!overwrite) BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, identical));
+  BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, overwrite, identical));
   BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite));
   {
     // The writer (and its ChunkReader) outlives the pool inside WriteFiles.

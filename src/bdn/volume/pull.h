@@ -51,15 +51,17 @@ struct PullResult {
 // work, and the time is linear in the tree whatever its depth. Layout kFullPaths puts entry "a/b"
 // at dest/a/b; kStripPrefix drops options.path from the front. Errors: NotFound "path \"p\": not in
 // bdn:…"; AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
-// kOverwrite every such conflict is found before anything is written; more than one: "…; also
-// in the way: \"dest/y\", … (N in all)"); FailedPrecondition
-// "path \"dest/x\": not a directory (a symlink or file is in the way)" (never written through);
-// FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way (…)"
-// (kOverwrite) or "file \"dest/x\" (its partial file .bdn-partial-…): a directory is in the way;
-// remove it"; Conflict "file \"dest/x\": another pull is writing it" (another process holds its
-// partial file); Corruption "file \"x\": its chunks hold N bytes, not its size M" or "file \"x\":
-// content does not match its digest b3:…" (nothing is put in place and the partial file is
-// removed); store errors (Corruption naming the chunk and file).
+// kOverwrite); FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way
+// (…)" and (not as root) "file \"dest/x\": another user's file in a sticky directory is in the
+// way and cannot be replaced (…)" (what --overwrite cannot replace either; these come first).
+// All of these are found before anything is written, so a refused pull changes nothing; more
+// than one: "…; also in the way: \"dest/y\", … (N in all)". FailedPrecondition "path \"dest/x\":
+// not a directory (a symlink or file is in the way)" (put there meanwhile; never written
+// through); FailedPrecondition "file \"dest/x\" (its partial file .bdn-partial-…): a directory is
+// in the way; remove it"; Conflict "file \"dest/x\": another pull is writing it" (another process
+// holds its partial file); Corruption "file \"x\": its chunks hold N bytes, not its size M" or
+// "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
+// file is removed); store errors (Corruption naming the chunk and file).
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
 

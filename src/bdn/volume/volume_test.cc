@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -787,6 +788,109 @@ TEST_F(VolumeTest, PullNeverGivesAPartialFileTheNameOfAnEntry) {
   }
   EXPECT_NE(PartialFileName("x", 1), p);
   EXPECT_EQ(PartialFileName("x", 1).size(), p.size());
+}
+
+// From a tester: a refused --overwrite pull had already replaced a file where a symlink goes and
+// written other files before it met a directory that is not empty in the way. Such directories
+// are found before anything is written, all of them listed as conflicts are.
+TEST_F(VolumeTest, APullOverwriteRefusedForADirectoryInTheWayChangesNothing) {
+  Write("big", "big bytes");
+  Write("small", "small bytes");
+  Write("sub/f", "f");
+  Write("zz", "zz");
+  fs::create_symlink("big", dir_ / "src/lnk");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path out = dir_ / "out";
+  fs::create_directories(out / "small");
+  fs::create_directories(out / "zz");
+  std::ofstream(out / "small/keep") << "precious";
+  std::ofstream(out / "zz/keep") << "precious";
+  std::ofstream(out / "lnk") << "user notes";
+  PullOptions overwrite;
+  overwrite.existing = PullOptions::Existing::kOverwrite;
+  auto p = Pull(*view, out, overwrite, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p.error().message(),
+            "path \"" + (out / "small").string() +
+                "\": a directory that is not empty is in the way (--overwrite replaces files and "
+                "symlinks, not a directory's contents); also in the way: \"" +
+                (out / "zz").string() + "\" (2 in all)");
+  EXPECT_EQ(ReadFile(out / "lnk"), "user notes");
+  EXPECT_FALSE(fs::exists(out / "big"));
+  EXPECT_FALSE(fs::exists(out / "sub"));
+}
+
+// From a tester: without --overwrite, a symlink or file where a directory of the version goes
+// stopped the conflict check at the first entry below it ("not a directory (a symlink or file
+// is in the way)", exit 8) instead of listing it with the other conflicts.
+TEST_F(VolumeTest, APullRefusedForAFileWhereADirectoryGoesListsEveryConflict) {
+  Write("a.txt", "version");
+  Write("sub/f", "f");
+  Write("sub/deeper/g", "g");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path out = dir_ / "out";
+  fs::create_directories(out);
+  std::ofstream(out / "a.txt") << "mine";
+  fs::create_symlink(dir_ / "src", out / "sub");
+  auto p = Pull(*view, out, PullOptions{}, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(p.error().message(), "path \"" + (out / "sub").string() +
+                                     "\": exists and is not a directory (use --overwrite); also in "
+                                     "the way: \"" +
+                                     (out / "a.txt").string() + "\" (2 in all)");
+  EXPECT_EQ(ReadFile(out / "a.txt"), "mine");
+}
+
+// From a tester: a pull (not as root) into a sticky directory where another user owns a file
+// identical to the version's found it fine up front, wrote the other files, and then failed to
+// replace it ("Operation not permitted", exit 6). That it cannot be replaced is found first.
+TEST_F(VolumeTest, APullThatCannotReplaceAnotherUsersFileInAStickyDirectoryWritesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown, then a pull as another user)";
+  Write("a.txt", "hello");
+  Write("b.txt", "other");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path shared = dir_ / "shared";
+  fs::create_directories(shared);
+  fs::permissions(dir_, fs::perms(0755));
+  fs::permissions(shared, fs::perms(01777));
+  std::ofstream(shared / "a.txt") << "hello";
+  ASSERT_EQ(::chown((shared / "a.txt").c_str(), 65533, 65533), 0);
+  for (bool overwrite : {false, true}) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(fds[0]);
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+      PullOptions opts;
+      if (overwrite) opts.existing = PullOptions::Existing::kOverwrite;
+      auto p = Pull(*view, shared, opts, nullptr);
+      const std::string said = p ? "ok" : p.error().message();
+      (void)!::write(fds[1], said.data(), said.size());
+      ::_exit(p ? 0 : p.error().code() == StatusCode::kFailedPrecondition ? 1 : 3);
+    }
+    ::close(fds[1]);
+    std::string said;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) said.append(buf, n);
+    ::close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_EQ(WEXITSTATUS(status), 1) << said;
+    EXPECT_EQ(said, "file \"" + (shared / "a.txt").string() +
+                        "\": another user's file in a sticky directory is in the way and cannot be "
+                        "replaced (remove it, or pull elsewhere)");
+    EXPECT_FALSE(fs::exists(shared / "b.txt")) << "overwrite " << overwrite;
+  }
 }
 
 TEST_F(VolumeTest, PartialFileNamesDifferPerNameAndFitNameMax) {
