@@ -578,11 +578,25 @@ bool StuckInStickyDirectory(const struct stat& st, const struct stat& parent) {
   return me != 0 && st.st_uid != me && (parent.st_mode & S_ISVTX) != 0 && parent.st_uid != me;
 }
 
+// A directory below DIR that a pull writes into must be this user's or root's: another user's
+// (made there before the pull, e.g. in a sticky directory all may write) could have its entries
+// swapped for symlinks or links while the pull writes, and the pull would hand that user what it
+// writes. Errors: FailedPrecondition "directory \"shown\": another user's (uid N); a pull writes
+// into no other user's directory below DIR (remove it, or pull into it as DIR)".
+Status CheckOwnDirectory(const struct stat& st, const std::string& shown) {
+  if (st.st_uid == 0 || st.st_uid == ::geteuid()) return Status::Ok();
+  return FailedPreconditionError("directory \"" + shown + "\": another user's (uid " +
+                                 std::to_string(st.st_uid) +
+                                 "); a pull writes into no other user's directory below DIR "
+                                 "(remove it, or pull into it as DIR)");
+}
+
 // What already stands where `plan` writes and is in the way, found before anything is written,
 // so that a refused pull changes nothing (it wrote the files before the first conflict, or with
 // --overwrite removed and wrote entries before a directory that is not empty). Without
 // `overwrite`: whatever differs from the version. Either way: what --overwrite cannot replace
-// either: a directory that is not empty where a file, symlink or hardlink goes, and (not as root)
+// either: a directory that is not empty where a file, symlink or hardlink goes, another user's
+// directory where a directory goes (CheckOwnDirectory), and (not as root)
 // another user's file or symlink in a sticky directory that is not this user's, which would
 // have to be removed or replaced (an identical one too: it is not kept, being another user's).
 // Without `overwrite`, adds the files found identical to `identical` with the inode hashed (its
@@ -666,6 +680,8 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
       if (!S_ISDIR(st.st_mode)) {
         BDN_RETURN_IF_ERROR(
             refuse("path", at, st, "exists and is not a directory (use --overwrite)"));
+      } else if (Status s = CheckOwnDirectory(st, cursor.Display(at.name)); !s.ok()) {
+        stuck.emplace_back(s, cursor.Display(at.name));
       }
       continue;
     }
@@ -739,6 +755,9 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
     struct stat st;
     bool exists = ::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (e->kind == EntryKind::kDirectory) {
+      if (exists && S_ISDIR(st.st_mode)) {
+        BDN_RETURN_IF_ERROR(CheckOwnDirectory(st, cursor.Display(at.name)));  // made meanwhile
+      }
       if (exists && !S_ISDIR(st.st_mode)) {
         if (!overwrite) {
           return AlreadyExistsError("path \"" + cursor.Display(at.name) +

@@ -53,7 +53,9 @@ struct PullResult {
 // bdn:…"; AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
 // kOverwrite); FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way
 // (…)" and (not as root) "file \"dest/x\": another user's file in a sticky directory is in the
-// way and cannot be replaced (…)" (what --overwrite cannot replace either; these come first).
+// way and cannot be replaced (…)" (what --overwrite cannot replace either; these come first),
+// FailedPrecondition "directory \"dest/x\": another user's (uid N); a pull writes into no other
+// user's directory below DIR (…)" (a directory below dest must be this user's or root's).
 // All of these are found before anything is written, so a refused pull changes nothing; more
 // than one: "…; also in the way: \"dest/y\", … (N in all)". FailedPrecondition "path \"dest/x\":
 // not a directory (a symlink or file is in the way)" (put there meanwhile; never written

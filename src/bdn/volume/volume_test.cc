@@ -893,6 +893,42 @@ TEST_F(VolumeTest, APullThatCannotReplaceAnotherUsersFileInAStickyDirectoryWrite
   }
 }
 
+// From a tester: root's pull wrote into (and chmod-ed) a directory another user had made where
+// the version's directory goes (in a sticky directory all may write), who could then swap its
+// entries while the pull worked. Another user's directory below DIR is refused before anything
+// is written; DIR itself, named by the user, may be anyone's.
+TEST_F(VolumeTest, PullRefusesAnotherUsersDirectoryBelowDir) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown)";
+  Write("models/weights.bin", "weights");
+  Write("top.txt", "top");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path out = dir_ / "out";
+  fs::create_directories(out / "models");
+  fs::permissions(out / "models", fs::perms(0700));
+  ASSERT_EQ(::chown((out / "models").c_str(), 65534, 65534), 0);
+  auto p = Pull(*view, out, PullOptions{}, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p.error().message(), "directory \"" + (out / "models").string() +
+                                     "\": another user's (uid 65534); a pull writes into no other "
+                                     "user's directory below DIR (remove it, or pull into it as "
+                                     "DIR)");
+  EXPECT_TRUE(fs::is_empty(out / "models"));
+  EXPECT_FALSE(fs::exists(out / "top.txt"));
+  EXPECT_EQ(fs::status(out / "models").permissions(), fs::perms(0700));
+  // Into that directory as DIR: fine.
+  ASSERT_EQ(::chown(out.c_str(), 65534, 65534), 0);
+  fs::remove(out / "models");
+  PullOptions models;
+  models.path = "models";
+  models.layout = PullOptions::Layout::kStripPrefix;
+  auto q = Pull(*view, out, models, nullptr);
+  ASSERT_TRUE(q.has_value()) << q.error().message();
+  EXPECT_EQ(ReadFile(out / "weights.bin"), "weights");
+}
+
 TEST_F(VolumeTest, PartialFileNamesDifferPerNameAndFitNameMax) {
   EXPECT_EQ(PartialFileName("a"),
             ".bdn-partial-" + Digest::Of(std::string_view("a")).Hex().substr(0, 32));
