@@ -38,12 +38,18 @@ std::optional<std::array<timespec, 2>> TimesOf(const Entry& e) {
                                  ToTimespec(*e.mtime_ns)};
 }
 
-// Sets `name`'s (in `dir`; a symlink itself, not its target) recorded mtime, if there is one.
-// Errors: ErrnoError "<kind> \"shown\"".
+// Whether `st` already has the mtime of `times` (TimesOf).
+bool SameMtime(const struct stat& st, const std::array<timespec, 2>& times) {
+  return st.st_mtim.tv_sec == times[1].tv_sec && st.st_mtim.tv_nsec == times[1].tv_nsec;
+}
+
+// Sets `name`'s (in `dir`; a symlink itself, not its target) recorded mtime, if there is one and
+// `now` (its lstat, if known) does not have it already. Errors: ErrnoError "<kind> \"shown\"".
 Status RestoreMtime(const Entry& e, int dir, const std::string& name, const std::string& kind,
-                    const std::string& shown) {
+                    const std::string& shown, const struct stat* now = nullptr) {
   auto times = TimesOf(e);
-  if (times && ::utimensat(dir, name.c_str(), times->data(), AT_SYMLINK_NOFOLLOW) != 0) {
+  if (times && !(now && SameMtime(*now, *times)) &&
+      ::utimensat(dir, name.c_str(), times->data(), AT_SYMLINK_NOFOLLOW) != 0) {
     return ErrnoError(kind + " \"" + shown + "\"", errno);
   }
   return Status::Ok();
@@ -116,11 +122,8 @@ Status KeepInPlace(const Entry& e, const InPlace& in, const std::string& shown) 
     return ErrnoError("file \"" + shown + "\"", errno);
   }
   auto times = TimesOf(e);
-  if (times && (in.st.st_mtim.tv_sec != (*times)[1].tv_sec ||
-                in.st.st_mtim.tv_nsec != (*times)[1].tv_nsec)) {
-    if (::futimens(in.fd.get(), times->data()) != 0) {
-      return ErrnoError("file \"" + shown + "\"", errno);
-    }
+  if (times && !SameMtime(in.st, *times) && ::futimens(in.fd.get(), times->data()) != 0) {
+    return ErrnoError("file \"" + shown + "\"", errno);
   }
   return Status::Ok();
 }
@@ -776,7 +779,8 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
       ssize_t n =
           S_ISLNK(st.st_mode) ? ::readlinkat(dir, at.name.c_str(), cur.data(), cur.size()) : -1;
       if (n >= 0 && std::string(cur.data(), static_cast<size_t>(n)) == e->target) {
-        BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
+        BDN_RETURN_IF_ERROR(
+            RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name), &st));
         continue;
       }
       if (!overwrite) {
@@ -934,7 +938,9 @@ Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& curs
 }
 
 // Directory modes and recorded mtimes, deepest first, so read-only directories do not block
-// their children and no later write inside moves a directory's mtime.
+// their children and no later write inside moves a directory's mtime; each only where it
+// differs, so that a pull with nothing to do changes nothing (and works on a read-only file
+// system, or in a directory of root's that is already right).
 Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
   for (auto it = plan.entries.rbegin(); it != plan.entries.rend(); ++it) {
     if ((*it)->kind != EntryKind::kDirectory) continue;
@@ -942,10 +948,37 @@ Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
     BDN_RETURN_IF_ERROR(cursor.MoveTo(at.parent));
     BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(cursor.fd(), at.name, cursor.Display(at.name)));
     auto times = TimesOf(**it);
-    if (::fchmod(d.get(), (*it)->mode) != 0 || (times && ::futimens(d.get(), times->data()) != 0)) {
+    struct stat st;
+    if (::fstat(d.get(), &st) != 0 ||
+        ((st.st_mode & 07777) != (*it)->mode && ::fchmod(d.get(), (*it)->mode) != 0) ||
+        (times && !SameMtime(st, *times) && ::futimens(d.get(), times->data()) != 0)) {
       return ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno);
     }
   }
+  return Status::Ok();
+}
+
+// What stands at `dest` must be a directory, or a symlink to one, or nothing (it is made).
+// Errors: FailedPrecondition "directory \"dest\": exists and is not a directory", "…: a symlink
+// to \"t\", which does not exist" (its target is not made), "…: a symlink to \"t\", which is not a
+// directory"; ErrnoError otherwise.
+Status CheckDestination(const fs::path& dest) {
+  const std::string shown = "directory \"" + dest.string() + "\"";
+  struct stat st;
+  if (::lstat(dest.c_str(), &st) != 0) {
+    return errno == ENOENT || errno == ENOTDIR ? Status::Ok() : ErrnoError(shown, errno);
+  }
+  if (S_ISDIR(st.st_mode)) return Status::Ok();
+  if (!S_ISLNK(st.st_mode))
+    return FailedPreconditionError(shown + ": exists and is not a directory");
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(dest, ec);
+  const std::string to = ": a symlink to \"" + target.string() + "\", which ";
+  if (::stat(dest.c_str(), &st) != 0) {
+    if (errno == ENOENT) return FailedPreconditionError(shown + to + "does not exist");
+    return ErrnoError(shown, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return FailedPreconditionError(shown + to + "is not a directory");
   return Status::Ok();
 }
 
@@ -989,6 +1022,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
                         TransferCounters* counters) {
   BDN_ASSIGN_OR_RETURN(PullPlan plan, PlanPull(view, options));
   const bool overwrite = options.existing == PullOptions::Existing::kOverwrite;
+  BDN_RETURN_IF_ERROR(CheckDestination(dest));
   std::error_code ec;
   fs::create_directories(dest, ec);
   if (ec) return Err(ErrnoError("directory \"" + dest.string() + "\"", ec.value()));

@@ -32,7 +32,8 @@ struct PullResult {
 // Writes the selected entries under `dest` (created if missing): directories, files, symlinks
 // (target verbatim, never followed) and hardlinks; then permission bits, and the mtimes the
 // manifest records (--preserve-mtime; of files, symlinks and directories; atime left alone;
-// without them files keep the time they were written). Each file is assembled
+// without them files keep the time they were written); modes and mtimes already right are not
+// set again, so a pull with nothing to do changes nothing. Each file is assembled
 // in its partial file (PartialFileName, in the same directory; all-zero chunks left as holes) and
 // renamed into place only once its size and whole-file BLAKE3 are the entry's. A file already at
 // its place with the right size and BLAKE3 is kept, so an interrupted pull resumes (the leading
@@ -50,7 +51,9 @@ struct PullResult {
 // file-system step is relative to a directory handle (base/dir_fd.h): paths longer than PATH_MAX
 // work, and the time is linear in the tree whatever its depth. Layout kFullPaths puts entry "a/b"
 // at dest/a/b; kStripPrefix drops options.path from the front. Errors: NotFound "path \"p\": not in
-// bdn:…"; AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
+// bdn:…"; FailedPrecondition "directory \"dest\": exists and is not a directory" (or "…: a
+// symlink to \"t\", which is not a directory" / "which does not exist"; a symlink's target is
+// not made); AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
 // kOverwrite); FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way
 // (…)" and (not as root) "file \"dest/x\": another user's file in a sticky directory is in the
 // way and cannot be replaced (…)" (what --overwrite cannot replace either; these come first),

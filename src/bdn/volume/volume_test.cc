@@ -118,6 +118,34 @@ class VolumeTest : public ::testing::Test {
     return ReadFile(out);
   }
 
+  // Pull(view, dest, opts) in a child process as uid and gid 65534 (the caller is root): the
+  // status code it returned (kOk when it worked) and its message.
+  static std::pair<StatusCode, std::string> PullAsNobody(const VersionView& view,
+                                                         const fs::path& dest,
+                                                         const PullOptions& opts) {
+    int fds[2];
+    if (::pipe(fds) != 0) return {StatusCode::kInternal, "pipe"};
+    pid_t child = ::fork();
+    if (child == 0) {
+      ::close(fds[0]);
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(255);
+      auto p = Pull(view, dest, opts, nullptr);
+      const std::string said = p ? "" : p.error().message();
+      (void)!::write(fds[1], said.data(), said.size());
+      ::_exit(static_cast<int>(p ? StatusCode::kOk : p.error().code()));
+    }
+    ::close(fds[1]);
+    std::string said;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) said.append(buf, n);
+    ::close(fds[0]);
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
+      return {StatusCode::kInternal, "child"};
+    }
+    return {static_cast<StatusCode>(WEXITSTATUS(status)), said};
+  }
+
   fs::path dir_;
   std::unique_ptr<SqliteRegistry> registry_;
   std::shared_ptr<MemChunkStore> store_;
@@ -864,28 +892,10 @@ TEST_F(VolumeTest, APullThatCannotReplaceAnotherUsersFileInAStickyDirectoryWrite
   std::ofstream(shared / "a.txt") << "hello";
   ASSERT_EQ(::chown((shared / "a.txt").c_str(), 65533, 65533), 0);
   for (bool overwrite : {false, true}) {
-    int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      ::close(fds[0]);
-      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
-      PullOptions opts;
-      if (overwrite) opts.existing = PullOptions::Existing::kOverwrite;
-      auto p = Pull(*view, shared, opts, nullptr);
-      const std::string said = p ? "ok" : p.error().message();
-      (void)!::write(fds[1], said.data(), said.size());
-      ::_exit(p ? 0 : p.error().code() == StatusCode::kFailedPrecondition ? 1 : 3);
-    }
-    ::close(fds[1]);
-    std::string said;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) said.append(buf, n);
-    ::close(fds[0]);
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    EXPECT_EQ(WEXITSTATUS(status), 1) << said;
+    PullOptions opts;
+    if (overwrite) opts.existing = PullOptions::Existing::kOverwrite;
+    auto [code, said] = PullAsNobody(*view, shared, opts);
+    EXPECT_EQ(code, StatusCode::kFailedPrecondition) << said;
     EXPECT_EQ(said, "file \"" + (shared / "a.txt").string() +
                         "\": another user's file in a sticky directory is in the way and cannot be "
                         "replaced (remove it, or pull elsewhere)");
@@ -927,6 +937,48 @@ TEST_F(VolumeTest, PullRefusesAnotherUsersDirectoryBelowDir) {
   auto q = Pull(*view, out, models, nullptr);
   ASSERT_TRUE(q.has_value()) << q.error().message();
   EXPECT_EQ(ReadFile(out / "weights.bin"), "weights");
+}
+
+// From a tester: a pull with everything already in place on a read-only file system failed
+// ("Read-only file system", exit 6): it chmod-ed every directory, its mode right or not. Here a
+// directory of root's that is already right, pulled into by another user, who cannot chmod it.
+TEST_F(VolumeTest, APullWithNothingToDoChangesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown, then a pull as another user)";
+  Write("sub/f", "f");
+  fs::permissions(dir_ / "src/sub", fs::perms(0755));
+  fs::permissions(dir_ / "src/sub/f", fs::perms(0644));
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::path out = dir_ / "out";
+  ASSERT_TRUE(Pull(*view, out, PullOptions{}, nullptr).has_value());
+  fs::permissions(dir_, fs::perms(0755));
+  ASSERT_EQ(::chown((out / "sub/f").c_str(), 65534, 65534), 0);
+  auto [code, said] = PullAsNobody(*view, out, PullOptions{});
+  EXPECT_EQ(code, StatusCode::kOk) << said;
+}
+
+// From a tester: a destination that is a symlink to a file failed with "Not a directory" (exit
+// 1) and a dangling one with "File exists" (exit 4). Each says what it is.
+TEST_F(VolumeTest, PullSaysWhatStandsWhereItsDestinationGoes) {
+  Write("a.txt", "hello");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  std::ofstream(dir_ / "file") << "x";
+  fs::create_symlink(dir_ / "file", dir_ / "to-file");
+  fs::create_symlink(dir_ / "nowhere", dir_ / "dangling");
+  for (const auto& [name, why] :
+       {std::pair<std::string, std::string>{"file", "exists and is not a directory"},
+        {"to-file", "a symlink to \"" + (dir_ / "file").string() + "\", which is not a directory"},
+        {"dangling",
+         "a symlink to \"" + (dir_ / "nowhere").string() + "\", which does not exist"}}) {
+    auto p = Pull(*view, dir_ / name, PullOptions{}, nullptr);
+    ASSERT_FALSE(p.has_value()) << name;
+    EXPECT_EQ(p.error().code(), StatusCode::kFailedPrecondition) << name;
+    EXPECT_EQ(p.error().message(), "directory \"" + (dir_ / name).string() + "\": " + why);
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "nowhere"));
 }
 
 TEST_F(VolumeTest, PartialFileNamesDifferPerNameAndFitNameMax) {
