@@ -115,5 +115,20 @@ SERVER_PID=$STARTED_PID; export BDN_REMOTE=$STARTED_URL
 "$BDN" volume push "$WORK/mid" bdn:df/mid >/dev/null || fail "a push to the server after freeing space"
 "$BDN" volume verify bdn:df/mid >/dev/null || fail "that push does not verify"
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+unset BDN_REMOTE
+
+step "a pull into a full disk keeps its partial file for the next pull, and says so"
+export BDN_HOME="$WORK/home-pull"
+mkdir -p "$WORK/pullsrc"; random_file "$WORK/pullsrc/p.bin" 12000000 7
+"$BDN" volume push "$WORK/pullsrc" bdn:df/p >/dev/null
+rm -rf "${small:?}"/*
+head -c 16000000 /dev/zero > "$small/filler"
+rc=0; err=$("$BDN" volume pull bdn:df/p "$small/out" 2>&1 >/dev/null) || rc=$?
+assert_eq 8 "$rc" "exit code of a pull into a full disk"
+assert_contains "$err" "No space left on device (the partial file is kept, so that the next pull resumes from it; remove it to free the space)"
+ls -a "$small/out" | grep -q '^\.bdn-partial-' || fail "no partial file kept: $(ls -a "$small/out")"
+rm -f "$small/filler"
+"$BDN" volume pull bdn:df/p "$small/out" >/dev/null || fail "the pull after freeing space"
+cmp "$small/out/p.bin" "$WORK/pullsrc/p.bin" || fail "the resumed pull's bytes"
 cleanup_mounts
 echo PASS

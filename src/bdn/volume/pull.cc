@@ -487,6 +487,7 @@ class FileWriter {
     // the first that does not, everything is fetched and rewritten.
     size_t first_fetch = 0;
     std::vector<uint8_t> have;
+    bool full = false;  // a write found the file system full (ENOSPC, EDQUOT)
     for (; first_fetch < chunks.size(); ++first_fetch) {
       const ChunkRef& c = chunks[first_fetch];
       if (off + c.size_bytes > partial_bytes || off + c.size_bytes > e.size_bytes) break;
@@ -517,7 +518,11 @@ class FileWriter {
               (off < partial_bytes &&
                ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
                            static_cast<off_t>(bytes->size())) != 0);
-          if (write) BDN_RETURN_IF_ERROR(PWriteAll(fd, *bytes, off, partial.what()));
+          if (write) {
+            Status written = PWriteAll(fd, *bytes, off, partial.what());
+            full = written.code() == StatusCode::kFailedPrecondition;  // ErrnoError's for those
+            BDN_RETURN_IF_ERROR(written);
+          }
           off += bytes->size();
           if (counters_) counters_->bytes_done += bytes->size();
           return Status::Ok();
@@ -525,7 +530,13 @@ class FileWriter {
     if (!read.ok()) {
       // A partial file that holds nothing (the first chunk failed, e.g. shorter than the version
       // says) is no help to a later pull.
-      if (off == 0 && partial_bytes == 0) partial.Discard();
+      if (off == 0 && partial_bytes == 0) {
+        partial.Discard();
+      } else if (full) {
+        return Err(FailedPreconditionError(read.message() +
+                                           " (the partial file is kept, so that the next pull "
+                                           "resumes from it; remove it to free the space)"));
+      }
       return Err(read);
     }
     if (off == e.size_bytes && h.Finalize() != e.digest) {
