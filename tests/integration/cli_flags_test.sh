@@ -146,6 +146,13 @@ if [ "$(id -u)" = 0 ]; then
   assert_eq 2 "$rc" "exit code of a push of the store's directory through a bind mount"
   assert_eq "bdn: error: path \"$WORK/bound/home\": is the embedded store $WORK/selfsrc/home $hint" "$err" "stderr"
 fi
+step "a pull into the embedded store (or anywhere in its home) is refused, as push refuses to read it"
+run_fails 2 "bdn: error: directory \"$WORK/selfsrc/home/store\": inside the embedded store $WORK/selfsrc/home (pull into a directory outside it, or give --home elsewhere)" \
+  "$BDN" --home "$WORK/selfsrc/home" volume pull bdn:t/self "$WORK/selfsrc/home/store"
+run_fails 2 "bdn: error: directory \"$WORK/selfsrc/home\": inside the embedded store $WORK/selfsrc/home (pull into a directory outside it, or give --home elsewhere)" \
+  env BDN_HOME="$WORK/selfsrc/home" "$BDN" volume pull bdn:t/self "$WORK/selfsrc/home"
+[ ! -e "$WORK/selfsrc/home/store/f" ] || fail "the pull wrote into the store"
+"$BDN" --home "$WORK/selfsrc/home" volume pull bdn:t/self "$WORK/selfsrc/out" >/dev/null 2>&1 || fail "pull beside the home"
 
 step "text output escapes a mountpoint's control bytes; without HOME the default home is the user's own"
 odd="$WORK/m"$'\n'"x"$'\xff'

@@ -584,6 +584,22 @@ Status Restore(Context& ctx, const RestoreArgs& args) {
 }
 
 Status Pull(Context& ctx, const PullArgs& args) {
+  if (!ctx.origin) {
+    // Into the embedded store's home (the store itself, say): the pull would write among its
+    // packs and registry while they are in use, as push refuses to read them.
+    std::error_code ec1, ec2;
+    const fs::path dir = fs::weakly_canonical(args.dir, ec1),
+                   home = fs::weakly_canonical(ctx.home, ec2);
+    if (!ec1 && !ec2) {
+      auto [h, d] = std::mismatch(home.begin(), home.end(), dir.begin(), dir.end());
+      if (h == home.end()) {
+        return InvalidArgumentError("directory \"" + EscapeName(args.dir) +
+                                    "\": inside the embedded store " + EscapeName(home.string()) +
+                                    " (pull into a directory outside it, or give --home "
+                                    "elsewhere)");
+      }
+    }
+  }
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.ref));
   const auto& [ref, pinned] = resolved;
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
