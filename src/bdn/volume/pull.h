@@ -66,7 +66,9 @@ struct PullResult {
 // in the way; remove it"; Conflict "file \"dest/x\": another pull is writing it" (another process
 // holds its partial file); Corruption "file \"x\": its chunks hold N bytes, not its size M" or
 // "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
-// file is removed); store errors (Corruption naming the chunk and file).
+// file is removed); FailedPrecondition "file \"dest/x\" (its partial file …): No space left on
+// device (the partial file is kept, so that the next pull resumes from it; …)" (also EDQUOT);
+// store errors (Corruption naming the chunk and file).
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
 
