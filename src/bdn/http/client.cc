@@ -308,7 +308,8 @@ Result<Response> HttpClient::Send(const Request& req) {
   // Reset clears the options of the previous request but keeps the connection open.
   curl_easy_reset(h);
   Response response;
-  Sink sink{&response, options_.max_response_bytes, &req.on_body, h, &req.on_headers};
+  const uint64_t max_response_bytes = req.max_response_bytes.value_or(options_.max_response_bytes);
+  Sink sink{&response, max_response_bytes, &req.on_body, h, &req.on_headers};
   sink.head = req.method == Method::kHead;
   char errbuf[CURL_ERROR_SIZE] = {0};
   const auto connect_timeout = req.connect_timeout.value_or(options_.connect_timeout);
@@ -412,7 +413,8 @@ Result<Response> HttpClient::Send(const Request& req) {
     curl_easy_cleanup(h);
     return Err(InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " +
                              ShownPath(req) + ": response larger than " +
-                             std::to_string(options_.max_response_bytes) + " bytes"));
+                             std::to_string(max_response_bytes) + " bytes")
+                   .WithReason(std::string(kResponseTooLarge)));
   }
   if (rc != CURLE_OK && sink.refused) {
     curl_easy_cleanup(h);

@@ -42,6 +42,8 @@ struct Request {
   // average over ~5 s, so a stall is noticed up to ~5 s later): a large transfer gets a long
   // deadline without a hung server holding it that long.
   std::optional<std::chrono::milliseconds> stall_timeout;
+  // Overrides ClientOptions::max_response_bytes for this request (a listing page's bound).
+  std::optional<uint64_t> max_response_bytes;
   // If set, the body of a 2xx response is handed to it piece by piece as it arrives, instead of
   // being collected in Response::body (which then stays empty), so that a large response is
   // never held whole. Returning false aborts the transfer: Send then fails with Internal
@@ -123,6 +125,9 @@ struct ClientOptions {
   bool name_server_in_rejections = false;
 };
 
+// The reason (Status::reason) of a response body larger than max_response_bytes.
+inline constexpr std::string_view kResponseTooLarge = "response_too_large";
+
 // One client per server. HTTPS peers are verified against libcurl's CA bundle, or the file
 // $SSL_CERT_FILE names (read once per process). Each request borrows an idle keep-alive connection
 // from the pool (or opens a new one) and returns it afterwards, so concurrent requests use separate
@@ -148,7 +153,7 @@ class HttpClient {
   // public addresses are allowed)" with reason kAddressNotAllowed when PeerAddresses::
   // kPublicOnly left no address to connect to; DeadlineExceeded
   // "<label> <url>: GET /path: no response within N ms"; Internal for a body over
-  // max_response_bytes and for other libcurl failures.
+  // max_response_bytes (reason kResponseTooLarge) and for other libcurl failures.
   Result<Response> Send(const Request& req);
 
   // Send, then maps a non-2xx response to its Status: the JSON error body's code and message,

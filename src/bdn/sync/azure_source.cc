@@ -147,7 +147,9 @@ class AzureSource : public Source {
       std::string url = container_url_ + "?restype=container&comp=list&maxresults=5000&prefix=" +
                         PercentEncode(list_prefix_);
       if (!marker.empty()) url += "&marker=" + PercentEncode(marker);
-      BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
+      BDN_ASSIGN_OR_RETURN(
+          http::Response r,
+          fetcher_->Fetch({.url = url, .max_page_bytes = options_.listing.max_page_bytes}));
       auto page = ParseAzureListPage(r.text());
       if (!page) return Err(Malformed(page.error().message()));
       for (ListedObject& o : page->blobs) {
@@ -155,7 +157,7 @@ class AzureSource : public Source {
         BDN_RETURN_IF_ERROR(
             AddListed(uri_, container_url_, list_prefix_, std::move(o), out.objects));
       }
-      BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->blobs.size(), out.objects.size()));
+      BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->blobs.size(), out.objects));
       if (page->next_marker.empty()) break;
       if (!markers.insert(page->next_marker).second) {
         return Err(WithCode(Malformed("the marker repeats (the listing would never end)"),

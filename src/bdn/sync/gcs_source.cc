@@ -9,6 +9,7 @@
 #include "bdn/base/text.h"
 #include "bdn/sync/crypto.h"
 #include "bdn/sync/http_fetch.h"
+#include "bdn/sync/json_answer.h"
 #include "bdn/sync/object_store_internal.h"
 #include "bdn/sync/object_store_sources.h"
 
@@ -62,7 +63,7 @@ class TokenSource {
     fo.classify = [this](const std::string& what, const http::Response& r, bool,
                          Attempt&) -> std::optional<Status> {
       // RFC 6749 §5.2: {"error": "invalid_grant", "error_description": "..."}.
-      json body = json::parse(r.text(), nullptr, false);
+      json body = ParseJsonAnswer(r.text()).value_or(json(json::value_t::discarded));
       std::string error = body.is_object() && body.contains("error") && body["error"].is_string()
                               ? body["error"].get<std::string>()
                               : "";
@@ -114,7 +115,7 @@ class TokenSource {
     call.body = form;
     call.content_type = "application/x-www-form-urlencoded";
     BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch(call));
-    json answer = json::parse(r.text(), nullptr, false);
+    json answer = ParseJsonAnswer(r.text()).value_or(json(json::value_t::discarded));
     if (!answer.is_object() || !answer.contains("access_token") ||
         !answer["access_token"].is_string() || answer["access_token"].get<std::string>().empty()) {
       return Err(InternalError(uri_ + ": " + sa_.token_uri + ": the answer has no access_token"));
@@ -183,8 +184,14 @@ class GcsSource : public Source {
                         "/o?fields=" + PercentEncode("items(name,size,generation),nextPageToken") +
                         "&maxResults=1000&prefix=" + PercentEncode(list_prefix_);
       if (!token.empty()) url += "&pageToken=" + PercentEncode(token);
-      BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
-      json page = json::parse(r.text(), nullptr, false);
+      BDN_ASSIGN_OR_RETURN(
+          http::Response r,
+          fetcher_->Fetch({.url = url, .max_page_bytes = options_.listing.max_page_bytes}));
+      auto parsed = ParseJsonAnswer(r.text());
+      if (!parsed) {
+        return Err(WithCode(Malformed(parsed.error().message()), parsed.error().reason()));
+      }
+      const json page = std::move(*parsed);
       if (!page.is_object()) return Err(Malformed("a listing page is not a JSON object"));
       if (page.contains("items")) {
         if (!page["items"].is_array()) return Err(Malformed("\"items\" is not an array"));
@@ -195,8 +202,7 @@ class GcsSource : public Source {
           out.objects.push_back(std::move(o));
         }
       }
-      BDN_RETURN_IF_ERROR(
-          budget.Page(r.body.size(), items_seen - items_before, out.objects.size()));
+      BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), items_seen - items_before, out.objects));
       if (!page.contains("nextPageToken")) break;
       if (!page["nextPageToken"].is_string() || page["nextPageToken"].get<std::string>().empty()) {
         return Err(Malformed("\"nextPageToken\" is not a string"));
@@ -213,7 +219,7 @@ class GcsSource : public Source {
       auto r = fetcher_->Fetch({.url = Bucket() + "/o/" + PercentEncode(parsed_.prefix) +
                                        "?fields=" + PercentEncode("name,size,generation")});
       if (r) {
-        json item = json::parse(r->text(), nullptr, false);
+        json item = ParseJsonAnswer(r->text()).value_or(json(json::value_t::discarded));
         single_name_ = parsed_.prefix;
         BDN_ASSIGN_OR_RETURN(SourceObject o, ObjectOf(item, 1));
         out.objects.push_back(std::move(o));
@@ -296,7 +302,7 @@ class GcsSource : public Source {
 
   std::optional<Status> ClassifyGcs(const std::string& what, const http::Response& r) const {
     // {"error": {"code": 404, "message": "The specified bucket does not exist.", ...}}
-    json body = json::parse(r.text(), nullptr, false);
+    json body = ParseJsonAnswer(r.text()).value_or(json(json::value_t::discarded));
     std::string message;
     if (body.is_object() && body.contains("error") && body["error"].is_object() &&
         body["error"].contains("message") && body["error"]["message"].is_string()) {

@@ -9,7 +9,8 @@
 
 #include "bdn/base/text.h"  // EscapeName
 #include "bdn/sync/http_fetch.h"
-#include "bdn/sync/https_source.h"           // NormalizeEtag
+#include "bdn/sync/https_source.h"  // NormalizeEtag
+#include "bdn/sync/json_answer.h"
 #include "bdn/sync/object_store_internal.h"  // SortUnique
 
 namespace bdn::sync {
@@ -120,8 +121,14 @@ class HfSource : public Source {
     uint64_t entries = 0;
     std::set<std::string> pages = {url};  // a link back to one of them would never end
     while (true) {
-      BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
-      json page = json::parse(r.text(), nullptr, false);
+      BDN_ASSIGN_OR_RETURN(
+          http::Response r,
+          fetcher_->Fetch({.url = url, .max_page_bytes = options_.listing.max_page_bytes}));
+      auto parsed = ParseJsonAnswer(r.text());
+      if (!parsed)
+        return Err(WithCode(Malformed("tree listing: " + parsed.error().message()),
+                            parsed.error().reason()));
+      const json page = std::move(*parsed);
       if (!page.is_array()) return Err(Malformed("tree listing is not a JSON array"));
       for (const json& e : page) {
         const std::string number = "tree entry #" + std::to_string(++entries);
@@ -152,7 +159,7 @@ class HfSource : public Source {
       auto link = r.Header("link");
       auto next = link ? NextPageLink(*link) : std::nullopt;
       BDN_RETURN_IF_ERROR(
-          budget.Page(r.body.size() + (next ? next->size() : 0), page.size(), out.objects.size()));
+          budget.Page(r.body.size() + (next ? next->size() : 0), page.size(), out.objects));
       if (!next) break;
       url = ResolveLocation(url, *next);
       if (!pages.insert(url).second) {
@@ -251,7 +258,12 @@ class HfSource : public Source {
         options_.pinned_revision.empty() ? Revision() : options_.pinned_revision;
     BDN_ASSIGN_OR_RETURN(http::Response r,
                          fetcher_->Fetch({.url = Api() + "/revision/" + PercentEncode(rev)}));
-    json info = json::parse(r.text(), nullptr, false);
+    // Its top-level fields alone: "siblings" lists every file of the repository.
+    auto parsed = ParseJsonAnswer(r.text(), {.keep_depth = 1});
+    if (!parsed)
+      return Err(WithCode(Malformed("revision info: " + parsed.error().message()),
+                          parsed.error().reason()));
+    const json info = std::move(*parsed);
     if (!info.is_object() || !info.contains("sha") || !info["sha"].is_string() ||
         !IsCommitSha(info["sha"].get<std::string>())) {
       return Err(Malformed("revision info without a commit sha"));

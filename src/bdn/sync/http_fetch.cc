@@ -7,6 +7,7 @@
 #include <deque>
 #include <thread>
 
+#include "bdn/base/units.h"  // FormatBytes
 #include "bdn/sync/retry.h"
 
 namespace bdn::sync {
@@ -170,8 +171,8 @@ Result<std::shared_ptr<http::HttpClient>> HttpFetcher::ClientFor(const std::stri
   o.label = options_.source;
   o.connect_timeout = options_.connect_timeout;
   o.deadline = options_.request_deadline;
-  // Listing pages are small; a larger answer is refused rather than held.
-  o.max_response_bytes = uint64_t{256} << 20;
+  // Answers are small; a larger one is refused rather than held (listing pages: less still).
+  o.max_response_bytes = kMaxAnswerBytes;
   if (options_.source_options.access.public_addresses_only) {
     o.peers = http::PeerAddresses::kPublicOnly;
   }
@@ -224,6 +225,7 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
       req.deadline = options_.request_deadline;
     }
     req.on_body = call.on_body;
+    req.max_response_bytes = call.max_page_bytes;
     if (call.on_headers) {
       req.on_headers = [&](int status, const Headers& headers) {
         return IsRedirect(status) || status < 200 || status >= 300 ||
@@ -234,6 +236,17 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     auto r = client->Send(req);
     if (!r) {
       if (Canceled(so)) return Err(CanceledError(options_.source));
+      if (r.error().reason() == http::kResponseTooLarge) {
+        // Never retried: the same answer would come again.
+        return Err(WithCode(
+            FailedPreconditionError(options_.source + ": " +
+                                    std::string(http::MethodName(call.method)) + " " + path +
+                                    ": the answer exceeds " +
+                                    FormatBytes(call.max_page_bytes.value_or(kMaxAnswerBytes)) +
+                                    (call.max_page_bytes ? " (the most one listing page may hold)"
+                                                         : " (the most one answer may hold)")),
+            kListingTooLarge));
+      }
       if (r.error().reason() == kAddressNotAllowed) {
         return Err(Status(r.error().code(), r.error().message() +
                                                 "; bdn serve --sync-allow-private-addresses "

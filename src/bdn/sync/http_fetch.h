@@ -62,6 +62,10 @@ Status ClassifyHttpStatus(const std::string& source, const std::string& what,
 Status CheckObjectSize(const std::string& source, const SourceObject& object, int status,
                        const Headers& headers);
 
+// The most bytes a collected answer other than a listing page (repository info, a token, an
+// error body) may hold: a larger one fails the call (listing_too_large) instead of being held.
+inline constexpr uint64_t kMaxAnswerBytes = uint64_t{256} << 20;
+
 struct FetcherOptions {
   std::string source;  // the source URI: how messages name it
   // Sent as "Authorization: <value>" to `auth_origin` only (never after a redirect to another
@@ -100,6 +104,9 @@ class HttpFetcher {
     std::function<bool(int, const Headers&)> on_headers;
     std::function<bool(std::span<const uint8_t>)> on_body;
     bool long_transfer = false;  // a body of any size: no deadline, only the stall timeout
+    // A listing page: its collected body may hold at most this many bytes (else the call fails
+    // with listing_too_large naming the limit); unset, an answer's bound is kMaxAnswerBytes.
+    std::optional<uint64_t> max_page_bytes;
     // Called with each redirect answer before it is followed (the Hub puts an LFS file's
     // X-Linked-Etag and X-Linked-Size there); an error ends the call with it.
     std::function<Status(const http::Response&)> on_redirect;

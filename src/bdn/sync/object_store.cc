@@ -41,8 +41,9 @@ Status SortUnique(const std::string& uri, std::vector<SourceObject>& objects) {
             [](const SourceObject& a, const SourceObject& b) { return a.path < b.path; });
   for (size_t i = 1; i < objects.size(); ++i) {
     if (objects[i].path == objects[i - 1].path) {
-      return InternalError(uri + ": the listing names \"" + EscapeName(objects[i].path) +
-                           "\" twice");
+      return WithCode(FailedPreconditionError(uri + ": the listing names \"" +
+                                              EscapeName(objects[i].path) + "\" twice"),
+                      kInvalidAnswer);
     }
   }
   return Status::Ok();

@@ -34,7 +34,8 @@ std::string FolderPrefix(const std::string& prefix);
 // "<uri>: --endpoint \"x\": must be http(s)://host[:port][/path] without credentials or query".
 Result<std::string> CheckEndpoint(const std::string& uri, const std::string& endpoint);
 
-// Sorts `objects` bytewise by path. Errors: Internal "<uri>: the listing names \"p\" twice".
+// Sorts `objects` bytewise by path. Errors: FailedPrecondition (invalid_answer) "<uri>: the
+// listing names \"p\" twice".
 Status SortUnique(const std::string& uri, std::vector<SourceObject>& objects);
 
 // NotFound (source_not_found) "<uri>: no objects under the prefix \"p\"" (or "the bucket is

@@ -99,7 +99,9 @@ class S3Source : public Source {
       if (!token.empty()) params.emplace_back("continuation-token", token);
       const std::string url =
           target_.bucket_url + (target_.virtual_hosted ? "/" : "") + "?" + CanonicalQuery(params);
-      BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch({.url = url}));
+      BDN_ASSIGN_OR_RETURN(
+          http::Response r,
+          fetcher_->Fetch({.url = url, .max_page_bytes = options_.listing.max_page_bytes}));
       ++pages;
       auto page = ParseS3ListPage(r.text());
       if (!page) {
@@ -118,7 +120,7 @@ class S3Source : public Source {
         BDN_RETURN_IF_ERROR(
             AddListed(uri_, target_.bucket_url, list_prefix_, std::move(o), out.objects));
       }
-      BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->objects.size(), out.objects.size()));
+      BDN_RETURN_IF_ERROR(budget.Page(r.body.size(), page->objects.size(), out.objects));
       if (!page->truncated) break;
       if (!tokens.insert(page->next_token).second) {
         return Err(

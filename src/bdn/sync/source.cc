@@ -82,8 +82,24 @@ Status ListingBudget::Objects(size_t objects) const {
   return Status::Ok();
 }
 
-Status ListingBudget::Page(uint64_t page_bytes, size_t entries, size_t objects) {
-  BDN_RETURN_IF_ERROR(Objects(objects));
+Status ListingBudget::Page(uint64_t page_bytes, size_t entries,
+                           const std::vector<SourceObject>& objects) {
+  BDN_RETURN_IF_ERROR(Objects(objects.size()));
+  // A repeated path ends the listing at the page that repeats it: a next-page link or token that
+  // is new each time over the same page would otherwise run to the object limit or the deadline.
+  for (; checked_ < objects.size(); ++checked_) {
+    const std::string& path = objects[checked_].path;
+    const uint64_t hash = std::hash<std::string>{}(path);
+    auto [first, last] = paths_.equal_range(hash);
+    for (auto it = first; it != last; ++it) {
+      if (objects[it->second].path == path) {
+        return WithCode(FailedPreconditionError(uri_ + ": the listing names \"" + EscapeName(path) +
+                                                "\" twice"),
+                        kInvalidAnswer);
+      }
+    }
+    paths_.emplace(hash, checked_);
+  }
   bytes_ += page_bytes;
   if (bytes_ > limits_.max_bytes) {
     return WithCode(FailedPreconditionError(uri_ + ": the listing's answers exceed " +

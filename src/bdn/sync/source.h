@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "bdn/base/clock.h"
@@ -111,8 +112,12 @@ struct Attempt {
 // naming the limit instead of exhausting the memory of the process that runs it
 // (docs/sync.md, "Listing limits").
 struct ListingLimits {
-  size_t max_objects = 1'000'000;                 // objects (files) listed
-  uint64_t max_bytes = uint64_t{256} << 20;       // listing answers' bytes, every page together
+  size_t max_objects = 1'000'000;            // objects (files) listed
+  uint64_t max_bytes = uint64_t{256} << 20;  // listing answers' bytes, every page together
+  // One page's answer (real ones: a Hub tree page of 1,000 entries ~300 KB, S3 and GCS pages of
+  // 1,000 keys 0.1-1.2 MB, an Azure page of 5,000 blobs up to ~13 MB with 1 KiB names): a larger
+  // one ends the listing before it is parsed, which costs many times its size.
+  uint64_t max_page_bytes = uint64_t{32} << 20;
   int max_empty_pages = 100;                      // pages in a row that list no entry at all
   std::chrono::milliseconds deadline{3'600'000};  // from the listing's first request to its end
 };
@@ -206,15 +211,17 @@ class Source {
 // end the listing: FailedPrecondition, reason listing_too_large, "<uri>: the listing exceeds N
 // objects (the most one sync takes); sync a narrower prefix or --include less", "<uri>: the
 // listing's answers exceed 256.00 MiB
-// (...)", "<uri>: N listing pages in a row listed nothing (the listing would never end)", and
+// (...)", "<uri>: N listing pages in a row listed nothing (the listing would never end)";
+// FailedPrecondition, reason invalid_answer, "<uri>: the listing names \"p\" twice" (a page that
+// repeats an earlier one under a new link or token ends here, at its first repeated path); and
 // DeadlineExceeded (source_unavailable) "<uri>: listing took longer than 1h (the most one
 // listing may take)". Not thread-safe: one per List.
 class ListingBudget {
  public:
   ListingBudget(std::string uri, const SourceOptions& options);
   // One page: `page_bytes` of answer that listed `entries` entries (folders and markers too),
-  // after which the listing holds `objects` objects.
-  Status Page(uint64_t page_bytes, size_t entries, size_t objects);
+  // after which the listing holds `objects`: the same vector at every call, only appended to.
+  Status Page(uint64_t page_bytes, size_t entries, const std::vector<SourceObject>& objects);
   // The objects alone (a listing without pages: a directory scanned whole).
   Status Objects(size_t objects) const;
 
@@ -225,6 +232,9 @@ class ListingBudget {
   const SteadyTime start_;
   uint64_t bytes_ = 0;
   int empty_pages_ = 0;
+  // Each path checked so far, by hash, as its index in the objects.
+  std::unordered_multimap<uint64_t, size_t> paths_;
+  size_t checked_ = 0;  // objects whose path is in paths_
 };
 
 // Checks the syntax of a source URI without any I/O, so `sync start` can refuse a malformed one

@@ -193,6 +193,85 @@ TEST(HfListing, TakesNoLongerThanItsDeadline) {
   EXPECT_EQ("source_unavailable", r.error().reason());
 }
 
+// The same one-file page forever, each under a new link, ran for the whole hour of the listing
+// deadline (or to a million objects), holding a runner.
+TEST(HfListing, APageRepeatedUnderANewLinkEndsTheListingAtOnce) {
+  std::atomic<int> page{0};
+  FakeServer hub(Hub([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    const int n = ++page;
+    res.set_header("Link", "<" + req.path + "?cursor=" + std::to_string(n) + ">; rel=\"next\"");
+    res.set_content(R"([{"type": "file", "path": "f", "size": 1, "oid": "1"}])",
+                    "application/json");
+  }));
+  auto r = ListHf(hub, FastOptions());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("hf://org/repo: the listing names \"f\" twice", r.error().message());
+  EXPECT_EQ("invalid_answer", r.error().reason());
+  EXPECT_EQ(2, page.load());
+}
+
+TEST(S3Listing, APageRepeatedUnderANewTokenEndsTheListingAtOnce) {
+  std::atomic<int> n{0};
+  FakeServer store([&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(S3Page(S3Object("p/a", 1, "\"e\"") + S3Object("p/b", 1, "\"e\""),
+                           "t" + std::to_string(++n)),
+                    "application/xml");
+  });
+  auto r = ListS3(store, FastOptions());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ("s3://bucket/p: the listing names \"a\" twice", r.error().message());
+  EXPECT_EQ("invalid_answer", r.error().reason());
+  EXPECT_EQ(2, n.load());
+}
+
+// One 250 MB page of tiny entries cost 4 GB to parse (17 times its size) and got the server
+// OOM-killed: a page past max_page_bytes is refused while it arrives, before it is parsed.
+TEST(HfListing, APagePastThePageLimitIsRefusedBeforeItIsParsed) {
+  std::string big = "[";
+  const std::string entry = R"({"type":"file","path":"a","size":0},)";
+  while (big.size() < (2u << 20)) big += entry;
+  big.back() = ']';
+  FakeServer hub(Hub([&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(big, "application/json");
+  }));
+  SourceOptions o = FastOptions();
+  o.listing.max_page_bytes = 1 << 20;
+  auto r = ListHf(hub, o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(std::string("hf://org/repo: GET /api/models/org/repo/tree/") + kCommit +
+                "?recursive=true&expand=false: the answer exceeds 1.00 MiB (the most one listing "
+                "page may hold)",
+            r.error().message());
+  EXPECT_EQ("listing_too_large", r.error().reason());
+  EXPECT_EQ(2, hub.requests());  // revision, one page: never retried
+}
+
+// 200 MB of [[[…]]] cost 7.5 GB; the Hub's revision info was parsed whole, "siblings" and all.
+TEST(HfListing, DeepJsonStopsTheParserAtSixteenLevels) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  FakeServer hub(Hub([&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(deep, "application/json");
+  }));
+  auto r = ListHf(hub, FastOptions());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(
+      "hf://org/repo: unexpected answer from the Hub: tree listing: the answer nests deeper than "
+      "16 levels",
+      r.error().message());
+  EXPECT_EQ("invalid_answer", r.error().reason());
+
+  FakeServer deep_info([&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(std::string(R"({"sha": ")") + kCommit + R"(", "siblings": )" + deep + "}",
+                    "application/json");
+  });
+  r = ListHf(deep_info, FastOptions());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(
+      "hf://org/repo: unexpected answer from the Hub: revision info: the answer nests deeper "
+      "than 16 levels",
+      r.error().message());
+}
+
 TEST(S3Listing, EmptyPagesWithEverNewTokensEnd) {
   std::atomic<int> n{0};
   FakeServer store([&](const http::ServerRequest&, http::ServerResponse& res) {
@@ -462,6 +541,7 @@ TEST(ListingLimits, DefaultsAreDocumented) {
   ListingLimits l;
   EXPECT_EQ(1'000'000u, l.max_objects);
   EXPECT_EQ(uint64_t{256} << 20, l.max_bytes);
+  EXPECT_EQ(uint64_t{32} << 20, l.max_page_bytes);
   EXPECT_EQ(100, l.max_empty_pages);
   EXPECT_EQ(std::chrono::hours(1), l.deadline);
 }
