@@ -11,6 +11,8 @@
 #   is refused at start, a name that resolves to loopback (and the Hub at 127.0.0.1) when the job
 #   connects; no request reaches the server behind them. --sync-allow-private-addresses lets the
 #   same sources through.
+# - A job that would send its secret to a host its caller chooses (http(s)://, --endpoint,
+#   azure://) needs an admin key for every namespace: a push key gets 403 secret_not_allowed.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 FIXTURES="$(cd "$(dirname "$0")/../fixtures" && pwd)"
@@ -22,6 +24,7 @@ print(json.dumps(v) if isinstance(v,(list,dict,bool)) or v is None else v)' "$@"
 step "a web and Hub server on 127.0.0.1 (tests/fixtures/hf_hub.py)"
 cat > "$WORK/hub.json" <<'EOF'
 {"files": {"w.bin": {"text": "weights\n"}},
+ "tokens": {"hf_admin_value": ["*"]},
  "repos": {"org/model": {"refs": {"main": "1111111111111111111111111111111111111111"},
    "commits": {"1111111111111111111111111111111111111111": {"files": {
      "config.json": {"text": "{\"hidden\": 64}\n"}}}}}}}
@@ -178,4 +181,32 @@ ref=$(as "$PUSH" volume sync start --source hf://org/model --dest bdn:weights/hf
 assert_eq '{"hidden": 64}' "$(as "$PULL" volume cat "$ref/config.json")" "bytes of the Hub file"
 run_fails 6 "bdn: error: source \"file:///etc\": /etc is outside the directories bdn serve --sync-file-root allows (symlinks are resolved first)" \
   as "$PUSH" volume sync start --source file:///etc --dest bdn:weights/refused
+
+step "a secret goes to a host the job names only with an admin key for every namespace"
+# A push key sent the admin's hf-token as a Bearer token to the URL it named (here the web server
+# on 127.0.0.1 would have logged it), and an OAuth token or SAS to its --endpoint or Azure account.
+URL=$BDN_REMOTE  # the server started again above
+curl -sf -X POST "$HUB/_stats/reset" >/dev/null
+jobs_before=$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["jobs"]))' "$("$BDN" --json volume sync list)")
+refused_secret() {  # refused_secret KEY_VAR WHY ARGS...
+  local key=$1 why=$2; shift 2
+  local id; id=$(key_id "${!key}")
+  run_fails 6 "bdn: error: key bdn_$id: secret \"hf-token\" would be sent to a host the job chooses ($why); such a job needs the \"admin\" scope for every namespace (\"*\"), as secrets do" \
+    as "${!key}" volume sync start --dest bdn:weights/steal --auth-secret-name hf-token "$@"
+}
+refused_secret PUSH "an http(s):// source names its host" --source "$HUB/files/w.bin"
+refused_secret NSADMIN "an http(s):// source names its host" --source "$HUB/files/w.bin"
+refused_secret PUSH "--endpoint names the host" --source s3://models/x --endpoint "$HUB"
+refused_secret PUSH "--endpoint names the host" --source gs://models/x --endpoint "$HUB"
+refused_secret PUSH "an azure:// source names the storage account, and so the host" --source azure://attacker/c
+assert_eq 403 "$(http_status POST /v1/sync/jobs "$PUSH" "{\"source\": \"$HUB/files/w.bin\", \"namespace\": \"weights\", \"volume\": \"steal\", \"auth_secret_name\": \"hf-token\"}")" "POST /v1/sync/jobs of an https:// source with a secret, push key"
+assert_eq secret_not_allowed "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["reason"])' <"$WORK/body")" "reason of the 403"
+assert_eq "$jobs_before" "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["jobs"]))' "$("$BDN" --json volume sync list)")" "jobs after refused secret starts"
+assert_eq 1 "$(hub_requests)" "requests that reached the web server (this read of its stats)"
+# The secret goes to the Hub at the server's HF_ENDPOINT, which no caller chooses: a push key may.
+ref=$(as "$PUSH" volume sync start --source hf://org/model --dest bdn:weights/hf-auth --auth-secret-name hf-token --wait 2>/dev/null)
+assert_eq '{"hidden": 64}' "$(as "$PULL" volume cat "$ref/config.json")" "bytes of the Hub file synced with the secret by a push key"
+# The admin may send its own secret where it chooses.
+ref=$("$BDN" volume sync start --source "$HUB/files/w.bin" --dest bdn:weights/web-auth --auth-secret-name hf-token --wait 2>/dev/null)
+assert_eq "weights" "$(as "$PULL" volume cat "$ref/w.bin")" "bytes of the web file synced with the secret by the admin"
 echo PASS

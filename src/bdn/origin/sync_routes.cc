@@ -10,6 +10,7 @@
 #include "bdn/format/ref.h"
 #include "bdn/origin/origin.h"
 #include "bdn/origin/request_json.h"
+#include "bdn/sync/source.h"
 
 namespace bdn::origin {
 namespace {
@@ -27,11 +28,29 @@ Status NeedScope(const ApiKey& key, Scope scope, const std::string& ns) {
                                "\" scope for namespace \"" + ns + "\"");
 }
 
+bool IsSecretAdmin(const ApiKey& key) {
+  return key.ns == kAllNamespaces && key.Allows(Scope::kAdmin, std::nullopt);
+}
+
 // Secrets serve every namespace's jobs: managing them takes an admin key for all namespaces.
 Status NeedSecretAdmin(const ApiKey& key) {
-  if (key.ns == kAllNamespaces && key.Allows(Scope::kAdmin, std::nullopt)) return Status::Ok();
+  if (IsSecretAdmin(key)) return Status::Ok();
   return PermissionDeniedError("key " + key.Name() +
                                ": secrets need the \"admin\" scope for every namespace (\"*\")");
+}
+
+// A job that would send its secret to a host its caller names hands the secret to whoever runs
+// that host: only a key that may manage the secrets anyway starts one (docs/sync.md, "Sources on
+// a server"). Errors: PermissionDenied, reason secret_not_allowed.
+Status NeedSecretForCallerHost(const ApiKey& key, const SyncJobSpec& spec) {
+  if (spec.auth_secret_name.empty() || IsSecretAdmin(key)) return Status::Ok();
+  auto why = sync::SecretHostChosenByCaller(spec.source_uri, spec.endpoint);
+  if (!why) return Status::Ok();
+  return PermissionDeniedError(
+             "key " + key.Name() + ": secret \"" + spec.auth_secret_name +
+             "\" would be sent to a host the job chooses (" + *why +
+             "); such a job needs the \"admin\" scope for every namespace (\"*\"), as secrets do")
+      .WithReason(std::string(sync::kSecretNotAllowed));
 }
 
 // A claim in the table, renewed every third of the TTL until destroyed.
@@ -101,6 +120,8 @@ void Origin::RegisterSync() {
           BDN_RETURN_IF_ERROR(ValidateName("namespace", spec.ns));
           BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPush, spec.ns));
           if (!spec.tag.empty()) BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kTag, spec.ns));
+          BDN_RETURN_IF_ERROR(sync::ValidateSourceUri(spec.source_uri));
+          BDN_RETURN_IF_ERROR(NeedSecretForCallerHost(key, spec));
           BDN_ASSIGN_OR_RETURN(sync::StartedJob started, sync_->Start(spec));
           json j = api::SyncJobToJson(started.job);
           j["created"] = started.created;

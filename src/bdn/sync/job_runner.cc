@@ -350,7 +350,7 @@ Status JobStatus(const SyncJobRecord& job) {
       c == kSecretNotFound) {
     code = StatusCode::kNotFound;
   } else if (c == kAccessDenied || c == kBadCredentials || c == kFileNotAllowed ||
-             c == kAddressNotAllowed) {
+             c == kAddressNotAllowed || c == kSecretNotAllowed) {
     code = StatusCode::kPermissionDenied;
   } else if (c == kSourceUnavailable) {
     code = StatusCode::kUnavailable;

@@ -30,6 +30,7 @@ TEST(JobStatus, EveryStableCodeHasTheDocumentedStatus) {
       {kAccessDenied, StatusCode::kPermissionDenied},
       {kFileNotAllowed, StatusCode::kPermissionDenied},
       {kAddressNotAllowed, StatusCode::kPermissionDenied},
+      {kSecretNotAllowed, StatusCode::kPermissionDenied},
       {kBadCredentials, StatusCode::kPermissionDenied},
       {kSourceUnavailable, StatusCode::kUnavailable},
       {kSourceChanged, StatusCode::kFailedPrecondition},

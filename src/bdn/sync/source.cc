@@ -176,6 +176,20 @@ Status CheckSourceAccess(const std::string& uri, const std::string& endpoint,
   return Status::Ok();
 }
 
+std::optional<std::string> SecretHostChosenByCaller(const std::string& uri,
+                                                    const std::string& endpoint) {
+  auto parsed = ParseSourceUri(uri);
+  if (!parsed) return "the source \"" + uri + "\" is not valid";
+  if (std::holds_alternative<HttpsUri>(*parsed)) return "an http(s):// source names its host";
+  if (!endpoint.empty()) return "--endpoint names the host";
+  // A SAS token travels in the URL, to <account>.blob.core.windows.net for an account the
+  // caller names: the victim's token sent to the caller's account.
+  if (std::holds_alternative<AzureUri>(*parsed)) {
+    return "an azure:// source names the storage account, and so the host";
+  }
+  return std::nullopt;
+}
+
 Result<SourceUri> ParseSourceUri(const std::string& uri) {
   auto bad = [&](const std::string& why) {
     return Err(InvalidArgumentError("source \"" + uri + "\": " + why));

@@ -52,6 +52,9 @@ inline constexpr std::string_view kInternal = "internal";
 // --sync-file-root directories or in its data directory, and a host that is not public.
 inline constexpr std::string_view kFileNotAllowed = "file_not_allowed";
 inline constexpr std::string_view kAddressNotAllowed = "address_not_allowed";  // = http::'s
+// Refused on a server: a job that would send its secret to a host the caller chooses
+// (SecretHostChosenByCaller) started with a key that may not read secrets.
+inline constexpr std::string_view kSecretNotAllowed = "secret_not_allowed";
 
 // `s` with `reason` (Status::WithReason), for one-line construction in sources.
 inline Status WithCode(Status s, std::string_view reason) {
@@ -160,6 +163,17 @@ Result<std::string> CheckFileAccess(const std::string& uri, const std::string& p
 // --sync-allow-private-addresses allows others)".
 Status CheckSourceAccess(const std::string& uri, const std::string& endpoint,
                          const SourceAccess& access);
+
+// Why a job of `uri` (and `endpoint`) with a secret would send that secret, or a credential
+// made from it, to a host its caller chooses rather than to the provider's own: "an http(s)://
+// source names its host", "--endpoint names the host", "an azure:// source names the storage
+// account, and so the host". nullopt when the secret goes only to a host the caller cannot
+// choose: hf:// (the Hub at the server's HF_ENDPOINT), s3://, r2://, cw:// (signed with SigV4 for
+// the provider's host: the secret key never leaves the server) and gs:// without --endpoint
+// (Google's), file://. On a server such a job needs a key that may read every secret anyway
+// (docs/sync.md, "Sources on a server"). No I/O; `uri` must be valid (ValidateSourceUri).
+std::optional<std::string> SecretHostChosenByCaller(const std::string& uri,
+                                                    const std::string& endpoint);
 
 // ---- Sources ----
 

@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "bdn/sync/file_source.h"
 #include "bdn/sync/source.h"
@@ -154,6 +157,33 @@ TEST(CheckSourceAccess, RefusesNonPublicIpLiteralsInSourcesAndEndpoints) {
   EXPECT_OK(CheckSourceAccess("https://8.8.8.8/f.bin", "", a));
   EXPECT_OK(CheckSourceAccess("hf://org/repo", "", a));
   EXPECT_OK(CheckSourceAccess("s3://bucket/p", "https://{bucket}.cwlota.com", a));
+}
+
+// A push key sent an admin's secret as a Bearer token to the host it named (https://), and an
+// OAuth token or SAS to an --endpoint or Azure account of its choosing.
+TEST(SecretHostChosenByCaller, NamesWhereTheCallerPicksTheHost) {
+  struct Case {
+    std::string uri, endpoint;
+    std::optional<std::string> why;
+  };
+  const std::vector<Case> cases = {
+      {"https://evil.example/x.bin", "", "an http(s):// source names its host"},
+      {"http://127.0.0.1:9/t/resolve/x/stolen.txt", "", "an http(s):// source names its host"},
+      {"s3://b/p", "http://evil.example", "--endpoint names the host"},
+      {"gs://b/p", "http://evil.example", "--endpoint names the host"},
+      {"azure://acct/c", "http://evil.example/acct", "--endpoint names the host"},
+      {"azure://attacker/c/p", "", "an azure:// source names the storage account, and so the host"},
+      {"hf://org/repo", "", std::nullopt},
+      {"hf://datasets/org/repo@main", "", std::nullopt},
+      {"s3://b/p", "", std::nullopt},
+      {"r2://acct.b/p", "", std::nullopt},
+      {"cw://b", "", std::nullopt},
+      {"gs://b/p", "", std::nullopt},
+      {"file:///data/ckpt", "", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.why, SecretHostChosenByCaller(c.uri, c.endpoint)) << c.uri << " " << c.endpoint;
+  }
 }
 
 TEST(FileSource, ListReadsTheCheckedPathAndRefusesOthers) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -501,6 +502,48 @@ TEST(HttpFetcher, ARedirectToAUrlWithCredentialsIsRefusedWithoutShowingThem) {
             r.error().message());
   EXPECT_EQ("http://***@h:1/p?q=a@b", RedactUrl("http://u:p@h:1/p?q=a@b"));
   EXPECT_EQ("http://h/p@x", RedactUrl("http://h/p@x"));
+}
+
+// An https:// source's secret goes to the source's host alone: a redirect to another host (a CDN,
+// or a server the first one names) gets neither the token nor anything made from it.
+TEST(HttpsSource, TheSecretNeverFollowsARedirectToAnotherHost) {
+  std::mutex mu;
+  std::vector<std::string> cdn_auth;
+  FakeServer cdn([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    {
+      std::lock_guard lock(mu);
+      cdn_auth.push_back(req.get_header_value("Authorization"));
+    }
+    res.set_header("ETag", "\"e1\"");
+    res.set_content("bytes", "application/octet-stream");
+  });
+  std::vector<std::string> origin_auth;
+  FakeServer origin([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    {
+      std::lock_guard lock(mu);
+      origin_auth.push_back(req.get_header_value("Authorization"));
+    }
+    res.status = 302;
+    res.set_header("Location", cdn.url() + "/blob");
+  });
+  SourceOptions options = FastOptions();
+  options.secret = "tok_SECRET";
+  auto source = OpenSource(origin.url() + "/f.bin", options);
+  ASSERT_OK(source);
+  auto listing = (*source)->List();
+  ASSERT_OK(listing);
+  ASSERT_EQ(1u, listing->objects.size());
+  auto stream = (*source)->Open(listing->objects[0], 0);
+  ASSERT_OK(stream);
+  std::vector<uint8_t> buf(64);
+  auto n = (*stream)->Read(buf);
+  ASSERT_OK(n);
+  EXPECT_EQ("bytes", std::string(buf.begin(), buf.begin() + static_cast<long>(*n)));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(2u, origin_auth.size());  // the HEAD and the GET
+  for (const auto& a : origin_auth) EXPECT_EQ("Bearer tok_SECRET", a);
+  ASSERT_EQ(2u, cdn_auth.size());
+  for (const auto& a : cdn_auth) EXPECT_EQ("", a);
 }
 
 // A redirect to file:// failed with "url \"file:///etc/passwd\": must be http:// or https://",
