@@ -743,6 +743,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
         "file)";
   }
   sync_deps.access = source_access;
+  // A job whose runs keep ending with the process (killed for memory) must not crash-loop us.
+  sync_deps.max_unfinished_runs = 5;
   sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
     return origin.ClaimForSync(ns, volume);
   };

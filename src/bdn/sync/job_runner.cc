@@ -288,6 +288,13 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
     return deps.jobs->Finish(id, SyncState::kCanceled, std::nullopt, false, std::string(kCanceled),
                              "sync job " + id + ": canceled");
   }
+  if (deps.max_unfinished_runs > 0 && job.runs >= deps.max_unfinished_runs) {
+    return deps.jobs->Finish(
+        id, SyncState::kFailed, std::nullopt, false, std::string(kInternal),
+        job.spec.source_uri + ": started " + std::to_string(job.runs) +
+            " times without finishing (the server stopped during each run: out of memory?); "
+            "start a new job to try again");
+  }
   BDN_ASSIGN_OR_RETURN(job, deps.jobs->StartRun(id));
 
   TransferCounters own_counters;

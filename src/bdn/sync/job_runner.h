@@ -46,6 +46,11 @@ struct RunnerDeps {
   std::chrono::milliseconds progress_interval{1000};  // how often progress reaches the job store
   // Options of every source call (the retry deadline comes from the job).
   RetryOptions retry;
+  // A job already started this many times (SyncJobRecord::runs) that is still unfinished fails
+  // at its next start instead of running again: each of those runs ended with its process (a
+  // kernel OOM kill, which no catch sees), and a server that resumed it at every start would
+  // crash-loop. 0: no limit (the embedded CLI, where a person re-runs the job). bdn serve: 5.
+  int max_unfinished_runs = 0;
 };
 
 struct RunOptions {
@@ -63,7 +68,9 @@ struct RunOptions {
 // stops the run and the job ends CANCELED. The job's own failures are recorded in it (FAILED,
 // with a stable code and a message naming the source), not returned. Errors: NotFound for an
 // unknown job; Conflict "sync job <id>: already running (pid N)" while another runner holds it;
-// the job store's errors.
+// the job store's errors. A job past deps.max_unfinished_runs ends FAILED (internal) "<source>:
+// started 5 times without finishing (the server stopped during each run: out of memory?); start
+// a new job to try again" without running.
 Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
                              const RunOptions& options = {});
 

@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "bdn/testing/status_matchers.h"
+#include "bdn/testing/test_util.h"
 
 namespace bdn::sync {
 namespace {
@@ -52,6 +56,41 @@ TEST(JobStatus, EveryStableCodeHasTheDocumentedStatus) {
   SyncJobRecord ready;
   ready.state = SyncState::kReady;
   EXPECT_TRUE(JobStatus(ready).ok());
+}
+
+// A 250 MB listing page got the server OOM-killed (SIGKILL: no catch sees it) in every run, and
+// every restart resumed the job into the same kill.
+TEST(RunJob, AJobStartedTooOftenWithoutFinishingFailsInsteadOfRunning) {
+  testutil::TempDir dir("bdn_runs");
+  auto jobs = SqliteSyncJobStore::Open(dir.path() / "registry.db");
+  ASSERT_OK(jobs);
+  RunnerDeps deps;
+  deps.jobs = std::shared_ptr<SyncJobStore>(std::move(*jobs));
+  deps.max_unfinished_runs = 5;
+  std::atomic<int> opened{0};
+  deps.open_source = [&](const std::string&,
+                         const SourceOptions&) -> Result<std::unique_ptr<Source>> {
+    ++opened;
+    return Err(InternalError("not reached"));
+  };
+  SyncJobSpec spec;
+  spec.source_uri = "hf://org/repo";
+  spec.ns = "w";
+  spec.volume = "v";
+  auto job = deps.jobs->Create(spec);
+  ASSERT_OK(job);
+  // Five runs, each ended by the death of its process: started, never finished.
+  for (int i = 0; i < 5; ++i) ASSERT_OK(deps.jobs->StartRun(job->id));
+  auto ran = RunJob(job->id, deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ(SyncState::kFailed, ran->state);
+  EXPECT_EQ("internal", ran->error_code);
+  EXPECT_EQ(
+      "hf://org/repo: started 5 times without finishing (the server stopped during each run: "
+      "out of memory?); start a new job to try again",
+      ran->error_message);
+  EXPECT_EQ(5, ran->runs);
+  EXPECT_EQ(0, opened.load());
 }
 
 }  // namespace
