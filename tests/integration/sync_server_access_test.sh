@@ -13,6 +13,7 @@
 #   same sources through.
 # - A job that would send its secret to a host its caller chooses (http(s)://, --endpoint,
 #   azure://) needs an admin key for every namespace: a push key gets 403 secret_not_allowed.
+# - A job's body with an unknown or repeated field is refused (400), naming it.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 FIXTURES="$(cd "$(dirname "$0")/../fixtures" && pwd)"
@@ -209,4 +210,13 @@ assert_eq '{"hidden": 64}' "$(as "$PULL" volume cat "$ref/config.json")" "bytes 
 # The admin may send its own secret where it chooses.
 ref=$("$BDN" volume sync start --source "$HUB/files/w.bin" --dest bdn:weights/web-auth --auth-secret-name hf-token --wait 2>/dev/null)
 assert_eq "weights" "$(as "$PULL" volume cat "$ref/w.bin")" "bytes of the web file synced with the secret by the admin"
+
+step "POST /v1/sync/jobs refuses unknown and repeated fields, naming them; no job"
+# {"include": [...]} (for "includes") mirrored everything; of two "source" keys the last won.
+jobs_before=$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["jobs"]))' "$("$BDN" --json volume sync list)")
+assert_eq 400 "$(http_status POST /v1/sync/jobs "$ADMIN" "{\"source\": \"$HUB/files/w.bin\", \"namespace\": \"weights\", \"volume\": \"typo\", \"include\": [\"*.json\"]}")" "a misspelt field"
+assert_eq 'request body: unknown field "include" (the fields are source, namespace, volume, tag, includes, excludes, auth_secret_name, retry_deadline_ms, endpoint, region)' "$(body_message)" "message of the 400"
+assert_eq 400 "$(http_status POST /v1/sync/jobs "$ADMIN" "{\"source\": \"$HUB/files/w.bin\", \"namespace\": \"weights\", \"volume\": \"dup\", \"source\": \"file:///etc\"}")" "a field given twice"
+assert_eq 'request body: field "source" appears twice' "$(body_message)" "message of the 400"
+assert_eq "$jobs_before" "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["jobs"]))' "$("$BDN" --json volume sync list)")" "jobs after refused bodies"
 echo PASS

@@ -192,6 +192,7 @@ void Origin::RegisterKeys() {
                const ApiKey& me) -> Status {
           if (!keys_) return FailedPreconditionError("keys: authentication is disabled");
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_RETURN_IF_ERROR(KnownFields(body, {"namespace", "scopes"}));
           BDN_ASSIGN_OR_RETURN(auto ns, OptionalStringField(body, "namespace"));
           if (!ns) return InvalidArgumentError("namespace: missing (a namespace or \"*\")");
           BDN_ASSIGN_OR_RETURN(auto names, StringListField(body, "scopes"));

@@ -157,6 +157,7 @@ void Origin::RegisterRegistry() {
           std::optional<int64_t> expected;
           if (!req.body.empty()) {
             BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+            BDN_RETURN_IF_ERROR(KnownFields(body, {"expected_sequence"}));
             BDN_ASSIGN_OR_RETURN(expected, OptionalIntField(body, "expected_sequence"));
           }
           BDN_ASSIGN_OR_RETURN(RestoreResult r, RestoreChecked(key, p.ns, p.volume, d, expected,
@@ -190,6 +191,7 @@ void Origin::RegisterRegistry() {
           std::string t = req.matches[3].str();
           BDN_RETURN_IF_ERROR(ValidateTag(t));
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_RETURN_IF_ERROR(KnownFields(body, {"digest", "expected_sequence"}));
           BDN_ASSIGN_OR_RETURN(Digest d, DigestField(body, "digest"));
           BDN_ASSIGN_OR_RETURN(auto expected, OptionalIntField(body, "expected_sequence"));
           BDN_ASSIGN_OR_RETURN(int64_t seq, registry_->SetTag(p.ns, p.volume, t, d, expected,
@@ -214,6 +216,9 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
                       const ApiKey& key) {
   BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
   BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+  // "stats" is read from the manifest instead (the client's copy is ignored).
+  BDN_RETURN_IF_ERROR(
+      KnownFields(body, {"digest", "stats", "source_uri", "tags", "expected_sequence", "claim"}));
   CommitRequest c;
   c.ns = p.ns;
   c.volume = p.volume;

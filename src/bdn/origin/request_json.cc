@@ -1,7 +1,11 @@
 // Request-body field readers of the origin.
 #include "bdn/origin/request_json.h"
 
+#include <algorithm>
+#include <set>
 #include <utility>
+
+#include "bdn/base/text.h"  // EscapeName
 
 namespace bdn::origin {
 
@@ -30,13 +34,23 @@ class BoundedSax : public nlohmann::json_sax<json> {
   }
   bool string(string_t& v) override { return Item() && (skip_ || dom_.string(v)); }
   bool binary(binary_t& v) override { return Item() && (skip_ || dom_.binary(v)); }
-  bool start_object(std::size_t n) override { return Item() && Enter() && dom_.start_object(n); }
+  bool start_object(std::size_t n) override {
+    if (!Item() || !Enter()) return false;
+    keys_.emplace_back();
+    return dom_.start_object(n);
+  }
   bool key(string_t& k) override {
     next_is_ids_ = depth_ == 1 && k == "ids";
+    // The DOM keeps the last of two equal keys: a body that says two things is refused.
+    if (!keys_.back().insert(k).second) {
+      duplicate_ = k;
+      return false;
+    }
     return dom_.key(k);
   }
   bool end_object() override {
     --depth_;
+    keys_.pop_back();
     return dom_.end_object();
   }
   bool start_array(std::size_t n) override {
@@ -63,6 +77,8 @@ class BoundedSax : public nlohmann::json_sax<json> {
   }
   bool invalid() const { return invalid_; }
   size_t ids() const { return ids_; }
+  // The key that parsing stopped at because its object already had it.
+  const std::optional<std::string>& duplicate() const { return duplicate_; }
 
  private:
   // Called for each value: counts the items of the "ids" array; past max_ids they are dropped.
@@ -96,6 +112,8 @@ class BoundedSax : public nlohmann::json_sax<json> {
   bool skip_ = false;
   bool too_deep_ = false;
   bool invalid_ = false;
+  std::vector<std::set<std::string>> keys_;  // the keys of each open object, innermost last
+  std::optional<std::string> duplicate_;
 };
 
 // Parses `body` under BoundedSax; `*ids` gets the full count of the top-level "ids" items.
@@ -107,6 +125,10 @@ Result<json> ParseBounded(std::string_view body, size_t max_ids, size_t* ids) {
   if (sax.too_deep()) {
     return Err(InvalidArgumentError("request body: nested deeper than " +
                                     std::to_string(kMaxBodyDepth) + " levels"));
+  }
+  if (const auto& key = sax.duplicate()) {
+    return Err(
+        InvalidArgumentError("request body: field \"" + EscapeName(*key) + "\" appears twice"));
   }
   if (auto i = sax.not_string()) {
     return Err(InvalidArgumentError("ids[" + std::to_string(*i) + "]: must be a string"));
@@ -131,6 +153,17 @@ Result<std::vector<Digest>> ParseIdsBody(std::string_view body, size_t max_ids) 
                                     std::to_string(max_ids) + " per request"));
   }
   return IdsField(j, max_ids);
+}
+
+Status KnownFields(const json& body, std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string names;
+    for (std::string_view k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+    return InvalidArgumentError("request body: unknown field \"" + EscapeName(key) +
+                                "\" (the fields are " + names + ")");
+  }
+  return Status::Ok();
 }
 
 Result<Digest> DigestField(const json& j, const char* field) {

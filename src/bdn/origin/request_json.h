@@ -2,6 +2,7 @@
 // are encoded by the shared codec, bdn/api/records_json.h. Digests are bare 64-hex strings.
 #pragma once
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -18,9 +19,15 @@ inline constexpr size_t kMaxBodyDepth = 32;
 
 // Parses a request body as a JSON object, bounded while it parses: nesting deeper than
 // kMaxBodyDepth stops the parser at once, so no body makes the server hold far more than the
-// body itself. Errors: InvalidArgument "request body: not valid JSON", "request body: must be a
-// JSON object", "request body: nested deeper than 32 levels".
+// body itself. A key twice in one object is refused (the parser would keep the last). Errors:
+// InvalidArgument "request body: not valid JSON", "request body: must be a JSON object",
+// "request body: nested deeper than 32 levels", "request body: field \"x\" appears twice".
 Result<nlohmann::json> ParseBody(std::string_view body);
+
+// Refuses a body with a top-level field outside `known`, so that a misspelt field ("include" for
+// "includes") is an error rather than silently ignored. Errors: InvalidArgument "request body:
+// unknown field \"x\" (the fields are a, b, c)".
+Status KnownFields(const nlohmann::json& body, std::initializer_list<std::string_view> known);
 
 // Parses a body {"ids": ["<hex>", ...]} (other fields are ignored) into at most `max_ids`
 // digests, counting the ids while it parses: ids past the limit are counted, never stored.

@@ -32,6 +32,10 @@ TEST(RequestJson, ParseBodyTable) {
       // stops at the 33rd level without building anything.
       {std::string(1 << 20, '['), "request body: nested deeper than 32 levels"},
       {std::string(1 << 20, '{'), "request body: not valid JSON"},
+      // The last of two equal keys won: {"source": "hf://a", "source": "hf://b"} synced hf://b.
+      {R"({"a": 1, "a": 2})", "request body: field \"a\" appears twice"},
+      {R"({"a": {"b": 1, "c": {"b": 2}, "b": 3}})", "request body: field \"b\" appears twice"},
+      {R"({"ids": [], "ids": ["x"]})", "request body: field \"ids\" appears twice"},
   };
   for (const Bad& c : bad) {
     auto r = ParseBody(c.body);
@@ -42,6 +46,19 @@ TEST(RequestJson, ParseBodyTable) {
   auto ok = ParseBody("{\"a\": " + std::string(31, '[') + std::string(31, ']') + ", \"b\": \"x\"}");
   ASSERT_TRUE(ok) << ok.error().ToString();
   EXPECT_EQ((*ok)["b"], "x");
+}
+
+// POST /v1/sync/jobs took {"include": ["*.json"]} (for "includes") and mirrored everything.
+TEST(RequestJson, KnownFieldsRefusesOthersNamingThem) {
+  auto body = ParseBody(R"({"source": "hf://a/b", "include": ["*.json"]})");
+  ASSERT_TRUE(body) << body.error().ToString();
+  Status s = KnownFields(*body, {"source", "includes", "excludes"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "request body: unknown field \"include\" (the fields are source, includes, excludes)");
+  EXPECT_TRUE(KnownFields(*body, {"source", "include"}).ok());
+  // Siblings in separate objects may share a name: only one object's keys must differ.
+  EXPECT_TRUE(ParseBody(R"({"a": {"x": 1}, "b": {"x": 2}, "x": [{"x": 1}, {"x": 2}]})"));
 }
 
 TEST(RequestJson, IdsAreCountedWhileParsing) {

@@ -116,6 +116,9 @@ void Origin::RegisterSync() {
   Route("POST", "/v1/sync/jobs", "/v1/sync/jobs", any,
         [this](Req req, Res res, const ApiKey& key) -> Status {
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_RETURN_IF_ERROR(
+              KnownFields(body, {"source", "namespace", "volume", "tag", "includes", "excludes",
+                                 "auth_secret_name", "retry_deadline_ms", "endpoint", "region"}));
           BDN_ASSIGN_OR_RETURN(SyncJobSpec spec, api::SyncJobSpecFromJson(body));
           BDN_RETURN_IF_ERROR(ValidateName("namespace", spec.ns));
           BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPush, spec.ns));
@@ -168,6 +171,7 @@ void Origin::RegisterSync() {
           const std::string name = req.matches[1].str();
           BDN_RETURN_IF_ERROR(ValidateSecretName(name));
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+          BDN_RETURN_IF_ERROR(KnownFields(body, {"value"}));
           auto value = body.find("value");
           if (value == body.end() || !value->is_string()) {
             return InvalidArgumentError("value: missing (the secret, as a JSON string)");
