@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <utility>
+
 namespace bdn::sync {
 
 bool GlobMatches(std::string_view pattern, std::string_view path) {
@@ -21,6 +23,13 @@ Status ValidateGlob(std::string_view flag, const std::string& pattern) {
 
 Result<PathFilter> PathFilter::Create(std::vector<std::string> includes,
                                       std::vector<std::string> excludes) {
+  for (const auto& [flag, list] : {std::pair{"--include", &includes}, {"--exclude", &excludes}}) {
+    if (list->size() > kMaxGlobs) {
+      return Err(InvalidArgumentError(std::string(flag) + ": " + std::to_string(list->size()) +
+                                      " patterns, at most " + std::to_string(kMaxGlobs) +
+                                      " (each object is matched against every one)"));
+    }
+  }
   for (const auto& p : includes) BDN_RETURN_IF_ERROR(ValidateGlob("--include", p));
   for (const auto& p : excludes) BDN_RETURN_IF_ERROR(ValidateGlob("--exclude", p));
   PathFilter f;

@@ -2,6 +2,7 @@
 // where `*` also matches `/`, so `*.json` matches config.json and a/b/config.json.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,11 +20,15 @@ bool GlobMatches(std::string_view pattern, std::string_view path);
 // for an empty pattern or one holding a newline or a NUL byte (`flag` names the option).
 Status ValidateGlob(std::string_view flag, const std::string& pattern);
 
+// The most patterns of each kind one sync takes: every object is matched against each of them.
+inline constexpr size_t kMaxGlobs = 1000;
+
 // The selection of a sync: a path is taken if it matches any include (or no includes are given)
 // and no exclude. Exclude wins. Immutable; thread-safe.
 class PathFilter {
  public:
-  // Errors: those of ValidateGlob for any pattern.
+  // Errors: those of ValidateGlob for any pattern; InvalidArgument "--include: 1001 patterns, at
+  // most 1000 (each object is matched against every one)" past kMaxGlobs (--exclude alike).
   static Result<PathFilter> Create(std::vector<std::string> includes,
                                    std::vector<std::string> excludes);
   bool Selects(std::string_view path) const;

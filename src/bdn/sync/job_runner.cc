@@ -216,7 +216,8 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   auto open = deps.open_source ? deps.open_source : OpenSource;
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<Source> source, open(spec.source_uri, source_options));
   BDN_ASSIGN_OR_RETURN(SourceListing listing, source->List());
-  BDN_ASSIGN_OR_RETURN(std::vector<SourceObject> objects, Select(listing, filter, source->uri()));
+  BDN_ASSIGN_OR_RETURN(std::vector<SourceObject> objects,
+                       Select(listing, filter, source->uri(), source_options.cancel));
   const Digest digest = ListingDigest(source->Identity(), listing.revision, objects);
   if (job.listing_digest && *job.listing_digest != digest) {
     return Err(WithCode(FailedPreconditionError(

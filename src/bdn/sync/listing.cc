@@ -5,15 +5,21 @@
 
 #include "bdn/base/text.h"        // EscapeName
 #include "bdn/format/manifest.h"  // ValidateEntryPath
+#include "bdn/sync/retry.h"       // CanceledError
 
 namespace bdn::sync {
 
 Result<std::vector<SourceObject>> Select(const SourceListing& listing, const PathFilter& filter,
-                                         const std::string& source) {
+                                         const std::string& source,
+                                         const std::atomic<bool>* cancel) {
   std::vector<SourceObject> out;
   std::vector<std::string_view> paths;
   paths.reserve(listing.objects.size());
   for (const SourceObject& o : listing.objects) {
+    // Up to kMaxGlobs patterns against a million objects: seconds a cancel should not wait.
+    if (cancel && paths.size() % 1024 == 0 && cancel->load()) {
+      return Err(CanceledError(source));
+    }
     paths.push_back(o.path);
     if (filter.Selects(o.path)) out.push_back(o);
   }

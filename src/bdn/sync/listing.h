@@ -3,6 +3,7 @@
 // "Source identity").
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,11 @@ namespace bdn::sync {
 // The objects of `listing` that `filter` selects, in listing order.
 // Errors: NotFound "--include \"p\": matches nothing in <source> (N objects)", reason
 // include_matched_nothing, for the first include that matches no object of the listing (the
-// message names every such include when there are several).
+// message names every such include when there are several); `canceled` (reason canceled) once
+// `cancel` (may be null) is set, which is looked at every 1024 objects.
 Result<std::vector<SourceObject>> Select(const SourceListing& listing, const PathFilter& filter,
-                                         const std::string& source);
+                                         const std::string& source,
+                                         const std::atomic<bool>* cancel = nullptr);
 
 // The BLAKE3 of "bdn sync listing v2\n" and the fields identity, revision and, per selected
 // object in order, path, size (decimal) and etag, each as <its length in bytes, decimal>:<its

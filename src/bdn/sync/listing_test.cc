@@ -102,6 +102,26 @@ TEST(Select, KeepsListingOrderAndNamesEveryIncludeThatMatchesNothing) {
                 "--include \"*.gguf\", \"*.onnx\": match nothing in file:///d (3 objects)");
 }
 
+// 16k includes (a 64 KiB body) against a million objects ran for minutes, deaf to a cancel.
+TEST(Select, StopsWhenCanceledAndTakesAtMostAThousandPatterns) {
+  std::atomic<bool> cancel{true};
+  auto r = Select(Listing(), Filter({"*.json"}), "hf://org/repo", &cancel);
+  EXPECT_STATUS(r, kConflict, "hf://org/repo: canceled");
+  EXPECT_EQ("canceled", r.error().reason());
+  cancel = false;
+  EXPECT_OK(Select(Listing(), Filter({"*.json"}), "hf://org/repo", &cancel));
+
+  std::vector<std::string> many(kMaxGlobs, "*.json");
+  EXPECT_OK(PathFilter::Create(many, many));
+  many.push_back("*.bin");
+  EXPECT_STATUS(PathFilter::Create(many, {}), kInvalidArgument,
+                "--include: 1001 patterns, at most 1000 (each object is matched against every "
+                "one)");
+  EXPECT_STATUS(PathFilter::Create({}, many), kInvalidArgument,
+                "--exclude: 1001 patterns, at most 1000 (each object is matched against every "
+                "one)");
+}
+
 TEST(ListingDigest, IsTheBlake3OfTheDocumentedText) {
   // printf 'bdn sync listing
   // v2\n13:hf://org/repo40:1111…11:config.json2:123:abc11:w/model.bin1:00:' | b3sum

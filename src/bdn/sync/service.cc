@@ -22,8 +22,9 @@ Status ValidateSpec(const SyncJobSpec& spec) {
       return InvalidArgumentError("tag \"head\": reserved; a sync always moves head");
     }
   }
-  for (const auto& p : spec.includes) BDN_RETURN_IF_ERROR(ValidateGlob("--include", p));
-  for (const auto& p : spec.excludes) BDN_RETURN_IF_ERROR(ValidateGlob("--exclude", p));
+  if (auto filter = PathFilter::Create(spec.includes, spec.excludes); !filter) {
+    return filter.error();
+  }
   if (!spec.auth_secret_name.empty()) {
     BDN_RETURN_IF_ERROR(ValidateSecretName(spec.auth_secret_name));
   }

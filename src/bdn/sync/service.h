@@ -26,7 +26,8 @@ struct StartedJob {
   bool created = false;  // false: an unfinished job with the same spec was resumed
 };
 
-// Checks what `sync start` asks for before a job exists: the source URI's syntax, the globs,
+// Checks what `sync start` asks for before a job exists: the source URI's syntax, the globs
+// (at most kMaxGlobs of each kind),
 // the secret name's syntax, the destination's names and tag (not "head") and the retry deadline
 // (1 s to 24 h). Errors: InvalidArgument naming the field.
 Status ValidateSpec(const SyncJobSpec& spec);
