@@ -69,6 +69,9 @@ void BatchResponseDecoder::FinishHeader() {
     out_.emplace_back(std::nullopt);
   } else if (status != 0) {
     Fail("unknown record status " + std::to_string(status));
+  } else if (want_ > kMaxRecordBytes) {
+    Fail("chunk " + id.ToString() + " has length " + std::to_string(want_) + ", more than " +
+         std::to_string(kMaxRecordBytes) + " bytes");
   } else if (want_ == 0) {
     FinishBlob();
   } else {

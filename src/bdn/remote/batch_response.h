@@ -26,6 +26,10 @@ class BatchResponseDecoder {
   // The most bytes reserved for one blob before its bytes arrive (more than the default
   // chunker's largest chunk, 256 KiB; a larger blob grows as it comes).
   static constexpr size_t kReserveLimitBytes = 1024 * 1024;
+  // The longest record taken: what one GET of a blob may answer (http::ClientOptions'
+  // max_response_bytes). A longer length is refused at its header instead of buffered up to
+  // 4 GiB per record (a lying cache node grew a mount daemon by 400 MiB per batch in flight).
+  static constexpr size_t kMaxRecordBytes = size_t{1} << 30;
 
   // `ids` are the requested ids, in request order; they must outlive the decoder. `source`
   // names the server in messages (e.g. "origin http://host:8440").
@@ -42,6 +46,7 @@ class BatchResponseDecoder {
   //   "<source>: POST /v1/chunks/batch: records out of order at chunk b3:…"
   //   "<source>: POST /v1/chunks/batch: unknown record status N"
   //   "<source>: POST /v1/chunks/batch: missing chunk b3:… has length N"
+  //   "<source>: POST /v1/chunks/batch: chunk b3:… has length N, more than 1073741824 bytes"
   //   "<source>: POST /v1/chunks/batch: trailing bytes"
   //   "<source>: POST /v1/chunks/batch: truncated at chunk b3:…" (or "truncated" for no ids)
   //   "chunk b3:…: digest mismatch (bytes from <source> hash to b3:…)"

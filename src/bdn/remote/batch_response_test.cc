@@ -98,7 +98,7 @@ TEST(BatchResponseDecoder, ALyingLengthReservesNoMoreThanAChunkBeforeItsBytesArr
   const Digest id = Digest::Of(std::string_view("abc"));
   const size_t before = mallinfo2().hblkhd;  // bytes in mmap'ed blocks (large allocations)
   BatchResponseDecoder d(std::span<const Digest>(&id, 1), kSource);
-  const std::string body = "BDNB" + Record(id, 0, 0xffffffff, "abc");
+  const std::string body = "BDNB" + Record(id, 0, 1 << 30, "abc");
   ASSERT_TRUE(d.Feed(Bytes(body)));
   const size_t held = mallinfo2().hblkhd - before;
   EXPECT_LE(held, BatchResponseDecoder::kReserveLimitBytes + 4096);
@@ -106,6 +106,13 @@ TEST(BatchResponseDecoder, ALyingLengthReservesNoMoreThanAChunkBeforeItsBytesArr
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error().message(),
             kSource + ": POST /v1/chunks/batch: truncated at chunk " + id.ToString());
+  // Past what one GET may answer, the length is refused at its header: the bytes after it were
+  // buffered up to 4 GiB per record.
+  BatchResponseDecoder refused(std::span<const Digest>(&id, 1), kSource);
+  EXPECT_FALSE(refused.Feed(Bytes("BDNB" + Record(id, 0, 0xfffffff0, "abc"))));
+  EXPECT_EQ(refused.error()->message(), kSource + ": POST /v1/chunks/batch: chunk " +
+                                            id.ToString() + " has length 4294967280, more than " +
+                                            "1073741824 bytes");
 }
 
 }  // namespace
