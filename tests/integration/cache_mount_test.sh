@@ -106,6 +106,20 @@ assert_eq "cached bytes" "$(direct_read "$WORK/mnt/small.txt" 0)" "small.txt aft
 run_fails 7 "bdn: error: origin $URL: connection refused" \
   "$BDN" volume mount bdn:test/cached "$WORK/mnt2"
 
+step "with an origin that never answers, a pinned ref mounts from the node cache too"
+# It failed after the request's 60 s with "no response within 60000 ms", exit 7.
+"$BDN" volume umount "$WORK/mnt" >/dev/null
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True); time.sleep(600)' > "$WORK/silent.port" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/silent.port" ] && break; sleep 0.05; done
+silent="http://127.0.0.1:$(cat "$WORK/silent.port")"
+err=$(BDN_REMOTE="$silent" timeout 100 "$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nodecache2" \
+  --read-timeout 3 2>&1 >/dev/null) || fail "pinned mount with a silent origin: $err"
+assert_eq "warning: origin $silent: GET /v1/volumes/test/cached/find?prefix=${ref##*@b3:}: no response within 60000 ms; mounting $ref from the node cache without checking the registry" "$err" "mount's warning"
+assert_eq "cached bytes" "$(direct_read "$WORK/mnt/small.txt" 0)" "small.txt with a silent origin"
+
 step "umount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 MOUNTS=()

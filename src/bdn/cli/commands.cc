@@ -709,9 +709,12 @@ Status Mount(Context& ctx, const MountArgs& args) {
     if (Status s = CheckAllowOtherPermitted(); !s.ok()) return s.WithPrefix("--allow-other");
   }
   auto resolved = ParseAndResolve(ctx, args.ref);
+  bool registry_unreachable = false;
   // A node that restarts during an origin outage must still bring back its pinned mounts: a
   // full digest names the version's bytes by itself, and the node cache may hold them all.
-  if (!resolved && resolved.error().code() == StatusCode::kUnavailable) {
+  // An origin that does not answer (DeadlineExceeded) is as unreachable as one that is gone.
+  if (!resolved && (resolved.error().code() == StatusCode::kUnavailable ||
+                    resolved.error().code() == StatusCode::kDeadlineExceeded)) {
     auto ref = ParseRef(args.ref);
     if (ref && ref->digest && ref->digest->size() == 64) {
       if (auto digest = Digest::Parse(*ref->digest)) {
@@ -719,6 +722,7 @@ Status Mount(Context& ctx, const MountArgs& args) {
                   << PinnedRef{ref->ns, ref->volume, *digest}.ToString()
                   << " from the node cache without checking the registry\n";
         resolved = std::make_pair(*ref, PinnedRef{ref->ns, ref->volume, *digest});
+        registry_unreachable = true;
       }
     }
   }
@@ -727,7 +731,8 @@ Status Mount(Context& ctx, const MountArgs& args) {
   if (!ref.path.empty())
     return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
   MountArgs with_time = args;
-  with_time.version_created_unix_ms = VersionCreatedUnixMs(ctx, pinned);
+  // Not asked again when it did not answer (a second wait of the request deadline).
+  with_time.version_created_unix_ms = registry_unreachable ? 0 : VersionCreatedUnixMs(ctx, pinned);
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
   // carried across fork (the mount needs only the store and the loaded manifest).
   ctx.registry.reset();
