@@ -769,8 +769,17 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
   }
   std::shared_ptr<ChunkStore> cluster;
   if (!urls.empty()) {
-    auto c = remote::ClusterChunkStore::Create(
-        urls, origin, {.token = ctx.token, .read_version = pinned.ToString()});
+    // A slow node is waited for at most half a read's time, so the origin still has the other
+    // half: with the default 60 s a node that answered /healthz but never the read made every
+    // read fail with EIO at the mount's 55 s.
+    const std::chrono::milliseconds read_timeout(
+        args.read_timeout_ms > 0 ? std::chrono::milliseconds(args.read_timeout_ms)
+                                 : MountOptions{}.read_timeout);
+    remote::ClusterOptions co;
+    co.token = ctx.token;
+    co.read_version = pinned.ToString();
+    co.slow_node_patience = std::min(co.slow_node_patience, read_timeout / 2);
+    auto c = remote::ClusterChunkStore::Create(urls, origin, co);
     if (!c) return Err(c.error().WithPrefix("--cluster-cache"));
     cluster = std::move(*c);
   }

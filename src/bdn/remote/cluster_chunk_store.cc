@@ -4,7 +4,9 @@
 #include <cctype>
 #include <cstring>
 
+#include "bdn/base/log.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/base/units.h"
 
 namespace bdn::remote {
 namespace {
@@ -108,11 +110,14 @@ bool ClusterChunkStore::IsHealthy(size_t node) const {
   return nodes_[node]->unhealthy_until_ns.load() == 0;
 }
 
-void ClusterChunkStore::MarkUnhealthy(Node& n) {
-  const int64_t until =
-      NowNs(*options_.clock) +
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.probe_interval).count();
+void ClusterChunkStore::MarkUnhealthy(Node& n, const Status& why) {
+  const int strikes = std::min(n.strikes.fetch_add(1) + 1, 7);
+  const auto left_alone = options_.probe_interval * (int64_t{1} << (strikes - 1));
+  const int64_t until = NowNs(*options_.clock) +
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(left_alone).count();
   n.unhealthy_until_ns.store(std::max<int64_t>(until, 1));
+  log::Warn("cache node " + n.url + ": not used for " + FormatDuration(left_alone) +
+            " (reads go to the next node or the origin): " + why.message());
 }
 
 bool ClusterChunkStore::Usable(Node& n) {
@@ -128,7 +133,9 @@ bool ClusterChunkStore::Usable(Node& n) {
   if (ok) {
     n.unhealthy_until_ns.store(0);
   } else {
-    MarkUnhealthy(n);
+    MarkUnhealthy(
+        n, r ? Status(StatusCode::kUnavailable, "GET /healthz: HTTP " + std::to_string(r->status))
+             : r.error());
   }
   n.probing.store(false);
   return ok;
@@ -164,7 +171,7 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
     default:
       break;
   }
-  MarkUnhealthy(n);
+  MarkUnhealthy(n, error);
   return Verdict::kFailed;
 }
 
@@ -174,7 +181,10 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
   for (int i = Choose(id, failed); i >= 0;) {
     Node& n = *nodes_[static_cast<size_t>(i)];
     auto r = n.store->Get(id);  // verified against the id
-    if (r) return r;
+    if (r) {
+      n.strikes.store(0);
+      return r;
+    }
     Verdict v = Judge(n, r.error(), give_up);
     if (v == Verdict::kRefused) break;
     if (v == Verdict::kFailed) {
@@ -214,6 +224,7 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
       for (;;) {
         auto got = n.store->GetMany(want);
         if (got) {
+          n.strikes.store(0);
           for (size_t j = 0; j < by_node[i].size(); ++j) {
             if ((*got)[j]) {
               out[by_node[i][j]] = std::move((*got)[j]);

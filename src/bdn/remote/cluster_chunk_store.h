@@ -26,7 +26,8 @@ struct ClusterOptions {
   // How long in all a read waits on a node that is alive but slow, before it marks the node
   // unhealthy and asks the next one.
   std::chrono::milliseconds slow_node_patience{60000};
-  // An unhealthy node is left alone this long, then re-probed with GET /healthz.
+  // An unhealthy node is left alone this long, then re-probed with GET /healthz; twice as long
+  // after each further failure without a read that succeeded in between (up to 64x).
   std::chrono::milliseconds probe_interval{5000};
   std::chrono::milliseconds probe_deadline{1000};
   // Sent to every node as the caller's credentials ("Authorization: Bearer <token>"; empty:
@@ -113,6 +114,10 @@ class ClusterChunkStore : public ChunkStore {
     std::unique_ptr<RemoteChunkStore> store;
     std::atomic<int64_t> unhealthy_until_ns{0};  // 0: healthy; else options_.clock's steady ns
     std::atomic<bool> probing{false};
+    // Times it was marked unhealthy since its last read that succeeded: each doubles how long it
+    // is left alone (probe_interval, 2x, 4x ... 64x), as /healthz alone does not prove that a
+    // node which stalled reads will deliver the next one.
+    std::atomic<int> strikes{0};
   };
 
   ClusterChunkStore(std::shared_ptr<ChunkStore> upstream, ClusterOptions options)
@@ -121,7 +126,7 @@ class ClusterChunkStore : public ChunkStore {
   // May probe one node.
   int Choose(const Digest& id, const std::vector<uint8_t>& failed);
   bool Usable(Node& n);
-  void MarkUnhealthy(Node& n);
+  void MarkUnhealthy(Node& n, const Status& why);
   // Whether `n` answers GET /healthz within probe_deadline.
   bool Alive(Node& n);
   // What a node's failed read means for it.

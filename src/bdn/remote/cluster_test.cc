@@ -253,6 +253,45 @@ TEST(ClusterChunkStore, ASlowButAliveNodeIsWaitedForNotBypassed) {
   EXPECT_FALSE((*impatient)->IsHealthy(0));
 }
 
+// A node that answers /healthz but stalls every read passed each probe and got cold reads again
+// every 5 s, each failing at the mount's read deadline: now every failure without a read that
+// succeeded in between doubles how long it is left alone.
+TEST(ClusterChunkStore, ANodeThatPassesProbesButFailsReadsIsLeftAloneLongerEachTime) {
+  FakeOrigin node;
+  node.Start();
+  node.delay_ms = 2000;  // past the deadline below; /healthz still answers at once
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("stalled");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  ASSERT_TRUE(node.store.Put(id, data).ok());
+  auto clock = std::make_shared<testutil::FakeClock>();
+  auto store = ClusterChunkStore::Create(
+      {node.url()}, upstream,
+      {.node_deadline = 200ms, .slow_node_patience = 0ms, .probe_interval = 100ms, .clock = clock});
+  ASSERT_TRUE((*store)->Get(id).has_value());  // strike 1: left alone 100 ms
+  EXPECT_EQ(node.get_requests, 1);
+  clock->Advance(100ms);
+  ASSERT_TRUE((*store)->Get(id).has_value());  // probed, asked, stalls: strike 2, 200 ms
+  EXPECT_EQ(node.get_requests, 2);
+  const int probes = node.health_requests;
+  clock->Advance(100ms);
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(node.health_requests, probes) << "probed again after 100 ms of its 200";
+  EXPECT_EQ(node.get_requests, 2);
+  clock->Advance(100ms);
+  node.delay_ms = 0;  // delivers again: a read that succeeds clears the strikes
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(node.get_requests, 3);
+  EXPECT_TRUE((*store)->IsHealthy(0));
+  EXPECT_EQ(upstream->gets, 3);
+  node.delay_ms = 2000;
+  ASSERT_TRUE((*store)->Get(id).has_value());  // strike 1 again: 100 ms
+  clock->Advance(100ms);
+  ASSERT_TRUE((*store)->Get(id).has_value());
+  EXPECT_EQ(node.get_requests, 5);
+}
+
 TEST(ClusterChunkStore, DownOwnerHandsItsChunksToTheNextNode) {
   FakeOrigin a, b;
   a.Start();
