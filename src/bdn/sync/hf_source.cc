@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -31,33 +32,80 @@ std::string Trim(std::string s) {
   return s.substr(start);
 }
 
-bool IsSha256Hex(std::string_view s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+// A Hub id (an LFS sha256, a git blob id) as the tree and the resolve answers may spell it:
+// quoted, weak, "sha256:"-prefixed, in upper case; lower case without any of that.
+std::string HubId(std::string_view id) {
+  std::string out = NormalizeEtag(id);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (out.starts_with("sha256:")) out.erase(0, 7);
+  return out;
+}
+
+bool IsLowerHex(std::string_view s, size_t digits) {
+  return s.size() == digits && std::all_of(s.begin(), s.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
          });
 }
 
-// An LFS file's bytes, hashed as they pass: at their end, their SHA-256 must be the listed
-// lfs.oid, or the stream fails (a CDN serving other bytes under the right headers).
-class LfsCheckedStream : public ByteStream {
+constexpr size_t kSha256Digits = 64;  // an LFS oid
+constexpr size_t kSha1Digits = 40;    // a git blob id
+
+// A Hub file's bytes, hashed from byte 0 as they pass: at their end, their LFS SHA-256 (an etag
+// of 64 hex digits) or their git blob id (SHA-1 of "blob <size>\0" and the bytes; 40 digits)
+// must be the listed one, or the stream fails (a CDN or a Hub serving other bytes under the
+// right headers). `inner` starts at byte 0; the first `skip_bytes` of it are hashed, not
+// delivered, so that a stream opened mid-file is still checked whole.
+class ContentCheckedStream : public ByteStream {
  public:
-  LfsCheckedStream(std::unique_ptr<ByteStream> inner, std::string uri, SourceObject object)
+  ContentCheckedStream(std::unique_ptr<ByteStream> inner, uint64_t skip_bytes, std::string uri,
+                       SourceObject object)
       : inner_(std::move(inner)),
+        skip_bytes_(skip_bytes),
         uri_(std::move(uri)),
         object_(std::move(object)),
+        lfs_(object_.etag.size() == kSha256Digits),
         ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
-    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) ctx_.reset();
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), lfs_ ? EVP_sha256() : EVP_sha1(), nullptr) != 1) {
+      ctx_.reset();
+      return;
+    }
+    if (!lfs_) {
+      const std::string header = "blob " + std::to_string(object_.size_bytes);
+      EVP_DigestUpdate(ctx_.get(), header.c_str(), header.size() + 1);  // with its NUL
+    }
   }
 
   Result<size_t> Read(std::span<uint8_t> out) override {
-    if (!ctx_) return Err(InternalError(uri_ + ": SHA-256 is not available"));
+    if (!ctx_) return Err(InternalError(uri_ + ": SHA-256 and SHA-1 are not available"));
+    std::vector<uint8_t> skipped;
+    while (skip_bytes_ > 0) {
+      skipped.resize(static_cast<size_t>(std::min<uint64_t>(skip_bytes_, 1 << 16)));
+      BDN_ASSIGN_OR_RETURN(size_t n, inner_->Read(skipped));
+      if (n == 0) break;
+      EVP_DigestUpdate(ctx_.get(), skipped.data(), n);
+      skip_bytes_ -= n;
+    }
     BDN_ASSIGN_OR_RETURN(size_t n, inner_->Read(out));
     if (n > 0) {
       EVP_DigestUpdate(ctx_.get(), out.data(), n);
       return n;
     }
-    if (out.empty() || checked_) return n;
-    checked_ = true;
+    if (!out.empty()) BDN_RETURN_IF_ERROR(Verify());
+    return n;
+  }
+
+  // Verifies here too, so that a reader that stops at the listed size without reading the end
+  // still gets the check.
+  Status Finish() override {
+    BDN_RETURN_IF_ERROR(inner_->Finish());
+    return Verify();
+  }
+
+ private:
+  Status Verify() {
+    if (verified_) return Status::Ok();
+    if (!ctx_) return InternalError(uri_ + ": SHA-256 and SHA-1 are not available");
+    verified_ = true;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     EVP_DigestFinal_ex(ctx_.get(), md, &len);
@@ -67,22 +115,21 @@ class LfsCheckedStream : public ByteStream {
       hex += kHex[md[i] >> 4];
       hex += kHex[md[i] & 15];
     }
-    if (hex != object_.etag) {
-      return Err(WithCode(CorruptionError(uri_ + ": file \"" + EscapeName(object_.path) +
-                                          "\": its bytes have SHA-256 " + hex + ", not the " +
-                                          object_.etag + " the Hub lists (lfs.oid)"),
-                          kSourceChanged));
-    }
-    return n;
+    if (hex == object_.etag) return Status::Ok();
+    return WithCode(
+        CorruptionError(uri_ + ": file \"" + EscapeName(object_.path) + "\": its bytes have " +
+                        (lfs_ ? "SHA-256 " : "git blob id ") + hex + ", not the " + object_.etag +
+                        " the Hub lists " + (lfs_ ? "(lfs.oid)" : "(oid)")),
+        kSourceChanged);
   }
-  Status Finish() override { return inner_->Finish(); }
 
- private:
   std::unique_ptr<ByteStream> inner_;
+  uint64_t skip_bytes_;
   const std::string uri_;
   const SourceObject object_;
+  const bool lfs_;
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
-  bool checked_ = false;
+  bool verified_ = false;
 };
 
 class HfSource : public Source {
@@ -148,11 +195,27 @@ class HfSource : public Source {
         SourceObject o;
         o.path = e["path"].get<std::string>();
         o.size_bytes = e["size"].get<uint64_t>();
-        if (e.contains("lfs") && e["lfs"].is_object() && e["lfs"].contains("oid") &&
-            e["lfs"]["oid"].is_string()) {
-          o.etag = e["lfs"]["oid"].get<std::string>();
-        } else if (e.contains("oid") && e["oid"].is_string()) {
-          o.etag = e["oid"].get<std::string>();
+        // The id the bytes are checked against at their end: an LFS file's sha256, else the
+        // git blob id. Any other spelling would leave the bytes unchecked.
+        const std::string entry = number + " (\"" + EscapeName(o.path) + "\")";
+        if (e.contains("lfs") && !e["lfs"].is_null()) {
+          const json& lfs = e["lfs"];
+          const std::string oid = lfs.is_object() && lfs.contains("oid") && lfs["oid"].is_string()
+                                      ? lfs["oid"].get<std::string>()
+                                      : "";
+          o.etag = HubId(oid);
+          if (!IsLowerHex(o.etag, kSha256Digits)) {
+            return Err(Malformed(entry + " has lfs.oid \"" + EscapeName(oid) +
+                                 "\", not a SHA-256 (64 hex digits)"));
+          }
+        } else {
+          const std::string oid =
+              e.contains("oid") && e["oid"].is_string() ? e["oid"].get<std::string>() : "";
+          o.etag = HubId(oid);
+          if (!IsLowerHex(o.etag, kSha1Digits)) {
+            return Err(Malformed(entry + " has oid \"" + EscapeName(oid) +
+                                 "\", not a git blob id (40 hex digits)"));
+          }
         }
         out.objects.push_back(std::move(o));
       }
@@ -190,32 +253,33 @@ class HfSource : public Source {
     req.object = object;
     req.offset = offset;
     // The Hub states an LFS file's sha256 and size on its redirect to the CDN, a plain file's
-    // git blob id on its direct answer.
+    // git blob id on its direct answer. Each try (a resumption too) checks its own answer.
     auto checked = std::make_shared<bool>(false);
+    req.on_attempt = [checked] { *checked = false; };
     req.on_redirect = [this, object, checked](const http::Response& hop) -> Status {
       auto etag = hop.Header("x-linked-etag");
       if (!etag) return Status::Ok();
       *checked = true;
-      return Compare(object, NormalizeEtag(*etag), hop.Header("x-linked-size"));
+      return Compare(object, HubId(*etag), hop.Header("x-linked-size"));
     };
     req.check = [this, object, checked](int status, const Headers& headers) -> Status {
       if (!*checked) {
         auto etag = FindHeader(headers, "x-linked-etag");
         if (!etag) etag = FindHeader(headers, "etag");
         if (etag) {
-          BDN_RETURN_IF_ERROR(
-              Compare(object, NormalizeEtag(*etag), FindHeader(headers, "x-linked-size")));
+          BDN_RETURN_IF_ERROR(Compare(object, HubId(*etag), FindHeader(headers, "x-linked-size")));
         }
       }
       return CheckObjectSize(uri_, object, status, headers);
     };
-    auto stream = std::make_unique<HttpObjectStream>(fetcher_, req);
-    // An LFS file's etag is its sha256: its bytes are checked against it when read whole.
-    if (offset == 0 && IsSha256Hex(object.etag)) {
-      return std::unique_ptr<ByteStream>(
-          std::make_unique<LfsCheckedStream>(std::move(stream), uri_, object));
+    // The bytes are checked whole against the listed id, from byte 0 even when asked for from
+    // `offset`; List refuses an entry whose id could not be checked.
+    if (IsLowerHex(object.etag, kSha256Digits) || IsLowerHex(object.etag, kSha1Digits)) {
+      req.offset = 0;
+      return std::unique_ptr<ByteStream>(std::make_unique<ContentCheckedStream>(
+          std::make_unique<HttpObjectStream>(fetcher_, req), offset, uri_, object));
     }
-    return std::unique_ptr<ByteStream>(std::move(stream));
+    return std::unique_ptr<ByteStream>(std::make_unique<HttpObjectStream>(fetcher_, req));
   }
 
  private:

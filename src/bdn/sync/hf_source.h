@@ -17,6 +17,9 @@
 // Failures follow the Hub's X-Error-Code: RepoNotFound (and an anonymous 401) source_not_found,
 // RevisionNotFound revision_not_found, GatedRepo and 403 access_denied, 401 "Invalid credentials
 // in Authorization header" bad_credentials; 429 (Retry-After or RateLimit) and 5xx are retried.
+//
+// The etags are in lower case (an lfs.oid's "sha256:" prefix dropped), and every file's bytes are
+// hashed as they stream and checked against its etag at their end.
 #pragma once
 
 #include <memory>

@@ -389,6 +389,7 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
   // Where the last try stopped: every byte before it is in the pipe already.
   const uint64_t offset = request_.offset;
   const uint64_t end = request_.end;
+  if (request_.on_attempt) request_.on_attempt();
   HttpFetcher::Call call;
   call.url = request_.url;
   call.headers = request_.headers;

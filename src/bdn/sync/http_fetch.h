@@ -149,6 +149,9 @@ struct ObjectRequest {
   // is asked for with a Range header.
   uint64_t end = 0;
   Headers headers;  // extra request headers (a Range header is added for a part or a resumption)
+  // Called before each try (the first, and each resumption after a transient failure), so
+  // that what on_redirect and check learn from one try's answers is not taken for the next's.
+  std::function<void()> on_attempt;
   // As HttpFetcher::Call::on_redirect.
   std::function<Status(const http::Response&)> on_redirect;
   // Checks the final 2xx answer's status and headers against `object` before its body is used

@@ -162,7 +162,8 @@ TEST(HfListing, EverNewLinksStopAtTheObjectLimit) {
   FakeServer hub(Hub([&](const http::ServerRequest& req, http::ServerResponse& res) {
     const int n = page++;
     res.set_header("Link", "<" + req.path + "?cursor=" + std::to_string(n + 1) + ">; rel=\"next\"");
-    res.set_content(R"([{"type": "file", "path": "f)" + std::to_string(n) + R"(", "size": 1}])",
+    res.set_content(R"([{"type": "file", "path": "f)" + std::to_string(n) +
+                        R"(", "size": 1, "oid": "0123456789abcdef0123456789abcdef01234567"}])",
                     "application/json");
   }));
   SourceOptions o = FastOptions();
@@ -392,9 +393,12 @@ TEST(HfListing, RefusesJunkEntriesAndAnEmptyTree) {
 // Two entries of one path were merged (either kept), then blamed as "changed during the sync".
 TEST(HfListing, RefusesAPathListedTwice) {
   FakeServer hub(Hub([](const http::ServerRequest&, http::ServerResponse& res) {
-    res.set_content(R"([{"type": "file", "path": "a", "size": 1, "oid": "1"},
-                        {"type": "file", "path": "b", "size": 1, "oid": "2"},
-                        {"type": "file", "path": "a", "size": 2, "oid": "3"}])",
+    const std::string oid = "0123456789abcdef0123456789abcdef0123456";
+    res.set_content(R"([{"type": "file", "path": "a", "size": 1, "oid": ")" + oid + R"(1"},
+                        {"type": "file", "path": "b", "size": 1, "oid": ")" +
+                        oid + R"(2"},
+                        {"type": "file", "path": "a", "size": 2, "oid": ")" +
+                        oid + R"(3"}])",
                     "application/json");
   }));
   auto r = ListHf(hub, FastOptions());
@@ -442,6 +446,154 @@ TEST(HfObject, BytesThatAreNotTheListedLfsSha256Fail) {
   bytes = ReadAll(**stream);
   ASSERT_OK(bytes);
   EXPECT_EQ("good", *bytes);
+}
+
+constexpr char kGoodSha256[] = "770e607624d689265ca6c44884d0807d9b054d23c473c106c72be9de08b7376c";
+constexpr char kGoodBlob[] = "476e93d5714117cb50143dbe653f4b2b5a1d4b18";  // git blob id of "good"
+
+// A Hub listing `tree`, whose file requests (/org/repo/resolve/..., /cdn/...) `files` answers.
+FakeServer::Handler HubFiles(std::string tree, FakeServer::Handler files) {
+  auto hub = Hub([tree](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_content(tree, "application/json");
+  });
+  return [hub, files](const http::ServerRequest& req, http::ServerResponse& res) {
+    if (req.path.starts_with("/org/repo/resolve/") || req.path.starts_with("/cdn/")) {
+      return files(req, res);
+    }
+    hub(req, res);
+  };
+}
+
+// Lists hf://org/repo at `hub` and reads its only file from `offset`.
+Result<std::string> ReadHfFile(const FakeServer& hub, uint64_t offset = 0,
+                               SourceOptions options = FastOptions()) {
+  ::setenv("HF_ENDPOINT", hub.url().c_str(), 1);
+  BDN_ASSIGN_OR_RETURN(auto source, OpenSource("hf://org/repo", options));
+  BDN_ASSIGN_OR_RETURN(SourceListing listing, source->List());
+  if (listing.objects.size() != 1) return Err(InternalError("not one file"));
+  BDN_ASSIGN_OR_RETURN(auto stream, source->Open(listing.objects[0], offset));
+  return ReadAll(*stream);
+}
+
+// An lfs.oid in upper case or as "sha256:<hex>" was not 64 lower-case hex digits, so the bytes
+// were never hashed: a CDN serving other bytes was sealed.
+TEST(HfObject, AnLfsOidInAnotherSpellingIsStillChecked) {
+  std::string upper = kGoodSha256;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& oid : {upper, "sha256:" + std::string(kGoodSha256)}) {
+    const std::string tree = R"([{"type": "file", "path": "w.bin", "size": 4, "oid": "x",
+                                  "lfs": {"oid": ")" +
+                             oid + R"(", "size": 4}}])";
+    FakeServer hub(HubFiles(tree, [&](const http::ServerRequest& req, http::ServerResponse& res) {
+      if (req.path.starts_with("/cdn/")) return res.set_content("evil", "application/x");
+      res.status = 302;
+      res.set_header("Location", "/cdn/w.bin");
+      res.set_header("X-Linked-Etag", "\"" + oid + "\"");
+      res.set_header("X-Linked-Size", "4");
+    }));
+    ::setenv("HF_ENDPOINT", hub.url().c_str(), 1);
+    auto listing = ListHf(hub, FastOptions());
+    ASSERT_OK(listing);
+    EXPECT_EQ(kGoodSha256, listing->objects[0].etag) << oid;
+    auto bytes = ReadHfFile(hub);
+    ASSERT_FALSE(bytes.has_value()) << oid;
+    EXPECT_EQ(
+        "hf://org/repo: file \"w.bin\": its bytes have SHA-256 "
+        "b5c1fb2efc6d6b4674c2fdcc48ce01b43a3b7c03763c0c3355de0099ee0f8c73, not the " +
+            std::string(kGoodSha256) + " the Hub lists (lfs.oid)",
+        bytes.error().message());
+    EXPECT_EQ("source_changed", bytes.error().reason());
+  }
+}
+
+// Ids no check can use would leave the bytes unchecked: they are refused.
+TEST(HfListing, RefusesAFileWhoseIdCannotCheckItsBytes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type": "file", "path": "a", "size": 1, "oid": "x", "lfs": {"oid": "abc", "size": 1}})",
+       "tree entry #1 (\"a\") has lfs.oid \"abc\", not a SHA-256 (64 hex digits)"},
+      {R"({"type": "file", "path": "a", "size": 1, "oid": "x", "lfs": {"size": 1}})",
+       "tree entry #1 (\"a\") has lfs.oid \"\", not a SHA-256 (64 hex digits)"},
+      {R"({"type": "file", "path": "a", "size": 1, "oid": "md5:0123"})",
+       "tree entry #1 (\"a\") has oid \"md5:0123\", not a git blob id (40 hex digits)"},
+      {R"({"type": "file", "path": "a", "size": 1})",
+       "tree entry #1 (\"a\") has oid \"\", not a git blob id (40 hex digits)"},
+  };
+  for (const auto& [entry, message] : cases) {
+    FakeServer hub(Hub([&](const http::ServerRequest&, http::ServerResponse& res) {
+      res.set_content("[" + entry + "]", "application/json");
+    }));
+    auto r = ListHf(hub, FastOptions());
+    ASSERT_FALSE(r.has_value()) << entry;
+    EXPECT_EQ("hf://org/repo: unexpected answer from the Hub: " + message, r.error().message());
+    EXPECT_EQ("invalid_answer", r.error().reason());
+  }
+}
+
+// A plain file's bytes were never checked against its git blob id: a Hub answering other bytes
+// under ETag = the listed oid was sealed.
+TEST(HfObject, BytesThatAreNotTheListedGitBlobFail) {
+  const std::string tree = std::string(R"([{"type": "file", "path": "config.json", "size": 4,
+                                           "oid": ")") +
+                           kGoodBlob + R"("}])";
+  std::atomic<bool> evil{true};
+  FakeServer hub(HubFiles(tree, [&](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_header("ETag", std::string("\"") + kGoodBlob + "\"");
+    res.set_content(evil ? "evil" : "good", "application/x");
+  }));
+  auto bytes = ReadHfFile(hub);
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ(
+      "hf://org/repo: file \"config.json\": its bytes have git blob id "
+      "e3d35f18560c0f2a1125f8c8ba9a8210c6321ccf, not the " +
+          std::string(kGoodBlob) + " the Hub lists (oid)",
+      bytes.error().message());
+  EXPECT_EQ("source_changed", bytes.error().reason());
+  // Opened mid-file, the bytes before the offset are read and hashed too.
+  bytes = ReadHfFile(hub, 2);
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ("source_changed", bytes.error().reason());
+  evil = false;
+  EXPECT_EQ("good", ReadHfFile(hub).value_or("(failed)"));
+  EXPECT_EQ("od", ReadHfFile(hub, 2).value_or("(failed)"));
+}
+
+// A body cut off and resumed: the first try's redirect stated the right id, the retry's none,
+// and the retry's answer (another ETag, other bytes) was never compared, as a flag of the first
+// try said "checked".
+TEST(HfObject, EachResumptionChecksItsOwnAnswer) {
+  const std::string good_blob = "549021c3d03adf664046806d67f0c19f5588b538";   // "good-bytes"
+  const std::string other_blob = "0be425b3eef0d8494fa8f0ee3582118c491e1130";  // "evil-bytes"
+  const std::string tree =
+      R"([{"type": "file", "path": "w.bin", "size": 10, "oid": ")" + good_blob + R"("}])";
+  std::atomic<int> resolves{0};
+  FakeServer hub(HubFiles(tree, [&](const http::ServerRequest& req, http::ServerResponse& res) {
+    if (req.path.starts_with("/org/repo/resolve/")) {
+      res.status = 302;
+      res.set_header("Location", "/cdn/w.bin");
+      if (++resolves == 1) res.set_header("X-Linked-Etag", "\"" + good_blob + "\"");
+      return;
+    }
+    if (resolves == 1) {  // "good" and then the connection breaks
+      res.set_chunked_content_provider("application/x", [](size_t offset, http::DataSink& sink) {
+        return offset == 0 && sink.write("good", 4);
+      });
+      return;
+    }
+    res.status = 206;
+    res.set_header("Content-Range", "bytes 4-9/10");
+    res.set_header("ETag", "\"" + other_blob + "\"");
+    res.set_content("-BYTES", "application/x");
+  }));
+  SourceOptions o = FastOptions();
+  o.retry.deadline = std::chrono::milliseconds(60'000);
+  o.retry.initial_backoff = std::chrono::milliseconds(0);
+  auto bytes = ReadHfFile(hub, 0, o);
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ("hf://org/repo: file \"w.bin\": changed during the sync (etag " + good_blob +
+                " listed, " + other_blob + " now)",
+            bytes.error().message());
+  EXPECT_EQ("source_changed", bytes.error().reason());
+  EXPECT_EQ(2, resolves.load());
 }
 
 // A server answering every ranged GET of a part with 200 and the whole object had each part read
