@@ -59,16 +59,58 @@ Digest ListingDigest(const std::string& identity, const std::string& revision,
   return h.Finalize();
 }
 
+namespace {
+
+// The longest segment a version's path may have and still be pulled or mounted: the longest
+// file name Linux file systems take (NAME_MAX). A push never reads a longer one.
+constexpr size_t kMaxSegmentBytes = 255;
+
+// The length of the longest '/'-separated segment of `path`.
+size_t LongestSegment(std::string_view path) {
+  size_t longest = 0;
+  while (true) {
+    const size_t slash = path.find('/');
+    longest = std::max(longest, std::min(slash, path.size()));
+    if (slash == std::string_view::npos) return longest;
+    path.remove_prefix(slash + 1);
+  }
+}
+
+}  // namespace
+
 Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
                                       const std::string& source) {
   std::set<std::string> dirs;
   std::set<std::string_view> files;
+  uint64_t total_bytes = 0;
   for (const SourceObject& o : objects) {
     if (Status s = ValidateEntryPath(o.path); !s.ok()) {
       return Err(WithCode(InvalidArgumentError(source + ": object \"" + o.path +
                                                "\": cannot be a file of a version (" + s.message() +
                                                "); --exclude it"),
                           kInvalidObject));
+    }
+    if (const size_t longest = LongestSegment(o.path); longest > kMaxSegmentBytes) {
+      return Err(WithCode(
+          InvalidArgumentError(source + ": object \"" + EscapeName(o.path) +
+                               "\": cannot be a file of a version (a path segment of " +
+                               std::to_string(longest) + " bytes; a file system takes at most " +
+                               std::to_string(kMaxSegmentBytes) + "); --exclude it"),
+          kInvalidObject));
+    }
+    if (o.size_bytes > kMaxFileBytes) {
+      return Err(WithCode(InvalidArgumentError(
+                              source + ": object \"" + EscapeName(o.path) +
+                              "\": cannot be a file of a version (" + std::to_string(o.size_bytes) +
+                              " bytes; a version's file holds at most 2^63-1); --exclude it"),
+                          kInvalidObject));
+    }
+    total_bytes += o.size_bytes;  // each at most 2^63-1: the sum of two cannot wrap
+    if (total_bytes > kMaxFileBytes) {
+      return Err(
+          WithCode(InvalidArgumentError(source + ": the objects add up to more than 2^63-1 bytes, "
+                                                 "the most a version holds; --include less"),
+                   kInvalidObject));
     }
     if (std::ranges::any_of(
             o.etag, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {

@@ -35,9 +35,11 @@ Digest ListingDigest(const std::string& identity, const std::string& revision,
 // directory above one (mode 0755), sorted bytewise. Errors: InvalidArgument with reason
 // invalid_object: "<source>: object \"p\": <why no version can hold it>" for a name that is not a
 // valid entry path (empty segments, "." or "..", not UTF-8) or an object whose path is also a
-// directory of another ("a" and "a/b"); "<source>: object \"p\": its etag \"e\" holds control
-// characters; --exclude it" for an etag with a byte below 0x20 or 0x7f (it would be sent back in
-// a header).
+// directory of another ("a" and "a/b"), a path segment longer than 255 bytes (NAME_MAX: no file
+// system could pull it) or a size over 2^63-1 bytes (format/manifest.h kMaxFileBytes);
+// "<source>: object \"p\": its etag \"e\" holds control characters; --exclude it" for an etag
+// with a byte below 0x20 or 0x7f (it would be sent back in a header); "<source>: the objects add
+// up to more than 2^63-1 bytes, the most a version holds; --include less".
 Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
                                       const std::string& source);
 

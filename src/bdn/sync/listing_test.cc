@@ -158,6 +158,45 @@ TEST(ItemsOf, RefusesAnEtagWithControlCharacters) {
   EXPECT_EQ("invalid_object", r.error().reason());
 }
 
+// Segments of 300 and 4000 bytes were sealed, and then no file system could pull them ("File
+// name too long").
+TEST(ItemsOf, RefusesASegmentLongerThanAFileSystemTakes) {
+  const std::string name255(255, 'n');
+  ASSERT_OK(ItemsOf({{"d/" + name255, 1, "e"}, {name255, 1, "e"}}, "hf://org/repo"));
+  for (const std::string& path : {std::string(300, 'a'), "d/" + std::string(4000, 'n') + "/f"}) {
+    auto r = ItemsOf({{"ok", 1, "e"}, {path, 1, "e"}}, "hf://org/repo");
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ("hf://org/repo: object \"" + path +
+                  "\": cannot be a file of a version (a path segment of " +
+                  std::to_string(path.size() > 300 ? 4000 : 300) +
+                  " bytes; a file system takes at most 255); --exclude it",
+              r.error().message());
+    EXPECT_EQ("invalid_object", r.error().reason());
+  }
+}
+
+// A size of 2^63 was taken and downloaded forever; two of them added up to a bytes_total of 0.
+TEST(ItemsOf, RefusesSizesNoVersionCanHold) {
+  constexpr uint64_t k2to63 = uint64_t{1} << 63;
+  ASSERT_OK(ItemsOf({{"a", k2to63 - 1, "e"}}, "s3://b/p"));
+  auto r = ItemsOf({{"a", 1, "e"}, {"b", k2to63, "e"}}, "s3://b/p");
+  EXPECT_STATUS(r, kInvalidArgument,
+                "s3://b/p: object \"b\": cannot be a file of a version (9223372036854775808 bytes; "
+                "a version's file holds at most 2^63-1); --exclude it");
+  EXPECT_EQ("invalid_object", r.error().reason());
+  r = ItemsOf({{"a", UINT64_MAX, "e"}}, "s3://b/p");
+  EXPECT_EQ("invalid_object", r.error().reason());
+  for (const std::vector<SourceObject>& objects :
+       {std::vector<SourceObject>{{"a", k2to63 - 1, "e"}, {"b", 1, "e"}},
+        std::vector<SourceObject>{{"a", k2to63 - 1, "e"}, {"b", k2to63 - 1, "e"}}}) {
+    r = ItemsOf(objects, "s3://b/p");
+    EXPECT_STATUS(r, kInvalidArgument,
+                  "s3://b/p: the objects add up to more than 2^63-1 bytes, the most a version "
+                  "holds; --include less");
+    EXPECT_EQ("invalid_object", r.error().reason());
+  }
+}
+
 TEST(ListingDigest, ChangesWithEveryFieldThatNamesContent) {
   const std::vector<SourceObject> base = {{"a.bin", 5, "e1"}, {"b.bin", 7, "e2"}};
   const Digest d = ListingDigest("s3://b/p", "", base);
