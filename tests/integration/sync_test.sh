@@ -297,6 +297,42 @@ assert_eq "7" "$rc" "exit code of an https:// source whose certificate is not tr
 assert_eq "source_unavailable" "$(jf "$out" error code)" "code"
 assert_contains "$(jf "$out" error message)" "SSL certificate problem"
 
+# Its listing (path, size, no etag) stayed the same when its bytes changed: "unchanged".
+step "embedded: an https:// file with neither ETag nor Last-Modified is fetched at every sync"
+printf 'first\n' >"$WORK/noetag.data"
+python3 - "$WORK/noetag.data" "$WORK/noetag.port" 2>"$WORK/noetag.log" <<'PY' &
+import os, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_HEAD(self): self.do_GET()
+    def do_GET(self):
+        body = open(sys.argv[1], "rb").read()
+        self.send_response(200)  # no ETag, no Last-Modified
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command == "GET": self.wfile.write(body)
+srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[2] + ".tmp", "w").write(str(srv.server_port)); os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+srv.serve_forever()
+PY
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/noetag.port" ] && break; sleep 0.05; done
+[ -s "$WORK/noetag.port" ] || fail "the no-ETag server did not start: $(cat "$WORK/noetag.log")"
+NOETAG="http://127.0.0.1:$(cat "$WORK/noetag.port")/file.bin"
+first=$(jf "$(emb --json volume sync start --source "$NOETAG" --dest bdn:web/noetag)" version_ref)
+printf 'other\n' >"$WORK/noetag.data"  # the same size
+out=$(emb --json volume sync start --source "$NOETAG" --dest bdn:web/noetag)
+assert_eq "false" "$(jf "$out" unchanged)" "unchanged after the content changed"
+assert_eq "6" "$(jf "$out" progress bytes_fetched)" "bytes fetched after the content changed"
+[ "$(jf "$out" version_ref)" != "$first" ] || fail "the changed file kept version $first"
+assert_eq "other" "$(emb volume cat "$(jf "$out" version_ref)/file.bin")" "the file after it changed"
+again=$(emb --json volume sync start --source "$NOETAG" --dest bdn:web/noetag)
+assert_eq "false" "$(jf "$again" unchanged)" "unchanged without a validator"
+assert_eq "6" "$(jf "$again" progress bytes_fetched)" "bytes fetched without a validator"
+assert_eq "$(jf "$out" version_ref)" "$(jf "$again" version_ref)" "the same bytes seal the same version"
+
 step "embedded: a sync interrupted (Ctrl-C, kill -9) resumes when run again, fetching only what it had not sealed"
 for how in INT KILL; do
   dest="bdn:hf/embedded-${how,,}"

@@ -1,5 +1,6 @@
 #include "bdn/sync/job_runner.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -82,7 +83,8 @@ class JobEntrySource : public EntrySource {
   Result<std::optional<SealedFile>> Reuse(size_t, const SealItem& item) override {
     auto it = recorded_.find(item.path);
     const SourceObject& o = *objects_.at(item.path);
-    if (it == recorded_.end() || it->second.size_bytes != o.size_bytes ||
+    // Without an etag, a file sealed by an earlier run may have other content now.
+    if (it == recorded_.end() || o.etag.empty() || it->second.size_bytes != o.size_bytes ||
         it->second.etag != o.etag) {
       return std::optional<SealedFile>();
     }
@@ -245,11 +247,16 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   if (!spec.tag.empty()) commit.tags.push_back(spec.tag);
 
   // Already mirrored: the same listing sealed before resolves to that version, by metadata only.
+  // Not when an object has no etag (an https:// file with neither ETag nor Last-Modified, a
+  // store listing none): its listing stays the same when its content changes, so it is fetched
+  // and sealed again (the same bytes seal the same version).
+  const bool identified =
+      std::ranges::none_of(objects, [](const SourceObject& o) { return o.etag.empty(); });
   auto versions = deps.registry->ListVersions(spec.ns, spec.volume, /*include_deleted=*/false);
   if (!versions && versions.error().code() != StatusCode::kNotFound) {
     return Err(StoreFailure(versions.error()));
   }
-  if (versions) {
+  if (versions && identified) {
     for (const VersionRecord& v : *versions) {
       if (v.source_listing_digest != commit.source_listing_digest) continue;
       commit.digest = v.digest;
@@ -274,7 +281,9 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   commit.stats = sealed.stats;
   auto r = deps.registry->Commit(commit);
   if (!r) return Err(StoreFailure(r.error()));
-  return Outcome{sealed.digest, r->unchanged};
+  // "unchanged" is the metadata check's word (nothing fetched); bytes fetched again that sealed
+  // the same version are a sync like any other.
+  return Outcome{sealed.digest, false};
 }
 
 }  // namespace
