@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # bdn volume sync and bdn secret (docs/spec.md §6), embedded and through a real `bdn serve`: a
 # file:// source synced embedded gives the bytes of the directory (b3sum of every file after a
-# pull); --include/--exclude select as documented; secrets are set from stdin, listed by name only
-# and removed; an hf:// source on the Hub fixture (tests/fixtures/hf_hub.py) synced on the server
-# with --wait prints the pinned ref, and its files pull back byte for byte; a re-sync of the same
-# commit is READY by the metadata check with zero object GETs at the Hub; failures end FAILED with
-# their stable codes and exit codes; a gated repo is refused without a token and with a token that
-# has no access, and synced with one that has; revisions (a branch with '/', a tag, refs/pr/1, a
-# commit) pin their commits; a 429's Retry-After is waited (timed at the Hub) and one past the
-# retry deadline fails at once; a file rewritten mid-sync fails source_changed; Ctrl-C during
-# --wait leaves the job running; an https:// file (the fixture over TLS) is synced with its
-# certificate checked; an embedded sync interrupted by Ctrl-C or kill -9 resumes, fetching only
-# the file it had not sealed; cancel ends a held job CANCELED.
+# pull), and a chmod alone is mirrored by the next sync; --include/--exclude select as documented;
+# secrets are set from stdin, listed by name only and removed; an hf:// source on the Hub fixture
+# (tests/fixtures/hf_hub.py) synced on the server with --wait prints the pinned ref, and its files
+# pull back byte for byte; a re-sync of the same commit is READY by the metadata check with zero
+# object GETs at the Hub; failures end FAILED with their stable codes and exit codes; a gated repo
+# is refused without a token and with a token that has no access, and synced with one that has;
+# revisions (a branch with '/', a tag, refs/pr/1, a commit) pin their commits; a 429's Retry-After
+# is waited (timed at the Hub) and one past the retry deadline fails at once; a file rewritten
+# mid-sync fails source_changed; Ctrl-C during --wait leaves the job running; an https:// file (the
+# fixture over TLS) is synced with its certificate checked, and one with neither ETag nor
+# Last-Modified fetched at every sync; an embedded sync interrupted by Ctrl-C or kill -9 resumes,
+# fetching only the file it had not sealed; cancel ends a held job CANCELED.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 FIXTURES="$(cd "$(dirname "$0")/../fixtures" && pwd)"
@@ -50,6 +51,18 @@ assert_eq "READY" "$(jf "$out" state)" "state"
 assert_eq "true" "$(jf "$out" unchanged)" "unchanged"
 assert_eq "$ref" "$(jf "$out" version_ref)" "version of the re-sync"
 assert_eq "0" "$(jf "$out" progress bytes_fetched)" "bytes fetched by the re-sync"
+
+# The etag was size-mtime-inode: after a chmod the sync was "unchanged" and kept 0644.
+step "embedded: a chmod alone is a change the next sync mirrors"
+chmod 600 "$WORK/src/config.json"
+out=$("$BDN" --json volume sync start --source "file://$WORK/src" --dest bdn:mirror/files)
+assert_eq "READY" "$(jf "$out" state)" "state after a chmod"
+assert_eq "false" "$(jf "$out" unchanged)" "unchanged after a chmod"
+[ "$(jf "$out" version_ref)" != "$ref" ] || fail "the sync after a chmod kept version $ref"
+mkdir -p "$WORK/pull-chmod"
+"$BDN" volume pull "$(jf "$out" version_ref)" "$WORK/pull-chmod" >/dev/null
+assert_eq "600" "$(stat -c %a "$WORK/pull-chmod/config.json")" "mode of config.json after a chmod"
+chmod 644 "$WORK/src/config.json"
 
 step "embedded: --include/--exclude (* also matches /, exclude wins)"
 out=$("$BDN" --json volume sync start --source "file://$WORK/src" --dest bdn:mirror/json \

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
 #include "bdn/sync/retry.h"
@@ -11,10 +13,17 @@
 namespace bdn::sync {
 namespace {
 
+// size-mtime-inode-mode-ctime: the mode because the version records it (a chmod alone is a
+// change to mirror), the ctime because every change of the inode moves it, even a write whose
+// mtime was set back (touch -d).
 std::string EtagOf(const struct stat& st) {
-  int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  return std::to_string(st.st_size) + "-" + std::to_string(mtime_ns) + "-" +
-         std::to_string(st.st_ino);
+  auto ns = [](const struct timespec& t) {
+    return std::to_string(static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec);
+  };
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(st.st_mode & 07777));
+  return std::to_string(st.st_size) + "-" + ns(st.st_mtim) + "-" + std::to_string(st.st_ino) + "-" +
+         mode + "-" + ns(st.st_ctim);
 }
 
 // A file of the source read from an offset; checked against its listed etag when opened and

@@ -75,7 +75,7 @@ struct SourceObject {
   uint64_t size_bytes = 0;
   // What identifies this content at the source, changing whenever the content does: the Hub's
   // LFS sha256 or git blob id, an S3/Azure ETag, a GCS generation, a local file's
-  // size-mtime-inode. Recorded in the listing digest; a stream refuses other content.
+  // size-mtime-inode-mode-ctime. Recorded in the listing digest; a stream refuses other content.
   std::string etag;
   uint16_t mode = 0644;  // permission bits the file gets in the version
 };
