@@ -8,7 +8,6 @@
 #include "bdn/objstore/xml_listing.h"
 #include "bdn/sync/crypto.h"
 #include "bdn/sync/http_fetch.h"
-#include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 #include "bdn/sync/object_store_sources.h"
 
@@ -174,8 +173,8 @@ class AzureSource : public Source {
         auto size = ParseByteCount(r->Header("content-length").value_or(""));
         if (!size) return Err(Malformed("HEAD of the blob gave no Content-Length"));
         single_name_ = parsed_.prefix;
-        out.objects.push_back({parsed_.prefix.substr(parsed_.prefix.rfind('/') + 1), *size,
-                               NormalizeEtag(r->Header("etag").value_or("")), 0644});
+        out.objects.push_back(StoreObject(parsed_.prefix.substr(parsed_.prefix.rfind('/') + 1),
+                                          *size, r->Header("etag").value_or("")));
       } else if (r.error().reason() != kSourceNotFound) {
         return Err(r.error());
       }

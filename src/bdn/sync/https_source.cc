@@ -4,7 +4,21 @@
 
 namespace bdn::sync {
 
+namespace {
+
+std::string_view TrimBlanks(std::string_view s) {
+  constexpr std::string_view kBlanks = " \t\r\n";
+  const size_t first = s.find_first_not_of(kBlanks);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kBlanks) - first + 1);
+}
+
+}  // namespace
+
+bool IsWeakEtag(std::string_view etag) { return TrimBlanks(etag).starts_with("W/"); }
+
 std::string NormalizeEtag(std::string_view etag) {
+  etag = TrimBlanks(etag);
   if (etag.starts_with("W/")) etag.remove_prefix(2);
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
     etag = etag.substr(1, etag.size() - 2);

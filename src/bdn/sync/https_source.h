@@ -15,7 +15,10 @@ namespace bdn::sync {
 Result<std::unique_ptr<Source>> OpenHttpsSource(const std::string& uri, const HttpsUri& parsed,
                                                 const SourceOptions& options);
 
-// An ETag as a source's etag: without the weak prefix W/ and the quotes.
+// An ETag as a source's etag: without the blanks around it, the weak prefix W/ and the quotes.
 std::string NormalizeEtag(std::string_view etag);
+
+// Whether the ETag `etag` (blanks around it allowed) is weak: W/"...".
+bool IsWeakEtag(std::string_view etag);
 
 }  // namespace bdn::sync

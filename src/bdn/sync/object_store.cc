@@ -86,7 +86,9 @@ ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
   // Listing data goes into a header only as a valid entity-tag (RFC 9110 §8.8.3): a CR or LF
   // there would add headers of the listing's choosing. Another etag is still compared with the
   // answer's ETag below.
-  if (IsEntityTag(object.etag)) req.headers.emplace_back("If-Match", "\"" + object.etag + "\"");
+  if (IsEntityTag(object.etag) && !object.etag_weak) {
+    req.headers.emplace_back("If-Match", "\"" + object.etag + "\"");
+  }
   req.check = [uri, object](int status, const Headers& headers) -> Status {
     auto etag = FindHeader(headers, "etag");
     if (!object.etag.empty() && etag && NormalizeEtag(*etag) != object.etag) {
@@ -108,8 +110,16 @@ Status AddListed(const std::string& uri, const std::string& from, const std::str
                          EscapeName(list_prefix) + "\"");
   }
   if (o.key.back() == '/') return Status::Ok();  // a "folder" marker
-  out.push_back({o.key.substr(list_prefix.size()), o.size_bytes, NormalizeEtag(o.etag), 0644});
+  out.push_back(StoreObject(o.key.substr(list_prefix.size()), o.size_bytes, o.etag));
   return Status::Ok();
+}
+
+SourceObject StoreObject(std::string path, uint64_t size_bytes, std::string_view etag) {
+  return {.path = std::move(path),
+          .size_bytes = size_bytes,
+          .etag = NormalizeEtag(etag),
+          .mode = 0644,
+          .etag_weak = IsWeakEtag(etag)};
 }
 
 std::string SecretNamed(const SourceOptions& options) {

@@ -54,6 +54,10 @@ std::optional<Status> ObjectGone(const std::string& uri, const SourceObject& obj
 // etagc characters (0x21, 0x23-0x7e, 0x80-0xff): no quote, blank or control character.
 bool IsEntityTag(std::string_view etag);
 
+// The object at `path` of `size_bytes` that a listing or HEAD gave with the ETag `etag` as the
+// store sent it (quoted, perhaps weak, perhaps with blanks around it), mode 0644.
+SourceObject StoreObject(std::string path, uint64_t size_bytes, std::string_view etag);
+
 // The GET of `object` at `url` from `offset`, as S3 and Azure answer it: If-Match its listed
 // etag when IsEntityTag, its answer's ETag and size checked against the listing (ChangedEtag,
 // CheckObjectSize), a 404 or 412 read as ObjectGone.

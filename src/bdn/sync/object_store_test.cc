@@ -135,6 +135,30 @@ TEST(EtagCheckedRequest, SendsOnlyAValidEntityTagInIfMatch) {
   }
 }
 
+// A weak ETag W/"abc" was sent as If-Match: "abc", which a store compares strongly (RFC 9110
+// §13.1.1): every GET of an unchanged object got 412 and the job failed source_changed. Blanks
+// around a listed ETag (" \"abc\" ") were kept in the etag and never matched the answer's.
+TEST(EtagCheckedRequest, AWeakOrBlankEtagIsNormalizedAndWeakOnesAreNotSent) {
+  const SourceObject weak = StoreObject("a", 5, "W/\"abc\"");
+  EXPECT_EQ("abc", weak.etag);
+  EXPECT_TRUE(weak.etag_weak);
+  EXPECT_TRUE(EtagCheckedRequest("s3://b/p", "http://h/b/p/a", weak, 0).headers.empty());
+  const SourceObject spaced = StoreObject("a", 5, " \"abc\" \t");
+  EXPECT_EQ("abc", spaced.etag);
+  EXPECT_FALSE(spaced.etag_weak);
+  auto req = EtagCheckedRequest("s3://b/p", "http://h/b/p/a", spaced, 0);
+  ASSERT_EQ(1u, req.headers.size());
+  EXPECT_EQ("\"abc\"", req.headers[0].second);
+  // Answers are compared weakly, whatever the listing's strength.
+  for (const SourceObject& o : {weak, spaced}) {
+    auto check = EtagCheckedRequest("s3://b/p", "http://h/b/p/a", o, 0).check;
+    EXPECT_OK(check(200, {{"etag", "W/\"abc\""}, {"content-length", "5"}}));
+    EXPECT_OK(check(200, {{"etag", "\"abc\""}, {"content-length", "5"}}));
+    EXPECT_EQ("s3://b/p: object \"a\": changed during the sync (etag abc listed, abd now)",
+              check(200, {{"etag", "W/\"abd\""}}).message());
+  }
+}
+
 TEST(Crypto, PublishedTestVectors) {
   // RFC 4231 test case 2 / RFC 4648 §10.
   EXPECT_EQ("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",

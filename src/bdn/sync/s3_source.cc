@@ -6,7 +6,6 @@
 #include "bdn/base/text.h"
 #include "bdn/objstore/xml_listing.h"
 #include "bdn/sync/http_fetch.h"
-#include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 #include "bdn/sync/object_store_sources.h"
 
@@ -166,8 +165,7 @@ class S3Source : public Source {
     if (!size) return Err(Malformed("HEAD of the object gave no Content-Length"));
     single_key_ = parsed_.prefix;
     std::string name = parsed_.prefix.substr(parsed_.prefix.rfind('/') + 1);
-    return std::optional<SourceObject>(
-        SourceObject{name, *size, NormalizeEtag(r->Header("etag").value_or("")), 0644});
+    return std::optional<SourceObject>(StoreObject(name, *size, r->Header("etag").value_or("")));
   }
 
   std::optional<Status> ClassifyS3(const std::string& what, const http::Response& r, bool sent,

@@ -78,6 +78,9 @@ struct SourceObject {
   // size-mtime-inode-mode-ctime. Recorded in the listing digest; a stream refuses other content.
   std::string etag;
   uint16_t mode = 0644;  // permission bits the file gets in the version
+  // The source gave `etag` as a weak entity-tag (W/"..."): answers are compared with it weakly,
+  // and it is never sent in If-Match, which a store compares strongly (RFC 9110 §13.1.1).
+  bool etag_weak = false;
 };
 
 struct SourceListing {
