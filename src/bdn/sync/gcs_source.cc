@@ -256,6 +256,7 @@ class GcsSource : public Source {
       }
       return ObjectGone(uri_, object, r.status);
     };
+    req.pin = std::make_shared<ValidatorPin>();
     return OpenObjectStream(fetcher_, std::move(req));
   }
 

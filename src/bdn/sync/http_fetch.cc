@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bdn/base/units.h"  // FormatBytes
+#include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/retry.h"
 
 namespace bdn::sync {
@@ -156,6 +157,28 @@ Status CheckObjectSize(const std::string& source, const SourceObject& object, in
                     kSourceChanged);
   }
   return Status::Ok();
+}
+
+// ---- ValidatorPin ----
+
+Status ValidatorPin::Check(const std::string& source, const SourceObject& object,
+                           const Headers& headers) {
+  std::string validator = "no ETag or Last-Modified";
+  if (auto etag = FindHeader(headers, "etag")) {
+    validator = "ETag \"" + EscapeName(NormalizeEtag(*etag)) + "\"";
+  } else if (auto modified = FindHeader(headers, "last-modified")) {
+    validator = "Last-Modified \"" + EscapeName(*modified) + "\"";
+  }
+  MutexLock lock(mu_);
+  if (!pinned_) {
+    pinned_ = std::move(validator);
+    return Status::Ok();
+  }
+  if (*pinned_ == validator) return Status::Ok();
+  return WithCode(FailedPreconditionError(source + ": object \"" + EscapeName(object.path) +
+                                          "\": changed during the sync (its first answer had " +
+                                          *pinned_ + ", this one " + validator + ")"),
+                  kSourceChanged);
 }
 
 // ---- HttpFetcher ----
@@ -421,6 +444,7 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
     }
     Status s = request_.check ? request_.check(status, headers)
                               : CheckObjectSize(fetcher_->options().source, obj, status, headers);
+    if (s.ok() && request_.pin) s = request_.pin->Check(fetcher_->options().source, obj, headers);
     if (!s.ok()) {
       header_error = s;
       return false;

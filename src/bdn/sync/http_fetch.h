@@ -140,6 +140,25 @@ class HttpFetcher {
   std::map<std::string, std::shared_ptr<http::HttpClient>> clients_ GUARDED_BY(mu_);
 };
 
+// The validator of an object's first answer, which every later answer for the same object (a
+// resumed try, another ranged part) must repeat, so that an object is never read from two of
+// its versions, also when the listing gave no etag to ask for. The validator is the answer's
+// ETag (compared weakly: W/ and quotes dropped), else its Last-Modified, else none; an answer
+// whose validator differs from the first (one with none after one with an ETag too) is refused
+// before its body is used. Thread-safe: the parts of a RangedObjectStream share one.
+class ValidatorPin {
+ public:
+  // Pins the validator of `headers` (a 2xx answer for `object` of source `source`) if none is
+  // pinned yet, else compares it with the pinned one. Errors: FailedPrecondition, reason
+  // source_changed, "<source>: object \"p\": changed during the sync (its first answer had
+  // ETag \"a\", this one ETag \"b\")".
+  Status Check(const std::string& source, const SourceObject& object, const Headers& headers);
+
+ private:
+  Mutex mu_;
+  std::optional<std::string> pinned_ GUARDED_BY(mu_);
+};
+
 // What HttpObjectStream fetches.
 struct ObjectRequest {
   std::string url;
@@ -167,6 +186,9 @@ struct ObjectRequest {
   // stream instead of from byte 0 again for every part. Null: a 200 is read, its first bytes
   // skipped.
   std::shared_ptr<std::atomic<bool>> ranges_ignored;
+  // Every answer (each try, each part: the pin is shared by copies of the request) must have
+  // the validator of the first; null: no such check (the source checks the bytes otherwise).
+  std::shared_ptr<ValidatorPin> pin;
 };
 
 // The bytes [offset, end) of one object, fetched by a thread of its own and handed over through

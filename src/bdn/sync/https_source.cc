@@ -78,6 +78,7 @@ class HttpsSource : public Source {
       }
       return CheckObjectSize(uri_, object, status, headers);
     };
+    req.pin = std::make_shared<ValidatorPin>();
     return std::unique_ptr<ByteStream>(std::make_unique<HttpObjectStream>(fetcher_, req));
   }
 

@@ -99,6 +99,8 @@ ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
   req.on_error = [uri, object](const http::Response& r) {
     return ObjectGone(uri, object, r.status);
   };
+  // Without a listed etag, the parts and resumptions are held to the first answer's.
+  req.pin = std::make_shared<ValidatorPin>();
   return req;
 }
 

@@ -59,8 +59,9 @@ bool IsEntityTag(std::string_view etag);
 SourceObject StoreObject(std::string path, uint64_t size_bytes, std::string_view etag);
 
 // The GET of `object` at `url` from `offset`, as S3 and Azure answer it: If-Match its listed
-// etag when IsEntityTag, its answer's ETag and size checked against the listing (ChangedEtag,
-// CheckObjectSize), a 404 or 412 read as ObjectGone.
+// etag when IsEntityTag and not weak, its answer's ETag (weakly) and size checked against the
+// listing (ChangedEtag, CheckObjectSize), a 404 or 412 read as ObjectGone; a ValidatorPin holds
+// every part and resumption to the first answer's ETag.
 ObjectRequest EtagCheckedRequest(const std::string& uri, std::string url,
                                  const SourceObject& object, uint64_t offset);
 

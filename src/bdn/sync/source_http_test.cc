@@ -623,6 +623,92 @@ TEST(RangedObjectStream, AServerIgnoringRangeIsReadOnce) {
   EXPECT_EQ(ranged.load() + 1, server.requests());
 }
 
+// Serves `size` bytes of "version n" for the n-th GET (ranged or whole), under ETag "v<n>": a
+// store answering each request from another version of one object.
+FakeServer::Handler Versioned(uint64_t size, std::atomic<int>& gets) {
+  return [size, &gets](const http::ServerRequest& req, http::ServerResponse& res) {
+    if (req.path.ends_with("/bucket")) {  // the listing: no ETag
+      res.set_content(S3Page("<Contents><Key>p/big.bin</Key><Size>" + std::to_string(size) +
+                                 "</Size></Contents>",
+                             ""),
+                      "application/xml");
+      return;
+    }
+    const int n = ++gets;
+    uint64_t first = 0, last = size - 1;
+    if (req.has_header("Range")) {
+      auto range = http::ParseRange(req.get_header_value("Range"), size);
+      first = (*range)->offset;
+      last = first + (*range)->length - 1;
+      res.status = 206;
+      res.set_header("Content-Range", "bytes " + std::to_string(first) + "-" +
+                                          std::to_string(last) + "/" + std::to_string(size));
+    }
+    res.set_header("ETag", "\"v" + std::to_string(n) + "\"");
+    res.set_content(std::string(last - first + 1, static_cast<char>('a' + n)),
+                    "application/octet-stream");
+  };
+}
+
+// An object listed without an ETag was sealed from 10 versions: each 8 MiB part of it answered
+// another ETag and other bytes, and was compared only with the listing's (empty) etag.
+TEST(RangedObjectStream, PartsFromAnotherVersionThanTheFirstFail) {
+  std::atomic<int> gets{0};
+  FakeServer server(Versioned(64 * 1024, gets));
+  auto fetcher = std::make_shared<HttpFetcher>(
+      FetcherOptions{.source = "s3://b/p", .source_options = FastOptions()});
+  ObjectRequest req;
+  req.url = server.url() + "/bucket/p/big.bin";
+  req.object = {"big.bin", 64 * 1024, ""};
+  req.pin = std::make_shared<ValidatorPin>();
+  RangedObjectStream stream(fetcher, req, 4096, 4);
+  auto bytes = ReadAll(stream);
+  ASSERT_FALSE(bytes.has_value());
+  // Which part answers first is a race; any one of them pins the others.
+  EXPECT_TRUE(bytes.error().message().starts_with(
+      "s3://b/p: object \"big.bin\": changed during the sync (its first answer had ETag \"v"))
+      << bytes.error().message();
+  EXPECT_EQ("source_changed", bytes.error().reason());
+}
+
+// The same through an S3 source: a body cut off mid-object was resumed from another version.
+TEST(S3Object, AResumptionFromAnotherVersionFails) {
+  std::atomic<int> gets{0};
+  auto versioned = Versioned(100'000, gets);
+  FakeServer server([&](const http::ServerRequest& req, http::ServerResponse& res) {
+    versioned(req, res);
+    if (gets.load() == 1 && !req.path.ends_with("/bucket")) {
+      // The first GET breaks off after 1000 bytes.
+      std::string head = res.body.substr(0, 1000);
+      res.body.clear();
+      res.set_chunked_content_provider("application/octet-stream",
+                                       [head](size_t offset, http::DataSink& sink) {
+                                         if (offset > 0) return false;
+                                         return sink.write(head.data(), head.size());
+                                       });
+    }
+  });
+  SourceOptions o = FastOptions();
+  o.retry.deadline = std::chrono::milliseconds(60'000);
+  o.retry.initial_backoff = std::chrono::milliseconds(0);
+  auto listing = ListS3(server, o);
+  ASSERT_OK(listing);
+  ASSERT_EQ(1u, listing->objects.size());
+  o.endpoint = server.url();
+  auto source = OpenSource("s3://bucket/p", o);
+  ASSERT_OK(source);
+  auto stream = (*source)->Open(listing->objects[0], 0);
+  ASSERT_OK(stream);
+  auto bytes = ReadAll(**stream);
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ(
+      "s3://bucket/p: object \"big.bin\": changed during the sync (its first answer had ETag "
+      "\"v1\", this one ETag \"v2\")",
+      bytes.error().message());
+  EXPECT_EQ("source_changed", bytes.error().reason());
+  EXPECT_EQ(2, gets.load());
+}
+
 // A password in HF_ENDPOINT was echoed into the job's stored error.
 TEST(HfEndpoint, RefusesCredentialsWithoutShowingThem) {
   ::setenv("HF_ENDPOINT", "http://user:hunter2@127.0.0.1:1/", 1);
