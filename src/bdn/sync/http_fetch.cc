@@ -7,7 +7,7 @@
 #include <deque>
 #include <thread>
 
-#include "bdn/base/units.h"  // FormatBytes
+#include "bdn/base/units.h"         // FormatBytes
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/retry.h"
 

@@ -202,8 +202,9 @@ TEST(HfListing, APageRepeatedUnderANewLinkEndsTheListingAtOnce) {
   FakeServer hub(Hub([&](const http::ServerRequest& req, http::ServerResponse& res) {
     const int n = ++page;
     res.set_header("Link", "<" + req.path + "?cursor=" + std::to_string(n) + ">; rel=\"next\"");
-    res.set_content(R"([{"type": "file", "path": "f", "size": 1, "oid": "1"}])",
-                    "application/json");
+    res.set_content(
+        R"([{"type": "file", "path": "f", "size": 1, "oid": "0123456789abcdef0123456789abcdef01234567"}])",
+        "application/json");
   }));
   auto r = ListHf(hub, FastOptions());
   ASSERT_FALSE(r.has_value());
