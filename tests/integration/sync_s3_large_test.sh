@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A 2 GiB object synced from s3rver (uploaded by Debian's awscli, multipart) is streamed through
 # the chunker as ranged GETs, four in flight, never held or staged: the sync's peak RSS stays
-# under 320 MiB (a sixth of the object; it kept 199-263 MiB of freed memory, by machine load), it runs with a file size limit of 512 MiB (ulimit -f: a process that writes
-# past it is killed by SIGXFSZ), so no copy of the object can be written anywhere, and the sealed
-# file's digest is the b3sum of the uploaded file. The object is sparse with random blocks
-# (zeros elsewhere), so it costs little disk locally.
+# under 320 MiB (a sixth of the object; it keeps 199-263 MiB of freed memory, by machine load),
+# it runs with a file size limit of 512 MiB (ulimit -f: a process that writes past it is killed
+# by SIGXFSZ), so no copy of the object can be written anywhere, and the sealed file's digest is
+# the b3sum of the uploaded file. The object is sparse with random blocks (zeros elsewhere), so
+# it costs little disk locally.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/object_stores.sh"
 
