@@ -66,7 +66,8 @@ Status Init(Level level, const std::filesystem::path& file) {
     sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   } else {
     if (file.has_parent_path()) {
-      BDN_RETURN_IF_ERROR(CreatePrivateDirectory(file.parent_path(), "log directory"));
+      BDN_RETURN_IF_ERROR(
+          CreatePrivateDirectory(file.parent_path(), "log directory", DirOwner::kAnyone));
     }
     CreatePrivateFile(file, "log file");
     try {

@@ -861,7 +861,9 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   opts.log_file =
       args.log_file.empty() ? MountLogFile(ctx.home, opts.mountpoint) : fs::path(args.log_file);
   // The daemon appends to it; created private (it names files and chunks of the version).
-  if (Status s = CreatePrivateDirectory(opts.log_file.parent_path(), "log directory"); !s.ok()) {
+  if (Status s =
+          CreatePrivateDirectory(opts.log_file.parent_path(), "log directory", DirOwner::kAnyone);
+      !s.ok()) {
     std::cerr << "bdn: warning: " << s.message() << "; the mount daemon logs nowhere\n";
     opts.log_file.clear();
   } else {
