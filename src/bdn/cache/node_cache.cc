@@ -78,13 +78,20 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
     return Err(InvalidArgumentError(what + ": watermarks must be in (0, 1]"));
   }
   // Private to its owner: it holds chunks of every namespace mounted on the node.
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(options.dir, "node cache"));
+  // Refused when another user owns it: that user could plant symlinks in it. What is inside is
+  // opened relative to it, never through a symlink.
+  BDN_ASSIGN_OR_RETURN(UniqueFd dir_fd, OpenPrivateDirectory(options.dir, "node cache"));
   std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
   // A cache that cannot be written (a read-only file system, another owner) is refused here, so
   // that the caller goes without it rather than with one that never keeps anything.
-  cache->evict_lock_fd_.Reset(
-      ::open((options.dir / "evict.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
-  if (!cache->evict_lock_fd_) return Err(ErrnoError(what, errno));
+  auto lock = OpenRegularFileAt(dir_fd.get(), "evict.lock", O_RDWR | O_CREAT, what);
+  if (!lock) {
+    // "node cache <dir>: Read-only file system"; a FIFO or symlink in the way is named.
+    if (lock.error().code() != StatusCode::kFailedPrecondition) return Err(lock.error());
+    return Err(FailedPreconditionError("node cache " + (options.dir / "evict.lock").string() +
+                                       lock.error().message().substr(what.size())));
+  }
+  cache->evict_lock_fd_ = std::move(*lock);
   BDN_ASSIGN_OR_RETURN(cache->store_,
                        LocalChunkStore::Open(options.dir, NodeCacheStoreOptions(options)));
   // The old layout's accounting file and temporary directory, once migrated.

@@ -523,6 +523,109 @@ TEST_F(NodeCacheTest, ACacheOfTheOldLayoutNamesTheMigrateCommand) {
                 CacheDir().string());
 }
 
+// Regression (a cache dir another user made, with symlinks planted in it): root's mount created
+// files where the links pointed and appended to a root-only file through `quarantine`.
+TEST_F(NodeCacheTest, ADirectoryAnotherUserOwnsIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another user";
+  fs::create_directories(CacheDir());
+  ASSERT_EQ(::chmod(CacheDir().c_str(), 0777), 0);
+  ASSERT_EQ(::chown(CacheDir().c_str(), 65534, 65534), 0);
+  auto cache = NodeCache::Open(upstream_, {.dir = CacheDir(), .capacity_bytes = 1 << 20});
+  ASSERT_FALSE(cache.has_value());
+  EXPECT_EQ(cache.error().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(cache.error().message().starts_with("node cache " + CacheDir().string() +
+                                                  ": owned by uid 65534"))
+      << cache.error().message();
+  EXPECT_TRUE(
+      cache.error().message().ends_with(", not by this user (uid 0); use a directory of your own"))
+      << cache.error().message();
+  EXPECT_FALSE(fs::exists(CacheDir() / "packs"));
+}
+
+TEST_F(NodeCacheTest, SymlinksPlantedInTheDirectoryAreNeverFollowed) {
+  const fs::path victim = dir_.path() / "victim";
+  fs::create_directories(victim);
+  std::ofstream(victim / "file") << "root only\n";
+  fs::create_directories(CacheDir());
+  auto open = [&] {
+    return NodeCache::Open(upstream_, {.dir = CacheDir(), .capacity_bytes = 1 << 20});
+  };
+  // packs/ (and index/) leading elsewhere: refused, nothing written there.
+  fs::create_directory_symlink(victim, CacheDir() / "packs");
+  auto cache = open();
+  ASSERT_FALSE(cache.has_value());
+  EXPECT_EQ(cache.error().message(),
+            "chunk store " + (CacheDir() / "packs").string() +
+                ": not a directory (a symlink or file is in the way); move it away");
+  fs::remove(CacheDir() / "packs");
+  // evict.lock leading to a file it would create.
+  fs::remove(CacheDir() / "evict.lock");
+  fs::create_symlink(victim / "created", CacheDir() / "evict.lock");
+  cache = open();
+  ASSERT_FALSE(cache.has_value());
+  EXPECT_EQ(cache.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.error().message(),
+            "node cache " + (CacheDir() / "evict.lock").string() +
+                ": not a regular file (a symlink, FIFO, directory or device is in the way)");
+  EXPECT_FALSE(fs::exists(victim / "created"));
+  fs::remove(CacheDir() / "evict.lock");
+  // quarantine leading to a file it would append to: set aside, a file of its own made instead.
+  fs::create_symlink(victim / "file", CacheDir() / "quarantine");
+  ::testing::internal::CaptureStderr();
+  cache = open();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(cache.has_value()) << cache.error().ToString();
+  EXPECT_EQ(err, "warning: chunk store quarantine " + (CacheDir() / "quarantine").string() +
+                     ": not a regular file (a symlink, FIFO, directory or device is in the way); "
+                     "set aside as " +
+                     (CacheDir() / "quarantine.damaged").string() + "\n");
+  EXPECT_TRUE(fs::is_symlink(CacheDir() / "quarantine.damaged"));
+  Chunks c = MakeChunks(upstream_->inner, 1, 31);
+  ASSERT_TRUE((*cache)->Get(c.ids[0]).has_value());
+  ASSERT_TRUE(FlipStoredByte((*cache)->regions(), c.ids[0], 100).ok());
+  ASSERT_TRUE((*cache)->Get(c.ids[0]).has_value());
+  EXPECT_EQ((*cache)->stats().corrupt_dropped, 1u);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(CacheDir() / "quarantine")));
+  std::string text;
+  std::getline(std::ifstream(victim / "file"), text);
+  EXPECT_EQ(text, "root only");
+  EXPECT_EQ(fs::file_size(victim / "file"), 10u);
+}
+
+// Regression: a FIFO named like a region (or `quarantine`) hung `bdn volume mount` for ever in
+// open(2).
+TEST_F(NodeCacheTest, AFifoInTheDirectoryIsSetAsideWithoutBlocking) {
+  Chunks c = MakeChunks(upstream_->inner, 1, 32);
+  {
+    auto cache = Open();
+    ASSERT_TRUE(cache->Get(c.ids[0]).has_value());
+  }
+  const fs::path fifo = CacheDir() / "packs" / "e1283ff8e463efab.pack";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((CacheDir() / "packs" / "e1283ff8e463efac.open").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((CacheDir() / "quarantine").c_str(), 0600), 0);
+  ::testing::internal::CaptureStderr();
+  auto cache = Open();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(cache, nullptr);
+  const std::string not_file =
+      ": not a regular file (a symlink, FIFO, directory or device is in the way); set aside as ";
+  EXPECT_NE(err.find("warning: pack " + fifo.string() + not_file + fifo.string() + ".damaged\n"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("warning: chunk store quarantine " + (CacheDir() / "quarantine").string() +
+                     not_file + (CacheDir() / "quarantine.damaged").string() + "\n"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(fs::is_fifo(fs::path(fifo.string() + ".damaged")));
+  EXPECT_TRUE(fs::is_fifo(CacheDir() / "packs" / "e1283ff8e463efac.open.damaged"));
+  auto got = cache->Get(c.ids[0]);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, ToBytes(c.contents[0]));
+  EXPECT_EQ(upstream_->gets, 1);
+  EXPECT_EQ(cache->stats().regions, 1u);
+}
+
 TEST_F(NodeCacheTest, TwoInstancesOnOneDirectoryStayConsistent) {
   const uint64_t kCapacity = 1 << 20;
   Chunks c = MakeChunks(upstream_->inner, 120, 14);

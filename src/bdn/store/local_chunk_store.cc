@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <sstream>
 
 #include "bdn/base/private_files.h"
@@ -64,10 +63,15 @@ bool IsDeadWritersNewFile(int fd) {
          ::flock(fd, LOCK_EX | LOCK_NB) == 0;
 }
 
-// Names in `dir` (no "." or ".."). Errors: ErrnoError naming `what`.
-Result<std::vector<std::string>> ListDir(const fs::path& dir, const std::string& what) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return Err(ErrnoError(what + " " + dir.string(), errno));
+// Names in the open directory `dir` (no "." or ".."). Errors: ErrnoError "<what> <display>".
+Result<std::vector<std::string>> ListDirAt(int dir, const fs::path& display,
+                                           const std::string& what) {
+  UniqueFd copy(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
+  if (!copy) return Err(ErrnoError(what + " " + display.string(), errno));
+  DIR* d = ::fdopendir(copy.get());
+  if (d == nullptr) return Err(ErrnoError(what + " " + display.string(), errno));
+  (void)copy.Release();  // closedir closes it
+  ::rewinddir(d);        // the copy shares its offset with `dir` and earlier listings
   std::vector<std::string> out;
   errno = 0;
   while (struct dirent* e = ::readdir(d)) {
@@ -76,8 +80,23 @@ Result<std::vector<std::string>> ListDir(const fs::path& dir, const std::string&
   }
   int err = errno;
   ::closedir(d);
-  if (err != 0) return Err(ErrnoError(what + " " + dir.string(), err));
+  if (err != 0) return Err(ErrnoError(what + " " + display.string(), err));
   return out;
+}
+
+// The text of the file `name` in the directory `dir`; "" when it is missing, unreadable or not a
+// regular file (never through a symlink, never waiting on a FIFO).
+std::string ReadSmallFileAt(int dir, const std::string& name) {
+  auto fd = OpenRegularFileAt(dir, name, O_RDONLY, name);
+  if (!fd) return "";
+  std::string out;
+  std::vector<uint8_t> buf(64 << 10);
+  for (;;) {
+    auto n = ReadFull(fd->get(), buf, name);
+    if (!n) return "";
+    out.append(reinterpret_cast<const char*>(buf.data()), *n);
+    if (*n < buf.size()) return out;
+  }
 }
 
 Status FsyncDir(const fs::path& dir) {
@@ -108,11 +127,16 @@ class FlockHold : public StoreHold {
   UniqueFd fd_;
 };
 
-// Takes `how` (LOCK_SH, LOCK_EX, optionally | LOCK_NB) on `path` (created if missing). Returns the
+// Takes `how` (LOCK_SH, LOCK_EX, optionally | LOCK_NB) on the file `name` in the directory `dir`
+// (created if missing; never through a symlink, never a FIFO: EINVAL then). Returns the
 // descriptor, or an empty one with errno set (EWOULDBLOCK: held elsewhere, with LOCK_NB).
-UniqueFd LockPath(const fs::path& path, int how) {
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
-  if (!fd) return fd;
+UniqueFd LockAt(int dir, const std::string& name, int how) {
+  auto opened = OpenRegularFileAt(dir, name, O_RDWR | O_CREAT, name);
+  if (!opened) {
+    if (opened.error().code() == StatusCode::kFailedPrecondition) errno = EINVAL;
+    return UniqueFd();
+  }
+  UniqueFd fd = std::move(*opened);
   while (::flock(fd.get(), how) != 0) {
     if (errno == EINTR) continue;
     fd.Reset();  // keeps errno
@@ -123,8 +147,8 @@ UniqueFd LockPath(const fs::path& path, int how) {
 
 // Holds index/lock (flock) for as long as the descriptor lives. Errors: ErrnoError "index lock
 // <path>".
-Result<UniqueFd> TakeIndexLock(const fs::path& path) {
-  UniqueFd fd = LockPath(path, LOCK_EX);
+Result<UniqueFd> TakeIndexLock(int index_dir, const fs::path& path) {
+  UniqueFd fd = LockAt(index_dir, "lock", LOCK_EX);
   if (!fd) return Err(ErrnoError("index lock " + path.string(), errno));
   return fd;
 }
@@ -273,21 +297,21 @@ Status LocalChunkStore::Init() {
     }
   }
   // Private to the owner: the store holds every chunk of every namespace.
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_, "chunk store"));
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "packs", "chunk store"));
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "index", "chunk store"));
-  packs_dir_.Reset(::open((root_ / "packs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!packs_dir_) return ErrnoError(what + ": packs", errno);
-  UniqueFd lock(
-      ::open((root_ / "index" / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
+  // Its own user's only, and what is below it opened relative to it, never through a symlink:
+  // another user who owned it or planted links in it would choose where this process writes.
+  BDN_ASSIGN_OR_RETURN(root_dir_, OpenPrivateDirectory(root_, "chunk store"));
+  BDN_ASSIGN_OR_RETURN(packs_dir_, OpenPrivateSubdirectory(root_dir_.get(), "packs",
+                                                           root_ / "packs", "chunk store"));
+  BDN_ASSIGN_OR_RETURN(index_dir_, OpenPrivateSubdirectory(root_dir_.get(), "index",
+                                                           root_ / "index", "chunk store"));
+  auto lock = OpenRegularFileAt(index_dir_.get(), "lock", O_RDWR | O_CREAT,
+                                what + ": index lock " + (root_ / "index" / "lock").string());
   if (!lock) {
-    if (errno != EROFS && errno != EACCES && errno != EPERM) {
-      return ErrnoError(what + ": index lock", errno);
-    }
+    if (lock.error().code() != StatusCode::kPermissionDenied) return lock.error();
     writable_ = false;
   }
   // Copies found damaged earlier stay out of use.
-  std::ifstream q(root_ / "quarantine");
+  std::istringstream q(ReadQuarantine());
   std::string pack_hex, id_hex;
   uint64_t offset;
   {
@@ -299,13 +323,16 @@ Status LocalChunkStore::Init() {
   }
   ClaimMode claim_mode = writable_ ? options_.claims : ClaimMode::kNone;
   if (claim_mode != ClaimMode::kNone) {
-    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "gc", "chunk store"));
-    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(root_ / "gc" / "claims", "chunk store"));
+    BDN_ASSIGN_OR_RETURN(
+        gc_dir_, OpenPrivateSubdirectory(root_dir_.get(), "gc", root_ / "gc", "chunk store"));
+    BDN_ASSIGN_OR_RETURN(
+        claims_dir_,
+        OpenPrivateSubdirectory(gc_dir_.get(), "claims", root_ / "gc" / "claims", "chunk store"));
     // A doom left by a GC that died (no process holds gc/running) ends here.
-    std::error_code exists_ec;
-    if (fs::exists(root_ / "gc" / "doomed", exists_ec)) {
-      if (UniqueFd running = LockPath(root_ / "gc" / "running", LOCK_EX | LOCK_NB)) {
-        ::unlink((root_ / "gc" / "doomed").c_str());
+    struct stat doomed;
+    if (::fstatat(gc_dir_.get(), "doomed", &doomed, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (UniqueFd running = LockAt(gc_dir_.get(), "running", LOCK_EX | LOCK_NB)) {
+        ::unlinkat(gc_dir_.get(), "doomed", 0);
       }
     }
   }
@@ -323,7 +350,7 @@ Status LocalChunkStore::Init() {
   // A GC that died between deleting packs and rewriting the index left entries of packs that are
   // gone (readers skip them): the first open after it rewrites those tables.
   if (writable_ && options_.index_tables) {
-    if (auto names = ListDir(root_ / "packs", "chunk store packs")) {
+    if (auto names = ListDirAt(packs_dir_.get(), root_ / "packs", "chunk store packs")) {
       std::unordered_set<uint64_t> present;
       for (const auto& n : *names) {
         if (auto id = pack::ParseHex16Name(n, ".pack")) present.insert(*id);
@@ -350,6 +377,40 @@ LocalChunkStore::~LocalChunkStore() {
     // Best effort in a destructor: a pack left unsealed is recovered by the next open.
     if (p->owner == ::getpid()) SealPack(*p, false).IgnoreError();
   }
+}
+
+std::string LocalChunkStore::ReadQuarantine() {
+  const fs::path q = root_ / "quarantine";
+  auto fd = OpenRegularFileAt(root_dir_.get(), "quarantine", O_RDONLY,
+                              "chunk store quarantine " + q.string());
+  if (!fd) {
+    if (fd.error().code() == StatusCode::kFailedPrecondition) {
+      // A FIFO would block here for ever, a symlink lead elsewhere: not the store's list.
+      std::string line = "warning: " + fd.error().message();
+      if (writable_ &&
+          ::renameat(root_dir_.get(), "quarantine", root_dir_.get(), "quarantine.damaged") == 0) {
+        line += "; set aside as " + q.string() + ".damaged";
+      } else {
+        line += "; ignored";
+      }
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    return "";
+  }
+  return ReadSmallFileAt(root_dir_.get(), "quarantine");
+}
+
+void LocalChunkStore::SetAside(const std::string& name, const std::string& why) {
+  const std::string aside = name + ".damaged";
+  std::string line = "warning: " + why;
+  if (!writable_) {
+    line += " (read-only store: skipped)";
+  } else if (::renameat(packs_dir_.get(), name.c_str(), packs_dir_.get(), aside.c_str()) == 0) {
+    line += "; set aside as " + (root_ / "packs" / aside).string();
+  } else {
+    line += "; skipped (could not set it aside: " + std::string(std::strerror(errno)) + ")";
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 fs::path LocalChunkStore::PackPath(uint64_t pack, bool sealed) const {
@@ -399,8 +460,7 @@ std::optional<IndexedBlob> LocalChunkStore::Lookup(const Digest& id, Copies copi
 
 bool LocalChunkStore::RefreshIfChanged() {
   struct stat a, b;
-  if (::fstat(packs_dir_.get(), &a) != 0 || ::stat((root_ / "index").c_str(), &b) != 0)
-    return false;
+  if (::fstat(packs_dir_.get(), &a) != 0 || ::fstat(index_dir_.get(), &b) != 0) return false;
   int64_t mtime = std::max(MtimeNs(a), MtimeNs(b));
   MutexLock l(refresh_mu_);
   // Directory times are coarse (a clock tick): a change in the tick of the last look may not have
@@ -419,7 +479,7 @@ Status LocalChunkStore::Refresh() {
   MutexLock l(refresh_mu_);
   struct stat a, b;
   int64_t mtime = 0;
-  if (::fstat(packs_dir_.get(), &a) == 0 && ::stat((root_ / "index").c_str(), &b) == 0) {
+  if (::fstat(packs_dir_.get(), &a) == 0 && ::fstat(index_dir_.get(), &b) == 0) {
     mtime = std::max(MtimeNs(a), MtimeNs(b));
   }
   const int64_t now = NowNs();
@@ -432,7 +492,7 @@ Status LocalChunkStore::Refresh() {
 
 Status LocalChunkStore::LoadTables() {
   const fs::path dir = root_ / "index";
-  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store index"));
+  BDN_ASSIGN_OR_RETURN(auto names, ListDirAt(index_dir_.get(), dir, "chunk store index"));
   std::vector<std::shared_ptr<const pack::IndexTable>> now;
   {
     ReaderLock l(mu_);
@@ -508,7 +568,7 @@ void LocalChunkStore::AddLoose(uint64_t pack, std::shared_ptr<PackFile> file,
 
 Status LocalChunkStore::LoadLoosePacks() {
   const fs::path dir = root_ / "packs";
-  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store packs"));
+  BDN_ASSIGN_OR_RETURN(auto names, ListDirAt(packs_dir_.get(), dir, "chunk store packs"));
   {
     // Packs deleted since the last look (DropPack in another process): their blobs are gone.
     std::unordered_set<std::string> present(names.begin(), names.end());
@@ -532,11 +592,18 @@ Status LocalChunkStore::LoadLoosePacks() {
       ReaderLock l(mu_);
       if (indexed_.contains(id) || loose_.contains(id) || open_ids_.contains(id)) continue;
     }
-    UniqueFd fd(::openat(packs_dir_.get(), name.c_str(), (sealed ? O_RDONLY : mode) | O_CLOEXEC));
-    if (!fd) {
-      if (errno == ENOENT) continue;  // sealed or recovered by its writer or another process
-      return ErrnoError("pack " + (dir / name).string(), errno);
+    auto opened = OpenRegularFileAt(packs_dir_.get(), name, sealed ? O_RDONLY : mode,
+                                    "pack " + (dir / name).string());
+    if (!opened) {
+      // Sealed or recovered by its writer or another process.
+      if (opened.error().code() == StatusCode::kNotFound) continue;
+      if (opened.error().code() != StatusCode::kFailedPrecondition) return opened.error();
+      // A symlink, FIFO or directory under a pack's name holds no records: never read (a FIFO
+      // would block the open for ever), set aside.
+      SetAside(name, opened.error().message());
+      continue;
     }
+    UniqueFd fd = std::move(*opened);
     if (fresh) {
       // A writer that died before its first record: nothing to keep.
       if (writable_ && IsDeadWritersNewFile(fd.get())) {
@@ -566,7 +633,8 @@ Status LocalChunkStore::LoadLoosePacks() {
     if (blobs.error().code() != StatusCode::kCorruption) return blobs.error();
     // A sealed pack whose footer did not survive (a power cut before the fdatasync of a pack that
     // was never committed to, or damage): every whole record in it is still good, wherever it is.
-    UniqueFd rw(::openat(packs_dir_.get(), name.c_str(), mode | O_CLOEXEC));
+    UniqueFd rw(
+        ::openat(packs_dir_.get(), name.c_str(), mode | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!rw || ::flock(rw.get(), LOCK_EX | LOCK_NB) != 0) continue;
     BDN_RETURN_IF_ERROR(RepairSealedPack(id, std::move(rw)));
   }
@@ -677,10 +745,11 @@ std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::FileOf(uint64_t pack
   MutexLock l(files_mu_);
   auto it = files_.find(pack);
   if (it != files_.end()) return it->second;
-  UniqueFd fd(::openat(packs_dir_.get(), PackPath(pack).filename().c_str(), O_RDONLY | O_CLOEXEC));
+  // Never through a symlink, never waiting on a FIFO (reads of one then fail at once).
+  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  UniqueFd fd(::openat(packs_dir_.get(), PackPath(pack).filename().c_str(), kFlags));
   if (!fd && errno == ENOENT) {
-    fd.Reset(
-        ::openat(packs_dir_.get(), PackPath(pack, false).filename().c_str(), O_RDONLY | O_CLOEXEC));
+    fd.Reset(::openat(packs_dir_.get(), PackPath(pack, false).filename().c_str(), kFlags));
   }
   if (!fd) return nullptr;
   if (files_.size() >= kMaxOpenFiles) {
@@ -717,7 +786,7 @@ void LocalChunkStore::ForgetPack(uint64_t pack) {
 
 Result<std::vector<LocalChunkStore::PackInfo>> LocalChunkStore::ListPacks() {
   const fs::path dir = root_ / "packs";
-  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "chunk store packs"));
+  BDN_ASSIGN_OR_RETURN(auto names, ListDirAt(packs_dir_.get(), dir, "chunk store packs"));
   std::vector<PackInfo> out;
   for (const std::string& name : names) {
     auto sealed = pack::ParseHex16Name(name, ".pack");
@@ -725,6 +794,7 @@ Result<std::vector<LocalChunkStore::PackInfo>> LocalChunkStore::ListPacks() {
     if (!sealed && !open) continue;
     struct stat st;
     if (::fstatat(packs_dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
+    if (!S_ISREG(st.st_mode)) continue;  // set aside by the next LoadLoosePacks
     out.push_back({sealed ? *sealed : *open, static_cast<uint64_t>(st.st_size), MtimeNs(st),
                    sealed.has_value()});
   }
@@ -740,7 +810,8 @@ Result<std::vector<BlobLocation>> LocalChunkStore::PackBlobs(uint64_t pack) {
     if (auto it = loose_.find(pack); it != loose_.end()) return it->second;
   }
   const fs::path path = PackPath(pack);
-  UniqueFd fd(::openat(packs_dir_.get(), path.filename().c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::openat(packs_dir_.get(), path.filename().c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) return Err(NotFoundError("pack " + path.string() + ": gone"));
     return Err(ErrnoError("pack " + path.string(), errno));
@@ -894,8 +965,9 @@ Status LocalChunkStore::Quarantine(const IndexedBlob& b, const std::string& why)
   }
   if (!writable_) return Status::Ok();
   const fs::path q = root_ / "quarantine";
-  UniqueFd fd(::open(q.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, kPrivateFileMode));
-  if (!fd) return ErrnoError("chunk store quarantine " + q.string(), errno);
+  BDN_ASSIGN_OR_RETURN(
+      UniqueFd fd, OpenRegularFileAt(root_dir_.get(), "quarantine", O_WRONLY | O_APPEND | O_CREAT,
+                                     "chunk store quarantine " + q.string()));
   std::string line =
       Hex16(b.pack) + " " + std::to_string(b.loc.offset) + " " + b.loc.id.Hex() + "\n";
   (void)why;
@@ -1299,9 +1371,9 @@ Status LocalChunkStore::PublishIndex(bool force) {
     if (loose_.empty() || (!force && !TableDue())) return Status::Ok();
   }
   const fs::path dir = root_ / "index";
-  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(index_dir_.get(), dir / "lock"));
   // Temporary tables are written under the lock: any left now belong to a dead writer.
-  if (auto names = ListDir(dir, "chunk store index")) {
+  if (auto names = ListDirAt(index_dir_.get(), dir, "chunk store index")) {
     for (const auto& n : *names) {
       if (n.starts_with(".tmp-")) ::unlink((dir / n).c_str());
     }
@@ -1359,7 +1431,7 @@ Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
   }
   BDN_RETURN_IF_ERROR(Sync());
   const fs::path dir = root_ / "index";
-  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(index_dir_.get(), dir / "lock"));
   MutexLock refresh(refresh_mu_);
   IndexRebuildReport report;
   // Every pack's footer, read again; packs without a valid one are recovered.
@@ -1375,7 +1447,7 @@ Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
   const uint64_t recovered_before = packs_recovered_;
   BDN_RETURN_IF_ERROR(LoadLoosePacks());
   report.packs_repaired = packs_recovered_ - recovered_before;
-  BDN_ASSIGN_OR_RETURN(auto old_tables, ListDir(dir, "chunk store index"));
+  BDN_ASSIGN_OR_RETURN(auto old_tables, ListDirAt(index_dir_.get(), dir, "chunk store index"));
   std::vector<IndexedBlob> blobs;
   std::vector<uint64_t> packs;
   LooseBlobs(blobs, packs);
@@ -1399,11 +1471,13 @@ Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
 
 Result<StoreStats> LocalChunkStore::Stats() {
   StoreStats st;
-  BDN_ASSIGN_OR_RETURN(auto names, ListDir(root_ / "packs", "chunk store packs"));
+  BDN_ASSIGN_OR_RETURN(auto names,
+                       ListDirAt(packs_dir_.get(), root_ / "packs", "chunk store packs"));
   for (const auto& n : names) {
     if (!pack::ParseHex16Name(n, ".pack")) continue;
     const fs::path p = root_ / "packs" / n;
-    UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(
+        ::openat(packs_dir_.get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd) {
       if (errno == ENOENT) continue;
       return Err(ErrnoError("pack " + p.string(), errno));
@@ -1435,10 +1509,9 @@ Result<bool> LocalChunkStore::ClaimThenRefreshDoom(std::span<const Digest> ids) 
 
 bool LocalChunkStore::RefreshDoom() {
   if (!claims_ || claims_->mode() == ClaimMode::kNone) return false;
-  const fs::path path = root_ / "gc" / "doomed";
   auto stamp_of = [&]() -> std::string {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return "";
+    if (::fstatat(gc_dir_.get(), "doomed", &st, AT_SYMLINK_NOFOLLOW) != 0) return "";
     return std::to_string(st.st_ino) + ":" + std::to_string(MtimeNs(st)) + ":" +
            std::to_string(st.st_size);
   };
@@ -1447,7 +1520,7 @@ bool LocalChunkStore::RefreshDoom() {
   if (stamp == doom_stamp_) return false;
   std::unordered_set<uint64_t> packs;
   if (!stamp.empty()) {
-    std::ifstream in(path);
+    std::istringstream in(ReadSmallFileAt(gc_dir_.get(), "doomed"));
     std::string line;
     while (std::getline(in, line)) {
       if (auto id = pack::ParseHex16Name(line, "")) packs.insert(*id);
@@ -1464,14 +1537,14 @@ bool LocalChunkStore::RefreshDoom() {
 Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForCommit() {
   if (!writable_ || claims_->mode() == ClaimMode::kNone) return std::make_unique<StoreHold>();
   const fs::path path = root_ / "gc" / "lock";
-  UniqueFd fd = LockPath(path, LOCK_SH);
+  UniqueFd fd = LockAt(gc_dir_.get(), "lock", LOCK_SH);
   if (!fd) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
   return std::unique_ptr<StoreHold>(new FlockHold(std::move(fd)));
 }
 
 Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForSweep() {
   const fs::path path = root_ / "gc" / "lock";
-  UniqueFd fd = LockPath(path, LOCK_EX);
+  UniqueFd fd = LockAt(gc_dir_.get(), "lock", LOCK_EX);
   if (!fd) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
   return std::unique_ptr<StoreHold>(new FlockHold(std::move(fd)));
 }
@@ -1483,10 +1556,10 @@ Result<std::unique_ptr<StoreHold>> LocalChunkStore::BeginGc() {
     return Err(FailedPreconditionError(what + ": not opened for garbage collection"));
   }
   const fs::path path = root_ / "gc" / "running";
-  UniqueFd fd = LockPath(path, LOCK_EX | LOCK_NB);
+  UniqueFd fd = LockAt(gc_dir_.get(), "running", LOCK_EX | LOCK_NB);
   if (!fd) {
     if (errno != EWOULDBLOCK) return Err(ErrnoError(what + ": gc lock " + path.string(), errno));
-    std::ifstream in(path);
+    std::istringstream in(ReadSmallFileAt(gc_dir_.get(), "running"));
     std::string pid;
     in >> pid;
     return Err(ConflictError(what + ": another gc is running" +
@@ -1547,21 +1620,24 @@ Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
   if (claims_->mode() == ClaimMode::kMemory) return claims_->InMemory();
   std::vector<Digest> out;
   const fs::path dir = root_ / "gc" / "claims";
-  BDN_ASSIGN_OR_RETURN(auto names, ListDir(dir, "gc claims"));
+  BDN_ASSIGN_OR_RETURN(auto names, ListDirAt(claims_dir_.get(), dir, "gc claims"));
   for (const std::string& name : names) {
     if (name.ends_with(".new")) {
       // A process that died between creating its claims file and naming it: nothing in it.
-      UniqueFd fd(::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC));
-      if (fd && IsDeadWritersNewFile(fd.get())) ::unlink((dir / name).c_str());
+      UniqueFd fd(::openat(claims_dir_.get(), name.c_str(),
+                           O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (fd && IsDeadWritersNewFile(fd.get())) ::unlinkat(claims_dir_.get(), name.c_str(), 0);
       continue;
     }
     if (!name.ends_with(".claims")) continue;
     const fs::path path = dir / name;
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) {
-      if (errno == ENOENT) continue;
-      return Err(ErrnoError("gc claims " + path.string(), errno));
+    auto opened =
+        OpenRegularFileAt(claims_dir_.get(), name, O_RDONLY, "gc claims " + path.string());
+    if (!opened) {
+      if (opened.error().code() == StatusCode::kNotFound) continue;
+      return Err(opened.error());
     }
+    UniqueFd fd = std::move(*opened);
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
       // Its process is gone: it commits nothing any more.
       ::unlink(path.c_str());
@@ -1607,10 +1683,11 @@ Status LocalChunkStore::DeletePacks(std::span<const uint64_t> packs) {
 Status LocalChunkStore::CompactIndex() {
   if (!writable_ || !options_.index_tables) return Status::Ok();
   const fs::path dir = root_ / "index";
-  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(dir / "lock"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd lock, TakeIndexLock(index_dir_.get(), dir / "lock"));
   MutexLock refresh(refresh_mu_);
   BDN_RETURN_IF_ERROR(LoadTables());
-  BDN_ASSIGN_OR_RETURN(auto names, ListDir(root_ / "packs", "chunk store packs"));
+  BDN_ASSIGN_OR_RETURN(auto names,
+                       ListDirAt(packs_dir_.get(), root_ / "packs", "chunk store packs"));
   std::unordered_set<uint64_t> sealed;
   for (const auto& n : names) {
     if (auto id = pack::ParseHex16Name(n, ".pack")) sealed.insert(*id);
@@ -1648,7 +1725,7 @@ Status LocalChunkStore::CompactIndex() {
   }
   // Tables no loaded table stands for: left by an interrupted merge or rewrite (covered by
   // another), or damaged (their packs are read from the footers).
-  BDN_ASSIGN_OR_RETURN(auto index_names, ListDir(dir, "chunk store index"));
+  BDN_ASSIGN_OR_RETURN(auto index_names, ListDirAt(index_dir_.get(), dir, "chunk store index"));
   for (const auto& n : index_names) {
     if (pack::ParseHex16Name(n, ".idx") && !live_tables.contains(n)) {
       ::unlink((dir / n).c_str());

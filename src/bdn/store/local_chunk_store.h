@@ -279,6 +279,13 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // Recovers a dead writer's .open pack: its records up to the first one that is not whole,
   // sealed again when writable (the torn tail is cut off, never committed to). `fd` is open with
   // an exclusive flock; the store keeps it (the pack's reading descriptor).
+  // The text of `quarantine` ("" if missing); one that is not a regular file is set aside as
+  // quarantine.damaged (when writable), with a warning on stderr.
+  std::string ReadQuarantine();
+  // Renames packs/<name>, which is not a pack file (a symlink, FIFO, directory), to
+  // <name>.damaged, writing "warning: <why>; set aside as <path>" to stderr (a read-only store
+  // only warns).
+  void SetAside(const std::string& name, const std::string& why);
   Status RecoverPack(uint64_t pack, UniqueFd fd);
   // Takes the open pack file `fd` as a PackFile, with the file's size in bytes.
   // Errors: ErrnoError "`what`" (fstat).
@@ -328,7 +335,13 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // loose_blobs_per_table). Requires mu_ (shared).
   bool TableDue() const REQUIRES_SHARED(mu_);
   bool writable_ = true;
+  // The store's directories, opened (and their owner checked) by Init, never through a symlink:
+  // the files below them are opened relative to these.
+  UniqueFd root_dir_;
   UniqueFd packs_dir_;
+  UniqueFd index_dir_;
+  UniqueFd gc_dir_;      // when opened for garbage collection (ClaimMode other than kNone)
+  UniqueFd claims_dir_;  // gc/claims, likewise
 
   // Guards the lookup state below.
   mutable SharedMutex mu_;

@@ -69,10 +69,13 @@ bool IndexOrder(const IndexedBlob& a, const IndexedBlob& b) {
 
 Result<std::shared_ptr<const IndexTable>> IndexTable::Open(const fs::path& path) {
   const std::string what = "index table " + path.string();
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Never through a symlink, never waiting on a FIFO: anything but a file is a damaged table.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd && errno == ELOOP) return Err(CorruptionError(what + ": not a regular file"));
   if (!fd) return Err(ErrnoError(what, errno));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(what, errno));
+  if (!S_ISREG(st.st_mode)) return Err(CorruptionError(what + ": not a regular file"));
   const auto bytes = static_cast<uint64_t>(st.st_size);
   if (bytes < TableBytes(0, 0)) return Err(CorruptionError(what + ": too short"));
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd.get(), 0);
