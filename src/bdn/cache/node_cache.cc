@@ -9,7 +9,9 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
 
@@ -200,7 +202,10 @@ std::optional<std::vector<uint8_t>> NodeCache::ReadCached(const Digest& id) {
   auto got = store_->Get(id);  // one pread of the record, then BLAKE3
   if (!got) {
     // Corruption: the copy is set aside (never read again) and the chunk fetched again.
-    if (got.error().code() == StatusCode::kCorruption) ++counters_.corrupt_dropped;
+    if (got.error().code() == StatusCode::kCorruption) {
+      ++counters_.corrupt_dropped;
+      LogCorruptCopy(got.error());
+    }
     return std::nullopt;
   }
   CountHit(id, got->size());
@@ -211,6 +216,35 @@ std::optional<std::vector<uint8_t>> NodeCache::GetNow(const Digest& id, uint64_t
   auto got = store_->GetNow(id, max_bytes);
   if (got) CountHit(id, got->size());
   return got;
+}
+
+void NodeCache::LogCorruptCopy(const Status& error) {
+  constexpr uint64_t kCorruptLinesPerMinute = 10;
+  uint64_t left_out = 0;
+  {
+    MutexLock l(log_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - log_window_start_ >= std::chrono::minutes(1)) {
+      log_window_start_ = now;
+      logged_in_window_ = 0;
+    }
+    if (logged_in_window_ >= kCorruptLinesPerMinute) {
+      ++not_logged_;
+      return;
+    }
+    ++logged_in_window_;
+    left_out = std::exchange(not_logged_, 0);
+  }
+  // "chunk b3:…: digest mismatch … in pack <region> at offset N"; the store's advice to push the
+  // data again is for a store, not a cache.
+  std::string why = error.message();
+  if (size_t cut = why.rfind("; set aside"); cut != std::string::npos) why.resize(cut);
+  std::string line = "node cache " + options_.dir.string() + ": cached copy failed its check (" +
+                     why + "); set aside, fetched again";
+  if (left_out > 0) {
+    line += " (" + std::to_string(left_out) + " more such copies since the last line, not logged)";
+  }
+  log::Warn(line);
 }
 
 void NodeCache::CountHit(const Digest& id, size_t bytes) {

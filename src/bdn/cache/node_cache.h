@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -141,6 +142,10 @@ class NodeCache : public ChunkStore {
   NodeCache(std::shared_ptr<ChunkStore> upstream, NodeCacheOptions options);
   // The verified cached bytes of `id`, or nullopt if absent, unreadable or corrupt (set aside).
   std::optional<std::vector<uint8_t>> ReadCached(const Digest& id);
+  // Logs (log::Warn) that a cached copy failed verification, naming the chunk and its region
+  // file (`error` is the store's Corruption): at most kCorruptLinesPerMinute lines a minute, the
+  // next line counting those left out, so that a damaged disk cannot flood the log.
+  void LogCorruptCopy(const Status& error);
   // Counts a hit of `bytes` bytes on `id` (hits keep a chunk's region data on eviction).
   void CountHit(const Digest& id, size_t bytes);
   Result<std::vector<uint8_t>> FetchAndStore(const Digest& id);
@@ -168,6 +173,11 @@ class NodeCache : public ChunkStore {
   std::unordered_set<Digest> hot_ GUARDED_BY(hot_mu_);
   // Bytes of the region files at the last look plus what this process wrote since.
   std::atomic<int64_t> approx_bytes_{0};
+
+  Mutex log_mu_;
+  std::chrono::steady_clock::time_point log_window_start_ GUARDED_BY(log_mu_){};
+  uint64_t logged_in_window_ GUARDED_BY(log_mu_) = 0;
+  uint64_t not_logged_ GUARDED_BY(log_mu_) = 0;
 
   struct Counters {
     std::atomic<uint64_t> hits{0}, misses{0}, upstream_fetches{0}, upstream_errors{0}, hit_bytes{0},

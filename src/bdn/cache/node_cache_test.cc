@@ -283,6 +283,34 @@ TEST_F(NodeCacheTest, ACorruptedCopyIsSetAsideAndFetchedAgain) {
   EXPECT_EQ(cache->stats().cached_bytes, DiskUsage(CacheDir()));
 }
 
+// Regression: corruption in the node cache was never logged (only a metric), so EIO with the
+// origin down read as a network problem.
+TEST_F(NodeCacheTest, ACorruptedCopyIsLoggedNamingTheChunkAndItsRegionAtMostTenTimesAMinute) {
+  Chunks c = MakeChunks(upstream_->inner, 12, 33);
+  auto cache = Open();
+  for (const Digest& id : c.ids) ASSERT_TRUE(cache->Get(id).has_value());
+  auto where = cache->regions().Locate(c.ids[0]);
+  ASSERT_TRUE(where.has_value() && where->has_value());
+  const std::string region = (*where)->pack_path.string();
+  for (const Digest& id : c.ids) ASSERT_TRUE(FlipStoredByte(cache->regions(), id, 100).ok());
+  ::testing::internal::CaptureStderr();
+  for (const Digest& id : c.ids) ASSERT_TRUE(cache->Get(id).has_value());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(cache->stats().corrupt_dropped, 12u);
+  const std::string first = "node cache " + CacheDir().string() +
+                            ": cached copy failed its check (chunk " + c.ids[0].ToString() + ": ";
+  size_t at = err.find(first);
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string tail = " in pack " + region + " at offset ";
+  EXPECT_NE(err.find(tail, at), std::string::npos) << err;
+  EXPECT_NE(err.find("); set aside, fetched again\n", at), std::string::npos) << err;
+  size_t lines = 0;
+  for (size_t p = 0; (p = err.find("cached copy failed its check", p)) != std::string::npos; ++p) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 10u) << err;
+}
+
 TEST_F(NodeCacheTest, ATruncatedRegionLosesOnlyItsTornRecords) {
   Chunks c = MakeChunks(upstream_->inner, 2, 7);
   fs::path region;
