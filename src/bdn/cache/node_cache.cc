@@ -1,5 +1,6 @@
 #include "bdn/cache/node_cache.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -9,7 +10,9 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
@@ -96,6 +99,22 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
   cache->evict_lock_fd_ = std::move(*lock);
   BDN_ASSIGN_OR_RETURN(cache->store_,
                        LocalChunkStore::Open(options.dir, NodeCacheStoreOptions(options)));
+  // Regions set aside as damaged (*.pack.damaged, *.open.damaged, whatever else was set aside)
+  // hold nothing worth keeping in a cache: deleted, so that they do not take disk beyond
+  // capacity_bytes unseen. A directory under such a name stays (unlinkat fails on it).
+  if (auto packs =
+          OpenPrivateSubdirectory(dir_fd.get(), "packs", options.dir / "packs", "node cache")) {
+    UniqueFd copy(::fcntl(packs->get(), F_DUPFD_CLOEXEC, 0));
+    if (DIR* d = copy ? ::fdopendir(copy.get()) : nullptr) {
+      (void)copy.Release();  // closedir closes it
+      std::vector<std::string> damaged;
+      while (struct dirent* e = ::readdir(d)) {
+        if (std::string_view(e->d_name).ends_with(".damaged")) damaged.emplace_back(e->d_name);
+      }
+      ::closedir(d);
+      for (const std::string& name : damaged) ::unlinkat(packs->get(), name.c_str(), 0);
+    }
+  }
   // The old layout's accounting file and temporary directory, once migrated.
   std::error_code ec;
   fs::remove(options.dir / "state", ec);

@@ -645,13 +645,35 @@ TEST_F(NodeCacheTest, AFifoInTheDirectoryIsSetAsideWithoutBlocking) {
                      not_file + (CacheDir() / "quarantine.damaged").string() + "\n"),
             std::string::npos)
       << err;
-  EXPECT_TRUE(fs::is_fifo(fs::path(fifo.string() + ".damaged")));
-  EXPECT_TRUE(fs::is_fifo(CacheDir() / "packs" / "e1283ff8e463efac.open.damaged"));
+  // Set aside, then deleted (NodeCache::Open deletes what is set aside).
+  EXPECT_FALSE(fs::exists(fs::symlink_status(fs::path(fifo.string() + ".damaged"))));
+  EXPECT_FALSE(
+      fs::exists(fs::symlink_status(CacheDir() / "packs" / "e1283ff8e463efac.open.damaged")));
   auto got = cache->Get(c.ids[0]);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(*got, ToBytes(c.contents[0]));
   EXPECT_EQ(upstream_->gets, 1);
   EXPECT_EQ(cache->stats().regions, 1u);
+}
+
+// Regression: regions set aside as damaged were never deleted nor counted (two 4 GiB sparse files
+// stayed in a 64 MiB cache).
+TEST_F(NodeCacheTest, RegionsSetAsideAsDamagedAreDeletedAtTheNextStart) {
+  Chunks c = MakeChunks(upstream_->inner, 1, 34);
+  {
+    auto cache = Open();
+    ASSERT_TRUE(cache->Get(c.ids[0]).has_value());
+  }
+  const fs::path packs = CacheDir() / "packs";
+  std::ofstream(packs / "e1283ff8e463efab.pack.damaged") << "left by an earlier start";
+  ASSERT_EQ(::mkfifo((packs / "e1283ff8e463efac.open.damaged").c_str(), 0600), 0);
+  auto cache = Open();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(packs / "e1283ff8e463efab.pack.damaged")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(packs / "e1283ff8e463efac.open.damaged")));
+  EXPECT_EQ(RegionFiles(CacheDir()), 1u);
+  ASSERT_TRUE(cache->Get(c.ids[0]).has_value());
+  EXPECT_EQ(upstream_->gets, 1);
 }
 
 TEST_F(NodeCacheTest, TwoInstancesOnOneDirectoryStayConsistent) {
