@@ -104,7 +104,7 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
   // capacity_bytes unseen. A directory under such a name stays (unlinkat fails on it).
   if (auto packs =
           OpenPrivateSubdirectory(dir_fd.get(), "packs", options.dir / "packs", "node cache")) {
-    UniqueFd copy(::fcntl(packs->get(), F_DUPFD_CLOEXEC, 0));
+    UniqueFd copy(::openat(packs->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (DIR* d = copy ? ::fdopendir(copy.get()) : nullptr) {
       (void)copy.Release();  // closedir closes it
       std::vector<std::string> damaged;

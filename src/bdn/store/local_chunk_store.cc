@@ -66,12 +66,14 @@ bool IsDeadWritersNewFile(int fd) {
 // Names in the open directory `dir` (no "." or ".."). Errors: ErrnoError "<what> <display>".
 Result<std::vector<std::string>> ListDirAt(int dir, const fs::path& display,
                                            const std::string& what) {
-  UniqueFd copy(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
+  // A new open of the directory, not a dup: a dup shares its read offset with `dir`, so two
+  // threads listing at once (eviction, region rotation) each saw part of the other's listing,
+  // and eviction missed regions (the cache grew past its capacity).
+  UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!copy) return Err(ErrnoError(what + " " + display.string(), errno));
   DIR* d = ::fdopendir(copy.get());
   if (d == nullptr) return Err(ErrnoError(what + " " + display.string(), errno));
   (void)copy.Release();  // closedir closes it
-  ::rewinddir(d);        // the copy shares its offset with `dir` and earlier listings
   std::vector<std::string> out;
   errno = 0;
   while (struct dirent* e = ::readdir(d)) {
