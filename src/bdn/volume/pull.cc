@@ -984,6 +984,14 @@ Status CheckDestination(const fs::path& dest) {
     return FailedPreconditionError(shown + ": exists and is not a directory");
   std::error_code ec;
   const fs::path target = fs::read_symlink(dest, ec);
+  // Another user's link (in a shared directory, say) decides where the files go and may be
+  // pointed elsewhere later: followed only when the kernel's fs.protected_symlinks would, as
+  // it is off on some systems.
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    return FailedPreconditionError(shown + ": a symlink owned by uid " + std::to_string(st.st_uid) +
+                                   ", not by this user or root; give the directory it names (\"" +
+                                   target.string() + "\") if that is where the files go");
+  }
   const std::string to = ": a symlink to \"" + target.string() + "\", which ";
   if (::stat(dest.c_str(), &st) != 0) {
     if (errno == ENOENT) return FailedPreconditionError(shown + to + "does not exist");

@@ -632,6 +632,31 @@ TEST_F(VolumeTest, PullNeverChmodsThroughASymlinkSwappedIntoAFilesPlace) {
   EXPECT_EQ(ReadFile(victim), "VICTIM");
 }
 
+// From a tester: with fs.protected_symlinks off, root's pull followed another user's symlink
+// at DIR in a shared directory and overwrote a file of root's it pointed at.
+TEST_F(VolumeTest, PullRefusesADestinationThatIsAnotherUsersSymlink) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a symlink another user owns";
+  Write("a.txt", "hello");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::create_directories(dir_ / "roots");
+  fs::path link = dir_ / "link";
+  fs::create_symlink(dir_ / "roots", link);
+  ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+  auto p = Pull(*view, link, PullOptions{}, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().message(), "directory \"" + link.string() +
+                                     "\": a symlink owned by uid 65534, not by this user or "
+                                     "root; give the directory it names (\"" +
+                                     (dir_ / "roots").string() +
+                                     "\") if that is where the files go");
+  EXPECT_TRUE(fs::is_empty(dir_ / "roots"));
+  ASSERT_EQ(::lchown(link.c_str(), 0, 0), 0);  // one of root's own is followed
+  ASSERT_TRUE(Pull(*view, link, PullOptions{}, nullptr).has_value());
+  EXPECT_EQ(ReadFile(dir_ / "roots/a.txt"), "hello");
+}
+
 // A file already in place with the version's content but with another name elsewhere (a hard
 // link) is replaced by a copy of its own: its mode and time were set on the shared inode.
 TEST_F(VolumeTest, PullReplacesAnIdenticalHardLinkInsteadOfChangingItsInode) {
