@@ -132,13 +132,15 @@ echo "gc: packs $before -> $after bytes (reclaimed $would)"
 for ref in bdn:life/emb bdn:life/emb-cas; do
   "$BDN" volume verify "$ref" >/dev/null || fail "$ref does not verify after gc"
 done
-# A pack mostly needed is kept with its garbage; the summary says so and names the flag.
+# A pack mostly needed is kept with its garbage; the summary says so and names the flag. (How
+# many such packs there are depends on how the eight concurrent writers above filled packs: at
+# least t4's one.)
 mkdir -p "$WORK/t4"; random_file "$WORK/t4/big.bin" 3000000 4; random_file "$WORK/t4/small.bin" 200000 5
 d4=$("$BDN" volume push "$WORK/t4" bdn:life/mix --json | json_field digest)
 rm "$WORK/t4/small.bin"; "$BDN" volume push "$WORK/t4" bdn:life/mix >/dev/null
 BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:life/mix@$d4" >/dev/null
 plan_text=$("$BDN" gc --dry-run)
-[[ "$plan_text" =~ \;\ 1\ pack\ kept\ with\ [0-9.]+\ KiB\ no\ version\ needs\ \(at\ least\ 0\.5\ of\ each\ is\ needed:\ --max-repack-fraction\ sets\ this\)$ ]] || fail "dry run: $plan_text"
+[[ "$plan_text" =~ \;\ ([1-9][0-9]*)\ packs?\ kept\ with\ [0-9.]+\ KiB\ no\ version\ needs\ \(at\ least\ 0\.5\ of\ each\ is\ needed:\ --max-repack-fraction\ sets\ this\)$ ]] || fail "dry run: $plan_text"
 plan=$("$BDN" gc --dry-run --json --max-repack-fraction 1)
 assert_eq 0 "$(json_field packs_kept_with_garbage <<<"$plan")" "packs kept with garbage at fraction 1"
 rc=0; err=$("$BDN" volume ls "bdn:life/own@$d3" 2>&1 >/dev/null) || rc=$?
