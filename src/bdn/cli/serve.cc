@@ -38,6 +38,7 @@
 #include "bdn/objstore/object_pack_store.h"
 #include "bdn/objstore/pg_catalog.h"
 #include "bdn/origin/origin.h"
+#include "bdn/origin/upstream_chain.h"
 #include "bdn/registry/key_store.h"
 #include "bdn/registry/pg_metadata.h"
 #include "bdn/registry/push_claims.h"
@@ -888,14 +889,36 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   check_options.deadline = std::chrono::milliseconds(10000);
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
                        http::HttpClient::Create(check_options));
+  options.chain_upstream = check_client;
   options.read_authority =
       origin::UpstreamReadAuthority(std::move(check_client), options.scope_ttl);
+  BDN_ASSIGN_OR_RETURN(options.node_id, origin::NewNodeId());
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);
   ExportCacheMetrics(server.metrics(), cache);
   BDN_RETURN_IF_ERROR(server.Start());
-  log::Info("cache node: upstream " + args.upstream + ", cache " + dir.string() + " (" +
-            args.cache_size + ")");
+  log::Info("cache node " + options.node_id + ": upstream " + args.upstream + ", cache " +
+            dir.string() + " (" + args.cache_size + ")");
+  // Listening first: a node further along a loop forwards the walk back here, and this node
+  // must answer it to find the loop.
+  auto chain = origin::ProbeUpstreamChain(*options.chain_upstream, options.node_id);
+  if (!chain && chain.error().reason() == origin::kLoopDetected) {
+    server.Stop();
+    return FailedPreconditionError("--upstream " + args.upstream +
+                                   ": does not lead to an origin: " + chain.error().message() +
+                                   "; point --upstream at the origin, or at a cache node nearer "
+                                   "to it");
+  }
+  if (!chain) {
+    log::Warn("--upstream " + args.upstream +
+              ": could not check that it leads to an origin: " + chain.error().message());
+  } else if (!chain->empty()) {
+    log::Info("cache node " + options.node_id + ": upstream cache nodes " + [&] {
+      std::string s;
+      for (const auto& id : *chain) s += (s.empty() ? "" : " -> ") + id;
+      return s;
+    }() + " -> origin");
+  }
   log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
   int sig = 0;

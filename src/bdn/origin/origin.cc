@@ -7,6 +7,7 @@
 
 #include "bdn/api/records_json.h"
 #include "bdn/origin/request_json.h"
+#include "bdn/origin/upstream_chain.h"
 #include "bdn/store/atomic_file.h"
 
 namespace bdn::origin {
@@ -68,6 +69,7 @@ void Origin::Register(http::Server& server) {
         "bdn_chunk_bytes_received_total", "bdn_chunks_corrupt_total"}) {
     m.Add(name, {}, 0);  // present from the start, so dashboards see 0 rather than no series
   }
+  RegisterChain();
   if (options_.role == Role::kCache) {
     RegisterChunkReads();
     return;
@@ -171,6 +173,22 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
   } else {
     server_->Delete(pattern, route, std::move(run), std::move(options));
   }
+}
+
+// ---- Chain ----
+
+void Origin::RegisterChain() {
+  // Unauthenticated, like /healthz: it shows only random node ids, and a cache node's walk of
+  // its chain must work before any key is configured.
+  server_->Get("/v1/chain", "/v1/chain",
+               [this](const http::ServerRequest& req, http::ServerResponse& res) {
+                 if (options_.role == Role::kOrigin) return AnswerChainAtOrigin(res);
+                 if (!options_.chain_upstream) {
+                   return http::SetError(res, InternalError("cache node: no upstream configured"));
+                 }
+                 AnswerChainAtCacheNode(req.get_header_value(kChainHeader), options_.node_id,
+                                        *options_.chain_upstream, res);
+               });
 }
 
 // ---- Keys ----

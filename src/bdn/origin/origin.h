@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "bdn/http/client.h"
 #include "bdn/http/server.h"
 #include "bdn/origin/chunk_scope.h"
 #include "bdn/registry/key_store.h"
@@ -57,6 +58,10 @@ struct OriginOptions {
   // (UpstreamReadAuthority), else it refuses every read with Internal "cache node: no access
   // check configured".
   ReadAuthority read_authority;
+  // A cache node's id and the client of its upstream, for GET /v1/chain (upstream_chain.h); a
+  // cache node without them answers that route 500.
+  std::string node_id;
+  std::shared_ptr<http::HttpClient> chain_upstream;
   // How long the origin trusts that a version named by a read exists (one registry lookup per
   // version per this).
   std::chrono::milliseconds scope_ttl{30000};
@@ -154,6 +159,7 @@ class Origin {
 
   void RegisterChunks();      // missing- and sizes-query, upload
   void RegisterChunkReads();  // download and batch
+  void RegisterChain();       // GET /v1/chain (upstream_chain.h), for both roles
   void RegisterRegistry();
   void RegisterClaims();
   void RegisterKeys();
