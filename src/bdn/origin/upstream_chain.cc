@@ -101,11 +101,11 @@ void AnswerChainAtCacheNode(std::string_view header, const std::string& self,
   }
   if (via->size() >= kMaxChainNodes) {
     via->resize(kMaxChainNodes);
-    http::SetError(res,
-                   LoopError(me + ": a request passed " + std::to_string(kMaxChainNodes) +
-                             " cache nodes (" + Joined(*via, " -> ") +
-                             "); a chain that long is taken for a loop"),
-                   508);
+    http::SetError(
+        res,
+        LoopError(me + ": a request passed " + std::to_string(kMaxChainNodes) + " cache nodes (" +
+                  Joined(*via, " -> ") + "); a chain that long is taken for a loop"),
+        508);
     return;
   }
   via->push_back(self);
@@ -118,7 +118,7 @@ void AnswerChainAtCacheNode(std::string_view header, const std::string& self,
     return;
   }
   Result<std::vector<std::string>> chain =
-      !r ? Result<std::vector<std::string>>(Err(r.error()))
+      !r                 ? Result<std::vector<std::string>>(Err(r.error()))
       : r->status != 200 ? Result<std::vector<std::string>>(Err(upstream.ErrorOf(req, *r)))
                          : ChainOfAnswer(r->text());
   if (!chain) {

@@ -294,6 +294,15 @@ Result<SyncJobRecord> SqlSyncJobStore::StartRun(const std::string& id) {
   });
 }
 
+Status SqlSyncJobStore::UncountRun(const std::string& id) {
+  return db_->Write([&](Session& s) {
+    return sql::ToStatus(
+        s.Exec("UPDATE sync_jobs SET runs=runs-1, updated_ms=?2 WHERE id=?1 AND runs>0 AND "
+               "state='SYNCING'",
+               {id, NowMs()}));
+  });
+}
+
 Status SqlSyncJobStore::SetSource(const std::string& id, const std::string& revision,
                                   const Digest& listing_digest, uint64_t objects_total,
                                   uint64_t bytes_total) {

@@ -120,6 +120,11 @@ class SyncJobStore {
   // PENDING or SYNCING → SYNCING, counting a run and setting started_unix_ms the first time.
   // Errors: NotFound; FailedPrecondition "sync job <id>: already <STATE>" for a terminal job.
   virtual Result<SyncJobRecord> StartRun(const std::string& id) = 0;
+  // Takes back the run StartRun counted, for a run that a clean server stop ended (the job stays
+  // SYNCING, to be resumed): only runs that ended with their process count toward
+  // RunnerDeps::max_unfinished_runs. Does nothing for a terminal job or one with no run counted.
+  // Errors: the database's.
+  virtual Status UncountRun(const std::string& id) = 0;
   // Pins the source revision and listing digest, and sets the totals of the progress.
   virtual Status SetSource(const std::string& id, const std::string& revision,
                            const Digest& listing_digest, uint64_t objects_total,
@@ -165,6 +170,7 @@ class SqlSyncJobStore : public SyncJobStore {
   Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) override;
   Result<std::vector<SyncJobRecord>> ListUnfinished() override;
   Result<SyncJobRecord> StartRun(const std::string& id) override;
+  Status UncountRun(const std::string& id) override;
   Status SetSource(const std::string& id, const std::string& revision, const Digest& listing_digest,
                    uint64_t objects_total, uint64_t bytes_total) override;
   Status SetProgress(const std::string& id, const SyncProgress& progress) override;

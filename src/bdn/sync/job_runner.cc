@@ -338,7 +338,10 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   // Advisory, as in the watcher: Finish below records the job's state and reports its failure.
   deps.jobs->SetProgress(id, progress).IgnoreError();
   if (!outcome && options.shutdown && options.shutdown->load() && !canceled) {
-    return deps.jobs->Get(id);  // left SYNCING: the next start of the server resumes it
+    // Left SYNCING: the next start of the server resumes it. A clean stop is not a run that
+    // ended with its process, so it does not count toward max_unfinished_runs.
+    BDN_RETURN_IF_ERROR(deps.jobs->UncountRun(id));
+    return deps.jobs->Get(id);
   }
   if (!outcome && !canceled) {
     // A cancel request that came in after the watcher's last look still wins over the error it

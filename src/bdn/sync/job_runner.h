@@ -49,7 +49,9 @@ struct RunnerDeps {
   // A job already started this many times (SyncJobRecord::runs) that is still unfinished fails
   // at its next start instead of running again: each of those runs ended with its process (a
   // kernel OOM kill, which no catch sees), and a server that resumed it at every start would
-  // crash-loop. 0: no limit (the embedded CLI, where a person re-runs the job). bdn serve: 5.
+  // crash-loop. A run that a clean stop ended (RunOptions::shutdown) is not counted
+  // (SyncJobStore::UncountRun). 0: no limit (the embedded CLI, where a person re-runs the job).
+  // bdn serve: 5.
   int max_unfinished_runs = 0;
 };
 

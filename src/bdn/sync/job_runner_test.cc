@@ -93,5 +93,45 @@ TEST(RunJob, AJobStartedTooOftenWithoutFinishingFailsInsteadOfRunning) {
   EXPECT_EQ(0, opened.load());
 }
 
+// Stopping the server cleanly (SIGTERM at a deploy) while a job ran counted as one of its five
+// unfinished runs: the sixth deploy during a long mirror failed the job.
+TEST(RunJob, ARunEndedByACleanStopDoesNotCountTowardTheLimit) {
+  testutil::TempDir dir("bdn_runs");
+  auto jobs = SqliteSyncJobStore::Open(dir.path() / "registry.db");
+  ASSERT_OK(jobs);
+  RunnerDeps deps;
+  deps.jobs = std::shared_ptr<SyncJobStore>(std::move(*jobs));
+  deps.max_unfinished_runs = 5;
+  std::atomic<bool> shutdown{false};
+  std::atomic<int> opened{0};
+  // The run's first step; the server is told to stop while it is under way.
+  deps.claim = [&](const std::string&, const std::string&) -> Result<std::unique_ptr<PushClaim>> {
+    ++opened;
+    shutdown = true;
+    return Err(UnavailableError("hf://org/repo: stopped"));
+  };
+  SyncJobSpec spec;
+  spec.source_uri = "hf://org/repo";
+  spec.ns = "w";
+  spec.volume = "v";
+  auto job = deps.jobs->Create(spec);
+  ASSERT_OK(job);
+  RunOptions options;
+  options.shutdown = &shutdown;
+  for (int i = 0; i < 7; ++i) {
+    shutdown = false;
+    auto ran = RunJob(job->id, deps, options);
+    ASSERT_OK(ran);
+    EXPECT_EQ(SyncState::kSyncing, ran->state) << "stop " << i;
+    EXPECT_EQ(0, ran->runs) << "stop " << i;
+  }
+  EXPECT_EQ(7, opened.load());
+  // Runs that ended with their process still count.
+  ASSERT_OK(deps.jobs->StartRun(job->id));
+  auto once = deps.jobs->Get(job->id);
+  ASSERT_OK(once);
+  EXPECT_EQ(1, once->runs);
+}
+
 }  // namespace
 }  // namespace bdn::sync
