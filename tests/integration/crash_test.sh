@@ -41,4 +41,17 @@ PIDS+=("$!")
 err=$("$BDN" volume push "$WORK/src" bdn:test/changing 2>&1 >/dev/null) && fail "push of a changing file succeeded"
 assert_contains "$err" "bdn: error: file \"$WORK/src/growing.bin\": changed while being pushed"
 run_fails 3 'bdn: error: volume bdn:test/changing: not found' "$BDN" volume versions bdn:test/changing
+
+step "a file replaced by a FIFO during the push fails it (the push never waits on the FIFO)"
+rm -f "$WORK/src/growing.bin"
+mkdir -p "$WORK/fifo"; head -c 300000000 /dev/urandom > "$WORK/fifo/a.bin"; echo small > "$WORK/fifo/z.txt"
+before=$(pack_bytes)
+timeout 120 "$BDN" volume push "$WORK/fifo" bdn:test/fifo --jobs 1 2>"$WORK/fifo.err" >/dev/null &
+pid=$!; PIDS+=("$pid")
+# Once a.bin's chunks are being stored, the walk is over: z.txt is opened only after a.bin.
+for _ in $(seq 1 600); do [ "$(pack_bytes)" -gt $((before + 20000000)) ] && break; sleep 0.05; done
+rm "$WORK/fifo/z.txt"; mkfifo "$WORK/fifo/z.txt"
+rc=0; wait "$pid" || rc=$?
+assert_eq 8 "$rc" "exit code of a push whose file became a FIFO (124: it hung)"
+assert_contains "$(cat "$WORK/fifo.err")" "bdn: error: file \"$WORK/fifo/z.txt\": changed while being pushed (it is no longer a regular file)"
 echo "PASS"

@@ -612,12 +612,15 @@ class DirectoryFileStream : public ByteStream {
   }
 
   Status OpenFile() {
-    fd_.Reset(::openat(dir_->get(), name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO put in the file's place after the scan must not block the open until
+    // a writer comes (it is refused below); a regular file ignores the flag.
+    fd_.Reset(::openat(dir_->get(), name_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd_) {
       if (errno == ENOENT || errno == ELOOP) return Changed("it was replaced or removed");
       return ErrnoError(what_, errno);
     }
     if (::fstat(fd_.get(), &before_) != 0) return ErrnoError(what_, errno);
+    if (!S_ISREG(before_.st_mode)) return Changed("it is no longer a regular file");
     if (before_.st_ino != scanned_.st_ino || before_.st_dev != scanned_.st_dev ||
         before_.st_size != scanned_.st_size ||
         before_.st_mtim.tv_nsec != scanned_.st_mtim.tv_nsec ||
