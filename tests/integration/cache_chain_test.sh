@@ -52,4 +52,9 @@ assert_contains "$(cat "$WORK/d.log")" "bdn: error: --upstream $C: does not lead
 # C still answers: its chain check now fails quickly (nothing listens on D's port any more).
 out=$(curl -s -w ' %{http_code}' "$C/v1/chain")
 assert_eq "{\"error\":{\"code\":\"unavailable\",\"message\":\"cache node $idc: its upstream did not answer the chain check (unavailable)\"}} 502" "$out" "C's chain with D gone"
+
+step "callers of a cache node whose upstream is down are not told the upstream's address"
+hex=$(printf 'x' | b3sum --no-names)
+out=$(curl -s -w ' %{http_code}' "$C/v1/chunks/$hex")
+assert_eq '{"error":{"code":"unavailable","message":"cache node: cannot check access with the origin: origin <upstream>: connection refused"}} 503' "$out" "chunk read through C with D gone"
 echo PASS

@@ -871,6 +871,8 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   if (token) copts.token = token;
   copts.label = "origin";
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(copts));
+  // Callers see "origin <upstream>: connection refused", not the cluster's internal address.
+  http::HideServerAddress(client->base_url(), "<upstream>");
   auto upstream = std::make_shared<remote::RemoteChunkStore>(client);
   const sigset_t stop_signals = BlockStopSignals();
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));

@@ -43,6 +43,16 @@ bool ContinuesName(char c) {
          c == '_' || c == '-' || c == '~' || c == '+' || c == '@';
 }
 
+// Adds `text` to g_hidden (once), keeping it longest first. Requires g_hidden_mu.
+void AddHidden(std::string text, const std::string& shown_as) REQUIRES(g_hidden_mu) {
+  if (std::find(g_hidden.begin(), g_hidden.end(), std::pair(text, shown_as)) != g_hidden.end()) {
+    return;
+  }
+  g_hidden.emplace_back(std::move(text), shown_as);
+  std::sort(g_hidden.begin(), g_hidden.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
 }  // namespace
 
 void HideServerPath(const std::filesystem::path& dir, const std::string& shown_as) {
@@ -55,13 +65,16 @@ void HideServerPath(const std::filesystem::path& dir, const std::string& shown_a
     while (text.size() > 1 && text.back() == '/') text.pop_back();
     // Only absolute paths: a relative one ("srv") could be any word of a message.
     if (text.size() < 2 || text[0] != '/') continue;
-    if (std::find(g_hidden.begin(), g_hidden.end(), std::pair(text, shown_as)) != g_hidden.end()) {
-      continue;
-    }
-    g_hidden.emplace_back(std::move(text), shown_as);
+    AddHidden(std::move(text), shown_as);
   }
-  std::sort(g_hidden.begin(), g_hidden.end(),
-            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+void HideServerAddress(std::string_view url, const std::string& shown_as) {
+  std::string text(url);
+  while (!text.empty() && text.back() == '/') text.pop_back();
+  if (text.find("://") == std::string::npos) return;  // only a whole URL, never a bare word
+  MutexLock lock(g_hidden_mu);
+  AddHidden(std::move(text), shown_as);
 }
 
 std::string ClientMessage(std::string_view message) {

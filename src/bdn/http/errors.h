@@ -43,6 +43,12 @@ StatusCode StatusCodeForHttp(int http_status);
 // a file name), as `shown_as`, e.g. "<data>". Thread-safe.
 void HideServerPath(const std::filesystem::path& dir, const std::string& shown_as);
 
+// The same for an upstream server's address: `url` ("http://10.0.0.5:8080"; a trailing '/' is
+// dropped) is shown as `shown_as` (e.g. "<upstream>") wherever it is not followed by a character
+// that could continue it. A cache node hides its --upstream so that callers, who may not even
+// hold a key, do not learn the cluster's internal addresses. Thread-safe.
+void HideServerAddress(std::string_view url, const std::string& shown_as);
+
 // `message` as a client may see it: every directory given to HideServerPath replaced by its
 // placeholder ("chunk b3:…: moved to <data>/store/corrupt/…"). When something was replaced,
 // the full message is written to stderr ("bdn serve: error sent without server paths: …"), so
