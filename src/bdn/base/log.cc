@@ -69,7 +69,7 @@ Status Init(Level level, const std::filesystem::path& file) {
       BDN_RETURN_IF_ERROR(
           CreatePrivateDirectory(file.parent_path(), "log directory", DirOwner::kAnyone));
     }
-    CreatePrivateFile(file, "log file");
+    BDN_RETURN_IF_ERROR(CreatePrivateFile(file, "log file"));
     try {
       sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), false);
     } catch (const spdlog::spdlog_ex& e) {

@@ -1,11 +1,14 @@
 // Private directories and files (mode 0700/0600) for stores, registries, caches and server data.
 #include "bdn/base/private_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +21,9 @@ namespace bdn {
 namespace fs = std::filesystem;
 
 namespace {
+
+// As the kernel's own path walk (MAXSYMLINKS).
+constexpr int kMaxSymlinks = 40;
 
 std::string Octal(unsigned mode) {
   char buf[8];
@@ -37,7 +43,38 @@ std::string UidName(uid_t uid) {
   return out;
 }
 
-// MakePrivate on an open descriptor: the same warning, for `display`.
+// Whether the group `gid` is this user's own: the effective group, with no member but this user
+// (a user private group, where a umask of 002 makes every directory group-writable).
+bool GroupIsOnlyUs(gid_t gid) {
+  if (gid != ::getegid()) return false;
+  std::vector<char> buf(65536);
+  struct group gr {};
+  struct group* found = nullptr;
+  if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) != 0 || !found) return false;
+  std::string me;
+  struct passwd pw {};
+  struct passwd* pw_found = nullptr;
+  std::vector<char> pw_buf(16384);
+  if (::getpwuid_r(::geteuid(), &pw, pw_buf.data(), pw_buf.size(), &pw_found) == 0 && pw_found &&
+      pw_found->pw_name) {
+    me = pw_found->pw_name;
+  }
+  for (char** m = found->gr_mem; m && *m; ++m) {
+    if (me.empty() || me != *m) return false;
+  }
+  return true;
+}
+
+// fchmod, also for an O_PATH descriptor (through /proc: the inode it holds, never what a path
+// names by now). 0 or -1 with errno.
+int ChmodFd(int fd, unsigned mode) {
+  const int rc = ::fchmod(fd, mode);
+  if (rc == 0 || errno != EBADF) return rc;
+  return ::chmod(("/proc/self/fd/" + std::to_string(fd)).c_str(), mode);
+}
+
+// Removes the group and other bits of the file or directory open as `fd` (its stat `st`), with
+// the warning MakePrivate writes, for `display`. `fd` may be an O_PATH descriptor.
 void MakePrivateFd(int fd, const struct stat& st, const std::string& display,
                    std::string_view what) {
   unsigned mode = st.st_mode & 07777;
@@ -45,7 +82,7 @@ void MakePrivateFd(int fd, const struct stat& st, const std::string& display,
   unsigned tight = mode & ~077u;
   std::string line = "warning: " + std::string(what) + " " + display +
                      ": was readable by other users (mode " + Octal(mode) + ")";
-  if (::fchmod(fd, tight) == 0) {
+  if (ChmodFd(fd, tight) == 0) {
     line += "; changed to " + Octal(tight);
   } else {
     line += "; could not change it: " + std::string(std::strerror(errno));
@@ -53,25 +90,200 @@ void MakePrivateFd(int fd, const struct stat& st, const std::string& display,
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
+// "<shown>: <dir>, a directory above it, ..." when `st` (of `dir`, a directory that the path of
+// a private directory passes through) lets a user other than this one and root rename what is
+// in it: owned by such a user, or writable by group or other without the sticky bit (as
+// OpenSSH's StrictModes). A group of this user's own does not count.
+Status CheckAncestor(const struct stat& st, const fs::path& dir, const std::string& shown) {
+  const uid_t me = ::geteuid();
+  const std::string where = shown + ": " + dir.string() + ", a directory above it, ";
+  if (st.st_uid != me && st.st_uid != 0) {
+    return PermissionDeniedError(where + "is owned by " + UidName(st.st_uid) +
+                                 ", not by this user (uid " + std::to_string(me) +
+                                 ") or root, who could replace what is in it; use a directory of "
+                                 "your own");
+  }
+  const bool writable =
+      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && !GroupIsOnlyUs(st.st_gid));
+  if (writable && (st.st_mode & S_ISVTX) == 0) {
+    return PermissionDeniedError(where + "is writable by other users (mode " + Octal(st.st_mode) +
+                                 ", no sticky bit), who could replace what is in it; use a "
+                                 "directory of your own");
+  }
+  return Status::Ok();
+}
+
+// Walks the path `dir` from the root as the kernel would, following symlinks, and refuses it
+// when another user could decide where it leads: a symlink on it owned by a user other than
+// this one and root (followed only as fs.protected_symlinks would, which is off on some
+// systems), or a directory it passes through that such a user may change (CheckAncestor). The
+// walk stops at the first missing component: what is missing will be created by this user.
+// Other lookup errors are left to the caller's own open to report.
+Status CheckPrivatePath(const fs::path& dir, const std::string& shown) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(dir, ec);
+  if (ec) return ErrnoError(shown, ec.value());
+  std::vector<std::string> todo;  // the components still to walk, the next one last
+  auto push = [&todo](const fs::path& p) {
+    std::vector<std::string> parts;
+    for (const fs::path& c : p.relative_path()) {
+      if (!c.empty()) parts.push_back(c.string());
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push(abs);
+  fs::path resolved = "/";
+  struct stat here;
+  if (::lstat("/", &here) != 0) return Status::Ok();
+  int links = 0;
+  const uid_t me = ::geteuid();
+  while (!todo.empty()) {
+    const std::string c = todo.back();
+    todo.pop_back();
+    if (c == ".") continue;
+    if (c == "..") {
+      resolved = resolved.parent_path();
+      if (::lstat(resolved.c_str(), &here) != 0) return Status::Ok();
+      continue;
+    }
+    if (!S_ISDIR(here.st_mode)) return Status::Ok();  // ENOTDIR: the caller's open says so
+    BDN_RETURN_IF_ERROR(CheckAncestor(here, resolved, shown));
+    const fs::path next = resolved / c;
+    struct stat st;
+    if (::lstat(next.c_str(), &st) != 0) return Status::Ok();
+    if (!S_ISLNK(st.st_mode)) {
+      resolved = next;
+      here = st;
+      continue;
+    }
+    if (st.st_uid != me && st.st_uid != 0) {
+      return PermissionDeniedError(shown + ": " + next.string() + " is a symlink owned by " +
+                                   UidName(st.st_uid) + ", not by this user (uid " +
+                                   std::to_string(me) + ") or root; use a path of your own");
+    }
+    if (++links > kMaxSymlinks) return ErrnoError(shown, ELOOP);
+    const fs::path target = fs::read_symlink(next, ec);
+    if (ec) return Status::Ok();
+    if (target.is_absolute()) {
+      resolved = "/";
+      if (::lstat("/", &here) != 0) return Status::Ok();
+    }
+    push(target);
+  }
+  return Status::Ok();
+}
+
+// Refuses the first entry below the directory `fd` (shown as `display`), at any depth, that
+// another user owns ("<what> <entry>: owned by ..."): run on a directory that other users could
+// write to until now, where they may have planted files and symlinks for this user to open.
+// Subdirectories with group or other bits are tightened as MakePrivate does. Never follows a
+// symlink.
+Status CheckEntriesAreOurs(int fd, const fs::path& display, std::string_view what) {
+  UniqueFd copy(::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!copy) return ErrnoError(std::string(what) + " " + display.string(), errno);
+  DIR* d = ::fdopendir(copy.get());
+  if (!d) return ErrnoError(std::string(what) + " " + display.string(), errno);
+  copy.Release();
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.emplace_back(e->d_name);
+    errno = 0;
+  }
+  const int read_error = errno;
+  ::closedir(d);
+  if (read_error != 0) return ErrnoError(std::string(what) + " " + display.string(), read_error);
+  std::sort(names.begin(), names.end());  // the same entry named first on every run
+  for (const std::string& name : names) {
+    const fs::path path = display / name;
+    const std::string shown = std::string(what) + " " + path.string();
+    struct stat st;
+    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;
+      return ErrnoError(shown, errno);
+    }
+    BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+    if (!S_ISDIR(st.st_mode)) continue;
+    UniqueFd sub(::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub) return ErrnoError(shown, errno);
+    if (::fstat(sub.get(), &st) != 0) return ErrnoError(shown, errno);
+    BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+    MakePrivateFd(sub.get(), st, path.string(), what);
+    BDN_RETURN_IF_ERROR(CheckEntriesAreOurs(sub.get(), path, what));
+  }
+  return Status::Ok();
+}
+
+// The directory `dir`, created as CreatePrivateDirectory says, open (O_DIRECTORY).
+Result<UniqueFd> OpenOrCreatePrivateDirectory(const fs::path& dir, std::string_view what,
+                                              DirOwner owner) {
+  const std::string shown = std::string(what) + " " + dir.string();
+  if (owner == DirOwner::kThisUser) BDN_RETURN_IF_ERROR(CheckPrivatePath(dir, shown));
+  // Only looked at when anyone's (it may be one this user may search but not read).
+  const int flags = (owner == DirOwner::kAnyone ? O_PATH : O_RDONLY) | O_DIRECTORY | O_CLOEXEC;
+  struct stat st;
+  UniqueFd fd(::open(dir.c_str(), flags));
+  bool created = false;
+  if (!fd) {
+    if (errno == ENOTDIR && ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return Err(InvalidArgumentError(shown + ": not a directory"));
+    }
+    if (errno != ENOENT) return Err(ErrnoError(shown, errno));
+    // The missing directories, deepest first; then created from the top down, each set to 0700
+    // on its own descriptor (never through a symlink that took its place).
+    std::vector<fs::path> missing;
+    for (fs::path p = dir; !p.empty();) {
+      if (::stat(p.c_str(), &st) == 0) break;
+      if (errno != ENOENT) return Err(ErrnoError(shown, errno));
+      missing.push_back(p);
+      fs::path parent = p.parent_path();
+      if (parent == p) break;
+      p = parent;
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+      if (::mkdir(it->c_str(), kPrivateDirMode) != 0) {
+        if (errno == EEXIST && ::stat(it->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+        return Err(ErrnoError(shown, errno));
+      }
+      UniqueFd made(::open(it->c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!made || ChmodFd(made.get(), kPrivateDirMode) != 0) {
+        return Err(ErrnoError(shown, errno));
+      }
+    }
+    created = true;
+    fd = UniqueFd(::open(dir.c_str(), flags));
+    if (!fd) return Err(ErrnoError(shown, errno));
+  }
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(shown, errno));
+  // The directory of a file the user named (/tmp) is left as it is; only what is created is 0700.
+  if (owner == DirOwner::kAnyone) return fd;
+  BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+  if (!created && (st.st_mode & 077) != 0) {
+    // Tightened first, so that nothing more is planted while what is there is checked.
+    MakePrivateFd(fd.get(), st, dir.string(), what);
+    BDN_RETURN_IF_ERROR(CheckEntriesAreOurs(fd.get(), dir, what));
+  }
+  return fd;
+}
+
 }  // namespace
 
 Status CheckOwner(const struct stat& st, const std::string& what) {
   const uid_t me = ::geteuid();
   if (st.st_uid == me) return Status::Ok();
-  return PermissionDeniedError(what + ": owned by " + UidName(st.st_uid) +
-                               ", not by this user (uid " + std::to_string(me) +
-                               "); use a directory of your own");
+  return PermissionDeniedError(
+      what + (S_ISLNK(st.st_mode) ? ": a symlink owned by " : ": owned by ") + UidName(st.st_uid) +
+      ", not by this user (uid " + std::to_string(me) + "); use a directory of your own");
 }
 
 Result<UniqueFd> OpenPrivateDirectory(const fs::path& dir, std::string_view what) {
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(dir, what));
-  const std::string shown = std::string(what) + " " + dir.string();
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) return Err(ErrnoError(shown, errno));
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(shown, errno));
-  BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
-  return fd;
+  return OpenOrCreatePrivateDirectory(dir, what, DirOwner::kThisUser);
+}
+
+Status CreatePrivateDirectory(const fs::path& dir, std::string_view what, DirOwner owner) {
+  auto fd = OpenOrCreatePrivateDirectory(dir, what, owner);
+  return fd ? Status::Ok() : fd.error();
 }
 
 Result<UniqueFd> OpenPrivateSubdirectory(int parent, const std::string& name,
@@ -123,66 +335,47 @@ Result<UniqueFd> OpenRegularFileAt(int dir, const std::string& name, int flags,
 }
 
 void MakePrivate(const fs::path& path, std::string_view what) {
+  // O_PATH | O_NOFOLLOW: the object itself, never a symlink's target (with "dir/", the trailing
+  // slash would follow one), and nothing opened for real (a device, a FIFO).
+  fs::path p = path;
+  while (p.has_parent_path() && !p.has_filename() && p != p.root_path()) p = p.parent_path();
+  UniqueFd fd(::open(p.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return;
-  unsigned mode = st.st_mode & 07777;
-  if ((mode & 077) == 0) return;
-  unsigned tight = mode & ~077u;
-  std::string line = "warning: " + std::string(what) + " " + path.string() +
-                     ": was readable by other users (mode " + Octal(mode) + ")";
-  if (::chmod(path.c_str(), tight) == 0) {
-    line += "; changed to " + Octal(tight);
-  } else {
-    line += "; could not change it: " + std::string(std::strerror(errno));
-  }
-  std::fprintf(stderr, "%s\n", line.c_str());
+  if (!fd || ::fstat(fd.get(), &st) != 0) return;
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return;  // /dev/null stays 0666
+  MakePrivateFd(fd.get(), st, path.string(), what);
 }
 
-void CreatePrivateFile(const fs::path& file, std::string_view what) {
-  UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode));
+Status CheckPrivateFile(const fs::path& file, std::string_view what) {
+  const std::string shown = std::string(what) + " " + file.string();
+  struct stat st;
+  if (::lstat(file.c_str(), &st) != 0) return Status::Ok();  // missing: the caller creates it
+  if (S_ISLNK(st.st_mode)) {
+    // Followed only as fs.protected_symlinks would: one of this user's or root's own.
+    if (st.st_uid != 0) BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+    if (::stat(file.c_str(), &st) != 0) return Status::Ok();  // dangling: the caller's open says
+  }
+  if (!S_ISREG(st.st_mode)) return Status::Ok();  // /dev/null, a FIFO: the caller decides
+  BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+  MakePrivate(file, what);
+  return Status::Ok();
+}
+
+Status CreatePrivateFile(const fs::path& file, std::string_view what) {
+  UniqueFd fd(
+      ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode));
   if (fd) {
     ::fchmod(fd.get(), kPrivateFileMode);
-    return;
-  }
-  if (errno == EEXIST) MakePrivate(file, what);
-}
-
-void MakeDatabasePrivate(const fs::path& db, std::string_view what) {
-  CreatePrivateFile(db, what);
-  MakePrivate(db.string() + "-wal", what);
-  MakePrivate(db.string() + "-shm", what);
-}
-
-Status CreatePrivateDirectory(const fs::path& dir, std::string_view what, DirOwner owner) {
-  auto fail = [&](int err) { return ErrnoError(std::string(what) + " " + dir.string(), err); };
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      return InvalidArgumentError(std::string(what) + " " + dir.string() + ": not a directory");
-    }
-    if (owner == DirOwner::kThisUser) {
-      BDN_RETURN_IF_ERROR(CheckOwner(st, std::string(what) + " " + dir.string()));
-    }
-    MakePrivate(dir, what);
     return Status::Ok();
   }
-  if (errno != ENOENT) return fail(errno);
-  // The missing directories, deepest first; then created from the top down.
-  std::vector<fs::path> missing;
-  for (fs::path p = dir; !p.empty();) {
-    if (::stat(p.c_str(), &st) == 0) break;
-    if (errno != ENOENT) return fail(errno);
-    missing.push_back(p);
-    fs::path parent = p.parent_path();
-    if (parent == p) break;
-    p = parent;
-  }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (::mkdir(it->c_str(), kPrivateDirMode) != 0) {
-      if (errno == EEXIST && ::stat(it->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
-      return fail(errno);
-    }
-    if (::chmod(it->c_str(), kPrivateDirMode) != 0) return fail(errno);
+  if (errno != EEXIST) return Status::Ok();  // the caller's own open reports it
+  return CheckPrivateFile(file, what);
+}
+
+Status MakeDatabasePrivate(const fs::path& db, std::string_view what) {
+  BDN_RETURN_IF_ERROR(CreatePrivateFile(db, what));
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    BDN_RETURN_IF_ERROR(CheckPrivateFile(db.string() + suffix, what));
   }
   return Status::Ok();
 }

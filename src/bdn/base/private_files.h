@@ -1,8 +1,11 @@
 // Directories and files that hold a store, a registry, a node cache or a server's data are
 // private to their owner: directories 0700, files 0600, whatever the umask, because they hold
 // every chunk of every namespace and the key table. Existing ones with group or other bits are
-// tightened on open, with a warning naming the path; existing ones another user owns are refused
-// (that user could plant symlinks in them, or read what is written there).
+// tightened on open, with a warning naming the path, and then everything below them must be this
+// user's (another user may have planted files and symlinks there); existing ones another user
+// owns are refused (that user could plant symlinks in them, or read what is written there), and
+// so are paths that another user could redirect: through another user's symlink, or below a
+// directory another user may change.
 #pragma once
 
 #include <sys/stat.h>
@@ -27,20 +30,39 @@ enum class DirOwner {
 };
 
 // Creates `dir` and every missing directory above it with mode 0700 (set explicitly after mkdir,
-// so the umask cannot widen or narrow it). When `dir` already exists (symlinks in `dir`, a path
-// the user named, are followed), it must be owned by the effective user (DirOwner::kThisUser),
-// then MakePrivate(dir, what). `what` names the object in messages, e.g. "chunk store".
+// on the new directory's descriptor, so the umask cannot widen or narrow it).
+// With DirOwner::kThisUser, the path is first walked from the root as the kernel would (symlinks
+// on it, a path the user named, are followed), and refused when another user could decide where
+// it leads: a symlink on it owned by a user other than this one and root (as
+// fs.protected_symlinks would, which is off on some systems), or a directory it passes through
+// that is owned by such a user or writable by group or other without the sticky bit (as
+// OpenSSH's StrictModes; /tmp is fine, and so is a group that is this user's own with no other
+// member). An existing `dir` must be owned by the effective user; when it has group or other
+// bits they are removed on its descriptor (with MakePrivate's warning) and then every entry
+// below it, at any depth, must be owned by the effective user too (its subdirectories are
+// tightened likewise); symlinks there are not followed.
+// With DirOwner::kAnyone an existing `dir` is only checked to be a directory and left as it is
+// (the directory of a log file in /tmp); missing ones are created 0700.
+// `what` names the object in messages, e.g. "chunk store".
 // Errors (ErrnoError, "<what> <dir>: <reason>"): PermissionDenied (EACCES, EPERM, EROFS),
-// FailedPrecondition (ENOSPC), NotFound, Internal; InvalidArgument "<what> <dir>: not a
-// directory" when a file is in the way; PermissionDenied (CheckOwner) "<what> <dir>: owned by
-// uid 1001 (mallory), not by this user (uid 0); use a directory of your own".
+// FailedPrecondition (ENOSPC), NotFound, Internal (ELOOP past 40 symlinks); InvalidArgument
+// "<what> <dir>: not a directory" when a file is in the way; PermissionDenied:
+//   "<what> <dir>: owned by uid 1001 (mallory), not by this user (uid 0); use a directory of
+//   your own" (CheckOwner; for an entry below a directory that was open to others, "<what>
+//   <dir>/registry.db: a symlink owned by ..." or "...: owned by ...");
+//   "<what> <dir>: /tmp/x is a symlink owned by uid 1001 (mallory), not by this user (uid 0) or
+//   root; use a path of your own";
+//   "<what> <dir>: /srv/m, a directory above it, is owned by uid 1001 (mallory), not by this
+//   user (uid 0) or root, who could replace what is in it; use a directory of your own";
+//   "<what> <dir>: /srv/shared, a directory above it, is writable by other users (mode 0777, no
+//   sticky bit), who could replace what is in it; use a directory of your own".
 // Thread-safe (concurrent creators both succeed).
 Status CreatePrivateDirectory(const std::filesystem::path& dir, std::string_view what,
                               DirOwner owner = DirOwner::kThisUser);
 
-// CreatePrivateDirectory(dir, what), then the directory opened (O_DIRECTORY) and its owner
-// checked again on the descriptor, so that what is opened below it is relative to the directory
-// that was checked. Errors: those of CreatePrivateDirectory; ErrnoError "<what> <dir>".
+// CreatePrivateDirectory(dir, what), returning the directory open (O_DIRECTORY): the one that was
+// checked, so that what is opened below it is relative to it. Errors: those of
+// CreatePrivateDirectory.
 Result<UniqueFd> OpenPrivateDirectory(const std::filesystem::path& dir, std::string_view what);
 
 // Opens the subdirectory `name` (one path component) of the directory `parent`, creating it mode
@@ -64,25 +86,36 @@ Result<UniqueFd> OpenRegularFileAt(int dir, const std::string& name, int flags,
 
 // OkStatus if `st` (of the object `what` names) is owned by the effective user, else
 // PermissionDenied "<what>: owned by uid 1001 (mallory), not by this user (uid 0); use a
-// directory of your own".
+// directory of your own" ("<what>: a symlink owned by ..." when `st` is a symlink's lstat).
 Status CheckOwner(const struct stat& st, const std::string& what);
 
-// Creates `file` empty with mode 0600 when it does not exist, so that a library that then
-// opens it (SQLite) keeps that mode; an existing one gets MakePrivate(file, what). Creation
-// errors are ignored: the caller's own open reports them. Thread-safe.
-void CreatePrivateFile(const std::filesystem::path& file, std::string_view what);
+// Refuses what is at `file` when another user could have put it there for this user to open:
+// PermissionDenied (CheckOwner, "<what> <file>: ...") for a symlink owned by a user other than
+// this one and root (followed only as fs.protected_symlinks would), or a regular file (the
+// symlink's target, for one that is followed) another user owns. A regular file of this user's
+// own then gets MakePrivate(file, what). A missing file, a dangling symlink of this user's and
+// anything that is not a regular file (/dev/null, a FIFO) pass untouched: the caller's own
+// open decides. Thread-safe.
+Status CheckPrivateFile(const std::filesystem::path& file, std::string_view what);
 
-// For an SQLite database: CreatePrivateFile(db, what), and MakePrivate of the "<db>-wal" and
-// "<db>-shm" files beside it (SQLite creates those with the database file's mode).
-void MakeDatabasePrivate(const std::filesystem::path& db, std::string_view what);
+// Creates `file` empty with mode 0600 when it does not exist (never through a symlink), so that
+// a library that then opens it (SQLite) keeps that mode; an existing one gets
+// CheckPrivateFile(file, what), whose errors are returned. Creation errors are ignored: the
+// caller's own open reports them. Thread-safe.
+Status CreatePrivateFile(const std::filesystem::path& file, std::string_view what);
 
-// If `path` (a directory or file; symlinks are not followed) exists and has any group or other
-// permission bit, removes those bits and writes "warning: <what> <path>: was readable by other
-// users (mode 0755); changed to 0700" to stderr. When the change fails (a read-only file system,
-// another owner) the warning says so instead ("...; could not change it: <reason>"): it is never
-// an error, so a store on read-only media still serves reads. Does nothing for a missing path.
-// Only `path` itself: for a directory, nothing below it is reachable by others once it is 0700.
-// Thread-safe.
+// For an SQLite database: CreatePrivateFile(db, what), and CheckPrivateFile of the "<db>-wal",
+// "<db>-shm" and "<db>-journal" files beside it (SQLite creates those with the database file's
+// mode, and opens them through symlinks). Errors: theirs.
+Status MakeDatabasePrivate(const std::filesystem::path& db, std::string_view what);
+
+// If `path` (a directory or regular file; never a symlink's target, nor a device or FIFO)
+// exists and has any group or other permission bit, removes those bits on a descriptor of it
+// (so nothing else is changed if the path is swapped meanwhile) and writes "warning: <what>
+// <path>: was readable by other users (mode 0755); changed to 0700" to stderr. When the change
+// fails (a read-only file system, another owner) the warning says so instead ("...; could not
+// change it: <reason>"): it is never an error, so a store on read-only media still serves
+// reads. Does nothing for a missing path. Only `path` itself. Thread-safe.
 void MakePrivate(const std::filesystem::path& path, std::string_view what);
 
 }  // namespace bdn

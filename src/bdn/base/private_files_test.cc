@@ -1,5 +1,7 @@
 // Private directories and files: another user's directory refused, symlinks and FIFOs inside a
-// private directory never followed nor waited on.
+// private directory never followed nor waited on; what another user planted in a directory open
+// to others, another user's symlink on the path and a directory above it another user may change
+// refused.
 #include "bdn/base/private_files.h"
 
 #include <fcntl.h>
@@ -48,9 +50,183 @@ TEST_F(PrivateFilesTest, CreatePrivateDirectoryRefusesAnotherUsersDirectory) {
   struct stat st;
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0777u) << "left as it was";
-  // The directory of a file the user named may be anybody's.
+  // The directory of a file the user named may be anybody's, and is left as it is.
   EXPECT_TRUE(CreatePrivateDirectory(dir, "log directory", DirOwner::kAnyone).ok());
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0777u);
   EXPECT_FALSE(OpenPrivateDirectory(dir, "node cache").has_value());
+}
+
+// From a tester: `bdn serve --log-file /tmp/x.log` as root changed /tmp to mode 1700 (the log
+// directory was tightened like a store), and a log file at /dev/null made /dev/null 0600.
+TEST_F(PrivateFilesTest, TheDirectoryOfALogFileIsNeverTightened) {
+  const fs::path shared = root_ / "tmp";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  EXPECT_TRUE(CreatePrivateDirectory(shared, "log directory", DirOwner::kAnyone).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(shared.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u);
+  // One it creates is 0700.
+  EXPECT_TRUE(CreatePrivateDirectory(shared / "logs", "log directory", DirOwner::kAnyone).ok());
+  ASSERT_EQ(::stat((shared / "logs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  // Neither a device nor a FIFO is touched; a file of this user's is tightened.
+  ASSERT_EQ(::mkfifo((shared / "fifo").c_str(), 0666), 0);
+  ASSERT_EQ(::chmod((shared / "fifo").c_str(), 0666), 0);
+  EXPECT_TRUE(CreatePrivateFile(shared / "fifo", "log file").ok());
+  ASSERT_EQ(::stat((shared / "fifo").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0666u);
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  const unsigned null_mode = st.st_mode & 07777;
+  EXPECT_TRUE(CreatePrivateFile("/dev/null", "log file").ok());
+  MakePrivate("/dev/null", "log file");
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, null_mode);
+  { std::ofstream(shared / "x.log") << "old\n"; }
+  ASSERT_EQ(::chmod((shared / "x.log").c_str(), 0644), 0);
+  EXPECT_TRUE(CreatePrivateFile(shared / "x.log", "log file").ok());
+  ASSERT_EQ(::stat((shared / "x.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// From an attacking helper: a BDN_HOME of root's left mode 0777 was only tightened, and the
+// registry.db symlink mallory had planted in it was then followed (root created its registry
+// where mallory pointed); a file of mallory's there was used as the registry.
+TEST_F(PrivateFilesTest, WhatAnotherUserPlantedInADirectoryOpenToOthersIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to plant another user's files";
+  const fs::path home = root_ / "home";
+  const fs::path victim = root_ / "victim";
+  { std::ofstream(victim) << "root only\n"; }
+  ASSERT_EQ(::mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(home.c_str(), 0777), 0);
+  ASSERT_EQ(::symlink(victim.c_str(), (home / "registry.db").c_str()), 0);
+  ASSERT_EQ(::lchown((home / "registry.db").c_str(), OtherUid(), OtherUid()), 0);
+  Status s = CreatePrivateDirectory(home, "BDN_HOME");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(), "BDN_HOME " + (home / "registry.db").string() + ": a symlink owned by " +
+                             UidText(OtherUid()) +
+                             ", not by this user (uid 0); use a directory of your own");
+  struct stat st;
+  ASSERT_EQ(::stat(home.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u) << "tightened first, so that nothing more is planted";
+  // Once tightened it is not looked through again; the file checks refuse the link by name.
+  EXPECT_EQ(MakeDatabasePrivate(home / "registry.db", "registry").message(),
+            "registry " + (home / "registry.db").string() + ": a symlink owned by " +
+                UidText(OtherUid()) + ", not by this user (uid 0); use a directory of your own");
+  std::string text;
+  std::getline(std::ifstream(victim), text);
+  EXPECT_EQ(text, "root only");
+  ASSERT_EQ(::unlink((home / "registry.db").c_str()), 0);
+
+  // A file, deeper down, in a subdirectory that is this user's: found all the same.
+  ASSERT_EQ(::mkdir((home / "store").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((home / "store").c_str(), 0777), 0);
+  ASSERT_EQ(::mkdir((home / "store" / "packs").c_str(), 0700), 0);
+  const fs::path planted = home / "store" / "packs" / "0000000000000001.pack";
+  { std::ofstream(planted) << "mallory's\n"; }
+  ASSERT_EQ(::chown(planted.c_str(), OtherUid(), OtherUid()), 0);
+  ASSERT_EQ(::chmod(home.c_str(), 0755), 0);
+  auto fd = OpenPrivateDirectory(home, "chunk store");
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().message(), "chunk store " + planted.string() + ": owned by " +
+                                      UidText(OtherUid()) +
+                                      ", not by this user (uid 0); use a directory of your own");
+  ASSERT_EQ(::stat((home / "store").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u) << "a subdirectory open to others is tightened too";
+  // A file of mallory's at the registry's name in a directory that was always private.
+  ASSERT_EQ(::rename(planted.c_str(), (home / "registry.db").c_str()), 0);
+  EXPECT_EQ(MakeDatabasePrivate(home / "registry.db", "registry").message(),
+            "registry " + (home / "registry.db").string() + ": owned by " + UidText(OtherUid()) +
+                ", not by this user (uid 0); use a directory of your own");
+  ASSERT_EQ(::unlink((home / "registry.db").c_str()), 0);
+  // Its -wal, which SQLite would open through a symlink.
+  ASSERT_EQ(::symlink(victim.c_str(), (home / "registry.db-wal").c_str()), 0);
+  ASSERT_EQ(::lchown((home / "registry.db-wal").c_str(), OtherUid(), OtherUid()), 0);
+  EXPECT_EQ(MakeDatabasePrivate(home / "registry.db", "registry").code(),
+            StatusCode::kPermissionDenied);
+  ASSERT_EQ(::unlink((home / "registry.db-wal").c_str()), 0);
+  // With only this user's entries it opens, whatever its mode was.
+  ASSERT_EQ(::chmod(home.c_str(), 0777), 0);
+  EXPECT_TRUE(OpenPrivateDirectory(home, "chunk store").has_value());
+  EXPECT_TRUE(MakeDatabasePrivate(home / "registry.db", "registry").ok());
+  // A symlink of root's own is followed, as fs.protected_symlinks would.
+  ASSERT_EQ(::symlink(victim.c_str(), (home / "keys.db").c_str()), 0);
+  EXPECT_TRUE(CreatePrivateFile(home / "keys.db", "key store").ok());
+}
+
+// From an attacking helper: BDN_HOME=/tmp/x, a symlink of mallory's to /etc, put root's store in
+// /etc and made /etc 0700.
+TEST_F(PrivateFilesTest, AnotherUsersSymlinkOnThePathIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make another user's symlink";
+  const fs::path target = root_ / "etc";
+  ASSERT_EQ(::mkdir(target.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(target.c_str(), 0755), 0);
+  const fs::path link = root_ / "x";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::lchown(link.c_str(), OtherUid(), OtherUid()), 0);
+  const std::string refused = link.string() + " is a symlink owned by " + UidText(OtherUid()) +
+                              ", not by this user (uid 0) or root; use a path of your own";
+  for (const fs::path& home : {link, fs::path(link.string() + "/"), link / "home", link / "."}) {
+    Status s = CreatePrivateDirectory(home, "BDN_HOME");
+    EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << home;
+    EXPECT_EQ(s.message(), "BDN_HOME " + home.string() + ": " + refused);
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u) << "never chmodded through the link";
+  EXPECT_FALSE(fs::exists(target / "home"));
+  // Through a symlink of root's that leads to the other user's.
+  const fs::path mine = root_ / "mine";
+  ASSERT_EQ(::symlink(link.c_str(), mine.c_str()), 0);
+  Status s = CreatePrivateDirectory(mine / "home", "BDN_HOME");
+  EXPECT_EQ(s.message(), "BDN_HOME " + (mine / "home").string() + ": " + refused);
+  // A symlink of this user's own is followed, and the directory it names tightened.
+  ASSERT_EQ(::lchown(link.c_str(), 0, 0), 0);
+  EXPECT_TRUE(CreatePrivateDirectory(mine, "BDN_HOME").ok());
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+// From an attacking helper: a --cache-dir below a directory mallory owns (or one anyone may
+// write to) was accepted; mallory could rename the private directory away between runs and put
+// her own in its place.
+TEST_F(PrivateFilesTest, ADirectoryAboveThatAnotherUserMayChangeIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another user";
+  const fs::path theirs = root_ / "mallory";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), OtherUid(), OtherUid()), 0);
+  Status s = CreatePrivateDirectory(theirs / "cache" / "deeper", "node cache");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(), "node cache " + (theirs / "cache" / "deeper").string() + ": " +
+                             theirs.string() + ", a directory above it, is owned by " +
+                             UidText(OtherUid()) +
+                             ", not by this user (uid 0) or root, who could replace what is in "
+                             "it; use a directory of your own");
+  EXPECT_FALSE(fs::exists(theirs / "cache"));
+  // Through a symlink of root's, the directory it leads to is the one that counts.
+  ASSERT_EQ(::symlink(theirs.c_str(), (root_ / "link").c_str()), 0);
+  EXPECT_FALSE(OpenPrivateDirectory(root_ / "link" / "cache", "node cache").has_value());
+
+  const fs::path shared = root_ / "shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  s = CreatePrivateDirectory(shared / "cache", "node cache");
+  EXPECT_EQ(s.message(), "node cache " + (shared / "cache").string() + ": " + shared.string() +
+                             ", a directory above it, is writable by other users (mode 0777, no "
+                             "sticky bit), who could replace what is in it; use a directory of "
+                             "your own");
+  ASSERT_EQ(::chmod(shared.c_str(), 0775), 0);
+  ASSERT_EQ(::chown(shared.c_str(), 0, OtherUid()), 0);
+  EXPECT_EQ(CreatePrivateDirectory(shared / "cache", "node cache").code(),
+            StatusCode::kPermissionDenied)
+      << "writable by another group";
+  // With the sticky bit (as /tmp) nobody else may rename what is this user's.
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  EXPECT_TRUE(CreatePrivateDirectory(shared / "cache", "node cache").ok());
+  // The directory itself may have been open to others: it is tightened, not refused.
+  ASSERT_EQ(::chmod((shared / "cache").c_str(), 0777), 0);
+  EXPECT_TRUE(OpenPrivateDirectory(shared / "cache", "node cache").has_value());
 }
 
 TEST_F(PrivateFilesTest, CreatePrivateDirectoryAcceptsOwnDirectory) {

@@ -861,13 +861,12 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   opts.log_file =
       args.log_file.empty() ? MountLogFile(ctx.home, opts.mountpoint) : fs::path(args.log_file);
   // The daemon appends to it; created private (it names files and chunks of the version).
-  if (Status s =
-          CreatePrivateDirectory(opts.log_file.parent_path(), "log directory", DirOwner::kAnyone);
-      !s.ok()) {
+  Status s =
+      CreatePrivateDirectory(opts.log_file.parent_path(), "log directory", DirOwner::kAnyone);
+  if (s.ok()) s = CreatePrivateFile(opts.log_file, "log file");
+  if (!s.ok()) {
     std::cerr << "bdn: warning: " << s.message() << "; the mount daemon logs nowhere\n";
     opts.log_file.clear();
-  } else {
-    CreatePrivateFile(opts.log_file, "log file");
   }
   return MountInBackground(view, opts, daemon_pid);
 }

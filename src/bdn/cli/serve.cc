@@ -65,7 +65,7 @@ namespace fs = std::filesystem;
 // volume. Errors: FailedPrecondition when another process holds the lock; I/O errors.
 Result<UniqueFd> LockDataDir(const fs::path& data) {
   fs::path path = data / "serve.lock";
-  MakePrivate(path, "--data");
+  BDN_RETURN_IF_ERROR(CreatePrivateFile(path, "--data"));
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
   if (!fd) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {

@@ -110,7 +110,8 @@ class SqlKeyStore : public KeyStore {
 class SqliteKeyStore : public SqlKeyStore {
  public:
   // Opens or creates the database and table (the file private to its owner, 0600:
-  // MakeDatabasePrivate). Errors: Internal naming the file.
+  // MakeDatabasePrivate). Errors: Internal naming the file; PermissionDenied when another
+  // user's file or symlink is in its place (OpenSqlite).
   static Result<std::unique_ptr<SqliteKeyStore>> Open(const std::filesystem::path& db_path);
 
  private:

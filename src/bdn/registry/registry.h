@@ -290,7 +290,8 @@ class SqliteRegistry : public SqlRegistry {
  public:
   // Opens or creates the database (the file private to its owner, 0600: MakeDatabasePrivate).
   // A file that cannot be written but exists opens read-only (every mutation PermissionDenied).
-  // Errors: Internal naming the file.
+  // Errors: Internal naming the file; PermissionDenied when another user's file or symlink is
+  // in its place (OpenSqlite).
   static Result<std::unique_ptr<SqliteRegistry>> Open(const std::filesystem::path& db_path,
                                                       RegistryOptions options = {});
 

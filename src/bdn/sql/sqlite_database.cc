@@ -133,6 +133,7 @@ class SqliteDatabase : public Database {
     const std::string what = std::string(what_) + " lock";
     fs::path path = path_.parent_path() / "locks" / (std::string(name) + ".lock");
     BDN_RETURN_IF_ERROR(CreatePrivateDirectory(path.parent_path(), what));
+    BDN_RETURN_IF_ERROR(CreatePrivateFile(path, what));
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
     if (fd < 0) return Err(ErrnoError(what + " " + path.string(), errno));
     LockAttempt out;
@@ -157,6 +158,7 @@ class SqliteDatabase : public Database {
     const std::string what = std::string(what_) + " lock";
     fs::path path = path_.parent_path() / "locks" / (std::string(name) + ".lock");
     BDN_RETURN_IF_ERROR(CreatePrivateDirectory(path.parent_path(), what));
+    BDN_RETURN_IF_ERROR(CreatePrivateFile(path, what));
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
     if (!fd) return Err(ErrnoError(what + " " + path.string(), errno));
     const int op = (mode == LockMode::kShared ? LOCK_SH : LOCK_EX) | LOCK_NB;
@@ -213,7 +215,7 @@ class SqliteDatabase : public Database {
   }
 
   Status Open(const SqliteOptions& options) {
-    MakeDatabasePrivate(path_, what_);
+    BDN_RETURN_IF_ERROR(MakeDatabasePrivate(path_, what_));
     auto rw = OpenHandle(UriPath(path_), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     Status rw_error;
     if (rw) {

@@ -27,7 +27,10 @@ struct SqliteOptions {
 };
 
 // Opens or creates the database `path` (private to its owner, 0600: MakeDatabasePrivate).
-// Errors: Internal "<what> <path>: <SQLite's message>" (e.g. "file is not a database").
+// Errors: Internal "<what> <path>: <SQLite's message>" (e.g. "file is not a database");
+// PermissionDenied "<what> <path>: owned by uid 1001 (mallory), not by this user (uid 0); use a
+// directory of your own" (or "...: a symlink owned by ...") when another user's file or symlink
+// is at `path` or at its -wal, -shm or -journal name (MakeDatabasePrivate).
 Result<std::shared_ptr<Database>> OpenSqlite(const std::filesystem::path& path,
                                              SqliteOptions options);
 

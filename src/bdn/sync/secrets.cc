@@ -70,7 +70,7 @@ Result<std::shared_ptr<SecretVault>> SecretVault::Open(std::shared_ptr<SecretSto
                             {.existing = ExistingFile::kKeep, .sync = FileSync::kAll});
     if (!written) return Err(written.error());
   } else {
-    MakePrivate(key_path, "secret key file");
+    BDN_RETURN_IF_ERROR(CheckPrivateFile(key_path, "secret key file"));
   }
   BDN_ASSIGN_OR_RETURN(std::string key, ReadKeyFile(key_path));
   return std::shared_ptr<SecretVault>(new SecretVault(std::move(store), std::move(key)));
