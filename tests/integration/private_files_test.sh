@@ -3,7 +3,9 @@
 # and the node caches (mount --cache-dir, cache serve --cache-dir) are created private to their
 # owner, directories 0700 and files 0600 whatever the umask, so no other local user can read a
 # chunk or the key table; existing ones with group/other bits are tightened on start with a
-# warning naming the path. "Other user" is nobody, via setpriv.
+# warning naming the path, and then whatever another user planted in them is refused, as are a
+# path through another user's symlink and one below a directory another user may change.
+# "Other user" is nobody, via setpriv.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
@@ -111,4 +113,40 @@ chmod -R go+rX "$WORK/srv"
 start_bdn serve2 serve --listen 127.0.0.1:0 --data "$WORK/srv"
 assert_contains "$(cat "$WORK/serve2.log")" "warning: --data $WORK/srv: was readable by other users (mode 0755); changed to 0700"
 assert_eq "" "$(readable_by_nobody "$WORK/srv")" "paths under the tightened --data that nobody can read"
+if [ "$(id -u)" = 0 ]; then
+  token=$BDN_TOKEN; unset BDN_REMOTE BDN_TOKEN  # the embedded store again
+  # From an attacking helper: root's BDN_HOME left 0777 was only tightened, and the registry.db
+  # symlink another user had planted in it was followed (root's registry went where it pointed).
+  step "what another user planted in a home open to others is refused, its target untouched"
+  H="$WORK/home2"
+  mkdir -m 0777 "$H"
+  printf 'root only\n' > "$WORK/victim"
+  ln -s "$WORK/victim" "$H/registry.db"
+  chown -h nobody "$H/registry.db"
+  nobody_uid="uid $(id -u nobody) (nobody)"
+  BDN_HOME="$H" run_fails 6 "warning: BDN_HOME $H: was readable by other users (mode 0777); changed to 0700
+bdn: error: BDN_HOME $H/registry.db: a symlink owned by $nobody_uid, not by this user (uid 0); use a directory of your own" \
+    "$BDN" volume push "$WORK/src" bdn:t/v
+  assert_eq "root only" "$(cat "$WORK/victim")" "the symlink's target"
+  [ ! -e "$H/store" ] || fail "a store was created in the refused home"
+  # Once tightened the directory is not looked through again; the registry's own check refuses it.
+  BDN_HOME="$H" run_fails 6 "bdn: error: registry $H/registry.db: a symlink owned by $nobody_uid, not by this user (uid 0); use a directory of your own" \
+    "$BDN" volume push "$WORK/src" bdn:t/v
+  assert_eq "root only" "$(cat "$WORK/victim")" "the symlink's target"
+
+  step "BDN_HOME through another user's symlink, or below another user's directory, is refused"
+  mkdir -m 0755 "$WORK/etc"
+  ln -s "$WORK/etc" "$WORK/link"
+  chown -h nobody "$WORK/link"
+  BDN_HOME="$WORK/link" run_fails 6 "bdn: error: BDN_HOME $WORK/link: $WORK/link is a symlink owned by $nobody_uid, not by this user (uid 0) or root; use a path of your own" \
+    "$BDN" volume ls
+  assert_eq 755 "$(stat -c %a "$WORK/etc")" "mode of the directory the symlink names"
+  mkdir "$WORK/theirs"; chown nobody "$WORK/theirs"
+  # (a node cache that cannot be used costs speed, not the mount)
+  err=$(env BDN_REMOTE="$STARTED_URL" BDN_TOKEN="$token" "$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/theirs/nc" 2>&1 >/dev/null)
+  MOUNTS+=("$WORK/mnt")
+  assert_eq "warning: node cache $WORK/theirs/nc: $WORK/theirs, a directory above it, is owned by $nobody_uid, not by this user (uid 0) or root, who could replace what is in it; use a directory of your own; mounting without the node cache (every read goes to the origin)" "$err" "mount warning"
+  "$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
+  [ ! -e "$WORK/theirs/nc" ] || fail "a node cache was created below another user's directory"
+fi
 echo "PASS"
