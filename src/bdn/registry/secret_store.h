@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bdn/base/status.h"
@@ -16,10 +17,17 @@ namespace sql {
 class Database;
 }  // namespace sql
 
+// The namespace list that lets jobs of every namespace use a secret.
+inline constexpr std::string_view kSecretAllNamespaces = "*";
+
 struct SecretInfo {
   std::string name;
   int64_t created_unix_ms = 0;
   int64_t updated_unix_ms = 0;
+  // The namespaces whose jobs may use the secret on a server (docs/sync.md, "Secrets"): sorted,
+  // unique; {"*"} for every namespace; empty for none (only jobs started with an admin key for
+  // every namespace, and embedded jobs, may use it).
+  std::vector<std::string> namespaces;
 };
 
 // Checks a secret name: 1 to 128 characters of A-Z a-z 0-9 . _ -, starting with a letter or
@@ -27,16 +35,29 @@ struct SecretInfo {
 // 0-9, '.', '_' and '-', starting with a letter or digit".
 Status ValidateSecretName(const std::string& name);
 
+// Checks and normalizes the namespaces that may use a secret: each a namespace name
+// (ValidateName) or "*" alone; sorted, duplicates dropped; at most kMaxSecretNamespaces.
+// Errors: InvalidArgument "namespace \"X\": ..." for a name; "namespaces: \"*\" (every
+// namespace) stands alone"; "namespaces: more than 1000".
+Status NormalizeSecretNamespaces(std::vector<std::string>& namespaces);
+inline constexpr size_t kMaxSecretNamespaces = 1000;
+
 // Implementations are thread-safe.
 class SecretStore {
  public:
   virtual ~SecretStore() = default;
-  // Creates or replaces the secret `name` with `sealed` (opaque bytes). Errors: InvalidArgument
-  // for the name; FailedPrecondition on a full disk; PermissionDenied for a read-only store.
-  virtual Status Put(const std::string& name, const std::string& sealed) = 0;
+  // Creates or replaces the secret `name` with `sealed` (opaque bytes) and the namespaces that
+  // may use it (replacing the old list too; NormalizeSecretNamespaces). Errors: InvalidArgument
+  // for the name or a namespace; FailedPrecondition on a full disk; PermissionDenied for a
+  // read-only store.
+  virtual Status Put(const std::string& name, const std::string& sealed,
+                     std::vector<std::string> namespaces) = 0;
   // Errors: NotFound "secret \"name\": not found".
   virtual Result<std::string> Get(const std::string& name) = 0;
-  // Every secret's name and times (never its value), sorted by name.
+  // The name, times and namespaces of `name` (never its value). Errors: NotFound "secret
+  // \"name\": not found".
+  virtual Result<SecretInfo> Info(const std::string& name) = 0;
+  // Every secret's name, times and namespaces (never its value), sorted by name.
   virtual Result<std::vector<SecretInfo>> List() = 0;
   // Errors: NotFound "secret \"name\": not found".
   virtual Status Remove(const std::string& name) = 0;
@@ -52,8 +73,10 @@ class SqlSecretStore : public SecretStore {
   explicit SqlSecretStore(std::shared_ptr<sql::Database> db);
   ~SqlSecretStore() override;
 
-  Status Put(const std::string& name, const std::string& sealed) override;
+  Status Put(const std::string& name, const std::string& sealed,
+             std::vector<std::string> namespaces) override;
   Result<std::string> Get(const std::string& name) override;
+  Result<SecretInfo> Info(const std::string& name) override;
   Result<std::vector<SecretInfo>> List() override;
   Status Remove(const std::string& name) override;
 
@@ -64,7 +87,8 @@ class SqlSecretStore : public SecretStore {
 // Secrets in an SQLite database file (the registry's).
 class SqliteSecretStore : public SqlSecretStore {
  public:
-  // Opens or creates the database and table. Errors: Internal naming the file.
+  // Opens or creates the database and table (a table made before secrets had namespaces gets
+  // the column, every secret with none). Errors: Internal naming the file.
   static Result<std::unique_ptr<SqliteSecretStore>> Open(const std::filesystem::path& db_path);
 
  private:

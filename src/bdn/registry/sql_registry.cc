@@ -8,6 +8,7 @@
 
 #include "bdn/base/names.h"
 #include "bdn/base/units.h"
+#include "bdn/registry/list_column.h"
 #include "bdn/registry/registry.h"
 #include "bdn/sql/database.h"
 #include "bdn/sql/sqlite_database.h"
@@ -128,21 +129,11 @@ std::string DescribeCommit(const CommitRequest& req) {
 }
 
 std::string JoinLines(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : "\n") + i;
-  return out;
+  return internal::JoinList(items, '\n');
 }
 
 std::vector<std::string> SplitLines(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
+  return internal::SplitList(text, '\n');
 }
 
 std::string FormatTime(int64_t unix_ms) { return FormatUtc(unix_ms); }

@@ -1,7 +1,10 @@
 // SqlSecretStore: sealed secret values by name, in the registry's SQLite file or the shared
 // PostgreSQL database.
+#include <algorithm>
 #include <chrono>
 
+#include "bdn/base/names.h"
+#include "bdn/registry/list_column.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/sql/database.h"
 #include "bdn/sql/sqlite_database.h"
@@ -9,14 +12,31 @@
 namespace bdn {
 namespace {
 
-// Values are sealed bytes (any byte); the table holds them as hex text.
+// Values are sealed bytes (any byte); the table holds them as hex text. `namespaces` is the
+// sorted list joined by ',' (which no namespace name holds); '' for none.
 constexpr const char* kSqliteSchema = R"sql(
 CREATE TABLE IF NOT EXISTS secrets(
   name TEXT PRIMARY KEY,
   sealed_hex TEXT NOT NULL,
   created_ms INTEGER NOT NULL,
-  updated_ms INTEGER NOT NULL);
+  updated_ms INTEGER NOT NULL,
+  namespaces TEXT NOT NULL DEFAULT '');
 )sql";
+
+// A table made before secrets had namespaces: adds the column, so every secret stored then has
+// none (only admin keys for every namespace may use it), the safe reading of its old meaning.
+Status AddSqliteColumns(sql::Session& s) {
+  BDN_ASSIGN_OR_RETURN(bool has, sql::HasColumn(s, "secrets", "namespaces"));
+  if (has) return Status::Ok();
+  return sql::ToStatus(
+      s.Exec("ALTER TABLE secrets ADD COLUMN namespaces TEXT NOT NULL DEFAULT ''"));
+}
+
+constexpr const char* kInfoColumns = "name, created_ms, updated_ms, namespaces";
+
+SecretInfo RowToInfo(const sql::Rows& r, size_t i) {
+  return {r.Text(i, 0), r.Int(i, 1), r.Int(i, 2), internal::SplitList(r.Text(i, 3), ',')};
+}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -62,6 +82,22 @@ Status ValidateSecretName(const std::string& name) {
                               "'-', starting with a letter or digit");
 }
 
+Status NormalizeSecretNamespaces(std::vector<std::string>& namespaces) {
+  if (namespaces.size() > kMaxSecretNamespaces) {
+    return InvalidArgumentError("namespaces: more than " + std::to_string(kMaxSecretNamespaces));
+  }
+  for (const auto& n : namespaces) {
+    if (n != kSecretAllNamespaces) BDN_RETURN_IF_ERROR(ValidateName("namespace", n));
+  }
+  std::sort(namespaces.begin(), namespaces.end());
+  namespaces.erase(std::unique(namespaces.begin(), namespaces.end()), namespaces.end());
+  if (namespaces.size() > 1 && namespaces.front() == kSecretAllNamespaces) {
+    return InvalidArgumentError(
+        "namespaces: \"*\" (every namespace) stands alone; give it or a list of namespaces");
+  }
+  return Status::Ok();
+}
+
 SqlSecretStore::SqlSecretStore(std::shared_ptr<sql::Database> db) : db_(std::move(db)) {}
 SqlSecretStore::~SqlSecretStore() = default;
 
@@ -70,19 +106,22 @@ Result<std::unique_ptr<SqliteSecretStore>> SqliteSecretStore::Open(
   sql::SqliteOptions o;
   o.what = "secret store";
   o.schema = kSqliteSchema;
+  o.upgrade = AddSqliteColumns;
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<sql::Database> db, sql::OpenSqlite(db_path, std::move(o)));
   return std::unique_ptr<SqliteSecretStore>(new SqliteSecretStore(std::move(db)));
 }
 
-Status SqlSecretStore::Put(const std::string& name, const std::string& sealed) {
+Status SqlSecretStore::Put(const std::string& name, const std::string& sealed,
+                           std::vector<std::string> namespaces) {
   BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+  BDN_RETURN_IF_ERROR(NormalizeSecretNamespaces(namespaces));
   const int64_t now = NowMs();
   return db_->Write([&](sql::Session& s) {
-    return sql::ToStatus(
-        s.Exec("INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms) VALUES(?1,?2,?3,?3) "
-               "ON CONFLICT(name) DO UPDATE SET sealed_hex=excluded.sealed_hex, "
-               "updated_ms=excluded.updated_ms",
-               {name, ToHex(sealed), now}));
+    return sql::ToStatus(s.Exec(
+        "INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms, namespaces) "
+        "VALUES(?1,?2,?3,?3,?4) ON CONFLICT(name) DO UPDATE SET sealed_hex=excluded.sealed_hex, "
+        "updated_ms=excluded.updated_ms, namespaces=excluded.namespaces",
+        {name, ToHex(sealed), now, internal::JoinList(namespaces, ',')}));
   });
 }
 
@@ -98,15 +137,27 @@ Result<std::string> SqlSecretStore::Get(const std::string& name) {
       sql::Consistency::kStatement);
 }
 
+Result<SecretInfo> SqlSecretStore::Info(const std::string& name) {
+  return sql::ReadValue<SecretInfo>(
+      *db_,
+      [&](sql::Session& s) -> Result<SecretInfo> {
+        BDN_ASSIGN_OR_RETURN(
+            sql::Rows r,
+            s.Query(std::string("SELECT ") + kInfoColumns + " FROM secrets WHERE name=?1", {name}));
+        if (r.empty()) return Err(NotFound(name));
+        return RowToInfo(r, 0);
+      },
+      sql::Consistency::kStatement);
+}
+
 Result<std::vector<SecretInfo>> SqlSecretStore::List() {
   return sql::ReadValue<std::vector<SecretInfo>>(
       *db_,
       [](sql::Session& s) -> Result<std::vector<SecretInfo>> {
-        BDN_ASSIGN_OR_RETURN(
-            sql::Rows r, s.Query("SELECT name, created_ms, updated_ms FROM secrets ORDER BY name"));
+        BDN_ASSIGN_OR_RETURN(sql::Rows r, s.Query(std::string("SELECT ") + kInfoColumns +
+                                                  " FROM secrets ORDER BY name"));
         std::vector<SecretInfo> out;
-        for (size_t i = 0; i < r.size(); ++i)
-          out.push_back({r.Text(i, 0), r.Int(i, 1), r.Int(i, 2)});
+        for (size_t i = 0; i < r.size(); ++i) out.push_back(RowToInfo(r, i));
         return out;
       },
       sql::Consistency::kStatement);

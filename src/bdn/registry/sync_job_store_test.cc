@@ -12,7 +12,10 @@
 #include <thread>
 
 #include "bdn/registry/backends_test_util.h"
+#include "bdn/sql/database.h"
+#include "bdn/sql/sqlite_database.h"
 #include "bdn/testing/status_matchers.h"
+#include "bdn/testing/test_util.h"
 
 namespace bdn {
 namespace {
@@ -249,12 +252,12 @@ TYPED_TEST_SUITE(SecretStoreTest, testutil::Backends, testutil::BackendName);
 TYPED_TEST(SecretStoreTest, SealedBytesRoundTripAndAreReplacedListedAndRemoved) {
   std::string sealed;
   for (int i = 0; i < 256; ++i) sealed += static_cast<char>(i);  // every byte, NUL included
-  ASSERT_OK(this->secrets_->Put("hf", sealed));
-  ASSERT_OK(this->secrets_->Put("aws.prod", "x"));
+  ASSERT_OK(this->secrets_->Put("hf", sealed, {}));
+  ASSERT_OK(this->secrets_->Put("aws.prod", "x", {}));
   auto got = this->secrets_->Get("hf");
   ASSERT_OK(got);
   EXPECT_EQ(*got, sealed);
-  ASSERT_OK(this->secrets_->Put("hf", "y"));
+  ASSERT_OK(this->secrets_->Put("hf", "y", {}));
   auto other = this->backend_.OpenSecrets();
   ASSERT_OK(other);
   auto replaced = (*other)->Get("hf");
@@ -269,7 +272,98 @@ TYPED_TEST(SecretStoreTest, SealedBytesRoundTripAndAreReplacedListedAndRemoved) 
   ASSERT_OK(this->secrets_->Remove("hf"));
   EXPECT_STATUS(this->secrets_->Remove("hf"), kNotFound, "secret \"hf\": not found");
   EXPECT_STATUS(this->secrets_->Get("hf"), kNotFound, "secret \"hf\": not found");
-  EXPECT_STATUS(this->secrets_->Put("-bad", "x"), kInvalidArgument, "secret name \"-bad\"");
+  EXPECT_STATUS(this->secrets_->Put("-bad", "x", {}), kInvalidArgument, "secret name \"-bad\"");
+}
+
+// A secret's namespaces are stored sorted and unique, read back by Info and List, and replaced
+// with its value; a secret stored without any has none.
+TYPED_TEST(SecretStoreTest, NamespacesAreStoredReadAndReplacedWithTheValue) {
+  ASSERT_OK(this->secrets_->Put("hf", "v", {"b", "a", "b"}));
+  ASSERT_OK(this->secrets_->Put("all", "v", {"*"}));
+  ASSERT_OK(this->secrets_->Put("none", "v", {}));
+  auto hf = this->secrets_->Info("hf");
+  ASSERT_OK(hf);
+  EXPECT_EQ(hf->name, "hf");
+  EXPECT_EQ(hf->namespaces, (std::vector<std::string>{"a", "b"}));
+  EXPECT_LE(hf->created_unix_ms, hf->updated_unix_ms);
+  auto list = this->secrets_->List();
+  ASSERT_OK(list);
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].name, "all");
+  EXPECT_EQ((*list)[0].namespaces, (std::vector<std::string>{"*"}));
+  EXPECT_EQ((*list)[1].namespaces, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ((*list)[2].name, "none");
+  EXPECT_TRUE((*list)[2].namespaces.empty());
+  // Replacing the value replaces the list: a set without namespaces leaves none.
+  ASSERT_OK(this->secrets_->Put("hf", "w", {}));
+  hf = this->secrets_->Info("hf");
+  ASSERT_OK(hf);
+  EXPECT_TRUE(hf->namespaces.empty());
+  EXPECT_STATUS(this->secrets_->Info("nope"), kNotFound, "secret \"nope\": not found");
+  EXPECT_STATUS(this->secrets_->Put("hf", "x", {"Team"}), kInvalidArgument, "namespace \"Team\"");
+  EXPECT_STATUS(
+      this->secrets_->Put("hf", "x", {"*", "a"}), kInvalidArgument,
+      "namespaces: \"*\" (every namespace) stands alone; give it or a list of namespaces");
+  hf = this->secrets_->Info("hf");
+  ASSERT_OK(hf);
+  EXPECT_TRUE(hf->namespaces.empty());
+}
+
+// A registry file made before secrets had namespaces (no column) is upgraded when opened: its
+// secrets keep their values and have no namespaces, so only admin keys for "*" may use them.
+TEST(SqliteSecretStore, AFileFromBeforeNamespacesGetsTheColumnAndNoneForItsSecrets) {
+  testutil::TempDir dir("bdn_secret_upgrade");
+  const auto file = dir.path() / "registry.db";
+  {
+    sql::SqliteOptions o;
+    o.what = "old secret store";
+    o.schema =
+        "CREATE TABLE secrets(name TEXT PRIMARY KEY, sealed_hex TEXT NOT NULL, "
+        "created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);";
+    auto db = sql::OpenSqlite(file, std::move(o));
+    ASSERT_OK(db);
+    ASSERT_OK((*db)->Write([](sql::Session& s) {
+      return sql::ToStatus(
+          s.Exec("INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms) "
+                 "VALUES('old','6869',1,2)"));
+    }));
+  }
+  auto store = SqliteSecretStore::Open(file);
+  ASSERT_OK(store);
+  auto info = (*store)->Info("old");
+  ASSERT_OK(info);
+  EXPECT_TRUE(info->namespaces.empty());
+  EXPECT_EQ(info->created_unix_ms, 1);
+  auto value = (*store)->Get("old");
+  ASSERT_OK(value);
+  EXPECT_EQ(*value, "hi");
+  ASSERT_OK((*store)->Put("old", "hi", {"a"}));
+  info = (*store)->Info("old");
+  ASSERT_OK(info);
+  EXPECT_EQ(info->namespaces, std::vector<std::string>{"a"});
+}
+
+// The same on PostgreSQL: a database at the first migration, with a secret, migrated to the
+// last (0002_secret_namespaces) keeps the secret, with no namespaces.
+TEST(PgSecretStore, ASecretStoredBeforeTheNamespacesMigrationHasNone) {
+  std::string why;
+  const std::string url = testutil::SharedPgServer::Get().NewDatabase(&why);
+  if (url.empty()) GTEST_SKIP() << "no PostgreSQL: " << why;
+  auto pool = sql::PgPool::Open({.url = url});
+  ASSERT_OK(pool);
+  ASSERT_OK((*pool)->Migrate("registry", PgMetadataMigrations().first(1)));
+  ASSERT_OK((*pool)->Use("test")->Write([](sql::Session& s) {
+    return sql::ToStatus(s.Exec(
+        "INSERT INTO secrets(name, sealed_hex, created_ms, updated_ms) VALUES('old','6869',1,2)"));
+  }));
+  ASSERT_OK(MigratePgMetadata(**pool));
+  SqlSecretStore store((*pool)->Use("secret store"));
+  auto info = store.Info("old");
+  ASSERT_OK(info);
+  EXPECT_TRUE(info->namespaces.empty());
+  auto value = store.Get("old");
+  ASSERT_OK(value);
+  EXPECT_EQ(*value, "hi");
 }
 
 }  // namespace
