@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bdn/base/units.h"
 #include "flags.h"
@@ -98,13 +99,23 @@ void AddSecretFlags(CLI::App& app, Invocation& inv) {
       "secret", "credentials for sync sources (embedded, or on the origin with --remote)");
   secret->require_subcommand(1);
   secret->fallthrough();
-  auto set_name = std::make_shared<std::string>();
+  struct SetArgs {
+    std::string name;
+    std::vector<std::string> namespaces;
+  };
+  auto set = std::make_shared<SetArgs>();
   auto* c = secret->add_subcommand("set", "store a secret; the value is read from stdin");
-  c->add_option("NAME", *set_name)->required();
-  c->callback([&inv, set_name] {
-    inv.run = [set_name](bdn::cli::Context& ctx) { return bdn::cli::SecretSet(ctx, *set_name); };
+  c->add_option("NAME", set->name)->required();
+  c->add_option("--namespace", set->namespaces,
+                "a namespace whose jobs may use the secret on a server, or \"*\" for all "
+                "(repeatable, or comma-separated; none: only jobs of admin keys for \"*\")")
+      ->delimiter(',');
+  c->callback([&inv, set] {
+    inv.run = [set](bdn::cli::Context& ctx) {
+      return bdn::cli::SecretSet(ctx, set->name, set->namespaces);
+    };
   });
-  c = secret->add_subcommand("ls", "list secrets (names only, never values)");
+  c = secret->add_subcommand("ls", "list secrets: names, times and namespaces, never values");
   c->callback(
       [&inv] { inv.run = [](bdn::cli::Context& ctx) { return bdn::cli::SecretList(ctx); }; });
   auto rm_name = std::make_shared<std::string>();

@@ -135,6 +135,22 @@ start_origin() {
   export BDN_REMOTE="$URL"
 }
 
+# start_hub CONFIG: the Hub stand-in (tests/fixtures/hf_hub.py) on 127.0.0.1 serving CONFIG (a
+# JSON file), its log in $WORK/hub.log; waits until it listens and sets HUB (its URL).
+start_hub() {
+  python3 "$(dirname "${BASH_SOURCE[0]}")/../fixtures/hf_hub.py" "$1" "$WORK/hub.port" 2>"$WORK/hub.log" &
+  PIDS+=("$!")
+  for _ in $(seq 1 100); do [ -s "$WORK/hub.port" ] && break; sleep 0.05; done
+  [ -s "$WORK/hub.port" ] || fail "the Hub fixture did not start: $(cat "$WORK/hub.log")"
+  HUB="http://127.0.0.1:$(cat "$WORK/hub.port")"
+}
+
+# jf JSON KEY...: the value at KEY... (a list index or an object key, in turn) of JSON, printed as
+# text, or as JSON when it is a list, object, bool or null.
+jf() { python3 -c 'import json,sys; v=json.loads(sys.argv[1])
+for k in sys.argv[2:]: v=v[int(k)] if isinstance(v,list) else v[k]
+print(json.dumps(v) if isinstance(v,(list,dict,bool)) or v is None else v)' "$@"; }
+
 # start_fault_proxy NAME UPSTREAM ARGS...: fault_proxy.py (--rule, --gate: see there) in front of
 # UPSTREAM, its log in $WORK/NAME.log; waits until it listens and sets PROXY_URL.
 start_fault_proxy() {

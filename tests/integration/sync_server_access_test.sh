@@ -16,11 +16,6 @@
 # - A job's body with an unknown or repeated field is refused (400), naming it.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
-FIXTURES="$(cd "$(dirname "$0")/../fixtures" && pwd)"
-
-jf() { python3 -c 'import json,sys; v=json.loads(sys.argv[1])
-for k in sys.argv[2:]: v=v[int(k)] if isinstance(v,list) else v[k]
-print(json.dumps(v) if isinstance(v,(list,dict,bool)) or v is None else v)' "$@"; }
 
 step "a web and Hub server on 127.0.0.1 (tests/fixtures/hf_hub.py)"
 cat > "$WORK/hub.json" <<'EOF'
@@ -30,12 +25,8 @@ cat > "$WORK/hub.json" <<'EOF'
    "commits": {"1111111111111111111111111111111111111111": {"files": {
      "config.json": {"text": "{\"hidden\": 64}\n"}}}}}}}
 EOF
-python3 "$FIXTURES/hf_hub.py" "$WORK/hub.json" "$WORK/hub.port" 2>"$WORK/hub.log" &
-PIDS+=($!)
-for _ in $(seq 1 100); do [ -s "$WORK/hub.port" ] && break; sleep 0.05; done
-[ -s "$WORK/hub.port" ] || fail "the Hub fixture did not start: $(cat "$WORK/hub.log")"
-PORT=$(cat "$WORK/hub.port")
-HUB="http://127.0.0.1:$PORT"
+start_hub "$WORK/hub.json"
+PORT=${HUB##*:}
 # hub_requests: requests the fixture has answered since its last reset, this read of /_stats
 # included.
 hub_requests() { curl -sf "$HUB/_stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"])'; }
@@ -93,7 +84,9 @@ for key in PULL PUSH NSADMIN; do
   assert_eq 403 "$(http_status DELETE /v1/secrets/s1 "$token")" "DELETE /v1/secrets with $key"
 done
 assert_eq '[]' "$(jf "$("$BDN" --json secret ls)" secrets)" "secrets after refused sets"
-printf 'hf_admin_value' | "$BDN" secret set hf-token
+# For the jobs of namespace weights: a push key may name only a secret set for its namespace
+# (sync_secret_namespaces_test.sh).
+printf 'hf_admin_value' | "$BDN" secret set hf-token --namespace weights
 run_fails 6 "bdn: error: key bdn_$NSADMIN_ID: secrets need the \"admin\" scope for every namespace (\"*\")" \
   as "$NSADMIN" secret rm hf-token
 assert_eq "hf-token" "$(jf "$("$BDN" --json secret ls)" secrets 0 name)" "the secret after a refused rm"
@@ -204,7 +197,8 @@ assert_eq 403 "$(http_status POST /v1/sync/jobs "$PUSH" "{\"source\": \"$HUB/fil
 assert_eq secret_not_allowed "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["reason"])' <"$WORK/body")" "reason of the 403"
 assert_eq "$jobs_before" "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["jobs"]))' "$("$BDN" --json volume sync list)")" "jobs after refused secret starts"
 assert_eq 1 "$(hub_requests)" "requests that reached the web server (this read of its stats)"
-# The secret goes to the Hub at the server's HF_ENDPOINT, which no caller chooses: a push key may.
+# The secret goes to the Hub at the server's HF_ENDPOINT, which no caller chooses: a push key of a
+# namespace the secret is set for may.
 ref=$(as "$PUSH" volume sync start --source hf://org/model --dest bdn:weights/hf-auth --auth-secret-name hf-token --wait 2>/dev/null)
 assert_eq '{"hidden": 64}' "$(as "$PULL" volume cat "$ref/config.json")" "bytes of the Hub file synced with the secret by a push key"
 # The admin may send its own secret where it chooses.

@@ -122,7 +122,8 @@ Result<SyncJobRecord> SyncJobFromJson(const json& j) {
 json SecretInfoToJson(const SecretInfo& s) {
   return {{"name", s.name},
           {"created_unix_ms", s.created_unix_ms},
-          {"updated_unix_ms", s.updated_unix_ms}};
+          {"updated_unix_ms", s.updated_unix_ms},
+          {"namespaces", s.namespaces}};
 }
 
 Result<SecretInfo> SecretInfoFromJson(const json& j) {
@@ -130,7 +131,19 @@ Result<SecretInfo> SecretInfoFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(s.name, Field<std::string>(j, "name"));
   BDN_ASSIGN_OR_RETURN(s.created_unix_ms, Field<int64_t>(j, "created_unix_ms", 0));
   BDN_ASSIGN_OR_RETURN(s.updated_unix_ms, Field<int64_t>(j, "updated_unix_ms", 0));
+  BDN_ASSIGN_OR_RETURN(s.namespaces, Field<Strings>(j, "namespaces", Strings()));
   return s;
+}
+
+Result<SecretPut> SecretPutFromJson(const json& j) {
+  SecretPut p;
+  auto value = j.find("value");
+  if (value == j.end() || !value->is_string()) {
+    return Err(InvalidArgumentError("value: missing (the secret, as a JSON string)"));
+  }
+  p.value = value->get<std::string>();
+  BDN_ASSIGN_OR_RETURN(p.namespaces, Field<Strings>(j, "namespaces", Strings()));
+  return p;
 }
 
 }  // namespace bdn::api

@@ -27,8 +27,19 @@ nlohmann::json SyncJobToJson(const SyncJobRecord& job);
 // The inverse. Errors: InvalidArgument "<field>: <what is wrong>".
 Result<SyncJobRecord> SyncJobFromJson(const nlohmann::json& j);
 
-// {"name", "created_unix_ms", "updated_unix_ms"}: never a value.
+// {"name", "created_unix_ms", "updated_unix_ms", "namespaces": [ns]}: never a value.
 nlohmann::json SecretInfoToJson(const SecretInfo& s);
+// The inverse; "namespaces" may be absent (none). Errors: InvalidArgument "<field>: <what is
+// wrong>".
 Result<SecretInfo> SecretInfoFromJson(const nlohmann::json& j);
+
+// The body of PUT /v1/secrets/<name>: {"value", "namespaces"?}.
+struct SecretPut {
+  std::string value;
+  std::vector<std::string> namespaces;  // as given: SecretStore::Put checks them
+};
+// Errors: InvalidArgument "value: missing (the secret, as a JSON string)"; "namespaces: <what is
+// wrong>" for a field that is not a list of strings.
+Result<SecretPut> SecretPutFromJson(const nlohmann::json& j);
 
 }  // namespace bdn::api

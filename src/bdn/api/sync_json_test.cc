@@ -108,12 +108,38 @@ TEST(SyncJson, MalformedJobsFailNamingTheField) {
 }
 
 TEST(SyncJson, SecretInfoRoundTripsAndNeverCarriesAValue) {
-  const SecretInfo info{.name = "hf", .created_unix_ms = 5, .updated_unix_ms = 6};
+  const SecretInfo info{
+      .name = "hf", .created_unix_ms = 5, .updated_unix_ms = 6, .namespaces = {"a", "b"}};
   const json j = SecretInfoToJson(info);
-  EXPECT_EQ(j, (json{{"name", "hf"}, {"created_unix_ms", 5}, {"updated_unix_ms", 6}}));
+  EXPECT_EQ(j, (json{{"name", "hf"},
+                     {"created_unix_ms", 5},
+                     {"updated_unix_ms", 6},
+                     {"namespaces", {"a", "b"}}}));
   auto back = SecretInfoFromJson(j);
   ASSERT_TRUE(back.has_value()) << back.error().message();
   EXPECT_EQ(SecretInfoToJson(*back), j);
+  // A server from before secrets had namespaces lists none.
+  auto old = SecretInfoFromJson(json{{"name", "hf"}});
+  ASSERT_TRUE(old.has_value()) << old.error().message();
+  EXPECT_TRUE(old->namespaces.empty());
+}
+
+TEST(SyncJson, SecretPutTakesAValueAndOptionalNamespaces) {
+  auto put = SecretPutFromJson(json{{"value", "v"}, {"namespaces", {"b", "a"}}});
+  ASSERT_TRUE(put.has_value()) << put.error().message();
+  EXPECT_EQ(put->value, "v");
+  EXPECT_EQ(put->namespaces, (std::vector<std::string>{"b", "a"}));
+  put = SecretPutFromJson(json{{"value", "v"}});
+  ASSERT_TRUE(put.has_value()) << put.error().message();
+  EXPECT_TRUE(put->namespaces.empty());
+  for (const json& bad : {json{{"namespaces", {"a"}}}, json{{"value", 1}}}) {
+    auto r = SecretPutFromJson(bad);
+    ASSERT_FALSE(r.has_value()) << bad.dump();
+    EXPECT_EQ(r.error().message(), "value: missing (the secret, as a JSON string)");
+  }
+  auto r = SecretPutFromJson(json{{"value", "v"}, {"namespaces", "a"}});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_TRUE(r.error().message().starts_with("namespaces: ")) << r.error().message();
 }
 
 }  // namespace

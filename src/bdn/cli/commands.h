@@ -391,10 +391,13 @@ Status SyncList(Context& ctx, const std::string& dest);
 // bdn volume sync cancel ID [--wait]: asks the job to stop; with `wait`, until it is terminal.
 // Errors: NotFound; FailedPrecondition "sync job <id>: already READY" (FAILED, CANCELED).
 Status SyncCancel(Context& ctx, const std::string& id, bool wait);
-// bdn secret set NAME: the value is read from stdin (one trailing newline dropped), never from
-// the command line. Errors: InvalidArgument for the name or an empty value.
-Status SecretSet(Context& ctx, const std::string& name);
-// bdn secret ls: names and times, never values.
+// bdn secret set NAME [--namespace NS]...: the value is read from stdin (one trailing newline
+// dropped), never from the command line; `namespaces` are those whose jobs may use it on a
+// server ("*" for all; none: only jobs started with an admin key for every namespace), replacing
+// the secret's old list. Errors: InvalidArgument for the name, a namespace ("--namespace:
+// namespace \"X\": ...") or an empty value.
+Status SecretSet(Context& ctx, const std::string& name, std::vector<std::string> namespaces);
+// bdn secret ls: names, times and namespaces, never values.
 Status SecretList(Context& ctx);
 // bdn secret rm NAME. Errors: NotFound "secret \"name\": not found".
 Status SecretRemove(Context& ctx, const std::string& name);

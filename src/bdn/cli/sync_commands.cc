@@ -176,6 +176,15 @@ Status RunHere(const Context& ctx, sync::LocalSyncService& service, const SyncJo
   return Report(ctx, *job);
 }
 
+// The namespaces that may use a secret, as `secret set` and `secret ls` show them: "a,b", "*",
+// or "-" for none.
+std::string NamespacesText(const std::vector<std::string>& namespaces) {
+  if (namespaces.empty()) return "-";
+  std::string out;
+  for (const auto& n : namespaces) out += (out.empty() ? "" : ",") + n;
+  return EscapeName(out);
+}
+
 }  // namespace
 
 Status SyncStart(Context& ctx, const SyncStartArgs& args) {
@@ -195,7 +204,8 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
   if (!ctx.origin) {
     // Embedded: the job runs here, to its end (re-running the command resumes it).
     BDN_ASSIGN_OR_RETURN(auto service, OpenLocal(ctx));
-    BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec));
+    // One user, no keys: every secret here is theirs.
+    BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec, sync::SecretUse::kAny));
     if (!ctx.json) {
       std::cerr << "sync " << started.job.id << ": " << (started.created ? "started" : "resuming")
                 << " (" << spec.source_uri << " -> " << Dest(started.job) << ")\n";
@@ -203,7 +213,8 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
     return RunHere(ctx, *service, started.job);
   }
   BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
-  BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec));
+  // The server decides by this client's key.
+  BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec, sync::SecretUse::kAny));
   if (!args.wait) {
     if (ctx.json) {
       json j = api::SyncJobToJson(started.job);
@@ -303,8 +314,9 @@ Status SyncCancel(Context& ctx, const std::string& id, bool wait) {
   return Status::Ok();
 }
 
-Status SecretSet(Context& ctx, const std::string& name) {
+Status SecretSet(Context& ctx, const std::string& name, std::vector<std::string> namespaces) {
   BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+  BDN_RETURN_IF_ERROR(NormalizeSecretNamespaces(namespaces).WithPrefix("--namespace"));
   if (::isatty(STDIN_FILENO) == 1) {
     std::cerr << "secret " << name << ": type the value, then Ctrl-D\n";
   }
@@ -317,13 +329,15 @@ Status SecretSet(Context& ctx, const std::string& name) {
   }
   if (value.empty()) return InvalidArgumentError("secret \"" + name + "\": empty value on stdin");
   BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
-  Status s = service->SetSecret(name, value);
+  Status s = service->SetSecret(name, value, namespaces);
   std::fill(value.begin(), value.end(), '\0');
   BDN_RETURN_IF_ERROR(s);
   if (ctx.json) {
-    PrintJson({{"name", name}, {"stored", true}});
+    PrintJson({{"name", name}, {"stored", true}, {"namespaces", namespaces}});
   } else {
-    std::cerr << "secret " << name << ": stored\n";
+    std::cerr << "secret " << name << ": stored"
+              << (namespaces.empty() ? "" : " for namespaces " + NamespacesText(namespaces))
+              << "\n";
   }
   return Status::Ok();
 }
@@ -337,10 +351,10 @@ Status SecretList(Context& ctx) {
     PrintJson({{"secrets", list}});
     return Status::Ok();
   }
-  std::printf("%-32s %-21s %s\n", "NAME", "CREATED", "UPDATED");
+  std::printf("%-32s %-21s %-21s %s\n", "NAME", "CREATED", "UPDATED", "NAMESPACES");
   for (const auto& s : secrets) {
-    std::printf("%-32s %-21s %s\n", s.name.c_str(), FormatTime(s.created_unix_ms).c_str(),
-                FormatTime(s.updated_unix_ms).c_str());
+    std::printf("%-32s %-21s %-21s %s\n", s.name.c_str(), FormatTime(s.created_unix_ms).c_str(),
+                FormatTime(s.updated_unix_ms).c_str(), NamespacesText(s.namespaces).c_str());
   }
   std::fflush(stdout);
   return Status::Ok();

@@ -125,7 +125,12 @@ void Origin::RegisterSync() {
           if (!spec.tag.empty()) BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kTag, spec.ns));
           BDN_RETURN_IF_ERROR(sync::ValidateSourceUri(spec.source_uri));
           BDN_RETURN_IF_ERROR(NeedSecretForCallerHost(key, spec));
-          BDN_ASSIGN_OR_RETURN(sync::StartedJob started, sync_->Start(spec));
+          // Any other key may name only a secret set for the job's namespace; one it may not
+          // use reads as missing (SecretVault::CheckUse), so no other team's names leak.
+          BDN_ASSIGN_OR_RETURN(
+              sync::StartedJob started,
+              sync_->Start(spec, IsSecretAdmin(key) ? sync::SecretUse::kAny
+                                                    : sync::SecretUse::kJobNamespace));
           json j = api::SyncJobToJson(started.job);
           j["created"] = started.created;
           Reply(res, j, started.created ? 201 : 200);
@@ -171,13 +176,11 @@ void Origin::RegisterSync() {
           const std::string name = req.matches[1].str();
           BDN_RETURN_IF_ERROR(ValidateSecretName(name));
           BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
-          BDN_RETURN_IF_ERROR(KnownFields(body, {"value"}));
-          auto value = body.find("value");
-          if (value == body.end() || !value->is_string()) {
-            return InvalidArgumentError("value: missing (the secret, as a JSON string)");
-          }
-          BDN_RETURN_IF_ERROR(sync_->SetSecret(name, value->get<std::string>()));
-          Reply(res, {{"name", name}, {"stored", true}});
+          BDN_RETURN_IF_ERROR(KnownFields(body, {"value", "namespaces"}));
+          BDN_ASSIGN_OR_RETURN(api::SecretPut put, api::SecretPutFromJson(body));
+          BDN_RETURN_IF_ERROR(NormalizeSecretNamespaces(put.namespaces));
+          BDN_RETURN_IF_ERROR(sync_->SetSecret(name, put.value, put.namespaces));
+          Reply(res, {{"name", name}, {"stored", true}, {"namespaces", put.namespaces}});
           return Status::Ok();
         });
   Route("GET", "/v1/secrets", "/v1/secrets", admin,

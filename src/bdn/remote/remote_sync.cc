@@ -40,7 +40,7 @@ Result<json> RemoteSyncService::Call(http::Method method, const std::string& pat
   return j;
 }
 
-Result<sync::StartedJob> RemoteSyncService::Start(const SyncJobSpec& spec) {
+Result<sync::StartedJob> RemoteSyncService::Start(const SyncJobSpec& spec, sync::SecretUse) {
   BDN_RETURN_IF_ERROR(sync::ValidateSpec(spec));
   BDN_ASSIGN_OR_RETURN(json j, Call(http::Method::kPost, "/v1/sync/jobs",
                                     api::SyncJobSpecToJson(spec).dump(), /*retry=*/false));
@@ -80,9 +80,14 @@ Result<SyncJobRecord> RemoteSyncService::Cancel(const std::string& id) {
   return api::SyncJobFromJson(j);
 }
 
-Status RemoteSyncService::SetSecret(const std::string& name, const std::string& value) {
+Status RemoteSyncService::SetSecret(const std::string& name, const std::string& value,
+                                    const std::vector<std::string>& namespaces) {
   BDN_RETURN_IF_ERROR(ValidateSecretName(name));
   json body = {{"value", value}};
+  // Only when given: a server from before secrets had namespaces refuses the field (400), so a
+  // secret meant for some namespaces is never stored there as one for none; without it, a set
+  // still works there.
+  if (!namespaces.empty()) body["namespaces"] = namespaces;
   std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
   auto r = Call(http::Method::kPut, "/v1/secrets/" + name, text);
   std::fill(text.begin(), text.end(), '\0');

@@ -18,13 +18,15 @@ class RemoteSyncService : public sync::SyncService {
   explicit RemoteSyncService(std::shared_ptr<http::HttpClient> client, RetryPolicy policy = {});
 
   // POST /v1/sync/jobs (ValidateSpec first, so a malformed spec never leaves the machine).
-  Result<sync::StartedJob> Start(const SyncJobSpec& spec) override;
+  // `secrets` is ignored: the origin decides by the caller's key.
+  Result<sync::StartedJob> Start(const SyncJobSpec& spec, sync::SecretUse secrets) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
   Result<std::vector<SyncJobRecord>> List(const std::string& ns,
                                           const std::string& volume) override;
   Result<SyncJobRecord> Cancel(const std::string& id) override;
   // PUT /v1/secrets/{name} with {"value": ...} in the body (never in the URL).
-  Status SetSecret(const std::string& name, const std::string& value) override;
+  Status SetSecret(const std::string& name, const std::string& value,
+                   const std::vector<std::string>& namespaces) override;
   Result<std::vector<SecretInfo>> ListSecrets() override;
   Status RemoveSecret(const std::string& name) override;
 

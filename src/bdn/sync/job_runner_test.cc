@@ -1,5 +1,6 @@
 // JobStatus: the StatusCode (and so the CLI's exit status) of every stable error code, as the
-// table in docs/sync.md, "Error codes", documents them.
+// table in docs/sync.md, "Error codes", documents them. RunJob's limit on unfinished starts, and
+// LocalSyncService::Start's check of the secret a job names.
 #include "bdn/sync/job_runner.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "bdn/registry/secret_store.h"
+#include "bdn/sync/service.h"
 #include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
 
@@ -131,6 +134,55 @@ TEST(RunJob, ARunEndedByACleanStopDoesNotCountTowardTheLimit) {
   auto once = deps.jobs->Get(job->id);
   ASSERT_OK(once);
   EXPECT_EQ(1, once->runs);
+}
+
+// A job started for a key that is not an admin key for every namespace may name only a secret
+// set for its namespace (or "*"); another reads as missing, exactly as an unknown name, and no
+// job is made. SecretUse::kAny (admin keys for "*", the embedded CLI) may name any secret.
+TEST(LocalSyncService, AJobNamesOnlyASecretItsNamespaceMayUse) {
+  testutil::TempDir dir("bdn_sync_secret_use");
+  auto jobs = SqliteSyncJobStore::Open(dir.path() / "registry.db");
+  ASSERT_OK(jobs);
+  auto secrets = SqliteSecretStore::Open(dir.path() / "registry.db");
+  ASSERT_OK(secrets);
+  auto vault = SecretVault::Open(std::shared_ptr<SecretStore>(std::move(*secrets)),
+                                 dir.path() / "secrets.key");
+  ASSERT_OK(vault);
+  RunnerDeps deps;
+  deps.jobs = std::shared_ptr<SyncJobStore>(std::move(*jobs));
+  deps.secrets = *vault;
+  LocalSyncService service(deps);
+  ASSERT_OK(service.SetSecret("team-b-hf-token", "hf_b", {"b"}));
+  ASSERT_OK(service.SetSecret("team-a-hf-token", "hf_a", {"a"}));
+  auto spec = [](const std::string& secret) {
+    SyncJobSpec s;
+    s.source_uri = "hf://teamb/private-model";
+    s.ns = "a";
+    s.volume = "stolen";
+    s.auth_secret_name = secret;
+    return s;
+  };
+  for (const std::string name : {"team-b-hf-token", "no-such-secret"}) {
+    auto refused = service.Start(spec(name), SecretUse::kJobNamespace);
+    EXPECT_STATUS(refused, kNotFound, "secret \"" + name + "\": not found");
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ("secret \"" + name + "\": not found", refused.error().message());
+    EXPECT_EQ("secret_not_found", refused.error().reason());
+  }
+  auto none = service.List("", "");
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
+  auto own = service.Start(spec("team-a-hf-token"), SecretUse::kJobNamespace);
+  ASSERT_OK(own);
+  EXPECT_TRUE(own->created);
+  auto admin = service.Start(spec("team-b-hf-token"), SecretUse::kAny);
+  ASSERT_OK(admin);
+  EXPECT_TRUE(admin->created);
+  auto listed = service.ListSecrets();
+  ASSERT_OK(listed);
+  ASSERT_EQ(2u, listed->size());
+  EXPECT_EQ(std::vector<std::string>{"a"}, (*listed)[0].namespaces);
+  EXPECT_EQ(std::vector<std::string>{"b"}, (*listed)[1].namespaces);
 }
 
 }  // namespace

@@ -88,8 +88,10 @@ Result<std::shared_ptr<SecretVault>> SecretVault::OpenShared(
   return std::shared_ptr<SecretVault>(new SecretVault(std::move(store), std::move(key)));
 }
 
-Status SecretVault::Set(const std::string& name, const std::string& value) {
+Status SecretVault::Set(const std::string& name, const std::string& value,
+                        std::vector<std::string> namespaces) {
   BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+  BDN_RETURN_IF_ERROR(NormalizeSecretNamespaces(namespaces));
   if (value.empty()) return InvalidArgumentError("secret \"" + name + "\": the value is empty");
   std::string nonce(kNonceBytes, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), kNonceBytes) != 1) {
@@ -108,7 +110,20 @@ Status SecretVault::Set(const std::string& name, const std::string& value) {
       EVP_EncryptFinal_ex(ctx.get(), cipher + len, &fin) == 1 &&
       EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, cipher + value.size()) == 1;
   if (!ok) return InternalError("secret \"" + name + "\": encryption failed");
-  return store_->Put(name, out);
+  return store_->Put(name, out, std::move(namespaces));
+}
+
+Status SecretVault::CheckUse(const std::string& name, const std::string& ns, SecretUse use) {
+  auto not_found = [&] {
+    return WithCode(NotFoundError("secret \"" + name + "\": not found"), kSecretNotFound);
+  };
+  auto info = store_->Info(name);
+  if (!info) return info.error().code() == StatusCode::kNotFound ? not_found() : info.error();
+  if (use == SecretUse::kAny) return Status::Ok();
+  for (const auto& n : info->namespaces) {
+    if (n == kSecretAllNamespaces || n == ns) return Status::Ok();
+  }
+  return not_found();
 }
 
 Result<std::string> SecretVault::Reveal(const std::string& name) {

@@ -16,6 +16,12 @@
 
 namespace bdn::sync {
 
+// Which secrets a job may name (docs/sync.md, "Secrets"). kAny: a job of the embedded CLI (its one
+// user owns every secret) or one started on a server with an admin key for every namespace ("*").
+// kJobNamespace: one started with any other key, which may name only a secret whose namespaces
+// hold the job's namespace (or "*").
+enum class SecretUse { kAny, kJobNamespace };
+
 // Thread-safe.
 class SecretVault {
  public:
@@ -34,14 +40,23 @@ class SecretVault {
   static Result<std::shared_ptr<SecretVault>> OpenShared(std::shared_ptr<SecretStore> store,
                                                          const std::filesystem::path& key_path);
 
-  // Encrypts and stores `value` under `name` (replacing an older value). Errors:
-  // InvalidArgument for the name (ValidateSecretName) or an empty value; the store's.
-  Status Set(const std::string& name, const std::string& value);
+  // Encrypts and stores `value` under `name` with the namespaces whose jobs may use it
+  // (SecretInfo::namespaces; empty: none), replacing an older value and its namespaces. Errors:
+  // InvalidArgument for the name (ValidateSecretName), a namespace (NormalizeSecretNamespaces)
+  // or an empty value; the store's.
+  Status Set(const std::string& name, const std::string& value,
+             std::vector<std::string> namespaces = {});
+  // Checks that a job into namespace `ns` may name the secret `name`: it exists and, with
+  // SecretUse::kJobNamespace, its namespaces hold `ns` or are {"*"}. Reads no value, so it says
+  // nothing of the value's format. Errors: NotFound "secret \"name\": not found" (reason
+  // secret_not_found) for a secret that does not exist and, the same answer, for one the job may
+  // not use, so that a caller learns no names of other namespaces' secrets; the store's.
+  Status CheckUse(const std::string& name, const std::string& ns, SecretUse use);
   // The plaintext of `name`. Errors: NotFound "secret \"name\": not found" (reason
   // secret_not_found); Corruption "secret \"name\": cannot be decrypted (wrong key file, or
   // altered)".
   Result<std::string> Reveal(const std::string& name);
-  // Names and times only, sorted by name.
+  // Names, times and namespaces only, sorted by name.
   Result<std::vector<SecretInfo>> List();
   // Errors: NotFound "secret \"name\": not found".
   Status Remove(const std::string& name);

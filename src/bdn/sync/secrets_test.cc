@@ -20,10 +20,19 @@ namespace {
 // The sealed bytes by name, as a database would hold them.
 class MemorySecretStore : public SecretStore {
  public:
-  Status Put(const std::string& name, const std::string& sealed) override {
+  Status Put(const std::string& name, const std::string& sealed,
+             std::vector<std::string> namespaces) override {
+    BDN_RETURN_IF_ERROR(NormalizeSecretNamespaces(namespaces));
     MutexLock lock(mu_);
     sealed_[name] = sealed;
+    namespaces_[name] = std::move(namespaces);
     return Status::Ok();
+  }
+  Result<SecretInfo> Info(const std::string& name) override {
+    MutexLock lock(mu_);
+    auto it = namespaces_.find(name);
+    if (it == namespaces_.end()) return Err(NotFoundError("secret \"" + name + "\": not found"));
+    return SecretInfo{name, 1, 2, it->second};
   }
   Result<std::string> Get(const std::string& name) override {
     MutexLock lock(mu_);
@@ -34,15 +43,17 @@ class MemorySecretStore : public SecretStore {
   Result<std::vector<SecretInfo>> List() override {
     MutexLock lock(mu_);
     std::vector<SecretInfo> out;
-    for (const auto& [name, _] : sealed_) out.push_back({name, 1, 2});
+    for (const auto& [name, namespaces] : namespaces_) out.push_back({name, 1, 2, namespaces});
     return out;
   }
   Status Remove(const std::string& name) override {
     MutexLock lock(mu_);
+    namespaces_.erase(name);
     if (sealed_.erase(name) == 0) return NotFoundError("secret \"" + name + "\": not found");
     return Status::Ok();
   }
   std::map<std::string, std::string> sealed_;
+  std::map<std::string, std::vector<std::string>> namespaces_;
 
  private:
   Mutex mu_;
@@ -160,6 +171,42 @@ TEST(SecretVault, ErrorsNameTheSecret) {
                 "secret name \"-bad\": must be 1 to 128");
   EXPECT_TRUE(f.store->sealed_.empty());
   EXPECT_STATUS(vault->Remove("nope"), kNotFound, "secret \"nope\": not found");
+}
+
+// A job may name a secret set for its namespace or for "*"; any other, for a key that is not an
+// admin key for every namespace, reads exactly as a secret that does not exist, so a caller
+// learns neither other namespaces' secret names nor anything of their values.
+TEST(SecretVault, AJobNamespaceUsesOnlyItsOwnSecretsAndOthersReadAsMissing) {
+  Fixture f;
+  auto vault = OpenVault(f.store, f.key);
+  ASSERT_OK(vault->Set("team-a", "hf_a", {"a"}));
+  ASSERT_OK(vault->Set("team-b", "not json", {"b", "c"}));
+  ASSERT_OK(vault->Set("shared", "hf_s", {"*"}));
+  ASSERT_OK(vault->Set("admins", "hf_x"));  // no namespaces
+  EXPECT_OK(vault->CheckUse("team-a", "a", SecretUse::kJobNamespace));
+  EXPECT_OK(vault->CheckUse("team-b", "c", SecretUse::kJobNamespace));
+  EXPECT_OK(vault->CheckUse("shared", "a", SecretUse::kJobNamespace));
+  for (const std::string name : {"team-b", "admins", "nope"}) {
+    Status s = vault->CheckUse(name, "a", SecretUse::kJobNamespace);
+    EXPECT_STATUS(s, kNotFound, "secret \"" + name + "\": not found");
+    EXPECT_EQ("secret \"" + name + "\": not found", s.message());
+    EXPECT_EQ("secret_not_found", s.reason()) << name;
+  }
+  // An admin key for every namespace (and the embedded CLI) may name any secret that exists.
+  for (const std::string name : {"team-a", "team-b", "shared", "admins"}) {
+    EXPECT_OK(vault->CheckUse(name, "a", SecretUse::kAny));
+  }
+  Status missing = vault->CheckUse("nope", "a", SecretUse::kAny);
+  EXPECT_EQ("secret \"nope\": not found", missing.message());
+  EXPECT_EQ("secret_not_found", missing.reason());
+  // Setting the value again replaces the namespaces: "a" no longer may use team-a.
+  ASSERT_OK(vault->Set("team-a", "hf_a2", {"d"}));
+  EXPECT_STATUS(vault->CheckUse("team-a", "a", SecretUse::kJobNamespace), kNotFound,
+                "secret \"team-a\": not found");
+  EXPECT_STATUS(vault->Set("bad-ns", "v", {"A B"}), kInvalidArgument, "namespace \"A B\"");
+  EXPECT_STATUS(vault->Set("bad-ns", "v", {"*", "a"}), kInvalidArgument,
+                "namespaces: \"*\" (every namespace) stands alone");
+  EXPECT_FALSE(f.store->sealed_.contains("bad-ns"));
 }
 
 }  // namespace

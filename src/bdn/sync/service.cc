@@ -74,7 +74,7 @@ Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
   return deps_.secrets;
 }
 
-Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec) {
+Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec, SecretUse secrets) {
   BDN_RETURN_IF_ERROR(ValidateSpec(spec));
   BDN_RETURN_IF_ERROR(CheckSourceAccess(spec.source_uri, spec.endpoint, deps_.access));
   if (spec.source_uri.starts_with("hf://")) {
@@ -83,13 +83,7 @@ Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec) {
   }
   if (!spec.auth_secret_name.empty()) {
     BDN_ASSIGN_OR_RETURN(auto vault, Vault());
-    BDN_ASSIGN_OR_RETURN(auto secrets, vault->List());
-    bool found = false;
-    for (const auto& s : secrets) found = found || s.name == spec.auth_secret_name;
-    if (!found) {
-      return Err(WithCode(NotFoundError("secret \"" + spec.auth_secret_name + "\": not found"),
-                          kSecretNotFound));
-    }
+    BDN_RETURN_IF_ERROR(vault->CheckUse(spec.auth_secret_name, spec.ns, secrets));
   }
   BDN_ASSIGN_OR_RETURN(auto existing, deps_.jobs->FindUnfinished(spec));
   StartedJob out;
@@ -121,9 +115,10 @@ Result<SyncJobRecord> LocalSyncService::Cancel(const std::string& id) {
   return done;
 }
 
-Status LocalSyncService::SetSecret(const std::string& name, const std::string& value) {
+Status LocalSyncService::SetSecret(const std::string& name, const std::string& value,
+                                   const std::vector<std::string>& namespaces) {
   BDN_ASSIGN_OR_RETURN(auto vault, Vault());
-  return vault->Set(name, value);
+  return vault->Set(name, value, namespaces);
 }
 
 Result<std::vector<SecretInfo>> LocalSyncService::ListSecrets() {

@@ -37,12 +37,15 @@ class SyncService {
  public:
   virtual ~SyncService() = default;
   // Creates a PENDING job for `spec` (after ValidateSpec), or returns the unfinished job with
-  // exactly this spec, so that running the same `sync start` again resumes it. Errors:
-  // InvalidArgument from ValidateSpec; PermissionDenied (reason file_not_allowed or
+  // exactly this spec, so that running the same `sync start` again resumes it. `secrets`: which
+  // secrets the job may name (the rights of the key that starts it on a server; the embedded
+  // CLI passes kAny); RemoteSyncService ignores it, the origin decides by the caller's key.
+  // Errors: InvalidArgument from ValidateSpec; PermissionDenied (reason file_not_allowed or
   // address_not_allowed) for a source the service's SourceAccess refuses (CheckSourceAccess);
   // NotFound "secret \"name\": not found" (reason secret_not_found) for a secret that does not
-  // exist.
-  virtual Result<StartedJob> Start(const SyncJobSpec& spec) = 0;
+  // exist or that `secrets` does not let the job's namespace use (SecretVault::CheckUse: the
+  // same answer).
+  virtual Result<StartedJob> Start(const SyncJobSpec& spec, SecretUse secrets) = 0;
   // Errors: NotFound "sync job <id>: not found".
   virtual Result<SyncJobRecord> Get(const std::string& id) = 0;
   // Newest first; only jobs into ns (and volume) when given.
@@ -53,8 +56,11 @@ class SyncService {
   // already READY" (or FAILED, CANCELED).
   virtual Result<SyncJobRecord> Cancel(const std::string& id) = 0;
 
-  // Secrets (SecretVault): set, list (names only), remove.
-  virtual Status SetSecret(const std::string& name, const std::string& value) = 0;
+  // Secrets (SecretVault): set (with the namespaces whose jobs may use it, replacing the old
+  // list; empty: only jobs started with an admin key for every namespace), list (names, times
+  // and namespaces, never values), remove.
+  virtual Status SetSecret(const std::string& name, const std::string& value,
+                           const std::vector<std::string>& namespaces) = 0;
   virtual Result<std::vector<SecretInfo>> ListSecrets() = 0;
   virtual Status RemoveSecret(const std::string& name) = 0;
 };
@@ -65,12 +71,13 @@ class LocalSyncService : public SyncService {
  public:
   LocalSyncService(RunnerDeps deps, std::function<void(const std::string& id)> on_created = {});
 
-  Result<StartedJob> Start(const SyncJobSpec& spec) override;
+  Result<StartedJob> Start(const SyncJobSpec& spec, SecretUse secrets) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
   Result<std::vector<SyncJobRecord>> List(const std::string& ns,
                                           const std::string& volume) override;
   Result<SyncJobRecord> Cancel(const std::string& id) override;
-  Status SetSecret(const std::string& name, const std::string& value) override;
+  Status SetSecret(const std::string& name, const std::string& value,
+                   const std::vector<std::string>& namespaces) override;
   Result<std::vector<SecretInfo>> ListSecrets() override;
   Status RemoveSecret(const std::string& name) override;
 
