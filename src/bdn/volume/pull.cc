@@ -233,17 +233,22 @@ Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
     }
   }
   // A version may hold any name, ".bdn-partial-…" too: a file's partial file is the first
-  // candidate (PartialFileName) that no entry of this pull has in that directory and no other
-  // file there uses, else it would be renamed over that entry (or removed as a stranger). The
-  // choice depends only on the names pulled, so a later pull of the same resumes from it.
+  // candidate (PartialFileName) that is the name of no entry of the version in the file's
+  // directory, pulled or not (an --include pull knows of more than it writes: an earlier pull
+  // may have put any of them there, and a partial file at one would be resumed from and renamed
+  // over the file, or removed as a stranger), and no other file's partial file there. The
+  // choice depends only on the version's names, never on what this pull selects, so a pull of
+  // the same file with or without --include resumes from it. A version directory lands in one
+  // local directory, so the names are kept per directory of the version.
   std::unordered_map<std::string, std::unordered_set<std::string>> taken;  // parent -> names
-  for (const Entry* e : plan.entries) {
-    Place at = PlaceOf(plan.local(e->path));
-    taken[at.parent].insert(std::move(at.name));
+  for (const Entry* f : plan.files) taken.try_emplace(PlaceOf(f->path).parent);
+  for (const auto& e : view.manifest().entries) {
+    Place at = PlaceOf(e.path);
+    if (auto it = taken.find(at.parent); it != taken.end()) it->second.insert(std::move(at.name));
   }
   for (const Entry* f : plan.files) {
-    const Place at = PlaceOf(plan.local(f->path));
-    auto& names = taken[at.parent];
+    const Place at = PlaceOf(f->path);
+    auto& names = taken.at(at.parent);
     std::string partial = PartialFileName(at.name);
     for (int attempt = 1; names.contains(partial); ++attempt) {
       partial = PartialFileName(at.name, attempt);

@@ -75,11 +75,19 @@ Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& de
 // The name of a partial file in which Pull assembles the file `name` (one path component), in
 // the same directory: ".bdn-partial-" and the first 32 hex digits of BLAKE3(name) (attempt 0),
 // else of BLAKE3(name, NUL, attempt in decimal). Pull takes the first attempt that is the name of
-// no entry it writes in that directory and no other file's partial file there (a version may
-// hold names like these too: a partial file at one would be renamed over it): one per file, the
-// same in every pull of those names, so a later pull of the same path resumes from it. Partial
-// files stay beside their files rather than in a directory of their own, as resuming needs a
-// name that the next pull finds again and the rename into place needs the same file system.
+// no entry the version has in that directory, pulled or not, and no other file's partial file
+// there (a version may hold names like these too). Every name of the version is avoided, not only
+// those a pull with --include or a path writes: an earlier pull may have put any of them there,
+// and what stands at a partial file's name is resumed from and renamed over the file, or removed
+// (PullNeverTouchesAnEntryNamedLikeAPartialFileOutsideItsIncludes). A file there cannot be told
+// apart from a partial file by what it holds (a partial file is a plain file of the puller's,
+// like any other; a mark such as an xattr is not kept by every file system), so names keep them
+// apart: a partial file never takes a name the version gives anything, and the choice depends
+// only on the version's names, not on what a pull selects: one per file, the same in every pull
+// of the version, so a later pull of the same path (with or without --include) resumes from it.
+// Partial files stay beside their files rather than in a directory of their own, as resuming
+// needs a name that the next pull finds again and the rename into place needs the same file
+// system.
 std::string PartialFileName(std::string_view name, int attempt = 0);
 
 // Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk (digest and

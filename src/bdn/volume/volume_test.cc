@@ -843,6 +843,53 @@ TEST_F(VolumeTest, PullNeverGivesAPartialFileTheNameOfAnEntry) {
   EXPECT_EQ(PartialFileName("x", 1).size(), p.size());
 }
 
+// From a tester: a pull with --include chose partial file names among the entries it pulled
+// only, so a version holding "a.txt" and a file named exactly PartialFileName("a.txt") gave
+// a.txt that name as its partial file when only a.txt was included: after a full pull had put
+// both there, a re-fetch of a.txt resumed from the other file and renamed it over a.txt (the
+// other file gone). A partial file avoids every name of the version in its directory.
+TEST_F(VolumeTest, PullNeverTouchesAnEntryNamedLikeAPartialFileOutsideItsIncludes) {
+  const std::string p = PartialFileName("a.txt");
+  const std::string a = Random(300'000, 1), other = Random(100'000, 2);
+  Write("a.txt", a);
+  Write(p, other);
+  Write("d/a.txt", a);
+  Write("d/" + p, other);
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value()) << pushed.error().message();
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  const fs::path out = dir_ / "out";
+  auto pull = [&](PullOptions opts, const fs::path& into, const std::string& what) {
+    auto r = Pull(*view, into, opts, nullptr);
+    ASSERT_TRUE(r.has_value()) << what << ": " << r.error().message();
+    EXPECT_TRUE(ReadFile(into / "a.txt") == a) << what;
+    EXPECT_TRUE(ReadFile(into / p) == other) << what << ": the entry named " << p;
+    for (const auto& f : fs::directory_iterator(into)) {
+      const std::string name = f.path().filename();
+      EXPECT_TRUE(name == "a.txt" || name == p || name == "d") << what << ": " << f.path();
+    }
+  };
+  pull(PullOptions{}, out, "full pull");
+  PullOptions include;
+  include.includes = {"a.txt"};
+  pull(include, out, "--include a.txt, nothing changed");
+  fs::resize_file(out / "a.txt", 1000);
+  include.existing = PullOptions::Existing::kOverwrite;
+  pull(include, out, "--include a.txt --overwrite of a truncated a.txt");
+  // A path pulled alone: its siblings in the version are avoided too (an earlier pull of the
+  // directory put them there).
+  const fs::path stripped = dir_ / "stripped";
+  PullOptions dir;
+  dir.path = "d";
+  dir.layout = PullOptions::Layout::kStripPrefix;
+  pull(dir, stripped, "pull of d");
+  fs::resize_file(stripped / "a.txt", 1000);
+  PullOptions file = dir;
+  file.path = "d/a.txt";
+  file.existing = PullOptions::Existing::kOverwrite;
+  pull(file, stripped, "pull of d/a.txt of a truncated a.txt");
+}
+
 // From a tester: a refused --overwrite pull had already replaced a file where a symlink goes and
 // written other files before it met a directory that is not empty in the way. Such directories
 // are found before anything is written, all of them listed as conflicts are.
