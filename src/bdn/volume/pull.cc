@@ -64,6 +64,33 @@ bool AllZero(std::span<const uint8_t> b) {
   return true;
 }
 
+// Why what stands where an entry goes (`st`, its lstat) is in the way, without --overwrite: another
+// kind of thing is named ("a FIFO is in the way (use --overwrite)"; a socket, a character or
+// block device, a directory; a symlink where a file goes, a file where a symlink goes),
+// the same kind "exists with other content (use --overwrite)". `goes`: what goes there (a
+// hardlink is a file).
+std::string InTheWay(const struct stat& st, EntryKind goes) {
+  const bool symlink = goes == EntryKind::kSymlink;
+  std::string what;
+  if (S_ISFIFO(st.st_mode)) {
+    what = "a FIFO";
+  } else if (S_ISSOCK(st.st_mode)) {
+    what = "a socket";
+  } else if (S_ISCHR(st.st_mode)) {
+    what = "a character device";
+  } else if (S_ISBLK(st.st_mode)) {
+    what = "a block device";
+  } else if (S_ISDIR(st.st_mode)) {
+    what = "a directory";  // (CheckConflicts reports one that holds anything as such first)
+  } else if (S_ISLNK(st.st_mode) && !symlink) {
+    what = "a symlink";
+  } else if (S_ISREG(st.st_mode) && symlink) {
+    what = "a file";
+  }
+  return what.empty() ? "exists with other content (use --overwrite)"
+                      : what + " is in the way (use --overwrite)";
+}
+
 // What stands at an entry's place (`name` in a directory), looked at without following a
 // symlink. A regular file is opened (O_NOFOLLOW; O_NONBLOCK, so a FIFO swapped in meanwhile does
 // not hang the open) and every later check of it (type, owner, links, size, content) and every
@@ -448,8 +475,7 @@ class FileWriter {
                                         "version (" +
                                         std::strerror(in.open_errno) + "; use --overwrite)"));
         }
-        return Err(AlreadyExistsError("file \"" + shown +
-                                      "\": exists with other content (use --overwrite)"));
+        return Err(AlreadyExistsError("file \"" + shown + "\": " + InTheWay(st, EntryKind::kFile)));
       }
     }
     // The chunk list first: a file whose list is missing, corrupt or unreachable gets no partial
@@ -688,7 +714,6 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
     if (stuck.size() == before) conflict(kind, cursor.Display(at.name), why);
     return Status::Ok();
   };
-  const std::string other = "exists with other content (use --overwrite)";
   Place at;
   struct stat st;
   for (const Entry* e : plan.entries) {
@@ -709,7 +734,7 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
                           ? ::readlinkat(cursor.fd(), at.name.c_str(), cur.data(), cur.size())
                           : -1;
     if (n < 0 || std::string(cur.data(), static_cast<size_t>(n)) != e->target) {
-      BDN_RETURN_IF_ERROR(refuse("path", at, st, other));
+      BDN_RETURN_IF_ERROR(refuse("path", at, st, InTheWay(st, EntryKind::kSymlink)));
     }
   }
   for (const Entry* f : plan.files) {
@@ -737,7 +762,7 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
         continue;
       }
     }
-    conflict("file", path, other);
+    conflict("file", path, InTheWay(in.st, EntryKind::kFile));
   }
   for (const Entry* l : plan.links) {
     BDN_ASSIGN_OR_RETURN(bool exists, look(l->path, at, st));
@@ -747,7 +772,7 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
     BDN_ASSIGN_OR_RETURN(bool target_exists, look(l->target, target, st));
     if (target_exists && st.st_dev == link.st_dev && st.st_ino == link.st_ino) continue;
     BDN_ASSIGN_OR_RETURN(bool still, look(l->path, at, st));  // back in its directory
-    if (still) BDN_RETURN_IF_ERROR(refuse("file", at, st, other));
+    if (still) BDN_RETURN_IF_ERROR(refuse("file", at, st, InTheWay(st, EntryKind::kFile)));
   }
   stuck.insert(stuck.end(), conflicts.begin(), conflicts.end());
   if (stuck.empty()) return Status::Ok();
@@ -801,7 +826,7 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
       }
       if (!overwrite) {
         return AlreadyExistsError("path \"" + cursor.Display(at.name) +
-                                  "\": exists with other content (use --overwrite)");
+                                  "\": " + InTheWay(st, EntryKind::kSymlink));
       }
       BDN_RETURN_IF_ERROR(RemoveInTheWay(cursor, at.name));
     }
@@ -874,9 +899,10 @@ Status WriteFiles(const PullPlan& plan, const fs::path& dest, DirCursor& cursor,
       break;
     }
     if (in->exists && S_ISDIR(in->st.st_mode)) {
-      first = overwrite ? RemoveInTheWay(cursor, at.name)
-                        : AlreadyExistsError("file \"" + shown +
-                                             "\": exists with other content (use --overwrite)");
+      first =
+          overwrite
+              ? RemoveInTheWay(cursor, at.name)
+              : AlreadyExistsError("file \"" + shown + "\": " + InTheWay(in->st, EntryKind::kFile));
       if (!first.ok()) break;
       in->exists = false;
     }
@@ -942,7 +968,7 @@ Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& curs
     if (exists) {
       if (!overwrite && !(S_ISREG(a.st_mode) && replaced.contains({a.st_dev, a.st_ino}))) {
         return AlreadyExistsError("file \"" + cursor.Display(at.name) +
-                                  "\": exists with other content (use --overwrite)");
+                                  "\": " + InTheWay(a, EntryKind::kFile));
       }
       BDN_RETURN_IF_ERROR(RemoveInTheWay(cursor, at.name));
     }

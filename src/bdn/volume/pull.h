@@ -54,7 +54,10 @@ struct PullResult {
 // bdn:…"; FailedPrecondition "directory \"dest\": exists and is not a directory" (or "…: a
 // symlink to \"t\", which is not a directory" / "which does not exist"; a symlink's target is
 // not made); AlreadyExists "file \"dest/x\": exists with other content (use --overwrite)" (without
-// kOverwrite); FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way
+// kOverwrite), or for another kind of thing there "file \"dest/x\": a FIFO is in the way (use
+// --overwrite)" (a socket, a character or block device, a directory, a symlink; "path \"dest/l\":
+// a file is in the way …" where a symlink goes; only a regular file is ever opened, without
+// blocking); FailedPrecondition "path \"dest/x\": a directory that is not empty is in the way
 // (…)" and (not as root) "file \"dest/x\": another user's file in a sticky directory is in the
 // way and cannot be replaced (…)" (what --overwrite cannot replace either; these come first),
 // FailedPrecondition "directory \"dest/x\": another user's (uid N); a pull writes into no other

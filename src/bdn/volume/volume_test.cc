@@ -2,17 +2,24 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "bdn/base/fd.h"
 #include "bdn/format/chunk_index.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
@@ -734,6 +741,81 @@ TEST_F(VolumeTest, PullAgainKeepsTheVersionsOwnHardLinks) {
     EXPECT_EQ(p->files_written, run == 0 ? 1u : 0u) << "run " << run;
     EXPECT_EQ(fs::hard_link_count(dir_ / "out/a"), 2u) << "run " << run;
   }
+}
+
+// From a tester: a FIFO where a file goes was reported as "exists with other content", as were a
+// socket and a device. The pull names what is in the way, never opens it (a FIFO's open would
+// wait for a writer), and --overwrite replaces it.
+TEST_F(VolumeTest, APullNamesAFifoSocketOrDeviceInTheWay) {
+  Write("a.txt", "hello");
+  fs::create_symlink("a.txt", dir_ / "src" / "l");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  struct Case {
+    std::string what, name;
+    std::function<int(const fs::path&)> make;  // 0, or the errno
+  };
+  auto node = [](mode_t mode, dev_t dev) {
+    return
+        [mode, dev](const fs::path& p) { return ::mknod(p.c_str(), mode, dev) == 0 ? 0 : errno; };
+  };
+  auto socket_at = [](const fs::path& p) {
+    UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{.sun_family = AF_UNIX, .sun_path = {}};
+    p.string().copy(addr.sun_path, sizeof addr.sun_path - 1);
+    return ::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
+  };
+  const std::vector<Case> cases = {
+      {"a FIFO", "a.txt", node(S_IFIFO | 0600, 0)},
+      {"a socket", "a.txt", socket_at},
+      {"a character device", "a.txt", node(S_IFCHR | 0600, makedev(1, 3))},
+      {"a block device", "a.txt", node(S_IFBLK | 0600, makedev(7, 0))},
+      {"a FIFO", "l", node(S_IFIFO | 0600, 0)},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const fs::path out = dir_ / ("out" + std::to_string(++n));
+    fs::create_directories(out);
+    SCOPED_TRACE(c.what + " at " + c.name);
+    if (int err = c.make(out / c.name); err != 0) {
+      ASSERT_TRUE(err == EPERM || err == EACCES) << std::strerror(err);  // devices: not as a user
+      continue;
+    }
+    // A FIFO opened for reading would wait for a writer; if the pull does, a writer's open
+    // lets it go and the test fails rather than hangs.
+    auto pull = [&](PullOptions opts) {
+      auto pulled = std::async(std::launch::async, [&] { return Pull(*view, out, opts, nullptr); });
+      if (pulled.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) {
+        ADD_FAILURE() << "the pull blocked";
+        UniqueFd w(::open((out / c.name).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+      }
+      return pulled.get();
+    };
+    auto p = pull(PullOptions{});
+    ASSERT_FALSE(p.has_value());
+    EXPECT_EQ(p.error().code(), StatusCode::kAlreadyExists);
+    EXPECT_EQ(p.error().message(), std::string(c.name == "l" ? "path" : "file") + " \"" +
+                                       (out / c.name).string() + "\": " + c.what +
+                                       " is in the way (use --overwrite)");
+    struct stat st;
+    ASSERT_EQ(::lstat((out / c.name).c_str(), &st), 0);
+    EXPECT_FALSE(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));  // left as it was
+    PullOptions overwrite;
+    overwrite.existing = PullOptions::Existing::kOverwrite;
+    p = pull(overwrite);
+    ASSERT_TRUE(p.has_value()) << p.error().message();
+    EXPECT_EQ(ReadFile(out / "a.txt"), "hello");
+    EXPECT_EQ(fs::read_symlink(out / "l"), "a.txt");
+  }
+  // A file where a symlink goes is named too.
+  const fs::path out = dir_ / "out-file";
+  fs::create_directories(out);
+  std::ofstream(out / "l") << "a file";
+  auto p = Pull(*view, out, PullOptions{}, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().message(),
+            "path \"" + (out / "l").string() + "\": a file is in the way (use --overwrite)");
 }
 
 // A pull refused for what stands in the way writes nothing: it wrote the new version's other
