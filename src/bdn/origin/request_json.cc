@@ -118,6 +118,13 @@ class BoundedSax : public nlohmann::json_sax<json> {
 
 // Parses `body` under BoundedSax; `*ids` gets the full count of the top-level "ids" items.
 Result<json> ParseBounded(std::string_view body, size_t max_ids, size_t* ids) {
+  // nlohmann's parser would skip a UTF-8 byte order mark at the start; RFC 8259 (§8.1) says a
+  // sender adds none, so a client that does is told, rather than the API reading two spellings
+  // of one body.
+  if (body.starts_with("\xEF\xBB\xBF")) {
+    return Err(InvalidArgumentError(
+        "request body: starts with a byte order mark (EF BB BF); send JSON without one"));
+  }
   json j;
   BoundedSax sax(j, max_ids);
   bool ok = json::sax_parse(body, &sax, nlohmann::detail::input_format_t::json,

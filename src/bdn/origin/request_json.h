@@ -21,7 +21,9 @@ inline constexpr size_t kMaxBodyDepth = 32;
 // kMaxBodyDepth stops the parser at once, so no body makes the server hold far more than the
 // body itself. A key twice in one object is refused (the parser would keep the last). Errors:
 // InvalidArgument "request body: not valid JSON", "request body: must be a JSON object",
-// "request body: nested deeper than 32 levels", "request body: field \"x\" appears twice".
+// "request body: nested deeper than 32 levels", "request body: field \"x\" appears twice",
+// "request body: starts with a byte order mark (EF BB BF); send JSON without one" (RFC 8259
+// §8.1: a sender adds none; the parser would skip it).
 Result<nlohmann::json> ParseBody(std::string_view body);
 
 // Refuses a body with a top-level field outside `known`, so that a misspelt field ("include" for

@@ -36,6 +36,11 @@ TEST(RequestJson, ParseBodyTable) {
       {R"({"a": 1, "a": 2})", "request body: field \"a\" appears twice"},
       {R"({"a": {"b": 1, "c": {"b": 2}, "b": 3}})", "request body: field \"b\" appears twice"},
       {R"({"ids": [], "ids": ["x"]})", "request body: field \"ids\" appears twice"},
+      // nlohmann skipped a UTF-8 byte order mark, so {"a": 1} had two spellings.
+      {"\xEF\xBB\xBF{\"a\": 1}",
+       "request body: starts with a byte order mark (EF BB BF); send JSON without one"},
+      {"\xEF\xBB\xBF",
+       "request body: starts with a byte order mark (EF BB BF); send JSON without one"},
   };
   for (const Bad& c : bad) {
     auto r = ParseBody(c.body);
