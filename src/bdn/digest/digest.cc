@@ -66,8 +66,14 @@ Result<Digest> Digest::Parse(std::string_view text) {
   for (size_t i = 0; i < kSize; ++i) {
     int v = 0;
     for (int k = 0; k < 2; ++k) {
-      int d = HexDigitValue(hex[2 * i + k]);
-      if (d < 0) return bad("'" + std::string(1, hex[2 * i + k]) + "' is not a hex character");
+      const char c = hex[2 * i + k];
+      // One spelling per digest: an upper-case one would name the same blob under another key
+      // (caches, logs, ETags).
+      if (c >= 'A' && c <= 'F') {
+        return bad("'" + std::string(1, c) + "' is upper case (a digest is lower-case hex)");
+      }
+      int d = HexDigitValue(c);
+      if (d < 0) return bad("'" + std::string(1, c) + "' is not a hex character");
       v = v * 16 + d;
     }
     bytes[i] = static_cast<uint8_t>(v);

@@ -25,8 +25,11 @@ class Digest {
   static Digest Of(std::span<const uint8_t> data);
   static Digest Of(std::string_view data);
 
-  // Parses "b3:<64 hex>" or "<64 hex>" (lower or upper case).
-  // Errors: InvalidArgument "digest \"...\": ..." naming what is wrong.
+  // Parses "b3:<64 hex>" or "<64 hex>", in lower case only: the one spelling of a digest
+  // (ToString, Hex), so that text from outside (URLs, JSON bodies, headers) never names one
+  // blob two ways. Errors: InvalidArgument "digest \"...\": ..." naming what is wrong
+  // ("expected 64 hex characters, got N", "'g' is not a hex character", "'A' is upper case (a
+  // digest is lower-case hex)").
   static Result<Digest> Parse(std::string_view text);
 
   // "b3:<64 lowercase hex>".

@@ -139,16 +139,22 @@ TEST(Digest, ParseRoundTrip) {
   }
 }
 
-TEST(Digest, ParseAcceptsUpperCase) {
+// Upper-case hex was accepted, so a chunk (GET /v1/chunks/<ID>) or a version had two names
+// (cache keys, logs); the canonical form is lower case, and the error names the digest.
+TEST(Digest, ParseRefusesUpperCase) {
   const std::string lower = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262";
   std::string upper = lower;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  auto d = Digest::Parse(upper);
-  ASSERT_TRUE(d.has_value()) << d.error().message();
-  EXPECT_EQ(d->Hex(), lower);
-  auto p = Digest::Parse("b3:" + upper);
-  ASSERT_TRUE(p.has_value()) << p.error().message();
-  EXPECT_EQ(*p, *d);
+  for (const std::string& text : {upper, "b3:" + upper, lower.substr(0, 63) + "F"}) {
+    SCOPED_TRACE(text);
+    auto d = Digest::Parse(text);
+    ASSERT_FALSE(d.has_value());
+    EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(d.error().message(), "digest \"" + text + "\": '" +
+                                       (text.ends_with("F") ? "F" : "A") +
+                                       "' is upper case (a digest is lower-case hex)");
+  }
+  EXPECT_EQ(Digest::Parse(lower)->Hex(), lower);
 }
 
 TEST(Digest, ShortHexIsAPrefix) {

@@ -34,9 +34,10 @@ namespace bdn::origin {
 inline constexpr const char* kVersionHeader = "Bdn-Version";
 
 // Parses a Bdn-Version value: a pinned ref "bdn:<ns>/<vol>@b3:<64 hex>" (PinnedRef::ToString;
-// "@<64 hex>" without b3: is accepted), with no tag and no path.
+// "@<64 hex>" without b3: is accepted), with no tag and no path; the digest in lower case.
 // Errors: InvalidArgument "header Bdn-Version: …" naming what is wrong (the ref parser's
-// message, "must name a version by its full digest (bdn:<ns>/<vol>@b3:<64 hex>)").
+// message, "must name a version by its full digest (bdn:<ns>/<vol>@b3:<64 hex>)", the digest
+// parser's: "digest \"…\": 'A' is upper case (a digest is lower-case hex)").
 Result<PinnedRef> ParseVersionHeader(std::string_view value);
 
 // The answer of an access check: ok, or the error to send. `unauthenticated`: the credentials

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -1107,6 +1108,75 @@ TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
            json{{"digest", d}, {"tags", {"prod"}}}.dump());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_NE(Call("GET", "/v1/volumes/weights/model", admin_)->body.find("prod"), std::string::npos);
+}
+
+// Upper-case hex was accepted wherever the server parsed a digest from a request (a chunk id in
+// the URL or a body, a version in the URL or in Bdn-Version), so one chunk or version had two
+// names (cache keys, ETags, logs). Lower case is the one spelling; the error names the digest.
+TEST_F(OriginTest, DigestsInUpperCaseAreRefusedNamingThem) {
+  Published a = Publish(23, "a");
+  const std::string chunk = a.data_chunk().Hex(), version = a.digest.Hex();
+  const std::string pull_a = Key("a", "pull");
+  auto upper = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  };
+  // Digest::Parse's message for `text` (hex in upper case, "b3:" or not).
+  auto refused = [](const std::string& text) {
+    const char letter = *std::find_if(text.begin() + (text.starts_with("b3:") ? 3 : 0), text.end(),
+                                      [](char c) { return c >= 'A' && c <= 'F'; });
+    return "digest \"" + text + "\": '" + std::string(1, letter) +
+           "' is upper case (a digest is lower-case hex)";
+  };
+  const httplib::Headers pinned = {{"Bdn-Version", a.ref}};
+  struct Case {
+    std::string method, path, token, body;
+    httplib::Headers headers;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"GET", "/v1/chunks/" + upper(chunk), pull_a, "", pinned,
+       "chunk id: " + refused(upper(chunk))},
+      {"GET",
+       "/v1/chunks/" + chunk,
+       pull_a,
+       "",
+       {{"Bdn-Version", "bdn:a/model@b3:" + upper(version)}},
+       "header Bdn-Version: " + refused("b3:" + upper(version))},
+      {"POST", "/v1/chunks/batch", pull_a, json{{"ids", {upper(chunk)}}}.dump(), pinned,
+       "ids[0]: " + refused(upper(chunk))},
+      {"POST",
+       "/v1/chunks/missing",
+       admin_,
+       json{{"ids", {chunk, upper(chunk)}}}.dump(),
+       {},
+       "ids[1]: " + refused(upper(chunk))},
+      {"GET",
+       "/v1/volumes/a/model/versions/" + upper(version),
+       pull_a,
+       "",
+       {},
+       refused(upper(version))},
+      {"PUT",
+       "/v1/volumes/a/model/tags/t",
+       admin_,
+       json{{"digest", upper(version)}}.dump(),
+       {},
+       "digest: " + refused(upper(version))},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.method + " " + c.path + " " + c.body;
+    auto r = Call(c.method, c.path, c.token, c.body, c.headers);
+    ASSERT_TRUE(r) << what;
+    EXPECT_EQ(r->status, 400) << what;
+    EXPECT_EQ(r->body,
+              json({{"error", {{"code", "invalid_argument"}, {"message", c.message}}}}).dump())
+        << what;
+  }
+  // The same in lower case is served.
+  auto r = Call("GET", "/v1/chunks/" + chunk, pull_a, "", pinned);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, a.blobs.at(a.data_chunk()));
 }
 
 // Issue 12 item 4: a pull key of one namespace reads only the blobs of a version of that
