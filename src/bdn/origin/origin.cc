@@ -90,15 +90,20 @@ Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {
     return Err(PermissionDeniedError(
         "request: no credentials (send Authorization: Bearer bdn_<id>_<secret>)"));
   }
-  std::string value = req.get_header_value("Authorization");
-  constexpr std::string_view kBearer = "bearer ";
-  if (value.size() <= kBearer.size() ||
-      !std::equal(kBearer.begin(), kBearer.end(), value.begin(), [](char a, char b) {
-        return a == std::tolower(static_cast<unsigned char>(b));
-      })) {
+  const std::string value = req.get_header_value("Authorization");
+  // RFC 7235 §2.1 and RFC 6750 §2.1: the scheme (in any case), one or more spaces (1*SP: no
+  // tab), the token.
+  constexpr std::string_view kBearer = "bearer";
+  const std::string_view v(value);
+  const bool bearer = v.size() > kBearer.size() && v[kBearer.size()] == ' ' &&
+                      std::equal(kBearer.begin(), kBearer.end(), v.begin(), [](char a, char b) {
+                        return a == std::tolower(static_cast<unsigned char>(b));
+                      });
+  const size_t token = bearer ? v.find_first_not_of(' ', kBearer.size()) : std::string_view::npos;
+  if (token == std::string_view::npos || v[token] == '\t') {
     return Err(PermissionDeniedError("Authorization: expected \"Bearer bdn_<id>_<secret>\""));
   }
-  return keys_->Authenticate(std::string_view(value).substr(kBearer.size()));
+  return keys_->Authenticate(v.substr(token));
 }
 
 void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,

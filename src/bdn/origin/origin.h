@@ -142,8 +142,11 @@ class Origin {
   void Route(const std::string& method, const std::string& pattern, const std::string& route,
              Access access, Handler handler, uint64_t max_body_bytes = 0,
              SinkFactory make_sink = nullptr, http::InlineHandler try_inline = nullptr);
-  // The key of the request's bearer token (or the anonymous admin with auth disabled).
-  // Errors: PermissionDenied, to be answered with 401.
+  // The key of the request's bearer token (or the anonymous admin with auth disabled):
+  // "Authorization: Bearer <token>", the scheme in any case, then one or more spaces (1*SP; a
+  // tab is not one) before the token (RFC 7235 §2.1, RFC 6750 §2.1). Errors: PermissionDenied,
+  // to be answered with 401: "request: no credentials (…)", "Authorization: expected \"Bearer
+  // bdn_<id>_<secret>\"", the key store's for the token.
   Result<ApiKey> Authenticate(const http::ServerRequest& req);
   // What a request holds after the admission step (ServerRequest::context).
   struct Authorized {

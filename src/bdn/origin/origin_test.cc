@@ -1110,6 +1110,29 @@ TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
   EXPECT_NE(Call("GET", "/v1/volumes/weights/model", admin_)->body.find("prod"), std::string::npos);
 }
 
+// "Authorization: Bearer  <token>" (two spaces) got 401: RFC 7235 §2.1 and RFC 6750 §2.1 allow
+// one or more spaces (1*SP) between the scheme and the token; a tab is not one of them.
+TEST_F(OriginTest, BearerTakesOneOrMoreSpacesBeforeTheToken) {
+  const std::vector<std::string> good = {"Bearer " + admin_, "Bearer  " + admin_,
+                                         "bearer    " + admin_, "BEARER " + admin_};
+  for (size_t i = 0; i < good.size(); ++i) {
+    auto r = Call("GET", "/v1/namespaces", "", "", {{"Authorization", good[i]}});
+    ASSERT_TRUE(r) << "good " << i;
+    EXPECT_EQ(r->status, 200) << "good " << i << ": " << r->body;
+  }
+  const std::vector<std::string> bad = {
+      "Bearer\t" + admin_, "Bearer \t" + admin_, "Bearer" + admin_, "Basic " + admin_, "Bearer",
+      "Bearer   "};
+  for (size_t i = 0; i < bad.size(); ++i) {
+    auto r = Call("GET", "/v1/namespaces", "", "", {{"Authorization", bad[i]}});
+    ASSERT_TRUE(r) << "bad " << i;
+    EXPECT_EQ(r->status, 401) << "bad " << i;
+    EXPECT_EQ(r->body, R"({"error":{"code":"unauthenticated","message":"Authorization: expected )"
+                       R"(\"Bearer bdn_<id>_<secret>\""}})")
+        << "bad " << i;
+  }
+}
+
 // Upper-case hex was accepted wherever the server parsed a digest from a request (a chunk id in
 // the URL or a body, a version in the URL or in Bdn-Version), so one chunk or version had two
 // names (cache keys, ETags, logs). Lower case is the one spelling; the error names the digest.
