@@ -104,6 +104,19 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--sync-runners", serve->sync_runners, "sync jobs that run at once")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  c->add_option("--sync-runners-per-namespace", serve->sync_runners_per_namespace,
+                "sync jobs of one namespace that run at once, at most (1 to 64, taken as at most "
+                "--sync-runners); a namespace's further jobs stay PENDING while other namespaces' "
+                "jobs run (default: half of --sync-runners, at least 1)")
+      ->check(CLI::Range(1, 64));
+  c->add_option("--sync-min-source-rate", serve->sync_min_source_rate,
+                "a sync source's object body arriving slower than this many bytes per second "
+                "for --sync-source-stall-time fails as stalled and is resumed (0: only one that "
+                "moves no byte)")
+      ->capture_default_str();
+  c->add_option("--sync-source-stall-time", serve->sync_source_stall_time,
+                "how long a sync source's body may stay below --sync-min-source-rate (1s to 1h)")
+      ->capture_default_str();
   c->add_option("--sync-file-root", serve->sync_file_roots,
                 "a directory whose files sync jobs may read as file:// sources (repeatable; "
                 "none: file:// sources are refused; never the data directory)");

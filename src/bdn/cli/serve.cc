@@ -664,6 +664,11 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   auto gc_grace =
       ParseDuration(args.gc_grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!gc_grace) return gc_grace.error().WithPrefix("--gc-grace");
+  auto min_source_rate = ParseByteSize(args.sync_min_source_rate);
+  if (!min_source_rate) return min_source_rate.error().WithPrefix("--sync-min-source-rate");
+  auto source_stall_time =
+      ParseDuration(args.sync_source_stall_time, std::chrono::seconds(1), std::chrono::hours(1));
+  if (!source_stall_time) return source_stall_time.error().WithPrefix("--sync-source-stall-time");
   auto gc_hook = WithGcStopFromEnvironment(nullptr);
   if (!gc_hook) return gc_hook.error();
   if (!(args.gc_max_repack_fraction >= 0 && args.gc_max_repack_fraction <= 1)) {
@@ -744,16 +749,21 @@ Status Serve(const ServeArgs& args, const std::string& home) {
         "file)";
   }
   sync_deps.access = source_access;
+  sync_deps.min_body_bytes_per_second = *min_source_rate;
+  sync_deps.body_stall_timeout = *source_stall_time;
   // A job whose runs keep ending with the process (killed for memory) must not crash-loop us.
   sync_deps.max_unfinished_runs = 5;
   sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
     return origin.ClaimForSync(ns, volume);
   };
   sync::JobScheduler scheduler(
-      sync_deps, args.sync_runners,
-      args.db.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10'000));
+      sync_deps,
+      {.runners = args.sync_runners,
+       .runners_per_namespace = args.sync_runners_per_namespace,
+       .poll = args.db.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10'000)});
   origin.EnableSync(std::make_shared<sync::LocalSyncService>(
-      sync_deps, [&scheduler](const std::string& id) { scheduler.Enqueue(id); }));
+      sync_deps,
+      [&scheduler](const SyncJobRecord& job) { scheduler.Enqueue(job.id, job.spec.ns); }));
   origin.Register(server);
   GcOptions gc_options;
   gc_options.grace = *gc_grace;

@@ -52,6 +52,14 @@ struct ServeArgs {
   std::string claim_ttl = "30s";
   std::string retention = "7d";  // deleted versions stay restorable this long
   int sync_runners = 2;          // sync jobs run at once
+  // Sync jobs of one namespace run at once, at most (sync::SchedulerOptions); 0: max(1,
+  // sync_runners / 2).
+  int sync_runners_per_namespace = 0;
+  // The slowest a sync source's object body may arrive (sync::SourceOptions): a transfer below
+  // sync_min_source_rate bytes per second ("0": only one that moves no byte) for
+  // sync_source_stall_time fails as stalled and is resumed within the job's retry deadline.
+  std::string sync_min_source_rate = "16K";
+  std::string sync_source_stall_time = "60s";
   // What sync jobs may read (docs/sync.md, "Sources on a server"): file:// sources only under
   // these directories (none: file:// is refused), never in the data directory; http(s) sources
   // and --endpoint hosts only at public addresses unless sync_allow_private_addresses.

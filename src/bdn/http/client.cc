@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "bdn/base/units.h"  // FormatBytes
 #include "bdn/http/errors.h"
 
 namespace bdn::http {
@@ -187,8 +188,12 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
       curl_off_t total_us = 0;
       curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &total_us);
       if (req.stall_timeout && total_us / 1000 < deadline.count()) {
+        const std::string rate =
+            req.stall_bytes_per_second <= 1
+                ? std::string("no bytes")
+                : "slower than " + FormatBytes(req.stall_bytes_per_second) + "/s";
         return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
-                                     ShownPath(req) + ": stalled: no bytes for " +
+                                     ShownPath(req) + ": stalled: " + rate + " for " +
                                      std::to_string(req.stall_timeout->count()) + " ms");
       }
       return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
@@ -323,7 +328,9 @@ Result<Response> HttpClient::Send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(deadline.count()));
   if (req.stall_timeout) {
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(
+        h, CURLOPT_LOW_SPEED_LIMIT,
+        static_cast<long>(std::clamp<uint64_t>(req.stall_bytes_per_second, 1, uint64_t{1} << 30)));
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
                      std::max(1L, static_cast<long>(req.stall_timeout->count() / 1000)));
   }

@@ -243,7 +243,8 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     req.connect_timeout = options_.connect_timeout;
     if (call.long_transfer) {
       req.deadline = std::chrono::hours(24 * 7);
-      req.stall_timeout = options_.stall_timeout;
+      req.stall_timeout = so.body_stall_timeout;
+      req.stall_bytes_per_second = so.min_body_bytes_per_second;
     } else {
       req.deadline = options_.request_deadline;
     }

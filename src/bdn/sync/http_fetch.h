@@ -80,7 +80,8 @@ struct FetcherOptions {
   SourceOptions source_options;
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds request_deadline{60'000};  // listings and other small requests
-  std::chrono::milliseconds stall_timeout{60'000};     // object bodies: no byte for this long
+  // Object bodies (Call::long_transfer) are bounded by source_options.min_body_bytes_per_second
+  // and body_stall_timeout instead of request_deadline.
   int max_redirects = 10;
   // The source's own reading of a non-2xx answer (e.g. the Hub's X-Error-Code), tried first;
   // nullopt falls back to ClassifyHttpStatus.
@@ -103,7 +104,9 @@ class HttpFetcher {
     // Streamed bodies (HttpObjectStream): see http::Request.
     std::function<bool(int, const Headers&)> on_headers;
     std::function<bool(std::span<const uint8_t>)> on_body;
-    bool long_transfer = false;  // a body of any size: no deadline, only the stall timeout
+    // A body of any size: no deadline, only the floor of SourceOptions::min_body_bytes_per_second
+    // over body_stall_timeout.
+    bool long_transfer = false;
     // A listing page: its collected body may hold at most this many bytes (else the call fails
     // with listing_too_large naming the limit); unset, an answer's bound is kMaxAnswerBytes.
     std::optional<uint64_t> max_page_bytes;

@@ -46,6 +46,10 @@ struct RunnerDeps {
   std::chrono::milliseconds progress_interval{1000};  // how often progress reaches the job store
   // Options of every source call (the retry deadline comes from the job).
   RetryOptions retry;
+  // The floor of object-body transfers (SourceOptions::min_body_bytes_per_second and
+  // body_stall_timeout; bdn serve --sync-min-source-rate and --sync-source-stall-time).
+  uint64_t min_body_bytes_per_second = SourceOptions{}.min_body_bytes_per_second;
+  std::chrono::milliseconds body_stall_timeout = SourceOptions{}.body_stall_timeout;
   // A job already started this many times (SyncJobRecord::runs) that is still unfinished fails
   // at its next start instead of running again: each of those runs ended with its process (a
   // kernel OOM kill, which no catch sees), and a server that resumed it at every start would

@@ -62,7 +62,7 @@ Status ValidateSpec(const SyncJobSpec& spec) {
 }
 
 LocalSyncService::LocalSyncService(RunnerDeps deps,
-                                   std::function<void(const std::string&)> on_created)
+                                   std::function<void(const SyncJobRecord&)> on_created)
     : deps_(std::move(deps)), on_created_(std::move(on_created)) {}
 
 Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
@@ -93,7 +93,7 @@ Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec, SecretUse se
     BDN_ASSIGN_OR_RETURN(out.job, deps_.jobs->Create(spec));
     out.created = true;
   }
-  if (on_created_) on_created_(out.job.id);
+  if (on_created_) on_created_(out.job);
   return out;
 }
 
@@ -133,8 +133,14 @@ Status LocalSyncService::RemoveSecret(const std::string& name) {
 
 // ---- JobScheduler ----
 
-JobScheduler::JobScheduler(RunnerDeps deps, int runners, std::chrono::milliseconds poll)
-    : deps_(std::move(deps)), runners_(std::max(1, runners)), poll_(poll) {}
+int RunnersPerNamespace(const SchedulerOptions& options) {
+  const int runners = std::max(1, options.runners);
+  const int cap = options.runners_per_namespace > 0 ? options.runners_per_namespace : runners / 2;
+  return std::clamp(cap, 1, runners);
+}
+
+JobScheduler::JobScheduler(RunnerDeps deps, SchedulerOptions options)
+    : deps_(std::move(deps)), options_(options), per_namespace_(RunnersPerNamespace(options)) {}
 
 JobScheduler::~JobScheduler() { Stop(); }
 
@@ -149,15 +155,17 @@ Status JobScheduler::EnqueueUnfinished(bool log_resumes) {
       log::Info("sync job " + job.id + ": resuming (" + job.spec.source_uri +
                 " into bdn:" + job.spec.ns + "/" + job.spec.volume + ")");
     }
-    Enqueue(job.id);
+    Enqueue(job.id, job.spec.ns);
   }
   return Status::Ok();
 }
 
 Status JobScheduler::Start() {
   BDN_RETURN_IF_ERROR(EnqueueUnfinished(true));
-  for (int i = 0; i < runners_; ++i) threads_.emplace_back([this] { Work(); });
-  if (poll_.count() > 0) threads_.emplace_back([this] { Poll(); });
+  for (int i = 0; i < std::max(1, options_.runners); ++i) {
+    threads_.emplace_back([this] { Work(); });
+  }
+  if (options_.poll.count() > 0) threads_.emplace_back([this] { Poll(); });
   return Status::Ok();
 }
 
@@ -165,7 +173,7 @@ void JobScheduler::Poll() {
   while (true) {
     {
       MutexLock lock(mu_);
-      if (cv_.wait_for(lock.native(), poll_, [&] { return shutdown_.load(); })) return;
+      if (cv_.wait_for(lock.native(), options_.poll, [&] { return shutdown_.load(); })) return;
     }
     if (Status s = EnqueueUnfinished(false); !s.ok()) {
       log::Warn("sync jobs: listing the unfinished ones: " + s.message());
@@ -173,13 +181,20 @@ void JobScheduler::Poll() {
   }
 }
 
-void JobScheduler::Enqueue(const std::string& id) {
+void JobScheduler::Enqueue(const std::string& id, const std::string& ns) {
   {
     MutexLock lock(mu_);
     if (!queued_.insert(id).second) return;
-    queue_.push_back(id);
+    queue_.push_back({id, ns});
   }
   cv_.notify_all();
+}
+
+std::deque<JobScheduler::Queued>::iterator JobScheduler::NextRunnable() {
+  return std::find_if(queue_.begin(), queue_.end(), [&](const Queued& q) REQUIRES(mu_) {
+    auto it = running_per_namespace_.find(q.ns);
+    return it == running_per_namespace_.end() || it->second < per_namespace_;
+  });
 }
 
 void JobScheduler::Stop() {
@@ -191,23 +206,31 @@ void JobScheduler::Stop() {
 
 void JobScheduler::Work() {
   while (true) {
-    std::string id;
+    Queued next;
     {
       MutexLock lock(mu_);
-      cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return shutdown_ || !queue_.empty(); });
+      // A job of a namespace at its cap waits for one of that namespace's jobs to end (which
+      // notifies) while the runner takes a later job of another namespace.
+      cv_.wait(lock.native(),
+               [&]() REQUIRES(mu_) { return shutdown_ || NextRunnable() != queue_.end(); });
       if (shutdown_) return;
-      id = queue_.front();
-      queue_.pop_front();
-      queued_.erase(id);
-      running_.insert(id);
+      auto it = NextRunnable();
+      next = std::move(*it);
+      queue_.erase(it);
+      queued_.erase(next.id);
+      running_.insert(next.id);
+      ++running_per_namespace_[next.ns];
     }
+    const std::string& id = next.id;
     RunOptions options;
     options.shutdown = &shutdown_;
     auto job = RunJob(id, deps_, options);
     {
       MutexLock lock(mu_);
       running_.erase(id);
+      if (--running_per_namespace_[next.ns] == 0) running_per_namespace_.erase(next.ns);
     }
+    cv_.notify_all();  // a slot of next.ns is free: a job of it waiting may run now
     if (!job && job.error().code() == StatusCode::kConflict) {
       // Its lease is held by another runner (another replica's, when jobs are polled).
       log::Debug("sync job " + id + ": " + job.error().message());

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -65,11 +66,12 @@ class SyncService {
   virtual Status RemoveSecret(const std::string& name) = 0;
 };
 
-// The service over a local job store and vault. Jobs it creates are handed to `on_created` (the
-// server's JobScheduler); without one the caller runs them (the embedded CLI, with RunJob).
+// The service over a local job store and vault. Jobs it creates (or resumes) are handed to
+// `on_created` (the server's JobScheduler); without one the caller runs them (the embedded CLI,
+// with RunJob).
 class LocalSyncService : public SyncService {
  public:
-  LocalSyncService(RunnerDeps deps, std::function<void(const std::string& id)> on_created = {});
+  LocalSyncService(RunnerDeps deps, std::function<void(const SyncJobRecord& job)> on_created = {});
 
   Result<StartedJob> Start(const SyncJobSpec& spec, SecretUse secrets) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
@@ -87,40 +89,65 @@ class LocalSyncService : public SyncService {
   Result<std::shared_ptr<SecretVault>> Vault() const;
 
   RunnerDeps deps_;
-  std::function<void(const std::string&)> on_created_;
+  std::function<void(const SyncJobRecord&)> on_created_;
 };
+
+struct SchedulerOptions {
+  int runners = 2;  // jobs run at once (bdn serve --sync-runners); at least 1
+  // Jobs of one namespace run at once, at most (bdn serve --sync-runners-per-namespace), so
+  // that one namespace's jobs (a push key's, against a slow source) cannot hold every runner
+  // while other namespaces' jobs wait. 0: max(1, runners / 2). Taken as at most `runners`.
+  int runners_per_namespace = 0;
+  // With a positive interval, every unfinished job the store lists then is queued too (see
+  // JobScheduler).
+  std::chrono::milliseconds poll{0};
+};
+
+// The per-namespace cap `options` gives: runners_per_namespace, or max(1, runners / 2) for 0,
+// clamped to [1, runners].
+int RunnersPerNamespace(const SchedulerOptions& options);
 
 // Runs the jobs of a server on `runners` threads: every unfinished job at Start (a restarted
 // server resumes the jobs the last one left), then each job Enqueue'd, and, with a `poll`
 // interval, every unfinished job the store lists then that is not queued or running here (a
 // replica sharing the job store with others picks up the jobs another created, or left when it
-// died; the job's lease keeps one runner per job). Stop interrupts the running jobs, which stay
-// SYNCING for the next start. Thread-safe.
+// died; the job's lease keeps one runner per job). A free runner takes the oldest queued job
+// whose namespace runs fewer than RunnersPerNamespace jobs here; a job of a namespace at its cap
+// stays queued (PENDING) until one of that namespace's jobs ends, while other namespaces' jobs
+// run (the cap is per server: replicas sharing a job store each apply it to their own runners).
+// Stop interrupts the running jobs, which stay SYNCING for the next start. Thread-safe.
 class JobScheduler {
  public:
-  JobScheduler(RunnerDeps deps, int runners,
-               std::chrono::milliseconds poll = std::chrono::milliseconds(0));
+  JobScheduler(RunnerDeps deps, SchedulerOptions options);
   ~JobScheduler();  // Stop()
 
   // Queues the unfinished jobs and starts the threads. Errors: the job store's.
   Status Start();
-  void Enqueue(const std::string& id);
+  // Queues job `id` of namespace `ns` (once: a job already queued is not queued again).
+  void Enqueue(const std::string& id, const std::string& ns);
   void Stop();
 
  private:
+  struct Queued {
+    std::string id;
+    std::string ns;
+  };
   void Work();
   void Poll();
   // Queues every unfinished job that is neither queued nor running here.
   Status EnqueueUnfinished(bool log_resumes);
+  // The oldest queued job whose namespace is under its cap; queue_.end() if none.
+  std::deque<Queued>::iterator NextRunnable() REQUIRES(mu_);
 
   RunnerDeps deps_;
-  const int runners_;
-  const std::chrono::milliseconds poll_;
-  std::set<std::string> running_ GUARDED_BY(mu_);
+  const SchedulerOptions options_;
+  const int per_namespace_;
   std::atomic<bool> shutdown_{false};
   Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> queue_ GUARDED_BY(mu_);
+  std::set<std::string> running_ GUARDED_BY(mu_);
+  std::map<std::string, int> running_per_namespace_ GUARDED_BY(mu_);  // no zero counts
+  std::deque<Queued> queue_ GUARDED_BY(mu_);
   std::set<std::string> queued_ GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };

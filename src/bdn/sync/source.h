@@ -198,6 +198,14 @@ struct SourceOptions {
   RetryOptions retry;
   // The bounds of List (the deadline runs on retry.clock).
   ListingLimits listing;
+  // The slowest an object body may arrive: a transfer whose rate (libcurl's, over its last ~5 s)
+  // stays below min_body_bytes_per_second for body_stall_timeout fails as stalled
+  // (DeadlineExceeded "...: stalled: slower than 16.00 KiB/s for 60000 ms"; with 1 B/s or 0, "no
+  // bytes"), a transient failure that is resumed with Range within the retry deadline like any
+  // other (docs/sync.md, "Slow sources"), so that a source dripping a byte a second cannot hold
+  // a runner for days. body_stall_timeout counts whole seconds, at least 1.
+  uint64_t min_body_bytes_per_second = 16 * 1024;
+  std::chrono::milliseconds body_stall_timeout{60'000};
   // Counts object bytes received from the source (all tries); may be null.
   std::atomic<uint64_t>* bytes_fetched = nullptr;
   // When set, reads, requests and retry waits stop with a `canceled` error; may be null.

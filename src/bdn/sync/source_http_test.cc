@@ -828,5 +828,48 @@ TEST(ListingLimits, DefaultsAreDocumented) {
   EXPECT_EQ(std::chrono::hours(1), l.deadline);
 }
 
+// A source that answered with a size and then sent its body a byte a second held its job's
+// runner for as long as it went on (a stall was only a second without a byte): one namespace's
+// jobs could keep every other namespace's waiting. A body slower than the floor now fails as a
+// stall, which the retry loop treats like any other.
+TEST(HttpObjectStream, ABodySlowerThanTheFloorFailsAsStalled) {
+  constexpr size_t kSize = 2000;  // 20 bytes a second: 100 s without the floor
+  FakeServer server([](const http::ServerRequest&, http::ServerResponse& res) {
+    res.set_chunked_content_provider("application/octet-stream",
+                                     [](size_t offset, http::DataSink& sink) {
+                                       if (offset == kSize) {
+                                         sink.done();
+                                         return true;
+                                       }
+                                       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                                       return sink.write("x", 1);
+                                     });
+  });
+  SourceOptions o = FastOptions();
+  o.min_body_bytes_per_second = 1024;
+  o.body_stall_timeout = std::chrono::seconds(1);
+  auto fetcher = std::make_shared<HttpFetcher>(
+      FetcherOptions{.source = "https://files.example/w.bin", .source_options = o});
+  ObjectRequest req;
+  req.url = server.url() + "/w.bin";
+  req.object = {"w.bin", kSize, ""};
+  HttpObjectStream stream(fetcher, req);
+  const auto start = std::chrono::steady_clock::now();
+  auto bytes = ReadAll(stream);
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ("https://files.example/w.bin " + server.url() +
+                ": GET /w.bin: stalled: slower than 1.00 KiB/s for 1000 ms (retried for 0ms)",
+            bytes.error().message());
+  EXPECT_EQ(StatusCode::kDeadlineExceeded, bytes.error().code());
+  EXPECT_EQ("source_unavailable", bytes.error().reason());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST(SourceOptions, TheBodyFloorDefaultsAreDocumented) {
+  SourceOptions o;
+  EXPECT_EQ(16u * 1024, o.min_body_bytes_per_second);  // docs/sync.md, "Slow sources"
+  EXPECT_EQ(std::chrono::seconds(60), o.body_stall_timeout);
+}
+
 }  // namespace
 }  // namespace bdn::sync
