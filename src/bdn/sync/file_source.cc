@@ -8,6 +8,7 @@
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
+#include "bdn/base/text.h"  // EscapeName
 #include "bdn/sync/retry.h"
 
 namespace bdn::sync {
@@ -66,7 +67,7 @@ class FileStream : public ByteStream {
   }
 
  private:
-  std::string What() const { return source_ + ": file \"" + object_.path + "\""; }
+  std::string What() const { return source_ + ": file \"" + EscapeName(object_.path) + "\""; }
   Status Changed(const std::string& how) const {
     return WithCode(FailedPreconditionError(What() + ": changed during the sync (" + how + ")"),
                     kSourceChanged);

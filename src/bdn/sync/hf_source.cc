@@ -301,16 +301,17 @@ class HfSource : public Source {
   Status Compare(const SourceObject& object, const std::string& etag,
                  std::optional<std::string_view> size) const {
     if (etag != object.etag) {
-      return WithCode(FailedPreconditionError(uri_ + ": file \"" + object.path +
-                                              "\": changed during the sync (etag " + object.etag +
-                                              " listed, " + etag + " now)"),
-                      kSourceChanged);
+      return WithCode(
+          FailedPreconditionError(uri_ + ": file \"" + EscapeName(object.path) +
+                                  "\": changed during the sync (etag " + EscapeName(object.etag) +
+                                  " listed, " + EscapeName(etag) + " now)"),
+          kSourceChanged);
     }
     if (size && *size != std::to_string(object.size_bytes)) {
-      return WithCode(FailedPreconditionError(uri_ + ": file \"" + object.path +
+      return WithCode(FailedPreconditionError(uri_ + ": file \"" + EscapeName(object.path) +
                                               "\": changed during the sync (" +
                                               std::to_string(object.size_bytes) +
-                                              " bytes listed, " + std::string(*size) + " now)"),
+                                              " bytes listed, " + EscapeName(*size) + " now)"),
                       kSourceChanged);
     }
     return Status::Ok();

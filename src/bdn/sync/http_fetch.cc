@@ -150,7 +150,7 @@ Status CheckObjectSize(const std::string& source, const SourceObject& object, in
     total = ParseByteCount(*len);
   }
   if (total && *total != object.size_bytes) {
-    return WithCode(FailedPreconditionError(source + ": object \"" + object.path +
+    return WithCode(FailedPreconditionError(source + ": object \"" + EscapeName(object.path) +
                                             "\": changed during the sync (" +
                                             std::to_string(object.size_bytes) + " bytes listed, " +
                                             std::to_string(*total) + " now)"),
@@ -409,7 +409,8 @@ void HttpObjectStream::Run() {
 Status HttpObjectStream::FetchOnce(Attempt& a) {
   const SourceOptions& so = fetcher_->options().source_options;
   const SourceObject& obj = request_.object;
-  const std::string what = "object \"" + obj.path + "\" of " + fetcher_->options().source;
+  const std::string what =
+      "object \"" + EscapeName(obj.path) + "\" of " + fetcher_->options().source;
   // Where the last try stopped: every byte before it is in the pipe already.
   const uint64_t offset = request_.offset;
   const uint64_t end = request_.end;
@@ -436,7 +437,7 @@ Status HttpObjectStream::FetchOnce(Attempt& a) {
       if (!parsed || parsed->first != offset) {
         header_error =
             InternalError(what + ": asked for bytes from " + std::to_string(offset) +
-                          ", got Content-Range \"" + std::string(range.value_or("")) + "\"");
+                          ", got Content-Range \"" + EscapeName(range.value_or("")) + "\"");
         return false;
       }
     } else {

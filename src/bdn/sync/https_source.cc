@@ -71,10 +71,10 @@ class HttpsSource : public Source {
     req.offset = offset;
     req.check = [this, object](int status, const Headers& headers) -> Status {
       if (!object.etag.empty() && EtagOf(headers) != object.etag) {
-        return WithCode(
-            FailedPreconditionError(uri_ + ": changed during the sync (etag \"" + object.etag +
-                                    "\" listed, \"" + EtagOf(headers) + "\" now)"),
-            kSourceChanged);
+        return WithCode(FailedPreconditionError(uri_ + ": changed during the sync (etag \"" +
+                                                EscapeName(object.etag) + "\" listed, \"" +
+                                                EscapeName(EtagOf(headers)) + "\" now)"),
+                        kSourceChanged);
       }
       return CheckObjectSize(uri_, object, status, headers);
     };

@@ -26,7 +26,8 @@ Result<std::vector<SourceObject>> Select(const SourceListing& listing, const Pat
   std::vector<std::string> unmatched = filter.UnmatchedIncludes(paths);
   if (!unmatched.empty()) {
     std::string names;
-    for (const auto& p : unmatched) names += (names.empty() ? "" : ", ") + ("\"" + p + "\"");
+    for (const auto& p : unmatched)
+      names += (names.empty() ? "" : ", ") + ("\"" + EscapeName(p) + "\"");
     const std::string at = source + (listing.revision.empty() ? "" : " at " + listing.revision) +
                            " (" + std::to_string(listing.objects.size()) + " objects)";
     return Err(
@@ -85,7 +86,7 @@ Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
   uint64_t total_bytes = 0;
   for (const SourceObject& o : objects) {
     if (Status s = ValidateEntryPath(o.path); !s.ok()) {
-      return Err(WithCode(InvalidArgumentError(source + ": object \"" + o.path +
+      return Err(WithCode(InvalidArgumentError(source + ": object \"" + EscapeName(o.path) +
                                                "\": cannot be a file of a version (" + s.message() +
                                                "); --exclude it"),
                           kInvalidObject));
@@ -129,7 +130,7 @@ Result<std::vector<SealItem>> ItemsOf(const std::vector<SourceObject>& objects,
   items.reserve(objects.size() + dirs.size());
   for (const std::string& d : dirs) {
     if (files.contains(d)) {
-      return Err(WithCode(InvalidArgumentError(source + ": object \"" + d +
+      return Err(WithCode(InvalidArgumentError(source + ": object \"" + EscapeName(d) +
                                                "\": is also a directory of other objects; a "
                                                "version cannot hold both (--exclude one)"),
                           kInvalidObject));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "bdn/sync/glob.h"
+#include "bdn/sync/http_fetch.h"  // CheckObjectSize
 #include "bdn/testing/status_matchers.h"
 
 namespace bdn::sync {
@@ -156,6 +157,48 @@ TEST(ItemsOf, RefusesAnEtagWithControlCharacters) {
       "characters; --exclude it",
       r.error().message());
   EXPECT_EQ("invalid_object", r.error().reason());
+}
+
+// A name no version can hold was quoted raw in the first part of the message and escaped in the
+// second: a NUL byte (a JSON listing's \u0000) or a byte that is not UTF-8 went as it was into
+// the job's message, its JSON and the terminal. Every part now shows it as EscapeName does.
+TEST(ItemsOf, QuotesNamesEscapedEverywhereInTheMessage) {
+  struct Case {
+    std::string name;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {std::string("\0x", 2),
+       "hf://org/repo: object \"\\x00x\": cannot be a file of a version (path \"\\x00x\": "
+       "contains a NUL byte); --exclude it"},
+      {"\xffx",
+       "hf://org/repo: object \"\\xffx\": cannot be a file of a version (path \"\\xffx\": not "
+       "valid UTF-8); --exclude it"},
+      {"a\n/../b",
+       "hf://org/repo: object \"a\\n/../b\": cannot be a file of a version (path \"a\\n/../b\": "
+       "\"..\" segment not allowed); --exclude it"},
+  };
+  for (const Case& c : cases) {
+    auto r = ItemsOf({{"ok", 1, "e"}, {c.name, 1, "e"}}, "hf://org/repo");
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(c.message, r.error().message());
+    EXPECT_EQ("invalid_object", r.error().reason());
+  }
+  // A file that is also a folder: the folder's name, a newline and all.
+  auto r = ItemsOf({{"a\nb", 1, "e"}, {"a\nb/c", 1, "e"}}, "s3://b/p");
+  EXPECT_STATUS(r, kInvalidArgument,
+                "s3://b/p: object \"a\\nb\": is also a directory of other objects; a version "
+                "cannot hold both (--exclude one)");
+}
+
+// The same for an object that changed while it was read: its name went into the message raw.
+TEST(CheckObjectSize, QuotesTheNameEscaped) {
+  const SourceObject o{std::string("a\n\xff\0", 4), 10, ""};
+  Status s = CheckObjectSize("s3://b/p", o, 200, {{"content-length", "11"}});
+  EXPECT_EQ(
+      "s3://b/p: object \"a\\n\\xff\\x00\": changed during the sync (10 bytes listed, 11 now)",
+      s.message());
+  EXPECT_EQ("source_changed", s.reason());
 }
 
 // Segments of 300 and 4000 bytes were sealed, and then no file system could pull them ("File
