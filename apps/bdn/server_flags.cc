@@ -109,6 +109,11 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
                 "--sync-runners); a namespace's further jobs stay PENDING while other namespaces' "
                 "jobs run (default: half of --sync-runners, at least 1)")
       ->check(CLI::Range(1, 64));
+  c->add_option("--sync-max-unfinished-per-namespace", serve->sync_max_unfinished_per_namespace,
+                "sync jobs one namespace may have PENDING or SYNCING; a new one past it is "
+                "refused (409) until some end (1 to 100000)")
+      ->check(CLI::Range(1, 100'000))
+      ->capture_default_str();
   c->add_option("--sync-min-source-rate", serve->sync_min_source_rate,
                 "a sync source's object body arriving slower than this many bytes per second "
                 "for --sync-source-stall-time fails as stalled and is resumed (0: only one that "

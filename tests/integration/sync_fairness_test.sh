@@ -3,7 +3,10 @@
 # the default --sync-runners 2 (so at most 1 per namespace), two jobs of namespace "a" against a
 # source that states its size and then drips a byte every half second hold one runner; the second
 # of them stays PENDING while a job of namespace "b" runs on the other runner and ends READY.
-# Cancelling a's running job frees its slot, and a's waiting job starts. Also: bdn serve refuses
+# Cancelling a's running job frees its slot, and a's waiting job starts. With
+# --sync-max-unfinished-per-namespace 2, a third job of namespace "a" is refused while two are
+# unfinished (409, exit 4, an exact message; a push key made 2000 jobs in 2.3 s, each kept and
+# polled), and taken once they ended. Also: bdn serve refuses
 # a --sync-runners-per-namespace outside 1..64, and a --sync-min-source-rate or
 # --sync-source-stall-time it cannot parse.
 source "$(dirname "$0")/lib.sh"
@@ -57,7 +60,8 @@ DRIP="http://127.0.0.1:$(cat "$WORK/drip.port")"
 
 mkdir -p "$WORK/files"
 printf 'b data\n' >"$WORK/files/b.txt"
-start_origin --sync-allow-private-addresses --sync-file-root "$WORK/files"
+start_origin --sync-allow-private-addresses --sync-file-root "$WORK/files" \
+  --sync-max-unfinished-per-namespace 2
 
 step "two jobs of namespace a against the dripping source: one runs, one waits"
 a1=$(jf "$("$BDN" --json volume sync start --source "$DRIP/a1.bin" --dest bdn:a/one)" id)
@@ -73,6 +77,21 @@ assert_eq "SYNCING" "$(jf "$("$BDN" --json volume sync describe "$a1")" state)" 
 assert_eq "PENDING" "$(jf "$("$BDN" --json volume sync describe "$a2")" state)" "state of a's second job"
 [[ "$(cat "$WORK/drip.log")" != *"GET /a2.bin"* ]] || fail "a's second job read its source while a's first ran"
 
+step "a third unfinished job of namespace a is refused; starting a's second job again resumes it"
+run_fails 4 "bdn: error: namespace \"a\": 2 sync jobs unfinished; wait for some or cancel them" \
+  "$BDN" volume sync start --source "$DRIP/a3.bin" --dest bdn:a/three
+status=$(curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' \
+  --data '{"source": "'"$DRIP"'/a3.bin", "namespace": "a", "volume": "three"}' "$URL/v1/sync/jobs")
+assert_eq "409" "$status" "HTTP status of a third unfinished job of a"
+assert_eq "namespace \"a\": 2 sync jobs unfinished; wait for some or cancel them" \
+  "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["message"])' <"$WORK/body")" \
+  "the 409's message"
+# The same spec again resumes its job rather than counting as a new one.
+assert_eq "$a2" "$(jf "$("$BDN" --json volume sync start --source "$DRIP/a2.bin" --dest bdn:a/two)" id)" \
+  "the job a second start of a2's spec returns"
+assert_eq "2" "$(jf "$("$BDN" --json volume sync list --dest bdn:a)" jobs | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" \
+  "jobs of namespace a"
+
 step "cancelling a's running job starts its waiting one"
 out=$("$BDN" --json volume sync cancel "$a1" --wait)
 assert_eq "CANCELED" "$(jf "$out" state)" "state of a's first job after cancel"
@@ -80,4 +99,11 @@ out=$(wait_sync_job "$a2" SYNCING)
 assert_eq "SYNCING" "$(jf "$out" state)" "state of a's second job once a slot of a was free"
 out=$("$BDN" --json volume sync cancel "$a2" --wait)
 assert_eq "CANCELED" "$(jf "$out" state)" "state of a's second job after cancel"
+
+step "once a's jobs ended, a new job of a is taken"
+a3=$(jf "$("$BDN" --json volume sync start --source "$DRIP/a3.bin" --dest bdn:a/three)" id)
+out=$(wait_sync_job "$a3" SYNCING)
+assert_eq "SYNCING" "$(jf "$out" state)" "state of a's third job"
+out=$("$BDN" --json volume sync cancel "$a3" --wait)
+assert_eq "CANCELED" "$(jf "$out" state)" "state of a's third job after cancel"
 echo "PASS"

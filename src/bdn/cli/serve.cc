@@ -762,8 +762,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
        .runners_per_namespace = args.sync_runners_per_namespace,
        .poll = args.db.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10'000)});
   origin.EnableSync(std::make_shared<sync::LocalSyncService>(
-      sync_deps,
-      [&scheduler](const SyncJobRecord& job) { scheduler.Enqueue(job.id, job.spec.ns); }));
+      sync_deps, [&scheduler](const SyncJobRecord& job) { scheduler.Enqueue(job.id, job.spec.ns); },
+      args.sync_max_unfinished_per_namespace));
   origin.Register(server);
   GcOptions gc_options;
   gc_options.grace = *gc_grace;

@@ -282,6 +282,18 @@ Result<std::vector<SyncJobRecord>> SqlSyncJobStore::ListUnfinished() {
       sql::Consistency::kStatement);
 }
 
+Result<int64_t> SqlSyncJobStore::CountUnfinished(const std::string& ns) {
+  return sql::ReadValue<int64_t>(
+      *db_,
+      [&](Session& s) -> Result<int64_t> {
+        BDN_ASSIGN_OR_RETURN(Rows r, s.Query("SELECT COUNT(*) FROM sync_jobs WHERE ns=?1 AND "
+                                             "state IN ('PENDING','SYNCING')",
+                                             {ns}));
+        return r.empty() ? int64_t{0} : r.Int(0, 0);
+      },
+      sql::Consistency::kStatement);
+}
+
 Result<SyncJobRecord> SqlSyncJobStore::StartRun(const std::string& id) {
   return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
     BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));

@@ -116,6 +116,9 @@ class SyncJobStore {
   virtual Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) = 0;
   // Every job that is not terminal, oldest first (a restarted server resumes them).
   virtual Result<std::vector<SyncJobRecord>> ListUnfinished() = 0;
+  // How many jobs into namespace `ns` are not terminal (PENDING or SYNCING), counted without
+  // reading them.
+  virtual Result<int64_t> CountUnfinished(const std::string& ns) = 0;
 
   // PENDING or SYNCING → SYNCING, counting a run and setting started_unix_ms the first time.
   // Errors: NotFound; FailedPrecondition "sync job <id>: already <STATE>" for a terminal job.
@@ -169,6 +172,7 @@ class SqlSyncJobStore : public SyncJobStore {
                                           const std::string& volume) override;
   Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) override;
   Result<std::vector<SyncJobRecord>> ListUnfinished() override;
+  Result<int64_t> CountUnfinished(const std::string& ns) override;
   Result<SyncJobRecord> StartRun(const std::string& id) override;
   Status UncountRun(const std::string& id) override;
   Status SetSource(const std::string& id, const std::string& revision, const Digest& listing_digest,

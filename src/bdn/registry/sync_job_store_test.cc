@@ -147,6 +147,12 @@ TYPED_TEST(SyncJobStoreTest, ListingsFindTheUnfinishedAndTheNewestFirst) {
   ASSERT_EQ(unfinished->size(), 2u);
   EXPECT_EQ((*unfinished)[0].id, a->id);  // oldest first
   EXPECT_EQ((*unfinished)[1].id, b->id);
+  auto counted = this->jobs_->CountUnfinished("w");
+  ASSERT_OK(counted);
+  EXPECT_EQ(2, *counted);
+  counted = this->jobs_->CountUnfinished("other");
+  ASSERT_OK(counted);
+  EXPECT_EQ(0, *counted);
   auto found = this->jobs_->FindUnfinished(Spec("a"));
   ASSERT_OK(found);
   ASSERT_TRUE(found->has_value());

@@ -62,8 +62,11 @@ Status ValidateSpec(const SyncJobSpec& spec) {
 }
 
 LocalSyncService::LocalSyncService(RunnerDeps deps,
-                                   std::function<void(const SyncJobRecord&)> on_created)
-    : deps_(std::move(deps)), on_created_(std::move(on_created)) {}
+                                   std::function<void(const SyncJobRecord&)> on_created,
+                                   int max_unfinished_per_namespace)
+    : deps_(std::move(deps)),
+      on_created_(std::move(on_created)),
+      max_unfinished_per_namespace_(max_unfinished_per_namespace) {}
 
 Result<std::shared_ptr<SecretVault>> LocalSyncService::Vault() const {
   if (!deps_.secrets) {
@@ -90,6 +93,15 @@ Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec, SecretUse se
   if (existing) {
     out.job = std::move(*existing);
   } else {
+    if (max_unfinished_per_namespace_ > 0) {
+      // Rows are kept after a job ends; only the unfinished ones are bounded, as each takes a
+      // place in the queue and in every poll of it.
+      BDN_ASSIGN_OR_RETURN(int64_t unfinished, deps_.jobs->CountUnfinished(spec.ns));
+      if (unfinished >= max_unfinished_per_namespace_) {
+        return Err(ConflictError("namespace \"" + spec.ns + "\": " + std::to_string(unfinished) +
+                                 " sync jobs unfinished; wait for some or cancel them"));
+      }
+    }
     BDN_ASSIGN_OR_RETURN(out.job, deps_.jobs->Create(spec));
     out.created = true;
   }

@@ -41,7 +41,9 @@ class SyncService {
   // exactly this spec, so that running the same `sync start` again resumes it. `secrets`: which
   // secrets the job may name (the rights of the key that starts it on a server; the embedded
   // CLI passes kAny); RemoteSyncService ignores it, the origin decides by the caller's key.
-  // Errors: InvalidArgument from ValidateSpec; PermissionDenied (reason file_not_allowed or
+  // Errors: Conflict "namespace \"a\": 100 sync jobs unfinished; wait for some or cancel them"
+  // for a new job into a namespace that has as many PENDING or SYNCING jobs as the service
+  // allows; InvalidArgument from ValidateSpec; PermissionDenied (reason file_not_allowed or
   // address_not_allowed) for a source the service's SourceAccess refuses (CheckSourceAccess);
   // NotFound "secret \"name\": not found" (reason secret_not_found) for a secret that does not
   // exist or that `secrets` does not let the job's namespace use (SecretVault::CheckUse: the
@@ -68,10 +70,14 @@ class SyncService {
 
 // The service over a local job store and vault. Jobs it creates (or resumes) are handed to
 // `on_created` (the server's JobScheduler); without one the caller runs them (the embedded CLI,
-// with RunJob).
+// with RunJob). With `max_unfinished_per_namespace` above 0 (bdn serve
+// --sync-max-unfinished-per-namespace, default 100), Start refuses a new job into a namespace
+// that has that many jobs PENDING or SYNCING (concurrent Starts may pass the count together, so
+// the bound holds up to the starts in flight).
 class LocalSyncService : public SyncService {
  public:
-  LocalSyncService(RunnerDeps deps, std::function<void(const SyncJobRecord& job)> on_created = {});
+  LocalSyncService(RunnerDeps deps, std::function<void(const SyncJobRecord& job)> on_created = {},
+                   int max_unfinished_per_namespace = 0);
 
   Result<StartedJob> Start(const SyncJobSpec& spec, SecretUse secrets) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
@@ -90,6 +96,7 @@ class LocalSyncService : public SyncService {
 
   RunnerDeps deps_;
   std::function<void(const SyncJobRecord&)> on_created_;
+  const int max_unfinished_per_namespace_;
 };
 
 struct SchedulerOptions {
