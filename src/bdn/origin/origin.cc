@@ -82,6 +82,23 @@ void Origin::Register(http::Server& server) {
   if (sync_) RegisterSync();
 }
 
+namespace {
+
+// The token of an Authorization value "Bearer <token>" (RFC 7235 §2.1 and RFC 6750 §2.1: the
+// scheme in any case, one or more spaces (1*SP: no tab), the token); nullopt for anything else.
+std::optional<std::string_view> BearerToken(std::string_view v) {
+  constexpr std::string_view kBearer = "bearer";
+  const bool bearer = v.size() > kBearer.size() && v[kBearer.size()] == ' ' &&
+                      std::equal(kBearer.begin(), kBearer.end(), v.begin(), [](char a, char b) {
+                        return a == std::tolower(static_cast<unsigned char>(b));
+                      });
+  const size_t token = bearer ? v.find_first_not_of(' ', kBearer.size()) : std::string_view::npos;
+  if (token == std::string_view::npos || v[token] == '\t') return std::nullopt;
+  return v.substr(token);
+}
+
+}  // namespace
+
 Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {
   if (options_.auth == AuthMode::kDisabled || options_.role == Role::kCache) {
     return ApiKey{"anonymous", std::string(kAllNamespaces), {Scope::kAdmin}, 0, false};
@@ -91,19 +108,24 @@ Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {
         "request: no credentials (send Authorization: Bearer bdn_<id>_<secret>)"));
   }
   const std::string value = req.get_header_value("Authorization");
-  // RFC 7235 §2.1 and RFC 6750 §2.1: the scheme (in any case), one or more spaces (1*SP: no
-  // tab), the token.
-  constexpr std::string_view kBearer = "bearer";
-  const std::string_view v(value);
-  const bool bearer = v.size() > kBearer.size() && v[kBearer.size()] == ' ' &&
-                      std::equal(kBearer.begin(), kBearer.end(), v.begin(), [](char a, char b) {
-                        return a == std::tolower(static_cast<unsigned char>(b));
-                      });
-  const size_t token = bearer ? v.find_first_not_of(' ', kBearer.size()) : std::string_view::npos;
-  if (token == std::string_view::npos || v[token] == '\t') {
+  auto token = BearerToken(value);
+  if (!token) {
     return Err(PermissionDeniedError("Authorization: expected \"Bearer bdn_<id>_<secret>\""));
   }
-  return keys_->Authenticate(v.substr(token));
+  return keys_->Authenticate(*token);
+}
+
+std::string Origin::KeyNameForLog(const ApiKey& key, const http::ServerRequest& req,
+                                  bool granted) const {
+  if (key.id != "anonymous") return key.Name();
+  // A cache node's callers are checked by the origin: the key is the one their token names,
+  // once the origin has accepted it. Without authentication there is no key to name.
+  if (options_.role != Role::kCache || !granted) return "-";
+  const std::string header = req.get_header_value("Authorization");
+  auto token = BearerToken(header);
+  if (!token) return "-";
+  auto split = SplitToken(*token);
+  return split ? "bdn_" + split->first : "-";
 }
 
 void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,
@@ -125,7 +147,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
       http::SetError(res, key.error(), http::Credentials::kRejected);
       return false;
     }
-    req.key_name = key->Name();
+    req.key_name = KeyNameForLog(*key, req, /*granted=*/false);
     std::optional<std::string> ns;
     if (access.where == Where::kPathNamespace) ns = req.matches[1].str();
     if (!key->Allows(access.scope, ns ? std::optional<std::string_view>(*ns) : std::nullopt)) {
@@ -149,6 +171,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
         return false;
       }
       authorized.grant = std::move(*grant);
+      req.key_name = KeyNameForLog(*key, req, /*granted=*/true);
       read_admissions_->Put(req.get_header_value("Authorization"),
                             req.get_header_value(kVersionHeader), generation, started,
                             {authorized.key, authorized.grant});

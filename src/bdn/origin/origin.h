@@ -162,7 +162,11 @@ class Origin {
 
   void RegisterChunks();      // missing- and sizes-query, upload
   void RegisterChunkReads();  // download and batch
-  void RegisterChain();       // GET /v1/chain (upstream_chain.h), for both roles
+  // The key an access-log line names (ServerRequest::key_name): `key`'s name, or for a cache
+  // node (whose callers Authenticate names "anonymous") the key of the caller's token once the
+  // origin `granted` the read; "-" when there is none (no valid key, or no authentication).
+  std::string KeyNameForLog(const ApiKey& key, const http::ServerRequest& req, bool granted) const;
+  void RegisterChain();  // GET /v1/chain (upstream_chain.h), for both roles
   void RegisterRegistry();
   void RegisterClaims();
   void RegisterKeys();
