@@ -9,13 +9,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bdn/base/path_walk.h"
+
 namespace bdn {
 namespace fs = std::filesystem;
 
 Result<DirFd> DirFd::Open(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Err(ErrnoError("directory \"" + path.string() + "\"", errno));
-  return DirFd(fd);
+  BDN_ASSIGN_OR_RETURN(WalkedDirectory d,
+                       OpenDirectoryPath(path, "directory \"" + path.string() + "\""));
+  return DirFd(d.fd.Release());
 }
 
 Result<DirFd> DirFd::OpenAt(int parent, const std::string& name, const std::string& display) {
@@ -50,16 +52,29 @@ Result<std::vector<std::string>> ListNames(int dir, const std::string& display) 
 }
 
 Result<DirCursor> DirCursor::Open(const fs::path& root) {
+  BDN_ASSIGN_OR_RETURN(DirFd fd, DirFd::Open(root));
+  return Open(std::move(fd), root);
+}
+
+Result<DirCursor> DirCursor::Open(DirFd root, fs::path display) {
   DirCursor c;
-  c.root_ = root;
-  BDN_ASSIGN_OR_RETURN(c.fd_, DirFd::Open(root));
+  c.root_ = std::move(display);
+  const std::string shown = "directory \"" + c.root_.string() + "\"";
+  UniqueFd own(::openat(root.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!own) return Err(ErrnoError(shown, errno));
+  c.fd_ = DirFd(own.Release());
+  c.root_fd_ = std::make_shared<const DirFd>(std::move(root));
   struct stat st;
-  if (::fstat(c.fd_.get(), &st) != 0) {
-    return Err(ErrnoError("directory \"" + root.string() + "\"", errno));
-  }
+  if (::fstat(c.fd_.get(), &st) != 0) return Err(ErrnoError(shown, errno));
   c.dev_ = st.st_dev;
   c.ino_ = st.st_ino;
   return c;
+}
+
+Result<DirCursor> DirCursor::OpenAnother() const {
+  UniqueFd fd(::openat(root_fd_->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return Err(ErrnoError("directory \"" + root_.string() + "\"", errno));
+  return Open(DirFd(fd.Release()), root_);
 }
 
 std::string DirCursor::Display(std::string_view name) const {

@@ -26,8 +26,14 @@ class DirFd {
 
   int get() const { return fd_.get(); }
 
-  // Opens the directory at `path` (a path a user named: symlinks in it are followed).
-  // Errors: ErrnoError "directory \"path\"" (NotFound, PermissionDenied, Internal for ENOTDIR...).
+  // Opens the directory at `path`, a path a user named, walked by OpenDirectoryPath
+  // (base/path_walk.h): symlinks on it are followed only when this user's or root's, so another
+  // user's (in a shared directory, say) never decides which directory this is.
+  // Errors: those of OpenDirectoryPath with `shown` "directory \"path\"": FailedPrecondition
+  // "directory \"path\": /tmp/shared/d is a symlink owned by uid 1001 (mallory), not by this user
+  // or root; give the directory it names (\"/root/x\") if that is the one you mean" ("…: a
+  // symlink owned by …" when it is `path` itself), "…: exists and is not a directory", "…: a
+  // symlink to \"t\", which does not exist"; ErrnoError (NotFound, PermissionDenied, Internal).
   static Result<DirFd> Open(const std::filesystem::path& path);
 
   // Opens the directory `name` (one path component) inside `parent`, never through a symlink.
@@ -54,6 +60,13 @@ class DirCursor {
  public:
   // Starts at the directory `root` (opened with DirFd::Open). Errors: those of DirFd::Open.
   static Result<DirCursor> Open(const std::filesystem::path& root);
+  // Starts at the open directory `root` (e.g. from OpenDirectoryPath), which `display` names in
+  // messages. Errors: ErrnoError "directory \"display\"" when it cannot be looked at.
+  static Result<DirCursor> Open(DirFd root, std::filesystem::path display);
+
+  // Another cursor at this one's root directory: the same directory (a descriptor of its own of
+  // it), never the path looked up again. Errors: ErrnoError "directory \"root\"".
+  Result<DirCursor> OpenAnother() const;
 
   // The current directory's descriptor; valid until the next Down, Up or MoveTo.
   int fd() const { return fd_.get(); }
@@ -78,6 +91,7 @@ class DirCursor {
  private:
   DirCursor() = default;
   std::filesystem::path root_;
+  std::shared_ptr<const DirFd> root_fd_;  // for OpenAnother
   DirFd fd_;
   std::string rel_;
   dev_t dev_ = 0;  // the current directory's identity

@@ -17,6 +17,7 @@
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
+#include "bdn/base/path_walk.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
 
@@ -843,14 +844,14 @@ using InodeSet = std::set<std::pair<dev_t, ino_t>>;
 
 // How many of `links` (the version's hardlinks to a file, pulled too) already name the inode
 // `st` in the destination, each looked at without following a symlink (the `others` cursor, opened
-// at `dest` when first needed, visits their directories). Errors: those of the cursor.
+// at `cursor`'s root when first needed, visits their directories). Errors: those of the cursor.
 Result<nlink_t> OwnLinksTo(const struct stat& st, const std::vector<const Entry*>& links,
-                           const PullPlan& plan, const fs::path& dest,
+                           const PullPlan& plan, const DirCursor& cursor,
                            std::optional<DirCursor>& others) {
   nlink_t n = 0;
   for (const Entry* l : links) {
     if (!others) {
-      BDN_ASSIGN_OR_RETURN(auto c, DirCursor::Open(dest));
+      BDN_ASSIGN_OR_RETURN(auto c, cursor.OpenAnother());
       others.emplace(std::move(c));
     }
     const Place at = PlaceOf(plan.local(l->path));
@@ -872,8 +873,8 @@ Result<nlink_t> OwnLinksTo(const struct stat& st, const std::vector<const Entry*
 // share one descriptor of it, and this thread owns the cursor. Adds to `result`, and to
 // `replaced` the inodes of regular files that stood in place and were replaced by a copy.
 // Errors: the first of the files' (the others still finish).
-Status WriteFiles(const PullPlan& plan, const fs::path& dest, DirCursor& cursor, FileWriter& writer,
-                  int jobs, bool overwrite, const HashedFiles& identical, PullResult& result,
+Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, int jobs,
+                  bool overwrite, const HashedFiles& identical, PullResult& result,
                   InodeSet& replaced) {
   ThreadPool pool(jobs, static_cast<size_t>(jobs) * 2);
   // Target path -> its hardlinks pulled too.
@@ -911,7 +912,7 @@ Status WriteFiles(const PullPlan& plan, const fs::path& dest, DirCursor& cursor,
     nlink_t own_names = 1;
     const auto linked = hardlinks.find(f->path);
     if (in->Regular() && linked != hardlinks.end()) {
-      auto n = OwnLinksTo(in->st, linked->second, plan, dest, others);
+      auto n = OwnLinksTo(in->st, linked->second, plan, cursor, others);
       if (!n) {
         first = n.error();
         break;
@@ -947,12 +948,12 @@ Status WriteFiles(const PullPlan& plan, const fs::path& dest, DirCursor& cursor,
 // directory). A name of an inode in `replaced` (a file this pull replaced by a copy of its own,
 // e.g. one with a name outside the destination) is linked to the copy without --overwrite.
 // Errors: those of Pull.
-Status LinkHardlinks(const PullPlan& plan, const fs::path& dest, DirCursor& cursor, bool overwrite,
+Status LinkHardlinks(const PullPlan& plan, DirCursor& cursor, bool overwrite,
                      const InodeSet& replaced) {
   std::optional<DirCursor> targets;
   for (const Entry* e : plan.links) {
     if (!targets) {
-      BDN_ASSIGN_OR_RETURN(auto t, DirCursor::Open(dest));
+      BDN_ASSIGN_OR_RETURN(auto t, cursor.OpenAnother());
       targets.emplace(std::move(t));
     }
     const Place at = PlaceOf(plan.local(e->path));
@@ -1000,36 +1001,23 @@ Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
   return Status::Ok();
 }
 
-// What stands at `dest` must be a directory, or a symlink to one, or nothing (it is made).
-// Errors: FailedPrecondition "directory \"dest\": exists and is not a directory", "…: a symlink
-// to \"t\", which does not exist" (its target is not made), "…: a symlink to \"t\", which is not a
-// directory"; ErrnoError otherwise.
-Status CheckDestination(const fs::path& dest) {
+// The directory `dest`, opened by walking it (base/path_walk.h), made with its missing
+// directories if need be: a symlink on it is followed only when this user's or root's, so
+// another user's link (in a shared directory, say) never decides where the files go, even one
+// swapped in meanwhile. Errors: those of OpenDirectoryPath, with FailedPrecondition "directory
+// \"dest\": /tmp/shared/d is a symlink owned by uid 1001 (mallory), not by this user or root; give
+// the directory it names (\"/root/x\") if that is where the files go".
+Result<DirFd> OpenDestination(const fs::path& dest) {
   const std::string shown = "directory \"" + dest.string() + "\"";
-  struct stat st;
-  if (::lstat(dest.c_str(), &st) != 0) {
-    return errno == ENOENT || errno == ENOTDIR ? Status::Ok() : ErrnoError(shown, errno);
-  }
-  if (S_ISDIR(st.st_mode)) return Status::Ok();
-  if (!S_ISLNK(st.st_mode))
-    return FailedPreconditionError(shown + ": exists and is not a directory");
-  std::error_code ec;
-  const fs::path target = fs::read_symlink(dest, ec);
-  // Another user's link (in a shared directory, say) decides where the files go and may be
-  // pointed elsewhere later: followed only when the kernel's fs.protected_symlinks would, as
-  // it is off on some systems.
-  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-    return FailedPreconditionError(shown + ": a symlink owned by uid " + std::to_string(st.st_uid) +
-                                   ", not by this user or root; give the directory it names (\"" +
-                                   target.string() + "\") if that is where the files go");
-  }
-  const std::string to = ": a symlink to \"" + target.string() + "\", which ";
-  if (::stat(dest.c_str(), &st) != 0) {
-    if (errno == ENOENT) return FailedPreconditionError(shown + to + "does not exist");
-    return ErrnoError(shown, errno);
-  }
-  if (!S_ISDIR(st.st_mode)) return FailedPreconditionError(shown + to + "is not a directory");
-  return Status::Ok();
+  PathWalk walk;
+  walk.missing = PathWalk::Missing::kCreate;
+  walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
+    return FailedPreconditionError(shown + ": " + DescribeForeignSymlink(l) +
+                                   "; give the directory it names (\"" + l.target +
+                                   "\") if that is where the files go");
+  };
+  BDN_ASSIGN_OR_RETURN(WalkedDirectory d, OpenDirectoryPath(dest, shown, walk));
+  return DirFd(d.fd.Release());
 }
 
 }  // namespace
@@ -1072,13 +1060,10 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
                         TransferCounters* counters) {
   BDN_ASSIGN_OR_RETURN(PullPlan plan, PlanPull(view, options));
   const bool overwrite = options.existing == PullOptions::Existing::kOverwrite;
-  BDN_RETURN_IF_ERROR(CheckDestination(dest));
-  std::error_code ec;
-  fs::create_directories(dest, ec);
-  if (ec) return Err(ErrnoError("directory \"" + dest.string() + "\"", ec.value()));
+  BDN_ASSIGN_OR_RETURN(DirFd root, OpenDestination(dest));
   // Every step below is relative to a directory handle: paths of any length work, and walking
   // the entries in path order (each subtree one run) costs time linear in the tree.
-  BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dest));
+  BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(std::move(root), dest));
   if (counters) {
     for (const Entry* e : plan.entries) {
       if (e->kind == EntryKind::kFile) {
@@ -1097,9 +1082,9 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     FileWriter writer(view, options, counters);
     const int jobs = options.jobs > 0 ? options.jobs : ThreadPool::DefaultThreads();
     BDN_RETURN_IF_ERROR(
-        WriteFiles(plan, dest, cursor, writer, jobs, overwrite, identical, result, replaced));
+        WriteFiles(plan, cursor, writer, jobs, overwrite, identical, result, replaced));
   }
-  BDN_RETURN_IF_ERROR(LinkHardlinks(plan, dest, cursor, overwrite, replaced));
+  BDN_RETURN_IF_ERROR(LinkHardlinks(plan, cursor, overwrite, replaced));
   BDN_RETURN_IF_ERROR(SetDirectoryModesAndTimes(plan, cursor));
   return result;
 }

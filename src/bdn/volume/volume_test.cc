@@ -651,17 +651,58 @@ TEST_F(VolumeTest, PullRefusesADestinationThatIsAnotherUsersSymlink) {
   fs::path link = dir_ / "link";
   fs::create_symlink(dir_ / "roots", link);
   ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
-  auto p = Pull(*view, link, PullOptions{}, nullptr);
-  ASSERT_FALSE(p.has_value());
-  EXPECT_EQ(p.error().message(), "directory \"" + link.string() +
-                                     "\": a symlink owned by uid 65534, not by this user or "
-                                     "root; give the directory it names (\"" +
-                                     (dir_ / "roots").string() +
-                                     "\") if that is where the files go");
+  // From an attacking helper: only the last component was looked at, once, so a trailing slash
+  // ("link/"), a link before the last component ("link/x") or a link swapped in after the look
+  // (base/path_walk_test.cc) led root's pull into the directory the other user named.
+  for (const auto& [dest, subject] : std::vector<std::pair<fs::path, std::string>>{
+           {link, "a symlink"},
+           {dir_ / "link/", link.string() + " is a symlink"},
+           {link / "x", link.string() + " is a symlink"}}) {
+    for (auto existing : {PullOptions::Existing::kRefuse, PullOptions::Existing::kOverwrite}) {
+      PullOptions opts;
+      opts.existing = existing;
+      auto p = Pull(*view, dest, opts, nullptr);
+      ASSERT_FALSE(p.has_value()) << dest;
+      EXPECT_EQ(p.error().code(), StatusCode::kFailedPrecondition);
+      EXPECT_EQ(p.error().message(), "directory \"" + dest.string() + "\": " + subject +
+                                         " owned by uid 65534 (nobody), not by this user or "
+                                         "root; give the directory it names (\"" +
+                                         (dir_ / "roots").string() +
+                                         "\") if that is where the files go");
+    }
+  }
   EXPECT_TRUE(fs::is_empty(dir_ / "roots"));
   ASSERT_EQ(::lchown(link.c_str(), 0, 0), 0);  // one of root's own is followed
   ASSERT_TRUE(Pull(*view, link, PullOptions{}, nullptr).has_value());
   EXPECT_EQ(ReadFile(dir_ / "roots/a.txt"), "hello");
+  ASSERT_TRUE(Pull(*view, link / "x", PullOptions{}, nullptr).has_value());
+  EXPECT_EQ(ReadFile(dir_ / "roots/x/a.txt"), "hello");
+}
+
+// Push applies the same rule to the directory it seals: another user's symlink would choose
+// which of this user's directories is sealed (and so readable from the volume).
+TEST_F(VolumeTest, PushRefusesADirectoryThroughAnotherUsersSymlink) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a symlink another user owns";
+  Write("secret", "root only");
+  fs::path link = dir_ / "model";
+  fs::create_symlink(dir_ / "src", link);
+  ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+  for (const fs::path& dir : {link, dir_ / "model/"}) {
+    PushOptions o = SrcOptions("v");
+    o.dir = dir;
+    auto p = Push(o, *store_, *registry_, nullptr);
+    ASSERT_FALSE(p.has_value()) << dir;
+    EXPECT_EQ(p.error().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(p.error().message(),
+              "directory \"" + dir.string() + "\": " +
+                  (dir == link ? std::string("a symlink") : link.string() + " is a symlink") +
+                  " owned by uid 65534 (nobody), not by this user or root; give the directory it "
+                  "names (\"" +
+                  (dir_ / "src").string() + "\") if that is the one you mean");
+  }
+  auto versions = registry_->ListVersions("test", "v", true);
+  EXPECT_TRUE(!versions.has_value() || versions->empty()) << "nothing was committed";
+  EXPECT_EQ(store_->size(), 0u) << "nothing of it was stored";
 }
 
 // A file already in place with the version's content but with another name elsewhere (a hard
