@@ -16,31 +16,17 @@
 #include <vector>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/path_walk.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
 
 namespace {
 
-// As the kernel's own path walk (MAXSYMLINKS).
-constexpr int kMaxSymlinks = 40;
-
 std::string Octal(unsigned mode) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
   return buf;
-}
-
-// "uid 1001 (mallory)", or "uid 1001" for a uid without a name.
-std::string UidName(uid_t uid) {
-  std::string out = "uid " + std::to_string(uid);
-  std::vector<char> buf(16384);
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_name) {
-    out += " (" + std::string(found->pw_name) + ")";
-  }
-  return out;
 }
 
 // Whether the group `gid` is this user's own: the effective group, with no member but this user
@@ -94,11 +80,11 @@ void MakePrivateFd(int fd, const struct stat& st, const std::string& display,
 // a private directory passes through) lets a user other than this one and root rename what is
 // in it: owned by such a user, or writable by group or other without the sticky bit (as
 // OpenSSH's StrictModes). A group of this user's own does not count.
-Status CheckAncestor(const struct stat& st, const fs::path& dir, const std::string& shown) {
+Status CheckAncestor(const struct stat& st, const std::string& dir, const std::string& shown) {
   const uid_t me = ::geteuid();
-  const std::string where = shown + ": " + dir.string() + ", a directory above it, ";
+  const std::string where = shown + ": " + dir + ", a directory above it, ";
   if (st.st_uid != me && st.st_uid != 0) {
-    return PermissionDeniedError(where + "is owned by " + UidName(st.st_uid) +
+    return PermissionDeniedError(where + "is owned by " + UidText(st.st_uid) +
                                  ", not by this user (uid " + std::to_string(me) +
                                  ") or root, who could replace what is in it; use a directory of "
                                  "your own");
@@ -109,66 +95,6 @@ Status CheckAncestor(const struct stat& st, const fs::path& dir, const std::stri
     return PermissionDeniedError(where + "is writable by other users (mode " + Octal(st.st_mode) +
                                  ", no sticky bit), who could replace what is in it; use a "
                                  "directory of your own");
-  }
-  return Status::Ok();
-}
-
-// Walks the path `dir` from the root as the kernel would, following symlinks, and refuses it
-// when another user could decide where it leads: a symlink on it owned by a user other than
-// this one and root (followed only as fs.protected_symlinks would, which is off on some
-// systems), or a directory it passes through that such a user may change (CheckAncestor). The
-// walk stops at the first missing component: what is missing will be created by this user.
-// Other lookup errors are left to the caller's own open to report.
-Status CheckPrivatePath(const fs::path& dir, const std::string& shown) {
-  std::error_code ec;
-  const fs::path abs = fs::absolute(dir, ec);
-  if (ec) return ErrnoError(shown, ec.value());
-  std::vector<std::string> todo;  // the components still to walk, the next one last
-  auto push = [&todo](const fs::path& p) {
-    std::vector<std::string> parts;
-    for (const fs::path& c : p.relative_path()) {
-      if (!c.empty()) parts.push_back(c.string());
-    }
-    todo.insert(todo.end(), parts.rbegin(), parts.rend());
-  };
-  push(abs);
-  fs::path resolved = "/";
-  struct stat here;
-  if (::lstat("/", &here) != 0) return Status::Ok();
-  int links = 0;
-  const uid_t me = ::geteuid();
-  while (!todo.empty()) {
-    const std::string c = todo.back();
-    todo.pop_back();
-    if (c == ".") continue;
-    if (c == "..") {
-      resolved = resolved.parent_path();
-      if (::lstat(resolved.c_str(), &here) != 0) return Status::Ok();
-      continue;
-    }
-    if (!S_ISDIR(here.st_mode)) return Status::Ok();  // ENOTDIR: the caller's open says so
-    BDN_RETURN_IF_ERROR(CheckAncestor(here, resolved, shown));
-    const fs::path next = resolved / c;
-    struct stat st;
-    if (::lstat(next.c_str(), &st) != 0) return Status::Ok();
-    if (!S_ISLNK(st.st_mode)) {
-      resolved = next;
-      here = st;
-      continue;
-    }
-    if (st.st_uid != me && st.st_uid != 0) {
-      return PermissionDeniedError(shown + ": " + next.string() + " is a symlink owned by " +
-                                   UidName(st.st_uid) + ", not by this user (uid " +
-                                   std::to_string(me) + ") or root; use a path of your own");
-    }
-    if (++links > kMaxSymlinks) return ErrnoError(shown, ELOOP);
-    const fs::path target = fs::read_symlink(next, ec);
-    if (ec) return Status::Ok();
-    if (target.is_absolute()) {
-      resolved = "/";
-      if (::lstat("/", &here) != 0) return Status::Ok();
-    }
-    push(target);
   }
   return Status::Ok();
 }
@@ -215,51 +141,43 @@ Status CheckEntriesAreOurs(int fd, const fs::path& display, std::string_view wha
   return Status::Ok();
 }
 
-// The directory `dir`, created as CreatePrivateDirectory says, open (O_DIRECTORY).
+// The directory `dir`, created as CreatePrivateDirectory says, open (O_DIRECTORY; O_PATH for
+// DirOwner::kAnyone), walked by OpenDirectoryPath: every directory it passes through and every
+// symlink it follows is judged on a descriptor of its own, so what is checked is what is used.
 Result<UniqueFd> OpenOrCreatePrivateDirectory(const fs::path& dir, std::string_view what,
-                                              DirOwner owner) {
+                                              DirOwner owner, const ExistingCheck& check_existing) {
   const std::string shown = std::string(what) + " " + dir.string();
-  if (owner == DirOwner::kThisUser) BDN_RETURN_IF_ERROR(CheckPrivatePath(dir, shown));
-  // Only looked at when anyone's (it may be one this user may search but not read).
-  const int flags = (owner == DirOwner::kAnyone ? O_PATH : O_RDONLY) | O_DIRECTORY | O_CLOEXEC;
-  struct stat st;
-  UniqueFd fd(::open(dir.c_str(), flags));
-  bool created = false;
-  if (!fd) {
-    if (errno == ENOTDIR && ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      return Err(InvalidArgumentError(shown + ": not a directory"));
-    }
-    if (errno != ENOENT) return Err(ErrnoError(shown, errno));
-    // The missing directories, deepest first; then created from the top down, each set to 0700
-    // on its own descriptor (never through a symlink that took its place).
-    std::vector<fs::path> missing;
-    for (fs::path p = dir; !p.empty();) {
-      if (::stat(p.c_str(), &st) == 0) break;
-      if (errno != ENOENT) return Err(ErrnoError(shown, errno));
-      missing.push_back(p);
-      fs::path parent = p.parent_path();
-      if (parent == p) break;
-      p = parent;
-    }
-    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-      if (::mkdir(it->c_str(), kPrivateDirMode) != 0) {
-        if (errno == EEXIST && ::stat(it->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
-        return Err(ErrnoError(shown, errno));
-      }
-      UniqueFd made(::open(it->c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!made || ChmodFd(made.get(), kPrivateDirMode) != 0) {
-        return Err(ErrnoError(shown, errno));
-      }
-    }
-    created = true;
-    fd = UniqueFd(::open(dir.c_str(), flags));
-    if (!fd) return Err(ErrnoError(shown, errno));
+  PathWalk walk;
+  walk.missing = PathWalk::Missing::kCreate;
+  walk.new_mode_is = PathWalk::NewMode::kExact;
+  walk.new_mode = kPrivateDirMode;
+  walk.not_a_directory = StatusCode::kInvalidArgument;
+  if (owner == DirOwner::kThisUser) {
+    walk.symlinks = PathWalk::Symlinks::kOwnOrRoot;
+    walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
+      return PermissionDeniedError(shown + ": " + l.link + " is a symlink owned by " +
+                                   UidText(l.uid) + ", not by this user (uid " +
+                                   std::to_string(::geteuid()) +
+                                   ") or root; use a path of your own");
+    };
+    walk.check_directory = [&shown](const struct stat& st, const std::string& at) {
+      return CheckAncestor(st, at, shown);
+    };
+  } else {
+    // The directory of a file the user named (a log file in /tmp): as the kernel resolves it.
+    walk.symlinks = PathWalk::Symlinks::kAny;
+    // Only looked at (it may be one this user may search but not read).
+    walk.flags = O_PATH;
   }
+  BDN_ASSIGN_OR_RETURN(WalkedDirectory walked, OpenDirectoryPath(dir, shown, walk));
+  UniqueFd fd = std::move(walked.fd);
+  struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(shown, errno));
   // The directory of a file the user named (/tmp) is left as it is; only what is created is 0700.
   if (owner == DirOwner::kAnyone) return fd;
   BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
-  if (!created && (st.st_mode & 077) != 0) {
+  if (!walked.created && check_existing) BDN_RETURN_IF_ERROR(check_existing(fd.get()));
+  if (!walked.created && (st.st_mode & 077) != 0) {
     // Tightened first, so that nothing more is planted while what is there is checked.
     MakePrivateFd(fd.get(), st, dir.string(), what);
     BDN_RETURN_IF_ERROR(CheckEntriesAreOurs(fd.get(), dir, what));
@@ -273,16 +191,17 @@ Status CheckOwner(const struct stat& st, const std::string& what) {
   const uid_t me = ::geteuid();
   if (st.st_uid == me) return Status::Ok();
   return PermissionDeniedError(
-      what + (S_ISLNK(st.st_mode) ? ": a symlink owned by " : ": owned by ") + UidName(st.st_uid) +
+      what + (S_ISLNK(st.st_mode) ? ": a symlink owned by " : ": owned by ") + UidText(st.st_uid) +
       ", not by this user (uid " + std::to_string(me) + "); use a directory of your own");
 }
 
-Result<UniqueFd> OpenPrivateDirectory(const fs::path& dir, std::string_view what) {
-  return OpenOrCreatePrivateDirectory(dir, what, DirOwner::kThisUser);
+Result<UniqueFd> OpenPrivateDirectory(const fs::path& dir, std::string_view what,
+                                      const ExistingCheck& check_existing) {
+  return OpenOrCreatePrivateDirectory(dir, what, DirOwner::kThisUser, check_existing);
 }
 
 Status CreatePrivateDirectory(const fs::path& dir, std::string_view what, DirOwner owner) {
-  auto fd = OpenOrCreatePrivateDirectory(dir, what, owner);
+  auto fd = OpenOrCreatePrivateDirectory(dir, what, owner, {});
   return fd ? Status::Ok() : fd.error();
 }
 

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -31,8 +32,10 @@ enum class DirOwner {
 
 // Creates `dir` and every missing directory above it with mode 0700 (set explicitly after mkdir,
 // on the new directory's descriptor, so the umask cannot widen or narrow it).
-// With DirOwner::kThisUser, the path is first walked from the root as the kernel would (symlinks
-// on it, a path the user named, are followed), and refused when another user could decide where
+// With DirOwner::kThisUser, the path is walked from the root as the kernel would, one component
+// at a time (OpenDirectoryPath, base/path_walk.h: each directory and symlink judged on a
+// descriptor of its own, the one then used; symlinks on it, a path the user named, are
+// followed), and refused when another user could decide where
 // it leads: a symlink on it owned by a user other than this one and root (as
 // fs.protected_symlinks would, which is off on some systems), or a directory it passes through
 // that is owned by such a user or writable by group or other without the sticky bit (as
@@ -46,7 +49,9 @@ enum class DirOwner {
 // `what` names the object in messages, e.g. "chunk store".
 // Errors (ErrnoError, "<what> <dir>: <reason>"): PermissionDenied (EACCES, EPERM, EROFS),
 // FailedPrecondition (ENOSPC), NotFound, Internal (ELOOP past 40 symlinks); InvalidArgument
-// "<what> <dir>: not a directory" when a file is in the way; PermissionDenied:
+// "<what> <dir>: exists and is not a directory" when a file is in the way ("<what> <dir>: /a/f
+// exists and ..." on the way; "…: a symlink to \"t\", which is not a directory" or "which does
+// not exist": a symlink's target is never created); PermissionDenied:
 //   "<what> <dir>: owned by uid 1001 (mallory), not by this user (uid 0); use a directory of
 //   your own" (CheckOwner; for an entry below a directory that was open to others, "<what>
 //   <dir>/registry.db: a symlink owned by ..." or "...: owned by ...");
@@ -60,10 +65,16 @@ enum class DirOwner {
 Status CreatePrivateDirectory(const std::filesystem::path& dir, std::string_view what,
                               DirOwner owner = DirOwner::kThisUser);
 
+// Looks at an existing directory (open as `dir_fd`) before anything in it is changed.
+using ExistingCheck = std::function<Status(int dir_fd)>;
+
 // CreatePrivateDirectory(dir, what), returning the directory open (O_DIRECTORY): the one that was
-// checked, so that what is opened below it is relative to it. Errors: those of
-// CreatePrivateDirectory.
-Result<UniqueFd> OpenPrivateDirectory(const std::filesystem::path& dir, std::string_view what);
+// checked, so that what is opened below it is relative to it. An existing directory (not one this
+// call created) is first given to `check_existing`, if any, once it is known to be this user's
+// and before its mode is tightened: its error is returned, and the directory is left as it was.
+// Errors: those of CreatePrivateDirectory and check_existing.
+Result<UniqueFd> OpenPrivateDirectory(const std::filesystem::path& dir, std::string_view what,
+                                      const ExistingCheck& check_existing = {});
 
 // Opens the subdirectory `name` (one path component) of the directory `parent`, creating it mode
 // 0700 if missing, never through a symlink (O_NOFOLLOW): a private directory is only what is
