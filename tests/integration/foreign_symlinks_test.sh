@@ -67,4 +67,15 @@ run_fails 8 "bdn: error: directory \"$shared/model/\": $shared/model is a symlin
 assert_eq "$before" "$(listing "$victim")" "the victim directory after the pushes"
 assert_eq "bdn:t/m" "$("$BDN" volume ls bdn:t)" "volumes of t"
 
+step "a --cache-dir that is a chunk store's directory is refused, the store left whole"
+store="$BDN_HOME/store"
+store_before=$(listing "$store")
+# (cache serve opens its cache before it asks the upstream anything)
+run_fails 8 "bdn: error: node cache $store: holds gc, which is not the node cache's; give an empty directory or one the node cache made" \
+  "$BDN" cache serve --upstream http://127.0.0.1:9 --listen 127.0.0.1:0 --cache-dir "$store" --cache-size 64K
+run_fails 8 "bdn: error: node cache $BDN_HOME: holds locks, which is not the node cache's; give an empty directory or one the node cache made" \
+  "$BDN" cache serve --upstream http://127.0.0.1:9 --listen 127.0.0.1:0 --cache-dir "$BDN_HOME" --cache-size 64K
+assert_eq "$store_before" "$(listing "$store")" "the store after the refused caches"
+"$BDN" volume pull bdn:t/m:prod "$WORK/again" >/dev/null 2>&1
+cmp "$WORK/src/a.txt" "$WORK/again/a.txt" || fail "the store still serves"
 echo "PASS"

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "bdn/base/dir_fd.h"
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
@@ -52,6 +53,42 @@ class FileLock {
   int fd_;
 };
 
+// The names a node cache directory holds: its lock, the region store's (local_chunk_store.h; no
+// gc/, as a cache records no claims, and index/ holds only its lock, as a cache keeps no index
+// tables), the old one-file-per-chunk layout's (chunks/, tmp/, state; `bdn store migrate
+// --cache-dir` converts it, leaving corrupt/ for bad copies), and lost+found for a cache on a
+// file system of its own.
+constexpr std::string_view kNodeCacheNames[] = {
+    "evict.lock", "packs", "index", "quarantine", "quarantine.damaged",
+    "chunks",     "tmp",   "state", "corrupt",    "lost+found"};
+
+// FailedPrecondition naming the first entry of the existing directory `dir` (open) that a node
+// cache does not make: eviction would delete whatever regions it found there, so a directory of
+// something else (a chunk store: its packs/ and index tables; BDN_HOME: registry.db) is refused
+// rather than taken over.
+Status CheckHoldsOnlyNodeCacheFiles(int dir, const fs::path& display) {
+  auto refuse = [&display](const std::string& name) {
+    return FailedPreconditionError("node cache " + display.string() + ": holds " + name +
+                                   ", which is not the node cache's; give an empty directory or "
+                                   "one the node cache made");
+  };
+  BDN_ASSIGN_OR_RETURN(auto names, ListNames(dir, display.string()));
+  for (const std::string& name : names) {
+    if (std::find(std::begin(kNodeCacheNames), std::end(kNodeCacheNames), name) ==
+        std::end(kNodeCacheNames)) {
+      return refuse(name);
+    }
+  }
+  // What is not a directory here is refused when the store opens it.
+  UniqueFd index(::openat(dir, "index", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!index) return Status::Ok();
+  BDN_ASSIGN_OR_RETURN(auto in_index, ListNames(index.get(), (display / "index").string()));
+  for (const std::string& name : in_index) {
+    if (name != "lock") return refuse("index/" + name);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 LocalChunkStore::Options NodeCacheStoreOptions(const NodeCacheOptions& options) {
@@ -85,7 +122,11 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
   // Private to its owner: it holds chunks of every namespace mounted on the node.
   // Refused when another user owns it: that user could plant symlinks in it. What is inside is
   // opened relative to it, never through a symlink.
-  BDN_ASSIGN_OR_RETURN(UniqueFd dir_fd, OpenPrivateDirectory(options.dir, "node cache"));
+  // A directory that holds anything else is refused before anything in it is changed.
+  BDN_ASSIGN_OR_RETURN(UniqueFd dir_fd,
+                       OpenPrivateDirectory(options.dir, "node cache", [&](int fd) {
+                         return CheckHoldsOnlyNodeCacheFiles(fd, options.dir);
+                       }));
   std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
   // A cache that cannot be written (a read-only file system, another owner) is refused here, so
   // that the caller goes without it rather than with one that never keeps anything.
@@ -115,10 +156,13 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
       for (const std::string& name : damaged) ::unlinkat(packs->get(), name.c_str(), 0);
     }
   }
-  // The old layout's accounting file and temporary directory, once migrated.
-  std::error_code ec;
-  fs::remove(options.dir / "state", ec);
-  fs::remove_all(options.dir / "tmp", ec);
+  // The old layout's accounting file and temporary directory, once migrated: removed relative to
+  // the directory checked above. Best effort: what stays takes a little disk and nothing else.
+  ::unlinkat(dir_fd.get(), "state", 0);
+  if (auto cursor = DirCursor::Open(
+          DirFd(::openat(dir_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), options.dir)) {
+    RemoveTree(*cursor, "tmp").IgnoreError();
+  }
   cache->MakeRoom(false);
   return cache;
 }

@@ -97,11 +97,18 @@ class NodeCache : public ChunkStore {
   // an existing directory with group or other bits is tightened, with a warning on stderr:
   // CreatePrivateDirectory). Regions whose process died are recovered. If the directory holds
   // more than capacity_bytes (a smaller --cache-size than before), eviction runs before Open
-  // returns. Errors: InvalidArgument if capacity_bytes is 0 or low_watermark is outside (0, 1];
-  // FailedPrecondition "chunk store <dir>: in the old one-file-per-chunk layout (chunks/);
-  // convert it with: bdn store migrate --cache-dir <dir>" for a cache of the old layout;
-  // PermissionDenied "node cache <dir>: Read-only file system" (or "Permission denied") for a
-  // directory this process cannot write; Internal/PermissionDenied naming the path on I/O errors.
+  // returns. An existing directory must hold only what a node cache makes (evict.lock, packs/,
+  // index/ with only its lock, quarantine, and the old layout's chunks/, tmp/, state), so that
+  // eviction never deletes another thing's files (a chunk store's packs); it is checked before
+  // anything in it is changed, and everything Open does in it is relative to the directory it
+  // checked. Errors: InvalidArgument if capacity_bytes is 0 or low_watermark is outside (0, 1];
+  // FailedPrecondition "node cache <dir>: holds registry.db, which is not the node cache's; give
+  // an empty directory or one the node cache made" ("holds index/<name>" for a store's index
+  // tables); those of OpenPrivateDirectory; FailedPrecondition "chunk store <dir>: in the old
+  // one-file-per-chunk layout (chunks/); convert it with: bdn store migrate --cache-dir <dir>" for
+  // a cache of the old layout; PermissionDenied "node cache <dir>: Read-only file system" (or
+  // "Permission denied") for a directory this process cannot write; Internal/PermissionDenied
+  // naming the path on I/O errors.
   static Result<std::unique_ptr<NodeCache>> Open(std::shared_ptr<ChunkStore> upstream,
                                                  NodeCacheOptions options);
   ~NodeCache() override;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -549,6 +550,78 @@ TEST_F(NodeCacheTest, ACacheOfTheOldLayoutNamesTheMigrateCommand) {
                 ": in the old one-file-per-chunk layout (chunks/); convert it with: "
                 "bdn store migrate --cache-dir " +
                 CacheDir().string());
+}
+
+// Every file below `dir` (symlinks not followed) with its size and mode, one a line.
+std::string Listing(const fs::path& dir) {
+  std::vector<std::string> lines;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::end(it); ++it) {
+    struct stat st {};
+    EXPECT_EQ(::lstat(it->path().c_str(), &st), 0);
+    lines.push_back(fs::relative(it->path(), dir).string() + " " + std::to_string(st.st_size) +
+                    " " + std::to_string(st.st_mode));
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// From an attacking helper: --cache-dir pointed at a chunk store's directory evicted the store's
+// packs as if they were cache regions (298 MB -> 63 MB, the store destroyed). A directory that
+// holds anything a node cache does not make is refused before anything in it is changed.
+TEST_F(NodeCacheTest, ADirectoryOfSomethingElseIsRefusedAndLeftAsItWas) {
+  const fs::path store_dir = dir_.path() / "store";
+  {
+    auto store = LocalChunkStore::Open(store_dir, LocalChunkStore::Durability::kNone);
+    ASSERT_TRUE(store.has_value()) << store.error().ToString();
+    Chunks c = MakeChunks(**store, 40, 35);
+    ASSERT_TRUE((*store)->Sync().ok());
+  }
+  ASSERT_EQ(::chmod(store_dir.c_str(), 0755), 0);  // not tightened either
+  std::ofstream(store_dir / "registry.db") << "a registry";
+  const std::string before = Listing(store_dir);
+  const auto refused = [&](const std::string& name) {
+    return "node cache " + store_dir.string() + ": holds " + name +
+           ", which is not the node cache's; give an empty directory or one the node cache made";
+  };
+  auto cache = NodeCache::Open(upstream_, {.dir = store_dir, .capacity_bytes = 1 << 16});
+  ASSERT_FALSE(cache.has_value());
+  EXPECT_EQ(cache.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.error().message(), refused("registry.db"));
+  EXPECT_EQ(Listing(store_dir), before);
+  EXPECT_EQ(fs::status(store_dir).permissions(), fs::perms(0755));
+  // A store alone: its index tables are not a cache's (a cache keeps none).
+  fs::remove(store_dir / "registry.db");
+  std::ofstream(store_dir / "index" / "00000000000000aa.idx") << "an index table";
+  const std::string store_only = Listing(store_dir);
+  cache = NodeCache::Open(upstream_, {.dir = store_dir, .capacity_bytes = 1 << 16});
+  ASSERT_FALSE(cache.has_value());
+  EXPECT_EQ(cache.error().message(), refused("index/00000000000000aa.idx"));
+  EXPECT_EQ(Listing(store_dir), store_only);
+}
+
+// The node cache's own names, also those of the old layout and a file system's lost+found, are
+// accepted; the old layout's state file and tmp/ tree are removed relative to the directory
+// checked (a symlink in tmp/ is removed, never followed).
+TEST_F(NodeCacheTest, ADirectoryOfTheCachesOwnNamesIsAcceptedAndTheOldFilesRemoved) {
+  const fs::path victim = dir_.path() / "victim";
+  fs::create_directories(victim / "sub");
+  std::ofstream(victim / "sub" / "file") << "kept";
+  fs::create_directories(CacheDir() / "tmp" / "a" / "b");
+  fs::create_directories(CacheDir() / "lost+found");
+  fs::create_directories(CacheDir() / "corrupt");
+  std::ofstream(CacheDir() / "tmp" / "a" / "b" / "part") << "partial";
+  fs::create_directory_symlink(victim, CacheDir() / "tmp" / "a" / "out");
+  std::ofstream(CacheDir() / "state") << "old accounting";
+  auto cache = Open();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(CacheDir() / "state")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(CacheDir() / "tmp")));
+  EXPECT_TRUE(fs::is_directory(CacheDir() / "lost+found"));
+  std::string kept;
+  std::getline(std::ifstream(victim / "sub" / "file"), kept);
+  EXPECT_EQ(kept, "kept");
 }
 
 // Regression (a cache dir another user made, with symlinks planted in it): root's mount created
