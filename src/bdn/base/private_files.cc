@@ -130,6 +130,14 @@ Status CheckEntriesAreOurs(int fd, const fs::path& display, std::string_view wha
       return ErrnoError(shown, errno);
     }
     BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+    // A hard link to one of this user's files elsewhere (made while the directory was open) is
+    // owned by this user too, and would be opened and chmodded as if it were the directory's.
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+      return PermissionDeniedError(
+          shown + ": a file with " + std::to_string(st.st_nlink) +
+          " hard links, put there while the directory was open to other users (it may be a link "
+          "to a file elsewhere); move it away");
+    }
     if (!S_ISDIR(st.st_mode)) continue;
     UniqueFd sub(::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub) return ErrnoError(shown, errno);
@@ -152,21 +160,21 @@ Result<UniqueFd> OpenOrCreatePrivateDirectory(const fs::path& dir, std::string_v
   walk.new_mode_is = PathWalk::NewMode::kExact;
   walk.new_mode = kPrivateDirMode;
   walk.not_a_directory = StatusCode::kInvalidArgument;
+  // Another user's symlink is never followed, not even to the directory of a log file: it would
+  // decide where this user's files are created and appended to.
+  walk.symlinks = PathWalk::Symlinks::kOwnOrRoot;
+  walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
+    return PermissionDeniedError(shown + ": " + l.link + " is a symlink owned by " +
+                                 UidText(l.uid) + ", not by this user (uid " +
+                                 std::to_string(::geteuid()) + ") or root; use a path of your own");
+  };
   if (owner == DirOwner::kThisUser) {
-    walk.symlinks = PathWalk::Symlinks::kOwnOrRoot;
-    walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
-      return PermissionDeniedError(shown + ": " + l.link + " is a symlink owned by " +
-                                   UidText(l.uid) + ", not by this user (uid " +
-                                   std::to_string(::geteuid()) +
-                                   ") or root; use a path of your own");
-    };
     walk.check_directory = [&shown](const struct stat& st, const std::string& at) {
       return CheckAncestor(st, at, shown);
     };
   } else {
-    // The directory of a file the user named (a log file in /tmp): as the kernel resolves it.
-    walk.symlinks = PathWalk::Symlinks::kAny;
-    // Only looked at (it may be one this user may search but not read).
+    // The directory of a file the user named (a log file in /tmp): only looked at (it may be
+    // one this user may search but not read).
     walk.flags = O_PATH;
   }
   BDN_ASSIGN_OR_RETURN(WalkedDirectory walked, OpenDirectoryPath(dir, shown, walk));

@@ -42,10 +42,12 @@ enum class DirOwner {
 // OpenSSH's StrictModes; /tmp is fine, and so is a group that is this user's own with no other
 // member). An existing `dir` must be owned by the effective user; when it has group or other
 // bits they are removed on its descriptor (with MakePrivate's warning) and then every entry
-// below it, at any depth, must be owned by the effective user too (its subdirectories are
-// tightened likewise); symlinks there are not followed.
+// below it, at any depth, must be owned by the effective user too, and a regular file there have
+// no other hard link (its subdirectories are tightened likewise); symlinks there are not
+// followed.
 // With DirOwner::kAnyone an existing `dir` is only checked to be a directory and left as it is
-// (the directory of a log file in /tmp); missing ones are created 0700.
+// (the directory of a log file in /tmp); missing ones are created 0700; a symlink on the path
+// owned by another user than this one and root is refused all the same.
 // `what` names the object in messages, e.g. "chunk store".
 // Errors (ErrnoError, "<what> <dir>: <reason>"): PermissionDenied (EACCES, EPERM, EROFS),
 // FailedPrecondition (ENOSPC), NotFound, Internal (ELOOP past 40 symlinks); InvalidArgument
@@ -54,7 +56,9 @@ enum class DirOwner {
 // not exist": a symlink's target is never created); PermissionDenied:
 //   "<what> <dir>: owned by uid 1001 (mallory), not by this user (uid 0); use a directory of
 //   your own" (CheckOwner; for an entry below a directory that was open to others, "<what>
-//   <dir>/registry.db: a symlink owned by ..." or "...: owned by ...");
+//   <dir>/registry.db: a symlink owned by ..." or "...: owned by ...", or "<what>
+//   <dir>/registry.db: a file with 2 hard links, put there while the directory was open to
+//   other users (it may be a link to a file elsewhere); move it away");
 //   "<what> <dir>: /tmp/x is a symlink owned by uid 1001 (mallory), not by this user (uid 0) or
 //   root; use a path of your own";
 //   "<what> <dir>: /srv/m, a directory above it, is owned by uid 1001 (mallory), not by this

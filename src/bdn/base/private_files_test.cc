@@ -93,6 +93,52 @@ TEST_F(PrivateFilesTest, TheDirectoryOfALogFileIsNeverTightened) {
 // From an attacking helper: a BDN_HOME of root's left mode 0777 was only tightened, and the
 // registry.db symlink mallory had planted in it was then followed (root created its registry
 // where mallory pointed); a file of mallory's there was used as the registry.
+// A hard link to a file of this user's elsewhere, planted while the directory was open: owned
+// by this user, it passed the owner check, and the registry chmodded the linked file (with
+// fs.protected_hardlinks off, another user may link any file they can name).
+TEST_F(PrivateFilesTest, AHardLinkPlantedInADirectoryOpenToOthersIsRefused) {
+  const fs::path home = root_ / "home";
+  const fs::path victim = root_ / "victim";
+  { std::ofstream(victim) << "elsewhere\n"; }
+  ASSERT_EQ(::chmod(victim.c_str(), 0644), 0);
+  ASSERT_EQ(::mkdir(home.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(home.c_str(), 0777), 0);
+  ASSERT_EQ(::link(victim.c_str(), (home / "registry.db").c_str()), 0);
+  Status s = CreatePrivateDirectory(home, "BDN_HOME");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(), "BDN_HOME " + (home / "registry.db").string() +
+                             ": a file with 2 hard links, put there while the directory was open "
+                             "to other users (it may be a link to a file elsewhere); move it away");
+  struct stat st;
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << "the linked file is left as it was";
+}
+
+// The directory of a log file is walked as the kernel would, except that another user's
+// symlink is not followed anywhere on it (it decided where root's log was created and appended).
+TEST_F(PrivateFilesTest, TheDirectoryOfALogFileIsNotReachedThroughAnotherUsersSymlink) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a symlink to another user";
+  const fs::path sticky = root_ / "stick";
+  const fs::path target = root_ / "rootdir";
+  ASSERT_EQ(::mkdir(sticky.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(sticky.c_str(), 01777), 0);
+  ASSERT_EQ(::mkdir(target.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(target.c_str(), (sticky / "logs").c_str()), 0);
+  ASSERT_EQ(::lchown((sticky / "logs").c_str(), OtherUid(), OtherUid()), 0);
+  Status s = CreatePrivateDirectory(sticky / "logs" / "deeper", "log directory", DirOwner::kAnyone);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(), "log directory " + (sticky / "logs" / "deeper").string() + ": " +
+                             (sticky / "logs").string() + " is a symlink owned by " +
+                             UidText(OtherUid()) +
+                             ", not by this user (uid 0) or root; use a path of your own");
+  EXPECT_FALSE(fs::exists(target / "deeper"));
+  // Root's own link is followed as before.
+  ASSERT_EQ(::lchown((sticky / "logs").c_str(), 0, 0), 0);
+  EXPECT_TRUE(
+      CreatePrivateDirectory(sticky / "logs" / "deeper", "log directory", DirOwner::kAnyone).ok());
+  EXPECT_TRUE(fs::is_directory(target / "deeper"));
+}
+
 TEST_F(PrivateFilesTest, WhatAnotherUserPlantedInADirectoryOpenToOthersIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to plant another user's files";
   const fs::path home = root_ / "home";
