@@ -398,8 +398,15 @@ Result<size_t> HttpObjectStream::Read(std::span<uint8_t> out) {
 
 void HttpObjectStream::Run() {
   const SourceOptions& so = fetcher_->options().source_options;
-  Status s = WithSourceRetries(so.retry, so.cancel, fetcher_->options().source,
-                               [&](Attempt& a) { return FetchOnce(a); });
+  Status s = WithSourceRetries(so.retry, so.cancel, fetcher_->options().source, [&](Attempt& a) {
+    // A try that delivered a real part of the body starts the deadline over; a drip of a few
+    // bytes a try (a source that sends a byte a second) does not, and still meets the deadline.
+    constexpr uint64_t kProgressBytes = 64 * 1024;
+    const uint64_t before = request_.offset;
+    Status once = FetchOnce(a);
+    a.progressed = request_.offset >= before + kProgressBytes;
+    return once;
+  });
   MutexLock lock(pipe_->mu);
   pipe_->done = true;
   pipe_->error = s;

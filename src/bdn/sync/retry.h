@@ -33,22 +33,28 @@ Status CanceledError(const std::string& what);
 // capped at max_backoff, or the try's retry_after if that is longer. A transient failure that
 // persists past the deadline is returned with " (retried for 5m)" appended, one whose
 // Retry-After reaches past it with " (the server asked to retry after 1h, past the retry
-// deadline of 5m (--retry-deadline))", and reason source_unavailable. With `cancel` set, returns
+// deadline of 5m (--retry-deadline))", and reason source_unavailable. A try that sets
+// Attempt::progressed starts the deadline and the back-off over. With `cancel` set, returns
 // CanceledError(what) instead of trying or waiting again. Thread-safe if `fn` is.
 template <typename F>
 auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* cancel,
                        const std::string& what, F&& fn) {
   const Clock& clock = options.clock ? *options.clock : *Clock::Real();
-  const SteadyTime start = clock.SteadyNow();
+  SteadyTime start = clock.SteadyNow();
   auto backoff = options.initial_backoff;
   for (Attempt a;; ++a.number) {
     a.transient = false;
     a.retry_after.reset();
+    a.progressed = false;
     using Outcome = decltype(fn(a));
     if (cancel && cancel->load()) return backoff::Failure<Outcome>(CanceledError(what));
     Outcome out = fn(a);
     const Status* err = backoff::ErrorOf(out);
     if (err == nullptr || !a.transient) return out;
+    if (a.progressed) {
+      start = clock.SteadyNow();
+      backoff = options.initial_backoff;
+    }
     auto wait =
         std::max(backoff::Jitter(backoff), a.retry_after.value_or(std::chrono::milliseconds(0)));
     const auto spent =

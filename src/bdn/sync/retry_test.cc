@@ -33,6 +33,35 @@ TEST(WithSourceRetries, TransientFailuresAreRetriedUntilTheDeadlineThenNamed) {
   EXPECT_GT(tries, 5);
 }
 
+// A slow source that stalls now and then but moves forward each try: counted from the first
+// try, the deadline failed a long transfer that was still progressing.
+TEST(WithSourceRetries, ATryThatProgressedStartsTheDeadlineOver) {
+  auto clock = std::make_shared<testutil::FakeClock>();
+  RetryOptions options{
+      .deadline = 10s, .initial_backoff = 500ms, .max_backoff = 2s, .clock = clock};
+  int tries = 0;
+  Status s = WithSourceRetries(options, nullptr, "https://h/f", [&](Attempt& a) {
+    ++tries;
+    clock->Advance(4s);  // each try runs 4 s before it stalls
+    if (tries == 8) return Status::Ok();
+    a.transient = true;
+    a.progressed = true;
+    return UnavailableError("https://h/f: stalled");
+  });
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(tries, 8) << "8 tries of 4 s each, well past the 10 s deadline, all progressing";
+  // Without progress the same tries end at the deadline.
+  tries = 0;
+  s = WithSourceRetries(options, nullptr, "https://h/f", [&](Attempt& a) {
+    ++tries;
+    clock->Advance(4s);
+    a.transient = true;
+    return UnavailableError("https://h/f: stalled");
+  });
+  EXPECT_STATUS(s, kUnavailable, "https://h/f: stalled (retried for ");
+  EXPECT_LE(tries, 3);
+}
+
 TEST(WithSourceRetries, RetryAfterIsHonouredAndFinalErrorsReturnAtOnce) {
   auto clock = std::make_shared<testutil::FakeClock>();
   RetryOptions options{.deadline = 60s, .initial_backoff = 100ms, .clock = clock};
