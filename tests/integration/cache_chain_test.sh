@@ -24,6 +24,12 @@ assert_eq "{\"chain\":[\"$idb\",\"$ida\"]}" "$(curl -sf "$B/v1/chain")" "B's cha
 assert_contains "$(cat "$WORK/b.log")" "info cache node $idb: upstream cache nodes $ida -> origin"
 assert_absent "could not check" "a warning from A" "$WORK/a.log"
 
+# The origin checks no keys: a node's access log names no key, whatever token a caller sends.
+hex=$(printf 'x' | b3sum --no-names)
+curl -s -o /dev/null -H 'Authorization: Bearer bdn_aaaaaaaaaaaaaaaa_00' "$A/v1/chunks/$hex"
+assert_contains "$(grep -F "GET /v1/chunks/$hex " "$WORK/a.log")" " key=-"
+assert_absent "key=bdn_aaaaaaaaaaaaaaaa" "a key the origin never verified, in a node's log" "$WORK/a.log"
+
 step "a malformed or overlong Bdn-Chain header is refused"
 out=$(curl -s -w ' %{http_code}' -H 'Bdn-Chain: cache-000000000000, ../etc' "$A/v1/chain")
 assert_eq '{"error":{"code":"invalid_argument","message":"Bdn-Chain: \"../etc\" is not a cache node id (cache-<12 hex digits>)"}} 400' "$out" "bad header"
@@ -54,7 +60,6 @@ out=$(curl -s -w ' %{http_code}' "$C/v1/chain")
 assert_eq "{\"error\":{\"code\":\"unavailable\",\"message\":\"cache node $idc: its upstream did not answer the chain check (unavailable)\"}} 502" "$out" "C's chain with D gone"
 
 step "callers of a cache node whose upstream is down are not told the upstream's address"
-hex=$(printf 'x' | b3sum --no-names)
 out=$(curl -s -w ' %{http_code}' "$C/v1/chunks/$hex")
 assert_eq '{"error":{"code":"unavailable","message":"cache node: cannot check access with the origin: origin <upstream>: connection refused"}} 503' "$out" "chunk read through C with D gone"
 echo PASS

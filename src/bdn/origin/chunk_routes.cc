@@ -390,7 +390,7 @@ bool Origin::GetChunkNow(http::ServerRequest& req, http::ServerResponse& res) {
   if (!id || !admitted->grant.Allows(*id) || req.has_header("If-None-Match")) return false;
   auto bytes = store_->GetNow(*id, kMaxInlineBytes);
   if (!bytes) return false;
-  req.key_name = KeyNameForLog(admitted->key, req, /*granted=*/true);
+  req.key_name = KeyNameForLog(admitted->key, &admitted->grant);
   req.context = Authorized{std::move(admitted->key), std::move(admitted->grant)};
   AnswerChunk(req, res, *id, *bytes);
   return true;

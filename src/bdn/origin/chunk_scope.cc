@@ -17,6 +17,16 @@ using SteadyClock = std::chrono::steady_clock;
 
 std::string KeyLabel(const ApiKey& key) { return "key " + key.Name(); }
 
+// Whether `name` has the shape of a key's name, "bdn_" and lower-case hex (at most 64 digits):
+// what an origin's Bdn-Key header may put in a cache node's log.
+bool IsKeyName(std::string_view name) {
+  if (!name.starts_with("bdn_") || name.size() <= 4 || name.size() > 68) return false;
+  for (char c : name.substr(4)) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 // Before `k` is added to `map` (values with an `expires` time) holding `max_entries`: drops the
 // expired entries, then, if it is still full, all of them.
 template <typename Map>
@@ -143,6 +153,8 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     if (r->status / 100 != 2) {
       verdict.status = origin->ErrorOf(req, *r);
       verdict.unauthenticated = r->status == 401;
+    } else if (auto named = r->Header("bdn-key"); named && IsKeyName(*named)) {
+      verdict.key_name = std::string(*named);
     }
     verdict.valid_until = now + ttl;
     verdicts->Put(key, verdict, verdict.valid_until);
@@ -203,6 +215,7 @@ Result<ReadGrant> ReadScope::Check(const ApiKey& key, std::string_view authoriza
   }
   ReadGrant grant;
   grant.valid_until = verdict.valid_until;
+  grant.key_name = std::move(verdict.key_name);
   if (!version) return grant;
   grant.version = version->ToString();
   auto set = blobs_->Get(version->digest);

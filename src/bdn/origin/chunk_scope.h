@@ -48,6 +48,9 @@ struct AccessVerdict {
   // Until when the authority would give this verdict again without asking anew (a cache node's
   // kept answer from the origin); max when it asks nothing that can change (the origin's own).
   std::chrono::steady_clock::time_point valid_until = std::chrono::steady_clock::time_point::max();
+  // The key whose credentials were verified ("bdn_<id>"), for the access log; empty when none
+  // was (a server without authentication).
+  std::string key_name;
 };
 
 // Decides whether a chunk read may go ahead: `version` is the request's Bdn-Version, if any;
@@ -73,14 +76,17 @@ ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
 // (credentials, version), so a node asks once per caller and version per ttl, not per chunk.
 // While the origin cannot be reached, an answer that allowed the read is kept; with none, the
 // verdict is Unavailable "cache node: cannot check access with the origin: …". The origin's
-// refusals are passed on with its message (401 stays 401). Thread-safe.
+// refusals are passed on with its message (401 stays 401). The key an allowing answer names in
+// its Bdn-Key header (the origin's, for a key it verified) becomes the verdict's key_name.
+// Thread-safe.
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
                                     std::chrono::milliseconds ttl);
 
 // What one chunk read request may return: every blob (`blobs` null), or only those of `version`.
 struct ReadGrant {
   std::shared_ptr<const BlobSet> blobs;
-  std::string version;  // "bdn:ns/vol@b3:…", for messages; empty with blobs null
+  std::string version;   // "bdn:ns/vol@b3:…", for messages; empty with blobs null
+  std::string key_name;  // AccessVerdict::key_name
   // The verdict's AccessVerdict::valid_until: a kept admission must not outlive it.
   std::chrono::steady_clock::time_point valid_until = std::chrono::steady_clock::time_point::max();
 

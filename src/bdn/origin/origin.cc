@@ -115,17 +115,11 @@ Result<ApiKey> Origin::Authenticate(const http::ServerRequest& req) {
   return keys_->Authenticate(*token);
 }
 
-std::string Origin::KeyNameForLog(const ApiKey& key, const http::ServerRequest& req,
-                                  bool granted) const {
+std::string Origin::KeyNameForLog(const ApiKey& key, const ReadGrant* grant) const {
   if (key.id != "anonymous") return key.Name();
-  // A cache node's callers are checked by the origin: the key is the one their token names,
-  // once the origin has accepted it. Without authentication there is no key to name.
-  if (options_.role != Role::kCache || !granted) return "-";
-  const std::string header = req.get_header_value("Authorization");
-  auto token = BearerToken(header);
-  if (!token) return "-";
-  auto split = SplitToken(*token);
-  return split ? "bdn_" + split->first : "-";
+  // A cache node's callers are checked by the origin, which names the key it verified.
+  if (grant && !grant->key_name.empty()) return grant->key_name;
+  return "-";
 }
 
 void Origin::Route(const std::string& method, const std::string& pattern, const std::string& route,
@@ -147,7 +141,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
       http::SetError(res, key.error(), http::Credentials::kRejected);
       return false;
     }
-    req.key_name = KeyNameForLog(*key, req, /*granted=*/false);
+    req.key_name = KeyNameForLog(*key, nullptr);
     std::optional<std::string> ns;
     if (access.where == Where::kPathNamespace) ns = req.matches[1].str();
     if (!key->Allows(access.scope, ns ? std::optional<std::string_view>(*ns) : std::nullopt)) {
@@ -171,7 +165,7 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
         return false;
       }
       authorized.grant = std::move(*grant);
-      req.key_name = KeyNameForLog(*key, req, /*granted=*/true);
+      req.key_name = KeyNameForLog(*key, &authorized.grant);
       read_admissions_->Put(req.get_header_value("Authorization"),
                             req.get_header_value(kVersionHeader), generation, started,
                             {authorized.key, authorized.grant});
@@ -187,10 +181,15 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
     }
     return true;
   };
-  auto run = [handler = std::move(handler)](const http::ServerRequest& req,
-                                            http::ServerResponse& res) {
-    Status s = handler(req, res, std::any_cast<const Authorized&>(req.context).key);
-    if (!s.ok()) http::SetError(res, s);
+  // A chunk read by a verified key names it in Bdn-Key, for the access log of a cache node that
+  // asked on a caller's behalf (UpstreamReadAuthority).
+  const bool name_key = access.where == Where::kChunkRead && options_.role == Role::kOrigin;
+  auto run = [handler = std::move(handler), name_key](const http::ServerRequest& req,
+                                                      http::ServerResponse& res) {
+    const ApiKey& key = std::any_cast<const Authorized&>(req.context).key;
+    Status s = handler(req, res, key);
+    if (!s.ok()) return http::SetError(res, s);
+    if (name_key && key.id != "anonymous") res.set_header("Bdn-Key", key.Name());
   };
   if (method == "GET") {
     server_->Get(pattern, route, std::move(run), std::move(options));

@@ -163,9 +163,10 @@ class Origin {
   void RegisterChunks();      // missing- and sizes-query, upload
   void RegisterChunkReads();  // download and batch
   // The key an access-log line names (ServerRequest::key_name): `key`'s name, or for a cache
-  // node (whose callers Authenticate names "anonymous") the key of the caller's token once the
-  // origin `granted` the read; "-" when there is none (no valid key, or no authentication).
-  std::string KeyNameForLog(const ApiKey& key, const http::ServerRequest& req, bool granted) const;
+  // node (whose callers Authenticate names "anonymous") the key the origin verified for the
+  // caller (`grant`'s key_name, from its Bdn-Key); "-" when there is none (no valid key, or an
+  // origin without authentication).
+  std::string KeyNameForLog(const ApiKey& key, const ReadGrant* grant) const;
   void RegisterChain();  // GET /v1/chain (upstream_chain.h), for both roles
   void RegisterRegistry();
   void RegisterClaims();
