@@ -82,7 +82,16 @@ Result<PinnedRef> ParseVersionHeader(std::string_view value) {
   // sent: only its one spelling is a version's name.
   auto d = Digest::Parse(value.substr(value.find('@') + 1));
   if (!d) return Err(d.error().WithPrefix(std::string("header ") + kVersionHeader));
-  return PinnedRef{ref->ns, ref->volume, *d};
+  PinnedRef pinned{ref->ns, ref->volume, *d};
+  // Likewise the names (the ref parser folds them) and the "b3:": one version, one spelling, so
+  // that every cache keyed by the header (kept admissions, verdicts) sees one key per version.
+  if (pinned.ToString() != value) {
+    return Err(InvalidArgumentError(std::string("header ") + kVersionHeader + ": \"" +
+                                    std::string(value) + "\" is not written as \"" +
+                                    pinned.ToString() +
+                                    "\" (names in lower case, the digest after b3:)"));
+  }
+  return pinned;
 }
 
 bool SeesEveryNamespace(const ApiKey& key) {

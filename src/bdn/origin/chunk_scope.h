@@ -33,11 +33,12 @@ namespace bdn::origin {
 // The request header naming the version a chunk read belongs to.
 inline constexpr const char* kVersionHeader = "Bdn-Version";
 
-// Parses a Bdn-Version value: a pinned ref "bdn:<ns>/<vol>@b3:<64 hex>" (PinnedRef::ToString;
-// "@<64 hex>" without b3: is accepted), with no tag and no path; the digest in lower case.
+// Parses a Bdn-Version value: a pinned ref written exactly as PinnedRef::ToString writes it,
+// "bdn:<ns>/<vol>@b3:<64 hex>", with no tag and no path (one spelling per version).
 // Errors: InvalidArgument "header Bdn-Version: …" naming what is wrong (the ref parser's
 // message, "must name a version by its full digest (bdn:<ns>/<vol>@b3:<64 hex>)", the digest
-// parser's: "digest \"…\": 'A' is upper case (a digest is lower-case hex)").
+// parser's: "digest \"…\": 'A' is upper case (a digest is lower-case hex)", "\"bdn:A/m@…\" is
+// not written as \"bdn:a/m@b3:…\" (names in lower case, the digest after b3:)").
 Result<PinnedRef> ParseVersionHeader(std::string_view value);
 
 // The answer of an access check: ok, or the error to send. `unauthenticated`: the credentials

@@ -1166,6 +1166,21 @@ TEST_F(OriginTest, DigestsInUpperCaseAreRefusedNamingThem) {
        "",
        {{"Bdn-Version", "bdn:a/model@b3:" + upper(version)}},
        "header Bdn-Version: " + refused("b3:" + upper(version))},
+      // The names and the "b3:" have one spelling too (the ref parser folds typed refs).
+      {"GET",
+       "/v1/chunks/" + chunk,
+       pull_a,
+       "",
+       {{"Bdn-Version", "bdn:A/Model@b3:" + version}},
+       "header Bdn-Version: \"bdn:A/Model@b3:" + version + "\" is not written as \"" + a.ref +
+           "\" (names in lower case, the digest after b3:)"},
+      {"GET",
+       "/v1/chunks/" + chunk,
+       pull_a,
+       "",
+       {{"Bdn-Version", "bdn:a/model@" + version}},
+       "header Bdn-Version: \"bdn:a/model@" + version + "\" is not written as \"" + a.ref +
+           "\" (names in lower case, the digest after b3:)"},
       {"POST", "/v1/chunks/batch", pull_a, json{{"ids", {upper(chunk)}}}.dump(), pinned,
        "ids[0]: " + refused(upper(chunk))},
       {"POST",
