@@ -913,7 +913,13 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
             dir.string() + " (" + args.cache_size + ")");
   // Listening first: a node further along a loop forwards the walk back here, and this node
   // must answer it to find the loop.
-  auto chain = origin::ProbeUpstreamChain(*options.chain_upstream, options.node_id);
+  // Through a client of its own, closed after: an idle connection kept from start-up would
+  // count against the upstream's --max-connections-per-client.
+  auto chain = [&]() -> Result<std::vector<std::string>> {
+    BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::HttpClient> probe,
+                         http::HttpClient::Create(check_options));
+    return origin::ProbeUpstreamChain(*probe, options.node_id);
+  }();
   if (!chain && chain.error().reason() == origin::kLoopDetected) {
     server.Stop();
     return FailedPreconditionError("--upstream " + args.upstream +
