@@ -61,26 +61,35 @@ TEST(JobStatus, EveryStableCodeHasTheDocumentedStatus) {
   EXPECT_TRUE(JobStatus(ready).ok());
 }
 
+// A job store in `dir` for `deps`, with bdn serve's limit of 5 unfinished runs.
+void OpenJobs(const testutil::TempDir& dir, RunnerDeps& deps) {
+  auto jobs = SqliteSyncJobStore::Open(dir.path() / "registry.db");
+  ASSERT_OK(jobs);
+  deps.jobs = std::shared_ptr<SyncJobStore>(std::move(*jobs));
+  deps.max_unfinished_runs = 5;
+}
+
+SyncJobSpec HubSpec() {
+  SyncJobSpec spec;
+  spec.source_uri = "hf://org/repo";
+  spec.ns = "w";
+  spec.volume = "v";
+  return spec;
+}
+
 // A 250 MB listing page got the server OOM-killed (SIGKILL: no catch sees it) in every run, and
 // every restart resumed the job into the same kill.
 TEST(RunJob, AJobStartedTooOftenWithoutFinishingFailsInsteadOfRunning) {
   testutil::TempDir dir("bdn_runs");
-  auto jobs = SqliteSyncJobStore::Open(dir.path() / "registry.db");
-  ASSERT_OK(jobs);
   RunnerDeps deps;
-  deps.jobs = std::shared_ptr<SyncJobStore>(std::move(*jobs));
-  deps.max_unfinished_runs = 5;
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
   std::atomic<int> opened{0};
   deps.open_source = [&](const std::string&,
                          const SourceOptions&) -> Result<std::unique_ptr<Source>> {
     ++opened;
     return Err(InternalError("not reached"));
   };
-  SyncJobSpec spec;
-  spec.source_uri = "hf://org/repo";
-  spec.ns = "w";
-  spec.volume = "v";
-  auto job = deps.jobs->Create(spec);
+  auto job = deps.jobs->Create(HubSpec());
   ASSERT_OK(job);
   // Five runs, each ended by the death of its process: started, never finished.
   for (int i = 0; i < 5; ++i) ASSERT_OK(deps.jobs->StartRun(job->id));
@@ -100,11 +109,8 @@ TEST(RunJob, AJobStartedTooOftenWithoutFinishingFailsInsteadOfRunning) {
 // unfinished runs: the sixth deploy during a long mirror failed the job.
 TEST(RunJob, ARunEndedByACleanStopDoesNotCountTowardTheLimit) {
   testutil::TempDir dir("bdn_runs");
-  auto jobs = SqliteSyncJobStore::Open(dir.path() / "registry.db");
-  ASSERT_OK(jobs);
   RunnerDeps deps;
-  deps.jobs = std::shared_ptr<SyncJobStore>(std::move(*jobs));
-  deps.max_unfinished_runs = 5;
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
   std::atomic<bool> shutdown{false};
   std::atomic<int> opened{0};
   // The run's first step; the server is told to stop while it is under way.
@@ -113,11 +119,7 @@ TEST(RunJob, ARunEndedByACleanStopDoesNotCountTowardTheLimit) {
     shutdown = true;
     return Err(UnavailableError("hf://org/repo: stopped"));
   };
-  SyncJobSpec spec;
-  spec.source_uri = "hf://org/repo";
-  spec.ns = "w";
-  spec.volume = "v";
-  auto job = deps.jobs->Create(spec);
+  auto job = deps.jobs->Create(HubSpec());
   ASSERT_OK(job);
   RunOptions options;
   options.shutdown = &shutdown;
