@@ -14,6 +14,7 @@
 #include <deque>
 #include <sstream>
 
+#include "bdn/base/dir_fd.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/store/atomic_file.h"
@@ -284,6 +285,7 @@ Result<std::unique_ptr<LocalChunkStore>> LocalChunkStore::Open(const fs::path& r
 Status LocalChunkStore::Init() {
   const std::string what = "chunk store " + root_.string();
   std::error_code ec;
+  bool empty_old_layout = false;
   if (fs::is_directory(root_ / "chunks", ec)) {
     if (HoldsAnyFile(root_ / "chunks")) {
       if (!options_.allow_old_layout) {
@@ -293,15 +295,23 @@ Status LocalChunkStore::Init() {
                                        options_.migrate_command);
       }
     } else {
-      // Left empty by the old code: nothing to convert.
-      fs::remove_all(root_ / "chunks", ec);
-      fs::remove_all(root_ / "tmp", ec);
+      empty_old_layout = true;  // left empty by the old code: nothing to convert
     }
   }
   // Private to the owner: the store holds every chunk of every namespace.
   // Its own user's only, and what is below it opened relative to it, never through a symlink:
   // another user who owned it or planted links in it would choose where this process writes.
   BDN_ASSIGN_OR_RETURN(root_dir_, OpenPrivateDirectory(root_, "chunk store"));
+  if (empty_old_layout) {
+    // Removed relative to the directory just checked, never by path (a directory swapped for
+    // another user's symlink in between would send the removal elsewhere). Best effort: what
+    // stays takes a little disk and nothing else.
+    if (auto cursor = DirCursor::Open(
+            DirFd(::openat(root_dir_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), root_)) {
+      RemoveTree(*cursor, "chunks").IgnoreError();
+      RemoveTree(*cursor, "tmp").IgnoreError();
+    }
+  }
   BDN_ASSIGN_OR_RETURN(packs_dir_, OpenPrivateSubdirectory(root_dir_.get(), "packs",
                                                            root_ / "packs", "chunk store"));
   BDN_ASSIGN_OR_RETURN(index_dir_, OpenPrivateSubdirectory(root_dir_.get(), "index",

@@ -575,6 +575,34 @@ TEST_F(LocalStore, AnOldLayoutStoreIsRefusedNamingTheMigrateCommand) {
   fs::create_directories(root() / "tmp");
   auto fresh = Open();
   EXPECT_FALSE(fs::exists(root() / "chunks"));
+  EXPECT_FALSE(fs::exists(root() / "tmp"));
+}
+
+TEST_F(LocalStore, AnEmptyOldLayoutIsRemovedWithoutFollowingASymlinkInIt) {
+  // The old code's empty chunks/ and tmp/ go, relative to the store's directory: a tmp that is a
+  // symlink to a directory elsewhere loses the link, never what the link points at.
+  const fs::path elsewhere = root().parent_path() / (root().filename().string() + "-elsewhere");
+  fs::create_directories(elsewhere);
+  std::ofstream(elsewhere / "keep") << "x";
+  fs::create_directories(root() / "chunks" / "ab");
+  fs::create_directory_symlink(elsewhere, root() / "tmp");
+  fs::create_directory_symlink(elsewhere, root() / "chunks" / "ab" / "link");
+  auto s = Open();
+  EXPECT_FALSE(fs::exists(root() / "chunks"));
+  EXPECT_FALSE(fs::is_symlink(root() / "tmp"));
+  EXPECT_TRUE(fs::exists(elsewhere / "keep"));
+  fs::remove_all(elsewhere);
+}
+
+TEST_F(LocalStore, AStoreOfAnotherUserIsRefusedBeforeItsOldLayoutIsRemoved) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another user";
+  fs::create_directories(root() / "chunks" / "ab");
+  ASSERT_EQ(::chown(root().c_str(), 65534, 65534), 0);
+  auto s = LocalChunkStore::Open(root(), LocalChunkStore::Options{});
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().code(), StatusCode::kPermissionDenied) << s.error().message();
+  EXPECT_TRUE(fs::is_directory(root() / "chunks" / "ab"));  // nothing changed in it
+  ASSERT_EQ(::chown(root().c_str(), 0, 0), 0);
 }
 
 TEST_F(LocalStore, EmptyBlobSurvivesAReopen) {
