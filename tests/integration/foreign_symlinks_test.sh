@@ -78,4 +78,29 @@ run_fails 8 "bdn: error: node cache $BDN_HOME: holds locks, which is not the nod
 assert_eq "$store_before" "$(listing "$store")" "the store after the refused caches"
 "$BDN" volume pull bdn:t/m:prod "$WORK/again" >/dev/null 2>&1
 cmp "$WORK/src/a.txt" "$WORK/again/a.txt" || fail "the store still serves"
+
+step "mount: mallory's symlink as the mountpoint or before it is refused, nothing mounted"
+needs_fuse
+# (a version mounted over root's directory would hide what is in it until the umount)
+MOUNTS+=("$victim" "$victim/sub")  # unmounted at exit should a refusal fail
+for mp in "$shared/models" "$shared/models/" "$shared/models/sub"; do
+  if [ "$mp" = "$shared/models" ]; then
+    what="a symlink owned by $mallory"
+  else
+    what="$shared/models is a symlink owned by $mallory"
+  fi
+  run_fails 8 "bdn: error: mountpoint $mp: $what, not by this user or root; give the directory it names (\"$victim\") if that is where to mount" \
+    "$BDN" volume mount bdn:t/m:prod "$mp"
+done
+assert_absent "bdn:t/m" "mounts" /proc/self/mounts
+assert_eq "$before" "$(listing "$victim")" "the victim directory after the mounts"
+as_mallory ln -s "$victim" "$shared/mnt-root"
+run_fails 8 "bdn: error: mountpoint $shared/mnt-root/new/deep: $shared/mnt-root is a symlink owned by $mallory, not by this user or root; give the directory it names (\"$victim\") if that is where to mount" \
+  "$BDN" volume mount bdn:t/m:prod "$shared/mnt-root/new/deep"
+[ ! -e "$victim/new" ] || fail "the mount made $victim/new through mallory's link"
+step "mount: root's own symlink in the shared directory is followed, missing directories made"
+"$BDN" volume mount bdn:t/m:prod "$shared/roots/mnt/deep" >/dev/null 2>&1
+MOUNTS+=("$WORK/mine/mnt/deep")
+cmp "$WORK/src/a.txt" "$WORK/mine/mnt/deep/a.txt" || fail "mount through root's own symlink"
+"$BDN" volume umount "$shared/roots/mnt/deep" >/dev/null
 echo "PASS"

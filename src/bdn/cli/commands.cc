@@ -1,5 +1,6 @@
 #include "bdn/cli/commands.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include "bdn/base/clock.h"
 #include "bdn/base/log.h"
+#include "bdn/base/path_walk.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/text.h"
 #include "bdn/base/units.h"
@@ -834,15 +836,27 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   // Asked before anything stats the path: stat of a mount whose daemon is stopped or hung never
   // returns, and InspectMountpoint gives up on it with an error that says so.
   BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(opts.mountpoint));
-  std::error_code ec;
-  if (state.kind == MountpointState::Kind::kNone && !fs::exists(opts.mountpoint, ec) && !ec) {
-    fs::create_directories(opts.mountpoint, ec);
-    if (ec) return ErrnoError("mountpoint " + EscapeName(opts.mountpoint.string()), ec.value());
-  } else if (state.kind == MountpointState::Kind::kNone && !fs::is_empty(opts.mountpoint, ec) &&
-             !ec) {
-    // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.
-    std::cerr << "bdn: warning: mountpoint " << EscapeName(opts.mountpoint.string())
-              << " is not empty: what it holds is hidden while the version is mounted there\n";
+  if (state.kind == MountpointState::Kind::kNone) {
+    // Walked as pull walks its destination, missing directories made: another user's symlink
+    // on the path (in /tmp, say) never decides where this user's mount goes.
+    const std::string shown = "mountpoint " + EscapeName(args.mountpoint);
+    PathWalk walk;
+    walk.missing = PathWalk::Missing::kCreate;
+    walk.flags = O_PATH;
+    walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
+      return FailedPreconditionError(shown + ": " + DescribeForeignSymlink(l) +
+                                     "; give the directory it names (\"" + l.target +
+                                     "\") if that is where to mount");
+    };
+    // The path as given, not opts.mountpoint: that has its symlinks resolved already.
+    BDN_ASSIGN_OR_RETURN(WalkedDirectory walked,
+                         OpenDirectoryPath(fs::absolute(args.mountpoint), shown, walk));
+    std::error_code ec;
+    if (!walked.created && !fs::is_empty(opts.mountpoint, ec) && !ec) {
+      // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.
+      std::cerr << "bdn: warning: " << shown
+                << " is not empty: what it holds is hidden while the version is mounted there\n";
+    }
   }
   opts.fsname = pinned.ToString();
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;

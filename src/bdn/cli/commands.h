@@ -320,7 +320,9 @@ Status Mount(Context& ctx, const MountArgs& args);
 // When the version `pinned` was created, from ctx.registry; 0 when the registry cannot say (no
 // registry, or it failed: the caller mounts anyway).
 int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned);
-// Mounts the version `pinned` at args.mountpoint (created if missing); args.ref is ignored.
+// Mounts the version `pinned` at args.mountpoint (created if missing, walked by OpenDirectoryPath
+// so another user's symlink on it is refused: FailedPrecondition "mountpoint P: ... is a symlink
+// owned by ..."); args.ref is ignored.
 // In the background unless args.foreground (then `daemon_pid`, if not null, gets the daemon's
 // pid). Prints nothing. The caller closes ctx.registry first if it will not need it (the daemon
 // is a fork).
