@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 declare -A max_len=(
   [manifest]=2048 [chunk_index]=2048 [batch_response]=2048 [range]=96 [ref]=256
   [listen_address]=96 [node_list]=256 [mounts_config]=1024 [json_bodies]=1024 [units]=48
-  [listings]=2048
+  [listings]=2048 [pack]=4096
 )
 
 scripts/build-asan.sh bdn_fuzzers make_seeds >/dev/null
