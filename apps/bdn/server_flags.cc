@@ -114,6 +114,10 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
                 "refused (409) until some end (1 to 100000)")
       ->check(CLI::Range(1, 100'000))
       ->capture_default_str();
+  c->add_option("--sync-job-retention", serve->sync_job_retention,
+                "finished sync jobs (READY, FAILED, CANCELED) are deleted this long after they "
+                "end (0: kept forever; else 1m to 10y)")
+      ->capture_default_str();
   c->add_option("--sync-min-source-rate", serve->sync_min_source_rate,
                 "a sync source's object body arriving slower than this many bytes per second "
                 "for --sync-source-stall-time fails as stalled and is resumed (0: only one that "

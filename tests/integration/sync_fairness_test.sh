@@ -8,7 +8,7 @@
 # unfinished (409, exit 4, an exact message; a push key made 2000 jobs in 2.3 s, each kept and
 # polled), and taken once they ended. Also: bdn serve refuses
 # a --sync-runners-per-namespace outside 1..64, and a --sync-min-source-rate or
-# --sync-source-stall-time it cannot parse.
+# --sync-source-stall-time it cannot parse, and a --sync-job-retention under a minute (but 0).
 source "$(dirname "$0")/lib.sh"
 
 jf() { python3 -c 'import json,sys; v=json.loads(sys.argv[1])
@@ -23,6 +23,9 @@ run_fails 2 "bdn: error: --sync-min-source-rate: size \"fast\": expected a numbe
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/bad" --insecure-no-auth --sync-min-source-rate fast
 run_fails 2 "bdn: error: --sync-source-stall-time: duration \"0s\": must be between 1s and 1h" \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/bad" --insecure-no-auth --sync-source-stall-time 0s
+# A job deleted as it ends would vanish under `sync start --wait`: 0 (forever) or at least a minute.
+run_fails 2 "bdn: error: --sync-job-retention \"5s\": must be 0 (keep forever) or at least 1m" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/bad" --insecure-no-auth --sync-job-retention 5s
 
 step "a source on 127.0.0.1 that answers HEAD with a size, then drips the body"
 cat >"$WORK/drip.py" <<'EOF'

@@ -106,6 +106,34 @@ assert_eq '[]' "$(jf "$("$BDN" --json secret ls)" secrets 5 namespaces)" "team-b
 run_fails 3 "bdn: error: secret \"team-b-hf-token\": not found" \
   as "$PUSH_B" volume sync start --source hf://teamb/private-model --dest bdn:b/again --auth-secret-name team-b-hf-token
 
+step "a job's secret is checked again when it runs: set again for another namespace meanwhile, it is not used"
+# The namespace's one runner (--sync-runners 2: one per namespace) is held on the Hub by a first
+# job, so the second waits PENDING while an admin removes its secret and sets it again for b.
+printf 'hf_team_a_value' | "$BDN" secret set swap --namespace a
+curl -sf -X POST "$HUB/_faults" -H 'Content-Type: application/json' \
+  --data '[{"kind": "revision", "path": "teama/model", "count": 1, "hold": true}]' >/dev/null
+first=$(as "$PUSH_A" volume sync start --source hf://teama/model --dest bdn:a/held --auth-secret-name team-a-hf-token 2>/dev/null)
+for _ in $(seq 1 100); do
+  [ "$(curl -sf "$HUB/_stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["held"])')" -ge 1 ] && break
+  sleep 0.1
+done
+second=$(as "$PUSH_A" volume sync start --source hf://teamb/private-model --dest bdn:a/swapped --auth-secret-name swap 2>/dev/null)
+assert_eq PENDING "$(jf "$(as "$PUSH_A" --json volume sync describe "$second")" state)" "the second job waits"
+"$BDN" secret rm swap >/dev/null
+printf 'hf_team_b_value' | "$BDN" secret set swap --namespace b
+curl -sf -X POST "$HUB/_release" >/dev/null
+for _ in $(seq 1 100); do
+  state=$(jf "$(as "$PUSH_A" --json volume sync describe "$second")" state)
+  [ "$state" = PENDING ] || [ "$state" = SYNCING ] || break
+  sleep 0.1
+done
+job=$(as "$PUSH_A" --json volume sync describe "$second")
+assert_eq FAILED "$(jf "$job" state)" "a's job after its secret was set again for b"
+assert_eq secret_not_found "$(jf "$job" error code)" "its error code"
+assert_eq "sync job $second: secret \"swap\": not found" "$(jf "$job" error message)" "its error message"
+assert_eq READY "$(jf "$(as "$PUSH_A" --json volume sync describe "$first")" state)" "the first job"
+run_fails 3 "bdn: error: volume bdn:a/swapped: not found" as "$PUSH_A" volume cat bdn:a/swapped/weights.txt
+
 step "embedded (no server, no keys): a secret without namespaces works as before"
 unset BDN_REMOTE BDN_TOKEN
 export BDN_HOME="$WORK/home"

@@ -664,6 +664,14 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   auto gc_grace =
       ParseDuration(args.gc_grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!gc_grace) return gc_grace.error().WithPrefix("--gc-grace");
+  auto job_retention = ParseDuration(args.sync_job_retention, std::chrono::milliseconds(0),
+                                     std::chrono::milliseconds(int64_t{3650} * 86'400'000));
+  if (!job_retention) return job_retention.error().WithPrefix("--sync-job-retention");
+  if (job_retention->count() > 0 && *job_retention < std::chrono::minutes(1)) {
+    // A job deleted as it ends would vanish under `sync start --wait`, which reads it then.
+    return InvalidArgumentError("--sync-job-retention \"" + args.sync_job_retention +
+                                "\": must be 0 (keep forever) or at least 1m");
+  }
   auto min_source_rate = ParseByteSize(args.sync_min_source_rate);
   if (!min_source_rate) return min_source_rate.error().WithPrefix("--sync-min-source-rate");
   auto source_stall_time =
@@ -760,7 +768,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
       sync_deps,
       {.runners = args.sync_runners,
        .runners_per_namespace = args.sync_runners_per_namespace,
-       .poll = args.db.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10'000)});
+       .poll = args.db.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10'000),
+       .job_retention = *job_retention});
   origin.EnableSync(std::make_shared<sync::LocalSyncService>(
       sync_deps, [&scheduler](const SyncJobRecord& job) { scheduler.Enqueue(job.id, job.spec.ns); },
       args.sync_max_unfinished_per_namespace));

@@ -57,6 +57,9 @@ struct ServeArgs {
   int sync_runners_per_namespace = 0;
   // New sync jobs into a namespace that has this many PENDING or SYNCING are refused (409).
   int sync_max_unfinished_per_namespace = 100;
+  // Finished sync jobs (READY, FAILED, CANCELED) are deleted this long after they end
+  // (sync::SchedulerOptions::job_retention); "0": kept forever.
+  std::string sync_job_retention = "30d";
   // The slowest a sync source's object body may arrive (sync::SourceOptions): a transfer below
   // sync_min_source_rate bytes per second ("0": only one that moves no byte) for
   // sync_source_stall_time fails as stalled and is resumed within the job's retry deadline.

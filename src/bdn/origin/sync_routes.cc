@@ -146,6 +146,9 @@ void Origin::RegisterSync() {
             BDN_RETURN_IF_ERROR(ValidateName("volume", volume));
           }
           if (!ns.empty()) BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPull, ns));
+          // A key of one namespace lists that namespace's jobs: the database selects them (and
+          // the newest kMaxListedSyncJobs), never every job to be filtered here.
+          if (ns.empty() && key.ns != kAllNamespaces) ns = key.ns;
           BDN_ASSIGN_OR_RETURN(auto jobs, sync_->List(ns, volume));
           json list = json::array();
           for (const auto& job : jobs) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bdn/base/status.h"
@@ -28,6 +29,23 @@ struct SecretInfo {
   // unique; {"*"} for every namespace; empty for none (only jobs started with an admin key for
   // every namespace, and embedded jobs, may use it).
   std::vector<std::string> namespaces;
+};
+
+// How a sync job may use the secret it names (docs/sync.md, "Secrets"): decided by the key that
+// starts the job, recorded with the job (SyncJobRecord::secret_use) and checked again at every
+// run (sync::SecretVault::CheckUse, RevealFor).
+enum class SecretUse {
+  // Any secret: a job started with an admin key for every namespace ("*"), or by the embedded
+  // CLI (its one user owns every secret).
+  kAny,
+  // Only a secret whose namespaces hold the job's namespace, or are {"*"}: a job started with
+  // any other key.
+  kJobNamespace,
+  // A job recorded before jobs kept how they were started (a job table upgraded from before, or
+  // a row an older server wrote): as kJobNamespace, and also a secret with no namespaces (which
+  // only an admin key for "*" could name when such a job started, as could anyone before secrets
+  // had namespaces).
+  kLegacyJob,
 };
 
 // Checks a secret name: 1 to 128 characters of A-Z a-z 0-9 . _ -, starting with a letter or
@@ -54,6 +72,10 @@ class SecretStore {
                      std::vector<std::string> namespaces) = 0;
   // Errors: NotFound "secret \"name\": not found".
   virtual Result<std::string> Get(const std::string& name) = 0;
+  // The sealed bytes and the name, times and namespaces of `name`, read together (one row, one
+  // statement), so that a check of the namespaces holds for the bytes returned. Errors: NotFound
+  // "secret \"name\": not found".
+  virtual Result<std::pair<SecretInfo, std::string>> GetWithInfo(const std::string& name) = 0;
   // The name, times and namespaces of `name` (never its value). Errors: NotFound "secret
   // \"name\": not found".
   virtual Result<SecretInfo> Info(const std::string& name) = 0;
@@ -76,6 +98,7 @@ class SqlSecretStore : public SecretStore {
   Status Put(const std::string& name, const std::string& sealed,
              std::vector<std::string> namespaces) override;
   Result<std::string> Get(const std::string& name) override;
+  Result<std::pair<SecretInfo, std::string>> GetWithInfo(const std::string& name) override;
   Result<SecretInfo> Info(const std::string& name) override;
   Result<std::vector<SecretInfo>> List() override;
   Status Remove(const std::string& name) override;

@@ -126,13 +126,20 @@ Status SqlSecretStore::Put(const std::string& name, const std::string& sealed,
 }
 
 Result<std::string> SqlSecretStore::Get(const std::string& name) {
-  return sql::ReadValue<std::string>(
+  BDN_ASSIGN_OR_RETURN(auto got, GetWithInfo(name));
+  return std::move(got.second);
+}
+
+Result<std::pair<SecretInfo, std::string>> SqlSecretStore::GetWithInfo(const std::string& name) {
+  using Got = std::pair<SecretInfo, std::string>;
+  return sql::ReadValue<Got>(
       *db_,
-      [&](sql::Session& s) -> Result<std::string> {
-        BDN_ASSIGN_OR_RETURN(sql::Rows r,
-                             s.Query("SELECT sealed_hex FROM secrets WHERE name=?1", {name}));
+      [&](sql::Session& s) -> Result<Got> {
+        BDN_ASSIGN_OR_RETURN(sql::Rows r, s.Query(std::string("SELECT ") + kInfoColumns +
+                                                      ", sealed_hex FROM secrets WHERE name=?1",
+                                                  {name}));
         if (r.empty()) return Err(NotFound(name));
-        return FromHex(r.Text(0, 0));
+        return Got(RowToInfo(r, 0), FromHex(r.Text(0, 4)));
       },
       sql::Consistency::kStatement);
 }

@@ -1,6 +1,7 @@
 // SqlSyncJobStore: sync jobs and the files they sealed, in the registry's SQLite file or the
 // shared PostgreSQL database; leases are the database's locks.
 #include <chrono>
+#include <utility>
 
 #include "bdn/base/units.h"  // RandomHex
 #include "bdn/registry/sync_job_store.h"
@@ -43,8 +44,11 @@ CREATE TABLE IF NOT EXISTS sync_jobs(
   finished_ms INTEGER NOT NULL DEFAULT 0,
   runs INTEGER NOT NULL DEFAULT 0,
   endpoint TEXT NOT NULL DEFAULT '',
-  region TEXT NOT NULL DEFAULT '');
+  region TEXT NOT NULL DEFAULT '',
+  secret_use TEXT NOT NULL DEFAULT 'legacy');
 CREATE INDEX IF NOT EXISTS sync_jobs_by_dest ON sync_jobs(ns, volume);
+CREATE INDEX IF NOT EXISTS sync_jobs_finished ON sync_jobs(finished_ms)
+  WHERE state IN ('READY', 'FAILED', 'CANCELED');
 CREATE TABLE IF NOT EXISTS sync_job_files(
   job_id TEXT NOT NULL,
   path TEXT NOT NULL,
@@ -61,7 +65,28 @@ constexpr const char* kColumns =
     "id, source_uri, ns, volume, tag, includes, excludes, auth_secret_name, retry_deadline_ms, "
     "state, cancel_requested, source_revision, listing_digest, objects_total, objects_done, "
     "bytes_total, bytes_done, bytes_fetched, version, unchanged, error_code, error_message, "
-    "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region";
+    "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region, secret_use";
+
+// The column secret_use: how a job may use its secret (SecretUse). 'legacy' is the column's
+// default: every job recorded before the column, or by a server that does not know it.
+std::string_view SecretUseText(SecretUse use) {
+  switch (use) {
+    case SecretUse::kAny:
+      return "any";
+    case SecretUse::kJobNamespace:
+      return "namespace";
+    case SecretUse::kLegacyJob:
+      return "legacy";
+  }
+  return "namespace";
+}
+
+// Text that is none of the three (written by a newer server?) reads as the narrowest use.
+SecretUse SecretUseOf(const std::string& text) {
+  if (text == "any") return SecretUse::kAny;
+  if (text == "legacy") return SecretUse::kLegacyJob;
+  return SecretUse::kJobNamespace;
+}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -135,6 +160,7 @@ SyncJobRecord RowToJob(const Rows& r, size_t i) {
   j.runs = static_cast<int>(Int(26));
   j.spec.endpoint = Text(27);
   j.spec.region = Text(28);
+  j.secret_use = SecretUseOf(Text(29));
   return j;
 }
 
@@ -151,14 +177,17 @@ class LockLease : public SyncJobLease {
   std::unique_ptr<sql::HeldLock> lock_;
 };
 
-// A job table made before object-store sources lacks their endpoint and region: adds them
-// (empty for its jobs).
+// A job table made before object-store sources lacks their endpoint and region (empty for its
+// jobs), and one made before jobs kept how they may use their secret lacks secret_use ('legacy'
+// for its jobs: see SecretUse::kLegacyJob): adds what is missing.
 Status AddSqliteColumns(Session& s) {
-  BDN_ASSIGN_OR_RETURN(bool has, sql::HasColumn(s, "sync_jobs", "endpoint"));
-  if (has) return Status::Ok();
-  for (const char* sql : {"ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''",
-                          "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"}) {
-    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql)));
+  for (const auto& [column, sql] :
+       {std::pair{"endpoint", "ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''"},
+        std::pair{"region", "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"},
+        std::pair{"secret_use",
+                  "ALTER TABLE sync_jobs ADD COLUMN secret_use TEXT NOT NULL DEFAULT 'legacy'"}}) {
+    BDN_ASSIGN_OR_RETURN(bool has, sql::HasColumn(s, "sync_jobs", column));
+    if (!has) BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql)));
   }
   return Status::Ok();
 }
@@ -218,19 +247,57 @@ Result<std::unique_ptr<SqliteSyncJobStore>> SqliteSyncJobStore::Open(
   return std::unique_ptr<SqliteSyncJobStore>(new SqliteSyncJobStore(std::move(db)));
 }
 
-Result<SyncJobRecord> SqlSyncJobStore::Create(const SyncJobSpec& spec) {
+Result<SyncJobRecord> SyncJobStore::Create(const SyncJobSpec& spec) {
+  BDN_ASSIGN_OR_RETURN(CreatedSyncJob created, Create(spec, SyncJobCreate{}));
+  return std::move(created.job);
+}
+
+Result<CreatedSyncJob> SqlSyncJobStore::Create(const SyncJobSpec& spec, const SyncJobCreate& how) {
   BDN_ASSIGN_OR_RETURN(std::string hex, RandomHex(8));
   const std::string id = "sync_" + hex;
   const int64_t now = NowMs();
-  return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
+  return sql::WriteValue<CreatedSyncJob>(*db_, [&](Session& s) -> Result<CreatedSyncJob> {
+    // Starts into one namespace take turns (SQLite: every write does), so that each counts the
+    // jobs the ones before it made.
+    BDN_RETURN_IF_ERROR(s.LockForTransaction("sync-jobs-" + spec.ns));
+    if (how.resume) {
+      BDN_ASSIGN_OR_RETURN(auto unfinished,
+                           QueryJobs(s,
+                                     "WHERE ns=?1 AND volume=?2 AND state IN "
+                                     "('PENDING','SYNCING') ORDER BY created_ms DESC, rowid DESC",
+                                     {spec.ns, spec.volume}));
+      for (SyncJobRecord& j : unfinished) {
+        if (j.spec != spec) continue;
+        if (how.secret_use == SecretUse::kAny && j.secret_use != SecretUse::kAny) {
+          BDN_RETURN_IF_ERROR(
+              sql::ToStatus(s.Exec("UPDATE sync_jobs SET secret_use=?2, updated_ms=?3 WHERE id=?1",
+                                   {j.id, std::string(SecretUseText(SecretUse::kAny)), now})));
+          BDN_ASSIGN_OR_RETURN(j, ReadJob(s, j.id));
+        }
+        return CreatedSyncJob{std::move(j), false};
+      }
+    }
+    if (how.max_unfinished > 0) {
+      // Rows are kept after a job ends; only the unfinished ones are bounded, as each takes a
+      // place in the queue and in every poll of it.
+      BDN_ASSIGN_OR_RETURN(Rows r, s.Query("SELECT COUNT(*) FROM sync_jobs WHERE ns=?1 AND "
+                                           "state IN ('PENDING','SYNCING')",
+                                           {spec.ns}));
+      const int64_t unfinished = r.empty() ? 0 : r.Int(0, 0);
+      if (unfinished >= how.max_unfinished) {
+        return Err(ConflictError("namespace \"" + spec.ns + "\": " + std::to_string(unfinished) +
+                                 " sync jobs unfinished; wait for some or cancel them"));
+      }
+    }
     BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(
         "INSERT INTO sync_jobs(id, source_uri, ns, volume, tag, includes, excludes, "
-        "auth_secret_name, retry_deadline_ms, state, created_ms, updated_ms, endpoint, region) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,'PENDING',?10,?10,?11,?12)",
+        "auth_secret_name, retry_deadline_ms, state, created_ms, updated_ms, endpoint, region, "
+        "secret_use) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,'PENDING',?10,?10,?11,?12,?13)",
         {id, spec.source_uri, spec.ns, spec.volume, spec.tag, JoinLines(spec.includes),
          JoinLines(spec.excludes), spec.auth_secret_name, spec.retry_deadline_ms, now,
-         spec.endpoint, spec.region})));
-    return ReadJob(s, id);
+         spec.endpoint, spec.region, std::string(SecretUseText(how.secret_use))})));
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord job, ReadJob(s, id));
+    return CreatedSyncJob{std::move(job), true};
   });
 }
 
@@ -240,37 +307,17 @@ Result<SyncJobRecord> SqlSyncJobStore::Get(const std::string& id) {
 }
 
 Result<std::vector<SyncJobRecord>> SqlSyncJobStore::List(const std::string& ns,
-                                                         const std::string& volume) {
+                                                         const std::string& volume, size_t limit) {
   using Jobs = std::vector<SyncJobRecord>;
+  const std::string order = " ORDER BY created_ms DESC, rowid DESC LIMIT " + std::to_string(limit);
   return sql::ReadValue<Jobs>(
       *db_,
       [&](Session& s) -> Result<Jobs> {
-        if (ns.empty()) return QueryJobs(s, "ORDER BY created_ms DESC, rowid DESC", {});
-        if (volume.empty()) {
-          return QueryJobs(s, "WHERE ns=?1 ORDER BY created_ms DESC, rowid DESC", {ns});
-        }
-        return QueryJobs(s, "WHERE ns=?1 AND volume=?2 ORDER BY created_ms DESC, rowid DESC",
-                         {ns, volume});
+        if (ns.empty()) return QueryJobs(s, order, {});
+        if (volume.empty()) return QueryJobs(s, "WHERE ns=?1" + order, {ns});
+        return QueryJobs(s, "WHERE ns=?1 AND volume=?2" + order, {ns, volume});
       },
       sql::Consistency::kStatement);
-}
-
-Result<std::optional<SyncJobRecord>> SqlSyncJobStore::FindUnfinished(const SyncJobSpec& spec) {
-  BDN_ASSIGN_OR_RETURN(auto jobs,
-                       sql::ReadValue<std::vector<SyncJobRecord>>(
-                           *db_,
-                           [&](Session& s) {
-                             return QueryJobs(
-                                 s,
-                                 "WHERE ns=?1 AND volume=?2 AND state IN "
-                                 "('PENDING','SYNCING') ORDER BY created_ms DESC, rowid DESC",
-                                 {spec.ns, spec.volume});
-                           },
-                           sql::Consistency::kStatement));
-  for (auto& j : jobs) {
-    if (j.spec == spec) return std::optional<SyncJobRecord>(std::move(j));
-  }
-  return std::optional<SyncJobRecord>();
 }
 
 Result<std::vector<SyncJobRecord>> SqlSyncJobStore::ListUnfinished() {
@@ -282,16 +329,35 @@ Result<std::vector<SyncJobRecord>> SqlSyncJobStore::ListUnfinished() {
       sql::Consistency::kStatement);
 }
 
-Result<int64_t> SqlSyncJobStore::CountUnfinished(const std::string& ns) {
-  return sql::ReadValue<int64_t>(
-      *db_,
-      [&](Session& s) -> Result<int64_t> {
-        BDN_ASSIGN_OR_RETURN(Rows r, s.Query("SELECT COUNT(*) FROM sync_jobs WHERE ns=?1 AND "
-                                             "state IN ('PENDING','SYNCING')",
-                                             {ns}));
-        return r.empty() ? int64_t{0} : r.Int(0, 0);
-      },
-      sql::Consistency::kStatement);
+Result<int64_t> SqlSyncJobStore::DeleteFinished(int64_t finished_before_unix_ms) {
+  // In batches, so that no one write transaction holds the database (SQLite: every writer) for
+  // long behind a large backlog. A finished job's files went with Finish; any left are deleted
+  // with it.
+  constexpr int64_t kBatch = 500;
+  int64_t deleted = 0;
+  while (true) {
+    BDN_ASSIGN_OR_RETURN(
+        int64_t n, sql::WriteValue<int64_t>(*db_, [&](Session& s) -> Result<int64_t> {
+          BDN_ASSIGN_OR_RETURN(
+              Rows r, s.Query("SELECT id FROM sync_jobs WHERE state IN "
+                              "('READY','FAILED','CANCELED') AND finished_ms < ?1 LIMIT ?2",
+                              {finished_before_unix_ms, kBatch}));
+          if (r.empty()) return int64_t{0};
+          std::vector<sql::Param> ids;
+          std::string list;
+          for (size_t i = 0; i < r.size(); ++i) {
+            ids.emplace_back(std::in_place_type<std::string>, r.Text(i, 0));
+            list += (i ? ",?" : "?") + std::to_string(i + 1);
+          }
+          BDN_RETURN_IF_ERROR(sql::ToStatus(
+              s.Exec("DELETE FROM sync_job_files WHERE job_id IN (" + list + ")", ids)));
+          return s.Exec("DELETE FROM sync_jobs WHERE id IN (" + list +
+                            ") AND state IN ('READY','FAILED','CANCELED')",
+                        ids);
+        }));
+    deleted += n;
+    if (n < kBatch) return deleted;
+  }
 }
 
 Result<SyncJobRecord> SqlSyncJobStore::StartRun(const std::string& id) {

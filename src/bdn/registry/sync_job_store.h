@@ -15,6 +15,7 @@
 
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
+#include "bdn/registry/secret_store.h"  // SecretUse
 
 namespace bdn {
 namespace sql {
@@ -78,7 +79,36 @@ struct SyncJobRecord {
   int64_t started_unix_ms = 0;   // 0 until the first run starts
   int64_t finished_unix_ms = 0;  // 0 until terminal
   int runs = 0;                  // how many times a runner has started it
+  // Which secrets the job may name (the rights of the key that started it, widened to kAny when
+  // an admin key for "*" resumes it: SyncJobCreate::resume): checked again at every run, so a
+  // secret removed and set again for other namespaces is not used by it.
+  SecretUse secret_use = SecretUse::kJobNamespace;
 };
+
+// How SyncJobStore::Create records a job.
+struct SyncJobCreate {
+  // Which secrets the job may name: the rights of the key that starts it.
+  SecretUse secret_use = SecretUse::kJobNamespace;
+  // Resume instead of creating: when a job with exactly this spec is unfinished (the newest, if
+  // several), it is returned (created = false) and none is made, so that the same `sync start`
+  // again resumes it. Its secret use becomes kAny when `secret_use` is kAny (an admin key for
+  // "*" may start that very job with any secret anyway); any other start leaves it as it is, so
+  // a namespace's key never widens an admin's job nor narrows it.
+  bool resume = false;
+  // Above 0: a new job into a namespace that has this many jobs PENDING or SYNCING is refused.
+  // Counted and created in one write transaction (PostgreSQL: under a transaction lock on the
+  // namespace), so concurrent Creates, in threads or in servers sharing the database, never pass
+  // it together.
+  int64_t max_unfinished = 0;
+};
+
+struct CreatedSyncJob {
+  SyncJobRecord job;
+  bool created = false;  // false: an unfinished job with the same spec was resumed
+};
+
+// The most jobs SyncJobStore::List returns by default (GET /v1/sync/jobs, `sync list`).
+inline constexpr size_t kMaxListedSyncJobs = 1000;
 
 // A file a job has sealed (its chunks and chunk index are in the store), keyed by the source
 // object's path, size and etag: a resumed run re-uses it only if all three still match.
@@ -103,22 +133,26 @@ class SyncJobStore {
  public:
   virtual ~SyncJobStore() = default;
 
-  // Records a new PENDING job with a fresh id.
-  // Errors: FailedPrecondition on a full disk; PermissionDenied for a read-only store.
-  virtual Result<SyncJobRecord> Create(const SyncJobSpec& spec) = 0;
+  // Records a new PENDING job with a fresh id, or resumes one (see SyncJobCreate), in one write
+  // transaction. Errors: Conflict "namespace \"a\": 100 sync jobs unfinished; wait for some or
+  // cancel them" past how.max_unfinished; FailedPrecondition on a full disk; PermissionDenied for
+  // a read-only store.
+  virtual Result<CreatedSyncJob> Create(const SyncJobSpec& spec, const SyncJobCreate& how) = 0;
+  // Records a new PENDING job with SyncJobCreate's defaults (never resumed, no bound).
+  Result<SyncJobRecord> Create(const SyncJobSpec& spec);
   // Errors: NotFound "sync job <id>: not found".
   virtual Result<SyncJobRecord> Get(const std::string& id) = 0;
-  // Jobs newest first; only those into ns/volume when `ns` is given (and `volume` too).
+  // At most `limit` jobs, newest first; only those into ns/volume when `ns` is given (and
+  // `volume` too), filtered by the database.
   virtual Result<std::vector<SyncJobRecord>> List(const std::string& ns = "",
-                                                  const std::string& volume = "") = 0;
-  // The newest job with exactly this spec that is not terminal, if any: re-running the same
-  // `sync start` resumes it.
-  virtual Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) = 0;
+                                                  const std::string& volume = "",
+                                                  size_t limit = kMaxListedSyncJobs) = 0;
   // Every job that is not terminal, oldest first (a restarted server resumes them).
   virtual Result<std::vector<SyncJobRecord>> ListUnfinished() = 0;
-  // How many jobs into namespace `ns` are not terminal (PENDING or SYNCING), counted without
-  // reading them.
-  virtual Result<int64_t> CountUnfinished(const std::string& ns) = 0;
+  // Deletes the terminal jobs (READY, FAILED, CANCELED) that finished before
+  // `finished_before_unix_ms`, and any files recorded for them; never an unfinished job. Returns
+  // how many were deleted. Errors: the database's.
+  virtual Result<int64_t> DeleteFinished(int64_t finished_before_unix_ms) = 0;
 
   // PENDING or SYNCING → SYNCING, counting a run and setting started_unix_ms the first time.
   // Errors: NotFound; FailedPrecondition "sync job <id>: already <STATE>" for a terminal job.
@@ -166,13 +200,13 @@ class SqlSyncJobStore : public SyncJobStore {
   explicit SqlSyncJobStore(std::shared_ptr<sql::Database> db);
   ~SqlSyncJobStore() override;
 
-  Result<SyncJobRecord> Create(const SyncJobSpec& spec) override;
+  using SyncJobStore::Create;
+  Result<CreatedSyncJob> Create(const SyncJobSpec& spec, const SyncJobCreate& how) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
-  Result<std::vector<SyncJobRecord>> List(const std::string& ns,
-                                          const std::string& volume) override;
-  Result<std::optional<SyncJobRecord>> FindUnfinished(const SyncJobSpec& spec) override;
+  Result<std::vector<SyncJobRecord>> List(const std::string& ns, const std::string& volume,
+                                          size_t limit) override;
   Result<std::vector<SyncJobRecord>> ListUnfinished() override;
-  Result<int64_t> CountUnfinished(const std::string& ns) override;
+  Result<int64_t> DeleteFinished(int64_t finished_before_unix_ms) override;
   Result<SyncJobRecord> StartRun(const std::string& id) override;
   Status UncountRun(const std::string& id) override;
   Status SetSource(const std::string& id, const std::string& revision, const Digest& listing_digest,

@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "bdn/registry/backends_test_util.h"
 #include "bdn/sql/database.h"
@@ -147,21 +150,140 @@ TYPED_TEST(SyncJobStoreTest, ListingsFindTheUnfinishedAndTheNewestFirst) {
   ASSERT_EQ(unfinished->size(), 2u);
   EXPECT_EQ((*unfinished)[0].id, a->id);  // oldest first
   EXPECT_EQ((*unfinished)[1].id, b->id);
-  auto counted = this->jobs_->CountUnfinished("w");
-  ASSERT_OK(counted);
-  EXPECT_EQ(2, *counted);
-  counted = this->jobs_->CountUnfinished("other");
-  ASSERT_OK(counted);
-  EXPECT_EQ(0, *counted);
-  auto found = this->jobs_->FindUnfinished(Spec("a"));
+  auto found = this->jobs_->Create(Spec("a"), {.resume = true});
   ASSERT_OK(found);
-  ASSERT_TRUE(found->has_value());
-  EXPECT_EQ((*found)->id, a->id);
+  EXPECT_FALSE(found->created);
+  EXPECT_EQ(found->job.id, a->id);
   SyncJobSpec other = Spec("a");
   other.tag = "other";
-  auto none = this->jobs_->FindUnfinished(other);
+  auto made = this->jobs_->Create(other, {.resume = true});
+  ASSERT_OK(made);
+  EXPECT_TRUE(made->created);
+  EXPECT_NE(made->job.id, a->id);
+  auto limited = this->jobs_->List("w", "", 2);
+  ASSERT_OK(limited);
+  ASSERT_EQ(limited->size(), 2u);
+  EXPECT_EQ((*limited)[0].id, made->job.id);  // the newest two
+  EXPECT_EQ((*limited)[1].id, c->id);
+}
+
+// A job records the secret use of the key that started it. Resumed (the same spec again) by an
+// admin key for "*", it may use any secret, as a job that key creates; resumed by a namespace's
+// key, it keeps what it had: never widened by that key, and an admin's job not narrowed.
+TYPED_TEST(SyncJobStoreTest, AJobKeepsItsSecretUseAndOnlyAnAdminResumeWidensIt) {
+  auto by_key = this->jobs_->Create(Spec("a"), {.secret_use = SecretUse::kJobNamespace});
+  ASSERT_OK(by_key);
+  EXPECT_EQ(by_key->job.secret_use, SecretUse::kJobNamespace);
+  auto by_admin = this->jobs_->Create(Spec("b"), {.secret_use = SecretUse::kAny});
+  ASSERT_OK(by_admin);
+  EXPECT_EQ(by_admin->job.secret_use, SecretUse::kAny);
+  auto got = this->jobs_->Get(by_admin->job.id);
+  ASSERT_OK(got);
+  EXPECT_EQ(got->secret_use, SecretUse::kAny);
+
+  auto key_resumes_admins =
+      this->jobs_->Create(Spec("b"), {.secret_use = SecretUse::kJobNamespace, .resume = true});
+  ASSERT_OK(key_resumes_admins);
+  EXPECT_FALSE(key_resumes_admins->created);
+  EXPECT_EQ(key_resumes_admins->job.id, by_admin->job.id);
+  EXPECT_EQ(key_resumes_admins->job.secret_use, SecretUse::kAny);
+
+  auto key_resumes_keys =
+      this->jobs_->Create(Spec("a"), {.secret_use = SecretUse::kJobNamespace, .resume = true});
+  ASSERT_OK(key_resumes_keys);
+  EXPECT_EQ(key_resumes_keys->job.id, by_key->job.id);
+  EXPECT_EQ(key_resumes_keys->job.secret_use, SecretUse::kJobNamespace);
+
+  auto admin_resumes_keys =
+      this->jobs_->Create(Spec("a"), {.secret_use = SecretUse::kAny, .resume = true});
+  ASSERT_OK(admin_resumes_keys);
+  EXPECT_FALSE(admin_resumes_keys->created);
+  EXPECT_EQ(admin_resumes_keys->job.id, by_key->job.id);
+  EXPECT_EQ(admin_resumes_keys->job.secret_use, SecretUse::kAny);
+  got = this->jobs_->Get(by_key->job.id);
+  ASSERT_OK(got);
+  EXPECT_EQ(got->secret_use, SecretUse::kAny);
+}
+
+// The cap of unfinished jobs per namespace was counted in one call and the job created in
+// another, so starts at the same time (threads of one server, replicas sharing a database) all
+// passed the count. Each thread here has its own handle on the database, as another server.
+TYPED_TEST(SyncJobStoreTest, ConcurrentCreatesNeverPassTheUnfinishedBound) {
+  constexpr int kThreads = 12;
+  constexpr int64_t kCap = 4;
+  std::vector<std::unique_ptr<SyncJobStore>> stores;
+  for (int i = 0; i < kThreads; ++i) {
+    auto store = this->backend_.OpenJobs();
+    ASSERT_OK(store);
+    stores.push_back(std::move(*store));
+  }
+  // Another namespace's jobs count for it alone.
+  ASSERT_OK(this->jobs_->Create(Spec("elsewhere"), {.max_unfinished = kCap}));
+  SyncJobSpec other_ns = Spec("x");
+  other_ns.ns = "other";
+  ASSERT_OK(this->jobs_->Create(other_ns, {.max_unfinished = kCap}));
+  auto results = testutil::RunTogether(kThreads, [&](int i) {
+    return stores[i]->Create(Spec("v" + std::to_string(i)), {.max_unfinished = kCap});
+  });
+  int created = 0;
+  for (const auto& r : results) {
+    if (r) {
+      ++created;
+      continue;
+    }
+    EXPECT_EQ(r.error().code(), StatusCode::kConflict);
+    EXPECT_EQ(r.error().message(),
+              "namespace \"w\": 4 sync jobs unfinished; wait for some or cancel them");
+  }
+  EXPECT_EQ(created, kCap - 1);
+  auto unfinished = this->jobs_->ListUnfinished();
+  ASSERT_OK(unfinished);
+  EXPECT_EQ(std::ranges::count_if(*unfinished, [](const auto& j) { return j.spec.ns == "w"; }),
+            kCap);
+  // A finished job frees its place.
+  ASSERT_OK(this->jobs_->Finish((*unfinished)[0].id, SyncState::kCanceled, std::nullopt, false,
+                                "canceled", ""));
+  EXPECT_OK(this->jobs_->Create(Spec("later"), {.max_unfinished = kCap}));
+  EXPECT_STATUS(this->jobs_->Create(Spec("later2"), {.max_unfinished = kCap}), kConflict,
+                "namespace \"w\": 4 sync jobs unfinished");
+}
+
+// Finished jobs were never deleted. DeleteFinished removes the terminal jobs that ended before
+// its cutoff (and their file records), never an unfinished one, however old.
+TYPED_TEST(SyncJobStoreTest, DeleteFinishedRemovesOnlyTerminalJobsEndedBeforeTheCutoff) {
+  auto pending = this->jobs_->Create(Spec("pending"));
+  auto syncing = this->jobs_->Create(Spec("syncing"));
+  auto ready = this->jobs_->Create(Spec("ready"));
+  auto failed = this->jobs_->Create(Spec("failed"));
+  ASSERT_OK(pending);
+  ASSERT_OK(syncing);
+  ASSERT_OK(ready);
+  ASSERT_OK(failed);
+  ASSERT_OK(this->jobs_->StartRun(syncing->id));
+  ASSERT_OK(this->jobs_->RecordFile(syncing->id, {"a.bin", 1, "e", D(1), 1, Digest(), 1}));
+  ASSERT_OK(this->jobs_->Finish(ready->id, SyncState::kReady, D(7), false, "", ""));
+  auto done = this->jobs_->Finish(failed->id, SyncState::kFailed, std::nullopt, false, "x", "y");
+  ASSERT_OK(done);
+  auto none = this->jobs_->DeleteFinished(done->finished_unix_ms - 60'000);
   ASSERT_OK(none);
-  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ(*none, 0);
+  auto deleted = this->jobs_->DeleteFinished(done->finished_unix_ms + 1);
+  ASSERT_OK(deleted);
+  EXPECT_EQ(*deleted, 2);
+  EXPECT_STATUS(this->jobs_->Get(ready->id), kNotFound, "sync job " + ready->id + ": not found");
+  EXPECT_STATUS(this->jobs_->Get(failed->id), kNotFound, "sync job " + failed->id + ": not found");
+  // However old, an unfinished job stays.
+  auto all = this->jobs_->DeleteFinished(int64_t{1} << 62);
+  ASSERT_OK(all);
+  EXPECT_EQ(*all, 0);
+  auto left = this->jobs_->List();
+  ASSERT_OK(left);
+  ASSERT_EQ(left->size(), 2u);
+  EXPECT_EQ((*left)[0].id, syncing->id);
+  EXPECT_EQ((*left)[1].id, pending->id);
+  auto files = this->jobs_->Files(syncing->id);
+  ASSERT_OK(files);
+  EXPECT_EQ(files->size(), 1u);
 }
 
 TYPED_TEST(SyncJobStoreTest, CancelIsRequestedUntilTheJobEnds) {
@@ -239,6 +361,85 @@ TYPED_TEST(SyncJobStoreTest, ALeaseDiesWithItsHolderProcess) {
   EXPECT_NE(lease, nullptr);
 }
 
+// A registry file made before jobs kept their secret use (and before object-store sources, without
+// endpoint and region) is upgraded when opened: its jobs read as SecretUse::kLegacyJob, and new
+// jobs record theirs.
+TEST(SqliteSyncJobStore, AFileFromBeforeSecretUseGetsTheColumnAndLegacyForItsJobs) {
+  testutil::TempDir dir("bdn_job_upgrade");
+  const auto file = dir.path() / "registry.db";
+  {
+    sql::SqliteOptions o;
+    o.what = "old sync job store";
+    o.schema =
+        "CREATE TABLE sync_jobs(id TEXT PRIMARY KEY, source_uri TEXT NOT NULL, ns TEXT NOT NULL, "
+        "volume TEXT NOT NULL, tag TEXT NOT NULL, includes TEXT NOT NULL, excludes TEXT NOT "
+        "NULL, auth_secret_name TEXT NOT NULL, retry_deadline_ms INTEGER NOT NULL, state TEXT NOT "
+        "NULL, cancel_requested INTEGER NOT NULL DEFAULT 0, source_revision TEXT NOT NULL "
+        "DEFAULT '', listing_digest TEXT NOT NULL DEFAULT '', objects_total INTEGER NOT NULL "
+        "DEFAULT 0, objects_done INTEGER NOT NULL DEFAULT 0, bytes_total INTEGER NOT NULL DEFAULT "
+        "0, bytes_done INTEGER NOT NULL DEFAULT 0, bytes_fetched INTEGER NOT NULL DEFAULT 0, "
+        "version TEXT NOT NULL DEFAULT '', unchanged INTEGER NOT NULL DEFAULT 0, error_code TEXT "
+        "NOT NULL DEFAULT '', error_message TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT "
+        "NULL, updated_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL DEFAULT 0, finished_ms "
+        "INTEGER NOT NULL DEFAULT 0, runs INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE sync_job_files(job_id TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT "
+        "NULL, etag TEXT NOT NULL, digest TEXT NOT NULL, layout INTEGER NOT NULL, index_digest "
+        "TEXT NOT NULL, chunks INTEGER NOT NULL, PRIMARY KEY(job_id, path));";
+    auto db = sql::OpenSqlite(file, std::move(o));
+    ASSERT_OK(db);
+    ASSERT_OK((*db)->Write([](sql::Session& s) {
+      return sql::ToStatus(
+          s.Exec("INSERT INTO sync_jobs(id, source_uri, ns, volume, tag, includes, excludes, "
+                 "auth_secret_name, retry_deadline_ms, state, created_ms, updated_ms) "
+                 "VALUES('sync_00000000000000aa','hf://org/repo','a','v','','','','hf',1000,"
+                 "'SYNCING',1,2)"));
+    }));
+  }
+  auto store = SqliteSyncJobStore::Open(file);
+  ASSERT_OK(store);
+  auto old = (*store)->Get("sync_00000000000000aa");
+  ASSERT_OK(old);
+  EXPECT_EQ(old->secret_use, SecretUse::kLegacyJob);
+  EXPECT_EQ(old->spec.auth_secret_name, "hf");
+  EXPECT_EQ(old->spec.endpoint, "");
+  EXPECT_EQ(old->state, SyncState::kSyncing);
+  auto made = (*store)->Create(Spec(), {.secret_use = SecretUse::kJobNamespace});
+  ASSERT_OK(made);
+  EXPECT_EQ(made->job.secret_use, SecretUse::kJobNamespace);
+  EXPECT_EQ(made->job.spec, Spec());
+  // Resumed by an admin key for "*", the old job may use any secret.
+  SyncJobSpec old_spec = old->spec;
+  auto resumed = (*store)->Create(old_spec, {.secret_use = SecretUse::kAny, .resume = true});
+  ASSERT_OK(resumed);
+  EXPECT_FALSE(resumed->created);
+  EXPECT_EQ(resumed->job.secret_use, SecretUse::kAny);
+}
+
+// The same on PostgreSQL: a job recorded at migration 0002 reads as kLegacyJob after the last.
+TEST(PgSyncJobStore, AJobRecordedBeforeTheSecretUseMigrationIsLegacy) {
+  std::string why;
+  const std::string url = testutil::SharedPgServer::Get().NewDatabase(&why);
+  if (url.empty()) GTEST_SKIP() << "no PostgreSQL: " << why;
+  auto pool = sql::PgPool::Open({.url = url});
+  ASSERT_OK(pool);
+  ASSERT_OK((*pool)->Migrate("registry", PgMetadataMigrations().first(2)));
+  ASSERT_OK((*pool)->Use("test")->Write([](sql::Session& s) {
+    return sql::ToStatus(
+        s.Exec("INSERT INTO sync_jobs(id, source_uri, ns, volume, tag, includes, excludes, "
+               "auth_secret_name, retry_deadline_ms, state, created_ms, updated_ms) "
+               "VALUES('sync_00000000000000aa','hf://org/repo','a','v','','','','hf',1000,"
+               "'PENDING',1,2)"));
+  }));
+  ASSERT_OK(MigratePgMetadata(**pool));
+  SqlSyncJobStore store((*pool)->Use("sync job store"));
+  auto old = store.Get("sync_00000000000000aa");
+  ASSERT_OK(old);
+  EXPECT_EQ(old->secret_use, SecretUse::kLegacyJob);
+  auto made = store.Create(Spec(), {.secret_use = SecretUse::kAny});
+  ASSERT_OK(made);
+  EXPECT_EQ(made->job.secret_use, SecretUse::kAny);
+}
+
 template <typename Backend>
 class SecretStoreTest : public ::testing::Test {
  protected:
@@ -306,6 +507,11 @@ TYPED_TEST(SecretStoreTest, NamespacesAreStoredReadAndReplacedWithTheValue) {
   ASSERT_OK(hf);
   EXPECT_TRUE(hf->namespaces.empty());
   EXPECT_STATUS(this->secrets_->Info("nope"), kNotFound, "secret \"nope\": not found");
+  auto both = this->secrets_->GetWithInfo("all");
+  ASSERT_OK(both);
+  EXPECT_EQ(both->first.namespaces, (std::vector<std::string>{"*"}));
+  EXPECT_EQ(both->second, "v");
+  EXPECT_STATUS(this->secrets_->GetWithInfo("nope"), kNotFound, "secret \"nope\": not found");
   EXPECT_STATUS(this->secrets_->Put("hf", "x", {"Team"}), kInvalidArgument, "namespace \"Team\"");
   EXPECT_STATUS(
       this->secrets_->Put("hf", "x", {"*", "a"}), kInvalidArgument,

@@ -208,7 +208,11 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
           NotFoundError("secret \"" + spec.auth_secret_name + "\": not found (no secrets here)"),
           kSecretNotFound));
     }
-    BDN_ASSIGN_OR_RETURN(source_options.secret, deps.secrets->Reveal(spec.auth_secret_name));
+    // Checked again at every run against how the job was started: a secret removed and set
+    // again, for other namespaces, since then is not this job's to use.
+    auto secret = deps.secrets->RevealFor(spec.auth_secret_name, spec.ns, job.secret_use);
+    if (!secret) return Err(secret.error().WithPrefix("sync job " + job.id));
+    source_options.secret = std::move(*secret);
     source_options.secret_name = spec.auth_secret_name;
   }
   source_options.pinned_revision = job.source_revision;

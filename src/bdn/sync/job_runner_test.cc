@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -185,6 +187,132 @@ TEST(LocalSyncService, AJobNamesOnlyASecretItsNamespaceMayUse) {
   ASSERT_EQ(2u, listed->size());
   EXPECT_EQ(std::vector<std::string>{"a"}, (*listed)[0].namespaces);
   EXPECT_EQ(std::vector<std::string>{"b"}, (*listed)[1].namespaces);
+}
+
+// A job store and a vault in `dir`, for a LocalSyncService.
+void OpenJobsAndVault(const testutil::TempDir& dir, RunnerDeps& deps) {
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
+  auto secrets = SqliteSecretStore::Open(dir.path() / "registry.db");
+  ASSERT_OK(secrets);
+  auto vault = SecretVault::Open(std::shared_ptr<SecretStore>(std::move(*secrets)),
+                                 dir.path() / "secrets.key");
+  ASSERT_OK(vault);
+  deps.secrets = *vault;
+}
+
+// The namespaces of a job's secret were checked only when the job started; each run revealed
+// whatever was stored under the name then. A job of namespace a, started with a's key while the
+// secret was a's, ran with team b's token once an admin removed the secret and set it again for
+// b. Every run now checks the secret against how the job was started, and fails the job with
+// the answer of a missing secret (not saying whether it exists for another namespace).
+TEST(RunJob, AJobDoesNotUseASecretSetAgainForAnotherNamespaceSinceItStarted) {
+  testutil::TempDir dir("bdn_sync_secret_run");
+  RunnerDeps deps;
+  ASSERT_NO_FATAL_FAILURE(OpenJobsAndVault(dir, deps));
+  deps.claim = [](const std::string&, const std::string&) -> Result<std::unique_ptr<PushClaim>> {
+    return std::make_unique<PushClaim>();
+  };
+  std::vector<std::string> revealed;
+  deps.open_source = [&](const std::string&,
+                         const SourceOptions& o) -> Result<std::unique_ptr<Source>> {
+    revealed.push_back(o.secret);
+    return Err(WithCode(NotFoundError("hf://org/repo: stop here"), kSourceNotFound));
+  };
+  LocalSyncService service(deps);
+  ASSERT_OK(service.SetSecret("hf-token", "hf_a", {"a"}));
+  auto spec = [](const std::string& volume) {
+    SyncJobSpec s;
+    s.source_uri = "hf://org/repo";
+    s.ns = "a";
+    s.volume = volume;
+    s.auth_secret_name = "hf-token";
+    return s;
+  };
+  auto by_key = service.Start(spec("by-key"), SecretUse::kJobNamespace);
+  ASSERT_OK(by_key);
+  auto by_admin = service.Start(spec("by-admin"), SecretUse::kAny);
+  ASSERT_OK(by_admin);
+  auto gone = service.Start(spec("gone"), SecretUse::kJobNamespace);
+  ASSERT_OK(gone);
+  // While the jobs wait (PENDING), the secret is removed and set again, for namespace b only.
+  ASSERT_OK(service.RemoveSecret("hf-token"));
+  ASSERT_OK(service.SetSecret("hf-token", "hf_b", {"b"}));
+
+  auto ran = RunJob(by_key->job.id, deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ(SyncState::kFailed, ran->state);
+  EXPECT_EQ("secret_not_found", ran->error_code);
+  EXPECT_EQ("sync job " + by_key->job.id + ": secret \"hf-token\": not found", ran->error_message);
+  EXPECT_TRUE(revealed.empty());
+  EXPECT_STATUS(JobStatus(*ran), kNotFound,
+                "sync job " + by_key->job.id + ": secret \"hf-token\": not found");
+
+  // Removed for good: the very same answer.
+  ASSERT_OK(service.RemoveSecret("hf-token"));
+  ran = RunJob(gone->job.id, deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ("secret_not_found", ran->error_code);
+  EXPECT_EQ("sync job " + gone->job.id + ": secret \"hf-token\": not found", ran->error_message);
+  EXPECT_TRUE(revealed.empty());
+
+  // An admin key for "*" may name any secret: its job runs with the value stored now.
+  ASSERT_OK(service.SetSecret("hf-token", "hf_b", {"b"}));
+  ran = RunJob(by_admin->job.id, deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ("source_not_found", ran->error_code);
+  EXPECT_EQ(std::vector<std::string>{"hf_b"}, revealed);
+}
+
+// The cap of unfinished jobs per namespace was a count, then a create: starts at the same time
+// all passed the count. N concurrent starts with cap K leave exactly K jobs unfinished.
+TEST(LocalSyncService, ConcurrentStartsNeverPassTheUnfinishedCap) {
+  testutil::TempDir dir("bdn_sync_cap");
+  RunnerDeps deps;
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
+  constexpr int kStarts = 16;
+  constexpr int kCap = 3;
+  LocalSyncService service(deps, {}, kCap);
+  auto results = testutil::RunTogether(kStarts, [&](int i) {
+    SyncJobSpec s = HubSpec();
+    s.volume = "v" + std::to_string(i);
+    return service.Start(s, SecretUse::kAny);
+  });
+  int created = 0;
+  for (const auto& r : results) {
+    if (r) {
+      ++created;
+      continue;
+    }
+    EXPECT_STATUS(r, kConflict,
+                  "namespace \"w\": 3 sync jobs unfinished; wait for some or cancel them");
+  }
+  EXPECT_EQ(kCap, created);
+  auto unfinished = deps.jobs->ListUnfinished();
+  ASSERT_OK(unfinished);
+  EXPECT_EQ(static_cast<size_t>(kCap), unfinished->size());
+}
+
+// Finished jobs were kept forever. A scheduler with a retention deletes the ones that ended
+// longer ago, soon after it starts (SyncJobStore::DeleteFinished keeps the unfinished ones).
+TEST(JobScheduler, DeletesFinishedJobsPastTheRetention) {
+  testutil::TempDir dir("bdn_sync_retention");
+  RunnerDeps deps;
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
+  auto done = deps.jobs->Create(HubSpec());
+  ASSERT_OK(done);
+  ASSERT_OK(deps.jobs->Finish(done->id, SyncState::kFailed, std::nullopt, false, "x", "y"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(std::chrono::seconds(1), JobPruneInterval(std::chrono::milliseconds(5)));
+  EXPECT_EQ(std::chrono::hours(1), JobPruneInterval(std::chrono::days(30)));
+  {
+    JobScheduler scheduler(deps, {.runners = 1, .job_retention = std::chrono::milliseconds(5)});
+    ASSERT_OK(scheduler.Start());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (deps.jobs->Get(done->id) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  EXPECT_STATUS(deps.jobs->Get(done->id), kNotFound, "sync job " + done->id + ": not found");
 }
 
 }  // namespace

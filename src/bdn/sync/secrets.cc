@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "bdn/base/fd.h"
@@ -113,17 +114,38 @@ Status SecretVault::Set(const std::string& name, const std::string& value,
   return store_->Put(name, out, std::move(namespaces));
 }
 
+namespace {
+
+Status SecretNotFound(const std::string& name) {
+  return WithCode(NotFoundError("secret \"" + name + "\": not found"), kSecretNotFound);
+}
+
+// Whether a job into `ns` whose key gave it `use` may use the secret `info`.
+bool MayUse(const SecretInfo& info, const std::string& ns, SecretUse use) {
+  if (use == SecretUse::kAny) return true;
+  if (use == SecretUse::kLegacyJob && info.namespaces.empty()) return true;
+  return std::ranges::any_of(
+      info.namespaces, [&](const std::string& n) { return n == kSecretAllNamespaces || n == ns; });
+}
+
+}  // namespace
+
 Status SecretVault::CheckUse(const std::string& name, const std::string& ns, SecretUse use) {
-  auto not_found = [&] {
-    return WithCode(NotFoundError("secret \"" + name + "\": not found"), kSecretNotFound);
-  };
   auto info = store_->Info(name);
-  if (!info) return info.error().code() == StatusCode::kNotFound ? not_found() : info.error();
-  if (use == SecretUse::kAny) return Status::Ok();
-  for (const auto& n : info->namespaces) {
-    if (n == kSecretAllNamespaces || n == ns) return Status::Ok();
+  if (!info) {
+    return info.error().code() == StatusCode::kNotFound ? SecretNotFound(name) : info.error();
   }
-  return not_found();
+  return MayUse(*info, ns, use) ? Status::Ok() : SecretNotFound(name);
+}
+
+Result<std::string> SecretVault::RevealFor(const std::string& name, const std::string& ns,
+                                           SecretUse use) {
+  auto got = store_->GetWithInfo(name);
+  if (!got) {
+    return Err(got.error().code() == StatusCode::kNotFound ? SecretNotFound(name) : got.error());
+  }
+  if (!MayUse(got->first, ns, use)) return Err(SecretNotFound(name));
+  return Unseal(name, got->second);
 }
 
 Result<std::string> SecretVault::Reveal(const std::string& name) {
@@ -134,7 +156,10 @@ Result<std::string> SecretVault::Reveal(const std::string& name) {
     }
     return Err(sealed.error());
   }
-  const std::string& s = *sealed;
+  return Unseal(name, *sealed);
+}
+
+Result<std::string> SecretVault::Unseal(const std::string& name, const std::string& s) {
   auto corrupt = [&] {
     return Err(CorruptionError("secret \"" + name +
                                "\": cannot be decrypted (wrong key file, or altered)"));

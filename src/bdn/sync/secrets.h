@@ -16,11 +16,8 @@
 
 namespace bdn::sync {
 
-// Which secrets a job may name (docs/sync.md, "Secrets"). kAny: a job of the embedded CLI (its one
-// user owns every secret) or one started on a server with an admin key for every namespace ("*").
-// kJobNamespace: one started with any other key, which may name only a secret whose namespaces
-// hold the job's namespace (or "*").
-enum class SecretUse { kAny, kJobNamespace };
+// Which secrets a job may name (docs/sync.md, "Secrets"): registry/secret_store.h.
+using SecretUse = ::bdn::SecretUse;
 
 // Thread-safe.
 class SecretVault {
@@ -47,11 +44,17 @@ class SecretVault {
   Status Set(const std::string& name, const std::string& value,
              std::vector<std::string> namespaces = {});
   // Checks that a job into namespace `ns` may name the secret `name`: it exists and, with
-  // SecretUse::kJobNamespace, its namespaces hold `ns` or are {"*"}. Reads no value, so it says
+  // SecretUse::kJobNamespace, its namespaces hold `ns` or are {"*"}; with kLegacyJob, that or it
+  // has no namespaces. Reads no value, so it says
   // nothing of the value's format. Errors: NotFound "secret \"name\": not found" (reason
   // secret_not_found) for a secret that does not exist and, the same answer, for one the job may
   // not use, so that a caller learns no names of other namespaces' secrets; the store's.
   Status CheckUse(const std::string& name, const std::string& ns, SecretUse use);
+  // The plaintext of `name` for a run of a job into namespace `ns` that `use` allows (the use
+  // recorded with the job): CheckUse and Reveal on one read of the secret, so a secret replaced
+  // meanwhile is checked as it is now. Errors: CheckUse's (the same NotFound for a secret the job
+  // may not use as for one that does not exist) and Reveal's.
+  Result<std::string> RevealFor(const std::string& name, const std::string& ns, SecretUse use);
   // The plaintext of `name`. Errors: NotFound "secret \"name\": not found" (reason
   // secret_not_found); Corruption "secret \"name\": cannot be decrypted (wrong key file, or
   // altered)".
@@ -63,6 +66,8 @@ class SecretVault {
 
  private:
   SecretVault(std::shared_ptr<SecretStore> store, std::string key);
+  // The plaintext of the sealed value `sealed` of `name`. Errors: Reveal's Corruption.
+  Result<std::string> Unseal(const std::string& name, const std::string& sealed);
   std::shared_ptr<SecretStore> store_;
   const std::string key_;  // 32 bytes
 };

@@ -40,6 +40,12 @@ class MemorySecretStore : public SecretStore {
     if (it == sealed_.end()) return Err(NotFoundError("secret \"" + name + "\": not found"));
     return it->second;
   }
+  Result<std::pair<SecretInfo, std::string>> GetWithInfo(const std::string& name) override {
+    MutexLock lock(mu_);
+    auto it = sealed_.find(name);
+    if (it == sealed_.end()) return Err(NotFoundError("secret \"" + name + "\": not found"));
+    return std::make_pair(SecretInfo{name, 1, 2, namespaces_[name]}, it->second);
+  }
   Result<std::vector<SecretInfo>> List() override {
     MutexLock lock(mu_);
     std::vector<SecretInfo> out;
@@ -207,6 +213,54 @@ TEST(SecretVault, AJobNamespaceUsesOnlyItsOwnSecretsAndOthersReadAsMissing) {
   EXPECT_STATUS(vault->Set("bad-ns", "v", {"*", "a"}), kInvalidArgument,
                 "namespaces: \"*\" (every namespace) stands alone");
   EXPECT_FALSE(f.store->sealed_.contains("bad-ns"));
+}
+
+// A job's run reveals its secret only as the use recorded with the job allows, on the value it
+// reads: the answer for a secret it may not use is that of a missing one. A job recorded before
+// jobs kept their use (kLegacyJob) may also use a secret with no namespaces, as only an admin key
+// for "*" could name one when it started.
+TEST(SecretVault, RevealForChecksTheJobsUseOnTheValueItReveals) {
+  Fixture f;
+  auto vault = OpenVault(f.store, f.key);
+  ASSERT_OK(vault->Set("team-a", "hf_a", {"a"}));
+  ASSERT_OK(vault->Set("team-b", "hf_b", {"b"}));
+  ASSERT_OK(vault->Set("shared", "hf_s", {"*"}));
+  ASSERT_OK(vault->Set("admins", "hf_x"));
+  struct Case {
+    std::string name;
+    SecretUse use;
+    std::string value;  // "": not found
+  };
+  const std::vector<Case> cases = {
+      {"team-a", SecretUse::kJobNamespace, "hf_a"},
+      {"team-a", SecretUse::kLegacyJob, "hf_a"},
+      {"team-a", SecretUse::kAny, "hf_a"},
+      {"shared", SecretUse::kJobNamespace, "hf_s"},
+      {"team-b", SecretUse::kJobNamespace, ""},
+      {"team-b", SecretUse::kLegacyJob, ""},
+      {"team-b", SecretUse::kAny, "hf_b"},
+      {"admins", SecretUse::kJobNamespace, ""},
+      {"admins", SecretUse::kLegacyJob, "hf_x"},
+      {"admins", SecretUse::kAny, "hf_x"},
+      {"nope", SecretUse::kAny, ""},
+  };
+  for (const Case& c : cases) {
+    auto value = vault->RevealFor(c.name, "a", c.use);
+    if (!c.value.empty()) {
+      ASSERT_OK(value);
+      EXPECT_EQ(c.value, *value) << c.name;
+      continue;
+    }
+    EXPECT_STATUS(value, kNotFound, "secret \"" + c.name + "\": not found");
+    ASSERT_FALSE(value.has_value());
+    EXPECT_EQ("secret \"" + c.name + "\": not found", value.error().message());
+    EXPECT_EQ("secret_not_found", value.error().reason()) << c.name;
+  }
+  // Removed, and set again for another namespace only: a's job no longer uses it.
+  ASSERT_OK(vault->Remove("team-a"));
+  ASSERT_OK(vault->Set("team-a", "hf_b", {"b"}));
+  EXPECT_STATUS(vault->RevealFor("team-a", "a", SecretUse::kJobNamespace), kNotFound,
+                "secret \"team-a\": not found");
 }
 
 }  // namespace

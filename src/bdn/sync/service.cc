@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/log.h"
+#include "bdn/base/units.h"  // FormatUtc
 #include "bdn/format/ref.h"
 #include "bdn/sync/glob.h"
 #include "bdn/sync/hf_source.h"              // HfEndpoint
@@ -88,23 +90,10 @@ Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec, SecretUse se
     BDN_ASSIGN_OR_RETURN(auto vault, Vault());
     BDN_RETURN_IF_ERROR(vault->CheckUse(spec.auth_secret_name, spec.ns, secrets));
   }
-  BDN_ASSIGN_OR_RETURN(auto existing, deps_.jobs->FindUnfinished(spec));
-  StartedJob out;
-  if (existing) {
-    out.job = std::move(*existing);
-  } else {
-    if (max_unfinished_per_namespace_ > 0) {
-      // Rows are kept after a job ends; only the unfinished ones are bounded, as each takes a
-      // place in the queue and in every poll of it.
-      BDN_ASSIGN_OR_RETURN(int64_t unfinished, deps_.jobs->CountUnfinished(spec.ns));
-      if (unfinished >= max_unfinished_per_namespace_) {
-        return Err(ConflictError("namespace \"" + spec.ns + "\": " + std::to_string(unfinished) +
-                                 " sync jobs unfinished; wait for some or cancel them"));
-      }
-    }
-    BDN_ASSIGN_OR_RETURN(out.job, deps_.jobs->Create(spec));
-    out.created = true;
-  }
+  BDN_ASSIGN_OR_RETURN(StartedJob out,
+                       deps_.jobs->Create(spec, {.secret_use = secrets,
+                                                 .resume = true,
+                                                 .max_unfinished = max_unfinished_per_namespace_}));
   if (on_created_) on_created_(out.job);
   return out;
 }
@@ -178,7 +167,29 @@ Status JobScheduler::Start() {
     threads_.emplace_back([this] { Work(); });
   }
   if (options_.poll.count() > 0) threads_.emplace_back([this] { Poll(); });
+  if (options_.job_retention.count() > 0) threads_.emplace_back([this] { Prune(); });
   return Status::Ok();
+}
+
+std::chrono::milliseconds JobPruneInterval(std::chrono::milliseconds retention) {
+  return std::clamp<std::chrono::milliseconds>(retention / 10, std::chrono::seconds(1),
+                                               std::chrono::hours(1));
+}
+
+void JobScheduler::Prune() {
+  const auto interval = JobPruneInterval(options_.job_retention);
+  while (true) {
+    const int64_t before = WallNowMs(*Clock::Real()) - options_.job_retention.count();
+    if (auto deleted = deps_.jobs->DeleteFinished(before); !deleted) {
+      log::Warn("sync jobs: deleting the finished ones past the retention: " +
+                deleted.error().message());
+    } else if (*deleted > 0) {
+      log::Info("sync jobs: deleted " + std::to_string(*deleted) + " finished before " +
+                FormatUtc(before));
+    }
+    MutexLock lock(mu_);
+    if (cv_.wait_for(lock.native(), interval, [&] { return shutdown_.load(); })) return;
+  }
 }
 
 void JobScheduler::Poll() {

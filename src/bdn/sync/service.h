@@ -22,10 +22,7 @@
 
 namespace bdn::sync {
 
-struct StartedJob {
-  SyncJobRecord job;
-  bool created = false;  // false: an unfinished job with the same spec was resumed
-};
+using StartedJob = CreatedSyncJob;
 
 // Checks what `sync start` asks for before a job exists: the source URI's syntax, the globs
 // (at most kMaxGlobs of each kind),
@@ -41,6 +38,8 @@ class SyncService {
   // exactly this spec, so that running the same `sync start` again resumes it. `secrets`: which
   // secrets the job may name (the rights of the key that starts it on a server; the embedded
   // CLI passes kAny); RemoteSyncService ignores it, the origin decides by the caller's key.
+  // LocalSyncService records it with the job, and every run checks the job's secret against it
+  // again (a resumed job: SyncJobCreate::resume says how its recorded use may change).
   // Errors: Conflict "namespace \"a\": 100 sync jobs unfinished; wait for some or cancel them"
   // for a new job into a namespace that has as many PENDING or SYNCING jobs as the service
   // allows; InvalidArgument from ValidateSpec; PermissionDenied (reason file_not_allowed or
@@ -51,7 +50,7 @@ class SyncService {
   virtual Result<StartedJob> Start(const SyncJobSpec& spec, SecretUse secrets) = 0;
   // Errors: NotFound "sync job <id>: not found".
   virtual Result<SyncJobRecord> Get(const std::string& id) = 0;
-  // Newest first; only jobs into ns (and volume) when given.
+  // Newest first, at most kMaxListedSyncJobs; only jobs into ns (and volume) when given.
   virtual Result<std::vector<SyncJobRecord>> List(const std::string& ns,
                                                   const std::string& volume) = 0;
   // Stops a job: one that no runner holds is CANCELED at once, a running one within a second
@@ -72,8 +71,8 @@ class SyncService {
 // `on_created` (the server's JobScheduler); without one the caller runs them (the embedded CLI,
 // with RunJob). With `max_unfinished_per_namespace` above 0 (bdn serve
 // --sync-max-unfinished-per-namespace, default 100), Start refuses a new job into a namespace
-// that has that many jobs PENDING or SYNCING (concurrent Starts may pass the count together, so
-// the bound holds up to the starts in flight).
+// that has that many jobs PENDING or SYNCING; the job store counts and creates in one
+// transaction, so concurrent Starts (threads, replicas sharing a database) never pass it.
 class LocalSyncService : public SyncService {
  public:
   LocalSyncService(RunnerDeps deps, std::function<void(const SyncJobRecord& job)> on_created = {},
@@ -108,7 +107,15 @@ struct SchedulerOptions {
   // With a positive interval, every unfinished job the store lists then is queued too (see
   // JobScheduler).
   std::chrono::milliseconds poll{0};
+  // Jobs READY, FAILED or CANCELED longer ago than this are deleted (SyncJobStore::DeleteFinished)
+  // soon after Start and then every JobPruneInterval (bdn serve --sync-job-retention, default 30
+  // days). 0: kept forever. Unfinished jobs are never deleted.
+  std::chrono::milliseconds job_retention{0};
 };
+
+// How often a scheduler deletes the jobs past `retention`: a tenth of it, at least every second
+// and at most hourly.
+std::chrono::milliseconds JobPruneInterval(std::chrono::milliseconds retention);
 
 // The per-namespace cap `options` gives: runners_per_namespace, or max(1, runners / 2) for 0,
 // clamped to [1, runners].
@@ -122,6 +129,8 @@ int RunnersPerNamespace(const SchedulerOptions& options);
 // whose namespace runs fewer than RunnersPerNamespace jobs here; a job of a namespace at its cap
 // stays queued (PENDING) until one of that namespace's jobs ends, while other namespaces' jobs
 // run (the cap is per server: replicas sharing a job store each apply it to their own runners).
+// With a job_retention, finished jobs older than it are deleted on a thread of its own (every
+// replica sharing a job store may: a deletion is idempotent).
 // Stop interrupts the running jobs, which stay SYNCING for the next start. Thread-safe.
 class JobScheduler {
  public:
@@ -141,6 +150,8 @@ class JobScheduler {
   };
   void Work();
   void Poll();
+  // Deletes the jobs past job_retention now and every JobPruneInterval until Stop.
+  void Prune();
   // Queues every unfinished job that is neither queued nor running here.
   Status EnqueueUnfinished(bool log_resumes);
   // The oldest queued job whose namespace is under its cap; queue_.end() if none.

@@ -4,11 +4,14 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace bdn::testutil {
@@ -39,6 +42,27 @@ inline std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
   std::vector<uint8_t> v(n);
   for (auto& b : v) b = static_cast<uint8_t>(rng());
   return v;
+}
+
+// Calls fn(i) for every i in [0, n) on n threads released together (each waits until all have
+// started), for races; returns the results in order of i.
+template <typename F>
+auto RunTogether(int n, F fn) -> std::vector<decltype(fn(0))> {
+  using R = decltype(fn(0));
+  std::atomic<int> started{0};
+  std::vector<std::optional<R>> results(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      ++started;
+      while (started.load() < n) std::this_thread::yield();
+      results[static_cast<size_t>(i)].emplace(fn(i));
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<R> out;
+  for (auto& r : results) out.push_back(std::move(*r));
+  return out;
 }
 
 }  // namespace bdn::testutil
