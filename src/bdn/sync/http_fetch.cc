@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -399,12 +400,20 @@ Result<size_t> HttpObjectStream::Read(std::span<uint8_t> out) {
 void HttpObjectStream::Run() {
   const SourceOptions& so = fetcher_->options().source_options;
   Status s = WithSourceRetries(so.retry, so.cancel, fetcher_->options().source, [&](Attempt& a) {
-    // A try that delivered a real part of the body starts the deadline over; a drip of a few
-    // bytes a try (a source that sends a byte a second) does not, and still meets the deadline.
+    // A try that delivered a real part of the body at the floor's rate or faster, counted over
+    // the whole try (its stall included), starts the deadline over: a connection that was reset
+    // after moving well. A drip of a few bytes a try does not, nor a source that sends 64 KiB
+    // and then stalls every time (it would otherwise hold a runner without end, each try
+    // "progressing" at a few hundred bytes a second); both meet the deadline.
     constexpr uint64_t kProgressBytes = 64 * 1024;
     const uint64_t before = request_.offset;
+    const auto began = std::chrono::steady_clock::now();  // real time, as libcurl's floor
     Status once = FetchOnce(a);
-    a.progressed = request_.offset >= before + kProgressBytes;
+    const uint64_t moved = request_.offset - before;
+    const double seconds = std::max(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(), 1e-3);
+    a.progressed = moved >= kProgressBytes && static_cast<double>(moved) / seconds >=
+                                                  static_cast<double>(so.min_body_bytes_per_second);
     return once;
   });
   MutexLock lock(pipe_->mu);

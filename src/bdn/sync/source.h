@@ -109,9 +109,10 @@ struct Attempt {
   int number = 1;
   bool transient = false;  // the failure may pass if repeated (5xx, 429, reset, timeout)
   std::optional<std::chrono::milliseconds> retry_after;  // the server's Retry-After
-  // The try moved the call forward before it failed (bytes of a body delivered): the retry
-  // deadline and the back-off start again, so that a long transfer that stalls now and then
-  // is not given up for the time its earlier tries took.
+  // The try moved the call forward before it failed (HttpObjectStream: 64 KiB or more of a body
+  // delivered at min_body_bytes_per_second or faster over the whole try): the retry deadline
+  // and the back-off start again, so that a long transfer that breaks now and then is not
+  // given up for the time its earlier tries took.
   bool progressed = false;
 };
 

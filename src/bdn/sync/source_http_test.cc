@@ -828,6 +828,18 @@ TEST(ListingLimits, DefaultsAreDocumented) {
   EXPECT_EQ(std::chrono::hours(1), l.deadline);
 }
 
+// The object w.bin of `size` bytes of https://files.example, read from `server` whole through
+// one HttpObjectStream under `o`.
+Result<std::string> ReadWholeBody(const FakeServer& server, uint64_t size, const SourceOptions& o) {
+  auto fetcher = std::make_shared<HttpFetcher>(
+      FetcherOptions{.source = "https://files.example/w.bin", .source_options = o});
+  ObjectRequest req;
+  req.url = server.url() + "/w.bin";
+  req.object = {"w.bin", size, ""};
+  HttpObjectStream stream(fetcher, req);
+  return ReadAll(stream);
+}
+
 // A source that answered with a size and then sent its body a byte a second held its job's
 // runner for as long as it went on (a stall was only a second without a byte): one namespace's
 // jobs could keep every other namespace's waiting. A body slower than the floor now fails as a
@@ -848,14 +860,8 @@ TEST(HttpObjectStream, ABodySlowerThanTheFloorFailsAsStalled) {
   SourceOptions o = FastOptions();
   o.min_body_bytes_per_second = 1024;
   o.body_stall_timeout = std::chrono::seconds(1);
-  auto fetcher = std::make_shared<HttpFetcher>(
-      FetcherOptions{.source = "https://files.example/w.bin", .source_options = o});
-  ObjectRequest req;
-  req.url = server.url() + "/w.bin";
-  req.object = {"w.bin", kSize, ""};
-  HttpObjectStream stream(fetcher, req);
   const auto start = std::chrono::steady_clock::now();
-  auto bytes = ReadAll(stream);
+  auto bytes = ReadWholeBody(server, kSize, o);
   ASSERT_FALSE(bytes.has_value());
   EXPECT_EQ("https://files.example/w.bin " + server.url() +
                 ": GET /w.bin: stalled: slower than 1.00 KiB/s for 1000 ms (retried for 0ms)",
@@ -863,6 +869,51 @@ TEST(HttpObjectStream, ABodySlowerThanTheFloorFailsAsStalled) {
   EXPECT_EQ(StatusCode::kDeadlineExceeded, bytes.error().code());
   EXPECT_EQ("source_unavailable", bytes.error().reason());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// A source that declared a size, then sent 64 KiB and stalled on every request held its job for
+// as long as it went on: each try counted as progress and started the retry deadline over,
+// although it moved a few hundred bytes a second once the stall was counted. Progress now needs
+// the floor's rate over the whole try; such a source fails at the deadline.
+TEST(HttpObjectStream, ASourceThatStallsAfterEvery64KiBFailsAtTheDeadline) {
+  static constexpr uint64_t kPiece = 65 * 1024;
+  static constexpr uint64_t kSize = 40 * kPiece;  // read whole after 40 tries without the fix
+  std::atomic<int> gets{0};
+  FakeServer server([&gets](const http::ServerRequest& req, http::ServerResponse& res) {
+    ++gets;
+    uint64_t first = 0;
+    if (req.has_header("Range")) {
+      auto range = http::ParseRange(req.get_header_value("Range"), kSize);
+      first = (*range)->offset;
+      res.status = 206;
+      res.set_header("Content-Range", "bytes " + std::to_string(first) + "-" +
+                                          std::to_string(kSize - 1) + "/" + std::to_string(kSize));
+    }
+    res.set_chunked_content_provider(
+        "application/octet-stream", [first](size_t offset, http::DataSink& sink) {
+          if (offset >= kPiece) {  // this request's piece is sent: stall past the floor's time
+            std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+            return false;
+          }
+          const std::string piece(std::min<uint64_t>(kPiece, kSize - first), 'p');
+          return sink.write(piece.data(), piece.size());
+        });
+  });
+  SourceOptions o = FastOptions();
+  o.retry.clock = nullptr;  // real time: the deadline must pass while the tries go on
+  o.retry.deadline = std::chrono::seconds(4);
+  o.retry.initial_backoff = std::chrono::milliseconds(10);
+  o.retry.max_backoff = std::chrono::milliseconds(20);
+  o.min_body_bytes_per_second = 256 * 1024;
+  o.body_stall_timeout = std::chrono::seconds(1);
+  auto bytes = ReadWholeBody(server, kSize, o);
+  ASSERT_FALSE(bytes.has_value()) << gets.load() << " requests";
+  EXPECT_TRUE(bytes.error().message().starts_with("https://files.example/w.bin " + server.url() +
+                                                  ": GET /w.bin: stalled: slower than 256.00 "
+                                                  "KiB/s for 1000 ms (retried for "))
+      << bytes.error().message();
+  EXPECT_EQ("source_unavailable", bytes.error().reason());
+  EXPECT_LE(gets.load(), 6);  // about one try a second until the 4 s deadline
 }
 
 TEST(SourceOptions, TheBodyFloorDefaultsAreDocumented) {
