@@ -3,8 +3,9 @@
 # root's pull wrote into whatever directory mallory's symlink in a shared directory named (a
 # trailing slash, or her link before the last component, got past the check of the last
 # component), root's push sealed the root-only directory her link named, and a --cache-dir
-# pointed at a chunk store evicted the store's packs as cache regions. Each is refused with the
-# exact message, and what the links name is left as it was.
+# pointed at a chunk store evicted the store's packs as cache regions (at a copy of its packs/,
+# too; at a directory with a tmp/ and a state of its own, those were deleted). Each is refused with
+# the exact message, and what the links name is left as it was.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN BDN_REMOTE
 if [ "$(id -u)" != 0 ] || ! id mallory >/dev/null 2>&1; then
@@ -78,6 +79,24 @@ run_fails 8 "bdn: error: node cache $BDN_HOME: holds locks, which is not the nod
 assert_eq "$store_before" "$(listing "$store")" "the store after the refused caches"
 "$BDN" volume pull bdn:t/m:prod "$WORK/again" >/dev/null 2>&1
 cmp "$WORK/src/a.txt" "$WORK/again/a.txt" || fail "the store still serves"
+
+step "a --cache-dir of someone's work (lost+found, tmp/, state) or a copy of a store's packs/ is refused, left as it was"
+someones="$WORK/someones"
+mkdir -m 0755 "$someones" "$someones/lost+found" "$someones/tmp" "$someones/tmp/project"
+printf 'a,b\n1,2\n' > "$someones/tmp/project/results.csv"
+printf 'running\n' > "$someones/state"
+backup="$WORK/backup"
+mkdir -m 0755 "$backup"
+cp -a "$store/packs" "$backup/packs"
+chmod 0755 "$backup/packs"
+for dir in "$someones" "$backup"; do
+  dir_before=$(listing "$dir"); sums_before=$(cd "$dir" && find . -type f -exec b3sum {} + | LC_ALL=C sort)
+  [ "$dir" = "$someones" ] && name=state || name=packs
+  run_fails 8 "bdn: error: node cache $dir: holds $name, which is not the node cache's; give an empty directory or one the node cache made" \
+    "$BDN" cache serve --upstream http://127.0.0.1:9 --listen 127.0.0.1:0 --cache-dir "$dir" --cache-size 64K
+  assert_eq "$dir_before" "$(listing "$dir")" "$dir after the refused cache"
+  assert_eq "$sums_before" "$(cd "$dir" && find . -type f -exec b3sum {} + | LC_ALL=C sort)" "the bytes in $dir"
+done
 
 step "mount: mallory's symlink as the mountpoint or before it is refused, nothing mounted"
 needs_fuse

@@ -21,6 +21,10 @@ which bdn must then read like its own. BLAKE3 comes from b3sum, except for recor
                                from the pack header); prints how many records it damaged
   packs.py unpack STORE        rewrites STORE in the old one-file-per-chunk layout (before packs):
                                every blob as chunks/<2 hex>/<64 hex>, raw; packs/ and index/ removed
+  packs.py unpack-cache DIR    the same for a node cache directory, left as the one-file-per-chunk
+                               release made it: also its accounting file `state` ("ZBDNN001", 1024
+                               ghost slots, the table from byte 8192), and none of the files that
+                               release never made (the marker bdn-node-cache, evict.lock)
 """
 import os
 import shutil
@@ -287,6 +291,17 @@ def unpack(store):
     return 0
 
 
+def unpack_cache(cache):
+    unpack(cache)
+    for name in ("bdn-node-cache", "evict.lock"):
+        if os.path.exists(os.path.join(cache, name)):
+            os.remove(os.path.join(cache, name))
+    with open(os.path.join(cache, "state"), "wb") as f:
+        f.write(b"ZBDNN001" + struct.pack("<Q", 1024))
+        f.truncate(8192 + 1024 * 8)
+    return 0
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "list":
@@ -306,6 +321,8 @@ def main():
         return corrupt(sys.argv[2])
     elif cmd == "unpack":
         return unpack(sys.argv[2])
+    elif cmd == "unpack-cache":
+        return unpack_cache(sys.argv[2])
     elif cmd == "extract":
         return extract(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -86,7 +86,7 @@ assert_eq "store $NC: already in the pack layout, nothing to migrate" "$("$BDN" 
 "$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$NC" >/dev/null; MOUNTS+=("$WORK/mnt")
 "$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
 [ -z "$(find "$NC/packs" -name '*.open')" ] || fail "a region left open: $(ls "$NC/packs")"
-python3 "$PACKS" unpack "$NC"
+python3 "$PACKS" unpack-cache "$NC"
 old_nc=$(find "$NC/chunks" -type f | wc -l)
 [ "$old_nc" -gt 0 ] || fail "no old-layout node cache written"
 # A mount still works, without its node cache, and says which command converts it.

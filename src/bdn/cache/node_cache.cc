@@ -1,8 +1,8 @@
 #include "bdn/cache/node_cache.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/cache/cache_dir.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -53,40 +54,21 @@ class FileLock {
   int fd_;
 };
 
-// The names a node cache directory holds: its lock, the region store's (local_chunk_store.h; no
-// gc/, as a cache records no claims, and index/ holds only its lock, as a cache keeps no index
-// tables), the old one-file-per-chunk layout's (chunks/, tmp/, state; `bdn store migrate
-// --cache-dir` converts it, leaving corrupt/ for bad copies), and lost+found for a cache on a
-// file system of its own.
-constexpr std::string_view kNodeCacheNames[] = {
-    "evict.lock", "packs", "index", "quarantine", "quarantine.damaged",
-    "chunks",     "tmp",   "state", "corrupt",    "lost+found"};
-
-// FailedPrecondition naming the first entry of the existing directory `dir` (open) that a node
-// cache does not make: eviction would delete whatever regions it found there, so a directory of
-// something else (a chunk store: its packs/ and index tables; BDN_HOME: registry.db) is refused
-// rather than taken over.
-Status CheckHoldsOnlyNodeCacheFiles(int dir, const fs::path& display) {
-  auto refuse = [&display](const std::string& name) {
-    return FailedPreconditionError("node cache " + display.string() + ": holds " + name +
-                                   ", which is not the node cache's; give an empty directory or "
-                                   "one the node cache made");
-  };
-  BDN_ASSIGN_OR_RETURN(auto names, ListNames(dir, display.string()));
-  for (const std::string& name : names) {
-    if (std::find(std::begin(kNodeCacheNames), std::end(kNodeCacheNames), name) ==
-        std::end(kNodeCacheNames)) {
-      return refuse(name);
-    }
+// Deletes the regions an earlier open set aside (packs/<16 hex>.{pack,open,new}.damaged, the
+// names the region store gives what it sets aside): they hold nothing worth keeping in a cache,
+// and would take disk beyond capacity_bytes unseen. Run before the store opens, so that what it
+// sets aside now stays (its warning names it) until the next open. A directory under such a name
+// stays (unlinkat fails on it). Best effort, like the removal it replaces.
+void DeleteRegionsSetAside(int dir, const fs::path& display) {
+  struct stat st {};
+  if (::fstatat(dir, "packs", &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // nothing set aside yet
+  auto packs = OpenPrivateSubdirectory(dir, "packs", display / "packs", "node cache");
+  if (!packs) return;  // refused, with its message, when the store opens it
+  auto names = ListNames(packs->get(), (display / "packs").string());
+  if (!names) return;
+  for (const std::string& name : *names) {
+    if (IsSetAsideRegionName(name)) ::unlinkat(packs->get(), name.c_str(), 0);
   }
-  // What is not a directory here is refused when the store opens it.
-  UniqueFd index(::openat(dir, "index", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!index) return Status::Ok();
-  BDN_ASSIGN_OR_RETURN(auto in_index, ListNames(index.get(), (display / "index").string()));
-  for (const std::string& name : in_index) {
-    if (name != "lock") return refuse("index/" + name);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -122,11 +104,17 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
   // Private to its owner: it holds chunks of every namespace mounted on the node.
   // Refused when another user owns it: that user could plant symlinks in it. What is inside is
   // opened relative to it, never through a symlink.
-  // A directory that holds anything else is refused before anything in it is changed.
+  // An existing directory that is not a node cache's is refused before anything in it is changed
+  // (or its mode tightened): eviction would delete whatever regions it found there.
+  std::optional<CacheDirKind> judged;  // stays unset when the directory is made here
   BDN_ASSIGN_OR_RETURN(UniqueFd dir_fd,
-                       OpenPrivateDirectory(options.dir, "node cache", [&](int fd) {
-                         return CheckHoldsOnlyNodeCacheFiles(fd, options.dir);
+                       OpenPrivateDirectory(options.dir, "node cache", [&](int fd) -> Status {
+                         BDN_ASSIGN_OR_RETURN(judged, JudgeCacheDir(fd, options.dir));
+                         return Status::Ok();
                        }));
+  const CacheDirKind kind = judged.value_or(CacheDirKind::kEmpty);
+  // The directory is the cache's from its first file on.
+  if (kind == CacheDirKind::kEmpty) BDN_RETURN_IF_ERROR(MarkCacheDir(dir_fd.get(), options.dir));
   std::unique_ptr<NodeCache> cache(new NodeCache(std::move(upstream), options));
   // A cache that cannot be written (a read-only file system, another owner) is refused here, so
   // that the caller goes without it rather than with one that never keeps anything.
@@ -138,30 +126,24 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
                                        lock.error().message().substr(what.size())));
   }
   cache->evict_lock_fd_ = std::move(*lock);
+  DeleteRegionsSetAside(dir_fd.get(), options.dir);
   BDN_ASSIGN_OR_RETURN(cache->store_,
                        LocalChunkStore::Open(options.dir, NodeCacheStoreOptions(options)));
-  // Regions set aside as damaged (*.pack.damaged, *.open.damaged, whatever else was set aside)
-  // hold nothing worth keeping in a cache: deleted, so that they do not take disk beyond
-  // capacity_bytes unseen. A directory under such a name stays (unlinkat fails on it).
-  if (auto packs =
-          OpenPrivateSubdirectory(dir_fd.get(), "packs", options.dir / "packs", "node cache")) {
-    UniqueFd copy(::openat(packs->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (DIR* d = copy ? ::fdopendir(copy.get()) : nullptr) {
-      (void)copy.Release();  // closedir closes it
-      std::vector<std::string> damaged;
-      while (struct dirent* e = ::readdir(d)) {
-        if (std::string_view(e->d_name).ends_with(".damaged")) damaged.emplace_back(e->d_name);
-      }
-      ::closedir(d);
-      for (const std::string& name : damaged) ::unlinkat(packs->get(), name.c_str(), 0);
+  if (kind == CacheDirKind::kEarlierRelease) {
+    // The one-file-per-chunk layout's accounting file and temporary files (JudgeCacheDir saw
+    // only those there), once migrated: removed relative to the directory judged. Best effort:
+    // what stays takes a little disk and nothing else.
+    ::unlinkat(dir_fd.get(), "state", 0);
+    if (auto cursor = DirCursor::Open(
+            DirFd(::openat(dir_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), options.dir)) {
+      RemoveTree(*cursor, "tmp").IgnoreError();
     }
-  }
-  // The old layout's accounting file and temporary directory, once migrated: removed relative to
-  // the directory checked above. Best effort: what stays takes a little disk and nothing else.
-  ::unlinkat(dir_fd.get(), "state", 0);
-  if (auto cursor = DirCursor::Open(
-          DirFd(::openat(dir_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), options.dir)) {
-    RemoveTree(*cursor, "tmp").IgnoreError();
+    // Marked once its store opened: one of the old layout that still needs `bdn store migrate`
+    // is refused above and stays as that release left it. A marker that cannot be written (a
+    // full disk) costs nothing now: the next open judges the directory as this one did.
+    if (Status marked = MarkCacheDir(dir_fd.get(), options.dir); !marked.ok()) {
+      log::Warn(marked.message() + "; the directory stays unmarked until the next open");
+    }
   }
   cache->MakeRoom(false);
   return cache;

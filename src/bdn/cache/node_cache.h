@@ -25,7 +25,8 @@ namespace bdn {
 
 struct NodeCacheOptions {
   // The cache directory (created if missing). Layout: a pack store (docs/format.md, "Packs"):
-  // packs/<16 hex>.pack regions, packs/<16 hex>.open the regions being filled, quarantine.
+  // packs/<16 hex>.pack regions, packs/<16 hex>.open the regions being filled, quarantine; and
+  // bdn-node-cache, the marker that makes it the node cache's (cache_dir.h).
   std::filesystem::path dir;
   // Bound of the bytes of the region files (sealed and being filled).
   uint64_t capacity_bytes = 10ull << 30;
@@ -97,18 +98,23 @@ class NodeCache : public ChunkStore {
   // an existing directory with group or other bits is tightened, with a warning on stderr:
   // CreatePrivateDirectory). Regions whose process died are recovered. If the directory holds
   // more than capacity_bytes (a smaller --cache-size than before), eviction runs before Open
-  // returns. An existing directory must hold only what a node cache makes (evict.lock, packs/,
-  // index/ with only its lock, quarantine, and the old layout's chunks/, tmp/, state), so that
-  // eviction never deletes another thing's files (a chunk store's packs); it is checked before
-  // anything in it is changed, and everything Open does in it is relative to the directory it
-  // checked. Errors: InvalidArgument if capacity_bytes is 0 or low_watermark is outside (0, 1];
-  // FailedPrecondition "node cache <dir>: holds registry.db, which is not the node cache's; give
-  // an empty directory or one the node cache made" ("holds index/<name>" for a store's index
-  // tables); those of OpenPrivateDirectory; FailedPrecondition "chunk store <dir>: in the old
-  // one-file-per-chunk layout (chunks/); convert it with: bdn store migrate --cache-dir <dir>" for
-  // a cache of the old layout; PermissionDenied "node cache <dir>: Read-only file system" (or
-  // "Permission denied") for a directory this process cannot write; Internal/PermissionDenied
-  // naming the path on I/O errors.
+  // returns. A node cache marks a directory it makes as its own (the file bdn-node-cache,
+  // cache_dir.h), first thing; an existing directory is taken only when it is empty (or holds only
+  // an empty lost+found), marked, or exactly what an earlier release's node cache made there
+  // without a marker (JudgeCacheDir), so that eviction never deletes another thing's files (a
+  // chunk store's packs, a copy of them); it is judged before anything in it is changed, and
+  // everything Open does in it is relative to the directory it judged. Only in an earlier
+  // release's directory are the old layout's `state` and tmp/ removed; it is marked once its
+  // store opens. Regions set aside as damaged at an earlier open are deleted; those set aside by
+  // this one stay until the next. Errors: InvalidArgument if capacity_bytes is 0 or low_watermark
+  // is outside (0, 1]; FailedPrecondition "node cache <dir>: holds registry.db, which is not the
+  // node cache's; give an empty directory or one the node cache made" (or "holds tmp/project",
+  // "holds packs/<name>", "holds index/<name>": JudgeCacheDir's errors); those of
+  // OpenPrivateDirectory; FailedPrecondition "chunk store <dir>: in the old one-file-per-chunk
+  // layout (chunks/); convert it with: bdn store migrate --cache-dir <dir>" for a cache of the old
+  // layout; PermissionDenied "node cache <dir>: Read-only file system" (or "Permission denied")
+  // for a directory this process cannot write; Internal/PermissionDenied naming the path on I/O
+  // errors.
   static Result<std::unique_ptr<NodeCache>> Open(std::shared_ptr<ChunkStore> upstream,
                                                  NodeCacheOptions options);
   ~NodeCache() override;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -22,6 +23,7 @@
 #include "bdn/cache/store_stack.h"
 #include "bdn/mount/mount_test_support.h"
 #include "bdn/store/chunk_store_conformance_test_util.h"
+#include "bdn/store/migrate.h"
 #include "bdn/store/store_test_util.h"
 #include "bdn/volume/version_view.h"
 
@@ -538,10 +540,98 @@ TEST_F(NodeCacheTest, ReopeningWithASmallerSizeEvictsDownToIt) {
   EXPECT_EQ(cache->stats().cached_bytes, DiskUsage(CacheDir()));
 }
 
-TEST_F(NodeCacheTest, ACacheOfTheOldLayoutNamesTheMigrateCommand) {
-  const std::string hex(64, 'a');
-  fs::create_directories(CacheDir() / "chunks" / "aa");
-  std::ofstream(CacheDir() / "chunks" / "aa" / hex) << "x";
+// Every file below `dir` (symlinks not followed) with its size, mode and, for a regular file, the
+// digest of its bytes, one a line; the first line is `dir`'s own mode.
+std::string Listing(const fs::path& dir) {
+  std::vector<std::string> lines;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::end(it); ++it) {
+    struct stat st {};
+    EXPECT_EQ(::lstat(it->path().c_str(), &st), 0);
+    std::string line = fs::relative(it->path(), dir).string() + " " + std::to_string(st.st_size) +
+                       " " + std::to_string(st.st_mode);
+    if (S_ISREG(st.st_mode)) {
+      std::ifstream in(it->path(), std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+      line += " " + Digest::Of(bytes).ToString();
+    }
+    lines.push_back(line);
+  }
+  std::sort(lines.begin(), lines.end());
+  struct stat top {};
+  EXPECT_EQ(::lstat(dir.c_str(), &top), 0);
+  std::string out = std::to_string(top.st_mode) + "\n";
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// Opens a node cache on `dir`, which must be refused with FailedPrecondition `message` and left
+// as it was, byte for byte and mode for mode (Listing).
+void ExpectRefusedAndLeftAsItWas(std::shared_ptr<ChunkStore> upstream, const fs::path& dir,
+                                 const std::string& message, uint64_t capacity = 1 << 20) {
+  const std::string before = Listing(dir);
+  auto cache = NodeCache::Open(std::move(upstream), {.dir = dir, .capacity_bytes = capacity});
+  ASSERT_FALSE(cache.has_value());
+  EXPECT_EQ(cache.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache.error().message(), message);
+  EXPECT_EQ(Listing(dir), before);
+}
+
+// Opens every directory at and below `dir` to group and others (0755), as a person's files are,
+// so that a tightening (0700) would show in Listing.
+void OpenToOthers(const fs::path& dir) {
+  fs::permissions(dir, fs::perms(0755));
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_directory() && !e.is_symlink()) fs::permissions(e.path(), fs::perms(0755));
+  }
+}
+
+// "node cache <dir>: holds <name>, which is not the node cache's; ...".
+std::string NotTheCaches(const fs::path& dir, const std::string& name) {
+  return "node cache " + dir.string() + ": holds " + name +
+         ", which is not the node cache's; give an empty directory or one the node cache made";
+}
+
+std::string ReadText(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The one-file-per-chunk layout's accounting file as that release wrote it (cache_state.cc):
+// "ZBDNN001" (a little-endian u64), 1024 ghost slots (u64), the ghost table from byte 8192.
+void WriteOldState(const fs::path& file) {
+  std::string bytes(8192 + 1024 * 8, '\0');
+  std::memcpy(bytes.data(), "ZBDNN001", 8);
+  const uint64_t slots = 1024;
+  std::memcpy(bytes.data() + 8, &slots, sizeof slots);
+  std::ofstream(file, std::ios::binary) << bytes;
+}
+
+// A node cache directory as the one-file-per-chunk release left it: chunks/<2 hex>/<64 hex>
+// (raw bytes), tmp/ holding a writer's temporary file "<64 hex>.<pid>.<n>", and state.
+void WriteOldLayoutCache(const fs::path& dir, const Chunks& c) {
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    const std::string hex = c.ids[i].Hex();
+    fs::create_directories(dir / "chunks" / hex.substr(0, 2));
+    std::ofstream(dir / "chunks" / hex.substr(0, 2) / hex, std::ios::binary) << c.contents[i];
+  }
+  fs::create_directories(dir / "tmp");
+  std::ofstream(dir / "tmp" / (c.ids[0].Hex() + ".4242.0")) << "a write that died";
+  WriteOldState(dir / "state");
+}
+
+// A node cache directory as the previous release (regions, no marker) left it: evict.lock, made
+// first, then its region store (packs/<16 hex>.pack, index/lock), holding `n` chunks.
+Chunks WritePreviousReleaseCache(const fs::path& dir, int n, uint64_t seed) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "evict.lock");
+  auto store = LocalChunkStore::Open(dir, NodeCacheStoreOptions({.dir = dir}));
+  EXPECT_TRUE(store.has_value()) << store.error().ToString();
+  return MakeChunks(**store, n, seed);  // sealed when the store closes
+}
+
+TEST_F(NodeCacheTest, ACacheOfTheOldLayoutNamesTheMigrateCommandAndOpensOnceMigrated) {
+  Chunks c = MakeChunks(upstream_->inner, 3, 41);
+  WriteOldLayoutCache(CacheDir(), c);
   auto cache = NodeCache::Open(upstream_, {.dir = CacheDir(), .capacity_bytes = 1 << 20});
   ASSERT_FALSE(cache.has_value());
   EXPECT_EQ(cache.error().code(), StatusCode::kFailedPrecondition);
@@ -550,21 +640,83 @@ TEST_F(NodeCacheTest, ACacheOfTheOldLayoutNamesTheMigrateCommand) {
                 ": in the old one-file-per-chunk layout (chunks/); convert it with: "
                 "bdn store migrate --cache-dir " +
                 CacheDir().string());
+  // Not marked: converted, it is still judged by what that release made.
+  EXPECT_FALSE(fs::exists(CacheDir() / "bdn-node-cache"));
+  EXPECT_TRUE(fs::exists(CacheDir() / "state"));
+  auto migrated = MigrateOldLayout(CacheDir(), NodeCacheStoreOptions({.dir = CacheDir()}), nullptr);
+  ASSERT_TRUE(migrated.has_value()) << migrated.error().ToString();
+  EXPECT_EQ(migrated->blobs, 3u);
+  auto opened = Open();
+  ASSERT_NE(opened, nullptr);
+  EXPECT_FALSE(fs::exists(CacheDir() / "state"));
+  EXPECT_FALSE(fs::exists(CacheDir() / "tmp"));
+  EXPECT_EQ(ReadText(CacheDir() / "bdn-node-cache"), "bdn node cache, format 1\n");
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    auto got = opened->Get(c.ids[i]);
+    ASSERT_TRUE(got.has_value()) << got.error().ToString();
+    EXPECT_EQ(*got, ToBytes(c.contents[i]));
+  }
+  EXPECT_EQ(upstream_->gets, 0);  // every chunk from the converted cache
 }
 
-// Every file below `dir` (symlinks not followed) with its size and mode, one a line.
-std::string Listing(const fs::path& dir) {
-  std::vector<std::string> lines;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::end(it); ++it) {
-    struct stat st {};
-    EXPECT_EQ(::lstat(it->path().c_str(), &st), 0);
-    lines.push_back(fs::relative(it->path(), dir).string() + " " + std::to_string(st.st_size) +
-                    " " + std::to_string(st.st_mode));
+// A cache the previous release made (regions, no marker) keeps working: taken, marked, its
+// chunks served from disk.
+TEST_F(NodeCacheTest, ACacheOfThePreviousReleaseOpensAndIsMarked) {
+  Chunks c = WritePreviousReleaseCache(CacheDir(), 5, 43);
+  ASSERT_FALSE(fs::exists(CacheDir() / "bdn-node-cache"));
+  auto cache = Open();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(ReadText(CacheDir() / "bdn-node-cache"), "bdn node cache, format 1\n");
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    auto got = cache->Get(c.ids[i]);
+    ASSERT_TRUE(got.has_value()) << got.error().ToString();
+    EXPECT_EQ(*got, ToBytes(c.contents[i]));
   }
-  std::sort(lines.begin(), lines.end());
-  std::string out;
-  for (const auto& l : lines) out += l + "\n";
-  return out;
+  EXPECT_EQ(upstream_->gets, 0);
+}
+
+TEST_F(NodeCacheTest, ANewCacheIsMarkedFirstAndReopensAfterARestart) {
+  Chunks c = MakeChunks(upstream_->inner, 4, 44);
+  {
+    auto cache = Open();
+    ASSERT_NE(cache, nullptr);
+    for (const Digest& id : c.ids) ASSERT_TRUE(cache->Get(id).has_value());
+  }
+  EXPECT_EQ(ReadText(CacheDir() / "bdn-node-cache"), "bdn node cache, format 1\n");
+  EXPECT_EQ(fs::status(CacheDir() / "bdn-node-cache").permissions(), fs::perms(0600));
+  {
+    auto cache = Open();
+    ASSERT_NE(cache, nullptr);
+    for (const Digest& id : c.ids) ASSERT_TRUE(cache->Get(id).has_value());
+  }
+  EXPECT_EQ(upstream_->gets, 4);  // the second run read every chunk from disk
+  // A marked directory holds only the cache's names: a tmp/ or state put there is refused, never
+  // removed (only an earlier release's are).
+  fs::create_directories(CacheDir() / "tmp" / "project");
+  std::ofstream(CacheDir() / "tmp" / "project" / "results.csv") << "a,b\n";
+  ExpectRefusedAndLeftAsItWas(upstream_, CacheDir(), NotTheCaches(CacheDir(), "tmp"));
+}
+
+// An empty file system's lost+found is an empty directory; one holding files is not.
+TEST_F(NodeCacheTest, ADirectoryHoldingOnlyAnEmptyLostAndFoundIsTaken) {
+  fs::create_directories(CacheDir() / "lost+found");
+  ASSERT_NE(Open(), nullptr);
+  EXPECT_EQ(ReadText(CacheDir() / "bdn-node-cache"), "bdn node cache, format 1\n");
+  const fs::path fsck = dir_.path() / "fsck";
+  fs::create_directories(fsck / "lost+found");
+  std::ofstream(fsck / "lost+found" / "#1234") << "found by fsck";
+  ExpectRefusedAndLeftAsItWas(upstream_, fsck, NotTheCaches(fsck, "lost+found/#1234"));
+}
+
+TEST_F(NodeCacheTest, AMarkerOfAnotherFormatIsRefused) {
+  WritePreviousReleaseCache(CacheDir(), 1, 45);
+  std::ofstream(CacheDir() / "bdn-node-cache") << "bdn node cache, format 2\n";
+  ExpectRefusedAndLeftAsItWas(
+      upstream_, CacheDir(),
+      "node cache " + CacheDir().string() +
+          ": bdn-node-cache does not read \"bdn node cache, format 1\" (a later bdn's cache, or "
+          "not "
+          "a node cache's); give an empty directory or one the node cache made");
 }
 
 // From an attacking helper: --cache-dir pointed at a chunk store's directory evicted the store's
@@ -578,50 +730,129 @@ TEST_F(NodeCacheTest, ADirectoryOfSomethingElseIsRefusedAndLeftAsItWas) {
     Chunks c = MakeChunks(**store, 40, 35);
     ASSERT_TRUE((*store)->Sync().ok());
   }
-  ASSERT_EQ(::chmod(store_dir.c_str(), 0755), 0);  // not tightened either
+  OpenToOthers(store_dir);  // not tightened either
   std::ofstream(store_dir / "registry.db") << "a registry";
-  const std::string before = Listing(store_dir);
-  const auto refused = [&](const std::string& name) {
-    return "node cache " + store_dir.string() + ": holds " + name +
-           ", which is not the node cache's; give an empty directory or one the node cache made";
-  };
-  auto cache = NodeCache::Open(upstream_, {.dir = store_dir, .capacity_bytes = 1 << 16});
-  ASSERT_FALSE(cache.has_value());
-  EXPECT_EQ(cache.error().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(cache.error().message(), refused("registry.db"));
-  EXPECT_EQ(Listing(store_dir), before);
-  EXPECT_EQ(fs::status(store_dir).permissions(), fs::perms(0755));
+  ExpectRefusedAndLeftAsItWas(upstream_, store_dir, NotTheCaches(store_dir, "registry.db"),
+                              1 << 16);
   // A store alone: its index tables are not a cache's (a cache keeps none).
   fs::remove(store_dir / "registry.db");
   std::ofstream(store_dir / "index" / "00000000000000aa.idx") << "an index table";
-  const std::string store_only = Listing(store_dir);
-  cache = NodeCache::Open(upstream_, {.dir = store_dir, .capacity_bytes = 1 << 16});
-  ASSERT_FALSE(cache.has_value());
-  EXPECT_EQ(cache.error().message(), refused("index/00000000000000aa.idx"));
-  EXPECT_EQ(Listing(store_dir), store_only);
+  ExpectRefusedAndLeftAsItWas(upstream_, store_dir,
+                              NotTheCaches(store_dir, "index/00000000000000aa.idx"), 1 << 16);
 }
 
-// The node cache's own names, also those of the old layout and a file system's lost+found, are
-// accepted; the old layout's state file and tmp/ tree are removed relative to the directory
-// checked (a symlink in tmp/ is removed, never followed).
-TEST_F(NodeCacheTest, ADirectoryOfTheCachesOwnNamesIsAcceptedAndTheOldFilesRemoved) {
-  const fs::path victim = dir_.path() / "victim";
-  fs::create_directories(victim / "sub");
-  std::ofstream(victim / "sub" / "file") << "kept";
-  fs::create_directories(CacheDir() / "tmp" / "a" / "b");
-  fs::create_directories(CacheDir() / "lost+found");
+// From an attacking helper: a copy of a chunk store's packs/ alone (a backup: packs alone
+// describe a store) under --cache-size 40M went from 81 MB to 17 MB, two of four packs evicted as
+// regions. Packs without evict.lock (or the old layout's state) are no node cache's.
+TEST_F(NodeCacheTest, ACopyOfAStoresPacksAloneIsRefusedAndLeftAsItWas) {
+  const fs::path store_dir = dir_.path() / "store";
+  {
+    LocalChunkStore::Options o;
+    o.durability = LocalChunkStore::Durability::kNone;
+    o.pack_target_bytes = 256 << 10;  // several packs
+    auto store = LocalChunkStore::Open(store_dir, o);
+    ASSERT_TRUE(store.has_value()) << store.error().ToString();
+    MakeChunks(**store, 40, 36);
+    ASSERT_TRUE((*store)->Sync().ok());
+  }
+  const fs::path backup = dir_.path() / "backup";
+  fs::create_directories(backup);
+  fs::copy(store_dir / "packs", backup / "packs", fs::copy_options::recursive);
+  ASSERT_GT(RegionFiles(backup), 2u);
+  OpenToOthers(backup);
+  ExpectRefusedAndLeftAsItWas(upstream_, backup, NotTheCaches(backup, "packs"), 1 << 16);
+}
+
+// From an attacking helper: a directory holding lost+found/, tmp/project/results.csv and a state
+// file was taken as the old layout's: tmp/ and state deleted, every directory chmodded 0700.
+// The old layout's are recognised by what that release wrote in them.
+TEST_F(NodeCacheTest, ATmpAndStateNotTheOldLayoutsAreRefusedAndLeftAsTheyWere) {
+  const fs::path work = dir_.path() / "work";
+  fs::create_directories(work / "lost+found");
+  fs::create_directories(work / "tmp" / "project");
+  std::ofstream(work / "tmp" / "project" / "results.csv") << "a,b\n1,2\n";
+  std::ofstream(work / "state") << "running\n";
+  OpenToOthers(work);
+  ExpectRefusedAndLeftAsItWas(upstream_, work, NotTheCaches(work, "state"));
+  // Even beside a state the old layout's writer could have written: tmp/ held only its flat
+  // temporary files.
+  WriteOldState(work / "state");
+  ExpectRefusedAndLeftAsItWas(upstream_, work, NotTheCaches(work, "tmp/project"));
+}
+
+// From an attacking helper: packs/x.damaged was deleted, and a <16 hex>.pack that is no pack was
+// set aside as damaged and deleted by the same open. In a directory without the marker, packs/
+// must hold what the cache writes there (pack headers checked), else it is refused untouched.
+TEST_F(NodeCacheTest, AnUnmarkedDirectoryWithFilesTheCacheNeverWroteInPacksIsRefused) {
+  WritePreviousReleaseCache(CacheDir(), 3, 46);
+  OpenToOthers(CacheDir());
+  const fs::path packs = CacheDir() / "packs";
+  std::ofstream(packs / "x.damaged") << "a person's file";
+  ExpectRefusedAndLeftAsItWas(upstream_, CacheDir(), NotTheCaches(CacheDir(), "packs/x.damaged"));
+  fs::remove(packs / "x.damaged");
+  std::ofstream(packs / "00000000000000aa.pack") << "named like a region, and no pack";
+  ExpectRefusedAndLeftAsItWas(upstream_, CacheDir(),
+                              NotTheCaches(CacheDir(), "packs/00000000000000aa.pack"));
+  fs::remove(packs / "00000000000000aa.pack");
+  ASSERT_NE(Open(), nullptr);  // what the previous release made, and nothing else
+}
+
+// In the cache's own directory, a region found damaged is set aside and kept (its warning names
+// it) until the next open deletes it; a name the region store never gives is left alone.
+TEST_F(NodeCacheTest, ARegionSetAsideIsKeptUntilTheNextOpen) {
+  ASSERT_NE(Open(), nullptr);
+  const fs::path packs = CacheDir() / "packs";
+  std::ofstream(packs / "00000000000000aa.pack") << "named like a region, and no pack";
+  std::ofstream(packs / "x.damaged") << "a person's file";
+  ::testing::internal::CaptureStderr();
+  auto cache = Open();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(cache, nullptr);
+  const fs::path aside = packs / "00000000000000aa.pack.damaged";
+  EXPECT_NE(err.find("set aside as " + aside.string()), std::string::npos) << err;
+  EXPECT_EQ(ReadText(aside), "named like a region, and no pack");
+  cache.reset();
+  cache = Open();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(aside)));
+  EXPECT_EQ(ReadText(packs / "x.damaged"), "a person's file");
+}
+
+// What the old layout left once migrated (state, tmp/ of its writer's temporary files), with the
+// regions and corrupt/ of a migration and a file system's lost+found: taken; state and tmp/
+// removed relative to the directory judged, the rest kept.
+TEST_F(NodeCacheTest, AnEarlierReleasesStateAndTmpAreRemovedAndTheRestKept) {
+  Chunks c = WritePreviousReleaseCache(CacheDir(), 2, 47);
+  WriteOldState(CacheDir() / "state");
+  fs::create_directories(CacheDir() / "tmp");
+  std::ofstream(CacheDir() / "tmp" / (c.ids[0].Hex() + ".77.3")) << "partial";
   fs::create_directories(CacheDir() / "corrupt");
-  std::ofstream(CacheDir() / "tmp" / "a" / "b" / "part") << "partial";
-  fs::create_directory_symlink(victim, CacheDir() / "tmp" / "a" / "out");
-  std::ofstream(CacheDir() / "state") << "old accounting";
+  std::ofstream(CacheDir() / "corrupt" / c.ids[1].Hex()) << "bad copy";
+  fs::create_directories(CacheDir() / "lost+found");
+  std::ofstream(CacheDir() / "lost+found" / "#12") << "found by fsck";
   auto cache = Open();
   ASSERT_NE(cache, nullptr);
   EXPECT_FALSE(fs::exists(fs::symlink_status(CacheDir() / "state")));
   EXPECT_FALSE(fs::exists(fs::symlink_status(CacheDir() / "tmp")));
-  EXPECT_TRUE(fs::is_directory(CacheDir() / "lost+found"));
-  std::string kept;
-  std::getline(std::ifstream(victim / "sub" / "file"), kept);
-  EXPECT_EQ(kept, "kept");
+  EXPECT_EQ(ReadText(CacheDir() / "corrupt" / c.ids[1].Hex()), "bad copy");
+  EXPECT_EQ(ReadText(CacheDir() / "lost+found" / "#12"), "found by fsck");
+  EXPECT_EQ(ReadText(CacheDir() / "bdn-node-cache"), "bdn node cache, format 1\n");
+  ASSERT_TRUE(cache->Get(c.ids[0]).has_value());
+  EXPECT_EQ(upstream_->gets, 0);
+}
+
+// A tmp/ holding a symlink is none of the old writer's: refused, and the link never followed.
+TEST_F(NodeCacheTest, AnOldLayoutTmpHoldingASymlinkIsRefusedAndNotFollowed) {
+  const fs::path victim = dir_.path() / "victim";
+  fs::create_directories(victim / "sub");
+  std::ofstream(victim / "sub" / "file") << "kept";
+  WritePreviousReleaseCache(CacheDir(), 1, 48);
+  WriteOldState(CacheDir() / "state");
+  fs::create_directories(CacheDir() / "tmp");
+  fs::create_directory_symlink(victim, CacheDir() / "tmp" / (std::string(64, 'a') + ".1.2"));
+  ExpectRefusedAndLeftAsItWas(upstream_, CacheDir(),
+                              NotTheCaches(CacheDir(), "tmp/" + std::string(64, 'a') + ".1.2"));
+  EXPECT_EQ(ReadText(victim / "sub" / "file"), "kept");
 }
 
 // Regression (a cache dir another user made, with symlinks planted in it): root's mount created
@@ -647,7 +878,8 @@ TEST_F(NodeCacheTest, SymlinksPlantedInTheDirectoryAreNeverFollowed) {
   const fs::path victim = dir_.path() / "victim";
   fs::create_directories(victim);
   std::ofstream(victim / "file") << "root only\n";
-  fs::create_directories(CacheDir());
+  ASSERT_NE(Open(), nullptr);  // a node cache's directory (marked), its regions then replaced
+  fs::remove_all(CacheDir() / "packs");
   auto open = [&] {
     return NodeCache::Open(upstream_, {.dir = CacheDir(), .capacity_bytes = 1 << 20});
   };
@@ -718,15 +950,21 @@ TEST_F(NodeCacheTest, AFifoInTheDirectoryIsSetAsideWithoutBlocking) {
                      not_file + (CacheDir() / "quarantine.damaged").string() + "\n"),
             std::string::npos)
       << err;
-  // Set aside, then deleted (NodeCache::Open deletes what is set aside).
-  EXPECT_FALSE(fs::exists(fs::symlink_status(fs::path(fifo.string() + ".damaged"))));
-  EXPECT_FALSE(
-      fs::exists(fs::symlink_status(CacheDir() / "packs" / "e1283ff8e463efac.open.damaged")));
+  // Set aside, and kept until the next open (which deletes what an earlier one set aside).
+  const fs::path fifo_aside = fifo.string() + ".damaged";
+  const fs::path open_aside = CacheDir() / "packs" / "e1283ff8e463efac.open.damaged";
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo_aside)));
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(open_aside)));
   auto got = cache->Get(c.ids[0]);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(*got, ToBytes(c.contents[0]));
   EXPECT_EQ(upstream_->gets, 1);
   EXPECT_EQ(cache->stats().regions, 1u);
+  cache.reset();
+  cache = Open();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(fifo_aside)));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(open_aside)));
 }
 
 // Regression: regions set aside as damaged were never deleted nor counted (two 4 GiB sparse files
