@@ -164,6 +164,13 @@ assert_contains "$err" "listen 127.0.0.1:$PORT: cannot bind"
 [ ! -e "$WORK/srv2/admin.token" ] || fail "a server that could not bind wrote admin.token"
 
 step "the log: an access line per request naming the key, never a token"
+# A path that would write the rest of a line of its own choosing (spaces, a forged key, U+0085
+# NEL, which some readers split lines at) is percent-encoded, one word of the line.
+forged='/v1/x%20200%2012345%20B%200.1%20ms%20key=bdn_forged%C2%85next%E2%80%AEend%25'
+assert_eq 404 "$(http_status GET "$forged")" "status of a path with spaces and a NEL"
+for _ in $(seq 1 50); do grep -q -F "GET $forged 404 " "$LOG" && break; sleep 0.1; done
+assert_contains "$(cat "$LOG")" " access 127.0.0.1 GET $forged 404 "
+assert_eq 0 "$(grep -c -F 'GET /v1/x 200' "$LOG" || true)" "access lines with the forged fields"
 CHUNK_LINE=$(grep -m 1 " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 200 " "$LOG")
 [[ "$CHUNK_LINE" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ info\ access\ 127\.0\.0\.1\ GET\ /v1/chunks/[0-9a-f]{64}\ 200\ [0-9]+\ B\ [0-9.]+\ ms\ key=bdn_[0-9a-f]+$ ]] \
   || fail "access line of a chunk read: [$CHUNK_LINE] in $(cat "$LOG")"

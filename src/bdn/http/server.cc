@@ -125,14 +125,20 @@ log::RateLimiter& ServerFaults() {
 }
 
 // Text from a request, made safe for one log line.
+// `s` (a request's method or decoded path) as one word of a log line: every byte outside
+// printable ASCII, the space and '%' percent-encoded ("%20", "%C2%85"), so that no caller can end
+// the word early, start a line (a newline, or U+0085 NEL, U+2028 for readers that split there)
+// or turn text around (U+202E): the access line's fields are always the server's. At most `max`
+// bytes of `s`, then "...".
 std::string Printable(std::string_view s, size_t max = 200) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (char c : s.substr(0, max)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f || c == '%') {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
     } else {
       out += c;
     }
