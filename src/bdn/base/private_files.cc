@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/path_walk.h"
 
 namespace bdn {
@@ -29,8 +30,34 @@ std::string Octal(unsigned mode) {
   return buf;
 }
 
-// Whether the group `gid` is this user's own: the effective group, with no member but this user
-// (a user private group, where a umask of 002 makes every directory group-writable).
+// Guards the process-wide position of getpwent_r, which GroupIsOnlyUs moves.
+Mutex g_passwd_mu;
+
+// Whether a user other than `me` has `gid` as primary group (a member the group's own list does
+// not name: group `users` holds every account made with it as their group). True also when the
+// user database cannot be read to its end.
+bool OtherUserHasPrimaryGroup(gid_t gid, uid_t me) {
+  MutexLock lock(g_passwd_mu);
+  ::setpwent();
+  bool found_other = false;
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  while (true) {
+    struct passwd* entry = nullptr;
+    const int rc = ::getpwent_r(&pw, buf.data(), buf.size(), &entry);
+    if (rc == ENOENT || (rc == 0 && !entry)) break;
+    if (rc != 0 || (entry->pw_gid == gid && entry->pw_uid != me)) {
+      found_other = true;
+      break;
+    }
+  }
+  ::endpwent();
+  return found_other;
+}
+
+// Whether the group `gid` is this user's own: the effective group, with no member but this user,
+// neither in its member list nor as their primary group (a user private group, where a umask of
+// 002 makes every directory group-writable).
 bool GroupIsOnlyUs(gid_t gid) {
   if (gid != ::getegid()) return false;
   std::vector<char> buf(65536);
@@ -48,7 +75,7 @@ bool GroupIsOnlyUs(gid_t gid) {
   for (char** m = found->gr_mem; m && *m; ++m) {
     if (me.empty() || me != *m) return false;
   }
-  return true;
+  return !OtherUserHasPrimaryGroup(gid, ::geteuid());
 }
 
 // fchmod, also for an O_PATH descriptor (through /proc: the inode it holds, never what a path

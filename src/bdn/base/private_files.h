@@ -40,16 +40,15 @@ enum class DirOwner {
 // fs.protected_symlinks would, which is off on some systems), or a directory it passes through
 // that is owned by such a user or writable by group or other without the sticky bit (as
 // OpenSSH's StrictModes; /tmp is fine, and so is a group that is this user's own with no other
-// member). An existing `dir` must be owned by the effective user; when it has group or other
-// bits they are removed on its descriptor (with MakePrivate's warning) and then every entry
-// below it, at any depth, must be owned by the effective user too, and a regular file there have
-// no other hard link (its subdirectories are tightened likewise); symlinks there are not
-// followed.
-// With DirOwner::kAnyone an existing `dir` is only checked to be a directory and left as it is
-// (the directory of a log file in /tmp); missing ones are created 0700; a symlink on the path
-// owned by another user than this one and root is refused all the same.
-// `what` names the object in messages, e.g. "chunk store".
-// Errors (ErrnoError, "<what> <dir>: <reason>"): PermissionDenied (EACCES, EPERM, EROFS),
+// member: none in its member list, and no other user's primary group). An existing `dir` must be
+// owned by the effective user; when it has group or other bits they are removed on its descriptor
+// (with MakePrivate's warning) and then every entry below it, at any depth, must be owned by the
+// effective user too, and a regular file there have no other hard link (its subdirectories are
+// tightened likewise); symlinks there are not followed. With DirOwner::kAnyone an existing `dir` is
+// only checked to be a directory and left as it is (the directory of a log file in /tmp); missing
+// ones are created 0700; a symlink on the path owned by another user than this one and root is
+// refused all the same. `what` names the object in messages, e.g. "chunk store". Errors
+// (ErrnoError, "<what> <dir>: <reason>"): PermissionDenied (EACCES, EPERM, EROFS),
 // FailedPrecondition (ENOSPC), NotFound, Internal (ELOOP past 40 symlinks); InvalidArgument
 // "<what> <dir>: exists and is not a directory" when a file is in the way ("<what> <dir>: /a/f
 // exists and ..." on the way; "…: a symlink to \"t\", which is not a directory" or "which does

@@ -5,6 +5,7 @@
 #include "bdn/base/private_files.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -273,6 +274,36 @@ TEST_F(PrivateFilesTest, ADirectoryAboveThatAnotherUserMayChangeIsRefused) {
   // The directory itself may have been open to others: it is tightened, not refused.
   ASSERT_EQ(::chmod((shared / "cache").c_str(), 0777), 0);
   EXPECT_TRUE(OpenPrivateDirectory(shared / "cache", "node cache").has_value());
+}
+
+// From an attacking helper: a directory of mode 0775 whose group was this user's effective group
+// counted as private when the group listed no other member, though it was the primary group of
+// other accounts (group `users`, gid 100), who are its members without being listed.
+TEST_F(PrivateFilesTest, AGroupThatIsAnotherUsersPrimaryGroupIsNotThisUsersOwn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to take another group as its own";
+  gid_t gid = 0;
+  for (struct passwd* pw = ::getpwent(); pw; pw = ::getpwent()) {
+    struct group* gr = pw->pw_uid != 0 && pw->pw_gid != 0 ? ::getgrgid(pw->pw_gid) : nullptr;
+    if (gr && (!gr->gr_mem || !gr->gr_mem[0])) {
+      gid = pw->pw_gid;
+      break;
+    }
+  }
+  ::endpwent();
+  if (gid == 0) GTEST_SKIP() << "no user whose primary group lists no member";
+  const fs::path shared = root_ / "shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0775), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0775), 0);
+  ASSERT_EQ(::chown(shared.c_str(), 0, gid), 0);
+  ASSERT_EQ(::setegid(gid), 0);
+  Status s = CreatePrivateDirectory(shared / "cache", "node cache");
+  ASSERT_EQ(::setegid(0), 0);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(), "node cache " + (shared / "cache").string() + ": " + shared.string() +
+                             ", a directory above it, is writable by other users (mode 0775, no "
+                             "sticky bit), who could replace what is in it; use a directory of "
+                             "your own");
+  EXPECT_FALSE(fs::exists(shared / "cache"));
 }
 
 TEST_F(PrivateFilesTest, CreatePrivateDirectoryAcceptsOwnDirectory) {
