@@ -98,6 +98,81 @@ for dir in "$someones" "$backup"; do
   assert_eq "$sums_before" "$(cd "$dir" && find . -type f -exec b3sum {} + | LC_ALL=C sort)" "the bytes in $dir"
 done
 
+# From an attacking helper: `bdn serve --log-file` accepted a log directory whoever owned it, then
+# opened the file again by its path, so mallory swapping a directory on it for her symlink
+# (renameat2 RENAME_EXCHANGE in a loop) had root chmod a root-only file 0600 and append its log
+# to it; a FIFO of hers at the path took root's log (or blocked serve with no message).
+step "serve --log-file: a FIFO is refused naming it, at once"
+as_mallory mkfifo "$shared/f.log"
+run_fails 8 "bdn: error: log file $shared/f.log: a FIFO is in the way (a log file is a regular file, or a character device such as /dev/null)" \
+  timeout 20 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --log-file "$shared/f.log"
+owned_by_mallory="is owned by $mallory, not by this user (uid 0) or root, who could replace what is in it; use a directory of your own"
+
+step "serve --log-file: a log directory of mallory's (or one above it) is refused naming it"
+as_mallory mkdir -m 0755 "$shared/m"
+for f in "$shared/m/rc" "$shared/m/sub/rc"; do
+  run_fails 6 "bdn: error: log file $f: $shared/m, a directory above it, $owned_by_mallory" \
+    timeout 20 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --log-file "$f"
+done
+[ ! -e "$shared/m/rc" ] && [ ! -e "$shared/m/sub" ] || fail "root made a log file below mallory's directory"
+
+step "serve --log-file: mallory swapping a directory on the path for her symlink touches no root file"
+mkdir -m 0700 "$WORK/rootonly"
+printf 'root only\n' > "$WORK/rootonly/rc"
+chmod 0644 "$WORK/rootonly/rc"
+rc_before=$(listing "$WORK/rootonly")
+as_mallory mkdir "$shared/m/sub"
+as_mallory ln -s "$WORK/rootonly" "$shared/m/link"
+# (setpriv execs python itself, so that $! is the swapper, and kill stops it)
+setpriv --reuid=mallory --regid=mallory --clear-groups /usr/bin/python3 -c '
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = (os.fsencode(p) for p in sys.argv[1:3])
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
+' "$shared/m/sub" "$shared/m/link" &
+swapper=$!
+PIDS+=("$swapper")
+deadline=$((SECONDS + 20))
+for try in $(seq 1 200); do
+  [ "$SECONDS" -lt "$deadline" ] || break
+  run_fails 6 "bdn: error: log file $shared/m/sub/rc: $shared/m, a directory above it, $owned_by_mallory" \
+    timeout 20 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --log-file "$shared/m/sub/rc"
+done
+kill -0 "$swapper" 2>/dev/null || fail "mallory's swapper was not running"
+kill "$swapper"; wait "$swapper" || true
+echo "($try tries, each refused)"
+assert_eq "$rc_before" "$(listing "$WORK/rootonly")" "root's file after the swaps"
+
+step "serve --log-file: a file in /tmp, and /dev/null, still work"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# serve_answers FILE: bdn serve logging to FILE answers /healthz, then is stopped; stderr in
+# $WORK/serve-log.err.
+serve_answers() {
+  local port pid answered=""; port=$(free_port)
+  "$BDN" serve --listen "127.0.0.1:$port" --data "$WORK/srv" --log-file "$1" 2>"$WORK/serve-log.err" &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 1 100); do
+    if curl -sf -o /dev/null "http://127.0.0.1:$port/healthz"; then answered=1; break; fi
+    sleep 0.1
+  done
+  kill -TERM "$pid"; wait "$pid" || true
+  [ -n "$answered" ] || fail "serve --log-file $1 did not answer: $(cat "$WORK/serve-log.err")"
+  SERVED_PORT=$port
+}
+tmp_log=$(mktemp -u /tmp/bdn-log-XXXXXX)
+serve_answers "$tmp_log"
+assert_contains "$(cat "$tmp_log")" " info listening on http://127.0.0.1:$SERVED_PORT"
+assert_eq "600 root" "$(stat -c '%a %U' "$tmp_log")" "mode and owner of $tmp_log"
+assert_eq 1777 "$(stat -c %a /tmp)" "mode of /tmp"
+rm -f "$tmp_log"
+null_mode=$(stat -c %a /dev/null)
+serve_answers /dev/null
+assert_eq "" "$(cat "$WORK/serve-log.err")" "stderr of serve --log-file /dev/null"
+assert_eq "$null_mode" "$(stat -c %a /dev/null)" "mode of /dev/null"
+
 step "mount: mallory's symlink as the mountpoint or before it is refused, nothing mounted"
 needs_fuse
 # (a version mounted over root's directory would hide what is in it until the umount)
@@ -122,4 +197,18 @@ step "mount: root's own symlink in the shared directory is followed, missing dir
 MOUNTS+=("$WORK/mine/mnt/deep")
 cmp "$WORK/src/a.txt" "$WORK/mine/mnt/deep/a.txt" || fail "mount through root's own symlink"
 "$BDN" volume umount "$shared/roots/mnt/deep" >/dev/null
+
+step "mount --log-file: a FIFO or a directory of mallory's is refused with a warning; the mount logs nowhere"
+for f in "$shared/f.log" "$shared/m/sub/mount.log"; do
+  if [ "$f" = "$shared/f.log" ]; then
+    why="a FIFO is in the way (a log file is a regular file, or a character device such as /dev/null)"
+  else
+    why="$shared/m, a directory above it, $owned_by_mallory"
+  fi
+  err=$(timeout 60 "$BDN" volume mount bdn:t/m:prod "$WORK/mnt-log" --log-file "$f" 2>&1 >/dev/null)
+  MOUNTS+=("$WORK/mnt-log")
+  assert_contains "$err" "bdn: warning: log file $f: $why; the mount daemon logs nowhere"
+  cmp "$WORK/src/a.txt" "$WORK/mnt-log/a.txt" || fail "the mount with a refused --log-file"
+  "$BDN" volume umount "$WORK/mnt-log" >/dev/null; MOUNTS=()
+done
 echo "PASS"

@@ -1,10 +1,14 @@
 // The process's spdlog logger (see log.h).
 #include "bdn/base/log.h"
 
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <string_view>
+
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/text.h"
 
@@ -26,6 +30,39 @@ spdlog::level::level_enum ToSpdlog(Level level) {
   }
   return spdlog::level::info;
 }
+
+// A sink that appends each line to a descriptor opened once (OpenLogFile), so the log never
+// goes through the file's path again. Thread-safe: lines are formatted under mu_ and written with
+// one write(2) each, which O_APPEND keeps whole among concurrent writers.
+class FdSink final : public spdlog::sinks::sink {
+ public:
+  explicit FdSink(UniqueFd fd)
+      : fd_(std::move(fd)), formatter_(std::make_unique<spdlog::pattern_formatter>()) {}
+
+  void log(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    {
+      MutexLock lock(mu_);
+      formatter_->format(msg, line);
+    }
+    // A log line that cannot be written has nowhere else to go.
+    WriteAll(fd_.get(), AsBytes(std::string_view(line.data(), line.size())), "log file")
+        .IgnoreError();
+  }
+  void flush() override {}  // every line is written as it comes
+  void set_pattern(const std::string& pattern) override {
+    set_formatter(std::make_unique<spdlog::pattern_formatter>(pattern));
+  }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    MutexLock lock(mu_);
+    formatter_ = std::move(formatter);
+  }
+
+ private:
+  const UniqueFd fd_;
+  Mutex mu_;
+  std::unique_ptr<spdlog::formatter> formatter_ GUARDED_BY(mu_);
+};
 
 std::shared_ptr<spdlog::logger> MakeLogger(spdlog::sink_ptr sink, Level level) {
   auto logger = std::make_shared<spdlog::logger>("bdn", std::move(sink));
@@ -65,16 +102,8 @@ Status Init(Level level, const std::filesystem::path& file) {
   if (file.empty()) {
     sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   } else {
-    if (file.has_parent_path()) {
-      BDN_RETURN_IF_ERROR(
-          CreatePrivateDirectory(file.parent_path(), "log directory", DirOwner::kAnyone));
-    }
-    BDN_RETURN_IF_ERROR(CreatePrivateFile(file, "log file"));
-    try {
-      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), false);
-    } catch (const spdlog::spdlog_ex& e) {
-      return InternalError("log file " + file.string() + ": " + e.what());
-    }
+    BDN_ASSIGN_OR_RETURN(UniqueFd fd, OpenLogFile(file));
+    sink = std::make_shared<FdSink>(std::move(fd));
   }
   auto logger = MakeLogger(std::move(sink), level);
   MutexLock lock(g_mu);

@@ -25,10 +25,12 @@ enum class Level { kDebug, kInfo, kWarn, kError, kOff };
 // Errors: InvalidArgument `log level "x": expected debug, info, warn, error or off`.
 Result<Level> ParseLevel(std::string_view text);
 
-// Sets the process's log: lines of `level` and above, on stderr, or appended to `file` (created
-// 0600 if missing, its directory 0700) when it is not empty. Every line is flushed as it is
-// written, so a reader of the file sees it at once. Before Init the log is stderr at kInfo.
-// Errors: the file's open error (ErrnoError), nothing changed then. Thread-safe.
+// Sets the process's log: lines of `level` and above, on stderr, or appended to `file` when it is
+// not empty: opened once by OpenLogFile (base/private_files.h: created 0600 if missing, its
+// missing directories 0700; a FIFO, another user's file or a directory another user may change
+// refused) and written only through that descriptor from then on, never through the path again.
+// Every line is written as it comes, so a reader of the file sees it at once. Before Init the log
+// is stderr at kInfo. Errors: OpenLogFile's, nothing changed then. Thread-safe.
 Status Init(Level level, const std::filesystem::path& file = {});
 
 // Whether a line of `level` is written now (to skip building a message that would be dropped).

@@ -2,6 +2,7 @@
 #include "bdn/base/log.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <regex>
@@ -60,6 +61,39 @@ TEST(Log, LinesInAFileHaveATimestampALevelAndOneLineEach) {
   EXPECT_EQ(text.find("not written"), std::string::npos) << text;
   EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+// From an attacking helper: `bdn serve --log-file` checked the file's directory, then the file
+// was created, checked and opened again by its path (spdlog's fopen), each resolving the whole
+// path anew, so a directory swapped for a symlink meanwhile had root's log appended elsewhere.
+// The file is opened once; every line goes through that descriptor, wherever the path leads now.
+TEST(Log, LinesGoToTheFileOpenedAtInitWhateverThePathNamesLater) {
+  testutil::TempDir dir;
+  const auto logs = dir.path() / "logs";
+  const auto elsewhere = dir.path() / "elsewhere";
+  std::filesystem::create_directory(elsewhere);
+  ASSERT_TRUE(Init(Level::kInfo, logs / "x.log").ok());
+  Info("first");
+  std::filesystem::rename(logs, dir.path() / "moved");
+  std::filesystem::create_directory_symlink(elsewhere, logs);
+  Info("second");
+  ASSERT_TRUE(Init(Level::kInfo).ok());
+  const std::string text = ReadAll(dir.path() / "moved" / "x.log");
+  EXPECT_NE(text.find(" info first\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" info second\n"), std::string::npos) << text;
+  EXPECT_FALSE(std::filesystem::exists(elsewhere / "x.log"));
+}
+
+// A FIFO at the path is refused with a message, never opened to block or to feed a reader.
+TEST(Log, InitRefusesAFifo) {
+  testutil::TempDir dir;
+  const auto fifo = dir.path() / "f.log";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Status s = Init(Level::kInfo, fifo);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "log file " + fifo.string() +
+                             ": a FIFO is in the way (a log file is a regular file, or a "
+                             "character device such as /dev/null)");
 }
 
 TEST(Log, OffWritesNothingAndEnabledSaysSo) {

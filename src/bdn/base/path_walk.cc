@@ -31,20 +31,6 @@ std::string Join(const std::string& dir, const std::string& name) {
   return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
-// The target of the symlink open as `fd` (O_PATH | O_NOFOLLOW), read from the link itself.
-Result<std::string> ReadLinkFd(int fd, const std::string& shown) {
-  std::string buf(PATH_MAX, '\0');
-  while (true) {
-    ssize_t n = ::readlinkat(fd, "", buf.data(), buf.size());
-    if (n < 0) return Err(ErrnoError(shown, errno));
-    if (static_cast<size_t>(n) < buf.size()) {
-      buf.resize(static_cast<size_t>(n));
-      return buf;
-    }
-    buf.resize(buf.size() * 2);
-  }
-}
-
 // fchmod on an O_PATH descriptor (through /proc: the inode it holds, never what a path names by
 // now). 0 or -1 with errno.
 int ChmodPathFd(int fd, mode_t mode) {
@@ -66,6 +52,19 @@ std::string LinkSubject(const std::string& link, bool is_the_path) {
 }
 
 }  // namespace
+
+Result<std::string> ReadLinkFd(int fd, const std::string& shown) {
+  std::string buf(PATH_MAX, '\0');
+  while (true) {
+    ssize_t n = ::readlinkat(fd, "", buf.data(), buf.size());
+    if (n < 0) return Err(ErrnoError(shown, errno));
+    if (static_cast<size_t>(n) < buf.size()) {
+      buf.resize(static_cast<size_t>(n));
+      return buf;
+    }
+    buf.resize(buf.size() * 2);
+  }
+}
 
 std::string UidText(uid_t uid) {
   std::string out = "uid " + std::to_string(uid);

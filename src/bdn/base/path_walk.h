@@ -21,6 +21,10 @@ namespace bdn {
 // "uid 1001 (mallory)", or "uid 1001" for a uid without a name.
 std::string UidText(uid_t uid);
 
+// The target of the symlink open as `fd` (O_PATH | O_NOFOLLOW), read from the link itself
+// (readlinkat(fd, "")), so that the link judged is the link read. Errors: ErrnoError "<shown>".
+Result<std::string> ReadLinkFd(int fd, const std::string& shown);
+
 // A symlink on a walked path that is owned by a user other than this one and root.
 struct ForeignSymlink {
   // The link's path, as the walk reached it (its directories resolved): "/tmp/shared/models".

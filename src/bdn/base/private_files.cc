@@ -176,40 +176,38 @@ Status CheckEntriesAreOurs(int fd, const fs::path& display, std::string_view wha
   return Status::Ok();
 }
 
-// The directory `dir`, created as CreatePrivateDirectory says, open (O_DIRECTORY; O_PATH for
-// DirOwner::kAnyone), walked by OpenDirectoryPath: every directory it passes through and every
-// symlink it follows is judged on a descriptor of its own, so what is checked is what is used.
-Result<UniqueFd> OpenOrCreatePrivateDirectory(const fs::path& dir, std::string_view what,
-                                              DirOwner owner, const ExistingCheck& check_existing) {
-  const std::string shown = std::string(what) + " " + dir.string();
+// How the path of a private directory, or of a log file's directory, is walked
+// (CreatePrivateDirectory): missing directories made 0700, another user's symlink never followed
+// (it would decide where this user's files are created and appended to), and every directory
+// looked in judged by CheckAncestor. `shown` starts every message.
+PathWalk PrivateWalk(const std::string& shown) {
   PathWalk walk;
   walk.missing = PathWalk::Missing::kCreate;
   walk.new_mode_is = PathWalk::NewMode::kExact;
   walk.new_mode = kPrivateDirMode;
   walk.not_a_directory = StatusCode::kInvalidArgument;
-  // Another user's symlink is never followed, not even to the directory of a log file: it would
-  // decide where this user's files are created and appended to.
   walk.symlinks = PathWalk::Symlinks::kOwnOrRoot;
-  walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
+  walk.refuse_symlink = [shown](const ForeignSymlink& l) {
     return PermissionDeniedError(shown + ": " + l.link + " is a symlink owned by " +
                                  UidText(l.uid) + ", not by this user (uid " +
                                  std::to_string(::geteuid()) + ") or root; use a path of your own");
   };
-  if (owner == DirOwner::kThisUser) {
-    walk.check_directory = [&shown](const struct stat& st, const std::string& at) {
-      return CheckAncestor(st, at, shown);
-    };
-  } else {
-    // The directory of a file the user named (a log file in /tmp): only looked at (it may be
-    // one this user may search but not read).
-    walk.flags = O_PATH;
-  }
-  BDN_ASSIGN_OR_RETURN(WalkedDirectory walked, OpenDirectoryPath(dir, shown, walk));
+  walk.check_directory = [shown](const struct stat& st, const std::string& at) {
+    return CheckAncestor(st, at, shown);
+  };
+  return walk;
+}
+
+// The directory `dir`, created as CreatePrivateDirectory says, open (O_DIRECTORY), walked by
+// OpenDirectoryPath: every directory it passes through and every symlink it follows is judged on
+// a descriptor of its own, so what is checked is what is used.
+Result<UniqueFd> OpenOrCreatePrivateDirectory(const fs::path& dir, std::string_view what,
+                                              const ExistingCheck& check_existing) {
+  const std::string shown = std::string(what) + " " + dir.string();
+  BDN_ASSIGN_OR_RETURN(WalkedDirectory walked, OpenDirectoryPath(dir, shown, PrivateWalk(shown)));
   UniqueFd fd = std::move(walked.fd);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(shown, errno));
-  // The directory of a file the user named (/tmp) is left as it is; only what is created is 0700.
-  if (owner == DirOwner::kAnyone) return fd;
   BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
   if (!walked.created && check_existing) BDN_RETURN_IF_ERROR(check_existing(fd.get()));
   if (!walked.created && (st.st_mode & 077) != 0) {
@@ -217,6 +215,93 @@ Result<UniqueFd> OpenOrCreatePrivateDirectory(const fs::path& dir, std::string_v
     MakePrivateFd(fd.get(), st, dir.string(), what);
     BDN_RETURN_IF_ERROR(CheckEntriesAreOurs(fd.get(), dir, what));
   }
+  return fd;
+}
+
+// "a FIFO", "a socket", ...: what `st` is, for a message that refuses it.
+std::string KindOf(const struct stat& st) {
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISLNK(st.st_mode)) return "a symlink";
+  return "a file of unknown type";
+}
+
+// FailedPrecondition "<shown>: a FIFO is in the way (...)" for a log file that is neither a
+// regular file nor a character device.
+Status NotALogFile(const struct stat& st, const std::string& shown) {
+  return FailedPreconditionError(shown + ": " + KindOf(st) +
+                                 " is in the way (a log file is a regular file, or a character "
+                                 "device such as /dev/null)");
+}
+
+// As the kernel's own path walk (MAXSYMLINKS).
+constexpr int kMaxLogSymlinks = 40;
+
+// OpenLogFile(file), having followed `links` symlinks to get to `file`; `shown` ("log file
+// <the path named>") starts every message.
+Result<UniqueFd> OpenLogFileFollowing(const fs::path& file, const std::string& shown, int links) {
+  const std::string name = file.filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    return Err(InvalidArgumentError(shown + ": names a directory, not a file"));
+  }
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  PathWalk walk = PrivateWalk(shown);
+  walk.flags = O_PATH;  // only opened in: it may be one this user may search but not read
+  BDN_ASSIGN_OR_RETURN(WalkedDirectory walked, OpenDirectoryPath(dir, shown, walk));
+  const int dir_fd = walked.fd.get();
+  struct stat st;
+  if (::fstat(dir_fd, &st) != 0) return Err(ErrnoError(shown, errno));
+  // The file's own directory too: a user who may rename in it could swap the file.
+  std::string dir_shown = fs::absolute(dir).lexically_normal().string();
+  while (dir_shown.size() > 1 && dir_shown.back() == '/') dir_shown.pop_back();
+  BDN_RETURN_IF_ERROR(CheckAncestor(st, dir_shown, shown));
+  // Opened once, relative to the directory judged; from here on only the descriptor is used.
+  UniqueFd fd(::openat(dir_fd, name.c_str(),
+                       O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                       kPrivateFileMode));
+  if (!fd) {
+    const int open_error = errno;
+    // ELOOP: a symlink; ENXIO: a FIFO without a reader, or a socket; EISDIR: a directory;
+    // EACCES: another user's file in a sticky directory (fs.protected_regular).
+    UniqueFd what(::openat(dir_fd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!what || ::fstat(what.get(), &st) != 0) return Err(ErrnoError(shown, open_error));
+    if (!S_ISLNK(st.st_mode)) {
+      if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) return Err(NotALogFile(st, shown));
+      BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+      return Err(ErrnoError(shown, open_error));
+    }
+    // Followed only as fs.protected_symlinks would: one of this user's or root's own, judged and
+    // read on its own descriptor; its target is then walked and judged like the path named.
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+      return Err(PermissionDeniedError(shown + ": " + file.string() + " is a symlink owned by " +
+                                       UidText(st.st_uid) + ", not by this user (uid " +
+                                       std::to_string(::geteuid()) +
+                                       ") or root; use a path of your own"));
+    }
+    if (links >= kMaxLogSymlinks) return Err(ErrnoError(shown, ELOOP));
+    BDN_ASSIGN_OR_RETURN(std::string target, ReadLinkFd(what.get(), shown));
+    if (target.empty()) return Err(ErrnoError(shown, ENOENT));
+    return OpenLogFileFollowing(target.front() == '/' ? fs::path(target) : dir / target, shown,
+                                links + 1);
+  }
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(shown, errno));
+  if (S_ISREG(st.st_mode)) {
+    BDN_RETURN_IF_ERROR(CheckOwner(st, shown));
+    // A hard link to a file of this user's elsewhere (made in a sticky directory such as /tmp,
+    // where fs.protected_hardlinks is off) would have the log appended to that file.
+    if (st.st_nlink > 1) {
+      return Err(PermissionDeniedError(shown + ": a file with " + std::to_string(st.st_nlink) +
+                                       " hard links (it may be a link to a file elsewhere); give a "
+                                       "file of its own"));
+    }
+    MakePrivateFd(fd.get(), st, file.string(), "log file");
+  } else if (!S_ISCHR(st.st_mode)) {
+    return Err(NotALogFile(st, shown));
+  }
+  // Only the open had to be kept from blocking; writes to a terminal may wait.
+  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   return fd;
 }
 
@@ -232,12 +317,16 @@ Status CheckOwner(const struct stat& st, const std::string& what) {
 
 Result<UniqueFd> OpenPrivateDirectory(const fs::path& dir, std::string_view what,
                                       const ExistingCheck& check_existing) {
-  return OpenOrCreatePrivateDirectory(dir, what, DirOwner::kThisUser, check_existing);
+  return OpenOrCreatePrivateDirectory(dir, what, check_existing);
 }
 
-Status CreatePrivateDirectory(const fs::path& dir, std::string_view what, DirOwner owner) {
-  auto fd = OpenOrCreatePrivateDirectory(dir, what, owner, {});
+Status CreatePrivateDirectory(const fs::path& dir, std::string_view what) {
+  auto fd = OpenOrCreatePrivateDirectory(dir, what, {});
   return fd ? Status::Ok() : fd.error();
+}
+
+Result<UniqueFd> OpenLogFile(const fs::path& file) {
+  return OpenLogFileFollowing(file, "log file " + file.string(), 0);
 }
 
 Result<UniqueFd> OpenPrivateSubdirectory(int parent, const std::string& name,

@@ -24,19 +24,12 @@ namespace bdn {
 inline constexpr unsigned kPrivateDirMode = 0700;
 inline constexpr unsigned kPrivateFileMode = 0600;
 
-// Who may own an existing directory that CreatePrivateDirectory is given.
-enum class DirOwner {
-  kThisUser,  // only the effective user: a store, a cache, a server's data and what is below them
-  kAnyone,    // any user: the directory of a file the user named (a log file in /tmp)
-};
-
 // Creates `dir` and every missing directory above it with mode 0700 (set explicitly after mkdir,
 // on the new directory's descriptor, so the umask cannot widen or narrow it).
-// With DirOwner::kThisUser, the path is walked from the root as the kernel would, one component
-// at a time (OpenDirectoryPath, base/path_walk.h: each directory and symlink judged on a
-// descriptor of its own, the one then used; symlinks on it, a path the user named, are
-// followed), and refused when another user could decide where
-// it leads: a symlink on it owned by a user other than this one and root (as
+// The path is walked from the root as the kernel would, one component at a time (OpenDirectoryPath,
+// base/path_walk.h: each directory and symlink judged on a descriptor of its own, the one then
+// used; symlinks on it, a path the user named, are followed), and refused when another user could
+// decide where it leads: a symlink on it owned by a user other than this one and root (as
 // fs.protected_symlinks would, which is off on some systems), or a directory it passes through
 // that is owned by such a user or writable by group or other without the sticky bit (as
 // OpenSSH's StrictModes; /tmp is fine, and so is a group that is this user's own with no other
@@ -44,12 +37,9 @@ enum class DirOwner {
 // owned by the effective user; when it has group or other bits they are removed on its descriptor
 // (with MakePrivate's warning) and then every entry below it, at any depth, must be owned by the
 // effective user too, and a regular file there have no other hard link (its subdirectories are
-// tightened likewise); symlinks there are not followed. With DirOwner::kAnyone an existing `dir` is
-// only checked to be a directory and left as it is (the directory of a log file in /tmp); missing
-// ones are created 0700; a symlink on the path owned by another user than this one and root is
-// refused all the same. `what` names the object in messages, e.g. "chunk store". Errors
-// (ErrnoError, "<what> <dir>: <reason>"): PermissionDenied (EACCES, EPERM, EROFS),
-// FailedPrecondition (ENOSPC), NotFound, Internal (ELOOP past 40 symlinks); InvalidArgument
+// tightened likewise); symlinks there are not followed. `what` names the object in messages, e.g.
+// "chunk store". Errors (ErrnoError, "<what> <dir>: <reason>"): PermissionDenied (EACCES, EPERM,
+// EROFS), FailedPrecondition (ENOSPC), NotFound, Internal (ELOOP past 40 symlinks); InvalidArgument
 // "<what> <dir>: exists and is not a directory" when a file is in the way ("<what> <dir>: /a/f
 // exists and ..." on the way; "…: a symlink to \"t\", which is not a directory" or "which does
 // not exist": a symlink's target is never created); PermissionDenied:
@@ -65,8 +55,7 @@ enum class DirOwner {
 //   "<what> <dir>: /srv/shared, a directory above it, is writable by other users (mode 0777, no
 //   sticky bit), who could replace what is in it; use a directory of your own".
 // Thread-safe (concurrent creators both succeed).
-Status CreatePrivateDirectory(const std::filesystem::path& dir, std::string_view what,
-                              DirOwner owner = DirOwner::kThisUser);
+Status CreatePrivateDirectory(const std::filesystem::path& dir, std::string_view what);
 
 // Looks at an existing directory (open as `dir_fd`) before anything in it is changed.
 using ExistingCheck = std::function<Status(int dir_fd)>;
@@ -117,6 +106,29 @@ Status CheckPrivateFile(const std::filesystem::path& file, std::string_view what
 // CheckPrivateFile(file, what), whose errors are returned. Creation errors are ignored: the
 // caller's own open reports them. Thread-safe.
 Status CreatePrivateFile(const std::filesystem::path& file, std::string_view what);
+
+// Opens the log file `file` (a path the user named) for appending, once: every later write goes
+// through the descriptor returned (O_WRONLY | O_APPEND | O_CLOEXEC), never through the path again.
+// Its directory is walked as CreatePrivateDirectory walks (missing directories made 0700, another
+// user's symlink never followed, no directory on the way, the file's own included, that is owned
+// by a user other than this one and root or writable by others without the sticky bit: /tmp is
+// fine; an existing directory is left as it is); the file is then opened relative to that
+// directory's descriptor with O_CREAT (mode 0600), O_NOFOLLOW and O_NONBLOCK (a FIFO never blocks
+// the open), and checked on the descriptor: a regular file must be this user's with one link,
+// and its group and other bits are removed (MakePrivate's warning); a character device
+// (/dev/null, a terminal) is used as it is; anything else is refused. A symlink at `file` of this
+// user's or root's is followed the same way (its target's directory walked and judged, at most 40
+// links); another user's is refused.
+// Errors: those of CreatePrivateDirectory, "log file <file>: ..." (PermissionDenied "log file
+// /tmp/m/x.log: /tmp/m, a directory above it, is owned by uid 1001 (mallory), not by this user
+// (uid 0) or root, who could replace what is in it; use a directory of your own");
+// PermissionDenied "log file <file>: owned by uid 1001 (mallory), ..." (CheckOwner) or "log file
+// <file>: a symlink owned by uid 1001 (mallory), not by this user (uid 0) or root; use a path of
+// your own", "log file <file>: a file with 2 hard links (it may be a link to a file elsewhere);
+// give a file of its own"; FailedPrecondition "log file <file>: a FIFO is in the way (a log file
+// is a regular file, or a character device such as /dev/null)" (also "a socket", "a directory",
+// "a block device"); ErrnoError "log file <file>" otherwise. Thread-safe.
+Result<UniqueFd> OpenLogFile(const std::filesystem::path& file);
 
 // For an SQLite database: CreatePrivateFile(db, what), and CheckPrivateFile of the "<db>-wal",
 // "<db>-shm" and "<db>-journal" files beside it (SQLite creates those with the database file's

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace bdn {
@@ -51,10 +52,6 @@ TEST_F(PrivateFilesTest, CreatePrivateDirectoryRefusesAnotherUsersDirectory) {
   struct stat st;
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0777u) << "left as it was";
-  // The directory of a file the user named may be anybody's, and is left as it is.
-  EXPECT_TRUE(CreatePrivateDirectory(dir, "log directory", DirOwner::kAnyone).ok());
-  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0777u);
   EXPECT_FALSE(OpenPrivateDirectory(dir, "node cache").has_value());
 }
 
@@ -64,30 +61,145 @@ TEST_F(PrivateFilesTest, TheDirectoryOfALogFileIsNeverTightened) {
   const fs::path shared = root_ / "tmp";
   ASSERT_EQ(::mkdir(shared.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
-  EXPECT_TRUE(CreatePrivateDirectory(shared, "log directory", DirOwner::kAnyone).ok());
+  ASSERT_TRUE(OpenLogFile(shared / "new.log").has_value());
   struct stat st;
   ASSERT_EQ(::stat(shared.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 01777u);
+  ASSERT_EQ(::stat((shared / "new.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
   // One it creates is 0700.
-  EXPECT_TRUE(CreatePrivateDirectory(shared / "logs", "log directory", DirOwner::kAnyone).ok());
+  ASSERT_TRUE(OpenLogFile(shared / "logs" / "x.log").has_value());
   ASSERT_EQ(::stat((shared / "logs").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
-  // Neither a device nor a FIFO is touched; a file of this user's is tightened.
-  ASSERT_EQ(::mkfifo((shared / "fifo").c_str(), 0666), 0);
-  ASSERT_EQ(::chmod((shared / "fifo").c_str(), 0666), 0);
-  EXPECT_TRUE(CreatePrivateFile(shared / "fifo", "log file").ok());
-  ASSERT_EQ(::stat((shared / "fifo").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0666u);
+  // A device is not touched, and written to; a file of this user's is tightened, and appended to.
   ASSERT_EQ(::stat("/dev/null", &st), 0);
   const unsigned null_mode = st.st_mode & 07777;
-  EXPECT_TRUE(CreatePrivateFile("/dev/null", "log file").ok());
+  auto null = OpenLogFile("/dev/null");
+  ASSERT_TRUE(null.has_value()) << null.error().ToString();
+  EXPECT_EQ(::write(null->get(), "x\n", 2), 2);
   MakePrivate("/dev/null", "log file");
   ASSERT_EQ(::stat("/dev/null", &st), 0);
   EXPECT_EQ(st.st_mode & 07777, null_mode);
   { std::ofstream(shared / "x.log") << "old\n"; }
   ASSERT_EQ(::chmod((shared / "x.log").c_str(), 0644), 0);
-  EXPECT_TRUE(CreatePrivateFile(shared / "x.log", "log file").ok());
+  auto log = OpenLogFile(shared / "x.log");
+  ASSERT_TRUE(log.has_value()) << log.error().ToString();
   ASSERT_EQ(::stat((shared / "x.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(::write(log->get(), "new\n", 4), 4);
+  std::ifstream in(shared / "x.log");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "old\nnew\n");
+}
+
+// From an attacking helper: a FIFO at the log path (another user's, in /tmp) was accepted, so
+// root's log went to that user's reader, or `bdn serve` blocked in its open with no message.
+TEST_F(PrivateFilesTest, ALogFileThatIsAFifoIsRefusedWithoutBlocking) {
+  const fs::path fifo = root_ / "f.log";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  const std::string refused = "log file " + fifo.string() +
+                              ": a FIFO is in the way (a log file is a regular file, or a "
+                              "character device such as /dev/null)";
+  auto no_reader = OpenLogFile(fifo);
+  ASSERT_FALSE(no_reader.has_value());
+  EXPECT_EQ(no_reader.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(no_reader.error().message(), refused);
+  // With a reader the open itself succeeds; what it opened is refused all the same.
+  UniqueFd reader(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_TRUE(reader);
+  auto with_reader = OpenLogFile(fifo);
+  ASSERT_FALSE(with_reader.has_value());
+  EXPECT_EQ(with_reader.error().message(), refused);
+  char c;
+  EXPECT_EQ(::read(reader.get(), &c, 1), 0) << "nothing was written to the FIFO";
+  // A directory and a socket likewise.
+  ASSERT_EQ(::mkdir((root_ / "d.log").c_str(), 0700), 0);
+  auto dir = OpenLogFile(root_ / "d.log");
+  ASSERT_FALSE(dir.has_value());
+  EXPECT_EQ(dir.error().message(), "log file " + (root_ / "d.log").string() +
+                                       ": a directory is in the way (a log file is a regular "
+                                       "file, or a character device such as /dev/null)");
+}
+
+// From an attacking helper: `bdn serve --log-file /tmp/m/sub/rc` as root, with /tmp/m mallory's:
+// the directory was accepted whoever owned it, then the file opened again by its path, so
+// swapping `sub` for a symlink meanwhile had root chmod and append to a file of root's elsewhere.
+// A directory another user owns or may change, the file's own or one above it, is refused.
+TEST_F(PrivateFilesTest, ALogFileInADirectoryAnotherUserMayChangeIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another user";
+  const fs::path theirs = root_ / "m";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), OtherUid(), OtherUid()), 0);
+  const std::string owned = ", a directory above it, is owned by " + UidText(OtherUid()) +
+                            ", not by this user (uid 0) or root, who could replace what is in "
+                            "it; use a directory of your own";
+  for (const fs::path& file : {theirs / "rc", theirs / "sub" / "rc"}) {
+    auto fd = OpenLogFile(file);
+    ASSERT_FALSE(fd.has_value()) << file;
+    EXPECT_EQ(fd.error().code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(fd.error().message(), "log file " + file.string() + ": " + theirs.string() + owned);
+  }
+  EXPECT_FALSE(fs::exists(theirs / "rc"));
+  EXPECT_FALSE(fs::exists(theirs / "sub"));
+  // Root's own directory that others may write, without the sticky bit.
+  const fs::path shared = root_ / "shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  auto fd = OpenLogFile(shared / "x.log");
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().message(), "log file " + (shared / "x.log").string() + ": " +
+                                      shared.string() +
+                                      ", a directory above it, is writable by other users (mode "
+                                      "0777, no sticky bit), who could replace what is in it; use "
+                                      "a directory of your own");
+  EXPECT_FALSE(fs::exists(shared / "x.log"));
+}
+
+// What another user may put at the name of a log file in a sticky directory (/tmp): a file of
+// theirs, a symlink of theirs, a hard link to a file of this user's elsewhere (with
+// fs.protected_hardlinks off). None is opened for writing, chmodded or appended to.
+TEST_F(PrivateFilesTest, WhatAnotherUserPutAtALogFilesNameIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+  const fs::path sticky = root_ / "stick";
+  ASSERT_EQ(::mkdir(sticky.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(sticky.c_str(), 01777), 0);
+  const fs::path victim = root_ / "victim";
+  { std::ofstream(victim) << "root only\n"; }
+  ASSERT_EQ(::chmod(victim.c_str(), 0644), 0);
+  const fs::path link = sticky / "link.log";
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::lchown(link.c_str(), OtherUid(), OtherUid()), 0);
+  auto fd = OpenLogFile(link);
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(fd.error().message(), "log file " + link.string() + ": " + link.string() +
+                                      " is a symlink owned by " + UidText(OtherUid()) +
+                                      ", not by this user (uid 0) or root; use a path of your own");
+  const fs::path hard = sticky / "hard.log";
+  ASSERT_EQ(::link(victim.c_str(), hard.c_str()), 0);
+  fd = OpenLogFile(hard);
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().message(), "log file " + hard.string() +
+                                      ": a file with 2 hard links (it may be a link to a file "
+                                      "elsewhere); give a file of its own");
+  const fs::path theirs = sticky / "theirs.log";
+  { std::ofstream(theirs) << "mallory's\n"; }
+  ASSERT_EQ(::chown(theirs.c_str(), OtherUid(), OtherUid()), 0);
+  fd = OpenLogFile(theirs);
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().message(), "log file " + theirs.string() + ": owned by " +
+                                      UidText(OtherUid()) +
+                                      ", not by this user (uid 0); use a directory of your own");
+  struct stat st;
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(st.st_size, 10) << "nothing appended";
+  // Root's own symlink is followed, its target judged as the path named.
+  ASSERT_EQ(::lchown(link.c_str(), 0, 0), 0);
+  ASSERT_EQ(::unlink(hard.c_str()), 0);
+  fd = OpenLogFile(link);
+  ASSERT_TRUE(fd.has_value()) << fd.error().ToString();
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
@@ -126,18 +238,18 @@ TEST_F(PrivateFilesTest, TheDirectoryOfALogFileIsNotReachedThroughAnotherUsersSy
   ASSERT_EQ(::mkdir(target.c_str(), 0755), 0);
   ASSERT_EQ(::symlink(target.c_str(), (sticky / "logs").c_str()), 0);
   ASSERT_EQ(::lchown((sticky / "logs").c_str(), OtherUid(), OtherUid()), 0);
-  Status s = CreatePrivateDirectory(sticky / "logs" / "deeper", "log directory", DirOwner::kAnyone);
-  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(s.message(), "log directory " + (sticky / "logs" / "deeper").string() + ": " +
-                             (sticky / "logs").string() + " is a symlink owned by " +
-                             UidText(OtherUid()) +
-                             ", not by this user (uid 0) or root; use a path of your own");
+  const fs::path file = sticky / "logs" / "deeper" / "x.log";
+  auto fd = OpenLogFile(file);
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(fd.error().message(), "log file " + file.string() + ": " + (sticky / "logs").string() +
+                                      " is a symlink owned by " + UidText(OtherUid()) +
+                                      ", not by this user (uid 0) or root; use a path of your own");
   EXPECT_FALSE(fs::exists(target / "deeper"));
   // Root's own link is followed as before.
   ASSERT_EQ(::lchown((sticky / "logs").c_str(), 0, 0), 0);
-  EXPECT_TRUE(
-      CreatePrivateDirectory(sticky / "logs" / "deeper", "log directory", DirOwner::kAnyone).ok());
-  EXPECT_TRUE(fs::is_directory(target / "deeper"));
+  EXPECT_TRUE(OpenLogFile(file).has_value());
+  EXPECT_TRUE(fs::is_regular_file(target / "deeper" / "x.log"));
 }
 
 TEST_F(PrivateFilesTest, WhatAnotherUserPlantedInADirectoryOpenToOthersIsRefused) {

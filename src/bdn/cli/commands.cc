@@ -872,15 +872,15 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
               << " (foreground)\n";
     return ServeMount(view, opts);
   }
-  opts.log_file =
-      args.log_file.empty() ? MountLogFile(ctx.home, opts.mountpoint) : fs::path(args.log_file);
-  // The daemon appends to it; created private (it names files and chunks of the version).
-  Status s =
-      CreatePrivateDirectory(opts.log_file.parent_path(), "log directory", DirOwner::kAnyone);
-  if (s.ok()) s = CreatePrivateFile(opts.log_file, "log file");
-  if (!s.ok()) {
-    std::cerr << "bdn: warning: " << s.message() << "; the mount daemon logs nowhere\n";
-    opts.log_file.clear();
+  // The daemon appends to it, through this descriptor: opened once here, private (it names
+  // files and chunks of the version), and never by its path again.
+  auto log_fd = OpenLogFile(args.log_file.empty() ? MountLogFile(ctx.home, opts.mountpoint)
+                                                  : fs::path(args.log_file));
+  if (log_fd) {
+    opts.log_fd = log_fd->get();
+  } else {
+    std::cerr << "bdn: warning: " << log_fd.error().message()
+              << "; the mount daemon logs nowhere\n";
   }
   return MountInBackground(view, opts, daemon_pid);
 }

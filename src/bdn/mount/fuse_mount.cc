@@ -246,10 +246,8 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
       // Not fatal: the mountpoint is absolute.
     }
     int null_fd = ::open("/dev/null", O_RDWR);
-    int err_fd = options.log_file.empty() ? null_fd
-                                          : ::open(options.log_file.c_str(),
-                                                   O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (err_fd < 0) err_fd = null_fd;
+    // The descriptor the caller opened, never the path again (which may lead elsewhere by now).
+    const int err_fd = options.log_fd >= 0 ? options.log_fd : null_fd;
     if (null_fd >= 0) {
       ::dup2(null_fd, STDIN_FILENO);
       ::dup2(null_fd, STDOUT_FILENO);

@@ -67,8 +67,10 @@ struct MountOptions {
   // epoch. 0 shows 1970-01-01.
   int64_t unrecorded_mtime_ns = 0;
   // MountInBackground only: the daemon's log (base/log.h: corruption reports, read errors,
-  // warnings) and stderr are appended to this file (created 0600); empty = /dev/null.
-  std::filesystem::path log_file;
+  // warnings) and stderr go to this descriptor, the log file opened once by the caller
+  // (OpenLogFile, base/private_files.h) and handed across the daemon's forks, so the file's path
+  // is never resolved again; -1 = /dev/null. The caller keeps and closes it.
+  int log_fd = -1;
   // Lines of this level and above are logged.
   log::Level log_level = log::Level::kInfo;
 };
@@ -119,7 +121,7 @@ struct MountOptions {
 Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options);
 
 // Runs ServeMount in a daemon (forked twice, setsid, cwd "/", stdin/stdout to /dev/null and
-// stderr to options.log_file or /dev/null) and returns once the mount answers. A dead mount at
+// stderr to options.log_fd or /dev/null) and returns once the mount answers. A dead mount at
 // the mountpoint (CleanDeadMount) is detached first. options.ready_fd is not used. If
 // `daemon_pid` is not null it receives the daemon's pid (it is not this process's child).
 //
