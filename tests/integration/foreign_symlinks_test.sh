@@ -173,6 +173,18 @@ serve_answers /dev/null
 assert_eq "" "$(cat "$WORK/serve-log.err")" "stderr of serve --log-file /dev/null"
 assert_eq "$null_mode" "$(stat -c %a /dev/null)" "mode of /dev/null"
 
+step "pull into the embedded store through a bind mount of it elsewhere is refused, nothing made"
+mkdir "$WORK/bind"
+mount --bind "$BDN_HOME/store" "$WORK/bind"
+MOUNTS+=("$WORK/bind")  # unmounted at exit should a check fail
+store_before=$(listing "$BDN_HOME/store")
+for dest in "$WORK/bind" "$WORK/bind/packs" "$WORK/bind/packs/new" "$WORK/bind/../bind/index/"; do
+  run_fails 2 "bdn: error: directory \"$dest\": inside the embedded store $BDN_HOME (pull into a directory outside it, or give --home elsewhere)" \
+    "$BDN" volume pull bdn:t/m:prod "$dest"
+done
+umount "$WORK/bind"; MOUNTS=()
+assert_eq "$store_before" "$(listing "$BDN_HOME/store")" "the store after the refused pulls"
+
 step "mount: mallory's symlink as the mountpoint or before it is refused, nothing mounted"
 needs_fuse
 # (a version mounted over root's directory would hide what is in it until the umount)

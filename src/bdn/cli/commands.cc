@@ -12,9 +12,12 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/dir_fd.h"
 #include "bdn/base/log.h"
 #include "bdn/base/path_walk.h"
 #include "bdn/base/private_files.h"
@@ -507,6 +510,39 @@ Status Confirm(const std::string& question) {
   return Status::Ok();
 }
 
+// Adds the device and inode of the directory `dir` (shown as `display`) and of every directory
+// below it, never through a symlink, to `ids`.
+Status AddDirectoryIdentities(const DirFd& dir, const std::string& display,
+                              std::set<std::pair<dev_t, ino_t>>& ids) {
+  struct stat st;
+  if (::fstat(dir.get(), &st) != 0) return ErrnoError("directory \"" + display + "\"", errno);
+  if (!ids.insert({st.st_dev, st.st_ino}).second) return Status::Ok();
+  BDN_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir.get(), display));
+  for (const std::string& name : names) {
+    const std::string path = display + "/" + name;
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      return ErrnoError("path \"" + path + "\"", errno);
+    }
+    if (!S_ISDIR(st.st_mode)) continue;
+    BDN_ASSIGN_OR_RETURN(DirFd sub, DirFd::OpenAt(dir.get(), name, path));
+    BDN_RETURN_IF_ERROR(AddDirectoryIdentities(sub, path, ids));
+  }
+  return Status::Ok();
+}
+
+// The identities (device, inode) of the directory `home` and of every directory below it:
+// what no pull may write into, by whatever path it is reached. Empty when `home` is missing.
+// Errors: those of DirFd::Open and ListNames, naming the directory.
+Result<std::set<std::pair<dev_t, ino_t>>> DirectoryIdentities(const fs::path& home) {
+  std::set<std::pair<dev_t, ino_t>> ids;
+  auto dir = DirFd::Open(home);
+  if (!dir && dir.error().code() == StatusCode::kNotFound) return ids;
+  if (!dir) return Err(dir.error());
+  BDN_RETURN_IF_ERROR(AddDirectoryIdentities(*dir, home.string(), ids));
+  return ids;
+}
+
 }  // namespace
 
 Status Rm(Context& ctx, const RmArgs& args) {
@@ -586,26 +622,23 @@ Status Restore(Context& ctx, const RestoreArgs& args) {
 }
 
 Status Pull(Context& ctx, const PullArgs& args) {
+  PullOptions opts;
+  std::set<std::pair<dev_t, ino_t>> home_dirs;
   if (!ctx.origin) {
     // Into the embedded store's home (the store itself, say): the pull would write among its
-    // packs and registry while they are in use, as push refuses to read them.
-    std::error_code ec1, ec2;
-    const fs::path dir = fs::weakly_canonical(args.dir, ec1),
-                   home = fs::weakly_canonical(ctx.home, ec2);
-    if (!ec1 && !ec2) {
-      auto [h, d] = std::mismatch(home.begin(), home.end(), dir.begin(), dir.end());
-      if (h == home.end()) {
-        return InvalidArgumentError("directory \"" + EscapeName(args.dir) +
-                                    "\": inside the embedded store " + EscapeName(home.string()) +
-                                    " (pull into a directory outside it, or give --home "
-                                    "elsewhere)");
-      }
-    }
+    // packs and registry while they are in use, as push refuses to read them. Told by identity,
+    // so that no path to them passes (a symlink, a bind mount of the store elsewhere).
+    BDN_ASSIGN_OR_RETURN(home_dirs, DirectoryIdentities(ctx.home));
+    opts.check_directory = [&](const struct stat& st) {
+      if (!home_dirs.contains({st.st_dev, st.st_ino})) return Status::Ok();
+      return InvalidArgumentError("directory \"" + EscapeName(args.dir) +
+                                  "\": inside the embedded store " + EscapeName(ctx.home.string()) +
+                                  " (pull into a directory outside it, or give --home elsewhere)");
+    };
   }
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.ref));
   const auto& [ref, pinned] = resolved;
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
-  PullOptions opts;
   opts.path = ref.path;
   for (const auto& inc : args.includes) {
     std::string p = inc;

@@ -1006,8 +1006,10 @@ Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
 // another user's link (in a shared directory, say) never decides where the files go, even one
 // swapped in meanwhile. Errors: those of OpenDirectoryPath, with FailedPrecondition "directory
 // \"dest\": /tmp/shared/d is a symlink owned by uid 1001 (mallory), not by this user or root; give
-// the directory it names (\"/root/x\") if that is where the files go".
-Result<DirFd> OpenDestination(const fs::path& dest) {
+// the directory it names (\"/root/x\") if that is where the files go"; `check`'s (PullOptions::
+// check_directory), on the directories walked and then on `dest` and each directory above it.
+Result<DirFd> OpenDestination(const fs::path& dest,
+                              const std::function<Status(const struct stat&)>& check) {
   const std::string shown = "directory \"" + dest.string() + "\"";
   PathWalk walk;
   walk.missing = PathWalk::Missing::kCreate;
@@ -1016,7 +1018,26 @@ Result<DirFd> OpenDestination(const fs::path& dest) {
                                    "; give the directory it names (\"" + l.target +
                                    "\") if that is where the files go");
   };
+  if (check)
+    walk.check_directory = [&check](const struct stat& st, const std::string&) {
+      return check(st);
+    };
   BDN_ASSIGN_OR_RETURN(WalkedDirectory d, OpenDirectoryPath(dest, shown, walk));
+  if (check) {
+    // Up from the destination as the kernel sees it (out of a bind mount to where it is mounted),
+    // so that every path to a refused directory is refused.
+    UniqueFd at(::openat(d.fd.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    struct stat st, up_st;
+    if (!at || ::fstat(at.get(), &st) != 0) return Err(ErrnoError(shown, errno));
+    while (true) {
+      BDN_RETURN_IF_ERROR(check(st));
+      UniqueFd up(::openat(at.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!up || ::fstat(up.get(), &up_st) != 0) return Err(ErrnoError(shown, errno));
+      if (up_st.st_dev == st.st_dev && up_st.st_ino == st.st_ino) break;  // "/"
+      at = std::move(up);
+      st = up_st;
+    }
+  }
   return DirFd(d.fd.Release());
 }
 
@@ -1060,7 +1081,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
                         TransferCounters* counters) {
   BDN_ASSIGN_OR_RETURN(PullPlan plan, PlanPull(view, options));
   const bool overwrite = options.existing == PullOptions::Existing::kOverwrite;
-  BDN_ASSIGN_OR_RETURN(DirFd root, OpenDestination(dest));
+  BDN_ASSIGN_OR_RETURN(DirFd root, OpenDestination(dest, options.check_directory));
   // Every step below is relative to a directory handle: paths of any length work, and walking
   // the entries in path order (each subtree one run) costs time linear in the tree.
   BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(std::move(root), dest));

@@ -1,8 +1,11 @@
 // Pull and cat: materialize a version (or a subtree) into a local directory, or stream one file.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +24,12 @@ struct PullOptions {
   enum class Existing { kRefuse, kOverwrite } existing = Existing::kRefuse;
   int jobs = 0;              // files written at once; 0 = all cores
   ChunkReaderOptions reads;  // batching of chunk reads from a store that prefers batches
+  // Called with the stat of every directory the walk to `dest` looks a name up in, before it
+  // does (and so before it makes a missing directory there), then of `dest` itself and of each
+  // directory above it as the kernel sees them (".." from its descriptor, up to "/"): an error
+  // ends the pull before anything is written (the CLI refuses the embedded store's directories
+  // by device and inode, whatever path reaches them). Empty: none.
+  std::function<Status(const struct stat& st)> check_directory;
 };
 
 struct PullResult {
@@ -71,7 +80,7 @@ struct PullResult {
 // "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
 // file is removed); FailedPrecondition "file \"dest/x\" (its partial file …): No space left on
 // device (the partial file is kept, so that the next pull resumes from it; …)" (also EDQUOT);
-// store errors (Corruption naming the chunk and file).
+// store errors (Corruption naming the chunk and file); options.check_directory's errors.
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
 
