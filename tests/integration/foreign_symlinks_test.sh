@@ -204,6 +204,23 @@ as_mallory ln -s "$victim" "$shared/mnt-root"
 run_fails 8 "bdn: error: mountpoint $shared/mnt-root/new/deep: $shared/mnt-root is a symlink owned by $mallory, not by this user or root; give the directory it names (\"$victim\") if that is where to mount" \
   "$BDN" volume mount bdn:t/m:prod "$shared/mnt-root/new/deep"
 [ ! -e "$victim/new" ] || fail "the mount made $victim/new through mallory's link"
+
+step "mount: a mountpoint mallory owns, or one below a directory of hers, is refused"
+# (mounted by path after the check, so she could swap either for her symlink in between: an
+# attacking helper got root's mount over root's directory in 3 tries that way)
+as_mallory mkdir -m 0755 "$shared/hers" "$shared/hers/below"
+run_fails 6 "bdn: error: mountpoint $shared/hers: owned by $mallory, not by this user (uid 0) or root, who could replace it meanwhile; use a directory of your own" \
+  "$BDN" volume mount bdn:t/m:prod "$shared/hers"
+for mp in "$shared/hers/below" "$shared/hers/new"; do
+  run_fails 6 "bdn: error: mountpoint $mp: $shared/hers, a directory above it, is owned by $mallory, not by this user (uid 0) or root, who could replace what is in it; use a directory of your own" \
+    "$BDN" volume mount bdn:t/m:prod "$mp"
+done
+[ ! -e "$shared/hers/new" ] || fail "the mount made $shared/hers/new"
+mkdir -m 0777 "$WORK/open"
+run_fails 6 "bdn: error: mountpoint $WORK/open/mnt: $WORK/open, a directory above it, is writable by other users (mode 0777, no sticky bit), who could replace what is in it; use a directory of your own" \
+  "$BDN" volume mount bdn:t/m:prod "$WORK/open/mnt"
+assert_absent "bdn:t/m" "mounts" /proc/self/mounts
+
 step "mount: root's own symlink in the shared directory is followed, missing directories made"
 "$BDN" volume mount bdn:t/m:prod "$shared/roots/mnt/deep" >/dev/null 2>&1
 MOUNTS+=("$WORK/mine/mnt/deep")

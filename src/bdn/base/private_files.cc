@@ -103,29 +103,6 @@ void MakePrivateFd(int fd, const struct stat& st, const std::string& display,
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-// "<shown>: <dir>, a directory above it, ..." when `st` (of `dir`, a directory that the path of
-// a private directory passes through) lets a user other than this one and root rename what is
-// in it: owned by such a user, or writable by group or other without the sticky bit (as
-// OpenSSH's StrictModes). A group of this user's own does not count.
-Status CheckAncestor(const struct stat& st, const std::string& dir, const std::string& shown) {
-  const uid_t me = ::geteuid();
-  const std::string where = shown + ": " + dir + ", a directory above it, ";
-  if (st.st_uid != me && st.st_uid != 0) {
-    return PermissionDeniedError(where + "is owned by " + UidText(st.st_uid) +
-                                 ", not by this user (uid " + std::to_string(me) +
-                                 ") or root, who could replace what is in it; use a directory of "
-                                 "your own");
-  }
-  const bool writable =
-      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && !GroupIsOnlyUs(st.st_gid));
-  if (writable && (st.st_mode & S_ISVTX) == 0) {
-    return PermissionDeniedError(where + "is writable by other users (mode " + Octal(st.st_mode) +
-                                 ", no sticky bit), who could replace what is in it; use a "
-                                 "directory of your own");
-  }
-  return Status::Ok();
-}
-
 // Refuses the first entry below the directory `fd` (shown as `display`), at any depth, that
 // another user owns ("<what> <entry>: owned by ..."): run on a directory that other users could
 // write to until now, where they may have planted files and symlinks for this user to open.
@@ -306,6 +283,25 @@ Result<UniqueFd> OpenLogFileFollowing(const fs::path& file, const std::string& s
 }
 
 }  // namespace
+
+Status CheckAncestor(const struct stat& st, const std::string& dir, const std::string& shown) {
+  const uid_t me = ::geteuid();
+  const std::string where = shown + ": " + dir + ", a directory above it, ";
+  if (st.st_uid != me && st.st_uid != 0) {
+    return PermissionDeniedError(where + "is owned by " + UidText(st.st_uid) +
+                                 ", not by this user (uid " + std::to_string(me) +
+                                 ") or root, who could replace what is in it; use a directory of "
+                                 "your own");
+  }
+  const bool writable =
+      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && !GroupIsOnlyUs(st.st_gid));
+  if (writable && (st.st_mode & S_ISVTX) == 0) {
+    return PermissionDeniedError(where + "is writable by other users (mode " + Octal(st.st_mode) +
+                                 ", no sticky bit), who could replace what is in it; use a "
+                                 "directory of your own");
+  }
+  return Status::Ok();
+}
 
 Status CheckOwner(const struct stat& st, const std::string& what) {
   const uid_t me = ::geteuid();

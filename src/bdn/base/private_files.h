@@ -57,6 +57,16 @@ inline constexpr unsigned kPrivateFileMode = 0600;
 // Thread-safe (concurrent creators both succeed).
 Status CreatePrivateDirectory(const std::filesystem::path& dir, std::string_view what);
 
+// Whether a directory that a path this user named passes through (`st`, shown as `dir`) is one
+// that only this user and root can change: PermissionDenied "<shown>: <dir>, a directory above
+// it, is owned by uid 1001 (mallory), not by this user (uid 0) or root, who could replace what is
+// in it; use a directory of your own", or "..., is writable by other users (mode 0777, no sticky
+// bit), who could replace what is in it; ..." (as OpenSSH's StrictModes; a group that is this
+// user's own, with no other member and no other user's primary group, does not count; /tmp,
+// root's and sticky, is fine). A PathWalk::check_directory for paths whose entries must not be
+// renamed under this user (private directories, log files, mountpoints). Thread-safe.
+Status CheckAncestor(const struct stat& st, const std::string& dir, const std::string& shown);
+
 // Looks at an existing directory (open as `dir_fd`) before anything in it is changed.
 using ExistingCheck = std::function<Status(int dir_fd)>;
 

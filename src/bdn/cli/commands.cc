@@ -871,7 +871,12 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(opts.mountpoint));
   if (state.kind == MountpointState::Kind::kNone) {
     // Walked as pull walks its destination, missing directories made: another user's symlink
-    // on the path (in /tmp, say) never decides where this user's mount goes.
+    // on the path (in /tmp, say) never decides where this user's mount goes. And the mount is
+    // made by path after this walk (mount(2), fusermount3), so no other user may be able to
+    // change the path meanwhile either: every directory on it, the mountpoint included, must be
+    // this user's or root's, and those it passes through writable by no one else but with the
+    // sticky bit (a directory of another user's, or one that user could swap for a symlink
+    // between this walk and the mount, would take the mount wherever they chose).
     const std::string shown = "mountpoint " + EscapeName(args.mountpoint);
     PathWalk walk;
     walk.missing = PathWalk::Missing::kCreate;
@@ -881,9 +886,20 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                                      "; give the directory it names (\"" + l.target +
                                      "\") if that is where to mount");
     };
+    walk.check_directory = [&shown](const struct stat& st, const std::string& dir) {
+      return CheckAncestor(st, dir, shown);
+    };
     // The path as given, not opts.mountpoint: that has its symlinks resolved already.
     BDN_ASSIGN_OR_RETURN(WalkedDirectory walked,
                          OpenDirectoryPath(fs::absolute(args.mountpoint), shown, walk));
+    struct stat st;
+    if (::fstat(walked.fd.get(), &st) != 0) return ErrnoError(shown, errno);
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+      return PermissionDeniedError(shown + ": owned by " + UidText(st.st_uid) +
+                                   ", not by this user (uid " + std::to_string(::geteuid()) +
+                                   ") or root, who could replace it meanwhile; use a directory of "
+                                   "your own");
+    }
     std::error_code ec;
     if (!walked.created && !fs::is_empty(opts.mountpoint, ec) && !ec) {
       // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.

@@ -322,7 +322,9 @@ Status Mount(Context& ctx, const MountArgs& args);
 int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned);
 // Mounts the version `pinned` at args.mountpoint (created if missing, walked by OpenDirectoryPath
 // so another user's symlink on it is refused: FailedPrecondition "mountpoint P: ... is a symlink
-// owned by ..."); args.ref is ignored.
+// owned by ..."; and a path another user could change before the mount is made: PermissionDenied
+// "mountpoint P: owned by uid 1001 (mallory), ..." or CheckAncestor's errors for a directory on
+// it); args.ref is ignored.
 // In the background unless args.foreground (then `daemon_pid`, if not null, gets the daemon's
 // pid). Prints nothing. The caller closes ctx.registry first if it will not need it (the daemon
 // is a fork).
