@@ -39,6 +39,25 @@ size_t Utf8SequenceAt(std::string_view s, size_t i) {
   return n + 1;
 }
 
+// The code point of the valid `n`-byte UTF-8 sequence at s[i] (Utf8SequenceAt said so).
+uint32_t CodePointAt(std::string_view s, size_t i, size_t n) {
+  static constexpr unsigned char kLead[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+  uint32_t cp = static_cast<unsigned char>(s[i]) & kLead[n];
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+  return cp;
+}
+
+// Code points that end a line for some readers or turn the text after them around, so that a
+// name holding one could forge what follows it on a log line or a terminal: the C1 controls
+// (U+0085 NEL among them), the line and paragraph separators U+2028 and U+2029, and the
+// bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069; the "Trojan
+// Source" characters, CVE-2021-42574).
+bool BreaksOrTurnsALine(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 || cp == 0x061c ||
+         cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
 }  // namespace
 
 bool IsValidUtf8(std::string_view s) {
@@ -61,7 +80,14 @@ std::string EscapeName(std::string_view s, Backslashes backslashes) {
     const auto u = static_cast<unsigned char>(s[i]);
     const size_t n = Utf8SequenceAt(s, i);
     if (n > 1) {
-      out.append(s.substr(i, n));
+      const uint32_t cp = CodePointAt(s, i, n);
+      if (BreaksOrTurnsALine(cp)) {
+        char hex[12];
+        std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(cp));
+        out += hex;
+      } else {
+        out.append(s.substr(i, n));
+      }
       i += n;
       continue;
     }

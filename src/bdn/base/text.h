@@ -21,8 +21,11 @@ enum class Backslashes {
 
 // `s` as one line of text: \n, \t, \r as themselves escaped, other control bytes (0x00-0x1f,
 // 0x7f) and every byte that is not part of a valid UTF-8 sequence as \xHH (two lower-case hex
-// digits); valid UTF-8 (printable ASCII included) unchanged. The result is valid UTF-8 with no
-// control bytes. Thread-safe.
+// digits); the code points that break a line for some readers or turn text around (C1 controls
+// such as U+0085 NEL, U+2028, U+2029, the bidirectional controls U+061C, U+200E, U+200F,
+// U+202A-U+202E, U+2066-U+2069) as \uXXXX (four lower-case hex digits); other valid UTF-8
+// (printable ASCII included) unchanged. The result is valid UTF-8 with no control character, so
+// a name never ends or reorders the line it is quoted in. Thread-safe.
 std::string EscapeName(std::string_view s, Backslashes backslashes = Backslashes::kEscape);
 
 // Percent-encodes (RFC 3986) every byte but A-Z a-z 0-9 - _ . ~ and those in `safe`, with

@@ -48,5 +48,32 @@ TEST(EscapeName, ControlAndInvalidBytesBecomeCEscapesUtf8Stays) {
   }
 }
 
+// From an attacking helper: a sync job's message quoted an object name holding U+0085 (NEL) and
+// U+2028 as they were, and a reader that splits lines there (Python's splitlines) read a forged
+// access line after them; U+202E turned the rest of the line around.
+TEST(EscapeName, CodePointsThatBreakOrTurnALineBecomeUEscapes) {
+  struct Case {
+    std::string_view in, escaped;
+  } cases[] = {
+      {"x\xc2\x85y", "x\\u0085y"},                 // NEL
+      {"x\xc2\x80\xc2\x9fy", "x\\u0080\\u009fy"},  // the C1 range's ends
+      {"a\xe2\x80\xa8"
+       "b\xe2\x80\xa9"
+       "c",
+       "a\\u2028b\\u2029c"},
+      {"\xe2\x80\xae"
+       "evil",
+       "\\u202eevil"},  // right-to-left override
+      {"\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c",
+       "\\u202a\\u2066\\u2069\\u200e\\u200f\\u061c"},
+      {"\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xaa",
+       "\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xaa"},  // neighbours stay
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(EscapeName(c.in), c.escaped);
+    EXPECT_TRUE(IsValidUtf8(EscapeName(c.in)));
+  }
+}
+
 }  // namespace
 }  // namespace bdn
