@@ -116,7 +116,7 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
       ->capture_default_str();
   c->add_option("--sync-job-retention", serve->sync_job_retention,
                 "finished sync jobs (READY, FAILED, CANCELED) are deleted this long after they "
-                "end (0: kept forever; else 1m to 10y)")
+                "end (0: kept forever; else 1m to 3650d)")
       ->capture_default_str();
   c->add_option("--sync-min-source-rate", serve->sync_min_source_rate,
                 "a sync source's object body arriving slower than this many bytes per second "

@@ -42,9 +42,11 @@ enum class SecretUse {
   // any other key.
   kJobNamespace,
   // A job recorded before jobs kept how they were started (a job table upgraded from before, or
-  // a row an older server wrote): as kJobNamespace, and also a secret with no namespaces (which
-  // only an admin key for "*" could name when such a job started, as could anyone before secrets
-  // had namespaces).
+  // a row an older server wrote): as kJobNamespace. Not more: any key could start such a job
+  // (the release before let a namespace's key name a secret set for its namespace, and the one
+  // before that any secret), so a secret set again for admins alone, with no namespaces, is not
+  // for it. A job an admin started with another secret is started again by that admin (which
+  // widens it to kAny).
   kLegacyJob,
 };
 

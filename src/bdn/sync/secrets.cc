@@ -123,7 +123,6 @@ Status SecretNotFound(const std::string& name) {
 // Whether a job into `ns` whose key gave it `use` may use the secret `info`.
 bool MayUse(const SecretInfo& info, const std::string& ns, SecretUse use) {
   if (use == SecretUse::kAny) return true;
-  if (use == SecretUse::kLegacyJob && info.namespaces.empty()) return true;
   return std::ranges::any_of(
       info.namespaces, [&](const std::string& n) { return n == kSecretAllNamespaces || n == ns; });
 }

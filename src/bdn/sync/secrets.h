@@ -44,8 +44,8 @@ class SecretVault {
   Status Set(const std::string& name, const std::string& value,
              std::vector<std::string> namespaces = {});
   // Checks that a job into namespace `ns` may name the secret `name`: it exists and, with
-  // SecretUse::kJobNamespace, its namespaces hold `ns` or are {"*"}; with kLegacyJob, that or it
-  // has no namespaces. Reads no value, so it says
+  // SecretUse::kJobNamespace or kLegacyJob, its namespaces hold `ns` or are {"*"}. Reads no
+  // value, so it says
   // nothing of the value's format. Errors: NotFound "secret \"name\": not found" (reason
   // secret_not_found) for a secret that does not exist and, the same answer, for one the job may
   // not use, so that a caller learns no names of other namespaces' secrets; the store's.
