@@ -14,6 +14,7 @@
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
+#include "bdn/base/path_walk.h"  // UidText
 #include "bdn/base/private_files.h"
 #include "bdn/store/pack_format.h"
 #include "bdn/store/pack_index.h"
@@ -288,6 +289,21 @@ Status MarkCacheDir(int dir, const fs::path& display) {
   const std::string what = "node cache " + display.string();
   BDN_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFileAt(dir, std::string(kNodeCacheMarkerName),
                                                       O_WRONLY | O_CREAT, what));
+  // An empty marker already there (judged absent) may be another user's file, or a hard link to
+  // a file elsewhere that they planted: never written then.
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError(what, errno);
+  const std::string marker = what + ": " + std::string(kNodeCacheMarkerName);
+  if (st.st_uid != ::geteuid()) {
+    return PermissionDeniedError(marker + " is owned by " + UidText(st.st_uid) +
+                                 ", not by this user; give an empty directory or one the node "
+                                 "cache made");
+  }
+  if (st.st_nlink != 1) {
+    return PermissionDeniedError(marker + " has " + std::to_string(st.st_nlink) +
+                                 " hard links (it may be a link to a file elsewhere); give an "
+                                 "empty directory or one the node cache made");
+  }
   const auto* text = reinterpret_cast<const uint8_t*>(kNodeCacheMarkerText.data());
   return PWriteAll(fd.get(), {text, kNodeCacheMarkerText.size()}, 0,
                    what + ": write " + std::string(kNodeCacheMarkerName));

@@ -51,8 +51,11 @@ Result<CacheDirKind> JudgeCacheDir(int dir, const std::filesystem::path& display
 // Writes the marker into `dir` (open; `display` is its path in messages), created if missing
 // (mode 0600, never through a symlink) and written in place at offset 0, so that processes
 // marking one directory at once all leave the same bytes. An empty marker (a writer that died
-// between creating and writing it) is judged absent. Errors: those of OpenRegularFileAt and
-// PWriteAll, e.g. PermissionDenied "node cache <display>: Read-only file system".
+// between creating and writing it) is judged absent; such an empty file is written only when it
+// is this user's with one link. Errors: those of OpenRegularFileAt and PWriteAll, e.g.
+// PermissionDenied "node cache <display>: Read-only file system"; PermissionDenied "node cache
+// <display>: bdn-node-cache is owned by uid 1001 (mallory), not by this user; ..." or "...
+// bdn-node-cache has 2 hard links (it may be a link to a file elsewhere); ...".
 Status MarkCacheDir(int dir, const std::filesystem::path& display);
 
 // Whether `name` is one the region store gives what it sets aside in packs/: "<16 hex>.pack",

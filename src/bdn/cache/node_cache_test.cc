@@ -719,6 +719,25 @@ TEST_F(NodeCacheTest, AMarkerOfAnotherFormatIsRefused) {
           "a node cache's); give an empty directory or one the node cache made");
 }
 
+// From an attacking helper: an empty marker is judged absent, and was then written in place,
+// so a hard link planted at its name (to an empty file of someone else's) had the marker's text
+// written into the file it named. Such a marker is refused, and nothing written.
+TEST_F(NodeCacheTest, AnEmptyMarkerThatIsAHardLinkIsRefusedAndNotWritten) {
+  const fs::path elsewhere = dir_.path() / "elsewhere";
+  std::ofstream(elsewhere).flush();
+  fs::create_directories(CacheDir());
+  fs::permissions(CacheDir(), fs::perms(0700));
+  fs::create_hard_link(elsewhere, CacheDir() / "bdn-node-cache");
+  auto cache = NodeCache::Open(upstream_, {.dir = CacheDir(), .capacity_bytes = 1 << 20});
+  ASSERT_FALSE(cache.has_value());
+  EXPECT_EQ(cache.error().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(cache.error().message(),
+            "node cache " + CacheDir().string() +
+                ": bdn-node-cache has 2 hard links (it may be a link to a file elsewhere); give an "
+                "empty directory or one the node cache made");
+  EXPECT_EQ(fs::file_size(elsewhere), 0u);
+}
+
 // From an attacking helper: --cache-dir pointed at a chunk store's directory evicted the store's
 // packs as if they were cache regions (298 MB -> 63 MB, the store destroyed). A directory that
 // holds anything a node cache does not make is refused before anything in it is changed.
