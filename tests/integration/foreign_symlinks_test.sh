@@ -223,6 +223,26 @@ run_fails 6 "bdn: error: mountpoint $WORK/open/mnt: $WORK/open, a directory abov
   "$BDN" volume mount bdn:t/m:prod "$WORK/open/mnt"
 assert_eq "" "$(mounts_under "$WORK")" "mounts below $WORK"
 
+step "mount over a dead mount: the directory holding it is checked too"
+# (the check of the mountpoint itself ran only where nothing was mounted: over a dead mount below
+# a directory of mallory's, her renameat2 swap won the first try)
+mkdir -m 0755 "$shared/d"
+pid=$("$BDN" --json volume mount bdn:t/m:prod "$shared/d/mp" | python3 -c 'import json,sys; print(json.load(sys.stdin)["daemon_pid"])')
+MOUNTS+=("$shared/d/mp")
+kill -9 "$pid"
+wait_gone "$pid" 10000
+chown mallory "$shared/d"
+run_fails 6 "bdn: error: mountpoint $shared/d/mp: $shared/d, a directory above it, is owned by $mallory, not by this user (uid 0) or root, who could replace what is in it; use a directory of your own" \
+  "$BDN" volume mount bdn:t/m:prod "$shared/d/mp"
+chown root "$shared/d"
+chmod 1777 "$shared/d"
+run_fails 6 "bdn: error: mountpoint $shared/d/mp: $shared/d, the directory holding it, may be written by other users (mode 1777); with a mount there its own owner cannot be checked: unmount it first, or use a directory of your own" \
+  "$BDN" volume mount bdn:t/m:prod "$shared/d/mp"
+chmod 0755 "$shared/d"
+"$BDN" volume mount bdn:t/m:prod "$shared/d/mp" >/dev/null 2>&1
+cmp "$WORK/src/a.txt" "$shared/d/mp/a.txt" || fail "the mount over the dead mount"
+"$BDN" volume umount "$shared/d/mp" >/dev/null
+
 step "mount: root's own symlink in the shared directory is followed, missing directories made"
 "$BDN" volume mount bdn:t/m:prod "$shared/roots/mnt/deep" >/dev/null 2>&1
 MOUNTS+=("$WORK/mine/mnt/deep")

@@ -854,6 +854,55 @@ fs::path MountLogFile(const fs::path& home, const fs::path& mountpoint) {
          ("mount-" + name + "-" + Digest::Of(mountpoint.string()).Hex().substr(0, 12) + ".log");
 }
 
+namespace {
+
+// PermissionDenied "<shown>: owned by uid 1001 (mallory), not by this user (uid 0) or root, ..."
+// unless the mountpoint directory `st` is this user's or root's.
+Status CheckMountpointOwner(const struct stat& st, const std::string& shown) {
+  if (st.st_uid == ::geteuid() || st.st_uid == 0) return Status::Ok();
+  return PermissionDeniedError(shown + ": owned by " + UidText(st.st_uid) +
+                               ", not by this user (uid " + std::to_string(::geteuid()) +
+                               ") or root, who could replace it meanwhile; use a directory of "
+                               "your own");
+}
+
+// For a mountpoint `path` (absolute) with a mount on it already: its directory's path walked as
+// `walk` says, that directory writable by no other user even with the sticky bit (one of theirs
+// there could be renamed once the old mount is gone), and a symlink at `path` this user's or
+// root's. Errors: the walk's; PermissionDenied "<shown>: <dir>, the directory holding it, may be
+// written by other users (mode 1777); with a mount there its own owner cannot be checked: unmount
+// it first, or use a directory of your own"; FailedPrecondition for another user's symlink.
+Status CheckMountedOverPath(fs::path path, const std::string& shown, const PathWalk& walk) {
+  while (path.has_relative_path() && path.filename().empty()) path = path.parent_path();
+  const std::string last = path.filename().string();
+  if (!path.has_relative_path() || last == "." || last == "..") return Status::Ok();
+  const fs::path dir = path.parent_path();
+  BDN_ASSIGN_OR_RETURN(WalkedDirectory walked, OpenDirectoryPath(dir, shown, walk));
+  struct stat st;
+  if (::fstat(walked.fd.get(), &st) != 0) return ErrnoError(shown, errno);
+  BDN_RETURN_IF_ERROR(CheckAncestor(st, dir.string(), shown));
+  const bool others_write =
+      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && st.st_gid != ::getegid());
+  if (others_write) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return PermissionDeniedError(
+        shown + ": " + dir.string() +
+        ", the directory holding it, may be written by other users (mode " + mode +
+        "); with a mount there its own owner cannot be checked: unmount "
+        "it first, or use a directory of your own");
+  }
+  struct stat link;
+  if (::fstatat(walked.fd.get(), last.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISLNK(link.st_mode) && link.st_uid != ::geteuid() && link.st_uid != 0) {
+    return FailedPreconditionError(shown + ": a symlink owned by " + UidText(link.st_uid) +
+                                   ", not by this user or root");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                    pid_t* daemon_pid) {
   Context mount_ctx = ctx;
@@ -869,43 +918,45 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   // Asked before anything stats the path: stat of a mount whose daemon is stopped or hung never
   // returns, and InspectMountpoint gives up on it with an error that says so.
   BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(opts.mountpoint));
+  // Walked as pull walks its destination, missing directories made: another user's symlink on
+  // the path (in /tmp, say) never decides where this user's mount goes. And the mount is made by
+  // path after this walk (mount(2), fusermount3), so no other user may be able to change the
+  // path meanwhile either: every directory on it, the mountpoint included, must be this user's
+  // or root's, and those it passes through writable by no one else but with the sticky bit (a
+  // directory of another user's, or one that user could swap for a symlink between this walk
+  // and the mount, would take the mount wherever they chose).
+  const std::string shown = "mountpoint " + EscapeName(args.mountpoint);
+  PathWalk walk;
+  walk.missing = PathWalk::Missing::kCreate;
+  walk.flags = O_PATH;
+  walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
+    return FailedPreconditionError(shown + ": " + DescribeForeignSymlink(l) +
+                                   "; give the directory it names (\"" + l.target +
+                                   "\") if that is where to mount");
+  };
+  walk.check_directory = [&shown](const struct stat& st, const std::string& dir) {
+    return CheckAncestor(st, dir, shown);
+  };
   if (state.kind == MountpointState::Kind::kNone) {
-    // Walked as pull walks its destination, missing directories made: another user's symlink
-    // on the path (in /tmp, say) never decides where this user's mount goes. And the mount is
-    // made by path after this walk (mount(2), fusermount3), so no other user may be able to
-    // change the path meanwhile either: every directory on it, the mountpoint included, must be
-    // this user's or root's, and those it passes through writable by no one else but with the
-    // sticky bit (a directory of another user's, or one that user could swap for a symlink
-    // between this walk and the mount, would take the mount wherever they chose).
-    const std::string shown = "mountpoint " + EscapeName(args.mountpoint);
-    PathWalk walk;
-    walk.missing = PathWalk::Missing::kCreate;
-    walk.flags = O_PATH;
-    walk.refuse_symlink = [&shown](const ForeignSymlink& l) {
-      return FailedPreconditionError(shown + ": " + DescribeForeignSymlink(l) +
-                                     "; give the directory it names (\"" + l.target +
-                                     "\") if that is where to mount");
-    };
-    walk.check_directory = [&shown](const struct stat& st, const std::string& dir) {
-      return CheckAncestor(st, dir, shown);
-    };
     // The path as given, not opts.mountpoint: that has its symlinks resolved already.
     BDN_ASSIGN_OR_RETURN(WalkedDirectory walked,
                          OpenDirectoryPath(fs::absolute(args.mountpoint), shown, walk));
     struct stat st;
     if (::fstat(walked.fd.get(), &st) != 0) return ErrnoError(shown, errno);
-    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-      return PermissionDeniedError(shown + ": owned by " + UidText(st.st_uid) +
-                                   ", not by this user (uid " + std::to_string(::geteuid()) +
-                                   ") or root, who could replace it meanwhile; use a directory of "
-                                   "your own");
-    }
+    BDN_RETURN_IF_ERROR(CheckMountpointOwner(st, shown));
     std::error_code ec;
     if (!walked.created && !fs::is_empty(opts.mountpoint, ec) && !ec) {
       // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.
       std::cerr << "bdn: warning: " << shown
                 << " is not empty: what it holds is hidden while the version is mounted there\n";
     }
+  } else {
+    // Something is mounted there already (a dead mount the daemon detaches first, another file
+    // system): the directory under it cannot be looked at, so the directories holding it, as
+    // given and as resolved, must be ones no other user can change at all.
+    walk.missing = PathWalk::Missing::kRefuse;
+    BDN_RETURN_IF_ERROR(CheckMountedOverPath(fs::absolute(args.mountpoint), shown, walk));
+    BDN_RETURN_IF_ERROR(CheckMountedOverPath(opts.mountpoint, shown, walk));
   }
   opts.fsname = pinned.ToString();
   if (args.memory_cache_bytes) opts.memory_cache_bytes = args.memory_cache_bytes;
