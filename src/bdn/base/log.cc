@@ -6,6 +6,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <string>
 #include <string_view>
 
 #include "bdn/base/fd.h"
@@ -45,9 +47,15 @@ class FdSink final : public spdlog::sinks::sink {
       MutexLock lock(mu_);
       formatter_->format(msg, line);
     }
-    // A log line that cannot be written has nowhere else to go.
-    WriteAll(fd_.get(), AsBytes(std::string_view(line.data(), line.size())), "log file")
-        .IgnoreError();
+    // A line cut short (a full disk) would have the next one glued to it: that one starts on a
+    // line of its own. A log line that cannot be written has nowhere else to go.
+    std::string_view text(line.data(), line.size());
+    std::string after_torn;
+    if (torn_.exchange(false)) {
+      after_torn = "\n" + std::string(text);
+      text = after_torn;
+    }
+    if (!WriteAll(fd_.get(), AsBytes(text), "log file").ok()) torn_ = true;
   }
   void flush() override {}  // every line is written as it comes
   void set_pattern(const std::string& pattern) override {
@@ -60,6 +68,7 @@ class FdSink final : public spdlog::sinks::sink {
 
  private:
   const UniqueFd fd_;
+  std::atomic<bool> torn_{false};  // the last write failed, perhaps partway
   Mutex mu_;
   std::unique_ptr<spdlog::formatter> formatter_ GUARDED_BY(mu_);
 };

@@ -2,8 +2,10 @@
 #include "bdn/base/log.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <csignal>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -82,6 +84,36 @@ TEST(Log, LinesGoToTheFileOpenedAtInitWhateverThePathNamesLater) {
   EXPECT_NE(text.find(" info first\n"), std::string::npos) << text;
   EXPECT_NE(text.find(" info second\n"), std::string::npos) << text;
   EXPECT_FALSE(std::filesystem::exists(elsewhere / "x.log"));
+}
+
+// From an attacking helper: on a full file system a line was cut short and the next one glued
+// to it ("... 404 4042026-12-05T02:20:50.225Z info access ..."). The line after a failed write
+// starts on a line of its own. (The file size limit stands in for a full disk.)
+TEST(Log, TheLineAfterOneCutShortStartsOnItsOwnLine) {
+  testutil::TempDir dir;
+  const auto file = dir.path() / "x.log";
+  ASSERT_TRUE(Init(Level::kInfo, file).ok());
+  Info("first");
+  const auto size = std::filesystem::file_size(file);
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = size + 40;  // the timestamp, the level and a few bytes of the message
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Info("second, which does not fit in the room that is left");
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  ::signal(SIGXFSZ, old_handler);
+  Info("third");
+  ASSERT_TRUE(Init(Level::kInfo).ok());
+  const std::string text = ReadAll(file);
+  EXPECT_EQ(std::filesystem::file_size(file) > size + 40, true) << text;
+  const size_t third = text.find(" info third\n");
+  ASSERT_NE(third, std::string::npos) << text;
+  // "…\n2026-12-05T02:20:50.225Z info third": its time (24 characters) starts a line.
+  ASSERT_GT(third, 25u) << text;
+  EXPECT_EQ(text[third - 25], '\n') << text;
+  EXPECT_EQ(text.find("second, which does not fit"), std::string::npos) << text;
 }
 
 // A FIFO at the path is refused with a message, never opened to block or to feed a reader.

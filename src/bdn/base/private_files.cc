@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -322,6 +324,26 @@ Status CreatePrivateDirectory(const fs::path& dir, std::string_view what) {
 }
 
 Result<UniqueFd> OpenLogFile(const fs::path& file) {
+  // A descriptor this process was given (`--log-file /dev/stderr` under a pipe to tee, a
+  // container's log capture): a copy of it, as the shell's own redirection would use it. /proc's
+  // links of this process are its own, so no other user has a say in them; following one as a
+  // path would read "pipe:[N]" as a file name.
+  const std::string text = file.lexically_normal().string();
+  std::optional<int> given;
+  if (text == "/dev/stdout") given = STDOUT_FILENO;
+  if (text == "/dev/stderr") given = STDERR_FILENO;
+  for (std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (!text.starts_with(prefix)) continue;
+    const std::string_view digits = std::string_view(text).substr(prefix.size());
+    int n = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty()) given = n;
+  }
+  if (given) {
+    UniqueFd fd(::fcntl(*given, F_DUPFD_CLOEXEC, 3));
+    if (!fd) return Err(ErrnoError("log file " + file.string(), errno));
+    return fd;
+  }
   return OpenLogFileFollowing(file, "log file " + file.string(), 0);
 }
 

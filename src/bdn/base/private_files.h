@@ -129,6 +129,9 @@ Status CreatePrivateFile(const std::filesystem::path& file, std::string_view wha
 // (/dev/null, a terminal) is used as it is; anything else is refused. A symlink at `file` of this
 // user's or root's is followed the same way (its target's directory walked and judged, at most 40
 // links); another user's is refused.
+// `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` and `/proc/self/fd/N` name a descriptor this process
+// was given (a pipe to tee, a container's log capture): a copy of it is returned, whatever it
+// is, its mode left alone (EBADF "log file /dev/fd/9: Bad file descriptor" when it is not open).
 // Errors: those of CreatePrivateDirectory, "log file <file>: ..." (PermissionDenied "log file
 // /tmp/m/x.log: /tmp/m, a directory above it, is owned by uid 1001 (mallory), not by this user
 // (uid 0) or root, who could replace what is in it; use a directory of your own");

@@ -92,6 +92,28 @@ TEST_F(PrivateFilesTest, TheDirectoryOfALogFileIsNeverTightened) {
   EXPECT_EQ(text, "old\nnew\n");
 }
 
+// From an attacking helper: `--log-file /dev/stderr` under a pipe (`| tee`, a container's log
+// capture) failed, "No such file or directory": /proc's link was followed as a path and read
+// "pipe:[N]". A descriptor this process was given is used as it is.
+TEST_F(PrivateFilesTest, ALogFileNamingADescriptorOfThisProcessUsesIt) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  const std::string n = std::to_string(write_end.get());
+  for (const std::string& path : {"/proc/self/fd/" + n, "/dev/fd/" + n}) {
+    auto fd = OpenLogFile(path);
+    ASSERT_TRUE(fd.has_value()) << fd.error().ToString();
+    EXPECT_NE(fd->get(), write_end.get());
+    ASSERT_EQ(::write(fd->get(), "x\n", 2), 2);
+    char got[2];
+    ASSERT_EQ(::read(read_end.get(), got, 2), 2);
+    EXPECT_EQ(std::string(got, 2), "x\n") << path;
+  }
+  auto closed = OpenLogFile("/dev/fd/987");
+  ASSERT_FALSE(closed.has_value());
+  EXPECT_EQ(closed.error().message(), "log file /dev/fd/987: Bad file descriptor");
+}
+
 // From an attacking helper: a FIFO at the log path (another user's, in /tmp) was accepted, so
 // root's log went to that user's reader, or `bdn serve` blocked in its open with no message.
 TEST_F(PrivateFilesTest, ALogFileThatIsAFifoIsRefusedWithoutBlocking) {

@@ -47,15 +47,18 @@ uint32_t CodePointAt(std::string_view s, size_t i, size_t n) {
   return cp;
 }
 
-// Code points that end a line for some readers or turn the text after them around, so that a
-// name holding one could forge what follows it on a log line or a terminal: the C1 controls
-// (U+0085 NEL among them), the line and paragraph separators U+2028 and U+2029, and the
-// bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069; the "Trojan
-// Source" characters, CVE-2021-42574).
+// Code points that end a line for some readers, turn the text after them around, or show as
+// nothing, so that a name holding one could forge what follows it on a log line or a terminal,
+// or pass for another name: the C1 controls (U+0085 NEL among them), the line and paragraph
+// separators U+2028 and U+2029, the bidirectional controls (U+061C, U+200E, U+200F,
+// U+202A-U+202E, U+2066-U+2069; the "Trojan Source" characters, CVE-2021-42574), and the
+// invisible format characters (U+200B-U+200D, U+2060-U+2064, U+206A-U+206F, U+FEFF,
+// U+FFF9-U+FFFB, the tags U+E0000-U+E007F).
 bool BreaksOrTurnsALine(uint32_t cp) {
   return (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 || cp == 0x061c ||
-         cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-         (cp >= 0x2066 && cp <= 0x2069);
+         (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x206f) || cp == 0xfeff ||
+         (cp >= 0xfff9 && cp <= 0xfffb) || (cp >= 0xe0000 && cp <= 0xe007f);
 }
 
 }  // namespace
@@ -82,8 +85,9 @@ std::string EscapeName(std::string_view s, Backslashes backslashes) {
     if (n > 1) {
       const uint32_t cp = CodePointAt(s, i, n);
       if (BreaksOrTurnsALine(cp)) {
-        char hex[12];
-        std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(cp));
+        char hex[16];
+        std::snprintf(hex, sizeof hex, cp > 0xffff ? "\\U%08x" : "\\u%04x",
+                      static_cast<unsigned>(cp));
         out += hex;
       } else {
         out.append(s.substr(i, n));

@@ -66,8 +66,16 @@ TEST(EscapeName, CodePointsThatBreakOrTurnALineBecomeUEscapes) {
        "\\u202eevil"},  // right-to-left override
       {"\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c",
        "\\u202a\\u2066\\u2069\\u200e\\u200f\\u061c"},
-      {"\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xaa",
-       "\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xaa"},  // neighbours stay
+      // Invisible: zero width space and joiner, word joiner, BOM, a tag character.
+      {"a\xe2\x80\x8b"
+       "b\xe2\x80\x8d"
+       "c\xe2\x81\xa0"
+       "d\xef\xbb\xbf"
+       "e\xf3\xa0\x80\x81"
+       "f",
+       "a\\u200bb\\u200dc\\u2060d\\ufeffe\\U000e0001f"},
+      {"\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xa5",
+       "\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xa5"},  // neighbours stay
   };
   for (const auto& c : cases) {
     EXPECT_EQ(EscapeName(c.in), c.escaped);
