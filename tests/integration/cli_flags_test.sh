@@ -152,6 +152,24 @@ run_fails 2 "bdn: error: directory \"$WORK/selfsrc/home/store\": inside the embe
 run_fails 2 "bdn: error: directory \"$WORK/selfsrc/home\": inside the embedded store $WORK/selfsrc/home (pull into a directory outside it, or give --home elsewhere)" \
   env BDN_HOME="$WORK/selfsrc/home" "$BDN" volume pull bdn:t/self "$WORK/selfsrc/home"
 [ ! -e "$WORK/selfsrc/home/store/f" ] || fail "the pull wrote into the store"
+# From an attacking helper: only the walk to DIR was checked, so a version holding
+# home/store/packs/zz.txt pulled into the home's parent wrote zz.txt among the packs and gave
+# home/, store/ and packs/ the version's modes (0700 -> 0755). Every directory the pull enters or
+# sets modes on is checked before anything is written.
+mkdir -p "$WORK/evil/home/store/packs"
+printf 'EVIL\n' > "$WORK/evil/home/store/packs/zz.txt"
+printf 'top\n' > "$WORK/evil/top.txt"
+chmod 0755 "$WORK/evil/home" "$WORK/evil/home/store" "$WORK/evil/home/store/packs"
+"$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/evil" bdn:t/evil --tag p >/dev/null 2>&1 || fail "push of evil"
+home_listing() { find "$WORK/selfsrc/home" -printf '%P %m %s\n' | LC_ALL=C sort; }
+home_before=$(home_listing)
+for flags in "" --overwrite; do
+  # shellcheck disable=SC2086
+  run_fails 2 "bdn: error: directory \"$WORK/selfsrc/home\": inside the embedded store $WORK/selfsrc/home (pull into a directory outside it, or give --home elsewhere)" \
+    "$BDN" --home "$WORK/selfsrc/home" volume pull $flags bdn:t/evil:p "$WORK/selfsrc"
+done
+assert_eq "$home_before" "$(home_listing)" "the home after the refused pulls"
+[ ! -e "$WORK/selfsrc/top.txt" ] || fail "the refused pull wrote top.txt"
 "$BDN" --home "$WORK/selfsrc/home" volume pull bdn:t/self "$WORK/selfsrc/out" >/dev/null 2>&1 || fail "pull beside the home"
 
 step "text output escapes a mountpoint's control bytes; without HOME the default home is the user's own"

@@ -627,11 +627,13 @@ Status Pull(Context& ctx, const PullArgs& args) {
   if (!ctx.origin) {
     // Into the embedded store's home (the store itself, say): the pull would write among its
     // packs and registry while they are in use, as push refuses to read them. Told by identity,
-    // so that no path to them passes (a symlink, a bind mount of the store elsewhere).
+    // so that no path to them passes (a symlink, a bind mount of the store elsewhere, a
+    // directory of the pulled tree that is the home's: pulling a version holding
+    // "home/store/packs/x" into the home's parent wrote among the packs and chmod-ed them).
     BDN_ASSIGN_OR_RETURN(home_dirs, DirectoryIdentities(ctx.home));
-    opts.check_directory = [&](const struct stat& st) {
+    opts.check_directory = [&](const struct stat& st, const std::string& dir) {
       if (!home_dirs.contains({st.st_dev, st.st_ino})) return Status::Ok();
-      return InvalidArgumentError("directory \"" + EscapeName(args.dir) +
+      return InvalidArgumentError("directory \"" + EscapeName(dir) +
                                   "\": inside the embedded store " + EscapeName(ctx.home.string()) +
                                   " (pull into a directory outside it, or give --home elsewhere)");
     };

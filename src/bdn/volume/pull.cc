@@ -163,6 +163,9 @@ struct Hashed {
 };
 using HashedFiles = std::unordered_map<const Entry*, Hashed>;
 
+// PullOptions::check_directory: a directory's stat and how messages name it.
+using DirectoryCheck = std::function<Status(const struct stat& st, const std::string& dir)>;
+
 // Where an entry lands: the name `name` in the directory `parent` (both relative to dest).
 struct Place {
   std::string parent;
@@ -651,9 +654,11 @@ Status CheckOwnDirectory(const struct stat& st, const std::string& shown) {
 // user's file in a sticky directory is in the way and cannot be replaced (…)"), then the
 // conflicts (AlreadyExists, as Pull gives them); the first one's message, followed by the next
 // few paths when there are more ("…; also in the way: \"p\", … (N in all)"); those of the
-// cursor.
+// cursor; `check`'s (PullOptions::check_directory, when not empty), at once, on every directory
+// already there that the pull would enter (the parent of any entry) or where a directory of the
+// version goes (its mode and times would be set on it).
 Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
-                      HashedFiles& identical) {
+                      const DirectoryCheck& check, HashedFiles& identical) {
   std::vector<std::pair<Status, std::string>> stuck, conflicts;  // the error, the path
   auto conflict = [&](const char* kind, const std::string& path, const std::string& why) {
     if (overwrite) return;
@@ -681,6 +686,7 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
     if (::fstat(cursor.fd(), &parent) != 0) {
       return Err(ErrnoError("directory \"" + cursor.Display() + "\"", errno));
     }
+    if (check) BDN_RETURN_IF_ERROR(check(parent, cursor.Display()));
     return ::fstatat(cursor.fd(), at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
   };
   // What stands at `at` (`st`) and must go: refused when it cannot (a directory that holds
@@ -725,7 +731,10 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
       if (!S_ISDIR(st.st_mode)) {
         BDN_RETURN_IF_ERROR(
             refuse("path", at, st, "exists and is not a directory (use --overwrite)"));
-      } else if (Status s = CheckOwnDirectory(st, cursor.Display(at.name)); !s.ok()) {
+        continue;
+      }
+      if (check) BDN_RETURN_IF_ERROR(check(st, cursor.Display(at.name)));
+      if (Status s = CheckOwnDirectory(st, cursor.Display(at.name)); !s.ok()) {
         stuck.emplace_back(s, cursor.Display(at.name));
       }
       continue;
@@ -790,8 +799,10 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
 
 // Creates the directories and symlinks of `plan` under the cursor's root, in path order (parents
 // before children). A symlink or file where a directory is needed stops the cursor (it never
-// goes through a symlink). Errors: those of Pull.
-Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool overwrite) {
+// goes through a symlink); a directory made meanwhile where one goes is checked again (`check`,
+// CheckOwnDirectory). Errors: those of Pull.
+Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool overwrite,
+                                  const DirectoryCheck& check) {
   for (const Entry* e : plan.entries) {
     if (e->kind != EntryKind::kDirectory && e->kind != EntryKind::kSymlink) continue;
     const Place at = PlaceOf(plan.local(e->path));
@@ -800,8 +811,9 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
     struct stat st;
     bool exists = ::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (e->kind == EntryKind::kDirectory) {
-      if (exists && S_ISDIR(st.st_mode)) {
-        BDN_RETURN_IF_ERROR(CheckOwnDirectory(st, cursor.Display(at.name)));  // made meanwhile
+      if (exists && S_ISDIR(st.st_mode)) {  // checked by CheckConflicts, or made meanwhile
+        if (check) BDN_RETURN_IF_ERROR(check(st, cursor.Display(at.name)));
+        BDN_RETURN_IF_ERROR(CheckOwnDirectory(st, cursor.Display(at.name)));
       }
       if (exists && !S_ISDIR(st.st_mode)) {
         if (!overwrite) {
@@ -983,8 +995,11 @@ Status LinkHardlinks(const PullPlan& plan, DirCursor& cursor, bool overwrite,
 // Directory modes and recorded mtimes, deepest first, so read-only directories do not block
 // their children and no later write inside moves a directory's mtime; each only where it
 // differs, so that a pull with nothing to do changes nothing (and works on a read-only file
-// system, or in a directory of root's that is already right).
-Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
+// system, or in a directory of root's that is already right). Each is checked (`check`, on its
+// descriptor) before anything is changed on it. Errors: ErrnoError "directory \"dest/x\"";
+// `check`'s.
+Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor,
+                                 const DirectoryCheck& check) {
   for (auto it = plan.entries.rbegin(); it != plan.entries.rend(); ++it) {
     if ((*it)->kind != EntryKind::kDirectory) continue;
     const Place at = PlaceOf(plan.local((*it)->path));
@@ -992,8 +1007,11 @@ Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
     BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(cursor.fd(), at.name, cursor.Display(at.name)));
     auto times = TimesOf(**it);
     struct stat st;
-    if (::fstat(d.get(), &st) != 0 ||
-        ((st.st_mode & 07777) != (*it)->mode && ::fchmod(d.get(), (*it)->mode) != 0) ||
+    if (::fstat(d.get(), &st) != 0) {
+      return ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno);
+    }
+    if (check) BDN_RETURN_IF_ERROR(check(st, cursor.Display(at.name)));
+    if (((st.st_mode & 07777) != (*it)->mode && ::fchmod(d.get(), (*it)->mode) != 0) ||
         (times && !SameMtime(st, *times) && ::futimens(d.get(), times->data()) != 0)) {
       return ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno);
     }
@@ -1008,8 +1026,7 @@ Status SetDirectoryModesAndTimes(const PullPlan& plan, DirCursor& cursor) {
 // \"dest\": /tmp/shared/d is a symlink owned by uid 1001 (mallory), not by this user or root; give
 // the directory it names (\"/root/x\") if that is where the files go"; `check`'s (PullOptions::
 // check_directory), on the directories walked and then on `dest` and each directory above it.
-Result<DirFd> OpenDestination(const fs::path& dest,
-                              const std::function<Status(const struct stat&)>& check) {
+Result<DirFd> OpenDestination(const fs::path& dest, const DirectoryCheck& check) {
   const std::string shown = "directory \"" + dest.string() + "\"";
   PathWalk walk;
   walk.missing = PathWalk::Missing::kCreate;
@@ -1019,8 +1036,8 @@ Result<DirFd> OpenDestination(const fs::path& dest,
                                    "\") if that is where the files go");
   };
   if (check)
-    walk.check_directory = [&check](const struct stat& st, const std::string&) {
-      return check(st);
+    walk.check_directory = [&check, &dest](const struct stat& st, const std::string&) {
+      return check(st, dest.string());
     };
   BDN_ASSIGN_OR_RETURN(WalkedDirectory d, OpenDirectoryPath(dest, shown, walk));
   if (check) {
@@ -1030,7 +1047,7 @@ Result<DirFd> OpenDestination(const fs::path& dest,
     struct stat st, up_st;
     if (!at || ::fstat(at.get(), &st) != 0) return Err(ErrnoError(shown, errno));
     while (true) {
-      BDN_RETURN_IF_ERROR(check(st));
+      BDN_RETURN_IF_ERROR(check(st, dest.string()));
       UniqueFd up(::openat(at.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
       if (!up || ::fstat(up.get(), &up_st) != 0) return Err(ErrnoError(shown, errno));
       if (up_st.st_dev == st.st_dev && up_st.st_ino == st.st_ino) break;  // "/"
@@ -1096,8 +1113,8 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
   PullResult result;
   HashedFiles identical;
   InodeSet replaced;
-  BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, overwrite, identical));
-  BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite));
+  BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, overwrite, options.check_directory, identical));
+  BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite, options.check_directory));
   {
     // The writer (and its ChunkReader) outlives the pool inside WriteFiles.
     FileWriter writer(view, options, counters);
@@ -1106,7 +1123,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
         WriteFiles(plan, cursor, writer, jobs, overwrite, identical, result, replaced));
   }
   BDN_RETURN_IF_ERROR(LinkHardlinks(plan, cursor, overwrite, replaced));
-  BDN_RETURN_IF_ERROR(SetDirectoryModesAndTimes(plan, cursor));
+  BDN_RETURN_IF_ERROR(SetDirectoryModesAndTimes(plan, cursor, options.check_directory));
   return result;
 }
 

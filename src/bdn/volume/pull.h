@@ -26,10 +26,14 @@ struct PullOptions {
   ChunkReaderOptions reads;  // batching of chunk reads from a store that prefers batches
   // Called with the stat of every directory the walk to `dest` looks a name up in, before it
   // does (and so before it makes a missing directory there), then of `dest` itself and of each
-  // directory above it as the kernel sees them (".." from its descriptor, up to "/"): an error
-  // ends the pull before anything is written (the CLI refuses the embedded store's directories
-  // by device and inode, whatever path reaches them). Empty: none.
-  std::function<Status(const struct stat& st)> check_directory;
+  // directory above it as the kernel sees them (".." from its descriptor, up to "/"), all with
+  // `dir` = dest as given; then, while the pull plans (before anything is written), of every
+  // directory already there below dest that the pull enters or where a directory of the version
+  // goes (its modes and times are set on it), with `dir` naming it (dest/a/b); and again of such
+  // a directory made meanwhile, and of each just before its mode and times are set. An error ends
+  // the pull (the CLI refuses the embedded store's directories by device and inode, whatever path
+  // reaches them, a directory of the pulled tree too). Empty: none.
+  std::function<Status(const struct stat& st, const std::string& dir)> check_directory;
 };
 
 struct PullResult {
@@ -80,7 +84,9 @@ struct PullResult {
 // "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
 // file is removed); FailedPrecondition "file \"dest/x\" (its partial file …): No space left on
 // device (the partial file is kept, so that the next pull resumes from it; …)" (also EDQUOT);
-// store errors (Corruption naming the chunk and file); options.check_directory's errors.
+// store errors (Corruption naming the chunk and file); options.check_directory's errors (those
+// for the walk to dest and for the directories already below it come before anything is
+// written).
 Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& dest,
                         const PullOptions& options, TransferCounters* counters);
 

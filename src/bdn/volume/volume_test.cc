@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -1132,6 +1133,48 @@ TEST_F(VolumeTest, PullRefusesAnotherUsersDirectoryBelowDir) {
   auto q = Pull(*view, out, models, nullptr);
   ASSERT_TRUE(q.has_value()) << q.error().message();
   EXPECT_EQ(ReadFile(out / "weights.bin"), "weights");
+}
+// From an attacking helper: check_directory (the CLI's refusal of the embedded store's
+// directories) was asked only about the walk to DIR and DIR's ancestors, so a version holding
+// "home/store/packs/zz.txt" pulled into the home's parent wrote zz.txt among the packs and gave
+// home/, store/ and packs/ the version's modes. Every directory already below DIR that the pull
+// enters or where a directory of the version goes is checked too, before anything is written.
+TEST_F(VolumeTest, PullChecksEveryDirectoryOfThePulledTreeBeforeWritingAnything) {
+  Write("home/store/packs/zz.txt", "evil");
+  Write("top.txt", "top");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out / "home/store/packs");
+  for (const char* d : {"home", "home/store", "home/store/packs"}) {
+    fs::permissions(out / d, fs::perms(0700));
+  }
+  struct stat packs;
+  ASSERT_EQ(::stat((out / "home/store/packs").c_str(), &packs), 0);
+  std::vector<std::string> asked;
+  PullOptions options;
+  options.check_directory = [&](const struct stat& st, const std::string& dir) {
+    asked.push_back(dir);
+    if (st.st_dev != packs.st_dev || st.st_ino != packs.st_ino) return Status::Ok();
+    return InvalidArgumentError("directory \"" + dir + "\": refused");
+  };
+  auto p = Pull(*view, out, options, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.error().message(),
+            "directory \"" + (out / "home/store/packs").string() + "\": refused");
+  EXPECT_NE(std::find(asked.begin(), asked.end(), (out / "home/store").string()), asked.end());
+  EXPECT_FALSE(fs::exists(out / "top.txt"));
+  EXPECT_TRUE(fs::is_empty(out / "home/store/packs"));
+  for (const char* d : {"home", "home/store", "home/store/packs"}) {
+    EXPECT_EQ(fs::status(out / d).permissions(), fs::perms(0700)) << d;
+  }
+  // Without the refusal the same pull goes through.
+  options.check_directory = nullptr;
+  auto q = Pull(*view, out, options, nullptr);
+  ASSERT_TRUE(q.has_value()) << q.error().message();
+  EXPECT_EQ(ReadFile(out / "home/store/packs/zz.txt"), "evil");
 }
 
 // From a tester: a pull with everything already in place on a read-only file system failed
