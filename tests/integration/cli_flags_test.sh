@@ -161,6 +161,8 @@ printf 'EVIL\n' > "$WORK/evil/home/store/packs/zz.txt"
 printf 'top\n' > "$WORK/evil/top.txt"
 chmod 0755 "$WORK/evil/home" "$WORK/evil/home/store" "$WORK/evil/home/store/packs"
 "$BDN" --home "$WORK/selfsrc/home" volume push "$WORK/evil" bdn:t/evil --tag p >/dev/null 2>&1 || fail "push of evil"
+# (the first open of the store after a push may write an index table: done here, before the listing)
+"$BDN" --home "$WORK/selfsrc/home" volume cat bdn:t/evil:p/top.txt >/dev/null || fail "cat of evil"
 home_listing() { find "$WORK/selfsrc/home" -printf '%P %m %s\n' | LC_ALL=C sort; }
 home_before=$(home_listing)
 for flags in "" --overwrite; do
