@@ -244,7 +244,10 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
     PrintJson(api::SyncJobToJson(job));
     return Status::Ok();
   }
-  auto line = [](const char* k, const std::string& v) { std::cout << k << ": " << v << "\n"; };
+  // Each value on one line, whatever the server sent (names in messages come escaped already).
+  auto line = [](const char* k, const std::string& v) {
+    std::cout << k << ": " << EscapeName(v, Backslashes::kKeep) << "\n";
+  };
   line("id", job.id);
   line("state", std::string(SyncStateName(job.state)) +
                     (job.cancel_requested && !IsTerminal(job.state) ? " (cancel requested)" : ""));

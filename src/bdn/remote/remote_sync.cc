@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "bdn/api/sync_json.h"
-#include "bdn/base/text.h"  // PercentEncode
+#include "bdn/base/text.h"  // EscapeName, PercentEncode
 
 namespace bdn::remote {
 
@@ -16,7 +16,19 @@ Status CheckJobId(const std::string& id) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
   });
   return ok ? Status::Ok()
-            : InvalidArgumentError("sync job \"" + id + "\": not a job id (sync_<hex>)");
+            : InvalidArgumentError("sync job \"" + EscapeName(id) +
+                                   "\": not a job id (sync_<hex>)");
+}
+
+// A job as the server sent it. Its id is printed and typed back by users, so it must be one (a
+// hostile or broken server could otherwise put control characters on the user's terminal).
+Result<SyncJobRecord> JobFromServer(const std::string& server, const json& j) {
+  BDN_ASSIGN_OR_RETURN(SyncJobRecord job, api::SyncJobFromJson(j));
+  if (!CheckJobId(job.id).ok()) {
+    return Err(InternalError(server + ": sent a sync job whose id \"" + EscapeName(job.id) +
+                             "\" is not a job id (sync_<hex>)"));
+  }
+  return job;
 }
 }  // namespace
 
@@ -45,7 +57,7 @@ Result<sync::StartedJob> RemoteSyncService::Start(const SyncJobSpec& spec, sync:
   BDN_ASSIGN_OR_RETURN(json j, Call(http::Method::kPost, "/v1/sync/jobs",
                                     api::SyncJobSpecToJson(spec).dump(), /*retry=*/false));
   sync::StartedJob out;
-  BDN_ASSIGN_OR_RETURN(out.job, api::SyncJobFromJson(j));
+  BDN_ASSIGN_OR_RETURN(out.job, JobFromServer(client_->Name(), j));
   out.created = j.value("created", false);
   return out;
 }
@@ -53,7 +65,7 @@ Result<sync::StartedJob> RemoteSyncService::Start(const SyncJobSpec& spec, sync:
 Result<SyncJobRecord> RemoteSyncService::Get(const std::string& id) {
   BDN_RETURN_IF_ERROR(CheckJobId(id));
   BDN_ASSIGN_OR_RETURN(json j, Call(http::Method::kGet, "/v1/sync/jobs/" + id));
-  return api::SyncJobFromJson(j);
+  return JobFromServer(client_->Name(), j);
 }
 
 Result<std::vector<SyncJobRecord>> RemoteSyncService::List(const std::string& ns,
@@ -67,7 +79,7 @@ Result<std::vector<SyncJobRecord>> RemoteSyncService::List(const std::string& ns
     return Err(InternalError(client_->Name() + ": GET " + path + ": no \"jobs\" list"));
   }
   for (const json& e : j["jobs"]) {
-    BDN_ASSIGN_OR_RETURN(SyncJobRecord job, api::SyncJobFromJson(e));
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord job, JobFromServer(client_->Name(), e));
     out.push_back(std::move(job));
   }
   return out;
@@ -77,7 +89,7 @@ Result<SyncJobRecord> RemoteSyncService::Cancel(const std::string& id) {
   BDN_RETURN_IF_ERROR(CheckJobId(id));
   BDN_ASSIGN_OR_RETURN(json j, Call(http::Method::kPost, "/v1/sync/jobs/" + id + "/cancel", "{}",
                                     /*retry=*/false));
-  return api::SyncJobFromJson(j);
+  return JobFromServer(client_->Name(), j);
 }
 
 Status RemoteSyncService::SetSecret(const std::string& name, const std::string& value,
