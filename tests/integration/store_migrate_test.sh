@@ -73,6 +73,34 @@ start_origin
 "$BDN" volume pull bdn:test/served "$WORK/out3" >/dev/null
 assert_eq "$(tree_listing "$WORK/v1")" "$(tree_listing "$WORK/out3")" "served version after migration"
 
+step "migrate --cache-dir touches only a node cache's directory"
+# A work directory with a chunks/ of its own (what the old layout's files look like, and a note):
+# migrating it would move the 64-hex files into packs and delete them.
+mkdir -p "$WORK/project/chunks/ab" "$WORK/project/tmp"
+hex=$(printf 'x' | b3sum --no-names)
+printf 'x' >"$WORK/project/chunks/ab/$hex"
+echo notes >"$WORK/project/notes.txt"
+before=$(cd "$WORK/project" && find . -printf '%p %m %s\n' | sort)
+run_fails 8 "bdn: error: node cache $WORK/project: holds notes.txt, which is not the node cache's; give an empty directory or one the node cache made" \
+  "$BDN" store migrate --cache-dir "$WORK/project"
+assert_eq "$before" "$(cd "$WORK/project" && find . -printf '%p %m %s\n' | sort)" "the refused directory"
+run_fails 3 "bdn: error: node cache $WORK/nothing-here: no such directory" \
+  "$BDN" store migrate --cache-dir "$WORK/nothing-here"
+[ ! -e "$WORK/nothing-here" ] || fail "migrate made the directory it was given"
+# An empty directory becomes a node cache that a mount then uses.
+mkdir -m 0700 "$WORK/empty-nc"
+assert_eq "store $WORK/empty-nc: already in the pack layout, nothing to migrate" \
+  "$("$BDN" store migrate --cache-dir "$WORK/empty-nc")" "migrate of an empty directory"
+assert_eq "bdn node cache, format 1" "$(cat "$WORK/empty-nc/bdn-node-cache")" "its marker"
+err=$("$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$WORK/empty-nc" 2>&1 >/dev/null) \
+  || fail "mount: $err"
+MOUNTS+=("$WORK/mnt")
+assert_eq "" "$err" "mount with the migrated empty directory as its node cache"
+cmp "$WORK/v1/weights.bin" "$WORK/mnt/weights.bin" || fail "bytes through that mount"
+"$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
+[ -n "$(find "$WORK/empty-nc/packs" -type f)" ] || fail "the node cache kept nothing"
+echo "PASS"
+
 step "a node cache of the old layout: left out naming migrate --cache-dir; converted, it serves what it held"
 NC="$WORK/nodecache"
 "$BDN" volume mount "$pinned" "$WORK/mnt" --cache-dir "$NC" >/dev/null

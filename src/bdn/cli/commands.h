@@ -95,7 +95,11 @@ std::filesystem::path DefaultHome();
 // RebuildIndex and Stats.
 Status StoreMigrate(const std::filesystem::path& data, bool json);
 // Converts a node cache directory (--cache-dir of mounts and cache serve) of the old
-// one-file-per-chunk layout into regions, in place, as StoreMigrate does for a store.
+// one-file-per-chunk layout into regions, in place, as StoreMigrate does for a store. Only a
+// directory a node cache made (JudgeCacheDir) is touched; an empty one is marked as the cache's.
+// Errors: NotFound "node cache <dir>: no such directory"; those of OpenPrivateDirectory,
+// JudgeCacheDir (FailedPrecondition "node cache <dir>: holds <name>, which is not the node
+// cache's; ..."), MarkCacheDir and MigrateOldLayout.
 Status StoreMigrateCache(const std::filesystem::path& cache_dir, bool json);
 Status StoreRebuildIndex(const std::filesystem::path& data, bool json);
 Status StoreStats(const std::filesystem::path& data, bool json);

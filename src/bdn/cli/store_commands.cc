@@ -3,7 +3,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/private_files.h"
 #include "bdn/base/units.h"
+#include "bdn/cache/cache_dir.h"
 #include "bdn/cache/node_cache.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/output.h"
@@ -91,6 +93,20 @@ Status StoreMigrate(const fs::path& data, bool json_output) {
 }
 
 Status StoreMigrateCache(const fs::path& cache_dir, bool json_output) {
+  // Only a node cache's directory, judged as the node cache judges it before anything in it is
+  // changed: the migration moves what it finds under chunks/ and deletes the files.
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(cache_dir, ec))) {
+    return NotFoundError("node cache " + cache_dir.string() + ": no such directory");
+  }
+  CacheDirKind kind = CacheDirKind::kEmpty;
+  BDN_ASSIGN_OR_RETURN(UniqueFd dir,
+                       OpenPrivateDirectory(cache_dir, "node cache", [&](int fd) -> Status {
+                         BDN_ASSIGN_OR_RETURN(kind, JudgeCacheDir(fd, cache_dir));
+                         return Status::Ok();
+                       }));
+  // An empty directory is the cache's from its first file on, as NodeCache::Open makes it.
+  if (kind == CacheDirKind::kEmpty) BDN_RETURN_IF_ERROR(MarkCacheDir(dir.get(), cache_dir));
   return MigrateAt(cache_dir, NodeCacheStoreOptions({.dir = cache_dir}), json_output);
 }
 
