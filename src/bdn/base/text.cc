@@ -50,15 +50,40 @@ uint32_t CodePointAt(std::string_view s, size_t i, size_t n) {
 // Code points that end a line for some readers, turn the text after them around, or show as
 // nothing, so that a name holding one could forge what follows it on a log line or a terminal,
 // or pass for another name: the C1 controls (U+0085 NEL among them), the line and paragraph
-// separators U+2028 and U+2029, the bidirectional controls (U+061C, U+200E, U+200F,
-// U+202A-U+202E, U+2066-U+2069; the "Trojan Source" characters, CVE-2021-42574), and the
-// invisible format characters (U+200B-U+200D, U+2060-U+2064, U+206A-U+206F, U+FEFF,
-// U+FFF9-U+FFFB, the tags U+E0000-U+E007F).
+// separators U+2028 and U+2029, the interlinear annotation characters U+FFF9-U+FFFB, and every
+// Default_Ignorable_Code_Point of Unicode 15.1 (DerivedCoreProperties.txt): the bidirectional
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069; the "Trojan Source" characters,
+// CVE-2021-42574), the soft hyphen, joiners and zero width spaces, the Hangul fillers, the
+// variation selectors, the musical symbol format characters and the tags.
 bool BreaksOrTurnsALine(uint32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 || cp == 0x061c ||
-         (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
-         (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x206f) || cp == 0xfeff ||
-         (cp >= 0xfff9 && cp <= 0xfffb) || (cp >= 0xe0000 && cp <= 0xe007f);
+  struct Range {
+    uint32_t first, last;
+  };
+  static constexpr Range kRanges[] = {
+      {0x0080, 0x009f},    // C1 controls
+      {0x00ad, 0x00ad},    // soft hyphen
+      {0x034f, 0x034f},    // combining grapheme joiner
+      {0x061c, 0x061c},    // Arabic letter mark
+      {0x115f, 0x1160},    // Hangul choseong and jungseong fillers
+      {0x17b4, 0x17b5},    // Khmer inherent vowels
+      {0x180b, 0x180f},    // Mongolian variation selectors and vowel separator
+      {0x200b, 0x200f},    // zero width space, (non-)joiner, LRM, RLM
+      {0x2028, 0x2029},    // line and paragraph separators
+      {0x202a, 0x202e},    // bidirectional embeddings and overrides
+      {0x2060, 0x206f},    // word joiner, invisible operators, bidirectional isolates
+      {0x3164, 0x3164},    // Hangul filler
+      {0xfe00, 0xfe0f},    // variation selectors
+      {0xfeff, 0xfeff},    // zero width no-break space (BOM)
+      {0xffa0, 0xffa0},    // halfwidth Hangul filler
+      {0xfff0, 0xfffb},    // unassigned specials, interlinear annotation
+      {0x1bca0, 0x1bca3},  // shorthand format controls
+      {0x1d173, 0x1d17a},  // musical symbol format characters
+      {0xe0000, 0xe0fff},  // tags, variation selectors supplement
+  };
+  for (const Range& r : kRanges) {
+    if (cp >= r.first && cp <= r.last) return true;
+  }
+  return false;
 }
 
 }  // namespace

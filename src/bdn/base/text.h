@@ -21,11 +21,13 @@ enum class Backslashes {
 
 // `s` as one line of text: \n, \t, \r as themselves escaped, other control bytes (0x00-0x1f,
 // 0x7f) and every byte that is not part of a valid UTF-8 sequence as \xHH (two lower-case hex
-// digits); the code points that break a line for some readers or turn text around (C1 controls
-// such as U+0085 NEL, U+2028, U+2029, the bidirectional controls U+061C, U+200E, U+200F,
-// U+202A-U+202E, U+2066-U+2069) or show as nothing (U+200B-U+200D, U+2060-U+2064,
-// U+206A-U+206F, U+FEFF, U+FFF9-U+FFFB) as \uXXXX (four lower-case hex digits), the tags
-// U+E0000-U+E007F as \UXXXXXXXX; other valid UTF-8 (printable ASCII included) unchanged. The
+// digits); the code points that break a line for some readers, turn text around or show as
+// nothing (C1 controls such as U+0085 NEL, U+2028, U+2029, U+FFF9-U+FFFB, and Unicode's
+// Default_Ignorable_Code_Point set: the bidirectional controls U+061C, U+200E, U+200F,
+// U+202A-U+202E, U+2066-U+2069, the soft hyphen U+00AD, U+200B-U+200D, U+2060-U+2064, the Hangul
+// fillers, the variation selectors, U+FEFF and the rest) as \uXXXX (four lower-case hex digits),
+// those above U+FFFF (the tags U+E0000-U+E007F) as \UXXXXXXXX; other valid UTF-8 (printable
+// ASCII included) unchanged. The
 // result is valid UTF-8 with no control or invisible format character, so a name never ends,
 // reorders or hides part of the line it is quoted in. Thread-safe.
 std::string EscapeName(std::string_view s, Backslashes backslashes = Backslashes::kEscape);

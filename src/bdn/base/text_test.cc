@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 namespace bdn {
 namespace {
 
@@ -74,12 +76,57 @@ TEST(EscapeName, CodePointsThatBreakOrTurnALineBecomeUEscapes) {
        "e\xf3\xa0\x80\x81"
        "f",
        "a\\u200bb\\u200dc\\u2060d\\ufeffe\\U000e0001f"},
-      {"\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xa5",
-       "\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x81\xa5"},  // neighbours stay
+      {"\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x80\x8a \xef\xbf\xbc",
+       "\xc2\xa0nbsp \xe2\x80\xa7 \xe2\x80\x8a \xef\xbf\xbc"},  // neighbours stay
   };
   for (const auto& c : cases) {
     EXPECT_EQ(EscapeName(c.in), c.escaped);
     EXPECT_TRUE(IsValidUtf8(EscapeName(c.in)));
+  }
+}
+
+// UTF-8 of one code point (for the tables below).
+std::string Utf8(uint32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return out;
+}
+
+// From an attacking helper: the soft hyphen and other characters that show as nothing stayed raw,
+// so "config<U+00AD>.json" listed and logged as "config.json". Every Default_Ignorable_Code_Point
+// (Unicode's DerivedCoreProperties.txt) is escaped: each range's ends and a point inside.
+TEST(EscapeName, EveryDefaultIgnorableCodePointIsEscaped) {
+  const uint32_t ignorable[] = {
+      0x00ad,  0x034f,  0x061c,  0x115f,  0x1160,  0x17b4,  0x17b5,  0x180b,  0x180e,
+      0x180f,  0x200b,  0x200f,  0x202a,  0x202e,  0x2060,  0x2065,  0x206f,  0x3164,
+      0xfe00,  0xfe0f,  0xfeff,  0xffa0,  0xfff0,  0xfff8,  0x1bca0, 0x1bca3, 0x1d173,
+      0x1d17a, 0xe0000, 0xe0001, 0xe007f, 0xe0100, 0xe01ef, 0xe0fff,
+  };
+  for (uint32_t cp : ignorable) {
+    char want[16];
+    std::snprintf(want, sizeof want, cp > 0xffff ? "\\U%08x" : "\\u%04x", cp);
+    EXPECT_EQ(EscapeName("config" + Utf8(cp) + ".json"), "config" + std::string(want) + ".json")
+        << std::hex << cp;
+  }
+  // Their neighbours are letters and symbols that show: they stay.
+  for (uint32_t cp : {0x00ac, 0x00ae,  0x034e,  0x0350,  0x115e,  0x1161, 0x17b3, 0x17b6,
+                      0x180a, 0x1810,  0x3163,  0x3165,  0xfdff,  0xfe10, 0xff9f, 0xffa1,
+                      0xfffc, 0x1bc9f, 0x1bca4, 0x1d172, 0x1d17b, 0xe1000}) {
+    EXPECT_EQ(EscapeName("x" + Utf8(cp)), "x" + Utf8(cp)) << std::hex << cp;
   }
 }
 
