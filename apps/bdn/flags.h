@@ -14,9 +14,11 @@ namespace bdn::app {
 
 // What the Context of a command must hold.
 enum class Needs {
-  kStore,   // a store and registry: embedded, or remote with --remote/BDN_REMOTE
-  kOrigin,  // an origin only: remote with --remote, else a Context without one (the command
-            // says so after checking its own arguments); nothing embedded is opened
+  kStore,    // a store and registry: embedded, or remote with --remote/BDN_REMOTE
+  kOrigin,   // an origin only: remote with --remote, else a Context without one (the command
+             // says so after checking its own arguments); nothing embedded is opened
+  kNothing,  // neither: the command acts on this machine alone (umount), so that it works
+             // whatever state the store, or a mount over it, is in
 };
 
 struct Invocation {

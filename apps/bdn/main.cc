@@ -118,7 +118,9 @@ int main(int argc, char** argv) {
     const std::filesystem::path home_dir =
         home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home);
     bdn::Result<bdn::cli::Context> ctx;
-    if (!remote.empty()) {
+    if (inv.needs == bdn::app::Needs::kNothing) {
+      ctx = bdn::cli::Context{.home = home_dir, .json = json};
+    } else if (!remote.empty()) {
       // BDN_SESSION set (even empty) replaces the random Bdn-Session of this process.
       const char* session = std::getenv("BDN_SESSION");
       ctx = bdn::cli::OpenRemote(remote, token ? token : "", json,

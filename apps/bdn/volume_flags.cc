@@ -287,6 +287,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c = volume->add_subcommand("umount", "unmount cleanly");
   c->add_option("MOUNTPOINT", *umount_path)->required()->check(NotEmpty());
   c->callback([&inv, umount_path] {
+    inv.needs = Needs::kNothing;
     inv.run = [umount_path](cli::Context& ctx) { return cli::Umount(ctx, *umount_path); };
   });
 

@@ -173,6 +173,38 @@ done
 assert_eq "$home_before" "$(home_listing)" "the home after the refused pulls"
 [ ! -e "$WORK/selfsrc/top.txt" ] || fail "the refused pull wrote top.txt"
 "$BDN" --home "$WORK/selfsrc/home" volume pull bdn:t/self "$WORK/selfsrc/out" >/dev/null 2>&1 || fail "pull beside the home"
+# From an attacking helper: with home/store root's own symlink to another disk (the store opens
+# through it), the store's directories there were not among those refused: a pull into the real
+# packs/, or of home/store/packs/zz.txt into the disk's root, wrote among the packs (rc 0).
+mkdir -m 0700 "$WORK/disk" "$WORK/disk/store" "$WORK/linkhome"
+ln -s "$WORK/disk/store" "$WORK/linkhome/store"
+mkdir -p "$WORK/evil2/store/packs"
+printf 'EVIL\n' > "$WORK/evil2/store/packs/zz.txt"
+chmod 0755 "$WORK/evil2/store" "$WORK/evil2/store/packs"
+"$BDN" --home "$WORK/linkhome" volume push "$WORK/evil2" bdn:t/evil2 --tag p >/dev/null 2>&1 || fail "push into the linked home"
+"$BDN" --home "$WORK/linkhome" volume cat bdn:t/evil2:p/store/packs/zz.txt >/dev/null || fail "cat of evil2"
+disk_listing() { find "$WORK/disk" -printf '%P %m %s\n' | LC_ALL=C sort; }
+disk_before=$(disk_listing)
+run_fails 2 "bdn: error: directory \"$WORK/disk/store/packs\": inside the embedded store $WORK/linkhome (pull into a directory outside it, or give --home elsewhere)" \
+  "$BDN" --home "$WORK/linkhome" volume pull bdn:t/evil2:p "$WORK/disk/store/packs"
+run_fails 2 "bdn: error: directory \"$WORK/disk/store\": inside the embedded store $WORK/linkhome (pull into a directory outside it, or give --home elsewhere)" \
+  "$BDN" --home "$WORK/linkhome" volume pull --overwrite bdn:t/evil2:p "$WORK/disk"
+assert_eq "$disk_before" "$(disk_listing)" "the linked store after the refused pulls"
+"$BDN" --home "$WORK/linkhome" volume verify bdn:t/evil2:p >/dev/null 2>&1 || fail "verify of the linked store"
+
+step "a mount over the embedded store's home, inside it or over a directory holding it is refused; umount needs no store"
+# From a new user: a mount over BDN_HOME was made (a "not empty" warning only), and then every
+# command failed on the read-only store it hid, the umount that would undo it included.
+for mp in "$WORK/selfsrc/home" "$WORK/selfsrc/home/store/packs" "$WORK/selfsrc"; do
+  run_fails 2 "bdn: error: mountpoint $mp: would hide the embedded store $WORK/selfsrc/home (mount elsewhere, or give --home elsewhere)" \
+    "$BDN" --home "$WORK/selfsrc/home" volume mount bdn:t/self "$mp"
+done
+assert_eq "" "$(awk -v p="$WORK/selfsrc" 'index($2, p) == 1 {print $2}' /proc/self/mounts)" "mounts below selfsrc"
+mkdir "$WORK/um"
+"$BDN" --home "$WORK/selfsrc/home" volume mount bdn:t/self "$WORK/um" >/dev/null 2>&1 || fail "mount beside the home"
+MOUNTS+=("$WORK/um")
+assert_eq "unmounted $WORK/um" "$("$BDN" --home /proc/no-bdn-home volume umount "$WORK/um")" "umount with a home that cannot be opened"
+MOUNTS=()
 
 step "text output escapes a mountpoint's control bytes; without HOME the default home is the user's own"
 odd="$WORK/m"$'\n'"x"$'\xff'

@@ -239,9 +239,43 @@ chmod 1777 "$shared/d"
 run_fails 6 "bdn: error: mountpoint $shared/d/mp: $shared/d, the directory holding it, may be written by other users (mode 1777); with a mount there its own owner cannot be checked: unmount it first, or use a directory of your own" \
   "$BDN" volume mount bdn:t/m:prod "$shared/d/mp"
 chmod 0755 "$shared/d"
+# From an attacking helper: with a trailing "/." the path as given was not checked, so mallory's
+# symlink (in her directory) to root's dead mount decided where root's mount went.
+mkdir -m 0755 "$shared/mal"; chown mallory "$shared/mal"
+as_mallory ln -s "$shared/d/mp" "$shared/mal/l"
+for p in "$shared/mal/l" "$shared/mal/l/." "$shared/mal/l/./"; do
+  run_fails 6 "bdn: error: mountpoint $p: $shared/mal, a directory above it, is owned by $mallory, not by this user (uid 0) or root, who could replace what is in it; use a directory of your own" \
+    "$BDN" volume mount bdn:t/m:prod "$p"
+done
+# A path below a dead mount names the mount to unmount (it was "detach dead mount: Transport
+# endpoint is not connected", exit 1).
+ref_m=$("$BDN" --json volume stat bdn:t/m | json_field head_ref)
+run_fails 8 "bdn: error: mountpoint $shared/d/mp/sub: below $shared/d/mp, the fuse.bdn mount of $ref_m whose daemon is gone (Transport endpoint is not connected); unmount it first (bdn volume umount $shared/d/mp)" \
+  "$BDN" volume mount bdn:t/m:prod "$shared/d/mp/sub"
 "$BDN" volume mount bdn:t/m:prod "$shared/d/mp" >/dev/null 2>&1
 cmp "$WORK/src/a.txt" "$shared/d/mp/a.txt" || fail "the mount over the dead mount"
 "$BDN" volume umount "$shared/d/mp" >/dev/null
+assert_eq "" "$(mounts_under "$WORK")" "mounts below $WORK"
+
+step "mount over a dead mount: a group-writable directory counts as others' when another user has the group"
+# From an attacking helper: this check took a group-writable directory as safe whenever the group
+# was root's effective one, though mallory has it as her primary group and may write there.
+mgid=$(id -g mallory)
+as_egid() { setpriv --regid="$mgid" --clear-groups "$@"; }
+mkdir -m 0755 "$shared/g"
+pid=$(as_egid "$BDN" --json volume mount bdn:t/m:prod "$shared/g/mp" | python3 -c 'import json,sys; print(json.load(sys.stdin)["daemon_pid"])')
+MOUNTS+=("$shared/g/mp")
+kill -9 "$pid"
+wait_gone "$pid" 10000
+chgrp "$mgid" "$shared/g"; chmod 1775 "$shared/g"
+run_fails 6 "bdn: error: mountpoint $shared/g/mp: $shared/g, the directory holding it, may be written by other users (mode 1775); with a mount there its own owner cannot be checked: unmount it first, or use a directory of your own" \
+  as_egid "$BDN" volume mount bdn:t/m:prod "$shared/g/mp"
+# Root with another group is kept out of that mount by FUSE: said so (it was a bare EACCES).
+run_fails 6 "bdn: error: mountpoint $shared/g/mp: the fuse.bdn mount there of $ref_m does not let this user in (a FUSE mount admits only the user who made it, unless made with allow_other); unmount it first (bdn volume umount $shared/g/mp)" \
+  "$BDN" volume mount bdn:t/m:prod "$shared/g/mp"
+umount -l "$shared/g/mp"
+assert_eq "" "$(mounts_under "$WORK")" "mounts below $WORK"
+echo "PASS"
 
 step "mount: root's own symlink in the shared directory is followed, missing directories made"
 "$BDN" volume mount bdn:t/m:prod "$shared/roots/mnt/deep" >/dev/null 2>&1
@@ -262,4 +296,16 @@ for f in "$shared/f.log" "$shared/m/sub/mount.log"; do
   cmp "$WORK/src/a.txt" "$WORK/mnt-log/a.txt" || fail "the mount with a refused --log-file"
   "$BDN" volume umount "$WORK/mnt-log" >/dev/null; MOUNTS=()
 done
+# From an attacking helper: /dev/fd/7, not opened by the shell, was whatever bdn had open as 7 by
+# then (the store's gc/ directory): only a descriptor bdn started with is taken.
+err=$(timeout 60 "$BDN" volume mount bdn:t/m:prod "$WORK/mnt-log" --log-file /dev/fd/7 2>&1 >/dev/null)
+MOUNTS+=("$WORK/mnt-log")
+assert_contains "$err" "bdn: warning: log file /dev/fd/7: descriptor 7 was not open when bdn started (open it in the shell, e.g. 9>>bdn.log, or give a file); the mount daemon logs nowhere"
+"$BDN" volume umount "$WORK/mnt-log" >/dev/null; MOUNTS=()
+# One the shell opened is taken, with no warning.
+err=$(timeout 60 "$BDN" volume mount bdn:t/m:prod "$WORK/mnt-log" --log-file /dev/fd/7 7>>"$WORK/fd7.log" 2>&1 >/dev/null)
+MOUNTS+=("$WORK/mnt-log")
+assert_eq "" "$err" "mount with --log-file /dev/fd/7 opened by the shell"
+cmp "$WORK/src/a.txt" "$WORK/mnt-log/a.txt" || fail "the mount logging to descriptor 7"
+"$BDN" volume umount "$WORK/mnt-log" >/dev/null; MOUNTS=()
 echo "PASS"

@@ -26,6 +26,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The descriptors open when this process started, listed during static initialization (before
+// main, so before anything of bdn's opens a file): the only ones `--log-file /dev/fd/N` may name.
+// A number the caller never opened would by then be one of bdn's own files (the store's
+// directory, a database), and the log would be written into it.
+std::vector<int> ListOpenDescriptors() {
+  std::vector<int> fds;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) {  // no /proc: ask each of the first numbers
+    for (int fd = 0; fd < 1024; ++fd) {
+      if (::fcntl(fd, F_GETFD) != -1) fds.push_back(fd);
+    }
+    return fds;
+  }
+  const int own = ::dirfd(d);
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name(e->d_name);
+    int n = 0;
+    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
+    if (ec == std::errc() && end == name.data() + name.size() && n != own) fds.push_back(n);
+  }
+  ::closedir(d);
+  return fds;
+}
+
+const std::vector<int> kStartDescriptors = ListOpenDescriptors();
+
 std::string Octal(unsigned mode) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
@@ -286,6 +312,10 @@ Result<UniqueFd> OpenLogFileFollowing(const fs::path& file, const std::string& s
 
 }  // namespace
 
+bool WritableByOthers(const struct stat& st) {
+  return (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && !GroupIsOnlyUs(st.st_gid));
+}
+
 Status CheckAncestor(const struct stat& st, const std::string& dir, const std::string& shown) {
   const uid_t me = ::geteuid();
   const std::string where = shown + ": " + dir + ", a directory above it, ";
@@ -295,9 +325,7 @@ Status CheckAncestor(const struct stat& st, const std::string& dir, const std::s
                                  ") or root, who could replace what is in it; use a directory of "
                                  "your own");
   }
-  const bool writable =
-      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && !GroupIsOnlyUs(st.st_gid));
-  if (writable && (st.st_mode & S_ISVTX) == 0) {
+  if (WritableByOthers(st) && (st.st_mode & S_ISVTX) == 0) {
     return PermissionDeniedError(where + "is writable by other users (mode " + Octal(st.st_mode) +
                                  ", no sticky bit), who could replace what is in it; use a "
                                  "directory of your own");
@@ -340,6 +368,12 @@ Result<UniqueFd> OpenLogFile(const fs::path& file) {
     if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty()) given = n;
   }
   if (given) {
+    if (std::ranges::find(kStartDescriptors, *given) == kStartDescriptors.end()) {
+      return Err(FailedPreconditionError("log file " + file.string() + ": descriptor " +
+                                         std::to_string(*given) +
+                                         " was not open when bdn started (open it in the shell, "
+                                         "e.g. 9>>bdn.log, or give a file)"));
+    }
     UniqueFd fd(::fcntl(*given, F_DUPFD_CLOEXEC, 3));
     if (!fd) return Err(ErrnoError("log file " + file.string(), errno));
     return fd;

@@ -57,6 +57,12 @@ inline constexpr unsigned kPrivateFileMode = 0600;
 // Thread-safe (concurrent creators both succeed).
 Status CreatePrivateDirectory(const std::filesystem::path& dir, std::string_view what);
 
+// Whether a user other than this one (and root) may write in the directory `st`, sticky bit or
+// not: write permission for others, or for a group that is not only this user's (a group counts
+// as this user's own when it is the effective group, with no other member and no other user's
+// primary group). Thread-safe.
+bool WritableByOthers(const struct stat& st);
+
 // Whether a directory that a path this user named passes through (`st`, shown as `dir`) is one
 // that only this user and root can change: PermissionDenied "<shown>: <dir>, a directory above
 // it, is owned by uid 1001 (mallory), not by this user (uid 0) or root, who could replace what is
@@ -131,7 +137,10 @@ Status CreatePrivateFile(const std::filesystem::path& file, std::string_view wha
 // links); another user's is refused.
 // `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` and `/proc/self/fd/N` name a descriptor this process
 // was given (a pipe to tee, a container's log capture): a copy of it is returned, whatever it
-// is, its mode left alone (EBADF "log file /dev/fd/9: Bad file descriptor" when it is not open).
+// is, its mode left alone. Only a descriptor open when the process started counts
+// (FailedPrecondition "log file /dev/fd/9: descriptor 9 was not open when bdn started (open it
+// in the shell, e.g. 9>>bdn.log, or give a file)"): another number would be one of bdn's own
+// files by the time the log is opened.
 // Errors: those of CreatePrivateDirectory, "log file <file>: ..." (PermissionDenied "log file
 // /tmp/m/x.log: /tmp/m, a directory above it, is owned by uid 1001 (mallory), not by this user
 // (uid 0) or root, who could replace what is in it; use a directory of your own");

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -99,19 +100,45 @@ TEST_F(PrivateFilesTest, ALogFileNamingADescriptorOfThisProcessUsesIt) {
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
   UniqueFd read_end(p[0]), write_end(p[1]);
-  const std::string n = std::to_string(write_end.get());
-  for (const std::string& path : {"/proc/self/fd/" + n, "/dev/fd/" + n}) {
+  // Standard output was open when the test started: put the pipe there, as a shell's `| tee` does.
+  fflush(stdout);
+  UniqueFd saved_stdout(::dup(STDOUT_FILENO));
+  ASSERT_TRUE(saved_stdout);
+  ASSERT_EQ(::dup2(write_end.get(), STDOUT_FILENO), STDOUT_FILENO);
+  for (const char* path : {"/proc/self/fd/1", "/dev/fd/1", "/dev/stdout"}) {
     auto fd = OpenLogFile(path);
     ASSERT_TRUE(fd.has_value()) << fd.error().ToString();
-    EXPECT_NE(fd->get(), write_end.get());
+    EXPECT_NE(fd->get(), STDOUT_FILENO);
     ASSERT_EQ(::write(fd->get(), "x\n", 2), 2);
     char got[2];
     ASSERT_EQ(::read(read_end.get(), got, 2), 2);
     EXPECT_EQ(std::string(got, 2), "x\n") << path;
   }
+  ASSERT_EQ(::dup2(saved_stdout.get(), STDOUT_FILENO), STDOUT_FILENO);
+}
+
+// From an attacking helper: `volume mount --log-file /dev/fd/7`, 7 not opened by the shell, used
+// whatever bdn had open as 7 by then (the store's gc/ directory), so every line was lost; a
+// writable file of bdn's there would have had log lines written into it. Only a descriptor the
+// process started with is taken.
+TEST_F(PrivateFilesTest, ALogFileNamingADescriptorOpenedSinceStartIsRefused) {
+  UniqueFd own(::open((root_ / "own.db").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(own);
+  const std::string n = std::to_string(own.get());
+  for (const std::string& path : {"/proc/self/fd/" + n, "/dev/fd/" + n}) {
+    auto fd = OpenLogFile(path);
+    ASSERT_FALSE(fd.has_value()) << path;
+    EXPECT_EQ(fd.error().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(fd.error().message(), "log file " + path + ": descriptor " + n +
+                                        " was not open when bdn started (open it in the shell, "
+                                        "e.g. 9>>bdn.log, or give a file)");
+  }
+  EXPECT_EQ(fs::file_size(root_ / "own.db"), 0u) << "nothing was written to the file";
   auto closed = OpenLogFile("/dev/fd/987");
   ASSERT_FALSE(closed.has_value());
-  EXPECT_EQ(closed.error().message(), "log file /dev/fd/987: Bad file descriptor");
+  EXPECT_EQ(closed.error().message(),
+            "log file /dev/fd/987: descriptor 987 was not open when bdn started (open it in the "
+            "shell, e.g. 9>>bdn.log, or give a file)");
 }
 
 // From an attacking helper: a FIFO at the log path (another user's, in /tmp) was accepted, so

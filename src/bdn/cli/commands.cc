@@ -513,7 +513,7 @@ Status Confirm(const std::string& question) {
 // Adds the device and inode of the directory `dir` (shown as `display`) and of every directory
 // below it, never through a symlink, to `ids`.
 Status AddDirectoryIdentities(const DirFd& dir, const std::string& display,
-                              std::set<std::pair<dev_t, ino_t>>& ids) {
+                              std::set<std::pair<dev_t, ino_t>>& ids, bool follow_own_symlinks) {
   struct stat st;
   if (::fstat(dir.get(), &st) != 0) return ErrnoError("directory \"" + display + "\"", errno);
   if (!ids.insert({st.st_dev, st.st_ino}).second) return Status::Ok();
@@ -524,22 +524,35 @@ Status AddDirectoryIdentities(const DirFd& dir, const std::string& display,
       if (errno == ENOENT) continue;  // removed meanwhile
       return ErrnoError("path \"" + path + "\"", errno);
     }
+    if (S_ISLNK(st.st_mode) && follow_own_symlinks &&
+        (st.st_uid == ::geteuid() || st.st_uid == 0)) {
+      // The store opens <home>/store through this user's or root's symlink (a store on another
+      // disk): what it names is the store's as well.
+      struct stat target;
+      if (::fstatat(dir.get(), name.c_str(), &target, 0) != 0 || !S_ISDIR(target.st_mode)) continue;
+      UniqueFd fd(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!fd) continue;  // gone, or not for this user: nothing of the store's there
+      BDN_RETURN_IF_ERROR(AddDirectoryIdentities(DirFd(fd.Release()), path, ids, false));
+      continue;
+    }
     if (!S_ISDIR(st.st_mode)) continue;
     BDN_ASSIGN_OR_RETURN(DirFd sub, DirFd::OpenAt(dir.get(), name, path));
-    BDN_RETURN_IF_ERROR(AddDirectoryIdentities(sub, path, ids));
+    BDN_RETURN_IF_ERROR(AddDirectoryIdentities(sub, path, ids, false));
   }
   return Status::Ok();
 }
 
-// The identities (device, inode) of the directory `home` and of every directory below it:
-// what no pull may write into, by whatever path it is reached. Empty when `home` is missing.
-// Errors: those of DirFd::Open and ListNames, naming the directory.
+// The identities (device, inode) of the directory `home` and of every directory below it, and
+// below each of home's entries that is a symlink of this user's or root's to a directory (a
+// store or node cache kept on another disk): what no pull may write into, by whatever path it is
+// reached. Empty when `home` is missing. Errors: those of DirFd::Open and ListNames, naming the
+// directory.
 Result<std::set<std::pair<dev_t, ino_t>>> DirectoryIdentities(const fs::path& home) {
   std::set<std::pair<dev_t, ino_t>> ids;
   auto dir = DirFd::Open(home);
   if (!dir && dir.error().code() == StatusCode::kNotFound) return ids;
   if (!dir) return Err(dir.error());
-  BDN_RETURN_IF_ERROR(AddDirectoryIdentities(*dir, home.string(), ids));
+  BDN_RETURN_IF_ERROR(AddDirectoryIdentities(*dir, home.string(), ids, true));
   return ids;
 }
 
@@ -871,21 +884,30 @@ Status CheckMountpointOwner(const struct stat& st, const std::string& shown) {
 // For a mountpoint `path` (absolute) with a mount on it already: its directory's path walked as
 // `walk` says, that directory writable by no other user even with the sticky bit (one of theirs
 // there could be renamed once the old mount is gone), and a symlink at `path` this user's or
-// root's. Errors: the walk's; PermissionDenied "<shown>: <dir>, the directory holding it, may be
-// written by other users (mode 1777); with a mount there its own owner cannot be checked: unmount
-// it first, or use a directory of your own"; FailedPrecondition for another user's symlink.
+// root's. Errors: the walk's; InvalidArgument "<shown>: ends in \"..\", and something is mounted
+// there; give the mountpoint's own path"; PermissionDenied "<shown>: <dir>, the directory holding
+// it, may be written by other users (mode 1777); with a mount there its own owner cannot be
+// checked: unmount it first, or use a directory of your own"; FailedPrecondition for another user's
+// symlink.
 Status CheckMountedOverPath(fs::path path, const std::string& shown, const PathWalk& walk) {
-  while (path.has_relative_path() && path.filename().empty()) path = path.parent_path();
+  // "m/" and "m/." are the directory "m" (a symlink at m followed, as mount(2) follows it).
+  while (path.has_relative_path() && (path.filename().empty() || path.filename() == ".")) {
+    path = path.parent_path();
+  }
   const std::string last = path.filename().string();
-  if (!path.has_relative_path() || last == "." || last == "..") return Status::Ok();
+  if (!path.has_relative_path()) return Status::Ok();
+  if (last == "..") {
+    // Which directory holds the mountpoint depends on the symlinks before it: not judged.
+    return InvalidArgumentError(shown +
+                                ": ends in \"..\", and something is mounted there; give the "
+                                "mountpoint's own path");
+  }
   const fs::path dir = path.parent_path();
   BDN_ASSIGN_OR_RETURN(WalkedDirectory walked, OpenDirectoryPath(dir, shown, walk));
   struct stat st;
   if (::fstat(walked.fd.get(), &st) != 0) return ErrnoError(shown, errno);
   BDN_RETURN_IF_ERROR(CheckAncestor(st, dir.string(), shown));
-  const bool others_write =
-      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && st.st_gid != ::getegid());
-  if (others_write) {
+  if (WritableByOthers(st)) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return PermissionDeniedError(
@@ -901,6 +923,24 @@ Status CheckMountedOverPath(fs::path path, const std::string& shown, const PathW
                                    ", not by this user or root");
   }
   return Status::Ok();
+}
+
+// InvalidArgument "<shown>: would hide the embedded store <home> (...)" when the mountpoint
+// directory `mp` is the embedded store's home, a directory in it, or one holding it: every later
+// command (a pull, the next mount) would find the mounted version where the store was.
+Status CheckNotOverHome(const fs::path& home, const struct stat& mp, const std::string& shown) {
+  BDN_ASSIGN_OR_RETURN(auto below, DirectoryIdentities(home));
+  bool hides = below.contains({mp.st_dev, mp.st_ino});
+  std::error_code ec;
+  for (fs::path p = fs::weakly_canonical(home, ec); !hides && !ec && p.has_relative_path();
+       p = p.parent_path()) {
+    struct stat st;
+    hides = ::stat(p.c_str(), &st) == 0 && st.st_dev == mp.st_dev && st.st_ino == mp.st_ino;
+  }
+  if (!hides) return Status::Ok();
+  return InvalidArgumentError(shown + ": would hide the embedded store " +
+                              EscapeName(home.string()) +
+                              " (mount elsewhere, or give --home elsewhere)");
 }
 
 }  // namespace
@@ -946,6 +986,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     struct stat st;
     if (::fstat(walked.fd.get(), &st) != 0) return ErrnoError(shown, errno);
     BDN_RETURN_IF_ERROR(CheckMountpointOwner(st, shown));
+    BDN_RETURN_IF_ERROR(CheckNotOverHome(ctx.home, st, shown));
     std::error_code ec;
     if (!walked.created && !fs::is_empty(opts.mountpoint, ec) && !ec) {
       // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.

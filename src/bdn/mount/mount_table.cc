@@ -248,9 +248,31 @@ Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
         ")"));
   }
   if (probe->stat_errno != 0) {
+    if (probe->stat_errno == ENOTCONN && info.type.empty()) {
+      // Not a mount here: one on a directory above it, whose daemon is gone.
+      for (fs::path up = mp.parent_path(); up.has_relative_path(); up = up.parent_path()) {
+        MountInfo above = MountAt(up);
+        if (above.type.empty()) continue;
+        return Err(FailedPreconditionError(
+            MountpointPrefix(mp) + ": below " + EscapeName(up.string()) + ", the " + above.type +
+            " mount" + (above.source.empty() ? "" : " of " + EscapeName(above.source)) +
+            " whose daemon is gone (Transport endpoint is not connected); unmount it first (bdn "
+            "volume umount " +
+            EscapeName(up.string()) + ")"));
+      }
+    }
     if (probe->stat_errno == ENOTCONN) {
       state.kind = MountpointState::Kind::kDead;
       return state;
+    }
+    if (probe->stat_errno == EACCES && info.type.starts_with("fuse")) {
+      // FUSE lets in only the user (and group) who mounted, unless mounted with allow_other.
+      return Err(PermissionDeniedError(
+          MountpointPrefix(mp) + ": the " + info.type + " mount there" +
+          (info.source.empty() ? "" : " of " + EscapeName(info.source)) +
+          " does not let this user in (a FUSE mount admits only the user who made it, unless "
+          "made with allow_other); unmount it first (bdn volume umount " +
+          EscapeName(mp.string()) + ")"));
     }
     if (probe->stat_errno == ENOENT && info.type.empty()) return state;
     return Err(ErrnoError(MountpointPrefix(mp), probe->stat_errno));

@@ -50,7 +50,11 @@ inline constexpr std::chrono::milliseconds kMountpointAnswerDeadline{5000};
 // Errors: from stat, except that a path that does not exist is kNone (so is a dead mount's
 // ENOTCONN, which is kDead); FailedPrecondition "mountpoint P: the fuse.bdn mount there of SRC
 // does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume
-// umount P)" when nothing answers in time. Thread-safe.
+// umount P)" when nothing answers in time; FailedPrecondition "mountpoint P: below D, the
+// fuse.bdn mount of SRC whose daemon is gone (Transport endpoint is not connected); unmount it
+// first (bdn volume umount D)" for a path under a dead mount; PermissionDenied "mountpoint P: the
+// fuse.bdn mount there of SRC does not let this user in (...); unmount it first (...)" for
+// another user's FUSE mount that stat is refused on. Thread-safe.
 Result<MountpointState> InspectMountpoint(const std::filesystem::path& mountpoint);
 
 // If `mountpoint` is a dead FUSE mount (InspectMountpoint: kDead), detaches it lazily (umount2
