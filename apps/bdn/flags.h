@@ -39,6 +39,9 @@ struct Invocation {
   bool huge_page_heap = false;
   // Commands that open what they need themselves (servers).
   std::function<Status()> run_standalone;
+  // Set (to "bdn gc", say) by commands that act on a local data directory only: main refuses
+  // them when --remote or BDN_REMOTE names a server, rather than quietly acting on the local one.
+  std::string local_only;
 };
 
 // A check for an integer flag: its value is at least `min` and at most `max`, else "must be at

@@ -1,5 +1,6 @@
 // bdn: parses the command line, opens the store, runs one command, maps its Status to an exit code.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <iostream>
@@ -34,6 +35,58 @@ int Fail(const bdn::Status& s) {
     std::printf("%s\n", bdn::cli::JsonText(j).c_str());
   }
   return bdn::cli::ExitCode(s);
+}
+
+// The names of `app`'s commands, sorted, joined by ", ".
+std::string CommandList(CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(c->get_name());
+  }
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  return list;
+}
+
+// For a parse that failed because a command was required: the first word of argv where a command
+// is required that names none ("volme" in `bdn volme push`, "bogus" in `bdn volume bogus`), as
+// "unknown command \"volme\" (bdn has: cache, fsck, ...)", or, where the words stop before a
+// command, "bdn volume: a command is required (bdn volume has: cat, ...)"; "" when an option's
+// value cannot be told apart.
+std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "bdn";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.starts_with("-")) {
+      // An option: a value of its own follows unless it is a flag or written as --name=value.
+      if (arg.find('=') != std::string::npos) continue;
+      const CLI::Option* opt = nullptr;
+      for (CLI::App* a = at; a != nullptr && opt == nullptr; a = a->get_parent()) {
+        opt = a->get_option_no_throw(arg);
+      }
+      if (opt == nullptr) return "";  // not known here: cannot tell what follows
+      if (opt->get_expected_min() > 0) ++i;
+      continue;
+    }
+    CLI::App* sub = nullptr;
+    try {
+      sub = at->get_subcommand(arg);
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (sub != nullptr) {
+      at = sub;
+      path += " " + arg;
+      continue;
+    }
+    if (at->get_require_subcommand_min() == 0) return "";
+    return "unknown command \"" + bdn::EscapeName(arg) + "\" (" + path +
+           " has: " + CommandList(*at) + ")";
+  }
+  if (at->get_require_subcommand_min() == 0) return "";
+  return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";
 }
 
 // Whether argv asks for --json, read without the parser (which failed): "--json" and
@@ -95,12 +148,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --json may come after what failed to parse: the last "--json" or "--json=VALUE" before a
     // "--" counts, so that a script reading stdout gets {"error": ...} for a syntax error too.
+    std::string message = e.what();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      if (std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+        message = unknown;
+      }
+    }
     if (JsonRequested(argc, argv)) {
       g_json = true;
-      return Fail(bdn::InvalidArgumentError(e.what()));
+      return Fail(bdn::InvalidArgumentError(message));
     }
-    app.exit(e);  // prints CLI11's message and usage hint
-    return bdn::cli::ExitCode(bdn::InvalidArgumentError(e.what()));
+    // One "bdn: error: ..." line, as every other error, then CLI11's hint.
+    const int rc = Fail(bdn::InvalidArgumentError(message));
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return rc;
   }
   g_json = json;
   // Does not return where it re-executes; the new process parses the same argv again.
@@ -110,6 +171,16 @@ int main(int argc, char** argv) {
       if (bdn::Status s = inv.check(); !s.ok()) return Fail(s);
     }
     if (inv.keep_freed_bytes > 0) bdn::KeepFreedMemory(inv.keep_freed_bytes);
+    if (!inv.local_only.empty() && !remote.empty()) {
+      // From a new user: gc, fsck and store stats ran on the empty local store and exited 0.
+      return Fail(bdn::InvalidArgumentError(
+          inv.local_only +
+          ": acts on a local data directory (--data, default the embedded store), "
+          "not on a server, and --remote or BDN_REMOTE names " +
+          remote +
+          " (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE to run "
+          "it here"));
+    }
     if (inv.run_standalone) {
       bdn::Status s = inv.run_standalone();
       return s.ok() ? 0 : Fail(s);

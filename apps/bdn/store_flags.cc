@@ -31,7 +31,8 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
     c->add_option("--data", args->data,
                   "data directory holding store/ (default --home, $BDN_HOME or "
                   "~/.local/share/bdn; bdn serve's --data)");
-    c->callback([&inv, &json, &home, args, fn] {
+    c->callback([&inv, &json, &home, args, fn, name] {
+      inv.local_only = std::string("bdn store ") + name;
       inv.run_standalone = [&json, &home, args, fn] { return fn(DataDir(*args, home), json); };
     });
     return std::make_pair(c, args);
@@ -43,6 +44,7 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
                       "a node cache directory (mounts' and cache serve's --cache-dir) to convert "
                       "into regions instead of a store");
   migrate->callback([&inv, &json, &home, args = migrate_args] {
+    inv.local_only = "bdn store migrate";
     inv.run_standalone = [&json, &home, args] {
       if (!args->cache_dir.empty()) return cli::StoreMigrateCache(args->cache_dir, json);
       return cli::StoreMigrate(DataDir(*args, home), json);
@@ -70,6 +72,7 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
                 "how long doomed packs stay readable before they are deleted (0s to 24h)")
       ->capture_default_str();
   c->callback([&inv, &json, &home, gc] {
+    inv.local_only = "bdn gc";
     inv.run_standalone = [&json, &home, gc] {
       return cli::Gc(DataDir(gc->data, home), gc->args, json);
     };
@@ -90,6 +93,7 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
               "set damaged copies aside and rebuild the index, so that pushing the data again "
               "restores it");
   c->callback([&inv, &json, &home, fsck] {
+    inv.local_only = "bdn fsck";
     inv.run_standalone = [&json, &home, fsck] {
       return cli::Fsck(DataDir(fsck->data, home), fsck->repair, json);
     };

@@ -97,21 +97,28 @@ done
 
 step "counts and empty paths are refused with exit 2 and a clear message; --json reports syntax errors as JSON"
 hint="Run with --help for more information."
-run_fails 2 "$(printf '%s\n%s' '--jobs: must be at least 1' "$hint")" "$BDN" volume push "$WORK/data" bdn:t/v --jobs 0
-run_fails 2 "$(printf '%s\n%s' '--jobs: "abc" is not a whole number' "$hint")" "$BDN" volume push "$WORK/data" bdn:t/v --jobs abc
-run_fails 2 "$(printf '%s\n%s' '--jobs: "99999999999999999999" is out of range' "$hint")" \
+run_fails 2 "$(printf 'bdn: error: %s\n%s' '--jobs: must be at least 1' "$hint")" "$BDN" volume push "$WORK/data" bdn:t/v --jobs 0
+run_fails 2 "$(printf 'bdn: error: %s\n%s' '--jobs: "abc" is not a whole number' "$hint")" "$BDN" volume push "$WORK/data" bdn:t/v --jobs abc
+run_fails 2 "$(printf 'bdn: error: %s\n%s' '--jobs: "99999999999999999999" is out of range' "$hint")" \
   "$BDN" volume pull "$ref" "$WORK/out" --jobs 99999999999999999999
-run_fails 2 "$(printf '%s\n%s' '--jobs: must be at least 1' "$hint")" "$BDN" volume verify "$ref" --jobs 0
+run_fails 2 "$(printf 'bdn: error: %s\n%s' '--jobs: must be at least 1' "$hint")" "$BDN" volume verify "$ref" --jobs 0
 # each job is a thread: a count the flag's int cannot hold, or just many, is refused up front
 for n in 1025 2147483648; do
-  run_fails 2 "$(printf '%s\n%s' '--jobs: must be at most 1024' "$hint")" "$BDN" volume verify "$ref" --jobs "$n"
+  run_fails 2 "$(printf 'bdn: error: %s\n%s' '--jobs: must be at most 1024' "$hint")" "$BDN" volume verify "$ref" --jobs "$n"
 done
-run_fails 2 "$(printf '%s\n%s' '--expected-sequence: must be at least 0' "$hint")" \
+run_fails 2 "$(printf 'bdn: error: %s\n%s' '--expected-sequence: must be at least 0' "$hint")" \
   "$BDN" volume push "$WORK/data" bdn:t/v --expected-sequence -1
-run_fails 2 "$(printf '%s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume push "" bdn:t/v
-run_fails 2 "$(printf '%s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume pull "$ref" ""
-run_fails 2 "$(printf '%s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume mount "$ref" ""
-run_fails 2 "$(printf '%s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume umount ""
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume push "" bdn:t/v
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume pull "$ref" ""
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume mount "$ref" ""
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume umount ""
+# From a new user: a mistyped command said "A subcommand is required", with no "bdn: error:".
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "volme" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume)' "$hint")" \
+  "$BDN" volme push "$WORK/data" bdn:t/v
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "bogus" (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions)' "$hint")" \
+  "$BDN" --home "$WORK/h" volume bogus
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume: a command is required (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions)' "$hint")" \
+  "$BDN" volume
 for args in "--json volume push $WORK/data" "--json=false --json=on volume push" \
   "--json=true volume push $WORK/data bdn:t/v --bogus" "volume push $WORK/data bdn:t/v --json --bogus"; do
   rc=0; out=$("$BDN" $args 2>"$WORK/err") || rc=$?

@@ -90,6 +90,7 @@ stop_server() {
     untrack "$SERVER_PID"
     SERVER_PID=""
   fi
+  unset BDN_REMOTE  # gc and fsck act on a local directory: they refuse a BDN_REMOTE
 }
 # serve NAME ARGS...: bdn serve on $WORK/srv with ARGS (BDN_REMOTE points at it).
 serve() {

@@ -108,7 +108,9 @@ eight_writers emb-cas
 step "embedded: restore past the retention is refused; gc reclaims it (dry run first)"
 BDN_RETENTION=0s "$BDN" volume push "$WORK/t2" bdn:life/gone >/dev/null
 d=$("$BDN" volume push "$WORK/t2" bdn:life/gone --json | json_field digest)
-BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:life/gone@$d" >/dev/null
+out=$(BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:life/gone@$d")
+# (it said "restorable until then" of a version retained for 0s)
+assert_contains "$out" "(not restorable: retention 0s)"
 err=$("$BDN" volume restore "bdn:life/gone@$d" 2>&1 >/dev/null) && fail "restore past the retention succeeded"
 assert_contains "$err" "bdn: error: version bdn:life/gone@$d: deleted at "
 assert_contains "$err" ", so it can no longer be restored (its data may be gone; push the same tree again to make it a new version)"
@@ -179,5 +181,12 @@ for want in 'bdn_gc_packs_deleted_total [1-9]' 'bdn_gc_last_run_timestamp_second
 done
 for ref in bdn:life/rem-cas; do "$BDN" volume verify "$ref" >/dev/null || fail "$ref after the server's gc"; done
 run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID); its GC runs inside it (bdn serve --gc-interval)" \
-  "$BDN" gc --data "$WORK/srv"
+  env -u BDN_REMOTE "$BDN" gc --data "$WORK/srv"
+# From a new user: with BDN_REMOTE set, gc, fsck and store stats acted on the local store (empty)
+# and exited 0, as if they had checked the server.
+for cmd in gc fsck "store stats"; do
+  # shellcheck disable=SC2086
+  run_fails 2 "bdn: error: bdn $cmd: acts on a local data directory (--data, default the embedded store), not on a server, and --remote or BDN_REMOTE names $BDN_REMOTE (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE to run it here" \
+    "$BDN" $cmd
+done
 echo PASS

@@ -16,7 +16,7 @@ for k in sys.argv[2:]: v=v[int(k)] if isinstance(v,list) else v[k]
 print(json.dumps(v) if isinstance(v,(list,dict,bool)) or v is None else v)' "$@"; }
 
 step "bdn serve refuses bad fairness and source-rate flags"
-run_fails 2 "--sync-runners-per-namespace: Value 0 not in range 1 to 64
+run_fails 2 "bdn: error: --sync-runners-per-namespace: Value 0 not in range 1 to 64
 Run with --help for more information." \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/bad" --insecure-no-auth --sync-runners-per-namespace 0
 run_fails 2 "bdn: error: --sync-min-source-rate: size \"fast\": expected a number with an optional unit (K, M, G, T)" \

@@ -607,8 +607,11 @@ Status Rm(Context& ctx, const RmArgs& args) {
       for (const auto& t : d.tags_dropped) std::cout << " " << t;
       std::cout << ")";
     }
+    // A retention of 0s: the version may be collected at once (a new user read "restorable").
     std::cout << "; delete_after " << FormatUnixMs(d.delete_after_unix_ms)
-              << " (restorable until then)\n";
+              << (d.delete_after_unix_ms > d.deleted_unix_ms ? " (restorable until then)"
+                                                             : " (not restorable: retention 0s)")
+              << "\n";
   }
   if (r.head_moved) {
     std::cerr << "head of bdn:" << ns << "/" << volume << " is now "
