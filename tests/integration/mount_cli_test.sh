@@ -86,6 +86,8 @@ step "umount is clean"
 grep -q " $WORK/mnt fuse" /proc/mounts && fail "still mounted"
 assert_eq "" "$(ls -A "$WORK/mnt")" "mountpoint empty after umount"
 run_fails 2 "bdn: error: mountpoint $WORK/mnt: not a bdn mount" "$BDN" volume umount "$WORK/mnt"
+# (from a new user: a path that does not exist said "not a bdn mount", exit 2)
+run_fails 3 "bdn: error: mountpoint $WORK/no-such-dir: no such file or directory" "$BDN" volume umount "$WORK/no-such-dir"
 
 step "a mount over a directory that is not empty warns that its files are hidden until the umount"
 mkdir -p "$WORK/full"; printf 'mine\n' > "$WORK/full/mine.txt"

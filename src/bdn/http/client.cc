@@ -459,7 +459,13 @@ Result<Response> HttpClient::Send(const Request& req) {
 Status HttpClient::ErrorOf(const Request& req, const Response& r) const {
   if (auto s = ParseErrorBody(r.text())) {
     if (options_.name_server_in_rejections && r.status == 401) {  // code "unauthenticated"
-      return s->WithPrefix(Name());
+      Status named = s->WithPrefix(Name());
+      if (!options_.token.empty()) return named;
+      // A person without BDN_TOKEN reads "send Authorization: Bearer ..." as HTTP talk.
+      return Status(named.code(), named.message() +
+                                      "; no token was sent: set BDN_TOKEN to a key of this "
+                                      "server (bdn key create makes one)")
+          .WithReason(named.reason());
     }
     return std::move(*s);
   }

@@ -126,8 +126,9 @@ struct ClientOptions {
   PeerAddresses peers = PeerAddresses::kAny;
   // Prefix "<label> <url>: " to the message of a 401 answer (error code "unauthenticated": a token
   // the server does not accept, or none), so that a user with several servers sees which one
-  // refused it. For clients that report to a person (the CLI); a server relaying errors to its own
-  // clients keeps this off, so its upstream's address stays private.
+  // refused it; with no `token`, "; no token was sent: set BDN_TOKEN to a key of this server (bdn
+  // key create makes one)" follows. For clients that report to a person (the CLI); a server
+  // relaying errors to its own clients keeps this off, so its upstream's address stays private.
   bool name_server_in_rejections = false;
 };
 

@@ -400,6 +400,13 @@ Status Unmount(const fs::path& mountpoint) {
   const std::string what = MountpointPrefix(mp);
   // Only /proc/self/mountinfo, not InspectMountpoint: a hung daemon must not hang its unmount.
   std::string type = MountTypeAt(mp);
+  if (type.empty()) {
+    // lstat: nothing is mounted there, so nothing can hang it.
+    struct stat st;
+    if (::lstat(mp.c_str(), &st) != 0 && errno == ENOENT) {
+      return NotFoundError(what + ": no such file or directory");
+    }
+  }
   if (type != "fuse.bdn") {
     return InvalidArgumentError(what + ": not a bdn mount" +
                                 (type.empty() ? std::string() : " (it is " + type + ")"));

@@ -16,7 +16,8 @@ namespace bdn {
 // then exits. A busy mount whose daemon does not answer a statfs within 2 s (stopped or hung:
 // the processes blocked on it keep it busy, and only the daemon can release them) is detached
 // lazily instead (MNT_DETACH, fusermount3 -uz): gone from the tree at once, and released by the
-// kernel when its daemon ends. Errors: InvalidArgument "mountpoint X: not a bdn mount" when no
+// kernel when its daemon ends. Errors: NotFound "mountpoint X: no such file or directory" when X
+// does not exist; InvalidArgument "mountpoint X: not a bdn mount" when no
 // fuse.bdn mount is there; FailedPrecondition when files are open on a mount whose daemon
 // answers, naming the processes that hold it as /proc shows them (open files, working
 // directories, mapped files): "mountpoint X: busy: pid 12 (python3) has files or directories

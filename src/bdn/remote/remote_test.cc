@@ -144,11 +144,20 @@ TEST(HttpClient, ARejectedTokenNamesTheServerOnlyWhereAskedTo) {
     testing::SendError(res, PermissionDeniedError("key bdn_0123456789abcdef may not pull w"));
   });
   s.Start();
-  auto cli = Client(s.url(), {.name_server_in_rejections = true});
+  auto cli =
+      Client(s.url(), {.token = "bdn_0123456789abcdef_secret", .name_server_in_rejections = true});
   auto r = cli->Get("/v1/volumes");
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(r.error().message(), "origin " + s.url() + ": key bdn_0123456789abcdef: invalid token");
+  // From a new user: without a token, the 401 was explained only in HTTP terms; it says what to
+  // set.
+  auto r_none = Client(s.url(), {.name_server_in_rejections = true})->Get("/v1/volumes");
+  ASSERT_FALSE(r_none.has_value());
+  EXPECT_EQ(r_none.error().message(),
+            "origin " + s.url() +
+                ": key bdn_0123456789abcdef: invalid token; no token was sent: set BDN_TOKEN to a "
+                "key of this server (bdn key create makes one)");
   // A 403 (the token is good, the scope is not) is about the key, not the server: verbatim.
   r = cli->Get("/v1/volumes/w/x");
   ASSERT_FALSE(r.has_value());
