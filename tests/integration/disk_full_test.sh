@@ -7,12 +7,7 @@
 # while it repacks (nothing is deleted; after freeing space it completes).
 source "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" != 0 ]; then echo "SKIP: mounting a tmpfs needs root"; exit 77; fi
-small="$WORK/small"
-mkdir -p "$small"
-if ! mount -t tmpfs -o size=24m tmpfs "$small" 2>"$WORK/mount.err"; then
-  echo "SKIP: cannot mount a tmpfs here: $(cat "$WORK/mount.err")"; exit 77
-fi
+mount_small_tmpfs 24m
 # Unmounted first (lazily: a killed server may still hold files there), then lib.sh's cleanup.
 trap 'rc=$?; for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; umount -l "$small" 2>/dev/null || true; (exit $rc); cleanup' EXIT
 cleanup_mounts() { umount -l "$small" 2>/dev/null || true; }

@@ -43,6 +43,17 @@ needs_fuse() {
     exit 77
   fi
 }
+# Mounts a tmpfs of size $1 (e.g. 24m) at $WORK/small, named by $small, for a full-disk test;
+# exits 77 (skip) where that cannot be done (not root, no tmpfs). The caller unmounts it.
+mount_small_tmpfs() {
+  if [ "$(id -u)" != 0 ]; then echo "SKIP: mounting a tmpfs needs root"; exit 77; fi
+  small="$WORK/small"
+  mkdir -p "$small"
+  if ! mount -t tmpfs -o size="$1" tmpfs "$small" 2>"$WORK/mount.err"; then
+    echo "SKIP: cannot mount a tmpfs here: $(cat "$WORK/mount.err")"; exit 77
+  fi
+}
+
 step() { echo "--- $*"; }
 
 # assert_eq EXPECTED ACTUAL [what]

@@ -176,6 +176,31 @@ Result<Ref> ParseWriteRef(const std::string& text, const std::string& what) {
   return ref;
 }
 
+namespace {
+
+// A push that failed on a full disk gives back the space of what it wrote and nothing else can
+// rely on (ChunkStore::DiscardAfterFullDisk), and its error says so and what to do; any other
+// failure keeps what the push stored, for the next push to reuse.
+Status AfterFailedPush(ChunkStore& store, const Status& failed) {
+  auto discarded = store.DiscardAfterFullDisk();
+  if (!discarded) {
+    return Status(failed.code(), failed.message() + "; removing the push's partial packs failed: " +
+                                     discarded.error().message());
+  }
+  if (!discarded->disk_full) return failed;
+  std::string note;
+  if (discarded->packs == 1) {
+    note = "; the push's partial pack was removed";
+  } else if (discarded->packs > 1) {
+    note = "; the push's " + std::to_string(discarded->packs) + " partial packs were removed";
+  }
+  return Status(failed.code(), failed.message() + note +
+                                   "; free space (bdn gc reclaims unreferenced packs) and push "
+                                   "again");
+}
+
+}  // namespace
+
 Status Push(Context& ctx, const PushArgs& args) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.ref, "ref \"" + args.ref + "\": push"));
   PushOptions opts;
@@ -226,7 +251,7 @@ Status Push(Context& ctx, const PushArgs& args) {
     ProgressReporter progress("push", counters, std::chrono::seconds(5), std::move(note));
     r = bdn::Push(opts, *push_ctx.store, *push_ctx.registry, &counters);
   }
-  if (!r) return r.error();
+  if (!r) return AfterFailedPush(*ctx.store, r.error());
   if (ctx.json) {
     PrintJson({{"version_ref", r->ref.ToString()},
                {"digest", r->ref.digest.ToString()},

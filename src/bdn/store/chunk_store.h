@@ -164,6 +164,22 @@ class ChunkStore {
   // saw is still there when the version becomes visible (store/gc_store.h). Default: a hold that
   // holds nothing (a store no GC collects). Errors: I/O errors taking the lock.
   virtual Result<std::unique_ptr<StoreHold>> HoldForCommit();
+
+  // What DiscardAfterFullDisk removed.
+  struct Discarded {
+    uint64_t packs = 0;      // pack files deleted
+    uint64_t bytes = 0;      // their size
+    bool disk_full = false;  // a write of this store found the disk full
+  };
+  // For a writer that failed and will commit nothing, in a process where no other writer may
+  // still commit (a failed `bdn volume push` of the embedded store): when a write of this store
+  // found the disk full (ENOSPC, EDQUOT) since it was opened, deletes what this process wrote
+  // that is not durable yet and that no other process can see, so that the failed push gives its
+  // space back; otherwise (any other failure) keeps it, for the next push to reuse. The pack
+  // store deletes the packs this process is writing that no Sync has covered (never a sealed
+  // pack: another process may rely on its blobs, and a GC reclaims it) and forgets their blobs.
+  // Default: nothing to discard. Errors: I/O errors deleting a pack, naming it.
+  virtual Result<Discarded> DiscardAfterFullDisk() { return Discarded{}; }
 };
 
 // One GetMany answer from per-blob Get results, in order: NotFound becomes nullopt, the first

@@ -32,6 +32,10 @@ namespace {
 constexpr uint64_t kWritebackBytes = 8 << 20;
 // Pack files kept open for reading; beyond this the least needed are closed.
 constexpr size_t kMaxOpenFiles = 256;
+// gc/doomed.reserve: space taken while there is some, for the doom of a GC on a full disk
+// (PublishDoom). A doom is 17 bytes a pack: this holds one of 15,000 packs (about 480 GiB).
+constexpr const char* kDoomReserve = "doomed.reserve";
+constexpr uint64_t kDoomReserveBytes = 256 << 10;
 // Bytes read per Get before a parallel GetMany is worth its threads.
 constexpr int kGetManyThreads = 8;
 
@@ -253,6 +257,9 @@ struct LocalChunkStore::OpenPack {
   bool in_use = false;
   bool retiring = false;   // Sync takes it: no new writer
   bool streaming = false;  // held by an upload (StartPut) for as long as its bytes arrive
+  // A Sync covered its records (fdatasync'ed while an upload held it): a commit may name them,
+  // so DiscardAfterFullDisk keeps it.
+  bool synced = false;
   uint64_t written_back = 0;
   // The process that created it. After a fork (bdn volume mount daemonizes with the store open)
   // only that process writes or seals it: the other copy of the pack is left alone, or two
@@ -350,6 +357,7 @@ Status LocalChunkStore::Init() {
   }
   claims_ = std::make_unique<ClaimLog>(root_ / "gc" / "claims", claim_mode,
                                        options_.claims_retain_since, options_.clock);
+  if (claim_mode != ClaimMode::kNone) EnsureDoomReserve();
   RefreshDoom();
   BDN_RETURN_IF_ERROR(Refresh());
   bool publish;
@@ -1145,7 +1153,25 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
     auto claimed = ClaimThenRefreshDoom(std::span<const Digest>(&id, 1));
     if (!claimed) return Status(claimed.error().code(), chunk + ": " + claimed.error().message());
   }
-  return StatusOf(AppendBlob(id, data, chunk));
+  return NoteFullDisk(StatusOf(AppendBlob(id, data, chunk)));
+}
+
+Status LocalChunkStore::NoteFullDisk(Status s) {
+  // The store's writes report ENOSPC and EDQUOT, and only those, as FailedPrecondition
+  // (ErrnoError).
+  if (s.code() == StatusCode::kFailedPrecondition) disk_full_ = true;
+  return s;
+}
+
+void LocalChunkStore::KeepUnsealed(std::unique_ptr<OpenPack> p) {
+  // Its records stay this process's (recent_ names them): the next Sync, or the destructor,
+  // seals it again, and no new writer takes it.
+  MutexLock l(pool_mu_);
+  p->in_use = false;
+  p->streaming = false;
+  p->retiring = true;
+  open_.push_back(std::move(p));
+  pool_cv_.notify_all();
 }
 
 Result<PutOutcome> LocalChunkStore::AppendBlob(const Digest& id, std::span<const uint8_t> data,
@@ -1205,7 +1231,10 @@ Status LocalChunkStore::FinishAppend(OpenPack* p, const Digest& id, const BlobLo
     --sealing_;
     pool_cv_.notify_all();
   }
-  if (!s.ok()) return Status(s.code(), chunk + ": " + s.message());
+  if (!s.ok()) {
+    KeepUnsealed(std::move(full));
+    return Status(s.code(), chunk + ": " + s.message());
+  }
   return Status::Ok();
 }
 
@@ -1225,6 +1254,7 @@ Status LocalChunkStore::Sync() {
     });
     for (auto it = open_.begin(); it != open_.end();) {
       if (!(*it)->retiring) {
+        (*it)->synced = true;
         if (options_.durability == Durability::kDurable) streamed.push_back((*it)->file);
         ++it;
       } else if ((*it)->retiring) {
@@ -1237,8 +1267,10 @@ Status LocalChunkStore::Sync() {
   }
   Status first;
   for (auto& p : take) {
-    Status s = SealPack(*p, true);
-    if (!s.ok() && first.ok()) first = s;
+    Status s = NoteFullDisk(SealPack(*p, true));
+    if (s.ok()) continue;
+    if (first.ok()) first = s;
+    KeepUnsealed(std::move(p));
   }
   for (auto& f : streamed) {
     if (::fdatasync(f->fd()) != 0 && first.ok()) {
@@ -1255,6 +1287,73 @@ Status LocalChunkStore::Sync() {
   // Derived data: if it cannot be written, the packs stay readable from their footers.
   PublishIndex(false).IgnoreError();
   return Status::Ok();
+}
+
+Result<ChunkStore::Discarded> LocalChunkStore::DiscardAfterFullDisk() {
+  Discarded out;
+  out.disk_full = disk_full_;
+  if (!disk_full_ || !writable_) return out;
+  // Only packs no other process can see (an .open pack is found by others only once it is
+  // sealed, or recovered once its writer is gone) and no commit can name (no Sync covered them).
+  std::vector<std::unique_ptr<OpenPack>> take;
+  {
+    MutexLock l(pool_mu_);
+    for (auto it = open_.begin(); it != open_.end();) {
+      const OpenPack& p = **it;
+      if (p.owner == ::getpid() && !p.in_use && !p.synced) {
+        take.push_back(std::move(*it));
+        it = open_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  Status first;
+  std::unordered_set<Digest> dropped;
+  for (auto& p : take) {
+    const fs::path path = PackPath(p->id, false);
+    struct stat st;
+    const uint64_t bytes = ::fstat(p->file->fd(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    if (::unlinkat(packs_dir_.get(), path.filename().c_str(), 0) != 0 && errno != ENOENT) {
+      if (first.ok()) first = ErrnoError("pack " + path.string() + ": delete", errno);
+      KeepUnsealed(std::move(p));
+      continue;
+    }
+    ++out.packs;
+    out.bytes += bytes;
+    {
+      WriterLock l(mu_);
+      open_ids_.erase(p->id);
+      for (const BlobLocation& b : p->writer->blobs()) {
+        auto r = recent_.find(b.id);
+        if (r != recent_.end() && r->second.pack == p->id) {
+          recent_.erase(r);
+          dropped.insert(b.id);
+        }
+      }
+    }
+    MutexLock l(files_mu_);
+    files_.erase(p->id);  // with the last reader's reference goes the space
+  }
+  if (!dropped.empty()) {
+    // recent_ keeps one copy per id: another loose pack may hold one (a doomed copy that was
+    // stored again).
+    WriterLock l(mu_);
+    for (const auto& [pack, blobs] : loose_) {
+      for (const BlobLocation& loc : blobs) {
+        if (dropped.contains(loc.id) && !bad_.contains({pack, loc.offset})) {
+          recent_.try_emplace(loc.id, IndexedBlob{pack, loc});
+        }
+      }
+    }
+  }
+  if (out.packs > 0 && options_.durability == Durability::kDurable) {
+    // The deletions need not survive a power cut (the next open recovers such a pack's records
+    // as a killed push's), so a failure here is no failure of the discard.
+    ::fsync(packs_dir_.get());
+  }
+  BDN_RETURN_IF_ERROR(first);
+  return out;
 }
 
 // ---- uploads (StartPut) ----
@@ -1312,6 +1411,7 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
       if (store_.Lookup(id_, Copies::kLive)) return PutOutcome::kAlreadyStored;
       auto stored = store_.AppendBlob(id_, held_, "chunk " + id_.ToString());
       held_ = {};
+      if (!stored) return Err(store_.NoteFullDisk(stored.error()));
       return stored;
     }
     if (store_.Lookup(id_, Copies::kLive)) {  // stored by another writer meanwhile
@@ -1323,20 +1423,21 @@ class LocalChunkStore::PackBlobWriter : public HashingBlobWriter {
     auto loc = p->writer->FinishRecord(id_);
     if (!loc) {
       store_.ReleasePack(p);
-      return Err(
-          Status(loc.error().code(), "chunk " + id_.ToString() + ": " + loc.error().message()));
+      return Err(store_.NoteFullDisk(
+          Status(loc.error().code(), "chunk " + id_.ToString() + ": " + loc.error().message())));
     }
     {
       MutexLock l(store_.pool_mu_);
       p->streaming = false;  // from here on an ordinary append
     }
-    BDN_RETURN_IF_ERROR(store_.FinishAppend(p, id_, *loc, "chunk " + id_.ToString()));
+    BDN_RETURN_IF_ERROR(
+        store_.NoteFullDisk(store_.FinishAppend(p, id_, *loc, "chunk " + id_.ToString())));
     return PutOutcome::kStored;
   }
   Status Fail(Status s) {
     spent_ = true;
     Drop();
-    return s;
+    return store_.NoteFullDisk(std::move(s));
   }
 
   LocalChunkStore& store_;
@@ -1515,7 +1616,7 @@ Result<StoreStats> LocalChunkStore::Stats() {
 // ---- garbage collection ----
 
 Result<bool> LocalChunkStore::ClaimThenRefreshDoom(std::span<const Digest> ids) {
-  BDN_RETURN_IF_ERROR(claims_->Record(ids));
+  BDN_RETURN_IF_ERROR(NoteFullDisk(claims_->Record(ids)));
   return RefreshDoom();
 }
 
@@ -1606,14 +1707,52 @@ bool LocalChunkStore::IsQuarantined(uint64_t pack, uint64_t offset) {
   return bad_.contains({pack, offset});
 }
 
+void LocalChunkStore::EnsureDoomReserve() {
+  if (!writable_ || !gc_dir_) return;
+  struct stat st;
+  if (::fstatat(gc_dir_.get(), kDoomReserve, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) >= kDoomReserveBytes) {
+    return;
+  }
+  const fs::path path = root_ / "gc" / kDoomReserve;
+  // A fixed temporary name: processes opening the store at once each fill it whole and rename
+  // it; a rename that finds it gone (another's went first) fails harmlessly.
+  auto w = AtomicFileWriter::Create(path, "gc doom reserve " + path.string(),
+                                    {.tmp_name = std::string(".") + kDoomReserve + ".tmp"});
+  if (!w) return;
+  // Blocks allocated, not a hole: writing into them later needs no free space.
+  if (::fallocate(w->fd(), 0, 0, static_cast<off_t>(kDoomReserveBytes)) != 0) {
+    if (errno != EOPNOTSUPP) return;  // a full disk: the next open tries again
+    std::vector<uint8_t> zeros(kDoomReserveBytes, 0);
+    if (!w->Append(zeros).ok()) return;
+  }
+  // Best effort, as the whole reserve: without it a GC on a full disk fails as before.
+  w->Commit().IgnoreError();
+}
+
 Status LocalChunkStore::PublishDoom(std::span<const uint64_t> packs) {
   if (!writable_) return PermissionDeniedError("chunk store " + root_.string() + " is read-only");
   std::string text;
   for (uint64_t p : packs) text += Hex16(p) + "\n";
   const fs::path path = root_ / "gc" / "doomed";
-  // One GC at a time (BeginGc's lock): a fixed temporary name.
-  auto written = WriteFileAtomically(path, AsBytes(text), "gc doom " + path.string(),
-                                     {.tmp_name = ".doomed.tmp"});
+  const std::string what = "gc doom " + path.string();
+  // One GC at a time (BeginGc's lock): a fixed temporary name. On a full disk the doom, which
+  // must be published before the GC frees anything, goes into the space of the reserve: renamed
+  // to the temporary name first (whatever another process puts at the reserve's name later is
+  // not this doom), written over, cut to the doom's length, renamed into place.
+  if (::renameat(gc_dir_.get(), kDoomReserve, gc_dir_.get(), ".doomed.tmp") == 0) {
+    auto fd = OpenRegularFileAt(gc_dir_.get(), ".doomed.tmp", O_RDWR, what);
+    struct stat st;
+    if (fd && ::fstat(fd->get(), &st) == 0 && static_cast<uint64_t>(st.st_size) >= text.size() &&
+        PWriteAll(fd->get(), AsBytes(text), 0, what + ": write").ok() &&
+        ::ftruncate(fd->get(), static_cast<off_t>(text.size())) == 0 &&
+        ::renameat(gc_dir_.get(), ".doomed.tmp", gc_dir_.get(), "doomed") == 0) {
+      RefreshDoom();
+      return Status::Ok();
+    }
+    // Too small for this doom, or a failed step: written anew below (the temporary is reused).
+  }
+  auto written = WriteFileAtomically(path, AsBytes(text), what, {.tmp_name = ".doomed.tmp"});
   if (!written) return written.error();
   RefreshDoom();
   return Status::Ok();
@@ -1625,6 +1764,8 @@ Status LocalChunkStore::ClearDoom() {
     return ErrnoError("gc doom " + path.string() + ": delete", errno);
   }
   RefreshDoom();
+  // For the next GC: this one has freed space (or failed, and the next open tries again).
+  EnsureDoomReserve();
   return Status::Ok();
 }
 

@@ -62,6 +62,8 @@ struct StoredBlob {
 //   gc/lock               flock: shared by commits (HoldForCommit), exclusive by a GC's sweep
 //   gc/running            flock: held by the one GC run at a time (its pid inside)
 //   gc/doomed             the packs a GC run is about to delete or repack (one hex id a line)
+//   gc/doomed.reserve     256 KiB allocated while there is space: a doom is written into it, so
+//                         that a GC can run on a full disk
 //   gc/claims/*.claims    blob ids each live writer process was told are stored (ClaimMode)
 //
 // Put appends a record to one of up to Options::max_open_packs open packs (one writer thread per
@@ -189,6 +191,11 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // other threads are sealing, syncs the packs directory, and writes an index table once
   // loose_packs_per_table packs are not in one. Errors: ErrnoError naming the pack.
   Status Sync() override;
+  // See ChunkStore. Deletes the .open packs this process writes, held by no writer and covered by
+  // no Sync (an upload's pack that a Sync fdatasync'ed is kept), once a write of this store found
+  // the disk full, and forgets their blobs; sealed packs stay. Errors: ErrnoError "pack <path>:
+  // delete: …" (that pack is kept and sealed later as before).
+  Result<Discarded> DiscardAfterFullDisk() override;
 
   // Where a good copy of `id` is, or nullopt. Errors: as Get's lookup (none today).
   Result<std::optional<StoredBlob>> Locate(const Digest& id);
@@ -222,8 +229,10 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Result<std::vector<GcPack>> ListSealedPacks(uint64_t* skipped) override;
   bool IsQuarantined(uint64_t pack, uint64_t offset) override;
   // Writes gc/doomed (temporary name, renamed), which every process looks at before answering
-  // a writer.
+  // a writer. The doom is written into gc/doomed.reserve's blocks when it fits them, so that a
+  // GC on a full disk can doom (and then delete) what it frees.
   Status PublishDoom(std::span<const uint64_t> packs) override;
+  // Removes gc/doomed, and takes the reserve again (EnsureDoomReserve).
   Status ClearDoom() override;
   // LOCK_EX on gc/lock.
   Result<std::unique_ptr<StoreHold>> HoldForSweep() override;
@@ -267,6 +276,10 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Result<bool> ClaimThenRefreshDoom(std::span<const Digest> ids);
   // Re-reads gc/doomed if it changed since the last look; returns whether it did.
   bool RefreshDoom();
+  // Makes gc/doomed.reserve (256 KiB of allocated blocks) if it is missing or short: the space a
+  // GC's doom is written into on a full disk (PublishDoom). Best effort (a full disk: the next
+  // open or ClearDoom tries again).
+  void EnsureDoomReserve();
   bool IsBadLocked(const pack::IndexedBlob& b) const REQUIRES_SHARED(mu_);
   // Re-reads the index and packs directories if they may have changed since the last look (a
   // blob was missed); returns whether anything new was found.
@@ -318,6 +331,12 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Status FinishAppend(OpenPack* p, const Digest& id, const pack::BlobLocation& loc,
                       const std::string& chunk);
   Result<std::unique_ptr<OpenPack>> CreatePack();
+  // Returns `s`, noting a full disk (FailedPrecondition: ENOSPC, EDQUOT) for
+  // DiscardAfterFullDisk.
+  Status NoteFullDisk(Status s);
+  // Puts back a pack whose seal failed (a full disk): no writer takes it, the next Sync or the
+  // destructor seals it, DiscardAfterFullDisk may delete it.
+  void KeepUnsealed(std::unique_ptr<OpenPack> p);
   // Footer, fdatasync (durable and `sync`), rename; registers the blobs as loose.
   Status SealPack(OpenPack& p, bool sync);
   Status SyncPacksDir();
@@ -371,6 +390,7 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Mutex sync_mu_;                             // one Sync at a time
   Mutex refresh_mu_;                          // one Refresh at a time
   std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
+  std::atomic<bool> disk_full_{false};        // a write found the disk full (NoteFullDisk)
 
   class ClaimLog;
   std::unique_ptr<ClaimLog> claims_;

@@ -6,9 +6,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -17,6 +20,7 @@
 
 #include "bdn/store/pack_file.h"
 #include "bdn/store/store_test_util.h"
+#include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
 
 namespace bdn {
@@ -615,6 +619,158 @@ TEST_F(LocalStore, EmptyBlobSurvivesAReopen) {
   auto got = s->Get(empty);
   ASSERT_TRUE(got.has_value()) << got.error().message();
   EXPECT_TRUE(got->empty());
+}
+
+// A store on a tmpfs of `bytes` the test mounts (root only; skipped elsewhere): a real full disk.
+class FullDiskStore : public LocalStore {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+    fs::create_directories(small());
+    const std::string opts = "size=" + std::to_string(kDiskBytes);
+    if (::mount("tmpfs", small().c_str(), "tmpfs", 0, opts.c_str()) != 0) {
+      GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+    }
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) ::umount2(small().c_str(), MNT_DETACH);
+  }
+  fs::path small() const { return dir_.path() / "small"; }
+  fs::path store_root() const { return small() / "store"; }
+  uint64_t FreeBytes() const {
+    struct statvfs v;
+    EXPECT_EQ(::statvfs(small().c_str(), &v), 0);
+    return static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+  }
+  // Fills what is left of the disk with a file.
+  void Fill() const {
+    std::ofstream f(small() / "filler", std::ios::binary);
+    std::vector<char> block(64 << 10, 'x');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  }
+  static constexpr uint64_t kDiskBytes = 4 << 20;
+  bool mounted_ = false;
+};
+
+TEST_F(FullDiskStore, AWriterThatFillsTheDiskDiscardsItsOpenPacksAndKeepsTheSealedOnes) {
+  LocalChunkStore::Options o;
+  o.pack_target_bytes = 1 << 20;
+  o.max_open_packs = 1;
+  auto opened = LocalChunkStore::Open(store_root(), o);
+  ASSERT_OK(opened);
+  auto& s = **opened;
+  const uint64_t free_before = FreeBytes();
+  std::vector<std::vector<uint8_t>> stored;
+  Status failed;
+  for (uint64_t seed = 1; failed.ok(); ++seed) {
+    auto b = RandomBytes(100'000, seed);
+    failed = s.Put(Digest::Of(b), b);
+    if (failed.ok()) stored.push_back(std::move(b));
+  }
+  EXPECT_STATUS(failed, kFailedPrecondition, "chunk b3:");
+  EXPECT_NE(failed.message().find(": No space left on device"), std::string::npos)
+      << failed.message();
+  const auto sealed = Names(store_root() / "packs", ".pack");
+  ASSERT_GE(sealed.size(), 2u);  // sealed as they filled: visible to others, kept
+  ASSERT_EQ(Names(store_root() / "packs", ".open").size(), 1u);
+  auto discarded = s.DiscardAfterFullDisk();
+  ASSERT_OK(discarded);
+  EXPECT_TRUE(discarded->disk_full);
+  EXPECT_EQ(discarded->packs, 1u);
+  EXPECT_GT(discarded->bytes, 0u);
+  EXPECT_TRUE(Names(store_root() / "packs", ".open").empty());
+  EXPECT_EQ(Names(store_root() / "packs", ".pack"), sealed);
+  // The space of the open pack is back; that of the sealed packs is not (a GC reclaims them).
+  EXPECT_GE(FreeBytes(), discarded->bytes);
+  EXPECT_LT(FreeBytes(), free_before);
+  // The sealed packs' blobs are readable; the open pack's count as missing.
+  size_t readable = 0, missing = 0;
+  for (const auto& b : stored) {
+    auto got = s.Get(Digest::Of(b));
+    if (got) {
+      EXPECT_EQ(*got, b);
+      ++readable;
+    } else {
+      EXPECT_STATUS(got, kNotFound, "chunk " + Digest::Of(b).ToString() + ": not in store");
+      ++missing;
+    }
+  }
+  EXPECT_GT(readable, 0u);
+  EXPECT_GT(missing, 0u);
+  ASSERT_OK(s.Sync());
+  // Another process sees the same.
+  auto other = LocalChunkStore::Open(store_root(), o);
+  ASSERT_OK(other);
+  for (const auto& b : stored) {
+    EXPECT_EQ((*other)->Get(Digest::Of(b)).has_value(), s.Get(Digest::Of(b)).has_value());
+  }
+}
+
+TEST_F(FullDiskStore, WithoutAFullDiskNothingIsDiscarded) {
+  auto opened = LocalChunkStore::Open(store_root(), LocalChunkStore::Options{});
+  ASSERT_OK(opened);
+  auto b = RandomBytes(100'000, 7);
+  ASSERT_OK((*opened)->Put(Digest::Of(b), b));
+  auto discarded = (*opened)->DiscardAfterFullDisk();
+  ASSERT_OK(discarded);
+  EXPECT_FALSE(discarded->disk_full);
+  EXPECT_EQ(discarded->packs, 0u);
+  EXPECT_EQ(Names(store_root() / "packs", ".open").size(), 1u);  // kept for the next push
+  ASSERT_OK((*opened)->Get(Digest::Of(b)));
+}
+
+TEST_F(FullDiskStore, AnUploadsPackThatASyncCoveredIsNotDiscarded) {
+  LocalChunkStore::Options o;
+  auto opened = LocalChunkStore::Open(store_root(), o);
+  ASSERT_OK(opened);
+  auto& s = **opened;
+  // An upload holds its pack across a Sync, which fdatasyncs the records before it: a commit may
+  // name them.
+  auto big = RandomBytes(400'000, 2);
+  auto w = s.StartPut(Digest::Of(big));
+  ASSERT_OK(w);
+  ASSERT_OK((*w)->Append(std::span<const uint8_t>(big).first(300'000)));
+  ASSERT_OK(s.Sync());
+  Fill();
+  Status failed = (*w)->Append(std::span<const uint8_t>(big).subspan(300'000));
+  if (failed.ok()) {
+    auto committed = (*w)->Commit();
+    if (!committed) failed = committed.error();
+  }
+  EXPECT_STATUS(failed, kFailedPrecondition, "chunk " + Digest::Of(big).ToString());
+  w->reset();
+  auto discarded = s.DiscardAfterFullDisk();
+  ASSERT_OK(discarded);
+  EXPECT_TRUE(discarded->disk_full);
+  EXPECT_EQ(discarded->packs, 0u);
+  EXPECT_EQ(Names(store_root() / "packs", ".open").size(), 1u);
+}
+
+TEST_F(FullDiskStore, AGcDoomIsPublishedOnAFullDisk) {
+  LocalChunkStore::Options o;
+  o.claims = ClaimMode::kProcessFile;
+  auto opened = LocalChunkStore::Open(store_root(), o);
+  ASSERT_OK(opened);
+  auto& s = **opened;
+  ASSERT_TRUE(fs::exists(store_root() / "gc" / "doomed.reserve"));
+  Fill();
+  ASSERT_EQ(FreeBytes(), 0u);
+  const std::vector<uint64_t> doom = {0x1234, 0xabcd};
+  ASSERT_OK(s.PublishDoom(doom));
+  std::ifstream in(store_root() / "gc" / "doomed");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "0000000000001234\n000000000000abcd\n");
+  EXPECT_FALSE(fs::exists(store_root() / "gc" / ".doomed.tmp"));
+  ASSERT_OK(s.ClearDoom());
+  EXPECT_FALSE(fs::exists(store_root() / "gc" / "doomed"));
+  // No space for a new reserve yet: taken once there is.
+  EXPECT_FALSE(fs::exists(store_root() / "gc" / "doomed.reserve"));
+  fs::remove(small() / "filler");
+  ASSERT_OK(s.PublishDoom(doom));
+  ASSERT_OK(s.ClearDoom());
+  EXPECT_EQ(fs::file_size(store_root() / "gc" / "doomed.reserve"), 256u << 10);
 }
 
 }  // namespace
