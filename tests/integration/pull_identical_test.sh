@@ -4,7 +4,8 @@
 # own). Regression: partial files were named by the content digest, so three copies of a 4 MiB
 # file failed every time ("another pull is writing it", exit 4), ten empty files failed about one
 # run in four ("No such file or directory", exit 3), and --include of hardlinks at random.
-# A partial file held by another pull process is still a conflict (exit 4) naming the file; a
+# A partial file held by another process that does not change is waited for --writer-stall-time,
+# then a conflict (exit 4) naming the file and the holder; a
 # partial file with garbage after a right beginning is resumed into exactly the file. The same
 # through an origin (--remote).
 source "$(dirname "$0")/lib.sh"
@@ -43,7 +44,7 @@ for run in $(seq 1 20); do
   rm -rf "$out"
 done
 
-step "a partial file held by another pull process: exit 4 naming the file; then the pull works"
+step "a partial file held by another process, unchanged: exit 4 naming the file and the holder; then the pull works"
 out="$WORK/held"
 mkdir -p "$out/copies"
 partial="$out/copies/.bdn-partial-$(printf '%s' b | b3sum --no-names | cut -c1-32)"
@@ -58,8 +59,8 @@ holder=$!
 PIDS+=("$holder")
 for _ in $(seq 1 100); do [ -e "$WORK/locked" ] && break; sleep 0.05; done
 [ -e "$WORK/locked" ] || fail "the lock holder did not start"
-run_fails 4 "bdn: error: file \"$out/copies/b\": another pull is writing it" \
-  "$BDN" volume pull "$ref" "$out" --jobs 8
+run_fails 4 "bdn: error: file \"$out/copies/b\": another pull is writing it (pid $holder, \"python3\") and its partial file ${partial##*/} has not changed for 1s (stopped? pull again once it has ended)" \
+  "$BDN" volume pull "$ref" "$out" --jobs 8 --writer-stall-time 1s
 kill "$holder"; wait "$holder" 2>/dev/null || true
 "$BDN" volume pull "$ref" "$out" --jobs 8 >/dev/null
 assert_eq "$expected" "$(tree_listing "$out")" "pulled tree after the holder left"

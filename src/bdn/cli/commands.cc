@@ -664,6 +664,12 @@ Status Restore(Context& ctx, const RestoreArgs& args) {
 
 Status Pull(Context& ctx, const PullArgs& args) {
   PullOptions opts;
+  if (!args.writer_stall_time.empty()) {
+    auto stall = ParseDuration(args.writer_stall_time, std::chrono::milliseconds(100),
+                               std::chrono::hours(24));
+    if (!stall) return stall.error().WithPrefix("--writer-stall-time");
+    opts.writer_stall_time = *stall;
+  }
   std::set<std::pair<dev_t, ino_t>> home_dirs;
   if (!ctx.origin) {
     // Into the embedded store's home (the store itself, say): the pull would write among its

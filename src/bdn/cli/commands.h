@@ -263,13 +263,16 @@ struct PullArgs {
   bool strip_prefix = false;
   bool overwrite = false;
   int jobs = 0;
+  std::string writer_stall_time;  // --writer-stall-time ("": PullOptions' default, 1m)
 };
 // bdn volume pull REF DIR: bdn::Pull of REF's version (or REF's path in it) into args.dir, with
 // a progress display on stderr. Each include has trailing slashes dropped and must be a valid
-// entry path. Prints the pinned ref (stderr: "pulled N files (SIZE), M already present");
-// JSON: version_ref, files_written, files_skipped, bytes_written.
-// Errors: InvalidArgument for an include that is not a valid path (ValidateEntryPath); those
-// of bdn::Pull (volume/pull.h: NotFound, AlreadyExists without overwrite, Conflict, Corruption).
+// entry path. writer_stall_time: PullOptions::writer_stall_time, a duration from 100ms to 24h
+// (InvalidArgument "--writer-stall-time: duration …" otherwise). Prints the pinned ref (stderr:
+// "pulled N files (SIZE), M already present"); JSON: version_ref, files_written, files_skipped,
+// bytes_written. Errors: InvalidArgument for an include that is not a valid path
+// (ValidateEntryPath); those of bdn::Pull (volume/pull.h: NotFound, AlreadyExists without
+// overwrite, Conflict, Corruption).
 Status Pull(Context& ctx, const PullArgs& args);
 
 // bdn volume cat REF/path: the file's bytes on stdout, each chunk verified before it is written

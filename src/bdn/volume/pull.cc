@@ -3,21 +3,26 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
 #include "bdn/base/path_walk.h"
+#include "bdn/base/text.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
 
@@ -290,30 +295,65 @@ Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
   return plan;
 }
 
+// Who holds a flock(2) lock on the inode `st`, as /proc/locks tells: "pid N, \"comm\"" (comm:
+// /proc/N/comm, left out when it cannot be read), or "" when no holder is listed (the lock was
+// released meanwhile, or the holder is not visible from here).
+std::string FlockHolder(const struct stat& st) {
+  std::ifstream locks("/proc/locks");
+  char want[64];
+  std::snprintf(want, sizeof want, "%02x:%02x:%llu", ::major(st.st_dev), ::minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  for (std::string line; std::getline(locks, line);) {
+    // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's line has "->" after "1:".
+    std::istringstream in(line);
+    std::string id, type, mode, access, pid, where;
+    if (!(in >> id >> type >> mode >> access >> pid >> where) || type != "FLOCK" || where != want) {
+      continue;
+    }
+    std::string holder = "pid " + pid;
+    std::ifstream comm_file("/proc/" + pid + "/comm");
+    if (std::string comm; std::getline(comm_file, comm) && !comm.empty()) {
+      holder += ", \"" + EscapeName(comm) + "\"";
+    }
+    return holder;
+  }
+  return "";
+}
+
 // A file's partial file (PartialFileName, beside the file): opened (created if missing) and
 // locked, written, and either renamed into place by Commit or left for a later pull to resume
 // from (the default when the writer goes: its chunks are verified again then), or removed by
-// Discard (a file not worth resuming from). Owns the descriptor: every path closes it once.
+// Discard (a file not worth resuming from). Its lock (flock) is held from the open until it is
+// renamed into place or left: another pull that finds it held waits (WaitForHolder). Owns the
+// descriptor: every path closes it once.
 class PartialFile {
  public:
   // Opens and locks the partial file `tmp` of `name` in directory `dir`; `shown` names the file
   // in messages. Only a regular file of this user's with one link is resumed from: anything else at
   // the partial file's name (a hard link to a file elsewhere, another user's file in a shared
   // directory, a symlink, a FIFO, an empty directory) is removed first, so that nothing is ever
-  // written, chmod-ed or renamed into place through it. Errors: ErrnoError "file \"shown\" (its
-  // partial file .bdn-partial-…)"; FailedPrecondition when what is in the way cannot be removed
-  // (a non-empty directory; another user's file in a sticky directory) or keeps coming back;
-  // Conflict "file \"shown\": another pull is writing it" while another process holds its lock.
+  // written, chmod-ed or renamed into place through it. While another process holds its lock
+  // (another pull writing the file), waits for that lock, or for the partial file to leave its
+  // name (renamed into place), as long as it keeps changing (WaitForHolder); the caller then
+  // looks at the file in place again. Errors: ErrnoError "file \"shown\" (its partial file
+  // .bdn-partial-…)"; FailedPrecondition when what is in the way cannot be removed (a non-empty
+  // directory; another user's file in a sticky directory) or keeps coming back; Conflict "file
+  // \"shown\": another pull is writing it (…) and its partial file has not changed for <stall>
+  // (…)" when the holder stalls (WaitForHolder).
   static Result<PartialFile> Open(int dir, const std::string& name, const std::string& tmp,
-                                  const std::string& shown) {
+                                  const std::string& shown, const Clock& clock,
+                                  std::chrono::milliseconds stall) {
     PartialFile p(dir, name, tmp, shown);
-    for (int attempt = 0;; ++attempt) {
-      if (attempt == 8) {
+    // Counts the turns where something other than another pull took the name; one that waited
+    // for another pull's lock or saw its partial file renamed into place is not counted.
+    for (int strangers = 0;;) {
+      if (strangers == 8) {
         return Err(FailedPreconditionError(p.what() + ": something else keeps taking its name"));
       }
       struct stat named;
       if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && !Resumable(named)) {
         BDN_RETURN_IF_ERROR(p.RemoveStranger(named));
+        ++strangers;
         continue;
       } else if (errno != ENOENT && errno != 0) {
         return Err(p.Error(errno));
@@ -322,17 +362,26 @@ class PartialFile {
       p.fd_.Reset(::openat(dir, p.tmp_.c_str(),
                            O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
       if (!p.fd_) {
-        if (errno == ELOOP || errno == EISDIR || errno == ENXIO) continue;  // replaced meanwhile
+        if (errno == ELOOP || errno == EISDIR || errno == ENXIO) {  // replaced meanwhile
+          ++strangers;
+          continue;
+        }
         return Err(p.Error(errno));
       }
       struct stat opened;
       if (::fstat(p.fd_.get(), &opened) != 0) return Err(p.Error(errno));
       if (!Resumable(opened)) {
         p.fd_.Reset();
+        ++strangers;
         continue;  // replaced between the check and the open: checked (and removed) again
       }
       if (::flock(p.fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-        return Err(ConflictError("file \"" + shown + "\": another pull is writing it"));
+        if (errno != EWOULDBLOCK) return Err(p.Error(errno));
+        BDN_ASSIGN_OR_RETURN(bool locked, p.WaitForHolder(opened, clock, stall));
+        if (!locked) {
+          p.fd_.Reset();
+          continue;  // the other pull renamed it into place (or dropped it): a new one
+        }
       }
       // Another pull may have renamed this partial file into place between our open and our
       // lock; then it is that file now, and we start a partial file of our own.
@@ -342,6 +391,7 @@ class PartialFile {
         break;
       }
       if (errno != ENOENT && errno != 0) return Err(p.Error(errno));
+      p.fd_.Reset();
     }
     const int flags = ::fcntl(p.fd_.get(), F_GETFL);
     if (flags < 0 || ::fcntl(p.fd_.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
@@ -386,6 +436,11 @@ class PartialFile {
       return FailedPreconditionError(what() +
                                      ": replaced while it was written; nothing was put in place");
     }
+    // The lock is held until the file is in place (by a second descriptor of the same open
+    // file, which shares its flock): a pull waiting for it then finds the file, not the partial
+    // file at its name with no one writing it, and never resumes from what is being renamed.
+    UniqueFd lock(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+    if (!lock) return Error(errno);
     if (Status closed = fd_.Close(what()); !closed.ok()) {
       ::unlinkat(dir_, tmp_.c_str(), 0);
       return closed;
@@ -406,6 +461,51 @@ class PartialFile {
   // other name (writing or chmod-ing a hard link would change a file outside the destination).
   static bool Resumable(const struct stat& st) {
     return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid();
+  }
+
+  // Waits while another process holds the lock of the partial file open here (`opened`: its
+  // fstat), polling (every 5 ms at first, then less often, up to every 100 ms) on `clock`. Returns
+  // true once this descriptor holds the lock, false once the partial file's name no longer names it
+  // (the holder renamed it into place, or removed it). The wait goes on as long as the file changes
+  // (its size, blocks, mtime or ctime): a pull writing a large file is waited for however long it
+  // takes. Errors: Conflict "file \"shown\": another pull is writing it (pid N, \"bdn\") and its
+  // partial file .bdn-partial-… has not changed for 1m (stopped? pull again once it has ended)"
+  // after `stall` without a change (the holder as /proc/locks names it, left out when it cannot
+  // be told); ErrnoError naming the partial file.
+  Result<bool> WaitForHolder(const struct stat& opened, const Clock& clock,
+                             std::chrono::milliseconds stall) const {
+    struct stat last = opened;
+    SteadyTime deadline = clock.SteadyNow() + stall;
+    // From 5 ms, doubling up to 100 ms: a small file another pull is writing is done soon.
+    std::chrono::milliseconds poll(5);
+    while (true) {
+      clock.SleepFor(poll);
+      poll = std::min(poll * 2, std::chrono::milliseconds(100));
+      if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return true;
+      if (errno != EWOULDBLOCK && errno != EINTR) return Err(Error(errno));
+      struct stat named, now;
+      if (::fstatat(dir_, tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return false;
+        return Err(Error(errno));
+      }
+      if (named.st_dev != opened.st_dev || named.st_ino != opened.st_ino) return false;
+      if (::fstat(fd_.get(), &now) != 0) return Err(Error(errno));
+      if (now.st_size != last.st_size || now.st_blocks != last.st_blocks ||
+          now.st_mtim.tv_sec != last.st_mtim.tv_sec ||
+          now.st_mtim.tv_nsec != last.st_mtim.tv_nsec ||
+          now.st_ctim.tv_sec != last.st_ctim.tv_sec ||
+          now.st_ctim.tv_nsec != last.st_ctim.tv_nsec) {
+        last = now;
+        deadline = clock.SteadyNow() + stall;
+      } else if (clock.SteadyNow() >= deadline) {
+        const std::string holder = FlockHolder(opened);
+        return Err(ConflictError("file \"" + shown_ + "\": another pull is writing it" +
+                                 (holder.empty() ? "" : " (" + holder + ")") +
+                                 " and its partial file " + tmp_ + " has not changed for " +
+                                 FormatDuration(stall) +
+                                 " (stopped? pull again once it has ended)"));
+      }
+    }
   }
 
   // Removes what is at the partial file's name but is not Resumable (`st`: its lstat).
@@ -433,6 +533,19 @@ class PartialFile {
   uint64_t bytes_ = 0;
 };
 
+// An inode (device, inode number).
+using Inode = std::pair<dev_t, ino_t>;
+
+// What FileWriter::WriteFile did with a file.
+struct FileDone {
+  bool written = false;           // false: the file in place already had the entry's content
+  std::optional<Inode> replaced;  // the regular file that stood there and was replaced by a copy
+};
+
+// How many of the names the version gives a file in this pull (itself and its hardlinks pulled
+// too) name the inode `st`: 1 and its hardlinks that do.
+using OwnNamesOf = std::function<Result<nlink_t>(const struct stat& st)>;
+
 // Writes the regular files of a pull (WriteFile), several at once.
 class FileWriter {
  public:
@@ -440,52 +553,66 @@ class FileWriter {
       : view_(view),
         overwrite_(options.existing == PullOptions::Existing::kOverwrite),
         reader_(view.store(), options.reads),
-        counters_(counters) {}
+        counters_(counters),
+        clock_(options.clock ? options.clock : Clock::Real()),
+        stall_(options.writer_stall_time) {}
 
   // Writes entry `e` as `name` in the directory `dir`, assembled in its partial file
   // `partial_name` there; `shown` names it in messages; `in`: what
   // stands there (LookInPlace); `own_names`: how many of the names the version gives it in this
-  // pull (itself and its hardlinks) are names of the file in place; `hashed`: the inode
-  // CheckConflicts found with the entry's content, if any. Returns whether it was written (false:
-  // already there with the right content). Nothing is renamed into place before its size and
-  // whole-file BLAKE3 are the entry's. Errors: those of Pull.
-  Result<bool> WriteFile(const Entry& e, int dir, const std::string& name,
-                         const std::string& partial_name, const std::string& shown,
-                         const InPlace& in, nlink_t own_names, std::optional<Hashed> hashed) {
+  // pull (itself and its hardlinks) are names of the file in place, and `own_names_of` counts
+  // them for another inode; `hashed`: the inode CheckConflicts found with the entry's content, if
+  // any. Nothing is renamed into place before its size and whole-file BLAKE3 are the entry's.
+  // Once it holds the partial file's lock (having waited for another pull's, PartialFile::Open),
+  // it looks at the file's place again: what another pull put there meanwhile is kept when it
+  // has the entry's content (and replaced by a copy where a file with it would be), and is a
+  // Conflict "file \"shown\": another pull put other content there while this one ran (…)"
+  // otherwise, --overwrite or not (replacing it would mix two versions without a word). Errors:
+  // those of Pull.
+  Result<FileDone> WriteFile(const Entry& e, int dir, const std::string& name,
+                             const std::string& partial_name, const std::string& shown,
+                             const InPlace& in, nlink_t own_names, const OwnNamesOf& own_names_of,
+                             std::optional<Hashed> hashed) {
+    FileDone done;
     if (in.exists) {
-      const struct stat& st = in.st;
-      // Kept only when it is this user's and its only names are those the version gives it (its
-      // own hardlinks, linked by an earlier pull): setting the mode and time of a hard link from
-      // elsewhere or of another user's file would change a file outside the destination (or
-      // hand it to that user); such a file is replaced by a fresh copy instead.
-      if (in.Regular() && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
-          st.st_nlink == own_names && st.st_uid == ::geteuid()) {
-        const bool same = hashed && hashed->dev == st.st_dev && hashed->ino == st.st_ino;
-        auto d = same ? std::optional<Digest>(e.digest) : HashFd(in.fd.get());
-        if (d && *d == e.digest) {
-          BDN_RETURN_IF_ERROR(KeepInPlace(e, in, shown));
-          if (counters_) {
-            counters_->bytes_done += e.size_bytes;
-            ++counters_->files_done;
-          }
-          return false;
-        }
-      }
-      if (!overwrite_ && !SameContentElsewhere(in, e, own_names)) {
-        if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
-            !in.Regular() && in.open_errno != 0) {
-          return Err(AlreadyExistsError("file \"" + shown +
-                                        "\": exists and cannot be read to compare with the "
-                                        "version (" +
-                                        std::strerror(in.open_errno) + "; use --overwrite)"));
-        }
-        return Err(AlreadyExistsError("file \"" + shown + "\": " + InTheWay(st, EntryKind::kFile)));
-      }
+      BDN_ASSIGN_OR_RETURN(bool kept, KeepOrRefuse(e, in, own_names, hashed, shown, overwrite_));
+      if (kept) return done;
+      if (in.Regular()) done.replaced = Inode(in.st.st_dev, in.st.st_ino);
     }
     // The chunk list first: a file whose list is missing, corrupt or unreachable gets no partial
     // file (an empty one would be no help to a later pull).
     BDN_ASSIGN_OR_RETURN(auto fc, view_.ChunksOf(e));
-    BDN_ASSIGN_OR_RETURN(PartialFile partial, PartialFile::Open(dir, name, partial_name, shown));
+    BDN_ASSIGN_OR_RETURN(PartialFile partial,
+                         PartialFile::Open(dir, name, partial_name, shown, *clock_, stall_));
+    // Another pull renames a partial file into place only while it holds its lock, which is now
+    // ours: what stands there now stays there until this pull's rename.
+    struct stat now_st;
+    const bool now_exists = ::fstatat(dir, name.c_str(), &now_st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!now_exists && errno != ENOENT) return Err(ErrnoError("path \"" + shown + "\"", errno));
+    if (now_exists != in.exists ||
+        (now_exists && (now_st.st_dev != in.st.st_dev || now_st.st_ino != in.st.st_ino))) {
+      BDN_ASSIGN_OR_RETURN(InPlace now, LookInPlace(dir, name, shown));
+      done.replaced.reset();
+      if (now.exists) {
+        nlink_t now_names = 1;
+        if (now.Regular()) {
+          BDN_ASSIGN_OR_RETURN(now_names, own_names_of(now.st));
+        }
+        auto kept = KeepOrRefuse(e, now, now_names, std::nullopt, shown, false);
+        if (!kept) {
+          if (kept.error().code() != StatusCode::kAlreadyExists) return Err(kept.error());
+          if (partial.bytes() == 0) partial.Discard();  // this pull's own, empty
+          return Err(ConflictError("file \"" + shown +
+                                   "\": another pull put other content there while this one ran "
+                                   "(a pull of another version into the same directory?)"));
+        }
+        if (*kept) {
+          partial.Discard();  // the file is in place: nothing to resume
+          return done;
+        }
+        if (now.Regular()) done.replaced = Inode(now.st.st_dev, now.st.st_ino);
+      }
+    }
     BDN_ASSIGN_OR_RETURN(uint64_t written, Fill(e, fc->chunks, partial));
     if (written != e.size_bytes) {
       partial.Discard();  // a file whose size or digest is wrong is not worth resuming from
@@ -495,10 +622,52 @@ class FileWriter {
     }
     BDN_RETURN_IF_ERROR(partial.Commit(e));
     if (counters_) ++counters_->files_done;
-    return true;
+    done.written = true;
+    return done;
   }
 
  private:
+  // Judges what stands at entry `e`'s place (`in`, which exists; `own_names`, `hashed` and
+  // `shown` as WriteFile's): true when it is kept (this user's, its only names the version's,
+  // with the entry's content: given the entry's mode and mtime); false when it is to be replaced
+  // (with `overwrite`, or a file with the entry's content that is a hard link or another user's).
+  // Errors: AlreadyExists "file \"shown\": exists with other content (use --overwrite)" (or
+  // another kind of thing in the way, or a file that cannot be read to compare) without
+  // `overwrite`; those of KeepInPlace.
+  Result<bool> KeepOrRefuse(const Entry& e, const InPlace& in, nlink_t own_names,
+                            std::optional<Hashed> hashed, const std::string& shown,
+                            bool overwrite) {
+    const struct stat& st = in.st;
+    // Kept only when it is this user's and its only names are those the version gives it (its
+    // own hardlinks, linked by an earlier pull): setting the mode and time of a hard link from
+    // elsewhere or of another user's file would change a file outside the destination (or
+    // hand it to that user); such a file is replaced by a fresh copy instead.
+    if (in.Regular() && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
+        st.st_nlink == own_names && st.st_uid == ::geteuid()) {
+      const bool same = hashed && hashed->dev == st.st_dev && hashed->ino == st.st_ino;
+      auto d = same ? std::optional<Digest>(e.digest) : HashFd(in.fd.get());
+      if (d && *d == e.digest) {
+        BDN_RETURN_IF_ERROR(KeepInPlace(e, in, shown));
+        if (counters_) {
+          counters_->bytes_done += e.size_bytes;
+          ++counters_->files_done;
+        }
+        return true;
+      }
+    }
+    if (!overwrite && !SameContentElsewhere(in, e, own_names)) {
+      if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.size_bytes &&
+          !in.Regular() && in.open_errno != 0) {
+        return Err(AlreadyExistsError("file \"" + shown +
+                                      "\": exists and cannot be read to compare with the "
+                                      "version (" +
+                                      std::strerror(in.open_errno) + "; use --overwrite)"));
+      }
+      return Err(AlreadyExistsError("file \"" + shown + "\": " + InTheWay(st, EntryKind::kFile)));
+    }
+    return false;
+  }
+
   // Whether the file in place (`in`) has entry `e`'s content but is a hard link or another
   // user's file: it is then replaced without --overwrite (nothing of it is lost).
   static bool SameContentElsewhere(const InPlace& in, const Entry& e, nlink_t own_names) {
@@ -586,6 +755,8 @@ class FileWriter {
   const bool overwrite_;
   ChunkReader reader_;
   TransferCounters* counters_;
+  const std::shared_ptr<Clock> clock_;
+  const std::chrono::milliseconds stall_;
 };
 
 // --overwrite's removal of what stands where an entry goes, in the cursor's directory: a file or
@@ -797,6 +968,15 @@ Status CheckConflicts(const PullPlan& plan, DirCursor& cursor, bool overwrite,
                                                 std::to_string(stuck.size()) + " in all)");
 }
 
+// Whether `name` in `dir` (`st`: its lstat) is a symlink to `target`.
+bool IsSymlinkTo(int dir, const std::string& name, const struct stat& st,
+                 const std::string& target) {
+  if (!S_ISLNK(st.st_mode)) return false;
+  std::string cur(static_cast<size_t>(st.st_size) + 1, '\0');
+  const ssize_t n = ::readlinkat(dir, name.c_str(), cur.data(), cur.size());
+  return n >= 0 && std::string_view(cur.data(), static_cast<size_t>(n)) == target;
+}
+
 // Creates the directories and symlinks of `plan` under the cursor's root, in path order (parents
 // before children). A symlink or file where a directory is needed stops the cursor (it never
 // goes through a symlink); a directory made meanwhile where one goes is checked again (`check`,
@@ -824,15 +1004,19 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
         exists = false;
       }
       if (!exists && ::mkdirat(cursor.fd(), at.name.c_str(), e->mode | 0700) != 0) {
-        return ErrnoError("directory \"" + cursor.Display(at.name) + "\"", errno);
+        // Made meanwhile by another pull into this directory: checked as one already there.
+        const int err = errno;
+        if (err != EEXIST || ::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(st.st_mode)) {
+          return ErrnoError("directory \"" + cursor.Display(at.name) + "\"", err);
+        }
+        if (check) BDN_RETURN_IF_ERROR(check(st, cursor.Display(at.name)));
+        BDN_RETURN_IF_ERROR(CheckOwnDirectory(st, cursor.Display(at.name)));
       }
       continue;
     }
     if (exists) {
-      std::string cur(static_cast<size_t>(st.st_size) + 1, '\0');
-      ssize_t n =
-          S_ISLNK(st.st_mode) ? ::readlinkat(dir, at.name.c_str(), cur.data(), cur.size()) : -1;
-      if (n >= 0 && std::string(cur.data(), static_cast<size_t>(n)) == e->target) {
+      if (IsSymlinkTo(dir, at.name, st, e->target)) {
         BDN_RETURN_IF_ERROR(
             RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name), &st));
         continue;
@@ -844,15 +1028,20 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
       BDN_RETURN_IF_ERROR(RemoveInTheWay(cursor, at.name));
     }
     if (::symlinkat(e->target.c_str(), cursor.fd(), at.name.c_str()) != 0) {
-      return ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", errno);
+      // Made meanwhile by another pull of the same symlink: kept as one already there.
+      const int err = errno;
+      if (err != EEXIST || ::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !IsSymlinkTo(dir, at.name, st, e->target)) {
+        return ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", err);
+      }
     }
     BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
   }
   return Status::Ok();
 }
 
-// Inodes (device, inode number).
-using InodeSet = std::set<std::pair<dev_t, ino_t>>;
+// Inodes.
+using InodeSet = std::set<Inode>;
 
 // How many of `links` (the version's hardlinks to a file, pulled too) already name the inode
 // `st` in the destination, each looked at without following a symlink (the `others` cursor, opened
@@ -893,8 +1082,11 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
   std::unordered_map<std::string, std::vector<const Entry*>> hardlinks;
   for (const Entry* l : plan.links) hardlinks[l->target].push_back(l);
   std::optional<DirCursor> others;
-  std::vector<std::future<Result<bool>>> futures;
-  std::vector<std::optional<std::pair<dev_t, ino_t>>> olds;  // a regular file in place, by future
+  // The root of the cursors with which the file tasks count a file's names (OwnLinksTo), on a
+  // file another pull put in place meanwhile: only its (const) OpenAnother is called, from any
+  // thread.
+  BDN_ASSIGN_OR_RETURN(const DirCursor links_root, cursor.OpenAnother());
+  std::vector<std::future<Result<FileDone>>> futures;
   Status first;
   for (const Entry* f : plan.files) {
     Place at = PlaceOf(plan.local(f->path));
@@ -931,24 +1123,32 @@ Status WriteFiles(const PullPlan& plan, DirCursor& cursor, FileWriter& writer, i
       }
       own_names += *n;
     }
-    olds.push_back(in->Regular() ? std::optional(std::pair(in->st.st_dev, in->st.st_ino))
-                                 : std::nullopt);
+    OwnNamesOf own_names_of = [&plan, &links_root,
+                               links = linked == hardlinks.end() ? nullptr : &linked->second](
+                                  const struct stat& st) -> Result<nlink_t> {
+      if (!links) return nlink_t{1};
+      std::optional<DirCursor> walker;
+      BDN_ASSIGN_OR_RETURN(nlink_t n, OwnLinksTo(st, *links, plan, links_root, walker));
+      return n + 1;
+    };
     const auto hashed = identical.find(f);
     futures.push_back(pool.Submit(
         [&writer, f, here = *here, name = std::move(at.name), &partial = plan.partials.at(f),
          shown = std::move(shown), in = std::move(*in), own_names,
+         own_names_of = std::move(own_names_of),
          hashed = hashed == identical.end() ? std::nullopt : std::optional(hashed->second)] {
-          return writer.WriteFile(*f, here->get(), name, partial, shown, in, own_names, hashed);
+          return writer.WriteFile(*f, here->get(), name, partial, shown, in, own_names,
+                                  own_names_of, hashed);
         }));
   }
   for (size_t i = 0; i < futures.size(); ++i) {
     auto r = futures[i].get();
     if (!r) {
       if (first.ok()) first = r.error();
-    } else if (*r) {
+    } else if (r->written) {
       ++result.files_written;
       result.bytes_written += plan.files[i]->size_bytes;
-      if (olds[i]) replaced.insert(*olds[i]);
+      if (r->replaced) replaced.insert(*r->replaced);
     } else {
       ++result.files_skipped;
     }
@@ -986,7 +1186,13 @@ Status LinkHardlinks(const PullPlan& plan, DirCursor& cursor, bool overwrite,
       BDN_RETURN_IF_ERROR(RemoveInTheWay(cursor, at.name));
     }
     if (::linkat(targets->fd(), target.name.c_str(), cursor.fd(), at.name.c_str(), 0) != 0) {
-      return ErrnoError("hardlink \"" + cursor.Display(at.name) + "\"", errno);
+      // Linked meanwhile by another pull of the same version: kept.
+      const int err = errno;
+      if (err != EEXIST || ::fstatat(cursor.fd(), at.name.c_str(), &a, AT_SYMLINK_NOFOLLOW) != 0 ||
+          ::fstatat(targets->fd(), target.name.c_str(), &b, AT_SYMLINK_NOFOLLOW) != 0 ||
+          a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        return ErrnoError("hardlink \"" + cursor.Display(at.name) + "\"", err);
+      }
     }
   }
   return Status::Ok();

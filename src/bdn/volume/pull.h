@@ -3,13 +3,16 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/status.h"
 #include "bdn/volume/chunk_reader.h"
 #include "bdn/volume/push.h"
@@ -24,6 +27,12 @@ struct PullOptions {
   enum class Existing { kRefuse, kOverwrite } existing = Existing::kRefuse;
   int jobs = 0;              // files written at once; 0 = all cores
   ChunkReaderOptions reads;  // batching of chunk reads from a store that prefers batches
+  // How long a pull waits for another pull that is writing one of its files (holding its partial
+  // file's lock) while that partial file does not change (size, blocks, times): the wait goes on
+  // as long as the other pull makes progress, and fails after this long without any (a stopped
+  // or hung process). --writer-stall-time.
+  std::chrono::milliseconds writer_stall_time = std::chrono::minutes(1);
+  std::shared_ptr<Clock> clock = Clock::Real();  // of that wait (tests: testutil::FakeClock)
   // Called with the stat of every directory the walk to `dest` looks a name up in, before it
   // does (and so before it makes a missing directory there), then of `dest` itself and of each
   // directory above it as the kernel sees them (".." from its descriptor, up to "/"), all with
@@ -58,7 +67,11 @@ struct PullResult {
 // with one link are resumed from: an identical file with other names or another user's is replaced
 // by a copy of its own, and anything else at a partial file's name is removed first, so a pull
 // never writes, chmods or renames a file that has a name outside the destination. --overwrite
-// (kOverwrite) replaces files and symlinks in the way, and directories only when empty. Up to
+// (kOverwrite) replaces files and symlinks in the way, and directories only when empty. Several
+// pulls of one version into one directory at once all succeed: each file is written by one of
+// them (the holder of its partial file's lock, which it keeps until the file is renamed into
+// place) and kept by the others, and directories, symlinks and hardlinks made meanwhile by another
+// pull are taken as already there. Up to
 // options.jobs files are written at once; from a store that prefers batches (a remote tier) their
 // chunks are read in batches (ChunkReader, bounded by options.reads), else one Get per chunk. Every
 // file-system step is relative to a directory handle (base/dir_fd.h): paths longer than PATH_MAX
@@ -79,8 +92,14 @@ struct PullResult {
 // than one: "…; also in the way: \"dest/y\", … (N in all)". FailedPrecondition "path \"dest/x\":
 // not a directory (a symlink or file is in the way)" (put there meanwhile; never written
 // through); FailedPrecondition "file \"dest/x\" (its partial file .bdn-partial-…): a directory is
-// in the way; remove it"; Conflict "file \"dest/x\": another pull is writing it" (another process
-// holds its partial file); Corruption "file \"x\": its chunks hold N bytes, not its size M" or
+// in the way; remove it"; Conflict "file \"dest/x\": another pull is writing it (pid N, \"bdn\")
+// and its partial file .bdn-partial-… has not changed for 1m (stopped? pull again once it has
+// ended)" (another process holds its partial file's lock and the file has not changed for
+// options.writer_stall_time; while it changes the pull waits, then judges what that pull put in
+// place as any file already there: the version's content is kept); Conflict "file \"dest/x\":
+// another pull put other content there while this one ran (a pull of another version into the
+// same directory?)" (with kOverwrite too: pulls of two versions never mix without an error);
+// Corruption "file \"x\": its chunks hold N bytes, not its size M" or
 // "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
 // file is removed); FailedPrecondition "file \"dest/x\" (its partial file …): No space left on
 // device (the partial file is kept, so that the next pull resumes from it; …)" (also EDQUOT);

@@ -22,6 +22,7 @@
 
 #include "bdn/base/fd.h"
 #include "bdn/format/chunk_index.h"
+#include "bdn/testing/fake_clock.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
 #include "bdn/volume/push.h"
@@ -1226,8 +1227,11 @@ TEST_F(VolumeTest, PartialFileNamesDifferPerNameAndFitNameMax) {
   EXPECT_EQ(PartialFileName(std::string(255, 'n')).size(), 13u + 32u);
 }
 
-// Another pull process holding a file's partial file (flock) is a conflict, not a corruption.
-TEST_F(VolumeTest, PullRefusesAFileAnotherPullIsWriting) {
+// Another pull holding a file's partial file (flock) that makes no progress: the pull waits for
+// it (PullOptions::writer_stall_time, on its clock), then fails with a conflict naming the file,
+// the holder and the partial file. Before, it failed at once, so two pulls of one version into
+// one directory at once failed (exit 4). Once the holder lets go, the pull works.
+TEST_F(VolumeTest, PullWaitsForAStalledWriterThenNamesIt) {
   Write("f", "bytes");
   auto pushed = PushSrc("v");
   ASSERT_TRUE(pushed.has_value());
@@ -1237,15 +1241,103 @@ TEST_F(VolumeTest, PullRefusesAFileAnotherPullIsWriting) {
       ::open((dir_ / "out" / PartialFileName("f")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   ASSERT_GE(held, 0);
   ASSERT_EQ(::flock(held, LOCK_EX), 0);
-  auto p = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
+  auto clock = std::make_shared<testutil::FakeClock>();
+  PullOptions options;
+  options.clock = clock;
+  options.writer_stall_time = std::chrono::seconds(90);
+  const auto start = clock->SteadyNow();
+  auto p = Pull(*view, dir_ / "out", options, nullptr);
   ASSERT_FALSE(p.has_value());
+  EXPECT_GE(clock->SteadyNow() - start, std::chrono::seconds(90));
+  std::string comm;
+  std::getline(std::ifstream("/proc/self/comm"), comm);
   EXPECT_EQ(p.error().code(), StatusCode::kConflict);
-  EXPECT_EQ(p.error().message(),
-            "file \"" + (dir_ / "out/f").string() + "\": another pull is writing it");
+  EXPECT_EQ(p.error().message(), "file \"" + (dir_ / "out/f").string() +
+                                     "\": another pull is writing it (pid " +
+                                     std::to_string(::getpid()) + ", \"" + comm +
+                                     "\") and its partial file " + PartialFileName("f") +
+                                     " has not changed for 90s (stopped? pull again once it has "
+                                     "ended)");
   ::close(held);
-  auto again = Pull(*view, dir_ / "out", PullOptions{}, nullptr);
+  auto again = Pull(*view, dir_ / "out", options, nullptr);
   ASSERT_TRUE(again.has_value()) << again.error().message();
   EXPECT_EQ(ReadFile(dir_ / "out/f"), "bytes");
+}
+
+// Another pull writing a file (holding its partial file, which keeps changing) is waited for
+// past writer_stall_time, as long as it makes progress; the file it puts in place is then the
+// version's and is kept (skipped), not written again.
+TEST_F(VolumeTest, PullWaitsForAnotherPullWritingAFileAndKeepsItsFile) {
+  const std::string content = Random(200'000, 21);
+  Write("f", content);
+  Write("g", "other file");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::create_directories(dir_ / "out");
+  const fs::path partial = dir_ / "out" / PartialFileName("f");
+  int held = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+  // The other pull: writes the file a piece at a time (each write a change the waiter sees),
+  // over 1.2 s, four times the stall time, then renames it into place and lets go.
+  std::thread other([&] {
+    for (size_t off = 0; off < content.size(); off += content.size() / 12) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const size_t n = std::min(content.size() - off, content.size() / 12);
+      ASSERT_EQ(::pwrite(held, content.data() + off, n, static_cast<off_t>(off)),
+                static_cast<ssize_t>(n));
+    }
+    ASSERT_EQ(::fchmod(held, 0644), 0);
+    ASSERT_EQ(::rename(partial.c_str(), (dir_ / "out/f").c_str()), 0);
+    ::close(held);
+  });
+  PullOptions options;
+  options.writer_stall_time = std::chrono::milliseconds(300);
+  auto p = Pull(*view, dir_ / "out", options, nullptr);
+  other.join();
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(p->files_skipped, 1u);
+  EXPECT_EQ(p->files_written, 1u);
+  EXPECT_TRUE(ReadFile(dir_ / "out/f") == content);
+  EXPECT_EQ(ReadFile(dir_ / "out/g"), "other file");
+  for (const auto& e : fs::directory_iterator(dir_ / "out")) {
+    EXPECT_FALSE(e.path().filename().string().starts_with(".bdn-partial-")) << e.path();
+  }
+}
+
+// Another pull (of another version) puts other content in place while this one waits for it:
+// a conflict, with --overwrite too (replacing it would mix the two versions without a word).
+TEST_F(VolumeTest, PullThatWaitedFindsOtherContentIsAConflict) {
+  Write("f", "this version's bytes");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  for (auto existing : {PullOptions::Existing::kRefuse, PullOptions::Existing::kOverwrite}) {
+    const fs::path out = dir_ / (existing == PullOptions::Existing::kRefuse ? "out" : "out-o");
+    fs::create_directories(out);
+    const fs::path partial = out / PartialFileName("f");
+    int held = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX), 0);
+    std::thread other([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ASSERT_EQ(::write(held, "another version", 15), 15);
+      ASSERT_EQ(::rename(partial.c_str(), (out / "f").c_str()), 0);
+      ::close(held);
+    });
+    PullOptions options;
+    options.existing = existing;
+    auto p = Pull(*view, out, options, nullptr);
+    other.join();
+    ASSERT_FALSE(p.has_value());
+    EXPECT_EQ(p.error().code(), StatusCode::kConflict);
+    EXPECT_EQ(p.error().message(), "file \"" + (out / "f").string() +
+                                       "\": another pull put other content there while this one "
+                                       "ran (a pull of another version into the same directory?)");
+    EXPECT_EQ(ReadFile(out / "f"), "another version");
+    EXPECT_FALSE(fs::exists(partial));
+  }
 }
 
 // A version whose entry's size or digest disagrees with its chunks (a crafted manifest): pull
