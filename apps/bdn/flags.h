@@ -41,6 +41,7 @@ struct Invocation {
   std::function<Status()> run_standalone;
   // Set (to "bdn gc", say) by commands that act on a local data directory only: main refuses
   // them when --remote or BDN_REMOTE names a server, rather than quietly acting on the local one.
+  // Left empty when the command line names the directory (--data, --cache-dir, --home).
   std::string local_only;
 };
 

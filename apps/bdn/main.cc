@@ -178,8 +178,8 @@ int main(int argc, char** argv) {
           ": acts on a local data directory (--data, default the embedded store), "
           "not on a server, and --remote or BDN_REMOTE names " +
           remote +
-          " (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE to run "
-          "it here"));
+          " (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE or name "
+          "the directory with --data to run it here"));
     }
     if (inv.run_standalone) {
       bdn::Status s = inv.run_standalone();

@@ -12,6 +12,13 @@ struct StoreArgs {
   std::string cache_dir;  // migrate --cache-dir: a node cache directory instead of a store
 };
 
+// Whether the command line names the directory a store command works on (--data, migrate's
+// --cache-dir, or main's --home): then --remote or BDN_REMOTE does not make it ambiguous (a node
+// cache is converted where mounts through a server use it; a stopped server's --data is local).
+bool NamesDataDir(const StoreArgs& args, const std::string& home) {
+  return !args.data.empty() || !args.cache_dir.empty() || !home.empty();
+}
+
 // The data directory a store command works on: --data, else main's --home, else the default.
 std::filesystem::path DataDir(const StoreArgs& args, const std::string& home) {
   if (!args.data.empty()) return args.data;
@@ -32,7 +39,7 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
                   "data directory holding store/ (default --home, $BDN_HOME or "
                   "~/.local/share/bdn; bdn serve's --data)");
     c->callback([&inv, &json, &home, args, fn, name] {
-      inv.local_only = std::string("bdn store ") + name;
+      if (!NamesDataDir(*args, home)) inv.local_only = std::string("bdn store ") + name;
       inv.run_standalone = [&json, &home, args, fn] { return fn(DataDir(*args, home), json); };
     });
     return std::make_pair(c, args);
@@ -44,7 +51,7 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
                       "a node cache directory (mounts' and cache serve's --cache-dir) to convert "
                       "into regions instead of a store");
   migrate->callback([&inv, &json, &home, args = migrate_args] {
-    inv.local_only = "bdn store migrate";
+    if (!NamesDataDir(*args, home)) inv.local_only = "bdn store migrate";
     inv.run_standalone = [&json, &home, args] {
       if (!args->cache_dir.empty()) return cli::StoreMigrateCache(args->cache_dir, json);
       return cli::StoreMigrate(DataDir(*args, home), json);
@@ -72,7 +79,7 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
                 "how long doomed packs stay readable before they are deleted (0s to 24h)")
       ->capture_default_str();
   c->callback([&inv, &json, &home, gc] {
-    inv.local_only = "bdn gc";
+    if (!NamesDataDir(gc->data, home)) inv.local_only = "bdn gc";
     inv.run_standalone = [&json, &home, gc] {
       return cli::Gc(DataDir(gc->data, home), gc->args, json);
     };
@@ -93,7 +100,7 @@ void AddStoreFlags(CLI::App& app, Invocation& inv, const std::string& home, cons
               "set damaged copies aside and rebuild the index, so that pushing the data again "
               "restores it");
   c->callback([&inv, &json, &home, fsck] {
-    inv.local_only = "bdn fsck";
+    if (!NamesDataDir(fsck->data, home)) inv.local_only = "bdn fsck";
     inv.run_standalone = [&json, &home, fsck] {
       return cli::Fsck(DataDir(fsck->data, home), fsck->repair, json);
     };

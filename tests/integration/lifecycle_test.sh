@@ -186,7 +186,14 @@ run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID)
 # and exited 0, as if they had checked the server.
 for cmd in gc fsck "store stats"; do
   # shellcheck disable=SC2086
-  run_fails 2 "bdn: error: bdn $cmd: acts on a local data directory (--data, default the embedded store), not on a server, and --remote or BDN_REMOTE names $BDN_REMOTE (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE to run it here" \
+  run_fails 2 "bdn: error: bdn $cmd: acts on a local data directory (--data, default the embedded store), not on a server, and --remote or BDN_REMOTE names $BDN_REMOTE (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE or name the directory with --data to run it here" \
     "$BDN" $cmd
 done
+# Named on the command line, the directory is local whatever BDN_REMOTE says: the server's own
+# --data (in use, so refused for that) and a node cache to convert (mounts through a server use it).
+run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID); its GC runs inside it (bdn serve --gc-interval)" \
+  "$BDN" gc --data "$WORK/srv"
+mkdir -m 0700 "$WORK/nc-to-migrate"
+assert_eq "store $WORK/nc-to-migrate: already in the pack layout, nothing to migrate" \
+  "$("$BDN" store migrate --cache-dir "$WORK/nc-to-migrate")" "migrate --cache-dir with BDN_REMOTE set"
 echo PASS
