@@ -241,11 +241,13 @@ Result<Status> ReadPackHeader(int fd, std::string_view what) {
 
 }  // namespace
 
-Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what) {
+Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what, uint64_t from) {
   ScanResult out;
-  BDN_ASSIGN_OR_RETURN(Status header, ReadPackHeader(fd, what));
-  BDN_RETURN_IF_ERROR(header);
-  uint64_t at = kPackHeaderBytes;
+  if (from <= kPackHeaderBytes) {
+    BDN_ASSIGN_OR_RETURN(Status header, ReadPackHeader(fd, what));
+    BDN_RETURN_IF_ERROR(header);
+  }
+  uint64_t at = std::max<uint64_t>(from, kPackHeaderBytes);
   out.valid_bytes = at;
   std::vector<uint8_t> stored, raw;
   while (at < file_bytes) {

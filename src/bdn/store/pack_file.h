@@ -87,7 +87,14 @@ struct ScanResult {
 // its id: the torn tail of a pack whose writer died, or the footer of a sealed one (which does
 // not parse as a record). Reads every byte it accepts. Errors: Corruption "`what`: not a pack
 // (bad header)" when the pack header itself is damaged; ErrnoError on I/O errors.
-Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what);
+//
+// `from` > kPackHeaderBytes continues an earlier scan of a pack still being written (by another
+// process): the scan starts at the record there (the earlier scan's valid_bytes; the pack header
+// is not read again), and the result lists only the records from there on. Safe while the writer
+// appends: a record counts only once it lies whole within `file_bytes` and its bytes hash to its
+// id, so one half written is left for a later scan.
+Result<ScanResult> ScanRecords(int fd, uint64_t file_bytes, std::string_view what,
+                               uint64_t from = kPackHeaderBytes);
 
 // The whole records of a sealed pack whose footer is damaged, found by SalvageRecords.
 struct SalvageResult {

@@ -253,6 +253,32 @@ TEST(PackFile, ATornTailKeepsEveryWholeRecord) {
   }
 }
 
+TEST(PackFile, AScanContinuedWhereItStoppedFindsEveryLaterRecordOnce) {
+  // A pack another process is still writing, seen at every length: a scan of what is there,
+  // then one from its valid_bytes once the rest is written, find every record exactly once.
+  testutil::TempDir dir{"bdn_pack_test"};
+  std::vector<std::vector<uint8_t>> blobs = {
+      RandomBytes(500, 1), {}, RandomBytes(200, 2), RandomBytes(100, 3)};
+  File f(dir.path() / "p.open");
+  const std::vector<BlobLocation> locs = WritePack(f.fd(), blobs, false).locs;
+  const uint64_t full = f.size();
+  for (uint64_t seen = kPackHeaderBytes; seen <= full; ++seen) {
+    auto first = ScanRecords(f.fd(), seen, "pack p");
+    ASSERT_TRUE(first.has_value()) << seen;
+    auto rest = ScanRecords(f.fd(), full, "pack p", first->valid_bytes);
+    ASSERT_TRUE(rest.has_value()) << seen << ": " << rest.error().message();
+    std::vector<BlobLocation> all = first->blobs;
+    all.insert(all.end(), rest->blobs.begin(), rest->blobs.end());
+    ASSERT_EQ(all, locs) << "first scan saw " << seen << " bytes";
+    EXPECT_EQ(rest->valid_bytes, full);
+  }
+  // Continued past the header, the pack header is not read again: a damaged one is not seen.
+  f.Flip(0);
+  auto later = ScanRecords(f.fd(), full, "pack p", locs[0].end());
+  ASSERT_TRUE(later.has_value()) << later.error().message();
+  EXPECT_EQ(later->blobs.size(), locs.size() - 1);
+}
+
 TEST(PackFile, ZeroedTailAfterRecordsIsNotARecord) {
   testutil::TempDir dir{"bdn_pack_test"};
   File f(dir.path() / "p");
