@@ -483,16 +483,21 @@ bool LocalChunkStore::RefreshIfChanged() {
   if (::fstat(packs_dir_.get(), &a) != 0 || ::fstat(index_dir_.get(), &b) != 0) return false;
   int64_t mtime = std::max(MtimeNs(a), MtimeNs(b));
   MutexLock l(refresh_mu_);
+  bool looked = false;
   // Directory times are coarse (a clock tick): a change in the tick of the last look may not have
   // moved them, so a look that soon after a change proves nothing.
   constexpr int64_t kCoarse = 100'000'000;
-  if (mtime == seen_dirs_mtime_ns_ && refreshed_at_ns_ - seen_dirs_mtime_ns_ > kCoarse)
-    return false;
-  const int64_t now = NowNs();
-  if (!LoadTables().ok() || !LoadLoosePacks().ok()) return false;
-  seen_dirs_mtime_ns_ = mtime;
-  refreshed_at_ns_ = now;
-  return true;
+  if (mtime != seen_dirs_mtime_ns_ || refreshed_at_ns_ - seen_dirs_mtime_ns_ <= kCoarse) {
+    const int64_t now = NowNs();
+    if (LoadTables().ok() && LoadLoosePacks().ok()) {
+      seen_dirs_mtime_ns_ = mtime;
+      refreshed_at_ns_ = now;
+      looked = true;
+    }
+  }
+  // Appends to another process's open pack leave the directory as it was.
+  if (ScanOthersOpenPacks()) looked = true;
+  return looked;
 }
 
 Status LocalChunkStore::Refresh() {
@@ -612,6 +617,7 @@ Status LocalChunkStore::LoadLoosePacks() {
       ReaderLock l(mu_);
       if (indexed_.contains(id) || loose_.contains(id) || open_ids_.contains(id)) continue;
     }
+    if (open && others_open_.contains(id)) continue;  // followed: ScanOthersOpenPacks
     auto opened = OpenRegularFileAt(packs_dir_.get(), name, sealed ? O_RDONLY : mode,
                                     "pack " + (dir / name).string());
     if (!opened) {
@@ -632,7 +638,10 @@ Status LocalChunkStore::LoadLoosePacks() {
       continue;
     }
     if (open) {
-      if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its writer is alive
+      if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {  // its writer is alive
+        if (options_.read_others_open_packs) TrackOthersOpenPack(id, std::move(fd));
+        continue;
+      }
       // The name may have moved on between the listing and the lock (sealed, recovered).
       struct stat by_fd, by_name;
       if (::fstatat(packs_dir_.get(), name.c_str(), &by_name, 0) != 0 ||
@@ -658,7 +667,108 @@ Status LocalChunkStore::LoadLoosePacks() {
     if (!rw || ::flock(rw.get(), LOCK_EX | LOCK_NB) != 0) continue;
     BDN_RETURN_IF_ERROR(RepairSealedPack(id, std::move(rw)));
   }
+  // Followed packs that were sealed (now loose: their footer lists every record), or recovered,
+  // or are gone altogether (sealed and dropped between two looks, or a recovered empty one).
+  const std::unordered_set<std::string> present(names.begin(), names.end());
+  for (auto it = others_open_.begin(); it != others_open_.end();) {
+    const uint64_t id = it->first;
+    bool adopted;
+    {
+      ReaderLock l(mu_);
+      adopted = loose_.contains(id) || indexed_.contains(id);
+    }
+    if (adopted) {
+      it = others_open_.erase(it);
+    } else if (!present.contains(PackPath(id, false).filename().string()) &&
+               !present.contains(PackPath(id).filename().string())) {
+      ForgetOthersOpenPack(id, it->second.ids);
+      it = others_open_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   return Status::Ok();
+}
+
+void LocalChunkStore::TrackOthersOpenPack(uint64_t pack, UniqueFd fd) {
+  auto file = std::make_shared<PackFile>(std::move(fd), /*open_pack=*/true);
+  {
+    MutexLock l(files_mu_);
+    files_[pack] = file;
+  }
+  OthersOpenPack& p = others_open_[pack];
+  p.file = std::move(file);
+  p.valid_bytes = pack::kPackHeaderBytes;
+  struct stat st;
+  if (::fstat(p.file->fd(), &st) == 0) {
+    ScanOthersOpenPack(pack, p, static_cast<uint64_t>(st.st_size));
+  }
+}
+
+bool LocalChunkStore::ScanOthersOpenPack(uint64_t pack, OthersOpenPack& p, uint64_t file_bytes) {
+  auto scan = pack::ScanRecords(p.file->fd(), file_bytes, "pack " + PackPath(pack, false).string(),
+                                p.valid_bytes);
+  // An I/O error is tried again at the next miss; a damaged pack header never gets better.
+  if (!scan && scan.error().code() != StatusCode::kCorruption) return false;
+  p.seen_bytes = file_bytes;
+  if (!scan || scan->blobs.empty()) return false;
+  p.valid_bytes = scan->valid_bytes;
+  WriterLock l(mu_);
+  for (const BlobLocation& b : scan->blobs) {
+    IndexedBlob ib{pack, b};
+    auto [it, inserted] = recent_.try_emplace(b.id, ib);
+    if (!inserted && IsBadLocked(it->second)) it->second = ib;
+    p.ids.push_back(b.id);
+  }
+  return true;
+}
+
+bool LocalChunkStore::ScanOthersOpenPacks() {
+  bool found = false;
+  std::vector<uint64_t> dead;
+  for (auto& [id, p] : others_open_) {
+    struct stat st;
+    if (::fstat(p.file->fd(), &st) != 0) continue;
+    const auto size = static_cast<uint64_t>(st.st_size);
+    if (size != p.seen_bytes && ScanOthersOpenPack(id, p, size)) found = true;
+    // Its writer was killed before it sealed it: recovered now rather than at the next Open, so
+    // that its whole records are sealed and it can be evicted. (The probe's lock is let go at
+    // once: the recovery locks a descriptor of its own, checked to be the .open file still.)
+    if (writable_ && ::flock(p.file->fd(), LOCK_EX | LOCK_NB) == 0) {
+      ::flock(p.file->fd(), LOCK_UN);
+      dead.push_back(id);
+    }
+  }
+  for (uint64_t id : dead) {
+    const std::string name = PackPath(id, false).filename().string();
+    UniqueFd fd(::openat(packs_dir_.get(), name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // sealed, or taken
+    struct stat by_fd, by_name;
+    if (::fstatat(packs_dir_.get(), name.c_str(), &by_name, AT_SYMLINK_NOFOLLOW) != 0 ||
+        ::fstat(fd.get(), &by_fd) != 0 || by_fd.st_ino != by_name.st_ino) {
+      continue;
+    }
+    const std::shared_ptr<PackFile> followed = others_open_[id].file;
+    others_open_.erase(id);
+    // Its blobs stay where they are; RecoverPack lists them under the pack's sealed name.
+    if (RecoverPack(id, std::move(fd)).ok()) found = true;
+    MutexLock l(files_mu_);
+    if (auto it = files_.find(id); it != files_.end() && it->second == followed) files_.erase(it);
+  }
+  return found;
+}
+
+void LocalChunkStore::ForgetOthersOpenPack(uint64_t pack, const std::vector<Digest>& ids) {
+  {
+    // Only its own entries: recent_ holds every loose blob of a cache (no index tables).
+    WriterLock l(mu_);
+    for (const Digest& id : ids) {
+      auto r = recent_.find(id);
+      if (r != recent_.end() && r->second.pack == pack) recent_.erase(r);
+    }
+  }
+  MutexLock l(files_mu_);
+  files_.erase(pack);
 }
 
 Result<std::pair<std::shared_ptr<LocalChunkStore::PackFile>, uint64_t>>
@@ -1002,11 +1112,9 @@ Result<std::optional<StoredBlob>> LocalChunkStore::Locate(const Digest& id) {
   auto b = Lookup(id);
   if (!b && RefreshIfChanged()) b = Lookup(id);
   if (!b) return std::optional<StoredBlob>();
-  bool sealed;
-  {
-    ReaderLock l(mu_);
-    sealed = !open_ids_.contains(b->pack);
-  }
+  // A pack being written, here or by another process, is named as such.
+  auto file = OpenFileOf(b->pack);
+  const bool sealed = file == nullptr || file->sealed.load();
   return std::optional<StoredBlob>(StoredBlob{PackPath(b->pack, sealed), b->loc});
 }
 
@@ -1557,6 +1665,7 @@ Result<IndexRebuildReport> LocalChunkStore::RebuildIndex() {
       it = open_ids_.contains(it->second.pack) ? std::next(it) : recent_.erase(it);
     }
   }
+  others_open_.clear();  // followed again from their start
   const uint64_t recovered_before = packs_recovered_;
   BDN_RETURN_IF_ERROR(LoadLoosePacks());
   report.packs_repaired = packs_recovered_ - recovered_before;

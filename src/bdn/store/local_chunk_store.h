@@ -70,7 +70,8 @@ struct StoredBlob {
 // pack at a time); a pack is sealed (footer, fdatasync, renamed .open -> .pack) when it reaches
 // pack_target_bytes, and by Sync, which seals every open pack and syncs the directory: one
 // fdatasync per pack instead of one per blob. Blobs of a pack this process has open are visible
-// to this process at once, and to other processes once the pack is sealed.
+// to this process at once, and to other processes once the pack is sealed (or, with
+// Options::read_others_open_packs, as soon as their records are whole: a cache).
 //
 // Crash safety: a record carries its own checked header and its id is the BLAKE3 of its bytes, so
 // the whole records of a pack whose writer died (no footer, or a torn one) are found by a scan:
@@ -119,6 +120,14 @@ class LocalChunkStore : public ChunkStore, public GcStore {
     // Whether index tables are written (Sync, Open). A bounded cache (NodeCache) drops packs
     // whole and keeps few enough that reading their footers at Open is cheap: no tables.
     bool index_tables = true;
+    // Whether the blobs of packs other live processes are still writing (.open) are read too:
+    // each such pack is scanned for its whole records (pack::ScanRecords, every record verified;
+    // a half-written last one is left for later) when first seen, and again from where that scan
+    // stopped whenever a lookup misses and the file has grown since; a pack whose writer died
+    // (its flock free) is recovered then as Open recovers it. Only for a cache (NodeCache): a
+    // blob in another process's open pack is not durable, so a store whose answers a commit
+    // relies on (FindMissing, Sizes) must not count it.
+    bool read_others_open_packs = false;
     // Where writers' claims are recorded for GC (gc_store.h). kNone also ignores any doom.
     ClaimMode claims = ClaimMode::kNone;
     // kMemory: claims recorded before the time this returns are dropped (bdn serve: the start
@@ -282,13 +291,38 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   void EnsureDoomReserve();
   bool IsBadLocked(const pack::IndexedBlob& b) const REQUIRES_SHARED(mu_);
   // Re-reads the index and packs directories if they may have changed since the last look (a
-  // blob was missed); returns whether anything new was found.
+  // blob was missed), and scans the packs other processes are writing that grew since
+  // (read_others_open_packs); returns whether anything may have been found. Costs two fstat
+  // calls, plus an fstat and a flock probe per pack other processes are writing, when nothing
+  // changed.
   bool RefreshIfChanged();
   Status Refresh();
   // Loads every table of index/ not loaded yet and drops those that were replaced.
   Status LoadTables();
-  // Reads the footers of sealed packs no table covers and recovers packs whose writer died.
-  Status LoadLoosePacks();
+  // Reads the footers of sealed packs no table covers and recovers packs whose writer died;
+  // with read_others_open_packs, starts following the packs live writers of other processes
+  // have open (TrackOthersOpenPack) and stops following those sealed, recovered or gone.
+  Status LoadLoosePacks() REQUIRES(refresh_mu_);
+  // One pack another live process is writing (read_others_open_packs): its reading descriptor
+  // and how far it was scanned.
+  struct OthersOpenPack {
+    std::shared_ptr<PackFile> file;
+    uint64_t seen_bytes = 0;   // the file's size at the last scan
+    uint64_t valid_bytes = 0;  // where the last whole record found ends
+    std::vector<Digest> ids;   // of the records found, each once
+  };
+  // Starts following the .open pack `pack` (`fd`, whose flock its live writer holds): scans its
+  // whole records and makes their blobs visible here.
+  void TrackOthersOpenPack(uint64_t pack, UniqueFd fd) REQUIRES(refresh_mu_);
+  // Scans `p` (the pack `pack`, now `file_bytes` long) from its valid_bytes on, adding the blobs
+  // of the whole records found; returns whether it found any.
+  bool ScanOthersOpenPack(uint64_t pack, OthersOpenPack& p, uint64_t file_bytes)
+      REQUIRES(refresh_mu_);
+  // For each followed pack: scans it again if it grew, and recovers it (RecoverPack) if its
+  // writer died without sealing it. Returns whether any blob was found or recovered.
+  bool ScanOthersOpenPacks() REQUIRES(refresh_mu_);
+  // Forgets the blobs `ids` of the followed pack `pack`, which is gone, and its descriptor.
+  void ForgetOthersOpenPack(uint64_t pack, const std::vector<Digest>& ids);
   // Recovers a dead writer's .open pack: its records up to the first one that is not whole,
   // sealed again when writable (the torn tail is cut off, never committed to). `fd` is open with
   // an exclusive flock; the store keeps it (the pack's reading descriptor).
@@ -387,8 +421,11 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Mutex files_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<PackFile>> files_ GUARDED_BY(files_mu_);
 
-  Mutex sync_mu_;                             // one Sync at a time
-  Mutex refresh_mu_;                          // one Refresh at a time
+  Mutex sync_mu_;     // one Sync at a time
+  Mutex refresh_mu_;  // one Refresh at a time
+  // Packs other live processes are writing, followed (read_others_open_packs); their blobs are
+  // in recent_ and their files in files_.
+  std::unordered_map<uint64_t, OthersOpenPack> others_open_ GUARDED_BY(refresh_mu_);
   std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
   std::atomic<bool> disk_full_{false};        // a write found the disk full (NoteFullDisk)
 

@@ -59,6 +59,15 @@ class LocalStore : public ::testing::Test {
       EXPECT_EQ(*got, b);
     }
   }
+  // A store that also reads the packs other live store objects (processes) write, as a NodeCache.
+  std::unique_ptr<LocalChunkStore> OpenFollower() {
+    LocalChunkStore::Options o;
+    o.read_others_open_packs = true;
+    return Open(o);
+  }
+  static void PutAll(LocalChunkStore& s, const std::vector<std::vector<uint8_t>>& blobs) {
+    for (const auto& b : blobs) ASSERT_OK(s.Put(Digest::Of(b), b));
+  }
   // Puts `blobs` in a child process that then dies at once (_exit: no destructor seals its pack).
   void PutInAChildThatDies(const std::vector<std::vector<uint8_t>>& blobs) {
     pid_t pid = ::fork();
@@ -215,6 +224,91 @@ TEST_F(LocalStore, ALiveWritersOpenPackIsLeftAlone) {
   ASSERT_TRUE(writer->Sync().ok());
   // Once sealed, a miss makes the reader look again.
   ExpectAllReadable(*reader, blobs);
+}
+
+TEST_F(LocalStore, OnlyAStoreThatReadsOthersOpenPacksSeesALiveWritersRecords) {
+  auto writer = Open();
+  auto blobs = Blobs(5, 1000, 40);
+  PutAll(*writer, blobs);
+  auto cache = OpenFollower();
+  auto plain = Open();
+  ExpectAllReadable(*cache, blobs);
+  // A store whose answers a commit relies on never counts blobs that are not durable yet.
+  std::vector<Digest> ids;
+  for (const auto& b : blobs) ids.push_back(Digest::Of(b));
+  auto missing = plain->FindMissing(ids);
+  ASSERT_TRUE(missing.has_value()) << missing.error().message();
+  EXPECT_EQ(*missing, ids);
+  EXPECT_EQ(plain->Get(ids[0]).error().code(), StatusCode::kNotFound);
+  // Records appended later are found by the next miss, from where the last scan stopped.
+  auto more = Blobs(3, 2000, 50);
+  PutAll(*writer, more);
+  ExpectAllReadable(*cache, more);
+  EXPECT_EQ(Names(root() / "packs", ".open").size(), 1u);  // never taken for a dead writer's
+  EXPECT_EQ(plain->Get(Digest::Of(more[0])).error().code(), StatusCode::kNotFound);
+}
+
+TEST_F(LocalStore, ARecordOfAFollowedPackThatChangesIsNeverServed) {
+  auto writer = Open();
+  auto blobs = Blobs(2, 1000, 60);
+  PutAll(*writer, blobs);
+  auto cache = OpenFollower();
+  ExpectAllReadable(*cache, blobs);
+  // The bytes under a record found whole change (damage, or a writer that cut its pack back):
+  // the read is verified, never served.
+  const std::string open = Names(root() / "packs", ".open").at(0);
+  UniqueFd fd(::open((root() / "packs" / open).c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  const uint64_t last_byte = pack::kPackHeaderBytes + pack::kRecordHeaderBytes + 999;
+  uint8_t flipped = static_cast<uint8_t>(blobs[0][999] ^ 0x5a);
+  ASSERT_EQ(::pwrite(fd.get(), &flipped, 1, static_cast<off_t>(last_byte)), 1);
+  auto got = cache->Get(Digest::Of(blobs[0]));
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kCorruption) << got.error().message();
+  ExpectAllReadable(*cache, {blobs[1]});
+}
+
+TEST_F(LocalStore, AFollowedPackSealedThenDeletedIsForgottenAtTheNextMiss) {
+  auto writer = Open();
+  auto blobs = Blobs(4, 1000, 70);
+  PutAll(*writer, blobs);
+  auto cache = OpenFollower();
+  ExpectAllReadable(*cache, blobs);
+  // Sealed and evicted (a region dropped whole) between two looks of the follower.
+  ASSERT_OK(writer->Sync());
+  auto sealed = Names(root() / "packs", ".pack");
+  ASSERT_EQ(sealed.size(), 1u);
+  ASSERT_OK(writer->DropPack(*pack::ParseHex16Name(sealed[0], ".pack")));
+  // Until it looks again, the follower reads its descriptor of the deleted file: the same,
+  // verified bytes.
+  ExpectAllReadable(*cache, {blobs[0]});
+  // A miss looks again: the pack is gone, and so are its blobs.
+  EXPECT_EQ(cache->Get(Digest::Of(RandomBytes(10, 99))).error().code(), StatusCode::kNotFound);
+  for (const auto& b : blobs) {
+    EXPECT_EQ(cache->Get(Digest::Of(b)).error().code(), StatusCode::kNotFound);
+  }
+  // Stored again, in a new pack, they are found again.
+  PutAll(*writer, blobs);
+  ExpectAllReadable(*cache, blobs);
+}
+
+TEST_F(LocalStore, AFollowedPackSealedByItsWriterIsReadFromItsFooter) {
+  auto writer = Open();
+  auto blobs = Blobs(3, 1000, 80);
+  PutAll(*writer, blobs);
+  auto cache = OpenFollower();
+  ExpectAllReadable(*cache, blobs);
+  ASSERT_OK(writer->Sync());
+  auto more = Blobs(2, 3000, 90);
+  PutAll(*writer, more);
+  ASSERT_OK(writer->Sync());
+  // The miss of the new blobs lists the directory: the first pack is now sealed (adopted from
+  // its footer), the second is read from its footer; every blob reads back.
+  ExpectAllReadable(*cache, more);
+  ExpectAllReadable(*cache, blobs);
+  auto located = cache->Locate(Digest::Of(blobs[0]));
+  ASSERT_TRUE(located.has_value() && located->has_value());
+  EXPECT_EQ((*located)->pack_path.extension(), ".pack");
 }
 
 TEST_F(LocalStore, DeletedIndexIsRebuiltFromThePackFootersOnOpen) {
