@@ -80,6 +80,9 @@ LocalChunkStore::Options NodeCacheStoreOptions(const NodeCacheOptions& options) 
   so.pack_target_bytes = RegionBytes(options);
   so.max_open_packs = 1;  // one region filled at a time: the bound holds but for its slack
   so.index_tables = false;
+  // Every mount on the node reads what the others cached, in the regions they are still filling
+  // too: the cache holds copies, none of them committed to (every read is verified).
+  so.read_others_open_packs = true;
   so.migrate_command = "bdn store migrate --cache-dir " + options.dir.string();
   return so;
 }
@@ -166,7 +169,15 @@ Status NodeCache::Put(const Digest& id, std::span<const uint8_t> data) {
   return upstream_->Put(id, data);
 }
 
-Status NodeCache::Sync() { return upstream_->Sync(); }
+Status NodeCache::Sync() {
+  // The region being filled is sealed first: a cache that is not written to again (a mount
+  // about to exit) leaves every chunk it kept in a sealed region for the other processes.
+  if (Status sealed = store_->Sync(); !sealed.ok()) {
+    log::Warn("node cache " + options_.dir.string() + ": " + sealed.message() +
+              "; its whole records are kept when the next process recovers the region");
+  }
+  return upstream_->Sync();
+}
 
 Result<std::vector<uint8_t>> NodeCache::Get(const Digest& id) {
   if (auto hit = ReadCached(id)) return std::move(*hit);
@@ -237,6 +248,9 @@ FetchResults NodeCache::FetchManyAndStore(std::span<const Digest> ids) {
       got[i] = Admit(want[i], std::move(*got[i]));
     } else if (got[i].error().code() != StatusCode::kNotFound) {
       ++counters_.upstream_errors;
+      // Another process may have cached it meanwhile (a mount beside this one reading while the
+      // origin is down): one last look.
+      if (auto hit = ReadCached(want[i])) got[i] = std::move(*hit);
     }
   });
   for (size_t i = 0; i < fetch.size(); ++i) results[fetch[i]] = std::move(got[i]);
@@ -307,7 +321,10 @@ Result<std::vector<uint8_t>> NodeCache::FetchAndStore(const Digest& id) {
   ++counters_.upstream_fetches;
   Result<std::vector<uint8_t>> got = upstream_->Get(id);
   if (!got) {
-    if (got.error().code() != StatusCode::kNotFound) ++counters_.upstream_errors;
+    if (got.error().code() == StatusCode::kNotFound) return got;
+    ++counters_.upstream_errors;
+    // As in FetchManyAndStore: one last look, another process may have cached it meanwhile.
+    if (auto hit = ReadCached(id)) return std::move(*hit);
     return got;
   }
   return Admit(id, std::move(*got));

@@ -69,8 +69,8 @@ struct NodeCacheStats {
 // A ChunkStore whose Get answers from a local log-structured cache of verified chunks, fetching
 // a missing chunk from `upstream` (one fetch per chunk at a time in this process, however many
 // callers miss it: a FetchCore without threads, FetchHere on the caller's thread) and keeping it
-// for next time. Contains, FindMissing, Sizes, Put and Sync go to
-// the upstream unchanged: the cache holds copies, never the authoritative set.
+// for next time. Contains, FindMissing, Sizes and Put go to the upstream unchanged (Sync too,
+// after sealing the region being filled): the cache holds copies, never the authoritative set.
 //
 // On disk (CacheLib Navy's BlockCache is the model): fixed-size region files, filled in order by
 // appending records (the pack format: a checked header per record, a footer listing them), and
@@ -87,8 +87,16 @@ struct NodeCacheStats {
 // Every read is verified; a copy that fails verification is set aside (the store's quarantine)
 // and the chunk fetched again from upstream (bad bytes are never returned). A cache disk that
 // fails to write (full, read-only) only costs the caching: the fetched bytes are still returned.
-// Several processes may share the directory: a region is seen by the others once it is sealed
-// (full, or when its process closes the cache); until then they may fetch and keep their own copy.
+// Several processes may share the directory (every mount on the node with the same --cache-dir,
+// and `bdn cache serve`), and each reads what any of them cached: on a miss, before going
+// upstream, a NodeCache looks again (two fstat calls when nothing changed, plus one fstat and one
+// flock probe per region another process is filling), reads the footers of regions other
+// processes sealed since its last look (a region is sealed when full, by Sync, and when its
+// process closes the cache), and scans the records other live processes appended to the regions
+// they are still filling (only the bytes added since its last scan, each record verified; a
+// record not yet whole is left for the next miss). A region whose process died unsealed is
+// recovered then (its whole records kept). Hits cost nothing more. Two processes that miss one
+// chunk at the same moment may both fetch it and keep a copy each.
 // The NodeCache starts no threads, so it may be opened before a fork.
 //
 // Thread-safe; several processes may use one directory.
@@ -123,6 +131,10 @@ class NodeCache : public ChunkStore {
   Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override;
   Result<BlobSizes> Sizes(std::span<const Digest> ids) override;
   Status Put(const Digest& id, std::span<const uint8_t> data) override;
+  // Seals the region this process is filling (no fdatasync: a cache), so that other processes
+  // read its chunks from its footer, then the upstream's Sync. A region that cannot be sealed is
+  // a warning in the log (its whole records are recovered by the next process that finds it
+  // unlocked), not an error: errors are the upstream's Sync's.
   Status Sync() override;
 
   // The verified bytes of `id`: from the cache directory, or from the upstream (then written to
