@@ -145,6 +145,9 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   ::mallopt(M_TOP_PAD, 16 << 20);
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
 
+  // Synced once the session is over (below): the daemon leaves by _exit, and no destructor of
+  // the store stack would run.
+  ChunkStore& store = view->store();
   std::unique_ptr<FuseFileSystem> fsys = FuseFileSystem::Create(std::move(view), options, mp);
   fuse_lowlevel_ops ops = FuseFileSystem::Ops();
 
@@ -215,6 +218,11 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   fuse_session_unmount(se);
   release_session();
   helper.join();
+  // What the store stack kept and has not finished (a node cache's region being filled) is made
+  // whole for the processes that share it; the mount is over either way.
+  if (Status synced = store.Sync(); !synced.ok()) {
+    log::Warn(what + ": at exit: " + synced.message());
+  }
   // rc > 0 is the number of the signal that stopped the loop: a requested, clean stop.
   if (rc < 0) return ErrnoError(what + ": session loop", -rc);
   return Status::Ok();

@@ -110,6 +110,10 @@ struct MountOptions {
 // interrupted too, they are sent as synchronous requests (no async DIO: the kernel never
 // interrupts background requests).
 //
+// Exit: once the session ends (unmounted, or a signal), the view's store is synced
+// (ChunkStore::Sync: a node cache seals the region it was filling, so that the mounts sharing
+// it read its chunks from its footer); a failure there is a warning in the log.
+//
 // Errors: NotFound if the mountpoint does not exist; InvalidArgument "mountpoint X: not a
 // directory"; AlreadyExists "mountpoint X: already a bdn mount" if a live one is there;
 // PermissionDenied "mountpoint X: allow_other: ..." (CheckAllowOtherPermitted), or "mountpoint
