@@ -329,7 +329,8 @@ std::string FlockHolder(const struct stat& st) {
 class PartialFile {
  public:
   // Opens and locks the partial file `tmp` of `name` in directory `dir`; `shown` names the file
-  // in messages. Only a regular file of this user's with one link is resumed from: anything else at
+  // in messages. Only a regular file of this user's with one link and mode 0600 or less is resumed
+  // from: anything else at
   // the partial file's name (a hard link to a file elsewhere, another user's file in a shared
   // directory, a symlink, a FIFO, an empty directory) is removed first, so that nothing is ever
   // written, chmod-ed or renamed into place through it. While another process holds its lock
@@ -458,16 +459,21 @@ class PartialFile {
       : dir_(dir), name_(name), shown_(shown), tmp_(tmp) {}
 
   // A partial file a pull may resume from and write: a regular file of this user's, with no
-  // other name (writing or chmod-ing a hard link would change a file outside the destination).
+  // other name (writing or chmod-ing a hard link would change a file outside the destination),
+  // and with no permission bit for group or others, nor set-id or sticky bit (a pull makes it
+  // 0600): another user who could open a file of ours (say, a 0644 file of an earlier pull,
+  // renamed to this name in a directory of theirs) would read what is written into it, or hold
+  // its lock to keep this pull waiting.
   static bool Resumable(const struct stat& st) {
-    return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid();
+    return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid() &&
+           (st.st_mode & 07077) == 0;
   }
 
   // Waits while another process holds the lock of the partial file open here (`opened`: its
   // fstat), polling (every 5 ms at first, then less often, up to every 100 ms) on `clock`. Returns
   // true once this descriptor holds the lock, false once the partial file's name no longer names it
   // (the holder renamed it into place, or removed it). The wait goes on as long as the file changes
-  // (its size, blocks, mtime or ctime): a pull writing a large file is waited for however long it
+  // (its size, blocks or mtime): a pull writing a large file is waited for however long it
   // takes. Errors: Conflict "file \"shown\": another pull is writing it (pid N, \"bdn\") and its
   // partial file .bdn-partial-… has not changed for 1m (stopped? pull again once it has ended)"
   // after `stall` without a change (the holder as /proc/locks names it, left out when it cannot
@@ -490,11 +496,10 @@ class PartialFile {
       }
       if (named.st_dev != opened.st_dev || named.st_ino != opened.st_ino) return false;
       if (::fstat(fd_.get(), &now) != 0) return Err(Error(errno));
+      // Not the ctime: a rename of the file away and back changes it, and is no sign of a writer.
       if (now.st_size != last.st_size || now.st_blocks != last.st_blocks ||
           now.st_mtim.tv_sec != last.st_mtim.tv_sec ||
-          now.st_mtim.tv_nsec != last.st_mtim.tv_nsec ||
-          now.st_ctim.tv_sec != last.st_ctim.tv_sec ||
-          now.st_ctim.tv_nsec != last.st_ctim.tv_nsec) {
+          now.st_mtim.tv_nsec != last.st_mtim.tv_nsec) {
         last = now;
         deadline = clock.SteadyNow() + stall;
       } else if (clock.SteadyNow() >= deadline) {

@@ -590,6 +590,24 @@ TEST_F(VolumeTest, PullNeverWritesThroughWhatStandsAtAPartialFileName) {
     ASSERT_EQ(::stat((out / "a.txt").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, 0u);
   }
+  // From an attacking helper: a file of ours that others may open (0644, say an earlier pull's,
+  // renamed to the partial file's name in a directory of another user's) is not resumed from, so
+  // nothing is written into an inode another user may hold open; it is removed.
+  for (mode_t mode : {0644, 0604, 0640, 04600, 01600}) {
+    out = fresh_out("out-mode-" + std::to_string(mode));
+    std::ofstream(out / partial) << "hel";
+    ASSERT_EQ(::chmod((out / partial).c_str(), mode), 0);
+    // Held open, as the other user would: what the pull writes must not reach it.
+    UniqueFd held(::open((out / partial).c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(held);
+    pulled(out);
+    struct stat planted, st;
+    ASSERT_EQ(::fstat(held.get(), &planted), 0);
+    ASSERT_EQ(::stat((out / "a.txt").c_str(), &st), 0);
+    EXPECT_NE(st.st_ino, planted.st_ino) << std::oct << mode;
+    EXPECT_EQ(planted.st_size, 3) << std::oct << mode;
+    EXPECT_EQ(planted.st_nlink, 0u) << std::oct << mode << ": removed";
+  }
   // A directory that holds something is not removed: the pull says so.
   out = fresh_out("out-full-dir");
   fs::create_directories(out / partial / "keep");
