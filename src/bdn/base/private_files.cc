@@ -378,7 +378,26 @@ Result<UniqueFd> OpenLogFile(const fs::path& file) {
     if (!fd) return Err(ErrnoError("log file " + file.string(), errno));
     return fd;
   }
-  return OpenLogFileFollowing(file, "log file " + file.string(), 0);
+  BDN_ASSIGN_OR_RETURN(UniqueFd fd, OpenLogFileFollowing(file, "log file " + file.string(), 0));
+  // From an attacking helper: another name of one of this process's links (/proc/thread-self/fd/6,
+  // /proc/<pid>/fd/6, a symlink to /dev/fd/6) reaches bdn's own file just the same (the mount
+  // daemon's log went into a sealed pack of the store). Whatever the path, the file opened must
+  // not be one this process opened since it started.
+  struct stat opened;
+  if (::fstat(fd.get(), &opened) != 0) return Err(ErrnoError("log file " + file.string(), errno));
+  if (!S_ISCHR(opened.st_mode)) {
+    for (int own : ListOpenDescriptors()) {
+      struct stat st;
+      if (own == fd.get() || std::ranges::find(kStartDescriptors, own) != kStartDescriptors.end() ||
+          ::fstat(own, &st) != 0 || st.st_dev != opened.st_dev || st.st_ino != opened.st_ino) {
+        continue;
+      }
+      return Err(FailedPreconditionError(
+          "log file " + file.string() + ": it is a file bdn itself has open (descriptor " +
+          std::to_string(own) + "), not a log file; give a file of its own"));
+    }
+  }
+  return fd;
 }
 
 Result<UniqueFd> OpenPrivateSubdirectory(int parent, const std::string& name,

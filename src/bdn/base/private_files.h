@@ -140,7 +140,10 @@ Status CreatePrivateFile(const std::filesystem::path& file, std::string_view wha
 // is, its mode left alone. Only a descriptor open when the process started counts
 // (FailedPrecondition "log file /dev/fd/9: descriptor 9 was not open when bdn started (open it
 // in the shell, e.g. 9>>bdn.log, or give a file)"): another number would be one of bdn's own
-// files by the time the log is opened.
+// files by the time the log is opened. Whatever the path, a file opened that this process
+// already has open by a descriptor it opened itself (/proc/thread-self/fd/N, /proc/<pid>/fd/N, a
+// symlink to /dev/fd/N) is refused: FailedPrecondition "log file <file>: it is a file bdn itself
+// has open (descriptor N), not a log file; give a file of its own".
 // Errors: those of CreatePrivateDirectory, "log file <file>: ..." (PermissionDenied "log file
 // /tmp/m/x.log: /tmp/m, a directory above it, is owned by uid 1001 (mallory), not by this user
 // (uid 0) or root, who could replace what is in it; use a directory of your own");

@@ -133,6 +133,19 @@ TEST_F(PrivateFilesTest, ALogFileNamingADescriptorOpenedSinceStartIsRefused) {
                                         " was not open when bdn started (open it in the shell, "
                                         "e.g. 9>>bdn.log, or give a file)");
   }
+  // From an attacking helper: other names of the same link, followed as paths, reach the same
+  // file (the mount daemon's log went into a pack of the store): refused by what was opened.
+  fs::create_symlink("/dev/fd/" + n, root_ / "to-fd");
+  for (const std::string& path :
+       {"/proc/thread-self/fd/" + n, "/proc/" + std::to_string(::getpid()) + "/fd/" + n,
+        (root_ / "to-fd").string(), (root_ / "own.db").string()}) {
+    auto fd = OpenLogFile(path);
+    ASSERT_FALSE(fd.has_value()) << path;
+    EXPECT_EQ(fd.error().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(fd.error().message(), "log file " + path +
+                                        ": it is a file bdn itself has open (descriptor " + n +
+                                        "), not a log file; give a file of its own");
+  }
   EXPECT_EQ(fs::file_size(root_ / "own.db"), 0u) << "nothing was written to the file";
   auto closed = OpenLogFile("/dev/fd/987");
   ASSERT_FALSE(closed.has_value());
