@@ -52,8 +52,9 @@ std::string CommandList(CLI::App& app) {
 // For a parse that failed because a command was required: the first word of argv where a command
 // is required that names none ("volme" in `bdn volme push`, "bogus" in `bdn volume bogus`), as
 // "unknown command \"volme\" (bdn has: cache, fsck, ...)", or, where the words stop before a
-// command, "bdn volume: a command is required (bdn volume has: cat, ...)"; "" when an option's
-// value cannot be told apart.
+// command, "bdn volume: a command is required (bdn volume has: cat, ...)", or for an option that
+// is not one of the words' before a command, "unknown option \"--bogus\" (bdn volume --help lists
+// them)"; "" when the parse failed for another reason.
 std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
   CLI::App* at = &app;
   std::string path = "bdn";
@@ -67,7 +68,10 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
       for (CLI::App* a = at; a != nullptr && opt == nullptr; a = a->get_parent()) {
         opt = a->get_option_no_throw(arg);
       }
-      if (opt == nullptr) return "";  // not known here: cannot tell what follows
+      if (opt == nullptr) {  // from an attacking helper: CLI11 said "A subcommand is required"
+        return "unknown option \"" + bdn::EscapeName(arg.substr(0, arg.find('='))) + "\" (" + path +
+               " --help lists them)";
+      }
       if (opt->get_expected_min() > 0) ++i;
       continue;
     }
@@ -178,8 +182,10 @@ int main(int argc, char** argv) {
           ": acts on a local data directory (--data, default the embedded store), "
           "not on a server, and --remote or BDN_REMOTE names " +
           remote +
-          " (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE or name "
-          "the directory with --data to run it here"));
+          (inv.local_only == "bdn gc"
+               ? " (a server collects its own garbage: bdn serve --gc-interval)"
+               : "") +
+          "; unset BDN_REMOTE or name the directory with --data to run it here"));
     }
     if (inv.run_standalone) {
       bdn::Status s = inv.run_standalone();

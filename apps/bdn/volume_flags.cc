@@ -224,7 +224,8 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--jobs", pull->jobs)->check(IntInRange(1, kMaxJobs));
   c->add_option("--writer-stall-time", pull->writer_stall_time,
                 "how long to wait for another pull writing one of the files while it makes no "
-                "progress (default 1m)");
+                "progress (default 1m)")
+      ->check(NotEmpty());
   c->callback([&inv, pull] {
     inv.huge_page_heap = true;
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };

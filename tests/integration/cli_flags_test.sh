@@ -110,6 +110,7 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' '--expected-sequence: must be at leas
   "$BDN" volume push "$WORK/data" bdn:t/v --expected-sequence -1
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume push "" bdn:t/v
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume pull "$ref" ""
+run_fails 2 "$(printf 'bdn: error: %s\n%s' '--writer-stall-time: must not be empty' "$hint")" "$BDN" volume pull "$ref" "$WORK/o" --writer-stall-time ""
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume mount "$ref" ""
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume umount ""
 # From a new user: a mistyped command said "A subcommand is required", with no "bdn: error:".
@@ -119,6 +120,10 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "bogus" (bdn volume 
   "$BDN" --home "$WORK/h" volume bogus
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume: a command is required (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions)' "$hint")" \
   "$BDN" volume
+# From an attacking helper: an unknown option before the command said "A subcommand is required".
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "--bogus" (bdn --help lists them)' "$hint")" "$BDN" --bogus
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "-x" (bdn --help lists them)' "$hint")" "$BDN" -x
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "--bogus" (bdn volume --help lists them)' "$hint")" "$BDN" volume --bogus
 for args in "--json volume push $WORK/data" "--json=false --json=on volume push" \
   "--json=true volume push $WORK/data bdn:t/v --bogus" "volume push $WORK/data bdn:t/v --json --bogus"; do
   rc=0; out=$("$BDN" $args 2>"$WORK/err") || rc=$?
@@ -206,6 +211,14 @@ for mp in "$WORK/selfsrc/home" "$WORK/selfsrc/home/store/packs" "$WORK/selfsrc";
   run_fails 2 "bdn: error: mountpoint $mp: would hide the embedded store $WORK/selfsrc/home (mount elsewhere, or give --home elsewhere)" \
     "$BDN" --home "$WORK/selfsrc/home" volume mount bdn:t/self "$mp"
 done
+# ... and, from an attacking helper, a mountpoint to be made inside the home is refused before
+# any directory is made there.
+home_before=$(cd "$WORK/selfsrc/home" && find . -printf '%p %m\n' | sort)
+for mp in "$WORK/selfsrc/home/newmp" "$WORK/selfsrc/home/store/x/y"; do
+  run_fails 2 "bdn: error: mountpoint $mp: would hide the embedded store $WORK/selfsrc/home (mount elsewhere, or give --home elsewhere)" \
+    "$BDN" --home "$WORK/selfsrc/home" volume mount bdn:t/self "$mp"
+done
+assert_eq "$home_before" "$(cd "$WORK/selfsrc/home" && find . -printf '%p %m\n' | sort)" "the home after the refused mounts"
 assert_eq "" "$(awk -v p="$WORK/selfsrc" 'index($2, p) == 1 {print $2}' /proc/self/mounts)" "mounts below selfsrc"
 mkdir "$WORK/um"
 "$BDN" --home "$WORK/selfsrc/home" volume mount bdn:t/self "$WORK/um" >/dev/null 2>&1 || fail "mount beside the home"

@@ -185,8 +185,9 @@ run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID)
 # From a new user: with BDN_REMOTE set, gc, fsck and store stats acted on the local store (empty)
 # and exited 0, as if they had checked the server.
 for cmd in gc fsck "store stats"; do
+  why=""; [ "$cmd" = gc ] && why=" (a server collects its own garbage: bdn serve --gc-interval)"
   # shellcheck disable=SC2086
-  run_fails 2 "bdn: error: bdn $cmd: acts on a local data directory (--data, default the embedded store), not on a server, and --remote or BDN_REMOTE names $BDN_REMOTE (a server collects its own garbage: bdn serve --gc-interval); unset BDN_REMOTE or name the directory with --data to run it here" \
+  run_fails 2 "bdn: error: bdn $cmd: acts on a local data directory (--data, default the embedded store), not on a server, and --remote or BDN_REMOTE names $BDN_REMOTE$why; unset BDN_REMOTE or name the directory with --data to run it here" \
     "$BDN" $cmd
 done
 # Named on the command line, the directory is local whatever BDN_REMOTE says: the server's own

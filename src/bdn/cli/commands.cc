@@ -977,6 +977,23 @@ Status CheckNotOverHome(const fs::path& home, const struct stat& mp, const std::
                               " (mount elsewhere, or give --home elsewhere)");
 }
 
+// CheckNotOverHome for a mountpoint not made yet: the nearest directory of `mountpoint` (absolute)
+// that exists is judged, so that a mount refused inside the home makes no directory there first.
+Status CheckNotToBeMadeInHome(const fs::path& home, const fs::path& mountpoint,
+                              const std::string& shown) {
+  for (fs::path p = mountpoint; p.has_relative_path(); p = p.parent_path()) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) continue;
+    if (p == mountpoint || !S_ISDIR(st.st_mode)) return Status::Ok();  // judged once walked
+    BDN_ASSIGN_OR_RETURN(auto below, DirectoryIdentities(home));
+    if (!below.contains({st.st_dev, st.st_ino})) return Status::Ok();
+    return InvalidArgumentError(shown + ": would hide the embedded store " +
+                                EscapeName(home.string()) +
+                                " (mount elsewhere, or give --home elsewhere)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
@@ -1014,6 +1031,8 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     return CheckAncestor(st, dir, shown);
   };
   if (state.kind == MountpointState::Kind::kNone) {
+    BDN_RETURN_IF_ERROR(
+        CheckNotToBeMadeInHome(ctx.home, fs::absolute(args.mountpoint).lexically_normal(), shown));
     // The path as given, not opts.mountpoint: that has its symlinks resolved already.
     BDN_ASSIGN_OR_RETURN(WalkedDirectory walked,
                          OpenDirectoryPath(fs::absolute(args.mountpoint), shown, walk));
