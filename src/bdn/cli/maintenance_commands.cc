@@ -111,6 +111,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   options.mode = args.dry_run ? GcMode::kDryRun : GcMode::kRun;
   options.max_repack_fraction = args.max_repack_fraction;
   options.grace = *grace;
+  options.discard_copies_on_full_disk = true;  // the gc is this process's only writer
   if (!args.dry_run && grace->count() > 0 && !json_output) {
     options.hook = [&](GcPhase p) {
       if (p == GcPhase::kCopied) {

@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "bdn/base/text.h"
+#include "bdn/base/units.h"
 #include "bdn/format/manifest.h"
 #include "bdn/format/ref.h"
 #include "bdn/store/pack_format.h"
@@ -200,25 +202,78 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   };
   if (options.mode == GcMode::kDryRun || doomed_index.empty()) return finish();
 
-  // 3. Doom, then copy what the repacked packs hold that is needed.
+  // 3. Doom, then copy what the repacked packs hold that is needed. The packs to delete come
+  // first in the doom: on a full disk the run falls back to them alone (below), and a doom cut
+  // back to its front needs no new space (GcStore::PublishDoom).
+  std::stable_partition(doomed_index.begin(), doomed_index.end(),
+                        [&](uint32_t i) { return needed_count[i] == 0; });
+  const size_t deletes = static_cast<size_t>(std::count_if(
+      doomed_index.begin(), doomed_index.end(), [&](uint32_t i) { return needed_count[i] == 0; }));
   std::vector<uint64_t> doomed;
   for (uint32_t i : doomed_index) doomed.push_back(packs[i].id);
   BDN_RETURN_IF_ERROR(store.PublishDoom(doomed));
+  // On a full disk, when this process has no other writer: the copies no Sync covered are
+  // deleted, so that a run that could not finish gives back the space it took. Best effort.
+  auto discard_copies = [&]() -> bool {
+    if (!options.discard_copies_on_full_disk) return false;
+    auto d = store.blobs().DiscardAfterFullDisk();
+    return d && d->disk_full;
+  };
   // From here on every way out clears the doom (a crash leaves it to the next open).
   auto fail = [&](const Status& s) -> Result<GcReport> {
+    discard_copies();
     // Best effort on an error path: a doom left behind ends at the store's next open with no GC
     // running, as after a crash.
     store.ClearDoom().IgnoreError();
     return Err(s);
   };
   Hook(options, GcPhase::kDoomed);
-  for (uint32_t i : doomed_index) {
-    for (uint32_t k : keepers[i]) {
-      Status s = CopyBlob(store, packs[i].blobs[k], report);
-      if (!s.ok()) return fail(s.WithPrefix("gc: repack " + Hex16(packs[i].id)));
+  Status copied = [&]() -> Status {
+    for (size_t j = deletes; j < doomed_index.size(); ++j) {
+      const uint32_t i = doomed_index[j];
+      for (uint32_t k : keepers[i]) {
+        Status s = CopyBlob(store, packs[i].blobs[k], report);
+        if (!s.ok()) return s.WithPrefix("gc: repack " + Hex16(packs[i].id));
+      }
     }
+    if (Status s = store.blobs().Sync(); !s.ok()) return s.WithPrefix("gc: repack");
+    return Status::Ok();
+  }();
+  // Set when the disk filled while copying: the run then deletes only the packs no version
+  // needs (their doom has stood since before any copy, so the doom and grace protect them as
+  // in a whole run), keeps the packs it was repacking, and ends with an error saying so.
+  Status full_disk;
+  std::string kept;  // "1 pack to repack was kept (...)"
+  if (!copied.ok()) {
+    if (copied.code() != StatusCode::kFailedPrecondition) return fail(copied);
+    full_disk = copied;
+    const size_t repacks = doomed_index.size() - deletes;
+    // The packs being repacked leave the doom first (their blobs are live again), then their
+    // copies go.
+    doomed_index.resize(deletes);
+    doomed.resize(deletes);
+    if (!doomed.empty()) {
+      if (Status s = store.PublishDoom(doomed); !s.ok()) {
+        return fail(Status(copied.code(),
+                           copied.message() + "; nothing was deleted (" + s.message() + ")"));
+      }
+    }
+    const bool discarded = discard_copies();
+    kept = Counted(repacks, "pack") + " to repack " + (repacks == 1 ? "was" : "were") + " kept (" +
+           (discarded ? "the copies made were removed"
+                      : "the copies made stay until a later gc collects them") +
+           ")";
+    if (doomed.empty()) {
+      return fail(Status(copied.code(), copied.message() +
+                                            "; the disk is full: nothing was deleted (no pack is "
+                                            "wholly unneeded) and " +
+                                            kept + "; free space and run gc again"));
+    }
+    std::erase_if(report.actions,
+                  [](const GcPackAction& a) { return a.kind == GcPackAction::Kind::kRepack; });
+    report.blobs_copied = 0;  // from here on: the sweep's rescues
+    report.bytes_copied = 0;
   }
-  if (Status s = store.blobs().Sync(); !s.ok()) return fail(s.WithPrefix("gc: repack"));
   Hook(options, GcPhase::kCopied);
 
   // 4. Grace.
@@ -280,6 +335,13 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   }
   report.bytes_reclaimed = freed - std::min(freed, report.bytes_copied);
   Hook(options, GcPhase::kSwept);
+  if (!full_disk.ok()) {
+    return Err(
+        Status(full_disk.code(), full_disk.message() + "; the disk is full: deleted only the " +
+                                     Counted(report.packs_deleted, "pack") + " no version needs (" +
+                                     FormatBytes(report.bytes_reclaimed) + " freed); " + kept +
+                                     ": run gc again to repack"));
+  }
   return finish();
 }
 

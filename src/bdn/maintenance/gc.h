@@ -54,6 +54,11 @@ struct GcOptions {
   // Returns true to end a run early (a server stopping): the grace wait ends, nothing is
   // deleted, the doom is cleared.
   std::function<bool()> stopping;
+  // Whether no other writer of the store runs in this process (bdn gc; not bdn serve, whose
+  // pushes share the packs being written): then a run that finds the disk full deletes the copies
+  // it made that no Sync covered (ChunkStore::DiscardAfterFullDisk), giving their space back,
+  // instead of leaving them for a later run to collect.
+  bool discard_copies_on_full_disk = false;
   // Tests: called at every phase (GcPhase), so a test drives an interleaving exactly.
   std::function<void(GcPhase)> hook;
 };
@@ -98,7 +103,8 @@ struct GcReport {
 //     max_repack_fraction of it → repack; else keep (a blob stored in several packs is needed in
 //     one, the densest; a pack of needed blobs only is kept however small);
 //  3. (a dry run returns here) takes the store's GC lock, publishes the doom of every pack to
-//     delete or repack, copies the needed blobs of packs to repack into new packs and syncs;
+//     delete or repack (those to delete first), copies the needed blobs of packs to repack into
+//     new packs and syncs (on a full disk: narrows the doom to the packs to delete, below);
 //  4. waits `grace`;
 //  5. holding the sweep lock (no commit meanwhile): reads the live claims again, marks again
 //     (versions committed or restored since), copies any doomed blob now needed that has no
@@ -108,7 +114,12 @@ struct GcReport {
 // doom left by a dead run is dropped. Errors: Conflict when another GC runs; Corruption
 // "gc: version bdn:…: …; nothing was deleted (bdn fsck finds what is damaged)" when a version's
 // manifest or chunk index cannot be read (its blobs cannot be known); FailedPrecondition on a
-// full disk while copying (nothing is deleted); Internal "gc: stopped" when `stopping` ended it;
+// full disk while copying: the run then keeps the packs it was repacking (their copies deleted
+// as discard_copies_on_full_disk says) and still deletes, after the grace, the packs with no
+// needed blob, which were doomed first, then fails with "gc: repack <pack>: <cause>; the disk is
+// full: deleted only the N packs no version needs (<bytes> freed); M packs to repack were kept
+// (…): run gc again to repack" ("…: nothing was deleted (no pack is wholly unneeded) and …; free
+// space and run gc again" when there is none); Internal "gc: stopped" when `stopping` ended it;
 // the store's and registry's errors. Thread-safe with respect to readers and writers of the
 // store; one run at a time.
 Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& options);

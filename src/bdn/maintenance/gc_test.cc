@@ -4,8 +4,12 @@
 #include "bdn/maintenance/gc.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "bdn/base/hex.h"
+#include "bdn/base/units.h"
 #include "bdn/maintenance/fsck.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/pack_index.h"
@@ -43,7 +48,7 @@ class GcTest : public ::testing::Test {
     o.claims = mode;
     o.clock = clock_;
     o.max_open_packs = 1;  // one push, one pack
-    auto s = LocalChunkStore::Open(dir_.path() / "store", o);
+    auto s = LocalChunkStore::Open(store_dir_, o);
     ASSERT_OK(s);
     store_ = std::move(*s);
     RegistryOptions r;
@@ -85,6 +90,7 @@ class GcTest : public ::testing::Test {
   }
 
   testutil::TempDir dir_;
+  fs::path store_dir_ = dir_.path() / "store";
   std::shared_ptr<testutil::FakeClock> clock_ = std::make_shared<testutil::FakeClock>();
   std::shared_ptr<LocalChunkStore> store_;
   std::shared_ptr<Registry> registry_;
@@ -316,7 +322,7 @@ TEST_F(GcTest, ReadersOpenedBeforeGcKeepReadingAcrossARepackAndAPackDeletion) {
   auto open_reader = [&]() -> std::shared_ptr<LocalChunkStore> {
     LocalChunkStore::Options o;
     o.durability = LocalChunkStore::Durability::kNone;
-    auto s = LocalChunkStore::Open(dir_.path() / "store", o);
+    auto s = LocalChunkStore::Open(store_dir_, o);
     EXPECT_OK(s);
     return s ? std::shared_ptr<LocalChunkStore>(std::move(*s)) : nullptr;
   };
@@ -469,6 +475,121 @@ TEST_F(GcTest, ADoomLeftByADeadGcIsDroppedAtOpen) {
   missing = store_->FindMissing(std::vector<Digest>{v1});
   ASSERT_OK(missing);
   EXPECT_TRUE(missing->empty());
+}
+
+// The store on a tmpfs of 8 MiB the test mounts (root only; skipped elsewhere): a real full disk.
+class FullDiskGcTest : public GcTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+    fs::create_directories(small());
+    if (::mount("tmpfs", small().c_str(), "tmpfs", 0, "size=8m") != 0) {
+      GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+    }
+    mounted_ = true;
+    store_dir_ = small() / "store";
+    GcTest::SetUp();
+  }
+  void TearDown() override {
+    registry_.reset();
+    store_.reset();
+    if (mounted_) ::umount2(small().c_str(), MNT_DETACH);
+  }
+  fs::path small() const { return dir_.path() / "small"; }
+  uint64_t FreeBytes() const {
+    struct statvfs v;
+    EXPECT_EQ(::statvfs(small().c_str(), &v), 0);
+    return static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+  }
+  std::vector<std::string> Files(const std::string& suffix) {
+    std::vector<std::string> out;
+    for (const auto& f : fs::directory_iterator(store_dir_ / "packs")) {
+      if (f.path().string().ends_with(suffix)) out.push_back(f.path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  bool mounted_ = false;
+};
+
+// A repack that fills the disk: the pack with no needed blob is still deleted (it was doomed
+// first, the doom narrowed to it), the pack being repacked is kept and its copies removed, and
+// the run says so; once there is space a second run repacks.
+TEST_F(FullDiskGcTest, ARepackThatFillsTheDiskStillDeletesTheDeadPacksAndLeavesNoCopy) {
+  // A keeper bigger than the doom reserve's 256 KiB, which the doom gives back.
+  const auto keep = testutil::RandomBytes(600'000, 4);
+  Digest v1 = PushFiles({{"a", a_}, {"k", keep}});  // one pack: mostly dead after v1 goes
+  Digest v2 = PushFiles({{"k", keep}});
+  Digest v3 = PushFiles({{"b", b_}});  // one pack: dead after v3 goes
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v3, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  GcOptions dry;
+  dry.mode = GcMode::kDryRun;
+  auto plan = Gc(dry);
+  ASSERT_OK(plan);
+  std::vector<uint64_t> deletes, repacks;
+  uint64_t dead_bytes = 0;
+  for (const auto& a : plan->actions) {
+    if (a.kind == GcPackAction::Kind::kDelete) {
+      deletes.push_back(a.pack);
+      dead_bytes += a.bytes;
+    } else {
+      repacks.push_back(a.pack);
+    }
+  }
+  ASSERT_EQ(deletes.size(), 1u);
+  ASSERT_EQ(repacks.size(), 1u);
+  const auto sealed = Files(".pack");
+  {
+    std::ofstream f(small() / "filler", std::ios::binary);
+    std::vector<char> block(64 << 10, 'x');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  }
+  ASSERT_EQ(FreeBytes(), 0u);
+  GcOptions o;
+  o.discard_copies_on_full_disk = true;
+  std::string doom_at_grace;
+  o.hook = [&](GcPhase p) {
+    if (p != GcPhase::kCopied) return;
+    std::ifstream in(store_dir_ / "gc" / "doomed");
+    doom_at_grace.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  auto r = Gc(o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
+  const std::string& m = r.error().message();
+  EXPECT_TRUE(m.starts_with("gc: repack " + Hex16(repacks[0]) + ": chunk b3:")) << m;
+  EXPECT_NE(m.find(".open: write: No space left on device; the disk is full: deleted only the 1 "
+                   "pack no version needs (" +
+                   FormatBytes(dead_bytes) +
+                   " freed); 1 pack to repack was kept (the copies made were removed): run gc "
+                   "again to repack"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(doom_at_grace, Hex16(deletes[0]) + "\n");  // narrowed to the pack deleted
+  std::vector<std::string> left = sealed;
+  std::erase(left, Hex16(deletes[0]) + ".pack");
+  EXPECT_EQ(Files(".pack"), left);
+  EXPECT_TRUE(Files(".open").empty());
+  EXPECT_FALSE(fs::exists(store_dir_ / "gc" / "doomed"));
+  EXPECT_EQ(fs::file_size(store_dir_ / "gc" / "doomed.reserve"), 256u << 10);
+  ExpectReadable(v2);
+  NewProcess();  // the store's destructor leaves no copy either
+  EXPECT_EQ(Files(".pack"), left);
+  ExpectReadable(v2);
+
+  fs::remove(small() / "filler");
+  auto again = Gc();
+  ASSERT_OK(again);
+  EXPECT_EQ(again->packs_repacked, 1u);
+  ExpectReadable(v2);
+  EXPECT_STATUS(store_->Get(v1), kNotFound, "");
+  auto fsck = RunFsck(store_dir_, *registry_, FsckMode::kCheck, {});
+  ASSERT_OK(fsck);
+  EXPECT_TRUE(fsck->problems.empty());
 }
 
 }  // namespace

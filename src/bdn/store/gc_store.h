@@ -46,7 +46,10 @@ class GcStore {
   // Whether the copy at (pack, record offset) was found damaged and set aside.
   virtual bool IsQuarantined(uint64_t pack, uint64_t offset) = 0;
   // Dooms `packs` (replacing any earlier doom), visible to every process using the store before
-  // this returns. Errors: I/O errors (ENOSPC → FailedPrecondition).
+  // this returns. A doom that keeps the front of the one before (the packs dropped from its
+  // end: a GC on a full disk falls back to the packs it deletes, which it dooms first) needs no
+  // new space, and is never seen as a doom of fewer packs than it holds. Errors: I/O errors
+  // (ENOSPC → FailedPrecondition).
   virtual Status PublishDoom(std::span<const uint64_t> packs) = 0;
   // Ends the doom (after a sweep, or a run that stopped). Errors: I/O errors.
   virtual Status ClearDoom() = 0;

@@ -1816,18 +1816,32 @@ bool LocalChunkStore::IsQuarantined(uint64_t pack, uint64_t offset) {
   return bad_.contains({pack, offset});
 }
 
+namespace {
+
+// Whether a file of the GC's (the doom reserve, the doom) may be written through: a regular file
+// of this user with no other name. A hard link (a `cp -al` copy of the store shares every inode
+// with the original) or anything else is replaced, never written.
+bool IsOwnSoleFile(const struct stat& st) {
+  return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid();
+}
+
+}  // namespace
+
 void LocalChunkStore::EnsureDoomReserve() {
   if (!writable_ || !gc_dir_) return;
   struct stat st;
-  if (::fstatat(gc_dir_.get(), kDoomReserve, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-      S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) >= kDoomReserveBytes) {
+  if (::fstatat(gc_dir_.get(), kDoomReserve, &st, AT_SYMLINK_NOFOLLOW) == 0 && IsOwnSoleFile(st) &&
+      static_cast<uint64_t>(st.st_size) >= kDoomReserveBytes) {
     return;
   }
   const fs::path path = root_ / "gc" / kDoomReserve;
   // A fixed temporary name: processes opening the store at once each fill it whole and rename
-  // it; a rename that finds it gone (another's went first) fails harmlessly.
-  auto w = AtomicFileWriter::Create(path, "gc doom reserve " + path.string(),
-                                    {.tmp_name = std::string(".") + kDoomReserve + ".tmp"});
+  // it; a rename that finds it gone (another's went first) fails harmlessly. Whatever is at that
+  // name goes first (the writer opens it with O_TRUNC, which would cut another name's file), and
+  // the rename replaces whatever is at the reserve's name without writing into it.
+  const std::string tmp = std::string(".") + kDoomReserve + ".tmp";
+  ::unlinkat(gc_dir_.get(), tmp.c_str(), 0);
+  auto w = AtomicFileWriter::Create(path, "gc doom reserve " + path.string(), {.tmp_name = tmp});
   if (!w) return;
   // Blocks allocated, not a hole: writing into them later needs no free space.
   if (::fallocate(w->fd(), 0, 0, static_cast<off_t>(kDoomReserveBytes)) != 0) {
@@ -1845,22 +1859,50 @@ Status LocalChunkStore::PublishDoom(std::span<const uint64_t> packs) {
   for (uint64_t p : packs) text += Hex16(p) + "\n";
   const fs::path path = root_ / "gc" / "doomed";
   const std::string what = "gc doom " + path.string();
+  // A doom that is the front of the one published (a GC on a full disk falling back to the packs
+  // it deletes, which it doomed first) is cut in place: no new block. A reader racing the cut
+  // reads the old doom, or its front and maybe lines of the rest (a torn line names no pack):
+  // never fewer packs than the new doom.
+  if (UniqueFd cur{
+          ::openat(gc_dir_.get(), "doomed", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)}) {
+    struct stat st;
+    if (::fstat(cur.get(), &st) == 0 && IsOwnSoleFile(st) &&
+        static_cast<uint64_t>(st.st_size) > text.size() &&
+        static_cast<uint64_t>(st.st_size) <= kDoomReserveBytes * 64) {
+      std::vector<uint8_t> old(static_cast<size_t>(st.st_size));
+      auto n = ReadFull(cur.get(), old, what + ": read");
+      if (n && *n == old.size() &&
+          std::string_view(reinterpret_cast<const char*>(old.data()), old.size())
+              .starts_with(text) &&
+          ::ftruncate(cur.get(), static_cast<off_t>(text.size())) == 0) {
+        RefreshDoom();
+        return Status::Ok();
+      }
+    }
+  }
   // One GC at a time (BeginGc's lock): a fixed temporary name. On a full disk the doom, which
   // must be published before the GC frees anything, goes into the space of the reserve: renamed
   // to the temporary name first (whatever another process puts at the reserve's name later is
-  // not this doom), written over, cut to the doom's length, renamed into place.
+  // not this doom), written over, cut to the doom's length, renamed into place. A reserve that is
+  // not this user's sole regular file (a hard link, say) is not written: it goes, and the doom
+  // is written anew.
   if (::renameat(gc_dir_.get(), kDoomReserve, gc_dir_.get(), ".doomed.tmp") == 0) {
-    auto fd = OpenRegularFileAt(gc_dir_.get(), ".doomed.tmp", O_RDWR, what);
+    UniqueFd fd(
+        ::openat(gc_dir_.get(), ".doomed.tmp", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat st;
-    if (fd && ::fstat(fd->get(), &st) == 0 && static_cast<uint64_t>(st.st_size) >= text.size() &&
-        PWriteAll(fd->get(), AsBytes(text), 0, what + ": write").ok() &&
-        ::ftruncate(fd->get(), static_cast<off_t>(text.size())) == 0 &&
+    if (fd && ::fstat(fd.get(), &st) == 0 && IsOwnSoleFile(st) &&
+        static_cast<uint64_t>(st.st_size) >= text.size() &&
+        PWriteAll(fd.get(), AsBytes(text), 0, what + ": write").ok() &&
+        ::ftruncate(fd.get(), static_cast<off_t>(text.size())) == 0 &&
         ::renameat(gc_dir_.get(), ".doomed.tmp", gc_dir_.get(), "doomed") == 0) {
       RefreshDoom();
       return Status::Ok();
     }
-    // Too small for this doom, or a failed step: written anew below (the temporary is reused).
+    // Too small for this doom, not ours alone, or a failed step: written anew below.
   }
+  // The temporary name is opened with O_TRUNC: whatever is there (the reserve just renamed, a
+  // file a killed GC left, another name's inode) goes first, so that nothing else is cut.
+  ::unlinkat(gc_dir_.get(), ".doomed.tmp", 0);
   auto written = WriteFileAtomically(path, AsBytes(text), what, {.tmp_name = ".doomed.tmp"});
   if (!written) return written.error();
   RefreshDoom();

@@ -867,5 +867,93 @@ TEST_F(FullDiskStore, AGcDoomIsPublishedOnAFullDisk) {
   EXPECT_EQ(fs::file_size(store_root() / "gc" / "doomed.reserve"), 256u << 10);
 }
 
+// A doom cut back to its front (a GC on a full disk falling back to the packs it deletes, which
+// it dooms first) needs no block: it is cut in place.
+TEST_F(FullDiskStore, ADoomCutToItsFrontIsPublishedOnAFullDisk) {
+  LocalChunkStore::Options o;
+  o.claims = ClaimMode::kProcessFile;
+  auto opened = LocalChunkStore::Open(store_root(), o);
+  ASSERT_OK(opened);
+  auto& s = **opened;
+  Fill();
+  const std::vector<uint64_t> doom = {0x1234, 0xabcd, 0x5678};
+  ASSERT_OK(s.PublishDoom(doom));
+  // The reserve's blocks past the doom are free again: taken, so that nothing is left to write a
+  // new file with, and only a cut can publish the next doom.
+  {
+    std::ofstream more(small() / "more", std::ios::binary);
+    std::vector<char> block(4096, 'y');
+    while (more.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  }
+  ASSERT_EQ(FreeBytes(), 0u);
+  ASSERT_OK(s.PublishDoom(std::span<const uint64_t>(doom).first(1)));
+  std::ifstream in(store_root() / "gc" / "doomed");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "0000000000001234\n");
+  // A doom that is not the front of the one before needs a new file: none on this disk.
+  const std::vector<uint64_t> other = {0xabcd};
+  EXPECT_STATUS(s.PublishDoom(other), kFailedPrecondition, "gc doom ");
+  ASSERT_OK(s.ClearDoom());
+  EXPECT_FALSE(fs::exists(store_root() / "gc" / "doomed"));
+}
+
+// The reserve is written only when it is this user's regular file with no other name: a hard
+// link (a `cp -al` copy of the store shares it) is replaced, at open and when a doom is
+// published, and the other name's bytes stay as they were.
+TEST_F(LocalStore, AGcReserveWithAnotherNameIsReplacedNotWrittenThrough) {
+  LocalChunkStore::Options o;
+  o.claims = ClaimMode::kProcessFile;
+  const fs::path reserve = root() / "gc" / "doomed.reserve";
+  const fs::path victim = dir_.path() / "victim";
+  const auto bytes = RandomBytes(300'000, 9);
+  auto victim_bytes = [&] {
+    std::ifstream in(victim, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  };
+  auto plant = [&] {
+    {
+      std::ofstream out(victim, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(bytes.data()),
+                static_cast<std::streamsize>(bytes.size()));
+    }
+    fs::remove(reserve);
+    fs::create_hard_link(victim, reserve);
+    ASSERT_EQ(fs::hard_link_count(victim), 2u);
+  };
+  {
+    auto s = Open(o);
+    ASSERT_NE(s, nullptr);
+  }
+  // At open.
+  plant();
+  auto s = Open(o);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(victim_bytes(), bytes);
+  EXPECT_EQ(fs::hard_link_count(victim), 1u);
+  EXPECT_EQ(fs::hard_link_count(reserve), 1u);
+  EXPECT_EQ(fs::file_size(reserve), 256u << 10);
+  // Planted after open: the doom is written anew, not into it.
+  plant();
+  const std::vector<uint64_t> doom = {0x1234, 0xabcd};
+  ASSERT_OK(s->PublishDoom(doom));
+  EXPECT_EQ(victim_bytes(), bytes);
+  EXPECT_EQ(fs::hard_link_count(victim), 1u);
+  std::ifstream in(root() / "gc" / "doomed");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "0000000000001234\n000000000000abcd\n");
+  // A published doom with another name is not cut in place either.
+  fs::create_hard_link(root() / "gc" / "doomed", dir_.path() / "doom-link");
+  ASSERT_OK(s->PublishDoom(std::span<const uint64_t>(doom).first(1)));
+  std::ifstream link(dir_.path() / "doom-link");
+  std::string linked((std::istreambuf_iterator<char>(link)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(linked, "0000000000001234\n000000000000abcd\n");
+  ASSERT_OK(s->ClearDoom());
+  EXPECT_EQ(fs::hard_link_count(reserve), 1u);
+  EXPECT_EQ(fs::file_size(reserve), 256u << 10);
+  EXPECT_EQ(victim_bytes(), bytes);
+}
+
 }  // namespace
 }  // namespace bdn
