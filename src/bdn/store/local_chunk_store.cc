@@ -748,12 +748,15 @@ bool LocalChunkStore::ScanOthersOpenPacks() {
         ::fstat(fd.get(), &by_fd) != 0 || by_fd.st_ino != by_name.st_ino) {
       continue;
     }
-    const std::shared_ptr<PackFile> followed = others_open_[id].file;
+    // What this process found in it is forgotten first: the recovery lists the records it finds
+    // whole under the pack's sealed name, and may find none (a damaged first record: the pack is
+    // removed or set aside), whose entries would otherwise point at a pack that is gone (from an
+    // attacking helper: every read of those chunks then spun on the missing file, and a fetched
+    // copy was never kept, "already stored").
+    std::vector<Digest> ids = std::move(others_open_[id].ids);
     others_open_.erase(id);
-    // Its blobs stay where they are; RecoverPack lists them under the pack's sealed name.
+    ForgetOthersOpenPack(id, ids);
     if (RecoverPack(id, std::move(fd)).ok()) found = true;
-    MutexLock l(files_mu_);
-    if (auto it = files_.find(id); it != files_.end() && it->second == followed) files_.erase(it);
   }
   return found;
 }
@@ -896,6 +899,11 @@ std::shared_ptr<LocalChunkStore::PackFile> LocalChunkStore::OpenFileOf(uint64_t 
   MutexLock l(files_mu_);
   auto it = files_.find(pack);
   return it == files_.end() ? nullptr : it->second;
+}
+
+void LocalChunkStore::ForgetBlob(const Digest& id, uint64_t pack) {
+  WriterLock l(mu_);
+  if (auto r = recent_.find(id); r != recent_.end() && r->second.pack == pack) recent_.erase(r);
 }
 
 void LocalChunkStore::ForgetPack(uint64_t pack) {
@@ -1044,8 +1052,10 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
     auto file = FileOf(b->pack);
     const fs::path path = PackPath(b->pack, !file || file->sealed.load());
     if (!file && errno == ENOENT) {
-      // Deleted by DropPack (a cache's eviction) in another process since this one looked.
+      // Deleted by DropPack (a cache's eviction) in another process since this one looked, or a
+      // pack of another process's that was followed (read_others_open_packs) and then went.
       ForgetPack(b->pack);
+      ForgetBlob(id, b->pack);
       continue;
     }
     if (!file)
@@ -1058,7 +1068,9 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
     // damaged again by the next read, which tries again.
     Quarantine(*b, bytes.error().message()).IgnoreError();
   }
-  return Err(*corrupt);
+  if (corrupt) return Err(*corrupt);
+  return Err(UnavailableError("chunk " + id.ToString() +
+                              ": the packs holding it kept going away while it was read"));
 }
 
 std::optional<std::vector<uint8_t>> LocalChunkStore::GetNow(const Digest& id, uint64_t max_bytes) {

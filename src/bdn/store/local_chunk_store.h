@@ -321,6 +321,8 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // For each followed pack: scans it again if it grew, and recovers it (RecoverPack) if its
   // writer died without sealing it. Returns whether any blob was found or recovered.
   bool ScanOthersOpenPacks() REQUIRES(refresh_mu_);
+  // Forgets where this process saw `id` if that was in `pack`, which is gone.
+  void ForgetBlob(const Digest& id, uint64_t pack);
   // Forgets the blobs `ids` of the followed pack `pack`, which is gone, and its descriptor.
   void ForgetOthersOpenPack(uint64_t pack, const std::vector<Digest>& ids);
   // Recovers a dead writer's .open pack: its records up to the first one that is not whole,

@@ -292,6 +292,59 @@ TEST_F(LocalStore, AFollowedPackSealedThenDeletedIsForgottenAtTheNextMiss) {
   ExpectAllReadable(*cache, blobs);
 }
 
+// From an attacking helper: a followed pack whose writer died with its first record damaged is
+// recovered empty (removed); the blobs found in it before then pointed at a pack that was gone,
+// every read of them went round 16 times and then returned an empty error, and a copy stored
+// again was "already stored".
+TEST_F(LocalStore, AFollowedPackRecoveredEmptyIsForgottenAndItsBlobsCanBeStoredAgain) {
+  auto blobs = Blobs(3, 1000, 110);
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // a writer that stays alive (its pack .open, locked) until told to die
+    auto w = LocalChunkStore::Open(root());
+    for (const auto& b : blobs) {
+      if (!w.has_value() || !(*w)->Put(Digest::Of(b), b).ok()) ::_exit(1);
+    }
+    char c = 0;
+    if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(2);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto cache = OpenFollower();
+  ExpectAllReadable(*cache, blobs);
+  // The first record's header is damaged, then the writer dies without sealing.
+  const std::string open = Names(root() / "packs", ".open").at(0);
+  UniqueFd fd(::open((root() / "packs" / open).c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  const uint8_t junk[8] = {0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04};
+  ASSERT_EQ(::pwrite(fd.get(), junk, sizeof junk, static_cast<off_t>(pack::kPackHeaderBytes + 4)),
+            static_cast<ssize_t>(sizeof junk));
+  fd.Reset();
+  ASSERT_EQ(::write(go[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (int f : {ready[0], ready[1], go[0], go[1]}) ::close(f);
+  // A miss looks again: the dead writer's pack holds nothing whole and is removed.
+  EXPECT_EQ(cache->Get(Digest::Of(RandomBytes(10, 98))).error().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Names(root() / "packs", ".open").empty());
+  for (const auto& b : blobs) {
+    auto got = cache->Get(Digest::Of(b));
+    ASSERT_FALSE(got.has_value());
+    EXPECT_EQ(got.error().code(), StatusCode::kNotFound) << got.error().message();
+  }
+  // Fetched again, they are kept again.
+  PutAll(*cache, blobs);
+  ExpectAllReadable(*cache, blobs);
+  ASSERT_OK(cache->Sync());
+  auto reopened = OpenFollower();
+  ExpectAllReadable(*reopened, blobs);
+}
+
 TEST_F(LocalStore, AFollowedPackSealedByItsWriterIsReadFromItsFooter) {
   auto writer = Open();
   auto blobs = Blobs(3, 1000, 80);
