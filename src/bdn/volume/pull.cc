@@ -389,7 +389,16 @@ class PartialFile {
       errno = 0;
       if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
           named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
-        break;
+        // Judged again now that it is ours: while another pull held it, that pull may have given
+        // it its entry's mode (0644) before failing, and another user may have opened it then
+        // (from an attacking helper). Removed while still locked: no other pull resumes from it.
+        struct stat held;
+        if (::fstat(p.fd_.get(), &held) != 0) return Err(p.Error(errno));
+        if (Resumable(held)) break;
+        ::unlinkat(dir, p.tmp_.c_str(), 0);
+        p.fd_.Reset();
+        ++strangers;
+        continue;
       }
       if (errno != ENOENT && errno != 0) return Err(p.Error(errno));
       p.fd_.Reset();

@@ -1324,6 +1324,41 @@ TEST_F(VolumeTest, PullWaitsForAnotherPullWritingAFileAndKeepsItsFile) {
   }
 }
 
+// From an attacking helper: the pull that held the partial file gave it its entry's mode (0644)
+// and then failed without renaming it; another user opened it meanwhile. The waiting pull, once
+// it has the lock, does not resume from it (what it wrote would reach that user's descriptor).
+TEST_F(VolumeTest, PullThatWaitedDoesNotResumeFromAPartialFileMadeReadableMeanwhile) {
+  const std::string secret = Random(50'000, 23);
+  Write("f", secret);
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::create_directories(dir_ / "out");
+  const fs::path partial = dir_ / "out" / PartialFileName("f");
+  UniqueFd held(::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(held);
+  ASSERT_EQ(::flock(held.get(), LOCK_EX), 0);
+  ASSERT_EQ(::pwrite(held.get(), secret.data(), 100, 0), 100);
+  UniqueFd reader;
+  std::thread other([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(::fchmod(held.get(), 0644), 0);
+    reader.Reset(::open(partial.c_str(), O_RDONLY | O_CLOEXEC));  // the other user's open
+    held.Reset();                                                 // failed: lets go, no rename
+  });
+  PullOptions options;
+  options.writer_stall_time = std::chrono::milliseconds(2000);
+  auto p = Pull(*view, dir_ / "out", options, nullptr);
+  other.join();
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_TRUE(ReadFile(dir_ / "out/f") == secret);
+  ASSERT_TRUE(reader);
+  struct stat st;
+  ASSERT_EQ(::fstat(reader.get(), &st), 0);
+  EXPECT_EQ(st.st_size, 100) << "the pull wrote into the file the other user holds";
+  EXPECT_EQ(st.st_nlink, 0u) << "removed";
+}
+
 // Another pull (of another version) puts other content in place while this one waits for it:
 // a conflict, with --overwrite too (replacing it would mix the two versions without a word).
 TEST_F(VolumeTest, PullThatWaitedFindsOtherContentIsAConflict) {
