@@ -218,6 +218,12 @@ for mp in "$WORK/selfsrc/home/newmp" "$WORK/selfsrc/home/store/x/y"; do
   run_fails 2 "bdn: error: mountpoint $mp: would hide the embedded store $WORK/selfsrc/home (mount elsewhere, or give --home elsewhere)" \
     "$BDN" --home "$WORK/selfsrc/home" volume mount bdn:t/self "$mp"
 done
+# A mount's --log-file inside the home but for its logs/ (where mounts log by default) is refused:
+# from an attacking helper, the daemon's log went into a pack of the store.
+pack=$(find "$WORK/selfsrc/home/store/packs" -name '*.pack' -print -quit)
+mkdir -p "$WORK/lmp"
+run_fails 2 "bdn: error: --log-file $pack: inside the embedded store's home $WORK/selfsrc/home, among its own files (give a path outside it, or in its logs/)" \
+  "$BDN" --home "$WORK/selfsrc/home" volume mount bdn:t/self "$WORK/lmp" --log-file "$pack"
 assert_eq "$home_before" "$(cd "$WORK/selfsrc/home" && find . -printf '%p %m\n' | sort)" "the home after the refused mounts"
 assert_eq "" "$(awk -v p="$WORK/selfsrc" 'index($2, p) == 1 {print $2}' /proc/self/mounts)" "mounts below selfsrc"
 mkdir "$WORK/um"

@@ -173,6 +173,17 @@ serve_answers /dev/null
 assert_eq "" "$(cat "$WORK/serve-log.err")" "stderr of serve --log-file /dev/null"
 assert_eq "$null_mode" "$(stat -c %a /dev/null)" "mode of /dev/null"
 
+step "serve --log-file inside the server's own directory is refused, its files untouched"
+# From an attacking helper: serve appended its log to its registry, its secret key or a pack
+# (every later start then failed on the key's length; fsck found the pack's trailer gone).
+cp "$WORK/srv/registry.db" "$WORK/registry.before"
+for f in "$WORK/srv/registry.db" "$WORK/srv/store/new.log"; do
+  run_fails 2 "bdn: error: --log-file $f: inside the data directory $WORK/srv, among its own files (give a path outside it)" \
+    timeout 20 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --log-file "$f"
+done
+cmp "$WORK/srv/registry.db" "$WORK/registry.before" || fail "the registry was written"
+[ ! -e "$WORK/srv/store/new.log" ] || fail "a log file was made in the store"
+
 step "pull into the embedded store through a bind mount of it elsewhere is refused, nothing made"
 mkdir "$WORK/bind"
 mount --bind "$BDN_HOME/store" "$WORK/bind"

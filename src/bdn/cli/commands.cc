@@ -892,6 +892,31 @@ int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned) {
   return v ? v->created_unix_ms : 0;
 }
 
+Status CheckLogFileOutside(const std::string& log_file, const fs::path& dir,
+                           const std::string& what, bool logs_allowed) {
+  if (log_file.empty()) return Status::Ok();
+  // /dev/stderr, /dev/fd/N, /proc/self/fd/N: descriptors, which OpenLogFile judges (resolved
+  // here they would name whatever bdn itself has open by that number, the store's included).
+  const std::string given = fs::absolute(log_file).lexically_normal().string();
+  if (given.starts_with("/dev/") || given.starts_with("/proc/")) return Status::Ok();
+  std::error_code ec;
+  const fs::path d = fs::canonical(dir, ec);
+  if (ec) return Status::Ok();
+  const fs::path f = fs::weakly_canonical(fs::absolute(log_file), ec);
+  if (ec) return Status::Ok();  // the open says what is wrong with it
+  auto below = [](const fs::path& p, const fs::path& top) {
+    auto [t, q] = std::mismatch(top.begin(), top.end(), p.begin(), p.end());
+    return t == top.end();
+  };
+  if (!below(f, d) || (logs_allowed && below(f, d / "logs") && f != d / "logs")) {
+    return Status::Ok();
+  }
+  return InvalidArgumentError("--log-file " + EscapeName(log_file) + ": inside " + what + " " +
+                              EscapeName(dir.string()) +
+                              ", among its own files (give a path outside it" +
+                              (logs_allowed ? ", or in its logs/" : "") + ")");
+}
+
 fs::path MountLogFile(const fs::path& home, const fs::path& mountpoint) {
   std::string name;
   for (char c : mountpoint.filename().string().substr(0, 64)) {
@@ -1062,6 +1087,12 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
       args.version_created_unix_ms > 0 ? args.version_created_unix_ms : WallNowMs(*Clock::Real());
   opts.unrecorded_mtime_ns = created_ms * 1'000'000;
   opts.log_level = args.log_level;
+  BDN_RETURN_IF_ERROR(CheckLogFileOutside(args.log_file, ctx.home, "the embedded store's home",
+                                          /*logs_allowed=*/true));
+  if (!args.cache_dir.empty()) {
+    BDN_RETURN_IF_ERROR(CheckLogFileOutside(args.log_file, args.cache_dir, "the node cache",
+                                            /*logs_allowed=*/false));
+  }
   if (args.foreground) {
     BDN_RETURN_IF_ERROR(log::Init(args.log_level, args.log_file));
     std::cerr << pinned.ToString() << " mounting at " << EscapeName(opts.mountpoint.string())

@@ -320,6 +320,15 @@ struct MountArgs {
 // mount-<last path component>-<first 12 hex of BLAKE3 of the path>.log, one per mountpoint.
 std::filesystem::path MountLogFile(const std::filesystem::path& home,
                                    const std::filesystem::path& mountpoint);
+// From an attacking helper (a serve's --log-file naming its own secrets.key or a pack: log lines
+// appended to them): InvalidArgument "--log-file <file>: inside <what> <dir>, among its own files
+// (give a path outside it)" when `log_file` (as the kernel would resolve it: symlinks followed,
+// missing components taken as they are) is `dir` or below it, but for <dir>/logs/... when
+// `logs_allowed` (the embedded home, where mount daemons log by default). "" and a `dir` that
+// does not exist pass, and so do paths below /dev and /proc (descriptors: OpenLogFile's rules).
+// No descriptor is opened.
+Status CheckLogFileOutside(const std::string& log_file, const std::filesystem::path& dir,
+                           const std::string& what, bool logs_allowed);
 // bdn volume mount. Errors: PermissionDenied "--allow-other: allow_other: ..." before anything
 // else when args.allow_other is not permitted (CheckAllowOtherPermitted); then those of
 // resolving the ref and of MountPinned.

@@ -104,12 +104,16 @@ sigset_t BlockStopSignals() {
 // The directory a server works in: `given`, else `home`/`leaf`, else $BDN_HOME/`leaf`; made
 // absolute, so that every message naming a file in it starts with the path that HideServerPath
 // keeps out of error bodies (clients see `shown_as`/...; the server's stderr keeps the path).
+// ServerDirPath is the path alone.
+fs::path ServerDirPath(const std::string& given, const std::string& home, const char* leaf) {
+  return fs::absolute(!given.empty()  ? fs::path(given)
+                      : !home.empty() ? fs::path(home) / leaf
+                                      : DefaultHome() / leaf);
+}
+
 fs::path ServerDir(const std::string& given, const std::string& home, const char* leaf,
                    const std::string& shown_as) {
-  fs::path dir = !given.empty()  ? fs::path(given)
-                 : !home.empty() ? fs::path(home) / leaf
-                                 : DefaultHome() / leaf;
-  dir = fs::absolute(dir);
+  fs::path dir = ServerDirPath(given, home, leaf);
   http::HideServerPath(dir, shown_as);
   return dir;
 }
@@ -181,10 +185,12 @@ void RaiseOpenFileLimit(size_t wanted) {
 }
 
 // --log-level and --log-file: where the server's log goes (docs/http-api.md, "Logs").
-// Errors: InvalidArgument naming the flag; the log file's open error.
-Status InitLog(const HttpServerArgs& a) {
+// Errors: InvalidArgument naming the flag (CheckLogFileOutside: never inside `dir`, the server's
+// directory, described as `dir_what`); the log file's open error.
+Status InitLog(const HttpServerArgs& a, const fs::path& dir, const std::string& dir_what) {
   auto level = log::ParseLevel(a.log_level);
   if (!level) return level.error().WithPrefix("--log-level");
+  BDN_RETURN_IF_ERROR(CheckLogFileOutside(a.log_file, dir, dir_what, /*logs_allowed=*/false));
   return log::Init(*level, a.log_file);
 }
 
@@ -650,7 +656,8 @@ Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
 
 Status Serve(const ServeArgs& args, const std::string& home) {
   KeepFreedMemory();
-  BDN_RETURN_IF_ERROR(InitLog(args.http));
+  BDN_RETURN_IF_ERROR(
+      InitLog(args.http, ServerDirPath(args.data, home, "server"), "the data directory"));
   auto ttl = ParseDuration(args.claim_ttl, kMinClaimTtl, kMaxClaimTtl);
   if (!ttl) return ttl.error().WithPrefix("--claim-ttl");
   RegistryOptions registry_options;
@@ -878,7 +885,8 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
 // origin once (concurrent misses share one fetch) and kept on disk within --cache-size.
 Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   KeepFreedMemory();
-  BDN_RETURN_IF_ERROR(InitLog(args.http));
+  BDN_RETURN_IF_ERROR(
+      InitLog(args.http, ServerDirPath(args.cache_dir, home, "cache-node"), "the node cache"));
   if (args.upstream.empty()) return InvalidArgumentError("--upstream: the origin URL is required");
   BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
