@@ -352,7 +352,7 @@ class PartialFile {
         return Err(FailedPreconditionError(p.what() + ": something else keeps taking its name"));
       }
       struct stat named;
-      if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && !Resumable(named)) {
+      if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && !Lockable(named)) {
         BDN_RETURN_IF_ERROR(p.RemoveStranger(named));
         ++strangers;
         continue;
@@ -371,7 +371,7 @@ class PartialFile {
       }
       struct stat opened;
       if (::fstat(p.fd_.get(), &opened) != 0) return Err(p.Error(errno));
-      if (!Resumable(opened)) {
+      if (!Lockable(opened)) {
         p.fd_.Reset();
         ++strangers;
         continue;  // replaced between the check and the open: checked (and removed) again
@@ -473,9 +473,14 @@ class PartialFile {
   // 0600): another user who could open a file of ours (say, a 0644 file of an earlier pull,
   // renamed to this name in a directory of theirs) would read what is written into it, or hold
   // its lock to keep this pull waiting.
-  static bool Resumable(const struct stat& st) {
-    return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid() &&
-           (st.st_mode & 07077) == 0;
+  static bool Resumable(const struct stat& st) { return Lockable(st) && (st.st_mode & 07077) == 0; }
+  // A partial file whose lock is asked for before it is judged Resumable: a regular file of
+  // this user's with one link, whatever its mode, as another pull gives the file its entry's
+  // mode (0644, say) just before renaming it into place. Removed at once it would fail that pull
+  // ("replaced while it was written"); so it is locked first (waited for while another pull
+  // holds it), then judged, and removed only if it is not Resumable.
+  static bool Lockable(const struct stat& st) {
+    return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid();
   }
 
   // Waits while another process holds the lock of the partial file open here (`opened`: its
@@ -522,7 +527,7 @@ class PartialFile {
     }
   }
 
-  // Removes what is at the partial file's name but is not Resumable (`st`: its lstat).
+  // Removes what is at the partial file's name but is not Lockable (`st`: its lstat).
   Status RemoveStranger(const struct stat& st) const {
     if (::unlinkat(dir_, tmp_.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0 ||
         errno == ENOENT) {
