@@ -52,6 +52,19 @@ std::vector<int> ListOpenDescriptors() {
 
 const std::vector<int> kStartDescriptors = ListOpenDescriptors();
 
+// The descriptors OpenLogFile returned in this process, with their files' device and inode: a
+// log set up again (log::Init twice) may name the file an earlier log still has open by one of
+// them. (The number and the file both: a number closed since and reused for another file, or a
+// log file deleted since whose inode number another file now has, matches neither.)
+struct LogFd {
+  int fd;
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const LogFd&) const = default;
+};
+Mutex g_log_fds_mu;
+std::vector<LogFd> g_log_fds GUARDED_BY(g_log_fds_mu);
+
 std::string Octal(unsigned mode) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
@@ -385,11 +398,13 @@ Result<UniqueFd> OpenLogFile(const fs::path& file) {
   // not be one this process opened since it started.
   struct stat opened;
   if (::fstat(fd.get(), &opened) != 0) return Err(ErrnoError("log file " + file.string(), errno));
+  MutexLock lock(g_log_fds_mu);
   if (!S_ISCHR(opened.st_mode)) {
     for (int own : ListOpenDescriptors()) {
       struct stat st;
       if (own == fd.get() || std::ranges::find(kStartDescriptors, own) != kStartDescriptors.end() ||
-          ::fstat(own, &st) != 0 || st.st_dev != opened.st_dev || st.st_ino != opened.st_ino) {
+          ::fstat(own, &st) != 0 || st.st_dev != opened.st_dev || st.st_ino != opened.st_ino ||
+          std::ranges::find(g_log_fds, LogFd{own, st.st_dev, st.st_ino}) != g_log_fds.end()) {
         continue;
       }
       return Err(FailedPreconditionError(
@@ -397,6 +412,7 @@ Result<UniqueFd> OpenLogFile(const fs::path& file) {
           std::to_string(own) + "), not a log file; give a file of its own"));
     }
   }
+  g_log_fds.push_back({fd.get(), opened.st_dev, opened.st_ino});
   return fd;
 }
 
