@@ -352,11 +352,13 @@ class PartialFile {
         return Err(FailedPreconditionError(p.what() + ": something else keeps taking its name"));
       }
       struct stat named;
-      if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && !Lockable(named)) {
-        BDN_RETURN_IF_ERROR(p.RemoveStranger(named));
-        ++strangers;
-        continue;
-      } else if (errno != ENOENT && errno != 0) {
+      if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (!Lockable(named)) {
+          BDN_RETURN_IF_ERROR(p.RemoveStranger(named));
+          ++strangers;
+          continue;
+        }
+      } else if (errno != ENOENT) {  // only a failed fstatat's errno: a stale one was an error
         return Err(p.Error(errno));
       }
       // O_NONBLOCK: a FIFO put here after the check does not hang the open (it is removed below).
@@ -386,9 +388,9 @@ class PartialFile {
       }
       // Another pull may have renamed this partial file into place between our open and our
       // lock; then it is that file now, and we start a partial file of our own.
-      errno = 0;
-      if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
-          named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
+      const bool still_named = ::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0;
+      if (!still_named && errno != ENOENT) return Err(p.Error(errno));
+      if (still_named && named.st_dev == opened.st_dev && named.st_ino == opened.st_ino) {
         // Judged again now that it is ours: while another pull held it, that pull may have given
         // it its entry's mode (0644) before failing, and another user may have opened it then
         // (from an attacking helper). Removed while still locked: no other pull resumes from it.
@@ -400,7 +402,6 @@ class PartialFile {
         ++strangers;
         continue;
       }
-      if (errno != ENOENT && errno != 0) return Err(p.Error(errno));
       p.fd_.Reset();
     }
     const int flags = ::fcntl(p.fd_.get(), F_GETFL);

@@ -11,15 +11,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 
+#include "bdn/base/clock.h"
 #include "bdn/base/fd.h"
 #include "bdn/format/chunk_index.h"
 #include "bdn/testing/fake_clock.h"
@@ -1280,6 +1284,59 @@ TEST_F(VolumeTest, PullWaitsForAStalledWriterThenNamesIt) {
   auto again = Pull(*view, dir_ / "out", options, nullptr);
   ASSERT_TRUE(again.has_value()) << again.error().message();
   EXPECT_EQ(ReadFile(dir_ / "out/f"), "bytes");
+}
+
+// A Clock whose first SleepFor runs `hook` (then sleeps on fake time): lets a test act at the
+// moment a component waits.
+class HookOnSleepClock final : public Clock {
+ public:
+  explicit HookOnSleepClock(std::function<void()> hook) : hook_(std::move(hook)) {}
+  SteadyTime SteadyNow() const override { return SteadyTime(elapsed_ + std::chrono::hours(1)); }
+  WallTime WallNow() const override { return std::chrono::system_clock::now(); }
+  void SleepFor(std::chrono::nanoseconds d) const override {
+    if (auto hook = std::exchange(hook_, nullptr)) hook();
+    elapsed_ += d;
+  }
+
+ protected:
+  void WaitSome(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                SteadyTime) const override {
+    cv.wait_for(lock, std::chrono::milliseconds(1));
+  }
+
+ private:
+  mutable std::function<void()> hook_;
+  mutable std::chrono::nanoseconds elapsed_{0};
+};
+
+// pull_concurrent_test failed in CI ("…(its partial file .bdn-partial-…): Resource temporarily
+// unavailable"): while a pull waited for another pull's partial file, that one was renamed
+// away and a third pull made a new one at its name; the waiting pull then looked at the new
+// file and took the errno its last flock had left (EWOULDBLOCK) for an error. It now locks the
+// new partial file and writes the file.
+TEST_F(VolumeTest, PullWhoseAwaitedPartialFileIsReplacedByAnotherTakesTheNewOne) {
+  Write("f", "bytes");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  fs::create_directories(dir_ / "out");
+  const fs::path partial = dir_ / "out" / PartialFileName("f");
+  int held = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+  PullOptions options;
+  options.clock = std::make_shared<HookOnSleepClock>([&] {
+    ASSERT_EQ(::rename(partial.c_str(), (dir_ / "elsewhere").c_str()), 0);
+    int fresh = ::open(partial.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(fresh, 0);
+    ::close(fresh);
+  });
+  auto p = Pull(*view, dir_ / "out", options, nullptr);
+  ::close(held);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  EXPECT_EQ(p->files_written, 1u);
+  EXPECT_EQ(ReadFile(dir_ / "out/f"), "bytes");
+  EXPECT_FALSE(fs::exists(partial));
 }
 
 // Another pull writing a file (holding its partial file, which keeps changing) is waited for
