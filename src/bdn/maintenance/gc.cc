@@ -214,10 +214,19 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   BDN_RETURN_IF_ERROR(store.PublishDoom(doomed));
   // On a full disk, when this process has no other writer: the copies no Sync covered are
   // deleted, so that a run that could not finish gives back the space it took. Best effort.
-  auto discard_copies = [&]() -> bool {
-    if (!options.discard_copies_on_full_disk) return false;
+  // Returns what stays of the copies: "" when none was made or all were removed, else how
+  // they stay.
+  auto discard_copies = [&]() -> std::string {
+    const std::string stay = "the copies made stay until a later gc collects them";
+    if (!options.discard_copies_on_full_disk) return stay;
     auto d = store.blobs().DiscardAfterFullDisk();
-    return d && d->disk_full;
+    if (!d || !d->disk_full) return stay;
+    if (d->sealed_packs_kept == 0) return "";
+    // Sealed packs are never deleted here; the next gc keeps a blob in its densest pack (these
+    // copies) and so drops the originals' share of it.
+    return "the copies made were removed but for the " + Counted(d->sealed_packs_kept, "pack") +
+           " of them sealed before the disk filled (" + FormatBytes(d->sealed_bytes_kept) +
+           "), which the next gc keeps in place of the originals";
   };
   // From here on every way out clears the doom (a crash leaves it to the next open).
   auto fail = [&](const Status& s) -> Result<GcReport> {
@@ -258,11 +267,9 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
                            copied.message() + "; nothing was deleted (" + s.message() + ")"));
       }
     }
-    const bool discarded = discard_copies();
+    const std::string copies_left = discard_copies();
     kept = Counted(repacks, "pack") + " to repack " + (repacks == 1 ? "was" : "were") + " kept (" +
-           (discarded ? "the copies made were removed"
-                      : "the copies made stay until a later gc collects them") +
-           ")";
+           (copies_left.empty() ? "the copies made were removed" : copies_left) + ")";
     if (doomed.empty()) {
       return fail(Status(copied.code(), copied.message() +
                                             "; the disk is full: nothing was deleted (no pack is "

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bdn/base/hex.h"
+#include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/maintenance/fsck.h"
 #include "bdn/store/local_chunk_store.h"
@@ -48,6 +49,7 @@ class GcTest : public ::testing::Test {
     o.claims = mode;
     o.clock = clock_;
     o.max_open_packs = 1;  // one push, one pack
+    o.pack_target_bytes = pack_target_bytes_;
     auto s = LocalChunkStore::Open(store_dir_, o);
     ASSERT_OK(s);
     store_ = std::move(*s);
@@ -96,6 +98,7 @@ class GcTest : public ::testing::Test {
   std::shared_ptr<Registry> registry_;
   int pushes_ = 0;
   ClaimMode mode_ = ClaimMode::kProcessFile;
+  uint64_t pack_target_bytes_ = uint64_t{32} << 20;
   const std::vector<uint8_t> a_ = testutil::RandomBytes(3 << 20, 1);
   const std::vector<uint8_t> b_ = testutil::RandomBytes(1 << 20, 2);
   const std::vector<uint8_t> small_ = testutil::RandomBytes(20000, 3);
@@ -509,6 +512,70 @@ class FullDiskGcTest : public GcTest {
     std::sort(out.begin(), out.end());
     return out;
   }
+  // Three pushes; v1 and v3 deleted and past retention: one pack with no needed blob (v3's) and
+  // one to repack (v1's, whose keeper v2 needs: bigger than the doom reserve's 256 KiB, which
+  // the doom gives back). Then the disk is filled. The plan's pack to delete and to repack.
+  struct FullDiskPlan {
+    Digest v1, v2;
+    uint64_t deleted = 0, repacked = 0, dead_bytes = 0;
+    std::vector<std::string> sealed;  // the .pack files before the run
+  };
+  FullDiskPlan PlanAndFillTheDisk() {
+    FullDiskPlan p;
+    const auto keep = testutil::RandomBytes(600'000, 4);
+    p.v1 = PushFiles({{"a", a_}, {"k", keep}});
+    p.v2 = PushFiles({{"k", keep}});
+    Digest v3 = PushFiles({{"b", b_}});
+    EXPECT_OK(registry_->DeleteVersions("w", "v", p.v1, std::nullopt));
+    EXPECT_OK(registry_->DeleteVersions("w", "v", v3, std::nullopt));
+    clock_->Advance(hours(25));
+    NewProcess();
+    GcOptions dry;
+    dry.mode = GcMode::kDryRun;
+    auto plan = Gc(dry);
+    EXPECT_OK(plan);
+    std::vector<uint64_t> deletes, repacks;
+    for (const auto& a : plan ? plan->actions : std::vector<GcPackAction>{}) {
+      if (a.kind == GcPackAction::Kind::kDelete) {
+        deletes.push_back(a.pack);
+        p.dead_bytes += a.bytes;
+      } else {
+        repacks.push_back(a.pack);
+      }
+    }
+    EXPECT_EQ(deletes.size(), 1u);
+    EXPECT_EQ(repacks.size(), 1u);
+    if (deletes.size() == 1 && repacks.size() == 1) {
+      p.deleted = deletes[0];
+      p.repacked = repacks[0];
+    }
+    p.sealed = Files(".pack");
+    std::ofstream f(small() / "filler", std::ios::binary);
+    std::vector<char> block(64 << 10, 'x');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+    f.close();
+    EXPECT_EQ(FreeBytes(), 0u);
+    return p;
+  }
+  // The message of a gc whose repack filled the disk, up to what it says of the copies.
+  static std::string FullDiskSaid(const FullDiskPlan& p) {
+    return ".open: write: No space left on device; the disk is full: deleted only the 1 pack no "
+           "version needs (" +
+           FormatBytes(p.dead_bytes) + " freed); 1 pack to repack was kept (";
+  }
+  // Once there is space, a second gc repacks, and the store checks clean.
+  void RunGcAgainWithSpace(const FullDiskPlan& p) {
+    fs::remove(small() / "filler");
+    auto again = Gc();
+    ASSERT_OK(again);
+    EXPECT_EQ(again->packs_repacked, 1u);
+    ExpectReadable(p.v2);
+    EXPECT_STATUS(store_->Get(p.v1), kNotFound, "");
+    auto fsck = RunFsck(store_dir_, *registry_, FsckMode::kCheck, {});
+    ASSERT_OK(fsck);
+    EXPECT_TRUE(fsck->problems.empty());
+  }
   bool mounted_ = false;
 };
 
@@ -516,44 +583,12 @@ class FullDiskGcTest : public GcTest {
 // first, the doom narrowed to it), the pack being repacked is kept and its copies removed, and
 // the run says so; once there is space a second run repacks.
 TEST_F(FullDiskGcTest, ARepackThatFillsTheDiskStillDeletesTheDeadPacksAndLeavesNoCopy) {
-  // A keeper bigger than the doom reserve's 256 KiB, which the doom gives back.
-  const auto keep = testutil::RandomBytes(600'000, 4);
-  Digest v1 = PushFiles({{"a", a_}, {"k", keep}});  // one pack: mostly dead after v1 goes
-  Digest v2 = PushFiles({{"k", keep}});
-  Digest v3 = PushFiles({{"b", b_}});  // one pack: dead after v3 goes
-  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
-  ASSERT_OK(registry_->DeleteVersions("w", "v", v3, std::nullopt));
-  clock_->Advance(hours(25));
-  NewProcess();
-  GcOptions dry;
-  dry.mode = GcMode::kDryRun;
-  auto plan = Gc(dry);
-  ASSERT_OK(plan);
-  std::vector<uint64_t> deletes, repacks;
-  uint64_t dead_bytes = 0;
-  for (const auto& a : plan->actions) {
-    if (a.kind == GcPackAction::Kind::kDelete) {
-      deletes.push_back(a.pack);
-      dead_bytes += a.bytes;
-    } else {
-      repacks.push_back(a.pack);
-    }
-  }
-  ASSERT_EQ(deletes.size(), 1u);
-  ASSERT_EQ(repacks.size(), 1u);
-  const auto sealed = Files(".pack");
-  {
-    std::ofstream f(small() / "filler", std::ios::binary);
-    std::vector<char> block(64 << 10, 'x');
-    while (f.write(block.data(), static_cast<std::streamsize>(block.size()))) {
-    }
-  }
-  ASSERT_EQ(FreeBytes(), 0u);
+  const FullDiskPlan p = PlanAndFillTheDisk();
   GcOptions o;
   o.discard_copies_on_full_disk = true;
   std::string doom_at_grace;
-  o.hook = [&](GcPhase p) {
-    if (p != GcPhase::kCopied) return;
+  o.hook = [&](GcPhase phase) {
+    if (phase != GcPhase::kCopied) return;
     std::ifstream in(store_dir_ / "gc" / "doomed");
     doom_at_grace.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   };
@@ -561,35 +596,54 @@ TEST_F(FullDiskGcTest, ARepackThatFillsTheDiskStillDeletesTheDeadPacksAndLeavesN
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
   const std::string& m = r.error().message();
-  EXPECT_TRUE(m.starts_with("gc: repack " + Hex16(repacks[0]) + ": chunk b3:")) << m;
-  EXPECT_NE(m.find(".open: write: No space left on device; the disk is full: deleted only the 1 "
-                   "pack no version needs (" +
-                   FormatBytes(dead_bytes) +
-                   " freed); 1 pack to repack was kept (the copies made were removed): run gc "
-                   "again to repack"),
+  EXPECT_TRUE(m.starts_with("gc: repack " + Hex16(p.repacked) + ": chunk b3:")) << m;
+  EXPECT_NE(m.find(FullDiskSaid(p) + "the copies made were removed): run gc again to repack"),
             std::string::npos)
       << m;
-  EXPECT_EQ(doom_at_grace, Hex16(deletes[0]) + "\n");  // narrowed to the pack deleted
-  std::vector<std::string> left = sealed;
-  std::erase(left, Hex16(deletes[0]) + ".pack");
+  EXPECT_EQ(doom_at_grace, Hex16(p.deleted) + "\n");  // narrowed to the pack deleted
+  std::vector<std::string> left = p.sealed;
+  std::erase(left, Hex16(p.deleted) + ".pack");
   EXPECT_EQ(Files(".pack"), left);
   EXPECT_TRUE(Files(".open").empty());
   EXPECT_FALSE(fs::exists(store_dir_ / "gc" / "doomed"));
   EXPECT_EQ(fs::file_size(store_dir_ / "gc" / "doomed.reserve"), 256u << 10);
-  ExpectReadable(v2);
+  ExpectReadable(p.v2);
   NewProcess();  // the store's destructor leaves no copy either
   EXPECT_EQ(Files(".pack"), left);
-  ExpectReadable(v2);
+  ExpectReadable(p.v2);
+  RunGcAgainWithSpace(p);
+}
 
-  fs::remove(small() / "filler");
-  auto again = Gc();
-  ASSERT_OK(again);
-  EXPECT_EQ(again->packs_repacked, 1u);
-  ExpectReadable(v2);
-  EXPECT_STATUS(store_->Get(v1), kNotFound, "");
-  auto fsck = RunFsck(store_dir_, *registry_, FsckMode::kCheck, {});
-  ASSERT_OK(fsck);
-  EXPECT_TRUE(fsck->problems.empty());
+// The same with packs of 64 KiB: the repack sealed a pack of copies before the disk filled.
+// Sealed packs stay (another process may already rely on their blobs); the message said "the
+// copies made were removed" all the same. It now names the packs kept and their size, and they
+// are the only files more than the run without a sealed copy leaves.
+TEST_F(FullDiskGcTest, ARepackThatSealedCopiesBeforeTheDiskFilledSaysTheyStay) {
+  pack_target_bytes_ = 64 << 10;
+  const FullDiskPlan p = PlanAndFillTheDisk();
+  GcOptions o;
+  o.discard_copies_on_full_disk = true;
+  auto r = Gc(o);
+  ASSERT_FALSE(r.has_value());
+  const std::string& m = r.error().message();
+  std::vector<std::string> copies = Files(".pack");
+  std::erase_if(copies, [&](const std::string& f) {
+    return std::find(p.sealed.begin(), p.sealed.end(), f) != p.sealed.end();
+  });
+  ASSERT_FALSE(copies.empty()) << m;
+  uint64_t copy_bytes = 0;
+  for (const auto& f : copies) copy_bytes += fs::file_size(store_dir_ / "packs" / f);
+  EXPECT_NE(m.find(FullDiskSaid(p) + "the copies made were removed but for the " +
+                   Counted(copies.size(), "pack") + " of them sealed before the disk filled (" +
+                   FormatBytes(copy_bytes) +
+                   "), which the next gc keeps in place of the originals): run gc again to "
+                   "repack"),
+            std::string::npos)
+      << m;
+  EXPECT_TRUE(Files(".open").empty());
+  ExpectReadable(p.v2);
+  NewProcess();
+  RunGcAgainWithSpace(p);
 }
 
 }  // namespace

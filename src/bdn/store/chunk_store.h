@@ -170,6 +170,10 @@ class ChunkStore {
     uint64_t packs = 0;      // pack files deleted
     uint64_t bytes = 0;      // their size
     bool disk_full = false;  // a write of this store found the disk full
+    // Packs this process sealed since the store was opened, which stay (sealed packs are never
+    // deleted here), and their size.
+    uint64_t sealed_packs_kept = 0;
+    uint64_t sealed_bytes_kept = 0;
   };
   // For a writer that failed and will commit nothing, in a process where no other writer may
   // still commit (a failed `bdn volume push` of the embedded store): when a write of this store

@@ -1236,6 +1236,10 @@ Status LocalChunkStore::SealPack(OpenPack& p, bool sync) {
   }
   p.file->sealed = true;
   p.file->pinned = false;
+  if (struct stat st; ::fstat(p.file->fd(), &st) == 0) {
+    sealed_bytes_ += static_cast<uint64_t>(st.st_size);
+  }
+  ++sealed_packs_;
   {
     WriterLock l(mu_);
     open_ids_.erase(p.id);
@@ -1412,6 +1416,8 @@ Status LocalChunkStore::Sync() {
 Result<ChunkStore::Discarded> LocalChunkStore::DiscardAfterFullDisk() {
   Discarded out;
   out.disk_full = disk_full_;
+  out.sealed_packs_kept = sealed_packs_;
+  out.sealed_bytes_kept = sealed_bytes_;
   if (!disk_full_ || !writable_) return out;
   // Only packs no other process can see (an .open pack is found by others only once it is
   // sealed, or recovered once its writer is gone) and no commit can name (no Sync covered them).

@@ -430,6 +430,8 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::unordered_map<uint64_t, OthersOpenPack> others_open_ GUARDED_BY(refresh_mu_);
   std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
   std::atomic<bool> disk_full_{false};        // a write found the disk full (NoteFullDisk)
+  std::atomic<uint64_t> sealed_packs_{0};     // packs this process sealed (SealPack), and
+  std::atomic<uint64_t> sealed_bytes_{0};     // their size
 
   class ClaimLog;
   std::unique_ptr<ClaimLog> claims_;
