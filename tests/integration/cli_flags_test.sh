@@ -249,6 +249,11 @@ MOUNTS+=("$WORK/dot")
 assert_eq x "$(cat "$WORK/dot/f")" "read through the mount made as ."
 assert_eq "unmounted $WORK/dot" "$("$BDN" volume umount "$WORK/dot/../dot/")" "umount of a path with .. and a trailing /"
 MOUNTS=()
+# ".." after a name the mount does not hold is resolved by name: no trailing "/" either
+"$BDN" volume mount "$ref" "$WORK/dot" >/dev/null
+MOUNTS+=("$WORK/dot")
+assert_eq "unmounted $WORK/dot" "$("$BDN" volume umount "$WORK/dot/nosuch/..")" "umount of dir/nosuch/.."
+MOUNTS=()
 if [ "$(id -u)" = 0 ]; then
   nobody_home=$(getent passwd 65534 | cut -d: -f6)
   rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume ls 2>&1) || rc=$?

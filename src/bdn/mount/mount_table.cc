@@ -51,8 +51,12 @@ fs::path AbsoluteMountpoint(const fs::path& p) {
       continue;
     }
     if (name == "..") {
+      // Both keep a trailing "/" where ".." is resolved lexically (below a missing "sub" in
+      // "m/sub/.."): the mountpoint is named without it.
       fs::path c = fs::weakly_canonical(abs, ec);
-      return ec ? abs.lexically_normal() : c;
+      if (ec) c = abs.lexically_normal();
+      while (c.has_relative_path() && c.filename().empty()) c = c.parent_path();
+      return c;
     }
     fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
     abs = (ec ? abs.parent_path().lexically_normal() : parent) / name;
