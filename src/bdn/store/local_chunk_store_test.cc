@@ -20,6 +20,7 @@
 
 #include "bdn/store/pack_file.h"
 #include "bdn/store/store_test_util.h"
+#include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
 #include "bdn/testing/test_util.h"
 
@@ -60,11 +61,25 @@ class LocalStore : public ::testing::Test {
     }
   }
   // A store that also reads the packs other live store objects (processes) write, as a NodeCache.
+  // On `follower_clock_`: it looks at the directories again from reads that hit once a second
+  // of that clock.
   std::unique_ptr<LocalChunkStore> OpenFollower() {
     LocalChunkStore::Options o;
     o.read_others_open_packs = true;
+    o.clock = follower_clock_;
     return Open(o);
   }
+  // How many of this process's descriptors are of a deleted file whose name ends in `suffix`.
+  static int DeletedFilesOpen(const std::string& suffix) {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      const std::string target = fs::read_symlink(e.path(), ec).string();
+      n += !ec && target.ends_with(suffix + " (deleted)");
+    }
+    return n;
+  }
+  std::shared_ptr<testutil::FakeClock> follower_clock_ = std::make_shared<testutil::FakeClock>();
   static void PutAll(LocalChunkStore& s, const std::vector<std::vector<uint8_t>>& blobs) {
     for (const auto& b : blobs) ASSERT_OK(s.Put(Digest::Of(b), b));
   }
@@ -290,6 +305,29 @@ TEST_F(LocalStore, AFollowedPackSealedThenDeletedIsForgottenAtTheNextMiss) {
   // Stored again, in a new pack, they are found again.
   PutAll(*writer, blobs);
   ExpectAllReadable(*cache, blobs);
+}
+
+// A follower that only hits (no miss to make it look again) kept the descriptor of a pack
+// another process deleted, and with it the pack's disk space, for as long as it ran. Reads that
+// hit now look again once a second: the deleted pack's blobs are forgotten and its descriptor
+// closed.
+TEST_F(LocalStore, AFollowerThatOnlyHitsLetsGoOfADeletedPackWithinASecond) {
+  auto writer = Open();
+  auto blobs = Blobs(4, 1000, 75);
+  PutAll(*writer, blobs);
+  ASSERT_OK(writer->Sync());
+  auto sealed = Names(root() / "packs", ".pack");
+  ASSERT_EQ(sealed.size(), 1u);
+  auto cache = OpenFollower();
+  ExpectAllReadable(*cache, blobs);
+  writer.reset();  // only the follower holds the pack open now
+  ASSERT_OK(Open()->DropPack(*pack::ParseHex16Name(sealed[0], ".pack")));
+  ExpectAllReadable(*cache, {blobs[0]});  // within the second: its descriptor, verified
+  EXPECT_EQ(DeletedFilesOpen(sealed[0]), 1);
+  follower_clock_->Advance(std::chrono::seconds(1));
+  EXPECT_EQ(cache->Get(Digest::Of(blobs[0])).error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(DeletedFilesOpen(sealed[0]), 0);
+  EXPECT_EQ(cache->GetNow(Digest::Of(blobs[1]), 1 << 20), std::nullopt);
 }
 
 // From an attacking helper: a followed pack whose writer died with its first record damaged is
