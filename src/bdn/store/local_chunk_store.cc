@@ -136,11 +136,18 @@ class FlockHold : public StoreHold {
 
 // Takes `how` (LOCK_SH, LOCK_EX, optionally | LOCK_NB) on the file `name` in the directory `dir`
 // (created if missing; never through a symlink, never a FIFO: EINVAL then). Returns the
-// descriptor, or an empty one with errno set (EWOULDBLOCK: held elsewhere, with LOCK_NB).
+// descriptor, or an empty one with errno set (EWOULDBLOCK: held elsewhere, with LOCK_NB;
+// ENOSPC or EDQUOT: it could not be created).
 UniqueFd LockAt(int dir, const std::string& name, int how) {
+  errno = 0;  // an ENOSPC or EDQUOT below is then the open's own, never a stale one
   auto opened = OpenRegularFileAt(dir, name, O_RDWR | O_CREAT, name);
   if (!opened) {
-    if (opened.error().code() == StatusCode::kFailedPrecondition) errno = EINVAL;
+    // FailedPrecondition: not a regular file, or ErrnoError's code for a full disk or quota,
+    // whose errno is kept (it was reported as EINVAL, "Invalid argument").
+    if (opened.error().code() == StatusCode::kFailedPrecondition && errno != ENOSPC &&
+        errno != EDQUOT) {
+      errno = EINVAL;
+    }
     return UniqueFd();
   }
   UniqueFd fd = std::move(*opened);
