@@ -11,6 +11,7 @@
 #include <new>
 #include <utility>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/hex.h"
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
@@ -1196,10 +1197,9 @@ Status ObjectPackStore::RecoverSpool() {
         return ErrnoError(what + ": truncate", errno);
       }
       std::vector<uint8_t> f = pack::EncodeFooter(scan->blobs, scan->valid_bytes);
-      if (::pwrite(p->fd, f.data(), f.size(), static_cast<off_t>(scan->valid_bytes)) !=
-          static_cast<ssize_t>(f.size())) {
-        return ErrnoError(what + ": write", errno);
-      }
+      // PWriteAll: a short write (a disk filling up) is continued, so that its ENOSPC is the error
+      // reported, not whatever errno held before ("Success").
+      BDN_RETURN_IF_ERROR(PWriteAll(p->fd, f, scan->valid_bytes, what + ": write"));
       p->blobs = std::move(scan->blobs);
       p->bytes = scan->valid_bytes + f.size();
     }
