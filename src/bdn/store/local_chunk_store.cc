@@ -84,6 +84,7 @@ Result<std::vector<std::string>> ListDirAt(int dir, const fs::path& display,
   while (struct dirent* e = ::readdir(d)) {
     std::string_view n = e->d_name;
     if (n != "." && n != "..") out.emplace_back(n);
+    errno = 0;  // only readdir's own: the allocation above may leave one behind on success
   }
   int err = errno;
   ::closedir(d);
@@ -1082,8 +1083,9 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
                                           : "")));
     }
     auto file = FileOf(b->pack);
+    const int open_error = file ? 0 : errno;  // before the path is made: FileOf's open's own
     const fs::path path = PackPath(b->pack, !file || file->sealed.load());
-    if (!file && errno == ENOENT) {
+    if (!file && open_error == ENOENT) {
       // Deleted by DropPack (a cache's eviction) in another process since this one looked, or a
       // pack of another process's that was followed (read_others_open_packs) and then went.
       ForgetPack(b->pack);
@@ -1091,7 +1093,7 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
       continue;
     }
     if (!file)
-      return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), errno));
+      return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), open_error));
     auto bytes = pack::ReadBlob(file->fd(), b->loc, "pack " + path.string());
     if (bytes || bytes.error().code() != StatusCode::kCorruption) return bytes;
     corrupt =
