@@ -59,28 +59,51 @@ for round in 1 2 3; do
 done
 
 step "into a directory half pulled already (partial files left by a killed pull): 3 at once"
+# The pull is killed once one of its partial files is seen. It takes about 0.5 s, its partial
+# files are there for a fraction of that, and on a loaded machine it ended before the kill landed
+# ("kill: (pid) - No such process", the test failed) or left nothing to resume from. A pull that
+# ended first is pulled again into an empty directory until a killed one leaves partial files.
 out="$WORK/resumed"
-"$BDN" volume pull "$ref" "$out" --jobs 4 >/dev/null 2>&1 &
-killed=$!
-PIDS+=("$killed")
-for _ in $(seq 1 500); do
-  [ -z "$(find "$out" -name '.bdn-partial-*' 2>/dev/null)" ] || break
-  sleep 0.01
+left=""
+for _ in $(seq 1 20); do
+  rm -rf "$out"
+  "$BDN" volume pull "$ref" "$out" --jobs 4 >/dev/null 2>&1 &
+  killed=$!
+  PIDS+=("$killed")
+  for _ in $(seq 1 500); do
+    [ -z "$(find "$out" -name '.bdn-partial-*' 2>/dev/null)" ] && kill -0 "$killed" 2>/dev/null || break
+    sleep 0.01
+  done
+  kill -9 "$killed" 2>/dev/null || true
+  wait "$killed" 2>/dev/null || true
+  untrack "$killed"
+  left=$(find "$out" -name '.bdn-partial-*' 2>/dev/null || true)
+  [ -z "$left" ] || break
 done
-kill -9 "$killed"; wait "$killed" 2>/dev/null || true
+[ -n "$left" ] || fail "20 pulls each ended before they were killed: no partial file to resume from"
 pull_at_once 3 "$out" "resumed"
 check_tree "$out" "resumed"
 
 step "a stopped writer: waited for --writer-stall-time, then named (exit 4)"
 out="$WORK/stuck"
 partial="$out/big/.bdn-partial-$(printf '%s' b1 | b3sum --no-names | cut -c1-32)"
-"$BDN" volume pull "$ref" "$out" --include big/b1 >/dev/null 2>"$WORK/err-stopped" &
-stopped=$!
-PIDS+=("$stopped")
-deadline=$((SECONDS + 20))
-until [ -e "$partial" ] || [ "$SECONDS" -ge "$deadline" ]; do :; done
-kill -STOP "$stopped"
-[ -e "$partial" ] && [ ! -e "$out/big/b1" ] || fail "the first pull was not stopped while it wrote big/b1"
+# The same race: a pull of one 24 MiB file can end before the STOP lands on a loaded machine, or
+# be stopped between the creation of its partial file and its lock (flock -n then takes it); it
+# is then pulled again into an empty directory until one is stopped holding big/b1's partial file.
+for _ in $(seq 1 20); do
+  rm -rf "$out"
+  "$BDN" volume pull "$ref" "$out" --include big/b1 >/dev/null 2>"$WORK/err-stopped" &
+  stopped=$!
+  PIDS+=("$stopped")
+  deadline=$((SECONDS + 20))
+  until [ -e "$partial" ] || ! kill -0 "$stopped" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; do :; done
+  kill -STOP "$stopped" 2>/dev/null || true
+  if [ -e "$partial" ] && [ ! -e "$out/big/b1" ] && ! flock -n "$partial" true; then break; fi
+  kill -9 "$stopped" 2>/dev/null || true
+  wait "$stopped" 2>/dev/null || true
+  untrack "$stopped"
+done
+[ -e "$partial" ] && [ ! -e "$out/big/b1" ] || fail "the first pull was not stopped while it wrote big/b1 (20 tries)"
 start=$(date +%s%N)
 run_fails 4 "bdn: error: file \"$out/big/b1\": another pull is writing it (pid $stopped, \"bdn\") and its partial file ${partial##*/} has not changed for 1s (stopped? pull again once it has ended)" \
   "$BDN" volume pull "$ref" "$out" --include big/b1 --writer-stall-time 1s
