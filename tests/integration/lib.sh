@@ -193,6 +193,21 @@ wait_sync_job() {
   printf '%s\n' "$out"
 }
 
+# wait_blocked PID SYSCALL WHAT [STATES]: polls (up to 10 s) until PID is stopped inside
+# syscall number SYSCALL (x86-64: 0 read, 17 pread64, 91 fchmod, 257 openat, 332 statx) in one
+# of STATES (default "S D": sleeping there, e.g. waiting for a FUSE daemon; "t" for a syscall
+# held by a tracer such as strace's delay injection); fails naming WHAT otherwise.
+wait_blocked() {
+  local deadline=$(($(now_ms) + 10000)) sc state
+  while :; do
+    sc=$(cut -d' ' -f1 "/proc/$1/syscall" 2>/dev/null) || sc=""
+    state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || state=""
+    [ "$sc" = "$2" ] && [ -n "$state" ] && [[ " ${4:-S D} " == *" $state "* ]] && return 0
+    [ "$(now_ms)" -lt "$deadline" ] || fail "$3 (pid $1) is not waiting in syscall $2 (syscall [$sc], state [$state])"
+    sleep 0.02
+  done
+}
+
 # wait_gone PID LIMIT_MS: polls until process PID has exited (no /proc entry, or a zombie left
 # for its parent to reap); fails if it is still running after LIMIT_MS.
 wait_gone() {

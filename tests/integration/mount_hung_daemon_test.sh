@@ -46,8 +46,7 @@ step "volume umount detaches it even while a process is blocked on it; then the 
 # and mount said "does not answer; unmount it first".
 stat "$MP/f.txt" > "$WORK/blocked.out" 2>&1 &
 blocked=$!
-sleep 0.5
-kill -0 "$blocked" 2>/dev/null || fail "stat of the stopped mount did not block"
+wait_blocked "$blocked" 332 "stat of the stopped mount"
 assert_eq "unmounted $MP" "$(timeout 60 "$BDN" volume umount "$MP")" "umount of the hung, busy mount"
 assert_absent "$MP fuse.bdn" "mount table after the umount" /proc/self/mounts
 kill -CONT "$pid"

@@ -46,18 +46,6 @@ python3 -c 'import sys; open(sys.argv[1], "rb"); open(sys.argv[2], "rb")' "$WORK
 kill -STOP "$SERVER_PID"
 mv "$WORK/00000000000000bb.pack" "$WORK/00000000000000bc.pack" "$WORK/srv/store/packs/"
 
-# wait_blocked PID SYSCALL WHAT: polls until PID sleeps (state S or D) inside syscall number
-# SYSCALL (x86-64: 0 read, 17 pread64, 257 openat), i.e. it waits for the daemon.
-wait_blocked() {
-  local deadline=$(($(now_ms) + 10000)) sc state
-  while :; do
-    sc=$(cut -d' ' -f1 "/proc/$1/syscall" 2>/dev/null) || sc=""
-    state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || state=""
-    [ "$sc" = "$2" ] && { [ "$state" = S ] || [ "$state" = D ]; } && return 0
-    [ "$(now_ms)" -lt "$deadline" ] || fail "$3 (pid $1) is not waiting in syscall $2 (syscall [$sc], state [$state])"
-    sleep 0.02
-  done
-}
 # gone_within_1s PID WHAT: after kill -9, PID must have exited within 1 s.
 gone_within_1s() {
   local t0

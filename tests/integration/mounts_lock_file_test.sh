@@ -39,10 +39,22 @@ assert_eq "config.yaml victim" "$(cd "$WORK" && echo config.yaml* victim)" "file
 
 step "a second lock of one file waits for the first, saying so"
 write_config
-flock "$cfg" sleep 2 &
-PIDS+=($!)
-sleep 0.5
-"$BDN" mounts lock -f "$cfg" >"$WORK/out" 2>"$WORK/err"
+# Held until the lock has said it waits (not for a fixed time: on a loaded machine the holder
+# could take its lock after the second one had).
+flock "$cfg" sh -c 'while [ ! -e "$1" ]; do sleep 0.02; done' sh "$WORK/release" &
+holder=$!
+PIDS+=("$holder")
+until ! flock -n "$cfg" true; do sleep 0.01; done
+"$BDN" mounts lock -f "$cfg" >"$WORK/out" 2>"$WORK/err" &
+locker=$!
+PIDS+=("$locker")
+deadline=$(($(now_ms) + 10000))
+until grep -q waiting "$WORK/err" || [ "$(now_ms)" -ge "$deadline" ]; do sleep 0.02; done
+touch "$WORK/release"
+wait "$locker" || fail "the lock that waited failed: $(cat "$WORK/err")"
+wait "$holder"
+untrack "$locker"
+untrack "$holder"
 assert_eq "config $cfg: another bdn mounts lock holds it; waiting" "$(cat "$WORK/err")" "waiting"
 assert_eq "$cfg:4: bdn:weights/b:prod -> $rb" "$(cat "$WORK/out")" "lock after the wait"
 assert_eq "$locked" "$(cat "$WORK/config.yaml")" "locked config"
@@ -66,6 +78,17 @@ for round in 1 2 3; do
 done
 
 step "an edit made while lock runs is not overwritten"
+# held_in_fchmod STRACE_PID: waits until the bdn that strace runs is held in its first fchmod
+# (the config read and its sources resolved), not for a fixed time.
+held_in_fchmod() {
+  local deadline=$(($(now_ms) + 10000)) child=""
+  until [ -n "$child" ]; do
+    child=$(pgrep -P "$1" -x bdn || true)
+    [ "$(now_ms)" -lt "$deadline" ] || fail "strace (pid $1) started no bdn"
+    [ -n "$child" ] || sleep 0.02
+  done
+  wait_blocked "$child" 91 "bdn mounts lock under strace" "t S D"
+}
 # strace holds the lock's first fchmod (its temporary file's mode, after it read the config and
 # resolved the sources) for 2 s while the config is edited.
 if strace -o /dev/null -e trace=none true 2>/dev/null; then
@@ -73,7 +96,7 @@ if strace -o /dev/null -e trace=none true 2>/dev/null; then
   strace -f -o /dev/null -e trace=fchmod -e inject=fchmod:delay_enter=2000000:when=1 \
     "$BDN" mounts lock -f "$cfg" >"$WORK/out" 2>"$WORK/err" &
   lock_pid=$!
-  sleep 1
+  held_in_fchmod "$lock_pid"
   printf '# edited meanwhile\n' >> "$cfg"
   rc=0; wait "$lock_pid" || rc=$?
   assert_eq 4 "$rc" "exit code of the lock"
@@ -87,7 +110,7 @@ if strace -o /dev/null -e trace=none true 2>/dev/null; then
   strace -f -o /dev/null -e trace=fchmod -e inject=fchmod:delay_enter=2000000:when=1 \
     "$BDN" mounts lock -f "$cfg" >"$WORK/out" 2>"$WORK/err" &
   lock_pid=$!
-  sleep 1
+  held_in_fchmod "$lock_pid"
   # An editor's save: a new file renamed over the config.
   sed 's/# keep me/# renamed over/' "$cfg" > "$cfg.new" && mv "$cfg.new" "$cfg"
   rc=0; wait "$lock_pid" || rc=$?
