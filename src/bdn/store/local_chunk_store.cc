@@ -508,17 +508,30 @@ bool LocalChunkStore::RefreshIfChanged() {
   return looked;
 }
 
-void LocalChunkStore::RefreshNowAndThen() {
+void LocalChunkStore::ForgetDeletedPacksNowAndThen() {
   if (!options_.read_others_open_packs) return;
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           options_.clock->SteadyNow().time_since_epoch())
                           .count();
-  int64_t due = next_periodic_look_ns_.load(std::memory_order_relaxed);
+  int64_t due = next_deleted_check_ns_.load(std::memory_order_relaxed);
   if (now < due) return;
   constexpr int64_t kEvery = 1'000'000'000;
   // One reader looks; the others go on.
-  if (!next_periodic_look_ns_.compare_exchange_strong(due, now + kEvery)) return;
-  RefreshIfChanged();
+  if (!next_deleted_check_ns_.compare_exchange_strong(due, now + kEvery)) return;
+  ForgetDeletedPacks();
+}
+
+void LocalChunkStore::ForgetDeletedPacks() {
+  if (!options_.read_others_open_packs) return;
+  std::vector<uint64_t> deleted;
+  {
+    MutexLock l(files_mu_);
+    for (const auto& [id, file] : files_) {
+      struct stat st;
+      if (::fstat(file->fd(), &st) == 0 && st.st_nlink == 0) deleted.push_back(id);
+    }
+  }
+  for (uint64_t id : deleted) ForgetPack(id);
 }
 
 Status LocalChunkStore::Refresh() {
@@ -616,20 +629,10 @@ Status LocalChunkStore::LoadLoosePacks() {
   const fs::path dir = root_ / "packs";
   BDN_ASSIGN_OR_RETURN(auto names, ListDirAt(packs_dir_.get(), dir, "chunk store packs"));
   {
-    // Packs deleted since the last look (DropPack or a GC's sweep in another process): their
-    // blobs are gone, and so is the descriptor this process may hold of them (and its space).
-    // A held pack is gone when its file has no name left (renamed, as an .open pack is when
-    // sealed, it keeps one). Only in a cache (read_others_open_packs): a reader of a store
-    // reads on from the packs a GC deleted under it (docs/format.md, "Garbage collection").
+    // Packs deleted since the last look (DropPack in another process): their blobs are gone.
+    ForgetDeletedPacks();
     std::unordered_set<std::string> present(names.begin(), names.end());
     std::vector<uint64_t> vanished;
-    if (options_.read_others_open_packs) {
-      MutexLock l(files_mu_);
-      for (const auto& [id, file] : files_) {
-        struct stat st;
-        if (::fstat(file->fd(), &st) == 0 && st.st_nlink == 0) vanished.push_back(id);
-      }
-    }
     {
       ReaderLock l(mu_);
       for (const auto& [id, blobs] : loose_) {
@@ -1060,7 +1063,7 @@ Result<BlobSizes> LocalChunkStore::Sizes(std::span<const Digest> ids) {
 }
 
 Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
-  RefreshNowAndThen();
+  ForgetDeletedPacksNowAndThen();
   std::optional<Status> corrupt;
   bool refreshed = false;
   // Each round reads one copy; a damaged one is set aside and the next is tried.
@@ -1108,7 +1111,7 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
 }
 
 std::optional<std::vector<uint8_t>> LocalChunkStore::GetNow(const Digest& id, uint64_t max_bytes) {
-  RefreshNowAndThen();
+  ForgetDeletedPacksNowAndThen();
   auto b = Lookup(id);
   if (!b || b->loc.raw_bytes > max_bytes || b->loc.stored_bytes > max_bytes) return std::nullopt;
   auto file = OpenFileOf(b->pack);

@@ -296,11 +296,17 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // calls, plus an fstat and a flock probe per pack other processes are writing, when nothing
   // changed.
   bool RefreshIfChanged();
-  // In a cache (read_others_open_packs), RefreshIfChanged at most once a second
-  // (options.clock), from reads that found their blob: a process that only hits otherwise keeps
-  // the descriptors of the regions other processes evicted, and their disk space, until its
-  // next miss. (A store's reader keeps the packs a GC deleted under it: it reads on from them.)
-  void RefreshNowAndThen();
+  // In a cache (read_others_open_packs): forgets the packs this process holds open whose file
+  // has no name left (another process deleted it: DropPack, a region evicted), and closes
+  // their descriptors, so that their disk space returns; one fstat per held pack, no other I/O
+  // and no wait for a refresh. (A store's reader keeps the packs a GC deleted under it: it reads
+  // on from them, docs/format.md "Garbage collection".) A renamed pack (an .open one sealed)
+  // keeps a name.
+  void ForgetDeletedPacks();
+  // ForgetDeletedPacks at most once a second (options.clock), from every read, hits included: a
+  // process that only hits otherwise kept the regions other processes evicted, and their disk
+  // space, until its next miss.
+  void ForgetDeletedPacksNowAndThen();
   Status Refresh();
   // Loads every table of index/ not loaded yet and drops those that were replaced.
   Status LoadTables();
@@ -444,7 +450,7 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::string doom_stamp_;  // identity of the gc/doomed last read ("" = none)
   int64_t seen_dirs_mtime_ns_ = 0;
   int64_t refreshed_at_ns_ = 0;
-  std::atomic<int64_t> next_periodic_look_ns_{0};  // steady time, RefreshNowAndThen
+  std::atomic<int64_t> next_deleted_check_ns_{0};  // steady time, ForgetDeletedPacksNowAndThen
 };
 
 }  // namespace bdn
