@@ -119,6 +119,17 @@ class VolumeTest : public ::testing::Test {
     std::ifstream in(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
+  // Another pull writing file `name` in `dir` (made if missing), as a pull would: its partial file
+  // opened (0600) and locked (flock). Returns the descriptor, -1 if either failed.
+  static int HoldPartialFile(const fs::path& dir, const std::string& name) {
+    fs::create_directories(dir);
+    int fd = ::open((dir / PartialFileName(name)).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0 && ::flock(fd, LOCK_EX) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
   // CatFile into a file; its bytes, or the error.
   Result<std::string> Cat(const VersionView& view, const std::string& path,
                           const ChunkReaderOptions& reads = {}) {
@@ -1258,11 +1269,8 @@ TEST_F(VolumeTest, PullWaitsForAStalledWriterThenNamesIt) {
   auto pushed = PushSrc("v");
   ASSERT_TRUE(pushed.has_value());
   auto view = *VersionView::Open(store_, pushed->ref.digest);
-  fs::create_directories(dir_ / "out");
-  int held =
-      ::open((dir_ / "out" / PartialFileName("f")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int held = HoldPartialFile(dir_ / "out", "f");
   ASSERT_GE(held, 0);
-  ASSERT_EQ(::flock(held, LOCK_EX), 0);
   auto clock = std::make_shared<testutil::FakeClock>();
   PullOptions options;
   options.clock = clock;
@@ -1319,11 +1327,9 @@ TEST_F(VolumeTest, PullWhoseAwaitedPartialFileIsReplacedByAnotherTakesTheNewOne)
   auto pushed = PushSrc("v");
   ASSERT_TRUE(pushed.has_value());
   auto view = *VersionView::Open(store_, pushed->ref.digest);
-  fs::create_directories(dir_ / "out");
   const fs::path partial = dir_ / "out" / PartialFileName("f");
-  int held = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int held = HoldPartialFile(dir_ / "out", "f");
   ASSERT_GE(held, 0);
-  ASSERT_EQ(::flock(held, LOCK_EX), 0);
   PullOptions options;
   options.clock = std::make_shared<HookOnSleepClock>([&] {
     ASSERT_EQ(::rename(partial.c_str(), (dir_ / "elsewhere").c_str()), 0);
@@ -1349,11 +1355,9 @@ TEST_F(VolumeTest, PullWaitsForAnotherPullWritingAFileAndKeepsItsFile) {
   auto pushed = PushSrc("v");
   ASSERT_TRUE(pushed.has_value());
   auto view = *VersionView::Open(store_, pushed->ref.digest);
-  fs::create_directories(dir_ / "out");
   const fs::path partial = dir_ / "out" / PartialFileName("f");
-  int held = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int held = HoldPartialFile(dir_ / "out", "f");
   ASSERT_GE(held, 0);
-  ASSERT_EQ(::flock(held, LOCK_EX), 0);
   // The other pull: writes the file a piece at a time (each write a change the waiter sees),
   // over 1.2 s, four times the stall time, then renames it into place and lets go.
   std::thread other([&] {
@@ -1425,11 +1429,9 @@ TEST_F(VolumeTest, PullThatWaitedFindsOtherContentIsAConflict) {
   auto view = *VersionView::Open(store_, pushed->ref.digest);
   for (auto existing : {PullOptions::Existing::kRefuse, PullOptions::Existing::kOverwrite}) {
     const fs::path out = dir_ / (existing == PullOptions::Existing::kRefuse ? "out" : "out-o");
-    fs::create_directories(out);
     const fs::path partial = out / PartialFileName("f");
-    int held = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int held = HoldPartialFile(out, "f");
     ASSERT_GE(held, 0);
-    ASSERT_EQ(::flock(held, LOCK_EX), 0);
     std::thread other([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       ASSERT_EQ(::write(held, "another version", 15), 15);
