@@ -254,6 +254,14 @@ MOUNTS=()
 MOUNTS+=("$WORK/dot")
 assert_eq "unmounted $WORK/dot" "$("$BDN" volume umount "$WORK/dot/nosuch/..")" "umount of dir/nosuch/.."
 MOUNTS=()
+# A symlink to a directory inside the mount, then "..": named as resolved before the unmount (it
+# printed the symlink's own directory, $WORK, once the mount was gone)
+mkdir -p "$WORK/data-sub/sub" && printf 'y\n' > "$WORK/data-sub/sub/g"
+"$BDN" volume mount "$("$BDN" volume push "$WORK/data-sub" bdn:t/sub 2>/dev/null)" "$WORK/dot" >/dev/null
+MOUNTS+=("$WORK/dot")
+mkdir -p "$WORK/linkdir" && ln -s "$WORK/dot/sub" "$WORK/linkdir/into"
+assert_eq "unmounted $WORK/dot" "$("$BDN" volume umount "$WORK/linkdir/into/..")" "umount of into-the-mount/.."
+MOUNTS=()
 if [ "$(id -u)" = 0 ]; then
   nobody_home=$(getent passwd 65534 | cut -d: -f6)
   rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume ls 2>&1) || rc=$?

@@ -1113,11 +1113,14 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 }
 
 Status Umount(Context& ctx, const std::string& mountpoint) {
-  BDN_RETURN_IF_ERROR(Unmount(NormalMountpoint(mountpoint)));
+  // Resolved once, before the unmount: a path through the mount ("link-into-it/..") resolves
+  // elsewhere once it is gone.
+  const fs::path mp = NormalMountpoint(mountpoint);
+  BDN_RETURN_IF_ERROR(Unmount(mp));
   if (ctx.json) {
-    PrintJson({{"mountpoint", NormalMountpoint(mountpoint).string()}, {"unmounted", true}});
+    PrintJson({{"mountpoint", mp.string()}, {"unmounted", true}});
   } else {
-    std::cout << "unmounted " << EscapeName(NormalMountpoint(mountpoint).string()) << "\n";
+    std::cout << "unmounted " << EscapeName(mp.string()) << "\n";
   }
   return Status::Ok();
 }
