@@ -1,5 +1,8 @@
 #include "bdn/base/thread_pool.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
 
 namespace bdn {
@@ -55,6 +58,38 @@ void ParallelFor(size_t n, size_t max_threads, const std::function<void(size_t)>
   helpers.reserve(threads - 1);
   for (size_t t = 1; t < threads; ++t) helpers.emplace_back(stride, t);
   stride(0);
+}
+
+PeriodicTask::PeriodicTask(std::chrono::milliseconds period, std::function<void()> fn)
+    : period_(period), fn_(std::move(fn)), thread_([this] { Loop(); }) {}
+
+PeriodicTask::~PeriodicTask() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  thread_.join();
+}
+
+void PeriodicTask::Loop() {
+  // Signals go to the process's other threads: a signal this thread took would not wake the
+  // thread waiting for it (FUSE's session loop waits on a semaphore, `bdn cache serve` in
+  // sigwait).
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  auto next = std::chrono::steady_clock::now() + period_;
+  while (true) {
+    {
+      MutexLock lock(mu_);
+      while (!stopping_ && stop_cv_.wait_until(lock.native(), next) != std::cv_status::timeout) {
+      }
+      if (stopping_) return;
+    }
+    fn_();
+    next = std::max(next + period_, std::chrono::steady_clock::now());
+  }
 }
 
 }  // namespace bdn

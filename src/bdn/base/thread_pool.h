@@ -1,6 +1,8 @@
-// A fixed-size thread pool with a bounded queue (Submit blocks when it is full: back-pressure).
+// A fixed-size thread pool with a bounded queue (Submit blocks when it is full: back-pressure),
+// ParallelFor, and PeriodicTask (a function run every period on a thread of its own).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -52,5 +54,28 @@ class ThreadPool {
 // this call only, so a process that must not hold threads (before a fork) may use it. `fn` must
 // be thread-safe and must not throw.
 void ParallelFor(size_t n, size_t max_threads, const std::function<void(size_t)>& fn);
+
+// Runs `fn` on a thread of its own every `period` (steady time; the first run one period after
+// construction) until destroyed: for the upkeep of a long-running process that may sit idle (a
+// mount daemon closing the node cache regions other processes evicted). A run that takes longer
+// than the period delays the next; runs never overlap. `fn` must not throw. The thread blocks every
+// signal. The destructor stops the next run from starting, waits for one in progress, and joins.
+class PeriodicTask {
+ public:
+  PeriodicTask(std::chrono::milliseconds period, std::function<void()> fn);
+  ~PeriodicTask();
+  PeriodicTask(const PeriodicTask&) = delete;
+  PeriodicTask& operator=(const PeriodicTask&) = delete;
+
+ private:
+  void Loop() EXCLUDES(mu_);
+
+  const std::chrono::milliseconds period_;
+  const std::function<void()> fn_;
+  Mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once the members above are
+};
 
 }  // namespace bdn

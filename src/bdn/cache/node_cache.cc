@@ -179,6 +179,8 @@ Status NodeCache::Sync() {
   return upstream_->Sync();
 }
 
+void NodeCache::ReleaseDeleted() { store_->ReleaseDeleted(); }
+
 Result<std::vector<uint8_t>> NodeCache::Get(const Digest& id) {
   if (auto hit = ReadCached(id)) return std::move(*hit);
   ++counters_.misses;

@@ -136,6 +136,10 @@ class NodeCache : public ChunkStore {
   // a warning in the log (its whole records are recovered by the next process that finds it
   // unlocked), not an error: errors are the upstream's Sync's.
   Status Sync() override;
+  // Closes the regions this process holds that another process evicted (their disk space
+  // returns); reads do it once a second too (LocalChunkStore::ForgetDeletedPacks). Not passed
+  // to the upstream.
+  void ReleaseDeleted() override;
 
   // The verified bytes of `id`: from the cache directory, or from the upstream (then written to
   // the directory). Errors: the upstream's (NotFound, Unavailable, DeadlineExceeded, ...);

@@ -27,6 +27,7 @@
 #include "bdn/base/memory.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/text.h"
+#include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
 #include "bdn/cli/commands.h"
@@ -908,6 +909,9 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   nopts.dir = dir;
   nopts.capacity_bytes = size;
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<NodeCache> cache, NodeCache::Open(upstream, nopts));
+  // A node with no requests would keep the regions another process sharing the directory
+  // evicted (and their disk space) until its next read.
+  PeriodicTask release_deleted(std::chrono::seconds(1), [&cache] { cache->ReleaseDeleted(); });
 
   options.role = origin::Role::kCache;
   // Each caller's credentials and version are checked with the origin (once per caller and

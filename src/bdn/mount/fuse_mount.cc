@@ -31,6 +31,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/memory.h"
 #include "bdn/base/text.h"
+#include "bdn/base/thread_pool.h"
 
 namespace bdn {
 namespace fs = std::filesystem;
@@ -211,7 +212,13 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   // Keep the workers instead of creating and destroying threads under load.
   fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(threads));
   fuse_loop_cfg_set_clone_fd(config, 0);
-  int rc = fuse_session_loop_mt(se, config);
+  int rc;
+  {
+    // An idle mount reads nothing, and would keep the node cache regions other processes evict
+    // (and their disk space) until its next read.
+    PeriodicTask release_deleted(std::chrono::seconds(1), [&store] { store.ReleaseDeleted(); });
+    rc = fuse_session_loop_mt(se, config);
+  }
   fuse_loop_cfg_destroy(config);
   // Requests still waiting for the store are answered while the session can still take replies.
   fsys->Stop();

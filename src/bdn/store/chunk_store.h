@@ -159,6 +159,13 @@ class ChunkStore {
   // Default: nothing to do.
   virtual Status Sync() { return Status::Ok(); }
 
+  // Closes what this process holds open that another process deleted (a node cache's regions
+  // another process evicted), so that its disk space returns. For a long-running process that
+  // may sit idle (the mount daemon, `bdn cache serve`), about once a second: reads do it too, but
+  // an idle process reads nothing. Cheap (an fstat per held file), no network and no wait for
+  // other threads' I/O. Default: nothing held.
+  virtual void ReleaseDeleted() {}
+
   // Held by a commit (or restore) from the check that the version's blobs are stored until the
   // registry has recorded it: a garbage collection does not sweep meanwhile, so a blob the check
   // saw is still there when the version becomes visible (store/gc_store.h). Default: a hold that

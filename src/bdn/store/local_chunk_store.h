@@ -205,6 +205,8 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // the disk full, and forgets their blobs; sealed packs stay. Errors: ErrnoError "pack <path>:
   // delete: …" (that pack is kept and sealed later as before).
   Result<Discarded> DiscardAfterFullDisk() override;
+  // See ChunkStore: ForgetDeletedPacks (in a cache, read_others_open_packs; otherwise nothing).
+  void ReleaseDeleted() override { ForgetDeletedPacks(); }
 
   // Where a good copy of `id` is, or nullopt. Errors: as Get's lookup (none today).
   Result<std::optional<StoredBlob>> Locate(const Digest& id);
