@@ -339,6 +339,9 @@ class PartialFile {
   // looks at the file in place again. Errors: ErrnoError "file \"shown\" (its partial file
   // .bdn-partial-…)"; FailedPrecondition when what is in the way cannot be removed (a non-empty
   // directory; another user's file in a sticky directory) or keeps coming back; Conflict "file
+  // \"shown\": another user's pull (uid U) is writing it (pid N, \"bdn\") through its partial
+  // file .bdn-partial-…; pull again once it has ended" when what is in the way is a file another
+  // process holds the lock of (HeldBy; "another process" for one of this user's); Conflict "file
   // \"shown\": another pull is writing it (…) and its partial file has not changed for <stall>
   // (…)" when the holder stalls (WaitForHolder).
   static Result<PartialFile> Open(int dir, const std::string& name, const std::string& tmp,
@@ -354,6 +357,17 @@ class PartialFile {
       struct stat named;
       if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0) {
         if (!Lockable(named)) {
+          // Another user's pull writing the file in a shared directory is no stranger: removed,
+          // its pull would fail at the end; and one of ours hard-linked elsewhere is written.
+          if (auto holder = p.HeldBy(named)) {
+            return Err(ConflictError(
+                "file \"" + p.shown_ + "\": " +
+                (named.st_uid != ::geteuid()
+                     ? "another user's pull (uid " + std::to_string(named.st_uid) + ")"
+                     : std::string("another process")) +
+                " is writing it" + (holder->empty() ? "" : " (" + *holder + ")") +
+                " through its partial file " + p.tmp_ + "; pull again once it has ended"));
+          }
           BDN_RETURN_IF_ERROR(p.RemoveStranger(named));
           ++strangers;
           continue;
@@ -526,6 +540,29 @@ class PartialFile {
                                  " (stopped? pull again once it has ended)"));
       }
     }
+  }
+
+  // Whether another process holds the lock (flock) of the regular file at the partial file's
+  // name that is not Lockable (`st`: its lstat): another user's pull writing the file in a shared
+  // directory, say. Asked of the lock itself where this process can open the file (a shared lock
+  // tried and let go at once), otherwise of /proc/locks (another user's 0600 file). Returns the
+  // holder as FlockHolder names it ("" when it cannot be told), or nullopt when no process holds
+  // it, it is not a regular file, or it cannot be told (no /proc/locks).
+  std::optional<std::string> HeldBy(const struct stat& st) const {
+    if (!S_ISREG(st.st_mode)) return std::nullopt;
+    UniqueFd probe(
+        ::openat(dir_, tmp_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat opened;
+    if (probe && ::fstat(probe.get(), &opened) == 0 && opened.st_dev == st.st_dev &&
+        opened.st_ino == st.st_ino) {
+      if (::flock(probe.get(), LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
+        return std::nullopt;
+      }
+      return FlockHolder(st);
+    }
+    std::string holder = FlockHolder(st);
+    if (holder.empty()) return std::nullopt;
+    return holder;
   }
 
   // Removes what is at the partial file's name but is not Lockable (`st`: its lstat).

@@ -99,6 +99,9 @@ struct PullResult {
 // place as any file already there: the version's content is kept); Conflict "file \"dest/x\":
 // another pull put other content there while this one ran (a pull of another version into the
 // same directory?)" (with kOverwrite too: pulls of two versions never mix without an error);
+// Conflict "file \"dest/x\": another user's pull (uid U) is writing it (pid N, \"bdn\") through
+// its partial file .bdn-partial-…; pull again once it has ended" (in a shared directory: a partial
+// file not this user's, whose lock a process holds, is left alone);
 // Corruption "file \"x\": its chunks hold N bytes, not its size M" or
 // "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
 // file is removed); FailedPrecondition "file \"dest/x\" (its partial file …): No space left on

@@ -1133,6 +1133,62 @@ TEST_F(VolumeTest, APullThatCannotReplaceAnotherUsersFileInAStickyDirectoryWrite
   }
 }
 
+// From a tester: in a shared sticky directory, root's pull removed the partial file of another
+// user's pull of the same file while that pull was writing it (that pull then failed), and a
+// user's pull that found root's pull writing said only that another user's file was in the way.
+// Either way the pull now leaves a partial file whose lock another process holds, and says who.
+TEST_F(VolumeTest, APullLeavesAnotherUsersLivePartialFileAndSaysWhoWritesIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown, then a pull as another user)";
+  Write("a.txt", "hello");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value());
+  auto view = *VersionView::Open(store_, pushed->ref.digest);
+  const fs::path shared = dir_ / "shared";
+  fs::create_directories(shared);
+  fs::permissions(dir_, fs::perms(0755));
+  fs::permissions(shared, fs::perms(01777));
+  const fs::path partial = shared / PartialFileName("a.txt");
+  std::string comm;
+  std::getline(std::ifstream("/proc/self/comm"), comm);
+  auto expected = [&](const std::string& uid) {
+    return "file \"" + (shared / "a.txt").string() + "\": another user's pull (uid " + uid +
+           ") is writing it (pid " + std::to_string(::getpid()) + ", \"" + comm +
+           "\") through its partial file " + PartialFileName("a.txt") +
+           "; pull again once it has ended";
+  };
+
+  // Root's pull, another user's partial file held.
+  int held = HoldPartialFile(shared, "a.txt");
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::fchown(held, 65533, 65533), 0);
+  struct stat before, after;
+  ASSERT_EQ(::fstat(held, &before), 0);
+  auto p = Pull(*view, shared, PullOptions{}, nullptr);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kConflict);
+  EXPECT_EQ(p.error().message(), expected("65533"));
+  ASSERT_EQ(::lstat(partial.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_FALSE(fs::exists(shared / "a.txt"));
+  ::close(held);
+  // Let go: a stranger, removed, and the pull works.
+  auto q = Pull(*view, shared, PullOptions{}, nullptr);
+  ASSERT_TRUE(q.has_value()) << q.error().message();
+  EXPECT_EQ(ReadFile(shared / "a.txt"), "hello");
+  EXPECT_FALSE(fs::exists(partial));
+
+  // Another user's pull, root's partial file held (not theirs to open: /proc/locks says).
+  fs::remove(shared / "a.txt");
+  held = HoldPartialFile(shared, "a.txt");
+  ASSERT_GE(held, 0);
+  auto [code, said] = PullAsNobody(*view, shared, PullOptions{});
+  EXPECT_EQ(code, StatusCode::kConflict) << said;
+  EXPECT_EQ(said, expected("0"));
+  EXPECT_TRUE(fs::exists(partial));
+  EXPECT_FALSE(fs::exists(shared / "a.txt"));
+  ::close(held);
+}
+
 // From a tester: root's pull wrote into (and chmod-ed) a directory another user had made where
 // the version's directory goes (in a sticky directory all may write), who could then swap its
 // entries while the pull worked. Another user's directory below DIR is refused before anything
