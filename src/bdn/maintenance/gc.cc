@@ -308,22 +308,63 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
     if (!s.ok()) return fail(s);
     later.Seal();
   }
-  bool rescued = false;
-  for (uint32_t i : doomed_index) {
+  // The blobs of each doomed pack that are needed now and have no copy outside the doom (a
+  // version committed during the run), copied before the sweep. On a full disk every pack that
+  // needed one is kept (and its copies, not synced, go as discard_copies says) and the others
+  // are still deleted.
+  std::vector<std::vector<const BlobLocation*>> rescues(doomed_index.size());
+  for (size_t j = 0; j < doomed_index.size(); ++j) {
+    const uint32_t i = doomed_index[j];
     for (const BlobLocation& b : packs[i].blobs) {
       if (!later.Contains(b.id) && !needed.Contains(b.id)) continue;
       if (store.IsQuarantined(packs[i].id, b.offset)) continue;
       auto live = store.HasLiveCopy(b.id);
       if (!live) return fail(live.error());
-      if (*live) continue;
-      Status s = CopyBlob(store, b, report);
-      if (!s.ok()) return fail(s.WithPrefix("gc: keep " + b.id.ToString()));
-      ++report.blobs_rescued;
-      rescued = true;
+      if (!*live) rescues[j].push_back(&b);
     }
   }
-  if (rescued) {
-    if (Status s = store.blobs().Sync(); !s.ok()) return fail(s.WithPrefix("gc: keep"));
+  const GcReport before_rescues = report;
+  Status rescue_failed = [&]() -> Status {
+    bool rescued = false;
+    for (const auto& blobs : rescues) {
+      for (const BlobLocation* b : blobs) {
+        if (Status s = CopyBlob(store, *b, report); !s.ok()) {
+          return s.WithPrefix("gc: keep " + b->id.ToString());
+        }
+        ++report.blobs_rescued;
+        rescued = true;
+      }
+    }
+    if (!rescued) return Status::Ok();
+    return store.blobs().Sync().WithPrefix("gc: keep");
+  }();
+  std::string kept_needed;  // "1 pack a version committed during the run needs was kept (…)"
+  if (!rescue_failed.ok()) {
+    if (rescue_failed.code() != StatusCode::kFailedPrecondition) return fail(rescue_failed);
+    std::vector<uint64_t> keep;
+    for (size_t j = 0; j < doomed_index.size(); ++j) {
+      if (!rescues[j].empty()) keep.push_back(packs[doomed_index[j]].id);
+    }
+    std::erase_if(
+        doomed, [&](uint64_t id) { return std::find(keep.begin(), keep.end(), id) != keep.end(); });
+    std::erase_if(report.actions, [&](const GcPackAction& a) {
+      return std::find(keep.begin(), keep.end(), a.pack) != keep.end();
+    });
+    // The copies made here are removed or left for a later gc: none counts.
+    report.blobs_copied = before_rescues.blobs_copied;
+    report.bytes_copied = before_rescues.bytes_copied;
+    report.blobs_rescued = before_rescues.blobs_rescued;
+    const std::string copies_left = discard_copies();
+    kept_needed = Counted(keep.size(), "pack") + " that a version committed during the run needs " +
+                  (keep.size() == 1 ? "was" : "were") + " kept (" +
+                  (copies_left.empty() ? "the copies made were removed" : copies_left) + ")";
+    if (full_disk.ok()) full_disk = rescue_failed;
+    if (doomed.empty()) {
+      return fail(Status(full_disk.code(), full_disk.message() +
+                                               "; the disk is full: nothing was deleted and " +
+                                               (kept.empty() ? "" : kept + ", ") + kept_needed +
+                                               "; free space and run gc again"));
+    }
   }
   Hook(options, GcPhase::kSweeping);
   Status deleted = store.DeletePacks(doomed);
@@ -343,11 +384,13 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   report.bytes_reclaimed = freed - std::min(freed, report.bytes_copied);
   Hook(options, GcPhase::kSwept);
   if (!full_disk.ok()) {
+    std::string kept_all = kept;
+    if (!kept_needed.empty()) kept_all += (kept_all.empty() ? "" : ", ") + kept_needed;
     return Err(
         Status(full_disk.code(), full_disk.message() + "; the disk is full: deleted only the " +
                                      Counted(report.packs_deleted, "pack") + " no version needs (" +
-                                     FormatBytes(report.bytes_reclaimed) + " freed); " + kept +
-                                     ": run gc again to repack"));
+                                     FormatBytes(report.bytes_reclaimed) + " freed); " + kept_all +
+                                     ": run gc again" + (kept.empty() ? "" : " to repack")));
   }
   return finish();
 }

@@ -119,7 +119,13 @@ struct GcReport {
 // needed blob, which were doomed first, then fails with "gc: repack <pack>: <cause>; the disk is
 // full: deleted only the N packs no version needs (<bytes> freed); M packs to repack were kept
 // (…): run gc again to repack" ("…: nothing was deleted (no pack is wholly unneeded) and …; free
-// space and run gc again" when there is none); Internal "gc: stopped" when `stopping` ended it;
+// space and run gc again" when there is none); on a full disk while copying, in the sweep, the
+// blobs of doomed packs a version committed during the run needs: every pack that needed such a
+// copy is kept (its copies go as above) and the others are still deleted, then the run fails
+// with "gc: keep b3:…: <cause>; the disk is full: deleted only the N packs no version needs
+// (<bytes> freed); M packs that a version committed during the run needs were kept (…): run gc
+// again" ("…: nothing was deleted and …" when every doomed pack is kept); Internal "gc:
+// stopped" when `stopping` ended it;
 // the store's and registry's errors. Thread-safe with respect to readers and writers of the
 // store; one run at a time.
 Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& options);

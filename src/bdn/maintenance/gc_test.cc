@@ -90,6 +90,15 @@ class GcTest : public ::testing::Test {
     o.clock = clock_;
     return RunGc(*registry_, *store_, o);
   }
+  // Commits `version` again as a version of volume w/other, straight from the blobs stored (the
+  // commit check reads doomed copies as stored): a version committed during a GC's grace.
+  void CommitAsOther(const Digest& version) {
+    CommitRequest req;
+    req.ns = "w";
+    req.volume = "other";
+    req.digest = version;
+    EXPECT_OK(registry_->Commit(req));
+  }
 
   testutil::TempDir dir_;
   fs::path store_dir_ = dir_.path() / "store";
@@ -294,13 +303,7 @@ TEST_F(GcTest, AVersionCommittedDuringTheGraceKeepsItsBlobs) {
   GcOptions o;
   o.grace = std::chrono::minutes(10);
   o.hook = [&](GcPhase p) {
-    if (p != GcPhase::kCopied) return;
-    // Committed straight from the doomed copies (the commit check reads them as stored).
-    CommitRequest req;
-    req.ns = "w";
-    req.volume = "other";
-    req.digest = v1;
-    EXPECT_OK(registry_->Commit(req));
+    if (p == GcPhase::kCopied) CommitAsOther(v1);
   };
   auto r = Gc(o);
   ASSERT_OK(r);
@@ -512,6 +515,28 @@ class FullDiskGcTest : public GcTest {
     std::sort(out.begin(), out.end());
     return out;
   }
+  // Deletes `versions` of w/v, lets their retention pass, and returns a dry run's plan (in a new
+  // process: the pushes' claims are gone).
+  Result<GcReport> DeleteThenPlan(const std::vector<Digest>& versions) {
+    for (const Digest& v : versions) {
+      BDN_ASSIGN_OR_RETURN(auto deleted, registry_->DeleteVersions("w", "v", v, std::nullopt));
+      (void)deleted;
+    }
+    clock_->Advance(hours(25));
+    NewProcess();
+    GcOptions dry;
+    dry.mode = GcMode::kDryRun;
+    return Gc(dry);
+  }
+  // Fills the tmpfs with the file `filler`, to its last byte.
+  void FillTheDisk() {
+    std::ofstream f(small() / "filler", std::ios::binary);
+    std::vector<char> block(64 << 10, 'x');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+    f.close();
+    EXPECT_EQ(FreeBytes(), 0u);
+  }
   // Three pushes; v1 and v3 deleted and past retention: one pack with no needed blob (v3's) and
   // one to repack (v1's, whose keeper v2 needs: bigger than the doom reserve's 256 KiB, which
   // the doom gives back). Then the disk is filled. The plan's pack to delete and to repack.
@@ -526,13 +551,7 @@ class FullDiskGcTest : public GcTest {
     p.v1 = PushFiles({{"a", a_}, {"k", keep}});
     p.v2 = PushFiles({{"k", keep}});
     Digest v3 = PushFiles({{"b", b_}});
-    EXPECT_OK(registry_->DeleteVersions("w", "v", p.v1, std::nullopt));
-    EXPECT_OK(registry_->DeleteVersions("w", "v", v3, std::nullopt));
-    clock_->Advance(hours(25));
-    NewProcess();
-    GcOptions dry;
-    dry.mode = GcMode::kDryRun;
-    auto plan = Gc(dry);
+    auto plan = DeleteThenPlan({p.v1, v3});
     EXPECT_OK(plan);
     std::vector<uint64_t> deletes, repacks;
     for (const auto& a : plan ? plan->actions : std::vector<GcPackAction>{}) {
@@ -550,12 +569,7 @@ class FullDiskGcTest : public GcTest {
       p.repacked = repacks[0];
     }
     p.sealed = Files(".pack");
-    std::ofstream f(small() / "filler", std::ios::binary);
-    std::vector<char> block(64 << 10, 'x');
-    while (f.write(block.data(), static_cast<std::streamsize>(block.size()))) {
-    }
-    f.close();
-    EXPECT_EQ(FreeBytes(), 0u);
+    FillTheDisk();
     return p;
   }
   // The message of a gc whose repack filled the disk, up to what it says of the copies.
@@ -644,6 +658,62 @@ TEST_F(FullDiskGcTest, ARepackThatSealedCopiesBeforeTheDiskFilledSaysTheyStay) {
   ExpectReadable(p.v2);
   NewProcess();
   RunGcAgainWithSpace(p);
+}
+
+// From the last stop's list: a copy in the sweep (a blob of a doomed pack that a version
+// committed during the run needs, with no other copy) that filled the disk failed the whole run
+// with nothing deleted. The pack that needed the copy is kept (its copy removed) and the pack
+// no version needs is still deleted; the run says so, and a later one with space finishes.
+TEST_F(FullDiskGcTest, ACopyInTheSweepThatFillsTheDiskKeepsItsPackAndDeletesTheRest) {
+  // Bigger than the doom reserve's 256 KiB, which the doom gives back.
+  const Digest v1 = PushFiles({{"k", testutil::RandomBytes(600'000, 4)}});
+  const Digest v3 = PushFiles({{"b", b_}});
+  auto plan = DeleteThenPlan({v1, v3});
+  ASSERT_OK(plan);
+  ASSERT_EQ(plan->actions.size(), 2u);
+  const std::vector<std::string> sealed = Files(".pack");
+  FillTheDisk();
+
+  GcOptions o;
+  o.discard_copies_on_full_disk = true;
+  o.hook = [&](GcPhase p) {
+    if (p == GcPhase::kCopied) CommitAsOther(v1);
+  };
+  auto r = Gc(o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
+  const std::string& m = r.error().message();
+  std::vector<std::string> left = Files(".pack");
+  ASSERT_EQ(left.size(), sealed.size() - 1) << m;
+  uint64_t dead_bytes = 0;
+  for (const auto& a : plan->actions) {
+    if (std::find(left.begin(), left.end(), Hex16(a.pack) + ".pack") == left.end()) {
+      dead_bytes = a.bytes;
+    }
+  }
+  EXPECT_GT(dead_bytes, b_.size());  // the pack deleted is v3's
+  EXPECT_TRUE(m.starts_with("gc: keep b3:")) << m;
+  EXPECT_TRUE(
+      m.ends_with(".open: write: No space left on device; the disk is full: deleted only "
+                  "the 1 pack no version needs (" +
+                  FormatBytes(dead_bytes) +
+                  " freed); 1 pack that a version committed during the run needs was "
+                  "kept (the copies made were removed): run gc again"))
+      << m;
+  EXPECT_TRUE(Files(".open").empty());
+  EXPECT_FALSE(fs::exists(store_dir_ / "gc" / "doomed"));
+  ExpectReadable(v1);
+  EXPECT_STATUS(store_->Get(v3), kNotFound, "");
+  NewProcess();
+  ExpectReadable(v1);
+
+  fs::remove(small() / "filler");
+  auto again = Gc();
+  ASSERT_OK(again);
+  ExpectReadable(v1);
+  auto fsck = RunFsck(store_dir_, *registry_, FsckMode::kCheck, {});
+  ASSERT_OK(fsck);
+  EXPECT_TRUE(fsck->problems.empty());
 }
 
 }  // namespace
