@@ -105,6 +105,10 @@ assert_eq '[]' "$(jf "$("$BDN" --json volume sync list)" jobs)" "jobs after refu
 ref=$(as "$PUSH" volume sync start --source "$SRC" --dest bdn:weights/ckpt --wait 2>/dev/null)
 assert_eq "checkpoint" "$(as "$PULL" volume cat "$ref/ckpt.bin")" "the file synced under the file root"
 id=$(jf "$("$BDN" --json volume sync list)" jobs 0 id)
+# The list says whether it was cut at 1000 jobs: not here, on the wire and in the CLI's JSON.
+assert_eq 200 "$(http_status GET /v1/sync/jobs "$PULL")" "GET /v1/sync/jobs with a pull key"
+assert_eq "1 false" "$(python3 -c 'import json,sys; j=json.load(sys.stdin); print(len(j["jobs"]), json.dumps(j["truncated"]))' <"$WORK/body")" "jobs and truncated on the wire"
+assert_eq false "$(jf "$(as "$PULL" --json volume sync list)" truncated)" "truncated in sync list --json"
 run_fails 6 "bdn: error: key bdn_$OTHER_ID: no \"pull\" scope for namespace \"weights\"" \
   as "$OTHER" volume sync describe "$id"
 assert_eq '[]' "$(jf "$(as "$OTHER" --json volume sync list)" jobs)" "jobs another namespace's key lists"

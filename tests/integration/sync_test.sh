@@ -92,6 +92,34 @@ run_fails 3 'bdn: error: secret "nope": not found' \
 run_fails 2 'bdn: error: secret "hf-token": empty value on stdin' \
   "$BDN" secret set hf-token </dev/null
 
+step "embedded: a list cut at its 1000 jobs says so"
+# 1000 older jobs of another volume, copies of the first job's row (written as the CLI would).
+python3 - "$BDN_HOME/registry.db" "$id" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+cols = [r[1] for r in db.execute("PRAGMA table_info(sync_jobs)")]
+row = dict(zip(cols, db.execute("SELECT * FROM sync_jobs WHERE id=?", (sys.argv[2],)).fetchone()))
+for i in range(1000):
+    row.update(id="sync_%016x" % (0xa0000000 + i), ns="old", volume="copies", created_ms=1000 + i)
+    db.execute("INSERT INTO sync_jobs(%s) VALUES(%s)" % (",".join(cols), ",".join("?" * len(cols))),
+               [row[c] for c in cols])
+db.commit()
+PY
+"$BDN" volume sync list >"$WORK/list.out" 2>"$WORK/list.err"
+assert_eq 1001 "$(wc -l <"$WORK/list.out")" "lines of sync list (a header and 1000 jobs)"
+assert_eq "bdn: the newest 1000 jobs are listed; older ones are left out (list one namespace or volume with --dest bdn:NS[/VOL])" \
+  "$(cat "$WORK/list.err")" "stderr of a cut list"
+# truncated_of ARGS...: "N true|false", the jobs and truncated of `bdn --json volume sync list
+# ARGS` (read from a pipe: 1000 jobs are too long for an argument).
+truncated_of() {
+  "$BDN" --json volume sync list "$@" |
+    python3 -c 'import json,sys; j=json.load(sys.stdin); print(len(j["jobs"]), json.dumps(j["truncated"]))'
+}
+assert_eq "1000 true" "$(truncated_of)" "jobs and truncated of a cut list"
+assert_eq "1000 false" "$(truncated_of --dest bdn:old)" "jobs and truncated of 1000 jobs"
+"$BDN" volume sync list --dest bdn:mirror >/dev/null 2>"$WORK/list.err"
+assert_eq "" "$(cat "$WORK/list.err")" "stderr of a whole list"
+
 step "start the Hub fixture and the origin"
 cat > "$WORK/hub.json" <<'EOF'
 {"page_size": 2,

@@ -278,11 +278,12 @@ Status SyncList(Context& ctx, const std::string& dest) {
     volume = ref.volume;
   }
   BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
-  BDN_ASSIGN_OR_RETURN(auto jobs, service->List(ns, volume));
+  BDN_ASSIGN_OR_RETURN(sync::SyncJobList listed, service->List(ns, volume));
+  const auto& jobs = listed.jobs;
   if (ctx.json) {
     json list = json::array();
     for (const auto& j : jobs) list.push_back(api::SyncJobToJson(j));
-    PrintJson({{"jobs", list}});
+    PrintJson({{"jobs", list}, {"truncated", listed.truncated}});
     return Status::Ok();
   }
   std::printf("%-22s %-9s %-21s %-28s %s\n", "ID", "STATE", "CREATED", "DEST", "SOURCE");
@@ -293,6 +294,12 @@ Status SyncList(Context& ctx, const std::string& dest) {
                 EscapeName(j.spec.source_uri, Backslashes::kKeep).c_str());
   }
   std::fflush(stdout);
+  if (listed.truncated) {
+    std::fprintf(stderr,
+                 "bdn: the newest %zu jobs are listed; older ones are left out (list one "
+                 "namespace or volume with --dest bdn:NS[/VOL])\n",
+                 jobs.size());
+  }
   return Status::Ok();
 }
 

@@ -149,12 +149,12 @@ void Origin::RegisterSync() {
           // A key of one namespace lists that namespace's jobs: the database selects them (and
           // the newest kMaxListedSyncJobs), never every job to be filtered here.
           if (ns.empty() && key.ns != kAllNamespaces) ns = key.ns;
-          BDN_ASSIGN_OR_RETURN(auto jobs, sync_->List(ns, volume));
+          BDN_ASSIGN_OR_RETURN(sync::SyncJobList listed, sync_->List(ns, volume));
           json list = json::array();
-          for (const auto& job : jobs) {
+          for (const auto& job : listed.jobs) {
             if (key.Allows(Scope::kPull, job.spec.ns)) list.push_back(api::SyncJobToJson(job));
           }
-          Reply(res, {{"jobs", list}});
+          Reply(res, {{"jobs", list}, {"truncated", listed.truncated}});
           return Status::Ok();
         });
   Route("GET", "/v1/sync/jobs/([a-z0-9_]+)", "/v1/sync/jobs/{id}", any,

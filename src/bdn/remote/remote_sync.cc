@@ -68,19 +68,26 @@ Result<SyncJobRecord> RemoteSyncService::Get(const std::string& id) {
   return JobFromServer(client_->Name(), j);
 }
 
-Result<std::vector<SyncJobRecord>> RemoteSyncService::List(const std::string& ns,
-                                                           const std::string& volume) {
+Result<sync::SyncJobList> RemoteSyncService::List(const std::string& ns,
+                                                  const std::string& volume) {
   std::string path = "/v1/sync/jobs";
   if (!ns.empty()) path += "?namespace=" + PercentEncode(ns);
   if (!volume.empty()) path += "&volume=" + PercentEncode(volume);
   BDN_ASSIGN_OR_RETURN(json j, Call(http::Method::kGet, path));
-  std::vector<SyncJobRecord> out;
+  sync::SyncJobList out;
   if (!j.contains("jobs") || !j["jobs"].is_array()) {
     return Err(InternalError(client_->Name() + ": GET " + path + ": no \"jobs\" list"));
   }
   for (const json& e : j["jobs"]) {
     BDN_ASSIGN_OR_RETURN(SyncJobRecord job, JobFromServer(client_->Name(), e));
-    out.push_back(std::move(job));
+    out.jobs.push_back(std::move(job));
+  }
+  if (auto t = j.find("truncated"); t != j.end()) {
+    if (!t->is_boolean()) {
+      return Err(InternalError(client_->Name() + ": GET " + path +
+                               ": \"truncated\" is not true or false"));
+    }
+    out.truncated = t->get<bool>();
   }
   return out;
 }

@@ -21,8 +21,8 @@ class RemoteSyncService : public sync::SyncService {
   // `secrets` is ignored: the origin decides by the caller's key.
   Result<sync::StartedJob> Start(const SyncJobSpec& spec, sync::SecretUse secrets) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
-  Result<std::vector<SyncJobRecord>> List(const std::string& ns,
-                                          const std::string& volume) override;
+  // GET /v1/sync/jobs; "truncated" is false when the origin (one from before it) sends none.
+  Result<sync::SyncJobList> List(const std::string& ns, const std::string& volume) override;
   Result<SyncJobRecord> Cancel(const std::string& id) override;
   // PUT /v1/secrets/{name} with {"value": ...} in the body (never in the URL).
   Status SetSecret(const std::string& name, const std::string& value,

@@ -31,7 +31,9 @@ class FakeSyncServer {
       res.set_content(j.dump(), "application/json");
     });
     server_.http().Get("/v1/sync/jobs", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(json{{"jobs", {job_}}}.dump(), "application/json");
+      json j = {{"jobs", {job_}}};
+      if (!truncated_.is_null()) j["truncated"] = truncated_;
+      res.set_content(j.dump(), "application/json");
     });
     server_.http().Get(R"(/v1/sync/jobs/([a-z0-9_]+))",
                        [this](const httplib::Request&, httplib::Response& res) {
@@ -48,9 +50,12 @@ class FakeSyncServer {
     return RemoteSyncService(std::shared_ptr<http::HttpClient>(std::move(*c)));
   }
   std::string url() const { return server_.url(); }
+  // The "truncated" field of the job list (null: none sent, as by an origin from before it).
+  void SetTruncated(json value) { truncated_ = std::move(value); }
 
  private:
   json job_;
+  json truncated_;
   TestServer server_;
 };
 
@@ -86,6 +91,28 @@ TEST(RemoteSync, AJobIdThatIsNotOneIsRefusedOnEveryRoute) {
   auto cancelled = service.Cancel("sync_1");
   ASSERT_FALSE(cancelled.has_value());
   EXPECT_EQ(cancelled.error().message(), want);
+}
+
+// The job list's "truncated": false when the origin sends none, as sent when it is true or
+// false, and refused when it is anything else.
+TEST(RemoteSync, AListSaysWhetherTheOriginCutIt) {
+  FakeSyncServer server("sync_00ff");
+  RemoteSyncService service = server.Connect();
+  auto old_origin = service.List("", "");
+  ASSERT_TRUE(old_origin.has_value()) << old_origin.error().message();
+  EXPECT_EQ(old_origin->jobs.size(), 1u);
+  EXPECT_FALSE(old_origin->truncated);
+  for (bool cut : {true, false}) {
+    server.SetTruncated(cut);
+    auto listed = service.List("w", "");
+    ASSERT_TRUE(listed.has_value()) << listed.error().message();
+    EXPECT_EQ(listed->truncated, cut);
+  }
+  server.SetTruncated("yes");
+  auto bad = service.List("", "");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message(),
+            "origin " + server.url() + ": GET /v1/sync/jobs: \"truncated\" is not true or false");
 }
 
 TEST(RemoteSync, AnIdFromTheUserThatIsNotOneIsRefusedBeforeAnyRequest) {

@@ -175,7 +175,8 @@ TEST(LocalSyncService, AJobNamesOnlyASecretItsNamespaceMayUse) {
   }
   auto none = service.List("", "");
   ASSERT_OK(none);
-  EXPECT_TRUE(none->empty());
+  EXPECT_TRUE(none->jobs.empty());
+  EXPECT_FALSE(none->truncated);
   auto own = service.Start(spec("team-a-hf-token"), SecretUse::kJobNamespace);
   ASSERT_OK(own);
   EXPECT_TRUE(own->created);
@@ -290,6 +291,43 @@ TEST(LocalSyncService, ConcurrentStartsNeverPassTheUnfinishedCap) {
   auto unfinished = deps.jobs->ListUnfinished();
   ASSERT_OK(unfinished);
   EXPECT_EQ(static_cast<size_t>(kCap), unfinished->size());
+}
+
+// `sync list` and GET /v1/sync/jobs showed the newest 1000 jobs with no sign that more
+// matched. The list says so (SyncJobList::truncated), only when more match.
+TEST(LocalSyncService, AListCutAtItsBoundSaysSo) {
+  testutil::TempDir dir("bdn_sync_list");
+  RunnerDeps deps;
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
+  LocalSyncService service(deps);
+  std::vector<std::string> ids;  // oldest first
+  for (size_t i = 0; i < kMaxListedSyncJobs; ++i) {
+    auto job = deps.jobs->Create(HubSpec());
+    ASSERT_OK(job);
+    ids.push_back(job->id);
+  }
+  auto whole = service.List("", "");
+  ASSERT_OK(whole);
+  EXPECT_EQ(whole->jobs.size(), kMaxListedSyncJobs);
+  EXPECT_FALSE(whole->truncated);
+  SyncJobSpec other = HubSpec();
+  other.ns = "x";
+  auto newest = deps.jobs->Create(other);
+  ASSERT_OK(newest);
+  auto cut = service.List("", "");
+  ASSERT_OK(cut);
+  ASSERT_EQ(cut->jobs.size(), kMaxListedSyncJobs);
+  EXPECT_TRUE(cut->truncated);
+  EXPECT_EQ(cut->jobs.front().id, newest->id);
+  EXPECT_EQ(cut->jobs.back().id, ids[1]);  // the oldest is left out
+  auto in_w = service.List("w", "v");
+  ASSERT_OK(in_w);
+  EXPECT_EQ(in_w->jobs.size(), kMaxListedSyncJobs);
+  EXPECT_FALSE(in_w->truncated);
+  auto in_x = service.List("x", "");
+  ASSERT_OK(in_x);
+  EXPECT_EQ(in_x->jobs.size(), 1u);
+  EXPECT_FALSE(in_x->truncated);
 }
 
 // Finished jobs were kept forever. A scheduler with a retention deletes the ones that ended

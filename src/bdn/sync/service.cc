@@ -100,9 +100,14 @@ Result<StartedJob> LocalSyncService::Start(const SyncJobSpec& spec, SecretUse se
 
 Result<SyncJobRecord> LocalSyncService::Get(const std::string& id) { return deps_.jobs->Get(id); }
 
-Result<std::vector<SyncJobRecord>> LocalSyncService::List(const std::string& ns,
-                                                          const std::string& volume) {
-  return deps_.jobs->List(ns, volume);
+Result<SyncJobList> LocalSyncService::List(const std::string& ns, const std::string& volume) {
+  // One more than shown: whether more match.
+  BDN_ASSIGN_OR_RETURN(auto jobs, deps_.jobs->List(ns, volume, kMaxListedSyncJobs + 1));
+  SyncJobList out;
+  out.truncated = jobs.size() > kMaxListedSyncJobs;
+  if (out.truncated) jobs.resize(kMaxListedSyncJobs);
+  out.jobs = std::move(jobs);
+  return out;
 }
 
 Result<SyncJobRecord> LocalSyncService::Cancel(const std::string& id) {

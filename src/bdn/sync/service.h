@@ -24,6 +24,12 @@ namespace bdn::sync {
 
 using StartedJob = CreatedSyncJob;
 
+// SyncService::List's answer: newest first, at most kMaxListedSyncJobs.
+struct SyncJobList {
+  std::vector<SyncJobRecord> jobs;
+  bool truncated = false;  // more jobs match than are listed (the oldest are left out)
+};
+
 // Checks what `sync start` asks for before a job exists: the source URI's syntax, the globs
 // (at most kMaxGlobs of each kind),
 // the secret name's syntax, the destination's names and tag (not "head") and the retry deadline
@@ -50,9 +56,9 @@ class SyncService {
   virtual Result<StartedJob> Start(const SyncJobSpec& spec, SecretUse secrets) = 0;
   // Errors: NotFound "sync job <id>: not found".
   virtual Result<SyncJobRecord> Get(const std::string& id) = 0;
-  // Newest first, at most kMaxListedSyncJobs; only jobs into ns (and volume) when given.
-  virtual Result<std::vector<SyncJobRecord>> List(const std::string& ns,
-                                                  const std::string& volume) = 0;
+  // Newest first, at most kMaxListedSyncJobs (SyncJobList::truncated when more match); only
+  // jobs into ns (and volume) when given.
+  virtual Result<SyncJobList> List(const std::string& ns, const std::string& volume) = 0;
   // Stops a job: one that no runner holds is CANCELED at once, a running one within a second
   // or so. Returns the job as it is then. Errors: NotFound; FailedPrecondition "sync job <id>:
   // already READY" (or FAILED, CANCELED).
@@ -80,8 +86,7 @@ class LocalSyncService : public SyncService {
 
   Result<StartedJob> Start(const SyncJobSpec& spec, SecretUse secrets) override;
   Result<SyncJobRecord> Get(const std::string& id) override;
-  Result<std::vector<SyncJobRecord>> List(const std::string& ns,
-                                          const std::string& volume) override;
+  Result<SyncJobList> List(const std::string& ns, const std::string& volume) override;
   Result<SyncJobRecord> Cancel(const std::string& id) override;
   Status SetSecret(const std::string& name, const std::string& value,
                    const std::vector<std::string>& namespaces) override;
