@@ -312,15 +312,20 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   // version committed during the run), copied before the sweep. On a full disk every pack that
   // needed one is kept (and its copies, not synced, go as discard_copies says) and the others
   // are still deleted.
+  // A blob in several doomed packs is copied once, from the first: that pack is kept whenever
+  // its copy may not have become durable, so the blob stays.
   std::vector<std::vector<const BlobLocation*>> rescues(doomed_index.size());
+  std::unordered_set<Digest> planned;
   for (size_t j = 0; j < doomed_index.size(); ++j) {
     const uint32_t i = doomed_index[j];
     for (const BlobLocation& b : packs[i].blobs) {
       if (!later.Contains(b.id) && !needed.Contains(b.id)) continue;
-      if (store.IsQuarantined(packs[i].id, b.offset)) continue;
+      if (store.IsQuarantined(packs[i].id, b.offset) || planned.contains(b.id)) continue;
       auto live = store.HasLiveCopy(b.id);
       if (!live) return fail(live.error());
-      if (!*live) rescues[j].push_back(&b);
+      if (*live) continue;
+      planned.insert(b.id);
+      rescues[j].push_back(&b);
     }
   }
   const GcReport before_rescues = report;
