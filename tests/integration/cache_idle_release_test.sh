@@ -45,6 +45,27 @@ dd if="$WORK/m1/a.bin" bs=1M iflag=direct status=none | cmp - "$WORK/src/a.bin" 
   || fail "a.bin through the first mount after"
 (cd "$WORK/src" && b3sum a.bin b.bin) > "$WORK/sums"
 
+step "an idle mount lets go of a region it followed while another mount filled it, once evicted"
+# From an attacking helper: a region another process is filling is followed (read as it grows)
+# through a descriptor of its own, which the idle check did not close.
+NF="$WORK/nf"
+mkdir -p "$WORK/m5" "$WORK/m6"
+pid5=$("$BDN" volume mount "$ref" "$WORK/m5" --cache-dir "$NF" --cache-size 4M \
+  --memory-cache 1M --json | json_field daemon_pid)
+MOUNTS+=("$WORK/m5")
+"$BDN" volume mount "$ref" "$WORK/m6" --cache-dir "$NF" --cache-size 4M --memory-cache 1M \
+  >/dev/null
+MOUNTS+=("$WORK/m6")
+dd if="$WORK/m6/b.bin" of=/dev/null bs=4k count=1 iflag=direct status=none  # m6 starts a region
+ls "$NF/packs"/*.open >/dev/null || fail "no region being filled in $NF"
+# A miss in m5: it looks again, and follows m6's region.
+dd if="$WORK/m5/a.bin" bs=4k count=1 skip=500 iflag=direct status=none |
+  cmp - <(dd if="$WORK/src/a.bin" bs=4k count=1 skip=500 status=none) || fail "4 KiB of a.bin"
+cmp "$WORK/m6/b.bin" "$WORK/src/b.bin" || fail "b.bin through m6"
+wait_released "$pid5" "$NF" "the idle mount that followed a region"
+dd if="$WORK/m5/a.bin" bs=1M iflag=direct status=none | cmp - "$WORK/src/a.bin" \
+  || fail "a.bin through m5 after"
+
 step "an idle cache node lets go of the regions a mount sharing its directory evicts"
 CS="$WORK/cs"
 start_bdn cache cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "$CS" \
@@ -67,5 +88,5 @@ wait_released "$CACHE_PID" "$CS" "the idle cache node"
 (cd "$WORK/m3" && b3sum --check --quiet "$WORK/sums") || fail "b3sum through the cache node after"
 
 step "umount"
-for m in m1 m2 m3 m4; do "$BDN" volume umount "$WORK/$m" >/dev/null; done
+for m in m1 m2 m3 m4 m5 m6; do "$BDN" volume umount "$WORK/$m" >/dev/null; done
 MOUNTS=()

@@ -518,7 +518,28 @@ void LocalChunkStore::ForgetDeletedPacksNowAndThen() {
   constexpr int64_t kEvery = 1'000'000'000;
   // One reader looks; the others go on.
   if (!next_deleted_check_ns_.compare_exchange_strong(due, now + kEvery)) return;
+  ReleaseDeleted();
+}
+
+void LocalChunkStore::ReleaseDeleted() {
+  if (!options_.read_others_open_packs) return;
   ForgetDeletedPacks();
+  ForgetDeletedFollowedPacks();
+}
+
+void LocalChunkStore::ForgetDeletedFollowedPacks() {
+  if (!refresh_mu_.try_lock()) return;
+  std::vector<uint64_t> deleted;
+  for (const auto& [id, p] : others_open_) {
+    struct stat st;
+    if (::fstat(p.file->fd(), &st) == 0 && st.st_nlink == 0) deleted.push_back(id);
+  }
+  for (uint64_t id : deleted) {
+    std::vector<Digest> ids = std::move(others_open_[id].ids);
+    others_open_.erase(id);
+    ForgetOthersOpenPack(id, ids);
+  }
+  refresh_mu_.unlock();
 }
 
 void LocalChunkStore::ForgetDeletedPacks() {

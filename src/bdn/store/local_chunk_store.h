@@ -205,8 +205,10 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // the disk full, and forgets their blobs; sealed packs stay. Errors: ErrnoError "pack <path>:
   // delete: …" (that pack is kept and sealed later as before).
   Result<Discarded> DiscardAfterFullDisk() override;
-  // See ChunkStore: ForgetDeletedPacks (in a cache, read_others_open_packs; otherwise nothing).
-  void ReleaseDeleted() override { ForgetDeletedPacks(); }
+  Sealed SealedSoFar() const override { return {sealed_packs_, sealed_bytes_}; }
+  // See ChunkStore: ForgetDeletedPacks, then ForgetDeletedFollowedPacks (in a cache,
+  // read_others_open_packs; otherwise nothing).
+  void ReleaseDeleted() override;
 
   // Where a good copy of `id` is, or nullopt. Errors: as Get's lookup (none today).
   Result<std::optional<StoredBlob>> Locate(const Digest& id);
@@ -305,7 +307,13 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // on from them, docs/format.md "Garbage collection".) A renamed pack (an .open one sealed)
   // keeps a name.
   void ForgetDeletedPacks();
-  // ForgetDeletedPacks at most once a second (options.clock), from every read, hits included: a
+  // Drops the packs of other processes this one follows (others_open_, which holds a descriptor
+  // of each apart from files_) whose file has no name left: a region another process was
+  // filling when this one began to follow it, then sealed and evicted. Only when no refresh is
+  // under way (which drops them itself, LoadLoosePacks): never waits for one. Not to be called
+  // with refresh_mu_ held.
+  void ForgetDeletedFollowedPacks() EXCLUDES(refresh_mu_);
+  // ReleaseDeleted at most once a second (options.clock), from every read, hits included: a
   // process that only hits otherwise kept the regions other processes evicted, and their disk
   // space, until its next miss.
   void ForgetDeletedPacksNowAndThen();

@@ -331,6 +331,28 @@ TEST_F(LocalStore, AFollowerThatOnlyHitsLetsGoOfADeletedPackWithinASecond) {
   EXPECT_EQ(cache->Get(Digest::Of(blobs[0])).error().code(), StatusCode::kNotFound);
 }
 
+// From an attacking helper: a pack the follower began to follow while another process was
+// writing it holds a descriptor of its own (besides the one reads use); once that pack was sealed
+// and deleted, ReleaseDeleted (an idle mount's once-a-second check) closed only the other, and
+// the idle process kept the file and its space until its next miss.
+TEST_F(LocalStore, ReleaseDeletedClosesAFollowedPackDeletedAfterItWasSealed) {
+  auto writer = Open();
+  auto blobs = Blobs(3, 1000, 120);
+  PutAll(*writer, blobs);  // in the writer's .open pack, which it holds locked
+  ASSERT_EQ(Names(root() / "packs", ".open").size(), 1u);
+  auto cache = OpenFollower();
+  ExpectAllReadable(*cache, blobs);  // read as it is written: followed
+  ASSERT_OK(writer->Sync());         // sealed: renamed to .pack
+  writer.reset();
+  const auto sealed = Names(root() / "packs", ".pack");
+  ASSERT_EQ(sealed.size(), 1u);
+  ASSERT_OK(Open()->DropPack(*pack::ParseHex16Name(sealed[0], ".pack")));
+  ASSERT_GE(DeletedFilesOpen(sealed[0]), 1);
+  cache->ReleaseDeleted();
+  EXPECT_EQ(DeletedFilesOpen(sealed[0]), 0);
+  EXPECT_EQ(cache->Get(Digest::Of(blobs[0])).error().code(), StatusCode::kNotFound);
+}
+
 // From an attacking helper: a followed pack whose writer died with its first record damaged is
 // recovered empty (removed); the blobs found in it before then pointed at a pack that was gone,
 // every read of them went round 16 times and then returned an empty error, and a copy stored
