@@ -338,12 +338,12 @@ class PartialFile {
   // name (renamed into place), as long as it keeps changing (WaitForHolder); the caller then
   // looks at the file in place again. Errors: ErrnoError "file \"shown\" (its partial file
   // .bdn-partial-…)"; FailedPrecondition when what is in the way cannot be removed (a non-empty
-  // directory; another user's file in a sticky directory) or keeps coming back; Conflict "file
-  // \"shown\": another user's pull (uid U) is writing it (pid N, \"bdn\") through its partial
-  // file .bdn-partial-…; pull again once it has ended" when what is in the way is a file another
-  // process holds the lock of (HeldBy; "another process" for one of this user's); Conflict "file
-  // \"shown\": another pull is writing it (…) and its partial file has not changed for <stall>
-  // (…)" when the holder stalls (WaitForHolder).
+  // directory; another user's file in a sticky directory; a file with other names that a
+  // process holds locked) or keeps coming back; Conflict "file \"shown\": another pull (or
+  // "another user's pull (uid U)") is writing it (…) and its partial file has not changed for
+  // <stall> (…)" when the holder stalls (WaitForHolder), and "…: another user's pull (uid U) is
+  // writing it (pid N, \"bdn\") through its partial file .bdn-partial-…; pull again once it has
+  // ended" for a locked file this process cannot open (RemoveStranger).
   static Result<PartialFile> Open(int dir, const std::string& name, const std::string& tmp,
                                   const std::string& shown, const Clock& clock,
                                   std::chrono::milliseconds stall) {
@@ -357,18 +357,7 @@ class PartialFile {
       struct stat named;
       if (::fstatat(dir, p.tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0) {
         if (!Lockable(named)) {
-          // Another user's pull writing the file in a shared directory is no stranger: removed,
-          // its pull would fail at the end; and one of ours hard-linked elsewhere is written.
-          if (auto holder = p.HeldBy(named)) {
-            return Err(ConflictError(
-                "file \"" + p.shown_ + "\": " +
-                (named.st_uid != ::geteuid()
-                     ? "another user's pull (uid " + std::to_string(named.st_uid) + ")"
-                     : std::string("another process")) +
-                " is writing it" + (holder->empty() ? "" : " (" + *holder + ")") +
-                " through its partial file " + p.tmp_ + "; pull again once it has ended"));
-          }
-          BDN_RETURN_IF_ERROR(p.RemoveStranger(named));
+          BDN_RETURN_IF_ERROR(p.RemoveStranger(named, clock, stall));
           ++strangers;
           continue;
         }
@@ -394,7 +383,8 @@ class PartialFile {
       }
       if (::flock(p.fd_.get(), LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK) return Err(p.Error(errno));
-        BDN_ASSIGN_OR_RETURN(bool locked, p.WaitForHolder(opened, clock, stall));
+        BDN_ASSIGN_OR_RETURN(bool locked,
+                             p.WaitForHolder(p.fd_.get(), opened, clock, stall, "another pull"));
         if (!locked) {
           p.fd_.Reset();
           continue;  // the other pull renamed it into place (or dropped it): a new one
@@ -498,17 +488,18 @@ class PartialFile {
     return S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid();
   }
 
-  // Waits while another process holds the lock of the partial file open here (`opened`: its
-  // fstat), polling (every 5 ms at first, then less often, up to every 100 ms) on `clock`. Returns
-  // true once this descriptor holds the lock, false once the partial file's name no longer names it
-  // (the holder renamed it into place, or removed it). The wait goes on as long as the file changes
-  // (its size, blocks or mtime): a pull writing a large file is waited for however long it
-  // takes. Errors: Conflict "file \"shown\": another pull is writing it (pid N, \"bdn\") and its
-  // partial file .bdn-partial-… has not changed for 1m (stopped? pull again once it has ended)"
-  // after `stall` without a change (the holder as /proc/locks names it, left out when it cannot
-  // be told); ErrnoError naming the partial file.
-  Result<bool> WaitForHolder(const struct stat& opened, const Clock& clock,
-                             std::chrono::milliseconds stall) const {
+  // Waits while another process holds the lock of the partial file open here as `fd` (`opened`:
+  // its fstat; `who` names the holder in the error, "another pull"), polling (every 5 ms at first,
+  // then less often, up to every 100 ms) on `clock`. Returns true once this descriptor holds the
+  // lock, false once the partial file's name no longer names it (the holder renamed it into place,
+  // or removed it). The wait goes on as long as the file changes (its size, blocks or mtime): a
+  // pull writing a large file is waited for however long it takes. Errors: Conflict "file
+  // \"shown\": another pull is writing it (pid N, \"bdn\") and its partial file .bdn-partial-… has
+  // not changed for 1m (stopped? pull again once it has ended)" after `stall` without a change (the
+  // holder as /proc/locks names it, left out when it cannot be told); ErrnoError naming the partial
+  // file.
+  Result<bool> WaitForHolder(int fd, const struct stat& opened, const Clock& clock,
+                             std::chrono::milliseconds stall, const std::string& who) const {
     struct stat last = opened;
     SteadyTime deadline = clock.SteadyNow() + stall;
     // From 5 ms, doubling up to 100 ms: a small file another pull is writing is done soon.
@@ -516,7 +507,7 @@ class PartialFile {
     while (true) {
       clock.SleepFor(poll);
       poll = std::min(poll * 2, std::chrono::milliseconds(100));
-      if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return true;
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
       if (errno != EWOULDBLOCK && errno != EINTR) return Err(Error(errno));
       struct stat named, now;
       if (::fstatat(dir_, tmp_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -524,7 +515,7 @@ class PartialFile {
         return Err(Error(errno));
       }
       if (named.st_dev != opened.st_dev || named.st_ino != opened.st_ino) return false;
-      if (::fstat(fd_.get(), &now) != 0) return Err(Error(errno));
+      if (::fstat(fd, &now) != 0) return Err(Error(errno));
       // Not the ctime: a rename of the file away and back changes it, and is no sign of a writer.
       if (now.st_size != last.st_size || now.st_blocks != last.st_blocks ||
           now.st_mtim.tv_sec != last.st_mtim.tv_sec ||
@@ -533,7 +524,7 @@ class PartialFile {
         deadline = clock.SteadyNow() + stall;
       } else if (clock.SteadyNow() >= deadline) {
         const std::string holder = FlockHolder(opened);
-        return Err(ConflictError("file \"" + shown_ + "\": another pull is writing it" +
+        return Err(ConflictError("file \"" + shown_ + "\": " + who + " is writing it" +
                                  (holder.empty() ? "" : " (" + holder + ")") +
                                  " and its partial file " + tmp_ + " has not changed for " +
                                  FormatDuration(stall) +
@@ -542,31 +533,57 @@ class PartialFile {
     }
   }
 
-  // Whether another process holds the lock (flock) of the regular file at the partial file's
-  // name that is not Lockable (`st`: its lstat): another user's pull writing the file in a shared
-  // directory, say. Asked of the lock itself where this process can open the file (a shared lock
-  // tried and let go at once), otherwise of /proc/locks (another user's 0600 file). Returns the
-  // holder as FlockHolder names it ("" when it cannot be told), or nullopt when no process holds
-  // it, it is not a regular file, or it cannot be told (no /proc/locks).
-  std::optional<std::string> HeldBy(const struct stat& st) const {
-    if (!S_ISREG(st.st_mode)) return std::nullopt;
-    UniqueFd probe(
-        ::openat(dir_, tmp_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    struct stat opened;
-    if (probe && ::fstat(probe.get(), &opened) == 0 && opened.st_dev == st.st_dev &&
-        opened.st_ino == st.st_ino) {
-      if (::flock(probe.get(), LOCK_SH | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
-        return std::nullopt;
+  // Removes what is at the partial file's name but is not Lockable (`st`: its lstat). A regular
+  // file is removed only while this process holds its lock (flock, through a descriptor of its
+  // own, the name checked to be that file still), so that no pull is writing it: one that is
+  // (another user's, in a shared directory; or one of ours hard-linked elsewhere) is waited for
+  // as WaitForHolder waits, and a file with other names that a process holds is left alone. A
+  // file this process cannot open (another user's 0600 file) is looked up in /proc/locks. Returns
+  // OK once it is gone or something else is at the name (the caller looks again). Errors:
+  // Conflict "file \"shown\": another user's pull (uid U) is writing it (pid N, \"bdn\") and its
+  // partial file .bdn-partial-… has not changed for 1m (stopped? …)" (WaitForHolder's), or
+  // "…: another user's pull (uid U) is writing it (pid N, \"bdn\") through its partial file
+  // .bdn-partial-…; pull again once it has ended" when the file cannot be opened;
+  // FailedPrecondition "file \"shown\" (its partial file …): a file with N names is in the way,
+  // locked by pid N (\"x\"); remove it, or pull elsewhere"; FailedPrecondition for what cannot be
+  // removed (below); ErrnoError naming the partial file.
+  Status RemoveStranger(const struct stat& st, const Clock& clock,
+                        std::chrono::milliseconds stall) const {
+    UniqueFd probe;  // held, with its lock, until the name is gone
+    if (S_ISREG(st.st_mode)) {
+      const std::string who = st.st_uid != ::geteuid()
+                                  ? "another user's pull (uid " + std::to_string(st.st_uid) + ")"
+                                  : std::string("another pull");
+      probe.Reset(
+          ::openat(dir_, tmp_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+      if (probe) {
+        struct stat opened;
+        if (::fstat(probe.get(), &opened) != 0) return Error(errno);
+        if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) return Status::Ok();
+        if (::flock(probe.get(), LOCK_EX | LOCK_NB) != 0) {
+          if (errno != EWOULDBLOCK) return Error(errno);
+          if (opened.st_nlink != 1) {
+            const std::string holder = FlockHolder(opened);
+            return FailedPreconditionError(
+                what() + ": a file with " + std::to_string(opened.st_nlink) +
+                " names is in the way, locked by " +
+                (holder.empty() ? std::string("another process") : holder) +
+                "; remove it, or pull elsewhere");
+          }
+          BDN_ASSIGN_OR_RETURN(bool locked, WaitForHolder(probe.get(), opened, clock, stall, who));
+          if (!locked) return Status::Ok();  // renamed into place, or gone
+        }
+        struct stat now;
+        if (::fstatat(dir_, tmp_.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) {
+          return errno == ENOENT ? Status::Ok() : Error(errno);
+        }
+        if (now.st_dev != opened.st_dev || now.st_ino != opened.st_ino) return Status::Ok();
+      } else if (const std::string holder = FlockHolder(st); !holder.empty()) {
+        return ConflictError("file \"" + shown_ + "\": " + who + " is writing it (" + holder +
+                             ") through its partial file " + tmp_ +
+                             "; pull again once it has ended");
       }
-      return FlockHolder(st);
     }
-    std::string holder = FlockHolder(st);
-    if (holder.empty()) return std::nullopt;
-    return holder;
-  }
-
-  // Removes what is at the partial file's name but is not Lockable (`st`: its lstat).
-  Status RemoveStranger(const struct stat& st) const {
     if (::unlinkat(dir_, tmp_.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) == 0 ||
         errno == ENOENT) {
       return Status::Ok();
@@ -602,6 +619,13 @@ struct FileDone {
 // How many of the names the version gives a file in this pull (itself and its hardlinks pulled
 // too) name the inode `st`: 1 and its hardlinks that do.
 using OwnNamesOf = std::function<Result<nlink_t>(const struct stat& st)>;
+
+// Whether this user can neither remove nor rename over `st` (an lstat) in a directory `parent`
+// (its fstat): another user's, in a sticky directory that is not this user's (root can).
+bool StuckInStickyDirectory(const struct stat& st, const struct stat& parent) {
+  const uid_t me = ::geteuid();
+  return me != 0 && st.st_uid != me && (parent.st_mode & S_ISVTX) != 0 && parent.st_uid != me;
+}
 
 // Writes the regular files of a pull (WriteFile), several at once.
 class FileWriter {
@@ -666,6 +690,16 @@ class FileWriter {
         if (*kept) {
           partial.Discard();  // the file is in place: nothing to resume
           return done;
+        }
+        // Another user's pull put it there (in a sticky directory): found before the download,
+        // as CheckConflicts finds it up front, not by the rename that cannot replace it.
+        struct stat parent;
+        if (::fstat(dir, &parent) == 0 && StuckInStickyDirectory(now.st, parent)) {
+          if (partial.bytes() == 0) partial.Discard();  // this pull's own, empty
+          return Err(FailedPreconditionError(
+              "file \"" + shown +
+              "\": another user's file in a sticky directory is in the way and cannot be "
+              "replaced (remove it, or pull elsewhere)"));
         }
         if (now.Regular()) done.replaced = Inode(now.st.st_dev, now.st.st_ino);
       }
@@ -846,13 +880,6 @@ Result<bool> HoldsAnything(int dir, const std::string& name, const std::string& 
   BDN_ASSIGN_OR_RETURN(DirFd d, DirFd::OpenAt(dir, name, shown));
   BDN_ASSIGN_OR_RETURN(auto names, ListNames(d.get(), shown));
   return !names.empty();
-}
-
-// Whether this user can neither remove nor rename over `st` (an lstat) in a directory `parent`
-// (its fstat): another user's, in a sticky directory that is not this user's (root can).
-bool StuckInStickyDirectory(const struct stat& st, const struct stat& parent) {
-  const uid_t me = ::geteuid();
-  return me != 0 && st.st_uid != me && (parent.st_mode & S_ISVTX) != 0 && parent.st_uid != me;
 }
 
 // A directory below DIR that a pull writes into must be this user's or root's: another user's

@@ -99,9 +99,13 @@ struct PullResult {
 // place as any file already there: the version's content is kept); Conflict "file \"dest/x\":
 // another pull put other content there while this one ran (a pull of another version into the
 // same directory?)" (with kOverwrite too: pulls of two versions never mix without an error);
-// Conflict "file \"dest/x\": another user's pull (uid U) is writing it (pid N, \"bdn\") through
-// its partial file .bdn-partial-…; pull again once it has ended" (in a shared directory: a partial
-// file not this user's, whose lock a process holds, is left alone);
+// in a shared directory, another user's partial file is removed only while this pull holds its
+// lock: one another user's pull is writing is waited for as above (Conflict "file \"dest/x\":
+// another user's pull (uid U) is writing it (…) and its partial file … has not changed for 1m
+// (…)" when it stalls), or, when this pull cannot open it, Conflict "…: another user's pull (uid
+// U) is writing it (pid N, \"bdn\") through its partial file .bdn-partial-…; pull again once it
+// has ended"; FailedPrecondition "file \"dest/x\" (its partial file …): a file with N names is in
+// the way, locked by pid N (\"x\"); remove it, or pull elsewhere";
 // Corruption "file \"x\": its chunks hold N bytes, not its size M" or
 // "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
 // file is removed); FailedPrecondition "file \"dest/x\" (its partial file …): No space left on

@@ -130,6 +130,24 @@ class VolumeTest : public ::testing::Test {
     }
     return fd;
   }
+  // A version holding one file, `name` with `content`, opened.
+  std::shared_ptr<VersionView> PushOneFile(const std::string& name, const std::string& content) {
+    Write(name, content);
+    auto pushed = PushSrc("v");
+    EXPECT_TRUE(pushed.has_value());
+    if (!pushed) return nullptr;
+    auto view = VersionView::Open(store_, pushed->ref.digest);
+    EXPECT_TRUE(view.has_value());
+    return view ? *view : nullptr;
+  }
+  // dir_/shared, mode 1777 as /tmp (dir_ made 0755, so that another user reaches it).
+  fs::path SharedStickyDirectory() {
+    const fs::path shared = dir_ / "shared";
+    fs::create_directories(shared);
+    fs::permissions(dir_, fs::perms(0755));
+    fs::permissions(shared, fs::perms(01777));
+    return shared;
+  }
   // CatFile into a file; its bytes, or the error.
   Result<std::string> Cat(const VersionView& view, const std::string& path,
                           const ChunkReaderOptions& reads = {}) {
@@ -1136,43 +1154,41 @@ TEST_F(VolumeTest, APullThatCannotReplaceAnotherUsersFileInAStickyDirectoryWrite
 // From a tester: in a shared sticky directory, root's pull removed the partial file of another
 // user's pull of the same file while that pull was writing it (that pull then failed), and a
 // user's pull that found root's pull writing said only that another user's file was in the way.
-// Either way the pull now leaves a partial file whose lock another process holds, and says who.
+// Root's pull now waits for it as for a pull of its own (and names it when it stalls); a pull
+// that cannot open the file says who holds it; a held file with other names is left alone.
 TEST_F(VolumeTest, APullLeavesAnotherUsersLivePartialFileAndSaysWhoWritesIt) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown, then a pull as another user)";
-  Write("a.txt", "hello");
-  auto pushed = PushSrc("v");
-  ASSERT_TRUE(pushed.has_value());
-  auto view = *VersionView::Open(store_, pushed->ref.digest);
-  const fs::path shared = dir_ / "shared";
-  fs::create_directories(shared);
-  fs::permissions(dir_, fs::perms(0755));
-  fs::permissions(shared, fs::perms(01777));
+  const std::shared_ptr<VersionView> view = PushOneFile("a.txt", "hello");
+  ASSERT_TRUE(view);
+  const fs::path shared = SharedStickyDirectory();
   const fs::path partial = shared / PartialFileName("a.txt");
   std::string comm;
   std::getline(std::ifstream("/proc/self/comm"), comm);
-  auto expected = [&](const std::string& uid) {
-    return "file \"" + (shared / "a.txt").string() + "\": another user's pull (uid " + uid +
-           ") is writing it (pid " + std::to_string(::getpid()) + ", \"" + comm +
-           "\") through its partial file " + PartialFileName("a.txt") +
-           "; pull again once it has ended";
-  };
+  const std::string holder = "(pid " + std::to_string(::getpid()) + ", \"" + comm + "\")";
+  const std::string file = "file \"" + (shared / "a.txt").string() + "\"";
 
-  // Root's pull, another user's partial file held.
+  // Root's pull, another user's partial file held and not changing.
   int held = HoldPartialFile(shared, "a.txt");
   ASSERT_GE(held, 0);
   ASSERT_EQ(::fchown(held, 65533, 65533), 0);
   struct stat before, after;
   ASSERT_EQ(::fstat(held, &before), 0);
-  auto p = Pull(*view, shared, PullOptions{}, nullptr);
+  PullOptions waiting;
+  waiting.clock = std::make_shared<testutil::FakeClock>();
+  waiting.writer_stall_time = std::chrono::seconds(90);
+  auto p = Pull(*view, shared, waiting, nullptr);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().code(), StatusCode::kConflict);
-  EXPECT_EQ(p.error().message(), expected("65533"));
+  EXPECT_EQ(p.error().message(), file + ": another user's pull (uid 65533) is writing it " +
+                                     holder + " and its partial file " + PartialFileName("a.txt") +
+                                     " has not changed for 90s (stopped? pull again once it has "
+                                     "ended)");
   ASSERT_EQ(::lstat(partial.c_str(), &after), 0);
   EXPECT_EQ(after.st_ino, before.st_ino);
   EXPECT_FALSE(fs::exists(shared / "a.txt"));
   ::close(held);
-  // Let go: a stranger, removed, and the pull works.
-  auto q = Pull(*view, shared, PullOptions{}, nullptr);
+  // Let go: a stranger, removed (under its lock), and the pull works.
+  auto q = Pull(*view, shared, waiting, nullptr);
   ASSERT_TRUE(q.has_value()) << q.error().message();
   EXPECT_EQ(ReadFile(shared / "a.txt"), "hello");
   EXPECT_FALSE(fs::exists(partial));
@@ -1183,10 +1199,29 @@ TEST_F(VolumeTest, APullLeavesAnotherUsersLivePartialFileAndSaysWhoWritesIt) {
   ASSERT_GE(held, 0);
   auto [code, said] = PullAsNobody(*view, shared, PullOptions{});
   EXPECT_EQ(code, StatusCode::kConflict) << said;
-  EXPECT_EQ(said, expected("0"));
+  EXPECT_EQ(said, file + ": another user's pull (uid 0) is writing it " + holder +
+                      " through its partial file " + PartialFileName("a.txt") +
+                      "; pull again once it has ended");
   EXPECT_TRUE(fs::exists(partial));
   EXPECT_FALSE(fs::exists(shared / "a.txt"));
   ::close(held);
+
+  // A file with another name, held: no pull's; left alone, and said.
+  fs::remove(partial);
+  std::ofstream(shared / "elsewhere") << "keep";
+  fs::create_hard_link(shared / "elsewhere", partial);
+  UniqueFd lock(::open(partial.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(lock);
+  ASSERT_EQ(::flock(lock.get(), LOCK_EX), 0);
+  auto r = Pull(*view, shared, waiting, nullptr);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.error().message(), file + " (its partial file " + PartialFileName("a.txt") +
+                                     "): a file with 2 names is in the way, locked by pid " +
+                                     std::to_string(::getpid()) + ", \"" + comm +
+                                     "\"; remove it, or pull elsewhere");
+  EXPECT_EQ(ReadFile(shared / "elsewhere"), "keep");
+  EXPECT_TRUE(fs::exists(partial));
 }
 
 // From a tester: root's pull wrote into (and chmod-ed) a directory another user had made where
@@ -1399,6 +1434,52 @@ TEST_F(VolumeTest, PullWhoseAwaitedPartialFileIsReplacedByAnotherTakesTheNewOne)
   EXPECT_EQ(p->files_written, 1u);
   EXPECT_EQ(ReadFile(dir_ / "out/f"), "bytes");
   EXPECT_FALSE(fs::exists(partial));
+}
+
+// From an attacking helper: a user's pull into a sticky directory waited for another pull of
+// the same file (root's), which then put its file in place; the user's pull then downloaded the
+// whole file and failed to rename it over root's: "Operation not permitted". It says at once
+// what CheckConflicts says up front, and downloads nothing.
+TEST_F(VolumeTest, APullThatFindsAnotherUsersFileAfterWaitingSaysItCannotReplaceIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown, then a pull as another user)";
+  const std::shared_ptr<VersionView> view = PushOneFile("a.txt", "hello");
+  ASSERT_TRUE(view);
+  const fs::path shared = SharedStickyDirectory();
+  const fs::path partial = shared / PartialFileName("a.txt");
+  // "Root's pull": a partial file of nobody's (so that nobody's pull waits on its lock), held
+  // here; when nobody's pull first waits, root's file goes in place and the partial file goes.
+  int held = HoldPartialFile(shared, "a.txt");
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::fchown(held, 65534, 65534), 0);
+  int waiting[2], done[2];
+  ASSERT_EQ(::pipe(waiting), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  std::thread root_pull([&] {
+    char c;
+    if (::read(waiting[0], &c, 1) != 1) return;
+    std::ofstream(shared / "a.txt") << "hello";
+    ::unlink(partial.c_str());
+    ::close(held);
+    (void)!::write(done[1], "x", 1);
+  });
+  PullOptions options;
+  options.clock = std::make_shared<HookOnSleepClock>([&] {
+    char c = 'w';
+    if (::write(waiting[1], &c, 1) != 1 || ::read(done[0], &c, 1) != 1) ::_exit(3);
+  });
+  auto [code, said] = PullAsNobody(*view, shared, options);
+  ::close(waiting[1]);  // a child that never waited: the thread ends
+  root_pull.join();
+  for (int f : {waiting[0], done[0], done[1]}) ::close(f);
+  EXPECT_EQ(code, StatusCode::kFailedPrecondition) << said;
+  EXPECT_EQ(said, "file \"" + (shared / "a.txt").string() +
+                      "\": another user's file in a sticky directory is in the way and cannot be "
+                      "replaced (remove it, or pull elsewhere)");
+  EXPECT_EQ(ReadFile(shared / "a.txt"), "hello");
+  struct stat st;
+  ASSERT_EQ(::stat((shared / "a.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_FALSE(fs::exists(partial));  // nobody's own, empty: removed
 }
 
 // Another pull writing a file (holding its partial file, which keeps changing) is waited for
