@@ -215,22 +215,27 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   // On a full disk, when this process has no other writer: the copies no Sync covered are
   // deleted, so that a run that could not finish gives back the space it took. Best effort.
   // Returns what stays of the copies: "" when none was made or all were removed, else how
-  // they stay.
-  auto discard_copies = [&]() -> std::string {
+  // they stay. `since`: what this process had sealed before these copies were made
+  // (SealedSoFar): packs sealed earlier (a repack's, synced before the sweep's copies) are not
+  // these copies.
+  auto discard_copies = [&](const ChunkStore::Sealed& since) -> std::string {
     const std::string stay = "the copies made stay until a later gc collects them";
     if (!options.discard_copies_on_full_disk) return stay;
     auto d = store.blobs().DiscardAfterFullDisk();
     if (!d || !d->disk_full) return stay;
-    if (d->sealed_packs_kept == 0) return "";
+    const uint64_t packs = d->sealed_packs_kept - std::min(d->sealed_packs_kept, since.packs);
+    const uint64_t bytes = d->sealed_bytes_kept - std::min(d->sealed_bytes_kept, since.bytes);
+    if (packs == 0) return "";
     // Sealed packs are never deleted here; the next gc keeps a blob in its densest pack (these
     // copies) and so drops the originals' share of it.
-    return "the copies made were removed but for the " + Counted(d->sealed_packs_kept, "pack") +
-           " of them sealed before the disk filled (" + FormatBytes(d->sealed_bytes_kept) +
+    return "the copies made were removed but for the " + Counted(packs, "pack") +
+           " of them sealed before the disk filled (" + FormatBytes(bytes) +
            "), which the next gc keeps in place of the originals";
   };
+  const ChunkStore::Sealed before_copies = store.blobs().SealedSoFar();
   // From here on every way out clears the doom (a crash leaves it to the next open).
   auto fail = [&](const Status& s) -> Result<GcReport> {
-    discard_copies();
+    discard_copies(before_copies);
     // Best effort on an error path: a doom left behind ends at the store's next open with no GC
     // running, as after a crash.
     store.ClearDoom().IgnoreError();
@@ -267,7 +272,7 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
                            copied.message() + "; nothing was deleted (" + s.message() + ")"));
       }
     }
-    const std::string copies_left = discard_copies();
+    const std::string copies_left = discard_copies(before_copies);
     kept = Counted(repacks, "pack") + " to repack " + (repacks == 1 ? "was" : "were") + " kept (" +
            (copies_left.empty() ? "the copies made were removed" : copies_left) + ")";
     if (doomed.empty()) {
@@ -329,6 +334,7 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
     }
   }
   const GcReport before_rescues = report;
+  const ChunkStore::Sealed before_rescue_copies = store.blobs().SealedSoFar();
   Status rescue_failed = [&]() -> Status {
     bool rescued = false;
     for (const auto& blobs : rescues) {
@@ -359,7 +365,7 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
     report.blobs_copied = before_rescues.blobs_copied;
     report.bytes_copied = before_rescues.bytes_copied;
     report.blobs_rescued = before_rescues.blobs_rescued;
-    const std::string copies_left = discard_copies();
+    const std::string copies_left = discard_copies(before_rescue_copies);
     kept_needed = Counted(keep.size(), "pack") + " that a version committed during the run needs " +
                   (keep.size() == 1 ? "was" : "were") + " kept (" +
                   (copies_left.empty() ? "the copies made were removed" : copies_left) + ")";
@@ -391,11 +397,21 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   if (!full_disk.ok()) {
     std::string kept_all = kept;
     if (!kept_needed.empty()) kept_all += (kept_all.empty() ? "" : ", ") + kept_needed;
-    return Err(
-        Status(full_disk.code(), full_disk.message() + "; the disk is full: deleted only the " +
-                                     Counted(report.packs_deleted, "pack") + " no version needs (" +
-                                     FormatBytes(report.bytes_reclaimed) + " freed); " + kept_all +
-                                     ": run gc again" + (kept.empty() ? "" : " to repack")));
+    // Packs repacked before the sweep's copies filled the disk were deleted too (their needed
+    // blobs live on in their copies).
+    const uint64_t unneeded = report.packs_deleted - report.packs_repacked;
+    std::string deleted;
+    if (unneeded > 0 || report.packs_repacked == 0) {
+      deleted = "the " + Counted(unneeded, "pack") + " no version needs";
+    }
+    if (report.packs_repacked > 0) {
+      deleted += (deleted.empty() ? "the " : " and the ") + Counted(report.packs_repacked, "pack") +
+                 " repacked";
+    }
+    return Err(Status(full_disk.code(), full_disk.message() + "; the disk is full: deleted only " +
+                                            deleted + " (" + FormatBytes(report.bytes_reclaimed) +
+                                            " freed); " + kept_all + ": run gc again" +
+                                            (kept.empty() ? "" : " to repack")));
   }
   return finish();
 }

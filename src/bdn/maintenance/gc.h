@@ -123,8 +123,9 @@ struct GcReport {
 // blobs of doomed packs a version committed during the run needs: every pack that needed such a
 // copy is kept (its copies go as above) and the others are still deleted, then the run fails
 // with "gc: keep b3:…: <cause>; the disk is full: deleted only the N packs no version needs
-// (<bytes> freed); M packs that a version committed during the run needs were kept (…): run gc
-// again" ("…: nothing was deleted and …" when every doomed pack is kept); Internal "gc:
+// [and the R packs repacked] (<bytes> freed); M packs that a version committed during the run
+// needs were kept (…, counting only the copies the sweep made): run gc again" ("…: nothing was
+// deleted and …" when every doomed pack is kept); Internal "gc:
 // stopped" when `stopping` ended it;
 // the store's and registry's errors. Thread-safe with respect to readers and writers of the
 // store; one run at a time.

@@ -541,17 +541,17 @@ class FullDiskGcTest : public GcTest {
   // one to repack (v1's, whose keeper v2 needs: bigger than the doom reserve's 256 KiB, which
   // the doom gives back). Then the disk is filled. The plan's pack to delete and to repack.
   struct FullDiskPlan {
-    Digest v1, v2;
+    Digest v1, v2, v3;
     uint64_t deleted = 0, repacked = 0, dead_bytes = 0;
     std::vector<std::string> sealed;  // the .pack files before the run
   };
-  FullDiskPlan PlanAndFillTheDisk() {
+  FullDiskPlan PlanAndFillTheDisk(bool fill = true) {
     FullDiskPlan p;
     const auto keep = testutil::RandomBytes(600'000, 4);
     p.v1 = PushFiles({{"a", a_}, {"k", keep}});
     p.v2 = PushFiles({{"k", keep}});
-    Digest v3 = PushFiles({{"b", b_}});
-    auto plan = DeleteThenPlan({p.v1, v3});
+    p.v3 = PushFiles({{"b", b_}});
+    auto plan = DeleteThenPlan({p.v1, p.v3});
     EXPECT_OK(plan);
     std::vector<uint64_t> deletes, repacks;
     for (const auto& a : plan ? plan->actions : std::vector<GcPackAction>{}) {
@@ -569,7 +569,7 @@ class FullDiskGcTest : public GcTest {
       p.repacked = repacks[0];
     }
     p.sealed = Files(".pack");
-    FillTheDisk();
+    if (fill) FillTheDisk();
     return p;
   }
   // The message of a gc whose repack filled the disk, up to what it says of the copies.
@@ -711,6 +711,48 @@ TEST_F(FullDiskGcTest, ACopyInTheSweepThatFillsTheDiskKeepsItsPackAndDeletesTheR
   auto again = Gc();
   ASSERT_OK(again);
   ExpectReadable(v1);
+  auto fsck = RunFsck(store_dir_, *registry_, FsckMode::kCheck, {});
+  ASSERT_OK(fsck);
+  EXPECT_TRUE(fsck->problems.empty());
+}
+
+// From an attacking helper: when the repack had worked (sealing packs of copies) and the sweep's
+// copy then filled the disk, the message counted the repacked pack among those "no version
+// needs" and the repack's copies, which the kept blobs now live in, as copies of the sweep's
+// "sealed before the disk filled". Each is now told apart.
+TEST_F(FullDiskGcTest, ASweepThatFillsTheDiskAfterARepackSaysWhatWasRepackedAndKept) {
+  pack_target_bytes_ = 64 << 10;
+  const FullDiskPlan p = PlanAndFillTheDisk(/*fill=*/false);
+  const Digest v3 = p.v3;  // its pack is the one the plan deletes
+  GcOptions o;
+  o.discard_copies_on_full_disk = true;
+  o.hook = [&](GcPhase phase) {
+    if (phase != GcPhase::kCopied) return;
+    FillTheDisk();
+    CommitAsOther(v3);  // its pack, doomed, must now be copied: no room
+  };
+  auto r = Gc(o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
+  const std::string& m = r.error().message();
+  EXPECT_TRUE(m.starts_with("gc: keep b3:")) << m;
+  EXPECT_NE(m.find("; the disk is full: deleted only the 1 pack repacked ("), std::string::npos)
+      << m;
+  EXPECT_TRUE(
+      m.ends_with(" freed); 1 pack that a version committed during the run needs was "
+                  "kept (the copies made were removed): run gc again"))
+      << m;
+  std::vector<std::string> left = Files(".pack");
+  EXPECT_NE(std::find(left.begin(), left.end(), Hex16(p.deleted) + ".pack"), left.end());
+  EXPECT_EQ(std::find(left.begin(), left.end(), Hex16(p.repacked) + ".pack"), left.end());
+  EXPECT_TRUE(Files(".open").empty());
+  ExpectReadable(p.v2);
+  ExpectReadable(v3);
+  NewProcess();
+  fs::remove(small() / "filler");
+  ASSERT_OK(Gc());
+  ExpectReadable(p.v2);
+  ExpectReadable(v3);
   auto fsck = RunFsck(store_dir_, *registry_, FsckMode::kCheck, {});
   ASSERT_OK(fsck);
   EXPECT_TRUE(fsck->problems.empty());

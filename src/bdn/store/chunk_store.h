@@ -191,6 +191,14 @@ class ChunkStore {
   // pack: another process may rely on its blobs, and a GC reclaims it) and forgets their blobs.
   // Default: nothing to discard. Errors: I/O errors deleting a pack, naming it.
   virtual Result<Discarded> DiscardAfterFullDisk() { return Discarded{}; }
+  // The packs this process has sealed since the store was opened, and their bytes: what
+  // DiscardAfterFullDisk reports as kept (Discarded::sealed_packs_kept, sealed_bytes_kept), taken
+  // before a step so that the step's own are told apart. Default: none.
+  struct Sealed {
+    uint64_t packs = 0;
+    uint64_t bytes = 0;
+  };
+  virtual Sealed SealedSoFar() const { return {}; }
 };
 
 // One GetMany answer from per-blob Get results, in order: NotFound becomes nullopt, the first
