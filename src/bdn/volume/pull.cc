@@ -320,6 +320,17 @@ std::string FlockHolder(const struct stat& st) {
   return "";
 }
 
+// How messages name the process holding the lock of a partial file owned by `owner`: "another
+// pull", or "another process" when the holder as FlockHolder names it (`holder`) is not a bdn
+// process (a lock taken by `flock`, say); for another user's file "another user's pull (uid U)"
+// (or process).
+std::string HolderName(uid_t owner, const std::string& holder) {
+  const bool pull = holder.empty() || holder.find(", \"bdn") != std::string::npos;
+  if (owner == ::geteuid()) return pull ? "another pull" : "another process";
+  return std::string("another user's ") + (pull ? "pull" : "process") + " (uid " +
+         std::to_string(owner) + ")";
+}
+
 // A file's partial file (PartialFileName, beside the file): opened (created if missing) and
 // locked, written, and either renamed into place by Commit or left for a later pull to resume
 // from (the default when the writer goes: its chunks are verified again then), or removed by
@@ -383,8 +394,7 @@ class PartialFile {
       }
       if (::flock(p.fd_.get(), LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK) return Err(p.Error(errno));
-        BDN_ASSIGN_OR_RETURN(bool locked,
-                             p.WaitForHolder(p.fd_.get(), opened, clock, stall, "another pull"));
+        BDN_ASSIGN_OR_RETURN(bool locked, p.WaitForHolder(p.fd_.get(), opened, clock, stall));
         if (!locked) {
           p.fd_.Reset();
           continue;  // the other pull renamed it into place (or dropped it): a new one
@@ -489,7 +499,7 @@ class PartialFile {
   }
 
   // Waits while another process holds the lock of the partial file open here as `fd` (`opened`:
-  // its fstat; `who` names the holder in the error, "another pull"), polling (every 5 ms at first,
+  // its fstat), polling (every 5 ms at first,
   // then less often, up to every 100 ms) on `clock`. Returns true once this descriptor holds the
   // lock, false once the partial file's name no longer names it (the holder renamed it into place,
   // or removed it). The wait goes on as long as the file changes (its size, blocks or mtime): a
@@ -499,7 +509,7 @@ class PartialFile {
   // holder as /proc/locks names it, left out when it cannot be told); ErrnoError naming the partial
   // file.
   Result<bool> WaitForHolder(int fd, const struct stat& opened, const Clock& clock,
-                             std::chrono::milliseconds stall, const std::string& who) const {
+                             std::chrono::milliseconds stall) const {
     struct stat last = opened;
     SteadyTime deadline = clock.SteadyNow() + stall;
     // From 5 ms, doubling up to 100 ms: a small file another pull is writing is done soon.
@@ -524,8 +534,8 @@ class PartialFile {
         deadline = clock.SteadyNow() + stall;
       } else if (clock.SteadyNow() >= deadline) {
         const std::string holder = FlockHolder(opened);
-        return Err(ConflictError("file \"" + shown_ + "\": " + who + " is writing it" +
-                                 (holder.empty() ? "" : " (" + holder + ")") +
+        return Err(ConflictError("file \"" + shown_ + "\": " + HolderName(opened.st_uid, holder) +
+                                 " is writing it" + (holder.empty() ? "" : " (" + holder + ")") +
                                  " and its partial file " + tmp_ + " has not changed for " +
                                  FormatDuration(stall) +
                                  " (stopped? pull again once it has ended)"));
@@ -545,15 +555,13 @@ class PartialFile {
   // "…: another user's pull (uid U) is writing it (pid N, \"bdn\") through its partial file
   // .bdn-partial-…; pull again once it has ended" when the file cannot be opened;
   // FailedPrecondition "file \"shown\" (its partial file …): a file with N names is in the way,
-  // locked by pid N (\"x\"); remove it, or pull elsewhere"; FailedPrecondition for what cannot be
+  // locked by another process (pid N, \"x\"); remove it, or pull elsewhere"; FailedPrecondition
+  // for what cannot be
   // removed (below); ErrnoError naming the partial file.
   Status RemoveStranger(const struct stat& st, const Clock& clock,
                         std::chrono::milliseconds stall) const {
     UniqueFd probe;  // held, with its lock, until the name is gone
     if (S_ISREG(st.st_mode)) {
-      const std::string who = st.st_uid != ::geteuid()
-                                  ? "another user's pull (uid " + std::to_string(st.st_uid) + ")"
-                                  : std::string("another pull");
       probe.Reset(
           ::openat(dir_, tmp_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
       if (probe) {
@@ -566,11 +574,10 @@ class PartialFile {
             const std::string holder = FlockHolder(opened);
             return FailedPreconditionError(
                 what() + ": a file with " + std::to_string(opened.st_nlink) +
-                " names is in the way, locked by " +
-                (holder.empty() ? std::string("another process") : holder) +
-                "; remove it, or pull elsewhere");
+                " names is in the way, locked by another process" +
+                (holder.empty() ? "" : " (" + holder + ")") + "; remove it, or pull elsewhere");
           }
-          BDN_ASSIGN_OR_RETURN(bool locked, WaitForHolder(probe.get(), opened, clock, stall, who));
+          BDN_ASSIGN_OR_RETURN(bool locked, WaitForHolder(probe.get(), opened, clock, stall));
           if (!locked) return Status::Ok();  // renamed into place, or gone
         }
         struct stat now;
@@ -579,8 +586,8 @@ class PartialFile {
         }
         if (now.st_dev != opened.st_dev || now.st_ino != opened.st_ino) return Status::Ok();
       } else if (const std::string holder = FlockHolder(st); !holder.empty()) {
-        return ConflictError("file \"" + shown_ + "\": " + who + " is writing it (" + holder +
-                             ") through its partial file " + tmp_ +
+        return ConflictError("file \"" + shown_ + "\": " + HolderName(st.st_uid, holder) +
+                             " is writing it (" + holder + ") through its partial file " + tmp_ +
                              "; pull again once it has ended");
       }
     }

@@ -104,8 +104,9 @@ struct PullResult {
 // another user's pull (uid U) is writing it (…) and its partial file … has not changed for 1m
 // (…)" when it stalls), or, when this pull cannot open it, Conflict "…: another user's pull (uid
 // U) is writing it (pid N, \"bdn\") through its partial file .bdn-partial-…; pull again once it
-// has ended"; FailedPrecondition "file \"dest/x\" (its partial file …): a file with N names is in
-// the way, locked by pid N (\"x\"); remove it, or pull elsewhere";
+// has ended" ("another user's process (uid U)" when the holder is no bdn process, a lock taken
+// by `flock`, say); FailedPrecondition "file \"dest/x\" (its partial file …): a file with N names
+// is in the way, locked by another process (pid N, \"x\"); remove it, or pull elsewhere";
 // Corruption "file \"x\": its chunks hold N bytes, not its size M" or
 // "file \"x\": content does not match its digest b3:…" (nothing is put in place and the partial
 // file is removed); FailedPrecondition "file \"dest/x\" (its partial file …): No space left on

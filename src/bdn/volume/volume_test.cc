@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -1217,11 +1218,40 @@ TEST_F(VolumeTest, APullLeavesAnotherUsersLivePartialFileAndSaysWhoWritesIt) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(r.error().message(), file + " (its partial file " + PartialFileName("a.txt") +
-                                     "): a file with 2 names is in the way, locked by pid " +
-                                     std::to_string(::getpid()) + ", \"" + comm +
-                                     "\"; remove it, or pull elsewhere");
+                                     "): a file with 2 names is in the way, locked by another "
+                                     "process " +
+                                     holder + "; remove it, or pull elsewhere");
   EXPECT_EQ(ReadFile(shared / "elsewhere"), "keep");
   EXPECT_TRUE(fs::exists(partial));
+  lock.Reset();
+
+  // From an attacking helper: a lock held by a process that is no pull (`flock` of util-linux,
+  // here a child named so) was called another user's pull.
+  fs::remove(partial);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::prctl(PR_SET_NAME, "flock");
+    const int fd = HoldPartialFile(shared, "a.txt");
+    if (fd < 0 || ::fchown(fd, 65533, 65533) != 0 || ::write(ready[1], "x", 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto s = Pull(*view, shared, waiting, nullptr);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.error().message(), file + ": another user's process (uid 65533) is writing it (pid " +
+                                     std::to_string(child) + ", \"flock\") and its partial file " +
+                                     PartialFileName("a.txt") +
+                                     " has not changed for 90s (stopped? pull again once it has "
+                                     "ended)");
 }
 
 // From a tester: root's pull wrote into (and chmod-ed) a directory another user had made where
