@@ -499,15 +499,14 @@ class PartialFile {
   }
 
   // Waits while another process holds the lock of the partial file open here as `fd` (`opened`:
-  // its fstat), polling (every 5 ms at first,
-  // then less often, up to every 100 ms) on `clock`. Returns true once this descriptor holds the
-  // lock, false once the partial file's name no longer names it (the holder renamed it into place,
-  // or removed it). The wait goes on as long as the file changes (its size, blocks or mtime): a
-  // pull writing a large file is waited for however long it takes. Errors: Conflict "file
-  // \"shown\": another pull is writing it (pid N, \"bdn\") and its partial file .bdn-partial-… has
-  // not changed for 1m (stopped? pull again once it has ended)" after `stall` without a change (the
-  // holder as /proc/locks names it, left out when it cannot be told); ErrnoError naming the partial
-  // file.
+  // its fstat), polling (every 5 ms at first, then less often, up to every 100 ms) on `clock`.
+  // Returns true once `fd` holds the lock, false once the partial file's name no longer names it
+  // (the holder renamed it into place, or removed it). The wait goes on as long as the file
+  // changes (its size, blocks or mtime): a pull writing a large file is waited for however long
+  // it takes. Errors: Conflict "file \"shown\": another pull is writing it (pid N, \"bdn\") and
+  // its partial file .bdn-partial-… has not changed for 1m (stopped? pull again once it has
+  // ended)" after `stall` without a change (the holder as /proc/locks names it, left out when it
+  // cannot be told; named as HolderName says); ErrnoError naming the partial file.
   Result<bool> WaitForHolder(int fd, const struct stat& opened, const Clock& clock,
                              std::chrono::milliseconds stall) const {
     struct stat last = opened;
@@ -556,8 +555,7 @@ class PartialFile {
   // .bdn-partial-…; pull again once it has ended" when the file cannot be opened;
   // FailedPrecondition "file \"shown\" (its partial file …): a file with N names is in the way,
   // locked by another process (pid N, \"x\"); remove it, or pull elsewhere"; FailedPrecondition
-  // for what cannot be
-  // removed (below); ErrnoError naming the partial file.
+  // for what cannot be removed (below); ErrnoError naming the partial file.
   Status RemoveStranger(const struct stat& st, const Clock& clock,
                         std::chrono::milliseconds stall) const {
     UniqueFd probe;  // held, with its lock, until the name is gone
