@@ -59,7 +59,8 @@ holder=$!
 PIDS+=("$holder")
 for _ in $(seq 1 100); do [ -e "$WORK/locked" ] && break; sleep 0.05; done
 [ -e "$WORK/locked" ] || fail "the lock holder did not start"
-run_fails 4 "bdn: error: file \"$out/copies/b\": another pull is writing it (pid $holder, \"python3\") and its partial file ${partial##*/} has not changed for 1s (stopped? pull again once it has ended)" \
+# The holder is no bdn process: named "another process" (a pull's would be "another pull").
+run_fails 4 "bdn: error: file \"$out/copies/b\": another process is writing it (pid $holder, \"python3\") and its partial file ${partial##*/} has not changed for 1s (stopped? pull again once it has ended)" \
   "$BDN" volume pull "$ref" "$out" --jobs 8 --writer-stall-time 1s
 kill "$holder"; wait "$holder" 2>/dev/null || true
 "$BDN" volume pull "$ref" "$out" --jobs 8 >/dev/null
