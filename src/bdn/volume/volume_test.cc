@@ -1484,23 +1484,34 @@ TEST_F(VolumeTest, APullThatFindsAnotherUsersFileAfterWaitingSaysItCannotReplace
   int waiting[2], done[2];
   ASSERT_EQ(::pipe(waiting), 0);
   ASSERT_EQ(::pipe(done), 0);
-  std::thread root_pull([&] {
+  // A process, not a thread: PullAsNobody forks, and a fork of a threaded process cannot start
+  // threads under ThreadSanitizer. Forked while this process has no other thread.
+  const pid_t root_pull = ::fork();
+  ASSERT_GE(root_pull, 0);
+  if (root_pull == 0) {
+    ::close(waiting[1]);
+    ::close(done[0]);
     char c;
-    if (::read(waiting[0], &c, 1) != 1) return;
+    if (::read(waiting[0], &c, 1) != 1) ::_exit(0);  // the pull never waited
     std::ofstream(shared / "a.txt") << "hello";
     ::unlink(partial.c_str());
     ::close(held);
-    (void)!::write(done[1], "x", 1);
-  });
+    ::_exit(::write(done[1], "x", 1) == 1 ? 0 : 1);
+  }
+  ::close(held);  // the lock stays with root_pull's copy
+  ::close(waiting[0]);
+  ::close(done[1]);
   PullOptions options;
   options.clock = std::make_shared<HookOnSleepClock>([&] {
     char c = 'w';
     if (::write(waiting[1], &c, 1) != 1 || ::read(done[0], &c, 1) != 1) ::_exit(3);
   });
   auto [code, said] = PullAsNobody(*view, shared, options);
-  ::close(waiting[1]);  // a child that never waited: the thread ends
-  root_pull.join();
-  for (int f : {waiting[0], done[0], done[1]}) ::close(f);
+  ::close(waiting[1]);  // a child that never waited: root_pull ends
+  ::close(done[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(root_pull, &status, 0), root_pull);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_EQ(code, StatusCode::kFailedPrecondition) << said;
   EXPECT_EQ(said, "file \"" + (shared / "a.txt").string() +
                       "\": another user's file in a sticky directory is in the way and cannot be "
