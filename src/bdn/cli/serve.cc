@@ -26,6 +26,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/memory.h"
 #include "bdn/base/private_files.h"
+#include "bdn/base/signals.h"
 #include "bdn/base/text.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
@@ -90,16 +91,23 @@ Result<UniqueFd> LockDataDir(const fs::path& data) {
   return fd;
 }
 
-// SIGINT and SIGTERM, blocked in every thread (call before any server thread starts, so all
-// inherit the mask) for the server's main thread to take with sigwait; SIGPIPE ignored.
+// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM),
+// blocked in every thread (call before any server thread starts, so all inherit the mask) for the
+// server's main thread to take with sigwait; SIGPIPE ignored.
 sigset_t BlockStopSignals() {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
+  const sigset_t stop_signals = StopSignalSet();
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   return stop_signals;
+}
+
+// Waits for one of `stop_signals` (blocked by BlockStopSignals) and logs "SIGHUP: shutting
+// down", naming it.
+void WaitForStopSignal(const sigset_t& stop_signals) {
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  log::Info(SignalName(sig) + ": shutting down");
 }
 
 // The directory a server works in: `given`, else `home`/`leaf`, else $BDN_HOME/`leaf`; made
@@ -817,9 +825,7 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  log::Info(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down");
+  WaitForStopSignal(stop_signals);
   scheduler.Stop();  // running jobs stay SYNCING; the next start resumes them
   server.Stop();
   return Status::Ok();
@@ -960,8 +966,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   }
   log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  WaitForStopSignal(stop_signals);
   server.Stop();
   return Status::Ok();
 }

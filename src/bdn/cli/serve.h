@@ -1,5 +1,7 @@
 // The server commands: `bdn serve` (the origin over embedded storage) and `bdn cache serve` (an
-// in-cluster cache node over an origin). Each runs until SIGINT or SIGTERM.
+// in-cluster cache node over an origin). Each runs until one of the stop signals (StopSignals,
+// base/signals.h: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM), logs
+// "SIGHUP: shutting down" naming it, stops cleanly and returns Ok (exit 0).
 #pragma once
 
 #include <cstddef>
@@ -92,7 +94,7 @@ struct ServeArgs {
 // PostgreSQL and applies its migrations instead, and keeps push claims there), creates the first
 // admin key (printed once and written to <data>/admin.token, 0600) unless keys exist or auth is
 // off (with --db: by exactly one of the replicas starting at once), and serves until
-// SIGINT/SIGTERM, collecting garbage every --gc-interval on its own thread (bdn_gc_* metrics;
+// a stop signal, collecting garbage every --gc-interval on its own thread (bdn_gc_* metrics;
 // with --db a run is skipped while another replica's holds the database lock "gc").
 // `home` is the --home flag ("": DefaultHome()).
 // Errors: InvalidArgument naming the flag for a malformed value ("--claim-ttl: duration ...",
@@ -105,7 +107,7 @@ struct ServeArgs {
 // --commit-wait); those of finding AWS
 // credentials (objstore::AwsCredentialsFromEnvironment) and of opening
 // the store, registry and key store, and of the migrations. Not thread-safe (one per process: it
-// blocks SIGINT/SIGTERM in every thread).
+// blocks the stop signals in every thread).
 Status Serve(const ServeArgs& args, const std::string& home);
 
 struct CacheServeArgs {

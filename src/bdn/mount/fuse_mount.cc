@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "bdn/base/fd.h"
 #include "bdn/base/log.h"
 #include "bdn/base/memory.h"
+#include "bdn/base/signals.h"
 #include "bdn/base/text.h"
 #include "bdn/base/thread_pool.h"
 
@@ -81,6 +83,45 @@ class ReadySignal {
 
 // Only one session per process may own libfuse's signal handlers.
 std::atomic<bool> g_signal_handlers_taken{false};
+
+// libfuse's handler of SIGTERM (fuse_set_signal_handlers: SIGHUP, SIGINT and SIGTERM end the
+// session loop, and the mount is then unmounted) set for the other stop signals too (StopSignals:
+// SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM), each only where it was at its default action, as libfuse
+// does; at their default action they would end the daemon and leave a dead mount (ENOTCONN) in
+// place. Made after fuse_set_signal_handlers; destroyed before fuse_remove_signal_handlers, and
+// puts back the default action of each signal it took whose handler is still libfuse's.
+class MoreStopSignals {
+ public:
+  MoreStopSignals() {
+    struct sigaction fuse_exit {};
+    if (::sigaction(SIGTERM, nullptr, &fuse_exit) != 0 || fuse_exit.sa_handler == SIG_DFL ||
+        fuse_exit.sa_handler == SIG_IGN) {
+      return;
+    }
+    handler_ = fuse_exit.sa_handler;
+    for (int sig : StopSignals()) {
+      struct sigaction now {};
+      if (::sigaction(sig, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) continue;
+      if (::sigaction(sig, &fuse_exit, nullptr) == 0) taken_.push_back(sig);
+    }
+  }
+  ~MoreStopSignals() {
+    for (int sig : taken_) {
+      struct sigaction now {};
+      if (::sigaction(sig, nullptr, &now) != 0 || now.sa_handler != handler_) continue;
+      struct sigaction default_action {};
+      default_action.sa_handler = SIG_DFL;
+      sigemptyset(&default_action.sa_mask);
+      ::sigaction(sig, &default_action, nullptr);
+    }
+  }
+  MoreStopSignals(const MoreStopSignals&) = delete;
+  MoreStopSignals& operator=(const MoreStopSignals&) = delete;
+
+ private:
+  void (*handler_)(int) = nullptr;
+  std::vector<int> taken_;
+};
 
 // libfuse's log messages go to stderr as before, and the last one is kept: a daemon's stderr
 // may be /dev/null, so a failed mount reports libfuse's reason ("fuse: failed to open
@@ -170,8 +211,11 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
     own_signals = false;
     g_signal_handlers_taken = false;
   }
+  std::optional<MoreStopSignals> more_stop_signals;
+  if (own_signals) more_stop_signals.emplace();
   auto release_session = [&] {
     if (own_signals) {
+      more_stop_signals.reset();
       fuse_remove_signal_handlers(se);
       g_signal_handlers_taken = false;
     }
@@ -231,6 +275,7 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
     log::Warn(what + ": at exit: " + synced.message());
   }
   // rc > 0 is the number of the signal that stopped the loop: a requested, clean stop.
+  if (rc > 0) log::Info(what + ": " + SignalName(rc) + ": unmounted");
   if (rc < 0) return ErrnoError(what + ": session loop", -rc);
   return Status::Ok();
 }

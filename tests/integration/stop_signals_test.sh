@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Every stop signal (SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM: those whose
+# default action ends a process, sent on purpose) stops bdn's long-running processes cleanly:
+# a mount daemon unmounts (the mountpoint is a plain empty directory again, not a dead mount
+# that says ENOTCONN) and logs "SIGx: unmounted"; `bdn serve` and `bdn cache serve` log
+# "SIGx: shutting down" and exit 0. Before, SIGHUP ended `bdn cache serve` with exit 129 and
+# SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM left a dead mount behind.
+source "$(dirname "$0")/lib.sh"
+needs_fuse
+
+SIGNALS="HUP INT QUIT TERM USR1 USR2 ALRM"
+mkdir -p "$WORK/src"
+random_file "$WORK/src/a.bin" 300000 7
+ref=$("$BDN" volume push "$WORK/src" bdn:test/sig)
+
+# mounted DIR: whether DIR is a mountpoint now.
+mounted() { awk -v d="$1" '$5 == d {f = 1} END {exit !f}' /proc/self/mountinfo; }
+# check_unmounted DIR WHAT: DIR is no mountpoint and lists as an empty directory.
+check_unmounted() {
+  ! mounted "$1" || fail "$2: $1 is still mounted"
+  local listing
+  listing=$(ls -A "$1" 2>&1) || fail "$2: ls $1: $listing"
+  assert_eq "" "$listing" "$2: what $1 holds"
+}
+
+for sig in $SIGNALS; do
+  step "SIG$sig: a background mount daemon unmounts and logs it"
+  mp="$WORK/m-$sig"
+  mkdir -p "$mp"
+  pid=$("$BDN" volume mount "$ref" "$mp" --log-file "$WORK/mount-$sig.log" --json |
+    json_field daemon_pid)
+  MOUNTS+=("$mp")
+  cmp "$mp/a.bin" "$WORK/src/a.bin" || fail "a.bin through the mount"
+  kill -s "$sig" "$pid"
+  wait_gone "$pid" 5000
+  check_unmounted "$mp" "SIG$sig"
+  assert_contains "$(cat "$WORK/mount-$sig.log")" "SIG$sig: unmounted"
+done
+
+step "SIGUSR1: a foreground mount unmounts and exits 0"
+mp="$WORK/m-fg"
+mkdir -p "$mp"
+"$BDN" volume mount "$ref" "$mp" --foreground 2>"$WORK/fg.log" &
+fg=$!
+PIDS+=("$fg")
+MOUNTS+=("$mp")
+for _ in $(seq 1 100); do mounted "$mp" && break; sleep 0.05; done
+cmp "$mp/a.bin" "$WORK/src/a.bin" || fail "a.bin through the foreground mount"
+kill -USR1 "$fg"
+rc=0; wait "$fg" || rc=$?
+untrack "$fg"
+assert_eq 0 "$rc" "exit status of the foreground mount after SIGUSR1 ($(cat "$WORK/fg.log"))"
+check_unmounted "$mp" "foreground SIGUSR1"
+assert_contains "$(cat "$WORK/fg.log")" "SIGUSR1: unmounted"
+
+for sig in $SIGNALS; do
+  step "SIG$sig: bdn serve and bdn cache serve shut down and exit 0"
+  start_bdn "serve-$sig" serve --listen 127.0.0.1:0 --data "$WORK/srv-$sig" --insecure-no-auth
+  origin=$STARTED_PID
+  origin_url=$STARTED_URL
+  start_bdn "cache-$sig" cache serve --upstream "$origin_url" --listen 127.0.0.1:0 \
+    --cache-dir "$WORK/cache-$sig"
+  cache=$STARTED_PID
+  for p in "$cache" "$origin"; do
+    kill -s "$sig" "$p"
+    rc=0; wait "$p" || rc=$?
+    untrack "$p"
+    name=$([ "$p" = "$cache" ] && echo "cache-$sig" || echo "serve-$sig")
+    assert_eq 0 "$rc" "exit status of $name after SIG$sig ($(tail -3 "$WORK/$name.log"))"
+    assert_contains "$(cat "$WORK/$name.log")" "SIG$sig: shutting down"
+  done
+done
+echo "PASS"
