@@ -10,8 +10,11 @@
 #include <iostream>
 #include <iterator>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "bdn/api/sync_json.h"
+#include "bdn/base/signals.h"
 #include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/cli/commands.h"
@@ -29,11 +32,13 @@ namespace {
 
 using nlohmann::json;
 
-// Set by SIGINT/SIGTERM while a sync command waits or runs a job.
+// Set by a stop signal (StopSignals: SIGINT, SIGTERM, SIGHUP, ...) while a sync command waits or
+// runs a job.
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted = true; }
 
-// Catches SIGINT and SIGTERM for its lifetime (restoring the old handlers after).
+// Catches the stop signals (StopSignals, base/signals.h) for its lifetime, restoring the old
+// handlers after: Ctrl-C, kill, a closed terminal (SIGHUP) end a wait or an embedded job cleanly.
 class InterruptCatcher {
  public:
   InterruptCatcher() {
@@ -41,16 +46,19 @@ class InterruptCatcher {
     struct sigaction sa = {};
     sa.sa_handler = OnInterrupt;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
+    for (int sig : StopSignals()) {
+      struct sigaction old = {};
+      if (sigaction(sig, &sa, &old) == 0) old_.emplace_back(sig, old);
+    }
   }
   ~InterruptCatcher() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
+    for (const auto& [sig, old] : old_) sigaction(sig, &old, nullptr);
   }
+  InterruptCatcher(const InterruptCatcher&) = delete;
+  InterruptCatcher& operator=(const InterruptCatcher&) = delete;
 
  private:
-  struct sigaction old_int_ = {}, old_term_ = {};
+  std::vector<std::pair<int, struct sigaction>> old_;
 };
 
 // The Status of a command the user interrupted (exit 1, reason "interrupted").
