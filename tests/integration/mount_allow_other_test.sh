@@ -46,6 +46,13 @@ assert_eq true "$(json_field allow_other <<<"$out")" "allow_other in --json"
 check_shared "$WORK/mnt/shared"
 [[ ",$(fuse_options "$WORK/mnt/shared")," == *,default_permissions,*allow_other,* ]] \
   || fail "shared mount options: $(fuse_options "$WORK/mnt/shared")"
+
+step "another user's umount of root's mounts is refused, naming whose they are; they stay"
+for m in shared plain; do
+  run_fails 6 "bdn: error: mountpoint $WORK/mnt/$m: mounted by uid 0 (root), not by this user (uid 65534 (nobody)): only that user or root can unmount it" \
+    as_nobody env -u BDN_HOME "$BDN" volume umount "$WORK/mnt/$m"
+  assert_eq "for everyone" "$(cat "$WORK/mnt/$m/public.txt")" "public.txt of $m after nobody's umount"
+done
 "$BDN" volume umount "$WORK/mnt/shared" >/dev/null
 "$BDN" volume umount "$WORK/mnt/plain" >/dev/null
 MOUNTS=()

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <condition_variable>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "bdn/base/mutex.h"
+#include "bdn/base/path_walk.h"
 #include "bdn/base/text.h"
 
 extern char** environ;
@@ -191,6 +193,19 @@ std::string MountedBelow(const std::vector<std::string>& below) {
 }
 
 std::string MountTypeAt(const fs::path& mp) { return MountAt(mp).type; }
+
+// The uid a FUSE mount was made by (its super option user_id=N), if it says.
+std::optional<uid_t> MountOwner(const MountInfo& m) {
+  for (const std::string& o : m.super_options) {
+    if (!o.starts_with("user_id=")) continue;
+    uid_t uid = 0;
+    const char* first = o.data() + 8;
+    const char* last = o.data() + o.size();
+    auto [end, ec] = std::from_chars(first, last, uid);
+    if (ec == std::errc() && end == last && first != last) return uid;
+  }
+  return std::nullopt;
+}
 
 // What stat (and statvfs, when asked) of a path answered: 0 or the errno of each.
 struct PathProbe {
@@ -416,6 +431,15 @@ Status Unmount(const fs::path& mountpoint) {
                                 (type.empty() ? std::string() : " (it is " + type + ")"));
   }
   int fusermount_rc = 0;
+  if (!IsRoot()) {
+    // fusermount3 unmounts only its caller's mounts, and says why only on stderr ("entry for P
+    // not found in /etc/mtab"); the owner is in the mount's user_id= option.
+    if (std::optional<uid_t> owner = MountOwner(MountAt(mp)); owner && *owner != ::getuid()) {
+      return PermissionDeniedError(what + ": mounted by " + UidText(*owner) +
+                                   ", not by this user (" + UidText(::getuid()) +
+                                   "): only that user or root can unmount it");
+    }
+  }
   if (IsRoot()) {
     if (::umount2(mp.c_str(), UMOUNT_NOFOLLOW) == 0) return Status::Ok();
     if (errno != EBUSY) return ErrnoError(what + ": unmount", errno);

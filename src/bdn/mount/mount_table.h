@@ -21,7 +21,10 @@ namespace bdn {
 // fuse.bdn mount is there; FailedPrecondition when files are open on a mount whose daemon
 // answers, naming the processes that hold it as /proc shows them (open files, working
 // directories, mapped files): "mountpoint X: busy: pid 12 (python3) has files or directories
-// open on it (close them or stop the processes, then unmount again)"; Internal otherwise.
+// open on it (close them or stop the processes, then unmount again)"; PermissionDenied
+// "mountpoint X: mounted by uid 0 (root), not by this user (uid 65534 (nobody)): only that user or
+// root can unmount it" for a caller other than root whose mount it is not (the mount's
+// user_id=); Internal otherwise.
 Status Unmount(const std::filesystem::path& mountpoint);
 
 // What a mountpoint holds: the one answer to "is this a live bdn mount of version X, a dead
