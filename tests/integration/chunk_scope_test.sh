@@ -84,6 +84,20 @@ BDN_TOKEN="$PULL_A" "$BDN" volume pull "$REF_A" "$WORK/pulled" >/dev/null
 run_fails 6 "bdn: error: $KEY_A: no \"pull\" scope for namespace \"b\"" \
   env BDN_TOKEN="$PULL_A" "$BDN" volume cat "$REF_B/secret.bin"
 
+step "a cache node whose own key the origin refuses does not start, and says what to give it"
+advice="; a cache node fetches with a key with pull on every namespace: bdn key create --namespace '*' --scope pull"
+# refused_node WANT TOKEN...: a node started with BDN_TOKEN=TOKEN (none without one) exits 6 with
+# WANT as its last line on stderr (before it: the node's start-up log lines).
+refused_node() {
+  local want=$1 rc=0; shift
+  env -u BDN_TOKEN ${1:+BDN_TOKEN="$1"} "$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 \
+    --cache-dir "$WORK/node-refused" 2>"$WORK/refused.err" || rc=$?
+  assert_eq 6 "$rc" "exit code of a node refused by the origin"
+  assert_eq "$want" "$(tail -1 "$WORK/refused.err")" "the refused node's error"
+}
+refused_node "bdn: error: BDN_TOKEN is not set: the upstream refuses its chunk reads (request: no credentials (send Authorization: Bearer bdn_<id>_<secret>))$advice"
+refused_node "bdn: error: BDN_TOKEN: this cache node's key: the upstream refuses its chunk reads ($KEY_A: a key for namespace \"a\" reads chunks of a version: send Bdn-Version: bdn:<ns>/<vol>@b3:<hex>)$advice" "$PULL_A"
+
 step "a cache node with its own key: a FUSE mount of a's version through it"
 export BDN_TOKEN="$NODE"  # the node's own key towards the origin
 start_bdn cache cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/node" --cache-size 256M
@@ -124,4 +138,16 @@ uploaded=$(json_field bytes_uploaded <<<"$out")
 # The same tree pushed by b's key reuses everything.
 out=$(BDN_TOKEN="$PUSH_B" "$BDN" --json volume push "$WORK/b" bdn:b/again)
 assert_eq 0 "$(json_field bytes_uploaded <<<"$out")" "bytes b's key uploaded again"
+
+step "a cache node whose own key is revoked while it runs says so in its log; reads go on"
+mkdir -p "$WORK/a2"
+random_file "$WORK/a2/new.bin" 2000000 3
+REF_A2=$(BDN_TOKEN="$PUSH_A" "$BDN" volume push "$WORK/a2" bdn:a/fresh)
+BDN_TOKEN="$ADMIN" "$BDN" key revoke "bdn_$(cut -d_ -f2 <<<"$NODE")" >/dev/null
+BDN_TOKEN="$PULL_A" "$BDN" volume mount "$REF_A2" "$WORK/mnt2" --cluster-cache "$NODE_URL" \
+  --cache-dir "$WORK/nc2" >/dev/null
+MOUNTS+=("$WORK/mnt2")
+cmp "$WORK/mnt2/new.bin" "$WORK/a2/new.bin" || fail "new.bin through a node whose key was revoked"
+refused=$(grep -c "warning node cache $WORK/node: the upstream refused chunk b3:[0-9a-f]*: key bdn_$(cut -d_ -f2 <<<"$NODE"): revoked (chunks not cached here fail until its key may read them)" "$WORK/cache.log" || true)
+assert_eq 1 "$refused" "warnings of the node about its refused fetches (one a minute): $(grep -F 'refused' "$WORK/cache.log")"
 echo "PASS"

@@ -250,6 +250,9 @@ FetchResults NodeCache::FetchManyAndStore(std::span<const Digest> ids) {
       got[i] = Admit(want[i], std::move(*got[i]));
     } else if (got[i].error().code() != StatusCode::kNotFound) {
       ++counters_.upstream_errors;
+      if (got[i].error().code() == StatusCode::kPermissionDenied) {
+        LogRefusedFetch(want[i], got[i].error());
+      }
       // Another process may have cached it meanwhile (a mount beside this one reading while the
       // origin is down): one last look.
       if (auto hit = ReadCached(want[i])) got[i] = std::move(*hit);
@@ -308,6 +311,13 @@ void NodeCache::LogCorruptCopy(const Status& error) {
   log::Warn(line);
 }
 
+void NodeCache::LogRefusedFetch(const Digest& id, const Status& error) {
+  refused_log_.Write(log::Level::kWarn,
+                     "node cache " + options_.dir.string() + ": the upstream refused chunk " +
+                         id.ToString() + ": " + error.message() +
+                         " (chunks not cached here fail until its key may read them)");
+}
+
 void NodeCache::CountHit(const Digest& id, size_t bytes) {
   {
     MutexLock l(hot_mu_);
@@ -325,6 +335,7 @@ Result<std::vector<uint8_t>> NodeCache::FetchAndStore(const Digest& id) {
   if (!got) {
     if (got.error().code() == StatusCode::kNotFound) return got;
     ++counters_.upstream_errors;
+    if (got.error().code() == StatusCode::kPermissionDenied) LogRefusedFetch(id, got.error());
     // As in FetchManyAndStore: one last look, another process may have cached it meanwhile.
     if (auto hit = ReadCached(id)) return std::move(*hit);
     return got;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/log.h"
 #include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/digest/digest.h"
@@ -202,6 +203,11 @@ class NodeCache : public ChunkStore {
   std::unordered_set<Digest> hot_ GUARDED_BY(hot_mu_);
   // Bytes of the region files at the last look plus what this process wrote since.
   std::atomic<int64_t> approx_bytes_{0};
+
+  // The upstream refused a fetch (PermissionDenied: this node's key was revoked, or lacks the
+  // scope): one warning a minute at most, since every miss would say the same.
+  void LogRefusedFetch(const Digest& id, const Status& error);
+  log::RateLimiter refused_log_{1, std::chrono::minutes(1)};
 
   Mutex log_mu_;
   std::chrono::steady_clock::time_point log_window_start_ GUARDED_BY(log_mu_){};

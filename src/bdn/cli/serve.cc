@@ -39,6 +39,7 @@
 #include "bdn/maintenance/gc.h"
 #include "bdn/objstore/object_pack_store.h"
 #include "bdn/objstore/pg_catalog.h"
+#include "bdn/origin/chunk_scope.h"
 #include "bdn/origin/origin.h"
 #include "bdn/origin/upstream_chain.h"
 #include "bdn/registry/key_store.h"
@@ -886,6 +887,22 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
   });
 }
 
+// Whether the upstream lets this node's own key (BDN_TOKEN, in `client_options`) read every
+// blob, through a client of its own closed after. PermissionDenied "BDN_TOKEN: ..." naming what
+// to give it when the upstream refuses; other errors: cannot tell.
+Status CheckNodeKey(const http::ClientOptions& client_options) {
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::HttpClient> probe,
+                       http::HttpClient::Create(client_options));
+  Status s = origin::CheckReadsEveryNamespace(*probe);
+  if (s.code() != StatusCode::kPermissionDenied) return s;
+  return PermissionDeniedError(
+      std::string(client_options.token.empty() ? "BDN_TOKEN is not set"
+                                               : "BDN_TOKEN: this cache node's key") +
+      ": the upstream refuses its chunk reads (" + s.message() +
+      "); a cache node fetches with a key with pull on every namespace: bdn key create "
+      "--namespace '*' --scope pull");
+}
+
 }  // namespace
 
 // Serves chunk GET and batch from a NodeCache over the origin: each chunk is fetched from the
@@ -957,7 +974,17 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   if (!chain) {
     log::Warn("--upstream " + args.upstream +
               ": could not check that it leads to an origin: " + chain.error().message());
-  } else if (!chain->empty()) {
+  } else if (Status own = CheckNodeKey(copts); !own.ok()) {
+    // A node whose fetches the origin refuses would serve nothing it does not hold, and its
+    // callers would quietly read from the origin instead.
+    if (own.code() == StatusCode::kPermissionDenied) {
+      server.Stop();
+      return own;
+    }
+    log::Warn("--upstream " + args.upstream +
+              ": could not check this node's key: " + own.message());
+  }
+  if (chain && !chain->empty()) {
     log::Info("cache node " + options.node_id + ": upstream cache nodes " + [&] {
       std::string s;
       for (const auto& id : *chain) s += (s.empty() ? "" : " -> ") + id;

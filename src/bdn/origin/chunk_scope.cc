@@ -126,6 +126,30 @@ ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
   };
 }
 
+namespace {
+
+// POST /v1/chunks/batch with no ids: the access check without reading a blob.
+http::Request EmptyBatchRequest() {
+  static constexpr std::string_view kNoIds = R"({"ids": []})";
+  return http::Request{
+      .method = http::Method::kPost,
+      .path = "/v1/chunks/batch",
+      .body = std::span(reinterpret_cast<const uint8_t*>(kNoIds.data()), kNoIds.size())};
+}
+
+}  // namespace
+
+Status CheckReadsEveryNamespace(http::HttpClient& upstream) {
+  const http::Request req = EmptyBatchRequest();
+  BDN_ASSIGN_OR_RETURN(http::Response r, upstream.Send(req));
+  if (r.status / 100 == 2) return Status::Ok();
+  Status s = upstream.ErrorOf(req, r);
+  if (r.status == 401 || r.status == 403) {
+    return PermissionDeniedError(std::string(s.message())).WithReason(s.reason());
+  }
+  return s;
+}
+
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
                                     std::chrono::milliseconds ttl) {
   auto verdicts = std::make_shared<ExpiringMap<AccessVerdict>>(kMaxVerdicts);
@@ -139,11 +163,7 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     auto hit = verdicts->Find(key);
     if (hit) hit->value.valid_until = hit->expires;
     if (hit && hit->expires > now) return hit->value;
-    static constexpr std::string_view kNoIds = R"({"ids": []})";
-    http::Request req{
-        .method = http::Method::kPost,
-        .path = "/v1/chunks/batch",
-        .body = std::span(reinterpret_cast<const uint8_t*>(kNoIds.data()), kNoIds.size())};
+    http::Request req = EmptyBatchRequest();
     if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
     if (version) req.headers.emplace_back(kVersionHeader, version_text);
     auto r = origin->Send(req);

@@ -71,6 +71,14 @@ using ReadAuthority = std::function<AccessVerdict(const ApiKey& key, std::string
 ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
                                     std::chrono::milliseconds ttl);
 
+// For a cache node as it starts: whether `upstream` (a client with the node's own token,
+// BDN_TOKEN) lets it read every blob, as its fetches need (a key with pull on "*", or auth off):
+// POST /v1/chunks/batch with no ids and no Bdn-Version. Ok when it does; PermissionDenied with
+// the upstream's message when it refuses (401: no key, a malformed, unknown or revoked one; 403:
+// a key without pull on "*"); otherwise the transport or HTTP error (Unavailable when the
+// upstream is down), which a caller may take as "cannot tell". Thread-safe as `upstream`.
+Status CheckReadsEveryNamespace(http::HttpClient& upstream);
+
 // A cache node's authority (`bdn cache serve`): asks the origin whether the caller may read,
 // sending POST /v1/chunks/batch with no ids and the caller's Authorization and Bdn-Version
 // through `origin` (a client without a token of its own), and keeps each answer for `ttl` per
