@@ -4,7 +4,8 @@
 # a mount daemon unmounts (the mountpoint is a plain empty directory again, not a dead mount
 # that says ENOTCONN) and logs "SIGx: unmounted"; `bdn serve` and `bdn cache serve` log
 # "SIGx: shutting down" and exit 0. Before, SIGHUP ended `bdn cache serve` with exit 129 and
-# SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM left a dead mount behind.
+# SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM left a dead mount behind. A signal inherited as ignored
+# (nohup's SIGHUP) stays ignored, and the others still stop the process cleanly.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 
@@ -53,6 +54,48 @@ assert_eq 0 "$rc" "exit status of the foreground mount after SIGUSR1 ($(cat "$WO
 check_unmounted "$mp" "foreground SIGUSR1"
 assert_contains "$(cat "$WORK/fg.log")" "SIGUSR1: unmounted"
 
+step "a signal the daemon inherited as ignored stays ignored; the others still stop it cleanly"
+# nohup's SIGHUP; a shell's `trap '' TERM` (libfuse then leaves SIGTERM alone, and SIGUSR1 must
+# still stop the daemon cleanly).
+mp="$WORK/m-ign"
+mkdir -p "$mp"
+pid=$(bash -c 'trap "" HUP TERM; exec "$0" "$@"' "$BDN" volume mount "$ref" "$mp" \
+  --log-file "$WORK/mount-ign.log" --json | json_field daemon_pid)
+MOUNTS+=("$mp")
+assert_eq "$(printf '%x' $(( (1 << (1 - 1)) | (1 << (15 - 1)) | (1 << (13 - 1)) )))" \
+  "$(awk '$1 == "SigIgn:" {sub(/^0+/, "", $2); print $2}' "/proc/$pid/status")" \
+  "signals the daemon ignores (HUP, TERM, and PIPE)"
+kill -HUP "$pid"
+kill -TERM "$pid"
+cmp "$mp/a.bin" "$WORK/src/a.bin" || fail "a.bin through the mount after the ignored signals"
+kill -USR1 "$pid"
+wait_gone "$pid" 5000
+check_unmounted "$mp" "SIGUSR1 with SIGTERM ignored"
+assert_contains "$(cat "$WORK/mount-ign.log")" "SIGUSR1: unmounted"
+
+step "bdn serve under nohup: SIGHUP is ignored, SIGTERM stops it"
+: >"$WORK/serve-nohup.log"
+nohup "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv-nohup" --insecure-no-auth \
+  >/dev/null 2>>"$WORK/serve-nohup.log" &
+nohup_pid=$!
+PIDS+=("$nohup_pid")
+for _ in $(seq 1 100); do grep -q "listening on" "$WORK/serve-nohup.log" && break; sleep 0.1; done
+url=$(sed -n '/listening on http:/{s/.*listening on \(http:\/\/[^ ]*\).*/\1/p;q}' "$WORK/serve-nohup.log")
+kill -HUP "$nohup_pid"
+assert_eq ok "$(curl -sf "$url/healthz")" "/healthz of the server after SIGHUP under nohup"
+kill -0 "$nohup_pid" || fail "SIGHUP ended bdn serve under nohup"
+kill -TERM "$nohup_pid"
+rc=0; wait "$nohup_pid" || rc=$?
+untrack "$nohup_pid"
+assert_eq 0 "$rc" "exit status of bdn serve after SIGTERM"
+assert_contains "$(cat "$WORK/serve-nohup.log")" "SIGTERM: shutting down"
+
+# The servers below start in the background, where a non-interactive shell ignores SIGINT and
+# SIGQUIT (and bdn keeps them ignored): put both back to their default action.
+REAL_BDN=$BDN
+BDN="$WORK/bdn-default-signals"
+printf '#!/bin/sh\nexec env --default-signal=INT,QUIT "%s" "$@"\n' "$REAL_BDN" > "$BDN"
+chmod +x "$BDN"
 for sig in $SIGNALS; do
   step "SIG$sig: bdn serve and bdn cache serve shut down and exit 0"
   start_bdn "serve-$sig" serve --listen 127.0.0.1:0 --data "$WORK/srv-$sig" --insecure-no-auth

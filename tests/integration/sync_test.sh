@@ -286,7 +286,9 @@ run_fails 3 'bdn: error: volume bdn:hf/changed: not found' "$BDN" volume version
 step "remote: Ctrl-C during --wait stops waiting, says how to follow or cancel, and the job goes on"
 curl -sf -X POST "$HUB/_stats/reset" >/dev/null
 curl -sf -X POST "$HUB/_faults" -d '[{"kind": "cdn", "path": "model-00001", "count": 1, "hold": true}]' >/dev/null
-"$BDN" volume sync start --source hf://org/model --dest bdn:hf/waited --wait >"$WORK/waited.out" 2>"$WORK/waited.err" &
+# SIGINT at its default action: a background command of a non-interactive shell starts with it
+# ignored, and bdn keeps an ignored SIGINT ignored.
+env --default-signal=INT "$BDN" volume sync start --source hf://org/model --dest bdn:hf/waited --wait >"$WORK/waited.out" 2>"$WORK/waited.err" &
 wait_pid=$!
 # Held at the Hub, and the client is waiting (it says so just before it polls).
 for _ in $(seq 1 200); do
@@ -380,7 +382,7 @@ for how in INT HUP KILL; do
   curl -sf -X POST "$HUB/_stats/reset" >/dev/null
   curl -sf -X POST "$HUB/_faults" -d '[{"kind": "cdn", "path": "model-00002", "count": 1, "hold": true}]' >/dev/null
   # Not through emb: $! must be bdn itself (env execs it), not a subshell that ignores SIGINT.
-  env -u BDN_REMOTE BDN_HOME="$WORK/home" "$BDN" volume sync start --source hf://org/model --dest "$dest" \
+  env --default-signal=INT -u BDN_REMOTE BDN_HOME="$WORK/home" "$BDN" volume sync start --source hf://org/model --dest "$dest" \
     >"$WORK/emb.out" 2>"$WORK/emb.err" &
   pid=$!
   done_now=""
@@ -392,6 +394,10 @@ for how in INT HUP KILL; do
   assert_eq "4" "$done_now" "objects sealed before the $how"
   assert_eq "4" "$(hub_stat object_gets)" "object GETs before the $how (the fifth is held)"
   id=$(jf "$(emb --json volume sync list --dest "$dest")" jobs 0 id)
+  # A reader of its output that went away (SIGPIPE, as under `| head`) does not end it.
+  kill -PIPE "$pid"
+  sleep 0.3
+  kill -0 "$pid" 2>/dev/null || fail "SIGPIPE ended the embedded sync: $(cat "$WORK/emb.err")"
   kill "-$how" "$pid"
   rc=0; wait "$pid" || rc=$?
   if [ "$how" != KILL ]; then

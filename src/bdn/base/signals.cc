@@ -12,10 +12,23 @@ constexpr int kStopSignals[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUS
 
 std::span<const int> StopSignals() { return kStopSignals; }
 
-sigset_t StopSignalSet() {
+std::vector<int> StopSignalsNotIgnored() {
+  std::vector<int> out;
+  for (int sig : kStopSignals) {
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) &&
+        now.sa_handler == SIG_IGN) {
+      continue;
+    }
+    out.push_back(sig);
+  }
+  return out;
+}
+
+sigset_t SignalSet(std::span<const int> signals) {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : kStopSignals) sigaddset(&set, sig);
+  for (int sig : signals) sigaddset(&set, sig);
   return set;
 }
 

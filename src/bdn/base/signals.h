@@ -5,6 +5,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 namespace bdn {
 
@@ -16,8 +17,14 @@ namespace bdn {
 // Faults (SIGSEGV, SIGABRT, ...) and SIGKILL are not among them.
 std::span<const int> StopSignals();
 
-// StopSignals() as a set (for pthread_sigmask and sigwait).
-sigset_t StopSignalSet();
+// The stop signals this process does not ignore, in StopSignals' order: one inherited as SIG_IGN
+// (SIGHUP under nohup; SIGINT and SIGQUIT of a command a non-interactive shell started in the
+// background) stays ignored, as POSIX programs keep an ignored SIGINT.
+std::vector<int> StopSignalsNotIgnored();
+
+// Those signals as a set (for pthread_sigmask and sigwait: a blocked signal is queued and taken by
+// sigwait even when ignored, so an ignored one must stay out of the set).
+sigset_t SignalSet(std::span<const int> signals);
 
 // "SIGHUP" for SIGHUP (glibc's sigabbrev_np with "SIG" before it); "signal N" for a number with
 // no name (a real-time signal, or one out of range).

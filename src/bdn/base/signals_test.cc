@@ -12,11 +12,28 @@ TEST(Signals, StopSignalsAreTheRequestsToEndAProcess) {
   const std::span<const int> stop = StopSignals();
   EXPECT_EQ(std::vector<int>(stop.begin(), stop.end()),
             (std::vector<int>{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM}));
-  const sigset_t set = StopSignalSet();
+  const sigset_t set = SignalSet(stop);
   for (int sig = 1; sig < NSIG; ++sig) {
     const bool listed = std::find(stop.begin(), stop.end(), sig) != stop.end();
     EXPECT_EQ(sigismember(&set, sig) == 1, listed) << SignalName(sig);
   }
+}
+
+// An inherited SIG_IGN (nohup's SIGHUP, a background job's SIGINT) is left out; a handled or
+// default signal is not.
+TEST(Signals, StopSignalsNotIgnoredLeavesOutTheIgnoredOnes) {
+  struct sigaction ignore {
+  }, old_hup{}, old_usr2{};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ASSERT_EQ(::sigaction(SIGHUP, &ignore, &old_hup), 0);
+  ASSERT_EQ(::sigaction(SIGUSR2, &ignore, &old_usr2), 0);
+  const std::vector<int> left = StopSignalsNotIgnored();
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  ::sigaction(SIGUSR2, &old_usr2, nullptr);
+  EXPECT_EQ(left, (std::vector<int>{SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGALRM}));
+  EXPECT_EQ(StopSignalsNotIgnored(),
+            (std::vector<int>{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM}));
 }
 
 TEST(Signals, SignalNameIsTheAbbreviationOrTheNumber) {

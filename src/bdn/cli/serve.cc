@@ -92,11 +92,12 @@ Result<UniqueFd> LockDataDir(const fs::path& data) {
   return fd;
 }
 
-// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM),
-// blocked in every thread (call before any server thread starts, so all inherit the mask) for the
-// server's main thread to take with sigwait; SIGPIPE ignored.
+// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM)
+// this process does not ignore (StopSignalsNotIgnored: nohup's SIGHUP stays ignored), blocked in
+// every thread (call before any server thread starts, so all inherit the mask) for the server's
+// main thread to take with sigwait; SIGPIPE ignored.
 sigset_t BlockStopSignals() {
-  const sigset_t stop_signals = StopSignalSet();
+  const sigset_t stop_signals = SignalSet(StopSignalsNotIgnored());
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   return stop_signals;

@@ -37,8 +37,10 @@ using nlohmann::json;
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted = true; }
 
-// Catches the stop signals (StopSignals, base/signals.h) for its lifetime, restoring the old
-// handlers after: Ctrl-C, kill, a closed terminal (SIGHUP) end a wait or an embedded job cleanly.
+// Catches the stop signals this process does not ignore (StopSignalsNotIgnored, base/signals.h:
+// nohup's SIGHUP stays ignored) for its lifetime, and ignores SIGPIPE (a reader of its output
+// that went away, `| head`, must not end the job), restoring the old handlers after: Ctrl-C,
+// kill, a closed terminal (SIGHUP) end a wait or an embedded job cleanly.
 class InterruptCatcher {
  public:
   InterruptCatcher() {
@@ -46,10 +48,14 @@ class InterruptCatcher {
     struct sigaction sa = {};
     sa.sa_handler = OnInterrupt;
     sigemptyset(&sa.sa_mask);
-    for (int sig : StopSignals()) {
+    for (int sig : StopSignalsNotIgnored()) {
       struct sigaction old = {};
       if (sigaction(sig, &sa, &old) == 0) old_.emplace_back(sig, old);
     }
+    struct sigaction ignore = {}, old_pipe = {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    if (sigaction(SIGPIPE, &ignore, &old_pipe) == 0) old_.emplace_back(SIGPIPE, old_pipe);
   }
   ~InterruptCatcher() {
     for (const auto& [sig, old] : old_) sigaction(sig, &old, nullptr);

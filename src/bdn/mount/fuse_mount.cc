@@ -84,42 +84,59 @@ class ReadySignal {
 // Only one session per process may own libfuse's signal handlers.
 std::atomic<bool> g_signal_handlers_taken{false};
 
-// libfuse's handler of SIGTERM (fuse_set_signal_handlers: SIGHUP, SIGINT and SIGTERM end the
-// session loop, and the mount is then unmounted) set for the other stop signals too (StopSignals:
-// SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM), each only where it was at its default action, as libfuse
-// does; at their default action they would end the daemon and leave a dead mount (ENOTCONN) in
-// place. Made after fuse_set_signal_handlers; destroyed before fuse_remove_signal_handlers, and
-// puts back the default action of each signal it took whose handler is still libfuse's.
+// The session the stop signals below end, and the last of them that came (0: none).
+std::atomic<fuse_session*> g_stop_session{nullptr};
+std::atomic<int> g_stop_signal{0};
+
+// As libfuse's exit handler: ends the session loop (fuse_session_exit only sets a flag; the signal
+// itself interrupts the loop's waits, as no SA_RESTART is set) and records the signal.
+void StopSession(int sig) {
+  g_stop_signal.store(sig, std::memory_order_relaxed);
+  if (fuse_session* se = g_stop_session.load()) fuse_session_exit(se);
+}
+
+// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM)
+// that libfuse's handlers (fuse_set_signal_handlers: SIGHUP, SIGINT, SIGTERM) left at their
+// default action end the session loop too (StopSession), so that the mount is unmounted; at
+// their default action they would end the daemon and leave a dead mount (ENOTCONN) in place.
+// As libfuse does, a signal the process ignores (nohup's SIGHUP) or handles is left as it is.
+// Made after fuse_set_signal_handlers; destroyed before fuse_remove_signal_handlers, it puts back
+// the default action of each signal it took whose handler is still StopSession.
 class MoreStopSignals {
  public:
-  MoreStopSignals() {
-    struct sigaction fuse_exit {};
-    if (::sigaction(SIGTERM, nullptr, &fuse_exit) != 0 || fuse_exit.sa_handler == SIG_DFL ||
-        fuse_exit.sa_handler == SIG_IGN) {
-      return;
-    }
-    handler_ = fuse_exit.sa_handler;
+  explicit MoreStopSignals(fuse_session* se) {
+    g_stop_signal = 0;
+    g_stop_session = se;
+    struct sigaction stop {};
+    stop.sa_handler = StopSession;
+    sigemptyset(&stop.sa_mask);
     for (int sig : StopSignals()) {
       struct sigaction now {};
-      if (::sigaction(sig, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) continue;
-      if (::sigaction(sig, &fuse_exit, nullptr) == 0) taken_.push_back(sig);
+      if (::sigaction(sig, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) ||
+          now.sa_handler != SIG_DFL) {
+        continue;
+      }
+      if (::sigaction(sig, &stop, nullptr) == 0) taken_.push_back(sig);
     }
   }
   ~MoreStopSignals() {
     for (int sig : taken_) {
       struct sigaction now {};
-      if (::sigaction(sig, nullptr, &now) != 0 || now.sa_handler != handler_) continue;
+      if (::sigaction(sig, nullptr, &now) != 0 || now.sa_handler != StopSession) continue;
       struct sigaction default_action {};
       default_action.sa_handler = SIG_DFL;
       sigemptyset(&default_action.sa_mask);
       ::sigaction(sig, &default_action, nullptr);
     }
+    g_stop_session = nullptr;
   }
   MoreStopSignals(const MoreStopSignals&) = delete;
   MoreStopSignals& operator=(const MoreStopSignals&) = delete;
 
+  // The signal among those taken that ended the loop, or 0.
+  static int Signal() { return g_stop_signal.load(std::memory_order_relaxed); }
+
  private:
-  void (*handler_)(int) = nullptr;
   std::vector<int> taken_;
 };
 
@@ -212,7 +229,7 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
     g_signal_handlers_taken = false;
   }
   std::optional<MoreStopSignals> more_stop_signals;
-  if (own_signals) more_stop_signals.emplace();
+  if (own_signals) more_stop_signals.emplace(se);
   auto release_session = [&] {
     if (own_signals) {
       more_stop_signals.reset();
@@ -274,8 +291,10 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
   if (Status synced = store.Sync(); !synced.ok()) {
     log::Warn(what + ": at exit: " + synced.message());
   }
-  // rc > 0 is the number of the signal that stopped the loop: a requested, clean stop.
-  if (rc > 0) log::Info(what + ": " + SignalName(rc) + ": unmounted");
+  // rc > 0 is the number of the signal that stopped the loop through libfuse's handlers (SIGHUP,
+  // SIGINT, SIGTERM); the other stop signals are MoreStopSignals'. Either is a clean stop.
+  const int stop_signal = rc > 0 ? rc : own_signals ? MoreStopSignals::Signal() : 0;
+  if (stop_signal > 0) log::Info(what + ": " + SignalName(stop_signal) + ": unmounted");
   if (rc < 0) return ErrnoError(what + ": session loop", -rc);
   return Status::Ok();
 }
