@@ -78,6 +78,29 @@ assert_eq "3" "$rc" "exit code of an include that matches nothing"
 [[ "$(tail -1 "$WORK/err")" =~ ^"bdn: error: sync job sync_"[0-9a-f]{16}": FAILED (include_matched_nothing): --include \"*.gguf\": matches nothing in file://$WORK/src (5 objects)"$ ]] ||
   fail "stderr of an include that matches nothing: $(cat "$WORK/err")"
 
+step "embedded: a file:// tree of symlinks only (a Hugging Face cache snapshot) fails, sealing nothing"
+mkdir -p "$WORK/hfc/blobs" "$WORK/hfc/snapshots/rev1"
+printf '{"a": 1}\n' > "$WORK/hfc/blobs/aaa"
+printf 'weights\n' > "$WORK/hfc/blobs/bbb"
+ln -s ../../blobs/aaa "$WORK/hfc/snapshots/rev1/config.json"
+ln -s ../../blobs/bbb "$WORK/hfc/snapshots/rev1/model.safetensors"
+rc=0; "$BDN" volume sync start --source "file://$WORK/hfc/snapshots/rev1" --dest bdn:mirror/snap \
+  >"$WORK/out" 2>"$WORK/err" || rc=$?
+assert_eq "3" "$rc" "exit code of a sync of symlinks only"
+[[ "$(tail -1 "$WORK/err")" =~ ^"bdn: error: sync job sync_"[0-9a-f]{16}": FAILED (source_not_found): file://$WORK/hfc/snapshots/rev1: nothing to sync: no regular file, and 2 symlinks or special files left out (\"config.json\"); file:// syncs regular files only: sync a copy with the links resolved (cp -rL)"$ ]] ||
+  fail "stderr of a sync of symlinks only: $(cat "$WORK/err")"
+run_fails 3 'bdn: error: volume bdn:mirror/snap: not found' "$BDN" volume versions bdn:mirror/snap
+# A FIFO (a special file) is left out as documented, not an error; the file beside
+# it is synced.
+mkdir -p "$WORK/withfifo"
+mkfifo "$WORK/withfifo/pipe"
+printf 'kept\n' > "$WORK/withfifo/kept.txt"
+out=$("$BDN" --json volume sync start --source "file://$WORK/withfifo" --dest bdn:mirror/fifo)
+assert_eq READY "$(jf "$out" state)" "state of a sync beside a FIFO"
+assert_eq "kept.txt" "$("$BDN" volume ls "bdn:mirror/fifo@$(jf "$out" version)" | awk '{print $NF}')" \
+  "what the sync beside a FIFO sealed"
+assert_eq "kept" "$("$BDN" volume cat "bdn:mirror/fifo@$(jf "$out" version)/kept.txt")" "kept.txt synced"
+
 step "embedded: secrets from stdin, listed by name only, removed"
 printf 'hf_topsecretvalue\n' | "$BDN" secret set hf-token
 ls_out=$("$BDN" secret ls)

@@ -148,10 +148,28 @@ class FileSource : public Source {
     }
     auto scanned = ScanDirectory(read_path_);
     if (!scanned) return Err(scanned.error().WithPrefix(uri_));
+    uint64_t left_out = 0;  // symlinks and special files
+    const ScannedEntry* first_left_out = nullptr;
     for (const ScannedEntry& e : *scanned) {
-      if (!S_ISREG(e.st.st_mode)) continue;
+      if (S_ISDIR(e.st.st_mode)) continue;
+      if (!S_ISREG(e.st.st_mode)) {
+        if (left_out++ == 0) first_left_out = &e;
+        continue;
+      }
       out.objects.push_back({e.path, static_cast<uint64_t>(e.st.st_size), EtagOf(e.st),
                              static_cast<uint16_t>(e.st.st_mode & 0777)});
+    }
+    // A tree of links only (a Hugging Face cache snapshot links every file into ../../blobs)
+    // would seal an empty version.
+    if (out.objects.empty() && first_left_out != nullptr) {
+      return Err(WithCode(
+          NotFoundError(
+              uri_ + ": nothing to sync: no regular file, and " + std::to_string(left_out) +
+              (left_out == 1 ? " symlink or special file" : " symlinks or special files") +
+              " left out (\"" + EscapeName(first_left_out->path) +
+              "\"); file:// syncs regular files only: sync a copy with the links "
+              "resolved (cp -rL)"),
+          kSourceNotFound));
     }
     BDN_RETURN_IF_ERROR(ListingBudget(uri_, options_).Objects(out.objects.size()));
     return out;

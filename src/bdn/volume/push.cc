@@ -34,9 +34,11 @@ constexpr int kUploadThreads = 16;
 // Lists the tree below `root` (never following symlinks) into `out`, sorted bytewise by path
 // (the manifest's order). Every step is relative to a directory handle, so any depth and path
 // length the file system holds works, in time linear in the tree. Names and symlink targets
-// must be UTF-8 (docs/format.md); other file types are refused.
+// must be UTF-8 (docs/format.md); other file types are refused, unless `list_others`: then
+// sockets, FIFOs and devices are listed as they are, and symlink targets need not be UTF-8 (for
+// a caller that keeps regular files only).
 Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out,
-            const std::vector<RefusedDir>& refused_dirs = {}) {
+            const std::vector<RefusedDir>& refused_dirs = {}, bool list_others = false) {
   struct Level {
     std::vector<std::string> names;
     size_t next = 0;
@@ -67,7 +69,7 @@ Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out,
                           : t == S_IFIFO                   ? "a FIFO"
                           : (t == S_IFCHR || t == S_IFBLK) ? "a device"
                                                            : nullptr;
-    if (refused) {
+    if (refused && !list_others) {
       return InvalidArgumentError("path \"" + shown() + "\": is " + refused +
                                   "; only regular files, directories and symlinks can be pushed");
     }
@@ -79,7 +81,7 @@ Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out,
         return FailedPreconditionError("symlink \"" + shown() + "\": changed while being pushed");
       }
       target.resize(static_cast<size_t>(n));
-      if (!IsValidUtf8(target)) {
+      if (!list_others && !IsValidUtf8(target)) {
         return InvalidArgumentError("symlink \"" + shown() + "\": target \"" + target +
                                     "\" is not valid UTF-8");
       }
@@ -670,7 +672,7 @@ class DirectorySource : public EntrySource {
 Result<std::vector<ScannedEntry>> ScanDirectory(const fs::path& dir) {
   BDN_ASSIGN_OR_RETURN(DirCursor cursor, DirCursor::Open(dir));
   std::vector<ScannedEntry> scanned;
-  BDN_RETURN_IF_ERROR(Walk(cursor, scanned));
+  BDN_RETURN_IF_ERROR(Walk(cursor, scanned, {}, /*list_others=*/true));
   return scanned;
 }
 
