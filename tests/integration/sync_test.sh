@@ -100,6 +100,14 @@ assert_eq READY "$(jf "$out" state)" "state of a sync beside a FIFO"
 assert_eq "kept.txt" "$("$BDN" volume ls "bdn:mirror/fifo@$(jf "$out" version)" | awk '{print $NF}')" \
   "what the sync beside a FIFO sealed"
 assert_eq "kept" "$("$BDN" volume cat "bdn:mirror/fifo@$(jf "$out" version)/kept.txt")" "kept.txt synced"
+# A name that is not UTF-8 is a name no version can hold: invalid_object, exit 2 (was internal).
+mkdir -p "$WORK/badname"
+printf 'x\n' > "$WORK/badname/$(printf 'b\xff')"
+rc=0; "$BDN" volume sync start --source "file://$WORK/badname" --dest bdn:mirror/badname \
+  >/dev/null 2>"$WORK/err" || rc=$?
+assert_eq "2" "$rc" "exit code of a sync of a name that is not UTF-8"
+[[ "$(tail -1 "$WORK/err")" =~ ^"bdn: error: sync job sync_"[0-9a-f]{16}": FAILED (invalid_object): file://$WORK/badname: path \"$WORK/badname/b\\xff\": name is not valid UTF-8"$ ]] ||
+  fail "stderr of a sync of a name that is not UTF-8: $(cat "$WORK/err")"
 
 step "embedded: secrets from stdin, listed by name only, removed"
 printf 'hf_topsecretvalue\n' | "$BDN" secret set hf-token

@@ -147,7 +147,11 @@ class FileSource : public Source {
                           kSourceNotFound));
     }
     auto scanned = ScanDirectory(read_path_);
-    if (!scanned) return Err(scanned.error().WithPrefix(uri_));
+    if (!scanned) {
+      // InvalidArgument: a name that is not UTF-8, which no version can hold.
+      Status s = scanned.error().WithPrefix(uri_);
+      return Err(s.code() == StatusCode::kInvalidArgument ? WithCode(s, kInvalidObject) : s);
+    }
     uint64_t left_out = 0;  // symlinks and special files
     const ScannedEntry* first_left_out = nullptr;
     for (const ScannedEntry& e : *scanned) {
