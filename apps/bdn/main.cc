@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
       bdn::Status s = inv.run_standalone();
       return s.ok() ? 0 : Fail(s);
     }
-    const char* token = std::getenv("BDN_TOKEN");
+    const std::string token = bdn::cli::TokenFromEnvironment();
     const std::filesystem::path home_dir =
         home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home);
     bdn::Result<bdn::cli::Context> ctx;
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
     } else if (!remote.empty()) {
       // BDN_SESSION set (even empty) replaces the random Bdn-Session of this process.
       const char* session = std::getenv("BDN_SESSION");
-      ctx = bdn::cli::OpenRemote(remote, token ? token : "", json,
+      ctx = bdn::cli::OpenRemote(remote, token, json,
                                  session ? std::optional<std::string>(session) : std::nullopt);
     } else if (inv.needs == bdn::app::Needs::kOrigin) {
       ctx = bdn::cli::Context{.home = home_dir, .json = json};

@@ -98,8 +98,18 @@ refused_node() {
 refused_node "bdn: error: BDN_TOKEN is not set: the upstream refuses its chunk reads (request: no credentials (send Authorization: Bearer bdn_<id>_<secret>))$advice"
 refused_node "bdn: error: BDN_TOKEN: this cache node's key: the upstream refuses its chunk reads ($KEY_A: a key for namespace \"a\" reads chunks of a version: send Bdn-Version: bdn:<ns>/<vol>@b3:<hex>)$advice" "$PULL_A"
 
+# A token with a line break inside (a header added to every request) is refused before anything
+# is sent; the token's bytes are not shown.
+rc=0; env BDN_TOKEN="$NODE"$'\r\nX-Evil: 1' "$BDN" cache serve --upstream "$ORIGIN" \
+  --listen 127.0.0.1:0 --cache-dir "$WORK/node-refused" 2>"$WORK/refused.err" || rc=$?
+assert_eq 2 "$rc" "exit code of a node whose BDN_TOKEN holds a line break"
+assert_eq "bdn: error: BDN_TOKEN: byte 54 of 64 is a line break, which a bearer token cannot hold (RFC 6750: letters, digits, - . _ ~ + / and = at the end)" \
+  "$(cat "$WORK/refused.err")" "the error of a node whose BDN_TOKEN holds a line break"
+
 step "a cache node with its own key: a FUSE mount of a's version through it"
-export BDN_TOKEN="$NODE"  # the node's own key towards the origin
+# As a token read from a file or a Kubernetes secret often is: with a newline at the end, which
+# is not part of the key.
+export BDN_TOKEN="$NODE"$'\n'  # the node's own key towards the origin
 start_bdn cache cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/node" --cache-size 256M
 NODE_URL=$STARTED_URL
 unset BDN_TOKEN

@@ -56,6 +56,11 @@ Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& 
 // Errors: Internal/PermissionDenied naming the path.
 Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
 
+// $BDN_TOKEN without the spaces, tabs and line breaks around it (a token read from a file or a
+// Kubernetes secret often ends in a newline); "" when unset. What remains is checked where it is
+// used (http::CheckBearerToken: "BDN_TOKEN: byte N of M is ...").
+std::string TokenFromEnvironment();
+
 // Connects to a `bdn serve` origin at `url` with `token` (may be empty): remote store and
 // registry behind the same interfaces; each request is retried on its own (a few tries).
 // `session`: sent as the Bdn-Session header of every request, which a load balancer in front of

@@ -1,6 +1,8 @@
 // OpenRemote: a Context whose store and registry are a bdn serve origin; UnderRetryBudget;
 // ReadStore.
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "bdn/base/units.h"
 #include "bdn/cli/commands.h"
@@ -24,8 +26,18 @@ std::shared_ptr<Registry> RemoteRegistryOf(std::shared_ptr<http::HttpClient> ori
 
 }  // namespace
 
+std::string TokenFromEnvironment() {
+  const char* given = std::getenv("BDN_TOKEN");
+  std::string_view token = given ? given : "";
+  constexpr std::string_view kSpace = " \t\r\n";
+  const size_t first = token.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return "";
+  return std::string(token.substr(first, token.find_last_not_of(kSpace) - first + 1));
+}
+
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
                            std::optional<std::string> session) {
+  if (Status s = http::CheckBearerToken(token); !s.ok()) return Err(s.WithPrefix("BDN_TOKEN"));
   http::ClientOptions options;
   options.base_url = url;
   options.token = token;

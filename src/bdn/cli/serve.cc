@@ -919,8 +919,8 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   const fs::path dir = ServerDir(args.cache_dir, home, "cache-node", "<cache-dir>");
   http::ClientOptions copts;
   copts.base_url = args.upstream;
-  const char* token = std::getenv("BDN_TOKEN");
-  if (token) copts.token = token;
+  copts.token = TokenFromEnvironment();
+  if (Status s = http::CheckBearerToken(copts.token); !s.ok()) return s.WithPrefix("BDN_TOKEN");
   copts.label = "origin";
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(copts));
   // Callers see "origin <upstream>: connection refused", not the cluster's internal address.
@@ -975,15 +975,23 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   if (!chain) {
     log::Warn("--upstream " + args.upstream +
               ": could not check that it leads to an origin: " + chain.error().message());
-  } else if (Status own = CheckNodeKey(copts); !own.ok()) {
-    // A node whose fetches the origin refuses would serve nothing it does not hold, and its
-    // callers would quietly read from the origin instead.
+  }
+  // The node's key is checked unless the upstream could not be reached at all (said above), and
+  // within the deadline of the other start-up checks. A node whose fetches the origin refuses
+  // would serve nothing it does not hold, and its callers would quietly read from the origin.
+  http::ClientOptions key_check_options = copts;
+  key_check_options.deadline = check_options.deadline;
+  if (chain || (chain.error().code() != StatusCode::kUnavailable &&
+                chain.error().code() != StatusCode::kDeadlineExceeded)) {
+    Status own = CheckNodeKey(key_check_options);
     if (own.code() == StatusCode::kPermissionDenied) {
       server.Stop();
       return own;
     }
-    log::Warn("--upstream " + args.upstream +
-              ": could not check this node's key: " + own.message());
+    if (!own.ok()) {
+      log::Warn("--upstream " + args.upstream +
+                ": could not check this node's key: " + own.message());
+    }
   }
   if (chain && !chain->empty()) {
     log::Info("cache node " + options.node_id + ": upstream cache nodes " + [&] {

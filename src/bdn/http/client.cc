@@ -241,7 +241,34 @@ std::optional<std::string_view> Response::Header(std::string_view name) const {
   return std::nullopt;
 }
 
+Status CheckBearerToken(std::string_view token) {
+  auto plain = [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+  };
+  const size_t end = token.find_last_not_of('=') == std::string_view::npos
+                         ? 0
+                         : token.find_last_not_of('=') + 1;  // where the trailing ='s start
+  for (size_t i = 0; i < token.size(); ++i) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    if (plain(c) || (c == '=' && i >= end)) continue;
+    const char* what = c == '\n' || c == '\r'  ? "a line break"
+                       : c == ' '              ? "a space"
+                       : c == '\t'             ? "a tab"
+                       : c < 0x20 || c == 0x7f ? "a control character"
+                       : c >= 0x80             ? "a byte outside ASCII"
+                       : c == '='              ? "an = before the end"
+                                               : "a character";
+    return InvalidArgumentError("byte " + std::to_string(i + 1) + " of " +
+                                std::to_string(token.size()) + " is " + what +
+                                ", which a bearer token cannot hold (RFC 6750: letters, digits, "
+                                "- . _ ~ + / and = at the end)");
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
+  if (Status s = CheckBearerToken(options.token); !s.ok()) return Err(s.WithPrefix("token"));
   std::string& url = options.base_url;
   const std::string given = url;  // messages quote what the user wrote
   size_t scheme_end = url.find("://");

@@ -144,10 +144,20 @@ inline constexpr std::string_view kResponseTooLarge = "response_too_large";
 // they are the parent's); the child opens its own on first use. So a client may be created
 // before MountInBackground forks its daemon.
 // Thread-safe.
+// Whether `token` can be sent as "Authorization: Bearer <token>": RFC 6750 §2.1's b64token,
+// letters, digits and - . _ ~ + / with = only at the end (so no space, line break or other
+// control character can add a header or break the request). "" passes (no token). Errors:
+// InvalidArgument "byte N of M is a line break, which a bearer token cannot hold (RFC 6750:
+// letters, digits, - . _ ~ + / and = at the end)" (also "a space", "a tab", "a control
+// character", "a byte outside ASCII", "a character", "an = before the end"); the token's bytes
+// never appear in it.
+Status CheckBearerToken(std::string_view token);
+
 class HttpClient {
  public:
-  // Validates the URL. Errors: InvalidArgument "url \"x\": must start with http:// or
-  // https://" (or "...: no host", "...: must be scheme://host[:port][/prefix]...").
+  // Validates the URL and the token (CheckBearerToken). Errors: InvalidArgument "url \"x\": must
+  // start with http:// or https://" (or "...: no host", "...: must be
+  // scheme://host[:port][/prefix]..."); "token: byte N of M is ..." (CheckBearerToken).
   static Result<std::unique_ptr<HttpClient>> Create(ClientOptions options);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;

@@ -119,6 +119,31 @@ TEST(HttpClient, RefusesHeadersThatCouldSplitARequest) {
   }
 }
 
+// From an attacking helper: BDN_TOKEN with "\r\nX-Evil: 1" added a header to every request, and
+// one ending in a newline was sent as it was (the origin answered 400 to every request).
+TEST(HttpClient, RefusesATokenThatIsNoBearerTokenWithoutShowingIt) {
+  const std::string suffix = " (RFC 6750: letters, digits, - . _ ~ + / and = at the end)";
+  const std::string good = "bdn_0123456789abcdef_0123456789abcdef0123456789abcdef";
+  for (const auto& [token, said] : std::vector<std::pair<std::string, std::string>>{
+           {good + "\r\nX-Evil: 1", "byte 54 of 64 is a line break"},
+           {good + "\n", "byte 54 of 54 is a line break"},
+           {"bdn_a b", "byte 6 of 7 is a space"},
+           {"bdn_a\tb", "byte 6 of 7 is a tab"},
+           {std::string("bdn_a\x01"), "byte 6 of 6 is a control character"},
+           {"bdn_\xc3\xa9", "byte 5 of 6 is a byte outside ASCII"},
+           {"a=b", "byte 2 of 3 is an = before the end"},
+           {"Bearer:x", "byte 7 of 8 is a character"}}) {
+    auto c = http::HttpClient::Create({.base_url = "http://127.0.0.1:1", .token = token});
+    ASSERT_FALSE(c.has_value()) << said;
+    EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.error().message(),
+              "token: " + said + ", which a bearer token cannot hold" + suffix);
+  }
+  for (const std::string& ok : {good, std::string("abc+/~-._=="), std::string("")}) {
+    EXPECT_TRUE(http::HttpClient::Create({.base_url = "http://127.0.0.1:1", .token = ok})) << ok;
+  }
+}
+
 TEST(HttpClient, ErrorBodyKeepsCodeAndMessageVerbatim) {
   TestServer s;
   s.http().Get("/v1/volumes/w/x", [](const httplib::Request&, httplib::Response& res) {
