@@ -167,4 +167,16 @@ step "run through the dynamic loader by hand, a command that would re-execute st
 loader=$(readelf -l "$BDN" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
 [ -x "$loader" ] || fail "no program interpreter found in $BDN: [$loader]"
 "$loader" "$BDN" volume cat "$ref/big.bin" | cmp - "$WORK/src/big.bin" || fail "volume cat through $loader"
+
+step "a mount that fails removes the mountpoint directory it made, and only that"
+mkdir -p "$WORK/made"
+: > "$WORK/made/keep"
+run_fails 2 "bdn: error: --log-file $BDN_HOME/registry.db: inside the embedded store's home $BDN_HOME, among its own files (give a path outside it, or in its logs/)" \
+  "$BDN" volume mount "$ref" "$WORK/made/new" --log-file "$BDN_HOME/registry.db"
+[ ! -e "$WORK/made/new" ] || fail "the failed mount left the directory it made"
+assert_eq "keep" "$(ls -A "$WORK/made")" "what the directory above holds"
+mkdir "$WORK/made/there"
+run_fails 2 "bdn: error: --log-file $BDN_HOME/registry.db: inside the embedded store's home $BDN_HOME, among its own files (give a path outside it, or in its logs/)" \
+  "$BDN" volume mount "$ref" "$WORK/made/there" --log-file "$BDN_HOME/registry.db"
+[ -d "$WORK/made/there" ] || fail "the failed mount removed a directory it did not make"
 echo "PASS"

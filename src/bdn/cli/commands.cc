@@ -1044,6 +1044,16 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   // directory of another user's, or one that user could swap for a symlink between this walk
   // and the mount, would take the mount wherever they chose).
   const std::string shown = "mountpoint " + EscapeName(args.mountpoint);
+  // A mountpoint directory this call made is removed again (if still empty) when the mount
+  // fails, as mkdir -p && mount would not leave it to the user to clean up.
+  fs::path made_mountpoint;
+  struct RemoveMadeMountpoint {
+    const fs::path& dir;
+    bool mounted = false;
+    ~RemoveMadeMountpoint() {
+      if (!mounted && !dir.empty()) ::rmdir(dir.c_str());
+    }
+  } remove_made{made_mountpoint};
   PathWalk walk;
   walk.missing = PathWalk::Missing::kCreate;
   walk.flags = O_PATH;
@@ -1061,6 +1071,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     // The path as given, not opts.mountpoint: that has its symlinks resolved already.
     BDN_ASSIGN_OR_RETURN(WalkedDirectory walked,
                          OpenDirectoryPath(fs::absolute(args.mountpoint), shown, walk));
+    if (walked.created) made_mountpoint = opts.mountpoint;
     struct stat st;
     if (::fstat(walked.fd.get(), &st) != 0) return ErrnoError(shown, errno);
     BDN_RETURN_IF_ERROR(CheckMountpointOwner(st, shown));
@@ -1097,7 +1108,9 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     BDN_RETURN_IF_ERROR(log::Init(args.log_level, args.log_file));
     std::cerr << pinned.ToString() << " mounting at " << EscapeName(opts.mountpoint.string())
               << " (foreground)\n";
-    return ServeMount(view, opts);
+    Status served = ServeMount(view, opts);
+    remove_made.mounted = served.ok();
+    return served;
   }
   // The daemon appends to it, through this descriptor: opened once here, private (it names
   // files and chunks of the version), and never by its path again.
@@ -1109,7 +1122,9 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     std::cerr << "bdn: warning: " << log_fd.error().message()
               << "; the mount daemon logs nowhere\n";
   }
-  return MountInBackground(view, opts, daemon_pid);
+  Status mounted = MountInBackground(view, opts, daemon_pid);
+  remove_made.mounted = mounted.ok();
+  return mounted;
 }
 
 Status Umount(Context& ctx, const std::string& mountpoint) {

@@ -341,7 +341,8 @@ Status Mount(Context& ctx, const MountArgs& args);
 // When the version `pinned` was created, from ctx.registry; 0 when the registry cannot say (no
 // registry, or it failed: the caller mounts anyway).
 int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned);
-// Mounts the version `pinned` at args.mountpoint (created if missing, walked by OpenDirectoryPath
+// Mounts the version `pinned` at args.mountpoint (created if missing, and removed again, if still
+// empty, when the mount then fails; walked by OpenDirectoryPath
 // so another user's symlink on it is refused: FailedPrecondition "mountpoint P: ... is a symlink
 // owned by ..."; and a path another user could change before the mount is made: PermissionDenied
 // "mountpoint P: owned by uid 1001 (mallory), ..." or CheckAncestor's errors for a directory on
