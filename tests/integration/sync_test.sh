@@ -108,6 +108,25 @@ rc=0; "$BDN" volume sync start --source "file://$WORK/badname" --dest bdn:mirror
 assert_eq "2" "$rc" "exit code of a sync of a name that is not UTF-8"
 [[ "$(tail -1 "$WORK/err")" =~ ^"bdn: error: sync job sync_"[0-9a-f]{16}": FAILED (invalid_object): file://$WORK/badname: path \"$WORK/badname/b\\xff\": name is not valid UTF-8"$ ]] ||
   fail "stderr of a sync of a name that is not UTF-8: $(cat "$WORK/err")"
+# A symlink or FIFO whose name is not UTF-8 is left out like any other (it failed the whole
+# job as invalid_object): the regular file beside them is synced.
+mkdir -p "$WORK/badlink"
+ln -s kept.txt "$WORK/badlink/$(printf 'l\xfe')"
+mkfifo "$WORK/badlink/$(printf 'p\xfd')"
+printf 'kept\n' > "$WORK/badlink/kept.txt"
+out=$("$BDN" --json volume sync start --source "file://$WORK/badlink" --dest bdn:mirror/badlink)
+assert_eq READY "$(jf "$out" state)" "state of a sync beside a symlink and a FIFO named in Latin-1"
+assert_eq "kept.txt" "$("$BDN" volume ls "$(jf "$out" version_ref)" | awk '{print $NF}')" \
+  "what the sync beside badly named links sealed"
+# An empty tree, or one of directories only, is nothing to sync, as an object store's empty
+# prefix: no version is sealed (it sealed an empty one).
+mkdir -p "$WORK/dirsonly/a/b" "$WORK/dirsonly/c"
+rc=0; "$BDN" volume sync start --source "file://$WORK/dirsonly" --dest bdn:mirror/dirsonly \
+  >/dev/null 2>"$WORK/err" || rc=$?
+assert_eq "3" "$rc" "exit code of a sync of directories only"
+[[ "$(tail -1 "$WORK/err")" =~ ^"bdn: error: sync job sync_"[0-9a-f]{16}": FAILED (source_not_found): file://$WORK/dirsonly: nothing to sync: no regular file in the tree"$ ]] ||
+  fail "stderr of a sync of directories only: $(cat "$WORK/err")"
+run_fails 3 'bdn: error: volume bdn:mirror/dirsonly: not found' "$BDN" volume versions bdn:mirror/dirsonly
 
 step "embedded: secrets from stdin, listed by name only, removed"
 printf 'hf_topsecretvalue\n' | "$BDN" secret set hf-token

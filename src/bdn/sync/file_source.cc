@@ -163,9 +163,14 @@ class FileSource : public Source {
       out.objects.push_back({e.path, static_cast<uint64_t>(e.st.st_size), EtagOf(e.st),
                              static_cast<uint16_t>(e.st.st_mode & 0777)});
     }
-    // A tree of links only (a Hugging Face cache snapshot links every file into ../../blobs)
-    // would seal an empty version.
-    if (out.objects.empty() && first_left_out != nullptr) {
+    // Nothing to seal is not a version, as an object store's empty prefix (NothingUnder): an
+    // empty tree, or one of links only (a Hugging Face cache snapshot links every file into
+    // ../../blobs).
+    if (out.objects.empty() && first_left_out == nullptr) {
+      return Err(WithCode(NotFoundError(uri_ + ": nothing to sync: no regular file in the tree"),
+                          kSourceNotFound));
+    }
+    if (out.objects.empty()) {
       return Err(WithCode(
           NotFoundError(
               uri_ + ": nothing to sync: no regular file, and " + std::to_string(left_out) +
