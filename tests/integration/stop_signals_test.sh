@@ -90,6 +90,56 @@ untrack "$nohup_pid"
 assert_eq 0 "$rc" "exit status of bdn serve after SIGTERM"
 assert_contains "$(cat "$WORK/serve-nohup.log")" "SIGTERM: shutting down"
 
+step "an origin that stopped answering holds neither a stopping cache node nor an unmounted daemon"
+# Before, both waited for their fetch's deadline: the node exited 59 s after SIGTERM, the mount
+# daemon lived on for 36-60 s after its unmount. Now their requests to the upstream end once the
+# node's in-flight requests had their grace (5 s), and as soon as the mount's session is over.
+# alive PID: PID runs (a zombie that init has not reaped yet has exited).
+alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; [[ $st != Z* ]]; }
+mkdir -p "$WORK/frozen-src"
+random_file "$WORK/frozen-src/a.bin" 300000 8
+random_file "$WORK/frozen-src/b.bin" 20000000 9
+start_bdn frozen-origin serve --listen 127.0.0.1:0 --data "$WORK/srv-frozen" --insecure-no-auth
+frozen_origin=$STARTED_PID
+frozen_url=$STARTED_URL
+frozen_ref=$(BDN_REMOTE=$frozen_url "$BDN" volume push "$WORK/frozen-src" bdn:test/frozen)
+# The last chunk of a.bin: its chunk index is BDNI, version, count, then (32-byte id, u32 length)
+# records; the node has not fetched it when only the index was read through it.
+a_index=$(BDN_REMOTE=$frozen_url "$BDN" --json volume stat "$frozen_ref/a.bin" | json_field chunk_index)
+a_index=${a_index#b3:}
+a_last=$(curl -sf -H "Bdn-Version: $frozen_ref" "$frozen_url/v1/chunks/$a_index" |
+  python3 -c 'import sys; b = sys.stdin.buffer.read(); assert b[:4] == b"BDNI"; print(b[-36:-4].hex())')
+start_bdn frozen-node cache serve --upstream "$frozen_url" --listen 127.0.0.1:0 \
+  --cache-dir "$WORK/cache-frozen"
+frozen_node=$STARTED_PID
+curl -sf -o /dev/null -H "Bdn-Version: $frozen_ref" "$STARTED_URL/v1/chunks/$a_index" ||
+  fail "a.bin's chunk index through the node"
+frozen_daemon=$(BDN_REMOTE=$frozen_url "$BDN" volume mount "$frozen_ref" "$WORK/mnt-frozen" \
+  --cache-dir "$WORK/nc-frozen" --json | json_field daemon_pid)
+MOUNTS+=("$WORK/mnt-frozen")
+head -c 100000 "$WORK/mnt-frozen/b.bin" >/dev/null
+kill -STOP "$frozen_origin"
+curl -s -o /dev/null -H "Bdn-Version: $frozen_ref" "$STARTED_URL/v1/chunks/$a_last" &
+frozen_curl=$!
+cat "$WORK/mnt-frozen/b.bin" >/dev/null 2>&1 &
+frozen_cat=$!
+sleep 1
+kill -9 "$frozen_cat"
+wait "$frozen_cat" 2>/dev/null || true
+"$BDN" volume umount "$WORK/mnt-frozen" >/dev/null
+kill -TERM "$frozen_node"
+for _ in $(seq 1 200); do
+  alive "$frozen_daemon" || alive "$frozen_node" || break
+  sleep 0.1
+done
+! alive "$frozen_daemon" || fail "the mount daemon still runs 20 s after its unmount"
+! alive "$frozen_node" || fail "the cache node still runs 20 s after SIGTERM"
+rc=0; wait "$frozen_node" || rc=$?
+untrack "$frozen_node"
+assert_eq 0 "$rc" "exit status of the cache node stopped while its fetch waited"
+wait "$frozen_curl" || true
+kill -CONT "$frozen_origin"
+
 # The servers below start in the background, where a non-interactive shell ignores SIGINT and
 # SIGQUIT (and bdn keeps them ignored): put both back to their default action.
 REAL_BDN=$BDN

@@ -838,10 +838,15 @@ Status Mount(Context& ctx, const MountArgs& args) {
 
 namespace {
 // What a mount reads through: for a remote origin, the node cache over the cluster tier (if any
-// nodes are given) over the origin (docs/spec.md §5); the embedded store as it is.
+// nodes are given) over the origin (docs/spec.md §5); the embedded store as it is. For a remote
+// origin, `*end_requests` is set to what ends every request to the origin and the nodes
+// (MountOptions::session_over).
 Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedRef& pinned,
-                                               const MountArgs& args) {
+                                               const MountArgs& args,
+                                               std::function<void()>* end_requests) {
   if (!ctx.origin) return ctx.store;
+  std::shared_ptr<http::HttpClient> origin_client = ctx.origin;
+  *end_requests = [origin_client] { origin_client->Shutdown(); };
   std::shared_ptr<ChunkStore> origin = ReadStore(ctx, pinned);
   std::vector<std::string> lists = args.cluster_cache;
   if (const char* env = std::getenv("BDN_CLUSTER_CACHE"); lists.empty() && env && *env) {
@@ -865,7 +870,12 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
     co.slow_node_patience = std::min(co.slow_node_patience, read_timeout / 2);
     auto c = remote::ClusterChunkStore::Create(urls, origin, co);
     if (!c) return Err(c.error().WithPrefix("--cluster-cache"));
-    cluster = std::move(*c);
+    std::shared_ptr<remote::ClusterChunkStore> nodes = std::move(*c);
+    *end_requests = [origin_client, nodes] {
+      nodes->ShutdownNodeClients();
+      origin_client->Shutdown();
+    };
+    cluster = std::move(nodes);
   }
   MountStoreOptions options;
   options.cache_dir =
@@ -1024,10 +1034,10 @@ Status CheckNotToBeMadeInHome(const fs::path& home, const fs::path& mountpoint,
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                    pid_t* daemon_pid) {
   Context mount_ctx = ctx;
-  BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, pinned, args));
+  MountOptions opts;
+  BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, pinned, args, &opts.session_over));
   // Not OpenView: the mount's store already names the version in its reads.
   BDN_ASSIGN_OR_RETURN(auto view, VersionView::Open(mount_ctx.store, pinned.digest));
-  MountOptions opts;
   opts.mountpoint = NormalMountpoint(args.mountpoint);
   if (opts.mountpoint == opts.mountpoint.root_path()) {
     return InvalidArgumentError("mountpoint " + EscapeName(opts.mountpoint.string()) +

@@ -947,8 +947,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
                        http::HttpClient::Create(check_options));
   options.chain_upstream = check_client;
-  options.read_authority =
-      origin::UpstreamReadAuthority(std::move(check_client), options.scope_ttl);
+  options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl);
   BDN_ASSIGN_OR_RETURN(options.node_id, origin::NewNodeId());
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);
@@ -1003,7 +1002,12 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
   WaitForStopSignal(stop_signals);
-  server.Stop();
+  // Handlers still waiting on an upstream that does not answer end once the requests had their
+  // grace, instead of holding the stop for the fetch's deadline (60 s).
+  server.Stop([&] {
+    client->Shutdown();
+    check_client->Shutdown();
+  });
   return Status::Ok();
 }
 

@@ -69,10 +69,19 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// What a request's progress callback checks: the client's Shutdown and the request's own
+// should_abort.
+struct AbortCheck {
+  const std::atomic<bool>* shut_down;
+  const std::function<bool()>* should_abort;  // may hold no function
+};
+
 int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* should_abort = static_cast<const std::function<bool()>*>(user);
+  auto* check = static_cast<const AbortCheck*>(user);
+  if (check->shut_down->load(std::memory_order_relaxed)) return 1;
+  if (!*check->should_abort) return 0;
   try {
-    return (*should_abort)() ? 1 : 0;
+    return (*check->should_abort)() ? 1 : 0;
   } catch (...) {
     return 1;
   }
@@ -334,7 +343,16 @@ void HttpClient::Release(void* h) {
   curl_easy_cleanup(static_cast<CURL*>(h));
 }
 
+void HttpClient::Shutdown() { shut_down_.store(true); }
+
+Status HttpClient::ShuttingDown(const Request& req) const {
+  return UnavailableError(Name() + ": " + std::string(MethodName(req.method)) + " " +
+                          ShownPath(req) + ": shutting down")
+      .WithReason(std::string(kShuttingDown));
+}
+
 Result<Response> HttpClient::Send(const Request& req) {
+  if (shut_down_.load()) return Err(ShuttingDown(req));
   CURL* h = static_cast<CURL*>(Acquire());
   if (!h) return Err(InternalError(Name() + ": cannot create a libcurl handle"));
   // Reset clears the options of the previous request but keeps the connection open.
@@ -373,11 +391,12 @@ Result<Response> HttpClient::Send(const Request& req) {
     curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, OpenPublicSocket);
     curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &peer_check);
   }
-  if (req.should_abort) {
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &req.should_abort);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-  }
+  // Always: Shutdown ends requests in flight (libcurl calls it about once a second while it
+  // waits, more often while bytes move).
+  const AbortCheck abort_check{&shut_down_, &req.should_abort};
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &abort_check);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   switch (req.method) {
     case Method::kGet:
       curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -455,6 +474,10 @@ Result<Response> HttpClient::Send(const Request& req) {
     return Err(
         InternalError(Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
                       (sink.refused_headers ? ": response refused" : ": response body refused")));
+  }
+  if (rc == CURLE_ABORTED_BY_CALLBACK && shut_down_.load()) {
+    curl_easy_cleanup(h);
+    return Err(ShuttingDown(req));
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK) {
     curl_easy_cleanup(h);

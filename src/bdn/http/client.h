@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -134,6 +135,8 @@ struct ClientOptions {
 
 // The reason (Status::reason) of a response body larger than max_response_bytes.
 inline constexpr std::string_view kResponseTooLarge = "response_too_large";
+// The reason of a request refused or ended by HttpClient::Shutdown.
+inline constexpr std::string_view kShuttingDown = "shutting_down";
 
 // One client per server. HTTPS peers are verified against libcurl's CA bundle, or the file
 // $SSL_CERT_FILE names (read once per process). Each request borrows an idle keep-alive connection
@@ -170,8 +173,16 @@ class HttpClient {
   // public addresses are allowed)" with reason kAddressNotAllowed when PeerAddresses::
   // kPublicOnly left no address to connect to; DeadlineExceeded
   // "<label> <url>: GET /path: no response within N ms"; Internal for a body over
-  // max_response_bytes (reason kResponseTooLarge) and for other libcurl failures.
+  // max_response_bytes (reason kResponseTooLarge) and for other libcurl failures; Unavailable
+  // "<label> <url>: <METHOD> <path>: shutting down" (reason kShuttingDown) after Shutdown.
   Result<Response> Send(const Request& req);
+
+  // Ends every request of this client: those in flight within about a second (libcurl's
+  // progress callback), and every later one at once, with Unavailable "...: shutting down". For
+  // a server that stops while its handlers wait on an upstream that does not answer, so that
+  // they return instead of holding the stop for their whole deadline. Thread-safe; there is no
+  // way back.
+  void Shutdown();
 
   // Send, then maps a non-2xx response to its Status: the JSON error body's code and message,
   // verbatim (ParseErrorBody in errors.h; "<label> <url>: " first for a 401 with
@@ -199,7 +210,10 @@ class HttpClient {
   void* Acquire();           // a CURL* of this process
   void Release(void* curl);  // back to the pool (or cleaned up)
 
+  Status ShuttingDown(const Request& req) const;
+
   ClientOptions options_;
+  std::atomic<bool> shut_down_{false};
   Mutex mu_;
   std::vector<void*> idle_
       GUARDED_BY(mu_);         // CURL* handles, each keeping its own keep-alive connection

@@ -1079,7 +1079,7 @@ Status Server::Start() {
   return Status::Ok();
 }
 
-void Server::Stop() {
+void Server::Stop(const std::function<void()>& grace_over) {
   if (bound_ && !started_) {  // bound, never served: no thread to stop, just close the sockets
     impl_->acceptors.clear();
     impl_->ioc.reset();
@@ -1111,6 +1111,7 @@ void Server::Stop() {
     MutexLock lock(m.mu);
     m.cv.wait_for(lock.native(), kStopGrace, [&m] { return m.open == 0; });
   }
+  if (grace_over) grace_over();
   for_each_session([](Session& s) { s.ForceClose(); });
   {
     MutexLock lock(m.mu);

@@ -120,8 +120,11 @@ class Server {
   Status Start();
   // Stops accepting, closes idle connections, lets in-flight requests finish (a few seconds at
   // most), then closes the rest and joins every thread; closes the sockets of a server that was
-  // bound but never started. Idempotent.
-  void Stop();
+  // bound but never started. Idempotent. `grace_over`, if set, is called once the in-flight
+  // requests had their few seconds (at once when none was left), before the rest are closed and
+  // the threads joined: the owner ends there what handlers may still wait on (an upstream's
+  // HttpClient::Shutdown), so that the stop does not wait for their deadlines.
+  void Stop(const std::function<void()>& grace_over = {});
 
   // The bound host and port (valid after Start), and "http://HOST:PORT".
   const std::string& host() const { return host_; }

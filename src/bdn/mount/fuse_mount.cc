@@ -281,6 +281,7 @@ Status ServeMount(std::shared_ptr<VersionView> view, const MountOptions& options
     rc = fuse_session_loop_mt(se, config);
   }
   fuse_loop_cfg_destroy(config);
+  if (options.session_over) options.session_over();
   // Requests still waiting for the store are answered while the session can still take replies.
   fsys->Stop();
   fuse_session_unmount(se);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -73,6 +74,11 @@ struct MountOptions {
   int log_fd = -1;
   // Lines of this level and above are logged.
   log::Level log_level = log::Level::kInfo;
+  // Called once the session is over (unmounted, or stopped by a signal), before the file system
+  // waits for the fetches still running: ends what they wait on (the remote tiers'
+  // HttpClient::Shutdown), so that a mount over an origin that stopped answering exits at once
+  // instead of after the fetches' deadline (60 s). Empty: nothing to end.
+  std::function<void()> session_over;
 };
 
 // Serves `view` read-only at options.mountpoint and blocks until the file system is unmounted

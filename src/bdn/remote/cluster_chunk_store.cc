@@ -256,4 +256,8 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   return out;
 }
 
+void ClusterChunkStore::ShutdownNodeClients() {
+  for (auto& n : nodes_) n->store->client().Shutdown();
+}
+
 }  // namespace bdn::remote

@@ -106,6 +106,9 @@ class ClusterChunkStore : public ChunkStore {
   size_t OwnerOf(const Digest& id) const;
   bool IsHealthy(size_t node) const;
   size_t node_count() const { return nodes_.size(); }
+  // Ends every request to the nodes, running or later (HttpClient::Shutdown): for a mount whose
+  // session is over. The upstream is the caller's to end.
+  void ShutdownNodeClients();
 
  private:
   struct Node {

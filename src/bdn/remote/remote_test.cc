@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
 #include <random>
 #include <set>
 
@@ -206,6 +207,51 @@ TEST(HttpClient, DeadlineExceededOnAServerThatSleeps) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(r.error().message(), "origin " + s.url() + ": GET /slow: no response within 200 ms");
+}
+
+// Shutdown ends a request that waits on a server that does not answer (a server stopping while
+// its upstream hangs) within about a second, not at its deadline, and refuses every later one at
+// once; the error is Unavailable with reason kShuttingDown, which no retry loop repeats.
+TEST(HttpClient, ShutdownEndsARequestInFlightAndRefusesLaterOnes) {
+  TestServer s;
+  std::atomic<bool> release{false};
+  s.http().Get("/hang", [&](const httplib::Request&, httplib::Response& res) {
+    for (int i = 0; i < 300 && !release; ++i) std::this_thread::sleep_for(50ms);
+    res.set_content("late", "text/plain");
+  });
+  s.Start();
+  auto c = Client(s.url(), {.deadline = 60s});
+  std::optional<Result<http::Response>> got;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread waiter([&] { got.emplace(c->Get("/hang")); });
+  std::this_thread::sleep_for(300ms);
+  c->Shutdown();
+  waiter.join();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  release = true;
+  ASSERT_FALSE(got->has_value());
+  EXPECT_STATUS(*got, kUnavailable, "origin " + s.url() + ": GET /hang: shutting down");
+  EXPECT_EQ(got->error().reason(), http::kShuttingDown);
+  EXPECT_FALSE(IsRetryable(got->error()));
+  EXPECT_LT(waited, 10s);  // the server would have answered after 15 s, the deadline at 60 s
+  auto later = c->Get("/hang");
+  EXPECT_STATUS(later, kUnavailable, "origin " + s.url() + ": GET /hang: shutting down");
+}
+
+// A RemoteChunkStore over a client that was shut down fails its Get once, without retrying.
+TEST(RemoteChunkStore, AGetAfterShutdownFailsAtOnceWithoutRetries) {
+  FakeOrigin origin;
+  origin.Start();
+  auto data = RandomBytes(100, 5);
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(origin.store.Put(id, data).ok());
+  auto client = Client(origin.url());
+  RemoteChunkStore store(client, FastRetries());
+  client->Shutdown();
+  auto r = store.Get(id);
+  EXPECT_STATUS(r, kUnavailable,
+                "origin " + origin.url() + ": GET /v1/chunks/" + id.Hex() + ": shutting down");
+  EXPECT_EQ(origin.get_requests, 0);
 }
 
 // The same on a connection kept alive from an earlier request (no connect time of its own): the

@@ -33,9 +33,12 @@ struct RetryPolicy {
 };
 
 // Whether an error is worth another try by its code alone: only Unavailable (connection refused
-// or reset, 502/503). NotFound, Corruption, DeadlineExceeded (its time is spent) and all others
-// are final; an HTTP 5xx answer is marked transient by the call itself (see Try).
-inline bool IsRetryable(const Status& s) { return s.code() == StatusCode::kUnavailable; }
+// or reset, 502/503), but not a client's own shutdown (reason http::kShuttingDown). NotFound,
+// Corruption, DeadlineExceeded (its time is spent) and all others are final; an HTTP 5xx answer
+// is marked transient by the call itself (see Try).
+inline bool IsRetryable(const Status& s) {
+  return s.code() == StatusCode::kUnavailable && s.reason() != http::kShuttingDown;
+}
 
 // What one try tells the retry loop beyond its result.
 struct Try {
