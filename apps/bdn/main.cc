@@ -19,7 +19,8 @@ bool g_json = false;
 
 // Prints the one-line reason (and, with --json, the error as JSON on stdout); returns the exit
 // code.
-int Fail(const bdn::Status& s) {
+int Fail(const bdn::Status& given) {
+  const bdn::Status s = bdn::cli::AsReported(given);
   // Always one line of valid UTF-8: control bytes and bytes that are not UTF-8 (a name may hold
   // them) escaped. The JSON message is the same text.
   const std::string line = bdn::EscapeName(s.message(), bdn::Backslashes::kKeep);

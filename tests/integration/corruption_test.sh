@@ -40,8 +40,14 @@ assert_contains "$(json_field problems <<<"$out")" "\"chunk\": \"b3:$chunk\""
 assert_contains "$(json_field problems <<<"$out")" "\"path\": \"weights.bin\""
 
 assert_contains "$(cat "$BDN_HOME/store/quarantine")" " $chunk" "the corrupt copy is set aside"
-err=$("$BDN" volume pull "$ref" "$WORK/out" 2>&1 >/dev/null) && fail "pull wrote a corrupt file"
-assert_contains "$err" "chunk b3:$chunk: not in store (a copy found corrupt was set aside; push the data again to repair)"
+rc=0; "$BDN" volume pull "$ref" "$WORK/out" >/dev/null 2>"$WORK/err" || rc=$?
+assert_contains "$(cat "$WORK/err")" "chunk b3:$chunk: not in store (a copy found corrupt was set aside; push the data again to repair)"
+# The store lost the chunk to corruption: exit 5, as the read that found it (was 3, "not found").
+assert_eq 5 "$rc" "exit code of a pull after the corrupt copy was set aside"
+rc=0; "$BDN" volume cat "$ref/weights.bin" >/dev/null 2>"$WORK/err" || rc=$?
+assert_eq 5 "$rc" "exit code of a cat after the corrupt copy was set aside ($(cat "$WORK/err"))"
+assert_eq 5 "$("$BDN" --json volume cat "$ref/weights.bin" 2>/dev/null | tail -c 2000 | grep -ao '"exit_code": *[0-9]*' | grep -o '[0-9]*$')" \
+  "exit_code in the JSON error of a cat after the corrupt copy was set aside"
 [ ! -e "$WORK/out/weights.bin" ] || fail "a corrupt file was materialized"
 
 mount_volume "$ref" "$WORK/mnt"

@@ -144,7 +144,15 @@ Result<std::chrono::milliseconds> EmbeddedRetention() {
   return *d;
 }
 
-int ExitCode(const Status& s) {
+Status AsReported(const Status& s) {
+  if (s.code() == StatusCode::kNotFound && s.reason() == kSetAsideCorrupt) {
+    return CorruptionError(s.message()).WithReason(s.reason());
+  }
+  return s;
+}
+
+int ExitCode(const Status& given) {
+  const Status s = AsReported(given);
   switch (s.code()) {
     case StatusCode::kOk:
       return 0;

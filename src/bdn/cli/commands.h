@@ -142,7 +142,13 @@ Status Fsck(const std::filesystem::path& data, bool repair, bool json);
 
 // Exit code for a Status: 0 ok, 2 invalid argument, 3 not found, 4 conflict/already exists,
 // 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.
+// Takes the code AsReported gives.
 int ExitCode(const Status& s);
+
+// The Status as the CLI reports it (exit code, the JSON error's "code"): a chunk that the store
+// lost to corruption (NotFound with reason kSetAsideCorrupt: its only copy was set aside) is
+// Corruption, as the read that found it was; any other Status as it is.
+Status AsReported(const Status& s);
 
 // Parses `text` as the target of a write: bdn:ns/vol or bdn:ns/vol:tag, no digest and no path
 // (push's REF, volume sync start's --dest). `what` starts the messages, e.g. "ref \"<text>\":

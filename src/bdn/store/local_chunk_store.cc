@@ -1101,10 +1101,13 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
         ReaderLock l(mu_);
         set_aside = bad_ids_.contains(id);
       }
-      return Err(NotFoundError("chunk " + id.ToString() + ": not in store" +
-                               (set_aside ? " (a copy found corrupt was set aside; push the data "
-                                            "again to repair)"
-                                          : "")));
+      if (set_aside) {
+        return Err(NotFoundError("chunk " + id.ToString() +
+                                 ": not in store (a copy found corrupt was set aside; push the "
+                                 "data again to repair)")
+                       .WithReason(std::string(kSetAsideCorrupt)));
+      }
+      return Err(NotFoundError("chunk " + id.ToString() + ": not in store"));
     }
     auto file = FileOf(b->pack);
     const int open_error = file ? 0 : errno;  // before the path is made: FileOf's open's own

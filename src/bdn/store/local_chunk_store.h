@@ -52,6 +52,11 @@ struct StoredBlob {
   pack::BlobLocation loc;
 };
 
+// The reason of LocalChunkStore::Get's NotFound for a chunk whose only copy was found corrupt
+// and set aside: the store lost it, which a reader reports as corruption (exit 5), not as a
+// chunk it never had.
+inline constexpr std::string_view kSetAsideCorrupt = "set_aside_corrupt";
+
 // The local pack store under `root`:
 //
 //   packs/<16 hex>.pack   sealed packs: records, then the footer listing them (immutable)
@@ -187,9 +192,11 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // already. Errors: PermissionDenied on a read-only store; then as Put.
   Result<std::unique_ptr<BlobWriter>> StartPut(const Digest& id) override;
   // One pread of the record into the returned buffer (decoded if compressed), verified.
-  // Errors: NotFound "chunk b3:…: not in store"; Corruption "chunk b3:…: <why> in pack <path> at
-  // offset N; set aside, push the data again to repair" (the copy is quarantined);
-  // Internal on I/O errors.
+  // Errors: NotFound "chunk b3:…: not in store" (with " (a copy found corrupt was set aside;
+  // push the data again to repair)" and reason kSetAsideCorrupt when this store quarantined its
+  // copy: the CLI exits 5 for it, as for the first read that found it corrupt); Corruption
+  // "chunk b3:…: <why> in pack <path> at offset N; set aside, push the data again to repair"
+  // (the copy is quarantined); Internal on I/O errors.
   Result<std::vector<uint8_t>> Get(const Digest& id) override;
   // The blob's newest copy when its pack is open in this process and its record is in the page
   // cache (pack::ReadBlobNow); nullopt otherwise, and for a blob not indexed here.
