@@ -179,4 +179,11 @@ mkdir "$WORK/made/there"
 run_fails 2 "bdn: error: --log-file $BDN_HOME/registry.db: inside the embedded store's home $BDN_HOME, among its own files (give a path outside it, or in its logs/)" \
   "$BDN" volume mount "$ref" "$WORK/made/there" --log-file "$BDN_HOME/registry.db"
 [ -d "$WORK/made/there" ] || fail "the failed mount removed a directory it did not make"
+# A mount that fails after making the mountpoint and its parents (mkdir -p) removes all it made,
+# and nothing above (it left the parents).
+mkdir "$WORK/made/logdir"
+run_fails 8 "bdn: error: log file $WORK/made/logdir: a directory is in the way (a log file is a regular file, or a character device such as /dev/null)" \
+  "$BDN" volume mount "$ref" "$WORK/made/p1/p2/mp" --foreground --log-file "$WORK/made/logdir"
+assert_eq "keep logdir there" "$(ls -A "$WORK/made" | tr '\n' ' ' | sed 's/ $//')" \
+  "what the directory above holds after a mount that made p1/p2/mp failed"
 echo "PASS"

@@ -115,7 +115,8 @@ Result<WalkedDirectory> OpenDirectoryPath(const fs::path& path, const std::strin
   int retries = 0;  // of a lookup after mkdirat found something there, then nothing
   const uid_t me = ::geteuid();
   bool cur_created = false;
-  bool made = false;  // mkdirat just made the component looked up again now
+  bool made = false;                   // mkdirat just made the component looked up again now
+  std::vector<std::string> made_dirs;  // WalkedDirectory::made
 
   auto not_a_directory = [&](const std::string& reason) {
     return Err(Status(walk.not_a_directory, shown + ": " + reason));
@@ -168,6 +169,7 @@ Result<WalkedDirectory> OpenDirectoryPath(const fs::path& path, const std::strin
       cur_st = st;
       at = next;
       cur_created = just_made;
+      if (just_made) made_dirs.push_back(next);
       continue;
     }
     const bool is_the_path = !in_target && todo.empty() && !trailing_slash && next == whole;
@@ -202,6 +204,7 @@ Result<WalkedDirectory> OpenDirectoryPath(const fs::path& path, const std::strin
   }
   WalkedDirectory out;
   out.created = cur_created;
+  out.made = std::move(made_dirs);
   if ((walk.flags & O_PATH) != 0) {
     out.fd = std::move(cur);
     return out;

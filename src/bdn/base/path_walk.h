@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "bdn/base/fd.h"
 #include "bdn/base/status.h"
@@ -76,6 +77,10 @@ struct PathWalk {
 struct WalkedDirectory {
   UniqueFd fd;
   bool created = false;  // the walk made it (PathWalk::Missing::kCreate)
+  // Every directory the walk made (kCreate), the reached one included when `created`, in the
+  // order made, as walked from "/" (e.g. "/mnt/a", "/mnt/a/b"): what a caller whose work then
+  // fails removes again, last first, as long as each is empty.
+  std::vector<std::string> made;
 };
 
 // Opens the directory `path` (relative: to the current directory, whose physical path is walked

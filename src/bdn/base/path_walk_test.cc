@@ -227,6 +227,8 @@ TEST_F(PathWalkTest, DotDotAfterASymlinkGoesToTheTargetsParent) {
   d = OpenDirectoryPath(root_ / "link/../x", Shown(root_ / "link/../x"), create);
   ASSERT_TRUE(d.has_value()) << d.error().message();
   EXPECT_TRUE(d->created);
+  // As the kernel resolved it: through the link's target.
+  EXPECT_EQ(d->made, std::vector<std::string>{(fs::canonical(root_) / "a/b/x").string()});
   EXPECT_TRUE(fs::is_directory(root_ / "a/b/x"));
   EXPECT_FALSE(fs::exists(root_ / "x"));
   // ".." in a link's own target, and at "/", as well.
@@ -249,6 +251,9 @@ TEST_F(PathWalkTest, CreatesMissingDirectoriesButNeverASymlinksTarget) {
   ::umask(was);
   ASSERT_TRUE(d.has_value()) << d.error().message();
   EXPECT_TRUE(d->created);
+  const fs::path real = fs::canonical(root_);
+  EXPECT_EQ(d->made, (std::vector<std::string>{(real / "n1").string(), (real / "n1/n2").string(),
+                                               (real / "n1/n2/n3").string()}));
   EXPECT_EQ(Id(d->fd.get()), Id(root_ / "n1/n2/n3"));
   for (const char* p : {"n1", "n1/n2", "n1/n2/n3"}) {
     EXPECT_EQ(fs::status(root_ / p).permissions(), fs::perms(0700)) << p;

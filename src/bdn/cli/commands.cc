@@ -1051,6 +1051,13 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     return InvalidArgumentError("mountpoint " + EscapeName(opts.mountpoint.string()) +
                                 ": not over the root directory");
   }
+  // The flags first: a refused --log-file leaves nothing made.
+  BDN_RETURN_IF_ERROR(CheckLogFileOutside(args.log_file, ctx.home, "the embedded store's home",
+                                          /*logs_allowed=*/true));
+  if (!args.cache_dir.empty()) {
+    BDN_RETURN_IF_ERROR(CheckLogFileOutside(args.log_file, args.cache_dir, "the node cache",
+                                            /*logs_allowed=*/false));
+  }
   // Asked before anything stats the path: stat of a mount whose daemon is stopped or hung never
   // returns, and InspectMountpoint gives up on it with an error that says so.
   BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(opts.mountpoint));
@@ -1062,16 +1069,20 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   // directory of another user's, or one that user could swap for a symlink between this walk
   // and the mount, would take the mount wherever they chose).
   const std::string shown = "mountpoint " + EscapeName(args.mountpoint);
-  // A mountpoint directory this call made is removed again (if still empty) when the mount
-  // fails, as mkdir -p && mount would not leave it to the user to clean up.
-  fs::path made_mountpoint;
+  // The directories this call made for the mountpoint (it and its parents, as mkdir -p) are
+  // removed again, last first and only while empty, when the mount fails: a failed mount leaves
+  // the tree as it found it.
+  std::vector<std::string> made_dirs;
   struct RemoveMadeMountpoint {
-    const fs::path& dir;
+    const std::vector<std::string>& dirs;
     bool mounted = false;
     ~RemoveMadeMountpoint() {
-      if (!mounted && !dir.empty()) ::rmdir(dir.c_str());
+      if (mounted) return;
+      for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+        if (::rmdir(it->c_str()) != 0) break;
+      }
     }
-  } remove_made{made_mountpoint};
+  } remove_made{made_dirs};
   PathWalk walk;
   walk.missing = PathWalk::Missing::kCreate;
   walk.flags = O_PATH;
@@ -1089,7 +1100,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     // The path as given, not opts.mountpoint: that has its symlinks resolved already.
     BDN_ASSIGN_OR_RETURN(WalkedDirectory walked,
                          OpenDirectoryPath(fs::absolute(args.mountpoint), shown, walk));
-    if (walked.created) made_mountpoint = opts.mountpoint;
+    made_dirs = walked.made;
     struct stat st;
     if (::fstat(walked.fd.get(), &st) != 0) return ErrnoError(shown, errno);
     BDN_RETURN_IF_ERROR(CheckMountpointOwner(st, shown));
@@ -1116,12 +1127,6 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
       args.version_created_unix_ms > 0 ? args.version_created_unix_ms : WallNowMs(*Clock::Real());
   opts.unrecorded_mtime_ns = created_ms * 1'000'000;
   opts.log_level = args.log_level;
-  BDN_RETURN_IF_ERROR(CheckLogFileOutside(args.log_file, ctx.home, "the embedded store's home",
-                                          /*logs_allowed=*/true));
-  if (!args.cache_dir.empty()) {
-    BDN_RETURN_IF_ERROR(CheckLogFileOutside(args.log_file, args.cache_dir, "the node cache",
-                                            /*logs_allowed=*/false));
-  }
   if (args.foreground) {
     BDN_RETURN_IF_ERROR(log::Init(args.log_level, args.log_file));
     std::cerr << pinned.ToString() << " mounting at " << EscapeName(opts.mountpoint.string())
