@@ -303,7 +303,7 @@ for f in "$shared/f.log" "$shared/m/sub/mount.log"; do
   fi
   err=$(timeout 60 "$BDN" volume mount bdn:t/m:prod "$WORK/mnt-log" --log-file "$f" 2>&1 >/dev/null)
   MOUNTS+=("$WORK/mnt-log")
-  assert_contains "$err" "bdn: warning: log file $f: $why; the mount daemon logs nowhere"
+  assert_contains "$err" "warning: log file $f: $why; the mount daemon logs nowhere"
   cmp "$WORK/src/a.txt" "$WORK/mnt-log/a.txt" || fail "the mount with a refused --log-file"
   "$BDN" volume umount "$WORK/mnt-log" >/dev/null; MOUNTS=()
 done
@@ -311,7 +311,7 @@ done
 # then (the store's gc/ directory): only a descriptor bdn started with is taken.
 err=$(timeout 60 "$BDN" volume mount bdn:t/m:prod "$WORK/mnt-log" --log-file /dev/fd/7 2>&1 >/dev/null)
 MOUNTS+=("$WORK/mnt-log")
-assert_contains "$err" "bdn: warning: log file /dev/fd/7: descriptor 7 was not open when bdn started (open it in the shell, e.g. 9>>bdn.log, or give a file); the mount daemon logs nowhere"
+assert_contains "$err" "warning: log file /dev/fd/7: descriptor 7 was not open when bdn started (open it in the shell, e.g. 9>>bdn.log, or give a file); the mount daemon logs nowhere"
 "$BDN" volume umount "$WORK/mnt-log" >/dev/null; MOUNTS=()
 # One the shell opened is taken, with no warning.
 err=$(timeout 60 "$BDN" volume mount bdn:t/m:prod "$WORK/mnt-log" --log-file /dev/fd/7 7>>"$WORK/fd7.log" 2>&1 >/dev/null)

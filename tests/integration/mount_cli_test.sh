@@ -92,7 +92,7 @@ run_fails 3 "bdn: error: mountpoint $WORK/no-such-dir: no such file or directory
 step "a mount over a directory that is not empty warns that its files are hidden until the umount"
 mkdir -p "$WORK/full"; printf 'mine\n' > "$WORK/full/mine.txt"
 err=$("$BDN" volume mount "$ref" "$WORK/full" 2>&1 >/dev/null); MOUNTS+=("$WORK/full")
-assert_eq "bdn: warning: mountpoint $WORK/full is not empty: what it holds is hidden while the version is mounted there" "$err" "mount stderr"
+assert_eq "warning: mountpoint $WORK/full is not empty: what it holds is hidden while the version is mounted there" "$err" "mount stderr"
 assert_eq "big.bin d" "$(ls "$WORK/full" | paste -sd' ')" "the version is what shows"
 "$BDN" volume umount "$WORK/full" >/dev/null
 assert_eq "mine" "$(cat "$WORK/full/mine.txt")" "the hidden file after the umount"

@@ -1108,7 +1108,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
     std::error_code ec;
     if (!walked.created && !fs::is_empty(opts.mountpoint, ec) && !ec) {
       // Allowed, as mount(8) allows it, but what is there is out of sight until the umount.
-      std::cerr << "bdn: warning: " << shown
+      std::cerr << "warning: " << shown
                 << " is not empty: what it holds is hidden while the version is mounted there\n";
     }
   } else {
@@ -1142,7 +1142,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   if (log_fd) {
     opts.log_fd = log_fd->get();
   } else {
-    std::cerr << "bdn: warning: " << log_fd.error().message()
+    std::cerr << "warning: " << log_fd.error().message()
               << "; the mount daemon logs nowhere\n";
   }
   Status mounted = MountInBackground(view, opts, daemon_pid);
