@@ -22,6 +22,7 @@ GIB=1073741824
 step "start s3rver and the SigV4-checking proxy"
 start_s3rver
 start_s3_proxy "{\"upstream\": \"$S3\", \"keys\": {\"AKIDBDNSERVE\": \"$SECRET\"}, \"regions\": [\"eu-west-1\"]}"
+PROXY_PID=${PIDS[-1]}
 aws_direct s3 mb "s3://$BUCKET" >/dev/null
 
 # serve_s3 NAME DATA: `bdn serve --store s3://weights/team/prod` through the proxy, without
@@ -198,4 +199,30 @@ assert_contains "$(cat "$WORK/serve2.log")" "pack s3://$BUCKET/$named"
 "$BDN" volume cat "$ref3/lost.bin" | cmp - "$WORK/src3/lost.bin" || fail "lost.bin after the repair"
 "$BDN" volume verify "$ref3" >/dev/null || fail "verify after the repair"
 assert_eq "[]" "$(proxy_stat refusals)" "requests the proxy refused since the faults"
+
+step "an object store that stops answering holds a stopping origin for its 5 s grace, not for its retries"
+# Before, SIGTERM took 119 s here: the handler's GET of a pack, and its retries, ran to the end.
+# Restarted without its local index, so that the read goes to the object store.
+kill "$STARTED_PID"
+wait "$STARTED_PID" || true
+untrack "$STARTED_PID"
+rm -rf "$WORK/srv/objstore"
+serve_s3 serve3 "$WORK/srv"
+origin3=$STARTED_PID
+kill -STOP "$PROXY_PID"
+"$BDN" volume cat "$ref3/lost.bin" >/dev/null 2>&1 &
+reader=$!
+sleep 1  # the read reaches the origin, which waits on the stopped proxy (checked below)
+start=$(date +%s)
+kill -TERM "$origin3"
+rc=0; wait "$origin3" || rc=$?
+took=$(($(date +%s) - start))
+untrack "$origin3"
+kill -CONT "$PROXY_PID"
+kill "$reader" 2>/dev/null || true
+wait "$reader" 2>/dev/null || true
+assert_eq 0 "$rc" "exit status of the origin stopped while the object store did not answer"
+[ "$took" -le 20 ] || fail "the origin took $took s to stop"
+# The read was in flight and was ended by the stop, not answered.
+assert_contains "$(cat "$WORK/serve3.log")" ": shutting down\",\"reason\":\"shutting_down\"}}"
 echo "PASS"

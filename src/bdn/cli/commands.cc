@@ -1142,8 +1142,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   if (log_fd) {
     opts.log_fd = log_fd->get();
   } else {
-    std::cerr << "warning: " << log_fd.error().message()
-              << "; the mount daemon logs nowhere\n";
+    std::cerr << "warning: " << log_fd.error().message() << "; the mount daemon logs nowhere\n";
   }
   Status mounted = MountInBackground(view, opts, daemon_pid);
   remove_made.mounted = mounted.ok();

@@ -591,6 +591,7 @@ struct ServerStore {
   std::shared_ptr<ChunkStore> chunks;
   GcStore* gc = nullptr;
   std::shared_ptr<objstore::ObjectPackStore> object;  // with --store s3://
+  std::shared_ptr<objstore::S3Client> s3;             // its client, with --store s3://
   std::chrono::milliseconds commit_wait{3000};        // --commit-wait, with --store s3://
 };
 
@@ -631,6 +632,7 @@ Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
   co.credentials = std::move(*creds);
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<objstore::S3Client> client,
                        objstore::S3Client::Create(std::move(co)));
+  out.s3 = client;
   objstore::ObjectPackStoreOptions o;
   o.dir = data / "objstore";
   if (!args.idle_seal.empty()) {
@@ -829,7 +831,12 @@ Status Serve(const ServeArgs& args, const std::string& home) {
 
   WaitForStopSignal(stop_signals);
   scheduler.Stop();  // running jobs stay SYNCING; the next start resumes them
-  server.Stop();
+  // Handlers and uploaders still waiting on an object store that does not answer end once the
+  // requests had their grace (they held the stop for their retries: 119 s); open packs stay in
+  // the spool, which the next start uploads.
+  server.Stop([&] {
+    if (server_store.s3) server_store.s3->Shutdown();
+  });
   return Status::Ok();
 }
 

@@ -192,6 +192,11 @@ Status S3Client::ErrorOf(const Call& call, const http::Response& r, bool* transi
   return InternalError(what + "HTTP " + std::to_string(r.status) + detail);
 }
 
+void S3Client::Shutdown() {
+  shut_down_ = true;
+  http_->Shutdown();
+}
+
 Result<http::Response> S3Client::Send(const Call& call) {
   const std::string payload_sha = call.body.empty() ? kEmptySha256 : Sha256Hex(call.body);
   const Clock& clock = *options_.clock;
@@ -223,9 +228,12 @@ Result<http::Response> S3Client::Send(const Call& call) {
     if (!r) {
       // Refused, reset, timed out, a body cut off: the request may be sent again (every call here
       // is idempotent: a PUT of the same bytes, a GET, a DELETE).
-      transient = r.error().code() == StatusCode::kUnavailable ||
+      transient = (r.error().code() == StatusCode::kUnavailable &&
+                   r.error().reason() != http::kShuttingDown) ||
                   r.error().code() == StatusCode::kDeadlineExceeded;
-      failure = Status(r.error().code(), uri_ + ": " + call.what + ": " + r.error().message());
+      if (shut_down_) transient = false;
+      failure = Status(r.error().code(), uri_ + ": " + call.what + ": " + r.error().message())
+                    .WithReason(r.error().reason());
       if (call.failed_status) *call.failed_status = 0;  // no answer this time
       if (call.failed_code) call.failed_code->clear();
     } else if (r->status >= 200 && r->status < 300) {
@@ -250,7 +258,15 @@ Result<http::Response> S3Client::Send(const Call& call) {
       return Err(Status(failure.code(), failure.message() + " (tried " + std::to_string(attempt) +
                                             " times over " + FormatDuration(spent) + ")"));
     }
-    if (!SleepUnlessAborted(clock, wait, call.should_abort)) {
+    // A back-off ends at Shutdown too.
+    const std::function<bool()> stop = [&] {
+      return shut_down_.load() || (call.should_abort && call.should_abort());
+    };
+    if (!SleepUnlessAborted(clock, wait, stop)) {
+      if (shut_down_) {
+        return Err(
+            Status(failure.code(), failure.message()).WithReason(std::string(http::kShuttingDown)));
+      }
       return Err(InternalError(uri_ + ": " + call.what + ": aborted"));
     }
     backoff = std::min(backoff * 2, options_.max_backoff);

@@ -150,6 +150,12 @@ class S3Client {
   // "s3://bucket/prefix/<key>".
   std::string UriOf(const std::string& key) const { return uri_ + "/" + key; }
 
+  // Ends every request, those in flight within about a second and every later one at once, with
+  // Unavailable "<uri>: <what>: object store <endpoint>: …: shutting down", never retried
+  // (http::HttpClient::Shutdown): for a server that stops while its handlers or uploaders wait on
+  // an object store that does not answer. Thread-safe; there is no way back.
+  void Shutdown();
+
  private:
   // One DeleteObjects request of at most kMaxDeleteKeys keys: the keys it did not delete
   // (relative to the prefix). Sets *unsupported (and returns its error) when the store answers
@@ -169,6 +175,7 @@ class S3Client {
 
   const S3ClientOptions options_;
   const std::unique_ptr<http::HttpClient> http_;
+  std::atomic<bool> shut_down_{false};
   const std::string base_path_;   // "/bucket" (path-style) or "" (virtual-hosted)
   const std::string key_prefix_;  // "prefix/" or ""
   const std::string uri_;
