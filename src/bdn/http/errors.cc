@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bdn/base/log.h"
+#include "bdn/http/client.h"  // kShuttingDown
 
 namespace bdn::http {
 namespace {
@@ -179,7 +180,7 @@ std::string ErrorBody(const Status& s, Credentials credentials) {
   j["error"]["code"] =
       IsRejected(s, credentials) ? std::string(kUnauthenticated) : ErrorCodeName(s.code());
   j["error"]["message"] = ClientMessage(s.message());
-  if (!s.reason().empty()) j["error"]["reason"] = s.reason();
+  if (!s.reason().empty() && s.reason() != kShuttingDown) j["error"]["reason"] = s.reason();
   // Replace invalid UTF-8 (a message may quote a client's bytes) instead of throwing.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

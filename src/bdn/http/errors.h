@@ -56,7 +56,9 @@ void HideServerAddress(std::string_view url, const std::string& shown_as);
 std::string ClientMessage(std::string_view message);
 
 // The JSON error body: {"error": {"code": "<name>", "message": "<message>"}}, plus "reason" when
-// the Status has one (Status::reason, e.g. a sync error code); the code is
+// the Status has one (Status::reason, e.g. a sync error code), except kShuttingDown (client.h):
+// a handler's upstream ended by this server's own stop is, to its client, a 503 like any other,
+// to retry (on another replica); the code is
 // "unauthenticated" for PermissionDenied with Credentials::kRejected; the message as
 // ClientMessage gives it (no server file-system paths).
 std::string ErrorBody(const Status& s, Credentials credentials = Credentials::kAccepted);

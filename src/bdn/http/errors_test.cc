@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bdn/http/client.h"
+
 namespace bdn::http {
 namespace {
 
@@ -54,6 +56,18 @@ TEST(ErrorBody, KeepsCodeAndMessageWithNothingHidden) {
             R"({"error":{"code":"not_found","message":"volume bdn:a/b: not found"}})");
   EXPECT_EQ(ErrorBody(PermissionDeniedError("request: no credentials"), Credentials::kRejected),
             R"({"error":{"code":"unauthenticated","message":"request: no credentials"}})");
+}
+
+// A reason goes to the client, except that of a request this server's own stop ended: to the
+// client that is a 503 like any other, which it retries (on another replica).
+TEST(ErrorBody, KeepsAReasonButNotThatOfTheServersOwnStop) {
+  EXPECT_EQ(
+      ErrorBody(NotFoundError("secret \"x\": not found").WithReason("secret_not_found")),
+      R"({"error":{"code":"not_found","message":"secret \"x\": not found","reason":"secret_not_found"}})");
+  EXPECT_EQ(
+      ErrorBody(UnavailableError("origin <upstream>: GET /v1/chunks/ab: shutting down")
+                    .WithReason(std::string(kShuttingDown))),
+      R"({"error":{"code":"unavailable","message":"origin <upstream>: GET /v1/chunks/ab: shutting down"}})");
 }
 
 }  // namespace
