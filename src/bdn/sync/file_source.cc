@@ -74,8 +74,11 @@ class FileStream : public ByteStream {
   }
 
   Status OpenFile() {
+    // O_NONBLOCK: a FIFO put where the listed file was would block the open until a writer
+    // came (no signal ends it); it is refused below as any file that is not regular. It does
+    // nothing to the reads of a regular file.
     if (single_file_) {
-      fd_.Reset(::open(root_.c_str(), O_RDONLY | O_CLOEXEC));
+      fd_.Reset(::open(root_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
     } else {
       // Step down from the root one component at a time, never through a symlink.
       BDN_ASSIGN_OR_RETURN(DirFd dir, DirFd::Open(root_));
@@ -93,14 +96,21 @@ class FileStream : public ByteStream {
         dir = std::move(*next);
         rest.remove_prefix(slash + 1);
       }
-      fd_.Reset(::openat(dir.get(), std::string(rest).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      fd_.Reset(::openat(dir.get(), std::string(rest).c_str(),
+                         O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     }
     if (!fd_) {
-      if (errno == ENOENT || errno == ELOOP) return Changed("it was replaced or removed");
+      if (errno == ENOENT || errno == ELOOP || errno == ENXIO) {
+        return Changed("it was replaced or removed");
+      }
       return ErrnoError(What(), errno);
     }
     struct stat st;
     if (::fstat(fd_.get(), &st) != 0) return ErrnoError(What(), errno);
+    if (!S_ISREG(st.st_mode)) {
+      fd_.Reset();
+      return Changed("it was replaced by something that is not a regular file");
+    }
     if (EtagOf(st) != object_.etag) return Changed("it differs from the listing");
     ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     return Status::Ok();

@@ -2,6 +2,7 @@
 // resolved first), never at, in or above the data directory; http(s) sources and endpoints whose
 // host is a non-public IP literal refused before a job exists; embedded access unrestricted.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -206,6 +207,50 @@ TEST(FileSource, ListReadsTheCheckedPathAndRefusesOthers) {
   auto refused = (*source)->List();
   EXPECT_STATUS(refused, kPermissionDenied, "source \"" + t.Uri(t.root / "escape") + "\": ");
   EXPECT_EQ("file_not_allowed", refused.error().reason());
+}
+
+// A listed file replaced by a FIFO (or a socket) before it is read is a change of the source,
+// as a symlink swapped in is: the open neither blocks waiting for a writer (no signal ended it)
+// nor reads it. Likewise a single-file source.
+TEST(FileSource, AListedFileReplacedByAFifoOrSocketIsAChangeNotAHang) {
+  Tree t;
+  std::ofstream(t.root / "run-7" / "config.json") << "{}";
+  auto parsed = ParseSourceUri(t.Uri(t.root / "run-7"));
+  ASSERT_OK(parsed);
+  auto source = OpenFileSource(t.Uri(t.root / "run-7"), std::get<FileUri>(*parsed), {});
+  ASSERT_OK(source);
+  auto listing = (*source)->List();
+  ASSERT_OK(listing);
+  ASSERT_EQ(2u, listing->objects.size());
+  fs::remove(t.root / "run-7" / "model.bin");
+  ASSERT_EQ(0, ::mkfifo((t.root / "run-7" / "model.bin").c_str(), 0600));
+  auto stream = (*source)->Open(listing->objects[1], 0);
+  ASSERT_OK(stream);
+  std::vector<uint8_t> buf(16);
+  auto read = (*stream)->Read(buf);
+  EXPECT_STATUS(read, kFailedPrecondition,
+                t.Uri(t.root / "run-7") +
+                    ": file \"model.bin\": changed during the sync (it was replaced by something "
+                    "that is not a regular file)");
+  EXPECT_EQ(kSourceChanged, read.error().reason());
+
+  const fs::path single = t.root / "one.bin";
+  std::ofstream(single) << "one";
+  parsed = ParseSourceUri(t.Uri(single));
+  ASSERT_OK(parsed);
+  source = OpenFileSource(t.Uri(single), std::get<FileUri>(*parsed), {});
+  ASSERT_OK(source);
+  listing = (*source)->List();
+  ASSERT_OK(listing);
+  fs::remove(single);
+  ASSERT_EQ(0, ::mkfifo(single.c_str(), 0600));
+  stream = (*source)->Open(listing->objects[0], 0);
+  ASSERT_OK(stream);
+  read = (*stream)->Read(buf);
+  EXPECT_STATUS(read, kFailedPrecondition,
+                t.Uri(single) +
+                    ": file \"one.bin\": changed during the sync (it was replaced by "
+                    "something that is not a regular file)");
 }
 
 }  // namespace
