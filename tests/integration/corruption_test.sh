@@ -50,6 +50,15 @@ assert_eq 5 "$("$BDN" --json volume cat "$ref/weights.bin" 2>/dev/null | tail -c
   "exit_code in the JSON error of a cat after the corrupt copy was set aside"
 [ ! -e "$WORK/out/weights.bin" ] || fail "a corrupt file was materialized"
 
+# Through an origin serving a copy of this store: the same exit 5 and message (its batch answer
+# said only "missing", and the client said "not in store", exit 3).
+cp -a "$BDN_HOME" "$WORK/srv-copy"
+start_bdn origin-copy serve --listen 127.0.0.1:0 --data "$WORK/srv-copy" --insecure-no-auth
+rc=0; BDN_REMOTE=$STARTED_URL "$BDN" volume cat "$ref/weights.bin" >/dev/null 2>"$WORK/err" || rc=$?
+assert_eq 5 "$rc" "exit code of a cat through an origin after the corrupt copy was set aside"
+assert_contains "$(cat "$WORK/err")" "chunk b3:$chunk: not in store (a copy found corrupt was set aside; push the data again to repair)"
+kill "$STARTED_PID"; wait "$STARTED_PID" || true; untrack "$STARTED_PID"
+
 mount_volume "$ref" "$WORK/mnt"
 dd if="$WORK/mnt/weights.bin" of=/dev/null bs=1M 2>"$WORK/dd.err" && fail "mount served a corrupt chunk"
 assert_contains "$(cat "$WORK/dd.err")" "Input/output error"

@@ -53,7 +53,9 @@ enum class BatchFailure {
 
 // Reads `ids` from `store`: one GetMany if store.PrefersBatches() (also for one id: a remote
 // tier answers it with one request either way), else one Get per id. A blob the batch answer
-// lacks is NotFound "chunk b3:…: not in store"; a batch that fails as a whole (one bad blob
+// lacks is asked for alone (Get), whose error says why the store lacks it (a copy found
+// corrupt and set aside: reason kSetAsideCorrupt), or brings it if it is there by now; a missing
+// blob is rare, and only then costs a request. A batch that fails as a whole (one bad blob
 // fails a GetMany, see ChunkStore::GetMany) is handled per `on_failure`; an answer of the wrong
 // length is Internal "chunk batch of N: M answers" for each blob. Never throws: an exception
 // from the store becomes Internal naming the chunk ("chunk b3:…: what") or the batch. Adds the

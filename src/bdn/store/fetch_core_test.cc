@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bdn/base/mutex.h"
+#include "bdn/store/local_chunk_store.h"  // kSetAsideCorrupt
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
 
@@ -563,6 +564,10 @@ class ScriptedStore : public ChunkStore {
     ++gets;
     if (id == Id(3)) return Err(CorruptionError("chunk " + id.ToString() + ": digest mismatch"));
     if (id == Id(4)) throw std::runtime_error("boom");
+    if (id == Id(9)) {
+      return Err(NotFoundError("chunk " + id.ToString() + ": not in store (set aside)")
+                     .WithReason(std::string(kSetAsideCorrupt)));
+    }
     return BytesOf(id == Id(1) ? 1 : 2);
   }
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override {
@@ -586,22 +591,25 @@ class ScriptedStore : public ChunkStore {
   int gets = 0, get_manys = 0;
 };
 
-TEST(ReadBlobs, OneGetManyForABatchingStoreWithMissingBlobsNotFound) {
+// A blob the batch answer lacks is asked for alone, so that the store says why it lacks it (a
+// remote origin's batch answer says only "missing"; its GET says the copy was set aside).
+TEST(ReadBlobs, OneGetManyForABatchingStoreThenAGetOfEachMissingBlob) {
   ScriptedStore store;
   std::vector<Digest> ids{Id(1), Id(9)};
   uint64_t calls = 0;
   FetchResults got = ReadBlobs(store, ids, BatchFailure::kReadEachAlone, &calls);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(*got[0], BytesOf(1));
-  EXPECT_STATUS(got[1], kNotFound, "chunk " + Id(9).ToString() + ": not in store");
+  EXPECT_STATUS(got[1], kNotFound, "chunk " + Id(9).ToString() + ": not in store (set aside)");
+  EXPECT_EQ(got[1].error().reason(), kSetAsideCorrupt);
   EXPECT_EQ(store.get_manys, 1);
-  EXPECT_EQ(store.gets, 0);
-  EXPECT_EQ(calls, 1u);
+  EXPECT_EQ(store.gets, 1);
+  EXPECT_EQ(calls, 2u);
   // A store that does not prefer batches: Get per blob.
   store.batches = false;
   got = ReadBlobs(store, std::vector<Digest>{Id(1), Id(2)}, BatchFailure::kReadEachAlone, &calls);
-  EXPECT_EQ(store.gets, 2);
-  EXPECT_EQ(calls, 3u);
+  EXPECT_EQ(store.gets, 3);
+  EXPECT_EQ(calls, 4u);
 }
 
 TEST(ReadBlobs, AFailedBatchIsReadAgainBlobByBlob) {
