@@ -114,8 +114,11 @@ start_bdn frozen-node cache serve --upstream "$frozen_url" --listen 127.0.0.1:0 
 frozen_node=$STARTED_PID
 curl -sf -o /dev/null -H "Bdn-Version: $frozen_ref" "$STARTED_URL/v1/chunks/$a_index" ||
   fail "a.bin's chunk index through the node"
-frozen_daemon=$(BDN_REMOTE=$frozen_url "$BDN" volume mount "$frozen_ref" "$WORK/mnt-frozen" \
-  --cache-dir "$WORK/nc-frozen" --json | json_field daemon_pid)
+# --home with a remote origin: where the mount daemon's log goes (it went to $BDN_HOME).
+frozen_daemon=$(BDN_REMOTE=$frozen_url "$BDN" --home "$WORK/remote-home" volume mount "$frozen_ref" \
+  "$WORK/mnt-frozen" --cache-dir "$WORK/nc-frozen" --json | json_field daemon_pid)
+compgen -G "$WORK/remote-home/logs/mount-mnt-frozen-*.log" >/dev/null ||
+  fail "no mount daemon log under --home $WORK/remote-home: $(ls -R "$WORK/remote-home" 2>&1)"
 MOUNTS+=("$WORK/mnt-frozen")
 head -c 100000 "$WORK/mnt-frozen/b.bin" >/dev/null
 kill -STOP "$frozen_origin"
@@ -138,6 +141,26 @@ rc=0; wait "$frozen_node" || rc=$?
 untrack "$frozen_node"
 assert_eq 0 "$rc" "exit status of the cache node stopped while its fetch waited"
 wait "$frozen_curl" || true
+
+step "a stop signal during a cache node's start-up checks stops it at once"
+# The checks (the upstream chain, then the node's key) each waited up to 10 s on an upstream that
+# does not answer before the signal was taken (helper 87: 8.2 s, up to 20 s for both).
+: >"$WORK/node-starting.log"
+"$BDN" cache serve --upstream "$frozen_url" --listen 127.0.0.1:0 --cache-dir "$WORK/cache-starting" \
+  2>>"$WORK/node-starting.log" &
+starting=$!
+PIDS+=("$starting")
+for _ in $(seq 1 100); do grep -q "^.* info cache node " "$WORK/node-starting.log" && break; sleep 0.05; done
+assert_contains "$(cat "$WORK/node-starting.log")" " info cache node "
+start=$(date +%s%N)
+kill -TERM "$starting"
+rc=0; wait "$starting" || rc=$?
+took_ms=$((($(date +%s%N) - start) / 1000000))
+untrack "$starting"
+assert_eq 0 "$rc" "exit status of a node stopped during its start-up checks"
+[ "$took_ms" -le 6000 ] || fail "the node took $took_ms ms to stop during its start-up checks"
+assert_contains "$(cat "$WORK/node-starting.log")" "SIGTERM: shutting down"
+assert_absent "listening on" "a node stopped during its start-up checks" "$WORK/node-starting.log"
 kill -CONT "$frozen_origin"
 
 # The servers below start in the background, where a non-interactive shell ignores SIGINT and

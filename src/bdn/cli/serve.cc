@@ -18,13 +18,16 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include "bdn/base/clock.h"
 #include "bdn/base/fd.h"
 #include "bdn/base/log.h"
 #include "bdn/base/memory.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/signals.h"
 #include "bdn/base/text.h"
@@ -895,13 +898,65 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
   });
 }
 
-// Whether the upstream lets this node's own key (BDN_TOKEN, in `client_options`) read every
-// blob, through a client of its own closed after. PermissionDenied "BDN_TOKEN: ..." naming what
-// to give it when the upstream refuses; other errors: cannot tell.
-Status CheckNodeKey(const http::ClientOptions& client_options) {
-  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::HttpClient> probe,
-                       http::HttpClient::Create(client_options));
-  Status s = origin::CheckReadsEveryNamespace(*probe);
+// Ends the requests of a server's start-up checks as soon as a stop signal is pending (blocked
+// by BlockStopSignals, not yet taken by WaitForStopSignal): each check may otherwise hold a
+// stop for its 10 s deadline on an upstream that does not answer. Polls every 20 ms on a thread
+// of its own until destroyed.
+class StopDuringStartup {
+ public:
+  explicit StopDuringStartup(const sigset_t& stop_signals)
+      : stop_signals_(stop_signals), thread_([this] { Loop(); }) {}
+  ~StopDuringStartup() {
+    done_ = true;
+    thread_.join();
+  }
+  StopDuringStartup(const StopDuringStartup&) = delete;
+  StopDuringStartup& operator=(const StopDuringStartup&) = delete;
+
+  // `client`'s requests end (HttpClient::Shutdown) once a stop signal is pending, or at once if
+  // one is already.
+  void Watch(const std::shared_ptr<http::HttpClient>& client) {
+    MutexLock l(mu_);
+    clients_.push_back(client);
+    if (stop_) client->Shutdown();
+  }
+  // Whether a stop signal came during the checks.
+  bool stop() const { return stop_; }
+
+ private:
+  bool Pending() const {
+    sigset_t pending;
+    if (::sigpending(&pending) != 0) return false;
+    for (int sig : StopSignals()) {
+      if (sigismember(&stop_signals_, sig) == 1 && sigismember(&pending, sig) == 1) return true;
+    }
+    return false;
+  }
+  void Loop() {
+    while (!done_) {
+      if (Pending()) {
+        stop_ = true;
+        MutexLock l(mu_);
+        for (auto& c : clients_) c->Shutdown();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  const sigset_t stop_signals_;
+  std::atomic<bool> done_{false};
+  std::atomic<bool> stop_{false};
+  Mutex mu_;
+  std::vector<std::shared_ptr<http::HttpClient>> clients_ GUARDED_BY(mu_);
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+// Whether the upstream lets this node's own key (BDN_TOKEN, in `client_options`, from which
+// `probe` was made: a client of its own, closed after) read every blob. PermissionDenied
+// "BDN_TOKEN: ..." naming what to give it when the upstream refuses; other errors: cannot tell.
+Status CheckNodeKey(const http::ClientOptions& client_options, http::HttpClient& probe) {
+  Status s = origin::CheckReadsEveryNamespace(probe);
   if (s.code() != StatusCode::kPermissionDenied) return s;
   return PermissionDeniedError(
       std::string(client_options.token.empty() ? "BDN_TOKEN is not set"
@@ -962,15 +1017,25 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_RETURN_IF_ERROR(server.Start());
   log::Info("cache node " + options.node_id + ": upstream " + args.upstream + ", cache " +
             dir.string() + " (" + args.cache_size + ")");
+  // A stop signal during the checks below ends them at once, and the node stops.
+  std::optional<StopDuringStartup> startup(stop_signals);
+  auto stop_now = [&] {
+    startup.reset();
+    WaitForStopSignal(stop_signals);  // pending: taken at once, and logged
+    server.Stop();
+    return Status::Ok();
+  };
   // Listening first: a node further along a loop forwards the walk back here, and this node
   // must answer it to find the loop.
   // Through a client of its own, closed after: an idle connection kept from start-up would
   // count against the upstream's --max-connections-per-client.
   auto chain = [&]() -> Result<std::vector<std::string>> {
-    BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::HttpClient> probe,
+    BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> probe,
                          http::HttpClient::Create(check_options));
+    startup->Watch(probe);
     return origin::ProbeUpstreamChain(*probe, options.node_id);
   }();
+  if (startup->stop()) return stop_now();
   if (!chain && chain.error().reason() == origin::kLoopDetected) {
     server.Stop();
     return FailedPreconditionError("--upstream " + args.upstream +
@@ -989,7 +1054,15 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   key_check_options.deadline = check_options.deadline;
   if (chain || (chain.error().code() != StatusCode::kUnavailable &&
                 chain.error().code() != StatusCode::kDeadlineExceeded)) {
-    Status own = CheckNodeKey(key_check_options);
+    auto probe = http::HttpClient::Create(key_check_options);
+    if (!probe) {
+      server.Stop();
+      return probe.error();
+    }
+    std::shared_ptr<http::HttpClient> key_probe = std::move(*probe);
+    startup->Watch(key_probe);
+    Status own = CheckNodeKey(key_check_options, *key_probe);
+    if (startup->stop()) return stop_now();
     if (own.code() == StatusCode::kPermissionDenied) {
       server.Stop();
       return own;
@@ -1006,6 +1079,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
       return s;
     }() + " -> origin");
   }
+  startup.reset();
   log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
   WaitForStopSignal(stop_signals);
