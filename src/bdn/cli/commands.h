@@ -67,9 +67,12 @@ std::string TokenFromEnvironment();
 // several replicas may hash so that one invocation's requests (a push's uploads and its commit)
 // reach one replica (docs/http-api.md, "Sessions"); nullopt: 16 random bytes in hex, new for each
 // process; empty: no header.
+// `home`: where this machine keeps what remote commands leave here (the default node cache, the
+// mount daemons' logs, push claims): --home if given, else DefaultHome().
 // Errors: InvalidArgument for a malformed URL, or a session of more than 128 characters or one
 // holding anything but visible ASCII.
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
+                           const std::filesystem::path& home,
                            std::optional<std::string> session = std::nullopt);
 
 // The context of one long operation (a push): for a remote origin, a store and registry over

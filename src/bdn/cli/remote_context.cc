@@ -36,7 +36,7 @@ std::string TokenFromEnvironment() {
 }
 
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
-                           std::optional<std::string> session) {
+                           const std::filesystem::path& home, std::optional<std::string> session) {
   if (Status s = http::CheckBearerToken(token); !s.ok()) return Err(s.WithPrefix("BDN_TOKEN"));
   http::ClientOptions options;
   options.base_url = url;
@@ -57,7 +57,7 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   if (!client) return Err(client.error().WithPrefix("--remote"));
   std::shared_ptr<http::HttpClient> shared(std::move(*client));
   Context ctx;
-  ctx.home = DefaultHome();
+  ctx.home = home;
   ctx.json = json;
   ctx.origin = shared;
   ctx.token = token;
