@@ -118,6 +118,22 @@ out=$("$BDN" --json volume sync start --source "file://$WORK/badlink" --dest bdn
 assert_eq READY "$(jf "$out" state)" "state of a sync beside a symlink and a FIFO named in Latin-1"
 assert_eq "kept.txt" "$("$BDN" volume ls "$(jf "$out" version_ref)" | awk '{print $NF}')" \
   "what the sync beside badly named links sealed"
+# A directory whose name is not UTF-8 holding only a symlink, or nothing, holds nothing a
+# file:// sync keeps: no error (it failed the job with exit 2); a regular file inside one still
+# does (exit 2, naming its path).
+mkdir -p "$WORK/baddir/$(printf 'd\xff')" "$WORK/baddir/$(printf 'e\xfe')"
+ln -s ../kept.txt "$WORK/baddir/$(printf 'd\xff')/link"
+printf 'kept\n' > "$WORK/baddir/kept.txt"
+out=$("$BDN" --json volume sync start --source "file://$WORK/baddir" --dest bdn:mirror/baddir)
+assert_eq READY "$(jf "$out" state)" "state of a sync beside badly named directories of no regular file"
+assert_eq "kept.txt" "$("$BDN" volume ls "$(jf "$out" version_ref)" | awk '{print $NF}')" \
+  "what the sync beside badly named directories sealed"
+printf 'x\n' > "$WORK/baddir/$(printf 'e\xfe')/file"
+rc=0; "$BDN" volume sync start --source "file://$WORK/baddir" --dest bdn:mirror/baddir \
+  >/dev/null 2>"$WORK/err" || rc=$?
+assert_eq "2" "$rc" "exit code of a sync of a file in a directory whose name is not UTF-8"
+[[ "$(tail -1 "$WORK/err")" =~ ^"bdn: error: sync job sync_"[0-9a-f]{16}": FAILED (invalid_object): file://$WORK/baddir: path \"$WORK/baddir/e\\xfe/file\": name is not valid UTF-8"$ ]] ||
+  fail "stderr of a sync of a file in a directory whose name is not UTF-8: $(cat "$WORK/err")"
 # An empty tree, or one of directories only, is nothing to sync, as an object store's empty
 # prefix: no version is sealed (it sealed an empty one).
 mkdir -p "$WORK/dirsonly/a/b" "$WORK/dirsonly/c"

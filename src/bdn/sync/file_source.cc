@@ -8,7 +8,7 @@
 
 #include "bdn/base/dir_fd.h"
 #include "bdn/base/fd.h"
-#include "bdn/base/text.h"  // EscapeName
+#include "bdn/base/text.h"  // EscapeName, IsValidUtf8
 #include "bdn/sync/retry.h"
 
 namespace bdn::sync {
@@ -157,11 +157,7 @@ class FileSource : public Source {
                           kSourceNotFound));
     }
     auto scanned = ScanDirectory(read_path_);
-    if (!scanned) {
-      // InvalidArgument: a name that is not UTF-8, which no version can hold.
-      Status s = scanned.error().WithPrefix(uri_);
-      return Err(s.code() == StatusCode::kInvalidArgument ? WithCode(s, kInvalidObject) : s);
-    }
+    if (!scanned) return Err(scanned.error().WithPrefix(uri_));
     uint64_t left_out = 0;  // symlinks and special files
     const ScannedEntry* first_left_out = nullptr;
     for (const ScannedEntry& e : *scanned) {
@@ -169,6 +165,13 @@ class FileSource : public Source {
       if (!S_ISREG(e.st.st_mode)) {
         if (left_out++ == 0) first_left_out = &e;
         continue;
+      }
+      // A name that is not UTF-8 (the file's or a directory's above it), which no version can
+      // hold; only regular files are kept, so only their paths must be.
+      if (!IsValidUtf8(e.path)) {
+        return Err(WithCode(InvalidArgumentError(uri_ + ": path \"" + read_path_ + "/" + e.path +
+                                                 "\": name is not valid UTF-8"),
+                            kInvalidObject));
       }
       out.objects.push_back({e.path, static_cast<uint64_t>(e.st.st_size), EtagOf(e.st),
                              static_cast<uint16_t>(e.st.st_mode & 0777)});

@@ -35,8 +35,8 @@ constexpr int kUploadThreads = 16;
 // (the manifest's order). Every step is relative to a directory handle, so any depth and path
 // length the file system holds works, in time linear in the tree. Names and symlink targets
 // must be UTF-8 (docs/format.md); other file types are refused, unless `list_others`: then
-// sockets, FIFOs and devices are listed as they are, and the names of symlinks and special files
-// and symlink targets need not be UTF-8 (for a caller that keeps regular files only).
+// sockets, FIFOs and devices are listed as they are, and names and symlink targets need not be
+// UTF-8 (for a caller that keeps regular files only and checks their paths).
 Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out,
             const std::vector<RefusedDir>& refused_dirs = {}, bool list_others = false) {
   struct Level {
@@ -62,10 +62,10 @@ Status Walk(DirCursor& cursor, std::vector<ScannedEntry>& out,
       return ErrnoError("path \"" + shown() + "\"", errno);
     }
     mode_t t = item.st.st_mode & S_IFMT;
-    // With `list_others`, the caller keeps regular files only, so a symlink or special file
-    // whose name is not UTF-8 is listed for it to leave out.
-    const bool kept_by_caller = t == S_IFREG || t == S_IFDIR;
-    if (!IsValidUtf8(name) && (!list_others || kept_by_caller)) {
+    // With `list_others`, the caller keeps regular files only and checks their paths, so a
+    // directory, symlink or special file whose name is not UTF-8 is listed as it is: a directory
+    // holding nothing the caller keeps is no error.
+    if (!list_others && !IsValidUtf8(name)) {
       return InvalidArgumentError("path \"" + shown() + "\": name is not valid UTF-8");
     }
     const char* refused = t == S_IFSOCK                    ? "a socket"

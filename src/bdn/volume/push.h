@@ -134,11 +134,10 @@ struct ScannedEntry {
 
 // Lists the tree below `dir` (never following symlinks), sorted bytewise by path (the
 // manifest's order), for a caller that keeps the regular files (file:// sync): sockets, FIFOs and
-// devices are listed as they are (their `st` says which), and symlink targets are read; the names
-// of symlinks and special files and symlink targets need not be UTF-8. Every step is relative to
-// a directory handle, so any depth and path length the file system holds works, in time linear
-// in the tree. Errors: InvalidArgument "path \"x\": name is not valid UTF-8" (a regular file or
-// directory); ErrnoError naming a path that cannot be read.
+// devices are listed as they are (their `st` says which), and symlink targets are read; names and
+// symlink targets need not be UTF-8 (the caller checks the paths it keeps). Every step is
+// relative to a directory handle, so any depth and path length the file system holds works, in
+// time linear in the tree. Errors: ErrnoError naming a path that cannot be read.
 Result<std::vector<ScannedEntry>> ScanDirectory(const std::filesystem::path& dir);
 
 // Walks `dir` (never following symlinks) into sealed entries and seals them with SealEntries.
