@@ -151,11 +151,12 @@ TEST_F(NodeCacheTest, GetManyReadsHitsLocallyAndFetchesTheMissesInOneUpstreamCal
     EXPECT_FALSE(got->back().has_value());
   }
   // Round 1: one upstream call for the 8 uncached chunks and the absent one; round 2: one for
-  // the absent one only.
+  // the absent one only. Each round then asks for the absent one alone, whose answer says why
+  // the upstream lacks it (ReadBlobs: a request only when a blob is missing).
   EXPECT_EQ(upstream_->get_manys, 2);
-  EXPECT_EQ(upstream_->gets, 4 + 9 + 1);
+  EXPECT_EQ(upstream_->gets, 4 + 9 + 1 + 2);
   NodeCacheStats s = cache->stats();
-  EXPECT_EQ(s.upstream_fetches, 4u + 2u);
+  EXPECT_EQ(s.upstream_fetches, 4u + 2u + 2u);
   EXPECT_EQ(s.hits, 4u + 12u);
   for (const Digest& id : c.ids) EXPECT_TRUE(cache->IsCached(id));
   EXPECT_EQ(s.cached_bytes, DiskUsage(CacheDir()));
