@@ -7,6 +7,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
+#include "bdn/http/client.h"  // kShuttingDown
 
 namespace bdn::remote {
 namespace {
@@ -158,6 +159,9 @@ bool ClusterChunkStore::Alive(Node& n) {
 
 ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error,
                                                     SteadyTime give_up) {
+  // Ended by ShutdownNodeClients: the node did nothing wrong (a warning that it is "not used
+  // for 5s" would blame it for this store's own shutdown).
+  if (shut_down_.load() || error.reason() == http::kShuttingDown) return Verdict::kRefused;
   switch (error.code()) {
     case StatusCode::kNotFound:
     case StatusCode::kPermissionDenied:
@@ -257,6 +261,7 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
 }
 
 void ClusterChunkStore::ShutdownNodeClients() {
+  shut_down_.store(true);
   for (auto& n : nodes_) n->store->client().Shutdown();
 }
 

@@ -107,7 +107,8 @@ class ClusterChunkStore : public ChunkStore {
   bool IsHealthy(size_t node) const;
   size_t node_count() const { return nodes_.size(); }
   // Ends every request to the nodes, running or later (HttpClient::Shutdown): for a mount whose
-  // session is over. The upstream is the caller's to end.
+  // session is over. The upstream is the caller's to end. A read the shutdown ends goes to the
+  // upstream without marking its node unhealthy (nor logging it as one).
   void ShutdownNodeClients();
 
  private:
@@ -122,6 +123,9 @@ class ClusterChunkStore : public ChunkStore {
     // node which stalled reads will deliver the next one.
     std::atomic<int> strikes{0};
   };
+
+  // Set by ShutdownNodeClients: the nodes' failures from then on are this store's own doing.
+  std::atomic<bool> shut_down_{false};
 
   ClusterChunkStore(std::shared_ptr<ChunkStore> upstream, ClusterOptions options)
       : upstream_(std::move(upstream)), options_(options) {}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <thread>
 
 #include "bdn/remote/cluster_chunk_store.h"
 #include "bdn/remote/fake_origin_test_util.h"
@@ -356,6 +357,43 @@ TEST(ClusterChunkStore, MissingOnNodeFallsThroughWithoutMarkingIt) {
   auto missing = (*store)->Get(Digest::Of(std::string_view("nowhere")));
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+}
+
+// A mount whose session is over ends its node reads (ShutdownNodeClients): the read in flight and
+// the ones after it go to the upstream, and the node is neither marked unhealthy nor logged as
+// "not used for" (it did nothing wrong).
+TEST(ClusterChunkStore, ShutdownEndsNodeReadsWithoutBlamingTheNode) {
+  FakeOrigin node;
+  node.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("slow");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  ASSERT_TRUE(node.store.Put(id, data).ok());
+  node.delay_ms = 3000;
+  auto store = ClusterChunkStore::Create({node.url()}, upstream,
+                                         {.node_deadline = 10s, .slow_node_patience = 10s});
+  ASSERT_TRUE(store.has_value());
+  ::testing::internal::CaptureStderr();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread reader([&] {
+    auto got = (*store)->Get(id);
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    EXPECT_EQ(*got, data);
+  });
+  while (node.get_requests.load() == 0) std::this_thread::sleep_for(1ms);
+  (*store)->ShutdownNodeClients();
+  reader.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2500ms) << "the read in flight was not ended";
+  auto batch = (*store)->GetMany(std::vector<Digest>{id});
+  ASSERT_TRUE(batch.has_value()) << batch.error().message();
+  ASSERT_TRUE((*batch)[0].has_value());
+  EXPECT_EQ(*(*batch)[0], data);
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(upstream->gets, 2) << "the read in flight and the batch";
+  EXPECT_EQ(node.get_requests, 1) << "asked again after its client was shut down";
+  EXPECT_TRUE((*store)->IsHealthy(0));
+  EXPECT_EQ(logged.find("not used for"), std::string::npos) << logged;
 }
 
 TEST(ClusterChunkStore, GetManyUsesNodesThenUpstream) {
