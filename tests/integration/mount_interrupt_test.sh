@@ -6,7 +6,7 @@
 # opener that get signals they handle (SA_RESTART) while they wait are not failed: once the
 # origin resumes, their calls return the right bytes, never EINTR; one killed after handling a
 # signal still ends within 1 s. Once the origin resumes, the same files read correctly without a
-# remount.
+# remount. An umount while they wait names both: the reader's open file and the opener's openat.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 SIGNAL_READER="$(dirname "$0")/signal_reader.py"
@@ -98,6 +98,12 @@ for p in "$READER" "$OPENER2"; do
   state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || state=gone
   [ "$state" = S ] || [ "$state" = D ] || fail "signalled pid $p no longer waits (state $state): $(cat "$WORK/reader.err" "$WORK/opener.err" | tr '\n' ' ')"
 done
+
+step "umount while they wait: busy, naming the reader (an open file) and the opener (in openat)"
+# The opener has no descriptor yet: only its system call (openat, its path under the mount) holds
+# the mount, which /proc/PID/syscall and the process's memory show to root.
+run_fails 8 "bdn: error: mountpoint $WORK/mnt: busy: pid $READER (python3) has files or directories open on it; pid $OPENER2 (python3, in openat) is in a system call on a path under it, which its daemon has not answered yet (close them or stop the processes, then unmount again)" \
+  "$BDN" volume umount "$WORK/mnt"
 
 step "a reader killed after it handled a signal ends at once"
 python3 "$SIGNAL_READER" read "$WORK/mnt/signals.bin" 3145728 65536 "$WORK/killed.bin" &

@@ -2,10 +2,12 @@
 // cannot hang), detaching dead mounts, unmounting, and whether allow_other is permitted.
 #include "bdn/mount/mount_table.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,7 +16,10 @@
 #include <charconv>
 #include <climits>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -23,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/mutex.h"
 #include "bdn/base/path_walk.h"
 #include "bdn/base/text.h"
@@ -353,21 +359,113 @@ Result<bool> CleanDeadMount(const fs::path& mountpoint) {
 
 namespace {
 
-// The processes that hold `mp` or something under it (an open file, a working or root directory,
-// a mapped file such as an mmap'd weights file), as "pid N (comm)", from /proc/*/{cwd,root,fd,
-// maps}. None of these reads asks the file system mounted there. Processes this user may not
-// inspect are left out, and so is this process.
-std::vector<std::string> ProcessesUsing(const fs::path& mp) {
+// The system calls that name a path, and which of their arguments hold the directory descriptor
+// (-1: none, the path is absolute or relative to the working directory) and the path.
+struct PathCall {
+  long number;
+  const char* name;
+  int dirfd_arg;
+  int path_arg;
+};
+constexpr PathCall kPathCalls[] = {
+    {SYS_openat, "openat", 0, 1},
+    {SYS_newfstatat, "newfstatat", 0, 1},
+    {SYS_statx, "statx", 0, 1},
+    {SYS_faccessat, "faccessat", 0, 1},
+    {SYS_faccessat2, "faccessat2", 0, 1},
+    {SYS_openat2, "openat2", 0, 1},
+    {SYS_readlinkat, "readlinkat", 0, 1},
+    {SYS_execveat, "execveat", 0, 1},
+    {SYS_execve, "execve", -1, 0},
+    {SYS_chdir, "chdir", -1, 0},
+    {SYS_statfs, "statfs", -1, 0},
+    {SYS_getxattr, "getxattr", -1, 0},
+    {SYS_lgetxattr, "lgetxattr", -1, 0},
+    {SYS_listxattr, "listxattr", -1, 0},
+    {SYS_llistxattr, "llistxattr", -1, 0},
+#ifdef SYS_open
+    {SYS_open, "open", -1, 0},
+    {SYS_stat, "stat", -1, 0},
+    {SYS_lstat, "lstat", -1, 0},
+    {SYS_access, "access", -1, 0},
+    {SYS_readlink, "readlink", -1, 0},
+#endif
+};
+
+// The NUL-terminated string at `address` in the memory of the process at `proc` (/proc/N), up to
+// PATH_MAX bytes; nullopt when it cannot be read (not this user's process to inspect, or gone).
+std::optional<std::string> ReadProcessString(const fs::path& proc, uint64_t address) {
+  UniqueFd mem(::open((proc / "mem").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!mem) return std::nullopt;
+  std::string out;
+  char buf[256];
+  while (out.size() < PATH_MAX) {
+    ssize_t n = ::pread(mem.get(), buf, sizeof buf, static_cast<off_t>(address + out.size()));
+    if (n <= 0) return std::nullopt;
+    const char* end = static_cast<const char*>(std::memchr(buf, '\0', static_cast<size_t>(n)));
+    if (end != nullptr) return out.append(buf, static_cast<size_t>(end - buf));
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return std::nullopt;
+}
+
+// The name of the system call the process at `proc` is in, if that call names a path that
+// `under` accepts (as /proc/N/syscall and the process's memory tell: root can read them for any
+// process); "" otherwise. A process in such a call (an open waiting for a chunk index from the
+// origin) keeps the mount busy before it has any descriptor to show.
+template <typename Under>
+std::string PathCallUnder(const fs::path& proc, const Under& under,
+                          const std::function<std::string(const fs::path&)>& link) {
+  std::ifstream in(proc / "syscall");
+  long number = -1;
+  if (!(in >> number) || number < 0) return "";  // "running", or not in a system call
+  const PathCall* call = nullptr;
+  for (const PathCall& c : kPathCalls) {
+    if (c.number == number) call = &c;
+  }
+  if (call == nullptr) return "";
+  uint64_t args[6] = {};
+  for (uint64_t& a : args) {
+    std::string word;
+    if (!(in >> word)) return "";
+    a = std::strtoull(word.c_str(), nullptr, 16);
+  }
+  std::optional<std::string> path = ReadProcessString(proc, args[call->path_arg]);
+  if (!path || path->empty()) return "";
+  fs::path p(*path);
+  if (p.is_absolute()) {
+    const std::string root = link(proc / "root");
+    if (!root.empty() && root != "/") p = fs::path(root) / p.relative_path();
+  } else {
+    const int dirfd = call->dirfd_arg < 0 ? AT_FDCWD : static_cast<int>(args[call->dirfd_arg]);
+    const std::string base =
+        link(dirfd == AT_FDCWD ? proc / "cwd" : proc / "fd" / std::to_string(dirfd));
+    if (base.empty()) return "";
+    p = fs::path(base) / p;
+  }
+  return under(p.lexically_normal().string()) ? call->name : "";
+}
+
+// The processes that keep `mp` busy, as "pid N (comm)", from /proc: `holders` have something
+// under it open (a file, a working or root directory, a mapped file such as an mmap'd weights
+// file: /proc/*/{cwd,root,fd,maps}); `callers` are in a system call on a path under it (an open
+// its daemon has not answered yet), with the call's name. None of these reads asks the file
+// system mounted there. Processes this user may not inspect are left out, and so is this process.
+struct MountUsers {
+  std::vector<std::string> holders;
+  std::vector<std::string> callers;  // "pid N (comm, in openat)"
+};
+MountUsers ProcessesUsing(const fs::path& mp) {
   const std::string dir = mp.string();
   auto under = [&](std::string_view p) {
     return p == dir || (p.size() > dir.size() && p.starts_with(dir) && p[dir.size()] == '/');
   };
-  auto link = [](const fs::path& p) {
+  std::function<std::string(const fs::path&)> link = [](const fs::path& p) {
     std::error_code ec;
     fs::path t = fs::read_symlink(p, ec);
     return ec ? std::string() : t.string();
   };
-  std::vector<std::string> out;
+  MountUsers out;
   const std::string self = std::to_string(::getpid());
   std::error_code ec;
   for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
@@ -387,29 +485,53 @@ std::vector<std::string> ProcessesUsing(const fs::path& mp) {
         if (slash != std::string::npos) uses = under(std::string_view(line).substr(slash));
       }
     }
-    if (!uses) continue;
+    const std::string call = uses ? "" : PathCallUnder(proc, under, link);
+    if (!uses && call.empty()) continue;
     std::ifstream comm_in(proc / "comm");
     std::string comm;
     std::getline(comm_in, comm);
-    out.push_back("pid " + pid + (comm.empty() ? "" : " (" + comm + ")"));
+    if (uses) {
+      out.holders.push_back("pid " + pid + (comm.empty() ? "" : " (" + comm + ")"));
+    } else {
+      out.callers.push_back("pid " + pid + " (" + (comm.empty() ? "" : comm + ", ") + "in " + call +
+                            ")");
+    }
   }
   return out;
 }
 
-// "busy (...)" for a mount that would not unmount: who holds it, where this user can see.
-std::string BusyReason(const fs::path& mp) {
-  std::vector<std::string> holders = ProcessesUsing(mp);
-  if (holders.empty()) {
-    return "busy (files or directories are open on it, by processes this user cannot see)";
-  }
+// "pid 1, pid 2, pid 3, pid 4, pid 5 and 2 more".
+std::string ListOf(const std::vector<std::string>& pids) {
   constexpr size_t kShown = 5;
   std::string list;
-  for (size_t i = 0; i < std::min(holders.size(), kShown); ++i) {
-    list += (i == 0 ? "" : ", ") + holders[i];
+  for (size_t i = 0; i < std::min(pids.size(), kShown); ++i) {
+    list += (i == 0 ? "" : ", ") + pids[i];
   }
-  if (holders.size() > kShown) list += " and " + std::to_string(holders.size() - kShown) + " more";
-  return "busy: " + list + (holders.size() == 1 ? " has" : " have") +
-         " files or directories open on it (close them or stop the processes, then unmount again)";
+  if (pids.size() > kShown) list += " and " + std::to_string(pids.size() - kShown) + " more";
+  return list;
+}
+
+// "busy (...)" for a mount that would not unmount: who holds it, where this user can see.
+std::string BusyReason(const MountUsers& users) {
+  if (users.holders.empty() && users.callers.empty()) {
+    if (IsRoot()) {
+      return "busy (no process has a file or directory open on it; a process in another mount "
+             "namespace, or a call into it that started before this check, holds it: unmount "
+             "again in a moment)";
+    }
+    return "busy (files or directories are open on it, by processes this user cannot see)";
+  }
+  std::string out = "busy: ";
+  if (!users.holders.empty()) {
+    out += ListOf(users.holders) + (users.holders.size() == 1 ? " has" : " have") +
+           " files or directories open on it";
+  }
+  if (!users.callers.empty()) {
+    out += std::string(users.holders.empty() ? "" : "; ") + ListOf(users.callers) +
+           (users.callers.size() == 1 ? " is" : " are") +
+           " in a system call on a path under it, which its daemon has not answered yet";
+  }
+  return out + " (close them or stop the processes, then unmount again)";
 }
 
 }  // namespace
@@ -462,9 +584,10 @@ Status Unmount(const fs::path& mountpoint) {
     }
     return InternalError(what + ": its daemon does not answer and the lazy detach failed");
   }
-  if (IsRoot()) return FailedPreconditionError(what + ": " + BusyReason(mp));
-  std::vector<std::string> holders = ProcessesUsing(mp);
-  if (!holders.empty()) return FailedPreconditionError(what + ": " + BusyReason(mp));
+  MountUsers users = ProcessesUsing(mp);
+  if (IsRoot() || !users.holders.empty() || !users.callers.empty()) {
+    return FailedPreconditionError(what + ": " + BusyReason(users));
+  }
   return FailedPreconditionError(what + ": fusermount3 -u failed (exit " +
                                  std::to_string(fusermount_rc) + "; busy?)");
 }
