@@ -16,6 +16,7 @@ cleanup() {
   done
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
   if [ -n "${PG_DIR:-}" ]; then
+    pg_signal CONT 2>/dev/null || true  # a server a failed test left frozen (pg_signal STOP)
     pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
     cp "$PG_DIR/log" "$WORK/postgres.log" 2>/dev/null || true
     rm -rf "$PG_DIR"
@@ -294,6 +295,16 @@ pg_start() {
 }
 pg_stop() {
   pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w -t 60 stop >/dev/null || fail "pg_ctl stop failed"
+}
+
+# pg_signal SIG: sends SIG to the test's server and every process of it (postmaster and
+# backends): pg_signal STOP makes a server whose connections stay up but that never answers (a
+# frozen or partitioned database), pg_signal CONT lets it go on.
+pg_signal() {
+  local pm
+  pm=$(head -1 "$PG_DIR/data/postmaster.pid")
+  # shellcheck disable=SC2046 # one pid per word
+  kill -"$1" "$pm" $(ps -o pid= --ppid "$pm")
 }
 
 # psql_c DB SQL: runs SQL on database DB and prints the result unaligned, without headers.

@@ -11,7 +11,9 @@
 #   completes, and the version reads back;
 # - PostgreSQL down during a push: the push fails with exit 7 naming the database and why; run
 #   again, it is refused while the claim it could not release lasts (exit 4, the lapse named) and
-#   then succeeds; `bdn volume verify` passes.
+#   then succeeds; `bdn volume verify` passes;
+# - PostgreSQL frozen (SIGSTOP, connections up, no answers): SIGTERM stops an origin whose request
+#   waits in a database call within 15 s, exit 0; the other origin goes on once it thaws.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
@@ -206,8 +208,36 @@ head=$(BDN_REMOTE="$B" "$BDN" --json volume stat bdn:w/down | json_field head)
 BDN_REMOTE="$A" "$BDN" volume verify "$ref" >/dev/null || fail "bdn volume verify $ref"
 BDN_REMOTE="$A" "$BDN" volume cat "bdn:w/down/c.bin" | cmp - "$WORK/big2/c.bin" || fail "bytes after the outage"
 
-step "both origins stop cleanly"
-for pid in "$A_PID" "$B_PID"; do
+step "PostgreSQL frozen (SIGSTOP): a request waiting for it does not hold the stop of its origin"
+# A frozen server keeps its connections up, so libpq would wait for ever: the stop ends the call
+# once the request had its grace (5 s).
+pg_signal STOP
+BDN_REMOTE="$A" "$BDN" volume stat bdn:w/down >/dev/null 2>"$WORK/stat.err" &
+STAT=$!
+PIDS+=("$STAT")
+sleep 1  # its request waits in a database call of origin a
+t0=$(now_ms)
+kill -TERM "$A_PID"
+wait_gone "$A_PID" 20000 || { pg_signal CONT; fail "bdn serve still runs 20 s after SIGTERM with PostgreSQL frozen"; }
+took=$(($(now_ms) - t0))
+rc=0
+wait "$A_PID" || rc=$?
+pg_signal CONT
+echo "    origin a exited $took ms after SIGTERM"
+assert_eq 0 "$rc" "exit code of bdn serve stopped with PostgreSQL frozen"
+[ "$took" -lt 15000 ] || fail "bdn serve took $took ms to stop with PostgreSQL frozen"
+assert_contains "$(cat "$WORK/a.log")" "SIGTERM: shutting down"
+# Its client got a 503 without the reason shutting_down, so it retries (elsewhere, behind a load
+# balancer; here the origin is gone for good).
+kill -0 "$STAT" 2>/dev/null || fail "the stat whose origin stopped did not retry: $(cat "$WORK/stat.err")"
+kill "$STAT"
+wait "$STAT" 2>/dev/null || true
+# The other origin's calls go on once the server does.
+head=$(BDN_REMOTE="$B" "$BDN" --json volume stat bdn:w/down | json_field head)
+[ -n "$head" ] && [[ "$ref" == *"$head" ]] || fail "the head of bdn:w/down through b after the freeze: $head, pushed $ref"
+
+step "the other origin stops cleanly"
+for pid in "$B_PID"; do
   kill -TERM "$pid"
   rc=0
   wait "$pid" || rc=$?

@@ -59,6 +59,11 @@ class [[nodiscard]] Status {
   std::string reason_;
 };
 
+// The reason of an operation refused or ended because its client was shut down (a server
+// stopping: HttpClient::Shutdown, S3Client::Shutdown, PgPool::Shutdown). No retry loop repeats
+// it, and a server never sends it to its own clients (their retries must go on elsewhere).
+inline constexpr std::string_view kShuttingDown = "shutting_down";
+
 Status NotFoundError(std::string message);
 Status AlreadyExistsError(std::string message);
 Status InvalidArgumentError(std::string message);

@@ -836,9 +836,11 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   scheduler.Stop();  // running jobs stay SYNCING; the next start resumes them
   // Handlers and uploaders still waiting on an object store that does not answer end once the
   // requests had their grace (they held the stop for their retries: 119 s); open packs stay in
-  // the spool, which the next start uploads.
+  // the spool, which the next start uploads. So do calls waiting on a PostgreSQL that does not
+  // answer (frozen or cut off: its connections stay up, and libpq would wait for ever).
   server.Stop([&] {
     if (server_store.s3) server_store.s3->Shutdown();
+    if (meta.pool) meta.pool->Shutdown();
   });
   return Status::Ok();
 }

@@ -135,8 +135,8 @@ struct ClientOptions {
 
 // The reason (Status::reason) of a response body larger than max_response_bytes.
 inline constexpr std::string_view kResponseTooLarge = "response_too_large";
-// The reason of a request refused or ended by HttpClient::Shutdown.
-inline constexpr std::string_view kShuttingDown = "shutting_down";
+// The reason of a request refused or ended by HttpClient::Shutdown (base/status.h).
+using ::bdn::kShuttingDown;
 
 // One client per server. HTTPS peers are verified against libcurl's CA bundle, or the file
 // $SSL_CERT_FILE names (read once per process). Each request borrows an idle keep-alive connection

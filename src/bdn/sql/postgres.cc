@@ -3,9 +3,13 @@
 #include "bdn/sql/postgres.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "bdn/base/backoff.h"
+#include "bdn/base/fd.h"
 #include "bdn/base/log.h"
 #include "bdn/base/text.h"
 
@@ -112,6 +117,10 @@ struct PgPool::Impl {
   std::condition_variable cv;
   std::vector<PGconn*> idle;
   size_t open = 0;  // idle plus in use
+  // Shutdown: set, then `wake` (an eventfd every wait for the server polls) made readable for
+  // good.
+  std::atomic<bool> shut_down{false};
+  UniqueFd wake{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
 
   ~Impl() {
     for (PGconn* c : idle) PQfinish(c);
@@ -149,16 +158,39 @@ struct PgPool::Impl {
     return conn;
   }
 
+  // Unavailable "<what> <name>: [<op>: ]shutting down", reason kShuttingDown.
+  Status ShuttingDown(std::string_view what, std::string_view op) const {
+    return UnavailableError(Prefix(what, op) + "shutting down")
+        .WithReason(std::string(kShuttingDown));
+  }
+
+  // Waits until `fd` (a connection's socket) is readable: true, or false once Shutdown was
+  // called.
+  bool WaitReadable(int fd) const {
+    for (;;) {
+      if (shut_down.load()) return false;
+      struct pollfd p[2] = {{fd, POLLIN, 0}, {wake.get(), POLLIN, 0}};
+      int n = ::poll(p, 2, -1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return true;  // let libpq meet (and report) what is wrong
+      if (p[1].revents != 0) return false;
+      if (p[0].revents != 0) return true;
+    }
+  }
+
   // A pooled connection: an idle one, a new one while fewer than max_connections are open, or
   // the next one released within acquire_timeout.
   Result<PGconn*> Acquire(std::string_view what, std::string_view op) {
     MutexLock lock(mu);
-    if (!cv.wait_for(lock.native(), options.acquire_timeout,
-                     [&] { return !idle.empty() || open < options.max_connections; })) {
+    if (shut_down.load()) return Err(ShuttingDown(what, op));
+    if (!cv.wait_for(lock.native(), options.acquire_timeout, [&] {
+          return shut_down.load() || !idle.empty() || open < options.max_connections;
+        })) {
       return Err(UnavailableError(Prefix(what, op) + "all " +
                                   std::to_string(options.max_connections) +
                                   " database connections stayed busy"));
     }
+    if (shut_down.load()) return Err(ShuttingDown(what, op));
     if (!idle.empty()) {
       PGconn* c = idle.back();
       idle.pop_back();
@@ -269,7 +301,7 @@ class PgSession : public Session {
 
   // A statement without parameters (BEGIN, COMMIT, a migration's SQL).
   Status Command(const char* sql) {
-    PgResult r(PQexec(conn_, sql));
+    BDN_ASSIGN_OR_RETURN(PgResult r, Await(PQsendQuery(conn_, sql) == 1));
     return Check(r);
   }
 
@@ -294,10 +326,36 @@ class PgSession : public Session {
       }
     }
     const std::string text = PostgresParameters(sql);
-    PgResult r(PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()), nullptr,
-                            values.data(), nullptr, nullptr, 0));
+    BDN_ASSIGN_OR_RETURN(
+        PgResult r, Await(PQsendQueryParams(conn_, text.c_str(), static_cast<int>(params.size()),
+                                            nullptr, values.data(), nullptr, nullptr, 0) == 1));
     BDN_RETURN_IF_ERROR(Check(r));
     return r;
+  }
+
+  // The answer to the statement just sent (`sent`: its PQsend* call succeeded), as PQexec gives
+  // it (the first error, else the last result; null when nothing could be sent, which Check
+  // reports with libpq's message), waiting on the socket so that the pool's Shutdown ends the
+  // wait: then Unavailable "... shutting down" and the connection counts as lost.
+  Result<PgResult> Await(bool sent) {
+    if (!sent) return PgResult();
+    PgResult out;
+    for (;;) {
+      while (PQisBusy(conn_)) {
+        if (!pool_.WaitReadable(PQsocket(conn_))) {
+          failure_.lost = true;
+          return Err(pool_.ShuttingDown(what_, op_));
+        }
+        if (PQconsumeInput(conn_) == 0) break;  // the connection failed: PQgetResult says so
+      }
+      PGresult* r = PQgetResult(conn_);
+      if (r == nullptr) return out;
+      if (out && PQresultStatus(out.get()) == PGRES_FATAL_ERROR) {
+        PQclear(r);  // the first error is the one that counts
+      } else {
+        out.reset(r);
+      }
+    }
   }
 
   // The Status of a result (OK for commands and rows), noting what the failure means.
@@ -489,6 +547,19 @@ class PgDatabase : public Database {
 };
 
 }  // namespace
+
+void PgPool::Shutdown() {
+  impl_->shut_down.store(true);
+  const uint64_t one = 1;
+  // An eventfd's counter only grows here: it stays readable, so every wait sees it.
+  if (::write(impl_->wake.get(), &one, sizeof one) != sizeof one) {
+    // Not expected (EAGAIN only at 2^64 - 1); the flag alone still stops waits that start later.
+  }
+  // Through the mutex: a caller of Acquire between its check of the flag and its wait would
+  // otherwise miss the notification.
+  { MutexLock lock(impl_->mu); }
+  impl_->cv.notify_all();
+}
 
 std::shared_ptr<Database> PgPool::Use(std::string what) {
   return std::make_shared<PgDatabase>(impl_, std::move(what));

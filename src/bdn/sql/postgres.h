@@ -71,6 +71,14 @@ class PgPool {
   // application_name of its connection ("bdn pid <pid> on <host>").
   std::shared_ptr<Database> Use(std::string what);
 
+  // Ends every database call of this pool's Databases, running or later, with Unavailable
+  // "<what> <name>: [<op>: ]shutting down" (reason kShuttingDown): for a server stopping while
+  // the database does not answer (a frozen or partitioned server, whose TCP connection stays
+  // up and whose calls would otherwise wait for ever). A call ended mid-statement leaves its
+  // transaction to the server (the connection is closed, so it rolls back unless its COMMIT had
+  // already been sent). Thread-safe; cannot be undone.
+  void Shutdown();
+
   struct Impl;
 
  private:

@@ -305,5 +305,55 @@ TEST_F(PostgresTest, SerializationFailuresAreRetried) {
   EXPECT_EQ(r->Int(0, 0), 40);
 }
 
+// A server stopping while the database does not answer (here: statements and a lock that take
+// 30 s) ends its calls with PgPool::Shutdown: the statement under way, a lock wait, a caller
+// waiting for a connection, and every call after it, each within a second.
+TEST_F(PostgresTest, ShutdownEndsCallsThatWaitOnTheServer) {
+  auto pool = Open(/*connections=*/1);
+  ASSERT_OK(pool);
+  auto other = Open();
+  ASSERT_OK(other);
+  auto db = (*pool)->Use("registry");
+  using Mode = Database::LockMode;
+  auto held = (*other)->Use("registry")->Lock("gc", Mode::kExclusive, std::chrono::seconds(5));
+  ASSERT_OK(held);
+  const std::string prefix = "registry " + (*pool)->name() + ": ";
+  std::atomic<int> started{0};
+  Status sleeper, waiter, locker;
+  auto sleep = [&](Status* out) {
+    ++started;
+    *out = db->Read([](Session& s) { return ToStatus(s.Query("SELECT pg_sleep(30)")); },
+                    Consistency::kStatement, "commit");
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread a(sleep, &sleeper);
+  while (started.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its statement is sent
+  std::thread b(sleep, &waiter);  // waits for the pool's one connection
+  std::thread c([&] {
+    ++started;
+    locker = ToStatus(db->Lock("gc", Mode::kExclusive, std::chrono::seconds(30)));
+  });
+  while (started.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  (*pool)->Shutdown();
+  a.join();
+  b.join();
+  c.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  for (const Status* s : {&sleeper, &waiter}) {
+    EXPECT_EQ(s->code(), StatusCode::kUnavailable);
+    EXPECT_EQ(s->message(), prefix + "commit: shutting down");
+    EXPECT_EQ(s->reason(), kShuttingDown);
+  }
+  EXPECT_EQ(locker.message(), prefix + "lock gc: shutting down");
+  EXPECT_EQ(locker.reason(), kShuttingDown);
+  Status later = db->Write([](Session& s) { return ToStatus(s.Exec("SELECT 1")); }, "tag");
+  EXPECT_EQ(later.message(), prefix + "tag: shutting down");
+  // The other pool (another server's, say) goes on.
+  EXPECT_OK(
+      (*other)->Use("registry")->Write([](Session& s) { return ToStatus(s.Exec("SELECT 1")); }));
+}
+
 }  // namespace
 }  // namespace bdn::sql
