@@ -13,7 +13,9 @@
 #   again, it is refused while the claim it could not release lasts (exit 4, the lapse named) and
 #   then succeeds; `bdn volume verify` passes;
 # - PostgreSQL frozen (SIGSTOP, connections up, no answers): SIGTERM stops an origin whose request
-#   waits in a database call within 15 s, exit 0; the other origin goes on once it thaws.
+#   waits in a database call within 15 s, exit 0; the other origin goes on once it thaws; one
+#   running a sync job lets the job go after 5 s (exit 0), and started again resumes the job,
+#   whose run takes over the push claim the stopped run could not release, to READY.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
@@ -235,6 +237,60 @@ wait "$STAT" 2>/dev/null || true
 # The other origin's calls go on once the server does.
 head=$(BDN_REMOTE="$B" "$BDN" --json volume stat bdn:w/down | json_field head)
 [ -n "$head" ] && [[ "$ref" == *"$head" ]] || fail "the head of bdn:w/down through b after the freeze: $head, pushed $ref"
+
+step "PostgreSQL frozen while a sync job runs: the stop lets the job go after 5 s, the job resumes"
+mkdir -p "$WORK/syncsrc"
+truncate -s 8G "$WORK/syncsrc/zeros.bin"  # sparse: seconds of chunking and hashing, one chunk stored
+: >"$WORK/c.log"
+"$BDN" serve --listen 127.0.0.1:0 --data "$WORK/c" --db "$DB" --sync-file-root "$WORK/syncsrc" 2>>"$WORK/c.log" &
+C_PID=$!
+PIDS+=("$C_PID")
+C=""
+for _ in $(seq 1 300); do
+  C=$(listening_url "$WORK/c.log")
+  [ -n "$C" ] && break
+  kill -0 "$C_PID" 2>/dev/null || fail "origin c exited: $(cat "$WORK/c.log")"
+  sleep 0.1
+done
+[ -n "$C" ] || fail "origin c did not start: $(cat "$WORK/c.log")"
+job=$(BDN_REMOTE="$C" "$BDN" --json volume sync start --source "file://$WORK/syncsrc" --dest bdn:w/synced | json_field id)
+state=""
+for _ in $(seq 1 100); do
+  state=$(BDN_REMOTE="$C" "$BDN" --json volume sync describe "$job" | json_field state)
+  [ "$state" = SYNCING ] && break
+  sleep 0.05
+done
+assert_eq SYNCING "$state" "state of the sync job before the freeze"
+pg_signal STOP
+sleep 1.5  # past its next progress write (every second), which now waits on the database
+t0=$(now_ms)
+kill -TERM "$C_PID"
+wait_gone "$C_PID" 30000 || { pg_signal CONT; fail "bdn serve still runs 30 s after SIGTERM with a sync job and PostgreSQL frozen"; }
+took=$(($(now_ms) - t0))
+rc=0
+wait "$C_PID" || rc=$?
+pg_signal CONT
+echo "    origin c exited $took ms after SIGTERM"
+assert_eq 0 "$rc" "exit code of bdn serve stopped with a sync job and PostgreSQL frozen"
+[ "$took" -lt 20000 ] || fail "bdn serve took $took ms to stop with a sync job and PostgreSQL frozen"
+assert_contains "$(cat "$WORK/c.log")" "sync jobs still running 5 s after the stop signal: ending their calls to the object store and the database"
+# The job was not done (else the freeze held nothing) and stays SYNCING. Its run could not release
+# the volume's push claim (the database was frozen): started again, c resumes the job, whose new
+# run takes over its own claim (not volume_busy until the claim lapses), and runs it to READY.
+assert_eq SYNCING "$(BDN_REMOTE="$B" "$BDN" --json volume sync describe "$job" | json_field state)" \
+  "state of the job after the stop"
+"$BDN" serve --listen 127.0.0.1:0 --data "$WORK/c" --db "$DB" --sync-file-root "$WORK/syncsrc" 2>"$WORK/c2.log" &
+C_PID=$!
+PIDS+=("$C_PID")
+for _ in $(seq 1 600); do
+  state=$(BDN_REMOTE="$B" "$BDN" --json volume sync describe "$job" | json_field state)
+  [ "$state" = SYNCING ] || break
+  kill -0 "$C_PID" 2>/dev/null || fail "origin c exited: $(cat "$WORK/c2.log")"
+  sleep 0.1
+done
+assert_eq READY "$state" "state of the job after origin c started again ($(cat "$WORK/c2.log"))"
+kill -TERM "$C_PID"
+wait "$C_PID" || fail "origin c did not stop cleanly the second time"
 
 step "the other origin stops cleanly"
 for pid in "$B_PID"; do

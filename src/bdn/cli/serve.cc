@@ -784,8 +784,9 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   sync_deps.body_stall_timeout = *source_stall_time;
   // A job whose runs keep ending with the process (killed for memory) must not crash-loop us.
   sync_deps.max_unfinished_runs = 5;
-  sync_deps.claim = [&origin](const std::string& ns, const std::string& volume) {
-    return origin.ClaimForSync(ns, volume);
+  sync_deps.claim = [&origin](const std::string& ns, const std::string& volume,
+                              const std::string& job_id) {
+    return origin.ClaimForSync(ns, volume, job_id);
   };
   sync::JobScheduler scheduler(
       sync_deps,
@@ -833,15 +834,39 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   PrintMetricsAddress(server);
 
   WaitForStopSignal(stop_signals);
-  scheduler.Stop();  // running jobs stay SYNCING; the next start resumes them
   // Handlers and uploaders still waiting on an object store that does not answer end once the
   // requests had their grace (they held the stop for their retries: 119 s); open packs stay in
   // the spool, which the next start uploads. So do calls waiting on a PostgreSQL that does not
   // answer (frozen or cut off: its connections stay up, and libpq would wait for ever).
-  server.Stop([&] {
+  auto end_backend_calls = [&] {
     if (server_store.s3) server_store.s3->Shutdown();
     if (meta.pool) meta.pool->Shutdown();
-  });
+  };
+  // Running jobs stop at their next step and stay SYNCING (the next start resumes them); one
+  // whose step waits on such a backend (its progress written to a frozen PostgreSQL) is let go
+  // after the same grace.
+  {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool jobs_stopped = false;
+    std::thread grace([&] {
+      std::unique_lock lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(5), [&] { return jobs_stopped; })) {
+        log::Info(
+            "sync jobs still running 5 s after the stop signal: ending their calls to the "
+            "object store and the database");
+        end_backend_calls();
+      }
+    });
+    scheduler.Stop();
+    {
+      std::lock_guard lock(mu);
+      jobs_stopped = true;
+    }
+    cv.notify_all();
+    grace.join();
+  }
+  server.Stop(end_backend_calls);
   return Status::Ok();
 }
 

@@ -114,10 +114,15 @@ class Origin {
   // `sync`; call before Register. Without it those endpoints are not registered (404).
   void EnableSync(std::shared_ptr<sync::SyncService> sync) { sync_ = std::move(sync); }
 
-  // A push claim on ns/volume for a sync job running in this server: taken in the claim table
-  // (so pushes and syncs exclude each other), renewed in the background, released on
-  // destruction. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".
-  Result<std::unique_ptr<PushClaim>> ClaimForSync(const std::string& ns, const std::string& volume);
+  // A push claim on ns/volume for a run of sync job `job_id` in this server: taken in the claim
+  // table (so pushes and syncs exclude each other) for holder "sync job <job_id>" with the job as
+  // its idempotency key, so that a later run of the job (which only one runner holds at a time:
+  // the job store's lease) takes over a claim an earlier run left live (its server killed, or
+  // stopped while the database did not answer) instead of failing with volume_busy until it
+  // lapses; renewed in the background, released on destruction. Errors: Conflict "volume
+  // bdn:ns/vol: push in progress (...)".
+  Result<std::unique_ptr<PushClaim>> ClaimForSync(const std::string& ns, const std::string& volume,
+                                                  const std::string& job_id);
 
  private:
   // What an endpoint needs: a scope, for the namespace in the path (req.matches[1]) or for any;

@@ -94,15 +94,12 @@ class TableClaim : public PushClaim {
 }  // namespace
 
 Result<std::unique_ptr<PushClaim>> Origin::ClaimForSync(const std::string& ns,
-                                                        const std::string& volume) {
-  // Named so that a conflict seen through another replica (claims shared in a database) says
-  // which server runs the job.
-  static const std::string holder = [] {
-    char host[256] = {0};
-    if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
-    return "a sync job of bdn serve pid " + std::to_string(::getpid()) + " on " + host;
-  }();
-  BDN_ASSIGN_OR_RETURN(std::string id, claims_->Acquire(ns, volume, holder));
+                                                        const std::string& volume,
+                                                        const std::string& job_id) {
+  // Named so that a conflict, seen through any replica (claims shared in a database), names the
+  // job (`bdn volume sync describe` says where it stands).
+  BDN_ASSIGN_OR_RETURN(std::string id,
+                       claims_->Acquire(ns, volume, "sync job " + job_id, "sync:" + job_id));
   return std::unique_ptr<PushClaim>(std::make_unique<TableClaim>(*claims_, ns, volume, id));
 }
 

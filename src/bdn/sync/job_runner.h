@@ -31,10 +31,11 @@ struct RunnerDeps {
   // When `secrets` is null: why, for the FailedPrecondition of the secret calls ("" : "not
   // available here").
   std::string secrets_unavailable;
-  // Takes the volume's push claim for the whole run (the origin uses its claim table). Unset:
-  // registry->ClaimPush.
-  std::function<Result<std::unique_ptr<PushClaim>>(const std::string& ns,
-                                                   const std::string& volume)>
+  // Takes the volume's push claim for the whole run of job `job_id` (the origin uses its claim
+  // table, where a later run of the same job takes over the claim an earlier run left live: a
+  // server killed or stopped with its database unreachable). Unset: registry->ClaimPush.
+  std::function<Result<std::unique_ptr<PushClaim>>(const std::string& ns, const std::string& volume,
+                                                   const std::string& job_id)>
       claim;
   // Opens the job's source. Unset: OpenSource.
   std::function<Result<std::unique_ptr<Source>>(const std::string& uri, const SourceOptions&)>
