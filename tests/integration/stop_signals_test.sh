@@ -5,11 +5,16 @@
 # that says ENOTCONN) and logs "SIGx: unmounted"; `bdn serve` and `bdn cache serve` log
 # "SIGx: shutting down" and exit 0. Before, SIGHUP ended `bdn cache serve` with exit 129 and
 # SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM left a dead mount behind. A signal inherited as ignored
-# (nohup's SIGHUP) stays ignored, and the others still stop the process cleanly.
+# (nohup's SIGHUP) stays ignored, and the others still stop the process cleanly. So do SIGVTALRM,
+# SIGXCPU, SIGPWR, SIGSTKFLT, SIGIO and the real-time signals (logged as kill -l names them:
+# "SIGRTMIN+3: unmounted"), which left a dead mount behind too.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 
 SIGNALS="HUP INT QUIT TERM USR1 USR2 ALRM"
+# The rarer ones (init's SIGPWR, a CPU-time limit's SIGXCPU, the real-time signals): each left a
+# dead mount behind before. The servers are tried with two of them.
+MORE_SIGNALS="VTALRM XCPU PWR STKFLT IO RTMIN RTMIN+3 RTMAX-1 RTMAX"
 mkdir -p "$WORK/src"
 random_file "$WORK/src/a.bin" 300000 7
 ref=$("$BDN" volume push "$WORK/src" bdn:test/sig)
@@ -24,7 +29,7 @@ check_unmounted() {
   assert_eq "" "$listing" "$2: what $1 holds"
 }
 
-for sig in $SIGNALS; do
+for sig in $SIGNALS $MORE_SIGNALS; do
   step "SIG$sig: a background mount daemon unmounts and logs it"
   mp="$WORK/m-$sig"
   mkdir -p "$mp"
@@ -169,7 +174,7 @@ REAL_BDN=$BDN
 BDN="$WORK/bdn-default-signals"
 printf '#!/bin/sh\nexec env --default-signal=INT,QUIT "%s" "$@"\n' "$REAL_BDN" > "$BDN"
 chmod +x "$BDN"
-for sig in $SIGNALS; do
+for sig in $SIGNALS PWR RTMIN+3; do
   step "SIG$sig: bdn serve and bdn cache serve shut down and exit 0"
   start_bdn "serve-$sig" serve --listen 127.0.0.1:0 --data "$WORK/srv-$sig" --insecure-no-auth
   origin=$STARTED_PID

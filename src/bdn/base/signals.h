@@ -11,10 +11,13 @@ namespace bdn {
 
 // The signals that stop `bdn serve`, `bdn cache serve` and the mount daemon cleanly (a server
 // finishes its shutdown, a mount daemon unmounts, and each exits 0): every signal whose default
-// action ends a process and that someone sends on purpose (a terminal, kill, a supervisor):
-// SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM. Left at their default action,
-// each would end the process at once and leave a dead mount or an unfinished shutdown behind.
-// Faults (SIGSEGV, SIGABRT, ...) and SIGKILL are not among them.
+// action ends a process and that someone or something sends on purpose (a terminal, kill, a
+// supervisor, init on a power failure, a CPU-time limit): SIGHUP, SIGINT, SIGQUIT, SIGTERM,
+// SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGXCPU, SIGPWR, SIGSTKFLT, SIGIO, and the real-time
+// signals SIGRTMIN..SIGRTMAX (glibc's own, below SIGRTMIN, excluded). Left at their default
+// action, each would end the process at once and leave a dead mount or an unfinished shutdown
+// behind. Faults (SIGSEGV, SIGABRT, SIGSYS, SIGXFSZ, ...), SIGKILL and SIGPROF (a profiler's
+// timer, whose handler the profiler installs) are not among them.
 std::span<const int> StopSignals();
 
 // The stop signals this process does not ignore, in StopSignals' order: one inherited as SIG_IGN
@@ -26,8 +29,10 @@ std::vector<int> StopSignalsNotIgnored();
 // sigwait even when ignored, so an ignored one must stay out of the set).
 sigset_t SignalSet(std::span<const int> signals);
 
-// "SIGHUP" for SIGHUP (glibc's sigabbrev_np with "SIG" before it); "signal N" for a number with
-// no name (a real-time signal, or one out of range).
+// "SIGHUP" for SIGHUP (glibc's sigabbrev_np with "SIG" before it; "SIGIO", not its other name
+// SIGPOLL); a real-time signal as kill -l
+// names it: "SIGRTMIN", "SIGRTMIN+N" in the lower half, "SIGRTMAX-N" and "SIGRTMAX" in the upper;
+// "signal N" for a number out of range.
 std::string SignalName(int sig);
 
 }  // namespace bdn

@@ -95,7 +95,7 @@ Result<UniqueFd> LockDataDir(const fs::path& data) {
   return fd;
 }
 
-// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM)
+// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, ...)
 // this process does not ignore (StopSignalsNotIgnored: nohup's SIGHUP stays ignored), blocked in
 // every thread (call before any server thread starts, so all inherit the mask) for the server's
 // main thread to take with sigwait; SIGPIPE ignored.

@@ -1,6 +1,6 @@
 // The server commands: `bdn serve` (the origin over embedded storage) and `bdn cache serve` (an
 // in-cluster cache node over an origin). Each runs until one of the stop signals (StopSignals,
-// base/signals.h: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM), logs
+// base/signals.h: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, ...), logs
 // "SIGHUP: shutting down" naming it, stops cleanly and returns Ok (exit 0).
 #pragma once
 

@@ -95,7 +95,7 @@ void StopSession(int sig) {
   if (fuse_session* se = g_stop_session.load()) fuse_session_exit(se);
 }
 
-// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM)
+// The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, ...)
 // that libfuse's handlers (fuse_set_signal_handlers: SIGHUP, SIGINT, SIGTERM) left at their
 // default action end the session loop too (StopSession), so that the mount is unmounted; at
 // their default action they would end the daemon and leave a dead mount (ENOTCONN) in place.

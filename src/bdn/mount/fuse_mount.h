@@ -83,9 +83,9 @@ struct MountOptions {
 
 // Serves `view` read-only at options.mountpoint and blocks until the file system is unmounted
 // (Unmount, umount, fusermount3 -u) or the process gets a stop signal (StopSignals,
-// base/signals.h: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM; then it unmounts
-// itself and logs "SIGQUIT: unmounted"), when this session owns the process's signal handlers
-// (the first session of the process). A dead bdn mount at the mountpoint is detached first
+// base/signals.h: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, ...; then it
+// unmounts itself and logs "SIGQUIT: unmounted"), when this session owns the process's signal
+// handlers (the first session of the process). A dead bdn mount at the mountpoint is detached first
 // (CleanDeadMount). Mount time does no per-file work: inode numbers are entry index + 2 (root = 1),
 // a hardlink shares its target's inode; bytes are fetched and verified when read.
 //
