@@ -15,7 +15,7 @@
 # - PostgreSQL frozen (SIGSTOP, connections up, no answers): SIGTERM stops an origin whose request
 #   waits in a database call within 15 s, exit 0; the other origin goes on once it thaws; one
 #   running a sync job lets the job go after 5 s (exit 0), and started again resumes the job,
-#   whose run takes over the push claim the stopped run could not release, to READY.
+#   whose run waits out the push claim the stopped run could not release, to READY.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
@@ -273,7 +273,7 @@ stop_while_frozen "$C_PID" 20000 "origin c (a sync job running)"
 assert_contains "$(cat "$WORK/c.log")" "sync jobs still running 5 s after the stop signal: ending their calls to the object store and the database"
 # The job was not done (else the freeze held nothing) and stays SYNCING. Its run could not release
 # the volume's push claim (the database was frozen): started again, c resumes the job, whose new
-# run takes over its own claim (not volume_busy until the claim lapses), and runs it to READY.
+# run waits that claim out (--claim-ttl, 30 s; before: FAILED volume_busy) and runs it to READY.
 assert_eq SYNCING "$(BDN_REMOTE="$B" "$BDN" --json volume sync describe "$job" | json_field state)" \
   "state of the job after the stop"
 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/c" --db "$DB" --sync-file-root "$WORK/syncsrc" 2>"$WORK/c2.log" &

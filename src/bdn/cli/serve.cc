@@ -785,8 +785,8 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   // A job whose runs keep ending with the process (killed for memory) must not crash-loop us.
   sync_deps.max_unfinished_runs = 5;
   sync_deps.claim = [&origin](const std::string& ns, const std::string& volume,
-                              const std::string& job_id) {
-    return origin.ClaimForSync(ns, volume, job_id);
+                              const std::string& job_id, const std::atomic<bool>* stop) {
+    return origin.ClaimForSync(ns, volume, job_id, stop);
   };
   sync::JobScheduler scheduler(
       sync_deps,

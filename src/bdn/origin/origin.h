@@ -115,14 +115,17 @@ class Origin {
   void EnableSync(std::shared_ptr<sync::SyncService> sync) { sync_ = std::move(sync); }
 
   // A push claim on ns/volume for a run of sync job `job_id` in this server: taken in the claim
-  // table (so pushes and syncs exclude each other) for holder "sync job <job_id>" with the job as
-  // its idempotency key, so that a later run of the job (which only one runner holds at a time:
-  // the job store's lease) takes over a claim an earlier run left live (its server killed, or
-  // stopped while the database did not answer) instead of failing with volume_busy until it
-  // lapses; renewed in the background, released on destruction. Errors: Conflict "volume
-  // bdn:ns/vol: push in progress (...)".
+  // table (so pushes and syncs exclude each other) for holder "sync job <job_id>", renewed in
+  // the background, released on destruction. A claim of the same holder that is live (left by
+  // an earlier run of the job whose server was killed, or stopped while the database did not
+  // answer, so that it could not release it) is waited out, up to the claim TTL and 5 s, instead
+  // of failing the resumed job with volume_busy; never taken over, so two runs never hold it at
+  // once (a claim still renewed after that wait is a run still going). Gives up when `stop` (if
+  // not null) is set. Errors: Conflict "volume bdn:ns/vol: push in progress (claimed by ...)";
+  // the claim table's.
   Result<std::unique_ptr<PushClaim>> ClaimForSync(const std::string& ns, const std::string& volume,
-                                                  const std::string& job_id);
+                                                  const std::string& job_id,
+                                                  const std::atomic<bool>* stop = nullptr);
 
  private:
   // What an endpoint needs: a scope, for the namespace in the path (req.matches[1]) or for any;

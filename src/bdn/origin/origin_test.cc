@@ -255,6 +255,41 @@ TEST_F(OriginTest, HealthzAndMetricsNeedNoAuth) {
   EXPECT_NE(m->body.find("# TYPE bdn_http_request_duration_seconds histogram"), std::string::npos);
 }
 
+// A resumed sync job waits out the claim its earlier run left live (its server killed), and takes
+// a fresh one once it lapses; it never shares a live claim, and another job or a push conflicts
+// at once. A stop ends the wait.
+TEST_F(OriginTest, SyncClaimWaitsOutItsOwnJobsLeftoverClaimOnly) {
+  auto left = origin_->claims().Acquire("w", "v", "sync job sync_1");
+  ASSERT_TRUE(left) << left.error().ToString();
+  auto other = origin_->ClaimForSync("w", "v", "sync_2");
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().message(),
+            "volume bdn:w/v: push in progress (claimed by sync job sync_1, expires in 1 s)");
+  std::atomic<bool> stop{false};
+  std::atomic<bool> done{false};
+  Result<std::unique_ptr<PushClaim>> resumed = Err(InternalError("not run"));
+  std::thread run([&] {
+    resumed = origin_->ClaimForSync("w", "v", "sync_1", &stop);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(done.load()) << "took the claim its earlier run left live";
+  clock_->Advance(std::chrono::milliseconds(400));  // the leftover lapses
+  run.join();
+  ASSERT_TRUE(resumed) << resumed.error().ToString();
+  // Its own claim, a new one: the leftover's id no longer commits.
+  EXPECT_EQ(origin_->claims().CheckCommit("w", "v", *left).code(), StatusCode::kConflict);
+  resumed->reset();
+
+  // A stop while it waits ends the wait with the conflict.
+  left = origin_->claims().Acquire("w", "v", "sync job sync_1");
+  ASSERT_TRUE(left) << left.error().ToString();
+  stop = true;
+  auto stopped = origin_->ClaimForSync("w", "v", "sync_1", &stop);
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error().code(), StatusCode::kConflict);
+}
+
 TEST_F(OriginTest, UploadVerifiesBytesAndNeverStoresBadOnes) {
   std::string good = "chunk payload";
   Digest id = Digest::Of(good);

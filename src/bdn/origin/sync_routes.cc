@@ -95,11 +95,25 @@ class TableClaim : public PushClaim {
 
 Result<std::unique_ptr<PushClaim>> Origin::ClaimForSync(const std::string& ns,
                                                         const std::string& volume,
-                                                        const std::string& job_id) {
+                                                        const std::string& job_id,
+                                                        const std::atomic<bool>* stop) {
   // Named so that a conflict, seen through any replica (claims shared in a database), names the
   // job (`bdn volume sync describe` says where it stands).
-  BDN_ASSIGN_OR_RETURN(std::string id,
-                       claims_->Acquire(ns, volume, "sync job " + job_id, "sync:" + job_id));
+  const std::string holder = "sync job " + job_id;
+  const auto give_up = std::chrono::steady_clock::now() + claims_->ttl() + std::chrono::seconds(5);
+  Result<std::string> taken = claims_->Acquire(ns, volume, holder);
+  // ClaimConflict's words for a claim of this job's own.
+  const std::string own = "(claimed by " + holder + ", expires in ";
+  while (!taken && taken.error().code() == StatusCode::kConflict &&
+         taken.error().message().find(own) != std::string::npos &&
+         std::chrono::steady_clock::now() < give_up) {
+    for (int i = 0; i < 10; ++i) {
+      if (stop != nullptr && stop->load()) return Err(taken.error());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    taken = claims_->Acquire(ns, volume, holder);
+  }
+  BDN_ASSIGN_OR_RETURN(std::string id, std::move(taken));
   return std::unique_ptr<PushClaim>(std::make_unique<TableClaim>(*claims_, ns, volume, id));
 }
 

@@ -198,7 +198,7 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   // Again at each run: a job created before the server's access rules narrowed obeys them too.
   BDN_RETURN_IF_ERROR(CheckSourceAccess(spec.source_uri, spec.endpoint, deps.access));
   BDN_ASSIGN_OR_RETURN(PathFilter filter, PathFilter::Create(spec.includes, spec.excludes));
-  auto claim = deps.claim ? deps.claim(spec.ns, spec.volume, job.id)
+  auto claim = deps.claim ? deps.claim(spec.ns, spec.volume, job.id, source_options.cancel)
                           : deps.registry->ClaimPush(spec.ns, spec.volume);
   if (!claim) return Err(StoreFailure(claim.error()));
 

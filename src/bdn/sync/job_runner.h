@@ -32,10 +32,12 @@ struct RunnerDeps {
   // available here").
   std::string secrets_unavailable;
   // Takes the volume's push claim for the whole run of job `job_id` (the origin uses its claim
-  // table, where a later run of the same job takes over the claim an earlier run left live: a
-  // server killed or stopped with its database unreachable). Unset: registry->ClaimPush.
+  // table, and waits out a claim an earlier run of the same job left live: a server killed, or
+  // stopped while its database did not answer), giving up when `stop` is set. Unset:
+  // registry->ClaimPush.
   std::function<Result<std::unique_ptr<PushClaim>>(const std::string& ns, const std::string& volume,
-                                                   const std::string& job_id)>
+                                                   const std::string& job_id,
+                                                   const std::atomic<bool>* stop)>
       claim;
   // Opens the job's source. Unset: OpenSource.
   std::function<Result<std::unique_ptr<Source>>(const std::string& uri, const SourceOptions&)>

@@ -116,8 +116,8 @@ TEST(RunJob, ARunEndedByACleanStopDoesNotCountTowardTheLimit) {
   std::atomic<bool> shutdown{false};
   std::atomic<int> opened{0};
   // The run's first step; the server is told to stop while it is under way.
-  deps.claim = [&](const std::string&, const std::string&,
-                   const std::string&) -> Result<std::unique_ptr<PushClaim>> {
+  deps.claim = [&](const std::string&, const std::string&, const std::string&,
+                   const std::atomic<bool>*) -> Result<std::unique_ptr<PushClaim>> {
     ++opened;
     shutdown = true;
     return Err(UnavailableError("hf://org/repo: stopped"));
@@ -211,8 +211,8 @@ TEST(RunJob, AJobDoesNotUseASecretSetAgainForAnotherNamespaceSinceItStarted) {
   testutil::TempDir dir("bdn_sync_secret_run");
   RunnerDeps deps;
   ASSERT_NO_FATAL_FAILURE(OpenJobsAndVault(dir, deps));
-  deps.claim = [](const std::string&, const std::string&,
-                  const std::string&) -> Result<std::unique_ptr<PushClaim>> {
+  deps.claim = [](const std::string&, const std::string&, const std::string&,
+                  const std::atomic<bool>*) -> Result<std::unique_ptr<PushClaim>> {
     return std::make_unique<PushClaim>();
   };
   std::vector<std::string> revealed;
