@@ -99,11 +99,28 @@ for p in "$READER" "$OPENER2"; do
   [ "$state" = S ] || [ "$state" = D ] || fail "signalled pid $p no longer waits (state $state): $(cat "$WORK/reader.err" "$WORK/opener.err" | tr '\n' ' ')"
 done
 
-step "umount while they wait: busy, naming the reader (an open file) and the opener (in openat)"
-# The opener has no descriptor yet: only its system call (openat, its path under the mount) holds
-# the mount, which /proc/PID/syscall and the process's memory show to root.
-run_fails 8 "bdn: error: mountpoint $WORK/mnt: busy: pid $READER (python3) has files or directories open on it; pid $OPENER2 (python3, in openat) is in a system call on a path under it, which its daemon has not answered yet (close them or stop the processes, then unmount again)" \
+step "umount while they wait: busy, naming the reader (an open file) and the openers (in openat)"
+# The openers have no descriptor yet: only their system calls (openat, a path under the mount)
+# hold the mount, which /proc/PID/task/TID/syscall and the process's memory show to root: also
+# for a worker thread's open, through a symlink to the mount (late.bin's chunk index is still
+# being fetched for the opener killed above).
+ln -s "$WORK/mnt" "$WORK/lnk"
+python3 -c 'import sys, threading; t = threading.Thread(target=lambda: open(sys.argv[1], "rb")); t.start(); t.join()' "$WORK/lnk/late.bin" &
+THREADED=$!
+PIDS+=("$THREADED")
+worker=""
+for _ in $(seq 1 250); do
+  for t in /proc/"$THREADED"/task/*; do
+    [ "${t##*/}" = "$THREADED" ] || worker=${t##*/}
+  done
+  [ -n "$worker" ] && break
+  sleep 0.02
+done
+[ -n "$worker" ] || fail "the threaded opener started no thread"
+wait_blocked "$worker" 257 "a worker thread's open of late.bin through a symlink"
+run_fails 8 "bdn: error: mountpoint $WORK/mnt: busy: pid $READER (python3) has files or directories open on it; pid $OPENER2 (python3, in openat), pid $THREADED (python3, in openat) are in a system call on a path under it, which its daemon has not answered yet (close them or stop the processes, then unmount again)" \
   "$BDN" volume umount "$WORK/mnt"
+gone_within_1s "$THREADED" "threaded opener"
 
 step "a reader killed after it handled a signal ends at once"
 python3 "$SIGNAL_READER" read "$WORK/mnt/signals.bin" 3145728 65536 "$WORK/killed.bin" &

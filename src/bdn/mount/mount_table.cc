@@ -409,14 +409,58 @@ std::optional<std::string> ReadProcessString(const fs::path& proc, uint64_t addr
   return std::nullopt;
 }
 
-// The name of the system call the process at `proc` is in, if that call names a path that
-// `under` accepts (as /proc/N/syscall and the process's memory tell: root can read them for any
-// process); "" otherwise. A process in such a call (an open waiting for a chunk index from the
-// origin) keeps the mount busy before it has any descriptor to show.
+// `p` (absolute, starting with `root`) with the symbolic links among its components resolved, as
+// the kernel would walk it, but only up to the first component that `under` accepts: nothing
+// under the mount is looked at (its daemon might not answer). `root` is the walking process's
+// root (a chroot's absolute link targets start there, and ".." stops there). Gives up (returns what
+// it has, joined with the rest) on a component that cannot be read or after 40 links (ELOOP's
+// bound).
 template <typename Under>
-std::string PathCallUnder(const fs::path& proc, const Under& under,
+fs::path ResolveOutside(const fs::path& p, const fs::path& root, const Under& under) {
+  std::vector<std::string> rest;
+  for (const auto& c : p.relative_path()) rest.push_back(c.string());
+  std::reverse(rest.begin(), rest.end());  // next component last
+  fs::path out = "/";                      // `p` starts with `root` already
+  for (int links = 0; !rest.empty();) {
+    const std::string c = std::move(rest.back());
+    rest.pop_back();
+    if (c.empty() || c == ".") continue;
+    if (c == "..") {
+      if (out != root && out != "/") out = out.parent_path();
+      continue;
+    }
+    fs::path next = out / c;
+    struct stat st;
+    if (under(next.string()) || ::lstat(next.c_str(), &st) != 0 || !S_ISLNK(st.st_mode) ||
+        ++links > 40) {
+      out = std::move(next);
+      if (under(out.string())) break;
+      continue;
+    }
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(next, ec);
+    if (ec) {
+      out = std::move(next);
+      continue;
+    }
+    std::vector<std::string> more;
+    for (const auto& t : target.relative_path()) more.push_back(t.string());
+    rest.insert(rest.end(), more.rbegin(), more.rend());
+    if (target.is_absolute()) out = root;
+  }
+  for (auto it = rest.rbegin(); it != rest.rend(); ++it) out /= *it;
+  return out.lexically_normal();
+}
+
+// The name of the system call the thread at `task` (/proc/N/task/T) is in, if that call names a
+// path that `under` accepts once its symbolic links outside the mount are resolved (as
+// /proc/N/task/T/syscall and the process's memory tell: root can read them for any process); ""
+// otherwise. A thread in such a call (an open waiting for a chunk index from the origin) keeps
+// the mount busy before its process has any descriptor to show.
+template <typename Under>
+std::string PathCallUnder(const fs::path& task, const Under& under,
                           const std::function<std::string(const fs::path&)>& link) {
-  std::ifstream in(proc / "syscall");
+  std::ifstream in(task / "syscall");
   long number = -1;
   if (!(in >> number) || number < 0) return "";  // "running", or not in a system call
   const PathCall* call = nullptr;
@@ -430,20 +474,21 @@ std::string PathCallUnder(const fs::path& proc, const Under& under,
     if (!(in >> word)) return "";
     a = std::strtoull(word.c_str(), nullptr, 16);
   }
-  std::optional<std::string> path = ReadProcessString(proc, args[call->path_arg]);
+  std::optional<std::string> path = ReadProcessString(task, args[call->path_arg]);
   if (!path || path->empty()) return "";
+  std::string root = link(task / "root");
+  if (root.empty()) root = "/";
   fs::path p(*path);
   if (p.is_absolute()) {
-    const std::string root = link(proc / "root");
-    if (!root.empty() && root != "/") p = fs::path(root) / p.relative_path();
+    if (root != "/") p = fs::path(root) / p.relative_path();
   } else {
     const int dirfd = call->dirfd_arg < 0 ? AT_FDCWD : static_cast<int>(args[call->dirfd_arg]);
     const std::string base =
-        link(dirfd == AT_FDCWD ? proc / "cwd" : proc / "fd" / std::to_string(dirfd));
+        link(dirfd == AT_FDCWD ? task / "cwd" : task / "fd" / std::to_string(dirfd));
     if (base.empty()) return "";
     p = fs::path(base) / p;
   }
-  return under(p.lexically_normal().string()) ? call->name : "";
+  return under(ResolveOutside(p.lexically_normal(), root, under).string()) ? call->name : "";
 }
 
 // The processes that keep `mp` busy, as "pid N (comm)", from /proc: `holders` have something
@@ -485,7 +530,13 @@ MountUsers ProcessesUsing(const fs::path& mp) {
         if (slash != std::string::npos) uses = under(std::string_view(line).substr(slash));
       }
     }
-    const std::string call = uses ? "" : PathCallUnder(proc, under, link);
+    // Any thread's call: a data loader opens its files from worker threads.
+    std::string call;
+    std::error_code task_ec;
+    for (fs::directory_iterator task(proc / "task", task_ec), task_end;
+         !uses && call.empty() && !task_ec && task != task_end; task.increment(task_ec)) {
+      call = PathCallUnder(task->path(), under, link);
+    }
     if (!uses && call.empty()) continue;
     std::ifstream comm_in(proc / "comm");
     std::string comm;
@@ -515,9 +566,9 @@ std::string ListOf(const std::vector<std::string>& pids) {
 std::string BusyReason(const MountUsers& users) {
   if (users.holders.empty() && users.callers.empty()) {
     if (IsRoot()) {
-      return "busy (no process has a file or directory open on it; a process in another mount "
-             "namespace, or a call into it that started before this check, holds it: unmount "
-             "again in a moment)";
+      return "busy (no process of this mount namespace has a file or directory open on it or "
+             "is in a call on a path under it: a process in another mount namespace holds it, or "
+             "one that came and went during this check)";
     }
     return "busy (files or directories are open on it, by processes this user cannot see)";
   }
