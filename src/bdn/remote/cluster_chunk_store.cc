@@ -112,11 +112,18 @@ bool ClusterChunkStore::IsHealthy(size_t node) const {
 }
 
 void ClusterChunkStore::MarkUnhealthy(Node& n, const Status& why) {
-  const int strikes = std::min(n.strikes.fetch_add(1) + 1, 7);
+  const int64_t now = NowNs(*options_.clock);
+  int64_t current = n.unhealthy_until_ns.load();
+  // Reads that were in flight when the node stalled fail together: one failure, one strike, one
+  // warning; the others find it already left alone. Only the thread that moves it from healthy
+  // (or from a back-off that has run out, its probe failed) counts.
+  if (current > now) return;
+  const int strikes = std::min(n.strikes.load() + 1, 7);
   const auto left_alone = options_.probe_interval * (int64_t{1} << (strikes - 1));
-  const int64_t until = NowNs(*options_.clock) +
-                        std::chrono::duration_cast<std::chrono::nanoseconds>(left_alone).count();
-  n.unhealthy_until_ns.store(std::max<int64_t>(until, 1));
+  const int64_t until = std::max<int64_t>(
+      now + std::chrono::duration_cast<std::chrono::nanoseconds>(left_alone).count(), 1);
+  if (!n.unhealthy_until_ns.compare_exchange_strong(current, until)) return;
+  n.strikes.store(strikes);
   log::Warn("cache node " + n.url + ": not used for " + FormatDuration(left_alone) +
             " (reads go to the next node or the origin): " + why.message());
 }

@@ -254,6 +254,41 @@ TEST(ClusterChunkStore, ASlowButAliveNodeIsWaitedForNotBypassed) {
   EXPECT_FALSE((*impatient)->IsHealthy(0));
 }
 
+// Reads in flight when a node stalls all fail at once: that is one failure of the node, not one
+// per read (three concurrent reads left it alone for 5 s, 10 s and 20 s within 35 ms).
+TEST(ClusterChunkStore, ConcurrentFailuresOfOneStallCountOnce) {
+  FakeOrigin node;
+  node.Start();
+  node.delay_ms = 2000;  // every read stalls past the deadline
+  node.healthy = false;  // and /healthz fails: a hung node
+  auto upstream = std::make_shared<CountingStore>();
+  std::vector<Digest> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto data = Bytes("stalled " + std::to_string(i));
+    ids.push_back(Digest::Of(data));
+    ASSERT_TRUE(upstream->Put(ids.back(), data).ok());
+  }
+  auto store = ClusterChunkStore::Create(
+      {node.url()}, upstream,
+      {.node_deadline = 300ms, .slow_node_patience = 0ms, .probe_interval = 1000ms});
+  ASSERT_TRUE(store.has_value());
+  ::testing::internal::CaptureStderr();
+  std::vector<std::thread> readers;
+  for (const Digest& id : ids) {
+    readers.emplace_back([&store, id] { EXPECT_TRUE((*store)->Get(id).has_value()); });
+  }
+  for (auto& t : readers) t.join();
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(upstream->gets, 3);
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  size_t warnings = 0;
+  for (size_t at = 0; (at = logged.find("not used for", at)) != std::string::npos; ++at) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << logged;
+  EXPECT_NE(logged.find("not used for 1s"), std::string::npos) << logged;
+}
+
 // A node that answers /healthz but stalls every read passed each probe and got cold reads again
 // every 5 s, each failing at the mount's read deadline: now every failure without a read that
 // succeeded in between doubles how long it is left alone.
