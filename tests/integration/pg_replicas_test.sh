@@ -15,7 +15,9 @@
 # - PostgreSQL frozen (SIGSTOP, connections up, no answers): SIGTERM stops an origin whose request
 #   waits in a database call within 15 s, exit 0; the other origin goes on once it thaws; one
 #   running a sync job lets the job go after 5 s (exit 0), and started again resumes the job,
-#   whose run waits out the push claim the stopped run could not release, to READY.
+#   whose run waits out the push claim the stopped run could not release, to READY; one whose
+#   start-up waits for the migration lock another session holds stops at SIGTERM within 3 s,
+#   exit 0, without "listening on".
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
@@ -244,6 +246,14 @@ wait "$STAT" 2>/dev/null || true
 head=$(BDN_REMOTE="$B" "$BDN" --json volume stat bdn:w/down | json_field head)
 [ -n "$head" ] && [[ "$ref" == *"$head" ]] || fail "the head of bdn:w/down through b after the freeze: $head, pushed $ref"
 
+step "origin b stops cleanly (the sync job below is then run by origin c only)"
+for pid in "$B_PID"; do
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  assert_eq 0 "$rc" "exit code of bdn serve after SIGTERM"
+done
+
 step "PostgreSQL frozen while a sync job runs: the stop lets the job go after 5 s, the job resumes"
 mkdir -p "$WORK/syncsrc"
 truncate -s 8G "$WORK/syncsrc/zeros.bin"  # sparse: seconds of chunking and hashing, one chunk stored
@@ -274,13 +284,13 @@ assert_contains "$(cat "$WORK/c.log")" "sync jobs still running 5 s after the st
 # The job was not done (else the freeze held nothing) and stays SYNCING. Its run could not release
 # the volume's push claim (the database was frozen): started again, c resumes the job, whose new
 # run waits that claim out (--claim-ttl, 30 s; before: FAILED volume_busy) and runs it to READY.
-assert_eq SYNCING "$(BDN_REMOTE="$B" "$BDN" --json volume sync describe "$job" | json_field state)" \
+assert_eq SYNCING "$(psql_c bdn "SELECT state FROM sync_jobs WHERE id = '$job'")" \
   "state of the job after the stop"
 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/c" --db "$DB" --sync-file-root "$WORK/syncsrc" 2>"$WORK/c2.log" &
 C_PID=$!
 PIDS+=("$C_PID")
 for _ in $(seq 1 600); do
-  state=$(BDN_REMOTE="$B" "$BDN" --json volume sync describe "$job" | json_field state)
+  state=$(psql_c bdn "SELECT state FROM sync_jobs WHERE id = '$job'")
   [ "$state" = SYNCING ] || break
   kill -0 "$C_PID" 2>/dev/null || fail "origin c exited: $(cat "$WORK/c2.log")"
   sleep 0.1
@@ -289,11 +299,41 @@ assert_eq READY "$state" "state of the job after origin c started again ($(cat "
 kill -TERM "$C_PID"
 wait "$C_PID" || fail "origin c did not stop cleanly the second time"
 
-step "the other origin stops cleanly"
-for pid in "$B_PID"; do
-  kill -TERM "$pid"
-  rc=0
-  wait "$pid" || rc=$?
-  assert_eq 0 "$rc" "exit code of bdn serve after SIGTERM"
+step "a stop while start-up waits on the database (the migration lock held elsewhere): exit 0"
+# Replicas starting at once wait for each other's migrations; a stop signal then ends the wait
+# (it held the stop until the lock came, then started listening).
+"$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d bdn \
+  -c "SELECT pg_advisory_lock(hashtextextended('bdn/migrate', 0))" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+HOLDER=$!
+PIDS+=("$HOLDER")
+for _ in $(seq 1 200); do
+  [ "$(psql_c bdn "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" = 1 ] && break
+  sleep 0.05
 done
+: >"$WORK/d.log"
+"$BDN" serve --listen 127.0.0.1:0 --data "$WORK/d" --db "$DB" 2>>"$WORK/d.log" &
+D_PID=$!
+PIDS+=("$D_PID")
+waiting=0
+for _ in $(seq 1 200); do
+  waiting=$(psql_c bdn "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+  [ "$waiting" = 1 ] && break
+  kill -0 "$D_PID" 2>/dev/null || fail "origin d exited: $(cat "$WORK/d.log")"
+  sleep 0.05
+done
+assert_eq 1 "$waiting" "start-ups waiting for the migration lock"
+t0=$(now_ms)
+kill -TERM "$D_PID"
+wait_gone "$D_PID" 20000
+took=$(($(now_ms) - t0))
+rc=0
+wait "$D_PID" || rc=$?
+echo "    origin d exited $took ms after SIGTERM"
+assert_eq 0 "$rc" "exit code of bdn serve stopped while it waited for the migration lock ($(cat "$WORK/d.log"))"
+[ "$took" -lt 3000 ] || fail "bdn serve took $took ms to stop while it waited for the migration lock"
+assert_contains "$(cat "$WORK/d.log")" "SIGTERM: shutting down"
+assert_absent "listening on" "a server stopped during its start-up" "$WORK/d.log"
+kill "$HOLDER"
+wait "$HOLDER" 2>/dev/null || true
+
 echo "PASS"

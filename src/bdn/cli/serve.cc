@@ -115,6 +115,68 @@ void WaitForStopSignal(const sigset_t& stop_signals) {
   log::Info(SignalName(sig) + ": shutting down");
 }
 
+// Ends what a server's start-up waits on as soon as a stop signal is pending (blocked by
+// BlockStopSignals, not yet taken by WaitForStopSignal): a cache node's checks of its upstream
+// (each may otherwise hold a stop for its 10 s deadline on an upstream that does not answer),
+// an origin's database calls (a migration lock another replica holds, a PostgreSQL that does
+// not answer: for ever). Polls every 20 ms on a thread of its own until destroyed.
+class StopDuringStartup {
+ public:
+  explicit StopDuringStartup(const sigset_t& stop_signals)
+      : stop_signals_(stop_signals), thread_([this] { Loop(); }) {}
+  ~StopDuringStartup() { End(); }
+  StopDuringStartup(const StopDuringStartup&) = delete;
+  StopDuringStartup& operator=(const StopDuringStartup&) = delete;
+
+  // `client`'s requests end (HttpClient::Shutdown) once a stop signal is pending, or at once if
+  // one is already.
+  void Watch(const std::shared_ptr<http::HttpClient>& client) {
+    Watch([client] { client->Shutdown(); });
+  }
+  // `end` is called (once, on this object's thread or this one) once a stop signal is pending,
+  // or at once if one is already.
+  void Watch(std::function<void()> end) {
+    MutexLock l(mu_);
+    if (stop_) return end();
+    ends_.push_back(std::move(end));
+  }
+  // Whether a stop signal came during the checks.
+  bool stop() const { return stop_; }
+  // Stops watching (start-up is over); stop() stays as it is. Idempotent.
+  void End() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  bool Pending() const {
+    sigset_t pending;
+    if (::sigpending(&pending) != 0) return false;
+    for (int sig : StopSignals()) {
+      if (sigismember(&stop_signals_, sig) == 1 && sigismember(&pending, sig) == 1) return true;
+    }
+    return false;
+  }
+  void Loop() {
+    while (!done_) {
+      if (Pending()) {
+        MutexLock l(mu_);
+        stop_ = true;
+        for (auto& end : ends_) end();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  const sigset_t stop_signals_;
+  std::atomic<bool> done_{false};
+  std::atomic<bool> stop_{false};
+  Mutex mu_;
+  std::vector<std::function<void()>> ends_ GUARDED_BY(mu_);
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 // The directory a server works in: `given`, else `home`/`leaf`, else $BDN_HOME/`leaf`; made
 // absolute, so that every message naming a file in it starts with the path that HideServerPath
 // keeps out of error bodies (clients see `shown_as`/...; the server's stderr keeps the path).
@@ -434,8 +496,10 @@ struct Metadata {
   std::shared_ptr<sql::Database> cluster;
 };
 
-Result<Metadata> OpenMetadata(const ServeArgs& args, const fs::path& data,
-                              RegistryOptions registry_options, std::chrono::milliseconds ttl) {
+Result<Metadata> OpenMetadata(
+    const ServeArgs& args, const fs::path& data, RegistryOptions registry_options,
+    std::chrono::milliseconds ttl,
+    const std::function<void(const std::shared_ptr<sql::PgPool>&)>& pool_opened) {
   Metadata m;
   if (args.db.empty()) {
     const fs::path db = data / "registry.db";
@@ -452,7 +516,8 @@ Result<Metadata> OpenMetadata(const ServeArgs& args, const fs::path& data,
   sql::PgOptions options;
   options.url = args.db;
   options.max_connections = static_cast<size_t>(args.db_connections);
-  BDN_ASSIGN_OR_RETURN(PgMetadata pg, OpenPgMetadata(options, std::move(registry_options), ttl));
+  BDN_ASSIGN_OR_RETURN(PgMetadata pg,
+                       OpenPgMetadata(options, std::move(registry_options), ttl, pool_opened));
   log::Info("metadata in " + pg.pool->name());
   m.registry = pg.registry;
   m.keys = pg.keys;
@@ -670,7 +735,10 @@ Result<ServerStore> OpenServerStore(const ServeArgs& args, const fs::path& data,
 
 }  // namespace
 
-Status Serve(const ServeArgs& args, const std::string& home) {
+// Serve, once the stop signals are blocked: runs until one of them, watched by `startup` (which
+// ends the database calls of a start-up that waits on them) until it listens.
+Status ServeUntilStopped(const ServeArgs& args, const std::string& home,
+                         const sigset_t& stop_signals, StopDuringStartup& startup) {
   KeepFreedMemory();
   BDN_RETURN_IF_ERROR(
       InitLog(args.http, ServerDirPath(args.data, home, "server"), "the data directory"));
@@ -711,7 +779,6 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
   const fs::path data = ServerDir(args.data, home, "server", "<data>");
   BDN_ASSIGN_OR_RETURN(sync::SourceAccess source_access, ServerSourceAccess(args, data));
-  const sigset_t stop_signals = BlockStopSignals();
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
   http::Server& server = *bound;
   // Private to the owner (0700, files 0600): it holds every chunk and the key table.
@@ -720,7 +787,11 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(UniqueFd data_lock, LockDataDir(data));  // held until the server stops
 
   // Before the store: with --db, a server that cannot reach its database creates nothing more.
-  BDN_ASSIGN_OR_RETURN(Metadata meta, OpenMetadata(args, data, registry_options, *ttl));
+  BDN_ASSIGN_OR_RETURN(Metadata meta,
+                       OpenMetadata(args, data, registry_options, *ttl,
+                                    [&startup](const std::shared_ptr<sql::PgPool>& pool) {
+                                      startup.Watch([pool] { pool->Shutdown(); });
+                                    }));
   std::shared_ptr<Registry> registry = meta.registry;
   std::shared_ptr<KeyStore> keys = meta.keys;
 
@@ -830,8 +901,12 @@ Status Serve(const ServeArgs& args, const std::string& home) {
     log::Warn("--insecure-no-auth: authentication is OFF; anyone who can reach " + server.url() +
               " can read, push, tag and manage keys");
   }
-  log::Info("listening on " + server.url());
-  PrintMetricsAddress(server);
+  // A stop signal that came during start-up has ended its database calls: no "listening on" then.
+  startup.End();
+  if (!startup.stop()) {
+    log::Info("listening on " + server.url());
+    PrintMetricsAddress(server);
+  }
 
   WaitForStopSignal(stop_signals);
   // Handlers and uploaders still waiting on an object store that does not answer end once the
@@ -868,6 +943,22 @@ Status Serve(const ServeArgs& args, const std::string& home) {
   }
   server.Stop(end_backend_calls);
   return Status::Ok();
+}
+
+Status Serve(const ServeArgs& args, const std::string& home) {
+  // Before any thread starts, so that every thread inherits the mask.
+  const sigset_t stop_signals = BlockStopSignals();
+  StopDuringStartup startup(stop_signals);
+  Status s = ServeUntilStopped(args, home, stop_signals, startup);
+  startup.End();
+  if (!s.ok() && startup.stop()) {
+    // A start-up step that a stop signal ended (a migration lock another replica held, a
+    // database that did not answer) fails with "shutting down": a clean stop, not an error.
+    log::Info("start-up ended by the stop signal: " + s.message());
+    WaitForStopSignal(stop_signals);  // pending: taken at once, and logged
+    return Status::Ok();
+  }
+  return s;
 }
 
 // ---- bdn cache serve: an in-cluster cache node ----
@@ -924,60 +1015,6 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
     out.Set("bdn_cache_capacity_bytes", {}, static_cast<double>(cache->options().capacity_bytes));
   });
 }
-
-// Ends the requests of a server's start-up checks as soon as a stop signal is pending (blocked
-// by BlockStopSignals, not yet taken by WaitForStopSignal): each check may otherwise hold a
-// stop for its 10 s deadline on an upstream that does not answer. Polls every 20 ms on a thread
-// of its own until destroyed.
-class StopDuringStartup {
- public:
-  explicit StopDuringStartup(const sigset_t& stop_signals)
-      : stop_signals_(stop_signals), thread_([this] { Loop(); }) {}
-  ~StopDuringStartup() {
-    done_ = true;
-    thread_.join();
-  }
-  StopDuringStartup(const StopDuringStartup&) = delete;
-  StopDuringStartup& operator=(const StopDuringStartup&) = delete;
-
-  // `client`'s requests end (HttpClient::Shutdown) once a stop signal is pending, or at once if
-  // one is already.
-  void Watch(const std::shared_ptr<http::HttpClient>& client) {
-    MutexLock l(mu_);
-    clients_.push_back(client);
-    if (stop_) client->Shutdown();
-  }
-  // Whether a stop signal came during the checks.
-  bool stop() const { return stop_; }
-
- private:
-  bool Pending() const {
-    sigset_t pending;
-    if (::sigpending(&pending) != 0) return false;
-    for (int sig : StopSignals()) {
-      if (sigismember(&stop_signals_, sig) == 1 && sigismember(&pending, sig) == 1) return true;
-    }
-    return false;
-  }
-  void Loop() {
-    while (!done_) {
-      if (Pending()) {
-        stop_ = true;
-        MutexLock l(mu_);
-        for (auto& c : clients_) c->Shutdown();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-
-  const sigset_t stop_signals_;
-  std::atomic<bool> done_{false};
-  std::atomic<bool> stop_{false};
-  Mutex mu_;
-  std::vector<std::shared_ptr<http::HttpClient>> clients_ GUARDED_BY(mu_);
-  std::thread thread_;  // last: starts once the members above exist
-};
 
 // Whether the upstream lets this node's own key (BDN_TOKEN, in `client_options`, from which
 // `probe` was made: a client of its own, closed after) read every blob. PermissionDenied

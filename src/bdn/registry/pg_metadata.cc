@@ -16,10 +16,12 @@ Status MigratePgMetadata(sql::PgPool& pool) {
   return pool.Migrate("registry", PgMetadataMigrations());
 }
 
-Result<PgMetadata> OpenPgMetadata(sql::PgOptions options, RegistryOptions registry_options,
-                                  std::chrono::milliseconds claim_ttl) {
+Result<PgMetadata> OpenPgMetadata(
+    sql::PgOptions options, RegistryOptions registry_options, std::chrono::milliseconds claim_ttl,
+    const std::function<void(const std::shared_ptr<sql::PgPool>&)>& opened) {
   PgMetadata m;
   BDN_ASSIGN_OR_RETURN(m.pool, sql::PgPool::Open(std::move(options)));
+  if (opened) opened(m.pool);
   BDN_RETURN_IF_ERROR(MigratePgMetadata(*m.pool));
   m.registry = std::make_shared<SqlRegistry>(m.pool->Use("registry"), std::move(registry_options));
   m.keys = std::make_shared<SqlKeyStore>(m.pool->Use("key store"));

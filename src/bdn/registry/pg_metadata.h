@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -36,8 +37,11 @@ struct PgMetadata {
 };
 
 // Connects (sql::PgPool::Open), migrates (MigratePgMetadata) and makes the stores; push claims
-// live for `claim_ttl` unless renewed. Errors: PgPool::Open's and Migrate's.
-Result<PgMetadata> OpenPgMetadata(sql::PgOptions options, RegistryOptions registry_options,
-                                  std::chrono::milliseconds claim_ttl);
+// live for `claim_ttl` unless renewed. `opened`, if set, gets the pool before the migrations
+// (which may wait for another replica's): a server stopping then shuts it down
+// (PgPool::Shutdown). Errors: PgPool::Open's and Migrate's.
+Result<PgMetadata> OpenPgMetadata(
+    sql::PgOptions options, RegistryOptions registry_options, std::chrono::milliseconds claim_ttl,
+    const std::function<void(const std::shared_ptr<sql::PgPool>&)>& opened = nullptr);
 
 }  // namespace bdn
