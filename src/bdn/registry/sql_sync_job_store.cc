@@ -172,6 +172,7 @@ Status AlreadyTerminal(const SyncJobRecord& j) {
 class LockLease : public SyncJobLease {
  public:
   explicit LockLease(std::unique_ptr<sql::HeldLock> lock) : lock_(std::move(lock)) {}
+  Result<bool> Held() override { return lock_->Held(); }
 
  private:
   std::unique_ptr<sql::HeldLock> lock_;

@@ -126,6 +126,10 @@ struct SyncFileRecord {
 class SyncJobLease {
  public:
   virtual ~SyncJobLease() = default;
+  // Whether the lease is still this runner's: false once it was lost behind the runner's back
+  // (sql::HeldLock::Held: a PostgreSQL lock whose connection ended), when another runner may
+  // take the job. Errors: Unavailable when that cannot be told now. One caller at a time.
+  virtual Result<bool> Held() { return true; }
 };
 
 // Implementations are thread-safe and make each call atomic.

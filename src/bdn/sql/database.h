@@ -75,6 +75,12 @@ class Session {
 class HeldLock {
  public:
   virtual ~HeldLock() = default;
+  // Whether the lock is still held: false once it is lost behind its holder's back (PostgreSQL:
+  // the lock's connection ended, by a server restart, a terminated backend or a network
+  // failure; the server then lets another holder take it). An flock(2) lasts as long as its
+  // process: always true. Errors: Unavailable when the engine cannot tell now (the pool is
+  // shutting down, reason kShuttingDown). Not thread-safe: one caller at a time.
+  virtual Result<bool> Held() { return true; }
 };
 
 // The answer of Database::TryLock.

@@ -400,11 +400,30 @@ class PgSession : public Session {
 // A session advisory lock, held by its own connection.
 class PgLock : public HeldLock {
  public:
-  explicit PgLock(PGconn* conn) : conn_(conn) {}
+  PgLock(std::shared_ptr<PgPool::Impl> pool, PGconn* conn, std::string what, std::string op)
+      : pool_(std::move(pool)), conn_(conn), what_(std::move(what)), op_(std::move(op)) {}
   ~PgLock() override { PQfinish(conn_); }
 
+  // Asks the lock's own connection whether its backend still holds an advisory lock (it holds
+  // only this one): a lost connection means the server has dropped, or will drop, the lock.
+  Result<bool> Held() override {
+    if (lost_) return false;
+    PgSession session(*pool_, conn_, what_, op_);
+    auto held = session.Query(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+        "pid = pg_backend_pid()");
+    if (held) return held->Text(0, 0) != "0";
+    if (held.error().reason() == kShuttingDown) return Err(held.error());
+    if (!session.failure().lost) return Err(held.error());
+    lost_ = true;
+    return false;
+  }
+
  private:
+  const std::shared_ptr<PgPool::Impl> pool_;
   PGconn* conn_;
+  const std::string what_, op_;
+  bool lost_ = false;
 };
 
 // How many times a transaction runs at most after serialization failures and deadlocks, and
@@ -490,7 +509,7 @@ class PgDatabase : public Database {
     }
     LockAttempt out;
     if (taken->Text(0, 0) == "t") {
-      out.held = std::make_unique<PgLock>(conn);
+      out.held = std::make_unique<PgLock>(pool_, conn, what_, op);
       return out;
     }
     auto holder = session.Query(
@@ -527,7 +546,7 @@ class PgDatabase : public Database {
       }
       return Err(s);
     }
-    return std::unique_ptr<HeldLock>(std::make_unique<PgLock>(conn));
+    return std::unique_ptr<HeldLock>(std::make_unique<PgLock>(pool_, conn, what_, op));
   }
 
   Result<std::vector<std::string>> CheckIntegrity() override { return std::vector<std::string>(); }

@@ -219,6 +219,47 @@ TEST_F(PostgresTest, LocksAreExclusiveNamedAndDieWithTheirConnection) {
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
 }
 
+// Held()'s answer, or a failure naming its error.
+bool Unwrap(Result<bool> held) {
+  EXPECT_OK(held);
+  return held && *held;
+}
+
+// A lock whose connection ended (its backend terminated here, a server restart likewise) is gone
+// from the server, and another holder may take it: its holder learns that from Held().
+TEST_F(PostgresTest, ALockWhoseConnectionEndedIsNoLongerHeld) {
+  auto a = Open();
+  auto b = Open();
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  auto first = (*a)->Use("sync jobs")->TryLock("sync-job1");
+  ASSERT_OK(first);
+  ASSERT_NE(first->held, nullptr);
+  EXPECT_TRUE(Unwrap(first->held->Held()));
+  EXPECT_TRUE(Unwrap(first->held->Held()));
+  auto db = (*b)->Use("sync jobs");
+  auto ended = ReadValue<std::string>(*db, [](Session& s) -> Result<std::string> {
+    BDN_ASSIGN_OR_RETURN(
+        Rows r, s.Query("SELECT pg_terminate_backend(l.pid, 5000)::text FROM pg_locks l WHERE "
+                        "l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND "
+                        "((l.classid::bigint << 32) | l.objid::bigint) = "
+                        "hashtextextended('bdn/sync-job1', 0)"));
+    return r.Text(0, 0);
+  });
+  ASSERT_OK(ended);
+  EXPECT_EQ("true", *ended);
+  auto taken = db->TryLock("sync-job1");
+  ASSERT_OK(taken);
+  EXPECT_NE(taken->held, nullptr);
+  EXPECT_FALSE(Unwrap(first->held->Held()));
+  EXPECT_FALSE(Unwrap(first->held->Held()));
+  EXPECT_TRUE(Unwrap(taken->held->Held()));
+  // A lock taken by Lock is checked the same way.
+  auto waited = db->Lock("other", Database::LockMode::kExclusive, std::chrono::seconds(1));
+  ASSERT_OK(waited);
+  EXPECT_TRUE(Unwrap((*waited)->Held()));
+}
+
 TEST_F(PostgresTest, SharedLocksCoexistAndKeepAnExclusiveOneWaitingUntilTheyEnd) {
   auto a = Open();
   auto b = Open();

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "bdn/base/log.h"
 #include "bdn/format/chunk_index.h"
 #include "bdn/format/manifest.h"
 #include "bdn/sync/glob.h"
@@ -113,21 +114,27 @@ class JobEntrySource : public EntrySource {
   std::unordered_map<std::string, SyncFileRecord> recorded_;
 };
 
-// Writes the run's progress to the job store every interval and watches for a cancel request
-// or a shutdown, setting `stop` for the source. Stops on destruction.
+// Writes the run's progress to the job store every interval and watches for a cancel request,
+// a shutdown or a lost lease, setting `stop` for the source. A lease lost behind the run's back
+// (a PostgreSQL lock whose connection ended) is taken again at once if no other runner has
+// taken it; if one has, `lease_lost` is set too and the run stops for that runner. Stops on
+// destruction.
 class Watcher {
  public:
   Watcher(const RunnerDeps& deps, const std::string& id, const RunOptions& options,
           const TransferCounters& counters, const std::atomic<uint64_t>& fetched,
-          uint64_t fetched_before, std::atomic<bool>& stop, std::atomic<bool>& canceled)
+          uint64_t fetched_before, std::unique_ptr<SyncJobLease>& lease, std::atomic<bool>& stop,
+          std::atomic<bool>& canceled, std::atomic<bool>& lease_lost)
       : deps_(deps),
         id_(id),
         options_(options),
         counters_(counters),
         fetched_(fetched),
         fetched_before_(fetched_before),
+        lease_(lease),
         stop_(stop),
         canceled_(canceled),
+        lease_lost_(lease_lost),
         thread_([this] { Run(); }) {}
   ~Watcher() {
     {
@@ -168,8 +175,32 @@ class Watcher {
         canceled_ = true;
         stop_ = true;
       }
+      CheckLease();
       lock.Lock();
     }
+  }
+
+  // A lease that cannot be checked now is checked again at the next tick.
+  void CheckLease() {
+    if (lease_lost_) return;
+    if (lease_) {
+      auto held = lease_->Held();
+      if (!held || *held) return;
+      lease_.reset();
+      log::Warn("sync job " + id_ + ": its lease was lost (its database connection ended)");
+    }
+    auto again = deps_.jobs->TryLease(id_);
+    if (!again) return;  // no lease now: the next tick tries again
+    if (*again) {
+      lease_ = std::move(*again);
+      log::Info("sync job " + id_ + ": lease taken again; the run goes on");
+      return;
+    }
+    // Another runner holds the job now: it waits for this run's push claim, which the run
+    // releases when it stops.
+    log::Warn("sync job " + id_ + ": another runner took the job; this run stops");
+    lease_lost_ = true;
+    stop_ = true;
   }
 
   const RunnerDeps& deps_;
@@ -178,8 +209,10 @@ class Watcher {
   const TransferCounters& counters_;
   const std::atomic<uint64_t>& fetched_;
   const uint64_t fetched_before_;
+  std::unique_ptr<SyncJobLease>& lease_;  // only this thread touches it while it runs
   std::atomic<bool>& stop_;
   std::atomic<bool>& canceled_;
+  std::atomic<bool>& lease_lost_;
   Mutex mu_;
   std::condition_variable cv_;
   bool done_ GUARDED_BY(mu_) = false;
@@ -318,6 +351,7 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   const uint64_t fetched_before = job.progress.bytes_fetched - 0;
   std::atomic<bool> stop{false};
   std::atomic<bool> canceled{false};
+  std::atomic<bool> lease_lost{false};
 
   SourceOptions source_options;
   source_options.retry = deps.retry;
@@ -330,7 +364,8 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   Result<Outcome> outcome;
   SyncProgress progress;
   {
-    Watcher watcher(deps, id, options, counters, fetched, fetched_before, stop, canceled);
+    Watcher watcher(deps, id, options, counters, fetched, fetched_before, lease, stop, canceled,
+                    lease_lost);
     // A run that throws (std::bad_alloc from a source's answer that no limit caught) ends the
     // job FAILED rather than the process: a job left SYNCING would be resumed into the same
     // failure at every start of the server.
@@ -340,6 +375,14 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
       outcome = Err(InternalError(job.spec.source_uri + ": the sync failed: " + e.what()));
     }
     progress = watcher.Progress();
+  }
+  if (!outcome && lease_lost) {
+    // The job is another runner's now (it counted a run of its own): this one neither records
+    // an outcome nor counts as a run that ended with its process.
+    deps.jobs->UncountRun(id).IgnoreError();
+    return Err(ConflictError("sync job " + id +
+                             ": its lease was lost and another runner took the job; this run "
+                             "stopped"));
   }
   // Advisory, as in the watcher: Finish below records the job's state and reports its failure.
   deps.jobs->SetProgress(id, progress).IgnoreError();

@@ -355,5 +355,141 @@ TEST(JobScheduler, DeletesFinishedJobsPastTheRetention) {
   EXPECT_STATUS(deps.jobs->Get(done->id), kNotFound, "sync job " + done->id + ": not found");
 }
 
+// A job store whose leases the test can take away: Held() answers `held`, and a TryLease after
+// the first gives a lease only while `free_again` (else another runner has the job).
+class LosingLeases : public SyncJobStore {
+ public:
+  explicit LosingLeases(std::shared_ptr<SyncJobStore> inner) : inner_(std::move(inner)) {}
+  using SyncJobStore::Create;
+  std::atomic<bool> held{true};
+  std::atomic<bool> free_again{false};
+  std::atomic<int> leases{0};
+
+  Result<CreatedSyncJob> Create(const SyncJobSpec& spec, const SyncJobCreate& how) override {
+    return inner_->Create(spec, how);
+  }
+  Result<SyncJobRecord> Get(const std::string& id) override { return inner_->Get(id); }
+  Result<std::vector<SyncJobRecord>> List(const std::string& ns, const std::string& volume,
+                                          size_t limit) override {
+    return inner_->List(ns, volume, limit);
+  }
+  Result<std::vector<SyncJobRecord>> ListUnfinished() override { return inner_->ListUnfinished(); }
+  Result<int64_t> DeleteFinished(int64_t before) override { return inner_->DeleteFinished(before); }
+  Result<SyncJobRecord> StartRun(const std::string& id) override { return inner_->StartRun(id); }
+  Status UncountRun(const std::string& id) override { return inner_->UncountRun(id); }
+  Status SetSource(const std::string& id, const std::string& revision, const Digest& listing,
+                   uint64_t objects, uint64_t bytes) override {
+    return inner_->SetSource(id, revision, listing, objects, bytes);
+  }
+  Status SetProgress(const std::string& id, const SyncProgress& progress) override {
+    return inner_->SetProgress(id, progress);
+  }
+  Result<SyncJobRecord> Finish(const std::string& id, SyncState state,
+                               std::optional<Digest> version, bool unchanged,
+                               const std::string& code, const std::string& message) override {
+    return inner_->Finish(id, state, version, unchanged, code, message);
+  }
+  Result<SyncJobRecord> RequestCancel(const std::string& id) override {
+    return inner_->RequestCancel(id);
+  }
+  Status RecordFile(const std::string& id, const SyncFileRecord& file) override {
+    return inner_->RecordFile(id, file);
+  }
+  Result<std::vector<SyncFileRecord>> Files(const std::string& id) override {
+    return inner_->Files(id);
+  }
+  Result<std::unique_ptr<SyncJobLease>> TryLease(const std::string&) override {
+    if (++leases > 1 && !free_again) return std::unique_ptr<SyncJobLease>();
+    held = true;
+    return std::unique_ptr<SyncJobLease>(std::make_unique<Lease>(held));
+  }
+
+ private:
+  class Lease : public SyncJobLease {
+   public:
+    explicit Lease(const std::atomic<bool>& held) : held_(held) {}
+    Result<bool> Held() override { return held_.load(); }
+
+   private:
+    const std::atomic<bool>& held_;
+  };
+  std::shared_ptr<SyncJobStore> inner_;
+};
+
+// A job store in `dir` for `deps` whose leases the test takes away, looked at every 20 ms.
+void OpenLosingLeases(const testutil::TempDir& dir, RunnerDeps& deps,
+                      std::shared_ptr<LosingLeases>& jobs) {
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
+  jobs = std::make_shared<LosingLeases>(deps.jobs);
+  deps.jobs = jobs;
+  deps.progress_interval = std::chrono::milliseconds(20);
+}
+
+// A job's lease is a PostgreSQL lock held by a connection of its own: when that connection
+// ended (PostgreSQL restarted, the backend terminated), the run went on while another replica
+// took the lease and ran the job too. The run now stops for that runner, leaving the job to it
+// (no outcome recorded, no run counted).
+TEST(RunJob, ARunWhoseLeaseAnotherRunnerTookStopsAndLeavesTheJobToIt) {
+  testutil::TempDir dir("bdn_lease");
+  RunnerDeps deps;
+  std::shared_ptr<LosingLeases> jobs;
+  ASSERT_NO_FATAL_FAILURE(OpenLosingLeases(dir, deps, jobs));
+  std::atomic<bool> stopped{false};
+  // The run's first step, under way when the lease is lost.
+  deps.claim = [&](const std::string&, const std::string&, const std::string&,
+                   const std::atomic<bool>* stop) -> Result<std::unique_ptr<PushClaim>> {
+    jobs->held = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!stop->load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    stopped = stop->load();
+    return Err(ConflictError("stopped"));
+  };
+  auto job = jobs->Create(HubSpec());
+  ASSERT_OK(job);
+  EXPECT_STATUS(RunJob(job->id, deps), kConflict,
+                "sync job " + job->id +
+                    ": its lease was lost and another runner took the job; this run stopped");
+  EXPECT_TRUE(stopped.load());
+  EXPECT_EQ(2, jobs->leases.load());
+  auto now = jobs->Get(job->id);
+  ASSERT_OK(now);
+  EXPECT_EQ(SyncState::kSyncing, now->state);
+  EXPECT_EQ(0, now->runs);
+  EXPECT_EQ("", now->error_code);
+}
+
+// A lost lease that no other runner has taken is taken again, and the run goes on.
+TEST(RunJob, ARunWhoseLostLeaseIsStillFreeTakesItAgainAndGoesOn) {
+  testutil::TempDir dir("bdn_lease");
+  RunnerDeps deps;
+  std::shared_ptr<LosingLeases> jobs;
+  ASSERT_NO_FATAL_FAILURE(OpenLosingLeases(dir, deps, jobs));
+  jobs->free_again = true;
+  std::atomic<bool> stopped{false};
+  deps.claim = [&](const std::string&, const std::string&, const std::string&,
+                   const std::atomic<bool>* stop) -> Result<std::unique_ptr<PushClaim>> {
+    jobs->held = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (jobs->leases.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // A few more ticks of the watcher: the lease it holds again stays held.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stopped = stop->load();
+    return Err(UnavailableError("hf://org/repo: went on"));
+  };
+  auto job = jobs->Create(HubSpec());
+  ASSERT_OK(job);
+  auto ran = RunJob(job->id, deps);
+  ASSERT_OK(ran);
+  EXPECT_FALSE(stopped.load());
+  EXPECT_EQ(2, jobs->leases.load());
+  EXPECT_EQ(SyncState::kFailed, ran->state);
+  EXPECT_EQ("hf://org/repo: went on", ran->error_message);
+  EXPECT_EQ(1, ran->runs);
+}
+
 }  // namespace
 }  // namespace bdn::sync
