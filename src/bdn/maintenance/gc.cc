@@ -378,6 +378,12 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
     }
   }
   Hook(options, GcPhase::kSweeping);
+  // The hold is what kept commits out since the second mark: one lost behind the run's back
+  // (PostgreSQL restarted) may have let one in, so nothing is deleted (the next run starts
+  // over).
+  if (Status s = StillHeld(**sweep_hold); !s.ok()) {
+    return fail(Status(s.code(), "gc: sweep: " + s.message() + "; nothing was deleted"));
+  }
   Status deleted = store.DeletePacks(doomed);
   if (!deleted.ok()) return fail(deleted);
   Hook(options, GcPhase::kDeleted);

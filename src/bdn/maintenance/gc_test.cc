@@ -464,6 +464,67 @@ TEST_F(GcTest, OneGcAtATime) {
       << r.error().message();
 }
 
+// A store whose sweep holds are lost once taken (a PostgreSQL advisory lock whose connection
+// ended: the server restarted during the sweep's mark), the rest the store's own.
+class LosingSweepHolds : public GcStore {
+ public:
+  explicit LosingSweepHolds(LocalChunkStore& store) : store_(store) {}
+  Result<std::unique_ptr<StoreHold>> BeginGc() override { return store_.BeginGc(); }
+  Result<std::vector<GcPack>> ListSealedPacks(uint64_t* skipped) override {
+    return store_.ListSealedPacks(skipped);
+  }
+  bool IsQuarantined(uint64_t pack, uint64_t offset) override {
+    return store_.IsQuarantined(pack, offset);
+  }
+  Status PublishDoom(std::span<const uint64_t> packs) override { return store_.PublishDoom(packs); }
+  Status ClearDoom() override { return store_.ClearDoom(); }
+  Result<std::unique_ptr<StoreHold>> HoldForSweep() override {
+    class Lost : public StoreHold {
+     public:
+      explicit Lost(std::unique_ptr<StoreHold> inner) : inner_(std::move(inner)) {}
+      Result<bool> Held() override { return false; }
+
+     private:
+      std::unique_ptr<StoreHold> inner_;
+    };
+    BDN_ASSIGN_OR_RETURN(auto held, store_.HoldForSweep());
+    return std::unique_ptr<StoreHold>(std::make_unique<Lost>(std::move(held)));
+  }
+  Result<std::vector<Digest>> LiveClaims() override { return store_.LiveClaims(); }
+  Result<bool> HasLiveCopy(const Digest& id) override { return store_.HasLiveCopy(id); }
+  Status DeletePacks(std::span<const uint64_t> packs) override { return store_.DeletePacks(packs); }
+  Status CompactIndex() override { return store_.CompactIndex(); }
+  ChunkStore& blobs() override { return store_.blobs(); }
+
+ private:
+  LocalChunkStore& store_;
+};
+
+// The sweep's hold kept commits out since its mark; lost, it may have let one in, so the run
+// deletes nothing (the next run starts over).
+TEST_F(GcTest, ASweepWhoseHoldWasLostDeletesNothing) {
+  Digest v1 = PushFiles({{"a", a_}});
+  Digest v2 = PushFiles({{"b", b_}});
+  const size_t packs = PackCount();
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  NewProcess();
+  LosingSweepHolds losing(*store_);
+  GcOptions o;
+  o.clock = clock_;
+  auto r = RunGc(*registry_, losing, o);
+  EXPECT_STATUS(r, kUnavailable,
+                "gc: sweep: the chunk store's GC lock was lost (its database connection ended); "
+                "nothing was deleted");
+  EXPECT_EQ(PackCount(), packs);
+  ExpectReadable(v1);
+  ExpectReadable(v2);
+  auto again = Gc();
+  ASSERT_OK(again);
+  EXPECT_EQ(again->packs_deleted, 1u);
+  EXPECT_EQ(PackCount(), packs - 1);
+}
+
 TEST_F(GcTest, ADoomLeftByADeadGcIsDroppedAtOpen) {
   Digest v1 = PushFiles({{"a", a_}});
   auto packs = store_->ListSealedPacks(nullptr);

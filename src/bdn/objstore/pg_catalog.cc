@@ -58,6 +58,7 @@ Status InsertStampedRows(sql::Session& s, const std::string& into, const std::st
 class DbLockHold : public StoreHold {
  public:
   explicit DbLockHold(std::unique_ptr<sql::HeldLock> lock) : lock_(std::move(lock)) {}
+  Result<bool> Held() override { return lock_->Held(); }
 
  private:
   std::unique_ptr<sql::HeldLock> lock_;

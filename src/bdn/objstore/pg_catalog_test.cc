@@ -292,5 +292,47 @@ TEST_F(PgCatalogTest, ASweepWaitsForCommitsOnEveryReplica) {
   EXPECT_OK(late);
 }
 
+// Every hold is an advisory lock on a connection of its own: when that connection ends (the
+// server restarted, the backend terminated), the server drops the lock, and the hold says so.
+TEST_F(PgCatalogTest, HoldsWhoseConnectionsEndedSayTheyNoLongerHold) {
+  auto a = Replica();
+  auto b = Replica();
+  ASSERT_TRUE(a && b);
+  auto run = a->BeginGc();
+  auto commit = a->HoldForCommit();
+  ASSERT_OK(run);
+  ASSERT_OK(commit);
+  for (auto* hold : {&*run, &*commit}) {
+    auto held = (*hold)->Held();
+    ASSERT_OK(held);
+    EXPECT_TRUE(*held);
+  }
+  auto pool = sql::PgPool::Open({.url = url_});
+  ASSERT_OK(pool);
+  auto ended = sql::ReadValue<std::string>(
+      *(*pool)->Use("test"), [](sql::Session& s) -> Result<std::string> {
+        BDN_ASSIGN_OR_RETURN(
+            sql::Rows r,
+            s.Query("SELECT count(pg_terminate_backend(pid, 5000))::text FROM pg_locks "
+                    "WHERE locktype = 'advisory' AND granted AND database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database())"));
+        return r.Text(0, 0);
+      });
+  ASSERT_OK(ended);
+  EXPECT_EQ("2", *ended);
+  for (auto* hold : {&*run, &*commit}) {
+    auto held = (*hold)->Held();
+    ASSERT_OK(held);
+    EXPECT_FALSE(*held);
+  }
+  // The other replica takes them now.
+  EXPECT_OK(b->BeginGc());
+  auto sweep = b->HoldForSweep();
+  ASSERT_OK(sweep);
+  auto held = (*sweep)->Held();
+  ASSERT_OK(held);
+  EXPECT_TRUE(*held);
+}
+
 }  // namespace
 }  // namespace bdn::objstore

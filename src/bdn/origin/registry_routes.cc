@@ -264,6 +264,8 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   if (!stats) return stats.error();
   c.stats = *stats;
   BDN_RETURN_IF_ERROR(store_->Sync());
+  // A hold lost since the check (PostgreSQL restarted) may have let a sweep in: checked again.
+  BDN_RETURN_IF_ERROR(StillHeld(*hold).WithPrefix("commit"));
   BDN_ASSIGN_OR_RETURN(CommitResult r, registry_->Commit(c));
   Reply(res, api::CommitResultToJson(r));
   return Status::Ok();

@@ -138,6 +138,12 @@ Result<std::unique_ptr<UploadBatch>> ChunkStore::StartUploads(std::span<const Di
       std::make_unique<UploadsVia>([this](const Digest& id) { return StartPut(id); }, ids));
 }
 
+Status StillHeld(StoreHold& hold) {
+  BDN_ASSIGN_OR_RETURN(bool held, hold.Held());
+  if (held) return Status::Ok();
+  return UnavailableError("the chunk store's GC lock was lost (its database connection ended)");
+}
+
 Result<std::unique_ptr<StoreHold>> ChunkStore::HoldForCommit() {
   return std::make_unique<StoreHold>();
 }

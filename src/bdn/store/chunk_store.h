@@ -34,7 +34,17 @@ using BlobSizes = std::vector<std::optional<uint64_t>>;
 class StoreHold {
  public:
   virtual ~StoreHold() = default;
+  // Whether it still holds: false once lost behind its holder's back (a PostgreSQL advisory
+  // lock whose connection ended: sql::HeldLock::Held); a lock file's hold lasts as long as its
+  // process. Errors: Unavailable when that cannot be told now. One caller at a time.
+  virtual Result<bool> Held() { return true; }
 };
+
+// OK while `hold` still holds; else Unavailable "the chunk store's GC lock was lost (its
+// database connection ended)", or Held's error: for a step that relies on the hold to end
+// without acting (a commit answered 503, which its client retries; a sweep that deletes
+// nothing).
+Status StillHeld(StoreHold& hold);
 
 // What storing a blob found (BlobWriter::Commit).
 enum class PutOutcome { kStored, kAlreadyStored };

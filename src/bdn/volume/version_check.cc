@@ -135,6 +135,8 @@ Result<CommitResult> CommitCheckingRegistry::Commit(const CommitRequest& req) {
   // No GC sweeps between the check and the commit (store/gc_store.h).
   BDN_ASSIGN_OR_RETURN(auto hold, store_->HoldForCommit());
   BDN_ASSIGN_OR_RETURN(checked.stats, CheckVersionStored(*store_, req.digest));
+  // A hold lost since the check may have let a sweep in (PostgreSQL restarted).
+  BDN_RETURN_IF_ERROR(StillHeld(*hold).WithPrefix("commit"));
   return inner_->Commit(checked);
 }
 
@@ -151,6 +153,7 @@ Result<RestoreResult> CommitCheckingRegistry::RestoreVersion(
       return Err(checked.error().WithPrefix("restore"));
     }
   }
+  BDN_RETURN_IF_ERROR(StillHeld(*hold).WithPrefix("restore"));
   return inner_->RestoreVersion(ns, volume, digest, expected_sequence, idempotency_key);
 }
 

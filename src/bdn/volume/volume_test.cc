@@ -363,6 +363,49 @@ TEST_F(VolumeTest, ACommitRefusedAsNotStoredIsFollowedByStoringWhatIsMissingAndC
   EXPECT_TRUE(IsNotStoredError(refused.error())) << refused.error().ToString();
 }
 
+// A store whose commit holds are lost before they are looked at again: a PostgreSQL advisory
+// lock whose connection ended (the server restarted) between a commit's check and its write.
+class LosingCommitHolds : public MemChunkStore {
+ public:
+  Result<std::unique_ptr<StoreHold>> HoldForCommit() override {
+    class Lost : public StoreHold {
+     public:
+      Result<bool> Held() override { return false; }
+    };
+    return std::unique_ptr<StoreHold>(std::make_unique<Lost>());
+  }
+};
+
+// A sweep may have run since the check: the commit ends unwritten, with a 503 (Unavailable) that
+// its client retries, and a restore likewise.
+TEST_F(VolumeTest, ACommitWhoseHoldWasLostSinceItsCheckWritesNothing) {
+  Write("a.bin", Random(300'000, 32));
+  auto store = std::make_shared<LosingCommitHolds>();
+  std::shared_ptr<Registry> inner = std::move(registry_);
+  CommitCheckingRegistry checked(inner, store);
+  PushOptions o = SrcOptions("v");
+  o.max_commit_rounds = 0;
+  auto r = Push(o, *store, checked, nullptr);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(StatusCode::kUnavailable, r.error().code());
+  EXPECT_NE(r.error().message().find(
+                "commit: the chunk store's GC lock was lost (its database connection ended)"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_EQ(StatusCode::kNotFound, inner->ListVersions("test", "v", true).error().code());
+  // A deleted version's restore is checked the same way (the same tree pushed through a store
+  // that holds: the same digest, whose blobs `store` got from the first push).
+  auto plain = std::make_shared<MemChunkStore>();
+  CommitCheckingRegistry ok(inner, plain);
+  auto pushed = Push(o, *plain, ok, nullptr);
+  ASSERT_TRUE(pushed.has_value()) << pushed.error().message();
+  ASSERT_TRUE(inner->DeleteVersions("test", "v", pushed->ref.digest, std::nullopt).has_value());
+  auto restored = checked.RestoreVersion("test", "v", pushed->ref.digest, std::nullopt, "");
+  ASSERT_FALSE(restored.has_value());
+  EXPECT_EQ("restore: the chunk store's GC lock was lost (its database connection ended)",
+            restored.error().message());
+}
+
 // Pull, cat and verify from a store that prefers batches (a remote tier) fetch a file's chunks
 // with a few GetMany calls, not a Get per chunk, and write the same bytes as from a local store.
 TEST_F(VolumeTest, BatchingStoreReadsInFewBatchesWithIdenticalBytes) {
