@@ -5,8 +5,11 @@
 # - taken by another holder at once (a psql session stands in for another replica's runner): the
 #   run stops within a second or two and leaves the job SYNCING (no outcome, no run counted, its
 #   push claim released); once the holder lets go, the job is resumed to READY;
-# - still free: the run takes the lease again and goes on to READY.
-# Before, the run went on without a lease in both cases: two runners of one job.
+# - still free: the run takes the lease again and goes on to READY;
+# - free again, but the job ended meanwhile (the origin stalled, and the job was cancelled through
+#   another replica): the run stops, commits nothing, and that outcome stands.
+# Before, the run went on without a lease in the first two cases (two runners of one job), and
+# in the third committed a version under a CANCELED job.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
 
@@ -108,6 +111,33 @@ echo "    READY after $(($(now_ms) - t0)) ms"
 assert_eq "1" "$(psql_c bdn "SELECT runs FROM sync_jobs WHERE id = '$job'")" "runs of the job"
 assert_absent "sync job $job: another runner took the job" "a run whose lease was free again" "$WORK/e.log"
 
-kill -TERM "$E_PID"
-wait "$E_PID" || fail "the origin did not stop cleanly: $(cat "$WORK/e.log")"
+step "the lease lost while the origin stalls, and the job cancelled through another replica: no commit"
+# The stalled run came back, took the free lease again and committed a version under a job the
+# API had reported CANCELED (or that another replica had ended FAILED). Replica f has no
+# --sync-file-root: a poll of it that runs the job meanwhile fails it (file_not_allowed), which
+# the run must respect the same way.
+start_bdn f serve --listen 127.0.0.1:0 --data "$WORK/f" --db "$DB"
+F_PID=$STARTED_PID
+F=$STARTED_URL
+job=$(start_job ended)
+pid=$(lease_pid "$job")
+[ -n "$pid" ] || fail "no backend holds the lease of running job $job"
+kill -STOP "$E_PID"
+assert_eq t "$(psql_c bdn "SELECT pg_terminate_backend($pid, 5000)")" "the lease's backend ended"
+BDN_REMOTE="$F" "$BDN" volume sync cancel "$job" >"$WORK/cancel.out" 2>&1 || true
+ended=$(psql_c bdn "SELECT state FROM sync_jobs WHERE id = '$job'")
+case "$ended" in CANCELED | FAILED) ;; *) fail "job $job: $ended after the cancel ($(cat "$WORK/cancel.out"))" ;; esac
+kill -CONT "$E_PID"
+wait_for_log "sync job $job: $ended meanwhile (ended while its lease was lost); this run stops"
+sleep 1
+assert_eq "$ended" "$(psql_c bdn "SELECT state FROM sync_jobs WHERE id = '$job'")" "state of the job"
+assert_eq 0 "$(psql_c bdn "SELECT count(*) FROM versions v JOIN volumes o ON o.id = v.volume_id WHERE o.ns = 'w' AND o.name = 'ended'")" \
+  "versions of bdn:w/ended"
+assert_eq 0 "$(psql_c bdn "SELECT count(*) FROM push_claims WHERE ns = 'w' AND volume = 'ended'")" \
+  "push claims left on bdn:w/ended"
+
+for pid in "$E_PID" "$F_PID"; do
+  kill -TERM "$pid"
+  wait "$pid" || fail "an origin did not stop cleanly: $(cat "$WORK/e.log" "$WORK/f.log")"
+done
 echo "PASS"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -114,6 +115,12 @@ class JobEntrySource : public EntrySource {
   std::unordered_map<std::string, SyncFileRecord> recorded_;
 };
 
+// What RunJob answers for a run whose lease another runner took.
+Status LeaseLost(const std::string& id) {
+  return ConflictError("sync job " + id +
+                       ": its lease was lost and another runner took the job; this run stopped");
+}
+
 // Writes the run's progress to the job store every interval and watches for a cancel request,
 // a shutdown or a lost lease, setting `stop` for the source. A lease lost behind the run's back
 // (a PostgreSQL lock whose connection ended) is taken again at once if no other runner has
@@ -182,6 +189,40 @@ class Watcher {
 
   // A lease that cannot be checked now is checked again at the next tick.
   void CheckLease() {
+    MutexLock lock(lease_mu_);
+    CheckLeaseLocked();
+  }
+
+ public:
+  // The last look before the run commits: OK while the job is still this run's (its lease held,
+  // the job SYNCING, no cancel requested). Else the run must not commit: Conflict for a lease
+  // another runner took (lease_lost set); CanceledError after a cancel request (canceled set);
+  // FailedPrecondition "sync job <id>: already <STATE>" for a job that another run (or a cancel
+  // while the lease was lost) ended; Unavailable while the lease cannot be told held.
+  Status ConfirmBeforeCommit() {
+    MutexLock lock(lease_mu_);
+    CheckLeaseLocked();
+    if (lease_lost_) return LeaseLost(id_);
+    if (!lease_) {
+      return UnavailableError("sync job " + id_ +
+                              ": its lease was lost and could not be taken again; nothing was "
+                              "committed");
+    }
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord job, deps_.jobs->Get(id_));
+    if (IsTerminal(job.state)) {
+      return FailedPreconditionError("sync job " + id_ + ": already " +
+                                     std::string(SyncStateName(job.state)));
+    }
+    if (job.cancel_requested) {
+      canceled_ = true;
+      stop_ = true;
+      return CanceledError("sync job " + id_);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  void CheckLeaseLocked() REQUIRES(lease_mu_) {
     if (lease_lost_) return;
     if (lease_) {
       auto held = lease_->Held();
@@ -192,6 +233,16 @@ class Watcher {
     auto again = deps_.jobs->TryLease(id_);
     if (!again) return;  // no lease now: the next tick tries again
     if (*again) {
+      // Free again, but another runner may have held it meanwhile and ended the job (or a cancel
+      // may have, seeing no runner): then this run is over.
+      auto job = deps_.jobs->Get(id_);
+      if (job && IsTerminal(job->state)) {
+        log::Warn("sync job " + id_ + ": " + std::string(SyncStateName(job->state)) +
+                  " meanwhile (ended while its lease was lost); this run stops");
+        lease_lost_ = true;
+        stop_ = true;
+        return;
+      }
       lease_ = std::move(*again);
       log::Info("sync job " + id_ + ": lease taken again; the run goes on");
       return;
@@ -209,7 +260,8 @@ class Watcher {
   const TransferCounters& counters_;
   const std::atomic<uint64_t>& fetched_;
   const uint64_t fetched_before_;
-  std::unique_ptr<SyncJobLease>& lease_;  // only this thread touches it while it runs
+  Mutex lease_mu_;  // one look at the lease at a time (the watcher's, the commit's)
+  std::unique_ptr<SyncJobLease>& lease_ GUARDED_BY(lease_mu_);
   std::atomic<bool>& stop_;
   std::atomic<bool>& canceled_;
   std::atomic<bool>& lease_lost_;
@@ -225,8 +277,11 @@ struct Outcome {
 };
 
 // The work of one run; every failure comes back as a Status with its stable code (reason).
+// `before_commit` is the last look before each commit (Watcher::ConfirmBeforeCommit): its error
+// ends the run uncommitted.
 Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
-                        SourceOptions source_options, TransferCounters& counters) {
+                        SourceOptions source_options, TransferCounters& counters,
+                        const std::function<Status()>& before_commit) {
   const SyncJobSpec& spec = job.spec;
   // Again at each run: a job created before the server's access rules narrowed obeys them too.
   BDN_RETURN_IF_ERROR(CheckSourceAccess(spec.source_uri, spec.endpoint, deps.access));
@@ -298,6 +353,7 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
       if (v.source_listing_digest != commit.source_listing_digest) continue;
       commit.digest = v.digest;
       commit.stats = v.stats;
+      BDN_RETURN_IF_ERROR(before_commit());
       auto r = deps.registry->Commit(commit);
       if (!r) return Err(StoreFailure(r.error()));
       counters.files_done = objects.size();
@@ -316,6 +372,7 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   if (Status s = deps.store->Sync(); !s.ok()) return Err(StoreFailure(s));
   commit.digest = sealed.digest;
   commit.stats = sealed.stats;
+  BDN_RETURN_IF_ERROR(before_commit());
   auto r = deps.registry->Commit(commit);
   if (!r) return Err(StoreFailure(r.error()));
   // "unchanged" is the metadata check's word (nothing fetched); bytes fetched again that sealed
@@ -370,19 +427,20 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
     // job FAILED rather than the process: a job left SYNCING would be resumed into the same
     // failure at every start of the server.
     try {
-      outcome = Execute(job, deps, source_options, counters);
+      outcome = Execute(job, deps, source_options, counters,
+                        [&] { return watcher.ConfirmBeforeCommit(); });
     } catch (const std::exception& e) {
       outcome = Err(InternalError(job.spec.source_uri + ": the sync failed: " + e.what()));
     }
     progress = watcher.Progress();
   }
   if (!outcome && lease_lost) {
+    // Ended meanwhile (by the runner that took the lease, or a cancel): that outcome stands.
+    if (auto now = deps.jobs->Get(id); now && IsTerminal(now->state)) return now;
     // The job is another runner's now (it counted a run of its own): this one neither records
     // an outcome nor counts as a run that ended with its process.
     deps.jobs->UncountRun(id).IgnoreError();
-    return Err(ConflictError("sync job " + id +
-                             ": its lease was lost and another runner took the job; this run "
-                             "stopped"));
+    return Err(LeaseLost(id));
   }
   // Advisory, as in the watcher: Finish below records the job's state and reports its failure.
   deps.jobs->SetProgress(id, progress).IgnoreError();

@@ -77,11 +77,14 @@ struct RunOptions {
 // stops the run and the job ends CANCELED. A lease lost behind the run's back
 // (SyncJobLease::Held, looked at every progress_interval) is taken again and the run goes on;
 // if another runner took it first, the run stops and leaves the job to that runner (no outcome
-// recorded, the run not counted). The job's own failures are recorded in it (FAILED, with a
-// stable code and a message naming the source), not returned. Errors: NotFound for an unknown
-// job; Conflict "sync job <id>: already running in another process" while another runner holds
-// it; Conflict "sync job <id>: its lease was lost and another runner took the job; this run
-// stopped"; the job store's errors. A job past deps.max_unfinished_runs ends FAILED (internal)
+// recorded, the run not counted); if the job ended meanwhile (another runner's outcome, a
+// cancel), the run stops and returns it. Before each commit the run looks again (lease held,
+// job SYNCING, no cancel requested) and commits nothing otherwise. The job's own failures are
+// recorded in it (FAILED, with a stable code and a message naming the source), not returned.
+// Errors: NotFound for an unknown job; Conflict "sync job <id>: already running in another process"
+// while another runner holds it; Conflict "sync job <id>: its lease was lost and another runner
+// took the job; this run stopped"; the job store's errors. A job past deps.max_unfinished_runs ends
+// FAILED (internal)
 // "<source>: started 5 times without finishing (the server stopped during each run: out of
 // memory?); start a new job to try again" without running.
 Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,

@@ -416,6 +416,15 @@ class LosingLeases : public SyncJobStore {
   std::shared_ptr<SyncJobStore> inner_;
 };
 
+// Waits up to 10 s for the run to be told to stop; whether it was.
+bool WaitForStop(const std::atomic<bool>& stop) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return stop.load();
+}
+
 // A job store in `dir` for `deps` whose leases the test takes away, looked at every 20 ms.
 void OpenLosingLeases(const testutil::TempDir& dir, RunnerDeps& deps,
                       std::shared_ptr<LosingLeases>& jobs) {
@@ -439,11 +448,7 @@ TEST(RunJob, ARunWhoseLeaseAnotherRunnerTookStopsAndLeavesTheJobToIt) {
   deps.claim = [&](const std::string&, const std::string&, const std::string&,
                    const std::atomic<bool>* stop) -> Result<std::unique_ptr<PushClaim>> {
     jobs->held = false;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!stop->load() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    stopped = stop->load();
+    stopped = WaitForStop(*stop);
     return Err(ConflictError("stopped"));
   };
   auto job = jobs->Create(HubSpec());
@@ -489,6 +494,38 @@ TEST(RunJob, ARunWhoseLostLeaseIsStillFreeTakesItAgainAndGoesOn) {
   EXPECT_EQ(SyncState::kFailed, ran->state);
   EXPECT_EQ("hf://org/repo: went on", ran->error_message);
   EXPECT_EQ(1, ran->runs);
+}
+
+// Free again, but ended meanwhile: another replica took the lease, ran the job to its end (here
+// FAILED) and let go, while this run was stalled (a paused VM, a network cut). The run took the
+// lease back and went on, and its commit then put a version under a FAILED job. It stops now,
+// and the other run's outcome stands.
+TEST(RunJob, ARunWhoseJobEndedWhileItsLeaseWasLostStopsAndLeavesThatOutcome) {
+  testutil::TempDir dir("bdn_lease");
+  RunnerDeps deps;
+  std::shared_ptr<LosingLeases> jobs;
+  ASSERT_NO_FATAL_FAILURE(OpenLosingLeases(dir, deps, jobs));
+  jobs->free_again = true;
+  std::atomic<bool> stopped{false};
+  std::string id;
+  deps.claim = [&](const std::string&, const std::string&, const std::string&,
+                   const std::atomic<bool>* stop) -> Result<std::unique_ptr<PushClaim>> {
+    // Lost, and ended by another runner before this run looks again.
+    EXPECT_OK(jobs->Finish(id, SyncState::kFailed, std::nullopt, false, "source_changed",
+                           "hf://org/repo: changed"));
+    jobs->held = false;
+    stopped = WaitForStop(*stop);
+    return Err(ConflictError("stopped"));
+  };
+  auto job = jobs->Create(HubSpec());
+  ASSERT_OK(job);
+  id = job->id;
+  auto ran = RunJob(job->id, deps);
+  ASSERT_OK(ran);
+  EXPECT_TRUE(stopped.load());
+  EXPECT_EQ(SyncState::kFailed, ran->state);
+  EXPECT_EQ("source_changed", ran->error_code);
+  EXPECT_EQ("hf://org/repo: changed", ran->error_message);
 }
 
 }  // namespace
