@@ -198,15 +198,19 @@ class Watcher {
   // the job SYNCING, no cancel requested). Else the run must not commit: Conflict for a lease
   // another runner took (lease_lost set); CanceledError after a cancel request (canceled set);
   // FailedPrecondition "sync job <id>: already <STATE>" for a job that another run (or a cancel
-  // while the lease was lost) ended; Unavailable while the lease cannot be told held.
+  // while the lease was lost) ended; Unavailable (reason store_failed) while the lease, lost,
+  // cannot be taken again.
   Status ConfirmBeforeCommit() {
     MutexLock lock(lease_mu_);
     CheckLeaseLocked();
     if (lease_lost_) return LeaseLost(id_);
     if (!lease_) {
+      // The database did not answer when the lease was taken again: what a commit's own failure
+      // there would have been.
       return UnavailableError("sync job " + id_ +
                               ": its lease was lost and could not be taken again; nothing was "
-                              "committed");
+                              "committed")
+          .WithReason(std::string(kStoreFailed));
     }
     BDN_ASSIGN_OR_RETURN(SyncJobRecord job, deps_.jobs->Get(id_));
     if (IsTerminal(job.state)) {

@@ -7,6 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -364,6 +368,10 @@ class LosingLeases : public SyncJobStore {
   std::atomic<bool> held{true};
   std::atomic<bool> free_again{false};
   std::atomic<int> leases{0};
+  // Called at each Held() before it answers (the test's doings while the lease is looked at).
+  std::function<void()> on_held;
+  // A TryLease after the first fails with this (the database does not answer).
+  std::optional<Status> lease_error;
 
   Result<CreatedSyncJob> Create(const SyncJobSpec& spec, const SyncJobCreate& how) override {
     return inner_->Create(spec, how);
@@ -399,19 +407,23 @@ class LosingLeases : public SyncJobStore {
     return inner_->Files(id);
   }
   Result<std::unique_ptr<SyncJobLease>> TryLease(const std::string&) override {
-    if (++leases > 1 && !free_again) return std::unique_ptr<SyncJobLease>();
-    held = true;
-    return std::unique_ptr<SyncJobLease>(std::make_unique<Lease>(held));
+    if (++leases > 1 && lease_error) return Err(*lease_error);
+    if (leases > 1 && !free_again) return std::unique_ptr<SyncJobLease>();
+    if (leases > 1) held = true;
+    return std::unique_ptr<SyncJobLease>(std::make_unique<Lease>(*this));
   }
 
  private:
   class Lease : public SyncJobLease {
    public:
-    explicit Lease(const std::atomic<bool>& held) : held_(held) {}
-    Result<bool> Held() override { return held_.load(); }
+    explicit Lease(LosingLeases& jobs) : jobs_(jobs) {}
+    Result<bool> Held() override {
+      if (jobs_.on_held) jobs_.on_held();
+      return jobs_.held.load();
+    }
 
    private:
-    const std::atomic<bool>& held_;
+    LosingLeases& jobs_;
   };
   std::shared_ptr<SyncJobStore> inner_;
 };
@@ -526,6 +538,98 @@ TEST(RunJob, ARunWhoseJobEndedWhileItsLeaseWasLostStopsAndLeavesThatOutcome) {
   EXPECT_EQ(SyncState::kFailed, ran->state);
   EXPECT_EQ("source_changed", ran->error_code);
   EXPECT_EQ("hf://org/repo: changed", ran->error_message);
+}
+
+// A run that reaches its commit: a directory with one file as the source (file://), a store in
+// memory, a registry in `dir`; the watcher looks only every 10 s, so the look before the commit
+// is the one that counts.
+struct CommittingRun {
+  testutil::TempDir dir{"bdn_commit_look"};
+  RunnerDeps deps;
+  std::shared_ptr<LosingLeases> jobs;
+  std::shared_ptr<Registry> registry;
+  std::string id;
+
+  void Open() {
+    ASSERT_NO_FATAL_FAILURE(OpenLosingLeases(dir, deps, jobs));
+    deps.progress_interval = std::chrono::seconds(10);
+    deps.store = std::make_shared<MemChunkStore>();
+    auto r = SqliteRegistry::Open(dir.path() / "versions.db");
+    ASSERT_OK(r);
+    registry = std::move(*r);
+    deps.registry = registry;
+    std::filesystem::create_directories(dir.path() / "src");
+    std::ofstream(dir.path() / "src" / "weights.bin") << "weights";
+    SyncJobSpec spec;
+    spec.source_uri = "file://" + (dir.path() / "src").string();
+    spec.ns = "w";
+    spec.volume = "v";
+    auto job = jobs->Create(spec);
+    ASSERT_OK(job);
+    id = job->id;
+  }
+  // The versions of w/v (none: NotFound from the registry).
+  size_t Versions() {
+    auto v = registry->ListVersions("w", "v", true);
+    return v ? v->size() : 0;
+  }
+};
+
+TEST(RunJob, ACommittingRunWithItsLeaseHeldCommits) {
+  CommittingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Open());
+  auto ran = RunJob(run.id, run.deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ(SyncState::kReady, ran->state) << ran->error_message;
+  EXPECT_EQ(1u, run.Versions());
+}
+
+// A cancel that came while the lease was lost found no runner and ended the job CANCELED; the
+// run, taking its free lease back at its commit, commits nothing and the job stays CANCELED.
+TEST(RunJob, ACommitAfterTheJobWasCancelledWhileItsLeaseWasLostIsNotMade) {
+  CommittingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Open());
+  run.jobs->free_again = true;
+  run.jobs->on_held = [&] {
+    if (!run.jobs->held) return;
+    run.jobs->held = false;
+    EXPECT_OK(run.jobs->RequestCancel(run.id));
+    EXPECT_OK(run.jobs->Finish(run.id, SyncState::kCanceled, std::nullopt, false, "canceled",
+                               "sync job " + run.id + ": canceled"));
+  };
+  auto ran = RunJob(run.id, run.deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ(SyncState::kCanceled, ran->state);
+  EXPECT_EQ(0u, run.Versions());
+}
+
+// A cancel request the watcher had not seen yet: looked at before the commit, it wins.
+TEST(RunJob, ACancelRequestedJustBeforeTheCommitIsHonoured) {
+  CommittingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Open());
+  run.jobs->on_held = [&] { EXPECT_OK(run.jobs->RequestCancel(run.id)); };
+  auto ran = RunJob(run.id, run.deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ(SyncState::kCanceled, ran->state);
+  EXPECT_EQ("sync job " + run.id + ": canceled", ran->error_message);
+  EXPECT_EQ(0u, run.Versions());
+}
+
+// Lost, and the database does not answer when the run tries to take it back: no commit, and the
+// job fails as a commit that could not reach the database would (store_failed).
+TEST(RunJob, ACommitWhoseLostLeaseCannotBeTakenBackIsNotMade) {
+  CommittingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Open());
+  run.jobs->lease_error = UnavailableError("registry postgresql://db: connection lost");
+  run.jobs->on_held = [&] { run.jobs->held = false; };
+  auto ran = RunJob(run.id, run.deps);
+  ASSERT_OK(ran);
+  EXPECT_EQ(SyncState::kFailed, ran->state);
+  EXPECT_EQ("store_failed", ran->error_code);
+  EXPECT_EQ("sync job " + run.id +
+                ": its lease was lost and could not be taken again; nothing was committed",
+            ran->error_message);
+  EXPECT_EQ(0u, run.Versions());
 }
 
 }  // namespace
