@@ -72,6 +72,11 @@ struct CommitRequest {
   std::string idempotency_key;
   std::string source_revision;        // as VersionRecord's; recorded only for a new version
   std::string source_listing_digest;  // as VersionRecord's; recorded only for a new version
+  // Set by a sync run (sync::RunJob): the commit is made only while sync job `sync_job_id` is
+  // SYNCING with no cancel requested, looked at in the commit's own transaction with the job's
+  // row locked (SqlRegistry, whose database holds the jobs), so that a run that lost its job
+  // (ended elsewhere, cancelled) while it stalled commits nothing. Empty: no condition.
+  std::string sync_job_id;
 };
 
 // How long a registry keeps the idempotency key of a write (and so recognizes its retries).
@@ -156,7 +161,10 @@ class Registry {
   // recorded result (see the class comment). Errors: Conflict on a stale expected_sequence;
   // FailedPrecondition if the version exists but is DELETED within its retention ("restore it
   // first");
-  // InvalidArgument if `tags` holds "head", and for idempotency keys.
+  // InvalidArgument if `tags` holds "head", and for idempotency keys. With req.sync_job_id:
+  // FailedPrecondition "sync job <id>: already <STATE>; its run's version was not committed" or
+  // "sync job <id>: cancel requested; its run's version was not committed"; NotFound "sync job
+  // <id>: not found".
   virtual Result<CommitResult> Commit(const CommitRequest& req) = 0;
   // The result recorded for req.idempotency_key if a Commit of this same request already applied
   // it; nullopt if the key is empty or not recorded. Lets a server answer a retried commit before

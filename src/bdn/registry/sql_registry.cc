@@ -394,6 +394,26 @@ class Tx {
   const RegistryOptions& options_;
 };
 
+// In a commit's transaction: OK while the sync job that commits is SYNCING with no cancel
+// requested (CommitRequest::sync_job_id), its row locked until the transaction ends, so that a
+// Finish or a cancel comes wholly before or after the commit.
+Status CheckSyncRun(Tx& tx, const CommitRequest& req) {
+  const std::string job = "sync job " + req.sync_job_id;
+  BDN_ASSIGN_OR_RETURN(Rows r,
+                       tx.Query("SELECT state, cancel_requested FROM sync_jobs WHERE id=?1" +
+                                    std::string(tx.session().ForUpdate()),
+                                {req.sync_job_id}));
+  if (r.empty()) return NotFoundError(job + ": not found");
+  if (r.Text(0, 0) != "SYNCING") {
+    return FailedPreconditionError(job + ": already " + r.Text(0, 0) +
+                                   "; its run's version was not committed");
+  }
+  if (r.Int(0, 1) != 0) {
+    return FailedPreconditionError(job + ": cancel requested; its run's version was not committed");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 struct SqlRegistry::Impl {
@@ -525,6 +545,7 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
                 "ON CONFLICT(ns, name) DO NOTHING",
                 {req.ns, req.volume, tx.NowMs()}));
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockVolume(req.ns, req.volume));
+    if (!req.sync_job_id.empty()) BDN_RETURN_IF_ERROR(CheckSyncRun(tx, req));
     const std::string what = VolumeName(req.ns, req.volume);
     BDN_RETURN_IF_ERROR(tx.CheckExpected(vid, what, req.expected_sequence));
     BDN_ASSIGN_OR_RETURN(int64_t seq, tx.Sequence(vid));

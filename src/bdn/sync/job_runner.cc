@@ -340,6 +340,10 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   commit.source_uri = spec.source_uri;
   commit.source_revision = listing.revision;
   commit.source_listing_digest = digest.ToString();
+  // Made only while the job is still SYNCING with no cancel (in the commit's transaction): a run
+  // that stalls after ConfirmBeforeCommit, past its lease and its claim, commits nothing once
+  // the job ended elsewhere.
+  commit.sync_job_id = job.id;
   if (!spec.tag.empty()) commit.tags.push_back(spec.tag);
 
   // Already mirrored: the same listing sealed before resolves to that version, by metadata only.

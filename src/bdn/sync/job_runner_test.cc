@@ -554,7 +554,8 @@ struct CommittingRun {
     ASSERT_NO_FATAL_FAILURE(OpenLosingLeases(dir, deps, jobs));
     deps.progress_interval = std::chrono::seconds(10);
     deps.store = std::make_shared<MemChunkStore>();
-    auto r = SqliteRegistry::Open(dir.path() / "versions.db");
+    auto r =
+        SqliteRegistry::Open(dir.path() / "registry.db");  // the jobs' database, as bdn serve's
     ASSERT_OK(r);
     registry = std::move(*r);
     deps.registry = registry;
@@ -630,6 +631,34 @@ TEST(RunJob, ACommitWhoseLostLeaseCannotBeTakenBackIsNotMade) {
                 ": its lease was lost and could not be taken again; nothing was committed",
             ran->error_message);
   EXPECT_EQ(0u, run.Versions());
+}
+
+// A run stalled after its last look (a paused VM, the commit waiting on a table lock), past its
+// lease and its push claim, while the job was cancelled or ended elsewhere: its commit, made
+// under the job's row lock, is refused (the stale run committed over a user's later push).
+TEST(RunJob, ACommitOfASyncRunIsMadeOnlyWhileItsJobIsSyncingWithNoCancel) {
+  CommittingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Open());
+  CommitRequest req;
+  req.ns = "w";
+  req.volume = "v";
+  req.digest = Digest::Of(std::string("a version"));
+  req.sync_job_id = run.id;
+  EXPECT_OK(run.jobs->StartRun(run.id));
+  EXPECT_OK(run.registry->Commit(req));
+  ASSERT_OK(run.jobs->RequestCancel(run.id));
+  EXPECT_STATUS(run.registry->Commit(req), kFailedPrecondition,
+                "sync job " + run.id + ": cancel requested; its run's version was not committed");
+  ASSERT_OK(run.jobs->Finish(run.id, SyncState::kCanceled, std::nullopt, false, "canceled", "x"));
+  EXPECT_STATUS(run.registry->Commit(req), kFailedPrecondition,
+                "sync job " + run.id + ": already CANCELED; its run's version was not committed");
+  req.sync_job_id = "sync_0000000000000000";
+  EXPECT_STATUS(run.registry->Commit(req), kNotFound, "sync job sync_0000000000000000: not found");
+  EXPECT_EQ(1u, run.Versions());
+  req.sync_job_id.clear();  // a push: no condition
+  req.digest = Digest::Of(std::string("a push"));
+  EXPECT_OK(run.registry->Commit(req));
+  EXPECT_EQ(2u, run.Versions());
 }
 
 }  // namespace
