@@ -143,6 +143,11 @@ run_fails 2 'bdn: error: scope "write": must be one of pull, push, tag, admin' \
   "$BDN" key create --namespace weights --scope write
 
 step "revoke: the key stops working at once"
+# A whole token is refused without its secret in the message; a malformed id is quoted as given.
+run_fails 2 "bdn: error: that is a token, not a key id: its key id is bdn_$PULL_ID (the part after it is the secret)" \
+  "$BDN" key revoke "$PULL"
+run_fails 2 'bdn: error: key "bdn_nothex": expected a key id such as bdn_0123456789abcdef' \
+  "$BDN" key revoke bdn_nothex
 assert_eq "revoked key bdn_$PULL_ID" "$("$BDN" key revoke "bdn_$PULL_ID")" "revoke output"
 assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "revoked key"
 assert_contains "$(cat "$WORK/body")" "key bdn_$PULL_ID: revoked"

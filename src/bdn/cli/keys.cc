@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bdn/api/records_json.h"
+#include "bdn/base/text.h"
 #include "bdn/cli/output.h"
 #include "bdn/http/client.h"
 
@@ -108,8 +109,16 @@ Status KeyList(Context& ctx) {
 Status KeyRevoke(Context& ctx, const std::string& given) {
   std::string id = given;
   if (id.starts_with("bdn_")) id.erase(0, 4);
+  const size_t secret = id.find('_');
+  if (secret != std::string::npos && secret > 0 &&
+      id.find_first_not_of("0123456789abcdef") == secret) {
+    // A whole token: its secret stays out of the message (terminal scrollback, CI logs).
+    return InvalidArgumentError("that is a token, not a key id: its key id is bdn_" +
+                                id.substr(0, secret) + " (the part after it is the secret)");
+  }
   if (id.empty() || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return InvalidArgumentError("key \"" + id + "\": expected a key id such as bdn_0123abcd");
+    return InvalidArgumentError("key \"" + EscapeName(given) +
+                                "\": expected a key id such as bdn_0123456789abcdef");
   }
   BDN_ASSIGN_OR_RETURN(http::HttpClient * client, Origin(ctx));
   const std::string what = "DELETE /v1/keys/" + id;
