@@ -75,8 +75,12 @@ struct CommitRequest {
   // Set by a sync run (sync::RunJob): the commit is made only while sync job `sync_job_id` is
   // SYNCING with no cancel requested, looked at in the commit's own transaction with the job's
   // row locked (SqlRegistry, whose database holds the jobs), so that a run that lost its job
-  // (ended elsewhere, cancelled) while it stalled commits nothing. Empty: no condition.
+  // (ended elsewhere, cancelled) while it stalled commits nothing; and the same transaction
+  // ends the job READY with this version (its `unchanged` flag from `sync_unchanged`), so that
+  // no cancel or other outcome lands between the commit and the job's end. Empty: a commit
+  // with no job.
   std::string sync_job_id;
+  bool sync_unchanged = false;
 };
 
 // How long a registry keeps the idempotency key of a write (and so recognizes its retries).
@@ -162,9 +166,9 @@ class Registry {
   // FailedPrecondition if the version exists but is DELETED within its retention ("restore it
   // first");
   // InvalidArgument if `tags` holds "head", and for idempotency keys. With req.sync_job_id:
-  // FailedPrecondition "sync job <id>: already <STATE>; its run's version was not committed" or
-  // "sync job <id>: cancel requested; its run's version was not committed"; NotFound "sync job
-  // <id>: not found".
+  // FailedPrecondition "sync job <id>: already <STATE>; its run's version was not committed"
+  // (or "…: not started (PENDING); …", or "…: cancel requested; …"); NotFound "sync job <id>: not
+  // found". A commit made ends that job READY in the same transaction.
   virtual Result<CommitResult> Commit(const CommitRequest& req) = 0;
   // The result recorded for req.idempotency_key if a Commit of this same request already applied
   // it; nullopt if the key is empty or not recorded. Lets a server answer a retried commit before

@@ -10,6 +10,7 @@
 #include "bdn/base/units.h"
 #include "bdn/registry/list_column.h"
 #include "bdn/registry/registry.h"
+#include "bdn/registry/sync_job_store.h"
 #include "bdn/sql/database.h"
 #include "bdn/sql/sqlite_database.h"
 
@@ -405,8 +406,10 @@ Status CheckSyncRun(Tx& tx, const CommitRequest& req) {
                                 {req.sync_job_id}));
   if (r.empty()) return NotFoundError(job + ": not found");
   if (r.Text(0, 0) != "SYNCING") {
-    return FailedPreconditionError(job + ": already " + r.Text(0, 0) +
-                                   "; its run's version was not committed");
+    return FailedPreconditionError(
+        job +
+        (r.Text(0, 0) == "PENDING" ? ": not started (PENDING)" : ": already " + r.Text(0, 0)) +
+        "; its run's version was not committed");
   }
   if (r.Int(0, 1) != 0) {
     return FailedPreconditionError(job + ": cancel requested; its run's version was not committed");
@@ -602,6 +605,10 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
     }
     out.sequence = seq;
     BDN_RETURN_IF_ERROR(tx.Record(req.ns, req.idempotency_key, request, out));
+    if (!req.sync_job_id.empty()) {
+      BDN_RETURN_IF_ERROR(FinishSyncJobReady(tx.session(), req.sync_job_id, req.digest,
+                                             req.sync_unchanged, tx.NowMs()));
+    }
     return out;
   });
 }

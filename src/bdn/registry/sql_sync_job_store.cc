@@ -209,7 +209,26 @@ Result<std::vector<SyncJobRecord>> QueryJobs(Session& s, const std::string& wher
   return out;
 }
 
+// The end of a job, in the caller's write transaction.
+Status WriteFinish(Session& s, const std::string& id, SyncState state,
+                   const std::optional<Digest>& version, bool unchanged,
+                   const std::string& error_code, const std::string& error_message,
+                   int64_t now_ms) {
+  BDN_RETURN_IF_ERROR(sql::ToStatus(
+      s.Exec("UPDATE sync_jobs SET state=?2, version=?3, unchanged=?4, error_code=?5, "
+             "error_message=?6, updated_ms=?7, finished_ms=?7 WHERE id=?1",
+             {id, std::string(SyncStateName(state)), version ? version->Hex() : std::string(),
+              int64_t{unchanged}, error_code, error_message, now_ms})));
+  // A finished job's file records have served their purpose: its version holds them now.
+  return sql::ToStatus(s.Exec("DELETE FROM sync_job_files WHERE job_id=?1", {id}));
+}
+
 }  // namespace
+
+Status FinishSyncJobReady(sql::Session& s, const std::string& id, const Digest& version,
+                          bool unchanged, int64_t now_ms) {
+  return WriteFinish(s, id, SyncState::kReady, version, unchanged, "", "", now_ms);
+}
 
 std::string_view SyncStateName(SyncState s) {
   switch (s) {
@@ -415,13 +434,8 @@ Result<SyncJobRecord> SqlSyncJobStore::Finish(const std::string& id, SyncState s
   return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
     BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));
     if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
-    BDN_RETURN_IF_ERROR(sql::ToStatus(
-        s.Exec("UPDATE sync_jobs SET state=?2, version=?3, unchanged=?4, error_code=?5, "
-               "error_message=?6, updated_ms=?7, finished_ms=?7 WHERE id=?1",
-               {id, std::string(SyncStateName(state)), version ? version->Hex() : std::string(),
-                int64_t{unchanged}, error_code, error_message, NowMs()})));
-    // A finished job's file records have served their purpose: its version holds them now.
-    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec("DELETE FROM sync_job_files WHERE job_id=?1", {id})));
+    BDN_RETURN_IF_ERROR(
+        WriteFinish(s, id, state, version, unchanged, error_code, error_message, NowMs()));
     return ReadJob(s, id);
   });
 }

@@ -20,6 +20,7 @@
 namespace bdn {
 namespace sql {
 class Database;
+class Session;
 }  // namespace sql
 
 enum class SyncState { kPending, kSyncing, kReady, kFailed, kCanceled };
@@ -191,6 +192,13 @@ class SyncJobStore {
   // The right to run the job: nullptr while another runner (in any process) holds it.
   virtual Result<std::unique_ptr<SyncJobLease>> TryLease(const std::string& id) = 0;
 };
+
+// In a write transaction of the jobs' database: ends job `id` READY with `version`, as
+// SqlSyncJobStore::Finish does (its file records dropped), at `now_ms`. For the transaction that
+// commits the job's version (SqlRegistry::Commit with CommitRequest::sync_job_id), which has
+// checked that the job is SYNCING. Errors: the database's.
+Status FinishSyncJobReady(sql::Session& s, const std::string& id, const Digest& version,
+                          bool unchanged, int64_t now_ms);
 
 // Jobs in the tables sync_jobs and sync_job_files of an sql::Database (SQLite: the registry's
 // file; PostgreSQL: the shared metadata database); a lease is the database's lock "sync-<id>"

@@ -361,6 +361,7 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
       if (v.source_listing_digest != commit.source_listing_digest) continue;
       commit.digest = v.digest;
       commit.stats = v.stats;
+      commit.sync_unchanged = true;
       BDN_RETURN_IF_ERROR(before_commit());
       auto r = deps.registry->Commit(commit);
       if (!r) return Err(StoreFailure(r.error()));

@@ -635,8 +635,9 @@ TEST(RunJob, ACommitWhoseLostLeaseCannotBeTakenBackIsNotMade) {
 
 // A run stalled after its last look (a paused VM, the commit waiting on a table lock), past its
 // lease and its push claim, while the job was cancelled or ended elsewhere: its commit, made
-// under the job's row lock, is refused (the stale run committed over a user's later push).
-TEST(RunJob, ACommitOfASyncRunIsMadeOnlyWhileItsJobIsSyncingWithNoCancel) {
+// under the job's row lock, is refused (the stale run committed over a user's later push). A
+// commit that is made ends the job READY in the same transaction, so no cancel lands between.
+TEST(RunJob, ACommitOfASyncRunIsMadeOnlyWhileItsJobIsSyncingWithNoCancelAndEndsItReady) {
   CommittingRun run;
   ASSERT_NO_FATAL_FAILURE(run.Open());
   CommitRequest req;
@@ -644,19 +645,38 @@ TEST(RunJob, ACommitOfASyncRunIsMadeOnlyWhileItsJobIsSyncingWithNoCancel) {
   req.volume = "v";
   req.digest = Digest::Of(std::string("a version"));
   req.sync_job_id = run.id;
+  req.sync_unchanged = true;
   EXPECT_OK(run.jobs->StartRun(run.id));
   EXPECT_OK(run.registry->Commit(req));
-  ASSERT_OK(run.jobs->RequestCancel(run.id));
+  auto ready = run.jobs->Get(run.id);
+  ASSERT_OK(ready);
+  EXPECT_EQ(SyncState::kReady, ready->state);
+  ASSERT_TRUE(ready->version.has_value());
+  EXPECT_EQ(req.digest, *ready->version);
+  EXPECT_TRUE(ready->unchanged);
+  EXPECT_STATUS(run.jobs->RequestCancel(run.id), kFailedPrecondition,
+                "sync job " + run.id + ": already READY");
   EXPECT_STATUS(run.registry->Commit(req), kFailedPrecondition,
-                "sync job " + run.id + ": cancel requested; its run's version was not committed");
-  ASSERT_OK(run.jobs->Finish(run.id, SyncState::kCanceled, std::nullopt, false, "canceled", "x"));
-  EXPECT_STATUS(run.registry->Commit(req), kFailedPrecondition,
-                "sync job " + run.id + ": already CANCELED; its run's version was not committed");
+                "sync job " + run.id + ": already READY; its run's version was not committed");
+
+  auto cancelled = run.jobs->Create(HubSpec());
+  ASSERT_OK(cancelled);
+  ASSERT_OK(run.jobs->StartRun(cancelled->id));
+  ASSERT_OK(run.jobs->RequestCancel(cancelled->id));
+  req.sync_job_id = cancelled->id;
+  req.digest = Digest::Of(std::string("another version"));
+  EXPECT_STATUS(
+      run.registry->Commit(req), kFailedPrecondition,
+      "sync job " + cancelled->id + ": cancel requested; its run's version was not committed");
+  ASSERT_OK(
+      run.jobs->Finish(cancelled->id, SyncState::kCanceled, std::nullopt, false, "canceled", "x"));
+  EXPECT_STATUS(
+      run.registry->Commit(req), kFailedPrecondition,
+      "sync job " + cancelled->id + ": already CANCELED; its run's version was not committed");
   req.sync_job_id = "sync_0000000000000000";
   EXPECT_STATUS(run.registry->Commit(req), kNotFound, "sync job sync_0000000000000000: not found");
   EXPECT_EQ(1u, run.Versions());
   req.sync_job_id.clear();  // a push: no condition
-  req.digest = Digest::Of(std::string("a push"));
   EXPECT_OK(run.registry->Commit(req));
   EXPECT_EQ(2u, run.Versions());
 }
