@@ -193,9 +193,15 @@ Status AddSqliteColumns(Session& s) {
   return Status::Ok();
 }
 
-Result<SyncJobRecord> ReadJob(Session& s, const std::string& id) {
-  BDN_ASSIGN_OR_RETURN(
-      Rows r, s.Query(std::string("SELECT ") + kColumns + " FROM sync_jobs WHERE id=?1", {id}));
+// A job as stored. `for_update`: in a write that decides on what it read, the row locked until
+// the transaction ends (PostgreSQL writes run at READ COMMITTED: a plain read would see a job as
+// it was before a commit that holds its row and ends it READY, and the write would then land on
+// the READY row).
+Result<SyncJobRecord> ReadJob(Session& s, const std::string& id, bool for_update = false) {
+  BDN_ASSIGN_OR_RETURN(Rows r,
+                       s.Query(std::string("SELECT ") + kColumns + " FROM sync_jobs WHERE id=?1" +
+                                   std::string(for_update ? s.ForUpdate() : ""),
+                               {id}));
   if (r.empty()) return Err(NotFoundError("sync job " + id + ": not found"));
   return RowToJob(r, 0);
 }
@@ -382,7 +388,7 @@ Result<int64_t> SqlSyncJobStore::DeleteFinished(int64_t finished_before_unix_ms)
 
 Result<SyncJobRecord> SqlSyncJobStore::StartRun(const std::string& id) {
   return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
-    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id, /*for_update=*/true));
     if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
     BDN_RETURN_IF_ERROR(sql::ToStatus(
         s.Exec("UPDATE sync_jobs SET state='SYNCING', runs=runs+1, updated_ms=?2, "
@@ -432,7 +438,7 @@ Result<SyncJobRecord> SqlSyncJobStore::Finish(const std::string& id, SyncState s
     return Err(InternalError("sync job " + id + ": Finish needs a terminal state"));
   }
   return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
-    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id, /*for_update=*/true));
     if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
     BDN_RETURN_IF_ERROR(
         WriteFinish(s, id, state, version, unchanged, error_code, error_message, NowMs()));
@@ -442,7 +448,7 @@ Result<SyncJobRecord> SqlSyncJobStore::Finish(const std::string& id, SyncState s
 
 Result<SyncJobRecord> SqlSyncJobStore::RequestCancel(const std::string& id) {
   return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
-    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id));
+    BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id, /*for_update=*/true));
     if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
     BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(
         "UPDATE sync_jobs SET cancel_requested=1, updated_ms=?2 WHERE id=?1", {id, NowMs()})));

@@ -44,6 +44,58 @@ SyncJobSpec Spec(const std::string& volume = "v") {
   return s;
 }
 
+// A commit of a job's version holds the job's row and ends it READY in its transaction
+// (SqlRegistry::Commit with CommitRequest::sync_job_id). PostgreSQL writes run at READ
+// COMMITTED: a cancel, a takeover's StartRun or a Finish that read the job before that commit
+// ended (a plain read: SYNCING) then wrote over the READY row once it did: a cancel accepted on a
+// READY job, a READY job flipped back to SYNCING and then FAILED with its version committed.
+// They read the row locked now, and see READY.
+TEST(PgSyncJobStore, WritesWaitingBehindACommitThatEndsTheJobSeeItReady) {
+  std::string why;
+  const std::string url = testutil::SharedPgServer::Get().NewDatabase(&why);
+  if (url.empty()) GTEST_SKIP() << "no PostgreSQL: " << why;
+  auto pool = sql::PgPool::Open({.url = url, .max_connections = 4});
+  ASSERT_OK(pool);
+  ASSERT_OK(MigratePgMetadata(**pool));
+  SqlSyncJobStore store((*pool)->Use("sync job store"));
+  auto job = store.Create(Spec());
+  ASSERT_OK(job);
+  const std::string id = job->id;
+  ASSERT_OK(store.StartRun(id));
+  std::atomic<bool> locked{false};
+  // The commit: holds the row, then ends the job READY.
+  std::thread commit([&] {
+    EXPECT_OK((*pool)->Use("registry")->Write([&](sql::Session& s) -> Status {
+      BDN_RETURN_IF_ERROR(
+          sql::ToStatus(s.Query("SELECT state FROM sync_jobs WHERE id=?1 FOR UPDATE", {id})));
+      locked = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      return FinishSyncJobReady(s, id, Digest::Of(std::string("v")), false, 1);
+    }));
+  });
+  while (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // All three wait behind the commit at once.
+  std::thread cancel([&] {
+    EXPECT_STATUS(store.RequestCancel(id), kFailedPrecondition,
+                  "sync job " + id + ": already READY");
+  });
+  std::thread takeover([&] {
+    EXPECT_STATUS(store.StartRun(id), kFailedPrecondition, "sync job " + id + ": already READY");
+  });
+  EXPECT_STATUS(store.Finish(id, SyncState::kFailed, std::nullopt, false, "x", "y"),
+                kFailedPrecondition, "sync job " + id + ": already READY");
+  cancel.join();
+  takeover.join();
+  commit.join();
+  auto now = store.Get(id);
+  ASSERT_OK(now);
+  EXPECT_EQ(now->state, SyncState::kReady);
+  EXPECT_FALSE(now->cancel_requested);
+  EXPECT_EQ(now->runs, 1);
+  ASSERT_TRUE(now->version.has_value());
+  EXPECT_EQ(*now->version, Digest::Of(std::string("v")));
+}
+
 template <typename Backend>
 class SyncJobStoreTest : public ::testing::Test {
  protected:
