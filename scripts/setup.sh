@@ -27,6 +27,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The other local user that tests/integration/foreign_symlinks_test.sh attacks as (as root only:
+# its symlinks in shared directories must never be followed by root's commands); without it
+# that test is skipped.
+if [ "$(id -u)" = 0 ] && ! id mallory >/dev/null 2>&1; then
+  echo "setup: adding the user mallory (no home, no login shell) for the tests" >&2
+  useradd --no-create-home --shell /usr/sbin/nologin mallory
+fi
+
 # The servers the sync tests start on 127.0.0.1 (s3rver for s3://, r2://, cw://, gs:// HMAC;
 # azurite for azure://), pinned by tests/npm/package-lock.json. `npm ci` installs exactly the
 # lockfile, again whenever it changes.
