@@ -116,6 +116,13 @@ Status KeyRevoke(Context& ctx, const std::string& given) {
     return InvalidArgumentError("that is a token, not a key id: its key id is bdn_" +
                                 id.substr(0, secret) + " (the part after it is the secret)");
   }
+  if (given.find('_', given.starts_with("bdn_") ? 4 : 0) != std::string::npos ||
+      given.size() > 64) {
+    // Perhaps a token mangled in the paste (upper case, a space before it): nothing of it shown.
+    return InvalidArgumentError(
+        "not a key id (it holds a second \"_\" or is over 64 characters, as a token would; "
+        "nothing of it is shown): a key id is bdn_ and hex digits, such as bdn_0123456789abcdef");
+  }
   if (id.empty() || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return InvalidArgumentError("key \"" + EscapeName(given) +
                                 "\": expected a key id such as bdn_0123456789abcdef");

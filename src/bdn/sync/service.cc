@@ -262,6 +262,10 @@ void JobScheduler::Work() {
     if (!job && job.error().code() == StatusCode::kConflict) {
       // Its lease is held by another runner (another replica's, when jobs are polled).
       log::Debug("sync job " + id + ": " + job.error().message());
+    } else if (!job && job.error().code() == StatusCode::kFailedPrecondition &&
+               job.error().message().starts_with("sync job " + id + ": already ")) {
+      // Ended elsewhere before this runner started it (another replica's run, a cancel).
+      log::Info(job.error().message());
     } else if (!job) {
       log::Error("sync job " + id + ": " + job.error().message());
     } else if (job->state == SyncState::kReady) {
