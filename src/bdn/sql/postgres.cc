@@ -48,6 +48,18 @@ struct ConninfoFree {
   void operator()(PQconninfoOption* o) const { PQconninfoFree(o); }
 };
 
+// The `options` the connection would get from `url` (a URI or key=value string), else from
+// $PGOPTIONS, libpq's default for it (which an `options` given with the URL replaces); "" when
+// neither sets any or the URL cannot be parsed (PgPool::Open reports that).
+std::string UrlOptions(const std::string& url) {
+  std::unique_ptr<PQconninfoOption, ConninfoFree> opts(PQconninfoParse(url.c_str(), nullptr));
+  for (PQconninfoOption* o = opts.get(); o && o->keyword; ++o) {
+    if (o->val && std::string_view(o->keyword) == "options") return o->val;
+  }
+  const char* env = std::getenv("PGOPTIONS");
+  return env ? env : "";
+}
+
 }  // namespace
 
 Result<std::string> RedactedDatabaseName(const std::string& url) {
@@ -112,6 +124,9 @@ struct PgPool::Impl {
   PgOptions options;
   std::string name;
   std::string application_name;
+  // libpq's `options` for every connection: the URL's own, then
+  // "-c idle_in_transaction_session_timeout=<ms>" (PgOptions); "" for none.
+  std::string startup_options;
 
   Mutex mu;
   std::condition_variable cv;
@@ -138,13 +153,20 @@ struct PgPool::Impl {
     const std::string timeout =
         std::to_string(std::max<int64_t>(2, options.connect_timeout.count()));
     // Defaults first: the URL's own settings, expanded from dbname, override them.
-    const char* keys[] = {
-        "connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
-        "keepalives_count", "dbname",           "client_encoding", nullptr};
-    // client_encoding after dbname: text is UTF-8 whatever the URL or the server say.
-    const char* values[] = {
-        timeout.c_str(), application_name.c_str(), "30", "10", "3", options.url.c_str(), "UTF8",
-        nullptr};
+    const char* keys[] = {"connect_timeout",     "application_name", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count", "dbname",
+                          "client_encoding",     "options",          nullptr};
+    // client_encoding and options after dbname: text is UTF-8 whatever the URL or the server
+    // say, and `startup_options` is the URL's options plus ours.
+    const char* values[] = {timeout.c_str(),
+                            application_name.c_str(),
+                            "30",
+                            "10",
+                            "3",
+                            options.url.c_str(),
+                            "UTF8",
+                            startup_options.empty() ? nullptr : startup_options.c_str(),
+                            nullptr};
     PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
     if (!conn) return Err(UnavailableError(Prefix(what, op) + "cannot connect: out of memory"));
     if (PQstatus(conn) != CONNECTION_OK) {
@@ -240,6 +262,12 @@ Result<std::shared_ptr<PgPool>> PgPool::Open(PgOptions options) {
   BDN_ASSIGN_OR_RETURN(impl->name, RedactedDatabaseName(options.url));
   if (options.max_connections == 0) options.max_connections = 1;
   impl->options = std::move(options);
+  impl->startup_options = UrlOptions(impl->options.url);
+  if (impl->options.idle_in_transaction_timeout.count() > 0) {
+    if (!impl->startup_options.empty()) impl->startup_options += ' ';
+    impl->startup_options += "-c idle_in_transaction_session_timeout=" +
+                             std::to_string(impl->options.idle_in_transaction_timeout.count());
+  }
   char host[256] = {0};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
   impl->application_name = "bdn pid " + std::to_string(::getpid()) + " on " + host;
@@ -260,6 +288,7 @@ using PgResult = std::unique_ptr<PGresult, ResultFree>;
 // What an error means for the transaction that met it.
 struct Failure {
   bool lost = false;          // the connection is gone
+  bool rolled_back = false;   // ...and the server said it rolled the transaction back first
   bool retryable = false;     // serialization failure or deadlock: the transaction may run again
   bool lock_timeout = false;  // a lock was not granted within lock_timeout
 };
@@ -370,8 +399,11 @@ class PgSession : public Session {
     const std::string msg = OneLine(primary ? primary : PQerrorMessage(conn_));
     const std::string prefix = Prefix();
     if (PQstatus(conn_) == CONNECTION_BAD || code.starts_with("08") || code == "57P01" ||
-        code == "57P02" || code == "57P03") {
+        code == "57P02" || code == "57P03" || code == "25P03") {
       failure_.lost = true;
+      // 25P03: the session sat idle in its transaction past idle_in_transaction_session_timeout
+      // (PgOptions), and the server ended it, transaction rolled back, before this statement.
+      failure_.rolled_back = code == "25P03";
       return UnavailableError(prefix + "connection lost (" + msg + ")");
     }
     if (code == "40001" || code == "40P01") {
@@ -482,8 +514,11 @@ class PgDatabase : public Database {
         // PQTRANS_IDLE, and Release closes such a one instead of pooling it.
         session.Command("ROLLBACK").IgnoreError();
       }
-      pool_->Release(conn, f.lost);
-      if (f.lost && committing) {
+      // A session the server ended for idling says nothing about the pool's other connections.
+      pool_->Release(conn, f.lost && !f.rolled_back);
+      // A COMMIT the server refused because it had already ended the session for sitting idle
+      // in the transaction (this process was stopped or cut off) applied nothing: run again.
+      if (f.lost && committing && !f.rolled_back) {
         return UnavailableError(session.Prefix() +
                                 "connection lost while committing; the write may or may not "
                                 "have been applied (" +

@@ -28,6 +28,14 @@ struct PgOptions {
   std::chrono::milliseconds acquire_timeout{30000};
   // libpq's connect_timeout, unless the URL sets its own (whole seconds, at least 2).
   std::chrono::seconds connect_timeout{5};
+  // PostgreSQL's idle_in_transaction_session_timeout for every connection of the pool (sent as
+  // a startup option after the URL's own `options`): how long the server lets one of our
+  // transactions wait on us between statements before it ends the session and rolls the
+  // transaction back. A process that is stopped (SIGSTOP, a frozen VM) or cut off in the middle
+  // of a commit would otherwise hold the rows it locked (a volume, a sync job) and keep every
+  // other replica's writes to them waiting until it resumes. Our transactions are a few
+  // statements with no waiting between them. 0: the server's setting.
+  std::chrono::milliseconds idle_in_transaction_timeout{10000};
 };
 
 // One versioned step of a component's schema: applied once, in order of `version` (1, 2, ...),

@@ -72,10 +72,13 @@ class PostgresTest : public ::testing::Test {
         [&](Session& s) { return ToStatus(s.Exec("CREATE DATABASE " + db_name_)); },
         Consistency::kStatement));
   }
-  Result<std::shared_ptr<PgPool>> Open(size_t connections = 4) {
+  Result<std::shared_ptr<PgPool>> Open(size_t connections = 4,
+                                       std::chrono::milliseconds idle_in_transaction_timeout =
+                                           PgOptions().idle_in_transaction_timeout) {
     PgOptions o;
     o.url = server_->Url(db_name_);
     o.max_connections = connections;
+    o.idle_in_transaction_timeout = idle_in_transaction_timeout;
     return PgPool::Open(o);
   }
 
@@ -344,6 +347,64 @@ TEST_F(PostgresTest, SerializationFailuresAreRetried) {
   auto r = ReadValue<Rows>(*db, [](Session& s) { return s.Query("SELECT v FROM n"); });
   ASSERT_OK(r);
   EXPECT_EQ(r->Int(0, 0), 40);
+}
+
+// A writer that stops in the middle of its transaction (a process stopped with SIGSTOP, a
+// frozen VM; here: a body that sleeps 3 s) holds the row it updated only until the server ends
+// its session (idle_in_transaction_session_timeout, 300 ms here): another writer of the row goes
+// on while the first still sleeps. The stalled writer, on waking, finds its session ended and
+// runs its body again: it stalled between two statements, or after its last one, before COMMIT
+// (the server's "terminating connection due to idle-in-transaction timeout" says nothing was
+// applied, so that is no "may or may not have been applied"). Each increment lands once.
+TEST_F(PostgresTest, AWriterStalledInItsTransactionLetsOthersGoOnAndRunsAgain) {
+  using std::chrono::milliseconds;
+  auto stalling = Open(4, milliseconds(300));
+  ASSERT_OK(stalling);
+  auto other = Open();
+  ASSERT_OK(other);
+  auto db = (*stalling)->Use("registry");
+  auto r = ReadValue<Rows>(
+      *db, [](Session& s) { return s.Query("SHOW idle_in_transaction_session_timeout"); });
+  ASSERT_OK(r);
+  EXPECT_EQ(r->Text(0, 0), "300ms");
+  ASSERT_OK(db->Write([](Session& s) -> Status {
+    BDN_RETURN_IF_ERROR(ToStatus(s.Exec("CREATE TABLE n(id BIGINT PRIMARY KEY, v BIGINT)")));
+    return ToStatus(s.Exec("INSERT INTO n VALUES (1, 0)"));
+  }));
+  for (const bool before_commit : {false, true}) {
+    SCOPED_TRACE(before_commit ? "stalled before COMMIT" : "stalled between statements");
+    std::atomic<int> runs{0};
+    std::atomic<bool> locked{false}, woke{false};
+    Status stalled;
+    std::thread a([&] {
+      stalled = db->Write(
+          [&](Session& s) -> Status {
+            const bool first = ++runs == 1;
+            BDN_RETURN_IF_ERROR(ToStatus(s.Exec("UPDATE n SET v = v + 1 WHERE id = 1")));
+            if (first) {
+              locked = true;
+              std::this_thread::sleep_for(std::chrono::seconds(3));
+              woke = true;
+            }
+            if (before_commit) return Status::Ok();
+            return ToStatus(s.Exec("UPDATE n SET v = v + 10 WHERE id = 1"));
+          },
+          "commit");
+    });
+    while (!locked.load()) std::this_thread::sleep_for(milliseconds(1));
+    Status s = (*other)->Use("registry")->Write([](Session& s) {
+      return ToStatus(s.Exec("UPDATE n SET v = v + 100 WHERE id = 1"));
+    });
+    const bool went_on_while_stalled = !woke.load();
+    a.join();
+    EXPECT_OK(s);
+    EXPECT_TRUE(went_on_while_stalled) << "the other writer waited for the stalled one";
+    EXPECT_OK(stalled);
+    EXPECT_EQ(runs.load(), 2);
+  }
+  r = ReadValue<Rows>(*db, [](Session& s) { return s.Query("SELECT v FROM n"); });
+  ASSERT_OK(r);
+  EXPECT_EQ(r->Int(0, 0), 111 + 101);
 }
 
 // A server stopping while the database does not answer (here: statements and a lock that take
