@@ -17,7 +17,6 @@ using nlohmann::json;
 constexpr const char* kImmutablePublic = "public, max-age=31536000, immutable";
 constexpr const char* kImmutablePrivate = "private, max-age=31536000, immutable";
 constexpr const char* kBinary = "application/octet-stream";
-constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 constexpr uint8_t kBatchFound = 0;
 constexpr uint8_t kBatchMissing = 1;
 

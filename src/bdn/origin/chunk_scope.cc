@@ -3,6 +3,7 @@
 #include "bdn/origin/chunk_scope.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "bdn/base/clock.h"
@@ -137,12 +138,29 @@ http::Request EmptyBatchRequest() {
       .body = std::span(reinterpret_cast<const uint8_t*>(kNoIds.data()), kNoIds.size())};
 }
 
+// Whether `r`, the answer to EmptyBatchRequest, is a bdn origin's batch: 200 and a body that
+// starts with the batch magic. Another 2xx (204, or 200 with an HTML page) came from something
+// else at that address, which allows nothing.
+bool IsBatchAnswer(const http::Response& r) {
+  return r.status == 200 && r.body.size() >= sizeof kBatchMagic &&
+         std::memcmp(r.body.data(), kBatchMagic, sizeof kBatchMagic) == 0;
+}
+
+// Unavailable "<prefix><url> answered <status> without a bdn batch (is it a bdn origin?)".
+Status NotABatch(std::string_view prefix, const http::HttpClient& upstream,
+                 const http::Response& r) {
+  return UnavailableError(std::string(prefix) + upstream.Name() + " answered " +
+                          std::to_string(r.status) +
+                          " to POST /v1/chunks/batch without a bdn batch (is it a bdn origin?)");
+}
+
 }  // namespace
 
 Status CheckReadsEveryNamespace(http::HttpClient& upstream) {
   const http::Request req = EmptyBatchRequest();
   BDN_ASSIGN_OR_RETURN(http::Response r, upstream.Send(req));
-  if (r.status / 100 == 2) return Status::Ok();
+  if (IsBatchAnswer(r)) return Status::Ok();
+  if (r.status / 100 == 2) return NotABatch("", upstream, r);
   Status s = upstream.ErrorOf(req, r);
   if (r.status == 401 || r.status == 403) {
     return PermissionDeniedError(std::string(s.message())).WithReason(s.reason());
@@ -178,6 +196,10 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
       if (hit && hit->value.status.ok()) return hit->value;
       return {UnavailableError("cache node: cannot check access with the origin: " +
                                origin->ErrorOf(req, *r).message())};
+    }
+    if (r->status / 100 == 2 && !IsBatchAnswer(*r)) {
+      if (hit && hit->value.status.ok()) return hit->value;
+      return {NotABatch("cache node: cannot check access with the origin: ", *origin, *r)};
     }
     if (r->status / 100 != 2) {
       verdict.status = origin->ErrorOf(req, *r);

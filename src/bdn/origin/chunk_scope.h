@@ -79,13 +79,18 @@ ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
 // upstream is down), which a caller may take as "cannot tell". Thread-safe as `upstream`.
 Status CheckReadsEveryNamespace(http::HttpClient& upstream);
 
+// The first bytes of every POST /v1/chunks/batch answer (docs/http-api.md).
+inline constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
+
 // A cache node's authority (`bdn cache serve`): asks the origin whether the caller may read,
 // sending POST /v1/chunks/batch with no ids and the caller's Authorization and Bdn-Version
 // through `origin` (a client without a token of its own), and keeps each answer for `ttl` per
 // (credentials, version), so a node asks once per caller and version per ttl, not per chunk.
 // While the origin cannot be reached, an answer that allowed the read is kept; with none, the
 // verdict is Unavailable "cache node: cannot check access with the origin: …". The origin's
-// refusals are passed on with its message (401 stays 401). The key an allowing answer names in
+// refusals are passed on with its message (401 stays 401). Only 200 with a batch body
+// (kBatchMagic) allows: another 2xx means something other than a bdn origin answered, which is
+// Unavailable like a 5xx. The key an allowing answer names in
 // its Bdn-Key header (the origin's, for a key it verified) becomes the verdict's key_name.
 // Thread-safe.
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,

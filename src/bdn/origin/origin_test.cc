@@ -1519,6 +1519,40 @@ TEST_F(OriginTest, PushKeysOfANamespaceSeeOnlyWhatItMayRead) {
   EXPECT_EQ(Body(r)["missing"].size(), sealed_->blobs.size());
 }
 
+// A cache node whose upstream is not a bdn origin (a web server that answers any POST with 200
+// and a page, or with 204) lets nobody read: the access check needs a batch answer, and says
+// what answered instead; so does the node's start-up check of its own key.
+TEST(UpstreamReadAuthority, AnUpstreamThatIsNotABdnOriginAllowsNothing) {
+  httplib::Server fake;
+  std::atomic<int> status{200};
+  fake.Post("/v1/chunks/batch", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = status.load();
+    if (res.status == 200) res.set_content("<html>welcome</html>", "text/html");
+  });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { fake.listen_after_bind(); });
+  while (!fake.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  auto created = http::HttpClient::Create({.base_url = url});
+  ASSERT_TRUE(created);
+  std::shared_ptr<http::HttpClient> check = std::move(*created);
+  ReadAuthority authority = UpstreamReadAuthority(check, std::chrono::hours(1));
+  for (int answer : {200, 204}) {
+    status = answer;
+    const std::string said = "origin " + url + " answered " + std::to_string(answer) +
+                             " to POST /v1/chunks/batch without a bdn batch (is it a bdn origin?)";
+    AccessVerdict v = authority(ApiKey{}, "Bearer bdn_0123456789abcdef_0123", std::nullopt);
+    EXPECT_EQ(v.status.code(), StatusCode::kUnavailable);
+    EXPECT_EQ(v.status.message(), "cache node: cannot check access with the origin: " + said);
+    Status own = CheckReadsEveryNamespace(*check);
+    EXPECT_EQ(own.code(), StatusCode::kUnavailable);
+    EXPECT_EQ(own.message(), said);
+  }
+  fake.stop();
+  serving.join();
+}
+
 // Issue 12 item 4 on the cache tier: a cache node (the cache role over a store that reads the
 // origin with the node's own key for every namespace) answers each caller only what the origin
 // would: it asks the origin once per caller and version (POST /v1/chunks/batch without ids,
