@@ -301,6 +301,11 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   // 5. Sweep: no commit from here to the deletions, so what the second mark sees is all there is.
   auto sweep_hold = store.HoldForSweep();
   if (!sweep_hold) return fail(sweep_hold.error());
+  // The doom again, now that commits are kept out: in a shared database another run (whose lock
+  // was lost) may have replaced or cleared it during the grace, and then writers rely on these
+  // packs again and a rescue's Put below would find its blob "stored" in them. Writers that
+  // relied on them meanwhile recorded claims first, which the mark below reads.
+  if (Status s = store.PublishDoom(doomed); !s.ok()) return fail(s);
   IdSet later;
   {
     // Claims first, then the registry: a writer that released its claims had committed by then.
@@ -321,12 +326,16 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   // its copy may not have become durable, so the blob stays.
   std::vector<std::vector<const BlobLocation*>> rescues(doomed_index.size());
   std::unordered_set<Digest> planned;
+  // A copy counts as live only outside this run's own doom, whatever the store's view of the
+  // doom says now (another run may have replaced the doom in a shared database).
+  std::vector<uint64_t> own_doom = doomed;
+  std::sort(own_doom.begin(), own_doom.end());
   for (size_t j = 0; j < doomed_index.size(); ++j) {
     const uint32_t i = doomed_index[j];
     for (const BlobLocation& b : packs[i].blobs) {
       if (!later.Contains(b.id) && !needed.Contains(b.id)) continue;
       if (store.IsQuarantined(packs[i].id, b.offset) || planned.contains(b.id)) continue;
-      auto live = store.HasLiveCopy(b.id);
+      auto live = store.HasLiveCopy(b.id, own_doom);
       if (!live) return fail(live.error());
       if (*live) continue;
       planned.insert(b.id);

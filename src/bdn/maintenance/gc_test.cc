@@ -69,6 +69,16 @@ class GcTest : public ::testing::Test {
     return r ? *r : Digest();
   }
 
+  // A version of file "a" pushed, deleted and past its retention, in a new process: what a GC
+  // collects unless something commits it again.
+  Digest PushedAndExpired() {
+    Digest v = PushFiles({{"a", a_}});
+    EXPECT_OK(registry_->DeleteVersions("w", "v", v, std::nullopt));
+    clock_->Advance(hours(25));
+    NewProcess();
+    return v;
+  }
+
   // Every file of `version` reads back whole and verified.
   void ExpectReadable(const Digest& version) {
     EXPECT_OK(::bdn::testing::ReadVersionForTest(store_, version));
@@ -296,10 +306,7 @@ TEST_F(GcTest, ClaimsInMemoryKeepWhatTheyClaim) {
 
 // A version committed during the grace is marked by the sweep's second look.
 TEST_F(GcTest, AVersionCommittedDuringTheGraceKeepsItsBlobs) {
-  Digest v1 = PushFiles({{"a", a_}});
-  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
-  clock_->Advance(hours(25));
-  NewProcess();
+  const Digest v1 = PushedAndExpired();
   GcOptions o;
   o.grace = std::chrono::minutes(10);
   o.hook = [&](GcPhase p) {
@@ -308,6 +315,26 @@ TEST_F(GcTest, AVersionCommittedDuringTheGraceKeepsItsBlobs) {
   auto r = Gc(o);
   ASSERT_OK(r);
   EXPECT_GE(r->blobs_rescued, 2u);  // the manifest and the file's chunks
+  ExpectReadable(v1);
+}
+
+// The sweep decides what to rescue from its own doom, not from the store's view of the doom,
+// which every writer re-reads (in PostgreSQL, another run whose lock was lost may replace or
+// clear it meanwhile): here the doom is cleared during the grace, so writers see the doomed
+// pack as live and a commit relies on it; the sweep still copies its blobs before deleting it.
+TEST_F(GcTest, ADoomClearedBehindTheRunsBackStillGetsItsNeededBlobsCopied) {
+  const Digest v1 = PushedAndExpired();
+  GcOptions o;
+  o.grace = std::chrono::minutes(10);
+  o.hook = [&](GcPhase p) {
+    if (p != GcPhase::kCopied) return;
+    ASSERT_OK(store_->ClearDoom());
+    CommitAsOther(v1);
+  };
+  auto r = Gc(o);
+  ASSERT_OK(r);
+  EXPECT_GE(r->blobs_rescued, 2u);  // the manifest and the file's chunks
+  EXPECT_EQ(r->packs_deleted, 1u);
   ExpectReadable(v1);
 }
 
@@ -491,7 +518,9 @@ class LosingSweepHolds : public GcStore {
     return std::unique_ptr<StoreHold>(std::make_unique<Lost>(std::move(held)));
   }
   Result<std::vector<Digest>> LiveClaims() override { return store_.LiveClaims(); }
-  Result<bool> HasLiveCopy(const Digest& id) override { return store_.HasLiveCopy(id); }
+  Result<bool> HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) override {
+    return store_.HasLiveCopy(id, doomed);
+  }
   Status DeletePacks(std::span<const uint64_t> packs) override { return store_.DeletePacks(packs); }
   Status CompactIndex() override { return store_.CompactIndex(); }
   ChunkStore& blobs() override { return store_.blobs(); }

@@ -303,12 +303,14 @@ std::string ObjectPackStore::PackUri(uint64_t pack) const { return client_->UriO
 
 // ---- the index ----
 
-ObjectPackStore::Where ObjectPackStore::Lookup(const Digest& id, Copies copies) const {
+ObjectPackStore::Where ObjectPackStore::Lookup(const Digest& id, Copies copies,
+                                               std::span<const uint64_t> also) const {
   ReaderLock l(mu_);
-  return LookupLocked(id, copies);
+  return LookupLocked(id, copies, also);
 }
 
-ObjectPackStore::Where ObjectPackStore::LookupLocked(const Digest& id, Copies copies) const {
+ObjectPackStore::Where ObjectPackStore::LookupLocked(const Digest& id, Copies copies,
+                                                     std::span<const uint64_t> also) const {
   Where w;
   if (auto it = spool_blobs_.find(id); it != spool_blobs_.end()) {
     w.kind = Where::Kind::kSpool;
@@ -323,7 +325,8 @@ ObjectPackStore::Where ObjectPackStore::LookupLocked(const Digest& id, Copies co
       in_missing = true;
       return false;
     }
-    return copies == Copies::kAny || !doomed_.contains(b.pack);
+    return copies == Copies::kAny ||
+           (!doomed_.contains(b.pack) && !std::binary_search(also.begin(), also.end(), b.pack));
   };
   if (auto it = loose_blobs_.find(id); it != loose_blobs_.end() && usable(it->second)) {
     w.kind = Where::Kind::kObject;
@@ -1761,8 +1764,8 @@ Status ObjectPackStore::ClearDoom() {
   return Status::Ok();
 }
 
-Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id) {
-  Where::Kind k = Lookup(id, Copies::kLive).kind;
+Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) {
+  Where::Kind k = Lookup(id, Copies::kLive, doomed).kind;
   return k == Where::Kind::kSpool || k == Where::Kind::kObject;
 }
 

@@ -171,7 +171,7 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Status ClearDoom() override;
   Result<std::unique_ptr<StoreHold>> HoldForSweep() override { return catalog_->HoldForSweep(); }
   Result<std::vector<Digest>> LiveClaims() override { return catalog_->LiveClaims(); }
-  Result<bool> HasLiveCopy(const Digest& id) override;
+  Result<bool> HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) override;
   // In batches of S3Client::kMaxDeleteKeys: records the packs as deleted in the catalog, forgets
   // them here, then deletes their objects (one DeleteObjects each); at the end the index tables
   // are rewritten without them. No request starts more than kDeleteWithin after its batch's
@@ -209,8 +209,10 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   ObjectPackStore(std::shared_ptr<S3Client> client, ObjectPackStoreOptions options);
   Status Init();
 
-  Where Lookup(const Digest& id, Copies copies) const;
-  Where LookupLocked(const Digest& id, Copies copies) const REQUIRES_SHARED(mu_);
+  // `also`: with kLive, packs (sorted) that count as doomed too.
+  Where Lookup(const Digest& id, Copies copies, std::span<const uint64_t> also = {}) const;
+  Where LookupLocked(const Digest& id, Copies copies, std::span<const uint64_t> also = {}) const
+      REQUIRES_SHARED(mu_);
   // Records `ids` as claims (none if empty), then takes up the doom and the packs another
   // replica's GC deleted (RefreshDeleted); remembers the ids as claimed (RecentlyClaimed).
   Status ClaimThenRefreshDoom(std::span<const Digest> ids);

@@ -821,12 +821,12 @@ TEST_F(ObjectPackStoreTest, AGcCopyOfAJustClaimedBlobSeesTheDoomAStaleLookMissed
   }
   catalog->cv.notify_all();
   pusher.join();
-  EXPECT_FALSE(*a->HasLiveCopy(X));  // the pusher's stale look did not undo the doom
-  auto got = a->Get(X);              // the GC's CopyBlob
+  EXPECT_FALSE(*a->HasLiveCopy(X, {}));  // the pusher's stale look did not undo the doom
+  auto got = a->Get(X);                  // the GC's CopyBlob
   ASSERT_OK(got);
   ASSERT_OK(a->Put(X, *got));
   ASSERT_OK(a->Sync());
-  EXPECT_TRUE(*a->HasLiveCopy(X));
+  EXPECT_TRUE(*a->HasLiveCopy(X, {}));
   ASSERT_OK(a->DeletePacks(doomed));
   ASSERT_OK(a->ClearDoom());
   EXPECT_EQ(*a->Get(X), x);

@@ -28,6 +28,11 @@ const sql::Migration kMigrations[] = {
      "  pack BIGINT NOT NULL,"
      "  deleted_at TIMESTAMPTZ NOT NULL);"
      "CREATE INDEX objstore_deleted_packs_by_store ON objstore_deleted_packs (store, seq);"},
+    {3, "sweep fence",
+     "CREATE TABLE objstore_fence ("
+     "  tag TEXT PRIMARY KEY,"
+     "  sweeps BIGINT NOT NULL DEFAULT 0,"
+     "  commits BIGINT NOT NULL DEFAULT 0);"},
 };
 
 // Ids per upsert statement in RecordClaims.
@@ -54,14 +59,17 @@ Status InsertStampedRows(sql::Session& s, const std::string& into, const std::st
   return Status::Ok();
 }
 
-// A database lock held for as long as the hold lives.
+// A database lock held for as long as the hold lives, and the commit fence it hands out.
 class DbLockHold : public StoreHold {
  public:
-  explicit DbLockHold(std::unique_ptr<sql::HeldLock> lock) : lock_(std::move(lock)) {}
+  explicit DbLockHold(std::unique_ptr<sql::HeldLock> lock, std::string fence = "")
+      : lock_(std::move(lock)), fence_(std::move(fence)) {}
   Result<bool> Held() override { return lock_->Held(); }
+  std::string CommitFence() const override { return fence_; }
 
  private:
   std::unique_ptr<sql::HeldLock> lock_;
+  const std::string fence_;
 };
 
 // Pack ids are any 64-bit value; BIGINT holds them bit for bit.
@@ -109,17 +117,43 @@ Result<std::unique_ptr<StoreHold>> PgCatalog::BeginGc() {
   return std::unique_ptr<StoreHold>(std::make_unique<DbLockHold>(std::move(a.held)));
 }
 
+Result<PgCatalog::Fence> PgCatalog::ReadFence() {
+  return sql::WriteValue<Fence>(
+      *db_,
+      [&](sql::Session& s) -> Result<Fence> {
+        BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(
+            "INSERT INTO objstore_fence (tag) VALUES (?1) ON CONFLICT (tag) DO NOTHING", {tag_})));
+        BDN_ASSIGN_OR_RETURN(
+            sql::Rows r,
+            s.Query("SELECT sweeps, commits FROM objstore_fence WHERE tag = ?1", {tag_}));
+        return Fence{r.Int(0, 0), r.Int(0, 1)};
+      },
+      "read fence");
+}
+
 Result<std::unique_ptr<StoreHold>> PgCatalog::HoldForCommit() {
   BDN_ASSIGN_OR_RETURN(
       std::unique_ptr<sql::HeldLock> l,
       db_->Lock("objstore-sweep." + tag_, sql::Database::LockMode::kShared, kSweepLockWait));
-  return std::unique_ptr<StoreHold>(std::make_unique<DbLockHold>(std::move(l)));
+  // Read after the lock is granted, so before any check the commit makes: a sweep that records
+  // deleted packs from here on moves `sweeps` past it. tag_ is hex: no quoting to get wrong.
+  BDN_ASSIGN_OR_RETURN(Fence f, ReadFence());
+  return std::unique_ptr<StoreHold>(std::make_unique<DbLockHold>(
+      std::move(l), "UPDATE objstore_fence SET commits = commits + 1 WHERE tag = '" + tag_ +
+                        "' AND sweeps = " + std::to_string(f.sweeps)));
 }
 
 Result<std::unique_ptr<StoreHold>> PgCatalog::HoldForSweep() {
   BDN_ASSIGN_OR_RETURN(
       std::unique_ptr<sql::HeldLock> l,
       db_->Lock("objstore-sweep." + tag_, sql::Database::LockMode::kExclusive, kSweepLockWait));
+  // Read before the second mark (the sweep's next step): a commit or restore that lands after it
+  // moves `commits` past it, and RemovePacks then deletes nothing.
+  BDN_ASSIGN_OR_RETURN(Fence f, ReadFence());
+  {
+    MutexLock m(fence_mu_);
+    sweep_fence_ = f;
+  }
   return std::unique_ptr<StoreHold>(std::make_unique<DbLockHold>(std::move(l)));
 }
 
@@ -143,8 +177,28 @@ Status PgCatalog::RemovePacks(std::span<const uint64_t> packs) {
   if (packs.empty()) return Status::Ok();
   const int64_t kept_s =
       std::chrono::duration_cast<std::chrono::seconds>(kDeletedPacksKept).count();
+  std::optional<Fence> fence;
+  {
+    MutexLock m(fence_mu_);
+    fence = sweep_fence_;
+  }
   BDN_RETURN_IF_ERROR(db_->Write(
       [&](sql::Session& s) -> Status {
+        // The fence first (its row lock waits for commits under way): no commit or restore
+        // since the sweep's second mark (HoldForSweep), and no other sweep. Moving `sweeps` on
+        // ends every commit that checked its blobs before these packs were recorded deleted.
+        BDN_ASSIGN_OR_RETURN(
+            int64_t moved,
+            fence ? s.Exec("UPDATE objstore_fence SET sweeps = sweeps + 1 WHERE tag = ?1 AND "
+                           "sweeps = ?2 AND commits = ?3",
+                           {tag_, fence->sweeps, fence->commits})
+                  : s.Exec("UPDATE objstore_fence SET sweeps = sweeps + 1 WHERE tag = ?1", {tag_}));
+        if (fence && moved != 1) {
+          return UnavailableError(
+              "gc: sweep: a commit, a restore or another gc reached the store since the second "
+              "mark (the sweep's lock was lost: its database connection ended); nothing more "
+              "was deleted");
+        }
         // One writer at a time (SELECTs are not blocked): a row's seq is drawn under the lock
         // and committed before the next writer draws one, so rows become visible in seq order
         // and a reader's position (DeletedSince's `next`) never passes a row still uncommitted.
@@ -161,6 +215,11 @@ Status PgCatalog::RemovePacks(std::span<const uint64_t> packs) {
                    {store_, kept_s}));
       },
       "record deleted packs"));
+  if (fence) {
+    MutexLock m(fence_mu_);
+    // The next batch of the same sweep expects its own move.
+    if (sweep_fence_ && sweep_fence_->sweeps == fence->sweeps) ++sweep_fence_->sweeps;
+  }
   return bucket_.RemovePacks(packs);
 }
 

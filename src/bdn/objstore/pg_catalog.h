@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "bdn/base/mutex.h"
 #include "bdn/objstore/pack_catalog.h"
 #include "bdn/sql/postgres.h"
 
@@ -46,7 +47,11 @@ class PgCatalog : public PackCatalog {
   Status AddPack(const CatalogPack& pack, std::span<const pack::BlobLocation> blobs) override {
     return bucket_.AddPack(pack, blobs);
   }
-  // Records the packs in objstore_deleted_packs (rows older than kDeletedPacksKept go).
+  // Records the packs in objstore_deleted_packs (rows older than kDeletedPacksKept go), in the
+  // transaction that moves the sweep fence on (objstore_fence): only while no commit, restore or
+  // other sweep has passed the fence since this process's last HoldForSweep. Errors:
+  // Unavailable "gc: sweep: a commit, a restore or another gc reached the store since the
+  // second mark (…); nothing more was deleted"; Unavailable from the database.
   Status RemovePacks(std::span<const uint64_t> packs) override;
   // From objstore_deleted_packs: one query. Errors: Unavailable.
   Result<Deleted> DeletedSince(uint64_t after) override;
@@ -54,7 +59,12 @@ class PgCatalog : public PackCatalog {
   static constexpr std::chrono::hours kDeletedPacksKept{24 * 30};
   // Errors: Conflict "chunk store <uri>: another gc is running (<holder>)"; Unavailable.
   Result<std::unique_ptr<StoreHold>> BeginGc() override;
-  // Errors: Unavailable (the database, or "not granted within 30000 ms").
+  // Errors: Unavailable (the database, or "not granted within 30000 ms"). The lock alone can
+  // be lost with its connection (a database restart), so each also reads the fence, the row of
+  // objstore_fence for this store: a commit's hold hands the registry a CommitFence that counts
+  // the commit only while no sweep has moved `sweeps` since; a sweep's remembers (sweeps,
+  // commits) for RemovePacks. Together they keep a sweep whose lock was lost from deleting a
+  // pack that a commit which got in meanwhile relies on.
   Result<std::unique_ptr<StoreHold>> HoldForCommit() override;
   Result<std::unique_ptr<StoreHold>> HoldForSweep() override;
   Status PublishDoom(std::span<const uint64_t> packs) override;
@@ -70,6 +80,12 @@ class PgCatalog : public PackCatalog {
             std::function<SteadyTime()> retain_since, std::shared_ptr<Clock> clock);
   // How old a claim may be and still count, in milliseconds (none: every claim counts).
   std::optional<int64_t> HorizonMs() const;
+  // The store's row of objstore_fence, made if missing.
+  struct Fence {
+    int64_t sweeps = 0;   // moved on by every RemovePacks
+    int64_t commits = 0;  // moved on by every commit or restore (CommitFence)
+  };
+  Result<Fence> ReadFence();
 
   const std::string store_;  // the bucket and prefix, as rows name it
   const std::string tag_;    // 16 hex digits of the store's digest, for lock names
@@ -77,6 +93,9 @@ class PgCatalog : public PackCatalog {
   const std::shared_ptr<sql::Database> db_;
   const std::function<SteadyTime()> retain_since_;
   const std::shared_ptr<Clock> clock_;
+  Mutex fence_mu_;
+  // The fence the last HoldForSweep read, moved on by each RemovePacks of that sweep.
+  std::optional<Fence> sweep_fence_ GUARDED_BY(fence_mu_);
 };
 
 }  // namespace bdn::objstore

@@ -292,6 +292,64 @@ TEST_F(PgCatalogTest, ASweepWaitsForCommitsOnEveryReplica) {
   EXPECT_OK(late);
 }
 
+// The lock between sweeps and commits can be lost with its connection (a database restart, a
+// terminated backend); the fence (objstore_fence) still keeps a sweep and a commit from both
+// going ahead. Here each lock is let go outright, as a lost one is:
+//  - a commit that got in after the sweep's second mark (its fence passed) makes the sweep's
+//    RemovePacks record nothing, so nothing is deleted;
+//  - a commit whose blobs were checked before a sweep recorded packs deleted finds that its
+//    fence changes no row (the registry then commits nothing), even after a second batch of the
+//    same sweep; a commit that starts after the sweep passes.
+TEST_F(PgCatalogTest, TheFenceKeepsASweepAndACommitApartWhenTheirLockIsLost) {
+  auto a = Replica();  // sweeps
+  auto b = Replica();  // commits
+  ASSERT_TRUE(a && b);
+  auto pool = sql::PgPool::Open({.url = url_});
+  ASSERT_OK(pool);
+  auto registry = (*pool)->Use("registry");
+  auto run = [&](const std::string& fence) {  // as SqlRegistry runs it: the rows it changed
+    return sql::WriteValue<int64_t>(*registry, [&](sql::Session& s) { return s.Exec(fence); });
+  };
+  const uint64_t p = 7, q = 8;
+
+  {
+    auto sweep = a->HoldForSweep();  // before its second mark; then its lock is lost
+    ASSERT_OK(sweep);
+  }
+  auto commit = b->HoldForCommit();
+  ASSERT_OK(commit);
+  const std::string fence = (*commit)->CommitFence();
+  EXPECT_EQ(fence.rfind("UPDATE objstore_fence SET commits = commits + 1 WHERE tag = '", 0), 0u)
+      << fence;
+  EXPECT_EQ(*run(fence), 1);
+  commit->reset();
+  EXPECT_STATUS(a->RemovePacks(std::span(&p, 1)), kUnavailable,
+                "gc: sweep: a commit, a restore or another gc reached the store since the second "
+                "mark (the sweep's lock was lost: its database connection ended); nothing more "
+                "was deleted");
+  auto seen = b->DeletedSince(0);
+  ASSERT_OK(seen);
+  EXPECT_TRUE(seen->packs.empty());
+
+  commit = b->HoldForCommit();  // its blobs checked; then its lock is lost
+  ASSERT_OK(commit);
+  const std::string checked_before = (*commit)->CommitFence();
+  commit->reset();
+  {
+    auto sweep = a->HoldForSweep();
+    ASSERT_OK(sweep);
+  }
+  ASSERT_OK(a->RemovePacks(std::span(&p, 1)));
+  ASSERT_OK(a->RemovePacks(std::span(&q, 1)));  // the same sweep's next batch
+  EXPECT_EQ(*run(checked_before), 0);
+  seen = b->DeletedSince(0);
+  ASSERT_OK(seen);
+  EXPECT_EQ(seen->packs, (std::vector<uint64_t>{p, q}));
+  commit = b->HoldForCommit();
+  ASSERT_OK(commit);
+  EXPECT_EQ(*run((*commit)->CommitFence()), 1);
+}
+
 // Every hold is an advisory lock on a connection of its own: when that connection ends (the
 // server restarted, the backend terminated), the server drops the lock, and the hold says so.
 TEST_F(PgCatalogTest, HoldsWhoseConnectionsEndedSayTheyNoLongerHold) {

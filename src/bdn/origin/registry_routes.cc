@@ -266,6 +266,9 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   BDN_RETURN_IF_ERROR(store_->Sync());
   // A hold lost since the check (PostgreSQL restarted) may have let a sweep in: checked again.
   BDN_RETURN_IF_ERROR(StillHeld(*hold).WithPrefix("commit"));
+  // The check above and the write below are not one step: the registry's transaction passes
+  // the store's fence, so a sweep that got in anyway (its lock lost) leaves nothing committed.
+  c.store_fence = hold->CommitFence();
   BDN_ASSIGN_OR_RETURN(CommitResult r, registry_->Commit(c));
   Reply(res, api::CommitResultToJson(r));
   return Status::Ok();

@@ -81,6 +81,12 @@ struct CommitRequest {
   // with no job.
   std::string sync_job_id;
   bool sync_unchanged = false;
+  // The store's fence (StoreHold::CommitFence of the hold under which the blobs were checked):
+  // one SQL statement run in the commit's transaction, which must change exactly one row, else
+  // a GC sweep deleted packs since the check and nothing is committed (Unavailable, retried).
+  // Only for a registry in the store's database (SqlRegistry on PostgreSQL); never sent over
+  // HTTP. Empty: none.
+  std::string store_fence;
 };
 
 // How long a registry keeps the idempotency key of a write (and so recognizes its retries).
@@ -211,10 +217,12 @@ class Registry {
   // deleted"; FailedPrecondition "version …: deleted at T; its retention ended at U, so it can
   // no longer be restored (…)"; Conflict on a stale expected_sequence; InvalidArgument for
   // idempotency keys.
+  // `store_fence` as CommitRequest::store_fence.
   virtual Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
                                                const Digest& digest,
                                                std::optional<int64_t> expected_sequence,
-                                               const std::string& idempotency_key = "") = 0;
+                                               const std::string& idempotency_key = "",
+                                               const std::string& store_fence = "") = 0;
   // Every version whose blobs must be kept (garbage collection's roots), in every volume:
   // ALIVE ones and DELETED ones still within their retention (delete_after later than now, by
   // the registry's clock). Records carry ns, volume, digest, lifecycle and times; tags and head
@@ -281,7 +289,8 @@ class SqlRegistry : public Registry {
   Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
                                        const Digest& digest,
                                        std::optional<int64_t> expected_sequence,
-                                       const std::string& idempotency_key = "") override;
+                                       const std::string& idempotency_key = "",
+                                       const std::string& store_fence = "") override;
   Result<std::vector<VersionRecord>> ListRetainedVersions() override;
   // The database's own check (SQLite: PRAGMA integrity_check), then the rules of
   // Registry::CheckConsistency.

@@ -762,5 +762,59 @@ TEST(SqliteRegistry, FailedOpenOfANonDatabaseFileLeaksNoDescriptor) {
   fs::remove_all(t);
 }
 
+// A commit or a restore whose store fence changes no row (objstore's PgCatalog: a GC sweep
+// deleted packs since the version's blobs were checked, its lock having been lost) writes
+// nothing and says why; one whose fence passes is written, the fence run in its transaction.
+TEST(RegistryStoreFence, ACommitOrRestoreWhoseFenceChangesNoRowWritesNothing) {
+  testutil::PostgresBackend backend;
+  const std::string why = backend.Prepare();
+  if (!why.empty()) GTEST_SKIP() << why;
+  auto pool = backend.Pool();
+  ASSERT_TRUE(pool) << pool.error().message();
+  auto db = (*pool)->Use("test");
+  ASSERT_TRUE(db->Write([](sql::Session& s) -> Status {
+                  BDN_RETURN_IF_ERROR(sql::ToStatus(
+                      s.Exec("CREATE TABLE fence_t (sweeps BIGINT, commits BIGINT)")));
+                  return sql::ToStatus(s.Exec("INSERT INTO fence_t VALUES (1, 0)"));
+                }).ok());
+  auto commits = [&] {
+    auto r = sql::ReadValue<sql::Rows>(
+        *db, [](sql::Session& s) { return s.Query("SELECT commits FROM fence_t"); });
+    return r ? r->Int(0, 0) : -1;
+  };
+  auto reg = backend.OpenRegistry();
+  ASSERT_TRUE(reg) << reg.error().message();
+  const std::string passes = "UPDATE fence_t SET commits = commits + 1 WHERE sweeps = 1";
+  const std::string moved = "UPDATE fence_t SET commits = commits + 1 WHERE sweeps = 0";
+  const std::string said =
+      ": a gc sweep deleted packs since the version's blobs were checked (the lock between them "
+      "was lost: its database connection ended); nothing was written: retry, which checks the "
+      "blobs again";
+  const Digest d = MakeDigest("abcd01", 0x11);
+  CommitRequest req;
+  req.ns = "w";
+  req.volume = "v";
+  req.digest = d;
+  req.store_fence = moved;
+  auto r = (*reg)->Commit(req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.error().message(), "commit" + said);
+  EXPECT_EQ((*reg)->GetVersion("w", "v", d).error().code(), StatusCode::kNotFound);
+  req.store_fence = passes;
+  ASSERT_TRUE((*reg)->Commit(req));
+  EXPECT_EQ(commits(), 1);
+
+  ASSERT_TRUE((*reg)->DeleteVersions("w", "v", d, std::nullopt));
+  auto restored = (*reg)->RestoreVersion("w", "v", d, std::nullopt, "", moved);
+  ASSERT_FALSE(restored);
+  EXPECT_EQ(restored.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(restored.error().message(), "restore" + said);
+  EXPECT_EQ((*reg)->GetVersion("w", "v", d)->lifecycle, Lifecycle::kDeleted);
+  ASSERT_TRUE((*reg)->RestoreVersion("w", "v", d, std::nullopt, "", passes));
+  EXPECT_EQ((*reg)->GetVersion("w", "v", d)->lifecycle, Lifecycle::kAlive);
+  EXPECT_EQ(commits(), 2);
+}
+
 }  // namespace
 }  // namespace bdn

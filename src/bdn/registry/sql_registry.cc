@@ -230,6 +230,18 @@ class Tx {
     return r.Int(0, 0);
   }
 
+  // In a write: runs the store's fence (CommitRequest::store_fence; "" passes), which must
+  // change one row. `op` names the write ("commit", "restore") in the error.
+  Status PassFence(const std::string& fence, std::string_view op) {
+    if (fence.empty()) return Status::Ok();
+    BDN_ASSIGN_OR_RETURN(int64_t n, s_.Exec(fence));
+    if (n == 1) return Status::Ok();
+    return UnavailableError(std::string(op) +
+                            ": a gc sweep deleted packs since the version's blobs were checked "
+                            "(the lock between them was lost: its database connection ended); "
+                            "nothing was written: retry, which checks the blobs again");
+  }
+
   Result<int64_t> Sequence(int64_t vid) {
     BDN_ASSIGN_OR_RETURN(Rows r, Query("SELECT sequence FROM volumes WHERE id=?1", {vid}));
     if (r.empty()) return Err(InternalError("registry: volume row vanished"));
@@ -548,6 +560,7 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
                 "ON CONFLICT(ns, name) DO NOTHING",
                 {req.ns, req.volume, tx.NowMs()}));
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockVolume(req.ns, req.volume));
+    BDN_RETURN_IF_ERROR(tx.PassFence(req.store_fence, "commit"));
     if (!req.sync_job_id.empty()) BDN_RETURN_IF_ERROR(CheckSyncRun(tx, req));
     const std::string what = VolumeName(req.ns, req.volume);
     BDN_RETURN_IF_ERROR(tx.CheckExpected(vid, what, req.expected_sequence));
@@ -755,13 +768,15 @@ Result<DeleteResult> SqlRegistry::DeleteVersions(const std::string& ns, const st
 Result<RestoreResult> SqlRegistry::RestoreVersion(const std::string& ns, const std::string& volume,
                                                   const Digest& digest,
                                                   std::optional<int64_t> expected_sequence,
-                                                  const std::string& idempotency_key) {
+                                                  const std::string& idempotency_key,
+                                                  const std::string& store_fence) {
   const std::string request = "restore " + VersionRef(ns, volume, digest) +
                               " expected_sequence=" + ExpectedText(expected_sequence);
   return impl_->Write<RestoreResult>([&](Tx& tx) -> Result<RestoreResult> {
     BDN_ASSIGN_OR_RETURN(auto recorded, tx.Replay(ns, idempotency_key, request));
     if (recorded) return RestoreResult{recorded->sequence, recorded->head_updated};
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockChecked(ns, volume, expected_sequence));
+    BDN_RETURN_IF_ERROR(tx.PassFence(store_fence, "restore"));
     BDN_ASSIGN_OR_RETURN(VersionRecord v, tx.ReadVersion(vid, ns, volume, digest));
     const std::string ref = VersionRef(ns, volume, digest);
     if (v.lifecycle == Lifecycle::kAlive) {

@@ -381,7 +381,8 @@ Result<RestoreResult> RemoteRegistry::RestoreVersion(const std::string& ns,
                                                      const std::string& volume,
                                                      const Digest& digest,
                                                      std::optional<int64_t> expected_sequence,
-                                                     const std::string& idempotency_key) {
+                                                     const std::string& idempotency_key,
+                                                     const std::string& /*store_fence*/) {
   const std::string path = VolumePath(ns, volume) + "/versions/" + digest.Hex() + "/restore";
   json body = {{"expected_sequence", expected_sequence ? json(*expected_sequence) : json(nullptr)}};
   BDN_ASSIGN_OR_RETURN(http::Response r,

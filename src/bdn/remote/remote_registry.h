@@ -68,11 +68,13 @@ class RemoteRegistry : public Registry {
                                       const std::optional<Digest>& digest,
                                       std::optional<int64_t> expected_sequence,
                                       const std::string& idempotency_key = "") override;
-  // POST /v1/volumes/<ns>/<vol>/versions/<hex>/restore.
+  // POST /v1/volumes/<ns>/<vol>/versions/<hex>/restore. `store_fence` is not sent: the origin
+  // fences its own restore.
   Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
                                        const Digest& digest,
                                        std::optional<int64_t> expected_sequence,
-                                       const std::string& idempotency_key = "") override;
+                                       const std::string& idempotency_key = "",
+                                       const std::string& store_fence = "") override;
   // FailedPrecondition: garbage collection runs in the server (bdn serve --gc-interval).
   Result<std::vector<VersionRecord>> ListRetainedVersions() override;
   // POST /v1/volumes/<ns>/<vol>/claims. Errors: Conflict "volume bdn:ns/vol: push in progress

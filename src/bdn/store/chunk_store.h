@@ -38,6 +38,13 @@ class StoreHold {
   // lock whose connection ended: sql::HeldLock::Held); a lock file's hold lasts as long as its
   // process. Errors: Unavailable when that cannot be told now. One caller at a time.
   virtual Result<bool> Held() { return true; }
+  // A hold that can be lost (Held) fences what it guards in the database instead of relying on
+  // it alone: one statement (SQL without parameters) that the registry runs inside the
+  // transaction that commits or restores a version, checked while this hold (HoldForCommit)
+  // lives. It changes exactly one row while no sweep has deleted packs since the hold was
+  // taken, and none after one has (the registry then writes nothing: Registry's
+  // CommitRequest::store_fence). "" when there is nothing to check (a lock file cannot be lost).
+  virtual std::string CommitFence() const { return ""; }
 };
 
 // OK while `hold` still holds; else Unavailable "the chunk store's GC lock was lost (its

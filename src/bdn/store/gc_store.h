@@ -47,8 +47,9 @@ class GcStore {
   virtual bool IsQuarantined(uint64_t pack, uint64_t offset) = 0;
   // Dooms `packs` (replacing any earlier doom), visible to every process using the store before
   // this returns. A doom that keeps the front of the one before (the packs dropped from its
-  // end: a GC on a full disk falls back to the packs it deletes, which it dooms first) needs no
-  // new space, and is never seen as a doom of fewer packs than it holds. Errors: I/O errors
+  // end: a GC on a full disk falls back to the packs it deletes, which it dooms first), or the
+  // same doom again (the sweep's), needs no new space, and is never seen as a doom of fewer
+  // packs than it holds. Errors: I/O errors
   // (ENOSPC → FailedPrecondition).
   virtual Status PublishDoom(std::span<const uint64_t> packs) = 0;
   // Ends the doom (after a sweep, or a run that stopped). Errors: I/O errors.
@@ -58,8 +59,10 @@ class GcStore {
   virtual Result<std::unique_ptr<StoreHold>> HoldForSweep() = 0;
   // The blobs claimed by writers that may still commit (any order, may repeat).
   virtual Result<std::vector<Digest>> LiveClaims() = 0;
-  // Whether a good copy of `id` is stored outside the doomed packs.
-  virtual Result<bool> HasLiveCopy(const Digest& id) = 0;
+  // Whether a good copy of `id` is stored outside the doomed packs and outside `doomed` (the
+  // run's own doom, sorted: the store's view of the doom is re-read from the database by every
+  // writer's refresh, and another run may have replaced it meanwhile).
+  virtual Result<bool> HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) = 0;
   // Deletes `packs` (doomed ones), durably, and forgets their blobs in this process. Index
   // entries that name them stay until CompactIndex (readers skip a pack that is gone). A reader
   // that has a pack open finishes its read. Errors: I/O errors naming the pack.

@@ -451,11 +451,14 @@ bool LocalChunkStore::IsBadLocked(const IndexedBlob& b) const {
   return !bad_.empty() && bad_.contains({b.pack, b.loc.offset});
 }
 
-std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id, Copies copies) const {
-  const bool live = copies == Copies::kLive && !doomed_.empty();
-  auto usable = [&](const IndexedBlob& b) REQUIRES_SHARED(mu_) {
-    return !IsBadLocked(b) && !(live && doomed_.contains(b.pack));
+std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id, Copies copies,
+                                                         std::span<const uint64_t> also) const {
+  const bool live = copies == Copies::kLive && (!doomed_.empty() || !also.empty());
+  auto doomed = [&](uint64_t pack) REQUIRES_SHARED(mu_) {
+    return doomed_.contains(pack) || std::binary_search(also.begin(), also.end(), pack);
   };
+  auto usable = [&](const IndexedBlob& b)
+                    REQUIRES_SHARED(mu_) { return !IsBadLocked(b) && !(live && doomed(b.pack)); };
   auto it = recent_.find(id);
   if (it != recent_.end() && usable(it->second)) return it->second;
   std::optional<IndexedBlob> found;
@@ -472,7 +475,7 @@ std::optional<IndexedBlob> LocalChunkStore::LookupLocked(const Digest& id, Copie
   if (live && it != recent_.end()) {
     // recent_ keeps one copy per id: another loose pack may hold a live one.
     for (const auto& [pack, blobs] : loose_) {
-      if (doomed_.contains(pack)) continue;
+      if (doomed(pack)) continue;
       for (const BlobLocation& loc : blobs) {
         if (loc.id == id && usable(IndexedBlob{pack, loc})) return IndexedBlob{pack, loc};
       }
@@ -1940,14 +1943,15 @@ Status LocalChunkStore::PublishDoom(std::span<const uint64_t> packs) {
   const fs::path path = root_ / "gc" / "doomed";
   const std::string what = "gc doom " + path.string();
   // A doom that is the front of the one published (a GC on a full disk falling back to the packs
-  // it deletes, which it doomed first) is cut in place: no new block. A reader racing the cut
+  // it deletes, which it doomed first), or all of it (the sweep publishing its doom again), is
+  // cut in place: no new block. A reader racing the cut
   // reads the old doom, or its front and maybe lines of the rest (a torn line names no pack):
   // never fewer packs than the new doom.
   if (UniqueFd cur{
           ::openat(gc_dir_.get(), "doomed", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)}) {
     struct stat st;
     if (::fstat(cur.get(), &st) == 0 && IsOwnSoleFile(st) &&
-        static_cast<uint64_t>(st.st_size) > text.size() &&
+        static_cast<uint64_t>(st.st_size) >= text.size() &&
         static_cast<uint64_t>(st.st_size) <= kDoomReserveBytes * 64) {
       std::vector<uint8_t> old(static_cast<size_t>(st.st_size));
       auto n = ReadFull(cur.get(), old, what + ": read");
@@ -2043,9 +2047,14 @@ Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
   return out;
 }
 
-Result<bool> LocalChunkStore::HasLiveCopy(const Digest& id) {
-  if (Lookup(id, Copies::kLive)) return true;
-  return RefreshIfChanged() && Lookup(id, Copies::kLive).has_value();
+Result<bool> LocalChunkStore::HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) {
+  // Every copy outside both dooms counts: the store's (doomed_) and the run's own.
+  auto live = [&] {
+    ReaderLock l(mu_);
+    return LookupLocked(id, Copies::kLive, doomed).has_value();
+  };
+  if (live()) return true;
+  return RefreshIfChanged() && live();
 }
 
 Status LocalChunkStore::DeletePacks(std::span<const uint64_t> packs) {

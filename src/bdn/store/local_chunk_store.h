@@ -259,7 +259,7 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // kProcessFile: the ids in the claims files of processes still alive (the files of dead ones
   // are deleted); kMemory: those recorded since claims_retain_since.
   Result<std::vector<Digest>> LiveClaims() override;
-  Result<bool> HasLiveCopy(const Digest& id) override;
+  Result<bool> HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) override;
   // Unlinks each pack, forgets its blobs, and syncs the directory.
   Status DeletePacks(std::span<const uint64_t> packs) override;
   ChunkStore& blobs() override { return *this; }
@@ -287,8 +287,9 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   enum class Copies { kAny, kLive };
   // A good copy of `id` (not quarantined), from this process's packs or the index tables.
   std::optional<pack::IndexedBlob> Lookup(const Digest& id, Copies copies = Copies::kAny) const;
-  std::optional<pack::IndexedBlob> LookupLocked(const Digest& id,
-                                                Copies copies = Copies::kAny) const
+  // `also`: with kLive, packs (sorted) that count as doomed too.
+  std::optional<pack::IndexedBlob> LookupLocked(const Digest& id, Copies copies = Copies::kAny,
+                                                std::span<const uint64_t> also = {}) const
       REQUIRES_SHARED(mu_);
   // Before a writer relies on `ids` being stored: records them as claims, then takes up a doom
   // published since the last look. Returns whether the doom changed.

@@ -137,12 +137,14 @@ Result<CommitResult> CommitCheckingRegistry::Commit(const CommitRequest& req) {
   BDN_ASSIGN_OR_RETURN(checked.stats, CheckVersionStored(*store_, req.digest));
   // A hold lost since the check may have let a sweep in (PostgreSQL restarted).
   BDN_RETURN_IF_ERROR(StillHeld(*hold).WithPrefix("commit"));
+  checked.store_fence = hold->CommitFence();
   return inner_->Commit(checked);
 }
 
 Result<RestoreResult> CommitCheckingRegistry::RestoreVersion(
     const std::string& ns, const std::string& volume, const Digest& digest,
-    std::optional<int64_t> expected_sequence, const std::string& idempotency_key) {
+    std::optional<int64_t> expected_sequence, const std::string& idempotency_key,
+    const std::string& /*store_fence*/) {
   // Only a deleted version needs its blobs checked; the registry answers the rest (not found,
   // not deleted, past its retention) with its own errors, which come first.
   BDN_ASSIGN_OR_RETURN(auto hold, store_->HoldForCommit());
@@ -154,7 +156,8 @@ Result<RestoreResult> CommitCheckingRegistry::RestoreVersion(
     }
   }
   BDN_RETURN_IF_ERROR(StillHeld(*hold).WithPrefix("restore"));
-  return inner_->RestoreVersion(ns, volume, digest, expected_sequence, idempotency_key);
+  return inner_->RestoreVersion(ns, volume, digest, expected_sequence, idempotency_key,
+                                hold->CommitFence());
 }
 
 }  // namespace bdn

@@ -108,11 +108,13 @@ class CommitCheckingRegistry : public Registry {
   }
   // Runs CheckVersionStored first: a version is made visible again only if its blobs are all
   // still stored (GC keeps them while it is restorable; this also holds when the clock moved).
-  // Errors: those of CheckVersionStored, then inner's.
+  // Errors: those of CheckVersionStored, then inner's. The hold's fence (StoreHold::CommitFence)
+  // goes to inner (a `store_fence` given here is ignored: the hold's is the one that counts).
   Result<RestoreResult> RestoreVersion(const std::string& ns, const std::string& volume,
                                        const Digest& digest,
                                        std::optional<int64_t> expected_sequence,
-                                       const std::string& idempotency_key = "") override;
+                                       const std::string& idempotency_key = "",
+                                       const std::string& store_fence = "") override;
   Result<std::vector<VersionRecord>> ListRetainedVersions() override {
     return inner_->ListRetainedVersions();
   }
