@@ -677,6 +677,55 @@ TEST_F(OriginTest, ACommitMissingBlobsChecksAgainForCommitWaitBeforeAnswering412
   EXPECT_EQ(clock_->sleeps() - sleeps_before, 12);
 }
 
+// A commit that waited for its blobs while its claim moved on is refused once they are there,
+// instead of landing over the new holder's version: here the push that sent it died (its
+// client gone), and a push from the same machine took its claim over (the repeat of its claim
+// request, which gets a new id).
+TEST_F(OriginTest, ACommitWhoseClaimMovedOnWhileItWaitedForBlobsIsRefused) {
+  TearDown();
+  StartServer(AuthMode::kRequired, {}, [](OriginOptions& o) {
+    o.clock = Clock::Real();
+    o.claim_ttl = std::chrono::seconds(30);
+    o.commit_wait = std::chrono::seconds(20);
+    o.commit_recheck_pause = std::chrono::milliseconds(50);
+  });
+  SealResult seal = Seal(3);
+  Digest held_back;
+  for (const auto& [id, bytes] : sealed_->blobs) {
+    if (id != seal.digest && bytes.size() > 1000 && held_back == Digest()) {
+      held_back = id;
+      continue;
+    }
+    Upload(bytes);
+  }
+  ASSERT_NE(held_back, Digest());
+  const std::string claims = "/v1/volumes/weights/model/claims";
+  auto r = Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "push-1"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string first = Body(r)["claim"];
+  std::optional<httplib::Result> answer;
+  std::thread committing([&] {  // a client of its own: the test's client_ serves one call at once
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(std::chrono::seconds(60));
+    answer.emplace(
+        c.Post("/v1/volumes/weights/model/commit", {{"Authorization", "Bearer " + admin_}},
+               json{{"digest", seal.digest.Hex()}, {"claim", first}}.dump(), "application/json"));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it waits for the blob
+  r = Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "push-1"}});
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_NE(Body(r)["claim"], first);
+  Upload(sealed_->blobs[held_back]);
+  committing.join();
+  ASSERT_TRUE(answer && *answer);
+  EXPECT_EQ((*answer)->status, 409) << (*answer)->body;
+  const std::string admin_id = admin_.substr(4, admin_.find('_', 4) - 4);
+  EXPECT_EQ(Body(*answer)["error"]["message"],
+            "volume bdn:weights/model: push in progress (claimed by key bdn_" + admin_id +
+                ", expires in 30 s)");
+  EXPECT_EQ(Call("GET", "/v1/volumes/weights/model", admin_)->status, 404);
+}
+
 TEST_F(OriginTest, CommitRefusedUntilEveryBlobIsStored) {
   SealResult seal = Seal(1);
   std::string commit = json{{"digest", seal.digest.Hex()}, {"tags", {"prod"}}}.dump();
@@ -898,14 +947,16 @@ TEST_F(OriginTest, RetriedTagWritesAndClaimsWithTheirKeyGetTheFirstAnswer) {
     EXPECT_EQ(Body(r), json({{"sequence", 3}}));
   }
 
-  // A claim request repeated with its key gets the same claim; another client still conflicts.
+  // A claim request repeated with its key gets the claim under a new id (the old one stops
+  // working); another client still conflicts.
   const std::string claims = "/v1/volumes/weights/model/claims";
   r = Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "claim-1"}});
   ASSERT_EQ(r->status, 201) << r->body;
   std::string id = Body(r)["claim"];
   r = Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "claim-1"}});
   ASSERT_EQ(r->status, 201) << r->body;
-  EXPECT_EQ(Body(r)["claim"], id);
+  EXPECT_NE(Body(r)["claim"], id);
+  EXPECT_EQ(Call("PUT", claims + "/" + id, admin_, "")->status, 404);
   EXPECT_EQ(Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "claim-2"}})->status, 409);
   EXPECT_EQ(
       Call("POST", claims, Key("weights", "push"), "{}", {{"Idempotency-Key", "claim-1"}})->status,

@@ -266,6 +266,11 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   BDN_RETURN_IF_ERROR(store_->Sync());
   // A hold lost since the check (PostgreSQL restarted) may have let a sweep in: checked again.
   BDN_RETURN_IF_ERROR(StillHeld(*hold).WithPrefix("commit"));
+  // The claim again: the wait for blobs above can be long, and meanwhile the claim may have
+  // moved on (a push from the same machine took over the claim of a process that died with this
+  // commit on its way: PushClaims::Acquire gave it a new id). Landing now would put this version
+  // over the new holder's.
+  BDN_RETURN_IF_ERROR(claims_->CheckCommit(p.ns, p.volume, claim));
   // The check above and the write below are not one step: the registry's transaction passes
   // the store's fence, so a sweep that got in anyway (its lock lost) leaves nothing committed.
   c.store_fence = hold->CommitFence();

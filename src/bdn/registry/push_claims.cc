@@ -56,8 +56,10 @@ Result<std::string> MemoryPushClaims::Acquire(const std::string& ns, const std::
   MutexLock lock(mu_);
   auto now = now_();
   if (Claim* c = LiveLocked(key, now)) {
-    // The retry of an Acquire whose answer was lost gets the claim it already holds.
+    // The retry of an Acquire whose answer was lost gets the claim it already holds, under a new
+    // id (PushClaims::Acquire).
     if (!idempotency_key.empty() && c->idempotency_key == idempotency_key && c->holder == holder) {
+      BDN_ASSIGN_OR_RETURN(c->id, RandomHex(16));
       c->expires = now + ttl_;
       return c->id;
     }
@@ -144,14 +146,15 @@ Result<std::string> PgPushClaims::Acquire(const std::string& ns, const std::stri
               sql::Rows live,
               s.Query(std::string(kLiveClaim) + std::string(s.ForUpdate()), {ns, vol}));
           if (!live.empty()) {
-            // The retry of an Acquire whose answer was lost gets the claim it already holds.
+            // The retry of an Acquire whose answer was lost gets the claim it already holds,
+            // under a new id (PushClaims::Acquire).
             if (!idempotency_key.empty() && live.Text(0, 2) == idempotency_key &&
                 live.Text(0, 1) == holder) {
-              BDN_RETURN_IF_ERROR(
-                  sql::ToStatus(s.Exec("UPDATE push_claims SET expires_at = clock_timestamp() + "
-                                       "CAST(?3 AS interval) WHERE ns=?1 AND volume=?2",
-                                       {ns, vol, ttl})));
-              return live.Text(0, 0);
+              BDN_RETURN_IF_ERROR(sql::ToStatus(
+                  s.Exec("UPDATE push_claims SET id = ?4, expires_at = clock_timestamp() + "
+                         "CAST(?3 AS interval) WHERE ns=?1 AND volume=?2",
+                         {ns, vol, ttl, fresh})));
+              return fresh;
             }
             return Err(ClaimConflict(key, live.Text(0, 1), live.Int(0, 3)));
           }

@@ -33,7 +33,9 @@ class PushClaims {
   // Claims volume ns/vol for `holder` (how conflict messages name it, e.g. "key bdn_<id>") and
   // returns the new claim id (32 hex characters). A repeated Acquire with the same non-empty
   // `idempotency_key` and holder while that claim is live (the retry of a request whose answer
-  // was lost) returns the same id and renews it.
+  // was lost, or the CLI taking over the claim of a process of its own that died) renews the
+  // claim under a new id: the old one stops working (Renew, Release, CheckCommit), so that a
+  // commit the dead process still had on its way cannot land after the new holder's.
   // Errors: Conflict "volume bdn:ns/vol: push in progress (claimed by <holder>, expires in N s)"
   // while another claim is live; Internal if no random id can be drawn; the database's errors
   // (PgPushClaims: Unavailable when it cannot be reached).

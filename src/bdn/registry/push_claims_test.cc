@@ -87,12 +87,21 @@ TYPED_TEST(PushClaimsTest, OnePushPerVolumeUntilReleased) {
   EXPECT_NE(*next, *id);
 }
 
-TYPED_TEST(PushClaimsTest, TheRetryOfALostAnswerGetsTheSameClaim) {
+// The retry of a lost answer (or the CLI taking over its dead process's claim) gets the claim
+// under a new id; the old id stops working, so a commit the first requester still had on its way
+// is refused once the claim has moved on.
+TYPED_TEST(PushClaimsTest, TheRetryOfALostAnswerGetsTheClaimUnderANewId) {
   auto id = this->claims_->Acquire("w", "v", "key bdn_aa", "k1");
   ASSERT_OK(id);
   auto retry = this->claims_->Acquire("w", "v", "key bdn_aa", "k1");
   ASSERT_OK(retry);
-  EXPECT_EQ(*retry, *id);
+  EXPECT_NE(*retry, *id);
+  ASSERT_OK(this->claims_->CheckCommit("w", "v", *retry));
+  EXPECT_STATUS(this->claims_->CheckCommit("w", "v", *id), kConflict,
+                "volume bdn:w/v: push in progress (claimed by key bdn_aa");
+  EXPECT_STATUS(this->claims_->Renew("w", "v", *id), kNotFound,
+                "claim " + *id + " on bdn:w/v: not found (expired or released)");
+  ASSERT_OK(this->claims_->Renew("w", "v", *retry));
   // Another key, or the same key from another holder, is another push.
   EXPECT_STATUS(this->claims_->Acquire("w", "v", "key bdn_aa", "k2"), kConflict, "volume bdn:w/v");
   EXPECT_STATUS(this->claims_->Acquire("w", "v", "key bdn_bb", "k1"), kConflict, "volume bdn:w/v");
