@@ -188,6 +188,19 @@ class OriginTest : public ::testing::Test {
     return client_->Delete(path, headers);
   }
 
+  // Uploads every blob of `seal` (sealed_) but one data chunk, and returns that chunk's id.
+  Digest UploadAllButOneDataChunk(const SealResult& seal) {
+    Digest held_back;
+    for (const auto& [id, bytes] : sealed_->blobs) {
+      if (id != seal.digest && bytes.size() > 1000 && held_back == Digest()) {
+        held_back = id;
+        continue;
+      }
+      Upload(bytes);
+    }
+    return held_back;
+  }
+
   void Upload(const std::string& bytes) {
     auto r = Call("PUT", "/v1/chunks/" + Digest::Of(bytes).Hex(), admin_, bytes);
     ASSERT_TRUE(r);
@@ -647,14 +660,7 @@ TEST_F(OriginTest, ACommitMissingBlobsChecksAgainForCommitWaitBeforeAnswering412
     o.commit_recheck_pause = std::chrono::milliseconds(250);
   });
   SealResult seal = Seal(2);
-  Digest held_back;
-  for (const auto& [id, bytes] : sealed_->blobs) {
-    if (id != seal.digest && bytes.size() > 1000 && held_back == Digest()) {
-      held_back = id;
-      continue;
-    }
-    Upload(bytes);
-  }
+  const Digest held_back = UploadAllButOneDataChunk(seal);
   ASSERT_NE(held_back, Digest());
   const std::string path = "/v1/volumes/weights/model/commit";
   const std::string commit = json{{"digest", seal.digest.Hex()}}.dump();
@@ -690,14 +696,7 @@ TEST_F(OriginTest, ACommitWhoseClaimMovedOnWhileItWaitedForBlobsIsRefused) {
     o.commit_recheck_pause = std::chrono::milliseconds(50);
   });
   SealResult seal = Seal(3);
-  Digest held_back;
-  for (const auto& [id, bytes] : sealed_->blobs) {
-    if (id != seal.digest && bytes.size() > 1000 && held_back == Digest()) {
-      held_back = id;
-      continue;
-    }
-    Upload(bytes);
-  }
+  const Digest held_back = UploadAllButOneDataChunk(seal);
   ASSERT_NE(held_back, Digest());
   const std::string claims = "/v1/volumes/weights/model/claims";
   auto r = Call("POST", claims, admin_, "{}", {{"Idempotency-Key", "push-1"}});
