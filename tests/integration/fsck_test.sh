@@ -83,12 +83,14 @@ out=$("$BDN" fsck) || fail "fsck after the repair and the pushes: $out"
 for i in 1 2 3 4 5; do "$BDN" volume verify "$(ref "$i")" >/dev/null || fail "$(ref "$i") does not verify"; done
 echo "$out"
 
-step "bdn serve --data: fsck of a stopped server's directory; refused while it serves"
+step "bdn serve --data: fsck of a stopped server's directory; fsck and store migrate refused while it serves"
 export BDN_HOME="$WORK/client"
 start_origin
 "$BDN" volume push "$WORK/t1" bdn:fs/served >/dev/null
 run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID); stop it first" \
   "$BDN" fsck --data "$WORK/srv"
+run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID); stop it first" \
+  "$BDN" store migrate --data "$WORK/srv"
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
 unset BDN_REMOTE
 "$BDN" fsck --data "$WORK/srv" >/dev/null || fail "fsck of a sound server directory"

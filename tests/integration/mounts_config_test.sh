@@ -157,22 +157,30 @@ run_fails 2 "bdn: error: $WORK/nul.yaml:4: mounts[1].path \"$WORK/mnt/n\\x00x\":
   "$BDN" mounts apply -f "$WORK/nul.yaml"
 [ ! -e "$WORK/mnt/n" ] || fail "the refused config mounted something"
 
-step "a failed mount rolls back this run's mounts and says so"
+step "a failed mount rolls back this run's mounts, and the directories made for them, and says so"
+mkdir -p "$WORK/mnt/kept"
 cat > "$WORK/rollback.yaml" <<YAML
 bdn:
   mounts:
     - source: $ra
       path: $WORK/mnt/r1
+    - source: $ra
+      path: $WORK/mnt/made/a/b
+    - source: $ra
+      path: $WORK/mnt/kept
     - source: $rb
       path: /proc/bdn-no-such-dir/m
 YAML
-MOUNTS+=("$WORK/mnt/r1")
+MOUNTS+=("$WORK/mnt/r1" "$WORK/mnt/made/a/b" "$WORK/mnt/kept")
 rc=0; "$BDN" mounts apply -f "$WORK/rollback.yaml" >"$WORK/out" 2>"$WORK/err" || rc=$?
 assert_eq 3 "$rc" "exit code of the failed apply"
 assert_eq "" "$(cat "$WORK/out")" "stdout of the failed apply (it said \"mounted at\")"
-assert_eq "bdn: error: $WORK/rollback.yaml:5: mountpoint /proc/bdn-no-such-dir/m: No such file or directory; rolled back: unmounted $WORK/mnt/r1 again" \
+assert_eq "bdn: error: $WORK/rollback.yaml:9: mountpoint /proc/bdn-no-such-dir/m: No such file or directory; rolled back: unmounted $WORK/mnt/kept, $WORK/mnt/made/a/b, $WORK/mnt/r1 again" \
   "$(cat "$WORK/err")" "stderr of the failed apply"
-[ "$(grep -c " $WORK/mnt/r1 " /proc/self/mounts)" = 0 ] || fail "the rolled-back mount is still there"
+[ "$(grep -c " $WORK/mnt/r1 \| $WORK/mnt/made/a/b \| $WORK/mnt/kept " /proc/self/mounts)" = 0 ] \
+  || fail "a rolled-back mount is still there"
+[ ! -e "$WORK/mnt/r1" ] && [ ! -e "$WORK/mnt/made" ] || fail "the directories made for the rolled-back mounts are still there: $(ls "$WORK/mnt")"
+[ -d "$WORK/mnt/kept" ] || fail "rollback removed a mountpoint directory that was there before"
 
 step "lock rewrites only each source value, in flow style too, through a symlink, keeping the mode"
 printf 'bdn: {mounts: [{source: bdn:weights/b:latest, path: /x/f1}, {source: bdn:weights/b, path: /x/f2}, {path: /x/bdn:weights/b, source: "bdn:weights/b"}]}\n' > "$WORK/flow.yaml"

@@ -1039,8 +1039,8 @@ Status CheckNotToBeMadeInHome(const fs::path& home, const fs::path& mountpoint,
 
 }  // namespace
 
-Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
-                   pid_t* daemon_pid) {
+Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args, pid_t* daemon_pid,
+                   std::vector<std::string>* made) {
   Context mount_ctx = ctx;
   MountOptions opts;
   BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, pinned, args, &opts.session_over));
@@ -1146,6 +1146,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   }
   Status mounted = MountInBackground(view, opts, daemon_pid);
   remove_made.mounted = mounted.ok();
+  if (mounted.ok() && made != nullptr) *made = made_dirs;
   return mounted;
 }
 

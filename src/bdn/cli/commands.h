@@ -50,6 +50,11 @@ struct Context {
 // Errors: InvalidArgument "BDN_ZSTD_MIN_SAVING \"…\": …" for a value that is not such a number.
 Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& data);
 
+// Refuses the data directory `data` while a bdn serve holds it (an flock on <data>/serve.lock):
+// FailedPrecondition "--data <data>: in use by bdn serve (pid N); <command>", where `command`
+// says what to do ("stop it first"). OK when no server holds it.
+Status CheckNotServed(const std::filesystem::path& data, const char* command);
+
 // Opens the embedded store under `home`: home/store (packs) and home/registry.db, all private
 // to the owner (directories 0700, files 0600; existing ones with group or other bits are
 // tightened with a warning); its commits run the commit check (CommitCheckingRegistry).
@@ -358,9 +363,11 @@ int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned);
 // it); args.ref is ignored.
 // In the background unless args.foreground (then `daemon_pid`, if not null, gets the daemon's
 // pid). Prints nothing. The caller closes ctx.registry first if it will not need it (the daemon
-// is a fork).
+// is a fork). `made`, if not null, gets the directories a background mount made for its
+// mountpoint (it and its parents, as mkdir -p, in the order made), for a caller that may have to
+// take the mount back (mounts apply).
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
-                   pid_t* daemon_pid = nullptr);
+                   pid_t* daemon_pid = nullptr, std::vector<std::string>* made = nullptr);
 
 // bdn mounts apply -f FILE: validates the deployment config's bdn.mounts, resolves every source
 // once, inspects every mountpoint (InspectMountpoint), then mounts each entry at its path,

@@ -27,24 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-// Refuses a data directory a bdn serve holds (its <data>/serve.lock), whose own GC runs in it.
-Status CheckNotServed(const fs::path& data, const char* command) {
-  const fs::path lock = data / "serve.lock";
-  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Status::Ok();
-  Status out;
-  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-    char buf[32] = {};
-    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
-    std::string pid;
-    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
-    out = FailedPreconditionError("--data " + data.string() + ": in use by bdn serve" +
-                                  (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " +
-                                  command);
-  }
-  return out;
-}
-
 // Refuses the data directory of a bdn serve whose store is an object store (--store s3://…,
 // alone or as a replica with --db): what it holds is a spool, not the store, and gc or fsck of it
 // would report on (and create) an empty local store.

@@ -136,15 +136,25 @@ Status ReplaceConfig(const std::string& shown, const fs::path& target, const Con
   return written ? Status::Ok() : written.error();
 }
 
+// A mount this run made: its mountpoint, and the directories made for it (MountPinned's `made`).
+struct MadeMount {
+  std::string path;
+  std::vector<std::string> made_dirs;
+};
+
 // Unmounts the mountpoints in `done` (this run's mounts), last first, after the error `failed`
-// stopped the run; returns it as RollbackError says.
-Status RollBack(const Status& failed, const std::vector<std::string>& done) {
+// stopped the run, and removes the directories made for each one unmounted (last first, while
+// empty), as a failed `volume mount` does; returns the error as RollbackError says.
+Status RollBack(const Status& failed, const std::vector<MadeMount>& done) {
   std::vector<std::string> unmounted;
   std::vector<Status> not_unmounted;
   for (auto it = done.rbegin(); it != done.rend(); ++it) {
-    Status s = Unmount(*it);
+    Status s = Unmount(it->path);
     if (s.ok()) {
-      unmounted.push_back(*it);
+      unmounted.push_back(it->path);
+      for (auto d = it->made_dirs.rbegin(); d != it->made_dirs.rend(); ++d) {
+        if (::rmdir(d->c_str()) != 0) break;
+      }
     } else {
       not_unmounted.push_back(std::move(s));
     }
@@ -217,7 +227,7 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
   }
   ctx.registry.reset();  // the mount daemons are forks of this process
   nlohmann::json results = nlohmann::json::array();
-  std::vector<std::string> done;
+  std::vector<MadeMount> done;
   for (size_t i = 0; i < entries.size(); ++i) {
     const MountEntry& e = entries[i];
     pid_t daemon_pid = -1;
@@ -226,9 +236,10 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
       args.mountpoint = e.path;
       args.allow_other = e.allow_other;
       args.version_created_unix_ms = created_ms[i];
-      Status s = MountPinned(ctx, pinned[i], args, &daemon_pid);
+      std::vector<std::string> made;
+      Status s = MountPinned(ctx, pinned[i], args, &daemon_pid, &made);
       if (!s.ok()) return RollBack(s.WithPrefix(at_line(e.line)), done);
-      done.push_back(e.path);
+      done.push_back({e.path, std::move(made)});
     }
     nlohmann::json r = {{"source", e.source},
                         {"version_ref", pinned[i].ToString()},

@@ -1,8 +1,13 @@
 // bdn store migrate|rebuild-index|stats, and the options every opener of a local pack store uses.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/cache_dir.h"
@@ -26,6 +31,23 @@ Result<std::unique_ptr<LocalChunkStore>> OpenStore(const fs::path& data) {
 }
 
 }  // namespace
+
+Status CheckNotServed(const fs::path& data, const char* command) {
+  const fs::path lock = data / "serve.lock";
+  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Status::Ok();
+  Status out;
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    char buf[32] = {};
+    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+    std::string pid;
+    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
+    out = FailedPreconditionError("--data " + data.string() + ": in use by bdn serve" +
+                                  (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " +
+                                  command);
+  }
+  return out;
+}
 
 Result<LocalChunkStore::Options> LocalStoreOptions(const fs::path& data) {
   LocalChunkStore::Options o;
@@ -88,6 +110,7 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
 }  // namespace
 
 Status StoreMigrate(const fs::path& data, bool json_output) {
+  BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   return MigrateAt(data / "store", options, json_output);
 }

@@ -300,6 +300,16 @@ Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
           EscapeName(mp.string()) + ")"));
     }
     if (probe->stat_errno == ENOENT && info.type.empty()) return state;
+    if (probe->stat_errno == ENOTDIR) {
+      // A directory above it is something else: name the nearest one that exists.
+      for (fs::path up = mp.parent_path(); up.has_relative_path(); up = up.parent_path()) {
+        struct stat st;
+        if (::stat(up.c_str(), &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) break;
+        return Err(FailedPreconditionError(MountpointPrefix(mp) + ": " + EscapeName(up.string()) +
+                                           " exists and is not a directory"));
+      }
+    }
     return Err(ErrnoError(MountpointPrefix(mp), probe->stat_errno));
   }
   if (info.type.empty()) return state;

@@ -598,6 +598,19 @@ TEST(Mount, MountInBackgroundReportsTheDaemonsError) {
   EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
 }
 
+// A mountpoint below something that is not a directory names that thing (FailedPrecondition,
+// exit 8, as a mountpoint that is itself a file), not a bare "Not a directory".
+TEST(Mount, AMountpointBelowAFileNamesTheFile) {
+  TempDir dir;
+  const fs::path file = dir.path() / "plain_file";
+  std::ofstream(file) << "x";
+  auto state = InspectMountpoint(file / "sub" / "deeper");
+  ASSERT_FALSE(state.has_value());
+  EXPECT_EQ(state.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state.error().message(), "mountpoint " + (file / "sub" / "deeper").string() + ": " +
+                                         file.string() + " exists and is not a directory");
+}
+
 TEST(Mount, CleanDeadMountDetachesTheMountOfAKilledDaemon) {
   if (!FuseAvailable()) GTEST_SKIP() << "/dev/fuse is not usable here";
   TempDir dir;
