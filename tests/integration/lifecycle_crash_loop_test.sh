@@ -368,7 +368,7 @@ gc_round() {
   kill -9 "$pid" 2>/dev/null || true
   reap "$pid"
   # bdn serve lives on after its gc: whether the run had ended is in its log.
-  if [ "$mode" = server ] && [ -n "$(sed -n '/bdn serve: gc: reclaimed/p' "$log")" ]; then LANDED=0; fi
+  if [ "$mode" = server ] && [ -n "$(sed -n '/ info gc: reclaimed/p' "$log")" ]; then LANDED=0; fi
   OP_JSON='{"op":"gc"}'
   local what="bdn gc"
   [ "$mode" = server ] && what="bdn serve"

@@ -385,7 +385,7 @@ class PeriodicGc {
         auto lock = cluster_->TryLock("gc");
         if (!lock) {
           metrics_.Add("bdn_gc_failures_total", {}, 1);
-          std::fprintf(stderr, "bdn serve: gc: %s\n", lock.error().message().c_str());
+          log::Error("gc: " + lock.error().message());
           continue;
         }
         if (!lock->held) {
@@ -401,7 +401,9 @@ class PeriodicGc {
       if (stop_) return;
       if (!r) {
         metrics_.Add("bdn_gc_failures_total", {}, 1);
-        std::fprintf(stderr, "bdn serve: gc: %s\n", r.error().message().c_str());
+        // Most of RunGc's messages start with "gc: " already.
+        const std::string& why = r.error().message();
+        log::Error(why.starts_with("gc: ") ? why : "gc: " + why);
         continue;
       }
       metrics_.Add("bdn_gc_runs_total", {}, 1);
@@ -414,14 +416,12 @@ class PeriodicGc {
                    static_cast<double>(r->duration.count()) / 1000.0);
       metrics_.Set("bdn_gc_last_bytes_reclaimed", {}, static_cast<double>(r->bytes_reclaimed));
       for (const std::string& w : r->warnings) {
-        std::fprintf(stderr, "bdn serve: gc: warning: %s\n", w.c_str());
+        log::Warn("gc: " + w);
       }
       if (r->packs_deleted > 0) {
-        std::fprintf(stderr,
-                     "bdn serve: gc: reclaimed %llu bytes (%llu packs deleted, %llu repacked)\n",
-                     static_cast<unsigned long long>(r->bytes_reclaimed),
-                     static_cast<unsigned long long>(r->packs_deleted),
-                     static_cast<unsigned long long>(r->packs_repacked));
+        log::Info("gc: reclaimed " + std::to_string(r->bytes_reclaimed) + " bytes (" +
+                  std::to_string(r->packs_deleted) + " packs deleted, " +
+                  std::to_string(r->packs_repacked) + " repacked)");
       }
     }
   }

@@ -53,7 +53,8 @@ Status MarkVersions(ChunkStore& store, const std::vector<VersionRecord>& version
     Status s = CollectVersionBlobs(store, v.digest, blobs);
     if (!s.ok()) {
       return CorruptionError("gc: version " + VersionName(v) + ": " + s.message() +
-                             "; nothing was deleted (bdn fsck finds what is damaged)");
+                             "; nothing was deleted (bdn volume verify " + VersionName(v) +
+                             " says what is damaged; push its data again to repair it)");
     }
     ids.AddAll(blobs);
   }
