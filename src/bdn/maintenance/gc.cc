@@ -54,7 +54,7 @@ Status MarkVersions(ChunkStore& store, const std::vector<VersionRecord>& version
     if (!s.ok()) {
       return CorruptionError("gc: version " + VersionName(v) + ": " + s.message() +
                              "; nothing was deleted (bdn volume verify " + VersionName(v) +
-                             " says what is damaged; push its data again to repair it)");
+                             " says what is damaged)");
     }
     ids.AddAll(blobs);
   }

@@ -112,8 +112,8 @@ struct GcReport {
 //     clears the doom.
 // A crash at any point loses nothing needed: copies are durable before any pack goes, and a
 // doom left by a dead run is dropped. Errors: Conflict when another GC runs; Corruption
-// "gc: version bdn:…: …; nothing was deleted (bdn volume verify bdn:… says what is damaged; push
-// its data again to repair it)" when a version's
+// "gc: version bdn:…: …; nothing was deleted (bdn volume verify bdn:… says what is damaged)" when
+// a version's
 // manifest or chunk index cannot be read (its blobs cannot be known); FailedPrecondition on a
 // full disk while copying: the run then keeps the packs it was repacking (their copies deleted
 // as discard_copies_on_full_disk says) and still deletes, after the grace, the packs with no

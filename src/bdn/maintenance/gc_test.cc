@@ -554,6 +554,32 @@ TEST_F(GcTest, ASweepWhoseHoldWasLostDeletesNothing) {
   EXPECT_EQ(PackCount(), packs - 1);
 }
 
+// A version whose blobs cannot be read (here: committed without them) stops the run before
+// anything is deleted, and the error names the version and the command that says more.
+TEST_F(GcTest, AVersionWhoseManifestIsMissingStopsTheRunAndIsNamed) {
+  Digest v1 = PushFiles({{"a", a_}});
+  ASSERT_OK(registry_->DeleteVersions("w", "v", v1, std::nullopt));
+  clock_->Advance(hours(25));
+  auto raw = SqliteRegistry::Open(dir_.path() / "registry.db", {});
+  ASSERT_OK(raw);
+  CommitRequest req;
+  req.ns = "w";
+  req.volume = "lost";
+  req.digest = Digest::Of("never stored");
+  ASSERT_OK((*raw)->Commit(req));
+  const size_t packs = PackCount();
+  const std::string ref = "bdn:w/lost@" + req.digest.ToString();
+  auto r = Gc();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(r.error().message().starts_with("gc: version " + ref + ": manifest "))
+      << r.error().message();
+  EXPECT_TRUE(r.error().message().ends_with("; nothing was deleted (bdn volume verify " + ref +
+                                            " says what is damaged)"))
+      << r.error().message();
+  EXPECT_EQ(PackCount(), packs);
+}
+
 TEST_F(GcTest, ADoomLeftByADeadGcIsDroppedAtOpen) {
   Digest v1 = PushFiles({{"a", a_}});
   auto packs = store_->ListSealedPacks(nullptr);
