@@ -271,6 +271,13 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   // commit on its way: PushClaims::Acquire gave it a new id). Landing now would put this version
   // over the new holder's.
   BDN_RETURN_IF_ERROR(claims_->CheckCommit(p.ns, p.volume, claim));
+  // Claims in the registry's database are checked again inside the commit's transaction: a
+  // commit that waited there (a lock, a replica stopped mid-transaction and run again) must not
+  // land after the claim moved on either.
+  if (claims_->InRegistryDatabase()) {
+    c.check_push_claim = true;
+    c.push_claim = claim;
+  }
   // The check above and the write below are not one step: the registry's transaction passes
   // the store's fence, so a sweep that got in anyway (its lock lost) leaves nothing committed.
   c.store_fence = hold->CommitFence();

@@ -213,6 +213,14 @@ Status PgPushClaims::CheckCommit(const std::string& ns, const std::string& vol,
       sql::Consistency::kStatement, "push claim");
 }
 
+Status CheckPushClaimInTransaction(sql::Session& s, const std::string& ns, const std::string& vol,
+                                   const std::optional<std::string>& claim_id) {
+  // push_claims lives only in PostgreSQL (PgPushClaims): FOR SHARE is that engine's.
+  BDN_ASSIGN_OR_RETURN(sql::Rows live, s.Query(std::string(kLiveClaim) + " FOR SHARE", {ns, vol}));
+  if (live.empty() || (claim_id && *claim_id == live.Text(0, 0))) return Status::Ok();
+  return ClaimConflict({ns, vol}, live.Text(0, 1), live.Int(0, 3));
+}
+
 Result<std::optional<PushClaims::Clock::time_point>> PgPushClaims::OldestLiveAcquired() {
   BDN_ASSIGN_OR_RETURN(
       sql::Rows r,

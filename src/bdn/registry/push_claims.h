@@ -19,6 +19,7 @@
 namespace bdn {
 namespace sql {
 class Database;
+class Session;
 }  // namespace sql
 
 // Claims by volume. Implementations are thread-safe.
@@ -55,7 +56,18 @@ class PushClaims {
   // nullopt when none is live: what a writer under a claim relied on since then is still
   // claimed (bdn serve's GC keeps it). Errors: the database's.
   virtual Result<std::optional<Clock::time_point>> OldestLiveAcquired() = 0;
+  // Whether the claims live in the registry's database (PgPushClaims), so that the registry can
+  // check a commit's claim inside the transaction that writes it (CommitRequest::
+  // check_push_claim; CheckPushClaimInTransaction).
+  virtual bool InRegistryDatabase() const { return false; }
 };
+
+// CheckCommit inside a write transaction of the database that holds push_claims (SqlRegistry's
+// commit): the volume's claim row is read FOR SHARE, so a claim taken over meanwhile (a repeated
+// Acquire, which gives it a new id) waits for this transaction, or was taken before it and is
+// seen. Errors: Conflict with Acquire's message; the session's.
+Status CheckPushClaimInTransaction(sql::Session& s, const std::string& ns, const std::string& vol,
+                                   const std::optional<std::string>& claim_id);
 
 // Claims in this process's memory. Expired claims are dropped lazily, when their volume is next
 // looked at. Thread-safe.
@@ -113,6 +125,7 @@ class PgPushClaims : public PushClaims {
   Status CheckCommit(const std::string& ns, const std::string& vol,
                      const std::optional<std::string>& claim_id) override;
   Result<std::optional<Clock::time_point>> OldestLiveAcquired() override;
+  bool InRegistryDatabase() const override { return true; }
 
  private:
   std::shared_ptr<sql::Database> db_;

@@ -87,6 +87,14 @@ struct CommitRequest {
   // Only for a registry in the store's database (SqlRegistry on PostgreSQL); never sent over
   // HTTP. Empty: none.
   std::string store_fence;
+  // Set by an origin whose push claims live in the registry's database (PushClaims::
+  // InRegistryDatabase): the commit's transaction checks, the claim row read FOR SHARE, that no
+  // live claim but `push_claim` (none: any live claim) holds the volume
+  // (CheckPushClaimInTransaction), also when the transaction runs again after a stall, so a
+  // commit whose claim moved on while it waited writes nothing (Conflict "… push in progress
+  // …"). Never sent over HTTP.
+  bool check_push_claim = false;
+  std::optional<std::string> push_claim;
 };
 
 // How long a registry keeps the idempotency key of a write (and so recognizes its retries).

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bdn/registry/backends_test_util.h"
+#include "bdn/registry/push_claims.h"
 
 namespace bdn {
 namespace {
@@ -814,6 +815,44 @@ TEST(RegistryStoreFence, ACommitOrRestoreWhoseFenceChangesNoRowWritesNothing) {
   ASSERT_TRUE((*reg)->RestoreVersion("w", "v", d, std::nullopt, "", passes));
   EXPECT_EQ((*reg)->GetVersion("w", "v", d)->lifecycle, Lifecycle::kAlive);
   EXPECT_EQ(commits(), 2);
+}
+
+// A commit whose push claim moved on (a repeated claim request gave it a new id: a push from
+// the same machine took over the claim of a process that died with this commit on its way) is
+// refused inside the registry's transaction, where claims live in its database; one under the
+// live claim is written.
+TEST(RegistryPushClaim, ACommitUnderAClaimThatMovedOnWritesNothing) {
+  testutil::PostgresBackend backend;
+  const std::string why = backend.Prepare();
+  if (!why.empty()) GTEST_SKIP() << why;
+  auto pool = backend.Pool();
+  ASSERT_TRUE(pool) << pool.error().message();
+  PgPushClaims claims((*pool)->Use("push claims"), std::chrono::seconds(30));
+  ASSERT_TRUE(claims.InRegistryDatabase());
+  auto first = claims.Acquire("w", "v", "key bdn_aa", "push-1");
+  ASSERT_TRUE(first) << first.error().message();
+  auto taken_over = claims.Acquire("w", "v", "key bdn_aa", "push-1");
+  ASSERT_TRUE(taken_over) << taken_over.error().message();
+  auto reg = backend.OpenRegistry();
+  ASSERT_TRUE(reg) << reg.error().message();
+  CommitRequest req;
+  req.ns = "w";
+  req.volume = "v";
+  req.digest = MakeDigest("abcd01", 0x11);
+  req.check_push_claim = true;
+  req.push_claim = *first;
+  auto r = (*reg)->Commit(req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), StatusCode::kConflict);
+  EXPECT_EQ(r.error().message(),
+            "volume bdn:w/v: push in progress (claimed by key bdn_aa, expires in 30 s)");
+  EXPECT_EQ((*reg)->GetVersion("w", "v", req.digest).error().code(), StatusCode::kNotFound);
+  req.push_claim.reset();  // no claim at all while one is live: refused too
+  EXPECT_EQ((*reg)->Commit(req).error().code(), StatusCode::kConflict);
+  req.push_claim = *taken_over;
+  auto ok = (*reg)->Commit(req);
+  ASSERT_TRUE(ok) << ok.error().message();
+  EXPECT_EQ(ok->sequence, 1);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "bdn/base/names.h"
 #include "bdn/base/units.h"
 #include "bdn/registry/list_column.h"
+#include "bdn/registry/push_claims.h"
 #include "bdn/registry/registry.h"
 #include "bdn/registry/sync_job_store.h"
 #include "bdn/sql/database.h"
@@ -561,6 +562,10 @@ Result<CommitResult> SqlRegistry::Commit(const CommitRequest& req) {
                 {req.ns, req.volume, tx.NowMs()}));
     BDN_ASSIGN_OR_RETURN(int64_t vid, tx.LockVolume(req.ns, req.volume));
     BDN_RETURN_IF_ERROR(tx.PassFence(req.store_fence, "commit"));
+    if (req.check_push_claim) {
+      BDN_RETURN_IF_ERROR(
+          CheckPushClaimInTransaction(tx.session(), req.ns, req.volume, req.push_claim));
+    }
     if (!req.sync_job_id.empty()) BDN_RETURN_IF_ERROR(CheckSyncRun(tx, req));
     const std::string what = VolumeName(req.ns, req.volume);
     BDN_RETURN_IF_ERROR(tx.CheckExpected(vid, what, req.expected_sequence));
