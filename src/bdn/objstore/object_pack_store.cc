@@ -506,6 +506,7 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
   std::vector<uint64_t> forgotten;
   {
     WriterLock l(mu_);
+    std::unordered_set<Digest> orphaned;
     for (size_t i = 0; i < d.packs.size(); ++i) {
       const uint64_t p = d.packs[i];
       // Every row recorded less than kRelistDeletedAfter ago counts, for packs known here or
@@ -519,10 +520,11 @@ Result<bool> ObjectPackStore::LookAtDeleted(std::optional<uint64_t> from) {
       HoldOffRelistLocked(p, hold);
       if (gone_.contains(p)) continue;
       if (pack_bytes_.contains(p) || indexed_.contains(p) || loose_.contains(p)) {
-        ForgetDeletedLocked(p, hold);
+        ForgetDeletedLocked(p, hold, orphaned);
         forgotten.push_back(p);
       }
     }
+    ReindexLooseLocked(orphaned);
   }
   {
     MutexLock l(deleted_mu_);
@@ -543,7 +545,8 @@ bool ObjectPackStore::RelistHeldOffLocked(uint64_t p) const {
   return it != relist_after_.end() && options_.clock->SteadyNow() < it->second;
 }
 
-void ObjectPackStore::ForgetDeletedLocked(uint64_t p, std::chrono::milliseconds hold) {
+void ObjectPackStore::ForgetDeletedLocked(uint64_t p, std::chrono::milliseconds hold,
+                                          std::unordered_set<Digest>& orphaned) {
   gone_.insert(p);
   HoldOffRelistLocked(p, hold);
   pack_bytes_.erase(p);
@@ -552,9 +555,23 @@ void ObjectPackStore::ForgetDeletedLocked(uint64_t p, std::chrono::milliseconds 
   if (auto it = loose_.find(p); it != loose_.end()) {
     for (const BlobLocation& b : it->second) {
       auto lb = loose_blobs_.find(b.id);
-      if (lb != loose_blobs_.end() && lb->second.pack == p) loose_blobs_.erase(lb);
+      if (lb != loose_blobs_.end() && lb->second.pack == p) {
+        loose_blobs_.erase(lb);
+        orphaned.insert(b.id);
+      }
     }
     loose_.erase(it);
+  }
+}
+
+void ObjectPackStore::ReindexLooseLocked(const std::unordered_set<Digest>& ids) {
+  if (ids.empty()) return;
+  // One pass over the loose packs (not one per id): a GC deletes packs in batches.
+  for (const auto& [pack, blobs] : loose_) {
+    if (gone_.contains(pack) || missing_.contains(pack)) continue;
+    for (const BlobLocation& b : blobs) {
+      if (ids.contains(b.id)) loose_blobs_.try_emplace(b.id, IndexedBlob{pack, b});
+    }
   }
 }
 
@@ -1790,7 +1807,9 @@ Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {
     BDN_RETURN_IF_ERROR(catalog_->RemovePacks(batch));
     {
       WriterLock l(mu_);
-      for (uint64_t p : batch) ForgetDeletedLocked(p, kRelistDeletedAfter);
+      std::unordered_set<Digest> orphaned;
+      for (uint64_t p : batch) ForgetDeletedLocked(p, kRelistDeletedAfter, orphaned);
+      ReindexLooseLocked(orphaned);
     }
     for (uint64_t p : batch) DropCached(p);
     std::vector<std::string> keys;

@@ -242,8 +242,13 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   Result<bool> ApplyDeleted(std::optional<uint64_t> from = std::nullopt);
   // One look of ApplyDeleted (from `from`, else from the last look's end).
   Result<bool> LookAtDeleted(std::optional<uint64_t> from);
-  // Forgets pack `p`, deleted: its blobs are no longer found in it; held off for `hold`.
-  void ForgetDeletedLocked(uint64_t p, std::chrono::milliseconds hold) REQUIRES(mu_);
+  // Forgets pack `p`, deleted: its blobs are no longer found in it; held off for `hold`. The ids
+  // whose one loose entry (loose_blobs_) named it go into `orphaned`, for ReindexLooseLocked.
+  void ForgetDeletedLocked(uint64_t p, std::chrono::milliseconds hold,
+                           std::unordered_set<Digest>& orphaned) REQUIRES(mu_);
+  // Points loose_blobs_ of each id in `ids` that has none at another loose pack holding it, if
+  // one does (a blob stored twice, by two replicas or a repack, whose indexed copy was deleted).
+  void ReindexLooseLocked(const std::unordered_set<Digest>& ids) REQUIRES(mu_);
   // Keeps listings from indexing pack `p` for `hold` from now (or longer, if already so; nothing
   // for a hold of 0); whether that still holds.
   void HoldOffRelistLocked(uint64_t p, std::chrono::milliseconds hold) REQUIRES(mu_);
