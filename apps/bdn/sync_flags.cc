@@ -105,7 +105,7 @@ void AddSecretFlags(CLI::App& app, Invocation& inv) {
   };
   auto set = std::make_shared<SetArgs>();
   auto* c = secret->add_subcommand("set", "store a secret; the value is read from stdin");
-  c->add_option("NAME", set->name)->required();
+  c->add_option("NAME", set->name, "the secret's name, as sync jobs name it")->required();
   c->add_option("--namespace", set->namespaces,
                 "a namespace whose jobs may use the secret on a server, or \"*\" for all "
                 "(repeatable, or comma-separated; none: only jobs of admin keys for \"*\")")
@@ -120,7 +120,7 @@ void AddSecretFlags(CLI::App& app, Invocation& inv) {
       [&inv] { inv.run = [](bdn::cli::Context& ctx) { return bdn::cli::SecretList(ctx); }; });
   auto rm_name = std::make_shared<std::string>();
   c = secret->add_subcommand("rm", "remove a secret");
-  c->add_option("NAME", *rm_name)->required();
+  c->add_option("NAME", *rm_name, "the secret's name")->required();
   c->callback([&inv, rm_name] {
     inv.run = [rm_name](bdn::cli::Context& ctx) { return bdn::cli::SecretRemove(ctx, *rm_name); };
   });

@@ -142,15 +142,16 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto stat_ref = std::make_shared<std::string>();
   c = volume->add_subcommand("stat", "describe a volume, a version, or an entry");
-  c->add_option("REF", *stat_ref)->required();
+  c->add_option("REF", *stat_ref, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
   c->callback([&inv, stat_ref] {
     inv.run = [stat_ref](cli::Context& ctx) { return cli::Stat(ctx, *stat_ref); };
   });
 
   auto versions = std::make_shared<cli::VersionsArgs>();
   c = volume->add_subcommand("versions", "list versions, newest first");
-  c->add_option("REF", versions->ref)->required();
-  c->add_flag("--include-deleted", versions->include_deleted);
+  c->add_option("REF", versions->ref, "bdn:<namespace>/<volume>")->required();
+  c->add_flag("--include-deleted", versions->include_deleted,
+              "list deleted versions too (restorable within the retention)");
   c->callback([&inv, versions] {
     inv.run = [versions](cli::Context& ctx) { return cli::Versions(ctx, *versions); };
   });
@@ -163,9 +164,14 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
     c = tag->add_subcommand(
         is_set ? "set" : "delete",
         is_set ? "point a tag at the version REF selects" : "remove a tag; the version stays");
-    c->add_option("--volume-ref", flags->args.volume_ref)->required();
-    c->add_option("--tag", flags->args.tag)->required();
-    c->add_option("--expected-sequence", flags->expected_sequence)->check(IntInRange(0));
+    c->add_option("--volume-ref", flags->args.volume_ref,
+                  is_set ? "the version: bdn:<namespace>/<volume>[:tag|@digest]"
+                         : "the volume: bdn:<namespace>/<volume>")
+        ->required();
+    c->add_option("--tag", flags->args.tag, "the tag's name")->required();
+    c->add_option("--expected-sequence", flags->expected_sequence,
+                  "refuse (exit 4) unless the volume's sequence is this")
+        ->check(IntInRange(0));
     c->callback([&inv, flags, is_set] {
       if (flags->expected_sequence >= 0) flags->args.expected_sequence = flags->expected_sequence;
       inv.run = [flags, is_set](cli::Context& ctx) {
@@ -216,12 +222,15 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto pull = std::make_shared<cli::PullArgs>();
   c = volume->add_subcommand("pull", "materialize a version or subtree into DIR");
-  c->add_option("REF", pull->ref)->required();
-  c->add_option("DIR", pull->dir)->required()->check(NotEmpty());
+  c->add_option("REF", pull->ref, "bdn:<namespace>/<volume>[:tag|@digest][/<path>]")->required();
+  c->add_option("DIR", pull->dir, "directory to write the files into")
+      ->required()
+      ->check(NotEmpty());
   c->add_option("--include", pull->includes, "only this path (repeatable)");
   c->add_flag("--strip-prefix", pull->strip_prefix, "put the selected subtree directly in DIR");
   c->add_flag("--overwrite", pull->overwrite, "replace existing files that differ");
-  c->add_option("--jobs", pull->jobs)->check(IntInRange(1, kMaxJobs));
+  c->add_option("--jobs", pull->jobs, "files written at once (default: all cores)")
+      ->check(IntInRange(1, kMaxJobs));
   c->add_option("--writer-stall-time", pull->writer_stall_time,
                 "how long to wait for another pull writing one of the files while it makes no "
                 "progress (default 1m)")
@@ -241,16 +250,17 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto diff = std::make_shared<DiffFlags>();
   c = volume->add_subcommand("diff", "files added, removed, changed between two versions");
-  c->add_option("REF_A", diff->ref_a)->required();
-  c->add_option("REF_B", diff->ref_b)->required();
+  c->add_option("REF_A", diff->ref_a, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
+  c->add_option("REF_B", diff->ref_b, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
   c->callback([&inv, diff] {
     inv.run = [diff](cli::Context& ctx) { return cli::Diff(ctx, diff->ref_a, diff->ref_b); };
   });
 
   auto verify = std::make_shared<VerifyFlags>();
   c = volume->add_subcommand("verify", "re-read and re-hash every chunk of a version");
-  c->add_option("REF", verify->ref)->required();
-  c->add_option("--jobs", verify->jobs)->check(IntInRange(1, kMaxJobs));
+  c->add_option("REF", verify->ref, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
+  c->add_option("--jobs", verify->jobs, "chunks read and hashed at once (default: all cores)")
+      ->check(IntInRange(1, kMaxJobs));
   c->callback([&inv, verify] {
     inv.huge_page_heap = true;
     inv.run = [verify](cli::Context& ctx) { return cli::Verify(ctx, verify->ref, verify->jobs); };
@@ -258,8 +268,10 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto mount = std::make_shared<MountFlags>();
   c = volume->add_subcommand("mount", "read-only FUSE mount of the pinned version");
-  c->add_option("REF", mount->args.ref)->required();
-  c->add_option("MOUNTPOINT", mount->args.mountpoint)->required()->check(NotEmpty());
+  c->add_option("REF", mount->args.ref, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
+  c->add_option("MOUNTPOINT", mount->args.mountpoint, "directory to mount at (made if missing)")
+      ->required()
+      ->check(NotEmpty());
   c->add_flag("--foreground", mount->args.foreground, "serve in this process until unmounted");
   c->add_option("--memory-cache", mount->memory_cache, "in-memory chunk cache size (e.g. 256M)");
   c->add_option("--cache-dir", mount->args.cache_dir,
@@ -289,7 +301,9 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto umount_path = std::make_shared<std::string>();
   c = volume->add_subcommand("umount", "unmount cleanly");
-  c->add_option("MOUNTPOINT", *umount_path)->required()->check(NotEmpty());
+  c->add_option("MOUNTPOINT", *umount_path, "where the version is mounted")
+      ->required()
+      ->check(NotEmpty());
   c->callback([&inv, umount_path] {
     inv.needs = Needs::kNothing;
     inv.run = [umount_path](cli::Context& ctx) { return cli::Umount(ctx, *umount_path); };

@@ -276,9 +276,14 @@ Status Push(Context& ctx, const PushArgs& args) {
                {"chunks_uploaded_again", r->chunks_uploaded_again},
                {"unchanged", r->unchanged}});
   } else {
-    std::cerr << (r->unchanged ? "unchanged: " : "sealed: ") << Counted(r->stats.files, "file")
-              << ", " << FormatBytes(r->stats.bytes) << ", " << Counted(r->stats.chunks, "chunk")
-              << " (" << r->chunks_uploaded - r->chunks_uploaded_again << " new, "
+    // A version pushed before whose push still stored chunks: the store lacked them (lost or
+    // found damaged), and this push put them back.
+    const char* said = !r->unchanged            ? "sealed: "
+                       : r->chunks_uploaded > 0 ? "unchanged, repaired: "
+                                                : "unchanged: ";
+    std::cerr << said << Counted(r->stats.files, "file") << ", " << FormatBytes(r->stats.bytes)
+              << ", " << Counted(r->stats.chunks, "chunk") << " ("
+              << r->chunks_uploaded - r->chunks_uploaded_again << " new, "
               << FormatBytes(r->bytes_uploaded) << " stored";
     if (r->chunks_uploaded_again > 0) {
       std::cerr << "; " << r->chunks_uploaded_again << " stored again after the store lost them";

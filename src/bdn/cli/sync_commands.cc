@@ -122,7 +122,7 @@ Status Report(const Context& ctx, const SyncJobRecord& job) {
     if (!ctx.json) {
       std::cerr << "sync " << job.id << ": READY"
                 << (job.unchanged ? " (unchanged: already mirrored, nothing fetched)" : "") << ": "
-                << job.progress.objects_total << " objects, "
+                << Counted(job.progress.objects_total, "object") << ", "
                 << FormatBytes(job.progress.bytes_total) << ", "
                 << FormatBytes(job.progress.bytes_fetched) << " fetched\n";
       std::cout << VersionRef(job) << std::endl;
