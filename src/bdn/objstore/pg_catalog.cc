@@ -118,22 +118,26 @@ Result<std::unique_ptr<StoreHold>> PgCatalog::BeginGc() {
 }
 
 Result<PgCatalog::Fence> PgCatalog::ReadFence() {
-  return sql::WriteValue<Fence>(
-      *db_,
-      [&](sql::Session& s) -> Result<Fence> {
-        // A plain read first: it never waits for a sweep whose transaction holds the row (an
-        // insert that meets the row would).
-        const char* kRead = "SELECT sweeps, commits FROM objstore_fence WHERE tag = ?1";
-        BDN_ASSIGN_OR_RETURN(sql::Rows r, s.Query(kRead, {tag_}));
-        if (r.empty()) {
-          BDN_RETURN_IF_ERROR(sql::ToStatus(
-              s.Exec("INSERT INTO objstore_fence (tag) VALUES (?1) ON CONFLICT (tag) DO NOTHING",
+  // One plain read (a round trip, outside any transaction; it never waits for a sweep whose
+  // transaction holds the row) on every commit's hold; the row is made once, by the first.
+  auto read = [&](sql::Session& s) -> Result<sql::Rows> {
+    return s.Query("SELECT sweeps, commits FROM objstore_fence WHERE tag = ?1", {tag_});
+  };
+  BDN_ASSIGN_OR_RETURN(sql::Rows r, sql::ReadValue<sql::Rows>(
+                                        *db_, read, sql::Consistency::kStatement, "read fence"));
+  if (r.empty()) {
+    BDN_ASSIGN_OR_RETURN(
+        r, sql::WriteValue<sql::Rows>(
+               *db_,
+               [&](sql::Session& s) -> Result<sql::Rows> {
+                 BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(
+                     "INSERT INTO objstore_fence (tag) VALUES (?1) ON CONFLICT (tag) DO NOTHING",
                      {tag_})));
-          BDN_ASSIGN_OR_RETURN(r, s.Query(kRead, {tag_}));
-        }
-        return Fence{r.Int(0, 0), r.Int(0, 1)};
-      },
-      "read fence");
+                 return read(s);
+               },
+               "make fence"));
+  }
+  return Fence{r.Int(0, 0), r.Int(0, 1)};
 }
 
 Result<std::unique_ptr<StoreHold>> PgCatalog::HoldForCommit() {
