@@ -154,6 +154,8 @@ run_fails 2 'bdn: error: not a key id (it holds a second "_" or is over 64 chara
 run_fails 2 'bdn: error: not a key id (it holds a second "_" or is over 64 characters, as a token would; nothing of it is shown): a key id is bdn_ and hex digits, such as bdn_0123456789abcdef' \
   "$BDN" key revoke "bdn_$(printf 'a%.0s' $(seq 1 100))"
 assert_eq "revoked key bdn_$PULL_ID" "$("$BDN" key revoke "bdn_$PULL_ID")" "revoke output"
+assert_eq "key bdn_$PULL_ID: already revoked (nothing changed)" "$("$BDN" key revoke "$PULL_ID")" \
+  "output of a second revoke"
 assert_eq 401 "$(http_status GET "/v1/chunks/$CHUNK_HEX" "$PULL")" "revoked key"
 assert_contains "$(cat "$WORK/body")" "key bdn_$PULL_ID: revoked"
 

@@ -134,7 +134,12 @@ Status KeyRevoke(Context& ctx, const std::string& given) {
   if (ctx.json) {
     std::printf("%s\n", JsonText(j).c_str());
   } else {
-    std::printf("revoked key bdn_%s\n", j.value("id", id).c_str());
+    // A retry whose first answer was lost reads "already" too: either way the key is revoked.
+    const auto already = j.find("already_revoked");
+    std::printf(already != j.end() && *already == true
+                    ? "key bdn_%s: already revoked (nothing changed)\n"
+                    : "revoked key bdn_%s\n",
+                j.value("id", id).c_str());
   }
   return Status::Ok();
 }

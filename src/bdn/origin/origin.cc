@@ -295,7 +295,9 @@ void Origin::RegisterKeys() {
           }
           BDN_ASSIGN_OR_RETURN(ApiKey revoked, keys_->Revoke(id));
           read_admissions_->Clear();  // its reads end here at once, not after the TTL
-          http::SetJson(res, json{{"id", revoked.id}, {"revoked", true}}.dump());
+          http::SetJson(
+              res, json{{"id", revoked.id}, {"revoked", true}, {"already_revoked", target.revoked}}
+                       .dump());
           return Status::Ok();
         });
 }

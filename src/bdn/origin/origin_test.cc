@@ -277,7 +277,8 @@ TEST_F(OriginTest, SyncClaimWaitsOutItsOwnJobsLeftoverClaimOnly) {
   auto other = origin_->ClaimForSync("w", "v", "sync_2");
   ASSERT_FALSE(other);
   EXPECT_EQ(other.error().message(),
-            "volume bdn:w/v: push in progress (claimed by sync job sync_1, expires in 1 s)");
+            "volume bdn:w/v: push in progress (claimed by sync job sync_1, expires in 1 s); push "
+            "again once it has ended");
   std::atomic<bool> stop{false};
   std::atomic<bool> done{false};
   Result<std::unique_ptr<PushClaim>> resumed = Err(InternalError("not run"));
@@ -721,7 +722,7 @@ TEST_F(OriginTest, ACommitWhoseClaimMovedOnWhileItWaitedForBlobsIsRefused) {
   const std::string admin_id = admin_.substr(4, admin_.find('_', 4) - 4);
   EXPECT_EQ(Body(*answer)["error"]["message"],
             "volume bdn:weights/model: push in progress (claimed by key bdn_" + admin_id +
-                ", expires in 30 s)");
+                ", expires in 30 s); push again once it has ended");
   EXPECT_EQ(Call("GET", "/v1/volumes/weights/model", admin_)->status, 404);
 }
 
@@ -846,7 +847,7 @@ TEST_F(OriginTest, PushClaimsConflictExpireAndRenew) {
   std::string message = Body(r)["error"]["message"];
   std::string admin_id = admin_.substr(4, admin_.find('_', 4) - 4);
   EXPECT_EQ(message, "volume bdn:weights/model: push in progress (claimed by key bdn_" + admin_id +
-                         ", expires in 1 s)");
+                         ", expires in 1 s); push again once it has ended");
 
   // A commit without the live claim is refused with the same conflict.
   r = Call("POST", "/v1/volumes/weights/model/commit", pusher,

@@ -102,10 +102,7 @@ Result<std::unique_ptr<PushClaim>> Origin::ClaimForSync(const std::string& ns,
   const std::string holder = "sync job " + job_id;
   const auto give_up = std::chrono::steady_clock::now() + claims_->ttl() + std::chrono::seconds(5);
   Result<std::string> taken = claims_->Acquire(ns, volume, holder);
-  // ClaimConflict's words for a claim of this job's own.
-  const std::string own = "(claimed by " + holder + ", expires in ";
-  while (!taken && taken.error().code() == StatusCode::kConflict &&
-         taken.error().message().find(own) != std::string::npos &&
+  while (!taken && IsClaimConflictOf(taken.error(), holder) &&
          std::chrono::steady_clock::now() < give_up) {
     for (int i = 0; i < 10; ++i) {
       if (stop != nullptr && stop->load()) return Err(taken.error());

@@ -12,10 +12,15 @@ std::string VolumeText(const std::pair<std::string, std::string>& key) {
   return "bdn:" + key.first + "/" + key.second;
 }
 
+// The words of a conflict that name the claim's holder (IsClaimConflictOf looks for them).
+std::string ClaimedBy(std::string_view holder) {
+  return " (claimed by " + std::string(holder) + ", expires in ";
+}
+
 Status ClaimConflict(const std::pair<std::string, std::string>& key, const std::string& holder,
                      int64_t seconds_left) {
-  return ConflictError("volume " + VolumeText(key) + ": push in progress (claimed by " + holder +
-                       ", expires in " + std::to_string(seconds_left) + " s)");
+  return ConflictError("volume " + VolumeText(key) + ": push in progress" + ClaimedBy(holder) +
+                       std::to_string(seconds_left) + " s); push again once it has ended");
 }
 
 Status ClaimNotFound(const std::pair<std::string, std::string>& key, const std::string& id) {
@@ -24,6 +29,13 @@ Status ClaimNotFound(const std::pair<std::string, std::string>& key, const std::
 }
 
 }  // namespace
+
+bool IsClaimConflictOf(const Status& conflict, std::string_view holder) {
+  if (conflict.code() != StatusCode::kConflict) return false;
+  const std::string_view m = conflict.message();
+  const size_t at = m.find(": push in progress" + ClaimedBy(holder));
+  return m.starts_with("volume bdn:") && at != std::string_view::npos;
+}
 
 MemoryPushClaims::MemoryPushClaims(std::chrono::milliseconds ttl,
                                    std::function<Clock::time_point()> now)

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "bdn/base/mutex.h"
@@ -68,6 +69,11 @@ class PushClaims {
 // seen. Errors: Conflict with Acquire's message; the session's.
 Status CheckPushClaimInTransaction(sql::Session& s, const std::string& ns, const std::string& vol,
                                    const std::optional<std::string>& claim_id);
+
+// Whether `conflict` is the Conflict that Acquire answers while `holder` (as it was passed to
+// Acquire) holds the volume's live claim: how a sync job tells a claim of its own, left by an
+// earlier run of it, from another pusher's. Exactly Acquire's wording; no error.
+bool IsClaimConflictOf(const Status& conflict, std::string_view holder);
 
 // Claims in this process's memory. Expired claims are dropped lazily, when their volume is next
 // looked at. Thread-safe.

@@ -73,9 +73,18 @@ TYPED_TEST(PushClaimsTest, OnePushPerVolumeUntilReleased) {
   ASSERT_OK(id);
   EXPECT_EQ(id->size(), 32u);
   EXPECT_STATUS(this->claims_->Acquire("w", "v", "key bdn_bb"), kConflict,
-                "volume bdn:w/v: push in progress (claimed by key bdn_aa, expires in 60 s)");
+                "volume bdn:w/v: push in progress (claimed by key bdn_aa, expires in 60 s); push "
+                "again once it has ended");
   auto elsewhere = this->claims_->Acquire("w", "other", "key bdn_bb");
   ASSERT_OK(elsewhere);
+  // A sync job tells its own leftover claim from another's by this (holders that share a
+  // prefix included).
+  const Status conflict = this->claims_->Acquire("w", "v", "key bdn_bb").error();
+  EXPECT_TRUE(IsClaimConflictOf(conflict, "key bdn_aa"));
+  EXPECT_FALSE(IsClaimConflictOf(conflict, "key bdn_a"));
+  EXPECT_FALSE(IsClaimConflictOf(conflict, "key bdn_bb"));
+  EXPECT_FALSE(IsClaimConflictOf(ConflictError("volume bdn:w/v: gone"), "key bdn_aa"));
+  EXPECT_FALSE(IsClaimConflictOf(UnavailableError(conflict.message()), "key bdn_aa"));
   ASSERT_OK(this->claims_->Renew("w", "v", *id));
   EXPECT_STATUS(this->claims_->Renew("w", "v", "feed"), kNotFound,
                 "claim feed on bdn:w/v: not found (expired or released)");

@@ -844,8 +844,10 @@ TEST(RegistryPushClaim, ACommitUnderAClaimThatMovedOnWritesNothing) {
   auto r = (*reg)->Commit(req);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
-  EXPECT_EQ(r.error().message(),
-            "volume bdn:w/v: push in progress (claimed by key bdn_aa, expires in 30 s)");
+  EXPECT_EQ(
+      r.error().message(),
+      "volume bdn:w/v: push in progress (claimed by key bdn_aa, expires in 30 s); push again once "
+      "it has ended");
   EXPECT_EQ((*reg)->GetVersion("w", "v", req.digest).error().code(), StatusCode::kNotFound);
   req.push_claim.reset();  // no claim at all while one is live: refused too
   EXPECT_EQ((*reg)->Commit(req).error().code(), StatusCode::kConflict);

@@ -906,7 +906,8 @@ Result<std::unique_ptr<PushClaim>> SqlRegistry::ClaimPush(const std::string& ns,
   BDN_ASSIGN_OR_RETURN(sql::LockAttempt lock, impl_->db->TryLock(ns + "~" + volume));
   if (!lock.held) {
     std::string holder = lock.holder.empty() ? "" : " by " + lock.holder;
-    return Err(ConflictError(VolumeName(ns, volume) + ": push in progress" + holder));
+    return Err(ConflictError(VolumeName(ns, volume) + ": push in progress" + holder +
+                             "; push again once it has ended"));
   }
   return std::unique_ptr<PushClaim>(new LockClaim(std::move(lock.held)));
 }
