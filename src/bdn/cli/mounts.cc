@@ -185,16 +185,6 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
     if (!p) return p.error().WithPrefix(at_line(e.line));
     pinned.push_back(*p);
     created_ms.push_back(VersionCreatedUnixMs(ctx, *p));
-    if (!Pinned(e.ref)) {
-      // A digest prefix names one version today, but a later version may share it.
-      const std::string why = e.ref.digest ? " names its version by a " +
-                                                 std::to_string(e.ref.digest->size()) +
-                                                 "-digit digest prefix, not the whole digest"
-                                           : " is not pinned to a digest";
-      std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source << why
-                << "; mounting " << p->ToString() << " (pin it with: bdn mounts lock -f "
-                << config_path << ")\n";
-    }
   }
   // What each mountpoint holds, before mounting anything. Applying a config again is a no-op
   // for the entries already mounted as it says; a mountpoint holding another version (or the
@@ -224,6 +214,19 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
           unmount_first);
     }
     mounted[i] = true;
+  }
+  // Only for what this run mounts: an entry already mounted as it says was warned about then.
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const MountEntry& e = entries[i];
+    if (mounted[i] || Pinned(e.ref)) continue;
+    // A digest prefix names one version today, but a later version may share it.
+    const std::string why = e.ref.digest ? " names its version by a " +
+                                               std::to_string(e.ref.digest->size()) +
+                                               "-digit digest prefix, not the whole digest"
+                                         : " is not pinned to a digest";
+    std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source << why
+              << "; mounting " << pinned[i].ToString() << " (pin it with: bdn mounts lock -f "
+              << config_path << ")\n";
   }
   ctx.registry.reset();  // the mount daemons are forks of this process
   nlohmann::json results = nlohmann::json::array();
