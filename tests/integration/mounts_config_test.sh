@@ -42,8 +42,9 @@ assert_eq beta "$(cat "$WORK/mnt/b/f.txt")" "mount b"
 step "apply again is a no-op for what is mounted as the config says"
 out=$("$BDN" mounts apply -f "$WORK/config.yaml" 2>"$WORK/err")
 assert_eq "$(printf '%s already mounted at %s\n%s already mounted at %s' "$ra" "$WORK/mnt/a" "$rb" "$WORK/mnt/b")" "$out" "second apply"
-# No "mounting …" warning for the unpinned entry that this run leaves as it is.
-assert_eq "" "$(cat "$WORK/err")" "stderr of the second apply"
+# The unpinned entry is warned about without "mounting": this run leaves it as it is.
+assert_eq "warning: $WORK/config.yaml:9: source bdn:weights/b is not pinned to a digest; already mounted as $rb (pin it with: bdn mounts lock -f $WORK/config.yaml)" \
+  "$(cat "$WORK/err")" "stderr of the second apply"
 
 step "apply mounts again where the mount daemon was killed (a dead mount)"
 "$BDN" volume umount "$WORK/mnt/a" >/dev/null
@@ -55,7 +56,8 @@ err=$(cat "$WORK/mnt/a/f.txt" 2>&1) && fail "the dead mount still answered"
 assert_eq "cat: $WORK/mnt/a/f.txt: Transport endpoint is not connected" "$err" "read of the dead mount"
 out=$("$BDN" mounts apply -f "$WORK/config.yaml" 2>"$WORK/err")
 assert_eq "$(printf '%s mounted at %s\n%s already mounted at %s' "$ra" "$WORK/mnt/a" "$rb" "$WORK/mnt/b")" "$out" "apply over the dead mount"
-assert_eq "warning: $WORK/config.yaml:6: mountpoint $WORK/mnt/a: dead mount of $ra (its daemon is gone); mounting again" "$(cat "$WORK/err")" "apply warnings"
+assert_eq "warning: $WORK/config.yaml:6: mountpoint $WORK/mnt/a: dead mount of $ra (its daemon is gone); mounting again
+warning: $WORK/config.yaml:9: source bdn:weights/b is not pinned to a digest; already mounted as $rb (pin it with: bdn mounts lock -f $WORK/config.yaml)" "$(cat "$WORK/err")" "apply warnings"
 assert_eq alpha "$(cat "$WORK/mnt/a/f.txt")" "mount a after apply"
 assert_eq 1 "$(grep -c " $WORK/mnt/a fuse.bdn " /proc/self/mounts)" "mounts at $WORK/mnt/a"
 "$BDN" volume umount "$WORK/mnt/b" >/dev/null

@@ -215,18 +215,18 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
     }
     mounted[i] = true;
   }
-  // Only for what this run mounts: an entry already mounted as it says was warned about then.
+  // Every unpinned source (SPEC §5), once what each mountpoint holds is known.
   for (size_t i = 0; i < entries.size(); ++i) {
     const MountEntry& e = entries[i];
-    if (mounted[i] || Pinned(e.ref)) continue;
+    if (Pinned(e.ref)) continue;
     // A digest prefix names one version today, but a later version may share it.
     const std::string why = e.ref.digest ? " names its version by a " +
                                                std::to_string(e.ref.digest->size()) +
                                                "-digit digest prefix, not the whole digest"
                                          : " is not pinned to a digest";
     std::cerr << "warning: " << config_path << ":" << e.line << ": source " << e.source << why
-              << "; mounting " << pinned[i].ToString() << " (pin it with: bdn mounts lock -f "
-              << config_path << ")\n";
+              << (mounted[i] ? "; already mounted as " : "; mounting ") << pinned[i].ToString()
+              << " (pin it with: bdn mounts lock -f " << config_path << ")\n";
   }
   ctx.registry.reset();  // the mount daemons are forks of this process
   nlohmann::json results = nlohmann::json::array();
