@@ -97,6 +97,7 @@ mkfifo "$WORK/withfifo/pipe"
 printf 'kept\n' > "$WORK/withfifo/kept.txt"
 out=$("$BDN" --json volume sync start --source "file://$WORK/withfifo" --dest bdn:mirror/fifo)
 assert_eq READY "$(jf "$out" state)" "state of a sync beside a FIFO"
+assert_eq 1 "$(jf "$out" progress objects_left_out)" "entries a sync beside a FIFO left out"
 assert_eq "kept.txt" "$("$BDN" volume ls "bdn:mirror/fifo@$(jf "$out" version)" | awk '{print $NF}')" \
   "what the sync beside a FIFO sealed"
 assert_eq "kept" "$("$BDN" volume cat "bdn:mirror/fifo@$(jf "$out" version)/kept.txt")" "kept.txt synced"
@@ -118,6 +119,18 @@ out=$("$BDN" --json volume sync start --source "file://$WORK/badlink" --dest bdn
 assert_eq READY "$(jf "$out" state)" "state of a sync beside a symlink and a FIFO named in Latin-1"
 assert_eq "kept.txt" "$("$BDN" volume ls "$(jf "$out" version_ref)" | awk '{print $NF}')" \
   "what the sync beside badly named links sealed"
+# Said, not silent: the count in the job (describe, JSON) and in the READY line; an --exclude
+# that matches them leaves nothing out.
+assert_eq 2 "$(jf "$out" progress objects_left_out)" "entries left out beside badly named links"
+"$BDN" volume sync start --source "file://$WORK/badlink" --dest bdn:mirror/badlink2 \
+  >/dev/null 2>"$WORK/err"
+[[ "$(tail -1 "$WORK/err")" =~ ^"sync sync_"[0-9a-f]{16}": READY: 1 object, 5 B, 5 B fetched; 2 symlinks or special files left out (a sync holds regular files only)"$ ]] ||
+  fail "READY line of a sync that left entries out: $(cat "$WORK/err")"
+assert_eq "progress: 1/1 objects, 5 B/5 B (5 B fetched); 2 symlinks or special files left out (a sync holds regular files only)" \
+  "$("$BDN" volume sync describe "$(jf "$out" id)" | grep '^progress: ')" "describe of a sync that left entries out"
+out=$("$BDN" --json volume sync start --source "file://$WORK/badlink" --dest bdn:mirror/badlink3 \
+  --exclude 'l*' --exclude 'p*')
+assert_eq 0 "$(jf "$out" progress objects_left_out)" "entries left out when --exclude matches them"
 # A directory whose name is not UTF-8 holding only a symlink, or nothing, holds nothing a
 # file:// sync keeps: no error (it failed the job with exit 2); a regular file inside one still
 # does (exit 2, naming its path).

@@ -29,7 +29,8 @@ SyncJobRecord AJob() {
                   .objects_done = 2,
                   .bytes_total = 30,
                   .bytes_done = 20,
-                  .bytes_fetched = 25};
+                  .bytes_fetched = 25,
+                  .objects_left_out = 4};
   job.version = Digest::Of(std::string_view("version"));
   job.error_code = "source_not_found";
   job.error_message = "404 from the source";
@@ -53,6 +54,7 @@ TEST(SyncJson, AJobRoundTripsWithEveryField) {
   EXPECT_EQ(back->spec, job.spec);
   EXPECT_EQ(back->listing_digest, job.listing_digest);
   EXPECT_EQ(back->progress.bytes_fetched, 25u);
+  EXPECT_EQ(back->progress.objects_left_out, 4u);
   EXPECT_EQ(back->runs, 2);
 }
 

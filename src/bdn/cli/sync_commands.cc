@@ -115,6 +115,15 @@ std::string ProgressText(const SyncJobRecord& job) {
          FormatBytes(p.bytes_done) + "/" + FormatBytes(p.bytes_total);
 }
 
+// ", 2 symlinks or special files left out (…)" when the job left entries out, else "".
+std::string LeftOutText(const SyncJobRecord& job) {
+  const uint64_t n = job.progress.objects_left_out;
+  if (n == 0) return "";
+  return "; " + std::to_string(n) +
+         (n == 1 ? " symlink or special file" : " symlinks or special files") +
+         " left out (a sync holds regular files only)";
+}
+
 // What a terminal job prints: the pinned ref on READY (stdout), the job's error otherwise.
 Status Report(const Context& ctx, const SyncJobRecord& job) {
   if (ctx.json) PrintJson(api::SyncJobToJson(job));
@@ -124,7 +133,8 @@ Status Report(const Context& ctx, const SyncJobRecord& job) {
                 << (job.unchanged ? " (unchanged: already mirrored, nothing fetched)" : "") << ": "
                 << Counted(job.progress.objects_total, "object") << ", "
                 << FormatBytes(job.progress.bytes_total) << ", "
-                << FormatBytes(job.progress.bytes_fetched) << " fetched\n";
+                << FormatBytes(job.progress.bytes_fetched) << " fetched" << LeftOutText(job)
+                << "\n";
       std::cout << VersionRef(job) << std::endl;
     }
     return Status::Ok();
@@ -273,8 +283,8 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
   if (!job.spec.endpoint.empty()) line("endpoint", job.spec.endpoint);
   if (!job.spec.region.empty()) line("region", job.spec.region);
   if (!job.source_revision.empty()) line("revision", job.source_revision);
-  line("progress",
-       ProgressText(job) + " (" + FormatBytes(job.progress.bytes_fetched) + " fetched)");
+  line("progress", ProgressText(job) + " (" + FormatBytes(job.progress.bytes_fetched) +
+                       " fetched)" + LeftOutText(job));
   if (job.version) line("version", VersionRef(job) + (job.unchanged ? " (unchanged)" : ""));
   if (!job.error_code.empty()) line("error", job.error_code + ": " + job.error_message);
   line("created", FormatTime(job.created_unix_ms));

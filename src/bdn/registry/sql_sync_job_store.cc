@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS sync_jobs(
   runs INTEGER NOT NULL DEFAULT 0,
   endpoint TEXT NOT NULL DEFAULT '',
   region TEXT NOT NULL DEFAULT '',
-  secret_use TEXT NOT NULL DEFAULT 'legacy');
+  secret_use TEXT NOT NULL DEFAULT 'legacy',
+  objects_left_out INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS sync_jobs_by_dest ON sync_jobs(ns, volume);
 CREATE INDEX IF NOT EXISTS sync_jobs_finished ON sync_jobs(finished_ms)
   WHERE state IN ('READY', 'FAILED', 'CANCELED');
@@ -65,7 +66,8 @@ constexpr const char* kColumns =
     "id, source_uri, ns, volume, tag, includes, excludes, auth_secret_name, retry_deadline_ms, "
     "state, cancel_requested, source_revision, listing_digest, objects_total, objects_done, "
     "bytes_total, bytes_done, bytes_fetched, version, unchanged, error_code, error_message, "
-    "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region, secret_use";
+    "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region, secret_use, "
+    "objects_left_out";
 
 // The column secret_use: how a job may use its secret (SecretUse). 'legacy' is the column's
 // default: every job recorded before the column, or by a server that does not know it.
@@ -161,6 +163,7 @@ SyncJobRecord RowToJob(const Rows& r, size_t i) {
   j.spec.endpoint = Text(27);
   j.spec.region = Text(28);
   j.secret_use = SecretUseOf(Text(29));
+  j.progress.objects_left_out = static_cast<uint64_t>(Int(30));
   return j;
 }
 
@@ -180,13 +183,17 @@ class LockLease : public SyncJobLease {
 
 // A job table made before object-store sources lacks their endpoint and region (empty for its
 // jobs), and one made before jobs kept how they may use their secret lacks secret_use ('legacy'
-// for its jobs: see SecretUse::kLegacyJob): adds what is missing.
+// for its jobs: see SecretUse::kLegacyJob), and one made before jobs counted what they left out
+// lacks objects_left_out (0): adds what is missing.
 Status AddSqliteColumns(Session& s) {
   for (const auto& [column, sql] :
        {std::pair{"endpoint", "ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''"},
         std::pair{"region", "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"},
         std::pair{"secret_use",
-                  "ALTER TABLE sync_jobs ADD COLUMN secret_use TEXT NOT NULL DEFAULT 'legacy'"}}) {
+                  "ALTER TABLE sync_jobs ADD COLUMN secret_use TEXT NOT NULL DEFAULT 'legacy'"},
+        std::pair{
+            "objects_left_out",
+            "ALTER TABLE sync_jobs ADD COLUMN objects_left_out INTEGER NOT NULL DEFAULT 0"}}) {
     BDN_ASSIGN_OR_RETURN(bool has, sql::HasColumn(s, "sync_jobs", column));
     if (!has) BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql)));
   }
@@ -409,13 +416,13 @@ Status SqlSyncJobStore::UncountRun(const std::string& id) {
 
 Status SqlSyncJobStore::SetSource(const std::string& id, const std::string& revision,
                                   const Digest& listing_digest, uint64_t objects_total,
-                                  uint64_t bytes_total) {
+                                  uint64_t bytes_total, uint64_t objects_left_out) {
   return db_->Write([&](Session& s) {
-    return sql::ToStatus(
-        s.Exec("UPDATE sync_jobs SET source_revision=?2, listing_digest=?3, objects_total=?4, "
-               "bytes_total=?5, updated_ms=?6 WHERE id=?1",
-               {id, revision, listing_digest.Hex(), static_cast<int64_t>(objects_total),
-                static_cast<int64_t>(bytes_total), NowMs()}));
+    return sql::ToStatus(s.Exec(
+        "UPDATE sync_jobs SET source_revision=?2, listing_digest=?3, objects_total=?4, "
+        "bytes_total=?5, updated_ms=?6, objects_left_out=?7 WHERE id=?1",
+        {id, revision, listing_digest.Hex(), static_cast<int64_t>(objects_total),
+         static_cast<int64_t>(bytes_total), NowMs(), static_cast<int64_t>(objects_left_out)}));
   });
 }
 

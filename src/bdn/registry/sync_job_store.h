@@ -59,6 +59,9 @@ struct SyncProgress {
   uint64_t bytes_total = 0;
   uint64_t bytes_done = 0;
   uint64_t bytes_fetched = 0;  // object bytes read from the source by this job, all runs
+  // Entries the job's selection matched that the version does not hold (file://: symlinks and
+  // special files; sync/source.h SourceListing::left_out).
+  uint64_t objects_left_out = 0;
 };
 
 struct SyncJobRecord {
@@ -167,10 +170,11 @@ class SyncJobStore {
   // RunnerDeps::max_unfinished_runs. Does nothing for a terminal job or one with no run counted.
   // Errors: the database's.
   virtual Status UncountRun(const std::string& id) = 0;
-  // Pins the source revision and listing digest, and sets the totals of the progress.
+  // Pins the source revision and listing digest, and sets the totals of the progress (and
+  // objects_left_out).
   virtual Status SetSource(const std::string& id, const std::string& revision,
                            const Digest& listing_digest, uint64_t objects_total,
-                           uint64_t bytes_total) = 0;
+                           uint64_t bytes_total, uint64_t objects_left_out = 0) = 0;
   // Stores the done/fetched counters (and the totals) of `progress`.
   virtual Status SetProgress(const std::string& id, const SyncProgress& progress) = 0;
   // Moves a job that is not terminal to READY (with `version`), FAILED or CANCELED (with
@@ -222,7 +226,8 @@ class SqlSyncJobStore : public SyncJobStore {
   Result<SyncJobRecord> StartRun(const std::string& id) override;
   Status UncountRun(const std::string& id) override;
   Status SetSource(const std::string& id, const std::string& revision, const Digest& listing_digest,
-                   uint64_t objects_total, uint64_t bytes_total) override;
+                   uint64_t objects_total, uint64_t bytes_total,
+                   uint64_t objects_left_out = 0) override;
   Status SetProgress(const std::string& id, const SyncProgress& progress) override;
   Result<SyncJobRecord> Finish(const std::string& id, SyncState state,
                                std::optional<Digest> version, bool unchanged,

@@ -126,7 +126,7 @@ TYPED_TEST(SyncJobStoreTest, AJobGoesFromPendingToReadyKeepingItsSpecAndProgress
   EXPECT_EQ(run->state, SyncState::kSyncing);
   EXPECT_EQ(run->runs, 1);
   EXPECT_GT(run->started_unix_ms, 0);
-  ASSERT_OK(this->jobs_->SetSource(created->id, "abc123", D(9), 3, 300));
+  ASSERT_OK(this->jobs_->SetSource(created->id, "abc123", D(9), 3, 300, 5));
   ASSERT_OK(this->jobs_->SetProgress(created->id, {3, 2, 300, 200, 250}));
   auto again = this->jobs_->StartRun(created->id);  // a resumed run
   ASSERT_OK(again);
@@ -136,6 +136,7 @@ TYPED_TEST(SyncJobStoreTest, AJobGoesFromPendingToReadyKeepingItsSpecAndProgress
   EXPECT_EQ(again->listing_digest, D(9));
   EXPECT_EQ(again->progress.objects_done, 2u);
   EXPECT_EQ(again->progress.bytes_fetched, 250u);
+  EXPECT_EQ(again->progress.objects_left_out, 5u) << "kept by SetProgress";
 
   auto done = this->jobs_->Finish(created->id, SyncState::kReady, D(7), true, "", "");
   ASSERT_OK(done);
@@ -455,6 +456,7 @@ TEST(SqliteSyncJobStore, AFileFromBeforeSecretUseGetsTheColumnAndLegacyForItsJob
   EXPECT_EQ(old->spec.auth_secret_name, "hf");
   EXPECT_EQ(old->spec.endpoint, "");
   EXPECT_EQ(old->state, SyncState::kSyncing);
+  EXPECT_EQ(old->progress.objects_left_out, 0u);
   auto made = (*store)->Create(Spec(), {.secret_use = SecretUse::kJobNamespace});
   ASSERT_OK(made);
   EXPECT_EQ(made->job.secret_use, SecretUse::kJobNamespace);
@@ -487,6 +489,7 @@ TEST(PgSyncJobStore, AJobRecordedBeforeTheSecretUseMigrationIsLegacy) {
   auto old = store.Get("sync_00000000000000aa");
   ASSERT_OK(old);
   EXPECT_EQ(old->secret_use, SecretUse::kLegacyJob);
+  EXPECT_EQ(old->progress.objects_left_out, 0u);
   auto made = store.Create(Spec(), {.secret_use = SecretUse::kAny});
   ASSERT_OK(made);
   EXPECT_EQ(made->job.secret_use, SecretUse::kAny);

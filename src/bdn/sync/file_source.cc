@@ -164,6 +164,7 @@ class FileSource : public Source {
       if (S_ISDIR(e.st.st_mode)) continue;
       if (!S_ISREG(e.st.st_mode)) {
         if (left_out++ == 0) first_left_out = &e;
+        out.left_out.push_back(e.path);
         continue;
       }
       // A name that is not UTF-8 (the file's or a directory's above it), which no version can

@@ -326,8 +326,12 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   BDN_ASSIGN_OR_RETURN(std::vector<SealItem> items, ItemsOf(objects, source->uri()));
   uint64_t bytes_total = 0;
   for (const SourceObject& o : objects) bytes_total += o.size_bytes;
-  if (Status s =
-          deps.jobs->SetSource(job.id, listing.revision, digest, objects.size(), bytes_total);
+  // What the selection matched but no version holds, so the job can say it left them out.
+  const auto left_out = static_cast<uint64_t>(
+      std::count_if(listing.left_out.begin(), listing.left_out.end(),
+                    [&](const std::string& path) { return filter.Selects(path); }));
+  if (Status s = deps.jobs->SetSource(job.id, listing.revision, digest, objects.size(), bytes_total,
+                                      left_out);
       !s.ok()) {
     return Err(StoreFailure(s));
   }

@@ -386,8 +386,8 @@ class LosingLeases : public SyncJobStore {
   Result<SyncJobRecord> StartRun(const std::string& id) override { return inner_->StartRun(id); }
   Status UncountRun(const std::string& id) override { return inner_->UncountRun(id); }
   Status SetSource(const std::string& id, const std::string& revision, const Digest& listing,
-                   uint64_t objects, uint64_t bytes) override {
-    return inner_->SetSource(id, revision, listing, objects, bytes);
+                   uint64_t objects, uint64_t bytes, uint64_t left_out) override {
+    return inner_->SetSource(id, revision, listing, objects, bytes, left_out);
   }
   Status SetProgress(const std::string& id, const SyncProgress& progress) override {
     return inner_->SetProgress(id, progress);

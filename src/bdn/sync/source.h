@@ -89,6 +89,10 @@ struct SourceListing {
   std::string revision;
   // Every object, sorted bytewise by path, without duplicates.
   std::vector<SourceObject> objects;
+  // The paths of entries the source has that no version of it holds (file://: symlinks, FIFOs,
+  // sockets and devices; a sync seals regular files only), so that a job can say how many it
+  // left out. Empty for the other sources.
+  std::vector<std::string> left_out;
 };
 
 // ---- Retries ----
