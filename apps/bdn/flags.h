@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "bdn/base/status.h"
 #include "bdn/cli/commands.h"
@@ -14,11 +16,13 @@ namespace bdn::app {
 
 // What the Context of a command must hold.
 enum class Needs {
-  kStore,    // a store and registry: embedded, or remote with --remote/BDN_REMOTE
-  kOrigin,   // an origin only: remote with --remote, else a Context without one (the command
-             // says so after checking its own arguments); nothing embedded is opened
-  kNothing,  // neither: the command acts on this machine alone (umount), so that it works
-             // whatever state the store, or a mount over it, is in
+  kStore,         // a store and registry: remote with --remote/BDN_REMOTE, else the embedded
+                  // one, which must exist (a mistyped --home or BDN_HOME creates nothing)
+  kStoreCreated,  // the same, the embedded store made when missing (push, sync start, secret set)
+  kOrigin,        // an origin only: remote with --remote, else a Context without one (the command
+                  // says so after checking its own arguments); nothing embedded is opened
+  kNothing,       // neither: the command acts on this machine alone (umount), so that it works
+                  // whatever state the store, or a mount over it, is in
 };
 
 struct Invocation {
@@ -27,6 +31,10 @@ struct Invocation {
   std::function<Status()> check;
   // Commands that work on a Context.
   std::function<Status(cli::Context&)> run;
+  // The refs a command was given (empty strings for those left out): where the embedded store
+  // cannot be opened (none there yet), main reports a malformed one first, as the command would
+  // before any I/O.
+  std::function<std::vector<std::string>()> refs;
   Needs needs = Needs::kStore;
   // Commands that stream gigabytes through short-lived buffers in this process (an embedded
   // sync) set how many freed bytes each malloc arena keeps: main calls KeepFreedMemory

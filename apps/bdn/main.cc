@@ -206,7 +206,14 @@ int main(int argc, char** argv) {
     } else if (inv.needs == bdn::app::Needs::kOrigin) {
       ctx = bdn::cli::Context{.home = home_dir, .json = json};
     } else {
-      ctx = bdn::cli::OpenEmbedded(home_dir, json);
+      ctx = bdn::cli::OpenEmbedded(home_dir, json,
+                                   inv.needs == bdn::app::Needs::kStoreCreated
+                                       ? bdn::cli::EmbeddedOpen::kCreateIfMissing
+                                       : bdn::cli::EmbeddedOpen::kExisting);
+      if (!ctx && inv.refs) {
+        // A malformed ref is what the command would have said first, before any I/O.
+        if (bdn::Status s = bdn::cli::CheckRefSyntax(inv.refs()); !s.ok()) return Fail(s);
+      }
     }
     if (!ctx) return Fail(ctx.error());
     bdn::Status s = inv.run(*ctx);

@@ -51,6 +51,7 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
     // 128 MiB (docs/benchmarks.md, "Sync from S3"); peak RSS of sync_s3_large_test 136 -> 200 MiB.
     inv.keep_freed_bytes = size_t{128} << 20;
     inv.huge_page_heap = true;
+    inv.needs = bdn::app::Needs::kStoreCreated;
     inv.check = [start_args]() -> bdn::Status {
       auto deadline = bdn::ParseDuration(start_args->retry_deadline, std::chrono::seconds(1),
                                          std::chrono::hours(24));
@@ -111,6 +112,7 @@ void AddSecretFlags(CLI::App& app, Invocation& inv) {
                 "(repeatable, or comma-separated; none: only jobs of admin keys for \"*\")")
       ->delimiter(',');
   c->callback([&inv, set] {
+    inv.needs = bdn::app::Needs::kStoreCreated;
     inv.run = [set](bdn::cli::Context& ctx) {
       return bdn::cli::SecretSet(ctx, set->name, set->namespaces);
     };

@@ -121,6 +121,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
       ->envname("BDN_RETRY_DEADLINE")
       ->capture_default_str();
   c->callback([&inv, push] {
+    inv.needs = Needs::kStoreCreated;
     inv.huge_page_heap = true;
     if (push->expected_sequence >= 0) push->args.expected_sequence = push->expected_sequence;
     inv.check = [push]() -> Status {
@@ -138,12 +139,16 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                              "list namespaces, volumes of a namespace, or entries of a version");
   c->add_option("REF", ls->ref, "bdn:<ns> or bdn:<ns>/<vol>[:tag|@digest][/path]");
   c->add_flag("-R,--recursive", ls->recursive, "list subdirectories too");
-  c->callback([&inv, ls] { inv.run = [ls](cli::Context& ctx) { return cli::Ls(ctx, *ls); }; });
+  c->callback([&inv, ls] {
+    inv.refs = [ls] { return std::vector<std::string>{ls->ref}; };
+    inv.run = [ls](cli::Context& ctx) { return cli::Ls(ctx, *ls); };
+  });
 
   auto stat_ref = std::make_shared<std::string>();
   c = volume->add_subcommand("stat", "describe a volume, a version, or an entry");
   c->add_option("REF", *stat_ref, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
   c->callback([&inv, stat_ref] {
+    inv.refs = [stat_ref] { return std::vector<std::string>{*stat_ref}; };
     inv.run = [stat_ref](cli::Context& ctx) { return cli::Stat(ctx, *stat_ref); };
   });
 
@@ -153,6 +158,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_flag("--include-deleted", versions->include_deleted,
               "list deleted versions too (restorable within the retention)");
   c->callback([&inv, versions] {
+    inv.refs = [versions] { return std::vector<std::string>{versions->ref}; };
     inv.run = [versions](cli::Context& ctx) { return cli::Versions(ctx, *versions); };
   });
 
@@ -173,6 +179,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                   "refuse (exit 4) unless the volume's sequence is this")
         ->check(IntInRange(0));
     c->callback([&inv, flags, is_set] {
+      inv.refs = [flags] { return std::vector<std::string>{flags->args.volume_ref}; };
       if (flags->expected_sequence >= 0) flags->args.expected_sequence = flags->expected_sequence;
       inv.run = [flags, is_set](cli::Context& ctx) {
         return is_set ? cli::TagSet(ctx, flags->args) : cli::TagDelete(ctx, flags->args);
@@ -197,6 +204,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "fail unless the volume sequence is N")
       ->check(IntInRange(0));
   c->callback([&inv, rm] {
+    inv.refs = [rm] { return std::vector<std::string>{rm->args.ref}; };
     if (rm->expected_sequence >= 0) rm->args.expected_sequence = rm->expected_sequence;
     inv.run = [rm](cli::Context& ctx) { return cli::Rm(ctx, rm->args); };
   });
@@ -214,6 +222,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "fail unless the volume sequence is N")
       ->check(IntInRange(0));
   c->callback([&inv, restore] {
+    inv.refs = [restore] { return std::vector<std::string>{restore->args.ref}; };
     if (restore->expected_sequence >= 0) {
       restore->args.expected_sequence = restore->expected_sequence;
     }
@@ -236,6 +245,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "progress (default 1m)")
       ->check(NotEmpty());
   c->callback([&inv, pull] {
+    inv.refs = [pull] { return std::vector<std::string>{pull->ref}; };
     inv.huge_page_heap = true;
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };
   });
@@ -244,6 +254,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c = volume->add_subcommand("cat", "write one file's bytes to stdout, verified");
   c->add_option("REF", *cat_ref, "bdn:<ns>/<vol>[:tag|@digest]/<path>")->required();
   c->callback([&inv, cat_ref] {
+    inv.refs = [cat_ref] { return std::vector<std::string>{*cat_ref}; };
     inv.huge_page_heap = true;
     inv.run = [cat_ref](cli::Context& ctx) { return cli::Cat(ctx, *cat_ref); };
   });
@@ -253,6 +264,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("REF_A", diff->ref_a, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
   c->add_option("REF_B", diff->ref_b, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
   c->callback([&inv, diff] {
+    inv.refs = [diff] { return std::vector<std::string>{diff->ref_a, diff->ref_b}; };
     inv.run = [diff](cli::Context& ctx) { return cli::Diff(ctx, diff->ref_a, diff->ref_b); };
   });
 
@@ -262,6 +274,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--jobs", verify->jobs, "chunks read and hashed at once (default: all cores)")
       ->check(IntInRange(1, kMaxJobs));
   c->callback([&inv, verify] {
+    inv.refs = [verify] { return std::vector<std::string>{verify->ref}; };
     inv.huge_page_heap = true;
     inv.run = [verify](cli::Context& ctx) { return cli::Verify(ctx, verify->ref, verify->jobs); };
   });
@@ -294,6 +307,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "the mount daemon's log file (default $BDN_HOME/logs/mount-<name>-<hash>.log; "
                 "with --foreground, stderr)");
   c->callback([&inv, mount] {
+    inv.refs = [mount] { return std::vector<std::string>{mount->args.ref}; };
     inv.huge_page_heap = true;
     inv.check = [mount] { return ParseMountFlags(*mount); };
     inv.run = [mount](cli::Context& ctx) { return cli::Mount(ctx, mount->args); };

@@ -265,6 +265,8 @@ MOUNTS=()
 if [ "$(id -u)" = 0 ]; then
   nobody_home=$(getent passwd 65534 | cut -d: -f6)
   rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume ls 2>&1) || rc=$?
+  assert_contains "$err" "embedded store $nobody_home/.local/share/bdn: no store there"
+  rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume push "$WORK/data-sub" bdn:t/v 2>&1) || rc=$?
   assert_contains "$err" "BDN_HOME $nobody_home/.local/share/bdn"
 else
   echo "(not root: the default home of another user without HOME is not checked)"

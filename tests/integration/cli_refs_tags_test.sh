@@ -13,7 +13,21 @@ run_fails 2 'bdn: error: ref "bdn:w/v@abc": digest "abc": too short, need at lea
 run_fails 2 'bdn: error: ref "bdn:w/v/a//b": path "a//b": empty segment' "$BDN" volume cat 'bdn:w/v/a//b'
 run_fails 2 'bdn: error: ref "bdn:w/v/../etc": path "../etc": ".." segment not allowed' "$BDN" volume cat 'bdn:w/v/../etc'
 run_fails 2 'bdn: error: ref "bdn:w/v:a@b": a ref takes a tag or a digest, not both' "$BDN" volume stat 'bdn:w/v:a@b'
-run_fails 3 'bdn: error: volume bdn:w/v: not found' "$BDN" volume stat 'bdn:w/v'
+# Well-formed, on a home where nothing was pushed: said so, and nothing is made there.
+run_fails 3 "bdn: error: embedded store $BDN_HOME: no store there (nothing was pushed to it); --home or BDN_HOME names another" \
+  "$BDN" volume stat 'bdn:w/v'
+run_fails 3 "bdn: error: embedded store $WORK/typo: no store there (nothing was pushed to it); --home or BDN_HOME names another" \
+  "$BDN" --home "$WORK/typo" volume versions 'bdn:w/v'
+[ ! -e "$WORK/typo" ] || fail "a read with a mistyped --home made $WORK/typo"
+for cmd in "gc --dry-run" "store stats" "store rebuild-index" "store migrate"; do
+  # shellcheck disable=SC2086
+  run_fails 3 "bdn: error: --data $WORK/typo: no store there (nothing was pushed to it)" \
+    "$BDN" $cmd --data "$WORK/typo"
+done
+[ ! -e "$WORK/typo" ] || fail "a maintenance command with a mistyped --data made $WORK/typo"
+# A directory named as a shell completes it is refused, saying how to name it.
+run_fails 2 "bdn: error: ref \"bdn:w/v/dir/\": path \"dir/\": ends with '/' (name the entry without it: bdn:w/v/dir)" \
+  "$BDN" volume ls 'bdn:w/v/dir/'
 
 mkdir -p "$WORK/v1/dir" "$WORK/v2/dir"
 printf 'one\n' > "$WORK/v1/dir/a.txt"; printf 'same\n' > "$WORK/v1/keep.txt"

@@ -117,8 +117,14 @@ step "a mountpoint given as a symlink is the directory it names, for mount, the 
 mkdir -p "$WORK/real-mp"; ln -s "$WORK/real-mp" "$WORK/link-mp"; ln -s link-mp "$WORK/link2-mp"
 assert_eq "$ref mounted at $WORK/real-mp" "$("$BDN" volume mount "$ref" "$WORK/link2-mp" 2>&1)" "mount through two links"
 assert_eq "small" "$(cat "$WORK/real-mp/d/small.txt")" "read at the target"
+# The same version again (a retry, a boot script run twice) is a no-op; another is refused.
+assert_eq "$ref already mounted at $WORK/real-mp" "$("$BDN" volume mount "$ref" "$WORK/link-mp")" "a second mount of the version"
+assert_eq "true" "$(jf "$("$BDN" --json volume mount "$ref" "$WORK/real-mp")" already_mounted)" "already_mounted"
+assert_eq 1 "$(grep -c " $WORK/real-mp fuse.bdn " /proc/self/mounts)" "mounts at $WORK/real-mp"
+mkdir -p "$WORK/src2" && printf 'other\n' > "$WORK/src2/o.txt"
+ref2=$("$BDN" volume push "$WORK/src2" bdn:test/other 2>/dev/null)
 run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount of $ref; unmount it first (bdn volume umount $WORK/real-mp)" \
-  "$BDN" volume mount "$ref" "$WORK/link-mp"
+  "$BDN" volume mount "$ref2" "$WORK/link-mp"
 assert_eq "unmounted $WORK/real-mp" "$("$BDN" volume umount "$WORK/link-mp")" "umount through the link"
 assert_absent "$WORK/real-mp fuse" "mount table after the umount" /proc/self/mounts
 # ".." after a symlink is the parent of the link's target, as the kernel resolves it (it was

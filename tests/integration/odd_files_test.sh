@@ -34,7 +34,11 @@ printf 'tail-after-4GiB' | dd of="$src/sparse-4g" bs=1 seek=$((4*1024*1024*1024 
 head -c 70000 /dev/urandom | dd of="$src/sparse-4g" bs=1 seek=1000000 conv=notrunc status=none
 
 step "push"
-out=$("$BDN" volume push "$src" bdn:test/odd --json)
+out=$("$BDN" volume push "$src" bdn:test/odd --json 2>"$WORK/push.err")
+# Links out of the tree are kept as they are, and said: the version holds the links only.
+assert_eq 2 "$(json_field symlinks_outside <<<"$out")" "symlinks pointing outside"
+assert_eq "warning: 2 symlinks point outside $src (\"abs-link\" -> \"/etc/passwd\", …): the version holds the links, not what they point to; to hold the files, push a copy with the links resolved (cp -rL)" \
+  "$(grep '^warning: ' "$WORK/push.err")" "push warning"
 ref=$(json_field version_ref <<<"$out")
 digest=$(json_field digest <<<"$out")
 [[ "$ref" == "bdn:test/odd@b3:"* ]] || fail "bad ref $ref"

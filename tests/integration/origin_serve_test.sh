@@ -120,7 +120,8 @@ assert_eq 200 "$(http_status GET /v1/volumes/weights/m1 "$ADMIN")" "volume after
 assert_eq 403 "$(http_status PUT /v1/volumes/weights/m1/tags/prod "$PUSH")" "tag set with a push key"
 
 step "key create --json: the created key's record and its token"
-CREATED=$("$BDN" --json key create --namespace weights --scope tag,pull)
+# Typed as a person types it: folded as refs are ("Weights" is weights, "Tag, PULL" is tag,pull).
+CREATED=$("$BDN" --json key create --namespace Weights --scope 'Tag, PULL')
 TAG_TOKEN=$(echo "$CREATED" | json_field token)
 TAG_ID=$(echo "$CREATED" | json_field id)
 assert_eq "bdn_${TAG_ID}_" "${TAG_TOKEN%_*}_" "token of the created key names its id"

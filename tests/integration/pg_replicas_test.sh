@@ -84,7 +84,7 @@ assert_eq 201 "$(api POST "$A" /v1/volumes/w/claimed/claims)" "claim through a"
 CLAIM=$(json_field claim <"$WORK/body")
 assert_eq 409 "$(api POST "$B" /v1/volumes/w/claimed/claims)" "claim through b"
 msg=$(body_message)
-[[ "$msg" =~ ^"volume bdn:w/claimed: push in progress (claimed by key bdn_$KEY_ID, expires in "([0-9]+)" s)"$ ]] \
+[[ "$msg" =~ ^"volume bdn:w/claimed: push in progress (claimed by key bdn_$KEY_ID, expires in "([0-9]+)" s); push again once it has ended"$ ]] \
   || fail "the conflict through b: $msg"
 [ "${BASH_REMATCH[1]}" -le 30 ] || fail "the claim expires in more than its TTL (30s): $msg"
 assert_eq 409 "$(api POST "$B" /v1/volumes/w/claimed/commit "{\"digest\": \"b3:$(printf x | b3sum --no-names)\"}")" \
@@ -201,7 +201,7 @@ for _ in $(seq 1 60); do
   BDN_REMOTE="$A" "$BDN" --json volume push "$WORK/big2" bdn:w/down >"$WORK/p3.out" 2>"$WORK/p3.err" || rc=$?
   [ "$rc" -eq 0 ] && { ok=1; break; }
   assert_eq 4 "$rc" "exit code of the push run again ($(cat "$WORK/p3.err"))"
-  [[ "$(cat "$WORK/p3.err")" =~ ^"bdn: error: volume bdn:w/down: push in progress (claimed by key bdn_$KEY_ID, expires in "[0-9]+" s)"$ ]] \
+  [[ "$(cat "$WORK/p3.err")" =~ ^"bdn: error: volume bdn:w/down: push in progress (claimed by key bdn_$KEY_ID, expires in "[0-9]+" s); push again once it has ended"$ ]] \
     || fail "the push run again: $(cat "$WORK/p3.err")"
   sleep 1
 done

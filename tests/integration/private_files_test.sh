@@ -139,7 +139,11 @@ bdn: error: BDN_HOME $H/registry.db: a symlink owned by $nobody_uid, not by this
   ln -s "$WORK/etc" "$WORK/link"
   chown -h nobody "$WORK/link"
   BDN_HOME="$WORK/link" run_fails 6 "bdn: error: BDN_HOME $WORK/link: $WORK/link is a symlink owned by $nobody_uid, not by this user (uid 0) or root; use a path of your own" \
+    "$BDN" volume push "$WORK/etc" bdn:w/v
+  # A command that only reads finds no store there, and makes none.
+  BDN_HOME="$WORK/link" run_fails 3 "bdn: error: embedded store $WORK/link: no store there (nothing was pushed to it); --home or BDN_HOME names another" \
     "$BDN" volume ls
+  assert_eq "" "$(ls -A "$WORK/etc")" "what a read through the symlink made in the directory it names"
   assert_eq 755 "$(stat -c %a "$WORK/etc")" "mode of the directory the symlink names"
   mkdir "$WORK/theirs"; chown nobody "$WORK/theirs"
   # (a node cache that cannot be used costs speed, not the mount)

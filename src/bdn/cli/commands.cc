@@ -116,7 +116,30 @@ fs::path DefaultHome() {
   return fs::path("/") / ".local/share/bdn";
 }
 
-Result<Context> OpenEmbedded(const fs::path& home, bool json_output) {
+Status CheckStoreExists(const fs::path& dir, std::string_view what) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir / "store", ec)) ||
+      fs::exists(fs::symlink_status(dir / "registry.db", ec))) {
+    return Status::Ok();
+  }
+  return NotFoundError(std::string(what) + " " + dir.string() +
+                       ": no store there (nothing was pushed to it)");
+}
+
+Status CheckRefSyntax(const std::vector<std::string>& refs) {
+  for (const std::string& r : refs) {
+    if (r.empty()) continue;
+    if (auto parsed = ParseRef(r, RefForm::kNamespace); !parsed) return parsed.error();
+  }
+  return Status::Ok();
+}
+
+Result<Context> OpenEmbedded(const fs::path& home, bool json_output, EmbeddedOpen mode) {
+  if (mode == EmbeddedOpen::kExisting) {
+    if (Status s = CheckStoreExists(home, "embedded store"); !s.ok()) {
+      return Err(NotFoundError(s.message() + "; --home or BDN_HOME names another"));
+    }
+  }
   // Private to its owner (0700): it holds every chunk and the registry.
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(home, "BDN_HOME"));
   Context ctx;
@@ -274,7 +297,8 @@ Status Push(Context& ctx, const PushArgs& args) {
                {"chunks_reused", r->chunks_reused},
                {"metadata_bytes_uploaded", r->metadata_bytes_uploaded},
                {"chunks_uploaded_again", r->chunks_uploaded_again},
-               {"unchanged", r->unchanged}});
+               {"unchanged", r->unchanged},
+               {"symlinks_outside", r->symlinks_outside.size()}});
   } else {
     // A version pushed before whose push still stored chunks: the store lacked them (lost or
     // found damaged), and this push put them back.
@@ -290,6 +314,19 @@ Status Push(Context& ctx, const PushArgs& args) {
     }
     std::cerr << ")\n";
     std::cout << r->ref.ToString() << std::endl;
+  }
+  if (!r->symlinks_outside.empty()) {
+    // Said after the ref is printed: the version is committed, as the contract has it (links
+    // are recorded as they are), but a snapshot of links into a cache is most likely a mistake.
+    const size_t n = r->symlinks_outside.size();
+    const Entry& first = r->symlinks_outside.front();
+    std::cerr << "warning: "
+              << (n == 1 ? "1 symlink points" : std::to_string(n) + " symlinks point")
+              << " outside " << EscapeName(args.dir) << " (\"" << EscapeName(first.path)
+              << "\" -> \"" << EscapeName(first.target) << "\"" << (n == 1 ? "" : ", …")
+              << "): the version holds " << (n == 1 ? "the link" : "the links")
+              << ", not what they point to; to hold the files, push a copy with the links "
+                 "resolved (cp -rL)\n";
   }
   return Status::Ok();
 }
@@ -833,17 +870,28 @@ Status Mount(Context& ctx, const MountArgs& args) {
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
   // carried across fork (the mount needs only the store and the loaded manifest).
   ctx.registry.reset();
+  // The same version already mounted there as asked (a retry, a boot script run twice): nothing
+  // to do, as for `mounts apply`. Another version, or other options, is refused by the daemon.
+  const fs::path mountpoint = NormalMountpoint(args.mountpoint);
+  bool already = false;
+  if (!args.foreground) {
+    auto state = InspectMountpoint(mountpoint);
+    already = state && state->kind == MountpointState::Kind::kLiveBdn &&
+              state->source == pinned.ToString() && state->allow_other == args.allow_other;
+  }
   pid_t daemon_pid = -1;
-  BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, with_time, &daemon_pid));
+  if (!already) BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, with_time, &daemon_pid));
   if (!args.foreground) {
     if (ctx.json) {
-      PrintJson({{"version_ref", pinned.ToString()},
-                 {"mountpoint", NormalMountpoint(args.mountpoint).string()},
-                 {"allow_other", args.allow_other},
-                 {"daemon_pid", daemon_pid}});
+      json out = {{"version_ref", pinned.ToString()},
+                  {"mountpoint", mountpoint.string()},
+                  {"allow_other", args.allow_other},
+                  {"already_mounted", already}};
+      if (!already) out["daemon_pid"] = daemon_pid;
+      PrintJson(out);
     } else {
-      std::cout << pinned.ToString() << " mounted at "
-                << EscapeName(NormalMountpoint(args.mountpoint).string()) << std::endl;
+      std::cout << pinned.ToString() << (already ? " already mounted at " : " mounted at ")
+                << EscapeName(mountpoint.string()) << std::endl;
     }
   }
   return Status::Ok();

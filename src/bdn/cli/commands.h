@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bdn/base/log.h"
@@ -55,11 +56,29 @@ Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& 
 // says what to do ("stop it first"). OK when no server holds it.
 Status CheckNotServed(const std::filesystem::path& data, const char* command);
 
+// Whether OpenEmbedded makes a store where there is none.
+enum class EmbeddedOpen {
+  kCreateIfMissing,  // commands that add to it (push, sync start, secret set)
+  kExisting,         // every other: a mistyped --home or BDN_HOME creates nothing
+};
+
+// NotFound "<what> <dir>: no store there (nothing was pushed to it)" unless `dir` holds a store
+// (its store directory or registry.db, whatever their layout), so that a command that reads or
+// maintains one creates nothing at a mistyped path. `what`: how the command names the
+// directory ("--data", "embedded store").
+Status CheckStoreExists(const std::filesystem::path& dir, std::string_view what);
+
+// The first of `refs` (those not empty) that is not a well-formed ref of a namespace, volume,
+// version or entry (ParseRef, RefForm::kNamespace): its InvalidArgument; OK when all are. No I/O.
+Status CheckRefSyntax(const std::vector<std::string>& refs);
+
 // Opens the embedded store under `home`: home/store (packs) and home/registry.db, all private
 // to the owner (directories 0700, files 0600; existing ones with group or other bits are
 // tightened with a warning); its commits run the commit check (CommitCheckingRegistry).
-// Errors: Internal/PermissionDenied naming the path.
-Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json);
+// Errors: CheckStoreExists's (kExisting, naming --home and BDN_HOME); Internal/PermissionDenied
+// naming the path.
+Result<Context> OpenEmbedded(const std::filesystem::path& home, bool json,
+                             EmbeddedOpen mode = EmbeddedOpen::kCreateIfMissing);
 
 // $BDN_TOKEN without the spaces, tabs and line breaks around it (a token read from a file or a
 // Kubernetes secret often ends in a newline); "" when unset. What remains is checked where it is
@@ -348,9 +367,11 @@ std::filesystem::path MountLogFile(const std::filesystem::path& home,
 // No descriptor is opened.
 Status CheckLogFileOutside(const std::string& log_file, const std::filesystem::path& dir,
                            const std::string& what, bool logs_allowed);
-// bdn volume mount. Errors: PermissionDenied "--allow-other: allow_other: ..." before anything
+// bdn volume mount. The same version already mounted at the mountpoint with the same
+// allow_other is a no-op ("<ref> already mounted at <dir>"; JSON already_mounted: true, no
+// daemon_pid). Errors: PermissionDenied "--allow-other: allow_other: ..." before anything
 // else when args.allow_other is not permitted (CheckAllowOtherPermitted); then those of
-// resolving the ref and of MountPinned.
+// resolving the ref and of MountPinned (AlreadyExists for another version mounted there).
 Status Mount(Context& ctx, const MountArgs& args);
 // When the version `pinned` was created, from ctx.registry; 0 when the registry cannot say (no
 // registry, or it failed: the caller mounts anyway).

@@ -1,6 +1,7 @@
 // bdn key create|ls|revoke (keys.h) over the context's origin client.
 #include "bdn/cli/keys.h"
 
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -51,14 +52,24 @@ std::string JoinScopes(const std::vector<Scope>& scopes) {
 }  // namespace
 
 Status KeyCreate(Context& ctx, const KeyCreateArgs& args) {
-  BDN_ASSIGN_OR_RETURN(std::vector<Scope> scopes, ParseScopes(args.scopes));
+  // What a person types is folded as refs are (README, "Names"): "Weights" is namespace
+  // "weights", and "Pull, push" is "pull,push". The API itself takes exact values.
+  auto lower = [](std::string_view in) {
+    std::string out;
+    for (char c : in) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  std::string scope_list = lower(args.scopes);
+  std::erase_if(scope_list, [](char c) { return c == ' ' || c == '\t'; });
+  const std::string ns = lower(args.ns);
+  BDN_ASSIGN_OR_RETURN(std::vector<Scope> scopes, ParseScopes(scope_list));
   BDN_ASSIGN_OR_RETURN(http::HttpClient * client, Origin(ctx));
   json names = json::array();
   for (Scope s : scopes) names.push_back(std::string(ScopeName(s)));
   const std::string what = "POST /v1/keys";
   BDN_ASSIGN_OR_RETURN(
       http::Response r,
-      client->PostJson("/v1/keys", json{{"namespace", args.ns}, {"scopes", names}}.dump()));
+      client->PostJson("/v1/keys", json{{"namespace", ns}, {"scopes", names}}.dump()));
   BDN_ASSIGN_OR_RETURN(json j, JsonBody(*client, what, r));
   auto created = api::CreatedKeyFromJson(j);
   if (!created) return Malformed(*client, what, created.error());

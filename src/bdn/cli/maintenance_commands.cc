@@ -103,6 +103,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
     };
   }
   BDN_ASSIGN_OR_RETURN(options.hook, WithGcStopFromEnvironment(std::move(options.hook)));
+  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data"));
   BDN_ASSIGN_OR_RETURN(Opened o, OpenData(data));
   BDN_ASSIGN_OR_RETURN(GcReport r, RunGc(*o.registry, *o.store, options));
   for (const std::string& w : r.warnings) std::cerr << "gc: warning: " << w << "\n";

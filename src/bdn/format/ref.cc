@@ -83,6 +83,12 @@ Result<Ref> ParseRef(std::string_view text, RefForm form) {
     // rest starts with '/': the path.
     std::string_view path = rest.substr(1);
     if (path.empty()) return bad("path is empty after '/'");
+    // A directory named as a shell completes it ("tokenizer/"): refused, saying how to name it.
+    if (path.size() > 1 && path.ends_with('/') && !path.ends_with("//") &&
+        ValidateEntryPath(path.substr(0, path.size() - 1)).ok()) {
+      return bad("path \"" + std::string(path) + "\": ends with '/' (name the entry without it: " +
+                 std::string(text.substr(0, text.size() - 1)) + ")");
+    }
     if (Status s = ValidateEntryPath(path); !s.ok()) return wrap(s);
     ref.path = std::string(path);
   }

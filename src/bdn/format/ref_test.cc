@@ -150,8 +150,13 @@ TEST(ParseRef, InvalidRefsWithExactMessages) {
       {"bdn:w/v/a/../b", msg("bdn:w/v/a/../b", "path \"a/../b\": \"..\" segment not allowed")},
       {"bdn:w/v/..", msg("bdn:w/v/..", "path \"..\": \"..\" segment not allowed")},
       {"bdn:w/v/./a", msg("bdn:w/v/./a", "path \"./a\": \".\" segment not allowed")},
-      {"bdn:w/v/a/", msg("bdn:w/v/a/", "path \"a/\": empty segment")},
-      {"bdn:w/v:t/a/b/", msg("bdn:w/v:t/a/b/", "path \"a/b/\": empty segment")},
+      {"bdn:w/v/a/",
+       msg("bdn:w/v/a/", "path \"a/\": ends with '/' (name the entry without it: bdn:w/v/a)")},
+      {"bdn:w/v:t/a/b/",
+       msg("bdn:w/v:t/a/b/",
+           "path \"a/b/\": ends with '/' (name the entry without it: bdn:w/v:t/a/b)")},
+      {"bdn:w/v/a//", msg("bdn:w/v/a//", "path \"a//\": empty segment")},
+      {"bdn:w/v/../", msg("bdn:w/v/../", "path \"../\": \"..\" segment not allowed")},
       {"bdn:w/v//a", msg("bdn:w/v//a", "path \"/a\": must be relative")},
   };
   for (const InvalidCase& c : cases) {

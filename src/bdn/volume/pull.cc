@@ -222,9 +222,14 @@ Result<PullPlan> PlanPull(const VersionView& view, const PullOptions& options) {
   for (const auto& inc : options.includes) {
     std::string full = options.path.empty() ? inc : options.path + "/" + inc;
     if (!view.Find(full)) {
+      // sync start's --include is a glob; pull's names a file or directory.
+      const bool glob = inc.find_first_of("*?[") != std::string::npos;
       return Err(NotFoundError("--include \"" + inc + "\": no such path under \"" +
                                (options.path.empty() ? "/" : options.path) + "\" in version " +
-                               view.digest().ToString()));
+                               view.digest().ToString() +
+                               (glob ? " (pull's --include names a file or directory, not a "
+                                       "pattern: list them with bdn volume ls -R)"
+                                     : "")));
     }
     includes.push_back(std::move(full));
   }

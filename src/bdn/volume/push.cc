@@ -727,6 +727,29 @@ Result<SealResult> SealDirectory(const fs::path& dir, const SealOptions& options
   return SealEntries(items, source, options, store, counters);
 }
 
+std::vector<Entry> SymlinksLeavingTheTree(const Manifest& m) {
+  std::vector<Entry> out;
+  for (const Entry& e : m.entries) {
+    if (e.kind != EntryKind::kSymlink) continue;
+    bool leaves = e.target.starts_with('/');
+    // Levels below the root of the link's directory, then of each step of the target.
+    int64_t depth = static_cast<int64_t>(std::count(e.path.begin(), e.path.end(), '/'));
+    for (size_t at = 0; !leaves && at <= e.target.size();) {
+      size_t end = e.target.find('/', at);
+      if (end == std::string::npos) end = e.target.size();
+      const std::string_view step(e.target.data() + at, end - at);
+      if (step == "..") {
+        leaves = --depth < 0;
+      } else if (!step.empty() && step != ".") {
+        ++depth;
+      }
+      at = end + 1;
+    }
+    if (leaves) out.push_back(e);
+  }
+  return out;
+}
+
 Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry& registry,
                         TransferCounters* counters) {
   BDN_ASSIGN_OR_RETURN(auto claim, registry.ClaimPush(options.ns, options.volume));
@@ -780,6 +803,7 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
   out.metadata_bytes_uploaded = seal.metadata_bytes_uploaded;
   out.chunks_uploaded_again = uploaded_again;
   out.unchanged = commit.unchanged;
+  out.symlinks_outside = SymlinksLeavingTheTree(seal.manifest);
   return out;
 }
 

@@ -178,7 +178,18 @@ struct PushResult {
   // The part of chunks_uploaded that later commit rounds stored again (0 in a push of one round).
   uint64_t chunks_uploaded_again = 0;
   bool unchanged = false;
+  // The symlinks that point out of the version (SymlinksLeavingTheTree): it holds the links, not
+  // what they point to, so the CLI warns.
+  std::vector<Entry> symlinks_outside;
 };
+
+// The symlink entries of `m` whose target is absolute or, read as text from the link's
+// directory ("." skipped, ".." one level up), climbs above the version's root: a mount or a pull
+// of the version shows them dangling or pointing at whatever that path holds on the reader's
+// machine (a Hugging Face cache snapshot pushed as it is: every file a link into ../../blobs).
+// The text is judged, not the tree, so a link that goes through another link may be misjudged
+// either way. In manifest order.
+std::vector<Entry> SymlinksLeavingTheTree(const Manifest& m);
 
 // Claims the volume, seals options.dir into `store`, makes the store durable, and commits the
 // version with its tags in one registry transaction: the only point where it becomes visible.

@@ -194,6 +194,36 @@ class VolumeTest : public ::testing::Test {
   std::shared_ptr<MemChunkStore> store_;
 };
 
+// What push warns about: links whose target is absolute or climbs above the root (read as text
+// from the link's directory), not those that stay inside, however they get there.
+TEST(SymlinksLeavingTheTree, AbsoluteAndClimbingTargetsOnly) {
+  Manifest m;
+  auto link = [&](std::string path, std::string target) {
+    Entry e;
+    e.path = std::move(path);
+    e.kind = EntryKind::kSymlink;
+    e.target = std::move(target);
+    m.entries.push_back(std::move(e));
+  };
+  link("a", "b");
+  link("abs", "/etc/passwd");
+  link("blob", "../../blobs/2222");  // a Hugging Face cache snapshot's file
+  link("d/e/f", "../../g");          // back up to the root: inside
+  link("d/e/g", "../../../g");       // one level too many
+  link("d/e/h", "./.././/../x/../y");
+  link("d/e/i", "x/../../../../y");  // down one, then up three from d/e: out
+  link("dot", ".");
+  link("up", "..");
+  Entry file;
+  file.path = "z";
+  m.entries.push_back(file);
+  std::vector<std::string> paths;
+  for (const Entry& e : SymlinksLeavingTheTree(m)) paths.push_back(e.path + " -> " + e.target);
+  EXPECT_EQ(paths, (std::vector<std::string>{"abs -> /etc/passwd", "blob -> ../../blobs/2222",
+                                             "d/e/g -> ../../../g", "d/e/i -> x/../../../../y",
+                                             "up -> .."}));
+}
+
 TEST_F(VolumeTest, ResolveAmbiguousPrefixNamesTheCandidates) {
   for (const char* p : {"abcdef0123451", "abcdef0123452"}) {
     CommitRequest req{"w", "v", Fake(p), {}, "", {}, std::nullopt};
@@ -1093,6 +1123,16 @@ TEST_F(VolumeTest, PullNeverTouchesAnEntryNamedLikeAPartialFileOutsideItsInclude
   PullOptions include;
   include.includes = {"a.txt"};
   pull(include, out, "--include a.txt, nothing changed");
+  // A pattern, as sync start's --include takes: not found, saying what pull's --include is.
+  PullOptions glob;
+  glob.includes = {"*.txt"};
+  auto refused = Pull(*view, out, glob, nullptr);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().message(),
+            "--include \"*.txt\": no such path under \"/\" in version " +
+                pushed->ref.digest.ToString() +
+                " (pull's --include names a file or directory, not a pattern: list them with bdn "
+                "volume ls -R)");
   fs::resize_file(out / "a.txt", 1000);
   include.existing = PullOptions::Existing::kOverwrite;
   pull(include, out, "--include a.txt --overwrite of a truncated a.txt");
