@@ -62,6 +62,21 @@ inline constexpr long long kMaxJobs = 1024;
 // A check for a path argument: not "" (which the file system calls would answer with EINVAL).
 CLI::Validator NotEmpty();
 
+// The flags that tune how a version is read through a mount, shared by volume mount and mounts
+// apply (which applies them to every entry).
+struct MountFlags {
+  cli::MountArgs args;
+  std::string memory_cache;  // "": not given (MountOptions' default)
+  std::string cache_size;    // "": not given (10 GiB)
+  std::string read_timeout;  // "": not given (MountOptions' default)
+  std::string log_level = "info";
+};
+// Adds --memory-cache, --cache-dir, --cache-size, --cluster-cache, --read-timeout and
+// --log-level to `c`, into `f`.
+void AddMountTuningFlags(CLI::App& c, MountFlags& f);
+// Parses the texts of `f` into f.args. Errors: InvalidArgument naming the flag.
+Status ParseMountFlags(MountFlags& f);
+
 // bdn volume push|ls|stat|versions|tag|pull|cat|diff|verify|mount|umount.
 void AddVolumeFlags(CLI::App& app, Invocation& inv);
 // bdn serve, bdn cache serve, bdn key create|ls|revoke.

@@ -10,12 +10,20 @@ void AddMountsFlags(CLI::App& app, Invocation& inv) {
   auto* mounts = app.add_subcommand("mounts", "mount or pin the volumes of a deployment config");
   mounts->require_subcommand(1);
   mounts->fallthrough();
-  auto apply_file = std::make_shared<std::string>();
+  struct ApplyFlags {
+    std::string file;
+    MountFlags mount;  // for every entry
+  };
+  auto apply = std::make_shared<ApplyFlags>();
   auto* c = mounts->add_subcommand("apply", "mount every entry of bdn.mounts");
-  c->add_option("-f,--file", *apply_file, "deployment config (YAML)")->required();
-  c->callback([&inv, apply_file] {
+  c->add_option("-f,--file", apply->file, "deployment config (YAML)")->required();
+  AddMountTuningFlags(*c, apply->mount);
+  c->callback([&inv, apply] {
     inv.huge_page_heap = true;
-    inv.run = [apply_file](cli::Context& ctx) { return cli::MountsApply(ctx, *apply_file); };
+    inv.check = [apply] { return ParseMountFlags(apply->mount); };
+    inv.run = [apply](cli::Context& ctx) {
+      return cli::MountsApply(ctx, apply->file, apply->mount.args);
+    };
   });
   auto lock_file = std::make_shared<std::string>();
   c = mounts->add_subcommand("lock", "rewrite tag/head sources to pinned digests");

@@ -35,15 +35,8 @@ struct DiffFlags {
   std::string ref_b;
 };
 
-struct MountFlags {
-  cli::MountArgs args;
-  std::string memory_cache;  // "": not given (MountOptions' default)
-  std::string cache_size;    // "": not given (10 GiB)
-  std::string read_timeout;  // "": not given (MountOptions' default)
-  std::string log_level = "info";
-};
+}  // namespace
 
-// Parses the texts of `f` into f.args. Errors: InvalidArgument naming the flag.
 Status ParseMountFlags(MountFlags& f) {
   if (!f.memory_cache.empty()) {
     auto n = ParseByteSize(f.memory_cache);
@@ -68,7 +61,22 @@ Status ParseMountFlags(MountFlags& f) {
   return Status::Ok();
 }
 
-}  // namespace
+void AddMountTuningFlags(CLI::App& c, MountFlags& f) {
+  c.add_option("--memory-cache", f.memory_cache, "in-memory chunk cache size (e.g. 256M)");
+  c.add_option("--cache-dir", f.args.cache_dir,
+               "node cache directory, shared by the node's mounts (remote only; default "
+               "$BDN_HOME/cache)");
+  c.add_option("--cache-size", f.cache_size, "node cache bound (e.g. 50G; default 10G)");
+  c.add_option("--cluster-cache", f.args.cluster_cache,
+               "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
+  c.add_option("--read-timeout", f.read_timeout,
+               "how long a read waits for its bytes before failing with EIO (100ms to 1h, e.g. "
+               "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "
+               "of a failed read, EIO comes within 60 s)");
+  c.add_option("--log-level", f.log_level,
+               "the mount daemon's log: debug, info, warn, error or off")
+      ->capture_default_str();
+}
 
 CLI::Validator IntInRange(long long min, long long max) {
   return CLI::Validator(
@@ -286,23 +294,10 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
       ->required()
       ->check(NotEmpty());
   c->add_flag("--foreground", mount->args.foreground, "serve in this process until unmounted");
-  c->add_option("--memory-cache", mount->memory_cache, "in-memory chunk cache size (e.g. 256M)");
-  c->add_option("--cache-dir", mount->args.cache_dir,
-                "node cache directory, shared by the node's mounts (remote only; default "
-                "$BDN_HOME/cache)");
-  c->add_option("--cache-size", mount->cache_size, "node cache bound (e.g. 50G; default 10G)");
-  c->add_option("--cluster-cache", mount->args.cluster_cache,
-                "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
+  AddMountTuningFlags(*c, *mount);
   c->add_flag("--allow-other", mount->args.allow_other,
               "let other users read the mount (file modes still apply; a user other than root "
               "needs user_allow_other in /etc/fuse.conf)");
-  c->add_option("--read-timeout", mount->read_timeout,
-                "how long a read waits for its bytes before failing with EIO (100ms to 1h, e.g. "
-                "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "
-                "of a failed read, EIO comes within 60 s)");
-  c->add_option("--log-level", mount->log_level,
-                "the mount daemon's log: debug, info, warn, error or off")
-      ->capture_default_str();
   c->add_option("--log-file", mount->args.log_file,
                 "the mount daemon's log file (default $BDN_HOME/logs/mount-<name>-<hash>.log; "
                 "with --foreground, stderr)");

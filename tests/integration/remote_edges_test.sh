@@ -89,6 +89,18 @@ err=$("$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/robind/cache" 2>
 assert_eq "warning: node cache $WORK/robind/cache: Read-only file system; mounting without the node cache (every read goes to the origin)" "$err" "mount warning (bind)"
 cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through a mount on a read-only bind mount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
+# mounts apply takes volume mount's tuning flags, for every entry (it had only -f: every
+# deployment got $BDN_HOME/cache at 10G): the same warning, through the config.
+printf 'bdn:\n  mounts:\n    - source: %s\n      path: %s\n' "$ref" "$WORK/mnt" > "$WORK/deploy.yaml"
+run_fails 2 "bdn: error: --cache-size: must be more than 0" \
+  "$BDN" mounts apply -f "$WORK/deploy.yaml" --cache-size 0
+assert_absent "$WORK/mnt fuse" "mount table after a refused apply" /proc/self/mounts
+err=$("$BDN" mounts apply -f "$WORK/deploy.yaml" --cache-dir "$WORK/robind/cache" --read-timeout 30s 2>&1 >/dev/null) \
+  || fail "mounts apply with a read-only --cache-dir failed: $err"
+MOUNTS+=("$WORK/mnt")
+assert_eq "warning: node cache $WORK/robind/cache: Read-only file system; mounting without the node cache (every read goes to the origin)" "$err" "mounts apply warning"
+cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through a mount of mounts apply"
+"$BDN" volume umount "$WORK/mnt" >/dev/null
 
 step "a full data disk: key create, tag set and push get failed_precondition (412, exit 8), no server path"
 kill -TERM "$SERVE_PID"; wait "$SERVE_PID" || fail "serve did not stop cleanly"

@@ -402,8 +402,10 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 // allow_other), all before anything is mounted; InvalidArgument "config FILE: is a directory,
 // not a file" / "not a regular file" / "larger than 1048576 bytes"; the first mount error, after
 // the mounts already made by this call are unmounted again, as RollbackError (mounts_config.h)
-// says. The "REF mounted at P" lines are printed once every entry is mounted.
-Status MountsApply(Context& ctx, const std::string& config_path);
+// says. The "REF mounted at P" lines are printed once every entry is mounted. `tuning`: how
+// every entry is read (its caches, cache nodes, read timeout, log level: volume mount's flags);
+// its ref, mountpoint, allow_other and log_file are the entry's own.
+Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning = {});
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,
 // changing only those values (comments and layout kept).
 // An exclusive flock(2) on the config is held from its read to its replacement (a second lock

@@ -166,7 +166,7 @@ bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 6
 
 }  // namespace
 
-Status MountsApply(Context& ctx, const std::string& config_path) {
+Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning) {
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
   BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, text));
   auto at_line = [&](int line) { return config_path + ":" + std::to_string(line); };
@@ -235,7 +235,10 @@ Status MountsApply(Context& ctx, const std::string& config_path) {
     const MountEntry& e = entries[i];
     pid_t daemon_pid = -1;
     if (!mounted[i]) {
-      MountArgs args;
+      MountArgs args = tuning;
+      args.ref.clear();
+      args.foreground = false;
+      args.log_file.clear();
       args.mountpoint = e.path;
       args.allow_other = e.allow_other;
       args.version_created_unix_ms = created_ms[i];

@@ -532,7 +532,12 @@ Result<SealResult> SealEntries(std::span<const SealItem> items, EntrySource& sou
         break;
       }
       futures.push_back(file_pool.Submit(
-          [&, i, k, stream = std::shared_ptr<ByteStream>(std::move(*stream))]() -> Result<Tally> {
+          [&, i, k,
+           held = std::shared_ptr<ByteStream>(std::move(*stream))]() mutable -> Result<Tally> {
+            // Owned here, so that the file is closed when its task ends: the future keeps the
+            // task (and what it captured) until every file is sealed, and a tree of thousands
+            // of files ran out of descriptors (EMFILE under the default limit of 1024).
+            const std::shared_ptr<ByteStream> stream = std::move(held);
             if (failed) return Tally{};
             SealedFile sealed;
             auto r = sealer.SealFile(*stream, items[i], m.entries[i], sealed);
