@@ -37,18 +37,23 @@ uint64_t RegionBytes(const NodeCacheOptions& o) {
   return std::clamp<uint64_t>(o.capacity_bytes / 16, 64 << 10, kRegionBytes);
 }
 
-// Holds an exclusive flock on `fd` for its lifetime (released at once if `fd` < 0).
-class FileLock {
+// Tries for an exclusive flock on `fd`, without waiting, and holds it for its lifetime if it got
+// it (held(); a `fd` < 0 counts as held: no other process to keep out).
+class TryFileLock {
  public:
-  explicit FileLock(int fd) : fd_(fd) {
-    while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  explicit TryFileLock(int fd) : fd_(fd) {
+    if (fd_ < 0) return;
+    int rc;
+    while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
     }
+    if (rc != 0) fd_ = -2;  // EWOULDBLOCK: another process holds it
   }
-  ~FileLock() {
+  ~TryFileLock() {
     if (fd_ >= 0) ::flock(fd_, LOCK_UN);
   }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return fd_ != -2; }
+  TryFileLock(const TryFileLock&) = delete;
+  TryFileLock& operator=(const TryFileLock&) = delete;
 
  private:
   int fd_;
@@ -148,7 +153,7 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(std::shared_ptr<ChunkStore> u
       log::Warn(marked.message() + "; the directory stays unmarked until the next open");
     }
   }
-  cache->MakeRoom(false);
+  cache->MakeRoom();
   return cache;
 }
 
@@ -359,26 +364,46 @@ Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
   if (static_cast<uint64_t>(charged) > RegionBytes(options_)) return Status::Ok();  // never fits
   BDN_RETURN_IF_ERROR(store_->Put(id, data));
   const int64_t now = approx_bytes_ += charged;
-  if (now + static_cast<int64_t>(RegionBytes(options_)) >
-      static_cast<int64_t>(options_.capacity_bytes)) {
-    MakeRoom(false);
+  const auto region = static_cast<int64_t>(RegionBytes(options_));
+  // Near the bound by this process's count, or a region written since the last look: look at
+  // the directory again (what the other processes on it wrote counts too, so that N processes
+  // filling one cache at once do not take N times its bound).
+  if (now + region > static_cast<int64_t>(options_.capacity_bytes) ||
+      now - looked_bytes_.load() >= region) {
+    MakeRoom();
   }
   return Status::Ok();
 }
 
-void NodeCache::MakeRoom(bool force) {
+void NodeCache::MakeRoom() {
   // Waits for another thread's eviction, then looks again: its own write may not be counted.
   MutexLock local(evict_mu_);
-  FileLock shared(evict_lock_fd_.get());  // and no other process at once
   const auto capacity = static_cast<int64_t>(options_.capacity_bytes);
   const auto region = static_cast<int64_t>(RegionBytes(options_));
+  auto total_of = [](const std::vector<LocalChunkStore::PackInfo>& packs) {
+    int64_t total = 0;
+    for (const auto& p : packs) total += static_cast<int64_t>(p.bytes);
+    return total;
+  };
   auto packs = store_->ListPacks();
   if (!packs) return;
-  int64_t total = 0;
-  for (const auto& p : *packs) total += static_cast<int64_t>(p.bytes);
+  int64_t total = total_of(*packs);
+  approx_bytes_ = total;
+  looked_bytes_ = total;
   // Room for one more region being filled, so the files stay within the capacity.
-  if (!force && total + region <= capacity) {
+  if (total + region <= capacity) return;
+  // No other process at once. Never waited for: another process evicting makes the room, and
+  // one stopped while it holds the lock (SIGSTOP, a frozen cgroup, a disk wait) stalled every
+  // mount and cache node on the directory, new mounts included. This one looks again after
+  // another region's worth of writes.
+  TryFileLock shared(evict_lock_fd_.get());
+  if (!shared.held()) return;
+  packs = store_->ListPacks();  // what the last evicting process left
+  if (!packs) return;
+  total = total_of(*packs);
+  if (total + region <= capacity) {
     approx_bytes_ = total;
+    looked_bytes_ = total;
     return;
   }
   const int64_t target = std::min<int64_t>(
@@ -414,6 +439,7 @@ void NodeCache::MakeRoom(bool force) {
     }
   }
   approx_bytes_ = total;
+  looked_bytes_ = total;
 }
 
 NodeCacheStats NodeCache::stats() const {

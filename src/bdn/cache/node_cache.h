@@ -79,9 +79,12 @@ struct NodeCacheStats {
 // again into the region being filled when its region is evicted (Navy's reinsertion of hits), so
 // that one pass over a volume larger than the cache does not flush the chunks that are reused.
 // ~64 files per GiB instead of one per chunk. Eviction runs in the Get that stores a chunk, under
-// a lock file shared by the processes on the directory; it keeps the region files within
-// capacity_bytes, except by regions other processes are filling at the same moment and by the
-// chunks this process's other threads write while one evicts (one chunk each at most).
+// a lock file shared by the processes on the directory, which no process waits for (one that
+// finds it taken leaves the eviction to its holder and looks again a region later); it keeps the
+// region files within capacity_bytes, except by regions other processes are filling at the same
+// moment (each process looks at the directory again after every region's worth of its writes),
+// by the chunks this process's other threads write while one evicts (one chunk each at most),
+// and while another process holds the lock without evicting (stopped).
 //
 // Persistent across restarts: the regions are found again at Open (their footers; a region being
 // filled when its process died keeps its whole records, verified, and loses the torn tail).
@@ -188,8 +191,9 @@ class NodeCache : public ChunkStore {
   Status Store(const Digest& id, std::span<const uint8_t> data);
   // Drops the oldest regions (reinserting their chunks read since they were cached) until the
   // region files fit in low_watermark * capacity_bytes, if they do not fit in capacity_bytes
-  // minus one region being filled; `force` evicts down to the watermark regardless.
-  void MakeRoom(bool force);
+  // minus one region being filled. Only while no other process holds the directory's eviction
+  // lock (evict.lock), which it never waits for: that process evicts meanwhile, or is stopped.
+  void MakeRoom();
 
   std::shared_ptr<ChunkStore> upstream_;
   NodeCacheOptions options_;
@@ -203,6 +207,8 @@ class NodeCache : public ChunkStore {
   std::unordered_set<Digest> hot_ GUARDED_BY(hot_mu_);
   // Bytes of the region files at the last look plus what this process wrote since.
   std::atomic<int64_t> approx_bytes_{0};
+  // Bytes of the region files at the last look (MakeRoom).
+  std::atomic<int64_t> looked_bytes_{0};
 
   // The upstream refused a fetch (PermissionDenied: this node's key was revoked, or lacks the
   // scope): one warning a minute at most, since every miss would say the same.

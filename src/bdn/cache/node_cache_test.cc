@@ -3,7 +3,9 @@
 #include "bdn/cache/node_cache.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bdn/base/fd.h"
 #include "bdn/cache/store_stack.h"
 #include "bdn/mount/mount_test_support.h"
 #include "bdn/store/chunk_store_conformance_test_util.h"
@@ -261,6 +264,38 @@ TEST_F(NodeCacheTest, RegionsAreEvictedWholeOldestFirst) {
   EXPECT_EQ(cache->stats().reinserted, 0u);
   EXPECT_LE(RegionFiles(CacheDir()), kCapacity / (64 << 10));
   EXPECT_EQ(cache->stats().regions, RegionFiles(CacheDir()));
+}
+
+// From an attacking helper: a process stopped (SIGSTOP, a frozen cgroup) while it held the
+// directory's eviction lock stalled every other process on the directory, a new open included:
+// flock waited with no bound. Now nothing waits for it; the cache goes over its bound meanwhile
+// and comes back under it once the lock is free.
+TEST_F(NodeCacheTest, AnEvictionLockHeldElsewhereStallsNothing) {
+  const uint64_t kCapacity = 1 << 20;
+  {
+    auto first = Open(kCapacity);  // makes the directory and its evict.lock
+    ASSERT_NE(first, nullptr);
+  }
+  UniqueFd other(::open((CacheDir() / "evict.lock").c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(other.valid());
+  ASSERT_EQ(::flock(other.get(), LOCK_EX), 0);  // another open file description: "another process"
+  Chunks c = MakeChunks(upstream_->inner, 60, 7);
+  auto started = std::chrono::steady_clock::now();
+  auto cache = Open(kCapacity);
+  ASSERT_NE(cache, nullptr);
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    auto got = cache->Get(c.ids[i]);
+    ASSERT_TRUE(got.has_value()) << got.error().ToString();
+    EXPECT_EQ(*got, ToBytes(c.contents[i]));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_GT(DiskUsage(CacheDir()), kCapacity) << "nothing evicted while the lock was held";
+  EXPECT_EQ(cache->stats().evictions, 0u);
+  ASSERT_EQ(::flock(other.get(), LOCK_UN), 0);
+  Chunks more = MakeChunks(upstream_->inner, 20, 8);
+  for (const Digest& id : more.ids) ASSERT_TRUE(cache->Get(id).has_value());
+  EXPECT_GT(cache->stats().evictions, 0u);
+  EXPECT_LE(DiskUsage(CacheDir()), kCapacity);
 }
 
 TEST_F(NodeCacheTest, ACorruptedCopyIsSetAsideAndFetchedAgain) {
