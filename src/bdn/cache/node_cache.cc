@@ -18,6 +18,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/base/units.h"
 #include "bdn/cache/cache_dir.h"
 
 namespace bdn {
@@ -362,7 +363,11 @@ Result<std::vector<uint8_t>> NodeCache::Admit(const Digest& id, std::vector<uint
 Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
   const int64_t charged = static_cast<int64_t>(data.size()) + kRecordOverhead;
   if (static_cast<uint64_t>(charged) > RegionBytes(options_)) return Status::Ok();  // never fits
-  BDN_RETURN_IF_ERROR(store_->Put(id, data));
+  Status put = store_->Put(id, data);
+  if (put.code() == StatusCode::kFailedPrecondition && EvictForFullDisk()) {
+    put = store_->Put(id, data);  // once more, into the room made
+  }
+  BDN_RETURN_IF_ERROR(put);
   const int64_t now = approx_bytes_ += charged;
   const auto region = static_cast<int64_t>(RegionBytes(options_));
   // Near the bound by this process's count, or a region written since the last look: look at
@@ -373,6 +378,34 @@ Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
     MakeRoom();
   }
   return Status::Ok();
+}
+
+bool NodeCache::EvictForFullDisk() {
+  MutexLock local(evict_mu_);
+  TryFileLock shared(evict_lock_fd_.get());
+  if (!shared.held()) return false;
+  auto packs = store_->ListPacks();
+  if (!packs) return false;
+  // Two regions' worth, oldest first: the one being filled and the next.
+  const auto want = static_cast<int64_t>(2 * RegionBytes(options_));
+  int64_t freed = 0;
+  for (const auto& victim : *packs) {
+    if (freed >= want) break;
+    if (!victim.sealed || !store_->DropPack(victim.id).ok()) continue;
+    freed += static_cast<int64_t>(victim.bytes);
+    ++counters_.evictions;
+    counters_.evicted_bytes += victim.bytes;
+  }
+  approx_bytes_ -= freed;
+  looked_bytes_ -= freed;
+  if (freed > 0) {
+    full_disk_log_.Write(
+        log::Level::kWarn,
+        "node cache " + options_.dir.string() + ": the disk is full below --cache-size (" +
+            FormatBytes(options_.capacity_bytes) + "); evicted " +
+            FormatBytes(static_cast<uint64_t>(freed)) + " of the oldest regions to go on caching");
+  }
+  return freed > 0;
 }
 
 void NodeCache::MakeRoom() {

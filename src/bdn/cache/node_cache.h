@@ -194,6 +194,11 @@ class NodeCache : public ChunkStore {
   // minus one region being filled. Only while no other process holds the directory's eviction
   // lock (evict.lock), which it never waits for: that process evicts meanwhile, or is stopped.
   void MakeRoom();
+  // A write found the disk full before the regions reached capacity_bytes (a --cache-size larger
+  // than the disk's room, or other files filling it): drops the oldest sealed regions, two
+  // regions' worth, so that the cache goes on caching instead of keeping its first bytes forever.
+  // Whether anything was dropped (nothing while another process holds evict.lock).
+  bool EvictForFullDisk();
 
   std::shared_ptr<ChunkStore> upstream_;
   NodeCacheOptions options_;
@@ -214,6 +219,8 @@ class NodeCache : public ChunkStore {
   // scope): one warning a minute at most, since every miss would say the same.
   void LogRefusedFetch(const Digest& id, const Status& error);
   log::RateLimiter refused_log_{1, std::chrono::minutes(1)};
+  // EvictForFullDisk's warning, once a minute at most.
+  log::RateLimiter full_disk_log_{1, std::chrono::minutes(1)};
 
   Mutex log_mu_;
   std::chrono::steady_clock::time_point log_window_start_ GUARDED_BY(log_mu_){};

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -296,6 +297,44 @@ TEST_F(NodeCacheTest, AnEvictionLockHeldElsewhereStallsNothing) {
   for (const Digest& id : more.ids) ASSERT_TRUE(cache->Get(id).has_value());
   EXPECT_GT(cache->stats().evictions, 0u);
   EXPECT_LE(DiskUsage(CacheDir()), kCapacity);
+}
+
+// From an attacking helper: a --cache-size larger than the disk's room never reached its bound,
+// so once the disk filled the cache kept its first bytes and cached nothing more. Now a write
+// that finds the disk full evicts the oldest regions and the cache goes on (on a real full disk:
+// a small tmpfs, root only).
+TEST_F(NodeCacheTest, ACacheOnAFullDiskEvictsAndGoesOnCaching) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const fs::path small = dir_.path() / "small";
+  fs::create_directories(small);
+  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } unmount{small};
+  Chunks c = MakeChunks(upstream_->inner, 200, 9);  // ~6.8 MB through a 2 MiB disk
+  {
+    auto opened = NodeCache::Open(
+        upstream_,
+        {.dir = small / "cache", .capacity_bytes = 64ull << 20, .region_bytes = 128 << 10});
+    ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
+    auto& cache = *opened;
+    for (size_t i = 0; i < c.ids.size(); ++i) {
+      auto got = cache->Get(c.ids[i]);
+      ASSERT_TRUE(got.has_value()) << i << ": " << got.error().ToString();
+      EXPECT_EQ(*got, ToBytes(c.contents[i]));
+    }
+    EXPECT_GT(cache->stats().evictions, 0u);
+    // The last chunks read are cached: read again without the upstream.
+    const int before = upstream_->gets;
+    for (size_t i = c.ids.size() - 5; i < c.ids.size(); ++i) {
+      EXPECT_TRUE(cache->IsCached(c.ids[i])) << i;
+      ASSERT_TRUE(cache->Get(c.ids[i]).has_value());
+    }
+    EXPECT_EQ(upstream_->gets, before);
+  }
 }
 
 TEST_F(NodeCacheTest, ACorruptedCopyIsSetAsideAndFetchedAgain) {
