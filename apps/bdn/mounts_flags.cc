@@ -13,16 +13,22 @@ void AddMountsFlags(CLI::App& app, Invocation& inv) {
   struct ApplyFlags {
     std::string file;
     MountFlags mount;  // for every entry
+    bool replace = false;
   };
   auto apply = std::make_shared<ApplyFlags>();
   auto* c = mounts->add_subcommand("apply", "mount every entry of bdn.mounts");
   c->add_option("-f,--file", apply->file, "deployment config (YAML)")->required();
   AddMountTuningFlags(*c, apply->mount);
+  c->add_flag("--replace", apply->replace,
+              "unmount another version mounted at an entry's path and mount the config's (a "
+              "mount in use is refused); without it, exit 8");
   c->callback([&inv, apply] {
     inv.huge_page_heap = true;
     inv.check = [apply] { return ParseMountFlags(apply->mount); };
     inv.run = [apply](cli::Context& ctx) {
-      return cli::MountsApply(ctx, apply->file, apply->mount.args);
+      return cli::MountsApply(
+          ctx, apply->file, apply->mount.args,
+          apply->replace ? cli::OtherMount::kReplace : cli::OtherMount::kRefuse);
     };
   });
   auto lock_file = std::make_shared<std::string>();

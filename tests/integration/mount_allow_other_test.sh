@@ -88,7 +88,7 @@ bdn:
     - source: $rref
       path: $WORK/mnt/cfg
 YAML
-run_fails 8 "bdn: error: $WORK/flip.yaml:5: mountpoint $WORK/mnt/cfg: already a bdn mount of $rref with allow_other, the config says allow_other: false; unmount it first (bdn volume umount $WORK/mnt/cfg)" \
+run_fails 8 "bdn: error: $WORK/flip.yaml:5: mountpoint $WORK/mnt/cfg: already a bdn mount of $rref with allow_other, the config says allow_other: false; unmount it first (bdn volume umount $WORK/mnt/cfg), or apply with --replace" \
   "$BDN" mounts apply -f "$WORK/flip.yaml"
 [ -z "$(findmnt -n --mountpoint "$WORK/mnt/new")" ] || fail "a refused apply mounted $WORK/mnt/new"
 

@@ -67,7 +67,18 @@ bdn:
     - source: $rb
       path: $WORK/mnt/a
 YAML
-run_fails 8 "bdn: error: $WORK/other.yaml:3: mountpoint $WORK/mnt/a: already a bdn mount of $ra; unmount it first (bdn volume umount $WORK/mnt/a)" "$BDN" mounts apply -f "$WORK/other.yaml"
+run_fails 8 "bdn: error: $WORK/other.yaml:3: mountpoint $WORK/mnt/a: already a bdn mount of $ra; unmount it first (bdn volume umount $WORK/mnt/a), or apply with --replace" "$BDN" mounts apply -f "$WORK/other.yaml"
+
+step "apply --replace rolls a mountpoint to the config's version, never one in use"
+sleep 600 < "$WORK/mnt/a/f.txt" & holder=$!
+run_fails 8 "bdn: error: $WORK/other.yaml:3: replacing $ra: mountpoint $WORK/mnt/a: busy: pid $holder (sleep) has files or directories open on it (close them or stop the processes, then unmount again)" \
+  "$BDN" mounts apply -f "$WORK/other.yaml" --replace
+assert_eq alpha "$(cat "$WORK/mnt/a/f.txt")" "mount a after a refused --replace"
+kill "$holder"; wait "$holder" 2>/dev/null || true
+assert_eq "$rb mounted at $WORK/mnt/a (replacing $ra)" "$("$BDN" mounts apply -f "$WORK/other.yaml" --replace)" "apply --replace"
+assert_eq beta "$(cat "$WORK/mnt/a/f.txt")" "mount a after --replace"
+assert_eq 1 "$(grep -c " $WORK/mnt/a fuse.bdn " /proc/self/mounts)" "mounts at $WORK/mnt/a after --replace"
+assert_eq "$rb already mounted at $WORK/mnt/a" "$("$BDN" mounts apply -f "$WORK/other.yaml" --replace)" "apply --replace again"
 "$BDN" volume umount "$WORK/mnt/a" >/dev/null
 
 step "lock pins tag sources and changes nothing else"

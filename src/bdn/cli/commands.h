@@ -404,8 +404,14 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 // the mounts already made by this call are unmounted again, as RollbackError (mounts_config.h)
 // says. The "REF mounted at P" lines are printed once every entry is mounted. `tuning`: how
 // every entry is read (its caches, cache nodes, read timeout, log level: volume mount's flags);
-// its ref, mountpoint, allow_other and log_file are the entry's own.
-Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning = {});
+// its ref, mountpoint, allow_other and log_file are the entry's own. With OtherMount::kReplace,
+// a mountpoint holding another version (or the same one with another allow_other) is unmounted
+// just before its entry is mounted ("REF mounted at P (replacing OLD)"; JSON "replaced"); one in
+// use is not (Unmount's FailedPrecondition naming the process, "FILE:LINE: replacing OLD: …",
+// and this run's mounts rolled back); a mount that then fails says OLD was unmounted.
+enum class OtherMount { kRefuse, kReplace };
+Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning = {},
+                   OtherMount other = OtherMount::kRefuse);
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,
 // changing only those values (comments and layout kept).
 // An exclusive flock(2) on the config is held from its read to its replacement (a second lock

@@ -166,7 +166,8 @@ bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 6
 
 }  // namespace
 
-Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning) {
+Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning,
+                   OtherMount other) {
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
   BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, text));
   auto at_line = [&](int line) { return config_path + ":" + std::to_string(line); };
@@ -190,6 +191,8 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
   // for the entries already mounted as it says; a mountpoint holding another version (or the
   // same one with another allow_other) is refused; a dead mount is mounted again.
   std::vector<bool> mounted(entries.size(), false);
+  // What each entry's mountpoint holds that this run replaces (OtherMount::kReplace): "" for none.
+  std::vector<std::string> replaced(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const MountEntry& e = entries[i];
     auto state = InspectMountpoint(e.path);
@@ -201,7 +204,13 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
       continue;
     }
     if (state->kind != MountpointState::Kind::kLiveBdn) continue;
-    const std::string unmount_first = "; unmount it first (bdn volume umount " + e.path + ")";
+    if (other == OtherMount::kReplace &&
+        (state->source != pinned[i].ToString() || state->allow_other != e.allow_other)) {
+      replaced[i] = state->source;
+      continue;
+    }
+    const std::string unmount_first =
+        "; unmount it first (bdn volume umount " + e.path + "), or apply with --replace";
     if (state->source != pinned[i].ToString()) {
       return FailedPreconditionError(at_line(e.line) + ": mountpoint " + e.path +
                                      ": already a bdn mount of " + state->source + unmount_first);
@@ -243,8 +252,19 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
       args.allow_other = e.allow_other;
       args.version_created_unix_ms = created_ms[i];
       std::vector<std::string> made;
+      if (!replaced[i].empty()) {
+        // A mount in use is not taken away: Unmount refuses it, naming who holds it.
+        if (Status s = Unmount(e.path); !s.ok()) {
+          return RollBack(s.WithPrefix(at_line(e.line) + ": replacing " + replaced[i]), done);
+        }
+      }
       Status s = MountPinned(ctx, pinned[i], args, &daemon_pid, &made);
-      if (!s.ok()) return RollBack(s.WithPrefix(at_line(e.line)), done);
+      if (!s.ok()) {
+        const std::string gone =
+            replaced[i].empty() ? ""
+                                : " (" + replaced[i] + " was unmounted from there to be replaced)";
+        return RollBack(s.WithPrefix(at_line(e.line) + gone), done);
+      }
       done.push_back({e.path, std::move(made)});
     }
     nlohmann::json r = {{"source", e.source},
@@ -254,6 +274,7 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
                         {"allow_other", e.allow_other},
                         {"already_mounted", mounted[i]}};
     if (!mounted[i]) r["daemon_pid"] = daemon_pid;
+    if (!replaced[i].empty()) r["replaced"] = replaced[i];
     results.push_back(std::move(r));
   }
   // Printed once every entry is mounted: a failed run rolls its mounts back (see RollBack).
@@ -263,7 +284,10 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
     for (const auto& r : results) {
       std::cout << r["version_ref"].get<std::string>()
                 << (r["already_mounted"].get<bool>() ? " already mounted at " : " mounted at ")
-                << r["path"].get<std::string>() << "\n";
+                << r["path"].get<std::string>();
+      if (r.contains("replaced"))
+        std::cout << " (replacing " << r["replaced"].get<std::string>() << ")";
+      std::cout << "\n";
     }
   }
   return Status::Ok();

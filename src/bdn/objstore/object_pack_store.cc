@@ -1781,9 +1781,14 @@ Status ObjectPackStore::ClearDoom() {
   return Status::Ok();
 }
 
+Result<std::unique_ptr<StoreHold>> ObjectPackStore::HoldForSweep() {
+  BDN_ASSIGN_OR_RETURN(std::unique_ptr<StoreHold> hold, catalog_->HoldForSweep());
+  BDN_RETURN_IF_ERROR(RefreshDeleted());
+  return hold;
+}
+
 Result<bool> ObjectPackStore::HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) {
-  Where::Kind k = Lookup(id, Copies::kLive, doomed).kind;
-  return k == Where::Kind::kSpool || k == Where::Kind::kObject;
+  return Lookup(id, Copies::kLive, doomed).kind == Where::Kind::kObject;
 }
 
 Status ObjectPackStore::DeletePacks(std::span<const uint64_t> packs) {

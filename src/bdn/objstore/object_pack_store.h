@@ -169,8 +169,14 @@ class ObjectPackStore : public ChunkStore, public GcStore {
   bool IsQuarantined(uint64_t pack, uint64_t offset) override;
   Status PublishDoom(std::span<const uint64_t> packs) override;
   Status ClearDoom() override;
-  Result<std::unique_ptr<StoreHold>> HoldForSweep() override { return catalog_->HoldForSweep(); }
+  // The catalog's hold, then a look at the packs deleted since this index last looked: another
+  // run's sweep (its locks lost to a PostgreSQL restart, so two runs overlapped) may have
+  // deleted packs this index still names, and HasLiveCopy must not count a copy in them.
+  Result<std::unique_ptr<StoreHold>> HoldForSweep() override;
   Result<std::vector<Digest>> LiveClaims() override { return catalog_->LiveClaims(); }
+  // Counts only uploaded copies (Where::Kind::kObject): a copy in this process's spool is not
+  // in the bucket yet, and the doomed pack the sweep deletes may be the version's only durable
+  // copy (a version committed through another replica during the grace).
   Result<bool> HasLiveCopy(const Digest& id, std::span<const uint64_t> doomed) override;
   // In batches of S3Client::kMaxDeleteKeys: records the packs as deleted in the catalog, forgets
   // them here, then deletes their objects (one DeleteObjects each); at the end the index tables

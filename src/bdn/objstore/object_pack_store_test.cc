@@ -557,6 +557,55 @@ Digest PutAndSync(ObjectPackStore& store, const std::vector<uint8_t>& bytes) {
   return id;
 }
 
+// Attacking helper 98: two GC runs overlapped (their locks lost to a PostgreSQL restart); the
+// second's sweep judged a blob's copy live in a pack the first had just deleted, copied nothing,
+// and deleted the blob's last copy. The sweep's hold now looks at the deletions first.
+TEST_F(ObjectPackStoreTest, ASweepsHoldSeesThePacksAnotherRunDeleted) {
+  TwoReplicas r = TwoReplicasOf(ClientFor(server_), dir_.path());
+  auto& [client, catalog, clock, oa, ob] = r;
+  auto a = OpenStore(client, oa);
+  ASSERT_TRUE(a);
+  const auto x = RandomBytes(5000, 31);
+  const Digest X = PutAndSync(*a, x);
+  auto b = OpenStore(client, ob);
+  ASSERT_TRUE(b);
+  ASSERT_EQ(GotBytes(*b, X), x);
+  const uint64_t P = b->Locate(X)->pack;
+  auto live = b->HasLiveCopy(X, {});
+  ASSERT_OK(live);
+  ASSERT_TRUE(*live);
+  ASSERT_OK(a->DeletePacks(std::vector<uint64_t>{P}));  // the other run's sweep
+  auto hold = b->HoldForSweep();
+  ASSERT_OK(hold);
+  live = b->HasLiveCopy(X, {});
+  ASSERT_OK(live);
+  EXPECT_FALSE(*live) << "a copy in pack " << P << ", which another run deleted, counted as live";
+}
+
+// Attacking helper 98: a version committed through another replica during the grace, whose blobs
+// the collecting replica held only in its spool (stored again, not yet uploaded): the sweep
+// counted that copy as live and deleted the doomed pack, the only copy in the bucket. Only an
+// uploaded copy is live; the rescue's Sync uploads the spool.
+TEST_F(ObjectPackStoreTest, ACopyOnlyInTheSpoolIsNotALiveCopy) {
+  TwoReplicas r = TwoReplicasOf(ClientFor(server_), dir_.path());
+  auto& [client, catalog, clock, oa, ob] = r;
+  auto a = OpenStore(client, oa);
+  ASSERT_TRUE(a);
+  const auto x = RandomBytes(5000, 32);
+  const Digest X = PutAndSync(*a, x);
+  const std::vector<uint64_t> doom{a->Locate(X)->pack};
+  ASSERT_OK(a->PublishDoom(doom));
+  ASSERT_OK(a->Put(X, x));  // its only copy is doomed: stored again, in the spool
+  auto live = a->HasLiveCopy(X, doom);
+  ASSERT_OK(live);
+  EXPECT_FALSE(*live) << "a copy not yet uploaded counted as live";
+  ASSERT_OK(a->Sync());
+  live = a->HasLiveCopy(X, doom);
+  ASSERT_OK(live);
+  EXPECT_TRUE(*live) << "the uploaded copy";
+  ASSERT_OK(a->ClearDoom());
+}
+
 TEST_F(ObjectPackStoreTest, APackRecordedAsDeletedIsNotListedAgainWhileItsObjectMayStillGo) {
   TwoReplicas r = TwoReplicasOf(ClientFor(server_), dir_.path());
   auto& [client, catalog, clock, oa, ob] = r;

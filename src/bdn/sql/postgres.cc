@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -434,7 +435,35 @@ class PgLock : public HeldLock {
  public:
   PgLock(std::shared_ptr<PgPool::Impl> pool, PGconn* conn, std::string what, std::string op)
       : pool_(std::move(pool)), conn_(conn), what_(std::move(what)), op_(std::move(op)) {}
-  ~PgLock() override { PQfinish(conn_); }
+  // Unlocks before it closes: the server drops a closed session's locks only once its backend
+  // has exited, after PQfinish returned, so a holder taking the lock right after this release
+  // (the next lease of a sync job, a test's) found it still held. The answer is waited for 1 s
+  // at most: a server that does not answer (stopped) gets the plain close.
+  ~PgLock() override {
+    if (!lost_ && PQsendQuery(conn_, "SELECT pg_advisory_unlock_all()") == 1) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      bool answered = false;
+      while (!answered) {
+        if (PQconsumeInput(conn_) != 1) break;
+        if (!PQisBusy(conn_)) {
+          answered = true;
+          break;
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        struct pollfd p = {PQsocket(conn_), POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      }
+      while (answered) {
+        PGresult* r = PQgetResult(conn_);
+        if (r == nullptr) break;
+        PQclear(r);
+        answered = !PQisBusy(conn_);
+      }
+    }
+    PQfinish(conn_);
+  }
 
   // Asks the lock's own connection whether its backend still holds an advisory lock (it holds
   // only this one): a lost connection means the server has dropped, or will drop, the lock.

@@ -222,6 +222,25 @@ TEST_F(PostgresTest, LocksAreExclusiveNamedAndDieWithTheirConnection) {
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
 }
 
+// A released lock is free to another session at once, every time: closing the connection left it
+// held until the server's backend had exited (SyncJobStoreTest's lease handover failed under
+// load).
+TEST_F(PostgresTest, AReleasedLockIsFreeToAnotherSessionAtOnce) {
+  auto a = Open();
+  auto b = Open();
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  for (int i = 0; i < 100; ++i) {
+    auto mine = (*a)->Use("registry")->TryLock("lease");
+    ASSERT_OK(mine);
+    ASSERT_NE(mine->held, nullptr) << "round " << i;
+    mine->held.reset();
+    auto theirs = (*b)->Use("registry")->TryLock("lease");
+    ASSERT_OK(theirs);
+    ASSERT_NE(theirs->held, nullptr) << "round " << i << ": still held after its release";
+  }
+}
+
 // Held()'s answer, or a failure naming its error.
 bool Unwrap(Result<bool> held) {
   EXPECT_OK(held);

@@ -857,7 +857,10 @@ Status LocalChunkStore::RepairSealedPack(uint64_t pack, UniqueFd owned) {
   if (found.damaged_records > 0) {
     note += ", " + std::to_string(found.damaged_records) +
             (found.damaged_records == 1 ? " damaged record" : " damaged records") +
-            " skipped (their blobs count as missing until pushed again)";
+            // A cache's (read_others_open_packs: NodeCache) fetches them again when read.
+            (options_.read_others_open_packs
+                 ? " skipped (their blobs are fetched from upstream again when read)"
+                 : " skipped (their blobs count as missing until pushed again)");
   }
   if (!writable_) {
     std::fprintf(stderr, "%s (read-only store: not repaired)\n", note.c_str());
