@@ -373,7 +373,8 @@ Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
   // Near the bound by this process's count, or a region written since the last look: look at
   // the directory again (what the other processes on it wrote counts too, so that N processes
   // filling one cache at once do not take N times its bound).
-  if (now + region > static_cast<int64_t>(options_.capacity_bytes) ||
+  // While another process holds evict.lock, only the second.
+  if ((now + region > static_cast<int64_t>(options_.capacity_bytes) && !eviction_deferred_) ||
       now - looked_bytes_.load() >= region) {
     MakeRoom();
   }
@@ -423,6 +424,7 @@ void NodeCache::MakeRoom() {
   int64_t total = total_of(*packs);
   approx_bytes_ = total;
   looked_bytes_ = total;
+  eviction_deferred_ = false;
   // Room for one more region being filled, so the files stay within the capacity.
   if (total + region <= capacity) return;
   // No other process at once. Never waited for: another process evicting makes the room, and
@@ -430,7 +432,10 @@ void NodeCache::MakeRoom() {
   // mount and cache node on the directory, new mounts included. This one looks again after
   // another region's worth of writes.
   TryFileLock shared(evict_lock_fd_.get());
-  if (!shared.held()) return;
+  if (!shared.held()) {
+    eviction_deferred_ = true;
+    return;
+  }
   packs = store_->ListPacks();  // what the last evicting process left
   if (!packs) return;
   total = total_of(*packs);

@@ -214,6 +214,9 @@ class NodeCache : public ChunkStore {
   std::atomic<int64_t> approx_bytes_{0};
   // Bytes of the region files at the last look (MakeRoom).
   std::atomic<int64_t> looked_bytes_{0};
+  // The last look found the cache over its bound and evict.lock taken by another process: the
+  // next look waits for another region's worth of writes (not every chunk lists the directory).
+  std::atomic<bool> eviction_deferred_{false};
 
   // The upstream refused a fetch (PermissionDenied: this node's key was revoked, or lacks the
   // scope): one warning a minute at most, since every miss would say the same.
