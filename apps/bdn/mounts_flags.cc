@@ -24,7 +24,10 @@ void AddMountsFlags(CLI::App& app, Invocation& inv) {
               "mount in use is refused); without it, exit 8");
   c->callback([&inv, apply] {
     inv.huge_page_heap = true;
-    inv.check = [apply] { return ParseMountFlags(apply->mount); };
+    inv.check = [apply]() -> Status {
+      BDN_RETURN_IF_ERROR(ParseMountFlags(apply->mount));
+      return cli::CheckMountsConfig(apply->file);
+    };
     inv.run = [apply](cli::Context& ctx) {
       return cli::MountsApply(
           ctx, apply->file, apply->mount.args,

@@ -137,7 +137,10 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
           ParseDuration(push->retry_deadline, std::chrono::seconds(1), std::chrono::hours(24));
       if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
       push->args.retry_deadline = *deadline;
-      return Status::Ok();
+      // Before the embedded store is made (a push makes it): a malformed ref, or a DIR that is
+      // not a directory, leaves nothing behind at a new home. The words are Push's own.
+      BDN_RETURN_IF_ERROR(cli::CheckRefSyntax({push->args.ref}));
+      return cli::CheckPushDirectory(push->args.dir);
     };
     inv.run = [push](cli::Context& ctx) { return cli::Push(ctx, push->args); };
   });

@@ -266,7 +266,9 @@ if [ "$(id -u)" = 0 ]; then
   nobody_home=$(getent passwd 65534 | cut -d: -f6)
   rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume ls 2>&1) || rc=$?
   assert_contains "$err" "embedded store $nobody_home/.local/share/bdn: no store there"
-  rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume push "$WORK/data-sub" bdn:t/v 2>&1) || rc=$?
+  pub=$(mktemp -d) && chmod 0755 "$pub"  # a directory that user can read
+  rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume push "$pub" bdn:t/v 2>&1) || rc=$?
+  rmdir "$pub"
   assert_contains "$err" "BDN_HOME $nobody_home/.local/share/bdn"
 else
   echo "(not root: the default home of another user without HOME is not checked)"

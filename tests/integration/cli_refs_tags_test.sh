@@ -25,6 +25,33 @@ for cmd in "gc --dry-run" "store stats" "store rebuild-index" "store migrate"; d
     "$BDN" $cmd --data "$WORK/typo"
 done
 [ ! -e "$WORK/typo" ] || fail "a maintenance command with a mistyped --data made $WORK/typo"
+# push and sync start make the store, but not for a command they refuse at once.
+run_fails 2 'bdn: error: ref "bdn:w$/x": namespace "w$": invalid character '"'"'$'"'"' (allowed: a-z 0-9 . _ -)' \
+  "$BDN" --home "$WORK/typo" volume push "$WORK" 'bdn:w$/x'
+run_fails 3 "bdn: error: directory \"$WORK/nosuch\": No such file or directory" \
+  "$BDN" --home "$WORK/typo" volume push "$WORK/nosuch" bdn:w/v
+run_fails 2 'bdn: error: ref "bdn:w$/x": namespace "w$": invalid character '"'"'$'"'"' (allowed: a-z 0-9 . _ -)' \
+  "$BDN" --home "$WORK/typo" volume sync start --source "file://$WORK" --dest 'bdn:w$/x'
+[ ! -e "$WORK/typo" ] || fail "a refused push or sync start made $WORK/typo"
+# A deployment config's own errors come before "no store there".
+printf 'bdn:\n  mounts:\n    - source: bdn:w$/x\n      path: /mnt/x\n' > "$WORK/bad.yaml"
+run_fails 2 "bdn: error: $WORK/bad.yaml:3: mounts[0].source: ref \"bdn:w\$/x\": namespace \"w\$\": invalid character '\$' (allowed: a-z 0-9 . _ -)" \
+  "$BDN" --home "$WORK/typo" mounts apply -f "$WORK/bad.yaml"
+[ ! -e "$WORK/typo" ] || fail "a refused mounts apply made $WORK/typo"
+# A directory that merely holds something named "store" is no store: a read changes nothing in it.
+mkdir -p "$WORK/shop/store/products" && chmod 0755 "$WORK/shop" "$WORK/shop/store"
+run_fails 3 "bdn: error: embedded store $WORK/shop: no store there (nothing was pushed to it); --home or BDN_HOME names another" \
+  "$BDN" --home "$WORK/shop" volume ls
+assert_eq "755 products" "$(stat -c %a "$WORK/shop/store") $(ls "$WORK/shop/store")" "the shop after a read"
+# A store of packs without its registry.db (the --data of a bdn serve --db, whose registry is in
+# PostgreSQL): gc with an empty registry deleted every pack; it and fsck refuse now.
+mkdir -p "$WORK/dbdata/store/packs" && printf 'pack' > "$WORK/dbdata/store/packs/0123456789abcdef.pack"
+for cmd in "gc" "fsck"; do
+  run_fails 8 "bdn: error: --data $WORK/dbdata: its store has no registry.db beside it (a bdn serve --db keeps its registry in PostgreSQL, and collects its own garbage: bdn serve --gc-interval); nothing was done" \
+    "$BDN" "$cmd" --data "$WORK/dbdata"
+done
+assert_eq "0123456789abcdef.pack" "$(ls "$WORK/dbdata/store/packs")" "packs after gc and fsck were refused"
+[ ! -e "$WORK/dbdata/registry.db" ] || fail "gc or fsck made a registry.db in a --db server's data"
 # A directory named as a shell completes it is refused, saying how to name it.
 run_fails 2 "bdn: error: ref \"bdn:w/v/dir/\": path \"dir/\": ends with '/' (name the entry without it: bdn:w/v/dir)" \
   "$BDN" volume ls 'bdn:w/v/dir/'

@@ -39,7 +39,8 @@ start=$(now_ms)
 run_fails 8 "bdn: error: $hung" timeout 60 "$BDN" volume mount "$rb" "$MP"
 took=$(($(now_ms) - start))
 echo "volume mount answered after $took ms"
-[ "$took" -lt 20000 ] || fail "volume mount took $took ms"
+# One wait of 5 s (it was two: the already-mounted check, then the daemon's own).
+[ "$took" -lt 9000 ] || fail "volume mount took $took ms"
 
 step "volume umount detaches it even while a process is blocked on it; then the path mounts again"
 # The blocked stat keeps the mount busy, and only the daemon can release it: umount said "busy",

@@ -79,7 +79,38 @@ assert_eq "$rb mounted at $WORK/mnt/a (replacing $ra)" "$("$BDN" mounts apply -f
 assert_eq beta "$(cat "$WORK/mnt/a/f.txt")" "mount a after --replace"
 assert_eq 1 "$(grep -c " $WORK/mnt/a fuse.bdn " /proc/self/mounts)" "mounts at $WORK/mnt/a after --replace"
 assert_eq "$rb already mounted at $WORK/mnt/a" "$("$BDN" mounts apply -f "$WORK/other.yaml" --replace)" "apply --replace again"
+# Two entries, the second in use: every replaced mount is taken down before anything is mounted,
+# and the first is mounted again (it was left empty behind "rolled back").
+"$BDN" volume mount "$rb" "$WORK/mnt/c" >/dev/null
+cat > "$WORK/two.yaml" <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: $WORK/mnt/a
+    - source: $ra
+      path: $WORK/mnt/c
+YAML
+sleep 600 < "$WORK/mnt/c/f.txt" & holder=$!
+run_fails 8 "bdn: error: $WORK/two.yaml:5: replacing $rb: mountpoint $WORK/mnt/c: busy: pid $holder (sleep) has files or directories open on it (close them or stop the processes, then unmount again); mounted again what --replace had unmounted: $rb at $WORK/mnt/a" \
+  "$BDN" mounts apply -f "$WORK/two.yaml" --replace
+kill "$holder"; wait "$holder" 2>/dev/null || true
+assert_eq beta "$(cat "$WORK/mnt/a/f.txt")" "the first entry's old mount, mounted again"
+assert_eq beta "$(cat "$WORK/mnt/c/f.txt")" "the second entry's mount, left alone"
 "$BDN" volume umount "$WORK/mnt/a" >/dev/null
+"$BDN" volume umount "$WORK/mnt/c" >/dev/null
+# Two entries naming one directory through a symlink: refused before anything is mounted.
+ln -s "$WORK/mnt/a" "$WORK/alias"
+cat > "$WORK/alias.yaml" <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: $WORK/mnt/a
+    - source: $rb
+      path: $WORK/alias
+YAML
+run_fails 2 "bdn: error: $WORK/alias.yaml:5: path $WORK/alias: the same directory as line 3's $WORK/mnt/a (through a symlink)" \
+  "$BDN" mounts apply -f "$WORK/alias.yaml" --replace
+assert_absent "$WORK/mnt/a fuse" "mount table after the alias config" /proc/self/mounts
 
 step "lock pins tag sources and changes nothing else"
 "$BDN" mounts lock -f "$WORK/config.yaml" >/dev/null

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <string>
@@ -363,6 +364,30 @@ Result<std::vector<uint8_t>> NodeCache::Admit(const Digest& id, std::vector<uint
 Status NodeCache::Store(const Digest& id, std::span<const uint8_t> data) {
   const int64_t charged = static_cast<int64_t>(data.size()) + kRecordOverhead;
   if (static_cast<uint64_t>(charged) > RegionBytes(options_)) return Status::Ok();  // never fits
+  // Over the bound while another process holds evict.lock without evicting (stopped): not
+  // cached, so that the cache does not fill the disk meanwhile (the bytes are still returned).
+  if (eviction_deferred_ &&
+      approx_bytes_.load() + charged > static_cast<int64_t>(options_.capacity_bytes)) {
+    // The lock may be free again: looked at once a second at most.
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    int64_t last = deferred_look_ms_.load();
+    if (now_ms - last >= 1000 && deferred_look_ms_.compare_exchange_strong(last, now_ms)) {
+      MakeRoom();
+    }
+    if (eviction_deferred_ &&
+        approx_bytes_.load() + charged > static_cast<int64_t>(options_.capacity_bytes)) {
+      ++counters_.write_errors;
+      full_disk_log_.Write(
+          log::Level::kWarn,
+          "node cache " + options_.dir.string() + ": at --cache-size (" +
+              FormatBytes(options_.capacity_bytes) +
+              ") and another process holds evict.lock without evicting (stopped?): "
+              "not caching until it is free");
+      return Status::Ok();
+    }
+  }
   Status put = store_->Put(id, data);
   if (put.code() == StatusCode::kFailedPrecondition && EvictForFullDisk()) {
     put = store_->Put(id, data);  // once more, into the room made

@@ -217,6 +217,8 @@ class NodeCache : public ChunkStore {
   // The last look found the cache over its bound and evict.lock taken by another process: the
   // next look waits for another region's worth of writes (not every chunk lists the directory).
   std::atomic<bool> eviction_deferred_{false};
+  // When a Store over the bound last looked whether evict.lock is free again (steady ms).
+  std::atomic<int64_t> deferred_look_ms_{0};
 
   // The upstream refused a fetch (PermissionDenied: this node's key was revoked, or lacks the
   // scope): one warning a minute at most, since every miss would say the same.

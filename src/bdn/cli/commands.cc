@@ -116,14 +116,22 @@ fs::path DefaultHome() {
   return fs::path("/") / ".local/share/bdn";
 }
 
-Status CheckStoreExists(const fs::path& dir, std::string_view what) {
+Status CheckStoreExists(const fs::path& dir, std::string_view what, StoreNeeds needs) {
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(dir / "store", ec)) ||
-      fs::exists(fs::symlink_status(dir / "registry.db", ec))) {
-    return Status::Ok();
+  const bool registry = fs::exists(fs::symlink_status(dir / "registry.db", ec));
+  const bool store = fs::is_directory(dir / "store", ec);
+  if (registry || (store && needs == StoreNeeds::kPacks)) return Status::Ok();
+  const std::string where = std::string(what) + " " + dir.string();
+  // A store of packs (or of the old layout's chunk files) with no registry: not a directory that
+  // merely holds something named "store".
+  if (store && (fs::is_directory(dir / "store" / "packs", ec) ||
+                fs::is_directory(dir / "store" / "chunks", ec))) {
+    return FailedPreconditionError(
+        where +
+        ": its store has no registry.db beside it (a bdn serve --db keeps its registry in "
+        "PostgreSQL, and collects its own garbage: bdn serve --gc-interval); nothing was done");
   }
-  return NotFoundError(std::string(what) + " " + dir.string() +
-                       ": no store there (nothing was pushed to it)");
+  return NotFoundError(where + ": no store there (nothing was pushed to it)");
 }
 
 Status CheckRefSyntax(const std::vector<std::string>& refs) {
@@ -134,10 +142,19 @@ Status CheckRefSyntax(const std::vector<std::string>& refs) {
   return Status::Ok();
 }
 
+Status CheckPushDirectory(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return ErrnoError("directory \"" + dir + "\"", errno);
+  if (!S_ISDIR(st.st_mode)) {
+    return InvalidArgumentError("directory \"" + dir + "\": not a directory");
+  }
+  return Status::Ok();
+}
+
 Result<Context> OpenEmbedded(const fs::path& home, bool json_output, EmbeddedOpen mode) {
   if (mode == EmbeddedOpen::kExisting) {
     if (Status s = CheckStoreExists(home, "embedded store"); !s.ok()) {
-      return Err(NotFoundError(s.message() + "; --home or BDN_HOME names another"));
+      return Err(Status(s.code(), s.message() + "; --home or BDN_HOME names another"));
     }
   }
   // Private to its owner (0700): it holds every chunk and the registry.
@@ -324,9 +341,9 @@ Status Push(Context& ctx, const PushArgs& args) {
               << (n == 1 ? "1 symlink points" : std::to_string(n) + " symlinks point")
               << " outside " << EscapeName(args.dir) << " (\"" << EscapeName(first.path)
               << "\" -> \"" << EscapeName(first.target) << "\"" << (n == 1 ? "" : ", …")
-              << "): the version holds " << (n == 1 ? "the link" : "the links")
-              << ", not what they point to; to hold the files, push a copy with the links "
-                 "resolved (cp -rL)\n";
+              << "): the version holds "
+              << (n == 1 ? "the link, not what it points to" : "the links, not what they point to")
+              << "; to hold the files, push a copy with the links resolved (cp -rL)\n";
   }
   return Status::Ok();
 }
@@ -875,9 +892,11 @@ Status Mount(Context& ctx, const MountArgs& args) {
   const fs::path mountpoint = NormalMountpoint(args.mountpoint);
   bool already = false;
   if (!args.foreground) {
-    auto state = InspectMountpoint(mountpoint);
-    already = state && state->kind == MountpointState::Kind::kLiveBdn &&
-              state->source == pinned.ToString() && state->allow_other == args.allow_other;
+    // Its errors are the daemon's own for this mountpoint (a mount there that does not answer):
+    // said now, not after a second wait of kMountpointAnswerDeadline in the daemon.
+    BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(mountpoint));
+    already = state.kind == MountpointState::Kind::kLiveBdn && state.source == pinned.ToString() &&
+              state.allow_other == args.allow_other;
   }
   pid_t daemon_pid = -1;
   if (!already) BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, with_time, &daemon_pid));

@@ -62,15 +62,31 @@ enum class EmbeddedOpen {
   kExisting,         // every other: a mistyped --home or BDN_HOME creates nothing
 };
 
+// What of a store a command needs (CheckStoreExists).
+enum class StoreNeeds {
+  kPacks,     // its store/ directory (store stats, rebuild-index, migrate)
+  kRegistry,  // its registry.db too: what decides which versions live (reads, gc, fsck)
+};
+
 // NotFound "<what> <dir>: no store there (nothing was pushed to it)" unless `dir` holds a store
-// (its store directory or registry.db, whatever their layout), so that a command that reads or
-// maintains one creates nothing at a mistyped path. `what`: how the command names the
-// directory ("--data", "embedded store").
-Status CheckStoreExists(const std::filesystem::path& dir, std::string_view what);
+// (a registry.db, or with StoreNeeds::kPacks a store/ directory), so that a command that reads
+// or maintains one creates nothing at a mistyped path. With kRegistry, a store/ directory of
+// packs without a registry.db beside it (the --data of a `bdn serve --db`, whose registry is in
+// PostgreSQL: gc with an empty registry would delete every pack) is FailedPrecondition "<what>
+// <dir>: its store has no registry.db beside it (a bdn serve --db keeps its registry in
+// PostgreSQL, and collects its own garbage: bdn serve --gc-interval); nothing was done".
+// `what`: how the command names the directory ("--data", "embedded store").
+Status CheckStoreExists(const std::filesystem::path& dir, std::string_view what,
+                        StoreNeeds needs = StoreNeeds::kRegistry);
 
 // The first of `refs` (those not empty) that is not a well-formed ref of a namespace, volume,
 // version or entry (ParseRef, RefForm::kNamespace): its InvalidArgument; OK when all are. No I/O.
 Status CheckRefSyntax(const std::vector<std::string>& refs);
+
+// What push says first of a DIR that cannot be pushed, before anything is opened: ErrnoError
+// "directory \"DIR\"" when it cannot be stat'ed (ENOENT → NotFound), InvalidArgument
+// "directory \"DIR\": not a directory". No error for a directory.
+Status CheckPushDirectory(const std::string& dir);
 
 // Opens the embedded store under `home`: home/store (packs) and home/registry.db, all private
 // to the owner (directories 0700, files 0600; existing ones with group or other bits are
@@ -410,6 +426,9 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 // use is not (Unmount's FailedPrecondition naming the process, "FILE:LINE: replacing OLD: …",
 // and this run's mounts rolled back); a mount that then fails says OLD was unmounted.
 enum class OtherMount { kRefuse, kReplace };
+// MountsApply's first step alone: reads and validates the config, with its errors, opening
+// nothing else (so that they come before those of the store).
+Status CheckMountsConfig(const std::string& config_path);
 Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning = {},
                    OtherMount other = OtherMount::kRefuse);
 // bdn mounts lock -f FILE: rewrites every tag/head source in the config to its pinned digest ref,

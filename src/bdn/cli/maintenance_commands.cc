@@ -179,6 +179,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
 Status Fsck(const fs::path& data, bool repair, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckNotObjectStoreSpool(data));
   BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
+  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data"));
   if (!fs::is_directory(data / "store" / "packs")) {
     return NotFoundError("--data " + data.string() + ": no store (no store/packs directory)");
   }

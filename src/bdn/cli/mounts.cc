@@ -166,6 +166,12 @@ bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 6
 
 }  // namespace
 
+Status CheckMountsConfig(const std::string& config_path) {
+  BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
+  auto entries = ParseMountsConfig(config_path, text);
+  return entries ? Status::Ok() : entries.error();
+}
+
 Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs& tuning,
                    OtherMount other) {
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
@@ -176,6 +182,18 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
     if (Status s = CheckAllowOtherPermitted(); !s.ok()) {
       return s.WithPrefix(at_line(entries[i].allow_other_line) + ": mounts[" + std::to_string(i) +
                           "].allow_other");
+    }
+  }
+  // Two entries whose paths name one directory through a symlink (the config's check compares
+  // the paths as written): the second would mount over the first, or replace it.
+  for (size_t i = 0; i < entries.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (AbsoluteMountpoint(entries[i].path) == AbsoluteMountpoint(entries[j].path)) {
+        return InvalidArgumentError(at_line(entries[i].line) + ": path " + entries[i].path +
+                                    ": the same directory as line " +
+                                    std::to_string(entries[j].line) + "'s " + entries[j].path +
+                                    " (through a symlink)");
+      }
     }
   }
   // Resolve every source once, before mounting anything.
@@ -193,6 +211,7 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
   std::vector<bool> mounted(entries.size(), false);
   // What each entry's mountpoint holds that this run replaces (OtherMount::kReplace): "" for none.
   std::vector<std::string> replaced(entries.size());
+  std::vector<bool> replaced_allow_other(entries.size(), false);
   for (size_t i = 0; i < entries.size(); ++i) {
     const MountEntry& e = entries[i];
     auto state = InspectMountpoint(e.path);
@@ -207,6 +226,7 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
     if (other == OtherMount::kReplace &&
         (state->source != pinned[i].ToString() || state->allow_other != e.allow_other)) {
       replaced[i] = state->source;
+      replaced_allow_other[i] = state->allow_other;
       continue;
     }
     const std::string unmount_first =
@@ -238,32 +258,67 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
               << " (pin it with: bdn mounts lock -f " << config_path << ")\n";
   }
   ctx.registry.reset();  // the mount daemons are forks of this process
+  auto args_for = [&](size_t i) {
+    MountArgs args = tuning;
+    args.ref.clear();
+    args.foreground = false;
+    args.log_file.clear();
+    args.mountpoint = entries[i].path;
+    args.allow_other = entries[i].allow_other;
+    args.version_created_unix_ms = created_ms[i];
+    return args;
+  };
+  // Mounts the replaced versions again where this run unmounted them (those of `unmounted`);
+  // returns what to add to the run's error: "; mounted again what --replace had unmounted: …".
+  auto mount_replaced_again = [&](const std::vector<size_t>& unmounted) -> std::string {
+    std::string again, failed;
+    for (size_t i : unmounted) {
+      auto ref = ParseRef(replaced[i]);
+      Result<Digest> digest = Err(InternalError("not a pinned ref"));
+      if (ref && ref->digest) digest = Digest::Parse(*ref->digest);
+      Status s = digest ? Status::Ok() : digest.error();
+      if (digest) {
+        MountArgs args = args_for(i);
+        args.allow_other = replaced_allow_other[i];
+        args.version_created_unix_ms = 0;  // not asked again (the time of mounting)
+        pid_t pid = -1;
+        s = MountPinned(ctx, PinnedRef{ref->ns, ref->volume, *digest}, args, &pid, nullptr);
+      }
+      if (s.ok()) {
+        again += (again.empty() ? "" : ", ") + replaced[i] + " at " + entries[i].path;
+      } else {
+        failed += (failed.empty() ? "" : "; ") + replaced[i] + " at " + entries[i].path + ": " +
+                  s.message();
+      }
+    }
+    std::string out;
+    if (!again.empty()) out += "; mounted again what --replace had unmounted: " + again;
+    if (!failed.empty()) out += "; could not mount again what --replace had unmounted: " + failed;
+    return out;
+  };
+  // The replaced mounts first, every one before anything is mounted: one in use (Unmount
+  // refuses it, naming who holds it) stops the run with nothing changed.
+  std::vector<size_t> unmounted;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (replaced[i].empty()) continue;
+    if (Status s = Unmount(entries[i].path); !s.ok()) {
+      const std::string restored = mount_replaced_again(unmounted);
+      return Status(s.code(), at_line(entries[i].line) + ": replacing " + replaced[i] + ": " +
+                                  s.message() + restored);
+    }
+    unmounted.push_back(i);
+  }
   nlohmann::json results = nlohmann::json::array();
   std::vector<MadeMount> done;
   for (size_t i = 0; i < entries.size(); ++i) {
     const MountEntry& e = entries[i];
     pid_t daemon_pid = -1;
     if (!mounted[i]) {
-      MountArgs args = tuning;
-      args.ref.clear();
-      args.foreground = false;
-      args.log_file.clear();
-      args.mountpoint = e.path;
-      args.allow_other = e.allow_other;
-      args.version_created_unix_ms = created_ms[i];
       std::vector<std::string> made;
-      if (!replaced[i].empty()) {
-        // A mount in use is not taken away: Unmount refuses it, naming who holds it.
-        if (Status s = Unmount(e.path); !s.ok()) {
-          return RollBack(s.WithPrefix(at_line(e.line) + ": replacing " + replaced[i]), done);
-        }
-      }
-      Status s = MountPinned(ctx, pinned[i], args, &daemon_pid, &made);
+      Status s = MountPinned(ctx, pinned[i], args_for(i), &daemon_pid, &made);
       if (!s.ok()) {
-        const std::string gone =
-            replaced[i].empty() ? ""
-                                : " (" + replaced[i] + " was unmounted from there to be replaced)";
-        return RollBack(s.WithPrefix(at_line(e.line) + gone), done);
+        Status rolled = RollBack(s.WithPrefix(at_line(e.line)), done);
+        return Status(rolled.code(), rolled.message() + mount_replaced_again(unmounted));
       }
       done.push_back({e.path, std::move(made)});
     }

@@ -110,7 +110,7 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
 }  // namespace
 
 Status StoreMigrate(const fs::path& data, bool json_output) {
-  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data"));
+  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
   BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   return MigrateAt(data / "store", options, json_output);
@@ -135,7 +135,7 @@ Status StoreMigrateCache(const fs::path& cache_dir, bool json_output) {
 }
 
 Status StoreRebuildIndex(const fs::path& data, bool json_output) {
-  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data"));
+  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
   BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
   BDN_ASSIGN_OR_RETURN(IndexRebuildReport r, store->RebuildIndex());
   if (json_output) {
@@ -157,7 +157,7 @@ Status StoreRebuildIndex(const fs::path& data, bool json_output) {
 }
 
 Status StoreStats(const fs::path& data, bool json_output) {
-  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data"));
+  BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
   BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
   BDN_ASSIGN_OR_RETURN(::bdn::StoreStats s, store->Stats());
   if (json_output) {
