@@ -27,6 +27,7 @@ assert_absent "could not check" "a warning from A" "$WORK/a.log"
 # The origin checks no keys: a node's access log names no key, whatever token a caller sends.
 hex=$(printf 'x' | b3sum --no-names)
 curl -s -o /dev/null -H 'Authorization: Bearer bdn_aaaaaaaaaaaaaaaa_00' "$A/v1/chunks/$hex"
+wait_log "$WORK/a.log" "GET /v1/chunks/$hex "
 assert_contains "$(grep -F "GET /v1/chunks/$hex " "$WORK/a.log")" " key=-"
 assert_absent "key=bdn_aaaaaaaaaaaaaaaa" "a key the origin never verified, in a node's log" "$WORK/a.log"
 

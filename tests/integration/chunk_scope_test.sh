@@ -129,7 +129,8 @@ assert_eq "401 request: no credentials (send Authorization: Bearer bdn_<id>_<sec
   "$(code_and_message -H "Bdn-Version: $REF_B" "$NODE_URL/v1/chunks/$B_CHUNK")" \
   "b's chunk without credentials, through the node"
 # The node's access log names the key the origin accepted, and "-" for a caller without one.
-assert_contains "$(cat "$WORK/cache.log")" "GET /v1/chunks/$B_CHUNK 200 "
+wait_log "$WORK/cache.log" "GET /v1/chunks/$B_CHUNK 200 "
+wait_log "$WORK/cache.log" "GET /v1/chunks/$B_CHUNK 401 "
 assert_contains "$(grep -F "GET /v1/chunks/$B_CHUNK 200 " "$WORK/cache.log")" " key=bdn_$(cut -d_ -f2 <<<"$PUSH_B")"
 assert_contains "$(grep -F "GET /v1/chunks/$B_CHUNK 401 " "$WORK/cache.log")" " key=-"
 assert_absent "key=bdn_anonymous" "a cache node's log naming no caller" "$WORK/cache.log"

@@ -222,6 +222,18 @@ wait_gone() {
   done
 }
 
+# wait_log FILE TEXT: polls until FILE holds a line with TEXT (a fixed string); fails after 10 s.
+# A server writes a request's access-log line after its answer, so a client that has its answer
+# may look before the line is there.
+wait_log() {
+  local t0
+  t0=$(now_ms)
+  until grep -qF -- "$2" "$1" 2>/dev/null; do
+    [ $(($(now_ms) - t0)) -lt 10000 ] || fail "$1: no line with [$2] after 10 s"
+    sleep 0.02
+  done
+}
+
 # pack_bytes DATA: bytes of the pack files (open or sealed) of the store in DATA.
 pack_bytes() { (find "$1/store/packs" -type f -printf '%s\n' 2>/dev/null || true) | awk '{s += $1} END {print s + 0}'; }
 
