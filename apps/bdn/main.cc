@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <vector>
 
 #include "bdn/base/memory.h"
 #include "bdn/base/text.h"
@@ -50,12 +51,53 @@ std::string CommandList(CLI::App& app) {
   return list;
 }
 
+// Levenshtein distance between `a` and `b` (short command names only).
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// For an unknown command `word` under `at` (reached by `path`): "; did you mean \"bdn volume
+// push\"?" naming the commands of that name one level down (`bdn push`; several joined "A, B or
+// C"), else those of `at`'s commands within two edits of it (`bdn volme`); "" for neither.
+std::string DidYouMean(CLI::App& at, const std::string& path, const std::string& word) {
+  const auto all = [](const CLI::App*) { return true; };
+  std::vector<std::string> found;
+  for (CLI::App* c : at.get_subcommands(all)) {
+    for (const CLI::App* g : c->get_subcommands(all)) {
+      if (g->get_name() == word) found.push_back(path + " " + c->get_name() + " " + word);
+    }
+  }
+  if (found.empty() && word.size() >= 3) {
+    for (const CLI::App* c : at.get_subcommands(all)) {
+      if (EditDistance(word, c->get_name()) <= 2) found.push_back(path + " " + c->get_name());
+    }
+  }
+  if (found.empty()) return "";
+  std::sort(found.begin(), found.end());
+  std::string out = "; did you mean ";
+  for (size_t i = 0; i < found.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == found.size() ? " or " : ", ") + ("\"" + found[i] + "\"");
+  }
+  return out + "?";
+}
+
 // For a parse that failed because a command was required: the first word of argv where a command
 // is required that names none ("volme" in `bdn volme push`, "bogus" in `bdn volume bogus`), as
-// "unknown command \"volme\" (bdn has: cache, fsck, ...)", or, where the words stop before a
-// command, "bdn volume: a command is required (bdn volume has: cat, ...)", or for an option that
-// is not one of the words' before a command, "unknown option \"--bogus\" (bdn volume --help lists
-// them)"; "" when the parse failed for another reason.
+// "unknown command \"volme\" (bdn has: cache, fsck, ...); did you mean \"bdn volume\"?"
+// (DidYouMean), or, where the words stop before a command, "bdn volume: a command is required (bdn
+// volume has: cat, ...)", or for an option that is not one of the words' before a command, "unknown
+// option \"--bogus\" (bdn volume --help lists them)"; "" when the parse failed for another reason.
 std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
   CLI::App* at = &app;
   std::string path = "bdn";
@@ -88,7 +130,7 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
     }
     if (at->get_require_subcommand_min() == 0) return "";
     return "unknown command \"" + bdn::EscapeName(arg) + "\" (" + path +
-           " has: " + CommandList(*at) + ")";
+           " has: " + CommandList(*at) + ")" + DidYouMean(*at, path, arg);
   }
   if (at->get_require_subcommand_min() == 0) return "";
   return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";

@@ -114,10 +114,15 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' '--writer-stall-time: must not be emp
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume mount "$ref" ""
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume umount ""
 # From a new user: a mistyped command said "A subcommand is required", with no "bdn: error:".
-run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "volme" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume)' "$hint")" \
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "volme" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume); did you mean "bdn volume"?' "$hint")" \
   "$BDN" volme push "$WORK/data" bdn:t/v
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "bogus" (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions)' "$hint")" \
   "$BDN" --home "$WORK/h" volume bogus
+# From a new user: `bdn push` (the volume commands sit under `volume`) named no way on.
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "push" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume); did you mean "bdn volume push"?' "$hint")" \
+  "$BDN" push "$WORK/data" bdn:t/v
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "mout" (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions); did you mean "bdn volume mount" or "bdn volume umount"?' "$hint")" \
+  "$BDN" volume mout "$ref" "$WORK/m"
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume: a command is required (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions)' "$hint")" \
   "$BDN" volume
 # From an attacking helper: an unknown option before the command said "A subcommand is required".

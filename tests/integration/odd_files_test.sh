@@ -55,6 +55,17 @@ cmp "$src/sparse-4g" "$WORK/pulled/sparse-4g" || fail "sparse file differs"
 used=$(du -k "$WORK/pulled/sparse-4g" | cut -f1)
 [ "$used" -lt 1048576 ] || fail "pulled sparse file is not sparse (${used} KiB used)"
 
+step "cat follows links inside the version and names those it cannot; pull counts links"
+assert_eq "hello" "$("$BDN" volume cat "$ref/link-to-hello")" "cat of a link"
+cmp <("$BDN" volume cat "$ref/dir-link/random.bin") "$src/sub/random.bin" || fail "cat through a directory link differs"
+run_fails 2 "bdn: error: path \"abs-link\": symlink \"abs-link\" points to \"/etc/passwd\", outside the version" \
+  "$BDN" volume cat "$ref/abs-link"
+run_fails 3 "bdn: error: path \"dangling\": \"does-not-exist\" is not in version $digest (through symlink \"dangling\" -> \"does-not-exist\")" \
+  "$BDN" volume cat "$ref/dangling"
+"$BDN" volume pull "$ref/link-to-hello" "$WORK/one-link" 2>"$WORK/one-link.err" >/dev/null
+assert_eq "pulled 0 files (0 B) and 1 symlink, 0 already present" "$(cat "$WORK/one-link.err")" "pull of one link"
+assert_eq "hello.txt" "$(readlink "$WORK/one-link/link-to-hello")" "the pulled link"
+
 step "pull again resumes (nothing rewritten)"
 out=$("$BDN" volume pull "$ref" "$WORK/pulled" --json)
 assert_eq 0 "$(json_field files_written <<<"$out")" "files rewritten"

@@ -377,7 +377,7 @@ done
 assert_eq "1" "$(hub_stat held)" "requests held at the Hub"
 kill -INT "$wait_pid"
 rc=0; wait "$wait_pid" || rc=$?
-assert_eq "1" "$rc" "exit code of an interrupted --wait"
+assert_eq "130" "$rc" "exit code of an interrupted --wait"
 id=$(jf "$("$BDN" --json volume sync list --dest bdn:hf/waited)" jobs 0 id)
 err=$(tail -1 "$WORK/waited.err")
 follow=": follow it with \`bdn volume sync describe $id\`, stop it with \`bdn volume sync cancel $id\`"
@@ -480,7 +480,7 @@ for how in INT HUP KILL; do
   kill "-$how" "$pid"
   rc=0; wait "$pid" || rc=$?
   if [ "$how" != KILL ]; then
-    assert_eq "1" "$rc" "exit code of an embedded sync interrupted by SIG$how"
+    assert_eq "130" "$rc" "exit code of an embedded sync interrupted by SIG$how"
     [[ "$(tail -1 "$WORK/emb.err")" =~ ^"bdn: error: sync job $id: interrupted (4/5 objects, "[^\)]*"); run the same command again to resume it, or \`bdn volume sync cancel $id\`"$ ]] ||
       fail "stderr of an interrupted embedded sync: $(cat "$WORK/emb.err")"
   else

@@ -193,6 +193,9 @@ Status AsReported(const Status& s) {
 
 int ExitCode(const Status& given) {
   const Status s = AsReported(given);
+  // A command a stop signal ended cleanly (sync's Ctrl-C) exits as a shell reports Ctrl-C, like
+  // push and pull, which the signal ends.
+  if (s.reason() == kInterruptedReason) return 130;
   switch (s.code()) {
     case StatusCode::kOk:
       return 0;
@@ -776,10 +779,14 @@ Status Pull(Context& ctx, const PullArgs& args) {
     PrintJson({{"version_ref", pinned.ToString()},
                {"files_written", r->files_written},
                {"files_skipped", r->files_skipped},
-               {"bytes_written", r->bytes_written}});
+               {"bytes_written", r->bytes_written},
+               {"symlinks", r->symlinks}});
   } else {
+    // Symlinks are named only where there are some: a pull of one link says it made it.
     std::cerr << "pulled " << Counted(r->files_written, "file") << " ("
-              << FormatBytes(r->bytes_written) << "), " << r->files_skipped << " already present\n";
+              << FormatBytes(r->bytes_written) << ")"
+              << (r->symlinks ? " and " + Counted(r->symlinks, "symlink") : "") << ", "
+              << r->files_skipped << " already present\n";
     std::cout << pinned.ToString() << std::endl;
   }
   return Status::Ok();

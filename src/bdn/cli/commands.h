@@ -183,9 +183,13 @@ Result<std::function<void(GcPhase)>> WithGcStopFromEnvironment(std::function<voi
 // bdn serve holds; those of opening the registry and of RunFsck.
 Status Fsck(const std::filesystem::path& data, bool repair, bool json);
 
+// The reason of a command a stop signal (Ctrl-C, kill, a closed terminal) ended cleanly.
+inline constexpr std::string_view kInterruptedReason = "interrupted";
+
 // Exit code for a Status: 0 ok, 2 invalid argument, 3 not found, 4 conflict/already exists,
-// 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 1 other.
-// Takes the code AsReported gives.
+// 5 corruption, 6 permission denied, 7 unavailable/deadline, 8 failed precondition, 130
+// interrupted (kInterruptedReason, as a shell reports Ctrl-C), 1 other. Takes the code
+// AsReported gives.
 int ExitCode(const Status& s);
 
 // The Status as the CLI reports it (exit code, the JSON error's "code"): a chunk that the store
@@ -470,9 +474,9 @@ struct SyncStartArgs {
 // Embedded, the job runs in this process to its end (--wait or not), and running the same
 // command again resumes an interrupted one. Errors: InvalidArgument for the source, dest,
 // globs, secret name; a FAILED or CANCELED job's error with its code (sync::JobStatus) and the
-// message "sync job <id>: FAILED (<code>): <message>"; Ctrl-C: Internal (reason "interrupted")
-// "sync job <id>: stopped waiting; the job goes on ..." (remote) or "...: interrupted ...;
-// run the same command again to resume it ..." (embedded).
+// message "sync job <id>: FAILED (<code>): <message>"; Ctrl-C: Internal (reason kInterruptedReason,
+// exit 130) "sync job <id>: stopped waiting; the job goes on ..." (remote) or "...: interrupted
+// ...; run the same command again to resume it ..." (embedded).
 Status SyncStart(Context& ctx, const SyncStartArgs& args);
 // bdn volume sync describe ID. Errors: NotFound "sync job <id>: not found".
 Status SyncDescribe(Context& ctx, const std::string& id);

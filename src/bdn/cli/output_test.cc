@@ -34,6 +34,7 @@ TEST(ExitCode, EachStatusCodeHasItsDocumentedExitCode) {
       {DeadlineExceededError("GET /x: no response within 200 ms"), 7},
       {FailedPreconditionError("registry x: no space left on device"), 8},
       {InternalError("boom"), 1},
+      {InternalError("sync job j1: interrupted").WithReason(std::string(kInterruptedReason)), 130},
   };
   for (const auto& c : cases) EXPECT_EQ(ExitCode(c.status), c.code) << c.status.ToString();
 }

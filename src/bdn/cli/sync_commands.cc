@@ -67,9 +67,9 @@ class InterruptCatcher {
   std::vector<std::pair<int, struct sigaction>> old_;
 };
 
-// The Status of a command the user interrupted (exit 1, reason "interrupted").
+// The Status of a command the user interrupted (exit 130, reason kInterruptedReason).
 Status Interrupted(const std::string& message) {
-  return Status(StatusCode::kInternal, message).WithReason("interrupted");
+  return Status(StatusCode::kInternal, message).WithReason(std::string(kInterruptedReason));
 }
 
 // The embedded service: the job table and the secrets in the registry's database under

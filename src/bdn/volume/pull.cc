@@ -1371,8 +1371,7 @@ std::string PartialFileName(std::string_view name, int attempt) {
 
 Status CatFile(const VersionView& view, const std::string& path, int fd,
                const ChunkReaderOptions& reads) {
-  const Entry* e = view.Find(path);
-  if (!e) return NotFoundError("path \"" + path + "\": not in version " + view.digest().ToString());
+  BDN_ASSIGN_OR_RETURN(const Entry* e, view.FindFollowing(path));
   const Entry& f = view.Resolve(*e);
   if (f.kind != EntryKind::kFile) {
     return InvalidArgumentError("path \"" + path + "\": is a " +
@@ -1411,6 +1410,7 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     }
   }
   PullResult result;
+  for (const Entry* e : plan.entries) result.symlinks += e->kind == EntryKind::kSymlink;
   HashedFiles identical;
   InodeSet replaced;
   BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, overwrite, options.check_directory, identical));

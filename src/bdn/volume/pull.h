@@ -49,6 +49,7 @@ struct PullResult {
   uint64_t files_written = 0;
   uint64_t files_skipped = 0;  // already present with the right content (resumed pull)
   uint64_t bytes_written = 0;
+  uint64_t symlinks = 0;  // symlinks selected: made, or already there with their target
 };
 
 // Writes the selected entries under `dest` (created if missing): directories, files, symlinks
@@ -135,12 +136,13 @@ Result<PullResult> Pull(const VersionView& view, const std::filesystem::path& de
 // system.
 std::string PartialFileName(std::string_view name, int attempt = 0);
 
-// Writes one file's bytes (hardlinks followed) to `fd`, verified chunk by chunk (digest and
+// Writes one file's bytes (hardlinks and symlinks inside the version followed,
+// VersionView::FindFollowing) to `fd`, verified chunk by chunk (digest and
 // length) before each is written; from a store that prefers batches, the chunks are read in
 // batches a few ahead of the writes (bounded by `reads`). At the end the whole content's BLAKE3
 // is checked against the entry's digest.
-// Errors: NotFound for a missing path, InvalidArgument for a non-file, store errors and
-// Corruption "file \"path\": chunk b3:…: is N bytes, the version says M" (prefixed "file
+// Errors: FindFollowing's, InvalidArgument for a non-file, store errors and Corruption "file
+// \"path\": chunk b3:…: is N bytes, the version says M" (prefixed "file
 // \"path\"", naming the chunk; nothing of that chunk is written); Corruption "file \"path\":
 // content does not match its digest b3:… (the bytes written are not the file's)" after all
 // bytes were written.

@@ -67,6 +67,66 @@ const Entry* VersionView::Find(std::string_view path) const {
   return it == by_path_.end() ? nullptr : &manifest_.entries[it->second];
 }
 
+Result<const Entry*> VersionView::FindFollowing(std::string_view path) const {
+  const std::string shown = "path \"" + std::string(path) + "\"";
+  // Components still to walk, the next last; the walked ones, none of them a symlink.
+  std::vector<std::string> todo;
+  auto push_components = [&](std::string_view p) {
+    std::vector<std::string> parts;
+    for (size_t at = 0; at <= p.size();) {
+      size_t slash = std::min(p.find('/', at), p.size());
+      parts.emplace_back(p.substr(at, slash - at));
+      at = slash + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_components(path);
+  std::string walked;
+  const Entry* last_link = nullptr;  // the link whose target is being walked, for errors
+  auto outside = [&] {
+    return InvalidArgumentError(shown + ": symlink \"" + last_link->path + "\" points to \"" +
+                                last_link->target + "\", outside the version");
+  };
+  int hops = 0;
+  while (!todo.empty()) {
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part.empty() || part == ".") continue;  // only link targets hold these
+    if (part == "..") {
+      if (walked.empty()) return Err(outside());
+      size_t slash = walked.rfind('/');
+      walked.resize(slash == std::string::npos ? 0 : slash);
+      continue;
+    }
+    std::string next = walked.empty() ? part : walked + "/" + part;
+    const Entry* e = Find(next);
+    if (!e) {
+      if (!last_link) {
+        return Err(NotFoundError(shown + ": not in version " + digest_.ToString()));
+      }
+      return Err(NotFoundError(shown + ": \"" + next + "\" is not in version " +
+                               digest_.ToString() + " (through symlink \"" + last_link->path +
+                               "\" -> \"" + last_link->target + "\")"));
+    }
+    if (e->kind == EntryKind::kSymlink) {
+      if (++hops > kMaxSymlinkHops) {
+        return Err(InvalidArgumentError(shown + ": more than " + std::to_string(kMaxSymlinkHops) +
+                                        " symlinks"));
+      }
+      last_link = e;
+      if (e->target.empty() || e->target[0] == '/') return Err(outside());
+      push_components(e->target);
+      continue;
+    }
+    if (!todo.empty() && e->kind != EntryKind::kDirectory) {
+      return Err(InvalidArgumentError(shown + ": \"" + e->path + "\" is a " +
+                                      std::string(EntryKindName(e->kind)) + ", not a directory"));
+    }
+    walked = std::move(next);
+  }
+  return Find(walked);
+}
+
 const Entry& VersionView::Resolve(const Entry& e) const {
   if (e.kind != EntryKind::kHardlink) return e;
   const Entry* t = Find(e.target);

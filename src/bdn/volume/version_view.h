@@ -47,6 +47,15 @@ class VersionView {
 
   // The entry at `path` ("" is the root, returned as a synthetic directory), or nullptr.
   const Entry* Find(std::string_view path) const;
+  // The entry at `path` with every symlink on the way followed inside the version, as open(2)
+  // follows them on the mount (relative targets only; at most kMaxSymlinkHops links). Errors:
+  // NotFound "path \"p\": not in version b3:…" (no link followed) or "path \"p\": \"r\" is not
+  // in version b3:… (through symlink \"l\" -> \"t\")" (r: the path the links led to);
+  // InvalidArgument "path \"p\": symlink
+  // \"l\" points to \"t\", outside the version" (an absolute target, or `..` above the root),
+  // "path \"p\": \"d\" is a <kind>, not a directory", "path \"p\": more than 40 symlinks".
+  Result<const Entry*> FindFollowing(std::string_view path) const;
+  static constexpr int kMaxSymlinkHops = 40;  // Linux's MAXSYMLINKS
   // Follows a hardlink to the file entry it links to; other entries are returned unchanged.
   const Entry& Resolve(const Entry& e) const;
   // Indexes into manifest().entries of the direct children of directory `path`, in path order.

@@ -194,6 +194,69 @@ class VolumeTest : public ::testing::Test {
   std::shared_ptr<MemChunkStore> store_;
 };
 
+// cat follows symlinks inside the version as open(2) on the mount does, and names the link
+// whose target is outside the version or missing; pull counts the symlinks it makes.
+TEST_F(VolumeTest, CatFollowsSymlinksInsideTheVersionAndNamesTheOthers) {
+  Write("d/sub/f.txt", "hello");
+  fs::create_symlink("f.txt", dir_ / "src/d/sub/link");
+  fs::create_symlink("d/sub", dir_ / "src/dlink");
+  fs::create_symlink("../dlink/link", dir_ / "src/d/up");
+  fs::create_symlink("/etc/passwd", dir_ / "src/abs");
+  fs::create_symlink("../../x", dir_ / "src/d/climb");
+  fs::create_symlink("nothere", dir_ / "src/dangling");
+  fs::create_symlink("loop2", dir_ / "src/loop1");
+  fs::create_symlink("loop1", dir_ / "src/loop2");
+  auto pushed = PushSrc("v");
+  ASSERT_TRUE(pushed.has_value()) << pushed.error().message();
+  auto view = VersionView::Open(store_, pushed->ref.digest);
+  ASSERT_TRUE(view.has_value());
+  const std::string v = (*view)->digest().ToString();
+  for (const char* p : {"d/sub/f.txt", "d/sub/link", "dlink/f.txt", "dlink/link", "d/up"}) {
+    auto got = Cat(**view, p);
+    ASSERT_TRUE(got.has_value()) << p << ": " << got.error().message();
+    EXPECT_EQ(*got, "hello") << p;
+  }
+  const struct {
+    const char* path;
+    StatusCode code;
+    std::string message;
+  } refused[] = {
+      {"abs", StatusCode::kInvalidArgument,
+       "path \"abs\": symlink \"abs\" points to \"/etc/passwd\", outside the version"},
+      {"d/climb", StatusCode::kInvalidArgument,
+       "path \"d/climb\": symlink \"d/climb\" points to \"../../x\", outside the version"},
+      {"dangling", StatusCode::kNotFound,
+       "path \"dangling\": \"nothere\" is not in version " + v +
+           " (through symlink \"dangling\" -> \"nothere\")"},
+      {"dlink/nothere", StatusCode::kNotFound,
+       "path \"dlink/nothere\": \"d/sub/nothere\" is not in version " + v +
+           " (through symlink \"dlink\" -> \"d/sub\")"},
+      {"nothere", StatusCode::kNotFound, "path \"nothere\": not in version " + v},
+      {"loop1", StatusCode::kInvalidArgument, "path \"loop1\": more than 40 symlinks"},
+      {"dlink/f.txt/x", StatusCode::kInvalidArgument,
+       "path \"dlink/f.txt/x\": \"d/sub/f.txt\" is a file, not a directory"},
+      {"dlink", StatusCode::kInvalidArgument, "path \"dlink\": is a directory, not a file"},
+  };
+  for (const auto& r : refused) {
+    auto got = Cat(**view, r.path);
+    ASSERT_FALSE(got.has_value()) << r.path;
+    EXPECT_EQ(got.error().code(), r.code) << r.path;
+    EXPECT_EQ(got.error().message(), r.message) << r.path;
+  }
+
+  PullOptions one;
+  one.includes = {"d/sub/link"};
+  auto pulled = Pull(**view, dir_ / "one", one, nullptr);
+  ASSERT_TRUE(pulled.has_value()) << pulled.error().message();
+  EXPECT_EQ(pulled->files_written, 0u);
+  EXPECT_EQ(pulled->symlinks, 1u);
+  EXPECT_EQ(fs::read_symlink(dir_ / "one/d/sub/link"), "f.txt");
+  auto all = Pull(**view, dir_ / "all", {}, nullptr);
+  ASSERT_TRUE(all.has_value()) << all.error().message();
+  EXPECT_EQ(all->files_written, 1u);
+  EXPECT_EQ(all->symlinks, 8u);
+}
+
 // What push warns about: links whose target is absolute or climbs above the root (read as text
 // from the link's directory), not those that stay inside, however they get there.
 TEST(SymlinksLeavingTheTree, AbsoluteAndClimbingTargetsOnly) {
