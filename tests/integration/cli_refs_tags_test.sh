@@ -137,4 +137,17 @@ assert_eq '[]' "$(json_field removed <<<"$out")" "removed"
 assert_eq 8 "$(json_field fetch_bytes <<<"$out")" "fetch bytes (two new 4-byte files)"
 out=$("$BDN" volume verify bdn:weights/model --json)
 assert_eq true "$(json_field ok <<<"$out")" "verify"
+# From a new user: a path (or for versions a tag) was ignored, and the whole version checked,
+# compared or listed. verify checks the path; diff and versions refuse it.
+out=$("$BDN" volume verify bdn:weights/model:Prod/dir --json)
+assert_eq "1 dir" "$(json_field files <<<"$out") $(json_field path <<<"$out")" "verify of a directory"
+assert_eq "$r1 path \"dir/a.txt\": 1 file, 1 chunk, 4 B checked, 0 problems" \
+  "$("$BDN" volume verify bdn:weights/model:Prod/dir/a.txt)" "verify of a file"
+run_fails 3 "bdn: error: path \"nosuch\": not in version $d1" "$BDN" volume verify bdn:weights/model:Prod/nosuch
+run_fails 2 'bdn: error: ref "bdn:weights/model/nosuch": diff compares whole versions and takes no path' \
+  "$BDN" volume diff bdn:weights/model:Prod bdn:weights/model/nosuch
+for r in bdn:weights/model:Prod "bdn:weights/model@$short" bdn:weights/model/dir; do
+  run_fails 2 "bdn: error: ref \"$r\": versions takes bdn:<ns>/<vol> (it lists every version of bdn:weights/model)" \
+    "$BDN" volume versions "$r"
+done
 echo "PASS"

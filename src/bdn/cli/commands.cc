@@ -502,6 +502,12 @@ Status Stat(Context& ctx, const std::string& text) {
 
 Status Versions(Context& ctx, const VersionsArgs& args) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(args.ref));
+  // From a new user: a tag, digest or path was ignored, and every version listed.
+  if (ref.tag || ref.digest || !ref.path.empty()) {
+    return InvalidArgumentError("ref \"" + args.ref +
+                                "\": versions takes bdn:<ns>/<vol> (it lists every version of " +
+                                ref.VolumeString() + ")");
+  }
   BDN_ASSIGN_OR_RETURN(auto list,
                        ctx.registry->ListVersions(ref.ns, ref.volume, args.include_deleted));
   if (ctx.json) {
@@ -802,6 +808,15 @@ Status Cat(Context& ctx, const std::string& text) {
 }
 
 Status Diff(Context& ctx, const std::string& text_a, const std::string& text_b) {
+  // Both refs are checked before either is resolved. From a new user: a path was ignored, and
+  // the whole versions compared.
+  for (const std::string* text : {&text_a, &text_b}) {
+    BDN_ASSIGN_OR_RETURN(Ref ref, ParseRef(*text));
+    if (!ref.path.empty()) {
+      return InvalidArgumentError("ref \"" + *text +
+                                  "\": diff compares whole versions and takes no path");
+    }
+  }
   BDN_ASSIGN_OR_RETURN(auto ra, ParseAndResolve(ctx, text_a));
   BDN_ASSIGN_OR_RETURN(auto rb, ParseAndResolve(ctx, text_b));
   BDN_ASSIGN_OR_RETURN(auto va, OpenView(ctx, ra.second));
@@ -829,9 +844,13 @@ Status Diff(Context& ctx, const std::string& text_a, const std::string& text_b) 
 
 Status Verify(Context& ctx, const std::string& text, int jobs) {
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, text));
-  const PinnedRef& pinned = resolved.second;
+  const auto& [ref, pinned] = resolved;
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
-  BDN_ASSIGN_OR_RETURN(VerifyResult r, VerifyVersion(*view, jobs));
+  // A path checks that file, or the files below that directory (a symlink is not followed).
+  if (!ref.path.empty() && !view->Find(ref.path)) {
+    return NotFoundError("path \"" + ref.path + "\": not in version " + pinned.digest.ToString());
+  }
+  BDN_ASSIGN_OR_RETURN(VerifyResult r, VerifyVersion(*view, jobs, {}, ref.path));
   if (ctx.json) {
     json probs = json::array();
     for (const auto& p : r.problems) {
@@ -840,20 +859,24 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
                        {"error", std::string(StatusCodeName(p.status.code()))},
                        {"message", p.status.message()}});
     }
-    PrintJson({{"version_ref", pinned.ToString()},
-               {"files", r.files},
-               {"chunks", r.chunks},
-               {"bytes", r.bytes},
-               {"ok", r.problems.empty()},
-               {"problems", probs}});
+    json out = {{"version_ref", pinned.ToString()},
+                {"files", r.files},
+                {"chunks", r.chunks},
+                {"bytes", r.bytes},
+                {"ok", r.problems.empty()},
+                {"problems", probs}};
+    if (!ref.path.empty()) out["path"] = ref.path;
+    PrintJson(out);
   } else {
     for (const auto& p : r.problems) {
       std::cout << StatusCodeName(p.status.code()) << ": file \"" << EscapeName(p.path)
                 << "\": " << EscapeName(p.status.message(), Backslashes::kKeep) << "\n";
     }
-    std::cout << pinned.ToString() << ": " << Counted(r.files, "file") << ", "
-              << Counted(r.chunks, "chunk") << ", " << FormatBytes(r.bytes) << " checked, "
-              << Counted(r.problems.size(), "problem") << "\n";
+    std::cout << pinned.ToString()
+              << (ref.path.empty() ? "" : " path \"" + EscapeName(ref.path) + "\"") << ": "
+              << Counted(r.files, "file") << ", " << Counted(r.chunks, "chunk") << ", "
+              << FormatBytes(r.bytes) << " checked, " << Counted(r.problems.size(), "problem")
+              << "\n";
   }
   if (!r.problems.empty()) {
     return CorruptionError("version " + pinned.ToString() + ": " +

@@ -264,7 +264,8 @@ struct VersionsArgs {
 // ones too with include_deleted: a table SEQUENCE DIGEST SIZE LIFECYCLE HEAD CREATED
 // [DELETE_AFTER] TAGS; JSON: volume, versions: [{version_ref, digest, sequence, lifecycle,
 // head, tags, created, files, bytes, chunks, entries, source_uri, delete_after}].
-// Errors: NotFound "volume bdn:ns/vol: not found".
+// Errors: InvalidArgument for a ref with a tag, digest or path; NotFound "volume bdn:ns/vol:
+// not found".
 Status Versions(Context& ctx, const VersionsArgs& args);
 
 struct TagArgs {
@@ -341,13 +342,15 @@ Status Cat(Context& ctx, const std::string& ref);
 // bdn volume diff A B: the paths added, removed and changed from version A to B (DiffVersions)
 // and what moving from A to B fetches. Text: "--- A" and "+++ B", then "A path", "D path", "M
 // path" lines and a summary; JSON: from, to, added, removed, changed, fetch_bytes,
-// fetch_chunks.
+// fetch_chunks. Errors: InvalidArgument for a ref with a path (checked before either is
+// resolved); those of resolving and reading the versions.
 Status Diff(Context& ctx, const std::string& ref_a, const std::string& ref_b);
 // bdn volume verify REF: reads and checks every chunk and file of the version (VerifyVersion,
-// `jobs` at once; 0 = all cores). Prints each problem ("<code>: file \"p\": <message>") and a
-// summary; JSON: version_ref, files, chunks, bytes, ok, problems: [{path, chunk, error,
-// message}]. Errors: Corruption "version bdn:…: N problems" when any were found (exit 5; the
-// result is printed first).
+// `jobs` at once; 0 = all cores), or with REF/path that file or the files below that directory.
+// Prints each problem ("<code>: file \"p\": <message>") and a summary; JSON: version_ref, path
+// (when given), files, chunks, bytes, ok, problems: [{path, chunk, error, message}]. Errors:
+// NotFound "path \"p\": not in version b3:…"; Corruption "version bdn:…: N problems" when any were
+// found (exit 5; the result is printed first).
 Status Verify(Context& ctx, const std::string& ref, int jobs);
 
 struct MountArgs {

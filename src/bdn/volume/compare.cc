@@ -59,7 +59,7 @@ Result<DiffResult> DiffVersions(const VersionView& a, const VersionView& b) {
 }
 
 Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
-                                   const ChunkReaderOptions& reads) {
+                                   const ChunkReaderOptions& reads, std::string_view under) {
   VerifyResult out;
   Mutex mu;
   std::unordered_set<Digest> checked;
@@ -116,8 +116,15 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
   };
   ThreadPool pool(jobs > 0 ? jobs : ThreadPool::DefaultThreads(), 64);
   std::vector<std::future<Status>> futures;
+  // The one file a hardlink named as `under` links to.
+  const Entry* linked = nullptr;
+  if (const Entry* at = under.empty() ? nullptr : view.Find(under)) linked = &view.Resolve(*at);
+  auto selected = [&](const Entry& e) {
+    if (under.empty() || &e == linked) return true;
+    return e.path.size() > under.size() && e.path.starts_with(under) && e.path[under.size()] == '/';
+  };
   for (const auto& e : view.manifest().entries) {
-    if (e.kind != EntryKind::kFile) continue;
+    if (e.kind != EntryKind::kFile || !selected(e)) continue;
     ++out.files;
     futures.push_back(pool.Submit([&, p = &e] { return check_file(*p); }));
   }

@@ -43,7 +43,10 @@ struct VerifyResult {
 // the chunks are read in batches (bounded by `reads`). Problems are collected, not returned as
 // errors; the Result fails only on errors that stop the walk (any error other than
 // NotFound/Corruption, e.g. an unreachable store while loading a chunk index or a chunk).
+// With `under` ("" for all), only the file at that path (a hardlink: the file it links to) or
+// the files below that directory are checked; the caller checks that the path is in the version.
 Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
-                                   const ChunkReaderOptions& reads = {});
+                                   const ChunkReaderOptions& reads = {},
+                                   std::string_view under = "");
 
 }  // namespace bdn
