@@ -274,7 +274,7 @@ if [ "$(id -u)" = 0 ]; then
   pub=$(mktemp -d) && chmod 0755 "$pub"  # a directory that user can read
   rc=0; err=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i "$BDN" volume push "$pub" bdn:t/v 2>&1) || rc=$?
   rmdir "$pub"
-  assert_contains "$err" "BDN_HOME $nobody_home/.local/share/bdn"
+  assert_contains "$err" "embedded store $nobody_home/.local/share/bdn"
 else
   echo "(not root: the default home of another user without HOME is not checked)"
 fi

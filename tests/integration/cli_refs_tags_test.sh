@@ -52,6 +52,30 @@ for cmd in "gc" "fsck"; do
 done
 assert_eq "0123456789abcdef.pack" "$(ls "$WORK/dbdata/store/packs")" "packs after gc and fsck were refused"
 [ ! -e "$WORK/dbdata/registry.db" ] || fail "gc or fsck made a registry.db in a --db server's data"
+# From attacking helper 102: a failed (or successful) push with --home there made an empty
+# registry.db beside the packs, and gc then deleted them all; push and sync start refuse it.
+run_fails 8 "bdn: error: embedded store $WORK/dbdata: its store has no registry.db beside it (a bdn serve --db keeps its registry in PostgreSQL, and collects its own garbage: bdn serve --gc-interval); nothing was done; --home or BDN_HOME names another" \
+  "$BDN" --home "$WORK/dbdata" volume push "$WORK" bdn:w/v
+run_fails 8 "bdn: error: embedded store $WORK/dbdata: its store has no registry.db beside it (a bdn serve --db keeps its registry in PostgreSQL, and collects its own garbage: bdn serve --gc-interval); nothing was done; --home or BDN_HOME names another" \
+  "$BDN" --home "$WORK/dbdata" volume sync start --source "file://$WORK/shop" --dest bdn:w/v
+[ ! -e "$WORK/dbdata/registry.db" ] || fail "push or sync start made a registry.db in a --db server's data"
+# A registry.db that is no registry (empty, not SQLite, a link to nothing) is refused, not
+# opened as a new one that knows no version; one that never held a volume beside packs too.
+: > "$WORK/dbdata/registry.db"
+run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is empty (a truncated copy?), not a registry; nothing was done" \
+  "$BDN" gc --data "$WORK/dbdata" --dry-run
+assert_eq 0 "$(stat -c %s "$WORK/dbdata/registry.db")" "the empty registry.db after gc --dry-run"
+printf 'not sqlite at all' > "$WORK/dbdata/registry.db"
+run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is not a SQLite database, not a registry; nothing was done" \
+  "$BDN" fsck --data "$WORK/dbdata"
+rm "$WORK/dbdata/registry.db" && ln -s "$WORK/unmounted/registry.db" "$WORK/dbdata/registry.db"
+run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is a symlink to \"$WORK/unmounted/registry.db\", which does not exist; nothing was done" \
+  "$BDN" gc --data "$WORK/dbdata"
+[ ! -e "$WORK/unmounted" ] || fail "gc made the registry a dangling link names"
+rm "$WORK/dbdata/registry.db" && (umask 077 && python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("create table t(x)")' "$WORK/dbdata/registry.db")
+run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: refusing to delete them all (is registry.db this store's?); nothing was done. If they are only what pushes that never committed left, remove $WORK/dbdata/store instead" \
+  "$BDN" gc --data "$WORK/dbdata"
+assert_eq "0123456789abcdef.pack" "$(ls "$WORK/dbdata/store/packs")" "packs after the refused runs"
 # A directory named as a shell completes it is refused, saying how to name it.
 run_fails 2 "bdn: error: ref \"bdn:w/v/dir/\": path \"dir/\": ends with '/' (name the entry without it: bdn:w/v/dir)" \
   "$BDN" volume ls 'bdn:w/v/dir/'

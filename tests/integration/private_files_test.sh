@@ -52,12 +52,22 @@ rm -rf "$BDN_HOME/store/index"; "$BDN" volume ls >/dev/null  # an index table is
 assert_private "$BDN_HOME" BDN_HOME
 as_nobody cat "$(pack_of "$BDN_HOME/store")" >/dev/null 2>&1 && fail "nobody read a pack"
 as_nobody cat "$BDN_HOME/registry.db" >/dev/null 2>&1 && fail "nobody read the registry"
+# From new-user helper 103: another user's home said "no store there" (reads) and a C++
+# exception naming a path that is not there (fsck, gc); each says whose it is now.
+owner="owned by uid 0 ($(id -un 0))"
+run_fails 6 "bdn: error: embedded store $BDN_HOME: permission denied ($owner); a store is private to the user who made it; --home or BDN_HOME names another" \
+  as_nobody "$BDN" --home "$BDN_HOME" volume versions bdn:t/v
+for cmd in fsck "gc --dry-run"; do
+  # shellcheck disable=SC2086
+  run_fails 6 "bdn: error: --data $BDN_HOME: permission denied ($owner); a store is private to the user who made it" \
+    as_nobody "$BDN" $cmd --data "$BDN_HOME"
+done
 
 step "an existing home readable by others is tightened on start, with a warning naming it"
 chmod -R go+rX "$BDN_HOME"
 [ -n "$(readable_by_nobody "$BDN_HOME")" ] || fail "the loosened home is not readable"
 err=$("$BDN" volume ls 2>&1 >/dev/null)
-assert_contains "$err" "warning: BDN_HOME $BDN_HOME: was readable by other users (mode 0755); changed to 0700"
+assert_contains "$err" "warning: embedded store $BDN_HOME: was readable by other users (mode 0755); changed to 0700"
 assert_contains "$err" "warning: registry $BDN_HOME/registry.db: was readable by other users (mode 0644); changed to 0600"
 assert_eq "" "$(readable_by_nobody "$BDN_HOME")" "paths under the tightened home that nobody can read"
 assert_eq 700 "$(stat -c %a "$BDN_HOME")" "mode of the tightened home"
@@ -124,8 +134,8 @@ if [ "$(id -u)" = 0 ]; then
   ln -s "$WORK/victim" "$H/registry.db"
   chown -h nobody "$H/registry.db"
   nobody_uid="uid $(id -u nobody) (nobody)"
-  BDN_HOME="$H" run_fails 6 "warning: BDN_HOME $H: was readable by other users (mode 0777); changed to 0700
-bdn: error: BDN_HOME $H/registry.db: a symlink owned by $nobody_uid, not by this user (uid 0); use a directory of your own" \
+  BDN_HOME="$H" run_fails 6 "warning: embedded store $H: was readable by other users (mode 0777); changed to 0700
+bdn: error: embedded store $H/registry.db: a symlink owned by $nobody_uid, not by this user (uid 0); use a directory of your own" \
     "$BDN" volume push "$WORK/src" bdn:t/v
   assert_eq "root only" "$(cat "$WORK/victim")" "the symlink's target"
   [ ! -e "$H/store" ] || fail "a store was created in the refused home"
@@ -138,7 +148,7 @@ bdn: error: BDN_HOME $H/registry.db: a symlink owned by $nobody_uid, not by this
   mkdir -m 0755 "$WORK/etc"
   ln -s "$WORK/etc" "$WORK/link"
   chown -h nobody "$WORK/link"
-  BDN_HOME="$WORK/link" run_fails 6 "bdn: error: BDN_HOME $WORK/link: $WORK/link is a symlink owned by $nobody_uid, not by this user (uid 0) or root; use a path of your own" \
+  BDN_HOME="$WORK/link" run_fails 6 "bdn: error: embedded store $WORK/link: $WORK/link is a symlink owned by $nobody_uid, not by this user (uid 0) or root; use a path of your own" \
     "$BDN" volume push "$WORK/etc" bdn:w/v
   # A command that only reads finds no store there, and makes none.
   BDN_HOME="$WORK/link" run_fails 3 "bdn: error: embedded store $WORK/link: no store there (nothing was pushed to it); --home or BDN_HOME names another" \

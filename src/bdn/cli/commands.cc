@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -116,16 +117,73 @@ fs::path DefaultHome() {
   return fs::path("/") / ".local/share/bdn";
 }
 
+namespace {
+
+// Whether `dir` holds a store of packs (or of the old layout's chunk files): not a directory that
+// merely holds something named "store".
+bool HoldsPacks(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir / "store" / "packs", ec) ||
+         fs::is_directory(dir / "store" / "chunks", ec);
+}
+
+// `dir`/registry.db as a registry: OK for a SQLite database (its header; an empty file whose
+// write-ahead log holds the database counts too), FailedPrecondition naming what it is else.
+Status CheckRegistryFile(const fs::path& dir, const std::string& where) {
+  const fs::path db = dir / "registry.db";
+  struct stat st;
+  if (::stat(db.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {  // lstat found it: a symlink that leads nowhere
+      std::error_code ec;
+      return FailedPreconditionError(where + ": registry.db is a symlink to \"" +
+                                     fs::read_symlink(db, ec).string() +
+                                     "\", which does not exist; nothing was done");
+    }
+    return ErrnoError(where + ": registry.db", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return FailedPreconditionError(where + ": registry.db is not a regular file; nothing was done");
+  }
+  if (st.st_size == 0) {
+    std::error_code ec;
+    const auto wal = fs::file_size(dir / "registry.db-wal", ec);
+    if (!ec && wal > 0) return Status::Ok();
+    return FailedPreconditionError(where +
+                                   ": registry.db is empty (a truncated copy?), not a registry; "
+                                   "nothing was done");
+  }
+  std::ifstream in(db, std::ios::binary);
+  char header[16] = {};
+  in.read(header, sizeof header);
+  if (!in && !in.eof()) return ErrnoError(where + ": registry.db", errno);
+  if (std::string_view(header, sizeof header) != std::string_view("SQLite format 3\0", 16)) {
+    return FailedPreconditionError(where +
+                                   ": registry.db is not a SQLite database, not a "
+                                   "registry; nothing was done");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CheckStoreExists(const fs::path& dir, std::string_view what, StoreNeeds needs) {
+  const std::string where = std::string(what) + " " + dir.string();
+  struct stat st;
+  if (::lstat((dir / "registry.db").c_str(), &st) != 0 && errno == EACCES) {
+    // Another user's store (its home is 0700): said as such, not as "no store there".
+    struct stat owner;
+    std::string whose;
+    if (::stat(dir.c_str(), &owner) == 0) whose = " (owned by " + UidText(owner.st_uid) + ")";
+    return PermissionDeniedError(where + ": permission denied" + whose +
+                                 "; a store is private to the user who made it");
+  }
   std::error_code ec;
   const bool registry = fs::exists(fs::symlink_status(dir / "registry.db", ec));
   const bool store = fs::is_directory(dir / "store", ec);
-  if (registry || (store && needs == StoreNeeds::kPacks)) return Status::Ok();
-  const std::string where = std::string(what) + " " + dir.string();
-  // A store of packs (or of the old layout's chunk files) with no registry: not a directory that
-  // merely holds something named "store".
-  if (store && (fs::is_directory(dir / "store" / "packs", ec) ||
-                fs::is_directory(dir / "store" / "chunks", ec))) {
+  if (registry) return needs == StoreNeeds::kPacks ? Status::Ok() : CheckRegistryFile(dir, where);
+  if (store && needs == StoreNeeds::kPacks) return Status::Ok();
+  if (store && HoldsPacks(dir)) {
     return FailedPreconditionError(
         where +
         ": its store has no registry.db beside it (a bdn serve --db keeps its registry in "
@@ -156,9 +214,16 @@ Result<Context> OpenEmbedded(const fs::path& home, bool json_output, EmbeddedOpe
     if (Status s = CheckStoreExists(home, "embedded store"); !s.ok()) {
       return Err(Status(s.code(), s.message() + "; --home or BDN_HOME names another"));
     }
+  } else if (HoldsPacks(home)) {
+    // From an attacking helper: a push with --home at a `bdn serve --db` data directory made an
+    // empty registry.db beside its packs, and gc then deleted every one of them. A store that
+    // holds packs is opened only with its registry.
+    if (Status s = CheckStoreExists(home, "embedded store"); !s.ok()) {
+      return Err(Status(s.code(), s.message() + "; --home or BDN_HOME names another"));
+    }
   }
   // Private to its owner (0700): it holds every chunk and the registry.
-  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(home, "BDN_HOME"));
+  BDN_RETURN_IF_ERROR(CreatePrivateDirectory(home, "embedded store"));
   Context ctx;
   ctx.home = home;
   ctx.json = json_output;

@@ -31,11 +31,39 @@ namespace {
 // alone or as a replica with --db): what it holds is a spool, not the store, and gc or fsck of it
 // would report on (and create) an empty local store.
 Status CheckNotObjectStoreSpool(const fs::path& data) {
-  if (!fs::is_directory(data / "objstore")) return Status::Ok();
+  std::error_code ec;  // another user's store: said by CheckStoreExists
+  if (!fs::is_directory(data / "objstore", ec)) return Status::Ok();
   return FailedPreconditionError(
       "--data " + data.string() +
       ": the spool of a bdn serve --store s3://…, whose packs are in the object store: its GC "
       "runs inside it (bdn serve --gc-interval); check its versions with bdn volume verify");
+}
+
+// The *.pack files under `data`/store/packs (0 when it cannot be listed).
+uint64_t CountPacks(const fs::path& data) {
+  uint64_t packs = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(data / "store" / "packs", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    packs += it->path().extension() == ".pack";
+  }
+  return packs;
+}
+
+// FailedPrecondition when `registry` never held a volume (volumes are never deleted) while the
+// store under `data` holds `packs` packs: a registry that is not this store's (a fresh one put in
+// its place, or made beside a `bdn serve --db` data directory), with which GC would delete every
+// pack.
+Status CheckRegistryKnowsStore(const fs::path& data, uint64_t packs, Registry& registry) {
+  if (packs == 0) return Status::Ok();
+  BDN_ASSIGN_OR_RETURN(auto namespaces, registry.ListNamespaces());
+  if (!namespaces.empty()) return Status::Ok();
+  return FailedPreconditionError(
+      "--data " + data.string() + ": its registry.db holds no volume, but its store holds " +
+      Counted(packs, "pack") +
+      ": refusing to delete them all (is registry.db this store's?); nothing was done. If they "
+      "are only what pushes that never committed left, remove " +
+      (data / "store").string() + " instead");
 }
 
 struct Opened {
@@ -43,11 +71,14 @@ struct Opened {
   std::shared_ptr<Registry> registry;
 };
 
+// The registry first, checked with CheckRegistryKnowsStore before the store is opened (which
+// sets aside a pack it cannot read): a refused run changes nothing.
 Result<Opened> OpenData(const fs::path& data) {
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   Opened o;
-  BDN_ASSIGN_OR_RETURN(o.store, LocalChunkStore::Open(data / "store", options));
   BDN_ASSIGN_OR_RETURN(o.registry, SqliteRegistry::Open(data / "registry.db"));
+  BDN_RETURN_IF_ERROR(CheckRegistryKnowsStore(data, CountPacks(data), *o.registry));
+  BDN_ASSIGN_OR_RETURN(o.store, LocalChunkStore::Open(data / "store", options));
   return o;
 }
 
