@@ -54,12 +54,11 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
     inv.needs = bdn::app::Needs::kStoreCreated;
     inv.check = [start_args]() -> bdn::Status {
       // Before the embedded store is made (a sync makes it), as the job would say it.
-      BDN_RETURN_IF_ERROR(bdn::cli::CheckRefSyntax({start_args->start.dest}));
       auto deadline = bdn::ParseDuration(start_args->retry_deadline, std::chrono::seconds(1),
                                          std::chrono::hours(24));
       if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
       start_args->start.retry_deadline = *deadline;
-      return bdn::Status::Ok();
+      return bdn::cli::CheckSyncStartArgs(start_args->start);
     };
     inv.run = [start_args](bdn::cli::Context& ctx) {
       return bdn::cli::SyncStart(ctx, start_args->start);

@@ -137,10 +137,9 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
           ParseDuration(push->retry_deadline, std::chrono::seconds(1), std::chrono::hours(24));
       if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
       push->args.retry_deadline = *deadline;
-      // Before the embedded store is made (a push makes it): a malformed ref, or a DIR that is
-      // not a directory, leaves nothing behind at a new home. The words are Push's own.
-      BDN_RETURN_IF_ERROR(cli::CheckRefSyntax({push->args.ref}));
-      return cli::CheckPushDirectory(push->args.dir);
+      // Before the embedded store is made (a push makes it): a ref, tag or DIR push refuses
+      // leaves nothing behind at a new home. The words are Push's own.
+      return cli::CheckPushArgs(push->args);
     };
     inv.run = [push](cli::Context& ctx) { return cli::Push(ctx, push->args); };
   });

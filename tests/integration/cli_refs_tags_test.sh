@@ -32,6 +32,21 @@ run_fails 3 "bdn: error: directory \"$WORK/nosuch\": No such file or directory" 
   "$BDN" --home "$WORK/typo" volume push "$WORK/nosuch" bdn:w/v
 run_fails 2 'bdn: error: ref "bdn:w$/x": namespace "w$": invalid character '"'"'$'"'"' (allowed: a-z 0-9 . _ -)' \
   "$BDN" --home "$WORK/typo" volume sync start --source "file://$WORK" --dest 'bdn:w$/x'
+# From attacking helper 102: refs and tags push itself refuses, and sources sync refuses.
+run_fails 2 'bdn: error: ref "bdn:w": volume is missing (expected bdn:<namespace>/<volume>)' "$BDN" --home "$WORK/typo" volume push "$WORK" bdn:w
+run_fails 2 'bdn: error: ref "bdn:w/a/sub": push takes no path' "$BDN" --home "$WORK/typo" volume push "$WORK" bdn:w/a/sub
+run_fails 2 'bdn: error: ref "bdn:w/a@b3:123456789012": push takes a volume, not a digest' \
+  "$BDN" --home "$WORK/typo" volume push "$WORK" bdn:w/a@b3:123456789012
+run_fails 2 'bdn: error: tag "head": reserved; push always moves head' "$BDN" --home "$WORK/typo" volume push "$WORK" bdn:w/a --tag head
+run_fails 2 'bdn: error: --dest "bdn:w/a/sub": takes no path' \
+  "$BDN" --home "$WORK/typo" volume sync start --source "file://$WORK" --dest bdn:w/a/sub
+run_fails 2 "$("$BDN" --home "$WORK/h2" volume sync start --source ftp://x/y --dest bdn:w/a 2>&1 >/dev/null)" \
+  "$BDN" --home "$WORK/typo" volume sync start --source ftp://x/y --dest bdn:w/a
+# From new-user helper 103: arguments in the wrong order, a local directory as a sync source.
+run_fails 2 "bdn: error: push takes DIR then REF: \"bdn:w/a\" is a ref (bdn volume push $WORK bdn:w/a)" \
+  "$BDN" --home "$WORK/typo" volume push bdn:w/a "$WORK"
+run_fails 2 "bdn: error: source \"$WORK\": unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, https:// or http://); a local directory is file://$WORK" \
+  "$BDN" --home "$WORK/typo" volume sync start --source "$WORK" --dest bdn:w/a
 [ ! -e "$WORK/typo" ] || fail "a refused push or sync start made $WORK/typo"
 # A deployment config's own errors come before "no store there".
 printf 'bdn:\n  mounts:\n    - source: bdn:w$/x\n      path: /mnt/x\n' > "$WORK/bad.yaml"
@@ -168,6 +183,8 @@ assert_eq "1 dir" "$(json_field files <<<"$out") $(json_field path <<<"$out")" "
 assert_eq "$r1 path \"dir/a.txt\": 1 file, 1 chunk, 4 B checked, 0 problems" \
   "$("$BDN" volume verify bdn:weights/model:Prod/dir/a.txt)" "verify of a file"
 run_fails 3 "bdn: error: path \"nosuch\": not in version $d1" "$BDN" volume verify bdn:weights/model:Prod/nosuch
+run_fails 2 "bdn: error: pull takes REF then DIR: \"bdn:weights/model\" is a ref (bdn volume pull bdn:weights/model $WORK/p)" \
+  "$BDN" volume pull "$WORK/p" bdn:weights/model
 run_fails 2 'bdn: error: ref "bdn:weights/model/nosuch": diff compares whole versions and takes no path' \
   "$BDN" volume diff bdn:weights/model:Prod bdn:weights/model/nosuch
 for r in bdn:weights/model:Prod "bdn:weights/model@$short" bdn:weights/model/dir; do

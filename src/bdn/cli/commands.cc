@@ -317,8 +317,51 @@ Status AfterFailedPush(ChunkStore& store, const Status& failed) {
 
 }  // namespace
 
+namespace {
+
+// What a push names, checked without I/O: the ref (a volume, no digest or path), its tags (the
+// ref's and --tag's, sorted, without head) and --source-uri. Errors: Push's InvalidArgument.
+struct PushTarget {
+  Ref ref;
+  std::vector<std::string> tags;
+};
+Result<PushTarget> PushTargetOf(const PushArgs& args) {
+  PushTarget t;
+  // From a new user: `push REF DIR` said only that DIR does not start with "bdn:".
+  if (args.dir.starts_with("bdn:") && !args.ref.starts_with("bdn:")) {
+    return Err(InvalidArgumentError("push takes DIR then REF: \"" + EscapeName(args.dir) +
+                                    "\" is a ref (bdn volume push " + EscapeName(args.ref) + " " +
+                                    EscapeName(args.dir) + ")"));
+  }
+  BDN_ASSIGN_OR_RETURN(t.ref, ParseWriteRef(args.ref, "ref \"" + args.ref + "\": push"));
+  if (t.ref.tag && *t.ref.tag != kHeadTag) t.tags.push_back(*t.ref.tag);
+  for (const auto& tag : args.tags) {
+    BDN_RETURN_IF_ERROR(ValidateTag(tag));
+    if (tag == kHeadTag) {
+      return Err(InvalidArgumentError("tag \"head\": reserved; push always moves head"));
+    }
+    t.tags.push_back(tag);
+  }
+  std::sort(t.tags.begin(), t.tags.end());
+  t.tags.erase(std::unique(t.tags.begin(), t.tags.end()), t.tags.end());
+  if (!IsValidUtf8(args.source_uri)) {
+    return Err(InvalidArgumentError("--source-uri \"" +
+                                    EscapeName(args.source_uri, Backslashes::kKeep) +
+                                    "\": not valid UTF-8"));
+  }
+  return t;
+}
+
+}  // namespace
+
+Status CheckPushArgs(const PushArgs& args) {
+  if (auto target = PushTargetOf(args); !target) return target.error();
+  return CheckPushDirectory(args.dir);
+}
+
 Status Push(Context& ctx, const PushArgs& args) {
-  BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.ref, "ref \"" + args.ref + "\": push"));
+  BDN_ASSIGN_OR_RETURN(PushTarget target, PushTargetOf(args));
+  const Ref& ref = target.ref;
   PushOptions opts;
   if (!ctx.origin) {
     // The embedded store at, above or below the pushed directory: the version would hold the
@@ -339,20 +382,7 @@ Status Push(Context& ctx, const PushArgs& args) {
   opts.dir = args.dir;
   opts.ns = ref.ns;
   opts.volume = ref.volume;
-  if (ref.tag && *ref.tag != kHeadTag) opts.tags.push_back(*ref.tag);
-  for (const auto& t : args.tags) {
-    BDN_RETURN_IF_ERROR(ValidateTag(t));
-    if (t == kHeadTag)
-      return InvalidArgumentError("tag \"head\": reserved; push always moves head");
-    opts.tags.push_back(t);
-  }
-  std::sort(opts.tags.begin(), opts.tags.end());
-  opts.tags.erase(std::unique(opts.tags.begin(), opts.tags.end()), opts.tags.end());
-  if (!IsValidUtf8(args.source_uri)) {
-    return InvalidArgumentError("--source-uri \"" +
-                                EscapeName(args.source_uri, Backslashes::kKeep) +
-                                "\": not valid UTF-8");
-  }
+  opts.tags = std::move(target.tags);
   opts.source_uri = args.source_uri;
   opts.expected_sequence = args.expected_sequence;
   opts.seal.jobs = args.jobs;
@@ -804,6 +834,11 @@ Status Restore(Context& ctx, const RestoreArgs& args) {
 }
 
 Status Pull(Context& ctx, const PullArgs& args) {
+  if (args.dir.starts_with("bdn:") && !args.ref.starts_with("bdn:")) {
+    return InvalidArgumentError("pull takes REF then DIR: \"" + EscapeName(args.dir) +
+                                "\" is a ref (bdn volume pull " + EscapeName(args.dir) + " " +
+                                EscapeName(args.ref) + ")");
+  }
   PullOptions opts;
   if (!args.writer_stall_time.empty()) {
     auto stall = ParseDuration(args.writer_stall_time, std::chrono::milliseconds(100),

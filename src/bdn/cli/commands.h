@@ -88,6 +88,12 @@ Status CheckRefSyntax(const std::vector<std::string>& refs);
 // "directory \"DIR\": not a directory". No error for a directory.
 Status CheckPushDirectory(const std::string& dir);
 
+struct PushArgs;
+// Every check of Push's arguments that needs no store, in Push's words, so that a refused push
+// makes nothing at a new home: the ref (ParseWriteRef: a volume, no digest or path), each tag
+// (ValidateTag, not head), --source-uri (UTF-8), then CheckPushDirectory.
+Status CheckPushArgs(const PushArgs& args);
+
 // Opens the embedded store under `home`: home/store (packs) and home/registry.db, all private
 // to the owner (directories 0700, files 0600; existing ones with group or other bits are
 // tightened with a warning); its commits run the commit check (CommitCheckingRegistry).
@@ -481,6 +487,9 @@ struct SyncStartArgs {
 // exit 130) "sync job <id>: stopped waiting; the job goes on ..." (remote) or "...: interrupted
 // ...; run the same command again to resume it ..." (embedded).
 Status SyncStart(Context& ctx, const SyncStartArgs& args);
+// SyncStart's checks that need no store (the --dest ref, sync::ValidateSpec), in its words, so
+// that a refused sync start makes nothing at a new home.
+Status CheckSyncStartArgs(const SyncStartArgs& args);
 // bdn volume sync describe ID. Errors: NotFound "sync job <id>: not found".
 Status SyncDescribe(Context& ctx, const std::string& id);
 // bdn volume sync list [--dest bdn:ns[/vol]]: newest first.

@@ -209,9 +209,8 @@ std::string NamespacesText(const std::vector<std::string>& namespaces) {
   return EscapeName(out);
 }
 
-}  // namespace
-
-Status SyncStart(Context& ctx, const SyncStartArgs& args) {
+// The job `args` describe, checked without I/O (sync::ValidateSpec).
+Result<SyncJobSpec> SpecOf(const SyncStartArgs& args) {
   BDN_ASSIGN_OR_RETURN(Ref ref, ParseWriteRef(args.dest, "--dest \"" + args.dest + "\":"));
   SyncJobSpec spec;
   spec.source_uri = args.source;
@@ -225,6 +224,18 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
   spec.endpoint = args.endpoint;
   spec.region = args.region;
   BDN_RETURN_IF_ERROR(sync::ValidateSpec(spec));
+  return spec;
+}
+
+}  // namespace
+
+Status CheckSyncStartArgs(const SyncStartArgs& args) {
+  if (auto spec = SpecOf(args); !spec) return spec.error();
+  return Status::Ok();
+}
+
+Status SyncStart(Context& ctx, const SyncStartArgs& args) {
+  BDN_ASSIGN_OR_RETURN(SyncJobSpec spec, SpecOf(args));
   if (!ctx.origin) {
     // Embedded: the job runs here, to its end (re-running the command resumes it).
     BDN_ASSIGN_OR_RETURN(auto service, OpenLocal(ctx));

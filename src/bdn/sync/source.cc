@@ -295,9 +295,13 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
     if (out.prefix.find('\0') != std::string::npos) return bad("the prefix holds a NUL byte");
     return SourceUri(out);
   }
+  // From a new user: `--source /abs/dir` (a local directory is a file:// URI).
+  const std::string local =
+      uri.starts_with("/") ? "; a local directory is file://" + EscapeName(std::string(uri)) : "";
   return bad(
       "unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, "
-      "https:// or http://)");
+      "https:// or http://)" +
+      local);
 }
 
 Status ValidateSourceUri(const std::string& uri) {
