@@ -111,6 +111,72 @@ YAML
 run_fails 2 "bdn: error: $WORK/alias.yaml:5: path $WORK/alias: the same directory as line 3's $WORK/mnt/a (through a symlink)" \
   "$BDN" mounts apply -f "$WORK/alias.yaml" --replace
 assert_absent "$WORK/mnt/a fuse" "mount table after the alias config" /proc/self/mounts
+# One entry inside another through a symlink (from attacking helper 102: the inner mount was
+# hidden under the outer one, and both said mounted): refused either way round.
+cat > "$WORK/nest.yaml" <<YAML
+bdn:
+  mounts:
+    - source: $rb
+      path: $WORK/alias/sub
+    - source: $ra
+      path: $WORK/mnt/a
+YAML
+run_fails 2 "bdn: error: $WORK/nest.yaml:5: path $WORK/mnt/a: a directory holding line 3's $WORK/alias/sub (through a symlink)" \
+  "$BDN" mounts apply -f "$WORK/nest.yaml"
+assert_absent "$WORK/mnt/a" "mount table after the nested config" /proc/self/mounts
+
+step "one mounts apply at a time; --replace keeps to this store and finishes before a stop signal"
+# From attacking helper 102: two --replace runs at once unmounted each other's mounts in their
+# rollbacks, and the one that exited 0 had printed a version its mountpoint no longer held.
+cat > "$WORK/three.yaml" <<YAML
+bdn:
+  mounts:
+    - source: $ra
+      path: $WORK/mnt/t1
+    - source: $ra
+      path: $WORK/mnt/t2
+    - source: $ra
+      path: $WORK/mnt/t3
+YAML
+sed "s|$ra|$rb|" "$WORK/three.yaml" > "$WORK/three-b.yaml"
+MOUNTS+=("$WORK/mnt/t1" "$WORK/mnt/t2" "$WORK/mnt/t3")
+mkdir -p "$BDN_HOME/locks"
+python3 -c 'import fcntl,os,sys,time; f=open(sys.argv[1],"a"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)' \
+  "$BDN_HOME/locks/mounts-apply.lock" > "$WORK/holder.out" & lock_holder=$!
+for _ in $(seq 1 200); do grep -q held "$WORK/holder.out" && break; sleep 0.05; done
+"$BDN" mounts apply -f "$WORK/three.yaml" > "$WORK/waiting.out" 2> "$WORK/waiting.err" & applier=$!
+for _ in $(seq 1 200); do grep -q "waiting for it" "$WORK/waiting.err" && break; sleep 0.05; done
+assert_eq "another bdn mounts apply (pid $lock_holder) is running with this home; waiting for it" "$(cat "$WORK/waiting.err")" "apply waiting"
+assert_absent "$WORK/mnt/t1" "mount table while apply waits for the lock" /proc/self/mounts
+kill "$lock_holder"; wait "$lock_holder" 2>/dev/null || true
+wait "$applier" || fail "apply after the lock was freed: $(cat "$WORK/waiting.err")"
+assert_eq alpha "$(cat "$WORK/mnt/t3/f.txt")" "t3 after apply"
+# A version mounted from another home: --replace could not mount it again from here, so the run
+# is refused before anything is unmounted (it was unmounted, and called lost).
+"$BDN" volume umount "$WORK/mnt/t2" >/dev/null
+mkdir -p "$WORK/c"; printf 'gamma\n' > "$WORK/c/f.txt"
+rc2=$(BDN_HOME="$WORK/home2" "$BDN" volume push "$WORK/c" bdn:weights/c)
+BDN_HOME="$WORK/home2" "$BDN" volume mount "$rc2" "$WORK/mnt/t2" >/dev/null
+run_fails 8 "bdn: error: $WORK/three-b.yaml:5: mountpoint $WORK/mnt/t2: the mount there of $rc2 is not in this store (mounted from another home or origin?), so a failed run could not mount it again; unmount it first (bdn volume umount $WORK/mnt/t2); nothing was changed" \
+  "$BDN" mounts apply -f "$WORK/three-b.yaml" --replace
+assert_eq "alpha gamma alpha" "$(cat "$WORK/mnt/t1/f.txt" "$WORK/mnt/t2/f.txt" "$WORK/mnt/t3/f.txt" | tr '\n' ' ' | sed 's/ $//')" "mounts after the refused --replace"
+BDN_HOME="$WORK/home2" "$BDN" volume umount "$WORK/mnt/t2" >/dev/null
+"$BDN" mounts apply -f "$WORK/three.yaml" >/dev/null
+# SIGTERM once the first old mount is gone: the run ends mounted as the config says, then the
+# signal ends it (it left the mountpoint empty).
+"$BDN" mounts apply -f "$WORK/three-b.yaml" --replace > /dev/null 2>&1 & applier=$!
+for _ in $(seq 1 1000); do
+  grep -q "^$ra $WORK/mnt/t1 fuse.bdn " /proc/self/mounts || break
+  sleep 0.002
+done
+kill -TERM "$applier" || fail "the apply ended before the signal (the test could not send it in time)"
+rc=0; wait "$applier" || rc=$?
+assert_eq 143 "$rc" "exit status of the apply SIGTERM ended"
+for t in t1 t2 t3; do
+  assert_eq 1 "$(grep -c " $WORK/mnt/$t fuse.bdn " /proc/self/mounts)" "mounts at $t after the SIGTERM"
+  assert_eq beta "$(cat "$WORK/mnt/$t/f.txt")" "$t after the SIGTERM"
+done
+for t in t1 t2 t3; do "$BDN" volume umount "$WORK/mnt/$t" >/dev/null; done
 
 step "lock pins tag sources and changes nothing else"
 "$BDN" mounts lock -f "$WORK/config.yaml" >/dev/null

@@ -1,14 +1,19 @@
 // bdn mounts apply|lock: the deployment config's bdn.mounts (docs/spec.md §5; parsed in
 // mounts_config.cc).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/private_files.h"
+#include "bdn/base/signals.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/mounts_config.h"
 #include "bdn/cli/output.h"
@@ -164,6 +169,63 @@ Status RollBack(const Status& failed, const std::vector<MadeMount>& done) {
 
 bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
 
+// Held by one `mounts apply` of a home at a time (home/locks/mounts-apply.lock): a POSIX record
+// lock (fcntl F_SETLKW), which the mount daemons this process forks do not inherit, unlike
+// flock(2). From an attacking helper: two runs with --replace at once unmounted each other's
+// mounts in their rollbacks, and one printed "mounted" for a mountpoint that held the other's
+// version. A second run waits, saying so once.
+class ApplyLock {
+ public:
+  static Result<ApplyLock> Take(const fs::path& home) {
+    const fs::path dir = home / "locks";
+    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(dir, "mounts apply lock"));
+    const fs::path path = dir / "mounts-apply.lock";
+    ApplyLock lock;
+    lock.fd_.Reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!lock.fd_) return Err(ErrnoError("mounts apply lock " + path.string(), errno));
+    struct flock want = {};
+    want.l_type = F_WRLCK;
+    want.l_whence = SEEK_SET;
+    if (::fcntl(lock.fd_.get(), F_SETLK, &want) == 0) return lock;
+    if (errno != EAGAIN && errno != EACCES) {
+      return Err(ErrnoError("mounts apply lock " + path.string(), errno));
+    }
+    struct flock held = want;
+    const bool known = ::fcntl(lock.fd_.get(), F_GETLK, &held) == 0 && held.l_type != F_UNLCK;
+    std::cerr << "another bdn mounts apply"
+              << (known ? " (pid " + std::to_string(held.l_pid) + ")" : std::string())
+              << " is running with this home; waiting for it\n";
+    while (::fcntl(lock.fd_.get(), F_SETLKW, &want) != 0) {
+      if (errno != EINTR) return Err(ErrnoError("mounts apply lock " + path.string(), errno));
+    }
+    return lock;
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+// Blocks the stop signals this process does not ignore (Ctrl-C, kill, a closed terminal) for
+// its lifetime, so that a run replacing mounts ends in a known state (all mounted, or rolled
+// back) before one ends it: it is delivered when the mask is restored. From an attacking
+// helper: SIGTERM between unmounting an old mount and mounting the new one left the mountpoint
+// empty. The mount daemons start with an empty mask (MountInBackground).
+class StopSignalsHeld {
+ public:
+  StopSignalsHeld() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : StopSignalsNotIgnored()) sigaddset(&set, sig);
+    ::sigprocmask(SIG_BLOCK, &set, &old_);
+  }
+  ~StopSignalsHeld() { ::sigprocmask(SIG_SETMASK, &old_, nullptr); }
+  StopSignalsHeld(const StopSignalsHeld&) = delete;
+  StopSignalsHeld& operator=(const StopSignalsHeld&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
 }  // namespace
 
 Status CheckMountsConfig(const std::string& config_path) {
@@ -176,6 +238,8 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
                    OtherMount other) {
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
   BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, text));
+  // From before what each mountpoint holds is looked at to the last mount (or rollback).
+  BDN_ASSIGN_OR_RETURN(ApplyLock lock, ApplyLock::Take(ctx.home));
   auto at_line = [&](int line) { return config_path + ":" + std::to_string(line); };
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!entries[i].allow_other) continue;
@@ -186,13 +250,21 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
   }
   // Two entries whose paths name one directory through a symlink (the config's check compares
   // the paths as written): the second would mount over the first, or replace it.
+  // One inside another's the same way (from an attacking helper: the inner mount was hidden
+  // under the outer one, or made inside the outer FUSE mount, and both reported mounted).
   for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string a = AbsoluteMountpoint(entries[i].path).string();
     for (size_t j = 0; j < i; ++j) {
-      if (AbsoluteMountpoint(entries[i].path) == AbsoluteMountpoint(entries[j].path)) {
-        return InvalidArgumentError(at_line(entries[i].line) + ": path " + entries[i].path +
-                                    ": the same directory as line " +
-                                    std::to_string(entries[j].line) + "'s " + entries[j].path +
-                                    " (through a symlink)");
+      const std::string b = AbsoluteMountpoint(entries[j].path).string();
+      const std::string there = "line " + std::to_string(entries[j].line) + "'s " +
+                                entries[j].path + " (through a symlink)";
+      std::string how;
+      if (a == b) how = "the same directory as ";
+      if (a.starts_with(b + "/")) how = "inside ";
+      if (b.starts_with(a + "/")) how = "a directory holding ";
+      if (!how.empty()) {
+        return InvalidArgumentError(at_line(entries[i].line) + ": path " + entries[i].path + ": " +
+                                    how + there);
       }
     }
   }
@@ -257,6 +329,30 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
               << (mounted[i] ? "; already mounted as " : "; mounting ") << pinned[i].ToString()
               << " (pin it with: bdn mounts lock -f " << config_path << ")\n";
   }
+  // What --replace unmounts must mount again from here if the run fails: from an attacking
+  // helper, a version mounted from another home was unmounted, could not be mounted again, and
+  // was called lost. Checked (and its creation time asked) before anything is unmounted.
+  std::vector<std::optional<PinnedRef>> replaced_pinned(entries.size());
+  std::vector<int64_t> replaced_created_ms(entries.size(), 0);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (replaced[i].empty()) continue;
+    auto ref = ParseRef(replaced[i]);
+    Result<Digest> digest = Err(InternalError("not a pinned ref"));
+    if (ref && ref->digest) digest = Digest::Parse(*ref->digest);
+    auto here = digest ? ctx.store->Contains(*digest) : Result<bool>(false);
+    if (!here)
+      return here.error().WithPrefix(at_line(entries[i].line) + ": replacing " + replaced[i]);
+    if (!*here) {
+      return FailedPreconditionError(
+          at_line(entries[i].line) + ": mountpoint " + entries[i].path + ": the mount there of " +
+          replaced[i] +
+          " is not in this store (mounted from another home or origin?), so a failed run could "
+          "not mount it again; unmount it first (bdn volume umount " +
+          entries[i].path + "); nothing was changed");
+    }
+    replaced_pinned[i] = PinnedRef{ref->ns, ref->volume, *digest};
+    replaced_created_ms[i] = VersionCreatedUnixMs(ctx, *replaced_pinned[i]);
+  }
   ctx.registry.reset();  // the mount daemons are forks of this process
   auto args_for = [&](size_t i) {
     MountArgs args = tuning;
@@ -273,17 +369,11 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
   auto mount_replaced_again = [&](const std::vector<size_t>& unmounted) -> std::string {
     std::string again, failed;
     for (size_t i : unmounted) {
-      auto ref = ParseRef(replaced[i]);
-      Result<Digest> digest = Err(InternalError("not a pinned ref"));
-      if (ref && ref->digest) digest = Digest::Parse(*ref->digest);
-      Status s = digest ? Status::Ok() : digest.error();
-      if (digest) {
-        MountArgs args = args_for(i);
-        args.allow_other = replaced_allow_other[i];
-        args.version_created_unix_ms = 0;  // not asked again (the time of mounting)
-        pid_t pid = -1;
-        s = MountPinned(ctx, PinnedRef{ref->ns, ref->volume, *digest}, args, &pid, nullptr);
-      }
+      MountArgs args = args_for(i);
+      args.allow_other = replaced_allow_other[i];
+      args.version_created_unix_ms = replaced_created_ms[i];
+      pid_t pid = -1;
+      Status s = MountPinned(ctx, *replaced_pinned[i], args, &pid, nullptr);
       if (s.ok()) {
         again += (again.empty() ? "" : ", ") + replaced[i] + " at " + entries[i].path;
       } else {
@@ -297,7 +387,13 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
     return out;
   };
   // The replaced mounts first, every one before anything is mounted: one in use (Unmount
-  // refuses it, naming who holds it) stops the run with nothing changed.
+  // refuses it, naming who holds it) stops the run with nothing changed. From the first unmount
+  // to the end, a stop signal waits (SIGKILL cannot: running the config again mounts what is
+  // missing).
+  std::optional<StopSignalsHeld> held;
+  if (std::any_of(replaced.begin(), replaced.end(), [](const auto& r) { return !r.empty(); })) {
+    held.emplace();
+  }
   std::vector<size_t> unmounted;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (replaced[i].empty()) continue;

@@ -334,6 +334,11 @@ Status MountInBackground(std::shared_ptr<VersionView> view, const MountOptions& 
       ::dup2(err_fd, STDERR_FILENO);
     }
     ::signal(SIGPIPE, SIG_IGN);
+    // A daemon starts with no signal blocked, whatever its starter held back (mounts apply
+    // holds the stop signals while it replaces mounts).
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // The log's stderr is now the log file. With no file, Init cannot fail (log.h).
     log::Init(options.log_level).IgnoreError();
     MountOptions daemon_options = options;
