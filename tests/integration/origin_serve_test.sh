@@ -112,8 +112,13 @@ PUSH=$("$BDN" key create --namespace weights --scope push,pull)
 PUSH_ID=$(echo "$PUSH" | cut -d_ -f2)
 mkdir -p "$WORK/tree"
 printf 'tagged\n' > "$WORK/tree/a.txt"
-run_fails 6 "bdn: error: key bdn_$PUSH_ID: no \"tag\" scope for namespace \"weights\"" \
+# From new-user helper 103: refused at the claim, before anything is uploaded (the push uploaded
+# all its data and was refused at the commit).
+head -c 3000000 /dev/urandom > "$WORK/tree/w.bin"
+w_hex=$(b3sum --no-names "$WORK/tree/w.bin")
+run_fails 6 "bdn: error: key bdn_$PUSH_ID: no \"tag\" scope for namespace \"weights\" (the push names tags: push without them, or with a key that has the tag scope); nothing was uploaded" \
   env BDN_TOKEN="$PUSH" "$BDN" volume push "$WORK/tree" bdn:weights/m1 --tag prod
+assert_eq 404 "$(http_status GET "/v1/chunks/$w_hex" "$ADMIN")" "the data of a push refused at its claim"
 assert_eq 404 "$(http_status GET /v1/volumes/weights/m1 "$ADMIN")" "volume after a refused push --tag"
 env BDN_TOKEN="$PUSH" "$BDN" volume push "$WORK/tree" bdn:weights/m1 >/dev/null
 assert_eq 200 "$(http_status GET /v1/volumes/weights/m1 "$ADMIN")" "volume after push without --tag"

@@ -1185,6 +1185,25 @@ TEST_F(OriginTest, CommitWithTagsNeedsTagScope) {
   EXPECT_EQ(Call("GET", "/v1/volumes/weights/model/versions", admin_)->status, 404)
       << "a refused commit committed a version";
 
+  // Refused at the claim already when it names the tags, so that nothing is uploaded first.
+  auto claim =
+      Call("POST", "/v1/volumes/weights/model/claims", push, json{{"tags", {"prod"}}}.dump());
+  ASSERT_TRUE(claim);
+  EXPECT_EQ(claim->status, 403);
+  EXPECT_EQ(Body(claim)["error"]["message"],
+            "key bdn_" + SplitToken(push)->first +
+                ": no \"tag\" scope for namespace \"weights\" (the push names tags: push without "
+                "them, or with a key that has the tag scope); nothing was uploaded");
+  claim =
+      Call("POST", "/v1/volumes/weights/model/claims", push, json{{"tags", json::array()}}.dump());
+  ASSERT_TRUE(claim);
+  EXPECT_EQ(claim->status, 201) << claim->body;
+  EXPECT_EQ(
+      Call("DELETE", "/v1/volumes/weights/model/claims/" + Body(claim)["claim"].get<std::string>(),
+           push)
+          ->status,
+      200);
+
   r = Call("POST", "/v1/volumes/weights/model/commit", push, json{{"digest", d}}.dump());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(Call("GET", "/v1/volumes/weights/model", admin_)->status, 200);

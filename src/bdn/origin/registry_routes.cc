@@ -60,6 +60,11 @@ std::string HolderOf(const ApiKey& key) {
   return key.id == "anonymous" ? std::string("an unauthenticated client") : "key " + key.Name();
 }
 
+// "key bdn_<id>: no \"tag\" scope for namespace \"ns\"": a commit's or claim's tags refused.
+std::string NoTagScope(const ApiKey& key, const std::string& ns) {
+  return "key " + key.Name() + ": no \"tag\" scope for namespace \"" + ns + "\"";
+}
+
 }  // namespace
 
 void Origin::RegisterRegistry() {
@@ -230,8 +235,7 @@ Status Origin::Commit(const http::ServerRequest& req, http::ServerResponse& res,
   // Tags applied by a commit move like PUT .../tags/{tag}: they need the "tag" scope as well as
   // "push" (checked before anything is stored or committed).
   if (!c.tags.empty() && !key.Allows(Scope::kTag, p.ns)) {
-    return PermissionDeniedError("key " + key.Name() + ": no \"tag\" scope for namespace \"" +
-                                 p.ns + "\"");
+    return PermissionDeniedError(NoTagScope(key, p.ns));
   }
   BDN_ASSIGN_OR_RETURN(c.expected_sequence, OptionalIntField(body, "expected_sequence"));
   BDN_ASSIGN_OR_RETURN(auto claim, OptionalStringField(body, "claim"));
@@ -304,6 +308,19 @@ void Origin::RegisterClaims() {
   Route("POST", claims, "/v1/volumes/{ns}/{vol}/claims", push,
         [this, ttl_ms](Req req, Res res, const ApiKey& key) -> Status {
           BDN_ASSIGN_OR_RETURN(VolumePath p, VolumeOf(req));
+          // The tags the push's commit will apply (optional): a key that could not apply them is
+          // refused now, before the push uploads anything (a new user's push uploaded all its
+          // data and was refused at the commit).
+          if (!req.body.empty()) {
+            BDN_ASSIGN_OR_RETURN(json body, ParseBody(req.body));
+            BDN_ASSIGN_OR_RETURN(auto tags, StringListField(body, "tags"));
+            if (!tags.empty() && !key.Allows(Scope::kTag, p.ns)) {
+              return PermissionDeniedError(
+                  NoTagScope(key, p.ns) +
+                  " (the push names tags: push without them, or with a key that has the tag "
+                  "scope); nothing was uploaded");
+            }
+          }
           BDN_ASSIGN_OR_RETURN(std::string id, claims_->Acquire(p.ns, p.volume, HolderOf(key),
                                                                 IdempotencyKeyOf(req)));
           Reply(res, {{"claim", id}, {"ttl_ms", ttl_ms}}, 201);

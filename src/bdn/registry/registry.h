@@ -245,9 +245,13 @@ class Registry {
   virtual Result<std::vector<std::string>> CheckConsistency() { return std::vector<std::string>(); }
 
   // Claims the right to push to a volume (which need not exist yet). A claim whose holder dies is
-  // released. Errors: Conflict "volume bdn:ns/vol: push in progress (...)".
-  virtual Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
-                                                       const std::string& volume) = 0;
+  // released. `tags`: those the push's commit will apply, so that a registry that checks its
+  // caller's scopes (a remote one: the origin) refuses the claim, before anything is uploaded,
+  // when the caller may not move them. Errors: Conflict "volume bdn:ns/vol: push in progress
+  // (...)"; PermissionDenied for tags the caller may not move.
+  virtual Result<std::unique_ptr<PushClaim>> ClaimPush(
+      const std::string& ns, const std::string& volume,
+      const std::vector<std::string>& tags = {}) = 0;
 };
 
 // How a SqlRegistry keeps time and lifecycle.
@@ -306,8 +310,8 @@ class SqlRegistry : public Registry {
   // The database's lock "<ns>~<volume>" (sql::Database::TryLock): SQLite, an flock(2) on
   // <db dir>/locks/<ns>~<volume>.lock; PostgreSQL, a session advisory lock. Either is dropped
   // when the holder dies. The Conflict names the holder when known ("... by pid 123").
-  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
-                                               const std::string& volume) override;
+  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns, const std::string& volume,
+                                               const std::vector<std::string>& tags = {}) override;
 
  private:
   struct Impl;

@@ -902,7 +902,8 @@ class LockClaim : public PushClaim {
 }  // namespace
 
 Result<std::unique_ptr<PushClaim>> SqlRegistry::ClaimPush(const std::string& ns,
-                                                          const std::string& volume) {
+                                                          const std::string& volume,
+                                                          const std::vector<std::string>&) {
   BDN_ASSIGN_OR_RETURN(sql::LockAttempt lock, impl_->db->TryLock(ns + "~" + volume));
   if (!lock.held) {
     std::string holder = lock.holder.empty() ? "" : " by " + lock.holder;

@@ -400,7 +400,8 @@ Result<std::vector<VersionRecord>> RemoteRegistry::ListRetainedVersions() {
 }
 
 Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& ns,
-                                                             const std::string& volume) {
+                                                             const std::string& volume,
+                                                             const std::vector<std::string>& tags) {
   const std::string path = VolumePath(ns, volume) + "/claims";
   const std::string key = ns + "/" + volume;
   // With a journal: the key of a dead process's claim (taken over), or a fresh one to record;
@@ -408,8 +409,9 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
   ClaimJournal::Attempt attempt;
   if (journal_) attempt = journal_->Begin(client_->base_url(), key);
   const std::string claim_key = attempt.key;
+  const std::string body = tags.empty() ? "{}" : json{{"tags", tags}}.dump();
   BDN_ASSIGN_OR_RETURN(http::Response r, SendWrite(*client_, retry_, budget_.get(),
-                                                   http::Method::kPost, path, "{}", claim_key));
+                                                   http::Method::kPost, path, body, claim_key));
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
   auto state = std::make_shared<Claims::State>();
   BDN_ASSIGN_OR_RETURN(state->id, ClaimIdOf(*client_, path, r));

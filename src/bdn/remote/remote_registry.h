@@ -79,8 +79,9 @@ class RemoteRegistry : public Registry {
   Result<std::vector<VersionRecord>> ListRetainedVersions() override;
   // POST /v1/volumes/<ns>/<vol>/claims. Errors: Conflict "volume bdn:ns/vol: push in progress
   // (claimed by …)" from the server when another client holds the claim.
-  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
-                                               const std::string& volume) override;
+  // The body names `tags` ({"tags": [...]}): the server refuses a key without the tag scope.
+  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns, const std::string& volume,
+                                               const std::vector<std::string>& tags = {}) override;
   // Claims made after this call use `journal` (see above). Not thread-safe with ClaimPush.
   void SetClaimJournal(std::shared_ptr<const ClaimJournal> journal) {
     journal_ = std::move(journal);

@@ -757,7 +757,7 @@ std::vector<Entry> SymlinksLeavingTheTree(const Manifest& m) {
 
 Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry& registry,
                         TransferCounters* counters) {
-  BDN_ASSIGN_OR_RETURN(auto claim, registry.ClaimPush(options.ns, options.volume));
+  BDN_ASSIGN_OR_RETURN(auto claim, registry.ClaimPush(options.ns, options.volume, options.tags));
   BDN_ASSIGN_OR_RETURN(SealResult seal, SealDirectory(options.dir, options.seal, store, counters));
   BDN_RETURN_IF_ERROR(store.Sync());
   CommitRequest req;

@@ -96,9 +96,9 @@ class CommitCheckingRegistry : public Registry {
                             const std::string& idempotency_key = "") override {
     return inner_->DeleteTag(ns, volume, tag, expected_sequence, idempotency_key);
   }
-  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns,
-                                               const std::string& volume) override {
-    return inner_->ClaimPush(ns, volume);
+  Result<std::unique_ptr<PushClaim>> ClaimPush(const std::string& ns, const std::string& volume,
+                                               const std::vector<std::string>& tags = {}) override {
+    return inner_->ClaimPush(ns, volume, tags);
   }
   Result<DeleteResult> DeleteVersions(const std::string& ns, const std::string& volume,
                                       const std::optional<Digest>& digest,
