@@ -164,6 +164,28 @@ assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
 claim_records() { find "$BDN_HOME/push-claims" -type f ! -name '*.lock'; }
 [ -z "$(claim_records)" ] || fail "released claims left records: $(claim_records)"
 
+step "a push ended by Ctrl-C or SIGTERM releases its claim: a push from another home goes on at once"
+# From new-user helper 103: the claim stayed live for its TTL, and a push from another machine
+# (or home) was refused "push in progress" for 30 s.
+for how in INT TERM; do
+  c0=$(claims_201)
+  env --default-signal=INT "$BDN" volume push "$WORK/huge" "bdn:test/ctrl-$how" >/dev/null 2>"$WORK/ctrl.err" &
+  pushed=$!
+  PIDS+=("$pushed")
+  for _ in $(seq 1 200); do [ "$(claims_201)" -gt "$c0" ] && break; sleep 0.05; done
+  kill "-$how" "$pushed"
+  rc=0; wait "$pushed" || rc=$?
+  [ "$how" = INT ] && want=130 || want=143
+  assert_eq "$want" "$rc" "exit status of a push ended by SIG$how"
+  assert_eq "bdn: push interrupted; its claim on the volume was released, so the next push need not wait for it" \
+    "$(tail -1 "$WORK/ctrl.err")" "stderr of a push ended by SIG$how"
+  start=$(date +%s)
+  BDN_HOME="$WORK/other-home" "$BDN" volume push "$WORK/src" "bdn:test/ctrl-$how" >/dev/null ||
+    fail "a push from another home after SIG$how"
+  [ $(( $(date +%s) - start )) -lt 20 ] || fail "the push after SIG$how waited out the claim"
+done
+[ -z "$(claim_records)" ] || fail "released claims left records: $(claim_records)"
+
 step "a push killed with kill -9 is taken over at once by the next push from this machine"
 # The killed push's claim lives on in the origin for its TTL (30 s); without the takeover the
 # re-push fails with "push in progress" right away.

@@ -1,11 +1,15 @@
 #include "bdn/cli/commands.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +18,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +27,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/path_walk.h"
 #include "bdn/base/private_files.h"
+#include "bdn/base/signals.h"
 #include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/store_stack.h"
@@ -32,6 +38,7 @@
 #include "bdn/mount/mount_table.h"
 #include "bdn/remote/cluster_chunk_store.h"
 #include "bdn/remote/remote_chunk_store.h"
+#include "bdn/remote/remote_registry.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
@@ -354,6 +361,82 @@ Result<PushTarget> PushTargetOf(const PushArgs& args) {
 
 }  // namespace
 
+namespace {
+
+// For the lifetime of a push to an origin: the first stop signal (Ctrl-C, kill, a closed
+// terminal; those not ignored) releases the push claims this process holds
+// (remote::ReleaseHeldClaimsNow) and then ends the process by that signal, as it would have
+// without this. The handler only writes the signal to a pipe; a thread does the rest. From a
+// new user: a Ctrl-C'd push left its claim live for its TTL, so a push from another home was
+// refused "push in progress" for 30 s.
+class ClaimReleaseOnInterrupt {
+ public:
+  ClaimReleaseOnInterrupt() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    g_pipe_write = fds[1];
+    read_.Reset(fds[0]);
+    write_.Reset(fds[1]);
+    struct sigaction sa = {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : StopSignalsNotIgnored()) {
+      struct sigaction old = {};
+      if (::sigaction(sig, &sa, &old) == 0) old_.emplace_back(sig, old);
+    }
+    thread_ = std::thread([this] { Watch(); });
+  }
+  ~ClaimReleaseOnInterrupt() {
+    if (!thread_.joinable()) return;
+    for (const auto& [sig, old] : old_) ::sigaction(sig, &old, nullptr);
+    const uint8_t stop = 0;
+    (void)!::write(write_.get(), &stop, 1);
+    thread_.join();
+    g_pipe_write = -1;
+  }
+  ClaimReleaseOnInterrupt(const ClaimReleaseOnInterrupt&) = delete;
+  ClaimReleaseOnInterrupt& operator=(const ClaimReleaseOnInterrupt&) = delete;
+
+ private:
+  static inline std::atomic<int> g_pipe_write{-1};
+  static void OnSignal(int sig) {
+    const int saved = errno;
+    const uint8_t b = static_cast<uint8_t>(sig);
+    if (int fd = g_pipe_write.load(); fd >= 0) (void)!::write(fd, &b, 1);
+    errno = saved;
+  }
+  void Watch() {
+    for (;;) {
+      struct pollfd p = {read_.get(), POLLIN, 0};
+      if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
+      uint8_t sig = 0;
+      const ssize_t n = ::read(read_.get(), &sig, 1);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n != 1 || sig == 0) return;  // the push ended
+      const size_t released = remote::ReleaseHeldClaimsNow();
+      if (released > 0) {
+        std::cerr << "bdn: push interrupted; its claim on the volume was released, so the next "
+                     "push need not wait for it\n";
+      }
+      struct sigaction dfl = {};
+      dfl.sa_handler = SIG_DFL;
+      sigemptyset(&dfl.sa_mask);
+      ::sigaction(sig, &dfl, nullptr);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      ::raise(sig);
+      ::_exit(128 + sig);  // a signal whose default is not to end the process
+    }
+  }
+  UniqueFd read_, write_;
+  std::vector<std::pair<int, struct sigaction>> old_;
+  std::thread thread_;
+};
+
+}  // namespace
+
 Status CheckPushArgs(const PushArgs& args) {
   if (auto target = PushTargetOf(args); !target) return target.error();
   return CheckPushDirectory(args.dir);
@@ -361,6 +444,8 @@ Status CheckPushArgs(const PushArgs& args) {
 
 Status Push(Context& ctx, const PushArgs& args) {
   BDN_ASSIGN_OR_RETURN(PushTarget target, PushTargetOf(args));
+  std::optional<ClaimReleaseOnInterrupt> release_on_interrupt;
+  if (ctx.origin) release_on_interrupt.emplace();
   const Ref& ref = target.ref;
   PushOptions opts;
   if (!ctx.origin) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "bdn/api/records_json.h"
@@ -43,6 +44,11 @@ using Claims = internal::ClaimTable;
 
 namespace {
 
+class RemotePushClaim;
+// Every live RemotePushClaim of this process, for ReleaseHeldClaimsNow.
+Mutex g_held_mu;
+std::set<RemotePushClaim*> g_held GUARDED_BY(g_held_mu);
+
 // The claim id of a POST .../claims answer. Errors: Internal for a malformed answer.
 Result<std::string> ClaimIdOf(http::HttpClient& client, const std::string& path,
                               const http::Response& r) {
@@ -76,9 +82,16 @@ class RemotePushClaim : public PushClaim {
         journal_(std::move(journal)),
         claim_key_(std::move(claim_key)) {
     thread_ = std::thread([this] { Renew(); });
+    MutexLock held(g_held_mu);
+    g_held.insert(this);
   }
 
   ~RemotePushClaim() override {
+    {
+      // Waits for a ReleaseHeldClaimsNow that is releasing this claim.
+      MutexLock held(g_held_mu);
+      g_held.erase(this);
+    }
     {
       MutexLock lock(mu_);
       stopping_ = true;
@@ -98,6 +111,20 @@ class RemotePushClaim : public PushClaim {
     MutexLock lock(claims_->mu);
     auto it = claims_->by_volume.find(key_);
     if (it != claims_->by_volume.end() && it->second == state_) claims_->by_volume.erase(it);
+  }
+
+  // Releases the claim at once (one DELETE, 2 s at most) and forgets it in the journal, for a
+  // process a stop signal is about to end; the destructor's release, if it runs, finds it gone.
+  void ReleaseNow() {
+    client_
+        ->Call({.method = http::Method::kDelete,
+                .path = IdPath(),
+                .deadline = std::chrono::milliseconds(2000)})
+        .IgnoreError();
+    if (journal_) {
+      MutexLock state_lock(state_->mu);
+      journal_->Forget(client_->base_url(), key_, claim_key_);
+    }
   }
 
  private:
@@ -163,6 +190,12 @@ class RemotePushClaim : public PushClaim {
 };
 
 }  // namespace
+
+size_t ReleaseHeldClaimsNow() {
+  MutexLock held(g_held_mu);
+  for (RemotePushClaim* claim : g_held) claim->ReleaseNow();
+  return g_held.size();
+}
 
 RemoteRegistry::RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry,
                                std::shared_ptr<RetryBudget> budget)
