@@ -99,15 +99,7 @@ class RemotePushClaim : public PushClaim {
     cv_.notify_all();
     thread_.join();
     // Best effort: a claim that is not released lapses after its TTL anyway.
-    client_
-        ->Call({.method = http::Method::kDelete,
-                .path = IdPath(),
-                .deadline = std::chrono::milliseconds(5000)})
-        .IgnoreError();
-    if (journal_) {
-      MutexLock state_lock(state_->mu);
-      journal_->Forget(client_->base_url(), key_, claim_key_);
-    }
+    Release(std::chrono::milliseconds(5000));
     MutexLock lock(claims_->mu);
     auto it = claims_->by_volume.find(key_);
     if (it != claims_->by_volume.end() && it->second == state_) claims_->by_volume.erase(it);
@@ -115,11 +107,12 @@ class RemotePushClaim : public PushClaim {
 
   // Releases the claim at once (one DELETE, 2 s at most) and forgets it in the journal, for a
   // process a stop signal is about to end; the destructor's release, if it runs, finds it gone.
-  void ReleaseNow() {
-    client_
-        ->Call({.method = http::Method::kDelete,
-                .path = IdPath(),
-                .deadline = std::chrono::milliseconds(2000)})
+  void ReleaseNow() { Release(std::chrono::milliseconds(2000)); }
+
+ private:
+  // One DELETE of the claim (within `deadline`), then the journal forgets it.
+  void Release(std::chrono::milliseconds deadline) {
+    client_->Call({.method = http::Method::kDelete, .path = IdPath(), .deadline = deadline})
         .IgnoreError();
     if (journal_) {
       MutexLock state_lock(state_->mu);
@@ -127,7 +120,6 @@ class RemotePushClaim : public PushClaim {
     }
   }
 
- private:
   std::string IdPath() {
     MutexLock lock(state_->mu);
     return claims_path_ + "/" + Escape(state_->id);
