@@ -191,6 +191,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
+    // With --json (from a new user: the text came out): {"version", "commit"}.
+    if (JsonRequested(argc, argv)) {
+      std::printf(
+          "%s\n",
+          bdn::cli::JsonText({{"version", BDN_VERSION}, {"commit", BDN_GIT_COMMIT}}).c_str());
+      return 0;
+    }
     return app.exit(e);  // prints the version on stdout, exit code 0
   } catch (const CLI::ParseError& e) {
     // --json may come after what failed to parse: the last "--json" or "--json=VALUE" before a

@@ -17,6 +17,9 @@ if git -C "$SRC_DIR" rev-parse --show-toplevel >/dev/null 2>&1; then
     || fail "bdn --version says [$out], the source tree is at $head (rebuild after committing)"
 fi
 assert_eq "$out" "$("$BDN" --version volume ls)" "--version before a subcommand"
+# From new-user helper 103: --json printed the text line.
+json_out=$("$BDN" --version --json)
+assert_eq "$out" "bdn $(json_field version <<<"$json_out") (commit $(json_field commit <<<"$json_out"))" "--version --json"
 
 step "outside a git checkout (a source tarball) the commit is unknown; the header is rewritten only when it changes"
 mkdir -p "$WORK/tarball"

@@ -38,6 +38,10 @@ out=$("$BDN" volume push "$WORK/two" bdn:test/det --json)
 [ "$(json_field digest <<<"$out")" != "$d1" ] || fail "digest did not change"
 assert_eq false "$(json_field unchanged <<<"$out")" "unchanged"
 assert_eq 2 "$(json_field sequence <<<"$out")" "sequence"
+# Pushing the first tree again moves head back to its version: said (it said only "unchanged").
+"$BDN" volume push "$WORK/one" bdn:test/det 2>"$WORK/back.err" >/dev/null
+assert_eq 1 "$(grep -c '^unchanged: .*; head moved to it$' "$WORK/back.err")" "push that moved head back: $(cat "$WORK/back.err")"
+assert_eq "$d1" "$("$BDN" volume stat bdn:test/det --json | json_field head)" "head after pushing the first tree again"
 
 step "a mode change gives a new digest"
 chmod 600 "$WORK/one/config.json"

@@ -512,7 +512,11 @@ Status Push(Context& ctx, const PushArgs& args) {
     if (r->chunks_uploaded_again > 0) {
       std::cerr << "; " << r->chunks_uploaded_again << " stored again after the store lost them";
     }
-    std::cerr << ")\n";
+    std::cerr << ")";
+    // From a new user: a push of an older version's tree said only "unchanged", and head had
+    // moved back to it.
+    if (r->unchanged && r->head_updated) std::cerr << "; head moved to it";
+    std::cerr << "\n";
     std::cout << r->ref.ToString() << std::endl;
   }
   if (!r->symlinks_outside.empty()) {
@@ -1070,7 +1074,24 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
   return Status::Ok();
 }
 
+void WarnRemoteOnlyMountFlags(const Context& ctx, const MountArgs& args) {
+  if (ctx.origin) return;
+  std::vector<std::string> given;
+  if (!args.cache_dir.empty()) given.push_back("--cache-dir");
+  if (args.cache_size_bytes > 0) given.push_back("--cache-size");
+  if (!args.cluster_cache.empty()) given.push_back("--cluster-cache");
+  if (given.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < given.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == given.size() ? " and " : ", ") + given[i];
+  }
+  std::cerr << "warning: " << names << (given.size() == 1 ? " applies" : " apply")
+            << " to a mount from an origin (--remote or BDN_REMOTE) only: this one reads the "
+               "embedded store's packs on this disk, with no node cache\n";
+}
+
 Status Mount(Context& ctx, const MountArgs& args) {
+  WarnRemoteOnlyMountFlags(ctx, args);
   if (args.allow_other) {
     if (Status s = CheckAllowOtherPermitted(); !s.ok()) return s.WithPrefix("--allow-other");
   }

@@ -383,6 +383,10 @@ struct MountArgs {
   std::string log_file;
   log::Level log_level = log::Level::kInfo;
 };
+// For a mount of the embedded store (no ctx.origin): warns on stderr, once, naming those of
+// --cache-dir, --cache-size and --cluster-cache that `args` gives, which only a mount from an
+// origin uses (from a new user: they were ignored without a word).
+void WarnRemoteOnlyMountFlags(const Context& ctx, const MountArgs& args);
 // The default log file of a mount daemon for `mountpoint` (absolute): <home>/logs/
 // mount-<last path component>-<first 12 hex of BLAKE3 of the path>.log, one per mountpoint.
 std::filesystem::path MountLogFile(const std::filesystem::path& home,

@@ -240,6 +240,7 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
   BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, text));
   // From before what each mountpoint holds is looked at to the last mount (or rollback).
   BDN_ASSIGN_OR_RETURN(ApplyLock lock, ApplyLock::Take(ctx.home));
+  WarnRemoteOnlyMountFlags(ctx, tuning);
   auto at_line = [&](int line) { return config_path + ":" + std::to_string(line); };
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!entries[i].allow_other) continue;
