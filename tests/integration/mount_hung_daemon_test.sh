@@ -42,6 +42,18 @@ echo "volume mount answered after $took ms"
 # One wait of 5 s (it was two: the already-mounted check, then the daemon's own).
 [ "$took" -lt 9000 ] || fail "volume mount took $took ms"
 
+step "volume mount, mounts apply and umount of a path below the hung mount give up with exit 8"
+# From attacking helper 102: walking a path through the stopped daemon's mount never returned.
+below="mountpoint $MP/sub: below $MP, the fuse.bdn mount of $ra does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume umount $MP)"
+start=$(now_ms)
+run_fails 8 "bdn: error: $below" timeout 60 "$BDN" volume mount "$rb" "$MP/sub"
+took=$(($(now_ms) - start))
+echo "volume mount below it answered after $took ms"
+[ "$took" -lt 9000 ] || fail "volume mount below the hung mount took $took ms"
+sed "s|path: $MP|path: $MP/sub|" "$WORK/config.yaml" > "$WORK/below.yaml"
+run_fails 8 "bdn: error: $WORK/below.yaml:3: $below" timeout 60 "$BDN" mounts apply -f "$WORK/below.yaml"
+run_fails 8 "bdn: error: $below" timeout 60 "$BDN" volume umount "$MP/sub"
+
 step "volume umount detaches it even while a process is blocked on it; then the path mounts again"
 # The blocked stat keeps the mount busy, and only the daemon can release it: umount said "busy",
 # and mount said "does not answer; unmount it first".

@@ -1125,6 +1125,7 @@ Status Mount(Context& ctx, const MountArgs& args) {
   ctx.registry.reset();
   // The same version already mounted there as asked (a retry, a boot script run twice): nothing
   // to do, as for `mounts apply`. Another version, or other options, is refused by the daemon.
+  BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(args.mountpoint));
   const fs::path mountpoint = NormalMountpoint(args.mountpoint);
   bool already = false;
   if (!args.foreground) {
@@ -1461,6 +1462,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
 Status Umount(Context& ctx, const std::string& mountpoint) {
   // Resolved once, before the unmount: a path through the mount ("link-into-it/..") resolves
   // elsewhere once it is gone.
+  BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(mountpoint));
   const fs::path mp = NormalMountpoint(mountpoint);
   BDN_RETURN_IF_ERROR(Unmount(mp));
   if (ctx.json) {

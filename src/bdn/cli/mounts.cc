@@ -249,10 +249,14 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
                           "].allow_other");
     }
   }
+  // Before any path is walked: one below a mount whose daemon is stopped never returns.
+  for (const MountEntry& e : entries) {
+    BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(e.path).WithPrefix(at_line(e.line)));
+  }
   // Two entries whose paths name one directory through a symlink (the config's check compares
-  // the paths as written): the second would mount over the first, or replace it.
-  // One inside another's the same way (from an attacking helper: the inner mount was hidden
-  // under the outer one, or made inside the outer FUSE mount, and both reported mounted).
+  // the paths as written): the second would mount over the first, or replace it. One inside
+  // another's the same way (from an attacking helper: the inner mount was hidden under the
+  // outer one, or made inside the outer FUSE mount, and both reported mounted).
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string a = AbsoluteMountpoint(entries[i].path).string();
     for (size_t j = 0; j < i; ++j) {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,7 +255,33 @@ std::optional<PathProbe> ProbePath(const fs::path& path, bool with_statvfs,
 
 }  // namespace
 
+Status CheckMountsAboveAnswer(const fs::path& path) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec).lexically_normal();
+  if (ec) return Status::Ok();  // no working directory: the walk itself will say so
+  std::string below = abs.string();
+  while (below.size() > 1 && below.back() == '/') below.pop_back();
+  std::set<std::string> asked;
+  for (const MountInfo& m : ReadMountInfo()) {
+    if (!m.type.starts_with("fuse") || m.mountpoint == "/" ||
+        !below.starts_with(m.mountpoint + "/") || !asked.insert(m.mountpoint).second) {
+      continue;
+    }
+    // The topmost mount there is the one a walk meets.
+    const MountInfo top = MountAt(m.mountpoint);
+    if (ProbePath(top.mountpoint, top.type == "fuse.bdn", kMountpointAnswerDeadline)) continue;
+    return FailedPreconditionError(
+        MountpointPrefix(abs) + ": below " + EscapeName(top.mountpoint) + ", the " + top.type +
+        " mount" + (top.source.empty() ? "" : " of " + EscapeName(top.source)) +
+        " does not answer within " + std::to_string(kMountpointAnswerDeadline.count() / 1000) +
+        " s (its daemon is stopped or hung); unmount it first (bdn volume umount " +
+        EscapeName(top.mountpoint) + ")");
+  }
+  return Status::Ok();
+}
+
 Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
+  BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(mountpoint));
   fs::path mp = AbsoluteMountpoint(mountpoint);
   MountInfo info = MountAt(mp);
   MountpointState state;

@@ -45,6 +45,15 @@ struct MountpointState {
 // How long InspectMountpoint waits for the file system at a mountpoint to answer stat/statfs.
 inline constexpr std::chrono::milliseconds kMountpointAnswerDeadline{5000};
 
+// Whether every FUSE mount above `path` (made absolute and normalized lexically, without asking
+// any file system) answers a stat (and a bdn one a statfs) within kMountpointAnswerDeadline:
+// walking a path through a mount whose daemon is stopped or hung never returns. From an
+// attacking helper: `volume mount REF m/h/sub` and `mounts apply` with an entry below a stopped
+// daemon's mount hung for good. Errors: FailedPrecondition "mountpoint P: below D, the fuse.bdn
+// mount of SRC does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn
+// volume umount D)". Thread-safe.
+Status CheckMountsAboveAnswer(const std::filesystem::path& path);
+
 // Inspects the topmost mount at `mountpoint` (made absolute; /proc/self/mountinfo, then stat
 // and, for a fuse.bdn mount, statfs: a dead daemon's mount fails them with ENOTCONN, and statfs
 // is asked even while stat is still answered from cached attributes). Asks a live bdn daemon
