@@ -91,6 +91,12 @@ YAML
 run_fails 8 "bdn: error: $WORK/flip.yaml:5: mountpoint $WORK/mnt/cfg: already a bdn mount of $rref with allow_other, the config says allow_other: false; unmount it first (bdn volume umount $WORK/mnt/cfg), or apply with --replace" \
   "$BDN" mounts apply -f "$WORK/flip.yaml"
 [ -z "$(findmnt -n --mountpoint "$WORK/mnt/new")" ] || fail "a refused apply mounted $WORK/mnt/new"
+# With --replace the same version is mounted again without allow_other, and said so (it said
+# "(replacing" the very ref it printed).
+assert_eq "$(printf '%s mounted at %s\n%s mounted at %s (replacing its mount with allow_other)' "$rref" "$WORK/mnt/new" "$rref" "$WORK/mnt/cfg")" \
+  "$("$BDN" mounts apply -f "$WORK/flip.yaml" --replace)" "apply --replace of allow_other alone"
+[[ "$(findmnt -n -o OPTIONS --mountpoint "$WORK/mnt/cfg")" != *allow_other* ]] || fail "allow_other still on after --replace"
+"$BDN" volume umount "$WORK/mnt/new" >/dev/null
 
 step "allow_other must be a boolean"
 cat > "$WORK/bad.yaml" <<YAML

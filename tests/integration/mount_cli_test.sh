@@ -125,6 +125,12 @@ assert_eq "small" "$(cat "$WORK/real-mp/d/small.txt")" "read at the target"
 assert_eq "$ref already mounted at $WORK/real-mp" "$("$BDN" volume mount "$ref" "$WORK/link-mp")" "a second mount of the version"
 assert_eq "true" "$(jf "$("$BDN" --json volume mount "$ref" "$WORK/real-mp")" already_mounted)" "already_mounted"
 assert_eq 1 "$(grep -c " $WORK/real-mp fuse.bdn " /proc/self/mounts)" "mounts at $WORK/real-mp"
+# The same version asked with --allow-other, or in the foreground: refused saying why (it said
+# only "already a bdn mount of" the same ref, and --foreground said "mounting" first).
+run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount of $ref without --allow-other, this mount asks it with; unmount it first (bdn volume umount $WORK/real-mp)" \
+  "$BDN" volume mount "$ref" "$WORK/real-mp" --allow-other
+run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount of $ref; unmount it first (bdn volume umount $WORK/real-mp)" \
+  "$BDN" volume mount "$ref" "$WORK/real-mp" --foreground
 mkdir -p "$WORK/src2" && printf 'other\n' > "$WORK/src2/o.txt"
 ref2=$("$BDN" volume push "$WORK/src2" bdn:test/other 2>/dev/null)
 run_fails 4 "bdn: error: mountpoint $WORK/real-mp: already a bdn mount of $ref; unmount it first (bdn volume umount $WORK/real-mp)" \

@@ -1128,12 +1128,28 @@ Status Mount(Context& ctx, const MountArgs& args) {
   BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(args.mountpoint));
   const fs::path mountpoint = NormalMountpoint(args.mountpoint);
   bool already = false;
-  if (!args.foreground) {
+  {
     // Its errors are the daemon's own for this mountpoint (a mount there that does not answer):
     // said now, not after a second wait of kMountpointAnswerDeadline in the daemon.
     BDN_ASSIGN_OR_RETURN(MountpointState state, InspectMountpoint(mountpoint));
-    already = state.kind == MountpointState::Kind::kLiveBdn && state.source == pinned.ToString() &&
-              state.allow_other == args.allow_other;
+    if (state.kind == MountpointState::Kind::kLiveBdn) {
+      const std::string unmount_first =
+          "; unmount it first (bdn volume umount " + EscapeName(mountpoint.string()) + ")";
+      const bool same = state.source == pinned.ToString();
+      // From an attacking helper: the same version with the other allow_other was refused
+      // without saying why, and --foreground said "mounting" before it was refused.
+      if (same && state.allow_other != args.allow_other) {
+        return AlreadyExistsError(MountpointPrefix(mountpoint) + ": already a bdn mount of " +
+                                  state.source + (state.allow_other ? " with" : " without") +
+                                  " --allow-other, this mount asks it " +
+                                  (args.allow_other ? "with" : "without") + unmount_first);
+      }
+      if (!same || args.foreground) {
+        return AlreadyExistsError(MountpointPrefix(mountpoint) + ": already a bdn mount of " +
+                                  state.source + unmount_first);
+      }
+      already = true;
+    }
   }
   pid_t daemon_pid = -1;
   if (!already) BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, with_time, &daemon_pid));

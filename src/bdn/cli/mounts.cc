@@ -430,7 +430,10 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
                         {"allow_other", e.allow_other},
                         {"already_mounted", mounted[i]}};
     if (!mounted[i]) r["daemon_pid"] = daemon_pid;
-    if (!replaced[i].empty()) r["replaced"] = replaced[i];
+    if (!replaced[i].empty()) {
+      r["replaced"] = replaced[i];
+      r["replaced_allow_other"] = replaced_allow_other[i];
+    }
     results.push_back(std::move(r));
   }
   // Printed once every entry is mounted: a failed run rolls its mounts back (see RollBack).
@@ -441,8 +444,18 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
       std::cout << r["version_ref"].get<std::string>()
                 << (r["already_mounted"].get<bool>() ? " already mounted at " : " mounted at ")
                 << r["path"].get<std::string>();
-      if (r.contains("replaced"))
-        std::cout << " (replacing " << r["replaced"].get<std::string>() << ")";
+      if (r.contains("replaced")) {
+        // The same version mounted again for another allow_other says which (it said
+        // "(replacing" the very ref it printed).
+        const std::string old_ref = r["replaced"].get<std::string>();
+        if (old_ref == r["version_ref"].get<std::string>()) {
+          std::cout << " (replacing its mount "
+                    << (r["replaced_allow_other"].get<bool>() ? "with" : "without")
+                    << " allow_other)";
+        } else {
+          std::cout << " (replacing " << old_ref << ")";
+        }
+      }
       std::cout << "\n";
     }
   }
