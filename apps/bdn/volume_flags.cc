@@ -62,17 +62,23 @@ Status ParseMountFlags(MountFlags& f) {
 }
 
 void AddMountTuningFlags(CLI::App& c, MountFlags& f) {
-  c.add_option("--memory-cache", f.memory_cache, "in-memory chunk cache size (e.g. 256M)");
+  // An empty value is refused, not read as the default (from an attacking helper: `--cache-size
+  // ""` from an unset shell variable gave the 10G default without a word).
+  c.add_option("--memory-cache", f.memory_cache, "in-memory chunk cache size (e.g. 256M)")
+      ->check(NotEmpty());
   c.add_option("--cache-dir", f.args.cache_dir,
                "node cache directory, shared by the node's mounts (remote only; default "
-               "$BDN_HOME/cache)");
-  c.add_option("--cache-size", f.cache_size, "node cache bound (e.g. 50G; default 10G)");
+               "$BDN_HOME/cache)")
+      ->check(NotEmpty());
+  c.add_option("--cache-size", f.cache_size, "node cache bound (e.g. 50G; default 10G)")
+      ->check(NotEmpty());
   c.add_option("--cluster-cache", f.args.cluster_cache,
                "in-cluster cache node URLs, comma-separated (default $BDN_CLUSTER_CACHE)");
   c.add_option("--read-timeout", f.read_timeout,
                "how long a read waits for its bytes before failing with EIO (100ms to 1h, e.g. "
                "30s, 500ms, 2m; a plain number is seconds; default 55s: with the kernel's retry "
-               "of a failed read, EIO comes within 60 s)");
+               "of a failed read, EIO comes within 60 s)")
+      ->check(NotEmpty());
   c.add_option("--log-level", f.log_level,
                "the mount daemon's log: debug, info, warn, error or off")
       ->capture_default_str();

@@ -115,6 +115,9 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' 'DIR: must not be empty' "$hint")" "$
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'DIR: must not be empty' "$hint")" "$BDN" volume pull "$ref" ""
 run_fails 2 "$(printf 'bdn: error: %s\n%s' '--writer-stall-time: must not be empty' "$hint")" "$BDN" volume pull "$ref" "$WORK/o" --writer-stall-time ""
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume mount "$ref" ""
+for flag in --cache-size --cache-dir --memory-cache --read-timeout; do
+  run_fails 2 "$(printf 'bdn: error: %s\n%s' "$flag: must not be empty" "$hint")" "$BDN" volume mount "$ref" "$WORK/m" "$flag" ""
+done
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'MOUNTPOINT: must not be empty' "$hint")" "$BDN" volume umount ""
 # From a new user: a mistyped command said "A subcommand is required", with no "bdn: error:".
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "volme" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume); did you mean "bdn volume"?' "$hint")" \
