@@ -196,7 +196,9 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
               << FormatBytes(r.reclaimable_bytes) << "): " << Counted(deletes, "pack")
               << " deleted, " << repacks << " repacked, of " << Counted(r.packs, "pack") << "; "
               << r.versions << " live or restorable "
-              << (r.versions == 1 ? "version needs " : "versions need ")
+              // Counted by digest (from a new user: fsck's count differed, a version pushed to
+              // two volumes being one here).
+              << (r.versions == 1 ? "version (by digest) needs " : "versions (by digest) need ")
               << Counted(r.needed_blobs, "blob") << kept << "\n";
   } else {
     std::cout << "reclaimed " << r.bytes_reclaimed << " bytes (" << FormatBytes(r.bytes_reclaimed)
