@@ -100,6 +100,9 @@ err=$("$BDN" mounts apply -f "$WORK/deploy.yaml" --cache-dir "$WORK/robind/cache
 MOUNTS+=("$WORK/mnt")
 assert_eq "warning: node cache $WORK/robind/cache: Read-only file system; mounting without the node cache (every read goes to the origin)" "$err" "mounts apply warning"
 cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through a mount of mounts apply"
+# Applied again, the entry already mounted keeps its options, and that is said.
+assert_eq "warning: $WORK/deploy.yaml: 1 entry already mounted as the config says keep the options they were mounted with; --cache-size, --memory-cache apply to the mounts this run makes (unmount the others and apply again to change theirs)" \
+  "$("$BDN" mounts apply -f "$WORK/deploy.yaml" --cache-size 1G --memory-cache 64M 2>&1 >/dev/null)" "apply again with tuning flags"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 
 step "a full data disk: key create, tag set and push get failed_precondition (412, exit 8), no server path"

@@ -195,7 +195,8 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
     std::cout << "would reclaim " << r.reclaimable_bytes << " bytes ("
               << FormatBytes(r.reclaimable_bytes) << "): " << Counted(deletes, "pack")
               << " deleted, " << repacks << " repacked, of " << Counted(r.packs, "pack") << "; "
-              << r.versions << " live or restorable "
+              << r.versions
+              << " live or restorable "
               // Counted by digest (from a new user: fsck's count differed, a version pushed to
               // two volumes being one here).
               << (r.versions == 1 ? "version (by digest) needs " : "versions (by digest) need ")
