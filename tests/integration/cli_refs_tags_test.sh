@@ -73,12 +73,20 @@ run_fails 8 "bdn: error: embedded store $WORK/dbdata: its store has no registry.
   "$BDN" --home "$WORK/dbdata" volume push "$WORK" bdn:w/v
 run_fails 8 "bdn: error: embedded store $WORK/dbdata: its store has no registry.db beside it (a bdn serve --db keeps its registry in PostgreSQL, and collects its own garbage: bdn serve --gc-interval); nothing was done; --home or BDN_HOME names another" \
   "$BDN" --home "$WORK/dbdata" volume sync start --source "file://$WORK/shop" --dest bdn:w/v
+# From attacking helper 104: a server started there without its --db made a new registry, and its
+# gc deleted every pack.
+run_fails 8 "bdn: error: --data $WORK/dbdata: its store has no registry.db beside it (a bdn serve --db keeps its registry in PostgreSQL, and collects its own garbage: bdn serve --gc-interval); nothing was done" \
+  timeout 20 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/dbdata" --gc-interval 1s --gc-grace 0s
 [ ! -e "$WORK/dbdata/registry.db" ] || fail "push or sync start made a registry.db in a --db server's data"
 # A registry.db that is no registry (empty, not SQLite, a link to nothing) is refused, not
 # opened as a new one that knows no version; one that never held a volume beside packs too.
 : > "$WORK/dbdata/registry.db"
 run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is empty (a truncated copy?), not a registry; nothing was done" \
   "$BDN" gc --data "$WORK/dbdata" --dry-run
+printf x > "$WORK/dbdata/registry.db-wal"  # not a write-ahead log (it let the empty file pass)
+run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is empty (a truncated copy?), not a registry; nothing was done" \
+  "$BDN" gc --data "$WORK/dbdata" --dry-run
+rm "$WORK/dbdata/registry.db-wal"
 assert_eq 0 "$(stat -c %s "$WORK/dbdata/registry.db")" "the empty registry.db after gc --dry-run"
 printf 'not sqlite at all' > "$WORK/dbdata/registry.db"
 run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is not a SQLite database, not a registry; nothing was done" \

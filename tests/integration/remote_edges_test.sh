@@ -103,6 +103,14 @@ cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through a mount of mounts
 # Applied again, the entry already mounted keeps its options, and that is said.
 assert_eq "warning: $WORK/deploy.yaml: 1 entry already mounted as the config says keep the options they were mounted with; --cache-size, --memory-cache apply to the mounts this run makes (unmount the others and apply again to change theirs)" \
   "$("$BDN" mounts apply -f "$WORK/deploy.yaml" --cache-size 1G --memory-cache 64M 2>&1 >/dev/null)" "apply again with tuning flags"
+# A fleet's pull-only key rolls a deployment to another version with --replace (from an
+# operator: its check of the old version asked the store a question that needed push).
+PULL_ONLY=$("$BDN" key create --namespace t --scope pull)
+mkdir -p "$WORK/roll" && printf 'rolled\n' > "$WORK/roll/r.txt"
+rref=$("$BDN" volume push "$WORK/roll" bdn:t/roll 2>/dev/null)
+printf 'bdn:\n  mounts:\n    - source: %s\n      path: %s\n' "$rref" "$WORK/mnt" > "$WORK/deploy2.yaml"
+assert_eq "$rref mounted at $WORK/mnt (replacing $ref)" \
+  "$(BDN_TOKEN="$PULL_ONLY" "$BDN" mounts apply -f "$WORK/deploy2.yaml" --replace 2>/dev/null)" "apply --replace with a pull key"
 "$BDN" volume umount "$WORK/mnt" >/dev/null
 
 step "a full data disk: key create, tag set and push get failed_precondition (412, exit 8), no server path"

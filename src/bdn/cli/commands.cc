@@ -153,9 +153,19 @@ Status CheckRegistryFile(const fs::path& dir, const std::string& where) {
     return FailedPreconditionError(where + ": registry.db is not a regular file; nothing was done");
   }
   if (st.st_size == 0) {
+    // A database SQLite made in WAL mode and has not checkpointed yet: its write-ahead log holds
+    // it, and starts with the WAL magic (sqlite.org/fileformat2.html, "WAL File Format") and a
+    // header and frame of at least one 512-byte page. Anything else beside an empty file (from
+    // an attacking helper: one byte) opened as a new database.
+    std::ifstream wal(dir / "registry.db-wal", std::ios::binary);
+    unsigned char magic[4] = {};
     std::error_code ec;
-    const auto wal = fs::file_size(dir / "registry.db-wal", ec);
-    if (!ec && wal > 0) return Status::Ok();
+    const auto wal_size = fs::file_size(dir / "registry.db-wal", ec);
+    if (wal.read(reinterpret_cast<char*>(magic), 4) && !ec && wal_size >= 32 + 24 + 512 &&
+        magic[0] == 0x37 && magic[1] == 0x7f && magic[2] == 0x06 &&
+        (magic[3] == 0x82 || magic[3] == 0x83)) {
+      return Status::Ok();
+    }
     return FailedPreconditionError(where +
                                    ": registry.db is empty (a truncated copy?), not a registry; "
                                    "nothing was done");

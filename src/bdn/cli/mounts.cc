@@ -366,10 +366,14 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
     auto ref = ParseRef(replaced[i]);
     Result<Digest> digest = Err(InternalError("not a pinned ref"));
     if (ref && ref->digest) digest = Digest::Parse(*ref->digest);
-    auto here = digest ? ctx.store->Contains(*digest) : Result<bool>(false);
-    if (!here)
-      return here.error().WithPrefix(at_line(entries[i].line) + ": replacing " + replaced[i]);
-    if (!*here) {
+    // Asked of the registry (a pull key may ask it; from an operator: a store query needed the
+    // push scope, so a fleet's pull-only key could not roll out a version).
+    Result<PinnedRef> known = Err(NotFoundError("not a pinned ref"));
+    if (digest) known = ResolveRef(*ctx.registry, *ref);
+    if (!known && known.error().code() != StatusCode::kNotFound) {
+      return known.error().WithPrefix(at_line(entries[i].line) + ": replacing " + replaced[i]);
+    }
+    if (!known || known->digest != *digest) {
       return FailedPreconditionError(
           at_line(entries[i].line) + ": mountpoint " + entries[i].path + ": the mount there of " +
           replaced[i] +

@@ -781,6 +781,15 @@ Status ServeUntilStopped(const ServeArgs& args, const std::string& home,
   BDN_ASSIGN_OR_RETURN(sync::SourceAccess source_access, ServerSourceAccess(args, data));
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
   http::Server& server = *bound;
+  // Without --db the registry is data/registry.db: packs without it (a server of a --db started
+  // without it) or beside one that is no registry are refused (before anything there is changed),
+  // as gc refuses them (from an attacking helper: the server made a new registry and its gc deleted
+  // every pack).
+  if (args.db.empty()) {
+    if (Status s = CheckStoreExists(data, "--data"); !s.ok() && s.code() != StatusCode::kNotFound) {
+      return s;
+    }
+  }
   // Private to the owner (0700, files 0600): it holds every chunk and the key table.
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(data, "--data"));
   // Before anything else touches the directory; held (never closed) until the process exits.

@@ -120,6 +120,18 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
   }
   report.packs = packs.size();
   for (const GcPack& p : packs) report.pack_bytes += p.bytes;
+  // A registry that never held a volume (volumes are never deleted) beside packs is not this
+  // store's (a `bdn serve --data` started without its --db, a registry.db lost or replaced):
+  // with it every pack would go. From an attacking helper: a server restarted so deleted them.
+  if (!packs.empty()) {
+    BDN_ASSIGN_OR_RETURN(std::vector<std::string> namespaces, registry.ListNamespaces());
+    if (namespaces.empty()) {
+      return Err(FailedPreconditionError(
+          "gc: the registry holds no volume, but the store holds " + std::to_string(packs.size()) +
+          (packs.size() == 1 ? " pack" : " packs") +
+          ": refusing to delete them all (is the registry this store's?); nothing was done"));
+    }
+  }
 
   IdSet needed;
   std::unordered_set<Digest> marked_versions;

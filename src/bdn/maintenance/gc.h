@@ -127,9 +127,10 @@ struct GcReport {
 // [and the R packs repacked] (<bytes> freed); M packs that a version committed during the run
 // needs were kept (…, counting only the copies the sweep made): run gc again" ("…: nothing was
 // deleted and …" when every doomed pack is kept); Internal "gc:
-// stopped" when `stopping` ended it;
-// the store's and registry's errors. Thread-safe with respect to readers and writers of the
-// store; one run at a time.
+// stopped" when `stopping` ended it; FailedPrecondition "gc: the registry holds no volume, but
+// the store holds N packs: refusing to delete them all (is the registry this store's?); nothing
+// was done" before anything is doomed; the store's and registry's errors. Thread-safe with respect
+// to readers and writers of the store; one run at a time.
 Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& options);
 
 }  // namespace bdn

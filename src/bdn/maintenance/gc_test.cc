@@ -135,6 +135,30 @@ TEST_F(GcTest, NothingIsReclaimedWhileEveryVersionIsLive) {
   ExpectReadable(v2);
 }
 
+// A registry that never held a volume beside a store of packs is not the store's (a server of a
+// --db started without it made a new one, and its GC deleted every pack): nothing is doomed.
+TEST_F(GcTest, ARegistryThatNeverHeldAVolumeBesidePacksIsRefused) {
+  Digest v = PushFiles({{"a", a_}});
+  const size_t packs = PackCount();
+  ASSERT_GT(packs, 0u);
+  registry_.reset();
+  fs::remove(dir_.path() / "registry.db");
+  NewProcess();
+  for (GcMode mode : {GcMode::kDryRun, GcMode::kRun}) {
+    GcOptions o;
+    o.mode = mode;
+    auto r = Gc(o);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(r.error().message(), "gc: the registry holds no volume, but the store holds " +
+                                       std::to_string(packs) + (packs == 1 ? " pack" : " packs") +
+                                       ": refusing to delete them all (is the registry this "
+                                       "store's?); nothing was done");
+  }
+  EXPECT_EQ(PackCount(), packs);
+  ExpectReadable(v);
+}
+
 TEST_F(GcTest, AVersionPastItsRetentionLosesItsPacksAndADryRunSaysSoFirst) {
   Digest v1 = PushFiles({{"a", a_}});
   Digest v2 = PushFiles({{"b", b_}});
