@@ -12,7 +12,7 @@ metric() {  # metric URL NAME
 }
 
 step "origin and two cache nodes"
-start_bdn origin serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth; ORIGIN=$STARTED_URL
+start_bdn origin serve --listen 127.0.0.1:0 --data "$WORK/srv" --insecure-no-auth; ORIGIN=$STARTED_URL; ORIGIN_PID=$STARTED_PID
 start_bdn cache1 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c1" --cache-size 1G; C1=$STARTED_URL; CACHE1_PID=$STARTED_PID
 start_bdn cache2 cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/c2" --cache-size 1G; C2=$STARTED_URL
 assert_eq ok "$(curl -sf "$C1/healthz" | tr -d '\n')" "cache node health"
@@ -86,4 +86,26 @@ start=$(date +%s)
 (cd "$WORK/mnt4" && b3sum --check --quiet "$WORK/sums") || fail "b3sum with a dead cache node"
 echo "read with a dead cache node in $(( $(date +%s) - start )) s"
 "$BDN" volume umount "$WORK/mnt4" >/dev/null
+
+step "with the origin down, what a node holds stays readable after a read of what it does not"
+# From an operator: a batch holding one chunk the node lacked ended the node's whole answer
+# (its upstream refused), the mount set the node aside, and chunks the node held went unread.
+# The surviving node holds all of w.bin now (it took the dead node's share).
+mkdir -p "$WORK/src2" && cp "$WORK/src/w.bin" "$WORK/src/config.json" "$WORK/src2/"
+python3 -c 'import random,sys; r=random.Random(22); sys.stdout.buffer.write(r.randbytes(3_000_000))' > "$WORK/src2/extra.bin"
+ref2=$("$BDN" volume push "$WORK/src2" bdn:test/cluster 2>/dev/null)
+"$BDN" volume mount "$ref2" "$WORK/mnt5" --cluster-cache "$C2" --cache-dir "$WORK/nc5" --read-timeout 5 >/dev/null
+MOUNTS+=("$WORK/mnt5")
+kill -TERM "$ORIGIN_PID"; wait "$ORIGIN_PID" 2>/dev/null || true
+# extra.bin, which no node holds, is being read (and failing) while w.bin is read.
+cat "$WORK/mnt5/extra.bin" > /dev/null 2>&1 & extra=$!
+sleep 1
+start=$(date +%s)
+(cd "$WORK/mnt5" && b3sum --check --quiet "$WORK/sums") || fail "b3sum of what the node holds, with the origin down"
+echo "read what the node holds, origin down, in $(( $(date +%s) - start )) s"
+wait "$extra" && fail "read extra.bin with the origin down and no node holding it"
+# The node was never set aside (it was, for each failed answer, and what it held was asked of the
+# dead origin until it was tried again).
+assert_absent "not used for" "the mount's log: a cache node set aside" "$BDN_HOME"/logs/mount-mnt5-*.log
+"$BDN" volume umount "$WORK/mnt5" >/dev/null
 echo "PASS"

@@ -521,7 +521,15 @@ Status Origin::BatchChunks(const http::ServerRequest& req, http::ServerResponse&
           bytes.error().code() != StatusCode::kCorruption) {
         static log::RateLimiter limiter(20, std::chrono::minutes(1));
         limiter.Write(log::Level::kError, "POST /v1/chunks/batch: " + bytes.error().message());
-        return false;
+        // A cache node whose upstream cannot be had answers that chunk missing and goes on: its
+        // caller asks its own upstream for it, and gets the chunks the node holds. From an
+        // operator: with the origin down, one uncached chunk in a batch ended the whole
+        // response, the caller set the node aside, and chunks the node held went unread.
+        const StatusCode code = bytes.error().code();
+        if (options_.role != Role::kCache ||
+            (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded)) {
+          return false;
+        }
       }
       // A stored copy that fails verification is never sent: it reads as missing.
       uint32_t length = bytes ? static_cast<uint32_t>(bytes->size()) : 0;
