@@ -51,20 +51,22 @@ std::string CommandList(CLI::App& app) {
   return list;
 }
 
-// Levenshtein distance between `a` and `b` (short command names only).
+// Edit distance between `a` and `b` with adjacent transpositions counted as one edit (optimal
+// string alignment, Damerau 1964): "verison" is two edits from "versions". Short names only.
 size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
   }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 // For an unknown command `word` under `at` (reached by `path`): "; did you mean \"bdn volume
@@ -79,8 +81,10 @@ std::string DidYouMean(CLI::App& at, const std::string& path, const std::string&
     }
   }
   if (found.empty() && word.size() >= 3) {
+    std::string lower = word;  // `VOLUME` is `volume` mistyped too
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     for (const CLI::App* c : at.get_subcommands(all)) {
-      if (EditDistance(word, c->get_name()) <= 2) found.push_back(path + " " + c->get_name());
+      if (EditDistance(lower, c->get_name()) <= 2) found.push_back(path + " " + c->get_name());
     }
   }
   if (found.empty()) return "";

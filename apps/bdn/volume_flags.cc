@@ -263,6 +263,8 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->callback([&inv, pull] {
     inv.refs = [pull] { return std::vector<std::string>{pull->ref}; };
     inv.huge_page_heap = true;
+    // Before the store is opened: a new user's home has none, and "REF DIR" is their first hint.
+    inv.check = [pull] { return cli::CheckPullArgs(*pull); };
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };
   });
 

@@ -124,6 +124,11 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "volme" (bdn has: ca
   "$BDN" volme push "$WORK/data" bdn:t/v
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "bogus" (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions)' "$hint")" \
   "$BDN" --home "$WORK/h" volume bogus
+# From attacking helper 104: a transposition and upper case got no suggestion.
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "verison" (bdn volume has: cat, diff, ls, mount, pull, push, restore, rm, stat, sync, tag, umount, verify, versions); did you mean "bdn volume versions"?' "$hint")" \
+  "$BDN" volume verison bdn:t/v
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "VOLUME" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume); did you mean "bdn volume"?' "$hint")" \
+  "$BDN" VOLUME ls
 # From a new user: `bdn push` (the volume commands sit under `volume`) named no way on.
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "push" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume); did you mean "bdn volume push"?' "$hint")" \
   "$BDN" push "$WORK/data" bdn:t/v

@@ -45,6 +45,8 @@ run_fails 2 "$("$BDN" --home "$WORK/h2" volume sync start --source ftp://x/y --d
 # From new-user helper 103: arguments in the wrong order, a local directory as a sync source.
 run_fails 2 "bdn: error: push takes DIR then REF: \"bdn:w/a\" is a ref (bdn volume push $WORK bdn:w/a)" \
   "$BDN" --home "$WORK/typo" volume push bdn:w/a "$WORK"
+run_fails 2 "bdn: error: pull takes REF then DIR: \"bdn:w/a\" is a ref (bdn volume pull bdn:w/a $WORK/p)" \
+  "$BDN" --home "$WORK/typo" volume pull "$WORK/p" bdn:w/a
 run_fails 2 "bdn: error: source \"$WORK\": unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, https:// or http://); a local directory is file://$WORK" \
   "$BDN" --home "$WORK/typo" volume sync start --source "$WORK" --dest bdn:w/a
 [ ! -e "$WORK/typo" ] || fail "a refused push or sync start made $WORK/typo"
@@ -98,6 +100,8 @@ run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is a symlink to \"$WOR
 rm "$WORK/dbdata/registry.db" && (umask 077 && python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("create table t(x)")' "$WORK/dbdata/registry.db")
 run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: refusing to delete them all (is registry.db this store's?); nothing was done. If they are only what pushes that never committed left, remove $WORK/dbdata/store instead" \
   "$BDN" gc --data "$WORK/dbdata"
+run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: nothing to check them against (is registry.db this store's?)" \
+  "$BDN" fsck --data "$WORK/dbdata"
 assert_eq "0123456789abcdef.pack" "$(ls "$WORK/dbdata/store/packs")" "packs after the refused runs"
 # A directory named as a shell completes it is refused, saying how to name it.
 run_fails 2 "bdn: error: ref \"bdn:w/v/dir/\": path \"dir/\": ends with '/' (name the entry without it: bdn:w/v/dir)" \

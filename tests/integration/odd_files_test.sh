@@ -66,6 +66,11 @@ run_fails 3 "bdn: error: path \"dangling\": \"does-not-exist\" is not in version
 assert_eq "pulled 0 files (0 B) and 1 symlink, 0 already present" "$(cat "$WORK/one-link.err")" "pull of one link"
 assert_eq "hello.txt" "$(readlink "$WORK/one-link/link-to-hello")" "the pulled link"
 
+# verify of a path checks the files hardlinks there link to, and follows a link to a directory
+# (from attacking helper 104: both checked nothing and said "0 problems").
+assert_eq 1 "$("$BDN" volume verify --json "$ref/sub/inner" | json_field files)" "files verify checks below sub/inner (a hardlink)"
+assert_eq "$("$BDN" volume verify --json "$ref/sub" | json_field files)" "$("$BDN" volume verify --json "$ref/dir-link" | json_field files)" "files verify checks through dir-link"
+
 step "pull again resumes (nothing rewritten)"
 out=$("$BDN" volume pull "$ref" "$WORK/pulled" --json)
 assert_eq 0 "$(json_field files_written <<<"$out")" "files rewritten"

@@ -423,10 +423,14 @@ class ClaimReleaseOnInterrupt {
       const ssize_t n = ::read(read_.get(), &sig, 1);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       if (n != 1 || sig == 0) return;  // the push ended
-      const size_t released = remote::ReleaseHeldClaimsNow();
-      if (released > 0) {
+      const remote::ClaimsReleased claims = remote::ReleaseHeldClaimsNow();
+      if (claims.held > 0 && claims.released == claims.held) {
         std::cerr << "bdn: push interrupted; its claim on the volume was released, so the next "
                      "push need not wait for it\n";
+      } else if (claims.held > 0) {
+        // From an attacking helper: it said "released" with the origin stopped.
+        std::cerr << "bdn: push interrupted; the origin did not release its claim on the volume, "
+                     "which lapses within the server's --claim-ttl (default 30 s)\n";
       }
       struct sigaction dfl = {};
       dfl.sa_handler = SIG_DFL;
@@ -932,12 +936,17 @@ Status Restore(Context& ctx, const RestoreArgs& args) {
   return Status::Ok();
 }
 
-Status Pull(Context& ctx, const PullArgs& args) {
+Status CheckPullArgs(const PullArgs& args) {
   if (args.dir.starts_with("bdn:") && !args.ref.starts_with("bdn:")) {
     return InvalidArgumentError("pull takes REF then DIR: \"" + EscapeName(args.dir) +
                                 "\" is a ref (bdn volume pull " + EscapeName(args.dir) + " " +
                                 EscapeName(args.ref) + ")");
   }
+  return Status::Ok();
+}
+
+Status Pull(Context& ctx, const PullArgs& args) {
+  BDN_RETURN_IF_ERROR(CheckPullArgs(args));
   PullOptions opts;
   if (!args.writer_stall_time.empty()) {
     auto stall = ParseDuration(args.writer_stall_time, std::chrono::milliseconds(100),
@@ -1045,11 +1054,14 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, text));
   const auto& [ref, pinned] = resolved;
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
-  // A path checks that file, or the files below that directory (a symlink is not followed).
-  if (!ref.path.empty() && !view->Find(ref.path)) {
-    return NotFoundError("path \"" + ref.path + "\": not in version " + pinned.digest.ToString());
+  // A path checks that file, or the files below that directory; symlinks on the way are followed
+  // inside the version, as cat follows them (a link to a directory checked nothing).
+  std::string under;
+  if (!ref.path.empty()) {
+    BDN_ASSIGN_OR_RETURN(const Entry* at, view->FindFollowing(ref.path));
+    under = at->path;
   }
-  BDN_ASSIGN_OR_RETURN(VerifyResult r, VerifyVersion(*view, jobs, {}, ref.path));
+  BDN_ASSIGN_OR_RETURN(VerifyResult r, VerifyVersion(*view, jobs, {}, under));
   if (ctx.json) {
     json probs = json::array();
     for (const auto& p : r.problems) {

@@ -330,6 +330,9 @@ struct PullArgs {
   int jobs = 0;
   std::string writer_stall_time;  // --writer-stall-time ("": PullOptions' default, 1m)
 };
+// Pull's checks that need no store: InvalidArgument "pull takes REF then DIR: \"bdn:…\" is a ref
+// (bdn volume pull REF DIR)" for the two given the other way round.
+Status CheckPullArgs(const PullArgs& args);
 // bdn volume pull REF DIR: bdn::Pull of REF's version (or REF's path in it) into args.dir, with
 // a progress display on stderr. Each include has trailing slashes dropped and must be a valid
 // entry path. writer_stall_time: PullOptions::writer_stall_time, a duration from 100ms to 24h

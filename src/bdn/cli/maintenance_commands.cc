@@ -54,13 +54,22 @@ uint64_t CountPacks(const fs::path& data) {
 // store under `data` holds `packs` packs: a registry that is not this store's (a fresh one put in
 // its place, or made beside a `bdn serve --db` data directory), with which GC would delete every
 // pack.
-Status CheckRegistryKnowsStore(const fs::path& data, uint64_t packs, Registry& registry) {
+// `for_gc`: said for gc (refusing to delete them), else for fsck (nothing to check them against).
+Status CheckRegistryKnowsStore(const fs::path& data, uint64_t packs, Registry& registry,
+                               bool for_gc = true) {
   if (packs == 0) return Status::Ok();
   BDN_ASSIGN_OR_RETURN(auto namespaces, registry.ListNamespaces());
   if (!namespaces.empty()) return Status::Ok();
+  const std::string said = "--data " + data.string() +
+                           ": its registry.db holds no volume, but its store holds " +
+                           Counted(packs, "pack");
+  if (!for_gc) {
+    return FailedPreconditionError(said +
+                                   ": nothing to check them against (is registry.db this "
+                                   "store's?)");
+  }
   return FailedPreconditionError(
-      "--data " + data.string() + ": its registry.db holds no volume, but its store holds " +
-      Counted(packs, "pack") +
+      said +
       ": refusing to delete them all (is registry.db this store's?); nothing was done. If they "
       "are only what pushes that never committed left, remove " +
       (data / "store").string() + " instead");
@@ -219,6 +228,9 @@ Status Fsck(const fs::path& data, bool repair, bool json_output) {
   }
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   BDN_ASSIGN_OR_RETURN(auto registry, SqliteRegistry::Open(data / "registry.db"));
+  // From an attacking helper: fsck said "0 versions checked; 0 problems" of a registry that was
+  // not the store's.
+  BDN_RETURN_IF_ERROR(CheckRegistryKnowsStore(data, CountPacks(data), *registry, false));
   BDN_ASSIGN_OR_RETURN(
       FsckReport r,
       RunFsck(data / "store", *registry, repair ? FsckMode::kRepair : FsckMode::kCheck, options));

@@ -107,17 +107,19 @@ class RemotePushClaim : public PushClaim {
 
   // Releases the claim at once (one DELETE, 2 s at most) and forgets it in the journal, for a
   // process a stop signal is about to end; the destructor's release, if it runs, finds it gone.
-  void ReleaseNow() { Release(std::chrono::milliseconds(2000)); }
+  bool ReleaseNow() { return Release(std::chrono::milliseconds(2000)); }
 
  private:
-  // One DELETE of the claim (within `deadline`), then the journal forgets it.
-  void Release(std::chrono::milliseconds deadline) {
-    client_->Call({.method = http::Method::kDelete, .path = IdPath(), .deadline = deadline})
-        .IgnoreError();
+  // One DELETE of the claim (within `deadline`), then the journal forgets it. Whether the
+  // origin released it (or no longer knew it).
+  bool Release(std::chrono::milliseconds deadline) {
+    auto r =
+        client_->Call({.method = http::Method::kDelete, .path = IdPath(), .deadline = deadline});
     if (journal_) {
       MutexLock state_lock(state_->mu);
       journal_->Forget(client_->base_url(), key_, claim_key_);
     }
+    return r.has_value() || r.error().code() == StatusCode::kNotFound;
   }
 
   std::string IdPath() {
@@ -183,10 +185,14 @@ class RemotePushClaim : public PushClaim {
 
 }  // namespace
 
-size_t ReleaseHeldClaimsNow() {
+ClaimsReleased ReleaseHeldClaimsNow() {
   MutexLock held(g_held_mu);
-  for (RemotePushClaim* claim : g_held) claim->ReleaseNow();
-  return g_held.size();
+  ClaimsReleased out;
+  for (RemotePushClaim* claim : g_held) {
+    ++out.held;
+    out.released += claim->ReleaseNow();
+  }
+  return out;
 }
 
 RemoteRegistry::RemoteRegistry(std::shared_ptr<http::HttpClient> client, RetryPolicy retry,

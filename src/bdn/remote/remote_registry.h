@@ -96,10 +96,14 @@ class RemoteRegistry : public Registry {
 };
 
 // Releases every push claim this process holds on a server (one DELETE each, 2 s at most) and
-// returns how many: for a push that a stop signal (Ctrl-C) is about to end, so that the volume
-// is free at once rather than after the claim's TTL (a new user's Ctrl-C'd push left the next
-// push from another home refused for 30 s). Safe from any thread; a claim destroyed meanwhile
-// waits for it.
-size_t ReleaseHeldClaimsNow();
+// says how many it held and how many the server released (or no longer knew): for a push that a
+// stop signal (Ctrl-C) is about to end, so that the volume is free at once rather than after the
+// claim's TTL (a new user's Ctrl-C'd push left the next push from another home refused for 30 s).
+// Safe from any thread; a claim destroyed meanwhile waits for it.
+struct ClaimsReleased {
+  size_t held = 0;
+  size_t released = 0;
+};
+ClaimsReleased ReleaseHeldClaimsNow();
 
 }  // namespace bdn::remote

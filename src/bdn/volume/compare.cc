@@ -116,12 +116,20 @@ Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
   };
   ThreadPool pool(jobs > 0 ? jobs : ThreadPool::DefaultThreads(), 64);
   std::vector<std::future<Status>> futures;
-  // The one file a hardlink named as `under` links to.
-  const Entry* linked = nullptr;
-  if (const Entry* at = under.empty() ? nullptr : view.Find(under)) linked = &view.Resolve(*at);
+  // Below `under`: the files there, and the files that hardlinks there link to (from an
+  // attacking helper: a hardlink below the path to a damaged file outside it was not checked).
+  auto below = [&](const std::string& path) {
+    return path == under ||
+           (path.size() > under.size() && path.starts_with(under) && path[under.size()] == '/');
+  };
+  std::unordered_set<const Entry*> linked;
+  if (!under.empty()) {
+    for (const auto& e : view.manifest().entries) {
+      if (e.kind == EntryKind::kHardlink && below(e.path)) linked.insert(&view.Resolve(e));
+    }
+  }
   auto selected = [&](const Entry& e) {
-    if (under.empty() || &e == linked) return true;
-    return e.path.size() > under.size() && e.path.starts_with(under) && e.path[under.size()] == '/';
+    return under.empty() || below(e.path) || linked.contains(&e);
   };
   for (const auto& e : view.manifest().entries) {
     if (e.kind != EntryKind::kFile || !selected(e)) continue;

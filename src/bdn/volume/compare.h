@@ -43,8 +43,9 @@ struct VerifyResult {
 // the chunks are read in batches (bounded by `reads`). Problems are collected, not returned as
 // errors; the Result fails only on errors that stop the walk (any error other than
 // NotFound/Corruption, e.g. an unreachable store while loading a chunk index or a chunk).
-// With `under` ("" for all), only the file at that path (a hardlink: the file it links to) or
-// the files below that directory are checked; the caller checks that the path is in the version.
+// With `under` ("" for all), only the file at that path or the files below that directory, and
+// the files that hardlinks there link to, are checked; the caller checks that the path is in the
+// version (and follows symlinks to it).
 Result<VerifyResult> VerifyVersion(const VersionView& view, int jobs,
                                    const ChunkReaderOptions& reads = {},
                                    std::string_view under = "");

@@ -1074,9 +1074,9 @@ bool IsSymlinkTo(int dir, const std::string& name, const struct stat& st,
 // Creates the directories and symlinks of `plan` under the cursor's root, in path order (parents
 // before children). A symlink or file where a directory is needed stops the cursor (it never
 // goes through a symlink); a directory made meanwhile where one goes is checked again (`check`,
-// CheckOwnDirectory). Errors: those of Pull.
+// CheckOwnDirectory). `symlinks_made` counts the symlinks it made. Errors: those of Pull.
 Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool overwrite,
-                                  const DirectoryCheck& check) {
+                                  const DirectoryCheck& check, uint64_t& symlinks_made) {
   for (const Entry* e : plan.entries) {
     if (e->kind != EntryKind::kDirectory && e->kind != EntryKind::kSymlink) continue;
     const Place at = PlaceOf(plan.local(e->path));
@@ -1128,6 +1128,8 @@ Status MakeDirectoriesAndSymlinks(const PullPlan& plan, DirCursor& cursor, bool 
           !IsSymlinkTo(dir, at.name, st, e->target)) {
         return ErrnoError("symlink \"" + cursor.Display(at.name) + "\"", err);
       }
+    } else {
+      ++symlinks_made;
     }
     BDN_RETURN_IF_ERROR(RestoreMtime(*e, dir, at.name, "symlink", cursor.Display(at.name)));
   }
@@ -1410,11 +1412,11 @@ Result<PullResult> Pull(const VersionView& view, const fs::path& dest, const Pul
     }
   }
   PullResult result;
-  for (const Entry* e : plan.entries) result.symlinks += e->kind == EntryKind::kSymlink;
   HashedFiles identical;
   InodeSet replaced;
   BDN_RETURN_IF_ERROR(CheckConflicts(plan, cursor, overwrite, options.check_directory, identical));
-  BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite, options.check_directory));
+  BDN_RETURN_IF_ERROR(MakeDirectoriesAndSymlinks(plan, cursor, overwrite, options.check_directory,
+                                                 result.symlinks));
   {
     // The writer (and its ChunkReader) outlives the pool inside WriteFiles.
     FileWriter writer(view, options, counters);

@@ -49,7 +49,7 @@ struct PullResult {
   uint64_t files_written = 0;
   uint64_t files_skipped = 0;  // already present with the right content (resumed pull)
   uint64_t bytes_written = 0;
-  uint64_t symlinks = 0;  // symlinks selected: made, or already there with their target
+  uint64_t symlinks = 0;  // symlinks made (not those already there with their target)
 };
 
 // Writes the selected entries under `dest` (created if missing): directories, files, symlinks

@@ -120,7 +120,8 @@ Result<const Entry*> VersionView::FindFollowing(std::string_view path) const {
     }
     if (!todo.empty() && e->kind != EntryKind::kDirectory) {
       return Err(InvalidArgumentError(shown + ": \"" + e->path + "\" is a " +
-                                      std::string(EntryKindName(e->kind)) + ", not a directory"));
+                                      std::string(EntryKindName(Resolve(*e).kind)) +
+                                      ", not a directory"));
     }
     walked = std::move(next);
   }

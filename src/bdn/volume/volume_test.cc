@@ -255,6 +255,9 @@ TEST_F(VolumeTest, CatFollowsSymlinksInsideTheVersionAndNamesTheOthers) {
   ASSERT_TRUE(all.has_value()) << all.error().message();
   EXPECT_EQ(all->files_written, 1u);
   EXPECT_EQ(all->symlinks, 8u);
+  auto again = Pull(**view, dir_ / "all", {}, nullptr);  // nothing made the second time
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_EQ(again->symlinks, 0u);
 }
 
 // What push warns about: links whose target is absolute or climbs above the root (read as text
