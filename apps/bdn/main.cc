@@ -270,7 +270,9 @@ int main(int argc, char** argv) {
     }
     if (!ctx) return Fail(ctx.error());
     bdn::Status s = inv.run(*ctx);
-    if (!s.ok()) return Fail(s);
+    const int rc = s.ok() ? 0 : Fail(s);
+    bdn::cli::DeliverHeldStopSignals();
+    return rc;
   } catch (const std::exception& e) {
     return Fail(bdn::InternalError(e.what()));
   }

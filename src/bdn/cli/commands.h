@@ -426,6 +426,11 @@ int64_t VersionCreatedUnixMs(Context& ctx, const PinnedRef& pinned);
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
                    pid_t* daemon_pid = nullptr, std::vector<std::string>* made = nullptr);
 
+// Delivers a stop signal that `mounts apply` held back while it replaced mounts, once the
+// command's result (or error) is printed: the process then ends by that signal, as it would have
+// without the hold. Nothing when none came. Call last, from main.
+void DeliverHeldStopSignals();
+
 // bdn mounts apply -f FILE: validates the deployment config's bdn.mounts, resolves every source
 // once, inspects every mountpoint (InspectMountpoint), then mounts each entry at its path,
 // prints the pinned refs and warns for every tag/head source. An entry whose path already holds

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -169,15 +170,26 @@ Status RollBack(const Status& failed, const std::vector<MadeMount>& done) {
 
 bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
 
-// Held by one `mounts apply` of a home at a time (home/locks/mounts-apply.lock): a POSIX record
-// lock (fcntl F_SETLKW), which the mount daemons this process forks do not inherit, unlike
-// flock(2). From an attacking helper: two runs with --replace at once unmounted each other's
-// mounts in their rollbacks, and one printed "mounted" for a mountpoint that held the other's
-// version. A second run waits, saying so once.
+// Where a user's `mounts apply` runs take turns: /run/bdn for root, else $XDG_RUNTIME_DIR/bdn,
+// else /tmp/bdn-<uid> (each private to its user; CreatePrivateDirectory refuses one another user
+// made). One place per user, not per home: two deploy agents with their own homes replace the
+// same mountpoints too.
+fs::path ApplyLockDir() {
+  const uid_t uid = ::geteuid();
+  if (uid == 0) return "/run/bdn";
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/') return fs::path(x) / "bdn";
+  return "/tmp/bdn-" + std::to_string(uid);
+}
+
+// Held by one `mounts apply` of a user at a time (ApplyLockDir()/mounts-apply.lock): a POSIX
+// record lock (fcntl F_SETLKW), which the mount daemons this process forks do not inherit,
+// unlike flock(2). From attacking helpers: two runs with --replace at once (of one home, then of
+// two) unmounted each other's mounts in their rollbacks, and one printed "mounted" for a
+// mountpoint that held the other's version. A second run waits, saying so once.
 class ApplyLock {
  public:
-  static Result<ApplyLock> Take(const fs::path& home) {
-    const fs::path dir = home / "locks";
+  static Result<ApplyLock> Take() {
+    const fs::path dir = ApplyLockDir();
     BDN_RETURN_IF_ERROR(CreatePrivateDirectory(dir, "mounts apply lock"));
     const fs::path path = dir / "mounts-apply.lock";
     ApplyLock lock;
@@ -194,7 +206,7 @@ class ApplyLock {
     const bool known = ::fcntl(lock.fd_.get(), F_GETLK, &held) == 0 && held.l_type != F_UNLCK;
     std::cerr << "another bdn mounts apply"
               << (known ? " (pid " + std::to_string(held.l_pid) + ")" : std::string())
-              << " is running with this home; waiting for it\n";
+              << " of this user is running; waiting for it\n";
     while (::fcntl(lock.fd_.get(), F_SETLKW, &want) != 0) {
       if (errno != EINTR) return Err(ErrnoError("mounts apply lock " + path.string(), errno));
     }
@@ -210,23 +222,50 @@ class ApplyLock {
 // back) before one ends it: it is delivered when the mask is restored. From an attacking
 // helper: SIGTERM between unmounting an old mount and mounting the new one left the mountpoint
 // empty. The mount daemons start with an empty mask (MountInBackground).
+// The mask to restore once the command's result is printed (DeliverHeldStopSignals), when a
+// stop signal arrived while StopSignalsHeld held it back.
+std::optional<sigset_t> g_deferred_mask;
+
 class StopSignalsHeld {
  public:
   StopSignalsHeld() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : StopSignalsNotIgnored()) sigaddset(&set, sig);
-    ::sigprocmask(SIG_BLOCK, &set, &old_);
+    sigemptyset(&held_);
+    for (int sig : StopSignalsNotIgnored()) sigaddset(&held_, sig);
+    ::sigprocmask(SIG_BLOCK, &held_, &old_);
   }
-  ~StopSignalsHeld() { ::sigprocmask(SIG_SETMASK, &old_, nullptr); }
+  // A stop signal that came meanwhile stays held until the result is printed (from an attacking
+  // helper: delivered here, it ended the process before its "mounted at" lines or its error
+  // were written, and a run that applied everything printed nothing).
+  ~StopSignalsHeld() {
+    sigset_t pending;
+    if (::sigpending(&pending) == 0) {
+      for (int sig : StopSignalsNotIgnored()) {
+        if (sigismember(&held_, sig) && sigismember(&pending, sig)) {
+          g_deferred_mask = old_;
+          return;
+        }
+      }
+    }
+    ::sigprocmask(SIG_SETMASK, &old_, nullptr);
+  }
   StopSignalsHeld(const StopSignalsHeld&) = delete;
   StopSignalsHeld& operator=(const StopSignalsHeld&) = delete;
 
  private:
+  sigset_t held_;
   sigset_t old_;
 };
 
 }  // namespace
+
+void DeliverHeldStopSignals() {
+  if (!g_deferred_mask) return;
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  ::sigprocmask(SIG_SETMASK, &*g_deferred_mask, nullptr);  // the held signal is delivered now
+  g_deferred_mask.reset();
+}
 
 Status CheckMountsConfig(const std::string& config_path) {
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
@@ -239,7 +278,7 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
   BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, text));
   // From before what each mountpoint holds is looked at to the last mount (or rollback).
-  BDN_ASSIGN_OR_RETURN(ApplyLock lock, ApplyLock::Take(ctx.home));
+  BDN_ASSIGN_OR_RETURN(ApplyLock lock, ApplyLock::Take());
   WarnRemoteOnlyMountFlags(ctx, tuning);
   auto at_line = [&](int line) { return config_path + ":" + std::to_string(line); };
   for (size_t i = 0; i < entries.size(); ++i) {
