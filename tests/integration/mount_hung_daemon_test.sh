@@ -53,6 +53,11 @@ echo "volume mount below it answered after $took ms"
 sed "s|path: $MP|path: $MP/sub|" "$WORK/config.yaml" > "$WORK/below.yaml"
 run_fails 8 "bdn: error: $WORK/below.yaml:3: $below" timeout 60 "$BDN" mounts apply -f "$WORK/below.yaml"
 run_fails 8 "bdn: error: $below" timeout 60 "$BDN" volume umount "$MP/sub"
+# The same path reached through a symlink (from attacking helper 104: it was not probed, and
+# hung for good).
+ln -s "$MP" "$WORK/lnk"
+run_fails 8 "bdn: error: mountpoint $WORK/lnk/sub: below $MP, the fuse.bdn mount of $ra does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume umount $MP)" \
+  timeout 60 "$BDN" volume mount "$rb" "$WORK/lnk/sub"
 
 step "volume umount detaches it even while a process is blocked on it; then the path mounts again"
 # The blocked stat keeps the mount busy, and only the daemon can release it: umount said "busy",

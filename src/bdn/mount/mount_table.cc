@@ -257,25 +257,81 @@ std::optional<PathProbe> ProbePath(const fs::path& path, bool with_statvfs,
 
 Status CheckMountsAboveAnswer(const fs::path& path) {
   std::error_code ec;
-  const fs::path abs = fs::absolute(path, ec).lexically_normal();
+  const fs::path abs = fs::absolute(path, ec);
   if (ec) return Status::Ok();  // no working directory: the walk itself will say so
-  std::string below = abs.string();
-  while (below.size() > 1 && below.back() == '/') below.pop_back();
-  std::set<std::string> asked;
-  for (const MountInfo& m : ReadMountInfo()) {
-    if (!m.type.starts_with("fuse") || m.mountpoint == "/" ||
-        !below.starts_with(m.mountpoint + "/") || !asked.insert(m.mountpoint).second) {
-      continue;
+  const std::vector<MountInfo> mounts = ReadMountInfo();
+  // The mount a directory (canonical) is on: the topmost at the longest mount point that holds it.
+  auto mount_of = [&](const std::string& dir) -> const MountInfo* {
+    const MountInfo* best = nullptr;
+    for (const MountInfo& m : mounts) {
+      const bool holds =
+          m.mountpoint == "/" || dir == m.mountpoint || dir.starts_with(m.mountpoint + "/");
+      if (holds && (!best || m.mountpoint.size() >= best->mountpoint.size())) best = &m;
     }
-    // The topmost mount there is the one a walk meets.
-    const MountInfo top = MountAt(m.mountpoint);
-    if (ProbePath(top.mountpoint, top.type == "fuse.bdn", kMountpointAnswerDeadline)) continue;
+    return best;
+  };
+  auto is_mount_point = [&](const std::string& p) {
+    return std::ranges::any_of(mounts, [&](const MountInfo& m) { return m.mountpoint == p; });
+  };
+  std::set<std::string> answered;
+  // Before a name is looked up in `dir`: the FUSE mount `dir` is on answers (once per mount).
+  auto check_dir = [&](const std::string& dir) -> Status {
+    const MountInfo* m = mount_of(dir);
+    if (!m || !m->type.starts_with("fuse") || answered.contains(m->mountpoint)) {
+      return Status::Ok();
+    }
+    if (ProbePath(m->mountpoint, m->type == "fuse.bdn", kMountpointAnswerDeadline)) {
+      answered.insert(m->mountpoint);
+      return Status::Ok();
+    }
     return FailedPreconditionError(
-        MountpointPrefix(abs) + ": below " + EscapeName(top.mountpoint) + ", the " + top.type +
-        " mount" + (top.source.empty() ? "" : " of " + EscapeName(top.source)) +
+        MountpointPrefix(abs.lexically_normal()) + ": below " + EscapeName(m->mountpoint) +
+        ", the " + m->type + " mount" + (m->source.empty() ? "" : " of " + EscapeName(m->source)) +
         " does not answer within " + std::to_string(kMountpointAnswerDeadline.count() / 1000) +
         " s (its daemon is stopped or hung); unmount it first (bdn volume umount " +
-        EscapeName(top.mountpoint) + ")");
+        EscapeName(m->mountpoint) + ")");
+  };
+  // The path walked as the kernel walks it, symlinks followed (also the last, as mount(2) does;
+  // at most 40), each directory's mount asked before a name is looked up in it. A mount point on
+  // the way is not stat-ed (its root is the mount's, which may not answer): it is a directory.
+  std::vector<std::string> todo;
+  auto push = [&](const std::string& p) {
+    std::vector<std::string> parts;
+    for (size_t at = 0; at <= p.size();) {
+      const size_t slash = std::min(p.find('/', at), p.size());
+      parts.push_back(p.substr(at, slash - at));
+      at = slash + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push(abs.string());
+  std::string resolved = "/";
+  for (int hops = 0; !todo.empty();) {
+    std::string name = std::move(todo.back());
+    todo.pop_back();
+    if (name.empty() || name == ".") continue;
+    if (name == "..") {
+      resolved = fs::path(resolved).parent_path().string();
+      continue;
+    }
+    BDN_RETURN_IF_ERROR(check_dir(resolved));
+    const std::string next = (resolved == "/" ? "" : resolved) + "/" + name;
+    if (is_mount_point(next)) {
+      resolved = next;
+      continue;
+    }
+    struct stat st;
+    if (::lstat(next.c_str(), &st) != 0) return Status::Ok();  // the rest is not there
+    if (!S_ISLNK(st.st_mode) || ++hops > 40) {
+      resolved = next;
+      continue;
+    }
+    std::string target(PATH_MAX, '\0');
+    const ssize_t n = ::readlink(next.c_str(), target.data(), target.size());
+    if (n <= 0) return Status::Ok();
+    target.resize(static_cast<size_t>(n));
+    if (target.starts_with("/")) resolved = "/";
+    push(target);
   }
   return Status::Ok();
 }

@@ -45,9 +45,10 @@ struct MountpointState {
 // How long InspectMountpoint waits for the file system at a mountpoint to answer stat/statfs.
 inline constexpr std::chrono::milliseconds kMountpointAnswerDeadline{5000};
 
-// Whether every FUSE mount above `path` (made absolute and normalized lexically, without asking
-// any file system) answers a stat (and a bdn one a statfs) within kMountpointAnswerDeadline:
-// walking a path through a mount whose daemon is stopped or hung never returns. From an
+// Whether every FUSE mount above `path` answers a stat (and a bdn one a statfs) within
+// kMountpointAnswerDeadline: walking a path through a mount whose daemon is stopped or hung
+// never returns. The path is walked as the kernel walks it (symlinks followed, the last one
+// too), each directory's FUSE mount asked (once) before a name is looked up in it. From an
 // attacking helper: `volume mount REF m/h/sub` and `mounts apply` with an entry below a stopped
 // daemon's mount hung for good. Errors: FailedPrecondition "mountpoint P: below D, the fuse.bdn
 // mount of SRC does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn
