@@ -22,7 +22,10 @@ struct ClusterOptions {
   // node answers on its I/O thread even while every worker waits on the origin). Alive, the read
   // is sent to it again: its fetch from the origin is still under way and the retry joins it.
   // Not alive, it is marked unhealthy and the next node by weight is asked.
-  std::chrono::milliseconds node_deadline{10000};
+  // 3 s, not 10: from an operator, a stopped (SIGSTOP) node that owned a version's manifest
+  // added 10-19 s to every new replica's mount and first read; a node that is only slow answers
+  // /healthz and is waited for all the same (slow_node_patience).
+  std::chrono::milliseconds node_deadline{3000};
   // How long in all a read waits on a node that is alive but slow, before it marks the node
   // unhealthy and asks the next one.
   std::chrono::milliseconds slow_node_patience{60000};
