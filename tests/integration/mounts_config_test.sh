@@ -140,10 +140,10 @@ bdn:
 YAML
 sed "s|$ra|$rb|" "$WORK/three.yaml" > "$WORK/three-b.yaml"
 MOUNTS+=("$WORK/mnt/t1" "$WORK/mnt/t2" "$WORK/mnt/t3")
-# One place per user (/run/bdn for root), not per home: runs of two homes took no turns.
-lock_dir=/run/bdn; [ "$(id -u)" = 0 ] || lock_dir=${XDG_RUNTIME_DIR:-/tmp/bdn-$(id -u)}
-[ "$(id -u)" = 0 ] || [ -z "${XDG_RUNTIME_DIR:-}" ] || lock_dir=$XDG_RUNTIME_DIR/bdn
-mkdir -p "$lock_dir" && chmod 700 "$lock_dir"
+# One place per user ($XDG_RUNTIME_DIR/bdn, which lib.sh makes per test), not per home: runs of
+# two homes took no turns.
+lock_dir=$XDG_RUNTIME_DIR/bdn
+mkdir -p -m 700 "$lock_dir"
 python3 -c 'import fcntl,os,sys,time; f=open(sys.argv[1],"a"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)' \
   "$lock_dir/mounts-apply.lock" > "$WORK/holder.out" & lock_holder=$!
 for _ in $(seq 1 200); do grep -q held "$WORK/holder.out" && break; sleep 0.05; done

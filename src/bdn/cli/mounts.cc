@@ -170,14 +170,19 @@ Status RollBack(const Status& failed, const std::vector<MadeMount>& done) {
 
 bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
 
-// Where a user's `mounts apply` runs take turns: /run/bdn for root, else $XDG_RUNTIME_DIR/bdn,
-// else /tmp/bdn-<uid> (each private to its user; CreatePrivateDirectory refuses one another user
-// made). One place per user, not per home: two deploy agents with their own homes replace the
-// same mountpoints too.
+// Where a user's `mounts apply` runs take turns: $XDG_RUNTIME_DIR/bdn when that directory is
+// the user's own (the XDG base directory spec's per-user runtime directory), else /run/bdn for
+// root and /tmp/bdn-<uid> for others (each private to its user; CreatePrivateDirectory refuses
+// one another user made). One place per user, not per home: two deploy agents with their own
+// homes replace the same mountpoints too.
 fs::path ApplyLockDir() {
   const uid_t uid = ::geteuid();
+  struct stat st;
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR");
+      x && *x == '/' && ::stat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid) {
+    return fs::path(x) / "bdn";
+  }
   if (uid == 0) return "/run/bdn";
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x == '/') return fs::path(x) / "bdn";
   return "/tmp/bdn-" + std::to_string(uid);
 }
 
