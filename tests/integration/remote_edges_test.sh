@@ -101,7 +101,7 @@ MOUNTS+=("$WORK/mnt")
 assert_eq "warning: node cache $WORK/robind/cache: Read-only file system; mounting without the node cache (every read goes to the origin)" "$err" "mounts apply warning"
 cmp "$WORK/src/w.bin" "$WORK/mnt/w.bin" || fail "bytes through a mount of mounts apply"
 # Applied again, the entry already mounted keeps its options, and that is said.
-assert_eq "warning: $WORK/deploy.yaml: 1 entry already mounted as the config says keep the options they were mounted with; --cache-size, --memory-cache apply to the mounts this run makes (unmount the others and apply again to change theirs)" \
+assert_eq "warning: $WORK/deploy.yaml: 1 entry already mounted as the config says keep the options they were mounted with; --cache-size and --memory-cache apply to the mounts this run makes (unmount the others and apply again to change theirs)" \
   "$("$BDN" mounts apply -f "$WORK/deploy.yaml" --cache-size 1G --memory-cache 64M 2>&1 >/dev/null)" "apply again with tuning flags"
 # A fleet's pull-only key rolls a deployment to another version with --replace (from an
 # operator: its check of the old version asked the store a question that needed push).

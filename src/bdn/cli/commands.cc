@@ -1096,18 +1096,29 @@ Status Verify(Context& ctx, const std::string& text, int jobs) {
   return Status::Ok();
 }
 
-void WarnRemoteOnlyMountFlags(const Context& ctx, const MountArgs& args) {
-  if (ctx.origin) return;
+std::string GivenTuningFlags(const MountArgs& args, bool node_cache_only) {
   std::vector<std::string> given;
   if (!args.cache_dir.empty()) given.push_back("--cache-dir");
   if (args.cache_size_bytes > 0) given.push_back("--cache-size");
   if (!args.cluster_cache.empty()) given.push_back("--cluster-cache");
-  if (given.empty()) return;
+  if (!node_cache_only) {
+    if (args.memory_cache_bytes > 0) given.push_back("--memory-cache");
+    if (args.read_timeout_ms > 0) given.push_back("--read-timeout");
+    if (args.log_level != log::Level::kInfo) given.push_back("--log-level");
+  }
   std::string names;
   for (size_t i = 0; i < given.size(); ++i) {
     names += (i == 0 ? "" : i + 1 == given.size() ? " and " : ", ") + given[i];
   }
-  std::cerr << "warning: " << names << (given.size() == 1 ? " applies" : " apply")
+  return names;
+}
+
+void WarnRemoteOnlyMountFlags(const Context& ctx, const MountArgs& args) {
+  if (ctx.origin) return;
+  const std::string names = GivenTuningFlags(args, /*node_cache_only=*/true);
+  if (names.empty()) return;
+  std::cerr << "warning: " << names
+            << (names.find(' ') == std::string::npos ? " applies" : " apply")
             << " to a mount from an origin (--remote or BDN_REMOTE) only: this one reads the "
                "embedded store's packs on this disk, with no node cache\n";
 }

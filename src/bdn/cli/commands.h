@@ -390,6 +390,10 @@ struct MountArgs {
 // --cache-dir, --cache-size and --cluster-cache that `args` gives, which only a mount from an
 // origin uses (from a new user: they were ignored without a word).
 void WarnRemoteOnlyMountFlags(const Context& ctx, const MountArgs& args);
+// The tuning flags `args` gives, as "--cache-dir, --cache-size and --cluster-cache" ("" for
+// none): the node cache's and the cluster's only, or also --memory-cache, --read-timeout and a
+// --log-level other than info.
+std::string GivenTuningFlags(const MountArgs& args, bool node_cache_only);
 // The default log file of a mount daemon for `mountpoint` (absolute): <home>/logs/
 // mount-<last path component>-<first 12 hex of BLAKE3 of the path>.log, one per mountpoint.
 std::filesystem::path MountLogFile(const std::filesystem::path& home,

@@ -367,24 +367,15 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
   }
   // Tuning flags reach only the mounts this run makes (from an attacking helper: they were
   // silently not applied to entries already mounted).
-  {
-    std::vector<std::string> given;
-    if (!tuning.cache_dir.empty()) given.push_back("--cache-dir");
-    if (tuning.cache_size_bytes > 0) given.push_back("--cache-size");
-    if (!tuning.cluster_cache.empty()) given.push_back("--cluster-cache");
-    if (tuning.memory_cache_bytes > 0) given.push_back("--memory-cache");
-    if (tuning.read_timeout_ms > 0) given.push_back("--read-timeout");
-    if (tuning.log_level != log::Level::kInfo) given.push_back("--log-level");
-    const auto kept = std::count(mounted.begin(), mounted.end(), true);
-    if (!given.empty() && kept > 0) {
-      std::string names;
-      for (const std::string& g : given) names += (names.empty() ? "" : ", ") + g;
+  if (const auto kept = std::count(mounted.begin(), mounted.end(), true); kept > 0) {
+    if (const std::string names = GivenTuningFlags(tuning, /*node_cache_only=*/false);
+        !names.empty()) {
       std::cerr << "warning: " << config_path << ": " << kept << (kept == 1 ? " entry" : " entries")
                 << " already mounted as the config says keep the options they were mounted "
                    "with; "
                 << names
-                << " apply to the mounts this run makes (unmount the others and apply "
-                   "again to change theirs)\n";
+                << " apply to the mounts this run makes (unmount the others and apply again to "
+                   "change theirs)\n";
     }
   }
   // Every unpinned source (SPEC §5), once what each mountpoint holds is known.
