@@ -289,7 +289,9 @@ assert_eq SYNCING "$(psql_c bdn "SELECT state FROM sync_jobs WHERE id = '$job'")
 "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/c" --db "$DB" --sync-file-root "$WORK/syncsrc" 2>"$WORK/c2.log" &
 C_PID=$!
 PIDS+=("$C_PID")
-for _ in $(seq 1 600); do
+# The wait is the claim's TTL (30 s) and then the whole sync (8 GiB of zeros: ~32 s alone on this
+# 2-core machine, more under CI's parallel load; 600 tries were too few there).
+for _ in $(seq 1 1500); do
   state=$(psql_c bdn "SELECT state FROM sync_jobs WHERE id = '$job'")
   [ "$state" = SYNCING ] || break
   kill -0 "$C_PID" 2>/dev/null || fail "origin c exited: $(cat "$WORK/c2.log")"
