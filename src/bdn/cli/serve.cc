@@ -34,6 +34,7 @@
 #include "bdn/base/thread_pool.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/node_cache.h"
+#include "bdn/cache/upstream_breaker.h"
 #include "bdn/cli/commands.h"
 #include "bdn/format/ref.h"
 #include "bdn/http/client.h"
@@ -1060,7 +1061,12 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(copts));
   // Callers see "origin <upstream>: connection refused", not the cluster's internal address.
   http::HideServerAddress(client->base_url(), "<upstream>");
-  auto upstream = std::make_shared<remote::RemoteChunkStore>(client);
+  // Behind a breaker: an upstream that hangs costs one fetch's stall (30 s without a byte), after
+  // which the node answers what it lacks missing at once, and what it holds without delay.
+  // One view of whether the upstream answers, for the chunk reads and the access checks.
+  auto breaker = std::make_shared<CircuitBreaker>(CircuitBreaker::Options{.name = "the upstream"});
+  auto upstream = std::make_shared<UpstreamBreaker>(
+      std::make_shared<remote::RemoteChunkStore>(client), breaker);
   const sigset_t stop_signals = BlockStopSignals();
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
   http::Server& server = *bound;
@@ -1082,7 +1088,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
                        http::HttpClient::Create(check_options));
   options.chain_upstream = check_client;
-  options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl);
+  options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl, breaker);
   BDN_ASSIGN_OR_RETURN(options.node_id, origin::NewNodeId());
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);

@@ -169,9 +169,10 @@ Status CheckReadsEveryNamespace(http::HttpClient& upstream) {
 }
 
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
-                                    std::chrono::milliseconds ttl) {
+                                    std::chrono::milliseconds ttl,
+                                    std::shared_ptr<CircuitBreaker> breaker) {
   auto verdicts = std::make_shared<ExpiringMap<AccessVerdict>>(kMaxVerdicts);
-  return [origin = std::move(origin), ttl, verdicts](
+  return [origin = std::move(origin), ttl, verdicts, breaker = std::move(breaker)](
              const ApiKey&, std::string_view authorization,
              const std::optional<PinnedRef>& version) -> AccessVerdict {
     // Keyed by a digest of the credentials, so the map never holds a token.
@@ -184,7 +185,18 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     http::Request req = EmptyBatchRequest();
     if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
     if (version) req.headers.emplace_back(kVersionHeader, version_text);
+    bool probe = false;
+    if (Status open = breaker ? breaker->Admit(probe, "an access check") : Status::Ok();
+        !open.ok()) {
+      if (hit && hit->value.status.ok()) return hit->value;
+      return {
+          UnavailableError("cache node: cannot check access with the origin: " + open.message())};
+    }
     auto r = origin->Send(req);
+    if (breaker) {
+      const Status s = r ? Status::Ok() : r.error();
+      breaker->Record(r.has_value() || s.reason() == kShuttingDown, s, probe);
+    }
     if (!r) {
       // The origin cannot be asked: a caller it allowed before keeps reading what is cached here.
       if (hit && hit->value.status.ok()) return hit->value;

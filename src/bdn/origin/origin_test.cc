@@ -27,6 +27,7 @@
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/store/store_test_util.h"
 #include "bdn/testing/fake_clock.h"
+#include "bdn/testing/status_matchers.h"
 #include "bdn/volume/push.h"
 
 namespace bdn::origin {
@@ -1619,6 +1620,63 @@ TEST(UpstreamReadAuthority, AnUpstreamThatIsNotABdnOriginAllowsNothing) {
     EXPECT_EQ(own.code(), StatusCode::kUnavailable);
     EXPECT_EQ(own.message(), said);
   }
+  fake.stop();
+  serving.join();
+}
+
+// A cache node's access checks share the breaker of its chunk reads: once the origin did not
+// answer a check, a caller with a kept answer reads at once, and one without is refused at once,
+// instead of each check waiting out the client's deadline. From an attacker with a stopped
+// (SIGSTOP) origin: every caller's check, once its answer expired, waited 10 s.
+TEST(UpstreamReadAuthority, AnOriginThatDoesNotAnswerIsNotAskedAgainAtOnce) {
+  httplib::Server fake;
+  std::atomic<bool> hang{false}, stopping{false};
+  std::atomic<int> asked{0};
+  fake.Post("/v1/chunks/batch", [&](const httplib::Request&, httplib::Response& res) {
+    ++asked;
+    for (int i = 0; hang && !stopping && i < 300; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    res.set_content(std::string(kBatchMagic, sizeof kBatchMagic), "application/octet-stream");
+  });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { fake.listen_after_bind(); });
+  while (!fake.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  auto created =
+      http::HttpClient::Create({.base_url = url, .deadline = std::chrono::milliseconds(1000)});
+  ASSERT_TRUE(created);
+  auto breaker = std::make_shared<CircuitBreaker>(CircuitBreaker::Options{.name = "the origin"});
+  // Answers are kept 1 ms: every check below asks unless the breaker says not to.
+  ReadAuthority authority =
+      UpstreamReadAuthority(std::move(*created), std::chrono::milliseconds(1), breaker);
+  const std::string allowed = "Bearer bdn_0123456789abcdef_0123";
+  EXPECT_OK(authority(ApiKey{}, allowed, std::nullopt).status);
+  EXPECT_EQ(asked, 1);
+  hang = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The first check after the origin stopped answering waits for the deadline, then the kept
+  // answer serves; the breaker is open.
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_OK(authority(ApiKey{}, allowed, std::nullopt).status);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+  EXPECT_TRUE(breaker->IsOpen());
+  EXPECT_EQ(asked, 2);
+  // The next ones do not ask.
+  start = std::chrono::steady_clock::now();
+  EXPECT_OK(authority(ApiKey{}, allowed, std::nullopt).status);
+  AccessVerdict other = authority(ApiKey{}, "Bearer bdn_fedcba9876543210_3210", std::nullopt);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  EXPECT_EQ(other.status.code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(other.status.message().starts_with(
+      "cache node: cannot check access with the origin: the origin did not answer an access "
+      "check 1s ago (origin " +
+      url + ": POST /v1/chunks/batch: "))
+      << other.status.message();
+  EXPECT_NE(other.status.message().find("; not asked again for "), std::string::npos);
+  EXPECT_EQ(asked, 2);
+  stopping = true;
   fake.stop();
   serving.join();
 }

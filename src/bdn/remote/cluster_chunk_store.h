@@ -72,24 +72,12 @@ std::vector<std::string> ParseNodeList(std::string_view list);
 // check them with the origin (docs/http-api.md, "Chunks"); a node's refusal (PermissionDenied,
 // NotFound) does not mark it unhealthy, and the upstream gives the authoritative answer.
 // Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
-class ClusterChunkStore : public ChunkStore {
+class ClusterChunkStore : public ForwardingChunkStore {
  public:
   // Errors: InvalidArgument for an empty or malformed node URL.
   static Result<std::unique_ptr<ClusterChunkStore>> Create(
       const std::vector<std::string>& node_urls, std::shared_ptr<ChunkStore> upstream,
       ClusterOptions options = {});
-
-  Result<bool> Contains(const Digest& id) override { return upstream_->Contains(id); }
-  Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override {
-    return upstream_->FindMissing(ids);
-  }
-  Result<BlobSizes> Sizes(std::span<const Digest> ids) override { return upstream_->Sizes(ids); }
-  Status Put(const Digest& id, std::span<const uint8_t> data) override {
-    return upstream_->Put(id, data);
-  }
-  Status PutMany(std::span<const BlobPut> blobs) override { return upstream_->PutMany(blobs); }
-  size_t PutBatchBytes() const override { return upstream_->PutBatchBytes(); }
-  Status Sync() override { return upstream_->Sync(); }
 
   // The verified bytes of `id` from its node or else the upstream. Errors: the upstream's
   // (NotFound, Corruption, Unavailable, ...); a node's failure alone is never an error.
@@ -131,7 +119,7 @@ class ClusterChunkStore : public ChunkStore {
   std::atomic<bool> shut_down_{false};
 
   ClusterChunkStore(std::shared_ptr<ChunkStore> upstream, ClusterOptions options)
-      : upstream_(std::move(upstream)), options_(options) {}
+      : ForwardingChunkStore(std::move(upstream)), options_(options) {}
   // The node a read of `id` goes to, or -1 for none (all unhealthy, or `failed` in this call).
   // May probe one node.
   int Choose(const Digest& id, const std::vector<uint8_t>& failed);
@@ -147,7 +135,6 @@ class ClusterChunkStore : public ChunkStore {
   };
   Verdict Judge(Node& n, const Status& error, SteadyTime give_up);
 
-  std::shared_ptr<ChunkStore> upstream_;
   ClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<uint64_t> seeds_;  // nodes_[i]->seed

@@ -301,6 +301,36 @@ class PendingPuts {
   std::condition_variable_any cv_;
 };
 
+// A ChunkStore that sends every call it overrides here to `upstream`: the base of a tier that
+// changes how some calls go (ClusterChunkStore's and UpstreamBreaker's reads) and passes the rest
+// down unchanged. Calls not listed (StartPut, StartUploads, GetNow, ReleaseDeleted,
+// HoldForCommit, ...) keep ChunkStore's defaults, which go through the ones listed.
+class ForwardingChunkStore : public ChunkStore {
+ public:
+  explicit ForwardingChunkStore(std::shared_ptr<ChunkStore> upstream)
+      : upstream_(std::move(upstream)) {}
+
+  Result<bool> Contains(const Digest& id) override { return upstream_->Contains(id); }
+  Result<std::vector<Digest>> FindMissing(std::span<const Digest> ids) override {
+    return upstream_->FindMissing(ids);
+  }
+  Result<BlobSizes> Sizes(std::span<const Digest> ids) override { return upstream_->Sizes(ids); }
+  Status Put(const Digest& id, std::span<const uint8_t> data) override {
+    return upstream_->Put(id, data);
+  }
+  Status PutMany(std::span<const BlobPut> blobs) override { return upstream_->PutMany(blobs); }
+  size_t PutBatchBytes() const override { return upstream_->PutBatchBytes(); }
+  Status Sync() override { return upstream_->Sync(); }
+  Result<std::vector<uint8_t>> Get(const Digest& id) override { return upstream_->Get(id); }
+  Result<BlobBatch> GetMany(std::span<const Digest> ids) override {
+    return upstream_->GetMany(ids);
+  }
+  bool PrefersBatches() const override { return upstream_->PrefersBatches(); }
+
+ protected:
+  std::shared_ptr<ChunkStore> upstream_;
+};
+
 // In-memory reference implementation for tests. Thread-safe.
 class MemChunkStore : public ChunkStore {
  public:

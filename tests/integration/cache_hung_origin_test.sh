@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A cache node whose origin hangs (SIGSTOP: connections are accepted, nothing is answered) costs
+# its callers one upstream stall, not one per chunk it lacks: a batch mixing chunks the node
+# holds with chunks it lacks is answered in one stall (the lacking ones missing), the next batch
+# at once, and the node reads from the origin again once it answers. From an attacker: the first
+# such batch waited ~30 s on the group, then 60 s on each lacking chunk asked alone, and the held
+# chunks behind them waited too, past every caller's patience.
+source "$(dirname "$0")/lib.sh"
+
+# statuses NODE IDS...: the record statuses (0 found, 1 missing) of a batch read of IDS from
+# NODE, space-separated, and the seconds it took, in $STATUSES and $SECS.
+statuses() {
+  local node=$1; shift
+  local ids; ids=$(printf '"%s",' "$@")
+  local start; start=$(now_ms)
+  STATUSES=$(curl -sf --max-time 55 -H 'Content-Type: application/json' --data "{\"ids\": [${ids%,}]}" \
+    "$node/v1/chunks/batch" | python3 -c '
+import sys
+b = sys.stdin.buffer.read(); assert b[:4] == b"BDNB", b[:40]; p = 4; out = []
+while p < len(b):
+    n = int.from_bytes(b[p+33:p+37], "little"); out.append(str(b[p+32])); p += 37 + n
+print(" ".join(out))') || STATUSES="(no answer)"
+  SECS=$(( ($(now_ms) - start) / 1000 ))
+}
+
+step "an origin holding five one-chunk files, and a cache node holding three of them"
+start_origin
+mkdir -p "$WORK/src"
+seed=0; for f in held1 held2 held3 cold1 cold2; do random_file "$WORK/src/$f" 12000 $((seed += 1)); done
+"$BDN" volume push "$WORK/src" bdn:test/hung >/dev/null
+id() { b3sum --no-names "$WORK/src/$1"; }
+statuses "$URL" "$(id held1)" "$(id cold1)"
+assert_eq "0 0" "$STATUSES" "the origin's answer for two of the files (a file under 16 KiB is one chunk)"
+start_bdn cache cache serve --upstream "$URL" --listen 127.0.0.1:0 --cache-dir "$WORK/c" --cache-size 1G
+NODE=$STARTED_URL
+statuses "$NODE" "$(id held1)" "$(id held2)" "$(id held3)"
+assert_eq "0 0 0" "$STATUSES" "the node's first answer for held1..3"
+
+step "the origin hangs: a batch mixing held and lacking chunks costs one stall"
+kill -STOP "$SERVER_PID"
+statuses "$NODE" "$(id cold1)" "$(id held1)" "$(id held2)" "$(id cold2)" "$(id held3)"
+assert_eq "1 0 0 1 0" "$STATUSES" "statuses of cold1 held1 held2 cold2 held3"
+echo "first batch with the origin hung: ${SECS} s"
+# One batch stall (30 s without a byte, noticed up to ~5 s later), not one per lacking chunk.
+[ "$SECS" -le 45 ] || fail "the first batch took ${SECS} s"
+
+step "the next batch is answered at once: the node does not ask the hung origin again yet"
+statuses "$NODE" "$(id cold2)" "$(id held2)" "$(id cold1)" "$(id held3)"
+assert_eq "1 0 1 0" "$STATUSES" "statuses of cold2 held2 cold1 held3"
+echo "second batch with the origin hung: ${SECS} s"
+[ "$SECS" -le 3 ] || fail "the second batch took ${SECS} s"
+out=$(curl -s "$NODE/v1/chunks/$(id cold1)")
+assert_contains "$out" "the upstream did not answer a read "
+assert_contains "$out" "not asked again for "
+
+step "the origin answers again: the node reads from it within its interval (5 s)"
+kill -CONT "$SERVER_PID"
+got=""
+for _ in $(seq 1 30); do
+  if curl -sf --max-time 40 "$NODE/v1/chunks/$(id cold1)" -o "$WORK/cold1.got"; then got=1; break; fi
+  sleep 1
+done
+[ -n "$got" ] || fail "the node did not read cold1 from the origin once it answered again"
+cmp "$WORK/cold1.got" "$WORK/src/cold1" || fail "cold1 from the node"
+statuses "$NODE" "$(id cold2)" "$(id held1)"
+assert_eq "0 0" "$STATUSES" "statuses of cold2 held1 with the origin back"
+echo "PASS"
