@@ -5,10 +5,10 @@ set -euo pipefail
 TEST_NAME=$(basename "$0" .sh)
 WORK=$(mktemp -d "/tmp/bdn-${TEST_NAME}.XXXXXX")
 export BDN_HOME="$WORK/home"
-# Each test's own per-user runtime directory: `mounts apply` runs of one user take turns through a
-# lock there, and tests running at once are not one deployment.
-export XDG_RUNTIME_DIR="$WORK/run"
-mkdir -m 700 "$XDG_RUNTIME_DIR"
+# Each test's own runtime directory: `mounts apply` runs of one user take turns through a lock
+# there, and tests running at once are not one deployment.
+export BDN_RUNTIME_DIR="$WORK/run"
+mkdir -m 700 "$BDN_RUNTIME_DIR"
 MOUNTS=()
 PIDS=()
 

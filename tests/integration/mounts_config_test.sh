@@ -140,10 +140,9 @@ bdn:
 YAML
 sed "s|$ra|$rb|" "$WORK/three.yaml" > "$WORK/three-b.yaml"
 MOUNTS+=("$WORK/mnt/t1" "$WORK/mnt/t2" "$WORK/mnt/t3")
-# One place per user ($XDG_RUNTIME_DIR/bdn, which lib.sh makes per test), not per home: runs of
+# One place per user ($BDN_RUNTIME_DIR, which lib.sh makes per test), not per home: runs of
 # two homes took no turns.
-lock_dir=$XDG_RUNTIME_DIR/bdn
-mkdir -p -m 700 "$lock_dir"
+lock_dir=$BDN_RUNTIME_DIR
 python3 -c 'import fcntl,os,sys,time; f=open(sys.argv[1],"a"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)' \
   "$lock_dir/mounts-apply.lock" > "$WORK/holder.out" & lock_holder=$!
 for _ in $(seq 1 200); do grep -q held "$WORK/holder.out" && break; sleep 0.05; done
@@ -154,6 +153,21 @@ assert_absent "$WORK/mnt/t1" "mount table while apply waits for the lock" /proc/
 kill "$lock_holder"; wait "$lock_holder" 2>/dev/null || true
 wait "$applier" || fail "apply after the lock was freed: $(cat "$WORK/waiting.err")"
 assert_eq alpha "$(cat "$WORK/mnt/t3/f.txt")" "t3 after apply"
+# Without BDN_RUNTIME_DIR the place does not depend on the environment either: root's runs take
+# turns in /run/bdn with or without $XDG_RUNTIME_DIR (a login session sets it, cron does not;
+# from an attacking helper: the lock was in $XDG_RUNTIME_DIR/bdn when it was set, so a deploy
+# agent's and a cron job's runs took no turns).
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p -m 700 /run/bdn "$WORK/xdg"
+  python3 -c 'import fcntl,os,sys,time; f=open(sys.argv[1],"a"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)' \
+    /run/bdn/mounts-apply.lock > "$WORK/holder2.out" & lock_holder=$!
+  for _ in $(seq 1 200); do grep -q held "$WORK/holder2.out" && break; sleep 0.05; done
+  env -u BDN_RUNTIME_DIR XDG_RUNTIME_DIR="$WORK/xdg" "$BDN" mounts apply -f "$WORK/three.yaml" > "$WORK/waiting2.out" 2> "$WORK/waiting2.err" & applier=$!
+  for _ in $(seq 1 100); do grep -q "waiting for it" "$WORK/waiting2.err" && break; sleep 0.05; done
+  assert_eq "another bdn mounts apply (pid $lock_holder) of this user is running; waiting for it" "$(cat "$WORK/waiting2.err")" "apply waiting, with XDG_RUNTIME_DIR set"
+  kill "$lock_holder"; wait "$lock_holder" 2>/dev/null || true
+  wait "$applier" || fail "apply after /run/bdn's lock was freed: $(cat "$WORK/waiting2.err")"
+fi
 # A version mounted from another home: --replace could not mount it again from here, so the run
 # is refused before anything is unmounted (it was unmounted, and called lost).
 "$BDN" volume umount "$WORK/mnt/t2" >/dev/null

@@ -37,8 +37,10 @@ class FlakyStore : public MemChunkStore {
     BlobBatch out;
     for (const Digest& id : ids) {
       auto got = MemChunkStore::Get(id);
-      if (got) out.push_back(std::move(*got));
-      else out.push_back(std::nullopt);
+      if (got)
+        out.push_back(std::move(*got));
+      else
+        out.push_back(std::nullopt);
     }
     return out;
   }
@@ -48,7 +50,7 @@ struct Fixture {
   std::shared_ptr<FakeClock> clock = std::make_shared<FakeClock>();
   std::shared_ptr<FlakyStore> upstream = std::make_shared<FlakyStore>();
   UpstreamBreaker breaker{upstream, std::make_shared<CircuitBreaker>(CircuitBreaker::Options{
-                                         .open_for = seconds(5), .name = "origin", .clock = clock})};
+                                        .open_for = seconds(5), .name = "origin", .clock = clock})};
   Digest id = Digest::Of("chunk");
   Fixture() { EXPECT_OK(upstream->Put(id, std::vector<uint8_t>{'c', 'h', 'u', 'n', 'k'})); }
 };
@@ -105,10 +107,9 @@ TEST(UpstreamBreakerTest, AnAnswerThatIsAnErrorDoesNotOpenIt) {
   Fixture f;
   Digest other = Digest::Of("other");
   EXPECT_STATUS(f.breaker.Get(other), kNotFound, "");
-  for (const Status& s : {CorruptionError("chunk: digest mismatch"),
-                          PermissionDeniedError("key may not read it"),
-                          UnavailableError("origin: shutting down").WithReason(
-                              std::string(kShuttingDown))}) {
+  for (const Status& s :
+       {CorruptionError("chunk: digest mismatch"), PermissionDeniedError("key may not read it"),
+        UnavailableError("origin: shutting down").WithReason(std::string(kShuttingDown))}) {
     f.upstream->fail = s;
     EXPECT_FALSE(f.breaker.Get(f.id));
     EXPECT_FALSE(f.breaker.IsOpen()) << s.message();
@@ -134,8 +135,9 @@ TEST(UpstreamBreakerTest, WhileOneReadTriesTheOthersFailAtOnce) {
   waiting->in_try = &in_try;
   waiting->release = &release;
   ASSERT_OK(waiting->Put(f.id, std::vector<uint8_t>{'c', 'h', 'u', 'n', 'k'}));
-  UpstreamBreaker breaker(waiting, std::make_shared<CircuitBreaker>(CircuitBreaker::Options{
-                                      .open_for = seconds(5), .name = "origin", .clock = f.clock}));
+  UpstreamBreaker breaker(waiting,
+                          std::make_shared<CircuitBreaker>(CircuitBreaker::Options{
+                              .open_for = seconds(5), .name = "origin", .clock = f.clock}));
   waiting->fail = UnavailableError("origin: connection refused");
   EXPECT_FALSE(breaker.GetMany(std::vector<Digest>{f.id}));
   waiting->fail.reset();

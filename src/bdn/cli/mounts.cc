@@ -1,6 +1,7 @@
 // bdn mounts apply|lock: the deployment config's bdn.mounts (docs/spec.md §5; parsed in
 // mounts_config.cc).
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -170,19 +171,27 @@ Status RollBack(const Status& failed, const std::vector<MadeMount>& done) {
 
 bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 64; }
 
-// Where a user's `mounts apply` runs take turns: $XDG_RUNTIME_DIR/bdn when that directory is
-// the user's own (the XDG base directory spec's per-user runtime directory), else /run/bdn for
-// root and /tmp/bdn-<uid> for others (each private to its user; CreatePrivateDirectory refuses
-// one another user made). One place per user, not per home: two deploy agents with their own
-// homes replace the same mountpoints too.
+// Where a user's `mounts apply` runs take turns: the same place for every run of the user, whatever
+// its environment (from an attacking helper: with $XDG_RUNTIME_DIR, which a login session sets
+// and cron does not, a deploy agent's runs and a cron job's took no turns). BDN_RUNTIME_DIR when
+// set to an absolute path (separate deployments on one machine: containers sharing a user, the
+// integration tests), else /run/bdn for root, else ~/.local/state/bdn, ~ being the home directory
+// the password database names (not $HOME) when it is the user's and writable, else
+// /tmp/bdn-<uid>. Each is private to its user: CreatePrivateDirectory refuses one another user
+// made. One place per user, not per home: two deploy agents with their own homes replace the
+// same mountpoints too.
 fs::path ApplyLockDir() {
+  if (const char* d = std::getenv("BDN_RUNTIME_DIR"); d && *d == '/') return d;
   const uid_t uid = ::geteuid();
-  struct stat st;
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR");
-      x && *x == '/' && ::stat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid) {
-    return fs::path(x) / "bdn";
-  }
   if (uid == 0) return "/run/bdn";
+  std::vector<char> buf(16384);
+  struct passwd pw, *found = nullptr;
+  struct stat st;
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+      pw.pw_dir != nullptr && pw.pw_dir[0] == '/' && ::stat(pw.pw_dir, &st) == 0 &&
+      S_ISDIR(st.st_mode) && st.st_uid == uid && ::access(pw.pw_dir, W_OK) == 0) {
+    return fs::path(pw.pw_dir) / ".local/state/bdn";
+  }
   return "/tmp/bdn-" + std::to_string(uid);
 }
 
@@ -195,7 +204,11 @@ class ApplyLock {
  public:
   static Result<ApplyLock> Take() {
     const fs::path dir = ApplyLockDir();
-    BDN_RETURN_IF_ERROR(CreatePrivateDirectory(dir, "mounts apply lock"));
+    if (Status made = CreatePrivateDirectory(dir, "mounts apply lock"); !made.ok()) {
+      return Err(Status(made.code(), made.message() +
+                                         "; set BDN_RUNTIME_DIR to a directory of this user's for "
+                                         "the lock"));
+    }
     const fs::path path = dir / "mounts-apply.lock";
     ApplyLock lock;
     lock.fd_.Reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
