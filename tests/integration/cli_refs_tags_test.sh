@@ -60,6 +60,12 @@ mkdir -p "$WORK/shop/store/products" && chmod 0755 "$WORK/shop" "$WORK/shop/stor
 run_fails 3 "bdn: error: embedded store $WORK/shop: no store there (nothing was pushed to it); --home or BDN_HOME names another" \
   "$BDN" --home "$WORK/shop" volume ls
 assert_eq "755 products" "$(stat -c %a "$WORK/shop/store") $(ls "$WORK/shop/store")" "the shop after a read"
+# A store with no pack yet and no registry.db (a server's first start that stopped after making
+# store/packs) has nothing to lose: a server starts there (it was refused for the registry.db).
+mkdir -p "$WORK/fresh/store/packs"
+start_bdn fresh serve --listen 127.0.0.1:0 --data "$WORK/fresh" --insecure-no-auth
+kill "$STARTED_PID"; wait "$STARTED_PID" 2>/dev/null || true
+[ -s "$WORK/fresh/registry.db" ] || fail "no registry.db after a server started in $WORK/fresh"
 # A store of packs without its registry.db (the --data of a bdn serve --db, whose registry is in
 # PostgreSQL): gc with an empty registry deleted every pack; it and fsck refuse now.
 mkdir -p "$WORK/dbdata/store/packs" && printf 'pack' > "$WORK/dbdata/store/packs/0123456789abcdef.pack"

@@ -127,11 +127,18 @@ fs::path DefaultHome() {
 namespace {
 
 // Whether `dir` holds a store of packs (or of the old layout's chunk files): not a directory that
-// merely holds something named "store".
+// merely holds something named "store", nor a store with nothing in it yet (from an attacking
+// helper: a server whose first start stopped after making store/packs was refused at the next
+// for a missing registry.db, though there was nothing to lose). An unreadable directory counts
+// as holding packs.
 bool HoldsPacks(const fs::path& dir) {
-  std::error_code ec;
-  return fs::is_directory(dir / "store" / "packs", ec) ||
-         fs::is_directory(dir / "store" / "chunks", ec);
+  for (const char* sub : {"packs", "chunks"}) {
+    std::error_code ec;
+    if (!fs::is_directory(dir / "store" / sub, ec)) continue;
+    fs::directory_iterator it(dir / "store" / sub, ec);
+    if (ec || it != fs::directory_iterator()) return true;
+  }
+  return false;
 }
 
 // `dir`/registry.db as a registry: OK for a SQLite database (its header; an empty file whose
