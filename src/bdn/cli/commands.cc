@@ -1404,6 +1404,27 @@ Status CheckNotToBeMadeInHome(const fs::path& home, const fs::path& mountpoint,
 
 }  // namespace
 
+namespace {
+// A remote mount whose version is larger than its node cache: each read of all of it fetches
+// again from the cluster what the previous one evicted (from an operator: the egress of a fleet
+// multiplied with no word of why). Said once, at mount time, with the size that would hold it.
+void WarnIfNodeCacheSmall(const Context& ctx, const VersionView& view, const MountArgs& args) {
+  if (!ctx.origin) return;
+  uint64_t total = 0;
+  for (const Entry& e : view.manifest().entries) {
+    if (e.kind == EntryKind::kFile) total += e.size_bytes;
+  }
+  const uint64_t cache = args.cache_size_bytes ? args.cache_size_bytes : kDefaultNodeCacheBytes;
+  if (total <= cache) return;
+  const uint64_t mib = (total + (1 << 20) - 1) >> 20;
+  std::cerr << "warning: this version's files hold " << FormatBytes(total)
+            << ", more than the node cache (--cache-size " << FormatBytes(cache)
+            << "): reading all of it evicts what was read first, and the next read of that "
+               "fetches it again from the cache nodes or the origin; --cache-size "
+            << mib << "M or more holds it\n";
+}
+}  // namespace
+
 Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args, pid_t* daemon_pid,
                    std::vector<std::string>* made) {
   Context mount_ctx = ctx;
@@ -1411,6 +1432,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, pinned, args, &opts.session_over));
   // Not OpenView: the mount's store already names the version in its reads.
   BDN_ASSIGN_OR_RETURN(auto view, VersionView::Open(mount_ctx.store, pinned.digest));
+  WarnIfNodeCacheSmall(ctx, *view, args);
   opts.mountpoint = NormalMountpoint(args.mountpoint);
   if (opts.mountpoint == opts.mountpoint.root_path()) {
     return InvalidArgumentError("mountpoint " + EscapeName(opts.mountpoint.string()) +
