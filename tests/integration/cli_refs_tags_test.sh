@@ -103,7 +103,19 @@ rm "$WORK/dbdata/registry.db" && ln -s "$WORK/unmounted/registry.db" "$WORK/dbda
 run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is a symlink to \"$WORK/unmounted/registry.db\", which does not exist; nothing was done" \
   "$BDN" gc --data "$WORK/dbdata"
 [ ! -e "$WORK/unmounted" ] || fail "gc made the registry a dangling link names"
-rm "$WORK/dbdata/registry.db" && (umask 077 && python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("create table t(x)")' "$WORK/dbdata/registry.db")
+# Another program's SQLite database is refused before it is opened as a registry (gc --dry-run
+# gave it the registry's tables).
+rm "$WORK/dbdata/registry.db" && (umask 077 && python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute("create table recipes(x)")' "$WORK/dbdata/registry.db")
+for cmd in "gc --dry-run" "fsck"; do
+  run_fails 8 "bdn: error: --data $WORK/dbdata: registry.db is a SQLite database of something else (its tables: recipes), not a registry; nothing was done" \
+    "$BDN" $cmd --data "$WORK/dbdata"
+done
+run_fails 8 "bdn: error: embedded store $WORK/dbdata: registry.db is a SQLite database of something else (its tables: recipes), not a registry; nothing was done; --home or BDN_HOME names another" \
+  "$BDN" --home "$WORK/dbdata" volume push "$WORK" bdn:w/v
+assert_eq "recipes" "$(python3 -c 'import sqlite3,sys; print(",".join(r[0] for r in sqlite3.connect(sys.argv[1]).execute("select name from sqlite_master where type=\"table\"")))' "$WORK/dbdata/registry.db")" \
+  "the foreign database's tables after the refused runs"
+# A registry that never held a volume (a new server's) beside packs.
+rm "$WORK/dbdata/registry.db" && cp "$WORK/fresh/registry.db"* "$WORK/dbdata/"
 run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: refusing to delete them all (is registry.db this store's?); nothing was done. If they are only what pushes that never committed left, remove $WORK/dbdata/store instead" \
   "$BDN" gc --data "$WORK/dbdata"
 run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: nothing to check them against (is registry.db this store's?)" \

@@ -39,6 +39,7 @@
 #include "bdn/remote/cluster_chunk_store.h"
 #include "bdn/remote/remote_chunk_store.h"
 #include "bdn/remote/remote_registry.h"
+#include "bdn/sql/sqlite_database.h"
 #include "bdn/store/local_chunk_store.h"
 #include "bdn/volume/compare.h"
 #include "bdn/volume/pull.h"
@@ -185,6 +186,21 @@ Status CheckRegistryFile(const fs::path& dir, const std::string& where) {
     return FailedPreconditionError(where +
                                    ": registry.db is not a SQLite database, not a "
                                    "registry; nothing was done");
+  }
+  // Another program's SQLite database: opened as a registry it would be given the registry's
+  // tables (from an attacking helper: gc --dry-run did that to one). A registry has its volumes
+  // table from its first open; a database with no table yet is a registry being made.
+  auto tables = sql::ListSqliteTables(db);
+  if (tables && !tables->empty() &&
+      std::find(tables->begin(), tables->end(), "volumes") == tables->end()) {
+    std::string names;
+    for (size_t i = 0; i < tables->size() && i < 5; ++i) {
+      names += (i ? ", " : "") + EscapeName((*tables)[i]);
+    }
+    if (tables->size() > 5) names += ", ...";
+    return FailedPreconditionError(
+        where + ": registry.db is a SQLite database of something else (its tables: " + names +
+        "), not a registry; nothing was done");
   }
   return Status::Ok();
 }

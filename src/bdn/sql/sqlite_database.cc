@@ -327,6 +327,25 @@ Result<std::shared_ptr<Database>> OpenSqlite(const fs::path& path, SqliteOptions
   return std::shared_ptr<Database>(std::move(db));
 }
 
+Result<std::vector<std::string>> ListSqliteTables(const fs::path& path) {
+  BDN_ASSIGN_OR_RETURN(sqlite3 * db, OpenHandle(UriPath(path), SQLITE_OPEN_READONLY));
+  std::vector<std::string> tables;
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(
+      db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", -1, &stmt, nullptr);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const unsigned char* name = sqlite3_column_text(stmt, 0);
+    tables.emplace_back(name ? reinterpret_cast<const char*>(name) : "");
+    rc = SQLITE_OK;
+  }
+  Status result = Status::Ok();
+  if (rc != SQLITE_DONE) result = InternalError(path.string() + ": " + sqlite3_errmsg(db));
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  if (!result.ok()) return Err(result);
+  return tables;
+}
+
 Result<bool> HasColumn(Session& session, const std::string& table, const std::string& column) {
   BDN_ASSIGN_OR_RETURN(Rows rows, session.Query("SELECT name FROM pragma_table_info(?1)", {table}));
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bdn/sql/database.h"
 
@@ -33,6 +34,10 @@ struct SqliteOptions {
 // is at `path` or at its -wal, -shm or -journal name (MakeDatabasePrivate).
 Result<std::shared_ptr<Database>> OpenSqlite(const std::filesystem::path& path,
                                              SqliteOptions options);
+
+// The names of the tables of the SQLite database `path`, sorted, read without changing it (opened
+// read-only; nothing is created). Errors: Internal "<SQLite's message>" or "<path>: <message>".
+Result<std::vector<std::string>> ListSqliteTables(const std::filesystem::path& path);
 
 // Whether `table` has a column `column` (SQLite's pragma_table_info; for SqliteOptions::upgrade).
 Result<bool> HasColumn(Session& session, const std::string& table, const std::string& column);
