@@ -142,7 +142,8 @@ sed "s|$ra|$rb|" "$WORK/three.yaml" > "$WORK/three-b.yaml"
 MOUNTS+=("$WORK/mnt/t1" "$WORK/mnt/t2" "$WORK/mnt/t3")
 # One place per user ($BDN_RUNTIME_DIR, which lib.sh makes per test), not per home: runs of
 # two homes took no turns.
-lock_dir=$BDN_RUNTIME_DIR
+lock_dir=$BDN_RUNTIME_DIR/bdn
+mkdir -p -m 700 "$lock_dir"
 python3 -c 'import fcntl,os,sys,time; f=open(sys.argv[1],"a"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)' \
   "$lock_dir/mounts-apply.lock" > "$WORK/holder.out" & lock_holder=$!
 for _ in $(seq 1 200); do grep -q held "$WORK/holder.out" && break; sleep 0.05; done
@@ -153,6 +154,15 @@ assert_absent "$WORK/mnt/t1" "mount table while apply waits for the lock" /proc/
 kill "$lock_holder"; wait "$lock_holder" 2>/dev/null || true
 wait "$applier" || fail "apply after the lock was freed: $(cat "$WORK/waiting.err")"
 assert_eq alpha "$(cat "$WORK/mnt/t3/f.txt")" "t3 after apply"
+# BDN_RUNTIME_DIR gets a directory of bdn's own: nothing else in it is touched (from an attacking
+# helper: the directory it named was made private, every directory below it too). A relative one
+# is refused, not ignored.
+mkdir -p "$WORK/shared/sub" && chmod 755 "$WORK/shared" "$WORK/shared/sub"
+BDN_RUNTIME_DIR="$WORK/shared" "$BDN" mounts apply -f "$WORK/three.yaml" >/dev/null
+assert_eq "755 755 700" "$(stat -c %a "$WORK/shared" "$WORK/shared/sub" "$WORK/shared/bdn" | tr '\n' ' ' | sed 's/ $//')" \
+  "modes of BDN_RUNTIME_DIR, a directory in it, and bdn's own"
+run_fails 2 'bdn: error: BDN_RUNTIME_DIR "run": not an absolute path' \
+  env BDN_RUNTIME_DIR=run "$BDN" mounts apply -f "$WORK/three.yaml"
 # Without BDN_RUNTIME_DIR the place does not depend on the environment either: root's runs take
 # turns in /run/bdn with or without $XDG_RUNTIME_DIR (a login session sets it, cron does not;
 # from an attacking helper: the lock was in $XDG_RUNTIME_DIR/bdn when it was set, so a deploy

@@ -14,8 +14,10 @@
 #include <optional>
 
 #include "bdn/base/fd.h"
+#include "bdn/base/path_walk.h"
 #include "bdn/base/private_files.h"
 #include "bdn/base/signals.h"
+#include "bdn/base/text.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/mounts_config.h"
 #include "bdn/cli/output.h"
@@ -173,17 +175,25 @@ bool Pinned(const Ref& r) { return r.digest.has_value() && r.digest->size() == 6
 
 // Where a user's `mounts apply` runs take turns: the same place for every run of the user, whatever
 // its environment (from an attacking helper: with $XDG_RUNTIME_DIR, which a login session sets
-// and cron does not, a deploy agent's runs and a cron job's took no turns). BDN_RUNTIME_DIR when
-// set to an absolute path (separate deployments on one machine: containers sharing a user, the
-// integration tests), else /run/bdn for root, else ~/.local/state/bdn, ~ being the home directory
-// the password database names (not $HOME) when it is the user's and writable, else
-// /tmp/bdn-<uid>. Each is private to its user: CreatePrivateDirectory refuses one another user
-// made. One place per user, not per home: two deploy agents with their own homes replace the
-// same mountpoints too.
-fs::path ApplyLockDir() {
-  if (const char* d = std::getenv("BDN_RUNTIME_DIR"); d && *d == '/') return d;
+// and cron does not, a deploy agent's runs and a cron job's took no turns). $BDN_RUNTIME_DIR/bdn
+// when BDN_RUNTIME_DIR is set (separate deployments on one machine: containers sharing a user,
+// the integration tests; a directory of its own inside it, so that nothing else there is touched:
+// naming /run itself once had every directory below it made private), else /run/bdn for root,
+// else ~/.local/state/bdn, ~ being the home directory the password database names (not $HOME)
+// when it is the user's and writable, else /tmp/bdn-<uid>. Each is private to its user:
+// CreatePrivateDirectory refuses one another user made. One place per user, not per home: two
+// deploy agents with their own homes replace the same mountpoints too. Errors: InvalidArgument
+// "BDN_RUNTIME_DIR \"run\": not an absolute path".
+Result<fs::path> ApplyLockDir() {
+  if (const char* d = std::getenv("BDN_RUNTIME_DIR"); d && *d) {
+    if (*d != '/') {
+      return Err(
+          InvalidArgumentError("BDN_RUNTIME_DIR \"" + EscapeName(d) + "\": not an absolute path"));
+    }
+    return fs::path(d) / "bdn";
+  }
   const uid_t uid = ::geteuid();
-  if (uid == 0) return "/run/bdn";
+  if (uid == 0) return fs::path("/run/bdn");
   std::vector<char> buf(16384);
   struct passwd pw, *found = nullptr;
   struct stat st;
@@ -192,7 +202,7 @@ fs::path ApplyLockDir() {
       S_ISDIR(st.st_mode) && st.st_uid == uid && ::access(pw.pw_dir, W_OK) == 0) {
     return fs::path(pw.pw_dir) / ".local/state/bdn";
   }
-  return "/tmp/bdn-" + std::to_string(uid);
+  return fs::path("/tmp/bdn-" + std::to_string(uid));
 }
 
 // Held by one `mounts apply` of a user at a time (ApplyLockDir()/mounts-apply.lock): a POSIX
@@ -203,7 +213,13 @@ fs::path ApplyLockDir() {
 class ApplyLock {
  public:
   static Result<ApplyLock> Take() {
-    const fs::path dir = ApplyLockDir();
+    BDN_ASSIGN_OR_RETURN(const fs::path dir, ApplyLockDir());
+    // One another user made (squatted in /tmp) is named with its owner.
+    if (struct stat st; ::lstat(dir.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+      return Err(PermissionDeniedError(
+          "mounts apply lock " + EscapeName(dir.string()) + ": owned by " + UidText(st.st_uid) +
+          ", not by this user; set BDN_RUNTIME_DIR to a directory of this user's for the lock"));
+    }
     if (Status made = CreatePrivateDirectory(dir, "mounts apply lock"); !made.ok()) {
       return Err(Status(made.code(), made.message() +
                                          "; set BDN_RUNTIME_DIR to a directory of this user's for "
