@@ -34,8 +34,9 @@ Status CircuitBreaker::Admit(bool& probe, std::string_view what) {
     probe = true;
     return Status::Ok();
   }
-  const std::string said = options_.name + " did not answer " + std::string(what) + " " +
-                           Seconds(now - *failed_at_) + " ago (" + last_error_.message() + "); ";
+  const std::string said = options_.name + " failed " + std::string(what) + " " +
+                           Seconds(now - last_failed_at_) + " ago (" + last_error_.message() +
+                           "); ";
   if (probing_) return UnavailableError(said + "another call is trying it again now");
   return UnavailableError(said + "not asked again for " + Seconds(open_until_ - now));
 }
@@ -51,6 +52,7 @@ void CircuitBreaker::Record(bool answered, const Status& error, bool probe) {
   if (failed_at_ && !probe) return;
   const SteadyTime now = options_.clock->SteadyNow();
   if (!failed_at_) failed_at_ = now;
+  last_failed_at_ = now;
   open_until_ = now + options_.open_for * (1 << std::min(strikes_, 3));
   ++strikes_;
   last_error_ = error;

@@ -31,12 +31,13 @@ class CircuitBreaker {
 
   // Whether a call may go to the remote now. Ok when closed, and for the one call that tries
   // again once the open time has passed (then `probe` is set; pass it to Record). Otherwise
-  // Unavailable "<name> did not answer <what> <N>s ago (<that call's error>); not asked again for
-  // <M>s", or "...; another call is trying it again now" while the probe runs. `what` names the
-  // calls in the message ("a read").
+  // Unavailable "<name> failed <what> <N>s ago (<the last failed call's error>); not asked again
+  // for <M>s", or "...; another call is trying it again now" while the probe runs. `what` names
+  // the calls in the message ("a read").
   Status Admit(bool& probe, std::string_view what);
-  // A call's outcome. An answer (any: a result, or an error the remote sent) closes the breaker.
-  // A call the remote did not answer opens it: the first such after an answer, or the probe
+  // A call's outcome. An answer (a result, or an error its caller does not count as a failure)
+  // closes the breaker. A failed call (one the remote did not answer, or answered "unavailable")
+  // opens it: the first such after an answer, or the probe
   // (which doubles the open time); other calls that were under way when it opened count no
   // further.
   void Record(bool answered, const Status& error, bool probe);
@@ -47,6 +48,7 @@ class CircuitBreaker {
   Options options_;
   mutable Mutex mu_;
   std::optional<SteadyTime> failed_at_ GUARDED_BY(mu_);  // set while open
+  SteadyTime last_failed_at_ GUARDED_BY(mu_){};          // of the failure last_error_ is
   SteadyTime open_until_ GUARDED_BY(mu_){};
   int strikes_ GUARDED_BY(mu_) = 0;
   Status last_error_ GUARDED_BY(mu_);

@@ -19,14 +19,13 @@
 namespace bdn {
 
 // A ChunkStore that forwards everything to `upstream` (ForwardingChunkStore), except that Get
-// and GetMany go through `breaker` (base/circuit_breaker.h), which a read the upstream did not
-// answer opens
-// (Unavailable, not a shutdown, or DeadlineExceeded); any other outcome is an answer and closes
-// it. While it is open, reads fail at once with its Unavailable "<name> did not answer a read <N>s
-// ago (<that read's error>); not asked again for <M>s". A cache node shares its breaker with its
-// access checks (origin::UpstreamReadAuthority): one origin, one view of whether it answers. The
-// callers (a cache node's batch answers, docs/http-api.md "Chunks") answer such chunks missing
-// and go on with the ones the node holds; their own callers ask the origin directly.
+// and GetMany go through `breaker` (base/circuit_breaker.h), which a failed read opens: one the
+// upstream did not answer (DeadlineExceeded; Unavailable other than a shutdown: a refused or reset
+// connection, or 429/502/503/504 after the retries); any other outcome (bytes, NotFound,
+// Corruption, a refusal, a 500) is an answer and closes it. While it is open, reads fail at once
+// with its Unavailable "<name> failed a read <N>s ago (<that read's error>); not asked again for
+// <M>s". The callers (a cache node's batch answers, docs/http-api.md "Chunks") answer such chunks
+// missing and go on with the ones the node holds; their own callers ask the origin directly.
 // Thread-safe; starts no threads.
 class UpstreamBreaker : public ForwardingChunkStore {
  public:

@@ -64,17 +64,17 @@ TEST(UpstreamBreakerTest, AHungUpstreamIsAskedOnceUntilItsIntervalHasPassed) {
   f.clock->Advance(seconds(1));
   // Neither Get nor GetMany reaches it now.
   EXPECT_STATUS(f.breaker.Get(f.id), kUnavailable,
-                "origin did not answer a read 1s ago (origin: stalled: no bytes for 30000 ms); "
+                "origin failed a read 1s ago (origin: stalled: no bytes for 30000 ms); "
                 "not asked again for 4s");
   std::vector<Digest> ids{f.id};
-  EXPECT_STATUS(f.breaker.GetMany(ids), kUnavailable, "origin did not answer a read 1s ago");
+  EXPECT_STATUS(f.breaker.GetMany(ids), kUnavailable, "origin failed a read 1s ago");
   EXPECT_EQ(f.upstream->reads, 1);
   // After 5 s one read tries again; failing, the breaker stays open twice as long.
   f.clock->Advance(seconds(4));
   EXPECT_STATUS(f.breaker.Get(f.id), kDeadlineExceeded, "origin: stalled");
   EXPECT_EQ(f.upstream->reads, 2);
   f.clock->Advance(seconds(9));
-  EXPECT_STATUS(f.breaker.Get(f.id), kUnavailable, "origin did not answer a read 14s ago");
+  EXPECT_STATUS(f.breaker.Get(f.id), kUnavailable, "origin failed a read 9s ago");
   f.clock->Advance(seconds(1));
   EXPECT_STATUS(f.breaker.Get(f.id), kDeadlineExceeded, "origin: stalled");
   EXPECT_EQ(f.upstream->reads, 3);
@@ -84,7 +84,7 @@ TEST(UpstreamBreakerTest, AHungUpstreamIsAskedOnceUntilItsIntervalHasPassed) {
   f.clock->Advance(seconds(40));
   EXPECT_STATUS(f.breaker.Get(f.id), kDeadlineExceeded, "origin: stalled");
   f.clock->Advance(seconds(39));
-  EXPECT_STATUS(f.breaker.Get(f.id), kUnavailable, "origin did not answer a read 114s ago");
+  EXPECT_STATUS(f.breaker.Get(f.id), kUnavailable, "origin failed a read 39s ago");
   f.clock->Advance(seconds(1));
   EXPECT_STATUS(f.breaker.Get(f.id), kDeadlineExceeded, "origin: stalled");
   EXPECT_EQ(f.upstream->reads, 6);
@@ -145,7 +145,7 @@ TEST(UpstreamBreakerTest, WhileOneReadTriesTheOthersFailAtOnce) {
   std::thread probe([&] { EXPECT_OK(breaker.Get(f.id)); });
   while (!in_try) std::this_thread::yield();
   EXPECT_STATUS(breaker.Get(f.id), kUnavailable,
-                "origin did not answer a read 5s ago (origin: connection refused); another "
+                "origin failed a read 5s ago (origin: connection refused); another "
                 "call is trying it again now");
   release = true;
   probe.join();

@@ -1042,6 +1042,11 @@ Status CheckNodeKey(const http::ClientOptions& client_options, http::HttpClient&
 
 }  // namespace
 
+// A cache node's upstream batch stall time (RemoteStoreOptions::batch_stall_timeout), and what each
+// cache node between it and the origin adds to it.
+constexpr std::chrono::milliseconds kNodeUpstreamStall{20000};
+constexpr std::chrono::milliseconds kNodeUpstreamStallPerHop{10000};
+
 // Serves chunk GET and batch from a NodeCache over the origin: each chunk is fetched from the
 // origin once (concurrent misses share one fetch) and kept on disk within --cache-size.
 Status CacheServe(const CacheServeArgs& args, const std::string& home) {
@@ -1061,12 +1066,17 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(copts));
   // Callers see "origin <upstream>: connection refused", not the cluster's internal address.
   http::HideServerAddress(client->base_url(), "<upstream>");
-  // Behind a breaker: an upstream that hangs costs one fetch's stall (30 s without a byte), after
-  // which the node answers what it lacks missing at once, and what it holds without delay.
-  // One view of whether the upstream answers, for the chunk reads and the access checks.
-  auto breaker = std::make_shared<CircuitBreaker>(CircuitBreaker::Options{.name = "the upstream"});
+  // Behind a breaker: an upstream that hangs costs one fetch's stall, after which the node answers
+  // what it lacks missing at once, and what it holds without delay. The stall is 20 s without a
+  // byte (under the patience of a mount, half its 60 s read timeout), plus 10 s for each cache node
+  // between this one and the origin (set below, once the chain is known), so that an outer node
+  // waits for an inner node's answer (from an attacker: with both at 30 s, the outer node gave up
+  // on a healthy inner node stalled on a stopped origin, and refused what the inner node held).
+  auto origin_reads = std::make_shared<remote::RemoteChunkStore>(
+      client, remote::RemoteStoreOptions{.batch_stall_timeout = kNodeUpstreamStall});
   auto upstream = std::make_shared<UpstreamBreaker>(
-      std::make_shared<remote::RemoteChunkStore>(client), breaker);
+      origin_reads,
+      std::make_shared<CircuitBreaker>(CircuitBreaker::Options{.name = "the upstream"}));
   const sigset_t stop_signals = BlockStopSignals();
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
   http::Server& server = *bound;
@@ -1088,7 +1098,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
                        http::HttpClient::Create(check_options));
   options.chain_upstream = check_client;
-  options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl, breaker);
+  options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl);
   BDN_ASSIGN_OR_RETURN(options.node_id, origin::NewNodeId());
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);
@@ -1152,6 +1162,8 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
     }
   }
   if (chain && !chain->empty()) {
+    origin_reads->SetBatchStallTimeout(kNodeUpstreamStall +
+                                       kNodeUpstreamStallPerHop * static_cast<int>(chain->size()));
     log::Info("cache node " + options.node_id + ": upstream cache nodes " + [&] {
       std::string s;
       for (const auto& id : *chain) s += (s.empty() ? "" : " -> ") + id;

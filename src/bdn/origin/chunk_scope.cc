@@ -8,6 +8,7 @@
 
 #include "bdn/base/clock.h"
 #include "bdn/base/log.h"
+#include "bdn/base/thread_pool.h"
 #include "bdn/digest/digest.h"
 #include "bdn/format/ref.h"
 
@@ -168,11 +169,76 @@ Status CheckReadsEveryNamespace(http::HttpClient& upstream) {
   return s;
 }
 
+namespace {
+
+// The origin's verdict on `authorization` and `version_text` (empty: none), asked with
+// EmptyBatchRequest and kept in `verdicts` under `key` for `ttl`; `hit`, the verdict kept before,
+// answers when the origin cannot (when it allowed the read).
+AccessVerdict AskOrigin(http::HttpClient& origin, ExpiringMap<AccessVerdict>& verdicts,
+                        std::chrono::milliseconds ttl, const std::string& key,
+                        const std::string& authorization, const std::string& version_text,
+                        const std::optional<ExpiringMap<AccessVerdict>::Entry>& hit) {
+  http::Request req = EmptyBatchRequest();
+  if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
+  if (!version_text.empty()) req.headers.emplace_back(kVersionHeader, version_text);
+  const auto asked = SteadyClock::now();
+  auto r = origin.Send(req);
+  if (!r) {
+    // The origin cannot be asked: a caller it allowed before keeps reading what is cached here.
+    if (hit && hit->value.status.ok()) return hit->value;
+    return {UnavailableError("cache node: cannot check access with the origin: " +
+                             r.error().message())};
+  }
+  AccessVerdict verdict;
+  if (r->status >= 500) {
+    if (hit && hit->value.status.ok()) return hit->value;
+    return {UnavailableError("cache node: cannot check access with the origin: " +
+                             origin.ErrorOf(req, *r).message())};
+  }
+  if (r->status / 100 == 2 && !IsBatchAnswer(*r)) {
+    if (hit && hit->value.status.ok()) return hit->value;
+    return {NotABatch("cache node: cannot check access with the origin: ", origin, *r)};
+  }
+  if (r->status / 100 != 2) {
+    verdict.status = origin.ErrorOf(req, *r);
+    verdict.unauthenticated = r->status == 401;
+  } else if (auto named = r->Header("bdn-key"); named && IsKeyName(*named)) {
+    verdict.key_name = std::string(*named);
+  }
+  verdict.valid_until = asked + ttl;
+  verdicts.Put(key, verdict, verdict.valid_until);
+  return verdict;
+}
+
+// The keys whose kept verdict is being asked again in the background, at most kMaxRefreshes.
+class Refreshes {
+ public:
+  static constexpr size_t kMaxRefreshes = 64;
+  bool TryStart(const std::string& key) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (keys_.size() >= kMaxRefreshes) return false;
+    return keys_.insert(key).second;
+  }
+  void Done(const std::string& key) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    keys_.erase(key);
+  }
+
+ private:
+  Mutex mu_;
+  std::unordered_set<std::string> keys_ GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
-                                    std::chrono::milliseconds ttl,
-                                    std::shared_ptr<CircuitBreaker> breaker) {
+                                    std::chrono::milliseconds ttl) {
   auto verdicts = std::make_shared<ExpiringMap<AccessVerdict>>(kMaxVerdicts);
-  return [origin = std::move(origin), ttl, verdicts, breaker = std::move(breaker)](
+  auto refreshes = std::make_shared<Refreshes>();
+  // Two threads ask again for the kept verdicts that expired (never more queued than
+  // kMaxRefreshes, so a Submit never waits).
+  auto pool = std::make_shared<ThreadPool>(2, Refreshes::kMaxRefreshes);
+  return [origin = std::move(origin), ttl, verdicts, refreshes, pool](
              const ApiKey&, std::string_view authorization,
              const std::optional<PinnedRef>& version) -> AccessVerdict {
     // Keyed by a digest of the credentials, so the map never holds a token.
@@ -182,46 +248,22 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     auto hit = verdicts->Find(key);
     if (hit) hit->value.valid_until = hit->expires;
     if (hit && hit->expires > now) return hit->value;
-    http::Request req = EmptyBatchRequest();
-    if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
-    if (version) req.headers.emplace_back(kVersionHeader, version_text);
-    bool probe = false;
-    if (Status open = breaker ? breaker->Admit(probe, "an access check") : Status::Ok();
-        !open.ok()) {
-      if (hit && hit->value.status.ok()) return hit->value;
-      return {
-          UnavailableError("cache node: cannot check access with the origin: " + open.message())};
+    if (hit && hit->value.status.ok()) {
+      // An allowing verdict that expired serves while the origin is asked again in the
+      // background: from an attacker with a stopped origin, each caller's check, once its verdict
+      // expired, waited out the client's deadline (10 s) before the kept one was used, and a
+      // mount reading through the node set the node aside meanwhile. A refusal replaces it when
+      // the answer comes (a revoked key reads for at most ttl plus the time the origin takes).
+      if (refreshes->TryStart(key)) {
+        (void)pool->Submit([origin, ttl, verdicts, refreshes, key, hit,
+                            authorization = std::string(authorization), version_text] {
+          (void)AskOrigin(*origin, *verdicts, ttl, key, authorization, version_text, hit);
+          refreshes->Done(key);
+        });
+      }
+      return hit->value;
     }
-    auto r = origin->Send(req);
-    if (breaker) {
-      const Status s = r ? Status::Ok() : r.error();
-      breaker->Record(r.has_value() || s.reason() == kShuttingDown, s, probe);
-    }
-    if (!r) {
-      // The origin cannot be asked: a caller it allowed before keeps reading what is cached here.
-      if (hit && hit->value.status.ok()) return hit->value;
-      return {UnavailableError("cache node: cannot check access with the origin: " +
-                               r.error().message())};
-    }
-    AccessVerdict verdict;
-    if (r->status >= 500) {
-      if (hit && hit->value.status.ok()) return hit->value;
-      return {UnavailableError("cache node: cannot check access with the origin: " +
-                               origin->ErrorOf(req, *r).message())};
-    }
-    if (r->status / 100 == 2 && !IsBatchAnswer(*r)) {
-      if (hit && hit->value.status.ok()) return hit->value;
-      return {NotABatch("cache node: cannot check access with the origin: ", *origin, *r)};
-    }
-    if (r->status / 100 != 2) {
-      verdict.status = origin->ErrorOf(req, *r);
-      verdict.unauthenticated = r->status == 401;
-    } else if (auto named = r->Header("bdn-key"); named && IsKeyName(*named)) {
-      verdict.key_name = std::string(*named);
-    }
-    verdict.valid_until = now + ttl;
-    verdicts->Put(key, verdict, verdict.valid_until);
-    return verdict;
+    return AskOrigin(*origin, *verdicts, ttl, key, std::string(authorization), version_text, hit);
   };
 }
 

@@ -19,7 +19,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "bdn/base/circuit_breaker.h"
 #include "bdn/base/mutex.h"
 #include "bdn/format/ref.h"
 #include "bdn/http/client.h"
@@ -93,16 +92,13 @@ inline constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 // (kBatchMagic) allows: another 2xx means something other than a bdn origin answered, which is
 // Unavailable like a 5xx. The key an allowing answer names in
 // its Bdn-Key header (the origin's, for a key it verified) becomes the verdict's key_name.
-// With a `breaker` (the one the node's chunk reads go through: cache/upstream_breaker.h), a
-// check the origin did not answer (a transport error) opens it, and while it is open the origin
-// is not asked: the kept answer serves at once, or the verdict is Unavailable "cache node: cannot
-// check access with the origin: <the breaker's message>". From an attacker with a stopped
-// origin: each caller's check, once its kept answer expired, waited out the client's deadline
-// (10 s) before the kept answer was used.
+// Once a kept allowing answer has expired it still answers at once while the origin is asked
+// again on a background thread (one at a time per caller and version, at most 64 at once): a
+// refusal then replaces it, so a revoked key reads for at most ttl plus the origin's answer time,
+// and a stopped origin never holds a caller it allowed before.
 // Thread-safe.
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
-                                    std::chrono::milliseconds ttl,
-                                    std::shared_ptr<CircuitBreaker> breaker = nullptr);
+                                    std::chrono::milliseconds ttl);
 
 // What one chunk read request may return: every blob (`blobs` null), or only those of `version`.
 struct ReadGrant {

@@ -33,7 +33,9 @@ Status Malformed(const http::HttpClient& c, std::string_view what, std::string_v
 
 RemoteChunkStore::RemoteChunkStore(std::shared_ptr<http::HttpClient> client,
                                    RemoteStoreOptions options)
-    : client_(std::move(client)), options_(options) {}
+    : client_(std::move(client)),
+      options_(options),
+      batch_stall_ms_(options.batch_stall_timeout.count()) {}
 
 Result<bool> RemoteChunkStore::Contains(const Digest& id) {
   BDN_ASSIGN_OR_RETURN(auto missing, FindMissing(std::span<const Digest>(&id, 1)));
@@ -195,7 +197,7 @@ Result<BlobBatch> RemoteChunkStore::GetManyOnce(std::span<const Digest> ids, Try
                     .path = "/v1/chunks/batch",
                     .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
                     .deadline = options_.batch_deadline,
-                    .stall_timeout = options_.batch_stall_timeout,
+                    .stall_timeout = std::chrono::milliseconds(batch_stall_ms_.load()),
                     .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }};
   if (!options_.read_version.empty())
     req.headers.emplace_back("Bdn-Version", options_.read_version);

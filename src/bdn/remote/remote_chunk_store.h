@@ -50,6 +50,10 @@ class RemoteChunkStore : public ChunkStore {
   explicit RemoteChunkStore(std::shared_ptr<http::HttpClient> client,
                             RemoteStoreOptions options = {});
 
+  // Replaces options.batch_stall_timeout for the batch reads that start from now on (a cache node
+  // sets it once it knows its place in a chain of cache nodes). Thread-safe.
+  void SetBatchStallTimeout(std::chrono::milliseconds stall) { batch_stall_ms_ = stall.count(); }
+
   // POST /v1/chunks/missing with one id (needs a key with push scope).
   Result<bool> Contains(const Digest& id) override;
   // POST /v1/chunks/missing, ceil(n / 4096) sequential requests. Result in input order.
@@ -99,6 +103,7 @@ class RemoteChunkStore : public ChunkStore {
 
   std::shared_ptr<http::HttpClient> client_;
   RemoteStoreOptions options_;
+  std::atomic<int64_t> batch_stall_ms_;       // options_.batch_stall_timeout, or as set since
   std::atomic<bool> no_upload_route_{false};  // the server answered 404 to /v1/chunks/upload
 };
 
