@@ -162,7 +162,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto stat_ref = std::make_shared<std::string>();
   c = volume->add_subcommand("stat", "describe a volume, a version, or an entry");
-  c->add_option("REF", *stat_ref, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
+  c->add_option("REF", *stat_ref, "bdn:<namespace>/<volume>[:tag|@digest][/<path>]")->required();
   c->callback([&inv, stat_ref] {
     inv.refs = [stat_ref] { return std::vector<std::string>{*stat_ref}; };
     inv.run = [stat_ref](cli::Context& ctx) { return cli::Stat(ctx, *stat_ref); };
@@ -260,11 +260,22 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "how long to wait for another pull writing one of the files while it makes no "
                 "progress (default 1m)")
       ->check(NotEmpty());
-  c->callback([&inv, pull] {
+  auto pull_retry = std::make_shared<std::string>("60s");
+  c->add_option("--retry-deadline", *pull_retry,
+                "with --remote: give up (exit 7) once the origin has failed this long (1s to "
+                "24h); all of the pull's requests share it")
+      ->envname("BDN_RETRY_DEADLINE")
+      ->capture_default_str();
+  c->callback([&inv, pull, pull_retry] {
     inv.refs = [pull] { return std::vector<std::string>{pull->ref}; };
     inv.huge_page_heap = true;
     // Before the store is opened: a new user's home has none, and "REF DIR" is their first hint.
-    inv.check = [pull] { return cli::CheckPullArgs(*pull); };
+    inv.check = [pull, pull_retry]() -> Status {
+      auto deadline = ParseDuration(*pull_retry, std::chrono::seconds(1), std::chrono::hours(24));
+      if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
+      pull->retry_deadline = *deadline;
+      return cli::CheckPullArgs(*pull);
+    };
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };
   });
 
@@ -288,7 +299,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
 
   auto verify = std::make_shared<VerifyFlags>();
   c = volume->add_subcommand("verify", "re-read and re-hash every chunk of a version");
-  c->add_option("REF", verify->ref, "bdn:<namespace>/<volume>[:tag|@digest]")->required();
+  c->add_option("REF", verify->ref, "bdn:<namespace>/<volume>[:tag|@digest][/<path>]")->required();
   c->add_option("--jobs", verify->jobs, "chunks read and hashed at once (default: all cores)")
       ->check(IntInRange(1, kMaxJobs));
   c->callback([&inv, verify] {

@@ -29,6 +29,12 @@ run_fails 3 "bdn: error: volume bdn:df/big: not found" "$BDN" volume versions bd
 "$BDN" volume verify "bdn:df/fits@$fits" >/dev/null || fail "the version before does not verify"
 "$BDN" volume cat "bdn:df/fits@$fits/a.bin" | cmp - "$WORK/fits/a.bin" || fail "cat from a full store"
 "$BDN" fsck >/dev/null || fail "fsck of the store after the failed push: $("$BDN" fsck)"
+# A registry write on a full disk says so (exit 8), not "read-only" (exit 6): from a user, the
+# registry was opened read-only when the disk had no room for its write-ahead files.
+cat /dev/zero > "$small/filler3" 2>/dev/null || true
+run_fails 8 "bdn: error: registry $small/home/registry.db: no space left on device" \
+  "$BDN" volume tag set --volume-ref "bdn:df/fits@$fits" --tag c2
+rm -f "$small/filler3"
 if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
   mount_volume "bdn:df/fits@$fits" "$WORK/mnt"
   cmp "$WORK/mnt/a.bin" "$WORK/fits/a.bin" || fail "a mount of a full store"

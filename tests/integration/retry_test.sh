@@ -174,5 +174,36 @@ assert_eq '{"head_updated": true, "sequence": 1, "tags_applied": [], "unchanged"
   "$(commit_fields <<<"$out")" "commit result across the restart"
 BDN_REMOTE="$ORIGIN2" "$BDN" volume cat bdn:t/restart/big.bin | cmp - "$WORK/src1/big.bin" \
   || fail "bytes pushed across the restart"
+SERVE3_PID=$STARTED_PID
+
+step "a pull rides out an origin restart, and without one fails once at --retry-deadline"
+# From a user: a pull asked each chunk of a failed batch again alone, 4 tries each, froze for the
+# whole outage and failed just as the origin came back. Its first batch is held at the proxy
+# while the origin is killed, then forwarded to nothing; the origin comes back 2 s later.
+GATE="$WORK/gate7"
+UPSTREAM="$ORIGIN2" start_proxy p7 'POST ^/v1/chunks/batch$ hold 1'
+BDN_REMOTE="$PROXY_URL" "$BDN" volume pull bdn:t/restart "$WORK/pulled7" >/dev/null 2>"$WORK/pull7.err" &
+PULL_PID=$!
+PIDS+=("$PULL_PID")
+for _ in $(seq 1 200); do [ "$(proxied p7 '^POST /v1/chunks/batch -> held')" -gt 0 ] && break; sleep 0.05; done
+[ "$(proxied p7 '^POST /v1/chunks/batch -> held')" -gt 0 ] || fail "the pull asked for no batch"
+kill -9 "$SERVE3_PID"
+wait "$SERVE3_PID" 2>/dev/null || true
+touch "$GATE"
+for _ in $(seq 1 200); do grep -q "retrying for" "$WORK/pull7.err" && break; sleep 0.05; done
+sleep 2
+start_bdn serve4 serve --listen "127.0.0.1:${ORIGIN2##*:}" --data "$WORK/srv2" --insecure-no-auth
+SERVE4_PID=$STARTED_PID
+rc=0
+wait "$PULL_PID" || rc=$?
+assert_eq 0 "$rc" "exit code of the pull across the restart ($(tr '\r' '\n' < "$WORK/pull7.err" | tail -3))"
+cmp "$WORK/pulled7/big.bin" "$WORK/src1/big.bin" || fail "big.bin pulled across the restart"
+grep -q "retrying for .* (gives up at 1m): " "$WORK/pull7.err" || fail "the pull did not say it was retrying: $(cat "$WORK/pull7.err")"
+kill -9 "$SERVE4_PID"
+wait "$SERVE4_PID" 2>/dev/null || true
+start=$(now_ms)
+run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (gave up after retrying for 2s; --retry-deadline 2s)" \
+  env BDN_REMOTE="$ORIGIN2" "$BDN" volume pull bdn:t/restart "$WORK/pulled8" --retry-deadline 2s
+[ $(( $(now_ms) - start )) -lt 10000 ] || fail "the pull with --retry-deadline 2s took $(( $(now_ms) - start )) ms"
 
 echo "PASS"

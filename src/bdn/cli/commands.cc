@@ -992,9 +992,13 @@ Status Pull(Context& ctx, const PullArgs& args) {
                                   " (pull into a directory outside it, or give --home elsewhere)");
     };
   }
-  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, args.ref));
+  // From a user: with the origin down, a pull without a budget asked each chunk of a failed batch
+  // again alone, 4 tries each, froze for minutes and then failed just as the origin came back.
+  // Under a budget it rides out an outage up to --retry-deadline, saying so, then fails once.
+  Context read_ctx = UnderRetryBudget(ctx, args.retry_deadline);
+  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(read_ctx, args.ref));
   const auto& [ref, pinned] = resolved;
-  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(read_ctx, pinned));
   opts.path = ref.path;
   for (const auto& inc : args.includes) {
     std::string p = inc;
@@ -1008,7 +1012,9 @@ Status Pull(Context& ctx, const PullArgs& args) {
   TransferCounters counters;
   Result<PullResult> r;
   {
-    ProgressReporter progress("pull", counters);
+    std::function<std::string()> note;
+    if (read_ctx.retry_budget) note = [b = read_ctx.retry_budget] { return RetryNote(*b); };
+    ProgressReporter progress("pull", counters, std::chrono::seconds(5), std::move(note));
     r = bdn::Pull(*view, args.dir, opts, &counters);
   }
   if (!r) return r.error();
@@ -1029,11 +1035,23 @@ Status Pull(Context& ctx, const PullArgs& args) {
   return Status::Ok();
 }
 
+namespace {
+// BDN_RETRY_DEADLINE when it is a valid duration (1s to 24h), else 60 s.
+std::chrono::milliseconds CatRetryDeadline() {
+  if (const char* env = std::getenv("BDN_RETRY_DEADLINE"); env && *env) {
+    if (auto d = ParseDuration(env, std::chrono::seconds(1), std::chrono::hours(24))) return *d;
+  }
+  return std::chrono::seconds(60);
+}
+}  // namespace
+
 Status Cat(Context& ctx, const std::string& text) {
-  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(ctx, text));
+  // As pull: an outage of the origin is ridden out for 60 s (BDN_RETRY_DEADLINE), then fails once.
+  Context read_ctx = UnderRetryBudget(ctx, CatRetryDeadline());
+  BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(read_ctx, text));
   const auto& [ref, pinned] = resolved;
   if (ref.path.empty()) return InvalidArgumentError("ref \"" + text + "\": cat needs a file path");
-  BDN_ASSIGN_OR_RETURN(auto view, OpenView(ctx, pinned));
+  BDN_ASSIGN_OR_RETURN(auto view, OpenView(read_ctx, pinned));
   std::cout.flush();
   return CatFile(*view, ref.path, STDOUT_FILENO);
 }

@@ -329,6 +329,9 @@ struct PullArgs {
   bool overwrite = false;
   int jobs = 0;
   std::string writer_stall_time;  // --writer-stall-time ("": PullOptions' default, 1m)
+  // From an origin: how long its reads may fail (refused, reset, 5xx) before the pull gives up;
+  // all of its requests share it (remote::RetryBudget), as a push's do.
+  std::chrono::milliseconds retry_deadline{60000};
 };
 // Pull's checks that need no store: InvalidArgument "pull takes REF then DIR: \"bdn:…\" is a ref
 // (bdn volume pull REF DIR)" for the two given the other way round.

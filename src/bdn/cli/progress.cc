@@ -69,8 +69,10 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
   if (!note.empty()) {
     out += "  " + note;
   } else if (rate > 0 && total > done) {
-    out +=
-        "  ETA " + std::to_string(static_cast<int>(static_cast<double>(total - done) / rate)) + "s";
+    // No ETA once the rate has all but stopped (from a user: "ETA -2147483648s", an int overflow,
+    // while the origin was down).
+    const double eta = static_cast<double>(total - done) / rate;
+    if (eta < 100.0 * 24 * 3600) out += "  ETA " + std::to_string(static_cast<int64_t>(eta)) + "s";
   }
   return out;
 }

@@ -135,13 +135,16 @@ Result<GcReport> RunGc(Registry& registry, GcStore& store, const GcOptions& opti
 
   IdSet needed;
   std::unordered_set<Digest> marked_versions;
-  BDN_ASSIGN_OR_RETURN(std::vector<VersionRecord> versions, registry.ListRetainedVersions());
-  BDN_RETURN_IF_ERROR(
-      MarkVersions(store.blobs(), versions, marked_versions, needed, &report.versions));
+  // Claims first, then the registry, as the sweep does: a writer that released its claims had
+  // committed by then. From a user: read the other way round, a push that committed and exited
+  // in between was in neither, its packs were doomed whole, and the sweep copied them all back.
   {
     BDN_ASSIGN_OR_RETURN(std::vector<Digest> claims, store.LiveClaims());
     needed.AddAll(claims);
   }
+  BDN_ASSIGN_OR_RETURN(std::vector<VersionRecord> versions, registry.ListRetainedVersions());
+  BDN_RETURN_IF_ERROR(
+      MarkVersions(store.blobs(), versions, marked_versions, needed, &report.versions));
   needed.Seal();
   report.needed_blobs = needed.size();
 

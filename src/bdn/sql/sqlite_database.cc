@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +36,13 @@ std::string UriPath(const fs::path& p) {
     }
   }
   return out;
+}
+
+// Whether the file system holding `path` has no block left for this user (statvfs f_bavail).
+bool NoSpaceLeft(const fs::path& path) {
+  struct statvfs st;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  return ::statvfs(dir.c_str(), &st) == 0 && st.f_bavail == 0;
 }
 
 // Opens `uri` with `flags`; on failure returns SQLite's message and closes the handle (which
@@ -234,6 +242,11 @@ class SqliteDatabase : public Database {
       db_ = nullptr;
     } else {
       rw_error = rw.error();
+    }
+    // A full disk is said as such, not taken for a read-only file (from a user: on a full disk,
+    // every registry write then failed "read-only", exit 6, and they went looking at modes).
+    if (rw_error.code() == StatusCode::kFailedPrecondition || NoSpaceLeft(path_)) {
+      return FailedPreconditionError(what_ + " " + name_ + ": no space left on device");
     }
     std::error_code ec;
     if (!options.read_only_probe.empty() && fs::exists(path_, ec)) {

@@ -28,7 +28,10 @@ ChunkReader::ChunkReader(ChunkStore& store, ChunkReaderOptions options)
   core.max_batch_bytes = options_.max_batch_bytes;
   core_ = std::make_unique<FetchCore>(
       [this](std::span<const Digest> ids) {
-        return ReadBlobs(store_, ids, BatchFailure::kReadEachAlone);
+        // A batch that failed for want of an answer (Unavailable, DeadlineExceeded) fails each of
+        // its chunks: asked again one by one, each would wait its own tries (from a user: a pull
+        // froze for minutes while the origin was down).
+        return ReadBlobs(store_, ids, BatchFailure::kReadEachAloneUnlessTransient);
       },
       std::move(core));
 }
