@@ -2,8 +2,9 @@
 # A cache node whose origin hangs (SIGSTOP: connections are accepted, nothing is answered) costs
 # its callers one upstream stall, not one per chunk it lacks: a batch mixing chunks the node
 # holds with chunks it lacks is answered in one stall (the lacking ones missing), the next batch
-# at once, also through a second node chained behind it, also once the callers' access verdicts
-# have expired, and the node reads from the origin again once it answers. From an attacker: the first
+# at once, also through a second node chained behind it; once the callers' access verdicts have
+# expired one check waits for the origin and the next do not; and the node reads from the origin
+# again once it answers. From an attacker: the first
 # such batch waited ~30 s on the group, then 60 s on each lacking chunk asked alone, and the held
 # chunks behind them waited too, past every caller's patience.
 source "$(dirname "$0")/lib.sh"
@@ -66,17 +67,18 @@ out=$(curl -s "$NODE/v1/chunks/$(id cold1)")
 assert_contains "$out" "the upstream failed a read "
 assert_contains "$out" "not asked again for "
 
-step "once the caller's access verdict expired (30 s), what the node holds is still read at once"
-# The node asks the origin again in the background; from an attacker: the check waited out its
-# deadline (10 s) first, and a mount reading through the node set the node aside meanwhile.
+step "once the caller's access verdict expired (30 s), one check waits for the origin, the next do not"
+# From an attacker: every caller's check, once its verdict expired, waited out its deadline (10 s)
+# while the origin did not answer. Now the first does, and the node keeps the caller's verdict;
+# after it the origin is not asked for a while, and what the node holds is read at once.
 while [ $(( $(now_ms) - allowed_at )) -lt 32000 ]; do sleep 0.5; done
 statuses "$NODE" "$(id held1)" "$(id held2)"
 assert_eq "0 0" "$STATUSES" "statuses of held1 held2 after the verdict expired"
-echo "batch after the verdict expired, origin hung: ${SECS} s"
-[ "$SECS" -le 3 ] || fail "the batch after the verdict expired took ${SECS} s"
-statuses "$NODE2" "$(id held3)" "$(id mid1)"
-assert_eq "0 0" "$STATUSES" "node2's statuses of held3 mid1 after the verdict expired"
-[ "$SECS" -le 3 ] || fail "node2's batch after the verdict expired took ${SECS} s"
+echo "first batch after the verdict expired, origin hung: ${SECS} s"
+[ "$SECS" -le 15 ] || fail "the first batch after the verdict expired took ${SECS} s"
+statuses "$NODE" "$(id held3)" "$(id mid1)"
+assert_eq "0 0" "$STATUSES" "statuses of held3 mid1, the next batch"
+[ "$SECS" -le 3 ] || fail "the next batch after the verdict expired took ${SECS} s"
 
 step "the origin answers again: the node reads from it within its interval (5 s)"
 kill -CONT "$SERVER_PID"

@@ -163,6 +163,15 @@ assert_eq "755 755 700" "$(stat -c %a "$WORK/shared" "$WORK/shared/sub" "$WORK/s
   "modes of BDN_RUNTIME_DIR, a directory in it, and bdn's own"
 run_fails 2 'bdn: error: BDN_RUNTIME_DIR "run": not an absolute path' \
   env BDN_RUNTIME_DIR=run "$BDN" mounts apply -f "$WORK/three.yaml"
+# An existing bdn/ there is used as it is (it and what it holds were made private), and a symlink
+# there is refused (one to /etc had /etc's directories made 0700).
+mkdir -p "$WORK/opt/bdn/bin" && chmod 755 "$WORK/opt" "$WORK/opt/bdn" "$WORK/opt/bdn/bin"
+BDN_RUNTIME_DIR="$WORK/opt" "$BDN" mounts apply -f "$WORK/three.yaml" >/dev/null
+assert_eq "755 755" "$(stat -c %a "$WORK/opt/bdn" "$WORK/opt/bdn/bin" | tr '\n' ' ' | sed 's/ $//')" \
+  "modes of an existing bdn/ and a directory in it"
+mkdir -p "$WORK/lk" && ln -s "$WORK/shared" "$WORK/lk/bdn"
+run_fails 8 "bdn: error: mounts apply lock $WORK/lk/bdn: a symlink; set BDN_RUNTIME_DIR to a directory of this user's for the lock" \
+  env BDN_RUNTIME_DIR="$WORK/lk" "$BDN" mounts apply -f "$WORK/three.yaml"
 # Without BDN_RUNTIME_DIR the place does not depend on the environment either: root's runs take
 # turns in /run/bdn with or without $XDG_RUNTIME_DIR (a login session sets it, cron does not;
 # from an attacking helper: the lock was in $XDG_RUNTIME_DIR/bdn when it was set, so a deploy

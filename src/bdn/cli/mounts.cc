@@ -214,16 +214,26 @@ class ApplyLock {
  public:
   static Result<ApplyLock> Take() {
     BDN_ASSIGN_OR_RETURN(const fs::path dir, ApplyLockDir());
-    // One another user made (squatted in /tmp) is named with its owner.
-    if (struct stat st; ::lstat(dir.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
-      return Err(PermissionDeniedError(
-          "mounts apply lock " + EscapeName(dir.string()) + ": owned by " + UidText(st.st_uid) +
-          ", not by this user; set BDN_RUNTIME_DIR to a directory of this user's for the lock"));
-    }
-    if (Status made = CreatePrivateDirectory(dir, "mounts apply lock"); !made.ok()) {
-      return Err(Status(made.code(), made.message() +
-                                         "; set BDN_RUNTIME_DIR to a directory of this user's for "
-                                         "the lock"));
+    const std::string hint = "; set BDN_RUNTIME_DIR to a directory of this user's for the lock";
+    if (struct stat st; ::lstat(dir.c_str(), &st) == 0) {
+      // An existing one is used as it is, never made private (CreatePrivateDirectory tightens a
+      // whole tree: from attacking helpers, naming a directory holding other things, or a
+      // symlink to /etc, had every directory below made 0700). A symlink is refused, and one
+      // another user made (squatted in /tmp) is named with its owner.
+      const std::string shown = "mounts apply lock " + EscapeName(dir.string());
+      if (S_ISLNK(st.st_mode)) return Err(FailedPreconditionError(shown + ": a symlink" + hint));
+      if (!S_ISDIR(st.st_mode)) {
+        return Err(FailedPreconditionError(shown + ": not a directory" + hint));
+      }
+      if (st.st_uid != ::geteuid()) {
+        return Err(PermissionDeniedError(shown + ": owned by " + UidText(st.st_uid) +
+                                         ", not by this user" + hint));
+      }
+      if ((st.st_mode & 022) != 0) {
+        return Err(FailedPreconditionError(shown + ": writable by other users" + hint));
+      }
+    } else if (Status made = CreatePrivateDirectory(dir, "mounts apply lock"); !made.ok()) {
+      return Err(Status(made.code(), made.message() + hint));
     }
     const fs::path path = dir / "mounts-apply.lock";
     ApplyLock lock;

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <map>
 
+#include "bdn/base/circuit_breaker.h"
 #include "bdn/base/clock.h"
 #include "bdn/base/log.h"
-#include "bdn/base/thread_pool.h"
 #include "bdn/digest/digest.h"
 #include "bdn/format/ref.h"
 
@@ -173,16 +173,23 @@ namespace {
 
 // The origin's verdict on `authorization` and `version_text` (empty: none), asked with
 // EmptyBatchRequest and kept in `verdicts` under `key` for `ttl`; `hit`, the verdict kept before,
-// answers when the origin cannot (when it allowed the read).
+// answers when the origin cannot (when it allowed the read). The outcome is recorded in
+// `breaker` (if any; `probe` as its Admit said).
 AccessVerdict AskOrigin(http::HttpClient& origin, ExpiringMap<AccessVerdict>& verdicts,
                         std::chrono::milliseconds ttl, const std::string& key,
                         const std::string& authorization, const std::string& version_text,
-                        const std::optional<ExpiringMap<AccessVerdict>::Entry>& hit) {
+                        const std::optional<ExpiringMap<AccessVerdict>::Entry>& hit,
+                        CircuitBreaker* breaker, bool probe) {
   http::Request req = EmptyBatchRequest();
   if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
   if (!version_text.empty()) req.headers.emplace_back(kVersionHeader, version_text);
   const auto asked = SteadyClock::now();
   auto r = origin.Send(req);
+  if (breaker) {
+    // Any HTTP answer is an answer; no answer (refused, reset, out of time) opens the breaker.
+    const Status s = r ? Status::Ok() : r.error();
+    breaker->Record(r.has_value() || s.reason() == kShuttingDown, s, probe);
+  }
   if (!r) {
     // The origin cannot be asked: a caller it allowed before keeps reading what is cached here.
     if (hit && hit->value.status.ok()) return hit->value;
@@ -210,35 +217,15 @@ AccessVerdict AskOrigin(http::HttpClient& origin, ExpiringMap<AccessVerdict>& ve
   return verdict;
 }
 
-// The keys whose kept verdict is being asked again in the background, at most kMaxRefreshes.
-class Refreshes {
- public:
-  static constexpr size_t kMaxRefreshes = 64;
-  bool TryStart(const std::string& key) EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    if (keys_.size() >= kMaxRefreshes) return false;
-    return keys_.insert(key).second;
-  }
-  void Done(const std::string& key) EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    keys_.erase(key);
-  }
-
- private:
-  Mutex mu_;
-  std::unordered_set<std::string> keys_ GUARDED_BY(mu_);
-};
-
 }  // namespace
 
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
                                     std::chrono::milliseconds ttl) {
   auto verdicts = std::make_shared<ExpiringMap<AccessVerdict>>(kMaxVerdicts);
-  auto refreshes = std::make_shared<Refreshes>();
-  // Two threads ask again for the kept verdicts that expired (never more queued than
-  // kMaxRefreshes, so a Submit never waits).
-  auto pool = std::make_shared<ThreadPool>(2, Refreshes::kMaxRefreshes);
-  return [origin = std::move(origin), ttl, verdicts, refreshes, pool](
+  // The checks' own breaker (not the reads': from an attacker, one caller's slow check then
+  // closed the node to every caller's misses).
+  auto breaker = std::make_shared<CircuitBreaker>(CircuitBreaker::Options{.name = "the origin"});
+  return [origin = std::move(origin), ttl, verdicts, breaker](
              const ApiKey&, std::string_view authorization,
              const std::optional<PinnedRef>& version) -> AccessVerdict {
     // Keyed by a digest of the credentials, so the map never holds a token.
@@ -248,22 +235,21 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     auto hit = verdicts->Find(key);
     if (hit) hit->value.valid_until = hit->expires;
     if (hit && hit->expires > now) return hit->value;
-    if (hit && hit->value.status.ok()) {
-      // An allowing verdict that expired serves while the origin is asked again in the
-      // background: from an attacker with a stopped origin, each caller's check, once its verdict
-      // expired, waited out the client's deadline (10 s) before the kept one was used, and a
-      // mount reading through the node set the node aside meanwhile. A refusal replaces it when
-      // the answer comes (a revoked key reads for at most ttl plus the time the origin takes).
-      if (refreshes->TryStart(key)) {
-        (void)pool->Submit([origin, ttl, verdicts, refreshes, key, hit,
-                            authorization = std::string(authorization), version_text] {
-          (void)AskOrigin(*origin, *verdicts, ttl, key, authorization, version_text, hit);
-          refreshes->Done(key);
-        });
-      }
-      return hit->value;
+    // From an attacker with a stopped origin: each caller's check, once its verdict expired,
+    // waited out the client's deadline (10 s). Once one check got no answer, the others do not
+    // ask for a while: a caller allowed before keeps its verdict (as when the origin cannot be
+    // reached), others are refused at once. An expired verdict is never served while the origin
+    // answers: a revoked key reads for at most ttl (from a second attacker: serving expired
+    // verdicts while asking again in the background let a revoked key read at any later time).
+    bool probe = false;
+    if (Status open = breaker->Admit(probe, "an access check"); !open.ok()) {
+      if (hit && hit->value.status.ok()) return hit->value;
+      return {
+          UnavailableError("cache node: cannot check access with the origin: " + open.message())};
     }
-    return AskOrigin(*origin, *verdicts, ttl, key, std::string(authorization), version_text, hit);
+    AccessVerdict verdict = AskOrigin(*origin, *verdicts, ttl, key, std::string(authorization),
+                                      version_text, hit, breaker.get(), probe);
+    return verdict;
   };
 }
 

@@ -92,10 +92,12 @@ inline constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 // (kBatchMagic) allows: another 2xx means something other than a bdn origin answered, which is
 // Unavailable like a 5xx. The key an allowing answer names in
 // its Bdn-Key header (the origin's, for a key it verified) becomes the verdict's key_name.
-// Once a kept allowing answer has expired it still answers at once while the origin is asked
-// again on a background thread (one at a time per caller and version, at most 64 at once): a
-// refusal then replaces it, so a revoked key reads for at most ttl plus the origin's answer time,
-// and a stopped origin never holds a caller it allowed before.
+// After a check the origin did not answer (refused, reset, past the client's deadline), the
+// origin is not asked again for 5 s (10, 20, 40 s while it still does not answer; one check tries
+// meanwhile): a caller with a kept allowing answer is served with it, others are refused at once
+// with Unavailable "cache node: cannot check access with the origin: the origin failed an access
+// check 2s ago (…); not asked again for 3s". An expired answer is never served while the origin
+// answers, so a revoked key reads through a node for at most ttl.
 // Thread-safe.
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
                                     std::chrono::milliseconds ttl);
