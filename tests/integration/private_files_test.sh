@@ -57,6 +57,9 @@ as_nobody cat "$BDN_HOME/registry.db" >/dev/null 2>&1 && fail "nobody read the r
 owner="owned by uid 0 ($(id -un 0))"
 run_fails 6 "bdn: error: embedded store $BDN_HOME: permission denied ($owner); a store is private to the user who made it; --home or BDN_HOME names another" \
   as_nobody "$BDN" --home "$BDN_HOME" volume versions bdn:t/v
+# A push there said only "Permission denied" (from user helper 108).
+run_fails 6 "bdn: error: embedded store $BDN_HOME: permission denied ($owner); a store is private to the user who made it; --home or BDN_HOME names another" \
+  as_nobody "$BDN" --home "$BDN_HOME" volume push /tmp bdn:t/other
 for cmd in fsck "gc --dry-run"; do
   # shellcheck disable=SC2086
   run_fails 6 "bdn: error: --data $BDN_HOME: permission denied ($owner); a store is private to the user who made it" \

@@ -254,7 +254,9 @@ Result<Context> OpenEmbedded(const fs::path& home, bool json_output, EmbeddedOpe
     if (Status s = CheckStoreExists(home, "embedded store"); !s.ok()) {
       return Err(Status(s.code(), s.message() + "; --home or BDN_HOME names another"));
     }
-  } else if (HoldsPacks(home)) {
+  } else if (HoldsPacks(home) || (::access(home.c_str(), X_OK) != 0 && errno == EACCES)) {
+    // Also another user's home (0700): said as `ls` says it, with its owner (from a user: push
+    // said only "Permission denied").
     // From an attacking helper: a push with --home at a `bdn serve --db` data directory made an
     // empty registry.db beside its packs, and gc then deleted every one of them. A store that
     // holds packs is opened only with its registry.
