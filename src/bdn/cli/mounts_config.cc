@@ -233,8 +233,12 @@ Result<std::string> RewriteMountSources(const std::string& file, std::string_vie
   });
   for (const auto& [e, to] : rewrites) {
     auto not_found = [&, e = e] {
-      return Err(InvalidArgumentError(file + ":" + std::to_string(e->line) +
-                                      ": cannot find the source text to rewrite"));
+      // Block scalars (| and >), a ref split over lines, escapes in quotes: the value's text is
+      // not the ref as written. From a user: the message did not say what to change.
+      return Err(InvalidArgumentError(
+          file + ":" + std::to_string(e->line) +
+          ": cannot find the source text to rewrite (write the ref on the line of source:, as a "
+          "plain or quoted scalar, e.g. source: bdn:ns/vol:tag)"));
     };
     if (e->source_aliased) {
       return Err(InvalidArgumentError(

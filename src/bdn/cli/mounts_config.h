@@ -49,7 +49,8 @@ struct SourceRewrite {
 
 // Returns `text` with each rewrite's source value replaced where the parser found it (the same
 // text may appear elsewhere on the line), and nothing else changed. Errors: InvalidArgument
-// "FILE:LINE: cannot find the source text to rewrite" when an entry's line and column do not
+// "FILE:LINE: cannot find the source text to rewrite (write the ref on the line of source:, ...)"
+// when an entry's line and column do not
 // hold its source text (e.g. a source written as a multi-line or escaped YAML scalar, or with an
 // anchor); InvalidArgument "FILE:LINE: the source is a YAML alias (*name): cannot rewrite it;
 // write the ref in its place" for an aliased source (rewriting the anchor would change the other

@@ -149,8 +149,25 @@ TEST(MountsConfig, RewriteRefusesAPlaceThatDoesNotHoldTheSource) {
     auto out = RewriteMountSources("c.yaml", "x: bdn:a/b\n", {{&e, "bdn:a/b@b3:" + kHex}});
     ASSERT_FALSE(out.has_value()) << line << ":" << column;
     EXPECT_EQ(out.error().message(),
-              "c.yaml:" + std::to_string(line) + ": cannot find the source text to rewrite");
+              "c.yaml:" + std::to_string(line) +
+                  ": cannot find the source text to rewrite (write the ref on the line of "
+                  "source:, as a plain or quoted scalar, e.g. source: bdn:ns/vol:tag)");
   }
+}
+
+// A source written as a block scalar (from a user: apply took it, lock refused it without saying
+// what to change) is refused saying how to write it.
+TEST(MountsConfig, RewriteOfABlockScalarSourceSaysHowToWriteIt) {
+  const std::string text = "bdn:\n  mounts:\n    - source: >-\n        bdn:a/b\n      path: /m\n";
+  auto entries = ParseMountsConfig("c.yaml", text);
+  ASSERT_TRUE(entries.has_value()) << entries.error().message();
+  ASSERT_EQ(entries->size(), 1u);
+  auto out = RewriteMountSources("c.yaml", text, {{&(*entries)[0], "bdn:a/b@b3:" + kHex}});
+  ASSERT_FALSE(out.has_value());
+  EXPECT_TRUE(out.error().message().ends_with(
+      ": cannot find the source text to rewrite (write the ref on the line of source:, as a plain "
+      "or quoted scalar, e.g. source: bdn:ns/vol:tag)"))
+      << out.error().message();
 }
 
 // The nested-path check compared each path with every earlier one: 20,000 entries took 27 s.
