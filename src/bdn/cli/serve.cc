@@ -1171,6 +1171,29 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
     }() + " -> origin");
   }
   startup.reset();
+  // A chain not known at start (the upstream was down) is probed again every 30 s until it is,
+  // for the stall time (from an attacker: a node started before its upstream kept 20 s for good,
+  // and gave up on the inner node first).
+  std::optional<PeriodicTask> chain_again;
+  if (!chain) {
+    auto known = std::make_shared<std::atomic<bool>>(false);
+    chain_again.emplace(std::chrono::seconds(30), [&, known] {
+      if (*known) return;
+      auto again = origin::ProbeUpstreamChain(*check_client, options.node_id);
+      if (!again) {
+        if (again.error().reason() == origin::kLoopDetected) {
+          log::Error("--upstream " + args.upstream +
+                     ": does not lead to an origin: " + again.error().message());
+        }
+        return;
+      }
+      *known = true;
+      origin_reads->SetBatchStallTimeout(kNodeUpstreamStall + kNodeUpstreamStallPerHop *
+                                                                  static_cast<int>(again->size()));
+      log::Info("cache node " + options.node_id + ": " + std::to_string(again->size()) +
+                " cache nodes between it and the origin");
+    });
+  }
   log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
   WaitForStopSignal(stop_signals);
@@ -1180,6 +1203,7 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
     client->Shutdown();
     check_client->Shutdown();
   });
+  chain_again.reset();
   return Status::Ok();
 }
 
