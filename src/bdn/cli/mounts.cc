@@ -321,10 +321,8 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
                    OtherMount other) {
   BDN_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
   BDN_ASSIGN_OR_RETURN(auto entries, ParseMountsConfig(config_path, text));
-  // From before what each mountpoint holds is looked at to the last mount (or rollback).
-  BDN_ASSIGN_OR_RETURN(ApplyLock lock, ApplyLock::Take());
-  WarnRemoteOnlyMountFlags(ctx, tuning);
   auto at_line = [&](int line) { return config_path + ":" + std::to_string(line); };
+  // What the config asks that this user may not do is refused before waiting for another run.
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!entries[i].allow_other) continue;
     if (Status s = CheckAllowOtherPermitted(); !s.ok()) {
@@ -332,6 +330,9 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
                           "].allow_other");
     }
   }
+  // From before what each mountpoint holds is looked at to the last mount (or rollback).
+  BDN_ASSIGN_OR_RETURN(ApplyLock lock, ApplyLock::Take());
+  WarnRemoteOnlyMountFlags(ctx, tuning);
   // Before any path is walked: one below a mount whose daemon is stopped never returns.
   for (const MountEntry& e : entries) {
     BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(e.path).WithPrefix(at_line(e.line)));

@@ -207,7 +207,8 @@ class SqliteDatabase : public Database {
     if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
       return UnavailableError(prefix + "database is busy");
     }
-    if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
+    if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT)) ||
+        (full_disk_ && primary == SQLITE_READONLY)) {
       return FailedPreconditionError(prefix + "no space left on device");
     }
     if (primary == SQLITE_READONLY || (read_only_ && primary != SQLITE_OK)) {
@@ -245,9 +246,9 @@ class SqliteDatabase : public Database {
     }
     // A full disk is said as such, not taken for a read-only file (from a user: on a full disk,
     // every registry write then failed "read-only", exit 6, and they went looking at modes).
-    if (rw_error.code() == StatusCode::kFailedPrecondition || NoSpaceLeft(path_)) {
-      return FailedPreconditionError(what_ + " " + name_ + ": no space left on device");
-    }
+    // The database is still opened read-only for the reads (gc frees space on a full disk), and
+    // its writes fail "no space left on device".
+    full_disk_ = rw_error.code() == StatusCode::kFailedPrecondition || NoSpaceLeft(path_);
     std::error_code ec;
     if (!options.read_only_probe.empty() && fs::exists(path_, ec)) {
       for (const char* mode : {"?mode=ro", "?immutable=1"}) {
@@ -264,6 +265,8 @@ class SqliteDatabase : public Database {
         read_only_ = false;
       }
     }
+    if (full_disk_)
+      return FailedPreconditionError(what_ + " " + name_ + ": no space left on device");
     // "<what> <path>: <reason>", whichever step failed.
     std::string why = rw_error.message();
     const std::string prefix = what_ + " " + name_ + ": ";
@@ -280,6 +283,7 @@ class SqliteDatabase : public Database {
   std::string name_;
   sqlite3* db_ = nullptr;
   bool read_only_ = false;
+  bool full_disk_ = false;  // opened read-only because the disk was full
   Mutex mu_;
   std::string op_ GUARDED_BY(mu_);  // the operation of the call in progress (for messages)
 };
