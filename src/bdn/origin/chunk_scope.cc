@@ -190,20 +190,29 @@ AccessVerdict AskOrigin(http::HttpClient& origin, ExpiringMap<AccessVerdict>& ve
     const Status s = r ? Status::Ok() : r.error();
     breaker->Record(r.has_value() || s.reason() == kShuttingDown, s, probe);
   }
+  // The origin cannot be asked (no answer, a 5xx, not a bdn batch): a caller it allowed before
+  // keeps reading what is cached here, for another ttl (this caller's own check failed: the
+  // next ones within ttl are not held up by it).
+  const bool kept = hit && hit->value.status.ok();
+  auto keep = [&] {
+    AccessVerdict v = hit->value;
+    v.valid_until = SteadyClock::now() + ttl;
+    verdicts.Put(key, v, v.valid_until);
+    return v;
+  };
   if (!r) {
-    // The origin cannot be asked: a caller it allowed before keeps reading what is cached here.
-    if (hit && hit->value.status.ok()) return hit->value;
+    if (kept) return keep();
     return {UnavailableError("cache node: cannot check access with the origin: " +
                              r.error().message())};
   }
   AccessVerdict verdict;
   if (r->status >= 500) {
-    if (hit && hit->value.status.ok()) return hit->value;
+    if (kept) return keep();
     return {UnavailableError("cache node: cannot check access with the origin: " +
                              origin.ErrorOf(req, *r).message())};
   }
   if (r->status / 100 == 2 && !IsBatchAnswer(*r)) {
-    if (hit && hit->value.status.ok()) return hit->value;
+    if (kept) return keep();
     return {NotABatch("cache node: cannot check access with the origin: ", origin, *r)};
   }
   if (r->status / 100 != 2) {
@@ -238,18 +247,21 @@ ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
     // From an attacker with a stopped origin: each caller's check, once its verdict expired,
     // waited out the client's deadline (10 s). Once one check got no answer, the others do not
     // ask for a while: a caller allowed before keeps its verdict (as when the origin cannot be
-    // reached), others are refused at once. An expired verdict is never served while the origin
-    // answers: a revoked key reads for at most ttl (from a second attacker: serving expired
-    // verdicts while asking again in the background let a revoked key read at any later time).
+    // reached), others are refused at once. But only up to ttl past its expiry: an older one is
+    // asked about all the same, as this caller's own check (from a third attacker: another
+    // caller's slow checks held the breaker open, and a revoked key read on). An expired verdict
+    // is not served while the origin answers (from a second attacker: serving expired verdicts
+    // while asking again in the background let a revoked key read at any later time).
     bool probe = false;
     if (Status open = breaker->Admit(probe, "an access check"); !open.ok()) {
-      if (hit && hit->value.status.ok()) return hit->value;
-      return {
-          UnavailableError("cache node: cannot check access with the origin: " + open.message())};
+      if (!hit || !hit->value.status.ok()) {
+        return {
+            UnavailableError("cache node: cannot check access with the origin: " + open.message())};
+      }
+      if (now - hit->expires < ttl) return hit->value;
     }
-    AccessVerdict verdict = AskOrigin(*origin, *verdicts, ttl, key, std::string(authorization),
-                                      version_text, hit, breaker.get(), probe);
-    return verdict;
+    return AskOrigin(*origin, *verdicts, ttl, key, std::string(authorization), version_text, hit,
+                     breaker.get(), probe);
   };
 }
 

@@ -96,8 +96,12 @@ inline constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 // origin is not asked again for 5 s (10, 20, 40 s while it still does not answer; one check tries
 // meanwhile): a caller with a kept allowing answer is served with it, others are refused at once
 // with Unavailable "cache node: cannot check access with the origin: the origin failed an access
-// check 2s ago (…); not asked again for 3s". An expired answer is never served while the origin
-// answers, so a revoked key reads through a node for at most ttl.
+// check 2s ago (…); not asked again for 3s"; a kept answer that expired more than ttl ago is
+// asked about all the same (by this caller's own check). A caller whose own check found the origin
+// unreachable (no answer, a 5xx) keeps its allowing answer for another ttl. So while the origin
+// answers, a revoked key reads through a node for at most ttl (2 x ttl while other callers'
+// checks hold the breaker open); while the origin cannot be reached, a caller allowed before
+// reads on.
 // Thread-safe.
 ReadAuthority UpstreamReadAuthority(std::shared_ptr<http::HttpClient> origin,
                                     std::chrono::milliseconds ttl);

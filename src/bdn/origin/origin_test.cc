@@ -1654,36 +1654,36 @@ TEST(UpstreamReadAuthority, AnOriginThatDoesNotAnswerIsNotAskedAgainAtOnce) {
   auto created =
       http::HttpClient::Create({.base_url = url, .deadline = std::chrono::milliseconds(1000)});
   ASSERT_TRUE(created);
-  // Verdicts are kept 1 ms: every check below finds its verdict expired.
-  ReadAuthority authority =
-      UpstreamReadAuthority(std::move(*created), std::chrono::milliseconds(1));
+  // Verdicts are kept 1 s; waits of 1.1 s let them expire.
+  const auto ttl = std::chrono::milliseconds(1000);
+  const auto past = std::chrono::milliseconds(1100);
+  ReadAuthority authority = UpstreamReadAuthority(std::move(*created), ttl);
   const std::string allowed = "Bearer bdn_0123456789abcdef_0123";
   EXPECT_TRUE(authority(ApiKey{}, allowed, std::nullopt).status.ok());
   EXPECT_EQ(asked, 1);
   // Revoked while the origin answers: the expired verdict is not served.
   answer = 403;
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(past);
   AccessVerdict v = authority(ApiKey{}, allowed, std::nullopt);
   EXPECT_EQ(v.status.code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(v.status.message(), "key revoked");
   EXPECT_EQ(asked, 2);
   answer = 200;
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(past);
   EXPECT_TRUE(authority(ApiKey{}, allowed, std::nullopt).status.ok());
   EXPECT_EQ(asked, 3);
   hang = true;
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(past);
   // The first check after the origin stopped answering waits for the deadline, then the kept
-  // verdict serves.
+  // verdict serves (kept another ttl).
   auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(authority(ApiKey{}, allowed, std::nullopt).status.ok());
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
   EXPECT_EQ(asked, 4);
-  // The next ones do not ask.
+  // The next ones do not ask: within ttl, and up to ttl past it while the breaker is open.
   start = std::chrono::steady_clock::now();
   EXPECT_TRUE(authority(ApiKey{}, allowed, std::nullopt).status.ok());
   AccessVerdict other = authority(ApiKey{}, "Bearer bdn_fedcba9876543210_3210", std::nullopt);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
   EXPECT_EQ(other.status.code(), StatusCode::kUnavailable);
   EXPECT_TRUE(other.status.message().starts_with(
       "cache node: cannot check access with the origin: the origin failed an access check 1s ago "
@@ -1691,7 +1691,18 @@ TEST(UpstreamReadAuthority, AnOriginThatDoesNotAnswerIsNotAskedAgainAtOnce) {
       url + ": POST /v1/chunks/batch: "))
       << other.status.message();
   EXPECT_NE(other.status.message().find("; not asked again for "), std::string::npos);
+  std::this_thread::sleep_for(past);
+  EXPECT_TRUE(authority(ApiKey{}, allowed, std::nullopt).status.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1800));
   EXPECT_EQ(asked, 4);
+  // Revoked while the breaker is still open (another caller's check failed): once the kept
+  // verdict is more than ttl past its expiry, this caller's own check asks, and is refused.
+  answer = 403;
+  hang = false;
+  std::this_thread::sleep_for(past);
+  v = authority(ApiKey{}, allowed, std::nullopt);
+  EXPECT_EQ(v.status.code(), StatusCode::kPermissionDenied) << v.status.message();
+  EXPECT_EQ(asked, 5);
   stopping = true;
   fake.stop();
   serving.join();

@@ -38,11 +38,13 @@ std::string UriPath(const fs::path& p) {
   return out;
 }
 
-// Whether the file system holding `path` has no block left for this user (statvfs f_bavail).
+// Whether the file system holding `path` is writable and has no block left for this user
+// (statvfs). A read-only one (a squashfs, a bdn mount) reports no block free as well, and is not
+// full (from an attacking helper: its registry's writes said "no space left").
 bool NoSpaceLeft(const fs::path& path) {
   struct statvfs st;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  return ::statvfs(dir.c_str(), &st) == 0 && st.f_bavail == 0;
+  return ::statvfs(dir.c_str(), &st) == 0 && (st.f_flag & ST_RDONLY) == 0 && st.f_bavail == 0;
 }
 
 // Opens `uri` with `flags`; on failure returns SQLite's message and closes the handle (which
