@@ -172,6 +172,12 @@ assert_eq "755 755" "$(stat -c %a "$WORK/opt/bdn" "$WORK/opt/bdn/bin" | tr '\n' 
 mkdir -p "$WORK/lk" && ln -s "$WORK/shared" "$WORK/lk/bdn"
 run_fails 8 "bdn: error: mounts apply lock $WORK/lk/bdn: a symlink; set BDN_RUNTIME_DIR to a directory of this user's for the lock" \
   env BDN_RUNTIME_DIR="$WORK/lk" "$BDN" mounts apply -f "$WORK/three.yaml"
+# The lock itself must be a regular file (a directory there failed with exit 1); the directory
+# is opened without following a symlink and the lock relative to it (from an attacking helper:
+# a symlink swapped in between a check by path and the open was followed).
+mkdir -p "$WORK/lf/bdn/mounts-apply.lock"
+run_fails 8 "bdn: error: mounts apply lock $WORK/lf/bdn/mounts-apply.lock: not a regular file; set BDN_RUNTIME_DIR to a directory of this user's for the lock" \
+  env BDN_RUNTIME_DIR="$WORK/lf" "$BDN" mounts apply -f "$WORK/three.yaml"
 # Without BDN_RUNTIME_DIR the place does not depend on the environment either: root's runs take
 # turns in /run/bdn with or without $XDG_RUNTIME_DIR (a login session sets it, cron does not;
 # from an attacking helper: the lock was in $XDG_RUNTIME_DIR/bdn when it was set, so a deploy

@@ -215,30 +215,56 @@ class ApplyLock {
   static Result<ApplyLock> Take() {
     BDN_ASSIGN_OR_RETURN(const fs::path dir, ApplyLockDir());
     const std::string hint = "; set BDN_RUNTIME_DIR to a directory of this user's for the lock";
-    if (struct stat st; ::lstat(dir.c_str(), &st) == 0) {
-      // An existing one is used as it is, never made private (CreatePrivateDirectory tightens a
-      // whole tree: from attacking helpers, naming a directory holding other things, or a
-      // symlink to /etc, had every directory below made 0700). A symlink is refused, and one
-      // another user made (squatted in /tmp) is named with its owner.
-      const std::string shown = "mounts apply lock " + EscapeName(dir.string());
-      if (S_ISLNK(st.st_mode)) return Err(FailedPreconditionError(shown + ": a symlink" + hint));
-      if (!S_ISDIR(st.st_mode)) {
-        return Err(FailedPreconditionError(shown + ": not a directory" + hint));
+    const std::string shown = "mounts apply lock " + EscapeName(dir.string());
+    if (struct stat st; ::lstat(dir.c_str(), &st) != 0) {
+      if (Status made = CreatePrivateDirectory(dir, "mounts apply lock"); !made.ok()) {
+        return Err(Status(made.code(), made.message() + hint));
       }
-      if (st.st_uid != ::geteuid()) {
-        return Err(PermissionDeniedError(shown + ": owned by " + UidText(st.st_uid) +
-                                         ", not by this user" + hint));
+    }
+    // An existing one is used as it is, never made private (CreatePrivateDirectory tightens a
+    // whole tree: from attacking helpers, naming a directory holding other things, or a symlink
+    // to /etc, had every directory below made 0700). Judged on its own descriptor, opened without
+    // following a symlink, and the lock opened relative to it, so that nothing swapped in at its
+    // name after the judgement is used (from an attacking helper: under a directory others may
+    // write, a symlink swapped in between a check by path and the open was followed).
+    UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir_fd) {
+      const int err = errno;
+      // O_DIRECTORY with O_NOFOLLOW fails a symlink ENOTDIR (or ELOOP): told apart by lstat.
+      struct stat ls;
+      if (err == ELOOP ||
+          (err == ENOTDIR && ::lstat(dir.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode))) {
+        return Err(FailedPreconditionError(shown + ": a symlink" + hint));
       }
-      if ((st.st_mode & 022) != 0) {
-        return Err(FailedPreconditionError(shown + ": writable by other users" + hint));
-      }
-    } else if (Status made = CreatePrivateDirectory(dir, "mounts apply lock"); !made.ok()) {
-      return Err(Status(made.code(), made.message() + hint));
+      if (err == ENOTDIR) return Err(FailedPreconditionError(shown + ": not a directory" + hint));
+      return Err(Status(ErrnoError(shown, err).code(), ErrnoError(shown, err).message() + hint));
+    }
+    struct stat st;
+    if (::fstat(dir_fd.get(), &st) != 0) return Err(ErrnoError(shown, errno));
+    if (st.st_uid != ::geteuid()) {
+      return Err(PermissionDeniedError(shown + ": owned by " + UidText(st.st_uid) +
+                                       ", not by this user" + hint));
+    }
+    if ((st.st_mode & 022) != 0) {
+      return Err(FailedPreconditionError(shown + ": writable by other users" + hint));
     }
     const fs::path path = dir / "mounts-apply.lock";
     ApplyLock lock;
-    lock.fd_.Reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!lock.fd_) return Err(ErrnoError("mounts apply lock " + path.string(), errno));
+    lock.fd_.Reset(::openat(dir_fd.get(), "mounts-apply.lock",
+                            O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600));
+    if (!lock.fd_) {
+      const int err = errno;
+      if (err == ELOOP || err == EISDIR) {
+        return Err(FailedPreconditionError("mounts apply lock " + EscapeName(path.string()) +
+                                           (err == ELOOP ? ": a symlink" : ": not a regular file") +
+                                           hint));
+      }
+      return Err(ErrnoError("mounts apply lock " + path.string(), err));
+    }
+    if (struct stat ls; ::fstat(lock.fd_.get(), &ls) != 0 || !S_ISREG(ls.st_mode)) {
+      return Err(FailedPreconditionError("mounts apply lock " + EscapeName(path.string()) +
+                                         ": not a regular file" + hint));
+    }
     struct flock want = {};
     want.l_type = F_WRLCK;
     want.l_whence = SEEK_SET;
