@@ -56,7 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!locked) {
     const std::string& m = locked.error().message();
     FUZZ_CHECK(fuzz::IsError(locked.error(), StatusCode::kInvalidArgument, kFile + ":") &&
-                   (m.ends_with(": cannot find the source text to rewrite") ||
+                   (m.ends_with(": cannot find the source text to rewrite (write the ref on the "
+                                "line of source:, as a plain or quoted scalar, e.g. source: "
+                                "bdn:ns/vol:tag)") ||
                     m.ends_with(": the source is a YAML alias (*name): cannot rewrite it; write "
                                 "the ref in its place")),
                locked.error().ToString());
