@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Command-line flags shared by many commands: bdn --version (version and git commit, "unknown"
 # outside a git checkout), and the one duration syntax of every duration flag (--read-timeout,
-# --claim-ttl, --retry-deadline (push, and BDN_RETRY_DEADLINE; sync start), --header-timeout,
-# --idle-timeout, --write-timeout), checked before anything is opened or created: 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors.
+# --claim-ttl, --retry-deadline (push, and BDN_RETRY_DEADLINE, also cat's; sync start),
+# --header-timeout, --idle-timeout, --write-timeout), checked before anything is opened or
+# created: 500ms, 30s, 2m, 1h, a plain number of seconds, with the same errors.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
@@ -63,6 +64,11 @@ run_fails 2 "bdn: error: --retry-deadline: duration \"1e3\": $MALFORMED" \
   env BDN_RETRY_DEADLINE=1e3 "$BDN" volume push "$WORK/data" bdn:t/v
 run_fails 2 'bdn: error: --retry-deadline: duration "500ms": must be between 1s and 24h' \
   "$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline 500ms
+# cat has no flag for it; a bad BDN_RETRY_DEADLINE was taken for 60 s without a word.
+"$BDN" volume push "$WORK/data" bdn:t/cat >/dev/null 2>&1
+run_fails 2 "bdn: error: BDN_RETRY_DEADLINE: duration \"1e3\": $MALFORMED" \
+  env BDN_RETRY_DEADLINE=1e3 "$BDN" volume cat bdn:t/cat/f
+assert_eq x "$(BDN_RETRY_DEADLINE=5s "$BDN" volume cat bdn:t/cat/f)" "cat with a valid BDN_RETRY_DEADLINE"
 for bad in '2 m' 500ms; do
   case "$bad" in
     500ms) why='must be between 1s and 24h' ;;

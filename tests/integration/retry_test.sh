@@ -7,6 +7,8 @@
 # - a 500 on a chunk upload is retried, not fatal;
 # - with the origin gone right after the push claimed the volume, a push of 1,000 files fails
 #   with exit 7 once --retry-deadline is spent, saying it was retrying and why;
+# - an origin that accepts connections and never answers (stopped, or a proxy holding the
+#   batches) fails a pull once at --retry-deadline too, not after each request's own timeout;
 # - a push rides out an origin restart: it retries, claims the volume again and commits.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
@@ -205,5 +207,34 @@ start=$(now_ms)
 run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (gave up after retrying for 2s; --retry-deadline 2s)" \
   env BDN_REMOTE="$ORIGIN2" "$BDN" volume pull bdn:t/restart "$WORK/pulled8" --retry-deadline 2s
 [ $(( $(now_ms) - start )) -lt 10000 ] || fail "the pull with --retry-deadline 2s took $(( $(now_ms) - start )) ms"
+
+step "an origin that accepts and never answers counts against --retry-deadline"
+# From a user: with the origin stopped (SIGSTOP: the kernel still accepts connections) a pull
+# with --retry-deadline 2s waited ~73 s, each request its own timeout, the last one final.
+start_bdn serve5 serve --listen "127.0.0.1:${ORIGIN2##*:}" --data "$WORK/srv2" --insecure-no-auth
+SERVE5_PID=$STARTED_PID
+kill -STOP "$SERVE5_PID"
+start=$(now_ms)
+rc=0
+BDN_REMOTE="$ORIGIN2" "$BDN" volume pull bdn:t/restart "$WORK/pulled9" --retry-deadline 2s 2>"$WORK/pull9.err" || rc=$?
+elapsed=$(( $(now_ms) - start ))
+kill -CONT "$SERVE5_PID"
+echo "pull from a stopped origin: exit $rc after ${elapsed} ms (--retry-deadline 2s)"
+assert_eq 7 "$rc" "exit code of the pull from a stopped origin ($(cat "$WORK/pull9.err"))"
+[ "$elapsed" -lt 12000 ] || fail "the pull from a stopped origin took ${elapsed} ms with --retry-deadline 2s"
+grep -Eq "^bdn: error: origin $ORIGIN2: GET /v1/[^ ]+: stalled: no bytes for 2000 ms \(gave up after retrying for 2s; --retry-deadline 2s\)$" "$WORK/pull9.err" \
+  || fail "message of the pull from a stopped origin: $(cat "$WORK/pull9.err")"
+# The same while the chunks are read: the proxy holds every batch and never answers.
+GATE="$WORK/gate10"  # never made
+UPSTREAM="$ORIGIN2" start_proxy p10 'POST ^/v1/chunks/batch$ hold 1000000'
+start=$(now_ms)
+rc=0
+BDN_REMOTE="$PROXY_URL" "$BDN" volume pull bdn:t/restart "$WORK/pulled10" --retry-deadline 3s 2>"$WORK/pull10.err" || rc=$?
+elapsed=$(( $(now_ms) - start ))
+echo "pull whose batches are never answered: exit $rc after ${elapsed} ms (--retry-deadline 3s)"
+assert_eq 7 "$rc" "exit code of the pull whose batches are never answered ($(cat "$WORK/pull10.err"))"
+[ "$elapsed" -lt 15000 ] || fail "the pull whose batches are never answered took ${elapsed} ms with --retry-deadline 3s"
+grep -Eq "^bdn: error: file \"(a.txt|big.bin)\": origin $PROXY_URL: POST /v1/chunks/batch: stalled: no bytes for 3000 ms \(gave up after retrying for 3s; --retry-deadline 3s\)$" \
+  <(tr '\r' '\n' < "$WORK/pull10.err") || fail "message of the pull whose batches are never answered: $(cat "$WORK/pull10.err")"
 
 echo "PASS"

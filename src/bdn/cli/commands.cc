@@ -1038,18 +1038,22 @@ Status Pull(Context& ctx, const PullArgs& args) {
 }
 
 namespace {
-// BDN_RETRY_DEADLINE when it is a valid duration (1s to 24h), else 60 s.
-std::chrono::milliseconds CatRetryDeadline() {
-  if (const char* env = std::getenv("BDN_RETRY_DEADLINE"); env && *env) {
-    if (auto d = ParseDuration(env, std::chrono::seconds(1), std::chrono::hours(24))) return *d;
-  }
-  return std::chrono::seconds(60);
+// BDN_RETRY_DEADLINE (1s to 24h) if set, else 60 s. Errors: InvalidArgument
+// "BDN_RETRY_DEADLINE: duration ..." for one that is not a duration in range (it was taken for
+// 60 s without a word).
+Result<std::chrono::milliseconds> CatRetryDeadline() {
+  const char* env = std::getenv("BDN_RETRY_DEADLINE");
+  if (!env || !*env) return std::chrono::milliseconds(std::chrono::seconds(60));
+  auto d = ParseDuration(env, std::chrono::seconds(1), std::chrono::hours(24));
+  if (!d) return Err(d.error().WithPrefix("BDN_RETRY_DEADLINE"));
+  return *d;
 }
 }  // namespace
 
 Status Cat(Context& ctx, const std::string& text) {
   // As pull: an outage of the origin is ridden out for 60 s (BDN_RETRY_DEADLINE), then fails once.
-  Context read_ctx = UnderRetryBudget(ctx, CatRetryDeadline());
+  BDN_ASSIGN_OR_RETURN(std::chrono::milliseconds deadline, CatRetryDeadline());
+  Context read_ctx = UnderRetryBudget(ctx, deadline);
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(read_ctx, text));
   const auto& [ref, pinned] = resolved;
   if (ref.path.empty()) return InvalidArgumentError("ref \"" + text + "\": cat needs a file path");

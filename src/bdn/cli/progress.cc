@@ -26,6 +26,7 @@ ProgressReporter::ProgressReporter(std::string label, const TransferCounters& co
       note_(std::move(note)),
       tty_(::isatty(STDERR_FILENO) == 1),
       start_(Clock::Real()->SteadyNow()),
+      last_change_(start_),
       thread_([this] { Run(); }) {}
 
 ProgressReporter::~ProgressReporter() {
@@ -35,6 +36,7 @@ ProgressReporter::~ProgressReporter() {
   }
   cv_.notify_all();
   thread_.join();
+  MutexLock lock(mu_);
   if (tty_ && drew_) {
     double s = std::chrono::duration<double>(Clock::Real()->SteadyNow() - start_).count();
     std::fprintf(stderr, "\r%s\033[K\n", Line(s).c_str());
@@ -42,13 +44,16 @@ ProgressReporter::~ProgressReporter() {
 }
 
 std::string ProgressReporter::Line(double elapsed_s) const {
+  const double idle_s =
+      std::chrono::duration<double>(Clock::Real()->SteadyNow() - last_change_).count();
   return ProgressLine(label_, counters_, elapsed_s,
                       tty_ ? ProgressStyle::kBar : ProgressStyle::kPlain,
-                      note_ ? note_() : std::string());
+                      note_ ? note_() : std::string(), idle_s);
 }
 
 std::string ProgressLine(const std::string& label, const TransferCounters& counters,
-                         double elapsed_s, ProgressStyle style, const std::string& note) {
+                         double elapsed_s, ProgressStyle style, const std::string& note,
+                         double idle_s) {
   uint64_t done = counters.bytes_done.load();
   uint64_t total = counters.bytes_total.load();
   double rate = elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0;
@@ -68,6 +73,9 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
          std::to_string(counters.files_total.load());
   if (!note.empty()) {
     out += "  " + note;
+  } else if (total > done && idle_s >= 5) {
+    // From a user: an ETA from the average rate went on counting down while nothing moved.
+    out += "  stalled for " + std::to_string(static_cast<int64_t>(idle_s)) + "s";
   } else if (rate > 0 && total > done) {
     // No ETA once the rate has all but stopped (from a user: "ETA -2147483648s", an int overflow,
     // while the origin was down).
@@ -86,6 +94,10 @@ void ProgressReporter::Run() {
   while (!cv_.wait_for(lock.native(), kTick, [&]() REQUIRES(mu_) { return stop_; })) {
     auto now = Clock::Real()->SteadyNow();
     double s = std::chrono::duration<double>(now - start_).count();
+    if (const uint64_t done = counters_.bytes_done.load(); done != last_done_) {
+      last_done_ = done;
+      last_change_ = now;
+    }
     if (tty_) {
       std::fprintf(stderr, "\r%s\033[K", Line(s).c_str());
     } else {

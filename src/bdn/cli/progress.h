@@ -25,10 +25,11 @@ enum class ProgressStyle { kBar, kPlain };
 
 // One progress line for `counters` after `elapsed_s` seconds: "<label> [####----] DONE/TOTAL
 // RATE/s  files F/FT" (the 24-character bar only with kBar; sizes as FormatBytes), then two
-// blanks and `note` when it is not empty, else "  ETA Ns" while the rate is known and bytes are
-// left. Thread-safe.
+// blanks and `note` when it is not empty, else, while bytes are left, "  stalled for Ns" once no
+// byte was done for `idle_s` >= 5 seconds, or "  ETA Ns" while the rate is known. Thread-safe.
 std::string ProgressLine(const std::string& label, const TransferCounters& counters,
-                         double elapsed_s, ProgressStyle style, const std::string& note);
+                         double elapsed_s, ProgressStyle style, const std::string& note,
+                         double idle_s = 0);
 
 // Polls `counters` on its own thread and draws to stderr until destroyed.
 // On a terminal: "\r<label> [#####-----] 1.20 GiB/2.00 GiB  310 MiB/s  ETA 3s"; otherwise one
@@ -43,7 +44,7 @@ class ProgressReporter {
 
  private:
   void Run();
-  std::string Line(double elapsed_s) const;
+  std::string Line(double elapsed_s) const REQUIRES(mu_);
 
   std::string label_;
   const TransferCounters& counters_;
@@ -55,6 +56,9 @@ class ProgressReporter {
   std::condition_variable cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   bool drew_ GUARDED_BY(mu_) = false;
+  // bytes_done when last seen to change, and when (for "stalled for Ns").
+  uint64_t last_done_ GUARDED_BY(mu_) = 0;
+  SteadyTime last_change_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

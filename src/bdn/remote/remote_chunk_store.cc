@@ -190,6 +190,11 @@ Result<BlobBatch> RemoteChunkStore::GetMany(std::span<const Digest> ids) {
   return out;
 }
 
+std::chrono::milliseconds RemoteChunkStore::BatchStallTimeout() const {
+  const std::chrono::milliseconds stall(batch_stall_ms_.load());
+  return options_.budget ? options_.budget->StallTimeout(stall) : stall;
+}
+
 Result<BlobBatch> RemoteChunkStore::GetManyOnce(std::span<const Digest> ids, Try& t) {
   std::string body = IdsBody(ids);
   BatchResponseDecoder decoder(ids, client_->Name());
@@ -197,7 +202,7 @@ Result<BlobBatch> RemoteChunkStore::GetManyOnce(std::span<const Digest> ids, Try
                     .path = "/v1/chunks/batch",
                     .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
                     .deadline = options_.batch_deadline,
-                    .stall_timeout = std::chrono::milliseconds(batch_stall_ms_.load()),
+                    .stall_timeout = BatchStallTimeout(),
                     .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }};
   if (!options_.read_version.empty())
     req.headers.emplace_back("Bdn-Version", options_.read_version);

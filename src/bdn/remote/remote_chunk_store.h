@@ -41,9 +41,9 @@ struct RemoteStoreOptions {
 
 // Each call is one or a few HTTP requests on the shared client. Idempotent calls (all of them:
 // blobs are content-addressed) are retried on Unavailable and on HTTP 500/502/503/504, per
-// options.retry or under options.budget; NotFound, Corruption and DeadlineExceeded are returned
-// at once. Error messages are the server's for
-// HTTP errors, and "<label> <url>: ..." for transport failures (see HttpClient::Send).
+// options.retry or under options.budget; NotFound and Corruption are returned at once, and
+// DeadlineExceeded too unless under a budget (RetryBudget::StallTimeout). Error messages are the
+// server's for HTTP errors, and "<label> <url>: ..." for transport failures (see HttpClient::Send).
 // Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
 class RemoteChunkStore : public ChunkStore {
  public:
@@ -83,7 +83,7 @@ class RemoteChunkStore : public ChunkStore {
   // does a malformed response: wrong magic, ids out of order, truncated record). The answer is
   // decoded as it arrives; memory: the blobs of the call. Each request may take up to
   // options.batch_deadline, but fails (DeadlineExceeded) once no byte came for
-  // options.batch_stall_timeout.
+  // options.batch_stall_timeout (or the budget's StallTimeout, if shorter).
   Result<BlobBatch> GetMany(std::span<const Digest> ids) override;
   bool PrefersBatches() const override { return true; }
 
@@ -92,6 +92,8 @@ class RemoteChunkStore : public ChunkStore {
 
  private:
   Result<BlobBatch> GetManyOnce(std::span<const Digest> ids, Try& t);
+  // The batch stall time as set, bounded by the budget's (RetryBudget::StallTimeout).
+  std::chrono::milliseconds BatchStallTimeout() const;
   // POSTs {"ids": [...]} to `path` in parts of options_.missing_batch_ids (one request each,
   // retried per options_.retry or the budget) and gives each part's parsed answer (discarded if not
   // JSON) to `take`, in order. Errors: transport/HTTP errors; the first error of `take`.

@@ -5,6 +5,8 @@
 
 namespace bdn::remote {
 
+using namespace std::chrono_literals;
+
 RetryBudget::RetryBudget(Options options)
     : options_(std::move(options)), clock_(options_.clock ? options_.clock : Clock::Real()) {}
 
@@ -38,11 +40,12 @@ Status RetryBudget::GiveUpLocked(const Status& error) const {
                                   FormatDuration(options_.deadline) + ")");
 }
 
-RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error, SteadyTime call_start) {
+RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error, SteadyTime call_start,
+                                                     std::optional<SteadyTime> silent_since) {
   MutexLock lock(mu_);
   if (tripped_) return {.give_up = tripped_};
   const SteadyTime now = clock_->SteadyNow();
-  if (!outage_start_) outage_start_ = now;
+  if (!outage_start_) outage_start_ = std::min(now, silent_since.value_or(now));
   last_error_ = error;
   const auto outage = now - *outage_start_;
   if (outage >= options_.deadline) {
@@ -55,6 +58,13 @@ RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error, Steady
   return {.wait_cap = std::chrono::ceil<std::chrono::milliseconds>(left)};
 }
 
+std::chrono::milliseconds RetryBudget::StallTimeout(
+    std::optional<std::chrono::milliseconds> stall) const {
+  const auto whole = std::chrono::ceil<std::chrono::seconds>(options_.deadline);
+  const std::chrono::milliseconds mine = std::max<std::chrono::milliseconds>(whole, 1s);
+  return stall ? std::min(*stall, mine) : mine;
+}
+
 Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& req, Try& t) {
   BDN_ASSIGN_OR_RETURN(http::Response r, client.Send(req));
   if (r.status >= 200 && r.status < 300) return r;
@@ -64,7 +74,10 @@ Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& r
 
 Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
                                        const RetryPolicy& policy, RetryBudget* budget) {
-  return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, req, t); });
+  if (!budget) return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, req, t); });
+  http::Request bounded = req;
+  bounded.stall_timeout = budget->StallTimeout(req.stall_timeout);
+  return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, bounded, t); });
 }
 
 Result<std::string> NewIdempotencyKey() { return RandomHex(16); }

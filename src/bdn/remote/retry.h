@@ -35,7 +35,8 @@ struct RetryPolicy {
 // Whether an error is worth another try by its code alone: only Unavailable (connection refused
 // or reset, 502/503), but not a client's own shutdown (reason http::kShuttingDown). NotFound,
 // Corruption, DeadlineExceeded (its time is spent) and all others are final; an HTTP 5xx answer
-// is marked transient by the call itself (see Try).
+// is marked transient by the call itself (see Try). Under a RetryBudget a DeadlineExceeded is
+// retried too (see WithRetries).
 inline bool IsRetryable(const Status& s) {
   return s.code() == StatusCode::kUnavailable && s.reason() != http::kShuttingDown;
 }
@@ -81,11 +82,20 @@ class RetryBudget {
   // A try of a call whose retries began at `call_start` failed transiently with `error`: returns
   // the Status to give up with (the budget is, or just got, tripped; or this call alone has
   // retried for the deadline), else how long the caller may sleep at most before its next try.
+  // `silent_since`: when the remote was last heard from, if earlier than now (a try that timed
+  // out waiting for it started then): an outage that starts with this failure starts there.
   struct Verdict {
     std::optional<Status> give_up;
     std::chrono::milliseconds wait_cap{0};
   };
-  Verdict OnTransientFailure(const Status& error, SteadyTime call_start);
+  Verdict OnTransientFailure(const Status& error, SteadyTime call_start,
+                             std::optional<SteadyTime> silent_since = std::nullopt);
+
+  // How long one request under this budget may wait with no byte moving: the deadline, in whole
+  // seconds rounded up (http::Request::stall_timeout), or `stall` if it is shorter. A hung
+  // remote (it accepts connections and never answers) thus counts against the deadline like a
+  // refused connection does, instead of holding each request for its own longer timeout.
+  std::chrono::milliseconds StallTimeout(std::optional<std::chrono::milliseconds> stall) const;
 
   const Clock& clock() const { return *clock_; }
   std::chrono::milliseconds deadline() const { return options_.deadline; }
@@ -107,7 +117,9 @@ class RetryBudget {
 // loop sleeps a random time in [b/2, b], b = initial_backoff * 2^(try-1) capped at max_backoff.
 // Without a budget, at most policy.attempts tries are made. With one, tries go on until the
 // budget gives up (see RetryBudget), the sleeps never pass its deadline, and a tripped budget
-// fails the call before its first try. Thread-safe if `fn` is.
+// fails the call before its first try; a try that failed DeadlineExceeded (the remote did not
+// answer in time) is retried too, and the outage it starts is counted from the try's start.
+// Thread-safe if `fn` is.
 template <typename F>
 auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
   const Clock& clock = budget ? budget->clock() : policy.clock ? *policy.clock : *Clock::Real();
@@ -115,6 +127,7 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
   const SteadyTime call_start = clock.SteadyNow();
   for (Try t;; ++t.number) {
     t.transient = false;
+    const SteadyTime try_start = clock.SteadyNow();
     auto outcome = [&] {
       if constexpr (std::is_invocable_v<F&, Try&>) {
         return fn(t);
@@ -128,14 +141,16 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
     }
     Outcome out = outcome();
     const Status* err = backoff::ErrorOf(out);
-    const bool transient = err && (t.transient || IsRetryable(*err));
+    const bool timed_out = err && err->code() == StatusCode::kDeadlineExceeded;
+    const bool transient = err && (t.transient || IsRetryable(*err) || (budget && timed_out));
     if (!transient) {
       if (budget) budget->OnAnswer();
       return out;
     }
     auto wait = backoff::Jitter(backoff);
     if (budget) {
-      RetryBudget::Verdict v = budget->OnTransientFailure(*err, call_start);
+      RetryBudget::Verdict v = budget->OnTransientFailure(
+          *err, call_start, timed_out ? std::optional<SteadyTime>(try_start) : std::nullopt);
       if (v.give_up) return backoff::Failure<Outcome>(*v.give_up);
       wait = std::min(wait, v.wait_cap);
     } else if (t.number >= policy.attempts) {
@@ -151,7 +166,8 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
 // safe to repeat (reads, content-addressed uploads, writes carrying an Idempotency-Key).
 Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& req, Try& t);
 
-// CallOnce under WithRetries.
+// CallOnce under WithRetries; under a budget, each try's stall_timeout is the budget's
+// StallTimeout.
 Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
                                        const RetryPolicy& policy, RetryBudget* budget);
 

@@ -117,6 +117,48 @@ TEST(RetryBudget, ADeadOriginFailsTheCallAtTheDeadlineThenEveryCallAtOnce) {
   EXPECT_TRUE(outage->tripped);
 }
 
+// From a user: a pull with --retry-deadline 2s from an origin that accepted connections and
+// never answered (stopped with SIGSTOP) waited for each request's own timeout (~73 s in all), and
+// a timed-out request was final however long the budget had left.
+TEST(RetryBudget, ATryThatTimesOutIsRetriedAndItsOutageStartsWhenItWasSent) {
+  auto clock = std::make_shared<FakeClock>();
+  RetryBudget budget({.deadline = 60s, .clock = clock});
+  const Status kStalled = DeadlineExceededError(
+      "origin http://127.0.0.1:9: POST /v1/chunks/batch: stalled: no bytes for 30000 ms");
+  int tries = 0;
+  Status s = WithRetries(RetryPolicy{}, &budget, [&] {
+    ++tries;
+    clock->SleepFor(30s);  // the request waited its stall time for a byte
+    return kStalled;
+  });
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.message(),
+            kStalled.message() + " (gave up after retrying for 1m; --retry-deadline 1m)");
+  EXPECT_EQ(tries, 2) << "the second stall ends 60 s after the first try was sent";
+  ASSERT_TRUE(budget.Tripped().has_value());
+
+  // A budget no longer than one stall gives up after the first.
+  RetryBudget short_budget({.deadline = 30s, .clock = clock});
+  tries = 0;
+  s = WithRetries(RetryPolicy{}, &short_budget, [&] {
+    ++tries;
+    clock->SleepFor(30s);
+    return kStalled;
+  });
+  EXPECT_EQ(tries, 1);
+  EXPECT_EQ(s.message(),
+            kStalled.message() + " (gave up after retrying for 30s; --retry-deadline 30s)");
+}
+
+TEST(RetryBudget, BoundsHowLongOneRequestWaitsForAByte) {
+  auto clock = std::make_shared<FakeClock>();
+  EXPECT_EQ(RetryBudget({.deadline = 60s, .clock = clock}).StallTimeout(30s), 30s);
+  EXPECT_EQ(RetryBudget({.deadline = 60s, .clock = clock}).StallTimeout(std::nullopt), 60s);
+  EXPECT_EQ(RetryBudget({.deadline = 2s, .clock = clock}).StallTimeout(30s), 2s);
+  // http::Request::stall_timeout counts whole seconds: a deadline between them rounds up.
+  EXPECT_EQ(RetryBudget({.deadline = 1500ms, .clock = clock}).StallTimeout(std::nullopt), 2s);
+}
+
 TEST(RetryBudget, AnAnswerEndsTheOutage) {
   auto clock = std::make_shared<FakeClock>();
   RetryBudget budget({.deadline = 10s, .clock = clock});
