@@ -390,6 +390,9 @@ bool Origin::GetChunkNow(http::ServerRequest& req, http::ServerResponse& res) {
   auto bytes = store_->GetNow(*id, kMaxInlineBytes);
   if (!bytes) return false;
   req.key_name = KeyNameForLog(admitted->key, &admitted->grant);
+  if (options_.role != Role::kOrigin) {
+    if (auto age = AccessMaxAgeValue(admitted->grant)) res.set_header(kAccessMaxAgeHeader, *age);
+  }
   req.context = Authorized{std::move(admitted->key), std::move(admitted->grant)};
   AnswerChunk(req, res, *id, *bytes);
   return true;

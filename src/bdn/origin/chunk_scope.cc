@@ -157,6 +157,25 @@ Status NotABatch(std::string_view prefix, const http::HttpClient& upstream,
 
 }  // namespace
 
+std::optional<std::string> AccessMaxAgeValue(const ReadGrant& grant) {
+  if (grant.valid_until == std::chrono::steady_clock::time_point::max()) return std::nullopt;
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(grant.valid_until - SteadyClock::now());
+  return std::to_string(std::max<int64_t>(left.count(), 0));
+}
+
+std::optional<std::chrono::milliseconds> AccessMaxAge(const http::Response& r) {
+  auto v = r.Header("bdn-access-max-age-ms");
+  // At most 12 digits (over 31 years): no overflow, and no sign, space or other byte.
+  if (!v || v->empty() || v->size() > 12) return std::nullopt;
+  int64_t ms = 0;
+  for (char c : *v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    ms = ms * 10 + (c - '0');
+  }
+  return std::chrono::milliseconds(ms);
+}
+
 Status CheckReadsEveryNamespace(http::HttpClient& upstream) {
   const http::Request req = EmptyBatchRequest();
   BDN_ASSIGN_OR_RETURN(http::Response r, upstream.Send(req));
@@ -221,7 +240,9 @@ AccessVerdict AskOrigin(http::HttpClient& origin, ExpiringMap<AccessVerdict>& ve
   } else if (auto named = r->Header("bdn-key"); named && IsKeyName(*named)) {
     verdict.key_name = std::string(*named);
   }
-  verdict.valid_until = asked + ttl;
+  // From a chain of cache nodes: each node kept its upstream's verdict another ttl, so a revoked
+  // key read through two nodes for 2 x ttl. A node upstream says how long its verdict has left.
+  verdict.valid_until = asked + std::min(ttl, AccessMaxAge(*r).value_or(ttl));
   verdicts.Put(key, verdict, verdict.valid_until);
   return verdict;
 }

@@ -32,6 +32,11 @@ namespace bdn::origin {
 
 // The request header naming the version a chunk read belongs to.
 inline constexpr const char* kVersionHeader = "Bdn-Version";
+// A cache node's answer to a chunk read carries how many more milliseconds the access verdict
+// it served under may be kept (a decimal integer), so that a node whose upstream is another
+// cache node keeps it no longer than that one does (UpstreamReadAuthority): a chain of nodes
+// adds no time to a revoked key's reads. Origins send none (they check keys themselves).
+inline constexpr const char* kAccessMaxAgeHeader = "Bdn-Access-Max-Age-Ms";
 
 // Parses a Bdn-Version value: a pinned ref written exactly as PinnedRef::ToString writes it,
 // "bdn:<ns>/<vol>@b3:<64 hex>", with no tag and no path (one spelling per version).
@@ -79,6 +84,9 @@ ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
 // upstream is down), which a caller may take as "cannot tell". Thread-safe as `upstream`.
 Status CheckReadsEveryNamespace(http::HttpClient& upstream);
 
+// The kAccessMaxAgeHeader of `r`: nullopt when absent or not 1 to 12 decimal digits.
+std::optional<std::chrono::milliseconds> AccessMaxAge(const http::Response& r);
+
 // The first bytes of every POST /v1/chunks/batch answer (docs/http-api.md).
 inline constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 
@@ -91,7 +99,9 @@ inline constexpr char kBatchMagic[4] = {'B', 'D', 'N', 'B'};
 // refusals are passed on with its message (401 stays 401). Only 200 with a batch body
 // (kBatchMagic) allows: another 2xx means something other than a bdn origin answered, which is
 // Unavailable like a 5xx. The key an allowing answer names in
-// its Bdn-Key header (the origin's, for a key it verified) becomes the verdict's key_name.
+// its Bdn-Key header (the origin's, for a key it verified) becomes the verdict's key_name. An
+// answer (allowing or refusing) is kept for `ttl`, or for its kAccessMaxAgeHeader if that is
+// shorter (the upstream is a cache node; a malformed value is ignored).
 // After a check the origin did not answer (refused, reset, past the client's deadline), the
 // origin is not asked again for 5 s (10, 20, 40 s while it still does not answer; one check tries
 // meanwhile): a caller with a kept allowing answer is served with it, others are refused at once
@@ -116,6 +126,10 @@ struct ReadGrant {
 
   bool Allows(const Digest& id) const { return !blobs || blobs->Contains(id); }
 };
+
+// The kAccessMaxAgeHeader value for an answer under `grant`: the milliseconds from now to its
+// valid_until (0 once past), or nullopt when it has none (an origin's own verdict).
+std::optional<std::string> AccessMaxAgeValue(const ReadGrant& grant);
 
 // The check of every chunk read: the authority's verdict, then the version's blob set from
 // `blobs` (loaded once per version, kept in memory). Thread-safe.

@@ -184,12 +184,18 @@ void Origin::Route(const std::string& method, const std::string& pattern, const 
   // A chunk read by a verified key names it in Bdn-Key, for the access log of a cache node that
   // asked on a caller's behalf (UpstreamReadAuthority).
   const bool name_key = access.where == Where::kChunkRead && options_.role == Role::kOrigin;
-  auto run = [handler = std::move(handler), name_key](const http::ServerRequest& req,
-                                                      http::ServerResponse& res) {
-    const ApiKey& key = std::any_cast<const Authorized&>(req.context).key;
+  // A cache node's chunk reads say how long the verdict they were allowed under has left, for a
+  // node in front of this one (kAccessMaxAgeHeader).
+  const bool verdict_age = access.where == Where::kChunkRead && options_.role != Role::kOrigin;
+  auto run = [handler = std::move(handler), name_key, verdict_age](const http::ServerRequest& req,
+                                                                   http::ServerResponse& res) {
+    const Authorized& authorized = std::any_cast<const Authorized&>(req.context);
+    const ApiKey& key = authorized.key;
     Status s = handler(req, res, key);
     if (!s.ok()) return http::SetError(res, s);
     if (name_key && key.id != "anonymous") res.set_header("Bdn-Key", key.Name());
+    if (!verdict_age) return;
+    if (auto age = AccessMaxAgeValue(authorized.grant)) res.set_header(kAccessMaxAgeHeader, *age);
   };
   if (method == "GET") {
     server_->Get(pattern, route, std::move(run), std::move(options));

@@ -1708,6 +1708,64 @@ TEST(UpstreamReadAuthority, AnOriginThatDoesNotAnswerIsNotAskedAgainAtOnce) {
   serving.join();
 }
 
+// From an attacker with two cache nodes in a chain: each kept its upstream's verdict for its own
+// ttl, so a revoked key read through the outer one for twice as long. An upstream that says how
+// long its verdict has left (a cache node's Bdn-Access-Max-Age-Ms) bounds how long it is kept.
+TEST(UpstreamReadAuthority, KeepsAVerdictNoLongerThanTheUpstreamSaysItHasLeft) {
+  httplib::Server fake;
+  std::atomic<int> asked{0};
+  std::string max_age = "300";  // set before each check, read by the server thread after
+  std::mutex mu;
+  fake.Post("/v1/chunks/batch", [&](const httplib::Request&, httplib::Response& res) {
+    ++asked;
+    std::lock_guard l(mu);
+    if (!max_age.empty()) res.set_header("Bdn-Access-Max-Age-Ms", max_age);
+    res.set_content(std::string(kBatchMagic, sizeof kBatchMagic), "application/octet-stream");
+  });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { fake.listen_after_bind(); });
+  while (!fake.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto created = http::HttpClient::Create({.base_url = "http://127.0.0.1:" + std::to_string(port)});
+  ASSERT_TRUE(created);
+  ReadAuthority authority = UpstreamReadAuthority(std::move(*created), std::chrono::hours(1));
+  const std::string caller = "Bearer bdn_0123456789abcdef_0123";
+  auto check = [&](const std::string& age) {
+    {
+      std::lock_guard l(mu);
+      max_age = age;
+    }
+    AccessVerdict v = authority(ApiKey{}, caller, std::nullopt);
+    EXPECT_TRUE(v.status.ok()) << v.status.message();
+    return v;
+  };
+  const auto before = std::chrono::steady_clock::now();
+  AccessVerdict v = check("300");
+  EXPECT_EQ(asked, 1);
+  EXPECT_LE(v.valid_until - before, std::chrono::milliseconds(300) + std::chrono::seconds(1));
+  check("300");
+  EXPECT_EQ(asked, 1) << "kept within its 300 ms";
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  check("0");
+  EXPECT_EQ(asked, 2) << "asked again after 300 ms, not after the node's own hour";
+  check("0");
+  EXPECT_EQ(asked, 3) << "an upstream verdict with nothing left is not kept";
+  // Malformed values are ignored (the node's own ttl then): each is asked about once.
+  for (const std::string bad : {"-5", "+5", "1e3", "7 ms", "99999999999999", "0x10", ""}) {
+    authority = UpstreamReadAuthority(
+        std::move(
+            *http::HttpClient::Create({.base_url = "http://127.0.0.1:" + std::to_string(port)})),
+        std::chrono::hours(1));
+    const int was = asked;
+    v = check(bad);
+    EXPECT_GT(v.valid_until - std::chrono::steady_clock::now(), std::chrono::minutes(59)) << bad;
+    check(bad);
+    EXPECT_EQ(asked, was + 1) << bad;
+  }
+  fake.stop();
+  serving.join();
+}
+
 // Issue 12 item 4 on the cache tier: a cache node (the cache role over a store that reads the
 // origin with the node's own key for every namespace) answers each caller only what the origin
 // would: it asks the origin once per caller and version (POST /v1/chunks/batch without ids,
@@ -1789,6 +1847,19 @@ TEST_F(OriginTest, ACacheNodeChecksEachCallerWithTheOrigin) {
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].bytes, a.blobs.at(a_chunk));
   EXPECT_EQ(records[1].status, 1);
+  // It says how long its verdict has left (its ttl, an hour, less the test so far), for a node
+  // in front of it; the origin, which checks keys itself, says nothing of the kind.
+  const std::string age = batch->get_header_value("Bdn-Access-Max-Age-Ms");
+  ASSERT_FALSE(age.empty());
+  EXPECT_LE(std::stoll(age), 3'600'000);
+  EXPECT_GT(std::stoll(age), 3'000'000);
+  auto at_origin =
+      httplib::Client("127.0.0.1", server_->port())
+          .Post("/v1/chunks/batch", {{"Authorization", "Bearer " + pull_a}, {"Bdn-Version", a.ref}},
+                ids.dump(), "application/json");
+  ASSERT_TRUE(at_origin);
+  ASSERT_EQ(at_origin->status, 200);
+  EXPECT_FALSE(at_origin->has_header("Bdn-Access-Max-Age-Ms"));
 
   // Revalidation through the node, whose key has pull only: 304, never the origin's refusal of
   // a push-side query made with the node's key.
