@@ -204,6 +204,19 @@ assert_eq '["added.txt"]' "$(json_field added <<<"$out")" "added"
 assert_eq '["dir/a.txt"]' "$(json_field changed <<<"$out")" "changed"
 assert_eq '[]' "$(json_field removed <<<"$out")" "removed"
 assert_eq 8 "$(json_field fetch_bytes <<<"$out")" "fetch bytes (two new 4-byte files)"
+assert_eq "--- $r1
++++ $r2
+A added.txt
+M dir/a.txt
+1 added, 0 removed, 1 changed; moving A->B fetches 8 B (8 bytes in 2 chunks)" \
+  "$("$BDN" volume diff bdn:weights/model:Prod bdn:weights/model)" "diff text"
+# From a session's note: "1 chunks".
+assert_eq "--- $r2
++++ $r1
+D added.txt
+M dir/a.txt
+0 added, 1 removed, 1 changed; moving A->B fetches 4 B (4 bytes in 1 chunk)" \
+  "$("$BDN" volume diff bdn:weights/model bdn:weights/model:Prod)" "diff text, B to A"
 out=$("$BDN" volume verify bdn:weights/model --json)
 assert_eq true "$(json_field ok <<<"$out")" "verify"
 # From a new user: a path (or for versions a tag) was ignored, and the whole version checked,

@@ -1093,7 +1093,8 @@ Status Diff(Context& ctx, const std::string& text_a, const std::string& text_b) 
   for (const auto& p : d.changed) std::cout << "M " << EscapeName(p) << "\n";
   std::cout << d.added.size() << " added, " << d.removed.size() << " removed, " << d.changed.size()
             << " changed; moving A->B fetches " << FormatBytes(d.fetch_bytes) << " ("
-            << d.fetch_bytes << " bytes in " << d.fetch_chunks << " chunks)\n";
+            << Counted(d.fetch_bytes, "byte") << " in " << Counted(d.fetch_chunks, "chunk")
+            << ")\n";
   return Status::Ok();
 }
 
