@@ -11,16 +11,8 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUS
 SIZE=$((256 * 1024 * 1024))
 MOUNTS_AT_ONCE=8
 
-metric() {  # metric URL NAME
-  curl -sf "$1/metrics" | awk -v n="$2" '$1 == n {print $2; found=1} END {if (!found) print 0}'
-}
-ratio() {  # ratio BYTES: BYTES / SIZE with 3 decimals
-  python3 -c 'import sys; print(f"{int(float(sys.argv[1])) / int(sys.argv[2]):.3f}")' "$1" "$SIZE"
-}
-at_most() {  # at_most VALUE LIMIT WHAT
-  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$1" "$2" \
-    || fail "$3: $1, above $2"
-}
+metric() { metric_at "$@"; }
+ratio() { ratio_of "$1" "$SIZE"; }  # ratio BYTES: BYTES / SIZE
 # read_all PREFIX N...: mounts N cold mounts (each its own node cache) and hashes the file in all
 # of them at once; fails naming a mount whose bytes differ.
 read_all() {

@@ -139,6 +139,18 @@ random_file() {
   python3 -c 'import random,sys; sys.stdout.buffer.write(random.Random(int(sys.argv[2])).randbytes(int(sys.argv[1])))' "$2" "$3" > "$1"
 }
 
+# metric_at URL NAME: the value of an unlabelled metric on URL's /metrics (0 when absent).
+metric_at() {
+  curl -sf "$1/metrics" | awk -v n="$2" '$1 == n {print $2; found=1} END {if (!found) print 0}'
+}
+# ratio_of BYTES TOTAL: BYTES / TOTAL with 3 decimals.
+ratio_of() { python3 -c 'import sys; print(f"{int(float(sys.argv[1])) / int(sys.argv[2]):.3f}")' "$1" "$2"; }
+# at_most VALUE LIMIT WHAT: fails unless VALUE <= LIMIT (numbers with decimals).
+at_most() {
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$1" "$2" \
+    || fail "$3: $1, above $2"
+}
+
 # start_origin [ARGS...]: `bdn serve` without authentication on a free port with its data in
 # $WORK/srv (and ARGS, e.g. --sync-allow-private-addresses for sync tests whose sources listen on
 # 127.0.0.1), for the remote commands of this test: sets SERVER_PID and URL, exports BDN_REMOTE,

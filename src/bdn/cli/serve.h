@@ -115,6 +115,9 @@ struct CacheServeArgs {
   HttpServerArgs http{.listen = "127.0.0.1:8441"};
   std::string cache_dir;  // "": <home>/cache-node
   std::string cache_size = "10G";
+  // --peers "URL,URL,...": every cache node of this node's cluster, this one included, as each
+  // node lists them (the same list on every node); empty: none (remote::PeerWatch).
+  std::string peers;
 };
 
 // bdn cache serve: serves chunk GET and batch from a NodeCache over the origin `upstream`

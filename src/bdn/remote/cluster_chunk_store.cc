@@ -79,6 +79,7 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     co.deadline = options.node_deadline;
     BDN_ASSIGN_OR_RETURN(auto client, http::HttpClient::Create(co));
     auto n = std::make_unique<Node>();
+    if (options.nodes_start_off) n->role.store(Role::kOff);
     n->url = client->base_url();
     n->seed = SeedOf(n->url);
     // One try per node: on failure the upstream is the retry. A batch may take longer than
@@ -152,7 +153,11 @@ bool ClusterChunkStore::Usable(Node& n) {
 int ClusterChunkStore::Choose(const Digest& id, const std::vector<uint8_t>& failed) {
   if (nodes_.empty()) return -1;
   for (size_t i : RankBySeeds(seeds_, id)) {
-    if (!failed[i] && Usable(*nodes_[i])) return static_cast<int>(i);
+    if (failed[i]) continue;
+    const Role role = nodes_[i]->role.load();
+    if (role == Role::kSelf) return -1;
+    if (role == Role::kOff) continue;
+    if (Usable(*nodes_[i])) return static_cast<int>(i);
   }
   return -1;
 }

@@ -88,6 +88,70 @@ TEST(ClusterChunkStore, ReadsFromTheOwnerNode) {
   EXPECT_GT(b.get_requests, 5);
 }
 
+// A cache node among its --peers (PeerWatch): the node that is itself is never asked, the chunks
+// it ranks first (among the nodes not off) go to its upstream, and a node that is off is skipped
+// for the next by weight; nodes that start off send everything upstream until turned on.
+TEST(ClusterChunkStore, ANodeOfRoleSelfIsNeverAskedAndReadsItsOwnChunksUpstream) {
+  FakeOrigin a, b, c;
+  a.Start();
+  b.Start();
+  c.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  const std::vector<std::string> urls = {a.url(), b.url(), c.url()};
+  auto store = ClusterChunkStore::Create(urls, upstream, {.nodes_start_off = true});
+  ASSERT_TRUE(store.has_value());
+  std::vector<std::pair<Digest, std::vector<uint8_t>>> chunks;
+  for (int i = 0; i < 60; ++i) {
+    auto data = Bytes("peer chunk " + std::to_string(i));
+    Digest id = Digest::Of(data);
+    for (FakeOrigin* n : {&a, &b, &c}) ASSERT_TRUE(n->store.Put(id, data).ok());
+    ASSERT_TRUE(upstream->Put(id, data).ok());
+    chunks.emplace_back(id, data);
+  }
+  auto read_all = [&] {
+    for (const auto& [id, data] : chunks) {
+      auto got = (*store)->Get(id);
+      ASSERT_TRUE(got.has_value()) << got.error().message();
+      EXPECT_EQ(*got, data);
+    }
+  };
+  read_all();
+  EXPECT_EQ(upstream->gets, 60) << "every node off: all from the upstream";
+  EXPECT_EQ(a.get_requests + b.get_requests + c.get_requests, 0);
+
+  using Role = ClusterChunkStore::Role;
+  (*store)->SetRole(0, Role::kSelf);
+  (*store)->SetRole(1, Role::kNode);
+  (*store)->SetRole(2, Role::kNode);
+  upstream->gets = 0;
+  read_all();
+  int own = 0;
+  for (const auto& [id, data] : chunks) own += ClusterChunkStore::Rank(urls, id)[0] == 0;
+  EXPECT_GT(own, 5);
+  EXPECT_EQ(upstream->gets, own) << "the chunks this node ranks first";
+  EXPECT_EQ(a.get_requests, 0) << "never asks itself";
+  EXPECT_EQ(b.get_requests + c.get_requests, 60 - own);
+
+  // b off: its chunks go to the next by weight, c or (this node) the upstream.
+  (*store)->SetRole(1, Role::kOff);
+  upstream->gets = 0;
+  const int c_before = c.get_requests;
+  const int b_before = b.get_requests;
+  read_all();
+  int to_c = 0;
+  for (const auto& [id, data] : chunks) {
+    for (size_t i : ClusterChunkStore::Rank(urls, id)) {
+      if (i == 1) continue;
+      to_c += i == 2;
+      break;
+    }
+  }
+  EXPECT_EQ(b.get_requests, b_before);
+  EXPECT_EQ(c.get_requests - c_before, to_c);
+  EXPECT_EQ(upstream->gets, 60 - to_c);
+  EXPECT_EQ(a.get_requests, 0);
+}
+
 TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
   FakeOrigin node;
   node.Start();
