@@ -145,9 +145,16 @@ plan_text=$("$BDN" gc --dry-run)
 [[ "$plan_text" =~ \;\ ([1-9][0-9]*)\ packs?\ kept\ with\ [0-9.]+\ KiB\ no\ version\ needs\ \(at\ least\ 0\.5\ of\ each\ is\ needed:\ --max-repack-fraction\ sets\ this\)$ ]] || fail "dry run: $plan_text"
 plan=$("$BDN" gc --dry-run --json --max-repack-fraction 1)
 assert_eq 0 "$(json_field packs_kept_with_garbage <<<"$plan")" "packs kept with garbage at fraction 1"
-rc=0; err=$("$BDN" volume ls "bdn:life/own@$d3" 2>&1 >/dev/null) || rc=$?
-assert_eq 5 "$rc" "exit code of ls of a collected version"
-assert_contains "$err" "manifest $d3: not in the store"
+# A version deleted for good and collected is not found, saying why (from a user: it was
+# "corruption", exit 5, "the version's data is lost", for a deletion made on purpose).
+for cmd in "volume ls bdn:life/own@$d3" "volume stat bdn:life/own@$d3" "volume cat bdn:life/own@$d3/only.bin" \
+  "volume pull bdn:life/own@$d3 $WORK/pulled-own" "volume diff bdn:life/own@$d3 bdn:life/mix" \
+  "volume mount bdn:life/own@$d3 $WORK/mnt-own"; do
+  rc=0; err=$("$BDN" $cmd 2>&1 >/dev/null) || rc=$?
+  assert_eq 3 "$rc" "exit code of $cmd of a collected version ($err)"
+  [[ "$err" =~ ^bdn:\ error:\ version\ bdn:life/own@$d3:\ deleted\ [0-9-]+T[0-9:.]+Z,\ its\ retention\ ended\ [0-9-]+T[0-9:.]+Z\ and\ gc\ collected\ its\ data:\ it\ can\ be\ neither\ read\ nor\ restored$ ]] \
+    || fail "$cmd of a collected version: $err"
+done
 "$BDN" volume push "$WORK/t3" bdn:life/own >/dev/null  # the same tree again: a new version
 "$BDN" volume verify "bdn:life/own@$d3" >/dev/null || fail "t3 pushed again does not verify"
 

@@ -9,6 +9,7 @@
 #   with exit 7 once --retry-deadline is spent, saying it was retrying and why;
 # - an origin that accepts connections and never answers (stopped, or a proxy holding the
 #   batches) fails a pull once at --retry-deadline too, not after each request's own timeout;
+#   a commit slower than the deadline is waited for;
 # - a push rides out an origin restart: it retries, claims the volume again and commits.
 source "$(dirname "$0")/lib.sh"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
@@ -222,7 +223,7 @@ kill -CONT "$SERVE5_PID"
 echo "pull from a stopped origin: exit $rc after ${elapsed} ms (--retry-deadline 2s)"
 assert_eq 7 "$rc" "exit code of the pull from a stopped origin ($(cat "$WORK/pull9.err"))"
 [ "$elapsed" -lt 12000 ] || fail "the pull from a stopped origin took ${elapsed} ms with --retry-deadline 2s"
-grep -Eq "^bdn: error: origin $ORIGIN2: GET /v1/[^ ]+: stalled: no bytes for 2000 ms \(gave up after retrying for 2s; --retry-deadline 2s\)$" "$WORK/pull9.err" \
+grep -Eq "^bdn: error: origin $ORIGIN2: GET /v1/[^ ]+: stalled: no bytes for 2000 ms \(gave up: no answer for 2s; --retry-deadline 2s\)$" "$WORK/pull9.err" \
   || fail "message of the pull from a stopped origin: $(cat "$WORK/pull9.err")"
 # The same while the chunks are read: the proxy holds every batch and never answers.
 GATE="$WORK/gate10"  # never made
@@ -234,7 +235,21 @@ elapsed=$(( $(now_ms) - start ))
 echo "pull whose batches are never answered: exit $rc after ${elapsed} ms (--retry-deadline 3s)"
 assert_eq 7 "$rc" "exit code of the pull whose batches are never answered ($(cat "$WORK/pull10.err"))"
 [ "$elapsed" -lt 15000 ] || fail "the pull whose batches are never answered took ${elapsed} ms with --retry-deadline 3s"
-grep -Eq "^bdn: error: file \"(a.txt|big.bin)\": origin $PROXY_URL: POST /v1/chunks/batch: stalled: no bytes for 3000 ms \(gave up after retrying for 3s; --retry-deadline 3s\)$" \
+grep -Eq "^bdn: error: file \"(a.txt|big.bin)\": origin $PROXY_URL: POST /v1/chunks/batch: stalled: no bytes for 3000 ms \(gave up: no answer for 3s; --retry-deadline 3s\)$" \
   <(tr '\r' '\n' < "$WORK/pull10.err") || fail "message of the pull whose batches are never answered: $(cat "$WORK/pull10.err")"
+
+step "a commit slower than --retry-deadline is waited for, not reported as failed"
+# From an attacker: with every read bounded by the deadline, a push whose commit took longer was
+# told it failed (exit 7) while the commit moved the head. Writes keep their own timeouts.
+GATE="$WORK/gate11"
+UPSTREAM="$ORIGIN2" start_proxy p11 'POST /commit$ hold 1'
+(sleep 4; touch "$GATE") &
+start=$(now_ms)
+rc=0
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src1" bdn:t/slowcommit --retry-deadline 2s 2>"$WORK/p11.err") || rc=$?
+echo "push whose commit is held 4 s: exit $rc after $(( $(now_ms) - start )) ms (--retry-deadline 2s)"
+assert_eq 0 "$rc" "exit code of the push with a slow commit ($(cat "$WORK/p11.err"))"
+assert_eq 1 "$(json_field sequence <<<"$out")" "sequence of the slow commit"
+assert_eq 1 "$(proxied p11 '^POST /v1/volumes/t/slowcommit/commit -> forwarded')" "commits sent"
 
 echo "PASS"

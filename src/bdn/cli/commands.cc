@@ -98,8 +98,36 @@ Result<std::pair<Ref, PinnedRef>> ParseAndResolve(Context& ctx, const std::strin
   return std::make_pair(std::move(ref), std::move(pinned));
 }
 
+// What a manifest the store lacks means for the version `record` describes: nullopt (corruption)
+// unless it was deleted and its retention has ended; then gc may have collected it, which is
+// NotFound "version …: deleted <time>, its retention ended <time> and gc collected its data: it
+// can be neither read nor restored" (from a user: a version deleted on purpose read as lost data,
+// exit 5).
+std::optional<Status> CollectedError(const VersionRecord& record, const PinnedRef& pinned) {
+  if (record.lifecycle != Lifecycle::kDeleted || !record.delete_after_unix_ms ||
+      *record.delete_after_unix_ms > WallNowMs(*Clock::Real())) {
+    return std::nullopt;
+  }
+  return NotFoundError(
+      "version " + pinned.ToString() + ": deleted " +
+      (record.deleted_unix_ms ? FormatUnixMs(*record.deleted_unix_ms) + ", " : std::string()) +
+      "its retention ended " + FormatUnixMs(*record.delete_after_unix_ms) +
+      " and gc collected its data: it can be neither read nor restored");
+}
+
+// VersionView::Open of `pinned` on `store`; a manifest the store lacks as CollectedError says.
+Result<std::shared_ptr<VersionView>> OpenViewOn(Context& ctx, std::shared_ptr<ChunkStore> store,
+                                                const PinnedRef& pinned) {
+  auto view = VersionView::Open(std::move(store), pinned.digest);
+  if (view || view.error().code() != StatusCode::kCorruption || !ctx.registry) return view;
+  auto record = ctx.registry->GetVersion(pinned.ns, pinned.volume, pinned.digest);
+  if (!record) return view;
+  if (auto collected = CollectedError(*record, pinned)) return Err(*collected);
+  return view;
+}
+
 Result<std::shared_ptr<VersionView>> OpenView(Context& ctx, const PinnedRef& pinned) {
-  return VersionView::Open(ReadStore(ctx, pinned), pinned.digest);
+  return OpenViewOn(ctx, ReadStore(ctx, pinned), pinned);
 }
 
 // `text` as AbsoluteMountpoint gives it: what a mount is known by in its output, its log's name
@@ -1053,7 +1081,7 @@ Result<std::chrono::milliseconds> CatRetryDeadline() {
 Status Cat(Context& ctx, const std::string& text) {
   // As pull: an outage of the origin is ridden out for 60 s (BDN_RETRY_DEADLINE), then fails once.
   BDN_ASSIGN_OR_RETURN(std::chrono::milliseconds deadline, CatRetryDeadline());
-  Context read_ctx = UnderRetryBudget(ctx, deadline);
+  Context read_ctx = UnderRetryBudget(ctx, deadline, "BDN_RETRY_DEADLINE");
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(read_ctx, text));
   const auto& [ref, pinned] = resolved;
   if (ref.path.empty()) return InvalidArgumentError("ref \"" + text + "\": cat needs a file path");
@@ -1200,7 +1228,13 @@ Status Mount(Context& ctx, const MountArgs& args) {
     return InvalidArgumentError("ref \"" + args.ref + "\": mount takes no path");
   MountArgs with_time = args;
   // Not asked again when it did not answer (a second wait of the request deadline).
-  with_time.version_created_unix_ms = registry_unreachable ? 0 : VersionCreatedUnixMs(ctx, pinned);
+  std::optional<VersionRecord> record;
+  if (!registry_unreachable) {
+    if (auto got = ctx.registry->GetVersion(pinned.ns, pinned.volume, pinned.digest)) {
+      record = std::move(*got);
+    }
+  }
+  with_time.version_created_unix_ms = record ? record->created_unix_ms : 0;
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
   // carried across fork (the mount needs only the store and the loaded manifest).
   ctx.registry.reset();
@@ -1233,7 +1267,13 @@ Status Mount(Context& ctx, const MountArgs& args) {
     }
   }
   pid_t daemon_pid = -1;
-  if (!already) BDN_RETURN_IF_ERROR(MountPinned(ctx, pinned, with_time, &daemon_pid));
+  if (!already) {
+    Status mounted = MountPinned(ctx, pinned, with_time, &daemon_pid);
+    if (mounted.code() == StatusCode::kCorruption && record) {
+      if (auto collected = CollectedError(*record, pinned)) return *collected;
+    }
+    BDN_RETURN_IF_ERROR(mounted);
+  }
   if (!args.foreground) {
     if (ctx.json) {
       json out = {{"version_ref", pinned.ToString()},

@@ -124,8 +124,10 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
 // The context of one long operation (a push): for a remote origin, a store and registry over
 // the same connections whose requests all share one new RetryBudget of `deadline` (set as
 // result.retry_budget), so that a dead origin fails the operation once, after that deadline,
-// however many requests are pending; an embedded context as it is.
-Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline);
+// however many requests are pending; an embedded context as it is. Its messages name the
+// deadline by `flag` (cat, which has no flag: "BDN_RETRY_DEADLINE").
+Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline,
+                         const std::string& flag = "--retry-deadline");
 
 // The store that reads the blobs of version `pinned`: for an origin, a RemoteChunkStore over
 // ctx.origin (and ctx.retry_budget) whose reads name the version (Bdn-Version), which a key

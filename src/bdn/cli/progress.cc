@@ -74,8 +74,9 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
   if (!note.empty()) {
     out += "  " + note;
   } else if (total > done && idle_s >= 5) {
-    // From a user: an ETA from the average rate went on counting down while nothing moved.
-    out += "  stalled for " + std::to_string(static_cast<int64_t>(idle_s)) + "s";
+    // From a user: an ETA from the average rate went on counting down while nothing moved. Not
+    // "stalled" either: a pull counts a batch's bytes once all of it is in (from an attacker: a
+    // 1 MB/s link showed "stalled for 14s" while bytes flowed).
   } else if (rate > 0 && total > done) {
     // No ETA once the rate has all but stopped (from a user: "ETA -2147483648s", an int overflow,
     // while the origin was down).

@@ -25,8 +25,8 @@ enum class ProgressStyle { kBar, kPlain };
 
 // One progress line for `counters` after `elapsed_s` seconds: "<label> [####----] DONE/TOTAL
 // RATE/s  files F/FT" (the 24-character bar only with kBar; sizes as FormatBytes), then two
-// blanks and `note` when it is not empty, else, while bytes are left, "  stalled for Ns" once no
-// byte was done for `idle_s` >= 5 seconds, or "  ETA Ns" while the rate is known. Thread-safe.
+// blanks and `note` when it is not empty, else "  ETA Ns" while the rate is known, bytes are
+// left and some byte was done in the last 5 seconds (`idle_s`: since the last). Thread-safe.
 std::string ProgressLine(const std::string& label, const TransferCounters& counters,
                          double elapsed_s, ProgressStyle style, const std::string& note,
                          double idle_s = 0);

@@ -75,11 +75,12 @@ std::shared_ptr<ChunkStore> ReadStore(const Context& ctx, const PinnedRef& pinne
       remote::RemoteStoreOptions{.budget = ctx.retry_budget, .read_version = pinned.ToString()});
 }
 
-Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline) {
+Context UnderRetryBudget(const Context& ctx, std::chrono::milliseconds deadline,
+                         const std::string& flag) {
   if (!ctx.origin) return ctx;
   Context out = ctx;
-  out.retry_budget =
-      std::make_shared<remote::RetryBudget>(remote::RetryBudget::Options{.deadline = deadline});
+  out.retry_budget = std::make_shared<remote::RetryBudget>(
+      remote::RetryBudget::Options{.deadline = deadline, .flag = flag});
   out.store = std::make_shared<remote::RemoteChunkStore>(
       ctx.origin, remote::RemoteStoreOptions{.budget = out.retry_budget});
   out.registry = RemoteRegistryOf(ctx.origin, ctx.home, out.retry_budget);

@@ -57,11 +57,10 @@ void PeerWatch::ProbeAll() {
       now[i] = Seen::kPeer;
     } else {
       now[i] = Seen::kOtherList;
-      why[i] = !id ? "it is not a bdn cache node"
-               : !digest
-                   ? "it was started without --peers"
-                   : "its --peers list differs (digest " + std::string(*digest) + ", this node's " +
-                         digest_ + ")";
+      why[i] = !id       ? "it is not a bdn cache node"
+               : !digest ? "it was started without --peers"
+                         : "its --peers list differs (digest " + std::string(*digest) +
+                               ", this node's " + digest_ + ")";
     }
   }
   const bool self_found = std::find(now.begin(), now.end(), Seen::kSelf) != now.end();

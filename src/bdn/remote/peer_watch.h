@@ -14,8 +14,8 @@
 namespace bdn::remote {
 
 // The header fields of a cache node's GET /healthz answer that its peers read.
-inline constexpr const char* kNodeIdHeader = "Bdn-Node";    // its id, "cache-<12 hex>"
-inline constexpr const char* kPeersHeader = "Bdn-Peers";    // PeerListDigest of its --peers
+inline constexpr const char* kNodeIdHeader = "Bdn-Node";  // its id, "cache-<12 hex>"
+inline constexpr const char* kPeersHeader = "Bdn-Peers";  // PeerListDigest of its --peers
 
 // The digest of a --peers list: the first 16 hex digits of BLAKE3 over its URLs, each without
 // trailing '/', sorted, joined with '\n'. Two nodes with the same digest rank every chunk's nodes

@@ -49,11 +49,16 @@ Status RemoteChunkStore::PostIds(const std::string& path, std::span<const Digest
     std::string body = IdsBody(part);
     BDN_ASSIGN_OR_RETURN(
         http::Response r,
-        CallWithRetries(*client_,
-                        {.method = http::Method::kPost,
-                         .path = path,
-                         .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()}},
-                        options_.retry, options_.budget.get()));
+        CallWithRetries(
+            *client_,
+            {.method = http::Method::kPost,
+             .path = path,
+             .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+             // A query, not a write: bounded as a read under a budget.
+             .stall_timeout = options_.budget
+                                  ? std::optional(options_.budget->StallTimeout(std::nullopt))
+                                  : std::nullopt},
+            options_.retry, options_.budget.get()));
     BDN_RETURN_IF_ERROR(take(json::parse(r.text(), nullptr, false)));
   }
   return Status::Ok();

@@ -45,11 +45,20 @@ RetryBudget::Verdict RetryBudget::OnTransientFailure(const Status& error, Steady
   MutexLock lock(mu_);
   if (tripped_) return {.give_up = tripped_};
   const SteadyTime now = clock_->SteadyNow();
+  const bool starts_outage = !outage_start_.has_value();
   if (!outage_start_) outage_start_ = std::min(now, silent_since.value_or(now));
   last_error_ = error;
   const auto outage = now - *outage_start_;
   if (outage >= options_.deadline) {
-    tripped_ = GiveUpLocked(error);
+    // One try that waited out the deadline retried nothing (from an attacker: "gave up after
+    // retrying for 2s" of a single request).
+    if (starts_outage && silent_since && *silent_since < now) {
+      tripped_ = Status(error.code(), error.message() + " (gave up: no answer for " +
+                                          FormatDuration(options_.deadline) + "; " + options_.flag +
+                                          " " + FormatDuration(options_.deadline) + ")");
+    } else {
+      tripped_ = GiveUpLocked(error);
+    }
     return {.give_up = tripped_};
   }
   const auto own = now - call_start;
@@ -74,7 +83,13 @@ Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& r
 
 Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
                                        const RetryPolicy& policy, RetryBudget* budget) {
-  if (!budget) return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, req, t); });
+  // Only reads: a write that waited past the deadline may have been applied, and its caller is
+  // better told so by the write's own answer, however late (from an attacker: a push was told it
+  // failed while its commit, slower than --retry-deadline, moved the head).
+  const bool read = req.method == http::Method::kGet || req.method == http::Method::kHead;
+  if (!budget || !read) {
+    return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, req, t); });
+  }
   http::Request bounded = req;
   bounded.stall_timeout = budget->StallTimeout(req.stall_timeout);
   return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, bounded, t); });

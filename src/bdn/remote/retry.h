@@ -52,7 +52,8 @@ struct Try {
 // ends with the next answer. While it lasts, calls keep retrying with back-off; once it has lasted
 // `deadline`, the budget trips: the failing call and every call after it, pending or new, fails
 // at once with the last error's code and message plus " (gave up after retrying for 1m;
-// --retry-deadline 1m)" (the deadline as FormatDuration writes it).
+// --retry-deadline 1m)" (the deadline as FormatDuration writes it), or " (gave up: no answer for
+// 1m; --retry-deadline 1m)" when one try that timed out spanned the whole outage.
 // A single call that keeps failing while other calls get answers also gives up after
 // `deadline` of its own retries. A tripped budget stays tripped (it serves one operation).
 // Thread-safe.
@@ -166,8 +167,8 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
 // safe to repeat (reads, content-addressed uploads, writes carrying an Idempotency-Key).
 Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& req, Try& t);
 
-// CallOnce under WithRetries; under a budget, each try's stall_timeout is the budget's
-// StallTimeout.
+// CallOnce under WithRetries; under a budget, each try of a GET or HEAD gets the budget's
+// StallTimeout (reads of many ids by POST set it themselves; writes keep their own timeouts).
 Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
                                        const RetryPolicy& policy, RetryBudget* budget);
 

@@ -147,7 +147,7 @@ TEST(RetryBudget, ATryThatTimesOutIsRetriedAndItsOutageStartsWhenItWasSent) {
   });
   EXPECT_EQ(tries, 1);
   EXPECT_EQ(s.message(),
-            kStalled.message() + " (gave up after retrying for 30s; --retry-deadline 30s)");
+            kStalled.message() + " (gave up: no answer for 30s; --retry-deadline 30s)");
 }
 
 TEST(RetryBudget, BoundsHowLongOneRequestWaitsForAByte) {
