@@ -18,8 +18,8 @@ namespace {
 
 bool g_json = false;
 
-// Prints the one-line reason (and, with --json, the error as JSON on stdout); returns the exit
-// code.
+// Prints the one-line reason (and, with --json, the error as JSON on stdout, or on stderr where
+// stdout is data: cat); returns the exit code.
 int Fail(const bdn::Status& given) {
   const bdn::Status s = bdn::cli::AsReported(given);
   // Always one line of valid UTF-8: control bytes and bytes that are not UTF-8 (a name may hold
@@ -34,7 +34,8 @@ int Fail(const bdn::Status& given) {
     nlohmann::json j = {
         {"error", {{"code", code}, {"message", line}, {"exit_code", bdn::cli::ExitCode(s)}}}};
     if (!s.reason().empty()) j["error"]["reason"] = s.reason();
-    std::printf("%s\n", bdn::cli::JsonText(j).c_str());
+    // Where stdout is a file's bytes (cat), never after them.
+    std::fprintf(bdn::cli::StdoutIsData() ? stderr : stdout, "%s\n", bdn::cli::JsonText(j).c_str());
   }
   return bdn::cli::ExitCode(s);
 }

@@ -1087,6 +1087,8 @@ Status Cat(Context& ctx, const std::string& text) {
   if (ref.path.empty()) return InvalidArgumentError("ref \"" + text + "\": cat needs a file path");
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(read_ctx, pinned));
   std::cout.flush();
+  // From a user: with --json, a read that failed midway put the error's JSON after the bytes.
+  MarkStdoutAsData();
   return CatFile(*view, ref.path, STDOUT_FILENO);
 }
 

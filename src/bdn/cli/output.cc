@@ -17,6 +17,13 @@ void PrintJson(const nlohmann::json& j) {
 
 bool ResultPrinted() { return g_result_printed; }
 
+namespace {
+bool g_stdout_is_data = false;
+}  // namespace
+
+void MarkStdoutAsData() { g_stdout_is_data = true; }
+bool StdoutIsData() { return g_stdout_is_data; }
+
 std::string FormatUnixMs(int64_t unix_ms) { return FormatUtc(unix_ms); }
 
 std::string JsonText(const nlohmann::json& j) {

@@ -17,6 +17,11 @@ std::string JsonText(const nlohmann::json& j);
 // prints no JSON error after it (ResultPrinted, commands.h). Not thread-safe (one per command).
 void PrintJson(const nlohmann::json& j);
 
+// Says that the command's stdout is data from now on (cat's file bytes), so that main prints a
+// JSON error on stderr instead, never after the bytes (StdoutIsData). Not thread-safe.
+void MarkStdoutAsData();
+bool StdoutIsData();
+
 // A time as the CLI prints it: UTC, ISO 8601 to the second ("2025-01-31T12:00:00Z"). Thread-safe.
 std::string FormatUnixMs(int64_t unix_ms);
 

@@ -11,7 +11,11 @@ namespace bdn {
 namespace {
 
 bool SameEntry(const VersionView& a, const Entry& x, const VersionView& b, const Entry& y) {
-  if (x.kind != y.kind || x.mode != y.mode || x.target != y.target) return false;
+  // mtimes too, where a version records them (push --preserve-mtime): they are part of the
+  // digest (from a user: two versions that differed only in mtimes diffed as "0 changed").
+  if (x.kind != y.kind || x.mode != y.mode || x.target != y.target || x.mtime_ns != y.mtime_ns) {
+    return false;
+  }
   if (x.kind == EntryKind::kFile) return x.size_bytes == y.size_bytes && x.digest == y.digest;
   if (x.kind == EntryKind::kHardlink) {
     const Entry& rx = a.Resolve(x);

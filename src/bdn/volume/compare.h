@@ -13,7 +13,7 @@ namespace bdn {
 struct DiffResult {
   std::vector<std::string> added;    // paths in B only
   std::vector<std::string> removed;  // paths in A only
-  std::vector<std::string> changed;  // in both, with other kind, mode, content or target
+  std::vector<std::string> changed;  // in both, with other kind, mode, mtime, content or target
   uint64_t fetch_bytes = 0;          // bytes of distinct chunks of B that A does not have
   uint64_t fetch_chunks = 0;
 };

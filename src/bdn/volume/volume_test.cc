@@ -404,6 +404,29 @@ TEST_F(VolumeTest, DiffCountsOnlyChunksTheOldVersionLacks) {
   EXPECT_EQ(d->fetch_bytes, b->bytes_uploaded - b->metadata_bytes_uploaded);
 }
 
+TEST_F(VolumeTest, DiffNamesAFileWhoseRecordedMtimeAloneChanged) {
+  Write("f.txt", "same bytes");
+  PushOptions o = SrcOptions("mt");
+  o.seal.mtimes = SealOptions::Mtimes::kPreserve;
+  auto a = Push(o, *store_, *registry_, nullptr);
+  fs::last_write_time(dir_ / "src" / "f.txt",
+                      fs::last_write_time(dir_ / "src" / "f.txt") - std::chrono::hours(24));
+  auto b = Push(o, *store_, *registry_, nullptr);
+  auto plain = PushSrc("mt");  // no mtimes recorded
+  ASSERT_TRUE(a.has_value() && b.has_value() && plain.has_value());
+  ASSERT_NE(a->ref.digest, b->ref.digest);
+  auto va = *VersionView::Open(store_, a->ref.digest);
+  auto vb = *VersionView::Open(store_, b->ref.digest);
+  auto vp = *VersionView::Open(store_, plain->ref.digest);
+  for (const auto* other : {&vb, &vp}) {
+    auto d = DiffVersions(*va, **other);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->changed, std::vector<std::string>{"f.txt"});
+    EXPECT_TRUE(d->added.empty() && d->removed.empty());
+    EXPECT_EQ(d->fetch_bytes, 0u);
+  }
+}
+
 TEST_F(VolumeTest, SecondConcurrentPushIsRefused) {
   Write("x", "x");
   auto claim = registry_->ClaimPush("test", "v");
