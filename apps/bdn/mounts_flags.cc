@@ -1,4 +1,4 @@
-// Flags of the deployment-config commands: bdn mounts apply|lock.
+// Flags of the deployment-config commands: bdn mounts apply|lock, and bdn mounts ls.
 #include <memory>
 #include <string>
 
@@ -33,6 +33,11 @@ void AddMountsFlags(CLI::App& app, Invocation& inv) {
           ctx, apply->file, apply->mount.args,
           apply->replace ? cli::OtherMount::kReplace : cli::OtherMount::kRefuse);
     };
+  });
+  c = mounts->add_subcommand("ls", "list this machine's bdn mounts and whether each is served");
+  c->callback([&inv] {
+    inv.needs = Needs::kNothing;
+    inv.run = [](cli::Context& ctx) { return cli::MountsList(ctx); };
   });
   auto lock_file = std::make_shared<std::string>();
   c = mounts->add_subcommand("lock", "rewrite tag/head sources to pinned digests");

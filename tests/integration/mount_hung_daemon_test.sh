@@ -2,7 +2,8 @@
 # A mount whose daemon is stopped (SIGSTOP) or hung never answers stat: `mounts apply` and
 # `volume mount` over it hung forever (stat of the mountpoint). They now give up after 5 s
 # (kMountpointAnswerDeadline) with exit 8 naming the mount and saying how to clear it, and
-# `volume umount` still detaches it, also while a process blocked on it keeps it busy.
+# `volume umount` still detaches it, also while a process blocked on it keeps it busy. `mounts ls`
+# says of each mount whether it is served, dead or not answering, within 5 s.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 mkdir -p "$WORK/a" "$WORK/b"
@@ -23,7 +24,36 @@ pid=$("$BDN" volume mount "$ra" "$MP" --json | json_field daemon_pid)
 MOUNTS+=("$MP")
 PIDS+=("$pid")
 assert_eq alpha "$(cat "$MP/f.txt")" "read before the stop"
+# Two more: one serving (a name with a space), one whose daemon is killed.
+mkdir -p "$WORK/m 2" "$WORK/dead"
+"$BDN" volume mount "$rb" "$WORK/m 2" >/dev/null
+MOUNTS+=("$WORK/m 2")
+dead_pid=$("$BDN" volume mount "$rb" "$WORK/dead" --json | json_field daemon_pid)
+MOUNTS+=("$WORK/dead")
+kill -9 "$dead_pid"
 kill -STOP "$pid"
+
+step "mounts ls says which mount is served, dead or not answering, in at most 5 s"
+# (Other tests' mounts may be listed too: only this test's are looked at.)
+start=$(now_ms)
+"$BDN" --json mounts ls > "$WORK/ls.json"
+took=$(($(now_ms) - start))
+echo "mounts ls answered after $took ms"
+[ "$took" -lt 9000 ] || fail "mounts ls took $took ms"
+assert_eq "$MP|not answering|$ra
+$WORK/m 2|serving|$rb
+$WORK/dead|dead|$rb" "$(python3 -c '
+import json, sys
+for m in json.load(open(sys.argv[1]))["mounts"]:
+    if m["mountpoint"].startswith(sys.argv[2] + "/"):
+        print("|".join([m["mountpoint"], m["state"], m["version_ref"]]))' "$WORK/ls.json" "$WORK")" "mounts ls --json"
+"$BDN" mounts ls > "$WORK/ls.txt"
+for line in "$MP +not answering +$ra" "$WORK/m 2 +serving +$rb" "$WORK/dead +dead +$rb"; do
+  grep -qE "^$line\$" "$WORK/ls.txt" || fail "mounts ls has no line [$line]: $(cat "$WORK/ls.txt")"
+done
+head -1 "$WORK/ls.txt" | grep -qE '^MOUNTPOINT +STATE +VERSION$' || fail "mounts ls header: $(head -1 "$WORK/ls.txt")"
+"$BDN" volume umount "$WORK/m 2" >/dev/null
+"$BDN" volume umount "$WORK/dead" >/dev/null
 
 hung="mountpoint $MP: the fuse.bdn mount there of $ra does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume umount $MP)"
 

@@ -1620,6 +1620,40 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   return mounted;
 }
 
+Status MountsList(Context& ctx) {
+  const std::vector<BdnMount> mounts = ListBdnMounts();
+  if (ctx.json) {
+    json list = json::array();
+    for (const BdnMount& m : mounts) {
+      json j = {{"mountpoint", m.mountpoint},
+                {"version_ref", m.source},
+                {"state", std::string(BdnMountStateName(m.state))},
+                {"allow_other", m.allow_other}};
+      if (m.uid) j["uid"] = *m.uid;
+      list.push_back(std::move(j));
+    }
+    PrintJson({{"mounts", list}});
+    return Status::Ok();
+  }
+  if (mounts.empty()) {
+    std::cerr << "no bdn mounts on this machine\n";
+    return Status::Ok();
+  }
+  size_t width = std::string_view("MOUNTPOINT").size();
+  for (const BdnMount& m : mounts) width = std::max(width, EscapeName(m.mountpoint).size());
+  auto pad = [](std::string s, size_t n) {
+    if (s.size() < n) s.append(n - s.size(), ' ');
+    return s;
+  };
+  std::cout << pad("MOUNTPOINT", width) << "  " << pad("STATE", 13) << "  VERSION\n";
+  for (const BdnMount& m : mounts) {
+    std::cout << pad(EscapeName(m.mountpoint), width) << "  "
+              << pad(std::string(BdnMountStateName(m.state)), 13) << "  " << EscapeName(m.source)
+              << (m.allow_other ? "  (allow_other)" : "") << "\n";
+  }
+  return Status::Ok();
+}
+
 Status Umount(Context& ctx, const std::string& mountpoint) {
   // Resolved once, before the unmount: a path through the mount ("link-into-it/..") resolves
   // elsewhere once it is gone.

@@ -481,6 +481,13 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
 // owner U:G (run as its owner or root); nothing written: fchown"; ErrnoError "config FILE" for
 // reading or writing it. Nothing is written on any error.
 Status MountsLock(Context& ctx, const std::string& config_path);
+// bdn mounts ls: every bdn mount of this machine (ListBdnMounts: this mount namespace) and
+// whether its daemon serves it: "MOUNTPOINT  STATE  VERSION" lines (names escaped as EscapeName
+// writes them; "  (allow_other)" after a mount made with it), or "no bdn mounts on this machine"
+// on stderr. JSON: mounts: [{mountpoint, version_ref, state, allow_other, uid}]. States:
+// serving, dead (bdn volume umount cleans it up), not answering (stopped or hung daemon), no
+// access (another user's mount), covered (another mount on top). Waits at most 5 s in all.
+Status MountsList(Context& ctx);
 // bdn volume umount MOUNTPOINT: Unmount (mount_table.h) of the absolute path. Prints
 // "unmounted P"; JSON: mountpoint, unmounted. Errors: those of Unmount (InvalidArgument "…: not a
 // bdn mount", FailedPrecondition "…: busy (…)").

@@ -336,6 +336,71 @@ Status CheckMountsAboveAnswer(const fs::path& path) {
   return Status::Ok();
 }
 
+std::string_view BdnMountStateName(BdnMount::State s) {
+  switch (s) {
+    case BdnMount::State::kServing:
+      return "serving";
+    case BdnMount::State::kDead:
+      return "dead";
+    case BdnMount::State::kNotAnswering:
+      return "not answering";
+    case BdnMount::State::kNoAccess:
+      return "no access";
+    case BdnMount::State::kCovered:
+      return "covered";
+  }
+  return "?";
+}
+
+std::vector<BdnMount> ListBdnMounts(std::chrono::milliseconds deadline) {
+  const std::vector<MountInfo> all = ReadMountInfo();
+  std::vector<BdnMount> out;
+  std::vector<size_t> probe;  // indexes into `out` of the mounts on top at their path
+  for (size_t i = 0; i < all.size(); ++i) {
+    const MountInfo& m = all[i];
+    if (m.type != "fuse.bdn") continue;
+    BdnMount b;
+    b.mountpoint = m.mountpoint;
+    b.source = m.source;
+    b.allow_other = std::ranges::find(m.super_options, "allow_other") != m.super_options.end();
+    b.uid = MountOwner(m);
+    const bool covered =
+        std::any_of(all.begin() + static_cast<std::ptrdiff_t>(i) + 1, all.end(),
+                    [&](const MountInfo& o) { return o.mountpoint == m.mountpoint; });
+    if (covered) {
+      b.state = BdnMount::State::kCovered;
+    } else {
+      probe.push_back(out.size());
+    }
+    out.push_back(std::move(b));
+  }
+  // At once: a stopped daemon costs the deadline once, not once per mount.
+  std::vector<std::optional<PathProbe>> answers(probe.size());
+  {
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < probe.size(); ++k) {
+      threads.emplace_back([&, k] {
+        answers[k] = ProbePath(out[probe[k]].mountpoint, /*with_statvfs=*/true, deadline);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (size_t k = 0; k < probe.size(); ++k) {
+    BdnMount& b = out[probe[k]];
+    const auto& a = answers[k];
+    if (!a) {
+      b.state = BdnMount::State::kNotAnswering;
+    } else if (a->stat_errno == ENOTCONN || a->statvfs_errno == ENOTCONN) {
+      b.state = BdnMount::State::kDead;
+    } else if (a->stat_errno == EACCES || a->statvfs_errno == EACCES) {
+      b.state = BdnMount::State::kNoAccess;
+    } else if (a->stat_errno != 0 || a->statvfs_errno != 0) {
+      b.state = BdnMount::State::kNotAnswering;
+    }
+  }
+  return out;
+}
+
 Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
   BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(mountpoint));
   fs::path mp = AbsoluteMountpoint(mountpoint);

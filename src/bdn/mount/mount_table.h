@@ -3,10 +3,14 @@
 // mount with allow_other.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bdn/base/status.h"
 
@@ -70,6 +74,28 @@ Status CheckMountsAboveAnswer(const std::filesystem::path& path);
 // fuse.bdn mount there of SRC does not let this user in (...); unmount it first (...)" for
 // another user's FUSE mount that stat is refused on. Thread-safe.
 Result<MountpointState> InspectMountpoint(const std::filesystem::path& mountpoint);
+
+// One bdn mount of this machine's mount table, as ListBdnMounts finds it.
+struct BdnMount {
+  std::string mountpoint;  // absolute, as the kernel mounted it
+  std::string source;      // the version ref (MountOptions::fsname)
+  bool allow_other = false;
+  std::optional<uid_t> uid;  // who made it (its user_id= option)
+  enum class State {
+    kServing,       // its daemon answered stat and statfs
+    kDead,          // its daemon is gone (ENOTCONN): bdn volume umount cleans it up
+    kNotAnswering,  // no answer within the deadline: its daemon is stopped or hung
+    kNoAccess,      // another user's mount without allow_other: this user cannot ask it
+    kCovered,       // another mount was made on top of it: not reachable by its path
+  } state = State::kServing;
+};
+// "serving", "dead", "not answering", "no access", "covered".
+std::string_view BdnMountStateName(BdnMount::State s);
+
+// Every fuse.bdn mount in /proc/self/mountinfo (this process's mount namespace), in its order,
+// each probed as InspectMountpoint probes (stat, statfs; the probes run at once, so the whole
+// list takes at most `deadline` however many mounts do not answer). Thread-safe.
+std::vector<BdnMount> ListBdnMounts(std::chrono::milliseconds deadline = kMountpointAnswerDeadline);
 
 // If `mountpoint` is a dead FUSE mount (InspectMountpoint: kDead), detaches it lazily (umount2
 // MNT_DETACH as root, else fusermount3 -uz) and returns true; the directory beneath is usable
