@@ -51,7 +51,8 @@ for m in json.load(open(sys.argv[1]))["mounts"]:
 for line in "$MP +not answering +$ra" "$WORK/m 2 +serving +$rb" "$WORK/dead +dead +$rb"; do
   grep -qE "^$line\$" "$WORK/ls.txt" || fail "mounts ls has no line [$line]: $(cat "$WORK/ls.txt")"
 done
-head -1 "$WORK/ls.txt" | grep -qE '^MOUNTPOINT +STATE +VERSION$' || fail "mounts ls header: $(head -1 "$WORK/ls.txt")"
+header=$(sed -n 1p "$WORK/ls.txt")
+[[ "$header" =~ ^MOUNTPOINT\ +STATE\ +VERSION$ ]] || fail "mounts ls header: $header"
 "$BDN" volume umount "$WORK/m 2" >/dev/null
 "$BDN" volume umount "$WORK/dead" >/dev/null
 
