@@ -160,9 +160,10 @@ void AddServerFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--cache-size", cache_serve->cache_size, "bound of the disk cache")
       ->capture_default_str();
   c->add_option("--peers", cache_serve->peers,
-                "URL,URL,...: every cache node of this cluster, this one included, the same list "
-                "on each; a chunk another node owns is read from it, so the cluster fetches it "
-                "from the origin once");
+                "URL,URL,...: every cache node of this cluster, this one included, as clients "
+                "reach them; told to clients (GET /v1/peers), which then read each chunk from "
+                "its owner among them, so the cluster fetches it from the origin once")
+      ->check(NotEmpty());
   c->callback([&app, &inv, cache_serve] {
     inv.huge_page_heap = true;
     inv.run_standalone = [&app, cache_serve] {

@@ -1313,6 +1313,10 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
     for (std::string& url : remote::ParseNodeList(list)) urls.push_back(std::move(url));
   }
   std::shared_ptr<ChunkStore> cluster;
+  // Nodes started with --peers name the whole cluster: reading from all of them by rendezvous
+  // hashing, as every other client does, fetches each chunk from the origin once (a client given
+  // one node would otherwise make that node fetch every chunk).
+  if (!urls.empty()) urls = remote::DiscoverPeers(urls, std::chrono::milliseconds(1000));
   if (!urls.empty()) {
     // A slow node is waited for at most half a read's time, so the origin still has the other
     // half: with the default 60 s a node that answered /healthz but never the read made every

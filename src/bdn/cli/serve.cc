@@ -53,7 +53,6 @@
 #include "bdn/registry/secret_store.h"
 #include "bdn/registry/sync_job_store.h"
 #include "bdn/remote/cluster_chunk_store.h"
-#include "bdn/remote/peer_watch.h"
 #include "bdn/remote/remote_chunk_store.h"
 #include "bdn/sql/database.h"
 #include "bdn/store/chunk_store.h"
@@ -1076,27 +1075,9 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   // on a healthy inner node stalled on a stopped origin, and refused what the inner node held).
   auto origin_reads = std::make_shared<remote::RemoteChunkStore>(
       client, remote::RemoteStoreOptions{.batch_stall_timeout = kNodeUpstreamStall});
-  std::shared_ptr<ChunkStore> upstream = std::make_shared<UpstreamBreaker>(
+  auto upstream = std::make_shared<UpstreamBreaker>(
       origin_reads,
       std::make_shared<CircuitBreaker>(CircuitBreaker::Options{.name = "the upstream"}));
-  BDN_ASSIGN_OR_RETURN(options.node_id, origin::NewNodeId());
-  // Its id on /healthz, where peers tell which of their --peers URLs is this node.
-  server_options.healthz_headers.emplace_back(remote::kNodeIdHeader, options.node_id);
-  // With --peers, a miss goes first to the chunk's owner among them (ClusterChunkStore with this
-  // node as Role::kSelf): a client that asks any one node still makes the cluster fetch each chunk
-  // from the origin once. The node's own key reads from its peers, which check it with the origin.
-  std::shared_ptr<remote::ClusterChunkStore> peers;
-  if (!args.peers.empty()) {
-    const std::vector<std::string> urls = remote::ParseNodeList(args.peers);
-    if (urls.empty()) return InvalidArgumentError("--peers: no URL in \"" + args.peers + "\"");
-    auto created = remote::ClusterChunkStore::Create(
-        urls, upstream, remote::ClusterOptions{.token = copts.token, .nodes_start_off = true});
-    if (!created) return created.error().WithPrefix("--peers");
-    peers = std::move(*created);
-    upstream = peers;
-    server_options.healthz_headers.emplace_back(remote::kPeersHeader,
-                                                remote::PeerListDigest(peers->urls()));
-  }
   const sigset_t stop_signals = BlockStopSignals();
   BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::Server> bound, BindServer(server_options));
   http::Server& server = *bound;
@@ -1118,7 +1099,24 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
                        http::HttpClient::Create(check_options));
   options.chain_upstream = check_client;
+  // --peers: the cluster's nodes, each checked as a URL here, told to clients by GET /v1/peers;
+  // this node reads from none of them (a read forwarded between nodes could come back to one it
+  // passed, and the forwarding node's key would go to whatever answers at a listed address).
+  if (!args.peers.empty()) {
+    const std::vector<std::string> urls = remote::ParseNodeList(args.peers);
+    if (urls.empty()) return InvalidArgumentError("--peers: no URL in \"" + args.peers + "\"");
+    if (urls.size() > remote::kMaxPeers) {
+      return InvalidArgumentError("--peers: " + std::to_string(urls.size()) + " URLs, at most " +
+                                  std::to_string(remote::kMaxPeers));
+    }
+    for (const std::string& url : urls) {
+      auto checked = http::HttpClient::Create({.base_url = url});
+      if (!checked) return checked.error().WithPrefix("--peers");
+      options.peers.push_back((*checked)->base_url());
+    }
+  }
   options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl);
+  BDN_ASSIGN_OR_RETURN(options.node_id, origin::NewNodeId());
   origin::Origin node(options, cache, nullptr, nullptr);
   node.Register(server);
   ExportCacheMetrics(server.metrics(), cache);
@@ -1213,25 +1211,14 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
                 " cache nodes between it and the origin");
     });
   }
-  // Peers are probed once listening (one of the URLs is this node), then every 10 s: a peer that
-  // stops answering, or comes back, is noticed within that.
-  std::optional<remote::PeerWatch> peer_watch;
-  std::optional<PeriodicTask> peers_again;
-  if (peers) {
-    peer_watch.emplace(peers.get(), options.node_id, remote::PeerListDigest(peers->urls()));
-    peer_watch->ProbeAll();
-    peers_again.emplace(std::chrono::seconds(10), [&] { peer_watch->ProbeAll(); });
-  }
   log::Info("listening on " + server.url());
   PrintMetricsAddress(server);
   WaitForStopSignal(stop_signals);
-  peers_again.reset();
   // Handlers still waiting on an upstream that does not answer end once the requests had their
   // grace, instead of holding the stop for the fetch's deadline (60 s).
   server.Stop([&] {
     client->Shutdown();
     check_client->Shutdown();
-    if (peers) peers->ShutdownNodeClients();
   });
   chain_again.reset();
   return Status::Ok();

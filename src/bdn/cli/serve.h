@@ -115,8 +115,8 @@ struct CacheServeArgs {
   HttpServerArgs http{.listen = "127.0.0.1:8441"};
   std::string cache_dir;  // "": <home>/cache-node
   std::string cache_size = "10G";
-  // --peers "URL,URL,...": every cache node of this node's cluster, this one included, as each
-  // node lists them (the same list on every node); empty: none (remote::PeerWatch).
+  // --peers "URL,URL,...": every cache node of this node's cluster, this one included, as clients
+  // reach them, answered to GET /v1/peers (remote::DiscoverPeers); empty: none.
   std::string peers;
 };
 

@@ -949,10 +949,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
   });
 
   Get("/healthz", "/healthz",
-      [headers = options_.healthz_headers](const ServerRequest&, ServerResponse& res) {
-        for (const auto& [name, value] : headers) res.set_header(name, value);
-        res.set_content("ok\n", "text/plain");
-      });
+      [](const ServerRequest&, ServerResponse& res) { res.set_content("ok\n", "text/plain"); });
   impl_->routes.back().on_io_thread = true;
   Get("/metrics", "/metrics", [this](const ServerRequest&, ServerResponse& res) {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4");

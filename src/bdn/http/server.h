@@ -10,7 +10,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "bdn/base/status.h"
@@ -51,9 +50,6 @@ struct ServerOptions {
   size_t max_connections_per_client = 1024;
   // ServerRequest line plus header fields; over it: 414 (the line alone) or 431, and close.
   size_t max_header_bytes = 8192;
-  // Header fields of every GET /healthz answer (a cache node's id and peer list digest, which
-  // its peers read: remote::PeerWatch).
-  std::vector<std::pair<std::string, std::string>> healthz_headers;
 };
 
 // Runs on a worker before the request body is read. Returns true to accept the request (it may

@@ -222,6 +222,13 @@ void Origin::RegisterChain() {
                  AnswerChainAtCacheNode(req.get_header_value(kChainHeader), options_.node_id,
                                         *options_.chain_upstream, res);
                });
+  // Unauthenticated too: the list an operator gave every node, which a client given one node
+  // needs before any chunk read (remote::DiscoverPeers). Cache nodes only.
+  if (options_.role == Role::kOrigin) return;
+  server_->Get("/v1/peers", "/v1/peers",
+               [this](const http::ServerRequest&, http::ServerResponse& res) {
+                 res.set_content(json{{"peers", options_.peers}}.dump() + "\n", "application/json");
+               });
 }
 
 // ---- Keys ----

@@ -62,6 +62,9 @@ struct OriginOptions {
   // cache node without them answers that route 500.
   std::string node_id;
   std::shared_ptr<http::HttpClient> chain_upstream;
+  // A cache node's --peers (every node of its cluster, itself included), answered to GET
+  // /v1/peers so that a client given one node reads from all of them by rendezvous hashing.
+  std::vector<std::string> peers;
   // How long the origin trusts that a version named by a read exists (one registry lookup per
   // version per this).
   std::chrono::milliseconds scope_ttl{30000};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "bdn/base/log.h"
 #include "bdn/base/thread_pool.h"
@@ -65,6 +66,42 @@ std::vector<std::string> ParseNodeList(std::string_view list) {
   return out;
 }
 
+std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,
+                                       std::chrono::milliseconds deadline, std::string* note) {
+  if (note) note->clear();
+  for (const std::string& url : given) {
+    http::ClientOptions co;
+    co.base_url = url;
+    co.label = "cache node";
+    co.connect_timeout = deadline;
+    co.deadline = deadline;
+    co.max_idle_connections = 0;
+    co.max_response_bytes = 64 * 1024;
+    auto client = http::HttpClient::Create(co);
+    if (!client) continue;
+    auto r = (*client)->Send({.path = "/v1/peers"});
+    if (!r || r->status != 200) continue;
+    auto j = nlohmann::json::parse(r->text(), nullptr, false);
+    if (!j.is_object() || !j.contains("peers") || !j["peers"].is_array()) continue;
+    const auto& list = j["peers"];
+    if (list.empty() || list.size() > kMaxPeers) continue;
+    std::vector<std::string> peers;
+    for (const auto& p : list) {
+      if (!p.is_string()) break;
+      auto checked = http::HttpClient::Create({.base_url = p.get<std::string>()});
+      if (!checked) break;
+      peers.push_back((*checked)->base_url());
+    }
+    if (peers.size() != list.size()) continue;
+    if (note) {
+      *note = "cache nodes from the --peers of " + (*client)->base_url() + ": " +
+              std::to_string(peers.size());
+    }
+    return peers;
+  }
+  return given;
+}
+
 Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     const std::vector<std::string>& node_urls, std::shared_ptr<ChunkStore> upstream,
     ClusterOptions options) {
@@ -79,7 +116,6 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     co.deadline = options.node_deadline;
     BDN_ASSIGN_OR_RETURN(auto client, http::HttpClient::Create(co));
     auto n = std::make_unique<Node>();
-    if (options.nodes_start_off) n->role.store(Role::kOff);
     n->url = client->base_url();
     n->seed = SeedOf(n->url);
     // One try per node: on failure the upstream is the retry. A batch may take longer than
@@ -153,11 +189,7 @@ bool ClusterChunkStore::Usable(Node& n) {
 int ClusterChunkStore::Choose(const Digest& id, const std::vector<uint8_t>& failed) {
   if (nodes_.empty()) return -1;
   for (size_t i : RankBySeeds(seeds_, id)) {
-    if (failed[i]) continue;
-    const Role role = nodes_[i]->role.load();
-    if (role == Role::kSelf) return -1;
-    if (role == Role::kOff) continue;
-    if (Usable(*nodes_[i])) return static_cast<int>(i);
+    if (!failed[i] && Usable(*nodes_[i])) return static_cast<int>(i);
   }
   return -1;
 }

@@ -41,14 +41,26 @@ struct ClusterOptions {
   // The time of the health bookkeeping (when an unhealthy node is probed again). Null:
   // Clock::Real().
   std::shared_ptr<Clock> clock;
-  // Every node starts as Role::kOff, until SetRole says otherwise (a cache node's --peers:
-  // PeerWatch turns them on once it knows which one is this node).
-  bool nodes_start_off = false;
 };
 
 // Splits a node list as --cluster-cache and BDN_CLUSTER_CACHE give it: "URL,URL,..." (blanks
 // around items and empty items are dropped).
 std::vector<std::string> ParseNodeList(std::string_view list);
+
+// The most URLs a cache node's --peers (and so its GET /v1/peers answer) may hold.
+inline constexpr size_t kMaxPeers = 256;
+
+// The cache nodes a client given `given` reads from: the first of them (in order) that answers
+// GET /v1/peers within `deadline` with {"peers": [URL, ...]} (its --peers: 1 to kMaxPeers http or
+// https URLs, at most 64 KiB) gives them all, so that every client, whichever node it was
+// given, ranks every chunk over the same list and the cluster fetches each chunk from the origin
+// once (`bdn cache serve --peers`). A node without --peers answers an empty list, which is
+// passed over, as are nodes that do not answer, answer another status, or something malformed;
+// when none gives a list, `given` as it is. `*note`, if given, says what was used (for a log):
+// "cache nodes from the --peers of http://a:8441: 3" or "" when `given` stands. Never fails.
+std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,
+                                       std::chrono::milliseconds deadline,
+                                       std::string* note = nullptr);
 
 // Which node serves a chunk: rendezvous (highest random weight) hashing, Thaler & Ravishankar,
 // "Using name-based mappings to increase hit rates", 1998. A node's weight for a chunk is
@@ -100,22 +112,6 @@ class ClusterChunkStore : public ForwardingChunkStore {
   size_t OwnerOf(const Digest& id) const;
   bool IsHealthy(size_t node) const;
   size_t node_count() const { return nodes_.size(); }
-
-  // What a node of the list is to this store. kNode: read as above. kSelf: the process that
-  // reads through this store (a cache node among its --peers): a chunk whose first usable node
-  // by weight it is goes to the upstream, and the node is never asked; so a cache node reads from
-  // a peer only chunks that rank the peer above itself, and a read forwarded from node to node
-  // climbs the chunk's ranking, never returning to a node it passed (PeerWatch). kOff: skipped,
-  // as an unhealthy node is, but never probed. Thread-safe.
-  enum class Role : uint8_t { kNode, kSelf, kOff };
-  void SetRole(size_t node, Role role) { nodes_[node]->role.store(role); }
-  Role GetRole(size_t node) const { return nodes_[node]->role.load(); }
-  const std::string& url(size_t node) const { return nodes_[node]->url; }
-  std::vector<std::string> urls() const {
-    std::vector<std::string> out;
-    for (const auto& n : nodes_) out.push_back(n->url);
-    return out;
-  }
   // Ends every request to the nodes, running or later (HttpClient::Shutdown): for a mount whose
   // session is over. The upstream is the caller's to end. A read the shutdown ends goes to the
   // upstream without marking its node unhealthy (nor logging it as one).
@@ -132,7 +128,6 @@ class ClusterChunkStore : public ForwardingChunkStore {
     // is left alone (probe_interval, 2x, 4x ... 64x), as /healthz alone does not prove that a
     // node which stalled reads will deliver the next one.
     std::atomic<int> strikes{0};
-    std::atomic<Role> role{Role::kNode};
   };
 
   // Set by ShutdownNodeClients: the nodes' failures from then on are this store's own doing.
@@ -140,8 +135,8 @@ class ClusterChunkStore : public ForwardingChunkStore {
 
   ClusterChunkStore(std::shared_ptr<ChunkStore> upstream, ClusterOptions options)
       : ForwardingChunkStore(std::move(upstream)), options_(options) {}
-  // The node a read of `id` goes to, or -1 for the upstream (all unhealthy, off or `failed` in
-  // this call, or a node of Role::kSelf ranks first among the others). May probe one node.
+  // The node a read of `id` goes to, or -1 for none (all unhealthy, or `failed` in this call).
+  // May probe one node.
   int Choose(const Digest& id, const std::vector<uint8_t>& failed);
   bool Usable(Node& n);
   void MarkUnhealthy(Node& n, const Status& why);

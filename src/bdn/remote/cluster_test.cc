@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "bdn/remote/cluster_chunk_store.h"
@@ -88,68 +89,51 @@ TEST(ClusterChunkStore, ReadsFromTheOwnerNode) {
   EXPECT_GT(b.get_requests, 5);
 }
 
-// A cache node among its --peers (PeerWatch): the node that is itself is never asked, the chunks
-// it ranks first (among the nodes not off) go to its upstream, and a node that is off is skipped
-// for the next by weight; nodes that start off send everything upstream until turned on.
-TEST(ClusterChunkStore, ANodeOfRoleSelfIsNeverAskedAndReadsItsOwnChunksUpstream) {
-  FakeOrigin a, b, c;
-  a.Start();
-  b.Start();
-  c.Start();
-  auto upstream = std::make_shared<CountingStore>();
-  const std::vector<std::string> urls = {a.url(), b.url(), c.url()};
-  auto store = ClusterChunkStore::Create(urls, upstream, {.nodes_start_off = true});
-  ASSERT_TRUE(store.has_value());
-  std::vector<std::pair<Digest, std::vector<uint8_t>>> chunks;
-  for (int i = 0; i < 60; ++i) {
-    auto data = Bytes("peer chunk " + std::to_string(i));
-    Digest id = Digest::Of(data);
-    for (FakeOrigin* n : {&a, &b, &c}) ASSERT_TRUE(n->store.Put(id, data).ok());
-    ASSERT_TRUE(upstream->Put(id, data).ok());
-    chunks.emplace_back(id, data);
-  }
-  auto read_all = [&] {
-    for (const auto& [id, data] : chunks) {
-      auto got = (*store)->Get(id);
-      ASSERT_TRUE(got.has_value()) << got.error().message();
-      EXPECT_EQ(*got, data);
-    }
+// A client given one node of a cluster whose nodes were started with --peers reads from all of
+// them (bdn cache serve --peers answers GET /v1/peers); anything else keeps the list it was given.
+TEST(DiscoverPeers, TakesTheFirstWellFormedListAndOtherwiseKeepsTheGivenOne) {
+  testing::TestServer node;
+  std::mutex mu;
+  std::string body;  // the answer to GET /v1/peers
+  int status = 200;
+  node.http().Get("/v1/peers", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard l(mu);
+    res.status = status;
+    res.set_content(body, "application/json");
+  });
+  node.Start();
+  auto answer = [&](int st, std::string b) {
+    std::lock_guard l(mu);
+    status = st;
+    body = std::move(b);
   };
-  read_all();
-  EXPECT_EQ(upstream->gets, 60) << "every node off: all from the upstream";
-  EXPECT_EQ(a.get_requests + b.get_requests + c.get_requests, 0);
-
-  using Role = ClusterChunkStore::Role;
-  (*store)->SetRole(0, Role::kSelf);
-  (*store)->SetRole(1, Role::kNode);
-  (*store)->SetRole(2, Role::kNode);
-  upstream->gets = 0;
-  read_all();
-  int own = 0;
-  for (const auto& [id, data] : chunks) own += ClusterChunkStore::Rank(urls, id)[0] == 0;
-  EXPECT_GT(own, 5);
-  EXPECT_EQ(upstream->gets, own) << "the chunks this node ranks first";
-  EXPECT_EQ(a.get_requests, 0) << "never asks itself";
-  EXPECT_EQ(b.get_requests + c.get_requests, 60 - own);
-
-  // b off: its chunks go to the next by weight, c or (this node) the upstream.
-  (*store)->SetRole(1, Role::kOff);
-  upstream->gets = 0;
-  const int c_before = c.get_requests;
-  const int b_before = b.get_requests;
-  read_all();
-  int to_c = 0;
-  for (const auto& [id, data] : chunks) {
-    for (size_t i : ClusterChunkStore::Rank(urls, id)) {
-      if (i == 1) continue;
-      to_c += i == 2;
-      break;
-    }
+  const std::vector<std::string> given = {node.url()};
+  std::string note;
+  answer(200, R"({"peers": ["http://a:8441/", "http://b:8441", "https://c"]})");
+  EXPECT_EQ(DiscoverPeers(given, 1000ms, &note),
+            (std::vector<std::string>{"http://a:8441", "http://b:8441", "https://c"}));
+  EXPECT_EQ(note, "cache nodes from the --peers of " + node.url() + ": 3");
+  // A dead node first: the next one is asked.
+  EXPECT_EQ(DiscoverPeers({"http://127.0.0.1:9", node.url()}, 1000ms).size(), 3u);
+  for (const auto& [st, b] : std::vector<std::pair<int, std::string>>{
+           {200, R"({"peers": []})"},  // a node without --peers
+           {404, R"({"error": {}})"},  // an origin, or an older node
+           {200, "not json"},
+           {200, R"({"peers": "http://a"})"},
+           {200, R"({"peers": ["http://a", 7]})"},
+           {200, R"({"peers": ["ftp://a"]})"},
+           {200, R"([1, 2])"},
+           {200, R"({"peers": ["http://a"], "x": ")" + std::string(70000, 'x') + R"("})"}}) {
+    answer(st, b);
+    EXPECT_EQ(DiscoverPeers(given, 1000ms, &note), given) << b.substr(0, 60);
+    EXPECT_EQ(note, "") << b.substr(0, 60);
   }
-  EXPECT_EQ(b.get_requests, b_before);
-  EXPECT_EQ(c.get_requests - c_before, to_c);
-  EXPECT_EQ(upstream->gets, 60 - to_c);
-  EXPECT_EQ(a.get_requests, 0);
+  std::string many = R"({"peers": [)";
+  for (size_t i = 0; i <= kMaxPeers; ++i) {
+    many += (i ? "," : "") + std::string("\"http://n") + std::to_string(i) + "\"";
+  }
+  answer(200, many + "]}");
+  EXPECT_EQ(DiscoverPeers(given, 1000ms), given) << "more than kMaxPeers";
 }
 
 TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
