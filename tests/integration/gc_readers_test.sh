@@ -7,7 +7,7 @@
 # (packs deleted: swept). In the grace every reader, and a new one, reads everything. After the
 # sweep the readers opened before read on (the repacked data, and even the collected version,
 # whose pack they hold open); a reader started after the sweep reads the repacked data from its
-# new pack and finds the collected version gone (exit 5).
+# new pack and finds the collected version gone (exit 3, "gc collected its data").
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 
@@ -131,8 +131,9 @@ echo "mounts and pulls opened before the gc read every byte after their packs we
 step "a reader started after the sweep: the repacked data from its new pack; the collected version is gone"
 "$BDN" volume cat "bdn:g/keep@$keep/keep.bin" | cmp - "$WORK/keep/keep.bin" || fail "a new reader of the repacked data after the sweep"
 rc=0; err=$("$BDN" volume cat "bdn:g/dead@$dead/dead.bin" 2>&1 >/dev/null) || rc=$?
-assert_eq 5 "$rc" "exit code of a new reader of the collected version"
-assert_contains "$err" "manifest $dead: not in the store"
+assert_eq 3 "$rc" "exit code of a new reader of the collected version"
+assert_contains "$err" "bdn: error: version bdn:g/dead@$dead: deleted "
+assert_contains "$err" " and gc collected its data: it can be neither read nor restored"
 kill -CONT "$GC_PID"
 wait "$GC_PID" || fail "gc failed: $(cat "$WORK/gc.err")"
 untrack "$GC_PID"
