@@ -19,7 +19,7 @@ free_port() {
 # read_through NAME NODES: a cold mount given only NODES; fails on wrong bytes.
 read_through() {
   "$BDN" volume mount "$REF" "$WORK/$1" --cluster-cache "$2" --cache-dir "$WORK/nc-$1" \
-    --read-timeout 120 >/dev/null
+    --read-timeout 120 >/dev/null 2>"$WORK/$1.err" || fail "mount $1: $(cat "$WORK/$1.err")"
   MOUNTS+=("$WORK/$1")
   (cd "$WORK/$1" && b3sum --check --quiet "$WORK/sums") || fail "mount $1 through $2 read wrong bytes"
   "$BDN" volume umount "$WORK/$1" >/dev/null
@@ -59,6 +59,8 @@ run_fails 2 "$(printf 'bdn: error: --peers: must not be empty\nRun with --help f
   "$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/bad" --peers ""
 run_fails 2 'bdn: error: --peers: no URL in " , "' \
   "$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/bad" --peers " , "
+run_fails 2 "bdn: error: --peers: ${URLS[0]} is listed twice" \
+  "$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/bad" --peers "${URLS[0]},${URLS[0]}/"
 rc=0; err=$("$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/bad" \
   --peers "${URLS[0]},ftp://x:1" 2>&1) || rc=$?
 assert_eq 2 "$rc" "exit code of --peers with an ftp URL ($err)"
@@ -77,6 +79,7 @@ sent0=$(metric "$ORIGIN" bdn_chunk_bytes_sent_total)
 read_through m1 "${URLS[0]}"
 sent=$(( $(metric "$ORIGIN" bdn_chunk_bytes_sent_total) - sent0 ))
 echo "origin egress, one cold mount given node 1: $sent bytes = $(ratio "$sent")x the file"
+assert_eq "cache nodes from the --peers of ${URLS[0]}: 3" "$(cat "$WORK/m1.err")" "what the mount says of the list"
 at_most "$(ratio "$sent")" 1.05 "origin egress / file size"
 for n in 1 2 3; do
   fetched=$(metric "${URLS[$((n - 1))]}" bdn_cache_fetched_bytes_total)

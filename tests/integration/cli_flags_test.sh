@@ -39,18 +39,18 @@ mkdir -p "$WORK/mnt"
 for bad in 0 -1s 10x 1e3 nan inf '1 s' 5w 5d; do
   case "$bad" in
     0|5d) why='must be between 100ms and 1h' ;;
-    *) why='expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number is seconds)' ;;
+    *) why='expected a number and a unit such as 500ms, 30s, 2m, 1h, 7d (a plain number is seconds)' ;;
   esac
   run_fails 2 "bdn: error: --read-timeout: duration \"$bad\": $why" \
     "$BDN" volume mount bdn:x/y@b3:0123456789abcdef "$WORK/mnt" --read-timeout "$bad"
 done
 run_fails 2 'bdn: error: --read-timeout: duration "61m": must be between 100ms and 1h' \
   "$BDN" volume mount bdn:x/y@b3:0123456789abcdef "$WORK/mnt" --read-timeout 61m
-run_fails 2 'bdn: error: --claim-ttl: duration "30 s": expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number is seconds)' \
+run_fails 2 'bdn: error: --claim-ttl: duration "30 s": expected a number and a unit such as 500ms, 30s, 2m, 1h, 7d (a plain number is seconds)' \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --claim-ttl '30 s'
 run_fails 2 'bdn: error: --claim-ttl: duration "50ms": must be between 100ms and 24h' \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" --claim-ttl 50ms
-MALFORMED='expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number is seconds)'
+MALFORMED='expected a number and a unit such as 500ms, 30s, 2m, 1h, 7d (a plain number is seconds)'
 for flag in --header-timeout --idle-timeout --write-timeout; do
   run_fails 2 "bdn: error: $flag: duration \"2 m\": $MALFORMED" \
     "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/srv" "$flag" '2 m'

@@ -14,7 +14,10 @@ PIDS=()
 
 cleanup() {
   local rc=$?
-  for m in "${MOUNTS[@]:-}"; do
+  # Newest first: a later mount may sit on top of (or above) an earlier one.
+  local i m
+  for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+    m=${MOUNTS[$i]}
     [ -n "$m" ] || continue
     "$BDN" volume umount "$m" >/dev/null 2>&1 || fusermount3 -u -z "$m" >/dev/null 2>&1 || umount -l "$m" >/dev/null 2>&1 || true
   done

@@ -126,6 +126,9 @@ would=$(json_field reclaimable_bytes <<<"$plan")
 assert_eq "$before" "$(du -sb "$BDN_HOME/store/packs" | cut -f1)" "pack bytes after a dry run"
 plan_text=$("$BDN" gc --dry-run)
 [[ "$plan_text" =~ would\ delete\ $BDN_HOME/store/packs/[0-9a-f]{16}\.pack\ \([0-9]+\ bytes,\ no\ needed\ blob\) ]] || fail "dry run: $plan_text"
+# (From a new user: the summary said "6 packs deleted" of a run that deleted nothing.)
+[[ "$plan_text" =~ would\ reclaim\ $would\ bytes\ \([0-9.]+\ [KM]iB\)\ by\ deleting\ [1-9][0-9]*\ packs?\ and\ repacking\ [0-9]+,\ of\ [0-9]+\ packs?\; ]] \
+  || fail "dry run summary: $plan_text"
 out=$("$BDN" gc --grace 0s --json)
 assert_eq "$would" "$(json_field bytes_reclaimed <<<"$out")" "bytes reclaimed against the dry run"
 after=$(du -sb "$BDN_HOME/store/packs" | cut -f1)

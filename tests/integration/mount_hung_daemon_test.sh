@@ -24,13 +24,18 @@ pid=$("$BDN" volume mount "$ra" "$MP" --json | json_field daemon_pid)
 MOUNTS+=("$MP")
 PIDS+=("$pid")
 assert_eq alpha "$(cat "$MP/f.txt")" "read before the stop"
-# Two more: one serving (a name with a space), one whose daemon is killed.
-mkdir -p "$WORK/m 2" "$WORK/dead"
+# Three more: one serving (a name with a space), one whose daemon is killed, and one hidden by
+# a tmpfs mounted on its parent directory (from an attacker: listed "serving", even dead).
+mkdir -p "$WORK/m 2" "$WORK/dead" "$WORK/cov/p/b"
 "$BDN" volume mount "$rb" "$WORK/m 2" >/dev/null
 MOUNTS+=("$WORK/m 2")
 dead_pid=$("$BDN" volume mount "$rb" "$WORK/dead" --json | json_field daemon_pid)
 MOUNTS+=("$WORK/dead")
 kill -9 "$dead_pid"
+"$BDN" volume mount "$rb" "$WORK/cov/p/b" >/dev/null
+MOUNTS+=("$WORK/cov/p/b")
+mount -t tmpfs -o size=1m tmpfs "$WORK/cov/p"
+MOUNTS+=("$WORK/cov/p")
 kill -STOP "$pid"
 
 step "mounts ls says which mount is served, dead or not answering, in at most 5 s"
@@ -42,19 +47,22 @@ echo "mounts ls answered after $took ms"
 [ "$took" -lt 9000 ] || fail "mounts ls took $took ms"
 assert_eq "$MP|not answering|$ra
 $WORK/m 2|serving|$rb
-$WORK/dead|dead|$rb" "$(python3 -c '
+$WORK/dead|dead|$rb
+$WORK/cov/p/b|covered|$rb" "$(python3 -c '
 import json, sys
 for m in json.load(open(sys.argv[1]))["mounts"]:
     if m["mountpoint"].startswith(sys.argv[2] + "/"):
         print("|".join([m["mountpoint"], m["state"], m["version_ref"]]))' "$WORK/ls.json" "$WORK")" "mounts ls --json"
 "$BDN" mounts ls > "$WORK/ls.txt"
-for line in "$MP +not answering +$ra" "$WORK/m 2 +serving +$rb" "$WORK/dead +dead +$rb"; do
+for line in "$MP +not answering +$ra" "$WORK/m 2 +serving +$rb" "$WORK/dead +dead +$rb" "$WORK/cov/p/b +covered +$rb"; do
   grep -qE "^$line\$" "$WORK/ls.txt" || fail "mounts ls has no line [$line]: $(cat "$WORK/ls.txt")"
 done
 header=$(sed -n 1p "$WORK/ls.txt")
 [[ "$header" =~ ^MOUNTPOINT\ +STATE\ +VERSION$ ]] || fail "mounts ls header: $header"
 "$BDN" volume umount "$WORK/m 2" >/dev/null
 "$BDN" volume umount "$WORK/dead" >/dev/null
+umount "$WORK/cov/p"
+"$BDN" volume umount "$WORK/cov/p/b" >/dev/null
 
 hung="mountpoint $MP: the fuse.bdn mount there of $ra does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume umount $MP)"
 

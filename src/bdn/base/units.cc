@@ -81,9 +81,10 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
                                                 std::chrono::milliseconds min,
                                                 std::chrono::milliseconds max) {
   auto bad = [&] {
-    return Err(InvalidArgumentError("duration \"" + std::string(text) +
-                                    "\": expected a number and a unit such as 500ms, 30s, 2m, 1h "
-                                    "(a plain number is seconds)"));
+    return Err(
+        InvalidArgumentError("duration \"" + std::string(text) +
+                             "\": expected a number and a unit such as 500ms, 30s, 2m, 1h, 7d "
+                             "(a plain number is seconds)"));
   };
   // Digits with at most one '.', at least one digit before or after it.
   size_t i = 0;

@@ -31,7 +31,7 @@ std::string FormatBytes(uint64_t bytes);
 // ("30" is 30 s, "0.5" is 500 ms). The value is rounded to the nearest millisecond and must lie
 // within [min, max]. No sign, exponent, blanks, "nan" or "inf".
 // Errors: InvalidArgument "duration \"<text>\": expected a number and a unit such as 500ms, 30s,
-// 2m, 1h (a plain number is seconds)" for malformed text; InvalidArgument "duration \"<text>\":
+// 2m, 1h, 7d (a plain number is seconds)" for malformed text; InvalidArgument "duration \"<text>\":
 // must be between <min> and <max>" (as FormatDuration writes them) out of range.
 // Thread-safe.
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text,

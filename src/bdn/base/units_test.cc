@@ -95,7 +95,7 @@ TEST(ParseDuration, RefusesMalformedTextNamingIt) {
     EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument) << text;
     EXPECT_EQ(d.error().message(),
               "duration \"" + std::string(text) +
-                  "\": expected a number and a unit such as 500ms, 30s, 2m, 1h (a plain number "
+                  "\": expected a number and a unit such as 500ms, 30s, 2m, 1h, 7d (a plain number "
                   "is seconds)")
         << text;
   }

@@ -1316,7 +1316,12 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
   // Nodes started with --peers name the whole cluster: reading from all of them by rendezvous
   // hashing, as every other client does, fetches each chunk from the origin once (a client given
   // one node would otherwise make that node fetch every chunk).
-  if (!urls.empty()) urls = remote::DiscoverPeers(urls, std::chrono::milliseconds(1000));
+  if (!urls.empty()) {
+    std::string note;
+    urls = remote::DiscoverPeers(urls, std::chrono::milliseconds(1000), &note);
+    // Said, so that a list the operator never gave is not a surprise in the mount's warnings.
+    if (!note.empty()) std::cerr << note << "\n";
+  }
   if (!urls.empty()) {
     // A slow node is waited for at most half a read's time, so the origin still has the other
     // half: with the default 60 s a node that answered /healthz but never the read made every

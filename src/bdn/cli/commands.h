@@ -486,7 +486,8 @@ Status MountsLock(Context& ctx, const std::string& config_path);
 // writes them; "  (allow_other)" after a mount made with it), or "no bdn mounts on this machine"
 // on stderr. JSON: mounts: [{mountpoint, version_ref, state, allow_other, uid}]. States:
 // serving, dead (bdn volume umount cleans it up), not answering (stopped or hung daemon), no
-// access (another user's mount), covered (another mount on top). Waits at most 5 s in all.
+// access (another user's mount), covered (another mount at or above its path), unreachable (its
+// path gives another error). Waits at most 5 s in all.
 Status MountsList(Context& ctx);
 // bdn volume umount MOUNTPOINT: Unmount (mount_table.h) of the absolute path. Prints
 // "unmounted P"; JSON: mountpoint, unmounted. Errors: those of Unmount (InvalidArgument "…: not a

@@ -201,9 +201,10 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
              : "--max-repack-fraction 0 repacks nothing)");
   }
   if (args.dry_run) {
+    // (From a new user: "6 packs deleted" of a run that deleted nothing.)
     std::cout << "would reclaim " << r.reclaimable_bytes << " bytes ("
-              << FormatBytes(r.reclaimable_bytes) << "): " << Counted(deletes, "pack")
-              << " deleted, " << repacks << " repacked, of " << Counted(r.packs, "pack") << "; "
+              << FormatBytes(r.reclaimable_bytes) << ") by deleting " << Counted(deletes, "pack")
+              << " and repacking " << repacks << ", of " << Counted(r.packs, "pack") << "; "
               << r.versions
               << " live or restorable "
               // Counted by digest (from a new user: fsck's count differed, a version pushed to

@@ -1109,10 +1109,21 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
       return InvalidArgumentError("--peers: " + std::to_string(urls.size()) + " URLs, at most " +
                                   std::to_string(remote::kMaxPeers));
     }
+    size_t bytes = 0;
     for (const std::string& url : urls) {
       auto checked = http::HttpClient::Create({.base_url = url});
       if (!checked) return checked.error().WithPrefix("--peers");
-      options.peers.push_back((*checked)->base_url());
+      const std::string& u = (*checked)->base_url();
+      if (std::ranges::find(options.peers, u) != options.peers.end()) {
+        return InvalidArgumentError("--peers: " + u + " is listed twice");
+      }
+      bytes += u.size() + 4;
+      options.peers.push_back(u);
+    }
+    // Clients pass over a larger GET /v1/peers answer (remote::DiscoverPeers).
+    if (bytes > 60 * 1024) {
+      return InvalidArgumentError("--peers: " + std::to_string(bytes) +
+                                  " bytes of URLs, more than the 60 KiB a client reads");
     }
   }
   options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl);

@@ -348,6 +348,8 @@ std::string_view BdnMountStateName(BdnMount::State s) {
       return "no access";
     case BdnMount::State::kCovered:
       return "covered";
+    case BdnMount::State::kUnreachable:
+      return "unreachable";
   }
   return "?";
 }
@@ -364,9 +366,13 @@ std::vector<BdnMount> ListBdnMounts(std::chrono::milliseconds deadline) {
     b.source = m.source;
     b.allow_other = std::ranges::find(m.super_options, "allow_other") != m.super_options.end();
     b.uid = MountOwner(m);
-    const bool covered =
-        std::any_of(all.begin() + static_cast<std::ptrdiff_t>(i) + 1, all.end(),
-                    [&](const MountInfo& o) { return o.mountpoint == m.mountpoint; });
+    // Covered by a later mount at its path or at a directory above it (from an attacker: a tmpfs
+    // on the parent hid a dead mount that was listed "serving").
+    const bool covered = std::any_of(all.begin() + static_cast<std::ptrdiff_t>(i) + 1, all.end(),
+                                     [&](const MountInfo& o) {
+                                       return o.mountpoint == m.mountpoint || o.mountpoint == "/" ||
+                                              m.mountpoint.starts_with(o.mountpoint + "/");
+                                     });
     if (covered) {
       b.state = BdnMount::State::kCovered;
     } else {
@@ -395,7 +401,7 @@ std::vector<BdnMount> ListBdnMounts(std::chrono::milliseconds deadline) {
     } else if (a->stat_errno == EACCES || a->statvfs_errno == EACCES) {
       b.state = BdnMount::State::kNoAccess;
     } else if (a->stat_errno != 0 || a->statvfs_errno != 0) {
-      b.state = BdnMount::State::kNotAnswering;
+      b.state = BdnMount::State::kUnreachable;
     }
   }
   return out;

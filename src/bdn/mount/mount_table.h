@@ -86,10 +86,11 @@ struct BdnMount {
     kDead,          // its daemon is gone (ENOTCONN): bdn volume umount cleans it up
     kNotAnswering,  // no answer within the deadline: its daemon is stopped or hung
     kNoAccess,      // another user's mount without allow_other: this user cannot ask it
-    kCovered,       // another mount was made on top of it: not reachable by its path
+    kCovered,       // another mount was made at its path or above it: not reachable by its path
+    kUnreachable,   // its path gives another error (a name grown past PATH_MAX, say)
   } state = State::kServing;
 };
-// "serving", "dead", "not answering", "no access", "covered".
+// "serving", "dead", "not answering", "no access", "covered", "unreachable".
 std::string_view BdnMountStateName(BdnMount::State s);
 
 // Every fuse.bdn mount in /proc/self/mountinfo (this process's mount namespace), in its order,

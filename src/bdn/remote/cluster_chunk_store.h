@@ -33,6 +33,9 @@ struct ClusterOptions {
   // after each further failure without a read that succeeded in between (up to 64x).
   std::chrono::milliseconds probe_interval{5000};
   std::chrono::milliseconds probe_deadline{1000};
+  // How many nodes one read may find failing (a Get's nodes in turn, a GetMany's rounds) before
+  // it goes to the upstream, however long the list: each may cost node_deadline.
+  int max_failed_nodes_per_read = 2;
   // Sent to every node as the caller's credentials ("Authorization: Bearer <token>"; empty:
   // none) and as the Bdn-Version of every read (RemoteStoreOptions::read_version): a node checks
   // with the origin that the caller may read that version before it answers.
@@ -55,7 +58,8 @@ inline constexpr size_t kMaxPeers = 256;
 // https URLs, at most 64 KiB) gives them all, so that every client, whichever node it was
 // given, ranks every chunk over the same list and the cluster fetches each chunk from the origin
 // once (`bdn cache serve --peers`). A node without --peers answers an empty list, which is
-// passed over, as are nodes that do not answer, answer another status, or something malformed;
+// passed over, as are nodes that do not answer, answer another status, or something malformed
+// (or, from a node reached over https, a list with an http URL);
 // when none gives a list, `given` as it is. `*note`, if given, says what was used (for a log):
 // "cache nodes from the --peers of http://a:8441: 3" or "" when `given` stands. Never fails.
 std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,

@@ -136,6 +136,47 @@ TEST(DiscoverPeers, TakesTheFirstWellFormedListAndOtherwiseKeepsTheGivenOne) {
   EXPECT_EQ(DiscoverPeers(given, 1000ms), given) << "more than kMaxPeers";
 }
 
+// From an attacker whose node answered /v1/peers with 256 URLs of one stopped node: a mount's
+// first read tried them one after another, 3 s each, for 13 minutes. A read now gives up on the
+// nodes after two failures (a Get's nodes in turn, a GetMany's rounds) and reads the upstream.
+TEST(ClusterChunkStore, AReadTriesAtMostTwoFailingNodesThenTheUpstream) {
+  std::vector<std::unique_ptr<FakeOrigin>> nodes;
+  std::vector<std::string> urls;
+  for (int i = 0; i < 6; ++i) {
+    nodes.push_back(std::make_unique<FakeOrigin>());
+    nodes.back()->wrong_bytes = true;  // each fails its read (and is marked unhealthy)
+    nodes.back()->Start();
+    urls.push_back(nodes.back()->url());
+  }
+  auto upstream = std::make_shared<CountingStore>();
+  std::vector<Digest> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto data = Bytes("many nodes " + std::to_string(i));
+    ids.push_back(Digest::Of(data));
+    ASSERT_TRUE(upstream->Put(ids.back(), data).ok());
+    for (auto& n : nodes) ASSERT_TRUE(n->store.Put(ids.back(), data).ok());
+  }
+  auto asked = [&] {
+    int sum = 0;
+    for (auto& n : nodes) sum += n->get_requests + n->batch_requests;
+    return sum;
+  };
+  auto store = ClusterChunkStore::Create(urls, upstream);
+  ASSERT_TRUE(store.has_value());
+  auto got = (*store)->Get(ids[0]);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(asked(), 2);
+  EXPECT_EQ(upstream->gets, 1);
+  // A batch on a fresh store (every node healthy again): two rounds of nodes, then the upstream.
+  auto again = ClusterChunkStore::Create(urls, upstream);
+  ASSERT_TRUE(again.has_value());
+  const int before = asked();
+  auto many = (*again)->GetMany(std::span<const Digest>(&ids[1], 1));
+  ASSERT_TRUE(many.has_value()) << many.error().message();
+  ASSERT_TRUE((*many)[0].has_value());
+  EXPECT_EQ(asked() - before, 2);
+}
+
 TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
   FakeOrigin node;
   node.Start();
