@@ -31,6 +31,19 @@ start_proxy() {
 }
 # proxied NAME PATTERN: how many requests the proxy NAME logged that match the grep PATTERN.
 proxied() { grep -c -E "$2" "$WORK/$1.log" || true; }
+# fails_at_deadline WHAT LIMIT_MS REGEX CMD...: CMD fails with exit 7 within LIMIT_MS, a line of
+# its stderr (progress lines split at \r) matching REGEX.
+fails_at_deadline() {
+  local what=$1 limit=$2 re=$3 start elapsed rc=0
+  shift 3
+  start=$(now_ms)
+  "$@" 2>"$WORK/deadline.err" >/dev/null || rc=$?
+  elapsed=$(( $(now_ms) - start ))
+  echo "$what: exit $rc after ${elapsed} ms"
+  assert_eq 7 "$rc" "exit code: $what ($(cat "$WORK/deadline.err"))"
+  [ "$elapsed" -lt "$limit" ] || fail "$what took ${elapsed} ms"
+  grep -Eq "$re" <(tr '\r' '\n' < "$WORK/deadline.err") || fail "message: $what: $(cat "$WORK/deadline.err")"
+}
 # direct ARGS...: bdn against the origin itself, not through a proxy.
 direct() { BDN_REMOTE="$ORIGIN" "$BDN" "$@"; }
 # volume_field FIELD: a field of `volume stat bdn:t/a --json` read from the origin directly.
@@ -228,15 +241,9 @@ grep -Eq "^bdn: error: origin $ORIGIN2: GET /v1/[^ ]+: stalled: no bytes for 200
 # The same while the chunks are read: the proxy holds every batch and never answers.
 GATE="$WORK/gate10"  # never made
 UPSTREAM="$ORIGIN2" start_proxy p10 'POST ^/v1/chunks/batch$ hold 1000000'
-start=$(now_ms)
-rc=0
-BDN_REMOTE="$PROXY_URL" "$BDN" volume pull bdn:t/restart "$WORK/pulled10" --retry-deadline 3s 2>"$WORK/pull10.err" || rc=$?
-elapsed=$(( $(now_ms) - start ))
-echo "pull whose batches are never answered: exit $rc after ${elapsed} ms (--retry-deadline 3s)"
-assert_eq 7 "$rc" "exit code of the pull whose batches are never answered ($(cat "$WORK/pull10.err"))"
-[ "$elapsed" -lt 15000 ] || fail "the pull whose batches are never answered took ${elapsed} ms with --retry-deadline 3s"
-grep -Eq "^bdn: error: file \"(a.txt|big.bin)\": origin $PROXY_URL: POST /v1/chunks/batch: stalled: no bytes for 3000 ms \(gave up: no answer for 3s; --retry-deadline 3s\)$" \
-  <(tr '\r' '\n' < "$WORK/pull10.err") || fail "message of the pull whose batches are never answered: $(cat "$WORK/pull10.err")"
+fails_at_deadline "pull whose batches are never answered (--retry-deadline 3s)" 15000 \
+  "^bdn: error: file \"(a.txt|big.bin)\": origin $PROXY_URL: POST /v1/chunks/batch: stalled: no bytes for 3000 ms \(gave up: no answer for 3s; --retry-deadline 3s\)$" \
+  env BDN_REMOTE="$PROXY_URL" "$BDN" volume pull bdn:t/restart "$WORK/pulled10" --retry-deadline 3s
 
 step "a commit slower than --retry-deadline is waited for, not reported as failed"
 # From an attacker: with every read bounded by the deadline, a push whose commit took longer was
@@ -251,5 +258,16 @@ echo "push whose commit is held 4 s: exit $rc after $(( $(now_ms) - start )) ms 
 assert_eq 0 "$rc" "exit code of the push with a slow commit ($(cat "$WORK/p11.err"))"
 assert_eq 1 "$(json_field sequence <<<"$out")" "sequence of the slow commit"
 assert_eq 1 "$(proxied p11 '^POST /v1/volumes/t/slowcommit/commit -> forwarded')" "commits sent"
+
+step "uploads that are never answered fail a push once at --retry-deadline"
+# From an attacker: with writes kept to their own 60 s, a push to a stopped origin waited that
+# long whatever its --retry-deadline. Uploads (content-addressed) are bounded as reads are.
+GATE="$WORK/gate12"  # never made
+UPSTREAM="$ORIGIN2" start_proxy p12 '* ^/v1/chunks/(upload|[0-9a-f]{64})$ hold 1000000'
+head -c 3000000 /dev/urandom > "$WORK/up12.bin"
+mkdir -p "$WORK/src12"; mv "$WORK/up12.bin" "$WORK/src12/"
+fails_at_deadline "push whose uploads are never answered (--retry-deadline 3s)" 20000 \
+  "origin $PROXY_URL: (POST /v1/chunks/upload|PUT /v1/chunks/[0-9a-f]{64}): stalled: no bytes for 3000 ms \(gave up: no answer for 3s; --retry-deadline 3s\)$" \
+  env BDN_REMOTE="$PROXY_URL" "$BDN" volume push "$WORK/src12" bdn:t/held --retry-deadline 3s
 
 echo "PASS"

@@ -49,16 +49,13 @@ Status RemoteChunkStore::PostIds(const std::string& path, std::span<const Digest
     std::string body = IdsBody(part);
     BDN_ASSIGN_OR_RETURN(
         http::Response r,
-        CallWithRetries(
-            *client_,
-            {.method = http::Method::kPost,
-             .path = path,
-             .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
-             // A query, not a write: bounded as a read under a budget.
-             .stall_timeout = options_.budget
-                                  ? std::optional(options_.budget->StallTimeout(std::nullopt))
-                                  : std::nullopt},
-            options_.retry, options_.budget.get()));
+        CallWithRetries(*client_,
+                        {.method = http::Method::kPost,
+                         .path = path,
+                         .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+                         // A query, not a write: bounded as a read under a budget.
+                         .stall_timeout = BudgetStall()},
+                        options_.retry, options_.budget.get()));
     BDN_RETURN_IF_ERROR(take(json::parse(r.text(), nullptr, false)));
   }
   return Status::Ok();
@@ -112,7 +109,8 @@ Status RemoteChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
                            {.method = http::Method::kPut,
                             .path = ChunkPath(id),
                             .body = data,
-                            .content_type = "application/octet-stream"},
+                            .content_type = "application/octet-stream",
+                            .stall_timeout = BudgetStall()},
                            options_.retry, options_.budget.get());
   return r ? Status::Ok() : r.error();
 }
@@ -160,11 +158,15 @@ Status RemoteChunkStore::Upload(std::span<const BlobPut> blobs) {
     u32(b.data.size());
   }
   for (const BlobPut& b : blobs) body.insert(body.end(), b.data.begin(), b.data.end());
+  // Bounded as reads are under a budget: an upload is content-addressed, so one that waited past
+  // the deadline and is reported failed changed nothing a caller could see (from an attacker: a
+  // push to a stopped origin waited 60 s whatever its --retry-deadline).
   auto r = CallWithRetries(*client_,
                            {.method = http::Method::kPost,
                             .path = "/v1/chunks/upload",
                             .body = body,
-                            .content_type = "application/octet-stream"},
+                            .content_type = "application/octet-stream",
+                            .stall_timeout = BudgetStall()},
                            options_.retry, options_.budget.get());
   return r ? Status::Ok() : r.error();
 }
@@ -193,6 +195,11 @@ Result<BlobBatch> RemoteChunkStore::GetMany(std::span<const Digest> ids) {
     for (auto& b : got) out.push_back(std::move(b));
   }
   return out;
+}
+
+std::optional<std::chrono::milliseconds> RemoteChunkStore::BudgetStall() const {
+  if (!options_.budget) return std::nullopt;
+  return options_.budget->StallTimeout(std::nullopt);
 }
 
 std::chrono::milliseconds RemoteChunkStore::BatchStallTimeout() const {

@@ -94,6 +94,9 @@ class RemoteChunkStore : public ChunkStore {
   Result<BlobBatch> GetManyOnce(std::span<const Digest> ids, Try& t);
   // The batch stall time as set, bounded by the budget's (RetryBudget::StallTimeout).
   std::chrono::milliseconds BatchStallTimeout() const;
+  // The stall time of a query or an upload under the budget (its StallTimeout); nullopt without
+  // one (the client's deadline alone). Commits and other registry writes are not bounded so.
+  std::optional<std::chrono::milliseconds> BudgetStall() const;
   // POSTs {"ids": [...]} to `path` in parts of options_.missing_batch_ids (one request each,
   // retried per options_.retry or the budget) and gives each part's parsed answer (discarded if not
   // JSON) to `take`, in order. Errors: transport/HTTP errors; the first error of `take`.
