@@ -256,6 +256,10 @@ struct LocalChunkStore::PackFile {
   const UniqueFd file;
   std::atomic<bool> pinned;  // a pack this process writes: never closed to make room
   std::atomic<bool> sealed;
+  // A Get read a blob from it. A store that is not a cache keeps such a pack once another process
+  // deleted it (it reads on from it: docs/format.md "Garbage collection"), and lets go of the
+  // others (ReleaseDeleted).
+  std::atomic<bool> read_from{false};
 };
 
 struct LocalChunkStore::OpenPack {
@@ -525,7 +529,21 @@ void LocalChunkStore::ForgetDeletedPacksNowAndThen() {
 }
 
 void LocalChunkStore::ReleaseDeleted() {
-  if (!options_.read_others_open_packs) return;
+  if (!options_.read_others_open_packs) {
+    // From a new user: `bdn gc` said it reclaimed space that a running mount kept, because the
+    // mount held open every pack whose footer it read at Open (packs of other volumes too).
+    std::vector<uint64_t> deleted;
+    {
+      MutexLock l(files_mu_);
+      for (const auto& [id, file] : files_) {
+        if (file->read_from.load(std::memory_order_relaxed) || file->pinned.load()) continue;
+        struct stat st;
+        if (::fstat(file->fd(), &st) == 0 && st.st_nlink == 0) deleted.push_back(id);
+      }
+    }
+    for (uint64_t id : deleted) ForgetPack(id);
+    return;
+  }
   ForgetDeletedPacks();
   ForgetDeletedFollowedPacks();
 }
@@ -1127,6 +1145,7 @@ Result<std::vector<uint8_t>> LocalChunkStore::Get(const Digest& id) {
     }
     if (!file)
       return Err(ErrnoError("chunk " + id.ToString() + ": open pack " + path.string(), open_error));
+    file->read_from.store(true, std::memory_order_relaxed);
     auto bytes = pack::ReadBlob(file->fd(), b->loc, "pack " + path.string());
     if (bytes || bytes.error().code() != StatusCode::kCorruption) return bytes;
     corrupt =
@@ -1146,6 +1165,7 @@ std::optional<std::vector<uint8_t>> LocalChunkStore::GetNow(const Digest& id, ui
   if (!b || b->loc.raw_bytes > max_bytes || b->loc.stored_bytes > max_bytes) return std::nullopt;
   auto file = OpenFileOf(b->pack);
   if (!file) return std::nullopt;
+  file->read_from.store(true, std::memory_order_relaxed);
   return pack::ReadBlobNow(file->fd(), b->loc);
 }
 

@@ -214,7 +214,9 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   Result<Discarded> DiscardAfterFullDisk() override;
   Sealed SealedSoFar() const override { return {sealed_packs_, sealed_bytes_}; }
   // See ChunkStore: ForgetDeletedPacks, then ForgetDeletedFollowedPacks (in a cache,
-  // read_others_open_packs; otherwise nothing).
+  // read_others_open_packs); otherwise forgets the deleted packs this process never read a blob
+  // from (held since Open read their footers), and keeps those it read from, which it reads on
+  // from (docs/format.md "Garbage collection").
   void ReleaseDeleted() override;
 
   // Where a good copy of `id` is, or nullopt. Errors: as Get's lookup (none today).

@@ -353,6 +353,41 @@ TEST_F(LocalStore, ReleaseDeletedClosesAFollowedPackDeletedAfterItWasSealed) {
   EXPECT_EQ(cache->Get(Digest::Of(blobs[0])).error().code(), StatusCode::kNotFound);
 }
 
+// From a new user: `bdn gc` said it reclaimed space that a running mount kept, because the mount's
+// store held open every pack whose footer it read at Open, packs of other volumes it never read
+// included, and a store (unlike a cache) kept every pack deleted under it. ReleaseDeleted (once a
+// second in a mount) now lets go of a deleted pack it never read from; one it read from it reads
+// on from (docs/format.md "Garbage collection").
+TEST_F(LocalStore, ReleaseDeletedClosesADeletedPackAStoreNeverReadFrom) {
+  auto writer = Open();
+  auto read = Blobs(3, 1000, 130);
+  auto unread = Blobs(3, 1000, 131);
+  PutAll(*writer, read);
+  ASSERT_OK(writer->Sync());  // one pack each
+  PutAll(*writer, unread);
+  ASSERT_OK(writer->Sync());
+  writer.reset();
+  auto pack_of = [&](LocalChunkStore& s, const std::vector<uint8_t>& b) {
+    auto at = s.Locate(Digest::Of(b));
+    EXPECT_TRUE(at.has_value() && at->has_value());
+    return at.has_value() && at->has_value() ? (*at)->pack_path.filename().string() : std::string();
+  };
+  auto reader = Open();
+  ExpectAllReadable(*reader, read);
+  const std::string read_pack = pack_of(*reader, read[0]);
+  const std::string unread_pack = pack_of(*reader, unread[0]);
+  ASSERT_NE(read_pack, unread_pack);
+  auto deleter = Open();
+  ASSERT_OK(deleter->DropPack(*pack::ParseHex16Name(read_pack, ".pack")));
+  ASSERT_OK(deleter->DropPack(*pack::ParseHex16Name(unread_pack, ".pack")));
+  ASSERT_EQ(DeletedFilesOpen(unread_pack), 1);  // held since the reader's Open
+  reader->ReleaseDeleted();
+  EXPECT_EQ(DeletedFilesOpen(unread_pack), 0);
+  EXPECT_EQ(DeletedFilesOpen(read_pack), 1);
+  ExpectAllReadable(*reader, read);  // read on from the pack it had read from
+  EXPECT_EQ(reader->Get(Digest::Of(unread[0])).error().code(), StatusCode::kNotFound);
+}
+
 // From an attacking helper: a followed pack whose writer died with its first record damaged is
 // recovered empty (removed); the blobs found in it before then pointed at a pack that was gone,
 // every read of them went round 16 times and then returned an empty error, and a copy stored
