@@ -260,6 +260,13 @@ int main(int argc, char** argv) {
     } else if (inv.needs == bdn::app::Needs::kOrigin) {
       ctx = bdn::cli::Context{.home = home_dir, .json = json};
     } else {
+      if (inv.needs == bdn::app::Needs::kStoreCreated && !token.empty()) {
+        // From a new user: with BDN_TOKEN set and BDN_REMOTE forgotten, a push went to a new
+        // local store without a word, looking just like a push to the origin.
+        std::cerr << "bdn: BDN_TOKEN is set but neither --remote nor BDN_REMOTE is: this writes "
+                     "to the embedded store "
+                  << home_dir.string() << "\n";
+      }
       ctx = bdn::cli::OpenEmbedded(home_dir, json,
                                    inv.needs == bdn::app::Needs::kStoreCreated
                                        ? bdn::cli::EmbeddedOpen::kCreateIfMissing

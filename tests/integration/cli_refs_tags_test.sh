@@ -19,6 +19,20 @@ run_fails 3 "bdn: error: embedded store $BDN_HOME: no store there (nothing was p
 run_fails 3 "bdn: error: embedded store $WORK/typo: no store there (nothing was pushed to it); --home or BDN_HOME names another" \
   "$BDN" --home "$WORK/typo" volume versions 'bdn:w/v'
 [ ! -e "$WORK/typo" ] || fail "a read with a mistyped --home made $WORK/typo"
+# A home that is a file (it said "no store there (nothing was pushed to it)" to a push).
+printf 'x\n' >"$WORK/afile"
+mkdir -p "$WORK/tiny"; printf 'y\n' >"$WORK/tiny/y"
+run_fails 2 "bdn: error: embedded store $WORK/afile: not a directory; --home or BDN_HOME names another" \
+  "$BDN" --home "$WORK/afile" volume push "$WORK/tiny" bdn:w/a
+run_fails 2 "bdn: error: embedded store $WORK/afile: not a directory; --home or BDN_HOME names another" \
+  env BDN_HOME="$WORK/afile" "$BDN" volume stat bdn:w/a
+# BDN_TOKEN without BDN_REMOTE: a write to the embedded store says where it goes (it went there
+# without a word, looking like a push to the origin); a read says nothing.
+BDN_TOKEN=bdn_forgot "$BDN" --home "$WORK/tokhome" volume push "$WORK/tiny" bdn:w/tok >/dev/null 2>"$WORK/tok.err"
+assert_eq "bdn: BDN_TOKEN is set but neither --remote nor BDN_REMOTE is: this writes to the embedded store $WORK/tokhome" \
+  "$(head -1 "$WORK/tok.err")" "first line of a push with BDN_TOKEN and no remote"
+assert_eq y "$(BDN_TOKEN=bdn_forgot "$BDN" --home "$WORK/tokhome" volume cat bdn:w/tok/y 2>"$WORK/tok.err")" "cat with BDN_TOKEN and no remote"
+assert_eq "" "$(cat "$WORK/tok.err")" "stderr of a read with BDN_TOKEN and no remote"
 for cmd in "gc --dry-run" "store stats" "store rebuild-index" "store migrate"; do
   # shellcheck disable=SC2086
   run_fails 3 "bdn: error: --data $WORK/typo: no store there (nothing was pushed to it)" \

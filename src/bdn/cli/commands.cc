@@ -238,6 +238,11 @@ Status CheckRegistryFile(const fs::path& dir, const std::string& where) {
 Status CheckStoreExists(const fs::path& dir, std::string_view what, StoreNeeds needs) {
   const std::string where = std::string(what) + " " + dir.string();
   struct stat st;
+  // From a new user: a push to a BDN_HOME that names a file said "no store there (nothing was
+  // pushed to it)".
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return InvalidArgumentError(where + ": not a directory");
+  }
   if (::lstat((dir / "registry.db").c_str(), &st) != 0 && errno == EACCES) {
     // Another user's store (its home is 0700): said as such, not as "no store there".
     struct stat owner;
@@ -543,7 +548,7 @@ Status Push(Context& ctx, const PushArgs& args) {
   Result<PushResult> r;
   {
     // All of the push's requests share one retry budget: a dead origin fails it once.
-    Context push_ctx = UnderRetryBudget(ctx, args.retry_deadline);
+    Context push_ctx = UnderRetryBudget(ctx, args.retry_deadline, args.retry_deadline_name);
     std::function<std::string()> note;
     if (push_ctx.retry_budget) note = [b = push_ctx.retry_budget] { return RetryNote(*b); };
     ProgressReporter progress("push", counters, std::chrono::seconds(5), std::move(note));
@@ -1025,7 +1030,7 @@ Status Pull(Context& ctx, const PullArgs& args) {
   // From a user: with the origin down, a pull without a budget asked each chunk of a failed batch
   // again alone, 4 tries each, froze for minutes and then failed just as the origin came back.
   // Under a budget it rides out an outage up to --retry-deadline, saying so, then fails once.
-  Context read_ctx = UnderRetryBudget(ctx, args.retry_deadline);
+  Context read_ctx = UnderRetryBudget(ctx, args.retry_deadline, args.retry_deadline_name);
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(read_ctx, args.ref));
   const auto& [ref, pinned] = resolved;
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(read_ctx, pinned));

@@ -68,6 +68,7 @@ enum class StoreNeeds {
   kRegistry,  // its registry.db too: what decides which versions live (reads, gc, fsck)
 };
 
+// InvalidArgument "<what> <dir>: not a directory" for a file there;
 // NotFound "<what> <dir>: no store there (nothing was pushed to it)" unless `dir` holds a store
 // (a registry.db, or with StoreNeeds::kPacks a store/ directory), so that a command that reads
 // or maintains one creates nothing at a mistyped path. With kRegistry, a store/ directory of
@@ -228,6 +229,8 @@ struct PushArgs {
   // With a remote origin, the push fails (Unavailable, exit 7) once the origin has failed
   // continuously this long (RetryBudget).
   std::chrono::milliseconds retry_deadline{60000};
+  // What gave retry_deadline, as its messages name it: "--retry-deadline" or "BDN_RETRY_DEADLINE".
+  std::string retry_deadline_name = "--retry-deadline";
 };
 // bdn volume push DIR REF: seals args.dir (SealDirectory) and commits it to REF's volume, moving
 // head and setting REF's tag and args.tags, with a progress display on stderr. Prints the
@@ -334,6 +337,7 @@ struct PullArgs {
   // From an origin: how long its reads may fail (refused, reset, 5xx) before the pull gives up;
   // all of its requests share it (remote::RetryBudget), as a push's do.
   std::chrono::milliseconds retry_deadline{60000};
+  std::string retry_deadline_name = "--retry-deadline";  // as PushArgs'
 };
 // Pull's checks that need no store: InvalidArgument "pull takes REF then DIR: \"bdn:…\" is a ref
 // (bdn volume pull REF DIR)" for the two given the other way round.
