@@ -3,6 +3,7 @@
 // are parsed when the command runs, so that their errors name the flag.
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -14,10 +15,38 @@
 namespace bdn::app {
 namespace {
 
+// --retry-deadline of push and pull: 60s, or BDN_RETRY_DEADLINE when set and the flag is not
+// given. Parse names whichever gave the value (an environment value's error said
+// "--retry-deadline", a flag the user never typed), and so do the command's give-up notes.
+struct RetryDeadlineFlag {
+  std::string text = "60s";
+  CLI::Option* option = nullptr;
+
+  void Add(CLI::App* c, const std::string& what) {
+    option = c->add_option("--retry-deadline", text,
+                           "with --remote: give up (exit 7) once the origin has failed this long "
+                           "(1s to 24h, e.g. 30s, 2m; default 60s, or BDN_RETRY_DEADLINE); all of "
+                           "the " +
+                               what + "'s requests share it");
+  }
+  // Sets *deadline and *name ("--retry-deadline" or "BDN_RETRY_DEADLINE"). Errors:
+  // ParseDuration's, prefixed with *name.
+  Status Parse(std::chrono::milliseconds* deadline, std::string* name) const {
+    const char* env = std::getenv("BDN_RETRY_DEADLINE");
+    const bool from_env = option->count() == 0 && env != nullptr && *env != '\0';
+    *name = from_env ? "BDN_RETRY_DEADLINE" : "--retry-deadline";
+    auto d = ParseDuration(from_env ? std::string(env) : text, std::chrono::seconds(1),
+                           std::chrono::hours(24));
+    if (!d) return d.error().WithPrefix(*name);
+    *deadline = *d;
+    return Status::Ok();
+  }
+};
+
 struct PushFlags {
   cli::PushArgs args;
   int64_t expected_sequence = -1;  // -1: not given
-  std::string retry_deadline = "60s";
+  RetryDeadlineFlag retry_deadline;
 };
 
 struct TagFlags {
@@ -129,20 +158,14 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->add_option("--expected-sequence", push->expected_sequence,
                 "fail unless the volume sequence is N")
       ->check(IntInRange(0));
-  c->add_option("--retry-deadline", push->retry_deadline,
-                "with --remote: give up (exit 7) once the origin has failed this long (1s to "
-                "24h, e.g. 30s, 2m); all of the push's requests share it")
-      ->envname("BDN_RETRY_DEADLINE")
-      ->capture_default_str();
+  push->retry_deadline.Add(c, "push");
   c->callback([&inv, push] {
     inv.needs = Needs::kStoreCreated;
     inv.huge_page_heap = true;
     if (push->expected_sequence >= 0) push->args.expected_sequence = push->expected_sequence;
     inv.check = [push]() -> Status {
-      auto deadline =
-          ParseDuration(push->retry_deadline, std::chrono::seconds(1), std::chrono::hours(24));
-      if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
-      push->args.retry_deadline = *deadline;
+      BDN_RETURN_IF_ERROR(
+          push->retry_deadline.Parse(&push->args.retry_deadline, &push->args.retry_deadline_name));
       // Before the embedded store is made (a push makes it): a ref, tag or DIR push refuses
       // leaves nothing behind at a new home. The words are Push's own.
       return cli::CheckPushArgs(push->args);
@@ -260,20 +283,14 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "how long to wait for another pull writing one of the files while it makes no "
                 "progress (default 1m)")
       ->check(NotEmpty());
-  auto pull_retry = std::make_shared<std::string>("60s");
-  c->add_option("--retry-deadline", *pull_retry,
-                "with --remote: give up (exit 7) once the origin has failed this long (1s to "
-                "24h); all of the pull's requests share it")
-      ->envname("BDN_RETRY_DEADLINE")
-      ->capture_default_str();
+  auto pull_retry = std::make_shared<RetryDeadlineFlag>();
+  pull_retry->Add(c, "pull");
   c->callback([&inv, pull, pull_retry] {
     inv.refs = [pull] { return std::vector<std::string>{pull->ref}; };
     inv.huge_page_heap = true;
     // Before the store is opened: a new user's home has none, and "REF DIR" is their first hint.
     inv.check = [pull, pull_retry]() -> Status {
-      auto deadline = ParseDuration(*pull_retry, std::chrono::seconds(1), std::chrono::hours(24));
-      if (!deadline) return deadline.error().WithPrefix("--retry-deadline");
-      pull->retry_deadline = *deadline;
+      BDN_RETURN_IF_ERROR(pull_retry->Parse(&pull->retry_deadline, &pull->retry_deadline_name));
       return cli::CheckPullArgs(*pull);
     };
     inv.run = [pull](cli::Context& ctx) { return cli::Pull(ctx, *pull); };

@@ -60,8 +60,16 @@ done
 mkdir -p "$WORK/data"; printf 'x\n' > "$WORK/data/f"
 run_fails 2 "bdn: error: --retry-deadline: duration \"2 m\": $MALFORMED" \
   "$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline '2 m'
-run_fails 2 "bdn: error: --retry-deadline: duration \"1e3\": $MALFORMED" \
+# A value from BDN_RETRY_DEADLINE is named as such (it was called "--retry-deadline", a flag the
+# user never gave); the flag, when given, wins over the variable.
+run_fails 2 "bdn: error: BDN_RETRY_DEADLINE: duration \"1e3\": $MALFORMED" \
   env BDN_RETRY_DEADLINE=1e3 "$BDN" volume push "$WORK/data" bdn:t/v
+run_fails 2 "bdn: error: BDN_RETRY_DEADLINE: duration \"abc\": $MALFORMED" \
+  env BDN_RETRY_DEADLINE=abc "$BDN" volume pull bdn:t/v "$WORK/pulled-env"
+run_fails 2 'bdn: error: --retry-deadline: duration "500ms": must be between 1s and 24h' \
+  env BDN_RETRY_DEADLINE=5s "$BDN" volume pull bdn:t/v "$WORK/pulled-env" --retry-deadline 500ms
+env BDN_RETRY_DEADLINE=abc "$BDN" volume push "$WORK/data" bdn:t/env --retry-deadline 5s >/dev/null 2>&1 ||
+  fail "push --retry-deadline 5s with BDN_RETRY_DEADLINE=abc"
 run_fails 2 'bdn: error: --retry-deadline: duration "500ms": must be between 1s and 24h' \
   "$BDN" volume push "$WORK/data" bdn:t/v --retry-deadline 500ms
 # cat has no flag for it; a bad BDN_RETRY_DEADLINE was taken for 60 s without a word.

@@ -221,6 +221,9 @@ start=$(now_ms)
 run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (gave up after retrying for 2s; --retry-deadline 2s)" \
   env BDN_REMOTE="$ORIGIN2" "$BDN" volume pull bdn:t/restart "$WORK/pulled8" --retry-deadline 2s
 [ $(( $(now_ms) - start )) -lt 10000 ] || fail "the pull with --retry-deadline 2s took $(( $(now_ms) - start )) ms"
+# A deadline from the environment is named as the environment's.
+run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (gave up after retrying for 2s; BDN_RETRY_DEADLINE 2s)" \
+  env BDN_REMOTE="$ORIGIN2" BDN_RETRY_DEADLINE=2s "$BDN" volume pull bdn:t/restart "$WORK/pulled8"
 
 step "an origin that accepts and never answers counts against --retry-deadline"
 # From a user: with the origin stopped (SIGSTOP: the kernel still accepts connections) a pull
