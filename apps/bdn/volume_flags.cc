@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bdn/base/log.h"
+#include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "flags.h"
 
@@ -342,7 +343,16 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->callback([&inv, mount] {
     inv.refs = [mount] { return std::vector<std::string>{mount->args.ref}; };
     inv.huge_page_heap = true;
-    inv.check = [mount] { return ParseMountFlags(*mount); };
+    inv.check = [mount]() -> Status {
+      // From a new user: `mount DIR REF` said only that DIR does not start with "bdn:".
+      const cli::MountArgs& a = mount->args;
+      if (a.mountpoint.starts_with("bdn:") && !a.ref.starts_with("bdn:")) {
+        return InvalidArgumentError("mount takes REF then MOUNTPOINT: \"" +
+                                    EscapeName(a.mountpoint) + "\" is a ref (bdn volume mount " +
+                                    EscapeName(a.mountpoint) + " " + EscapeName(a.ref) + ")");
+      }
+      return ParseMountFlags(*mount);
+    };
     inv.run = [mount](cli::Context& ctx) { return cli::Mount(ctx, mount->args); };
   });
 

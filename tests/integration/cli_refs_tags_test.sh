@@ -61,6 +61,9 @@ run_fails 2 "bdn: error: push takes DIR then REF: \"bdn:w/a\" is a ref (bdn volu
   "$BDN" --home "$WORK/typo" volume push bdn:w/a "$WORK"
 run_fails 2 "bdn: error: pull takes REF then DIR: \"bdn:w/a\" is a ref (bdn volume pull bdn:w/a $WORK/p)" \
   "$BDN" --home "$WORK/typo" volume pull "$WORK/p" bdn:w/a
+run_fails 2 "bdn: error: mount takes REF then MOUNTPOINT: \"bdn:w/a\" is a ref (bdn volume mount bdn:w/a $WORK/m)" \
+  "$BDN" --home "$WORK/typo" volume mount "$WORK/m" bdn:w/a
+[ ! -e "$WORK/m" ] || fail "a refused mount made $WORK/m"
 run_fails 2 "bdn: error: source \"$WORK\": unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, https:// or http://); a local directory is file://$WORK" \
   "$BDN" --home "$WORK/typo" volume sync start --source "$WORK" --dest bdn:w/a
 [ ! -e "$WORK/typo" ] || fail "a refused push or sync start made $WORK/typo"
