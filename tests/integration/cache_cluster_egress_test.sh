@@ -36,12 +36,7 @@ read_all() {
 }
 
 step "an origin with auth and three cache nodes"
-start_bdn origin serve --listen 127.0.0.1:0 --data "$WORK/srv"; ORIGIN=$STARTED_URL
-export BDN_REMOTE="$ORIGIN"
-ADMIN=$(cat "$WORK/srv/admin.token")
-PUSH=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace w --scope push)
-PULL=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace w --scope pull)
-NODE_KEY=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace '*' --scope pull)
+start_origin_with_keys
 export BDN_TOKEN="$NODE_KEY"
 NODE_URLS=() NODE_PIDS=()
 for n in 1 2 3; do

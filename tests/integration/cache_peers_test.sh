@@ -31,12 +31,7 @@ about_a_third() {
 }
 
 step "an origin with auth and three cache nodes started with the same --peers"
-start_bdn origin serve --listen 127.0.0.1:0 --data "$WORK/srv"; ORIGIN=$STARTED_URL
-export BDN_REMOTE="$ORIGIN"
-ADMIN=$(cat "$WORK/srv/admin.token")
-PUSH=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace w --scope push)
-PULL=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace w --scope pull)
-NODE_KEY=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace '*' --scope pull)
+start_origin_with_keys
 PORTS=() URLS=() NODE_PIDS=()
 for n in 1 2 3; do
   PORTS+=("$(free_port)")

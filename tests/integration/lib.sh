@@ -166,6 +166,20 @@ start_origin() {
   export BDN_REMOTE="$URL"
 }
 
+# start_origin_with_keys: `bdn serve` with authentication on a free port, its data in $WORK/srv,
+# and keys for a cache tier: sets ORIGIN, ADMIN (the admin token), PUSH and PULL (keys of
+# namespace w) and NODE_KEY (pull in every namespace, a cache node's own key); exports
+# BDN_REMOTE.
+start_origin_with_keys() {
+  start_bdn origin serve --listen 127.0.0.1:0 --data "$WORK/srv"
+  ORIGIN=$STARTED_URL
+  export BDN_REMOTE="$ORIGIN"
+  ADMIN=$(cat "$WORK/srv/admin.token")
+  PUSH=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace w --scope push)
+  PULL=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace w --scope pull)
+  NODE_KEY=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace '*' --scope pull)
+}
+
 # start_hub CONFIG: the Hub stand-in (tests/fixtures/hf_hub.py) on 127.0.0.1 serving CONFIG (a
 # JSON file), its log in $WORK/hub.log; waits until it listens and sets HUB (its URL).
 start_hub() {
