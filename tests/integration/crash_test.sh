@@ -34,6 +34,27 @@ echo "chunks=$chunks uploaded=$uploaded reused=$reused pack-bytes-before=$stored
 # pack, killed before its first record, is left to its writer until a minute old: pack_crash_loop_test).
 assert_eq "" "$(find "$BDN_HOME/store/packs" -name '*.open' -o -name '*.new' -mmin +1)" "packs left open"
 
+step "Ctrl-C mid-push says what it left, and the rerun reuses it"
+# From new-user helper 116: an embedded push ended by Ctrl-C said nothing (a push to an origin
+# said it released its claim).
+int_home="$WORK/home-int"
+env --default-signal=INT BDN_HOME="$int_home" "$BDN" volume push "$WORK/src" bdn:test/int --jobs 1 \
+  >/dev/null 2>"$WORK/int.err" &
+pid=$!
+PIDS+=("$pid")
+for _ in $(seq 1 200); do
+  [ "$(BDN_HOME="$int_home" pack_bytes)" -gt 36000000 ] && break
+  sleep 0.05
+done
+kill -INT "$pid"
+rc=0; wait "$pid" || rc=$?
+assert_eq 130 "$rc" "exit status of a push ended by Ctrl-C"
+assert_eq "bdn: push interrupted; run it again to finish: it reuses the chunks this one stored (bdn gc reclaims them otherwise)" \
+  "$(tail -1 "$WORK/int.err")" "stderr of a push ended by Ctrl-C"
+run_fails 3 'bdn: error: volume bdn:test/int: not found' env BDN_HOME="$int_home" "$BDN" volume versions bdn:test/int
+out=$(BDN_HOME="$int_home" "$BDN" volume push "$WORK/src" bdn:test/int --json)
+[ "$(json_field chunks_reused <<<"$out")" -gt 0 ] || fail "nothing reused after Ctrl-C: $out"
+
 step "a file that grows during the push fails it"
 head -c 300000000 /dev/urandom > "$WORK/src/growing.bin"
 ( for _ in $(seq 1 400); do printf 'x' >> "$WORK/src/growing.bin"; sleep 0.01; done ) &

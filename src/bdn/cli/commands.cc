@@ -431,15 +431,16 @@ Result<PushTarget> PushTargetOf(const PushArgs& args) {
 
 namespace {
 
-// For the lifetime of a push to an origin: the first stop signal (Ctrl-C, kill, a closed
-// terminal; those not ignored) releases the push claims this process holds
-// (remote::ReleaseHeldClaimsNow) and then ends the process by that signal, as it would have
-// without this. The handler only writes the signal to a pipe; a thread does the rest. From a
-// new user: a Ctrl-C'd push left its claim live for its TTL, so a push from another home was
-// refused "push in progress" for 30 s.
+// For the lifetime of a push: the first stop signal (Ctrl-C, kill, a closed terminal; those not
+// ignored) releases the push claims this process holds on an origin
+// (remote::ReleaseHeldClaimsNow), says what the push left, and then ends the process by that
+// signal, as it would have without this. The handler only writes the signal to a pipe; a thread
+// does the rest. From a new user: a Ctrl-C'd push left its claim live for its TTL, so a push from
+// another home was refused "push in progress" for 30 s; and an embedded push ended by Ctrl-C
+// said nothing at all.
 class ClaimReleaseOnInterrupt {
  public:
-  ClaimReleaseOnInterrupt() {
+  explicit ClaimReleaseOnInterrupt(bool remote) : remote_(remote) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return;
     g_pipe_write = fds[1];
@@ -481,8 +482,12 @@ class ClaimReleaseOnInterrupt {
       const ssize_t n = ::read(read_.get(), &sig, 1);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       if (n != 1 || sig == 0) return;  // the push ended
-      const remote::ClaimsReleased claims = remote::ReleaseHeldClaimsNow();
-      if (claims.held > 0 && claims.released == claims.held) {
+      const remote::ClaimsReleased claims =
+          remote_ ? remote::ReleaseHeldClaimsNow() : remote::ClaimsReleased{};
+      if (!remote_) {
+        std::cerr << "bdn: push interrupted; run it again to finish: it reuses the chunks this "
+                     "one stored (bdn gc reclaims them otherwise)\n";
+      } else if (claims.held > 0 && claims.released == claims.held) {
         std::cerr << "bdn: push interrupted; its claim on the volume was released, so the next "
                      "push need not wait for it\n";
       } else if (claims.held > 0) {
@@ -502,6 +507,7 @@ class ClaimReleaseOnInterrupt {
       ::_exit(128 + sig);  // a signal whose default is not to end the process
     }
   }
+  const bool remote_;
   UniqueFd read_, write_;
   std::vector<std::pair<int, struct sigaction>> old_;
   std::thread thread_;
@@ -516,8 +522,7 @@ Status CheckPushArgs(const PushArgs& args) {
 
 Status Push(Context& ctx, const PushArgs& args) {
   BDN_ASSIGN_OR_RETURN(PushTarget target, PushTargetOf(args));
-  std::optional<ClaimReleaseOnInterrupt> release_on_interrupt;
-  if (ctx.origin) release_on_interrupt.emplace();
+  ClaimReleaseOnInterrupt on_interrupt(ctx.origin != nullptr);
   const Ref& ref = target.ref;
   PushOptions opts;
   if (!ctx.origin) {
