@@ -171,12 +171,12 @@ void ClusterChunkStore::MarkUnhealthy(Node& n, const Status& why) {
             " (reads go to the next node or the origin): " + why.message());
 }
 
-bool ClusterChunkStore::Usable(Node& n) {
+ClusterChunkStore::Use ClusterChunkStore::Usable(Node& n) {
   int64_t until = n.unhealthy_until_ns.load();
-  if (until == 0) return true;
-  if (NowNs(*options_.clock) < until) return false;
+  if (until == 0) return Use::kYes;
+  if (NowNs(*options_.clock) < until) return Use::kResting;
   bool expected = false;
-  if (!n.probing.compare_exchange_strong(expected, true)) return false;  // another thread probes
+  if (!n.probing.compare_exchange_strong(expected, true)) return Use::kResting;  // another probes
   auto r = n.store->client().Send({.path = "/healthz",
                                    .connect_timeout = options_.probe_deadline,
                                    .deadline = options_.probe_deadline});
@@ -189,13 +189,24 @@ bool ClusterChunkStore::Usable(Node& n) {
              : r.error());
   }
   n.probing.store(false);
-  return ok;
+  return ok ? Use::kYes : Use::kProbeFailed;
 }
 
-int ClusterChunkStore::Choose(const Digest& id, const std::vector<uint8_t>& failed) {
+int ClusterChunkStore::Choose(const Digest& id, std::vector<uint8_t>& failed, int& failures) {
   if (nodes_.empty()) return -1;
   for (size_t i : RankBySeeds(seeds_, id)) {
-    if (!failed[i] && Usable(*nodes_[i])) return static_cast<int>(i);
+    if (failures >= options_.max_failed_nodes_per_read) return -1;
+    if (failed[i]) continue;
+    switch (Usable(*nodes_[i])) {
+      case Use::kYes:
+        return static_cast<int>(i);
+      case Use::kProbeFailed:
+        failed[i] = 1;
+        ++failures;
+        break;
+      case Use::kResting:
+        break;
+    }
   }
   return -1;
 }
@@ -233,7 +244,7 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
   const auto give_up = options_.clock->SteadyNow() + options_.slow_node_patience;
   std::vector<uint8_t> failed(nodes_.size(), 0);
   int failures = 0;
-  for (int i = Choose(id, failed); i >= 0;) {
+  for (int i = Choose(id, failed, failures); i >= 0;) {
     Node& n = *nodes_[static_cast<size_t>(i)];
     auto r = n.store->Get(id);  // verified against the id
     if (r) {
@@ -246,7 +257,7 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
       failed[static_cast<size_t>(i)] = 1;
       // From an attacker: a node list of 256 hung URLs held a mount's first read for 13 minutes.
       if (++failures >= options_.max_failed_nodes_per_read) break;
-      i = Choose(id, failed);
+      i = Choose(id, failed, failures);
     }
   }
   return upstream_->Get(id);
@@ -257,6 +268,7 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   BlobBatch out(ids.size());
   std::vector<uint8_t> done(ids.size(), 0);       // not vector<bool>: threads write distinct slots
   std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
+  int failures = 0;  // their number: probes and reads (max_failed_nodes_per_read)
   std::vector<size_t> pending(ids.size());
   for (size_t k = 0; k < ids.size(); ++k) pending[k] = k;
   // Each round asks every chosen node for its part at once; the part of a node that failed is
@@ -265,7 +277,9 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   for (int round = 0; !pending.empty() && round < options_.max_failed_nodes_per_read; ++round) {
     std::vector<std::vector<size_t>> by_node(nodes_.size());
     for (size_t k : pending) {
-      if (int i = Choose(ids[k], failed); i >= 0) by_node[static_cast<size_t>(i)].push_back(k);
+      if (int i = Choose(ids[k], failed, failures); i >= 0) {
+        by_node[static_cast<size_t>(i)].push_back(k);
+      }
     }
     std::vector<size_t> asked;
     for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -298,7 +312,10 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
     });
     std::vector<size_t> again;
     for (size_t i : asked) {
-      if (failed[i]) again.insert(again.end(), by_node[i].begin(), by_node[i].end());
+      if (failed[i]) {
+        ++failures;
+        again.insert(again.end(), by_node[i].begin(), by_node[i].end());
+      }
     }
     pending = std::move(again);
   }

@@ -139,10 +139,15 @@ class ClusterChunkStore : public ForwardingChunkStore {
 
   ClusterChunkStore(std::shared_ptr<ChunkStore> upstream, ClusterOptions options)
       : ForwardingChunkStore(std::move(upstream)), options_(options) {}
-  // The node a read of `id` goes to, or -1 for none (all unhealthy, or `failed` in this call).
-  // May probe one node.
-  int Choose(const Digest& id, const std::vector<uint8_t>& failed);
-  bool Usable(Node& n);
+  // The node a read of `id` goes to, or -1 for none (all unhealthy, `failed` in this call, or
+  // the read's `failures` reached max_failed_nodes_per_read). Probes the nodes whose back-off
+  // ran out, in rank order, until one answers; a probe that fails marks its node `failed` and
+  // counts in `failures`, as a failed read does. From an attacker: a /v1/peers list of 255
+  // addresses that accept and never answer had every read probe them one after another, 1 s
+  // each (the reads failed with EIO).
+  int Choose(const Digest& id, std::vector<uint8_t>& failed, int& failures);
+  enum class Use { kYes, kResting, kProbeFailed };
+  Use Usable(Node& n);
   void MarkUnhealthy(Node& n, const Status& why);
   // Whether `n` answers GET /healthz within probe_deadline.
   bool Alive(Node& n);

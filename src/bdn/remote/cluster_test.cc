@@ -177,6 +177,50 @@ TEST(ClusterChunkStore, AReadTriesAtMostTwoFailingNodesThenTheUpstream) {
   EXPECT_EQ(asked() - before, 2);
 }
 
+// From an attacker: nodes that accept and never answer, listed by a node's /v1/peers, were
+// probed (GET /healthz, 1 s each) one after another by every read once their back-off ran out,
+// and reads failed with EIO; the probes did not count against max_failed_nodes_per_read. A read
+// now counts a failed probe as a failed node: at most two, then the upstream.
+TEST(ClusterChunkStore, AReadProbesAtMostTwoNodesWhoseBackOffRanOut) {
+  std::vector<std::unique_ptr<FakeOrigin>> nodes;
+  std::vector<std::string> urls;
+  for (int i = 0; i < 6; ++i) {
+    nodes.push_back(std::make_unique<FakeOrigin>());
+    nodes.back()->wrong_bytes = true;  // each read fails (the node is marked unhealthy)
+    nodes.back()->healthy = false;     // and so does each probe
+    nodes.back()->Start();
+    urls.push_back(nodes.back()->url());
+  }
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("probed");
+  const Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  for (auto& n : nodes) ASSERT_TRUE(n->store.Put(id, data).ok());
+  auto probes = [&] {
+    int sum = 0;
+    for (auto& n : nodes) sum += n->health_requests;
+    return sum;
+  };
+  for (bool batch : {false, true}) {
+    SCOPED_TRACE(batch ? "GetMany" : "Get");
+    auto clock = std::make_shared<testutil::FakeClock>();
+    auto store =
+        ClusterChunkStore::Create(urls, upstream, {.probe_interval = 1000ms, .clock = clock});
+    ASSERT_TRUE(store.has_value());
+    auto read = [&] {
+      if (!batch) return (*store)->Get(id).has_value();
+      auto got = (*store)->GetMany(std::span<const Digest>(&id, 1));
+      return got.has_value() && (*got)[0].has_value();
+    };
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(read());  // two nodes marked unhealthy by each
+    for (size_t i = 0; i < nodes.size(); ++i) ASSERT_FALSE((*store)->IsHealthy(i)) << i;
+    clock->Advance(1000ms);  // every back-off has run out
+    const int before = probes();
+    ASSERT_TRUE(read());
+    EXPECT_EQ(probes() - before, 2);
+  }
+}
+
 TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
   FakeOrigin node;
   node.Start();
