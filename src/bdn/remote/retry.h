@@ -45,6 +45,7 @@ inline bool IsRetryable(const Status& s) {
 struct Try {
   int number = 1;          // 1 for the first try
   bool transient = false;  // set by the try: its failure may succeed if repeated (an HTTP 5xx)
+  bool final = false;      // set by the try: its failure is the call's, retried by no budget
 };
 
 // A circuit breaker shared by every request of one operation. An outage starts at the first
@@ -128,6 +129,7 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
   const SteadyTime call_start = clock.SteadyNow();
   for (Try t;; ++t.number) {
     t.transient = false;
+    t.final = false;
     const SteadyTime try_start = clock.SteadyNow();
     auto outcome = [&] {
       if constexpr (std::is_invocable_v<F&, Try&>) {
@@ -143,7 +145,8 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
     Outcome out = outcome();
     const Status* err = backoff::ErrorOf(out);
     const bool timed_out = err && err->code() == StatusCode::kDeadlineExceeded;
-    const bool transient = err && (t.transient || IsRetryable(*err) || (budget && timed_out));
+    const bool transient =
+        err && !t.final && (t.transient || IsRetryable(*err) || (budget && timed_out));
     if (!transient) {
       if (budget) budget->OnAnswer();
       return out;
@@ -169,6 +172,11 @@ Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& r
 
 // CallOnce under WithRetries; under a budget, each try of a GET or HEAD gets the budget's
 // StallTimeout (reads of many ids by POST set it themselves; writes keep their own timeouts).
+// Under a budget, a write without a stall_timeout of its own (a commit, a claim, a tag) that got
+// no answer within its deadline fails at once with DeadlineExceeded "…: no response within N
+// ms; no answer came, so whether the origin applied it is unknown (running the command again is
+// safe)": not as the budget's ("gave up: no answer for 3s; --retry-deadline 3s"), which it did
+// not wait on.
 Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
                                        const RetryPolicy& policy, RetryBudget* budget);
 

@@ -1,8 +1,12 @@
 // Tests for the retry loop and the shared RetryBudget (circuit breaker) on a fake clock: no test
-// here waits in real time.
+// here waits in real time but one (a write that times out, 300 ms).
 #include "bdn/remote/retry.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -148,6 +152,42 @@ TEST(RetryBudget, ATryThatTimesOutIsRetriedAndItsOutageStartsWhenItWasSent) {
   EXPECT_EQ(tries, 1);
   EXPECT_EQ(s.message(),
             kStalled.message() + " (gave up: no answer for 30s; --retry-deadline 30s)");
+}
+
+// From an attacker: a commit that the origin held past the client's own deadline (60 s) was
+// retried by the push's budget and then reported "gave up: no answer for 3s; --retry-deadline
+// 3s", and its version appeared once the origin went on. A write with no stall bound of its own
+// that times out now fails at once, saying that whether it was applied is unknown. (Real time:
+// one request to a socket that never answers, 300 ms.)
+TEST(CallWithRetries, AWriteThatGetsNoAnswerFailsOnceSayingItsOutcomeIsUnknown) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);  // connections wait in the backlog, never answered
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  auto client = http::HttpClient::Create({.base_url = url, .deadline = 300ms});
+  ASSERT_TRUE(client.has_value());
+  auto clock = std::make_shared<FakeClock>();
+  RetryBudget budget({.deadline = 10s, .clock = clock});
+  const std::string body = "{}";
+  http::Request commit{.method = http::Method::kPost,
+                       .path = "/v1/volumes/p/v/commit",
+                       .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()}};
+  auto r = CallWithRetries(**client, commit, RetryPolicy{}, &budget);
+  ::close(fd);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.error().message(),
+            "origin " + url +
+                ": POST /v1/volumes/p/v/commit: no response within 300 ms; no answer came, so "
+                "whether the origin applied it is unknown (running the command again is safe)");
+  EXPECT_TRUE(Sleeps(*clock).empty()) << "retried";
+  EXPECT_FALSE(budget.Tripped().has_value());
 }
 
 TEST(RetryBudget, BoundsHowLongOneRequestWaitsForAByte) {
