@@ -36,6 +36,21 @@ kill -9 "$dead_pid"
 MOUNTS+=("$WORK/cov/p/b")
 mount -t tmpfs -o size=1m tmpfs "$WORK/cov/p"
 MOUNTS+=("$WORK/cov/p")
+# And one whose daemon is killed, covered by a tmpfs moved over its parent (`mount --move`: the
+# moved mount keeps its earlier place in mountinfo; from an attacker: listed "serving"). In a
+# private tmpfs: a mount under a shared one cannot be moved.
+mkdir -p "$WORK/mv"
+mount -t tmpfs -o size=1m tmpfs "$WORK/mv"
+MOUNTS+=("$WORK/mv")
+mount --make-private "$WORK/mv"
+mkdir -p "$WORK/mv/a" "$WORK/mv/y/m"
+mount -t tmpfs -o size=1m tmpfs "$WORK/mv/a"
+MOUNTS+=("$WORK/mv/a")
+moved_pid=$("$BDN" volume mount "$rb" "$WORK/mv/y/m" --json | json_field daemon_pid)
+MOUNTS+=("$WORK/mv/y/m")
+mount --move "$WORK/mv/a" "$WORK/mv/y"
+MOUNTS+=("$WORK/mv/y")
+kill -9 "$moved_pid"
 kill -STOP "$pid"
 
 step "mounts ls says which mount is served, dead or not answering, in at most 5 s"
@@ -48,7 +63,8 @@ echo "mounts ls answered after $took ms"
 assert_eq "$MP|not answering|$ra
 $WORK/m 2|serving|$rb
 $WORK/dead|dead|$rb
-$WORK/cov/p/b|covered|$rb" "$(python3 -c '
+$WORK/cov/p/b|covered|$rb
+$WORK/mv/y/m|covered|$rb" "$(python3 -c '
 import json, sys
 for m in json.load(open(sys.argv[1]))["mounts"]:
     if m["mountpoint"].startswith(sys.argv[2] + "/"):
@@ -63,6 +79,9 @@ header=$(sed -n 1p "$WORK/ls.txt")
 "$BDN" volume umount "$WORK/dead" >/dev/null
 umount "$WORK/cov/p"
 "$BDN" volume umount "$WORK/cov/p/b" >/dev/null
+umount "$WORK/mv/y"
+umount -l "$WORK/mv/y/m"
+umount "$WORK/mv"
 
 hung="mountpoint $MP: the fuse.bdn mount there of $ra does not answer within 5 s (its daemon is stopped or hung); unmount it first (bdn volume umount $MP)"
 

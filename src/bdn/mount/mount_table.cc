@@ -27,6 +27,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "bdn/base/fd.h"
@@ -354,6 +355,41 @@ std::string_view BdnMountStateName(BdnMount::State s) {
   return "?";
 }
 
+namespace {
+
+// The mount a lookup of `path` (absolute) ends in, as the kernel resolves it: from the root
+// mount, at each directory on the way down (and at `path` itself), the mount whose parent is the
+// current one and whose mountpoint is that directory, again while one is stacked on it. Null if
+// the table has no root.
+const MountInfo* TopMountAt(const std::vector<MountInfo>& all, const std::string& path) {
+  std::unordered_set<std::string> ids;
+  for (const MountInfo& m : all) ids.insert(m.id);
+  const MountInfo* cur = nullptr;
+  for (const MountInfo& m : all) {
+    if (m.mountpoint == "/" && !ids.contains(m.parent_id)) cur = &m;
+  }
+  if (!cur) return nullptr;
+  // Descends through the mounts stacked on `cur` at `dir` (the last listed wins a tie).
+  auto descend = [&](const std::string& dir) {
+    for (int guard = 0; guard < 4096; ++guard) {
+      const MountInfo* next = nullptr;
+      for (const MountInfo& m : all) {
+        if (&m != cur && m.parent_id == cur->id && m.mountpoint == dir) next = &m;
+      }
+      if (!next) return;
+      cur = next;
+    }
+  };
+  descend("/");
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    descend(slash == std::string::npos ? path : path.substr(0, slash));
+    if (slash == std::string::npos) break;
+  }
+  return cur;
+}
+
+}  // namespace
+
 std::vector<BdnMount> ListBdnMounts(std::chrono::milliseconds deadline) {
   const std::vector<MountInfo> all = ReadMountInfo();
   std::vector<BdnMount> out;
@@ -366,13 +402,12 @@ std::vector<BdnMount> ListBdnMounts(std::chrono::milliseconds deadline) {
     b.source = m.source;
     b.allow_other = std::ranges::find(m.super_options, "allow_other") != m.super_options.end();
     b.uid = MountOwner(m);
-    // Covered by a later mount at its path or at a directory above it (from an attacker: a tmpfs
-    // on the parent hid a dead mount that was listed "serving").
-    const bool covered = std::any_of(all.begin() + static_cast<std::ptrdiff_t>(i) + 1, all.end(),
-                                     [&](const MountInfo& o) {
-                                       return o.mountpoint == m.mountpoint || o.mountpoint == "/" ||
-                                              m.mountpoint.starts_with(o.mountpoint + "/");
-                                     });
+    // Covered unless resolving its path through the mount tree ends at it (from attackers: a
+    // tmpfs on the parent hid a dead mount that was listed "serving"; so did one moved there with
+    // `mount --move`, which keeps its earlier place in mountinfo, so "listed later" was not
+    // enough).
+    const MountInfo* top = TopMountAt(all, m.mountpoint);
+    const bool covered = top != nullptr && top != &m;  // no root in the table: probed
     if (covered) {
       b.state = BdnMount::State::kCovered;
     } else {
