@@ -49,6 +49,7 @@ kill -STOP "$SERVER_PID"
 # node2 waits longer than node1 (20 s, plus 10 s a cache node between it and the origin): from an
 # attacker, with both at 30 s node2 gave up on node1 first and refused what node1 held.
 statuses "$NODE2" "$(id cold1)" "$(id held1)" "$(id mid1)"
+stalled_at=$(now_ms)  # about when node1's upstream breaker opened (for 5 s)
 assert_eq "1 0 0" "$STATUSES" "node2's statuses of cold1 held1 mid1"
 echo "first batch with the origin hung: ${SECS} s"
 # One batch stall (20 s without a byte, noticed up to ~5 s later), not one per lacking chunk.
@@ -62,13 +63,27 @@ step "the next batches are answered at once: node1 does not ask the hung origin 
 out=$(curl -s --max-time 10 "$NODE/v1/chunks/$(id cold1)")
 assert_contains "$out" "the upstream failed a read "
 assert_contains "$out" "not asked again for "
+# within_window WHAT: a batch sent within node1's 5 s breaker window is answered at once; on a
+# loaded machine (CI with other tests beside it) one sent after it may be the breaker's probe,
+# which costs one stall (as the first batch, or up to 36 s seen under load), never one per
+# lacking chunk (60 s each before the fix this test is for).
+within_window() {
+  if [ $((sent_at - stalled_at)) -lt 4000 ]; then
+    [ "$SECS" -le 3 ] || fail "$1 took ${SECS} s"
+  else
+    echo "$1 was sent $((sent_at - stalled_at)) ms after the stall: it may probe the origin"
+    [ "$SECS" -le 50 ] || fail "$1 took ${SECS} s (more than one stall)"
+  fi
+}
+sent_at=$(now_ms)
 statuses "$NODE" "$(id cold2)" "$(id held1)" "$(id held2)" "$(id cold1)" "$(id held3)"
 assert_eq "1 0 0 1 0" "$STATUSES" "node1's statuses of cold2 held1 held2 cold1 held3"
 echo "second batch with the origin hung: ${SECS} s"
-[ "$SECS" -le 3 ] || fail "the second batch took ${SECS} s"
+within_window "the second batch"
+sent_at=$(now_ms)
 statuses "$NODE2" "$(id cold2)" "$(id held2)" "$(id mid1)"
 assert_eq "1 0 0" "$STATUSES" "node2's statuses of cold2 held2 mid1"
-[ "$SECS" -le 3 ] || fail "node2's second batch took ${SECS} s"
+within_window "node2's second batch"
 
 step "once the caller's access verdict expired (30 s), one check waits for the origin, the next do not"
 # From an attacker: every caller's check, once its verdict expired, waited out its deadline (10 s)
