@@ -70,6 +70,17 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
+// "; did you mean \"A\", \"B\" or \"C\"?" for `found`, sorted; "" for none.
+std::string DidYouMeanList(std::vector<std::string> found) {
+  if (found.empty()) return "";
+  std::sort(found.begin(), found.end());
+  std::string out = "; did you mean ";
+  for (size_t i = 0; i < found.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == found.size() ? " or " : ", ") + ("\"" + found[i] + "\"");
+  }
+  return out + "?";
+}
+
 // For an unknown command `word` under `at` (reached by `path`): "; did you mean \"bdn volume
 // push\"?" naming the commands of that name one level down (`bdn push`; several joined "A, B or
 // C"), else those of `at`'s commands within two edits of it (`bdn volme`); "" for neither.
@@ -88,39 +99,58 @@ std::string DidYouMean(CLI::App& at, const std::string& path, const std::string&
       if (EditDistance(lower, c->get_name()) <= 2) found.push_back(path + " " + c->get_name());
     }
   }
-  if (found.empty()) return "";
-  std::sort(found.begin(), found.end());
-  std::string out = "; did you mean ";
-  for (size_t i = 0; i < found.size(); ++i) {
-    out += (i == 0 ? "" : i + 1 == found.size() ? " or " : ", ") + ("\"" + found[i] + "\"");
-  }
-  return out + "?";
+  return DidYouMeanList(std::move(found));
 }
 
-// For a parse that failed because a command was required: the first word of argv where a command
-// is required that names none ("volme" in `bdn volme push`, "bogus" in `bdn volume bogus`), as
-// "unknown command \"volme\" (bdn has: cache, fsck, ...); did you mean \"bdn volume\"?"
-// (DidYouMean), or, where the words stop before a command, "bdn volume: a command is required (bdn
-// volume has: cat, ...)", or for an option that is not one of the words' before a command, "unknown
-// option \"--bogus\" (bdn volume --help lists them)"; "" when the parse failed for another reason.
-std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
+// " did you mean \"--tag\"?"-style hint for an unknown long option `arg` ("--tags"): the long
+// options of `at` and its parents within two edits of it; "" for none or a name under 3 letters.
+std::string DidYouMeanOption(const CLI::App* at, const std::string& arg) {
+  if (!arg.starts_with("--") || arg.size() < 5) return "";
+  const std::string name = arg.substr(2);
+  std::vector<std::string> found;
+  for (const CLI::App* a = at; a != nullptr; a = a->get_parent()) {
+    for (const CLI::Option* o : a->get_options()) {
+      for (const std::string& l : o->get_lnames()) {
+        if (EditDistance(name, l) <= 2 &&
+            std::find(found.begin(), found.end(), "--" + l) == found.end()) {
+          found.push_back("--" + l);
+        }
+      }
+    }
+  }
+  return DidYouMeanList(std::move(found));
+}
+
+// For a parse that failed because a command or option was required or a word was not expected:
+// what the words of argv say went wrong, walking them as the parser does. The first word where a
+// command is required that names none ("volme" in `bdn volme push`, "bogus" in `bdn volume
+// bogus`): "unknown command \"volme\" (bdn has: cache, fsck, ...); did you mean \"bdn volume\"?"
+// (DidYouMean); where the words stop before a command: "bdn volume: a command is required (bdn
+// volume has: cat, ...)"; an option that none of the commands so far has: "unknown option
+// \"--tags\" (bdn volume push --help lists them); did you mean \"--tag\"?"; a word after the
+// command's own arguments: "bdn volume tag set takes no argument \"bdn:a/b\" (bdn volume tag set
+// --help lists its options); did you mean \"--volume-ref bdn:a/b\"?" (the hint where the command
+// takes a ref by option). "" when the words show none of these (the parser's message stands).
+std::string ParseProblem(CLI::App& app, int argc, char** argv) {
   CLI::App* at = &app;
   std::string path = "bdn";
+  size_t words = 0;  // positional words given to `at`
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--") break;
-    if (arg.starts_with("-")) {
+    if (arg == "--") return "";
+    if (arg.starts_with("-") && arg != "-") {
       // An option: a value of its own follows unless it is a flag or written as --name=value.
-      if (arg.find('=') != std::string::npos) continue;
+      const std::string name = arg.substr(0, arg.find('='));
       const CLI::Option* opt = nullptr;
       for (CLI::App* a = at; a != nullptr && opt == nullptr; a = a->get_parent()) {
-        opt = a->get_option_no_throw(arg);
+        opt = a->get_option_no_throw(name);
       }
       if (opt == nullptr) {  // from an attacking helper: CLI11 said "A subcommand is required"
-        return "unknown option \"" + bdn::EscapeName(arg.substr(0, arg.find('='))) + "\" (" + path +
-               " --help lists them)";
+        return "unknown option \"" + bdn::EscapeName(name) + "\" (" + path + " --help lists them)" +
+               DidYouMeanOption(at, name);
       }
-      if (opt->get_expected_min() > 0) ++i;
+      if (opt->get_expected_max() > 1) return "";  // takes the words after it: not followed here
+      if (arg.find('=') == std::string::npos && opt->get_expected_min() > 0) ++i;
       continue;
     }
     CLI::App* sub = nullptr;
@@ -131,11 +161,30 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
     if (sub != nullptr) {
       at = sub;
       path += " " + arg;
+      words = 0;
       continue;
     }
-    if (at->get_require_subcommand_min() == 0) return "";
-    return "unknown command \"" + bdn::EscapeName(arg) + "\" (" + path +
-           " has: " + CommandList(*at) + ")" + DidYouMean(*at, path, arg);
+    if (at->get_require_subcommand_min() > 0) {
+      return "unknown command \"" + bdn::EscapeName(arg) + "\" (" + path +
+             " has: " + CommandList(*at) + ")" + DidYouMean(*at, path, arg);
+    }
+    const auto positionals =
+        at->get_options([](const CLI::Option* o) { return o->get_positional(); });
+    size_t takes = 0;
+    for (const CLI::Option* o : positionals) {
+      if (o->get_expected_max() > 1) return "";  // takes any number of words
+      takes += static_cast<size_t>(o->get_expected_max());
+    }
+    if (++words <= takes) continue;
+    std::string hint;
+    if (arg.starts_with("bdn:") && at->get_option_no_throw("--volume-ref") != nullptr) {
+      hint = "; did you mean \"--volume-ref " + bdn::EscapeName(arg) + "\"?";
+    }
+    return path +
+           (takes == 0 ? " takes no argument \""
+                       : " takes " + std::to_string(takes) +
+                             (takes == 1 ? " argument" : " arguments") + "; one too many: \"") +
+           bdn::EscapeName(arg) + "\" (" + path + " --help lists what it takes)" + hint;
   }
   if (at->get_require_subcommand_min() == 0) return "";
   return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";
@@ -208,9 +257,10 @@ int main(int argc, char** argv) {
     // --json may come after what failed to parse: the last "--json" or "--json=VALUE" before a
     // "--" counts, so that a script reading stdout gets {"error": ...} for a syntax error too.
     std::string message = e.what();
-    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
-      if (std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
-        message = unknown;
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr ||
+        dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      if (std::string problem = ParseProblem(app, argc, argv); !problem.empty()) {
+        message = problem;
       }
     }
     if (JsonRequested(argc, argv)) {

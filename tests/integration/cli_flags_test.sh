@@ -154,6 +154,16 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume: a command is required (b
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "--bogus" (bdn --help lists them)' "$hint")" "$BDN" --bogus
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "-x" (bdn --help lists them)' "$hint")" "$BDN" -x
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "--bogus" (bdn volume --help lists them)' "$hint")" "$BDN" volume --bogus
+# From a new user: a mistyped option said "The following arguments were not expected: x --tags",
+# and `tag set REF --tag t` said only "--volume-ref is required".
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "--tags" (bdn volume push --help lists them); did you mean "--tag"?' "$hint")" \
+  "$BDN" --home "$WORK/h" volume push "$WORK/data" bdn:t/v --tags x
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "--jsn" (bdn volume ls --help lists them); did you mean "--json"?' "$hint")" \
+  "$BDN" --home "$WORK/h" volume ls --jsn=1 bdn:t/v
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume tag set takes no argument "bdn:t/v" (bdn volume tag set --help lists what it takes); did you mean "--volume-ref bdn:t/v"?' "$hint")" \
+  "$BDN" --home "$WORK/h" volume tag set bdn:t/v --tag t
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume mount takes 2 arguments; one too many: "extra" (bdn volume mount --help lists what it takes)' "$hint")" \
+  "$BDN" --home "$WORK/h" volume mount bdn:t/v "$WORK/m" extra
 for args in "--json volume push $WORK/data" "--json=false --json=on volume push" \
   "--json=true volume push $WORK/data bdn:t/v --bogus" "volume push $WORK/data bdn:t/v --json --bogus"; do
   rc=0; out=$("$BDN" $args 2>"$WORK/err") || rc=$?

@@ -63,7 +63,8 @@ rc=0
 err=$("$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" --store "s3://$BUCKET/$PREFIX" \
   --s3-secret-access-key "$SECRET" 2>&1) || rc=$?
 assert_eq 2 "$rc" "exit code with --s3-secret-access-key"
-assert_contains "$err" "The following arguments were not expected: $SECRET --s3-secret-access-key"
+assert_contains "$err" 'bdn: error: unknown option "--s3-secret-access-key" (bdn serve --help lists them)'
+case "$err" in *"$SECRET"*) fail "the refused command line's error repeats the secret: $err" ;; esac
 [ ! -e "$WORK/noflag" ] || fail "a refused command line created the data directory"
 run_fails 2 "bdn: error: --s3-endpoint: needs --store s3://bucket[/prefix]" \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" --s3-endpoint "$PROXY"
