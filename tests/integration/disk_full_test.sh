@@ -89,13 +89,27 @@ if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
   have_fuse=1
   mount_volume "bdn:df/fits@$fits" "$WORK/srv-mnt"
 fi
+free_bytes() { local n; n=$(df -B1 --output=avail "$small" | tail -n 1); echo $((n)); }
+srv_packs_before=$(ls "$small/srv/store/packs")
+srv_free_before=$(free_bytes)
 rc=0; err=$("$BDN" volume push "$WORK/big" bdn:df/big --retry-deadline 2s 2>&1 >/dev/null) || rc=$?
 echo "$err"
 assert_eq 8 "$rc" "exit code of a push into a full server"
 assert_contains "${err,,}" "no space left on device"
+# From a new user: the partial packs of the failed push stayed until the server's gc (an hour by
+# default), and every push failed meanwhile. The server removes them within a second or two.
+for _ in $(seq 1 50); do
+  [ "$(ls "$small/srv/store/packs")" = "$srv_packs_before" ] && break
+  sleep 0.2
+done
+assert_eq "$srv_packs_before" "$(ls "$small/srv/store/packs")" "the server's packs after the failed push"
+[ "$(free_bytes)" -ge $((srv_free_before - 65536)) ] ||
+  fail "the failed push kept $((srv_free_before - $(free_bytes))) bytes of $srv_free_before on the server"
+mkdir -p "$WORK/after"; random_file "$WORK/after/f.bin" 2000000 8
+"$BDN" volume push "$WORK/after" bdn:df/after >/dev/null || fail "a push that fits after the failed one"
+"$BDN" volume verify bdn:df/after >/dev/null || fail "the push after the failed one does not verify"
 # Whatever the failed push left free is filled too: the reads below run on a disk with no byte free.
 cat /dev/zero > "$small/filler2" 2>/dev/null || true
-free_bytes() { local n; n=$(df -B1 --output=avail "$small" | tail -n 1); echo $((n)); }
 assert_eq 0 "$(free_bytes)" "free bytes on the server's disk"
 # The mount first: nothing of a.bin is in the client's node cache yet.
 if [ "$have_fuse" = 1 ]; then

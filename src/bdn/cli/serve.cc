@@ -443,6 +443,61 @@ class PeriodicGc {
   std::thread thread_;
 };
 
+// Gives back the space a failed upload took on a full disk: the server's own writers' packs
+// that no Sync covered (ChunkStore::DiscardAfterFullDisk), deleted with commits held off
+// (GcStore::HoldForSweep), checked once a second after a write of the store found the disk full
+// (ChunkStore::FullDiskCount). Without it the partial packs of the upload that filled the disk
+// stayed until the next gc and every push failed meanwhile (from a new user's run). A push whose
+// uploaded blobs went with them gets its commit refused as not stored and stores them again.
+class FullDiskReclaimer {
+ public:
+  explicit FullDiskReclaimer(GcStore& store) : store_(store) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~FullDiskReclaimer() {
+    {
+      MutexLock l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        MutexLock l(mu_);
+        if (cv_.wait_for(l.native(), std::chrono::seconds(1), [this] { return stop_; })) return;
+      }
+      const uint64_t now = store_.blobs().FullDiskCount();
+      if (now == seen) continue;
+      seen = now;
+      auto hold = store_.HoldForSweep();
+      if (!hold) {
+        log::Error("full disk: removing the failed uploads' partial packs: " +
+                   hold.error().message());
+        continue;
+      }
+      auto d = store_.blobs().DiscardAfterFullDisk();
+      if (!d) {
+        log::Error("full disk: removing the failed uploads' partial packs: " + d.error().message());
+      } else if (d->packs > 0) {
+        log::Warn("full disk: removed " + std::to_string(d->packs) +
+                  " partial packs of uploads no commit covered (" + std::to_string(d->bytes) +
+                  " bytes); a push that relied on them stores its chunks again");
+      }
+    }
+  }
+
+  GcStore& store_;
+  Mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // How far back the store's in-memory writer claims must reach (LocalChunkStore::Options::
 // claims_retain_since): to the oldest live push claim, which a database of claims answers on a
 // thread of its own every second, so that a writer never waits for the database (nor stalls
@@ -889,6 +944,7 @@ Status ServeUntilStopped(const ServeArgs& args, const std::string& home,
   gc_options.hook = std::move(*gc_hook);
   PeriodicGc gc(*registry, *server_store.gc, server.metrics(), *gc_interval, gc_options,
                 meta.cluster);
+  FullDiskReclaimer reclaimer(*server_store.gc);
   BDN_RETURN_IF_ERROR(server.Start());
   if (Status s = scheduler.Start(); !s.ok()) {
     server.Stop();

@@ -200,7 +200,10 @@ class ChunkStore {
     uint64_t sealed_bytes_kept = 0;
   };
   // For a writer that failed and will commit nothing, in a process where no other writer may
-  // still commit (a failed `bdn volume push` of the embedded store): when a write of this store
+  // still commit (a failed `bdn volume push` of the embedded store), or where commits are held
+  // off meanwhile (`bdn serve` after an upload filled its disk, under GcStore::HoldForSweep: a
+  // later commit naming a discarded blob is refused as not stored, and the pushing client stores
+  // it again, PushOptions::max_commit_rounds): when a write of this store
   // found the disk full (ENOSPC, EDQUOT) since it was opened, deletes what this process wrote
   // that is not durable yet and that no other process can see, so that the failed push gives its
   // space back; otherwise (any other failure) keeps it, for the next push to reuse. The pack
@@ -208,6 +211,10 @@ class ChunkStore {
   // pack: another process may rely on its blobs, and a GC reclaims it) and forgets their blobs.
   // Default: nothing to discard. Errors: I/O errors deleting a pack, naming it.
   virtual Result<Discarded> DiscardAfterFullDisk() { return Discarded{}; }
+  // How many writes of this store found the disk full (ENOSPC, EDQUOT) since it was opened: a
+  // server that saw it grow discards (DiscardAfterFullDisk, commits held off) what the failed
+  // uploads left. Default: 0 (a store that never fills a disk of its own).
+  virtual uint64_t FullDiskCount() const { return 0; }
   // The packs this process has sealed since the store was opened, and their bytes: what
   // DiscardAfterFullDisk reports as kept (Discarded::sealed_packs_kept, sealed_bytes_kept), taken
   // before a step so that the step's own are told apart. Default: none.

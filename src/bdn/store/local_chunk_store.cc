@@ -1371,7 +1371,10 @@ Status LocalChunkStore::Put(const Digest& id, std::span<const uint8_t> data) {
 Status LocalChunkStore::NoteFullDisk(Status s) {
   // The store's writes report ENOSPC and EDQUOT, and only those, as FailedPrecondition
   // (ErrnoError).
-  if (s.code() == StatusCode::kFailedPrecondition) disk_full_ = true;
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    disk_full_ = true;
+    ++full_disk_count_;
+  }
   return s;
 }
 

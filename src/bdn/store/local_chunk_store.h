@@ -212,6 +212,7 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   // the disk full, and forgets their blobs; sealed packs stay. Errors: ErrnoError "pack <path>:
   // delete: …" (that pack is kept and sealed later as before).
   Result<Discarded> DiscardAfterFullDisk() override;
+  uint64_t FullDiskCount() const override { return full_disk_count_; }
   Sealed SealedSoFar() const override { return {sealed_packs_, sealed_bytes_}; }
   // See ChunkStore: ForgetDeletedPacks, then ForgetDeletedFollowedPacks (in a cache,
   // read_others_open_packs); otherwise forgets the deleted packs this process never read a blob
@@ -461,6 +462,7 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::unordered_map<uint64_t, OthersOpenPack> others_open_ GUARDED_BY(refresh_mu_);
   std::atomic<uint64_t> packs_recovered_{0};  // by RecoverPack, sealed again
   std::atomic<bool> disk_full_{false};        // a write found the disk full (NoteFullDisk)
+  std::atomic<uint64_t> full_disk_count_{0};  // how many did (NoteFullDisk)
   std::atomic<uint64_t> sealed_packs_{0};     // packs this process sealed (SealPack), and
   std::atomic<uint64_t> sealed_bytes_{0};     // their size
 
