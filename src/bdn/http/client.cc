@@ -69,16 +69,33 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-// What a request's progress callback checks: the client's Shutdown and the request's own
-// should_abort.
+// What a request's progress callback checks: the client's Shutdown, the request's own
+// should_abort, and, with `stall`, whether no byte has moved for that long. libcurl's low-speed
+// limit noticed such a stall only once its speed, an average over ~5 s, fell to 0 (from an
+// attacker: a 1 s stall of a cache node was noticed after 7 s, past the read's deadline): the
+// byte counts are compared here on each call, about once a second while nothing moves.
 struct AbortCheck {
   const std::atomic<bool>* shut_down;
   const std::function<bool()>* should_abort;  // may hold no function
+  std::optional<std::chrono::milliseconds> stall;
+  curl_off_t moved = -1;  // download and upload bytes at the last call
+  std::chrono::steady_clock::time_point moved_at = std::chrono::steady_clock::now();
+  bool stalled = false;  // aborted for the stall
 };
 
-int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* check = static_cast<const AbortCheck*>(user);
+int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t ulnow) {
+  auto* check = static_cast<AbortCheck*>(user);
   if (check->shut_down->load(std::memory_order_relaxed)) return 1;
+  if (check->stall) {
+    const auto now = std::chrono::steady_clock::now();
+    if (dlnow + ulnow != check->moved) {
+      check->moved = dlnow + ulnow;
+      check->moved_at = now;
+    } else if (now - check->moved_at >= *check->stall) {
+      check->stalled = true;
+      return 1;
+    }
+  }
   if (!*check->should_abort) return 0;
   try {
     return (*check->should_abort)() ? 1 : 0;
@@ -372,7 +389,7 @@ Result<Response> HttpClient::Send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(deadline.count()));
-  if (req.stall_timeout) {
+  if (req.stall_timeout && req.stall_bytes_per_second > 1) {  // no bytes at all: OnProgress
     curl_easy_setopt(
         h, CURLOPT_LOW_SPEED_LIMIT,
         static_cast<long>(std::clamp<uint64_t>(req.stall_bytes_per_second, 1, uint64_t{1} << 30)));
@@ -393,7 +410,8 @@ Result<Response> HttpClient::Send(const Request& req) {
   }
   // Always: Shutdown ends requests in flight (libcurl calls it about once a second while it
   // waits, more often while bytes move).
-  const AbortCheck abort_check{&shut_down_, &req.should_abort};
+  AbortCheck abort_check{.shut_down = &shut_down_, .should_abort = &req.should_abort};
+  if (req.stall_timeout && req.stall_bytes_per_second <= 1) abort_check.stall = req.stall_timeout;
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, &abort_check);
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
@@ -478,6 +496,12 @@ Result<Response> HttpClient::Send(const Request& req) {
   if (rc == CURLE_ABORTED_BY_CALLBACK && shut_down_.load()) {
     curl_easy_cleanup(h);
     return Err(ShuttingDown(req));
+  }
+  if (rc == CURLE_ABORTED_BY_CALLBACK && abort_check.stalled) {
+    curl_easy_cleanup(h);
+    return Err(DeadlineExceededError(Name() + ": " + std::string(MethodName(req.method)) + " " +
+                                     ShownPath(req) + ": stalled: no bytes for " +
+                                     std::to_string(req.stall_timeout->count()) + " ms"));
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK) {
     curl_easy_cleanup(h);

@@ -39,15 +39,15 @@ struct Request {
   std::optional<std::chrono::milliseconds> connect_timeout;
   std::optional<std::chrono::milliseconds> deadline;
   // If set, the request also fails (DeadlineExceeded "...: stalled: no bytes for N ms") once
-  // no byte has moved for this long (libcurl's low-speed limit of 1 byte/s, whose speed is an
-  // average over ~5 s, so a stall is noticed up to ~5 s later): a large transfer gets a long
-  // deadline without a hung server holding it that long. Whole seconds, at least 1.
+  // no byte has moved either way for this long (checked about once a second while nothing
+  // moves, so noticed up to ~1 s later): a large transfer gets a long deadline without a hung
+  // server holding it that long.
   std::optional<std::chrono::milliseconds> stall_timeout;
   // With stall_timeout: the rate below which the transfer counts as stalled, in bytes per
   // second (CURLOPT_LOW_SPEED_LIMIT). Above 1, a transfer whose rate (libcurl's, over its last
-  // ~5 s) stays below it for stall_timeout fails with DeadlineExceeded "...: stalled: slower
-  // than 16.00 KiB/s for N ms": a server that drips its body never holds the request for its
-  // whole deadline.
+  // ~5 s) stays below it for stall_timeout (whole seconds, at least 1) fails with
+  // DeadlineExceeded "...: stalled: slower than 16.00 KiB/s for N ms": a server that drips its
+  // body never holds the request for its whole deadline.
   uint64_t stall_bytes_per_second = 1;
   // Overrides ClientOptions::max_response_bytes for this request (a listing page's bound).
   std::optional<uint64_t> max_response_bytes;

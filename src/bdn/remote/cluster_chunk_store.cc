@@ -240,8 +240,14 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
   return Verdict::kFailed;
 }
 
+bool ClusterChunkStore::BudgetSpent(SteadyTime began) const {
+  return options_.node_budget.count() > 0 &&
+         options_.clock->SteadyNow() >= began + options_.node_budget;
+}
+
 Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
-  const auto give_up = options_.clock->SteadyNow() + options_.slow_node_patience;
+  const SteadyTime began = options_.clock->SteadyNow();
+  const auto give_up = began + options_.slow_node_patience;
   std::vector<uint8_t> failed(nodes_.size(), 0);
   int failures = 0;
   for (int i = Choose(id, failed, failures); i >= 0;) {
@@ -256,7 +262,7 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
     if (v == Verdict::kFailed) {
       failed[static_cast<size_t>(i)] = 1;
       // From an attacker: a node list of 256 hung URLs held a mount's first read for 13 minutes.
-      if (++failures >= options_.max_failed_nodes_per_read) break;
+      if (++failures >= options_.max_failed_nodes_per_read || BudgetSpent(began)) break;
       i = Choose(id, failed, failures);
     }
   }
@@ -264,7 +270,8 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
 }
 
 Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
-  const auto give_up = options_.clock->SteadyNow() + options_.slow_node_patience;
+  const SteadyTime began = options_.clock->SteadyNow();
+  const auto give_up = began + options_.slow_node_patience;
   BlobBatch out(ids.size());
   std::vector<uint8_t> done(ids.size(), 0);       // not vector<bool>: threads write distinct slots
   std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
@@ -274,7 +281,9 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   // Each round asks every chosen node for its part at once; the part of a node that failed is
   // chosen again (the next node by weight) in the next round, up to max_failed_nodes_per_read
   // rounds; what is left then goes to the upstream.
-  for (int round = 0; !pending.empty() && round < options_.max_failed_nodes_per_read; ++round) {
+  for (int round = 0; !pending.empty() && round < options_.max_failed_nodes_per_read &&
+                      (round == 0 || !BudgetSpent(began));
+       ++round) {
     std::vector<std::vector<size_t>> by_node(nodes_.size());
     for (size_t k : pending) {
       if (int i = Choose(ids[k], failed, failures); i >= 0) {

@@ -29,6 +29,13 @@ struct ClusterOptions {
   // How long in all a read waits on a node that is alive but slow, before it marks the node
   // unhealthy and asks the next one.
   std::chrono::milliseconds slow_node_patience{60000};
+  // How long after a read began it may still start asking a node (another one after a failure,
+  // a probe, a new GetMany round); past it the rest goes to the upstream. The attempt under way
+  // then ends within node_deadline (a batch's stall: up to ~1 s more). 0: no bound. The mount
+  // sets it so that the origin keeps half of --read-timeout whatever the nodes do (from an
+  // attacker: a node answering /healthz but not reads, with --read-timeout 5s, made reads fail
+  // with EIO: the node had 2.5 s, but its first stall alone took 3 s and more).
+  std::chrono::milliseconds node_budget{0};
   // An unhealthy node is left alone this long, then re-probed with GET /healthz; twice as long
   // after each further failure without a read that succeeded in between (up to 64x).
   std::chrono::milliseconds probe_interval{5000};
@@ -158,6 +165,8 @@ class ClusterChunkStore : public ForwardingChunkStore {
     kFailed,   // marked unhealthy: ask the next node
   };
   Verdict Judge(Node& n, const Status& error, SteadyTime give_up);
+  // Whether options_.node_budget has passed since `began` (never, for 0).
+  bool BudgetSpent(SteadyTime began) const;
 
   ClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -221,6 +221,57 @@ TEST(ClusterChunkStore, AReadProbesAtMostTwoNodesWhoseBackOffRanOut) {
   }
 }
 
+// From an attacker: with --read-timeout 5s a node answering /healthz but not reads made mount
+// reads fail with EIO, since a read went on to the next node whatever time it had left. Past
+// node_budget a read asks no further node: here each node takes 50 ms to fail, the budget is
+// 20 ms, and the second node is never asked.
+TEST(ClusterChunkStore, AReadAsksNoFurtherNodeOnceItsNodeBudgetIsSpent) {
+  for (bool batch : {false, true}) {
+    SCOPED_TRACE(batch ? "GetMany" : "Get");
+    FakeOrigin a, b;
+    for (FakeOrigin* n : {&a, &b}) {
+      n->delay_ms = 50;
+      n->wrong_bytes = true;  // fails the read: the node is marked unhealthy
+      n->Start();
+    }
+    const std::vector<std::string> urls = {a.url(), b.url()};
+    auto upstream = std::make_shared<CountingStore>();
+    // Chunks that a owns (a batch of one chunk goes as a GET).
+    std::vector<Digest> ids;
+    std::vector<std::vector<uint8_t>> datas;
+    for (int i = 0; ids.size() < (batch ? 4u : 1u); ++i) {
+      auto d = Bytes("budget " + std::to_string(i));
+      const Digest id = Digest::Of(d);
+      if (ClusterChunkStore::Rank(urls, id)[0] != 0) continue;
+      for (ChunkStore* s :
+           {static_cast<ChunkStore*>(upstream.get()), static_cast<ChunkStore*>(&a.store),
+            static_cast<ChunkStore*>(&b.store)}) {
+        ASSERT_TRUE(s->Put(id, d).ok());
+      }
+      ids.push_back(id);
+      datas.push_back(d);
+    }
+    auto store = ClusterChunkStore::Create(urls, upstream, {.node_budget = 20ms});
+    ASSERT_TRUE(store.has_value());
+    if (batch) {
+      auto got = (*store)->GetMany(ids);
+      ASSERT_TRUE(got.has_value()) << got.error().message();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ASSERT_TRUE((*got)[i].has_value()) << i;
+        EXPECT_EQ(*(*got)[i], datas[i]) << i;
+      }
+    } else {
+      auto got = (*store)->Get(ids[0]);
+      ASSERT_TRUE(got.has_value()) << got.error().message();
+      EXPECT_EQ(*got, datas[0]);
+    }
+    EXPECT_EQ(a.get_requests + a.batch_requests, 1);
+    EXPECT_EQ(b.get_requests + b.batch_requests, 0) << "asked after the budget was spent";
+    EXPECT_FALSE((*store)->IsHealthy(0));
+    EXPECT_EQ(upstream->gets, static_cast<int>(ids.size()));
+  }
+}
+
 TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
   FakeOrigin node;
   node.Start();

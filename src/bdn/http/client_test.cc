@@ -1,0 +1,86 @@
+// HttpClient's stall bound (Request::stall_timeout) against raw sockets on 127.0.0.1: a server
+// that never answers, and one that answers one byte at a time.
+#include "bdn/http/client.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace bdn::http {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A listening socket on 127.0.0.1 (connections wait in its backlog unless accepted).
+struct Listener {
+  int fd = -1;
+  std::string url;
+  Listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(fd, 16), 0);
+    socklen_t len = sizeof addr;
+    EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  ~Listener() { ::close(fd); }
+};
+
+// From an attacker: libcurl's low-speed limit, whose speed is an average over ~5 s, noticed a
+// cache node's 1 s stall after 7 s, past the mount's read deadline. The client compares the
+// byte counts itself now: the stall is noticed within about a second of its bound.
+TEST(HttpClient, AStallIsNoticedWithinASecondOfItsBound) {
+  Listener server;
+  auto client = HttpClient::Create({.base_url = server.url, .deadline = 30s});
+  ASSERT_TRUE(client.has_value());
+  const std::string body = "{\"ids\": []}";
+  Request req{.method = Method::kPost,
+              .path = "/v1/chunks/batch",
+              .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
+              .stall_timeout = 1000ms};
+  const auto start = std::chrono::steady_clock::now();
+  auto r = (*client)->Send(req);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.error().message(),
+            "origin " + server.url + ": POST /v1/chunks/batch: stalled: no bytes for 1000 ms");
+  EXPECT_GE(took, 1000ms);
+  EXPECT_LT(took, 3500ms) << "libcurl's average noticed it after ~6 s";
+}
+
+// A body that keeps moving, however slowly, is no stall.
+TEST(HttpClient, ABodyThatKeepsMovingIsNoStall) {
+  Listener server;
+  std::thread answer([&] {
+    const int c = ::accept(server.fd, nullptr, nullptr);
+    ASSERT_GE(c, 0);
+    char buf[4096];
+    (void)::recv(c, buf, sizeof buf, 0);  // the request (small: one read)
+    const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n";
+    ASSERT_EQ(::send(c, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    for (char ch : std::string("abcdefgh")) {
+      std::this_thread::sleep_for(400ms);
+      ASSERT_EQ(::send(c, &ch, 1, MSG_NOSIGNAL), 1);
+    }
+    ::close(c);
+  });
+  auto client = HttpClient::Create({.base_url = server.url, .deadline = 30s});
+  ASSERT_TRUE(client.has_value());
+  auto r = (*client)->Send({.method = Method::kGet, .path = "/slow", .stall_timeout = 1000ms});
+  answer.join();
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(std::string(r->body.begin(), r->body.end()), "abcdefgh");
+}
+
+}  // namespace
+}  // namespace bdn::http
