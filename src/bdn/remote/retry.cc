@@ -87,17 +87,20 @@ Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Req
   // better told so by the write's own answer, however late (from an attacker: a push was told it
   // failed while its commit, slower than --retry-deadline, moved the head).
   const bool read = req.method == http::Method::kGet || req.method == http::Method::kHead;
-  if (budget && !read && !req.stall_timeout) {
+  if (!read && !req.stall_timeout) {
     // From an attacker: a commit held past its 60 s was reported "gave up: no answer for 3s;
-    // --retry-deadline 3s", and its version then appeared.
+    // --retry-deadline 3s", and its version then appeared; a tag set, rm or restore held so
+    // failed with no word that it had been applied.
     return WithRetries(policy, budget, [&](Try& t) -> Result<http::Response> {
       auto r = CallOnce(client, req, t);
       if (r || r.error().code() != StatusCode::kDeadlineExceeded) return r;
       t.final = true;
-      return Err(Status(StatusCode::kDeadlineExceeded,
-                        r.error().message() +
-                            "; no answer came, so whether the origin applied it is unknown "
-                            "(running the command again is safe)"));
+      return Err(
+          Status(StatusCode::kDeadlineExceeded,
+                 r.error().message() + "; " +
+                     std::string(req.path.starts_with("/v1/volumes/")
+                                     ? kOutcomeUnknown
+                                     : kOutcomeUnknown.substr(0, kOutcomeUnknown.find(':')))));
     });
   }
   if (!budget || !read) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "bdn/base/backoff.h"
@@ -37,6 +38,13 @@ struct RetryPolicy {
 // Corruption, DeadlineExceeded (its time is spent) and all others are final; an HTTP 5xx answer
 // is marked transient by the call itself (see Try). Under a RetryBudget a DeadlineExceeded is
 // retried too (see WithRetries).
+// Said of a write that got no answer within its deadline (CallWithRetries); of one outside
+// /v1/volumes/, only up to the colon.
+inline constexpr std::string_view kOutcomeUnknown =
+    "no answer came, so whether the origin applied it is unknown: bdn volume versions shows "
+    "whether it did (running the command again is safe; if it was applied, a rerun with "
+    "--expected-sequence is refused as a conflict)";
+
 inline bool IsRetryable(const Status& s) {
   return s.code() == StatusCode::kUnavailable && s.reason() != http::kShuttingDown;
 }
