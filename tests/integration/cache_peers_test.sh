@@ -60,6 +60,15 @@ rc=0; err=$("$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache
   --peers "${URLS[0]},ftp://x:1" 2>&1) || rc=$?
 assert_eq 2 "$rc" "exit code of --peers with an ftp URL ($err)"
 assert_contains "$err" "bdn: error: --peers: "
+# From attacking helpers 115 and 117: ports 0 and 99999 were accepted, and a bad test setting was
+# refused only after the cache directory had been made.
+run_fails 2 'bdn: error: --peers: url "http://127.0.0.1:99999": port "99999": must be 1 to 65535' \
+  "$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/bad" --peers "${URLS[0]},http://127.0.0.1:99999"
+run_fails 2 'bdn: error: --peers: url "http://127.0.0.1:0": port "0": must be 1 to 65535' \
+  "$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/bad" --peers "http://127.0.0.1:0"
+BDN_TEST_SCOPE_TTL_MS=0 run_fails 2 'bdn: error: BDN_TEST_SCOPE_TTL_MS: "0": not 1 to 600000' \
+  "$BDN" cache serve --upstream "$ORIGIN" --listen 127.0.0.1:0 --cache-dir "$WORK/bad"
+[ ! -e "$WORK/bad" ] || fail "a refused cache serve made its cache directory: $(ls -la "$WORK/bad")"
 
 step "push a 48 MiB file"
 mkdir -p "$WORK/src"

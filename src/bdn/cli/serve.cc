@@ -1117,6 +1117,46 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(uint64_t size, ParseByteSize(args.cache_size));
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
   BDN_ASSIGN_OR_RETURN(origin::OriginOptions options, OriginOptionsFrom(args.http));
+  // Settings are checked before anything is made (from an attacker: a bad one left a new cache
+  // directory behind).
+  // --peers: the cluster's nodes, each checked as a URL here, told to clients by GET /v1/peers;
+  // this node reads from none of them (a read forwarded between nodes could come back to one it
+  // passed, and the forwarding node's key would go to whatever answers at a listed address).
+  if (!args.peers.empty()) {
+    const std::vector<std::string> urls = remote::ParseNodeList(args.peers);
+    if (urls.empty()) return InvalidArgumentError("--peers: no URL in \"" + args.peers + "\"");
+    if (urls.size() > remote::kMaxPeers) {
+      return InvalidArgumentError("--peers: " + std::to_string(urls.size()) + " URLs, at most " +
+                                  std::to_string(remote::kMaxPeers));
+    }
+    size_t bytes = 0;
+    for (const std::string& url : urls) {
+      auto checked = http::HttpClient::Create({.base_url = url});
+      if (!checked) return checked.error().WithPrefix("--peers");
+      const std::string& u = (*checked)->base_url();
+      if (std::ranges::find(options.peers, u) != options.peers.end()) {
+        return InvalidArgumentError("--peers: " + u + " is listed twice");
+      }
+      bytes += u.size() + 4;
+      options.peers.push_back(u);
+    }
+    // Clients pass over a larger GET /v1/peers answer (remote::DiscoverPeers).
+    if (bytes > 60 * 1024) {
+      return InvalidArgumentError("--peers: " + std::to_string(bytes) +
+                                  " bytes of URLs, more than the 60 KiB a client reads");
+    }
+  }
+  // For tests only: BDN_TEST_SCOPE_TTL_MS (1 to 600000) replaces the 30 s, so that a test whose
+  // origin hangs for longer than a verdict lives is not timed by how busy its machine is.
+  if (const char* ttl = std::getenv("BDN_TEST_SCOPE_TTL_MS"); ttl && *ttl) {
+    int64_t ms = 0;
+    const auto [end, ec] = std::from_chars(ttl, ttl + std::strlen(ttl), ms);
+    if (ec != std::errc() || *end != '\0' || ms < 1 || ms > 600000) {
+      return InvalidArgumentError("BDN_TEST_SCOPE_TTL_MS: \"" + std::string(ttl) +
+                                  "\": not 1 to 600000");
+    }
+    options.scope_ttl = std::chrono::milliseconds(ms);
+  }
   const fs::path dir = ServerDir(args.cache_dir, home, "cache-node", "<cache-dir>");
   http::ClientOptions copts;
   copts.base_url = args.upstream;
@@ -1158,44 +1198,6 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> check_client,
                        http::HttpClient::Create(check_options));
   options.chain_upstream = check_client;
-  // --peers: the cluster's nodes, each checked as a URL here, told to clients by GET /v1/peers;
-  // this node reads from none of them (a read forwarded between nodes could come back to one it
-  // passed, and the forwarding node's key would go to whatever answers at a listed address).
-  if (!args.peers.empty()) {
-    const std::vector<std::string> urls = remote::ParseNodeList(args.peers);
-    if (urls.empty()) return InvalidArgumentError("--peers: no URL in \"" + args.peers + "\"");
-    if (urls.size() > remote::kMaxPeers) {
-      return InvalidArgumentError("--peers: " + std::to_string(urls.size()) + " URLs, at most " +
-                                  std::to_string(remote::kMaxPeers));
-    }
-    size_t bytes = 0;
-    for (const std::string& url : urls) {
-      auto checked = http::HttpClient::Create({.base_url = url});
-      if (!checked) return checked.error().WithPrefix("--peers");
-      const std::string& u = (*checked)->base_url();
-      if (std::ranges::find(options.peers, u) != options.peers.end()) {
-        return InvalidArgumentError("--peers: " + u + " is listed twice");
-      }
-      bytes += u.size() + 4;
-      options.peers.push_back(u);
-    }
-    // Clients pass over a larger GET /v1/peers answer (remote::DiscoverPeers).
-    if (bytes > 60 * 1024) {
-      return InvalidArgumentError("--peers: " + std::to_string(bytes) +
-                                  " bytes of URLs, more than the 60 KiB a client reads");
-    }
-  }
-  // For tests only: BDN_TEST_SCOPE_TTL_MS (1 to 600000) replaces the 30 s, so that a test whose
-  // origin hangs for longer than a verdict lives is not timed by how busy its machine is.
-  if (const char* ttl = std::getenv("BDN_TEST_SCOPE_TTL_MS"); ttl && *ttl) {
-    int64_t ms = 0;
-    const auto [end, ec] = std::from_chars(ttl, ttl + std::strlen(ttl), ms);
-    if (ec != std::errc() || *end != '\0' || ms < 1 || ms > 600000) {
-      return InvalidArgumentError("BDN_TEST_SCOPE_TTL_MS: \"" + std::string(ttl) +
-                                  "\": not 1 to 600000");
-    }
-    options.scope_ttl = std::chrono::milliseconds(ms);
-  }
   options.read_authority = origin::UpstreamReadAuthority(check_client, options.scope_ttl);
   BDN_ASSIGN_OR_RETURN(options.node_id, origin::NewNodeId());
   origin::Origin node(options, cache, nullptr, nullptr);

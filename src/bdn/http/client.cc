@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -311,6 +312,21 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
     return Err(InvalidArgumentError("url \"" + given +
                                     "\": must be scheme://host[:port][/prefix], without "
                                     "credentials, query or fragment"));
+  }
+  // A port, where given, is 1 to 65535 (from an attacker: ":0" and ":99999" were accepted, and
+  // every request to them failed later with a connect error).
+  const std::string_view authority = rest.substr(0, rest.find('/'));
+  const size_t bracket = authority.rfind(']');
+  const size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
+    const std::string_view port = authority.substr(colon + 1);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 ||
+        n > 65535) {
+      return Err(InvalidArgumentError("url \"" + given + "\": port \"" + std::string(port) +
+                                      "\": must be 1 to 65535"));
+    }
   }
   for (const auto& [name, value] : options.headers) {
     auto bad = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };

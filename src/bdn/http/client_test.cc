@@ -11,6 +11,8 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace bdn::http {
 namespace {
@@ -80,6 +82,28 @@ TEST(HttpClient, ABodyThatKeepsMovingIsNoStall) {
   answer.join();
   ASSERT_TRUE(r.has_value()) << r.error().message();
   EXPECT_EQ(std::string(r->body.begin(), r->body.end()), "abcdefgh");
+}
+
+// From an attacker: ":0" and ":99999" were accepted as ports (as --peers and anywhere a URL is
+// taken), and every request to them failed later.
+TEST(HttpClient, APortIsOneTo65535) {
+  for (const char* good :
+       {"http://h:1", "http://h:65535/p", "https://[::1]:8441", "http://[::1]", "http://h"}) {
+    EXPECT_TRUE(HttpClient::Create({.base_url = good}).has_value()) << good;
+  }
+  for (const auto& [url, port] :
+       std::vector<std::pair<std::string, std::string>>{{"http://h:0", "0"},
+                                                        {"http://h:99999", "99999"},
+                                                        {"http://h:65536/x", "65536"},
+                                                        {"http://h:", ""},
+                                                        {"http://h:-1", "-1"},
+                                                        {"http://h:8a", "8a"},
+                                                        {"http://[::1]:0", "0"}}) {
+    auto c = HttpClient::Create({.base_url = url});
+    ASSERT_FALSE(c.has_value()) << url;
+    EXPECT_EQ(c.error().message(),
+              "url \"" + url + "\": port \"" + port + "\": must be 1 to 65535");
+  }
 }
 
 }  // namespace
