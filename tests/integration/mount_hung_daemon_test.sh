@@ -77,6 +77,9 @@ header=$(sed -n 1p "$WORK/ls.txt")
 [[ "$header" =~ ^MOUNTPOINT\ +STATE\ +VERSION$ ]] || fail "mounts ls header: $header"
 "$BDN" volume umount "$WORK/m 2" >/dev/null
 "$BDN" volume umount "$WORK/dead" >/dev/null
+# From attacking helper 117: this said "unmount: Invalid argument".
+run_fails 8 "bdn: error: mountpoint $WORK/cov/p/b: covered by the tmpfs mount at $WORK/cov/p, made over it later; unmount that one first" \
+  "$BDN" volume umount "$WORK/cov/p/b"
 umount "$WORK/cov/p"
 "$BDN" volume umount "$WORK/cov/p/b" >/dev/null
 umount "$WORK/mv/y"

@@ -802,6 +802,15 @@ Status Unmount(const fs::path& mountpoint) {
     return InvalidArgumentError(what + ": not a bdn mount" +
                                 (type.empty() ? std::string() : " (it is " + type + ")"));
   }
+  // A mount made later over a directory above it hides it: its path leads to that mount, and
+  // unmounting the path failed with a bare EINVAL (from an attacker).
+  const std::vector<MountInfo> all = ReadMountInfo();
+  if (const MountInfo* top = TopMountAt(all, mp.string());
+      top != nullptr && top->mountpoint != mp.string()) {
+    return FailedPreconditionError(what + ": covered by the " + EscapeName(top->type) +
+                                   " mount at " + EscapeName(top->mountpoint) +
+                                   ", made over it later; unmount that one first");
+  }
   int fusermount_rc = 0;
   if (!IsRoot()) {
     // fusermount3 unmounts only its caller's mounts, and says why only on stderr ("entry for P

@@ -22,7 +22,9 @@ namespace bdn {
 // lazily instead (MNT_DETACH, fusermount3 -uz): gone from the tree at once, and released by the
 // kernel when its daemon ends. Errors: NotFound "mountpoint X: no such file or directory" when X
 // does not exist; InvalidArgument "mountpoint X: not a bdn mount" when no
-// fuse.bdn mount is there; FailedPrecondition when files are open on a mount whose daemon
+// fuse.bdn mount is there; FailedPrecondition "mountpoint X: covered by the tmpfs mount at D,
+// made over it later; unmount that one first" when a mount above X hides it (mounts ls: covered);
+// FailedPrecondition when files are open on a mount whose daemon
 // answers, naming the processes that hold it as /proc shows them (open files, working
 // directories, mapped files): "mountpoint X: busy: pid 12 (python3) has files or directories
 // open on it (close them or stop the processes, then unmount again)"; PermissionDenied
