@@ -59,10 +59,10 @@ step "the lease's connection ends and another runner takes the lease: the run st
 job=$(start_job taken)
 pid=$(lease_pid "$job")
 [ -n "$pid" ] || fail "no backend holds the lease of running job $job"
-# In one session, at once: the lease's backend ended, the lease taken (as a replica would).
+# In one session, at once: the lease's backend ended, the lease taken (as a replica would). In
+# one statement: as two, a loaded machine let the run take its lease again in between (40 ms).
 "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d bdn \
-  -c "SELECT pg_terminate_backend($pid, 5000)" \
-  -c "SELECT pg_advisory_lock(hashtextextended('bdn/sync-$job', 0))" \
+  -c "DO \$\$ BEGIN PERFORM pg_terminate_backend($pid, 5000); PERFORM pg_advisory_lock(hashtextextended('bdn/sync-$job', 0)); END \$\$" \
   -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
 HOLDER=$!
 PIDS+=("$HOLDER")
