@@ -279,6 +279,16 @@ out=$("$BDN" volume mount "$ref" "$odd")
 MOUNTS+=("$odd")
 assert_eq "$ref mounted at $WORK/m\\nx\\xff" "$out" "mount's text output"
 assert_eq x "$(cat "$odd/f")" "read through the oddly named mountpoint"
+# --json: "mountpoint" shows the byte that is not UTF-8 as U+FFFD, and "mountpoint_hex" carries
+# the path exactly (from attacking helper 117: a script could not unmount what mounts ls gave it).
+hex=$(printf '%s' "$odd" | od -An -tx1 | tr -d ' \n')
+mine=$("$BDN" --json mounts ls | python3 -c '
+import json, sys
+for m in json.load(sys.stdin)["mounts"]:
+    if m.get("mountpoint_hex") == sys.argv[1]:
+        print(m["mountpoint"].encode("utf-8").hex(), m["state"])' "$hex")
+assert_eq "$(printf '%s' "$WORK/m"$'\n'"x" | od -An -tx1 | tr -d ' \n')efbfbd serving" "$mine" "mounts ls --json of the oddly named mountpoint"
+assert_eq "$odd" "$(python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(sys.argv[1]))' "$hex")" "the path from mountpoint_hex"
 assert_eq "unmounted $WORK/m\\nx\\xff" "$("$BDN" volume umount "$odd")" "umount's text output"
 MOUNTS=()
 run_fails 2 "bdn: error: mountpoint /: not over the root directory" "$BDN" volume mount "$ref" /

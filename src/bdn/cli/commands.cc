@@ -1289,9 +1289,9 @@ Status Mount(Context& ctx, const MountArgs& args) {
   if (!args.foreground) {
     if (ctx.json) {
       json out = {{"version_ref", pinned.ToString()},
-                  {"mountpoint", mountpoint.string()},
                   {"allow_other", args.allow_other},
                   {"already_mounted", already}};
+      PutLocalPath(out, "mountpoint", mountpoint.string());
       if (!already) out["daemon_pid"] = daemon_pid;
       PrintJson(out);
     } else {
@@ -1651,10 +1651,10 @@ Status MountsList(Context& ctx) {
   if (ctx.json) {
     json list = json::array();
     for (const BdnMount& m : mounts) {
-      json j = {{"mountpoint", m.mountpoint},
-                {"version_ref", m.source},
+      json j = {{"version_ref", m.source},
                 {"state", std::string(BdnMountStateName(m.state))},
                 {"allow_other", m.allow_other}};
+      PutLocalPath(j, "mountpoint", m.mountpoint);
       if (m.uid) j["uid"] = *m.uid;
       list.push_back(std::move(j));
     }
@@ -1687,7 +1687,9 @@ Status Umount(Context& ctx, const std::string& mountpoint) {
   const fs::path mp = NormalMountpoint(mountpoint);
   BDN_RETURN_IF_ERROR(Unmount(mp));
   if (ctx.json) {
-    PrintJson({{"mountpoint", mp.string()}, {"unmounted", true}});
+    json out = {{"unmounted", true}};
+    PutLocalPath(out, "mountpoint", mp.string());
+    PrintJson(out);
   } else {
     std::cout << "unmounted " << EscapeName(mp.string()) << "\n";
   }

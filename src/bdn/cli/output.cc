@@ -3,6 +3,8 @@
 #include <ctime>
 #include <iostream>
 
+#include "bdn/base/hex.h"
+#include "bdn/base/text.h"
 #include "bdn/base/units.h"
 
 namespace bdn::cli {
@@ -25,6 +27,11 @@ void MarkStdoutAsData() { g_stdout_is_data = true; }
 bool StdoutIsData() { return g_stdout_is_data; }
 
 std::string FormatUnixMs(int64_t unix_ms) { return FormatUtc(unix_ms); }
+
+void PutLocalPath(nlohmann::json& j, const std::string& key, const std::string& path) {
+  j[key] = path;
+  if (!IsValidUtf8(path)) j[key + "_hex"] = HexEncode(std::string_view(path));
+}
 
 std::string JsonText(const nlohmann::json& j) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);

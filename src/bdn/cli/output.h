@@ -13,6 +13,12 @@ namespace bdn::cli {
 // local path, say) has each invalid byte replaced by U+FFFD instead of failing. Thread-safe.
 std::string JsonText(const nlohmann::json& j);
 
+// Sets j[key] to `path`, a local path (a mountpoint), which may hold bytes that are not UTF-8:
+// then JsonText shows them as U+FFFD, so j[key + "_hex"] carries the path's exact bytes too, in
+// lowercase hex (from an attacker: a script could not unmount the mountpoint mounts ls --json
+// gave it). Thread-safe.
+void PutLocalPath(nlohmann::json& j, const std::string& key, const std::string& path);
+
 // Prints a command's JSON result (JsonText) on stdout and remembers that it did, so that main
 // prints no JSON error after it (ResultPrinted, commands.h). Not thread-safe (one per command).
 void PrintJson(const nlohmann::json& j);
