@@ -190,6 +190,20 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
   return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";
 }
 
+// `s`, with a hint where it is only that nothing listens at the origin's address ("origin URL:
+// connection refused": from a new user, who had set BDN_REMOTE long before and forgot).
+bdn::Status WithRemoteHint(const bdn::Status& s) {
+  const std::string& m = s.message();
+  constexpr std::string_view kRefused = ": connection refused";
+  if (s.code() != bdn::StatusCode::kUnavailable || !m.starts_with("origin ") ||
+      !m.ends_with(kRefused) || m.find(": ") != m.size() - kRefused.size()) {
+    return s;
+  }
+  return bdn::Status(s.code(), m + " (nothing listens there: is bdn serve running, and is "
+                                   "--remote or BDN_REMOTE the right URL?)")
+      .WithReason(s.reason());
+}
+
 // Whether argv asks for --json, read without the parser (which failed): "--json" and
 // "--json=VALUE" before a "--", the last one winning, with the values CLI11 takes for a flag
 // (true/1/yes/on/enable, false/0/no/off/disable; another value counts as not given).
@@ -328,6 +342,7 @@ int main(int argc, char** argv) {
     }
     if (!ctx) return Fail(ctx.error());
     bdn::Status s = inv.run(*ctx);
+    if (!remote.empty()) s = WithRemoteHint(s);
     const int rc = s.ok() ? 0 : Fail(s);
     bdn::cli::DeliverHeldStopSignals();
     return rc;

@@ -107,7 +107,7 @@ err=$("$BDN" volume mount "$ref" "$WORK/mnt" --cache-dir "$WORK/nodecache2" --re
   || fail "pinned mount with the origin gone: $err"
 assert_contains "$err" "from the node cache without checking the registry"
 assert_eq "cached bytes" "$(direct_read "$WORK/mnt/small.txt" 0)" "small.txt after the remount"
-run_fails 7 "bdn: error: origin $URL: connection refused" \
+run_fails 7 "bdn: error: origin $URL: connection refused (nothing listens there: is bdn serve running, and is --remote or BDN_REMOTE the right URL?)" \
   "$BDN" volume mount bdn:test/cached "$WORK/mnt2"
 
 step "with an origin that never answers, a pinned ref mounts from the node cache too"

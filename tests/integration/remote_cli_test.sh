@@ -206,7 +206,7 @@ assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
 
 step "an unreachable origin is a clear, quick error"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused" \
+run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused (nothing listens there: is bdn serve running, and is --remote or BDN_REMOTE the right URL?)" \
   "$BDN" --remote "http://127.0.0.1:$port" volume ls
 run_fails 2 'bdn: error: --remote: url "http://": no host' "$BDN" --remote "http://" volume ls
 run_fails 2 "bdn: error: --remote: url \"localhost:1\": must start with http:// or https://" \
