@@ -1350,6 +1350,7 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
     co.node_budget =
         std::max(read_timeout / 2 - co.node_deadline - milliseconds(1000), milliseconds(1));
     co.slow_node_patience = std::min(co.slow_node_patience, co.node_budget);
+    co.node_batch_deadline = read_timeout / 2;
     auto c = remote::ClusterChunkStore::Create(urls, origin, co);
     if (!c) return Err(c.error().WithPrefix("--cluster-cache"));
     std::shared_ptr<remote::ClusterChunkStore> nodes = std::move(*c);

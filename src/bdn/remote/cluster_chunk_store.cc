@@ -126,11 +126,12 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     n->seed = SeedOf(n->url);
     // One try per node: on failure the upstream is the retry. A batch may take longer than
     // node_deadline to move, but a node that sends nothing for that long is given up.
+    RemoteStoreOptions ro{.retry = {.attempts = 1},
+                          .batch_stall_timeout = options.node_deadline,
+                          .read_version = options.read_version};
+    if (options.node_batch_deadline.count() > 0) ro.batch_deadline = options.node_batch_deadline;
     n->store = std::make_unique<RemoteChunkStore>(
-        std::shared_ptr<http::HttpClient>(std::move(client)),
-        RemoteStoreOptions{.retry = {.attempts = 1},
-                           .batch_stall_timeout = options.node_deadline,
-                           .read_version = options.read_version});
+        std::shared_ptr<http::HttpClient>(std::move(client)), std::move(ro));
     c->seeds_.push_back(n->seed);
     c->nodes_.push_back(std::move(n));
   }

@@ -36,6 +36,10 @@ struct ClusterOptions {
   // attacker: a node answering /healthz but not reads, with --read-timeout 5s, made reads fail
   // with EIO: the node had 2.5 s, but its first stall alone took 3 s and more).
   std::chrono::milliseconds node_budget{0};
+  // The longest a node's batch may take in all, however its bytes move (0: RemoteStoreOptions'
+  // default, 10 min). The mount sets it to half of --read-timeout (from an attacker: a node that
+  // sent its answer a byte every 0.5 s never stalled, and held every read to its deadline: EIO).
+  std::chrono::milliseconds node_batch_deadline{0};
   // An unhealthy node is left alone this long, then re-probed with GET /healthz; twice as long
   // after each further failure without a read that succeeded in between (up to 64x).
   std::chrono::milliseconds probe_interval{5000};

@@ -272,6 +272,38 @@ TEST(ClusterChunkStore, AReadAsksNoFurtherNodeOnceItsNodeBudgetIsSpent) {
   }
 }
 
+// From attacking helper 118: a node that sent its batch answer a byte every 0.5 s never
+// stalled and held every read to the mount's deadline (EIO). node_batch_deadline bounds a node's
+// batch in all: here the node would answer after 2 s, and the batch is given up at 300 ms.
+TEST(ClusterChunkStore, ANodesBatchIsGivenUpAtItsDeadlineWhateverItsBytesDo) {
+  FakeOrigin a;
+  a.delay_ms = 2000;
+  a.Start();
+  const std::vector<std::string> urls = {a.url()};
+  auto upstream = std::make_shared<CountingStore>();
+  std::vector<Digest> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto d = Bytes("slow batch " + std::to_string(i));
+    ids.push_back(Digest::Of(d));
+    ASSERT_TRUE(upstream->Put(ids.back(), d).ok());
+    ASSERT_TRUE(a.store.Put(ids.back(), d).ok());
+  }
+  auto store = ClusterChunkStore::Create(
+      urls, upstream,
+      {.node_deadline = 10s, .slow_node_patience = 0ms, .node_batch_deadline = 300ms});
+  ASSERT_TRUE(store.has_value());
+  const auto start = std::chrono::steady_clock::now();
+  auto got = (*store)->GetMany(ids);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  for (size_t i = 0; i < ids.size(); ++i) ASSERT_TRUE((*got)[i].has_value()) << i;
+  EXPECT_EQ(a.batch_requests, 1);
+  EXPECT_EQ(upstream->gets, 3) << "the node's slow answer was waited for";
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  EXPECT_LT(took, 1500ms);
+  a.delay_ms = 0;
+}
+
 TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
   FakeOrigin node;
   node.Start();
