@@ -1,4 +1,6 @@
 // bdn: parses the command line, opens the store, runs one command, maps its Status to an exit code.
+#include <strings.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -70,6 +72,20 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
+// The command of `at` named `name`, or null.
+CLI::App* SubcommandOf(CLI::App& at, const std::string& name) {
+  try {
+    return at.get_subcommand(name);
+  } catch (const CLI::OptionNotFound&) {
+    return nullptr;
+  }
+}
+
+// A word of argv as an error shows it: escaped (EscapeName), its first 200 bytes.
+std::string Shown(const std::string& word) {
+  return word.size() <= 200 ? bdn::EscapeName(word) : bdn::EscapeName(word.substr(0, 200)) + "...";
+}
+
 // "; did you mean \"A\", \"B\" or \"C\"?" for `found`, sorted; "" for none.
 std::string DidYouMeanList(std::vector<std::string> found) {
   if (found.empty()) return "";
@@ -135,38 +151,65 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
   CLI::App* at = &app;
   std::string path = "bdn";
   size_t words = 0;  // positional words given to `at`
+  std::vector<const CLI::Option*> given;
+  int value_at = -1;  // the index of the last word taken as an option's value, and that option
+  std::string value_of;
+  // The option `name` ("--tag", "-r") of `at` or a command above it, or null.
+  auto find = [&](const std::string& name) -> const CLI::Option* {
+    for (CLI::App* a = at; a != nullptr; a = a->get_parent()) {
+      if (const CLI::Option* o = a->get_option_no_throw(name)) return o;
+    }
+    return nullptr;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") return "";
     if (arg.starts_with("-") && arg != "-") {
-      // An option: a value of its own follows unless it is a flag or written as --name=value.
-      const std::string name = arg.substr(0, arg.find('='));
+      // An option: a value of its own follows unless it is a flag or written as --name=value; a
+      // cluster of short ones ("-ry") is flags but for the first that takes a value, which takes
+      // the rest of the word ("-fx.yaml") or else the next word.
+      const bool cluster = !arg.starts_with("--") && arg.size() > 2;
+      const std::string name = cluster ? arg : arg.substr(0, arg.find('='));
       const CLI::Option* opt = nullptr;
-      for (CLI::App* a = at; a != nullptr && opt == nullptr; a = a->get_parent()) {
-        opt = a->get_option_no_throw(name);
+      bool value_in_word = !cluster && arg.find('=') != std::string::npos;
+      if (cluster) {
+        for (size_t k = 1; k < arg.size(); ++k) {
+          opt = find(std::string("-") + arg[k]);
+          if (opt == nullptr || opt->get_expected_min() > 0) {
+            value_in_word = k + 1 < arg.size();
+            break;
+          }
+        }
+      } else {
+        opt = find(name);
       }
       if (opt == nullptr) {  // from an attacking helper: CLI11 said "A subcommand is required"
-        return "unknown option \"" + bdn::EscapeName(name) + "\" (" + path + " --help lists them)" +
+        return "unknown option \"" + Shown(name) + "\" (" + path + " --help lists them)" +
                DidYouMeanOption(at, name);
       }
-      if (opt->get_expected_max() > 1) return "";  // takes the words after it: not followed here
-      if (arg.find('=') == std::string::npos && opt->get_expected_min() > 0) ++i;
+      given.push_back(opt);
+      if (opt->get_allow_extra_args()) return "";  // takes the words after it: not followed here
+      if (!value_in_word && opt->get_expected_min() > 0) {
+        value_at = ++i;
+        value_of = opt->get_name();
+      }
       continue;
     }
-    CLI::App* sub = nullptr;
-    try {
-      sub = at->get_subcommand(arg);
-    } catch (const CLI::OptionNotFound&) {
-    }
-    if (sub != nullptr) {
+    if (CLI::App* sub = SubcommandOf(*at, arg); sub != nullptr) {
       at = sub;
       path += " " + arg;
       words = 0;
       continue;
     }
     if (at->get_require_subcommand_min() > 0) {
-      return "unknown command \"" + bdn::EscapeName(arg) + "\" (" + path +
-             " has: " + CommandList(*at) + ")" + DidYouMean(*at, path, arg);
+      // From an attacker: `bdn --home volume push` was sent to "bdn volume push".
+      std::string taken;
+      if (value_at == i - 1 && value_at < argc && SubcommandOf(*at, argv[value_at]) != nullptr) {
+        taken = "; \"" + Shown(argv[value_at]) + "\" was taken as the value of " + value_of +
+                " (give " + value_of + " a value)";
+      }
+      return "unknown command \"" + Shown(arg) + "\" (" + path + " has: " + CommandList(*at) + ")" +
+             (taken.empty() ? DidYouMean(*at, path, arg) : taken);
     }
     const auto positionals =
         at->get_options([](const CLI::Option* o) { return o->get_positional(); });
@@ -177,17 +220,29 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
     }
     if (++words <= takes) continue;
     std::string hint;
-    if (arg.starts_with("bdn:") && at->get_option_no_throw("--volume-ref") != nullptr) {
-      hint = "; did you mean \"--volume-ref " + bdn::EscapeName(arg) + "\"?";
+    const CLI::Option* volume_ref = at->get_option_no_throw("--volume-ref");
+    if (volume_ref != nullptr && std::ranges::find(given, volume_ref) == given.end() &&
+        arg.size() > 4 && ::strncasecmp(arg.c_str(), "bdn:", 4) == 0) {
+      hint = "; did you mean \"--volume-ref " + Shown(arg) + "\"?";
     }
     return path +
            (takes == 0 ? " takes no argument \""
                        : " takes " + std::to_string(takes) +
                              (takes == 1 ? " argument" : " arguments") + "; one too many: \"") +
-           bdn::EscapeName(arg) + "\" (" + path + " --help lists what it takes)" + hint;
+           Shown(arg) + "\" (" + path + " --help lists what it takes)" + hint;
   }
   if (at->get_require_subcommand_min() == 0) return "";
   return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";
+}
+
+// Each repeatable option (--tag, --include, ...) takes one value per use, so that a stray word
+// after it is an error, not a value (from an attacker: `push DIR REF --tag x extra` applied the
+// tag "extra"). CLI11's vector options take every word after them.
+void OneValuePerUse(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    if (o->nonpositional() && o->get_expected_max() > 1) o->allow_extra_args(false);
+  }
+  for (CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) OneValuePerUse(*c);
 }
 
 // `s`, with a hint where it is only that nothing listens at the origin's address ("origin URL:
@@ -251,6 +306,7 @@ int main(int argc, char** argv) {
   std::string remote;
   app.add_option("--remote", remote, "origin URL (bdn serve); default $BDN_REMOTE")
       ->envname("BDN_REMOTE");
+  OneValuePerUse(app);
 
   try {
     app.parse(argc, argv);

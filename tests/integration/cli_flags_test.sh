@@ -164,6 +164,19 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume tag set takes no argument
   "$BDN" --home "$WORK/h" volume tag set bdn:t/v --tag t
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume mount takes 2 arguments; one too many: "extra" (bdn volume mount --help lists what it takes)' "$hint")" \
   "$BDN" --home "$WORK/h" volume mount bdn:t/v "$WORK/m" extra
+# From attacking helper 118: a stray word after a repeatable option became its value (a tag
+# "extra" was applied); a valid cluster of short flags was called unknown; a word taken as the
+# value of --home was not said.
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume push takes 2 arguments; one too many: "extra" (bdn volume push --help lists what it takes)' "$hint")" \
+  "$BDN" --home "$WORK/h" volume push "$WORK/data" bdn:t/v --tag x extra
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "--tagz" (bdn volume push --help lists them); did you mean "--tag"?' "$hint")" \
+  "$BDN" --home "$WORK/h" volume push --tag x "$WORK/data" bdn:t/v --tagz
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume rm takes 1 argument; one too many: "extra" (bdn volume rm --help lists what it takes)' "$hint")" \
+  "$BDN" --home "$WORK/h" volume rm -ry bdn:t/v extra
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown command "push" (bdn has: cache, fsck, gc, key, mounts, secret, serve, store, volume); "volume" was taken as the value of --home (give --home a value)' "$hint")" \
+  "$BDN" --home volume push "$WORK/data" bdn:t/v
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume tag set takes no argument "bdn:c/d" (bdn volume tag set --help lists what it takes)' "$hint")" \
+  "$BDN" --home "$WORK/h" volume tag set --volume-ref bdn:t/v bdn:c/d --tag t
 for args in "--json volume push $WORK/data" "--json=false --json=on volume push" \
   "--json=true volume push $WORK/data bdn:t/v --bogus" "volume push $WORK/data bdn:t/v --json --bogus"; do
   rc=0; out=$("$BDN" $args 2>"$WORK/err") || rc=$?
