@@ -308,23 +308,44 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
   if (rest.empty() || rest.front() == '/' || rest.front() == ':') {
     return Err(InvalidArgumentError("url \"" + given + "\": no host"));
   }
-  if (rest.find_first_of("?#@ ") != std::string_view::npos) {
+  if (rest.find_first_of("?# ") != std::string_view::npos ||
+      rest.substr(0, rest.find('/')).find('@') != std::string_view::npos) {
     return Err(InvalidArgumentError("url \"" + given +
                                     "\": must be scheme://host[:port][/prefix], without "
                                     "credentials, query or fragment"));
   }
-  // A port, where given, is 1 to 65535 (from an attacker: ":0" and ":99999" were accepted, and
-  // every request to them failed later with a connect error).
+  // host[:port], host a name, an IPv4 address or a bracketed IPv6 one, and a port, where given,
+  // 1 to 65535 (from attackers: ":0", ":99999", "h:1:2" and "[::1" were accepted, and every
+  // request to them failed later).
   const std::string_view authority = rest.substr(0, rest.find('/'));
-  const size_t bracket = authority.rfind(']');
-  const size_t colon = authority.rfind(':');
-  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
-    const std::string_view port = authority.substr(colon + 1);
+  std::string_view host = authority;
+  std::optional<std::string_view> port;
+  if (authority.front() == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos || close == 1 ||
+        (close + 1 < authority.size() && authority[close + 1] != ':')) {
+      return Err(InvalidArgumentError("url \"" + given + "\": malformed host \"" +
+                                      std::string(authority) + "\""));
+    }
+    host = authority.substr(0, close + 1);
+    if (close + 1 < authority.size()) port = authority.substr(close + 2);
+  } else if (const size_t colon = authority.find(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  const bool bracketed = !host.empty() && host.front() == '[';
+  if (host.empty() ||
+      (bracketed ? host.substr(1, host.size() - 2).find_first_not_of("0123456789abcdefABCDEF:.")
+                 : host.find_first_of("[]")) != std::string_view::npos) {
+    return Err(InvalidArgumentError("url \"" + given + "\": malformed host \"" +
+                                    std::string(authority) + "\""));
+  }
+  if (port) {
     int n = 0;
-    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
-    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 ||
+    const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
+    if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 ||
         n > 65535) {
-      return Err(InvalidArgumentError("url \"" + given + "\": port \"" + std::string(port) +
+      return Err(InvalidArgumentError("url \"" + given + "\": port \"" + std::string(*port) +
                                       "\": must be 1 to 65535"));
     }
   }

@@ -98,12 +98,28 @@ TEST(HttpClient, APortIsOneTo65535) {
                                                         {"http://h:", ""},
                                                         {"http://h:-1", "-1"},
                                                         {"http://h:8a", "8a"},
-                                                        {"http://[::1]:0", "0"}}) {
+                                                        {"http://[::1]:0", "0"},
+                                                        {"http://h:1:2", "1:2"}}) {
     auto c = HttpClient::Create({.base_url = url});
     ASSERT_FALSE(c.has_value()) << url;
     EXPECT_EQ(c.error().message(),
               "url \"" + url + "\": port \"" + port + "\": must be 1 to 65535");
   }
+  // From attacking helper 118: hosts that are neither a name nor a bracketed IPv6 address.
+  for (const auto& [url, authority] :
+       std::vector<std::pair<std::string, std::string>>{{"http://[::1", "[::1"},
+                                                        {"http://[::1]x:80", "[::1]x:80"},
+                                                        {"http://[]:80", "[]:80"},
+                                                        {"http://[::1]]:80", "[::1]]:80"},
+                                                        {"http://[:::80/p", "[:::80"},
+                                                        {"http://h]:80", "h]:80"},
+                                                        {"http://[h]:80", "[h]:80"}}) {
+    auto c = HttpClient::Create({.base_url = url});
+    ASSERT_FALSE(c.has_value()) << url;
+    EXPECT_EQ(c.error().message(), "url \"" + url + "\": malformed host \"" + authority + "\"");
+  }
+  // An "@" in the path is no credentials.
+  EXPECT_TRUE(HttpClient::Create({.base_url = "http://h:1/a@b"}).has_value());
 }
 
 }  // namespace
