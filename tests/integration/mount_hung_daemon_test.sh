@@ -80,6 +80,16 @@ header=$(sed -n 1p "$WORK/ls.txt")
 # From attacking helper 117: this said "unmount: Invalid argument".
 run_fails 8 "bdn: error: mountpoint $WORK/cov/p/b: covered by the tmpfs mount at $WORK/cov/p, made over it later; unmount that one first" \
   "$BDN" volume umount "$WORK/cov/p/b"
+# And one covered by a mount at its own path (from attacking helper 118: "not a bdn mount (it is
+# tmpfs)").
+mkdir -p "$WORK/st"
+"$BDN" volume mount "$rb" "$WORK/st" >/dev/null
+MOUNTS+=("$WORK/st")
+mount -t tmpfs -o size=1m tmpfs "$WORK/st"
+run_fails 8 "bdn: error: mountpoint $WORK/st: covered by the tmpfs mount at $WORK/st, made over it later; unmount that one first" \
+  "$BDN" volume umount "$WORK/st"
+umount "$WORK/st"
+"$BDN" volume umount "$WORK/st" >/dev/null
 umount "$WORK/cov/p"
 "$BDN" volume umount "$WORK/cov/p/b" >/dev/null
 umount "$WORK/mv/y"

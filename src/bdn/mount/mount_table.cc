@@ -798,15 +798,18 @@ Status Unmount(const fs::path& mountpoint) {
       return NotFoundError(what + ": no such file or directory");
     }
   }
-  if (type != "fuse.bdn") {
+  // A mount made later at its path or over a directory above it hides it: its path leads to
+  // that mount, and unmounting the path failed with a bare EINVAL or "not a bdn mount" (from
+  // attackers).
+  const std::vector<MountInfo> all = ReadMountInfo();
+  const MountInfo* top = TopMountAt(all, mp.string());
+  const bool bdn_here = std::ranges::any_of(
+      all, [&](const MountInfo& m) { return m.mountpoint == mp.string() && m.type == "fuse.bdn"; });
+  if (type != "fuse.bdn" && !bdn_here) {
     return InvalidArgumentError(what + ": not a bdn mount" +
                                 (type.empty() ? std::string() : " (it is " + type + ")"));
   }
-  // A mount made later over a directory above it hides it: its path leads to that mount, and
-  // unmounting the path failed with a bare EINVAL (from an attacker).
-  const std::vector<MountInfo> all = ReadMountInfo();
-  if (const MountInfo* top = TopMountAt(all, mp.string());
-      top != nullptr && top->mountpoint != mp.string()) {
+  if (top != nullptr && (top->mountpoint != mp.string() || top->type != "fuse.bdn")) {
     return FailedPreconditionError(what + ": covered by the " + EscapeName(top->type) +
                                    " mount at " + EscapeName(top->mountpoint) +
                                    ", made over it later; unmount that one first");
