@@ -42,8 +42,8 @@ struct RetryPolicy {
 // /v1/volumes/, only up to the colon.
 inline constexpr std::string_view kOutcomeUnknown =
     "no answer came, so whether the origin applied it is unknown: bdn volume versions shows "
-    "whether it did (running the command again is safe; if it was applied, a rerun with "
-    "--expected-sequence is refused as a conflict)";
+    "whether it did (running the command again is safe: it is applied at most once, and a rerun "
+    "of one that was applied may be refused as done already or as a sequence conflict)";
 
 inline bool IsRetryable(const Status& s) {
   return s.code() == StatusCode::kUnavailable && s.reason() != http::kShuttingDown;

@@ -204,8 +204,8 @@ TEST(CallWithRetries, AWriteThatGetsNoAnswerFailsOnceSayingItsOutcomeIsUnknown) 
                   "is unknown" +
                   (c.path.starts_with("/v1/volumes/")
                        ? ": bdn volume versions shows whether it did (running the command again "
-                         "is safe; if it was applied, a rerun with --expected-sequence is refused "
-                         "as a conflict)"
+                         "is safe: it is applied at most once, and a rerun of one that was applied "
+                         "may be refused as done already or as a sequence conflict)"
                        : ""));
     EXPECT_TRUE(Sleeps(*clock).empty()) << "retried";
     EXPECT_FALSE(budget.Tripped().has_value());
