@@ -591,19 +591,25 @@ Status MountsApply(Context& ctx, const std::string& config_path, const MountArgs
 
 Status MountsLock(Context& ctx, const std::string& config_path) {
   // Replace the file a symlink points to (not the link).
-  std::error_code ec;
-  const fs::path target = fs::canonical(config_path, ec);
-  if (ec) return ErrnoError("config " + config_path, ec.value());
   // canonical reads links without following them, so it would pass a link the kernel refuses to
   // follow (fs.protected_symlinks: another user's link in a sticky directory). Opening the path
-  // as given lets the kernel judge, and the file it opens must be the one resolved.
-  {
+  // as given lets the kernel judge, and the file it opens must be the one resolved. A lock
+  // running beside this one replaces the file (a rename) between the two: asked again, a few
+  // times (a fresh-clone CI run of 8 concurrent locks failed one "changed while being locked").
+  fs::path target;
+  for (int attempt = 0;; ++attempt) {
+    std::error_code ec;
+    target = fs::canonical(config_path, ec);
+    if (ec) return ErrnoError("config " + config_path, ec.value());
     UniqueFd through(::open(config_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
     if (!through.valid()) return ErrnoError("config " + config_path, errno);
     struct stat a {
     }, b{};
-    if (::fstat(through.get(), &a) != 0 || ::stat(target.c_str(), &b) != 0 ||
-        a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+    if (::fstat(through.get(), &a) == 0 && ::stat(target.c_str(), &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+      break;
+    }
+    if (attempt == 9) {
       return ConflictError("config " + config_path +
                            ": changed while being locked; nothing written; run it again");
     }
