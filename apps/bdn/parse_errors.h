@@ -1,0 +1,32 @@
+// What a failed parse of the command line says went wrong (main reports it as the error), and
+// the parser settings those messages rely on.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace bdn::app {
+
+// For a parse that failed because a command or option was required or a word was not expected:
+// what the words of argv say went wrong, walking them as the parser does. The first word where a
+// command is required that names none ("volme" in `bdn volme push`, "bogus" in `bdn volume
+// bogus`): "unknown command \"volme\" (bdn has: cache, fsck, ...); did you mean \"bdn volume\"?"
+// (DidYouMean); where the words stop before a command: "bdn volume: a command is required (bdn
+// volume has: cat, ...)"; an option that none of the commands so far has: "unknown option
+// \"--tags\" (bdn volume push --help lists them); did you mean \"--tag\"?"; a word after the
+// command's own arguments: "bdn volume tag set takes no argument \"bdn:a/b\" (bdn volume tag set
+// --help lists its options); did you mean \"--volume-ref bdn:a/b\"?" (the hint where the command
+// takes a ref by option). "" when the words show none of these (the parser's message stands).
+std::string ParseProblem(CLI::App& app, int argc, char** argv);
+
+// Each repeatable option (--tag, --include, ...) takes one value per use, so that a stray word
+// after it is an error, not a value (from an attacker: `push DIR REF --tag x extra` applied the
+// tag "extra"). CLI11's vector options take every word after them.
+void OneValuePerUse(CLI::App& app);
+
+// Whether argv asks for --json, read without the parser (which failed): "--json" and
+// "--json=VALUE" before a "--", the last one winning, with the values CLI11 takes for a flag
+// (true/1/yes/on/enable, false/0/no/off/disable; another value counts as not given).
+bool JsonRequested(int argc, char** argv);
+
+}  // namespace bdn::app
