@@ -11,6 +11,8 @@ query; a rule applies to its first COUNT matching requests (default 1). Actions:
   500   answer 500 with the API's JSON error body, without forwarding
   die   forward and answer, then exit: nothing listens on the port any more (the origin is gone)
   hold  wait until the file given by --gate exists, then forward and answer
+  drop-until-gate  as drop while the file given by --gate does not exist; once it does, the rule
+        no longer applies
 A request the upstream does not answer (it is down) gets no answer either: the connection is
 closed, as a dead origin's would be.
 
@@ -34,7 +36,7 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 class Rule:
     def __init__(self, text):
         parts = text.split()
-        if len(parts) not in (3, 4) or parts[2] not in ("drop", "500", "die", "hold"):
+        if len(parts) not in (3, 4) or parts[2] not in ("drop", "500", "die", "hold", "drop-until-gate"):
             raise SystemExit(f"fault_proxy: bad rule {text!r}")
         self.method, self.pattern, self.action = parts[0], re.compile(parts[1]), parts[2]
         self.left = int(parts[3]) if len(parts) == 4 else 1
@@ -61,8 +63,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def action(self):
         with self.server.lock:
             for rule in self.server.rules:
+                if rule.action == "drop-until-gate" and os.path.exists(self.server.gate):
+                    continue
                 if rule.take(self.command, self.path):
-                    return rule.action
+                    return "drop" if rule.action == "drop-until-gate" else rule.action
         return None
 
     def forward(self, body):

@@ -3,6 +3,8 @@
 # - a commit or tag write whose answer is lost is retried and reported exactly as if the answer
 #   had arrived (same sequence, head_updated, tags_applied, unchanged=false), with and without
 #   --expected-sequence, and the registry holds exactly one new version;
+# - a push whose claim answers are all lost says its outcome is unknown, and a rerun from the same
+#   machine takes its claim over at once;
 # - a tag set to where the tag already points changes nothing (embedded and remote);
 # - a 500 on a chunk upload is retried, not fatal;
 # - with the origin gone right after the push claimed the volume, a push of 1,000 files fails
@@ -97,6 +99,21 @@ assert_eq 2 "$(proxied p3 '^PUT /v1/volumes/t/a/tags/stable ')" "tag set request
 assert_eq 2 "$(proxied p3 '^DELETE /v1/volumes/t/a/tags/prod')" "tag delete requests"
 assert_eq 4 "$(volume_field sequence)" "volume sequence after the tag writes"
 assert_eq '{"stable": "'"${d1#*@}"'"}' "$(direct --json volume stat bdn:t/a | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["tags"]))')" "tags"
+
+step "a push whose claim answers are all lost says so, and its rerun takes the claim over at once"
+# From an attacking helper: the rerun was refused "push in progress (... expires in 30 s)", the
+# claim having been made under the first push's key, which only that push knew.
+GATE="$WORK/claim-gate" start_proxy p3c 'POST ^/v1/volumes/t/claimed/claims$ drop-until-gate 1000'
+rc=0
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src1" bdn:t/claimed --retry-deadline 2s 2>/dev/null) || rc=$?
+assert_eq 7 "$rc" "exit code of the push whose claim answers were lost"
+assert_eq "origin $PROXY_URL: POST /v1/volumes/t/claimed/claims: Empty reply from server (gave up after retrying for 2s; --retry-deadline 2s); no answer came, so whether the origin applied it is unknown" \
+  "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["message"])' <<<"$out")" "error message"
+[ "$(proxied p3c '^POST /v1/volumes/t/claimed/claims -> dropped')" -ge 2 ] || fail "claim answers dropped: $(cat "$WORK/p3c.log")"
+touch "$WORK/claim-gate"
+out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src1" bdn:t/claimed)
+assert_eq "bdn:t/claimed@${d1#*@}" "$(json_field version_ref <<<"$out")" "version pushed by the rerun"
+assert_eq 1 "$(direct --json volume stat bdn:t/claimed | json_field sequence)" "sequence after the rerun"
 
 step "a tag set to where it points changes nothing, remote and embedded"
 out=$(direct --json volume tag set --volume-ref "$d1" --tag stable)

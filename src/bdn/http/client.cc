@@ -245,6 +245,17 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
 
 }  // namespace
 
+bool FailedBeforeSending(const Status& s) {
+  if (s.code() != StatusCode::kUnavailable) return false;
+  const std::string& m = s.message();
+  // The messages TransportError gives the connect phase's failures (they name no request).
+  for (std::string_view phase : {": connection refused", ": cannot connect",
+                                 ": cannot resolve host", ": connect timed out after "}) {
+    if (m.find(phase) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string_view MethodName(Method m) {
   switch (m) {
     case Method::kGet:

@@ -156,6 +156,12 @@ using ::bdn::kShuttingDown;
 // never appear in it.
 Status CheckBearerToken(std::string_view token);
 
+// Whether `s`, a transport error of HttpClient::Send (or one that carries its message), came
+// before the request was sent: connection refused, cannot connect, cannot resolve host, connect
+// timed out. A write that failed so was not applied; one that failed after it was sent (an empty
+// reply, a reset while waiting) may have been.
+bool FailedBeforeSending(const Status& s);
+
 class HttpClient {
  public:
   // Validates the URL and the token (CheckBearerToken). Errors: InvalidArgument "url \"x\": must

@@ -441,14 +441,27 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
   if (journal_) attempt = journal_->Begin(client_->base_url(), key);
   const std::string claim_key = attempt.key;
   const std::string body = tags.empty() ? "{}" : json{{"tags", tags}}.dump();
-  BDN_ASSIGN_OR_RETURN(http::Response r, SendWrite(*client_, retry_, budget_.get(),
-                                                   http::Method::kPost, path, body, claim_key));
+  // Recorded before it is sent, so that a push whose claim was made but whose answers were all
+  // lost (or that was killed while it waited) is taken over by the next push of this machine at
+  // once: from an attacker, that rerun was refused "push in progress … expires in 30 s". A record
+  // whose claim was never made costs nothing: its key claims afresh.
+  if (journal_) journal_->Record(client_->base_url(), key, claim_key);
+  auto sent =
+      SendWrite(*client_, retry_, budget_.get(), http::Method::kPost, path, body, claim_key);
+  if (!sent) {
+    // A refusal is an answer: no claim was made with the key. Without one it may have been.
+    const StatusCode code = sent.error().code();
+    if (journal_ && code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
+      journal_->Forget(client_->base_url(), key, claim_key);
+    }
+    return Err(sent.error());
+  }
+  const http::Response& r = *sent;
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
   auto state = std::make_shared<Claims::State>();
   BDN_ASSIGN_OR_RETURN(state->id, ClaimIdOf(*client_, path, r));
   int64_t ttl_ms =
       j.contains("ttl_ms") && j["ttl_ms"].is_number_integer() ? j["ttl_ms"].get<int64_t>() : 30000;
-  if (journal_) journal_->Record(client_->base_url(), key, claim_key);
   {
     MutexLock lock(claims_->mu);
     claims_->by_volume[key] = state;

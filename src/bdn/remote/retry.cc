@@ -77,6 +77,8 @@ std::chrono::milliseconds RetryBudget::StallTimeout(
 Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& req, Try& t) {
   BDN_ASSIGN_OR_RETURN(http::Response r, client.Send(req));
   if (r.status >= 200 && r.status < 300) return r;
+  t.answered = true;
+  t.answered_status = r.status;
   t.transient = r.status == 500 || r.status == 502 || r.status == 503 || r.status == 504;
   return Err(client.ErrorOf(req, r));
 }
@@ -91,17 +93,39 @@ Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Req
     // From an attacker: a commit held past its 60 s was reported "gave up: no answer for 3s;
     // --retry-deadline 3s", and its version then appeared; a tag set, rm or restore held so
     // failed with no word that it had been applied.
-    return WithRetries(policy, budget, [&](Try& t) -> Result<http::Response> {
-      auto r = CallOnce(client, req, t);
-      if (r || r.error().code() != StatusCode::kDeadlineExceeded) return r;
-      t.final = true;
-      return Err(
-          Status(StatusCode::kDeadlineExceeded,
-                 r.error().message() + "; " +
-                     std::string(req.path.starts_with("/v1/volumes/")
-                                     ? kOutcomeUnknown
-                                     : kOutcomeUnknown.substr(0, kOutcomeUnknown.find(':')))));
+    // From an attacker: a claim whose answers were all lost (an empty reply each time) failed
+    // "Empty reply from server (gave up ...)" with no word that it may have been applied.
+    // The advice only for a volume's writes a version shows (not a claim).
+    const std::string unknown(req.path.starts_with("/v1/volumes/") && !req.path.ends_with("/claims")
+                                  ? kOutcomeUnknown
+                                  : kOutcomeUnknown.substr(0, kOutcomeUnknown.find(':')));
+    bool unanswered = false;  // a try was sent and got no answer
+    auto r = WithRetries(policy, budget, [&](Try& t) -> Result<http::Response> {
+      auto sent = CallOnce(client, req, t);
+      if (sent) return sent;
+      if (t.answered) {
+        // A gateway's 502 or 504: the origin behind it may have applied the write.
+        if (t.answered_status == 502 || t.answered_status == 504) unanswered = true;
+        return sent;
+      }
+      if (sent.error().code() == StatusCode::kDeadlineExceeded) {
+        t.final = true;
+        return Err(Status(StatusCode::kDeadlineExceeded, sent.error().message() + "; " + unknown));
+      }
+      if (sent.error().code() == StatusCode::kUnavailable &&
+          sent.error().reason() != http::kShuttingDown &&
+          !http::FailedBeforeSending(sent.error())) {
+        unanswered = true;
+      }
+      return sent;
     });
+    if (!r && unanswered && r.error().message().find(unknown) == std::string::npos &&
+        (r.error().code() == StatusCode::kUnavailable ||
+         r.error().code() == StatusCode::kDeadlineExceeded)) {
+      return Err(Status(r.error().code(), r.error().message() + "; " + unknown)
+                     .WithReason(r.error().reason()));
+    }
+    return r;
   }
   if (!budget || !read) {
     return WithRetries(policy, budget, [&](Try& t) { return CallOnce(client, req, t); });

@@ -39,7 +39,7 @@ struct RetryPolicy {
 // is marked transient by the call itself (see Try). Under a RetryBudget a DeadlineExceeded is
 // retried too (see WithRetries).
 // Said of a write that got no answer within its deadline (CallWithRetries); of one outside
-// /v1/volumes/, only up to the colon.
+// /v1/volumes/, or of a push claim, only up to the colon.
 inline constexpr std::string_view kOutcomeUnknown =
     "no answer came, so whether the origin applied it is unknown: bdn volume versions shows "
     "whether it did (running the command again is safe: it is applied at most once, and a rerun "
@@ -51,9 +51,11 @@ inline bool IsRetryable(const Status& s) {
 
 // What one try tells the retry loop beyond its result.
 struct Try {
-  int number = 1;          // 1 for the first try
-  bool transient = false;  // set by the try: its failure may succeed if repeated (an HTTP 5xx)
-  bool final = false;      // set by the try: its failure is the call's, retried by no budget
+  int number = 1;           // 1 for the first try
+  bool transient = false;   // set by the try: its failure may succeed if repeated (an HTTP 5xx)
+  bool final = false;       // set by the try: its failure is the call's, retried by no budget
+  bool answered = false;    // set by the try: the remote answered it (CallOnce: an HTTP response)
+  int answered_status = 0;  // and the answer's HTTP status
 };
 
 // A circuit breaker shared by every request of one operation. An outage starts at the first
@@ -138,6 +140,8 @@ auto WithRetries(const RetryPolicy& policy, RetryBudget* budget, F&& fn) {
   for (Try t;; ++t.number) {
     t.transient = false;
     t.final = false;
+    t.answered = false;
+    t.answered_status = 0;
     const SteadyTime try_start = clock.SteadyNow();
     auto outcome = [&] {
       if constexpr (std::is_invocable_v<F&, Try&>) {
@@ -182,9 +186,12 @@ Result<http::Response> CallOnce(http::HttpClient& client, const http::Request& r
 // StallTimeout (reads of many ids by POST set it themselves; writes keep their own timeouts).
 // Under a budget, a write without a stall_timeout of its own (a commit, a claim, a tag) that got
 // no answer within its deadline fails at once with DeadlineExceeded "…: no response within N
-// ms; no answer came, so whether the origin applied it is unknown (running the command again is
-// safe)": not as the budget's ("gave up: no answer for 3s; --retry-deadline 3s"), which it did
-// not wait on.
+// ms; no answer came, so whether the origin applied it is unknown: …" (kOutcomeUnknown; of a
+// write outside /v1/volumes/, or of a push claim, only up to the colon): not as the budget's ("gave
+// up: no answer for 3s; --retry-deadline 3s"), which it did not wait on. Such a write whose retries
+// end in Unavailable or DeadlineExceeded after a try that was sent and got no answer (an empty
+// reply, a reset, a gateway's 502 or 504) has the same words appended to its error, with or without
+// a budget.
 Result<http::Response> CallWithRetries(http::HttpClient& client, const http::Request& req,
                                        const RetryPolicy& policy, RetryBudget* budget);
 

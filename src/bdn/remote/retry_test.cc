@@ -213,6 +213,96 @@ TEST(CallWithRetries, AWriteThatGetsNoAnswerFailsOnceSayingItsOutcomeIsUnknown) 
   ::close(fd);
 }
 
+// A listening socket on 127.0.0.1 whose connections are closed as soon as a request arrives: every
+// request is sent and gets an empty reply. `Url` names it.
+class EmptyReplyServer {
+ public:
+  EmptyReplyServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 16) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len)) {
+      ADD_FAILURE() << "cannot listen";
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;  // shut down
+        char buf[4096];
+        (void)::read(c, buf, sizeof buf);  // the request's first bytes: it was sent
+        accepted_.fetch_add(1);            // before the close its client sees
+        ::close(c);
+      }
+    });
+  }
+  ~EmptyReplyServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+// From an attacking helper: a push claim whose every answer was lost (an empty reply) failed
+// "Empty reply from server (gave up ...)" with no word that it may have been applied, and it had
+// been. A write refused before it was sent says nothing of the kind.
+TEST(CallWithRetries, AWriteWhoseAnswersWereAllLostSaysItsOutcomeIsUnknown) {
+  EmptyReplyServer server;
+  auto client = http::HttpClient::Create({.base_url = server.Url()});
+  ASSERT_TRUE(client.has_value());
+  const std::string body = "{}";
+  for (const std::string path : {"/v1/volumes/p/v/tags/t", "/v1/volumes/p/v/claims"}) {
+    SCOPED_TRACE(path);
+    auto clock = std::make_shared<FakeClock>();
+    http::Request write{.method = http::Method::kPut,
+                        .path = path,
+                        .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()}};
+    auto r = CallWithRetries(**client, write, RetryPolicy{.attempts = 3, .clock = clock}, nullptr);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), StatusCode::kUnavailable);
+    // A claim is no version: no advice to look at the versions.
+    EXPECT_EQ(r.error().message(),
+              "origin " + server.Url() + ": PUT " + path +
+                  ": Empty reply from server; no answer came, so whether the origin applied it "
+                  "is unknown" +
+                  (path.ends_with("/claims")
+                       ? ""
+                       : ": bdn volume versions shows whether it did (running the command again "
+                         "is safe: it is applied at most once, and a rerun of one that was applied "
+                         "may be refused as done already or as a sequence conflict)"));
+    EXPECT_EQ(Sleeps(*clock).size(), 2u) << "tries";
+  }
+  EXPECT_EQ(server.accepted(), 6);
+
+  // Nothing listens: refused before it was sent, so it was not applied.
+  auto clock = std::make_shared<FakeClock>();
+  std::string url;
+  {
+    EmptyReplyServer gone;
+    url = gone.Url();
+  }
+  auto refused = http::HttpClient::Create({.base_url = url});
+  ASSERT_TRUE(refused.has_value());
+  http::Request write{.method = http::Method::kPut,
+                      .path = "/v1/volumes/p/v/tags/t",
+                      .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()}};
+  auto r = CallWithRetries(**refused, write, RetryPolicy{.attempts = 2, .clock = clock}, nullptr);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message(), "origin " + url + ": connection refused");
+}
+
 TEST(RetryBudget, BoundsHowLongOneRequestWaitsForAByte) {
   auto clock = std::make_shared<FakeClock>();
   EXPECT_EQ(RetryBudget({.deadline = 60s, .clock = clock}).StallTimeout(30s), 30s);
