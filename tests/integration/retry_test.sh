@@ -278,6 +278,8 @@ echo "push whose commit is held 4 s: exit $rc after $(( $(now_ms) - start )) ms 
 assert_eq 0 "$rc" "exit code of the push with a slow commit ($(cat "$WORK/p11.err"))"
 assert_eq 1 "$(json_field sequence <<<"$out")" "sequence of the slow commit"
 assert_eq 1 "$(proxied p11 '^POST /v1/volumes/t/slowcommit/commit -> forwarded')" "commits sent"
+# From an attacker: its progress showed 100% and a falling rate, with no word of the commit.
+assert_contains "$(cat "$WORK/p11.err")" "files 2/2  committing (1s)"
 
 step "uploads that are never answered fail a push once at --retry-deadline"
 # From an attacker: with writes kept to their own 60 s, a push to a stopped origin waited that

@@ -14,6 +14,10 @@ struct TransferCounters {
   std::atomic<uint64_t> files_total{0};
   std::atomic<uint64_t> files_done{0};
   std::atomic<uint64_t> bytes_uploaded{0};
+  // What the operation does once its bytes have moved, for a progress line: a string literal
+  // ("syncing", "committing"), null while bytes move (from an attacker: a push whose commit the
+  // origin held showed 100% and a falling rate, with no word of what it waited for).
+  std::atomic<const char*> step{nullptr};
 };
 
 }  // namespace bdn

@@ -97,6 +97,26 @@ TEST(ProgressLine, ANoteTakesThePlaceOfTheEtaAndNothingDoneHasNoEta) {
             "push [########################] 1.46 KiB/1000 B  1.46 KiB/s  files 0/0");
 }
 
+// From an attacker: a push whose commit the origin held showed a full bar and a falling rate,
+// with no word of what it waited for.
+TEST(ProgressLine, AStepAfterTheTransferIsNamedWithItsTime) {
+  TransferCounters c;
+  c.bytes_total = 1000;
+  c.bytes_done = 1000;
+  c.files_total = 2;
+  c.files_done = 2;
+  c.step = "committing";
+  EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain, "", 30, 12.7),
+            "push 1000 B/1000 B  500 B/s  files 2/2  committing (12s)");
+  // A retry note says more.
+  EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain,
+                         "retrying for 3s (gives up at 1m): x", 30, 12.7),
+            "push 1000 B/1000 B  500 B/s  files 2/2  retrying for 3s (gives up at 1m): x");
+  c.step = nullptr;
+  EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain, "", 30, 12.7),
+            "push 1000 B/1000 B  500 B/s  files 2/2");
+}
+
 TEST(ProgressLine, NoByteDoneForFiveSecondsHasNoEta) {
   TransferCounters c;
   c.bytes_total = 4 << 20;

@@ -38,22 +38,42 @@ ProgressReporter::~ProgressReporter() {
   thread_.join();
   MutexLock lock(mu_);
   if (tty_ && drew_) {
+    // The last line: with the transfer's own rate where a step followed it (step_ is not looked
+    // at again).
     double s = std::chrono::duration<double>(Clock::Real()->SteadyNow() - start_).count();
     std::fprintf(stderr, "\r%s\033[K\n", Line(s).c_str());
   }
 }
 
 std::string ProgressReporter::Line(double elapsed_s) const {
-  const double idle_s =
-      std::chrono::duration<double>(Clock::Real()->SteadyNow() - last_change_).count();
+  const SteadyTime now = Clock::Real()->SteadyNow();
+  const double idle_s = std::chrono::duration<double>(now - last_change_).count();
+  double step_s = 0;
+  if (step_ != nullptr) {
+    step_s = std::chrono::duration<double>(now - step_began_).count();
+    if (transfer_end_) elapsed_s = std::chrono::duration<double>(*transfer_end_ - start_).count();
+  }
   return ProgressLine(label_, counters_, elapsed_s,
                       tty_ ? ProgressStyle::kBar : ProgressStyle::kPlain,
-                      note_ ? note_() : std::string(), idle_s);
+                      note_ ? note_() : std::string(), idle_s, step_s);
+}
+
+void ProgressReporter::SeeStep(SteadyTime now) {
+  const char* step = counters_.step.load();
+  if (step == step_) return;
+  step_ = step;
+  step_began_ = now;
+  step_told_ = false;
+  if (step == nullptr) {
+    transfer_end_.reset();  // bytes move again (a push storing what went missing)
+  } else if (!transfer_end_) {
+    transfer_end_ = now;
+  }
 }
 
 std::string ProgressLine(const std::string& label, const TransferCounters& counters,
                          double elapsed_s, ProgressStyle style, const std::string& note,
-                         double idle_s) {
+                         double idle_s, double step_s) {
   uint64_t done = counters.bytes_done.load();
   uint64_t total = counters.bytes_total.load();
   double rate = elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0;
@@ -73,6 +93,8 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
          std::to_string(counters.files_total.load());
   if (!note.empty()) {
     out += "  " + note;
+  } else if (const char* step = counters.step.load(); step != nullptr) {
+    out += std::string("  ") + step + " (" + std::to_string(static_cast<int64_t>(step_s)) + "s)";
   } else if (total > done && idle_s >= 5) {
     // From a user: an ETA from the average rate went on counting down while nothing moved. Not
     // "stalled" either: a pull counts a batch's bytes once all of it is in (from an attacker: a
@@ -89,6 +111,7 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
 void ProgressReporter::Run() {
   // Plain output also gets a line as soon as retrying starts, not only every plain_interval_.
   constexpr auto kTick = std::chrono::milliseconds(200);
+  constexpr auto kStepTold = std::chrono::seconds(1);
   auto last_plain = Clock::Real()->SteadyNow();
   bool was_retrying = false;
   MutexLock lock(mu_);
@@ -99,11 +122,16 @@ void ProgressReporter::Run() {
       last_done_ = done;
       last_change_ = now;
     }
+    SeeStep(now);
+    // A step after the transfer that lasts a second gets a line of its own at once.
+    const bool stepped = step_ != nullptr && !step_told_ && now - step_began_ >= kStepTold;
+    if (stepped) step_told_ = true;
     if (tty_) {
       std::fprintf(stderr, "\r%s\033[K", Line(s).c_str());
     } else {
       bool retrying = note_ && !note_().empty();
-      if (now - last_plain < plain_interval_ && (retrying == was_retrying || !retrying)) {
+      if (now - last_plain < plain_interval_ && !stepped &&
+          (retrying == was_retrying || !retrying)) {
         was_retrying = retrying;
         continue;
       }

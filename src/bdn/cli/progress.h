@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -25,16 +26,20 @@ enum class ProgressStyle { kBar, kPlain };
 
 // One progress line for `counters` after `elapsed_s` seconds: "<label> [####----] DONE/TOTAL
 // RATE/s  files F/FT" (the 24-character bar only with kBar; sizes as FormatBytes), then two
-// blanks and `note` when it is not empty, else "  ETA Ns" while the rate is known, bytes are
-// left and some byte was done in the last 5 seconds (`idle_s`: since the last). Thread-safe.
+// blanks and `note` when it is not empty, else, while the operation is in a step after its
+// transfer (TransferCounters::step), "  committing (12s)" (`step_s`: seconds in it), else
+// "  ETA Ns" while the rate is known, bytes are left and some byte was done in the last 5
+// seconds (`idle_s`: since the last). The rate is bytes done over `elapsed_s` (the caller passes
+// the transfer's own time during a step, so the rate does not fall while it waits). Thread-safe.
 std::string ProgressLine(const std::string& label, const TransferCounters& counters,
                          double elapsed_s, ProgressStyle style, const std::string& note,
-                         double idle_s = 0);
+                         double idle_s = 0, double step_s = 0);
 
 // Polls `counters` on its own thread and draws to stderr until destroyed.
 // On a terminal: "\r<label> [#####-----] 1.20 GiB/2.00 GiB  310 MiB/s  ETA 3s"; otherwise one
-// plain line every `plain_interval`. While `note` (if given) returns text, the line ends with
-// that text instead of the ETA. Thread-safe.
+// plain line every `plain_interval`, and one at once when retrying starts or when a step after the
+// transfer (TransferCounters::step) has lasted a second. While `note` (if given) returns text, the
+// line ends with that text instead of the ETA. Thread-safe.
 class ProgressReporter {
  public:
   ProgressReporter(std::string label, const TransferCounters& counters,
@@ -45,6 +50,8 @@ class ProgressReporter {
  private:
   void Run();
   std::string Line(double elapsed_s) const REQUIRES(mu_);
+  // Notes a change of TransferCounters::step at `now`.
+  void SeeStep(SteadyTime now) REQUIRES(mu_);
 
   std::string label_;
   const TransferCounters& counters_;
@@ -59,6 +66,12 @@ class ProgressReporter {
   // bytes_done when last seen to change, and when (for "stalled for Ns").
   uint64_t last_done_ GUARDED_BY(mu_) = 0;
   SteadyTime last_change_ GUARDED_BY(mu_);
+  // The step last seen (TransferCounters::step) and when it began; when the first step began
+  // (the transfer's end, for its rate).
+  const char* step_ GUARDED_BY(mu_) = nullptr;
+  SteadyTime step_began_ GUARDED_BY(mu_);
+  bool step_told_ GUARDED_BY(mu_) = false;  // a plain line was drawn for it
+  std::optional<SteadyTime> transfer_end_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -759,7 +759,13 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
                         TransferCounters* counters) {
   BDN_ASSIGN_OR_RETURN(auto claim, registry.ClaimPush(options.ns, options.volume, options.tags));
   BDN_ASSIGN_OR_RETURN(SealResult seal, SealDirectory(options.dir, options.seal, store, counters));
+  // The steps after the transfer, for the progress line (TransferCounters::step).
+  auto step = [counters](const char* what) {
+    if (counters) counters->step = what;
+  };
+  step("syncing");
   BDN_RETURN_IF_ERROR(store.Sync());
+  step("committing");
   CommitRequest req;
   req.ns = options.ns;
   req.volume = options.volume;
@@ -781,9 +787,12 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
       counters->bytes_done = 0;
       counters->files_done = 0;
     }
+    step(nullptr);
     BDN_ASSIGN_OR_RETURN(SealResult again,
                          SealDirectory(options.dir, options.seal, store, counters));
+    step("syncing");
     BDN_RETURN_IF_ERROR(store.Sync());
+    step("committing");
     seal.digest = again.digest;
     seal.stats = again.stats;
     seal.chunks_uploaded += again.chunks_uploaded;
@@ -794,6 +803,7 @@ Result<PushResult> Push(const PushOptions& options, ChunkStore& store, Registry&
     req.stats = again.stats;
     committed = registry.Commit(req);
   }
+  step(nullptr);
   if (!committed) return Err(committed.error());
   const CommitResult& commit = *committed;
   PushResult out;
