@@ -270,16 +270,16 @@ step "a commit slower than --retry-deadline is waited for, not reported as faile
 # told it failed (exit 7) while the commit moved the head. Writes keep their own timeouts.
 GATE="$WORK/gate11"
 UPSTREAM="$ORIGIN2" start_proxy p11 'POST /commit$ hold 1'
-(sleep 4; touch "$GATE") &
+(sleep 6; touch "$GATE") &
 start=$(now_ms)
 rc=0
 out=$(BDN_REMOTE="$PROXY_URL" "$BDN" --json volume push "$WORK/src1" bdn:t/slowcommit --retry-deadline 2s 2>"$WORK/p11.err") || rc=$?
-echo "push whose commit is held 4 s: exit $rc after $(( $(now_ms) - start )) ms (--retry-deadline 2s)"
+echo "push whose commit is held 6 s: exit $rc after $(( $(now_ms) - start )) ms (--retry-deadline 2s)"
 assert_eq 0 "$rc" "exit code of the push with a slow commit ($(cat "$WORK/p11.err"))"
 assert_eq 1 "$(json_field sequence <<<"$out")" "sequence of the slow commit"
 assert_eq 1 "$(proxied p11 '^POST /v1/volumes/t/slowcommit/commit -> forwarded')" "commits sent"
 # From an attacker: its progress showed 100% and a falling rate, with no word of the commit.
-assert_contains "$(cat "$WORK/p11.err")" "files 2/2  committing (1s)"
+assert_contains "$(cat "$WORK/p11.err")" "files 2/2  committing (3s)"
 
 step "uploads that are never answered fail a push once at --retry-deadline"
 # From an attacker: with writes kept to their own 60 s, a push to a stopped origin waited that

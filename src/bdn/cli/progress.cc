@@ -111,7 +111,7 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
 void ProgressReporter::Run() {
   // Plain output also gets a line as soon as retrying starts, not only every plain_interval_.
   constexpr auto kTick = std::chrono::milliseconds(200);
-  constexpr auto kStepTold = std::chrono::seconds(1);
+  constexpr auto kStepTold = std::chrono::seconds(3);
   auto last_plain = Clock::Real()->SteadyNow();
   bool was_retrying = false;
   MutexLock lock(mu_);
@@ -123,7 +123,7 @@ void ProgressReporter::Run() {
       last_change_ = now;
     }
     SeeStep(now);
-    // A step after the transfer that lasts a second gets a line of its own at once.
+    // A step after the transfer that lasts 3 s gets a line of its own at once.
     const bool stepped = step_ != nullptr && !step_told_ && now - step_began_ >= kStepTold;
     if (stepped) step_told_ = true;
     if (tty_) {

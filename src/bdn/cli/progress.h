@@ -38,7 +38,7 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
 // Polls `counters` on its own thread and draws to stderr until destroyed.
 // On a terminal: "\r<label> [#####-----] 1.20 GiB/2.00 GiB  310 MiB/s  ETA 3s"; otherwise one
 // plain line every `plain_interval`, and one at once when retrying starts or when a step after the
-// transfer (TransferCounters::step) has lasted a second. While `note` (if given) returns text, the
+// transfer (TransferCounters::step) has lasted 3 s. While `note` (if given) returns text, the
 // line ends with that text instead of the ETA. Thread-safe.
 class ProgressReporter {
  public:
