@@ -8,6 +8,7 @@ pkgs=(build-essential cmake pkg-config git
       libpq-dev  # bdn serve --db: the PostgreSQL client
       postgresql  # the server the --db tests start themselves (initdb, as the postgres user)
       b3sum casync python3 attr
+      openssl  # the TLS tests make their certificates with it
       libcap2-bin  # secure_mode_test.sh: setcap
       strace  # mounts_lock_file_test.sh: holds a lock mid-way (fault injection)
       wrk  # bench/http_load.sh

@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
         message = problem;
       }
     }
+    message = bdn::app::CutLongWords(bdn::app::WithoutSecrets(message, argc, argv), 1024);
     if (bdn::app::JsonRequested(argc, argv)) {
       g_json = true;
       return Fail(bdn::InvalidArgumentError(message));

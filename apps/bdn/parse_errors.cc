@@ -134,13 +134,18 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
       // cluster of short ones ("-ry") is flags but for the first that takes a value, which takes
       // the rest of the word ("-fx.yaml") or else the next word.
       const bool cluster = !arg.starts_with("--") && arg.size() > 2;
-      const std::string name = cluster ? arg : arg.substr(0, arg.find('='));
+      // Never what follows a "=" (from an attacker: "-s3-secret-access-key=S" was repeated whole).
+      std::string name = arg.substr(0, arg.find('='));
       const CLI::Option* opt = nullptr;
       bool value_in_word = !cluster && arg.find('=') != std::string::npos;
       if (cluster) {
         for (size_t k = 1; k < arg.size(); ++k) {
           opt = find(std::string("-") + arg[k]);
-          if (opt == nullptr || opt->get_expected_min() > 0) {
+          if (opt == nullptr) {  // the letter that is no option (from an attacker: "-rq")
+            if (k > 1) name = "-" + std::string(1, arg[k]) + "\" in \"" + name;
+            break;
+          }
+          if (opt->get_expected_min() > 0) {
             value_in_word = k + 1 < arg.size();
             break;
           }
@@ -225,6 +230,64 @@ bool JsonRequested(int argc, char** argv) {
     }
   }
   return json;
+}
+
+std::string WithoutSecrets(std::string message, int argc, char** argv) {
+  std::vector<std::string> secrets;
+  auto secret_name = [](std::string_view word) {
+    std::string w(word);
+    for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (std::string_view mark : {"secret", "password", "token", "credential", "access-key"}) {
+      if (w.find(mark) != std::string::npos) return true;
+    }
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word(argv[i]);
+    if (word.starts_with("-")) {
+      const size_t eq = word.find('=');
+      if (secret_name(word.substr(0, eq))) {
+        if (eq != std::string_view::npos) {
+          secrets.emplace_back(word.substr(eq + 1));
+        } else if (i + 1 < argc) {
+          secrets.emplace_back(argv[i + 1]);
+        }
+      }
+    }
+    // A URL's credentials: "scheme://user:pass@host/...".
+    if (const size_t scheme = word.find("://"); scheme != std::string_view::npos) {
+      const size_t slash = word.find('/', scheme + 3);
+      const size_t at = word.substr(0, slash).rfind('@');
+      if (at != std::string_view::npos && at > scheme + 3) {
+        secrets.emplace_back(word.substr(scheme + 3, at - scheme - 3));
+      }
+    }
+  }
+  // Longest first, so that a secret holding another is redacted whole.
+  std::ranges::sort(secrets,
+                    [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (const std::string& secret : secrets) {
+    if (secret.size() < 3) continue;  // a letter or two would blank out the message's own words
+    for (size_t at = message.find(secret); at != std::string::npos;
+         at = message.find(secret, at + 3)) {
+      message.replace(at, secret.size(), "***");
+    }
+  }
+  return message;
+}
+
+std::string CutLongWords(const std::string& message, size_t max) {
+  std::string out;
+  size_t run = 0;  // bytes of the current word so far
+  for (char c : message) {
+    if (c == ' ') {
+      run = 0;
+    } else if (++run == max + 1) {
+      out += "...";
+    }
+    if (run <= max) out += c;
+  }
+  return out;
 }
 
 }  // namespace bdn::app

@@ -29,4 +29,17 @@ void OneValuePerUse(CLI::App& app);
 // (true/1/yes/on/enable, false/0/no/off/disable; another value counts as not given).
 bool JsonRequested(int argc, char** argv);
 
+// `message`, an error about the command line in argv, with each secret argv gives as "***": the
+// value of an option whose name holds "secret", "password", "token", "credential" or
+// "access-key" (the word after it, or what follows its "="), and the credentials of a URL
+// ("scheme://user:pass@host"); values under 3 bytes are left. From an attacker: a refused
+// "--s3-secret-access-key S", "-- --s3-secret-access-key S" and "--s3-region
+// --s3-secret-access-key S" each repeated S.
+std::string WithoutSecrets(std::string message, int argc, char** argv);
+
+// `message` with each word (a run of bytes other than a space) longer than `max` bytes cut to
+// its first `max` and "..." (from an attacker: a 100 KB value of --threads or --tag was printed
+// whole in its error).
+std::string CutLongWords(const std::string& message, size_t max);
+
 }  // namespace bdn::app

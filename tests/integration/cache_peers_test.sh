@@ -5,8 +5,9 @@
 # stays ~1x the file, each node fetched about a third); a second cold mount given another node
 # costs the origin nothing more. Nodes never read from each other (no loops, no node key sent to a
 # listed address). A mount given a dead node first asks the next; a node without --peers is used
-# alone; bad --peers values are refused. Auth on: mounts use a pull key of the namespace, nodes a
-# key of their own.
+# alone; bad --peers values are refused; a node reached over TLS whose list names a plain-HTTP
+# node is used alone (the key never goes out in the clear). Auth on: mounts use a pull key of the
+# namespace, nodes a key of their own.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY BDN_CLUSTER_CACHE BDN_TOKEN
@@ -116,4 +117,26 @@ export BDN_TOKEN="$PULL"
 read_through m4 "$NODE4"
 fetched=$(metric "$NODE4" bdn_cache_fetched_bytes_total)
 at_most 0.99 "$(ratio "$fetched")" "what node 4 fetched, the whole file"
+
+step "a node reached over TLS whose list names a plain-HTTP node is used alone, however its scheme is written"
+# From attacking helper 119: given as HTTPS://, the check that compares the scheme's text took the
+# node for plain HTTP, and the pull key went to the listed node in the clear.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/tls.key" -out "$WORK/tls.crt" -days 2 \
+  -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>"$WORK/openssl.log"
+python3 "$(dirname "$0")/tls_peers.py" "$WORK/tls.crt" "$WORK/tls.key" "$WORK/tls.ports" 2>"$WORK/tls.log" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$WORK/tls.ports" ] && break; sleep 0.05; done
+[ -s "$WORK/tls.ports" ] || fail "the TLS node did not start: $(cat "$WORK/tls.log")"
+read -r TLS_PORT _ <"$WORK/tls.ports"
+for scheme in https HTTPS; do
+  SSL_CERT_FILE="$WORK/tls.crt" "$BDN" volume mount "$REF" "$WORK/m5$scheme" --cache-dir "$WORK/nc-m5$scheme" \
+    --cluster-cache "$scheme://127.0.0.1:$TLS_PORT" >/dev/null 2>"$WORK/m5.err" || fail "mount over TLS: $(cat "$WORK/m5.err")"
+  MOUNTS+=("$WORK/m5$scheme")
+  cmp <(head -c 1048576 "$WORK/m5$scheme/ckpt.bin") <(head -c 1048576 "$WORK/src/ckpt.bin") || fail "bytes read with $scheme://"
+  "$BDN" volume umount "$WORK/m5$scheme" >/dev/null
+  assert_eq "" "$(cat "$WORK/m5.err")" "what the mount given $scheme:// says"
+  [ "$(grep -c '^tls GET /v1/peers ' "$WORK/tls.log")" -ge 1 ] || fail "the TLS node was not asked for its list"
+  assert_eq 0 "$(grep -c '^plain ' "$WORK/tls.log" || true)" "requests to the plain-HTTP node listed by the TLS node ($scheme://)"
+done
+
 echo "PASS"

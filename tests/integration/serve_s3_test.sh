@@ -66,6 +66,14 @@ assert_eq 2 "$rc" "exit code with --s3-secret-access-key"
 assert_contains "$err" 'bdn: error: unknown option "--s3-secret-access-key" (bdn serve --help lists them)'
 case "$err" in *"$SECRET"*) fail "the refused command line's error repeats the secret: $err" ;; esac
 [ ! -e "$WORK/noflag" ] || fail "a refused command line created the data directory"
+# From attacking helper 119: a password in --s3-endpoint was repeated, and the HTTP client's own
+# refusal did not name the flag.
+run_fails 2 "bdn: error: --s3-endpoint \"http://***@127.0.0.1:9\": must be http(s)://host[:port][/path] without credentials or query" \
+  env AWS_ACCESS_KEY_ID=a AWS_SECRET_ACCESS_KEY=b "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" \
+  --store "s3://$BUCKET/$PREFIX" --s3-endpoint http://u:SEKRETS3@127.0.0.1:9 --s3-region us-east-1
+run_fails 2 "bdn: error: --s3-endpoint: url \"http://127.0.0.1:0\": port \"0\": must be 1 to 65535" \
+  env AWS_ACCESS_KEY_ID=a AWS_SECRET_ACCESS_KEY=b "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" \
+  --store "s3://$BUCKET/$PREFIX" --s3-endpoint http://127.0.0.1:0 --s3-region us-east-1
 run_fails 2 "bdn: error: --s3-endpoint: needs --store s3://bucket[/prefix]" \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" --s3-endpoint "$PROXY"
 run_fails 2 "bdn: error: --store \"gs://$BUCKET\": must be s3://bucket[/prefix]" \

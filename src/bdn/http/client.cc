@@ -1,5 +1,6 @@
 #include "bdn/http/client.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -184,6 +185,34 @@ std::string ShownPath(const Request& req) {
   return req.secret_query ? req.path.substr(0, req.path.find('?')) : req.path;
 }
 
+// Whether `host` is a host a URL may name: an IPv6 address in brackets (inet_pton), with an
+// optional zone ("[fe80::1%25eth0]", RFC 6874), or a name or IPv4 address: letters, digits, "-",
+// ".", "_" and "~" (RFC 3986's unreserved characters; percent-encoding and non-ASCII names are
+// refused, as libcurl would send them as they are).
+bool IsHost(std::string_view host) {
+  if (host.empty()) return false;
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return false;
+    std::string_view inner = host.substr(1, host.size() - 2);
+    if (const size_t zone = inner.find("%25"); zone != std::string_view::npos) {
+      const std::string_view id = inner.substr(zone + 3);
+      if (id.empty() || !std::ranges::all_of(id, [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
+                   c == '_' || c == '~';
+          })) {
+        return false;
+      }
+      inner = inner.substr(0, zone);
+    }
+    in6_addr addr{};
+    return ::inet_pton(AF_INET6, std::string(inner).c_str(), &addr) == 1;
+  }
+  return std::ranges::all_of(host, [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' ||
+           c == '~';
+  });
+}
+
 // The Status of a libcurl failure, named by the server and (for deadlines) the request.
 Status TransportError(const std::string& who, const Request& req, CURL* h, CURLcode rc,
                       const char* errbuf, std::chrono::milliseconds connect_timeout,
@@ -244,6 +273,17 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
 }
 
 }  // namespace
+
+std::string ShownUrl(std::string_view url) {
+  std::string out(url);
+  if (const size_t start = out.find("://"); start != std::string::npos) {
+    const size_t path = out.find('/', start + 3);
+    const size_t at = out.rfind('@', path == std::string::npos ? std::string::npos : path);
+    if (at != std::string::npos && at > start + 3) out.replace(start + 3, at - start - 3, "***");
+  }
+  if (out.size() > 200) out = out.substr(0, 200) + "...";
+  return out;
+}
 
 bool FailedBeforeSending(const Status& s) {
   if (s.code() != StatusCode::kUnavailable) return false;
@@ -308,22 +348,30 @@ Status CheckBearerToken(std::string_view token) {
 Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
   if (Status s = CheckBearerToken(options.token); !s.ok()) return Err(s.WithPrefix("token"));
   std::string& url = options.base_url;
-  const std::string given = url;  // messages quote what the user wrote
+  const std::string given = ShownUrl(url);  // messages quote what the user wrote, less secrets
+  auto refuse = [&](const std::string& why) {
+    return Err(InvalidArgumentError("url \"" + given + "\": " + why));
+  };
   size_t scheme_end = url.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : Lower(url.substr(0, scheme_end));
-  if (scheme != "http" && scheme != "https") {
-    return Err(InvalidArgumentError("url \"" + given + "\": must start with http:// or https://"));
-  }
+  if (scheme != "http" && scheme != "https") return refuse("must start with http:// or https://");
+  // In lower case from here on (from an attacker: "HTTPS://node" passed as TLS to the check that a
+  // TLS node lists no plain-HTTP peers, which compares the text, and the token went out in the
+  // clear).
+  url.replace(0, scheme_end, scheme);
   while (url.size() > scheme_end + 3 && url.back() == '/') url.pop_back();
   std::string_view rest = std::string_view(url).substr(scheme_end + 3);
-  if (rest.empty() || rest.front() == '/' || rest.front() == ':') {
-    return Err(InvalidArgumentError("url \"" + given + "\": no host"));
-  }
+  if (rest.empty() || rest.front() == '/' || rest.front() == ':') return refuse("no host");
   if (rest.find_first_of("?# ") != std::string_view::npos ||
       rest.substr(0, rest.find('/')).find('@') != std::string_view::npos) {
-    return Err(InvalidArgumentError("url \"" + given +
-                                    "\": must be scheme://host[:port][/prefix], without "
-                                    "credentials, query or fragment"));
+    return refuse("must be scheme://host[:port][/prefix], without credentials, query or fragment");
+  }
+  // From an attacker: a tab in the path or a backslash in the host passed, and libcurl failed
+  // every request ("URL using bad/illegal format").
+  if (std::ranges::any_of(rest, [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\';
+      })) {
+    return refuse("holds a control character or a backslash");
   }
   // host[:port], host a name, an IPv4 address or a bracketed IPv6 one, and a port, where given,
   // 1 to 65535 (from attackers: ":0", ":99999", "h:1:2" and "[::1" were accepted, and every
@@ -335,8 +383,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
     const size_t close = authority.find(']');
     if (close == std::string_view::npos || close == 1 ||
         (close + 1 < authority.size() && authority[close + 1] != ':')) {
-      return Err(InvalidArgumentError("url \"" + given + "\": malformed host \"" +
-                                      std::string(authority) + "\""));
+      return refuse("malformed host \"" + ShownUrl(authority) + "\"");
     }
     host = authority.substr(0, close + 1);
     if (close + 1 < authority.size()) port = authority.substr(close + 2);
@@ -344,20 +391,16 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
     host = authority.substr(0, colon);
     port = authority.substr(colon + 1);
   }
-  const bool bracketed = !host.empty() && host.front() == '[';
-  if (host.empty() ||
-      (bracketed ? host.substr(1, host.size() - 2).find_first_not_of("0123456789abcdefABCDEF:.")
-                 : host.find_first_of("[]")) != std::string_view::npos) {
-    return Err(InvalidArgumentError("url \"" + given + "\": malformed host \"" +
-                                    std::string(authority) + "\""));
+  if (!IsHost(host)) return refuse("malformed host \"" + ShownUrl(authority) + "\"");
+  if (host.size() > 253) {
+    return refuse("host of " + std::to_string(host.size()) + " bytes, at most 253");
   }
   if (port) {
     int n = 0;
     const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
     if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 ||
         n > 65535) {
-      return Err(InvalidArgumentError("url \"" + given + "\": port \"" + std::string(*port) +
-                                      "\": must be 1 to 65535"));
+      return refuse("port \"" + ShownUrl(*port) + "\": must be 1 to 65535");
     }
   }
   for (const auto& [name, value] : options.headers) {

@@ -156,6 +156,11 @@ using ::bdn::kShuttingDown;
 // never appear in it.
 Status CheckBearerToken(std::string_view token);
 
+// A URL as an error shows it: what lies between "://" and an "@" before the path (credentials)
+// as "***", and its first 200 bytes then "..." (from an attacker: a password in a URL was repeated
+// whole, and a 70,000-byte host printed whole).
+std::string ShownUrl(std::string_view url);
+
 // Whether `s`, a transport error of HttpClient::Send (or one that carries its message), came
 // before the request was sent: connection refused, cannot connect, cannot resolve host, connect
 // timed out. A write that failed so was not applied; one that failed after it was sent (an empty

@@ -122,5 +122,44 @@ TEST(HttpClient, APortIsOneTo65535) {
   EXPECT_TRUE(HttpClient::Create({.base_url = "http://h:1/a@b"}).has_value());
 }
 
+// From attacking helper 119: "HTTPS://" passed as TLS to the check that compares the text, hosts
+// that are no address ("[1]", a backslash, a control character, non-ASCII, 70,000 bytes) were
+// accepted and failed at request time, an IPv6 zone was refused, and a password was repeated.
+TEST(HttpClient, TheSchemeIsLowerCasedAndAHostIsAnAddressOrAName) {
+  auto c = HttpClient::Create({.base_url = "HTTPS://Node.Example:8441/p/"});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ((*c)->base_url(), "https://Node.Example:8441/p");
+  for (const char* good : {"http://[fe80::1%25lo]:8441", "http://[::ffff:127.0.0.1]",
+                           "http://my_host.internal", "http://10.0.0.1:80", "HtTp://h"}) {
+    EXPECT_TRUE(HttpClient::Create({.base_url = good}).has_value()) << good;
+  }
+  for (const auto& [url, why] : std::vector<std::pair<std::string, std::string>>{
+           {"http://[1]:80", "malformed host \"[1]:80\""},
+           {"http://[:]:80", "malformed host \"[:]:80\""},
+           {"http://[.]:80", "malformed host \"[.]:80\""},
+           {"http://[fe80::1%25]:80", "malformed host \"[fe80::1%25]:80\""},
+           {"http://\xc3\xbcn.example:80", "malformed host \"\xc3\xbcn.example:80\""},
+           {"http://h%41:80", "malformed host \"h%41:80\""},
+           {"http://127.0.0.1\\:80", "holds a control character or a backslash"},
+           {"http://127.0.0.1\x01:80", "holds a control character or a backslash"},
+           {"http://h:80/a\tb", "holds a control character or a backslash"}}) {
+    auto r = HttpClient::Create({.base_url = url});
+    ASSERT_FALSE(r.has_value()) << url;
+    EXPECT_EQ(r.error().message(), "url \"" + url + "\": " + why);
+  }
+  EXPECT_TRUE(HttpClient::Create({.base_url = "http://" + std::string(253, 'a')}).has_value());
+  EXPECT_FALSE(HttpClient::Create({.base_url = "http://" + std::string(254, 'a')}).has_value());
+  auto long_host = HttpClient::Create({.base_url = "http://" + std::string(70000, 'a')});
+  ASSERT_FALSE(long_host.has_value());
+  EXPECT_EQ(long_host.error().message(),
+            "url \"http://" + std::string(193, 'a') + "...\": host of 70000 bytes, at most 253");
+  // Credentials are refused without being repeated.
+  auto secret = HttpClient::Create({.base_url = "http://u:SEKRET@h:80/p"});
+  ASSERT_FALSE(secret.has_value());
+  EXPECT_EQ(secret.error().message(),
+            "url \"http://***@h:80/p\": must be scheme://host[:port][/prefix], without "
+            "credentials, query or fragment");
+}
+
 }  // namespace
 }  // namespace bdn::http

@@ -1,6 +1,7 @@
 #include "bdn/objstore/s3_client.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -24,16 +25,18 @@ bool ValidBucket(std::string_view b) {
   return std::all_of(b.begin(), b.end(), [&](char c) { return alnum(c) || c == '.' || c == '-'; });
 }
 
-// "scheme://host[:port]" and the rest of an http(s) URL; nullopt if it is not one.
+// "scheme://host[:port]" (the scheme in lower case) and the rest of an http(s) URL; nullopt if it
+// is not one.
 std::optional<std::pair<std::string, std::string>> SplitOrigin(const std::string& url) {
   size_t scheme = url.find("://");
   if (scheme == std::string::npos) return std::nullopt;
-  const std::string s = url.substr(0, scheme);
+  std::string s = url.substr(0, scheme);
+  std::ranges::transform(s, s.begin(), [](unsigned char c) { return std::tolower(c); });
   if (s != "http" && s != "https") return std::nullopt;
   size_t path = url.find('/', scheme + 3);
   if (path == std::string::npos) path = url.size();
   if (path == scheme + 3) return std::nullopt;
-  return std::make_pair(url.substr(0, path), url.substr(path));
+  return std::make_pair(s + url.substr(scheme, path - scheme), url.substr(path));
 }
 
 template <typename T>
@@ -146,12 +149,14 @@ Result<std::unique_ptr<S3Client>> S3Client::Create(S3ClientOptions options) {
     auto split = SplitOrigin(e);
     if (!split || split->first.find('@') != std::string::npos ||
         e.find_first_of("?# ") != std::string::npos) {
-      return Err(InvalidArgumentError("--s3-endpoint \"" + EscapeName(loc.endpoint) +
+      return Err(InvalidArgumentError("--s3-endpoint \"" +
+                                      EscapeName(http::ShownUrl(loc.endpoint)) +
                                       "\": must be http(s)://host[:port][/path] without "
                                       "credentials or query"));
     }
     if (size_t at = e.find("{bucket}"); at != std::string::npos) {
-      base_url = e.replace(at, 8, loc.bucket);
+      base_url = split->first + split->second;
+      base_url.replace(base_url.find("{bucket}"), 8, loc.bucket);
     } else {
       base_url = split->first;
       base_path = split->second + "/" + loc.bucket;
@@ -163,8 +168,10 @@ Result<std::unique_ptr<S3Client>> S3Client::Create(S3ClientOptions options) {
   co.connect_timeout = options.connect_timeout;
   co.deadline = options.request_deadline;
   co.max_response_bytes = uint64_t{4} << 30;
-  BDN_ASSIGN_OR_RETURN(std::unique_ptr<http::HttpClient> http, http::HttpClient::Create(co));
-  return std::unique_ptr<S3Client>(new S3Client(std::move(options), std::move(http), base_path));
+  auto http = http::HttpClient::Create(co);
+  if (!http)
+    return Err(loc.endpoint.empty() ? http.error() : http.error().WithPrefix("--s3-endpoint"));
+  return std::unique_ptr<S3Client>(new S3Client(std::move(options), std::move(*http), base_path));
 }
 
 std::string S3Client::PathOf(const std::string& key, const std::string& query) const {

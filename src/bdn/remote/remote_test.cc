@@ -47,7 +47,7 @@ TEST(HttpClient, RejectsMalformedUrls) {
   }
   auto ok = http::HttpClient::Create({.base_url = "HTTP://127.0.0.1:1/"});
   ASSERT_TRUE(ok.has_value());
-  EXPECT_EQ((*ok)->base_url(), "HTTP://127.0.0.1:1");
+  EXPECT_EQ((*ok)->base_url(), "http://127.0.0.1:1");  // the scheme in lower case
 }
 
 TEST(HttpClient, ConnectionRefusedIsUnavailableNamingTheServer) {

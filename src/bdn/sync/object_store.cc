@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "bdn/base/text.h"
+#include "bdn/http/client.h"        // ShownUrl
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 
@@ -22,7 +23,7 @@ Result<std::string> CheckEndpoint(const std::string& uri, const std::string& end
   std::string e = endpoint;
   while (!e.empty() && e.back() == '/') e.pop_back();
   auto bad = [&] {
-    return Err(InvalidArgumentError(uri + ": --endpoint \"" + endpoint +
+    return Err(InvalidArgumentError(uri + ": --endpoint \"" + http::ShownUrl(endpoint) +
                                     "\": must be http(s)://host[:port][/path] without "
                                     "credentials or query"));
   };
