@@ -1333,24 +1333,12 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
     if (!note.empty()) std::cerr << note << "\n";
   }
   if (!urls.empty()) {
-    // The nodes get at most half a read's time, so the origin still has the other half: with
-    // the default 60 s a node that answered /healthz but never the read made every read fail
-    // with EIO at the mount's 55 s. Half of it, less the attempt that may be under way when it
-    // ends (node_deadline, and ~1 s more for a batch's stall to be noticed), is the nodes'
-    // budget (ClusterOptions::node_budget) and the patience with a slow node; node_deadline is
-    // a fifth of the read's time, 1 to 3 s (from an attacker: with --read-timeout 5s one stall
-    // of 3 s outlasted the node's 2.5 s and reads failed with EIO).
     using std::chrono::milliseconds;
     const milliseconds read_timeout(args.read_timeout_ms > 0 ? milliseconds(args.read_timeout_ms)
                                                              : MountOptions{}.read_timeout);
-    remote::ClusterOptions co;
+    remote::ClusterOptions co = remote::ClusterOptions::ForReadTimeout(read_timeout);
     co.token = ctx.token;
     co.read_version = pinned.ToString();
-    co.node_deadline = std::clamp(read_timeout / 5, milliseconds(1000), co.node_deadline);
-    co.node_budget =
-        std::max(read_timeout / 2 - co.node_deadline - milliseconds(1000), milliseconds(1));
-    co.slow_node_patience = std::min(co.slow_node_patience, co.node_budget);
-    co.node_batch_deadline = read_timeout / 2;
     auto c = remote::ClusterChunkStore::Create(urls, origin, co);
     if (!c) return Err(c.error().WithPrefix("--cluster-cache"));
     std::shared_ptr<remote::ClusterChunkStore> nodes = std::move(*c);

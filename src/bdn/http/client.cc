@@ -72,16 +72,21 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
 }
 
 // What a request's progress callback checks: the client's Shutdown, the request's own
-// should_abort, and, with `stall`, whether no byte has moved for that long. libcurl's low-speed
-// limit noticed such a stall only once its speed, an average over ~5 s, fell to 0 (from an
+// should_abort, and, with `stall`, whether no byte has moved for that long, and with `min_rate`
+// (bytes per second, above 1) whether fewer than min_rate x stall bytes moved in a window of
+// `stall` (consecutive windows, so a drip is noticed between stall and twice it). libcurl's
+// low-speed limit noticed a stall only once its speed, an average over ~5 s, fell (from an
 // attacker: a 1 s stall of a cache node was noticed after 7 s, past the read's deadline): the
 // byte counts are compared here on each call, about once a second while nothing moves.
 struct AbortCheck {
   const std::atomic<bool>* shut_down;
   const std::function<bool()>* should_abort;  // may hold no function
   std::optional<std::chrono::milliseconds> stall;
+  uint64_t min_rate = 1;
   curl_off_t moved = -1;  // download and upload bytes at the last call
   std::chrono::steady_clock::time_point moved_at = std::chrono::steady_clock::now();
+  curl_off_t window_bytes = 0;  // bytes moved when the current window began, and when it began
+  std::chrono::steady_clock::time_point window_at = std::chrono::steady_clock::now();
   bool stalled = false;  // aborted for the stall
 };
 
@@ -90,12 +95,23 @@ int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t 
   if (check->shut_down->load(std::memory_order_relaxed)) return 1;
   if (check->stall) {
     const auto now = std::chrono::steady_clock::now();
-    if (dlnow + ulnow != check->moved) {
-      check->moved = dlnow + ulnow;
+    const curl_off_t moved = dlnow + ulnow;
+    if (moved != check->moved) {
+      check->moved = moved;
       check->moved_at = now;
     } else if (now - check->moved_at >= *check->stall) {
       check->stalled = true;
       return 1;
+    }
+    if (check->min_rate > 1 && now - check->window_at >= *check->stall) {
+      const double want = static_cast<double>(check->min_rate) *
+                          std::chrono::duration<double>(*check->stall).count();
+      if (static_cast<double>(moved - check->window_bytes) < want) {
+        check->stalled = true;
+        return 1;
+      }
+      check->window_bytes = moved;
+      check->window_at = now;
     }
   }
   if (!*check->should_abort) return 0;
@@ -213,6 +229,13 @@ bool IsHost(std::string_view host) {
   });
 }
 
+// How a stall message names the request's floor: "no bytes", or "slower than 16.00 KiB/s".
+std::string StallRate(const Request& req) {
+  return req.stall_bytes_per_second <= 1
+             ? std::string("no bytes")
+             : "slower than " + FormatBytes(req.stall_bytes_per_second) + "/s";
+}
+
 // The Status of a libcurl failure, named by the server and (for deadlines) the request.
 Status TransportError(const std::string& who, const Request& req, CURL* h, CURLcode rc,
                       const char* errbuf, std::chrono::milliseconds connect_timeout,
@@ -244,12 +267,8 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
       curl_off_t total_us = 0;
       curl_easy_getinfo(h, CURLINFO_TOTAL_TIME_T, &total_us);
       if (req.stall_timeout && total_us / 1000 < deadline.count()) {
-        const std::string rate =
-            req.stall_bytes_per_second <= 1
-                ? std::string("no bytes")
-                : "slower than " + FormatBytes(req.stall_bytes_per_second) + "/s";
         return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
-                                     ShownPath(req) + ": stalled: " + rate + " for " +
+                                     ShownPath(req) + ": stalled: " + StallRate(req) + " for " +
                                      std::to_string(req.stall_timeout->count()) + " ms");
       }
       return DeadlineExceededError(who + ": " + std::string(MethodName(req.method)) + " " +
@@ -480,13 +499,6 @@ Result<Response> HttpClient::Send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(deadline.count()));
-  if (req.stall_timeout && req.stall_bytes_per_second > 1) {  // no bytes at all: OnProgress
-    curl_easy_setopt(
-        h, CURLOPT_LOW_SPEED_LIMIT,
-        static_cast<long>(std::clamp<uint64_t>(req.stall_bytes_per_second, 1, uint64_t{1} << 30)));
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-                     std::max(1L, static_cast<long>(req.stall_timeout->count() / 1000)));
-  }
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
@@ -502,7 +514,10 @@ Result<Response> HttpClient::Send(const Request& req) {
   // Always: Shutdown ends requests in flight (libcurl calls it about once a second while it
   // waits, more often while bytes move).
   AbortCheck abort_check{.shut_down = &shut_down_, .should_abort = &req.should_abort};
-  if (req.stall_timeout && req.stall_bytes_per_second <= 1) abort_check.stall = req.stall_timeout;
+  if (req.stall_timeout) {  // OnProgress
+    abort_check.stall = req.stall_timeout;
+    abort_check.min_rate = req.stall_bytes_per_second;
+  }
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, &abort_check);
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
@@ -591,7 +606,7 @@ Result<Response> HttpClient::Send(const Request& req) {
   if (rc == CURLE_ABORTED_BY_CALLBACK && abort_check.stalled) {
     curl_easy_cleanup(h);
     return Err(DeadlineExceededError(Name() + ": " + std::string(MethodName(req.method)) + " " +
-                                     ShownPath(req) + ": stalled: no bytes for " +
+                                     ShownPath(req) + ": stalled: " + StallRate(req) + " for " +
                                      std::to_string(req.stall_timeout->count()) + " ms"));
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK) {

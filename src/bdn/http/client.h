@@ -44,8 +44,9 @@ struct Request {
   // server holding it that long.
   std::optional<std::chrono::milliseconds> stall_timeout;
   // With stall_timeout: the rate below which the transfer counts as stalled, in bytes per
-  // second (CURLOPT_LOW_SPEED_LIMIT). Above 1, a transfer whose rate (libcurl's, over its last
-  // ~5 s) stays below it for stall_timeout (whole seconds, at least 1) fails with
+  // second. Above 1, a transfer that moves fewer than this times stall_timeout bytes in a
+  // window of stall_timeout (consecutive windows from the request's start: a drip is noticed
+  // between stall_timeout and twice it; no byte at all, as without a rate) fails with
   // DeadlineExceeded "...: stalled: slower than 16.00 KiB/s for N ms": a server that drips its
   // body never holds the request for its whole deadline.
   uint64_t stall_bytes_per_second = 1;

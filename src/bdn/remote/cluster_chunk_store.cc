@@ -108,6 +108,17 @@ std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,
   return given;
 }
 
+ClusterOptions ClusterOptions::ForReadTimeout(std::chrono::milliseconds read_timeout) {
+  using std::chrono::milliseconds;
+  ClusterOptions co;
+  co.node_deadline = std::clamp(read_timeout / 5, milliseconds(1000), co.node_deadline);
+  co.node_budget =
+      std::max(read_timeout / 2 - co.node_deadline - milliseconds(1000), milliseconds(1));
+  co.slow_node_patience = std::min(co.slow_node_patience, co.node_budget / 2);
+  co.node_batch_deadline = std::max(co.node_budget / 2, co.node_deadline);
+  return co;
+}
+
 Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     const std::vector<std::string>& node_urls, std::shared_ptr<ChunkStore> upstream,
     ClusterOptions options) {
@@ -128,6 +139,7 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     // node_deadline to move, but a node that sends nothing for that long is given up.
     RemoteStoreOptions ro{.retry = {.attempts = 1},
                           .batch_stall_timeout = options.node_deadline,
+                          .batch_min_bytes_per_second = options.node_min_bytes_per_second,
                           .read_version = options.read_version};
     if (options.node_batch_deadline.count() > 0) ro.batch_deadline = options.node_batch_deadline;
     n->store = std::make_unique<RemoteChunkStore>(

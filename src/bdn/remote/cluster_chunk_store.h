@@ -37,9 +37,15 @@ struct ClusterOptions {
   // with EIO: the node had 2.5 s, but its first stall alone took 3 s and more).
   std::chrono::milliseconds node_budget{0};
   // The longest a node's batch may take in all, however its bytes move (0: RemoteStoreOptions'
-  // default, 10 min). The mount sets it to half of --read-timeout (from an attacker: a node that
-  // sent its answer a byte every 0.5 s never stalled, and held every read to its deadline: EIO).
+  // default, 10 min). The mount sets it to half of node_budget, at least node_deadline (from an
+  // attacker: a node that sent its answer a byte every 0.5 s never stalled, and held every read
+  // to its deadline: EIO; at half of --read-timeout it outlasted the budget, and the next node
+  // was never asked).
   std::chrono::milliseconds node_batch_deadline{0};
+  // A node's batch that moves fewer bytes per second than this over node_deadline counts as
+  // stalled, as one that sends nothing does (from an attacker: a node dripping its answer was
+  // given up only at node_batch_deadline). A node in the cluster moves tens of MiB/s.
+  uint64_t node_min_bytes_per_second = 64 * 1024;
   // An unhealthy node is left alone this long, then re-probed with GET /healthz; twice as long
   // after each further failure without a read that succeeded in between (up to 64x).
   std::chrono::milliseconds probe_interval{5000};
@@ -55,6 +61,19 @@ struct ClusterOptions {
   // The time of the health bookkeeping (when an unhealthy node is probed again). Null:
   // Clock::Real().
   std::shared_ptr<Clock> clock;
+
+  // The options of a reader whose every read must end within `read_timeout` (a mount's
+  // --read-timeout): the nodes get at most half of it, so the origin still has the other half
+  // (with the default 60 s, a node that answered /healthz but never the read made every read
+  // fail with EIO at the mount's 55 s). node_deadline is a fifth of it, 1 to 3 s (from an
+  // attacker: with --read-timeout 5s one stall of 3 s outlasted the node's 2.5 s); node_budget is
+  // the half less the attempt that may be under way when it ends (node_deadline and 1 s);
+  // slow_node_patience and node_batch_deadline are half the budget each (node_deadline at least
+  // for the batch), so that one node, slow or dripping (node_min_bytes_per_second), is given up
+  // with time left to ask the next node by weight (from an attacker: with the whole budget for
+  // the first node, a node that dripped or stalled held each read and its chunks went to the
+  // origin, never to the good node beside it). 55 s gives 3 s, 23.5 s, 11.75 s and 11.75 s.
+  static ClusterOptions ForReadTimeout(std::chrono::milliseconds read_timeout);
 };
 
 // Splits a node list as --cluster-cache and BDN_CLUSTER_CACHE give it: "URL,URL,..." (blanks

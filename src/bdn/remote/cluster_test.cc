@@ -304,6 +304,78 @@ TEST(ClusterChunkStore, ANodesBatchIsGivenUpAtItsDeadlineWhateverItsBytesDo) {
   a.delay_ms = 0;
 }
 
+// From attacking helper 119: a node that dripped its batch (or stalled, answering /healthz) held
+// each read for the nodes' whole budget, and its chunks went to the origin, never to the good
+// node beside it. A drip below node_min_bytes_per_second counts as a stall, and the node's
+// patience leaves time in the budget for the next node.
+TEST(ClusterChunkStore, ADrippingNodesChunksGoToTheNextNodeWithinTheBudget) {
+  FakeOrigin drip, good;
+  drip.SetFault([](const httplib::Request& req, httplib::Response& res) {
+    if (req.path != "/v1/chunks/batch") return false;
+    res.set_chunked_content_provider(
+        "application/octet-stream", [](size_t offset, httplib::DataSink& sink) {
+          if (offset > 100) return false;  // 20 s: past every bound
+          std::this_thread::sleep_for(200ms);
+          return sink.write(offset == 0 ? "BDNB" : "x", offset == 0 ? 4 : 1);
+        });
+    return true;
+  });
+  drip.Start();
+  good.Start();
+  const std::vector<std::string> urls = {drip.url(), good.url()};
+  auto upstream = std::make_shared<CountingStore>();
+  // As ForReadTimeout sizes them, scaled down; a batch deadline far away: only the rate floor
+  // ends the drip early.
+  const ClusterOptions options{.node_deadline = 500ms,
+                               .slow_node_patience = 1500ms,
+                               .node_budget = 3000ms,
+                               .node_batch_deadline = 60s};
+  auto store = ClusterChunkStore::Create(urls, upstream, options);
+  ASSERT_TRUE(store.has_value());
+  // Chunks the dripping node owns.
+  std::vector<Digest> ids;
+  for (int i = 0; ids.size() < 4; ++i) {
+    auto d = Bytes("drip " + std::to_string(i));
+    const Digest id = Digest::Of(d);
+    if ((*store)->OwnerOf(id) != 0) continue;
+    ids.push_back(id);
+    ASSERT_TRUE(upstream->Put(id, d).ok());
+    ASSERT_TRUE(good.store.Put(id, d).ok());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto got = (*store)->GetMany(ids);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  for (size_t i = 0; i < ids.size(); ++i) ASSERT_TRUE((*got)[i].has_value()) << i;
+  EXPECT_EQ(upstream->gets, 0) << "the dripping node's chunks went to the origin";
+  EXPECT_GE(good.batch_requests, 1);
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  EXPECT_LT(took, options.node_budget);
+}
+
+// The mount's sizing (--read-timeout): one node's patience and batch end with the budget not yet
+// spent, and the budget leaves the origin half the read's time.
+TEST(ClusterOptions, ForReadTimeoutLeavesTheNextNodeAndTheOriginTheirTime) {
+  for (auto rt : {5000ms, 10000ms, 55000ms, 120000ms, 600000ms}) {
+    SCOPED_TRACE(rt.count());
+    const ClusterOptions o = ClusterOptions::ForReadTimeout(rt);
+    EXPECT_GE(o.node_deadline, 1000ms);
+    EXPECT_LE(o.node_deadline, 3000ms);
+    EXPECT_LE(o.node_budget + o.node_deadline + 1000ms, std::max(rt / 2, o.node_deadline + 1001ms));
+    // From the default up: a dripping node's last attempt (noticed within twice node_deadline)
+    // ends before the budget does.
+    if (rt >= 55000ms) {
+      EXPECT_LT(o.slow_node_patience + 2 * o.node_deadline, o.node_budget);
+    }
+  }
+  const ClusterOptions d = ClusterOptions::ForReadTimeout(55000ms);
+  EXPECT_EQ(d.node_deadline, 3000ms);
+  EXPECT_EQ(d.node_budget, 23500ms);
+  EXPECT_EQ(d.slow_node_patience, 11750ms);
+  EXPECT_EQ(d.node_batch_deadline, 11750ms);
+  EXPECT_EQ(d.node_min_bytes_per_second, 64u * 1024);
+}
+
 TEST(ClusterChunkStore, DownNodeFallsThroughToUpstreamAndIsReprobedLater) {
   FakeOrigin node;
   node.Start();

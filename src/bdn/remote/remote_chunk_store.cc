@@ -215,6 +215,7 @@ Result<BlobBatch> RemoteChunkStore::GetManyOnce(std::span<const Digest> ids, Try
                     .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
                     .deadline = options_.batch_deadline,
                     .stall_timeout = BatchStallTimeout(),
+                    .stall_bytes_per_second = options_.batch_min_bytes_per_second,
                     .on_body = [&](std::span<const uint8_t> piece) { return decoder.Feed(piece); }};
   if (!options_.read_version.empty())
     req.headers.emplace_back("Bdn-Version", options_.read_version);

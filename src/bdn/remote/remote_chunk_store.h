@@ -32,6 +32,10 @@ struct RemoteStoreOptions {
   // arrives for batch_stall_timeout.
   std::chrono::milliseconds batch_deadline{600'000};
   std::chrono::milliseconds batch_stall_timeout{30'000};
+  // Above 1: a batch read that moves fewer than this many bytes per second over a
+  // batch_stall_timeout counts as stalled too (http::Request::stall_bytes_per_second), so that a
+  // server dripping its answer fails as one that sends nothing does. 1: only no bytes at all.
+  uint64_t batch_min_bytes_per_second = 1;
   // The version the reads belong to, "bdn:<ns>/<vol>@b3:<hex>" (PinnedRef::ToString), sent as
   // the Bdn-Version header of every GET and batch request: a key scoped to a namespace may read
   // only the blobs of a version it names (docs/http-api.md, "Chunks"). Empty: none sent (a key
