@@ -1,6 +1,7 @@
 // bdn: parses the command line, opens the store, runs one command, maps its Status to an exit code.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -39,16 +40,30 @@ int Fail(const bdn::Status& given) {
 }
 
 // `s`, with a hint where it is only that nothing listens at the origin's address ("origin URL:
-// connection refused": from a new user, who had set BDN_REMOTE long before and forgot).
+// connection refused": from a new user, who had set BDN_REMOTE long before and forgot), wherever
+// the words stand in the message (after a config line's "cfg.yaml:3: ", before a retry's "(gave
+// up ...)": from an attacker, push, pull, cat and mounts apply gave none). Not through a proxy,
+// whose refusal it would be (from an attacker: the hint blamed an origin that was up).
 bdn::Status WithRemoteHint(const bdn::Status& s) {
+  if (s.code() != bdn::StatusCode::kUnavailable) return s;
+  for (const char* proxy :
+       {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+    if (const char* v = std::getenv(proxy); v != nullptr && *v != '\0') return s;
+  }
   const std::string& m = s.message();
   constexpr std::string_view kRefused = ": connection refused";
-  if (s.code() != bdn::StatusCode::kUnavailable || !m.starts_with("origin ") ||
-      !m.ends_with(kRefused) || m.find(": ") != m.size() - kRefused.size()) {
+  const size_t at = m.find(kRefused);
+  if (at == std::string::npos) return s;
+  const size_t origin = m.rfind("origin ", at);
+  if (origin == std::string::npos || (origin != 0 && m.compare(origin - 2, 2, ": ") != 0) ||
+      m.compare(origin + 7, 4, "http") != 0 || m.find(' ', origin + 7) < at) {
     return s;
   }
-  return bdn::Status(s.code(), m + " (nothing listens there: is bdn serve running, and is "
-                                   "--remote or BDN_REMOTE the right URL?)")
+  const size_t end = at + kRefused.size();
+  return bdn::Status(s.code(), m.substr(0, end) +
+                                   " (nothing listens there: is bdn serve running, and is "
+                                   "--remote or BDN_REMOTE the right URL?)" +
+                                   m.substr(end))
       .WithReason(s.reason());
 }
 

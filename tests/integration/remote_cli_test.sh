@@ -208,6 +208,17 @@ step "an unreachable origin is a clear, quick error"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused (nothing listens there: is bdn serve running, and is --remote or BDN_REMOTE the right URL?)" \
   "$BDN" --remote "http://127.0.0.1:$port" volume ls
+# From attacking helper 119: push, pull and cat (whose retries add "(gave up ...)") gave no hint,
+# and through a proxy the refusal is the proxy's: no hint then.
+hint="(nothing listens there: is bdn serve running, and is --remote or BDN_REMOTE the right URL?)"
+run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused $hint (gave up after retrying for 1s; --retry-deadline 1s)" \
+  "$BDN" --remote "http://127.0.0.1:$port" volume pull bdn:t/v "$WORK/pulled-refused" --retry-deadline 1s
+rc=0; "$BDN" --remote "http://127.0.0.1:$port" volume push "$WORK/huge" bdn:t/v --retry-deadline 1s 2>"$WORK/refused.err" || rc=$?
+assert_eq 7 "$rc" "exit code of a push to nothing"
+assert_eq "bdn: error: origin http://127.0.0.1:$port: connection refused $hint (gave up after retrying for 1s; --retry-deadline 1s)" \
+  "$(tail -n 1 "$WORK/refused.err")" "error of a push to nothing (after its progress lines)"
+run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused" \
+  env http_proxy="http://127.0.0.1:$port" "$BDN" --remote "http://127.0.0.1:$port" volume ls
 run_fails 2 'bdn: error: --remote: url "http://": no host' "$BDN" --remote "http://" volume ls
 run_fails 2 "bdn: error: --remote: url \"localhost:1\": must start with http:// or https://" \
   "$BDN" --remote "localhost:1" volume ls

@@ -159,7 +159,7 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 10 else 1)" "$elapsed
   || fail "push took ${elapsed} s with --retry-deadline 3s"
 assert_eq unavailable "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <<<"$out")" "error code"
 msg=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["message"])' <<<"$out")
-assert_eq "origin $PROXY_URL: connection refused (gave up after retrying for 3s; --retry-deadline 3s)" "$msg" "error message"
+assert_eq "origin $PROXY_URL: connection refused (nothing listens there: is bdn serve running, and is --remote or BDN_REMOTE the right URL?) (gave up after retrying for 3s; --retry-deadline 3s)" "$msg" "error message"
 progress=$(cat "$WORK/many.err")
 assert_contains "$progress" "retrying for "
 assert_contains "$progress" "(gives up at 3s): origin $PROXY_URL: connection refused"
@@ -235,11 +235,11 @@ grep -q "retrying for .* (gives up at 1m): " "$WORK/pull7.err" || fail "the pull
 kill -9 "$SERVE4_PID"
 wait "$SERVE4_PID" 2>/dev/null || true
 start=$(now_ms)
-run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (gave up after retrying for 2s; --retry-deadline 2s)" \
+run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (nothing listens there: is bdn serve running, and is --remote or BDN_REMOTE the right URL?) (gave up after retrying for 2s; --retry-deadline 2s)" \
   env BDN_REMOTE="$ORIGIN2" "$BDN" volume pull bdn:t/restart "$WORK/pulled8" --retry-deadline 2s
 [ $(( $(now_ms) - start )) -lt 10000 ] || fail "the pull with --retry-deadline 2s took $(( $(now_ms) - start )) ms"
 # A deadline from the environment is named as the environment's.
-run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (gave up after retrying for 2s; BDN_RETRY_DEADLINE 2s)" \
+run_fails 7 "bdn: error: origin $ORIGIN2: connection refused (nothing listens there: is bdn serve running, and is --remote or BDN_REMOTE the right URL?) (gave up after retrying for 2s; BDN_RETRY_DEADLINE 2s)" \
   env BDN_REMOTE="$ORIGIN2" BDN_RETRY_DEADLINE=2s "$BDN" volume pull bdn:t/restart "$WORK/pulled8"
 
 step "an origin that accepts and never answers counts against --retry-deadline"
@@ -280,6 +280,15 @@ assert_eq 1 "$(json_field sequence <<<"$out")" "sequence of the slow commit"
 assert_eq 1 "$(proxied p11 '^POST /v1/volumes/t/slowcommit/commit -> forwarded')" "commits sent"
 # From an attacker: its progress showed 100% and a falling rate, with no word of the commit.
 assert_contains "$(cat "$WORK/p11.err")" "files 2/2  committing (3s)"
+
+step "a claim that is never answered fails a push at --retry-deadline"
+# From an attacking helper: a push with --retry-deadline 3s to a stopped origin waited the
+# client's own 60 s at its claim, with no word.
+GATE="$WORK/gate-claim"  # never made
+UPSTREAM="$ORIGIN2" start_proxy p11c 'POST /claims$ hold 1000000'
+fails_at_deadline "push whose claim is never answered" 6000 \
+  "claims: no response within 2000 ms; no answer came, so whether the origin applied it is unknown$" \
+  env BDN_REMOTE="$PROXY_URL" "$BDN" volume push "$WORK/src1" bdn:t/heldclaim --retry-deadline 2s
 
 step "uploads that are never answered fail a push once at --retry-deadline"
 # From an attacker: with writes kept to their own 60 s, a push to a stopped origin waited that

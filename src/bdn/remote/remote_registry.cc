@@ -254,7 +254,8 @@ Result<std::vector<T>> ListOf(http::HttpClient& client, const std::string& what,
 // like a read: the server answers a repeat of an applied write with its first result.
 Result<http::Response> SendWrite(http::HttpClient& client, const RetryPolicy& retry,
                                  RetryBudget* budget, http::Method method, const std::string& path,
-                                 std::string_view body, const std::string& key) {
+                                 std::string_view body, const std::string& key,
+                                 std::optional<std::chrono::milliseconds> deadline = std::nullopt) {
   std::string k = key;
   if (k.empty()) {
     BDN_ASSIGN_OR_RETURN(k, NewIdempotencyKey());
@@ -263,6 +264,7 @@ Result<http::Response> SendWrite(http::HttpClient& client, const RetryPolicy& re
                     .path = path,
                     .body = {reinterpret_cast<const uint8_t*>(body.data()), body.size()},
                     .headers = {{"Idempotency-Key", k}}};
+  req.deadline = deadline;
   return CallWithRetries(client, req, retry, budget);
 }
 
@@ -446,8 +448,14 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
   // once: from an attacker, that rerun was refused "push in progress … expires in 30 s". A record
   // whose claim was never made costs nothing: its key claims afresh.
   if (journal_) journal_->Record(client_->base_url(), key, claim_key);
-  auto sent =
-      SendWrite(*client_, retry_, budget_.get(), http::Method::kPost, path, body, claim_key);
+  // Under a push's budget, the claim waits for its answer no longer than --retry-deadline (at
+  // least 1 s): it comes first, before anything was sent (from an attacker: a push with
+  // --retry-deadline 3s to a stopped origin waited 60 s with no word). Its outcome is then
+  // unknown, and the journal lets the next push take it over.
+  std::optional<std::chrono::milliseconds> deadline;
+  if (budget_) deadline = std::max(budget_->deadline(), std::chrono::milliseconds(1000));
+  auto sent = SendWrite(*client_, retry_, budget_.get(), http::Method::kPost, path, body, claim_key,
+                        deadline);
   if (!sent) {
     // A refusal is an answer: no claim was made with the key. Without one it may have been.
     const StatusCode code = sent.error().code();
