@@ -89,7 +89,13 @@ mount -t tmpfs -o size=1m tmpfs "$WORK/st"
 run_fails 8 "bdn: error: mountpoint $WORK/st: covered by the tmpfs mount at $WORK/st, made over it later; unmount that one first" \
   "$BDN" volume umount "$WORK/st"
 umount "$WORK/st"
+# A bdn mount bound over itself: one umount removes the bind and says the mount is still there
+# (from attacking helper 119: it said only "unmounted", and mounts ls showed it serving).
+mount --bind "$WORK/st" "$WORK/st"
+assert_eq "unmounted $WORK/st; the bdn mount of $rb made there before it is still mounted (bdn volume umount $WORK/st again)" \
+  "$("$BDN" volume umount "$WORK/st")" "umount of a bdn mount bound over itself"
 "$BDN" volume umount "$WORK/st" >/dev/null
+assert_eq "" "$(awk -v p="$WORK/st" '$5 == p' /proc/self/mountinfo)" "mounts left at $WORK/st"
 umount "$WORK/cov/p"
 "$BDN" volume umount "$WORK/cov/p/b" >/dev/null
 umount "$WORK/mv/y"

@@ -1675,12 +1675,27 @@ Status Umount(Context& ctx, const std::string& mountpoint) {
   BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(mountpoint));
   const fs::path mp = NormalMountpoint(mountpoint);
   BDN_RETURN_IF_ERROR(Unmount(mp));
+  // A bdn mount still there (one bound over itself, or two made at one path) is said, not hidden
+  // behind "unmounted" (from an attacker: `mount --bind m m`, then umount said "unmounted" and
+  // mounts ls still showed m serving).
+  std::string still;
+  if (auto after = InspectMountpoint(mp);
+      after && after->kind != MountpointState::Kind::kNone && after->type == "fuse.bdn") {
+    still = after->source;
+  }
   if (ctx.json) {
     json out = {{"unmounted", true}};
     PutLocalPath(out, "mountpoint", mp.string());
+    if (!still.empty()) out["still_mounted"] = still;
     PrintJson(out);
   } else {
-    std::cout << "unmounted " << EscapeName(mp.string()) << "\n";
+    std::cout << "unmounted " << EscapeName(mp.string());
+    if (!still.empty()) {
+      std::cout << "; the bdn mount of " << EscapeName(still)
+                << " made there before it is still mounted (bdn volume umount "
+                << EscapeName(mp.string()) << " again)";
+    }
+    std::cout << "\n";
   }
   return Status::Ok();
 }
