@@ -27,6 +27,7 @@ ProgressReporter::ProgressReporter(std::string label, const TransferCounters& co
       tty_(::isatty(STDERR_FILENO) == 1),
       start_(Clock::Real()->SteadyNow()),
       last_change_(start_),
+      pass_start_(start_),
       thread_([this] { Run(); }) {}
 
 ProgressReporter::~ProgressReporter() {
@@ -49,9 +50,11 @@ std::string ProgressReporter::Line(double elapsed_s) const {
   const SteadyTime now = Clock::Real()->SteadyNow();
   const double idle_s = std::chrono::duration<double>(now - last_change_).count();
   double step_s = 0;
-  if (step_ != nullptr) {
-    step_s = std::chrono::duration<double>(now - step_began_).count();
-    if (transfer_end_) elapsed_s = std::chrono::duration<double>(*transfer_end_ - start_).count();
+  if (step_ != nullptr) step_s = std::chrono::duration<double>(now - step_began_).count();
+  // The rate of this pass of bytes (a push storing what went missing makes a second one, from
+  // zero: from an attacker, its rate and ETA were spread over the whole push), up to its end.
+  if (transfer_end_ || pass_start_ != start_) {
+    elapsed_s = std::chrono::duration<double>(transfer_end_.value_or(now) - pass_start_).count();
   }
   return ProgressLine(label_, counters_, elapsed_s,
                       tty_ ? ProgressStyle::kBar : ProgressStyle::kPlain,
@@ -66,6 +69,7 @@ void ProgressReporter::SeeStep(SteadyTime now) {
   step_told_ = false;
   if (step == nullptr) {
     transfer_end_.reset();  // bytes move again (a push storing what went missing)
+    pass_start_ = now;
   } else if (!transfer_end_) {
     transfer_end_ = now;
   }

@@ -72,6 +72,7 @@ class ProgressReporter {
   SteadyTime step_began_ GUARDED_BY(mu_);
   bool step_told_ GUARDED_BY(mu_) = false;  // a plain line was drawn for it
   std::optional<SteadyTime> transfer_end_ GUARDED_BY(mu_);
+  SteadyTime pass_start_ GUARDED_BY(mu_);  // when the bytes of this pass began to move
   std::thread thread_;
 };
 

@@ -1163,7 +1163,9 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   copts.token = TokenFromEnvironment();
   if (Status s = http::CheckBearerToken(copts.token); !s.ok()) return s.WithPrefix("BDN_TOKEN");
   copts.label = "origin";
-  BDN_ASSIGN_OR_RETURN(std::shared_ptr<http::HttpClient> client, http::HttpClient::Create(copts));
+  auto created = http::HttpClient::Create(copts);
+  if (!created) return created.error().WithPrefix("--upstream");
+  std::shared_ptr<http::HttpClient> client = std::move(*created);
   // Callers see "origin <upstream>: connection refused", not the cluster's internal address.
   http::HideServerAddress(client->base_url(), "<upstream>");
   // Behind a breaker: an upstream that hangs costs one fetch's stall, after which the node answers

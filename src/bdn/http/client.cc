@@ -73,8 +73,9 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
 
 // What a request's progress callback checks: the client's Shutdown, the request's own
 // should_abort, and, with `stall`, whether no byte has moved for that long, and with `min_rate`
-// (bytes per second, above 1) whether fewer than min_rate x stall bytes moved in a window of
-// `stall` (consecutive windows, so a drip is noticed between stall and twice it). libcurl's
+// (bytes per second, above 1) whether the answer moved, but fewer than min_rate x stall bytes
+// moved in a window of `stall` (consecutive windows, so a drip is noticed between stall and
+// twice it). libcurl's
 // low-speed limit noticed a stall only once its speed, an average over ~5 s, fell (from an
 // attacker: a 1 s stall of a cache node was noticed after 7 s, past the read's deadline): the
 // byte counts are compared here on each call, about once a second while nothing moves.
@@ -85,9 +86,11 @@ struct AbortCheck {
   uint64_t min_rate = 1;
   curl_off_t moved = -1;  // download and upload bytes at the last call
   std::chrono::steady_clock::time_point moved_at = std::chrono::steady_clock::now();
-  curl_off_t window_bytes = 0;  // bytes moved when the current window began, and when it began
+  curl_off_t window_bytes = 0;       // bytes moved when the current window began, and when it began
+  curl_off_t window_downloaded = 0;  // of them, the answer's
   std::chrono::steady_clock::time_point window_at = std::chrono::steady_clock::now();
-  bool stalled = false;  // aborted for the stall
+  bool stalled = false;   // aborted for the stall
+  bool too_slow = false;  // and bytes moved, below min_rate
 };
 
 int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t ulnow) {
@@ -96,22 +99,26 @@ int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t 
   if (check->stall) {
     const auto now = std::chrono::steady_clock::now();
     const curl_off_t moved = dlnow + ulnow;
+    if (check->min_rate > 1 && now - check->window_at >= *check->stall) {
+      const double want = static_cast<double>(check->min_rate) *
+                          std::chrono::duration<double>(*check->stall).count();
+      // Only an answer that moves counts as a drip: a request sent and not yet answered waits.
+      if (dlnow > check->window_downloaded &&
+          static_cast<double>(moved - check->window_bytes) < want) {
+        check->stalled = true;
+        check->too_slow = true;
+        return 1;
+      }
+      check->window_bytes = moved;
+      check->window_downloaded = dlnow;
+      check->window_at = now;
+    }
     if (moved != check->moved) {
       check->moved = moved;
       check->moved_at = now;
     } else if (now - check->moved_at >= *check->stall) {
       check->stalled = true;
       return 1;
-    }
-    if (check->min_rate > 1 && now - check->window_at >= *check->stall) {
-      const double want = static_cast<double>(check->min_rate) *
-                          std::chrono::duration<double>(*check->stall).count();
-      if (static_cast<double>(moved - check->window_bytes) < want) {
-        check->stalled = true;
-        return 1;
-      }
-      check->window_bytes = moved;
-      check->window_at = now;
     }
   }
   if (!*check->should_abort) return 0;
@@ -300,8 +307,17 @@ std::string ShownUrl(std::string_view url) {
     const size_t at = out.rfind('@', path == std::string::npos ? std::string::npos : path);
     if (at != std::string::npos && at > start + 3) out.replace(start + 3, at - start - 3, "***");
   }
+  // A query or fragment may hold a credential too (a presigned signature, "?token=").
+  if (const size_t q = out.find_first_of("?#"); q != std::string::npos) {
+    out = out.substr(0, q + 1) + "***";
+  }
   if (out.size() > 200) out = out.substr(0, 200) + "...";
   return out;
+}
+
+bool IsTooSlow(const Status& s) {
+  return s.code() == StatusCode::kDeadlineExceeded &&
+         s.message().find(": stalled: slower than ") != std::string::npos;
 }
 
 bool FailedBeforeSending(const Status& s) {
@@ -605,9 +621,10 @@ Result<Response> HttpClient::Send(const Request& req) {
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK && abort_check.stalled) {
     curl_easy_cleanup(h);
-    return Err(DeadlineExceededError(Name() + ": " + std::string(MethodName(req.method)) + " " +
-                                     ShownPath(req) + ": stalled: " + StallRate(req) + " for " +
-                                     std::to_string(req.stall_timeout->count()) + " ms"));
+    return Err(DeadlineExceededError(
+        Name() + ": " + std::string(MethodName(req.method)) + " " + ShownPath(req) +
+        ": stalled: " + (abort_check.too_slow ? StallRate(req) : std::string("no bytes")) +
+        " for " + std::to_string(req.stall_timeout->count()) + " ms"));
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK) {
     curl_easy_cleanup(h);

@@ -46,9 +46,10 @@ struct Request {
   // With stall_timeout: the rate below which the transfer counts as stalled, in bytes per
   // second. Above 1, a transfer that moves fewer than this times stall_timeout bytes in a
   // window of stall_timeout (consecutive windows from the request's start: a drip is noticed
-  // between stall_timeout and twice it; no byte at all, as without a rate) fails with
-  // DeadlineExceeded "...: stalled: slower than 16.00 KiB/s for N ms": a server that drips its
-  // body never holds the request for its whole deadline.
+  // between stall_timeout and twice it) fails with DeadlineExceeded "...: stalled: slower than
+  // 16.00 KiB/s for N ms" (IsTooSlow): a server that drips its body never holds the request for
+  // its whole deadline. No byte at all for stall_timeout is "stalled: no bytes", as without a
+  // rate.
   uint64_t stall_bytes_per_second = 1;
   // Overrides ClientOptions::max_response_bytes for this request (a listing page's bound).
   std::optional<uint64_t> max_response_bytes;
@@ -157,10 +158,16 @@ using ::bdn::kShuttingDown;
 // never appear in it.
 Status CheckBearerToken(std::string_view token);
 
-// A URL as an error shows it: what lies between "://" and an "@" before the path (credentials)
-// as "***", and its first 200 bytes then "..." (from an attacker: a password in a URL was repeated
-// whole, and a 70,000-byte host printed whole).
+// A URL as an error shows it: what lies between "://" and an "@" before the path (credentials),
+// and what follows a "?" or "#", as "***", and its first 200 bytes then "..." (from attackers: a
+// password or a presigned signature in a URL was repeated whole, and a 70,000-byte host printed
+// whole).
 std::string ShownUrl(std::string_view url);
+
+// Whether `s` is Send's DeadlineExceeded for a transfer that moved bytes, but fewer than its
+// stall_bytes_per_second ("...: stalled: slower than 1.00 KiB/s for N ms"), as opposed to one
+// that moved none ("stalled: no bytes"): a server that drips, not one that waits.
+bool IsTooSlow(const Status& s);
 
 // Whether `s`, a transport error of HttpClient::Send (or one that carries its message), came
 // before the request was sent: connection refused, cannot connect, cannot resolve host, connect

@@ -153,6 +153,9 @@ TEST(HttpClient, TheSchemeIsLowerCasedAndAHostIsAnAddressOrAName) {
   ASSERT_FALSE(long_host.has_value());
   EXPECT_EQ(long_host.error().message(),
             "url \"http://" + std::string(193, 'a') + "...\": host of 70000 bytes, at most 253");
+  // A query may hold a credential too (from attacking helper 120: a presigned signature).
+  EXPECT_EQ(ShownUrl("http://h:1/p?X-Amz-Signature=SECRETSIG"), "http://h:1/p?***");
+  EXPECT_EQ(ShownUrl("http://u:pw@h:1#frag"), "http://***@h:1#***");
   // Credentials are refused without being repeated.
   auto secret = HttpClient::Create({.base_url = "http://u:SEKRET@h:80/p"});
   ASSERT_FALSE(secret.has_value());

@@ -114,7 +114,7 @@ ClusterOptions ClusterOptions::ForReadTimeout(std::chrono::milliseconds read_tim
   co.node_deadline = std::clamp(read_timeout / 5, milliseconds(1000), co.node_deadline);
   co.node_budget =
       std::max(read_timeout / 2 - co.node_deadline - milliseconds(1000), milliseconds(1));
-  co.slow_node_patience = std::min(co.slow_node_patience, co.node_budget / 2);
+  co.slow_node_patience = std::min(co.slow_node_patience, co.node_budget);
   co.node_batch_deadline = std::max(co.node_budget / 2, co.node_deadline);
   return co;
 }
@@ -243,8 +243,12 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
     case StatusCode::kFailedPrecondition:
       return Verdict::kRefused;
     case StatusCode::kDeadlineExceeded:
-      // Busy (its fetch from the origin under way) or hung: only a hung node is bypassed.
-      if (options_.clock->SteadyNow() < give_up && Alive(n)) return Verdict::kRetry;
+      // Busy (its fetch from the origin under way) or hung: only a hung node is bypassed. One
+      // that sends, but below the floor, is neither: it drips (from an attacker: waited for, it
+      // held each read for the nodes' whole budget, and its chunks went to the origin).
+      if (!http::IsTooSlow(error) && options_.clock->SteadyNow() < give_up && Alive(n)) {
+        return Verdict::kRetry;
+      }
       break;
     default:
       break;

@@ -42,10 +42,13 @@ struct ClusterOptions {
   // to its deadline: EIO; at half of --read-timeout it outlasted the budget, and the next node
   // was never asked).
   std::chrono::milliseconds node_batch_deadline{0};
-  // A node's batch that moves fewer bytes per second than this over node_deadline counts as
-  // stalled, as one that sends nothing does (from an attacker: a node dripping its answer was
-  // given up only at node_batch_deadline). A node in the cluster moves tens of MiB/s.
-  uint64_t node_min_bytes_per_second = 64 * 1024;
+  // A node's batch that moves some bytes, but fewer per second than this over node_deadline,
+  // drips: the node is skipped for the next by weight at once, not waited for as a node that
+  // sends nothing while its fetch from the origin is under way is (from an attacker: a node
+  // dripping 128 B/s held each read for the nodes' whole budget). Low, so that an honest node
+  // whose origin link is slow is never taken for one (from an attacker: at 64 KiB/s, three nodes
+  // behind a 120 KiB/s origin link were bypassed and the origin sent the file 2.2 times).
+  uint64_t node_min_bytes_per_second = 1024;
   // An unhealthy node is left alone this long, then re-probed with GET /healthz; twice as long
   // after each further failure without a read that succeeded in between (up to 64x).
   std::chrono::milliseconds probe_interval{5000};
@@ -67,12 +70,12 @@ struct ClusterOptions {
   // (with the default 60 s, a node that answered /healthz but never the read made every read
   // fail with EIO at the mount's 55 s). node_deadline is a fifth of it, 1 to 3 s (from an
   // attacker: with --read-timeout 5s one stall of 3 s outlasted the node's 2.5 s); node_budget is
-  // the half less the attempt that may be under way when it ends (node_deadline and 1 s);
-  // slow_node_patience and node_batch_deadline are half the budget each (node_deadline at least
-  // for the batch), so that one node, slow or dripping (node_min_bytes_per_second), is given up
-  // with time left to ask the next node by weight (from an attacker: with the whole budget for
-  // the first node, a node that dripped or stalled held each read and its chunks went to the
-  // origin, never to the good node beside it). 55 s gives 3 s, 23.5 s, 11.75 s and 11.75 s.
+  // the half less the attempt that may be under way when it ends (node_deadline and 1 s), and
+  // the patience with a node that is slow but alive (its fetch from the origin under way: asking
+  // another node would fetch the chunks from the origin again); node_batch_deadline is half the
+  // budget (node_deadline at least), and a dripping node (node_min_bytes_per_second) is skipped
+  // at once, so the next node by weight is still asked in time. 55 s gives 3 s, 23.5 s, 23.5 s
+  // and 11.75 s.
   static ClusterOptions ForReadTimeout(std::chrono::milliseconds read_timeout);
 };
 
