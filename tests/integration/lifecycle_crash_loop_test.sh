@@ -177,8 +177,8 @@ expire_rm() {
   quiet env BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:crash/$1@$2"
   check_model "{\"op\":\"rm\",\"volume\":\"$1\",\"digest\":\"$2\",\"expire\":true}" --no-verify
 }
-push_new() {  # push_new VOL DIR: pushes, not killed
-  quiet "$BDN" volume push "$2" "bdn:crash/$1"
+push_new() {  # push_new VOL DIR [PUSH_ARGS...]: pushes, not killed
+  quiet "$BDN" volume push "$2" "bdn:crash/$1" "${@:3}"
   check_model "{\"op\":\"push\",\"volume\":\"$1\",\"tags\":[]}" --no-verify
 }
 ensure_live() {  # ensure_live VOL: at least one live version
@@ -211,7 +211,9 @@ prepare_repack() {
   random_file "$mix/big.bin" 1500000 $((SEED + TREES))
   random_file "$mix/keep.bin" 200000 $((SEED + TREES + 500000))
   cp "$mix/keep.bin" "$keep/"
-  push_new a "$mix"; d=$NEW_DIGEST
+  # One hashing thread, so that the two files share a pack (a fresh-clone CI run, loaded, put
+  # them in packs of their own: "no pack to repack after the mixed version expired").
+  push_new a "$mix" --jobs 1; d=$NEW_DIGEST
   push_new b "$keep"
   expire_rm a "$d"
 }
