@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
     // "--" counts, so that a script reading stdout gets {"error": ...} for a syntax error too.
     std::string message = e.what();
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr ||
-        dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+        dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+        bdn::app::WordsAfterDashDash(argc, argv)) {
       if (std::string problem = bdn::app::ParseProblem(app, argc, argv); !problem.empty()) {
         message = problem;
       }
@@ -129,6 +130,16 @@ int main(int argc, char** argv) {
     return rc;
   }
   g_json = json;
+  // CLI11 parsed the words after a "--" that the command had no room for as the options of the
+  // command above (from an attacker: `volume versions REF -- --home X` used the store X).
+  if (bdn::app::WordsAfterDashDash(argc, argv)) {
+    if (std::string problem = bdn::app::ParseProblem(app, argc, argv); !problem.empty()) {
+      const int rc = Fail(bdn::InvalidArgumentError(
+          bdn::app::CutLongWords(bdn::app::WithoutSecrets(problem, argc, argv), 1024)));
+      if (!json) std::fprintf(stderr, "Run with --help for more information.\n");
+      return rc;
+    }
+  }
   // Does not return where it re-executes; the new process parses the same argv again.
   if (inv.huge_page_heap) bdn::ReexecWithHugePageHeap(argv);
   try {

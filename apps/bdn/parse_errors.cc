@@ -126,10 +126,17 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
     }
     return nullptr;
   };
+  // After a "--" every word is an argument of the command, never an option or a command (from an
+  // attacker: CLI11 hands the words after a "--" that its command has no room for to the command
+  // above, which took `volume versions REF -- --home X` as --home X).
+  bool arguments_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--") return "";
-    if (arg.starts_with("-") && arg != "-") {
+    if (arg == "--" && !arguments_only) {
+      arguments_only = true;
+      continue;
+    }
+    if (!arguments_only && arg.starts_with("-") && arg != "-") {
       // An option: a value of its own follows unless it is a flag or written as --name=value; a
       // cluster of short ones ("-ry") is flags but for the first that takes a value, which takes
       // the rest of the word ("-fx.yaml") or else the next word.
@@ -165,11 +172,15 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
       }
       continue;
     }
-    if (CLI::App* sub = SubcommandOf(*at, arg); sub != nullptr) {
+    if (CLI::App* sub = arguments_only ? nullptr : SubcommandOf(*at, arg); sub != nullptr) {
       at = sub;
       path += " " + arg;
       words = 0;
       continue;
+    }
+    if (at->get_require_subcommand_min() > 0 && arguments_only) {
+      return path + ": a command is required before \"--\" (a word after it is an argument: \"" +
+             Shown(arg) + "\")";
     }
     if (at->get_require_subcommand_min() > 0) {
       // From an attacker: `bdn --home volume push` was sent to "bdn volume push".
@@ -203,6 +214,13 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
   }
   if (at->get_require_subcommand_min() == 0) return "";
   return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";
+}
+
+bool WordsAfterDashDash(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") return true;
+  }
+  return false;
 }
 
 void OneValuePerUse(CLI::App& app) {

@@ -16,8 +16,13 @@ namespace bdn::app {
 // \"--tags\" (bdn volume push --help lists them); did you mean \"--tag\"?"; a word after the
 // command's own arguments: "bdn volume tag set takes no argument \"bdn:a/b\" (bdn volume tag set
 // --help lists its options); did you mean \"--volume-ref bdn:a/b\"?" (the hint where the command
-// takes a ref by option). "" when the words show none of these (the parser's message stands).
+// takes a ref by option). After a "--" every word counts as an argument of the command. "" when
+// the words show none of these (the parser's message stands).
 std::string ParseProblem(CLI::App& app, int argc, char** argv);
+
+// Whether a word follows a "--" in argv (main then checks the parse with ParseProblem: CLI11 gives
+// the words after a "--" that a command has no room for to the command above, as options).
+bool WordsAfterDashDash(int argc, char** argv);
 
 // Each repeatable option (--tag, --include, ...) takes one value per use, so that a stray word
 // after it is an error, not a value (from an attacker: `push DIR REF --tag x extra` applied the
