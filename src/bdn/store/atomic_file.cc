@@ -2,13 +2,17 @@
 #include "bdn/store/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <ctime>
+#include <limits>
 #include <random>
+#include <string_view>
 #include <utility>
 
 #include "bdn/base/hex.h"
@@ -23,7 +27,59 @@ std::string RandomHex() {
   return Hex16((uint64_t{random()} << 32) | random());
 }
 
+// Whether `name` is "<final>.<pid>.<n>.<16 hex digits>", a unique temporary name for `final`;
+// its pid in `pid`.
+bool IsUniqueTemporaryOf(std::string_view name, std::string_view final, pid_t& pid) {
+  if (name.size() <= final.size() + 1 || !name.starts_with(final) || name[final.size()] != '.') {
+    return false;
+  }
+  std::string_view rest = name.substr(final.size() + 1);
+  auto digits = [&rest](std::string_view allowed, size_t min, size_t max) -> std::string_view {
+    size_t n = 0;
+    while (n < rest.size() && allowed.find(rest[n]) != std::string_view::npos) ++n;
+    if (n < min || n > max) return {};
+    std::string_view taken = rest.substr(0, n);
+    rest.remove_prefix(n);
+    return taken;
+  };
+  const std::string_view pid_text = digits("0123456789", 1, 10);
+  if (pid_text.empty() || !rest.starts_with('.')) return false;
+  rest.remove_prefix(1);
+  if (digits("0123456789", 1, 20).empty() || !rest.starts_with('.')) return false;
+  rest.remove_prefix(1);
+  if (digits("0123456789abcdef", 16, 16).empty() || !rest.empty()) return false;
+  const long long p = std::stoll(std::string(pid_text));
+  if (p <= 0 || p > std::numeric_limits<pid_t>::max()) return false;
+  pid = static_cast<pid_t>(p);
+  return true;
+}
+
 }  // namespace
+
+size_t RemoveDeadWritersTemporaries(const fs::path& final_path, const fs::path& tmp_dir) {
+  fs::path dir = tmp_dir.empty() ? final_path.parent_path() : tmp_dir;
+  if (dir.empty()) dir = ".";
+  const std::string final = final_path.filename().string();
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return 0;
+  const time_t now = ::time(nullptr);
+  size_t removed = 0;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    pid_t pid = 0;
+    if (!IsUniqueTemporaryOf(name, final, pid)) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+        now - st.st_mtime < kDeadWriterAgeSeconds) {
+      continue;
+    }
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or another user's
+    if (::unlink(it->path().c_str()) == 0) ++removed;
+  }
+  return removed;
+}
 
 Result<AtomicFileWriter> AtomicFileWriter::Create(fs::path final_path, std::string what,
                                                   AtomicWriteOptions options) {
@@ -114,6 +170,9 @@ Result<WriteOutcome> AtomicFileWriter::Commit() {
     }
     return Err(ErrnoError(what_ + ": rename into " + final_path_.string(), err));
   }
+  // From an attacking helper: each `bdn mounts lock` killed mid-write left a temporary beside
+  // the user's config, and they piled up.
+  if (options_.tmp_name.empty()) RemoveDeadWritersTemporaries(final_path_, options_.tmp_dir);
   return WriteOutcome::kWritten;
 }
 

@@ -1,6 +1,7 @@
 // Writing a file whole or not at all: the bytes go to a temporary file that is then renamed into
 // place, so a reader of the final path sees no file or the complete one, and a writer killed
-// midway leaves only a temporary file behind (ccache's util/ atomic file does the same). Every
+// midway leaves only a temporary file behind (ccache's util/ atomic file does the same), which the
+// next write of the same file removes. Every
 // file bdn writes into place goes through here: the origin's admin token, `bdn mounts lock`'s
 // config, the secret key file, the store's index tables, doom and GC claims files.
 #pragma once
@@ -69,6 +70,19 @@ struct AtomicWriteOptions {
 Result<WriteOutcome> WriteFileAtomically(const std::filesystem::path& final_path,
                                          std::span<const uint8_t> data, const std::string& what,
                                          const AtomicWriteOptions& options);
+
+// How long ago a temporary file whose writer is gone must have been last written for
+// RemoveDeadWritersTemporaries to remove it: a writer in another PID namespace, whose pid this
+// process cannot see, has long finished by then.
+inline constexpr long kDeadWriterAgeSeconds = 30;
+
+// Removes from `tmp_dir` (empty: `final_path`'s directory) the temporary files with unique names
+// ("<final file name>.<pid>.<n>.<16 hex digits>") that writers killed before their rename left:
+// regular files of this user whose pid is gone (kill(2) says ESRCH) and that were last written
+// over kDeadWriterAgeSeconds ago. A committed write with a unique name calls it. Best effort:
+// returns how many it removed; errors (an unreadable directory) remove nothing.
+size_t RemoveDeadWritersTemporaries(const std::filesystem::path& final_path,
+                                    const std::filesystem::path& tmp_dir = {});
 
 // The same write piece by piece, for data that is produced as it is written and should not be
 // held whole (an index table): Create makes the temporary file, Append adds bytes, Commit does

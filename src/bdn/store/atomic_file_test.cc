@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -162,6 +165,47 @@ TEST_F(AtomicFileTest, AnAbandonedWriterLeavesNothing) {
   }
   EXPECT_TRUE(TmpIsEmpty());
   EXPECT_FALSE(fs::exists(dir() / "file"));
+}
+
+// From an attacking helper: each `bdn mounts lock` killed mid-write left
+// "config.yaml.<pid>.0.<hex>" beside the config, and they piled up. The next write removes those of
+// writers that are gone.
+TEST_F(AtomicFileTest, TheNextWriteRemovesTheTemporariesOfKilledWriters) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(child, ::waitpid(child, nullptr, 0));  // a pid that is gone
+  const fs::path tmp = dir() / "tmp";
+  auto plant = [&](const std::string& name, int age_seconds) {
+    std::ofstream(tmp / name) << "half";
+    const auto when = fs::file_time_type::clock::now() - std::chrono::seconds(age_seconds);
+    fs::last_write_time(tmp / name, when);
+  };
+  const std::string gone = std::to_string(child);
+  const std::string alive = std::to_string(::getpid());
+  plant("cfg.yaml." + gone + ".0.0123456789abcdef", 120);   // removed
+  plant("cfg.yaml." + gone + ".7.fedcba9876543210", 3600);  // removed
+  plant("cfg.yaml." + gone + ".1.0123456789abcdef", 1);     // too young: kept
+  plant("cfg.yaml." + alive + ".2.0123456789abcdef", 120);  // its writer lives: kept
+  plant("cfg.yaml." + gone + ".3.0123456789ABCDEF", 120);   // not bdn's name: kept
+  plant("cfg.yaml." + gone + ".3.0123456789abcdef.x", 120);
+  plant("other.yaml." + gone + ".0.0123456789abcdef", 120);
+  plant("cfg.yaml", 120);
+  ASSERT_OK(WriteFileAtomically(dir() / "cfg.yaml", AsBytes("new"), "cfg", Options()));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> kept{
+      "cfg.yaml",
+      "cfg.yaml." + gone + ".1.0123456789abcdef",
+      "cfg.yaml." + gone + ".3.0123456789ABCDEF",
+      "cfg.yaml." + gone + ".3.0123456789abcdef.x",
+      "cfg.yaml." + alive + ".2.0123456789abcdef",
+      "other.yaml." + gone + ".0.0123456789abcdef",
+  };
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(left, kept);
+  EXPECT_EQ("new", ReadFile(dir() / "cfg.yaml"));
 }
 
 TEST_F(AtomicFileTest, CommitKeepingOpenNamesTheFileAndKeepsWritingToIt) {
