@@ -163,6 +163,9 @@ assert_eq "$(b3sum --no-names "$WORK/huge/blob")" \
 # claim_records: the push-claim records in BDN_HOME (each with an empty .lock file beside it).
 claim_records() { find "$BDN_HOME/push-claims" -type f ! -name '*.lock'; }
 [ -z "$(claim_records)" ] || fail "released claims left records: $(claim_records)"
+# From attacking helper 120: a lock file was left for every volume ever pushed.
+[ -z "$(find "$BDN_HOME/push-claims" -type f)" ] ||
+  fail "released claims left lock files: $(find "$BDN_HOME/push-claims" -type f)"
 
 step "a push ended by Ctrl-C or SIGTERM releases its claim: a push from another home goes on at once"
 # From new-user helper 103: the claim stayed live for its TTL, and a push from another machine

@@ -53,6 +53,14 @@ unsigned long long StartTimeOf(long pid) {
   }
 }
 
+// Whether the open file `fd` is still the file at `path` (not removed or replaced meanwhile).
+bool StillAtPath(int fd, const std::string& path) {
+  struct stat open {
+  }, there{};
+  return ::fstat(fd, &open) == 0 && ::lstat(path.c_str(), &there) == 0 &&
+         open.st_dev == there.st_dev && open.st_ino == there.st_ino;
+}
+
 }  // namespace
 
 ProcessIdentity SelfIdentity() {
@@ -84,13 +92,21 @@ ClaimJournal::Attempt ClaimJournal::Begin(const std::string& server,
   const std::filesystem::path file = FileOf(server, volume);
   if (CreatePrivateDirectory(dir_, "push claim journal").ok()) {
     const std::string lock = file.string() + ".lock";
-    a.lock = UniqueFd(::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (a.lock.valid()) {
+    // Forget removes a lock file while holding it: a lock taken on a file no longer at the path
+    // is taken again on the one there now (a few tries; then none, as for a lock file that
+    // cannot be opened).
+    for (int tries = 0; tries < 8 && !a.lock.valid(); ++tries) {
+      a.lock = UniqueFd(::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!a.lock.valid()) break;
       int rc;
       do {
         rc = ::flock(a.lock.get(), LOCK_EX);
       } while (rc != 0 && errno == EINTR);
-      if (rc != 0) a.lock = UniqueFd();
+      if (rc != 0) {
+        a.lock = UniqueFd();
+        break;
+      }
+      if (!StillAtPath(a.lock.get(), lock)) a.lock = UniqueFd();
     }
   }
   // Without the lock another push may take the same record over at once: take nothing over.
@@ -135,8 +151,15 @@ void ClaimJournal::Forget(const std::string& server, const std::string& volume,
       !j["pid"].is_number_integer() || j["pid"].get<long>() != static_cast<long>(::getpid())) {
     return;
   }
+  // The lock file goes too when nobody holds it (from an attacking helper: one was left per
+  // volume ever pushed). Begin takes a lock again when its file left the path meanwhile.
+  const std::string lock = file.string() + ".lock";
+  UniqueFd fd(::open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+  const bool locked =
+      fd.valid() && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0 && StillAtPath(fd.get(), lock);
   std::error_code ec;
   std::filesystem::remove(file, ec);
+  if (locked) ::unlink(lock.c_str());
 }
 
 }  // namespace bdn::remote

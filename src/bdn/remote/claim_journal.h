@@ -14,10 +14,11 @@
 // another time); a live holder's key is never reused, so two pushes from one machine still
 // conflict. From reading the record to recording the claim's holder, a push holds an flock on
 // "<record>.lock", so of two pushes that find the same dead holder only the first takes over and
-// the second then finds the first alive. Only regular files are read (opened with O_NONBLOCK
-// and O_NOFOLLOW, at most 4 KiB): a FIFO, a device or a symlink in the directory is no record.
-// The journal is an optimisation: every failure to read or write it falls back to a fresh key
-// (and the TTL wait), never to an error.
+// the second then finds the first alive; Forget removes the lock file with the record, under the
+// lock, and a push whose lock is then on a file no longer at the path locks the new one. Only
+// regular files are read (opened with O_NONBLOCK and O_NOFOLLOW, at most 4 KiB): a FIFO, a device
+// or a symlink in the directory is no record. The journal is an optimisation: every failure to read
+// or write it falls back to a fresh key (and the TTL wait), never to an error.
 #pragma once
 
 #include <filesystem>

@@ -131,6 +131,59 @@ TEST(ClaimJournal, ForgetRemovesOnlyThisProcesssOwnRecord) {
             1);  // no temporary file left behind
 }
 
+// From an attacking helper: push-claims/ kept a lock file for every volume ever pushed.
+TEST(ClaimJournal, AFinishedPushLeavesNoFileBehind) {
+  testutil::TempDir dir;
+  ClaimJournal journal(dir.path() / "push-claims");
+  for (const std::string volume : {"w/a", "w/b", "w/c"}) {
+    std::optional<ClaimJournal::Attempt> a = journal.Begin(kServer, volume);
+    ASSERT_TRUE(a->lock.valid());
+    journal.Record(kServer, volume, a->key);
+    const std::string key = a->key;
+    a.reset();
+    journal.Forget(kServer, volume, key);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path() / "push-claims"));
+  // While another attempt holds the lock, the lock file stays (the record goes).
+  ClaimJournal::Attempt held = journal.Begin(kServer, "w/a");
+  journal.Record(kServer, "w/a", "k");
+  journal.Forget(kServer, "w/a", "k");
+  EXPECT_FALSE(std::filesystem::exists(journal.FileOf(kServer, "w/a")));
+  EXPECT_TRUE(std::filesystem::exists(journal.FileOf(kServer, "w/a").string() + ".lock"));
+}
+
+// An attempt that waited on a lock file removed meanwhile (by Forget, under the lock) locks the
+// file at the path now, so that two attempts never hold "the" lock at once.
+TEST(ClaimJournal, AnAttemptWhoseLockFileWasRemovedLocksTheNewOne) {
+  testutil::TempDir dir;
+  ClaimJournal journal(dir.path() / "push-claims");
+  const std::string lock = journal.FileOf(kServer, "w/model").string() + ".lock";
+  std::optional<ClaimJournal::Attempt> first = journal.Begin(kServer, "w/model");
+  ASSERT_TRUE(first->lock.valid());
+  ClaimJournal::Attempt second;
+  std::thread t([&] { second = journal.Begin(kServer, "w/model"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(::unlink(lock.c_str()), 0);  // as Forget does, holding the lock
+  first.reset();
+  t.join();
+  ASSERT_TRUE(second.lock.valid());
+  struct stat held {
+  }, there{};
+  ASSERT_EQ(::fstat(second.lock.get(), &held), 0);
+  ASSERT_EQ(::stat(lock.c_str(), &there), 0);
+  EXPECT_EQ(held.st_ino, there.st_ino);
+  // A third attempt now waits for the second: they hold one lock.
+  std::atomic<bool> third_done{false};
+  std::thread t3([&] {
+    ClaimJournal::Attempt third = journal.Begin(kServer, "w/model");
+    third_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(third_done);
+  second = ClaimJournal::Attempt();
+  t3.join();
+}
+
 TEST(ClaimJournal, AnUnwritableDirectoryFallsBackToFreshKeys) {
   testutil::TempDir dir;
   std::ofstream(dir.path() / "file") << "in the way";
