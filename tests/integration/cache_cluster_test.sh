@@ -66,6 +66,15 @@ echo "cache node hits: $hits"
 [ "$(metric "$C2" bdn_cache_hits_total)" -gt 0 ] || fail "cache node 2 served no hits"
 [ "$hits" -gt 100 ] || fail "the cache nodes counted $hits hits for the second mount's reads"
 "$BDN" volume umount "$WORK/mnt1" >/dev/null; "$BDN" volume umount "$WORK/mnt2" >/dev/null
+# From attacking helper 119: a list of commas mounted with no node and no word, and
+# BDN_CLUSTER_CACHE's errors named --cluster-cache.
+run_fails 2 'bdn: error: --cluster-cache ",,,": names no cache node (URLs separated by commas)' \
+  "$BDN" volume mount "$ref" "$WORK/mnt1" --cluster-cache ",,," --cache-dir "$WORK/nc1"
+run_fails 2 'bdn: error: BDN_CLUSTER_CACHE " , ": names no cache node (URLs separated by commas)' \
+  env BDN_CLUSTER_CACHE=" , " "$BDN" volume mount "$ref" "$WORK/mnt1" --cache-dir "$WORK/nc1"
+run_fails 2 'bdn: error: BDN_CLUSTER_CACHE: url "ftp://node": must start with http:// or https://' \
+  env BDN_CLUSTER_CACHE="ftp://node" "$BDN" volume mount "$ref" "$WORK/mnt1" --cache-dir "$WORK/nc1"
+mountpoint -q "$WORK/mnt1" && fail "a refused node list mounted"
 
 step "a chunk corrupted on a cache node's disk is never served"
 # Every whole record in the nodes' region files gets its first payload byte flipped (found by

@@ -1315,12 +1315,23 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
   *end_requests = [origin_client] { origin_client->Shutdown(); };
   std::shared_ptr<ChunkStore> origin = ReadStore(ctx, pinned);
   std::vector<std::string> lists = args.cluster_cache;
+  // Errors name where the list came from (from an attacking helper: BDN_CLUSTER_CACHE's were
+  // blamed on --cluster-cache, which was not given).
+  std::string source = "--cluster-cache";
   if (const char* env = std::getenv("BDN_CLUSTER_CACHE"); lists.empty() && env && *env) {
     lists.push_back(env);
+    source = "BDN_CLUSTER_CACHE";
   }
   std::vector<std::string> urls;
   for (const std::string& list : lists) {
-    for (std::string& url : remote::ParseNodeList(list)) urls.push_back(std::move(url));
+    std::vector<std::string> listed = remote::ParseNodeList(list);
+    // A list of commas and blanks names no node (from an attacking helper: ",,," mounted
+    // without a cache node and without a word); an empty one is no list.
+    if (listed.empty() && list.find_first_not_of(" \t") != std::string::npos) {
+      return Err(InvalidArgumentError(source + " \"" + EscapeName(list) +
+                                      "\": names no cache node (URLs separated by commas)"));
+    }
+    for (std::string& url : listed) urls.push_back(std::move(url));
   }
   std::shared_ptr<ChunkStore> cluster;
   // Nodes started with --peers name the whole cluster: reading from all of them by rendezvous
@@ -1340,7 +1351,7 @@ Result<std::shared_ptr<ChunkStore>> MountStore(const Context& ctx, const PinnedR
     co.token = ctx.token;
     co.read_version = pinned.ToString();
     auto c = remote::ClusterChunkStore::Create(urls, origin, co);
-    if (!c) return Err(c.error().WithPrefix("--cluster-cache"));
+    if (!c) return Err(c.error().WithPrefix(source));
     std::shared_ptr<remote::ClusterChunkStore> nodes = std::move(*c);
     *end_requests = [origin_client, nodes] {
       nodes->ShutdownNodeClients();
