@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -81,6 +82,10 @@ std::shared_ptr<spdlog::logger> MakeLogger(spdlog::sink_ptr sink, Level level) {
   return logger;
 }
 
+// Whether the log goes to stderr (not to a file), and whether stderr ends in a partial line.
+std::atomic<bool> g_to_stderr{true};
+std::atomic<bool> g_partial_line{false};
+
 Mutex g_mu;
 // The process's logger; read and replaced under g_mu.
 std::shared_ptr<spdlog::logger>& Logger() REQUIRES(g_mu) {
@@ -117,8 +122,11 @@ Status Init(Level level, const std::filesystem::path& file) {
   auto logger = MakeLogger(std::move(sink), level);
   MutexLock lock(g_mu);
   Logger() = std::move(logger);
+  g_to_stderr = file.empty();
   return Status::Ok();
 }
+
+void SetStderrPartialLine(bool partial) { g_partial_line = partial; }
 
 bool Enabled(Level level) { return Current()->should_log(ToSpdlog(level)); }
 
@@ -126,7 +134,17 @@ void Write(Level level, std::string_view message) {
   auto logger = Current();
   const auto l = ToSpdlog(level);
   if (!logger->should_log(l)) return;
-  logger->log(l, "{}", EscapeName(message, Backslashes::kKeep));
+  const std::string line = EscapeName(message, Backslashes::kKeep);
+  if (g_partial_line && g_to_stderr) {
+    // stderr's own lock (recursive: the sink's fwrite takes it again) keeps the bar from being
+    // drawn between the erase and the line.
+    ::flockfile(stderr);
+    std::fputs("\r\033[K", stderr);
+    logger->log(l, "{}", line);
+    ::funlockfile(stderr);
+    return;
+  }
+  logger->log(l, "{}", line);
 }
 
 RateLimiter::RateLimiter(int burst, std::chrono::milliseconds interval,

@@ -33,6 +33,13 @@ Result<Level> ParseLevel(std::string_view text);
 // is stderr at kInfo. Errors: OpenLogFile's, nothing changed then. Thread-safe.
 Status Init(Level level, const std::filesystem::path& file = {});
 
+// Whether stderr now ends in a line not yet ended (a progress bar drawn with "\r" on a terminal).
+// While it does, a log line written to stderr first clears it ("\r" and an erase to the end of
+// the line), so that the two never share a line (from an attacker: a push's "storing what is
+// missing again" warning was glued to its bar); the bar is drawn again at its next tick.
+// Thread-safe.
+void SetStderrPartialLine(bool partial);
+
 // Whether a line of `level` is written now (to skip building a message that would be dropped).
 bool Enabled(Level level);
 

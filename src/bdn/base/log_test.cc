@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -117,6 +119,30 @@ TEST(Log, TheLineAfterOneCutShortStartsOnItsOwnLine) {
 }
 
 // A FIFO at the path is refused with a message, never opened to block or to feed a reader.
+// From an attacker: a push's warning was written after its progress bar, on the bar's line.
+TEST(Log, ALineToStderrFirstClearsAPartialLineThere) {
+  testutil::TempDir dir;
+  const auto file = dir.path() / "stderr";
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  ASSERT_GE(saved, 0);
+  ASSERT_NE(std::freopen(file.c_str(), "w", stderr), nullptr);
+  ASSERT_TRUE(Init(Level::kInfo).ok());
+  std::fputs("\rpush [###---] 1 B/2 B", stderr);
+  SetStderrPartialLine(true);
+  Warn("storing what is missing again");
+  SetStderrPartialLine(false);
+  Warn("after the bar");
+  std::fflush(stderr);
+  ASSERT_EQ(::dup2(saved, STDERR_FILENO), STDERR_FILENO);
+  ::close(saved);
+  const std::string text = ReadAll(file);
+  const std::regex want(
+      "\rpush \\[###---\\] 1 B/2 B\r\x1b\\[K[-0-9T:.Z]+ warning storing what is missing again\n"
+      "[-0-9T:.Z]+ warning after the bar\n");
+  EXPECT_TRUE(std::regex_match(text, want)) << text;
+}
+
 TEST(Log, InitRefusesAFifo) {
   testutil::TempDir dir;
   const auto fifo = dir.path() / "f.log";

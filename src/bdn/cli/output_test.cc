@@ -117,6 +117,24 @@ TEST(ProgressLine, AStepAfterTheTransferIsNamedWithItsTime) {
             "push 1000 B/1000 B  500 B/s  files 2/2");
 }
 
+// From an attacker: with every byte read and the last chunks still uploading, the line said
+// "100%  files 3/4" and nothing else.
+TEST(ProgressLine, EveryByteDoneAndFilesLeftSaysTheyAreBeingFinished) {
+  TransferCounters c;
+  c.bytes_total = 1000;
+  c.bytes_done = 1000;
+  c.files_total = 4;
+  c.files_done = 3;
+  EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain, "", 6),
+            "push 1000 B/1000 B  500 B/s  files 3/4  finishing 1 file");
+  c.files_done = 1;
+  EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain, ""),
+            "push 1000 B/1000 B  500 B/s  files 1/4  finishing 3 files");
+  c.step = "committing";  // a step says more
+  EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain, "", 6, 3),
+            "push 1000 B/1000 B  500 B/s  files 1/4  committing (3s)");
+}
+
 TEST(ProgressLine, NoByteDoneForFiveSecondsHasNoEta) {
   TransferCounters c;
   c.bytes_total = 4 << 20;

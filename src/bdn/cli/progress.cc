@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/log.h"
 #include "bdn/base/units.h"
 
 namespace bdn::cli {
@@ -44,6 +45,7 @@ ProgressReporter::~ProgressReporter() {
     double s = std::chrono::duration<double>(Clock::Real()->SteadyNow() - start_).count();
     std::fprintf(stderr, "\r%s\033[K\n", Line(s).c_str());
   }
+  if (tty_) log::SetStderrPartialLine(false);
 }
 
 std::string ProgressReporter::Line(double elapsed_s) const {
@@ -91,14 +93,21 @@ std::string ProgressLine(const std::string& label, const TransferCounters& count
     out += "[" + std::string(static_cast<size_t>(fill), '#') +
            std::string(static_cast<size_t>(kWidth - fill), '-') + "] ";
   }
+  const uint64_t files_done = counters.files_done.load();
+  const uint64_t files_total = counters.files_total.load();
   out += FormatBytes(done) + "/" + FormatBytes(total) + "  " +
-         FormatBytes(static_cast<uint64_t>(rate)) + "/s  files " +
-         std::to_string(counters.files_done.load()) + "/" +
-         std::to_string(counters.files_total.load());
+         FormatBytes(static_cast<uint64_t>(rate)) + "/s  files " + std::to_string(files_done) +
+         "/" + std::to_string(files_total);
   if (!note.empty()) {
     out += "  " + note;
   } else if (const char* step = counters.step.load(); step != nullptr) {
     out += std::string("  ") + step + " (" + std::to_string(static_cast<int64_t>(step_s)) + "s)";
+  } else if (total > 0 && done >= total && files_done < files_total) {
+    // Every byte read, some files not yet stored (a push's last chunks still uploading, a pull's
+    // last files being written): from an attacker, "100%  files 3/4" said nothing of what went
+    // on.
+    const uint64_t left = files_total - files_done;
+    out += "  finishing " + std::to_string(left) + (left == 1 ? " file" : " files");
   } else if (total > done && idle_s >= 5) {
     // From a user: an ETA from the average rate went on counting down while nothing moved. Not
     // "stalled" either: a pull counts a batch's bytes once all of it is in (from an attacker: a
@@ -132,6 +141,7 @@ void ProgressReporter::Run() {
     if (stepped) step_told_ = true;
     if (tty_) {
       std::fprintf(stderr, "\r%s\033[K", Line(s).c_str());
+      log::SetStderrPartialLine(true);
     } else {
       bool retrying = note_ && !note_().empty();
       if (now - last_plain < plain_interval_ && !stepped &&

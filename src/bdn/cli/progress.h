@@ -27,7 +27,8 @@ enum class ProgressStyle { kBar, kPlain };
 // One progress line for `counters` after `elapsed_s` seconds: "<label> [####----] DONE/TOTAL
 // RATE/s  files F/FT" (the 24-character bar only with kBar; sizes as FormatBytes), then two
 // blanks and `note` when it is not empty, else, while the operation is in a step after its
-// transfer (TransferCounters::step), "  committing (12s)" (`step_s`: seconds in it), else
+// transfer (TransferCounters::step), "  committing (12s)" (`step_s`: seconds in it), else,
+// while every byte is done and some files are not, "  finishing 2 files", else
 // "  ETA Ns" while the rate is known, bytes are left and some byte was done in the last 5
 // seconds (`idle_s`: since the last). The rate is bytes done over `elapsed_s` (the caller passes
 // the transfer's own time during a step, so the rate does not fall while it waits). Thread-safe.
