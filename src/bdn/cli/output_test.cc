@@ -70,6 +70,14 @@ TEST(ParseWriteRef, TakesAVolumeOrTagAndRefusesDigestsAndPaths) {
                 "ref \"weights/qwen\": must start with \"bdn:\"");
 }
 
+void SetCounters(TransferCounters& c, uint64_t bytes_total, uint64_t bytes_done,
+                 uint64_t files_total, uint64_t files_done) {
+  c.bytes_total = bytes_total;
+  c.bytes_done = bytes_done;
+  c.files_total = files_total;
+  c.files_done = files_done;
+}
+
 TEST(ProgressLine, BarRateFilesAndEta) {
   TransferCounters c;
   c.bytes_total = 4 << 20;
@@ -101,10 +109,7 @@ TEST(ProgressLine, ANoteTakesThePlaceOfTheEtaAndNothingDoneHasNoEta) {
 // with no word of what it waited for.
 TEST(ProgressLine, AStepAfterTheTransferIsNamedWithItsTime) {
   TransferCounters c;
-  c.bytes_total = 1000;
-  c.bytes_done = 1000;
-  c.files_total = 2;
-  c.files_done = 2;
+  SetCounters(c, 1000, 1000, 2, 2);
   c.step = "committing";
   EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain, "", 30, 12.7),
             "push 1000 B/1000 B  500 B/s  files 2/2  committing (12s)");
@@ -121,10 +126,7 @@ TEST(ProgressLine, AStepAfterTheTransferIsNamedWithItsTime) {
 // "100%  files 3/4" and nothing else.
 TEST(ProgressLine, EveryByteDoneAndFilesLeftSaysTheyAreBeingFinished) {
   TransferCounters c;
-  c.bytes_total = 1000;
-  c.bytes_done = 1000;
-  c.files_total = 4;
-  c.files_done = 3;
+  SetCounters(c, 1000, 1000, 4, 3);
   EXPECT_EQ(ProgressLine("push", c, 2.0, ProgressStyle::kPlain, "", 6),
             "push 1000 B/1000 B  500 B/s  files 3/4  finishing 1 file");
   c.files_done = 1;
