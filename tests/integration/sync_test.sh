@@ -419,6 +419,13 @@ rc=0; out=$(emb --json volume sync start --source "$WEB/files/weights.bin" --des
 assert_eq "7" "$rc" "exit code of an https:// source whose certificate is not trusted"
 assert_eq "source_unavailable" "$(jf "$out" error code)" "code"
 assert_contains "$(jf "$out" error message)" "SSL certificate problem"
+# From attacking helper 116: while the source was retried, the progress line said nothing of it
+# ("0 B/0 B  files 0/0" for the whole retry deadline). The plain line says why at once.
+rc=0; emb volume sync start --source "$WEB/files/weights.bin" --dest bdn:web/untrusted2 --retry-deadline 3s \
+  >/dev/null 2>"$WORK/retrying.err" || rc=$?
+assert_eq "7" "$rc" "exit code of an https:// source whose certificate is not trusted"
+grep -q "^sync sync_[0-9a-f]* 0 B/0 B  0 B/s  files 0/0  retrying for [0-9]*s (gives up at 3s): .*SSL certificate problem" \
+  "$WORK/retrying.err" || fail "no retrying note in the progress: $(cat "$WORK/retrying.err")"
 
 # Its listing (path, size, no etag) stayed the same when its bytes changed: "unchanged".
 step "embedded: an https:// file with neither ETag nor Last-Modified is fetched at every sync"

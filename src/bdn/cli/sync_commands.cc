@@ -185,10 +185,17 @@ Status RunHere(const Context& ctx, sync::LocalSyncService& service, const SyncJo
   sync::RunOptions options;
   options.counters = &counters;
   options.shutdown = &g_interrupted;
+  // The line says why nothing moves while the source is retried (from an attacking helper: an
+  // unreachable Hub showed "0 B/0 B  files 0/0" for five minutes).
+  options.retry_watch = std::make_shared<sync::RetryWatch>();
+  const std::chrono::milliseconds deadline(started.spec.retry_deadline_ms);
   Result<SyncJobRecord> job;
   {
     std::optional<ProgressReporter> progress;
-    if (!ctx.json) progress.emplace("sync " + started.id, counters, std::chrono::seconds(5));
+    if (!ctx.json) {
+      progress.emplace("sync " + started.id, counters, std::chrono::seconds(5),
+                       [watch = options.retry_watch, deadline] { return watch->Note(deadline); });
+    }
     job = sync::RunJob(started.id, service.deps(), options);
   }
   if (!job) return job.error();

@@ -426,6 +426,7 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   SourceOptions source_options;
   source_options.retry = deps.retry;
   source_options.retry.deadline = std::chrono::milliseconds(job.spec.retry_deadline_ms);
+  if (options.retry_watch) source_options.retry.watch = options.retry_watch;
   source_options.min_body_bytes_per_second = deps.min_body_bytes_per_second;
   source_options.body_stall_timeout = deps.body_stall_timeout;
   source_options.bytes_fetched = &fetched;

@@ -70,6 +70,8 @@ struct RunOptions {
   // When set, the run stops as soon as it can and leaves the job as it is (SYNCING), to be
   // resumed later: a server shutting down. May be null.
   const std::atomic<bool>* shutdown = nullptr;
+  // Told the source calls' retries, for a progress line (RetryWatch); may be null.
+  std::shared_ptr<RetryWatch> retry_watch;
 };
 
 // Runs job `id` in this thread until it is terminal (or `options.shutdown`), and returns it as

@@ -34,7 +34,8 @@ Status CanceledError(const std::string& what);
 // persists past the deadline is returned with " (retried for 5m)" appended, one whose
 // Retry-After reaches past it with " (the server asked to retry after 1h, past the retry
 // deadline of 5m (--retry-deadline))", and reason source_unavailable. A try that sets
-// Attempt::progressed starts the deadline and the back-off over. With `cancel` set, returns
+// Attempt::progressed starts the deadline and the back-off over. Each wait to try again is told
+// to options.watch (if set), and the call's end after one. With `cancel` set, returns
 // CanceledError(what) instead of trying or waiting again. Thread-safe if `fn` is.
 template <typename F>
 auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* cancel,
@@ -42,6 +43,14 @@ auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* can
   const Clock& clock = options.clock ? *options.clock : *Clock::Real();
   SteadyTime start = clock.SteadyNow();
   auto backoff = options.initial_backoff;
+  // Told to options.watch: this call's stretch of retries, ended however the call ends.
+  struct Watched {
+    RetryWatch* watch;
+    bool retrying = false;
+    ~Watched() {
+      if (retrying) watch->Ended();
+    }
+  } watched{options.watch.get()};
   for (Attempt a;; ++a.number) {
     a.transient = false;
     a.retry_after.reset();
@@ -71,6 +80,10 @@ auto WithSourceRetries(const RetryOptions& options, const std::atomic<bool>* can
       Status s =
           Status(err->code(), err->message() + why).WithReason(std::string(kSourceUnavailable));
       return backoff::Failure<Outcome>(std::move(s));
+    }
+    if (watched.watch != nullptr) {
+      watched.watch->Retrying(*err, !watched.retrying);
+      watched.retrying = true;
     }
     internal::SleepUnlessCanceled(clock, wait, cancel);
     if (cancel && cancel->load()) return backoff::Failure<Outcome>(CanceledError(what));

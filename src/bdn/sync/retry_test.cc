@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "bdn/testing/fake_clock.h"
 #include "bdn/testing/status_matchers.h"
@@ -31,6 +33,44 @@ TEST(WithSourceRetries, TransientFailuresAreRetriedUntilTheDeadlineThenNamed) {
   // No wait passes the deadline: the call gives up before sleeping past it.
   EXPECT_LE(clock->SteadyNow() - start, 10s);
   EXPECT_GT(tries, 5);
+}
+
+// From an attacking helper: a sync of an unreachable Hub showed "0 B/0 B  files 0/0" for its
+// whole retry deadline. The watch says a call is retrying, for how long and why, until it ends.
+TEST(WithSourceRetries, TheWatchSaysWhileACallIsRetryingAndWhy) {
+  auto clock = std::make_shared<testutil::FakeClock>();
+  auto watch = std::make_shared<RetryWatch>(clock);
+  RetryOptions options{.watch = watch,
+                       .deadline = 5min,
+                       .initial_backoff = 500ms,
+                       .max_backoff = 2s,
+                       .clock = clock};
+  std::vector<std::string> notes;
+  int tries = 0;
+  Status s = WithSourceRetries(options, nullptr, "hf://org/model", [&](Attempt& a) {
+    notes.push_back(watch->Note(options.deadline));
+    if (++tries == 4) return Status::Ok();
+    clock->Advance(3s);
+    a.transient = true;
+    return UnavailableError("hf://org/model: connection refused");
+  });
+  EXPECT_TRUE(s.ok());
+  ASSERT_EQ(notes.size(), 4u);
+  EXPECT_EQ(notes[0], "");
+  EXPECT_TRUE(
+      notes[1].starts_with("retrying for 0s (gives up at 5m): hf://org/model: connection "
+                           "refused"))
+      << notes[1];
+  EXPECT_TRUE(notes[3].starts_with("retrying for ")) << notes[3];
+  EXPECT_NE(notes[3], notes[1]) << "the time in the note did not move";
+  EXPECT_EQ(watch->Note(options.deadline), "") << "a call that succeeded is no longer retrying";
+  // A call that fails for good ends its stretch too.
+  s = WithSourceRetries(options, nullptr, "hf://org/model", [&](Attempt& a) {
+    a.transient = tries++ < 6;
+    return UnavailableError("hf://org/model: HTTP 403");
+  });
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(watch->Note(options.deadline), "");
 }
 
 // A slow source that stalls now and then but moves forward each try: counted from the first

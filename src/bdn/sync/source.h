@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bdn/base/clock.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/status.h"
 #include "bdn/volume/push.h"  // ByteStream
 
@@ -97,7 +98,11 @@ struct SourceListing {
 
 // ---- Retries ----
 
+class RetryWatch;
+
 struct RetryOptions {
+  // Where the calls' retries are told, for a progress line (RetryWatch); may be null.
+  std::shared_ptr<RetryWatch> watch;
   // How long a call keeps retrying transient failures before it fails with source_unavailable.
   std::chrono::milliseconds deadline{300'000};
   std::chrono::milliseconds initial_backoff{500};
@@ -106,6 +111,29 @@ struct RetryOptions {
   // without waiting). Waits are slept in steps of at most 50 ms, so a cancel ends them at once.
   // Null: Clock::Real().
   std::shared_ptr<Clock> clock;
+};
+
+// What a job's source calls are going through, for a progress line (from an attacking helper: a
+// sync of an unreachable Hub printed "0 B/0 B  files 0/0" for its whole 5-minute retry deadline,
+// with no word of why): the calls waiting to try again, since when some call has been, and the
+// last transient error. Thread-safe.
+class RetryWatch {
+ public:
+  explicit RetryWatch(std::shared_ptr<Clock> clock = nullptr);
+  // A call failed transiently and will be tried again (the first of its stretch: `first`).
+  void Retrying(const Status& error, bool first);
+  // A call that was retrying ended (succeeded, or failed for good).
+  void Ended();
+  // "retrying for 12s (gives up at 5m): <last error>" while some call is retrying, else "".
+  // `deadline` is the job's --retry-deadline.
+  std::string Note(std::chrono::milliseconds deadline) const;
+
+ private:
+  std::shared_ptr<Clock> clock_;
+  mutable Mutex mu_;
+  int retrying_ GUARDED_BY(mu_) = 0;
+  SteadyTime since_ GUARDED_BY(mu_);
+  std::string last_error_ GUARDED_BY(mu_);
 };
 
 // What one try tells the retry loop beyond its result.
