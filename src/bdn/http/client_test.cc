@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -82,6 +83,41 @@ TEST(HttpClient, ABodyThatKeepsMovingIsNoStall) {
   answer.join();
   ASSERT_TRUE(r.has_value()) << r.error().message();
   EXPECT_EQ(std::string(r->body.begin(), r->body.end()), "abcdefgh");
+}
+
+// From attacking helper 121: a node sending above the rate floor until the request's deadline
+// was reported "stalled: slower than 1.00 KiB/s" (curl's deadline fired a millisecond early),
+// and so skipped as a drip. A deadline is a deadline.
+TEST(HttpClient, AnAnswerCutByTheDeadlineIsNoStall) {
+  Listener server;
+  std::atomic<bool> done{false};
+  std::thread answer([&] {
+    const int c = ::accept(server.fd, nullptr, nullptr);
+    ASSERT_GE(c, 0);
+    char buf[4096];
+    (void)::recv(c, buf, sizeof buf, 0);
+    const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n";
+    ASSERT_EQ(::send(c, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    const std::string piece(400, 'x');  // 4 KiB/s, four times the floor
+    while (!done && ::send(c, piece.data(), piece.size(), MSG_NOSIGNAL) > 0) {
+      std::this_thread::sleep_for(100ms);
+    }
+    ::close(c);
+  });
+  auto client = HttpClient::Create({.base_url = server.url, .deadline = 30s});
+  ASSERT_TRUE(client.has_value());
+  auto r = (*client)->Send({.method = Method::kGet,
+                            .path = "/batch",
+                            .deadline = 1700ms,
+                            .stall_timeout = 500ms,
+                            .stall_bytes_per_second = 1024});
+  done = true;
+  answer.join();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(r.error().message(),
+            "origin " + server.url + ": GET /batch: answer not complete within 1700 ms");
+  EXPECT_FALSE(IsTooSlow(r.error()));
 }
 
 // From an attacker: ":0" and ":99999" were accepted as ports (as --peers and anywhere a URL is
