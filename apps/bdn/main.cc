@@ -172,8 +172,10 @@ int main(int argc, char** argv) {
     } else if (!remote.empty()) {
       // BDN_SESSION set (even empty) replaces the random Bdn-Session of this process.
       const char* session = std::getenv("BDN_SESSION");
-      ctx = bdn::cli::OpenRemote(remote, token, json, home_dir,
-                                 session ? std::optional<std::string>(session) : std::nullopt);
+      ctx = bdn::cli::OpenRemote(
+          remote, token, json, home_dir,
+          session ? std::optional<std::string>(session) : std::nullopt,
+          bdn::app::OptionGiven(argc, argv, "--remote") ? "--remote" : "BDN_REMOTE");
     } else if (inv.needs == bdn::app::Needs::kOrigin) {
       ctx = bdn::cli::Context{.home = home_dir, .json = json};
     } else {

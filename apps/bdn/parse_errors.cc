@@ -216,6 +216,17 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
   return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";
 }
 
+bool OptionGiven(int argc, char** argv, std::string_view name) {
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == name ||
+        (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=')) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool WordsAfterDashDash(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string_view(argv[i]) == "--") return true;

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
 
 namespace bdn::app {
 
@@ -23,6 +24,10 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv);
 // Whether a word follows a "--" in argv (main then checks the parse with ParseProblem: CLI11 gives
 // the words after a "--" that a command has no room for to the command above, as options).
 bool WordsAfterDashDash(int argc, char** argv);
+
+// Whether argv gives the option `name` ("--remote" or "--remote=URL") before a "--" (else a
+// value it has came from its environment variable).
+bool OptionGiven(int argc, char** argv, std::string_view name);
 
 // Each repeatable option (--tag, --include, ...) takes one value per use, so that a stray word
 // after it is an error, not a value (from an attacker: `push DIR REF --tag x extra` applied the

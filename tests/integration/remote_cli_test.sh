@@ -225,6 +225,12 @@ run_fails 7 "bdn: error: origin http://127.0.0.1:$port: connection refused" \
 run_fails 2 'bdn: error: --remote: url "http://": no host' "$BDN" --remote "http://" volume ls
 run_fails 2 "bdn: error: --remote: url \"localhost:1\": must start with http:// or https://" \
   "$BDN" --remote "localhost:1" volume ls
+# From attacking helper 121: credentials in a URL without "://" or with a "/" in the password were
+# shown whole (a piece of it as the port), and BDN_REMOTE's errors named --remote.
+run_fails 2 'bdn: error: BDN_REMOTE: url "***@127.0.0.1:1": must start with http:// or https://' \
+  env BDN_REMOTE="u:SEKRET@127.0.0.1:1" "$BDN" volume ls
+run_fails 2 'bdn: error: --remote: url "http://***@127.0.0.1:1": port "***": must be 1 to 65535' \
+  "$BDN" --remote "http://u:SEK/RET@127.0.0.1:1" volume ls
 
 step "BDN_SESSION: a header value or nothing; anything else is refused before a request"
 session_err="bdn: error: BDN_SESSION: must be at most 128 visible ASCII characters (no space, control character or other byte)"

@@ -419,6 +419,20 @@ rc=0; out=$(emb --json volume sync start --source "$WEB/files/weights.bin" --des
 assert_eq "7" "$rc" "exit code of an https:// source whose certificate is not trusted"
 assert_eq "source_unavailable" "$(jf "$out" error code)" "code"
 assert_contains "$(jf "$out" error message)" "SSL certificate problem"
+# From attacking helper 121: a presigned signature in an https:// source's query was repeated
+# in `sync list`, `sync describe`, the version's record and the job's errors.
+out=$(SSL_CERT_FILE="$WORK/tls.crt" emb --json volume sync start --source "$WEB/files/weights.bin?X-Amz-Signature=SEKRETSIG" --dest bdn:web/signed)
+assert_eq "READY" "$(jf "$out" state)" "state of a sync of a URL with a query"
+job=$(jf "$out" id)
+assert_eq "source: $WEB/files/weights.bin?***" "$(emb volume sync describe "$job" | grep '^source:')" "describe's source"
+listed=$(emb volume sync list)
+assert_contains "$listed" "$WEB/files/weights.bin?***"
+versions=$(emb --json volume versions bdn:web/signed)
+assert_contains "$versions" "$WEB/files/weights.bin?***"
+rc=0; err=$(emb volume sync start --source "$WEB/files/weights.bin?X-Amz-Signature=SEKRETSIG" --dest bdn:web/signed2 \
+  --retry-deadline 1s 2>&1 >/dev/null) || rc=$?
+assert_eq "7" "$rc" "exit code of an untrusted certificate with a signed URL"
+case "$listed$versions$err" in *SEKRETSIG*) fail "a signature was shown: $listed $versions $err" ;; esac
 # From attacking helper 116: while the source was retried, the progress line said nothing of it
 # ("0 B/0 B  files 0/0" for the whole retry deadline). The plain line says why at once.
 rc=0; emb volume sync start --source "$WEB/files/weights.bin" --dest bdn:web/untrusted2 --retry-deadline 3s \

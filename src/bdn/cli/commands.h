@@ -116,11 +116,14 @@ std::string TokenFromEnvironment();
 // process; empty: no header.
 // `home`: where this machine keeps what remote commands leave here (the default node cache, the
 // mount daemons' logs, push claims): --home if given, else DefaultHome().
-// Errors: InvalidArgument for a malformed URL, or a session of more than 128 characters or one
-// holding anything but visible ASCII.
+// `named_by`: what gave the URL, which its errors name ("--remote", or "BDN_REMOTE" where only
+// the variable did: from an attacking helper, BDN_REMOTE's errors blamed a --remote not given).
+// Errors: InvalidArgument for a malformed URL ("--remote: url ..."), or a session of more than 128
+// characters or one holding anything but visible ASCII.
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
                            const std::filesystem::path& home,
-                           std::optional<std::string> session = std::nullopt);
+                           std::optional<std::string> session = std::nullopt,
+                           const std::string& named_by = "--remote");
 
 // The context of one long operation (a push): for a remote origin, a store and registry over
 // the same connections whose requests all share one new RetryBudget of `deadline` (set as

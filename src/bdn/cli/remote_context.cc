@@ -36,7 +36,8 @@ std::string TokenFromEnvironment() {
 }
 
 Result<Context> OpenRemote(const std::string& url, const std::string& token, bool json,
-                           const std::filesystem::path& home, std::optional<std::string> session) {
+                           const std::filesystem::path& home, std::optional<std::string> session,
+                           const std::string& named_by) {
   if (Status s = http::CheckBearerToken(token); !s.ok()) return Err(s.WithPrefix("BDN_TOKEN"));
   http::ClientOptions options;
   options.base_url = url;
@@ -54,7 +55,7 @@ Result<Context> OpenRemote(const std::string& url, const std::string& token, boo
   }
   if (!session->empty()) options.headers.emplace_back("Bdn-Session", *session);
   auto client = http::HttpClient::Create(std::move(options));
-  if (!client) return Err(client.error().WithPrefix("--remote"));
+  if (!client) return Err(client.error().WithPrefix(named_by));
   std::shared_ptr<http::HttpClient> shared(std::move(*client));
   Context ctx;
   ctx.home = home;

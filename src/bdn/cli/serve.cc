@@ -1124,7 +1124,9 @@ Status CacheServe(const CacheServeArgs& args, const std::string& home) {
   // passed, and the forwarding node's key would go to whatever answers at a listed address).
   if (!args.peers.empty()) {
     const std::vector<std::string> urls = remote::ParseNodeList(args.peers);
-    if (urls.empty()) return InvalidArgumentError("--peers: no URL in \"" + args.peers + "\"");
+    if (urls.empty()) {
+      return InvalidArgumentError("--peers: no URL in \"" + http::ShownUrl(args.peers) + "\"");
+    }
     if (urls.size() > remote::kMaxPeers) {
       return InvalidArgumentError("--peers: " + std::to_string(urls.size()) + " URLs, at most " +
                                   std::to_string(remote::kMaxPeers));

@@ -26,6 +26,7 @@
 #include "bdn/sync/job_runner.h"
 #include "bdn/sync/secrets.h"
 #include "bdn/sync/service.h"
+#include "bdn/sync/source_uri.h"  // ShownSource
 
 namespace bdn::cli {
 namespace {
@@ -250,7 +251,8 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
     BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec, sync::SecretUse::kAny));
     if (!ctx.json) {
       std::cerr << "sync " << started.job.id << ": " << (started.created ? "started" : "resuming")
-                << " (" << spec.source_uri << " -> " << Dest(started.job) << ")\n";
+                << " (" << sync::ShownSource(spec.source_uri) << " -> " << Dest(started.job)
+                << ")\n";
     }
     return RunHere(ctx, *service, started.job);
   }
@@ -274,7 +276,7 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
   if (!ctx.json) {
     std::cerr << "sync " << started.job.id << ": "
               << (started.created ? "started" : "already running") << " on the server ("
-              << spec.source_uri << " -> " << Dest(started.job) << ")\n";
+              << sync::ShownSource(spec.source_uri) << " -> " << Dest(started.job) << ")\n";
   }
   return WaitRemote(ctx, *service, started.job);
 }
@@ -293,7 +295,7 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
   line("id", job.id);
   line("state", std::string(SyncStateName(job.state)) +
                     (job.cancel_requested && !IsTerminal(job.state) ? " (cancel requested)" : ""));
-  line("source", job.spec.source_uri);
+  line("source", sync::ShownSource(job.spec.source_uri));
   line("dest", Dest(job));
   for (const auto& p : job.spec.includes) line("include", p);
   for (const auto& p : job.spec.excludes) line("exclude", p);
@@ -333,7 +335,7 @@ Status SyncList(Context& ctx, const std::string& dest) {
     std::printf("%-22s %-9s %-21s %-28s %s\n", j.id.c_str(),
                 std::string(SyncStateName(j.state)).c_str(), FormatTime(j.created_unix_ms).c_str(),
                 EscapeName(Dest(j), Backslashes::kKeep).c_str(),
-                EscapeName(j.spec.source_uri, Backslashes::kKeep).c_str());
+                EscapeName(sync::ShownSource(j.spec.source_uri), Backslashes::kKeep).c_str());
   }
   std::fflush(stdout);
   if (listed.truncated) {

@@ -302,10 +302,15 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
 
 std::string ShownUrl(std::string_view url) {
   std::string out(url);
-  if (const size_t start = out.find("://"); start != std::string::npos) {
-    const size_t path = out.find('/', start + 3);
-    const size_t at = out.rfind('@', path == std::string::npos ? std::string::npos : path);
-    if (at != std::string::npos && at > start + 3) out.replace(start + 3, at - start - 3, "***");
+  // Everything before the last "@" may be credentials, the path included where a password holds
+  // a "/" ("http://u:pa/ss@h"), and so may all before it where the URL has no "://" ("u:p@h",
+  // "http:/u:p@h", "//u:p@h"). From an attacker: those were shown whole.
+  // (The last "@" of all: a password may hold a "?" too.)
+  const size_t at = out.rfind('@');
+  if (at != std::string::npos) {
+    const size_t scheme = out.find("://");
+    const size_t start = scheme != std::string::npos && scheme < at ? scheme + 3 : 0;
+    if (at > start) out.replace(start, at - start, "***");
   }
   // A query or fragment may hold a credential too (a presigned signature, "?token=").
   if (const size_t q = out.find_first_of("?#"); q != std::string::npos) {
@@ -387,6 +392,10 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
   auto refuse = [&](const std::string& why) {
     return Err(InvalidArgumentError("url \"" + given + "\": " + why));
   };
+  // A part of the URL quoted in a message: "***" where the URL holds an "@" anywhere (from an
+  // attacker: "http://u:pa/ss@h" said `port "pa"`, a piece of the password).
+  const bool has_at = url.find('@') != std::string::npos;
+  auto part = [&](std::string_view p) { return has_at ? std::string("***") : ShownUrl(p); };
   size_t scheme_end = url.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : Lower(url.substr(0, scheme_end));
   if (scheme != "http" && scheme != "https") return refuse("must start with http:// or https://");
@@ -418,7 +427,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
     const size_t close = authority.find(']');
     if (close == std::string_view::npos || close == 1 ||
         (close + 1 < authority.size() && authority[close + 1] != ':')) {
-      return refuse("malformed host \"" + ShownUrl(authority) + "\"");
+      return refuse("malformed host \"" + part(authority) + "\"");
     }
     host = authority.substr(0, close + 1);
     if (close + 1 < authority.size()) port = authority.substr(close + 2);
@@ -426,7 +435,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
     host = authority.substr(0, colon);
     port = authority.substr(colon + 1);
   }
-  if (!IsHost(host)) return refuse("malformed host \"" + ShownUrl(authority) + "\"");
+  if (!IsHost(host)) return refuse("malformed host \"" + part(authority) + "\"");
   if (host.size() > 253) {
     return refuse("host of " + std::to_string(host.size()) + " bytes, at most 253");
   }
@@ -435,7 +444,7 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
     const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
     if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 ||
         n > 65535) {
-      return refuse("port \"" + ShownUrl(*port) + "\": must be 1 to 65535");
+      return refuse("port \"" + part(*port) + "\": must be 1 to 65535");
     }
   }
   for (const auto& [name, value] : options.headers) {

@@ -158,10 +158,11 @@ using ::bdn::kShuttingDown;
 // never appear in it.
 Status CheckBearerToken(std::string_view token);
 
-// A URL as an error shows it: what lies between "://" and an "@" before the path (credentials),
-// and what follows a "?" or "#", as "***", and its first 200 bytes then "..." (from attackers: a
-// password or a presigned signature in a URL was repeated whole, and a 70,000-byte host printed
-// whole).
+// A URL as an error shows it: what lies between "://" (or the start, without one) and the last
+// "@" (credentials, whatever "/", "?" or "#" they hold), and what follows a "?" or "#" after
+// that, as "***", and its first 200 bytes then "..." (from attackers: a password or a presigned
+// signature in a URL was repeated whole, also where the URL lacked "://" or the password held a
+// "/", and a 70,000-byte host printed whole).
 std::string ShownUrl(std::string_view url);
 
 // Whether `s` is Send's DeadlineExceeded for a transfer that moved bytes, but fewer than its

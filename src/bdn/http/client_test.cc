@@ -192,6 +192,23 @@ TEST(HttpClient, TheSchemeIsLowerCasedAndAHostIsAnAddressOrAName) {
   // A query may hold a credential too (from attacking helper 120: a presigned signature).
   EXPECT_EQ(ShownUrl("http://h:1/p?X-Amz-Signature=SECRETSIG"), "http://h:1/p?***");
   EXPECT_EQ(ShownUrl("http://u:pw@h:1#frag"), "http://***@h:1#***");
+  // From attacking helper 121: credentials in a URL without "://", or with a "/" or "?" in the
+  // password, were shown whole, and a part of the password was quoted as the port.
+  EXPECT_EQ(ShownUrl("u:SEKRET@127.0.0.1:1"), "***@127.0.0.1:1");
+  EXPECT_EQ(ShownUrl("http:/u:SEKRET@h:1"), "***@h:1");
+  EXPECT_EQ(ShownUrl("//u:SEKRET@h:1"), "***@h:1");
+  EXPECT_EQ(ShownUrl("http://u:SEK/RET@h:1/p"), "http://***@h:1/p");
+  EXPECT_EQ(ShownUrl("http://u:SEK?RET@h:1/p"), "http://***@h:1/p");
+  EXPECT_EQ(ShownUrl("http://h:1/p?a=b@c"), "http://***@c");
+  for (const std::string url :
+       {"u:SEKRET@127.0.0.1:1", "http://u:SEKRET/x@127.0.0.1:1", "http://[u:SEKRET/x@h",
+        "http://u:SEKRET:1/x@h", "HTTP://u:SEKRET/x@h:1"}) {
+    auto r = HttpClient::Create({.base_url = url});
+    ASSERT_FALSE(r.has_value()) << url;
+    EXPECT_EQ(r.error().message().find("SEKRET"), std::string::npos) << r.error().message();
+  }
+  EXPECT_EQ(HttpClient::Create({.base_url = "http://u:SEKRET/x@127.0.0.1:1"}).error().message(),
+            "url \"http://***@127.0.0.1:1\": port \"***\": must be 1 to 65535");
   // Credentials are refused without being repeated.
   auto secret = HttpClient::Create({.base_url = "http://u:SEKRET@h:80/p"});
   ASSERT_FALSE(secret.has_value());

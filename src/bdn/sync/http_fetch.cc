@@ -228,6 +228,10 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     http::Request req;
     req.method = call.method;
     req.path = path;
+    // A source's query may hold a credential (a presigned https:// source, a redirect to a
+    // signed CDN URL): messages name the path without it (from an attacking helper: a source's
+    // X-Amz-Signature was repeated in the job's error).
+    req.secret_query = true;
     req.headers = call.headers;
     if (!call.body.empty()) {
       req.body = {reinterpret_cast<const uint8_t*>(call.body.data()), call.body.size()};

@@ -1,6 +1,7 @@
 #include "bdn/sync/https_source.h"
 
 #include "bdn/sync/http_fetch.h"
+#include "bdn/sync/source_uri.h"  // ShownSource
 
 namespace bdn::sync {
 
@@ -38,9 +39,10 @@ std::string EtagOf(const Headers& headers) {
 class HttpsSource : public Source {
  public:
   HttpsSource(std::string uri, std::shared_ptr<HttpFetcher> fetcher)
-      : uri_(std::move(uri)), fetcher_(std::move(fetcher)) {}
+      : uri_(std::move(uri)), shown_(ShownSource(uri_)), fetcher_(std::move(fetcher)) {}
 
-  const std::string& uri() const override { return uri_; }
+  // Messages name the source as shown_ (its query may hold a presigned signature).
+  const std::string& uri() const override { return shown_; }
   std::string Identity() const override { return uri_; }
 
   Result<SourceListing> List() override {
@@ -48,12 +50,12 @@ class HttpsSource : public Source {
     BDN_ASSIGN_OR_RETURN(http::Response r, fetcher_->Fetch(call));
     auto length = r.Header("content-length");
     if (!length) {
-      return Err(InternalError(uri_ + ": HEAD: the answer has no Content-Length"));
+      return Err(InternalError(shown_ + ": HEAD: the answer has no Content-Length"));
     }
     // At most 19 digits: 18446744073709551621 wrapped to 5 when added up digit by digit.
     const std::optional<uint64_t> size = ParseByteCount(*length);
     if (!size) {
-      return Err(InternalError(uri_ + ": HEAD: bad Content-Length \"" + EscapeName(*length) +
+      return Err(InternalError(shown_ + ": HEAD: bad Content-Length \"" + EscapeName(*length) +
                                "\" (expected a byte count of at most 19 digits)"));
     }
     auto path = SplitUrl(uri_);
@@ -71,12 +73,12 @@ class HttpsSource : public Source {
     req.offset = offset;
     req.check = [this, object](int status, const Headers& headers) -> Status {
       if (!object.etag.empty() && EtagOf(headers) != object.etag) {
-        return WithCode(FailedPreconditionError(uri_ + ": changed during the sync (etag \"" +
+        return WithCode(FailedPreconditionError(shown_ + ": changed during the sync (etag \"" +
                                                 EscapeName(object.etag) + "\" listed, \"" +
                                                 EscapeName(EtagOf(headers)) + "\" now)"),
                         kSourceChanged);
       }
-      return CheckObjectSize(uri_, object, status, headers);
+      return CheckObjectSize(shown_, object, status, headers);
     };
     req.pin = std::make_shared<ValidatorPin>();
     return std::unique_ptr<ByteStream>(std::make_unique<HttpObjectStream>(fetcher_, req));
@@ -84,6 +86,7 @@ class HttpsSource : public Source {
 
  private:
   std::string uri_;
+  std::string shown_;
   std::shared_ptr<HttpFetcher> fetcher_;
 };
 
@@ -93,7 +96,7 @@ Result<std::unique_ptr<Source>> OpenHttpsSource(const std::string& uri, const Ht
                                                 const SourceOptions& options) {
   BDN_ASSIGN_OR_RETURN(auto split, SplitUrl(parsed.url));
   FetcherOptions fo;
-  fo.source = uri;
+  fo.source = ShownSource(uri);
   fo.source_options = options;
   if (!options.secret.empty()) {
     fo.authorization = "Bearer " + options.secret;

@@ -16,6 +16,7 @@
 #include "bdn/sync/glob.h"
 #include "bdn/sync/listing.h"
 #include "bdn/sync/retry.h"
+#include "bdn/sync/source_uri.h"  // ShownSource
 
 namespace bdn::sync {
 namespace {
@@ -341,7 +342,8 @@ Result<Outcome> Execute(const SyncJobRecord& job, const RunnerDeps& deps,
   CommitRequest commit;
   commit.ns = spec.ns;
   commit.volume = spec.volume;
-  commit.source_uri = spec.source_uri;
+  // The version records the source as shown (a presigned signature in its query is no record).
+  commit.source_uri = ShownSource(spec.source_uri);
   commit.source_revision = listing.revision;
   commit.source_listing_digest = digest.ToString();
   // Made only while the job is still SYNCING with no cancel (in the commit's transaction): a run
@@ -408,7 +410,7 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   if (deps.max_unfinished_runs > 0 && job.runs >= deps.max_unfinished_runs) {
     return deps.jobs->Finish(
         id, SyncState::kFailed, std::nullopt, false, std::string(kInternal),
-        job.spec.source_uri + ": started " + std::to_string(job.runs) +
+        ShownSource(job.spec.source_uri) + ": started " + std::to_string(job.runs) +
             " times without finishing (the server stopped during each run: out of memory?); "
             "start a new job to try again");
   }
@@ -444,7 +446,8 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
       outcome = Execute(job, deps, source_options, counters,
                         [&] { return watcher.ConfirmBeforeCommit(); });
     } catch (const std::exception& e) {
-      outcome = Err(InternalError(job.spec.source_uri + ": the sync failed: " + e.what()));
+      outcome =
+          Err(InternalError(ShownSource(job.spec.source_uri) + ": the sync failed: " + e.what()));
     }
     progress = watcher.Progress();
   }

@@ -78,6 +78,26 @@ TEST(ParseSourceUri, RefusesMalformedBucketUris) {
   }
 }
 
+// From attacking helper 121: "http://u:PW/x@h" (a password holding a "/") passed as a host "u"
+// with a path, and the job's errors showed the password as the port.
+TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
+  EXPECT_EQ(*CheckEndpoint("s3://b", "http://127.0.0.1:9000/"), "http://127.0.0.1:9000");
+  for (const std::string endpoint :
+       {"http://u:SEKRET/x@127.0.0.1:1", "http://u:SEKRET@127.0.0.1:1", "http://h:1/p@q"}) {
+    auto r = CheckEndpoint("source \"s3://b\"", endpoint);
+    ASSERT_FALSE(r.has_value()) << endpoint;
+    EXPECT_EQ(r.error().message().find("SEKRET"), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find("must be http(s)://host[:port][/path] without credentials"),
+              std::string::npos)
+        << r.error().message();
+  }
+  // A presigned source's query is not shown either.
+  EXPECT_EQ(ShownSource("https://h/w.bin?X-Amz-Signature=S"), "https://h/w.bin?***");
+  EXPECT_EQ(ShownSource("HTTPS://u:p@h/w.bin"), "HTTPS://***@h/w.bin");
+  EXPECT_EQ(ShownSource("hf://org/repo@main"), "hf://org/repo@main");
+  EXPECT_EQ(ShownSource("s3://b/p"), "s3://b/p");
+}
+
 TEST(FolderPrefix, APrefixNamesAFolder) {
   EXPECT_EQ("", FolderPrefix(""));
   EXPECT_EQ("models/", FolderPrefix("models"));

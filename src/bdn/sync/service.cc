@@ -44,7 +44,8 @@ Status ValidateSpec(const SyncJobSpec& spec) {
           "sources (hf:// takes HF_ENDPOINT on the machine that runs "
           "the job)");
     }
-    if (auto e = CheckEndpoint("source \"" + spec.source_uri + "\"", spec.endpoint); !e) {
+    if (auto e = CheckEndpoint("source \"" + ShownSource(spec.source_uri) + "\"", spec.endpoint);
+        !e) {
       return e.error();
     }
   }

@@ -5,7 +5,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "bdn/base/units.h"  // FormatBytes, FormatDuration
+#include "bdn/base/units.h"   // FormatBytes, FormatDuration
+#include "bdn/http/client.h"  // ShownUrl
 #include "bdn/http/peer_address.h"
 #include "bdn/sync/file_source.h"
 #include "bdn/sync/hf_source.h"
@@ -129,7 +130,8 @@ Result<std::string> CheckFileAccess(const std::string& uri, const std::string& p
                                     const SourceAccess& access) {
   if (!access.file_roots && access.forbidden_dirs.empty()) return path;
   auto refuse = [&](const std::string& why) {
-    return Err(WithCode(PermissionDeniedError("source \"" + uri + "\": " + why), kFileNotAllowed));
+    return Err(WithCode(PermissionDeniedError("source \"" + ShownSource(uri) + "\": " + why),
+                        kFileNotAllowed));
   };
   if (access.file_roots && access.file_roots->empty()) {
     return refuse(
@@ -167,11 +169,12 @@ Status CheckSourceAccess(const std::string& uri, const std::string& endpoint,
   }
   if (!access.public_addresses_only) return Status::Ok();
   if (auto* https = std::get_if<HttpsUri>(&parsed)) {
-    BDN_RETURN_IF_ERROR(CheckHost("source \"" + uri + "\"", https->url));
+    BDN_RETURN_IF_ERROR(CheckHost("source \"" + ShownSource(uri) + "\"", https->url));
   }
   if (!endpoint.empty()) {
-    BDN_RETURN_IF_ERROR(
-        CheckHost("source \"" + uri + "\": --endpoint \"" + endpoint + "\"", endpoint));
+    BDN_RETURN_IF_ERROR(CheckHost(
+        "source \"" + ShownSource(uri) + "\": --endpoint \"" + http::ShownUrl(endpoint) + "\"",
+        endpoint));
   }
   return Status::Ok();
 }
@@ -179,7 +182,7 @@ Status CheckSourceAccess(const std::string& uri, const std::string& endpoint,
 std::optional<std::string> SecretHostChosenByCaller(const std::string& uri,
                                                     const std::string& endpoint) {
   auto parsed = ParseSourceUri(uri);
-  if (!parsed) return "the source \"" + uri + "\" is not valid";
+  if (!parsed) return "the source \"" + ShownSource(uri) + "\" is not valid";
   if (std::holds_alternative<HttpsUri>(*parsed)) return "an http(s):// source names its host";
   if (!endpoint.empty()) return "--endpoint names the host";
   // A SAS token travels in the URL, to <account>.blob.core.windows.net for an account the
@@ -190,9 +193,15 @@ std::optional<std::string> SecretHostChosenByCaller(const std::string& uri,
   return std::nullopt;
 }
 
+std::string ShownSource(const std::string& uri) {
+  std::string scheme = uri.substr(0, std::min(uri.find("://"), size_t{8}));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme == "http" || scheme == "https" ? http::ShownUrl(uri) : uri;
+}
+
 Result<SourceUri> ParseSourceUri(const std::string& uri) {
   auto bad = [&](const std::string& why) {
-    return Err(InvalidArgumentError("source \"" + uri + "\": " + why));
+    return Err(InvalidArgumentError("source \"" + ShownSource(uri) + "\": " + why));
   };
   if (uri.starts_with("hf://")) {
     std::string rest = uri.substr(5);

@@ -51,4 +51,10 @@ using SourceUri = std::variant<HfUri, FileUri, HttpsUri, BucketUri, AzureUri>;
 // file path (https://host/path)".
 Result<SourceUri> ParseSourceUri(const std::string& uri);
 
+// A source URI as messages, listings and a version's record show it: an http(s):// one as
+// http::ShownUrl shows a URL (credentials, query and fragment as "***": from an attacking helper,
+// a presigned signature in a source's query was repeated in its errors, `sync list` and
+// `sync describe`); any other as it is ("hf://org/repo@main": its "@" names a revision).
+std::string ShownSource(const std::string& uri);
+
 }  // namespace bdn::sync
