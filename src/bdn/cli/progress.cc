@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <utility>
 
 #include "bdn/base/clock.h"
 #include "bdn/base/log.h"
@@ -63,15 +64,18 @@ std::string ProgressReporter::Line(double elapsed_s) const {
                       note_ ? note_() : std::string(), idle_s, step_s);
 }
 
-void ProgressReporter::SeeStep(SteadyTime now) {
+void ProgressReporter::SeeStep(SteadyTime now, SteadyTime looked) {
   const char* step = counters_.step.load();
   if (step == step_) return;
   step_ = step;
   step_began_ = now;
   step_told_ = false;
   if (step == nullptr) {
-    transfer_end_.reset();  // bytes move again (a push storing what went missing)
-    pass_start_ = now;
+    // Bytes move again (a push storing what went missing), since some time after the last look:
+    // from then (from an attacker: counted from now, a pass that had moved 16 MiB since showed
+    // 23.40 TiB/s).
+    transfer_end_.reset();
+    pass_start_ = looked;
   } else if (!transfer_end_) {
     transfer_end_ = now;
   }
@@ -126,16 +130,18 @@ void ProgressReporter::Run() {
   constexpr auto kTick = std::chrono::milliseconds(200);
   constexpr auto kStepTold = std::chrono::seconds(3);
   auto last_plain = Clock::Real()->SteadyNow();
+  auto last_look = last_plain;
   bool was_retrying = false;
   MutexLock lock(mu_);
   while (!cv_.wait_for(lock.native(), kTick, [&]() REQUIRES(mu_) { return stop_; })) {
     auto now = Clock::Real()->SteadyNow();
+    const SteadyTime looked = std::exchange(last_look, now);
     double s = std::chrono::duration<double>(now - start_).count();
     if (const uint64_t done = counters_.bytes_done.load(); done != last_done_) {
       last_done_ = done;
       last_change_ = now;
     }
-    SeeStep(now);
+    SeeStep(now, looked);
     // A step after the transfer that lasts 3 s gets a line of its own at once.
     const bool stepped = step_ != nullptr && !step_told_ && now - step_began_ >= kStepTold;
     if (stepped) step_told_ = true;

@@ -51,8 +51,8 @@ class ProgressReporter {
  private:
   void Run();
   std::string Line(double elapsed_s) const REQUIRES(mu_);
-  // Notes a change of TransferCounters::step at `now`.
-  void SeeStep(SteadyTime now) REQUIRES(mu_);
+  // Notes a change of TransferCounters::step seen at `now`, made since the look at `looked`.
+  void SeeStep(SteadyTime now, SteadyTime looked) REQUIRES(mu_);
 
   std::string label_;
   const TransferCounters& counters_;
