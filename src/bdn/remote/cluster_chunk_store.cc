@@ -232,7 +232,7 @@ bool ClusterChunkStore::Alive(Node& n) {
 }
 
 ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error,
-                                                    SteadyTime give_up) {
+                                                    SteadyTime began) {
   // Ended by ShutdownNodeClients: the node did nothing wrong (a warning that it is "not used
   // for 5s" would blame it for this store's own shutdown).
   if (shut_down_.load() || error.reason() == http::kShuttingDown) return Verdict::kRefused;
@@ -246,7 +246,12 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
       // Busy (its fetch from the origin under way) or hung: only a hung node is bypassed. One
       // that sends, but below the floor, is neither: it drips (from an attacker: waited for, it
       // held each read for the nodes' whole budget, and its chunks went to the origin).
-      if (!http::IsTooSlow(error) && options_.clock->SteadyNow() < give_up && Alive(n)) {
+      // Patience halves with each strike, so that a node that is alive but hung costs a read
+      // the whole of it once, not at every end of its back-off.
+      if (!http::IsTooSlow(error) &&
+          options_.clock->SteadyNow() <
+              began + options_.slow_node_patience / (1 << n.strikes.load()) &&
+          Alive(n)) {
         return Verdict::kRetry;
       }
       break;
@@ -264,7 +269,6 @@ bool ClusterChunkStore::BudgetSpent(SteadyTime began) const {
 
 Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
   const SteadyTime began = options_.clock->SteadyNow();
-  const auto give_up = began + options_.slow_node_patience;
   std::vector<uint8_t> failed(nodes_.size(), 0);
   int failures = 0;
   for (int i = Choose(id, failed, failures); i >= 0;) {
@@ -274,7 +278,7 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
       n.strikes.store(0);
       return r;
     }
-    Verdict v = Judge(n, r.error(), give_up);
+    Verdict v = Judge(n, r.error(), began);
     if (v == Verdict::kRefused) break;
     if (v == Verdict::kFailed) {
       failed[static_cast<size_t>(i)] = 1;
@@ -288,7 +292,6 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
 
 Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   const SteadyTime began = options_.clock->SteadyNow();
-  const auto give_up = began + options_.slow_node_patience;
   BlobBatch out(ids.size());
   std::vector<uint8_t> done(ids.size(), 0);       // not vector<bool>: threads write distinct slots
   std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
@@ -331,7 +334,7 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
           }
           return;  // what it lacks goes to the upstream
         }
-        Verdict v = Judge(n, got.error(), give_up);
+        Verdict v = Judge(n, got.error(), began);
         if (v == Verdict::kFailed) failed[i] = 1;
         if (v != Verdict::kRetry) return;
       }

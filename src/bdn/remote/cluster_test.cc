@@ -544,6 +544,38 @@ TEST(ClusterChunkStore, ASlowButAliveNodeIsWaitedForNotBypassed) {
   EXPECT_FALSE((*impatient)->IsHealthy(0));
 }
 
+// From attacking helper 121: a node that answers /healthz but never sends a read's bytes was
+// waited for the whole patience again at each end of its back-off (40 small files: 572 s). Each
+// strike halves the patience it gets.
+TEST(ClusterChunkStore, AHungButAliveNodeGetsLessPatienceAfterEachFailure) {
+  FakeOrigin node;
+  node.Start();
+  node.delay_ms = 3000;  // past every deadline below; /healthz answers at once
+  auto upstream = std::make_shared<CountingStore>();
+  auto data = Bytes("hung");
+  Digest id = Digest::Of(data);
+  ASSERT_TRUE(upstream->Put(id, data).ok());
+  ASSERT_TRUE(node.store.Put(id, data).ok());
+  auto store = ClusterChunkStore::Create(
+      {node.url()}, upstream,
+      {.node_deadline = 200ms, .slow_node_patience = 2000ms, .probe_interval = 50ms});
+  auto timed_read = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE((*store)->Get(id).has_value());
+    return std::chrono::steady_clock::now() - start;
+  };
+  const auto first = timed_read();  // the whole patience: 2 s
+  EXPECT_GE(first, 1900ms);
+  std::this_thread::sleep_for(100ms);  // its back-off (50 ms) ends
+  const auto second = timed_read();    // 1 s
+  EXPECT_LT(second, 1500ms);
+  EXPECT_GE(second, 900ms);
+  std::this_thread::sleep_for(200ms);
+  const auto third = timed_read();  // 0.5 s
+  EXPECT_LT(third, 900ms);
+  EXPECT_EQ(upstream->gets, 3);
+}
+
 // Reads in flight when a node stalls all fail at once: that is one failure of the node, not one
 // per read (three concurrent reads left it alone for 5 s, 10 s and 20 s within 35 ms).
 TEST(ClusterChunkStore, ConcurrentFailuresOfOneStallCountOnce) {
