@@ -134,9 +134,12 @@ int main(int argc, char** argv) {
   // command above (from an attacker: `volume versions REF -- --home X` used the store X).
   if (bdn::app::WordsAfterDashDash(argc, argv)) {
     if (std::string problem = bdn::app::ParseProblem(app, argc, argv); !problem.empty()) {
+      // A "--json" after the "--" is a refused argument, not the flag (from an attacking helper:
+      // it switched the error to JSON).
+      g_json = bdn::app::JsonRequested(argc, argv);
       const int rc = Fail(bdn::InvalidArgumentError(
           bdn::app::CutLongWords(bdn::app::WithoutSecrets(problem, argc, argv), 1024)));
-      if (!json) std::fprintf(stderr, "Run with --help for more information.\n");
+      if (!g_json) std::fprintf(stderr, "Run with --help for more information.\n");
       return rc;
     }
   }

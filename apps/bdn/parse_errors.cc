@@ -206,11 +206,16 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
         arg.size() > 4 && ::strncasecmp(arg.c_str(), "bdn:", 4) == 0) {
       hint = "; did you mean \"--volume-ref " + Shown(arg) + "\"?";
     }
+    // A word too many for `bdn secret set` is most likely the secret itself, pasted (from an
+    // attacking helper: it was repeated in the error): never shown.
+    const bool secret = path.starts_with("bdn secret");
     return path +
            (takes == 0 ? " takes no argument \""
                        : " takes " + std::to_string(takes) +
                              (takes == 1 ? " argument" : " arguments") + "; one too many: \"") +
-           Shown(arg) + "\" (" + path + " --help lists what it takes)" + hint;
+           (secret ? std::string("***") : Shown(arg)) + "\" (" + path +
+           " --help lists what it takes" + (secret ? "; a secret is read from stdin" : "") + ")" +
+           hint;
   }
   if (at->get_require_subcommand_min() == 0) return "";
   return path + ": a command is required (" + path + " has: " + CommandList(*at) + ")";

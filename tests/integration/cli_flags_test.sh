@@ -196,6 +196,17 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume push takes 2 arguments; o
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume: a command is required before "--" (a word after it is an argument: "versions")' "$hint")" \
   "$BDN" --home "$WORK/h" volume -- versions bdn:t/v
 [ ! -e "$WORK/elsewhere" ] || fail "a word after -- was taken as --home"
+# From attacking helper 122: a "--json" after "--" switched the error to JSON, and a secret given
+# to `secret set` as a word was repeated in its error.
+rc=0; out=$("$BDN" --home "$WORK/h" volume versions bdn:t/v -- --json 2>"$WORK/err") || rc=$?
+assert_eq 2 "$rc" "exit code of versions REF -- --json"
+assert_eq "" "$out" "stdout of versions REF -- --json"
+assert_eq 'bdn: error: bdn volume versions takes 1 argument; one too many: "--json" (bdn volume versions --help lists what it takes)' \
+  "$(head -1 "$WORK/err")" "stderr of versions REF -- --json"
+for args in "tok hf_SEKRETVALUE123" "tok -- hf_SEKRETVALUE123"; do
+  run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn secret set takes 1 argument; one too many: "***" (bdn secret set --help lists what it takes; a secret is read from stdin)' "$hint")" \
+    "$BDN" --home "$WORK/h" secret set $args
+done
 rc=0; out=$("$BDN" --json serve -- --s3-password=SEKRET5 2>&1) || rc=$?
 assert_eq 2 "$rc" "exit code of a refused secret after --"
 case "$out" in *SEKRET*) fail "a refused command line repeats its secret: $out" ;; esac

@@ -194,6 +194,11 @@ step "a push killed with kill -9 is taken over at once by the next push from thi
 # re-push fails with "push in progress" right away.
 push_claimed push2 bdn:test/killed
 push2=$PUSHED
+# From attacking helper 122: a push refused meanwhile ("push in progress") removed the holder's
+# record, and the re-push after the kill waited out the claim.
+kill -STOP "$push2"
+err=$("$BDN" volume push "$WORK/src" bdn:test/killed 2>&1 >/dev/null) && fail "a second pusher succeeded"
+assert_contains "$err" "bdn: error: volume bdn:test/killed: push in progress"
 kill -9 "$push2"
 wait "$push2" 2>/dev/null || true
 record=$(claim_records)

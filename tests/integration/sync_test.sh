@@ -432,7 +432,14 @@ assert_contains "$versions" "$WEB/files/weights.bin?***"
 rc=0; err=$(emb volume sync start --source "$WEB/files/weights.bin?X-Amz-Signature=SEKRETSIG" --dest bdn:web/signed2 \
   --retry-deadline 1s 2>&1 >/dev/null) || rc=$?
 assert_eq "7" "$rc" "exit code of an untrusted certificate with a signed URL"
-case "$listed$versions$err" in *SEKRETSIG*) fail "a signature was shown: $listed $versions $err" ;; esac
+# From attacking helper 122: the --json forms and the request line of an error still showed it.
+described=$(emb --json volume sync describe "$job")
+assert_eq "$WEB/files/weights.bin?***" "$(jf "$described" source)" "describe --json's source"
+rc=0; out=$(SSL_CERT_FILE="$WORK/tls.crt" emb --json volume sync start --source "$WEB/nope.bin?X-Amz-Signature=SEKRETSIG" --dest bdn:web/signed404) || rc=$?
+assert_eq "source_not_found" "$(jf "$out" error code)" "code of a signed URL that is not there"
+assert_contains "$(jf "$out" error message)" "$WEB/nope.bin?***: HEAD /nope.bin?***: HTTP 404"
+listed_json=$(emb --json volume sync list)
+case "$listed$versions$err$described$out$listed_json" in *SEKRETSIG*) fail "a signature was shown: $listed $versions $err $described $out $listed_json" ;; esac
 # From attacking helper 116: while the source was retried, the progress line said nothing of it
 # ("0 B/0 B  files 0/0" for the whole retry deadline). The plain line says why at once.
 rc=0; emb volume sync start --source "$WEB/files/weights.bin" --dest bdn:web/untrusted2 --retry-deadline 3s \

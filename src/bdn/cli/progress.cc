@@ -1,5 +1,6 @@
 #include "bdn/cli/progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -48,6 +49,23 @@ ProgressReporter::~ProgressReporter() {
   }
   if (tty_) log::SetStderrPartialLine(false);
 }
+
+namespace {
+
+// `line` cut to one row of the terminal on stderr (one column short, so the cursor stays on the
+// row), at a UTF-8 character's start: a longer line wraps, and "\r" then erases only its last
+// row, so each redraw added rows (from an attacking helper: a sync's retry note on 80 columns).
+std::string FitToTerminal(std::string line) {
+  struct winsize ws {};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col < 2) return line;
+  size_t max = ws.ws_col - 1u;
+  if (line.size() <= max) return line;
+  while (max > 0 && (static_cast<unsigned char>(line[max]) & 0xC0) == 0x80) --max;
+  line.resize(max);
+  return line;
+}
+
+}  // namespace
 
 std::string ProgressReporter::Line(double elapsed_s) const {
   const SteadyTime now = Clock::Real()->SteadyNow();
@@ -146,7 +164,7 @@ void ProgressReporter::Run() {
     const bool stepped = step_ != nullptr && !step_told_ && now - step_began_ >= kStepTold;
     if (stepped) step_told_ = true;
     if (tty_) {
-      std::fprintf(stderr, "\r%s\033[K", Line(s).c_str());
+      std::fprintf(stderr, "\r%s\033[K", FitToTerminal(Line(s)).c_str());
       log::SetStderrPartialLine(true);
     } else {
       bool retrying = note_ && !note_().empty();

@@ -127,7 +127,7 @@ std::string LeftOutText(const SyncJobRecord& job) {
 
 // What a terminal job prints: the pinned ref on READY (stdout), the job's error otherwise.
 Status Report(const Context& ctx, const SyncJobRecord& job) {
-  if (ctx.json) PrintJson(api::SyncJobToJson(job));
+  if (ctx.json) PrintJson(api::SyncJobToJson(sync::AsShown(job)));
   if (job.state == SyncState::kReady) {
     if (!ctx.json) {
       std::cerr << "sync " << job.id << ": READY"
@@ -261,7 +261,7 @@ Status SyncStart(Context& ctx, const SyncStartArgs& args) {
   BDN_ASSIGN_OR_RETURN(sync::StartedJob started, service->Start(spec, sync::SecretUse::kAny));
   if (!args.wait) {
     if (ctx.json) {
-      json j = api::SyncJobToJson(started.job);
+      json j = api::SyncJobToJson(sync::AsShown(started.job));
       j["created"] = started.created;
       PrintJson(j);
     } else {
@@ -285,7 +285,7 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
   BDN_ASSIGN_OR_RETURN(auto service, OpenService(ctx));
   BDN_ASSIGN_OR_RETURN(SyncJobRecord job, service->Get(id));
   if (ctx.json) {
-    PrintJson(api::SyncJobToJson(job));
+    PrintJson(api::SyncJobToJson(sync::AsShown(job)));
     return Status::Ok();
   }
   // Each value on one line, whatever the server sent (names in messages come escaped already).
@@ -326,7 +326,7 @@ Status SyncList(Context& ctx, const std::string& dest) {
   const auto& jobs = listed.jobs;
   if (ctx.json) {
     json list = json::array();
-    for (const auto& j : jobs) list.push_back(api::SyncJobToJson(j));
+    for (const auto& j : jobs) list.push_back(api::SyncJobToJson(sync::AsShown(j)));
     PrintJson({{"jobs", list}, {"truncated", listed.truncated}});
     return Status::Ok();
   }
@@ -358,7 +358,7 @@ Status SyncCancel(Context& ctx, const std::string& id, bool wait) {
     }
   }
   if (ctx.json) {
-    PrintJson(api::SyncJobToJson(job));
+    PrintJson(api::SyncJobToJson(sync::AsShown(job)));
   } else {
     std::cout << job.id << ": "
               << (IsTerminal(job.state) ? std::string(SyncStateName(job.state))

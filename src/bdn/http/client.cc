@@ -205,7 +205,7 @@ const std::string& CaFile() {
 
 // How messages show the request's path: without its query when that holds a credential.
 std::string ShownPath(const Request& req) {
-  return req.secret_query ? req.path.substr(0, req.path.find('?')) : req.path;
+  return req.secret_query ? req.path.substr(0, req.path.find('?')) : WithoutSecretParams(req.path);
 }
 
 // Whether `host` is a host a URL may name: an IPv6 address in brackets (inet_pton), with an
@@ -317,6 +317,35 @@ std::string ShownUrl(std::string_view url) {
     out = out.substr(0, q + 1) + "***";
   }
   if (out.size() > 200) out = out.substr(0, 200) + "...";
+  return out;
+}
+
+std::string WithoutSecretParams(std::string_view target) {
+  const size_t hash = target.find('#');
+  const std::string_view before = target.substr(0, hash);
+  const size_t q = before.find('?');
+  std::string out(before.substr(0, q == std::string_view::npos ? before.size() : q + 1));
+  if (q != std::string_view::npos) {
+    std::string_view query = before.substr(q + 1);
+    bool first = true;
+    while (true) {
+      const size_t amp = query.find('&');
+      const std::string_view param = query.substr(0, amp);
+      const size_t eq = param.find('=');
+      std::string name = Lower(param.substr(0, eq));
+      const bool secret = std::ranges::any_of(
+          std::initializer_list<std::string_view>{"sig", "token", "key", "secret", "credential",
+                                                  "password", "auth", "policy"},
+          [&](std::string_view mark) { return name.find(mark) != std::string::npos; });
+      if (!first) out += '&';
+      first = false;
+      out += secret && eq != std::string_view::npos ? std::string(param.substr(0, eq + 1)) + "***"
+                                                    : std::string(param);
+      if (amp == std::string_view::npos) break;
+      query.remove_prefix(amp + 1);
+    }
+  }
+  if (hash != std::string_view::npos) out += "#***";
   return out;
 }
 

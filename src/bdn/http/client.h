@@ -165,6 +165,14 @@ Status CheckBearerToken(std::string_view token);
 // "/", and a 70,000-byte host printed whole).
 std::string ShownUrl(std::string_view url);
 
+// A request target ("/path?query#fragment", or a whole URL) with the value of each query
+// parameter whose name looks like a credential ("sig", "token", "key", "secret", "credential",
+// "password", "auth" or "policy" in it, in any case: X-Amz-Signature, X-Amz-Credential,
+// X-Goog-Signature, an Azure SAS's sig, ?token=) as "***", and a fragment as "#***"; other
+// parameters as they are, so a listing's "?recursive=true" still shows (from an attacking helper:
+// a presigned signature was repeated in a sync job's error, its log and its JSON).
+std::string WithoutSecretParams(std::string_view target);
+
 // Whether `s` is Send's DeadlineExceeded for a transfer that moved bytes, but fewer than its
 // stall_bytes_per_second ("...: stalled: slower than 1.00 KiB/s for N ms"), as opposed to one
 // that moved none ("stalled: no bytes"): a server that drips, not one that waits.

@@ -10,6 +10,7 @@
 #include "bdn/format/ref.h"
 #include "bdn/origin/origin.h"
 #include "bdn/origin/request_json.h"
+#include "bdn/sync/service.h"  // AsShown
 #include "bdn/sync/source.h"
 
 namespace bdn::origin {
@@ -139,7 +140,7 @@ void Origin::RegisterSync() {
               sync::StartedJob started,
               sync_->Start(spec, IsSecretAdmin(key) ? sync::SecretUse::kAny
                                                     : sync::SecretUse::kJobNamespace));
-          json j = api::SyncJobToJson(started.job);
+          json j = api::SyncJobToJson(sync::AsShown(started.job));
           j["created"] = started.created;
           Reply(res, j, started.created ? 201 : 200);
           return Status::Ok();
@@ -160,7 +161,8 @@ void Origin::RegisterSync() {
           BDN_ASSIGN_OR_RETURN(sync::SyncJobList listed, sync_->List(ns, volume));
           json list = json::array();
           for (const auto& job : listed.jobs) {
-            if (key.Allows(Scope::kPull, job.spec.ns)) list.push_back(api::SyncJobToJson(job));
+            if (key.Allows(Scope::kPull, job.spec.ns))
+              list.push_back(api::SyncJobToJson(sync::AsShown(job)));
           }
           Reply(res, {{"jobs", list}, {"truncated", listed.truncated}});
           return Status::Ok();
@@ -169,7 +171,7 @@ void Origin::RegisterSync() {
         [this](Req req, Res res, const ApiKey& key) -> Status {
           BDN_ASSIGN_OR_RETURN(SyncJobRecord job, sync_->Get(req.matches[1].str()));
           BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPull, job.spec.ns));
-          Reply(res, api::SyncJobToJson(job));
+          Reply(res, api::SyncJobToJson(sync::AsShown(job)));
           return Status::Ok();
         });
   Route("POST", "/v1/sync/jobs/([a-z0-9_]+)/cancel", "/v1/sync/jobs/{id}/cancel", any,
@@ -177,7 +179,7 @@ void Origin::RegisterSync() {
           BDN_ASSIGN_OR_RETURN(SyncJobRecord job, sync_->Get(req.matches[1].str()));
           BDN_RETURN_IF_ERROR(NeedScope(key, Scope::kPush, job.spec.ns));
           BDN_ASSIGN_OR_RETURN(job, sync_->Cancel(job.id));
-          Reply(res, api::SyncJobToJson(job));
+          Reply(res, api::SyncJobToJson(sync::AsShown(job)));
           return Status::Ok();
         });
 

@@ -121,6 +121,7 @@ ClaimJournal::Attempt ClaimJournal::Begin(const std::string& server,
       a.key = j["key"].get<std::string>();
       return a;
     }
+    a.live_holder = holder.pid != static_cast<long>(::getpid());
   }
   a.key = NewIdempotencyKey().value_or("");
   return a;

@@ -52,13 +52,19 @@ class ClaimJournal {
     UniqueFd lock;
     std::string key;          // "" if no key could be drawn: the caller draws its own
     bool taken_over = false;  // `key` is a dead process's
+    // The record is a live process's (another push of this volume from this machine): this
+    // attempt will likely be refused, and must not replace or remove that record (from an
+    // attacking helper: a refused push deleted the holder's record, so a re-push after the holder
+    // was killed waited for its claim to expire).
+    bool live_holder = false;
   };
   // Waits for the lock of the record of `volume` ("ns/vol") on `server`, then picks the key: the
   // one recorded by a process that is gone, else a fresh one (NewIdempotencyKey). Keep the
   // Attempt until Record (or until the claim failed).
   Attempt Begin(const std::string& server, const std::string& volume) const;
   // Records that this process holds the claim made with `key` (0600 file, written whole, then
-  // renamed into place). Call it while holding the Attempt.
+  // renamed into place). Call it while holding the Attempt, unless the Attempt found a live holder
+  // (then only once the claim was made).
   void Record(const std::string& server, const std::string& volume, const std::string& key) const;
   // Removes the record if it is still this process's with `key` (a later push may have taken
   // it over meanwhile).

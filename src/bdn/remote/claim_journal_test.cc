@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -111,6 +112,41 @@ TEST(ClaimJournal, ADeadHoldersKeyIsTakenOverAndALiveHoldersNever) {
   WriteRecord(file, DeadChild(), "");
   EXPECT_FALSE(KeyFor("w/model", &taken).empty());
   EXPECT_FALSE(taken);
+}
+
+// From attacking helper 122: a push that found another live push's record replaced it with its
+// own (and removed it when refused), so a re-push after the holder was killed waited out the claim.
+TEST(ClaimJournal, AnAttemptSaysWhenTheRecordIsALiveProcesss) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ProcessIdentity me = SelfIdentity();
+    (void)!::write(fds[1], &me.start, sizeof me.start);
+    ::sleep(30);
+    ::_exit(0);
+  }
+  ProcessIdentity live = SelfIdentity();
+  live.pid = pid;
+  ASSERT_EQ(::read(fds[0], &live.start, sizeof live.start),
+            static_cast<ssize_t>(sizeof live.start));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  testutil::TempDir dir;
+  ClaimJournal journal(dir.path() / "push-claims");
+  WriteRecord(journal.FileOf(kServer, "w/model"), live, "key-live");
+  ClaimJournal::Attempt a = journal.Begin(kServer, "w/model");
+  EXPECT_TRUE(a.live_holder);
+  EXPECT_FALSE(a.taken_over);
+  EXPECT_NE(a.key, "key-live");
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  a = ClaimJournal::Attempt();
+  a = journal.Begin(kServer, "w/model");  // gone now: taken over
+  EXPECT_FALSE(a.live_holder);
+  EXPECT_TRUE(a.taken_over);
+  EXPECT_EQ(a.key, "key-live");
 }
 
 TEST(ClaimJournal, ForgetRemovesOnlyThisProcesssOwnRecord) {

@@ -447,7 +447,10 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
   // lost (or that was killed while it waited) is taken over by the next push of this machine at
   // once: from an attacker, that rerun was refused "push in progress … expires in 30 s". A record
   // whose claim was never made costs nothing: its key claims afresh.
-  if (journal_) journal_->Record(client_->base_url(), key, claim_key);
+  // Not over a live holder's record: this claim is likely refused, and the holder's record is what
+  // lets a re-push take its claim over if it is killed.
+  const bool record = journal_ && !attempt.live_holder;
+  if (record) journal_->Record(client_->base_url(), key, claim_key);
   // Under a push's budget, the claim waits for its answer no longer than --retry-deadline (at
   // least 1 s): it comes first, before anything was sent (from an attacker: a push with
   // --retry-deadline 3s to a stopped origin waited 60 s with no word). Its outcome is then
@@ -459,11 +462,13 @@ Result<std::unique_ptr<PushClaim>> RemoteRegistry::ClaimPush(const std::string& 
   if (!sent) {
     // A refusal is an answer: no claim was made with the key. Without one it may have been.
     const StatusCode code = sent.error().code();
-    if (journal_ && code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
+    if (record && code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded) {
       journal_->Forget(client_->base_url(), key, claim_key);
     }
     return Err(sent.error());
   }
+  // Made after all (the live holder's claim had ended): recorded now.
+  if (journal_ && !record) journal_->Record(client_->base_url(), key, claim_key);
   const http::Response& r = *sent;
   BDN_ASSIGN_OR_RETURN(json j, ParseBody(*client_, "POST " + path, r));
   auto state = std::make_shared<Claims::State>();

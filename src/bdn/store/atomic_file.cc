@@ -43,7 +43,8 @@ bool IsUniqueTemporaryOf(std::string_view name, std::string_view final, pid_t& p
     return taken;
   };
   const std::string_view pid_text = digits("0123456789", 1, 10);
-  if (pid_text.empty() || !rest.starts_with('.')) return false;
+  // As bdn writes a pid: no leading zero.
+  if (pid_text.empty() || pid_text.front() == '0' || !rest.starts_with('.')) return false;
   rest.remove_prefix(1);
   if (digits("0123456789", 1, 20).empty() || !rest.starts_with('.')) return false;
   rest.remove_prefix(1);

@@ -189,6 +189,7 @@ TEST_F(AtomicFileTest, TheNextWriteRemovesTheTemporariesOfKilledWriters) {
   plant("cfg.yaml." + alive + ".2.0123456789abcdef", 120);  // its writer lives: kept
   plant("cfg.yaml." + gone + ".3.0123456789ABCDEF", 120);   // not bdn's name: kept
   plant("cfg.yaml." + gone + ".3.0123456789abcdef.x", 120);
+  plant("cfg.yaml.0" + gone + ".4.0123456789abcdef", 120);  // a pid as bdn never writes it
   plant("other.yaml." + gone + ".0.0123456789abcdef", 120);
   plant("cfg.yaml", 120);
   ASSERT_OK(WriteFileAtomically(dir() / "cfg.yaml", AsBytes("new"), "cfg", Options()));
@@ -200,6 +201,7 @@ TEST_F(AtomicFileTest, TheNextWriteRemovesTheTemporariesOfKilledWriters) {
       "cfg.yaml." + gone + ".1.0123456789abcdef",
       "cfg.yaml." + gone + ".3.0123456789ABCDEF",
       "cfg.yaml." + gone + ".3.0123456789abcdef.x",
+      "cfg.yaml.0" + gone + ".4.0123456789abcdef",
       "cfg.yaml." + alive + ".2.0123456789abcdef",
       "other.yaml." + gone + ".0.0123456789abcdef",
   };

@@ -435,11 +435,11 @@ Result<std::string> HfEndpoint() {
   while (endpoint.size() > 1 && endpoint.back() == '/') endpoint.pop_back();
   auto split = SplitUrl(endpoint);
   if (!split) {
-    return Err(InvalidArgumentError("HF_ENDPOINT \"" + RedactUrl(endpoint) +
+    return Err(InvalidArgumentError("HF_ENDPOINT \"" + http::ShownUrl(endpoint) +
                                     "\": must be http:// or https://"));
   }
   if (split->first.find('@') != std::string::npos) {
-    return Err(InvalidArgumentError("HF_ENDPOINT \"" + RedactUrl(endpoint) +
+    return Err(InvalidArgumentError("HF_ENDPOINT \"" + http::ShownUrl(endpoint) +
                                     "\": credentials in the URL are refused (give a token "
                                     "with --auth-secret-name)"));
   }

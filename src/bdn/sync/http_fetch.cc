@@ -49,28 +49,19 @@ std::optional<std::string_view> FindHeader(const Headers& headers, std::string_v
   return std::nullopt;
 }
 
-std::string RedactUrl(std::string_view url) {
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) return std::string(url);
-  const size_t host = scheme_end + 3;
-  const size_t end = std::min(url.find_first_of("/?#", host), url.size());
-  const size_t at = url.substr(host, end - host).rfind('@');
-  if (at == std::string_view::npos) return std::string(url);
-  return std::string(url.substr(0, host)) + "***" + std::string(url.substr(host + at));
-}
-
 Result<std::pair<std::string, std::string>> SplitUrl(const std::string& url) {
   size_t scheme_end = url.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
   std::transform(scheme.begin(), scheme.end(), scheme.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (scheme != "http" && scheme != "https") {
-    return Err(InvalidArgumentError("url \"" + RedactUrl(url) + "\": must be http:// or https://"));
+    return Err(
+        InvalidArgumentError("url \"" + http::ShownUrl(url) + "\": must be http:// or https://"));
   }
   size_t path_start = url.find_first_of("/?#", scheme_end + 3);
   std::string origin = url.substr(0, path_start);
   if (origin.size() == scheme_end + 3)
-    return Err(InvalidArgumentError("url \"" + RedactUrl(url) + "\": no host"));
+    return Err(InvalidArgumentError("url \"" + http::ShownUrl(url) + "\": no host"));
   std::string rest = path_start == std::string::npos ? "/" : url.substr(path_start);
   if (size_t hash = rest.find('#'); hash != std::string::npos) rest.erase(hash);
   if (rest.empty() || rest[0] != '/') rest.insert(0, "/");
@@ -205,6 +196,13 @@ Result<std::shared_ptr<http::HttpClient>> HttpFetcher::ClientFor(const std::stri
   return client;
 }
 
+std::string HttpFetcher::Shown(const std::string& path) const {
+  if (options_.secret_queries && path.find_first_of("?#") != std::string::npos) {
+    return path.substr(0, path.find_first_of("?#")) + "?***";
+  }
+  return http::WithoutSecretParams(path);
+}
+
 Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::string* final_url) {
   const SourceOptions& so = options_.source_options;
   for (const auto& [name, value] : call.headers) {
@@ -221,7 +219,7 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     const auto& [origin, path] = split;
     if (origin.find('@') != std::string::npos) {
       // Never a client for it: its messages would show the password.
-      return Err(InternalError(options_.source + ": " + RedactUrl(url) +
+      return Err(InternalError(options_.source + ": " + http::ShownUrl(url) +
                                ": a URL with credentials (user:password@) is refused"));
     }
     BDN_ASSIGN_OR_RETURN(auto client, ClientFor(origin));
@@ -229,9 +227,9 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     req.method = call.method;
     req.path = path;
     // A source's query may hold a credential (a presigned https:// source, a redirect to a
-    // signed CDN URL): messages name the path without it (from an attacking helper: a source's
-    // X-Amz-Signature was repeated in the job's error).
-    req.secret_query = true;
+    // signed CDN URL): from an attacking helper, a source's X-Amz-Signature was repeated in the
+    // job's error.
+    req.secret_query = options_.secret_queries;
     req.headers = call.headers;
     if (!call.body.empty()) {
       req.body = {reinterpret_cast<const uint8_t*>(call.body.data()), call.body.size()};
@@ -269,7 +267,7 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
         // Never retried: the same answer would come again.
         return Err(WithCode(
             FailedPreconditionError(options_.source + ": " +
-                                    std::string(http::MethodName(call.method)) + " " + path +
+                                    std::string(http::MethodName(call.method)) + " " + Shown(path) +
                                     ": the answer exceeds " +
                                     FormatBytes(call.max_page_bytes.value_or(kMaxAnswerBytes)) +
                                     (call.max_page_bytes ? " (the most one listing page may hold)"
@@ -295,8 +293,8 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
         std::string next = ResolveLocation(url, std::string(*loc));
         if (!SplitUrl(next)) {
           return Err(InternalError(options_.source + ": " +
-                                   std::string(http::MethodName(call.method)) + " " + path +
-                                   ": redirected to \"" + EscapeName(RedactUrl(next)) +
+                                   std::string(http::MethodName(call.method)) + " " + Shown(path) +
+                                   ": redirected to \"" + EscapeName(http::ShownUrl(next)) +
                                    "\", which is not an http:// or https:// URL"));
         }
         url = std::move(next);
@@ -306,7 +304,7 @@ Result<http::Response> HttpFetcher::SendOnce(const Call& call, Attempt& a, std::
     if (final_url) *final_url = url;
     return r;
   }
-  return Err(InternalError(options_.source + ": " + RedactUrl(call.url) + ": more than " +
+  return Err(InternalError(options_.source + ": " + http::ShownUrl(call.url) + ": more than " +
                            std::to_string(options_.max_redirects) + " redirects"));
 }
 
@@ -320,20 +318,20 @@ Status HttpFetcher::Classify(const std::string& what, const http::Response& r,
 
 Result<http::Response> HttpFetcher::Fetch(const Call& call, std::string* final_url) {
   const SourceOptions& so = options_.source_options;
-  return WithSourceRetries(
-      so.retry, so.cancel, options_.source, [&](Attempt& a) -> Result<http::Response> {
-        std::string at;
-        BDN_ASSIGN_OR_RETURN(http::Response r, SendOnce(call, a, &at));
-        if (r.status >= 200 && r.status < 300) {
-          if (final_url) *final_url = at;
-          return r;
-        }
-        auto split = SplitUrl(at);
-        bool sent = split && SendsCredentialsTo(split->first);
-        std::string what =
-            std::string(http::MethodName(call.method)) + " " + (split ? split->second : at);
-        return Err(Classify(what, r, sent, a));
-      });
+  return WithSourceRetries(so.retry, so.cancel, options_.source,
+                           [&](Attempt& a) -> Result<http::Response> {
+                             std::string at;
+                             BDN_ASSIGN_OR_RETURN(http::Response r, SendOnce(call, a, &at));
+                             if (r.status >= 200 && r.status < 300) {
+                               if (final_url) *final_url = at;
+                               return r;
+                             }
+                             auto split = SplitUrl(at);
+                             bool sent = split && SendsCredentialsTo(split->first);
+                             std::string what = std::string(http::MethodName(call.method)) + " " +
+                                                (split ? Shown(split->second) : http::ShownUrl(at));
+                             return Err(Classify(what, r, sent, a));
+                           });
 }
 
 // ---- HttpObjectStream ----

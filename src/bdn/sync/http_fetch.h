@@ -32,12 +32,9 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name);
 
 // "scheme://host[:port]" and "/path?query" of an absolute http(s) URL ("/" if it has no path).
-// Errors: InvalidArgument "url \"x\": must be http:// or https://…" (x as RedactUrl shows it).
+// Errors: InvalidArgument "url \"x\": must be http:// or https://…" (x as http::ShownUrl shows
+// it).
 Result<std::pair<std::string, std::string>> SplitUrl(const std::string& url);
-
-// `url` as messages show it: the user information of its authority ("user:password@") replaced
-// by "***@" ("http://***@host/x"); other URLs unchanged.
-std::string RedactUrl(std::string_view url);
 
 // The URL a Location header value points to, relative to `base` (RFC 3986 §5.2, the cases
 // servers use: absolute, scheme-relative "//host/…", absolute-path "/…", and relative "x/y").
@@ -77,6 +74,10 @@ struct FetcherOptions {
   // its headers), Azure Shared Key, a SAS token appended to the query, a refreshed OAuth2 token.
   // Its errors end the call (classified as they are). Unset: only `authorization` is sent.
   std::function<Status(http::Request& req)> sign;
+  // The source's URL is the user's own (an https:// source, maybe presigned): messages show no
+  // query of any request (http::Request::secret_query); otherwise the values of parameters that
+  // look like credentials are hidden (http::WithoutSecretParams).
+  bool secret_queries = false;
   SourceOptions source_options;
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds request_deadline{60'000};  // listings and other small requests
@@ -119,6 +120,8 @@ class HttpFetcher {
   // the final answer whatever its status, and sets *final_url (if given) to where it came
   // from. Transport failures: Unavailable/DeadlineExceeded marked transient in `a`.
   Result<http::Response> SendOnce(const Call& call, Attempt& a, std::string* final_url = nullptr);
+  // A request target ("/path?query") as messages show it (FetcherOptions::secret_queries).
+  std::string Shown(const std::string& path) const;
 
   // `call` with retries (WithSourceRetries), its body collected; a non-2xx answer becomes its
   // classified Status. For listings and metadata.

@@ -97,6 +97,7 @@ Result<std::unique_ptr<Source>> OpenHttpsSource(const std::string& uri, const Ht
   BDN_ASSIGN_OR_RETURN(auto split, SplitUrl(parsed.url));
   FetcherOptions fo;
   fo.source = ShownSource(uri);
+  fo.secret_queries = true;  // the user's URL: its query may be a presigned signature
   fo.source_options = options;
   if (!options.secret.empty()) {
     fo.authorization = "Bearer " + options.secret;

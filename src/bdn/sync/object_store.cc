@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 
 #include "bdn/base/text.h"
 #include "bdn/http/client.h"        // ShownUrl
@@ -35,6 +37,20 @@ Result<std::string> CheckEndpoint(const std::string& uri, const std::string& end
   if (split->first.find('@', host) != std::string::npos ||
       e.find_first_of("?# @") != std::string::npos) {
     return bad();
+  }
+  // A port, where given, is 1 to 65535 (from an attacking helper: "http://h:SECRET" was taken
+  // and the job failed later as "internal", showing it). Not quoted: it may be a password.
+  const std::string_view authority = std::string_view(split->first).substr(host);
+  const size_t close = authority.rfind(']');
+  if (const size_t colon = authority.rfind(':');
+      colon != std::string_view::npos && (close == std::string_view::npos || colon > close)) {
+    const std::string_view port = authority.substr(colon + 1);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 ||
+        n > 65535) {
+      return Err(InvalidArgumentError(uri + ": --endpoint: its port must be 1 to 65535"));
+    }
   }
   return e;
 }

@@ -91,10 +91,21 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
               std::string::npos)
         << r.error().message();
   }
+  for (const std::string endpoint :
+       {"http://h:SEKRET", "http://h:0/p", "http://h:70000", "http://h:"}) {
+    auto r = CheckEndpoint("source \"s3://b\"", endpoint);
+    ASSERT_FALSE(r.has_value()) << endpoint;
+    EXPECT_EQ(r.error().message(), "source \"s3://b\": --endpoint: its port must be 1 to 65535");
+  }
+  EXPECT_TRUE(CheckEndpoint("s3://b", "http://[::1]:9000/x").has_value());
+  EXPECT_TRUE(CheckEndpoint("s3://b", "http://{bucket}.h:9000").has_value());
   // A presigned source's query is not shown either.
   EXPECT_EQ(ShownSource("https://h/w.bin?X-Amz-Signature=S"), "https://h/w.bin?***");
   EXPECT_EQ(ShownSource("HTTPS://u:p@h/w.bin"), "HTTPS://***@h/w.bin");
   EXPECT_EQ(ShownSource("hf://org/repo@main"), "hf://org/repo@main");
+  EXPECT_EQ(ShownSource("http://h:1/d/f.txt?sig=S&x=@y"), "http://h:1/d/f.txt?***");
+  EXPECT_EQ(ShownSource("http://h:1/d/f.txt#a@b"), "http://h:1/d/f.txt#***");
+  EXPECT_EQ(ShownSource("http://u:p?x@h/f"), "http://***@h/f");
   EXPECT_EQ(ShownSource("s3://b/p"), "s3://b/p");
 }
 

@@ -14,6 +14,11 @@
 
 namespace bdn::sync {
 
+SyncJobRecord AsShown(SyncJobRecord job) {
+  job.spec.source_uri = ShownSource(job.spec.source_uri);
+  return job;
+}
+
 Status ValidateSpec(const SyncJobSpec& spec) {
   BDN_RETURN_IF_ERROR(ValidateSourceUri(spec.source_uri));
   BDN_RETURN_IF_ERROR(ValidateName("namespace", spec.ns));

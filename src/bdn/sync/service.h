@@ -36,6 +36,11 @@ struct SyncJobList {
 // (1 s to 24 h). Errors: InvalidArgument naming the field.
 Status ValidateSpec(const SyncJobSpec& spec);
 
+// `job` as it is shown to anyone (the API's JSON, the CLI's --json): its source as ShownSource
+// shows it (from an attacking helper: `sync list --json` on an origin gave every key allowed to
+// list the jobs an https:// source's presigned signature).
+SyncJobRecord AsShown(SyncJobRecord job);
+
 // Implementations are thread-safe.
 class SyncService {
  public:

@@ -196,7 +196,17 @@ std::optional<std::string> SecretHostChosenByCaller(const std::string& uri,
 std::string ShownSource(const std::string& uri) {
   std::string scheme = uri.substr(0, std::min(uri.find("://"), size_t{8}));
   for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return scheme == "http" || scheme == "https" ? http::ShownUrl(uri) : uri;
+  if (scheme != "http" && scheme != "https") return uri;
+  // A URL with no "@" before its query: only the query and fragment are hidden (from an attacking
+  // helper: an "@" in a query, "?sig=S&x=@y", made the shown URL "http://***@y", a host it never
+  // named, and so the version's record); otherwise all that may be credentials too.
+  // A "?" or "#" before the path is inside the authority (a password holding one): all that is
+  // shown as credentials.
+  const size_t q = uri.find_first_of("?#");
+  const size_t path = uri.find('/', uri.find("://") + 3);
+  if (q == std::string::npos) return uri.find('@') == std::string::npos ? uri : http::ShownUrl(uri);
+  if (path == std::string::npos || q < path || uri.find('@') < q) return http::ShownUrl(uri);
+  return uri.substr(0, q + 1) + "***";
 }
 
 Result<SourceUri> ParseSourceUri(const std::string& uri) {
