@@ -59,13 +59,24 @@ step "the lease's connection ends and another runner takes the lease: the run st
 job=$(start_job taken)
 pid=$(lease_pid "$job")
 [ -n "$pid" ] || fail "no backend holds the lease of running job $job"
-# In one session, at once: the lease's backend ended, the lease taken (as a replica would). In
-# one statement: as two, a loaded machine let the run take its lease again in between (40 ms).
+# The other runner asks for the lease first and waits behind the run: PostgreSQL grants a released
+# lock to its waiters as it is released, so the run can never take it again in between. (Ended
+# first and taken after, even in one statement, a loaded machine let the run take it again in the
+# up to 100 ms that pg_terminate_backend's wait polls.)
 "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d bdn \
-  -c "DO \$\$ BEGIN PERFORM pg_terminate_backend($pid, 5000); PERFORM pg_advisory_lock(hashtextextended('bdn/sync-$job', 0)); END \$\$" \
+  -c "SELECT pg_advisory_lock(hashtextextended('bdn/sync-$job', 0))" \
   -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
 HOLDER=$!
 PIDS+=("$HOLDER")
+waiting=0
+for _ in $(seq 1 200); do
+  waiting=$(psql_c bdn "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND
+    objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('bdn/sync-$job', 0)")
+  [ "$waiting" = 1 ] && break
+  sleep 0.05
+done
+assert_eq 1 "$waiting" "requests waiting for the lease of job $job"
+assert_eq t "$(psql_c bdn "SELECT pg_terminate_backend($pid)")" "the lease's backend ended"
 wait_for_log() {
   local i
   for i in $(seq 1 100); do
