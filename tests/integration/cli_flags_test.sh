@@ -207,6 +207,15 @@ for args in "tok hf_SEKRETVALUE123" "tok -- hf_SEKRETVALUE123"; do
   run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn secret set takes 1 argument; one too many: "***" (bdn secret set --help lists what it takes; a secret is read from stdin)' "$hint")" \
     "$BDN" --home "$WORK/h" secret set $args
 done
+# From attacking helper 123: a secret's name and value pasted as one word, and a sync endpoint
+# whose port is a password, were quoted whole.
+rule="must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit"
+for cmd in set rm; do
+  run_fails 2 "bdn: error: secret name \"tok\" then \"=\" and 17 more characters (not shown): $rule" \
+    "$BDN" --home "$WORK/h" secret "$cmd" tok=hf_SEKRETVALUE123 </dev/null
+done
+run_fails 2 'bdn: error: source "s3://b/p": --endpoint "http://h:***#***": must be http(s)://host[:port][/path] without credentials or query' \
+  "$BDN" --home "$WORK/h" volume sync start --source s3://b/p --dest bdn:t/s --endpoint 'http://h:SEKRET#x'
 rc=0; out=$("$BDN" --json serve -- --s3-password=SEKRET5 2>&1) || rc=$?
 assert_eq 2 "$rc" "exit code of a refused secret after --"
 case "$out" in *SEKRET*) fail "a refused command line repeats its secret: $out" ;; esac

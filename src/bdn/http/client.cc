@@ -316,6 +316,25 @@ std::string ShownUrl(std::string_view url) {
   if (const size_t q = out.find_first_of("?#"); q != std::string::npos) {
     out = out.substr(0, q + 1) + "***";
   }
+  // So may a port that is no number (from attacking helper 123: "http://h:SECRET#x" quoted it).
+  {
+    size_t start = out.rfind("***@", out.find_first_of("?#"));
+    if (start != std::string::npos) {
+      start += 4;
+    } else {
+      const size_t scheme = out.find("://");
+      start = scheme == std::string::npos ? 0 : scheme + 3;
+    }
+    const size_t end = std::min(out.find_first_of("/?#", start), out.size());
+    const std::string_view authority = std::string_view(out).substr(start, end - start);
+    const size_t colon = authority.rfind(':');
+    const size_t close = authority.rfind(']');
+    if (colon != std::string_view::npos && (close == std::string_view::npos || colon > close) &&
+        !std::ranges::all_of(authority.substr(colon + 1),
+                             [](char c) { return c >= '0' && c <= '9'; })) {
+      out.replace(start + colon + 1, end - start - colon - 1, "***");
+    }
+  }
   if (out.size() > 200) out = out.substr(0, 200) + "...";
   return out;
 }
@@ -473,7 +492,10 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
     const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
     if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 ||
         n > 65535) {
-      return refuse("port \"" + part(*port) + "\": must be 1 to 65535");
+      // A port that is no number is not quoted: it may be a password.
+      const bool digits = std::ranges::all_of(*port, [](char c) { return c >= '0' && c <= '9'; });
+      return refuse("port \"" + (digits ? part(*port) : std::string("***")) +
+                    "\": must be 1 to 65535");
     }
   }
   for (const auto& [name, value] : options.headers) {

@@ -160,9 +160,9 @@ Status CheckBearerToken(std::string_view token);
 
 // A URL as an error shows it: what lies between "://" (or the start, without one) and the last
 // "@" (credentials, whatever "/", "?" or "#" they hold), and what follows a "?" or "#" after
-// that, as "***", and its first 200 bytes then "..." (from attackers: a password or a presigned
-// signature in a URL was repeated whole, also where the URL lacked "://" or the password held a
-// "/", and a 70,000-byte host printed whole).
+// that, and a port that is no number ("h:SECRET"), as "***", and its first 200 bytes then "..."
+// (from attackers: a password or a presigned signature in a URL was repeated whole, also where the
+// URL lacked "://" or the password held a "/", and a 70,000-byte host printed whole).
 std::string ShownUrl(std::string_view url);
 
 // A request target ("/path?query#fragment", or a whole URL) with the value of each query

@@ -127,19 +127,21 @@ TEST(HttpClient, APortIsOneTo65535) {
        {"http://h:1", "http://h:65535/p", "https://[::1]:8441", "http://[::1]", "http://h"}) {
     EXPECT_TRUE(HttpClient::Create({.base_url = good}).has_value()) << good;
   }
-  for (const auto& [url, port] :
-       std::vector<std::pair<std::string, std::string>>{{"http://h:0", "0"},
-                                                        {"http://h:99999", "99999"},
-                                                        {"http://h:65536/x", "65536"},
-                                                        {"http://h:", ""},
-                                                        {"http://h:-1", "-1"},
-                                                        {"http://h:8a", "8a"},
-                                                        {"http://[::1]:0", "0"},
-                                                        {"http://h:1:2", "1:2"}}) {
+  // A port that is no number is not quoted, in the URL either: it may be a password.
+  for (const auto& [url, shown, port] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"http://h:0", "http://h:0", "0"},
+           {"http://h:99999", "http://h:99999", "99999"},
+           {"http://h:65536/x", "http://h:65536/x", "65536"},
+           {"http://h:", "http://h:", ""},
+           {"http://h:-1", "http://h:***", "***"},
+           {"http://h:8a", "http://h:***", "***"},
+           {"http://[::1]:0", "http://[::1]:0", "0"},
+           {"http://h:1:2", "http://h:1:2", "***"}}) {
     auto c = HttpClient::Create({.base_url = url});
     ASSERT_FALSE(c.has_value()) << url;
     EXPECT_EQ(c.error().message(),
-              "url \"" + url + "\": port \"" + port + "\": must be 1 to 65535");
+              "url \"" + shown + "\": port \"" + port + "\": must be 1 to 65535");
   }
   // From attacking helper 118: hosts that are neither a name nor a bracketed IPv6 address.
   for (const auto& [url, authority] :
@@ -200,6 +202,21 @@ TEST(HttpClient, TheSchemeIsLowerCasedAndAHostIsAnAddressOrAName) {
   EXPECT_EQ(ShownUrl("http://u:SEK/RET@h:1/p"), "http://***@h:1/p");
   EXPECT_EQ(ShownUrl("http://u:SEK?RET@h:1/p"), "http://***@h:1/p");
   EXPECT_EQ(ShownUrl("http://h:1/p?a=b@c"), "http://***@c");
+  // From attacking helper 123: a port that is no number may be a password.
+  EXPECT_EQ(ShownUrl("http://h:SEKRET#x"), "http://h:***#***");
+  EXPECT_EQ(ShownUrl("ftp://h:SEKRET/p"), "ftp://h:***/p");
+  EXPECT_EQ(ShownUrl("h:SEKRET x"), "h:***");
+  EXPECT_EQ(ShownUrl("http://u:p@h:SEKRET/p"), "http://***@h:***/p");
+  EXPECT_EQ(ShownUrl("http://[::1]:8080/p?q"), "http://[::1]:8080/p?***");
+  EXPECT_EQ(ShownUrl("http://[::1]/p"), "http://[::1]/p");
+  EXPECT_EQ(ShownUrl("http://h:/p"), "http://h:/p");
+  EXPECT_EQ(HttpClient::Create({.base_url = "http://h:SEKRET"}).error().message(),
+            "url \"http://h:***\": port \"***\": must be 1 to 65535");
+  EXPECT_EQ(HttpClient::Create({.base_url = "http://h:SEKRET#x"}).error().message(),
+            "url \"http://h:***#***\": must be scheme://host[:port][/prefix], without "
+            "credentials, query or fragment");
+  EXPECT_EQ(HttpClient::Create({.base_url = "http://h:99999"}).error().message(),
+            "url \"http://h:99999\": port \"99999\": must be 1 to 65535");
   for (const std::string url :
        {"u:SEKRET@127.0.0.1:1", "http://u:SEKRET/x@127.0.0.1:1", "http://[u:SEKRET/x@h",
         "http://u:SEKRET:1/x@h", "HTTP://u:SEKRET/x@h:1"}) {

@@ -52,7 +52,10 @@ enum class SecretUse {
 
 // Checks a secret name: 1 to 128 characters of A-Z a-z 0-9 . _ -, starting with a letter or
 // digit. Errors: InvalidArgument "secret name \"x\": must be 1 to 128 characters of A-Z, a-z,
-// 0-9, '.', '_' and '-', starting with a letter or digit".
+// 0-9, '.', '_' and '-', starting with a letter or digit"; a name with a character it may not hold
+// is shown only up to it ("secret name \"tok\" then \"=\" and 6 more characters (not shown): ..."),
+// one too long not at all ("secret name of 200 characters (not shown): ..."): what follows is often
+// a value pasted with it.
 Status ValidateSecretName(const std::string& name);
 
 // Checks and normalizes the namespaces that may use a secret: each a namespace name

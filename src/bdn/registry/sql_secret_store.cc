@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "bdn/base/names.h"
+#include "bdn/base/text.h"
 #include "bdn/registry/list_column.h"
 #include "bdn/registry/secret_store.h"
 #include "bdn/sql/database.h"
@@ -65,6 +66,8 @@ std::string FromHex(const std::string& hex) {
 }
 
 Status NotFound(const std::string& name) {
+  // A name that cannot be is not quoted whole (it may be a value: "tok=hf_…").
+  if (Status bad = ValidateSecretName(name); !bad.ok()) return bad;
   return NotFoundError("secret \"" + name + "\": not found");
 }
 
@@ -74,12 +77,28 @@ Status ValidateSecretName(const std::string& name) {
   auto alnum = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
   };
-  bool ok = !name.empty() && name.size() <= 128 && alnum(name[0]);
-  for (char c : name) ok = ok && (alnum(c) || c == '.' || c == '_' || c == '-');
-  if (ok) return Status::Ok();
-  return InvalidArgumentError("secret name \"" + name +
-                              "\": must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and "
-                              "'-', starting with a letter or digit");
+  auto allowed = [&](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; };
+  const std::string rule =
+      ": must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter "
+      "or digit";
+  const size_t bad = std::ranges::find_if_not(name, allowed) - name.begin();
+  if (bad < name.size()) {
+    // Shown only up to the character it may not hold: what follows is often a value ("tok=hf_…"
+    // pasted as one word; from attacking helper 123, it was quoted whole).
+    const size_t more = name.size() - bad - 1;
+    return InvalidArgumentError(
+        "secret name \"" + name.substr(0, bad) + "\" then \"" + EscapeName(name.substr(bad, 1)) +
+        "\"" + (more ? " and " + std::to_string(more) + " more characters (not shown)" : "") +
+        rule);
+  }
+  if (name.size() > 128) {
+    return InvalidArgumentError("secret name of " + std::to_string(name.size()) +
+                                " characters (not shown)" + rule);
+  }
+  if (name.empty() || !alnum(name[0])) {
+    return InvalidArgumentError("secret name \"" + name + "\"" + rule);
+  }
+  return Status::Ok();
 }
 
 Status NormalizeSecretNamespaces(std::vector<std::string>& namespaces) {

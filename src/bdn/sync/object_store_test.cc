@@ -97,6 +97,20 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
     ASSERT_FALSE(r.has_value()) << endpoint;
     EXPECT_EQ(r.error().message(), "source \"s3://b\": --endpoint: its port must be 1 to 65535");
   }
+  // From attacking helper 123: a value refused for anything else was quoted with its port (a
+  // password, here).
+  for (const auto& [endpoint, shown] :
+       std::vector<std::pair<std::string, std::string>>{{"http://h:SEKRET#x", "http://h:***#***"},
+                                                        {"http://h:SEKRET?a=1", "http://h:***?***"},
+                                                        {"http://h:SEKRET x", "http://h:***"},
+                                                        {"ftp://h:SEKRET", "ftp://h:***"},
+                                                        {"h:SEKRET/p", "h:***/p"}}) {
+    auto r = CheckEndpoint("source \"s3://b\"", endpoint);
+    ASSERT_FALSE(r.has_value()) << endpoint;
+    EXPECT_EQ(r.error().message(), "source \"s3://b\": --endpoint \"" + shown +
+                                       "\": must be http(s)://host[:port][/path] without "
+                                       "credentials or query");
+  }
   EXPECT_TRUE(CheckEndpoint("s3://b", "http://[::1]:9000/x").has_value());
   EXPECT_TRUE(CheckEndpoint("s3://b", "http://{bucket}.h:9000").has_value());
   // A presigned source's query is not shown either.

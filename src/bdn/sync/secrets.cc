@@ -129,7 +129,10 @@ bool MayUse(const SecretInfo& info, const std::string& ns, SecretUse use) {
 
 }  // namespace
 
+// Each lookup checks the name first: one that cannot be is not quoted whole in "not found" (it
+// may be a value pasted with it: "tok=hf_…"; from attacking helper 123).
 Status SecretVault::CheckUse(const std::string& name, const std::string& ns, SecretUse use) {
+  BDN_RETURN_IF_ERROR(ValidateSecretName(name));
   auto info = store_->Info(name);
   if (!info) {
     return info.error().code() == StatusCode::kNotFound ? SecretNotFound(name) : info.error();
@@ -139,6 +142,7 @@ Status SecretVault::CheckUse(const std::string& name, const std::string& ns, Sec
 
 Result<std::string> SecretVault::RevealFor(const std::string& name, const std::string& ns,
                                            SecretUse use) {
+  BDN_RETURN_IF_ERROR(ValidateSecretName(name));
   auto got = store_->GetWithInfo(name);
   if (!got) {
     return Err(got.error().code() == StatusCode::kNotFound ? SecretNotFound(name) : got.error());
@@ -148,6 +152,7 @@ Result<std::string> SecretVault::RevealFor(const std::string& name, const std::s
 }
 
 Result<std::string> SecretVault::Reveal(const std::string& name) {
+  BDN_RETURN_IF_ERROR(ValidateSecretName(name));
   auto sealed = store_->Get(name);
   if (!sealed) {
     if (sealed.error().code() == StatusCode::kNotFound) {
@@ -185,6 +190,9 @@ Result<std::string> SecretVault::Unseal(const std::string& name, const std::stri
 
 Result<std::vector<SecretInfo>> SecretVault::List() { return store_->List(); }
 
-Status SecretVault::Remove(const std::string& name) { return store_->Remove(name); }
+Status SecretVault::Remove(const std::string& name) {
+  BDN_RETURN_IF_ERROR(ValidateSecretName(name));
+  return store_->Remove(name);
+}
 
 }  // namespace bdn::sync

@@ -177,6 +177,20 @@ TEST(SecretVault, ErrorsNameTheSecret) {
                 "secret name \"-bad\": must be 1 to 128");
   EXPECT_TRUE(f.store->sealed_.empty());
   EXPECT_STATUS(vault->Remove("nope"), kNotFound, "secret \"nope\": not found");
+  // From attacking helper 123: a name and its value pasted as one word were quoted whole.
+  const std::string rule =
+      ": must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter "
+      "or digit";
+  EXPECT_EQ(vault->Set("tok=hf_SEKRET", "v").message(),
+            "secret name \"tok\" then \"=\" and 9 more characters (not shown)" + rule);
+  EXPECT_EQ(vault->Set("tok ", "v").message(), "secret name \"tok\" then \" \"" + rule);
+  EXPECT_EQ(vault->Set(std::string(129, 'S'), "v").message(),
+            "secret name of 129 characters (not shown)" + rule);
+  EXPECT_EQ(vault->Remove("tok=hf_SEKRET").message(),
+            "secret name \"tok\" then \"=\" and 9 more characters (not shown)" + rule);
+  EXPECT_EQ(vault->Reveal("x\nSEKRET").error().message(),
+            "secret name \"x\" then \"\\n\" and 6 more characters (not shown)" + rule);
+  EXPECT_TRUE(f.store->sealed_.empty());
 }
 
 // A job may name a secret set for its namespace or for "*"; any other, for a key that is not an
