@@ -347,6 +347,39 @@ took=$(( $(jf "$out" finished_unix_ms) - $(jf "$out" started_unix_ms) ))
 [ "$took" -lt 4000 ] || fail "the job took ${took} ms to fail on a Retry-After past its 5s deadline"
 curl -sf -X POST "$HUB/_faults" -d '[]' >/dev/null
 
+step "remote: while the origin's run retries the source, --wait's line and describe say so and why"
+# From attacking helper 116: only a run in the CLI's own process said it; through an origin the
+# line stayed "0 B/0 B  files 0/0" for the whole retry deadline.
+curl -sf -X POST "$HUB/_faults" -d '[{"kind": "tree", "path": "org/revs", "count": 1000, "status": 503}]' >/dev/null
+rc=0
+"$BDN" volume sync start --source hf://org/revs@main --dest bdn:hf/retried --retry-deadline 8s --wait \
+  >"$WORK/retried.out" 2>"$WORK/retried.err" &
+retried_pid=$!
+id=""
+for _ in $(seq 1 100); do
+  id=$(jf "$("$BDN" --json volume sync list --dest bdn:hf/retried)" jobs 0 id 2>/dev/null) || id=""
+  [ -n "$id" ] && [ "$(jf "$("$BDN" --json volume sync describe "$id")" progress retrying_ms)" -gt 0 ] && break
+  sleep 0.1
+done
+[ -n "$id" ] || fail "no job for bdn:hf/retried"
+out=$("$BDN" --json volume sync describe "$id")
+[ "$(jf "$out" progress retrying_ms)" -gt 0 ] || fail "describe --json of a job retrying its source: $out"
+tree503="hf://org/revs@main: GET /api/models/org/revs/tree/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa?recursive=true&expand=false: HTTP 503"
+assert_contains "$(jf "$out" progress retry_error)" "$tree503"
+"$BDN" volume sync describe "$id" >"$WORK/retried.describe"
+grep -q "^retrying: for [0-9]*s (gives up at 8s): $tree503" "$WORK/retried.describe" ||
+  fail "describe of a job retrying its source: $(cat "$WORK/retried.describe")"
+wait "$retried_pid" || rc=$?
+assert_eq "7" "$rc" "exit code of a job whose source answered 503 past its deadline"
+grep -q "^sync $id 0 B/0 B  0 B/s  files 0/0  retrying for [0-9]*s (gives up at 8s): $tree503" "$WORK/retried.err" ||
+  fail "no retrying note in --wait's progress: $(cat "$WORK/retried.err")"
+out=$("$BDN" --json volume sync describe "$id")
+assert_eq "FAILED|0|" "$(jf "$out" state)|$(jf "$out" progress retrying_ms)|$(jf "$out" progress retry_error)" \
+  "state and retry note of the job once it failed"
+"$BDN" volume sync describe "$id" >"$WORK/retried.describe"
+assert_absent "retrying:" "describe of an ended job" "$WORK/retried.describe"
+curl -sf -X POST "$HUB/_faults" -d '[]' >/dev/null
+
 step "remote: a file rewritten during the sync fails the job (source_changed), sealing nothing"
 curl -sf -X POST "$HUB/_stats/reset" >/dev/null
 curl -sf -X POST "$HUB/_faults" -d '[{"kind": "resolve", "path": "config.json", "count": 1, "hold": true}]' >/dev/null

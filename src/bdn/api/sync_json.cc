@@ -70,7 +70,9 @@ json SyncJobToJson(const SyncJobRecord& job) {
                    {"bytes_total", job.progress.bytes_total},
                    {"bytes_done", job.progress.bytes_done},
                    {"bytes_fetched", job.progress.bytes_fetched},
-                   {"objects_left_out", job.progress.objects_left_out}};
+                   {"objects_left_out", job.progress.objects_left_out},
+                   {"retrying_ms", job.progress.retrying_ms},
+                   {"retry_error", job.progress.retry_error}};
   j["version"] = job.version ? json(job.version->ToString()) : json(nullptr);
   j["version_ref"] = job.version ? json(volume + "@" + job.version->ToString()) : json(nullptr);
   j["unchanged"] = job.unchanged;
@@ -104,6 +106,9 @@ Result<SyncJobRecord> SyncJobFromJson(const json& j) {
   BDN_ASSIGN_OR_RETURN(job.progress.bytes_done, Field<uint64_t>(p, "bytes_done", 0));
   BDN_ASSIGN_OR_RETURN(job.progress.bytes_fetched, Field<uint64_t>(p, "bytes_fetched", 0));
   BDN_ASSIGN_OR_RETURN(job.progress.objects_left_out, Field<uint64_t>(p, "objects_left_out", 0));
+  BDN_ASSIGN_OR_RETURN(job.progress.retrying_ms, Field<uint64_t>(p, "retrying_ms", 0));
+  BDN_ASSIGN_OR_RETURN(job.progress.retry_error,
+                       Field<std::string>(p, "retry_error", std::string()));
   BDN_ASSIGN_OR_RETURN(job.version, OptionalDigest(j, "version"));
   BDN_ASSIGN_OR_RETURN(job.unchanged, Field<bool>(j, "unchanged", false));
   // null or missing: no error; anything else must be {"code", "message"} ({} is refused).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bdn/api/sync_json.h"
+#include "bdn/base/mutex.h"
 #include "bdn/base/signals.h"
 #include "bdn/base/text.h"
 #include "bdn/base/units.h"
@@ -151,10 +152,23 @@ Status Report(const Context& ctx, const SyncJobRecord& job) {
 Status WaitRemote(const Context& ctx, sync::SyncService& service, SyncJobRecord job) {
   InterruptCatcher catcher;
   TransferCounters counters;
+  // The line says why nothing moves while the origin's run retries the source, as a run here
+  // does (RunHere).
+  Mutex note_mu;
+  std::string note;
   std::optional<ProgressReporter> progress;
-  if (!ctx.json) progress.emplace("sync " + job.id, counters, std::chrono::seconds(5));
+  if (!ctx.json) {
+    progress.emplace("sync " + job.id, counters, std::chrono::seconds(5), [&note_mu, &note] {
+      MutexLock lock(note_mu);
+      return note;
+    });
+  }
   auto poll_interval = std::chrono::milliseconds(250);
   while (!IsTerminal(job.state)) {
+    {
+      MutexLock lock(note_mu);
+      note = sync::RetryNote(job.progress, std::chrono::milliseconds(job.spec.retry_deadline_ms));
+    }
     counters.files_total = job.progress.objects_total;
     counters.files_done = job.progress.objects_done;
     counters.bytes_total = job.progress.bytes_total;
@@ -305,6 +319,11 @@ Status SyncDescribe(Context& ctx, const std::string& id) {
   if (!job.source_revision.empty()) line("revision", job.source_revision);
   line("progress", ProgressText(job) + " (" + FormatBytes(job.progress.bytes_fetched) +
                        " fetched)" + LeftOutText(job));
+  if (!IsTerminal(job.state) && job.progress.retrying_ms > 0) {
+    line("retrying",
+         sync::RetryNote(job.progress, std::chrono::milliseconds(job.spec.retry_deadline_ms))
+             .substr(std::string_view("retrying ").size()));
+  }
   if (job.version) line("version", VersionRef(job) + (job.unchanged ? " (unchanged)" : ""));
   if (!job.error_code.empty()) line("error", job.error_code + ": " + job.error_message);
   line("created", FormatTime(job.created_unix_ms));

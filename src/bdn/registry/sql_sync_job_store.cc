@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS sync_jobs(
   endpoint TEXT NOT NULL DEFAULT '',
   region TEXT NOT NULL DEFAULT '',
   secret_use TEXT NOT NULL DEFAULT 'legacy',
-  objects_left_out INTEGER NOT NULL DEFAULT 0);
+  objects_left_out INTEGER NOT NULL DEFAULT 0,
+  retrying_ms INTEGER NOT NULL DEFAULT 0,
+  retry_error TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS sync_jobs_by_dest ON sync_jobs(ns, volume);
 CREATE INDEX IF NOT EXISTS sync_jobs_finished ON sync_jobs(finished_ms)
   WHERE state IN ('READY', 'FAILED', 'CANCELED');
@@ -67,7 +69,7 @@ constexpr const char* kColumns =
     "state, cancel_requested, source_revision, listing_digest, objects_total, objects_done, "
     "bytes_total, bytes_done, bytes_fetched, version, unchanged, error_code, error_message, "
     "created_ms, updated_ms, started_ms, finished_ms, runs, endpoint, region, secret_use, "
-    "objects_left_out";
+    "objects_left_out, retrying_ms, retry_error";
 
 // The column secret_use: how a job may use its secret (SecretUse). 'legacy' is the column's
 // default: every job recorded before the column, or by a server that does not know it.
@@ -164,6 +166,8 @@ SyncJobRecord RowToJob(const Rows& r, size_t i) {
   j.spec.region = Text(28);
   j.secret_use = SecretUseOf(Text(29));
   j.progress.objects_left_out = static_cast<uint64_t>(Int(30));
+  j.progress.retrying_ms = static_cast<uint64_t>(Int(31));
+  j.progress.retry_error = Text(32);
   return j;
 }
 
@@ -184,16 +188,20 @@ class LockLease : public SyncJobLease {
 // A job table made before object-store sources lacks their endpoint and region (empty for its
 // jobs), and one made before jobs kept how they may use their secret lacks secret_use ('legacy'
 // for its jobs: see SecretUse::kLegacyJob), and one made before jobs counted what they left out
-// lacks objects_left_out (0): adds what is missing.
+// lacks objects_left_out (0), and one made before jobs said their retries lacks retrying_ms and
+// retry_error (0, ""): adds what is missing.
 Status AddSqliteColumns(Session& s) {
   for (const auto& [column, sql] :
        {std::pair{"endpoint", "ALTER TABLE sync_jobs ADD COLUMN endpoint TEXT NOT NULL DEFAULT ''"},
         std::pair{"region", "ALTER TABLE sync_jobs ADD COLUMN region TEXT NOT NULL DEFAULT ''"},
         std::pair{"secret_use",
                   "ALTER TABLE sync_jobs ADD COLUMN secret_use TEXT NOT NULL DEFAULT 'legacy'"},
-        std::pair{
-            "objects_left_out",
-            "ALTER TABLE sync_jobs ADD COLUMN objects_left_out INTEGER NOT NULL DEFAULT 0"}}) {
+        std::pair{"objects_left_out",
+                  "ALTER TABLE sync_jobs ADD COLUMN objects_left_out INTEGER NOT NULL DEFAULT 0"},
+        std::pair{"retrying_ms",
+                  "ALTER TABLE sync_jobs ADD COLUMN retrying_ms INTEGER NOT NULL DEFAULT 0"},
+        std::pair{"retry_error",
+                  "ALTER TABLE sync_jobs ADD COLUMN retry_error TEXT NOT NULL DEFAULT ''"}}) {
     BDN_ASSIGN_OR_RETURN(bool has, sql::HasColumn(s, "sync_jobs", column));
     if (!has) BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(sql)));
   }
@@ -229,7 +237,8 @@ Status WriteFinish(Session& s, const std::string& id, SyncState state,
                    int64_t now_ms) {
   BDN_RETURN_IF_ERROR(sql::ToStatus(
       s.Exec("UPDATE sync_jobs SET state=?2, version=?3, unchanged=?4, error_code=?5, "
-             "error_message=?6, updated_ms=?7, finished_ms=?7 WHERE id=?1",
+             "error_message=?6, updated_ms=?7, finished_ms=?7, retrying_ms=0, retry_error='' "
+             "WHERE id=?1",
              {id, std::string(SyncStateName(state)), version ? version->Hex() : std::string(),
               int64_t{unchanged}, error_code, error_message, now_ms})));
   // A finished job's file records have served their purpose: its version holds them now.
@@ -397,10 +406,10 @@ Result<SyncJobRecord> SqlSyncJobStore::StartRun(const std::string& id) {
   return sql::WriteValue<SyncJobRecord>(*db_, [&](Session& s) -> Result<SyncJobRecord> {
     BDN_ASSIGN_OR_RETURN(SyncJobRecord j, ReadJob(s, id, /*for_update=*/true));
     if (IsTerminal(j.state)) return Err(AlreadyTerminal(j));
-    BDN_RETURN_IF_ERROR(sql::ToStatus(
-        s.Exec("UPDATE sync_jobs SET state='SYNCING', runs=runs+1, updated_ms=?2, "
-               "started_ms=CASE WHEN started_ms=0 THEN ?2 ELSE started_ms END WHERE id=?1",
-               {id, NowMs()})));
+    BDN_RETURN_IF_ERROR(sql::ToStatus(s.Exec(
+        "UPDATE sync_jobs SET state='SYNCING', runs=runs+1, updated_ms=?2, retrying_ms=0, "
+        "retry_error='', started_ms=CASE WHEN started_ms=0 THEN ?2 ELSE started_ms END WHERE id=?1",
+        {id, NowMs()})));
     return ReadJob(s, id);
   });
 }
@@ -430,10 +439,11 @@ Status SqlSyncJobStore::SetProgress(const std::string& id, const SyncProgress& p
   return db_->Write([&](Session& s) {
     return sql::ToStatus(s.Exec(
         "UPDATE sync_jobs SET objects_total=?2, objects_done=?3, bytes_total=?4, bytes_done=?5, "
-        "bytes_fetched=?6, updated_ms=?7 WHERE id=?1",
+        "bytes_fetched=?6, updated_ms=?7, retrying_ms=?8, retry_error=?9 WHERE id=?1",
         {id, static_cast<int64_t>(p.objects_total), static_cast<int64_t>(p.objects_done),
          static_cast<int64_t>(p.bytes_total), static_cast<int64_t>(p.bytes_done),
-         static_cast<int64_t>(p.bytes_fetched), NowMs()}));
+         static_cast<int64_t>(p.bytes_fetched), NowMs(), static_cast<int64_t>(p.retrying_ms),
+         p.retry_error}));
   });
 }
 

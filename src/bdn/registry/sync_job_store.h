@@ -62,6 +62,12 @@ struct SyncProgress {
   // Entries the job's selection matched that the version does not hold (file://: symlinks and
   // special files; sync/source.h SourceListing::left_out).
   uint64_t objects_left_out = 0;
+  // While some source call of the run waits to be tried again (sync/source.h RetryWatch): for how
+  // long it had been, when the progress was written, and the last transient error (shown as
+  // errors are: no credential); 0 and "" otherwise (from an attacking helper: a job run by an
+  // origin said nothing of why it did not move while its source was retried).
+  uint64_t retrying_ms = 0;
+  std::string retry_error;
 };
 
 struct SyncJobRecord {
@@ -175,7 +181,8 @@ class SyncJobStore {
   virtual Status SetSource(const std::string& id, const std::string& revision,
                            const Digest& listing_digest, uint64_t objects_total,
                            uint64_t bytes_total, uint64_t objects_left_out = 0) = 0;
-  // Stores the done/fetched counters (and the totals) of `progress`.
+  // Stores the done/fetched counters (and the totals) of `progress`, and its retry note
+  // (retrying_ms, retry_error). StartRun and Finish clear the note.
   virtual Status SetProgress(const std::string& id, const SyncProgress& progress) = 0;
   // Moves a job that is not terminal to READY (with `version`), FAILED or CANCELED (with
   // `error_code` and `error_message`). Errors: NotFound; FailedPrecondition "sync job <id>:

@@ -127,7 +127,14 @@ TYPED_TEST(SyncJobStoreTest, AJobGoesFromPendingToReadyKeepingItsSpecAndProgress
   EXPECT_EQ(run->runs, 1);
   EXPECT_GT(run->started_unix_ms, 0);
   ASSERT_OK(this->jobs_->SetSource(created->id, "abc123", D(9), 3, 300, 5));
-  ASSERT_OK(this->jobs_->SetProgress(created->id, {3, 2, 300, 200, 250}));
+  SyncProgress retried{3, 2, 300, 200, 250};
+  retried.retrying_ms = 4200;
+  retried.retry_error = "hf://org/repo: HTTP 503";
+  ASSERT_OK(this->jobs_->SetProgress(created->id, retried));
+  auto noted = this->jobs_->Get(created->id);
+  ASSERT_OK(noted);
+  EXPECT_EQ(noted->progress.retrying_ms, 4200u);
+  EXPECT_EQ(noted->progress.retry_error, "hf://org/repo: HTTP 503");
   auto again = this->jobs_->StartRun(created->id);  // a resumed run
   ASSERT_OK(again);
   EXPECT_EQ(again->runs, 2);
@@ -137,6 +144,9 @@ TYPED_TEST(SyncJobStoreTest, AJobGoesFromPendingToReadyKeepingItsSpecAndProgress
   EXPECT_EQ(again->progress.objects_done, 2u);
   EXPECT_EQ(again->progress.bytes_fetched, 250u);
   EXPECT_EQ(again->progress.objects_left_out, 5u) << "kept by SetProgress";
+  EXPECT_EQ(again->progress.retrying_ms, 0u) << "a new run is not retrying yet";
+  EXPECT_EQ(again->progress.retry_error, "");
+  ASSERT_OK(this->jobs_->SetProgress(created->id, retried));
 
   auto done = this->jobs_->Finish(created->id, SyncState::kReady, D(7), true, "", "");
   ASSERT_OK(done);
@@ -144,6 +154,8 @@ TYPED_TEST(SyncJobStoreTest, AJobGoesFromPendingToReadyKeepingItsSpecAndProgress
   EXPECT_EQ(done->version, D(7));
   EXPECT_TRUE(done->unchanged);
   EXPECT_GT(done->finished_unix_ms, 0);
+  EXPECT_EQ(done->progress.retrying_ms, 0u) << "an ended job retries nothing";
+  EXPECT_EQ(done->progress.retry_error, "");
   EXPECT_STATUS(this->jobs_->Finish(created->id, SyncState::kFailed, std::nullopt, false, "x", "y"),
                 kFailedPrecondition, "sync job " + created->id + ": already READY");
   EXPECT_STATUS(this->jobs_->StartRun(created->id), kFailedPrecondition,

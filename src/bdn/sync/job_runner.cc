@@ -131,14 +131,15 @@ class Watcher {
  public:
   Watcher(const RunnerDeps& deps, const std::string& id, const RunOptions& options,
           const TransferCounters& counters, const std::atomic<uint64_t>& fetched,
-          uint64_t fetched_before, std::unique_ptr<SyncJobLease>& lease, std::atomic<bool>& stop,
-          std::atomic<bool>& canceled, std::atomic<bool>& lease_lost)
+          uint64_t fetched_before, const RetryWatch& retries, std::unique_ptr<SyncJobLease>& lease,
+          std::atomic<bool>& stop, std::atomic<bool>& canceled, std::atomic<bool>& lease_lost)
       : deps_(deps),
         id_(id),
         options_(options),
         counters_(counters),
         fetched_(fetched),
         fetched_before_(fetched_before),
+        retries_(retries),
         lease_(lease),
         stop_(stop),
         canceled_(canceled),
@@ -160,6 +161,7 @@ class Watcher {
     p.bytes_total = counters_.bytes_total;
     p.bytes_done = counters_.bytes_done;
     p.bytes_fetched = fetched_before_ + fetched_.load();
+    retries_.Fill(p);
     return p;
   }
 
@@ -265,6 +267,7 @@ class Watcher {
   const TransferCounters& counters_;
   const std::atomic<uint64_t>& fetched_;
   const uint64_t fetched_before_;
+  const RetryWatch& retries_;
   Mutex lease_mu_;  // one look at the lease at a time (the watcher's, the commit's)
   std::unique_ptr<SyncJobLease>& lease_ GUARDED_BY(lease_mu_);
   std::atomic<bool>& stop_;
@@ -428,7 +431,10 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   SourceOptions source_options;
   source_options.retry = deps.retry;
   source_options.retry.deadline = std::chrono::milliseconds(job.spec.retry_deadline_ms);
-  if (options.retry_watch) source_options.retry.watch = options.retry_watch;
+  // Always watched: the job's progress record says while its source is retried, for a client
+  // that follows the job on an origin.
+  source_options.retry.watch =
+      options.retry_watch ? options.retry_watch : std::make_shared<RetryWatch>(deps.retry.clock);
   source_options.min_body_bytes_per_second = deps.min_body_bytes_per_second;
   source_options.body_stall_timeout = deps.body_stall_timeout;
   source_options.bytes_fetched = &fetched;
@@ -437,8 +443,8 @@ Result<SyncJobRecord> RunJob(const std::string& id, const RunnerDeps& deps,
   Result<Outcome> outcome;
   SyncProgress progress;
   {
-    Watcher watcher(deps, id, options, counters, fetched, fetched_before, lease, stop, canceled,
-                    lease_lost);
+    Watcher watcher(deps, id, options, counters, fetched, fetched_before,
+                    *source_options.retry.watch, lease, stop, canceled, lease_lost);
     // A run that throws (std::bad_alloc from a source's answer that no limit caught) ends the
     // job FAILED rather than the process: a job left SYNCING would be resumed into the same
     // failure at every start of the server.

@@ -145,6 +145,56 @@ TEST(RunJob, ARunEndedByACleanStopDoesNotCountTowardTheLimit) {
   EXPECT_EQ(1, once->runs);
 }
 
+// A job run by an origin said nothing of why it did not move while its source was retried
+// (from an attacking helper: `sync start --wait` against an origin showed "0 B/0 B  files 0/0"
+// for the whole retry deadline). The job's progress record says it, and the end clears it.
+TEST(RunJob, TheProgressRecordSaysWhileTheSourceIsRetriedAndWhy) {
+  testutil::TempDir dir("bdn_retrying");
+  RunnerDeps deps;
+  ASSERT_NO_FATAL_FAILURE(OpenJobs(dir, deps));
+  deps.progress_interval = std::chrono::milliseconds(20);
+  deps.claim = [](const std::string&, const std::string&, const std::string&,
+                  const std::atomic<bool>*) -> Result<std::unique_ptr<PushClaim>> {
+    return std::make_unique<PushClaim>();
+  };
+  auto job = deps.jobs->Create(HubSpec());
+  ASSERT_OK(job);
+  SyncProgress seen;
+  bool watched = false;
+  deps.open_source = [&](const std::string&,
+                         const SourceOptions& o) -> Result<std::unique_ptr<Source>> {
+    // No watch of the caller's (an origin's run): the runner watches all the same.
+    watched = o.retry.watch != nullptr;
+    if (!watched) return Err(InternalError("no retry watch"));
+    o.retry.watch->Retrying(UnavailableError("hf://org/repo: connection refused"), true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto now = deps.jobs->Get(job->id);
+      if (now && now->progress.retrying_ms > 0) {
+        seen = now->progress;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    o.retry.watch->Ended();
+    return Err(WithCode(UnavailableError("hf://org/repo: connection refused (gave up)"),
+                        kSourceUnavailable));
+  };
+  auto ran = RunJob(job->id, deps);
+  ASSERT_OK(ran);
+  EXPECT_TRUE(watched);
+  EXPECT_GT(seen.retrying_ms, 0u);
+  EXPECT_EQ("hf://org/repo: connection refused", seen.retry_error);
+  EXPECT_EQ(SyncState::kFailed, ran->state);
+  EXPECT_EQ(0u, ran->progress.retrying_ms);
+  EXPECT_EQ("", ran->progress.retry_error);
+  // As a client shows it.
+  seen.retrying_ms = 12'345;
+  EXPECT_EQ("retrying for 12s (gives up at 5m): hf://org/repo: connection refused",
+            RetryNote(seen, std::chrono::minutes(5)));
+  EXPECT_EQ("", RetryNote(ran->progress, std::chrono::minutes(5)));
+}
+
 // A job started for a key that is not an admin key for every namespace may name only a secret
 // set for its namespace (or "*"); another reads as missing, exactly as an unknown name, and no
 // job is made. SecretUse::kAny (admin keys for "*", the embedded CLI) may name any secret.

@@ -1,5 +1,7 @@
 #include "bdn/sync/retry.h"
 
+#include "bdn/registry/sync_job_store.h"  // SyncProgress
+
 namespace bdn::sync {
 
 namespace internal {
@@ -31,11 +33,27 @@ void RetryWatch::Ended() {
 }
 
 std::string RetryWatch::Note(std::chrono::milliseconds deadline) const {
+  SyncProgress p;
+  Fill(p);
+  return RetryNote(p, deadline);
+}
+
+void RetryWatch::Fill(SyncProgress& progress) const {
   MutexLock lock(mu_);
-  if (retrying_ == 0) return "";
-  const auto s = std::chrono::duration_cast<std::chrono::seconds>(clock_->SteadyNow() - since_);
-  return "retrying for " + std::to_string(s.count()) + "s (gives up at " +
-         FormatDuration(deadline) + "): " + last_error_;
+  progress.retrying_ms = 0;
+  progress.retry_error.clear();
+  if (retrying_ == 0) return;
+  // At least 1 ms: 0 says "not retrying".
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->SteadyNow() - since_).count();
+  progress.retrying_ms = static_cast<uint64_t>(std::max<int64_t>(ms, 1));
+  progress.retry_error = last_error_;
+}
+
+std::string RetryNote(const SyncProgress& progress, std::chrono::milliseconds deadline) {
+  if (progress.retrying_ms == 0) return "";
+  return "retrying for " + std::to_string(progress.retrying_ms / 1000) + "s (gives up at " +
+         FormatDuration(deadline) + "): " + progress.retry_error;
 }
 
 Status CanceledError(const std::string& what) {

@@ -27,6 +27,10 @@
 #include "bdn/base/status.h"
 #include "bdn/volume/push.h"  // ByteStream
 
+namespace bdn {
+struct SyncProgress;  // registry/sync_job_store.h
+}  // namespace bdn
+
 namespace bdn::sync {
 
 // ---- Stable error codes (docs/sync.md, "Error codes"), carried as Status::reason ----
@@ -127,6 +131,9 @@ class RetryWatch {
   // "retrying for 12s (gives up at 5m): <last error>" while some call is retrying, else "".
   // `deadline` is the job's --retry-deadline.
   std::string Note(std::chrono::milliseconds deadline) const;
+  // The same as fields, for a job's progress record: for how long some call has been retrying
+  // (0 when none is) and the last transient error.
+  void Fill(SyncProgress& progress) const;
 
  private:
   std::shared_ptr<Clock> clock_;
@@ -135,6 +142,10 @@ class RetryWatch {
   SteadyTime since_ GUARDED_BY(mu_);
   std::string last_error_ GUARDED_BY(mu_);
 };
+
+// "retrying for 12s (gives up at 5m): <error>", the note of RetryWatch::Note, from a job's
+// progress record (SyncProgress::retrying_ms, retry_error); "" when it is not retrying.
+std::string RetryNote(const SyncProgress& progress, std::chrono::milliseconds deadline);
 
 // What one try tells the retry loop beyond its result.
 struct Attempt {
