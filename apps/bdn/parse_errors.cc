@@ -149,7 +149,16 @@ std::string ParseProblem(CLI::App& app, int argc, char** argv) {
         for (size_t k = 1; k < arg.size(); ++k) {
           opt = find(std::string("-") + arg[k]);
           if (opt == nullptr) {  // the letter that is no option (from an attacker: "-rq")
-            if (k > 1) name = "-" + std::string(1, arg[k]) + "\" in \"" + name;
+            // The word quoted only up to that letter: the flags before it are bdn's, what follows
+            // may be a value pasted on (from attacking helper 124: "-SECRET" was quoted whole).
+            // A long option written with one dash ("-s3-region", "-name=value") is named up to
+            // its "=".
+            const bool long_with_one_dash = k == 1 && (arg.find('=') != std::string::npos ||
+                                                       arg.find('-', 1) != std::string::npos);
+            if (!long_with_one_dash) name = "-" + std::string(1, arg[k]);
+            if (k > 1) {
+              name += "\" in \"" + arg.substr(0, k + 1) + (k + 1 < arg.size() ? "..." : "");
+            }
             break;
           }
           if (opt->get_expected_min() > 0) {

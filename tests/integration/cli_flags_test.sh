@@ -181,6 +181,11 @@ run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn volume tag set takes no argument
 # command line is never repeated, however it was written; a 100 KB word is cut.
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "-q" in "-rq" (bdn volume rm --help lists them)' "$hint")" \
   "$BDN" --home "$WORK/h" volume rm -rq bdn:t/v
+# From attacking helper 124: a word of letters that are no options was quoted whole.
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "-S" (bdn volume rm --help lists them)' "$hint")" \
+  "$BDN" --home "$WORK/h" volume rm -SEKRET bdn:t/v
+run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "-S" in "-rS..." (bdn volume rm --help lists them)' "$hint")" \
+  "$BDN" --home "$WORK/h" volume rm -rSEKRET bdn:t/v
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'unknown option "-s3-secret-access-key" (bdn serve --help lists them)' "$hint")" \
   "$BDN" serve -s3-secret-access-key=SEKRET4
 run_fails 2 "$(printf 'bdn: error: %s\n%s' 'bdn serve takes no argument "***" (bdn serve --help lists what it takes)' "$hint")" \

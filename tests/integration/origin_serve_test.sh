@@ -186,9 +186,22 @@ step "the log: an access line per request naming the key, never a token"
 # NEL, which some readers split lines at) is percent-encoded, one word of the line.
 forged='/v1/x%20200%2012345%20B%200.1%20ms%20key=bdn_forged%C2%85next%E2%80%AEend%25'
 assert_eq 404 "$(http_status GET "$forged")" "status of a path with spaces and a NEL"
-for _ in $(seq 1 50); do grep -q -F "GET $forged 404 " "$LOG" && break; sleep 0.1; done
-assert_contains "$(cat "$LOG")" " access 127.0.0.1 GET $forged 404 "
+# Each segment is cut after its first space, control byte or "=" (what follows may be a value
+# pasted with a name).
+for _ in $(seq 1 50); do grep -q -F "GET /v1/x%20*** 404 " "$LOG" && break; sleep 0.1; done
+assert_contains "$(cat "$LOG")" " access 127.0.0.1 GET /v1/x%20*** 404 "
 assert_eq 0 "$(grep -c -F 'GET /v1/x 200' "$LOG" || true)" "access lines with the forged fields"
+assert_eq 0 "$(grep -c -F 'bdn_forged' "$LOG" || true)" "access lines with the forged key"
+# From attacking helper 124: a secret's name and value pasted as one word, and a query encoded
+# into the path, were logged whole (the answers hid them).
+assert_eq 400 "$(http_status PUT "/v1/secrets/tok=SEKRET4" "$ADMIN")" "status of a secret name with its value"
+assert_eq 404 "$(http_status GET "/v1/nope%3Ftoken=SEKRET5")" "status of a query encoded into the path"
+assert_eq "GET /v1/nope?token=***: no such endpoint" \
+  "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["message"])' <"$WORK/body")" "message of a query encoded into the path"
+for _ in $(seq 1 50); do grep -q -F "GET /v1/nope?token=*** 404 " "$LOG" && break; sleep 0.1; done
+assert_contains "$(cat "$LOG")" " access 127.0.0.1 PUT /v1/secrets/tok=*** 400 "
+assert_contains "$(cat "$LOG")" " access 127.0.0.1 GET /v1/nope?token=*** 404 "
+assert_eq 0 "$(grep -c -F 'SEKRET' "$LOG" || true)" "lines of the log holding a pasted secret"
 CHUNK_LINE=$(grep -m 1 " access 127.0.0.1 GET /v1/chunks/$CHUNK_HEX 200 " "$LOG")
 [[ "$CHUNK_LINE" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ info\ access\ 127\.0\.0\.1\ GET\ /v1/chunks/[0-9a-f]{64}\ 200\ [0-9]+\ B\ [0-9.]+\ ms\ key=bdn_[0-9a-f]+$ ]] \
   || fail "access line of a chunk read: [$CHUNK_LINE] in $(cat "$LOG")"

@@ -78,6 +78,11 @@ run_fails 2 "bdn: error: --s3-endpoint: needs --store s3://bucket[/prefix]" \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" --s3-endpoint "$PROXY"
 run_fails 2 "bdn: error: --store \"gs://$BUCKET\": must be s3://bucket[/prefix]" \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" --store "gs://$BUCKET"
+# From attacking helper 124: credentials or a signature in --store were quoted whole.
+run_fails 2 "bdn: error: --store \"s3://***@$BUCKET\": the bucket name: must be 3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter or digit" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" --store "s3://u:SEKRET@$BUCKET"
+run_fails 2 "bdn: error: --store \"s3://$BUCKET/p?***\": must be s3://bucket[/prefix], without a query or fragment" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag" --store "s3://$BUCKET/p?X-Amz-Signature=SEKRET"
 for flag in --idle-seal --commit-wait; do
   run_fails 2 "bdn: error: $flag: needs --store s3://bucket[/prefix]" \
     "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/noflag-$flag" "$flag" 1s

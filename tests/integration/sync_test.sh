@@ -473,6 +473,14 @@ assert_eq "source_not_found" "$(jf "$out" error code)" "code of a signed URL tha
 assert_contains "$(jf "$out" error message)" "$WEB/nope.bin?***: HEAD /nope.bin?***: HTTP 404"
 listed_json=$(emb --json volume sync list)
 case "$listed$versions$err$described$out$listed_json" in *SEKRETSIG*) fail "a signature was shown: $listed $versions $err $described $out $listed_json" ;; esac
+# From attacking helper 124: the query of a source of another scheme was shown whole (its
+# started line, its error, `sync list`).
+rc=0; emb volume sync start --source "file://$WORK/nothere?sig=SEKRETQ" --dest bdn:web/fq >"$WORK/fq.out" 2>"$WORK/fq.err" || rc=$?
+assert_eq "3" "$rc" "exit code of a file:// source that is not there"
+assert_contains "$(cat "$WORK/fq.err")" "file://$WORK/nothere?***: No such file or directory"
+emb --json volume sync list >"$WORK/fq.list"
+assert_contains "$(cat "$WORK/fq.list")" "\"file://$WORK/nothere?***\""
+assert_absent "SEKRETQ" "a file:// source's query in its messages and listing" "$WORK/fq.out" "$WORK/fq.err" "$WORK/fq.list"
 # From attacking helper 116: while the source was retried, the progress line said nothing of it
 # ("0 B/0 B  files 0/0" for the whole retry deadline). The plain line says why at once.
 rc=0; emb volume sync start --source "$WEB/files/weights.bin" --dest bdn:web/untrusted2 --retry-deadline 3s \

@@ -300,7 +300,7 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
 
 }  // namespace
 
-std::string ShownUrl(std::string_view url) {
+std::string ShownUrl(std::string_view url, size_t max_bytes) {
   std::string out(url);
   // Everything before the last "@" may be credentials, the path included where a password holds
   // a "/" ("http://u:pa/ss@h"), and so may all before it where the URL has no "://" ("u:p@h",
@@ -316,26 +316,50 @@ std::string ShownUrl(std::string_view url) {
   if (const size_t q = out.find_first_of("?#"); q != std::string::npos) {
     out = out.substr(0, q + 1) + "***";
   }
-  // So may a port that is no number (from attacking helper 123: "http://h:SECRET#x" quoted it).
-  {
-    size_t start = out.rfind("***@", out.find_first_of("?#"));
-    if (start != std::string::npos) {
-      start += 4;
-    } else {
-      const size_t scheme = out.find("://");
-      start = scheme == std::string::npos ? 0 : scheme + 3;
+  // So may what stands where a port goes, unless it is one (from attacking helpers 123 and 124:
+  // "http://h:SECRET#x" and "http://u:SECRET:8080", a user and password without "@", were
+  // quoted whole), a host that holds a "%" ("u%3ASECRET%40h"), and all after "scheme:" where "//"
+  // is missing ("http:/u:SECRET") or the host is ("http:///u:SECRET").
+  auto digits = [](std::string_view t) {
+    return std::ranges::all_of(t, [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const size_t shown_end = std::min(out.find_first_of("?#"), out.size());
+  const size_t masked = out.rfind("***@", shown_end);
+  const size_t scheme = out.find("://");
+  if (masked == std::string::npos && scheme == std::string::npos && !out.starts_with('[')) {
+    // No authority to find: "host:port[/path]" shows, anything else after the first ":" does not.
+    const size_t colon = out.find(':');
+    if (out.find('%') < shown_end) {
+      out.replace(0, shown_end, "***");
+    } else if (colon != std::string::npos && colon < shown_end) {
+      const size_t path = std::min(out.find('/', colon), shown_end);
+      const std::string_view port = std::string_view(out).substr(colon + 1, path - colon - 1);
+      if (port.empty() || !digits(port)) out.replace(colon + 1, shown_end - colon - 1, "***");
     }
+  } else {
+    const size_t start = masked != std::string::npos   ? masked + 4
+                         : scheme != std::string::npos ? scheme + 3
+                                                       : 0;
     const size_t end = std::min(out.find_first_of("/?#", start), out.size());
     const std::string_view authority = std::string_view(out).substr(start, end - start);
-    const size_t colon = authority.rfind(':');
-    const size_t close = authority.rfind(']');
-    if (colon != std::string_view::npos && (close == std::string_view::npos || colon > close) &&
-        !std::ranges::all_of(authority.substr(colon + 1),
-                             [](char c) { return c >= '0' && c <= '9'; })) {
-      out.replace(start + colon + 1, end - start - colon - 1, "***");
+    // (A "%" in an IPv6 address is its zone: "[fe80::1%25eth0]".)
+    if (authority.empty()
+            ? out.find(':', start) < shown_end
+            : authority.front() != '[' && authority.find('%') != std::string_view::npos) {
+      out.replace(start, shown_end - start, "***");
+    } else if (authority.front() == '[') {
+      // "[v6]" then ":port" or nothing.
+      const size_t close = authority.find(']');
+      if (close != std::string_view::npos && close + 1 < authority.size() &&
+          (authority[close + 1] != ':' || !digits(authority.substr(close + 2)))) {
+        out.replace(start + close + 1, authority.size() - close - 1, ":***");
+      }
+    } else if (const size_t colon = authority.find(':');
+               colon != std::string_view::npos && !digits(authority.substr(colon + 1))) {
+      out.replace(start + colon + 1, authority.size() - colon - 1, "***");
     }
   }
-  if (out.size() > 200) out = out.substr(0, 200) + "...";
+  if (out.size() > max_bytes) out = out.substr(0, max_bytes) + "...";
   return out;
 }
 

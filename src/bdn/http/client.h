@@ -159,11 +159,13 @@ using ::bdn::kShuttingDown;
 Status CheckBearerToken(std::string_view token);
 
 // A URL as an error shows it: what lies between "://" (or the start, without one) and the last
-// "@" (credentials, whatever "/", "?" or "#" they hold), and what follows a "?" or "#" after
-// that, and a port that is no number ("h:SECRET"), as "***", and its first 200 bytes then "..."
-// (from attackers: a password or a presigned signature in a URL was repeated whole, also where the
-// URL lacked "://" or the password held a "/", and a 70,000-byte host printed whole).
-std::string ShownUrl(std::string_view url);
+// "@" (credentials, whatever "/", "?" or "#" they hold), what follows a "?" or "#" after that,
+// what stands where the port goes unless it is a number ("h:SECRET", "u:SECRET:8080"), a host
+// holding a "%" (a percent-encoded "@"), and all after "scheme:" where "//" or the host is missing
+// ("http:/u:SECRET"), as "***"; and its first `max_bytes` bytes then "..." (from attackers: a
+// password or a presigned signature in a URL was repeated whole, also where the URL lacked "://"
+// or the password held a "/", and a 70,000-byte host printed whole).
+std::string ShownUrl(std::string_view url, size_t max_bytes = 200);
 
 // A request target ("/path?query#fragment", or a whole URL) with the value of each query
 // parameter whose name looks like a credential ("sig", "token", "key", "secret", "credential",

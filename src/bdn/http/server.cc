@@ -29,6 +29,7 @@
 #include "bdn/base/hex.h"
 #include "bdn/base/log.h"
 #include "bdn/base/thread_pool.h"
+#include "bdn/http/client.h"  // WithoutSecretParams
 
 namespace bdn::http {
 
@@ -145,6 +146,31 @@ std::string Printable(std::string_view s, size_t max = 200) {
   }
   if (s.size() > max) out += "...";
   return out;
+}
+
+// A request's path as the access log and a 404 show it: the values of credential-looking
+// parameters after a "?" that was percent-encoded into the path hidden (WithoutSecretParams), and
+// each segment cut after its first "=", space or control byte, "***" standing for the rest: what
+// follows may be a value pasted with a name (from attacking helper 124: `PUT /v1/secrets/tok=PW`
+// and "/v1/nope%3Ftoken=PW" were logged whole, while the answer hid them).
+std::string ShownPath(std::string_view path) {
+  const std::string hidden = WithoutSecretParams(path);
+  const size_t q = std::min(hidden.find('?'), hidden.size());
+  std::string out;
+  for (size_t i = 0; i < q;) {
+    const size_t slash = std::min(hidden.find('/', i + 1), q);
+    const std::string_view segment = std::string_view(hidden).substr(i, slash - i);
+    const size_t cut = std::ranges::find_if(segment,
+                                            [](char c) {
+                                              const auto u = static_cast<unsigned char>(c);
+                                              return c == '=' || u <= 0x20 || u == 0x7f;
+                                            }) -
+                       segment.begin();
+    out += cut < segment.size() ? std::string(segment.substr(0, cut + 1)) + "***"
+                                : std::string(segment);
+    i = slash;
+  }
+  return out + hidden.substr(q);
 }
 
 // The "code" of a JSON error body, or "" (for bdn_http_errors_total).
@@ -376,7 +402,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     route_ = impl_->Match(req_->method, req_->path, kind_, &req_->matches);
     if (!route_) {
-      SetError(*res_, NotFoundError(req_->method + " " + req_->path + ": no such endpoint"), 404);
+      SetError(*res_,
+               NotFoundError(req_->method + " " + ShownPath(req_->path) + ": no such endpoint"),
+               404);
       return Finish();
     }
     uint64_t limit =
@@ -651,10 +679,10 @@ class Session : public std::enable_shared_from_this<Session> {
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f",
                   std::chrono::duration<double, std::milli>(SteadyClock::now() - start_).count());
-    log::Info("access " + addr_ + " " + Printable(req_->method, 16) + " " + Printable(req_->path) +
-              " " + std::to_string(res_->status) + " " + std::to_string(bytes) + " B " + ms +
-              " ms key=" + (req_->key_name.empty() ? "-" : req_->key_name) +
-              (complete ? "" : " aborted"));
+    log::Info("access " + addr_ + " " + Printable(req_->method, 16) + " " +
+              Printable(ShownPath(req_->path)) + " " + std::to_string(res_->status) + " " +
+              std::to_string(bytes) + " B " + ms + " ms key=" +
+              (req_->key_name.empty() ? "-" : req_->key_name) + (complete ? "" : " aborted"));
   }
 
   void WriteResponse() {

@@ -68,17 +68,25 @@ std::string RangeText(uint64_t offset, uint64_t length) {
 }  // namespace
 
 Result<S3Location> ParseS3Uri(std::string_view uri) {
+  // Quoted as a URL is (from attacking helper 124: "s3://u:PW@bucket" and "s3://b/p?SIG" were
+  // quoted whole, and the bucket "u:PW@bucket" too).
   auto bad = [&](const std::string& why) {
-    return Err(InvalidArgumentError("--store \"" + EscapeName(uri) + "\": " + why));
+    return Err(InvalidArgumentError("--store \"" + EscapeName(http::ShownUrl(uri)) + "\": " + why));
   };
   if (!uri.starts_with("s3://")) return bad("must be s3://bucket[/prefix]");
   std::string_view rest = uri.substr(5);
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    return bad("must be s3://bucket[/prefix], without a query or fragment");
+  }
   S3Location loc;
   size_t slash = rest.find('/');
   loc.bucket = std::string(rest.substr(0, slash));
   if (!ValidBucket(loc.bucket)) {
-    return bad("bucket \"" + EscapeName(loc.bucket) +
-               "\": must be 3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter "
+    const bool plain = std::ranges::all_of(loc.bucket, [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+    });
+    return bad((plain ? "bucket \"" + loc.bucket + "\"" : std::string("the bucket name")) +
+               ": must be 3 to 63 of a-z, 0-9, '.' and '-', starting and ending with a letter "
                "or digit");
   }
   std::string prefix = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));

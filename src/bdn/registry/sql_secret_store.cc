@@ -96,7 +96,11 @@ Status ValidateSecretName(const std::string& name) {
                                 " characters (not shown)" + rule);
   }
   if (name.empty() || !alnum(name[0])) {
-    return InvalidArgumentError("secret name \"" + name + "\"" + rule);
+    // From attacking helper 124: ".hf_SECRET" was quoted whole.
+    const size_t more = name.empty() ? 0 : name.size() - 1;
+    return InvalidArgumentError(
+        "secret name \"" + name.substr(0, 1) + "\"" +
+        (more ? " and " + std::to_string(more) + " more characters (not shown)" : "") + rule);
   }
   return Status::Ok();
 }

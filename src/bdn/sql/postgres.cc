@@ -64,12 +64,38 @@ std::string UrlOptions(const std::string& url) {
 }  // namespace
 
 Result<std::string> RedactedDatabaseName(const std::string& url) {
+  // From attacking helper 124: libpq's reasons quote what they could not parse, and so the
+  // password ("postgresql://u:PW%zz@h/db": `invalid percent-encoded token: "PW%zz"`, or the whole
+  // URL after a typo in its scheme). A URL that is no postgresql:// one is refused first; in a
+  // reason, a quoted text is shown only where it is one character or a query parameter's name.
+  if (const size_t sep = url.find("://"); sep != std::string::npos && url.find('=') > sep &&
+                                          !url.starts_with("postgresql://") &&
+                                          !url.starts_with("postgres://")) {
+    return Err(InvalidArgumentError(
+        "--db: must be postgresql://[user[:password]@]host[:port]/dbname[?param=value] or "
+        "libpq's key=value words (the value is not shown: it may hold a password)"));
+  }
   char* err = nullptr;
   std::unique_ptr<PQconninfoOption, ConninfoFree> opts(PQconninfoParse(url.c_str(), &err));
   if (!opts) {
-    std::string why = err ? OneLine(err) : "cannot be parsed";
+    const std::string why = err ? OneLine(err) : "cannot be parsed";
     PQfreemem(err);
-    return Err(InvalidArgumentError("--db: " + why));
+    std::string shown;
+    for (size_t i = 0; i < why.size();) {
+      const size_t open = why.find('"', i);
+      const size_t close = open == std::string::npos ? open : why.find('"', open + 1);
+      if (close == std::string::npos) {
+        shown += why.substr(i);
+        break;
+      }
+      const std::string quoted = why.substr(open + 1, close - open - 1);
+      const bool param = url.find("?" + quoted + "=") != std::string::npos ||
+                         url.find("&" + quoted + "=") != std::string::npos;
+      shown +=
+          why.substr(i, open - i) + "\"" + (quoted.size() <= 1 || param ? quoted : "***") + "\"";
+      i = close + 1;
+    }
+    return Err(InvalidArgumentError("--db: " + shown));
   }
   std::string host, hostaddr, port, dbname;
   for (PQconninfoOption* o = opts.get(); o->keyword; ++o) {
@@ -81,6 +107,11 @@ Result<std::string> RedactedDatabaseName(const std::string& url) {
     if (k == "dbname") dbname = o->val;
   }
   if (host.empty()) host = hostaddr;
+  // A port is digits (one per host: "5432,5433"); libpq would quote another when connecting.
+  if (!std::ranges::all_of(port, [](char c) { return (c >= '0' && c <= '9') || c == ','; })) {
+    return Err(InvalidArgumentError(
+        "--db: its port must be a number (the value is not shown: it may hold a password)"));
+  }
   std::string out = "postgresql://";
   if (!host.empty() && host[0] == '/') {
     out += "/" + dbname + "?host=" + host;

@@ -40,6 +40,29 @@ TEST(RedactedDatabaseName, KeepsHostPortAndDatabaseOnly) {
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.error().message(), "--db: invalid URI query parameter: \"nosuchoption\"");
   EXPECT_EQ(bad.error().message().find('\n'), std::string::npos);
+  // From attacking helper 124: libpq's reasons quoted the password, or the whole URL.
+  for (const auto& [url, message] : std::vector<std::pair<std::string, std::string>>{
+           {"postgresql://u:SEK%zzRET@h/db", "--db: invalid percent-encoded token: \"***\""},
+           {"postgresql://u:SEK%00RET@h/db",
+            "--db: forbidden value %00 in percent-encoded value: \"***\""},
+           {"host=h SEKRET", "--db: missing \"=\" after \"***\" in connection info string"},
+           {"postgresql://u:SEKRET@h:SEK/db",
+            "--db: its port must be a number (the value is not shown: it may hold a password)"},
+           {"host=h port=SEKRET",
+            "--db: its port must be a number (the value is not shown: it may hold a password)"}}) {
+    auto r = RedactedDatabaseName(url);
+    ASSERT_FALSE(r) << url;
+    EXPECT_EQ(r.error().message(), message) << url;
+  }
+  for (const std::string url :
+       {"POSTGRESQL://u:SEKRET@h/db", " postgresql://u:SEKRET@h/db", "mysql://u:SEKRET@h/db",
+        "postgresql//u:SEKRET@h/db", "postgresql:/u:SEKRET@h", "postgresql://u:SEKRET@[h/db"}) {
+    auto r = RedactedDatabaseName(url);
+    ASSERT_FALSE(r) << url;
+    EXPECT_EQ(r.error().message().find("SEKRET"), std::string::npos) << r.error().message();
+  }
+  EXPECT_EQ(*RedactedDatabaseName("host=a,b port=5432,5433 dbname=x"),
+            "postgresql://a,b:5432,5433/x");
 }
 
 TEST(PostgresParameters, RewritesPlaceholdersOutsideQuotesAndComments) {

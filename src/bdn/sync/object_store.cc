@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <string_view>
 
 #include "bdn/base/text.h"
@@ -40,14 +41,23 @@ Result<std::string> CheckEndpoint(const std::string& uri, const std::string& end
   }
   // A port, where given, is 1 to 65535 (from an attacking helper: "http://h:SECRET" was taken
   // and the job failed later as "internal", showing it). Not quoted: it may be a password.
+  // From attacking helper 124: "http://u:SECRET:8080" passed as port 8080 (the last ":"), and
+  // its errors and `sync describe` showed the password. The port is all after the host's first
+  // ":" (after "]" for an IPv6 address).
   const std::string_view authority = std::string_view(split->first).substr(host);
-  const size_t close = authority.rfind(']');
-  if (const size_t colon = authority.rfind(':');
-      colon != std::string_view::npos && (close == std::string_view::npos || colon > close)) {
-    const std::string_view port = authority.substr(colon + 1);
+  std::optional<std::string_view> port;
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    if (close != std::string_view::npos && close + 1 < authority.size()) {
+      port = authority[close + 1] == ':' ? authority.substr(close + 2) : std::string_view("x");
+    }
+  } else if (const size_t colon = authority.find(':'); colon != std::string_view::npos) {
+    port = authority.substr(colon + 1);
+  }
+  if (port) {
     int n = 0;
-    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
-    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 ||
+    const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
+    if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 ||
         n > 65535) {
       return Err(InvalidArgumentError(uri + ": --endpoint: its port must be 1 to 65535"));
     }

@@ -55,7 +55,7 @@ TEST(ParseSourceUri, RefusesMalformedBucketUris) {
        "source \"s3:///prefix\": expected s3://bucket[/prefix] (a bucket name of "
        "letters, digits, '.', '-' and '_')"},
       {"cw://b@d/x",
-       "source \"cw://b@d/x\": expected cw://bucket[/prefix] (a bucket name of "
+       "source \"cw://***@d/x\": expected cw://bucket[/prefix] (a bucket name of "
        "letters, digits, '.', '-' and '_')"},
       {"r2://bucket/x", "source \"r2://bucket/x\": expected r2://account_id.bucket[/prefix]"},
       {"r2://.bucket/x", "source \"r2://.bucket/x\": expected r2://account_id.bucket[/prefix]"},
@@ -92,7 +92,8 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
         << r.error().message();
   }
   for (const std::string endpoint :
-       {"http://h:SEKRET", "http://h:0/p", "http://h:70000", "http://h:"}) {
+       {"http://h:SEKRET", "http://h:0/p", "http://h:70000", "http://h:", "http://u:SEKRET:8080",
+        "http://[::1]:SEKRET:1", "http://[::1]SEKRET"}) {
     auto r = CheckEndpoint("source \"s3://b\"", endpoint);
     ASSERT_FALSE(r.has_value()) << endpoint;
     EXPECT_EQ(r.error().message(), "source \"s3://b\": --endpoint: its port must be 1 to 65535");
@@ -104,7 +105,8 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
                                                         {"http://h:SEKRET?a=1", "http://h:***?***"},
                                                         {"http://h:SEKRET x", "http://h:***"},
                                                         {"ftp://h:SEKRET", "ftp://h:***"},
-                                                        {"h:SEKRET/p", "h:***/p"}}) {
+                                                        {"h:SEKRET/p", "h:***"},
+                                                        {"http:/u:SEKRET", "http:***"}}) {
     auto r = CheckEndpoint("source \"s3://b\"", endpoint);
     ASSERT_FALSE(r.has_value()) << endpoint;
     EXPECT_EQ(r.error().message(), "source \"s3://b\": --endpoint \"" + shown +
@@ -121,6 +123,36 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
   EXPECT_EQ(ShownSource("http://h:1/d/f.txt#a@b"), "http://h:1/d/f.txt#***");
   EXPECT_EQ(ShownSource("http://u:p?x@h/f"), "http://***@h/f");
   EXPECT_EQ(ShownSource("s3://b/p"), "s3://b/p");
+  // From attacking helper 124: a query or credentials of the other schemes, a port that is no
+  // number, and refused sources were shown whole.
+  for (const auto& [uri, shown] : std::vector<std::pair<std::string, std::string>>{
+           {"azure://acct/cont/p?sv=1&sig=SEK", "azure://acct/cont/p?***"},
+           {"s3://bucket/p?X-Amz-Signature=SEK", "s3://bucket/p?***"},
+           {"gs://bucket/p#SEK", "gs://bucket/p#***"},
+           {"file:///tmp/x?SEK", "file:///tmp/x?***"},
+           {"s3://u:SEK@bucket/p", "s3://***@bucket/p"},
+           {"r2://u:SEK@acct.bucket/p", "r2://***@acct.bucket/p"},
+           {"file://u:SEK@h/x", "file://***@h/x"},
+           {"hf://u:SEK@org/repo", "hf://***@org/repo"},
+           {"hf://org/repo?token=SEK", "hf://org/repo?***"},
+           {"hf://datasets/org/repo@refs/pr/1", "hf://datasets/org/repo@refs/pr/1"},
+           {"hf://org@main", "hf://org@main"},
+           {"https://h:SEK/x", "https://h:***/x"},
+           {"https://h:SEK/x?a=1", "https://h:***/x?***"},
+           {"https://[::1]:SEK/x", "https://[::1]:***/x"},
+           {"ftp://u:SEK@h/x", "ftp://***@h/x"},
+           {"u:SEK@h/x", "***@h/x"},
+           {" https://u:SEK@h/x", " https://***@h/x"},
+           {"https:/u:SEK@h/x", "***@h/x"},
+           {"az://acct/c?sig=SEK", "az://acct/c?***"}}) {
+    EXPECT_EQ(ShownSource(uri), shown) << uri;
+    if (auto r = ParseSourceUri(uri); !r) {
+      EXPECT_EQ(r.error().message().find("SEK"), std::string::npos) << r.error().message();
+    }
+  }
+  // Whole, not cut at 200 bytes as an error's URL is.
+  const std::string long_source = "https://h/" + std::string(300, 'a');
+  EXPECT_EQ(ShownSource(long_source), long_source);
 }
 
 TEST(FolderPrefix, APrefixNamesAFolder) {

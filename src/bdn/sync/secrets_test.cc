@@ -174,7 +174,7 @@ TEST(SecretVault, ErrorsNameTheSecret) {
   EXPECT_EQ("secret_not_found", missing.error().reason());
   EXPECT_STATUS(vault->Set("empty", ""), kInvalidArgument, "secret \"empty\": the value is empty");
   EXPECT_STATUS(vault->Set("-bad", "v"), kInvalidArgument,
-                "secret name \"-bad\": must be 1 to 128");
+                "secret name \"-\" and 3 more characters (not shown): must be 1 to 128");
   EXPECT_TRUE(f.store->sealed_.empty());
   EXPECT_STATUS(vault->Remove("nope"), kNotFound, "secret \"nope\": not found");
   // From attacking helper 123: a name and its value pasted as one word were quoted whole.
@@ -184,6 +184,9 @@ TEST(SecretVault, ErrorsNameTheSecret) {
   EXPECT_EQ(vault->Set("tok=hf_SEKRET", "v").message(),
             "secret name \"tok\" then \"=\" and 9 more characters (not shown)" + rule);
   EXPECT_EQ(vault->Set("tok ", "v").message(), "secret name \"tok\" then \" \"" + rule);
+  EXPECT_EQ(vault->Set(".hf_SEKRET", "v").message(),
+            "secret name \".\" and 9 more characters (not shown)" + rule);
+  EXPECT_EQ(vault->Set("", "v").message(), "secret name \"\"" + rule);
   EXPECT_EQ(vault->Set(std::string(129, 'S'), "v").message(),
             "secret name of 129 characters (not shown)" + rule);
   EXPECT_EQ(vault->Remove("tok=hf_SEKRET").message(),

@@ -164,7 +164,7 @@ Status JobScheduler::EnqueueUnfinished(bool log_resumes) {
       if (running_.contains(job.id)) continue;
     }
     if (log_resumes && job.state == SyncState::kSyncing) {
-      log::Info("sync job " + job.id + ": resuming (" + job.spec.source_uri +
+      log::Info("sync job " + job.id + ": resuming (" + ShownSource(job.spec.source_uri) +
                 " into bdn:" + job.spec.ns + "/" + job.spec.volume + ")");
     }
     Enqueue(job.id, job.spec.ns);

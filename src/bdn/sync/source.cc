@@ -141,7 +141,7 @@ Result<std::string> CheckFileAccess(const std::string& uri, const std::string& p
   std::error_code ec;
   // Symlinks resolved as far as the path exists; the rest taken lexically ("..", ".").
   const std::string real = std::filesystem::weakly_canonical(path, ec).string();
-  if (ec) return Err(ErrnoError(uri, ec.value()));
+  if (ec) return Err(ErrnoError(ShownSource(uri), ec.value()));
   for (const std::string& dir : access.forbidden_dirs) {
     if (Within(real, dir)) return refuse("the server's data directory is never a sync source");
     if (Within(dir, real)) {
@@ -194,19 +194,44 @@ std::optional<std::string> SecretHostChosenByCaller(const std::string& uri,
 }
 
 std::string ShownSource(const std::string& uri) {
-  std::string scheme = uri.substr(0, std::min(uri.find("://"), size_t{8}));
+  const size_t sep = uri.find("://");
+  std::string scheme = sep == std::string::npos ? "" : uri.substr(0, sep);
   for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (scheme != "http" && scheme != "https") return uri;
-  // A URL with no "@" before its query: only the query and fragment are hidden (from an attacking
-  // helper: an "@" in a query, "?sig=S&x=@y", made the shown URL "http://***@y", a host it never
-  // named, and so the version's record); otherwise all that may be credentials too.
-  // A "?" or "#" before the path is inside the authority (a password holding one): all that is
-  // shown as credentials.
-  const size_t q = uri.find_first_of("?#");
-  const size_t path = uri.find('/', uri.find("://") + 3);
-  if (q == std::string::npos) return uri.find('@') == std::string::npos ? uri : http::ShownUrl(uri);
-  if (path == std::string::npos || q < path || uri.find('@') < q) return http::ShownUrl(uri);
-  return uri.substr(0, q + 1) + "***";
+  constexpr size_t kWhole = std::string::npos;  // a source is shown whole, not cut at 200 bytes
+  if (scheme == "http" || scheme == "https") {
+    // A URL with no "@" before its query: only the query and fragment are hidden (from an
+    // attacking helper: an "@" in a query, "?sig=S&x=@y", made the shown URL "http://***@y", a
+    // host it never named, and so the version's record); otherwise all that may be credentials
+    // too. A "?" or "#" before the path is inside the authority (a password holding one): all
+    // that is shown as credentials.
+    const size_t q = uri.find_first_of("?#");
+    const size_t path = uri.find('/', sep + 3);
+    if (q != std::string::npos && path != std::string::npos && path < q && uri.find('@') > q) {
+      return http::ShownUrl(uri.substr(0, q), kWhole) + uri[q] + "***";
+    }
+    return http::ShownUrl(uri, kWhole);
+  }
+  static constexpr std::string_view kSchemes[] = {"hf", "s3", "gs", "azure", "r2", "cw", "file"};
+  if (std::ranges::find(kSchemes, scheme) == std::end(kSchemes)) {
+    // Refused anyway; shown as a URL (from attacking helper 124: "ftp://u:PW@h/x", "u:PW@h/x" and
+    // " https://u:PW@h/x" were quoted whole).
+    return http::ShownUrl(uri);
+  }
+  // From attacking helper 124: a query (an Azure SAS, a presigned S3 signature) or credentials
+  // before the host of any other source were shown whole in its messages, `sync list` and the
+  // sync API. An hf:// source's "@" names a revision ("hf://org/repo@main"): only an "@" after a
+  // ":" before the first "/" ("hf://user:token@org/repo") hides what precedes it.
+  std::string out = uri;
+  if (const size_t q = out.find_first_of("?#"); q != std::string::npos) {
+    out = out.substr(0, q + 1) + "***";
+  }
+  const size_t start = sep + 3;
+  const size_t end = std::min(out.find_first_of("/?#", start), out.size());
+  const size_t at = out.rfind('@', end == 0 ? 0 : end - 1);
+  if (at != std::string::npos && at >= start && (scheme != "hf" || out.find(':', start) < at)) {
+    out.replace(start, at - start, "***");
+  }
+  return out;
 }
 
 Result<SourceUri> ParseSourceUri(const std::string& uri) {
@@ -281,7 +306,8 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
       if (!std::all_of(out.account.begin(), out.account.end(), [](char c) {
             return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
           })) {
-        return bad("the account id \"" + out.account + "\" must be letters and digits");
+        // Not quoted: it may hold credentials ("r2://user:PW@acct.bucket").
+        return bad("the account id (before the first \".\") must be letters and digits");
       }
     }
     if (!IsBucketName(out.bucket)) {
@@ -330,13 +356,17 @@ Status ValidateSourceUri(const std::string& uri) {
 
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& options) {
   BDN_ASSIGN_OR_RETURN(SourceUri parsed, ParseSourceUri(uri));
-  if (auto* hf = std::get_if<HfUri>(&parsed)) return OpenHfSource(uri, *hf, options);
-  if (auto* file = std::get_if<FileUri>(&parsed)) return OpenFileSource(uri, *file, options);
+  // The sources other than http(s):// use their URI only to name themselves in messages: they get
+  // it as shown (from attacking helper 124: "file:///x?SECRET: No such file or directory").
+  // An http(s):// source fetches its URL, and hides its query itself.
+  const std::string shown = ShownSource(uri);
+  if (auto* hf = std::get_if<HfUri>(&parsed)) return OpenHfSource(shown, *hf, options);
+  if (auto* file = std::get_if<FileUri>(&parsed)) return OpenFileSource(shown, *file, options);
   if (auto* bucket = std::get_if<BucketUri>(&parsed)) {
-    if (bucket->scheme == "gs") return OpenGcsSource(uri, *bucket, options);
-    return OpenS3Source(uri, *bucket, options);
+    if (bucket->scheme == "gs") return OpenGcsSource(shown, *bucket, options);
+    return OpenS3Source(shown, *bucket, options);
   }
-  if (auto* azure = std::get_if<AzureUri>(&parsed)) return OpenAzureSource(uri, *azure, options);
+  if (auto* azure = std::get_if<AzureUri>(&parsed)) return OpenAzureSource(shown, *azure, options);
   return OpenHttpsSource(uri, std::get<HttpsUri>(parsed), options);
 }
 

@@ -51,10 +51,13 @@ using SourceUri = std::variant<HfUri, FileUri, HttpsUri, BucketUri, AzureUri>;
 // file path (https://host/path)".
 Result<SourceUri> ParseSourceUri(const std::string& uri);
 
-// A source URI as messages, listings and a version's record show it: an http(s):// one as
-// http::ShownUrl shows a URL (credentials, query and fragment as "***": from an attacking helper,
-// a presigned signature in a source's query was repeated in its errors, `sync list` and
-// `sync describe`); any other as it is ("hf://org/repo@main": its "@" names a revision).
+// A source URI as messages, listings, the sync API and a version's record show it, whole (no
+// 200-byte cut): an http(s):// one as http::ShownUrl shows a URL (credentials, query, fragment and
+// a port that is no number as "***": from attacking helpers, a presigned signature in a source's
+// query was repeated in its errors, `sync list` and `sync describe`); one of the other schemes
+// with its query or fragment and credentials before its host as "***" ("azure://a/c/p?***",
+// "s3://***@bucket/p"; an hf:// source's "@" names a revision, so only "hf://user:token@..."
+// hides); anything else (refused) as http::ShownUrl shows it.
 std::string ShownSource(const std::string& uri);
 
 }  // namespace bdn::sync
