@@ -96,6 +96,16 @@ assert_eq "unmounted $WORK/st; the bdn mount of $rb made there before it is stil
   "$("$BDN" volume umount "$WORK/st")" "umount of a bdn mount bound over itself"
 "$BDN" volume umount "$WORK/st" >/dev/null
 assert_eq "" "$(awk -v p="$WORK/st" '$5 == p' /proc/self/mountinfo)" "mounts left at $WORK/st"
+# A bdn mount, a tmpfs over it and a bdn mount over that: the umount of the top one says the first
+# is still there, and under what (from attacking helper 121: it said only "unmounted").
+"$BDN" volume mount "$rb" "$WORK/st" >/dev/null
+mount -t tmpfs -o size=1m tmpfs "$WORK/st"
+"$BDN" volume mount "$rb" "$WORK/st" >/dev/null
+assert_eq "unmounted $WORK/st; the bdn mount of $rb made there before it is still mounted, under the tmpfs mount made there since (unmount that one first, then bdn volume umount $WORK/st again)" \
+  "$("$BDN" volume umount "$WORK/st")" "umount of a bdn mount over a tmpfs over a bdn mount"
+umount "$WORK/st"
+"$BDN" volume umount "$WORK/st" >/dev/null
+assert_eq "" "$(awk -v p="$WORK/st" '$5 == p' /proc/self/mountinfo)" "mounts left at $WORK/st"
 umount "$WORK/cov/p"
 "$BDN" volume umount "$WORK/cov/p/b" >/dev/null
 umount "$WORK/mv/y"

@@ -1689,21 +1689,33 @@ Status Umount(Context& ctx, const std::string& mountpoint) {
   // A bdn mount still there (one bound over itself, or two made at one path) is said, not hidden
   // behind "unmounted" (from an attacker: `mount --bind m m`, then umount said "unmounted" and
   // mounts ls still showed m serving).
-  std::string still;
-  if (auto after = InspectMountpoint(mp);
-      after && after->kind != MountpointState::Kind::kNone && after->type == "fuse.bdn") {
-    still = after->source;
+  std::string still, over;
+  if (auto after = InspectMountpoint(mp); after && after->kind != MountpointState::Kind::kNone) {
+    if (after->type == "fuse.bdn") {
+      still = after->source;
+    } else if (!after->bdn_source_under.empty()) {
+      // From attacking helper 121: a bdn mount, a tmpfs over it and a bdn mount over that; the
+      // umount of the top one said only "unmounted", and the first stayed, covered.
+      still = after->bdn_source_under;
+      over = after->type;
+    }
   }
   if (ctx.json) {
     json out = {{"unmounted", true}};
     PutLocalPath(out, "mountpoint", mp.string());
     if (!still.empty()) out["still_mounted"] = still;
+    if (!over.empty()) out["still_mounted_under"] = over;
     PrintJson(out);
   } else {
     std::cout << "unmounted " << EscapeName(mp.string());
-    if (!still.empty()) {
+    if (!still.empty() && over.empty()) {
       std::cout << "; the bdn mount of " << EscapeName(still)
                 << " made there before it is still mounted (bdn volume umount "
+                << EscapeName(mp.string()) << " again)";
+    } else if (!still.empty()) {
+      std::cout << "; the bdn mount of " << EscapeName(still)
+                << " made there before it is still mounted, under the " << EscapeName(over)
+                << " mount made there since (unmount that one first, then bdn volume umount "
                 << EscapeName(mp.string()) << " again)";
     }
     std::cout << "\n";

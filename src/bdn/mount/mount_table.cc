@@ -445,10 +445,17 @@ std::vector<BdnMount> ListBdnMounts(std::chrono::milliseconds deadline) {
 Result<MountpointState> InspectMountpoint(const fs::path& mountpoint) {
   BDN_RETURN_IF_ERROR(CheckMountsAboveAnswer(mountpoint));
   fs::path mp = AbsoluteMountpoint(mountpoint);
-  MountInfo info = MountAt(mp);
+  MountInfo info;
+  std::string bdn_under;  // the source of the latest fuse.bdn mount at mp before `info`
+  for (MountInfo& m : ReadMountInfo()) {
+    if (m.mountpoint != mp.string()) continue;  // later lines are on top
+    if (info.type == "fuse.bdn") bdn_under = info.source;
+    info = std::move(m);
+  }
   MountpointState state;
   state.type = info.type;
   state.source = info.source;
+  if (info.type != "fuse.bdn") state.bdn_source_under = bdn_under;
   state.allow_other =
       std::ranges::find(info.super_options, "allow_other") != info.super_options.end();
   // stat may be answered from cached attributes; statfs always asks a bdn daemon.

@@ -46,6 +46,10 @@ struct MountpointState {
   std::string type;          // of the topmost mount, e.g. "fuse.bdn"; "" for kNone
   std::string source;        // its source; for bdn the version ref (MountOptions::fsname)
   bool allow_other = false;  // it was mounted with allow_other
+  // The source of the topmost bdn mount at the same mountpoint under the topmost one, when that
+  // is another file system ("" if none): a bdn mount another was made over (tmpfs, a bind), which
+  // an unmount of the one on top leaves covered.
+  std::string bdn_source_under;
 };
 
 // How long InspectMountpoint waits for the file system at a mountpoint to answer stat/statfs.
