@@ -300,6 +300,34 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
 
 }  // namespace
 
+bool IsAuthority(std::string_view authority) {
+  std::string_view host = authority, port;
+  bool has_port = false;
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return false;
+    host = authority.substr(0, close + 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return false;
+      port = authority.substr(close + 2);
+      has_port = true;
+    }
+  } else if (const size_t colon = authority.find(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+    has_port = true;
+  }
+  if (has_port) {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 ||
+        n > 65535) {
+      return false;
+    }
+  }
+  return IsHost(host) && host.size() <= 253;
+}
+
 std::string ShownUrl(std::string_view url, size_t max_bytes) {
   std::string out(url);
   // Everything before the last "@" may be credentials, the path included where a password holds
@@ -325,7 +353,16 @@ std::string ShownUrl(std::string_view url, size_t max_bytes) {
   };
   const size_t shown_end = std::min(out.find_first_of("?#"), out.size());
   const size_t masked = out.rfind("***@", shown_end);
-  const size_t scheme = out.find("://");
+  // A scheme is a letter, then letters, digits, "+", "-" and "." (RFC 3986): a "://" after anything
+  // else is in a path (from attacking helper 125: "u:SECRET/a://b" was quoted whole).
+  size_t scheme = out.find("://");
+  if (scheme != std::string::npos &&
+      (scheme == 0 || !std::isalpha(static_cast<unsigned char>(out[0])) ||
+       !std::all_of(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(scheme), [](char c) {
+         return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+       }))) {
+    scheme = std::string::npos;
+  }
   if (masked == std::string::npos && scheme == std::string::npos && !out.starts_with('[')) {
     // No authority to find: "host:port[/path]" shows, anything else after the first ":" does not.
     const size_t colon = out.find(':');
@@ -350,8 +387,12 @@ std::string ShownUrl(std::string_view url, size_t max_bytes) {
     } else if (authority.front() == '[') {
       // "[v6]" then ":port" or nothing.
       const size_t close = authority.find(']');
-      if (close != std::string_view::npos && close + 1 < authority.size() &&
-          (authority[close + 1] != ':' || !digits(authority.substr(close + 2)))) {
+      if (close == std::string_view::npos) {
+        // No "]": nothing tells the address from a password (from attacking helper 125:
+        // "http://[u:SECRET" was quoted whole).
+        if (authority.size() > 1) out.replace(start + 1, authority.size() - 1, "***");
+      } else if (close + 1 < authority.size() &&
+                 (authority[close + 1] != ':' || !digits(authority.substr(close + 2)))) {
         out.replace(start + close + 1, authority.size() - close - 1, ":***");
       }
     } else if (const size_t colon = authority.find(':');

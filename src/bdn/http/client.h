@@ -158,6 +158,10 @@ using ::bdn::kShuttingDown;
 // never appear in it.
 Status CheckBearerToken(std::string_view token);
 
+// Whether `authority` is "host[:port]" as a URL may name them: the host a name, an IPv4 address
+// or a bracketed IPv6 one (with an optional zone, "%25eth0"), a port 1 to 65535.
+bool IsAuthority(std::string_view authority);
+
 // A URL as an error shows it: what lies between "://" (or the start, without one) and the last
 // "@" (credentials, whatever "/", "?" or "#" they hold), what follows a "?" or "#" after that,
 // what stands where the port goes unless it is a number ("h:SECRET", "u:SECRET:8080"), a host

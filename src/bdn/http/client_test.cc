@@ -144,14 +144,15 @@ TEST(HttpClient, APortIsOneTo65535) {
               "url \"" + shown + "\": port \"" + port + "\": must be 1 to 65535");
   }
   // From attacking helper 118: hosts that are neither a name nor a bracketed IPv6 address.
-  // (What follows "]" other than ":port" is not quoted: it may be a password.)
+  // (What follows "]" other than ":port", and all after a "[" without "]", is not quoted: it may
+  // be a password.)
   for (const auto& [url, shown, authority] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"http://[::1", "http://[::1", "[::1"},
+           {"http://[::1", "http://[***", "[***"},
            {"http://[::1]x:80", "http://[::1]:***", "[::1]:***"},
            {"http://[]:80", "http://[]:80", "[]:80"},
            {"http://[::1]]:80", "http://[::1]:***", "[::1]:***"},
-           {"http://[:::80/p", "http://[:::80/p", "[:::80"},
+           {"http://[:::80/p", "http://[***/p", "[***"},
            {"http://h]:80", "http://h]:80", "h]:80"},
            {"http://[h]:80", "http://[h]:80", "[h]:80"}}) {
     auto c = HttpClient::Create({.base_url = url});
@@ -228,6 +229,14 @@ TEST(HttpClient, TheSchemeIsLowerCasedAndAHostIsAnAddressOrAName) {
   EXPECT_EQ(ShownUrl("u%3ASEKRET%40h"), "***");
   EXPECT_EQ(ShownUrl("localhost:8080/p"), "localhost:8080/p");
   EXPECT_EQ(ShownUrl("http://"), "http://");
+  // From attacking helper 125: an unclosed "[" and a "://" inside a path.
+  EXPECT_EQ(ShownUrl("http://[u:SEKRET"), "http://[***");
+  EXPECT_EQ(ShownUrl("u:SEKRET/a://b"), "u:***");
+  EXPECT_TRUE(IsAuthority("h:1"));
+  EXPECT_TRUE(IsAuthority("[fe80::1%25eth0]:8080"));
+  EXPECT_FALSE(IsAuthority("u:SEKRET:8080"));
+  EXPECT_FALSE(IsAuthority("[u:SEKRET"));
+  EXPECT_FALSE(IsAuthority("h:0"));
   for (const std::string url :
        {"http://u:SEKRET:8080", "http://h:SEKRET]", "http://[::1]:SEKRET:1", "http:/u:SEKRET",
         "http:///u:SEKRET", "http://u%3ASEKRET%40h", "HTTP://u:SEKRET:1/x"}) {

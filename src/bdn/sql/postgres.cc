@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -111,6 +112,24 @@ Result<std::string> RedactedDatabaseName(const std::string& url) {
   if (!std::ranges::all_of(port, [](char c) { return (c >= '0' && c <= '9') || c == ','; })) {
     return Err(InvalidArgumentError(
         "--db: its port must be a number (the value is not shown: it may hold a password)"));
+  }
+  // From attacking helper 125: "host=user:PW@db" was shown as postgresql://user:PW@db and quoted
+  // by libpq's connect error; a dbname may hold anything ("x?password=PW"). A host is a name or
+  // an address (or a socket directory), and a dbname of other characters is shown as "***".
+  if (host.empty() || host[0] != '/') {
+    if (!std::ranges::all_of(host, [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+                 c == ':' || c == ',' || c == '[' || c == ']';
+        })) {
+      return Err(InvalidArgumentError(
+          "--db: a host must be a name or an address (the value is not shown: it may hold a "
+          "password)"));
+    }
+  }
+  if (!std::ranges::all_of(dbname, [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+      })) {
+    dbname = "***";
   }
   std::string out = "postgresql://";
   if (!host.empty() && host[0] == '/') {

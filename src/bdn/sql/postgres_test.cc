@@ -63,6 +63,15 @@ TEST(RedactedDatabaseName, KeepsHostPortAndDatabaseOnly) {
   }
   EXPECT_EQ(*RedactedDatabaseName("host=a,b port=5432,5433 dbname=x"),
             "postgresql://a,b:5432,5433/x");
+  // From attacking helper 125: a password pasted into host= or dbname=.
+  EXPECT_EQ(RedactedDatabaseName("host=u:SEKRET@127.0.0.1 port=1").error().message(),
+            "--db: a host must be a name or an address (the value is not shown: it may hold a "
+            "password)");
+  EXPECT_EQ(*RedactedDatabaseName("host=127.0.0.1 port=1 dbname=x?password=SEKRET"),
+            "postgresql://127.0.0.1:1/***");
+  EXPECT_EQ(*RedactedDatabaseName("postgres://127.0.0.1:1/u:SEKRET@x"),
+            "postgresql://127.0.0.1:1/***");
+  EXPECT_EQ(*RedactedDatabaseName("host=::1 dbname=bdn"), "postgresql://::1/bdn");
 }
 
 TEST(PostgresParameters, RewritesPlaceholdersOutsideQuotesAndComments) {

@@ -144,12 +144,29 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
            {"u:SEK@h/x", "***@h/x"},
            {" https://u:SEK@h/x", " https://***@h/x"},
            {"https:/u:SEK@h/x", "***@h/x"},
-           {"az://acct/c?sig=SEK", "az://acct/c?***"}}) {
+           {"az://acct/c?sig=SEK", "az://acct/c?***"},
+           // From attacking helper 125.
+           {"http://127.0.0.1:1/a@b/w.bin", "http://127.0.0.1:1/a@b/w.bin"},
+           {"https://h/a:b/c@d?sig=SEK", "https://h/a:b/c@d?***"},
+           {"http://[u:SEK/f", "http://[***/f"},
+           {"http://u:SEK:8080/f", "http://u:***/f"},
+           {"s3://bucket:SEK/p", "s3://bucket:***/p"},
+           {"azure://acct:SEK/cont/p", "azure://acct:***/cont/p"},
+           {"hf://hf_SEKabcdefghijklmnopqrstuvwxyz@org/repo", "hf://***@org/repo"},
+           {"hf://gpt2@main", "hf://gpt2@main"},
+           {"u:SEK/a://b", "u:***"}}) {
     EXPECT_EQ(ShownSource(uri), shown) << uri;
     if (auto r = ParseSourceUri(uri); !r) {
       EXPECT_EQ(r.error().message().find("SEK"), std::string::npos) << r.error().message();
     }
   }
+  EXPECT_EQ(ParseSourceUri("http://u:SEK:8080/f").error().message(),
+            "source \"http://u:***/f\": the host must be host[:port] (a name, an IPv4 address or "
+            "a bracketed IPv6 one; a port of 1 to 65535)");
+  EXPECT_TRUE(ParseSourceUri("http://[fe80::1%25eth0]:8080/f").has_value());
+  EXPECT_EQ(ParseSourceUri("hf://hf_SEKabcdefghijklmnopqrstuvwxyz@org/repo").error().message(),
+            "source \"hf://***@org/repo\": names a Hugging Face token where the repo goes; a "
+            "token is given as a secret (bdn secret set NAME, then --auth-secret-name NAME)");
   // Whole, not cut at 200 bytes as an error's URL is.
   const std::string long_source = "https://h/" + std::string(300, 'a');
   EXPECT_EQ(ShownSource(long_source), long_source);

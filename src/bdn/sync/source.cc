@@ -2,6 +2,7 @@
 #include "bdn/sync/source.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <system_error>
 
@@ -193,6 +194,18 @@ std::optional<std::string> SecretHostChosenByCaller(const std::string& uri,
   return std::nullopt;
 }
 
+namespace {
+
+// Whether `s` has the shape of a Hugging Face user access token: "hf_" then at least 20 letters
+// and digits (they are "hf_" and 34 today).
+bool LooksLikeHfToken(std::string_view s) {
+  return s.starts_with("hf_") && s.size() >= 23 && std::all_of(s.begin() + 3, s.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) != 0;
+         });
+}
+
+}  // namespace
+
 std::string ShownSource(const std::string& uri) {
   const size_t sep = uri.find("://");
   std::string scheme = sep == std::string::npos ? "" : uri.substr(0, sep);
@@ -204,10 +217,12 @@ std::string ShownSource(const std::string& uri) {
     // host it never named, and so the version's record); otherwise all that may be credentials
     // too. A "?" or "#" before the path is inside the authority (a password holding one): all
     // that is shown as credentials.
+    // A valid host[:port] before the path: an "@" after it is in the path (from attacking helper
+    // 125: "http://h/a@b/w.bin" was shown, and recorded with its version, as "http://***@b/w.bin").
     const size_t q = uri.find_first_of("?#");
-    const size_t path = uri.find('/', sep + 3);
-    if (q != std::string::npos && path != std::string::npos && path < q && uri.find('@') > q) {
-      return http::ShownUrl(uri.substr(0, q), kWhole) + uri[q] + "***";
+    const size_t end = std::min(uri.find_first_of("/?#", sep + 3), uri.size());
+    if (http::IsAuthority(std::string_view(uri).substr(sep + 3, end - sep - 3))) {
+      return q == std::string::npos ? uri : uri.substr(0, q + 1) + "***";
     }
     return http::ShownUrl(uri, kWhole);
   }
@@ -230,6 +245,16 @@ std::string ShownSource(const std::string& uri) {
   const size_t at = out.rfind('@', end == 0 ? 0 : end - 1);
   if (at != std::string::npos && at >= start && (scheme != "hf" || out.find(':', start) < at)) {
     out.replace(start, at - start, "***");
+  } else if (const size_t colon = out.find(':', start); colon < end) {
+    // No bucket, account or repo holds a ":": what follows may be a password ("s3://b:PW/p",
+    // "azure://acct:KEY/c"; from attacking helper 125).
+    out.replace(colon + 1, end - colon - 1, "***");
+  }
+  // A Hugging Face token where a repo goes ("hf://hf_TOKEN@org/repo" is repo hf_TOKEN at revision
+  // org/repo; from attacking helper 125): ParseSourceUri refuses it.
+  if (const size_t repo_end = std::min(out.find_first_of("@/", start), out.size());
+      scheme == "hf" && LooksLikeHfToken(std::string_view(out).substr(start, repo_end - start))) {
+    out.replace(start, repo_end - start, "***");
   }
   return out;
 }
@@ -245,6 +270,11 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
       out.revision = rest.substr(at + 1);
       rest.resize(at);
       if (out.revision.empty()) return bad("empty revision after '@'");
+    }
+    if (LooksLikeHfToken(rest.substr(0, rest.find('/')))) {
+      return bad(
+          "names a Hugging Face token where the repo goes; a token is given as a secret "
+          "(bdn secret set NAME, then --auth-secret-name NAME)");
     }
     for (const char* type : {"datasets/", "spaces/", "models/"}) {
       if (rest.starts_with(type)) {
@@ -282,8 +312,17 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
     if (path.empty() || path.back() == '/') {
       return bad("https:// needs the URL of one file (https://host/path/file)");
     }
-    if (uri.substr(host_start, path_start - host_start).find('@') != std::string::npos) {
+    const std::string authority = uri.substr(
+        host_start, std::min(uri.find_first_of("/?#", host_start), uri.size()) - host_start);
+    if (authority.find('@') != std::string::npos) {
       return bad("credentials in the URL are refused (use --auth-secret-name)");
+    }
+    // Refused at start, not when the job runs (from attacking helper 125: "http://u:PW:8080/f"
+    // and "http://[u:PW/f" started and failed later as internal).
+    if (!http::IsAuthority(authority)) {
+      return bad(
+          "the host must be host[:port] (a name, an IPv4 address or a bracketed IPv6 one; "
+          "a port of 1 to 65535)");
     }
     return SourceUri(HttpsUri{uri});
   }
