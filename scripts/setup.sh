@@ -11,6 +11,7 @@ pkgs=(build-essential cmake pkg-config git
       openssl  # the TLS tests make their certificates with it
       libcap2-bin  # secure_mode_test.sh: setcap
       strace  # mounts_lock_file_test.sh: holds a lock mid-way (fault injection)
+      iproute2  # pg_replicas_test.sh: ss, to see a client connected before it stops its origin
       wrk  # bench/http_load.sh
       awscli  # the sync tests populate s3rver with it; bench/sync_s3.sh compares with it
       haproxy  # scripts/cluster.sh and ha_origins_test.sh: the load balancer before the origins
