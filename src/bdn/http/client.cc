@@ -300,32 +300,39 @@ Status TransportError(const std::string& who, const Request& req, CURL* h, CURLc
 
 }  // namespace
 
-bool IsAuthority(std::string_view authority) {
-  std::string_view host = authority, port;
-  bool has_port = false;
+std::optional<AuthorityParts> SplitAuthority(std::string_view authority) {
+  AuthorityParts parts{authority, std::nullopt};
   if (authority.starts_with('[')) {
     const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return false;
-    host = authority.substr(0, close + 1);
+    if (close == std::string_view::npos) return std::nullopt;
+    parts.host = authority.substr(0, close + 1);
     if (close + 1 < authority.size()) {
-      if (authority[close + 1] != ':') return false;
-      port = authority.substr(close + 2);
-      has_port = true;
+      if (authority[close + 1] != ':') return std::nullopt;
+      parts.port = authority.substr(close + 2);
     }
   } else if (const size_t colon = authority.find(':'); colon != std::string_view::npos) {
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
-    has_port = true;
+    parts.host = authority.substr(0, colon);
+    parts.port = authority.substr(colon + 1);
   }
-  if (has_port) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
-    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 ||
-        n > 65535) {
-      return false;
-    }
+  return parts;
+}
+
+std::optional<int> ParsePort(std::string_view port) {
+  // Digits only: from_chars alone takes no "+" or space, but say so where it is decided.
+  if (port.empty() || port.size() > 5 ||
+      !std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
   }
-  return IsHost(host) && host.size() <= 253;
+  int n = 0;
+  std::from_chars(port.data(), port.data() + port.size(), n);
+  if (n < 1 || n > 65535) return std::nullopt;
+  return n;
+}
+
+bool IsAuthority(std::string_view authority) {
+  const auto parts = SplitAuthority(authority);
+  if (!parts || (parts->port && !ParsePort(*parts->port))) return false;
+  return IsHost(parts->host) && parts->host.size() <= 253;
 }
 
 std::string ShownUrl(std::string_view url, size_t max_bytes) {
@@ -534,34 +541,36 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(ClientOptions options) {
   // 1 to 65535 (from attackers: ":0", ":99999", "h:1:2" and "[::1" were accepted, and every
   // request to them failed later).
   const std::string_view authority = rest.substr(0, rest.find('/'));
-  std::string_view host = authority;
-  std::optional<std::string_view> port;
-  if (authority.front() == '[') {
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos || close == 1 ||
-        (close + 1 < authority.size() && authority[close + 1] != ':')) {
-      return refuse("malformed host \"" + part(authority) + "\"");
-    }
-    host = authority.substr(0, close + 1);
-    if (close + 1 < authority.size()) port = authority.substr(close + 2);
-  } else if (const size_t colon = authority.find(':'); colon != std::string_view::npos) {
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
+  const auto parts = SplitAuthority(authority);
+  if (!parts || !IsHost(parts->host)) {
+    return refuse("malformed host \"" + part(authority) + "\"");
   }
-  if (!IsHost(host)) return refuse("malformed host \"" + part(authority) + "\"");
-  if (host.size() > 253) {
-    return refuse("host of " + std::to_string(host.size()) + " bytes, at most 253");
+  if (parts->host.size() > 253) {
+    return refuse("host of " + std::to_string(parts->host.size()) + " bytes, at most 253");
   }
-  if (port) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
-    if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 ||
-        n > 65535) {
-      // A port that is no number is not quoted: it may be a password.
-      const bool digits = std::ranges::all_of(*port, [](char c) { return c >= '0' && c <= '9'; });
-      return refuse("port \"" + (digits ? part(*port) : std::string("***")) +
-                    "\": must be 1 to 65535");
-    }
+  if (parts->port && !ParsePort(*parts->port)) {
+    // A port that is no number is not quoted: it may be a password.
+    const std::string_view port = *parts->port;
+    const bool digits = std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; });
+    return refuse("port \"" + (digits ? part(port) : std::string("***")) +
+                  "\": must be 1 to 65535");
+  }
+  // One spelling per address, RFC 3986 §6.2.2.1 and §6.2.3: the host in lower case (an IPv6
+  // zone, an interface name, as given) and a scheme's default port dropped, so that
+  // "http://Node:80/" and "http://node" are one cache node to rendezvous hashing, to a --peers
+  // list's check for twins and to GET /v1/chain's loop check.
+  {
+    const size_t host_at = scheme_end + 3;
+    const size_t zone = parts->host.find("%25");
+    const size_t host_len = zone == std::string_view::npos ? parts->host.size() : zone;
+    const int port = parts->port ? ParsePort(*parts->port).value_or(0) : 0;  // checked above
+    const bool default_port =
+        (scheme == "http" && port == 80) || (scheme == "https" && port == 443);
+    const size_t authority_len = authority.size();
+    std::string normalized = Lower(std::string_view(url).substr(host_at, host_len)) +
+                             std::string(parts->host.substr(host_len));
+    if (parts->port && !default_port) normalized += ":" + std::to_string(port);
+    url.replace(host_at, authority_len, normalized);
   }
   for (const auto& [name, value] : options.headers) {
     auto bad = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };

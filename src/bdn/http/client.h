@@ -102,8 +102,10 @@ struct Response {
 };
 
 struct ClientOptions {
-  // "http://host:port" or "https://host:port", optionally with a path prefix; a trailing '/' is
-  // dropped. Errors name the server by this URL.
+  // "http://host:port" or "https://host:port", optionally with a path prefix. Create spells it
+  // one way (RFC 3986 §6.2.2–6.2.3): the scheme and host in lower case (an IPv6 zone as given),
+  // the scheme's default port (80, 443) and a trailing '/' dropped, a port without leading zeros.
+  // Errors name the server by this URL.
   std::string base_url;
   // Sent as "Authorization: Bearer <token>" when not empty. Never logged or put in a message.
   std::string token;
@@ -158,8 +160,23 @@ using ::bdn::kShuttingDown;
 // never appear in it.
 Status CheckBearerToken(std::string_view token);
 
+// A URL's authority "host[:port]" cut in two, as RFC 3986 §3.2 reads it: the port is all after
+// the host's first ":" ("u:SECRET:8080" has the port "SECRET:8080", never 8080), or after "]" for
+// a bracketed IPv6 host. Nothing is checked but the brackets: std::nullopt where a "[" has no "]"
+// or something other than ":" follows the "]". The views point into `authority`.
+struct AuthorityParts {
+  std::string_view host;
+  std::optional<std::string_view> port;  // set where a ":" follows the host, even if empty
+};
+std::optional<AuthorityParts> SplitAuthority(std::string_view authority);
+
+// A URL's port as a number, 1 to 65535, or std::nullopt for anything else ("", "0", "99999",
+// "+80", " 80", "8080x", a password). The one port check of every URL bdn takes.
+std::optional<int> ParsePort(std::string_view port);
+
 // Whether `authority` is "host[:port]" as a URL may name them: the host a name, an IPv4 address
-// or a bracketed IPv6 one (with an optional zone, "%25eth0"), a port 1 to 65535.
+// or a bracketed IPv6 one (with an optional zone, "%25eth0"), at most 253 bytes, a port 1 to
+// 65535 (SplitAuthority, ParsePort).
 bool IsAuthority(std::string_view authority);
 
 // A URL as an error shows it: what lies between "://" (or the start, without one) and the last

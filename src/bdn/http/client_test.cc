@@ -41,6 +41,40 @@ struct Listener {
 // From an attacker: libcurl's low-speed limit, whose speed is an average over ~5 s, noticed a
 // cache node's 1 s stall after 7 s, past the mount's read deadline. The client compares the
 // byte counts itself now: the stall is noticed within about a second of its bound.
+// The one split and port check of every URL bdn takes (HttpClient::Create, IsAuthority, a sync
+// --endpoint): the port is all after the host's first ":", digits only, 1 to 65535.
+TEST(SplitAuthority, CutsAtTheHostsFirstColonOrAfterTheBracket) {
+  auto parts = SplitAuthority("u:SEKRET:8080");
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->host, "u");
+  EXPECT_EQ(parts->port, "SEKRET:8080");
+  parts = SplitAuthority("[::1]:8080");
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->host, "[::1]");
+  EXPECT_EQ(parts->port, "8080");
+  parts = SplitAuthority("h:");
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->port, "");
+  parts = SplitAuthority("h");
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->host, "h");
+  EXPECT_FALSE(parts->port.has_value());
+  EXPECT_FALSE(SplitAuthority("[::1").has_value());
+  EXPECT_FALSE(SplitAuthority("[::1]x").has_value());
+  EXPECT_FALSE(SplitAuthority("[::1]8080").has_value());
+}
+
+TEST(ParsePort, TakesOnlyDigitsFrom1To65535) {
+  EXPECT_EQ(ParsePort("1"), 1);
+  EXPECT_EQ(ParsePort("8080"), 8080);
+  EXPECT_EQ(ParsePort("65535"), 65535);
+  EXPECT_EQ(ParsePort("00080"), 80);
+  for (const std::string_view bad : {"", "0", "65536", "99999", "000080", "+80", "-1", " 80", "80 ",
+                                     "8080x", "0x50", "SEKRET", "18446744073709551697"}) {
+    EXPECT_FALSE(ParsePort(bad).has_value()) << bad;
+  }
+}
+
 TEST(HttpClient, AStallIsNoticedWithinASecondOfItsBound) {
   Listener server;
   auto client = HttpClient::Create({.base_url = server.url, .deadline = 30s});
@@ -169,7 +203,23 @@ TEST(HttpClient, APortIsOneTo65535) {
 TEST(HttpClient, TheSchemeIsLowerCasedAndAHostIsAnAddressOrAName) {
   auto c = HttpClient::Create({.base_url = "HTTPS://Node.Example:8441/p/"});
   ASSERT_TRUE(c.has_value());
-  EXPECT_EQ((*c)->base_url(), "https://Node.Example:8441/p");
+  EXPECT_EQ((*c)->base_url(), "https://node.example:8441/p");
+  // One spelling per address (the cache nodes' rendezvous hashing, --peers' check for twins and
+  // GET /v1/chain's loop check compare URLs): host in lower case, the default port dropped, a
+  // port without leading zeros, an IPv6 zone (an interface name) as given, the path as given.
+  for (const auto& [url, want] : std::vector<std::pair<std::string, std::string>>{
+           {"http://Node:80/", "http://node"},
+           {"https://NODE:443/P/", "https://node/P"},
+           {"http://node:443", "http://node:443"},
+           {"https://node:80", "https://node:80"},
+           {"http://h:08441", "http://h:8441"},
+           {"http://[FE80::1%25Eth0]:80/x", "http://[fe80::1%25Eth0]/x"},
+           {"http://[::1]:8441", "http://[::1]:8441"},
+       }) {
+    auto n = HttpClient::Create({.base_url = url});
+    ASSERT_TRUE(n.has_value()) << url << ": " << n.error().message();
+    EXPECT_EQ((*n)->base_url(), want) << url;
+  }
   for (const char* good : {"http://[fe80::1%25lo]:8441", "http://[::ffff:127.0.0.1]",
                            "http://my_host.internal", "http://10.0.0.1:80", "HtTp://h"}) {
     EXPECT_TRUE(HttpClient::Create({.base_url = good}).has_value()) << good;

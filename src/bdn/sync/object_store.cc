@@ -1,10 +1,9 @@
 #include <algorithm>
-#include <charconv>
 #include <optional>
 #include <string_view>
 
 #include "bdn/base/text.h"
-#include "bdn/http/client.h"        // ShownUrl
+#include "bdn/http/client.h"        // ShownUrl, SplitAuthority, ParsePort
 #include "bdn/sync/https_source.h"  // NormalizeEtag
 #include "bdn/sync/object_store_internal.h"
 
@@ -44,23 +43,10 @@ Result<std::string> CheckEndpoint(const std::string& uri, const std::string& end
   // From attacking helper 124: "http://u:SECRET:8080" passed as port 8080 (the last ":"), and
   // its errors and `sync describe` showed the password. The port is all after the host's first
   // ":" (after "]" for an IPv6 address).
-  const std::string_view authority = std::string_view(split->first).substr(host);
-  std::optional<std::string_view> port;
-  if (authority.starts_with('[')) {
-    const size_t close = authority.find(']');
-    if (close != std::string_view::npos && close + 1 < authority.size()) {
-      port = authority[close + 1] == ':' ? authority.substr(close + 2) : std::string_view("x");
-    }
-  } else if (const size_t colon = authority.find(':'); colon != std::string_view::npos) {
-    port = authority.substr(colon + 1);
-  }
-  if (port) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(port->data(), port->data() + port->size(), n);
-    if (port->empty() || ec != std::errc() || end != port->data() + port->size() || n < 1 ||
-        n > 65535) {
-      return Err(InvalidArgumentError(uri + ": --endpoint: its port must be 1 to 65535"));
-    }
+  const auto parts = http::SplitAuthority(std::string_view(split->first).substr(host));
+  if (!parts) return bad();
+  if (parts->port && !http::ParsePort(*parts->port)) {
+    return Err(InvalidArgumentError(uri + ": --endpoint: its port must be 1 to 65535"));
   }
   return e;
 }

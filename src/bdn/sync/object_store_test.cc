@@ -82,8 +82,8 @@ TEST(ParseSourceUri, RefusesMalformedBucketUris) {
 // with a path, and the job's errors showed the password as the port.
 TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
   EXPECT_EQ(*CheckEndpoint("s3://b", "http://127.0.0.1:9000/"), "http://127.0.0.1:9000");
-  for (const std::string endpoint :
-       {"http://u:SEKRET/x@127.0.0.1:1", "http://u:SEKRET@127.0.0.1:1", "http://h:1/p@q"}) {
+  for (const std::string endpoint : {"http://u:SEKRET/x@127.0.0.1:1", "http://u:SEKRET@127.0.0.1:1",
+                                     "http://h:1/p@q", "http://[::1]SEKRET"}) {
     auto r = CheckEndpoint("source \"s3://b\"", endpoint);
     ASSERT_FALSE(r.has_value()) << endpoint;
     EXPECT_EQ(r.error().message().find("SEKRET"), std::string::npos) << r.error().message();
@@ -93,7 +93,7 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
   }
   for (const std::string endpoint :
        {"http://h:SEKRET", "http://h:0/p", "http://h:70000", "http://h:", "http://u:SEKRET:8080",
-        "http://[::1]:SEKRET:1", "http://[::1]SEKRET"}) {
+        "http://[::1]:SEKRET:1"}) {
     auto r = CheckEndpoint("source \"s3://b\"", endpoint);
     ASSERT_FALSE(r.has_value()) << endpoint;
     EXPECT_EQ(r.error().message(), "source \"s3://b\": --endpoint: its port must be 1 to 65535");
@@ -154,6 +154,13 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
            {"azure://acct:SEK/cont/p", "azure://acct:***/cont/p"},
            {"hf://hf_SEKabcdefghijklmnopqrstuvwxyz@org/repo", "hf://***@org/repo"},
            {"hf://gpt2@main", "hf://gpt2@main"},
+           // From attacking helper 126: a token where an org, a repo or a revision goes.
+           {"hf://org/hf_SEKabcdefghijklmnopqrstuvwxyz", "hf://org/***"},
+           {"hf://datasets/hf_SEKabcdefghijklmnopqrstuvwxyz/x", "hf://datasets/***/x"},
+           {"hf://org/repo@hf_SEKabcdefghijklmnopqrstuvwxyz", "hf://org/repo@***"},
+           {"hf://org/repo@refs/hf_SEKabcdefghijklmnopqrstuvwxyz?x#y",
+            "hf://org/repo@refs/***?***"},
+           {"hf://org/repo@hf_short", "hf://org/repo@hf_short"},
            {"u:SEK/a://b", "u:***"}}) {
     EXPECT_EQ(ShownSource(uri), shown) << uri;
     if (auto r = ParseSourceUri(uri); !r) {
@@ -165,8 +172,22 @@ TEST(CheckEndpoint, AnAtSignAnywhereIsRefusedWithoutShowingTheCredentials) {
             "a bracketed IPv6 one; a port of 1 to 65535)");
   EXPECT_TRUE(ParseSourceUri("http://[fe80::1%25eth0]:8080/f").has_value());
   EXPECT_EQ(ParseSourceUri("hf://hf_SEKabcdefghijklmnopqrstuvwxyz@org/repo").error().message(),
-            "source \"hf://***@org/repo\": names a Hugging Face token where the repo goes; a "
-            "token is given as a secret (bdn secret set NAME, then --auth-secret-name NAME)");
+            "source \"hf://***@org/repo\": names a Hugging Face token where an org, a repo or a "
+            "revision goes; a token is given as a secret (bdn secret set NAME, then "
+            "--auth-secret-name NAME)");
+  for (const std::string uri : {"hf://org/hf_SEKabcdefghijklmnopqrstuvwxyz",
+                                "hf://datasets/hf_SEKabcdefghijklmnopqrstuvwxyz/x",
+                                "hf://org/repo@hf_SEKabcdefghijklmnopqrstuvwxyz"}) {
+    auto r = ParseSourceUri(uri);
+    ASSERT_FALSE(r.has_value()) << uri;
+    EXPECT_NE(r.error().message().find("names a Hugging Face token where"), std::string::npos)
+        << r.error().message();
+  }
+  // From attacking helper 126: a known scheme in upper case was an "unknown scheme".
+  EXPECT_EQ(ParseSourceUri("HTTP://u:SEK@h/f").error().message(),
+            "source \"HTTP://***@h/f\": the scheme is written in lower case: http://");
+  EXPECT_EQ(ParseSourceUri("Hf://org/repo").error().message(),
+            "source \"Hf://org/repo\": the scheme is written in lower case: hf://");
   // Whole, not cut at 200 bytes as an error's URL is.
   const std::string long_source = "https://h/" + std::string(300, 'a');
   EXPECT_EQ(ShownSource(long_source), long_source);

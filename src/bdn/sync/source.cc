@@ -250,11 +250,21 @@ std::string ShownSource(const std::string& uri) {
     // "azure://acct:KEY/c"; from attacking helper 125).
     out.replace(colon + 1, end - colon - 1, "***");
   }
-  // A Hugging Face token where a repo goes ("hf://hf_TOKEN@org/repo" is repo hf_TOKEN at revision
-  // org/repo; from attacking helper 125): ParseSourceUri refuses it.
-  if (const size_t repo_end = std::min(out.find_first_of("@/", start), out.size());
-      scheme == "hf" && LooksLikeHfToken(std::string_view(out).substr(start, repo_end - start))) {
-    out.replace(start, repo_end - start, "***");
+  // A Hugging Face token where an org, a repo or a revision goes ("hf://hf_TOKEN@org/repo" is
+  // repo hf_TOKEN at revision org/repo; "hf://org/repo@hf_TOKEN", "hf://datasets/hf_TOKEN/x";
+  // from attacking helpers 125 and 126): ParseSourceUri refuses it.
+  if (scheme == "hf") {
+    for (size_t begin = start; begin < out.size();) {
+      const size_t stop = std::min(out.find_first_of("@/?#", begin), out.size());
+      if (LooksLikeHfToken(std::string_view(out).substr(begin, stop - begin))) {
+        out.replace(begin, stop - begin, "***");
+        begin += 3;
+      } else {
+        begin = stop;
+      }
+      if (begin < out.size() && (out[begin] == '?' || out[begin] == '#')) break;
+      ++begin;
+    }
   }
   return out;
 }
@@ -265,16 +275,22 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
   };
   if (uri.starts_with("hf://")) {
     std::string rest = uri.substr(5);
+    // Any part of it ("/" and "@" apart) with a token's shape: a token pasted where the repo or
+    // the revision goes would be sent to the Hub as a name, and shown (ShownSource hides it).
+    for (size_t begin = 0; begin <= rest.size();) {
+      const size_t stop = std::min(rest.find_first_of("@/", begin), rest.size());
+      if (LooksLikeHfToken(std::string_view(rest).substr(begin, stop - begin))) {
+        return bad(
+            "names a Hugging Face token where an org, a repo or a revision goes; a token is "
+            "given as a secret (bdn secret set NAME, then --auth-secret-name NAME)");
+      }
+      begin = stop + 1;
+    }
     HfUri out;
     if (size_t at = rest.find('@'); at != std::string::npos) {
       out.revision = rest.substr(at + 1);
       rest.resize(at);
       if (out.revision.empty()) return bad("empty revision after '@'");
-    }
-    if (LooksLikeHfToken(rest.substr(0, rest.find('/')))) {
-      return bad(
-          "names a Hugging Face token where the repo goes; a token is given as a secret "
-          "(bdn secret set NAME, then --auth-secret-name NAME)");
     }
     for (const char* type : {"datasets/", "spaces/", "models/"}) {
       if (rest.starts_with(type)) {
@@ -382,6 +398,17 @@ Result<SourceUri> ParseSourceUri(const std::string& uri) {
   // From a new user: `--source /abs/dir` (a local directory is a file:// URI).
   const std::string local =
       uri.starts_with("/") ? "; a local directory is file://" + EscapeName(std::string(uri)) : "";
+  // A known scheme in another case (from attacking helper 126: "HTTP://h/f" was an "unknown
+  // scheme"; RFC 3986 calls schemes case-insensitive, but a source is recorded as given).
+  if (const size_t sep = uri.find("://"); sep != std::string::npos && sep <= 5) {
+    std::string lower = uri.substr(0, sep);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    static constexpr std::string_view kKnown[] = {"hf", "s3",   "gs",    "azure", "r2",
+                                                  "cw", "file", "https", "http"};
+    if (lower != uri.substr(0, sep) && std::ranges::find(kKnown, lower) != std::end(kKnown)) {
+      return bad("the scheme is written in lower case: " + lower + "://");
+    }
+  }
   return bad(
       "unknown scheme (expected hf://, s3://, gs://, azure://, r2://, cw://, file://, "
       "https:// or http://)" +
