@@ -3,7 +3,8 @@
 # of a 256 MiB file read at once through 3 `bdn cache serve` nodes make the origin send at most
 # 1.05x the file (bdn_chunk_bytes_sent_total on its /metrics; the ratio is printed), every mount
 # reading correct bytes; then with one node killed (-9) two more cold mounts read correctly, the
-# dead node skipped, and the origin sends only the dead node's share again. Auth is on: the
+# dead node skipped, and the origin sends only the dead node's share again; a node whose upstream
+# is another origin costs no more than a dead one. Auth is on: the
 # mounts use a pull key of the namespace, the nodes a key of their own.
 source "$(dirname "$0")/lib.sh"
 needs_fuse
@@ -86,4 +87,20 @@ echo "with node 1 dead: origin egress $sent bytes = ${r}x the file (node 1 owned
 # Node 1's chunks go to the next node by weight, which fetches each once: about a third.
 at_most "$r" 0.45 "origin egress with a dead node / file size"
 at_most "$took" 120 "seconds to read with a dead node"
+
+step "a node whose --upstream is another origin is left alone after 32 chunks it lacked"
+# From an attacking helper: such a node answers 404 for every chunk, and every mount fetched that
+# node's share from the origin itself (2.6x over 6 mounts). Now it is left alone like a dead
+# node: its chunks go to the next node by weight, which fetches each once.
+start_bdn other serve --listen 127.0.0.1:0 --data "$WORK/other-srv" --insecure-no-auth
+BDN_TOKEN= start_bdn wrong cache serve --upstream "$STARTED_URL" --listen 127.0.0.1:0 \
+  --cache-dir "$WORK/node-wrong" --cache-size 1G
+NODES="${NODE_URLS[1]},${NODE_URLS[2]},$STARTED_URL"
+sent0=$(metric "$ORIGIN" bdn_chunk_bytes_sent_total)
+read_all w 1 2
+sent=$(( $(metric "$ORIGIN" bdn_chunk_bytes_sent_total) - sent0 ))
+r=$(ratio "$sent")
+echo "with a node of another origin: origin egress $sent bytes = ${r}x the file (that node owned ~1/3)"
+# Each mount fetching the wrong node's share itself: ~0.67; fetched once by the next node: ~0.33.
+at_most "$r" 0.45 "origin egress with a node of another origin / file size"
 echo "PASS"

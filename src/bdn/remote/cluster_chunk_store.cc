@@ -93,6 +93,12 @@ std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,
       peers.push_back((*checked)->base_url());
     }
     if (peers.size() != list.size()) continue;
+    // One spelling per node (an older node, or one a user edited, may list a node twice).
+    std::vector<std::string> unique;
+    for (std::string& p : peers) {
+      if (std::ranges::find(unique, p) == unique.end()) unique.push_back(std::move(p));
+    }
+    peers = std::move(unique);
     // A node reached over TLS does not send its clients' tokens anywhere in the clear.
     if ((*client)->base_url().starts_with("https://") &&
         std::ranges::any_of(peers,
@@ -132,6 +138,12 @@ Result<std::unique_ptr<ClusterChunkStore>> ClusterChunkStore::Create(
     co.connect_timeout = options.node_connect_timeout;
     co.deadline = options.node_deadline;
     BDN_ASSIGN_OR_RETURN(auto client, http::HttpClient::Create(co));
+    // A node named twice ("http://Node:80/" and "http://node", one URL once HttpClient has
+    // normalized both) is one node: twice in the hash it would draw twice its share.
+    if (std::ranges::any_of(c->nodes_,
+                            [&](const auto& n) { return n->url == client->base_url(); })) {
+      continue;
+    }
     auto n = std::make_unique<Node>();
     n->url = client->base_url();
     n->seed = SeedOf(n->url);
@@ -262,6 +274,16 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
   return Verdict::kFailed;
 }
 
+void ClusterChunkStore::NoteLacked(Node& n, int count) {
+  if (count <= 0 || shut_down_.load()) return;
+  const int lacked = n.lacked.fetch_add(count) + count;
+  if (lacked < kLackedInARow) return;
+  MarkUnhealthy(n, Status(StatusCode::kFailedPrecondition,
+                          "it lacked the last " + std::to_string(lacked) +
+                              " chunks it was asked for, which the origin has (is its --upstream "
+                              "this origin, and may its key read these versions?)"));
+}
+
 bool ClusterChunkStore::BudgetSpent(SteadyTime began) const {
   return options_.node_budget.count() > 0 &&
          options_.clock->SteadyNow() >= began + options_.node_budget;
@@ -271,15 +293,20 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
   const SteadyTime began = options_.clock->SteadyNow();
   std::vector<uint8_t> failed(nodes_.size(), 0);
   int failures = 0;
+  Node* refused_by = nullptr;
   for (int i = Choose(id, failed, failures); i >= 0;) {
     Node& n = *nodes_[static_cast<size_t>(i)];
     auto r = n.store->Get(id);  // verified against the id
     if (r) {
       n.strikes.store(0);
+      n.lacked.store(0);
       return r;
     }
     Verdict v = Judge(n, r.error(), began);
-    if (v == Verdict::kRefused) break;
+    if (v == Verdict::kRefused) {
+      refused_by = &n;
+      break;
+    }
     if (v == Verdict::kFailed) {
       failed[static_cast<size_t>(i)] = 1;
       // From an attacker: a node list of 256 hung URLs held a mount's first read for 13 minutes.
@@ -287,7 +314,9 @@ Result<std::vector<uint8_t>> ClusterChunkStore::Get(const Digest& id) {
       i = Choose(id, failed, failures);
     }
   }
-  return upstream_->Get(id);
+  auto r = upstream_->Get(id);
+  if (r && refused_by) NoteLacked(*refused_by, 1);
+  return r;
 }
 
 Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
@@ -296,6 +325,9 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   std::vector<uint8_t> done(ids.size(), 0);       // not vector<bool>: threads write distinct slots
   std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
   int failures = 0;  // their number: probes and reads (max_failed_nodes_per_read)
+  // Per node, the slots it was asked for and lacked (or refused), and whether it delivered any.
+  std::vector<std::vector<size_t>> lacked(nodes_.size());
+  std::vector<uint8_t> delivered(nodes_.size(), 0);
   std::vector<size_t> pending(ids.size());
   for (size_t k = 0; k < ids.size(); ++k) pending[k] = k;
   // Each round asks every chosen node for its part at once; the part of a node that failed is
@@ -330,11 +362,16 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
             if ((*got)[j]) {
               out[by_node[i][j]] = std::move((*got)[j]);
               done[by_node[i][j]] = 1;
+              delivered[i] = 1;
+            } else {
+              lacked[i].push_back(by_node[i][j]);
             }
           }
           return;  // what it lacks goes to the upstream
         }
         Verdict v = Judge(n, got.error(), began);
+        if (v == Verdict::kRefused)
+          lacked[i].insert(lacked[i].end(), by_node[i].begin(), by_node[i].end());
         if (v == Verdict::kFailed) failed[i] = 1;
         if (v != Verdict::kRetry) return;
       }
@@ -352,11 +389,20 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   for (size_t k = 0; k < ids.size(); ++k) {
     if (!done[k]) rest.push_back(k);
   }
-  if (rest.empty()) return out;
-  std::vector<Digest> want;
-  for (size_t k : rest) want.push_back(ids[k]);
-  BDN_ASSIGN_OR_RETURN(BlobBatch got, upstream_->GetMany(want));
-  for (size_t j = 0; j < rest.size(); ++j) out[rest[j]] = std::move(got[j]);
+  if (!rest.empty()) {
+    std::vector<Digest> want;
+    for (size_t k : rest) want.push_back(ids[k]);
+    BDN_ASSIGN_OR_RETURN(BlobBatch got, upstream_->GetMany(want));
+    for (size_t j = 0; j < rest.size(); ++j) out[rest[j]] = std::move(got[j]);
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (delivered[i]) {
+      nodes_[i]->lacked.store(0);
+    } else {
+      NoteLacked(*nodes_[i], static_cast<int>(std::ranges::count_if(
+                                 lacked[i], [&](size_t k) { return out[k].has_value(); })));
+    }
+  }
   return out;
 }
 

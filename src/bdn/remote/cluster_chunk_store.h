@@ -85,6 +85,10 @@ struct ClusterOptions {
 // around items and empty items are dropped).
 std::vector<std::string> ParseNodeList(std::string_view list);
 
+// Chunks in a row a cache node may lack (or refuse) that the upstream has before reads leave it
+// alone as unhealthy (ClusterChunkStore).
+inline constexpr int kLackedInARow = 32;
+
 // The most URLs a cache node's --peers (and so its GET /v1/peers answer) may hold.
 inline constexpr size_t kMaxPeers = 256;
 
@@ -95,7 +99,8 @@ inline constexpr size_t kMaxPeers = 256;
 // once (`bdn cache serve --peers`). A node without --peers answers an empty list, which is
 // passed over, as are nodes that do not answer, answer another status, or something malformed
 // (or, from a node reached over https, a list with an http URL);
-// when none gives a list, `given` as it is. `*note`, if given, says what was used (for a log):
+// when none gives a list, `given` as it is. A list is given as HttpClient spells its URLs, each
+// once. `*note`, if given, says what was used (for a log):
 // "cache nodes from the --peers of http://a:8441: 3" or "" when `given` stands. Never fails.
 std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,
                                        std::chrono::milliseconds deadline,
@@ -116,7 +121,12 @@ std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,
 // to the upstream only when no node is left; a node that is slow but alive is waited for (see
 // ClusterOptions::node_deadline), never bypassed, since a bypass fetches the chunk from the
 // origin a second time. A node's NotFound or refusal (PermissionDenied, InvalidArgument) goes to
-// the upstream without marking the node, as does a chunk a batch answer lists as missing. An
+// the upstream without marking the node, as does a chunk a batch answer lists as missing, unless
+// the node has delivered none of the last kLackedInARow chunks it was asked for that the upstream
+// then had: a node whose --upstream is another origin (or whose key may not read these versions)
+// lacks them all, and each client fetching them from the origin itself multiplies the origin's
+// egress (from an attacking helper: 2.6x over 6 mounts); it is marked unhealthy, so the
+// chunks it owns go to the next node by weight, which fetches each once. An
 // unhealthy node gets no reads until probe_interval has passed; then the first read that would
 // pick it probes GET /healthz (one thread at a time; the others skip the node meanwhile) and uses
 // it again if the probe answers 200. Contains, FindMissing, Sizes, Put, PutMany and Sync go
@@ -128,7 +138,8 @@ std::vector<std::string> DiscoverPeers(const std::vector<std::string>& given,
 // Thread-safe; keeps no threads of its own (safe to use in a forked mount daemon).
 class ClusterChunkStore : public ForwardingChunkStore {
  public:
-  // Errors: InvalidArgument for an empty or malformed node URL.
+  // A node named twice, in any spelling HttpClient makes one URL of, is one node. Errors:
+  // InvalidArgument for an empty or malformed node URL.
   static Result<std::unique_ptr<ClusterChunkStore>> Create(
       const std::vector<std::string>& node_urls, std::shared_ptr<ChunkStore> upstream,
       ClusterOptions options = {});
@@ -167,6 +178,9 @@ class ClusterChunkStore : public ForwardingChunkStore {
     // is left alone (probe_interval, 2x, 4x ... 64x), as /healthz alone does not prove that a
     // node which stalled reads will deliver the next one.
     std::atomic<int> strikes{0};
+    // Chunks in a row it lacked or refused and the upstream then had, since it last delivered
+    // one (see kLackedInARow).
+    std::atomic<int> lacked{0};
   };
 
   // Set by ShutdownNodeClients: the nodes' failures from then on are this store's own doing.
@@ -196,6 +210,9 @@ class ClusterChunkStore : public ForwardingChunkStore {
   Verdict Judge(Node& n, const Status& error, SteadyTime began);
   // Whether options_.node_budget has passed since `began` (never, for 0).
   bool BudgetSpent(SteadyTime began) const;
+  // `count` more chunks `n` lacked (or refused) that the upstream then delivered: at
+  // kLackedInARow in a row the node is marked unhealthy, as one that fails is.
+  void NoteLacked(Node& n, int count);
 
   ClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -89,6 +89,20 @@ TEST(ClusterChunkStore, ReadsFromTheOwnerNode) {
   EXPECT_GT(b.get_requests, 5);
 }
 
+// A node named twice in another spelling is one node: twice in the hash, it would own twice
+// its share of the chunks.
+TEST(ClusterChunkStore, ANodeNamedTwiceIsOneNode) {
+  FakeOrigin a, b;
+  a.Start();
+  b.Start();
+  std::string a_again = a.url() + "/";
+  a_again.replace(0, 4, "HTTP");
+  auto store =
+      ClusterChunkStore::Create({a.url(), b.url(), a_again}, std::make_shared<CountingStore>());
+  ASSERT_TRUE(store.has_value());
+  EXPECT_EQ((*store)->node_count(), 2u);
+}
+
 // A client given one node of a cluster whose nodes were started with --peers reads from all of
 // them (bdn cache serve --peers answers GET /v1/peers); anything else keeps the list it was given.
 TEST(DiscoverPeers, TakesTheFirstWellFormedListAndOtherwiseKeepsTheGivenOne) {
@@ -115,6 +129,9 @@ TEST(DiscoverPeers, TakesTheFirstWellFormedListAndOtherwiseKeepsTheGivenOne) {
   EXPECT_EQ(note, "cache nodes from the --peers of " + node.url() + ": 3");
   // A dead node first: the next one is asked.
   EXPECT_EQ(DiscoverPeers({"http://127.0.0.1:9", node.url()}, 1000ms).size(), 3u);
+  // A node named twice in two spellings is named once.
+  answer(200, R"({"peers": ["http://a:8441/", "http://A:8441", "http://b:80", "http://b"]})");
+  EXPECT_EQ(DiscoverPeers(given, 1000ms), (std::vector<std::string>{"http://a:8441", "http://b"}));
   for (const auto& [st, b] : std::vector<std::pair<int, std::string>>{
            {200, R"({"peers": []})"},  // a node without --peers
            {404, R"({"error": {}})"},  // an origin, or an older node
@@ -714,6 +731,85 @@ TEST(ClusterChunkStore, MissingOnNodeFallsThroughWithoutMarkingIt) {
   auto missing = (*store)->Get(Digest::Of(std::string_view("nowhere")));
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+}
+
+// From an attacking helper: a node whose --upstream is another origin answers 404 for every chunk,
+// and every client then fetched that node's chunks from the origin itself (egress 2.6x over 6
+// mounts). After kLackedInARow chunks in a row that it lacked and the upstream had, it is left
+// alone and its chunks go to the next node by weight; one it delivers resets the count.
+TEST(ClusterChunkStore, ANodeThatLacksWhatTheOriginHasIsLeftAlone) {
+  FakeOrigin a, b;
+  a.Start();
+  b.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto store = ClusterChunkStore::Create({a.url(), b.url()}, upstream);
+  ASSERT_TRUE(store.has_value());
+  std::vector<std::pair<Digest, std::vector<uint8_t>>> owned_by_a;
+  for (int i = 0; owned_by_a.size() < 2 * kLackedInARow + 8; ++i) {
+    auto data = Bytes("chunk " + std::to_string(i));
+    Digest id = Digest::Of(data);
+    if ((*store)->OwnerOf(id) != 0) continue;
+    ASSERT_TRUE(upstream->Put(id, data).ok());
+    ASSERT_TRUE(b.store.Put(id, data).ok());  // b's upstream is the origin: it has them
+    owned_by_a.emplace_back(id, data);
+  }
+  // One a delivers resets its count.
+  ASSERT_TRUE(
+      a.store.Put(owned_by_a[kLackedInARow - 2].first, owned_by_a[kLackedInARow - 2].second).ok());
+  ::testing::internal::CaptureStderr();
+  for (const auto& [id, data] : owned_by_a) {
+    auto got = (*store)->Get(id);
+    ASSERT_TRUE(got.has_value()) << got.error().message();
+    EXPECT_EQ(*got, data);
+  }
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  // kLackedInARow - 2 lacked, one delivered, then kLackedInARow lacked: left alone.
+  EXPECT_EQ(a.get_requests, 2 * kLackedInARow - 1);
+  EXPECT_EQ(upstream->gets, 2 * kLackedInARow - 2);
+  EXPECT_EQ(b.get_requests, 9) << "the chunks after a was left alone";
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  EXPECT_TRUE((*store)->IsHealthy(1));
+  EXPECT_NE(logged.find("cache node " + a.url() +
+                        ": not used for 5s (reads go to the next node or "
+                        "the origin): it lacked the last 32 chunks it was asked for, which the "
+                        "origin has (is its --upstream this origin, and may its key read these "
+                        "versions?)"),
+            std::string::npos)
+      << logged;
+}
+
+// The same in batches: a node that delivers none of a batch the upstream has all of is left
+// alone after it; one that delivers some of it is not.
+TEST(ClusterChunkStore, ANodeThatLacksABatchTheOriginHasIsLeftAlone) {
+  FakeOrigin a;
+  a.Start();
+  auto upstream = std::make_shared<CountingStore>();
+  auto store = ClusterChunkStore::Create({a.url()}, upstream);
+  ASSERT_TRUE(store.has_value());
+  std::vector<Digest> ids;
+  for (int i = 0; i < 2 * kLackedInARow; ++i) {
+    auto data = Bytes("b" + std::to_string(i));
+    ids.push_back(Digest::Of(data));
+    ASSERT_TRUE(upstream->Put(ids.back(), data).ok());
+    if (i == 0) {
+      ASSERT_TRUE(a.store.Put(ids.back(), data).ok());
+    }
+  }
+  ::testing::internal::CaptureStderr();
+  auto got = (*store)->GetMany(ids);  // a delivers one
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_TRUE((*store)->IsHealthy(0));
+  got = (*store)->GetMany(std::span(ids).subspan(1));  // a delivers none
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  for (const auto& chunk : *got) EXPECT_TRUE(chunk.has_value());
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  got = (*store)->GetMany(ids);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(a.batch_requests, 2) << "asked again while left alone";
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(logged.find("it lacked the last " + std::to_string(2 * kLackedInARow - 1) + " chunks"),
+            std::string::npos)
+      << logged;
 }
 
 // A mount whose session is over ends its node reads (ShutdownNodeClients): the read in flight and
