@@ -42,6 +42,16 @@ assert_eq 2 "$(json_field sequence <<<"$out")" "sequence"
 "$BDN" volume push "$WORK/one" bdn:test/det 2>"$WORK/back.err" >/dev/null
 assert_eq 1 "$(grep -c '^unchanged: .*; head moved to it$' "$WORK/back.err")" "push that moved head back: $(cat "$WORK/back.err")"
 assert_eq "$d1" "$("$BDN" volume stat bdn:test/det --json | json_field head)" "head after pushing the first tree again"
+# A tag the push moves is said, an older version named so (from a new user: `push DIR
+# bdn:ns/vol:prod`, the ref a mount uses, moved prod back without a word).
+d2=$("$BDN" volume push "$WORK/two" bdn:test/det:prod --json | json_field digest)
+out=$("$BDN" volume push "$WORK/one" bdn:test/det:prod 2>&1 >/dev/null)
+assert_contains "$out" "
+tag prod moved from b3:${d2:3:12} (seq 2) to b3:${d1:3:12} (seq 1), an older version"
+out=$("$BDN" volume push "$WORK/two" bdn:test/det --tag prod --json)
+assert_eq "[{\"from\": \"$d1\", \"tag\": \"prod\"}]" "$(python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["tags_moved"]))' <<<"$out")" "tags_moved"
+out=$("$BDN" volume push "$WORK/two" bdn:test/det --tag prod 2>&1 >/dev/null)
+[[ "$out" != *"moved from"* ]] || fail "a tag that stayed was said to move: $out"
 
 step "a mode change gives a new digest"
 chmod 600 "$WORK/one/config.json"

@@ -98,7 +98,10 @@ range_ok "$WORK/mnt-dead/dead.bin" "$WORK/dead/dead.bin" 0 $((4 * MiB))
 hold_cat keep "bdn:g/keep@$keep/keep.bin" $MiB; keep_cat=$CAT_PID; keep_reader=$READER_PID
 hold_cat dead "bdn:g/dead@$dead/dead.bin" $((5 * MiB)); dead_cat=$CAT_PID; dead_reader=$READER_PID
 # Only now is the dead version deleted past its retention: its readers opened it while it lived.
-BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:g/dead@$dead" >/dev/null
+# rm says where the version is still mounted (from a new user: it said nothing), in text and JSON.
+BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:g/dead@$dead" >/dev/null 2>"$WORK/rm.err"
+assert_eq "warning: it is still mounted at $WORK/mnt-dead, which reads on until gc collects the version and then fails: bdn volume umount $WORK/mnt-dead" \
+  "$(head -n 1 "$WORK/rm.err")" "rm of a mounted version"
 
 plan=$("$BDN" gc --dry-run --max-repack-fraction 0.9 --json)
 repacked=$(python3 -c 'import json,sys; print(" ".join(a["pack"] for a in json.load(sys.stdin)["actions"] if a["action"]=="repack"))' <<<"$plan")

@@ -16,6 +16,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -549,6 +550,12 @@ Status Push(Context& ctx, const PushArgs& args) {
   opts.expected_sequence = args.expected_sequence;
   opts.seal.jobs = args.jobs;
   if (args.preserve_mtime) opts.seal.mtimes = SealOptions::Mtimes::kPreserve;
+  // Where the tags pointed before, to say which the push moves (from a new user: `push DIR
+  // bdn:ns/vol:prod`, the ref a mount uses, moved prod back to an older version without a word).
+  std::map<std::string, Digest> tags_before;
+  if (!opts.tags.empty()) {
+    if (auto v = ctx.registry->GetVolume(ref.ns, ref.volume)) tags_before = v->tags;
+  }
   TransferCounters counters;
   Result<PushResult> r;
   {
@@ -560,7 +567,29 @@ Status Push(Context& ctx, const PushArgs& args) {
     r = bdn::Push(opts, *push_ctx.store, *push_ctx.registry, &counters);
   }
   if (!r) return AfterFailedPush(*ctx.store, r.error());
+  struct MovedTag {
+    std::string tag;
+    Digest from;
+    std::optional<int64_t> from_sequence, to_sequence;  // the versions' own, where known
+  };
+  std::vector<MovedTag> moved;
+  for (const std::string& tag : r->tags_applied) {
+    auto it = tags_before.find(tag);
+    if (it == tags_before.end() || it->second == r->ref.digest) continue;
+    MovedTag m{tag, it->second, std::nullopt, std::nullopt};
+    if (auto v = ctx.registry->GetVersion(ref.ns, ref.volume, it->second)) {
+      m.from_sequence = v->sequence;
+    }
+    if (auto v = ctx.registry->GetVersion(ref.ns, ref.volume, r->ref.digest)) {
+      m.to_sequence = v->sequence;
+    }
+    moved.push_back(std::move(m));
+  }
   if (ctx.json) {
+    nlohmann::json tags_moved = nlohmann::json::array();
+    for (const MovedTag& m : moved) {
+      tags_moved.push_back({{"tag", m.tag}, {"from", m.from.ToString()}});
+    }
     PrintJson({{"version_ref", r->ref.ToString()},
                {"digest", r->ref.digest.ToString()},
                {"sequence", r->sequence},
@@ -575,7 +604,8 @@ Status Push(Context& ctx, const PushArgs& args) {
                {"metadata_bytes_uploaded", r->metadata_bytes_uploaded},
                {"chunks_uploaded_again", r->chunks_uploaded_again},
                {"unchanged", r->unchanged},
-               {"symlinks_outside", r->symlinks_outside.size()}});
+               {"symlinks_outside", r->symlinks_outside.size()},
+               {"tags_moved", tags_moved}});
   } else {
     // A version pushed before whose push still stored chunks: the store lacked them (lost or
     // found damaged), and this push put them back.
@@ -594,6 +624,15 @@ Status Push(Context& ctx, const PushArgs& args) {
     // moved back to it.
     if (r->unchanged && r->head_updated) std::cerr << "; head moved to it";
     std::cerr << "\n";
+    auto short_ref = [](const Digest& d) { return "b3:" + d.Hex().substr(0, 12); };
+    for (const MovedTag& m : moved) {
+      const bool older = m.from_sequence && m.to_sequence && *m.to_sequence < *m.from_sequence;
+      std::cerr << "tag " << m.tag << " moved from " << short_ref(m.from)
+                << (m.from_sequence ? " (seq " + std::to_string(*m.from_sequence) + ")" : "")
+                << " to " << short_ref(r->ref.digest)
+                << (m.to_sequence ? " (seq " + std::to_string(*m.to_sequence) + ")" : "")
+                << (older ? ", an older version" : "") << "\n";
+    }
     std::cout << r->ref.ToString() << std::endl;
   }
   if (!r->symlinks_outside.empty()) {
@@ -945,11 +984,23 @@ Status Rm(Context& ctx, const RmArgs& args) {
   }
   BDN_ASSIGN_OR_RETURN(DeleteResult r,
                        ctx.registry->DeleteVersions(ns, volume, digest, args.expected_sequence));
+  // Where this machine mounts a deleted version (from a new user: rm said nothing of the mount,
+  // which reads on until gc collects the version, and then fails). By the version ref each
+  // mount carries as its source; the mounts are looked up without waiting on one that hangs.
+  std::map<std::string, std::vector<std::string>> mounted_at;  // version ref -> mountpoints
+  for (const BdnMount& m : ListBdnMounts(std::chrono::milliseconds(500))) {
+    mounted_at[m.source].push_back(m.mountpoint);
+  }
+  auto mounts_of = [&](const Digest& d) {
+    auto it = mounted_at.find(PinnedRef{ns, volume, d}.ToString());
+    return it == mounted_at.end() ? std::vector<std::string>() : it->second;
+  };
   if (ctx.json) {
     json list = json::array();
     for (const DeletedVersion& d : r.deleted) {
       list.push_back({{"version_ref", PinnedRef{ns, volume, d.digest}.ToString()},
                       {"digest", d.digest.ToString()},
+                      {"mounted_at", mounts_of(d.digest)},
                       {"tags_dropped", d.tags_dropped},
                       {"deleted", FormatUnixMs(d.deleted_unix_ms)},
                       {"delete_after", FormatUnixMs(d.delete_after_unix_ms)},
@@ -974,6 +1025,12 @@ Status Rm(Context& ctx, const RmArgs& args) {
               << (d.delete_after_unix_ms > d.deleted_unix_ms ? " (restorable until then)"
                                                              : " (not restorable: retention 0s)")
               << "\n";
+    for (const std::string& mp : mounts_of(d.digest)) {
+      std::cerr << "warning: it is still mounted at " << EscapeName(mp)
+                << ", which reads on until gc collects the version"
+                << (d.delete_after_unix_ms > d.deleted_unix_ms ? " (after delete_after)" : "")
+                << " and then fails: bdn volume umount " << EscapeName(mp) << "\n";
+    }
   }
   if (r.head_moved) {
     std::cerr << "head of bdn:" << ns << "/" << volume << " is now "
