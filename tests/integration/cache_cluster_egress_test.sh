@@ -101,6 +101,8 @@ read_all w 1 2
 sent=$(( $(metric "$ORIGIN" bdn_chunk_bytes_sent_total) - sent0 ))
 r=$(ratio "$sent")
 echo "with a node of another origin: origin egress $sent bytes = ${r}x the file (that node owned ~1/3)"
-# Each mount fetching the wrong node's share itself: ~0.67; fetched once by the next node: ~0.33.
-at_most "$r" 0.45 "origin egress with a node of another origin / file size"
+# Each mount fetching the wrong node's share itself: ~0.67. Here the other nodes hold the whole
+# file already, so what the origin sends is what the mounts read from it before the node was left
+# alone: 0.008 (a batch's part that the node lacked went to the origin first: 0.06 to 0.64).
+at_most "$r" 0.15 "origin egress with a node of another origin / file size"
 echo "PASS"

@@ -319,10 +319,12 @@ std::optional<AuthorityParts> SplitAuthority(std::string_view authority) {
 
 std::optional<int> ParsePort(std::string_view port) {
   // Digits only: from_chars alone takes no "+" or space, but say so where it is decided.
-  if (port.empty() || port.size() > 5 ||
-      !std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; })) {
+  if (port.empty() || !std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; })) {
     return std::nullopt;
   }
+  // Leading zeros are RFC 3986's digits too ("041517"; from attacking helper 127).
+  port.remove_prefix(std::min(port.find_first_not_of('0'), port.size()));
+  if (port.empty() || port.size() > 5) return std::nullopt;
   int n = 0;
   std::from_chars(port.data(), port.data() + port.size(), n);
   if (n < 1 || n > 65535) return std::nullopt;

@@ -170,8 +170,9 @@ struct AuthorityParts {
 };
 std::optional<AuthorityParts> SplitAuthority(std::string_view authority);
 
-// A URL's port as a number, 1 to 65535, or std::nullopt for anything else ("", "0", "99999",
-// "+80", " 80", "8080x", a password). The one port check of every URL bdn takes.
+// A URL's port as a number, 1 to 65535 (leading zeros allowed: "041517"), or std::nullopt for
+// anything else ("", "0", "000", "99999", "+80", " 80", "8080x", a password). The one port check of
+// every URL bdn takes.
 std::optional<int> ParsePort(std::string_view port);
 
 // Whether `authority` is "host[:port]" as a URL may name them: the host a name, an IPv4 address

@@ -69,7 +69,9 @@ TEST(ParsePort, TakesOnlyDigitsFrom1To65535) {
   EXPECT_EQ(ParsePort("8080"), 8080);
   EXPECT_EQ(ParsePort("65535"), 65535);
   EXPECT_EQ(ParsePort("00080"), 80);
-  for (const std::string_view bad : {"", "0", "65536", "99999", "000080", "+80", "-1", " 80", "80 ",
+  EXPECT_EQ(ParsePort("041517"), 41517);  // from attacking helper 127: refused past 5 characters
+  EXPECT_EQ(ParsePort("00000000000000000000080"), 80);
+  for (const std::string_view bad : {"", "0", "000", "65536", "099999", "+80", "-1", " 80", "80 ",
                                      "8080x", "0x50", "SEKRET", "18446744073709551697"}) {
     EXPECT_FALSE(ParsePort(bad).has_value()) << bad;
   }

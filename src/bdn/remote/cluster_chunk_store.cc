@@ -274,14 +274,15 @@ ClusterChunkStore::Verdict ClusterChunkStore::Judge(Node& n, const Status& error
   return Verdict::kFailed;
 }
 
-void ClusterChunkStore::NoteLacked(Node& n, int count) {
-  if (count <= 0 || shut_down_.load()) return;
+bool ClusterChunkStore::NoteLacked(Node& n, int count) {
+  if (count <= 0 || shut_down_.load()) return false;
   const int lacked = n.lacked.fetch_add(count) + count;
-  if (lacked < kLackedInARow) return;
+  if (lacked < kLackedInARow) return false;
   MarkUnhealthy(n, Status(StatusCode::kFailedPrecondition,
                           "it lacked the last " + std::to_string(lacked) +
                               " chunks it was asked for, which the origin has (is its --upstream "
                               "this origin, and may its key read these versions?)"));
+  return true;
 }
 
 bool ClusterChunkStore::BudgetSpent(SteadyTime began) const {
@@ -325,7 +326,8 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
   std::vector<uint8_t> done(ids.size(), 0);       // not vector<bool>: threads write distinct slots
   std::vector<uint8_t> failed(nodes_.size(), 0);  // nodes that failed in this call
   int failures = 0;  // their number: probes and reads (max_failed_nodes_per_read)
-  // Per node, the slots it was asked for and lacked (or refused), and whether it delivered any.
+  // Per node, the slots it was asked for and lacked (or refused) that went to the upstream, and
+  // whether it delivered any.
   std::vector<std::vector<size_t>> lacked(nodes_.size());
   std::vector<uint8_t> delivered(nodes_.size(), 0);
   std::vector<size_t> pending(ids.size());
@@ -347,6 +349,7 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
       if (!by_node[i].empty()) asked.push_back(i);
     }
     if (asked.empty()) break;
+    std::vector<std::vector<size_t>> round_lacked(nodes_.size());
     // One thread per node asked (the threads end with the call, so none exist when a mount
     // daemon forks). Each writes only its own node's slots of `out`, `done` and `failed`.
     ParallelFor(asked.size(), asked.size(), [&](size_t a) {
@@ -364,20 +367,32 @@ Result<BlobBatch> ClusterChunkStore::GetMany(std::span<const Digest> ids) {
               done[by_node[i][j]] = 1;
               delivered[i] = 1;
             } else {
-              lacked[i].push_back(by_node[i][j]);
+              round_lacked[i].push_back(by_node[i][j]);
             }
           }
           return;  // what it lacks goes to the upstream
         }
         Verdict v = Judge(n, got.error(), began);
-        if (v == Verdict::kRefused)
-          lacked[i].insert(lacked[i].end(), by_node[i].begin(), by_node[i].end());
+        if (v == Verdict::kRefused) round_lacked[i] = by_node[i];
         if (v == Verdict::kFailed) failed[i] = 1;
         if (v != Verdict::kRetry) return;
       }
     });
     std::vector<size_t> again;
     for (size_t i : asked) {
+      // A node that delivered nothing and lacked (or refused) enough to be left alone is left
+      // alone now, and what it lacked goes to the next node by weight, not to the upstream: a
+      // batch is often much of a file, its reads all in flight at once (from attacking helper
+      // 127: a node of another origin still cost up to a third of the file per mount).
+      const int round_count = static_cast<int>(round_lacked[i].size());
+      if (!failed[i] && !delivered[i] && round_count > 0 &&
+          nodes_[i]->lacked.load() + round_count >= kLackedInARow &&
+          NoteLacked(*nodes_[i], round_count)) {
+        failed[i] = 1;
+        by_node[i] = std::move(round_lacked[i]);
+      } else {
+        lacked[i].insert(lacked[i].end(), round_lacked[i].begin(), round_lacked[i].end());
+      }
       if (failed[i]) {
         ++failures;
         again.insert(again.end(), by_node[i].begin(), by_node[i].end());

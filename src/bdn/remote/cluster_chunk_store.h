@@ -210,9 +210,11 @@ class ClusterChunkStore : public ForwardingChunkStore {
   Verdict Judge(Node& n, const Status& error, SteadyTime began);
   // Whether options_.node_budget has passed since `began` (never, for 0).
   bool BudgetSpent(SteadyTime began) const;
-  // `count` more chunks `n` lacked (or refused) that the upstream then delivered: at
-  // kLackedInARow in a row the node is marked unhealthy, as one that fails is.
-  void NoteLacked(Node& n, int count);
+  // `count` more chunks `n` lacked (or refused) in a row: at kLackedInARow the node is marked
+  // unhealthy, as one that fails is, and true is returned. Counted once the upstream delivered
+  // them, or, for a batch's part that reaches the bound by itself, at once (those chunks then go
+  // to the next node by weight).
+  bool NoteLacked(Node& n, int count);
 
   ClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;

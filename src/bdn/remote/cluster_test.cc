@@ -812,6 +812,40 @@ TEST(ClusterChunkStore, ANodeThatLacksABatchTheOriginHasIsLeftAlone) {
       << logged;
 }
 
+// From attacking helper 127: a batch is often much of a file, all in flight at once, and the part
+// of a node that lacked it all went to the upstream before the node was left alone (a third of
+// the file per mount). A part that reaches the bound by itself goes to the next node by weight.
+TEST(ClusterChunkStore, ABatchANodeLacksGoesToTheNextNodeNotTheUpstream) {
+  FakeOrigin a, b, origin;
+  a.Start();
+  b.Start();
+  origin.Start();
+  auto upstream_client = http::HttpClient::Create({.base_url = origin.url()});
+  auto upstream = std::make_shared<RemoteChunkStore>(
+      std::shared_ptr<http::HttpClient>(std::move(*upstream_client)));
+  auto store = ClusterChunkStore::Create({a.url(), b.url()}, upstream);
+  ASSERT_TRUE(store.has_value());
+  std::vector<Digest> ids;
+  std::vector<std::optional<std::vector<uint8_t>>> want;
+  for (int i = 0; i < 4 * kLackedInARow; ++i) {
+    auto data = Bytes("c" + std::to_string(i));
+    ids.push_back(Digest::Of(data));
+    want.emplace_back(data);
+    ASSERT_TRUE(origin.store.Put(ids.back(), data).ok());
+    ASSERT_TRUE(b.store.Put(ids.back(), data).ok());  // b's upstream is the origin
+  }
+  ::testing::internal::CaptureStderr();
+  auto got = (*store)->GetMany(ids);
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  EXPECT_EQ(*got, want);
+  EXPECT_FALSE((*store)->IsHealthy(0));
+  EXPECT_EQ(a.batch_requests, 1);
+  EXPECT_EQ(b.batch_requests, 2) << "its own part, then a's";
+  EXPECT_EQ(origin.batch_requests, 0) << "a's part went to the origin";
+  EXPECT_NE(logged.find("it lacked the last"), std::string::npos) << logged;
+}
+
 // A mount whose session is over ends its node reads (ShutdownNodeClients): the read in flight and
 // the ones after it go to the upstream, and the node is neither marked unhealthy nor logged as
 // "not used for" (it did nothing wrong).
