@@ -53,6 +53,12 @@ assert_eq "[{\"from\": \"$d1\", \"tag\": \"prod\"}]" "$(python3 -c 'import json,
 out=$("$BDN" volume push "$WORK/two" bdn:test/det --tag prod 2>&1 >/dev/null)
 [[ "$out" != *"moved from"* ]] || fail "a tag that stayed was said to move: $out"
 
+step "a push says how much of what it stored is metadata"
+mkdir -p "$WORK/meta"; printf 'x' > "$WORK/meta/one"
+"$BDN" volume push "$WORK/meta" bdn:test/meta 2>"$WORK/meta.err" >/dev/null
+grep -Eq '^sealed: 1 file, 1 B, 1 chunk \(1 new, [0-9.]+ [KMG]?i?B stored, [0-9.]+ [KMG]?i?B of it the manifest and indexes\)$' "$WORK/meta.err" ||
+  fail "push summary: $(cat "$WORK/meta.err")"
+
 step "a mode change gives a new digest"
 chmod 600 "$WORK/one/config.json"
 d4=$("$BDN" volume push "$WORK/one" bdn:test/det4 --json | json_field digest)

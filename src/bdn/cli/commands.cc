@@ -616,6 +616,11 @@ Status Push(Context& ctx, const PushArgs& args) {
               << ", " << Counted(r->stats.chunks, "chunk") << " ("
               << r->chunks_uploaded - r->chunks_uploaded_again << " new, "
               << FormatBytes(r->bytes_uploaded) << " stored";
+    // From a new user: "0 new, 167 B stored" read as a contradiction.
+    if (r->metadata_bytes_uploaded > 0) {
+      std::cerr << ", " << FormatBytes(r->metadata_bytes_uploaded)
+                << " of it the manifest and indexes";
+    }
     if (r->chunks_uploaded_again > 0) {
       std::cerr << "; " << r->chunks_uploaded_again << " stored again after the store lost them";
     }
