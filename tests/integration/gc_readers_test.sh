@@ -100,7 +100,7 @@ hold_cat dead "bdn:g/dead@$dead/dead.bin" $((5 * MiB)); dead_cat=$CAT_PID; dead_
 # Only now is the dead version deleted past its retention: its readers opened it while it lived.
 # rm says where the version is still mounted (from a new user: it said nothing), in text and JSON.
 BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:g/dead@$dead" >/dev/null 2>"$WORK/rm.err"
-assert_eq "warning: it is still mounted at $WORK/mnt-dead, which reads on until gc collects the version and then fails: bdn volume umount $WORK/mnt-dead" \
+assert_eq "warning: it is mounted at $WORK/mnt-dead: if that mount reads from this store, it reads on until gc collects the version and then fails (bdn volume umount unmounts it)" \
   "$(head -n 1 "$WORK/rm.err")" "rm of a mounted version"
 
 plan=$("$BDN" gc --dry-run --max-repack-fraction 0.9 --json)

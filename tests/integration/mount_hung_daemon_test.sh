@@ -75,6 +75,19 @@ for line in "$MP +not answering +$ra" "$WORK/m 2 +serving +$rb" "$WORK/dead +dea
 done
 header=$(sed -n 1p "$WORK/ls.txt")
 [[ "$header" =~ ^MOUNTPOINT\ +STATE\ +VERSION$ ]] || fail "mounts ls header: $header"
+
+step "volume rm names the version's mounts but the dead one, and does not wait on the hung one"
+start=$(now_ms)
+out=$("$BDN" --json volume rm --yes "$rb")
+assert_eq "$WORK/cov/p/b|$WORK/m 2|$WORK/mv/y/m" "$(python3 -c '
+import json, sys
+print("|".join(sorted(m for m in json.loads(sys.argv[1])["deleted"][0]["mounted_at"] if m.startswith(sys.argv[2] + "/"))))' "$out" "$WORK")" "rm's mounted_at"
+"$BDN" volume rm --yes "$ra" >/dev/null 2>"$WORK/rm.err"
+took=$(($(now_ms) - start))
+assert_contains "$(cat "$WORK/rm.err")" "warning: it is mounted at $MP: if that mount reads from this store"
+[ "$took" -lt 4000 ] || fail "two rm with a hung mount took $took ms"
+"$BDN" volume restore "$ra" >/dev/null
+"$BDN" volume restore "$rb" >/dev/null
 "$BDN" volume umount "$WORK/m 2" >/dev/null
 "$BDN" volume umount "$WORK/dead" >/dev/null
 # From attacking helper 117: this said "unmount: Invalid argument".

@@ -552,39 +552,40 @@ Status Push(Context& ctx, const PushArgs& args) {
   if (args.preserve_mtime) opts.seal.mtimes = SealOptions::Mtimes::kPreserve;
   // Where the tags pointed before, to say which the push moves (from a new user: `push DIR
   // bdn:ns/vol:prod`, the ref a mount uses, moved prod back to an older version without a word).
-  std::map<std::string, Digest> tags_before;
-  if (!opts.tags.empty()) {
-    if (auto v = ctx.registry->GetVolume(ref.ns, ref.volume)) tags_before = v->tags;
-  }
-  TransferCounters counters;
-  Result<PushResult> r;
-  {
-    // All of the push's requests share one retry budget: a dead origin fails it once.
-    Context push_ctx = UnderRetryBudget(ctx, args.retry_deadline, args.retry_deadline_name);
-    std::function<std::string()> note;
-    if (push_ctx.retry_budget) note = [b = push_ctx.retry_budget] { return RetryNote(*b); };
-    ProgressReporter progress("push", counters, std::chrono::seconds(5), std::move(note));
-    r = bdn::Push(opts, *push_ctx.store, *push_ctx.registry, &counters);
-  }
-  if (!r) return AfterFailedPush(*ctx.store, r.error());
+  // Asked under the push's retry budget: a dead origin costs the push no more time.
   struct MovedTag {
     std::string tag;
     Digest from;
     std::optional<int64_t> from_sequence, to_sequence;  // the versions' own, where known
   };
   std::vector<MovedTag> moved;
-  for (const std::string& tag : r->tags_applied) {
-    auto it = tags_before.find(tag);
-    if (it == tags_before.end() || it->second == r->ref.digest) continue;
-    MovedTag m{tag, it->second, std::nullopt, std::nullopt};
-    if (auto v = ctx.registry->GetVersion(ref.ns, ref.volume, it->second)) {
-      m.from_sequence = v->sequence;
+  TransferCounters counters;
+  Result<PushResult> r;
+  {
+    // All of the push's requests share one retry budget: a dead origin fails it once.
+    Context push_ctx = UnderRetryBudget(ctx, args.retry_deadline, args.retry_deadline_name);
+    std::map<std::string, Digest> tags_before;
+    if (!opts.tags.empty()) {
+      if (auto v = push_ctx.registry->GetVolume(ref.ns, ref.volume)) tags_before = v->tags;
     }
-    if (auto v = ctx.registry->GetVersion(ref.ns, ref.volume, r->ref.digest)) {
-      m.to_sequence = v->sequence;
+    std::function<std::string()> note;
+    if (push_ctx.retry_budget) note = [b = push_ctx.retry_budget] { return RetryNote(*b); };
+    ProgressReporter progress("push", counters, std::chrono::seconds(5), std::move(note));
+    r = bdn::Push(opts, *push_ctx.store, *push_ctx.registry, &counters);
+    for (const std::string& tag : r ? r->tags_applied : std::vector<std::string>()) {
+      auto it = tags_before.find(tag);
+      if (it == tags_before.end() || it->second == r->ref.digest) continue;
+      MovedTag m{tag, it->second, std::nullopt, std::nullopt};
+      if (auto v = push_ctx.registry->GetVersion(ref.ns, ref.volume, it->second)) {
+        m.from_sequence = v->sequence;
+      }
+      if (auto v = push_ctx.registry->GetVersion(ref.ns, ref.volume, r->ref.digest)) {
+        m.to_sequence = v->sequence;
+      }
+      moved.push_back(std::move(m));
     }
-    moved.push_back(std::move(m));
   }
+  if (!r) return AfterFailedPush(*ctx.store, r.error());
   if (ctx.json) {
     nlohmann::json tags_moved = nlohmann::json::array();
     for (const MovedTag& m : moved) {
@@ -991,10 +992,13 @@ Status Rm(Context& ctx, const RmArgs& args) {
                        ctx.registry->DeleteVersions(ns, volume, digest, args.expected_sequence));
   // Where this machine mounts a deleted version (from a new user: rm said nothing of the mount,
   // which reads on until gc collects the version, and then fails). By the version ref each
-  // mount carries as its source; the mounts are looked up without waiting on one that hangs.
+  // mount carries as its source, which does not name its store: the same tree pushed to another
+  // store is the same ref (from attacking helper 129), so the warning says "if". A dead mount
+  // (its daemon gone) reads nothing: not listed. The mounts are looked up without waiting on one
+  // that hangs.
   std::map<std::string, std::vector<std::string>> mounted_at;  // version ref -> mountpoints
   for (const BdnMount& m : ListBdnMounts(std::chrono::milliseconds(500))) {
-    mounted_at[m.source].push_back(m.mountpoint);
+    if (m.state != BdnMount::State::kDead) mounted_at[m.source].push_back(m.mountpoint);
   }
   auto mounts_of = [&](const Digest& d) {
     auto it = mounted_at.find(PinnedRef{ns, volume, d}.ToString());
@@ -1031,10 +1035,11 @@ Status Rm(Context& ctx, const RmArgs& args) {
                                                              : " (not restorable: retention 0s)")
               << "\n";
     for (const std::string& mp : mounts_of(d.digest)) {
-      std::cerr << "warning: it is still mounted at " << EscapeName(mp)
-                << ", which reads on until gc collects the version"
+      std::cerr << "warning: it is mounted at " << EscapeName(mp)
+                << ": if that mount reads from this store, it reads on until gc collects the "
+                   "version"
                 << (d.delete_after_unix_ms > d.deleted_unix_ms ? " (after delete_after)" : "")
-                << " and then fails: bdn volume umount " << EscapeName(mp) << "\n";
+                << " and then fails (bdn volume umount unmounts it)\n";
     }
   }
   if (r.head_moved) {
