@@ -174,7 +174,8 @@ assert_eq "$(printf '%s\n%s\n%s' '-rw-r--r-- 3 f' 'lrwxrwxrwx 1 l -> f' 'lrwxrwx
 
 step "refs resolve once and print pinned"
 assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:Prod --json | json_field digest)" "tag Prod"
-run_fails 3 'bdn: error: tag "prod" of bdn:weights/model: not found' "$BDN" volume stat bdn:weights/model:prod
+# a mistyped or mis-cased tag: the message names the tags there are
+run_fails 3 'bdn: error: tag "prod" of bdn:weights/model: not found; its tags: Prod, candidate' "$BDN" volume stat bdn:weights/model:prod
 assert_eq "$d2" "$("$BDN" volume stat bdn:weights/model --json | json_field head)" "head"
 assert_eq "$d2" "$("$BDN" volume stat bdn:weights/model:head --json | json_field digest)" "head tag"
 short=${d1:3:12}
@@ -206,7 +207,7 @@ run_fails 2 'bdn: error: ref "bdn:weights/model:Prod/dir/a.txt": tag set takes a
   "$BDN" volume tag set --volume-ref bdn:weights/model:Prod/dir/a.txt --tag other
 assert_eq "$d1" "$("$BDN" volume stat bdn:weights/model:candidate --json | json_field digest)" "tag kept after refused deletes"
 "$BDN" volume tag delete --volume-ref bdn:weights/model --tag candidate >/dev/null
-run_fails 3 'bdn: error: tag "candidate" of bdn:weights/model: not found' \
+run_fails 3 'bdn: error: tag "candidate" of bdn:weights/model: not found; its tags: Prod' \
   "$BDN" volume tag delete --volume-ref bdn:weights/model --tag candidate
 assert_eq "$d1" "$("$BDN" volume stat "bdn:weights/model@$short" --json | json_field digest)" "version stays"
 

@@ -87,7 +87,7 @@ ref2=$("$BDN" volume push "$WORK/src2" bdn:test/remote)
 assert_contains "$("$BDN" volume stat bdn:test/remote)" "candidate"
 assert_eq "changed" "$("$BDN" volume cat bdn:test/remote:candidate/sub/a.txt)" "cat by moved tag"
 "$BDN" volume tag delete --volume-ref bdn:test/remote --tag candidate >/dev/null
-run_fails 3 "bdn: error: tag \"candidate\" of bdn:test/remote: not found" \
+run_fails 3 "bdn: error: tag \"candidate\" of bdn:test/remote: not found; its tags: prod" \
   "$BDN" volume tag delete --volume-ref bdn:test/remote --tag candidate
 run_fails 3 "bdn: error: volume bdn:test/nope: not found" "$BDN" volume stat bdn:test/nope
 seq=$("$BDN" --json volume stat bdn:test/remote | json_field sequence)

@@ -22,6 +22,13 @@ class Database;
 enum class Lifecycle { kAlive, kDeleted };
 std::string_view LifecycleName(Lifecycle l);  // "ALIVE" / "DELETED"
 
+// The message of a tag that a volume does not have, naming the tags it has (sorted; at most 8,
+// then how many more) so that a mistyped or mis-cased one is seen at once:
+// `tag "prod" of bdn:ns/vol: not found; its tags: Prod, staging` or `...: not found; it has no
+// tags`. `volume_ref` is "bdn:<ns>/<vol>"; `tags` excludes head.
+std::string TagNotFoundMessage(std::string_view volume_ref, std::string_view tag,
+                               const std::vector<std::string>& tags);
+
 // Totals of a version's tree, stored with it.
 struct VersionStats {
   uint64_t files = 0;    // regular files (hardlinks not counted)

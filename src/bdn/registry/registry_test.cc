@@ -235,7 +235,7 @@ TYPED_TEST(RegistryTest, SetTagAndDeleteTagBumpTheSequence) {
   d = this->reg_->DeleteTag("weights", "qwen3-8b", "prod", std::nullopt);
   ASSERT_FALSE(d.has_value());
   EXPECT_EQ(d.error().code(), StatusCode::kNotFound);
-  EXPECT_EQ(d.error().message(), "tag \"prod\" of bdn:weights/qwen3-8b: not found");
+  EXPECT_EQ(d.error().message(), "tag \"prod\" of bdn:weights/qwen3-8b: not found; its tags: Prod");
   EXPECT_EQ(this->Sequence(), 6);
 }
 

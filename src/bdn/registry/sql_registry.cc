@@ -19,6 +19,18 @@ namespace bdn {
 
 std::string_view LifecycleName(Lifecycle l) { return l == Lifecycle::kAlive ? "ALIVE" : "DELETED"; }
 
+std::string TagNotFoundMessage(std::string_view volume_ref, std::string_view tag,
+                               const std::vector<std::string>& tags) {
+  constexpr size_t kShown = 8;
+  std::string out =
+      "tag \"" + std::string(tag) + "\" of " + std::string(volume_ref) + ": not found; ";
+  if (tags.empty()) return out + "it has no tags";
+  out += "its tags: ";
+  for (size_t i = 0; i < tags.size() && i < kShown; ++i) out += (i ? ", " : "") + tags[i];
+  if (tags.size() > kShown) out += ", and " + std::to_string(tags.size() - kShown) + " more";
+  return out;
+}
+
 namespace {
 
 using sql::Rows;
@@ -687,7 +699,11 @@ Result<int64_t> SqlRegistry::DeleteTag(const std::string& ns, const std::string&
         int64_t deleted,
         tx.session().Exec("DELETE FROM tags WHERE volume_id=?1 AND name=?2", {vid, tag}));
     if (deleted == 0) {
-      return Err(NotFoundError("tag \"" + tag + "\" of bdn:" + ns + "/" + volume + ": not found"));
+      BDN_ASSIGN_OR_RETURN(Rows names, tx.Query("SELECT name FROM tags WHERE volume_id=?1", {vid}));
+      std::vector<std::string> tags;
+      for (size_t i = 0; i < names.size(); ++i) tags.push_back(names.Text(i, 0));
+      std::sort(tags.begin(), tags.end());  // byte order, as std::map's, on every database
+      return Err(NotFoundError(TagNotFoundMessage("bdn:" + ns + "/" + volume, tag, tags)));
     }
     CommitResult out;
     BDN_ASSIGN_OR_RETURN(out.sequence, tx.Bump(vid));

@@ -23,8 +23,9 @@ Result<PinnedRef> ResolveRef(Registry& registry, const Ref& ref) {
   if (ref.tag && *ref.tag != kHeadTag) {
     auto it = vol.tags.find(*ref.tag);
     if (it == vol.tags.end()) {
-      return Err(
-          NotFoundError("tag \"" + *ref.tag + "\" of " + ref.VolumeString() + ": not found"));
+      std::vector<std::string> tags;
+      for (const auto& [name, digest] : vol.tags) tags.push_back(name);
+      return Err(NotFoundError(TagNotFoundMessage(ref.VolumeString(), *ref.tag, tags)));
     }
     pinned.digest = it->second;
     return pinned;

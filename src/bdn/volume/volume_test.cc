@@ -311,6 +311,30 @@ TEST_F(VolumeTest, ResolveAmbiguousPrefixNamesTheCandidates) {
   EXPECT_EQ(none.error().message(), "version bdn:w/v@b3:abcdef0123459: not found");
 }
 
+TEST_F(VolumeTest, ResolveAMissingTagNamesTheTagsThereAre) {
+  CommitRequest req{"w", "v", Fake("abcdef0123451"), {}, "", {}, std::nullopt};
+  ASSERT_TRUE(registry_->Commit(req).has_value());
+  auto none = ResolveRef(*registry_, *ParseRef("bdn:w/v:prod"));
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(none.error().message(), "tag \"prod\" of bdn:w/v: not found; it has no tags");
+  // Sorted by bytes, head left out, eight shown and the rest counted.
+  for (const char* t : {"Prod", "staging", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"}) {
+    ASSERT_TRUE(registry_->SetTag("w", "v", t, Fake("abcdef0123451"), std::nullopt).has_value());
+  }
+  auto mistyped = ResolveRef(*registry_, *ParseRef("bdn:w/v:prod"));
+  ASSERT_FALSE(mistyped.has_value());
+  EXPECT_EQ(mistyped.error().message(),
+            "tag \"prod\" of bdn:w/v: not found; its tags: Prod, a1, a2, a3, a4, a5, a6, a7, and 2 "
+            "more");
+  ASSERT_TRUE(registry_->DeleteTag("w", "v", "a1", std::nullopt).has_value());
+  ASSERT_TRUE(registry_->DeleteTag("w", "v", "a2", std::nullopt).has_value());
+  auto d = registry_->DeleteTag("w", "v", "a2", std::nullopt);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().message(),
+            "tag \"a2\" of bdn:w/v: not found; its tags: Prod, a3, a4, a5, a6, a7, a8, staging");
+}
+
 TEST_F(VolumeTest, PushPullRoundTripInMemory) {
   Write("a/big.bin", Random(3'000'000, 1));
   Write("a/small.txt", "hello");
