@@ -161,4 +161,27 @@ MOUNTS+=("$WORK/mnt2")
 cmp "$WORK/mnt2/new.bin" "$WORK/a2/new.bin" || fail "new.bin through a node whose key was revoked"
 refused=$(grep -c "warning node cache $WORK/node: the upstream refused chunk b3:[0-9a-f]*: key bdn_$(cut -d_ -f2 <<<"$NODE"): revoked (chunks not cached here fail until its key may read them)" "$WORK/cache.log" || true)
 assert_eq 1 "$refused" "warnings of the node about its refused fetches (one a minute): $(grep -F 'refused' "$WORK/cache.log")"
+step "a pull key revoked while a mount uses it: what the mount's node cache holds reads on, nothing else"
+# README, "Keys": the origin refuses the key at once, a new mount with it fails, and a running
+# mount reads (and verifies) only what its own --cache-dir already holds.
+mkdir -p "$WORK/a3"
+random_file "$WORK/a3/read.bin" 2000000 4
+random_file "$WORK/a3/unread.bin" 2000000 5
+REF_A3=$(BDN_TOKEN="$PUSH_A" "$BDN" volume push "$WORK/a3" bdn:a/third)
+PULL_R=$(BDN_TOKEN="$ADMIN" "$BDN" key create --namespace a --scope pull)
+BDN_TOKEN="$PULL_R" "$BDN" volume mount "$REF_A3" "$WORK/mnt3" --cache-dir "$WORK/nc3" >/dev/null
+MOUNTS+=("$WORK/mnt3")
+cmp "$WORK/mnt3/read.bin" "$WORK/a3/read.bin" || fail "read.bin before the revoke"
+BDN_TOKEN="$ADMIN" "$BDN" key revoke "bdn_$(cut -d_ -f2 <<<"$PULL_R")" >/dev/null
+# Out of the kernel's page cache, so that the next read asks the mount's daemon again.
+python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
+  "$WORK/mnt3/read.bin"
+cmp "$WORK/mnt3/read.bin" "$WORK/a3/read.bin" || fail "read.bin from the node cache after the revoke"
+if cat "$WORK/mnt3/unread.bin" >/dev/null 2>"$WORK/unread.err"; then
+  fail "unread.bin was read with a revoked key"
+fi
+assert_contains "$(cat "$WORK/unread.err")" "Input/output error"
+run_fails 6 "bdn: error: origin $ORIGIN: key bdn_$(cut -d_ -f2 <<<"$PULL_R"): revoked" \
+  env BDN_TOKEN="$PULL_R" "$BDN" volume mount "$REF_A3" "$WORK/mnt4" --cache-dir "$WORK/nc3b"
+"$BDN" volume umount "$WORK/mnt3" >/dev/null
 echo "PASS"
