@@ -448,6 +448,51 @@ TEST_F(GcTest, ReadersOpenedBeforeGcKeepReadingAcrossARepackAndAPackDeletion) {
   EXPECT_STATUS(late->Get(dead), kNotFound, "chunk " + dead.ToString() + ": not in store");
 }
 
+// A writer in another process that loaded its view of the store before a GC deleted a version's
+// packs, then pushes the same tree (committing the expired version again): its commit check must
+// not count the blobs only those deleted packs held, whether it still has a pack open (it read the
+// manifest before the GC) or knows it from the index alone. From an attacking helper: pushes,
+// rm/restore and `gc --grace 0s` in loops committed versions whose manifest was gone, and the next
+// gc stopped with "manifest ...: not in the store".
+TEST_F(GcTest, AWriterWhoseViewPredatesTheSweepStoresWhatTheSweepDeletedAgain) {
+  for (bool held_open : {true, false}) {
+    SCOPED_TRACE(held_open ? "the writer has the pack open" : "the writer knows it from the index");
+    Digest v = PushedAndExpired();
+    LocalChunkStore::Options o;
+    o.durability = LocalChunkStore::Durability::kNone;
+    o.claims = ClaimMode::kProcessFile;
+    o.clock = clock_;
+    auto opened = LocalChunkStore::Open(store_dir_, o);
+    ASSERT_OK(opened);
+    std::shared_ptr<LocalChunkStore> writer = std::move(*opened);
+    if (held_open) {
+      ASSERT_OK(writer->Get(v));
+    }
+    RegistryOptions ro;
+    ro.retention = hours(24);
+    ro.clock = clock_;
+    auto reg = SqliteRegistry::Open(dir_.path() / "registry.db", ro);
+    ASSERT_OK(reg);
+    CommitCheckingRegistry writer_registry(std::move(*reg), writer, clock_);
+
+    auto r = Gc();
+    ASSERT_OK(r);
+    ASSERT_GE(r->packs_deleted, 1u);
+    auto again = ::bdn::testing::PushFilesForTest(
+        *writer, writer_registry, dir_.path() / ("again-" + std::to_string(held_open)),
+        {{"a", a_}});
+    ASSERT_OK(again);
+    EXPECT_EQ(*again, v);
+    writer.reset();
+    NewProcess();
+    ExpectReadable(v);
+    auto next = Gc();
+    EXPECT_OK(next);
+    ASSERT_OK(registry_->DeleteVersions("w", "v", v, std::nullopt));
+    clock_->Advance(hours(25));
+  }
+}
+
 // A GC that dies after deleting its packs and before rewriting the index (GcPhase::kDeleted)
 // leaves index entries of packs that are gone: readers skip them, the next open of the store
 // drops them, and fsck does not count them as a problem.

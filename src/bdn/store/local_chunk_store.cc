@@ -1870,7 +1870,40 @@ Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForCommit() {
   const fs::path path = root_ / "gc" / "lock";
   UniqueFd fd = LockAt(gc_dir_.get(), "lock", LOCK_SH);
   if (!fd) return Err(ErrnoError("chunk store gc lock " + path.string(), errno));
+  // No sweep deletes a pack while the lock is held: what is on disk now stays until the commit.
+  ForgetPacksGoneFromDisk();
   return std::unique_ptr<StoreHold>(new FlockHold(std::move(fd)));
+}
+
+void LocalChunkStore::ForgetPacksGoneFromDisk() {
+  std::vector<uint64_t> known;
+  {
+    ReaderLock l(mu_);
+    for (uint64_t p : indexed_) {
+      if (!gone_.contains(p)) known.push_back(p);
+    }
+    for (const auto& [p, blobs] : loose_) known.push_back(p);
+  }
+  {
+    MutexLock l(files_mu_);
+    for (const auto& [p, file] : files_) known.push_back(p);
+  }
+  std::sort(known.begin(), known.end());
+  known.erase(std::unique(known.begin(), known.end()), known.end());
+  for (uint64_t p : known) {
+    bool gone = true;
+    for (bool sealed : {true, false}) {
+      struct stat st;
+      const std::string name = Hex16(p) + (sealed ? ".pack" : ".open");
+      // Any answer but "no such file" (an I/O error, say) keeps the pack: this only forgets.
+      if (::fstatat(packs_dir_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+          errno != ENOENT) {
+        gone = false;
+        break;
+      }
+    }
+    if (gone) ForgetPack(p);
+  }
 }
 
 Result<std::unique_ptr<StoreHold>> LocalChunkStore::HoldForSweep() {

@@ -245,7 +245,9 @@ class LocalChunkStore : public ChunkStore, public GcStore {
 
   // ---- garbage collection (GcStore; see the class comment) ----
 
-  // LOCK_SH on gc/lock (a no-op hold for a read-only store or ClaimMode::kNone).
+  // LOCK_SH on gc/lock (a no-op hold for a read-only store or ClaimMode::kNone), then forgets
+  // the packs a GC in another process deleted since this one looked (ForgetPacksGoneFromDisk):
+  // the commit's check must not count a blob only they held.
   Result<std::unique_ptr<StoreHold>> HoldForCommit() override;
   Result<std::unique_ptr<StoreHold>> BeginGc() override;
   // Sealed packs from their footers (loose ones from memory).
@@ -384,6 +386,13 @@ class LocalChunkStore : public ChunkStore, public GcStore {
   std::shared_ptr<PackFile> OpenFileOf(uint64_t pack);
   // Forgets every blob of `pack` (deleted by DropPack here or in another process).
   void ForgetPack(uint64_t pack);
+  // Forgets each pack this process knows (index tables, loose packs, files it holds open) whose
+  // file is in packs/ under neither its sealed nor its open name: a GC in another process deleted
+  // it after this one loaded its view, which Sizes (the index alone) and Get (reading on from a
+  // pack held open) would otherwise still count. From an attacking helper: a push that loaded the
+  // store before a `bdn gc` swept a collected version's packs, then pushed that tree again,
+  // committed it with its manifest gone. One or two fstatat per known pack.
+  void ForgetPacksGoneFromDisk();
 
   class PackBlobWriter;
   // A pack for one writer thread: an idle one, or a new one while fewer than max_open_packs are
