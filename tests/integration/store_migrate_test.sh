@@ -99,7 +99,6 @@ assert_eq "" "$err" "mount with the migrated empty directory as its node cache"
 cmp "$WORK/v1/weights.bin" "$WORK/mnt/weights.bin" || fail "bytes through that mount"
 "$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
 [ -n "$(find "$WORK/empty-nc/packs" -type f)" ] || fail "the node cache kept nothing"
-echo "PASS"
 
 step "a node cache of the old layout: left out naming migrate --cache-dir; converted, it serves what it held"
 NC="$WORK/nodecache"
@@ -141,4 +140,29 @@ for f in weights.bin config.json; do
 done
 assert_eq "$(tree_listing "$WORK/v1")" "$(tree_listing "$WORK/mnt")" "tree through the converted cache"
 "$BDN" volume umount "$WORK/mnt" >/dev/null; MOUNTS=()
+
+step "damaged chunk files: migrate names the versions that need them and exits 5, every run, until a push repairs them"
+# From an attacking helper: the migration said it had set them aside and exited 0.
+unset BDN_REMOTE
+export BDN_HOME="$WORK/damaged"
+ref3=$("$BDN" volume push "$WORK/v1" bdn:test/damaged)
+ref4=$("$BDN" volume push "$WORK/v1/sub" bdn:test/intact)
+python3 "$PACKS" unpack "$BDN_HOME/store"
+# A chunk of weights.bin or config.json (only $ref3 has them): a flipped byte.
+bad=$(find "$BDN_HOME/store/chunks" -type f -size +100k -print -quit)
+[ -n "$bad" ] || fail "no chunk file of weights.bin"
+python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 1; open(p, "wb").write(b)' "$bad"
+want="bdn: error: store migrate: 1 chunk file in $BDN_HOME/store/corrupt did not match its digest, and 1 version cannot be read without them: $ref3: chunk b3:$(basename "$bad") is not stored; push those trees again to repair them (bdn fsck lists every problem)"
+rc=0; out=$("$BDN" store migrate 2>"$WORK/migrate.err") || rc=$?
+assert_eq 5 "$rc" "exit code of a migration that set a needed chunk aside"
+assert_contains "$out" "1 chunk files did not match their digest and were moved to $BDN_HOME/store/corrupt"
+assert_eq "$want" "$(cat "$WORK/migrate.err")" "stderr of that migration"
+run_fails 5 "$want" "$BDN" store migrate
+json=$("$BDN" --json store migrate 2>/dev/null) && fail "migrate --json passed"
+assert_eq "[\"$ref3: chunk b3:$(basename "$bad") is not stored\"]" "$(json_field damaged_versions <<<"$json")" "damaged_versions"
+"$BDN" volume verify "$ref4" >/dev/null || fail "the intact version"
+# The same tree pushed again stores the chunk; migrate then has nothing to say.
+"$BDN" volume push "$WORK/v1" bdn:test/damaged >/dev/null
+assert_eq "store $BDN_HOME/store: already in the pack layout, nothing to migrate" "$("$BDN" store migrate)" "migrate after the repair"
+"$BDN" volume verify "$ref3" >/dev/null || fail "verify after the repair"
 echo "PASS"

@@ -9,13 +9,17 @@
 
 #include "bdn/base/fd.h"
 #include "bdn/base/private_files.h"
+#include "bdn/base/text.h"
 #include "bdn/base/units.h"
 #include "bdn/cache/cache_dir.h"
 #include "bdn/cache/node_cache.h"
 #include "bdn/cli/commands.h"
 #include "bdn/cli/output.h"
 #include "bdn/cli/progress.h"
+#include "bdn/format/ref.h"
+#include "bdn/registry/registry.h"
 #include "bdn/store/migrate.h"
+#include "bdn/volume/version_check.h"
 
 namespace bdn::cli {
 namespace fs = std::filesystem;
@@ -23,7 +27,7 @@ using nlohmann::json;
 
 namespace {
 
-void PrintResult(const json& j) { std::printf("%s\n", JsonText(j).c_str()); }
+void PrintResult(const json& j) { PrintJson(j); }
 
 Result<std::unique_ptr<LocalChunkStore>> OpenStore(const fs::path& data) {
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
@@ -71,8 +75,42 @@ Result<LocalChunkStore::Options> LocalStoreOptions(const fs::path& data) {
 
 namespace {
 
+// How many files `dir` holds (0 when it does not exist).
+uint64_t CountFiles(const fs::path& dir) {
+  std::error_code ec;
+  uint64_t n = 0;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+// "bdn:ns/vol@b3:…: <why>" for each version the registry of `data` retains that misses a blob
+// (CheckVersionStored's first complaint), in the registry's order.
+Result<std::vector<std::string>> DamagedVersions(const fs::path& data,
+                                                 const LocalChunkStore::Options& options) {
+  BDN_ASSIGN_OR_RETURN(auto store, LocalChunkStore::Open(data / "store", options));
+  BDN_ASSIGN_OR_RETURN(auto registry, SqliteRegistry::Open(data / "registry.db"));
+  BDN_ASSIGN_OR_RETURN(std::vector<VersionRecord> versions, registry->ListRetainedVersions());
+  std::vector<std::string> out;
+  for (const VersionRecord& v : versions) {
+    auto checked = CheckVersionStored(*store, v.digest);
+    if (checked) continue;
+    // The check names the version by digest alone: "version b3:…: chunk … is not stored".
+    std::string why = checked.error().message();
+    const std::string prefix = "version " + v.digest.ToString() + ": ";
+    if (why.starts_with(prefix)) why.erase(0, prefix.size());
+    out.push_back(PinnedRef{v.ns, v.volume, v.digest}.ToString() + ": " + why);
+  }
+  return out;
+}
+
 // Converts the old layout under `root` (a store, or a node cache directory) and reports it.
-Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, bool json_output) {
+// `data`: the store's data directory (its registry is checked when chunk files were set aside as
+// corrupt, now or by an earlier run); empty for a node cache, which a later read repairs.
+Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, bool json_output,
+                 const fs::path& data = {}) {
   TransferCounters counters;
   Result<MigrationReport> r;
   {
@@ -80,18 +118,43 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
     r = MigrateOldLayout(root, options, &counters);
   }
   if (!r) return r.error();
+  // From an attacking helper: a migration that set damaged chunk files aside exited 0, and a
+  // second run said "nothing to migrate", while versions that need those chunks could not be
+  // read. They are named, and the exit is 5, on every run until they are repaired.
+  const uint64_t aside = CountFiles(root / "corrupt");
+  std::vector<std::string> damaged;
+  if (!data.empty() && aside > 0) {
+    BDN_ASSIGN_OR_RETURN(damaged, DamagedVersions(data, options));
+  }
+  Status out;
+  if (!damaged.empty()) {
+    constexpr size_t kNamed = 5;
+    std::string named;
+    for (size_t i = 0; i < damaged.size() && i < kNamed; ++i) {
+      named += (i ? "; " : "") + damaged[i];
+    }
+    if (damaged.size() > kNamed)
+      named += "; and " + std::to_string(damaged.size() - kNamed) + " more";
+    out = CorruptionError(
+        "store migrate: " + Counted(aside, "chunk file") + " in " + (root / "corrupt").string() +
+        " did not match " + (aside == 1 ? "its" : "their") + " digest, and " +
+        Counted(damaged.size(), "version") + " cannot be read without them: " + named +
+        "; push those trees again to repair them (bdn fsck lists every problem)");
+  }
   if (json_output) {
     PrintResult({{"store", root.string()},
                  {"migrated", r->was_old_layout},
                  {"blobs", r->blobs},
                  {"bytes", r->bytes},
                  {"corrupt", r->corrupt},
+                 {"corrupt_set_aside", aside},
+                 {"damaged_versions", damaged},
                  {"ignored", r->ignored}});
-    return Status::Ok();
+    return out;
   }
   if (!r->was_old_layout) {
     std::printf("store %s: already in the pack layout, nothing to migrate\n", root.c_str());
-    return Status::Ok();
+    return out;
   }
   std::printf("store %s: %llu chunk files (%s) moved into packs\n", root.c_str(),
               static_cast<unsigned long long>(r->blobs), FormatBytes(r->bytes).c_str());
@@ -104,7 +167,7 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
                 static_cast<unsigned long long>(r->ignored),
                 (root / "chunks.not-migrated").c_str());
   }
-  return Status::Ok();
+  return out;
 }
 
 }  // namespace
@@ -113,7 +176,7 @@ Status StoreMigrate(const fs::path& data, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
   BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
-  return MigrateAt(data / "store", options, json_output);
+  return MigrateAt(data / "store", options, json_output, data);
 }
 
 Status StoreMigrateCache(const fs::path& cache_dir, bool json_output) {

@@ -1,6 +1,7 @@
 #include "bdn/store/migrate.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +41,19 @@ Result<std::vector<uint8_t>> ReadWhole(const fs::path& p) {
 Result<MigrationReport> MigrateOldLayout(const fs::path& root, LocalChunkStore::Options options,
                                          TransferCounters* progress, uint64_t batch_bytes) {
   MigrationReport report;
+  // One migration of a store at a time: two both copied every chunk file (each blob then stored
+  // twice) and the second ended with "rename chunks/: No such file or directory". The lock is
+  // the root directory's own flock, which nothing else takes.
+  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd) return Err(ErrnoError("chunk store " + root.string(), errno));
+  while (::flock(root_fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      return Err(ConflictError("chunk store " + root.string() +
+                               ": another bdn store migrate is converting it; wait for it to end"));
+    }
+    return Err(ErrnoError("chunk store " + root.string() + ": lock", errno));
+  }
   const fs::path chunks = root / "chunks";
   std::error_code ec;
   if (!fs::is_directory(chunks, ec)) return report;

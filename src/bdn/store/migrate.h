@@ -29,7 +29,9 @@ struct MigrationReport {
 // again finishes the work, storing nothing twice. `options` are the pack store's (its
 // allow_old_layout is set here). `progress` (may be null) counts chunk files as files and their
 // bytes.
-// Errors: ErrnoError naming the file on I/O errors; the pack store's Put/Sync errors.
+// One migration at a time per root (an exclusive flock on the root directory).
+// Errors: Conflict "chunk store <root>: another bdn store migrate is converting it; wait for it
+// to end"; ErrnoError naming the file on I/O errors; the pack store's Put/Sync errors.
 Result<MigrationReport> MigrateOldLayout(const std::filesystem::path& root,
                                          LocalChunkStore::Options options,
                                          TransferCounters* progress,

@@ -4,8 +4,10 @@
 // finishes when run again.
 #include "bdn/store/migrate.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +108,31 @@ TEST(Migrate, DamagedAndForeignFilesAreSetAsideNotMigrated) {
   EXPECT_FALSE(*(*s)->Contains(Digest::Of(blobs[3])));
   blobs.erase(blobs.begin() + 3);
   s->reset();
+  ExpectAllReadable(root, blobs);
+}
+
+// From an attacking helper: two migrations at once both copied every chunk file.
+TEST(Migrate, ASecondMigrationWhileOneRunsIsRefusedAndChangesNothing) {
+  testutil::TempDir dir("bdn_migrate_test");
+  const fs::path root = dir.path() / "store";
+  auto blobs = SampleBlobs(20, 200);
+  WriteOldLayout(root, blobs);
+  // The first one's lock, as its process holds it (flock is per open file description).
+  int held = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  auto r = MigrateOldLayout(root, Scratch(), nullptr);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kConflict);
+  EXPECT_EQ(r.error().message(), "chunk store " + root.string() +
+                                     ": another bdn store migrate is converting it; wait for it "
+                                     "to end");
+  EXPECT_TRUE(LocalChunkStore::IsOldLayout(root));
+  EXPECT_FALSE(fs::exists(root / "packs"));
+  ::close(held);
+  r = MigrateOldLayout(root, Scratch(), nullptr);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(r->blobs, blobs.size());
   ExpectAllReadable(root, blobs);
 }
 
