@@ -36,6 +36,10 @@ struct Invocation {
   // before any I/O.
   std::function<std::vector<std::string>()> refs;
   Needs needs = Needs::kStore;
+  // Commands that change the registry (rm, restore, tag set and delete, sync cancel, secret rm;
+  // every kStoreCreated command too): on an embedded store that a `bdn serve` serves, main refuses
+  // them, since the server's retention, keys and gc would not apply (cli::CheckNotServed).
+  bool writes = false;
   // Commands that stream gigabytes through short-lived buffers in this process (an embedded
   // sync) set how many freed bytes each malloc arena keeps: main calls KeepFreedMemory
   // (base/memory.h) with it before anything is opened, so that freed buffers are reused instead

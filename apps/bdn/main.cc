@@ -189,6 +189,18 @@ int main(int argc, char** argv) {
                      "to the embedded store "
                   << home_dir.string() << "\n";
       }
+      if (inv.writes || inv.needs == bdn::app::Needs::kStoreCreated) {
+        // From an attacking helper: `volume rm --home <a served --data>` deleted with the
+        // embedded 7-day retention, not the server's --retention, and without its keys.
+        if (bdn::Status s = bdn::cli::CheckNotServed(
+                home_dir,
+                "change what it serves through it (--remote URL), where its retention, "
+                "keys and gc apply",
+                "--home");
+            !s.ok()) {
+          return Fail(s);
+        }
+      }
       ctx = bdn::cli::OpenEmbedded(home_dir, json,
                                    inv.needs == bdn::app::Needs::kStoreCreated
                                        ? bdn::cli::EmbeddedOpen::kCreateIfMissing

@@ -90,6 +90,7 @@ void AddSyncFlags(CLI::App& volume, Invocation& inv) {
   c->add_option("ID", cancel->id, "job id (sync_<hex>)")->required();
   c->add_flag("--wait", cancel->wait, "wait until the job has stopped");
   c->callback([&inv, cancel] {
+    inv.writes = true;
     inv.run = [cancel](bdn::cli::Context& ctx) {
       return bdn::cli::SyncCancel(ctx, cancel->id, cancel->wait);
     };
@@ -125,6 +126,7 @@ void AddSecretFlags(CLI::App& app, Invocation& inv) {
   c = secret->add_subcommand("rm", "remove a secret");
   c->add_option("NAME", *rm_name, "the secret's name")->required();
   c->callback([&inv, rm_name] {
+    inv.writes = true;
     inv.run = [rm_name](bdn::cli::Context& ctx) { return bdn::cli::SecretRemove(ctx, *rm_name); };
   });
 }

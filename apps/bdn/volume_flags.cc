@@ -219,6 +219,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                   "refuse (exit 4) unless the volume's sequence is this")
         ->check(IntInRange(0));
     c->callback([&inv, flags, is_set] {
+      inv.writes = true;
       inv.refs = [flags] { return std::vector<std::string>{flags->args.volume_ref}; };
       if (flags->expected_sequence >= 0) flags->args.expected_sequence = flags->expected_sequence;
       inv.run = [flags, is_set](cli::Context& ctx) {
@@ -244,6 +245,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "fail unless the volume sequence is N")
       ->check(IntInRange(0));
   c->callback([&inv, rm] {
+    inv.writes = true;
     inv.refs = [rm] { return std::vector<std::string>{rm->args.ref}; };
     if (rm->expected_sequence >= 0) rm->args.expected_sequence = rm->expected_sequence;
     inv.run = [rm](cli::Context& ctx) { return cli::Rm(ctx, rm->args); };
@@ -262,6 +264,7 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
                 "fail unless the volume sequence is N")
       ->check(IntInRange(0));
   c->callback([&inv, restore] {
+    inv.writes = true;
     inv.refs = [restore] { return std::vector<std::string>{restore->args.ref}; };
     if (restore->expected_sequence >= 0) {
       restore->args.expected_sequence = restore->expected_sequence;

@@ -173,6 +173,22 @@ assert_eq "bdn: error: --data $SRV: in use by another bdn serve (pid $SERVER_PID
   "$err" "stderr of a second bdn serve"
 assert_eq 200 "$(http_status GET /v1/keys "$ADMIN")" "first server after a second one was refused"
 
+step "embedded commands that change a served data directory are refused; reads are not"
+# From an attacking helper: `volume rm --home <served --data>` deleted with the embedded 7-day
+# retention instead of the server's, and without its keys.
+M1=$(env -u BDN_REMOTE "$BDN" --home "$SRV" --json volume stat bdn:weights/m1 | json_field head)
+served="in use by bdn serve (pid $SERVER_PID); change what it serves through it (--remote URL), where its retention, keys and gc apply"
+run_fails 8 "bdn: error: --home $SRV: $served" \
+  env -u BDN_REMOTE "$BDN" --home "$SRV" volume rm "bdn:weights/m1@${M1#b3:}" --yes
+run_fails 8 "bdn: error: --home $SRV: $served" \
+  env -u BDN_REMOTE BDN_HOME="$SRV" "$BDN" volume tag set --volume-ref "bdn:weights/m1@${M1#b3:}" --tag x
+run_fails 8 "bdn: error: --home $SRV/: $served" \
+  env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$SRV/" volume push "$WORK/tree" bdn:weights/m2
+run_fails 8 "bdn: error: --data $SRV: in use by bdn serve (pid $SERVER_PID); stop it first (it rebuilds its index itself when it is missing)" \
+  env -u BDN_REMOTE "$BDN" store rebuild-index --data "$SRV"
+assert_eq ALIVE "$(env -u BDN_REMOTE "$BDN" --home "$SRV" --json volume stat "bdn:weights/m1@${M1#b3:}" | json_field lifecycle)" "the version after the refused rm"
+assert_eq 404 "$(http_status GET /v1/volumes/weights/m2 "$ADMIN")" "the volume of the refused push"
+
 step "a server that cannot bind creates no admin key"
 rc=0
 err=$("$BDN" serve --listen "127.0.0.1:$PORT" --data "$WORK/srv2" 2>&1) || rc=$?

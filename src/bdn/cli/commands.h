@@ -52,9 +52,11 @@ struct Context {
 Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& data);
 
 // Refuses the data directory `data` while a bdn serve holds it (an flock on <data>/serve.lock):
-// FailedPrecondition "--data <data>: in use by bdn serve (pid N); <command>", where `command`
-// says what to do ("stop it first"). OK when no server holds it.
-Status CheckNotServed(const std::filesystem::path& data, const char* command);
+// FailedPrecondition "<flag> <data>: in use by bdn serve (pid N); <command>", where `command`
+// says what to do ("stop it first") and `flag` how the command line named it. OK when no server
+// holds it.
+Status CheckNotServed(const std::filesystem::path& data, const char* command,
+                      std::string_view flag = "--data");
 
 // Whether OpenEmbedded makes a store where there is none.
 enum class EmbeddedOpen {

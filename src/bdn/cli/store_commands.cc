@@ -36,7 +36,7 @@ Result<std::unique_ptr<LocalChunkStore>> OpenStore(const fs::path& data) {
 
 }  // namespace
 
-Status CheckNotServed(const fs::path& data, const char* command) {
+Status CheckNotServed(const fs::path& data, const char* command, std::string_view flag) {
   const fs::path lock = data / "serve.lock";
   UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return Status::Ok();
@@ -46,9 +46,9 @@ Status CheckNotServed(const fs::path& data, const char* command) {
     ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
     std::string pid;
     for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
-    out = FailedPreconditionError("--data " + data.string() + ": in use by bdn serve" +
-                                  (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " +
-                                  command);
+    out = FailedPreconditionError(
+        std::string(flag) + " " + data.string() + ": in use by bdn serve" +
+        (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " + command);
   }
   return out;
 }
@@ -199,6 +199,8 @@ Status StoreMigrateCache(const fs::path& cache_dir, bool json_output) {
 
 Status StoreRebuildIndex(const fs::path& data, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
+  BDN_RETURN_IF_ERROR(
+      CheckNotServed(data, "stop it first (it rebuilds its index itself when it is missing)"));
   BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
   BDN_ASSIGN_OR_RETURN(IndexRebuildReport r, store->RebuildIndex());
   if (json_output) {
