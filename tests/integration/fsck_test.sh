@@ -45,6 +45,8 @@ python3 -c 'import sys,os; f=open(sys.argv[1],"r+b"); f.seek(-1, os.SEEK_END); b
 table=$(find "$BDN_HOME/store/index" -name '*.idx' -print -quit)
 [ -n "$table" ] || fail "no index table"
 python3 -c 'import sys,os; f=open(sys.argv[1],"r+b"); f.seek(-40, os.SEEK_END); b=f.read(1); f.seek(-40, os.SEEK_END); f.write(bytes([b[0]^0xff]))' "$table"
+# An index table that is not one at all (its open fails, not its checksum).
+printf 'not a table' > "$BDN_HOME/store/index/00000000000000ff.idx"
 # The registry: a tag naming no version.
 sqlite3 "$BDN_HOME/registry.db" "INSERT INTO tags(volume_id, name, digest) SELECT id, 'ghost', '$(printf 'ab%.0s' $(seq 32))' FROM volumes WHERE name='v1'"
 
@@ -63,7 +65,11 @@ assert_contains "$out" "missing: blob $small4: not stored
   affects $(ref 4) (file \"small.txt\")"
 assert_contains "$out" "pack: pack $pack5: footer"
 assert_contains "$out" "index: index table $table: "
-assert_contains "$out" "registry: registry: tag \"ghost\" of bdn:fs/v1 names b3:abab"
+garbage="$BDN_HOME/store/index/00000000000000ff.idx"
+assert_contains "$out" "index: index table $garbage: "
+[[ "$out" != *"index table $table: index table"* && "$out" != *"index table $garbage: index table"* ]] \
+  || fail "an index table named twice: $out"
+assert_contains "$out" "registry: registry.db: tag \"ghost\" of bdn:fs/v1 names b3:abab"
 "$BDN" fsck --json > "$WORK/fsck.json" || true
 kinds=$(python3 -c 'import json,sys; print(" ".join(sorted({p["kind"] for p in json.load(open(sys.argv[1]))["problems"]})))' "$WORK/fsck.json")
 assert_eq "blob index missing pack registry" "$kinds" "kinds of problems in --json"

@@ -38,6 +38,14 @@ lifecycle_flow() {
   local rc=0; err=$("$BDN" volume rm --yes "$vol@$d2" 2>&1 >/dev/null) || rc=$?
   assert_eq 4 "$rc" "exit code of rm of a deleted version"
   assert_contains "$err" "bdn: error: version $vol@$d2: already deleted (at "
+  # stat of the deleted version says when it was deleted and until when it can be restored, as
+  # its --json does.
+  out=$("$BDN" volume stat "$vol@$d2")
+  assert_contains "$out" "lifecycle: DELETED"
+  assert_contains "$out" "delete_after: ${after#* } (restorable until then)"
+  assert_eq "${after#* }" "$("$BDN" volume stat "$vol@$d2" --json | json_field delete_after)" "stat --json delete_after"
+  [[ "$("$BDN" volume stat "$vol@$d2" --json | json_field deleted)" =~ ^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T ]] \
+    || fail "stat --json deleted"
   # Restore: head moves back (d2 is newer), tags stay dropped.
   out=$("$BDN" volume restore "$vol@$d2" --json)
   assert_eq "true" "$(json_field head_updated <<<"$out")" "head_updated of restoring the newer version"

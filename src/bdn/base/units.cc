@@ -111,6 +111,12 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
   if (ms_per == 0) return bad();
   double number = std::strtod(std::string(text.substr(0, i)).c_str(), nullptr);
   double ms = std::round(number * ms_per);
+  if (ms == 0 && number > 0 && min.count() == 0) {
+    // From an attacking helper: BDN_RETENTION=0.0000001s was taken as 0, a final delete.
+    return Err(InvalidArgumentError("duration \"" + std::string(text) +
+                                    "\": under half a millisecond, which would be 0; give 0 or at "
+                                    "least 1ms"));
+  }
   if (!(ms >= static_cast<double>(min.count()) && ms <= static_cast<double>(max.count()))) {
     return Err(InvalidArgumentError("duration \"" + std::string(text) + "\": must be between " +
                                     FormatDuration(min) + " and " + FormatDuration(max)));

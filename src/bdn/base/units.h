@@ -32,7 +32,10 @@ std::string FormatBytes(uint64_t bytes);
 // within [min, max]. No sign, exponent, blanks, "nan" or "inf".
 // Errors: InvalidArgument "duration \"<text>\": expected a number and a unit such as 500ms, 30s,
 // 2m, 1h, 7d (a plain number is seconds)" for malformed text; InvalidArgument "duration \"<text>\":
-// must be between <min> and <max>" (as FormatDuration writes them) out of range.
+// must be between <min> and <max>" (as FormatDuration writes them) out of range; InvalidArgument
+// "duration \"<text>\": under half a millisecond, which would be 0; give 0 or at least 1ms" for a
+// value above 0 that rounds to 0 where 0 is allowed (0 means something else: no wait, no
+// retention).
 // Thread-safe.
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
                                                 std::chrono::milliseconds min,

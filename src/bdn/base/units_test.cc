@@ -124,6 +124,17 @@ TEST(ParseDuration, RefusesValuesOutOfRangeNamingTheBounds) {
     EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument) << c.text;
     EXPECT_EQ(d.error().message(), c.message);
   }
+  // Where 0 is allowed, a value above it that would round to 0 is refused, not taken as 0.
+  for (const char* text : {"0.0000001s", "0.4ms", "0.000001m"}) {
+    auto d = ParseDuration(text, milliseconds(0), kMax);
+    ASSERT_FALSE(d.has_value()) << text;
+    EXPECT_EQ(d.error().message(), "duration \"" + std::string(text) +
+                                       "\": under half a millisecond, which would be 0; give 0 "
+                                       "or at least 1ms");
+  }
+  EXPECT_EQ(ParseDuration("0", milliseconds(0), kMax)->count(), 0);
+  EXPECT_EQ(ParseDuration("0.0s", milliseconds(0), kMax)->count(), 0);
+  EXPECT_EQ(ParseDuration("0.5ms", milliseconds(0), kMax)->count(), 1);
   // The bounds themselves are inside.
   EXPECT_EQ(ParseDuration("100ms", milliseconds(100), milliseconds(3'600'000))->count(), 100);
   EXPECT_EQ(ParseDuration("1h", milliseconds(100), milliseconds(3'600'000))->count(), 3'600'000);

@@ -88,6 +88,7 @@ json VersionJson(const VersionRecord& v) {
             {"chunks", v.stats.chunks},
             {"entries", v.stats.entries}};
   if (!v.source_uri.empty()) j["source_uri"] = v.source_uri;
+  if (v.deleted_unix_ms) j["deleted"] = FormatUnixMs(*v.deleted_unix_ms);
   if (v.delete_after_unix_ms) j["delete_after"] = FormatUnixMs(*v.delete_after_unix_ms);
   return j;
 }
@@ -773,6 +774,15 @@ Status Stat(Context& ctx, const std::string& text) {
                 << "chunks:    " << v.stats.chunks << "\n"
                 << "chunker:   " << view->manifest().chunker.ToString() << "\n"
                 << "created:   " << FormatUnixMs(v.created_unix_ms) << "\n";
+      // As --json's "deleted" and "delete_after" (from an attacking helper: the text had neither).
+      if (v.deleted_unix_ms) std::cout << "deleted:   " << FormatUnixMs(*v.deleted_unix_ms) << "\n";
+      if (v.delete_after_unix_ms) {
+        std::cout << "delete_after: " << FormatUnixMs(*v.delete_after_unix_ms)
+                  << (*v.delete_after_unix_ms > WallNowMs(*Clock::Real())
+                          ? " (restorable until then)"
+                          : " (no longer restorable)")
+                  << "\n";
+      }
     }
     return Status::Ok();
   }

@@ -182,7 +182,10 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
     const std::string what = "index table " + e.path().string();
     auto t = pack::IndexTable::Open(e.path());
     if (!t) {
-      report.problems.push_back({FsckProblem::Kind::kIndex, what, t.error().message(), {}, ""});
+      // The object once: "index table P: bad fan-out", not "index table P: index table P: …".
+      std::string why = t.error().message();
+      if (why.starts_with(what + ": ")) why = why.substr(what.size() + 2);
+      report.problems.push_back({FsckProblem::Kind::kIndex, what, why, {}, ""});
       continue;
     }
     if (Status s = (*t)->VerifyChecksum(); !s.ok()) {
@@ -302,7 +305,8 @@ Result<FsckReport> RunFsck(const fs::path& store_root, Registry& registry, FsckM
   }
   BDN_ASSIGN_OR_RETURN(std::vector<std::string> registry_problems, registry.CheckConsistency());
   for (const std::string& r : registry_problems) {
-    report.problems.push_back({FsckProblem::Kind::kRegistry, "registry", r, {}, ""});
+    // "registry: registry.db: tag …" (the kind, then the object: "registry: registry: …" before).
+    report.problems.push_back({FsckProblem::Kind::kRegistry, "registry.db", r, {}, ""});
   }
   if (mode == FsckMode::kCheck || report.problems.empty()) return report;
 

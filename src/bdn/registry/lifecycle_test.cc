@@ -121,6 +121,14 @@ TYPED_TEST(LifecycleTest, DeletingADeletedVersionIsAConflict) {
             "version bdn:w/v@" + D(1).ToString() +
                 ": already deleted (at 2026-01-01T00:00:00Z; restorable until "
                 "2026-01-08T00:00:00Z)");
+  // Past its retention: said so, not "restorable until" a time gone by.
+  this->clock_->Advance(std::chrono::hours(24 * 8));
+  again = this->reg_->DeleteVersions("w", "v", D(1), std::nullopt);
+  EXPECT_STATUS(again, kConflict, "");
+  EXPECT_EQ(again.error().message(),
+            "version bdn:w/v@" + D(1).ToString() +
+                ": already deleted (at 2026-01-01T00:00:00Z; its retention ended at "
+                "2026-01-08T00:00:00Z, so it is no longer restorable)");
 }
 
 TYPED_TEST(LifecycleTest, DeletingTheLastVersionLeavesNoHead) {

@@ -729,10 +729,15 @@ Result<DeleteResult> SqlRegistry::DeleteVersions(const std::string& ns, const st
     if (digest) {
       BDN_ASSIGN_OR_RETURN(VersionRecord v, tx.ReadVersion(vid, ns, volume, *digest));
       if (v.lifecycle == Lifecycle::kDeleted) {
-        return Err(ConflictError("version " + VersionRef(ns, volume, *digest) +
-                                 ": already deleted (at " +
-                                 FormatTime(v.deleted_unix_ms.value_or(0)) + "; restorable until " +
-                                 FormatTime(v.delete_after_unix_ms.value_or(0)) + ")"));
+        // From an attacking helper: "restorable until" a time already past read as a promise.
+        const int64_t after = v.delete_after_unix_ms.value_or(0);
+        return Err(
+            ConflictError("version " + VersionRef(ns, volume, *digest) + ": already deleted (at " +
+                          FormatTime(v.deleted_unix_ms.value_or(0)) +
+                          (after > tx.NowMs() ? "; restorable until " + FormatTime(after)
+                                              : "; its retention ended at " + FormatTime(after) +
+                                                    ", so it is no longer restorable") +
+                          ")"));
       }
       targets.push_back(*digest);
     } else {
