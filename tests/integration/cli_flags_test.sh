@@ -351,6 +351,18 @@ for m in json.load(sys.stdin)["mounts"]:
         print(m["mountpoint"].encode("utf-8").hex(), m["state"])' "$hex")
 assert_eq "$(printf '%s' "$WORK/m"$'\n'"x" | od -An -tx1 | tr -d ' \n')efbfbd serving" "$mine" "mounts ls --json of the oddly named mountpoint"
 assert_eq "$odd" "$(python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(sys.argv[1]))' "$hex")" "the path from mountpoint_hex"
+# rm --json names it the same way: mounted_at, and mounted_at_hex with its exact bytes.
+ref_rm=$("$BDN" volume push "$WORK/data" bdn:t/oddrm 2>/dev/null)
+odd2="$WORK/m2"$'\xfe'
+mkdir "$odd2"
+"$BDN" volume mount "$ref_rm" "$odd2" >/dev/null
+MOUNTS+=("$odd2")
+hex2=$(printf '%s' "$odd2" | od -An -tx1 | tr -d ' \n')
+assert_eq "[\"$hex2\"]" "$("$BDN" --json volume rm --yes "$ref_rm" 2>/dev/null | python3 -c '
+import json, sys
+print(json.dumps(json.load(sys.stdin)["deleted"][0]["mounted_at_hex"]))')" "rm --json mounted_at_hex"
+"$BDN" volume umount "$odd2" >/dev/null
+MOUNTS=("$odd")
 assert_eq "unmounted $WORK/m\\nx\\xff" "$("$BDN" volume umount "$odd")" "umount's text output"
 MOUNTS=()
 run_fails 2 "bdn: error: mountpoint /: not over the root directory" "$BDN" volume mount "$ref" /

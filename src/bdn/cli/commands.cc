@@ -1017,13 +1017,15 @@ Status Rm(Context& ctx, const RmArgs& args) {
   if (ctx.json) {
     json list = json::array();
     for (const DeletedVersion& d : r.deleted) {
-      list.push_back({{"version_ref", PinnedRef{ns, volume, d.digest}.ToString()},
-                      {"digest", d.digest.ToString()},
-                      {"mounted_at", mounts_of(d.digest)},
-                      {"tags_dropped", d.tags_dropped},
-                      {"deleted", FormatUnixMs(d.deleted_unix_ms)},
-                      {"delete_after", FormatUnixMs(d.delete_after_unix_ms)},
-                      {"delete_after_unix_ms", d.delete_after_unix_ms}});
+      json one = {{"version_ref", PinnedRef{ns, volume, d.digest}.ToString()},
+                  {"digest", d.digest.ToString()},
+                  {"tags_dropped", d.tags_dropped},
+                  {"deleted", FormatUnixMs(d.deleted_unix_ms)},
+                  {"delete_after", FormatUnixMs(d.delete_after_unix_ms)},
+                  {"delete_after_unix_ms", d.delete_after_unix_ms}};
+      // With mounted_at_hex where a mountpoint is not UTF-8 (as mounts ls --json's mountpoint).
+      PutLocalPaths(one, "mounted_at", mounts_of(d.digest));
+      list.push_back(std::move(one));
     }
     PrintJson({{"volume", "bdn:" + ns + "/" + volume},
                {"sequence", r.sequence},

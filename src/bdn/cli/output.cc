@@ -1,5 +1,6 @@
 #include "bdn/cli/output.h"
 
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 
@@ -31,6 +32,18 @@ std::string FormatUnixMs(int64_t unix_ms) { return FormatUtc(unix_ms); }
 void PutLocalPath(nlohmann::json& j, const std::string& key, const std::string& path) {
   j[key] = path;
   if (!IsValidUtf8(path)) j[key + "_hex"] = HexEncode(std::string_view(path));
+}
+
+void PutLocalPaths(nlohmann::json& j, const std::string& key,
+                   const std::vector<std::string>& paths) {
+  j[key] = paths;
+  if (std::all_of(paths.begin(), paths.end(),
+                  [](const std::string& p) { return IsValidUtf8(p); })) {
+    return;
+  }
+  nlohmann::json hex = nlohmann::json::array();
+  for (const std::string& p : paths) hex.push_back(HexEncode(std::string_view(p)));
+  j[key + "_hex"] = std::move(hex);
 }
 
 std::string JsonText(const nlohmann::json& j) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace bdn::cli {
 
@@ -18,6 +19,11 @@ std::string JsonText(const nlohmann::json& j);
 // lowercase hex (from an attacker: a script could not unmount the mountpoint mounts ls --json
 // gave it). Thread-safe.
 void PutLocalPath(nlohmann::json& j, const std::string& key, const std::string& path);
+// The same for a list of local paths: j[key] the list, and where any of them is not UTF-8,
+// j[key + "_hex"] the list of every one's exact bytes in lowercase hex, in the same order.
+// Thread-safe.
+void PutLocalPaths(nlohmann::json& j, const std::string& key,
+                   const std::vector<std::string>& paths);
 
 // Prints a command's JSON result (JsonText) on stdout and remembers that it did, so that main
 // prints no JSON error after it (ResultPrinted, commands.h). Not thread-safe (one per command).
