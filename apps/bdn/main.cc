@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/memory.h"
 #include "bdn/base/text.h"
 #include "bdn/cli/output.h"
@@ -170,6 +171,7 @@ int main(int argc, char** argv) {
     const std::filesystem::path home_dir =
         home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home);
     bdn::Result<bdn::cli::Context> ctx;
+    bdn::UniqueFd not_served;  // HoldNotServed's hold, for the whole command
     if (inv.needs == bdn::app::Needs::kNothing) {
       ctx = bdn::cli::Context{.home = home_dir, .json = json};
     } else if (!remote.empty()) {
@@ -191,15 +193,15 @@ int main(int argc, char** argv) {
       }
       if (inv.writes || inv.needs == bdn::app::Needs::kStoreCreated) {
         // From an attacking helper: `volume rm --home <a served --data>` deleted with the
-        // embedded 7-day retention, not the server's --retention, and without its keys.
-        if (bdn::Status s = bdn::cli::CheckNotServed(
-                home_dir,
-                "change what it serves through it (--remote URL), where its retention, "
-                "keys and gc apply",
-                "--home");
-            !s.ok()) {
-          return Fail(s);
-        }
+        // embedded 7-day retention, not the server's --retention, and without its keys. Held
+        // until the command ends, so that a server does not start under it either.
+        auto held = bdn::cli::HoldNotServed(
+            home_dir,
+            "change what it serves through it (--remote URL), where its retention, keys and gc "
+            "apply",
+            "--home");
+        if (!held) return Fail(held.error());
+        not_served = std::move(*held);
       }
       ctx = bdn::cli::OpenEmbedded(home_dir, json,
                                    inv.needs == bdn::app::Needs::kStoreCreated

@@ -188,6 +188,27 @@ run_fails 8 "bdn: error: --data $SRV: in use by bdn serve (pid $SERVER_PID); sto
   env -u BDN_REMOTE "$BDN" store rebuild-index --data "$SRV"
 assert_eq ALIVE "$(env -u BDN_REMOTE "$BDN" --home "$SRV" --json volume stat "bdn:weights/m1@${M1#b3:}" | json_field lifecycle)" "the version after the refused rm"
 assert_eq 404 "$(http_status GET /v1/volumes/weights/m2 "$ADMIN")" "the volume of the refused push"
+# ...and a server does not start under an embedded push in progress (from an attacking helper: it
+# did, and the push then committed into the served store).
+EMB="$WORK/emb"
+mkdir -p "$WORK/sparse-tree"
+truncate -s 2G "$WORK/sparse-tree/sparse.bin"
+env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$EMB" volume push "$WORK/tree" bdn:e/first >/dev/null
+env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$EMB" volume push "$WORK/sparse-tree" bdn:e/big >/dev/null 2>&1 &
+EPUSH=$!
+inode=none
+for _ in $(seq 1 100); do
+  inode=$(stat -c %i "$EMB/serve.lock" 2>/dev/null || echo none)
+  grep -Eq "FLOCK +ADVISORY +READ +$EPUSH +[0-9a-f:]+:$inode " /proc/locks && break
+  sleep 0.05
+done
+grep -Eq "FLOCK +ADVISORY +READ +$EPUSH +[0-9a-f:]+:$inode " /proc/locks || fail "the push holds no shared lock on $EMB/serve.lock: $(cat /proc/locks)"
+kill -STOP "$EPUSH"
+run_fails 8 "bdn: error: --data $EMB: an embedded bdn command (push, rm, gc, ...) is writing to it; start the server once it has ended" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$EMB" --insecure-no-auth
+kill -CONT "$EPUSH"
+wait "$EPUSH" || fail "the embedded push"
+env -u BDN_REMOTE "$BDN" --home "$EMB" volume verify bdn:e/big >/dev/null || fail "verify of the embedded push"
 
 step "a server that cannot bind creates no admin key"
 rc=0

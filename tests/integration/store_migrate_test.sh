@@ -152,7 +152,8 @@ python3 "$PACKS" unpack "$BDN_HOME/store"
 bad=$(find "$BDN_HOME/store/chunks" -type f -size +100k -print -quit)
 [ -n "$bad" ] || fail "no chunk file of weights.bin"
 python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 1; open(p, "wb").write(b)' "$bad"
-want="bdn: error: store migrate: 1 chunk file in $BDN_HOME/store/corrupt did not match its digest, and 1 version cannot be read without them: $ref3: chunk b3:$(basename "$bad") is not stored; push those trees again to repair them (bdn fsck lists every problem)"
+advice="push those trees again to repair them (a deleted version's into another volume: its own refuses it until it is restored, which needs it whole) (bdn fsck lists every problem)"
+want="bdn: error: store migrate: 1 version cannot be read: $ref3: chunk b3:$(basename "$bad") is not stored; 1 chunk file in $BDN_HOME/store/corrupt did not match its digest; $advice"
 rc=0; out=$("$BDN" store migrate 2>"$WORK/migrate.err") || rc=$?
 assert_eq 5 "$rc" "exit code of a migration that set a needed chunk aside"
 assert_contains "$out" "1 chunk files did not match their digest and were moved to $BDN_HOME/store/corrupt"
@@ -165,4 +166,12 @@ assert_eq "[\"$ref3: chunk b3:$(basename "$bad") is not stored\"]" "$(json_field
 "$BDN" volume push "$WORK/v1" bdn:test/damaged >/dev/null
 assert_eq "store $BDN_HOME/store: already in the pack layout, nothing to migrate" "$("$BDN" store migrate)" "migrate after the repair"
 "$BDN" volume verify "$ref3" >/dev/null || fail "verify after the repair"
+# A chunk file the old store had lost already (nothing set aside): the same, without the count.
+export BDN_HOME="$WORK/lost"
+ref5=$("$BDN" volume push "$WORK/v2" bdn:test/lost)
+python3 "$PACKS" unpack "$BDN_HOME/store"
+gone=$(find "$BDN_HOME/store/chunks" -type f -size +100k -print -quit)
+rm "$gone"
+run_fails 5 "bdn: error: store migrate: 1 version cannot be read: $ref5: chunk b3:$(basename "$gone") is not stored; $advice" \
+  "$BDN" store migrate
 echo "PASS"

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bdn/base/fd.h"
 #include "bdn/base/log.h"
 #include "bdn/base/status.h"
 #include "bdn/format/ref.h"
@@ -51,12 +52,15 @@ struct Context {
 // Errors: InvalidArgument "BDN_ZSTD_MIN_SAVING \"…\": …" for a value that is not such a number.
 Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& data);
 
-// Refuses the data directory `data` while a bdn serve holds it (an flock on <data>/serve.lock):
-// FailedPrecondition "<flag> <data>: in use by bdn serve (pid N); <command>", where `command`
-// says what to do ("stop it first") and `flag` how the command line named it. OK when no server
-// holds it.
-Status CheckNotServed(const std::filesystem::path& data, const char* command,
-                      std::string_view flag = "--data");
+// Refuses the data directory `data` while a bdn serve holds it (an exclusive flock on
+// <data>/serve.lock), and otherwise holds a shared flock on that file (made if missing) for as
+// long as the returned descriptor is open, which a bdn serve started meanwhile finds: it then
+// refuses to start (LockDataDir, serve.cc). The descriptor is invalid (nothing held) where the
+// file cannot be had: no such directory, or not this user's to write.
+// Errors: FailedPrecondition "<flag> <data>: in use by bdn serve (pid N); <command>", where
+// `command` says what to do ("stop it first") and `flag` how the command line named it.
+Result<UniqueFd> HoldNotServed(const std::filesystem::path& data, const char* command,
+                               std::string_view flag = "--data");
 
 // Whether OpenEmbedded makes a store where there is none.
 enum class EmbeddedOpen {

@@ -128,7 +128,8 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   auto grace = ParseDuration(args.grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!grace) return grace.error().WithPrefix("--grace");
   BDN_RETURN_IF_ERROR(CheckNotObjectStoreSpool(data));
-  BDN_RETURN_IF_ERROR(CheckNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd not_served,
+                       HoldNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
   GcOptions options;
   options.mode = args.dry_run ? GcMode::kDryRun : GcMode::kRun;
   options.max_repack_fraction = args.max_repack_fraction;
@@ -222,7 +223,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
 
 Status Fsck(const fs::path& data, bool repair, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckNotObjectStoreSpool(data));
-  BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd not_served, HoldNotServed(data, "stop it first"));
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data"));
   if (!fs::is_directory(data / "store" / "packs")) {
     return NotFoundError("--data " + data.string() + ": no store (no store/packs directory)");

@@ -73,7 +73,8 @@ namespace fs = std::filesystem;
 // Takes the exclusive lock of a `bdn serve` data directory (flock on <data>/serve.lock, which
 // then holds this process's pid) and returns its descriptor, to be kept open while serving: push
 // claims live in the serving process, so two servers over one directory could both commit to a
-// volume. Errors: FailedPrecondition when another process holds the lock; I/O errors.
+// volume. Errors: FailedPrecondition when another server holds the lock, or an embedded command
+// that writes to the directory holds it shared (HoldNotServed); I/O errors.
 Result<UniqueFd> LockDataDir(const fs::path& data) {
   fs::path path = data / "serve.lock";
   BDN_RETURN_IF_ERROR(CreatePrivateFile(path, "--data"));
@@ -88,6 +89,15 @@ Result<UniqueFd> LockDataDir(const fs::path& data) {
       for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
     }
     if (e != EWOULDBLOCK) return Err(ErrnoError("--data " + data.string() + ": lock", e));
+    // A shared hold is an embedded command writing to the directory (HoldNotServed): its
+    // changes would bypass this server's claims, retention and keys.
+    if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+      ::flock(fd.get(), LOCK_UN);
+      return Err(FailedPreconditionError(
+          "--data " + data.string() +
+          ": an embedded bdn command (push, rm, gc, ...) is writing to it; start the server "
+          "once it has ended"));
+    }
     return Err(FailedPreconditionError("--data " + data.string() + ": in use by another bdn serve" +
                                        (pid.empty() ? std::string() : " (pid " + pid + ")") +
                                        "; stop it or give another --data directory"));

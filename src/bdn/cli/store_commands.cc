@@ -1,6 +1,7 @@
 // bdn store migrate|rebuild-index|stats, and the options every opener of a local pack store uses.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,21 +37,32 @@ Result<std::unique_ptr<LocalChunkStore>> OpenStore(const fs::path& data) {
 
 }  // namespace
 
-Status CheckNotServed(const fs::path& data, const char* command, std::string_view flag) {
+Result<UniqueFd> HoldNotServed(const fs::path& data, const char* command, std::string_view flag) {
   const fs::path lock = data / "serve.lock";
-  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return Status::Ok();
-  Status out;
-  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd && errno == ENOENT) {
+    // Made here so that a server started later finds this command's hold (from an attacking
+    // helper: a serve started during an embedded push, which then committed into the served
+    // store). Not where the directory is missing or not this user's to write: then nothing is
+    // held, as before any server ran there.
+    struct stat st;
+    if (::stat(data.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      fd = UniqueFd(::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    }
+  }
+  if (!fd) return UniqueFd();
+  while (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return UniqueFd();
     char buf[32] = {};
     ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
     std::string pid;
     for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
-    out = FailedPreconditionError(
+    return Err(FailedPreconditionError(
         std::string(flag) + " " + data.string() + ": in use by bdn serve" +
-        (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " + command);
+        (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " + command));
   }
-  return out;
+  return fd;
 }
 
 Result<LocalChunkStore::Options> LocalStoreOptions(const fs::path& data) {
@@ -101,7 +113,8 @@ Result<std::vector<std::string>> DamagedVersions(const fs::path& data,
     std::string why = checked.error().message();
     const std::string prefix = "version " + v.digest.ToString() + ": ";
     if (why.starts_with(prefix)) why.erase(0, prefix.size());
-    out.push_back(PinnedRef{v.ns, v.volume, v.digest}.ToString() + ": " + why);
+    out.push_back(PinnedRef{v.ns, v.volume, v.digest}.ToString() +
+                  (v.lifecycle == Lifecycle::kDeleted ? " (deleted)" : "") + ": " + why);
   }
   return out;
 }
@@ -123,7 +136,9 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
   // read. They are named, and the exit is 5, on every run until they are repaired.
   const uint64_t aside = CountFiles(root / "corrupt");
   std::vector<std::string> damaged;
-  if (!data.empty() && aside > 0) {
+  // Also after a migration that set nothing aside: a chunk file the old store had lost already
+  // (from an attacking helper: exit 0 while fsck found three versions missing a chunk).
+  if (!data.empty() && (aside > 0 || r->was_old_layout)) {
     BDN_ASSIGN_OR_RETURN(damaged, DamagedVersions(data, options));
   }
   Status out;
@@ -136,10 +151,13 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
     if (damaged.size() > kNamed)
       named += "; and " + std::to_string(damaged.size() - kNamed) + " more";
     out = CorruptionError(
-        "store migrate: " + Counted(aside, "chunk file") + " in " + (root / "corrupt").string() +
-        " did not match " + (aside == 1 ? "its" : "their") + " digest, and " +
-        Counted(damaged.size(), "version") + " cannot be read without them: " + named +
-        "; push those trees again to repair them (bdn fsck lists every problem)");
+        "store migrate: " + Counted(damaged.size(), "version") + " cannot be read: " + named +
+        (aside > 0 ? "; " + Counted(aside, "chunk file") + " in " + (root / "corrupt").string() +
+                         " did not match " + (aside == 1 ? "its" : "their") + " digest"
+                   : std::string()) +
+        "; push those trees again to repair them (a deleted version's into another volume: its "
+        "own refuses it until it is restored, which needs it whole) (bdn fsck lists every "
+        "problem)");
   }
   if (json_output) {
     PrintResult({{"store", root.string()},
@@ -174,7 +192,7 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
 
 Status StoreMigrate(const fs::path& data, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
-  BDN_RETURN_IF_ERROR(CheckNotServed(data, "stop it first"));
+  BDN_ASSIGN_OR_RETURN(UniqueFd not_served, HoldNotServed(data, "stop it first"));
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   return MigrateAt(data / "store", options, json_output, data);
 }
@@ -199,8 +217,9 @@ Status StoreMigrateCache(const fs::path& cache_dir, bool json_output) {
 
 Status StoreRebuildIndex(const fs::path& data, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
-  BDN_RETURN_IF_ERROR(
-      CheckNotServed(data, "stop it first (it rebuilds its index itself when it is missing)"));
+  BDN_ASSIGN_OR_RETURN(
+      UniqueFd not_served,
+      HoldNotServed(data, "stop it first (it rebuilds its index itself when it is missing)"));
   BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
   BDN_ASSIGN_OR_RETURN(IndexRebuildReport r, store->RebuildIndex());
   if (json_output) {
