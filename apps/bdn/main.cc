@@ -191,22 +191,31 @@ int main(int argc, char** argv) {
                      "to the embedded store "
                   << home_dir.string() << "\n";
       }
-      if (inv.writes || inv.needs == bdn::app::Needs::kStoreCreated) {
-        // From an attacking helper: `volume rm --home <a served --data>` deleted with the
-        // embedded 7-day retention, not the server's --retention, and without its keys. Held
-        // until the command ends, so that a server does not start under it either.
+      // From an attacking helper: `volume rm --home <a served --data>` deleted with the
+      // embedded 7-day retention, not the server's --retention, and without its keys. Refused
+      // before anything is opened; once the home is known to be this user's own, held until the
+      // command ends, so that a server does not start under it either.
+      const bool writes = inv.writes || inv.needs == bdn::app::Needs::kStoreCreated;
+      auto hold = [&](bool create) -> bdn::Status {
         auto held = bdn::cli::HoldNotServed(
             home_dir,
             "change what it serves through it (--remote URL), where its retention, keys and gc "
             "apply",
-            "--home");
-        if (!held) return Fail(held.error());
+            "--home", create);
+        if (!held) return held.error();
         not_served = std::move(*held);
+        return bdn::Status::Ok();
+      };
+      if (writes) {
+        if (bdn::Status s = hold(false); !s.ok()) return Fail(s);
       }
       ctx = bdn::cli::OpenEmbedded(home_dir, json,
                                    inv.needs == bdn::app::Needs::kStoreCreated
                                        ? bdn::cli::EmbeddedOpen::kCreateIfMissing
                                        : bdn::cli::EmbeddedOpen::kExisting);
+      if (ctx && writes) {
+        if (bdn::Status s = hold(true); !s.ok()) return Fail(s);
+      }
       if (!ctx && inv.refs) {
         // A malformed ref is what the command would have said first, before any I/O.
         if (bdn::Status s = bdn::cli::CheckRefSyntax(inv.refs()); !s.ok()) return Fail(s);

@@ -55,12 +55,13 @@ Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& 
 // Refuses the data directory `data` while a bdn serve holds it (an exclusive flock on
 // <data>/serve.lock), and otherwise holds a shared flock on that file (made if missing) for as
 // long as the returned descriptor is open, which a bdn serve started meanwhile finds: it then
-// refuses to start (LockDataDir, serve.cc). The descriptor is invalid (nothing held) where the
-// file cannot be had: no such directory, or not this user's to write.
+// refuses to start (LockDataDir, serve.cc). The file is made only with `create` (once the
+// directory is known to be this user's own: OpenEmbedded's checks). The descriptor is invalid
+// (nothing held) where the file is not there or cannot be had.
 // Errors: FailedPrecondition "<flag> <data>: in use by bdn serve (pid N); <command>", where
 // `command` says what to do ("stop it first") and `flag` how the command line named it.
 Result<UniqueFd> HoldNotServed(const std::filesystem::path& data, const char* command,
-                               std::string_view flag = "--data");
+                               std::string_view flag = "--data", bool create = true);
 
 // Whether OpenEmbedded makes a store where there is none.
 enum class EmbeddedOpen {

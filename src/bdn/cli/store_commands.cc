@@ -37,10 +37,11 @@ Result<std::unique_ptr<LocalChunkStore>> OpenStore(const fs::path& data) {
 
 }  // namespace
 
-Result<UniqueFd> HoldNotServed(const fs::path& data, const char* command, std::string_view flag) {
+Result<UniqueFd> HoldNotServed(const fs::path& data, const char* command, std::string_view flag,
+                               bool create) {
   const fs::path lock = data / "serve.lock";
   UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd && errno == ENOENT) {
+  if (!fd && errno == ENOENT && create) {
     // Made here so that a server started later finds this command's hold (from an attacking
     // helper: a serve started during an embedded push, which then committed into the served
     // store). Not where the directory is missing or not this user's to write: then nothing is
