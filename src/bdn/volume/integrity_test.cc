@@ -52,6 +52,37 @@ TEST(CommitCheck, AGoodVersionPassesWithItsStats) {
   EXPECT_EQ(stats->entries, 2u);
 }
 
+// A blob that Get still answers (a pack held open, a read cache) but that the store no longer
+// holds (another process's GC deleted it; Sizes answers for what is stored now): the check asks
+// Sizes about the manifest and chunk indexes it read too. From an attacking helper: a push whose
+// view predated a gc committed a version whose manifest that gc had deleted.
+TEST(CommitCheck, AReadBlobTheStoreNoLongerHoldsIsNotStored) {
+  class Forgotten : public MemChunkStore {
+   public:
+    Result<BlobSizes> Sizes(std::span<const Digest> ids) override {
+      BDN_ASSIGN_OR_RETURN(BlobSizes out, MemChunkStore::Sizes(ids));
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i] == gone) out[i] = std::nullopt;
+      }
+      return out;
+    }
+    Digest gone;
+  };
+  CraftedVersion v = Craft("good");
+  Forgotten store;
+  ASSERT_TRUE(StoreCrafted(store, v).ok());
+  const Digest index = v.blobs[v.blobs.size() - 2].first;
+  store.gone = v.digest;
+  EXPECT_EQ(CommitError(store, v).message(),
+            "version " + v.digest.ToString() + ": manifest is not stored");
+  EXPECT_EQ(CommitError(store, v).code(), StatusCode::kFailedPrecondition);
+  store.gone = index;
+  EXPECT_EQ(CommitError(store, v).message(), "version " + v.digest.ToString() + ": chunk index " +
+                                                 index.ToString() + " of \"f.bin\" is not stored");
+  store.gone = Digest();
+  EXPECT_TRUE(CommitError(store, v).ok());
+}
+
 // Issue 7: an index declaring a 6-byte chunk twice as 10 bytes (file size 20) was committed, and
 // a single-chunk file declared 999 bytes over a 6-byte chunk. Issue 14: two single-chunk entries
 // of 2^64-1 bytes each were committed and `versions` showed the overflowed total.

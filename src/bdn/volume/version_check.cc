@@ -59,17 +59,22 @@ Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest)
 
   std::vector<Digest> order;  // distinct chunks, in first-listed order
   std::unordered_map<Digest, Listed> listed;
+  // The manifest and the chunk indexes read (and what each is), asked again with Sizes below:
+  // a Get may answer from bytes this process still has (a pack held open, a read cache) after
+  // another process's GC deleted them, while a store's Sizes answers for what is stored now
+  // (LocalChunkStore after HoldForCommit, ObjectPackStore looking at the deletions first).
+  std::vector<std::pair<Digest, std::string>> read_blobs = {{digest, "manifest"}};
   for (const Entry& e : manifest->entries) {
     if (e.kind != EntryKind::kFile) continue;
     auto fetch = [&](IndexPart part,
                      std::span<const Digest> ids) -> Result<std::vector<IndexBlob>> {
       std::vector<IndexBlob> out;
       for (const Digest& id : ids) {
-        BDN_ASSIGN_OR_RETURN(
-            auto bytes, GetRequired(store, id,
-                                    std::string(part == IndexPart::kRoot ? "chunk index "
-                                                                         : "chunk index piece ") +
-                                        id.ToString() + " of \"" + e.path + "\""));
+        std::string what =
+            std::string(part == IndexPart::kRoot ? "chunk index " : "chunk index piece ") +
+            id.ToString() + " of \"" + e.path + "\"";
+        BDN_ASSIGN_OR_RETURN(auto bytes, GetRequired(store, id, what));
+        read_blobs.emplace_back(id, std::move(what));
         out.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
       }
       return out;
@@ -91,6 +96,19 @@ Result<VersionStats> CheckVersionStored(ChunkStore& store, const Digest& digest)
                                 std::to_string(it->second.size_bytes) + " in file \"" +
                                 *it->second.path + "\"");
         }
+      }
+    }
+  }
+
+  for (size_t i = 0; i < read_blobs.size(); i += kSizesBatch) {
+    const size_t n = std::min(kSizesBatch, read_blobs.size() - i);
+    std::vector<Digest> ids;
+    for (size_t k = 0; k < n; ++k) ids.push_back(read_blobs[i + k].first);
+    BDN_ASSIGN_OR_RETURN(BlobSizes sizes, store.Sizes(ids));
+    for (size_t k = 0; k < n && k < sizes.size(); ++k) {
+      if (!sizes[k]) {
+        return Err(
+            FailedPreconditionError(version + ": " + read_blobs[i + k].second + " is not stored"));
       }
     }
   }
