@@ -54,12 +54,12 @@ step "fsck reports each problem with the versions it affects"
 rc=0; out=$("$BDN" fsck) || rc=$?
 echo "$out"
 assert_eq 5 "$rc" "exit code of fsck with problems"
-assert_contains "$out" "blob: blob $small1: chunk $small1: digest mismatch"
+assert_contains "$out" "blob: blob $small1: digest mismatch"
 assert_contains "$out" "missing: blob $small1: no good copy is stored (only damaged ones)
   affects $(ref 1) (file \"small.txt\")"
-assert_contains "$out" "blob: blob ${D[2]}: chunk ${D[2]}: digest mismatch"
+assert_contains "$out" "blob: blob ${D[2]}: digest mismatch"
 assert_contains "$out" "  affects $(ref 2) (its manifest)"
-assert_contains "$out" "blob: blob $index3: chunk $index3: digest mismatch"
+assert_contains "$out" "blob: blob $index3: digest mismatch"
 assert_contains "$out" "  affects $(ref 3) (file \"big.bin\")"
 assert_contains "$out" "missing: blob $small4: not stored
   affects $(ref 4) (file \"small.txt\")"

@@ -102,6 +102,17 @@ hold_cat dead "bdn:g/dead@$dead/dead.bin" $((5 * MiB)); dead_cat=$CAT_PID; dead_
 BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:g/dead@$dead" >/dev/null 2>"$WORK/rm.err"
 assert_eq "warning: it is mounted at $WORK/mnt-dead: if that mount reads from this store, it reads on until gc collects the version and then fails (bdn volume umount unmounts it)" \
   "$(head -n 1 "$WORK/rm.err")" "rm of a mounted version"
+# A new mount of it, past its retention and not yet collected, mounts and says so (from an
+# attacking helper: it said nothing, and failed only once a gc had run).
+deleted_at=$("$BDN" volume stat "bdn:g/dead@$dead" --json | json_field deleted)
+ended=$("$BDN" volume stat "bdn:g/dead@$dead" --json | json_field delete_after)
+mkdir -p "$WORK/mnt-dead2"
+"$BDN" volume mount "bdn:g/dead@$dead" "$WORK/mnt-dead2" >/dev/null 2>"$WORK/mount.err" ||
+  fail "mount of a deleted, uncollected version: $(cat "$WORK/mount.err")"
+MOUNTS+=("$WORK/mnt-dead2")
+assert_eq "warning: version bdn:g/dead@$dead was deleted $deleted_at; its retention ended $ended: gc may collect its data at any time" \
+  "$(cat "$WORK/mount.err")" "mount of a deleted version past its retention"
+"$BDN" volume umount "$WORK/mnt-dead2" >/dev/null
 
 plan=$("$BDN" gc --dry-run --max-repack-fraction 0.9 --json)
 repacked=$(python3 -c 'import json,sys; print(" ".join(a["pack"] for a in json.load(sys.stdin)["actions"] if a["action"]=="repack"))' <<<"$plan")

@@ -44,8 +44,17 @@ lifecycle_flow() {
   assert_contains "$out" "lifecycle: DELETED"
   assert_contains "$out" "delete_after: ${after#* } (restorable until then)"
   assert_eq "${after#* }" "$("$BDN" volume stat "$vol@$d2" --json | json_field delete_after)" "stat --json delete_after"
-  [[ "$("$BDN" volume stat "$vol@$d2" --json | json_field deleted)" =~ ^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T ]] \
-    || fail "stat --json deleted"
+  local deleted; deleted=$("$BDN" volume stat "$vol@$d2" --json | json_field deleted)
+  [[ "$deleted" =~ ^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T ]] || fail "stat --json deleted: $deleted"
+  # A deleted version reads until gc collects it, and each read says so on stderr (from an
+  # attacking helper: a cat, pull or mount of it by digest said nothing).
+  local warned="warning: version $vol@$d2 was deleted $deleted; it is restorable until ${after#* } (bdn volume restore $vol@$d2), and then gc may collect its data"
+  err=$("$BDN" volume cat "$vol@$d2/config.json" 2>&1 >"$WORK/cat-$1") || fail "cat of a deleted version: $err"
+  assert_eq "$warned" "$err" "cat of a deleted version"
+  cmp "$WORK/cat-$1" "$WORK/t2/config.json" || fail "cat of a deleted version read other bytes"
+  err=$("$BDN" volume pull "$vol@$d2" "$WORK/pull-$1" 2>&1 >/dev/null) || fail "pull of a deleted version: $err"
+  assert_eq "$warned" "$(head -n 1 <<<"$err")" "pull of a deleted version"
+  cmp "$WORK/pull-$1/weights.bin" "$WORK/t2/weights.bin" || fail "pull of a deleted version wrote other bytes"
   # Restore: head moves back (d2 is newer), tags stay dropped.
   out=$("$BDN" volume restore "$vol@$d2" --json)
   assert_eq "true" "$(json_field head_updated <<<"$out")" "head_updated of restoring the newer version"

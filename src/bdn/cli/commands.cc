@@ -117,6 +117,37 @@ std::optional<Status> CollectedError(const VersionRecord& record, const PinnedRe
       " and gc collected its data: it can be neither read nor restored");
 }
 
+// What to say on stderr of reading `record`, the version `pinned` names, where it is deleted:
+// "warning: version REF was deleted <time>; it is restorable until <time> (bdn volume restore
+// REF), and then gc may collect its data", or, its retention over, that gc may collect it at any
+// time; "" for a live version. For commands that read a version (mount, pull, cat), once its
+// manifest is read (a collected one is CollectedError alone). From an attacking helper: a mount
+// of a deleted version by its digest said nothing, and failed only once a gc had run, on a node
+// far from whoever deleted it.
+std::string DeletedWarning(const VersionRecord& record, const PinnedRef& pinned) {
+  if (record.lifecycle != Lifecycle::kDeleted) return "";
+  std::string text = "warning: version " + pinned.ToString() + " was deleted";
+  if (record.deleted_unix_ms) text += " " + FormatUnixMs(*record.deleted_unix_ms);
+  if (!record.delete_after_unix_ms) {
+    text += "; gc may collect its data (bdn volume restore " + pinned.ToString() + " keeps it)";
+  } else if (*record.delete_after_unix_ms > WallNowMs(*Clock::Real())) {
+    text += "; it is restorable until " + FormatUnixMs(*record.delete_after_unix_ms) +
+            " (bdn volume restore " + pinned.ToString() + "), and then gc may collect its data";
+  } else {
+    text += "; its retention ended " + FormatUnixMs(*record.delete_after_unix_ms) +
+            ": gc may collect its data at any time";
+  }
+  return text + "\n";
+}
+
+// Says DeletedWarning of `pinned` as the registry has it; nothing where it cannot say.
+void WarnIfDeleted(Context& ctx, const PinnedRef& pinned) {
+  if (!ctx.registry) return;
+  if (auto record = ctx.registry->GetVersion(pinned.ns, pinned.volume, pinned.digest)) {
+    std::cerr << DeletedWarning(*record, pinned);
+  }
+}
+
 // VersionView::Open of `pinned` on `store`; a manifest the store lacks as CollectedError says.
 Result<std::shared_ptr<VersionView>> OpenViewOn(Context& ctx, std::shared_ptr<ChunkStore> store,
                                                 const PinnedRef& pinned) {
@@ -1118,6 +1149,7 @@ Status Pull(Context& ctx, const PullArgs& args) {
   BDN_ASSIGN_OR_RETURN(auto resolved, ParseAndResolve(read_ctx, args.ref));
   const auto& [ref, pinned] = resolved;
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(read_ctx, pinned));
+  WarnIfDeleted(read_ctx, pinned);
   opts.path = ref.path;
   for (const auto& inc : args.includes) {
     std::string p = inc;
@@ -1175,6 +1207,7 @@ Status Cat(Context& ctx, const std::string& text) {
   const auto& [ref, pinned] = resolved;
   if (ref.path.empty()) return InvalidArgumentError("ref \"" + text + "\": cat needs a file path");
   BDN_ASSIGN_OR_RETURN(auto view, OpenView(read_ctx, pinned));
+  WarnIfDeleted(read_ctx, pinned);
   std::cout.flush();
   // From a user: with --json, a read that failed midway put the error's JSON after the bytes.
   MarkStdoutAsData();
@@ -1326,6 +1359,7 @@ Status Mount(Context& ctx, const MountArgs& args) {
     }
   }
   with_time.version_created_unix_ms = record ? record->created_unix_ms : 0;
+  if (record) with_time.warn_on_open = DeletedWarning(*record, pinned);
   // The daemon is a fork of this process: close the registry first so no SQLite connection is
   // carried across fork (the mount needs only the store and the loaded manifest).
   ctx.registry.reset();
@@ -1620,6 +1654,7 @@ Status MountPinned(Context& ctx, const PinnedRef& pinned, const MountArgs& args,
   BDN_ASSIGN_OR_RETURN(mount_ctx.store, MountStore(ctx, pinned, args, &opts.session_over));
   // Not OpenView: the mount's store already names the version in its reads.
   BDN_ASSIGN_OR_RETURN(auto view, VersionView::Open(mount_ctx.store, pinned.digest));
+  std::cerr << args.warn_on_open;
   WarnIfNodeCacheSmall(ctx, *view, args);
   opts.mountpoint = NormalMountpoint(args.mountpoint);
   if (opts.mountpoint == opts.mountpoint.root_path()) {

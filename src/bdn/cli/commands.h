@@ -52,6 +52,10 @@ struct Context {
 // Errors: InvalidArgument "BDN_ZSTD_MIN_SAVING \"…\": …" for a value that is not such a number.
 Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& data);
 
+// The pid a bdn serve wrote at the start of its serve.lock, open as `fd` (LockDataDir, serve.cc):
+// the leading decimal digits of its first 31 bytes, "" where there are none.
+std::string ServeLockPid(int fd);
+
 // Refuses the data directory `data` while a bdn serve holds it (an exclusive flock on
 // <data>/serve.lock), and otherwise holds a shared flock on that file (made if missing) for as
 // long as the returned descriptor is open, which a bdn serve started meanwhile finds: it then
@@ -400,6 +404,8 @@ struct MountArgs {
   // When the version was created (VersionCreatedUnixMs): the mtime shown for entries whose
   // manifest records none. 0 = unknown (the origin could not be asked): the time of mounting.
   int64_t version_created_unix_ms = 0;
+  // Said on stderr once the version's manifest is read (Mount: that the version is deleted).
+  std::string warn_on_open;
   // The mount daemon's log (MountLogFile): "" = <home>/logs/mount-<name>-<12 hex>.log; in the
   // foreground "" = stderr. Lines of log_level and above.
   std::string log_file;

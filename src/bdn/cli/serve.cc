@@ -82,13 +82,8 @@ Result<UniqueFd> LockDataDir(const fs::path& data) {
   if (!fd) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
-    std::string pid;
-    if (e == EWOULDBLOCK) {
-      char buf[32] = {};
-      ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
-      for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
-    }
     if (e != EWOULDBLOCK) return Err(ErrnoError("--data " + data.string() + ": lock", e));
+    const std::string pid = ServeLockPid(fd.get());
     // A shared hold is an embedded command writing to the directory (HoldNotServed): its
     // changes would bypass this server's claims, retention and keys.
     if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {

@@ -28,14 +28,20 @@ using nlohmann::json;
 
 namespace {
 
-void PrintResult(const json& j) { PrintJson(j); }
-
 Result<std::unique_ptr<LocalChunkStore>> OpenStore(const fs::path& data) {
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   return LocalChunkStore::Open(data / "store", options);
 }
 
 }  // namespace
+
+std::string ServeLockPid(int fd) {
+  char buf[32] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string pid;
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
+  return pid;
+}
 
 Result<UniqueFd> HoldNotServed(const fs::path& data, const char* command, std::string_view flag,
                                bool create) {
@@ -55,10 +61,7 @@ Result<UniqueFd> HoldNotServed(const fs::path& data, const char* command, std::s
   while (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno != EWOULDBLOCK) return UniqueFd();
-    char buf[32] = {};
-    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
-    std::string pid;
-    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
+    const std::string pid = ServeLockPid(fd.get());
     return Err(FailedPreconditionError(
         std::string(flag) + " " + data.string() + ": in use by bdn serve" +
         (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " + command));
@@ -161,14 +164,14 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
         "problem)");
   }
   if (json_output) {
-    PrintResult({{"store", root.string()},
-                 {"migrated", r->was_old_layout},
-                 {"blobs", r->blobs},
-                 {"bytes", r->bytes},
-                 {"corrupt", r->corrupt},
-                 {"corrupt_set_aside", aside},
-                 {"damaged_versions", damaged},
-                 {"ignored", r->ignored}});
+    PrintJson({{"store", root.string()},
+               {"migrated", r->was_old_layout},
+               {"blobs", r->blobs},
+               {"bytes", r->bytes},
+               {"corrupt", r->corrupt},
+               {"corrupt_set_aside", aside},
+               {"damaged_versions", damaged},
+               {"ignored", r->ignored}});
     return out;
   }
   if (!r->was_old_layout) {
@@ -224,11 +227,11 @@ Status StoreRebuildIndex(const fs::path& data, bool json_output) {
   BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
   BDN_ASSIGN_OR_RETURN(IndexRebuildReport r, store->RebuildIndex());
   if (json_output) {
-    PrintResult({{"store", store->root().string()},
-                 {"packs", r.packs},
-                 {"blobs", r.blobs},
-                 {"packs_repaired", r.packs_repaired},
-                 {"tables_replaced", r.tables_replaced}});
+    PrintJson({{"store", store->root().string()},
+               {"packs", r.packs},
+               {"blobs", r.blobs},
+               {"packs_repaired", r.packs_repaired},
+               {"tables_replaced", r.tables_replaced}});
     return Status::Ok();
   }
   std::printf("store %s: index rebuilt from %llu packs (%llu blobs)", store->root().c_str(),
@@ -246,14 +249,14 @@ Status StoreStats(const fs::path& data, bool json_output) {
   BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
   BDN_ASSIGN_OR_RETURN(::bdn::StoreStats s, store->Stats());
   if (json_output) {
-    PrintResult({{"store", store->root().string()},
-                 {"packs", s.packs},
-                 {"pack_bytes", s.pack_bytes},
-                 {"blobs", s.blobs},
-                 {"raw_bytes", s.raw_bytes},
-                 {"stored_bytes", s.stored_bytes},
-                 {"zstd_blobs", s.zstd_blobs},
-                 {"index_tables", s.index_tables}});
+    PrintJson({{"store", store->root().string()},
+               {"packs", s.packs},
+               {"pack_bytes", s.pack_bytes},
+               {"blobs", s.blobs},
+               {"raw_bytes", s.raw_bytes},
+               {"stored_bytes", s.stored_bytes},
+               {"zstd_blobs", s.zstd_blobs},
+               {"index_tables", s.index_tables}});
     return Status::Ok();
   }
   std::printf("store %s\n", store->root().c_str());

@@ -100,13 +100,18 @@ void ScanPack(uint64_t id, const fs::path& path, Scan& scan, FsckReport& report,
     const bool good = bytes.has_value() && !quarantined;
     scan.copies[loc.id].push_back({id, loc, good});
     if (!bytes && !quarantined) {
+      // The id once: "blob b3:X: digest mismatch …", not "blob b3:X: chunk b3:X: digest …".
+      std::string why = bytes.error().message();
+      if (const std::string chunk = "chunk " + loc.id.ToString() + ": "; why.starts_with(chunk)) {
+        why = why.substr(chunk.size());
+      }
       auto [it, fresh] = bad_blobs.try_emplace(loc.id);
       if (fresh) {
         it->second.kind = FsckProblem::Kind::kBlob;
         it->second.object = "blob " + loc.id.ToString();
-        it->second.message = bytes.error().message();
+        it->second.message = why;
       } else {
-        it->second.message += "; " + bytes.error().message();
+        it->second.message += "; " + why;
       }
     }
   }
