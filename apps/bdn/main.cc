@@ -123,6 +123,11 @@ int main(int argc, char** argv) {
     message = bdn::app::CutLongWords(bdn::app::WithoutSecrets(message, argc, argv), 1024);
     if (bdn::app::JsonRequested(argc, argv)) {
       g_json = true;
+      // `volume cat`'s stdout is the file: its errors go to stderr, a syntax error's too.
+      if (CLI::App* volume = app.get_subcommand("volume");
+          volume->parsed() && volume->get_subcommand("cat")->parsed()) {
+        bdn::cli::MarkStdoutAsData();
+      }
       return Fail(bdn::InvalidArgumentError(message));
     }
     // One "bdn: error: ..." line, as every other error, then CLI11's hint.
@@ -171,7 +176,7 @@ int main(int argc, char** argv) {
     const std::filesystem::path home_dir =
         home.empty() ? bdn::cli::DefaultHome() : std::filesystem::path(home);
     bdn::Result<bdn::cli::Context> ctx;
-    bdn::UniqueFd not_served;  // HoldNotServed's hold, for the whole command
+    bdn::cli::NotServedHold not_served;  // HoldNotServed's hold, for the whole command
     if (inv.needs == bdn::app::Needs::kNothing) {
       ctx = bdn::cli::Context{.home = home_dir, .json = json};
     } else if (!remote.empty()) {
@@ -196,12 +201,17 @@ int main(int argc, char** argv) {
       // before anything is opened; once the home is known to be this user's own, held until the
       // command ends, so that a server does not start under it either.
       const bool writes = inv.writes || inv.needs == bdn::app::Needs::kStoreCreated;
+      // The home named as the user gave it (from an attacking helper: "--home X" of BDN_HOME).
+      const char* home_env = std::getenv("BDN_HOME");
+      const char* home_flag = bdn::app::OptionGiven(argc, argv, "--home") ? "--home"
+                              : home_env && *home_env                     ? "BDN_HOME"
+                                                                          : "the embedded store";
       auto hold = [&](bool create) -> bdn::Status {
         auto held = bdn::cli::HoldNotServed(
             home_dir,
             "change what it serves through it (--remote URL), where its retention, keys and gc "
             "apply",
-            "--home", create);
+            home_flag, create);
         if (!held) return held.error();
         not_served = std::move(*held);
         return bdn::Status::Ok();

@@ -133,9 +133,9 @@ assert_eq "recipes" "$(python3 -c 'import sqlite3,sys; print(",".join(r[0] for r
   "the foreign database's tables after the refused runs"
 # A registry that never held a volume (a new server's) beside packs.
 rm "$WORK/dbdata/registry.db" && cp "$WORK/fresh/registry.db"* "$WORK/dbdata/"
-run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: refusing to delete them all (is registry.db this store's?); nothing was done. If they are only what pushes that never committed left, remove $WORK/dbdata/store instead" \
+run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: refusing to delete them all (is registry.db this store's?); nothing was done; the first push into it, before it commits, leaves it so too: run this again once it has. If they are only what pushes that never committed left (none running), remove $WORK/dbdata/store instead" \
   "$BDN" gc --data "$WORK/dbdata"
-run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: nothing to check them against (is registry.db this store's?)" \
+run_fails 8 "bdn: error: --data $WORK/dbdata: its registry.db holds no volume, but its store holds 1 pack: nothing to check them against (is registry.db this store's?); the first push into it, before it commits, leaves it so too: run this again once it has" \
   "$BDN" fsck --data "$WORK/dbdata"
 assert_eq "0123456789abcdef.pack" "$(ls "$WORK/dbdata/store/packs")" "packs after the refused runs"
 # A directory named as a shell completes it is refused, saying how to name it.

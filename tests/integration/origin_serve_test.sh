@@ -180,7 +180,7 @@ M1=$(env -u BDN_REMOTE "$BDN" --home "$SRV" --json volume stat bdn:weights/m1 | 
 served="in use by bdn serve (pid $SERVER_PID); change what it serves through it (--remote URL), where its retention, keys and gc apply"
 run_fails 8 "bdn: error: --home $SRV: $served" \
   env -u BDN_REMOTE "$BDN" --home "$SRV" volume rm "bdn:weights/m1@${M1#b3:}" --yes
-run_fails 8 "bdn: error: --home $SRV: $served" \
+run_fails 8 "bdn: error: BDN_HOME $SRV: $served" \
   env -u BDN_REMOTE BDN_HOME="$SRV" "$BDN" volume tag set --volume-ref "bdn:weights/m1@${M1#b3:}" --tag x
 run_fails 8 "bdn: error: --home $SRV/: $served" \
   env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$SRV/" volume push "$WORK/tree" bdn:weights/m2
@@ -209,6 +209,37 @@ run_fails 8 "bdn: error: --data $EMB: an embedded bdn command (push, rm, gc, ...
 kill -CONT "$EPUSH"
 wait "$EPUSH" || fail "the embedded push"
 env -u BDN_REMOTE "$BDN" --home "$EMB" volume verify bdn:e/big >/dev/null || fail "verify of the embedded push"
+# The server holds the directory itself too: serve.lock deleted under it (someone tidying "stale
+# lock files") does not let an embedded write or a second server in (from an attacking helper:
+# a push then committed into the served store).
+start_bdn emb-serve serve --listen 127.0.0.1:0 --data "$EMB" --insecure-no-auth
+EMB_SERVER=$STARTED_PID
+rm "$EMB/serve.lock"
+run_fails 8 "bdn: error: --home $EMB: in use by bdn serve; change what it serves through it (--remote URL), where its retention, keys and gc apply" \
+  env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$EMB" volume push "$WORK/tree" bdn:e/under-server
+run_fails 8 "bdn: error: --data $EMB: in use by bdn serve; its GC runs inside it (bdn serve --gc-interval)" \
+  env -u BDN_REMOTE "$BDN" gc --data "$EMB"
+run_fails 8 "bdn: error: --data $EMB: in use by another bdn serve; stop it or give another --data directory" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$EMB" --insecure-no-auth
+[ ! -e "$EMB/serve.lock" ] || fail "a refused command made serve.lock again"
+kill "$EMB_SERVER"; wait "$EMB_SERVER" 2>/dev/null || true
+# A serve.lock that is not a regular file is refused by both sides, at once and naming it: a
+# symlink (whose target the server wrote its pid into, while embedded writes went on without a
+# lock) and a FIFO (whose open hung every embedded write).
+echo "someone else's file" >"$WORK/victim"
+ln -s "$WORK/victim" "$EMB/serve.lock"
+run_fails 8 "bdn: error: --data $EMB: $EMB/serve.lock is a symlink, not the regular file bdn serve locks; remove it" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$EMB" --insecure-no-auth
+run_fails 8 "bdn: error: --home $EMB: $EMB/serve.lock is a symlink, not the regular file bdn serve locks; remove it" \
+  env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$EMB" volume push "$WORK/tree" bdn:e/over-symlink
+assert_eq "someone else's file" "$(cat "$WORK/victim")" "the symlink's target after bdn serve was refused"
+rm "$EMB/serve.lock"; mkfifo "$EMB/serve.lock"
+run_fails 8 "bdn: error: --home $EMB: $EMB/serve.lock is a FIFO, not the regular file bdn serve locks; remove it" \
+  timeout 20 env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$EMB" volume rm --yes --recursive bdn:e/first
+run_fails 8 "bdn: error: --data $EMB: $EMB/serve.lock is a FIFO, not the regular file bdn serve locks; remove it" \
+  timeout 20 "$BDN" serve --listen 127.0.0.1:0 --data "$EMB" --insecure-no-auth
+env -u BDN_REMOTE "$BDN" --home "$EMB" volume verify bdn:e/first >/dev/null || fail "a read with serve.lock a FIFO"
+rm "$EMB/serve.lock"
 
 step "a server that cannot bind creates no admin key"
 rc=0

@@ -236,16 +236,6 @@ Result<UniqueFd> OpenOrCreatePrivateDirectory(const fs::path& dir, std::string_v
   return fd;
 }
 
-// "a FIFO", "a socket", ...: what `st` is, for a message that refuses it.
-std::string KindOf(const struct stat& st) {
-  if (S_ISFIFO(st.st_mode)) return "a FIFO";
-  if (S_ISSOCK(st.st_mode)) return "a socket";
-  if (S_ISDIR(st.st_mode)) return "a directory";
-  if (S_ISBLK(st.st_mode)) return "a block device";
-  if (S_ISLNK(st.st_mode)) return "a symlink";
-  return "a file of unknown type";
-}
-
 // FailedPrecondition "<shown>: a FIFO is in the way (...)" for a log file that is neither a
 // regular file nor a character device.
 Status NotALogFile(const struct stat& st, const std::string& shown) {
@@ -508,6 +498,17 @@ Status MakeDatabasePrivate(const fs::path& db, std::string_view what) {
     BDN_RETURN_IF_ERROR(CheckPrivateFile(db.string() + suffix, what));
   }
   return Status::Ok();
+}
+
+std::string KindOf(const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return "a regular file";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISLNK(st.st_mode)) return "a symlink";
+  return "a file of unknown type";
 }
 
 }  // namespace bdn

@@ -169,4 +169,8 @@ Status MakeDatabasePrivate(const std::filesystem::path& db, std::string_view wha
 // reads. Does nothing for a missing path. Only `path` itself. Thread-safe.
 void MakePrivate(const std::filesystem::path& path, std::string_view what);
 
+// "a FIFO", "a symlink", "a regular file", ...: what `st` (from lstat) is, for a message that
+// refuses it.
+std::string KindOf(const struct stat& st);
+
 }  // namespace bdn

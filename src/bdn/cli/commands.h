@@ -56,16 +56,31 @@ Result<LocalChunkStore::Options> LocalStoreOptions(const std::filesystem::path& 
 // the leading decimal digits of its first 31 bytes, "" where there are none.
 std::string ServeLockPid(int fd);
 
-// Refuses the data directory `data` while a bdn serve holds it (an exclusive flock on
-// <data>/serve.lock), and otherwise holds a shared flock on that file (made if missing) for as
-// long as the returned descriptor is open, which a bdn serve started meanwhile finds: it then
-// refuses to start (LockDataDir, serve.cc). The file is made only with `create` (once the
-// directory is known to be this user's own: OpenEmbedded's checks). The descriptor is invalid
-// (nothing held) where the file is not there or cannot be had.
+// <data>/serve.lock, opened without following a symlink or waiting on a FIFO (read-only, or
+// read-write and made 0600 if missing with `create`); an invalid descriptor where it is missing
+// (and not `create`). Errors: FailedPrecondition "<flag> <data>: <data>/serve.lock is a symlink,
+// not the regular file bdn serve locks; remove it" for anything but a regular file; I/O errors.
+Result<UniqueFd> OpenServeLock(const std::filesystem::path& data, std::string_view flag,
+                               bool create);
+
+// What HoldNotServed holds: a shared flock on the data directory and one on its serve.lock.
+struct NotServedHold {
+  UniqueFd dir;
+  UniqueFd file;
+};
+
+// Refuses the data directory `data` while a bdn serve holds it (an exclusive flock on the
+// directory and on <data>/serve.lock: LockDataDir, serve.cc), and otherwise holds a shared flock
+// on both for as long as the returned hold lives, which a bdn serve started meanwhile finds: it
+// then refuses to start. serve.lock is made (OpenServeLock) only with `create` (once the
+// directory is known to be this user's own: OpenEmbedded's checks); before that, a serve.lock
+// that cannot be had is left for those checks. Nothing is held where the directory is missing,
+// nor on a file system without flock.
 // Errors: FailedPrecondition "<flag> <data>: in use by bdn serve (pid N); <command>", where
-// `command` says what to do ("stop it first") and `flag` how the command line named it.
-Result<UniqueFd> HoldNotServed(const std::filesystem::path& data, const char* command,
-                               std::string_view flag = "--data", bool create = true);
+// `command` says what to do ("stop it first") and `flag` how the command line named it; with
+// `create`, OpenServeLock's.
+Result<NotServedHold> HoldNotServed(const std::filesystem::path& data, const char* command,
+                                    std::string_view flag = "--data", bool create = true);
 
 // Whether OpenEmbedded makes a store where there is none.
 enum class EmbeddedOpen {

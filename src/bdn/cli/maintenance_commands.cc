@@ -63,15 +63,21 @@ Status CheckRegistryKnowsStore(const fs::path& data, uint64_t packs, Registry& r
   const std::string said = "--data " + data.string() +
                            ": its registry.db holds no volume, but its store holds " +
                            Counted(packs, "pack");
+  // From an attacking helper: a gc beside the first push into a new store, between its packs and
+  // its commit, was told to remove the store the push was writing.
+  const std::string first_push =
+      "; the first push into it, before it commits, leaves it so too: run this again once it has";
   if (!for_gc) {
     return FailedPreconditionError(said +
                                    ": nothing to check them against (is registry.db this "
-                                   "store's?)");
+                                   "store's?)" +
+                                   first_push);
   }
   return FailedPreconditionError(
-      said +
-      ": refusing to delete them all (is registry.db this store's?); nothing was done. If they "
-      "are only what pushes that never committed left, remove " +
+      said + ": refusing to delete them all (is registry.db this store's?); nothing was done" +
+      first_push +
+      ". If they are only what pushes that never committed left (none running), "
+      "remove " +
       (data / "store").string() + " instead");
 }
 
@@ -121,14 +127,13 @@ Result<std::function<void(GcPhase)>> WithGcStopFromEnvironment(std::function<voi
 
 Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
   if (!(args.max_repack_fraction >= 0 && args.max_repack_fraction <= 1)) {
-    return InvalidArgumentError("--max-repack-fraction " +
-                                std::to_string(args.max_repack_fraction) +
+    return InvalidArgumentError("--max-repack-fraction " + FormatNumber(args.max_repack_fraction) +
                                 ": must be between 0 and 1");
   }
   auto grace = ParseDuration(args.grace, std::chrono::milliseconds(0), std::chrono::hours(24));
   if (!grace) return grace.error().WithPrefix("--grace");
   BDN_RETURN_IF_ERROR(CheckNotObjectStoreSpool(data));
-  BDN_ASSIGN_OR_RETURN(UniqueFd not_served,
+  BDN_ASSIGN_OR_RETURN(NotServedHold not_served,
                        HoldNotServed(data, "its GC runs inside it (bdn serve --gc-interval)"));
   GcOptions options;
   options.mode = args.dry_run ? GcMode::kDryRun : GcMode::kRun;
@@ -223,7 +228,7 @@ Status Gc(const fs::path& data, const GcArgs& args, bool json_output) {
 
 Status Fsck(const fs::path& data, bool repair, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckNotObjectStoreSpool(data));
-  BDN_ASSIGN_OR_RETURN(UniqueFd not_served, HoldNotServed(data, "stop it first"));
+  BDN_ASSIGN_OR_RETURN(NotServedHold not_served, HoldNotServed(data, "stop it first"));
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data"));
   if (!fs::is_directory(data / "store" / "packs")) {
     return NotFoundError("--data " + data.string() + ": no store (no store/packs directory)");

@@ -70,39 +70,70 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Takes the exclusive lock of a `bdn serve` data directory (flock on <data>/serve.lock, which
-// then holds this process's pid) and returns its descriptor, to be kept open while serving: push
-// claims live in the serving process, so two servers over one directory could both commit to a
-// volume. Errors: FailedPrecondition when another server holds the lock, or an embedded command
-// that writes to the directory holds it shared (HoldNotServed); I/O errors.
-Result<UniqueFd> LockDataDir(const fs::path& data) {
-  fs::path path = data / "serve.lock";
-  BDN_RETURN_IF_ERROR(CreatePrivateFile(path, "--data"));
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode));
-  if (!fd) return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    if (e != EWOULDBLOCK) return Err(ErrnoError("--data " + data.string() + ": lock", e));
-    const std::string pid = ServeLockPid(fd.get());
+// What LockDataDir holds while serving: the data directory and its serve.lock, each locked
+// exclusively.
+struct DataDirLock {
+  UniqueFd dir;
+  UniqueFd file;
+};
+
+// Takes the exclusive lock of a `bdn serve` data directory, to be kept while serving: a flock on
+// the directory itself (which stays whatever becomes of the files in it) and on <data>/serve.lock
+// (OpenServeLock: a regular file, never a symlink's target), which then holds this process's
+// pid. Push claims live in the serving process, so two servers over one directory could both
+// commit to a volume. Errors: FailedPrecondition when another server holds the locks, or an
+// embedded command that writes to the directory holds them shared (HoldNotServed), or serve.lock
+// is not a regular file; I/O errors.
+Result<DataDirLock> LockDataDir(const fs::path& data) {
+  const std::string shown = "--data " + data.string();
+  DataDirLock lock;
+  auto refused = [&](int fd, const std::string& pid) -> Status {
     // A shared hold is an embedded command writing to the directory (HoldNotServed): its
     // changes would bypass this server's claims, retention and keys.
-    if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
-      ::flock(fd.get(), LOCK_UN);
-      return Err(FailedPreconditionError(
-          "--data " + data.string() +
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+      ::flock(fd, LOCK_UN);
+      return FailedPreconditionError(
+          shown +
           ": an embedded bdn command (push, rm, gc, ...) is writing to it; start the server "
-          "once it has ended"));
+          "once it has ended");
     }
-    return Err(FailedPreconditionError("--data " + data.string() + ": in use by another bdn serve" +
-                                       (pid.empty() ? std::string() : " (pid " + pid + ")") +
-                                       "; stop it or give another --data directory"));
+    return FailedPreconditionError(shown + ": in use by another bdn serve" +
+                                   (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                                   "; stop it or give another --data directory");
+  };
+  lock.dir = UniqueFd(::open(data.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!lock.dir) return Err(ErrnoError(shown, errno));
+  int e = 0;
+  while (::flock(lock.dir.get(), LOCK_EX | LOCK_NB) != 0) {
+    e = errno;
+    if (e != EINTR) break;
+    e = 0;
+  }
+  if (e == EWOULDBLOCK) {
+    // Refused without making or changing anything (serve.lock may be gone: the pid with it).
+    std::string pid;
+    if (auto fd = OpenServeLock(data, "--data", /*create=*/false); fd && *fd) {
+      pid = ServeLockPid(fd->get());
+    }
+    return Err(refused(lock.dir.get(), pid));
+  }
+  if (e != 0) lock.dir.Reset();  // a file system without flock on directories: serve.lock alone
+  // One that is not a regular file is refused before anything is written (from an attacking
+  // helper: a symlink's target got the pid).
+  BDN_ASSIGN_OR_RETURN(lock.file, OpenServeLock(data, "--data", /*create=*/true));
+  if (!lock.file) return Err(ErrnoError(shown + ": " + (data / "serve.lock").string(), ENOENT));
+  BDN_RETURN_IF_ERROR(CheckPrivateFile(data / "serve.lock", "--data"));
+  if (::flock(lock.file.get(), LOCK_EX | LOCK_NB) != 0) {
+    e = errno;
+    if (e != EWOULDBLOCK) return Err(ErrnoError(shown + ": lock", e));
+    return Err(refused(lock.file.get(), ServeLockPid(lock.file.get())));
   }
   std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd.get(), 0) != 0 ||
-      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    return Err(ErrnoError("--data " + data.string() + ": " + path.string(), errno));
+  if (::ftruncate(lock.file.get(), 0) != 0 ||
+      ::pwrite(lock.file.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return Err(ErrnoError(shown + ": " + (data / "serve.lock").string(), errno));
   }
-  return fd;
+  return lock;
 }
 
 // The stop signals (StopSignals: SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, ...)
@@ -837,7 +868,7 @@ Status ServeUntilStopped(const ServeArgs& args, const std::string& home,
   if (!gc_hook) return gc_hook.error();
   if (!(args.gc_max_repack_fraction >= 0 && args.gc_max_repack_fraction <= 1)) {
     return InvalidArgumentError("--gc-max-repack-fraction " +
-                                std::to_string(args.gc_max_repack_fraction) +
+                                FormatNumber(args.gc_max_repack_fraction) +
                                 ": must be between 0 and 1");
   }
   BDN_ASSIGN_OR_RETURN(http::ServerOptions server_options, ServerOptionsFrom(args.http));
@@ -858,7 +889,7 @@ Status ServeUntilStopped(const ServeArgs& args, const std::string& home,
   // Private to the owner (0700, files 0600): it holds every chunk and the key table.
   BDN_RETURN_IF_ERROR(CreatePrivateDirectory(data, "--data"));
   // Before anything else touches the directory; held (never closed) until the process exits.
-  BDN_ASSIGN_OR_RETURN(UniqueFd data_lock, LockDataDir(data));  // held until the server stops
+  BDN_ASSIGN_OR_RETURN(DataDirLock data_lock, LockDataDir(data));  // held until the server stops
 
   // Before the store: with --db, a server that cannot reach its database creates nothing more.
   BDN_ASSIGN_OR_RETURN(Metadata meta,
@@ -1097,12 +1128,19 @@ void ExportCacheMetrics(http::Metrics& m, std::shared_ptr<const NodeCache> cache
 Status CheckNodeKey(const http::ClientOptions& client_options, http::HttpClient& probe) {
   Status s = origin::CheckReadsEveryNamespace(probe);
   if (s.code() != StatusCode::kPermissionDenied) return s;
+  const std::string advice =
+      "a cache node fetches with a key with pull on every namespace: bdn key create "
+      "--namespace '*' --scope pull";
+  if (s.reason() == origin::kVersionRequired) {
+    // From a new user: the upstream's words for API clients ("send Bdn-Version: ...") meant
+    // nothing to whoever starts a cache node.
+    return PermissionDeniedError("BDN_TOKEN: this cache node's key is for one namespace; " +
+                                 advice);
+  }
   return PermissionDeniedError(
       std::string(client_options.token.empty() ? "BDN_TOKEN is not set"
                                                : "BDN_TOKEN: this cache node's key") +
-      ": the upstream refuses its chunk reads (" + s.message() +
-      "); a cache node fetches with a key with pull on every namespace: bdn key create "
-      "--namespace '*' --scope pull");
+      ": the upstream refuses its chunk reads (" + s.message() + "); " + advice);
 }
 
 }  // namespace

@@ -43,30 +43,72 @@ std::string ServeLockPid(int fd) {
   return pid;
 }
 
-Result<UniqueFd> HoldNotServed(const fs::path& data, const char* command, std::string_view flag,
-                               bool create) {
+Result<UniqueFd> OpenServeLock(const fs::path& data, std::string_view flag, bool create) {
   const fs::path lock = data / "serve.lock";
-  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd && errno == ENOENT && create) {
-    // Made here so that a server started later finds this command's hold (from an attacking
-    // helper: a serve started during an embedded push, which then committed into the served
-    // store). Not where the directory is missing or not this user's to write: then nothing is
-    // held, as before any server ran there.
-    struct stat st;
-    if (::stat(data.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      fd = UniqueFd(::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    }
+  const std::string shown = std::string(flag) + " " + data.string();
+  auto not_a_file = [&](const struct stat& st) {
+    return FailedPreconditionError(shown + ": " + lock.string() + " is " + KindOf(st) +
+                                   ", not the regular file bdn serve locks; remove it");
+  };
+  struct stat st;
+  // Looked at before it is opened: a FIFO's open would wait for a writer, a device's do more.
+  if (::lstat(lock.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return Err(not_a_file(st));
+  const int how = create ? O_RDWR | O_CREAT : O_RDONLY;
+  UniqueFd fd(::open(lock.c_str(), how | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, kPrivateFileMode));
+  if (!fd) {
+    const int e = errno;
+    if (e == ENOENT) return UniqueFd();
+    if (::lstat(lock.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return Err(not_a_file(st));
+    return Err(ErrnoError(shown + ": " + lock.string(), e));
   }
-  if (!fd) return UniqueFd();
-  while (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) return UniqueFd();
-    const std::string pid = ServeLockPid(fd.get());
-    return Err(FailedPreconditionError(
-        std::string(flag) + " " + data.string() + ": in use by bdn serve" +
-        (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " + command));
-  }
+  if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(shown + ": " + lock.string(), errno));
+  if (!S_ISREG(st.st_mode)) return Err(not_a_file(st));
   return fd;
+}
+
+Result<NotServedHold> HoldNotServed(const fs::path& data, const char* command,
+                                    std::string_view flag, bool create) {
+  NotServedHold hold;
+  auto served = [&](const std::string& pid) {
+    return FailedPreconditionError(
+        std::string(flag) + " " + data.string() + ": in use by bdn serve" +
+        (pid.empty() ? std::string() : " (pid " + pid + ")") + "; " + command);
+  };
+  // Where the directory is missing there is nothing to hold, as before any server ran there.
+  hold.dir = UniqueFd(::open(data.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!hold.dir) return NotServedHold();
+  // The directory itself first: a server holds it exclusively for as long as it runs, whatever
+  // becomes of serve.lock (from an attacking helper: with serve.lock deleted, or a symlink, an
+  // embedded push committed under a running server). A file system without flock holds nothing.
+  while (::flock(hold.dir.get(), LOCK_SH | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      std::string pid;
+      if (auto fd = OpenServeLock(data, flag, false); fd && *fd) pid = ServeLockPid(fd->get());
+      return Err(served(pid));
+    }
+    hold.dir.Reset();
+    break;
+  }
+  // serve.lock too, which a bdn serve of an earlier release locks alone; made here (once the
+  // directory is known to be this user's own: `create`) so that a server started later finds
+  // this command's hold. Before that, anything odd about it is left for the checks to come.
+  auto fd = OpenServeLock(data, flag, create);
+  if (!fd) {
+    if (!create) return hold;
+    return Err(fd.error());
+  }
+  hold.file = std::move(*fd);
+  if (!hold.file) return hold;
+  while (::flock(hold.file.get(), LOCK_SH | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      hold.file.Reset();
+      break;
+    }
+    return Err(served(ServeLockPid(hold.file.get())));
+  }
+  return hold;
 }
 
 Result<LocalChunkStore::Options> LocalStoreOptions(const fs::path& data) {
@@ -196,7 +238,7 @@ Status MigrateAt(const fs::path& root, const LocalChunkStore::Options& options, 
 
 Status StoreMigrate(const fs::path& data, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
-  BDN_ASSIGN_OR_RETURN(UniqueFd not_served, HoldNotServed(data, "stop it first"));
+  BDN_ASSIGN_OR_RETURN(NotServedHold not_served, HoldNotServed(data, "stop it first"));
   BDN_ASSIGN_OR_RETURN(LocalChunkStore::Options options, LocalStoreOptions(data));
   return MigrateAt(data / "store", options, json_output, data);
 }
@@ -222,7 +264,7 @@ Status StoreMigrateCache(const fs::path& cache_dir, bool json_output) {
 Status StoreRebuildIndex(const fs::path& data, bool json_output) {
   BDN_RETURN_IF_ERROR(CheckStoreExists(data, "--data", StoreNeeds::kPacks));
   BDN_ASSIGN_OR_RETURN(
-      UniqueFd not_served,
+      NotServedHold not_served,
       HoldNotServed(data, "stop it first (it rebuilds its index itself when it is missing)"));
   BDN_ASSIGN_OR_RETURN(auto store, OpenStore(data));
   BDN_ASSIGN_OR_RETURN(IndexRebuildReport r, store->RebuildIndex());
