@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -760,6 +762,48 @@ TEST(SqliteRegistry, FailedOpenOfANonDatabaseFileLeaksNoDescriptor) {
     EXPECT_EQ(r.error().message(), "registry " + db.string() + ": file is not a database");
   }
   EXPECT_EQ(OpenFileDescriptors(), before);
+  fs::remove_all(t);
+}
+
+// A new registry appears at its path whole, its schema in it: never the empty file a reader
+// beside its first open took for "a truncated copy" (from an attacking helper: a gc run beside
+// the first push into a new home). A watcher looks at the path as often as it can while it is
+// made, and nothing but the database is left beside it.
+TEST(SqliteRegistry, ANewRegistryAppearsWhole) {
+  std::string t = (fs::temp_directory_path() / "bdn_registry_test.XXXXXX").string();
+  ASSERT_NE(::mkdtemp(t.data()), nullptr);
+  for (int round = 0; round < 20; ++round) {
+    const fs::path dir = fs::path(t) / std::to_string(round);
+    fs::create_directory(dir);
+    const fs::path db = dir / "registry.db";
+    std::atomic<bool> done{false};
+    std::atomic<int64_t> smallest{-1};
+    std::thread watcher([&] {
+      while (!done.load()) {
+        struct stat st;
+        if (::stat(db.c_str(), &st) == 0) {
+          smallest = st.st_size;
+          return;
+        }
+      }
+    });
+    {
+      auto r = SqliteRegistry::Open(db);
+      ASSERT_TRUE(r) << r.error().message();
+    }
+    done = true;
+    watcher.join();
+    EXPECT_GE(smallest.load(), 512)
+        << "round " << round << ": registry.db appeared with " << smallest.load() << " bytes";
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) {
+      EXPECT_TRUE(n == "registry.db" || n == "registry.db-wal" || n == "registry.db-shm" ||
+                  n == "locks")
+          << n;
+    }
+  }
   fs::remove_all(t);
 }
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "bdn/base/fd.h"
 #include "bdn/base/mutex.h"
 #include "bdn/base/private_files.h"
+#include "bdn/base/units.h"
 
 namespace bdn::sql {
 namespace {
@@ -226,6 +228,7 @@ class SqliteDatabase : public Database {
   }
 
   Status Open(const SqliteOptions& options) {
+    if (struct stat st; ::lstat(path_.c_str(), &st) != 0 && errno == ENOENT) CreateWhole();
     BDN_RETURN_IF_ERROR(MakeDatabasePrivate(path_, what_));
     auto rw = OpenHandle(UriPath(path_), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     Status rw_error;
@@ -277,6 +280,37 @@ class SqliteDatabase : public Database {
   }
 
   sqlite3* handle() const { return db_; }
+
+  // Makes a missing database whole before it appears at its path: its header written into a
+  // private file beside it, which is then linked in (where another process made it meanwhile,
+  // theirs stays). From an attacking helper: a gc or a read run beside the first push into a new
+  // home found registry.db empty, between its creation and its first write, and called it "a
+  // truncated copy". Best effort: where any step fails, the open makes it in place as before
+  // (and reports what fails there).
+  void CreateWhole() {
+    auto suffix = RandomHex(8);
+    if (!suffix) return;
+    const std::string tmp = path_.string() + ".new-" + *suffix;
+    auto remove_tmp = [&tmp] {
+      for (const char* s : {"", "-wal", "-shm", "-journal"}) ::unlink((tmp + s).c_str());
+    };
+    UniqueFd made(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                         kPrivateFileMode));
+    if (!made) return;
+    made.Reset();
+    auto handle = OpenHandle(UriPath(tmp), SQLITE_OPEN_READWRITE);
+    bool ok = false;
+    if (handle) {
+      // Writes the database's first page, its header (a database with no table yet reads as
+      // one being made: CheckRegistryFile); the schema is the open's, as for any database.
+      ok = sqlite3_exec(*handle, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) == SQLITE_OK;
+      // The last connection's close checkpoints the write-ahead log into the file and removes it.
+      ok = sqlite3_close(*handle) == SQLITE_OK && ok;
+    }
+    struct stat wal;
+    if (ok && ::lstat((tmp + "-wal").c_str(), &wal) != 0) (void)::link(tmp.c_str(), path_.c_str());
+    remove_tmp();
+  }
 
  private:
   friend class SqliteSession;
