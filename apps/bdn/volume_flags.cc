@@ -11,6 +11,7 @@
 #include "bdn/base/log.h"
 #include "bdn/base/text.h"
 #include "bdn/base/units.h"
+#include "bdn/cli/output.h"
 #include "flags.h"
 
 namespace bdn::app {
@@ -306,6 +307,9 @@ void AddVolumeFlags(CLI::App& app, Invocation& inv) {
   c->callback([&inv, cat_ref] {
     inv.refs = [cat_ref] { return std::vector<std::string>{*cat_ref}; };
     inv.huge_page_heap = true;
+    // Every error of cat's, --json's included, goes to stderr: its stdout is the file (from a
+    // new user: a mistyped tag put {"error": ...} where a script wrote the file).
+    cli::MarkStdoutAsData();
     inv.run = [cat_ref](cli::Context& ctx) { return cli::Cat(ctx, *cat_ref); };
   });
 

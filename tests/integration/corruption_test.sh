@@ -56,6 +56,17 @@ assert_absent '"exit_code"' "the JSON error after the bytes on stdout" "$WORK/ca
 cmp -n "$(stat -c %s "$WORK/cat.out")" "$WORK/cat.out" "$WORK/src/weights.bin" \
   || fail "what cat wrote before the lost chunk is not the file's start"
 [ ! -e "$WORK/out/weights.bin" ] || fail "a corrupt file was materialized"
+# So does every other error of cat's (from a new user: a mistyped tag or volume, or a syntax
+# error, put the JSON error on stdout, where a script wrote the file).
+for args in "${ref%@*}:no-such-tag/weights.bin 3" "bdn:c/no-such-volume/weights.bin 3" \
+            "$ref/weights.bin/ 2" "--no-such-flag $ref/weights.bin 2"; do
+  rc=0; read -r -a words <<<"${args% *}"
+  "$BDN" --json volume cat "${words[@]}" >"$WORK/cat.out" 2>"$WORK/cat.err" || rc=$?
+  assert_eq "${args##* }" "$rc" "exit code of a --json cat ${args% *}"
+  assert_eq 0 "$(stat -c %s "$WORK/cat.out")" "bytes on stdout of a --json cat ${args% *}"
+  assert_eq "${args##* }" "$(grep -ao '"exit_code": *[0-9]*' "$WORK/cat.err" | grep -o '[0-9]*$')" \
+    "exit_code in the JSON error (stderr) of a --json cat ${args% *}"
+done
 
 # Through an origin serving a copy of this store: the same exit 5 and message (its batch answer
 # said only "missing", and the client said "not in store", exit 3).

@@ -137,6 +137,10 @@ mkdir -p "$WORK/t3"; random_file "$WORK/t3/only.bin" 4000000 3
 d3=$("$BDN" volume push "$WORK/t3" bdn:life/own --json | json_field digest)
 BDN_RETENTION=0s "$BDN" volume rm --yes "bdn:life/own@$d3" >/dev/null
 before=$(du -sb "$BDN_HOME/store/packs" | cut -f1)
+# Out-of-range values are named as typed, the bounds as the help writes them (from a new user:
+# "2.000000", and "0ms" where --help says "0s to 24h").
+run_fails 2 "bdn: error: --max-repack-fraction 2: must be between 0 and 1" "$BDN" gc --max-repack-fraction 2
+run_fails 2 "bdn: error: --grace: duration \"25h\": must be between 0s and 24h" "$BDN" gc --grace 25h
 plan=$("$BDN" gc --dry-run --json)
 would=$(json_field reclaimable_bytes <<<"$plan")
 [ "$would" -gt 4000000 ] || fail "dry run would reclaim $would bytes, expected more than t3's 4000000"

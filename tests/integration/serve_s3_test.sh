@@ -91,7 +91,7 @@ export AWS_ACCESS_KEY_ID=AKIDBDNSERVE AWS_SECRET_ACCESS_KEY="$SECRET"
 run_fails 2 "bdn: error: --idle-seal: duration \"5ms\": must be between 10ms and 1m" \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/badidle" --store "s3://$BUCKET/$PREFIX" \
   --s3-endpoint "$PROXY" --idle-seal 5ms
-run_fails 2 "bdn: error: --commit-wait: duration \"2m\": must be between 0ms and 1m" \
+run_fails 2 "bdn: error: --commit-wait: duration \"2m\": must be between 0s and 1m" \
   "$BDN" serve --listen 127.0.0.1:0 --data "$WORK/badwait" --store "s3://$BUCKET/$PREFIX" \
   --s3-endpoint "$PROXY" --commit-wait 2m
 

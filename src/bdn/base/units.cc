@@ -135,10 +135,17 @@ std::string FormatUtc(int64_t unix_ms) {
 
 std::string FormatDuration(std::chrono::milliseconds d) {
   int64_t ms = d.count();
-  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
-  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
-  if (ms != 0 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  if (ms == 0) return "0s";  // as the flags' help says it ("0s to 24h")
+  if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
   return std::to_string(ms) + "ms";
+}
+
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 timespec ToTimespec(int64_t unix_ns) {

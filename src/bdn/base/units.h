@@ -45,8 +45,12 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text,
 // Thread-safe.
 std::string FormatUtc(int64_t unix_ms);
 
-// Formats a duration in the largest unit that divides it: "1h", "2m", "30s", "1500ms", "0ms".
+// Formats a duration in the largest unit that divides it: "1h", "2m", "30s", "1500ms", "0s".
 std::string FormatDuration(std::chrono::milliseconds d);
+
+// A number as a user would have typed it, in the shortest form that reads back as `v` to 6
+// significant digits (printf's %g): "2", "0.25", "-0.1", "1e+20", "nan", "inf".
+std::string FormatNumber(double v);
 
 // Nanoseconds since the epoch (negative before 1970) as a timespec: tv_nsec in [0, 1e9).
 timespec ToTimespec(int64_t unix_ns);

@@ -141,7 +141,10 @@ TEST(ParseDuration, RefusesValuesOutOfRangeNamingTheBounds) {
 }
 
 TEST(FormatDuration, UsesTheLargestUnitThatDividesIt) {
-  EXPECT_EQ(FormatDuration(milliseconds(0)), "0ms");
+  EXPECT_EQ(FormatDuration(milliseconds(0)), "0s");
+  EXPECT_EQ(FormatNumber(2), "2");
+  EXPECT_EQ(FormatNumber(0.25), "0.25");
+  EXPECT_EQ(FormatNumber(-0.1), "-0.1");
   EXPECT_EQ(FormatDuration(milliseconds(100)), "100ms");
   EXPECT_EQ(FormatDuration(milliseconds(1500)), "1500ms");
   EXPECT_EQ(FormatDuration(milliseconds(55'000)), "55s");

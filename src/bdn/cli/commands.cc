@@ -1210,6 +1210,7 @@ Status Cat(Context& ctx, const std::string& text) {
   WarnIfDeleted(read_ctx, pinned);
   std::cout.flush();
   // From a user: with --json, a read that failed midway put the error's JSON after the bytes.
+  // (The command line marked it already; a caller that did not is covered too.)
   MarkStdoutAsData();
   return CatFile(*view, ref.path, STDOUT_FILENO);
 }

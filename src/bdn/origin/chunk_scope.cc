@@ -112,7 +112,8 @@ ReadAuthority RegistryReadAuthority(std::shared_ptr<Registry> registry,
       if (SeesEveryNamespace(key)) return {};
       return {PermissionDeniedError(KeyLabel(key) + ": a key for namespace \"" + key.ns +
                                     "\" reads chunks of a version: send " + kVersionHeader +
-                                    ": bdn:<ns>/<vol>@b3:<hex>")};
+                                    ": bdn:<ns>/<vol>@b3:<hex>")
+                  .WithReason(std::string(kVersionRequired))};
     }
     if (!key.Allows(Scope::kPull, version->ns)) {
       return {PermissionDeniedError(KeyLabel(key) + ": no \"pull\" scope for namespace \"" +

@@ -32,6 +32,9 @@ namespace bdn::origin {
 
 // The request header naming the version a chunk read belongs to.
 inline constexpr const char* kVersionHeader = "Bdn-Version";
+// The reason (error.reason) of the 403 a chunk read without kVersionHeader gets with a key for
+// one namespace: such a key reads only chunks of a version it names.
+inline constexpr std::string_view kVersionRequired = "version_required";
 // A cache node's answer to a chunk read carries how many more milliseconds the access verdict
 // it served under may be kept (a decimal integer), so that a node whose upstream is another
 // cache node keeps it no longer than that one does (UpstreamReadAuthority): a chain of nodes

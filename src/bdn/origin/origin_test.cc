@@ -1356,6 +1356,7 @@ TEST_F(OriginTest, ChunkReadsAreScopedToTheVersionTheyName) {
             key_a +
                 ": a key for namespace \"a\" reads chunks of a version: send Bdn-Version: "
                 "bdn:<ns>/<vol>@b3:<hex>");
+  EXPECT_EQ(Body(r)["error"]["reason"], "version_required");
   // Another namespace's version: refused before anything is looked up.
   r = get(b_chunk, b.ref);
   EXPECT_EQ(r->status, 403);

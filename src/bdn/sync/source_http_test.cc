@@ -869,7 +869,7 @@ TEST(HttpObjectStream, ABodySlowerThanTheFloorFailsAsStalled) {
   auto bytes = ReadWholeBody(server, kSize, o);
   ASSERT_FALSE(bytes.has_value());
   EXPECT_EQ("https://files.example/w.bin " + server.url() +
-                ": GET /w.bin: stalled: slower than 1.00 KiB/s for 1000 ms (retried for 0ms)",
+                ": GET /w.bin: stalled: slower than 1.00 KiB/s for 1000 ms (retried for 0s)",
             bytes.error().message());
   EXPECT_EQ(StatusCode::kDeadlineExceeded, bytes.error().code());
   EXPECT_EQ("source_unavailable", bytes.error().reason());
