@@ -151,5 +151,23 @@ partials=("$small/out"/.bdn-partial-*)
 rm -f "$small/filler"
 "$BDN" volume pull bdn:df/p "$small/out" >/dev/null || fail "the pull after freeing space"
 cmp "$small/out/p.bin" "$WORK/pullsrc/p.bin" || fail "the resumed pull's bytes"
+
+step "a new store's registry on a full disk: nothing left that a later command takes for damage"
+# From an attacking helper: an empty registry.db was left, and every later command refused the
+# directory ("registry.db is empty (a truncated copy?)") even once space was back.
+rm -rf "${small:?}"/*
+mkdir -p "$small/new-home"
+head -c 30000000 /dev/zero > "$small/filler" 2>/dev/null || true
+rc=0; err=$("$BDN" --home "$small/new-home" volume push "$WORK/fits" bdn:df/new 2>&1 >/dev/null) || rc=$?
+assert_eq 8 "$rc" "exit code of a first push into a new store on a full disk ($err)"
+assert_contains "$err" "no space left on device"
+[ ! -e "$small/new-home/registry.db" ] || fail "a registry.db was left: $(ls -la "$small/new-home")"
+run_fails 3 "bdn: error: embedded store $small/new-home: no store there (nothing was pushed to it); --home or BDN_HOME names another" \
+  "$BDN" --home "$small/new-home" volume versions bdn:df/new
+rm -f "$small/filler"
+"$BDN" --home "$small/new-home" volume push "$WORK/fits" bdn:df/new >/dev/null || fail "the first push once there is room"
+"$BDN" --home "$small/new-home" volume verify bdn:df/new >/dev/null || fail "verify of that push"
+leftovers=$(find "$small/new-home" -maxdepth 1 -name 'registry.db.new-*' -print -quit)
+[ -z "$leftovers" ] || fail "temporary registry files left: $leftovers"
 cleanup_mounts
 echo PASS

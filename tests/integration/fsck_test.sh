@@ -100,6 +100,17 @@ run_fails 8 "bdn: error: --data $WORK/srv: in use by bdn serve (pid $SERVER_PID)
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
 unset BDN_REMOTE
 "$BDN" fsck --data "$WORK/srv" >/dev/null || fail "fsck of a sound server directory"
+# On a read-only file system (a snapshot, a read-only bind mount) fsck and gc --dry-run need
+# nothing written (from an attacking helper: both failed on making serve.lock, exit 6). Root
+# only: a bind mount is made for it.
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$WORK/srv-ro"
+  mount --bind "$WORK/srv" "$WORK/srv-ro" && MOUNTS+=("$WORK/srv-ro")
+  mount -o remount,bind,ro "$WORK/srv-ro"
+  "$BDN" fsck --data "$WORK/srv-ro" >/dev/null || fail "fsck of a read-only server directory"
+  "$BDN" gc --dry-run --data "$WORK/srv-ro" >/dev/null || fail "gc --dry-run of a read-only server directory"
+  umount "$WORK/srv-ro"
+fi
 # The directory of a bdn serve --store s3://… (its objstore/ spool) holds no store: refused, and
 # nothing is created in it.
 mkdir -p "$WORK/replica/objstore"

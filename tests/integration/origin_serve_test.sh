@@ -233,6 +233,10 @@ run_fails 8 "bdn: error: --data $EMB: $EMB/serve.lock is a symlink, not the regu
 run_fails 8 "bdn: error: --home $EMB: $EMB/serve.lock is a symlink, not the regular file bdn serve locks; remove it" \
   env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$EMB" volume push "$WORK/tree" bdn:e/over-symlink
 assert_eq "someone else's file" "$(cat "$WORK/victim")" "the symlink's target after bdn serve was refused"
+rm "$EMB/serve.lock"; ln "$WORK/victim" "$EMB/serve.lock"
+run_fails 8 "bdn: error: --data $EMB: $EMB/serve.lock is a hard link (the file has 2 names), not the regular file bdn serve locks; remove it" \
+  "$BDN" serve --listen 127.0.0.1:0 --data "$EMB" --insecure-no-auth
+assert_eq "someone else's file" "$(cat "$WORK/victim")" "the hard link's file after bdn serve was refused"
 rm "$EMB/serve.lock"; mkfifo "$EMB/serve.lock"
 run_fails 8 "bdn: error: --home $EMB: $EMB/serve.lock is a FIFO, not the regular file bdn serve locks; remove it" \
   timeout 20 env -u BDN_REMOTE -u BDN_TOKEN "$BDN" --home "$EMB" volume rm --yes --recursive bdn:e/first

@@ -40,29 +40,36 @@ std::string ServeLockPid(int fd) {
   ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
   std::string pid;
   for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
-  return pid;
+  // No pid has more than 10 digits (pid_max is at most 2^22): anything longer is not one.
+  return pid.size() <= 10 ? pid : "";
 }
 
 Result<UniqueFd> OpenServeLock(const fs::path& data, std::string_view flag, bool create) {
   const fs::path lock = data / "serve.lock";
   const std::string shown = std::string(flag) + " " + data.string();
   auto not_a_file = [&](const struct stat& st) {
-    return FailedPreconditionError(shown + ": " + lock.string() + " is " + KindOf(st) +
+    // A second name of another file, too (from an attacking helper: the server wrote its pid
+    // into the file a hard link named).
+    const std::string what =
+        S_ISREG(st.st_mode) ? "a hard link (the file has " + std::to_string(st.st_nlink) + " names)"
+                            : KindOf(st);
+    return FailedPreconditionError(shown + ": " + lock.string() + " is " + what +
                                    ", not the regular file bdn serve locks; remove it");
   };
+  auto odd = [](const struct stat& st) { return !S_ISREG(st.st_mode) || st.st_nlink != 1; };
   struct stat st;
   // Looked at before it is opened: a FIFO's open would wait for a writer, a device's do more.
-  if (::lstat(lock.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return Err(not_a_file(st));
+  if (::lstat(lock.c_str(), &st) == 0 && odd(st)) return Err(not_a_file(st));
   const int how = create ? O_RDWR | O_CREAT : O_RDONLY;
   UniqueFd fd(::open(lock.c_str(), how | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, kPrivateFileMode));
   if (!fd) {
     const int e = errno;
     if (e == ENOENT) return UniqueFd();
-    if (::lstat(lock.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return Err(not_a_file(st));
+    if (::lstat(lock.c_str(), &st) == 0 && odd(st)) return Err(not_a_file(st));
     return Err(ErrnoError(shown + ": " + lock.string(), e));
   }
   if (::fstat(fd.get(), &st) != 0) return Err(ErrnoError(shown + ": " + lock.string(), errno));
-  if (!S_ISREG(st.st_mode)) return Err(not_a_file(st));
+  if (odd(st)) return Err(not_a_file(st));
   return fd;
 }
 
@@ -90,15 +97,21 @@ Result<NotServedHold> HoldNotServed(const fs::path& data, const char* command,
     hold.dir.Reset();
     break;
   }
-  // serve.lock too, which a bdn serve of an earlier release locks alone; made here (once the
-  // directory is known to be this user's own: `create`) so that a server started later finds
-  // this command's hold. Before that, anything odd about it is left for the checks to come.
-  auto fd = OpenServeLock(data, flag, create);
+  // serve.lock too, which a bdn serve of an earlier release locks alone: opened read-only (a
+  // read-only file system's fsck and gc --dry-run need nothing written: from an attacking
+  // helper), and made where missing (once the directory is known to be this user's own:
+  // `create`) so that a server started later finds this command's hold; where it cannot be made
+  // (a read-only file system, a full disk), the directory's lock holds alone. Before `create`,
+  // anything odd about it is left for the checks to come.
+  auto fd = OpenServeLock(data, flag, /*create=*/false);
   if (!fd) {
     if (!create) return hold;
     return Err(fd.error());
   }
   hold.file = std::move(*fd);
+  if (!hold.file && create) {
+    if (auto made = OpenServeLock(data, flag, /*create=*/true); made) hold.file = std::move(*made);
+  }
   if (!hold.file) return hold;
   while (::flock(hold.file.get(), LOCK_SH | LOCK_NB) != 0) {
     if (errno == EINTR) continue;

@@ -228,7 +228,9 @@ class SqliteDatabase : public Database {
   }
 
   Status Open(const SqliteOptions& options) {
-    if (struct stat st; ::lstat(path_.c_str(), &st) != 0 && errno == ENOENT) CreateWhole();
+    if (struct stat st; ::lstat(path_.c_str(), &st) != 0 && errno == ENOENT) {
+      BDN_RETURN_IF_ERROR(CreateWhole());
+    }
     BDN_RETURN_IF_ERROR(MakeDatabasePrivate(path_, what_));
     auto rw = OpenHandle(UriPath(path_), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     Status rw_error;
@@ -282,34 +284,60 @@ class SqliteDatabase : public Database {
   sqlite3* handle() const { return db_; }
 
   // Makes a missing database whole before it appears at its path: its header written into a
-  // private file beside it, which is then linked in (where another process made it meanwhile,
-  // theirs stays). From an attacking helper: a gc or a read run beside the first push into a new
-  // home found registry.db empty, between its creation and its first write, and called it "a
-  // truncated copy". Best effort: where any step fails, the open makes it in place as before
-  // (and reports what fails there).
-  void CreateWhole() {
+  // private file beside it, which is then renamed (or, where the file system cannot rename
+  // without replacing, linked) in; where another process made it meanwhile, theirs stays. From
+  // an attacking helper: a gc or a read run beside the first push into a new home found
+  // registry.db empty, between its creation and its first write, and called it "a truncated
+  // copy". A full disk leaves nothing at the path (a second helper: an empty registry.db was
+  // left, refused by every later start once space was back). Where the file system can neither
+  // rename without replacing nor link, or the temporary file cannot be made for another reason,
+  // the open makes the database in place as before (and reports what fails there).
+  // Errors: FailedPrecondition "<what> <path>: no space left on device"; Internal with SQLite's
+  // message.
+  Status CreateWhole() {
     auto suffix = RandomHex(8);
-    if (!suffix) return;
+    if (!suffix) return Status::Ok();
     const std::string tmp = path_.string() + ".new-" + *suffix;
     auto remove_tmp = [&tmp] {
       for (const char* s : {"", "-wal", "-shm", "-journal"}) ::unlink((tmp + s).c_str());
     };
+    const Status full = FailedPreconditionError(what_ + " " + name_ + ": no space left on device");
     UniqueFd made(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                          kPrivateFileMode));
-    if (!made) return;
+    if (!made) return errno == ENOSPC || errno == EDQUOT ? full : Status::Ok();
     made.Reset();
     auto handle = OpenHandle(UriPath(tmp), SQLITE_OPEN_READWRITE);
-    bool ok = false;
-    if (handle) {
-      // Writes the database's first page, its header (a database with no table yet reads as
-      // one being made: CheckRegistryFile); the schema is the open's, as for any database.
-      ok = sqlite3_exec(*handle, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) == SQLITE_OK;
-      // The last connection's close checkpoints the write-ahead log into the file and removes it.
-      ok = sqlite3_close(*handle) == SQLITE_OK && ok;
+    if (!handle) {
+      remove_tmp();
+      return Status::Ok();
+    }
+    // Writes the database's first page, its header (a database with no table yet reads as one
+    // being made: CheckRegistryFile); the schema is the open's, as for any database.
+    Status written = Status::Ok();
+    if (sqlite3_exec(*handle, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      const int code = sqlite3_extended_errcode(*handle);
+      const int sys = sqlite3_system_errno(*handle);
+      written = (code & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT || NoSpaceLeft(tmp)
+                    ? full
+                    : InternalError(what_ + " " + name_ + ": " + sqlite3_errmsg(*handle));
+    }
+    // The last connection's close checkpoints the write-ahead log into the file and removes it.
+    if (sqlite3_close(*handle) != SQLITE_OK && written.ok()) {
+      written = InternalError(what_ + " " + name_ + ": closing the new database failed");
     }
     struct stat wal;
-    if (ok && ::lstat((tmp + "-wal").c_str(), &wal) != 0) (void)::link(tmp.c_str(), path_.c_str());
+    if (written.ok() && ::lstat((tmp + "-wal").c_str(), &wal) == 0) {
+      written = InternalError(what_ + " " + name_ + ": the new database kept its write-ahead log");
+    }
+    if (written.ok() &&
+        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0 &&
+        errno != EEXIST) {
+      // EINVAL: a file system that cannot rename without replacing; then a link, and where that
+      // cannot be made either, the open's own creation.
+      (void)::link(tmp.c_str(), path_.c_str());
+    }
     remove_tmp();
+    return written;
   }
 
  private:

@@ -2067,19 +2067,31 @@ Result<std::vector<Digest>> LocalChunkStore::LiveClaims() {
   if (claims_->mode() == ClaimMode::kMemory) return claims_->InMemory();
   std::vector<Digest> out;
   const fs::path dir = root_ / "gc" / "claims";
-  BDN_ASSIGN_OR_RETURN(auto names, ListDirAt(claims_dir_.get(), dir, "gc claims"));
+  int claims_dir = claims_dir_.get();
+  UniqueFd read_only;
+  if (claims_dir < 0) {
+    // A store opened read-only (a read-only view of it: gc --dry-run, from an attacking helper,
+    // failed "Bad file descriptor"): the claims of writers through another view are read where
+    // they are, and none is removed.
+    read_only = UniqueFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!read_only) {
+      if (errno == ENOENT) return out;
+      return Err(ErrnoError("gc claims " + dir.string(), errno));
+    }
+    claims_dir = read_only.get();
+  }
+  BDN_ASSIGN_OR_RETURN(auto names, ListDirAt(claims_dir, dir, "gc claims"));
   for (const std::string& name : names) {
     if (name.ends_with(".new")) {
       // A process that died between creating its claims file and naming it: nothing in it.
-      UniqueFd fd(::openat(claims_dir_.get(), name.c_str(),
-                           O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-      if (fd && IsDeadWritersNewFile(fd.get())) ::unlinkat(claims_dir_.get(), name.c_str(), 0);
+      UniqueFd fd(
+          ::openat(claims_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (fd && IsDeadWritersNewFile(fd.get())) ::unlinkat(claims_dir, name.c_str(), 0);
       continue;
     }
     if (!name.ends_with(".claims")) continue;
     const fs::path path = dir / name;
-    auto opened =
-        OpenRegularFileAt(claims_dir_.get(), name, O_RDONLY, "gc claims " + path.string());
+    auto opened = OpenRegularFileAt(claims_dir, name, O_RDONLY, "gc claims " + path.string());
     if (!opened) {
       if (opened.error().code() == StatusCode::kNotFound) continue;
       return Err(opened.error());
