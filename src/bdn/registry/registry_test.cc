@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -804,6 +805,32 @@ TEST(SqliteRegistry, ANewRegistryAppearsWhole) {
           << n;
     }
   }
+  fs::remove_all(t);
+}
+
+// What a creation killed midway left beside the database (its temporary file and journal) is
+// removed by a later open once it is 10 minutes old; a young one (another creation in progress)
+// is left alone.
+TEST(SqliteRegistry, AKilledCreationsTemporaryFilesGoOnceOld) {
+  std::string t = (fs::temp_directory_path() / "bdn_registry_test.XXXXXX").string();
+  ASSERT_NE(::mkdtemp(t.data()), nullptr);
+  const fs::path db = fs::path(t) / "registry.db";
+  for (const char* name :
+       {"registry.db.new-00aa", "registry.db.new-00aa-journal", "registry.db.new-00bb"}) {
+    std::FILE* f = std::fopen((fs::path(t) / name).c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  const auto old = fs::file_time_type::clock::now() - std::chrono::minutes(11);
+  fs::last_write_time(fs::path(t) / "registry.db.new-00aa", old);
+  fs::last_write_time(fs::path(t) / "registry.db.new-00aa-journal", old);
+  {
+    auto r = SqliteRegistry::Open(db);
+    ASSERT_TRUE(r) << r.error().message();
+  }
+  EXPECT_FALSE(fs::exists(fs::path(t) / "registry.db.new-00aa"));
+  EXPECT_FALSE(fs::exists(fs::path(t) / "registry.db.new-00aa-journal"));
+  EXPECT_TRUE(fs::exists(fs::path(t) / "registry.db.new-00bb"));
   fs::remove_all(t);
 }
 

@@ -228,6 +228,7 @@ class SqliteDatabase : public Database {
   }
 
   Status Open(const SqliteOptions& options) {
+    RemoveStaleTemporaries();
     if (struct stat st; ::lstat(path_.c_str(), &st) != 0 && errno == ENOENT) {
       BDN_RETURN_IF_ERROR(CreateWhole());
     }
@@ -282,6 +283,22 @@ class SqliteDatabase : public Database {
   }
 
   sqlite3* handle() const { return db_; }
+
+  // Removes the temporary files of CreateWhole runs killed before they ended (from an attacking
+  // helper: a `kill -9` of a first bdn serve left registry.db.new-<hex> and its journal): those
+  // beside the database not changed for 10 minutes (a creation takes milliseconds). Best effort.
+  void RemoveStaleTemporaries() {
+    const std::string prefix = path_.filename().string() + ".new-";
+    const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
+    std::error_code ec;
+    const auto now = fs::file_time_type::clock::now();
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.starts_with(prefix) || !fs::is_regular_file(it->symlink_status(ec))) continue;
+      const auto changed = it->last_write_time(ec);
+      if (!ec && now - changed > std::chrono::minutes(10)) fs::remove(it->path(), ec);
+    }
+  }
 
   // Makes a missing database whole before it appears at its path: its header written into a
   // private file beside it, which is then renamed (or, where the file system cannot rename
