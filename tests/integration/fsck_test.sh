@@ -109,6 +109,29 @@ if [ "$(id -u)" = 0 ]; then
   mount -o remount,bind,ro "$WORK/srv-ro"
   "$BDN" fsck --data "$WORK/srv-ro" >/dev/null || fail "fsck of a read-only server directory"
   "$BDN" gc --dry-run --data "$WORK/srv-ro" >/dev/null || fail "gc --dry-run of a read-only server directory"
+  run_fails 6 "bdn: error: --data $WORK/srv-ro: --repair writes to $WORK/srv-ro/store, which is read-only here (Read-only file system); run fsck without it to check" \
+    "$BDN" fsck --repair --data "$WORK/srv-ro"
+  # A write-ahead log whose changes a read-only open cannot read without registry.db-shm is not
+  # read past (from an attacking helper: the registry as it was before them, and gc --dry-run
+  # planned to delete the packs of the versions it did not see).
+  umount "$WORK/srv-ro"
+  cp -a "$WORK/srv" "$WORK/srv-copy"
+  python3 - "$WORK/srv-copy/registry.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("CREATE TABLE IF NOT EXISTS test_marker(x)")
+c.commit()
+import shutil, os
+d = os.path.dirname(sys.argv[1])
+shutil.copy(sys.argv[1] + "-wal", d + "/kept-wal")
+PY
+  mv "$WORK/srv-copy/kept-wal" "$WORK/srv-copy/registry.db-wal"; rm -f "$WORK/srv-copy/registry.db-shm"
+  mount --bind "$WORK/srv-copy" "$WORK/srv-ro"
+  mount -o remount,bind,ro "$WORK/srv-ro"
+  rc=0; err=$("$BDN" fsck --data "$WORK/srv-ro" 2>&1 >/dev/null) || rc=$?
+  assert_eq 8 "$rc" "exit code of fsck of a read-only view whose WAL cannot be read ($err)"
+  assert_contains "$err" "registry.db-wal holds changes that a read-only open can read only with $WORK/srv-ro/registry.db-shm beside it"
   umount "$WORK/srv-ro"
 fi
 # The directory of a bdn serve --store s3://… (its objstore/ spool) holds no store: refused, and

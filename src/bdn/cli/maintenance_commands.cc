@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -238,6 +239,14 @@ Status Fsck(const fs::path& data, bool repair, bool json_output) {
   // From an attacking helper: fsck said "0 versions checked; 0 problems" of a registry that was
   // not the store's.
   BDN_RETURN_IF_ERROR(CheckRegistryKnowsStore(data, CountPacks(data), *registry, false));
+  // From an attacking helper: on a read-only view, --repair failed exit 1 ("quarantine …: write
+  // failed") once it had found what to set aside.
+  const int writable = repair && ::access((data / "store").c_str(), W_OK) != 0 ? errno : 0;
+  if (writable == EROFS || writable == EACCES) {
+    return PermissionDeniedError("--data " + data.string() + ": --repair writes to " +
+                                 (data / "store").string() + ", which is read-only here (" +
+                                 std::strerror(writable) + "); run fsck without it to check");
+  }
   BDN_ASSIGN_OR_RETURN(
       FsckReport r,
       RunFsck(data / "store", *registry, repair ? FsckMode::kRepair : FsckMode::kCheck, options));

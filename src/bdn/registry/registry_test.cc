@@ -780,12 +780,14 @@ TEST(SqliteRegistry, ANewRegistryAppearsWhole) {
     std::atomic<bool> done{false};
     std::atomic<int64_t> smallest{-1};
     std::thread watcher([&] {
-      while (!done.load()) {
+      for (;;) {
+        const bool finished = done.load();  // one more look once the open has returned
         struct stat st;
         if (::stat(db.c_str(), &st) == 0) {
           smallest = st.st_size;
           return;
         }
+        if (finished) return;
       }
     });
     {

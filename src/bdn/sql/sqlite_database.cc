@@ -229,8 +229,9 @@ class SqliteDatabase : public Database {
 
   Status Open(const SqliteOptions& options) {
     RemoveStaleTemporaries();
+    bool made = false;  // this call's CreateWhole put the database, schema and all, in place
     if (struct stat st; ::lstat(path_.c_str(), &st) != 0 && errno == ENOENT) {
-      BDN_RETURN_IF_ERROR(CreateWhole());
+      BDN_RETURN_IF_ERROR(CreateWhole(options, &made));
     }
     BDN_RETURN_IF_ERROR(MakeDatabasePrivate(path_, what_));
     auto rw = OpenHandle(UriPath(path_), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -243,7 +244,7 @@ class SqliteDatabase : public Database {
         rw_error = ExecRaw("PRAGMA journal_mode=WAL");
         if (rw_error.ok()) rw_error = ExecRaw("PRAGMA synchronous=FULL");
         if (rw_error.ok()) rw_error = ExecRaw("PRAGMA foreign_keys=ON");
-        if (rw_error.ok()) rw_error = ExecRaw(options.schema.c_str());
+        if (rw_error.ok() && !made) rw_error = ExecRaw(options.schema.c_str());
       }
       if (rw_error.ok() && options.upgrade) rw_error = Write(options.upgrade, "");
       if (rw_error.ok()) return Status::Ok();
@@ -258,8 +259,22 @@ class SqliteDatabase : public Database {
     // its writes fail "no space left on device".
     full_disk_ = rw_error.code() == StatusCode::kFailedPrecondition || NoSpaceLeft(path_);
     std::error_code ec;
+    // Changes in the write-ahead log that a read-only open cannot read (it needs the -shm file
+    // beside it, or to make one) are not read past (from an attacking helper: a read-only
+    // snapshot without registry.db-shm opened "immutable" showed the registry as it was before
+    // them, and gc --dry-run planned to delete the packs of the versions it did not see).
+    const fs::path wal = path_.string() + "-wal";
+    const bool changes_in_wal = fs::file_size(wal, ec) > 0 && !ec;
+    ec.clear();
     if (!options.read_only_probe.empty() && fs::exists(path_, ec)) {
       for (const char* mode : {"?mode=ro", "?immutable=1"}) {
+        if (changes_in_wal && std::string_view(mode) == "?immutable=1") {
+          if (full_disk_) break;
+          return FailedPreconditionError(
+              what_ + " " + name_ + ": cannot be read here: its write-ahead log " + wal.string() +
+              " holds changes that a read-only open can read only with " + path_.string() +
+              "-shm beside it (open it once where it can be written, or copy the -shm file too)");
+        }
         auto ro = OpenHandle(UriPath(path_) + mode, SQLITE_OPEN_READONLY);
         if (!ro) continue;
         db_ = *ro;
@@ -300,18 +315,18 @@ class SqliteDatabase : public Database {
     }
   }
 
-  // Makes a missing database whole before it appears at its path: its header written into a
-  // private file beside it, which is then renamed (or, where the file system cannot rename
-  // without replacing, linked) in; where another process made it meanwhile, theirs stays. From
-  // an attacking helper: a gc or a read run beside the first push into a new home found
+  // Makes a missing database whole before it appears at its path: its header and `options`'
+  // schema written into a private file beside it, which is then renamed (or, where the file system
+  // cannot rename without replacing, linked) in; where another process made it meanwhile, theirs
+  // stays. From an attacking helper: a gc or a read run beside the first push into a new home found
   // registry.db empty, between its creation and its first write, and called it "a truncated
   // copy". A full disk leaves nothing at the path (a second helper: an empty registry.db was
   // left, refused by every later start once space was back). Where the file system can neither
   // rename without replacing nor link, or the temporary file cannot be made for another reason,
   // the open makes the database in place as before (and reports what fails there).
-  // Errors: FailedPrecondition "<what> <path>: no space left on device"; Internal with SQLite's
-  // message.
-  Status CreateWhole() {
+  // `*made` is set when this call put it in place. Errors: FailedPrecondition "<what> <path>: no
+  // space left on device"; Internal with SQLite's message.
+  Status CreateWhole(const SqliteOptions& options, bool* made) {
     auto suffix = RandomHex(8);
     if (!suffix) return Status::Ok();
     const std::string tmp = path_.string() + ".new-" + *suffix;
@@ -319,19 +334,20 @@ class SqliteDatabase : public Database {
       for (const char* s : {"", "-wal", "-shm", "-journal"}) ::unlink((tmp + s).c_str());
     };
     const Status full = FailedPreconditionError(what_ + " " + name_ + ": no space left on device");
-    UniqueFd made(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+    UniqueFd file(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                          kPrivateFileMode));
-    if (!made) return errno == ENOSPC || errno == EDQUOT ? full : Status::Ok();
-    made.Reset();
+    if (!file) return errno == ENOSPC || errno == EDQUOT ? full : Status::Ok();
+    file.Reset();
     auto handle = OpenHandle(UriPath(tmp), SQLITE_OPEN_READWRITE);
     if (!handle) {
       remove_tmp();
       return Status::Ok();
     }
-    // Writes the database's first page, its header (a database with no table yet reads as one
-    // being made: CheckRegistryFile); the schema is the open's, as for any database.
+    // The header and the schema: a disk that fills while the schema is written leaves nothing
+    // at the path (a second attacking helper: a header without tables was left).
     Status written = Status::Ok();
-    if (sqlite3_exec(*handle, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    if (sqlite3_exec(*handle, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) != SQLITE_OK ||
+        sqlite3_exec(*handle, options.schema.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
       const int code = sqlite3_extended_errcode(*handle);
       const int sys = sqlite3_system_errno(*handle);
       written = (code & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT || NoSpaceLeft(tmp)
@@ -346,12 +362,14 @@ class SqliteDatabase : public Database {
     if (written.ok() && ::lstat((tmp + "-wal").c_str(), &wal) == 0) {
       written = InternalError(what_ + " " + name_ + ": the new database kept its write-ahead log");
     }
-    if (written.ok() &&
-        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0 &&
-        errno != EEXIST) {
-      // EINVAL: a file system that cannot rename without replacing; then a link, and where that
-      // cannot be made either, the open's own creation.
-      (void)::link(tmp.c_str(), path_.c_str());
+    if (written.ok()) {
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) == 0) {
+        *made = true;
+      } else if (errno != EEXIST && ::link(tmp.c_str(), path_.c_str()) == 0) {
+        // EINVAL: a file system that cannot rename without replacing; then a link, and where
+        // that cannot be made either, the open's own creation.
+        *made = true;
+      }
     }
     remove_tmp();
     return written;
