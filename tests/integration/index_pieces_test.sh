@@ -117,7 +117,7 @@ read -r pack _ payload _ <<<"$row"
 python3 -c 'import sys; f=open(sys.argv[1],"r+b"); o=int(sys.argv[2]); f.seek(o); b=f.read(1); f.seek(o); f.write(bytes([b[0]^0xff]))' "$pack" "$payload"
 rc=0; out=$("$BDN" fsck) || rc=$?
 assert_eq 5 "$rc" "exit code of fsck"
-assert_contains "$out" "blob: blob b3:$piece: chunk b3:$piece: digest mismatch"
+assert_contains "$out" "blob: blob b3:$piece: digest mismatch"
 assert_contains "$out" "  affects bdn:ip/big@$d2 (file \"big.bin\")"
 rc=0; err=$("$BDN" volume cat "bdn:ip/big@$d2/big.bin" 2>&1 >/dev/null) || rc=$?
 assert_eq 5 "$rc" "exit code of cat with a damaged piece"
